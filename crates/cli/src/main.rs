@@ -1,0 +1,2 @@
+//! nyx5: the command-line tool.
+fn main() {}

@@ -1,0 +1,257 @@
+//! Keys and the primitives the protocol is built from: Ed25519 (strict verification), X25519
+//! (non-contributory secrets refused), HKDF-SHA256, AES-256-GCM with a detached tag, SHA-256.
+//!
+//! Randomness comes in through [`Entropy`]; nothing here seeds itself.
+
+use aes_gcm::aead::{AeadInOut, KeyInit};
+use aes_gcm::{Aes256Gcm, Nonce, Tag};
+use ed25519_dalek::Signer as _;
+use hkdf::Hkdf;
+use sha2::{Digest, Sha256};
+
+use crate::b64;
+use crate::error::Error;
+
+/// A source of cryptographically secure random bytes, supplied by the caller.
+pub trait Entropy {
+    fn fill(&mut self, buf: &mut [u8]);
+}
+
+impl<F: FnMut(&mut [u8])> Entropy for F {
+    fn fill(&mut self, buf: &mut [u8]) {
+        self(buf)
+    }
+}
+
+/// `N` random bytes from `rng`.
+pub fn random<const N: usize>(rng: &mut dyn Entropy) -> [u8; N] {
+    let mut out = [0u8; N];
+    rng.fill(&mut out);
+    out
+}
+
+/// An Ed25519 public key: the `sig` of a card and the `kid` of a signature.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SigPublic([u8; 32]);
+
+impl std::fmt::Debug for SigPublic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigPublic({})", self.to_b64())
+    }
+}
+
+impl SigPublic {
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        SigPublic(bytes)
+    }
+
+    /// Parses the base64url form of a key. The point is checked when verifying.
+    pub fn parse(text: &str) -> Result<SigPublic, Error> {
+        b64::decode_array(text).map(SigPublic).ok_or_else(|| {
+            Error::malformed(format!("not a 32-byte base64url Ed25519 key: {text:?}"))
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    pub fn to_b64(&self) -> String {
+        b64::encode(&self.0)
+    }
+
+    /// `verify_strict`: refuses non-canonical encodings and small-order keys and points.
+    pub fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+        let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&self.0) else {
+            return false;
+        };
+        let sig = ed25519_dalek::Signature::from_bytes(signature);
+        key.verify_strict(message, &sig).is_ok()
+    }
+}
+
+/// An Ed25519 signing key, held by its agent or house.
+#[derive(Clone)]
+pub struct SigningKey(ed25519_dalek::SigningKey);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigningKey({})", self.public().to_b64())
+    }
+}
+
+impl SigningKey {
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        SigningKey(ed25519_dalek::SigningKey::from_bytes(&seed))
+    }
+
+    pub fn generate(rng: &mut dyn Entropy) -> Self {
+        SigningKey::from_seed(random(rng))
+    }
+
+    pub fn seed(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    pub fn public(&self) -> SigPublic {
+        SigPublic(self.0.verifying_key().to_bytes())
+    }
+
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.0.sign(message).to_bytes()
+    }
+}
+
+/// An X25519 public key: the `enc` of a card, the `epk` of a sealed envelope.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EncPublic([u8; 32]);
+
+impl std::fmt::Debug for EncPublic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EncPublic({})", self.to_b64())
+    }
+}
+
+impl EncPublic {
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        EncPublic(bytes)
+    }
+
+    pub fn parse(text: &str) -> Result<EncPublic, Error> {
+        b64::decode_array(text).map(EncPublic).ok_or_else(|| {
+            Error::malformed(format!("not a 32-byte base64url X25519 key: {text:?}"))
+        })
+    }
+
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    pub fn to_b64(&self) -> String {
+        b64::encode(&self.0)
+    }
+}
+
+/// An X25519 secret key.
+#[derive(Clone)]
+pub struct EncSecret(x25519_dalek::StaticSecret);
+
+impl std::fmt::Debug for EncSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EncSecret({})", self.public().to_b64())
+    }
+}
+
+impl EncSecret {
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        EncSecret(x25519_dalek::StaticSecret::from(bytes))
+    }
+
+    pub fn generate(rng: &mut dyn Entropy) -> Self {
+        EncSecret::from_bytes(random(rng))
+    }
+
+    pub fn bytes(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    pub fn public(&self) -> EncPublic {
+        EncPublic(x25519_dalek::PublicKey::from(&self.0).to_bytes())
+    }
+
+    /// The X25519 shared secret, or `None` when it is all zeros (a small-order peer key).
+    pub fn agree(&self, peer: &EncPublic) -> Option<[u8; 32]> {
+        let shared = self
+            .0
+            .diffie_hellman(&x25519_dalek::PublicKey::from(peer.0));
+        shared.was_contributory().then(|| shared.to_bytes())
+    }
+}
+
+/// HKDF-SHA256 (RFC 5869) into `out`. Fails only when `out` is longer than 255 × 32 bytes.
+pub fn hkdf_sha256(ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) -> Result<(), Error> {
+    Hkdf::<Sha256>::new(Some(salt), ikm)
+        .expand(info, out)
+        .map_err(|_| Error::malformed("HKDF output too long"))
+}
+
+/// AES-256-GCM with a 96-bit iv: returns the ciphertext and the 128-bit tag separately.
+pub fn aes256gcm_seal(
+    key: &[u8; 32],
+    iv: &[u8; 12],
+    aad: &[u8],
+    plaintext: &[u8],
+) -> (Vec<u8>, [u8; 16]) {
+    let cipher = Aes256Gcm::new(&(*key).into());
+    let mut buf = plaintext.to_vec();
+    // Encryption fails only for inputs over 64 GiB, far beyond any limit here.
+    let tag = cipher
+        .encrypt_inout_detached(&Nonce::from(*iv), aad, buf.as_mut_slice().into())
+        .map(|t| t.into())
+        .unwrap_or([0u8; 16]);
+    (buf, tag)
+}
+
+/// Opens AES-256-GCM; `None` if the tag does not authenticate.
+pub fn aes256gcm_open(
+    key: &[u8; 32],
+    iv: &[u8; 12],
+    aad: &[u8],
+    ct: &[u8],
+    tag: &[u8; 16],
+) -> Option<Vec<u8>> {
+    let cipher = Aes256Gcm::new(&(*key).into());
+    let mut buf = ct.to_vec();
+    cipher
+        .decrypt_inout_detached(
+            &Nonce::from(*iv),
+            aad,
+            buf.as_mut_slice().into(),
+            &Tag::from(*tag),
+        )
+        .ok()?;
+    Some(buf)
+}
+
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Lowercase hex, as the `*_sha256` fields carry digests.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sign_and_verify_strict() {
+        let key = SigningKey::from_seed([7; 32]);
+        let sig = key.sign(b"hola");
+        assert!(key.public().verify(b"hola", &sig));
+        assert!(!key.public().verify(b"hola!", &sig));
+        let mut bad = sig;
+        bad[0] ^= 1;
+        assert!(!key.public().verify(b"hola", &bad));
+    }
+
+    #[test]
+    fn x25519_refuses_small_order_peer() {
+        let me = EncSecret::from_bytes([9; 32]);
+        assert_eq!(me.agree(&EncPublic::from_bytes([0; 32])), None);
+        let peer = EncSecret::from_bytes([3; 32]);
+        assert_eq!(me.agree(&peer.public()), peer.agree(&me.public()));
+    }
+
+    #[test]
+    fn gcm_round_trip_and_tamper() {
+        let (ct, tag) = aes256gcm_seal(&[1; 32], &[2; 12], b"aad", b"secret");
+        assert_eq!(
+            aes256gcm_open(&[1; 32], &[2; 12], b"aad", &ct, &tag).as_deref(),
+            Some(&b"secret"[..])
+        );
+        assert_eq!(aes256gcm_open(&[1; 32], &[2; 12], b"aaD", &ct, &tag), None);
+    }
+}

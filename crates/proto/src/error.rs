@@ -1,0 +1,195 @@
+//! The one error table: every protocol failure has a kind, a fixed wire code and a reason.
+//!
+//! The HTTP mapping lives here and nowhere else. The wire form is
+//! `{"ok":false,"code":<u16>,"error":"<slug>","reason":"<text>"}`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::json::{Object, Value};
+
+/// What went wrong, as the protocol names it. Each kind has exactly one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// 400: the document or request is not well formed.
+    Malformed,
+    /// 401: the request carries no usable `Authorization`.
+    Unauthenticated,
+    /// 402: the mailbox asks for a stamp or proof of work that is missing or insufficient.
+    PaymentRequired,
+    /// 403: a signature does not verify, the sender cannot be verified, or policy forbids it.
+    Forbidden,
+    /// 404: no such agent, route or record.
+    NotFound,
+    /// 405: the route exists but not with this method.
+    MethodNotAllowed,
+    /// 409: the thing exists already, or its state does not allow this.
+    Conflict,
+    /// 410: the envelope or document has expired.
+    Expired,
+    /// 413: over a size limit.
+    TooLarge,
+    /// 421: sent to a house that is not the one it was meant for.
+    Misdirected,
+    /// 429: too many requests; try later.
+    RateLimited,
+    /// 500: our fault. The reason is logged, never sent.
+    Internal,
+    /// 503: a dependency is down; try later.
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// The HTTP status and wire `code`.
+    pub const fn code(self) -> u16 {
+        match self {
+            ErrorKind::Malformed => 400,
+            ErrorKind::Unauthenticated => 401,
+            ErrorKind::PaymentRequired => 402,
+            ErrorKind::Forbidden => 403,
+            ErrorKind::NotFound => 404,
+            ErrorKind::MethodNotAllowed => 405,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Expired => 410,
+            ErrorKind::TooLarge => 413,
+            ErrorKind::Misdirected => 421,
+            ErrorKind::RateLimited => 429,
+            ErrorKind::Internal => 500,
+            ErrorKind::Unavailable => 503,
+        }
+    }
+
+    /// A stable machine name for the wire `error` field.
+    pub const fn slug(self) -> &'static str {
+        match self {
+            ErrorKind::Malformed => "malformed",
+            ErrorKind::Unauthenticated => "unauthenticated",
+            ErrorKind::PaymentRequired => "payment_required",
+            ErrorKind::Forbidden => "forbidden",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Expired => "expired",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Misdirected => "misdirected",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Internal => "internal",
+            ErrorKind::Unavailable => "unavailable",
+        }
+    }
+
+    /// Every kind, for tables and tests.
+    pub const ALL: [ErrorKind; 13] = [
+        ErrorKind::Malformed,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PaymentRequired,
+        ErrorKind::Forbidden,
+        ErrorKind::NotFound,
+        ErrorKind::MethodNotAllowed,
+        ErrorKind::Conflict,
+        ErrorKind::Expired,
+        ErrorKind::TooLarge,
+        ErrorKind::Misdirected,
+        ErrorKind::RateLimited,
+        ErrorKind::Internal,
+        ErrorKind::Unavailable,
+    ];
+
+    /// Whether a relaying house should retry (spec §6: 421, 429 and 5xx are temporary).
+    pub const fn is_temporary(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Misdirected
+                | ErrorKind::RateLimited
+                | ErrorKind::Internal
+                | ErrorKind::Unavailable
+        )
+    }
+
+    /// The kind for a wire code, if it is one of ours.
+    pub fn from_code(code: u16) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+}
+
+/// A protocol error: a kind from the table and a human reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub reason: Cow<'static, str>,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
+        Error {
+            kind,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn malformed(reason: impl Into<Cow<'static, str>>) -> Self {
+        Error::new(ErrorKind::Malformed, reason)
+    }
+
+    pub fn forbidden(reason: impl Into<Cow<'static, str>>) -> Self {
+        Error::new(ErrorKind::Forbidden, reason)
+    }
+
+    pub fn code(&self) -> u16 {
+        self.kind.code()
+    }
+
+    /// The JSON body sent on the wire. Internal reasons are replaced by a generic text.
+    pub fn to_wire(&self) -> Value {
+        let reason = if self.kind == ErrorKind::Internal {
+            "internal error".to_owned()
+        } else {
+            self.reason.to_string()
+        };
+        let mut o = Object::new();
+        o.insert("ok".into(), Value::Bool(false));
+        o.insert("code".into(), Value::from(i64::from(self.code())));
+        o.insert("error".into(), Value::from(self.kind.slug()));
+        o.insert("reason".into(), Value::String(reason));
+        Value::Object(o)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.kind.code(),
+            self.kind.slug(),
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_round_trip() {
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_code(k.code()), Some(k));
+        }
+        assert!(ErrorKind::RateLimited.is_temporary());
+        assert!(!ErrorKind::Forbidden.is_temporary());
+    }
+
+    #[test]
+    fn internal_reasons_never_leak() {
+        let e = Error::new(ErrorKind::Internal, "db password is hunter2");
+        let wire = e.to_wire().canonical_string();
+        assert!(!wire.contains("hunter2"));
+        assert_eq!(
+            wire,
+            r#"{"code":500,"error":"internal","ok":false,"reason":"internal error"}"#
+        );
+    }
+}

@@ -1,0 +1,674 @@
+//! JSON values, a strict parser, and the canonical form (RFC 8785 semantics).
+//!
+//! The parser accepts RFC 8259 JSON and refuses what would make two readers see different
+//! documents: duplicate keys at any depth, lone surrogates, numbers that overflow or lose
+//! integer precision, nesting deeper than [`limits::MAX_JSON_DEPTH`], input over the caller's
+//! byte limit. [`Value::canonical`] writes what JavaScript's sorted, compact `JSON.stringify`
+//! writes: keys ordered by UTF-16 code units, ES6 number formatting, minimal string escaping.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::error::{Error, ErrorKind};
+use crate::limits;
+
+/// A JSON object. Keys are unique by construction; canonical order is applied when writing.
+pub type Object = BTreeMap<String, Value>;
+
+/// A JSON value. Numbers are IEEE-754 doubles, exactly as JavaScript holds them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<Value>),
+    Object(Object),
+}
+
+/// The largest integer every JSON reader represents exactly (2^53 - 1).
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
+impl Value {
+    /// Parses `input` strictly, refusing anything longer than `max_bytes`.
+    pub fn parse(input: &[u8], max_bytes: usize) -> Result<Value, Error> {
+        if input.len() > max_bytes {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "body of {} bytes exceeds the limit of {max_bytes}",
+                    input.len()
+                ),
+            ));
+        }
+        let text = std::str::from_utf8(input)
+            .map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
+        let mut parser = Parser {
+            text: text.as_bytes(),
+            pos: 0,
+        };
+        parser.skip_ws();
+        let value = parser.value(0)?;
+        parser.skip_ws();
+        if parser.pos != parser.text.len() {
+            return Err(parser.fail("trailing characters after the JSON value"));
+        }
+        Ok(value)
+    }
+
+    /// Parses a UTF-8 string with the default document limit.
+    pub fn parse_str(input: &str) -> Result<Value, Error> {
+        Value::parse(input.as_bytes(), limits::MAX_ENVELOPE_BYTES)
+    }
+
+    /// The canonical bytes of this value.
+    pub fn canonical(&self) -> Vec<u8> {
+        let mut out = String::new();
+        write_canonical(self, &mut out);
+        out.into_bytes()
+    }
+
+    /// The canonical text of this value.
+    pub fn canonical_string(&self) -> String {
+        let mut out = String::new();
+        write_canonical(self, &mut out);
+        out
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_object(&self) -> Option<&Object> {
+        match self {
+            Value::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// An integer within the safe range, or `None` for anything else (fractions included).
+    pub fn as_safe_integer(&self) -> Option<i64> {
+        match self {
+            Value::Number(n) if n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER as f64 => {
+                // Exact: the value is integral and within 2^53.
+                Some(*n as i64)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(s.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::String(s)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Self {
+        Value::Number(n as f64)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+
+impl From<Object> for Value {
+    fn from(o: Object) -> Self {
+        Value::Object(o)
+    }
+}
+
+impl From<Vec<Value>> for Value {
+    fn from(a: Vec<Value>) -> Self {
+        Value::Array(a)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(o: Option<T>) -> Self {
+        o.map_or(Value::Null, Into::into)
+    }
+}
+
+/// Orders two keys by their UTF-16 code units, as RFC 8785 §3.2.3 requires.
+pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(*n, out),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| cmp_utf16(a.0, b.0));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Writes a string as JavaScript's `JSON.stringify` does.
+pub fn write_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Formats a finite double as ECMAScript's Number::toString (ES2019 §7.1.12.1) does.
+pub fn format_number(n: f64) -> String {
+    let mut out = String::new();
+    write_number(n, &mut out);
+    out
+}
+
+fn write_number(n: f64, out: &mut String) {
+    if n == 0.0 {
+        out.push('0'); // also -0
+        return;
+    }
+    if !n.is_finite() {
+        // The parser never produces these; JSON.stringify writes null for them.
+        out.push_str("null");
+        return;
+    }
+    if n < 0.0 {
+        out.push('-');
+    }
+    // Rust's `{:e}` gives the shortest digits that round-trip, e.g. "1.2345e-7".
+    let sci = format!("{:e}", n.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let k = digits.len() as i32;
+    // n = 0.digits × 10^point, i.e. the ES spec's `n` is exp + 1.
+    let point = exp.parse::<i32>().unwrap_or(0) + 1;
+    if k <= point && point <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (point - k) as usize));
+    } else if 0 < point && point <= 21 {
+        let (int, frac) = digits.split_at(point as usize);
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    } else if -6 < point && point <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-point) as usize));
+        out.push_str(&digits);
+    } else {
+        let e = point - 1;
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if e < 0 { '-' } else { '+' });
+        let _ = write!(out, "{}", e.abs());
+    }
+}
+
+struct Parser<'a> {
+    text: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn fail(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::Malformed,
+            format!("invalid JSON at byte {}: {what}", self.pos),
+        )
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn expect_literal(&mut self, lit: &str, value: Value) -> Result<Value, Error> {
+        let end = self.pos + lit.len();
+        if self.text.get(self.pos..end) == Some(lit.as_bytes()) {
+            self.pos = end;
+            Ok(value)
+        } else {
+            Err(self.fail("unexpected token"))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, Error> {
+        match self.peek() {
+            None => Err(self.fail("unexpected end of input")),
+            Some(b'{') => self.object(depth + 1),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'"') => Ok(Value::String(self.string()?)),
+            Some(b't') => self.expect_literal("true", Value::Bool(true)),
+            Some(b'f') => self.expect_literal("false", Value::Bool(false)),
+            Some(b'n') => self.expect_literal("null", Value::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.fail("unexpected character")),
+        }
+    }
+
+    fn check_depth(&self, depth: usize) -> Result<(), Error> {
+        if depth > limits::MAX_JSON_DEPTH {
+            Err(self.fail(&format!("nesting deeper than {}", limits::MAX_JSON_DEPTH)))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, Error> {
+        self.check_depth(depth)?;
+        self.pos += 1; // '{'
+        let mut map = Object::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value::Object(map));
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'"') {
+                return Err(self.fail("expected a string key"));
+            }
+            let key_at = self.pos;
+            let key = self.string()?;
+            self.skip_ws();
+            if self.peek() != Some(b':') {
+                return Err(self.fail("expected ':'"));
+            }
+            self.pos += 1;
+            self.skip_ws();
+            let item = self.value(depth)?;
+            if map.contains_key(&key) {
+                self.pos = key_at;
+                return Err(self.fail(&format!("duplicate key {key:?}")));
+            }
+            map.insert(key, item);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Object(map));
+                }
+                _ => return Err(self.fail("expected ',' or '}'")),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value, Error> {
+        self.check_depth(depth)?;
+        self.pos += 1; // '['
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.skip_ws();
+            items.push(self.value(depth)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return Err(self.fail("expected ',' or ']'")),
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, Error> {
+        let mut v = 0u32;
+        for _ in 0..4 {
+            let d = match self.peek() {
+                Some(c @ b'0'..=b'9') => c - b'0',
+                Some(c @ b'a'..=b'f') => c - b'a' + 10,
+                Some(c @ b'A'..=b'F') => c - b'A' + 10,
+                _ => return Err(self.fail("bad \\u escape")),
+            };
+            v = v * 16 + u32::from(d);
+            self.pos += 1;
+        }
+        Ok(v)
+    }
+
+    fn string(&mut self) -> Result<String, Error> {
+        self.pos += 1; // opening quote
+        let mut out = String::new();
+        loop {
+            let start = self.pos;
+            while let Some(c) = self.peek() {
+                if c == b'"' || c == b'\\' || c < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            // The input is valid UTF-8 and we stopped on ASCII, so this slice is valid UTF-8.
+            let run = std::str::from_utf8(self.text.get(start..self.pos).unwrap_or_default())
+                .map_err(|_| self.fail("invalid UTF-8"))?;
+            out.push_str(run);
+            match self.peek() {
+                None => return Err(self.fail("unterminated string")),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let esc = self
+                        .peek()
+                        .ok_or_else(|| self.fail("unterminated escape"))?;
+                    self.pos += 1;
+                    match esc {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let code = if (0xD800..0xDC00).contains(&hi) {
+                                if self.text.get(self.pos..self.pos + 2) != Some(b"\\u") {
+                                    return Err(self.fail("lone high surrogate"));
+                                }
+                                self.pos += 2;
+                                let lo = self.hex4()?;
+                                if !(0xDC00..0xE000).contains(&lo) {
+                                    return Err(self.fail("lone high surrogate"));
+                                }
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else if (0xDC00..0xE000).contains(&hi) {
+                                return Err(self.fail("lone low surrogate"));
+                            } else {
+                                hi
+                            };
+                            out.push(
+                                char::from_u32(code).ok_or_else(|| self.fail("bad code point"))?,
+                            );
+                        }
+                        _ => return Err(self.fail("unknown escape")),
+                    }
+                }
+                Some(_) => return Err(self.fail("control character in string")),
+            }
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    fn number(&mut self) -> Result<Value, Error> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.fail("bad number")),
+        }
+        let mut integral = true;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            integral = false;
+            if self.digits() == 0 {
+                return Err(self.fail("digits expected after '.'"));
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            integral = false;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.fail("digits expected in exponent"));
+            }
+        }
+        let literal = std::str::from_utf8(self.text.get(start..self.pos).unwrap_or_default())
+            .map_err(|_| self.fail("bad number"))?;
+        let n: f64 = literal.parse().map_err(|_| self.fail("bad number"))?;
+        if !n.is_finite() {
+            self.pos = start;
+            return Err(self.fail("number out of range"));
+        }
+        if integral && n.abs() > MAX_SAFE_INTEGER as f64 {
+            self.pos = start;
+            return Err(self.fail("integer beyond 2^53 loses precision"));
+        }
+        Ok(Value::Number(n))
+    }
+}
+
+/// Small helpers for reading typed fields out of an object with clear errors.
+pub mod field {
+    use super::{Object, Value};
+    use crate::error::{Error, ErrorKind};
+
+    fn bad(name: &str, what: &str) -> Error {
+        Error::new(ErrorKind::Malformed, format!("field `{name}` {what}"))
+    }
+
+    pub fn required<'a>(obj: &'a Object, name: &str) -> Result<&'a Value, Error> {
+        obj.get(name).ok_or_else(|| bad(name, "is missing"))
+    }
+
+    /// A field that may be absent or `null`.
+    pub fn optional<'a>(obj: &'a Object, name: &str) -> Option<&'a Value> {
+        obj.get(name).filter(|v| !v.is_null())
+    }
+
+    pub fn str<'a>(obj: &'a Object, name: &str) -> Result<&'a str, Error> {
+        required(obj, name)?
+            .as_str()
+            .ok_or_else(|| bad(name, "must be a string"))
+    }
+
+    pub fn opt_str<'a>(obj: &'a Object, name: &str) -> Result<Option<&'a str>, Error> {
+        optional(obj, name)
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| bad(name, "must be a string or null"))
+            })
+            .transpose()
+    }
+
+    pub fn object<'a>(obj: &'a Object, name: &str) -> Result<&'a Object, Error> {
+        required(obj, name)?
+            .as_object()
+            .ok_or_else(|| bad(name, "must be an object"))
+    }
+
+    pub fn opt_object<'a>(obj: &'a Object, name: &str) -> Result<Option<&'a Object>, Error> {
+        optional(obj, name)
+            .map(|v| {
+                v.as_object()
+                    .ok_or_else(|| bad(name, "must be an object or null"))
+            })
+            .transpose()
+    }
+
+    pub fn array<'a>(obj: &'a Object, name: &str) -> Result<&'a [Value], Error> {
+        required(obj, name)?
+            .as_array()
+            .ok_or_else(|| bad(name, "must be an array"))
+    }
+
+    pub fn opt_array<'a>(obj: &'a Object, name: &str) -> Result<Option<&'a [Value]>, Error> {
+        optional(obj, name)
+            .map(|v| {
+                v.as_array()
+                    .ok_or_else(|| bad(name, "must be an array or null"))
+            })
+            .transpose()
+    }
+
+    /// A whole number of tokens (or bits, or bytes): a safe integer, never a fraction.
+    pub fn integer(obj: &Object, name: &str) -> Result<i64, Error> {
+        required(obj, name)?
+            .as_safe_integer()
+            .ok_or_else(|| bad(name, "must be an integer"))
+    }
+
+    pub fn opt_integer(obj: &Object, name: &str) -> Result<Option<i64>, Error> {
+        optional(obj, name)
+            .map(|v| {
+                v.as_safe_integer()
+                    .ok_or_else(|| bad(name, "must be an integer or null"))
+            })
+            .transpose()
+    }
+
+    pub fn opt_bool(obj: &Object, name: &str) -> Result<Option<bool>, Error> {
+        match optional(obj, name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(bad(name, "must be a boolean")),
+        }
+    }
+}
+
+/// Builds an [`Object`] from `(key, value)` pairs: `obj([("a", 1.into())])`.
+pub fn obj<const N: usize>(pairs: [(&str, Value); N]) -> Object {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(s: &str) -> String {
+        Value::parse_str(s)
+            .map(|v| v.canonical_string())
+            .unwrap_or_else(|e| format!("ERR {e}"))
+    }
+
+    #[test]
+    fn orders_keys_by_utf16_and_writes_compact() {
+        assert_eq!(
+            canon(r#"{ "b": 1, "a": [true, null] }"#),
+            r#"{"a":[true,null],"b":1}"#
+        );
+        // U+1F600 (surrogates D83D..) sorts before U+FB01 in UTF-16, after it in UTF-8.
+        assert_eq!(
+            canon("{\"\u{fb01}\":1,\"\u{1f600}\":2}"),
+            "{\"\u{1f600}\":2,\"\u{fb01}\":1}"
+        );
+    }
+
+    #[test]
+    fn refuses_duplicates_depth_and_size() {
+        assert!(Value::parse_str(r#"{"a":1,"a":2}"#).is_err());
+        assert!(Value::parse_str(r#"{"x":{"a":1,"a":1}}"#).is_err());
+        let deep = "[".repeat(33) + &"]".repeat(33);
+        assert!(Value::parse_str(&deep).is_err());
+        let ok = "[".repeat(32) + &"]".repeat(32);
+        assert!(Value::parse_str(&ok).is_ok());
+        let e = Value::parse(b"[1,2,3]", 3).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn numbers_follow_es6() {
+        assert_eq!(format_number(1e21), "1e+21");
+        assert_eq!(format_number(1e20), "100000000000000000000");
+        assert_eq!(format_number(1.5e-7), "1.5e-7");
+        assert_eq!(format_number(0.000001), "0.000001");
+        assert_eq!(format_number(-0.0), "0");
+        assert_eq!(format_number(123.456), "123.456");
+        assert!(Value::parse_str("1e400").is_err());
+        assert!(Value::parse_str("9007199254740993").is_err());
+        assert_eq!(canon("1.0"), "1");
+    }
+
+    #[test]
+    fn escapes_like_javascript() {
+        assert_eq!(
+            canon(r#""\u0001\u001f/\"\\\b\n""#),
+            r#""\u0001\u001f/\"\\\b\n""#
+        );
+        assert_eq!(canon(r#""\u00e9\u20ac""#), "\"é€\"");
+        assert!(Value::parse_str(r#""\ud800""#).is_err());
+        assert!(Value::parse_str(r#""\udc00x""#).is_err());
+    }
+}

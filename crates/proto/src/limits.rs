@@ -1,0 +1,43 @@
+//! Every limit in one place (TigerBeetle's "put a limit on everything").
+
+/// Default largest envelope, in canonical bytes (spec §5: 1 MB). Houses may declare less.
+pub const MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
+/// Largest `intro` envelope, in canonical bytes (spec §9).
+pub const MAX_INTRO_BYTES: usize = 4 * 1024;
+/// Deepest JSON nesting any parser here accepts.
+pub const MAX_JSON_DEPTH: usize = 32;
+/// Largest card or other small signed document, in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Most recipients on one envelope.
+pub const MAX_RECIPIENTS: usize = 100;
+/// Longest envelope id, thread or reply reference.
+pub const MAX_ID_LEN: usize = 128;
+/// Longest local part of an address (spec §1: one leading character and up to 63 more).
+pub const MAX_LOCAL_LEN: usize = 64;
+/// Longest domain name.
+pub const MAX_DOMAIN_LEN: usize = 253;
+/// Longest media type string.
+pub const MAX_MEDIA_LEN: usize = 255;
+/// Most attachments referenced by one envelope.
+pub const MAX_ATTACHMENTS: usize = 64;
+/// Most keys a domain card may list (rotation), and previous keys an agent card may list.
+pub const MAX_KEYS: usize = 8;
+/// Most `previous` keys on an agent card.
+pub const MAX_PREVIOUS_KEYS: usize = 8;
+/// How far an auth token's `ts` may be from the house's clock, either way (spec §8).
+pub const AUTH_WINDOW_MS: i64 = 5 * 60 * 1000;
+/// Shortest and longest auth nonce.
+pub const MIN_NONCE_LEN: usize = 16;
+pub const MAX_NONCE_LEN: usize = 64;
+/// Longest `Authorization` or `X-Nyx5-Relay` header value we parse.
+pub const MAX_HEADER_LEN: usize = 4096;
+/// Most proof-of-work bits a mailbox may ask for; a check refuses more.
+pub const MAX_POW_BITS: u32 = 32;
+/// Longest proof-of-work nonce string.
+pub const MAX_POW_NONCE_LEN: usize = 64;
+/// Largest token amount (prices, stamps, caps): JavaScript's safe integer range.
+pub const MAX_AMOUNT: i64 = crate::json::MAX_SAFE_INTEGER;
+/// Basis points in a whole (referral shares and fees).
+pub const BPS_WHOLE: i64 = 10_000;
+/// How long a card stays cached (spec §2).
+pub const CARD_CACHE_MS: i64 = 5 * 60 * 1000;

@@ -1,0 +1,1 @@
+//! The Worker adapter; arrives with the Worker issue.
