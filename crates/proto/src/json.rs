@@ -177,21 +177,33 @@ fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| cmp_utf16(a.0, b.0));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(key, out);
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, None, out),
     }
+}
+
+fn write_object(map: &Object, skip: Option<&str>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map
+        .iter()
+        .filter(|(k, _)| Some(k.as_str()) != skip)
+        .collect();
+    entries.sort_by(|a, b| cmp_utf16(a.0, b.0));
+    out.push('{');
+    for (i, (key, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(key, out);
+        out.push(':');
+        write_canonical(item, out);
+    }
+    out.push('}');
+}
+
+/// The canonical bytes of `map` without its top-level member `skip`: what a signature covers.
+pub fn canonical_without(map: &Object, skip: &str) -> Vec<u8> {
+    let mut out = String::new();
+    write_object(map, Some(skip), &mut out);
+    out.into_bytes()
 }
 
 /// Writes a string as JavaScript's `JSON.stringify` does.
@@ -238,10 +250,12 @@ fn write_number(n: f64, out: &mut String) {
     // Rust's `{:e}` gives the shortest digits that round-trip, e.g. "1.2345e-7".
     let sci = format!("{:e}", n.abs());
     let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp = exp.parse::<i32>().unwrap_or(0);
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = even_on_tie(n.abs(), digits, exp);
     let k = digits.len() as i32;
     // n = 0.digits × 10^point, i.e. the ES spec's `n` is exp + 1.
-    let point = exp.parse::<i32>().unwrap_or(0) + 1;
+    let point = exp + 1;
     if k <= point && point <= 21 {
         out.push_str(&digits);
         out.extend(std::iter::repeat_n('0', (point - k) as usize));
@@ -266,6 +280,60 @@ fn write_number(n: f64, out: &mut String) {
         out.push(if e < 0 { '-' } else { '+' });
         let _ = write!(out, "{}", e.abs());
     }
+}
+
+/// Rust's shortest digits round an exact tie up; ECMAScript's Number::toString asks, when two
+/// shortest digit strings are equally near the value, for the even one (1424953923781206.25
+/// is written "1424953923781206.2", not ".3"). `digits` × 10^(exp + 1 - len) is the shortest
+/// round-trip form of `abs`; this swaps an odd last digit for its even neighbour on a tie.
+fn even_on_tie(abs: f64, digits: String, exp: i32) -> String {
+    let Ok(d) = digits.parse::<u64>() else {
+        return digits;
+    };
+    if d % 2 == 0 || digits.len() > 17 {
+        return digits;
+    }
+    let t = exp - digits.len() as i32; // the midpoint has one digit more than `digits`
+    for alt in [d - 1, d + 1] {
+        let alt_digits = alt.to_string();
+        if alt_digits.len() == digits.len()
+            && equals_decimal(abs, d.min(alt) * 10 + 5, t)
+            && format!("{alt}e{}", t + 1).parse::<f64>() == Ok(abs)
+        {
+            return alt_digits.trim_end_matches('0').to_owned();
+        }
+    }
+    digits
+}
+
+/// Whether the finite positive double `abs` is exactly `c` × 10^`t`.
+fn equals_decimal(abs: f64, c: u64, t: i32) -> bool {
+    // Equality needs 5^t to divide the 53-bit significand (t > 0) or 5^-t to divide `c`
+    // (t < 0), so |t| <= 27 and every product below fits in a u128.
+    if !(-27..=27).contains(&t) || c == 0 {
+        return false;
+    }
+    let bits = abs.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1u64 << 52) - 1);
+    let (mant, exp2) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1u64 << 52), biased - 1075)
+    };
+    if mant == 0 {
+        return false;
+    }
+    // mant × 2^exp2 == c × 5^t × 2^t, with the power of five moved to whichever side keeps
+    // it a whole number; then compare odd parts and powers of two.
+    let pow5 = 5u128.pow(t.unsigned_abs());
+    let (lhs, rhs) = if t >= 0 {
+        (u128::from(mant), u128::from(c) * pow5)
+    } else {
+        (u128::from(mant) * pow5, u128::from(c))
+    };
+    let (lz, rz) = (lhs.trailing_zeros(), rhs.trailing_zeros());
+    lhs >> lz == rhs >> rz && i64::from(exp2) + i64::from(lz) == i64::from(t) + i64::from(rz)
 }
 
 struct Parser<'a> {
@@ -656,6 +724,11 @@ mod tests {
         assert_eq!(format_number(0.000001), "0.000001");
         assert_eq!(format_number(-0.0), "0");
         assert_eq!(format_number(123.456), "123.456");
+        // Exact ties between two shortest candidates go to the even digit.
+        assert_eq!(format_number(1424953923781206.25), "1424953923781206.2");
+        assert_eq!(format_number(-591340196471289.25), "-591340196471289.2");
+        assert_eq!(format_number(0.5), "0.5");
+        assert_eq!(format_number(5e-324), "5e-324");
         assert!(Value::parse_str("1e400").is_err());
         assert!(Value::parse_str("9007199254740993").is_err());
         assert_eq!(canon("1.0"), "1");

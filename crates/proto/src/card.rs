@@ -1,0 +1,558 @@
+//! Cards (spec §3, §4): the domain card (self-signed), the agent card (certified by the domain)
+//! and the delegation a parent signs for its subagent. Build, sign, and verify the chain
+//! domain key → domain card → agent card (→ parent → child).
+//!
+//! Every card keeps the object it was parsed from, so unknown members stay covered by the
+//! signature and are written back unchanged.
+
+use crate::address::{Address, check_domain};
+use crate::crypto::{EncPublic, SigPublic, SigningKey};
+use crate::error::{Error, ErrorKind};
+use crate::json::{Object, Value, field, obj};
+use crate::limits;
+use crate::sign::{Verified, sign_object, verify_object};
+use crate::time::Timestamp;
+
+/// The protocol version string of cards and envelopes.
+pub const VERSION: &str = "1";
+
+fn check_version(doc: &Object) -> Result<(), Error> {
+    match field::str(doc, "nyx5")? {
+        VERSION => Ok(()),
+        other => Err(Error::malformed(format!(
+            "unsupported nyx5 version {other:?}"
+        ))),
+    }
+}
+
+fn opt_time(doc: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
+    field::opt_str(doc, name)?.map(Timestamp::parse).transpose()
+}
+
+/// A key listed by a domain card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DomainKey {
+    pub sig: SigPublic,
+    pub created: Option<Timestamp>,
+}
+
+/// A domain card, parsed but not yet verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DomainCard {
+    pub domain: String,
+    pub estafeta: String,
+    /// The first is the active key; the rest are still valid during a rotation.
+    pub keys: Vec<DomainKey>,
+    pub policy: Object,
+    pub extensions: Vec<String>,
+    pub issued: Timestamp,
+    raw: Object,
+}
+
+/// What a house puts in its domain card.
+#[derive(Debug, Clone)]
+pub struct DomainCardDraft {
+    pub domain: String,
+    pub estafeta: String,
+    /// Keys after the signing key, kept valid during a rotation.
+    pub other_keys: Vec<DomainKey>,
+    pub policy: Object,
+    pub extensions: Vec<String>,
+    pub issued: Timestamp,
+}
+
+impl DomainCardDraft {
+    /// Signs the card with `key`, which becomes its first (active) key.
+    pub fn sign(self, key: &SigningKey, key_created: Timestamp) -> Result<DomainCard, Error> {
+        let mut keys = vec![key_value(&key.public(), Some(key_created))];
+        keys.extend(self.other_keys.iter().map(|k| key_value(&k.sig, k.created)));
+        let mut doc = obj([
+            ("nyx5", VERSION.into()),
+            ("domain", self.domain.into()),
+            ("estafeta", self.estafeta.into()),
+            ("keys", Value::Array(keys)),
+            ("policy", Value::Object(self.policy)),
+            (
+                "extensions",
+                Value::Array(self.extensions.into_iter().map(Value::from).collect()),
+            ),
+            ("issued", self.issued.to_rfc3339().into()),
+        ]);
+        sign_object(&mut doc, "signature", key);
+        DomainCard::from_object(doc)
+    }
+}
+
+fn key_value(sig: &SigPublic, created: Option<Timestamp>) -> Value {
+    let mut o = obj([("sig", sig.to_b64().into())]);
+    if let Some(c) = created {
+        o.insert("created".into(), c.to_rfc3339().into());
+    }
+    Value::Object(o)
+}
+
+impl DomainCard {
+    pub fn parse(bytes: &[u8]) -> Result<DomainCard, Error> {
+        match Value::parse(bytes, limits::MAX_DOCUMENT_BYTES)? {
+            Value::Object(o) => DomainCard::from_object(o),
+            _ => Err(Error::malformed("a domain card is a JSON object")),
+        }
+    }
+
+    pub fn from_object(raw: Object) -> Result<DomainCard, Error> {
+        check_version(&raw)?;
+        let domain = field::str(&raw, "domain")?.to_owned();
+        check_domain(&domain).map_err(|why| Error::malformed(format!("card domain: {why}")))?;
+        let estafeta = field::str(&raw, "estafeta")?.to_owned();
+        let keys_json = field::array(&raw, "keys")?;
+        if keys_json.is_empty() || keys_json.len() > limits::MAX_KEYS {
+            return Err(Error::malformed("`keys` must list 1 to 8 keys"));
+        }
+        let keys = keys_json
+            .iter()
+            .map(|k| {
+                let k = k
+                    .as_object()
+                    .ok_or_else(|| Error::malformed("each key is an object"))?;
+                Ok(DomainKey {
+                    sig: SigPublic::parse(field::str(k, "sig")?)?,
+                    created: opt_time(k, "created")?,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let policy = field::opt_object(&raw, "policy")?
+            .cloned()
+            .unwrap_or_default();
+        let extensions = field::opt_array(&raw, "extensions")?
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                e.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| Error::malformed("extensions are strings"))
+            })
+            .collect::<Result<_, _>>()?;
+        let issued = Timestamp::parse(field::str(&raw, "issued")?)?;
+        Ok(DomainCard {
+            domain,
+            estafeta,
+            keys,
+            policy,
+            extensions,
+            issued,
+            raw,
+        })
+    }
+
+    /// Verifies the self-signature (its `kid` must be one of `keys`) and, when the resolver
+    /// has one (DNS `sig`, a hosts pin, a TOFU pin), that the card is signed by `anchor`.
+    pub fn verify(self, anchor: Option<&SigPublic>) -> Result<Verified<DomainCard>, Error> {
+        let kid = verify_object(&self.raw, "signature", |kid| {
+            self.keys.iter().any(|k| k.sig == *kid)
+        })?;
+        if let Some(anchor) = anchor
+            && kid != *anchor
+        {
+            return Err(Error::forbidden(format!(
+                "domain card of {} is not signed by its anchored key",
+                self.domain
+            )));
+        }
+        Ok(Verified::new(self))
+    }
+
+    /// Whether `key` is one of this domain's keys.
+    pub fn has_key(&self, key: &SigPublic) -> bool {
+        self.keys.iter().any(|k| k.sig == *key)
+    }
+
+    /// The largest envelope this house accepts (`policy.max_bytes`, else the default).
+    pub fn max_bytes(&self) -> usize {
+        self.policy
+            .get("max_bytes")
+            .and_then(Value::as_safe_integer)
+            .and_then(|n| usize::try_from(n).ok())
+            .map_or(limits::MAX_ENVELOPE_BYTES, |n| {
+                n.min(limits::MAX_ENVELOPE_BYTES)
+            })
+    }
+
+    pub fn object(&self) -> &Object {
+        &self.raw
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+}
+
+/// A previous agent key, valid for signatures until `until`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreviousKey {
+    pub sig: SigPublic,
+    pub until: Timestamp,
+}
+
+/// What a delegated card allows its subagent (spec §4).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Scope {
+    /// Envelope types it may send; `None` = any.
+    pub types: Option<Vec<String>>,
+    /// Destination domains it may send to; `None` = any.
+    pub to_domains: Option<Vec<String>>,
+    /// Most tokens it may commit in the Libro; `None` = no cap of its own.
+    pub cap: Option<i64>,
+}
+
+impl Scope {
+    fn from_object(o: &Object) -> Result<Scope, Error> {
+        let strings = |name: &str| -> Result<Option<Vec<String>>, Error> {
+            field::opt_array(o, name)?
+                .map(|a| {
+                    a.iter()
+                        .map(|v| {
+                            v.as_str().map(str::to_owned).ok_or_else(|| {
+                                Error::malformed(format!("`scope.{name}` lists strings"))
+                            })
+                        })
+                        .collect()
+                })
+                .transpose()
+        };
+        let cap = field::opt_integer(o, "cap")?;
+        if cap.is_some_and(|c| c < 0) {
+            return Err(Error::malformed("`scope.cap` must not be negative"));
+        }
+        Ok(Scope {
+            types: strings("types")?,
+            to_domains: strings("to_domains")?,
+            cap,
+        })
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut o = Object::new();
+        let list =
+            |v: &Vec<String>| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+        if let Some(t) = &self.types {
+            o.insert("types".into(), list(t));
+        }
+        if let Some(d) = &self.to_domains {
+            o.insert("to_domains".into(), list(d));
+        }
+        if let Some(c) = self.cap {
+            o.insert("cap".into(), c.into());
+        }
+        Value::Object(o)
+    }
+
+    /// Whether this scope allows sending an envelope of `kind` to `domain`.
+    pub fn allows_send(&self, kind: &str, domain: &str) -> bool {
+        self.types
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|x| x == kind))
+            && self
+                .to_domains
+                .as_ref()
+                .is_none_or(|d| d.iter().any(|x| x == domain))
+    }
+
+    /// Whether `self` stays within `parent`: a child never gets more cap than its parent.
+    pub fn within(&self, parent: &Scope) -> bool {
+        match (self.cap, parent.cap) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(c), Some(p)) => c <= p,
+        }
+    }
+}
+
+/// The parent's signed statement that a subagent acts for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delegation {
+    pub by: Address,
+    pub address: Address,
+    pub sig: SigPublic,
+    pub scope: Scope,
+    pub valid_until: Option<Timestamp>,
+    pub issued: Timestamp,
+    raw: Object,
+}
+
+impl Delegation {
+    /// The parent `by` (holding `parent_key`) delegates to `address` with key `sig`.
+    pub fn sign(
+        by: &Address,
+        address: &Address,
+        sig: &SigPublic,
+        scope: &Scope,
+        valid_until: Option<Timestamp>,
+        issued: Timestamp,
+        parent_key: &SigningKey,
+    ) -> Result<Delegation, Error> {
+        let mut doc = obj([
+            ("by", by.as_str().into()),
+            ("address", address.as_str().into()),
+            ("sig", sig.to_b64().into()),
+            ("scope", scope.to_value()),
+            ("valid_until", valid_until.map(|t| t.to_rfc3339()).into()),
+            ("issued", issued.to_rfc3339().into()),
+        ]);
+        sign_object(&mut doc, "signature", parent_key);
+        Delegation::from_object(doc)
+    }
+
+    pub fn from_object(raw: Object) -> Result<Delegation, Error> {
+        Ok(Delegation {
+            by: Address::parse(field::str(&raw, "by")?)?,
+            address: Address::parse(field::str(&raw, "address")?)?,
+            sig: SigPublic::parse(field::str(&raw, "sig")?)?,
+            scope: field::opt_object(&raw, "scope")?
+                .map(Scope::from_object)
+                .transpose()?
+                .unwrap_or_default(),
+            valid_until: opt_time(&raw, "valid_until")?,
+            issued: Timestamp::parse(field::str(&raw, "issued")?)?,
+            raw,
+        })
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+}
+
+/// An agent card, parsed but not yet verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentCard {
+    pub address: Address,
+    pub sig: SigPublic,
+    pub enc: Option<EncPublic>,
+    pub capabilities: Object,
+    pub inbox: Object,
+    pub valid_from: Timestamp,
+    pub valid_until: Option<Timestamp>,
+    pub previous: Vec<PreviousKey>,
+    pub delegation: Option<Delegation>,
+    raw: Object,
+}
+
+/// What a house certifies for an agent. `extra` carries any further members (e.g. `person`).
+#[derive(Debug, Clone)]
+pub struct AgentCardDraft {
+    pub address: Address,
+    pub sig: SigPublic,
+    pub enc: Option<EncPublic>,
+    pub capabilities: Object,
+    pub inbox: Object,
+    pub valid_from: Timestamp,
+    pub valid_until: Option<Timestamp>,
+    pub previous: Vec<PreviousKey>,
+    pub delegation: Option<Delegation>,
+    pub extra: Object,
+}
+
+impl AgentCardDraft {
+    /// A plain card: open inbox, no capabilities, valid from `now` with no end.
+    pub fn new(address: Address, sig: SigPublic, enc: Option<EncPublic>, now: Timestamp) -> Self {
+        AgentCardDraft {
+            address,
+            sig,
+            enc,
+            capabilities: Object::new(),
+            inbox: obj([("policy", "open".into())]),
+            valid_from: now,
+            valid_until: None,
+            previous: Vec::new(),
+            delegation: None,
+            extra: Object::new(),
+        }
+    }
+
+    /// The domain certifies the card with its key.
+    pub fn certify(self, domain_key: &SigningKey) -> Result<AgentCard, Error> {
+        let mut doc = self.extra;
+        let previous = self
+            .previous
+            .iter()
+            .map(|p| {
+                Value::Object(obj([
+                    ("sig", p.sig.to_b64().into()),
+                    ("until", p.until.to_rfc3339().into()),
+                ]))
+            })
+            .collect();
+        let members = [
+            ("nyx5", VERSION.into()),
+            ("address", self.address.as_str().into()),
+            ("sig", self.sig.to_b64().into()),
+            ("capabilities", Value::Object(self.capabilities)),
+            ("inbox", Value::Object(self.inbox)),
+            ("valid_from", self.valid_from.to_rfc3339().into()),
+            (
+                "valid_until",
+                self.valid_until.map(|t| t.to_rfc3339()).into(),
+            ),
+            ("previous", Value::Array(previous)),
+        ];
+        for (k, v) in members {
+            doc.insert(k.to_owned(), v);
+        }
+        if let Some(enc) = self.enc {
+            doc.insert("enc".into(), enc.to_b64().into());
+        }
+        if let Some(d) = self.delegation {
+            doc.insert("delegation".into(), d.to_value());
+        }
+        sign_object(&mut doc, "certification", domain_key);
+        AgentCard::from_object(doc)
+    }
+}
+
+impl AgentCard {
+    pub fn parse(bytes: &[u8]) -> Result<AgentCard, Error> {
+        match Value::parse(bytes, limits::MAX_DOCUMENT_BYTES)? {
+            Value::Object(o) => AgentCard::from_object(o),
+            _ => Err(Error::malformed("an agent card is a JSON object")),
+        }
+    }
+
+    pub fn from_object(raw: Object) -> Result<AgentCard, Error> {
+        check_version(&raw)?;
+        let previous_json = field::opt_array(&raw, "previous")?.unwrap_or_default();
+        if previous_json.len() > limits::MAX_PREVIOUS_KEYS {
+            return Err(Error::malformed("too many `previous` keys"));
+        }
+        let previous = previous_json
+            .iter()
+            .map(|p| {
+                let p = p
+                    .as_object()
+                    .ok_or_else(|| Error::malformed("each previous key is an object"))?;
+                Ok(PreviousKey {
+                    sig: SigPublic::parse(field::str(p, "sig")?)?,
+                    until: Timestamp::parse(field::str(p, "until")?)?,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(AgentCard {
+            address: Address::parse(field::str(&raw, "address")?)?,
+            sig: SigPublic::parse(field::str(&raw, "sig")?)?,
+            enc: field::opt_str(&raw, "enc")?
+                .map(EncPublic::parse)
+                .transpose()?,
+            capabilities: field::opt_object(&raw, "capabilities")?
+                .cloned()
+                .unwrap_or_default(),
+            inbox: field::opt_object(&raw, "inbox")?
+                .cloned()
+                .unwrap_or_default(),
+            valid_from: Timestamp::parse(field::str(&raw, "valid_from")?)?,
+            valid_until: opt_time(&raw, "valid_until")?,
+            previous,
+            delegation: field::opt_object(&raw, "delegation")?
+                .cloned()
+                .map(Delegation::from_object)
+                .transpose()?,
+            raw,
+        })
+    }
+
+    /// Verifies the card against its (verified) domain card at `now`; a delegated card also
+    /// needs its verified parent card. Checks: the address belongs to the domain, the
+    /// certification is by a domain key, the validity window holds, and for a delegated card
+    /// the parent's signature, the names, the key, the delegation's own validity and the cap.
+    pub fn verify(
+        self,
+        domain: &Verified<DomainCard>,
+        parent: Option<&Verified<AgentCard>>,
+        now: Timestamp,
+    ) -> Result<Verified<AgentCard>, Error> {
+        if self.address.domain() != domain.domain {
+            return Err(Error::forbidden(format!(
+                "{} is not certified by {}",
+                self.address, domain.domain
+            )));
+        }
+        verify_object(&self.raw, "certification", |kid| domain.has_key(kid))?;
+        if now < self.valid_from {
+            return Err(Error::forbidden(format!(
+                "card of {} is not valid yet",
+                self.address
+            )));
+        }
+        if self.valid_until.is_some_and(|until| now >= until) {
+            return Err(Error::forbidden(format!(
+                "card of {} has expired",
+                self.address
+            )));
+        }
+        if let Some(d) = &self.delegation {
+            let parent = parent.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Forbidden,
+                    format!("delegated card of {} needs its parent's card", self.address),
+                )
+            })?;
+            self.check_delegation(d, parent, now)?;
+        }
+        Ok(Verified::new(self))
+    }
+
+    fn check_delegation(
+        &self,
+        d: &Delegation,
+        parent: &Verified<AgentCard>,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let refuse = |why: &str| {
+            Err(Error::forbidden(format!(
+                "delegation of {}: {why}",
+                self.address
+            )))
+        };
+        if self.address.parent().as_ref() != Some(&parent.address) || d.by != parent.address {
+            return refuse("the parent is not the one its name says");
+        }
+        if d.address != self.address || d.sig != self.sig {
+            return refuse("it delegates another address or key");
+        }
+        verify_object(&d.raw, "signature", |kid| parent.accepts_key(kid, now))?;
+        if d.valid_until.is_some_and(|until| now >= until) {
+            return refuse("it has expired");
+        }
+        let parent_scope = parent
+            .delegation
+            .as_ref()
+            .map(|pd| pd.scope.clone())
+            .unwrap_or_default();
+        if !d.scope.within(&parent_scope) {
+            return refuse("its cap is larger than its parent's");
+        }
+        Ok(())
+    }
+
+    /// Whether `key` may sign for this agent at `now`: the current key, or a previous key still
+    /// within its grace period.
+    pub fn accepts_key(&self, key: &SigPublic, now: Timestamp) -> bool {
+        self.sig == *key || self.previous.iter().any(|p| p.sig == *key && now < p.until)
+    }
+
+    /// The scope a delegated card sends under (`None` for a full agent).
+    pub fn scope(&self) -> Option<&Scope> {
+        self.delegation.as_ref().map(|d| &d.scope)
+    }
+
+    /// Whether the card asked to be listed in the directory (`capabilities.listed: true`).
+    pub fn listed(&self) -> bool {
+        matches!(self.capabilities.get("listed"), Some(Value::Bool(true)))
+    }
+
+    pub fn object(&self) -> &Object {
+        &self.raw
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+}

@@ -1,0 +1,493 @@
+//! The envelope (spec §5): typed fields over the object they came from, so unknown members are
+//! preserved and signed. Codec, rules, sign and verify. Sealing and opening are in [`crate::seal`].
+
+use crate::address::{Address, check_domain, check_id};
+use crate::b64;
+use crate::card::{AgentCard, VERSION};
+use crate::crypto::{SigPublic, SigningKey, hex, sha256};
+use crate::error::{Error, ErrorKind};
+use crate::json::{Object, Value, field, obj};
+use crate::limits;
+use crate::seal::Sealed;
+use crate::sign::{Signature, Verified, sign_object, verify_object};
+use crate::time::Timestamp;
+
+/// The semantic hint of an envelope (`type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Message,
+    Task,
+    Result,
+    Receipt,
+    Intro,
+}
+
+impl Kind {
+    pub fn parse(text: &str) -> Result<Kind, Error> {
+        Ok(match text {
+            "message" => Kind::Message,
+            "task" => Kind::Task,
+            "result" => Kind::Result,
+            "receipt" => Kind::Receipt,
+            "intro" => Kind::Intro,
+            other => return Err(Error::malformed(format!("unknown envelope type {other:?}"))),
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Message => "message",
+            Kind::Task => "task",
+            Kind::Result => "result",
+            Kind::Receipt => "receipt",
+            Kind::Intro => "intro",
+        }
+    }
+}
+
+/// Cleartext content: a media type and a body (a string or any JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Content {
+    pub media: String,
+    pub body: Value,
+}
+
+impl Content {
+    pub fn new(media: &str, body: Value) -> Content {
+        Content {
+            media: media.to_owned(),
+            body,
+        }
+    }
+
+    pub fn from_value(v: &Value) -> Result<Content, Error> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| Error::malformed("`content` must be an object"))?;
+        let media = field::str(o, "media")?;
+        if media.is_empty() || media.len() > limits::MAX_MEDIA_LEN {
+            return Err(Error::malformed(
+                "`content.media` must be 1 to 255 characters",
+            ));
+        }
+        let body = field::required(o, "body")?.clone();
+        Ok(Content {
+            media: media.to_owned(),
+            body,
+        })
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(obj([
+            ("media", self.media.as_str().into()),
+            ("body", self.body.clone()),
+        ]))
+    }
+}
+
+/// What the envelope carries: cleartext `content` or an `encrypted` payload, never both.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    Clear(Content),
+    Sealed(Sealed),
+}
+
+/// A paid stamp (spec §19).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub house: String,
+    pub amount: i64,
+}
+
+/// A proof of work (spec §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pow {
+    pub bits: u32,
+    pub nonce: String,
+}
+
+/// An envelope, structurally valid but not verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub id: String,
+    pub from: Address,
+    pub to: Vec<Address>,
+    pub created: Timestamp,
+    pub expires: Option<Timestamp>,
+    pub deliver_after: Option<Timestamp>,
+    pub thread: Option<String>,
+    pub in_reply_to: Option<String>,
+    pub kind: Kind,
+    pub payload: Payload,
+    pub stamp: Option<Stamp>,
+    pub pow: Option<Pow>,
+    /// `receipt: "delivered"` asks for a delivery acknowledgement.
+    pub wants_delivery_receipt: bool,
+    pub signature: Option<Signature>,
+    raw: Object,
+}
+
+/// The fields of a new envelope. `extra` carries members such as `attachments` or `extensions`.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub id: String,
+    pub from: Address,
+    pub to: Vec<Address>,
+    pub created: Timestamp,
+    pub kind: Kind,
+    pub content: Content,
+    pub expires: Option<Timestamp>,
+    pub deliver_after: Option<Timestamp>,
+    pub thread: Option<String>,
+    pub in_reply_to: Option<String>,
+    pub extra: Object,
+}
+
+impl Draft {
+    pub fn new(
+        id: String,
+        from: Address,
+        to: Vec<Address>,
+        created: Timestamp,
+        content: Content,
+    ) -> Draft {
+        Draft {
+            id,
+            from,
+            to,
+            created,
+            kind: Kind::Message,
+            content,
+            expires: None,
+            deliver_after: None,
+            thread: None,
+            in_reply_to: None,
+            extra: Object::new(),
+        }
+    }
+
+    /// The unsigned envelope, in clear.
+    pub fn build(self) -> Result<Envelope, Error> {
+        let mut doc = self.extra;
+        let members = [
+            ("nyx5", VERSION.into()),
+            ("id", self.id.into()),
+            ("from", self.from.as_str().into()),
+            (
+                "to",
+                Value::Array(self.to.iter().map(|a| a.as_str().into()).collect()),
+            ),
+            ("created", self.created.to_rfc3339().into()),
+            ("expires", self.expires.map(|t| t.to_rfc3339()).into()),
+            (
+                "deliver_after",
+                self.deliver_after.map(|t| t.to_rfc3339()).into(),
+            ),
+            ("thread", self.thread.into()),
+            ("in_reply_to", self.in_reply_to.into()),
+            ("type", self.kind.as_str().into()),
+            ("content", self.content.to_value()),
+        ];
+        for (k, v) in members {
+            doc.insert(k.to_owned(), v);
+        }
+        Envelope::from_object(doc)
+    }
+}
+
+fn opt_time(doc: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
+    field::opt_str(doc, name)?.map(Timestamp::parse).transpose()
+}
+
+fn opt_ref(doc: &Object, name: &str) -> Result<Option<String>, Error> {
+    let v = field::opt_str(doc, name)?;
+    if let Some(id) = v {
+        check_id(id)?;
+    }
+    Ok(v.map(str::to_owned))
+}
+
+impl Envelope {
+    /// Parses an envelope from bytes, refusing more than `max_bytes`.
+    pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Envelope, Error> {
+        match Value::parse(bytes, max_bytes)? {
+            Value::Object(o) => {
+                let env = Envelope::from_object(o)?;
+                env.check_size(max_bytes)?;
+                Ok(env)
+            }
+            _ => Err(Error::malformed("an envelope is a JSON object")),
+        }
+    }
+
+    /// Checks every member the protocol defines; keeps the rest untouched.
+    pub fn from_object(raw: Object) -> Result<Envelope, Error> {
+        match field::str(&raw, "nyx5")? {
+            VERSION => {}
+            other => {
+                return Err(Error::malformed(format!(
+                    "unsupported nyx5 version {other:?}"
+                )));
+            }
+        }
+        let id = field::str(&raw, "id")?.to_owned();
+        check_id(&id)?;
+        let from = Address::parse(field::str(&raw, "from")?)?;
+        let to_json = field::array(&raw, "to")?;
+        if to_json.is_empty() || to_json.len() > limits::MAX_RECIPIENTS {
+            return Err(Error::malformed(format!(
+                "`to` must list 1 to {} addresses",
+                limits::MAX_RECIPIENTS
+            )));
+        }
+        let mut to = Vec::with_capacity(to_json.len());
+        for v in to_json {
+            let a = Address::parse(
+                v.as_str()
+                    .ok_or_else(|| Error::malformed("`to` lists strings"))?,
+            )?;
+            if to.contains(&a) {
+                return Err(Error::malformed(format!("{a} appears twice in `to`")));
+            }
+            to.push(a);
+        }
+        let created = Timestamp::parse(field::str(&raw, "created")?)?;
+        let expires = opt_time(&raw, "expires")?;
+        let deliver_after = opt_time(&raw, "deliver_after")?;
+        if let (Some(e), Some(d)) = (expires, deliver_after)
+            && e <= d
+        {
+            return Err(Error::malformed(
+                "`expires` is not after `deliver_after`: it could never be delivered",
+            ));
+        }
+        let kind = Kind::parse(field::str(&raw, "type")?)?;
+        let payload = match (
+            field::optional(&raw, "content"),
+            field::optional(&raw, "encrypted"),
+        ) {
+            (Some(c), None) => Payload::Clear(Content::from_value(c)?),
+            (None, Some(e)) => Payload::Sealed(Sealed::from_value(e, &to, &from)?),
+            (Some(_), Some(_)) => {
+                return Err(Error::malformed(
+                    "`content` and `encrypted` are mutually exclusive",
+                ));
+            }
+            (None, None) => {
+                return Err(Error::malformed(
+                    "an envelope needs `content` or `encrypted`",
+                ));
+            }
+        };
+        let stamp = field::opt_object(&raw, "stamp")?
+            .map(|s| -> Result<Stamp, Error> {
+                let house = field::str(s, "house")?;
+                check_domain(house)
+                    .map_err(|why| Error::malformed(format!("`stamp.house`: {why}")))?;
+                let amount = field::integer(s, "amount")?;
+                if amount <= 0 {
+                    return Err(Error::malformed("`stamp.amount` must be positive"));
+                }
+                Ok(Stamp {
+                    house: house.to_owned(),
+                    amount,
+                })
+            })
+            .transpose()?;
+        let pow = field::opt_object(&raw, "pow")?
+            .map(|p| -> Result<Pow, Error> {
+                let bits = field::integer(p, "bits")?;
+                let bits = u32::try_from(bits)
+                    .ok()
+                    .filter(|b| *b <= limits::MAX_POW_BITS)
+                    .ok_or_else(|| Error::malformed("`pow.bits` must be 0 to 32"))?;
+                let nonce = field::str(p, "nonce")?;
+                if nonce.is_empty() || nonce.len() > limits::MAX_POW_NONCE_LEN {
+                    return Err(Error::malformed("`pow.nonce` must be 1 to 64 characters"));
+                }
+                Ok(Pow {
+                    bits,
+                    nonce: nonce.to_owned(),
+                })
+            })
+            .transpose()?;
+        check_attachments(&raw)?;
+        if field::opt_object(&raw, "extensions").is_err() {
+            return Err(Error::malformed("`extensions` must be an object"));
+        }
+        let wants_delivery_receipt = field::opt_str(&raw, "receipt")? == Some("delivered");
+        let signature = match raw.get("signature") {
+            None => None,
+            Some(_) => Some(Signature::read(&raw, "signature")?),
+        };
+        Ok(Envelope {
+            id,
+            from,
+            to,
+            created,
+            expires,
+            deliver_after,
+            thread: opt_ref(&raw, "thread")?,
+            in_reply_to: opt_ref(&raw, "in_reply_to")?,
+            kind,
+            payload,
+            stamp,
+            pow,
+            wants_delivery_receipt,
+            signature,
+            raw,
+        })
+    }
+
+    /// The whole envelope, canonical (what travels, and what `sha256` covers).
+    pub fn canonical(&self) -> Vec<u8> {
+        Value::Object(self.raw.clone()).canonical()
+    }
+
+    /// Size limits: the house's `max_bytes`, and 4 KB for an `intro` (spec §9).
+    pub fn check_size(&self, max_bytes: usize) -> Result<(), Error> {
+        let size = self.canonical().len();
+        if size > max_bytes {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("envelope of {size} bytes exceeds {max_bytes}"),
+            ));
+        }
+        if self.kind == Kind::Intro && size > limits::MAX_INTRO_BYTES {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "an intro may be {} bytes; this is {size}",
+                    limits::MAX_INTRO_BYTES
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lowercase hex SHA-256 of the canonical envelope, signature included (receipts cite it).
+    pub fn sha256_hex(&self) -> String {
+        hex(&sha256(&self.canonical()))
+    }
+
+    /// Whether the envelope has expired at `now` (spec §5: past `expires`, nobody delivers it).
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expires.is_some_and(|e| now >= e)
+    }
+
+    /// The earliest instant delivery may be attempted: `deliver_after`, else at once.
+    pub fn due_at(&self, now: Timestamp) -> Timestamp {
+        self.deliver_after.map_or(now, |d| d.max(now))
+    }
+
+    /// Refuses an expired envelope with 410.
+    pub fn check_not_expired(&self, now: Timestamp) -> Result<(), Error> {
+        if self.is_expired(now) {
+            Err(Error::new(
+                ErrorKind::Expired,
+                format!("envelope {} expired", self.id),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn content(&self) -> Option<&Content> {
+        match &self.payload {
+            Payload::Clear(c) => Some(c),
+            Payload::Sealed(_) => None,
+        }
+    }
+
+    /// Signs the envelope (replacing any signature) with the sender's key.
+    pub fn sign(self, key: &SigningKey) -> Result<Envelope, Error> {
+        let mut raw = self.raw;
+        sign_object(&mut raw, "signature", key);
+        Envelope::from_object(raw)
+    }
+
+    /// Verifies the signature against the sender's verified card at `now`: the card's address
+    /// must be `from`, and the key must be its current key or a previous key in its grace period.
+    pub fn verify(
+        self,
+        sender: &Verified<AgentCard>,
+        now: Timestamp,
+    ) -> Result<Verified<Envelope>, Error> {
+        if sender.address != self.from {
+            return Err(Error::forbidden(format!(
+                "card of {} cannot sign for {}",
+                sender.address, self.from
+            )));
+        }
+        self.require_signature()?;
+        verify_object(&self.raw, "signature", |kid| sender.accepts_key(kid, now))?;
+        Ok(Verified::new(self))
+    }
+
+    /// Verifies the signature against one known key (offline checks, tests).
+    pub fn verify_with_key(self, key: &SigPublic) -> Result<Verified<Envelope>, Error> {
+        self.require_signature()?;
+        verify_object(&self.raw, "signature", |kid| kid == key)?;
+        Ok(Verified::new(self))
+    }
+
+    fn require_signature(&self) -> Result<(), Error> {
+        match self.signature {
+            Some(_) => Ok(()),
+            None => Err(Error::forbidden("envelope is not signed")),
+        }
+    }
+
+    pub fn object(&self) -> &Object {
+        &self.raw
+    }
+
+    pub fn into_object(self) -> Object {
+        self.raw
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+}
+
+fn check_attachments(raw: &Object) -> Result<(), Error> {
+    let Some(list) = field::opt_array(raw, "attachments")? else {
+        return Ok(());
+    };
+    if list.len() > limits::MAX_ATTACHMENTS {
+        return Err(Error::malformed("too many attachments"));
+    }
+    for a in list {
+        let a = a
+            .as_object()
+            .ok_or_else(|| Error::malformed("each attachment is an object"))?;
+        field::str(a, "url")?;
+        let digest = field::str(a, "sha256")?;
+        if digest.len() != 64
+            || !digest
+                .bytes()
+                .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Err(Error::malformed(
+                "`attachments[].sha256` must be 64 lowercase hex digits",
+            ));
+        }
+        if field::opt_integer(a, "bytes")?.is_some_and(|b| b < 0) {
+            return Err(Error::malformed(
+                "`attachments[].bytes` must not be negative",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Base64url helpers re-exported for envelope fields.
+pub(crate) fn b64_field<const N: usize>(
+    o: &Object,
+    name: &str,
+    ctx: &str,
+) -> Result<[u8; N], Error> {
+    b64::decode_array(field::str(o, name)?)
+        .ok_or_else(|| Error::malformed(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
+}

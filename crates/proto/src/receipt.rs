@@ -1,0 +1,169 @@
+//! Receipts: the Libro's signed receipt document (spec §20), and the delivery notices a house
+//! sends from `postmaster@` (spec §7): bounces and delivery acknowledgements.
+
+use crate::address::{Address, check_domain, check_id};
+use crate::crypto::{SigPublic, SigningKey};
+use crate::envelope::{Content, Draft, Envelope, Kind};
+use crate::error::Error;
+use crate::json::{Object, Value, field, obj};
+use crate::sign::{Verified, sign_object, verify_object};
+use crate::time::Timestamp;
+
+/// The `tipo` of a Libro receipt.
+pub const TIPO: &str = "recibo";
+/// Media type of a Libro receipt carried in an envelope.
+pub const MEDIA: &str = "application/nyx5.recibo+json";
+/// Media type of a delivery notice (bounce or acknowledgement) from a postmaster.
+pub const NOTICE_MEDIA: &str = "application/nyx5.notice+json";
+
+fn check_sha256_hex(s: &str, name: &str) -> Result<(), Error> {
+    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(Error::malformed(format!(
+            "`{name}` must be 64 lowercase hex digits"
+        )))
+    }
+}
+
+/// A Libro receipt: `{tipo, house, of, op, op_sha256, from, issued, …, signature}`. The
+/// optional members (`contract`, `mandate`, `asiento`, `cotizacion_sha256`, `chain`, …) are kept
+/// as they are and signed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Receipt {
+    pub house: String,
+    /// The envelope id of the operation.
+    pub of: String,
+    pub op: String,
+    pub op_sha256: String,
+    /// Who operated.
+    pub from: Address,
+    pub issued: Timestamp,
+    raw: Object,
+}
+
+impl Receipt {
+    /// The house signs a receipt for operation `op` (envelope `of`, hash `op_sha256`) by `from`;
+    /// `extra` carries the rest (`contract`, `asiento`, `chain`, …).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sign(
+        house: &str,
+        of: &str,
+        op: &str,
+        op_sha256: &str,
+        from: &Address,
+        issued: Timestamp,
+        extra: Object,
+        house_key: &SigningKey,
+    ) -> Result<Receipt, Error> {
+        let mut doc = extra;
+        for (k, v) in [
+            ("tipo", Value::from(TIPO)),
+            ("house", house.into()),
+            ("of", of.into()),
+            ("op", op.into()),
+            ("op_sha256", op_sha256.into()),
+            ("from", from.as_str().into()),
+            ("issued", issued.to_rfc3339().into()),
+        ] {
+            doc.insert(k.to_owned(), v);
+        }
+        sign_object(&mut doc, "signature", house_key);
+        Receipt::from_object(doc)
+    }
+
+    pub fn from_object(raw: Object) -> Result<Receipt, Error> {
+        if field::str(&raw, "tipo")? != TIPO {
+            return Err(Error::malformed("a receipt has `tipo: recibo`"));
+        }
+        let house = field::str(&raw, "house")?.to_owned();
+        check_domain(&house).map_err(|why| Error::malformed(format!("receipt house: {why}")))?;
+        let of = field::str(&raw, "of")?.to_owned();
+        check_id(&of)?;
+        let op_sha256 = field::str(&raw, "op_sha256")?.to_owned();
+        check_sha256_hex(&op_sha256, "op_sha256")?;
+        if let Some(q) = field::opt_str(&raw, "cotizacion_sha256")? {
+            check_sha256_hex(q, "cotizacion_sha256")?;
+        }
+        Ok(Receipt {
+            house,
+            of,
+            op: field::str(&raw, "op")?.to_owned(),
+            op_sha256,
+            from: Address::parse(field::str(&raw, "from")?)?,
+            issued: Timestamp::parse(field::str(&raw, "issued")?)?,
+            raw,
+        })
+    }
+
+    /// Verifies the house's signature with one of its keys.
+    pub fn verify(self, house_keys: &[SigPublic]) -> Result<Verified<Receipt>, Error> {
+        verify_object(&self.raw, "signature", |kid| house_keys.contains(kid))?;
+        Ok(Verified::new(self))
+    }
+
+    pub fn object(&self) -> &Object {
+        &self.raw
+    }
+
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+}
+
+/// What a delivery notice says about an envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Delivered to these recipients' mailboxes (sent only when the envelope asked for it).
+    Delivered { recipients: Vec<Address> },
+    /// Not delivered to these recipients, with the wire code and reason.
+    Bounced {
+        recipients: Vec<Address>,
+        code: u16,
+        reason: String,
+    },
+}
+
+/// Builds the signed notice envelope `postmaster@<domain>` sends to the original sender:
+/// `type: receipt`, `in_reply_to` the original id, and a body with the original's `sha256`.
+pub fn notice(
+    original: &Envelope,
+    notice: &Notice,
+    postmaster: &Address,
+    id: String,
+    now: Timestamp,
+    domain_key: &SigningKey,
+) -> Result<Envelope, Error> {
+    let list = |r: &[Address]| Value::Array(r.iter().map(|a| a.as_str().into()).collect());
+    let mut body = obj([
+        ("of", original.id.as_str().into()),
+        ("sha256", original.sha256_hex().into()),
+    ]);
+    match notice {
+        Notice::Delivered { recipients } => {
+            body.insert("status".into(), "delivered".into());
+            body.insert("recipients".into(), list(recipients));
+        }
+        Notice::Bounced {
+            recipients,
+            code,
+            reason,
+        } => {
+            body.insert("status".into(), "bounced".into());
+            body.insert("recipients".into(), list(recipients));
+            body.insert("code".into(), i64::from(*code).into());
+            body.insert("reason".into(), reason.as_str().into());
+        }
+    }
+    let mut draft = Draft::new(
+        id,
+        postmaster.clone(),
+        vec![original.from.clone()],
+        now,
+        Content::new(NOTICE_MEDIA, Value::Object(body)),
+    );
+    draft.kind = Kind::Receipt;
+    draft.in_reply_to = Some(original.id.clone());
+    draft.thread = original.thread.clone();
+    draft.build()?.sign(domain_key)
+}
