@@ -17,12 +17,9 @@ impl Address {
     pub fn parse(text: &str) -> Result<Address, Error> {
         let bad = |why: &str| Error::malformed(format!("invalid address {text:?}: {why}"));
         let (local, domain) = text.split_once('@').ok_or_else(|| bad("missing '@'"))?;
-        check_local(local).map_err(|why| bad(why))?;
-        check_domain(domain).map_err(|why| bad(why))?;
-        Ok(Address {
-            text: text.to_owned(),
-            at: local.len(),
-        })
+        check_local(local).map_err(&bad)?;
+        check_domain(domain).map_err(&bad)?;
+        Ok(Address { text: text.to_owned(), at: local.len() })
     }
 
     /// Parses what a person typed: trims and lowercases first.
@@ -72,10 +69,7 @@ fn check_local(local: &str) -> Result<(), &'static str> {
     if b.len() > limits::MAX_LOCAL_LEN {
         return Err("local part longer than 64");
     }
-    if !b
-        .iter()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-'))
-    {
+    if !b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')) {
         return Err("local part may hold only a-z 0-9 . _ -");
     }
     Ok(())
@@ -95,10 +89,7 @@ pub fn check_domain(domain: &str) -> Result<(), &'static str> {
         if b.first() == Some(&b'-') || b.last() == Some(&b'-') {
             return Err("domain label starts or ends with '-'");
         }
-        if !b
-            .iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        {
+        if !b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-') {
             return Err("domain may hold only lowercase a-z 0-9 - and dots");
         }
     }
@@ -113,13 +104,8 @@ pub fn check_id(id: &str) -> Result<(), Error> {
     let ok = !b.is_empty()
         && b.len() <= limits::MAX_ID_LEN
         && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::malformed(format!("invalid id {id:?}")))
-    }
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+    if ok { Ok(()) } else { Err(Error::malformed(format!("invalid id {id:?}"))) }
 }
 
 /// Formats 16 random bytes as an RFC 4122 version-4 UUID (the caller supplies the randomness).
@@ -148,10 +134,7 @@ mod tests {
         assert_eq!(a.domain(), "sigo.uk");
         assert_eq!(a.parent().unwrap().as_str(), "constructor@sigo.uk");
         assert!(Address::parse("0@localhost").is_ok());
-        assert_eq!(
-            Address::parse_lenient(" Ana@Sigo.UK ").unwrap().as_str(),
-            "ana@sigo.uk"
-        );
+        assert_eq!(Address::parse_lenient(" Ana@Sigo.UK ").unwrap().as_str(), "ana@sigo.uk");
     }
 
     #[test]

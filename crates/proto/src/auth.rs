@@ -36,11 +36,7 @@ pub struct Target {
 
 impl Target {
     pub fn new(method: &str, path: &str, host: &str) -> Target {
-        Target {
-            method: method.to_ascii_uppercase(),
-            path: path.to_owned(),
-            host: host.to_ascii_lowercase(),
-        }
+        Target { method: method.to_ascii_uppercase(), path: path.to_owned(), host: host.to_ascii_lowercase() }
     }
 }
 
@@ -69,11 +65,7 @@ impl Claims {
     /// bytes in base64url.
     pub fn sign(&self, key: &SigningKey) -> String {
         let bytes = Value::Object(self.to_object()).canonical();
-        format!(
-            "{SCHEME} {}.{}",
-            b64::encode(&bytes),
-            b64::encode(&key.sign(&bytes))
-        )
+        format!("{SCHEME} {}.{}", b64::encode(&bytes), b64::encode(&key.sign(&bytes)))
     }
 }
 
@@ -105,21 +97,15 @@ impl AuthHeader {
             .strip_prefix(SCHEME)
             .and_then(|r| r.strip_prefix(' '))
             .ok_or_else(|| refuse("Authorization must use the Nyx5 scheme"))?;
-        let (token_b64, sig_b64) = rest
-            .trim()
-            .split_once('.')
-            .ok_or_else(|| refuse("token must be <token>.<sig>"))?;
+        let (token_b64, sig_b64) = rest.trim().split_once('.').ok_or_else(|| refuse("token must be <token>.<sig>"))?;
         let token = b64::decode(token_b64).ok_or_else(|| refuse("token is not base64url"))?;
-        let sig = b64::decode_array(sig_b64)
-            .ok_or_else(|| refuse("token signature is not 64 bytes of base64url"))?;
+        let sig = b64::decode_array(sig_b64).ok_or_else(|| refuse("token signature is not 64 bytes of base64url"))?;
         let doc = match Value::parse(&token, limits::MAX_HEADER_LEN) {
             Ok(Value::Object(o)) => o,
             _ => return Err(refuse("token is not a JSON object")),
         };
         if doc.len() != 6 {
-            return Err(refuse(
-                "token must hold exactly address, ts, nonce, method, path, host",
-            ));
+            return Err(refuse("token must hold exactly address, ts, nonce, method, path, host"));
         }
         let s = |name: &str| field::str(&doc, name).map_err(|e| refuse(e.reason));
         let nonce = s("nonce")?.to_owned();
@@ -144,12 +130,7 @@ impl AuthHeader {
 
     /// Verifies the token against the agent's verified card, the request it arrived with and
     /// the house clock. The caller must then consume the returned nonce.
-    pub fn verify(
-        &self,
-        card: &Verified<AgentCard>,
-        request: &Target,
-        now: Timestamp,
-    ) -> Result<NonceClaim, Error> {
+    pub fn verify(&self, card: &Verified<AgentCard>, request: &Target, now: Timestamp) -> Result<NonceClaim, Error> {
         let c = &self.claims;
         if card.address != c.address {
             return Err(refuse("token is for another address"));
@@ -164,16 +145,8 @@ impl AuthHeader {
             return Err(refuse("token is bound to another house"));
         }
         // The token names no kid: the card's current key, or a previous key in its grace period.
-        let keys = std::iter::once(&card.sig).chain(
-            card.previous
-                .iter()
-                .filter(|p| now < p.until)
-                .map(|p| &p.sig),
-        );
-        if !keys
-            .into_iter()
-            .any(|k: &SigPublic| k.verify(&self.token, &self.sig))
-        {
+        let keys = std::iter::once(&card.sig).chain(card.previous.iter().filter(|p| now < p.until).map(|p| &p.sig));
+        if !keys.into_iter().any(|k: &SigPublic| k.verify(&self.token, &self.sig)) {
             return Err(refuse("token signature does not verify"));
         }
         Ok(NonceClaim {

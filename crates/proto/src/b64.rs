@@ -18,7 +18,7 @@ pub fn encode(bytes: &[u8]) -> String {
         let chars = chunk.len() + 1;
         for i in 0..chars {
             let idx = ((n >> (18 - 6 * i)) & 63) as usize;
-            out.push(char::from(ALPHABET[idx % 64]));
+            out.push(char::from(ALPHABET.get(idx).copied().unwrap_or(b'A')));
         }
     }
     out

@@ -19,9 +19,7 @@ pub const VERSION: &str = "1";
 fn check_version(doc: &Object) -> Result<(), Error> {
     match field::str(doc, "nyx5")? {
         VERSION => Ok(()),
-        other => Err(Error::malformed(format!(
-            "unsupported nyx5 version {other:?}"
-        ))),
+        other => Err(Error::malformed(format!("unsupported nyx5 version {other:?}"))),
     }
 }
 
@@ -72,10 +70,7 @@ impl DomainCardDraft {
             ("estafeta", self.estafeta.into()),
             ("keys", Value::Array(keys)),
             ("policy", Value::Object(self.policy)),
-            (
-                "extensions",
-                Value::Array(self.extensions.into_iter().map(Value::from).collect()),
-            ),
+            ("extensions", Value::Array(self.extensions.into_iter().map(Value::from).collect())),
             ("issued", self.issued.to_rfc3339().into()),
         ]);
         sign_object(&mut doc, "signature", key);
@@ -111,52 +106,28 @@ impl DomainCard {
         let keys = keys_json
             .iter()
             .map(|k| {
-                let k = k
-                    .as_object()
-                    .ok_or_else(|| Error::malformed("each key is an object"))?;
-                Ok(DomainKey {
-                    sig: SigPublic::parse(field::str(k, "sig")?)?,
-                    created: opt_time(k, "created")?,
-                })
+                let k = k.as_object().ok_or_else(|| Error::malformed("each key is an object"))?;
+                Ok(DomainKey { sig: SigPublic::parse(field::str(k, "sig")?)?, created: opt_time(k, "created")? })
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        let policy = field::opt_object(&raw, "policy")?
-            .cloned()
-            .unwrap_or_default();
+        let policy = field::opt_object(&raw, "policy")?.cloned().unwrap_or_default();
         let extensions = field::opt_array(&raw, "extensions")?
             .unwrap_or_default()
             .iter()
-            .map(|e| {
-                e.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| Error::malformed("extensions are strings"))
-            })
+            .map(|e| e.as_str().map(str::to_owned).ok_or_else(|| Error::malformed("extensions are strings")))
             .collect::<Result<_, _>>()?;
         let issued = Timestamp::parse(field::str(&raw, "issued")?)?;
-        Ok(DomainCard {
-            domain,
-            estafeta,
-            keys,
-            policy,
-            extensions,
-            issued,
-            raw,
-        })
+        Ok(DomainCard { domain, estafeta, keys, policy, extensions, issued, raw })
     }
 
     /// Verifies the self-signature (its `kid` must be one of `keys`) and, when the resolver
     /// has one (DNS `sig`, a hosts pin, a TOFU pin), that the card is signed by `anchor`.
     pub fn verify(self, anchor: Option<&SigPublic>) -> Result<Verified<DomainCard>, Error> {
-        let kid = verify_object(&self.raw, "signature", |kid| {
-            self.keys.iter().any(|k| k.sig == *kid)
-        })?;
+        let kid = verify_object(&self.raw, "signature", |kid| self.keys.iter().any(|k| k.sig == *kid))?;
         if let Some(anchor) = anchor
             && kid != *anchor
         {
-            return Err(Error::forbidden(format!(
-                "domain card of {} is not signed by its anchored key",
-                self.domain
-            )));
+            return Err(Error::forbidden(format!("domain card of {} is not signed by its anchored key", self.domain)));
         }
         Ok(Verified::new(self))
     }
@@ -172,9 +143,7 @@ impl DomainCard {
             .get("max_bytes")
             .and_then(Value::as_safe_integer)
             .and_then(|n| usize::try_from(n).ok())
-            .map_or(limits::MAX_ENVELOPE_BYTES, |n| {
-                n.min(limits::MAX_ENVELOPE_BYTES)
-            })
+            .map_or(limits::MAX_ENVELOPE_BYTES, |n| n.min(limits::MAX_ENVELOPE_BYTES))
     }
 
     pub fn object(&self) -> &Object {
@@ -211,9 +180,9 @@ impl Scope {
                 .map(|a| {
                     a.iter()
                         .map(|v| {
-                            v.as_str().map(str::to_owned).ok_or_else(|| {
-                                Error::malformed(format!("`scope.{name}` lists strings"))
-                            })
+                            v.as_str()
+                                .map(str::to_owned)
+                                .ok_or_else(|| Error::malformed(format!("`scope.{name}` lists strings")))
                         })
                         .collect()
                 })
@@ -223,17 +192,12 @@ impl Scope {
         if cap.is_some_and(|c| c < 0) {
             return Err(Error::malformed("`scope.cap` must not be negative"));
         }
-        Ok(Scope {
-            types: strings("types")?,
-            to_domains: strings("to_domains")?,
-            cap,
-        })
+        Ok(Scope { types: strings("types")?, to_domains: strings("to_domains")?, cap })
     }
 
     pub fn to_value(&self) -> Value {
         let mut o = Object::new();
-        let list =
-            |v: &Vec<String>| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+        let list = |v: &Vec<String>| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
         if let Some(t) = &self.types {
             o.insert("types".into(), list(t));
         }
@@ -248,13 +212,8 @@ impl Scope {
 
     /// Whether this scope allows sending an envelope of `kind` to `domain`.
     pub fn allows_send(&self, kind: &str, domain: &str) -> bool {
-        self.types
-            .as_ref()
-            .is_none_or(|t| t.iter().any(|x| x == kind))
-            && self
-                .to_domains
-                .as_ref()
-                .is_none_or(|d| d.iter().any(|x| x == domain))
+        self.types.as_ref().is_none_or(|t| t.iter().any(|x| x == kind))
+            && self.to_domains.as_ref().is_none_or(|d| d.iter().any(|x| x == domain))
     }
 
     /// Whether `self` stays within `parent`: a child never gets more cap than its parent.
@@ -307,10 +266,7 @@ impl Delegation {
             by: Address::parse(field::str(&raw, "by")?)?,
             address: Address::parse(field::str(&raw, "address")?)?,
             sig: SigPublic::parse(field::str(&raw, "sig")?)?,
-            scope: field::opt_object(&raw, "scope")?
-                .map(Scope::from_object)
-                .transpose()?
-                .unwrap_or_default(),
+            scope: field::opt_object(&raw, "scope")?.map(Scope::from_object).transpose()?.unwrap_or_default(),
             valid_until: opt_time(&raw, "valid_until")?,
             issued: Timestamp::parse(field::str(&raw, "issued")?)?,
             raw,
@@ -375,12 +331,7 @@ impl AgentCardDraft {
         let previous = self
             .previous
             .iter()
-            .map(|p| {
-                Value::Object(obj([
-                    ("sig", p.sig.to_b64().into()),
-                    ("until", p.until.to_rfc3339().into()),
-                ]))
-            })
+            .map(|p| Value::Object(obj([("sig", p.sig.to_b64().into()), ("until", p.until.to_rfc3339().into())])))
             .collect();
         let members = [
             ("nyx5", VERSION.into()),
@@ -389,10 +340,7 @@ impl AgentCardDraft {
             ("capabilities", Value::Object(self.capabilities)),
             ("inbox", Value::Object(self.inbox)),
             ("valid_from", self.valid_from.to_rfc3339().into()),
-            (
-                "valid_until",
-                self.valid_until.map(|t| t.to_rfc3339()).into(),
-            ),
+            ("valid_until", self.valid_until.map(|t| t.to_rfc3339()).into()),
             ("previous", Value::Array(previous)),
         ];
         for (k, v) in members {
@@ -426,9 +374,7 @@ impl AgentCard {
         let previous = previous_json
             .iter()
             .map(|p| {
-                let p = p
-                    .as_object()
-                    .ok_or_else(|| Error::malformed("each previous key is an object"))?;
+                let p = p.as_object().ok_or_else(|| Error::malformed("each previous key is an object"))?;
                 Ok(PreviousKey {
                     sig: SigPublic::parse(field::str(p, "sig")?)?,
                     until: Timestamp::parse(field::str(p, "until")?)?,
@@ -438,22 +384,13 @@ impl AgentCard {
         Ok(AgentCard {
             address: Address::parse(field::str(&raw, "address")?)?,
             sig: SigPublic::parse(field::str(&raw, "sig")?)?,
-            enc: field::opt_str(&raw, "enc")?
-                .map(EncPublic::parse)
-                .transpose()?,
-            capabilities: field::opt_object(&raw, "capabilities")?
-                .cloned()
-                .unwrap_or_default(),
-            inbox: field::opt_object(&raw, "inbox")?
-                .cloned()
-                .unwrap_or_default(),
+            enc: field::opt_str(&raw, "enc")?.map(EncPublic::parse).transpose()?,
+            capabilities: field::opt_object(&raw, "capabilities")?.cloned().unwrap_or_default(),
+            inbox: field::opt_object(&raw, "inbox")?.cloned().unwrap_or_default(),
             valid_from: Timestamp::parse(field::str(&raw, "valid_from")?)?,
             valid_until: opt_time(&raw, "valid_until")?,
             previous,
-            delegation: field::opt_object(&raw, "delegation")?
-                .cloned()
-                .map(Delegation::from_object)
-                .transpose()?,
+            delegation: field::opt_object(&raw, "delegation")?.cloned().map(Delegation::from_object).transpose()?,
             raw,
         })
     }
@@ -469,48 +406,26 @@ impl AgentCard {
         now: Timestamp,
     ) -> Result<Verified<AgentCard>, Error> {
         if self.address.domain() != domain.domain {
-            return Err(Error::forbidden(format!(
-                "{} is not certified by {}",
-                self.address, domain.domain
-            )));
+            return Err(Error::forbidden(format!("{} is not certified by {}", self.address, domain.domain)));
         }
         verify_object(&self.raw, "certification", |kid| domain.has_key(kid))?;
         if now < self.valid_from {
-            return Err(Error::forbidden(format!(
-                "card of {} is not valid yet",
-                self.address
-            )));
+            return Err(Error::forbidden(format!("card of {} is not valid yet", self.address)));
         }
         if self.valid_until.is_some_and(|until| now >= until) {
-            return Err(Error::forbidden(format!(
-                "card of {} has expired",
-                self.address
-            )));
+            return Err(Error::forbidden(format!("card of {} has expired", self.address)));
         }
         if let Some(d) = &self.delegation {
             let parent = parent.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Forbidden,
-                    format!("delegated card of {} needs its parent's card", self.address),
-                )
+                Error::new(ErrorKind::Forbidden, format!("delegated card of {} needs its parent's card", self.address))
             })?;
             self.check_delegation(d, parent, now)?;
         }
         Ok(Verified::new(self))
     }
 
-    fn check_delegation(
-        &self,
-        d: &Delegation,
-        parent: &Verified<AgentCard>,
-        now: Timestamp,
-    ) -> Result<(), Error> {
-        let refuse = |why: &str| {
-            Err(Error::forbidden(format!(
-                "delegation of {}: {why}",
-                self.address
-            )))
-        };
+    fn check_delegation(&self, d: &Delegation, parent: &Verified<AgentCard>, now: Timestamp) -> Result<(), Error> {
+        let refuse = |why: &str| Err(Error::forbidden(format!("delegation of {}: {why}", self.address)));
         if self.address.parent().as_ref() != Some(&parent.address) || d.by != parent.address {
             return refuse("the parent is not the one its name says");
         }
@@ -521,11 +436,7 @@ impl AgentCard {
         if d.valid_until.is_some_and(|until| now >= until) {
             return refuse("it has expired");
         }
-        let parent_scope = parent
-            .delegation
-            .as_ref()
-            .map(|pd| pd.scope.clone())
-            .unwrap_or_default();
+        let parent_scope = parent.delegation.as_ref().map(|pd| pd.scope.clone()).unwrap_or_default();
         if !d.scope.within(&parent_scope) {
             return refuse("its cap is larger than its parent's");
         }

@@ -47,9 +47,9 @@ impl SigPublic {
 
     /// Parses the base64url form of a key. The point is checked when verifying.
     pub fn parse(text: &str) -> Result<SigPublic, Error> {
-        b64::decode_array(text).map(SigPublic).ok_or_else(|| {
-            Error::malformed(format!("not a 32-byte base64url Ed25519 key: {text:?}"))
-        })
+        b64::decode_array(text)
+            .map(SigPublic)
+            .ok_or_else(|| Error::malformed(format!("not a 32-byte base64url Ed25519 key: {text:?}")))
     }
 
     pub fn bytes(&self) -> &[u8; 32] {
@@ -118,9 +118,9 @@ impl EncPublic {
     }
 
     pub fn parse(text: &str) -> Result<EncPublic, Error> {
-        b64::decode_array(text).map(EncPublic).ok_or_else(|| {
-            Error::malformed(format!("not a 32-byte base64url X25519 key: {text:?}"))
-        })
+        b64::decode_array(text)
+            .map(EncPublic)
+            .ok_or_else(|| Error::malformed(format!("not a 32-byte base64url X25519 key: {text:?}")))
     }
 
     pub fn bytes(&self) -> &[u8; 32] {
@@ -161,27 +161,18 @@ impl EncSecret {
 
     /// The X25519 shared secret, or `None` when it is all zeros (a small-order peer key).
     pub fn agree(&self, peer: &EncPublic) -> Option<[u8; 32]> {
-        let shared = self
-            .0
-            .diffie_hellman(&x25519_dalek::PublicKey::from(peer.0));
+        let shared = self.0.diffie_hellman(&x25519_dalek::PublicKey::from(peer.0));
         shared.was_contributory().then(|| shared.to_bytes())
     }
 }
 
 /// HKDF-SHA256 (RFC 5869) into `out`. Fails only when `out` is longer than 255 × 32 bytes.
 pub fn hkdf_sha256(ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) -> Result<(), Error> {
-    Hkdf::<Sha256>::new(Some(salt), ikm)
-        .expand(info, out)
-        .map_err(|_| Error::malformed("HKDF output too long"))
+    Hkdf::<Sha256>::new(Some(salt), ikm).expand(info, out).map_err(|_| Error::malformed("HKDF output too long"))
 }
 
 /// AES-256-GCM with a 96-bit iv: returns the ciphertext and the 128-bit tag separately.
-pub fn aes256gcm_seal(
-    key: &[u8; 32],
-    iv: &[u8; 12],
-    aad: &[u8],
-    plaintext: &[u8],
-) -> (Vec<u8>, [u8; 16]) {
+pub fn aes256gcm_seal(key: &[u8; 32], iv: &[u8; 12], aad: &[u8], plaintext: &[u8]) -> (Vec<u8>, [u8; 16]) {
     let cipher = Aes256Gcm::new(&(*key).into());
     let mut buf = plaintext.to_vec();
     // Encryption fails only for inputs over 64 GiB, far beyond any limit here.
@@ -193,23 +184,10 @@ pub fn aes256gcm_seal(
 }
 
 /// Opens AES-256-GCM; `None` if the tag does not authenticate.
-pub fn aes256gcm_open(
-    key: &[u8; 32],
-    iv: &[u8; 12],
-    aad: &[u8],
-    ct: &[u8],
-    tag: &[u8; 16],
-) -> Option<Vec<u8>> {
+pub fn aes256gcm_open(key: &[u8; 32], iv: &[u8; 12], aad: &[u8], ct: &[u8], tag: &[u8; 16]) -> Option<Vec<u8>> {
     let cipher = Aes256Gcm::new(&(*key).into());
     let mut buf = ct.to_vec();
-    cipher
-        .decrypt_inout_detached(
-            &Nonce::from(*iv),
-            aad,
-            buf.as_mut_slice().into(),
-            &Tag::from(*tag),
-        )
-        .ok()?;
+    cipher.decrypt_inout_detached(&Nonce::from(*iv), aad, buf.as_mut_slice().into(), &Tag::from(*tag)).ok()?;
     Some(buf)
 }
 
@@ -248,10 +226,7 @@ mod tests {
     #[test]
     fn gcm_round_trip_and_tamper() {
         let (ct, tag) = aes256gcm_seal(&[1; 32], &[2; 12], b"aad", b"secret");
-        assert_eq!(
-            aes256gcm_open(&[1; 32], &[2; 12], b"aad", &ct, &tag).as_deref(),
-            Some(&b"secret"[..])
-        );
+        assert_eq!(aes256gcm_open(&[1; 32], &[2; 12], b"aad", &ct, &tag).as_deref(), Some(&b"secret"[..]));
         assert_eq!(aes256gcm_open(&[1; 32], &[2; 12], b"aaD", &ct, &tag), None);
     }
 }

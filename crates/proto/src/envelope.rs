@@ -54,34 +54,21 @@ pub struct Content {
 
 impl Content {
     pub fn new(media: &str, body: Value) -> Content {
-        Content {
-            media: media.to_owned(),
-            body,
-        }
+        Content { media: media.to_owned(), body }
     }
 
     pub fn from_value(v: &Value) -> Result<Content, Error> {
-        let o = v
-            .as_object()
-            .ok_or_else(|| Error::malformed("`content` must be an object"))?;
+        let o = v.as_object().ok_or_else(|| Error::malformed("`content` must be an object"))?;
         let media = field::str(o, "media")?;
         if media.is_empty() || media.len() > limits::MAX_MEDIA_LEN {
-            return Err(Error::malformed(
-                "`content.media` must be 1 to 255 characters",
-            ));
+            return Err(Error::malformed("`content.media` must be 1 to 255 characters"));
         }
         let body = field::required(o, "body")?.clone();
-        Ok(Content {
-            media: media.to_owned(),
-            body,
-        })
+        Ok(Content { media: media.to_owned(), body })
     }
 
     pub fn to_value(&self) -> Value {
-        Value::Object(obj([
-            ("media", self.media.as_str().into()),
-            ("body", self.body.clone()),
-        ]))
+        Value::Object(obj([("media", self.media.as_str().into()), ("body", self.body.clone())]))
     }
 }
 
@@ -144,13 +131,7 @@ pub struct Draft {
 }
 
 impl Draft {
-    pub fn new(
-        id: String,
-        from: Address,
-        to: Vec<Address>,
-        created: Timestamp,
-        content: Content,
-    ) -> Draft {
+    pub fn new(id: String, from: Address, to: Vec<Address>, created: Timestamp, content: Content) -> Draft {
         Draft {
             id,
             from,
@@ -173,16 +154,10 @@ impl Draft {
             ("nyx5", VERSION.into()),
             ("id", self.id.into()),
             ("from", self.from.as_str().into()),
-            (
-                "to",
-                Value::Array(self.to.iter().map(|a| a.as_str().into()).collect()),
-            ),
+            ("to", Value::Array(self.to.iter().map(|a| a.as_str().into()).collect())),
             ("created", self.created.to_rfc3339().into()),
             ("expires", self.expires.map(|t| t.to_rfc3339()).into()),
-            (
-                "deliver_after",
-                self.deliver_after.map(|t| t.to_rfc3339()).into(),
-            ),
+            ("deliver_after", self.deliver_after.map(|t| t.to_rfc3339()).into()),
             ("thread", self.thread.into()),
             ("in_reply_to", self.in_reply_to.into()),
             ("type", self.kind.as_str().into()),
@@ -225,9 +200,7 @@ impl Envelope {
         match field::str(&raw, "nyx5")? {
             VERSION => {}
             other => {
-                return Err(Error::malformed(format!(
-                    "unsupported nyx5 version {other:?}"
-                )));
+                return Err(Error::malformed(format!("unsupported nyx5 version {other:?}")));
             }
         }
         let id = field::str(&raw, "id")?.to_owned();
@@ -235,17 +208,11 @@ impl Envelope {
         let from = Address::parse(field::str(&raw, "from")?)?;
         let to_json = field::array(&raw, "to")?;
         if to_json.is_empty() || to_json.len() > limits::MAX_RECIPIENTS {
-            return Err(Error::malformed(format!(
-                "`to` must list 1 to {} addresses",
-                limits::MAX_RECIPIENTS
-            )));
+            return Err(Error::malformed(format!("`to` must list 1 to {} addresses", limits::MAX_RECIPIENTS)));
         }
         let mut to = Vec::with_capacity(to_json.len());
         for v in to_json {
-            let a = Address::parse(
-                v.as_str()
-                    .ok_or_else(|| Error::malformed("`to` lists strings"))?,
-            )?;
+            let a = Address::parse(v.as_str().ok_or_else(|| Error::malformed("`to` lists strings"))?)?;
             if to.contains(&a) {
                 return Err(Error::malformed(format!("{a} appears twice in `to`")));
             }
@@ -257,41 +224,28 @@ impl Envelope {
         if let (Some(e), Some(d)) = (expires, deliver_after)
             && e <= d
         {
-            return Err(Error::malformed(
-                "`expires` is not after `deliver_after`: it could never be delivered",
-            ));
+            return Err(Error::malformed("`expires` is not after `deliver_after`: it could never be delivered"));
         }
         let kind = Kind::parse(field::str(&raw, "type")?)?;
-        let payload = match (
-            field::optional(&raw, "content"),
-            field::optional(&raw, "encrypted"),
-        ) {
+        let payload = match (field::optional(&raw, "content"), field::optional(&raw, "encrypted")) {
             (Some(c), None) => Payload::Clear(Content::from_value(c)?),
             (None, Some(e)) => Payload::Sealed(Sealed::from_value(e, &to, &from)?),
             (Some(_), Some(_)) => {
-                return Err(Error::malformed(
-                    "`content` and `encrypted` are mutually exclusive",
-                ));
+                return Err(Error::malformed("`content` and `encrypted` are mutually exclusive"));
             }
             (None, None) => {
-                return Err(Error::malformed(
-                    "an envelope needs `content` or `encrypted`",
-                ));
+                return Err(Error::malformed("an envelope needs `content` or `encrypted`"));
             }
         };
         let stamp = field::opt_object(&raw, "stamp")?
             .map(|s| -> Result<Stamp, Error> {
                 let house = field::str(s, "house")?;
-                check_domain(house)
-                    .map_err(|why| Error::malformed(format!("`stamp.house`: {why}")))?;
+                check_domain(house).map_err(|why| Error::malformed(format!("`stamp.house`: {why}")))?;
                 let amount = field::integer(s, "amount")?;
                 if amount <= 0 {
                     return Err(Error::malformed("`stamp.amount` must be positive"));
                 }
-                Ok(Stamp {
-                    house: house.to_owned(),
-                    amount,
-                })
+                Ok(Stamp { house: house.to_owned(), amount })
             })
             .transpose()?;
         let pow = field::opt_object(&raw, "pow")?
@@ -305,10 +259,7 @@ impl Envelope {
                 if nonce.is_empty() || nonce.len() > limits::MAX_POW_NONCE_LEN {
                     return Err(Error::malformed("`pow.nonce` must be 1 to 64 characters"));
                 }
-                Ok(Pow {
-                    bits,
-                    nonce: nonce.to_owned(),
-                })
+                Ok(Pow { bits, nonce: nonce.to_owned() })
             })
             .transpose()?;
         check_attachments(&raw)?;
@@ -348,18 +299,12 @@ impl Envelope {
     pub fn check_size(&self, max_bytes: usize) -> Result<(), Error> {
         let size = self.canonical().len();
         if size > max_bytes {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("envelope of {size} bytes exceeds {max_bytes}"),
-            ));
+            return Err(Error::new(ErrorKind::TooLarge, format!("envelope of {size} bytes exceeds {max_bytes}")));
         }
         if self.kind == Kind::Intro && size > limits::MAX_INTRO_BYTES {
             return Err(Error::new(
                 ErrorKind::TooLarge,
-                format!(
-                    "an intro may be {} bytes; this is {size}",
-                    limits::MAX_INTRO_BYTES
-                ),
+                format!("an intro may be {} bytes; this is {size}", limits::MAX_INTRO_BYTES),
             ));
         }
         Ok(())
@@ -383,10 +328,7 @@ impl Envelope {
     /// Refuses an expired envelope with 410.
     pub fn check_not_expired(&self, now: Timestamp) -> Result<(), Error> {
         if self.is_expired(now) {
-            Err(Error::new(
-                ErrorKind::Expired,
-                format!("envelope {} expired", self.id),
-            ))
+            Err(Error::new(ErrorKind::Expired, format!("envelope {} expired", self.id)))
         } else {
             Ok(())
         }
@@ -408,16 +350,9 @@ impl Envelope {
 
     /// Verifies the signature against the sender's verified card at `now`: the card's address
     /// must be `from`, and the key must be its current key or a previous key in its grace period.
-    pub fn verify(
-        self,
-        sender: &Verified<AgentCard>,
-        now: Timestamp,
-    ) -> Result<Verified<Envelope>, Error> {
+    pub fn verify(self, sender: &Verified<AgentCard>, now: Timestamp) -> Result<Verified<Envelope>, Error> {
         if sender.address != self.from {
-            return Err(Error::forbidden(format!(
-                "card of {} cannot sign for {}",
-                sender.address, self.from
-            )));
+            return Err(Error::forbidden(format!("card of {} cannot sign for {}", sender.address, self.from)));
         }
         self.require_signature()?;
         verify_object(&self.raw, "signature", |kid| sender.accepts_key(kid, now))?;
@@ -459,35 +394,21 @@ fn check_attachments(raw: &Object) -> Result<(), Error> {
         return Err(Error::malformed("too many attachments"));
     }
     for a in list {
-        let a = a
-            .as_object()
-            .ok_or_else(|| Error::malformed("each attachment is an object"))?;
+        let a = a.as_object().ok_or_else(|| Error::malformed("each attachment is an object"))?;
         field::str(a, "url")?;
         let digest = field::str(a, "sha256")?;
-        if digest.len() != 64
-            || !digest
-                .bytes()
-                .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
-        {
-            return Err(Error::malformed(
-                "`attachments[].sha256` must be 64 lowercase hex digits",
-            ));
+        if digest.len() != 64 || !digest.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(Error::malformed("`attachments[].sha256` must be 64 lowercase hex digits"));
         }
         if field::opt_integer(a, "bytes")?.is_some_and(|b| b < 0) {
-            return Err(Error::malformed(
-                "`attachments[].bytes` must not be negative",
-            ));
+            return Err(Error::malformed("`attachments[].bytes` must not be negative"));
         }
     }
     Ok(())
 }
 
 /// Base64url helpers re-exported for envelope fields.
-pub(crate) fn b64_field<const N: usize>(
-    o: &Object,
-    name: &str,
-    ctx: &str,
-) -> Result<[u8; N], Error> {
+pub(crate) fn b64_field<const N: usize>(o: &Object, name: &str, ctx: &str) -> Result<[u8; N], Error> {
     b64::decode_array(field::str(o, name)?)
         .ok_or_else(|| Error::malformed(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
 }

@@ -97,13 +97,7 @@ impl ErrorKind {
 
     /// Whether a relaying house should retry (spec §6: 421, 429 and 5xx are temporary).
     pub const fn is_temporary(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::Misdirected
-                | ErrorKind::RateLimited
-                | ErrorKind::Internal
-                | ErrorKind::Unavailable
-        )
+        matches!(self, ErrorKind::Misdirected | ErrorKind::RateLimited | ErrorKind::Internal | ErrorKind::Unavailable)
     }
 
     /// The kind for a wire code, if it is one of ours.
@@ -121,10 +115,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
-        Error {
-            kind,
-            reason: reason.into(),
-        }
+        Error { kind, reason: reason.into() }
     }
 
     pub fn malformed(reason: impl Into<Cow<'static, str>>) -> Self {
@@ -141,11 +132,8 @@ impl Error {
 
     /// The JSON body sent on the wire. Internal reasons are replaced by a generic text.
     pub fn to_wire(&self) -> Value {
-        let reason = if self.kind == ErrorKind::Internal {
-            "internal error".to_owned()
-        } else {
-            self.reason.to_string()
-        };
+        let reason =
+            if self.kind == ErrorKind::Internal { "internal error".to_owned() } else { self.reason.to_string() };
         let mut o = Object::new();
         o.insert("ok".into(), Value::Bool(false));
         o.insert("code".into(), Value::from(i64::from(self.code())));
@@ -157,13 +145,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}): {}",
-            self.kind.code(),
-            self.kind.slug(),
-            self.reason
-        )
+        write!(f, "{} ({}): {}", self.kind.code(), self.kind.slug(), self.reason)
     }
 }
 
@@ -187,9 +169,6 @@ mod tests {
         let e = Error::new(ErrorKind::Internal, "db password is hunter2");
         let wire = e.to_wire().canonical_string();
         assert!(!wire.contains("hunter2"));
-        assert_eq!(
-            wire,
-            r#"{"code":500,"error":"internal","ok":false,"reason":"internal error"}"#
-        );
+        assert_eq!(wire, r#"{"code":500,"error":"internal","ok":false,"reason":"internal error"}"#);
     }
 }

@@ -19,8 +19,7 @@ pub fn leading_zero_bits(digest: &[u8; 32]) -> u32 {
 /// Whether `nonce` proves `bits` of work for envelope `id`. More than
 /// [`limits::MAX_POW_BITS`] is never asked, so never accepted as asked.
 pub fn check(id: &str, nonce: &str, bits: u32) -> bool {
-    bits <= limits::MAX_POW_BITS
-        && leading_zero_bits(&sha256(format!("{id}:{nonce}").as_bytes())) >= bits
+    bits <= limits::MAX_POW_BITS && leading_zero_bits(&sha256(format!("{id}:{nonce}").as_bytes())) >= bits
 }
 
 /// Finds a decimal nonce for `id` with `bits` of work, trying at most `max_tries` counters

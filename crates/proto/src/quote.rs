@@ -100,14 +100,8 @@ impl QuoteDraft {
             ("price", self.price.into()),
             ("currency", self.currency.into()),
             ("concept", self.concept.into()),
-            (
-                "terms",
-                self.terms.map(Value::Object).unwrap_or(Value::Null),
-            ),
-            (
-                "arbiter",
-                self.arbiter.map(|a| a.as_str().to_owned()).into(),
-            ),
+            ("terms", self.terms.map(Value::Object).unwrap_or(Value::Null)),
+            ("arbiter", self.arbiter.map(|a| a.as_str().to_owned()).into()),
             ("issued", self.issued.to_rfc3339().into()),
             ("expires", self.expires.map(|t| t.to_rfc3339()).into()),
         ];
@@ -117,10 +111,7 @@ impl QuoteDraft {
         if let Some(r) = self.referrer {
             doc.insert(
                 "referrer".into(),
-                Value::Object(obj([
-                    ("address", r.address.as_str().into()),
-                    ("share", r.share_bps.into()),
-                ])),
+                Value::Object(obj([("address", r.address.as_str().into()), ("share", r.share_bps.into())])),
             );
         }
         sign_object(&mut doc, "signature", seller_key);
@@ -147,9 +138,7 @@ impl Quote {
                 let address = Address::parse(field::str(r, "address")?)?;
                 let share_bps = field::integer(r, "share")?;
                 if share_bps <= 0 || share_bps > limits::BPS_WHOLE {
-                    return Err(Error::malformed(
-                        "`referrer.share` must be 1 to 10000 basis points",
-                    ));
+                    return Err(Error::malformed("`referrer.share` must be 1 to 10000 basis points"));
                 }
                 if address == seller {
                     return Err(Error::malformed("the referrer cannot be the seller"));
@@ -166,25 +155,17 @@ impl Quote {
             currency: field::str(&raw, "currency")?.to_owned(),
             concept: field::str(&raw, "concept")?.to_owned(),
             terms: field::opt_object(&raw, "terms")?.cloned(),
-            arbiter: field::opt_str(&raw, "arbiter")?
-                .map(Address::parse)
-                .transpose()?,
+            arbiter: field::opt_str(&raw, "arbiter")?.map(Address::parse).transpose()?,
             referrer,
             issued: Timestamp::parse(field::str(&raw, "issued")?)?,
-            expires: field::opt_str(&raw, "expires")?
-                .map(Timestamp::parse)
-                .transpose()?,
+            expires: field::opt_str(&raw, "expires")?.map(Timestamp::parse).transpose()?,
             seller,
             raw,
         })
     }
 
     /// Verifies the seller's signature with its verified card, and that the quote is current.
-    pub fn verify(
-        self,
-        seller: &Verified<AgentCard>,
-        now: Timestamp,
-    ) -> Result<Verified<Quote>, Error> {
+    pub fn verify(self, seller: &Verified<AgentCard>, now: Timestamp) -> Result<Verified<Quote>, Error> {
         if seller.address != self.seller {
             return Err(Error::forbidden("the quote is not signed by its seller"));
         }
@@ -194,11 +175,7 @@ impl Quote {
     }
 
     /// Verifies the signature with one known key (offline tools).
-    pub fn verify_with_key(
-        self,
-        key: &SigPublic,
-        now: Timestamp,
-    ) -> Result<Verified<Quote>, Error> {
+    pub fn verify_with_key(self, key: &SigPublic, now: Timestamp) -> Result<Verified<Quote>, Error> {
         verify_object(&self.raw, "signature", |kid| kid == key)?;
         self.check_current(now)?;
         Ok(Verified::new(self))
@@ -206,10 +183,7 @@ impl Quote {
 
     fn check_current(&self, now: Timestamp) -> Result<(), Error> {
         if self.expires.is_some_and(|e| now >= e) {
-            return Err(Error::new(
-                ErrorKind::Expired,
-                format!("quote {} expired", self.id),
-            ));
+            return Err(Error::new(ErrorKind::Expired, format!("quote {} expired", self.id)));
         }
         Ok(())
     }

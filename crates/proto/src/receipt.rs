@@ -20,9 +20,7 @@ fn check_sha256_hex(s: &str, name: &str) -> Result<(), Error> {
     if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         Ok(())
     } else {
-        Err(Error::malformed(format!(
-            "`{name}` must be 64 lowercase hex digits"
-        )))
+        Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")))
     }
 }
 
@@ -117,11 +115,7 @@ pub enum Notice {
     /// Delivered to these recipients' mailboxes (sent only when the envelope asked for it).
     Delivered { recipients: Vec<Address> },
     /// Not delivered to these recipients, with the wire code and reason.
-    Bounced {
-        recipients: Vec<Address>,
-        code: u16,
-        reason: String,
-    },
+    Bounced { recipients: Vec<Address>, code: u16, reason: String },
 }
 
 /// Builds the signed notice envelope `postmaster@<domain>` sends to the original sender:
@@ -135,20 +129,13 @@ pub fn notice(
     domain_key: &SigningKey,
 ) -> Result<Envelope, Error> {
     let list = |r: &[Address]| Value::Array(r.iter().map(|a| a.as_str().into()).collect());
-    let mut body = obj([
-        ("of", original.id.as_str().into()),
-        ("sha256", original.sha256_hex().into()),
-    ]);
+    let mut body = obj([("of", original.id.as_str().into()), ("sha256", original.sha256_hex().into())]);
     match notice {
         Notice::Delivered { recipients } => {
             body.insert("status".into(), "delivered".into());
             body.insert("recipients".into(), list(recipients));
         }
-        Notice::Bounced {
-            recipients,
-            code,
-            reason,
-        } => {
+        Notice::Bounced { recipients, code, reason } => {
             body.insert("status".into(), "bounced".into());
             body.insert("recipients".into(), list(recipients));
             body.insert("code".into(), i64::from(*code).into());

@@ -30,28 +30,14 @@ pub struct RelayHeader {
 
 impl RelayHeader {
     /// The sending house `domain` signs the relay of envelope `envelope_id` to `destination`.
-    pub fn sign(
-        domain: &str,
-        envelope_id: &str,
-        destination: &str,
-        key: &SigningKey,
-    ) -> RelayHeader {
+    pub fn sign(domain: &str, envelope_id: &str, destination: &str, key: &SigningKey) -> RelayHeader {
         let sig = key.sign(relay_message(envelope_id, destination).as_bytes());
-        RelayHeader {
-            domain: domain.to_owned(),
-            kid: key.public(),
-            sig,
-        }
+        RelayHeader { domain: domain.to_owned(), kid: key.public(), sig }
     }
 
     /// The header value.
     pub fn to_header(&self) -> String {
-        format!(
-            "{TAG} domain={}; kid={}; sig={}",
-            self.domain,
-            self.kid.to_b64(),
-            b64::encode(&self.sig)
-        )
+        format!("{TAG} domain={}; kid={}; sig={}", self.domain, self.kid.to_b64(), b64::encode(&self.sig))
     }
 
     /// Parses a header value. Parameters are `;`-separated `name=value` pairs after `nyx51`,
@@ -61,19 +47,13 @@ impl RelayHeader {
         if value.len() > limits::MAX_HEADER_LEN {
             return Err(bad("too long"));
         }
-        let rest = value
-            .trim()
-            .strip_prefix(TAG)
-            .ok_or_else(|| bad("must start with nyx51"))?;
+        let rest = value.trim().strip_prefix(TAG).ok_or_else(|| bad("must start with nyx51"))?;
         if !rest.starts_with(' ') {
             return Err(bad("must start with nyx51"));
         }
         let (mut domain, mut kid, mut sig) = (None, None, None);
         for part in rest.split(';') {
-            let (name, val) = part
-                .trim()
-                .split_once('=')
-                .ok_or_else(|| bad("parameters are name=value"))?;
+            let (name, val) = part.trim().split_once('=').ok_or_else(|| bad("parameters are name=value"))?;
             let slot = match name.trim() {
                 "domain" => &mut domain,
                 "kid" => &mut kid,
@@ -86,38 +66,23 @@ impl RelayHeader {
         }
         let domain = domain.ok_or_else(|| bad("missing domain"))?;
         check_domain(domain).map_err(bad)?;
-        let kid = SigPublic::parse(kid.ok_or_else(|| bad("missing kid"))?)
-            .map_err(|_| bad("kid is not a key"))?;
-        let sig = b64::decode_array(sig.ok_or_else(|| bad("missing sig"))?)
-            .ok_or_else(|| bad("sig is not 64 bytes"))?;
-        Ok(RelayHeader {
-            domain: domain.to_owned(),
-            kid,
-            sig,
-        })
+        let kid = SigPublic::parse(kid.ok_or_else(|| bad("missing kid"))?).map_err(|_| bad("kid is not a key"))?;
+        let sig =
+            b64::decode_array(sig.ok_or_else(|| bad("missing sig"))?).ok_or_else(|| bad("sig is not 64 bytes"))?;
+        Ok(RelayHeader { domain: domain.to_owned(), kid, sig })
     }
 
     /// Verifies against the sending domain's verified card: same domain, a key the card lists,
     /// and a signature over `relay:<id>:<destination>`.
-    pub fn verify(
-        &self,
-        sender: &Verified<DomainCard>,
-        envelope_id: &str,
-        destination: &str,
-    ) -> Result<(), Error> {
+    pub fn verify(&self, sender: &Verified<DomainCard>, envelope_id: &str, destination: &str) -> Result<(), Error> {
         check_id(envelope_id)?;
         if self.domain != sender.domain {
             return Err(Error::forbidden("relay header names another domain"));
         }
         if !sender.has_key(&self.kid) {
-            return Err(Error::forbidden(
-                "relay key is not one of the sending domain's keys",
-            ));
+            return Err(Error::forbidden("relay key is not one of the sending domain's keys"));
         }
-        if !self.kid.verify(
-            relay_message(envelope_id, destination).as_bytes(),
-            &self.sig,
-        ) {
+        if !self.kid.verify(relay_message(envelope_id, destination).as_bytes(), &self.sig) {
             return Err(Error::forbidden("relay signature does not verify"));
         }
         Ok(())

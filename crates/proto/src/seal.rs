@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::address::Address;
 use crate::b64;
-use crate::crypto::{
-    EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random,
-};
+use crate::crypto::{EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random};
 use crate::envelope::{Content, Envelope, Payload, b64_field};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
@@ -45,36 +43,26 @@ pub struct Sealed {
 impl Sealed {
     /// Parses `encrypted`; every wrapped key must be for a recipient or the sender.
     pub fn from_value(v: &Value, to: &[Address], from: &Address) -> Result<Sealed, Error> {
-        let o = v
-            .as_object()
-            .ok_or_else(|| Error::malformed("`encrypted` must be an object"))?;
+        let o = v.as_object().ok_or_else(|| Error::malformed("`encrypted` must be an object"))?;
         let alg = field::str(o, "alg")?;
         if alg != ALG_SEALED {
-            return Err(Error::malformed(format!(
-                "unsupported encryption alg {alg:?}"
-            )));
+            return Err(Error::malformed(format!("unsupported encryption alg {alg:?}")));
         }
         let epk = field::str(o, "epk")?;
         EncPublic::parse(epk)?;
-        let ct = b64::decode(field::str(o, "ct")?)
-            .ok_or_else(|| Error::malformed("`encrypted.ct` is not base64url"))?;
+        let ct =
+            b64::decode(field::str(o, "ct")?).ok_or_else(|| Error::malformed("`encrypted.ct` is not base64url"))?;
         let key_map = field::object(o, "keys")?;
         if key_map.is_empty() || key_map.len() > limits::MAX_RECIPIENTS + 1 {
-            return Err(Error::malformed(
-                "`encrypted.keys` must wrap the key for at least one recipient",
-            ));
+            return Err(Error::malformed("`encrypted.keys` must wrap the key for at least one recipient"));
         }
         let mut keys = BTreeMap::new();
         for (addr, wrapped) in key_map {
             let addr = Address::parse(addr)?;
             if !to.contains(&addr) && addr != *from {
-                return Err(Error::malformed(format!(
-                    "`encrypted.keys` names {addr}, who is not on the envelope"
-                )));
+                return Err(Error::malformed(format!("`encrypted.keys` names {addr}, who is not on the envelope")));
             }
-            let w = wrapped
-                .as_object()
-                .ok_or_else(|| Error::malformed("each wrapped key is an object"))?;
+            let w = wrapped.as_object().ok_or_else(|| Error::malformed("each wrapped key is an object"))?;
             let ctx = "encrypted.keys[]";
             keys.insert(
                 addr,
@@ -121,12 +109,7 @@ impl Sealed {
 /// The AAD both layers use: canonical `{"from","id","to"}` of the envelope.
 pub fn aad(env: &Envelope) -> Vec<u8> {
     let to = Value::Array(env.to.iter().map(|a| a.as_str().into()).collect());
-    Value::Object(obj([
-        ("from", env.from.as_str().into()),
-        ("id", env.id.as_str().into()),
-        ("to", to),
-    ]))
-    .canonical()
+    Value::Object(obj([("from", env.from.as_str().into()), ("id", env.id.as_str().into()), ("to", to)])).canonical()
 }
 
 fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
@@ -137,11 +120,7 @@ fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
 
 /// Seals a cleartext envelope for `recipients` (address and X25519 key). Any signature is
 /// dropped: sign after sealing.
-pub fn seal(
-    env: Envelope,
-    recipients: &[(Address, EncPublic)],
-    rng: &mut dyn Entropy,
-) -> Result<Envelope, Error> {
+pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn Entropy) -> Result<Envelope, Error> {
     let content = match &env.payload {
         Payload::Clear(c) => c.to_value().canonical(),
         Payload::Sealed(_) => return Err(Error::malformed("envelope is already sealed")),
@@ -157,32 +136,15 @@ pub fn seal(
     let epk = ephemeral.public().to_b64();
     let mut keys = BTreeMap::new();
     for (addr, enc) in recipients {
-        let shared = ephemeral.agree(enc).ok_or_else(|| {
-            Error::malformed(format!(
-                "the encryption key of {addr} is not usable (small order)"
-            ))
-        })?;
+        let shared = ephemeral
+            .agree(enc)
+            .ok_or_else(|| Error::malformed(format!("the encryption key of {addr} is not usable (small order)")))?;
         let wrap_iv: [u8; 12] = random(rng);
         let (wct, wtag) = aes256gcm_seal(&kek(&shared, &epk)?, &wrap_iv, &aad, &cek);
-        let wct: [u8; 32] = wct
-            .try_into()
-            .map_err(|_| Error::malformed("wrapped key length"))?;
-        keys.insert(
-            addr.clone(),
-            WrappedKey {
-                iv: wrap_iv,
-                ct: wct,
-                tag: wtag,
-            },
-        );
+        let wct: [u8; 32] = wct.try_into().map_err(|_| Error::malformed("wrapped key length"))?;
+        keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
     }
-    let sealed = Sealed {
-        epk,
-        iv,
-        ct,
-        tag,
-        keys,
-    };
+    let sealed = Sealed { epk, iv, ct, tag, keys };
     let mut raw = env.into_object();
     raw.remove("content");
     raw.remove("signature");
@@ -197,30 +159,15 @@ pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content,
         Payload::Sealed(s) => s,
         Payload::Clear(_) => return Err(Error::malformed("envelope is not encrypted")),
     };
-    let wrapped = sealed
-        .keys
-        .get(me)
-        .ok_or_else(|| Error::forbidden(format!("envelope is not sealed for {me}")))?;
+    let wrapped = sealed.keys.get(me).ok_or_else(|| Error::forbidden(format!("envelope is not sealed for {me}")))?;
     let epk = EncPublic::parse(&sealed.epk)?;
-    let shared = secret
-        .agree(&epk)
-        .ok_or_else(|| Error::forbidden("ephemeral key is of small order"))?;
+    let shared = secret.agree(&epk).ok_or_else(|| Error::forbidden("ephemeral key is of small order"))?;
     let aad = aad(env);
-    let cek = aes256gcm_open(
-        &kek(&shared, &sealed.epk)?,
-        &wrapped.iv,
-        &aad,
-        &wrapped.ct,
-        &wrapped.tag,
-    )
-    .ok_or_else(|| {
-        Error::forbidden(
-            "cannot unwrap the content key (wrong key, or the envelope was re-addressed)",
-        )
-    })?;
-    let cek: [u8; 32] = cek
-        .try_into()
-        .map_err(|_| Error::forbidden("content key length"))?;
+    let cek =
+        aes256gcm_open(&kek(&shared, &sealed.epk)?, &wrapped.iv, &aad, &wrapped.ct, &wrapped.tag).ok_or_else(|| {
+            Error::forbidden("cannot unwrap the content key (wrong key, or the envelope was re-addressed)")
+        })?;
+    let cek: [u8; 32] = cek.try_into().map_err(|_| Error::forbidden("content key length"))?;
     let plain = aes256gcm_open(&cek, &sealed.iv, &aad, &sealed.ct, &sealed.tag)
         .ok_or_else(|| Error::forbidden("content does not authenticate"))?;
     Content::from_value(&Value::parse(&plain, limits::MAX_ENVELOPE_BYTES)?)

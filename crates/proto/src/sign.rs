@@ -25,16 +25,11 @@ impl Signature {
         let sig = field::object(doc, name)?;
         let alg = field::str(sig, "alg")?;
         if alg != ALG_ED25519 {
-            return Err(Error::malformed(format!(
-                "unsupported signature alg {alg:?}"
-            )));
+            return Err(Error::malformed(format!("unsupported signature alg {alg:?}")));
         }
         let kid = SigPublic::parse(field::str(sig, "kid")?)?;
-        let value = b64::decode_array(field::str(sig, "value")?).ok_or_else(|| {
-            Error::malformed(format!(
-                "`{name}.value` is not a 64-byte base64url signature"
-            ))
-        })?;
+        let value = b64::decode_array(field::str(sig, "value")?)
+            .ok_or_else(|| Error::malformed(format!("`{name}.value` is not a 64-byte base64url signature")))?;
         Ok(Signature { kid, value })
     }
 
@@ -50,25 +45,16 @@ impl Signature {
 /// Signs `doc` with `key`, setting (or replacing) its member `name`.
 pub fn sign_object(doc: &mut Object, name: &str, key: &SigningKey) {
     let bytes = canonical_without(doc, name);
-    let sig = Signature {
-        kid: key.public(),
-        value: key.sign(&bytes),
-    };
+    let sig = Signature { kid: key.public(), value: key.sign(&bytes) };
     doc.insert(name.to_owned(), sig.to_value());
 }
 
 /// Verifies member `name` of `doc`: its `kid` must satisfy `trusted`, and the signature must
 /// verify strictly over the canonical document without `name`. Returns the signing key.
-pub fn verify_object(
-    doc: &Object,
-    name: &str,
-    trusted: impl Fn(&SigPublic) -> bool,
-) -> Result<SigPublic, Error> {
+pub fn verify_object(doc: &Object, name: &str, trusted: impl Fn(&SigPublic) -> bool) -> Result<SigPublic, Error> {
     let sig = Signature::read(doc, name)?;
     if !trusted(&sig.kid) {
-        return Err(Error::forbidden(format!(
-            "`{name}` made by a key this document does not trust"
-        )));
+        return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
     }
     if !sig.kid.verify(&canonical_without(doc, name), &sig.value) {
         return Err(Error::forbidden(format!("`{name}` does not verify")));

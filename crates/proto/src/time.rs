@@ -32,8 +32,7 @@ impl Timestamp {
     /// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`); fractions below a millisecond
     /// are truncated. Also accepts a plain date `YYYY-MM-DD` as its midnight UTC.
     pub fn parse(text: &str) -> Result<Timestamp, Error> {
-        parse_rfc3339(text)
-            .ok_or_else(|| Error::malformed(format!("not an RFC 3339 timestamp: {text:?}")))
+        parse_rfc3339(text).ok_or_else(|| Error::malformed(format!("not an RFC 3339 timestamp: {text:?}")))
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -42,12 +41,7 @@ impl Timestamp {
         let days = ms.div_euclid(86_400_000);
         let rem = ms.rem_euclid(86_400_000);
         let (y, m, d) = civil_from_days(days);
-        let (h, mi, s, milli) = (
-            rem / 3_600_000,
-            rem / 60_000 % 60,
-            rem / 1000 % 60,
-            rem % 1000,
-        );
+        let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
         format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
     }
 }
@@ -60,9 +54,7 @@ impl fmt::Display for Timestamp {
 
 fn num(text: &[u8], from: usize, len: usize) -> Option<i64> {
     let digits = text.get(from..from + len)?;
-    digits.iter().try_fold(0i64, |acc, c| {
-        c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-    })
+    digits.iter().try_fold(0i64, |acc, c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0')))
 }
 
 fn parse_rfc3339(text: &str) -> Option<Timestamp> {
@@ -78,10 +70,7 @@ fn parse_rfc3339(text: &str) -> Option<Timestamp> {
     if t.len() == 10 {
         return Some(Timestamp(days * 86_400_000));
     }
-    if !matches!(t.get(10), Some(b'T' | b't' | b' '))
-        || t.get(13) != Some(&b':')
-        || t.get(16) != Some(&b':')
-    {
+    if !matches!(t.get(10), Some(b'T' | b't' | b' ')) || t.get(13) != Some(&b':') || t.get(16) != Some(&b':') {
         return None;
     }
     let (h, mi, s) = (num(t, 11, 2)?, num(t, 14, 2)?, num(t, 17, 2)?);
@@ -157,15 +146,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
+    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
 }
 
 #[cfg(test)]
@@ -175,14 +156,8 @@ mod tests {
     #[test]
     fn writes_like_to_iso_string() {
         assert_eq!(Timestamp(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            Timestamp(1_788_548_400_123).to_rfc3339(),
-            "2026-09-04T19:00:00.123Z"
-        );
-        assert_eq!(
-            Timestamp(951_782_400_000).to_rfc3339(),
-            "2000-02-29T00:00:00.000Z"
-        );
+        assert_eq!(Timestamp(1_788_548_400_123).to_rfc3339(), "2026-09-04T19:00:00.123Z");
+        assert_eq!(Timestamp(951_782_400_000).to_rfc3339(), "2000-02-29T00:00:00.000Z");
     }
 
     #[test]
@@ -198,10 +173,7 @@ mod tests {
             assert_eq!(Timestamp::parse(s).ok(), Some(t), "{s}");
         }
         assert_eq!(
-            Timestamp::parse("2026-09-04")
-                .map(|t| t.to_rfc3339())
-                .ok()
-                .as_deref(),
+            Timestamp::parse("2026-09-04").map(|t| t.to_rfc3339()).ok().as_deref(),
             Some("2026-09-04T00:00:00.000Z")
         );
         for bad in [
@@ -219,10 +191,7 @@ mod tests {
     #[test]
     fn round_trips() {
         for ms in [0, 1, -1, 86_399_999, 1_700_000_000_000, MAX_MS, MIN_MS] {
-            assert_eq!(
-                Timestamp::parse(&Timestamp(ms).to_rfc3339()).ok(),
-                Some(Timestamp(ms))
-            );
+            assert_eq!(Timestamp::parse(&Timestamp(ms).to_rfc3339()).ok(), Some(Timestamp(ms)));
         }
     }
 }

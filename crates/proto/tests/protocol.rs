@@ -1,10 +1,5 @@
 //! The protocol's rules, end to end through the public API: build, sign, verify, and tamper.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 use nyx5_proto::auth::{AuthHeader, Claims, Target};
 use nyx5_proto::card::{AgentCardDraft, Delegation, DomainCardDraft, PreviousKey, Scope};
@@ -15,8 +10,7 @@ use nyx5_proto::quote::{ContractKind, Quote, QuoteDraft, Referrer};
 use nyx5_proto::receipt::{Notice, Receipt, notice};
 use nyx5_proto::relay::RelayHeader;
 use nyx5_proto::{
-    Address, AgentCard, DomainCard, Envelope, ErrorKind, Object, Timestamp, Value, Verified,
-    limits, pow, seal,
+    Address, AgentCard, DomainCard, Envelope, ErrorKind, Object, Timestamp, Value, Verified, limits, pow, seal,
 };
 
 const NOW: Timestamp = Timestamp::from_millis(1_788_548_400_000); // 2026-09-04T19:00:00Z
@@ -27,9 +21,7 @@ fn rng(seed: u8) -> impl FnMut(&mut [u8]) {
     let mut n = u64::from(seed) << 32;
     move |buf: &mut [u8]| {
         for b in buf.iter_mut() {
-            n = n
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
+            n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             *b = (n >> 33) as u8;
         }
     }
@@ -86,9 +78,7 @@ fn mutations(v: &Value) -> Vec<Value> {
     match v {
         Value::String(s) if Address::parse(s).is_ok() => vec![Value::from(format!("x{s}"))],
         Value::String(s) if Timestamp::parse(s).is_ok() => {
-            vec![Value::from(
-                Timestamp::parse(s).unwrap().plus_ms(1).to_rfc3339(),
-            )]
+            vec![Value::from(Timestamp::parse(s).unwrap().plus_ms(1).to_rfc3339())]
         }
         Value::String(s) => vec![Value::from(format!("{s}x"))],
         Value::Number(n) => vec![Value::Number(n + 1.0)],
@@ -114,32 +104,21 @@ fn mutations(v: &Value) -> Vec<Value> {
 fn domain_card_verifies_and_every_change_breaks_it() {
     let h = house("sigo.uk", 1);
     let raw = h.card.object().clone();
-    assert!(
-        DomainCard::from_object(raw.clone())
-            .unwrap()
-            .verify(None)
-            .is_ok()
-    );
+    assert!(DomainCard::from_object(raw.clone()).unwrap().verify(None).is_ok());
     let mut checked = 0;
     for (k, v) in raw.iter().filter(|(k, _)| *k != "signature") {
         for m in mutations(v) {
             let mut changed = raw.clone();
             changed.insert(k.clone(), m);
             if let Ok(card) = DomainCard::from_object(changed) {
-                assert!(
-                    card.verify(None).is_err(),
-                    "changing `{k}` must break the signature"
-                );
+                assert!(card.verify(None).is_err(), "changing `{k}` must break the signature");
                 checked += 1;
             }
         }
     }
     assert!(checked >= 6, "only {checked} members checked");
     let other = SigningKey::from_seed([9; 32]).public();
-    let e = DomainCard::from_object(raw)
-        .unwrap()
-        .verify(Some(&other))
-        .unwrap_err();
+    let e = DomainCard::from_object(raw).unwrap().verify(Some(&other)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Forbidden);
 }
 
@@ -164,10 +143,7 @@ fn agent_card_chain_and_tampering() {
             let mut changed = raw.clone();
             changed.insert(k.clone(), m);
             if let Ok(card) = AgentCard::from_object(changed) {
-                assert!(
-                    card.verify(&h.card, None, NOW).is_err(),
-                    "changing `{k}` must break the certification"
-                );
+                assert!(card.verify(&h.card, None, NOW).is_err(), "changing `{k}` must break the certification");
                 checked += 1;
             }
         }
@@ -176,20 +152,10 @@ fn agent_card_chain_and_tampering() {
     // Unknown members are covered too.
     let mut extra = raw.clone();
     extra.insert("person".into(), Value::from("someone"));
-    assert!(
-        AgentCard::from_object(extra)
-            .unwrap()
-            .verify(&h.card, None, NOW)
-            .is_err()
-    );
+    assert!(AgentCard::from_object(extra).unwrap().verify(&h.card, None, NOW).is_err());
     // Another domain cannot vouch for it.
     let other = house("beta.example", 3);
-    assert!(
-        AgentCard::from_object(raw)
-            .unwrap()
-            .verify(&other.card, None, NOW)
-            .is_err()
-    );
+    assert!(AgentCard::from_object(raw).unwrap().verify(&other.card, None, NOW).is_err());
 }
 
 #[test]
@@ -197,10 +163,7 @@ fn unknown_members_survive_and_are_certified() {
     let h = house("sigo.uk", 1);
     let sig = SigningKey::from_seed([2; 32]);
     let mut draft = AgentCardDraft::new(addr("ana@sigo.uk"), sig.public(), None, NOW);
-    draft.extra.insert(
-        "person".into(),
-        Value::Object(obj([("name", "Ana".into())])),
-    );
+    draft.extra.insert("person".into(), Value::Object(obj([("name", "Ana".into())])));
     let card = draft.certify(&h.key).unwrap();
     let bytes = Value::Object(card.object().clone()).canonical();
     let back = AgentCard::parse(&bytes).unwrap();
@@ -216,11 +179,7 @@ fn expired_and_not_yet_valid_cards_are_refused() {
     draft.valid_until = Some(NOW.plus_ms(10 * MINUTE));
     let card = draft.certify(&h.key).unwrap();
     assert!(card.clone().verify(&h.card, None, NOW).is_ok());
-    assert!(
-        card.clone()
-            .verify(&h.card, None, NOW.plus_ms(10 * MINUTE))
-            .is_err()
-    );
+    assert!(card.clone().verify(&h.card, None, NOW.plus_ms(10 * MINUTE)).is_err());
     assert!(card.verify(&h.card, None, NOW.plus_ms(-1)).is_err());
 }
 
@@ -230,15 +189,8 @@ fn previous_keys_sign_only_during_their_grace() {
     let old = SigningKey::from_seed([5; 32]);
     let new = SigningKey::from_seed([6; 32]);
     let mut draft = AgentCardDraft::new(addr("ana@sigo.uk"), new.public(), None, NOW);
-    draft.previous = vec![PreviousKey {
-        sig: old.public(),
-        until: NOW.plus_ms(MINUTE),
-    }];
-    let card = draft
-        .certify(&h.key)
-        .unwrap()
-        .verify(&h.card, None, NOW)
-        .unwrap();
+    draft.previous = vec![PreviousKey { sig: old.public(), until: NOW.plus_ms(MINUTE) }];
+    let card = draft.certify(&h.key).unwrap().verify(&h.card, None, NOW).unwrap();
     let env = Draft::new(
         "e1".into(),
         addr("ana@sigo.uk"),
@@ -256,21 +208,10 @@ fn previous_keys_sign_only_during_their_grace() {
 
 fn delegated(h: &House, parent: &Agent, child_addr: &str, cap: Option<i64>) -> AgentCard {
     let child = SigningKey::from_seed([77; 32]);
-    let scope = Scope {
-        types: Some(vec!["message".into(), "result".into()]),
-        to_domains: Some(vec!["sigo.uk".into()]),
-        cap,
-    };
-    let d = Delegation::sign(
-        &parent.card.address,
-        &addr(child_addr),
-        &child.public(),
-        &scope,
-        None,
-        NOW,
-        &parent.sig,
-    )
-    .unwrap();
+    let scope =
+        Scope { types: Some(vec!["message".into(), "result".into()]), to_domains: Some(vec!["sigo.uk".into()]), cap };
+    let d = Delegation::sign(&parent.card.address, &addr(child_addr), &child.public(), &scope, None, NOW, &parent.sig)
+        .unwrap();
     let mut draft = AgentCardDraft::new(addr(child_addr), child.public(), None, NOW);
     draft.delegation = Some(d);
     draft.certify(&h.key).unwrap()
@@ -286,38 +227,16 @@ fn delegation_chain_verifies_and_caps_never_grow() {
         .unwrap();
     assert!(child.scope().unwrap().allows_send("message", "sigo.uk"));
     assert!(!child.scope().unwrap().allows_send("task", "sigo.uk"));
-    assert!(
-        !child
-            .scope()
-            .unwrap()
-            .allows_send("message", "beta.example")
-    );
+    assert!(!child.scope().unwrap().allows_send("message", "beta.example"));
     // Without the parent's card, a delegated card cannot be verified.
-    assert!(
-        delegated(&h, &parent, "tester.constructor@sigo.uk", Some(100))
-            .verify(&h.card, None, NOW)
-            .is_err()
-    );
+    assert!(delegated(&h, &parent, "tester.constructor@sigo.uk", Some(100)).verify(&h.card, None, NOW).is_err());
 
     // A grandchild under a capped child: a larger cap (or none) is refused, equal or less is fine.
     let child_key = SigningKey::from_seed([77; 32]);
-    let child_agent = Agent {
-        sig: child_key,
-        enc: EncSecret::from_bytes([1; 32]),
-        card: child,
-    };
-    for (cap, ok) in [
-        (Some(101), false),
-        (None, false),
-        (Some(100), true),
-        (Some(5), true),
-    ] {
+    let child_agent = Agent { sig: child_key, enc: EncSecret::from_bytes([1; 32]), card: child };
+    for (cap, ok) in [(Some(101), false), (None, false), (Some(100), true), (Some(5), true)] {
         let g = delegated(&h, &child_agent, "qa.tester.constructor@sigo.uk", cap);
-        assert_eq!(
-            g.verify(&h.card, Some(&child_agent.card), NOW).is_ok(),
-            ok,
-            "cap {cap:?}"
-        );
+        assert_eq!(g.verify(&h.card, Some(&child_agent.card), NOW).is_ok(), ok, "cap {cap:?}");
     }
     let _ = child_agent.enc;
 }
@@ -328,11 +247,7 @@ fn delegation_must_come_from_the_named_parent() {
     let parent = agent(&h, "constructor@sigo.uk", 2);
     let impostor = agent(&h, "mallory@sigo.uk", 3);
     // Signed by someone else than the parent.
-    let forged = Agent {
-        sig: impostor.sig.clone(),
-        enc: impostor.enc.clone(),
-        card: parent.card.clone(),
-    };
+    let forged = Agent { sig: impostor.sig.clone(), enc: impostor.enc.clone(), card: parent.card.clone() };
     let card = delegated(&h, &forged, "tester.constructor@sigo.uk", Some(1));
     assert!(card.verify(&h.card, Some(&parent.card), NOW).is_err());
     // Presented with the wrong parent card.
@@ -350,10 +265,7 @@ fn message(from: &Agent, to: &[&Agent], body: &str) -> Envelope {
         NOW,
         Content::new("text/plain", body.into()),
     );
-    d.extra.insert(
-        "extensions".into(),
-        Value::Object(obj([("urn:x:test", Value::from(1))])),
-    );
+    d.extra.insert("extensions".into(), Value::Object(obj([("urn:x:test", Value::from(1))])));
     d.build().unwrap()
 }
 
@@ -372,40 +284,22 @@ fn envelope_signature_covers_every_member() {
             let mut changed = raw.clone();
             changed.insert(k.clone(), m);
             if let Ok(e) = Envelope::from_object(changed) {
-                assert!(
-                    e.verify_with_key(&ana.sig.public()).is_err(),
-                    "changing `{k}` must break the signature"
-                );
+                assert!(e.verify_with_key(&ana.sig.public()).is_err(), "changing `{k}` must break the signature");
                 checked += 1;
             }
         }
     }
-    for (k, v) in [
-        ("thread", Value::from("t-1")),
-        ("in_reply_to", Value::from("r-1")),
-        ("type", Value::from("task")),
-    ] {
+    for (k, v) in [("thread", Value::from("t-1")), ("in_reply_to", Value::from("r-1")), ("type", Value::from("task"))] {
         let mut changed = raw.clone();
         changed.insert(k.into(), v);
-        assert!(
-            Envelope::from_object(changed)
-                .unwrap()
-                .verify_with_key(&ana.sig.public())
-                .is_err(),
-            "{k}"
-        );
+        assert!(Envelope::from_object(changed).unwrap().verify_with_key(&ana.sig.public()).is_err(), "{k}");
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} members checked");
     // Adding an unknown member breaks it too: unknown fields are signed.
     let mut extra = raw.clone();
     extra.insert("x-new".into(), Value::Bool(true));
-    assert!(
-        Envelope::from_object(extra)
-            .unwrap()
-            .verify_with_key(&ana.sig.public())
-            .is_err()
-    );
+    assert!(Envelope::from_object(extra).unwrap().verify_with_key(&ana.sig.public()).is_err());
     // Someone else's card cannot vouch for it.
     assert!(parsed.verify(&bo.card, NOW).is_err());
 }
@@ -422,22 +316,13 @@ fn envelope_rules() {
     };
     // expires <= deliver_after is refused with 400; deliver_after in the past is fine.
     let mut o = base.clone();
-    o.insert(
-        "deliver_after".into(),
-        NOW.plus_ms(MINUTE).to_rfc3339().into(),
-    );
+    o.insert("deliver_after".into(), NOW.plus_ms(MINUTE).to_rfc3339().into());
     o.insert("expires".into(), NOW.plus_ms(MINUTE).to_rfc3339().into());
-    assert_eq!(
-        Envelope::from_object(o).unwrap_err().kind,
-        ErrorKind::Malformed
-    );
+    assert_eq!(Envelope::from_object(o).unwrap_err().kind, ErrorKind::Malformed);
     let past = with("deliver_after", NOW.plus_ms(-MINUTE).to_rfc3339().into()).unwrap();
     assert_eq!(past.due_at(NOW), NOW);
     let exp = with("expires", NOW.to_rfc3339().into()).unwrap();
-    assert_eq!(
-        exp.check_not_expired(NOW).unwrap_err().kind,
-        ErrorKind::Expired
-    );
+    assert_eq!(exp.check_not_expired(NOW).unwrap_err().kind, ErrorKind::Expired);
     assert!(exp.check_not_expired(NOW.plus_ms(-1)).is_ok());
     // content and encrypted are exclusive, and one is required.
     let mut none = base.clone();
@@ -445,37 +330,10 @@ fn envelope_rules() {
     assert!(Envelope::from_object(none).is_err());
     assert!(with("type", "poem".into()).is_err());
     assert!(with("to", Value::Array(vec![])).is_err());
-    assert!(
-        with(
-            "to",
-            Value::Array(vec!["bo@sigo.uk".into(), "bo@sigo.uk".into()])
-        )
-        .is_err()
-    );
-    assert!(
-        with(
-            "stamp",
-            Value::Object(obj([
-                ("house", "sigo.uk".into()),
-                ("amount", Value::Number(1.5))
-            ]))
-        )
-        .is_err()
-    );
-    assert!(
-        with(
-            "stamp",
-            Value::Object(obj([("house", "sigo.uk".into()), ("amount", 5.into())]))
-        )
-        .is_ok()
-    );
-    assert!(
-        with(
-            "pow",
-            Value::Object(obj([("bits", 40.into()), ("nonce", "1".into())]))
-        )
-        .is_err()
-    );
+    assert!(with("to", Value::Array(vec!["bo@sigo.uk".into(), "bo@sigo.uk".into()])).is_err());
+    assert!(with("stamp", Value::Object(obj([("house", "sigo.uk".into()), ("amount", Value::Number(1.5))]))).is_err());
+    assert!(with("stamp", Value::Object(obj([("house", "sigo.uk".into()), ("amount", 5.into())]))).is_ok());
+    assert!(with("pow", Value::Object(obj([("bits", 40.into()), ("nonce", "1".into())]))).is_err());
     // Duplicate keys anywhere are refused before anything else.
     assert!(Envelope::parse(br#"{"nyx5":"1","nyx5":"1"}"#, 1000).is_err());
 }
@@ -484,86 +342,43 @@ fn envelope_rules() {
 fn size_limits_and_intro() {
     let h = house("sigo.uk", 1);
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
-    let big = message(&ana, &[&bo], &"x".repeat(5000))
-        .sign(&ana.sig)
-        .unwrap();
+    let big = message(&ana, &[&bo], &"x".repeat(5000)).sign(&ana.sig).unwrap();
     let bytes = big.canonical();
-    assert_eq!(
-        Envelope::parse(&bytes, 4000).unwrap_err().kind,
-        ErrorKind::TooLarge
-    );
+    assert_eq!(Envelope::parse(&bytes, 4000).unwrap_err().kind, ErrorKind::TooLarge);
     assert!(Envelope::parse(&bytes, bytes.len()).is_ok());
     let mut intro = message(&ana, &[&bo], &"x".repeat(5000)).object().clone();
     intro.insert("type".into(), "intro".into());
     let e = Envelope::from_object(intro).unwrap();
     assert_eq!(e.kind, Kind::Intro);
-    assert_eq!(
-        e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().kind,
-        ErrorKind::TooLarge
-    );
-    let mut small = message(&ana, &[&bo], "hello, may I write to you?")
-        .object()
-        .clone();
+    assert_eq!(e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().kind, ErrorKind::TooLarge);
+    let mut small = message(&ana, &[&bo], "hello, may I write to you?").object().clone();
     small.insert("type".into(), "intro".into());
-    assert!(
-        Envelope::from_object(small)
-            .unwrap()
-            .check_size(limits::MAX_ENVELOPE_BYTES)
-            .is_ok()
-    );
+    assert!(Envelope::from_object(small).unwrap().check_size(limits::MAX_ENVELOPE_BYTES).is_ok());
 }
 
 #[test]
 fn seal_open_and_readdressing_breaks_decryption() {
     let h = house("sigo.uk", 1);
-    let (ana, bo, cy) = (
-        agent(&h, "ana@sigo.uk", 2),
-        agent(&h, "bo@sigo.uk", 3),
-        agent(&h, "cy@sigo.uk", 4),
-    );
+    let (ana, bo, cy) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3), agent(&h, "cy@sigo.uk", 4));
     let clear = message(&ana, &[&bo, &cy], "secreto");
-    let recipients = [
-        (bo.card.address.clone(), bo.card.enc.unwrap()),
-        (cy.card.address.clone(), cy.card.enc.unwrap()),
-    ];
-    let sealed = seal::seal(clear.clone(), &recipients, &mut rng(1))
-        .unwrap()
-        .sign(&ana.sig)
-        .unwrap();
+    let recipients = [(bo.card.address.clone(), bo.card.enc.unwrap()), (cy.card.address.clone(), cy.card.enc.unwrap())];
+    let sealed = seal::seal(clear.clone(), &recipients, &mut rng(1)).unwrap().sign(&ana.sig).unwrap();
     assert!(matches!(sealed.payload, Payload::Sealed(_)));
-    assert!(
-        !String::from_utf8(sealed.canonical())
-            .unwrap()
-            .contains("secreto")
-    );
-    let sealed = Envelope::parse(&sealed.canonical(), limits::MAX_ENVELOPE_BYTES)
-        .unwrap()
-        .verify(&ana.card, NOW)
-        .unwrap();
+    assert!(!String::from_utf8(sealed.canonical()).unwrap().contains("secreto"));
+    let sealed =
+        Envelope::parse(&sealed.canonical(), limits::MAX_ENVELOPE_BYTES).unwrap().verify(&ana.card, NOW).unwrap();
     for who in [&bo, &cy] {
         let content = seal::open(&sealed, &who.card.address, &who.enc).unwrap();
         assert_eq!(&content, clear.content().unwrap());
     }
     // Not for ana, and not with the wrong secret.
-    assert_eq!(
-        seal::open(&sealed, &ana.card.address, &ana.enc)
-            .unwrap_err()
-            .kind,
-        ErrorKind::Forbidden
-    );
+    assert_eq!(seal::open(&sealed, &ana.card.address, &ana.enc).unwrap_err().kind, ErrorKind::Forbidden);
     assert!(seal::open(&sealed, &bo.card.address, &cy.enc).is_err());
 
     // Re-address: change to, from or id, re-sign with a valid key; decryption must fail.
     let raw = sealed.object().clone();
     let changes: [(&str, Value); 3] = [
-        (
-            "to",
-            Value::Array(vec![
-                "bo@sigo.uk".into(),
-                "cy@sigo.uk".into(),
-                "dan@sigo.uk".into(),
-            ]),
-        ),
+        ("to", Value::Array(vec!["bo@sigo.uk".into(), "cy@sigo.uk".into(), "dan@sigo.uk".into()])),
         ("id", "another-id".into()),
         ("from", "dan@sigo.uk".into()),
     ];
@@ -572,44 +387,20 @@ fn seal_open_and_readdressing_breaks_decryption() {
         o.insert(k.into(), v);
         let resigned = Envelope::from_object(o).unwrap().sign(&ana.sig).unwrap();
         assert!(resigned.clone().verify_with_key(&ana.sig.public()).is_ok());
-        assert!(
-            seal::open(&resigned, &bo.card.address, &bo.enc).is_err(),
-            "re-addressing `{k}` must break decryption"
-        );
+        assert!(seal::open(&resigned, &bo.card.address, &bo.enc).is_err(), "re-addressing `{k}` must break decryption");
     }
     // Same to-list reordered changes the AAD as well.
     let mut o = raw.clone();
-    o.insert(
-        "to".into(),
-        Value::Array(vec!["cy@sigo.uk".into(), "bo@sigo.uk".into()]),
-    );
-    assert!(
-        seal::open(
-            &Envelope::from_object(o).unwrap(),
-            &bo.card.address,
-            &bo.enc
-        )
-        .is_err()
-    );
+    o.insert("to".into(), Value::Array(vec!["cy@sigo.uk".into(), "bo@sigo.uk".into()]));
+    assert!(seal::open(&Envelope::from_object(o).unwrap(), &bo.card.address, &bo.enc).is_err());
     // Flipping ciphertext bits fails.
     let mut o = raw;
     let mut enc = o["encrypted"].as_object().unwrap().clone();
     let ct = enc["ct"].as_str().unwrap().to_owned();
-    let flipped = if ct.starts_with('A') {
-        ct.replacen('A', "B", 1)
-    } else {
-        format!("A{}", &ct[1..])
-    };
+    let flipped = if ct.starts_with('A') { ct.replacen('A', "B", 1) } else { format!("A{}", &ct[1..]) };
     enc.insert("ct".into(), flipped.into());
     o.insert("encrypted".into(), Value::Object(enc));
-    assert!(
-        seal::open(
-            &Envelope::from_object(o).unwrap(),
-            &bo.card.address,
-            &bo.enc
-        )
-        .is_err()
-    );
+    assert!(seal::open(&Envelope::from_object(o).unwrap(), &bo.card.address, &bo.enc).is_err());
 }
 
 #[test]
@@ -617,25 +408,15 @@ fn sealing_refuses_small_order_keys() {
     let h = house("sigo.uk", 1);
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
     let zero = nyx5_proto::crypto::EncPublic::from_bytes([0; 32]);
-    let e = seal::seal(
-        message(&ana, &[&bo], "x"),
-        &[(bo.card.address.clone(), zero)],
-        &mut rng(2),
-    )
-    .unwrap_err();
+    let e = seal::seal(message(&ana, &[&bo], "x"), &[(bo.card.address.clone(), zero)], &mut rng(2)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Malformed);
 }
 
 // ---------- auth, relay, pow ----------
 
 fn token(a: &Agent, target: &Target, ts: Timestamp) -> String {
-    Claims {
-        address: a.card.address.clone(),
-        ts,
-        nonce: "nonce-0123456789abcdef".into(),
-        target: target.clone(),
-    }
-    .sign(&a.sig)
+    Claims { address: a.card.address.clone(), ts, nonce: "nonce-0123456789abcdef".into(), target: target.clone() }
+        .sign(&a.sig)
 }
 
 #[test]
@@ -645,9 +426,7 @@ fn auth_token_is_bound_to_method_path_host_and_time() {
     let target = Target::new("GET", "/mailbox/ana", "sigo.uk");
     let header = token(&ana, &target, NOW);
     let parsed = AuthHeader::parse(&header).unwrap();
-    let claim = parsed
-        .verify(&ana.card, &target, NOW.plus_ms(4 * MINUTE))
-        .unwrap();
+    let claim = parsed.verify(&ana.card, &target, NOW.plus_ms(4 * MINUTE)).unwrap();
     assert_eq!(claim.nonce, "nonce-0123456789abcdef");
     assert_eq!(claim.keep_until, NOW.plus_ms(5 * MINUTE));
     for other in [
@@ -658,16 +437,8 @@ fn auth_token_is_bound_to_method_path_host_and_time() {
         let e = parsed.verify(&ana.card, &other, NOW).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unauthenticated);
     }
-    assert!(
-        parsed
-            .verify(&ana.card, &target, NOW.plus_ms(5 * MINUTE + 1))
-            .is_err()
-    );
-    assert!(
-        parsed
-            .verify(&ana.card, &target, NOW.plus_ms(-5 * MINUTE - 1))
-            .is_err()
-    );
+    assert!(parsed.verify(&ana.card, &target, NOW.plus_ms(5 * MINUTE + 1)).is_err());
+    assert!(parsed.verify(&ana.card, &target, NOW.plus_ms(-5 * MINUTE - 1)).is_err());
     let bo = agent(&h, "bo@sigo.uk", 3);
     assert!(parsed.verify(&bo.card, &target, NOW).is_err());
     // Signed by another key for ana's address.
@@ -678,24 +449,9 @@ fn auth_token_is_bound_to_method_path_host_and_time() {
         target: target.clone(),
     }
     .sign(&bo.sig);
-    assert!(
-        AuthHeader::parse(&forged)
-            .unwrap()
-            .verify(&ana.card, &target, NOW)
-            .is_err()
-    );
-    for bad in [
-        "",
-        "Bearer x",
-        "Nyx5 abc",
-        "Nyx5 a.b",
-        &header.replace("Nyx5 ", "Nyx5  x"),
-    ] {
-        assert_eq!(
-            AuthHeader::parse(bad).unwrap_err().kind,
-            ErrorKind::Unauthenticated,
-            "{bad}"
-        );
+    assert!(AuthHeader::parse(&forged).unwrap().verify(&ana.card, &target, NOW).is_err());
+    for bad in ["", "Bearer x", "Nyx5 abc", "Nyx5 a.b", &header.replace("Nyx5 ", "Nyx5  x")] {
+        assert_eq!(AuthHeader::parse(bad).unwrap_err().kind, ErrorKind::Unauthenticated, "{bad}");
     }
 }
 
@@ -714,13 +470,9 @@ fn relay_header_round_trip_and_binding() {
     assert!(parsed.verify(&b.card, "env-1", "beta.example").is_err());
     let spaced = text.replace("; ", " ;  ");
     assert_eq!(RelayHeader::parse(&spaced).unwrap(), hdr);
-    for bad in [
-        "",
-        "nyx52 domain=a",
-        "nyx51 domain=sigo.uk",
-        &format!("{text}; sig=x"),
-        &text.replace("domain=", "dominio="),
-    ] {
+    for bad in
+        ["", "nyx52 domain=a", "nyx51 domain=sigo.uk", &format!("{text}; sig=x"), &text.replace("domain=", "dominio=")]
+    {
         assert!(RelayHeader::parse(bad).is_err(), "{bad}");
     }
 }
@@ -759,38 +511,17 @@ fn quote(seller: &Agent, buyer: &Agent, referrer: Option<Referrer>) -> QuoteDraf
 #[test]
 fn quotes_are_signed_by_the_seller() {
     let h = house("sigo.uk", 1);
-    let (seller, buyer) = (
-        agent(&h, "verifica@sigo.uk", 2),
-        agent(&h, "nicolas@sigo.uk", 3),
-    );
-    let q = quote(
-        &seller,
-        &buyer,
-        Some(Referrer {
-            address: addr("socio@otra.casa"),
-            share_bps: 1500,
-        }),
-    )
-    .sign(&seller.sig)
-    .unwrap();
+    let (seller, buyer) = (agent(&h, "verifica@sigo.uk", 2), agent(&h, "nicolas@sigo.uk", 3));
+    let q = quote(&seller, &buyer, Some(Referrer { address: addr("socio@otra.casa"), share_bps: 1500 }))
+        .sign(&seller.sig)
+        .unwrap();
     let back = Quote::from_object(q.object().clone()).unwrap();
     assert!(back.clone().verify(&seller.card, NOW).is_ok());
     assert!(back.clone().verify(&buyer.card, NOW).is_err());
-    assert_eq!(
-        back.clone()
-            .verify(&seller.card, NOW.plus_ms(60 * MINUTE))
-            .unwrap_err()
-            .kind,
-        ErrorKind::Expired
-    );
+    assert_eq!(back.clone().verify(&seller.card, NOW.plus_ms(60 * MINUTE)).unwrap_err().kind, ErrorKind::Expired);
     let mut cheaper = q.object().clone();
     cheaper.insert("price".into(), 39.into());
-    assert!(
-        Quote::from_object(cheaper)
-            .unwrap()
-            .verify(&seller.card, NOW)
-            .is_err()
-    );
+    assert!(Quote::from_object(cheaper).unwrap().verify(&seller.card, NOW).is_err());
     let mut frac = q.object().clone();
     frac.insert("price".into(), Value::Number(39.5));
     assert!(Quote::from_object(frac).is_err());
@@ -801,15 +532,8 @@ fn quotes_are_signed_by_the_seller() {
         (1, "verifica@sigo.uk", false),
         (10_000, "socio@otra.casa", true),
     ] {
-        let r = Referrer {
-            address: addr(who),
-            share_bps: share,
-        };
-        assert_eq!(
-            quote(&seller, &buyer, Some(r)).sign(&seller.sig).is_ok(),
-            ok,
-            "{share} {who}"
-        );
+        let r = Referrer { address: addr(who), share_bps: share };
+        assert_eq!(quote(&seller, &buyer, Some(r)).sign(&seller.sig).is_ok(), ok, "{share} {who}");
     }
     assert_eq!(q.sha256_hex().len(), 64);
 }
@@ -819,44 +543,19 @@ fn receipts_and_delivery_notices() {
     let h = house("sigo.uk", 1);
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
     let op = message(&ana, &[&bo], "op").sign(&ana.sig).unwrap();
-    let extra = obj([
-        ("contract", "c-1".into()),
-        ("chain", Value::Array(vec!["m-1".into()])),
-    ]);
-    let r = Receipt::sign(
-        "sigo.uk",
-        &op.id,
-        "accept",
-        &op.sha256_hex(),
-        &ana.card.address,
-        NOW,
-        extra,
-        &h.key,
-    )
-    .unwrap();
+    let extra = obj([("contract", "c-1".into()), ("chain", Value::Array(vec!["m-1".into()]))]);
+    let r =
+        Receipt::sign("sigo.uk", &op.id, "accept", &op.sha256_hex(), &ana.card.address, NOW, extra, &h.key).unwrap();
     let keys = [h.key.public()];
-    assert!(
-        Receipt::from_object(r.object().clone())
-            .unwrap()
-            .verify(&keys)
-            .is_ok()
-    );
+    assert!(Receipt::from_object(r.object().clone()).unwrap().verify(&keys).is_ok());
     let mut forged = r.object().clone();
     forged.insert("contract".into(), "c-2".into());
     assert!(Receipt::from_object(forged).unwrap().verify(&keys).is_err());
-    assert!(
-        Receipt::from_object(r.object().clone())
-            .unwrap()
-            .verify(&[ana.sig.public()])
-            .is_err()
-    );
+    assert!(Receipt::from_object(r.object().clone()).unwrap().verify(&[ana.sig.public()]).is_err());
 
     let postmaster = addr("postmaster@sigo.uk");
-    let bounce = Notice::Bounced {
-        recipients: vec![bo.card.address.clone()],
-        code: 404,
-        reason: "no such agent".into(),
-    };
+    let bounce =
+        Notice::Bounced { recipients: vec![bo.card.address.clone()], code: 404, reason: "no such agent".into() };
     let n = notice(&op, &bounce, &postmaster, "n-1".into(), NOW, &h.key).unwrap();
     assert_eq!(n.kind, Kind::Receipt);
     assert_eq!(n.in_reply_to.as_deref(), Some(op.id.as_str()));
