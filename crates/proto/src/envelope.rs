@@ -6,7 +6,7 @@ use crate::b64;
 use crate::card::{AgentCard, VERSION};
 use crate::crypto::{SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
-use crate::json::{Object, Value, field, obj};
+use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
 use crate::seal::Sealed;
 use crate::sign::{Signature, Verified, sign_object, verify_object};
@@ -292,7 +292,7 @@ impl Envelope {
 
     /// The whole envelope, canonical (what travels, and what `sha256` covers).
     pub fn canonical(&self) -> Vec<u8> {
-        Value::Object(self.raw.clone()).canonical()
+        canonical_object(&self.raw)
     }
 
     /// Size limits: the house's `max_bytes`, and 4 KB for an `intro` (spec §9).

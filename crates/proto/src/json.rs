@@ -190,6 +190,13 @@ fn write_object(map: &Object, skip: Option<&str>, out: &mut String) {
     out.push('}');
 }
 
+/// The canonical bytes of an object, without copying it into a [`Value`].
+pub fn canonical_object(map: &Object) -> Vec<u8> {
+    let mut out = String::new();
+    write_object(map, None, &mut out);
+    out.into_bytes()
+}
+
 /// The canonical bytes of `map` without its top-level member `skip`: what a signature covers.
 pub fn canonical_without(map: &Object, skip: &str) -> Vec<u8> {
     let mut out = String::new();

@@ -4,7 +4,7 @@ use crate::address::{Address, check_domain, check_id};
 use crate::card::AgentCard;
 use crate::crypto::{SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
-use crate::json::{Object, Value, field, obj};
+use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
 use crate::sign::{Verified, sign_object, verify_object};
 use crate::time::Timestamp;
@@ -190,7 +190,7 @@ impl Quote {
 
     /// Hex SHA-256 of the canonical quote (`quote_sha256`, `cotizacion_sha256`).
     pub fn sha256_hex(&self) -> String {
-        hex(&sha256(&Value::Object(self.raw.clone()).canonical()))
+        hex(&sha256(&canonical_object(&self.raw)))
     }
 
     pub fn object(&self) -> &Object {
