@@ -564,9 +564,12 @@ impl Parser<'_> {
             self.pos = start;
             return Err(self.fail("number out of range"));
         }
-        if integral && n.abs() > MAX_SAFE_INTEGER as f64 {
+        // Beyond 2^53 an integer literal must be written as JavaScript writes its double:
+        // `9007199254740993` would silently become ...992 and is refused, while
+        // `100000000000000000000` (the canonical form of 1e20) reads back exactly.
+        if integral && n.abs() > MAX_SAFE_INTEGER as f64 && format_number(n) != literal {
             self.pos = start;
-            return Err(self.fail("integer beyond 2^53 loses precision"));
+            return Err(self.fail("integer literal beyond 2^53 that loses precision"));
         }
         Ok(Value::Number(n))
     }
@@ -686,6 +689,9 @@ mod tests {
         assert_eq!(format_number(5e-324), "5e-324");
         assert!(Value::parse_str("1e400").is_err());
         assert!(Value::parse_str("9007199254740993").is_err());
+        assert!(Value::parse_str("-123123123123123123123123123123").is_err());
+        assert_eq!(canon("100000000000000000000"), "100000000000000000000");
+        assert_eq!(canon("9007199254740992"), "9007199254740992");
         assert_eq!(canon("1.0"), "1");
     }
 
