@@ -1,2 +1,152 @@
-//! nyx5: the command-line tool.
-fn main() {}
+//! nyx5: the offline command-line tools (keys, canonical JSON, seal, open, verify).
+//!
+//! This file owns the arguments and the exit codes; each verb lives in its own module and
+//! leaves every protocol rule to `nyx5-proto`. Exit codes: 0 success, 1 a signature that does
+//! not verify or an envelope that does not open, 2 bad usage or input.
+
+mod canon;
+mod error;
+mod io;
+mod keyfile;
+mod keys;
+mod open;
+mod seal;
+mod sys;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{EXIT_USAGE, Outcome};
+
+/// Offline tools for Nyx5/1: agent keys, canonical JSON, sealing, opening and verifying.
+///
+/// Exit status: 0 on success, 1 when a signature does not verify or an envelope does not
+/// open, 2 for usage and input errors.
+#[derive(Debug, Parser)]
+#[command(name = "nyx5", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make an agent key file, or show its public keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Print the canonical form of the JSON on standard input (no trailing newline).
+    Canon,
+    /// Seal the envelope on standard input for its recipients, sign it, and print it.
+    Seal {
+        /// The sender's key file.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// A recipient and its X25519 key (base64url); once per recipient.
+        #[arg(
+            long = "to",
+            value_name = "ADDRESS=ENC_PUB",
+            required_unless_present = "plain",
+            allow_hyphen_values = true
+        )]
+        to: Vec<String>,
+        /// Sign without sealing: the content stays in clear.
+        #[arg(long, conflicts_with = "to")]
+        plain: bool,
+    },
+    /// Verify the envelope on standard input against its sender's key, and decrypt it.
+    Open {
+        /// The recipient's key file.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// The recipient's address.
+        #[arg(long = "as", value_name = "ADDRESS")]
+        as_address: String,
+        /// The sender's Ed25519 key (base64url; it may start with `-`).
+        #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
+        sender_key: String,
+    },
+    /// Verify the signature of the document on standard input (card, envelope, quote, receipt).
+    Verify {
+        /// The Ed25519 key (base64url) that must have signed it: an agent's, or a domain's for
+        /// an agent card's certification. Base64url keys may start with `-`.
+        #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
+        key: String,
+        /// The member to verify [default: `signature`, else `certification`].
+        #[arg(long, value_name = "NAME")]
+        member: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Generate an Ed25519 signing key and an X25519 encryption key into a new 0600 file.
+    New {
+        /// Where to write the key file.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Replace the file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the public keys of a key file.
+    Show {
+        /// The key file.
+        file: PathBuf,
+        /// Print `{"enc":…,"sig":…}` instead of two lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("nyx5: {}", failure.one_line());
+            failure.exit_code()
+        }
+    }
+}
+
+fn run(command: Command) -> Outcome {
+    match command {
+        Command::Keys(KeysCommand::New { out, force }) => keys::new(&out, force),
+        Command::Keys(KeysCommand::Show { file, json }) => keys::show(&file, json),
+        Command::Canon => canon::run(),
+        Command::Seal { key, to, plain } => seal::run(&key, &to, plain),
+        Command::Open { key, as_address, sender_key } => open::run(&key, &as_address, &sender_key),
+        Command::Verify { key, member } => verify::run(&key, member.as_deref()),
+    }
+}
+
+/// Help and version go to standard output with status 0; any other argument error becomes
+/// one line on standard error with status 2.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            eprintln!("nyx5: missing a command (see `nyx5 help`)");
+            ExitCode::from(EXIT_USAGE)
+        }
+        _ => {
+            // The first paragraph of clap's message (the usage block follows a blank line).
+            let text = e.render().to_string();
+            let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+            let first = first.join(" ");
+            let reason = first.strip_prefix("error: ").unwrap_or(&first);
+            eprintln!("nyx5: {reason} (see `nyx5 help`)");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

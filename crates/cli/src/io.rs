@@ -1,0 +1,40 @@
+//! Standard input and output: bounded reads, and the writes every verb ends with.
+
+use std::io::{Read, Write};
+
+use nyx5_proto::Value;
+
+use crate::error::{Failure, Outcome};
+
+/// Reads standard input to the end, but never more than `limit + 1` bytes: one byte over the
+/// limit is enough for the parser to refuse the input as too large.
+pub(crate) fn read_stdin(limit: usize) -> Result<Vec<u8>, Failure> {
+    let mut buf = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    std::io::stdin()
+        .lock()
+        .take(cap)
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::usage(format!("cannot read standard input: {e}")))?;
+    Ok(buf)
+}
+
+/// Writes `bytes` to standard output as they are.
+pub(crate) fn write_stdout(bytes: &[u8]) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::usage(format!("cannot write standard output: {e}")))
+}
+
+/// Writes the canonical JSON of `value` and a newline.
+pub(crate) fn write_json_line(value: &Value) -> Outcome {
+    let mut bytes = value.canonical();
+    bytes.push(b'\n');
+    write_stdout(&bytes)
+}
+
+/// Writes `text` as it is (it carries its own newlines).
+pub(crate) fn write_text(text: &str) -> Outcome {
+    write_stdout(text.as_bytes())
+}

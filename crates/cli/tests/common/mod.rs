@@ -1,0 +1,126 @@
+//! Helpers shared by the CLI tests: temporary directories, running `nyx5`, reading JSON.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use nyx5_proto::Value;
+use nyx5_proto::json::Object;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let path = std::env::temp_dir().join(format!("nyx5-cli-test-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one run of `nyx5` did.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Run {
+    /// Asserts success and returns standard output.
+    pub(crate) fn ok(self) -> String {
+        assert_eq!(self.code, 0, "nyx5 failed: {}", self.stderr);
+        self.stdout
+    }
+
+    /// Asserts exit `code` with one `nyx5: ` line on standard error, and returns that line.
+    pub(crate) fn fails(self, code: i32) -> String {
+        assert_eq!(self.code, code, "expected exit {code}; stdout {:?}, stderr {:?}", self.stdout, self.stderr);
+        assert!(self.stdout.is_empty(), "stdout on failure: {:?}", self.stdout);
+        assert!(self.stderr.starts_with("nyx5: ") && self.stderr.ends_with('\n'), "stderr {:?}", self.stderr);
+        assert_eq!(self.stderr.lines().count(), 1, "stderr {:?}", self.stderr);
+        self.stderr
+    }
+}
+
+/// Runs `nyx5 args…` with `stdin` as standard input.
+pub(crate) fn nyx5(args: &[&str], stdin: &[u8]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nyx5");
+    let mut input = child.stdin.take().expect("stdin");
+    // The command may exit before reading (usage errors); a broken pipe is fine.
+    let _ = input.write_all(stdin);
+    drop(input);
+    let out = child.wait_with_output().expect("wait for nyx5");
+    Run {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+/// Parses JSON text into an object.
+pub(crate) fn object(text: &str) -> Object {
+    match Value::parse_str(text.trim_end()) {
+        Ok(Value::Object(o)) => o,
+        other => panic!("not a JSON object: {text:?} ({other:?})"),
+    }
+}
+
+/// A string member of `o`.
+pub(crate) fn string(o: &Object, name: &str) -> String {
+    o.get(name).and_then(Value::as_str).unwrap_or_else(|| panic!("no string `{name}` in {o:?}")).to_owned()
+}
+
+/// An agent with a key file.
+pub(crate) struct Agent {
+    pub(crate) address: String,
+    pub(crate) file: PathBuf,
+    pub(crate) sig: String,
+    pub(crate) enc: String,
+}
+
+impl Agent {
+    /// Makes `local@domain` a key file in `dir` and reads its public keys back.
+    pub(crate) fn new(dir: &TempDir, address: &str) -> Agent {
+        let file = dir.join(&format!("{address}.json"));
+        let path = file.to_str().expect("utf-8 path");
+        nyx5(&["keys", "new", "--out", path], b"").ok();
+        let public = object(&nyx5(&["keys", "show", path, "--json"], b"").ok());
+        Agent { address: address.to_owned(), sig: string(&public, "sig"), enc: string(&public, "enc"), file }
+    }
+
+    pub(crate) fn key_path(&self) -> &str {
+        self.file.to_str().expect("utf-8 path")
+    }
+
+    /// `ADDRESS=ENC_PUB` for `seal --to`.
+    pub(crate) fn to_arg(&self) -> String {
+        format!("{}={}", self.address, self.enc)
+    }
+}
