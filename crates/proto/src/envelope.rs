@@ -45,16 +45,18 @@ impl Kind {
     }
 }
 
-/// Cleartext content: a media type and a body (a string or any JSON).
+/// Cleartext content: a media type and a body (a string or any JSON). Any further members are
+/// kept in `extra`, so they survive sealing and opening like every other unknown member.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Content {
     pub media: String,
     pub body: Value,
+    pub extra: Object,
 }
 
 impl Content {
     pub fn new(media: &str, body: Value) -> Content {
-        Content { media: media.to_owned(), body }
+        Content { media: media.to_owned(), body, extra: Object::new() }
     }
 
     pub fn from_value(v: &Value) -> Result<Content, Error> {
@@ -64,11 +66,16 @@ impl Content {
             return Err(Error::malformed("`content.media` must be 1 to 255 characters"));
         }
         let body = field::required(o, "body")?.clone();
-        Ok(Content { media: media.to_owned(), body })
+        let extra =
+            o.iter().filter(|(k, _)| *k != "media" && *k != "body").map(|(k, v)| (k.clone(), v.clone())).collect();
+        Ok(Content { media: media.to_owned(), body, extra })
     }
 
     pub fn to_value(&self) -> Value {
-        Value::Object(obj([("media", self.media.as_str().into()), ("body", self.body.clone())]))
+        let mut o = self.extra.clone();
+        o.insert("media".into(), self.media.as_str().into());
+        o.insert("body".into(), self.body.clone());
+        Value::Object(o)
     }
 }
 

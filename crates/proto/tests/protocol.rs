@@ -360,7 +360,12 @@ fn size_limits_and_intro() {
 fn seal_open_and_readdressing_breaks_decryption() {
     let h = house("sigo.uk", 1);
     let (ana, bo, cy) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3), agent(&h, "cy@sigo.uk", 4));
-    let clear = message(&ana, &[&bo, &cy], "secreto");
+    let mut clear = message(&ana, &[&bo, &cy], "secreto").into_object();
+    // An unknown member inside `content` is sealed and comes back out.
+    let mut content = clear["content"].as_object().unwrap().clone();
+    content.insert("lang".into(), "es".into());
+    clear.insert("content".into(), Value::Object(content));
+    let clear = Envelope::from_object(clear).unwrap();
     let recipients = [(bo.card.address.clone(), bo.card.enc.unwrap()), (cy.card.address.clone(), cy.card.enc.unwrap())];
     let sealed = seal::seal(clear.clone(), &recipients, &mut rng(1)).unwrap().sign(&ana.sig).unwrap();
     assert!(matches!(sealed.payload, Payload::Sealed(_)));
@@ -370,6 +375,7 @@ fn seal_open_and_readdressing_breaks_decryption() {
     for who in [&bo, &cy] {
         let content = seal::open(&sealed, &who.card.address, &who.enc).unwrap();
         assert_eq!(&content, clear.content().unwrap());
+        assert_eq!(content.extra.get("lang").and_then(Value::as_str), Some("es"));
     }
     // Not for ana, and not with the wrong secret.
     assert_eq!(seal::open(&sealed, &ana.card.address, &ana.enc).unwrap_err().kind, ErrorKind::Forbidden);
