@@ -1,16 +1,11 @@
 //! Benchmarks for the hot paths of nyx5-proto on a 1 KB envelope, with only `std`.
 //!
 //! `cargo bench -p nyx5-proto` runs them (bench profile = release: opt-level "s", crypto crates
-//! at 3, LTO). Each operation is warmed up, then timed in three samples of about 0.5 s each;
-//! the table shows the median sample. Under `cargo test --all-targets` (no `--bench` argument)
-//! every operation runs a few times as a smoke test instead.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    clippy::indexing_slicing,
-    clippy::panic
-)]
+//! at 3, LTO). Each operation is warmed up, then timed in three samples of about 0.5 s each,
+//! taken in interleaved rounds; the table shows the median sample. Under
+//! `cargo test --all-targets` (no `--bench` argument) every operation runs once, checked, as a
+//! smoke test instead.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::indexing_slicing, clippy::panic)]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -38,40 +33,65 @@ fn xorshift(mut state: u64) -> impl FnMut(&mut [u8]) {
 
 struct Row {
     name: &'static str,
-    /// Median seconds per operation, and the fastest and slowest samples.
-    median: f64,
-    min: f64,
-    max: f64,
-    iters: u64,
+    /// Iterations per sample, sized in the warmup to take about [`SAMPLE`].
+    n: u64,
+    /// Seconds per operation of each sample.
+    secs: Vec<f64>,
 }
 
-/// Warms `op` up, sizes a sample to about [`SAMPLE`], and times [`SAMPLES`] samples.
-fn measure<R>(name: &'static str, mut op: impl FnMut() -> R) -> Row {
-    let start = Instant::now();
-    let mut warm = 0u64;
-    while start.elapsed() < WARMUP {
-        black_box(op());
-        warm += 1;
+impl Row {
+    fn sorted(&self) -> Vec<f64> {
+        let mut s = self.secs.clone();
+        s.sort_by(f64::total_cmp);
+        s
     }
-    let per_op = start.elapsed().as_secs_f64() / warm as f64;
-    let n = ((SAMPLE.as_secs_f64() / per_op) as u64).max(1);
-    let mut secs: Vec<f64> = (0..SAMPLES)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..n {
-                black_box(op());
+
+    /// The median sample, in seconds per operation.
+    fn median(&self) -> f64 {
+        self.sorted()[self.secs.len() / 2]
+    }
+}
+
+type Op<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+
+/// Warms every operation up and sizes its sample to about [`SAMPLE`]; then takes [`SAMPLES`]
+/// rounds, each timing every operation once, so a slow moment (another process, frequency
+/// scaling) spreads over all operations instead of skewing one.
+fn measure(ops: &mut [Op<'_>]) -> Vec<Row> {
+    let mut rows: Vec<Row> = ops
+        .iter_mut()
+        .map(|(name, op)| {
+            let start = Instant::now();
+            let mut warm = 0u64;
+            while start.elapsed() < WARMUP {
+                op();
+                warm += 1;
             }
-            t.elapsed().as_secs_f64() / n as f64
+            let per_op = start.elapsed().as_secs_f64() / warm as f64;
+            let n = ((SAMPLE.as_secs_f64() / per_op) as u64).max(1);
+            Row { name, n, secs: Vec::with_capacity(SAMPLES) }
         })
         .collect();
-    secs.sort_by(f64::total_cmp);
-    Row {
-        name,
-        median: secs[SAMPLES / 2],
-        min: secs[0],
-        max: secs[SAMPLES - 1],
-        iters: n * SAMPLES as u64,
+    for _ in 0..SAMPLES {
+        for (row, (_, op)) in rows.iter_mut().zip(ops.iter_mut()) {
+            let t = Instant::now();
+            for _ in 0..row.n {
+                op();
+            }
+            row.secs.push(t.elapsed().as_secs_f64() / row.n as f64);
+        }
     }
+    rows
+}
+
+/// A named operation whose result is kept alive through [`black_box`].
+fn op<'a, R>(name: &'static str, mut f: impl FnMut() -> R + 'a) -> Op<'a> {
+    (
+        name,
+        Box::new(move || {
+            black_box(f());
+        }),
+    )
 }
 
 fn main() {
@@ -82,11 +102,7 @@ fn main() {
     let bob_enc = EncSecret::from_bytes([4; 32]);
     let ana = Address::parse("ana@sigo.uk").unwrap();
     let bob = Address::parse("bob@example.org").unwrap();
-    let body: String = "Nyx5 benchmark body, one kibibyte of text. "
-        .chars()
-        .cycle()
-        .take(1024)
-        .collect();
+    let body: String = "Nyx5 benchmark body, one kibibyte of text. ".chars().cycle().take(1024).collect();
     let env = Draft::new(
         "0b6f3c1e-8d0a-4c1a-9d5e-1f2a3b4c5d6e".into(),
         ana.clone(),
@@ -131,45 +147,37 @@ fn main() {
         signed_bytes.len()
     );
     let total = Instant::now();
-    let rows = [
-        measure("canonicalize", || black_box(&value).canonical()),
-        measure("sign", || black_box(&env).clone().sign(&ana_key)),
-        measure("verify", || black_box(&signed).clone().verify_with_key(&pk)),
-        measure("seal", || {
-            seal::seal(black_box(&env).clone(), &recipients, &mut rng)
-        }),
-        measure("open", || seal::open(black_box(&sealed), &bob, &bob_enc)),
-        measure("ed25519 verify (raw)", || {
-            pk.verify(black_box(&signed_bytes), black_box(&raw_sig))
-        }),
+    let mut ops = [
+        op("canonicalize", || black_box(&value).canonical()),
+        op("sign", || black_box(&env).clone().sign(&ana_key)),
+        op("verify", || black_box(&signed).clone().verify_with_key(&pk)),
+        op("seal", || seal::seal(black_box(&env).clone(), &recipients, &mut rng)),
+        op("open", || seal::open(black_box(&sealed), &bob, &bob_enc)),
+        op("ed25519 verify (raw)", || pk.verify(black_box(&signed_bytes), black_box(&raw_sig))),
     ];
+    let rows = measure(&mut ops);
 
     println!();
-    println!(
-        "| {:<22} | {:>10} | {:>19} | {:>12} | {:>9} |",
-        "operation", "µs/op", "min..max µs", "ops/s", "iters"
-    );
+    println!("| {:<22} | {:>10} | {:>19} | {:>12} | {:>9} |", "operation", "µs/op", "min..max µs", "ops/s", "iters");
     println!("|{:-<24}|{:->12}|{:->21}|{:->14}|{:->11}|", "", "", "", "", "");
     for r in &rows {
+        let sorted = r.sorted();
         println!(
             "| {:<22} | {:>10.2} | {:>19} | {:>12.0} | {:>9} |",
             r.name,
-            r.median * 1e6,
-            format!("{:.2}..{:.2}", r.min * 1e6, r.max * 1e6),
-            1.0 / r.median,
-            r.iters
+            r.median() * 1e6,
+            format!("{:.2}..{:.2}", sorted[0] * 1e6, sorted[sorted.len() - 1] * 1e6),
+            1.0 / r.median(),
+            r.n * r.secs.len() as u64
         );
     }
-    let verify = rows.iter().find(|r| r.name == "verify").unwrap();
-    let raw = rows
-        .iter()
-        .find(|r| r.name == "ed25519 verify (raw)")
-        .unwrap();
+    let verify = rows.iter().find(|r| r.name == "verify").unwrap().median();
+    let raw = rows.iter().find(|r| r.name == "ed25519 verify (raw)").unwrap().median();
     println!();
     println!(
         "envelope verify / raw Ed25519 verify = {:.3} (overhead {:.2} µs per envelope)",
-        verify.median / raw.median,
-        (verify.median - raw.median) * 1e6
+        verify / raw,
+        (verify - raw) * 1e6
     );
     println!("total {:.1} s", total.elapsed().as_secs_f64());
 }
