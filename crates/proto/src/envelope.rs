@@ -6,7 +6,7 @@ use crate::b64;
 use crate::card::{AgentCard, VERSION};
 use crate::crypto::{SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
-use crate::json::{Object, Value, canonical_object, field, obj};
+use crate::json::{Object, Value, canonical_object, field};
 use crate::limits;
 use crate::seal::Sealed;
 use crate::sign::{Signature, Verified, sign_object, verify_object};
