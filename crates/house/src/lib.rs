@@ -1,2 +1,131 @@
-//! nyx5-house: the house engine; arrives with the house issue.
+//! nyx5-house: the estafeta (spec §2–§9), written once over small ports (`Db`, `Net`, `Clock`,
+//! `Rng`). The Worker and `nyx5 serve` only adapt it.
+//!
+//! [`House::handle`] answers one HTTP request; [`House::tick`] works the delivery queue. Every state
+//! change is one atomic `Db::batch` whose guards are SQL constraints.
 #![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod migrations;
+pub mod ports;
+mod router;
+pub mod routes;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+pub mod store;
+
+use nyx5_proto::card::{DomainCard, DomainCardDraft};
+use nyx5_proto::json::obj;
+use nyx5_proto::{Error, ErrorKind, Timestamp, Value, Verified};
+
+pub use config::{Config, Registration};
+pub use http::{Request, Response};
+pub use ports::{Clock, Db, Net, PortError, Rng};
+
+/// Extensions this house declares in its domain card.
+pub const EXTENSIONS: &[&str] = &["urn:nyx5:ext:mcp", "urn:nyx5:ext:a2a"];
+
+/// Local parts no agent may register (spec §8b).
+pub const RESERVED: &[&str] = &[
+    "postmaster",
+    "libro",
+    "casa",
+    "admin",
+    "root",
+    "abuse",
+    "security",
+    "hostmaster",
+    "noreply",
+    "support",
+    "estafeta",
+    "nyx5",
+    "verifica",
+    "tareas",
+    "indice",
+];
+
+/// A house: its configuration, its signed domain card, and its ports.
+pub struct House<D, N> {
+    pub config: Config,
+    pub db: D,
+    pub net: N,
+    pub clock: Box<dyn Clock>,
+    pub rng: Box<dyn Rng>,
+    card: Verified<DomainCard>,
+}
+
+impl<D, N> std::fmt::Debug for House<D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("House").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// Builds the house and signs its domain card.
+    pub fn new(config: Config, db: D, net: N, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Result<Self, Error> {
+        let mut policy = config.policy_extra.clone();
+        policy.insert("inbound".into(), "verified".into());
+        policy.insert("max_bytes".into(), (config.max_bytes as i64).into());
+        policy.insert("registration".into(), config.registration.as_str().into());
+        if config.require_relay {
+            policy.insert("require_relay".into(), Value::Bool(true));
+        }
+        let card = DomainCardDraft {
+            domain: config.domain.clone(),
+            estafeta: config.public_url.clone(),
+            other_keys: vec![],
+            policy,
+            extensions: EXTENSIONS.iter().map(|s| (*s).to_owned()).collect(),
+            issued: config.key_created,
+        }
+        .sign(&config.key, config.key_created)?
+        .verify(Some(&config.key.public()))?;
+        Ok(House { config, db, net, clock, rng, card })
+    }
+
+    /// This house's verified domain card.
+    pub fn card(&self) -> &Verified<DomainCard> {
+        &self.card
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// `N` random bytes.
+    pub fn random<const K: usize>(&self) -> [u8; K] {
+        let mut b = [0u8; K];
+        self.rng.fill(&mut b);
+        b
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        nyx5_proto::address::uuid_v4(self.random())
+    }
+
+    /// Answers one request. Never panics on input; every failure is a JSON error.
+    pub async fn handle(&self, req: Request) -> Response {
+        match router::route(self, &req).await {
+            Ok(resp) => resp,
+            Err(e) => Response::error(&e),
+        }
+    }
+}
+
+/// A port failure as a protocol error: the caller sees 503 (retry later), never our internals.
+pub fn port_error(e: PortError) -> Error {
+    match e {
+        PortError::Constraint(m) => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {m}")),
+        PortError::Failed(_) => Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again"),
+    }
+}
+
+/// `{"ok": true, …members}`.
+pub fn ok_body<const N: usize>(members: [(&str, Value); N]) -> Value {
+    let mut o = obj(members);
+    o.insert("ok".into(), Value::Bool(true));
+    Value::Object(o)
+}

@@ -1,0 +1,95 @@
+//! Who is asking: agents by signed token (spec §8), the operator by bearer token.
+
+use nyx5_proto::auth::{AuthHeader, Target};
+use nyx5_proto::card::AgentCard;
+use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
+
+use crate::http::Request;
+use crate::ports::{Db, Net, PortError};
+use crate::{House, port_error, store};
+
+fn unauthenticated(reason: &str) -> Error {
+    Error::new(ErrorKind::Unauthenticated, reason.to_owned())
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// The verified card of a local agent, with its parent's for a delegated card.
+    pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
+        let Some(text) = store::agents::card(&self.db, local).await? else {
+            return Ok(None);
+        };
+        let card = AgentCard::parse(text.as_bytes())?;
+        let parent = match (&card.delegation, card.address.parent()) {
+            (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
+            _ => None,
+        };
+        card.verify(self.card(), parent.as_ref(), self.now()).map(Some)
+    }
+
+    /// Authenticates a local agent: a valid token for this method, path and host, by the card's
+    /// current key (or a previous one in grace), with a nonce never seen before.
+    pub async fn authenticate(&self, req: &Request) -> Result<Verified<AgentCard>, Error> {
+        let header =
+            req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
+        let parsed = AuthHeader::parse(header)?;
+        let address = &parsed.claims.address;
+        if address.domain() != self.config.domain {
+            return Err(unauthenticated("this house authenticates only its own agents"));
+        }
+        let card = self
+            .local_card(address.local())
+            .await
+            .map_err(|e| if e.kind == ErrorKind::Unavailable { e } else { unauthenticated(&e.reason) })?
+            .ok_or_else(|| unauthenticated("no such agent here"))?;
+        let target = Target::new(&req.method, &req.path, &self.config.host());
+        let claim = parsed.verify(&card, &target, self.now())?;
+        let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
+        match self.db.batch(vec![stmt]).await {
+            Ok(_) => Ok(card),
+            Err(PortError::Constraint(_)) => Err(unauthenticated("token already used")),
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    /// Authenticates the agent and checks it is `local` (the owner of the resource).
+    pub async fn authenticate_owner(&self, req: &Request, local: &str) -> Result<Verified<AgentCard>, Error> {
+        let card = self.authenticate(req).await?;
+        if card.address.local() != local {
+            return Err(Error::forbidden(format!("{} may not act for {local}", card.address)));
+        }
+        Ok(card)
+    }
+
+    /// Whether the request carries the operator's bearer token (compared in constant time).
+    pub fn is_admin(&self, req: &Request) -> bool {
+        let (Some(token), Some(given)) = (self.config.admin_token.as_deref(), req.header("authorization")) else {
+            return false;
+        };
+        let Some(given) = given.strip_prefix("Bearer ") else {
+            return false;
+        };
+        given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    pub fn require_admin(&self, req: &Request) -> Result<(), Error> {
+        if self.is_admin(req) {
+            Ok(())
+        } else {
+            Err(unauthenticated("house token required (Authorization: Bearer …)"))
+        }
+    }
+
+    /// A local address from a path segment.
+    pub fn local_address(&self, local: &str) -> Result<Address, Error> {
+        Address::new(local, &self.config.domain)
+            .map_err(|_| Error::new(ErrorKind::NotFound, format!("no agent {local:?}")))
+    }
+}
+
+/// Body size guard for requests whose bodies are small documents.
+pub fn small_body(req: &Request) -> Result<&[u8], Error> {
+    if req.body.len() > limits::MAX_DOCUMENT_BYTES {
+        return Err(Error::new(ErrorKind::TooLarge, "body too large"));
+    }
+    Ok(&req.body)
+}

@@ -1,0 +1,166 @@
+//! What an operator sets for a house. Every knob has the spec's default.
+
+use std::collections::BTreeMap;
+
+use nyx5_proto::crypto::{SigPublic, SigningKey};
+use nyx5_proto::{Error, Object, Timestamp, Value, limits};
+
+/// How agents enter this house (spec §8b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    Admin,
+    Invite,
+    Open,
+}
+
+impl Registration {
+    pub fn parse(text: &str) -> Result<Registration, Error> {
+        match text {
+            "admin" => Ok(Registration::Admin),
+            "invite" => Ok(Registration::Invite),
+            "open" => Ok(Registration::Open),
+            other => Err(Error::malformed(format!("registration must be admin, invite or open, not {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Registration::Admin => "admin",
+            Registration::Invite => "invite",
+            Registration::Open => "open",
+        }
+    }
+}
+
+/// A `hosts` override: where a domain's estafeta is, and optionally its pinned key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEntry {
+    pub url: String,
+    pub sig: Option<SigPublic>,
+}
+
+/// Parses the hosts file format used everywhere:
+/// `{"<domain>": {"url": "<estafeta base URL>", "sig": "<optional pinned domain key>"}}`.
+pub fn parse_hosts(text: &str) -> Result<BTreeMap<String, HostEntry>, Error> {
+    let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
+    let o = v.as_object().ok_or_else(|| Error::malformed("hosts must be a JSON object"))?;
+    let mut out = BTreeMap::new();
+    for (domain, entry) in o {
+        nyx5_proto::address::check_domain(domain).map_err(|why| Error::malformed(format!("hosts: {domain}: {why}")))?;
+        let e = entry.as_object().ok_or_else(|| Error::malformed(format!("hosts: {domain} must be an object")))?;
+        let url = nyx5_proto::json::field::str(e, "url")?.trim_end_matches('/').to_owned();
+        let sig = nyx5_proto::json::field::opt_str(e, "sig")?.map(SigPublic::parse).transpose()?;
+        out.insert(domain.clone(), HostEntry { url, sig });
+    }
+    Ok(out)
+}
+
+/// Retry schedule for deliveries (spec §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub first_ms: i64,
+    pub max_ms: i64,
+    pub give_up_after_ms: i64,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry { first_ms: 1_000, max_ms: 60_000, give_up_after_ms: 3 * 24 * 3_600_000 }
+    }
+}
+
+impl Retry {
+    /// The wait after the `attempts`-th failure: first, 2×, 4× … capped at `max_ms`.
+    pub fn backoff_ms(&self, attempts: i64) -> i64 {
+        let shift = attempts.saturating_sub(1).clamp(0, 30) as u32;
+        self.first_ms.saturating_mul(1_i64 << shift).min(self.max_ms)
+    }
+}
+
+/// Everything a house needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The mail domain: addresses here are `local@domain`.
+    pub domain: String,
+    /// The estafeta's public base URL, without trailing slash.
+    pub public_url: String,
+    /// The domain key, and when it was made.
+    pub key: SigningKey,
+    pub key_created: Timestamp,
+    /// Bearer token for admin routes; admin routes are closed without one.
+    pub admin_token: Option<String>,
+    pub registration: Registration,
+    pub open_registrations_per_minute: i64,
+    /// Refuse inbound envelopes without a valid relay header.
+    pub require_relay: bool,
+    /// Inbound envelopes accepted per sending domain per minute for `open` mailboxes.
+    pub inbound_per_domain_per_minute: i64,
+    pub hosts: BTreeMap<String, HostEntry>,
+    /// A DNS-over-HTTPS JSON endpoint (`…/dns-query`), for `_nyx5.<domain>` TXT lookups.
+    pub doh_url: Option<String>,
+    /// Whether the well-known fallback fetches `https://<domain>` (else `http://`, for tests).
+    pub https_fallback: bool,
+    pub retry: Retry,
+    pub max_bytes: usize,
+    /// Extra members of the domain card's `policy`.
+    pub policy_extra: Object,
+}
+
+impl Config {
+    /// A house with the spec's defaults.
+    pub fn new(domain: &str, public_url: &str, key: SigningKey, key_created: Timestamp) -> Config {
+        Config {
+            domain: domain.to_owned(),
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            key,
+            key_created,
+            admin_token: None,
+            registration: Registration::Admin,
+            open_registrations_per_minute: 10,
+            require_relay: true,
+            inbound_per_domain_per_minute: 120,
+            hosts: BTreeMap::new(),
+            doh_url: None,
+            https_fallback: true,
+            retry: Retry::default(),
+            max_bytes: limits::MAX_ENVELOPE_BYTES,
+            policy_extra: Object::new(),
+        }
+    }
+
+    /// The host agents address this house by (what auth tokens are bound to).
+    pub fn host(&self) -> String {
+        let rest = self.public_url.split_once("://").map_or(self.public_url.as_str(), |(_, r)| r);
+        rest.split('/').next().unwrap_or(rest).to_ascii_lowercase()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let r = Retry::default();
+        let waits: Vec<i64> = (1..=8).map(|a| r.backoff_ms(a)).collect();
+        assert_eq!(waits, [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
+    }
+
+    #[test]
+    fn hosts_file() {
+        let key = SigningKey::from_seed([1; 32]).public().to_b64();
+        let h = parse_hosts(&format!(
+            r#"{{"b.test":{{"url":"http://127.0.0.1:8788/"}},"c.test":{{"url":"http://c","sig":"{key}"}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(h["b.test"].url, "http://127.0.0.1:8788");
+        assert!(h["c.test"].sig.is_some());
+        assert!(parse_hosts(r#"{"B.test":{"url":"x"}}"#).is_err());
+    }
+
+    #[test]
+    fn host_of_public_url() {
+        let c = Config::new("a.test", "http://127.0.0.1:8787/", SigningKey::from_seed([1; 32]), Timestamp(0));
+        assert_eq!(c.host(), "127.0.0.1:8787");
+    }
+}

@@ -1,0 +1,112 @@
+//! Requests in and responses out, as the engine sees them: no runtime types.
+
+use nyx5_proto::{Error, ErrorKind, Value};
+
+/// An HTTP request to the house.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// The path, without query string.
+    pub path: String,
+    /// Decoded query parameters, in order.
+    pub query: Vec<(String, String)>,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// Builds a request from a method, a `path?query` target, headers and a body.
+    pub fn new(method: &str, target: &str, headers: Vec<(String, String)>, body: Vec<u8>) -> Request {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        Request {
+            method: method.to_ascii_uppercase(),
+            path: path.to_owned(),
+            query: parse_query(query),
+            headers: headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Decodes `a=1&b=x%20y` (with `+` as space); malformed escapes are kept as they are.
+pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        let hex = |j: usize| b.get(j).and_then(|h| (*h as char).to_digit(16));
+        match c {
+            b'+' => out.push(b' '),
+            b'%' => match (hex(i + 1), hex(i + 2)) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
+                }
+                _ => out.push(c),
+            },
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The house's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    /// Run a queue tick after the response is sent (the Worker's `waitUntil`).
+    pub kick: bool,
+}
+
+impl Response {
+    pub fn json(status: u16, value: &Value) -> Response {
+        Response { status, content_type: "application/json", body: value.canonical(), kick: false }
+    }
+
+    pub fn text(status: u16, content_type: &'static str, body: &str) -> Response {
+        Response { status, content_type, body: body.as_bytes().to_vec(), kick: false }
+    }
+
+    /// The one error shape: `{ok:false, code, error, reason}` with the code as status.
+    pub fn error(e: &Error) -> Response {
+        Response::json(e.code(), &e.to_wire())
+    }
+
+    pub fn kick(mut self) -> Response {
+        self.kick = true;
+        self
+    }
+
+    /// The body parsed as JSON (for tests and clients).
+    pub fn value(&self) -> Result<Value, Error> {
+        Value::parse(&self.body, nyx5_proto::limits::MAX_ENVELOPE_BYTES * 2)
+    }
+}
+
+/// 404 for an unknown route.
+pub fn no_route(req: &Request) -> Error {
+    Error::new(ErrorKind::NotFound, format!("no route {} {}", req.method, req.path))
+}

@@ -1,0 +1,4 @@
+//! The schema: the same `migrations/*.sql` files wrangler applies to D1, embedded in order.
+
+/// `(name, sql)` in the order they apply. Names match the files, as wrangler records them.
+pub const MIGRATIONS: &[(&str, &str)] = &[("0001_house.sql", include_str!("../../../migrations/0001_house.sql"))];

@@ -1,0 +1,150 @@
+//! The ports the engine runs on: `Db` (SQLite dialect, atomic batches), `Net` (HTTP), `Clock` and
+//! `Rng`. The Worker implements them over D1 and `fetch`; tests and `nyx5 serve` over SQLite and
+//! an in-memory or real network.
+#![allow(async_fn_in_trait)] // Single-threaded runtimes (workerd, the test kit): no Send bound.
+
+use std::fmt;
+
+use nyx5_proto::Timestamp;
+
+/// A value bound to or read from SQL.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+impl From<i64> for SqlValue {
+    fn from(v: i64) -> Self {
+        SqlValue::Int(v)
+    }
+}
+
+impl From<&str> for SqlValue {
+    fn from(v: &str) -> Self {
+        SqlValue::Text(v.to_owned())
+    }
+}
+
+impl From<String> for SqlValue {
+    fn from(v: String) -> Self {
+        SqlValue::Text(v)
+    }
+}
+
+impl From<bool> for SqlValue {
+    fn from(v: bool) -> Self {
+        SqlValue::Int(i64::from(v))
+    }
+}
+
+impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(SqlValue::Null, Into::into)
+    }
+}
+
+/// One statement: SQL with `?` placeholders and its parameters (D1 allows at most 100).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stmt {
+    pub sql: &'static str,
+    pub params: Vec<SqlValue>,
+}
+
+impl Stmt {
+    pub fn new(sql: &'static str, params: Vec<SqlValue>) -> Stmt {
+        Stmt { sql, params }
+    }
+}
+
+/// Builds a [`Stmt`]: `stmt!("SELECT … WHERE a = ?", a)`.
+#[macro_export]
+macro_rules! stmt {
+    ($sql:expr $(, $p:expr)* $(,)?) => {
+        $crate::ports::Stmt::new($sql, vec![$($crate::ports::SqlValue::from($p)),*])
+    };
+}
+
+/// A result row: column names and values, in select order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    pub columns: Vec<(String, SqlValue)>,
+}
+
+impl Row {
+    pub fn get(&self, name: &str) -> Option<&SqlValue> {
+        self.columns.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    pub fn int(&self, name: &str) -> Option<i64> {
+        match self.get(name) {
+            Some(SqlValue::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(SqlValue::Text(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// What a port reports when it fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortError {
+    /// A constraint (UNIQUE, CHECK, FOREIGN KEY) refused the write; the whole batch was undone.
+    /// The text is the database's message, which names the constraint.
+    Constraint(String),
+    /// Anything else: the database or network is unavailable or misbehaved.
+    Failed(String),
+}
+
+impl fmt::Display for PortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortError::Constraint(m) => write!(f, "constraint: {m}"),
+            PortError::Failed(m) => write!(f, "failed: {m}"),
+        }
+    }
+}
+
+/// The database: SQLite's dialect. `batch` is atomic: all statements apply, or none.
+pub trait Db {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError>;
+    /// Runs the statements in one transaction and returns each one's count of changed rows.
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError>;
+}
+
+/// An HTTP request the house sends (deliveries, card fetches, DNS-over-HTTPS, webhooks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The answer to an [`OutRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// The network. An `Err` is a transport failure (refused, timed out, DNS): always temporary.
+pub trait Net {
+    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError>;
+}
+
+/// The wall clock.
+pub trait Clock {
+    fn now(&self) -> Timestamp;
+}
+
+/// Cryptographic randomness.
+pub trait Rng {
+    fn fill(&self, buf: &mut [u8]);
+}

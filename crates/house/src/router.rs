@@ -1,0 +1,30 @@
+//! Maps (method, path) to a route. Unknown paths are 404, known paths with another method 405.
+
+use nyx5_proto::{Error, ErrorKind};
+
+use crate::House;
+use crate::http::{Request, Response, no_route};
+use crate::ports::{Db, Net};
+use crate::routes;
+
+fn method_not_allowed(req: &Request) -> Error {
+    Error::new(ErrorKind::MethodNotAllowed, format!("{} is not allowed on {}", req.method, req.path))
+}
+
+pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    let segments: Vec<&str> = req.path.trim_start_matches('/').split('/').collect();
+    let m = req.method.as_str();
+    match (m, segments.as_slice()) {
+        ("GET", [".well-known", "nyx5.json"]) => Ok(routes::well_known::get(house)),
+        ("GET", ["health"]) => routes::health::get(house).await,
+        ("GET", ["agents"]) => routes::agents::directory(house, req).await,
+        ("POST", ["agents"]) => routes::agents::register(house, req).await,
+        ("GET", ["agents", local]) => routes::agents::get(house, local).await,
+        ("GET", ["invitations"]) => routes::invitations::list(house, req).await,
+        ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
+        (_, [".well-known", "nyx5.json"] | ["health"] | ["agents"] | ["agents", _] | ["invitations"]) => {
+            Err(method_not_allowed(req))
+        }
+        _ => Err(no_route(req)),
+    }
+}

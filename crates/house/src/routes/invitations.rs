@@ -1,0 +1,65 @@
+//! POST /invitations and GET /invitations — invitation codes, for the operator (spec §8b).
+
+use nyx5_proto::json::field;
+use nyx5_proto::{Error, Object, Timestamp, Value, b64, limits};
+
+use crate::auth::small_body;
+use crate::http::{Request, Response};
+use crate::ports::{Db, Net, Row};
+use crate::store::agents as store;
+use crate::{House, ok_body, port_error};
+
+/// Most uses one invitation may carry.
+pub const MAX_USES: i64 = 10_000;
+
+/// POST /invitations `{uses?, expires?, note?, welcome?}` → `{code, …}`.
+pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let body = if req.body.is_empty() {
+        Object::new()
+    } else {
+        match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
+            Value::Object(o) => o,
+            _ => return Err(Error::malformed("body must be a JSON object")),
+        }
+    };
+    let uses = field::opt_integer(&body, "uses")?.unwrap_or(1);
+    if !(1..=MAX_USES).contains(&uses) {
+        return Err(Error::malformed(format!("`uses` must be 1 to {MAX_USES}")));
+    }
+    let expires = field::opt_str(&body, "expires")?.map(Timestamp::parse).transpose()?;
+    let welcome = field::opt_integer(&body, "welcome")?.unwrap_or(0);
+    if !(0..=limits::MAX_AMOUNT).contains(&welcome) {
+        return Err(Error::malformed("`welcome` must be a non-negative integer"));
+    }
+    let note = field::opt_str(&body, "note")?;
+    let code = b64::encode(&house.random::<12>());
+    let now = house.now();
+    house
+        .db
+        .batch(vec![store::insert_invitation(&code, uses, expires.map(Timestamp::millis), note, welcome, now.millis())])
+        .await
+        .map_err(port_error)?;
+    let row = store::invitation(&house.db, &code).await?.unwrap_or_default();
+    Ok(Response::json(201, &ok_body([("invitation", invitation_value(&row))])))
+}
+
+/// GET /invitations — every code and how much of it is used.
+pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let rows = store::invitations(&house.db).await?;
+    Ok(Response::json(200, &ok_body([("invitations", Value::Array(rows.iter().map(invitation_value).collect()))])))
+}
+
+fn invitation_value(r: &Row) -> Value {
+    let time = |name: &str| r.int(name).map(|t| Timestamp(t).to_rfc3339());
+    let mut o = Object::new();
+    o.insert("code".into(), r.text("code").unwrap_or_default().into());
+    o.insert("uses".into(), r.int("uses").unwrap_or(0).into());
+    o.insert("used".into(), r.int("used").unwrap_or(0).into());
+    o.insert("expires".into(), time("expires").into());
+    o.insert("note".into(), r.text("note").map(str::to_owned).into());
+    o.insert("welcome".into(), r.int("welcome").unwrap_or(0).into());
+    o.insert("created".into(), time("created_at").into());
+    Value::Object(o)
+}

@@ -1,0 +1,6 @@
+//! One file per endpoint (or per noun with its verbs). Each starts with the routes it serves.
+
+pub mod agents;
+pub mod health;
+pub mod invitations;
+pub mod well_known;

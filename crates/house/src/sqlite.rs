@@ -1,0 +1,112 @@
+//! `Db` on SQLite (rusqlite, bundled), for tests and the native server. It applies the embedded
+//! migrations and records them in `d1_migrations`, the table wrangler keeps on D1.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, ErrorCode, params_from_iter};
+
+use crate::migrations::MIGRATIONS;
+use crate::ports::{Db, PortError, Row, SqlValue, Stmt};
+
+/// A SQLite database behind a mutex (one writer, like D1).
+#[derive(Debug)]
+pub struct SqliteDb {
+    conn: Mutex<Connection>,
+}
+
+fn port_error(e: rusqlite::Error) -> PortError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) if f.code == ErrorCode::ConstraintViolation => {
+            PortError::Constraint(msg.clone().unwrap_or_else(|| e.to_string()))
+        }
+        _ => PortError::Failed(e.to_string()),
+    }
+}
+
+fn to_sql(v: &SqlValue) -> rusqlite::types::Value {
+    match v {
+        SqlValue::Null => rusqlite::types::Value::Null,
+        SqlValue::Int(i) => rusqlite::types::Value::Integer(*i),
+        SqlValue::Text(s) => rusqlite::types::Value::Text(s.clone()),
+    }
+}
+
+impl SqliteDb {
+    /// An in-memory database with the schema applied.
+    pub fn memory() -> Result<SqliteDb, PortError> {
+        SqliteDb::with(Connection::open_in_memory().map_err(port_error)?)
+    }
+
+    /// A database file, created if missing, migrated to the current schema.
+    pub fn open(path: &Path) -> Result<SqliteDb, PortError> {
+        SqliteDb::with(Connection::open(path).map_err(port_error)?)
+    }
+
+    fn with(conn: Connection) -> Result<SqliteDb, PortError> {
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL;
+             CREATE TABLE IF NOT EXISTS d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT,
+               name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);",
+        )
+        .map_err(port_error)?;
+        for (name, sql) in MIGRATIONS {
+            let applied: i64 = conn
+                .query_row("SELECT count(*) FROM d1_migrations WHERE name = ?1", [name], |r| r.get(0))
+                .map_err(port_error)?;
+            if applied == 0 {
+                let tx = conn.unchecked_transaction().map_err(port_error)?;
+                tx.execute_batch(sql).map_err(port_error)?;
+                tx.execute("INSERT INTO d1_migrations (name) VALUES (?1)", [name]).map_err(port_error)?;
+                tx.commit().map_err(port_error)?;
+            }
+        }
+        Ok(SqliteDb { conn: Mutex::new(conn) })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, PortError> {
+        self.conn.lock().map_err(|_| PortError::Failed("database lock poisoned".into()))
+    }
+}
+
+fn read_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, rusqlite::Error> {
+    let mut prepared = conn.prepare_cached(stmt.sql)?;
+    let names: Vec<String> = prepared.column_names().into_iter().map(str::to_owned).collect();
+    let mut rows = prepared.query(params_from_iter(stmt.params.iter().map(to_sql)))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut columns = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            let v = match r.get_ref(i)? {
+                ValueRef::Null => SqlValue::Null,
+                ValueRef::Integer(n) => SqlValue::Int(n),
+                ValueRef::Real(f) => SqlValue::Int(f as i64),
+                ValueRef::Text(t) | ValueRef::Blob(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+            };
+            columns.push((name.clone(), v));
+        }
+        out.push(Row { columns });
+    }
+    Ok(out)
+}
+
+impl Db for SqliteDb {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        let conn = self.lock()?;
+        read_rows(&conn, &stmt).map_err(port_error)
+    }
+
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        let conn = self.lock()?;
+        let tx = conn.unchecked_transaction().map_err(port_error)?;
+        let mut changes = Vec::with_capacity(stmts.len());
+        for s in &stmts {
+            let mut prepared = tx.prepare_cached(s.sql).map_err(port_error)?;
+            let n = prepared.execute(params_from_iter(s.params.iter().map(to_sql))).map_err(port_error)?;
+            changes.push(n as u64);
+        }
+        tx.commit().map_err(port_error)?;
+        Ok(changes)
+    }
+}

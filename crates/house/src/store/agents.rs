@@ -1,0 +1,163 @@
+//! Agents, registrations, invitations, nonces and rate windows.
+
+use crate::ports::{Db, Row, Stmt};
+use crate::stmt;
+use nyx5_proto::Error;
+
+use super::{one, query};
+
+pub async fn card<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
+    Ok(one(db, stmt!("SELECT card FROM agents WHERE local = ?", local))
+        .await?
+        .and_then(|r| r.text("card").map(str::to_owned)))
+}
+
+pub async fn webhook<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
+    Ok(one(db, stmt!("SELECT webhook FROM agents WHERE local = ?", local))
+        .await?
+        .and_then(|r| r.text("webhook").map(str::to_owned)))
+}
+
+/// What the directory indexes about a card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    pub listed: bool,
+    pub search: String,
+    pub accepts: String,
+    pub caps: String,
+}
+
+/// Inserts or replaces an agent and records the registration.
+#[allow(clippy::too_many_arguments)]
+pub fn upsert(
+    local: &str,
+    card: &str,
+    sig: &str,
+    index: &Index,
+    webhook: Option<&str>,
+    via: &str,
+    now: i64,
+) -> Vec<Stmt> {
+    vec![
+        stmt!(
+            "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (local) DO UPDATE SET card = excluded.card, sig = excluded.sig, listed = excluded.listed,
+               search = excluded.search, accepts = excluded.accepts, caps = excluded.caps,
+               webhook = coalesce(excluded.webhook, agents.webhook), updated_at = excluded.updated_at",
+            local,
+            card,
+            sig,
+            index.listed,
+            index.search.as_str(),
+            index.accepts.as_str(),
+            index.caps.as_str(),
+            webhook,
+            via,
+            now,
+            now
+        ),
+        stmt!("INSERT INTO registrations (local, via, sig, at) VALUES (?, ?, ?, ?)", local, via, sig, now),
+    ]
+}
+
+/// Uses one invitation: the CHECK on `used <= uses` fails the batch when none is left, and the
+/// row count is zero when the code is unknown or expired (the caller checks it first).
+pub fn use_invitation(code: &str, now: i64) -> Stmt {
+    stmt!("UPDATE invitations SET used = used + 1 WHERE code = ? AND (expires IS NULL OR expires > ?)", code, now)
+}
+
+pub async fn invitation<D: Db>(db: &D, code: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT code, uses, used, expires, note, welcome, created_at FROM invitations WHERE code = ?", code))
+        .await
+}
+
+pub fn insert_invitation(
+    code: &str,
+    uses: i64,
+    expires: Option<i64>,
+    note: Option<&str>,
+    welcome: i64,
+    now: i64,
+) -> Stmt {
+    stmt!(
+        "INSERT INTO invitations (code, uses, expires, note, welcome, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        code,
+        uses,
+        expires,
+        note,
+        welcome,
+        now
+    )
+}
+
+pub async fn invitations<D: Db>(db: &D) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!("SELECT code, uses, used, expires, note, welcome, created_at FROM invitations ORDER BY created_at, code"),
+    )
+    .await
+}
+
+/// Counts one event in `bucket` for the window `window`; the CHECK fails the batch past `cap`.
+pub fn count_in_window(bucket: &str, window: i64, cap: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO rate_windows (bucket, window, count, cap) VALUES (?, ?, 1, ?)
+         ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
+        bucket,
+        window,
+        cap
+    )
+}
+
+/// Records a token nonce; the primary key refuses a second use.
+pub fn use_nonce(address: &str, nonce: &str, keep_until: i64) -> Stmt {
+    stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES (?, ?, ?)", address, nonce, keep_until)
+}
+
+/// Forgets what no longer matters: nonces past their window, old rate windows.
+pub fn purge(now: i64) -> Vec<Stmt> {
+    vec![
+        stmt!("DELETE FROM nonces WHERE keep_until < ?", now),
+        stmt!("DELETE FROM rate_windows WHERE window < ?", now / 60_000 - 5),
+    ]
+}
+
+/// A page of listed cards matching the directory filters.
+pub async fn directory<D: Db>(
+    db: &D,
+    q: Option<&str>,
+    accepts: Option<&str>,
+    capability: Option<&str>,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<String>, Error> {
+    let like = q.map(|q| format!("%{}%", escape_like(&q.to_lowercase())));
+    let accepts = accepts.map(|a| format!("% {} %", escape_like(&a.to_lowercase())));
+    let capability = capability.map(|c| format!("% {} %", escape_like(&c.to_lowercase())));
+    let rows = query(
+        db,
+        stmt!(
+            "SELECT card FROM agents WHERE listed = 1
+               AND (? IS NULL OR search LIKE ? ESCAPE '\\')
+               AND (? IS NULL OR accepts LIKE ? ESCAPE '\\')
+               AND (? IS NULL OR caps LIKE ? ESCAPE '\\')
+             ORDER BY local LIMIT ? OFFSET ?",
+            like.clone(),
+            like,
+            accepts.clone(),
+            accepts,
+            capability.clone(),
+            capability,
+            limit,
+            offset
+        ),
+    )
+    .await?;
+    Ok(rows.iter().filter_map(|r| r.text("card").map(str::to_owned)).collect())
+}
+
+/// Escapes `\`, `%` and `_` for a LIKE pattern with `ESCAPE '\'`.
+fn escape_like(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}

@@ -1,0 +1,349 @@
+//! The multi-house test kit: houses on real SQLite (the shared migrations) in one process, an
+//! in-memory network that routes by host and can fail on purpose, a clock the test controls,
+//! and agents that sign, seal and authenticate for real.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use nyx5_house::http::{Request, Response};
+use nyx5_house::ports::{Clock, Net, OutRequest, OutResponse, PortError, Rng};
+use nyx5_house::sqlite::SqliteDb;
+use nyx5_house::{Config, House, Registration};
+use nyx5_proto::auth::{Claims, Target};
+use nyx5_proto::crypto::{EncSecret, SigningKey};
+use nyx5_proto::envelope::{Content, Draft};
+use nyx5_proto::{Address, Envelope, Timestamp, Value, seal};
+
+/// 2026-09-04T19:00:00Z: where every test's clock starts.
+pub const START: i64 = 1_788_548_400_000;
+pub const SECOND: i64 = 1_000;
+pub const MINUTE: i64 = 60 * SECOND;
+pub const HOUR: i64 = 60 * MINUTE;
+pub const DAY: i64 = 24 * HOUR;
+
+struct NoopWake;
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Runs a future to completion. The engine's futures never wait on anything outside the
+/// process here (SQLite and the in-memory network answer at once), so polling suffices.
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    let waker = Waker::from(Arc::new(NoopWake));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// The clock every house of a test shares.
+#[derive(Clone)]
+pub struct TestClock(Rc<Cell<i64>>);
+
+impl TestClock {
+    pub fn advance(&self, ms: i64) {
+        self.0.set(self.0.get() + ms);
+    }
+    pub fn now(&self) -> Timestamp {
+        Timestamp(self.0.get())
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.get())
+    }
+}
+
+/// Deterministic randomness for tests (never for real keys).
+pub struct TestRng(Cell<u64>);
+
+impl Rng for TestRng {
+    fn fill(&self, buf: &mut [u8]) {
+        for b in buf.iter_mut() {
+            let n = self.0.get().wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            self.0.set(n);
+            *b = (n >> 33) as u8;
+        }
+    }
+}
+
+pub type TestHouse = House<SqliteDb, MemNet>;
+
+/// Faults the network injects for one host.
+#[derive(Default)]
+struct Faults {
+    down: bool,
+    /// Fail this many requests before they reach the house.
+    drop: u32,
+    /// Deliver this many requests but lose the answer (a timeout, as the sender sees it).
+    lose_answer: u32,
+    /// Deliver this many requests twice.
+    duplicate: u32,
+}
+
+#[derive(Default)]
+struct Network {
+    houses: HashMap<String, Rc<TestHouse>>,
+    faults: HashMap<String, Faults>,
+    /// Every request sent: (url, status or None for a transport failure).
+    log: Vec<(String, Option<u16>)>,
+}
+
+/// The in-memory network: routes `http://<host>/…` to the house serving that host.
+#[derive(Clone, Default)]
+pub struct MemNet(Rc<RefCell<Network>>);
+
+impl Net for MemNet {
+    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
+        let rest = request.url.split_once("://").map_or(request.url.as_str(), |(_, r)| r);
+        let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+        let (house, times, lose) = {
+            let mut net = self.0.borrow_mut();
+            let f = net.faults.entry(host.to_owned()).or_default();
+            let verdict = if f.down {
+                Err("host down")
+            } else if f.drop > 0 {
+                f.drop -= 1;
+                Err("connection dropped")
+            } else {
+                let times = if f.duplicate > 0 {
+                    f.duplicate -= 1;
+                    2
+                } else {
+                    1
+                };
+                let lose = if f.lose_answer > 0 {
+                    f.lose_answer -= 1;
+                    true
+                } else {
+                    false
+                };
+                Ok((times, lose))
+            };
+            let house = net.houses.get(host).cloned();
+            match (verdict, house) {
+                (Ok((times, lose)), Some(h)) => (h, times, lose),
+                (Err(why), _) => {
+                    net.log.push((request.url.clone(), None));
+                    return Err(PortError::Failed(why.into()));
+                }
+                (_, None) => {
+                    net.log.push((request.url.clone(), None));
+                    return Err(PortError::Failed(format!("no route to {host}")));
+                }
+            }
+        };
+        let mut last = None;
+        for _ in 0..times {
+            let req = Request::new(&request.method, &path, request.headers.clone(), request.body.clone());
+            last = Some(Box::pin(house.handle(req)).await);
+        }
+        let resp = last.expect("at least one delivery");
+        self.0.borrow_mut().log.push((request.url.clone(), Some(resp.status)));
+        if lose {
+            return Err(PortError::Failed("answer lost".into()));
+        }
+        Ok(OutResponse { status: resp.status, body: resp.body })
+    }
+}
+
+/// A test world: a clock, a network, and houses on it.
+pub struct World {
+    pub clock: TestClock,
+    pub net: MemNet,
+    seed: Cell<u8>,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World::new()
+    }
+}
+
+impl World {
+    pub fn new() -> World {
+        World { clock: TestClock(Rc::new(Cell::new(START))), net: MemNet::default(), seed: Cell::new(1) }
+    }
+
+    fn next_seed(&self) -> u8 {
+        let s = self.seed.get();
+        self.seed.set(s.wrapping_add(1));
+        s
+    }
+
+    /// A config for `domain` served at `http://<domain>`, with the admin token `admin-<domain>`.
+    pub fn config(&self, domain: &str, registration: Registration) -> Config {
+        let mut c = Config::new(domain, &format!("http://{domain}"), SigningKey::from_seed([self.next_seed(); 32]), self.clock.now());
+        c.admin_token = Some(format!("admin-{domain}"));
+        c.registration = registration;
+        c.https_fallback = false;
+        c
+    }
+
+    /// Starts a house with `config` and puts it on the network; every house knows every other
+    /// through `hosts` (pinned keys), as a private network would.
+    pub fn start(&self, mut config: Config) -> Rc<TestHouse> {
+        let domain = config.domain.clone();
+        let mut hosts = config.hosts.clone();
+        for (d, h) in self.net.0.borrow().houses.iter() {
+            hosts.entry(d.clone()).or_insert(nyx5_house::config::HostEntry {
+                url: h.config.public_url.clone(),
+                sig: Some(h.config.key.public()),
+            });
+        }
+        config.hosts = hosts;
+        let seed = u64::from(self.next_seed());
+        let house = House::new(
+            config,
+            SqliteDb::memory().unwrap(),
+            self.net.clone(),
+            Box::new(self.clock.clone()),
+            Box::new(TestRng(Cell::new(seed))),
+        )
+        .unwrap();
+        let house = Rc::new(house);
+        self.net.0.borrow_mut().houses.insert(domain, house.clone());
+        house
+    }
+
+    /// A house with defaults and the given registration mode.
+    pub fn house(&self, domain: &str, registration: Registration) -> Rc<TestHouse> {
+        self.start(self.config(domain, registration))
+    }
+
+    pub fn down(&self, host: &str, down: bool) {
+        self.net.0.borrow_mut().faults.entry(host.into()).or_default().down = down;
+    }
+    pub fn drop_next(&self, host: &str, n: u32) {
+        self.net.0.borrow_mut().faults.entry(host.into()).or_default().drop = n;
+    }
+    pub fn lose_answers(&self, host: &str, n: u32) {
+        self.net.0.borrow_mut().faults.entry(host.into()).or_default().lose_answer = n;
+    }
+    pub fn duplicate_next(&self, host: &str, n: u32) {
+        self.net.0.borrow_mut().faults.entry(host.into()).or_default().duplicate = n;
+    }
+    /// How many requests went to URLs containing `needle`.
+    pub fn sent_to(&self, needle: &str) -> usize {
+        self.net.0.borrow().log.iter().filter(|(u, _)| u.contains(needle)).count()
+    }
+}
+
+/// An agent: its keys and address. It talks to its house like a real client would.
+pub struct Agent {
+    pub address: Address,
+    pub sig: SigningKey,
+    pub enc: EncSecret,
+    nonce: Cell<u64>,
+}
+
+impl Agent {
+    pub fn new(address: &str, seed: u8) -> Agent {
+        Agent {
+            address: Address::parse(address).unwrap(),
+            sig: SigningKey::from_seed([seed; 32]),
+            enc: EncSecret::from_bytes([seed.wrapping_add(128); 32]),
+            nonce: Cell::new(0),
+        }
+    }
+
+    /// The `Authorization` header for `method path` at `house`.
+    pub fn token(&self, house: &TestHouse, method: &str, path: &str) -> String {
+        let n = self.nonce.get() + 1;
+        self.nonce.set(n);
+        let path = path.split('?').next().unwrap();
+        Claims {
+            address: self.address.clone(),
+            ts: house.now(),
+            nonce: format!("{}-{n:016}", self.address.local()),
+            target: Target::new(method, path, &house.config.host()),
+        }
+        .sign(&self.sig)
+    }
+
+    /// A signed registration body for self-service modes (proof of possession).
+    pub fn registration(&self, house: &TestHouse, extra: &[(&str, Value)]) -> Value {
+        let mut o = nyx5_proto::json::obj([
+            ("local", self.address.local().into()),
+            ("sig", self.sig.public().to_b64().into()),
+            ("enc", self.enc.public().to_b64().into()),
+            ("ts", house.now().to_rfc3339().into()),
+        ]);
+        for (k, v) in extra {
+            o.insert((*k).to_owned(), v.clone());
+        }
+        nyx5_proto::sign::sign_object(&mut o, "signature", &self.sig);
+        Value::Object(o)
+    }
+
+    /// Registers through the operator (admin mode).
+    pub fn register_admin(&self, house: &TestHouse) -> Response {
+        let body = self.registration(house, &[]);
+        call(house, "POST", "/agents", &[("authorization", &format!("Bearer admin-{}", house.config.domain))], &body)
+    }
+
+    /// A clear envelope from this agent.
+    pub fn draft(&self, id: &str, to: &[&Address], body: &str) -> Envelope {
+        Draft::new(id.into(), self.address.clone(), to.iter().map(|a| (*a).clone()).collect(), Timestamp(START), Content::new("text/plain", body.into()))
+            .build()
+            .unwrap()
+    }
+
+    /// Seals `env` for `recipients` (address, their agent) and signs it.
+    pub fn seal(&self, env: Envelope, recipients: &[&Agent]) -> Envelope {
+        let keys: Vec<_> = recipients.iter().map(|a| (a.address.clone(), a.enc.public())).collect();
+        let mut n = 7u64;
+        let mut rng = move |buf: &mut [u8]| {
+            for b in buf.iter_mut() {
+                n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                *b = (n >> 33) as u8;
+            }
+        };
+        seal::seal(env, &keys, &mut rng).unwrap().sign(&self.sig).unwrap()
+    }
+
+    /// POST /outbound with this agent's token.
+    pub fn send(&self, house: &TestHouse, env: &Envelope) -> Response {
+        let token = self.token(house, "POST", "/outbound");
+        call_raw(house, "POST", "/outbound", &[("authorization", &token)], env.canonical())
+    }
+
+    /// GET with this agent's token.
+    pub fn get(&self, house: &TestHouse, path: &str) -> Response {
+        let token = self.token(house, "GET", path);
+        call_raw(house, "GET", path, &[("authorization", &token)], vec![])
+    }
+
+    /// POST JSON with this agent's token.
+    pub fn post(&self, house: &TestHouse, path: &str, body: &Value) -> Response {
+        let token = self.token(house, "POST", path);
+        call(house, "POST", path, &[("authorization", &token)], body)
+    }
+}
+
+/// Sends a request to a house directly (as the Worker adapter would).
+pub fn call(house: &TestHouse, method: &str, path: &str, headers: &[(&str, &str)], body: &Value) -> Response {
+    call_raw(house, method, path, headers, body.canonical())
+}
+
+pub fn call_raw(house: &TestHouse, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response {
+    let headers = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    block_on(house.handle(Request::new(method, path, headers, body)))
+}
+
+/// The JSON body of a response, with the status checked.
+pub fn json(resp: &Response, status: u16) -> Value {
+    let v = resp.value().unwrap();
+    assert_eq!(resp.status, status, "unexpected status; body: {}", v.canonical_string());
+    v
+}
