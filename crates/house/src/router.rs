@@ -22,7 +22,9 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("GET", ["agents", local]) => routes::agents::get(house, local).await,
         ("GET", ["invitations"]) => routes::invitations::list(house, req).await,
         ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
-        (_, [".well-known", "nyx5.json"] | ["health"] | ["agents"] | ["agents", _] | ["invitations"]) => {
+        ("GET", ["mailbox", local]) => routes::mailbox::read(house, req, local).await,
+        ("POST", ["mailbox", local, "ack"]) => routes::mailbox::ack(house, req, local).await,
+        (_, [".well-known", "nyx5.json"] | ["health"] | ["agents"] | ["agents", _] | ["invitations"] | ["mailbox", _] | ["mailbox", _, "ack"]) => {
             Err(method_not_allowed(req))
         }
         _ => Err(no_route(req)),

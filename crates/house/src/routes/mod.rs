@@ -3,4 +3,5 @@
 pub mod agents;
 pub mod health;
 pub mod invitations;
+pub mod mailbox;
 pub mod well_known;
