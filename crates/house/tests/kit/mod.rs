@@ -1,7 +1,7 @@
 //! The multi-house test kit: houses on real SQLite (the shared migrations) in one process, an
 //! in-memory network that routes by host and can fail on purpose, a clock the test controls,
 //! and agents that sign, seal and authenticate for real.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -183,7 +183,12 @@ impl World {
 
     /// A config for `domain` served at `http://<domain>`, with the admin token `admin-<domain>`.
     pub fn config(&self, domain: &str, registration: Registration) -> Config {
-        let mut c = Config::new(domain, &format!("http://{domain}"), SigningKey::from_seed([self.next_seed(); 32]), self.clock.now());
+        let mut c = Config::new(
+            domain,
+            &format!("http://{domain}"),
+            SigningKey::from_seed([self.next_seed(); 32]),
+            self.clock.now(),
+        );
         c.admin_token = Some(format!("admin-{domain}"));
         c.registration = registration;
         c.https_fallback = false;
@@ -294,9 +299,15 @@ impl Agent {
 
     /// A clear envelope from this agent.
     pub fn draft(&self, id: &str, to: &[&Address], body: &str) -> Envelope {
-        Draft::new(id.into(), self.address.clone(), to.iter().map(|a| (*a).clone()).collect(), Timestamp(START), Content::new("text/plain", body.into()))
-            .build()
-            .unwrap()
+        Draft::new(
+            id.into(),
+            self.address.clone(),
+            to.iter().map(|a| (*a).clone()).collect(),
+            Timestamp(START),
+            Content::new("text/plain", body.into()),
+        )
+        .build()
+        .unwrap()
     }
 
     /// Seals `env` for `recipients` (address, their agent) and signs it.
