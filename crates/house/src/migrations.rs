@@ -1,4 +1,7 @@
 //! The schema: the same `migrations/*.sql` files wrangler applies to D1, embedded in order.
 
 /// `(name, sql)` in the order they apply. Names match the files, as wrangler records them.
-pub const MIGRATIONS: &[(&str, &str)] = &[("0001_house.sql", include_str!("../../../migrations/0001_house.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_house.sql", include_str!("../../../migrations/0001_house.sql")),
+    ("0002_settings.sql", include_str!("../../../migrations/0002_settings.sql")),
+];

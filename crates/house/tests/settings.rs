@@ -1,0 +1,42 @@
+//! The self-generated domain key is created once and then always the same.
+#![allow(clippy::unwrap_used)]
+
+mod kit;
+
+use kit::block_on;
+use nyx5_house::sqlite::SqliteDb;
+use nyx5_house::store::settings::domain_key;
+use nyx5_proto::Timestamp;
+
+#[test]
+fn domain_key_is_generated_once() {
+    let db = SqliteDb::memory().unwrap();
+    let (first, created) = block_on(domain_key(&db, [1; 32], Timestamp(10))).unwrap();
+    let (again, created_again) = block_on(domain_key(&db, [2; 32], Timestamp(20))).unwrap();
+    assert_eq!(first.public(), again.public());
+    assert_eq!(created, Timestamp(10));
+    assert_eq!(created_again, Timestamp(10));
+    assert_eq!(first.seed(), [1; 32]);
+}
+
+#[test]
+fn migrations_apply_once_and_are_recorded() {
+    let dir = std::env::temp_dir().join(format!("nyx5-settings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("house.db");
+    let _ = std::fs::remove_file(&path);
+    drop(SqliteDb::open(&path).unwrap());
+    // Opening again must not re-apply (CREATE TABLE would fail) and must keep the data.
+    let db = SqliteDb::open(&path).unwrap();
+    let (k, _) = block_on(domain_key(&db, [3; 32], Timestamp(1))).unwrap();
+    drop(db);
+    let db = SqliteDb::open(&path).unwrap();
+    let (k2, _) = block_on(domain_key(&db, [4; 32], Timestamp(2))).unwrap();
+    assert_eq!(k.public(), k2.public());
+    let rows =
+        block_on(nyx5_house::ports::Db::query(&db, nyx5_house::stmt!("SELECT name FROM d1_migrations ORDER BY id")))
+            .unwrap();
+    let names: Vec<_> = rows.iter().map(|r| r.text("name").unwrap().to_owned()).collect();
+    assert_eq!(names, nyx5_house::migrations::MIGRATIONS.iter().map(|(n, _)| (*n).to_owned()).collect::<Vec<_>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}
