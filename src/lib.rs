@@ -1,5 +1,8 @@
-//! The Worker package: today the rendered protocol page; the workers-rs adapter (fetch,
-//! scheduled and email events over D1) lands with the Worker issue.
+//! The Worker package: the workers-rs adapter (wasm32 only: `fetch`, `scheduled` and `email`
+//! events onto the house engine over D1 and Workers `fetch`) and the rendered protocol pages.
+
+#[cfg(target_arch = "wasm32")]
+mod adapter;
 
 /// docs/SPEC.md rendered to HTML by build.rs, served at `/spec`.
 pub const SPEC_HTML: &str = include_str!(concat!(env!("OUT_DIR"), "/spec.html"));

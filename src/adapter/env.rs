@@ -1,0 +1,55 @@
+//! The house's configuration from Worker vars and secrets. The first implementation's
+//! `CHASQUI_*` names are read as aliases, so an existing deployment's settings carry over.
+
+use nyx5_house::config::{Config, Registration, parse_hosts};
+use nyx5_proto::crypto::SigningKey;
+use nyx5_proto::{Error, Timestamp, b64};
+use worker::Env;
+
+/// Reads a var or secret by its name or its legacy alias; empty counts as unset.
+fn read(env: &Env, name: &str) -> Option<String> {
+    let alias = name.strip_prefix("NYX5_").map(|rest| format!("CHASQUI_{rest}"));
+    std::iter::once(name.to_owned())
+        .chain(alias)
+        .find_map(|n| env.secret(&n).map(|s| s.to_string()).ok().or_else(|| env.var(&n).map(|v| v.to_string()).ok()))
+        .filter(|v| !v.trim().is_empty())
+}
+
+fn invalid(name: &str, why: impl std::fmt::Display) -> Error {
+    Error::new(nyx5_proto::ErrorKind::Internal, format!("configuration {name}: {why}"))
+}
+
+/// The key the house signs with: the `NYX5_DOMAIN_KEY` secret (base64url 32-byte seed), if set.
+pub fn domain_key(env: &Env) -> Result<Option<SigningKey>, Error> {
+    read(env, "NYX5_DOMAIN_KEY")
+        .map(|s| {
+            b64::decode_array::<32>(s.trim())
+                .map(SigningKey::from_seed)
+                .ok_or_else(|| invalid("NYX5_DOMAIN_KEY", "must be a 32-byte seed in base64url"))
+        })
+        .transpose()
+}
+
+/// Builds the configuration. `key` comes from the secret or, in local development, the database.
+pub fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Result<Config, Error> {
+    let domain = read(env, "NYX5_DOMAIN").ok_or_else(|| invalid("NYX5_DOMAIN", "is not set"))?;
+    nyx5_proto::address::check_domain(&domain).map_err(|why| invalid("NYX5_DOMAIN", why))?;
+    let public_url = read(env, "NYX5_PUBLIC_URL").unwrap_or_else(|| format!("https://{domain}"));
+    let mut c = Config::new(&domain, &public_url, key, key_created);
+    c.admin_token = read(env, "NYX5_ADMIN_TOKEN");
+    if let Some(mode) = read(env, "NYX5_REGISTRATION") {
+        c.registration = Registration::parse(mode.trim()).map_err(|e| invalid("NYX5_REGISTRATION", e.reason))?;
+    } else {
+        c.registration = Registration::Invite;
+    }
+    if let Some(hosts) = read(env, "NYX5_HOSTS") {
+        c.hosts = parse_hosts(&hosts).map_err(|e| invalid("NYX5_HOSTS", e.reason))?;
+    }
+    if let Some(doh) = read(env, "NYX5_DOH_URL") {
+        c.doh_url = Some(doh);
+    }
+    if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {
+        c.require_relay = !matches!(flag.trim(), "0" | "false" | "off" | "no");
+    }
+    Ok(c)
+}

@@ -1,0 +1,138 @@
+//! The Worker adapter: `fetch`, `scheduled` and `email` events onto the house engine, over D1 and
+//! Workers `fetch`. No engine logic lives here.
+
+mod d1;
+mod env;
+mod fetch;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use nyx5_house::{House, Request as HouseRequest, Response as HouseResponse};
+use nyx5_proto::{Error, ErrorKind, Timestamp, limits};
+use worker::{Context, Env, ForwardableEmailMessage, Request, Response, ScheduleContext, ScheduledEvent, event};
+
+use crate::{LLMS_TXT, SPEC_HTML};
+use d1::D1Db;
+use fetch::{FetchNet, WorkerClock, WorkerRng};
+
+type WorkerHouse = House<D1Db, FetchNet>;
+
+thread_local! {
+    /// One house per isolate, built at the first event (like the first implementation's instance).
+    static HOUSE: RefCell<Option<Rc<WorkerHouse>>> = const { RefCell::new(None) };
+}
+
+/// Requests larger than this are refused before their body is read.
+const MAX_REQUEST_BYTES: usize = 2 * limits::MAX_ENVELOPE_BYTES;
+
+async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
+    if let Some(h) = HOUSE.with(|h| h.borrow().clone()) {
+        return Ok(h);
+    }
+    let db = D1Db(env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?);
+    let now = nyx5_house::ports::Clock::now(&WorkerClock);
+    let (key, created) = match env::domain_key(env)? {
+        Some(key) => (key, Timestamp(0)),
+        None => {
+            let mut seed = [0u8; 32];
+            nyx5_house::ports::Rng::fill(&WorkerRng, &mut seed);
+            let (key, created) = nyx5_house::store::settings::domain_key(&db, seed, now).await?;
+            worker::console_warn!(
+                "nyx5: no NYX5_DOMAIN_KEY secret; using the key kept in D1 ({}). Production must set the secret.",
+                key.public().to_b64()
+            );
+            (key, created)
+        }
+    };
+    let config = env::config(env, key, created)?;
+    let house = Rc::new(House::new(config, db, FetchNet, Box::new(WorkerClock), Box::new(WorkerRng))?);
+    HOUSE.with(|h| *h.borrow_mut() = Some(house.clone()));
+    Ok(house)
+}
+
+fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
+    let mut out = Response::from_bytes(resp.body.clone())?.with_status(resp.status);
+    out.headers_mut().set("content-type", resp.content_type)?;
+    Ok(out)
+}
+
+fn error_response(e: &Error) -> worker::Result<Response> {
+    if e.kind == ErrorKind::Internal {
+        worker::console_error!("nyx5: {e}");
+    }
+    to_worker(&HouseResponse::error(e))
+}
+
+async fn to_house(mut req: Request) -> Result<HouseRequest, Error> {
+    let declared = req.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
+        return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
+    }
+    let url = req.url().map_err(|e| Error::malformed(format!("bad URL: {e}")))?;
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let headers = req.headers().entries().collect();
+    let method = req.method().to_string();
+    let body = req.bytes().await.map_err(|_| Error::malformed("unreadable request body"))?;
+    if body.len() > MAX_REQUEST_BYTES {
+        return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
+    }
+    Ok(HouseRequest::new(&method, &target, headers, body))
+}
+
+#[event(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let path = req.path();
+    if req.method() == worker::Method::Get {
+        match path.as_str() {
+            "/spec" => return Response::from_html(SPEC_HTML),
+            "/llms.txt" => return Response::ok(LLMS_TXT),
+            _ => {}
+        }
+    }
+    let house = match house(&env).await {
+        Ok(h) => h,
+        Err(e) => return error_response(&e),
+    };
+    let hreq = match to_house(req).await {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    let resp = house.handle(hreq).await;
+    if resp.kick {
+        let h = house.clone();
+        ctx.wait_until(async move {
+            if let Err(e) = h.tick().await {
+                worker::console_error!("nyx5: delivery kick: {e}");
+            }
+        });
+    }
+    to_worker(&resp)
+}
+
+#[event(scheduled)]
+async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    match house(&env).await {
+        Ok(h) => {
+            if let Err(e) = h.tick().await {
+                worker::console_error!("nyx5: scheduled tick: {e}");
+            }
+        }
+        Err(e) => worker::console_error!("nyx5: scheduled: {e}"),
+    }
+}
+
+#[event(email)]
+async fn email(message: ForwardableEmailMessage, _env: Env, _ctx: Context) -> worker::Result<()> {
+    // The email bridge is its own issue; until it lands, refuse clearly rather than drop mail.
+    message.set_reject("nyx5: this house does not accept email yet (the email bridge is not enabled)");
+    Ok(())
+}
