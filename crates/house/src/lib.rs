@@ -10,6 +10,7 @@ pub mod config;
 pub mod http;
 pub mod migrations;
 pub mod ports;
+pub mod resolver;
 mod router;
 pub mod routes;
 #[cfg(feature = "sqlite")]
@@ -54,6 +55,8 @@ pub struct House<D, N> {
     pub clock: Box<dyn Clock>,
     pub rng: Box<dyn Rng>,
     card: Verified<DomainCard>,
+    /// Verified cards of other houses and their agents, for five minutes (see `resolver`).
+    cards: resolver::CardMemo,
 }
 
 impl<D, N> std::fmt::Debug for House<D, N> {
@@ -82,7 +85,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         .sign(&config.key, config.key_created)?
         .verify(Some(&config.key.public()))?;
-        Ok(House { config, db, net, clock, rng, card })
+        Ok(House { config, db, net, clock, rng, card, cards: resolver::CardMemo::default() })
     }
 
     /// This house's verified domain card.

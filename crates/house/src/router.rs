@@ -27,6 +27,9 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         (_, [".well-known", "nyx5.json"] | ["health"] | ["agents"] | ["agents", _] | ["invitations"] | ["mailbox", _] | ["mailbox", _, "ack"]) => {
             Err(method_not_allowed(req))
         }
+        ("GET", ["pins"]) => routes::pins::list(house, req).await,
+        ("POST", ["pins", domain, "confirm"]) => routes::pins::confirm(house, req, domain).await,
+        (_, ["pins"] | ["pins", _, "confirm"]) => Err(method_not_allowed(req)),
         _ => Err(no_route(req)),
     }
 }

@@ -4,4 +4,5 @@ pub mod agents;
 pub mod health;
 pub mod invitations;
 pub mod mailbox;
+pub mod pins;
 pub mod well_known;

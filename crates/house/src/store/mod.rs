@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod inbox;
+pub mod resolver;
 pub mod settings;
 
 use nyx5_proto::Error;

@@ -1,0 +1,49 @@
+//! GET /pins, POST /pins/:domain/confirm — TOFU pins of other houses' keys, for the operator
+//! (spec §2).
+//!
+//! A domain found without an anchor is pinned to the first key that signed its card. When its
+//! card later comes signed by another key, that key is recorded as `pending` and the domain is
+//! refused (403) until the operator confirms it here, optionally naming it (`{"sig": "<key>"}`).
+
+use nyx5_proto::crypto::SigPublic;
+use nyx5_proto::json::field;
+use nyx5_proto::{Error, Object, Timestamp, Value, limits};
+
+use crate::auth::small_body;
+use crate::http::{Request, Response};
+use crate::ports::{Db, Net, Row};
+use crate::{House, ok_body, store};
+
+/// GET /pins — every pin, with any pending key.
+pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let rows = store::resolver::pins(&house.db).await?;
+    Ok(Response::json(200, &ok_body([("pins", Value::Array(rows.iter().map(pin_value).collect()))])))
+}
+
+/// POST /pins/:domain/confirm `{sig?}` — the pending key becomes the pin.
+pub async fn confirm<D: Db, N: Net>(house: &House<D, N>, req: &Request, domain: &str) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let body = if req.body.is_empty() {
+        Object::new()
+    } else {
+        match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
+            Value::Object(o) => o,
+            _ => return Err(Error::malformed("body must be a JSON object")),
+        }
+    };
+    let expected = field::opt_str(&body, "sig")?.map(SigPublic::parse).transpose()?;
+    let sig = house.confirm_pin(domain, expected.as_ref()).await?;
+    Ok(Response::json(200, &ok_body([("domain", domain.into()), ("sig", sig.into())])))
+}
+
+fn pin_value(r: &Row) -> Value {
+    let time = |name: &str| r.int(name).map(|t| Timestamp(t).to_rfc3339());
+    let mut o = Object::new();
+    o.insert("domain".into(), r.text("domain").unwrap_or_default().into());
+    o.insert("sig".into(), r.text("sig").unwrap_or_default().into());
+    o.insert("first_seen".into(), time("first_seen").into());
+    o.insert("pending".into(), r.text("pending").map(str::to_owned).into());
+    o.insert("pending_at".into(), time("pending_at").into());
+    Value::Object(o)
+}
