@@ -81,32 +81,39 @@ CREATE TABLE mailbox (
 ) STRICT;
 CREATE INDEX mailbox_pending ON mailbox (local, seq) WHERE acked_at IS NULL;
 
--- Envelopes this house accepted from its agents, kept until every job for them ends.
+-- Envelopes this house accepted from its agents (POST /outbound). The envelope id is unique: a
+-- resend changes nothing. `seq` orders GET /outbox; rows are purged a while after every job ends.
 CREATE TABLE outbox (
-  envelope_id TEXT PRIMARY KEY,
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  envelope_id TEXT NOT NULL UNIQUE,
   sender      TEXT NOT NULL,
   envelope    TEXT NOT NULL,
+  sha256      TEXT NOT NULL,                   -- of the canonical envelope, as notices cite it
   expires     INTEGER,
   created_at  INTEGER NOT NULL
 ) STRICT;
-CREATE INDEX outbox_sender ON outbox (sender, created_at);
+CREATE INDEX outbox_sender ON outbox (sender, seq);
 
 -- Delivery jobs: one per (envelope, destination domain). `lease_until` keeps two ticks from
--- working the same job at once.
+-- working the same job at once. `not_before` is the first due time (`deliver_after` or the queue
+-- time); `deadline` = min(`expires`, not_before + give-up time): past it the job bounces.
 CREATE TABLE jobs (
   id           INTEGER PRIMARY KEY,
   envelope_id  TEXT NOT NULL REFERENCES outbox (envelope_id),
   domain       TEXT NOT NULL,
   recipients   TEXT NOT NULL,                   -- JSON array of addresses at `domain`
   state        TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'bounced')),
-  attempts     INTEGER NOT NULL DEFAULT 0,
+  attempts     INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
   next_attempt INTEGER NOT NULL,
+  not_before   INTEGER NOT NULL,
+  deadline     INTEGER NOT NULL,
   lease_until  INTEGER NOT NULL DEFAULT 0,
   last_error   TEXT,
-  result       TEXT,                            -- JSON per-recipient outcome
+  result       TEXT,                            -- JSON {delivered: [...], bounced: [{to, code, reason}]}
   created_at   INTEGER NOT NULL,
   finished_at  INTEGER,
-  UNIQUE (envelope_id, domain)
+  UNIQUE (envelope_id, domain),
+  CONSTRAINT job_finished CHECK ((state = 'pending') = (finished_at IS NULL))
 ) STRICT;
 CREATE INDEX jobs_due ON jobs (next_attempt) WHERE state = 'pending';
 CREATE INDEX jobs_domain ON jobs (domain, state);

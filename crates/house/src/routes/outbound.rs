@@ -1,0 +1,125 @@
+//! POST /outbound — spec §7: an agent hands its own signed envelope to its house, which queues
+//! it per destination domain and answers 202 at once (the queue delivers; see `queue.rs`).
+
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value};
+
+use crate::http::{Request, Response};
+use crate::ports::{Db, Net, PortError};
+use crate::store::queue::{self as store, NewJob, Outgoing};
+use crate::{House, ok_body, port_error};
+
+/// `to` grouped by domain, in order of first appearance.
+pub fn by_domain(to: &[Address]) -> Vec<(String, Vec<Address>)> {
+    let mut groups: Vec<(String, Vec<Address>)> = Vec::new();
+    for a in to {
+        match groups.iter_mut().find(|(d, _)| d == a.domain()) {
+            Some((_, list)) => list.push(a.clone()),
+            None => groups.push((a.domain().to_owned(), vec![a.clone()])),
+        }
+    }
+    groups
+}
+
+fn addresses(list: &[Address]) -> Value {
+    Value::Array(list.iter().map(|a| a.as_str().into()).collect())
+}
+
+/// POST /outbound — authenticate, check the envelope is the agent's own and allowed, queue it.
+pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    let card = house.authenticate(req).await?;
+    let now = house.now();
+    let env = Envelope::parse(&req.body, house.config.max_bytes)?;
+    if env.from != card.address {
+        return Err(Error::forbidden(format!("{} may not send as {}", card.address, env.from)));
+    }
+    let env = env.verify(&card, now)?;
+    env.check_not_expired(now)?;
+    let groups = by_domain(&env.to);
+    if let Some(scope) = card.scope() {
+        for (domain, _) in &groups {
+            if !scope.allows_send(env.kind.as_str(), domain) {
+                return Err(Error::forbidden(format!(
+                    "the delegation of {} does not allow a {} to {domain}",
+                    card.address,
+                    env.kind.as_str()
+                )));
+            }
+        }
+    }
+    let text = String::from_utf8(env.canonical())
+        .map_err(|_| Error::new(ErrorKind::Internal, "canonical JSON is not UTF-8"))?;
+    let sha256 = env.sha256_hex();
+    let not_before = env.due_at(now).millis();
+    let give_up = not_before.saturating_add(house.config.retry.give_up_after_ms);
+    let deadline = env.expires.map_or(give_up, |e| e.millis().min(give_up));
+    let out = Outgoing {
+        envelope_id: &env.id,
+        sender: env.from.as_str(),
+        envelope: &text,
+        sha256: &sha256,
+        expires: env.expires.map(|e| e.millis()),
+        now: now.millis(),
+        not_before,
+        deadline,
+    };
+    let jobs: Vec<NewJob> = groups
+        .iter()
+        .map(|(domain, list)| NewJob { domain: domain.clone(), recipients: addresses(list).canonical_string() })
+        .collect();
+    match house.db.batch(store::enqueue(&out, &jobs)).await {
+        Ok(_) => {}
+        Err(PortError::Constraint(why)) => return resent(house, &env.id, &card.address, &sha256, why).await,
+        Err(e) => return Err(port_error(e)),
+    }
+    let next = nyx5_proto::Timestamp(not_before).to_rfc3339();
+    let listed = groups
+        .iter()
+        .map(|(domain, list)| {
+            Value::Object(nyx5_proto::json::obj([
+                ("domain", domain.as_str().into()),
+                ("recipients", addresses(list)),
+                ("next_attempt", next.as_str().into()),
+            ]))
+        })
+        .collect();
+    Ok(Response::json(
+        202,
+        &ok_body([("code", Value::from(202_i64)), ("id", env.id.as_str().into()), ("jobs", Value::Array(listed))]),
+    )
+    .kick())
+}
+
+/// The envelope id is taken: the same envelope from the same sender is "exists" (200, nothing
+/// changes); anything else under that id is a conflict.
+async fn resent<D: Db, N: Net>(
+    house: &House<D, N>,
+    id: &str,
+    sender: &Address,
+    sha256: &str,
+    why: String,
+) -> Result<Response, Error> {
+    let Some(row) = store::outbox_entry(&house.db, id).await? else {
+        return Err(port_error(PortError::Constraint(why)));
+    };
+    if row.text("sender") != Some(sender.as_str()) || row.text("sha256") != Some(sha256) {
+        return Err(Error::new(ErrorKind::Conflict, format!("envelope id {id} is already used for another envelope")));
+    }
+    let mut listed = Vec::new();
+    for r in store::jobs_of(&house.db, id).await? {
+        let recipients = Value::parse_str(r.text("recipients").unwrap_or("[]"))?;
+        listed.push(Value::Object(nyx5_proto::json::obj([
+            ("domain", r.text("domain").unwrap_or_default().into()),
+            ("recipients", recipients),
+            ("next_attempt", nyx5_proto::Timestamp(r.int("next_attempt").unwrap_or(0)).to_rfc3339().into()),
+        ])));
+    }
+    Ok(Response::json(
+        200,
+        &ok_body([
+            ("code", Value::from(200_i64)),
+            ("id", id.into()),
+            ("exists", Value::Bool(true)),
+            ("jobs", Value::Array(listed)),
+        ]),
+    ))
+}

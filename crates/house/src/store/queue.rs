@@ -1,0 +1,273 @@
+//! The delivery queue's SQL: the outbox, one job per destination domain, domain health, and the
+//! notices the queue drops into a local sender's mailbox.
+//!
+//! Every write that finishes an attempt is guarded by the job's lease: [`held`] is true only while
+//! the job is still pending under the lease the tick took, so a tick whose lease has lapsed (and
+//! that someone else took over) changes nothing. Guarded statements go before the job's own
+//! update in the batch, which is the one that gives the lease back.
+
+use nyx5_proto::Error;
+
+use crate::ports::{Db, Row, Stmt};
+use crate::stmt;
+
+use super::{one, query};
+
+/// A job to create with its envelope: the destination domain and its recipients (a JSON array).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub domain: String,
+    pub recipients: String,
+}
+
+/// A new outbox row: the canonical envelope and when its jobs run (first due at `not_before`,
+/// bounced from `deadline` on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outgoing<'a> {
+    pub envelope_id: &'a str,
+    pub sender: &'a str,
+    pub envelope: &'a str,
+    pub sha256: &'a str,
+    pub expires: Option<i64>,
+    pub now: i64,
+    pub not_before: i64,
+    pub deadline: i64,
+}
+
+/// The outbox row and one job per destination domain. The UNIQUE envelope id makes a resend
+/// fail the whole batch, so nothing is queued twice.
+pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
+    let mut stmts = Vec::with_capacity(jobs.len() + 1);
+    stmts.push(stmt!(
+        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        out.envelope_id,
+        out.sender,
+        out.envelope,
+        out.sha256,
+        out.expires,
+        out.now
+    ));
+    for j in jobs {
+        stmts.push(stmt!(
+            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
+             VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)",
+            out.envelope_id,
+            j.domain.as_str(),
+            j.recipients.as_str(),
+            out.not_before,
+            out.not_before,
+            out.deadline,
+            out.now
+        ));
+    }
+    stmts
+}
+
+/// Who sent envelope `id` and its hash, if this house queued it.
+pub async fn outbox_entry<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT sender, sha256 FROM outbox WHERE envelope_id = ?", envelope_id)).await
+}
+
+/// The jobs of one envelope, in the order they were made.
+pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error> {
+    query(db, stmt!("SELECT domain, recipients, next_attempt FROM jobs WHERE envelope_id = ? ORDER BY id", envelope_id))
+        .await
+}
+
+/// Up to `limit` jobs that are pending, due and not leased, earliest first, with their
+/// envelope's expiry and their domain's health (`h_*`, null when healthy).
+pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
+                    j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
+             FROM jobs j JOIN outbox o ON o.envelope_id = j.envelope_id
+             LEFT JOIN domain_health h ON h.domain = j.domain
+             WHERE j.state = 'pending' AND j.next_attempt <= ? AND j.lease_until < ?
+             ORDER BY j.next_attempt, j.id LIMIT ?",
+            now,
+            now,
+            limit
+        ),
+    )
+    .await
+}
+
+/// The stored canonical envelope.
+pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>, Error> {
+    Ok(one(db, stmt!("SELECT envelope FROM outbox WHERE envelope_id = ?", envelope_id))
+        .await?
+        .and_then(|r| r.text("envelope").map(str::to_owned)))
+}
+
+/// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
+/// pending, or it is not due.
+pub fn lease(job: i64, now: i64, until: i64) -> Stmt {
+    stmt!(
+        "UPDATE jobs SET lease_until = ?
+         WHERE id = ? AND state = 'pending' AND lease_until < ? AND next_attempt <= ?",
+        until,
+        job,
+        now,
+        now
+    )
+}
+
+/// The lease a tick holds: job `job` still pending with `lease_until = lease`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub job: i64,
+    pub lease: i64,
+}
+
+/// A notice for a local agent's mailbox, written only while the lease is held; a notice with the
+/// same id already there is left alone.
+pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at)
+         SELECT ?, ?, ?, ?, ?
+         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')
+         ON CONFLICT (local, envelope_id) DO NOTHING",
+        local,
+        notice_id,
+        sender,
+        envelope,
+        now,
+        held.job,
+        held.lease
+    )
+}
+
+/// The job stays pending after an attempt: counted, rescheduled, lease given back.
+pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str) -> Stmt {
+    stmt!(
+        "UPDATE jobs SET attempts = attempts + 1, next_attempt = ?, last_error = ?, result = ?, lease_until = 0
+         WHERE id = ? AND lease_until = ? AND state = 'pending'",
+        next_attempt,
+        last_error,
+        result,
+        held.job,
+        held.lease
+    )
+}
+
+/// The job ends `delivered` or `bounced`. `attempted` says whether this step was an attempt.
+pub fn finish(held: Held, state: &str, attempted: bool, last_error: Option<&str>, result: &str, now: i64) -> Stmt {
+    stmt!(
+        "UPDATE jobs SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), result = ?,
+                finished_at = ?, lease_until = 0
+         WHERE id = ? AND lease_until = ? AND state = 'pending'",
+        state,
+        i64::from(attempted),
+        last_error,
+        result,
+        now,
+        held.job,
+        held.lease
+    )
+}
+
+/// The domain failed again (or for the first time): one job probes it at `next_probe`.
+pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_probe: i64, error: &str) -> Stmt {
+    stmt!(
+        "INSERT INTO domain_health (domain, failing_since, failures, next_probe, last_error)
+         SELECT ?, ?, ?, ?, ?
+         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')
+         ON CONFLICT (domain) DO UPDATE SET failures = excluded.failures, next_probe = excluded.next_probe,
+           last_error = excluded.last_error",
+        domain,
+        now,
+        failures,
+        next_probe,
+        error,
+        held.job,
+        held.lease
+    )
+}
+
+/// Moves the domain's unleased pending jobs due before `until` to `until` (never past their
+/// deadline), so they wait for the probe instead of hitting a failing destination.
+pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
+    stmt!(
+        "UPDATE jobs SET next_attempt = min(?, deadline)
+         WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt < ?",
+        until,
+        domain,
+        now,
+        until
+    )
+}
+
+/// The domain answered: forget its failures and make its waiting jobs due now (deferred ones
+/// keep their `deliver_after`), so they go in order of arrival.
+pub fn domain_recovered(held: Held, domain: &str, now: i64) -> Vec<Stmt> {
+    vec![
+        stmt!(
+            "DELETE FROM domain_health WHERE domain = ?
+             AND EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')",
+            domain,
+            held.job,
+            held.lease
+        ),
+        stmt!(
+            "UPDATE jobs SET next_attempt = max(not_before, ?)
+             WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt > ?
+             AND EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')",
+            now,
+            domain,
+            now,
+            now,
+            held.job,
+            held.lease
+        ),
+    ]
+}
+
+/// Forgets finished envelopes older than `before` (at most `limit` per call) and the health of
+/// domains nothing is waiting for.
+pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
+    vec![
+        stmt!(
+            "DELETE FROM jobs WHERE envelope_id IN (
+               SELECT o.envelope_id FROM outbox o WHERE o.created_at < ? AND NOT EXISTS (
+                 SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id
+                 AND (j.state = 'pending' OR j.finished_at >= ?))
+               LIMIT ?)",
+            before,
+            before,
+            limit
+        ),
+        stmt!(
+            "DELETE FROM outbox WHERE envelope_id IN (
+               SELECT o.envelope_id FROM outbox o WHERE o.created_at < ?
+               AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)
+               LIMIT ?)",
+            before,
+            limit
+        ),
+        stmt!(
+            "DELETE FROM domain_health WHERE NOT EXISTS (
+               SELECT 1 FROM jobs j WHERE j.domain = domain_health.domain AND j.state = 'pending')"
+        ),
+    ]
+}
+
+/// A page of `sender`'s envelopes, newest first, below `before` (a `seq`), each row one job.
+pub async fn outbox_page<D: Db>(db: &D, sender: &str, before: i64, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state,
+                    j.attempts, j.next_attempt, j.last_error, j.result, j.finished_at
+             FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox
+                   WHERE sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
+             JOIN jobs j ON j.envelope_id = o.envelope_id
+             ORDER BY o.seq DESC, j.id",
+            sender,
+            before,
+            limit
+        ),
+    )
+    .await
+}
