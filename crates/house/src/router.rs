@@ -30,6 +30,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("GET", ["pins"]) => routes::pins::list(house, req).await,
         ("POST", ["pins", domain, "confirm"]) => routes::pins::confirm(house, req, domain).await,
         (_, ["pins"] | ["pins", _, "confirm"]) => Err(method_not_allowed(req)),
+        ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
+        (_, ["outbound"]) => Err(method_not_allowed(req)),
         _ => Err(no_route(req)),
     }
 }

@@ -4,5 +4,6 @@ pub mod agents;
 pub mod health;
 pub mod invitations;
 pub mod mailbox;
+pub mod outbound;
 pub mod pins;
 pub mod well_known;
