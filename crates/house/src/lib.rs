@@ -8,7 +8,9 @@
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod mailbox;
 pub mod migrations;
+pub mod policy;
 pub mod ports;
 pub mod resolver;
 mod router;

@@ -27,9 +27,12 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         (_, [".well-known", "nyx5.json"] | ["health"] | ["agents"] | ["agents", _] | ["invitations"] | ["mailbox", _] | ["mailbox", _, "ack"]) => {
             Err(method_not_allowed(req))
         }
+        ("POST", ["inbound"]) => routes::inbound::post(house, req).await,
+        ("GET", ["lists", local]) => routes::lists::get(house, req, local).await,
+        ("POST", ["lists", local]) => routes::lists::post(house, req, local).await,
         ("GET", ["pins"]) => routes::pins::list(house, req).await,
         ("POST", ["pins", domain, "confirm"]) => routes::pins::confirm(house, req, domain).await,
-        (_, ["pins"] | ["pins", _, "confirm"]) => Err(method_not_allowed(req)),
+        (_, ["inbound"] | ["lists", _] | ["pins"] | ["pins", _, "confirm"]) => Err(method_not_allowed(req)),
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
         (_, ["outbound"]) => Err(method_not_allowed(req)),
         _ => Err(no_route(req)),

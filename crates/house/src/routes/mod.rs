@@ -2,7 +2,9 @@
 
 pub mod agents;
 pub mod health;
+pub mod inbound;
 pub mod invitations;
+pub mod lists;
 pub mod mailbox;
 pub mod outbound;
 pub mod pins;

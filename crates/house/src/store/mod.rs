@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod inbox;
+pub mod mailbox;
 pub mod queue;
 pub mod resolver;
 pub mod settings;

@@ -97,7 +97,12 @@ struct Network {
     faults: HashMap<String, Faults>,
     /// Every request sent: (url, status or None for a transport failure).
     log: Vec<(String, Option<u16>)>,
+    /// Hosts answered by a closure instead of a house (DNS-over-HTTPS, webhooks).
+    fakes: HashMap<String, Fake>,
 }
+
+/// A fake server: answers each request sent to its host.
+pub type Fake = Rc<dyn Fn(&OutRequest) -> OutResponse>;
 
 /// The in-memory network: routes `http://<host>/…` to the house serving that host.
 #[derive(Clone, Default)]
@@ -107,6 +112,12 @@ impl Net for MemNet {
     async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
         let rest = request.url.split_once("://").map_or(request.url.as_str(), |(_, r)| r);
         let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+        let fake = self.0.borrow().fakes.get(host).cloned();
+        if let Some(fake) = fake {
+            let resp = fake(&request);
+            self.0.borrow_mut().log.push((request.url.clone(), Some(resp.status)));
+            return Ok(resp);
+        }
         let (house, times, lose) = {
             let mut net = self.0.borrow_mut();
             let f = net.faults.entry(host.to_owned()).or_default();
@@ -224,6 +235,11 @@ impl World {
     /// A house with defaults and the given registration mode.
     pub fn house(&self, domain: &str, registration: Registration) -> Rc<TestHouse> {
         self.start(self.config(domain, registration))
+    }
+
+    /// Serves `host` with a closure instead of a house.
+    pub fn fake(&self, host: &str, f: impl Fn(&OutRequest) -> OutResponse + 'static) {
+        self.net.0.borrow_mut().fakes.insert(host.into(), Rc::new(f));
     }
 
     pub fn down(&self, host: &str, down: bool) {

@@ -1,0 +1,216 @@
+//! Accepting verified envelopes into this house's mailboxes (spec §7, §9), and the optional push.
+//!
+//! [`House::accept`] reads what it needs in four queries (recipients' cards, who already holds
+//! the envelope, list hits, rate windows), decides per recipient with [`policy::decide`], then
+//! writes one batch: a rate-window count (guarded by the `rate_cap` CHECK) and an
+//! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nyx5_proto::card::AgentCard;
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, Verified, b64};
+
+use crate::policy::{self, Decision, Facts, Policy};
+use crate::ports::{Db, Net, OutRequest, PortError};
+use crate::{House, port_error, store};
+
+/// The header that carries the domain's signature on a webhook push.
+pub const PUSH_HEADER: &str = "X-Nyx5-Push";
+/// How many times accepting re-reads the rate windows after losing a race on `rate_cap`.
+pub const ACCEPT_ATTEMPTS: usize = 3;
+
+/// What happened to one recipient.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Now in the mailbox.
+    Accepted,
+    /// It was there already: nothing changed.
+    Duplicate,
+    /// Refused, with the §6 code and reason.
+    Rejected(Error),
+}
+
+fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    Value::Array(items.into_iter().map(Value::from).collect()).canonical_string()
+}
+
+/// The rate window bucket for envelopes from `domain` to `local`.
+fn bucket(local: &str, domain: &str) -> String {
+    format!("inbound:{local}:{domain}")
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// Accepts a verified envelope from `sender` for `recipients` (those not at this house are
+    /// misdirected, 421). Idempotent by envelope id: a recipient that holds it already is a
+    /// `Duplicate`. Accepted recipients with a webhook get a push afterwards.
+    pub async fn accept(
+        &self,
+        env: &Verified<Envelope>,
+        sender: &Verified<AgentCard>,
+        recipients: &[Address],
+    ) -> Result<Vec<(Address, Outcome)>, Error> {
+        if sender.address != env.from {
+            return Err(Error::forbidden(format!("card of {} cannot send for {}", sender.address, env.from)));
+        }
+        let now = self.now();
+        let mut decided: BTreeMap<String, Outcome> = BTreeMap::new();
+        let locals: BTreeSet<&str> =
+            recipients.iter().filter(|a| a.domain() == self.config.domain).map(Address::local).collect();
+        let finish = |decided: &BTreeMap<String, Outcome>| {
+            recipients
+                .iter()
+                .map(|a| {
+                    let outcome = if a.domain() != self.config.domain {
+                        Outcome::Rejected(Error::new(ErrorKind::Misdirected, format!("{a} is not at this house")))
+                    } else {
+                        decided
+                            .get(a.local())
+                            .cloned()
+                            .unwrap_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no decision")))
+                    };
+                    (a.clone(), outcome)
+                })
+                .collect::<Vec<_>>()
+        };
+        if let Err(e) = env.check_not_expired(now) {
+            for l in &locals {
+                decided.insert((*l).to_owned(), Outcome::Rejected(e.clone()));
+            }
+            return Ok(finish(&decided));
+        }
+        if locals.is_empty() {
+            return Ok(finish(&decided));
+        }
+
+        let locals_json = json_list(locals.iter().copied());
+        let cards: BTreeMap<String, (String, Option<String>)> = store::mailbox::recipients(&self.db, &locals_json)
+            .await?
+            .into_iter()
+            .filter_map(|r| {
+                let local = r.text("local")?.to_owned();
+                Some((local, (r.text("card")?.to_owned(), r.text("webhook").map(str::to_owned))))
+            })
+            .collect();
+        let holding: BTreeMap<String, String> = store::mailbox::holding(&self.db, &env.id, &locals_json)
+            .await?
+            .into_iter()
+            .filter_map(|r| Some((r.text("local")?.to_owned(), r.text("sender")?.to_owned())))
+            .collect();
+        let entries = policy::sender_entries(&env.from);
+        let hits: BTreeSet<(String, String)> =
+            store::mailbox::list_hits(&self.db, &locals_json, &json_list(entries.iter().map(String::as_str)))
+                .await?
+                .into_iter()
+                .filter_map(|r| Some((r.text("local")?.to_owned(), r.text("kind")?.to_owned())))
+                .collect();
+
+        // Who is settled before any write, and the policy of everyone else.
+        let mut candidates: Vec<(&str, Policy)> = Vec::new();
+        for local in &locals {
+            let outcome = match (cards.get(*local), holding.get(*local)) {
+                (None, _) => Outcome::Rejected(Error::new(
+                    ErrorKind::NotFound,
+                    format!("no agent {local}@{}", self.config.domain),
+                )),
+                (Some(_), Some(s)) if s == env.from.as_str() => Outcome::Duplicate,
+                (Some(_), Some(_)) => Outcome::Rejected(Error::new(
+                    ErrorKind::Conflict,
+                    format!("envelope id {} is already taken by another sender", env.id),
+                )),
+                (Some((text, _)), None) => match AgentCard::parse(text.as_bytes()) {
+                    Ok(card) => {
+                        candidates.push((local, Policy::of(&card.inbox)));
+                        continue;
+                    }
+                    Err(e) => Outcome::Rejected(Error::new(ErrorKind::Internal, format!("stored card: {e}"))),
+                },
+            };
+            decided.insert((*local).to_owned(), outcome);
+        }
+
+        let envelope_text = String::from_utf8_lossy(&env.canonical()).into_owned();
+        let cap = self.config.inbound_per_domain_per_minute;
+        let window = now.millis() / 60_000;
+        let sender_domain = env.from.domain();
+        let mut accepted = Vec::new();
+        for attempt in 0..ACCEPT_ATTEMPTS {
+            let last = attempt + 1 == ACCEPT_ATTEMPTS;
+            let buckets: Vec<String> = candidates.iter().map(|(l, _)| bucket(l, sender_domain)).collect();
+            let counts: BTreeMap<String, i64> =
+                store::mailbox::rate_counts(&self.db, &json_list(buckets.iter().map(String::as_str)), window)
+                    .await?
+                    .into_iter()
+                    .filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?)))
+                    .collect();
+            let mut stmts = Vec::new();
+            let mut inserts = Vec::new();
+            let mut refused = Vec::new();
+            for ((local, policy), bucket) in candidates.iter().zip(&buckets) {
+                let facts = Facts {
+                    blocked: hits.contains(&((*local).to_owned(), "block".to_owned())),
+                    allowed: hits.contains(&((*local).to_owned(), "allow".to_owned())),
+                    // After losing the race twice, whoever still needs a count is over the cap.
+                    rate_count: if last { cap } else { counts.get(bucket).copied().unwrap_or(0) },
+                    rate_cap: cap,
+                };
+                match policy::decide(policy, env, &env.from, &facts) {
+                    Decision::Accept { counted } => {
+                        if counted {
+                            stmts.push(store::agents::count_in_window(bucket, window, cap));
+                        }
+                        inserts.push((*local, stmts.len()));
+                        stmts.push(store::mailbox::insert(
+                            local,
+                            &env.id,
+                            env.from.as_str(),
+                            &envelope_text,
+                            now.millis(),
+                        ));
+                    }
+                    Decision::Reject(e) => refused.push((*local, e)),
+                }
+            }
+            let changes = if stmts.is_empty() {
+                Vec::new()
+            } else {
+                match self.db.batch(stmts).await {
+                    Ok(c) => c,
+                    Err(PortError::Constraint(m)) if m.contains("rate_cap") && !last => continue,
+                    Err(e) => return Err(port_error(e)),
+                }
+            };
+            for (local, e) in refused {
+                decided.insert(local.to_owned(), Outcome::Rejected(e));
+            }
+            for (local, i) in inserts {
+                let outcome = if changes.get(i) == Some(&1) { Outcome::Accepted } else { Outcome::Duplicate };
+                if outcome == Outcome::Accepted {
+                    accepted.push(local);
+                }
+                decided.insert(local.to_owned(), outcome);
+            }
+            break;
+        }
+
+        for local in accepted {
+            if let Some((_, Some(hook))) = cards.get(local) {
+                self.push(hook, env).await;
+            }
+        }
+        Ok(finish(&decided))
+    }
+
+    /// POSTs the envelope to a webhook, signed by the domain key over its canonical bytes.
+    /// Failures are ignored: the mailbox stays authoritative.
+    async fn push(&self, url: &str, env: &Envelope) {
+        let body = env.canonical();
+        let sig = b64::encode(&self.config.key.sign(&body));
+        let request = OutRequest {
+            method: "POST".into(),
+            url: url.to_owned(),
+            headers: vec![("content-type".into(), "application/json".into()), (PUSH_HEADER.to_owned(), sig)],
+            body,
+        };
+        let _ignored = self.net.send(request).await;
+    }
+}

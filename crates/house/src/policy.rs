@@ -1,0 +1,213 @@
+//! Inbound policies (spec §9), decided as pure functions: what the lists say about a sender,
+//! the recipient's `inbox.policy`, and the envelope give accept or a refusal with its code.
+//!
+//! Blocklist first, always. Then `open` (a rate limit per sending domain), `allowlist` (listed
+//! senders; strangers only with an `intro` of up to 4 KB), `pow` (allowlisted senders exempt)
+//! and `stamp`. Stamps and vouching with a bond (`urn:nyx5:ext:aval`) need the Libro: until it
+//! lands they answer 402 here, and this is the seam where they plug in.
+
+use nyx5_proto::address::check_domain;
+use nyx5_proto::envelope::Kind;
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Value, limits, pow};
+
+/// Bits asked by a `pow` inbox that does not say `pow_bits` (spec §9's example).
+pub const DEFAULT_POW_BITS: u32 = 16;
+/// Most entries one agent's allow or block list may hold.
+pub const MAX_LIST_ENTRIES: usize = 1000;
+/// Most additions and removals in one `POST /lists/:local`.
+pub const MAX_LIST_CHANGES: usize = 100;
+/// The extension a voucher's bond travels under (spec §9).
+pub const EXT_AVAL: &str = "urn:nyx5:ext:aval";
+
+/// A recipient's `inbox.policy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Policy {
+    Open,
+    Allowlist,
+    Pow { bits: u32 },
+    Stamp,
+    Unknown(String),
+}
+
+impl Policy {
+    /// Reads a card's `inbox` object; no `policy` means `open`. `pow_bits` defaults to
+    /// [`DEFAULT_POW_BITS`] and never exceeds [`limits::MAX_POW_BITS`].
+    pub fn of(inbox: &Object) -> Policy {
+        match inbox.get("policy").and_then(Value::as_str) {
+            None | Some("open") => Policy::Open,
+            Some("allowlist") => Policy::Allowlist,
+            Some("pow") => {
+                let bits = inbox
+                    .get("pow_bits")
+                    .and_then(Value::as_safe_integer)
+                    .and_then(|b| u32::try_from(b).ok())
+                    .map_or(DEFAULT_POW_BITS, |b| b.min(limits::MAX_POW_BITS));
+                Policy::Pow { bits }
+            }
+            Some("stamp") => Policy::Stamp,
+            Some(other) => Policy::Unknown(other.to_owned()),
+        }
+    }
+}
+
+/// What the house knows about the sender, from the recipient's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts {
+    /// The sender's address or domain is on the recipient's blocklist.
+    pub blocked: bool,
+    /// The sender's address or domain is on the recipient's allowlist.
+    pub allowed: bool,
+    /// Envelopes from the sender's domain already counted in this minute's window.
+    pub rate_count: i64,
+    /// The most per minute (`inbound_per_domain_per_minute`).
+    pub rate_cap: i64,
+}
+
+/// The verdict for one recipient.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Accept; `counted` says whether it counts against the per-domain window.
+    Accept {
+        counted: bool,
+    },
+    Reject(Error),
+}
+
+fn reject(kind: ErrorKind, reason: impl Into<String>) -> Decision {
+    Decision::Reject(Error::new(kind, reason.into()))
+}
+
+fn counted(facts: &Facts, domain: &str) -> Decision {
+    if facts.rate_count >= facts.rate_cap {
+        reject(ErrorKind::RateLimited, format!("too many envelopes from {domain} this minute, try again shortly"))
+    } else {
+        Decision::Accept { counted: true }
+    }
+}
+
+/// Applies `policy` to `env` from `sender`.
+pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) -> Decision {
+    if facts.blocked {
+        return reject(ErrorKind::Forbidden, format!("{sender} is blocked by the recipient"));
+    }
+    let domain = sender.domain();
+    match policy {
+        Policy::Open if facts.allowed => Decision::Accept { counted: false },
+        Policy::Open => counted(facts, domain),
+        Policy::Allowlist if facts.allowed => Decision::Accept { counted: false },
+        Policy::Allowlist if env.kind == Kind::Intro => {
+            let size = env.canonical().len();
+            if size > limits::MAX_INTRO_BYTES {
+                reject(
+                    ErrorKind::TooLarge,
+                    format!("an intro may be {} bytes; this is {size}", limits::MAX_INTRO_BYTES),
+                )
+            } else {
+                counted(facts, domain)
+            }
+        }
+        Policy::Allowlist if vouched(env) => {
+            reject(ErrorKind::PaymentRequired, format!("vouching with a bond ({EXT_AVAL}) arrives with the Libro"))
+        }
+        Policy::Allowlist => {
+            reject(ErrorKind::Forbidden, format!("{sender} is not on the recipient's allowlist; send an intro"))
+        }
+        Policy::Pow { .. } if facts.allowed => Decision::Accept { counted: false },
+        Policy::Pow { bits } => match &env.pow {
+            Some(p) if pow::check(&env.id, &p.nonce, *bits) => Decision::Accept { counted: false },
+            _ => reject(ErrorKind::PaymentRequired, format!("proof of work of {bits} bits required (`pow`)")),
+        },
+        Policy::Stamp if facts.allowed => Decision::Accept { counted: false },
+        Policy::Stamp => reject(ErrorKind::PaymentRequired, "stamps arrive with the Libro"),
+        Policy::Unknown(p) => {
+            reject(ErrorKind::Forbidden, format!("the recipient's inbox policy {p:?} is not supported"))
+        }
+    }
+}
+
+fn vouched(env: &Envelope) -> bool {
+    env.object().get("extensions").and_then(Value::as_object).is_some_and(|e| e.contains_key(EXT_AVAL))
+}
+
+/// The list entries that match `sender`: its address and its domain.
+pub fn sender_entries(sender: &Address) -> [String; 2] {
+    [sender.as_str().to_owned(), sender.domain().to_owned()]
+}
+
+/// Normalizes a list entry as people type it: an address (`a@b`) or a domain (`b` or `@b`),
+/// lower-cased. Stored as the address or the bare domain.
+pub fn list_entry(text: &str) -> Result<String, Error> {
+    let t = text.trim().to_ascii_lowercase();
+    match t.strip_prefix('@') {
+        Some(domain) => {
+            check_domain(domain).map_err(|why| Error::malformed(format!("list entry {text:?}: {why}")))?;
+            Ok(domain.to_owned())
+        }
+        None if t.contains('@') => Ok(Address::parse(&t)?.as_str().to_owned()),
+        None => {
+            check_domain(&t).map_err(|why| Error::malformed(format!("list entry {text:?}: {why}")))?;
+            Ok(t)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nyx5_proto::Timestamp;
+    use nyx5_proto::envelope::{Content, Draft};
+    use nyx5_proto::json::obj;
+
+    fn env(kind: Kind, body: &str) -> Envelope {
+        let mut d = Draft::new(
+            "e1".into(),
+            Address::parse("a@x.test").unwrap(),
+            vec![Address::parse("b@y.test").unwrap()],
+            Timestamp(0),
+            Content::new("text/plain", body.into()),
+        );
+        d.kind = kind;
+        d.build().unwrap()
+    }
+
+    const FREE: Facts = Facts { blocked: false, allowed: false, rate_count: 0, rate_cap: 2 };
+
+    #[test]
+    fn policies() {
+        let from = Address::parse("a@x.test").unwrap();
+        let msg = env(Kind::Message, "hi");
+        let code = |d: Decision| match d {
+            Decision::Accept { counted } => 200 + u16::from(counted),
+            Decision::Reject(e) => e.code(),
+        };
+        assert_eq!(code(decide(&Policy::Open, &msg, &from, &FREE)), 201);
+        assert_eq!(code(decide(&Policy::Open, &msg, &from, &Facts { rate_count: 2, ..FREE })), 429);
+        assert_eq!(code(decide(&Policy::Open, &msg, &from, &Facts { blocked: true, allowed: true, ..FREE })), 403);
+        assert_eq!(code(decide(&Policy::Allowlist, &msg, &from, &FREE)), 403);
+        assert_eq!(code(decide(&Policy::Allowlist, &msg, &from, &Facts { allowed: true, ..FREE })), 200);
+        assert_eq!(code(decide(&Policy::Allowlist, &env(Kind::Intro, "hello"), &from, &FREE)), 201);
+        assert_eq!(code(decide(&Policy::Allowlist, &env(Kind::Intro, &"x".repeat(5000)), &from, &FREE)), 413);
+        assert_eq!(code(decide(&Policy::Pow { bits: 8 }, &msg, &from, &FREE)), 402);
+        assert_eq!(code(decide(&Policy::Pow { bits: 8 }, &msg, &from, &Facts { allowed: true, ..FREE })), 200);
+        assert_eq!(code(decide(&Policy::Stamp, &msg, &from, &FREE)), 402);
+        assert_eq!(code(decide(&Policy::Unknown("x".into()), &msg, &from, &FREE)), 403);
+    }
+
+    #[test]
+    fn reads_policies() {
+        assert_eq!(Policy::of(&Object::new()), Policy::Open);
+        assert_eq!(Policy::of(&obj([("policy", "pow".into())])), Policy::Pow { bits: DEFAULT_POW_BITS });
+        assert_eq!(Policy::of(&obj([("policy", "pow".into()), ("pow_bits", 40.into())])), Policy::Pow { bits: 32 });
+        assert_eq!(Policy::of(&obj([("policy", "pow".into()), ("pow_bits", 8.into())])), Policy::Pow { bits: 8 });
+    }
+
+    #[test]
+    fn list_entries() {
+        assert_eq!(list_entry(" Bob@Y.test ").unwrap(), "bob@y.test");
+        assert_eq!(list_entry("@y.test").unwrap(), "y.test");
+        assert_eq!(list_entry("y.test").unwrap(), "y.test");
+        assert!(list_entry("@").is_err());
+        assert!(list_entry("a@").is_err());
+        assert!(list_entry("bad domain").is_err());
+    }
+}

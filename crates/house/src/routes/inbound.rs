@@ -1,0 +1,125 @@
+//! POST /inbound — spec §6
+//!
+//! Another house relays an envelope: parse (400/413), signature present (403), recipients here
+//! (421), relay header by the sender's domain for this destination (403; required when
+//! `require_relay`), the sender's card resolved through its domain (refreshed once when the
+//! signing key is unknown: key rotation), the envelope verified, then [`House::accept`] decides
+//! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
+//! here already; otherwise the first rejection's code. The lists always come along.
+
+use nyx5_proto::relay::{self, RelayHeader};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, json::obj};
+
+use crate::http::{Request, Response};
+use crate::mailbox::Outcome;
+use crate::ports::{Db, Net};
+use crate::{House, ok_body};
+
+/// A failure to verify who sent it: temporary failures stay temporary (the sender retries),
+/// anything else is 403.
+fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
+    move |e| {
+        if e.kind.is_temporary() {
+            e
+        } else {
+            Error::new(ErrorKind::Forbidden, format!("{who} cannot be verified: {}", e.reason))
+        }
+    }
+}
+
+pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    let env = Envelope::parse(&req.body, house.config.max_bytes)?;
+    let Some(signature) = env.signature else {
+        return Err(Error::forbidden("envelope is not signed"));
+    };
+    let domain = house.config.domain.as_str();
+    let recipients: Vec<Address> = env.to.iter().filter(|a| a.domain() == domain).cloned().collect();
+    if recipients.is_empty() {
+        return Err(Error::new(ErrorKind::Misdirected, format!("no recipient of {} is at {domain}", env.id)));
+    }
+
+    match req.header(relay::HEADER) {
+        Some(value) => {
+            let header = RelayHeader::parse(value)?;
+            if header.domain != env.from.domain() {
+                return Err(Error::forbidden(format!(
+                    "relayed by {} for a sender at {}",
+                    header.domain,
+                    env.from.domain()
+                )));
+            }
+            let sending = house.resolve_domain(&header.domain).await.map_err(unverifiable("the sending house"))?;
+            header.verify(&sending.card, &env.id, domain)?;
+        }
+        None if house.config.require_relay => {
+            return Err(Error::forbidden(format!("this house requires the {} header", relay::HEADER)));
+        }
+        None => {}
+    }
+
+    let now = house.now();
+    let who = format!("sender {}", env.from);
+    let mut card = house.resolve_agent(&env.from, false).await.map_err(unverifiable(&who))?;
+    if !card.accepts_key(&signature.kid, now) {
+        // An unknown key: the card may have rotated since we cached it. Refresh once.
+        card = house.resolve_agent(&env.from, true).await.map_err(unverifiable(&who))?;
+    }
+    let env = env.verify(&card, now)?;
+    let outcomes = house.accept(&env, &card, &recipients).await?;
+    Ok(answer(outcomes))
+}
+
+/// The §6 answer: per-recipient lists, and a status for the whole.
+pub fn answer(outcomes: Vec<(Address, Outcome)>) -> Response {
+    let (mut accepted, mut rejected) = (Vec::new(), Vec::new());
+    let (mut fresh, mut duplicate, mut first) = (false, false, None);
+    for (to, outcome) in outcomes {
+        match outcome {
+            Outcome::Accepted => {
+                fresh = true;
+                accepted.push(Value::from(to.as_str()));
+            }
+            Outcome::Duplicate => {
+                duplicate = true;
+                accepted.push(Value::from(to.as_str()));
+            }
+            Outcome::Rejected(e) => {
+                let wire = e.to_wire();
+                let reason = wire.as_object().and_then(|o| o.get("reason")).cloned().unwrap_or(Value::Null);
+                rejected.push(Value::Object(obj([
+                    ("to", to.as_str().into()),
+                    ("code", i64::from(e.code()).into()),
+                    ("reason", reason),
+                ])));
+                first.get_or_insert(e);
+            }
+        }
+    }
+    let lists = |mut o: nyx5_proto::Object| {
+        o.insert("accepted".into(), Value::Array(accepted.clone()));
+        o.insert("rejected".into(), Value::Array(rejected.clone()));
+        Value::Object(o)
+    };
+    match (fresh, duplicate, first) {
+        (true, _, _) | (false, false, None) => Response::json(202, &lists(ok_fields(202, false))),
+        (false, true, _) => Response::json(200, &lists(ok_fields(200, true))),
+        (false, false, Some(e)) => {
+            let wire = match e.to_wire() {
+                Value::Object(o) => o,
+                _ => nyx5_proto::Object::new(),
+            };
+            Response::json(e.code(), &lists(wire))
+        }
+    }
+}
+
+fn ok_fields(code: i64, duplicate: bool) -> nyx5_proto::Object {
+    let mut o = match ok_body([("code", code.into())]) {
+        Value::Object(o) => o,
+        _ => nyx5_proto::Object::new(),
+    };
+    if duplicate {
+        o.insert("duplicate".into(), Value::Bool(true));
+    }
+    o
+}

@@ -1,0 +1,102 @@
+//! GET /lists/:local, POST /lists/:local — an agent's allow and block lists (spec §9; docs/SPEC.md
+//! "Mailbox lists").
+//!
+//! Only the owner may read or change them. The body of a change is
+//! `{"allow": {"add": [..], "remove": [..]}, "block": {...}}`; entries are addresses or domains
+//! (`domain` or `@domain`). Removals apply before additions; the answer is the lists as they are.
+
+use std::collections::BTreeSet;
+
+use nyx5_proto::json::field;
+use nyx5_proto::{Error, ErrorKind, Object, Value, limits};
+
+use crate::auth::small_body;
+use crate::http::{Request, Response};
+use crate::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
+use crate::ports::{Db, Net};
+use crate::{House, ok_body, port_error, store};
+
+/// The two lists, in the order they are written.
+pub const KINDS: [&str; 2] = ["allow", "block"];
+
+/// GET /lists/:local
+pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
+    house.authenticate_owner(req, local).await?;
+    lists(house, local).await
+}
+
+/// POST /lists/:local
+pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
+    house.authenticate_owner(req, local).await?;
+    let body = match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
+        Value::Object(o) => o,
+        _ => return Err(Error::malformed("body must be a JSON object")),
+    };
+    if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
+        return Err(Error::malformed(format!("unknown list {k:?}: the lists are `allow` and `block`")));
+    }
+    let current = store::mailbox::lists(&house.db, local).await?;
+    let mut stmts = Vec::new();
+    let mut changes = 0usize;
+    for kind in KINDS {
+        let Some(change) = field::opt_object(&body, kind)? else { continue };
+        if let Some(k) = change.keys().find(|k| *k != "add" && *k != "remove") {
+            return Err(Error::malformed(format!("unknown member `{kind}.{k}`: use `add` and `remove`")));
+        }
+        let add = entries(change, "add", kind)?;
+        let remove = entries(change, "remove", kind)?;
+        if let Some(both) = add.intersection(&remove).next() {
+            return Err(Error::malformed(format!("{both:?} is both added to and removed from `{kind}`")));
+        }
+        changes += add.len() + remove.len();
+        let mut list: BTreeSet<&str> =
+            current.iter().filter(|r| r.text("kind") == Some(kind)).filter_map(|r| r.text("entry")).collect();
+        for e in &remove {
+            list.remove(e.as_str());
+            stmts.push(store::mailbox::remove_entry(local, kind, e));
+        }
+        for e in &add {
+            list.insert(e.as_str());
+            stmts.push(store::mailbox::add_entry(local, kind, e, MAX_LIST_ENTRIES as i64));
+        }
+        if list.len() > MAX_LIST_ENTRIES {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("a `{kind}` list holds at most {MAX_LIST_ENTRIES} entries"),
+            ));
+        }
+    }
+    if changes > MAX_LIST_CHANGES {
+        return Err(Error::new(ErrorKind::TooLarge, format!("at most {MAX_LIST_CHANGES} changes at once")));
+    }
+    if !stmts.is_empty() {
+        house.db.batch(stmts).await.map_err(port_error)?;
+    }
+    lists(house, local).await
+}
+
+fn entries(change: &Object, name: &str, kind: &str) -> Result<BTreeSet<String>, Error> {
+    field::opt_array(change, name)?
+        .unwrap_or_default()
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .ok_or_else(|| Error::malformed(format!("`{kind}.{name}` lists strings")))
+                .and_then(policy::list_entry)
+        })
+        .collect()
+}
+
+async fn lists<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+    let rows = store::mailbox::lists(&house.db, local).await?;
+    let list = |kind: &str| {
+        Value::Array(
+            rows.iter()
+                .filter(|r| r.text("kind") == Some(kind))
+                .filter_map(|r| r.text("entry"))
+                .map(Value::from)
+                .collect(),
+        )
+    };
+    Ok(Response::json(200, &ok_body([("allow", list("allow")), ("block", list("block"))])))
+}
