@@ -12,6 +12,7 @@ pub mod mailbox;
 pub mod migrations;
 pub mod policy;
 pub mod ports;
+pub mod queue;
 pub mod resolver;
 mod router;
 pub mod routes;

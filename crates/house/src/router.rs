@@ -24,9 +24,16 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
         ("GET", ["mailbox", local]) => routes::mailbox::read(house, req, local).await,
         ("POST", ["mailbox", local, "ack"]) => routes::mailbox::ack(house, req, local).await,
-        (_, [".well-known", "nyx5.json"] | ["health"] | ["agents"] | ["agents", _] | ["invitations"] | ["mailbox", _] | ["mailbox", _, "ack"]) => {
-            Err(method_not_allowed(req))
-        }
+        (
+            _,
+            [".well-known", "nyx5.json"]
+            | ["health"]
+            | ["agents"]
+            | ["agents", _]
+            | ["invitations"]
+            | ["mailbox", _]
+            | ["mailbox", _, "ack"],
+        ) => Err(method_not_allowed(req)),
         ("POST", ["inbound"]) => routes::inbound::post(house, req).await,
         ("GET", ["lists", local]) => routes::lists::get(house, req, local).await,
         ("POST", ["lists", local]) => routes::lists::post(house, req, local).await,
@@ -34,7 +41,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("POST", ["pins", domain, "confirm"]) => routes::pins::confirm(house, req, domain).await,
         (_, ["inbound"] | ["lists", _] | ["pins"] | ["pins", _, "confirm"]) => Err(method_not_allowed(req)),
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
-        (_, ["outbound"]) => Err(method_not_allowed(req)),
+        ("GET", ["outbox", local]) => routes::outbox::get(house, req, local).await,
+        (_, ["outbound"] | ["outbox", _]) => Err(method_not_allowed(req)),
         _ => Err(no_route(req)),
     }
 }

@@ -7,5 +7,6 @@ pub mod invitations;
 pub mod lists;
 pub mod mailbox;
 pub mod outbound;
+pub mod outbox;
 pub mod pins;
 pub mod well_known;

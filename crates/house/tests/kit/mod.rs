@@ -13,6 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use nyx5_house::http::{Request, Response};
 use nyx5_house::ports::{Clock, Net, OutRequest, OutResponse, PortError, Rng};
+use nyx5_house::queue::TickReport;
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_house::{Config, House, Registration};
 use nyx5_proto::auth::{Claims, Target};
@@ -41,6 +42,42 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
     loop {
         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
             return v;
+        }
+    }
+}
+
+/// Runs two futures to completion, polling them in turn, so one can run while the other waits.
+pub fn block_on_both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let waker = Waker::from(Arc::new(NoopWake));
+    let mut cx = Context::from_waker(&waker);
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    while ra.is_none() || rb.is_none() {
+        if ra.is_none()
+            && let Poll::Ready(v) = a.as_mut().poll(&mut cx)
+        {
+            ra = Some(v);
+        }
+        if rb.is_none()
+            && let Poll::Ready(v) = b.as_mut().poll(&mut cx)
+        {
+            rb = Some(v);
+        }
+    }
+    (ra.unwrap(), rb.unwrap())
+}
+
+/// A future that is pending once, then ready: a request that waits on the network.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            Poll::Pending
         }
     }
 }
@@ -89,6 +126,8 @@ struct Faults {
     lose_answer: u32,
     /// Deliver this many requests twice.
     duplicate: u32,
+    /// Make this many requests wait once (yield to the executor) before they are routed.
+    stall: u32,
 }
 
 #[derive(Default)]
@@ -118,7 +157,7 @@ impl Net for MemNet {
             self.0.borrow_mut().log.push((request.url.clone(), Some(resp.status)));
             return Ok(resp);
         }
-        let (house, times, lose) = {
+        let (house, times, lose, stall) = {
             let mut net = self.0.borrow_mut();
             let f = net.faults.entry(host.to_owned()).or_default();
             let verdict = if f.down {
@@ -141,9 +180,17 @@ impl Net for MemNet {
                 };
                 Ok((times, lose))
             };
+            let stall = match &verdict {
+                Ok(_) if f.stall > 0 => {
+                    f.stall -= 1;
+                    true
+                }
+                _ => false,
+            };
             let house = net.houses.get(host).cloned();
             match (verdict, house) {
-                (Ok((times, lose)), Some(h)) => (h, times, lose),
+                (Ok((times, lose)), Some(h)) if stall => (h, times, lose, true),
+                (Ok((times, lose)), Some(h)) => (h, times, lose, false),
                 (Err(why), _) => {
                     net.log.push((request.url.clone(), None));
                     return Err(PortError::Failed(why.into()));
@@ -154,6 +201,9 @@ impl Net for MemNet {
                 }
             }
         };
+        if stall {
+            YieldOnce(false).await;
+        }
         let mut last = None;
         for _ in 0..times {
             let req = Request::new(&request.method, &path, request.headers.clone(), request.body.clone());
@@ -253,6 +303,25 @@ impl World {
     }
     pub fn duplicate_next(&self, host: &str, n: u32) {
         self.net.0.borrow_mut().faults.entry(host.into()).or_default().duplicate = n;
+    }
+    /// Makes the next `n` requests to `host` wait once before they arrive (see [`block_on_both`]).
+    pub fn stall_next(&self, host: &str, n: u32) {
+        self.net.0.borrow_mut().faults.entry(host.into()).or_default().stall = n;
+    }
+    /// Runs one queue tick on every house, in domain order, and adds up what they did.
+    pub fn tick_all(&self) -> TickReport {
+        let mut houses: Vec<(String, Rc<TestHouse>)> =
+            self.net.0.borrow().houses.iter().map(|(d, h)| (d.clone(), h.clone())).collect();
+        houses.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut total = TickReport::default();
+        for (_, h) in houses {
+            let r = block_on(h.tick()).unwrap();
+            total.attempted += r.attempted;
+            total.delivered += r.delivered;
+            total.retried += r.retried;
+            total.bounced += r.bounced;
+        }
+        total
     }
     /// How many requests went to URLs containing `needle`.
     pub fn sent_to(&self, needle: &str) -> usize {

@@ -1,0 +1,754 @@
+//! The delivery queue (spec §7): one job per (envelope, destination domain), worked by
+//! [`House::tick`]. Leases keep two ticks (the cron and the post-response kick) off the same job;
+//! a failing domain is probed by one job while the others wait; temporary failures back off
+//! exponentially; expiry, the give-up time and permanent refusals bounce. Bounces and delivery
+//! receipts are notices signed by the domain key from `postmaster@<domain>`, put straight into
+//! the (local) sender's mailbox in the same batch that ends the job.
+//!
+//! Decide, then do: [`Delivery`] is what the destination said, [`plan`] turns it into the next
+//! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
+
+use nyx5_proto::address::uuid_v4;
+use nyx5_proto::crypto::sha256;
+use nyx5_proto::receipt::{self, Notice};
+use nyx5_proto::relay::{self, RelayHeader};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Timestamp, Value, limits};
+
+use crate::config::Retry;
+use crate::mailbox::Outcome;
+use crate::ports::{Db, Net, OutRequest, Row};
+use crate::store::queue::{self as store, Held};
+use crate::{House, port_error};
+
+/// Most jobs one tick takes.
+pub const TICK_BATCH: i64 = 32;
+/// How long a tick holds a job it is working on.
+pub const LEASE_MS: i64 = 30_000;
+/// How long finished envelopes stay listed in GET /outbox before they are purged.
+pub const OUTBOX_KEEP_MS: i64 = 7 * 24 * 3_600_000;
+/// Most finished envelopes one tick purges.
+pub const PURGE_BATCH: i64 = 100;
+/// Longest failure reason the queue stores or puts in a notice.
+pub const MAX_REASON_LEN: usize = 300;
+/// Largest answer to POST /inbound the queue reads.
+pub const MAX_ANSWER_BYTES: usize = limits::MAX_DOCUMENT_BYTES;
+
+/// What one tick did, counted in jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Delivery attempts made (local or over the network).
+    pub attempted: usize,
+    /// Jobs that ended delivered (to at least one recipient).
+    pub delivered: usize,
+    /// Jobs that stay pending after an attempt.
+    pub retried: usize,
+    /// Jobs that ended bounced (no recipient reached).
+    pub bounced: usize,
+}
+
+/// What one recipient's house said about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    Rejected { code: u16, reason: String },
+}
+
+/// The outcome of one delivery attempt, as a value that drives the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The destination answered for each recipient (accepted, or rejected with a code).
+    Delivered(Vec<(Address, Verdict)>),
+    /// The destination had it already (an earlier answer was lost): delivered.
+    Duplicate,
+    /// Try again later (421, 429, 5xx, transport failure): the reason is kept as `last_error`.
+    Temporary(String),
+    /// Refused for good (400, 402, 403, 404, 409, 410, 413, …): every recipient bounces.
+    Permanent(u16, String),
+}
+
+/// Whether a wire code means "retry" (spec §6: 421, 429, 5xx; and anything not 2xx–4xx).
+pub fn is_temporary(code: u16) -> bool {
+    code == 421 || code == 429 || !(200..300).contains(&code) && !(400..500).contains(&code)
+}
+
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_REASON_LEN) {
+        Some((cut, _)) => format!("{}…", text.get(..cut).unwrap_or_default()),
+        None => text.to_owned(),
+    }
+}
+
+fn wire_reason(e: &Error) -> String {
+    if e.kind == ErrorKind::Internal { "internal error".to_owned() } else { clip(&e.reason) }
+}
+
+fn error_delivery(e: &Error) -> Delivery {
+    if e.kind.is_temporary() {
+        Delivery::Temporary(format!("{} {}", e.code(), wire_reason(e)))
+    } else {
+        Delivery::Permanent(e.code(), wire_reason(e))
+    }
+}
+
+impl Delivery {
+    /// Reads a destination's answer to `POST /inbound` about `recipients` (spec §6):
+    /// `{ok, code, accepted: [...], rejected: [{to, code, reason}], duplicate?}`.
+    pub fn from_answer(status: u16, body: &[u8], recipients: &[Address]) -> Delivery {
+        let parsed = Value::parse(body, MAX_ANSWER_BYTES).ok();
+        let answer = parsed.as_ref().and_then(Value::as_object);
+        let text = |o: &Object, name: &str| o.get(name).and_then(Value::as_str).map(clip);
+        let reason = answer.and_then(|o| text(o, "reason")).unwrap_or_else(|| format!("HTTP {status}"));
+        if is_temporary(status) {
+            return Delivery::Temporary(format!("{status} {reason}"));
+        }
+        let ok = (200..300).contains(&status);
+        let list = |name: &str| answer.and_then(|o| o.get(name)).and_then(Value::as_array);
+        let (accepted, rejected) = (list("accepted"), list("rejected"));
+        if ok
+            && answer.and_then(|o| o.get("duplicate")) == Some(&Value::Bool(true))
+            && rejected.is_none_or(<[_]>::is_empty)
+        {
+            return Delivery::Duplicate;
+        }
+        if !ok && accepted.is_none() && rejected.is_none() {
+            return Delivery::Permanent(status, reason);
+        }
+        let verdicts = recipients
+            .iter()
+            .map(|to| {
+                let refusal = rejected
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_object)
+                    .find(|r| r.get("to").and_then(Value::as_str) == Some(to.as_str()));
+                let named = accepted.into_iter().flatten().any(|a| a.as_str() == Some(to.as_str()));
+                let verdict = match refusal {
+                    Some(r) => Verdict::Rejected {
+                        code: r
+                            .get("code")
+                            .and_then(Value::as_safe_integer)
+                            .and_then(|c| u16::try_from(c).ok())
+                            .filter(|c| *c >= 400)
+                            .unwrap_or(if ok { 400 } else { status }),
+                        reason: text(r, "reason").unwrap_or_else(|| reason.clone()),
+                    },
+                    None if ok || named => Verdict::Accepted,
+                    None => Verdict::Rejected { code: status, reason: reason.clone() },
+                };
+                (to.clone(), verdict)
+            })
+            .collect();
+        Delivery::Delivered(verdicts)
+    }
+}
+
+/// A recipient that bounced, with the code and reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounce {
+    pub to: Address,
+    pub code: u16,
+    pub reason: String,
+}
+
+/// What a job has settled so far (`jobs.result`): `{delivered: [...], bounced: [{to, code, reason}]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub delivered: Vec<Address>,
+    pub bounced: Vec<Bounce>,
+}
+
+impl Progress {
+    /// Reads `jobs.result` (null or unreadable is "nothing settled").
+    pub fn parse(text: Option<&str>) -> Progress {
+        let Some(Value::Object(o)) = text.and_then(|t| Value::parse_str(t).ok()) else {
+            return Progress::default();
+        };
+        let delivered = o
+            .get("delivered")
+            .and_then(Value::as_array)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|a| a.as_str().and_then(|a| Address::parse(a).ok()))
+            .collect();
+        let bounced = o
+            .get("bounced")
+            .and_then(Value::as_array)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|b| {
+                let b = b.as_object()?;
+                Some(Bounce {
+                    to: Address::parse(b.get("to")?.as_str()?).ok()?,
+                    code: u16::try_from(b.get("code")?.as_safe_integer()?).ok()?,
+                    reason: b.get("reason").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                })
+            })
+            .collect();
+        Progress { delivered, bounced }
+    }
+
+    pub fn to_value(&self) -> Value {
+        let bounced = self
+            .bounced
+            .iter()
+            .map(|b| {
+                Value::Object(nyx5_proto::json::obj([
+                    ("to", b.to.as_str().into()),
+                    ("code", i64::from(b.code).into()),
+                    ("reason", b.reason.as_str().into()),
+                ]))
+            })
+            .collect();
+        Value::Object(nyx5_proto::json::obj([
+            ("delivered", Value::Array(self.delivered.iter().map(|a| a.as_str().into()).collect())),
+            ("bounced", Value::Array(bounced)),
+        ]))
+    }
+
+    fn settled(&self, a: &Address) -> bool {
+        self.delivered.contains(a) || self.bounced.iter().any(|b| b.to == *a)
+    }
+}
+
+/// A failing domain: how many failures in a row, and when the next probe may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Health {
+    pub failures: i64,
+    pub next_probe: i64,
+}
+
+/// A due job, as the tick sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: i64,
+    pub envelope_id: String,
+    pub domain: String,
+    pub recipients: Vec<Address>,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub progress: Progress,
+    pub deadline: i64,
+    pub expires: Option<i64>,
+    pub health: Option<Health>,
+}
+
+impl Job {
+    fn from_row(r: &Row) -> Option<Job> {
+        let recipients = match r.text("recipients").map(Value::parse_str) {
+            Some(Ok(Value::Array(list))) => {
+                list.iter().filter_map(|a| a.as_str().and_then(|a| Address::parse(a).ok())).collect()
+            }
+            _ => Vec::new(),
+        };
+        let health = match (r.int("h_failures"), r.int("h_next_probe")) {
+            (Some(failures), Some(next_probe)) => Some(Health { failures, next_probe }),
+            _ => None,
+        };
+        Some(Job {
+            id: r.int("id")?,
+            envelope_id: r.text("envelope_id")?.to_owned(),
+            domain: r.text("domain")?.to_owned(),
+            recipients,
+            attempts: r.int("attempts").unwrap_or(0),
+            last_error: r.text("last_error").map(str::to_owned),
+            progress: Progress::parse(r.text("result")),
+            deadline: r.int("deadline").unwrap_or(0),
+            expires: r.int("expires"),
+            health,
+        })
+    }
+
+    /// Recipients not yet delivered or bounced.
+    pub fn pending(&self) -> Vec<Address> {
+        self.recipients.iter().filter(|a| !self.progress.settled(a)).cloned().collect()
+    }
+}
+
+/// What happens to the job after this step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Still pending: try again at `next_attempt`.
+    Retry { next_attempt: i64, error: String },
+    /// Done: `delivered` if anyone got it, else `bounced`.
+    Finish { error: Option<String> },
+}
+
+/// What happens to the destination domain's health.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomainEffect {
+    Unchanged,
+    /// It failed (again): the others wait for the probe at `next_probe`.
+    Failed(Health, String),
+    /// It answered after failing: forget it, and let the waiting jobs go now.
+    Recovered,
+}
+
+/// The next state of a job and its domain, decided from one [`Delivery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub progress: Progress,
+    /// Newly delivered in this step (a delivery receipt names them).
+    pub delivered: Vec<Address>,
+    /// Newly bounced in this step (bounce notices name them).
+    pub bounced: Vec<Bounce>,
+    pub step: Step,
+    pub domain: DomainEffect,
+}
+
+impl Plan {
+    /// The job's final state if this step finishes it.
+    pub fn final_state(&self) -> &'static str {
+        if self.progress.delivered.is_empty() { "bounced" } else { "delivered" }
+    }
+}
+
+/// Decides what `delivery` means for `job` (whose unsettled recipients are `pending`) at `now`,
+/// given its domain's `health` (`None`: healthy). Pure.
+pub fn plan(
+    job: &Job,
+    pending: &[Address],
+    delivery: Delivery,
+    health: Option<Health>,
+    now: i64,
+    retry: &Retry,
+) -> Plan {
+    let mut progress = job.progress.clone();
+    let mut delivered = Vec::new();
+    let mut bounced = Vec::new();
+    let mut waiting = Vec::new();
+    match delivery {
+        Delivery::Temporary(reason) => {
+            let failures = health.map_or(1, |h| h.failures.saturating_add(1));
+            let next_probe = now.saturating_add(retry.backoff_ms(failures));
+            return Plan {
+                progress,
+                delivered,
+                bounced,
+                step: Step::Retry { next_attempt: next_probe.min(job.deadline), error: reason.clone() },
+                domain: DomainEffect::Failed(Health { failures, next_probe }, reason),
+            };
+        }
+        Delivery::Permanent(code, reason) => {
+            bounced = pending.iter().map(|to| Bounce { to: to.clone(), code, reason: reason.clone() }).collect();
+        }
+        Delivery::Duplicate => delivered = pending.to_vec(),
+        Delivery::Delivered(verdicts) => {
+            for to in pending {
+                match verdicts.iter().find(|(a, _)| a == to).map(|(_, v)| v) {
+                    None | Some(Verdict::Accepted) => delivered.push(to.clone()),
+                    Some(Verdict::Rejected { code, reason }) if is_temporary(*code) => {
+                        waiting.push(format!("{to}: {code} {reason}"));
+                    }
+                    Some(Verdict::Rejected { code, reason }) => {
+                        bounced.push(Bounce { to: to.clone(), code: *code, reason: reason.clone() });
+                    }
+                }
+            }
+        }
+    }
+    progress.delivered.extend(delivered.iter().cloned());
+    progress.bounced.extend(bounced.iter().cloned());
+    let step = if waiting.is_empty() {
+        Step::Finish { error: bounced.first().map(|b| format!("{} {}", b.code, b.reason)) }
+    } else {
+        let next = now.saturating_add(retry.backoff_ms(job.attempts.saturating_add(1)));
+        Step::Retry { next_attempt: next.min(job.deadline), error: clip(&waiting.join("; ")) }
+    };
+    let domain = if health.is_some() { DomainEffect::Recovered } else { DomainEffect::Unchanged };
+    Plan { progress, delivered, bounced, step, domain }
+}
+
+/// Why a job past its deadline bounces: its envelope expired (410), or the give-up time passed.
+pub fn late(job: &Job, now: i64, retry: &Retry) -> Delivery {
+    if job.expires.is_some_and(|e| now >= e) {
+        Delivery::Permanent(ErrorKind::Expired.code(), "expired while queued".to_owned())
+    } else {
+        let hours = retry.give_up_after_ms / 3_600_000;
+        let last = job.last_error.as_deref().unwrap_or("no attempt succeeded");
+        Delivery::Permanent(ErrorKind::Unavailable.code(), clip(&format!("not delivered within {hours} h: {last}")))
+    }
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// Works the queue once: purges old nonces, rate windows and finished envelopes, then takes
+    /// up to [`TICK_BATCH`] due jobs and delivers, retries, postpones or bounces each. Safe to run
+    /// twice at once and to repeat: every job is leased before it is worked.
+    pub async fn tick(&self) -> Result<TickReport, Error> {
+        let now = self.now();
+        let mut purge = crate::store::agents::purge(now.millis());
+        purge.extend(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
+        self.db.batch(purge).await.map_err(port_error)?;
+        let rows = store::due(&self.db, now.millis(), TICK_BATCH).await?;
+        let mut domains: Vec<(String, Vec<Job>)> = Vec::new();
+        for job in rows.iter().filter_map(Job::from_row) {
+            match domains.iter_mut().find(|(d, _)| *d == job.domain) {
+                Some((_, jobs)) => jobs.push(job),
+                None => domains.push((job.domain.clone(), vec![job])),
+            }
+        }
+        let mut report = TickReport::default();
+        for (domain, mut jobs) in domains {
+            jobs.sort_by_key(|j| j.id);
+            self.work_domain(&domain, jobs, now, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    /// One destination's due jobs, oldest first: late ones bounce; while the domain is failing
+    /// only one job probes it when the probe is due, and the rest wait for the probe.
+    async fn work_domain(
+        &self,
+        domain: &str,
+        jobs: Vec<Job>,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), Error> {
+        let mut health = jobs.first().and_then(|j| j.health);
+        let mut live = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if now.millis() >= job.deadline {
+                let delivery = late(&job, now.millis(), &self.config.retry);
+                self.work(job, Some(delivery), None, now, report).await?;
+            } else {
+                live.push(job);
+            }
+        }
+        for job in live {
+            if let Some(h) = health
+                && h.next_probe > now.millis()
+            {
+                let postpone = store::postpone_domain(domain, h.next_probe, now.millis());
+                self.db.batch(vec![postpone]).await.map_err(port_error)?;
+                break;
+            }
+            health = self.work(job, None, health, now, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Leases `job`, then settles it with `decided` (a bounce decided without trying) or by
+    /// attempting delivery; answers the domain's health afterwards.
+    async fn work(
+        &self,
+        job: Job,
+        decided: Option<Delivery>,
+        health: Option<Health>,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<Option<Health>, Error> {
+        let lease = now.millis().saturating_add(LEASE_MS);
+        let taken = self.db.batch(vec![store::lease(job.id, now.millis(), lease)]).await.map_err(port_error)?;
+        if taken.first() != Some(&1) {
+            return Ok(health); // another tick has it, or it changed since we looked
+        }
+        let held = Held { job: job.id, lease };
+        let env = store::envelope(&self.db, &job.envelope_id)
+            .await?
+            .and_then(|text| Envelope::parse(text.as_bytes(), text.len()).ok());
+        let Some(env) = env else {
+            // Our own row is unreadable: end the job rather than retry it forever.
+            let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());
+            let plan = plan(&job, &job.pending(), delivery, None, now.millis(), &self.config.retry);
+            self.apply(held, &job, None, &plan, false, now, report).await?;
+            return Ok(health);
+        };
+        let pending = job.pending();
+        let (delivery, attempted) = match decided {
+            Some(d) => (d, false),
+            None if pending.is_empty() => (Delivery::Delivered(Vec::new()), false),
+            None => (self.deliver(&job.domain, &env, &pending, now).await, true),
+        };
+        if attempted {
+            report.attempted += 1;
+        }
+        let health_in = if attempted { health } else { None };
+        let plan = plan(&job, &pending, delivery, health_in, now.millis(), &self.config.retry);
+        self.apply(held, &job, Some(&env), &plan, attempted, now, report).await?;
+        Ok(match &plan.domain {
+            DomainEffect::Failed(h, _) => Some(*h),
+            DomainEffect::Recovered => None,
+            DomainEffect::Unchanged => health,
+        })
+    }
+
+    /// Writes a plan in one batch: notices, domain health, then the job (which gives the lease
+    /// back). Notices, health and the job are guarded by the lease, so a tick that lost it writes
+    /// none of them (postponing the domain's other jobs is harmless either way).
+    #[allow(clippy::too_many_arguments)]
+    async fn apply(
+        &self,
+        held: Held,
+        job: &Job,
+        env: Option<&Envelope>,
+        plan: &Plan,
+        attempted: bool,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), Error> {
+        let mut stmts = Vec::new();
+        if let Some(env) = env
+            && env.from.domain() == self.config.domain
+        {
+            let postmaster = self.postmaster()?;
+            for (id, text) in self.notices(env, plan, &postmaster, now)? {
+                stmts.push(store::insert_notice(held, env.from.local(), &id, postmaster.as_str(), &text, now.millis()));
+            }
+        }
+        match &plan.domain {
+            DomainEffect::Failed(h, error) => {
+                stmts.push(store::domain_failed(held, &job.domain, now.millis(), h.failures, h.next_probe, error));
+                stmts.push(store::postpone_domain(&job.domain, h.next_probe, now.millis()));
+            }
+            DomainEffect::Recovered => stmts.extend(store::domain_recovered(held, &job.domain, now.millis())),
+            DomainEffect::Unchanged => {}
+        }
+        let result = plan.progress.to_value().canonical_string();
+        let state = plan.final_state();
+        stmts.push(match &plan.step {
+            Step::Retry { next_attempt, error } => store::retry(held, *next_attempt, error, &result),
+            Step::Finish { error } => store::finish(held, state, attempted, error.as_deref(), &result, now.millis()),
+        });
+        let changes = self.db.batch(stmts).await.map_err(port_error)?;
+        if changes.last() == Some(&1) {
+            match (&plan.step, state) {
+                (Step::Retry { .. }, _) => report.retried += 1,
+                (Step::Finish { .. }, "delivered") => report.delivered += 1,
+                (Step::Finish { .. }, _) => report.bounced += 1,
+            }
+        }
+        Ok(())
+    }
+
+    fn postmaster(&self) -> Result<Address, Error> {
+        Address::new("postmaster", &self.config.domain)
+    }
+
+    /// The signed notices a plan calls for: one bounce per (code, reason), and a delivery receipt
+    /// when the envelope asked for one. Each is `(id, canonical JSON)`.
+    fn notices(
+        &self,
+        env: &Envelope,
+        plan: &Plan,
+        postmaster: &Address,
+        now: Timestamp,
+    ) -> Result<Vec<(String, String)>, Error> {
+        let mut groups: Vec<(u16, &str, Vec<Address>)> = Vec::new();
+        for b in &plan.bounced {
+            match groups.iter_mut().find(|(c, r, _)| *c == b.code && *r == b.reason) {
+                Some((_, _, list)) => list.push(b.to.clone()),
+                None => groups.push((b.code, &b.reason, vec![b.to.clone()])),
+            }
+        }
+        let mut notices: Vec<Notice> = groups
+            .into_iter()
+            .map(|(code, reason, recipients)| Notice::Bounced { recipients, code, reason: reason.to_owned() })
+            .collect();
+        if env.wants_delivery_receipt && !plan.delivered.is_empty() {
+            notices.push(Notice::Delivered { recipients: plan.delivered.clone() });
+        }
+        notices
+            .iter()
+            .map(|n| {
+                let id = self.notice_id(env, n);
+                let signed = receipt::notice(env, n, postmaster, id.clone(), now, &self.config.key)?;
+                let text = String::from_utf8(signed.canonical())
+                    .map_err(|_| Error::new(ErrorKind::Internal, "canonical JSON is not UTF-8"))?;
+                Ok((id, text))
+            })
+            .collect()
+    }
+
+    /// A notice's id is derived from what it says (original id, status, recipients) with the
+    /// domain key, so writing it twice leaves one copy and nobody else can predict it.
+    fn notice_id(&self, env: &Envelope, n: &Notice) -> String {
+        let (status, recipients) = match n {
+            Notice::Delivered { recipients } => ("delivered", recipients),
+            Notice::Bounced { recipients, .. } => ("bounced", recipients),
+        };
+        let names: Vec<&str> = recipients.iter().map(Address::as_str).collect();
+        let seed = self.config.key.sign(format!("nyx5 notice:{}:{status}:{}", env.id, names.join(",")).as_bytes());
+        let mut bytes = [0u8; 16];
+        for (b, d) in bytes.iter_mut().zip(sha256(&seed)) {
+            *b = d;
+        }
+        uuid_v4(bytes)
+    }
+
+    /// One attempt to hand `env` to `recipients` at `domain`: directly for this house, else
+    /// `POST <estafeta>/inbound` with the relay header.
+    async fn deliver(&self, domain: &str, env: &Envelope, recipients: &[Address], now: Timestamp) -> Delivery {
+        if domain == self.config.domain {
+            self.deliver_here(env, recipients, now).await
+        } else {
+            self.deliver_there(domain, env, recipients).await
+        }
+    }
+
+    async fn deliver_here(&self, env: &Envelope, recipients: &[Address], now: Timestamp) -> Delivery {
+        let card = match self.local_card(env.from.local()).await {
+            Ok(Some(card)) => card,
+            Ok(None) => return Delivery::Permanent(403, format!("{} has no card here any more", env.from)),
+            Err(e) => return error_delivery(&e),
+        };
+        let verified = match env.clone().verify(&card, now) {
+            Ok(v) => v,
+            Err(e) => return error_delivery(&e),
+        };
+        match self.accept(&verified, &card, recipients).await {
+            Ok(outcomes) => Delivery::Delivered(
+                outcomes
+                    .into_iter()
+                    .map(|(to, outcome)| {
+                        let verdict = match outcome {
+                            Outcome::Accepted | Outcome::Duplicate => Verdict::Accepted,
+                            Outcome::Rejected(e) => Verdict::Rejected { code: e.code(), reason: wire_reason(&e) },
+                        };
+                        (to, verdict)
+                    })
+                    .collect(),
+            ),
+            Err(e) => error_delivery(&e),
+        }
+    }
+
+    async fn deliver_there(&self, domain: &str, env: &Envelope, recipients: &[Address]) -> Delivery {
+        let resolved = match self.resolve_domain(domain).await {
+            Ok(r) => r,
+            Err(e) => return error_delivery(&e),
+        };
+        let body = env.canonical();
+        let max = resolved.card.max_bytes();
+        if body.len() > max {
+            return Delivery::Permanent(
+                ErrorKind::TooLarge.code(),
+                format!("envelope of {} bytes exceeds {domain}'s limit of {max}", body.len()),
+            );
+        }
+        let header = RelayHeader::sign(&self.config.domain, &env.id, domain, &self.config.key).to_header();
+        let request = OutRequest {
+            method: "POST".into(),
+            url: format!("{}/inbound", resolved.url.trim_end_matches('/')),
+            headers: vec![("content-type".into(), "application/json".into()), (relay::HEADER.into(), header)],
+            body,
+        };
+        match self.net.send(request).await {
+            Ok(answer) => Delivery::from_answer(answer.status, &answer.body, recipients),
+            Err(e) => Delivery::Temporary(clip(&format!("transport: {e}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> Address {
+        Address::parse(s).unwrap()
+    }
+
+    fn job(recipients: &[&str]) -> Job {
+        Job {
+            id: 1,
+            envelope_id: "e1".into(),
+            domain: "b.test".into(),
+            recipients: recipients.iter().map(|r| a(r)).collect(),
+            attempts: 0,
+            last_error: None,
+            progress: Progress::default(),
+            deadline: 1_000_000,
+            expires: None,
+            health: None,
+        }
+    }
+
+    #[test]
+    fn answers_map_to_deliveries() {
+        let to = [a("x@b.test"), a("y@b.test")];
+        let body = br#"{"ok":true,"code":202,"accepted":["x@b.test"],"rejected":[{"to":"y@b.test","code":404,"reason":"no"}]}"#;
+        assert_eq!(
+            Delivery::from_answer(202, body, &to),
+            Delivery::Delivered(vec![
+                (to[0].clone(), Verdict::Accepted),
+                (to[1].clone(), Verdict::Rejected { code: 404, reason: "no".into() })
+            ])
+        );
+        assert_eq!(Delivery::from_answer(200, br#"{"ok":true,"code":200,"duplicate":true}"#, &to), Delivery::Duplicate);
+        assert_eq!(
+            Delivery::from_answer(403, br#"{"ok":false,"code":403,"error":"forbidden","reason":"bad relay"}"#, &to),
+            Delivery::Permanent(403, "bad relay".into())
+        );
+        for code in [421, 429, 500, 503, 302] {
+            assert!(matches!(Delivery::from_answer(code, b"<html>", &to), Delivery::Temporary(_)), "{code}");
+        }
+        for code in [400, 402, 404, 409, 410, 413] {
+            assert!(matches!(Delivery::from_answer(code, b"", &to), Delivery::Permanent(c, _) if c == code));
+        }
+        // A 2xx we cannot read still means "accepted".
+        assert_eq!(
+            Delivery::from_answer(202, b"", &to[..1]),
+            Delivery::Delivered(vec![(to[0].clone(), Verdict::Accepted)])
+        );
+    }
+
+    #[test]
+    fn plans_follow_deliveries() {
+        let r = Retry::default();
+        let j = job(&["x@b.test", "y@b.test"]);
+        let pending = j.pending();
+        // Temporary: the domain starts failing; the job retries at the probe time.
+        let p = plan(&j, &pending, Delivery::Temporary("503 down".into()), None, 0, &r);
+        assert_eq!(p.step, Step::Retry { next_attempt: 1_000, error: "503 down".into() });
+        assert_eq!(p.domain, DomainEffect::Failed(Health { failures: 1, next_probe: 1_000 }, "503 down".into()));
+        let h = Some(Health { failures: 7, next_probe: 0 });
+        let p = plan(&j, &pending, Delivery::Temporary("x".into()), h, 0, &r);
+        assert_eq!(p.domain, DomainEffect::Failed(Health { failures: 8, next_probe: 60_000 }, "x".into()));
+        // Never past the deadline.
+        let late_job = Job { deadline: 500, ..j.clone() };
+        let p = plan(&late_job, &pending, Delivery::Temporary("x".into()), None, 0, &r);
+        assert_eq!(p.step, Step::Retry { next_attempt: 500, error: "x".into() });
+        // Mixed verdicts: one delivered, one bounced, finished; the domain recovers.
+        let d = Delivery::Delivered(vec![
+            (a("x@b.test"), Verdict::Accepted),
+            (a("y@b.test"), Verdict::Rejected { code: 404, reason: "no".into() }),
+        ]);
+        let p = plan(&j, &pending, d, h, 0, &r);
+        assert_eq!(p.delivered, vec![a("x@b.test")]);
+        assert_eq!(p.bounced.len(), 1);
+        assert_eq!(p.final_state(), "delivered");
+        assert_eq!(p.domain, DomainEffect::Recovered);
+        // A per-recipient 429 waits; the accepted one is settled.
+        let d = Delivery::Delivered(vec![
+            (a("x@b.test"), Verdict::Accepted),
+            (a("y@b.test"), Verdict::Rejected { code: 429, reason: "slow down".into() }),
+        ]);
+        let p = plan(&j, &pending, d, None, 0, &r);
+        assert!(matches!(p.step, Step::Retry { next_attempt: 1_000, .. }));
+        let j2 = Job { progress: p.progress.clone(), attempts: 1, ..j.clone() };
+        assert_eq!(j2.pending(), vec![a("y@b.test")]);
+        // Permanent: everyone pending bounces.
+        let p = plan(&j2, &j2.pending(), Delivery::Permanent(403, "no".into()), None, 0, &r);
+        assert_eq!(p.final_state(), "delivered");
+        assert_eq!(p.progress.bounced.len(), 1);
+        let p = plan(&j, &pending, Delivery::Permanent(403, "no".into()), None, 0, &r);
+        assert_eq!(p.final_state(), "bounced");
+        assert_eq!(p.step, Step::Finish { error: Some("403 no".into()) });
+        // Progress round-trips through its JSON.
+        assert_eq!(Progress::parse(Some(&p.progress.to_value().canonical_string())), p.progress);
+    }
+
+    #[test]
+    fn late_jobs_bounce_with_the_right_code() {
+        let r = Retry::default();
+        let j = Job { expires: Some(10), ..job(&["x@b.test"]) };
+        assert!(matches!(late(&j, 10, &r), Delivery::Permanent(410, _)));
+        let j = Job { last_error: Some("503 down".into()), ..job(&["x@b.test"]) };
+        assert_eq!(late(&j, 10, &r), Delivery::Permanent(503, "not delivered within 72 h: 503 down".into()));
+    }
+
+    #[test]
+    fn reasons_are_clipped_on_a_char_boundary() {
+        let long = "é".repeat(MAX_REASON_LEN + 5);
+        assert_eq!(clip(&long).chars().count(), MAX_REASON_LEN + 1);
+        assert_eq!(clip("short"), "short");
+    }
+}

@@ -1,0 +1,90 @@
+//! GET /outbox/:local — spec §7, §8: the owner's sent envelopes, newest first, each with the
+//! state of its job per destination domain (pending, retrying, delivered, bounced).
+
+use nyx5_proto::json::obj;
+use nyx5_proto::{Error, Object, Timestamp, Value};
+
+use crate::http::{Request, Response};
+use crate::ports::{Db, Net, Row};
+use crate::queue::Progress;
+use crate::store::queue as store;
+use crate::{House, ok_body};
+
+/// Outbox page size (envelopes): default and most.
+pub const PAGE_DEFAULT: i64 = 20;
+pub const PAGE_MAX: i64 = 100;
+
+fn number(req: &Request, name: &str, default: i64, max: i64) -> Result<i64, Error> {
+    req.query(name).map_or(Ok(default), |v| {
+        v.parse::<i64>()
+            .ok()
+            .filter(|n| (0..=max).contains(n))
+            .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}")))
+    })
+}
+
+fn time(ms: Option<i64>) -> Value {
+    ms.map(|t| Timestamp(t).to_rfc3339()).into()
+}
+
+/// One job as the sender sees it.
+fn job(r: &Row) -> Value {
+    let state = r.text("state").unwrap_or("pending");
+    let attempts = r.int("attempts").unwrap_or(0);
+    let progress = Progress::parse(r.text("result"));
+    let shown = match state {
+        "pending" if attempts > 0 => "retrying",
+        other => other,
+    };
+    let pending = state == "pending";
+    let mut o = obj([
+        ("domain", r.text("domain").unwrap_or_default().into()),
+        ("recipients", r.text("recipients").and_then(|t| Value::parse_str(t).ok()).unwrap_or(Value::Array(vec![]))),
+        ("state", shown.into()),
+        ("attempts", attempts.into()),
+        ("next_attempt", time(if pending { r.int("next_attempt") } else { None })),
+        ("last_error", r.text("last_error").into()),
+        ("finished", time(r.int("finished_at"))),
+    ]);
+    if let Value::Object(p) = progress.to_value() {
+        o.extend(p);
+    }
+    if let (false, Some(b)) = (pending, progress.bounced.first())
+        && state == "bounced"
+    {
+        o.insert("code".into(), i64::from(b.code).into());
+        o.insert("reason".into(), b.reason.as_str().into());
+    }
+    Value::Object(o)
+}
+
+/// GET /outbox/:local?before=<seq>&limit=<n> — owner only.
+pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
+    let card = house.authenticate_owner(req, local).await?;
+    let before = number(req, "before", i64::MAX, i64::MAX)?;
+    let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
+    let rows = store::outbox_page(&house.db, card.address.as_str(), before, limit).await?;
+    let mut envelopes: Vec<(i64, Object)> = Vec::new();
+    for r in &rows {
+        let seq = r.int("seq").unwrap_or(0);
+        if envelopes.last().is_none_or(|(s, _)| *s != seq) {
+            envelopes.push((
+                seq,
+                obj([
+                    ("seq", seq.into()),
+                    ("id", r.text("envelope_id").unwrap_or_default().into()),
+                    ("sha256", r.text("sha256").unwrap_or_default().into()),
+                    ("queued", time(r.int("created_at"))),
+                    ("expires", time(r.int("expires"))),
+                    ("jobs", Value::Array(vec![])),
+                ]),
+            ));
+        }
+        if let Some((_, Some(Value::Array(jobs)))) = envelopes.last_mut().map(|(s, o)| (*s, o.get_mut("jobs"))) {
+            jobs.push(job(r));
+        }
+    }
+    let next = if envelopes.len() as i64 == limit { envelopes.last().map(|(s, _)| *s) } else { None };
+    let list = envelopes.into_iter().map(|(_, o)| Value::Object(o)).collect();
+    Ok(Response::json(200, &ok_body([("envelopes", Value::Array(list)), ("next", next.into())])))
+}

@@ -1,0 +1,630 @@
+//! POST /outbound, the delivery queue and GET /outbox: delivery across houses and at home,
+//! deferred delivery, a destination down for an hour or for days, expiry in the queue, duplicate
+//! and lost answers, delivery receipts, leases, and every refusal of /outbound.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+mod kit;
+
+use kit::*;
+use nyx5_house::Registration;
+use nyx5_house::ports::Db;
+use nyx5_house::stmt;
+use nyx5_house::store::queue::{Held, lease};
+use nyx5_proto::card::{Delegation, Scope};
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, seal};
+
+/// Two houses, `a.test` (ana, cy) and `b.test` (bo), registered by their operators.
+struct Setup {
+    w: World,
+    a: std::rc::Rc<TestHouse>,
+    b: std::rc::Rc<TestHouse>,
+    ana: Agent,
+    cy: Agent,
+    bo: Agent,
+}
+
+fn setup() -> Setup {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let cy = Agent::new("cy@a.test", 11);
+    let bo = Agent::new("bo@b.test", 20);
+    assert_eq!(ana.register_admin(&a).status, 201);
+    assert_eq!(cy.register_admin(&a).status, 201);
+    assert_eq!(bo.register_admin(&b).status, 201);
+    Setup { w, a, b, ana, cy, bo }
+}
+
+/// A signed clear envelope with the draft adjusted by `f`.
+fn envelope(from: &Agent, id: &str, to: &[&Address], f: impl FnOnce(&mut Draft)) -> Envelope {
+    let mut d = Draft::new(
+        id.into(),
+        from.address.clone(),
+        to.iter().map(|a| (*a).clone()).collect(),
+        Timestamp(START),
+        Content::new("text/plain", "hello".into()),
+    );
+    f(&mut d);
+    d.build().unwrap().sign(&from.sig).unwrap()
+}
+
+/// A signed clear envelope.
+fn signed(from: &Agent, id: &str, to: &[&Address], body: &str) -> Envelope {
+    from.draft(id, to, body).sign(&from.sig).unwrap()
+}
+
+fn o(v: &Value) -> &Object {
+    v.as_object().unwrap()
+}
+
+/// The envelopes waiting in `agent`'s mailbox, oldest first.
+fn mailbox(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
+    let v = json(&agent.get(house, &format!("/mailbox/{}?limit=200", agent.address.local())), 200);
+    o(&v)["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| Envelope::from_object(o(e)["envelope"].as_object().unwrap().clone()).unwrap())
+        .collect()
+}
+
+fn ids(envs: &[Envelope]) -> Vec<String> {
+    envs.iter().map(|e| e.id.clone()).collect()
+}
+
+/// `agent`'s outbox page, newest first.
+fn outbox(house: &TestHouse, agent: &Agent) -> Vec<Value> {
+    let v = json(&agent.get(house, &format!("/outbox/{}", agent.address.local())), 200);
+    o(&v)["envelopes"].as_array().unwrap().to_vec()
+}
+
+/// The jobs of the envelope `id` in `agent`'s outbox.
+fn jobs(house: &TestHouse, agent: &Agent, id: &str) -> Vec<Object> {
+    let all = outbox(house, agent);
+    let env = all.iter().find(|e| o(e)["id"].as_str() == Some(id)).expect("envelope in the outbox");
+    o(env)["jobs"].as_array().unwrap().iter().map(|j| o(j).clone()).collect()
+}
+
+fn text(o: &Object, name: &str) -> String {
+    o[name].as_str().unwrap_or_else(|| panic!("{name} is not a string in {o:?}")).to_owned()
+}
+
+/// Checks a postmaster notice: signed by `house`'s domain key, about `original`, with `status`.
+fn check_notice(house: &TestHouse, notice: &Envelope, original: &Envelope, status: &str) -> Object {
+    let verified = notice.clone().verify_with_key(&house.config.key.public()).expect("signed by the domain key");
+    assert_eq!(verified.from.as_str(), format!("postmaster@{}", house.config.domain));
+    assert_eq!(verified.kind, Kind::Receipt);
+    assert_eq!(verified.in_reply_to.as_deref(), Some(original.id.as_str()));
+    assert_eq!(verified.to, vec![original.from.clone()]);
+    let content = verified.content().unwrap();
+    assert_eq!(content.media, nyx5_proto::receipt::NOTICE_MEDIA);
+    let body = content.body.as_object().unwrap().clone();
+    assert_eq!(text(&body, "of"), original.id);
+    assert_eq!(text(&body, "sha256"), original.sha256_hex());
+    assert_eq!(text(&body, "status"), status);
+    body
+}
+
+fn job_count(house: &TestHouse, state: &str) -> i64 {
+    let rows = block_on(house.db.query(stmt!("SELECT count(*) AS n FROM jobs WHERE state = ?", state))).unwrap();
+    rows[0].int("n").unwrap()
+}
+
+#[test]
+fn sends_across_houses_and_at_home() {
+    let s = setup();
+    let env = s.ana.seal(s.ana.draft("e1", &[&s.bo.address, &s.cy.address], "hi both"), &[&s.bo, &s.cy]);
+    let resp = s.ana.send(&s.a, &env);
+    assert!(resp.kick, "the adapter must run a tick after answering");
+    let v = json(&resp, 202);
+    assert_eq!(o(&v)["code"].as_safe_integer(), Some(202));
+    assert_eq!(text(o(&v), "id"), "e1");
+    let listed: Vec<(String, Vec<Value>)> = o(&v)["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (text(o(j), "domain"), o(j)["recipients"].as_array().unwrap().to_vec()))
+        .collect();
+    assert_eq!(
+        listed,
+        [("b.test".to_owned(), vec![Value::from("bo@b.test")]), ("a.test".to_owned(), vec![Value::from("cy@a.test")])]
+    );
+    assert_eq!(text(o(&o(&v)["jobs"].as_array().unwrap()[0]), "next_attempt"), s.a.now().to_rfc3339());
+    // Nothing is delivered before a tick.
+    assert!(mailbox(&s.b, &s.bo).is_empty());
+    assert_eq!(jobs(&s.a, &s.ana, "e1")[0]["state"].as_str(), Some("pending"));
+
+    let r = s.w.tick_all();
+    assert_eq!((r.attempted, r.delivered, r.retried, r.bounced), (2, 2, 0, 0));
+    let got = mailbox(&s.b, &s.bo);
+    assert_eq!(ids(&got), ["e1"]);
+    let content = seal::open(&got[0], &s.bo.address, &s.bo.enc).unwrap();
+    assert_eq!(content.body.as_str(), Some("hi both"));
+    assert_eq!(ids(&mailbox(&s.a, &s.cy)), ["e1"]);
+    // The local recipient was served without HTTP; the remote one with one POST /inbound.
+    assert_eq!(s.w.sent_to("a.test/inbound"), 0);
+    assert_eq!(s.w.sent_to("b.test/inbound"), 1);
+    // No receipt was asked for: the sender's mailbox stays empty.
+    assert!(mailbox(&s.a, &s.ana).is_empty());
+
+    for j in jobs(&s.a, &s.ana, "e1") {
+        assert_eq!(j["state"].as_str(), Some("delivered"));
+        assert!(j["finished"].as_str().is_some());
+        assert!(j["next_attempt"].is_null());
+        assert_eq!(j["attempts"].as_safe_integer(), Some(1));
+    }
+    assert_eq!(text(o(&outbox(&s.a, &s.ana)[0]), "sha256"), env.sha256_hex());
+
+    // The same envelope again: "exists", nothing queued twice.
+    let v = json(&s.ana.send(&s.a, &env), 200);
+    assert_eq!(o(&v)["exists"], Value::Bool(true));
+    assert_eq!(o(&v)["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(s.w.tick_all().attempted, 0);
+    assert_eq!(mailbox(&s.b, &s.bo).len(), 1);
+    // Another envelope under a used id is a conflict.
+    let other = s.ana.draft("e1", &[&s.bo.address], "different").sign(&s.ana.sig).unwrap();
+    assert_eq!(s.ana.send(&s.a, &other).status, 409);
+    assert_eq!(outbox(&s.a, &s.ana).len(), 1);
+}
+
+#[test]
+fn replies_thread_back() {
+    let s = setup();
+    let first = s.ana.draft("t1", &[&s.bo.address], "question").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &first), 202);
+    s.w.tick_all();
+    let reply = envelope(&s.bo, "t2", &[&s.ana.address], |d| {
+        d.thread = Some("t1".into());
+        d.in_reply_to = Some("t1".into());
+    });
+    json(&s.bo.send(&s.b, &reply), 202);
+    s.w.tick_all();
+    let got = mailbox(&s.a, &s.ana);
+    assert_eq!(ids(&got), ["t2"]);
+    assert_eq!(got[0].in_reply_to.as_deref(), Some("t1"));
+}
+
+#[test]
+fn deferred_delivery_waits_for_its_time() {
+    let s = setup();
+    let at = Timestamp(s.a.now().millis() + HOUR);
+    let env = envelope(&s.ana, "later", &[&s.bo.address, &s.cy.address], |d| d.deliver_after = Some(at));
+    let v = json(&s.ana.send(&s.a, &env), 202);
+    assert_eq!(text(o(&o(&v)["jobs"].as_array().unwrap()[0]), "next_attempt"), at.to_rfc3339());
+    for _ in 0..59 {
+        assert_eq!(s.w.tick_all().attempted, 0);
+        assert!(mailbox(&s.b, &s.bo).is_empty());
+        assert!(mailbox(&s.a, &s.cy).is_empty());
+        s.w.clock.advance(MINUTE);
+    }
+    s.w.clock.advance(MINUTE - 1);
+    assert_eq!(s.w.tick_all().attempted, 0);
+    s.w.clock.advance(1);
+    assert_eq!(s.w.tick_all().delivered, 2);
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["later"]);
+    assert_eq!(ids(&mailbox(&s.a, &s.cy)), ["later"]);
+    // A deliver_after in the past means now.
+    let past = envelope(&s.ana, "past", &[&s.bo.address], |d| d.deliver_after = Some(Timestamp(START - DAY)));
+    json(&s.ana.send(&s.a, &past), 202);
+    assert_eq!(s.w.tick_all().delivered, 1);
+}
+
+/// How many probes a schedule of ticks every `step` ms sends in `span` ms to a domain that is down.
+fn probes_in(span: i64) -> usize {
+    let retry = nyx5_house::config::Retry::default();
+    let (mut t, mut n) = (0, 0);
+    while t < span {
+        n += 1;
+        t += retry.backoff_ms(n as i64);
+    }
+    n
+}
+
+#[test]
+fn destination_down_for_an_hour_then_back() {
+    let s = setup();
+    // Warm b.test's card in a.test's cache, then take b.test down.
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+    let before = s.w.sent_to("http://b.test/");
+    s.w.down("b.test", true);
+
+    let started = s.a.now().millis();
+    let mut sent = Vec::new();
+    let mut step = 0;
+    while s.a.now().millis() - started < HOUR {
+        // Three envelopes arrive while it is down: at 0, 10 and 30 minutes.
+        if [0, 600, 1800].contains(&step) {
+            let id = format!("d{step}");
+            json(&s.ana.send(&s.a, &signed(&s.ana, &id, &[&s.bo.address], &id)), 202);
+            sent.push(id);
+        }
+        let r = s.w.tick_all();
+        assert!(r.attempted <= 1, "only one probe at a time: {r:?}");
+        assert_eq!(r.delivered, 0);
+        s.w.clock.advance(SECOND);
+        step += 1;
+    }
+    let probes = s.w.sent_to("http://b.test/") - before;
+    assert_eq!(probes, probes_in(HOUR), "one probe per backoff step");
+    assert!(mailbox(&s.b, &s.bo).iter().all(|e| e.id == "warm"));
+    let j = &jobs(&s.a, &s.ana, "d0")[0];
+    assert_eq!(j["state"].as_str(), Some("retrying"));
+    assert!(j["last_error"].as_str().is_some());
+    assert!(j["next_attempt"].as_str().is_some());
+    assert_eq!(jobs(&s.a, &s.ana, "d600")[0]["state"].as_str(), Some("pending"));
+
+    // Back up: the next probe succeeds and the rest follow at once, in order of arrival.
+    s.w.down("b.test", false);
+    let mut delivered = 0;
+    for _ in 0..61 {
+        delivered += s.w.tick_all().delivered;
+        if delivered == 3 {
+            break;
+        }
+        s.w.clock.advance(SECOND);
+    }
+    assert_eq!(delivered, 3);
+    let got = ids(&mailbox(&s.b, &s.bo));
+    assert_eq!(got, ["warm", "d0", "d600", "d1800"]);
+    assert_eq!(s.w.tick_all().attempted, 0);
+    let rows = block_on(s.a.db.query(stmt!("SELECT count(*) AS n FROM domain_health"))).unwrap();
+    assert_eq!(rows[0].int("n"), Some(0));
+    for id in &sent {
+        assert_eq!(jobs(&s.a, &s.ana, id)[0]["state"].as_str(), Some("delivered"));
+    }
+}
+
+#[test]
+fn down_past_three_days_bounces_to_the_sender() {
+    let s = setup();
+    s.w.down("b.test", true);
+    let env = s.ana.draft("lost", &[&s.bo.address], "anyone?").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &env), 202);
+    let mut bounced = 0;
+    let mut elapsed = 0;
+    while elapsed <= 3 * DAY {
+        let r = s.w.tick_all();
+        bounced += r.bounced;
+        if elapsed < 3 * DAY {
+            assert_eq!(bounced, 0, "bounced early, at {elapsed} ms");
+        }
+        s.w.clock.advance(10 * MINUTE);
+        elapsed += 10 * MINUTE;
+    }
+    assert_eq!(bounced, 1);
+    let notices = mailbox(&s.a, &s.ana);
+    assert_eq!(notices.len(), 1);
+    let body = check_notice(&s.a, &notices[0], &env, "bounced");
+    assert_eq!(body["code"].as_safe_integer(), Some(503));
+    assert_eq!(body["recipients"], Value::Array(vec!["bo@b.test".into()]));
+    assert!(text(&body, "reason").contains("72 h"));
+    let j = &jobs(&s.a, &s.ana, "lost")[0];
+    assert_eq!(j["state"].as_str(), Some("bounced"));
+    assert_eq!(j["code"].as_safe_integer(), Some(503));
+    assert!(j["reason"].as_str().is_some());
+    assert_eq!(job_count(&s.a, "bounced"), 1);
+    // Back up later: nothing is delivered, nothing is bounced twice.
+    s.w.down("b.test", false);
+    s.w.tick_all();
+    assert!(mailbox(&s.b, &s.bo).is_empty());
+    assert_eq!(mailbox(&s.a, &s.ana).len(), 1);
+}
+
+#[test]
+fn expiry_in_the_queue_bounces_at_once() {
+    let s = setup();
+    s.w.down("b.test", true);
+    let expires = Timestamp(s.a.now().millis() + 10 * MINUTE);
+    let env = envelope(&s.ana, "brief", &[&s.bo.address], |d| d.expires = Some(expires));
+    json(&s.ana.send(&s.a, &env), 202);
+    // Retries run every minute at most; the job wakes exactly at expiry to bounce.
+    while s.a.now() < expires {
+        assert_eq!(s.w.tick_all().bounced, 0);
+        s.w.clock.advance((7 * SECOND).min(expires.millis() - s.a.now().millis()));
+    }
+    assert_eq!(s.w.tick_all().bounced, 1);
+    let notices = mailbox(&s.a, &s.ana);
+    let body = check_notice(&s.a, &notices[0], &env, "bounced");
+    assert_eq!(body["code"].as_safe_integer(), Some(410));
+    assert_eq!(jobs(&s.a, &s.ana, "brief")[0]["code"].as_safe_integer(), Some(410));
+
+    // A deferred envelope whose expiry passes while it waits, at home this time.
+    let s = setup();
+    let at = Timestamp(s.a.now().millis() + HOUR);
+    let env = envelope(&s.ana, "memo", &[&s.cy.address], |d| {
+        d.deliver_after = Some(at);
+        d.expires = Some(Timestamp(at.millis() + 1));
+    });
+    json(&s.ana.send(&s.a, &env), 202);
+    s.w.clock.advance(HOUR + 1);
+    assert_eq!(s.w.tick_all().bounced, 1);
+    assert!(mailbox(&s.a, &s.cy).is_empty());
+    check_notice(&s.a, &mailbox(&s.a, &s.ana)[0], &env, "bounced");
+}
+
+#[test]
+fn duplicate_and_lost_answers_leave_one_copy() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+    // The destination stores it but the answer is lost: the retry finds it there (200).
+    s.w.lose_answers("b.test", 1);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "once", &[&s.bo.address], "1")), 202);
+    let r = s.w.tick_all();
+    assert_eq!((r.attempted, r.retried), (1, 1));
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "once"]);
+    s.w.clock.advance(SECOND);
+    let r = s.w.tick_all();
+    assert_eq!((r.attempted, r.delivered), (1, 1));
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "once"]);
+    assert_eq!(jobs(&s.a, &s.ana, "once")[0]["attempts"].as_safe_integer(), Some(2));
+    // The network delivers one request twice: still one copy.
+    s.w.duplicate_next("b.test", 1);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "twice", &[&s.bo.address], "2")), 202);
+    assert_eq!(s.w.tick_all().delivered, 1);
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "once", "twice"]);
+    // And the relay itself answers 200 to a second delivery.
+    let env = s.ana.draft("twice", &[&s.bo.address], "2");
+    let header = nyx5_proto::relay::RelayHeader::sign("a.test", "twice", "b.test", &s.a.config.key).to_header();
+    let resp =
+        call_raw(&s.b, "POST", "/inbound", &[("x-nyx5-relay", &header)], env.sign(&s.ana.sig).unwrap().canonical());
+    assert_eq!(json(&resp, 200).as_object().unwrap()["duplicate"], Value::Bool(true));
+}
+
+#[test]
+fn delivery_receipts_only_when_asked() {
+    let s = setup();
+    let asked = envelope(&s.ana, "ack-me", &[&s.bo.address, &s.cy.address], |d| {
+        d.extra.insert("receipt".into(), "delivered".into());
+        d.thread = Some("th-1".into());
+    });
+    let plain = s.ana.draft("quiet", &[&s.bo.address], "x").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &asked), 202);
+    json(&s.ana.send(&s.a, &plain), 202);
+    s.w.tick_all();
+    let notices = mailbox(&s.a, &s.ana);
+    assert_eq!(notices.len(), 2, "one receipt per destination job");
+    let mut named = Vec::new();
+    for n in &notices {
+        let body = check_notice(&s.a, n, &asked, "delivered");
+        assert_eq!(n.thread.as_deref(), Some("th-1"));
+        named.extend(body["recipients"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_owned()));
+    }
+    named.sort();
+    assert_eq!(named, ["bo@b.test", "cy@a.test"]);
+    // Ticking again sends no second receipt.
+    s.w.clock.advance(MINUTE);
+    s.w.tick_all();
+    assert_eq!(mailbox(&s.a, &s.ana).len(), 2);
+}
+
+#[test]
+fn refused_recipients_bounce_and_the_rest_are_delivered() {
+    let s = setup();
+    let nobody = Address::parse("nobody@b.test").unwrap();
+    let env = s.ana.draft("mixed", &[&s.bo.address, &nobody], "hi").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &env), 202);
+    let r = s.w.tick_all();
+    assert_eq!((r.delivered, r.bounced), (1, 0));
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["mixed"]);
+    let notices = mailbox(&s.a, &s.ana);
+    assert_eq!(notices.len(), 1);
+    let body = check_notice(&s.a, &notices[0], &env, "bounced");
+    assert_eq!(body["code"].as_safe_integer(), Some(404));
+    assert_eq!(body["recipients"], Value::Array(vec!["nobody@b.test".into()]));
+    let j = &jobs(&s.a, &s.ana, "mixed")[0];
+    assert_eq!(j["state"].as_str(), Some("delivered"));
+    assert_eq!(j["delivered"], Value::Array(vec!["bo@b.test".into()]));
+    assert_eq!(o(&j["bounced"].as_array().unwrap()[0])["code"].as_safe_integer(), Some(404));
+
+    // Nobody there at all: the whole job bounces, here and at home.
+    let lost = Address::parse("ghost@a.test").unwrap();
+    let env = s.ana.draft("nobody", &[&nobody, &lost], "hi").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &env), 202);
+    let r = s.w.tick_all();
+    assert_eq!(r.bounced, 2);
+    for j in jobs(&s.a, &s.ana, "nobody") {
+        assert_eq!(j["state"].as_str(), Some("bounced"));
+        assert_eq!(j["code"].as_safe_integer(), Some(404));
+    }
+    assert_eq!(mailbox(&s.a, &s.ana).len(), 3);
+}
+
+#[test]
+fn leases_keep_ticks_apart() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+
+    // A job another tick holds is left alone until its lease lapses.
+    json(&s.ana.send(&s.a, &signed(&s.ana, "held", &[&s.bo.address], "1")), 202);
+    let now = s.a.now().millis();
+    block_on(
+        s.a.db.batch(vec![stmt!("UPDATE jobs SET lease_until = ? WHERE envelope_id = 'held'", now + 30 * SECOND)]),
+    )
+    .unwrap();
+    assert_eq!(s.w.tick_all().attempted, 0);
+    s.w.clock.advance(30 * SECOND + 1);
+    assert_eq!(s.w.tick_all().delivered, 1);
+
+    // Two ticks at once (the cron and the kick): the one that waits on the network holds the
+    // lease, the other finds nothing to do.
+    json(&s.ana.send(&s.a, &signed(&s.ana, "race", &[&s.bo.address], "2")), 202);
+    s.w.stall_next("b.test", 1);
+    let sent = s.w.sent_to("b.test/inbound");
+    let (r1, r2) = block_on_both(s.a.tick(), s.a.tick());
+    let (r1, r2) = (r1.unwrap(), r2.unwrap());
+    assert_eq!(r1.attempted + r2.attempted, 1);
+    assert_eq!(r1.delivered + r2.delivered, 1);
+    assert_eq!(s.w.sent_to("b.test/inbound") - sent, 1);
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "held", "race"]);
+
+    // The lease itself: a second take of the same job changes nothing, and a tick whose lease
+    // was taken over cannot finish the job or drop notices.
+    json(&s.ana.send(&s.a, &signed(&s.ana, "stale", &[&s.bo.address], "3")), 202);
+    let id =
+        block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'stale'"))).unwrap()[0].int("id").unwrap();
+    let now = s.a.now().millis();
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND)])).unwrap(), [1]);
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND)])).unwrap(), [0]);
+    s.w.clock.advance(31 * SECOND);
+    let later = s.a.now().millis();
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, later, later + 30 * SECOND)])).unwrap(), [1]);
+    let stale = Held { job: id, lease: now + 30 * SECOND };
+    let stmts = vec![
+        nyx5_house::store::queue::insert_notice(stale, "ana", "n-1", "postmaster@a.test", "{}", later),
+        nyx5_house::store::queue::finish(stale, "bounced", true, Some("x"), "{}", later),
+    ];
+    assert_eq!(block_on(s.a.db.batch(stmts)).unwrap(), [0, 0]);
+    assert_eq!(job_count(&s.a, "pending"), 1);
+    assert!(mailbox(&s.a, &s.ana).is_empty());
+}
+
+#[test]
+fn outbox_pages_and_belongs_to_its_owner() {
+    let s = setup();
+    for i in 0..5 {
+        json(&s.ana.send(&s.a, &signed(&s.ana, &format!("p{i}"), &[&s.bo.address], "x")), 202);
+    }
+    let v = json(&s.ana.get(&s.a, "/outbox/ana?limit=2"), 200);
+    let page: Vec<String> = o(&v)["envelopes"].as_array().unwrap().iter().map(|e| text(o(e), "id")).collect();
+    assert_eq!(page, ["p4", "p3"]);
+    let next = o(&v)["next"].as_safe_integer().unwrap();
+    let v = json(&s.ana.get(&s.a, &format!("/outbox/ana?before={next}&limit=10")), 200);
+    let page: Vec<String> = o(&v)["envelopes"].as_array().unwrap().iter().map(|e| text(o(e), "id")).collect();
+    assert_eq!(page, ["p2", "p1", "p0"]);
+    assert!(o(&v)["next"].is_null());
+    // Only the owner reads it.
+    assert_eq!(s.cy.get(&s.a, "/outbox/ana").status, 403);
+    assert_eq!(call_raw(&s.a, "GET", "/outbox/ana", &[], vec![]).status, 401);
+    assert_eq!(s.ana.get(&s.a, "/outbox/ana?limit=x").status, 400);
+    assert_eq!(call_raw(&s.a, "DELETE", "/outbox/ana", &[], vec![]).status, 405);
+    assert_eq!(call_raw(&s.a, "GET", "/outbound", &[], vec![]).status, 405);
+}
+
+#[test]
+fn outbound_refusals() {
+    let s = setup();
+    let ok = s.ana.draft("r0", &[&s.bo.address], "x").sign(&s.ana.sig).unwrap();
+
+    // Someone else's `from` (even with a valid signature by that someone).
+    let cy_env = s.cy.draft("r1", &[&s.bo.address], "x").sign(&s.cy.sig).unwrap();
+    assert_eq!(s.ana.send(&s.a, &cy_env).status, 403);
+    // A signature by the wrong key, and no signature at all.
+    let forged = s.ana.draft("r2", &[&s.bo.address], "x").sign(&s.cy.sig).unwrap();
+    assert_eq!(s.ana.send(&s.a, &forged).status, 403);
+    assert_eq!(s.ana.send(&s.a, &s.ana.draft("r3", &[&s.bo.address], "x")).status, 403);
+    // Tampered after signing.
+    let mut raw = ok.object().clone();
+    raw.insert("to".into(), Value::Array(vec!["cy@a.test".into()]));
+    let tampered = Envelope::from_object(raw).unwrap();
+    assert_eq!(s.ana.send(&s.a, &tampered).status, 403);
+    // Expired, and never deliverable.
+    let old = envelope(&s.ana, "r4", &[&s.bo.address], |d| d.expires = Some(Timestamp(START + SECOND)));
+    s.w.clock.advance(MINUTE);
+    assert_eq!(s.ana.send(&s.a, &old).status, 410);
+    let mut raw = ok.object().clone();
+    raw.insert("expires".into(), Timestamp(START + HOUR).to_rfc3339().into());
+    raw.insert("deliver_after".into(), Timestamp(START + HOUR).to_rfc3339().into());
+    let token = s.ana.token(&s.a, "POST", "/outbound");
+    let resp = call_raw(&s.a, "POST", "/outbound", &[("authorization", &token)], Value::Object(raw).canonical());
+    assert_eq!(resp.status, 400);
+    // Malformed JSON.
+    let token = s.ana.token(&s.a, "POST", "/outbound");
+    assert_eq!(call_raw(&s.a, "POST", "/outbound", &[("authorization", &token)], b"{\"nyx5\":".to_vec()).status, 400);
+    // An intro over 4 KB, and an envelope over the house's limit.
+    let intro = envelope(&s.ana, "r5", &[&s.bo.address], |d| {
+        d.kind = Kind::Intro;
+        d.content = Content::new("text/plain", "x".repeat(5000).into());
+    });
+    assert_eq!(s.ana.send(&s.a, &intro).status, 413);
+    let big = envelope(&s.ana, "r6", &[&s.bo.address], |d| {
+        d.content = Content::new("text/plain", "x".repeat(1_100_000).into());
+    });
+    assert_eq!(s.ana.send(&s.a, &big).status, 413);
+
+    // Tokens: replayed, for another path, for another host, none.
+    let token = s.ana.token(&s.a, "POST", "/outbound");
+    let send = |t: &str| call_raw(&s.a, "POST", "/outbound", &[("authorization", t)], ok.canonical());
+    assert_eq!(send(&token).status, 202);
+    assert_eq!(send(&token).status, 401, "a token is single use");
+    assert_eq!(send(&s.ana.token(&s.a, "POST", "/mailbox/ana/ack")).status, 401);
+    assert_eq!(send(&s.ana.token(&s.b, "POST", "/outbound")).status, 401);
+    assert_eq!(send(&s.ana.token(&s.a, "GET", "/outbound")).status, 401);
+    assert_eq!(call_raw(&s.a, "POST", "/outbound", &[], ok.canonical()).status, 401);
+    // An agent of another house cannot send through this one.
+    let bo_env = s.bo.draft("r7", &[&s.ana.address], "x").sign(&s.bo.sig).unwrap();
+    assert_eq!(s.bo.send(&s.a, &bo_env).status, 401);
+    // Only r0 was queued.
+    assert_eq!(outbox(&s.a, &s.ana).len(), 1);
+    assert_eq!(job_count(&s.a, "pending"), 1);
+}
+
+#[test]
+fn delegated_cards_send_only_within_scope() {
+    let s = setup();
+    let child = Agent::new("tester.ana@a.test", 30);
+    let scope = Scope { types: Some(vec!["message".into()]), to_domains: Some(vec!["a.test".into()]), cap: None };
+    let d = Delegation::sign(&s.ana.address, &child.address, &child.sig.public(), &scope, None, s.a.now(), &s.ana.sig)
+        .unwrap();
+    let reg = child.registration(&s.a, &[("delegation", d.to_value())]);
+    assert_eq!(call(&s.a, "POST", "/agents", &[], &reg).status, 201);
+
+    let home = child.draft("s1", &[&s.cy.address], "x").sign(&child.sig).unwrap();
+    json(&child.send(&s.a, &home), 202);
+    // Another domain, even together with an allowed one.
+    let away = child.draft("s2", &[&s.cy.address, &s.bo.address], "x").sign(&child.sig).unwrap();
+    assert_eq!(child.send(&s.a, &away).status, 403);
+    // A type the delegation does not list.
+    let task = envelope(&child, "s3", &[&s.cy.address], |d| d.kind = Kind::Task);
+    assert_eq!(child.send(&s.a, &task).status, 403);
+    s.w.tick_all();
+    assert_eq!(ids(&mailbox(&s.a, &s.cy)), ["s1"]);
+}
+
+#[test]
+fn a_rate_limited_recipient_retries_alone() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let mut config = w.config("b.test", Registration::Admin);
+    config.inbound_per_domain_per_minute = 2;
+    let b = w.start(config);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@b.test", 20);
+    let dee = Agent::new("dee@b.test", 21);
+    ana.register_admin(&a);
+    bo.register_admin(&b);
+    dee.register_admin(&b);
+    for id in ["f1", "f2"] {
+        json(&ana.send(&a, &signed(&ana, id, &[&bo.address], id)), 202);
+    }
+    assert_eq!(w.tick_all().delivered, 2);
+    // bo's window from a.test is full; dee's is not.
+    json(&ana.send(&a, &signed(&ana, "f3", &[&bo.address, &dee.address], "f3")), 202);
+    let r = w.tick_all();
+    assert_eq!((r.delivered, r.retried), (0, 1));
+    assert_eq!(ids(&mailbox(&b, &dee)), ["f3"]);
+    let j = &jobs(&a, &ana, "f3")[0];
+    assert_eq!(j["state"].as_str(), Some("retrying"));
+    assert_eq!(j["delivered"], Value::Array(vec!["dee@b.test".into()]));
+    assert!(j["last_error"].as_str().unwrap().contains("429"));
+    // The window passes: bo gets it, dee keeps one copy, nobody bounced.
+    let mut delivered = 0;
+    for _ in 0..120 {
+        w.clock.advance(SECOND);
+        delivered += w.tick_all().delivered;
+        if delivered > 0 {
+            break;
+        }
+    }
+    assert_eq!(delivered, 1);
+    assert_eq!(ids(&mailbox(&b, &bo)), ["f1", "f2", "f3"]);
+    assert_eq!(ids(&mailbox(&b, &dee)), ["f3"]);
+    assert!(mailbox(&a, &ana).is_empty());
+    let j = &jobs(&a, &ana, "f3")[0];
+    assert_eq!(j["state"].as_str(), Some("delivered"));
+    assert_eq!(j["bounced"], Value::Array(vec![]));
+}
