@@ -5,7 +5,7 @@ use wasm_bindgen::JsValue;
 use worker::D1Database;
 
 /// The D1 binding as the engine's database.
-pub struct D1Db(pub D1Database);
+pub(crate) struct D1Db(pub D1Database);
 
 fn bind(v: &SqlValue) -> JsValue {
     match v {

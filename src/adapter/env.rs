@@ -20,7 +20,7 @@ fn invalid(name: &str, why: impl std::fmt::Display) -> Error {
 }
 
 /// The key the house signs with: the `NYX5_DOMAIN_KEY` secret (base64url 32-byte seed), if set.
-pub fn domain_key(env: &Env) -> Result<Option<SigningKey>, Error> {
+pub(crate) fn domain_key(env: &Env) -> Result<Option<SigningKey>, Error> {
     read(env, "NYX5_DOMAIN_KEY")
         .map(|s| {
             b64::decode_array::<32>(s.trim())
@@ -31,7 +31,7 @@ pub fn domain_key(env: &Env) -> Result<Option<SigningKey>, Error> {
 }
 
 /// Builds the configuration. `key` comes from the secret or, in local development, the database.
-pub fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Result<Config, Error> {
+pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Result<Config, Error> {
     let domain = read(env, "NYX5_DOMAIN").ok_or_else(|| invalid("NYX5_DOMAIN", "is not set"))?;
     nyx5_proto::address::check_domain(&domain).map_err(|why| invalid("NYX5_DOMAIN", why))?;
     let public_url = read(env, "NYX5_PUBLIC_URL").unwrap_or_else(|| format!("https://{domain}"));

@@ -6,7 +6,7 @@ use wasm_bindgen::JsValue;
 use worker::{Fetch, Headers, Method, Request, RequestInit};
 
 /// Outbound HTTP through the Workers runtime.
-pub struct FetchNet;
+pub(crate) struct FetchNet;
 
 fn failed(e: worker::Error) -> PortError {
     PortError::Failed(e.to_string())
@@ -31,7 +31,7 @@ impl Net for FetchNet {
 }
 
 /// The Workers clock (frozen during a request's synchronous parts, as the platform defines).
-pub struct WorkerClock;
+pub(crate) struct WorkerClock;
 
 impl Clock for WorkerClock {
     fn now(&self) -> Timestamp {
@@ -40,7 +40,7 @@ impl Clock for WorkerClock {
 }
 
 /// `crypto.getRandomValues` through getrandom.
-pub struct WorkerRng;
+pub(crate) struct WorkerRng;
 
 impl Rng for WorkerRng {
     fn fill(&self, buf: &mut [u8]) {

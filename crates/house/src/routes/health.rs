@@ -4,20 +4,11 @@ use nyx5_proto::Error;
 
 use crate::http::Response;
 use crate::ports::{Db, Net};
-use crate::{House, ok_body, stmt, store};
+use crate::{House, ok_body, store};
 
 pub async fn get<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error> {
     let now = house.now().millis();
-    let row = store::one(
-        &house.db,
-        stmt!(
-            "SELECT count(*) AS depth, min(CASE WHEN next_attempt <= ? THEN next_attempt END) AS oldest_due
-             FROM jobs WHERE state = 'pending'",
-            now
-        ),
-    )
-    .await?
-    .unwrap_or_default();
+    let row = store::queue::depth(&house.db, now).await?;
     let oldest_due_ms = row.int("oldest_due").map(|t| (now - t).max(0));
     Ok(Response::json(
         200,

@@ -271,3 +271,17 @@ pub async fn outbox_page<D: Db>(db: &D, sender: &str, before: i64, limit: i64) -
     )
     .await
 }
+
+/// Queue depth and the oldest due time among pending jobs, for `GET /health`.
+pub async fn depth<D: Db>(db: &D, now: i64) -> Result<Row, Error> {
+    Ok(one(
+        db,
+        stmt!(
+            "SELECT count(*) AS depth, min(CASE WHEN next_attempt <= ? THEN next_attempt END) AS oldest_due
+             FROM jobs WHERE state = 'pending'",
+            now
+        ),
+    )
+    .await?
+    .unwrap_or_default())
+}
