@@ -19,6 +19,9 @@ use nyx5_proto::{Envelope, json::canonical_without};
 
 const ENVELOPES: usize = 3_000;
 
+/// Headers and body of one prepared request.
+type Prepared<'a> = (Vec<(&'a str, String)>, Vec<u8>);
+
 fn envelopes(from: &Agent, to: &Agent, n: usize, tag: &str) -> Vec<Envelope> {
     (0..n)
         .map(|i| from.draft(&format!("{tag}-{i}"), &[&to.address], &"x".repeat(900)).sign(&from.sig).unwrap())
@@ -39,7 +42,7 @@ fn inbound_rate(with_relay: bool) -> (f64, usize) {
     bo.register_admin(&b);
     let tag = if with_relay { "r" } else { "n" };
     let envs = envelopes(&ana, &bo, ENVELOPES + 1, tag);
-    let requests: Vec<(Vec<(&str, String)>, Vec<u8>)> = envs
+    let requests: Vec<Prepared<'_>> = envs
         .iter()
         .map(|e| {
             let mut h = vec![("content-type", "application/json".to_owned())];
@@ -49,7 +52,7 @@ fn inbound_rate(with_relay: bool) -> (f64, usize) {
             (h, e.canonical())
         })
         .collect();
-    let send = |(h, body): &(Vec<(&str, String)>, Vec<u8>)| {
+    let send = |(h, body): &Prepared<'_>| {
         let headers: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
         call_raw(&b, "POST", "/inbound", &headers, body.clone())
     };
