@@ -1,0 +1,97 @@
+//! The schema itself enforces the invariants, whatever code writes to it: one mailbox row per
+//! envelope id per agent, single-use nonces, invitation uses, rate caps, job states. And a failed
+//! guard undoes the whole batch.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod kit;
+
+use kit::block_on;
+use nyx5_house::ports::{Db, PortError};
+use nyx5_house::sqlite::SqliteDb;
+use nyx5_house::stmt;
+
+fn refused(db: &SqliteDb, stmts: Vec<nyx5_house::ports::Stmt>, constraint: &str) {
+    match block_on(db.batch(stmts)) {
+        Err(PortError::Constraint(m)) => assert!(m.contains(constraint), "{m} does not name {constraint}"),
+        other => panic!("expected a {constraint} violation, got {other:?}"),
+    }
+}
+
+fn count(db: &SqliteDb, table: &'static str) -> i64 {
+    let sql: &'static str = match table {
+        "mailbox" => "SELECT count(*) AS n FROM mailbox",
+        "nonces" => "SELECT count(*) AS n FROM nonces",
+        "registrations" => "SELECT count(*) AS n FROM registrations",
+        _ => unreachable!(),
+    };
+    block_on(db.query(stmt!(sql))).unwrap()[0].int("n").unwrap()
+}
+
+#[test]
+fn invariants_live_in_the_schema() {
+    let db = SqliteDb::memory().unwrap();
+    let mail = || {
+        stmt!(
+            "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', 'e1', 'bo@b', '{}', 1)"
+        )
+    };
+    block_on(db.batch(vec![mail()])).unwrap();
+    refused(&db, vec![mail()], "mailbox.local, mailbox.envelope_id");
+
+    let nonce = || stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('ana@a', 'n-0123456789abcdef', 5)");
+    block_on(db.batch(vec![nonce()])).unwrap();
+    refused(&db, vec![nonce()], "nonces.address, nonces.nonce");
+
+    block_on(db.batch(vec![stmt!("INSERT INTO invitations (code, uses, created_at) VALUES ('c', 1, 0)")])).unwrap();
+    let use_it = || stmt!("UPDATE invitations SET used = used + 1 WHERE code = 'c'");
+    block_on(db.batch(vec![use_it()])).unwrap();
+    refused(&db, vec![use_it()], "invitation_uses");
+
+    let hit = || {
+        stmt!(
+            "INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('b', 1, 1, 2) ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1"
+        )
+    };
+    block_on(db.batch(vec![hit(), hit()])).unwrap();
+    refused(&db, vec![hit()], "rate_cap");
+
+    block_on(db.batch(vec![stmt!(
+        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, created_at) VALUES ('e1', 'ana', '{}', 'x', 0)"
+    )]))
+    .unwrap();
+    refused(
+        &db,
+        vec![stmt!(
+            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at) VALUES ('e1', 'b', '[]', 'delivered', 0, 0, 9, 0)"
+        )],
+        "job_finished",
+    );
+    refused(
+        &db,
+        vec![stmt!(
+            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at) VALUES ('nope', 'b', '[]', 'pending', 0, 0, 9, 0)"
+        )],
+        "FOREIGN KEY",
+    );
+}
+
+#[test]
+fn a_failed_guard_undoes_the_whole_batch() {
+    let db = SqliteDb::memory().unwrap();
+    block_on(db.batch(vec![stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('a', 'n', 1)")])).unwrap();
+    // A registration row and a mailbox row, then a replayed nonce: nothing of the three stays.
+    refused(
+        &db,
+        vec![
+            stmt!("INSERT INTO registrations (local, via, sig, at) VALUES ('x', 'open', 's', 1)"),
+            stmt!(
+                "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('x', 'e9', 's', '{}', 1)"
+            ),
+            stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('a', 'n', 1)"),
+        ],
+        "nonces",
+    );
+    assert_eq!(count(&db, "registrations"), 0);
+    assert_eq!(count(&db, "mailbox"), 0);
+    assert_eq!(count(&db, "nonces"), 1);
+}
