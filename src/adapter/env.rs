@@ -48,6 +48,17 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     if let Some(doh) = read(env, "NYX5_DOH_URL") {
         c.doh_url = Some(doh);
     }
+    if let Some(n) = read(env, "NYX5_TICK_BATCH") {
+        c.tick_batch = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid("NYX5_TICK_BATCH", "must be a positive integer"))?;
+    } else {
+        // Free plan: 50 subrequests per invocation, and a remote delivery costs about six.
+        c.tick_batch = 6;
+    }
     if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {
         c.require_relay = !matches!(flag.trim(), "0" | "false" | "off" | "no");
     }

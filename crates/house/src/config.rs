@@ -101,6 +101,9 @@ pub struct Config {
     /// Whether the well-known fallback fetches `https://<domain>` (else `http://`, for tests).
     pub https_fallback: bool,
     pub retry: Retry,
+    /// Jobs one tick takes. Each remote delivery costs a few subrequests (D1 and fetch), so a
+    /// Worker on the Free plan (50 per invocation) keeps this small.
+    pub tick_batch: i64,
     pub max_bytes: usize,
     /// Extra members of the domain card's `policy`.
     pub policy_extra: Object,
@@ -123,6 +126,7 @@ impl Config {
             doh_url: None,
             https_fallback: true,
             retry: Retry::default(),
+            tick_batch: crate::queue::TICK_BATCH,
             max_bytes: limits::MAX_ENVELOPE_BYTES,
             policy_extra: Object::new(),
         }

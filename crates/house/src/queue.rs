@@ -22,6 +22,8 @@ use crate::{House, port_error};
 
 /// Most jobs one tick takes.
 pub const TICK_BATCH: i64 = 32;
+/// The most jobs a tick may be configured to take.
+pub const MAX_TICK_BATCH: i64 = 256;
 /// How long a tick holds a job it is working on.
 pub const LEASE_MS: i64 = 30_000;
 /// How long finished envelopes stay listed in GET /outbox before they are purged.
@@ -371,14 +373,14 @@ pub fn late(job: &Job, now: i64, retry: &Retry) -> Delivery {
 
 impl<D: Db, N: Net> House<D, N> {
     /// Works the queue once: purges old nonces, rate windows and finished envelopes, then takes
-    /// up to [`TICK_BATCH`] due jobs and delivers, retries, postpones or bounces each. Safe to run
+    /// up to `config.tick_batch` (default [`TICK_BATCH`]) due jobs and delivers, retries, postpones or bounces each. Safe to run
     /// twice at once and to repeat: every job is leased before it is worked.
     pub async fn tick(&self) -> Result<TickReport, Error> {
         let now = self.now();
         let mut purge = crate::store::agents::purge(now.millis());
         purge.extend(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
         self.db.batch(purge).await.map_err(port_error)?;
-        let rows = store::due(&self.db, now.millis(), TICK_BATCH).await?;
+        let rows = store::due(&self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
         let mut domains: Vec<(String, Vec<Job>)> = Vec::new();
         for job in rows.iter().filter_map(Job::from_row) {
             match domains.iter_mut().find(|(d, _)| *d == job.domain) {

@@ -628,3 +628,22 @@ fn a_rate_limited_recipient_retries_alone() {
     assert_eq!(j["state"].as_str(), Some("delivered"));
     assert_eq!(j["bounced"], Value::Array(vec![]));
 }
+
+#[test]
+fn a_tick_takes_at_most_its_batch() {
+    let w = World::new();
+    let mut ca = w.config("a.test", Registration::Admin);
+    ca.tick_batch = 2;
+    let a = w.start(ca);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@b.test", 20);
+    ana.register_admin(&a);
+    bo.register_admin(&b);
+    for i in 0..5 {
+        json(&ana.send(&a, &signed(&ana, &format!("b{i}"), &[&bo.address], "x")), 202);
+    }
+    let attempted: Vec<usize> = (0..4).map(|_| block_on(a.tick()).unwrap().attempted).collect();
+    assert_eq!(attempted, [2, 2, 1, 0]);
+    assert_eq!(mailbox(&b, &bo).len(), 5);
+}
