@@ -86,6 +86,16 @@ impl<D: Db, N: Net> House<D, N> {
     }
 }
 
+/// The request body as a small JSON object (at most [`limits::MAX_DOCUMENT_BYTES`]).
+pub fn json_body(req: &Request) -> Result<nyx5_proto::Object, Error> {
+    nyx5_proto::Value::parse_object(small_body(req)?, limits::MAX_DOCUMENT_BYTES, "the request body")
+}
+
+/// Like [`json_body`], but an empty body is an empty object (every member optional).
+pub fn optional_json_body(req: &Request) -> Result<nyx5_proto::Object, Error> {
+    if req.body.is_empty() { Ok(nyx5_proto::Object::new()) } else { json_body(req) }
+}
+
 /// Body size guard for requests whose bodies are small documents.
 pub fn small_body(req: &Request) -> Result<&[u8], Error> {
     if req.body.len() > limits::MAX_DOCUMENT_BYTES {

@@ -88,10 +88,7 @@ fn key_value(sig: &SigPublic, created: Option<Timestamp>) -> Value {
 
 impl DomainCard {
     pub fn parse(bytes: &[u8]) -> Result<DomainCard, Error> {
-        match Value::parse(bytes, limits::MAX_DOCUMENT_BYTES)? {
-            Value::Object(o) => DomainCard::from_object(o),
-            _ => Err(Error::malformed("a domain card is a JSON object")),
-        }
+        DomainCard::from_object(Value::parse_object(bytes, limits::MAX_DOCUMENT_BYTES, "a domain card")?)
     }
 
     pub fn from_object(raw: Object) -> Result<DomainCard, Error> {
@@ -359,10 +356,7 @@ impl AgentCardDraft {
 
 impl AgentCard {
     pub fn parse(bytes: &[u8]) -> Result<AgentCard, Error> {
-        match Value::parse(bytes, limits::MAX_DOCUMENT_BYTES)? {
-            Value::Object(o) => AgentCard::from_object(o),
-            _ => Err(Error::malformed("an agent card is a JSON object")),
-        }
+        AgentCard::from_object(Value::parse_object(bytes, limits::MAX_DOCUMENT_BYTES, "an agent card")?)
     }
 
     pub fn from_object(raw: Object) -> Result<AgentCard, Error> {

@@ -51,6 +51,14 @@ impl Value {
         Ok(value)
     }
 
+    /// Parses a document that must be a JSON object; `what` names it in the error.
+    pub fn parse_object(input: &[u8], max_bytes: usize, what: &str) -> Result<Object, Error> {
+        match Value::parse(input, max_bytes)? {
+            Value::Object(o) => Ok(o),
+            _ => Err(Error::new(ErrorKind::Malformed, format!("{what} must be a JSON object"))),
+        }
+    }
+
     /// Parses a UTF-8 string with the default document limit.
     pub fn parse_str(input: &str) -> Result<Value, Error> {
         Value::parse(input.as_bytes(), limits::MAX_ENVELOPE_BYTES)

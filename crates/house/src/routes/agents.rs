@@ -6,7 +6,7 @@ use nyx5_proto::json::field;
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::{Error, ErrorKind, Object, Timestamp, Value, limits};
 
-use crate::auth::small_body;
+use crate::auth::json_body;
 use crate::config::Registration;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};
@@ -140,10 +140,7 @@ fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
 /// POST /agents — register or update an agent (spec §8b).
 pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let now = house.now();
-    let body = match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
-        Value::Object(o) => o,
-        _ => return Err(Error::malformed("registration body must be a JSON object")),
-    };
+    let body = json_body(req)?;
     let e = parse_enrolment(&body, now)?;
     let address =
         house.local_address(&e.local).map_err(|_| Error::malformed(format!("invalid local part {:?}", e.local)))?;

@@ -3,7 +3,7 @@
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, Object, Timestamp, Value, b64, limits};
 
-use crate::auth::small_body;
+use crate::auth::optional_json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
 use crate::store::agents as store;
@@ -15,14 +15,7 @@ pub const MAX_USES: i64 = 10_000;
 /// POST /invitations `{uses?, expires?, note?, welcome?}` → `{code, …}`.
 pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.require_admin(req)?;
-    let body = if req.body.is_empty() {
-        Object::new()
-    } else {
-        match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
-            Value::Object(o) => o,
-            _ => return Err(Error::malformed("body must be a JSON object")),
-        }
-    };
+    let body = optional_json_body(req)?;
     let uses = field::opt_integer(&body, "uses")?.unwrap_or(1);
     if !(1..=MAX_USES).contains(&uses) {
         return Err(Error::malformed(format!("`uses` must be 1 to {MAX_USES}")));

@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, ErrorKind, Object, Value, limits};
+use nyx5_proto::{Error, ErrorKind, Object, Value};
 
-use crate::auth::small_body;
+use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
 use crate::ports::{Db, Net};
@@ -28,10 +28,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
 /// POST /lists/:local
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
     house.authenticate_owner(req, local).await?;
-    let body = match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
-        Value::Object(o) => o,
-        _ => return Err(Error::malformed("body must be a JSON object")),
-    };
+    let body = json_body(req)?;
     if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(Error::malformed(format!("unknown list {k:?}: the lists are `allow` and `block`")));
     }

@@ -3,7 +3,7 @@
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, Timestamp, Value, address::check_id, limits};
 
-use crate::auth::small_body;
+use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
 use crate::store::inbox;
@@ -48,10 +48,7 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
 /// POST /mailbox/:local/ack `{"ids": [...]}` — idempotent; answers how many were newly acked.
 pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
     house.authenticate_owner(req, local).await?;
-    let body = match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
-        Value::Object(o) => o,
-        _ => return Err(Error::malformed("ack body must be a JSON object")),
-    };
+    let body = json_body(req)?;
     let ids = field::array(&body, "ids")?;
     if ids.is_empty() || ids.len() > ACK_MAX {
         return Err(Error::malformed(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));

@@ -7,9 +7,9 @@
 
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, Object, Timestamp, Value, limits};
+use nyx5_proto::{Error, Object, Timestamp, Value};
 
-use crate::auth::small_body;
+use crate::auth::optional_json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
 use crate::{House, ok_body, store};
@@ -24,14 +24,7 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
 /// POST /pins/:domain/confirm `{sig?}` — the pending key becomes the pin.
 pub async fn confirm<D: Db, N: Net>(house: &House<D, N>, req: &Request, domain: &str) -> Result<Response, Error> {
     house.require_admin(req)?;
-    let body = if req.body.is_empty() {
-        Object::new()
-    } else {
-        match Value::parse(small_body(req)?, limits::MAX_DOCUMENT_BYTES)? {
-            Value::Object(o) => o,
-            _ => return Err(Error::malformed("body must be a JSON object")),
-        }
-    };
+    let body = optional_json_body(req)?;
     let expected = field::opt_str(&body, "sig")?.map(SigPublic::parse).transpose()?;
     let sig = house.confirm_pin(domain, expected.as_ref()).await?;
     Ok(Response::json(200, &ok_body([("domain", domain.into()), ("sig", sig.into())])))
