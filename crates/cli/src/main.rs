@@ -9,8 +9,10 @@ mod error;
 mod io;
 mod keyfile;
 mod keys;
+mod net;
 mod open;
 mod seal;
+mod serve;
 mod sys;
 mod verify;
 
@@ -78,6 +80,8 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         member: Option<String>,
     },
+    /// Run a house: the engine on a SQLite file over HTTP, for self-hosting and tests.
+    Serve(serve::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,6 +127,7 @@ fn run(command: Command) -> Outcome {
         Command::Seal { key, to, plain } => seal::run(&key, &to, plain),
         Command::Open { key, as_address, sender_key } => open::run(&key, &as_address, &sender_key),
         Command::Verify { key, member } => verify::run(&key, member.as_deref()),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

@@ -5,7 +5,7 @@ mod kit;
 
 use kit::block_on;
 use nyx5_house::sqlite::SqliteDb;
-use nyx5_house::store::settings::domain_key;
+use nyx5_house::store::settings::{admin_token, domain_key};
 use nyx5_proto::Timestamp;
 
 #[test]
@@ -17,6 +17,20 @@ fn domain_key_is_generated_once() {
     assert_eq!(created, Timestamp(10));
     assert_eq!(created_again, Timestamp(10));
     assert_eq!(first.seed(), [1; 32]);
+}
+
+#[test]
+fn admin_token_is_generated_once_and_reported_once() {
+    let db = SqliteDb::memory().unwrap();
+    let (first, created) = block_on(admin_token(&db, [1; 32], Timestamp(10))).unwrap();
+    let (again, created_again) = block_on(admin_token(&db, [2; 32], Timestamp(20))).unwrap();
+    assert_eq!(first, nyx5_proto::b64::encode(&[1; 32]));
+    assert_eq!(again, first);
+    assert!(created);
+    assert!(!created_again);
+    // The domain key is a different setting: neither disturbs the other.
+    let (key, _) = block_on(domain_key(&db, [3; 32], Timestamp(30))).unwrap();
+    assert_eq!(key.seed(), [3; 32]);
 }
 
 #[test]

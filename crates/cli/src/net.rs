@@ -1,0 +1,252 @@
+//! Outbound HTTP for the whole binary: the engine's `Net` port for `nyx5 serve` ([`HttpNet`]) and
+//! a plain blocking [`request`] for the client verbs. Both run on one ureq agent with rustls and
+//! the Mozilla roots: no redirects are followed (the engine decides what a 3xx means), every
+//! status is an answer rather than an error, and every request has a deadline, so a dead peer can
+//! never hang a queue tick or a command.
+
+use std::io::Read;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
+use nyx5_proto::limits;
+
+/// The longest any outbound request may take, from connecting to the last byte of the answer.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest answer the engine reads. Everything it fetches (cards, DoH answers, answers to
+/// POST /inbound) is far smaller; a larger answer is a transport failure, so temporary.
+pub(crate) const MAX_ENGINE_ANSWER_BYTES: usize = 2 * limits::MAX_ENVELOPE_BYTES;
+
+/// The largest answer a client verb reads: a full mailbox page of large envelopes fits.
+pub(crate) const MAX_CLIENT_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
+/// One HTTP client: a ureq agent (connection pool, TLS) with a deadline and an answer limit.
+#[derive(Debug, Clone)]
+pub(crate) struct Client {
+    agent: ureq::Agent,
+    max_answer_bytes: usize,
+}
+
+impl Client {
+    /// A client whose requests end after `timeout` and read at most `max_answer_bytes`.
+    pub(crate) fn new(timeout: Duration, max_answer_bytes: usize) -> Client {
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .user_agent(concat!("nyx5/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Client { agent: config.new_agent(), max_answer_bytes }
+    }
+
+    /// Sends one request and reads the whole answer. `Err` is a transport failure (bad URL,
+    /// refused, timed out, TLS, an answer over the limit), as one line naming the URL.
+    pub(crate) fn request(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>), String> {
+        let fail = |why: &dyn std::fmt::Display| format!("{method} {url}: {why}");
+        let mut builder = ureq::http::Request::builder().method(method).uri(url);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        // A body-less GET must not carry `content-length: 0`; any other method sends its body,
+        // empty or not.
+        let result = if body.is_empty() && matches!(method, "GET" | "HEAD" | "DELETE" | "OPTIONS") {
+            builder.body(()).map_err(|e| fail(&e)).and_then(|r| self.agent.run(r).map_err(|e| fail(&e)))
+        } else {
+            builder.body(body).map_err(|e| fail(&e)).and_then(|r| self.agent.run(r).map_err(|e| fail(&e)))
+        };
+        let mut response = result?;
+        let status = response.status().as_u16();
+        let cap = u64::try_from(self.max_answer_bytes).unwrap_or(u64::MAX);
+        let mut answer = Vec::new();
+        response
+            .body_mut()
+            .as_reader()
+            .take(cap.saturating_add(1))
+            .read_to_end(&mut answer)
+            .map_err(|e| fail(&format!("reading the answer: {e}")))?;
+        if answer.len() > self.max_answer_bytes {
+            return Err(fail(&format!("answer larger than {} bytes", self.max_answer_bytes)));
+        }
+        Ok((status, answer))
+    }
+}
+
+/// The client verbs' shared client: [`TIMEOUT`], answers up to [`MAX_CLIENT_ANSWER_BYTES`].
+fn client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    CLIENT.get_or_init(|| Client::new(TIMEOUT, MAX_CLIENT_ANSWER_BYTES))
+}
+
+/// A blocking HTTP request for the client verbs: `(status, body)` for any answer, `Err` with a
+/// one-line reason when no answer came (see [`Client::request`]).
+#[allow(dead_code)] // The client verbs call it; `nyx5 serve` goes through `HttpNet`.
+pub(crate) fn request(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), String> {
+    client().request(method, url, headers, body)
+}
+
+/// The engine's `Net` port over [`Client`]. Inside a tokio runtime each request runs on the
+/// blocking pool, so the server keeps answering while a delivery waits; outside one (a client
+/// verb driving engine code), it simply blocks.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpNet {
+    client: Client,
+}
+
+impl Default for HttpNet {
+    fn default() -> Self {
+        HttpNet { client: Client::new(TIMEOUT, MAX_ENGINE_ANSWER_BYTES) }
+    }
+}
+
+fn send_blocking(client: &Client, request: &OutRequest) -> Result<OutResponse, PortError> {
+    let headers: Vec<(&str, &str)> = request.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    client
+        .request(&request.method, &request.url, &headers, &request.body)
+        .map(|(status, body)| OutResponse { status, body })
+        .map_err(PortError::Failed)
+}
+
+impl Net for HttpNet {
+    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return send_blocking(&self.client, &request);
+        }
+        let client = self.client.clone();
+        tokio::task::spawn_blocking(move || send_blocking(&client, &request))
+            .await
+            .map_err(|e| PortError::Failed(format!("outbound request task: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A one-shot server: answers the first request with `answer` (after reading its head and
+    /// a body of `content-length`), or holds the connection open without answering.
+    fn server(answer: Option<Vec<u8>>) -> (String, std::thread::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            std::io::Read::read_exact(&mut reader, &mut body).unwrap();
+            head.push_str(&String::from_utf8_lossy(&body));
+            match answer {
+                Some(a) => {
+                    let mut stream = stream;
+                    let _ = stream.write_all(&a);
+                }
+                None => std::thread::sleep(Duration::from_secs(2)),
+            }
+            head
+        });
+        (url, handle)
+    }
+
+    fn answer(status: &str, extra: &str, body: &str) -> Option<Vec<u8>> {
+        Some(format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\n{extra}\r\n{body}", body.len()).into_bytes())
+    }
+
+    #[test]
+    fn any_status_is_an_answer_and_headers_and_body_go_out() {
+        let (url, seen) = server(answer("404 Not Found", "", "{\"ok\":false}"));
+        let (status, body) =
+            request("POST", &format!("{url}/inbound"), &[("x-nyx5-relay", "r1")], b"{\"a\":1}").unwrap();
+        assert_eq!((status, body.as_slice()), (404, &b"{\"ok\":false}"[..]));
+        let seen = seen.join().unwrap().to_ascii_lowercase();
+        assert!(seen.starts_with("post /inbound http/1.1"), "{seen}");
+        assert!(seen.contains("x-nyx5-relay: r1"));
+        assert!(seen.ends_with("{\"a\":1}"));
+    }
+
+    #[test]
+    fn redirects_are_returned_not_followed() {
+        let (url, _seen) = server(answer("302 Found", "location: http://127.0.0.1:9/\r\n", ""));
+        let (status, _) = request("GET", &url, &[], b"").unwrap();
+        assert_eq!(status, 302);
+    }
+
+    #[test]
+    fn a_silent_peer_times_out() {
+        let (url, _seen) = server(None);
+        let started = Instant::now();
+        let e = Client::new(Duration::from_millis(300), 1024).request("GET", &url, &[], b"").unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2), "{e}");
+        assert!(e.starts_with(&format!("GET {url}")), "{e}");
+    }
+
+    #[test]
+    fn an_answer_over_the_limit_is_a_failure() {
+        let (url, _seen) = server(answer("200 OK", "", &"x".repeat(2000)));
+        let e = Client::new(TIMEOUT, 1000).request("GET", &url, &[], b"").unwrap_err();
+        assert!(e.contains("larger than 1000"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_failure_not_a_panic() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        assert!(request("GET", &format!("http://127.0.0.1:{port}/"), &[], b"").is_err());
+        assert!(request("GET", "not a url", &[], b"").is_err());
+        assert!(request("BAD METHOD", "http://127.0.0.1:9/", &[], b"").is_err());
+    }
+
+    #[test]
+    fn the_port_works_inside_and_outside_a_runtime() {
+        let out = OutRequest { method: "GET".into(), url: String::new(), headers: vec![], body: vec![] };
+        let (url, _seen) = server(answer("200 OK", "", "hi"));
+        let outside = futures_block_on(HttpNet::default().send(OutRequest { url, ..out.clone() })).unwrap();
+        assert_eq!(outside.body, b"hi");
+        let (url, _seen) = server(answer("201 Created", "", ""));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let inside = runtime.block_on(HttpNet::default().send(OutRequest { url, ..out })).unwrap();
+        assert_eq!(inside.status, 201);
+    }
+
+    /// Polls a future that never waits (the blocking path) to its end.
+    fn futures_block_on<F: Future>(f: F) -> F::Output {
+        struct Noop;
+        impl std::task::Wake for Noop {
+            fn wake(self: std::sync::Arc<Self>) {}
+        }
+        let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut f = std::pin::pin!(f);
+        loop {
+            if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! `nyx5 serve`: the house engine on a SQLite file behind a real HTTP server, the queue ticking
+//! on a timer. This module reads the options and prepares the house (database, domain key, admin
+//! token, configuration); `server` runs it on tokio and hyper, `http` converts requests and
+//! answers. The engine decides everything; nothing here knows a route.
+
+mod http;
+mod server;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nyx5_house::config::parse_hosts;
+use nyx5_house::ports::{Clock, Rng};
+use nyx5_house::sqlite::SqliteDb;
+use nyx5_house::store::settings;
+use nyx5_house::{Config, House, Registration};
+use nyx5_proto::Timestamp;
+
+use crate::error::{Failure, Outcome};
+use crate::io::write_text;
+use crate::net::HttpNet;
+
+/// The house `nyx5 serve` runs.
+type ServedHouse = House<SqliteDb, HttpNet>;
+
+/// Run a Nyx5 house: the engine on a SQLite file, over HTTP.
+///
+/// On first start the house makes its domain key and, without --admin-token, an admin token,
+/// keeps both in the database and prints the token once. It prints
+/// `nyx5 serve: <domain> at <public url>` when it is ready, works the delivery queue every
+/// --tick-ms and right after each send, and stops cleanly on SIGINT or SIGTERM.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The mail domain: agents here are `name@DOMAIN`.
+    #[arg(long, value_name = "DOMAIN")]
+    domain: String,
+    /// The SQLite database file, created (0600) and migrated if needed.
+    #[arg(long, value_name = "FILE")]
+    db: PathBuf,
+    /// The address and port to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// The base URL other houses and agents reach this house at [default: http://<listen>].
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// A hosts file: `{"<domain>": {"url": "<base URL>", "sig": "<optional pinned key>"}}`.
+    #[arg(long, value_name = "FILE")]
+    hosts: Option<PathBuf>,
+    /// Who may register agents: the operator only, holders of an invitation, or anyone.
+    #[arg(long, value_name = "MODE", default_value = "invite", value_parser = ["admin", "invite", "open"])]
+    registration: String,
+    /// The operator's bearer token [default: generated on first start and kept in the db].
+    #[arg(long, value_name = "TOKEN", env = "NYX5_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// A DNS-over-HTTPS JSON endpoint for `_nyx5.<domain>` TXT lookups (e.g. …/dns-query).
+    #[arg(long, value_name = "URL")]
+    doh_url: Option<String>,
+    /// How often the delivery queue is worked, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    tick_ms: u64,
+}
+
+/// The wall clock, in whole milliseconds.
+#[derive(Debug)]
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+}
+
+/// The operating system's randomness. A house must never go on with predictable bytes, and
+/// `Rng::fill` cannot fail, so a failure ends the process.
+#[derive(Debug)]
+struct OsRandom;
+
+impl Rng for OsRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        if let Err(e) = getrandom::fill(buf) {
+            eprintln!("nyx5 serve: the operating system gave no random bytes ({e}); stopping");
+            std::process::abort();
+        }
+    }
+}
+
+fn random32() -> [u8; 32] {
+    let mut b = [0u8; 32];
+    OsRandom.fill(&mut b);
+    b
+}
+
+/// Creates the database file readable by its owner only (it holds the domain key and the admin
+/// token); SQLite gives its `-wal` and `-shm` files the same mode.
+fn create_private(path: &Path) -> Outcome {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map(drop).map_err(|e| Failure::usage(format!("cannot create {}: {e}", path.display())))
+}
+
+/// The options, checked, as the engine's configuration (minus the key and the admin token).
+struct Plan {
+    domain: String,
+    public_url: Option<String>,
+    registration: Registration,
+    hosts: Option<String>,
+    doh_url: Option<String>,
+}
+
+fn plan(args: &Args) -> Result<Plan, Failure> {
+    nyx5_proto::address::check_domain(&args.domain)
+        .map_err(|why| Failure::usage(format!("--domain {:?}: {why}", args.domain)))?;
+    let registration = Registration::parse(&args.registration).map_err(|e| Failure::usage(e.reason))?;
+    let public_url = match &args.public_url {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            Some(url.trim_end_matches('/').to_owned())
+        }
+        Some(url) => return Err(Failure::usage(format!("--public-url {url:?} must start with http:// or https://"))),
+        None => None,
+    };
+    let hosts = match &args.hosts {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::usage(format!("cannot read the hosts file {}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    if let Some(url) = &args.doh_url
+        && !url.starts_with("https://")
+        && !url.starts_with("http://")
+    {
+        return Err(Failure::usage(format!("--doh-url {url:?} must start with https:// or http://")));
+    }
+    Ok(Plan { domain: args.domain.clone(), public_url, registration, hosts, doh_url: args.doh_url.clone() })
+}
+
+/// `nyx5 serve`.
+pub(crate) fn run(args: Args) -> Outcome {
+    let plan = plan(&args)?;
+    if args.admin_token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(Failure::usage("--admin-token must not be empty"));
+    }
+    let hosts = match &plan.hosts {
+        Some(text) => parse_hosts(text).map_err(|e| Failure::usage(format!("hosts file: {}", e.reason)))?,
+        None => Default::default(),
+    };
+    create_private(&args.db)?;
+    let db = SqliteDb::open(&args.db)
+        .map_err(|e| Failure::usage(format!("cannot open the database {}: {e}", args.db.display())))?;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the runtime: {e}")))?;
+    let local = tokio::task::LocalSet::new();
+    let outcome = local.block_on(&runtime, async move {
+        let now = SystemClock.now();
+        let (key, created) = settings::domain_key(&db, random32(), now)
+            .await
+            .map_err(|e| Failure::usage(format!("domain key: {}", e.reason)))?;
+        let (admin_token, new_token) = match args.admin_token {
+            Some(token) => (token, false),
+            None => settings::admin_token(&db, random32(), now)
+                .await
+                .map_err(|e| Failure::usage(format!("admin token: {}", e.reason)))?,
+        };
+        let listener = std::net::TcpListener::bind(args.listen)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(tokio::net::TcpListener::from_std)
+            .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}", args.listen)))?;
+        let bound = listener.local_addr().unwrap_or(args.listen);
+        let public_url = plan.public_url.unwrap_or_else(|| format!("http://{bound}"));
+
+        let mut config = Config::new(&plan.domain, &public_url, key, created);
+        config.admin_token = Some(admin_token.clone());
+        config.registration = plan.registration;
+        config.hosts = hosts;
+        config.doh_url = plan.doh_url;
+        let house = House::new(config, db, HttpNet::default(), Box::new(SystemClock), Box::new(OsRandom))
+            .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;
+        let signals = server::Signals::install().map_err(|e| Failure::usage(format!("cannot catch signals: {e}")))?;
+
+        if new_token {
+            write_text(&format!(
+                "nyx5 serve: admin token (shown only this once; it is kept in the database): {admin_token}\n"
+            ))?;
+        }
+        eprintln!("nyx5 serve: domain key {}", house.config.key.public().to_b64());
+        write_text(&format!("nyx5 serve: {} at {}\n", house.config.domain, house.config.public_url))?;
+        server::serve(house, listener, Duration::from_millis(args.tick_ms), signals).await;
+        Ok(())
+    });
+    // A delivery still waiting on the network has its own deadline; the job is leased and is
+    // retried by the next start, so there is no need to wait for it.
+    drop(local);
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    outcome
+}
