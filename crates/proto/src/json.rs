@@ -183,11 +183,29 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
+/// Whether `key` sorts the same by UTF-8 bytes (an [`Object`]'s order) as by UTF-16 code units.
+/// The two orders differ only between characters at U+E000..U+FFFF and beyond U+FFFF, whose UTF-8
+/// forms start with a byte of 0xEE or more; keys without such a byte agree in both.
+fn sorts_as_utf16(key: &str) -> bool {
+    key.bytes().all(|b| b < 0xEE)
+}
+
 fn write_object(map: &Object, skip: Option<&str>, out: &mut String) {
-    let mut entries: Vec<(&String, &Value)> = map.iter().filter(|(k, _)| Some(k.as_str()) != skip).collect();
-    entries.sort_by(|a, b| cmp_utf16(a.0, b.0));
+    let entries = map.iter().filter(|(k, _)| Some(k.as_str()) != skip);
     out.push('{');
-    for (i, (key, item)) in entries.into_iter().enumerate() {
+    if map.keys().all(|k| sorts_as_utf16(k)) {
+        // The map's own order is already the canonical one: no need to collect and sort.
+        write_members(entries, out);
+    } else {
+        let mut sorted: Vec<(&String, &Value)> = entries.collect();
+        sorted.sort_by(|a, b| cmp_utf16(a.0, b.0));
+        write_members(sorted.into_iter(), out);
+    }
+    out.push('}');
+}
+
+fn write_members<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut String) {
+    for (i, (key, item)) in entries.enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -195,7 +213,6 @@ fn write_object(map: &Object, skip: Option<&str>, out: &mut String) {
         out.push(':');
         write_canonical(item, out);
     }
-    out.push('}');
 }
 
 /// The canonical bytes of an object, without copying it into a [`Value`].
@@ -214,23 +231,44 @@ pub fn canonical_without(map: &Object, skip: &str) -> Vec<u8> {
 
 /// Writes a string as JavaScript's `JSON.stringify` does.
 pub fn write_string(s: &str, out: &mut String) {
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Only `"`, `\` and controls below U+0020 are escaped; everything else, non-ASCII included,
+    // is copied as it is, so runs between those ASCII bytes go over in one copy.
+    let mut rest = s;
+    while let Some(at) = rest.bytes().position(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        // `at` is an ASCII byte, so a character boundary; the fallback is never taken.
+        let Some((run, tail)) = rest.split_at_checked(at) else {
+            rest.chars().for_each(|c| write_char(c, out));
+            rest = "";
+            break;
+        };
+        out.push_str(run);
+        let mut chars = tail.chars();
+        if let Some(c) = chars.next() {
+            write_char(c, out);
         }
+        rest = chars.as_str();
     }
+    out.push_str(rest);
     out.push('"');
+}
+
+/// Writes one character of a string, escaped if it is `"`, `\` or a control below U+0020.
+fn write_char(c: char, out: &mut String) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => out.push(c),
+    }
 }
 
 /// Formats a finite double as ECMAScript's Number::toString (ES2019 §7.1.12.1) does.
@@ -701,6 +739,45 @@ mod tests {
         assert_eq!(canon("100000000000000000000"), "100000000000000000000");
         assert_eq!(canon("9007199254740992"), "9007199254740992");
         assert_eq!(canon("1.0"), "1");
+    }
+
+    /// The writer before its fast paths: one character at a time, keys sorted by UTF-16.
+    fn slow_string(s: &str) -> String {
+        let mut out = String::from("\"");
+        s.chars().for_each(|c| write_char(c, &mut out));
+        out.push('"');
+        out
+    }
+
+    #[test]
+    fn fast_paths_write_what_the_slow_ones_did() {
+        let strings = [
+            "",
+            "plain",
+            "\"",
+            "a\"b\\c",
+            "\u{1}\u{1f}\u{7f}\n",
+            "\u{e9}\"\u{20ac}\\\u{1f600}\t",
+            "\u{2028}\u{2029}\u{fb01}",
+            "ends with \\",
+            "\"starts",
+        ];
+        for s in strings {
+            let mut fast = String::new();
+            write_string(s, &mut fast);
+            assert_eq!(fast, slow_string(s), "{s:?}");
+        }
+        let keys = ["b", "a", "\u{e000}", "\u{1f600}", "\u{ffff}", "\u{d7ff}", "z\u{10000}", "z\u{e000}"];
+        for n in 1..=keys.len() {
+            let map: Object = keys.iter().take(n).map(|k| ((*k).to_owned(), Value::Null)).collect();
+            let mut sorted: Vec<&String> = map.keys().collect();
+            sorted.sort_by(|a, b| cmp_utf16(a, b));
+            let slow = format!(
+                "{{{}}}",
+                sorted.iter().map(|k| format!("{}:null", slow_string(k))).collect::<Vec<_>>().join(",")
+            );
+            assert_eq!(String::from_utf8(canonical_object(&map)).unwrap(), slow);
+        }
     }
 
     #[test]
