@@ -128,7 +128,7 @@ impl<D: Db, N: Net> House<D, N> {
             decided.insert((*local).to_owned(), outcome);
         }
 
-        let envelope_text = String::from_utf8_lossy(&env.canonical()).into_owned();
+        let envelope_text = env.canonical_str();
         let cap = self.config.inbound_per_domain_per_minute;
         let window = now.millis() / 60_000;
         let sender_domain = env.from.domain();
@@ -163,7 +163,7 @@ impl<D: Db, N: Net> House<D, N> {
                             local,
                             &env.id,
                             env.from.as_str(),
-                            &envelope_text,
+                            envelope_text,
                             now.millis(),
                         ));
                     }

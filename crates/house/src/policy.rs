@@ -96,7 +96,7 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) 
         Policy::Open => counted(facts, domain),
         Policy::Allowlist if facts.allowed => Decision::Accept { counted: false },
         Policy::Allowlist if env.kind == Kind::Intro => {
-            let size = env.canonical().len();
+            let size = env.canonical_str().len();
             if size > limits::MAX_INTRO_BYTES {
                 reject(
                     ErrorKind::TooLarge,

@@ -6,10 +6,12 @@ use crate::b64;
 use crate::card::{AgentCard, VERSION};
 use crate::crypto::{SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
-use crate::json::{Object, Value, canonical_object, field};
+use std::ops::Range;
+
+use crate::json::{Object, Value, canonical_marking, field, without_span};
 use crate::limits;
 use crate::seal::Sealed;
-use crate::sign::{Signature, Verified, sign_object, verify_object};
+use crate::sign::{Signature, Verified, verify_signature};
 use crate::time::Timestamp;
 
 /// The semantic hint of an envelope (`type`).
@@ -119,6 +121,10 @@ pub struct Envelope {
     pub wants_delivery_receipt: bool,
     pub signature: Option<Signature>,
     raw: Object,
+    /// The canonical text of `raw`, written once: what travels, is stored and is hashed.
+    canonical: String,
+    /// The bytes of `canonical` that the `signature` member takes (with its comma).
+    signature_span: Option<Range<usize>>,
 }
 
 /// The fields of a new envelope. `extra` carries members such as `attachments` or `extensions`.
@@ -278,6 +284,7 @@ impl Envelope {
             None => None,
             Some(_) => Some(Signature::read(&raw, "signature")?),
         };
+        let (canonical, signature_span) = canonical_marking(&raw, "signature");
         Ok(Envelope {
             id,
             from,
@@ -294,17 +301,29 @@ impl Envelope {
             wants_delivery_receipt,
             signature,
             raw,
+            canonical,
+            signature_span,
         })
     }
 
     /// The whole envelope, canonical (what travels, and what `sha256` covers).
     pub fn canonical(&self) -> Vec<u8> {
-        canonical_object(&self.raw)
+        self.canonical.as_bytes().to_vec()
+    }
+
+    /// [`Envelope::canonical`] without a copy.
+    pub fn canonical_str(&self) -> &str {
+        &self.canonical
+    }
+
+    /// What the signature covers: the canonical envelope without its `signature` member.
+    fn signed_bytes(&self) -> Vec<u8> {
+        without_span(&self.canonical, self.signature_span.as_ref())
     }
 
     /// Size limits: the house's `max_bytes`, and 4 KB for an `intro` (spec §9).
     pub fn check_size(&self, max_bytes: usize) -> Result<(), Error> {
-        let size = self.canonical().len();
+        let size = self.canonical.len();
         if size > max_bytes {
             return Err(Error::new(ErrorKind::TooLarge, format!("envelope of {size} bytes exceeds {max_bytes}")));
         }
@@ -319,7 +338,7 @@ impl Envelope {
 
     /// Lowercase hex SHA-256 of the canonical envelope, signature included (receipts cite it).
     pub fn sha256_hex(&self) -> String {
-        hex(&sha256(&self.canonical()))
+        hex(&sha256(self.canonical.as_bytes()))
     }
 
     /// Whether the envelope has expired at `now` (spec §5: past `expires`, nobody delivers it).
@@ -350,8 +369,9 @@ impl Envelope {
 
     /// Signs the envelope (replacing any signature) with the sender's key.
     pub fn sign(self, key: &SigningKey) -> Result<Envelope, Error> {
+        let signature = Signature { kid: key.public(), value: key.sign(&self.signed_bytes()) };
         let mut raw = self.raw;
-        sign_object(&mut raw, "signature", key);
+        raw.insert("signature".to_owned(), signature.to_value());
         Envelope::from_object(raw)
     }
 
@@ -362,14 +382,14 @@ impl Envelope {
             return Err(Error::forbidden(format!("card of {} cannot sign for {}", sender.address, self.from)));
         }
         self.require_signature()?;
-        verify_object(&self.raw, "signature", |kid| sender.accepts_key(kid, now))?;
+        verify_signature(&self.raw, "signature", &self.signed_bytes(), |kid| sender.accepts_key(kid, now))?;
         Ok(Verified::new(self))
     }
 
     /// Verifies the signature against one known key (offline checks, tests).
     pub fn verify_with_key(self, key: &SigPublic) -> Result<Verified<Envelope>, Error> {
         self.require_signature()?;
-        verify_object(&self.raw, "signature", |kid| kid == key)?;
+        verify_signature(&self.raw, "signature", &self.signed_bytes(), |kid| kid == key)?;
         Ok(Verified::new(self))
     }
 

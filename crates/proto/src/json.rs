@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::ops::Range;
 
 use crate::error::{Error, ErrorKind};
 use crate::limits;
@@ -191,28 +192,57 @@ fn sorts_as_utf16(key: &str) -> bool {
 }
 
 fn write_object(map: &Object, skip: Option<&str>, out: &mut String) {
+    write_object_marking(map, skip, None, out);
+}
+
+/// Writes `map` without its member `skip`; returns where the member `mark` was written, as the
+/// byte range of `out` whose removal leaves the text `map` has without `mark` (its separating
+/// comma included).
+fn write_object_marking(
+    map: &Object,
+    skip: Option<&str>,
+    mark: Option<&str>,
+    out: &mut String,
+) -> Option<Range<usize>> {
     let entries = map.iter().filter(|(k, _)| Some(k.as_str()) != skip);
     out.push('{');
-    if map.keys().all(|k| sorts_as_utf16(k)) {
+    let span = if map.keys().all(|k| sorts_as_utf16(k)) {
         // The map's own order is already the canonical one: no need to collect and sort.
-        write_members(entries, out);
+        write_members(entries, mark, out)
     } else {
         let mut sorted: Vec<(&String, &Value)> = entries.collect();
         sorted.sort_by(|a, b| cmp_utf16(a.0, b.0));
-        write_members(sorted.into_iter(), out);
-    }
+        write_members(sorted.into_iter(), mark, out)
+    };
     out.push('}');
+    span
 }
 
-fn write_members<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut String) {
+fn write_members<'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    mark: Option<&str>,
+    out: &mut String,
+) -> Option<Range<usize>> {
+    let mut span: Option<Range<usize>> = None;
     for (i, (key, item)) in entries.enumerate() {
+        let before = out.len();
         if i > 0 {
             out.push(',');
         }
+        let start = out.len();
         write_string(key, out);
         out.push(':');
         write_canonical(item, out);
+        if Some(key.as_str()) == mark {
+            // Not first: drop it with the comma before it. First: with the comma after it, if any.
+            span = Some(if i > 0 { before..out.len() } else { start..out.len() });
+        } else if i == 1
+            && let Some(s) = span.as_mut()
+        {
+            s.end = start;
+        }
     }
+    span
 }
 
 /// The canonical bytes of an object, without copying it into a [`Value`].
@@ -227,6 +257,24 @@ pub fn canonical_without(map: &Object, skip: &str) -> Vec<u8> {
     let mut out = String::new();
     write_object(map, Some(skip), &mut out);
     out.into_bytes()
+}
+
+/// The canonical text of an object, with what a signature in its top-level member `name` covers:
+/// the canonical text without that member, as [`canonical_without`] writes it, is the text with
+/// the returned byte range removed (`None`: there is no such member; the text is all of it).
+pub(crate) fn canonical_marking(map: &Object, name: &str) -> (String, Option<Range<usize>>) {
+    let mut out = String::new();
+    let span = write_object_marking(map, None, Some(name), &mut out);
+    (out, span)
+}
+
+/// `text` without the byte range `span` (from [`canonical_marking`]).
+pub(crate) fn without_span(text: &str, span: Option<&Range<usize>>) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    match span.and_then(|s| Some((bytes.get(..s.start)?, bytes.get(s.end..)?))) {
+        Some((head, tail)) => [head, tail].concat(),
+        None => bytes.to_vec(),
+    }
 }
 
 /// Writes a string as JavaScript's `JSON.stringify` does.
@@ -777,6 +825,27 @@ mod tests {
                 sorted.iter().map(|k| format!("{}:null", slow_string(k))).collect::<Vec<_>>().join(",")
             );
             assert_eq!(String::from_utf8(canonical_object(&map)).unwrap(), slow);
+        }
+    }
+
+    #[test]
+    fn marking_a_member_gives_the_text_without_it() {
+        let docs = [
+            r#"{"signature":{"v":1}}"#,
+            r#"{"signature":1,"z":2}"#,
+            r#"{"a":1,"signature":[1,{"signature":2}]}"#,
+            r#"{"a":1,"signature":"s","z":{"signature":3}}"#,
+            r#"{"a":1,"b":"x"}"#,
+            r#"{}"#,
+            "{\"\u{1f600}\":1,\"signature\":2,\"\u{fb01}\":3}",
+            "{\"signature\":2,\"\u{fb01}\":3}",
+        ];
+        for doc in docs {
+            let Value::Object(map) = Value::parse_str(doc).unwrap() else { panic!("{doc}") };
+            let (text, span) = canonical_marking(&map, "signature");
+            assert_eq!(text.as_bytes(), canonical_object(&map), "{doc}");
+            assert_eq!(span.is_some(), map.contains_key("signature"), "{doc}");
+            assert_eq!(without_span(&text, span.as_ref()), canonical_without(&map, "signature"), "{doc}");
         }
     }
 

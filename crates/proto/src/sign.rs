@@ -56,7 +56,26 @@ pub fn verify_object(doc: &Object, name: &str, trusted: impl Fn(&SigPublic) -> b
     if !trusted(&sig.kid) {
         return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
     }
-    if !sig.kid.verify(&canonical_without(doc, name), &sig.value) {
+    check(&sig, name, &canonical_without(doc, name))
+}
+
+/// [`verify_object`] for a document whose canonical text without `name` the caller already has
+/// (`unsigned`, which must be exactly [`canonical_without`]`(doc, name)`).
+pub(crate) fn verify_signature(
+    doc: &Object,
+    name: &str,
+    unsigned: &[u8],
+    trusted: impl Fn(&SigPublic) -> bool,
+) -> Result<SigPublic, Error> {
+    let sig = Signature::read(doc, name)?;
+    if !trusted(&sig.kid) {
+        return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
+    }
+    check(&sig, name, unsigned)
+}
+
+fn check(sig: &Signature, name: &str, unsigned: &[u8]) -> Result<SigPublic, Error> {
+    if !sig.kid.verify(unsigned, &sig.value) {
         return Err(Error::forbidden(format!("`{name}` does not verify")));
     }
     Ok(sig.kid)

@@ -5,10 +5,11 @@ use nyx5_proto::auth::{AuthHeader, Claims, Target};
 use nyx5_proto::card::{AgentCardDraft, Delegation, DomainCardDraft, PreviousKey, Scope};
 use nyx5_proto::crypto::{EncSecret, SigningKey};
 use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
-use nyx5_proto::json::obj;
+use nyx5_proto::json::{self, obj};
 use nyx5_proto::quote::{ContractKind, Quote, QuoteDraft, Referrer};
 use nyx5_proto::receipt::{Notice, Receipt, notice};
 use nyx5_proto::relay::RelayHeader;
+use nyx5_proto::sign::verify_object;
 use nyx5_proto::{
     Address, AgentCard, DomainCard, Envelope, ErrorKind, Object, Timestamp, Value, Verified, limits, pow, seal,
 };
@@ -278,6 +279,10 @@ fn envelope_signature_covers_every_member() {
     let parsed = Envelope::parse(&bytes, limits::MAX_ENVELOPE_BYTES).unwrap();
     assert!(parsed.clone().verify(&ana.card, NOW).is_ok());
     let raw = parsed.object().clone();
+    // The envelope signs and verifies over its cached canonical text: the same bytes the
+    // general path writes from the object.
+    assert_eq!(parsed.canonical_str().as_bytes(), json::canonical_object(&raw).as_slice());
+    assert_eq!(verify_object(&raw, "signature", |k| *k == ana.sig.public()), Ok(ana.sig.public()));
     let mut checked = 0;
     for (k, v) in raw.iter().filter(|(k, _)| *k != "signature") {
         for m in mutations(v) {
