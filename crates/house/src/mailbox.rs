@@ -1,7 +1,7 @@
 //! Accepting verified envelopes into this house's mailboxes (spec §7, §9), and the optional push.
 //!
-//! [`House::accept`] reads what it needs in four queries (recipients' cards, who already holds
-//! the envelope, list hits, rate windows), decides per recipient with [`policy::decide`], then
+//! [`House::accept`] reads what it needs in one query (per recipient: card, whether it already
+//! holds the envelope, list hits, rate window), decides per recipient with [`policy::decide`], then
 //! writes one batch: a rate-window count (guarded by the `rate_cap` CHECK) and an
 //! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
 
@@ -34,9 +34,27 @@ fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     Value::Array(items.into_iter().map(Value::from).collect()).canonical_string()
 }
 
-/// The rate window bucket for envelopes from `domain` to `local`.
+/// The rate window bucket for envelopes from `domain` to `local`: `inbound:<local>:<domain>`.
 fn bucket(local: &str, domain: &str) -> String {
-    format!("inbound:{local}:{domain}")
+    format!("{BUCKET_PREFIX}{local}{}", bucket_suffix(domain))
+}
+
+const BUCKET_PREFIX: &str = "inbound:";
+
+/// What follows the local part in [`bucket`].
+fn bucket_suffix(domain: &str) -> String {
+    format!(":{domain}")
+}
+
+/// What one query tells about a recipient before anything is decided.
+struct Recipient {
+    card: String,
+    webhook: Option<String>,
+    /// The sender of the envelope with this id already in the mailbox.
+    holder: Option<String>,
+    blocked: bool,
+    allowed: bool,
+    rate_count: i64,
 }
 
 impl<D: Db, N: Net> House<D, N> {
@@ -83,43 +101,51 @@ impl<D: Db, N: Net> House<D, N> {
         }
 
         let locals_json = json_list(locals.iter().copied());
-        let cards: BTreeMap<String, (String, Option<String>)> = store::mailbox::recipients(&self.db, &locals_json)
-            .await?
+        let cap = self.config.inbound_per_domain_per_minute;
+        let window = now.millis() / 60_000;
+        let sender_domain = env.from.domain();
+        let entries = policy::sender_entries(&env.from);
+        let facts = store::mailbox::inbound_facts(
+            &self.db,
+            &locals_json,
+            &env.id,
+            &entries,
+            BUCKET_PREFIX,
+            &bucket_suffix(sender_domain),
+            window,
+        )
+        .await?;
+        let known: BTreeMap<String, Recipient> = facts
             .into_iter()
             .filter_map(|r| {
-                let local = r.text("local")?.to_owned();
-                Some((local, (r.text("card")?.to_owned(), r.text("webhook").map(str::to_owned))))
+                let recipient = Recipient {
+                    card: r.text("card")?.to_owned(),
+                    webhook: r.text("webhook").map(str::to_owned),
+                    holder: r.text("holder").map(str::to_owned),
+                    blocked: r.int("blocked")? != 0,
+                    allowed: r.int("allowed")? != 0,
+                    rate_count: r.int("rate_count").unwrap_or(0),
+                };
+                Some((r.text("local")?.to_owned(), recipient))
             })
             .collect();
-        let holding: BTreeMap<String, String> = store::mailbox::holding(&self.db, &env.id, &locals_json)
-            .await?
-            .into_iter()
-            .filter_map(|r| Some((r.text("local")?.to_owned(), r.text("sender")?.to_owned())))
-            .collect();
-        let entries = policy::sender_entries(&env.from);
-        let hits: BTreeSet<(String, String)> =
-            store::mailbox::list_hits(&self.db, &locals_json, &json_list(entries.iter().map(String::as_str)))
-                .await?
-                .into_iter()
-                .filter_map(|r| Some((r.text("local")?.to_owned(), r.text("kind")?.to_owned())))
-                .collect();
 
         // Who is settled before any write, and the policy of everyone else.
-        let mut candidates: Vec<(&str, Policy)> = Vec::new();
+        let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
         for local in &locals {
-            let outcome = match (cards.get(*local), holding.get(*local)) {
-                (None, _) => Outcome::Rejected(Error::new(
+            let outcome = match known.get(*local) {
+                None => Outcome::Rejected(Error::new(
                     ErrorKind::NotFound,
                     format!("no agent {local}@{}", self.config.domain),
                 )),
-                (Some(_), Some(s)) if s == env.from.as_str() => Outcome::Duplicate,
-                (Some(_), Some(_)) => Outcome::Rejected(Error::new(
+                Some(Recipient { holder: Some(s), .. }) if s == env.from.as_str() => Outcome::Duplicate,
+                Some(Recipient { holder: Some(_), .. }) => Outcome::Rejected(Error::new(
                     ErrorKind::Conflict,
                     format!("envelope id {} is already taken by another sender", env.id),
                 )),
-                (Some((text, _)), None) => match AgentCard::parse(text.as_bytes()) {
+                Some(r @ Recipient { holder: None, .. }) => match AgentCard::parse(r.card.as_bytes()) {
                     Ok(card) => {
-                        candidates.push((local, Policy::of(&card.inbox)));
+                        candidates.push((local, Policy::of(&card.inbox), r));
                         continue;
                     }
                     Err(e) => Outcome::Rejected(Error::new(ErrorKind::Internal, format!("stored card: {e}"))),
@@ -129,28 +155,33 @@ impl<D: Db, N: Net> House<D, N> {
         }
 
         let envelope_text = env.canonical_str();
-        let cap = self.config.inbound_per_domain_per_minute;
-        let window = now.millis() / 60_000;
-        let sender_domain = env.from.domain();
+        let buckets: Vec<String> = candidates.iter().map(|(l, _, _)| bucket(l, sender_domain)).collect();
         let mut accepted = Vec::new();
         for attempt in 0..ACCEPT_ATTEMPTS {
             let last = attempt + 1 == ACCEPT_ATTEMPTS;
-            let buckets: Vec<String> = candidates.iter().map(|(l, _)| bucket(l, sender_domain)).collect();
-            let counts: BTreeMap<String, i64> =
-                store::mailbox::rate_counts(&self.db, &json_list(buckets.iter().map(String::as_str)), window)
-                    .await?
-                    .into_iter()
-                    .filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?)))
-                    .collect();
+            // The first attempt counts with what the facts query read; after losing a race on
+            // `rate_cap`, the windows are read again.
+            let counts: Option<BTreeMap<String, i64>> = if attempt == 0 {
+                None
+            } else {
+                let rows =
+                    store::mailbox::rate_counts(&self.db, &json_list(buckets.iter().map(String::as_str)), window)
+                        .await?;
+                Some(rows.into_iter().filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?))).collect())
+            };
             let mut stmts = Vec::new();
             let mut inserts = Vec::new();
             let mut refused = Vec::new();
-            for ((local, policy), bucket) in candidates.iter().zip(&buckets) {
+            for ((local, policy, known), bucket) in candidates.iter().zip(&buckets) {
+                let rate_count = match &counts {
+                    None => known.rate_count,
+                    Some(counts) => counts.get(bucket).copied().unwrap_or(0),
+                };
                 let facts = Facts {
-                    blocked: hits.contains(&((*local).to_owned(), "block".to_owned())),
-                    allowed: hits.contains(&((*local).to_owned(), "allow".to_owned())),
+                    blocked: known.blocked,
+                    allowed: known.allowed,
                     // After losing the race twice, whoever still needs a count is over the cap.
-                    rate_count: if last { cap } else { counts.get(bucket).copied().unwrap_or(0) },
+                    rate_count: if last { cap } else { rate_count },
                     rate_cap: cap,
                 };
                 match policy::decide(policy, env, &env.from, &facts) {
@@ -193,7 +224,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
 
         for local in accepted {
-            if let Some((_, Some(hook))) = cards.get(local) {
+            if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local) {
                 self.push(hook, env).await;
             }
         }

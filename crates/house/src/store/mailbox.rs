@@ -1,7 +1,9 @@
 //! Mailboxes and their lists: what accepting an envelope reads and writes (spec §7, §9).
 //!
-//! Lists of locals and entries are bound as one JSON array and read with `json_each`, so a
-//! statement's SQL stays fixed whatever the number of recipients.
+//! Lists of locals are bound as one JSON array and read with `json_each`, so a statement's SQL
+//! stays fixed whatever the number of recipients. The array is the outer loop of a join (never an
+//! `IN (SELECT … json_each)`, which builds a temporary index on every run), and everything else
+//! is a primary-key lookup per recipient.
 
 use nyx5_proto::Error;
 
@@ -9,35 +11,45 @@ use super::query;
 use crate::ports::{Db, Row, Stmt};
 use crate::stmt;
 
-/// `local`, `card`, `webhook` of the agents named in `locals` (a JSON array).
-pub async fn recipients<D: Db>(db: &D, locals: &str) -> Result<Vec<Row>, Error> {
-    query(db, stmt!("SELECT local, card, webhook FROM agents WHERE local IN (SELECT value FROM json_each(?))", locals))
-        .await
-}
-
-/// `local`, `sender` of the mailbox rows that already hold `envelope_id`, among `locals`.
-pub async fn holding<D: Db>(db: &D, envelope_id: &str, locals: &str) -> Result<Vec<Row>, Error> {
+/// What accepting an envelope needs to know about each recipient, in one statement: one row per
+/// agent named in `locals` (a JSON array of distinct locals; unknown ones have no row) with its
+/// `local`, `card`, `webhook`; `holder`, the sender of the mailbox row that already holds
+/// `envelope_id` (or NULL); `blocked` and `allowed`, whether its block or allow list holds one of
+/// `entries` (1 or 0); and `rate_count`, the count of its rate window
+/// `bucket_prefix || local || bucket_suffix` for minute `window` (or NULL).
+pub async fn inbound_facts<D: Db>(
+    db: &D,
+    locals: &str,
+    envelope_id: &str,
+    entries: &[String; 2],
+    bucket_prefix: &str,
+    bucket_suffix: &str,
+    window: i64,
+) -> Result<Vec<Row>, Error> {
+    let [address, domain] = entries;
     query(
         db,
         stmt!(
-            "SELECT local, sender FROM mailbox
-             WHERE local IN (SELECT value FROM json_each(?)) AND envelope_id = ?",
-            locals,
-            envelope_id
-        ),
-    )
-    .await
-}
-
-/// `local`, `kind` of the list entries among `locals` that match one of `entries`.
-pub async fn list_hits<D: Db>(db: &D, locals: &str, entries: &str) -> Result<Vec<Row>, Error> {
-    query(
-        db,
-        stmt!(
-            "SELECT DISTINCT local, kind FROM lists
-             WHERE local IN (SELECT value FROM json_each(?)) AND entry IN (SELECT value FROM json_each(?))",
-            locals,
-            entries
+            "SELECT a.local AS local, a.card AS card, a.webhook AS webhook,
+               (SELECT m.sender FROM mailbox AS m WHERE m.local = a.local AND m.envelope_id = ?) AS holder,
+               EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'block' AND l.entry = ?)
+                 OR EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'block' AND l.entry = ?)
+                 AS blocked,
+               EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'allow' AND l.entry = ?)
+                 OR EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'allow' AND l.entry = ?)
+                 AS allowed,
+               (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? || a.local || ? AND r.window = ?)
+                 AS rate_count
+             FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value",
+            envelope_id,
+            address.as_str(),
+            domain.as_str(),
+            address.as_str(),
+            domain.as_str(),
+            bucket_prefix,
+            bucket_suffix,
+            window,
+            locals
         ),
     )
     .await
