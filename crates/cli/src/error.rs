@@ -6,12 +6,20 @@ use std::process::ExitCode;
 pub(crate) const EXIT_REJECTED: u8 = 1;
 /// Exit code for bad arguments, unreadable files and malformed input.
 pub(crate) const EXIT_USAGE: u8 = 2;
+/// Exit code for a house or resolver that cannot be reached or answers 5xx: try again later.
+pub(crate) const EXIT_NETWORK: u8 = 3;
+/// Exit code for a request the house refused (a 4xx answer).
+pub(crate) const EXIT_REFUSED: u8 = 4;
 
 /// A failed command.
 #[derive(Debug)]
 pub(crate) struct Failure {
     code: u8,
     reason: String,
+    /// The HTTP status and error slug when a house answered.
+    status: Option<(u16, String)>,
+    /// What to do next, shown after the reason.
+    hint: Option<String>,
 }
 
 /// What every verb returns.
@@ -20,12 +28,64 @@ pub(crate) type Outcome = Result<(), Failure>;
 impl Failure {
     /// A usage or input error (exit 2).
     pub(crate) fn usage(reason: impl Into<String>) -> Failure {
-        Failure { code: EXIT_USAGE, reason: reason.into() }
+        Failure { code: EXIT_USAGE, reason: reason.into(), status: None, hint: None }
     }
 
     /// A verification or decryption failure (exit 1).
     pub(crate) fn rejected(reason: impl Into<String>) -> Failure {
-        Failure { code: EXIT_REJECTED, reason: reason.into() }
+        Failure { code: EXIT_REJECTED, reason: reason.into(), status: None, hint: None }
+    }
+
+    /// A house or resolver that cannot be reached, or answers 5xx (exit 3).
+    pub(crate) fn network(reason: impl Into<String>) -> Failure {
+        Failure { code: EXIT_NETWORK, reason: reason.into(), status: None, hint: None }
+    }
+
+    /// An HTTP answer that is not a success: 4xx is a refusal (exit 4), anything else a failure
+    /// to get through (exit 3). `slug` is the wire `error` member, when the house sent one.
+    pub(crate) fn http(status: u16, slug: &str, reason: impl Into<String>) -> Failure {
+        let code = if (400..500).contains(&status) { EXIT_REFUSED } else { EXIT_NETWORK };
+        Failure { code, reason: reason.into(), status: Some((status, slug.to_owned())), hint: None }
+    }
+
+    /// The exit code this failure maps to.
+    pub(crate) fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The HTTP status, when a house answered.
+    pub(crate) fn status(&self) -> Option<u16> {
+        self.status.as_ref().map(|(s, _)| *s)
+    }
+
+    /// The reason, with a prefix saying what was being done.
+    pub(crate) fn context(mut self, what: &str) -> Failure {
+        self.reason = format!("{what}: {}", self.reason);
+        self
+    }
+
+    /// Sets what to do next (replacing any earlier hint).
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Failure {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The failure as one JSON document: `{"ok":false,"exit","reason","status"?,"error"?}`.
+    pub(crate) fn to_value(&self) -> nyx5_proto::Value {
+        use nyx5_proto::Value;
+        let mut o = nyx5_proto::json::obj([
+            ("ok", Value::Bool(false)),
+            ("exit", i64::from(self.code).into()),
+            ("reason", self.reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().into()),
+        ]);
+        if let Some(h) = &self.hint {
+            o.insert("hint".into(), h.as_str().into());
+        }
+        if let Some((status, slug)) = &self.status {
+            o.insert("status".into(), i64::from(*status).into());
+            o.insert("error".into(), slug.as_str().into());
+        }
+        Value::Object(o)
     }
 
     /// Malformed input, with the protocol crate's reason behind `context`.
@@ -37,8 +97,13 @@ impl Failure {
         ExitCode::from(self.code)
     }
 
-    /// The reason on one line: control characters (newlines included) become spaces.
+    /// The reason (and what to do next) on one line: control characters (newlines included)
+    /// become spaces.
     pub(crate) fn one_line(&self) -> String {
-        self.reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+        let text = match &self.hint {
+            Some(h) => format!("{}; {h}", self.reason),
+            None => self.reason.clone(),
+        };
+        text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
     }
 }

@@ -1,10 +1,13 @@
-//! nyx5: the offline command-line tools (keys, canonical JSON, seal, open, verify).
+//! nyx5: an agent's command (profiles and every API verb), the offline tools (keys,
+//! canonical JSON, seal, open, verify) and `nyx5 serve`.
 //!
 //! This file owns the arguments and the exit codes; each verb lives in its own module and
 //! leaves every protocol rule to `nyx5-proto`. Exit codes: 0 success, 1 a signature that does
-//! not verify or an envelope that does not open, 2 bad usage or input.
+//! not verify or an envelope that does not open, 2 bad usage or input, 3 a house or resolver
+//! that cannot be reached (or answers 5xx), 4 a request the house refused (4xx).
 
 mod canon;
+mod client;
 mod error;
 mod io;
 mod keyfile;
@@ -23,10 +26,13 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{EXIT_USAGE, Outcome};
 
-/// Offline tools for Nyx5/1: agent keys, canonical JSON, sealing, opening and verifying.
+/// Nyx5/1 for agents: mail between agents (init, register, send, inbox, ack, outbox, …), a house (`nyx5 serve`), and offline tools for keys and documents.
 ///
-/// Exit status: 0 on success, 1 when a signature does not verify or an envelope does not
-/// open, 2 for usage and input errors.
+/// Exit status: 0 on success; 1 when a signature or card does not verify or an envelope does
+/// not open; 2 for usage and input errors; 3 when a house or resolver cannot be reached or
+/// answers 5xx (try again later; a repeated `send` never sends twice); 4 when the house refused
+/// the request (4xx: the message says why). With --json a failure also prints
+/// `{"ok":false,"exit",…}` on standard output.
 #[derive(Debug, Parser)]
 #[command(name = "nyx5", version, propagate_version = true)]
 struct Cli {
@@ -82,6 +88,8 @@ enum Command {
     },
     /// Run a house: the engine on a SQLite file over HTTP, for self-hosting and tests.
     Serve(serve::Args),
+    #[command(flatten)]
+    Client(client::cli::ClientCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +136,7 @@ fn run(command: Command) -> Outcome {
         Command::Open { key, as_address, sender_key } => open::run(&key, &as_address, &sender_key),
         Command::Verify { key, member } => verify::run(&key, member.as_deref()),
         Command::Serve(args) => serve::run(args),
+        Command::Client(command) => client::cli::run(command),
     }
 }
 

@@ -1,0 +1,521 @@
+//! The networked verbs' arguments (clap) and how their answers are printed: one JSON document
+//! with `--json`, text otherwise. A failure with `--json` also prints its JSON document
+//! (`{"ok":false,"exit","reason","status"?,"error"?}`) before the one-line reason on stderr.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use nyx5_proto::Value;
+use nyx5_proto::json::Object;
+
+use super::directory::{self, DirectoryRequest, InviteRequest};
+use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
+use super::register::{self, RegisterRequest, SubagentRequest};
+use super::send::{self, SendRequest, body_from_bytes, stderr_is_terminal};
+use super::{Ctx, when};
+use crate::error::{Failure, Outcome};
+use crate::{io, sys};
+
+/// Options every networked verb takes.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Common {
+    /// The profile file [default: $NYX5_AGENT, else $XDG_CONFIG_HOME/nyx5/agents.json, else
+    /// ~/.config/nyx5/agents.json]
+    #[arg(long = "agent", value_name = "FILE")]
+    pub(crate) agent: Option<PathBuf>,
+    /// Act as this agent of the profile [default: its first agent]
+    #[arg(long = "as", value_name = "ADDRESS")]
+    pub(crate) as_address: Option<String>,
+    /// Hosts file `{"<domain>":{"url":…,"sig":…}}`, consulted before DNS [default: $NYX5_HOSTS]
+    #[arg(long, value_name = "FILE")]
+    pub(crate) hosts: Option<PathBuf>,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl Common {
+    fn ctx(&self) -> Result<Ctx, Failure> {
+        Ctx::new(self.agent.as_deref(), self.as_address.as_deref(), self.hosts.as_deref())
+    }
+}
+
+/// The agent's verbs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClientCommand {
+    /// Create keys for a new agent in the profile (0600); nothing is sent yet.
+    Init {
+        /// The agent's address, `name@domain`.
+        address: String,
+        /// The base URL of the agent's house, e.g. https://mail.example.org
+        #[arg(long, value_name = "URL")]
+        house: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Ask the agent's house to certify its card (open registration without a token or code);
+    /// run again to update the card.
+    Register(RegisterArgs),
+    /// Replace the agent's keys; the old key keeps signing for 7 days.
+    RotateKey {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delegate to a subagent NAME.<you>@<domain> with a scope; its keys go in the profile.
+    Subagent(SubagentArgs),
+    /// Print an agent's card after verifying it (domain → agent → parent).
+    Card {
+        address: String,
+        /// Accept a domain key that changed since it was pinned
+        #[arg(long)]
+        repin: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Resolve an address and show how its card was verified.
+    Resolve {
+        address: String,
+        /// Accept a domain key that changed since it was pinned
+        #[arg(long)]
+        repin: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List the agents a house publishes, each card verified [default house: your own].
+    Directory(DirectoryArgs),
+    /// Send an envelope: sealed for every recipient, signed, saved before it leaves.
+    Send(SendArgs),
+    /// Read the mailbox: each envelope verified against its sender's card and opened.
+    Inbox {
+        /// Envelopes per page (0-200) [default: the house's, 50]
+        #[arg(long)]
+        limit: Option<i64>,
+        /// Start after this sequence number
+        #[arg(long, value_name = "SEQ")]
+        after: Option<i64>,
+        /// Keep waiting for new envelopes and print each as it arrives (with --json, one
+        /// document per line)
+        #[arg(long)]
+        follow: bool,
+        /// Seconds between polls with --follow
+        #[arg(long, value_name = "SECONDS", default_value_t = 2)]
+        interval: u64,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Mark envelopes handled so they leave the inbox.
+    Ack {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// What happened to what you sent: delivered, retrying, bounced; and what is saved unsent.
+    Outbox {
+        /// Envelopes per page (0-100)
+        #[arg(long)]
+        limit: Option<i64>,
+        /// Older than this sequence number
+        #[arg(long, value_name = "SEQ")]
+        before: Option<i64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Send yourself a sealed envelope that arrives at WHEN (RFC 3339, or +10m, +2h, +1d).
+    Remind {
+        when: String,
+        /// The text (words are joined by spaces; `-` reads standard input)
+        #[arg(required = true)]
+        body: Vec<String>,
+        #[arg(long)]
+        thread: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Invitation codes (the house's operator only).
+    #[command(subcommand)]
+    Invite(InviteCommand),
+    /// Whether a house is up, and how long its queue is.
+    Health {
+        /// A domain, or the house's URL
+        house: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RegisterArgs {
+    /// The house's operator token (any registration mode) [default: $NYX5_ADMIN_TOKEN]
+    #[arg(long, value_name = "TOKEN", conflicts_with = "invite")]
+    admin_token: Option<String>,
+    /// An invitation code (houses in invite mode)
+    #[arg(long, value_name = "CODE")]
+    invite: Option<String>,
+    /// The card's `capabilities` as a JSON object (replaces the current ones)
+    #[arg(long, value_name = "JSON")]
+    capabilities: Option<String>,
+    /// Be listed in the house's directory
+    #[arg(long, conflicts_with = "unlisted")]
+    listed: bool,
+    /// Leave the house's directory
+    #[arg(long)]
+    unlisted: bool,
+    /// One line on what this agent does (shown in the directory)
+    #[arg(long)]
+    description: Option<String>,
+    /// Inbox policy: open, allowlist, pow or stamp
+    #[arg(long)]
+    policy: Option<String>,
+    /// Proof-of-work bits asked of strangers with --policy pow (0-32)
+    #[arg(long)]
+    pow_bits: Option<i64>,
+    /// A private URL the house POSTs each new envelope to
+    #[arg(long, value_name = "URL")]
+    webhook: Option<String>,
+    /// When the card stops being valid (RFC 3339 or +30d)
+    #[arg(long, value_name = "WHEN")]
+    valid_until: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SubagentArgs {
+    /// The subagent's name: it becomes NAME.<your local part>@<your domain>
+    name: String,
+    /// Envelope types it may send (comma-separated) [default: any]
+    #[arg(long, value_delimiter = ',', value_name = "TYPES")]
+    scope_types: Option<Vec<String>>,
+    /// Domains it may send to (comma-separated) [default: any]
+    #[arg(long, value_delimiter = ',', value_name = "DOMAINS")]
+    to_domains: Option<Vec<String>>,
+    /// Most tokens it may commit in the Libro
+    #[arg(long, value_name = "N")]
+    cap: Option<i64>,
+    /// When the delegation ends (RFC 3339 or +30d)
+    #[arg(long, value_name = "WHEN")]
+    valid_until: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DirectoryArgs {
+    /// A domain, or the house's URL [default: your own house]
+    house: Option<String>,
+    /// Only agents with this capability
+    #[arg(long)]
+    capability: Option<String>,
+    /// Only agents accepting this media type
+    #[arg(long)]
+    accepts: Option<String>,
+    /// Words to look for in addresses and descriptions
+    #[arg(long)]
+    q: Option<String>,
+    /// Cards per page (0-100) [default: 20]
+    #[arg(long)]
+    limit: Option<i64>,
+    #[arg(long)]
+    offset: Option<i64>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    /// Recipients; a `-` among them reads the body from standard input
+    #[arg(value_name = "TO", required_unless_present = "id")]
+    to: Vec<String>,
+    /// The body, as text
+    #[arg(long, conflicts_with = "file")]
+    body: Option<String>,
+    /// Read the body from a file (`-` for standard input)
+    #[arg(long, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The body's media type [default: text/plain; a JSON type parses the body as JSON]
+    #[arg(long)]
+    media: Option<String>,
+    /// message, task, result, receipt or intro [default: message]
+    #[arg(long = "type", value_name = "TYPE")]
+    kind: Option<String>,
+    #[arg(long)]
+    thread: Option<String>,
+    #[arg(long, value_name = "ID")]
+    in_reply_to: Option<String>,
+    /// Deliver no earlier than WHEN (RFC 3339 or +10m, +2h, +1d)
+    #[arg(long, value_name = "WHEN")]
+    deliver_after: Option<String>,
+    /// Give up at WHEN (RFC 3339 or +1d)
+    #[arg(long, value_name = "WHEN")]
+    expires: Option<String>,
+    /// Ask for a delivery receipt
+    #[arg(long)]
+    receipt: bool,
+    /// Sign but do not encrypt (needed when a recipient publishes no encryption key)
+    #[arg(long)]
+    plain: bool,
+    /// Use this envelope id; with an envelope saved under it, send that one again
+    #[arg(long)]
+    id: Option<String>,
+    /// Drop the saved envelope --id instead of sending it
+    #[arg(long, requires = "id")]
+    discard: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum InviteCommand {
+    /// Create an invitation code.
+    New {
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
+        #[arg(long, value_name = "TOKEN")]
+        admin_token: Option<String>,
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long)]
+        house: Option<String>,
+        /// How many registrations it allows [default: 1]
+        #[arg(long)]
+        uses: Option<i64>,
+        /// When it stops working (RFC 3339 or +7d)
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List invitation codes.
+    List {
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
+        #[arg(long, value_name = "TOKEN")]
+        admin_token: Option<String>,
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long)]
+        house: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Prints a verb's answer (JSON or text), or its failure.
+fn emit(json: bool, result: Result<Value, Failure>, human: fn(&Value) -> String) -> Outcome {
+    match result {
+        Ok(v) if json => io::write_json_line(&v),
+        Ok(v) => io::write_text(&human(&v)),
+        Err(f) => {
+            if json {
+                let _ = io::write_json_line(&f.to_value());
+            }
+            Err(f)
+        }
+    }
+}
+
+fn admin_token(flag: Option<String>) -> Result<String, Failure> {
+    flag.or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))
+        .ok_or_else(|| Failure::usage("give the house's operator token with --admin-token (or NYX5_ADMIN_TOKEN)"))
+}
+
+fn time(text: Option<&str>, name: &str) -> Result<Option<nyx5_proto::Timestamp>, Failure> {
+    let now = sys::now()?;
+    text.map(|t| when::parse(t, now).map_err(|e| Failure::usage(format!("--{name}: {e}")))).transpose()
+}
+
+fn read_all(path: Option<&std::path::Path>) -> Result<Vec<u8>, Failure> {
+    let cap = u64::try_from(nyx5_proto::limits::MAX_ENVELOPE_BYTES + 1).unwrap_or(u64::MAX);
+    let mut buf = Vec::new();
+    match path {
+        None => io::read_stdin(nyx5_proto::limits::MAX_ENVELOPE_BYTES),
+        Some(p) if p.as_os_str() == "-" => io::read_stdin(nyx5_proto::limits::MAX_ENVELOPE_BYTES),
+        Some(p) => {
+            let f = std::fs::File::open(p).map_err(|e| Failure::usage(format!("cannot read {}: {e}", p.display())))?;
+            f.take(cap)
+                .read_to_end(&mut buf)
+                .map_err(|e| Failure::usage(format!("cannot read {}: {e}", p.display())))?;
+            Ok(buf)
+        }
+    }
+}
+
+fn register_request(a: &RegisterArgs) -> Result<RegisterRequest, Failure> {
+    let capabilities = match &a.capabilities {
+        None => None,
+        Some(t) => match Value::parse_str(t) {
+            Ok(Value::Object(o)) => Some(o),
+            _ => return Err(Failure::usage("--capabilities must be a JSON object")),
+        },
+    };
+    let listed = if a.listed {
+        Some(true)
+    } else if a.unlisted {
+        Some(false)
+    } else {
+        None
+    };
+    Ok(RegisterRequest {
+        admin_token: a.admin_token.clone().or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty())),
+        invite: a.invite.clone(),
+        capabilities,
+        listed,
+        description: a.description.clone(),
+        policy: a.policy.clone(),
+        pow_bits: a.pow_bits,
+        webhook: a.webhook.clone(),
+        valid_until: time(a.valid_until.as_deref(), "valid-until")?,
+    })
+}
+
+fn send_request(a: &SendArgs) -> Result<SendRequest, Failure> {
+    let stdin_marker = a.to.iter().any(|t| t == "-");
+    let to: Vec<String> = a.to.iter().filter(|t| *t != "-").cloned().collect();
+    let sources = usize::from(a.body.is_some()) + usize::from(a.file.is_some()) + usize::from(stdin_marker);
+    if sources > 1 {
+        return Err(Failure::usage("give the body once: --body TEXT, --file FILE or -"));
+    }
+    let body = match (&a.body, &a.file, stdin_marker) {
+        (Some(b), _, _) => Some(body_from_bytes(b.as_bytes(), a.media.as_deref())?),
+        (None, Some(f), _) => Some(body_from_bytes(&read_all(Some(f))?, a.media.as_deref())?),
+        (None, None, true) => Some(body_from_bytes(&read_all(None)?, a.media.as_deref())?),
+        (None, None, false) => None,
+    };
+    if body.is_some() && to.is_empty() {
+        return Err(Failure::usage("name at least one recipient"));
+    }
+    Ok(SendRequest {
+        to,
+        body,
+        media: a.media.clone(),
+        kind: a.kind.clone(),
+        thread: a.thread.clone(),
+        in_reply_to: a.in_reply_to.clone(),
+        deliver_after: a.deliver_after.clone(),
+        expires: a.expires.clone(),
+        receipt: a.receipt,
+        plain: a.plain,
+        id: a.id.clone(),
+        extensions: None::<Object>,
+        discard: a.discard,
+    })
+}
+
+/// Runs one networked verb.
+pub(crate) fn run(command: ClientCommand) -> Outcome {
+    match command {
+        ClientCommand::Init { address, house, common } => {
+            let r = common.ctx().and_then(|ctx| register::init(&ctx, &address, &house));
+            emit(common.json, r, register::init_human)
+        }
+        ClientCommand::Register(a) => {
+            let r = a.common.ctx().and_then(|ctx| register::register(&ctx, &register_request(&a)?));
+            emit(a.common.json, r, register::register_human)
+        }
+        ClientCommand::RotateKey { common } => {
+            let r = common.ctx().and_then(|ctx| register::rotate_key(&ctx));
+            emit(common.json, r, register::rotate_human)
+        }
+        ClientCommand::Subagent(a) => {
+            let r = a.common.ctx().and_then(|ctx| {
+                let req = SubagentRequest {
+                    name: a.name.clone(),
+                    types: a.scope_types.clone(),
+                    to_domains: a.to_domains.clone(),
+                    cap: a.cap,
+                    valid_until: time(a.valid_until.as_deref(), "valid-until")?,
+                };
+                register::subagent(&ctx, &req)
+            });
+            emit(a.common.json, r, register::subagent_human)
+        }
+        ClientCommand::Card { address, repin, common } => {
+            let r = common.ctx().and_then(|mut ctx| {
+                ctx.repin = repin;
+                directory::card(&ctx, &address)
+            });
+            emit(common.json, r, directory::card_human)
+        }
+        ClientCommand::Resolve { address, repin, common } => {
+            let r = common.ctx().and_then(|mut ctx| {
+                ctx.repin = repin;
+                directory::resolve(&ctx, &address)
+            });
+            emit(common.json, r, directory::resolve_human)
+        }
+        ClientCommand::Directory(a) => {
+            let req = DirectoryRequest {
+                house: a.house.clone(),
+                capability: a.capability.clone(),
+                accepts: a.accepts.clone(),
+                q: a.q.clone(),
+                limit: a.limit,
+                offset: a.offset,
+            };
+            let r = a.common.ctx().and_then(|ctx| directory::directory(&ctx, &req));
+            emit(a.common.json, r, directory::directory_human)
+        }
+        ClientCommand::Send(a) => {
+            let progress = stderr_is_terminal() && !a.common.json;
+            let r = a.common.ctx().and_then(|ctx| send::send(&ctx, &send_request(&a)?, progress));
+            emit(a.common.json, r, send::send_human)
+        }
+        ClientCommand::Inbox { limit, after, follow, interval, common } => {
+            let limit = match check_limit(limit, INBOX_MAX_LIMIT) {
+                Ok(l) => l,
+                Err(f) => return emit(common.json, Err(f), mailbox::inbox_human),
+            };
+            if follow {
+                let r = common
+                    .ctx()
+                    .and_then(|ctx| mailbox::follow(&ctx, limit, common.json, Duration::from_secs(interval.max(1))));
+                return r.inspect_err(|f| {
+                    if common.json {
+                        let _ = io::write_json_line(&f.to_value());
+                    }
+                });
+            }
+            let r = common.ctx().and_then(|ctx| mailbox::inbox(&ctx, limit, after));
+            emit(common.json, r, mailbox::inbox_human)
+        }
+        ClientCommand::Ack { ids, common } => {
+            let r = common.ctx().and_then(|ctx| mailbox::ack(&ctx, &ids));
+            emit(common.json, r, mailbox::ack_human)
+        }
+        ClientCommand::Outbox { limit, before, common } => {
+            let r = check_limit(limit, OUTBOX_MAX_LIMIT)
+                .and_then(|limit| common.ctx().and_then(|ctx| mailbox::outbox(&ctx, limit, before)));
+            emit(common.json, r, mailbox::outbox_human)
+        }
+        ClientCommand::Remind { when, body, thread, common } => {
+            let progress = stderr_is_terminal() && !common.json;
+            let r = (|| {
+                let text = if body.len() == 1 && body.first().is_some_and(|b| b == "-") {
+                    String::from_utf8(read_all(None)?).map_err(|_| Failure::usage("the reminder is not UTF-8 text"))?
+                } else {
+                    body.join(" ")
+                };
+                let ctx = common.ctx()?;
+                send::remind(&ctx, &when, Value::String(text), thread.clone(), progress)
+            })();
+            emit(common.json, r, send::remind_human)
+        }
+        ClientCommand::Invite(InviteCommand::New { admin_token: t, house, uses, expires, note, common }) => {
+            let r = (|| {
+                let token = admin_token(t.clone())?;
+                let req = InviteRequest { uses, expires: time(expires.as_deref(), "expires")?, note: note.clone() };
+                directory::invite_new(&common.ctx()?, house.as_deref(), &token, &req)
+            })();
+            emit(common.json, r, directory::invite_new_human)
+        }
+        ClientCommand::Invite(InviteCommand::List { admin_token: t, house, common }) => {
+            let r = admin_token(t).and_then(|token| directory::invite_list(&common.ctx()?, house.as_deref(), &token));
+            emit(common.json, r, directory::invite_list_human)
+        }
+        ClientCommand::Health { house, common } => {
+            let r = common.ctx().and_then(|ctx| directory::health(&ctx, &house));
+            emit(common.json, r, directory::health_human)
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Text for people: indented JSON, and small helpers the verbs' human output shares.
+
+use nyx5_proto::json::{Object, Value, format_number, write_string};
+
+/// `value` as indented JSON (two spaces), keys in canonical order, with a final newline.
+pub(crate) fn pretty(value: &Value) -> String {
+    let mut out = String::new();
+    write(value, 0, &mut out);
+    out.push('\n');
+    out
+}
+
+fn write(value: &Value, depth: usize, out: &mut String) {
+    let pad = |n: usize, out: &mut String| out.extend(std::iter::repeat_n("  ", n));
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&format_number(*n)),
+        Value::String(s) => write_string(s, out),
+        Value::Array(a) if a.is_empty() => out.push_str("[]"),
+        Value::Array(a) => {
+            out.push_str("[\n");
+            for (i, v) in a.iter().enumerate() {
+                pad(depth + 1, out);
+                write(v, depth + 1, out);
+                out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
+            }
+            pad(depth, out);
+            out.push(']');
+        }
+        Value::Object(o) if o.is_empty() => out.push_str("{}"),
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort_by(|a, b| nyx5_proto::json::cmp_utf16(a, b));
+            out.push_str("{\n");
+            for (i, k) in keys.iter().enumerate() {
+                pad(depth + 1, out);
+                write_string(k, out);
+                out.push_str(": ");
+                if let Some(v) = o.get(*k) {
+                    write(v, depth + 1, out);
+                }
+                out.push_str(if i + 1 < keys.len() { ",\n" } else { "\n" });
+            }
+            pad(depth, out);
+            out.push('}');
+        }
+    }
+}
+
+/// A string member, or `""`.
+pub(crate) fn text<'a>(o: &'a Object, name: &str) -> &'a str {
+    o.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A member shown compactly: strings as they are, `null` as `-`, the rest as JSON.
+pub(crate) fn show(o: &Object, name: &str) -> String {
+    match o.get(name) {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.canonical_string(),
+    }
+}
+
+/// Text from someone else, made safe for a terminal: control characters other than newline
+/// and tab become `?`, so an envelope cannot move the cursor or rewrite the screen.
+pub(crate) fn safe(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
+}
+
+/// `text` indented by `n` spaces on every line.
+pub(crate) fn indent(text: &str, n: usize) -> String {
+    let pad = " ".repeat(n);
+    text.lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_prints_canonical_order() {
+        let v = Value::parse_str(r#"{"b":[1,{"x":null}],"a":"é\n","c":{}}"#).unwrap_or(Value::Null);
+        assert_eq!(
+            pretty(&v),
+            "{\n  \"a\": \"é\\n\",\n  \"b\": [\n    1,\n    {\n      \"x\": null\n    }\n  ],\n  \"c\": {}\n}\n"
+        );
+        assert_eq!(safe("a\u{1b}[2Jb\nc"), "a?[2Jb\nc");
+    }
+}

@@ -1,0 +1,418 @@
+//! The client profile: one 0600 file holding one or more agents — their keys, their house, the
+//! envelopes saved before sending — and the domain keys pinned on first use (docs/SPEC.md,
+//! "Client profile").
+//!
+//! ```text
+//! {"agents":[{"address","house","sig","enc","sig_secret","enc_secret","pending":{},
+//!             "previous"?:[…], "next"?:{…}}], "kind":"agent-profile", "nyx5":"1", "pins":{}}
+//! ```
+//!
+//! Every change is read-modify-write under an exclusive lock on `<file>.lock`, written to a
+//! fresh 0600 file beside it and renamed over it, so concurrent `nyx5` processes (an `inbox
+//! --follow`, an MCP server, a `send`) never lose each other's writes.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nyx5_proto::crypto::{EncPublic, EncSecret, SigPublic, SigningKey};
+use nyx5_proto::json::{Object, Value, field, obj};
+use nyx5_proto::{Address, Timestamp, b64};
+
+use crate::error::Failure;
+use crate::keyfile::KeyFile;
+
+/// The `kind` of a profile file.
+pub(crate) const KIND: &str = "agent-profile";
+/// The largest profile we read: saved envelopes are at most 1 MiB each.
+const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
+/// Most envelopes an agent may have saved but not yet handed to its house.
+pub(crate) const MAX_PENDING: usize = 64;
+/// Most sent envelope ids remembered, so a retried `send --id` is answered without a second
+/// envelope.
+pub(crate) const MAX_SENT: usize = 64;
+/// Most retired key sets kept to open envelopes sealed before a rotation.
+pub(crate) const MAX_PREVIOUS: usize = 8;
+
+/// An envelope signed and saved before it was sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// The signed envelope.
+    pub(crate) envelope: Object,
+    /// SHA-256 (hex) of the send request it was made for: a repeated `send` finds it by this.
+    pub(crate) request: String,
+    pub(crate) saved: Timestamp,
+}
+
+/// An envelope the house accepted: what it was made for, remembered for retries.
+#[derive(Debug, Clone)]
+pub(crate) struct Sent {
+    pub(crate) request: String,
+    pub(crate) sha256: String,
+    pub(crate) at: Timestamp,
+}
+
+/// One agent of the profile.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentEntry {
+    pub(crate) address: Address,
+    /// The base URL of the agent's house, without trailing slash.
+    pub(crate) house: String,
+    pub(crate) keys: KeyFile,
+    /// Keys retired by `rotate-key`, newest first, kept to open envelopes sealed to them.
+    pub(crate) previous: Vec<(KeyFile, Timestamp)>,
+    /// New keys saved before a rotation is sent; promoted once the house accepts them.
+    pub(crate) next: Option<KeyFile>,
+    pub(crate) pending: BTreeMap<String, Pending>,
+    /// The last [`MAX_SENT`] envelopes the house accepted, by id.
+    pub(crate) sent: BTreeMap<String, Sent>,
+    extra: Object,
+}
+
+impl AgentEntry {
+    pub(crate) fn new(address: Address, house: String, keys: KeyFile) -> AgentEntry {
+        AgentEntry {
+            address,
+            house,
+            keys,
+            previous: Vec::new(),
+            next: None,
+            pending: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            extra: Object::new(),
+        }
+    }
+
+    /// Moves `id` from `pending` to `sent`, forgetting the oldest sent ids beyond [`MAX_SENT`].
+    pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, at: Timestamp) {
+        let request = self.pending.remove(id).map(|p| p.request).unwrap_or_default();
+        self.sent.insert(id.to_owned(), Sent { request, sha256: sha256.to_owned(), at });
+        while self.sent.len() > MAX_SENT {
+            let oldest = self.sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => self.sent.remove(&k),
+                None => break,
+            };
+        }
+    }
+
+    /// The encryption secrets to try when opening: the current one, then retired ones.
+    pub(crate) fn enc_secrets(&self) -> impl Iterator<Item = &EncSecret> {
+        std::iter::once(&self.keys.enc).chain(self.previous.iter().map(|(k, _)| &k.enc))
+    }
+
+    fn to_value(&self) -> Value {
+        let mut o = self.extra.clone();
+        o.insert("address".into(), self.address.as_str().into());
+        o.insert("house".into(), self.house.as_str().into());
+        put_keys(&mut o, &self.keys);
+        if !self.previous.is_empty() {
+            let list = self
+                .previous
+                .iter()
+                .map(|(k, retired)| {
+                    let mut p = obj([("retired", retired.to_rfc3339().into())]);
+                    put_keys(&mut p, k);
+                    Value::Object(p)
+                })
+                .collect();
+            o.insert("previous".into(), Value::Array(list));
+        }
+        if let Some(next) = &self.next {
+            let mut n = Object::new();
+            put_keys(&mut n, next);
+            o.insert("next".into(), Value::Object(n));
+        }
+        let pending = self
+            .pending
+            .iter()
+            .map(|(id, p)| {
+                let v = obj([
+                    ("envelope", Value::Object(p.envelope.clone())),
+                    ("request", p.request.as_str().into()),
+                    ("saved", p.saved.to_rfc3339().into()),
+                ]);
+                (id.clone(), Value::Object(v))
+            })
+            .collect();
+        o.insert("pending".into(), Value::Object(pending));
+        let sent = self
+            .sent
+            .iter()
+            .map(|(id, s)| {
+                let v = obj([
+                    ("request", s.request.as_str().into()),
+                    ("sha256", s.sha256.as_str().into()),
+                    ("at", s.at.to_rfc3339().into()),
+                ]);
+                (id.clone(), Value::Object(v))
+            })
+            .collect();
+        o.insert("sent".into(), Value::Object(sent));
+        Value::Object(o)
+    }
+
+    fn from_value(v: &Value) -> Result<AgentEntry, String> {
+        let o = v.as_object().ok_or("each agent is an object")?;
+        let text = |name: &str| field::str(o, name).map_err(|e| e.reason.to_string());
+        let address = Address::parse(text("address")?).map_err(|e| e.reason.to_string())?;
+        let house = text("house")?.trim_end_matches('/').to_owned();
+        let keys = read_keys(o).map_err(|why| format!("{address}: {why}"))?;
+        let mut previous = Vec::new();
+        for p in field::opt_array(o, "previous").map_err(|e| e.reason.to_string())?.unwrap_or_default() {
+            let p = p.as_object().ok_or("each previous key set is an object")?;
+            let retired = field::opt_str(p, "retired")
+                .map_err(|e| e.reason.to_string())?
+                .map(Timestamp::parse)
+                .transpose()
+                .map_err(|e| e.reason.to_string())?
+                .unwrap_or(Timestamp(0));
+            previous.push((read_keys(p).map_err(|why| format!("{address} previous: {why}"))?, retired));
+        }
+        let next = field::opt_object(o, "next")
+            .map_err(|e| e.reason.to_string())?
+            .map(read_keys)
+            .transpose()
+            .map_err(|why| format!("{address} next: {why}"))?;
+        let mut pending = BTreeMap::new();
+        for (id, p) in field::opt_object(o, "pending").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
+            let p = p.as_object().ok_or("each pending entry is an object")?;
+            let envelope = field::object(p, "envelope").map_err(|e| e.reason.to_string())?.clone();
+            let request = field::opt_str(p, "request").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
+            let saved = field::opt_str(p, "saved")
+                .map_err(|e| e.reason.to_string())?
+                .map(Timestamp::parse)
+                .transpose()
+                .map_err(|e| e.reason.to_string())?
+                .unwrap_or(Timestamp(0));
+            pending.insert(id.clone(), Pending { envelope, request, saved });
+        }
+        let mut sent = BTreeMap::new();
+        for (id, s) in field::opt_object(o, "sent").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
+            let s = s.as_object().ok_or("each sent entry is an object")?;
+            let t = |name: &str| {
+                field::opt_str(s, name).map_err(|e| e.reason.to_string()).map(|v| v.unwrap_or("").to_owned())
+            };
+            let at = Timestamp::parse(&t("at")?).unwrap_or(Timestamp(0));
+            sent.insert(id.clone(), Sent { request: t("request")?, sha256: t("sha256")?, at });
+        }
+        const KNOWN: [&str; 10] =
+            ["address", "house", "sig", "enc", "sig_secret", "enc_secret", "previous", "next", "pending", "sent"];
+        let extra =
+            o.iter().filter(|(k, _)| !KNOWN.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        Ok(AgentEntry { address, house, keys, previous, next, pending, sent, extra })
+    }
+}
+
+/// Writes `sig`, `enc`, `sig_secret`, `enc_secret` (as in a key file) into `o`.
+fn put_keys(o: &mut Object, k: &KeyFile) {
+    o.insert("sig".into(), k.sig_public().to_b64().into());
+    o.insert("enc".into(), k.enc_public().to_b64().into());
+    o.insert("sig_secret".into(), b64::encode(&k.sig.seed()).into());
+    o.insert("enc_secret".into(), b64::encode(&k.enc.bytes()).into());
+}
+
+/// Reads the four key members and checks the public keys belong to the secrets.
+fn read_keys(o: &Object) -> Result<KeyFile, String> {
+    let text = |name: &str| field::str(o, name).map_err(|e| e.reason.to_string());
+    let secret = |name: &str| -> Result<[u8; 32], String> {
+        b64::decode_array(text(name)?).ok_or_else(|| format!("`{name}` is not 32 bytes of base64url"))
+    };
+    let keys = KeyFile {
+        sig: SigningKey::from_seed(secret("sig_secret")?),
+        enc: EncSecret::from_bytes(secret("enc_secret")?),
+    };
+    if SigPublic::parse(text("sig")?).map_err(|e| e.reason.to_string())? != keys.sig_public() {
+        return Err("`sig` is not the public key of `sig_secret`".into());
+    }
+    if EncPublic::parse(text("enc")?).map_err(|e| e.reason.to_string())? != keys.enc_public() {
+        return Err("`enc` is not the public key of `enc_secret`".into());
+    }
+    Ok(keys)
+}
+
+/// A whole profile file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Profile {
+    pub(crate) agents: Vec<AgentEntry>,
+    /// Domain keys pinned on first use: domain → Ed25519 key (base64url).
+    pub(crate) pins: BTreeMap<String, String>,
+    extra: Object,
+}
+
+impl Profile {
+    fn to_value(&self) -> Value {
+        let mut o = self.extra.clone();
+        o.insert("nyx5".into(), crate::keyfile::VERSION.into());
+        o.insert("kind".into(), KIND.into());
+        o.insert("agents".into(), Value::Array(self.agents.iter().map(AgentEntry::to_value).collect()));
+        let pins = self.pins.iter().map(|(d, k)| (d.clone(), Value::from(k.as_str()))).collect();
+        o.insert("pins".into(), Value::Object(pins));
+        Value::Object(o)
+    }
+
+    fn from_value(v: &Value) -> Result<Profile, String> {
+        let o = v.as_object().ok_or("a profile is a JSON object")?;
+        let text = |name: &str| field::str(o, name).map_err(|e| e.reason.to_string());
+        if text("nyx5")? != crate::keyfile::VERSION {
+            return Err(format!("`nyx5` must be {:?}", crate::keyfile::VERSION));
+        }
+        if text("kind")? != KIND {
+            return Err(format!("`kind` must be {KIND:?}"));
+        }
+        let mut agents: Vec<AgentEntry> = Vec::new();
+        for a in field::array(o, "agents").map_err(|e| e.reason.to_string())? {
+            let entry = AgentEntry::from_value(a)?;
+            if agents.iter().any(|x| x.address == entry.address) {
+                return Err(format!("{} is listed twice", entry.address));
+            }
+            agents.push(entry);
+        }
+        let mut pins = BTreeMap::new();
+        for (domain, key) in field::opt_object(o, "pins").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
+            let key = key.as_str().ok_or("pins are domain → key strings")?;
+            SigPublic::parse(key).map_err(|e| format!("pin of {domain}: {}", e.reason))?;
+            pins.insert(domain.clone(), key.to_owned());
+        }
+        let extra = o
+            .iter()
+            .filter(|(k, _)| !["nyx5", "kind", "agents", "pins"].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(Profile { agents, pins, extra })
+    }
+
+    /// The agent named by `as_address`, else the first.
+    pub(crate) fn agent(&self, as_address: Option<&Address>, path: &Path) -> Result<&AgentEntry, Failure> {
+        match as_address {
+            Some(a) => self.agents.iter().find(|x| x.address == *a).ok_or_else(|| {
+                Failure::usage(format!(
+                    "{a} is not in the profile {} (it holds: {}); run `nyx5 init {a} --house URL` first",
+                    path.display(),
+                    self.list()
+                ))
+            }),
+            None => self.agents.first().ok_or_else(|| {
+                Failure::usage(format!(
+                    "the profile {} holds no agent; run `nyx5 init ADDRESS --house URL` first",
+                    path.display()
+                ))
+            }),
+        }
+    }
+
+    pub(crate) fn agent_mut(&mut self, address: &Address) -> Option<&mut AgentEntry> {
+        self.agents.iter_mut().find(|x| x.address == *address)
+    }
+
+    fn list(&self) -> String {
+        if self.agents.is_empty() {
+            "no agent".into()
+        } else {
+            self.agents.iter().map(|a| a.address.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    }
+
+    /// Reads the profile at `path` (shared lock). A missing file is an empty profile.
+    pub(crate) fn load(path: &Path) -> Result<Profile, Failure> {
+        if !path.exists() {
+            return Ok(Profile::default());
+        }
+        let lock = open_lock(path)?;
+        lock.lock_shared().map_err(|e| Failure::usage(format!("cannot lock {}: {e}", path.display())))?;
+        let profile = read(path);
+        let _ = lock.unlock();
+        profile
+    }
+
+    /// Reads, changes with `f` and writes the profile back, all under an exclusive lock. The
+    /// file (and its directory, 0700) is created when missing. Nothing is written when `f` fails.
+    pub(crate) fn update<T>(path: &Path, f: impl FnOnce(&mut Profile) -> Result<T, Failure>) -> Result<T, Failure> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let lock = open_lock(path)?;
+        lock.lock().map_err(|e| Failure::usage(format!("cannot lock {}: {e}", path.display())))?;
+        let result = (|| {
+            let mut profile = if path.exists() { read(path)? } else { Profile::default() };
+            let out = f(&mut profile)?;
+            write(path, &profile)?;
+            Ok(out)
+        })();
+        let _ = lock.unlock();
+        result
+    }
+}
+
+fn open_lock(path: &Path) -> Result<File, Failure> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(PathBuf::from(name))
+        .map_err(|e| Failure::usage(format!("cannot open the lock file beside {}: {e}", path.display())))
+}
+
+fn read(path: &Path) -> Result<Profile, Failure> {
+    let shown = path.display();
+    let file = File::open(path).map_err(|e| Failure::usage(format!("cannot read profile {shown}: {e}")))?;
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(MAX_PROFILE_BYTES + 1).unwrap_or(u64::MAX);
+    file.take(cap).read_to_end(&mut bytes).map_err(|e| Failure::usage(format!("cannot read profile {shown}: {e}")))?;
+    let value = Value::parse(&bytes, MAX_PROFILE_BYTES)
+        .map_err(|e| Failure::usage(format!("profile {shown}: {}", e.reason)))?;
+    Profile::from_value(&value).map_err(|why| Failure::usage(format!("profile {shown}: {why}")))
+}
+
+fn write(path: &Path, profile: &Profile) -> Result<(), Failure> {
+    let mut bytes = profile.to_value().canonical();
+    bytes.push(b'\n');
+    let name = path.file_name().ok_or_else(|| Failure::usage(format!("{} is not a file name", path.display())))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| -> std::io::Result<()> {
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Failure::usage(format!("cannot write profile {}: {e}", path.display()))
+    })
+}
+
+/// Where the profile lives: `--agent`, else `NYX5_AGENT`, else `$XDG_CONFIG_HOME/nyx5/agents.json`,
+/// else `~/.config/nyx5/agents.json`.
+pub(crate) fn default_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
+    if let Some(p) = flag {
+        return Ok(p.to_owned());
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(p) = env("NYX5_AGENT") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(x) = env("XDG_CONFIG_HOME") {
+        return Ok(PathBuf::from(x).join("nyx5").join("agents.json"));
+    }
+    if let Some(h) = env("HOME") {
+        return Ok(PathBuf::from(h).join(".config").join("nyx5").join("agents.json"));
+    }
+    Err(Failure::usage("no profile location: pass --agent FILE or set NYX5_AGENT"))
+}

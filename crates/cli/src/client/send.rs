@@ -1,0 +1,455 @@
+//! `nyx5 send` and `nyx5 remind` — envelopes out (spec §5, docs/SPEC.md §7b).
+//!
+//! Every recipient's card is resolved and verified; the content is sealed for every recipient
+//! (and the sender) unless `--plain`; proof of work is minted when a recipient's inbox asks for
+//! it. The signed envelope is saved in the profile's `pending` map *before* it is sent and
+//! removed when the house answers 202 or 200 (or refuses it for good), so a `send` repeated after
+//! a crash or a timeout sends the same envelope again — never a second one.
+
+use std::io::{IsTerminal, Write};
+
+use nyx5_proto::address::check_id;
+use nyx5_proto::card::AgentCard;
+use nyx5_proto::crypto::{EncPublic, hex, sha256};
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::json::{Object, Value, field, obj};
+use nyx5_proto::{Address, Envelope, Timestamp, Verified, limits, pow, seal};
+
+use super::Ctx;
+use super::http::new_id;
+use super::output::{show, text};
+use super::profile::{MAX_PENDING, Pending, Profile};
+use super::when;
+use crate::error::Failure;
+use crate::sys::{self, OsRng};
+
+/// Proof-of-work bits asked when a `pow` inbox names none (docs/SPEC.md §9b).
+const DEFAULT_POW_BITS: i64 = 16;
+/// Hashes tried between two progress lines.
+const POW_CHUNK: u64 = 1 << 16;
+
+/// What to send.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SendRequest {
+    pub(crate) to: Vec<String>,
+    /// The body: a string (text) or any JSON. `None` only to resend a saved envelope by `id`.
+    pub(crate) body: Option<Value>,
+    pub(crate) media: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) thread: Option<String>,
+    pub(crate) in_reply_to: Option<String>,
+    /// As typed (RFC 3339 or `+10m`); kept as typed in the request fingerprint.
+    pub(crate) deliver_after: Option<String>,
+    pub(crate) expires: Option<String>,
+    pub(crate) receipt: bool,
+    pub(crate) plain: bool,
+    pub(crate) id: Option<String>,
+    pub(crate) extensions: Option<Object>,
+    /// Forget the saved envelope `id` instead of sending it.
+    pub(crate) discard: bool,
+}
+
+impl SendRequest {
+    /// SHA-256 of everything that makes this request what it is (not the id): a repeated
+    /// `send` with the same fingerprint finds the envelope an earlier attempt saved.
+    fn fingerprint(&self) -> String {
+        let opt = |v: &Option<String>| v.as_deref().map_or(Value::Null, Value::from);
+        let doc = obj([
+            ("to", Value::Array(self.to.iter().map(|t| t.trim().to_ascii_lowercase().into()).collect())),
+            ("body", self.body.clone().unwrap_or(Value::Null)),
+            ("media", opt(&self.media)),
+            ("type", opt(&self.kind)),
+            ("thread", opt(&self.thread)),
+            ("in_reply_to", opt(&self.in_reply_to)),
+            ("deliver_after", opt(&self.deliver_after)),
+            ("expires", opt(&self.expires)),
+            ("receipt", Value::Bool(self.receipt)),
+            ("plain", Value::Bool(self.plain)),
+            ("extensions", self.extensions.clone().map_or(Value::Null, Value::Object)),
+        ]);
+        hex(&sha256(&Value::Object(doc).canonical()))
+    }
+}
+
+/// The media type of a body: as given, else text for strings and JSON for the rest.
+fn media_of(req: &SendRequest, body: &Value) -> String {
+    match (&req.media, body) {
+        (Some(m), _) => m.clone(),
+        (None, Value::String(_)) => "text/plain; charset=utf-8".into(),
+        (None, _) => "application/json".into(),
+    }
+}
+
+/// Reads a body as typed on the command line: JSON when `media` is JSON, else UTF-8 text.
+pub(crate) fn body_from_bytes(bytes: &[u8], media: Option<&str>) -> Result<Value, Failure> {
+    if bytes.len() > limits::MAX_ENVELOPE_BYTES {
+        return Err(Failure::usage(format!("the body is larger than {} bytes", limits::MAX_ENVELOPE_BYTES)));
+    }
+    let json = media.is_some_and(|m| {
+        let m = m.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        m == "application/json" || m.ends_with("+json")
+    });
+    if json {
+        return Value::parse(bytes, limits::MAX_ENVELOPE_BYTES)
+            .map_err(|e| Failure::usage(format!("the body is not JSON, as its media type says: {}", e.reason)));
+    }
+    String::from_utf8(bytes.to_vec())
+        .map(Value::String)
+        .map_err(|_| Failure::usage("the body is not UTF-8 text; give --media application/json for JSON"))
+}
+
+/// Proof of work for `id` with `bits`, showing progress on standard error when asked.
+fn mint(id: &str, bits: u32, progress: bool) -> Result<String, Failure> {
+    let mut rng = OsRng::new();
+    let start: [u8; 8] = rng.bytes();
+    rng.check()?;
+    let start = u64::from_le_bytes(start) >> 1;
+    let expected = 1u64 << bits.min(62);
+    let mut tried = 0u64;
+    loop {
+        if let Some(nonce) = pow::mint(id, bits, start.wrapping_add(tried), POW_CHUNK) {
+            if progress {
+                eprintln!("\rproof of work: {bits} bits done after {tried} hashes            ");
+            }
+            return Ok(nonce);
+        }
+        tried = tried.saturating_add(POW_CHUNK);
+        if progress {
+            let pct = (tried.saturating_mul(100) / expected).min(999);
+            eprint!("\rproof of work: {bits} bits, {tried} hashes (~{pct}% of the expected work)");
+            let _ = std::io::stderr().flush();
+        }
+        if tried > expected.saturating_mul(64) {
+            return Err(Failure::usage(format!("no proof of work of {bits} bits found; try again")));
+        }
+    }
+}
+
+/// The recipients' verified cards, in order, without repeats.
+fn recipients(
+    ctx: &Ctx,
+    me: &super::profile::AgentEntry,
+    to: &[String],
+    now: Timestamp,
+) -> Result<Vec<Verified<AgentCard>>, Failure> {
+    let mut addrs: Vec<Address> = Vec::new();
+    for t in to {
+        let a = Address::parse_lenient(t).map_err(|e| Failure::usage(format!("recipient: {}", e.reason)))?;
+        if !addrs.contains(&a) {
+            addrs.push(a);
+        }
+    }
+    if addrs.is_empty() || addrs.len() > limits::MAX_RECIPIENTS {
+        return Err(Failure::usage(format!("give 1 to {} recipients", limits::MAX_RECIPIENTS)));
+    }
+    let res = ctx.resolver(Some(me), now)?;
+    addrs.iter().map(|a| res.agent(a).map_err(|f| f.context(&format!("recipient {a}")))).collect()
+}
+
+/// Builds, seals, proves and signs a new envelope for `req`.
+fn build(
+    ctx: &Ctx,
+    me: &super::profile::AgentEntry,
+    req: &SendRequest,
+    id: String,
+    now: Timestamp,
+    progress: bool,
+) -> Result<Envelope, Failure> {
+    let body = req
+        .body
+        .clone()
+        .ok_or_else(|| Failure::usage("give the body: --body TEXT, --file FILE or - for standard input"))?;
+    let cards = recipients(ctx, me, &req.to, now)?;
+    let kind = Kind::parse(req.kind.as_deref().unwrap_or("message"))
+        .map_err(|_| Failure::usage("--type: use message, task, result, receipt or intro"))?;
+    for r in [&req.thread, &req.in_reply_to].into_iter().flatten() {
+        check_id(r).map_err(|e| Failure::usage(e.reason.to_string()))?;
+    }
+    let time = |v: &Option<String>, name: &str| {
+        v.as_deref().map(|t| when::parse(t, now).map_err(|e| Failure::usage(format!("--{name}: {e}")))).transpose()
+    };
+    let deliver_after = time(&req.deliver_after, "deliver-after")?;
+    let expires = time(&req.expires, "expires")?;
+    let mut keys: Vec<(Address, EncPublic)> = Vec::new();
+    let mut lacking = Vec::new();
+    for c in &cards {
+        match c.enc {
+            Some(enc) => keys.push((c.address.clone(), enc)),
+            None => lacking.push(c.address.to_string()),
+        }
+    }
+    if !req.plain && !lacking.is_empty() {
+        return Err(Failure::usage(format!(
+            "{} publish no encryption key, so the envelope cannot be sealed for them; send with --plain to \
+             send it in clear to everyone",
+            lacking.join(", ")
+        )));
+    }
+    let bits = cards
+        .iter()
+        .filter(|c| c.inbox.get("policy").and_then(Value::as_str) == Some("pow"))
+        .map(|c| c.inbox.get("pow_bits").and_then(Value::as_safe_integer).unwrap_or(DEFAULT_POW_BITS))
+        .max()
+        .unwrap_or(0)
+        .clamp(0, i64::from(limits::MAX_POW_BITS));
+    let bits = u32::try_from(bits).unwrap_or(limits::MAX_POW_BITS);
+    let body_media = media_of(req, &body);
+    let mut draft = Draft::new(
+        id.clone(),
+        me.address.clone(),
+        cards.iter().map(|c| c.address.clone()).collect(),
+        now,
+        Content::new(&body_media, body),
+    );
+    draft.kind = kind;
+    draft.thread = req.thread.clone();
+    draft.in_reply_to = req.in_reply_to.clone();
+    draft.deliver_after = deliver_after;
+    draft.expires = expires;
+    if req.receipt {
+        draft.extra.insert("receipt".into(), "delivered".into());
+    }
+    if let Some(x) = &req.extensions {
+        draft.extra.insert("extensions".into(), Value::Object(x.clone()));
+    }
+    if bits > 0 {
+        let nonce = mint(&id, bits, progress)?;
+        draft
+            .extra
+            .insert("pow".into(), Value::Object(obj([("bits", i64::from(bits).into()), ("nonce", nonce.into())])));
+    }
+    let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
+    if !req.plain {
+        if !keys.iter().any(|(a, _)| *a == me.address) {
+            keys.push((me.address.clone(), me.keys.enc_public()));
+        }
+        let mut rng = OsRng::new();
+        env = seal::seal(env, &keys, &mut rng).map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)))?;
+        rng.check()?;
+    }
+    let env = env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)))?;
+    env.check_size(limits::MAX_ENVELOPE_BYTES).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
+    Ok(env)
+}
+
+/// Whether a refusal with `status` is final: the same envelope would be refused again.
+fn final_refusal(status: Option<u16>) -> bool {
+    matches!(status, Some(s) if (400..500).contains(&s) && !matches!(s, 401 | 408 | 429))
+}
+
+/// `nyx5 send`: see the module documentation.
+pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value, Failure> {
+    let me = ctx.me()?;
+    if let Some(id) = &req.id {
+        check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)))?;
+    }
+    if req.discard {
+        let id = req.id.clone().ok_or_else(|| Failure::usage("--discard needs the --id of a saved envelope"))?;
+        let found = Profile::update(&ctx.profile_path, |p| {
+            Ok(p.agent_mut(&me.address).and_then(|a| a.pending.remove(&id)).is_some())
+        })?;
+        if !found {
+            return Err(Failure::usage(format!("no saved envelope {id}; `nyx5 outbox` lists the saved ones")));
+        }
+        return Ok(Value::Object(obj([("id", id.into()), ("discarded", Value::Bool(true))])));
+    }
+    let fingerprint = req.fingerprint();
+    if let Some(s) = req.id.as_ref().and_then(|id| me.sent.get(id).map(|s| (id, s))) {
+        let (id, s) = s;
+        if req.body.is_some() && s.request != fingerprint {
+            return Err(Failure::usage(format!(
+                "the id {id} was already used for another envelope, which the house accepted; choose another --id"
+            )));
+        }
+        return Ok(Value::Object(obj([
+            ("id", id.as_str().into()),
+            ("status", "exists".into()),
+            ("resent", Value::Bool(false)),
+            ("sha256", s.sha256.as_str().into()),
+            ("accepted", s.at.to_rfc3339().into()),
+        ])));
+    }
+    let saved = match &req.id {
+        Some(id) => me.pending.get(id).map(|p| (id.clone(), p.clone())),
+        None => me.pending.iter().find(|(_, p)| p.request == fingerprint).map(|(id, p)| (id.clone(), p.clone())),
+    };
+    let (env, resent) = match saved {
+        Some((_, p)) => {
+            let env = Envelope::from_object(p.envelope)
+                .map_err(|e| Failure::usage(format!("the saved envelope is damaged: {}", e.reason)))?;
+            (env, true)
+        }
+        None => {
+            if req.body.is_none() {
+                return Err(Failure::usage(match &req.id {
+                    Some(id) => format!("no saved envelope {id}; give the body to send a new one under that id"),
+                    None => "give the body: --body TEXT, --file FILE or - for standard input".into(),
+                }));
+            }
+            if me.pending.len() >= MAX_PENDING {
+                return Err(Failure::usage(format!(
+                    "{MAX_PENDING} envelopes are saved but not yet accepted by the house; send them again \
+                     (`nyx5 send --id ID`) or drop them (`--discard`) first; `nyx5 outbox` lists them"
+                )));
+            }
+            let now = sys::now()?;
+            let id = match &req.id {
+                Some(id) => id.clone(),
+                None => new_id()?,
+            };
+            let env = build(ctx, &me, req, id.clone(), now, progress)?;
+            let pending = Pending { envelope: env.object().clone(), request: fingerprint, saved: now };
+            let env = Profile::update(&ctx.profile_path, |p| {
+                let a = p
+                    .agent_mut(&me.address)
+                    .ok_or_else(|| Failure::usage(format!("{} left the profile", me.address)))?;
+                // Another process may have saved one under this id a moment ago: send that one.
+                let kept = a.pending.entry(id.clone()).or_insert(pending);
+                Envelope::from_object(kept.envelope.clone()).map_err(|e| Failure::usage(e.reason.to_string()))
+            })?;
+            (env, false)
+        }
+    };
+    deliver(ctx, &me, env, resent)
+}
+
+/// Hands a saved envelope to the house and clears it from `pending` when the house has it.
+fn deliver(ctx: &Ctx, me: &super::profile::AgentEntry, env: Envelope, resent: bool) -> Result<Value, Failure> {
+    let id = env.id.clone();
+    let sha256 = env.sha256_hex();
+    let forget = |accepted: bool| {
+        Profile::update(&ctx.profile_path, |p| {
+            if let Some(a) = p.agent_mut(&me.address) {
+                if accepted {
+                    a.mark_sent(&id, &sha256, sys::now()?);
+                } else {
+                    a.pending.remove(&id);
+                }
+            }
+            Ok(())
+        })
+    };
+    let what = format!("sending {id}");
+    match ctx.call(me, "POST", "/outbound", Some(&env.to_value()), &what) {
+        Ok((status, answer)) => {
+            forget(true)?;
+            Ok(Value::Object(obj([
+                ("id", id.as_str().into()),
+                ("status", if status == 200 { "exists" } else { "queued" }.into()),
+                ("resent", Value::Bool(resent)),
+                ("to", Value::Array(env.to.iter().map(|a| a.as_str().into()).collect())),
+                ("sealed", Value::Bool(env.content().is_none())),
+                ("pow_bits", env.pow.as_ref().map_or(Value::Null, |p| i64::from(p.bits).into())),
+                ("deliver_after", env.deliver_after.map(|t| t.to_rfc3339()).into()),
+                ("jobs", answer.get("jobs").cloned().unwrap_or(Value::Array(vec![]))),
+            ])))
+        }
+        Err(f) if final_refusal(f.status()) => {
+            forget(false)?;
+            Err(f)
+        }
+        Err(f) => Err(f.hint(format!(
+            "the envelope {id} is saved in the profile; run the same command again (or `nyx5 send --id {id}`) \
+             to send it — it will not be sent twice"
+        ))),
+    }
+}
+
+pub(crate) fn send_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    if o.get("discarded") == Some(&Value::Bool(true)) {
+        return format!("dropped the saved envelope {}\n", text(&o, "id"));
+    }
+    if o.contains_key("accepted") {
+        return format!(
+            "{} was already accepted by the house at {} (nothing sent twice)\n",
+            text(&o, "id"),
+            text(&o, "accepted")
+        );
+    }
+    let to: Vec<String> = o
+        .get("to")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    let sealed = if o.get("sealed") == Some(&Value::Bool(true)) { "sealed" } else { "in clear" };
+    let mut s = match text(&o, "status") {
+        "exists" => format!("{} was already with the house (nothing sent twice)", text(&o, "id")),
+        _ => format!("queued {}", text(&o, "id")),
+    };
+    s.push_str(&format!(" for {} ({sealed}", to.join(", ")));
+    if let Some(bits) = o.get("pow_bits").and_then(Value::as_safe_integer) {
+        s.push_str(&format!(", {bits}-bit proof of work"));
+    }
+    s.push_str(")\n");
+    if o.get("resent") == Some(&Value::Bool(true)) {
+        s.push_str("  (this is the envelope an earlier attempt saved, sent again)\n");
+    }
+    for j in o.get("jobs").and_then(Value::as_array).unwrap_or_default() {
+        if let Some(j) = j.as_object() {
+            s.push_str(&format!("  {}: first attempt {}\n", text(j, "domain"), show(j, "next_attempt")));
+        }
+    }
+    s.push_str("  follow it with: nyx5 outbox\n");
+    s
+}
+
+/// `nyx5 remind WHEN BODY`: an envelope to yourself, sealed, delivered at `WHEN`.
+pub(crate) fn remind(
+    ctx: &Ctx,
+    when_text: &str,
+    body: Value,
+    thread: Option<String>,
+    progress: bool,
+) -> Result<Value, Failure> {
+    let me = ctx.me()?;
+    let now = sys::now()?;
+    let at = when::parse(when_text, now).map_err(|e| Failure::usage(format!("WHEN: {e}")))?;
+    if at <= now {
+        return Err(Failure::usage(format!("WHEN ({}) is not in the future", at.to_rfc3339())));
+    }
+    let req = SendRequest {
+        to: vec![me.address.to_string()],
+        body: Some(body),
+        kind: Some("task".into()),
+        thread,
+        deliver_after: Some(when_text.to_owned()),
+        ..SendRequest::default()
+    };
+    send(ctx, &req, progress)
+}
+
+pub(crate) fn remind_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    format!(
+        "reminder {} will reach your mailbox at {}{}\n",
+        text(&o, "id"),
+        show(&o, "deliver_after"),
+        if o.get("resent") == Some(&Value::Bool(true)) { " (saved by an earlier attempt, sent again)" } else { "" }
+    )
+}
+
+/// Whether progress may be drawn on standard error.
+pub(crate) fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// The saved envelopes of an agent, for `outbox`.
+pub(crate) fn unsent(me: &super::profile::AgentEntry) -> Value {
+    let list = me
+        .pending
+        .iter()
+        .map(|(id, p)| {
+            let to = field::opt_array(&p.envelope, "to").ok().flatten().map(<[Value]>::to_vec).unwrap_or_default();
+            Value::Object(obj([
+                ("id", id.as_str().into()),
+                ("to", Value::Array(to)),
+                ("saved", p.saved.to_rfc3339().into()),
+            ]))
+        })
+        .collect();
+    Value::Array(list)
+}

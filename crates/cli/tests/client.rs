@@ -1,0 +1,288 @@
+//! The agent's verbs against two `nyx5 serve` houses over real HTTP: init → register → send
+//! across houses → inbox → ack → outbox, `--json` parsed, a retried send never duplicated, and
+//! the documented exit codes (1 verification, 2 usage, 3 network, 4 refused).
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod common;
+mod houses;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use houses::{TOKEN_B, World, obj, s};
+use nyx5_proto::Value;
+use nyx5_proto::json::Object;
+
+fn ids(list: &[Value]) -> Vec<String> {
+    list.iter().filter_map(|m| m.as_object()).map(|m| s(m, "id")).collect()
+}
+
+fn status(o: &Object) -> i64 {
+    o.get("status").and_then(Value::as_safe_integer).unwrap()
+}
+
+#[test]
+fn journey_across_two_houses() {
+    let w = World::new("journey");
+    // init: keys in a 0600 profile in a 0700 directory; nothing sent.
+    let ana = w.nyx5(&["init", "ana@a.test", "--house", &w.a.url(), "--json"]).json();
+    assert_eq!(s(&ana, "address"), "ana@a.test");
+    assert_eq!(ana.get("default"), Some(&Value::Bool(true)));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&w.profile), 0o600);
+    assert_eq!(mode(w.profile.parent().unwrap()), 0o700);
+    let human = w.nyx5(&["init", "bo@b.test", "--house", &w.b.url()]).ok();
+    assert!(human.contains("bo@b.test: keys created") && human.contains("--as bo@b.test"), "{human}");
+    let (err, _) = w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).fails(2);
+    assert!(err.contains("already in"), "{err}");
+
+    // The pinned profile format.
+    let text = std::fs::read_to_string(&w.profile).unwrap();
+    let profile = match Value::parse_str(text.trim_end()).unwrap() {
+        Value::Object(o) => o,
+        _ => panic!(),
+    };
+    assert_eq!(text, format!("{}\n", Value::Object(profile.clone()).canonical_string()));
+    assert_eq!(s(&profile, "kind"), "agent-profile");
+    assert_eq!(s(&profile, "nyx5"), "1");
+    let agents = profile.get("agents").and_then(Value::as_array).unwrap();
+    let first = agents[0].as_object().unwrap();
+    let mut names: Vec<&str> = first.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["address", "enc", "enc_secret", "house", "pending", "sent", "sig", "sig_secret"]);
+
+    // register: open at a.test; b.test wants an invitation (exit 4, 403), then takes one.
+    let reg = w.nyx5(&["register", "--listed", "--description", "Plans trips", "--json"]).json();
+    assert_eq!(s(&reg, "registered_via"), "open");
+    assert_eq!(reg.get("created"), Some(&Value::Bool(true)));
+    assert_eq!(s(obj(&reg, "card"), "sig"), s(&ana, "sig"));
+    let (err, doc) = w.nyx5(&["register", "--as", "bo@b.test", "--json"]).fails(4);
+    assert_eq!(status(&doc.unwrap()), 403);
+    assert!(err.contains("--invite"), "says what to do next: {err}");
+    let inv = w.nyx5(&["invite", "new", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
+    let code = s(&inv, "code");
+    let reg = w.nyx5(&["register", "--as", "bo@b.test", "--invite", &code, "--json"]).json();
+    assert_eq!(s(&reg, "registered_via"), format!("invite:{code}"));
+    let list = w.nyx5(&["invite", "list", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
+    let used = list.get("invitations").and_then(Value::as_array).unwrap()[0].as_object().unwrap().clone();
+    assert_eq!(used.get("used").and_then(Value::as_safe_integer), Some(1));
+    // Registering again updates the card and keeps what was set.
+    let again = w.nyx5(&["register", "--json"]).json();
+    assert_eq!(again.get("created"), Some(&Value::Bool(false)));
+    assert_eq!(s(obj(obj(&again, "card"), "capabilities"), "description"), "Plans trips");
+
+    // resolve, card, directory, health.
+    let r = w.nyx5(&["resolve", "bo@b.test", "--json"]).json();
+    assert_eq!(r.get("verified"), Some(&Value::Bool(true)));
+    assert_eq!(s(obj(&r, "domain"), "via"), "hosts");
+    let card = w.nyx5(&["card", "ana@a.test", "--json"]).json();
+    assert_eq!(s(&card, "address"), "ana@a.test");
+    let dir = w.nyx5(&["directory", "a.test", "--q", "trips", "--json"]).json();
+    let listed = dir.get("agents").and_then(Value::as_array).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(s(listed[0].as_object().unwrap(), "address"), "ana@a.test");
+    let health = w.nyx5(&["health", &w.b.url(), "--json"]).json();
+    assert_eq!(s(&health, "house"), "b.test");
+
+    // send across houses, sealed; bo reads it verified and opened, and acknowledges it.
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "hola bo", "--type", "task", "--thread", "t1", "--json"]).json();
+    assert_eq!(s(&sent, "status"), "queued");
+    assert_eq!(sent.get("sealed"), Some(&Value::Bool(true)));
+    let id = s(&sent, "id");
+    let inbox = w.wait_inbox("bo@b.test", |l| !l.is_empty());
+    let m = inbox[0].as_object().unwrap();
+    assert_eq!(s(m, "id"), id);
+    assert_eq!(s(m, "from"), "ana@a.test");
+    assert_eq!(s(m, "trust"), "verified");
+    assert_eq!(s(m, "type"), "task");
+    assert_eq!(s(m, "thread"), "t1");
+    assert_eq!(m.get("sealed"), Some(&Value::Bool(true)));
+    assert_eq!(s(obj(m, "content"), "body"), "hola bo");
+    let text = w.nyx5(&["inbox", "--as", "bo@b.test"]).ok();
+    assert!(text.contains("from ana@a.test  verified, sealed  task") && text.contains("hola bo"), "{text}");
+
+    // bo answers in clear JSON from standard input; ana gets it.
+    let reply = w
+        .nyx5_in(
+            &[
+                "send",
+                "--as",
+                "bo@b.test",
+                "ana@a.test",
+                "-",
+                "--media",
+                "application/json",
+                "--in-reply-to",
+                &id,
+                "--json",
+            ],
+            br#"{"done":true}"#,
+        )
+        .json();
+    let reply_id = s(&reply, "id");
+    let got = w.wait_inbox("ana@a.test", |l| ids(l).contains(&reply_id));
+    let r = got.iter().filter_map(Value::as_object).find(|m| s(m, "id") == reply_id).unwrap();
+    assert_eq!(obj(r, "content").get("body"), Some(&Value::parse_str(r#"{"done":true}"#).unwrap()));
+    assert_eq!(s(r, "in_reply_to"), id);
+
+    let acked = w.nyx5(&["ack", "--as", "bo@b.test", &id, "--json"]).json();
+    assert_eq!(acked.get("acked").and_then(Value::as_safe_integer), Some(1));
+    let acked = w.nyx5(&["ack", "--as", "bo@b.test", &id, "--json"]).json();
+    assert_eq!(acked.get("acked").and_then(Value::as_safe_integer), Some(0), "acknowledging twice changes nothing");
+    let empty = w.nyx5(&["inbox", "--as", "bo@b.test", "--json"]).json();
+    assert!(empty.get("envelopes").and_then(Value::as_array).unwrap().is_empty());
+
+    // outbox: delivered to b.test.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = w.nyx5(&["outbox", "--json"]).json();
+        let envs = out.get("envelopes").and_then(Value::as_array).unwrap();
+        let e = envs.iter().filter_map(Value::as_object).find(|e| s(e, "id") == id).unwrap();
+        let job = e.get("jobs").and_then(Value::as_array).unwrap()[0].as_object().unwrap().clone();
+        if s(&job, "state") == "delivered" {
+            assert_eq!(s(&job, "domain"), "b.test");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never delivered: {job:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = w.nyx5(&["outbox"]).ok();
+    assert!(text.contains(&format!("{id}  queued")) && text.contains("b.test [\"bo@b.test\"]: delivered"), "{text}");
+
+    // remind: sealed to yourself, not delivered before its time.
+    let rem = w.nyx5(&["remind", "+2s", "call", "the", "hotel", "--json"]).json();
+    let rem_id = s(&rem, "id");
+    let due = nyx5_proto::Timestamp::parse(&s(&rem, "deliver_after")).unwrap();
+    let got = w.wait_inbox("ana@a.test", |l| ids(l).contains(&rem_id));
+    let r = got.iter().filter_map(Value::as_object).find(|m| s(m, "id") == rem_id).unwrap();
+    assert_eq!(s(obj(r, "content"), "body"), "call the hotel");
+    assert!(nyx5_proto::Timestamp::parse(&s(r, "received")).unwrap() >= due, "delivered early: {r:?}");
+}
+
+#[test]
+fn a_retried_send_is_never_duplicated() {
+    let mut w = World::new("retry");
+    w.two_agents();
+    // The sender's house is down: the envelope is saved, the exit says try again (3).
+    w.a.kill();
+    let args = ["send", "bo@b.test", "--body", "exactly once", "--json"];
+    let (err, doc) = w.nyx5(&args).fails(3);
+    assert!(err.contains("run the same command again"), "{err}");
+    assert!(doc.unwrap().contains_key("hint"));
+    let (_, _) = w.nyx5(&args).fails(3);
+    let out = w.nyx5(&["outbox"]).fails(3);
+    assert!(out.0.contains("no answer"));
+    let profile = std::fs::read_to_string(&w.profile).unwrap();
+    let pending: Vec<&str> = profile.match_indices("\"request\"").map(|(i, _)| &profile[i..i + 1]).collect();
+    assert_eq!(pending.len(), 1, "one saved envelope for two attempts");
+
+    // Back up: the same command sends the saved envelope, once.
+    w.restart_a();
+    let unsent = w.nyx5(&["outbox", "--json"]).json();
+    let saved = unsent.get("unsent").and_then(Value::as_array).unwrap();
+    assert_eq!(saved.len(), 1);
+    let saved_id = s(saved[0].as_object().unwrap(), "id");
+    let sent = w.nyx5(&args).json();
+    assert_eq!(s(&sent, "id"), saved_id);
+    assert_eq!(sent.get("resent"), Some(&Value::Bool(true)));
+    // Retrying by id after success: answered from the profile, nothing new.
+    let again = w.nyx5(&["send", "--id", &saved_id, "--json"]).json();
+    assert_eq!(s(&again, "status"), "exists");
+    let (err, _) = w.nyx5(&["send", "bo@b.test", "--body", "something else", "--id", &saved_id]).fails(2);
+    assert!(err.contains("already used"), "{err}");
+
+    // A chosen id: the house keeps one envelope under it even if asked again.
+    let first = w.nyx5(&["send", "bo@b.test", "--body", "by id", "--id", "my-task-1", "--json"]).json();
+    assert_eq!(s(&first, "status"), "queued");
+    let second = w.nyx5(&["send", "bo@b.test", "--body", "by id", "--id", "my-task-1", "--json"]).json();
+    assert_eq!(s(&second, "status"), "exists");
+
+    let inbox = w.wait_inbox("bo@b.test", |l| l.len() >= 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let inbox2 = w.wait_inbox("bo@b.test", |_| true);
+    assert_eq!(inbox.len(), inbox2.len());
+    let mut got = ids(&inbox2);
+    got.sort();
+    let mut want = vec![saved_id, "my-task-1".to_owned()];
+    want.sort();
+    assert_eq!(got, want, "each envelope exactly once");
+
+    // The second, identical send after success is a new message (it is not a retry).
+    let new = w.nyx5(&args).json();
+    assert_eq!(new.get("resent"), Some(&Value::Bool(false)));
+}
+
+#[test]
+fn refusals_have_documented_exit_codes() {
+    let w = World::new("refusals");
+    w.two_agents();
+    // 4: the house refuses (unknown recipient 404; wrong operator token 401).
+    let (err, doc) = w.nyx5(&["send", "nobody@b.test", "--body", "x", "--json"]).fails(4);
+    assert_eq!(status(&doc.unwrap()), 404);
+    assert!(err.contains("nobody@b.test"), "{err}");
+    let (err, doc) = w.nyx5(&["invite", "list", "--house", "b.test", "--admin-token", "wrong", "--json"]).fails(4);
+    assert_eq!(status(&doc.unwrap()), 401);
+    assert!(err.contains("--admin-token"), "{err}");
+    // A subagent out of its scope is refused by its house.
+    let sub = w.nyx5(&["subagent", "helper", "--scope-types", "message", "--to-domains", "b.test", "--json"]).json();
+    assert_eq!(s(&sub, "address"), "helper.ana@a.test");
+    assert_eq!(s(&sub, "registered_via"), "delegation");
+    w.nyx5(&["send", "--as", "helper.ana@a.test", "bo@b.test", "--body", "in scope", "--json"]).json();
+    let (_, doc) =
+        w.nyx5(&["send", "--as", "helper.ana@a.test", "ana@a.test", "--body", "out of scope", "--json"]).fails(4);
+    assert_eq!(status(&doc.unwrap()), 403);
+    let r = w.nyx5(&["resolve", "helper.ana@a.test", "--json"]).json();
+    assert_eq!(r.get("parents").and_then(Value::as_array).unwrap().len(), 1);
+
+    // 3: nobody answers.
+    let (err, _) = w.nyx5(&["health", "http://127.0.0.1:1"]).fails(3);
+    assert!(err.contains("no answer"), "{err}");
+
+    // 2: usage.
+    w.nyx5(&["send", "bo@b.test"]).fails(2);
+    w.nyx5(&["send", "not-an-address", "--body", "x"]).fails(2);
+    w.nyx5(&["remind", "yesterday", "x"]).fails(2);
+    w.nyx5(&["inbox", "--as", "stranger@a.test"]).fails(2);
+    w.nyx5(&["inbox", "--limit", "999"]).fails(2);
+    w.nyx5(&["frobnicate"]).fails(2);
+
+    // 1: a card that does not verify — the hosts file pins another key for b.test.
+    let other = nyx5_proto::crypto::SigningKey::from_seed([7; 32]).public().to_b64();
+    let pinned = w.dir.join("pinned-hosts.json");
+    std::fs::write(
+        &pinned,
+        format!(r#"{{"a.test":{{"url":"{}"}},"b.test":{{"url":"{}","sig":"{other}"}}}}"#, w.a.url(), w.b.url()),
+    )
+    .unwrap();
+    let run = w.nyx5(&["resolve", "bo@b.test", "--hosts", pinned.to_str().unwrap()]);
+    let (err, _) = run.fails(1);
+    assert!(err.contains("does not verify"), "{err}");
+    let (_, doc) =
+        w.nyx5(&["send", "bo@b.test", "--body", "x", "--hosts", pinned.to_str().unwrap(), "--json"]).fails(1);
+    assert!(doc.is_some());
+}
+
+#[test]
+fn rotation_keeps_old_mail_readable_and_proof_of_work_is_minted() {
+    let w = World::new("rotate");
+    w.two_agents();
+    // Sealed to bo's first key, read after bo rotates.
+    let before = s(&w.nyx5(&["send", "bo@b.test", "--body", "before rotation", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&before));
+    let rot = w.nyx5(&["rotate-key", "--as", "bo@b.test", "--json"]).json();
+    assert_ne!(s(&rot, "sig"), s(&rot, "previous_sig"));
+    assert_eq!(s(obj(&rot, "card"), "sig"), s(&rot, "sig"));
+    let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&before));
+    let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == before).unwrap();
+    assert_eq!(s(obj(m, "content"), "body"), "before rotation");
+
+    // bo asks strangers for proof of work; ana's send mints it.
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "pow", "--pow-bits", "10", "--json"]).json();
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "worked for it", "--json"]).json();
+    assert_eq!(sent.get("pow_bits").and_then(Value::as_safe_integer), Some(10));
+    let id = s(&sent, "id");
+    let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&id));
+    let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == id).unwrap();
+    assert_eq!(s(m, "trust"), "verified");
+}

@@ -1,0 +1,242 @@
+//! Two `nyx5 serve` houses on loopback for the client and MCP tests — `a.test` (open
+//! registration) and `b.test` (invitations) — with one hosts file naming both, read by the
+//! houses and by the client alike, and a profile file for the agents under test.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use nyx5_proto::Value;
+use nyx5_proto::json::Object;
+
+use crate::common::TempDir;
+
+/// The operator tokens of the two houses.
+pub(crate) const TOKEN_A: &str = "operator-token-of-house-a-for-tests";
+pub(crate) const TOKEN_B: &str = "operator-token-of-house-b-for-tests";
+
+const READY_WAIT: Duration = Duration::from_secs(60);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One running house.
+pub(crate) struct House {
+    pub(crate) domain: String,
+    pub(crate) port: u16,
+    registration: &'static str,
+    token: &'static str,
+    child: Option<Child>,
+    _lines: Option<Receiver<String>>,
+}
+
+impl House {
+    pub(crate) fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn start(&mut self, dir: &std::path::Path, hosts: &std::path::Path) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
+            .args(["serve", "--domain", &self.domain, "--registration", self.registration, "--tick-ms", "100"])
+            .args(["--admin-token", self.token, "--listen"])
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--db")
+            .arg(dir.join(format!("{}.db", self.domain)))
+            .arg("--hosts")
+            .arg(hosts)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let ready = format!("nyx5 serve: {} at {}", self.domain, self.url());
+        let deadline = Instant::now() + READY_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines.recv_timeout(left).unwrap_or_else(|_| panic!("{} never said it was ready", self.domain));
+            if line == ready {
+                break;
+            }
+        }
+        self.child = Some(child);
+        self._lines = Some(lines);
+    }
+
+    /// Kills the house at once (SIGKILL), as a crash would.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for House {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Two houses, their hosts file and a profile.
+pub(crate) struct World {
+    pub(crate) dir: TempDir,
+    pub(crate) a: House,
+    pub(crate) b: House,
+    pub(crate) hosts: PathBuf,
+    pub(crate) profile: PathBuf,
+}
+
+impl World {
+    pub(crate) fn new(name: &str) -> World {
+        let dir = TempDir::new(name);
+        let hosts = dir.join("hosts.json");
+        let profile = dir.join("profile").join("agents.json");
+        let house = |domain: &str, registration, token| House {
+            domain: domain.to_owned(),
+            port: free_port(),
+            registration,
+            token,
+            child: None,
+            _lines: None,
+        };
+        let mut a = house("a.test", "open", TOKEN_A);
+        let mut b = house("b.test", "invite", TOKEN_B);
+        std::fs::write(&hosts, format!(r#"{{"a.test":{{"url":"{}"}},"b.test":{{"url":"{}"}}}}"#, a.url(), b.url()))
+            .unwrap();
+        a.start(dir.path(), &hosts);
+        b.start(dir.path(), &hosts);
+        World { dir, a, b, hosts, profile }
+    }
+
+    /// Starts house a again (same database and port) after [`House::kill`].
+    pub(crate) fn restart_a(&mut self) {
+        let hosts = self.hosts.clone();
+        self.a.start(self.dir.path(), &hosts);
+    }
+
+    /// `nyx5 args…` with this world's profile and hosts file (DNS off).
+    pub(crate) fn nyx5(&self, args: &[&str]) -> Run {
+        self.nyx5_in(args, b"")
+    }
+
+    pub(crate) fn nyx5_in(&self, args: &[&str], stdin: &[u8]) -> Run {
+        let mut child = self.command().args(args).spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let _ = input.write_all(stdin);
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap(),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    /// The `nyx5` command with this world's environment, its pipes ready.
+    pub(crate) fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nyx5"));
+        c.env("NYX5_AGENT", &self.profile)
+            .env("NYX5_HOSTS", &self.hosts)
+            .env("NYX5_DOH", "off")
+            .env_remove("NYX5_ADMIN_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// `ana@a.test` registered (open) and `bo@b.test` registered with an invitation.
+    pub(crate) fn two_agents(&self) {
+        self.nyx5(&["init", "ana@a.test", "--house", &self.a.url()]).ok();
+        self.nyx5(&["init", "bo@b.test", "--house", &self.b.url()]).ok();
+        self.nyx5(&["register", "--json"]).json();
+        let invite = self.nyx5(&["invite", "new", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
+        let code = invite.get("code").and_then(Value::as_str).unwrap().to_owned();
+        self.nyx5(&["register", "--as", "bo@b.test", "--invite", &code, "--json"]).json();
+    }
+
+    /// Polls `bo@b.test`'s inbox (JSON) until `pred` holds of its envelopes.
+    pub(crate) fn wait_inbox(&self, who: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = self.nyx5(&["inbox", "--as", who, "--json"]).json();
+            let list = o.get("envelopes").and_then(Value::as_array).unwrap().to_vec();
+            if pred(&list) {
+                return list;
+            }
+            assert!(Instant::now() < deadline, "the inbox of {who} never got there: {list:?}");
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+}
+
+/// What one run of `nyx5` did.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Run {
+    pub(crate) fn ok(self) -> String {
+        assert_eq!(self.code, 0, "nyx5 failed: {}", self.stderr);
+        self.stdout
+    }
+
+    /// Success, with one JSON document on standard output.
+    pub(crate) fn json(self) -> Object {
+        let out = self.ok();
+        assert_eq!(out.lines().count(), 1, "one JSON document on one line: {out}");
+        match Value::parse_str(out.trim_end()) {
+            Ok(Value::Object(o)) => o,
+            other => panic!("not a JSON object: {out:?} ({other:?})"),
+        }
+    }
+
+    /// Exit `code`; with `--json` the failure document, else an empty standard output. Returns
+    /// the one line on standard error.
+    pub(crate) fn fails(self, code: i32) -> (String, Option<Object>) {
+        assert_eq!(self.code, code, "expected exit {code}; stdout {:?}, stderr {:?}", self.stdout, self.stderr);
+        assert!(self.stderr.starts_with("nyx5: ") && self.stderr.ends_with('\n'), "stderr {:?}", self.stderr);
+        assert_eq!(self.stderr.lines().count(), 1, "stderr {:?}", self.stderr);
+        let doc = if self.stdout.is_empty() {
+            None
+        } else {
+            match Value::parse_str(self.stdout.trim_end()) {
+                Ok(Value::Object(o)) => {
+                    assert_eq!(o.get("ok"), Some(&Value::Bool(false)));
+                    assert_eq!(o.get("exit").and_then(Value::as_safe_integer), Some(i64::from(code)));
+                    Some(o)
+                }
+                other => panic!("failure output is not a JSON document: {:?} ({other:?})", self.stdout),
+            }
+        };
+        (self.stderr, doc)
+    }
+}
+
+/// A string member.
+pub(crate) fn s(o: &Object, name: &str) -> String {
+    o.get(name).and_then(Value::as_str).unwrap_or_else(|| panic!("no string `{name}` in {o:?}")).to_owned()
+}
+
+/// An object member.
+pub(crate) fn obj<'a>(o: &'a Object, name: &str) -> &'a Object {
+    o.get(name).and_then(Value::as_object).unwrap_or_else(|| panic!("no object `{name}` in {o:?}"))
+}
