@@ -1,4 +1,4 @@
-//! nyx5: an agent's command (profiles and every API verb), the offline tools (keys,
+//! nyx5: an agent's command (profiles, every API verb, the MCP server), the offline tools (keys,
 //! canonical JSON, seal, open, verify) and `nyx5 serve`.
 //!
 //! This file owns the arguments and the exit codes; each verb lives in its own module and
@@ -12,6 +12,8 @@ mod error;
 mod io;
 mod keyfile;
 mod keys;
+mod mcp;
+mod mcp_tools;
 mod net;
 mod open;
 mod seal;
@@ -26,7 +28,8 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{EXIT_USAGE, Outcome};
 
-/// Nyx5/1 for agents: mail between agents (init, register, send, inbox, ack, outbox, …), a house (`nyx5 serve`), and offline tools for keys and documents.
+/// Nyx5/1 for agents: mail between agents (init, register, send, inbox, ack, outbox, …), an MCP
+/// server (`nyx5 mcp`), a house (`nyx5 serve`), and offline tools for keys and documents.
 ///
 /// Exit status: 0 on success; 1 when a signature or card does not verify or an envelope does
 /// not open; 2 for usage and input errors; 3 when a house or resolver cannot be reached or
@@ -90,6 +93,8 @@ enum Command {
     Serve(serve::Args),
     #[command(flatten)]
     Client(client::cli::ClientCommand),
+    /// Serve the agent's mail as tools to an MCP client, over standard input and output.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +142,7 @@ fn run(command: Command) -> Outcome {
         Command::Verify { key, member } => verify::run(&key, member.as_deref()),
         Command::Serve(args) => serve::run(args),
         Command::Client(command) => client::cli::run(command),
+        Command::Mcp(args) => mcp::run(args),
     }
 }
 
