@@ -82,6 +82,11 @@ fn journey_across_two_houses() {
     let listed = dir.get("agents").and_then(Value::as_array).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(s(listed[0].as_object().unwrap(), "address"), "ana@a.test");
+    // A house named by its URL needs no hosts entry.
+    let no_hosts = w.dir.join("no-hosts.json");
+    std::fs::write(&no_hosts, "{}").unwrap();
+    let by_url = w.nyx5(&["directory", &w.b.url(), "--hosts", no_hosts.to_str().unwrap(), "--json"]).json();
+    assert_eq!(s(&by_url, "house"), "b.test");
     let health = w.nyx5(&["health", &w.b.url(), "--json"]).json();
     assert_eq!(s(&health, "house"), "b.test");
 

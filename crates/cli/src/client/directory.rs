@@ -114,7 +114,7 @@ pub(crate) fn directory(ctx: &Ctx, req: &DirectoryRequest) -> Result<Value, Fail
         (None, Some(m)) => m.address.domain().to_owned(),
         (None, None) => return Err(Failure::usage("name the house (a domain or its URL)")),
     };
-    let (url, _) = house_target(&res, &house)?;
+    let (url, named) = house_target(&res, &house)?;
     let mut query = Vec::new();
     for (name, v) in [("q", &req.q), ("capability", &req.capability), ("accepts", &req.accepts)] {
         if let Some(v) = v {
@@ -133,6 +133,11 @@ pub(crate) fn directory(ctx: &Ctx, req: &DirectoryRequest) -> Result<Value, Fail
     let domain_name = field::str(&answer, "house")
         .map_err(|_| Failure::network(format!("{what}: the answer names no house")))?
         .to_owned();
+    if named.is_none() {
+        res.at(&domain_name, &url);
+    } else if named.as_deref() != Some(domain_name.as_str()) {
+        return Err(Failure::rejected(format!("{what}: the house at {url} says it is {domain_name}")));
+    }
     let domain = res.domain(&domain_name)?;
     let mut agents = Vec::new();
     let mut refused = Vec::new();

@@ -25,7 +25,7 @@ use crate::error::Failure;
 pub(crate) struct Domain {
     pub(crate) url: String,
     pub(crate) card: Verified<DomainCard>,
-    /// Where the URL came from: `hosts`, `profile`, `dns` or `well-known`.
+    /// Where the URL came from: `hosts`, `url` (given), `profile`, `dns` or `well-known`.
     pub(crate) via: &'static str,
     /// What the card's key was checked against: `hosts`, `dns`, `pin`, `first-use` (pinned
     /// now) or `none` (no profile to pin it in).
@@ -60,6 +60,8 @@ pub(crate) struct Resolver<'a> {
     now: Timestamp,
     domains: RefCell<BTreeMap<String, Domain>>,
     agents: RefCell<BTreeMap<String, Verified<AgentCard>>>,
+    /// Houses named by URL on the command line: domain → URL, consulted after the hosts file.
+    given: RefCell<BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for Resolver<'_> {
@@ -110,7 +112,14 @@ impl<'a> Resolver<'a> {
             now: s.now,
             domains: RefCell::new(BTreeMap::new()),
             agents: RefCell::new(BTreeMap::new()),
+            given: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// Looks for `domain`'s card at `url` (a house the user named by its URL) unless the hosts
+    /// file says otherwise. Nothing anchors it there: the key is pinned on first use.
+    pub(crate) fn at(&self, domain: &str, url: &str) {
+        self.given.borrow_mut().insert(domain.to_owned(), url.to_owned());
     }
 
     pub(crate) fn now(&self) -> Timestamp {
@@ -121,6 +130,9 @@ impl<'a> Resolver<'a> {
     fn locate(&self, domain: &str) -> Result<(String, Option<SigPublic>, &'static str), Failure> {
         if let Some(h) = self.hosts.get(domain) {
             return Ok((h.url.clone(), h.sig, "hosts"));
+        }
+        if let Some(url) = self.given.borrow().get(domain) {
+            return Ok((url.clone(), None, "url"));
         }
         if let Some((d, url)) = &self.own
             && d == domain
