@@ -133,6 +133,23 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 #[event(email)]
 async fn email(message: ForwardableEmailMessage, _env: Env, _ctx: Context) -> worker::Result<()> {
     // The email bridge is its own issue; until it lands, refuse clearly rather than drop mail.
-    message.set_reject("nyx5: this house does not accept email yet (the email bridge is not enabled)");
+    reject(&message, "nyx5: this house does not accept email yet (the email bridge is not enabled)").await
+}
+
+/// `message.setReject(reason)`, awaited when it answers a thenable. On Cloudflare it is synchronous;
+/// under `wrangler dev` the message comes over RPC, `setReject` answers a promise, and a handler
+/// that returns before it settles has its rejection reported as delivered mail.
+async fn reject(message: &ForwardableEmailMessage, reason: &str) -> worker::Result<()> {
+    use worker::wasm_bindgen::JsCast;
+    let answer = message.unchecked_ref::<RejectableEmail>().set_reject(reason);
+    worker::wasm_bindgen_futures::JsFuture::from(worker::js_sys::Promise::resolve(&answer)).await?;
     Ok(())
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// The incoming message seen as "something with `setReject`", keeping what the call answers.
+    type RejectableEmail;
+    #[wasm_bindgen(method, js_name = setReject)]
+    fn set_reject(this: &RejectableEmail, reason: &str) -> wasm_bindgen::JsValue;
 }

@@ -1,5 +1,6 @@
 // Interop between the Rust `nyx5` tool and an independent Node 20 implementation of Nyx5/1 §5,
-// written from the spec text alone with WebCrypto (globalThis.crypto.subtle) and no packages.
+// written from the spec text alone with WebCrypto (globalThis.crypto.subtle) and no packages
+// (tests/lib/nyx5.mjs, which the end-to-end suite uses too).
 //
 //   node tests/interop/interop.mjs <path to the nyx5 binary>
 //
@@ -13,17 +14,22 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import {
+  ALG_SEALED,
+  canon,
+  newAgentKeys,
+  openEnvelope,
+  random,
+  sealEnvelope,
+  signEnvelope,
+  verifySignature,
+} from '../lib/nyx5.mjs';
+
 const bin = process.argv[2];
 if (!bin) {
   console.error('usage: node interop.mjs <path to the nyx5 binary>');
   process.exit(2);
 }
-const subtle = globalThis.crypto.subtle;
-const utf8 = new TextEncoder();
-const fromUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-const ALG_SEALED = 'X25519+HKDF-SHA256+A256GCM';
-const CEK_WRAP_INFO = 'nyx5/1 cek-wrap';
 
 // ---------------------------------------------------------------------------------------------
 // Checks and the nyx5 binary.
@@ -49,58 +55,7 @@ function nyx5Status(args, input = '') {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Canonical JSON (§5): keys sorted by UTF-16 code units (JavaScript's default sort), `undefined`
-// members omitted, everything else as compact JSON.stringify writes it.
-
-function canon(v) {
-  if (Array.isArray(v)) return `[${v.map((x) => (x === undefined ? 'null' : canon(x))).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    const keys = Object.keys(v).filter((k) => v[k] !== undefined).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canon(v[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v);
-}
-
-// base64url without padding, strict on input.
-const b64u = (bytes) => Buffer.from(bytes).toString('base64url');
-function unb64u(text) {
-  const bytes = new Uint8Array(Buffer.from(text, 'base64url'));
-  if (typeof text !== 'string' || b64u(bytes) !== text) throw new Error(`not base64url: ${text}`);
-  return bytes;
-}
-
-const random = (n) => globalThis.crypto.getRandomValues(new Uint8Array(n));
-const concat = (a, b) => {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Keys.
-
-async function newAgentKeys() {
-  const sig = await subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify']);
-  const enc = await subtle.generateKey({ name: 'X25519' }, true, ['deriveBits']);
-  const sigJwk = await subtle.exportKey('jwk', sig.privateKey);
-  const encJwk = await subtle.exportKey('jwk', enc.privateKey);
-  const sigRaw = b64u(new Uint8Array(await subtle.exportKey('raw', sig.publicKey)));
-  const encRaw = b64u(new Uint8Array(await subtle.exportKey('raw', enc.publicKey)));
-  if (sigRaw !== sigJwk.x || encRaw !== encJwk.x) throw new Error('JWK and raw exports disagree');
-  // The JWK `d` of an OKP key is the 32-byte Ed25519 seed / X25519 secret.
-  if (unb64u(sigJwk.d).length !== 32 || unb64u(encJwk.d).length !== 32) {
-    throw new Error('secrets are not 32 bytes');
-  }
-  return {
-    sig: sigJwk.x,
-    enc: encJwk.x,
-    sigSecret: sigJwk.d,
-    encSecret: encJwk.d,
-    signingKey: sig.privateKey,
-    encKey: enc.privateKey,
-  };
-}
+// Key files.
 
 function keyFileText(k) {
   const file = {
@@ -115,89 +70,7 @@ function keyFileText(k) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Signatures: Ed25519 over the canonical document without its `signature` member.
-
-async function signEnvelope(env, keys) {
-  const unsigned = { ...env };
-  delete unsigned.signature;
-  const value = await subtle.sign({ name: 'Ed25519' }, keys.signingKey, utf8.encode(canon(unsigned)));
-  return { ...unsigned, signature: { alg: 'Ed25519', kid: keys.sig, value: b64u(new Uint8Array(value)) } };
-}
-
-async function verifySignature(doc, member, sigPub) {
-  const sig = doc[member];
-  if (!sig || sig.alg !== 'Ed25519' || sig.kid !== sigPub) return false;
-  const unsigned = { ...doc };
-  delete unsigned[member];
-  const key = await subtle.importKey('raw', unb64u(sigPub), { name: 'Ed25519' }, false, ['verify']);
-  return subtle.verify({ name: 'Ed25519' }, key, unb64u(sig.value), utf8.encode(canon(unsigned)));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sealing (§5, the pinned KDF).
-
-const aadOf = (env) => utf8.encode(canon({ from: env.from, id: env.id, to: env.to }));
-
-async function gcmSeal(keyBytes, iv, aad, plaintext) {
-  const key = await subtle.importKey('raw', keyBytes, { name: 'AES-GCM' }, false, ['encrypt']);
-  const out = new Uint8Array(
-    await subtle.encrypt({ name: 'AES-GCM', iv, additionalData: aad, tagLength: 128 }, key, plaintext),
-  );
-  // WebCrypto appends the 16-byte tag; Nyx5 carries it separately.
-  return { ct: out.slice(0, out.length - 16), tag: out.slice(out.length - 16) };
-}
-
-async function gcmOpen(keyBytes, iv, aad, ct, tag) {
-  const key = await subtle.importKey('raw', keyBytes, { name: 'AES-GCM' }, false, ['decrypt']);
-  return new Uint8Array(
-    await subtle.decrypt({ name: 'AES-GCM', iv, additionalData: aad, tagLength: 128 }, key, concat(ct, tag)),
-  );
-}
-
-// KEK = HKDF-SHA256(ikm = X25519(...), salt = UTF-8 of the base64url STRING of epk,
-//                   info = "nyx5/1 cek-wrap", 32 bytes).
-async function kek(privateKey, publicB64, epkB64) {
-  const pub = await subtle.importKey('raw', unb64u(publicB64), { name: 'X25519' }, false, []);
-  const shared = await subtle.deriveBits({ name: 'X25519', public: pub }, privateKey, 256);
-  const ikm = await subtle.importKey('raw', shared, 'HKDF', false, ['deriveBits']);
-  const bits = await subtle.deriveBits(
-    { name: 'HKDF', hash: 'SHA-256', salt: utf8.encode(epkB64), info: utf8.encode(CEK_WRAP_INFO) },
-    ikm,
-    256,
-  );
-  return new Uint8Array(bits);
-}
-
-async function sealEnvelope(env, recipients) {
-  const aad = aadOf(env);
-  const cek = random(32);
-  const iv = random(12);
-  const body = await gcmSeal(cek, iv, aad, utf8.encode(canon(env.content)));
-  const eph = await subtle.generateKey({ name: 'X25519' }, true, ['deriveBits']);
-  const epk = b64u(new Uint8Array(await subtle.exportKey('raw', eph.publicKey)));
-  const keys = {};
-  for (const r of recipients) {
-    const wiv = random(12);
-    const w = await gcmSeal(await kek(eph.privateKey, r.enc, epk), wiv, aad, cek);
-    keys[r.address] = { iv: b64u(wiv), ct: b64u(w.ct), tag: b64u(w.tag) };
-  }
-  const out = { ...env };
-  delete out.content;
-  delete out.signature;
-  out.encrypted = { alg: ALG_SEALED, epk, iv: b64u(iv), ct: b64u(body.ct), tag: b64u(body.tag), keys };
-  return out;
-}
-
-async function openEnvelope(env, address, encKey) {
-  const e = env.encrypted;
-  if (!e || e.alg !== ALG_SEALED) throw new Error('not a sealed envelope');
-  const w = e.keys[address];
-  if (!w) throw new Error(`not sealed for ${address}`);
-  const aad = aadOf(env);
-  const cek = await gcmOpen(await kek(encKey, e.epk, e.epk), unb64u(w.iv), aad, unb64u(w.ct), unb64u(w.tag));
-  const plain = await gcmOpen(cek, unb64u(e.iv), aad, unb64u(e.ct), unb64u(e.tag));
-  return JSON.parse(fromUtf8.decode(plain));
-}
+// Sealing and signing come from tests/lib/nyx5.mjs (WebCrypto, written from the spec text).
 
 async function opens(env, address, encKey) {
   try {

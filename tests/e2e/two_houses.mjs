@@ -1,0 +1,778 @@
+// End-to-end: two Nyx5 houses, a.test and b.test, each the built Worker under `wrangler dev`
+// (workerd, local D1) on its own loopback port with its own state, finding each other through
+// NYX5_HOSTS. A Node WebCrypto client (tests/lib/nyx5.mjs) registers agents, seals, sends, reads,
+// opens, verifies and acknowledges, and the suite checks the queue's behaviour across the two:
+//
+//   registration (operator, invitation); a sealed envelope a → b delivered by the post-response
+//   kick, read by polling, opened, verified, acked (twice); a signed delivery receipt and a signed
+//   bounce back to the sender from postmaster@a.test; a deferred envelope invisible before its
+//   time and delivered by a triggered cron after; b stopped: a keeps the job, retries on cron and
+//   delivers when b is back; bad requests answered with the JSON error shape and changing
+//   nothing; the email handler refusing mail; and, with both houses stopped, the invariants of
+//   the D1 state (queried with `wrangler d1 execute`).
+//
+//   node tests/e2e/two_houses.mjs        (scripts/test runs it after building the Worker)
+//
+// Ports: 18787/18788, inspectors 19229/19230 (NYX5_E2E_PORT moves the first; the others follow).
+// Prints each step with its timing and the total wall time; exits 1 on the first failure (the
+// houses' logs and state are kept then), 0 when every step passed. A missing toolchain fails.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+
+import {
+  NOTICE_MEDIA,
+  authHeader,
+  b64u,
+  canon,
+  draftEnvelope,
+  newAgentKeys,
+  openEnvelope,
+  random,
+  registrationBody,
+  sealEnvelope,
+  sha256hex,
+  signBytes,
+  signEnvelope,
+  utf8,
+  verifyDomainCard,
+  verifySignature,
+} from '../lib/nyx5.mjs';
+import { ENV, House, ROOT, WRANGLER, killAll } from '../lib/wrangler.mjs';
+
+const T0 = performance.now();
+const secs = (ms) => `${(ms / 1000).toFixed(2)}s`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const PORT = Number(process.env.NYX5_E2E_PORT ?? 18787);
+const state = mkdtempSync(join(tmpdir(), 'nyx5-e2e-'));
+const urlOf = (port) => `http://127.0.0.1:${port}`;
+const tokenA = b64u(random(24));
+const tokenB = b64u(random(24));
+const a = new House({
+  domain: 'a.test',
+  port: PORT,
+  inspectorPort: PORT + 442,
+  stateDir: state,
+  vars: {
+    NYX5_REGISTRATION: 'invite',
+    NYX5_ADMIN_TOKEN: tokenA,
+    NYX5_HOSTS: JSON.stringify({ 'b.test': { url: urlOf(PORT + 1) } }),
+  },
+});
+const b = new House({
+  domain: 'b.test',
+  port: PORT + 1,
+  inspectorPort: PORT + 443,
+  stateDir: state,
+  vars: {
+    NYX5_REGISTRATION: 'invite',
+    NYX5_ADMIN_TOKEN: tokenB,
+    NYX5_HOSTS: JSON.stringify({ 'a.test': { url: urlOf(PORT) } }),
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// Steps, HTTP, polling.
+
+let stepNo = 0;
+async function step(title, fn) {
+  stepNo += 1;
+  const t = performance.now();
+  process.stdout.write(`[${secs(t - T0).padStart(7)}] ${String(stepNo).padStart(2)}. ${title} ... `);
+  const note = await fn();
+  console.log(`ok (${secs(performance.now() - t)})${note ? `\n            ${note}` : ''}`);
+}
+
+/** One request to a house: `{status, type, text, json}`. Objects are sent as canonical JSON. */
+async function call(house, method, path, { body, headers = {} } = {}) {
+  const init = { method, headers: { ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === 'string' || body instanceof Uint8Array ? body : canon(body);
+    init.headers['content-type'] ??= 'application/json';
+  }
+  const r = await fetch(house.url + path, init);
+  const text = await r.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: r.status, type: r.headers.get('content-type'), text, json };
+}
+
+const admin = (house) => ({ authorization: `Bearer ${house === a ? tokenA : tokenB}` });
+
+/** A request as `agent` (a fresh §8 token for this method, path and house). */
+async function as(agent, method, path, opts = {}) {
+  const { header } = await authHeader(agent.keys, { address: agent.address, method, path, host: agent.house.host });
+  return call(agent.house, method, path, { ...opts, headers: { ...opts.headers, authorization: header } });
+}
+
+function expectStatus(res, status, what) {
+  assert.equal(res.status, status, `${what}: expected ${status}, got ${res.status} ${res.text.slice(0, 300)}`);
+  return res.json;
+}
+
+/** The one error shape: `{ok: false, code, error, reason}` as JSON with the code as status. */
+function expectError(res, status, slug, what) {
+  expectStatus(res, status, what);
+  assert.match(res.type ?? '', /^application\/json/, `${what}: content-type ${res.type}`);
+  const j = res.json;
+  assert.ok(j && typeof j === 'object', `${what}: body is not JSON: ${res.text.slice(0, 200)}`);
+  assert.equal(j.ok, false, `${what}: ok`);
+  assert.equal(j.code, status, `${what}: code`);
+  assert.equal(j.error, slug, `${what}: error slug`);
+  assert.equal(typeof j.reason, 'string', `${what}: reason`);
+  assert.ok(j.reason.length > 0, `${what}: empty reason`);
+  return j;
+}
+
+/** Calls `fn` until it answers something truthy, or fails after `timeoutMs`. */
+async function until(what, fn, { timeoutMs = 10_000, everyMs = 100 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents and their views.
+
+async function agent(local, house) {
+  return { local, address: `${local}@${house.domain}`, house, keys: await newAgentKeys() };
+}
+
+async function mailbox(who) {
+  return expectStatus(await as(who, 'GET', `/mailbox/${who.local}?limit=200`), 200, `GET /mailbox/${who.local}`)
+    .envelopes;
+}
+
+async function outboxJob(who, id) {
+  const out = expectStatus(await as(who, 'GET', `/outbox/${who.local}`), 200, `GET /outbox/${who.local}`);
+  const entry = out.envelopes.find((e) => e.id === id);
+  assert.ok(entry, `envelope ${id} is not in the outbox of ${who.address}`);
+  assert.equal(entry.jobs.length, 1, 'one job per destination domain');
+  return entry.jobs[0];
+}
+
+async function ack(who, ids) {
+  return expectStatus(await as(who, 'POST', `/mailbox/${who.local}/ack`, { body: { ids } }), 200, 'ack').acked;
+}
+
+async function health(house) {
+  return expectStatus(await call(house, 'GET', '/health'), 200, `${house.domain} /health`);
+}
+
+/** Waits for envelope `id` in `who`'s mailbox; answers the mailbox item. */
+function arrival(who, pred, what, timeoutMs = 10_000) {
+  return until(what, async () => (await mailbox(who)).find((m) => pred(m.envelope)), { timeoutMs });
+}
+
+/** Checks a postmaster notice (§7) about `original` and answers its body. */
+async function checkNotice(notice, original, domainKey, status) {
+  assert.equal(notice.from, 'postmaster@a.test', 'notice sender');
+  assert.deepEqual(notice.to, [original.from], 'notice recipient');
+  assert.equal(notice.type, 'receipt', 'notice type');
+  assert.equal(notice.in_reply_to, original.id, 'notice in_reply_to');
+  assert.equal(notice.thread, original.thread ?? null, 'notice thread');
+  assert.equal(notice.signature.kid, domainKey, 'notice signed by the domain key');
+  assert.ok(await verifySignature(notice, 'signature', domainKey), 'notice signature verifies with the domain key');
+  assert.equal(notice.content?.media, NOTICE_MEDIA, 'notice media');
+  const body = notice.content.body;
+  assert.equal(body.of, original.id, 'notice `of`');
+  assert.equal(body.sha256, await sha256hex(canon(original)), 'notice sha256 of the original');
+  assert.equal(body.status, status, 'notice status');
+  return body;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+let failed = false;
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    killAll();
+    console.error(`\ninterrupted (${sig}); state kept in ${state}`);
+    process.exit(130);
+  });
+}
+
+const ana = await agent('ana', a);
+const bo = await agent('bo', b);
+const cards = {};
+const sent = {}; // the envelopes ana sent, by name
+let keyA;
+let keyB;
+let tickAt = 0;
+let oldNonce;
+let oldKeepUntil = 0;
+let freshNonce;
+
+try {
+  console.log(`nyx5 e2e: two houses under wrangler dev; state in ${state}`);
+
+  await step('toolchain: wrangler is installed and the Worker is built (scripts/build-worker)', async () => {
+    assert.ok(existsSync(WRANGLER), `wrangler is missing (${WRANGLER}): run ./scripts/setup`);
+    const v = spawnSync(WRANGLER, ['--version'], { encoding: 'utf8', env: ENV });
+    assert.equal(v.status, 0, `wrangler --version failed: ${v.stderr}`);
+    // A no-op when the build is current; building here keeps the two `wrangler dev` starts from
+    // both building at once.
+    const build = spawnSync(join(ROOT, 'scripts/build-worker'), { cwd: ROOT, encoding: 'utf8', env: ENV });
+    const output = `${build.stdout}\n${build.stderr}`;
+    assert.equal(build.status, 0, `scripts/build-worker failed (run ./scripts/setup):\n${output}`);
+    for (const f of ['build/index.js', 'build/index_bg.wasm']) assert.ok(existsSync(join(ROOT, f)), `${f} is missing`);
+    const wasm = statSync(join(ROOT, 'build/index_bg.wasm')).size;
+    return `wrangler ${v.stdout.trim()}; build/index_bg.wasm ${wasm} bytes`;
+  });
+
+  await step('apply the D1 migrations to both local databases', async () => {
+    await Promise.all([a.migrate(), b.migrate()]);
+  });
+
+  await step(`start a.test on ${a.url} and b.test on ${b.url}; /health answers`, async () => {
+    const times = await Promise.all(
+      [a, b].map(async (h) => {
+        const t = performance.now();
+        await h.start();
+        return `${h.domain} ${secs(performance.now() - t)}`;
+      }),
+    );
+    return `ready: ${times.join(', ')}`;
+  });
+
+  await step('domain cards are self-signed and name their estafeta', async () => {
+    for (const h of [a, b]) {
+      const card = expectStatus(await call(h, 'GET', '/.well-known/nyx5.json'), 200, `${h.domain} card`);
+      const key = await verifyDomainCard(card, h.domain);
+      assert.equal(card.estafeta, h.url);
+      assert.equal(card.policy.registration, 'invite');
+      cards[h.domain] = card;
+      if (h === a) keyA = key;
+      else keyB = key;
+    }
+    assert.notEqual(keyA, keyB, 'the two houses made different domain keys');
+  });
+
+  await step('register ana@a.test by the operator (bearer token)', async () => {
+    const body = { local: 'ana', sig: ana.keys.sig, enc: ana.keys.enc };
+    const r = expectStatus(await call(a, 'POST', '/agents', { body, headers: admin(a) }), 201, 'register ana');
+    assert.equal(r.registered_via, 'admin');
+    assert.equal(r.card.address, 'ana@a.test');
+    assert.equal(r.card.sig, ana.keys.sig);
+    assert.ok(await verifySignature(r.card, 'certification', keyA), 'ana card certified by a.test');
+    const served = expectStatus(await call(a, 'GET', '/agents/ana'), 200, 'GET /agents/ana');
+    assert.equal(canon(served), canon(r.card));
+  });
+
+  await step('register bo@b.test with an invitation code; the used-up code is refused', async () => {
+    const inv = expectStatus(
+      await call(b, 'POST', '/invitations', { body: { uses: 1, note: 'e2e' }, headers: admin(b) }),
+      201,
+      'POST /invitations',
+    ).invitation;
+    assert.equal(inv.uses, 1);
+    assert.equal(inv.used, 0);
+    const r = expectStatus(
+      await call(b, 'POST', '/agents', { body: await registrationBody('bo', bo.keys, { invite: inv.code }) }),
+      201,
+      'register bo',
+    );
+    assert.equal(r.registered_via, `invite:${inv.code}`);
+    assert.ok(await verifySignature(r.card, 'certification', keyB), 'bo card certified by b.test');
+    const bea = await newAgentKeys();
+    expectError(
+      await call(b, 'POST', '/agents', { body: await registrationBody('bea', bea, { invite: inv.code }) }),
+      403,
+      'forbidden',
+      'a second use of a one-use invitation',
+    );
+    expectError(await call(b, 'GET', '/agents/bea'), 404, 'not_found', 'bea was not registered');
+    const list = expectStatus(await call(b, 'GET', '/invitations', { headers: admin(b) }), 200, 'GET /invitations');
+    assert.deepEqual(
+      list.invitations.map((i) => [i.code, i.uses, i.used]),
+      [[inv.code, 1, 1]],
+    );
+  });
+
+  await step('tokens near the end of their window work once (nonce kept until ts + 5 min)', async () => {
+    // A token from 4m55s ago is still good; its nonce is kept until ts + 5 min (5 s from now), and
+    // the last tick of this run, later than that, must purge it.
+    const ts = new Date(Date.now() - 295_000).toISOString();
+    const path = '/mailbox/ana';
+    const old = await authHeader(ana.keys, { address: ana.address, method: 'GET', path, host: a.host, ts });
+    expectStatus(await call(a, 'GET', path, { headers: { authorization: old.header } }), 200, 'old token');
+    expectError(
+      await call(a, 'GET', path, { headers: { authorization: old.header } }),
+      401,
+      'unauthenticated',
+      'the same token again',
+    );
+    oldNonce = old.nonce;
+    oldKeepUntil = Date.parse(ts) + 300_000;
+  });
+
+  await step('ana seals a message for bo and sends it (POST /outbound); a resend is "exists"', async () => {
+    const boCard = expectStatus(await call(b, 'GET', '/agents/bo'), 200, 'GET b/agents/bo');
+    assert.ok(await verifySignature(boCard, 'certification', keyB), "bo's card verifies with b.test's key");
+    const content = { media: 'text/plain', body: 'hola bo, ¿nos vemos el martes? 😀' };
+    const draft = draftEnvelope(ana.address, [bo.address], content, { receipt: 'delivered', thread: 'e2e-1' });
+    const sealed = await sealEnvelope(draft, [
+      { address: bo.address, enc: boCard.enc },
+      { address: ana.address, enc: ana.keys.enc },
+    ]);
+    const env = await signEnvelope(sealed, ana.keys);
+    sent.first = { env, content };
+    const r = expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 202, 'POST /outbound');
+    assert.equal(r.id, env.id);
+    assert.deepEqual(
+      r.jobs.map((j) => [j.domain, j.recipients]),
+      [['b.test', ['bo@b.test']]],
+    );
+    const again = expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 200, 'the same envelope again');
+    assert.equal(again.exists, true);
+  });
+
+  await step('it reaches bo@b.test through the post-response kick (Workers fetch), read by polling', async () => {
+    const t = performance.now();
+    const item = await arrival(bo, (e) => e.id === sent.first.env.id, 'the first envelope in bo’s mailbox', 8_000);
+    sent.first.item = item;
+    return `in bo's mailbox ${secs(performance.now() - t)} after the 202, with no cron triggered`;
+  });
+
+  await step('bo verifies ana’s signature and opens it', async () => {
+    const { env, content, item } = sent.first;
+    assert.equal(canon(item.envelope), canon(env), 'the envelope arrives byte for byte (canonically)');
+    assert.ok(Date.parse(item.received) > 0);
+    const anaCard = expectStatus(await call(a, 'GET', '/agents/ana'), 200, 'GET a/agents/ana');
+    assert.ok(await verifySignature(anaCard, 'certification', keyA));
+    assert.ok(await verifySignature(item.envelope, 'signature', anaCard.sig), 'sender signature');
+    const opened = await openEnvelope(item.envelope, bo.address, bo.keys.encKey);
+    assert.deepEqual(opened, content);
+    const tampered = { ...item.envelope, to: [...item.envelope.to, 'eve@b.test'] };
+    await assert.rejects(openEnvelope(tampered, bo.address, bo.keys.encKey), 'a re-addressed copy does not open');
+  });
+
+  await step('bo acks it (acked 1); acking again changes nothing (acked 0)', async () => {
+    assert.equal(await ack(bo, [sent.first.env.id]), 1);
+    assert.equal(await ack(bo, [sent.first.env.id]), 0);
+    assert.ok(!(await mailbox(bo)).some((m) => m.envelope.id === sent.first.env.id), 'acked envelopes leave the list');
+  });
+
+  await step('a signed delivery receipt from postmaster@a.test reaches ana; the outbox says delivered', async () => {
+    const { env } = sent.first;
+    const item = await arrival(ana, (e) => e.in_reply_to === env.id, 'the delivery receipt');
+    const body = await checkNotice(item.envelope, env, keyA, 'delivered');
+    assert.deepEqual(body.recipients, ['bo@b.test']);
+    const job = await outboxJob(ana, env.id);
+    assert.equal(job.state, 'delivered');
+    assert.deepEqual(job.delivered, ['bo@b.test']);
+    assert.deepEqual(job.bounced, []);
+    assert.equal(job.attempts, 1);
+    assert.equal(job.next_attempt, null);
+    assert.ok(Date.parse(job.finished) > 0);
+    assert.equal(await ack(ana, [item.envelope.id]), 1);
+  });
+
+  await step('a bounce (404) comes back for nobody@b.test, signed by a.test', async () => {
+    const env = await signEnvelope(
+      draftEnvelope(ana.address, ['nobody@b.test'], { media: 'text/plain', body: 'anyone?' }),
+      ana.keys,
+    );
+    sent.bounce = { env };
+    expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 202, 'POST /outbound to nobody');
+    const item = await arrival(ana, (e) => e.in_reply_to === env.id, 'the bounce');
+    const body = await checkNotice(item.envelope, env, keyA, 'bounced');
+    assert.deepEqual(body.recipients, ['nobody@b.test']);
+    assert.equal(body.code, 404);
+    assert.equal(typeof body.reason, 'string');
+    const job = await outboxJob(ana, env.id);
+    assert.equal(job.state, 'bounced');
+    assert.equal(job.code, 404);
+    assert.deepEqual(job.delivered, []);
+    assert.deepEqual(
+      job.bounced.map((x) => [x.to, x.code]),
+      [['nobody@b.test', 404]],
+    );
+    assert.equal(await ack(ana, [item.envelope.id]), 1);
+    return `reason: ${body.reason}`;
+  });
+
+  const DEFER_MS = 5_000;
+  await step(`a deferred envelope (deliver_after +${DEFER_MS / 1000}s) is not delivered before its time`, async () => {
+    const content = { media: 'text/plain', body: 'later' };
+    const deliverAfter = new Date(Date.now() + DEFER_MS).toISOString();
+    const env = await signEnvelope(
+      draftEnvelope(ana.address, [bo.address], content, { deliver_after: deliverAfter }),
+      ana.keys,
+    );
+    sent.deferred = { env, content };
+    const r = expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 202, 'POST deferred');
+    assert.equal(r.jobs[0].next_attempt, deliverAfter, 'first due at deliver_after');
+    for (let i = 0; i < 2; i++) {
+      await sleep(400);
+      await a.scheduled();
+      assert.ok(!(await mailbox(bo)).some((m) => m.envelope.id === env.id), 'not in bo’s mailbox yet');
+    }
+    const job = await outboxJob(ana, env.id);
+    assert.equal(job.state, 'pending');
+    assert.equal(job.attempts, 0);
+    assert.equal(job.next_attempt, deliverAfter);
+    const h = await health(a);
+    assert.equal(h.queue_depth, 1);
+    assert.equal(h.oldest_due_ms, null, 'nothing is due yet');
+    assert.ok(Date.now() < Date.parse(deliverAfter), 'these checks ran before deliver_after');
+  });
+
+  await step('after deliver_after, a triggered cron on a.test delivers it', async () => {
+    const { env, content } = sent.deferred;
+    const due = Date.parse(env.deliver_after);
+    await sleep(Math.max(0, due - Date.now() + 200));
+    await a.scheduled();
+    const item = await arrival(bo, (e) => e.id === env.id, 'the deferred envelope', 5_000);
+    assert.ok(Date.parse(item.received) >= due, `received ${item.received} before ${env.deliver_after}`);
+    assert.deepEqual(item.envelope.content, content);
+    assert.ok(await verifySignature(item.envelope, 'signature', ana.keys.sig));
+    assert.equal((await outboxJob(ana, env.id)).state, 'delivered');
+    assert.equal(await ack(bo, [env.id]), 1);
+    return `received ${Date.parse(item.received) - due} ms after deliver_after`;
+  });
+
+  await step('b.test stops; a.test keeps the job (retrying, last_error) and retries on cron', async () => {
+    await b.stop();
+    const content = { media: 'text/plain', body: 'are you there?' };
+    const draft = draftEnvelope(ana.address, [bo.address], content, { receipt: 'delivered' });
+    const env = await signEnvelope(await sealEnvelope(draft, [{ address: bo.address, enc: bo.keys.enc }]), ana.keys);
+    sent.outage = { env, content };
+    expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 202, 'POST while b is down');
+    // The kick tries at once and fails.
+    const first = await until('a first failed attempt', async () => {
+      const j = await outboxJob(ana, env.id);
+      return j.attempts >= 1 && j;
+    });
+    assert.equal(first.state, 'retrying');
+    assert.ok(first.last_error && first.last_error.length > 0, 'last_error says why');
+    assert.ok(Date.parse(first.next_attempt) > 0, 'a next attempt is scheduled');
+    assert.equal(first.finished, null);
+    // The cron retries once the backoff has passed.
+    await sleep(Math.max(0, Date.parse(first.next_attempt) - Date.now() + 100));
+    await a.scheduled();
+    const second = await outboxJob(ana, env.id);
+    assert.ok(second.attempts >= 2, `the cron retried (attempts ${second.attempts})`);
+    assert.equal(second.state, 'retrying');
+    assert.ok(Date.parse(second.next_attempt) > Date.parse(first.next_attempt), 'backoff grows');
+    const h = await health(a);
+    assert.equal(h.queue_depth, 1);
+    return `last_error: ${second.last_error}`;
+  });
+
+  await step('b.test restarts on the same state; the next cron on a.test delivers, with a receipt', async () => {
+    await b.start();
+    const { env, content } = sent.outage;
+    const job = await outboxJob(ana, env.id);
+    await sleep(Math.max(0, Date.parse(job.next_attempt) - Date.now() + 100));
+    await a.scheduled();
+    const item = await arrival(bo, (e) => e.id === env.id, 'the envelope sent during the outage', 5_000);
+    assert.deepEqual(await openEnvelope(item.envelope, bo.address, bo.keys.encKey), content);
+    const done = await outboxJob(ana, env.id);
+    assert.equal(done.state, 'delivered');
+    assert.ok(done.attempts >= 3, `attempts ${done.attempts}`);
+    const receipt = await arrival(ana, (e) => e.in_reply_to === env.id, 'the receipt after the outage');
+    await checkNotice(receipt.envelope, env, keyA, 'delivered');
+    assert.equal(await ack(bo, [env.id]), 1);
+    assert.equal(await ack(ana, [receipt.envelope.id]), 1);
+    return `delivered after ${done.attempts} attempts`;
+  });
+
+  await step('bad requests get 4xx JSON errors and change nothing', async () => {
+    const snapshot = async () =>
+      canon({
+        anaMail: await mailbox(ana),
+        boMail: await mailbox(bo),
+        anaOut: expectStatus(await as(ana, 'GET', '/outbox/ana'), 200, 'outbox').envelopes,
+        healthA: await health(a),
+        healthB: await health(b),
+        invitations: expectStatus(await call(b, 'GET', '/invitations', { headers: admin(b) }), 200, 'inv').invitations,
+        bo: expectStatus(await call(b, 'GET', '/agents/bo'), 200, 'bo'),
+      });
+    const before = await snapshot();
+    const checks = [];
+    const expect = async (what, res, status, slug) => {
+      expectError(await res, status, slug, what);
+      checks.push(what);
+    };
+    const envTo = (to) => signEnvelope(draftEnvelope(ana.address, to, { media: 'text/plain', body: 'x' }), ana.keys);
+
+    // POST /outbound on a.test
+    await expect('malformed JSON', as(ana, 'POST', '/outbound', { body: '{"nyx5":"1",' }), 400, 'malformed');
+    await expect('duplicate keys', as(ana, 'POST', '/outbound', { body: '{"id":"x","id":"y"}' }), 400, 'malformed');
+    await expect('not an envelope', as(ana, 'POST', '/outbound', { body: '[1,2,3]' }), 400, 'malformed');
+    const big = utf8.encode(`"${'x'.repeat(2 * 1024 * 1024)}"`);
+    await expect('a body over 2 MiB', as(ana, 'POST', '/outbound', { body: big }), 413, 'too_large');
+    const huge = await signEnvelope(
+      draftEnvelope(ana.address, [bo.address], { media: 'text/plain', body: 'x'.repeat(1536 * 1024) }),
+      ana.keys,
+    );
+    await expect('an envelope over max_bytes (1 MiB)', as(ana, 'POST', '/outbound', { body: huge }), 413, 'too_large');
+    const valid = await envTo([bo.address]);
+    await expect('no Authorization', call(a, 'POST', '/outbound', { body: valid }), 401, 'unauthenticated');
+    await expect(
+      'a garbage token',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: 'Nyx5 e30.AAAA' } }),
+      401,
+      'unauthenticated',
+    );
+    const mallory = await newAgentKeys();
+    const forged = await authHeader(mallory, { address: ana.address, method: 'POST', path: '/outbound', host: a.host });
+    await expect(
+      'a token signed by another key',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: forged.header } }),
+      401,
+      'unauthenticated',
+    );
+    const claims = { address: ana.address, method: 'POST', path: '/outbound', host: a.host };
+    const otherPath = await authHeader(ana.keys, { ...claims, path: '/inbound' });
+    await expect(
+      'a token for another path',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherPath.header } }),
+      401,
+      'unauthenticated',
+    );
+    const otherHost = await authHeader(ana.keys, { ...claims, host: b.host });
+    await expect(
+      'a token for another house',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherHost.header } }),
+      401,
+      'unauthenticated',
+    );
+    const stale = await authHeader(ana.keys, { ...claims, ts: new Date(Date.now() - 6 * 60_000).toISOString() });
+    await expect(
+      'a token older than 5 minutes',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: stale.header } }),
+      401,
+      'unauthenticated',
+    );
+    await expect(
+      "bo's token at a.test",
+      authHeader(bo.keys, { address: bo.address, method: 'GET', path: '/mailbox/ana', host: a.host }).then((t) =>
+        call(a, 'GET', '/mailbox/ana', { headers: { authorization: t.header } }),
+      ),
+      401,
+      'unauthenticated',
+    );
+    await expect('a forged sender', as(ana, 'POST', '/outbound', {
+      body: await signEnvelope(draftEnvelope('eve@a.test', [bo.address], { media: 'text/plain', body: 'x' }), ana.keys),
+    }), 403, 'forbidden');
+    await expect('DELETE /outbound', as(ana, 'DELETE', '/outbound'), 405, 'method_not_allowed');
+    await expect('an unknown route', call(a, 'GET', '/nowhere'), 404, 'not_found');
+
+    // POST /inbound on b.test
+    await expect('malformed JSON to /inbound', call(b, 'POST', '/inbound', { body: '{' }), 400, 'malformed');
+    await expect(
+      'a direct /inbound without the relay header',
+      call(b, 'POST', '/inbound', { body: valid }),
+      403,
+      'forbidden',
+    );
+    const relayBytes = utf8.encode(`relay:${valid.id}:b.test`);
+    const fakeRelay = `nyx51 domain=a.test; kid=${mallory.sig}; sig=${await signBytes(mallory, relayBytes)}`;
+    await expect(
+      'a relay header by a key a.test does not have',
+      call(b, 'POST', '/inbound', { body: valid, headers: { 'x-nyx5-relay': fakeRelay } }),
+      403,
+      'forbidden',
+    );
+
+    // Registration and the operator's routes on b.test
+    await expect('malformed registration', call(b, 'POST', '/agents', { body: '{"local":' }), 400, 'malformed');
+    await expect(
+      'registration without an invitation',
+      call(b, 'POST', '/agents', { body: await registrationBody('cy', mallory) }),
+      403,
+      'forbidden',
+    );
+    await expect(
+      'a reserved name, even for the operator',
+      call(b, 'POST', '/agents', { body: { local: 'postmaster', sig: mallory.sig }, headers: admin(b) }),
+      403,
+      'forbidden',
+    );
+    await expect(
+      'a wrong operator token',
+      call(b, 'POST', '/invitations', { body: {}, headers: { authorization: `Bearer ${tokenA}` } }),
+      401,
+      'unauthenticated',
+    );
+
+    const after = await snapshot();
+    assert.equal(after, before, 'mailboxes, outbox, queues, invitations and cards are unchanged');
+    return `${checks.length} refusals: ${checks.join('; ')}`;
+  });
+
+  await step('the email handler refuses mail with a clear reason and the house stays up', async () => {
+    const msg = [
+      'From: Carol <carol@example.com>',
+      'To: bo@b.test',
+      'Subject: hello from email',
+      'Date: Mon, 30 Nov 2026 12:00:00 +0000',
+      `Message-ID: <${globalThis.crypto.randomUUID()}@example.com>`,
+      'MIME-Version: 1.0',
+      'Content-Type: text/plain; charset=utf-8',
+      '',
+      'Is this a mailbox?',
+      '',
+    ].join('\r\n');
+    const before = canon(await mailbox(bo));
+    const r = await fetch(`${b.url}/cdn-cgi/handler/email?from=carol@example.com&to=bo@b.test`, {
+      method: 'POST',
+      body: msg,
+    });
+    const text = await r.text();
+    assert.equal(r.status, 400, `the email was not rejected: ${r.status} ${text}`);
+    assert.match(text, /does not accept email/);
+    assert.equal((await health(b)).house, 'b.test');
+    assert.equal(canon(await mailbox(bo)), before);
+    assert.doesNotMatch(b.tail(400), /panicked|RuntimeError|unreachable/);
+    return text.trim();
+  });
+
+  await step('a last tick on both houses; then both stop', async () => {
+    const claims = { address: ana.address, method: 'GET', path: '/outbox/ana', host: a.host };
+    const fresh = await authHeader(ana.keys, claims);
+    expectStatus(await call(a, 'GET', '/outbox/ana', { headers: { authorization: fresh.header } }), 200, 'outbox');
+    freshNonce = fresh.nonce;
+    await sleep(Math.max(0, oldKeepUntil - Date.now() + 50));
+    tickAt = Date.now();
+    await Promise.all([a.scheduled(), b.scheduled()]);
+    await Promise.all([a.stop(), b.stop()]);
+  });
+
+  await step('the D1 state of both houses satisfies the schema’s invariants', async () => {
+    const checks = [];
+    for (const h of [a, b]) {
+      const d = h.domain;
+      const invariants = {
+        'one mailbox row per (agent, envelope id)': `
+          SELECT local, envelope_id, count(*) AS n FROM mailbox GROUP BY local, envelope_id HAVING n > 1`,
+        'mailbox rows belong to agents and match their envelope (id, from, to)': `
+          SELECT seq FROM mailbox WHERE local NOT IN (SELECT local FROM agents)
+            OR json_extract(envelope, '$.id') != envelope_id OR json_extract(envelope, '$.from') != sender
+            OR NOT EXISTS (SELECT 1 FROM json_each(mailbox.envelope, '$.to') WHERE value = mailbox.local || '@${d}')`,
+        'a job is pending exactly when it has not finished': `
+          SELECT id FROM jobs WHERE (state = 'pending') != (finished_at IS NULL)`,
+        'finished jobs gave their lease back': `
+          SELECT id FROM jobs WHERE state != 'pending' AND lease_until != 0`,
+        'job results agree with their state': `
+          SELECT id FROM jobs
+          WHERE (state = 'delivered' AND json_array_length(result, '$.delivered') = 0)
+             OR (state = 'bounced' AND (json_array_length(result, '$.delivered') > 0
+                                        OR json_array_length(result, '$.bounced') = 0))`,
+        'job recipients are at the job’s domain': `
+          SELECT j.id FROM jobs j, json_each(j.recipients) r
+          WHERE substr(r.value, instr(r.value, '@') + 1) != j.domain`,
+        'every job has its outbox row and every outbox row a job': `
+          SELECT envelope_id FROM jobs WHERE envelope_id NOT IN (SELECT envelope_id FROM outbox)
+          UNION ALL
+          SELECT envelope_id FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)`,
+        'outbox rows match their envelope (id, from)': `
+          SELECT envelope_id FROM outbox
+          WHERE json_extract(envelope, '$.id') != envelope_id OR json_extract(envelope, '$.from') != sender`,
+        'nothing is left pending, and no domain is marked failing': `
+          SELECT id AS x FROM jobs WHERE state = 'pending' UNION ALL SELECT domain FROM domain_health`,
+        'invitations: 0 ≤ used ≤ uses, and no more invited registrations than uses': `
+          SELECT code FROM invitations i WHERE used < 0 OR used > uses
+            OR (SELECT count(*) FROM registrations r WHERE r.via = 'invite:' || i.code) > used`,
+        'every agent has the registration it says it came by': `
+          SELECT local FROM agents g
+          WHERE NOT EXISTS (SELECT 1 FROM registrations r WHERE r.local = g.local AND r.via = g.registered_via)`,
+        'no nonce outlives its window after a tick, and each belongs to an agent here': `
+          SELECT nonce FROM nonces
+          WHERE keep_until < ${tickAt} OR address NOT IN (SELECT local || '@${d}' FROM agents)`,
+        'rate windows never pass their cap': `
+          SELECT bucket FROM rate_windows WHERE count > cap`,
+        'foreign keys hold': 'PRAGMA foreign_key_check',
+      };
+      const names = Object.keys(invariants);
+      const results = await h.d1(Object.values(invariants).join(';\n'));
+      names.forEach((name, i) => assert.deepEqual(results[i], [], `${d}: ${name}: ${JSON.stringify(results[i])}`));
+      checks.push(...names.map((n) => `${d}: ${n}`));
+
+      // What this run leaves behind, exactly.
+      const [integrity, agents, mail, jobs, outbox, pins, nonces] = await h.d1(
+        [
+          'PRAGMA quick_check',
+          'SELECT local, registered_via FROM agents ORDER BY local',
+          'SELECT local, envelope_id, sender, acked_at IS NOT NULL AS acked FROM mailbox ORDER BY seq',
+          'SELECT envelope_id, state, attempts FROM jobs ORDER BY id',
+          'SELECT envelope_id, envelope, sha256 FROM outbox ORDER BY seq',
+          'SELECT domain, sig, pending FROM pins',
+          'SELECT nonce FROM nonces',
+        ].join(';\n'),
+      );
+      assert.deepEqual(integrity, [{ quick_check: 'ok' }], `${d}: quick_check`);
+      for (const o of outbox) {
+        assert.equal(await sha256hex(o.envelope), o.sha256, `${d}: outbox sha256 of ${o.envelope_id}`);
+      }
+      const peer = h === a ? ['b.test', keyB] : ['a.test', keyA];
+      assert.deepEqual(pins, [{ domain: peer[0], sig: peer[1], pending: null }], `${d}: TOFU pin of the peer`);
+      if (h === a) {
+        assert.deepEqual(agents, [{ local: 'ana', registered_via: 'admin' }]);
+        assert.deepEqual(
+          jobs.map((j) => [j.envelope_id, j.state]),
+          [
+            [sent.first.env.id, 'delivered'],
+            [sent.bounce.env.id, 'bounced'],
+            [sent.deferred.env.id, 'delivered'],
+            [sent.outage.env.id, 'delivered'],
+          ],
+        );
+        assert.equal(outbox.length, 4, 'only the four accepted envelopes were queued');
+        assert.deepEqual(
+          mail.map((m) => [m.local, m.sender, m.acked]),
+          [
+            ['ana', 'postmaster@a.test', 1],
+            ['ana', 'postmaster@a.test', 1],
+            ['ana', 'postmaster@a.test', 1],
+          ],
+          'three notices, all acked',
+        );
+        const kept = nonces.map((n) => n.nonce);
+        assert.ok(!kept.includes(oldNonce), 'the nonce of the old token was purged by the tick');
+        assert.ok(kept.includes(freshNonce), 'the nonce of a recent token is kept');
+      } else {
+        assert.deepEqual(agents.map((g) => g.local), ['bo']);
+        assert.deepEqual(
+          mail.map((m) => [m.local, m.envelope_id, m.sender, m.acked]),
+          [
+            ['bo', sent.first.env.id, 'ana@a.test', 1],
+            ['bo', sent.deferred.env.id, 'ana@a.test', 1],
+            ['bo', sent.outage.env.id, 'ana@a.test', 1],
+          ],
+          'exactly the three delivered envelopes, once each, all acked',
+        );
+        assert.deepEqual(outbox, [], 'b.test sent nothing');
+      }
+    }
+    return `${checks.length} invariants, plus the exact rows this run leaves`;
+  });
+} catch (e) {
+  failed = true;
+  console.log('FAIL');
+  console.error(`\n${e.stack ?? e}`);
+  for (const h of [a, b]) console.error(`\n--- last lines of ${h.log}\n${h.tail(40)}`);
+} finally {
+  await Promise.allSettled([a.stop(), b.stop()]);
+}
+
+const total = secs(performance.now() - T0);
+if (failed) {
+  console.error(`\nnyx5 e2e: FAILED after ${total}; logs and state kept in ${state}`);
+  process.exit(1);
+}
+rmSync(state, { recursive: true, force: true });
+console.log(`\nnyx5 e2e: all ${stepNo} steps passed in ${total} (wall time)`);
