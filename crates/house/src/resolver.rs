@@ -10,7 +10,7 @@
 //! and re-verified when read, since only `verify` makes a `Verified` card).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use nyx5_proto::address::check_domain;
 use nyx5_proto::card::{AgentCard, DomainCard};
@@ -33,11 +33,11 @@ pub const DNS_TAG: &str = "nyx51";
 /// The DNS type number of TXT records.
 const DNS_TYPE_TXT: i64 = 16;
 
-/// A resolved domain: where its estafeta answers, and its verified card.
+/// A resolved domain: where its estafeta answers, and its verified card (shared with the cache).
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub url: String,
-    pub card: Verified<DomainCard>,
+    pub card: Arc<Verified<DomainCard>>,
 }
 
 /// A `_nyx5.<domain>` TXT record: `v=nyx51; url=<estafeta>; sig=<domain key>`.
@@ -127,19 +127,23 @@ pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
     Ok(found)
 }
 
-/// Verified cards kept in this process for their five minutes, keyed by domain or address.
+/// Cached values by key, each with the time it was fetched.
+type Memo<T> = Mutex<BTreeMap<String, (i64, T)>>;
+
+/// Verified cards kept in this process for their five minutes, keyed by domain or address. A hit
+/// hands out the shared card (an `Arc`), not a deep copy of its document.
 #[derive(Default)]
 pub(crate) struct CardMemo {
-    domains: Mutex<BTreeMap<String, (i64, Resolved)>>,
-    agents: Mutex<BTreeMap<String, (i64, Verified<AgentCard>)>>,
+    domains: Memo<Resolved>,
+    agents: Memo<Arc<Verified<AgentCard>>>,
 }
 
-fn memo_get<T: Clone>(map: &Mutex<BTreeMap<String, (i64, T)>>, key: &str, now: i64) -> Option<T> {
+fn memo_get<T: Clone>(map: &Memo<T>, key: &str, now: i64) -> Option<T> {
     let map = map.lock().ok()?;
     map.get(key).filter(|(at, _)| now - *at < limits::CARD_CACHE_MS && *at <= now).map(|(_, v)| v.clone())
 }
 
-fn memo_put<T>(map: &Mutex<BTreeMap<String, (i64, T)>>, key: &str, at: i64, now: i64, value: T) {
+fn memo_put<T>(map: &Memo<T>, key: &str, at: i64, now: i64, value: T) {
     if let Ok(mut map) = map.lock() {
         if map.len() >= MEMO_MAX_ENTRIES {
             map.retain(|_, (t, _)| now - *t < limits::CARD_CACHE_MS);
@@ -193,7 +197,7 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn resolve_domain_with(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
         check_domain(domain).map_err(|why| Error::malformed(format!("domain {domain:?}: {why}")))?;
         if domain == self.config.domain {
-            return Ok(Resolved { url: self.config.public_url.clone(), card: self.card().clone() });
+            return Ok(Resolved { url: self.config.public_url.clone(), card: Arc::new(self.card().clone()) });
         }
         let now = self.now().millis();
         if !refresh {
@@ -207,7 +211,7 @@ impl<D: Db, N: Net> House<D, N> {
                     && let Ok(card) = card.verify(anchor.as_ref())
                     && card.domain == domain
                 {
-                    let r = Resolved { url: url.to_owned(), card };
+                    let r = Resolved { url: url.to_owned(), card: Arc::new(card) };
                     memo_put(&self.cards.domains, domain, at, now, r.clone());
                     return Ok(r);
                 }
@@ -221,7 +225,7 @@ impl<D: Db, N: Net> House<D, N> {
     /// The verified card of `address`: local agents from this house, remote ones fetched from
     /// their estafeta and verified against their domain (and parent) cards. Cached for five
     /// minutes unless `refresh`, which refetches the whole chain.
-    pub async fn resolve_agent(&self, address: &Address, refresh: bool) -> Result<Verified<AgentCard>, Error> {
+    pub async fn resolve_agent(&self, address: &Address, refresh: bool) -> Result<Arc<Verified<AgentCard>>, Error> {
         self.resolve_agent_at(address, refresh, 0).await
     }
 
@@ -230,11 +234,12 @@ impl<D: Db, N: Net> House<D, N> {
         address: &Address,
         refresh: bool,
         depth: usize,
-    ) -> Result<Verified<AgentCard>, Error> {
+    ) -> Result<Arc<Verified<AgentCard>>, Error> {
         if address.domain() == self.config.domain {
             return self
                 .local_card(address.local())
                 .await?
+                .map(Arc::new)
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")));
         }
         if depth > MAX_DELEGATION_DEPTH {
@@ -242,7 +247,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let now = self.now();
         let key = address.as_str();
-        let current = |c: &Verified<AgentCard>| c.valid_until.is_none_or(|u| now < u);
+        let current = |c: &Arc<Verified<AgentCard>>| c.valid_until.is_none_or(|u| now < u);
         if !refresh {
             if let Some(card) = memo_get(&self.cards.agents, key, now.millis()).filter(current) {
                 return Ok(card);
@@ -253,6 +258,7 @@ impl<D: Db, N: Net> House<D, N> {
                 && card.address == *address
                 && let Ok(card) = self.verify_agent(card, false, depth, now).await
             {
+                let card = Arc::new(card);
                 memo_put(&self.cards.agents, key, at, now.millis(), card.clone());
                 return Ok(card);
             }
@@ -264,7 +270,7 @@ impl<D: Db, N: Net> House<D, N> {
         if card.address != *address {
             return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address)));
         }
-        let card = self.verify_agent(card, refresh, depth, now).await?;
+        let card = Arc::new(self.verify_agent(card, refresh, depth, now).await?);
         let text = card_text(&card.to_value());
         self.db.batch(vec![store::resolver::cache(key, &text, &domain.url, now.millis())]).await.map_err(port_error)?;
         memo_put(&self.cards.agents, key, now.millis(), now.millis(), card.clone());
@@ -291,7 +297,7 @@ impl<D: Db, N: Net> House<D, N> {
             })?),
             _ => None,
         };
-        card.verify(&domain.card, parent.as_ref(), now).map_err(refuse(&what))
+        card.verify(&domain.card, parent.as_deref(), now).map_err(refuse(&what))
     }
 
     /// Where `domain`'s card lives: hosts, then DNS over HTTPS, then the domain itself.
@@ -341,7 +347,7 @@ impl<D: Db, N: Net> House<D, N> {
             }
             _ => located.url.clone(),
         };
-        let card = card.verify(located.anchor.as_ref()).map_err(refuse(&what))?;
+        let card = Arc::new(card.verify(located.anchor.as_ref()).map_err(refuse(&what))?);
         let text = card_text(&card.to_value());
         if located.anchor.is_some() {
             self.db.batch(vec![store::resolver::cache(domain, &text, &url, now)]).await.map_err(port_error)?;
