@@ -6,11 +6,11 @@
 //! signature and are written back unchanged.
 
 use crate::address::{Address, check_domain};
-use crate::crypto::{EncPublic, SigPublic, SigningKey};
+use crate::crypto::{EncPublic, KeyCache, SigPublic, SigningKey};
 use crate::error::{Error, ErrorKind};
-use crate::json::{Object, Value, field, obj};
+use crate::json::{Object, Value, canonical_without, field, obj};
 use crate::limits;
-use crate::sign::{Verified, sign_object, verify_object};
+use crate::sign::{Verified, sign_object, verify_object, verify_signature};
 use crate::time::Timestamp;
 
 /// The protocol version string of cards and envelopes.
@@ -45,6 +45,7 @@ pub struct DomainCard {
     pub extensions: Vec<String>,
     pub issued: Timestamp,
     raw: Object,
+    prepared: KeyCache,
 }
 
 /// What a house puts in its domain card.
@@ -114,7 +115,7 @@ impl DomainCard {
             .map(|e| e.as_str().map(str::to_owned).ok_or_else(|| Error::malformed("extensions are strings")))
             .collect::<Result<_, _>>()?;
         let issued = Timestamp::parse(field::str(&raw, "issued")?)?;
-        Ok(DomainCard { domain, estafeta, keys, policy, extensions, issued, raw })
+        Ok(DomainCard { domain, estafeta, keys, policy, extensions, issued, raw, prepared: KeyCache::default() })
     }
 
     /// Verifies the self-signature (its `kid` must be one of `keys`) and, when the resolver
@@ -132,6 +133,12 @@ impl DomainCard {
     /// Whether `key` is one of this domain's keys.
     pub fn has_key(&self, key: &SigPublic) -> bool {
         self.keys.iter().any(|k| k.sig == *key)
+    }
+
+    /// Verifies a signature by `kid`, one of this card's keys (see [`DomainCard::has_key`]), with
+    /// the keys decoded once per card.
+    pub(crate) fn verify_by(&self, kid: &SigPublic, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.prepared.verify(|| self.keys.iter().map(|k| k.sig).collect(), kid, message, signature)
     }
 
     /// The largest envelope this house accepts (`policy.max_bytes`, else the default).
@@ -288,6 +295,7 @@ pub struct AgentCard {
     pub previous: Vec<PreviousKey>,
     pub delegation: Option<Delegation>,
     raw: Object,
+    prepared: KeyCache,
 }
 
 /// What a house certifies for an agent. `extra` carries any further members (e.g. `person`).
@@ -386,6 +394,7 @@ impl AgentCard {
             previous,
             delegation: field::opt_object(&raw, "delegation")?.cloned().map(Delegation::from_object).transpose()?,
             raw,
+            prepared: KeyCache::default(),
         })
     }
 
@@ -402,7 +411,14 @@ impl AgentCard {
         if self.address.domain() != domain.domain {
             return Err(Error::forbidden(format!("{} is not certified by {}", self.address, domain.domain)));
         }
-        verify_object(&self.raw, "certification", |kid| domain.has_key(kid))?;
+        let unsigned = canonical_without(&self.raw, "certification");
+        verify_signature(
+            &self.raw,
+            "certification",
+            &unsigned,
+            |kid| domain.has_key(kid),
+            |kid, message, signature| domain.verify_by(kid, message, signature),
+        )?;
         if now < self.valid_from {
             return Err(Error::forbidden(format!("card of {} is not valid yet", self.address)));
         }
@@ -441,6 +457,13 @@ impl AgentCard {
     /// within its grace period.
     pub fn accepts_key(&self, key: &SigPublic, now: Timestamp) -> bool {
         self.sig == *key || self.previous.iter().any(|p| p.sig == *key && now < p.until)
+    }
+
+    /// Verifies a signature by `kid`, one of this card's keys (see [`AgentCard::accepts_key`]),
+    /// with the keys decoded once per card.
+    pub(crate) fn verify_by(&self, kid: &SigPublic, message: &[u8], signature: &[u8; 64]) -> bool {
+        let keys = || std::iter::once(self.sig).chain(self.previous.iter().map(|p| p.sig)).collect();
+        self.prepared.verify(keys, kid, message, signature)
     }
 
     /// The scope a delegated card sends under (`None` for a full agent).

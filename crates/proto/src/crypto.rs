@@ -62,11 +62,74 @@ impl SigPublic {
 
     /// `verify_strict`: refuses non-canonical encodings and small-order keys and points.
     pub fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
-        let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&self.0) else {
-            return false;
-        };
+        self.prepare().is_some_and(|key| key.verify(message, signature))
+    }
+
+    /// The key decoded for verifying (its point decompressed: about a tenth of a verification);
+    /// `None` when the bytes are not a point, which no signature verifies against.
+    pub fn prepare(&self) -> Option<PreparedKey> {
+        ed25519_dalek::VerifyingKey::from_bytes(&self.0).ok().map(PreparedKey)
+    }
+}
+
+/// An Ed25519 public key decoded once, to verify many signatures by it: exactly
+/// [`SigPublic::verify`] (strict, small-order keys and points refused at each verification)
+/// without decoding the key again each time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct PreparedKey(ed25519_dalek::VerifyingKey);
+
+impl std::fmt::Debug for PreparedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PreparedKey({})", self.public().to_b64())
+    }
+}
+
+impl PreparedKey {
+    pub fn public(&self) -> SigPublic {
+        SigPublic(self.0.to_bytes())
+    }
+
+    /// `verify_strict`, as [`SigPublic::verify`].
+    pub fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
         let sig = ed25519_dalek::Signature::from_bytes(signature);
-        key.verify_strict(message, &sig).is_ok()
+        self.0.verify_strict(message, &sig).is_ok()
+    }
+}
+
+/// The keys of a card, decoded the first time one of them verifies something, then kept with the
+/// card (a card cached by a house verifies many envelopes). Not part of the card's value: it
+/// compares equal and prints as nothing, so two cards with the same document stay equal.
+#[derive(Clone, Default)]
+pub(crate) struct KeyCache(std::sync::OnceLock<Vec<(SigPublic, Option<PreparedKey>)>>);
+
+impl KeyCache {
+    /// Verifies `signature` over `message` by `kid`, which the caller has already found among
+    /// `keys` (the card's keys); the same answer as `kid.verify(message, signature)`.
+    pub(crate) fn verify(
+        &self,
+        keys: impl FnOnce() -> Vec<SigPublic>,
+        kid: &SigPublic,
+        message: &[u8],
+        signature: &[u8; 64],
+    ) -> bool {
+        let prepared = self.0.get_or_init(|| keys().into_iter().map(|k| (k, k.prepare())).collect());
+        match prepared.iter().find(|(k, _)| k == kid) {
+            Some((_, Some(key))) => key.verify(message, signature),
+            Some((_, None)) => false, // not a point: `SigPublic::verify` refuses it too
+            None => kid.verify(message, signature),
+        }
+    }
+}
+
+impl PartialEq for KeyCache {
+    fn eq(&self, _: &KeyCache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for KeyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyCache")
     }
 }
 
@@ -213,6 +276,40 @@ mod tests {
         let mut bad = sig;
         bad[0] ^= 1;
         assert!(!key.public().verify(b"hola", &bad));
+    }
+
+    #[test]
+    fn a_key_cache_answers_as_verify_does() {
+        let key = SigningKey::from_seed([7; 32]);
+        let sig = key.sign(b"hola");
+        let identity = SigPublic::from_bytes({
+            let mut b = [0; 32];
+            b[0] = 1;
+            b
+        }); // a point of small order
+        let not_a_point = (2..=u8::MAX)
+            .map(|i| {
+                let mut b = [0; 32];
+                b[0] = i;
+                SigPublic::from_bytes(b)
+            })
+            .find(|k| k.prepare().is_none())
+            .unwrap();
+        let keys = vec![key.public(), identity, not_a_point];
+        let cache = KeyCache::default();
+        for _ in 0..2 {
+            for kid in [key.public(), identity, not_a_point, SigningKey::from_seed([8; 32]).public()] {
+                for (message, signature) in [(&b"hola"[..], sig), (&b"hola!"[..], sig), (&b"hola"[..], [0; 64])] {
+                    assert_eq!(
+                        cache.verify(|| keys.clone(), &kid, message, &signature),
+                        kid.verify(message, &signature),
+                        "{kid:?}"
+                    );
+                }
+            }
+        }
+        assert!(cache.verify(|| keys.clone(), &key.public(), b"hola", &sig));
+        assert_eq!(cache, KeyCache::default());
     }
 
     #[test]

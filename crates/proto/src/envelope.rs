@@ -382,14 +382,26 @@ impl Envelope {
             return Err(Error::forbidden(format!("card of {} cannot sign for {}", sender.address, self.from)));
         }
         self.require_signature()?;
-        verify_signature(&self.raw, "signature", &self.signed_bytes(), |kid| sender.accepts_key(kid, now))?;
+        verify_signature(
+            &self.raw,
+            "signature",
+            &self.signed_bytes(),
+            |kid| sender.accepts_key(kid, now),
+            |kid, message, signature| sender.verify_by(kid, message, signature),
+        )?;
         Ok(Verified::new(self))
     }
 
     /// Verifies the signature against one known key (offline checks, tests).
     pub fn verify_with_key(self, key: &SigPublic) -> Result<Verified<Envelope>, Error> {
         self.require_signature()?;
-        verify_signature(&self.raw, "signature", &self.signed_bytes(), |kid| kid == key)?;
+        verify_signature(
+            &self.raw,
+            "signature",
+            &self.signed_bytes(),
+            |kid| kid == key,
+            |kid, message, signature| kid.verify(message, signature),
+        )?;
         Ok(Verified::new(self))
     }
 

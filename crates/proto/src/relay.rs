@@ -82,7 +82,7 @@ impl RelayHeader {
         if !sender.has_key(&self.kid) {
             return Err(Error::forbidden("relay key is not one of the sending domain's keys"));
         }
-        if !self.kid.verify(relay_message(envelope_id, destination).as_bytes(), &self.sig) {
+        if !sender.verify_by(&self.kid, relay_message(envelope_id, destination).as_bytes(), &self.sig) {
             return Err(Error::forbidden("relay signature does not verify"));
         }
         Ok(())

@@ -283,6 +283,9 @@ fn envelope_signature_covers_every_member() {
     // general path writes from the object.
     assert_eq!(parsed.canonical_str().as_bytes(), json::canonical_object(&raw).as_slice());
     assert_eq!(verify_object(&raw, "signature", |k| *k == ana.sig.public()), Ok(ana.sig.public()));
+    // The card that verified it (and now holds its decoded keys) is still equal to a fresh copy.
+    let fresh = AgentCard::parse(&ana.card.to_value().canonical()).unwrap();
+    assert_eq!(fresh, *ana.card);
     let mut checked = 0;
     for (k, v) in raw.iter().filter(|(k, _)| *k != "signature") {
         for m in mutations(v) {

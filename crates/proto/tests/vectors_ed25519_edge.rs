@@ -45,6 +45,11 @@ fn speccheck_matches_dalek_verify_strict() {
         let msg = unhex(s(case, "message"));
         let sig: [u8; 64] = unhex_array(s(case, "signature"));
         assert_eq!(key.verify(&msg, &sig), SPECCHECK_STRICT[i], "speccheck case {i}");
+        // A key decoded once and reused (as cached cards do) answers the same, every time.
+        let prepared = key.prepare();
+        for _ in 0..2 {
+            assert_eq!(prepared.is_some_and(|k| k.verify(&msg, &sig)), SPECCHECK_STRICT[i], "prepared, case {i}");
+        }
     }
 }
 
@@ -84,6 +89,14 @@ fn cctv_vectors_follow_the_pinned_strict_policy() {
         // The message is plain text, not hex.
         let got = key.verify(s(case, "msg").as_bytes(), &sig);
         assert_eq!(got, expected, "case {i}, flags {:?}", flags(case));
+        let prepared = key.prepare();
+        for _ in 0..2 {
+            assert_eq!(
+                prepared.is_some_and(|k| k.verify(s(case, "msg").as_bytes(), &sig)),
+                expected,
+                "prepared, case {i}"
+            );
+        }
         if got {
             accepted += 1;
         } else {
