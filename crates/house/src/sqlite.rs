@@ -16,6 +16,10 @@ pub struct SqliteDb {
     conn: Mutex<Connection>,
 }
 
+/// Prepared statements kept per connection: more than the engine has (`store/*`), so none is
+/// prepared twice (rusqlite's default keeps 16).
+pub const STATEMENT_CACHE: usize = 128;
+
 fn port_error(e: rusqlite::Error) -> PortError {
     match &e {
         rusqlite::Error::SqliteFailure(f, msg) if f.code == ErrorCode::ConstraintViolation => {
@@ -62,6 +66,7 @@ impl SqliteDb {
                 tx.commit().map_err(port_error)?;
             }
         }
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(SqliteDb { conn: Mutex::new(conn) })
     }
 
@@ -91,6 +96,18 @@ fn read_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, rusqlite::Error
     Ok(out)
 }
 
+/// The statements of a batch and COMMIT, inside the transaction the caller began.
+fn run_batch(conn: &Connection, stmts: &[Stmt]) -> Result<Vec<u64>, rusqlite::Error> {
+    let mut changes = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        let mut prepared = conn.prepare_cached(s.sql)?;
+        let n = prepared.execute(params_from_iter(s.params.iter().map(to_sql)))?;
+        changes.push(n as u64);
+    }
+    conn.prepare_cached("COMMIT")?.execute([])?;
+    Ok(changes)
+}
+
 impl Db for SqliteDb {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         let conn = self.lock()?;
@@ -99,14 +116,17 @@ impl Db for SqliteDb {
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         let conn = self.lock()?;
-        let tx = conn.unchecked_transaction().map_err(port_error)?;
-        let mut changes = Vec::with_capacity(stmts.len());
-        for s in &stmts {
-            let mut prepared = tx.prepare_cached(s.sql).map_err(port_error)?;
-            let n = prepared.execute(params_from_iter(s.params.iter().map(to_sql))).map_err(port_error)?;
-            changes.push(n as u64);
+        // BEGIN and COMMIT as cached statements (a rusqlite Transaction parses both each time).
+        conn.prepare_cached("BEGIN").and_then(|mut begin| begin.execute([])).map_err(port_error)?;
+        match run_batch(&conn, &stmts) {
+            Ok(changes) => Ok(changes),
+            Err(e) => {
+                // Whatever failed (a statement, or COMMIT itself), nothing of the batch stays.
+                if !conn.is_autocommit() {
+                    let _rolled_back = conn.execute_batch("ROLLBACK");
+                }
+                Err(port_error(e))
+            }
         }
-        tx.commit().map_err(port_error)?;
-        Ok(changes)
     }
 }
