@@ -8,6 +8,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::fmt::Write as _;
 use std::ops::Range;
 
@@ -42,7 +43,7 @@ impl Value {
         }
         let text =
             std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
-        let mut parser = Parser { text: text.as_bytes(), pos: 0 };
+        let mut parser = Parser { text: text.as_bytes(), source: text, pos: 0 };
         parser.skip_ws();
         let value = parser.value(0)?;
         parser.skip_ws();
@@ -423,6 +424,9 @@ fn equals_decimal(abs: f64, c: u64, t: i32) -> bool {
 
 struct Parser<'a> {
     text: &'a [u8],
+    /// The same input as text: runs between ASCII delimiters are sliced out of it (a slice at an
+    /// ASCII byte is always a character boundary), with no second UTF-8 validation.
+    source: &'a str,
     pos: usize,
 }
 
@@ -496,11 +500,15 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_ws();
             let item = self.value(depth)?;
-            if map.contains_key(&key) {
-                self.pos = key_at;
-                return Err(self.fail(&format!("duplicate key {key:?}")));
+            match map.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(item);
+                }
+                Entry::Occupied(taken) => {
+                    self.pos = key_at;
+                    return Err(self.fail(&format!("duplicate key {:?}", taken.key())));
+                }
             }
-            map.insert(key, item);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -563,9 +571,8 @@ impl Parser<'_> {
                 }
                 self.pos += 1;
             }
-            // The input is valid UTF-8 and we stopped on ASCII, so this slice is valid UTF-8.
-            let run = std::str::from_utf8(self.text.get(start..self.pos).unwrap_or_default())
-                .map_err(|_| self.fail("invalid UTF-8"))?;
+            // We stopped on ASCII (or the end), so this is a character boundary.
+            let run = self.source.get(start..self.pos).ok_or_else(|| self.fail("invalid UTF-8"))?;
             out.push_str(run);
             match self.peek() {
                 None => return Err(self.fail("unterminated string")),
@@ -651,8 +658,7 @@ impl Parser<'_> {
                 return Err(self.fail("digits expected in exponent"));
             }
         }
-        let literal = std::str::from_utf8(self.text.get(start..self.pos).unwrap_or_default())
-            .map_err(|_| self.fail("bad number"))?;
+        let literal = self.source.get(start..self.pos).ok_or_else(|| self.fail("bad number"))?;
         let n: f64 = literal.parse().map_err(|_| self.fail("bad number"))?;
         if !n.is_finite() {
             self.pos = start;
