@@ -130,10 +130,34 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
+/// Email Routing hands each message here (spec §10, docs/SPEC.md "Email bridge"). A refusal
+/// for good (unknown recipient, too large, blocked, …) is `setReject` with the house's reason; a
+/// temporary one (rate limit, storage down) fails the event, so the sending side tries again.
 #[event(email)]
-async fn email(message: ForwardableEmailMessage, _env: Env, _ctx: Context) -> worker::Result<()> {
-    // The email bridge is its own issue; until it lands, refuse clearly rather than drop mail.
-    reject(&message, "nyx5: this house does not accept email yet (the email bridge is not enabled)").await
+async fn email(message: ForwardableEmailMessage, env: Env, _ctx: Context) -> worker::Result<()> {
+    let house = match house(&env).await {
+        Ok(h) => h,
+        Err(e) => {
+            worker::console_error!("nyx5: email: {e}");
+            return Err(worker::Error::RustError("nyx5: the house is not available, try again later".into()));
+        }
+    };
+    let max = house.config.max_bytes;
+    if message.raw_size() > max as f64 {
+        let reason = format!("nyx5: message of {} bytes exceeds this house's limit of {max}", message.raw_size());
+        return reject(&message, &reason).await;
+    }
+    let raw = message.raw_bytes().await?;
+    match house.receive_email(&raw, &message.from(), &message.to()).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind.is_temporary() => {
+            if e.kind == ErrorKind::Internal {
+                worker::console_error!("nyx5: email: {e}");
+            }
+            Err(worker::Error::RustError(format!("nyx5: {} {}, try again later", e.code(), e.kind.slug())))
+        }
+        Err(e) => reject(&message, &format!("nyx5: {} {}", e.code(), e.reason)).await,
+    }
 }
 
 /// `message.setReject(reason)`, awaited when it answers a thenable. On Cloudflare it is synchronous;

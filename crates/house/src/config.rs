@@ -95,6 +95,8 @@ pub struct Config {
     pub require_relay: bool,
     /// Inbound envelopes accepted per sending domain per minute for `open` mailboxes.
     pub inbound_per_domain_per_minute: i64,
+    /// Emails accepted per sending address per mailbox per minute (the email bridge).
+    pub email_per_sender_per_minute: i64,
     pub hosts: BTreeMap<String, HostEntry>,
     /// A DNS-over-HTTPS JSON endpoint (`…/dns-query`), for `_nyx5.<domain>` TXT lookups.
     pub doh_url: Option<String>,
@@ -122,6 +124,7 @@ impl Config {
             open_registrations_per_minute: 10,
             require_relay: true,
             inbound_per_domain_per_minute: 120,
+            email_per_sender_per_minute: crate::email::EMAIL_PER_SENDER_PER_MINUTE,
             hosts: BTreeMap::new(),
             doh_url: None,
             https_fallback: true,

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod email;
 pub mod http;
 pub mod mailbox;
 pub mod migrations;
@@ -48,6 +49,7 @@ pub const RESERVED: &[&str] = &[
     "verifica",
     "tareas",
     "indice",
+    email::GATEWAY_LOCAL,
 ];
 
 /// A house: its configuration, its signed domain card, and its ports.

@@ -40,6 +40,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("GET", ["pins"]) => routes::pins::list(house, req).await,
         ("POST", ["pins", domain, "confirm"]) => routes::pins::confirm(house, req, domain).await,
         (_, ["inbound"] | ["lists", _] | ["pins"] | ["pins", _, "confirm"]) => Err(method_not_allowed(req)),
+        ("POST", ["email", "in"]) => routes::email::post_in(house, req).await,
+        (_, ["email", "in"]) => Err(method_not_allowed(req)),
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
         ("GET", ["outbox", local]) => routes::outbox::get(house, req, local).await,
         (_, ["outbound"] | ["outbox", _]) => Err(method_not_allowed(req)),

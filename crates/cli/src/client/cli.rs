@@ -137,6 +137,25 @@ pub(crate) enum ClientCommand {
     /// Invitation codes (the house's operator only).
     #[command(subcommand)]
     Invite(InviteCommand),
+    /// Hand one raw email (standard input) to a house's mailbox, as its operator: for an MTA's
+    /// pipe transport in front of `nyx5 serve`.
+    EmailIn {
+        /// The house's base URL
+        #[arg(long, value_name = "URL")]
+        house: String,
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
+        #[arg(long, value_name = "ADMIN_TOKEN")]
+        token: Option<String>,
+        /// The recipient, an agent of that house
+        #[arg(long, value_name = "ADDRESS")]
+        to: String,
+        /// The SMTP envelope sender (MAIL FROM), if known
+        #[arg(long, value_name = "SENDER")]
+        from: Option<String>,
+        /// Print one JSON document instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// Whether a house is up, and how long its queue is.
     Health {
         /// A domain, or the house's URL
@@ -512,6 +531,16 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Invite(InviteCommand::List { admin_token: t, house, common }) => {
             let r = admin_token(t).and_then(|token| directory::invite_list(&common.ctx()?, house.as_deref(), &token));
             emit(common.json, r, directory::invite_list_human)
+        }
+        ClientCommand::EmailIn { house, token, to, from, json } => {
+            let token = token
+                .or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))
+                .ok_or_else(|| Failure::usage("give the house's operator token with --token (or NYX5_ADMIN_TOKEN)"));
+            let r = token.and_then(|token| {
+                let raw = io::read_stdin(super::email::MAX_EMAIL_BYTES)?;
+                super::email::email_in(&house, &token, &to, from.as_deref(), &raw)
+            });
+            emit(json, r, super::email::email_in_human)
         }
         ClientCommand::Health { house, common } => {
             let r = common.ctx().and_then(|ctx| directory::health(&ctx, &house));

@@ -38,6 +38,14 @@ pub(crate) fn open_item(res: &Resolver<'_>, me: &AgentEntry, item: &Object) -> V
     };
     m.insert("id".into(), raw.get("id").cloned().unwrap_or(Value::Null));
     m.insert("from".into(), raw.get("from").cloned().unwrap_or(Value::Null));
+    // Mail that came in by email: its real sender, subject and the house's verdicts, shown for
+    // what they are (recorded by the house, never verified).
+    if raw.get("via").and_then(Value::as_str) == Some("email")
+        && let Some(email) =
+            raw.get("extensions").and_then(Value::as_object).and_then(|x| x.get(nyx5_house::email::EXT_EMAIL))
+    {
+        m.insert("email".into(), email.clone());
+    }
     let env = match Envelope::from_object(raw) {
         Ok(e) => e,
         Err(e) => {

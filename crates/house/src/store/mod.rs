@@ -2,6 +2,7 @@
 //! single queries; writes are returned as statement lists for one atomic `Db::batch`.
 
 pub mod agents;
+pub mod email;
 pub mod inbox;
 pub mod mailbox;
 pub mod queue;

@@ -1,0 +1,68 @@
+//! `nyx5 email-in`: hands one raw email on standard input to a house's `POST /email/in` with the
+//! operator's token, so an MTA (a Postfix pipe transport, say) can feed a `nyx5 serve` house.
+
+use nyx5_proto::json::obj;
+use nyx5_proto::{Value, json::field};
+
+use super::http::{Http, house_url, read_object, send};
+use crate::error::Failure;
+
+/// The largest message read from standard input: what `nyx5 serve` accepts in one request. The
+/// house refuses anything over its own `max_bytes` with a 413 that says so.
+pub(crate) const MAX_EMAIL_BYTES: usize = 2 * nyx5_proto::limits::MAX_ENVELOPE_BYTES;
+
+/// Percent-encodes a query value (everything but unreserved characters).
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// POST the message to `<house>/email/in?to=…&from=…`; answers `{id, to, duplicate}`.
+pub(crate) fn email_in(house: &str, token: &str, to: &str, from: Option<&str>, raw: &[u8]) -> Result<Value, Failure> {
+    if raw.len() > MAX_EMAIL_BYTES {
+        return Err(Failure::http(413, "too_large", format!("the message is over {MAX_EMAIL_BYTES} bytes")));
+    }
+    let base = house_url(house)?;
+    let mut url = format!("{base}/email/in?to={}", encode(to.trim()));
+    if let Some(from) = from.filter(|f| !f.trim().is_empty()) {
+        url.push_str(&format!("&from={}", encode(from.trim())));
+    }
+    let auth = format!("Bearer {token}");
+    let what = "delivering the email";
+    let headers = [("authorization", auth.as_str()), ("content-type", "message/rfc822")];
+    let (status, answer) = send(&Http, "POST", &url, &headers, raw, what)?;
+    let o = read_object(status, &answer, what)?;
+    let id = field::opt_str(&o, "id").ok().flatten().unwrap_or_default().to_owned();
+    let duplicate = o.get("duplicate") == Some(&Value::Bool(true));
+    Ok(Value::Object(obj([
+        ("id", id.into()),
+        ("to", to.trim().to_ascii_lowercase().into()),
+        ("duplicate", Value::Bool(duplicate)),
+    ])))
+}
+
+pub(crate) fn email_in_human(v: &Value) -> String {
+    let o = v.as_object();
+    let text = |name: &str| o.and_then(|o| o.get(name)).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let dup = o.and_then(|o| o.get("duplicate")) == Some(&Value::Bool(true));
+    let what = if dup { "already in the mailbox of" } else { "delivered to" };
+    format!("{what} {} as {}\n", super::output::safe(&text("to")), text("id"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_encoded() {
+        assert_eq!(encode("ana@h.test"), "ana%40h.test");
+        assert_eq!(encode("a b&c=d"), "a%20b%26c%3Dd");
+    }
+}

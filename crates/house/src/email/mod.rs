@@ -1,0 +1,27 @@
+//! The email bridge (spec §10, `urn:nyx5:ext:email`; docs/SPEC.md "Email bridge"): real email in
+//! as unsigned envelopes, never disguised as signed ones.
+//!
+//! `parse` reads a raw message into the envelope (pure); `inbound` is [`House::receive_email`],
+//! which checks size, recipient, lists and the per-sender rate and stores it in one batch.
+//!
+//! [`House::receive_email`]: crate::House::receive_email
+
+pub mod inbound;
+pub mod parse;
+
+pub use inbound::EmailOutcome;
+
+/// The extension's URI: the bridge's data lives under `extensions[EXT_EMAIL]`.
+pub const EXT_EMAIL: &str = "urn:nyx5:ext:email";
+/// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
+pub const GATEWAY_LOCAL: &str = "email";
+/// Most attachments described per email (the rest are only counted).
+pub const MAX_ATTACHMENTS: usize = nyx5_proto::limits::MAX_ATTACHMENTS;
+/// Longest header text kept (subject, Message-ID, …), in characters: RFC 5322's line limit.
+pub const MAX_HEADER_CHARS: usize = 998;
+/// Longest display name, attachment name or media type kept, in characters.
+pub const MAX_NAME_CHARS: usize = 255;
+/// Most `References` kept (the last ones matter least to an agent; the first is the thread root).
+pub const MAX_REFERENCES: usize = 32;
+/// Emails from one sending address to one mailbox per minute, by default.
+pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;

@@ -1,0 +1,296 @@
+//! The email bridge, inbound (docs/SPEC.md "Email bridge"): `House::receive_email` and
+//! `POST /email/in` against real SQLite — the unsigned envelope in the mailbox, idempotency by
+//! Message-ID, the size limit, unknown recipients, lists, policies and the per-sender rate — and
+//! hostile mail, each with a clear outcome and no panic.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+mod kit;
+
+use kit::*;
+use nyx5_house::Registration;
+use nyx5_house::email::{EXT_EMAIL, EmailOutcome};
+use nyx5_proto::json::obj;
+use nyx5_proto::{Object, Value};
+
+const ADMIN: &str = "Bearer admin-h.test";
+
+fn setup() -> (World, std::rc::Rc<TestHouse>, Agent) {
+    let world = World::new();
+    let house = world.house("h.test", Registration::Admin);
+    let ana = Agent::new("ana@h.test", 40);
+    assert_eq!(ana.register_admin(&house).status, 201);
+    (world, house, ana)
+}
+
+fn mail(id: &str, subject: &str, body: &str) -> Vec<u8> {
+    format!(
+        "From: Bob Example <Bob@Example.COM>\r\nTo: ana@h.test\r\nSubject: {subject}\r\nMessage-ID: <{id}>\r\n\
+         Date: Mon, 30 Nov 2026 10:00:00 +0100\r\nAuthentication-Results: mx.h.test; spf=pass smtp.mailfrom=example.com; \
+         dkim=pass header.d=example.com; dmarc=pass\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
+    )
+    .into_bytes()
+}
+
+fn receive(house: &TestHouse, raw: &[u8], from: &str, to: &str) -> Result<EmailOutcome, nyx5_proto::Error> {
+    block_on(house.receive_email(raw, from, to))
+}
+
+fn code(r: Result<EmailOutcome, nyx5_proto::Error>) -> u16 {
+    match r {
+        Ok(EmailOutcome::Accepted { .. }) => 202,
+        Ok(EmailOutcome::Duplicate { .. }) => 200,
+        Err(e) => e.code(),
+    }
+}
+
+/// The envelopes in ana's mailbox.
+fn mailbox(house: &TestHouse, ana: &Agent) -> Vec<Value> {
+    let v = json(&ana.get(house, "/mailbox/ana"), 200);
+    v.as_object().unwrap()["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_object().unwrap()["envelope"].clone())
+        .collect()
+}
+
+fn ext(env: &Value) -> &Object {
+    env.as_object().unwrap()["extensions"].as_object().unwrap()[EXT_EMAIL].as_object().unwrap()
+}
+
+#[test]
+fn an_email_becomes_an_unsigned_envelope_once() {
+    let (_world, house, ana) = setup();
+    let raw = mail("m1@example.com", "Hola =?utf-8?q?se=C3=B1or?=", "Hi Ana.\r\nSecond line.");
+    let first = receive(&house, &raw, "bounce@example.com", "Ana@H.test").unwrap();
+    assert!(matches!(first, EmailOutcome::Accepted { .. }));
+    // Redelivery of the same Message-ID (even with other bytes) changes nothing.
+    let again = receive(&house, &mail("m1@example.com", "changed", "x"), "bounce@example.com", "ana@h.test").unwrap();
+    assert_eq!(again, EmailOutcome::Duplicate { id: first.id().to_owned() });
+    let got = mailbox(&house, &ana);
+    assert_eq!(got.len(), 1);
+    let env = got[0].as_object().unwrap();
+    assert_eq!(env["id"].as_str(), Some(first.id()));
+    assert_eq!(env["from"].as_str(), Some("email@h.test"));
+    assert_eq!(env["to"], Value::Array(vec!["ana@h.test".into()]));
+    assert_eq!(env["type"].as_str(), Some("message"));
+    assert_eq!(env["from_verified"], Value::Bool(false));
+    assert_eq!(env["via"].as_str(), Some("email"));
+    assert!(!env.contains_key("signature"));
+    let content = env["content"].as_object().unwrap();
+    assert_eq!(content["media"].as_str(), Some("text/plain"));
+    assert_eq!(content["body"].as_str(), Some("Hi Ana.\nSecond line.\n"));
+    let e = ext(&got[0]);
+    assert_eq!(e["from"].as_str(), Some("bob@example.com"));
+    assert_eq!(e["from_name"].as_str(), Some("Bob Example"));
+    assert_eq!(e["envelope_from"].as_str(), Some("bounce@example.com"));
+    assert_eq!(e["to"].as_str(), Some("ana@h.test"));
+    assert_eq!(e["subject"].as_str(), Some("Hola señor"));
+    assert_eq!(e["message_id"].as_str(), Some("m1@example.com"));
+    assert_eq!(e["date"].as_str(), Some("2026-11-30T10:00:00+01:00"));
+    assert_eq!(e["verified"], Value::Bool(false));
+    assert_eq!(
+        e["authentication"],
+        Value::Object(obj([
+            ("authserv_id", "mx.h.test".into()),
+            ("spf", "pass".into()),
+            ("dkim", "pass".into()),
+            ("dmarc", "pass".into())
+        ]))
+    );
+    assert_eq!(e["attachments"], Value::Array(vec![]));
+}
+
+#[test]
+fn attachments_are_described_not_stored() {
+    let (_world, house, ana) = setup();
+    let raw = b"From: bob@example.com\r\nTo: ana@h.test\r\nSubject: files\r\nMessage-ID: <att@example.com>\r\n\
+MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/html\r\n\r\n\
+<p>See <b>the</b> file</p>\r\n--b\r\nContent-Type: application/pdf; name=\"r.pdf\"\r\nContent-Disposition: attachment; \
+filename=\"r.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\naGVsbG8=\r\n--b--\r\n";
+    assert_eq!(code(receive(&house, raw, "", "ana@h.test")), 202);
+    let got = mailbox(&house, &ana);
+    let e = ext(&got[0]);
+    let att = e["attachments"].as_array().unwrap()[0].as_object().unwrap();
+    assert_eq!(att["name"].as_str(), Some("r.pdf"));
+    assert_eq!(att["media"].as_str(), Some("application/pdf"));
+    assert_eq!(att["bytes"].as_safe_integer(), Some(5));
+    // sha256("hello")
+    assert_eq!(att["sha256"].as_str(), Some("2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"));
+    let body = got[0].as_object().unwrap()["content"].as_object().unwrap()["body"].as_str().unwrap().to_owned();
+    assert!(body.contains("See the file"), "{body:?}");
+    assert!(!body.contains('<'));
+}
+
+#[test]
+fn refusals_have_codes_and_reasons() {
+    let (world, house, ana) = setup();
+    let raw = mail("r1@example.com", "hi", "hello");
+    assert_eq!(code(receive(&house, &raw, "", "nobody@h.test")), 404);
+    assert_eq!(code(receive(&house, &raw, "", "not an address")), 404);
+    assert_eq!(code(receive(&house, &raw, "", "ana@elsewhere.test")), 421);
+    assert_eq!(code(receive(&house, &raw, "", "postmaster@h.test")), 404);
+    assert_eq!(code(receive(&house, &raw, "", "email@h.test")), 404);
+    assert_eq!(code(receive(&house, b"", "", "ana@h.test")), 400);
+    // Over the house's max_bytes: refused before it is parsed.
+    let big = vec![b'a'; house.config.max_bytes + 1];
+    let e = receive(&house, &big, "", "ana@h.test").unwrap_err();
+    assert_eq!(e.code(), 413);
+    assert!(e.reason.contains("exceeds"), "{}", e.reason);
+    // The blocklist by address and by domain, From or envelope sender.
+    let block = |entry: &str| {
+        let body = Value::Object(obj([("block", Value::Object(obj([("add", Value::Array(vec![entry.into()]))])))]));
+        json(&ana.post(&house, "/lists/ana", &body), 200);
+    };
+    block("example.com");
+    let e = receive(&house, &raw, "", "ana@h.test").unwrap_err();
+    assert_eq!((e.code(), e.reason.as_ref()), (403, "bob@example.com is blocked by the recipient"));
+    let other = mail("r2@example.com", "hi", "x");
+    let other = String::from_utf8(other).unwrap().replace("Bob@Example.COM", "carol@other.test");
+    assert_eq!(code(receive(&house, other.as_bytes(), "", "ana@h.test")), 202);
+    block("spam@relay.test");
+    let via = String::from_utf8(mail("r3@example.com", "hi", "x")).unwrap().replace("Bob@Example.COM", "dan@fine.test");
+    assert_eq!(code(receive(&house, via.as_bytes(), "spam@relay.test", "ana@h.test")), 403);
+    drop(world);
+}
+
+#[test]
+fn the_rate_is_per_sender_per_minute_and_policies_apply() {
+    let (world, house, ana) = setup();
+    let cap = house.config.email_per_sender_per_minute;
+    for i in 0..cap {
+        assert_eq!(code(receive(&house, &mail(&format!("n{i}@example.com"), "s", "b"), "", "ana@h.test")), 202);
+    }
+    let e = receive(&house, &mail("over@example.com", "s", "b"), "", "ana@h.test").unwrap_err();
+    assert_eq!(e.code(), 429);
+    // Another sender is not held back; a duplicate is still a duplicate.
+    let carol =
+        String::from_utf8(mail("c@other.test", "s", "b")).unwrap().replace("Bob@Example.COM", "carol@other.test");
+    assert_eq!(code(receive(&house, carol.as_bytes(), "", "ana@h.test")), 202);
+    assert_eq!(code(receive(&house, &mail("n0@example.com", "s", "b"), "", "ana@h.test")), 200);
+    world.clock.advance(60_000);
+    assert_eq!(code(receive(&house, &mail("over@example.com", "s", "b"), "", "ana@h.test")), 202);
+
+    // An allowlist mailbox takes email only from its allowlist.
+    let eve = Agent::new("eve@h.test", 41);
+    let body = eve.registration(&house, &[("inbox", Value::Object(obj([("policy", "allowlist".into())])))]);
+    assert_eq!(call(&house, "POST", "/agents", &[("authorization", ADMIN)], &body).status, 201);
+    assert_eq!(code(receive(&house, &mail("e1@example.com", "s", "b"), "", "eve@h.test")), 403);
+    let allow =
+        Value::Object(obj([("allow", Value::Object(obj([("add", Value::Array(vec!["@example.com".into()]))])))]));
+    json(&eve.post(&house, "/lists/eve", &allow), 200);
+    assert_eq!(code(receive(&house, &mail("e1@example.com", "s", "b"), "", "eve@h.test")), 202);
+    drop(ana);
+}
+
+#[test]
+fn the_admin_route_takes_raw_mail() {
+    let (_world, house, ana) = setup();
+    let raw = mail("route@example.com", "via route", "body");
+    let target = "/email/in?to=ana%40h.test&from=bob%40example.com";
+    let resp = call_raw(&house, "POST", target, &[], raw.clone());
+    assert_eq!(resp.status, 401);
+    let resp = call_raw(&house, "POST", target, &[("authorization", ADMIN)], raw.clone());
+    let v = json(&resp, 202);
+    let id = v.as_object().unwrap()["id"].as_str().unwrap().to_owned();
+    let v = json(&call_raw(&house, "POST", target, &[("authorization", ADMIN)], raw.clone()), 200);
+    assert_eq!(v.as_object().unwrap()["duplicate"], Value::Bool(true));
+    assert_eq!(v.as_object().unwrap()["id"].as_str(), Some(id.as_str()));
+    json(&call_raw(&house, "POST", "/email/in?to=zed%40h.test", &[("authorization", ADMIN)], raw), 404);
+    json(&call_raw(&house, "POST", "/email/in", &[("authorization", ADMIN)], vec![]), 400);
+    assert_eq!(call_raw(&house, "GET", "/email/in", &[], vec![]).status, 405);
+    assert_eq!(mailbox(&house, &ana).len(), 1);
+}
+
+#[test]
+fn the_gateway_name_is_reserved() {
+    let (_world, house, _ana) = setup();
+    let gate = Agent::new("email@h.test", 42);
+    assert_eq!(gate.register_admin(&house).status, 403);
+}
+
+// Hostile mail: each has a clear outcome and no panic.
+
+#[test]
+fn hostile_mail_has_clear_outcomes() {
+    let (_world, house, ana) = setup();
+    // No Subject, no Message-ID, no Date: accepted, the id comes from the bytes.
+    let bare = b"From: x@example.com\r\n\r\nno subject here\r\n";
+    let first = receive(&house, bare, "", "ana@h.test").unwrap();
+    assert_eq!(receive(&house, bare, "", "ana@h.test").unwrap(), EmailOutcome::Duplicate { id: first.id().to_owned() });
+
+    // 10,000 recipients in To: accepted; only the real recipient is named.
+    let mut many = String::from("From: x@example.com\r\nMessage-ID: <many@example.com>\r\nTo: ");
+    for i in 0..10_000 {
+        many.push_str(&format!("r{i}@example.com, "));
+    }
+    many.push_str("ana@h.test\r\nSubject: many\r\n\r\nhi\r\n");
+    assert!(many.len() < house.config.max_bytes);
+    assert_eq!(code(receive(&house, many.as_bytes(), "", "ana@h.test")), 202);
+
+    // A 50 MB body: refused by size before parsing.
+    let mut huge = b"From: x@example.com\r\nSubject: big\r\n\r\n".to_vec();
+    huge.resize(50 * 1024 * 1024, b'a');
+    assert_eq!(code(receive(&house, &huge, "", "ana@h.test")), 413);
+
+    // Deeply nested multiparts (2,000 levels): accepted or refused, bounded.
+    let mut nested = String::from("From: x@example.com\r\nMessage-ID: <deep@example.com>\r\n");
+    for i in 0..2_000 {
+        nested.push_str(&format!("Content-Type: multipart/mixed; boundary=\"b{i}\"\r\n\r\n--b{i}\r\n"));
+    }
+    nested.push_str("Content-Type: text/plain\r\n\r\ndeep inside\r\n");
+    let c = code(receive(&house, nested.as_bytes(), "", "ana@h.test"));
+    assert!(c == 202 || c == 400 || c == 413, "{c}");
+
+    // Broken boundaries: the declared one never appears, or never closes.
+    let broken = b"From: x@example.com\r\nMessage-ID: <broken@example.com>\r\nContent-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n\
+--yy\r\nContent-Type: text/plain\r\n\r\ntext without its boundary\r\n--zz\r\nContent-Type: text/plain\r\n\r\nunclosed";
+    assert_eq!(code(receive(&house, broken, "", "ana@h.test")), 202);
+
+    // Invalid and unknown charsets: decoded as well as can be, never refused for it.
+    let charsets = b"From: x@example.com\r\nMessage-ID: <cs@example.com>\r\nSubject: =?x-unknown?B?AAEC?= =?utf-8?B?/w==?=\r\n\
+Content-Type: text/plain; charset=\"no-such-charset\"\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\ncaf=E9 =FF=FE=\r\n";
+    assert_eq!(code(receive(&house, charsets, "", "ana@h.test")), 202);
+
+    // Header injection in Reply-To: not recorded as an address to reply to.
+    let inject = b"From: x@example.com\r\nMessage-ID: <inj@example.com>\r\nReply-To: =?utf-8?Q?a@example.com=0D=0ABcc:_victim@example.net?=\r\n\
+Subject: =?utf-8?Q?hi=0D=0ABcc:_victim@example.net?=\r\n\r\nbody\r\n";
+    assert_eq!(code(receive(&house, inject, "", "ana@h.test")), 202);
+
+    let got = mailbox(&house, &ana);
+    assert_eq!(got.len(), 6);
+    for env in &got {
+        let e = ext(env);
+        for name in ["subject", "reply_to", "from", "message_id"] {
+            if let Some(t) = e[name].as_str() {
+                assert!(!t.chars().any(char::is_control), "{name}: {t:?}");
+            }
+        }
+    }
+    let injected = got.iter().find(|e| ext(e)["message_id"].as_str() == Some("inj@example.com")).unwrap();
+    assert_eq!(ext(injected)["reply_to"], Value::Null);
+    assert_eq!(ext(injected)["subject"].as_str(), Some("hi Bcc: victim@example.net"));
+    let bare_env = got.iter().find(|e| e.as_object().unwrap()["id"].as_str() == Some(first.id())).unwrap();
+    assert_eq!(ext(bare_env)["subject"], Value::Null);
+}
+
+#[test]
+fn a_text_body_larger_than_the_budget_is_cut_and_marked() {
+    let world = World::new();
+    let mut config = world.config("h.test", Registration::Admin);
+    config.max_bytes = 64 * 1024;
+    let house = world.start(config);
+    let ana = Agent::new("ana@h.test", 40);
+    assert_eq!(ana.register_admin(&house).status, 201);
+    let body = "x".repeat(60 * 1024);
+    let raw = mail("long@example.com", "long", &body);
+    assert_eq!(code(receive(&house, &raw, "", "ana@h.test")), 202);
+    let got = mailbox(&house, &ana);
+    assert_eq!(ext(&got[0])["truncated"], Value::Bool(true));
+    let text = got[0].as_object().unwrap()["content"].as_object().unwrap()["body"].as_str().unwrap().len();
+    assert_eq!(text, 32 * 1024);
+    // Control characters that JSON escapes six-fold cannot push the envelope past the limit.
+    let ctl = mail("ctl@example.com", "ctl", &"\u{1}".repeat(30 * 1024));
+    let c = code(receive(&house, &ctl, "", "ana@h.test"));
+    assert!(c == 202 || c == 413, "{c}");
+}
