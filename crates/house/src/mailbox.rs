@@ -6,12 +6,14 @@
 //! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, Verified, b64};
 
 use crate::policy::{self, Decision, Facts, Policy};
 use crate::ports::{Db, Net, OutRequest, PortError};
+use crate::resolver::MEMO_MAX_ENTRIES;
 use crate::{House, port_error, store};
 
 /// The header that carries the domain's signature on a webhook push.
@@ -44,6 +46,31 @@ const BUCKET_PREFIX: &str = "inbound:";
 /// What follows the local part in [`bucket`].
 fn bucket_suffix(domain: &str) -> String {
     format!(":{domain}")
+}
+
+/// The inbox policy of each local agent, with the exact stored card text it was read from: the
+/// same text gives the same policy, so a card is parsed again only when it changed.
+#[derive(Default)]
+pub(crate) struct PolicyMemo(Mutex<BTreeMap<String, (String, Policy)>>);
+
+impl PolicyMemo {
+    /// The `inbox.policy` of `local`'s stored card `card`; an error when the card does not parse.
+    fn policy(&self, local: &str, card: &str) -> Result<Policy, Error> {
+        if let Ok(memo) = self.0.lock()
+            && let Some((text, policy)) = memo.get(local)
+            && text == card
+        {
+            return Ok(policy.clone());
+        }
+        let policy = Policy::of(&AgentCard::parse(card.as_bytes())?.inbox);
+        if let Ok(mut memo) = self.0.lock() {
+            if memo.len() >= MEMO_MAX_ENTRIES {
+                memo.clear();
+            }
+            memo.insert(local.to_owned(), (card.to_owned(), policy.clone()));
+        }
+        Ok(policy)
+    }
 }
 
 /// What one query tells about a recipient before anything is decided.
@@ -143,9 +170,9 @@ impl<D: Db, N: Net> House<D, N> {
                     ErrorKind::Conflict,
                     format!("envelope id {} is already taken by another sender", env.id),
                 )),
-                Some(r @ Recipient { holder: None, .. }) => match AgentCard::parse(r.card.as_bytes()) {
-                    Ok(card) => {
-                        candidates.push((local, Policy::of(&card.inbox), r));
+                Some(r @ Recipient { holder: None, .. }) => match self.cards.policies.policy(local, &r.card) {
+                    Ok(policy) => {
+                        candidates.push((local, policy, r));
                         continue;
                     }
                     Err(e) => Outcome::Rejected(Error::new(ErrorKind::Internal, format!("stored card: {e}"))),

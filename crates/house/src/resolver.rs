@@ -19,6 +19,7 @@ use nyx5_proto::json::field;
 use nyx5_proto::sign::Signature;
 use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified, limits};
 
+use crate::mailbox::PolicyMemo;
 use crate::ports::{Db, Net, OutRequest, PortError};
 use crate::{House, port_error, store};
 
@@ -131,11 +132,13 @@ pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
 type Memo<T> = Mutex<BTreeMap<String, (i64, T)>>;
 
 /// Verified cards kept in this process for their five minutes, keyed by domain or address. A hit
-/// hands out the shared card (an `Arc`), not a deep copy of its document.
+/// hands out the shared card (an `Arc`), not a deep copy of its document. Also the inbox policies
+/// read from this house's own stored cards (see [`crate::mailbox`]).
 #[derive(Default)]
 pub(crate) struct CardMemo {
     domains: Memo<Resolved>,
     agents: Memo<Arc<Verified<AgentCard>>>,
+    pub(crate) policies: PolicyMemo,
 }
 
 fn memo_get<T: Clone>(map: &Memo<T>, key: &str, now: i64) -> Option<T> {

@@ -719,3 +719,16 @@ fn the_resolver_answers_for_its_own_house_and_agents() {
     // No house answers for this one.
     assert_eq!(block_on(p.b.resolve_domain("nowhere.test")).unwrap_err().code(), 503);
 }
+
+#[test]
+fn a_changed_inbox_policy_applies_to_the_next_envelope() {
+    let p = pair();
+    json_body(&deliver(&p.a, &p.b, &message(&p.alice, "e1", &[&p.bob.address])), 202);
+    // Bob's card changes to an allowlist: the house reads the new policy, not a remembered one.
+    p.w.clock.advance(SECOND);
+    register(&p.b, &p.bob, &[inbox("allowlist", &[])]);
+    assert_eq!(deliver(&p.a, &p.b, &message(&p.alice, "e2", &[&p.bob.address])).status, 403);
+    p.w.clock.advance(SECOND);
+    register(&p.b, &p.bob, &[inbox("open", &[])]);
+    json_body(&deliver(&p.a, &p.b, &message(&p.alice, "e3", &[&p.bob.address])), 202);
+}
