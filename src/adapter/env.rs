@@ -59,6 +59,16 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
         // Free plan: 50 subrequests per invocation, and a remote delivery costs about six.
         c.tick_batch = 6;
     }
+    // The email bridge's provider (docs/SPEC.md "Email bridge"): without both, outbound email
+    // stays pending. `NYX5_`-prefixed names work too; the URL is for tests and other regions.
+    c.resend_key = read(env, "RESEND_KEY").or_else(|| read(env, "NYX5_RESEND_KEY"));
+    c.email_sender = read(env, "EMAIL_SENDER").or_else(|| read(env, "NYX5_EMAIL_SENDER"));
+    if let Some(url) = read(env, "NYX5_EMAIL_PROVIDER_URL") {
+        if !url.starts_with("https://") && !url.starts_with("http://") {
+            return Err(invalid("NYX5_EMAIL_PROVIDER_URL", "must be an http(s) URL"));
+        }
+        c.email_provider_url = url.trim().to_owned();
+    }
     if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {
         c.require_relay = !matches!(flag.trim(), "0" | "false" | "off" | "no");
     }

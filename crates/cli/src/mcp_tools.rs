@@ -191,7 +191,8 @@ in nyx5_inbox.",
         description: "Write by email to a person who has no Nyx5 address; a reply comes back to your mailbox, \
 marked unverified. Only works where your house runs the email bridge; otherwise it says so.",
         input: r#"{"type":"object","required":["to","body"],"additionalProperties":false,"properties":{
-"to":{"type":"string","description":"An email address"},"subject":{"type":"string"},"body":{"type":"string"}}}"#,
+"to":{"type":"string","description":"An email address"},"subject":{"type":"string"},"body":{"type":"string"},
+"in_reply_to":{"type":"string","description":"The id of an email in your inbox this answers (keeps the thread)"}}}"#,
         output: ANY_OBJECT,
         read_only: false,
         destructive: true,
@@ -479,17 +480,24 @@ fn email(setup: &Setup, args: &Object) -> Result<Value, Failure> {
     if let Some(s) = opt_str(args, "subject")? {
         body.insert("subject".into(), s.into());
     }
+    let replying = opt_str(args, "in_reply_to")?;
+    if let Some(id) = &replying {
+        body.insert("in_reply_to".into(), id.clone().into());
+    }
     match ctx.call(&me, "POST", "/email/out", Some(&Value::Object(body)), "sending email") {
         Ok((_, answer)) => Ok(Value::Object(answer)),
-        Err(f) if matches!(f.status(), Some(404 | 405 | 501)) => Err(Failure::http(
-            501,
-            "no_email_bridge",
-            format!(
-                "the email bridge isn't on this house ({}) yet, so email cannot be sent from here; reach agents with \
-                 nyx5_send",
-                me.house
-            ),
-        )),
+        // A 404 while replying names the email answered; otherwise it means no bridge here.
+        Err(f) if matches!(f.status(), Some(404 | 405 | 501)) && (replying.is_none() || f.status() != Some(404)) => {
+            Err(Failure::http(
+                501,
+                "no_email_bridge",
+                format!(
+                    "the email bridge isn't on this house ({}) yet, so email cannot be sent from here; reach agents \
+                     with nyx5_send",
+                    me.house
+                ),
+            ))
+        }
         Err(f) => Err(f),
     }
 }

@@ -45,3 +45,128 @@ fn email_in_delivers_unsigned_mail_once() {
     let (err, _) = w.nyx5_in(&["email-in", "--house", &w.a.url(), "--to", "ana@a.test"], MAIL).fails(2);
     assert!(err.contains("--token"), "{err}");
 }
+
+/// Kills the house when the test ends, passed or not.
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A one-shot HTTP server on loopback that records each request body and answers 200.
+fn fake_provider() -> (u16, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let answer = br#"{"id":"re_cli"}"#;
+            let mut out = stream;
+            let _ = write!(
+                out,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                answer.len()
+            );
+            let _ = out.write_all(answer);
+            if tx.send((head, body)).is_err() {
+                break;
+            }
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn email_goes_out_through_the_provider_and_pending_without_one() {
+    use std::process::{Command, Stdio};
+    // Without a provider (the shared test houses): pending, and the outbox says why.
+    let w = World::new("email-out");
+    w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).ok();
+    w.nyx5(&["register", "--json"]).json();
+    let queued = w.nyx5(&["email", "pat@example.com", "--subject", "Hi", "--body", "Hello Pat", "--json"]).json();
+    assert_eq!(s(&queued, "state"), "pending");
+    assert_eq!(queued.get("provider"), Some(&Value::Bool(false)));
+    let outbox = w.nyx5(&["outbox"]).ok();
+    assert!(outbox.contains("email to pat@example.com: pending: this house has no email provider"), "{outbox}");
+
+    // With one: a house of its own, the provider on loopback.
+    let (provider, requests) = fake_provider();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let hosts = w.dir.join("hosts-p.json");
+    std::fs::write(&hosts, format!(r#"{{"p.test":{{"url":"{url}"}}}}"#)).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
+        .args(["serve", "--domain", "p.test", "--registration", "open", "--tick-ms", "100", "--admin-token", TOKEN_A])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--hosts", hosts.to_str().unwrap()])
+        .args(["--email-sender", "mail@p.test", "--email-provider-url", &format!("http://127.0.0.1:{provider}/emails")])
+        .arg("--db")
+        .arg(w.dir.join("p.db"))
+        .env("NYX5_RESEND_KEY", "re_cli_key")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Stop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the house never listened");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let run = |args: &[&str], stdin: &[u8]| {
+        let mut c = w.command();
+        c.env("NYX5_HOSTS", &hosts);
+        let mut p = c.args(args).spawn().unwrap();
+        std::io::Write::write_all(&mut p.stdin.take().unwrap(), stdin).unwrap();
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["init", "bea@p.test", "--house", &url], b"");
+    run(&["register", "--as", "bea@p.test", "--json"], b"");
+    let mail = b"From: Pat <pat@example.com>\r\nSubject: question\r\nMessage-ID: <q1@example.com>\r\n\r\nHelp?\r\n";
+    let got = run(&["email-in", "--house", &url, "--token", TOKEN_A, "--to", "bea@p.test", "--json"], mail);
+    let id = s(&common::object(got.trim()), "id");
+    run(
+        &[
+            "email",
+            "pat@example.com",
+            "--as",
+            "bea@p.test",
+            "--subject",
+            "Re: question",
+            "--body",
+            "-",
+            "--in-reply-to",
+            &id,
+        ],
+        b"Yes.",
+    );
+    let (head, body) = requests.recv_timeout(std::time::Duration::from_secs(30)).unwrap();
+    drop(child.0.kill());
+    assert!(head.to_ascii_lowercase().contains("authorization: bearer re_cli_key"), "{head}");
+    let b = common::object(std::str::from_utf8(&body).unwrap());
+    assert_eq!(s(&b, "reply_to"), "bea@p.test");
+    assert_eq!(s(&b, "text"), "Yes.");
+    assert_eq!(s(obj(&b, "headers"), "In-Reply-To"), "<q1@example.com>");
+}

@@ -233,8 +233,10 @@ fn send_and_read_mail_through_tools() {
     let (err, card) = ana.call("nyx5_resolve", r#"{"address":"bo@b.test"}"#);
     assert!(!err);
     assert_eq!(card.as_object().unwrap().get("verified"), Some(&Value::Bool(true)));
-    let (err, text) = ana.call("nyx5_email", r#"{"to":"someone@example.com","body":"hi"}"#);
-    assert!(err && text.as_str().unwrap().contains("email bridge"), "{text:?}");
+    // The house runs the email bridge without a provider: the email is queued and stays pending.
+    let (err, queued) = ana.call("nyx5_email", r#"{"to":"someone@example.com","body":"hi"}"#);
+    assert!(!err, "{queued:?}");
+    assert_eq!(s(queued.as_object().unwrap(), "state"), "pending");
 
     // bo reads it through his own server: verified, opened, labelled untrusted.
     let mut bo = Mcp::start(&w, &["--as", "bo@b.test"]);

@@ -107,6 +107,12 @@ pub struct Config {
     /// Worker on the Free plan (50 per invocation) keeps this small.
     pub tick_batch: i64,
     pub max_bytes: usize,
+    /// The email bridge's outbound provider (Resend): its API key and the verified sender
+    /// address mail goes out from. Without both, outbound email stays pending.
+    pub resend_key: Option<String>,
+    pub email_sender: Option<String>,
+    /// Where the provider's API is (tests point it elsewhere).
+    pub email_provider_url: String,
     /// Extra members of the domain card's `policy`.
     pub policy_extra: Object,
 }
@@ -131,6 +137,9 @@ impl Config {
             retry: Retry::default(),
             tick_batch: crate::queue::TICK_BATCH,
             max_bytes: limits::MAX_ENVELOPE_BYTES,
+            resend_key: None,
+            email_sender: None,
+            email_provider_url: crate::email::RESEND_URL.to_owned(),
             policy_extra: Object::new(),
         }
     }

@@ -393,6 +393,7 @@ impl<D: Db, N: Net> House<D, N> {
             jobs.sort_by_key(|j| j.id);
             self.work_domain(&domain, jobs, now, &mut report).await?;
         }
+        self.send_emails(now).await?;
         Ok(report)
     }
 

@@ -137,6 +137,22 @@ pub(crate) enum ClientCommand {
     /// Invitation codes (the house's operator only).
     #[command(subcommand)]
     Invite(InviteCommand),
+    /// Email a person who has no Nyx5 address, through your house's email bridge; their reply
+    /// comes back to your inbox, marked unverified.
+    Email {
+        /// An email address
+        to: String,
+        #[arg(long)]
+        subject: Option<String>,
+        /// The text (`-` reads standard input)
+        #[arg(long, allow_hyphen_values = true)]
+        body: String,
+        /// The id of an email in your inbox this answers (keeps the thread)
+        #[arg(long, value_name = "ID")]
+        in_reply_to: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Hand one raw email (standard input) to a house's mailbox, as its operator: for an MTA's
     /// pipe transport in front of `nyx5 serve`.
     EmailIn {
@@ -531,6 +547,18 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Invite(InviteCommand::List { admin_token: t, house, common }) => {
             let r = admin_token(t).and_then(|token| directory::invite_list(&common.ctx()?, house.as_deref(), &token));
             emit(common.json, r, directory::invite_list_human)
+        }
+        ClientCommand::Email { to, subject, body, in_reply_to, common } => {
+            let r = (|| {
+                let text = if body == "-" {
+                    String::from_utf8(read_all(None)?)
+                        .map_err(|_| Failure::usage("the email body is not UTF-8 text"))?
+                } else {
+                    body.clone()
+                };
+                super::email::email(&common.ctx()?, &to, subject.as_deref(), &text, in_reply_to.as_deref())
+            })();
+            emit(common.json, r, super::email::email_human)
         }
         ClientCommand::EmailIn { house, token, to, from, json } => {
             let token = token

@@ -1,5 +1,7 @@
-//! `nyx5 email-in`: hands one raw email on standard input to a house's `POST /email/in` with the
-//! operator's token, so an MTA (a Postfix pipe transport, say) can feed a `nyx5 serve` house.
+//! The email bridge from the command line. `nyx5 email` asks the agent's house to email a person
+//! (`POST /email/out`); `nyx5 email-in` hands one raw email on standard input to a house's
+//! `POST /email/in` with the operator's token, so an MTA (a Postfix pipe transport, say) can feed
+//! a `nyx5 serve` house.
 
 use nyx5_proto::json::obj;
 use nyx5_proto::{Value, json::field};
@@ -54,6 +56,43 @@ pub(crate) fn email_in_human(v: &Value) -> String {
     let dup = o.and_then(|o| o.get("duplicate")) == Some(&Value::Bool(true));
     let what = if dup { "already in the mailbox of" } else { "delivered to" };
     format!("{what} {} as {}\n", super::output::safe(&text("to")), text("id"))
+}
+
+/// POST /email/out `{to, subject?, body, in_reply_to?}` as the acting agent.
+pub(crate) fn email(
+    ctx: &super::Ctx,
+    to: &str,
+    subject: Option<&str>,
+    body: &str,
+    in_reply_to: Option<&str>,
+) -> Result<Value, Failure> {
+    let me = ctx.me()?;
+    let mut req = obj([("to", to.trim().into()), ("body", body.into())]);
+    if let Some(s) = subject {
+        req.insert("subject".into(), s.into());
+    }
+    if let Some(id) = in_reply_to {
+        req.insert("in_reply_to".into(), id.into());
+    }
+    let (_, answer) = ctx.call(&me, "POST", "/email/out", Some(&Value::Object(req)), "sending email").map_err(|f| {
+        if f.status() == Some(404) && in_reply_to.is_none() {
+            f.hint("this house may not run the email bridge; reach agents with `nyx5 send`")
+        } else {
+            f
+        }
+    })?;
+    Ok(Value::Object(answer))
+}
+
+pub(crate) fn email_human(v: &Value) -> String {
+    let o = v.as_object();
+    let text = |name: &str| o.and_then(|o| o.get(name)).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut out = format!("email {} queued ({})\n", text("id"), text("state"));
+    let reason = text("reason");
+    if !reason.is_empty() {
+        out.push_str(&format!("{}\n", super::output::safe(&reason)));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -296,6 +296,7 @@ pub(crate) fn outbox(ctx: &Ctx, limit: Option<i64>, before: Option<i64>) -> Resu
     Ok(Value::Object(obj([
         ("agent", me.address.as_str().into()),
         ("envelopes", answer.get("envelopes").cloned().unwrap_or(Value::Array(vec![]))),
+        ("emails", answer.get("emails").cloned().unwrap_or(Value::Array(vec![]))),
         ("next", answer.get("next").cloned().unwrap_or(Value::Null)),
         ("unsent", super::send::unsent(&me)),
     ])))
@@ -315,6 +316,16 @@ pub(crate) fn outbox_human(v: &Value) -> String {
         }
     }
     let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
+    let emails = o.get("emails").and_then(Value::as_array).unwrap_or_default();
+    for e in emails.iter().filter_map(Value::as_object) {
+        let why = [show(e, "last_error"), text(e, "reason").to_owned()]
+            .into_iter()
+            .filter(|t| !t.is_empty() && t != "null" && t != "-")
+            .collect::<Vec<_>>()
+            .join("; ");
+        let why = if why.is_empty() { String::new() } else { format!(": {}", safe(&why)) };
+        s.push_str(&format!("{}  email to {}: {}{why}\n", text(e, "id"), safe(text(e, "to")), text(e, "state")));
+    }
     if list.is_empty() && s.is_empty() {
         return format!("{}: nothing sent in the last 7 days\n", text(&o, "agent"));
     }

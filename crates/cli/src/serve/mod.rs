@@ -56,6 +56,15 @@ pub(crate) struct Args {
     /// A DNS-over-HTTPS JSON endpoint for `_nyx5.<domain>` TXT lookups (e.g. …/dns-query).
     #[arg(long, value_name = "URL")]
     doh_url: Option<String>,
+    /// The email bridge's provider key (Resend); with --email-sender, agents' email goes out.
+    #[arg(long, value_name = "KEY", env = "NYX5_RESEND_KEY", hide_env_values = true)]
+    resend_key: Option<String>,
+    /// The sender address email goes out from (a domain verified with the provider).
+    #[arg(long, value_name = "ADDRESS")]
+    email_sender: Option<String>,
+    /// The provider's API URL [default: https://api.resend.com/emails]
+    #[arg(long, value_name = "URL")]
+    email_provider_url: Option<String>,
     /// How often the delivery queue is worked, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     tick_ms: u64,
@@ -132,6 +141,12 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
         ),
         None => None,
     };
+    if let Some(url) = &args.email_provider_url
+        && !url.starts_with("https://")
+        && !url.starts_with("http://")
+    {
+        return Err(Failure::usage(format!("--email-provider-url {url:?} must start with https:// or http://")));
+    }
     if let Some(url) = &args.doh_url
         && !url.starts_with("https://")
         && !url.starts_with("http://")
@@ -183,6 +198,11 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.registration = plan.registration;
         config.hosts = hosts;
         config.doh_url = plan.doh_url;
+        config.resend_key = args.resend_key.filter(|k| !k.trim().is_empty());
+        config.email_sender = args.email_sender.filter(|s| !s.trim().is_empty());
+        if let Some(url) = args.email_provider_url {
+            config.email_provider_url = url;
+        }
         let house = House::new(config, db, HttpNet::default(), Box::new(SystemClock), Box::new(OsRandom))
             .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;
         let signals = server::Signals::install().map_err(|e| Failure::usage(format!("cannot catch signals: {e}")))?;

@@ -2,11 +2,13 @@
 //! as unsigned envelopes, never disguised as signed ones.
 //!
 //! `parse` reads a raw message into the envelope (pure); `inbound` is [`House::receive_email`],
-//! which checks size, recipient, lists and the per-sender rate and stores it in one batch.
+//! which checks size, recipient, lists and the per-sender rate and stores it in one batch;
+//! `outbound` queues an agent's email (`POST /email/out`) and sends it through the provider.
 //!
 //! [`House::receive_email`]: crate::House::receive_email
 
 pub mod inbound;
+pub mod outbound;
 pub mod parse;
 
 pub use inbound::EmailOutcome;
@@ -25,3 +27,9 @@ pub const MAX_NAME_CHARS: usize = 255;
 pub const MAX_REFERENCES: usize = 32;
 /// Emails from one sending address to one mailbox per minute, by default.
 pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;
+/// Resend's API, the default provider URL.
+pub const RESEND_URL: &str = "https://api.resend.com/emails";
+/// Longest outbound email body, in bytes.
+pub const MAX_OUT_BODY_BYTES: usize = 32 * 1024;
+/// Largest provider answer read.
+pub const MAX_PROVIDER_ANSWER_BYTES: usize = nyx5_proto::limits::MAX_DOCUMENT_BYTES;

@@ -58,6 +58,35 @@ fn job(r: &Row) -> Value {
     Value::Object(o)
 }
 
+/// One outbound email as its sender sees it: `pending` (with why, at a house without provider),
+/// `retrying`, `sent` or `failed`.
+fn email(r: &Row, provider: bool) -> Value {
+    let state = r.text("state").unwrap_or("pending");
+    let attempts = r.int("attempts").unwrap_or(0);
+    let shown = match state {
+        "pending" if attempts > 0 => "retrying",
+        other => other,
+    };
+    let mut o = obj([
+        ("id", r.text("id").unwrap_or_default().into()),
+        ("to", r.text("recipient").unwrap_or_default().into()),
+        ("subject", r.text("subject").unwrap_or_default().into()),
+        ("state", shown.into()),
+        ("attempts", attempts.into()),
+        ("next_attempt", time(if state == "pending" && provider { r.int("next_attempt") } else { None })),
+        ("last_error", r.text("last_error").into()),
+        ("queued", time(r.int("created_at"))),
+        ("finished", time(r.int("finished_at"))),
+    ]);
+    if let Some(pid) = r.text("provider_id") {
+        o.insert("provider_id".into(), pid.into());
+    }
+    if state == "pending" && !provider {
+        o.insert("reason".into(), crate::routes::email::NO_PROVIDER.into());
+    }
+    Value::Object(o)
+}
+
 /// GET /outbox/:local?before=<seq>&limit=<n> — owner only.
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
     let card = house.authenticate_owner(req, local).await?;
@@ -86,5 +115,14 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     }
     let next = if envelopes.len() as i64 == limit { envelopes.last().map(|(s, _)| *s) } else { None };
     let list = envelopes.into_iter().map(|(_, o)| Value::Object(o)).collect();
-    Ok(Response::json(200, &ok_body([("envelopes", Value::Array(list)), ("next", next.into())])))
+    let mut answer = ok_body([("envelopes", Value::Array(list)), ("next", next.into())]);
+    // The first page also lists the agent's latest emails (the email bridge, `POST /email/out`).
+    if req.query("before").is_none()
+        && let Value::Object(o) = &mut answer
+    {
+        let provider = crate::email::outbound::has_provider(&house.config);
+        let rows = crate::store::email::out_page(&house.db, card.address.as_str(), limit).await?;
+        o.insert("emails".into(), Value::Array(rows.iter().map(|r| email(r, provider)).collect()));
+    }
+    Ok(Response::json(200, &answer))
 }
