@@ -260,7 +260,7 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// POSTs the envelope to a webhook, signed by the domain key over its canonical bytes.
     /// Failures are ignored: the mailbox stays authoritative.
-    async fn push(&self, url: &str, env: &Envelope) {
+    pub(crate) async fn push(&self, url: &str, env: &Envelope) {
         let body = env.canonical();
         let sig = b64::encode(&self.config.key.sign(&body));
         let request = OutRequest {

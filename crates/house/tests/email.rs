@@ -294,3 +294,28 @@ fn a_text_body_larger_than_the_budget_is_cut_and_marked() {
     let c = code(receive(&house, &ctl, "", "ana@h.test"));
     assert!(c == 202 || c == 413, "{c}");
 }
+
+#[test]
+fn a_webhook_gets_the_new_email_once() {
+    let world = World::new();
+    let house = world.house("h.test", Registration::Admin);
+    let ana = Agent::new("ana@h.test", 40);
+    let body = ana.registration(&house, &[("webhook", "http://hook.test/ana".into())]);
+    assert_eq!(call(&house, "POST", "/agents", &[("authorization", ADMIN)], &body).status, 201);
+    let pushed = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = pushed.clone();
+    world.fake("hook.test", move |req| {
+        seen.borrow_mut().push(req.clone());
+        nyx5_house::ports::OutResponse { status: 200, body: vec![] }
+    });
+    let raw = mail("hook@example.com", "pushed", "hi");
+    assert_eq!(code(receive(&house, &raw, "", "ana@h.test")), 202);
+    assert_eq!(code(receive(&house, &raw, "", "ana@h.test")), 200);
+    let pushed = pushed.borrow();
+    assert_eq!(pushed.len(), 1);
+    let sig = pushed[0].headers.iter().find(|(k, _)| k == "X-Nyx5-Push").map(|(_, v)| v.clone()).unwrap();
+    let sig: [u8; 64] = nyx5_proto::b64::decode(&sig).unwrap().try_into().unwrap();
+    assert!(house.config.key.public().verify(&pushed[0].body, &sig));
+    let env = Value::parse(&pushed[0].body, 1 << 20).unwrap();
+    assert_eq!(env.as_object().unwrap()["via"].as_str(), Some("email"));
+}

@@ -5,7 +5,8 @@
 //! parse (400 when it is not a message at all), already held (a duplicate, whatever else holds
 //! now), blocklist (403), the recipient's policy (an `open` mailbox takes email from anyone, any
 //! other policy only from allowlisted senders: 403), the per-sender rate (429), then one batch:
-//! the rate count (guarded by the `rate_cap` CHECK) and the unsigned envelope.
+//! the rate count (guarded by the `rate_cap` CHECK) and the unsigned envelope. A recipient with a
+//! webhook gets the new envelope pushed, as for signed mail.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Value};
@@ -124,7 +125,14 @@ impl<D: Db, N: Net> House<D, N> {
             Err(PortError::Constraint(m)) if m.contains("rate_cap") => return Err(rate_limited(who)),
             Err(e) => return Err(port_error(e)),
         };
-        if changes.last() == Some(&1) { Ok(EmailOutcome::Accepted { id }) } else { Ok(EmailOutcome::Duplicate { id }) }
+        if changes.last() != Some(&1) {
+            return Ok(EmailOutcome::Duplicate { id });
+        }
+        // Pushed like any newly accepted envelope (docs/SPEC.md §9d); failures are ignored.
+        if let Some(hook) = facts.text("webhook") {
+            self.push(hook, &env).await;
+        }
+        Ok(EmailOutcome::Accepted { id })
     }
 }
 

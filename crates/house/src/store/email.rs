@@ -7,7 +7,7 @@ use super::one;
 use crate::ports::{Db, Row, Stmt};
 use crate::stmt;
 
-/// One row for agent `local` (none if there is no such agent): its `card`; `holder`, the sender
+/// One row for agent `local` (none if there is no such agent): its `card` and `webhook`; `holder`, the sender
 /// of the mailbox row that already holds `envelope_id` (or NULL); `blocked` and `allowed`, whether
 /// its block or allow list holds one of `entries` (a JSON array of addresses and domains); and
 /// `rate_count`, the count of rate window `bucket` in minute `window` (or NULL).
@@ -22,7 +22,7 @@ pub async fn facts<D: Db>(
     one(
         db,
         stmt!(
-            "SELECT a.card AS card,
+            "SELECT a.card AS card, a.webhook AS webhook,
                (SELECT m.sender FROM mailbox AS m WHERE m.local = a.local AND m.envelope_id = ?) AS holder,
                EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
                        ON l.local = a.local AND l.kind = 'block' AND l.entry = e.value) AS blocked,
