@@ -8,7 +8,8 @@
 //   bounce back to the sender from postmaster@a.test; a deferred envelope invisible before its
 //   time and delivered by a triggered cron after; b stopped: a keeps the job, retries on cron and
 //   delivers when b is back; bad requests answered with the JSON error shape and changing
-//   nothing; the email handler refusing mail; and, with both houses stopped, the invariants of
+//   nothing; an email through the email handler stored once, unsigned, a stranger's refused, and
+//   an agent's email left pending without a provider; and, with both houses stopped, the invariants of
 //   the D1 state (queried with `wrangler d1 execute`).
 //
 //   node tests/e2e/two_houses.mjs        (scripts/test runs it after building the Worker)
@@ -614,31 +615,67 @@ try {
     return `${checks.length} refusals: ${checks.join('; ')}`;
   });
 
-  await step('the email handler refuses mail with a clear reason and the house stays up', async () => {
+  await step('an email lands once in the mailbox, unsigned; a stranger is refused; email out waits', async () => {
+    const messageId = `${globalThis.crypto.randomUUID()}@example.com`;
     const msg = [
-      'From: Carol <carol@example.com>',
+      'From: Carol <Carol@Example.com>',
       'To: bo@b.test',
-      'Subject: hello from email',
+      'Subject: =?utf-8?q?hola_se=C3=B1or?=',
       'Date: Mon, 30 Nov 2026 12:00:00 +0000',
-      `Message-ID: <${globalThis.crypto.randomUUID()}@example.com>`,
+      `Message-ID: <${messageId}>`,
+      'Authentication-Results: mx.b.test; spf=pass smtp.mailfrom=example.com; dkim=pass; dmarc=pass',
       'MIME-Version: 1.0',
       'Content-Type: text/plain; charset=utf-8',
       '',
       'Is this a mailbox?',
       '',
     ].join('\r\n');
-    const before = canon(await mailbox(bo));
-    const r = await fetch(`${b.url}/cdn-cgi/handler/email?from=carol@example.com&to=bo@b.test`, {
-      method: 'POST',
-      body: msg,
-    });
+    const deliver = (to, body = msg) =>
+      fetch(`${b.url}/cdn-cgi/handler/email?from=carol@example.com&to=${to}`, { method: 'POST', body });
+    for (const round of [1, 2]) {
+      const r = await deliver('bo@b.test');
+      const text = await r.text();
+      assert.ok(r.status < 300, `email round ${round} was not accepted: ${r.status} ${text}`);
+    }
+    const mails = (await mailbox(bo)).filter((m) => m.envelope.via === 'email');
+    assert.equal(mails.length, 1, 'a redelivered email is stored once');
+    const env = mails[0].envelope;
+    assert.equal(env.from, 'email@b.test');
+    assert.deepEqual(env.to, ['bo@b.test']);
+    assert.equal(env.from_verified, false);
+    assert.equal(env.signature, undefined, 'no signature: it is never disguised as signed mail');
+    assert.deepEqual(env.content, { media: 'text/plain', body: 'Is this a mailbox?\n' });
+    const ext = env.extensions['urn:nyx5:ext:email'];
+    assert.equal(ext.from, 'carol@example.com');
+    assert.equal(ext.subject, 'hola señor');
+    assert.equal(ext.message_id, messageId);
+    assert.equal(ext.verified, false);
+    assert.deepEqual(ext.authentication, { authserv_id: 'mx.b.test', spf: 'pass', dkim: 'pass', dmarc: 'pass' });
+    sent.email = env;
+
+    const r = await deliver('nobody@b.test');
     const text = await r.text();
-    assert.equal(r.status, 400, `the email was not rejected: ${r.status} ${text}`);
-    assert.match(text, /does not accept email/);
+    assert.equal(r.status, 400, `the email to a stranger was not rejected: ${r.status} ${text}`);
+    assert.match(text, /404 no agent nobody@b\.test/);
+
+    // Without a provider an email from an agent is queued and stays pending, and the outbox says so.
+    const queued = expectStatus(
+      await as(bo, 'POST', '/email/out', { body: { to: 'carol@example.com', body: 'Yes.', in_reply_to: env.id } }),
+      202,
+      'POST /email/out',
+    );
+    assert.equal(queued.state, 'pending');
+    assert.equal(queued.provider, false);
+    await b.scheduled();
+    const out = expectStatus(await as(bo, 'GET', '/outbox/bo'), 200, 'GET /outbox/bo');
+    assert.equal(out.emails.length, 1);
+    assert.equal(out.emails[0].state, 'pending');
+    assert.match(out.emails[0].reason, /no email provider/);
+
+    expectStatus(await as(bo, 'POST', '/mailbox/bo/ack', { body: { ids: [env.id] } }), 200, 'ack the email');
     assert.equal((await health(b)).house, 'b.test');
-    assert.equal(canon(await mailbox(bo)), before);
     assert.doesNotMatch(b.tail(400), /panicked|RuntimeError|unreachable/);
-    return text.trim();
+    return `${env.id} from ${ext.from}; stranger refused: ${text.trim()}`;
   });
 
   await step('a last tick on both houses; then both stop', async () => {
@@ -752,8 +789,9 @@ try {
             ['bo', sent.first.env.id, 'ana@a.test', 1],
             ['bo', sent.deferred.env.id, 'ana@a.test', 1],
             ['bo', sent.outage.env.id, 'ana@a.test', 1],
+            ['bo', sent.email.id, 'email@b.test', 1],
           ],
-          'exactly the three delivered envelopes, once each, all acked',
+          'exactly the three delivered envelopes and the email, once each, all acked',
         );
         assert.deepEqual(outbox, [], 'b.test sent nothing');
       }
