@@ -9,18 +9,21 @@
 //   time and delivered by a triggered cron after; b stopped: a keeps the job, retries on cron and
 //   delivers when b is back; bad requests answered with the JSON error shape and changing
 //   nothing; an email through the email handler stored once, unsigned, a stranger's refused, and
-//   an agent's email left pending without a provider; and, with both houses stopped, the invariants of
+//   an agent's email left pending without a provider, and one sent through a local stand-in for
+//   the provider; and, with both houses stopped, the invariants of
 //   the D1 state (queried with `wrangler d1 execute`).
 //
 //   node tests/e2e/two_houses.mjs        (scripts/test runs it after building the Worker)
 //
-// Ports: 18787/18788, inspectors 19229/19230 (NYX5_E2E_PORT moves the first; the others follow).
+// Ports: 18787/18788, the email provider 18789, inspectors 19229/19230 (NYX5_E2E_PORT moves the
+// first; the others follow).
 // Prints each step with its timing and the total wall time; exits 1 on the first failure (the
 // houses' logs and state are kept then), 0 when every step passed. A missing toolchain fails.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -63,8 +66,24 @@ const a = new House({
     NYX5_REGISTRATION: 'invite',
     NYX5_ADMIN_TOKEN: tokenA,
     NYX5_HOSTS: JSON.stringify({ 'b.test': { url: urlOf(PORT + 1) } }),
+    // The email bridge's provider: a local stand-in for Resend (below).
+    RESEND_KEY: 're_e2e_key',
+    EMAIL_SENDER: 'mail@a.test',
+    NYX5_EMAIL_PROVIDER_URL: `${urlOf(PORT + 2)}/emails`,
   },
 });
+// Records what a.test asks the email provider, and answers as Resend does.
+const providerRequests = [];
+const provider = createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    providerRequests.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() });
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id: `re_${providerRequests.length}` }));
+  });
+});
+await new Promise((resolve) => provider.listen(PORT + 2, '127.0.0.1', resolve));
 const b = new House({
   domain: 'b.test',
   port: PORT + 1,
@@ -678,6 +697,40 @@ try {
     return `${env.id} from ${ext.from}; stranger refused: ${text.trim()}`;
   });
 
+  await step('ana emails a person: a.test posts the right request to its provider; the outbox says sent', async () => {
+    const queued = expectStatus(
+      await as(ana, 'POST', '/email/out', { body: { to: 'pat@example.com', subject: 'Hello', body: 'Hi Pat.' } }),
+      202,
+      'POST /email/out',
+    );
+    assert.equal(queued.provider, true);
+    const deadline = Date.now() + 15_000;
+    while (providerRequests.length === 0) {
+      assert.ok(Date.now() < deadline, 'the provider never heard from a.test');
+      await a.scheduled();
+      await sleep(100);
+    }
+    const r = providerRequests[0];
+    assert.equal(r.method, 'POST');
+    assert.equal(r.url, '/emails');
+    assert.equal(r.headers.authorization, 'Bearer re_e2e_key');
+    assert.equal(r.headers['idempotency-key'], queued.id);
+    const body = JSON.parse(r.body);
+    assert.deepEqual(body, {
+      from: '"ana@a.test" <mail@a.test>',
+      reply_to: 'ana@a.test',
+      subject: 'Hello',
+      text: 'Hi Pat.',
+      to: ['pat@example.com'],
+    });
+    const out = expectStatus(await as(ana, 'GET', '/outbox/ana'), 200, 'GET /outbox/ana');
+    const email = out.emails.find((e) => e.id === queued.id);
+    assert.equal(email.state, 'sent');
+    assert.equal(email.provider_id, 're_1');
+    assert.equal(providerRequests.length, 1, 'sent once');
+    return `${queued.id} sent as ${email.provider_id}`;
+  });
+
   await step('a last tick on both houses; then both stop', async () => {
     const claims = { address: ana.address, method: 'GET', path: '/outbox/ana', host: a.host };
     const fresh = await authHeader(ana.keys, claims);
@@ -805,6 +858,7 @@ try {
   for (const h of [a, b]) console.error(`\n--- last lines of ${h.log}\n${h.tail(40)}`);
 } finally {
   await Promise.allSettled([a.stop(), b.stop()]);
+  provider.close();
 }
 
 const total = secs(performance.now() - T0);
