@@ -30,7 +30,7 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Rng};
 
 /// Extensions this house declares in its domain card.
-pub const EXTENSIONS: &[&str] = &["urn:nyx5:ext:mcp", "urn:nyx5:ext:a2a"];
+pub const EXTENSIONS: &[&str] = &["urn:nyx5:ext:mcp", "urn:nyx5:ext:a2a", email::EXT_EMAIL];
 
 /// Local parts no agent may register (spec §8b).
 pub const RESERVED: &[&str] = &[

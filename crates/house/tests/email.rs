@@ -319,3 +319,19 @@ fn a_webhook_gets_the_new_email_once() {
     let env = Value::parse(&pushed[0].body, 1 << 20).unwrap();
     assert_eq!(env.as_object().unwrap()["via"].as_str(), Some("email"));
 }
+
+#[test]
+fn the_domain_card_declares_the_bridge() {
+    let (_world, house, _ana) = setup();
+    assert!(house.card().extensions.iter().any(|e| e == EXT_EMAIL));
+}
+
+/// Found by fuzz/email: broken nesting that reaches a `debug_assert!(false)` in mail-parser 0.11.
+/// The root Cargo.toml builds mail-parser without debug assertions in every profile, so this is
+/// read (and recovered from) as in release instead of panicking in debug builds.
+#[test]
+fn broken_nesting_that_trips_mail_parser_is_read() {
+    let (_world, house, _ana) = setup();
+    let raw = include_bytes!("email/mail-parser-debug-assert.eml");
+    assert_eq!(code(receive(&house, raw, "", "ana@h.test")), 202);
+}
