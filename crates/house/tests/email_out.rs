@@ -123,6 +123,13 @@ fn the_provider_gets_the_right_request_and_the_outbox_says_sent() {
     world.clock.advance(120_000);
     world.tick_all();
     assert_eq!(provider.seen.borrow().len(), 1);
+    // Listed for 7 days after it finished, like envelopes; then forgotten.
+    world.clock.advance(7 * 24 * 3_600_000 - 180_000);
+    world.tick_all();
+    assert_eq!(emails(&house, &ana).len(), 1);
+    world.clock.advance(120_000);
+    world.tick_all();
+    assert!(emails(&house, &ana).is_empty());
 }
 
 #[test]

@@ -179,3 +179,13 @@ pub async fn out_page<D: Db>(db: &D, sender: &str, limit: i64) -> Result<Vec<Row
     )
     .await
 }
+
+/// Forgets emails that finished before `before` (at most `limit` per call).
+pub fn purge_out(before: i64, limit: i64) -> Stmt {
+    stmt!(
+        "DELETE FROM email_out WHERE seq IN (
+           SELECT seq FROM email_out WHERE state != 'pending' AND finished_at < ? LIMIT ?)",
+        before,
+        limit
+    )
+}
