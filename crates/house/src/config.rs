@@ -97,6 +97,8 @@ pub struct Config {
     pub inbound_per_domain_per_minute: i64,
     /// Emails accepted per sending address per mailbox per minute (the email bridge).
     pub email_per_sender_per_minute: i64,
+    /// Emails one agent may queue per minute through the bridge (`POST /email/out`).
+    pub email_out_per_agent_per_minute: i64,
     pub hosts: BTreeMap<String, HostEntry>,
     /// A DNS-over-HTTPS JSON endpoint (`…/dns-query`), for `_nyx5.<domain>` TXT lookups.
     pub doh_url: Option<String>,
@@ -131,6 +133,7 @@ impl Config {
             require_relay: true,
             inbound_per_domain_per_minute: 120,
             email_per_sender_per_minute: crate::email::EMAIL_PER_SENDER_PER_MINUTE,
+            email_out_per_agent_per_minute: crate::email::EMAIL_OUT_PER_AGENT_PER_MINUTE,
             hosts: BTreeMap::new(),
             doh_url: None,
             https_fallback: true,

@@ -240,3 +240,18 @@ fn requests_are_checked_and_idempotent_by_id() {
     assert_eq!(resp.status, 401);
     assert_eq!(call(&house, "GET", "/email/out", &[], &Value::Null).status, 405);
 }
+
+#[test]
+fn an_agent_may_queue_so_many_emails_a_minute() {
+    let (world, house, ana, _provider) = world(false);
+    let cap = house.config.email_out_per_agent_per_minute;
+    for i in 0..cap {
+        let body = out(&[("to", "pat@example.com".into()), ("body", format!("n{i}").into())]);
+        json(&ana.post(&house, "/email/out", &body), 202);
+    }
+    let over = out(&[("to", "pat@example.com".into()), ("body", "over".into()), ("id", "over-1".into())]);
+    json(&ana.post(&house, "/email/out", &over), 429);
+    world.clock.advance(60_000);
+    json(&ana.post(&house, "/email/out", &over), 202);
+    assert_eq!(emails(&house, &ana).len() as i64, cap + 1);
+}

@@ -27,6 +27,8 @@ pub const MAX_NAME_CHARS: usize = 255;
 pub const MAX_REFERENCES: usize = 32;
 /// Emails from one sending address to one mailbox per minute, by default.
 pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;
+/// Emails one agent may queue per minute (`POST /email/out`), by default.
+pub const EMAIL_OUT_PER_AGENT_PER_MINUTE: i64 = 10;
 /// Resend's API, the default provider URL.
 pub const RESEND_URL: &str = "https://api.resend.com/emails";
 /// Longest outbound email body, in bytes.

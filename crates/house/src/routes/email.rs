@@ -124,8 +124,17 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         deadline: now.saturating_add(house.config.retry.give_up_after_ms),
     };
     let provider = outbound::has_provider(&house.config);
-    let (code, exists) = match house.db.batch(vec![store::insert_out(&email)]).await {
+    let cap = house.config.email_out_per_agent_per_minute;
+    let bucket = format!("email-out:{}", card.address.local());
+    let count = crate::store::agents::count_in_window(&bucket, now / 60_000, cap);
+    let (code, exists) = match house.db.batch(vec![store::insert_out(&email), count]).await {
         Ok(_) => (202_i64, false),
+        Err(PortError::Constraint(why)) if why.contains("rate_cap") => {
+            return Err(Error::new(
+                ErrorKind::RateLimited,
+                format!("at most {cap} emails a minute from one agent; try again shortly"),
+            ));
+        }
         Err(PortError::Constraint(why)) => {
             let row = store::out_entry(&house.db, &id).await?.ok_or_else(|| port_error(PortError::Constraint(why)))?;
             if row.text("sender") != Some(card.address.as_str()) || row.text("request") != Some(request.as_str()) {
