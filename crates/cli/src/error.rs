@@ -48,6 +48,12 @@ impl Failure {
         Failure { code, reason: reason.into(), status: Some((status, slug.to_owned())), hint: None }
     }
 
+    /// The same failure with another exit code (`email-in --sysexits`).
+    pub(crate) fn with_code(mut self, code: u8) -> Failure {
+        self.code = code;
+        self
+    }
+
     /// The exit code this failure maps to.
     pub(crate) fn code(&self) -> u8 {
         self.code

@@ -44,6 +44,17 @@ fn email_in_delivers_unsigned_mail_once() {
     assert!(err.contains("401"), "{err}");
     let (err, _) = w.nyx5_in(&["email-in", "--house", &w.a.url(), "--to", "ana@a.test"], MAIL).fails(2);
     assert!(err.contains("--token"), "{err}");
+
+    // For an MTA's pipe: <sysexits.h> codes.
+    let sysexits = |to: &str, token: &str, house: &str| {
+        let args = ["email-in", "--sysexits", "--house", house, "--token", token, "--to", to];
+        w.nyx5_in(&args, MAIL).code
+    };
+    assert_eq!(sysexits("ana@a.test", TOKEN_A, &w.a.url()), 0);
+    assert_eq!(sysexits("zed@a.test", TOKEN_A, &w.a.url()), 67);
+    assert_eq!(sysexits("ana@elsewhere.test", TOKEN_A, &w.a.url()), 69);
+    assert_eq!(sysexits("ana@a.test", "wrong", &w.a.url()), 75);
+    assert_eq!(sysexits("ana@a.test", TOKEN_A, "http://127.0.0.1:9"), 75);
 }
 
 /// Kills the house when the test ends, passed or not.

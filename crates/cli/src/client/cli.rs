@@ -168,6 +168,10 @@ pub(crate) enum ClientCommand {
         /// The SMTP envelope sender (MAIL FROM), if known
         #[arg(long, value_name = "SENDER")]
         from: Option<String>,
+        /// Exit with <sysexits.h> codes for an MTA's pipe: 67 no such agent, 69 refused, 75 try
+        /// again later
+        #[arg(long)]
+        sysexits: bool,
         /// Print one JSON document instead of text
         #[arg(long)]
         json: bool,
@@ -560,7 +564,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             })();
             emit(common.json, r, super::email::email_human)
         }
-        ClientCommand::EmailIn { house, token, to, from, json } => {
+        ClientCommand::EmailIn { house, token, to, from, sysexits, json } => {
             let token = token
                 .or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))
                 .ok_or_else(|| Failure::usage("give the house's operator token with --token (or NYX5_ADMIN_TOKEN)"));
@@ -568,6 +572,14 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                 let raw = io::read_stdin(super::email::MAX_EMAIL_BYTES)?;
                 super::email::email_in(&house, &token, &to, from.as_deref(), &raw)
             });
+            let r = if sysexits {
+                r.map_err(|f| {
+                    let code = super::email::sysexit(&f);
+                    f.with_code(code)
+                })
+            } else {
+                r
+            };
             emit(json, r, super::email::email_in_human)
         }
         ClientCommand::Health { house, common } => {

@@ -50,6 +50,23 @@ pub(crate) fn email_in(house: &str, token: &str, to: &str, from: Option<&str>, r
     ])))
 }
 
+/// `<sysexits.h>` codes an MTA's pipe understands: 67 no such user, 69 refused for good, 75 try
+/// again later (a rate limit, an unreachable house, a wrong token or option: the mail waits
+/// rather than bounces while the operator fixes it).
+pub(crate) const EX_NOUSER: u8 = 67;
+pub(crate) const EX_UNAVAILABLE: u8 = 69;
+pub(crate) const EX_TEMPFAIL: u8 = 75;
+
+/// The exit code `email-in --sysexits` gives a failure.
+pub(crate) fn sysexit(f: &Failure) -> u8 {
+    match f.status() {
+        Some(404) => EX_NOUSER,
+        Some(401 | 408 | 429) => EX_TEMPFAIL,
+        Some(s) if (400..500).contains(&s) => EX_UNAVAILABLE,
+        _ => EX_TEMPFAIL,
+    }
+}
+
 pub(crate) fn email_in_human(v: &Value) -> String {
     let o = v.as_object();
     let text = |name: &str| o.and_then(|o| o.get(name)).and_then(Value::as_str).unwrap_or_default().to_owned();
