@@ -34,6 +34,9 @@ fn email_in_delivers_unsigned_mail_once() {
     assert_eq!(s(email, "from"), "bob@example.com");
     assert_eq!(s(email, "subject"), "Hello from email");
     assert_eq!(s(obj(m, "content"), "body"), "Hi Ana, this came by email.\n");
+    let human = w.nyx5(&["inbox"]).ok();
+    assert!(human.contains("UNVERIFIED") && human.contains("by email from bob@example.com"), "{human}");
+    assert!(human.contains("subject Hello from email"), "{human}");
 
     // Refusals exit 4 with the house's reason; a wrong token is refused too.
     let (err, _) =

@@ -127,6 +127,9 @@ fn refusals_have_codes_and_reasons() {
     let (world, house, ana) = setup();
     let raw = mail("r1@example.com", "hi", "hello");
     assert_eq!(code(receive(&house, &raw, "", "nobody@h.test")), 404);
+    // A subaddress reaches the agent.
+    assert_eq!(code(receive(&house, &mail("tag@example.com", "t", "b"), "", "Ana+News@h.test")), 202);
+    assert_eq!(code(receive(&house, &raw, "", "+x@h.test")), 404);
     assert_eq!(code(receive(&house, &raw, "", "not an address")), 404);
     assert_eq!(code(receive(&house, &raw, "", "ana@elsewhere.test")), 421);
     assert_eq!(code(receive(&house, &raw, "", "postmaster@h.test")), 404);

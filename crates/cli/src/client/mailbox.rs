@@ -215,6 +215,18 @@ pub(crate) fn message_human(v: &Value) -> String {
         if o.get("sealed") == Some(&Value::Bool(true)) { ", sealed" } else { "" },
         show(o, "type")
     );
+    // Mail that came in by email: who the house says sent it, and the subject (both unverified).
+    if let Some(Value::Object(e)) = o.get("email") {
+        s.push_str(&format!("  by email from {}", safe(&show(e, "from"))));
+        if let Some(Value::String(subject)) = e.get("subject") {
+            s.push_str(&format!("  subject {}", safe(subject)));
+        }
+        s.push_str(&format!(
+            "  (reply: nyx5 email {} --in-reply-to {} --body …)\n",
+            safe(&show(e, "from")),
+            safe(&show(o, "id"))
+        ));
+    }
     s.push_str(&format!("  id {}", safe(&show(o, "id"))));
     for (name, label) in [("thread", "thread"), ("in_reply_to", "in reply to")] {
         if let Some(Value::String(t)) = o.get(name) {

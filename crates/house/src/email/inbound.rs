@@ -70,7 +70,16 @@ impl<D: Db, N: Net> House<D, N> {
                 format!("message of {} bytes exceeds this house's limit of {max}", raw.len()),
             ));
         }
-        let to = Address::parse_lenient(rcpt_to)
+        // Subaddresses: `name+tag@domain` is `name@domain` (a Nyx5 local part has no `+`).
+        let rcpt = rcpt_to.trim();
+        let rcpt = match rcpt.rsplit_once('@') {
+            Some((local, domain)) => match local.split_once('+') {
+                Some((base, _)) => format!("{base}@{domain}"),
+                None => rcpt.to_owned(),
+            },
+            None => rcpt.to_owned(),
+        };
+        let to = Address::parse_lenient(&rcpt)
             .map_err(|_| Error::new(ErrorKind::NotFound, format!("no such recipient {:?}", clip(rcpt_to))))?;
         if to.domain() != self.config.domain {
             return Err(Error::new(ErrorKind::Misdirected, format!("{to} is not at this house")));
