@@ -128,7 +128,8 @@ impl<D: Db, N: Net> House<D, N> {
         if !allowed {
             stmts.push(store::agents::count_in_window(&rate_key, window, cap));
         }
-        stmts.push(store::email::insert_unsigned(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis()));
+        // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
+        stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis()));
         let changes = match self.db.batch(stmts).await {
             Ok(c) => c,
             Err(PortError::Constraint(m)) if m.contains("rate_cap") => return Err(rate_limited(who)),

@@ -41,20 +41,6 @@ pub async fn facts<D: Db>(
     .await
 }
 
-/// Puts an unsigned email envelope in a mailbox; `sender` is the gateway address. Zero rows
-/// changed: the mailbox holds that id already (a redelivered email).
-pub fn insert_unsigned(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
-    stmt!(
-        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (local, envelope_id) DO NOTHING",
-        local,
-        envelope_id,
-        sender,
-        envelope,
-        now
-    )
-}
-
 /// A new outbound email, `pending` and due at `now`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NewEmail<'a> {
