@@ -213,13 +213,11 @@ pub(crate) fn health(ctx: &Ctx, house: &str) -> Result<Value, Failure> {
 
 pub(crate) fn health_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
-    format!(
-        "{} at {}: up; {} queued, oldest due {} ms ago\n",
-        text(&o, "house"),
-        text(&o, "url"),
-        show(&o, "queue_depth"),
-        show(&o, "oldest_due_ms")
-    )
+    let waiting = match o.get("oldest_due_ms").and_then(Value::as_safe_integer) {
+        Some(ms) => format!(", the oldest due {ms} ms ago"),
+        None => String::new(),
+    };
+    format!("{} at {}: up; {} queued{waiting}\n", text(&o, "house"), text(&o, "url"), show(&o, "queue_depth"))
 }
 
 /// The house an operator command goes to: `--house`, else the acting agent's.
