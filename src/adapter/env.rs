@@ -69,6 +69,27 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
         }
         c.email_provider_url = url.trim().to_owned();
     }
+    let switch = |name: &str, default: bool| -> Result<bool, Error> {
+        match read(env, name).as_deref().map(str::trim) {
+            None => Ok(default),
+            Some("on" | "true" | "1" | "yes") => Ok(true),
+            Some("off" | "false" | "0" | "no") => Ok(false),
+            Some(_) => Err(invalid(name, "must be on or off")),
+        }
+    };
+    let amount = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
+        read(env, name).map_or(Ok(default), |v| {
+            v.trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (0..=max).contains(n))
+                .ok_or_else(|| invalid(name, format!("must be an integer from 0 to {max}")))
+        })
+    };
+    c.email_enabled = switch("NYX5_EMAIL", true)?;
+    c.index_enabled = switch("NYX5_INDEX", false)?;
+    c.welcome = amount("NYX5_WELCOME", 0, nyx5_proto::limits::MAX_AMOUNT)?;
+    c.fee_bps = amount("NYX5_FEE_BPS", 1_000, nyx5_proto::limits::BPS_WHOLE)?;
     if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {
         c.require_relay = !matches!(flag.trim(), "0" | "false" | "off" | "no");
     }

@@ -109,6 +109,13 @@ pub struct Config {
     /// Worker on the Free plan (50 per invocation) keeps this small.
     pub tick_batch: i64,
     pub max_bytes: usize,
+    /// Whether the email bridge is on (`urn:nyx5:ext:email`); off, email in and out is refused.
+    pub email_enabled: bool,
+    /// Read now so an existing deployment's settings carry over; the Libro (welcome gift, house
+    /// fee in basis points) and the federated index use them when they land.
+    pub welcome: i64,
+    pub fee_bps: i64,
+    pub index_enabled: bool,
     /// The email bridge's outbound provider (Resend): its API key and the verified sender
     /// address mail goes out from. Without both, outbound email stays pending.
     pub resend_key: Option<String>,
@@ -139,6 +146,10 @@ impl Config {
             https_fallback: true,
             retry: Retry::default(),
             tick_batch: crate::queue::TICK_BATCH,
+            email_enabled: true,
+            welcome: 0,
+            fee_bps: 1_000,
+            index_enabled: false,
             max_bytes: limits::MAX_ENVELOPE_BYTES,
             resend_key: None,
             email_sender: None,

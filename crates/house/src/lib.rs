@@ -85,7 +85,11 @@ impl<D: Db, N: Net> House<D, N> {
             estafeta: config.public_url.clone(),
             other_keys: vec![],
             policy,
-            extensions: EXTENSIONS.iter().map(|s| (*s).to_owned()).collect(),
+            extensions: EXTENSIONS
+                .iter()
+                .filter(|e| config.email_enabled || **e != email::EXT_EMAIL)
+                .map(|s| (*s).to_owned())
+                .collect(),
             issued: config.key_created,
         }
         .sign(&config.key, config.key_created)?

@@ -338,3 +338,20 @@ fn broken_nesting_that_trips_mail_parser_is_read() {
     let raw = include_bytes!("email/mail-parser-debug-assert.eml");
     assert_eq!(code(receive(&house, raw, "", "ana@h.test")), 202);
 }
+
+#[test]
+fn a_house_with_the_bridge_off_refuses_email_both_ways() {
+    let world = World::new();
+    let mut config = world.config("h.test", Registration::Admin);
+    config.email_enabled = false;
+    let house = world.start(config);
+    let ana = Agent::new("ana@h.test", 40);
+    assert_eq!(ana.register_admin(&house).status, 201);
+    let card = json(&call_raw(&house, "GET", "/.well-known/nyx5.json", &[], vec![]), 200);
+    let extensions = card.as_object().unwrap()["extensions"].as_array().unwrap().to_vec();
+    assert!(!extensions.contains(&Value::from(EXT_EMAIL)));
+    assert_eq!(code(receive(&house, &mail("off@x", "hi", "hello"), "bob@example.com", "ana@h.test")), 403);
+    assert!(mailbox(&house, &ana).is_empty());
+    let out = Value::Object(obj([("to", "bob@example.com".into()), ("body", "hi".into())]));
+    assert_eq!(ana.post(&house, "/email/out", &out).status, 403);
+}

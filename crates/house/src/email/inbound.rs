@@ -63,6 +63,9 @@ impl<D: Db, N: Net> House<D, N> {
     /// `envelope_from` (the SMTP MAIL FROM; may be empty). Refusals are errors with their code
     /// and a reason fit for the sending MTA.
     pub async fn receive_email(&self, raw: &[u8], envelope_from: &str, rcpt_to: &str) -> Result<EmailOutcome, Error> {
+        if !self.config.email_enabled {
+            return Err(Error::forbidden("this house does not take email (its email bridge is off)"));
+        }
         let max = self.config.max_bytes;
         if raw.len() > max {
             return Err(Error::new(

@@ -76,6 +76,9 @@ async fn thread_of<D: Db, N: Net>(
 /// 200 with `exists: true`; `in_reply_to` names an email envelope in the agent's mailbox.
 pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let card = house.authenticate(req).await?;
+    if !house.config.email_enabled {
+        return Err(Error::forbidden("this house does not send email (its email bridge is off)"));
+    }
     let body = json_body(req)?;
     for name in body.keys() {
         if !["to", "subject", "body", "in_reply_to", "id"].contains(&name.as_str()) {
