@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use nyx5_house::{House, Request as HouseRequest, Response as HouseResponse};
-use nyx5_proto::{Error, ErrorKind, Timestamp, limits};
+use nyx5_proto::{Error, ErrorKind, limits};
 use worker::{Context, Env, ForwardableEmailMessage, Request, Response, ScheduleContext, ScheduledEvent, event};
 
 use crate::{LLMS_TXT, SPEC_HTML};
@@ -33,7 +33,8 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     let db = D1Db(env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?);
     let now = nyx5_house::ports::Clock::now(&WorkerClock);
     let (key, created) = match env::domain_key(env)? {
-        Some(key) => (key, Timestamp(0)),
+        // A key from the secret carries no creation time: the card says when this isolate signed it.
+        Some(key) => (key, now),
         None => {
             let mut seed = [0u8; 32];
             nyx5_house::ports::Rng::fill(&WorkerRng, &mut seed);
