@@ -385,3 +385,19 @@ fn help_version_and_bad_arguments() {
     nyx5(&["frobnicate"], b"").fails(2);
     nyx5(&["open", "--key", "k"], b"").fails(2);
 }
+
+/// Tokens and codes are base64url or hex and may start with `-`: they are values, not options.
+#[test]
+fn secrets_starting_with_a_hyphen_are_values() {
+    let dir = TempDir::new("hyphen");
+    let profile = dir.path().join("agents.json");
+    let profile = profile.to_str().unwrap();
+    for args in [
+        vec!["register", "--agent", profile, "--invite", "-1abc"],
+        vec!["register", "--agent", profile, "--admin-token", "-Zx_9"],
+        vec!["invite", "list", "--agent", profile, "--admin-token", "-Zx_9"],
+    ] {
+        let run = nyx5(&args, b"");
+        assert!(!run.stderr.contains("unexpected argument"), "{args:?}: {}", run.stderr);
+    }
+}

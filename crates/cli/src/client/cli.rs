@@ -160,7 +160,7 @@ pub(crate) enum ClientCommand {
         #[arg(long, value_name = "URL")]
         house: String,
         /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
-        #[arg(long, value_name = "ADMIN_TOKEN")]
+        #[arg(long, value_name = "ADMIN_TOKEN", allow_hyphen_values = true)]
         token: Option<String>,
         /// The recipient, an agent of that house
         #[arg(long, value_name = "ADDRESS")]
@@ -188,10 +188,10 @@ pub(crate) enum ClientCommand {
 #[derive(Debug, Args)]
 pub(crate) struct RegisterArgs {
     /// The house's operator token (any registration mode) [default: $NYX5_ADMIN_TOKEN]
-    #[arg(long, value_name = "TOKEN", conflicts_with = "invite")]
+    #[arg(long, value_name = "TOKEN", conflicts_with = "invite", allow_hyphen_values = true)]
     admin_token: Option<String>,
     /// An invitation code (houses in invite mode)
-    #[arg(long, value_name = "CODE")]
+    #[arg(long, value_name = "CODE", allow_hyphen_values = true)]
     invite: Option<String>,
     /// The card's `capabilities` as a JSON object (replaces the current ones)
     #[arg(long, value_name = "JSON")]
@@ -311,7 +311,7 @@ pub(crate) enum InviteCommand {
     /// Create an invitation code.
     New {
         /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
-        #[arg(long, value_name = "TOKEN")]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
         admin_token: Option<String>,
         /// The house (a domain or URL) [default: the acting agent's]
         #[arg(long)]
@@ -330,7 +330,7 @@ pub(crate) enum InviteCommand {
     /// List invitation codes.
     List {
         /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
-        #[arg(long, value_name = "TOKEN")]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
         admin_token: Option<String>,
         /// The house (a domain or URL) [default: the acting agent's]
         #[arg(long)]

@@ -51,7 +51,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MODE", default_value = "invite", value_parser = ["admin", "invite", "open"])]
     registration: String,
     /// The operator's bearer token [default: generated on first start and kept in the db].
-    #[arg(long, value_name = "TOKEN", env = "NYX5_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(long, value_name = "TOKEN", env = "NYX5_ADMIN_TOKEN", hide_env_values = true, allow_hyphen_values = true)]
     admin_token: Option<String>,
     /// A DNS-over-HTTPS JSON endpoint for `_nyx5.<domain>` TXT lookups (e.g. …/dns-query).
     #[arg(long, value_name = "URL")]

@@ -1,7 +1,7 @@
 //! POST /invitations and GET /invitations — invitation codes, for the operator (spec §8b).
 
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, Object, Timestamp, Value, b64, limits};
+use nyx5_proto::{Error, Object, Timestamp, Value, limits};
 
 use crate::auth::optional_json_body;
 use crate::http::{Request, Response};
@@ -26,7 +26,8 @@ pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result
         return Err(Error::malformed("`welcome` must be a non-negative integer"));
     }
     let note = field::opt_str(&body, "note")?;
-    let code = b64::encode(&house.random::<12>());
+    // Hex, so a code never starts with `-` and survives any shell or command line as it is.
+    let code = nyx5_proto::crypto::hex(&house.random::<12>());
     let now = house.now();
     house
         .db
