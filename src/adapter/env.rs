@@ -3,7 +3,7 @@
 
 use nyx5_house::config::{Config, Registration, parse_hosts};
 use nyx5_proto::crypto::SigningKey;
-use nyx5_proto::{Error, Timestamp, b64};
+use nyx5_proto::{Error, Timestamp, b64, limits};
 use worker::Env;
 
 /// Reads a var or secret by its name or its legacy alias; empty counts as unset.
@@ -87,6 +87,9 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
         })
     };
     c.email_enabled = switch("NYX5_EMAIL", true)?;
+    // Parsing a large HTML message can pass the Free plan's 10 ms of CPU; 256 KiB stays well inside.
+    c.email_max_bytes = usize::try_from(amount("NYX5_EMAIL_MAX_BYTES", 256 * 1024, limits::MAX_ENVELOPE_BYTES as i64)?)
+        .unwrap_or(256 * 1024);
     c.index_enabled = switch("NYX5_INDEX", false)?;
     c.welcome = amount("NYX5_WELCOME", 0, nyx5_proto::limits::MAX_AMOUNT)?;
     c.fee_bps = amount("NYX5_FEE_BPS", 1_000, nyx5_proto::limits::BPS_WHOLE)?;

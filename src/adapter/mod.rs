@@ -143,7 +143,7 @@ async fn email(message: ForwardableEmailMessage, env: Env, _ctx: Context) -> wor
             return Err(worker::Error::RustError("nyx5: the house is not available, try again later".into()));
         }
     };
-    let max = house.config.max_bytes;
+    let max = house.config.email_max_bytes.min(house.config.max_bytes);
     if message.raw_size() > max as f64 {
         let reason = format!("nyx5: message of {} bytes exceeds this house's limit of {max}", message.raw_size());
         return reject(&message, &reason).await;

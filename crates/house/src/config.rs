@@ -111,6 +111,9 @@ pub struct Config {
     pub max_bytes: usize,
     /// Whether the email bridge is on (`urn:nyx5:ext:email`); off, email in and out is refused.
     pub email_enabled: bool,
+    /// The largest raw email taken in; at most `max_bytes`. Parsing costs CPU in proportion to the
+    /// message, so the Worker keeps this lower than the envelope limit (Free plan: 10 ms of CPU).
+    pub email_max_bytes: usize,
     /// Read now so an existing deployment's settings carry over; the Libro (welcome gift, house
     /// fee in basis points) and the federated index use them when they land.
     pub welcome: i64,
@@ -147,6 +150,7 @@ impl Config {
             retry: Retry::default(),
             tick_batch: crate::queue::TICK_BATCH,
             email_enabled: true,
+            email_max_bytes: limits::MAX_ENVELOPE_BYTES,
             welcome: 0,
             fee_bps: 1_000,
             index_enabled: false,

@@ -355,3 +355,19 @@ fn a_house_with_the_bridge_off_refuses_email_both_ways() {
     let out = Value::Object(obj([("to", "bob@example.com".into()), ("body", "hi".into())]));
     assert_eq!(ana.post(&house, "/email/out", &out).status, 403);
 }
+
+#[test]
+fn the_email_size_cap_can_be_lower_than_the_envelope_limit() {
+    let world = World::new();
+    let mut config = world.config("h.test", Registration::Admin);
+    config.email_max_bytes = 1_000;
+    let house = world.start(config);
+    let ana = Agent::new("ana@h.test", 40);
+    assert_eq!(ana.register_admin(&house).status, 201);
+    let small = mail("small@x", "hi", "short");
+    assert!(small.len() < 1_000, "{}", small.len());
+    assert_eq!(code(receive(&house, &small, "bob@example.com", "ana@h.test")), 202);
+    let big = mail("big@x", "hi", &"y".repeat(1_000));
+    assert_eq!(code(receive(&house, &big, "bob@example.com", "ana@h.test")), 413);
+    assert_eq!(mailbox(&house, &ana).len(), 1);
+}

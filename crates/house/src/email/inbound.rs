@@ -66,7 +66,7 @@ impl<D: Db, N: Net> House<D, N> {
         if !self.config.email_enabled {
             return Err(Error::forbidden("this house does not take email (its email bridge is off)"));
         }
-        let max = self.config.max_bytes;
+        let max = self.config.email_max_bytes.min(self.config.max_bytes);
         if raw.len() > max {
             return Err(Error::new(
                 ErrorKind::TooLarge,
