@@ -48,28 +48,46 @@ fn bucket_suffix(domain: &str) -> String {
     format!(":{domain}")
 }
 
-/// The inbox policy of each local agent, with the exact stored card text it was read from: the
-/// same text gives the same policy, so a card is parsed again only when it changed.
+/// What receiving needs from a recipient's card: its inbox policy and when the card ends.
+#[derive(Debug, Clone)]
+struct Inbox {
+    policy: Policy,
+    valid_until: Option<nyx5_proto::Timestamp>,
+}
+
+/// The inbox of each local agent, with the exact stored card text it was read from: the same
+/// text gives the same answer, so a card is parsed again only when it changed.
 #[derive(Default)]
-pub(crate) struct PolicyMemo(Mutex<BTreeMap<String, (String, Policy)>>);
+pub(crate) struct PolicyMemo(Mutex<BTreeMap<String, (String, Inbox)>>);
 
 impl PolicyMemo {
-    /// The `inbox.policy` of `local`'s stored card `card`; an error when the card does not parse.
-    fn policy(&self, local: &str, card: &str) -> Result<Policy, Error> {
-        if let Ok(memo) = self.0.lock()
-            && let Some((text, policy)) = memo.get(local)
-            && text == card
-        {
-            return Ok(policy.clone());
-        }
-        let policy = Policy::of(&AgentCard::parse(card.as_bytes())?.inbox);
-        if let Ok(mut memo) = self.0.lock() {
-            if memo.len() >= MEMO_MAX_ENTRIES {
-                memo.clear();
+    /// The `inbox.policy` of `local`'s stored card `card` at `now`: an error when the card does
+    /// not parse (internal), or 404 when it has expired (the agent no longer receives here).
+    fn policy(&self, local: &str, card: &str, now: nyx5_proto::Timestamp) -> Result<Policy, Error> {
+        let cached = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|memo| memo.get(local).filter(|(text, _)| text == card).map(|(_, i)| i.clone()));
+        let inbox = match cached {
+            Some(inbox) => inbox,
+            None => {
+                let parsed = AgentCard::parse(card.as_bytes())
+                    .map_err(|e| Error::new(ErrorKind::Internal, format!("stored card: {e}")))?;
+                let inbox = Inbox { policy: Policy::of(&parsed.inbox), valid_until: parsed.valid_until };
+                if let Ok(mut memo) = self.0.lock() {
+                    if memo.len() >= MEMO_MAX_ENTRIES {
+                        memo.clear();
+                    }
+                    memo.insert(local.to_owned(), (card.to_owned(), inbox.clone()));
+                }
+                inbox
             }
-            memo.insert(local.to_owned(), (card.to_owned(), policy.clone()));
+        };
+        if inbox.valid_until.is_some_and(|until| now >= until) {
+            return Err(Error::new(ErrorKind::NotFound, format!("the card of {local} has expired")));
         }
-        Ok(policy)
+        Ok(inbox.policy)
     }
 }
 
@@ -170,12 +188,12 @@ impl<D: Db, N: Net> House<D, N> {
                     ErrorKind::Conflict,
                     format!("envelope id {} is already taken by another sender", env.id),
                 )),
-                Some(r @ Recipient { holder: None, .. }) => match self.cards.policies.policy(local, &r.card) {
+                Some(r @ Recipient { holder: None, .. }) => match self.cards.policies.policy(local, &r.card, now) {
                     Ok(policy) => {
                         candidates.push((local, policy, r));
                         continue;
                     }
-                    Err(e) => Outcome::Rejected(Error::new(ErrorKind::Internal, format!("stored card: {e}"))),
+                    Err(e) => Outcome::Rejected(e),
                 },
             };
             decided.insert((*local).to_owned(), outcome);

@@ -732,3 +732,15 @@ fn a_changed_inbox_policy_applies_to_the_next_envelope() {
     register(&p.b, &p.bob, &[inbox("open", &[])]);
     json_body(&deliver(&p.a, &p.b, &message(&p.alice, "e3", &[&p.bob.address])), 202);
 }
+
+#[test]
+fn a_recipient_whose_card_expired_receives_nothing() {
+    let until = Timestamp(START).plus_ms(MINUTE).to_rfc3339();
+    let p = pair_with(|_| {}, &[("valid_until", until.into())]);
+    assert_eq!(deliver(&p.a, &p.b, &message(&p.alice, "before", &[&p.bob.address])).status, 202);
+    p.w.clock.advance(MINUTE);
+    let resp = deliver(&p.a, &p.b, &message(&p.alice, "after", &[&p.bob.address]));
+    assert_eq!(resp.status, 404, "{}", reason(&resp));
+    assert!(reason(&resp).contains("expired"));
+    assert_eq!(held(&p.b, "bob"), 1);
+}
