@@ -34,7 +34,7 @@ fn journey_across_two_houses() {
     assert_eq!(mode(w.profile.parent().unwrap()), 0o700);
     let human = w.nyx5(&["init", "bo@b.test", "--house", &w.b.url()]).ok();
     assert!(human.contains("bo@b.test: keys created") && human.contains("--as bo@b.test"), "{human}");
-    let (err, _) = w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).fails(2);
+    let (err, _) = w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).fails_with(2);
     assert!(err.contains("already in"), "{err}");
 
     // The pinned profile format.
@@ -57,7 +57,7 @@ fn journey_across_two_houses() {
     assert_eq!(s(&reg, "registered_via"), "open");
     assert_eq!(reg.get("created"), Some(&Value::Bool(true)));
     assert_eq!(s(obj(&reg, "card"), "sig"), s(&ana, "sig"));
-    let (err, doc) = w.nyx5(&["register", "--as", "bo@b.test", "--json"]).fails(4);
+    let (err, doc) = w.nyx5(&["register", "--as", "bo@b.test", "--json"]).fails_with(4);
     assert_eq!(status(&doc.unwrap()), 403);
     assert!(err.contains("--invite"), "says what to do next: {err}");
     let inv = w.nyx5(&["invite", "new", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
@@ -172,11 +172,11 @@ fn a_retried_send_is_never_duplicated() {
     // The sender's house is down: the envelope is saved, the exit says try again (3).
     w.a.kill();
     let args = ["send", "bo@b.test", "--body", "exactly once", "--json"];
-    let (err, doc) = w.nyx5(&args).fails(3);
+    let (err, doc) = w.nyx5(&args).fails_with(3);
     assert!(err.contains("run the same command again"), "{err}");
     assert!(doc.unwrap().contains_key("hint"));
-    let (_, _) = w.nyx5(&args).fails(3);
-    let out = w.nyx5(&["outbox"]).fails(3);
+    let (_, _) = w.nyx5(&args).fails_with(3);
+    let out = w.nyx5(&["outbox"]).fails_with(3);
     assert!(out.0.contains("no answer"));
     let profile = std::fs::read_to_string(&w.profile).unwrap();
     let pending: Vec<&str> = profile.match_indices("\"request\"").map(|(i, _)| &profile[i..i + 1]).collect();
@@ -194,7 +194,7 @@ fn a_retried_send_is_never_duplicated() {
     // Retrying by id after success: answered from the profile, nothing new.
     let again = w.nyx5(&["send", "--id", &saved_id, "--json"]).json();
     assert_eq!(s(&again, "status"), "exists");
-    let (err, _) = w.nyx5(&["send", "bo@b.test", "--body", "something else", "--id", &saved_id]).fails(2);
+    let (err, _) = w.nyx5(&["send", "bo@b.test", "--body", "something else", "--id", &saved_id]).fails_with(2);
     assert!(err.contains("already used"), "{err}");
 
     // A chosen id: the house keeps one envelope under it even if asked again.
@@ -223,10 +223,10 @@ fn refusals_have_documented_exit_codes() {
     let w = World::new("refusals");
     w.two_agents();
     // 4: the house refuses (unknown recipient 404; wrong operator token 401).
-    let (err, doc) = w.nyx5(&["send", "nobody@b.test", "--body", "x", "--json"]).fails(4);
+    let (err, doc) = w.nyx5(&["send", "nobody@b.test", "--body", "x", "--json"]).fails_with(4);
     assert_eq!(status(&doc.unwrap()), 404);
     assert!(err.contains("nobody@b.test"), "{err}");
-    let (err, doc) = w.nyx5(&["invite", "list", "--house", "b.test", "--admin-token", "wrong", "--json"]).fails(4);
+    let (err, doc) = w.nyx5(&["invite", "list", "--house", "b.test", "--admin-token", "wrong", "--json"]).fails_with(4);
     assert_eq!(status(&doc.unwrap()), 401);
     assert!(err.contains("--admin-token"), "{err}");
     // A subagent out of its scope is refused by its house.
@@ -235,22 +235,22 @@ fn refusals_have_documented_exit_codes() {
     assert_eq!(s(&sub, "registered_via"), "delegation");
     w.nyx5(&["send", "--as", "helper.ana@a.test", "bo@b.test", "--body", "in scope", "--json"]).json();
     let (_, doc) =
-        w.nyx5(&["send", "--as", "helper.ana@a.test", "ana@a.test", "--body", "out of scope", "--json"]).fails(4);
+        w.nyx5(&["send", "--as", "helper.ana@a.test", "ana@a.test", "--body", "out of scope", "--json"]).fails_with(4);
     assert_eq!(status(&doc.unwrap()), 403);
     let r = w.nyx5(&["resolve", "helper.ana@a.test", "--json"]).json();
     assert_eq!(r.get("parents").and_then(Value::as_array).unwrap().len(), 1);
 
     // 3: nobody answers.
-    let (err, _) = w.nyx5(&["health", "http://127.0.0.1:1"]).fails(3);
+    let (err, _) = w.nyx5(&["health", "http://127.0.0.1:1"]).fails_with(3);
     assert!(err.contains("no answer"), "{err}");
 
     // 2: usage.
-    w.nyx5(&["send", "bo@b.test"]).fails(2);
-    w.nyx5(&["send", "not-an-address", "--body", "x"]).fails(2);
-    w.nyx5(&["remind", "yesterday", "x"]).fails(2);
-    w.nyx5(&["inbox", "--as", "stranger@a.test"]).fails(2);
-    w.nyx5(&["inbox", "--limit", "999"]).fails(2);
-    w.nyx5(&["frobnicate"]).fails(2);
+    w.nyx5(&["send", "bo@b.test"]).fails_with(2);
+    w.nyx5(&["send", "not-an-address", "--body", "x"]).fails_with(2);
+    w.nyx5(&["remind", "yesterday", "x"]).fails_with(2);
+    w.nyx5(&["inbox", "--as", "stranger@a.test"]).fails_with(2);
+    w.nyx5(&["inbox", "--limit", "999"]).fails_with(2);
+    w.nyx5(&["frobnicate"]).fails_with(2);
 
     // 1: a card that does not verify — the hosts file pins another key for b.test.
     let other = nyx5_proto::crypto::SigningKey::from_seed([7; 32]).public().to_b64();
@@ -261,10 +261,10 @@ fn refusals_have_documented_exit_codes() {
     )
     .unwrap();
     let run = w.nyx5(&["resolve", "bo@b.test", "--hosts", pinned.to_str().unwrap()]);
-    let (err, _) = run.fails(1);
+    let (err, _) = run.fails_with(1);
     assert!(err.contains("does not verify"), "{err}");
     let (_, doc) =
-        w.nyx5(&["send", "bo@b.test", "--body", "x", "--hosts", pinned.to_str().unwrap(), "--json"]).fails(1);
+        w.nyx5(&["send", "bo@b.test", "--body", "x", "--hosts", pinned.to_str().unwrap(), "--json"]).fails_with(1);
     assert!(doc.is_some());
 }
 

@@ -40,12 +40,12 @@ fn email_in_delivers_unsigned_mail_once() {
 
     // Refusals exit 4 with the house's reason; a wrong token is refused too.
     let (err, _) =
-        w.nyx5_in(&["email-in", "--house", &w.a.url(), "--token", TOKEN_A, "--to", "zed@a.test"], MAIL).fails(4);
+        w.nyx5_in(&["email-in", "--house", &w.a.url(), "--token", TOKEN_A, "--to", "zed@a.test"], MAIL).fails_with(4);
     assert!(err.contains("no agent zed@a.test"), "{err}");
     let (err, _) =
-        w.nyx5_in(&["email-in", "--house", &w.a.url(), "--token", "wrong", "--to", "ana@a.test"], MAIL).fails(4);
+        w.nyx5_in(&["email-in", "--house", &w.a.url(), "--token", "wrong", "--to", "ana@a.test"], MAIL).fails_with(4);
     assert!(err.contains("401"), "{err}");
-    let (err, _) = w.nyx5_in(&["email-in", "--house", &w.a.url(), "--to", "ana@a.test"], MAIL).fails(2);
+    let (err, _) = w.nyx5_in(&["email-in", "--house", &w.a.url(), "--to", "ana@a.test"], MAIL).fails_with(2);
     assert!(err.contains("--token"), "{err}");
 
     // For an MTA's pipe: <sysexits.h> codes.

@@ -61,17 +61,41 @@ impl Run {
         assert_eq!(self.stderr.lines().count(), 1, "stderr {:?}", self.stderr);
         self.stderr
     }
+
+    /// Success, with one JSON document on standard output.
+    pub(crate) fn json(self) -> Object {
+        let out = self.ok();
+        assert_eq!(out.lines().count(), 1, "one JSON document on one line: {out}");
+        object(&out)
+    }
+
+    /// Exit `code`; with `--json` the failure document, else an empty standard output. Returns
+    /// the one line on standard error.
+    pub(crate) fn fails_with(self, code: i32) -> (String, Option<Object>) {
+        assert_eq!(self.code, code, "expected exit {code}; stdout {:?}, stderr {:?}", self.stdout, self.stderr);
+        assert!(self.stderr.starts_with("nyx5: ") && self.stderr.ends_with('\n'), "stderr {:?}", self.stderr);
+        assert_eq!(self.stderr.lines().count(), 1, "stderr {:?}", self.stderr);
+        let doc = (!self.stdout.is_empty()).then(|| {
+            let o = object(&self.stdout);
+            assert_eq!(o.get("ok"), Some(&Value::Bool(false)));
+            assert_eq!(o.get("exit").and_then(Value::as_safe_integer), Some(i64::from(code)));
+            o
+        });
+        (self.stderr, doc)
+    }
 }
 
 /// Runs `nyx5 args…` with `stdin` as standard input.
 pub(crate) fn nyx5(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn nyx5");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nyx5"));
+    command.args(args);
+    run(command, stdin)
+}
+
+/// Runs a prepared `nyx5` command with `stdin` as standard input and collects what it did.
+pub(crate) fn run(mut command: Command, stdin: &[u8]) -> Run {
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn nyx5");
     let mut input = child.stdin.take().expect("stdin");
     // The command may exit before reading (usage errors); a broken pipe is fine.
     let _ = input.write_all(stdin);

@@ -3,7 +3,7 @@
 //! houses and by the client alike, and a profile file for the agents under test.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nyx5_proto::Value;
 use nyx5_proto::json::Object;
 
-use crate::common::TempDir;
+use crate::common::{Run, TempDir, run};
 
 /// The operator tokens of the two houses.
 pub(crate) const TOKEN_A: &str = "operator-token-of-house-a-for-tests";
@@ -135,16 +135,9 @@ impl World {
     }
 
     pub(crate) fn nyx5_in(&self, args: &[&str], stdin: &[u8]) -> Run {
-        let mut child = self.command().args(args).spawn().unwrap();
-        let mut input = child.stdin.take().unwrap();
-        let _ = input.write_all(stdin);
-        drop(input);
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().unwrap(),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
+        let mut command = self.command();
+        command.args(args);
+        run(command, stdin)
     }
 
     /// The `nyx5` command with this world's environment, its pipes ready.
@@ -182,52 +175,6 @@ impl World {
             assert!(Instant::now() < deadline, "the inbox of {who} never got there: {list:?}");
             std::thread::sleep(Duration::from_millis(150));
         }
-    }
-}
-
-/// What one run of `nyx5` did.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) code: i32,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
-impl Run {
-    pub(crate) fn ok(self) -> String {
-        assert_eq!(self.code, 0, "nyx5 failed: {}", self.stderr);
-        self.stdout
-    }
-
-    /// Success, with one JSON document on standard output.
-    pub(crate) fn json(self) -> Object {
-        let out = self.ok();
-        assert_eq!(out.lines().count(), 1, "one JSON document on one line: {out}");
-        match Value::parse_str(out.trim_end()) {
-            Ok(Value::Object(o)) => o,
-            other => panic!("not a JSON object: {out:?} ({other:?})"),
-        }
-    }
-
-    /// Exit `code`; with `--json` the failure document, else an empty standard output. Returns
-    /// the one line on standard error.
-    pub(crate) fn fails(self, code: i32) -> (String, Option<Object>) {
-        assert_eq!(self.code, code, "expected exit {code}; stdout {:?}, stderr {:?}", self.stdout, self.stderr);
-        assert!(self.stderr.starts_with("nyx5: ") && self.stderr.ends_with('\n'), "stderr {:?}", self.stderr);
-        assert_eq!(self.stderr.lines().count(), 1, "stderr {:?}", self.stderr);
-        let doc = if self.stdout.is_empty() {
-            None
-        } else {
-            match Value::parse_str(self.stdout.trim_end()) {
-                Ok(Value::Object(o)) => {
-                    assert_eq!(o.get("ok"), Some(&Value::Bool(false)));
-                    assert_eq!(o.get("exit").and_then(Value::as_safe_integer), Some(i64::from(code)));
-                    Some(o)
-                }
-                other => panic!("failure output is not a JSON document: {:?} ({other:?})", self.stdout),
-            }
-        };
-        (self.stderr, doc)
     }
 }
 
