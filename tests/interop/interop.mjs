@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import {
   ALG_SEALED,
   canon,
+  draftEnvelope,
   newAgentKeys,
   openEnvelope,
   random,
@@ -109,20 +110,9 @@ try {
   nyx5(['keys', 'new', '--out', rafaFile]);
   const rafa = JSON.parse(nyx5(['keys', 'show', rafaFile, '--json']));
 
-  const draft = {
-    nyx5: '1',
-    id: globalThis.crypto.randomUUID(),
-    from: 'nina@node.example',
-    to: ['rosa@rust.example', 'rafa@rust.example'],
-    created: new Date().toISOString(),
-    expires: null,
-    deliver_after: null,
-    thread: null,
-    in_reply_to: null,
-    type: 'message',
-    content,
+  const draft = draftEnvelope('nina@node.example', ['rosa@rust.example', 'rafa@rust.example'], content, {
     extensions: { 'urn:nyx5:ext:interop': { note: 'unknown members are kept and signed' } },
-  };
+  });
   const sealed = await sealEnvelope(draft, [
     { address: 'rosa@rust.example', enc: rosa.enc },
     { address: 'rafa@rust.example', enc: rafa.enc },
