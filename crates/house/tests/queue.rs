@@ -59,17 +59,6 @@ fn o(v: &Value) -> &Object {
     v.as_object().unwrap()
 }
 
-/// The envelopes waiting in `agent`'s mailbox, oldest first.
-fn mailbox(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
-    let v = json(&agent.get(house, &format!("/mailbox/{}?limit=200", agent.address.local())), 200);
-    o(&v)["envelopes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| Envelope::from_object(o(e)["envelope"].as_object().unwrap().clone()).unwrap())
-        .collect()
-}
-
 fn ids(envs: &[Envelope]) -> Vec<String> {
     envs.iter().map(|e| e.id.clone()).collect()
 }

@@ -10,7 +10,7 @@ use nyx5_house::Registration;
 use nyx5_proto::card::DomainCard;
 use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
-use nyx5_proto::{AgentCard, Envelope, Object, Timestamp, Value, seal};
+use nyx5_proto::{AgentCard, Object, Timestamp, Value, seal};
 
 fn o(v: &Value) -> &Object {
     v.as_object().unwrap()
@@ -22,16 +22,6 @@ fn fetch_card(house: &TestHouse, local: &str) -> nyx5_proto::Verified<AgentCard>
     let dc = DomainCard::from_object(o(&dc).clone()).unwrap().verify(Some(&house.config.key.public())).unwrap();
     let ac = json(&call_raw(house, "GET", &format!("/agents/{local}"), &[], vec![]), 200);
     AgentCard::from_object(o(&ac).clone()).unwrap().verify(&dc, None, house.now()).unwrap()
-}
-
-fn poll(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
-    let v = json(&agent.get(house, &format!("/mailbox/{}", agent.address.local())), 200);
-    o(&v)["envelopes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| Envelope::from_object(o(e)["envelope"].as_object().unwrap().clone()).unwrap())
-        .collect()
 }
 
 #[test]
@@ -72,11 +62,11 @@ fn invite_and_open_houses_exchange_sealed_mail_and_a_reply() {
     let resp = ana.send(&a, &env);
     json(&resp, 202);
     assert!(resp.kick);
-    assert!(poll(&b, &bo).is_empty(), "nothing arrives before the queue runs");
+    assert!(mailbox(&b, &bo).is_empty(), "nothing arrives before the queue runs");
     w.tick_all();
 
     // bo polls, checks ana's card chain from her house, verifies and opens.
-    let got = poll(&b, &bo);
+    let got = mailbox(&b, &bo);
     assert_eq!(got.len(), 1);
     let ana_card = fetch_card(&a, "ana");
     let verified = got[0].clone().verify(&ana_card, b.now()).unwrap();
@@ -84,14 +74,14 @@ fn invite_and_open_houses_exchange_sealed_mail_and_a_reply() {
     assert_eq!(o(&content.body)["question"].as_str(), Some("¿precio?"));
     let ack = Value::Object(obj([("ids", Value::Array(vec!["q-1".into()]))]));
     assert_eq!(o(&json(&bo.post(&b, "/mailbox/bo/ack", &ack), 200))["acked"].as_safe_integer(), Some(1));
-    assert!(poll(&b, &bo).is_empty());
+    assert!(mailbox(&b, &bo).is_empty());
 
     // The same envelope delivered again after the ack does not come back.
     w.duplicate_next("b.test", 1);
     let again = ana.send(&a, &env);
     assert_eq!(again.status, 200);
     w.tick_all();
-    assert!(poll(&b, &bo).is_empty());
+    assert!(mailbox(&b, &bo).is_empty());
 
     // bo answers in the thread; ana receives it.
     let mut reply = Draft::new(
@@ -106,7 +96,7 @@ fn invite_and_open_houses_exchange_sealed_mail_and_a_reply() {
     let reply = bo.seal(reply.build().unwrap(), &[&ana]);
     json(&bo.send(&b, &reply), 202);
     w.tick_all();
-    let inbox = poll(&a, &ana);
+    let inbox = mailbox(&a, &ana);
     assert_eq!(inbox.len(), 1);
     assert_eq!(inbox[0].thread.as_deref(), Some("th-1"));
     assert_eq!(inbox[0].in_reply_to.as_deref(), Some("q-1"));

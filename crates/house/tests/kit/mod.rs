@@ -443,3 +443,18 @@ pub fn json(resp: &Response, status: u16) -> Value {
     assert_eq!(resp.status, status, "unexpected status; body: {}", v.canonical_string());
     v
 }
+
+/// The envelopes waiting in `agent`'s mailbox (GET /mailbox, first 200), oldest first.
+pub fn mailbox(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
+    let v = json(&agent.get(house, &format!("/mailbox/{}?limit=200", agent.address.local())), 200);
+    let page = v.as_object().expect("a JSON object");
+    page["envelopes"]
+        .as_array()
+        .expect("envelopes")
+        .iter()
+        .map(|e| {
+            let item = e.as_object().expect("an item");
+            Envelope::from_object(item["envelope"].as_object().expect("an envelope").clone()).expect("a valid envelope")
+        })
+        .collect()
+}
