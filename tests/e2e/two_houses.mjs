@@ -32,6 +32,7 @@ import {
   NOTICE_MEDIA,
   authHeader,
   b64u,
+  bodyBytes,
   canon,
   draftEnvelope,
   newAgentKeys,
@@ -40,7 +41,7 @@ import {
   registrationBody,
   sealEnvelope,
   sha256hex,
-  signBytes,
+  signAs,
   signEnvelope,
   utf8,
   verifyDomainCard,
@@ -112,7 +113,7 @@ async function step(title, fn) {
 async function call(house, method, path, { body, headers = {} } = {}) {
   const init = { method, headers: { ...headers } };
   if (body !== undefined) {
-    init.body = typeof body === 'string' || body instanceof Uint8Array ? body : canon(body);
+    init.body = bodyBytes(body);
     init.headers['content-type'] ??= 'application/json';
   }
   const r = await fetch(house.url + path, init);
@@ -128,7 +129,13 @@ const admin = (house) => ({ authorization: `Bearer ${house === a ? tokenA : toke
 
 /** A request as `agent` (a fresh §8 token for this method, path and house). */
 async function as(agent, method, path, opts = {}) {
-  const { header } = await authHeader(agent.keys, { address: agent.address, method, path, host: agent.house.host });
+  const { header } = await authHeader(agent.keys, {
+    address: agent.address,
+    method,
+    path,
+    host: agent.house.host,
+    body: opts.body,
+  });
   return call(agent.house, method, path, { ...opts, headers: { ...opts.headers, authorization: header } });
 }
 
@@ -203,7 +210,7 @@ async function checkNotice(notice, original, domainKey, status) {
   assert.equal(notice.in_reply_to, original.id, 'notice in_reply_to');
   assert.equal(notice.thread, original.thread ?? null, 'notice thread');
   assert.equal(notice.signature.kid, domainKey, 'notice signed by the domain key');
-  assert.ok(await verifySignature(notice, 'signature', domainKey), 'notice signature verifies with the domain key');
+  assert.ok(await verifySignature(notice, 'signature', domainKey, 'envelope'), 'notice signature verifies with the domain key');
   assert.equal(notice.content?.media, NOTICE_MEDIA, 'notice media');
   const body = notice.content.body;
   assert.equal(body.of, original.id, 'notice `of`');
@@ -285,7 +292,7 @@ try {
     assert.equal(r.registered_via, 'admin');
     assert.equal(r.card.address, 'ana@a.test');
     assert.equal(r.card.sig, ana.keys.sig);
-    assert.ok(await verifySignature(r.card, 'certification', keyA), 'ana card certified by a.test');
+    assert.ok(await verifySignature(r.card, 'certification', keyA, 'agent-card'), 'ana card certified by a.test');
     const served = expectStatus(await call(a, 'GET', '/agents/ana'), 200, 'GET /agents/ana');
     assert.equal(canon(served), canon(r.card));
   });
@@ -304,7 +311,7 @@ try {
       'register bo',
     );
     assert.equal(r.registered_via, `invite:${inv.code}`);
-    assert.ok(await verifySignature(r.card, 'certification', keyB), 'bo card certified by b.test');
+    assert.ok(await verifySignature(r.card, 'certification', keyB, 'agent-card'), 'bo card certified by b.test');
     const bea = await newAgentKeys();
     expectError(
       await call(b, 'POST', '/agents', { body: await registrationBody('bea', bea, { invite: inv.code }) }),
@@ -339,7 +346,7 @@ try {
 
   await step('ana seals a message for bo and sends it (POST /outbound); a resend is "exists"', async () => {
     const boCard = expectStatus(await call(b, 'GET', '/agents/bo'), 200, 'GET b/agents/bo');
-    assert.ok(await verifySignature(boCard, 'certification', keyB), "bo's card verifies with b.test's key");
+    assert.ok(await verifySignature(boCard, 'certification', keyB, 'agent-card'), "bo's card verifies with b.test's key");
     const content = { media: 'text/plain', body: 'hola bo, ¿nos vemos el martes? 😀' };
     const draft = draftEnvelope(ana.address, [bo.address], content, { receipt: 'delivered', thread: 'e2e-1' });
     const sealed = await sealEnvelope(draft, [
@@ -370,8 +377,8 @@ try {
     assert.equal(canon(item.envelope), canon(env), 'the envelope arrives byte for byte (canonically)');
     assert.ok(Date.parse(item.received) > 0);
     const anaCard = expectStatus(await call(a, 'GET', '/agents/ana'), 200, 'GET a/agents/ana');
-    assert.ok(await verifySignature(anaCard, 'certification', keyA));
-    assert.ok(await verifySignature(item.envelope, 'signature', anaCard.sig), 'sender signature');
+    assert.ok(await verifySignature(anaCard, 'certification', keyA, 'agent-card'));
+    assert.ok(await verifySignature(item.envelope, 'signature', anaCard.sig, 'envelope'), 'sender signature');
     const opened = await openEnvelope(item.envelope, bo.address, bo.keys.encKey);
     assert.deepEqual(opened, content);
     const tampered = { ...item.envelope, to: [...item.envelope.to, 'eve@b.test'] };
@@ -457,7 +464,7 @@ try {
     const item = await arrival(bo, (e) => e.id === env.id, 'the deferred envelope', 5_000);
     assert.ok(Date.parse(item.received) >= due, `received ${item.received} before ${env.deliver_after}`);
     assert.deepEqual(item.envelope.content, content);
-    assert.ok(await verifySignature(item.envelope, 'signature', ana.keys.sig));
+    assert.ok(await verifySignature(item.envelope, 'signature', ana.keys.sig, 'envelope'));
     assert.equal((await outboxJob(ana, env.id)).state, 'delivered');
     assert.equal(await ack(bo, [env.id]), 1);
     return `received ${Date.parse(item.received) - due} ms after deliver_after`;
@@ -548,14 +555,34 @@ try {
       'unauthenticated',
     );
     const mallory = await newAgentKeys();
-    const forged = await authHeader(mallory, { address: ana.address, method: 'POST', path: '/outbound', host: a.host });
+    const forged = await authHeader(mallory, {
+      address: ana.address,
+      method: 'POST',
+      path: '/outbound',
+      host: a.host,
+      body: valid,
+    });
     await expect(
       'a token signed by another key',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: forged.header } }),
       401,
       'unauthenticated',
     );
-    const claims = { address: ana.address, method: 'POST', path: '/outbound', host: a.host };
+    const claims = { address: ana.address, method: 'POST', path: '/outbound', host: a.host, body: valid };
+    const otherBody = await authHeader(ana.keys, { ...claims, body: '{}' });
+    await expect(
+      'a token for another body',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherBody.header } }),
+      401,
+      'unauthenticated',
+    );
+    const otherQuery = await authHeader(ana.keys, { ...claims, path: '/outbound?x=1' });
+    await expect(
+      'a token for another query',
+      call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherQuery.header } }),
+      401,
+      'unauthenticated',
+    );
     const otherPath = await authHeader(ana.keys, { ...claims, path: '/inbound' });
     await expect(
       'a token for another path',
@@ -599,8 +626,8 @@ try {
       403,
       'forbidden',
     );
-    const relayBytes = utf8.encode(`relay:${valid.id}:b.test`);
-    const fakeRelay = `nyx51 domain=a.test; kid=${mallory.sig}; sig=${await signBytes(mallory, relayBytes)}`;
+    const relayBytes = utf8.encode(`relay:${valid.id}:b.test:${await sha256hex(canon(valid))}`);
+    const fakeRelay = `nyx51 domain=a.test; kid=${mallory.sig}; sig=${await signAs('relay', mallory, relayBytes)}`;
     await expect(
       'a relay header by a key a.test does not have',
       call(b, 'POST', '/inbound', { body: valid, headers: { 'x-nyx5-relay': fakeRelay } }),

@@ -17,12 +17,15 @@ import { join } from 'node:path';
 import {
   ALG_SEALED,
   canon,
+  commitment,
   draftEnvelope,
   newAgentKeys,
   openEnvelope,
   random,
   sealEnvelope,
+  signAs,
   signEnvelope,
+  utf8,
   verifySignature,
 } from '../lib/nyx5.mjs';
 
@@ -153,6 +156,28 @@ try {
     r3.stderr,
   );
 
+  // A signature of another kind over the very same bytes (here: labelled as a token) is refused.
+  const unsigned = { ...sealed };
+  const tokenSig = await signAs('token', nina, utf8.encode(canon(unsigned)));
+  const asToken = { ...unsigned, signature: { alg: 'Ed25519', kid: nina.sig, value: tokenSig } };
+  const r4 = nyx5Status(['verify', '--key', nina.sig], JSON.stringify(asToken));
+  check(r4.status === 1, '1f nyx5 verify refuses a Node signature made for another kind of document', r4.stderr);
+
+  // The sender commits to one content key: a commitment to another key is refused before decrypting.
+  const recommitted = await signEnvelope(
+    { ...sealed, encrypted: { ...sealed.encrypted, commit: await commitment(random(32)) } },
+    nina,
+  );
+  const r5 = nyx5Status(
+    ['open', '--key', rosaFile, '--as', 'rosa@rust.example', '--sender-key', nina.sig],
+    JSON.stringify(recommitted),
+  );
+  check(
+    r5.status === 1 && r5.stderr.includes('commitment'),
+    '1g nyx5 open refuses a content key that does not match the envelope commitment',
+    r5.stderr,
+  );
+
   // --- 2. Rust seals, Node opens ------------------------------------------------------------
   const sender = join(dir, 'sender.json');
   nyx5(['keys', 'new', '--out', sender]);
@@ -183,7 +208,7 @@ try {
     env.content === undefined && env.encrypted?.alg === ALG_SEALED && env.signature?.kid === senderPub.sig,
     '2c the envelope is sealed, and signed by the sender key',
   );
-  check(await verifySignature(env, 'signature', senderPub.sig), '2d WebCrypto verifies the Rust Ed25519 signature');
+  check(await verifySignature(env, 'signature', senderPub.sig, 'envelope'), '2d WebCrypto verifies the Rust Ed25519 signature');
   for (const [address, keys] of [
     ['nora@node.example', nora],
     ['nico@node.example', nico],
@@ -196,7 +221,7 @@ try {
   check(!(await opens(reordered, 'nora@node.example', nora.encKey)), '2g Node refuses a re-addressed (reordered `to`) envelope too');
   const plain = JSON.parse(nyx5(['seal', '--key', sender, '--plain'], JSON.stringify(rustDraft)));
   check(
-    (await verifySignature(plain, 'signature', senderPub.sig)) && canon(plain.content) === canon(content),
+    (await verifySignature(plain, 'signature', senderPub.sig, 'envelope')) && canon(plain.content) === canon(content),
     '2h WebCrypto verifies a Rust --plain envelope',
   );
 

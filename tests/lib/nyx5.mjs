@@ -1,6 +1,8 @@
 // A small Nyx5/1 client in Node 20 WebCrypto (globalThis.crypto.subtle), no packages, written from
-// docs/SPEC.md: canonical JSON (§2), base64url (§2), signatures (§3), sealing (§5.2), agent
-// tokens (§8), and the signed registration body (§8b). Shared by tests/interop and tests/e2e.
+// docs/SPEC.md: canonical JSON (§2), base64url (§2), signatures with their kind labels (§3),
+// sealing with the key commitment (§5.2), agent tokens bound to query and body (§8), the signed
+// registration body (§8b), proof of work (§9) and the push wrapper (§9d). Shared by
+// tests/interop and tests/e2e.
 
 export const subtle = globalThis.crypto.subtle;
 export const utf8 = new TextEncoder();
@@ -8,6 +10,7 @@ const fromUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 export const ALG_SEALED = 'X25519+HKDF-SHA256+A256GCM';
 export const CEK_WRAP_INFO = 'nyx5/1 cek-wrap';
+export const CEK_COMMIT_LABEL = 'nyx5/1 cek-commit';
 export const NOTICE_MEDIA = 'application/nyx5.notice+json';
 
 // ---------------------------------------------------------------------------------------------
@@ -73,30 +76,50 @@ export async function newAgentKeys() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Signatures (§3): Ed25519 over the canonical document without its signature member.
+// Signatures (§3): Ed25519 over the label `nyx5/1 <kind>`, a zero byte, and the canonical document
+// without its signature member. Kinds: domain-card, agent-card, delegation, envelope, token, relay,
+// registration, quote, receipt, push, notice-id, domain-key-handover.
 
+/** The bytes a signature of `kind` covers: `nyx5/1 <kind>`, 0x00, `bytes`. */
+export function labelled(kind, bytes) {
+  const label = utf8.encode(`nyx5/1 ${kind}`);
+  const out = new Uint8Array(label.length + 1 + bytes.length);
+  out.set(label, 0);
+  out[label.length] = 0;
+  out.set(bytes, label.length + 1);
+  return out;
+}
+
+/** Ed25519 over `bytes` exactly as given (callers label them first). */
 export async function signBytes(keys, bytes) {
   return b64u(new Uint8Array(await subtle.sign({ name: 'Ed25519' }, keys.signingKey, bytes)));
 }
 
-/** `doc` with `member` (default `signature`) set to `{alg, kid, value}` by `keys`. */
-export async function signDocument(doc, keys, member = 'signature') {
+/** A signature of `kind` over `bytes`. */
+export const signAs = (kind, keys, bytes) => signBytes(keys, labelled(kind, bytes));
+
+/** `doc` with `member` set to `{alg, kid, value}`, a signature of `kind` by `keys`. */
+export async function signDocument(doc, keys, member, kind) {
   const unsigned = { ...doc };
   delete unsigned[member];
-  const value = await signBytes(keys, utf8.encode(canon(unsigned)));
+  const value = await signAs(kind, keys, utf8.encode(canon(unsigned)));
   return { ...unsigned, [member]: { alg: 'Ed25519', kid: keys.sig, value } };
 }
 
-export const signEnvelope = (env, keys) => signDocument(env, keys, 'signature');
+export const signEnvelope = (env, keys) => signDocument(env, keys, 'signature', 'envelope');
 
-/** Whether `doc[member]` is an Ed25519 signature by `sigPub` over the rest of `doc`. */
-export async function verifySignature(doc, member, sigPub) {
+/** Whether `doc[member]` is a signature of `kind` by `sigPub` over the rest of `doc`. */
+export async function verifySignature(doc, member, sigPub, kind) {
+  if (!kind) throw new Error('verifySignature needs the kind of document it expects');
   const sig = doc[member];
   if (!sig || sig.alg !== 'Ed25519' || sig.kid !== sigPub) return false;
   const unsigned = { ...doc };
   delete unsigned[member];
-  return verifyBytes(sigPub, sig.value, utf8.encode(canon(unsigned)));
+  return verifyAs(kind, sigPub, sig.value, utf8.encode(canon(unsigned)));
 }
+
+/** Whether `sigB64` is a signature of `kind` by `sigPub` over `bytes`. */
+export const verifyAs = (kind, sigPub, sigB64, bytes) => verifyBytes(sigPub, sigB64, labelled(kind, bytes));
 
 export async function verifyBytes(sigPub, sigB64, bytes) {
   const key = await subtle.importKey('raw', unb64u(sigPub), { name: 'Ed25519' }, false, ['verify']);
@@ -108,7 +131,9 @@ export async function verifyDomainCard(card, domain) {
   if (card.domain !== domain) throw new Error(`card names ${card.domain}, not ${domain}`);
   const kid = card.signature?.kid;
   if (!card.keys?.some((k) => k.sig === kid)) throw new Error('domain card signed by a key it does not list');
-  if (!(await verifySignature(card, 'signature', kid))) throw new Error('domain card signature does not verify');
+  if (!(await verifySignature(card, 'signature', kid, 'domain-card'))) {
+    throw new Error('domain card signature does not verify');
+  }
   return kid;
 }
 
@@ -147,6 +172,12 @@ async function kek(privateKey, publicB64, epkB64) {
   return new Uint8Array(bits);
 }
 
+/** The key commitment (§5.2): SHA-256 of `nyx5/1 cek-commit`, 0x00 and the content key. */
+export async function commitment(cek) {
+  const bytes = concat(concat(utf8.encode(CEK_COMMIT_LABEL), new Uint8Array([0])), cek);
+  return b64u(new Uint8Array(await subtle.digest('SHA-256', bytes)));
+}
+
 /** Replaces `env.content` with `encrypted` for `recipients` (`[{address, enc}]`); unsigned. */
 export async function sealEnvelope(env, recipients) {
   const aad = aadOf(env);
@@ -164,7 +195,15 @@ export async function sealEnvelope(env, recipients) {
   const out = { ...env };
   delete out.content;
   delete out.signature;
-  out.encrypted = { alg: ALG_SEALED, epk, iv: b64u(iv), ct: b64u(body.ct), tag: b64u(body.tag), keys };
+  out.encrypted = {
+    alg: ALG_SEALED,
+    epk,
+    iv: b64u(iv),
+    ct: b64u(body.ct),
+    tag: b64u(body.tag),
+    commit: await commitment(cek),
+    keys,
+  };
   return out;
 }
 
@@ -176,6 +215,9 @@ export async function openEnvelope(env, address, encKey) {
   if (!w) throw new Error(`not sealed for ${address}`);
   const aad = aadOf(env);
   const cek = await gcmOpen(await kek(encKey, e.epk, e.epk), unb64u(w.iv), aad, unb64u(w.ct), unb64u(w.tag));
+  if (typeof e.commit !== 'string' || (await commitment(cek)) !== e.commit) {
+    throw new Error('the content key does not match the envelope commitment');
+  }
   const plain = await gcmOpen(cek, unb64u(e.iv), aad, unb64u(e.ct), unb64u(e.tag));
   return JSON.parse(fromUtf8.decode(plain));
 }
@@ -201,22 +243,65 @@ export function draftEnvelope(from, to, content, fields = {}) {
   };
 }
 
-/** `Authorization` value for one request (§8): `Nyx5 <token>.<sig>`. `host` is `host[:port]` as
- * the client addresses the house; `ts` and `nonce` may be given to build odd tokens. */
-export async function authHeader(keys, { address, method, path, host, ts, nonce }) {
+/** The bytes of a request body as it is sent: strings as UTF-8, bytes as they are, objects as
+ * canonical JSON; none for `undefined`. */
+export function bodyBytes(body) {
+  if (body === undefined) return new Uint8Array(0);
+  if (body instanceof Uint8Array) return body;
+  return utf8.encode(typeof body === 'string' ? body : canon(body));
+}
+
+/** `Authorization` value for one request (§8): `Nyx5 <token>.<sig>`. `path` may carry a query,
+ * which the token binds; `host` is `host[:port]` as the client addresses the house; `body` is
+ * what the request carries (see `bodyBytes`); `ts` and `nonce` may be given to build odd tokens. */
+export async function authHeader(keys, { address, method, path, host, body, ts, nonce }) {
+  const [bare, ...rest] = path.split('?');
   const claims = {
     address,
     ts: ts ?? new Date().toISOString(),
     nonce: nonce ?? b64u(random(16)),
     method: method.toUpperCase(),
-    path: path.split('?')[0],
+    path: bare,
+    query: rest.join('?'),
     host: host.toLowerCase(),
+    body: await sha256hex(bodyBytes(body)),
   };
   const bytes = utf8.encode(canon(claims));
-  return { header: `Nyx5 ${b64u(bytes)}.${await signBytes(keys, bytes)}`, nonce: claims.nonce };
+  return { header: `Nyx5 ${b64u(bytes)}.${await signAs('token', keys, bytes)}`, nonce: claims.nonce };
 }
 
 /** A self-signed registration body (§8b): proof of possession of `keys.sig`, with a fresh `ts`. */
 export function registrationBody(local, keys, extra = {}) {
-  return signDocument({ local, sig: keys.sig, enc: keys.enc, ...extra, ts: new Date().toISOString() }, keys);
+  const doc = { local, sig: keys.sig, enc: keys.enc, ...extra, ts: new Date().toISOString() };
+  return signDocument(doc, keys, 'signature', 'registration');
+}
+
+/** The work digest of an envelope (§9): hex SHA-256 of it without `signature` and `pow`. */
+export function workDigest(env) {
+  const rest = { ...env };
+  delete rest.signature;
+  delete rest.pow;
+  return sha256hex(canon(rest));
+}
+
+/** `env` with `pow` of `bits` bits of work for its work digest (§9); unsigned: sign afterwards. */
+export async function withPow(env, bits) {
+  const digest = await workDigest(env);
+  for (let n = 0; ; n++) {
+    const hash = new Uint8Array(await subtle.digest('SHA-256', utf8.encode(`nyx5/1 pow:${digest}:${n}`)));
+    let zeros = 0;
+    for (const byte of hash) {
+      if (byte === 0) {
+        zeros += 8;
+        continue;
+      }
+      zeros += Math.clz32(byte) - 24;
+      break;
+    }
+    if (zeros >= bits) {
+      const out = { ...env, pow: { bits, nonce: String(n) } };
+      delete out.signature;
+      return out;
+    }
+  }
 }

@@ -88,6 +88,10 @@ enum Command {
         /// The member to verify [default: `signature`, else `certification`].
         #[arg(long, value_name = "NAME")]
         member: Option<String>,
+        /// What kind of document it is (domain-card, agent-card, delegation, envelope,
+        /// registration, quote, receipt) [default: told by its members].
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
     },
     /// Run a house: the engine on a SQLite file over HTTP, for self-hosting and tests.
     Serve(serve::Args),
@@ -139,7 +143,7 @@ fn run(command: Command) -> Outcome {
         Command::Canon => canon::run(),
         Command::Seal { key, to, plain } => seal::run(&key, &to, plain),
         Command::Open { key, as_address, sender_key } => open::run(&key, &as_address, &sender_key),
-        Command::Verify { key, member } => verify::run(&key, member.as_deref()),
+        Command::Verify { key, member, kind } => verify::run(&key, member.as_deref(), kind.as_deref()),
         Command::Serve(args) => serve::run(args),
         Command::Client(command) => client::cli::run(command),
         Command::Mcp(args) => mcp::run(args),

@@ -1,8 +1,11 @@
 //! `nyx5 verify`: check the detached Ed25519 signature of any signed document against one key.
+//!
+//! Every signature is made for one kind of document (its context label is part of what is
+//! signed), so the kind is told by `--kind` or by the members only that kind carries.
 
 use nyx5_proto::Value;
-use nyx5_proto::crypto::SigPublic;
-use nyx5_proto::json::obj;
+use nyx5_proto::crypto::{Context, SigPublic};
+use nyx5_proto::json::{Object, obj};
 use nyx5_proto::limits::MAX_ENVELOPE_BYTES;
 use nyx5_proto::sign::{Signature, verify_object};
 
@@ -12,9 +15,36 @@ use crate::io;
 /// The members a document may be signed in, in the order they are looked for.
 const MEMBERS: [&str; 2] = ["signature", "certification"];
 
+/// The kinds `--kind` names, and their contexts.
+const KINDS: [(&str, Context); 7] = [
+    ("domain-card", Context::DomainCard),
+    ("agent-card", Context::AgentCard),
+    ("delegation", Context::Delegation),
+    ("envelope", Context::Envelope),
+    ("registration", Context::Registration),
+    ("quote", Context::Quote),
+    ("receipt", Context::Receipt),
+];
+
+/// The kind of a signed document, from the members only that kind carries.
+fn kind_of(doc: &Object, member: &str) -> Option<Context> {
+    let has = |m: &str| doc.contains_key(m);
+    Some(match doc.get("tipo").and_then(Value::as_str) {
+        Some("cotizacion") => Context::Quote,
+        Some("recibo") => Context::Receipt,
+        _ if member == "certification" => Context::AgentCard,
+        _ if has("keys") && has("estafeta") => Context::DomainCard,
+        _ if has("by") && has("address") && has("issued") => Context::Delegation,
+        _ if has("id") && has("from") && has("to") => Context::Envelope,
+        _ if has("local") && has("sig") && has("ts") => Context::Registration,
+        _ => return None,
+    })
+}
+
 /// Reads a document (card, envelope, quote, receipt, entry), verifies `member` (by default
-/// `signature`, else `certification`) was made by `key`, and prints `{"member","ok":true}`.
-pub(crate) fn run(key: &str, member: Option<&str>) -> Outcome {
+/// `signature`, else `certification`) was made by `key` for its kind, and prints
+/// `{"member","ok":true}`.
+pub(crate) fn run(key: &str, member: Option<&str>, kind: Option<&str>) -> Outcome {
     let key = SigPublic::parse(key).map_err(|e| Failure::input("--key", &e))?;
     let bytes = io::read_stdin(MAX_ENVELOPE_BYTES)?;
     let doc = match Value::parse(&bytes, MAX_ENVELOPE_BYTES) {
@@ -39,7 +69,15 @@ pub(crate) fn run(key: &str, member: Option<&str>) -> Outcome {
             key.to_b64()
         )));
     }
-    verify_object(&doc, member, |kid| *kid == key).map_err(|_| {
+    let context = match kind {
+        Some(k) => KINDS.iter().find(|(name, _)| *name == k).map(|(_, c)| *c).ok_or_else(|| {
+            let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
+            Failure::usage(format!("--kind is one of {}", names.join(", ")))
+        })?,
+        None => kind_of(&doc, member)
+            .ok_or_else(|| Failure::usage("cannot tell what kind of document this is; say it with --kind"))?,
+    };
+    verify_object(&doc, member, context, |kid| *kid == key).map_err(|_| {
         Failure::rejected(format!("{member} does not verify: the document was altered or the signature is forged"))
     })?;
     io::write_json_line(&Value::Object(obj([("member", member.into()), ("ok", true.into())])))

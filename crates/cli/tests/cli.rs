@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use common::{Agent, TempDir, nyx5, object, string};
 use nyx5_proto::address::check_id;
 use nyx5_proto::b64;
-use nyx5_proto::crypto::SigningKey;
+use nyx5_proto::crypto::{Context, SigningKey};
 use nyx5_proto::json::{Object, Value, obj};
 use nyx5_proto::sign::sign_object;
 use nyx5_proto::time::Timestamp;
@@ -336,7 +336,7 @@ fn verify_an_agent_card_certification_with_the_domain_key() {
         ("valid_from", "2026-09-04T19:00:00.000Z".into()),
         ("valid_until", Value::Null),
     ]);
-    sign_object(&mut card, "certification", &SigningKey::from_seed(seed));
+    sign_object(&mut card, "certification", Context::AgentCard, &SigningKey::from_seed(seed));
     let text = Value::Object(card.clone()).canonical();
     let out = nyx5(&["verify", "--key", &domain.sig], &text).ok();
     assert_eq!(out, "{\"member\":\"certification\",\"ok\":true}\n");

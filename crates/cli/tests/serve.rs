@@ -178,13 +178,14 @@ impl Agent {
         }
     }
 
-    fn token(&self, house: &Serve, method: &str, path: &str) -> String {
+    fn token(&self, house: &Serve, method: &str, target: &str, body: &[u8]) -> String {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let n = NONCE.fetch_add(1, Ordering::SeqCst);
         Claims {
             address: self.address.clone(),
             ts: now(),
             nonce: format!("serve-test-{}-{n:08}", std::process::id()),
-            target: Target::new(method, path.split('?').next().unwrap(), &house.host()),
+            target: Target::new(method, path, query, &house.host(), body),
         }
         .sign(&self.sig)
     }
@@ -196,7 +197,7 @@ impl Agent {
             ("enc", self.enc.public().to_b64().into()),
             ("ts", now().to_rfc3339().into()),
         ]);
-        nyx5_proto::sign::sign_object(&mut o, "signature", &self.sig);
+        nyx5_proto::sign::sign_object(&mut o, "signature", nyx5_proto::crypto::Context::Registration, &self.sig);
         Value::Object(o).canonical()
     }
 
@@ -206,7 +207,7 @@ impl Agent {
     }
 
     fn get(&self, house: &Serve, path: &str) -> (u16, Vec<u8>) {
-        let token = self.token(house, "GET", path);
+        let token = self.token(house, "GET", path, b"");
         http(house.port, "GET", path, &[("authorization", &token)], b"")
     }
 }
@@ -295,7 +296,7 @@ fn two_houses_on_loopback_register_deliver_and_stop_cleanly() {
     .unwrap()
     .sign(&ana.sig)
     .unwrap();
-    let token = ana.token(&a, "POST", "/outbound");
+    let token = ana.token(&a, "POST", "/outbound", &sealed.canonical());
     let queued = http(
         pa,
         "POST",

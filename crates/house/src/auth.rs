@@ -1,6 +1,6 @@
 //! Who is asking: agents by signed token (spec §8), the operator by bearer token.
 
-use nyx5_proto::auth::{AuthHeader, Target};
+use nyx5_proto::auth::{AuthHeader, Keys, Target};
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
 
@@ -26,9 +26,9 @@ impl<D: Db, N: Net> House<D, N> {
         card.verify(self.card(), parent.as_ref(), self.now()).map(Some)
     }
 
-    /// Authenticates a local agent: a valid token for this method, path and host, by the card's
-    /// current key (or a previous one in grace), with a nonce never seen before.
-    pub async fn authenticate(&self, req: &Request) -> Result<Verified<AgentCard>, Error> {
+    /// Authenticates a local agent: a valid token for this request (method, path, query, host
+    /// and body), signed by one of `keys` of its card, with a nonce never seen before.
+    pub async fn authenticate(&self, req: &Request, keys: Keys) -> Result<Verified<AgentCard>, Error> {
         let header =
             req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
         let parsed = AuthHeader::parse(header)?;
@@ -41,8 +41,8 @@ impl<D: Db, N: Net> House<D, N> {
             .await
             .map_err(|e| if e.kind == ErrorKind::Unavailable { e } else { unauthenticated(&e.reason) })?
             .ok_or_else(|| unauthenticated("no such agent here"))?;
-        let target = Target::new(&req.method, &req.path, &self.config.host());
-        let claim = parsed.verify(&card, &target, self.now())?;
+        let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
+        let claim = parsed.verify(&card, &target, keys, self.now())?;
         let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
         match self.db.batch(vec![stmt]).await {
             Ok(_) => Ok(card),
@@ -52,8 +52,13 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// Authenticates the agent and checks it is `local` (the owner of the resource).
-    pub async fn authenticate_owner(&self, req: &Request, local: &str) -> Result<Verified<AgentCard>, Error> {
-        let card = self.authenticate(req).await?;
+    pub async fn authenticate_owner(
+        &self,
+        req: &Request,
+        local: &str,
+        keys: Keys,
+    ) -> Result<Verified<AgentCard>, Error> {
+        let card = self.authenticate(req, keys).await?;
         if card.address.local() != local {
             return Err(Error::forbidden(format!("{} may not act for {local}", card.address)));
         }

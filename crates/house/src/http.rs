@@ -10,6 +10,8 @@ pub struct Request {
     pub path: String,
     /// Decoded query parameters, in order.
     pub query: Vec<(String, String)>,
+    /// The query string as it came, without `?` (what an agent's token binds).
+    pub raw_query: String,
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -23,6 +25,7 @@ impl Request {
             method: method.to_ascii_uppercase(),
             path: path.to_owned(),
             query: parse_query(query),
+            raw_query: query.to_owned(),
             headers: headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
             body,
         }

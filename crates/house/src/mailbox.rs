@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, Verified, b64};
+use nyx5_proto::crypto::Context;
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value, Verified, b64};
 
 use crate::policy::{self, Decision, Facts, Policy};
 use crate::ports::{Db, Net, OutRequest, PortError};
@@ -18,6 +19,27 @@ use crate::{House, port_error, store};
 
 /// The header that carries the domain's signature on a webhook push.
 pub const PUSH_HEADER: &str = "X-Nyx5-Push";
+/// The `type` of the push wrapper.
+pub const PUSH_TYPE: &str = "nyx5.push";
+
+/// The canonical body of a push of `env` to `to`: the wrapper the domain key signs.
+pub fn push_body(house: &str, to: &Address, pushed: Timestamp, env: &Envelope) -> Vec<u8> {
+    let mut out = String::with_capacity(env.canonical_str().len() + 160);
+    // Members in canonical order: envelope, house, pushed, to, type. The envelope is spliced as
+    // its stored canonical text rather than parsed and written again.
+    out.push_str("{\"envelope\":");
+    out.push_str(env.canonical_str());
+    out.push_str(",\"house\":");
+    nyx5_proto::json::write_string(house, &mut out);
+    out.push_str(",\"pushed\":");
+    nyx5_proto::json::write_string(&pushed.to_rfc3339(), &mut out);
+    out.push_str(",\"to\":");
+    nyx5_proto::json::write_string(to.as_str(), &mut out);
+    out.push_str(",\"type\":");
+    nyx5_proto::json::write_string(PUSH_TYPE, &mut out);
+    out.push('}');
+    out.into_bytes()
+}
 /// How many times accepting re-reads the rate windows after losing a race on `rate_cap`.
 pub const ACCEPT_ATTEMPTS: usize = 3;
 
@@ -269,18 +291,23 @@ impl<D: Db, N: Net> House<D, N> {
         }
 
         for local in accepted {
-            if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local) {
-                self.push(hook, env).await;
+            if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local)
+                && let Ok(to) = self.local_address(local)
+            {
+                self.push(hook, &to, env).await;
             }
         }
         Ok(finish(&decided))
     }
 
-    /// POSTs the envelope to a webhook, signed by the domain key over its canonical bytes.
-    /// Failures are ignored: the mailbox stays authoritative.
-    pub(crate) async fn push(&self, url: &str, env: &Envelope) {
-        let body = env.canonical();
-        let sig = b64::encode(&self.config.key.sign(&body));
+    /// POSTs the envelope to a webhook inside the house's push wrapper (docs/SPEC.md §9d):
+    /// `{"type": "nyx5.push", "house", "to", "pushed", "envelope"}`, its canonical bytes signed by
+    /// the domain key as a push. The house chose every top-level member, so no envelope an agent
+    /// shaped is ever what the domain key signs. Failures are ignored: the mailbox stays
+    /// authoritative.
+    pub(crate) async fn push(&self, url: &str, to: &Address, env: &Envelope) {
+        let body = push_body(&self.config.domain, to, self.now(), env);
+        let sig = b64::encode(&self.config.key.sign(Context::Push, &body));
         let request = OutRequest {
             method: "POST".into(),
             url: url.to_owned(),

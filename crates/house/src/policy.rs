@@ -114,7 +114,9 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) 
         }
         Policy::Pow { .. } if facts.allowed => Decision::Accept { counted: false },
         Policy::Pow { bits } => match &env.pow {
-            Some(p) if pow::check(&env.id, &p.nonce, *bits) => Decision::Accept { counted: false },
+            // The proof is bound to this envelope (sender, recipients, content); it buys entry,
+            // not exemption: such mail counts towards the per-domain rate like open mail.
+            Some(p) if pow::check(&env.work_digest(), &p.nonce, *bits) => counted(facts, domain),
             _ => reject(ErrorKind::PaymentRequired, format!("proof of work of {bits} bits required (`pow`)")),
         },
         Policy::Stamp if facts.allowed => Decision::Accept { counted: false },

@@ -9,6 +9,7 @@
 //! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
 
 use nyx5_proto::address::uuid_v4;
+use nyx5_proto::crypto::Context;
 use nyx5_proto::crypto::sha256;
 use nyx5_proto::receipt::{self, Notice};
 use nyx5_proto::relay::{self, RelayHeader};
@@ -570,7 +571,10 @@ impl<D: Db, N: Net> House<D, N> {
             Notice::Bounced { recipients, .. } => ("bounced", recipients),
         };
         let names: Vec<&str> = recipients.iter().map(Address::as_str).collect();
-        let seed = self.config.key.sign(format!("nyx5 notice:{}:{status}:{}", env.id, names.join(",")).as_bytes());
+        let seed = self
+            .config
+            .key
+            .sign(Context::NoticeId, format!("nyx5 notice:{}:{status}:{}", env.id, names.join(",")).as_bytes());
         let mut bytes = [0u8; 16];
         for (b, d) in bytes.iter_mut().zip(sha256(&seed)) {
             *b = d;
@@ -628,7 +632,7 @@ impl<D: Db, N: Net> House<D, N> {
                 format!("envelope of {} bytes exceeds {domain}'s limit of {max}", body.len()),
             );
         }
-        let header = RelayHeader::sign(&self.config.domain, &env.id, domain, &self.config.key).to_header();
+        let header = RelayHeader::sign(&self.config.domain, env, domain, &self.config.key).to_header();
         let request = OutRequest {
             method: "POST".into(),
             url: format!("{}/inbound", resolved.url.trim_end_matches('/')),

@@ -318,9 +318,12 @@ fn a_webhook_gets_the_new_email_once() {
     assert_eq!(pushed.len(), 1);
     let sig = pushed[0].headers.iter().find(|(k, _)| k == "X-Nyx5-Push").map(|(_, v)| v.clone()).unwrap();
     let sig: [u8; 64] = nyx5_proto::b64::decode(&sig).unwrap().try_into().unwrap();
-    assert!(house.config.key.public().verify(&pushed[0].body, &sig));
-    let env = Value::parse(&pushed[0].body, 1 << 20).unwrap();
-    assert_eq!(env.as_object().unwrap()["via"].as_str(), Some("email"));
+    assert!(house.config.key.public().verify(nyx5_proto::crypto::Context::Push, &pushed[0].body, &sig));
+    let push = Value::parse(&pushed[0].body, 1 << 20).unwrap();
+    let push = push.as_object().unwrap();
+    assert_eq!(push["type"].as_str(), Some("nyx5.push"));
+    assert_eq!(push["to"].as_str(), Some("ana@h.test"));
+    assert_eq!(push["envelope"].as_object().unwrap()["via"].as_str(), Some("email"));
 }
 
 #[test]

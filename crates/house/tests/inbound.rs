@@ -14,7 +14,7 @@ use nyx5_house::http::Response;
 use nyx5_house::ports::{Db, OutRequest, OutResponse};
 use nyx5_house::{Registration, stmt};
 use nyx5_proto::card::{AgentCardDraft, Delegation, Scope};
-use nyx5_proto::crypto::SigningKey;
+use nyx5_proto::crypto::{Context, SigningKey};
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::obj;
 use nyx5_proto::relay::RelayHeader;
@@ -62,7 +62,7 @@ fn message(from: &Agent, id: &str, to: &[&Address]) -> Envelope {
 
 /// The relay header `from` signs for `env` to `destination`.
 fn relay(from: &TestHouse, env: &Envelope, destination: &str) -> String {
-    RelayHeader::sign(&from.config.domain, &env.id, destination, &from.config.key).to_header()
+    RelayHeader::sign(&from.config.domain, env, destination, &from.config.key).to_header()
 }
 
 /// Relays `env` from house `from` to house `to`, as the queue would.
@@ -182,13 +182,14 @@ fn spoofed_relays_are_refused() {
     let post = |header: &str| call_raw(&p.b, "POST", "/inbound", &[("x-nyx5-relay", header)], env.canonical());
 
     // Signed by a key a.test does not have.
-    let wrong_key = RelayHeader::sign("a.test", "e1", "b.test", &SigningKey::from_seed([99; 32])).to_header();
+    let wrong_key = RelayHeader::sign("a.test", &env, "b.test", &SigningKey::from_seed([99; 32])).to_header();
     assert_eq!(post(&wrong_key).status, 403);
     // Signed by a.test, but for another destination.
-    let elsewhere = RelayHeader::sign("a.test", "e1", "c.test", &p.a.config.key).to_header();
+    let elsewhere = RelayHeader::sign("a.test", &env, "c.test", &p.a.config.key).to_header();
     assert_eq!(post(&elsewhere).status, 403);
     // Signed by a.test for another envelope.
-    let other_id = RelayHeader::sign("a.test", "e2", "b.test", &p.a.config.key).to_header();
+    let other = message(&p.alice, "e2", &[&p.bob.address]);
+    let other_id = RelayHeader::sign("a.test", &other, "b.test", &p.a.config.key).to_header();
     assert_eq!(post(&other_id).status, 403);
     // A real house relaying for a sender of another domain.
     let resp = post(&relay(&c, &env, "b.test"));
@@ -210,8 +211,8 @@ fn a_house_without_require_relay_takes_the_agent_signature_alone() {
     let env = message(&p.alice, "e1", &[&p.bob.address]);
     json_body(&call_raw(&p.b, "POST", "/inbound", &[], env.canonical()), 202);
     // A header that is present is still checked.
-    let bad = RelayHeader::sign("a.test", "e2", "b.test", &SigningKey::from_seed([99; 32])).to_header();
     let env2 = message(&p.alice, "e2", &[&p.bob.address]);
+    let bad = RelayHeader::sign("a.test", &env2, "b.test", &SigningKey::from_seed([99; 32])).to_header();
     assert_eq!(call_raw(&p.b, "POST", "/inbound", &[("x-nyx5-relay", &bad)], env2.canonical()).status, 403);
 }
 
@@ -304,8 +305,9 @@ fn key_rotation_is_followed_with_one_refresh_and_a_grace() {
 
     // alice rotates at her house: the body carries the new key, the token is by the old one.
     let rotated = Agent::new("alice@a.test", 13);
-    let token = p.alice.token(&p.a, "POST", "/agents");
-    json(&call(&p.a, "POST", "/agents", &[("authorization", &token)], &rotated.registration(&p.a, &[])), 200);
+    let body = rotated.registration(&p.a, &[]);
+    let token = p.alice.token(&p.a, "POST", "/agents", &body.canonical());
+    json(&call(&p.a, "POST", "/agents", &[("authorization", &token)], &body), 200);
 
     // b still has the old card cached; the new key makes it refresh once, then it verifies.
     json_body(&deliver(&p.a, &p.b, &message(&rotated, "e2", &[&p.bob.address])), 202);
@@ -568,16 +570,18 @@ fn pow_mailboxes_ask_for_work_except_from_allowlisted_senders() {
     assert_eq!(resp.status, 402);
     assert!(reason(&resp).contains("8 bits"));
     // Not enough work.
-    let weak = (0..).map(|n| n.to_string()).find(|n| !pow::check("e2", n, 8)).unwrap();
-    let with = |id: &str, nonce: &str| {
-        let pow = Value::Object(obj([("bits", 8.into()), ("nonce", nonce.into())]));
-        envelope(&p.alice, id, &[&p.bob.address], "hi", |d| {
-            d.extra.insert("pow".into(), pow);
-        })
+    let with = |id: &str, weak: bool| {
+        let env = envelope(&p.alice, id, &[&p.bob.address], "hi", |_| {});
+        let digest = env.work_digest();
+        let nonce = if weak {
+            (0..).map(|n| n.to_string()).find(|n| !pow::check(&digest, n, 8)).unwrap()
+        } else {
+            pow::mint(&digest, 8, 0, 1 << 20).unwrap()
+        };
+        env.with_pow(8, &nonce).unwrap().sign(&p.alice.sig).unwrap()
     };
-    assert_eq!(deliver(&p.a, &p.b, &with("e2", &weak)).status, 402);
-    let nonce = pow::mint("e3", 8, 0, 1 << 20).unwrap();
-    json_body(&deliver(&p.a, &p.b, &with("e3", &nonce)), 202);
+    assert_eq!(deliver(&p.a, &p.b, &with("e2", true)).status, 402);
+    json_body(&deliver(&p.a, &p.b, &with("e3", false)), 202);
     // Allowlisted senders are exempt.
     json(&p.bob.post(&p.b, "/lists/bob", &change("allow", "add", &["alice@a.test"])), 200);
     json_body(&deliver(&p.a, &p.b, &message(&p.alice, "e4", &[&p.bob.address])), 202);
@@ -694,10 +698,18 @@ fn webhooks_get_a_push_signed_by_the_domain() {
     let req = &pushed[0];
     assert_eq!(req.method, "POST");
     assert_eq!(req.url, "http://hook.test/bob");
-    assert_eq!(req.body, env.canonical());
+    // The house's own wrapper around the envelope, signed as a push.
+    let push = Value::parse(&req.body, 2 << 20).unwrap();
+    let push = push.as_object().unwrap();
+    assert_eq!(push["type"].as_str(), Some("nyx5.push"));
+    assert_eq!(push["house"].as_str(), Some("b.test"));
+    assert_eq!(push["to"].as_str(), Some("bob@b.test"));
+    assert_eq!(push["envelope"].canonical(), env.canonical());
+    assert_eq!(Value::Object(push.clone()).canonical(), req.body, "the body is canonical");
     let sig = req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("x-nyx5-push")).unwrap();
     let sig: [u8; 64] = b64::decode_array(&sig.1).unwrap();
-    assert!(p.b.config.key.public().verify(&req.body, &sig));
+    assert!(p.b.config.key.public().verify(Context::Push, &req.body, &sig));
+    assert!(!p.b.config.key.public().verify(Context::AgentCard, &req.body, &sig));
     assert_eq!(held(&p.b, "bob"), 1);
 }
 

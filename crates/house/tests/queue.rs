@@ -356,10 +356,9 @@ fn duplicate_and_lost_answers_leave_one_copy() {
     assert_eq!(s.w.tick_all().delivered, 1);
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "once", "twice"]);
     // And the relay itself answers 200 to a second delivery.
-    let env = s.ana.draft("twice", &[&s.bo.address], "2");
-    let header = nyx5_proto::relay::RelayHeader::sign("a.test", "twice", "b.test", &s.a.config.key).to_header();
-    let resp =
-        call_raw(&s.b, "POST", "/inbound", &[("x-nyx5-relay", &header)], env.sign(&s.ana.sig).unwrap().canonical());
+    let env = s.ana.draft("twice", &[&s.bo.address], "2").sign(&s.ana.sig).unwrap();
+    let header = nyx5_proto::relay::RelayHeader::sign("a.test", &env, "b.test", &s.a.config.key).to_header();
+    let resp = call_raw(&s.b, "POST", "/inbound", &[("x-nyx5-relay", &header)], env.canonical());
     assert_eq!(json(&resp, 200).as_object().unwrap()["duplicate"], Value::Bool(true));
 }
 
@@ -518,11 +517,12 @@ fn outbound_refusals() {
     let mut raw = ok.object().clone();
     raw.insert("expires".into(), Timestamp(START + HOUR).to_rfc3339().into());
     raw.insert("deliver_after".into(), Timestamp(START + HOUR).to_rfc3339().into());
-    let token = s.ana.token(&s.a, "POST", "/outbound");
-    let resp = call_raw(&s.a, "POST", "/outbound", &[("authorization", &token)], Value::Object(raw).canonical());
+    let body = Value::Object(raw).canonical();
+    let token = s.ana.token(&s.a, "POST", "/outbound", &body);
+    let resp = call_raw(&s.a, "POST", "/outbound", &[("authorization", &token)], body);
     assert_eq!(resp.status, 400);
     // Malformed JSON.
-    let token = s.ana.token(&s.a, "POST", "/outbound");
+    let token = s.ana.token(&s.a, "POST", "/outbound", b"{\"nyx5\":");
     assert_eq!(call_raw(&s.a, "POST", "/outbound", &[("authorization", &token)], b"{\"nyx5\":".to_vec()).status, 400);
     // An intro over 4 KB, and an envelope over the house's limit.
     let intro = envelope(&s.ana, "r5", &[&s.bo.address], |d| {
@@ -535,14 +535,17 @@ fn outbound_refusals() {
     });
     assert_eq!(s.ana.send(&s.a, &big).status, 413);
 
-    // Tokens: replayed, for another path, for another host, none.
-    let token = s.ana.token(&s.a, "POST", "/outbound");
+    // Tokens: replayed, for another path, host, method, query or body, none.
+    let body = ok.canonical();
+    let token = s.ana.token(&s.a, "POST", "/outbound", &body);
     let send = |t: &str| call_raw(&s.a, "POST", "/outbound", &[("authorization", t)], ok.canonical());
     assert_eq!(send(&token).status, 202);
     assert_eq!(send(&token).status, 401, "a token is single use");
-    assert_eq!(send(&s.ana.token(&s.a, "POST", "/mailbox/ana/ack")).status, 401);
-    assert_eq!(send(&s.ana.token(&s.b, "POST", "/outbound")).status, 401);
-    assert_eq!(send(&s.ana.token(&s.a, "GET", "/outbound")).status, 401);
+    assert_eq!(send(&s.ana.token(&s.a, "POST", "/mailbox/ana/ack", &body)).status, 401);
+    assert_eq!(send(&s.ana.token(&s.b, "POST", "/outbound", &body)).status, 401);
+    assert_eq!(send(&s.ana.token(&s.a, "GET", "/outbound", &body)).status, 401);
+    assert_eq!(send(&s.ana.token(&s.a, "POST", "/outbound?x=1", &body)).status, 401);
+    assert_eq!(send(&s.ana.token(&s.a, "POST", "/outbound", b"{}")).status, 401);
     assert_eq!(call_raw(&s.a, "POST", "/outbound", &[], ok.canonical()).status, 401);
     // An agent of another house cannot send through this one.
     let bo_env = s.bo.draft("r7", &[&s.ana.address], "x").sign(&s.bo.sig).unwrap();

@@ -150,8 +150,9 @@ fn updates_only_by_owner_and_rotation_keeps_a_grace_key() {
     assert_eq!(call(&h, "POST", "/agents", &[], &mallory.registration(&h, &[])).status, 409);
     // The owner rotates: token by the old key, body signed by the new key.
     let new = Agent::new("ana@a.test", 12);
-    let token = ana.token(&h, "POST", "/agents");
-    let v = json(&call(&h, "POST", "/agents", &[("authorization", &token)], &new.registration(&h, &[])), 200);
+    let body = new.registration(&h, &[]);
+    let token = ana.token(&h, "POST", "/agents", &body.canonical());
+    let v = json(&call(&h, "POST", "/agents", &[("authorization", &token)], &body), 200);
     let card = AgentCard::from_object(v.as_object().unwrap()["card"].as_object().unwrap().clone()).unwrap();
     assert_eq!(card.sig, new.sig.public());
     assert_eq!(card.previous.len(), 1);
@@ -161,7 +162,7 @@ fn updates_only_by_owner_and_rotation_keeps_a_grace_key() {
     assert!(!card.accepts_key(&ana.sig.public(), h.now().plus_ms(8 * DAY)));
     // The old key still authenticates during the grace period; a replayed token never does.
     assert_eq!(ana.get(&h, "/mailbox/ana").status, 200);
-    let token = ana.token(&h, "GET", "/mailbox/ana");
+    let token = ana.token(&h, "GET", "/mailbox/ana", &[]);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &token)], vec![]).status, 200);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &token)], vec![]).status, 401);
     // The operator may update too.
@@ -180,15 +181,15 @@ fn tokens_are_bound_to_path_method_host_and_time() {
     // Another agent's mailbox.
     assert_eq!(bo.get(&h, "/mailbox/ana").status, 403);
     // A token for another path, method or host.
-    let t = ana.token(&h, "GET", "/mailbox/bo");
+    let t = ana.token(&h, "GET", "/mailbox/bo", &[]);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &t)], vec![]).status, 401);
-    let t = ana.token(&h, "POST", "/mailbox/ana");
+    let t = ana.token(&h, "POST", "/mailbox/ana", &[]);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &t)], vec![]).status, 401);
     let other = w.house("b.test", Registration::Admin);
-    let t = ana.token(&other, "GET", "/mailbox/ana");
+    let t = ana.token(&other, "GET", "/mailbox/ana", &[]);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &t)], vec![]).status, 401);
     // Expired.
-    let t = ana.token(&h, "GET", "/mailbox/ana");
+    let t = ana.token(&h, "GET", "/mailbox/ana", &[]);
     w.clock.advance(5 * MINUTE + 1);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &t)], vec![]).status, 401);
     // None at all, or garbage.

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use nyx5_proto::crypto::{EncSecret, SigningKey};
+use nyx5_proto::crypto::{Context, EncSecret, SigningKey};
 use nyx5_proto::envelope::{Content, Draft, Payload};
 use nyx5_proto::json::canonical_without;
 use nyx5_proto::{Address, Timestamp, seal};
@@ -121,10 +121,10 @@ fn main() {
     let sealed = seal::seal(env.clone(), &recipients, &mut rng).unwrap();
     let opened = seal::open(&sealed, &bob, &bob_enc).unwrap();
     assert!(matches!(&env.payload, Payload::Clear(c) if *c == opened));
-    // Raw Ed25519 over exactly the bytes the envelope signature covers.
-    let signed_bytes = canonical_without(signed.object(), "signature");
-    let raw_sig = ana_key.sign(&signed_bytes);
-    assert!(pk.verify(&signed_bytes, &raw_sig));
+    // Raw Ed25519 over exactly the bytes the envelope signature covers (label included).
+    let signed_bytes = Context::Envelope.frame(&canonical_without(signed.object(), "signature"));
+    let raw_sig = ana_key.sign_raw(&signed_bytes);
+    assert!(pk.verify_raw(&signed_bytes, &raw_sig));
 
     let canonical_len = value.canonical().len();
     let signed_len = signed.canonical().len();
@@ -153,7 +153,7 @@ fn main() {
         op("verify", || black_box(&signed).clone().verify_with_key(&pk)),
         op("seal", || seal::seal(black_box(&env).clone(), &recipients, &mut rng)),
         op("open", || seal::open(black_box(&sealed), &bob, &bob_enc)),
-        op("ed25519 verify (raw)", || pk.verify(black_box(&signed_bytes), black_box(&raw_sig))),
+        op("ed25519 verify (raw)", || pk.verify_raw(black_box(&signed_bytes), black_box(&raw_sig))),
     ];
     let rows = measure(&mut ops);
 

@@ -1,15 +1,18 @@
 //! Agent authentication (spec §8): `Authorization: Nyx5 <token>.<sig>`.
 //!
-//! `token` is base64url of the canonical JSON of `{address, ts, nonce, method, path, host}`;
-//! `sig` is base64url of the agent's Ed25519 signature over those canonical bytes (the decoded
-//! token, which must itself be canonical). A token is good for [`limits::AUTH_WINDOW_MS`] either
-//! side of `ts`, for one method, one path and one house. Whether the nonce was seen before is the
-//! house's to decide: verification hands back a [`NonceClaim`] the house must consume.
+//! `token` is base64url of the canonical JSON of
+//! `{address, ts, nonce, method, path, query, host, body}`; `sig` is base64url of the agent's
+//! token signature ([`Context::Token`]) over those canonical bytes (the decoded token, which must
+//! itself be canonical). A token is good for [`limits::AUTH_WINDOW_MS`] either side of `ts`, for
+//! one method, one path and query, one house and one body (its SHA-256), so a leaked token cannot
+//! carry another request. Whether the nonce was seen before is the house's to decide:
+//! verification hands back a [`NonceClaim`] the house must consume. Which of the card's keys may
+//! sign is the caller's choice ([`Keys`]).
 
 use crate::address::Address;
 use crate::b64;
 use crate::card::AgentCard;
-use crate::crypto::{SigPublic, SigningKey};
+use crate::crypto::{Context, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
 use crate::json::{Object, Value, field, obj};
 use crate::limits;
@@ -23,6 +26,9 @@ fn refuse(reason: impl Into<std::borrow::Cow<'static, str>>) -> Error {
     Error::new(ErrorKind::Unauthenticated, reason)
 }
 
+/// The members of a token, in no particular order (the token is canonical JSON).
+const MEMBERS: [&str; 8] = ["address", "body", "host", "method", "nonce", "path", "query", "ts"];
+
 /// The request a token is (or must be) bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -30,14 +36,36 @@ pub struct Target {
     pub method: String,
     /// The path without query string, e.g. `/mailbox/ana`.
     pub path: String,
+    /// The query string as sent, without `?` (empty when there is none).
+    pub query: String,
     /// The house's host as the client addressed it (`host[:port]`, lower case).
     pub host: String,
+    /// Lower-case hex SHA-256 of the request body (of no bytes when there is none).
+    pub body: String,
 }
 
 impl Target {
-    pub fn new(method: &str, path: &str, host: &str) -> Target {
-        Target { method: method.to_ascii_uppercase(), path: path.to_owned(), host: host.to_ascii_lowercase() }
+    /// The request `method path?query` to `host` carrying `body`.
+    pub fn new(method: &str, path: &str, query: &str, host: &str, body: &[u8]) -> Target {
+        Target {
+            method: method.to_ascii_uppercase(),
+            path: path.to_owned(),
+            query: query.to_owned(),
+            host: host.to_ascii_lowercase(),
+            body: hex(&sha256(body)),
+        }
     }
+}
+
+/// Which of a card's keys may sign a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Only the current key: everything that changes the agent's card, lists, webhook,
+    /// delegations or money, and every send.
+    Current,
+    /// The current key or a previous key still in its grace period: reading and acknowledging
+    /// the mailbox, so mail sealed to the old keys can still be collected.
+    CurrentOrGrace,
 }
 
 /// The signed claims of a token.
@@ -57,7 +85,9 @@ impl Claims {
             ("nonce", self.nonce.as_str().into()),
             ("method", self.target.method.as_str().into()),
             ("path", self.target.path.as_str().into()),
+            ("query", self.target.query.as_str().into()),
             ("host", self.target.host.as_str().into()),
+            ("body", self.target.body.as_str().into()),
         ])
     }
 
@@ -65,7 +95,7 @@ impl Claims {
     /// bytes in base64url.
     pub fn sign(&self, key: &SigningKey) -> String {
         let bytes = Value::Object(self.to_object()).canonical();
-        format!("{SCHEME} {}.{}", b64::encode(&bytes), b64::encode(&key.sign(&bytes)))
+        format!("{SCHEME} {}.{}", b64::encode(&bytes), b64::encode(&key.sign(Context::Token, &bytes)))
     }
 }
 
@@ -104,8 +134,8 @@ impl AuthHeader {
             Ok(Value::Object(o)) => o,
             _ => return Err(refuse("token is not a JSON object")),
         };
-        if doc.len() != 6 {
-            return Err(refuse("token must hold exactly address, ts, nonce, method, path, host"));
+        if doc.len() != MEMBERS.len() || !MEMBERS.iter().all(|m| doc.contains_key(*m)) {
+            return Err(refuse("token must hold exactly address, ts, nonce, method, path, query, host, body"));
         }
         let s = |name: &str| field::str(&doc, name).map_err(|e| refuse(e.reason));
         let nonce = s("nonce")?.to_owned();
@@ -119,7 +149,9 @@ impl AuthHeader {
             target: Target {
                 method: s("method")?.to_owned(),
                 path: s("path")?.to_owned(),
+                query: s("query")?.to_owned(),
                 host: s("host")?.to_owned(),
+                body: s("body")?.to_owned(),
             },
         };
         if Value::Object(doc).canonical() != token {
@@ -129,8 +161,14 @@ impl AuthHeader {
     }
 
     /// Verifies the token against the agent's verified card, the request it arrived with and
-    /// the house clock. The caller must then consume the returned nonce.
-    pub fn verify(&self, card: &Verified<AgentCard>, request: &Target, now: Timestamp) -> Result<NonceClaim, Error> {
+    /// the house clock, signed by one of `keys`. The caller must then consume the returned nonce.
+    pub fn verify(
+        &self,
+        card: &Verified<AgentCard>,
+        request: &Target,
+        keys: Keys,
+        now: Timestamp,
+    ) -> Result<NonceClaim, Error> {
         let c = &self.claims;
         if card.address != c.address {
             return Err(refuse("token is for another address"));
@@ -138,16 +176,27 @@ impl AuthHeader {
         if (now.millis() - c.ts.millis()).abs() > limits::AUTH_WINDOW_MS {
             return Err(refuse("token is outside its 5-minute window"));
         }
-        if c.target.method != request.method || c.target.path != request.path {
-            return Err(refuse("token is bound to another method or path"));
+        if c.target.method != request.method || c.target.path != request.path || c.target.query != request.query {
+            return Err(refuse("token is bound to another method, path or query"));
         }
         if c.target.host != request.host {
             return Err(refuse("token is bound to another house"));
         }
-        // The token names no kid: the card's current key, or a previous key in its grace period.
-        let keys = std::iter::once(&card.sig).chain(card.previous.iter().filter(|p| now < p.until).map(|p| &p.sig));
-        if !keys.into_iter().any(|k: &SigPublic| k.verify(&self.token, &self.sig)) {
-            return Err(refuse("token signature does not verify"));
+        if c.target.body != request.body {
+            return Err(refuse("token is bound to another body"));
+        }
+        // The token names no kid: the card's current key, or (when `keys` allows) a previous key
+        // in its grace period.
+        let grace = card.previous.iter().filter(|p| keys == Keys::CurrentOrGrace && now < p.until).map(|p| &p.sig);
+        if !std::iter::once(&card.sig).chain(grace).any(|k| k.verify(Context::Token, &self.token, &self.sig)) {
+            let reason = if keys == Keys::Current
+                && card.previous.iter().any(|p| p.sig.verify(Context::Token, &self.token, &self.sig))
+            {
+                "token is signed by a replaced key; this needs the current key"
+            } else {
+                "token signature does not verify"
+            };
+            return Err(refuse(reason));
         }
         Ok(NonceClaim {
             address: c.address.clone(),

@@ -6,7 +6,7 @@
 //! signature and are written back unchanged.
 
 use crate::address::{Address, check_domain};
-use crate::crypto::{EncPublic, KeyCache, SigPublic, SigningKey};
+use crate::crypto::{Context, EncPublic, KeyCache, SigPublic, SigningKey};
 use crate::error::{Error, ErrorKind};
 use crate::json::{Object, Value, canonical_without, field, obj};
 use crate::limits;
@@ -74,7 +74,7 @@ impl DomainCardDraft {
             ("extensions", Value::Array(self.extensions.into_iter().map(Value::from).collect())),
             ("issued", self.issued.to_rfc3339().into()),
         ]);
-        sign_object(&mut doc, "signature", key);
+        sign_object(&mut doc, "signature", Context::DomainCard, key);
         DomainCard::from_object(doc)
     }
 }
@@ -121,7 +121,8 @@ impl DomainCard {
     /// Verifies the self-signature (its `kid` must be one of `keys`) and, when the resolver
     /// has one (DNS `sig`, a hosts pin, a TOFU pin), that the card is signed by `anchor`.
     pub fn verify(self, anchor: Option<&SigPublic>) -> Result<Verified<DomainCard>, Error> {
-        let kid = verify_object(&self.raw, "signature", |kid| self.keys.iter().any(|k| k.sig == *kid))?;
+        let kid =
+            verify_object(&self.raw, "signature", Context::DomainCard, |kid| self.keys.iter().any(|k| k.sig == *kid))?;
         if let Some(anchor) = anchor
             && kid != *anchor
         {
@@ -135,10 +136,15 @@ impl DomainCard {
         self.keys.iter().any(|k| k.sig == *key)
     }
 
-    /// Verifies a signature by `kid`, one of this card's keys (see [`DomainCard::has_key`]), with
-    /// the keys decoded once per card.
-    pub(crate) fn verify_by(&self, kid: &SigPublic, message: &[u8], signature: &[u8; 64]) -> bool {
-        self.prepared.verify(|| self.keys.iter().map(|k| k.sig).collect(), kid, message, signature)
+    /// Verifies a signature of kind `context` by `kid`, one of this card's keys (see
+    /// [`DomainCard::has_key`]), with the keys decoded once per card.
+    pub(crate) fn verify_by(&self, kid: &SigPublic, context: Context, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.verify_framed_by(kid, &context.frame(message), signature)
+    }
+
+    /// [`DomainCard::verify_by`] for bytes already framed with their context.
+    fn verify_framed_by(&self, kid: &SigPublic, framed: &[u8], signature: &[u8; 64]) -> bool {
+        self.prepared.verify_raw(|| self.keys.iter().map(|k| k.sig).collect(), kid, framed, signature)
     }
 
     /// The largest envelope this house accepts (`policy.max_bytes`, else the default).
@@ -220,13 +226,25 @@ impl Scope {
             && self.to_domains.as_ref().is_none_or(|d| d.iter().any(|x| x == domain))
     }
 
-    /// Whether `self` stays within `parent`: a child never gets more cap than its parent.
+    /// Whether `self` stays within `parent`: every type and destination domain the child may
+    /// use, the parent may too (a list is a subset of the parent's; "any" fits only under
+    /// "any"), and the child never gets more cap than its parent. Checked at every link, this
+    /// makes a card's own scope the intersection of its whole chain's.
     pub fn within(&self, parent: &Scope) -> bool {
-        match (self.cap, parent.cap) {
+        fn subset(child: Option<&Vec<String>>, parent: Option<&Vec<String>>) -> bool {
+            match (child, parent) {
+                (_, None) => true,
+                (None, Some(_)) => false,
+                (Some(c), Some(p)) => c.iter().all(|x| p.contains(x)),
+            }
+        }
+        let cap = match (self.cap, parent.cap) {
             (_, None) => true,
             (None, Some(_)) => false,
             (Some(c), Some(p)) => c <= p,
-        }
+        };
+        cap && subset(self.types.as_ref(), parent.types.as_ref())
+            && subset(self.to_domains.as_ref(), parent.to_domains.as_ref())
     }
 }
 
@@ -261,7 +279,7 @@ impl Delegation {
             ("valid_until", valid_until.map(|t| t.to_rfc3339()).into()),
             ("issued", issued.to_rfc3339().into()),
         ]);
-        sign_object(&mut doc, "signature", parent_key);
+        sign_object(&mut doc, "signature", Context::Delegation, parent_key);
         Delegation::from_object(doc)
     }
 
@@ -357,7 +375,7 @@ impl AgentCardDraft {
         if let Some(d) = self.delegation {
             doc.insert("delegation".into(), d.to_value());
         }
-        sign_object(&mut doc, "certification", domain_key);
+        sign_object(&mut doc, "certification", Context::AgentCard, domain_key);
         AgentCard::from_object(doc)
     }
 }
@@ -415,9 +433,10 @@ impl AgentCard {
         verify_signature(
             &self.raw,
             "certification",
+            Context::AgentCard,
             &unsigned,
             |kid| domain.has_key(kid),
-            |kid, message, signature| domain.verify_by(kid, message, signature),
+            |kid, framed, signature| domain.verify_framed_by(kid, framed, signature),
         )?;
         if now < self.valid_from {
             return Err(Error::forbidden(format!("card of {} is not valid yet", self.address)));
@@ -425,11 +444,24 @@ impl AgentCard {
         if self.valid_until.is_some_and(|until| now >= until) {
             return Err(Error::forbidden(format!("card of {} has expired", self.address)));
         }
-        if let Some(d) = &self.delegation {
-            let parent = parent.ok_or_else(|| {
-                Error::new(ErrorKind::Forbidden, format!("delegated card of {} needs its parent's card", self.address))
-            })?;
-            self.check_delegation(d, parent, now)?;
+        match (&self.delegation, self.address.parent()) {
+            (Some(d), _) => {
+                let parent = parent.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Forbidden,
+                        format!("delegated card of {} needs its parent's card", self.address),
+                    )
+                })?;
+                self.check_delegation(d, parent, now)?;
+            }
+            // A dotted name is a subagent's: without its parent's delegation it is a forgery.
+            (None, Some(p)) => {
+                return Err(Error::forbidden(format!(
+                    "{} is a subagent of {p} but carries no delegation",
+                    self.address
+                )));
+            }
+            (None, None) => {}
         }
         Ok(Verified::new(self))
     }
@@ -442,13 +474,13 @@ impl AgentCard {
         if d.address != self.address || d.sig != self.sig {
             return refuse("it delegates another address or key");
         }
-        verify_object(&d.raw, "signature", |kid| parent.accepts_key(kid, now))?;
+        verify_object(&d.raw, "signature", Context::Delegation, |kid| parent.accepts_key(kid, now))?;
         if d.valid_until.is_some_and(|until| now >= until) {
             return refuse("it has expired");
         }
         let parent_scope = parent.delegation.as_ref().map(|pd| pd.scope.clone()).unwrap_or_default();
         if !d.scope.within(&parent_scope) {
-            return refuse("its cap is larger than its parent's");
+            return refuse("its scope (types, domains or cap) is wider than its parent's");
         }
         Ok(())
     }
@@ -459,16 +491,29 @@ impl AgentCard {
         self.sig == *key || self.previous.iter().any(|p| p.sig == *key && now < p.until)
     }
 
-    /// Verifies a signature by `kid`, one of this card's keys (see [`AgentCard::accepts_key`]),
-    /// with the keys decoded once per card.
-    pub(crate) fn verify_by(&self, kid: &SigPublic, message: &[u8], signature: &[u8; 64]) -> bool {
+    /// Verifies a signature by `kid` over bytes already framed with their context, `kid` being
+    /// one of this card's keys (see [`AgentCard::accepts_key`]), with the keys decoded once per card.
+    pub(crate) fn verify_framed_by(&self, kid: &SigPublic, framed: &[u8], signature: &[u8; 64]) -> bool {
         let keys = || std::iter::once(self.sig).chain(self.previous.iter().map(|p| p.sig)).collect();
-        self.prepared.verify(keys, kid, message, signature)
+        self.prepared.verify_raw(keys, kid, framed, signature)
     }
 
     /// The scope a delegated card sends under (`None` for a full agent).
     pub fn scope(&self) -> Option<&Scope> {
         self.delegation.as_ref().map(|d| &d.scope)
+    }
+
+    /// Refuses (403) an envelope of `kind` to `domain` that this card's delegation does not
+    /// allow. Every link of a verified chain lies within its parent's ([`Scope::within`]), so
+    /// the card's own scope is the intersection of its whole chain's: checking it checks them
+    /// all. The sending house checks this on `POST /outbound`, the receiving one on `/inbound`.
+    pub fn check_send(&self, kind: &str, domain: &str) -> Result<(), Error> {
+        match self.scope() {
+            Some(scope) if !scope.allows_send(kind, domain) => {
+                Err(Error::forbidden(format!("the delegation of {} does not allow a {kind} to {domain}", self.address)))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether the card asked to be listed in the directory (`capabilities.listed: true`).

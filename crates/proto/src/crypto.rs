@@ -30,6 +30,85 @@ pub fn random<const N: usize>(rng: &mut dyn Entropy) -> [u8; N] {
     out
 }
 
+/// What a signature is for. Every protocol signature covers the UTF-8 label `nyx5/1 <kind>`, one
+/// zero byte, then the document's bytes ([`Context::frame`]), so a signature made for one kind
+/// of document never verifies as another (as TLS 1.3's CertificateVerify does with its context
+/// string). A zero byte appears in no label and in no canonical JSON, so the framing is
+/// unambiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Context {
+    /// A domain card's self-signature (`signature`).
+    DomainCard,
+    /// The domain's certification of an agent card (`certification`).
+    AgentCard,
+    /// A parent's delegation to its subagent.
+    Delegation,
+    /// An envelope (an agent's, or a house's notice from `postmaster@`).
+    Envelope,
+    /// An agent's request token (spec §8).
+    Token,
+    /// The relay header a sending house adds (spec §6).
+    Relay,
+    /// A registration body: proof that the registrant holds the key (spec §8b).
+    Registration,
+    /// A seller's quote (spec §15).
+    Quote,
+    /// A Libro receipt (spec §20).
+    Receipt,
+    /// A webhook push: the house's wrapper around an envelope it pushes (§9d).
+    Push,
+    /// The seed of a delivery notice's id (spec §7b).
+    NoticeId,
+    /// An old domain key handing its domain over to the new active key (§4.1).
+    DomainKeyHandover,
+}
+
+impl Context {
+    /// Every kind, for tests that check none verifies as another.
+    pub const ALL: [Context; 12] = [
+        Context::DomainCard,
+        Context::AgentCard,
+        Context::Delegation,
+        Context::Envelope,
+        Context::Token,
+        Context::Relay,
+        Context::Registration,
+        Context::Quote,
+        Context::Receipt,
+        Context::Push,
+        Context::NoticeId,
+        Context::DomainKeyHandover,
+    ];
+
+    /// The label this kind's signatures start with.
+    pub fn label(self) -> &'static str {
+        match self {
+            Context::DomainCard => "nyx5/1 domain-card",
+            Context::AgentCard => "nyx5/1 agent-card",
+            Context::Delegation => "nyx5/1 delegation",
+            Context::Envelope => "nyx5/1 envelope",
+            Context::Token => "nyx5/1 token",
+            Context::Relay => "nyx5/1 relay",
+            Context::Registration => "nyx5/1 registration",
+            Context::Quote => "nyx5/1 quote",
+            Context::Receipt => "nyx5/1 receipt",
+            Context::Push => "nyx5/1 push",
+            Context::NoticeId => "nyx5/1 notice-id",
+            Context::DomainKeyHandover => "nyx5/1 domain-key-handover",
+        }
+    }
+
+    /// The bytes a signature of this kind covers: label, a zero byte, `message`.
+    pub fn frame(self, message: &[u8]) -> Vec<u8> {
+        let label = self.label().as_bytes();
+        let mut out = Vec::with_capacity(label.len() + 1 + message.len());
+        out.extend_from_slice(label);
+        out.push(0);
+        out.extend_from_slice(message);
+        out
+    }
+}
+
 /// An Ed25519 public key: the `sig` of a card and the `kid` of a signature.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SigPublic([u8; 32]);
@@ -60,9 +139,16 @@ impl SigPublic {
         b64::encode(&self.0)
     }
 
-    /// `verify_strict`: refuses non-canonical encodings and small-order keys and points.
-    pub fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
-        self.prepare().is_some_and(|key| key.verify(message, signature))
+    /// Whether `signature` is this key's signature of kind `context` over `message`.
+    pub fn verify(&self, context: Context, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.verify_raw(&context.frame(message), signature)
+    }
+
+    /// `verify_strict` over the bare bytes, without a context label: for standard test vectors
+    /// and for callers that framed the message themselves. Refuses non-canonical encodings and
+    /// small-order keys and points.
+    pub fn verify_raw(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.prepare().is_some_and(|key| key.verify_raw(message, signature))
     }
 
     /// The key decoded for verifying (its point decompressed: about a tenth of a verification);
@@ -89,8 +175,8 @@ impl PreparedKey {
         SigPublic(self.0.to_bytes())
     }
 
-    /// `verify_strict`, as [`SigPublic::verify`].
-    pub fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+    /// `verify_strict` over bytes already framed, as [`SigPublic::verify_raw`].
+    pub fn verify_raw(&self, message: &[u8], signature: &[u8; 64]) -> bool {
         let sig = ed25519_dalek::Signature::from_bytes(signature);
         self.0.verify_strict(message, &sig).is_ok()
     }
@@ -103,9 +189,9 @@ impl PreparedKey {
 pub(crate) struct KeyCache(std::sync::OnceLock<Vec<(SigPublic, Option<PreparedKey>)>>);
 
 impl KeyCache {
-    /// Verifies `signature` over `message` by `kid`, which the caller has already found among
-    /// `keys` (the card's keys); the same answer as `kid.verify(message, signature)`.
-    pub(crate) fn verify(
+    /// Verifies `signature` over the framed `message` by `kid`, which the caller has already
+    /// found among `keys` (the card's keys); the same answer as `kid.verify_raw(message, signature)`.
+    pub(crate) fn verify_raw(
         &self,
         keys: impl FnOnce() -> Vec<SigPublic>,
         kid: &SigPublic,
@@ -114,9 +200,9 @@ impl KeyCache {
     ) -> bool {
         let prepared = self.0.get_or_init(|| keys().into_iter().map(|k| (k, k.prepare())).collect());
         match prepared.iter().find(|(k, _)| k == kid) {
-            Some((_, Some(key))) => key.verify(message, signature),
-            Some((_, None)) => false, // not a point: `SigPublic::verify` refuses it too
-            None => kid.verify(message, signature),
+            Some((_, Some(key))) => key.verify_raw(message, signature),
+            Some((_, None)) => false, // not a point: `SigPublic::verify_raw` refuses it too
+            None => kid.verify_raw(message, signature),
         }
     }
 }
@@ -160,7 +246,14 @@ impl SigningKey {
         SigPublic(self.0.verifying_key().to_bytes())
     }
 
-    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+    /// Signs `message` as a document of kind `context` (see [`Context`]).
+    pub fn sign(&self, context: Context, message: &[u8]) -> [u8; 64] {
+        self.sign_raw(&context.frame(message))
+    }
+
+    /// Signs the bare bytes, without a context label: for standard test vectors only. Every
+    /// protocol signature goes through [`SigningKey::sign`].
+    pub fn sign_raw(&self, message: &[u8]) -> [u8; 64] {
         self.0.sign(message).to_bytes()
     }
 }
@@ -270,18 +363,20 @@ mod tests {
     #[test]
     fn sign_and_verify_strict() {
         let key = SigningKey::from_seed([7; 32]);
-        let sig = key.sign(b"hola");
-        assert!(key.public().verify(b"hola", &sig));
-        assert!(!key.public().verify(b"hola!", &sig));
+        let sig = key.sign(Context::Envelope, b"hola");
+        assert!(key.public().verify(Context::Envelope, b"hola", &sig));
+        assert!(!key.public().verify(Context::Envelope, b"hola!", &sig));
+        assert!(!key.public().verify_raw(b"hola", &sig), "the label is part of what is signed");
+        assert!(key.public().verify_raw(b"nyx5/1 envelope\0hola", &sig));
         let mut bad = sig;
         bad[0] ^= 1;
-        assert!(!key.public().verify(b"hola", &bad));
+        assert!(!key.public().verify(Context::Envelope, b"hola", &bad));
     }
 
     #[test]
     fn a_key_cache_answers_as_verify_does() {
         let key = SigningKey::from_seed([7; 32]);
-        let sig = key.sign(b"hola");
+        let sig = key.sign_raw(b"hola");
         let identity = SigPublic::from_bytes({
             let mut b = [0; 32];
             b[0] = 1;
@@ -301,15 +396,29 @@ mod tests {
             for kid in [key.public(), identity, not_a_point, SigningKey::from_seed([8; 32]).public()] {
                 for (message, signature) in [(&b"hola"[..], sig), (&b"hola!"[..], sig), (&b"hola"[..], [0; 64])] {
                     assert_eq!(
-                        cache.verify(|| keys.clone(), &kid, message, &signature),
-                        kid.verify(message, &signature),
+                        cache.verify_raw(|| keys.clone(), &kid, message, &signature),
+                        kid.verify_raw(message, &signature),
                         "{kid:?}"
                     );
                 }
             }
         }
-        assert!(cache.verify(|| keys.clone(), &key.public(), b"hola", &sig));
+        assert!(cache.verify_raw(|| keys.clone(), &key.public(), b"hola", &sig));
         assert_eq!(cache, KeyCache::default());
+    }
+
+    #[test]
+    fn no_context_verifies_as_another() {
+        let key = SigningKey::from_seed([7; 32]);
+        for signed in Context::ALL {
+            let sig = key.sign(signed, b"{}");
+            for checked in Context::ALL {
+                assert_eq!(key.public().verify(checked, b"{}", &sig), signed == checked, "{signed:?} as {checked:?}");
+            }
+        }
+        let labels: std::collections::BTreeSet<_> = Context::ALL.iter().map(|c| c.label()).collect();
+        assert_eq!(labels.len(), Context::ALL.len(), "labels are distinct");
+        assert!(labels.iter().all(|l| !l.contains('\0')), "no label holds the separator");
     }
 
     #[test]

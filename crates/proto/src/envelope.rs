@@ -4,11 +4,11 @@
 use crate::address::{Address, check_domain, check_id};
 use crate::b64;
 use crate::card::{AgentCard, VERSION};
-use crate::crypto::{SigPublic, SigningKey, hex, sha256};
+use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
 use std::ops::Range;
 
-use crate::json::{Object, Value, canonical_marking, field, without_span};
+use crate::json::{Object, Value, canonical_marking, canonical_object, field, without_span};
 use crate::limits;
 use crate::seal::Sealed;
 use crate::sign::{Signature, Verified, verify_signature};
@@ -316,9 +316,29 @@ impl Envelope {
         &self.canonical
     }
 
-    /// What the signature covers: the canonical envelope without its `signature` member.
-    fn signed_bytes(&self) -> Vec<u8> {
-        without_span(&self.canonical, self.signature_span.as_ref())
+    /// What the signature covers: the envelope label, then the canonical envelope without its
+    /// `signature` member.
+    fn signed_message(&self) -> Vec<u8> {
+        Context::Envelope.frame(&without_span(&self.canonical, self.signature_span.as_ref()))
+    }
+
+    /// What a proof of work is bound to (docs/SPEC.md §9): the lower-case hex SHA-256 of the
+    /// canonical envelope without its `signature` and `pow` members. It covers `from`, `to`,
+    /// `id` and the sealed content, so one proof opens one mailbox for one envelope.
+    pub fn work_digest(&self) -> String {
+        let mut doc = self.raw.clone();
+        doc.remove("signature");
+        doc.remove("pow");
+        hex(&sha256(&canonical_object(&doc)))
+    }
+
+    /// Sets `pow: {bits, nonce}` (dropping any signature: sign afterwards).
+    pub fn with_pow(self, bits: u32, nonce: &str) -> Result<Envelope, Error> {
+        let mut raw = self.raw;
+        raw.remove("signature");
+        let pow = crate::json::obj([("bits", i64::from(bits).into()), ("nonce", nonce.into())]);
+        raw.insert("pow".to_owned(), Value::Object(pow));
+        Envelope::from_object(raw)
     }
 
     /// Size limits: the house's `max_bytes`, and 4 KB for an `intro` (spec §9).
@@ -369,7 +389,7 @@ impl Envelope {
 
     /// Signs the envelope (replacing any signature) with the sender's key.
     pub fn sign(self, key: &SigningKey) -> Result<Envelope, Error> {
-        let signature = Signature { kid: key.public(), value: key.sign(&self.signed_bytes()) };
+        let signature = Signature { kid: key.public(), value: key.sign_raw(&self.signed_message()) };
         let mut raw = self.raw;
         raw.insert("signature".to_owned(), signature.to_value());
         Envelope::from_object(raw)
@@ -385,9 +405,10 @@ impl Envelope {
         verify_signature(
             &self.raw,
             "signature",
-            &self.signed_bytes(),
+            Context::Envelope,
+            &without_span(&self.canonical, self.signature_span.as_ref()),
             |kid| sender.accepts_key(kid, now),
-            |kid, message, signature| sender.verify_by(kid, message, signature),
+            |kid, framed, signature| sender.verify_framed_by(kid, framed, signature),
         )?;
         Ok(Verified::new(self))
     }
@@ -398,9 +419,10 @@ impl Envelope {
         verify_signature(
             &self.raw,
             "signature",
-            &self.signed_bytes(),
+            Context::Envelope,
+            &without_span(&self.canonical, self.signature_span.as_ref()),
             |kid| kid == key,
-            |kid, message, signature| kid.verify(message, signature),
+            |kid, framed, signature| kid.verify_raw(framed, signature),
         )?;
         Ok(Verified::new(self))
     }

@@ -1,7 +1,14 @@
-//! Proof of work (spec §9): `bits` leading zero bits in SHA-256 of `<id>:<nonce>`.
+//! Proof of work (spec §9, bound to the envelope in docs/SPEC.md §9): `bits` leading zero bits in
+//! SHA-256 of `nyx5/1 pow:<work digest>:<nonce>`, where the work digest
+//! ([`crate::Envelope::work_digest`]) covers the whole envelope but its `signature` and `pow`.
+//! A proof made for one envelope (one sender, one set of recipients, one content) proves
+//! nothing for any other.
 
 use crate::crypto::sha256;
 use crate::limits;
+
+/// What every proof's hashed text starts with.
+pub const PREFIX: &str = "nyx5/1 pow:";
 
 /// Leading zero bits of a digest.
 pub fn leading_zero_bits(digest: &[u8; 32]) -> u32 {
@@ -16,19 +23,24 @@ pub fn leading_zero_bits(digest: &[u8; 32]) -> u32 {
     bits
 }
 
-/// Whether `nonce` proves `bits` of work for envelope `id`. More than
-/// [`limits::MAX_POW_BITS`] is never asked, so never accepted as asked.
-pub fn check(id: &str, nonce: &str, bits: u32) -> bool {
-    bits <= limits::MAX_POW_BITS && leading_zero_bits(&sha256(format!("{id}:{nonce}").as_bytes())) >= bits
+fn message(work_digest: &str, nonce: &str) -> String {
+    format!("{PREFIX}{work_digest}:{nonce}")
 }
 
-/// Finds a decimal nonce for `id` with `bits` of work, trying at most `max_tries` counters
-/// from `start` (callers pick `start` at random so two senders do not collide in their search).
-pub fn mint(id: &str, bits: u32, start: u64, max_tries: u64) -> Option<String> {
+/// Whether `nonce` proves `bits` of work for the envelope whose work digest is `work_digest`.
+/// More than [`limits::MAX_POW_BITS`] is never asked, so never accepted as asked.
+pub fn check(work_digest: &str, nonce: &str, bits: u32) -> bool {
+    bits <= limits::MAX_POW_BITS && leading_zero_bits(&sha256(message(work_digest, nonce).as_bytes())) >= bits
+}
+
+/// Finds a decimal nonce with `bits` of work for `work_digest`, trying at most `max_tries`
+/// counters from `start` (callers pick `start` at random so two senders do not collide in their
+/// search).
+pub fn mint(work_digest: &str, bits: u32, start: u64, max_tries: u64) -> Option<String> {
     if bits > limits::MAX_POW_BITS {
         return None;
     }
-    let prefix = format!("{id}:");
+    let prefix = message(work_digest, "");
     let mut buf = String::with_capacity(prefix.len() + 20);
     (0..max_tries).map(|i| start.wrapping_add(i)).find_map(|n| {
         buf.clear();
@@ -52,11 +64,20 @@ mod tests {
 
     #[test]
     fn mint_then_check() {
-        let nonce = mint("abc", 12, 0, 1 << 20).unwrap();
-        assert!(check("abc", &nonce, 12));
-        assert!(!check("abc", &nonce, 33));
-        // Nonce "0" for id "abc": its digest decides; check agrees with a direct count.
-        let direct = leading_zero_bits(&sha256(b"abc:0"));
-        assert!(check("abc", "0", direct) && !check("abc", "0", direct + 1));
+        let digest = "ab".repeat(32);
+        let nonce = mint(&digest, 12, 0, 1 << 20).unwrap();
+        assert!(check(&digest, &nonce, 12));
+        assert!(!check(&digest, &nonce, 33));
+        // Nonce "0": its digest decides; check agrees with a direct count of the pinned text.
+        let direct = leading_zero_bits(&sha256(format!("nyx5/1 pow:{digest}:0").as_bytes()));
+        assert!(check(&digest, "0", direct) && !check(&digest, "0", direct + 1));
+    }
+
+    #[test]
+    fn a_proof_is_for_one_envelope_only() {
+        let (a, b) = ("ab".repeat(32), "ac".repeat(32));
+        let nonce = mint(&a, 16, 0, 1 << 24).unwrap();
+        assert!(check(&a, &nonce, 16));
+        assert!(!check(&b, &nonce, 16), "the same nonce does not carry to another envelope");
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::address::{Address, check_domain, check_id};
 use crate::card::AgentCard;
-use crate::crypto::{SigPublic, SigningKey, hex, sha256};
+use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
 use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
@@ -114,7 +114,7 @@ impl QuoteDraft {
                 Value::Object(obj([("address", r.address.as_str().into()), ("share", r.share_bps.into())])),
             );
         }
-        sign_object(&mut doc, "signature", seller_key);
+        sign_object(&mut doc, "signature", Context::Quote, seller_key);
         Quote::from_object(doc)
     }
 }
@@ -169,14 +169,14 @@ impl Quote {
         if seller.address != self.seller {
             return Err(Error::forbidden("the quote is not signed by its seller"));
         }
-        verify_object(&self.raw, "signature", |kid| seller.accepts_key(kid, now))?;
+        verify_object(&self.raw, "signature", Context::Quote, |kid| seller.accepts_key(kid, now))?;
         self.check_current(now)?;
         Ok(Verified::new(self))
     }
 
     /// Verifies the signature with one known key (offline tools).
     pub fn verify_with_key(self, key: &SigPublic, now: Timestamp) -> Result<Verified<Quote>, Error> {
-        verify_object(&self.raw, "signature", |kid| kid == key)?;
+        verify_object(&self.raw, "signature", Context::Quote, |kid| kid == key)?;
         self.check_current(now)?;
         Ok(Verified::new(self))
     }

@@ -2,7 +2,7 @@
 //! sends from `postmaster@` (spec §7): bounces and delivery acknowledgements.
 
 use crate::address::{Address, check_domain, check_id};
-use crate::crypto::{SigPublic, SigningKey};
+use crate::crypto::{Context, SigPublic, SigningKey};
 use crate::envelope::{Content, Draft, Envelope, Kind};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
@@ -66,7 +66,7 @@ impl Receipt {
         ] {
             doc.insert(k.to_owned(), v);
         }
-        sign_object(&mut doc, "signature", house_key);
+        sign_object(&mut doc, "signature", Context::Receipt, house_key);
         Receipt::from_object(doc)
     }
 
@@ -96,7 +96,7 @@ impl Receipt {
 
     /// Verifies the house's signature with one of its keys.
     pub fn verify(self, house_keys: &[SigPublic]) -> Result<Verified<Receipt>, Error> {
-        verify_object(&self.raw, "signature", |kid| house_keys.contains(kid))?;
+        verify_object(&self.raw, "signature", Context::Receipt, |kid| house_keys.contains(kid))?;
         Ok(Verified::new(self))
     }
 

@@ -1,11 +1,14 @@
-//! The relay header (spec §6): the sending house signs `relay:<id>:<destination domain>`.
+//! The relay header (spec §6; bound to the envelope in docs/SPEC.md §6): the sending house signs
+//! `relay:<id>:<destination domain>:<envelope sha256>` as a relay signature, so a captured header
+//! carries exactly one envelope to one house.
 //!
 //! `X-Nyx5-Relay: nyx51 domain=<sending domain>; kid=<domain key>; sig=<base64url signature>`
 
 use crate::address::{check_domain, check_id};
 use crate::b64;
 use crate::card::DomainCard;
-use crate::crypto::{SigPublic, SigningKey};
+use crate::crypto::{Context, SigPublic, SigningKey};
+use crate::envelope::Envelope;
 use crate::error::Error;
 use crate::limits;
 use crate::sign::Verified;
@@ -15,9 +18,9 @@ pub const HEADER: &str = "X-Nyx5-Relay";
 /// The version tag that starts the header value.
 pub const TAG: &str = "nyx51";
 
-/// The exact bytes a relay signature covers.
-pub fn relay_message(envelope_id: &str, destination: &str) -> String {
-    format!("relay:{envelope_id}:{destination}")
+/// The text a relay signature covers (after its [`Context::Relay`] label).
+pub fn relay_message(envelope_id: &str, destination: &str, envelope_sha256: &str) -> String {
+    format!("relay:{envelope_id}:{destination}:{envelope_sha256}")
 }
 
 /// A relay header.
@@ -29,9 +32,10 @@ pub struct RelayHeader {
 }
 
 impl RelayHeader {
-    /// The sending house `domain` signs the relay of envelope `envelope_id` to `destination`.
-    pub fn sign(domain: &str, envelope_id: &str, destination: &str, key: &SigningKey) -> RelayHeader {
-        let sig = key.sign(relay_message(envelope_id, destination).as_bytes());
+    /// The sending house `domain` signs the relay of `envelope` to `destination`.
+    pub fn sign(domain: &str, envelope: &Envelope, destination: &str, key: &SigningKey) -> RelayHeader {
+        let message = relay_message(&envelope.id, destination, &envelope.sha256_hex());
+        let sig = key.sign(Context::Relay, message.as_bytes());
         RelayHeader { domain: domain.to_owned(), kid: key.public(), sig }
     }
 
@@ -73,16 +77,17 @@ impl RelayHeader {
     }
 
     /// Verifies against the sending domain's verified card: same domain, a key the card lists,
-    /// and a signature over `relay:<id>:<destination>`.
-    pub fn verify(&self, sender: &Verified<DomainCard>, envelope_id: &str, destination: &str) -> Result<(), Error> {
-        check_id(envelope_id)?;
+    /// and a relay signature over `relay:<id>:<destination>:<sha256>` of this very envelope.
+    pub fn verify(&self, sender: &Verified<DomainCard>, envelope: &Envelope, destination: &str) -> Result<(), Error> {
+        check_id(&envelope.id)?;
         if self.domain != sender.domain {
             return Err(Error::forbidden("relay header names another domain"));
         }
         if !sender.has_key(&self.kid) {
             return Err(Error::forbidden("relay key is not one of the sending domain's keys"));
         }
-        if !sender.verify_by(&self.kid, relay_message(envelope_id, destination).as_bytes(), &self.sig) {
+        let message = relay_message(&envelope.id, destination, &envelope.sha256_hex());
+        if !sender.verify_by(&self.kid, Context::Relay, message.as_bytes(), &self.sig) {
             return Err(Error::forbidden("relay signature does not verify"));
         }
         Ok(())

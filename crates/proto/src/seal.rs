@@ -6,12 +6,18 @@
 //! of `epk`, info = [`CEK_WRAP_INFO`], 32 bytes), and `keys[address] = {iv, ct, tag}` wraps the
 //! content key with AES-256-GCM under the KEK. Both layers use the same AAD: the canonical JSON
 //! of `{"from","id","to"}`, so re-addressing an envelope breaks decryption.
+//!
+//! AES-GCM does not commit to its key: a sender could wrap a different content key for each
+//! recipient and find ciphertexts that open to different texts under each. So `encrypted.commit`
+//! carries SHA-256 of [`CEK_COMMIT_LABEL`], a zero byte and the content key; it is signed with the
+//! envelope, and [`open`] refuses a content key that does not match it. Every recipient of one
+//! signed envelope therefore reads the same text (receipts cite envelope hashes).
 
 use std::collections::BTreeMap;
 
 use crate::address::Address;
 use crate::b64;
-use crate::crypto::{EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random};
+use crate::crypto::{EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random, sha256};
 use crate::envelope::{Content, Envelope, Payload, b64_field};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
@@ -21,6 +27,17 @@ use crate::limits;
 pub const ALG_SEALED: &str = "X25519+HKDF-SHA256+A256GCM";
 /// HKDF `info` for the per-recipient key-encryption key.
 pub const CEK_WRAP_INFO: &[u8] = b"nyx5/1 cek-wrap";
+/// What the key commitment hashes before the content key (and a zero byte).
+pub const CEK_COMMIT_LABEL: &[u8] = b"nyx5/1 cek-commit";
+
+/// The commitment to a content key: SHA-256 of the label, a zero byte and the key.
+pub fn commitment(cek: &[u8; 32]) -> [u8; 32] {
+    let mut bytes = Vec::with_capacity(CEK_COMMIT_LABEL.len() + 1 + cek.len());
+    bytes.extend_from_slice(CEK_COMMIT_LABEL);
+    bytes.push(0);
+    bytes.extend_from_slice(cek);
+    sha256(&bytes)
+}
 
 /// The content key wrapped for one recipient.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +54,8 @@ pub struct Sealed {
     pub iv: [u8; 12],
     pub ct: Vec<u8>,
     pub tag: [u8; 16],
+    /// The commitment to the content key ([`commitment`]).
+    pub commit: [u8; 32],
     pub keys: BTreeMap<Address, WrappedKey>,
 }
 
@@ -78,6 +97,7 @@ impl Sealed {
             iv: b64_field(o, "iv", "encrypted")?,
             ct,
             tag: b64_field(o, "tag", "encrypted")?,
+            commit: b64_field(o, "commit", "encrypted")?,
             keys,
         })
     }
@@ -101,6 +121,7 @@ impl Sealed {
             ("iv", b64::encode(&self.iv).into()),
             ("ct", b64::encode(&self.ct).into()),
             ("tag", b64::encode(&self.tag).into()),
+            ("commit", b64::encode(&self.commit).into()),
             ("keys", Value::Object(keys)),
         ]))
     }
@@ -144,7 +165,7 @@ pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn En
         let wct: [u8; 32] = wct.try_into().map_err(|_| Error::malformed("wrapped key length"))?;
         keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
     }
-    let sealed = Sealed { epk, iv, ct, tag, keys };
+    let sealed = Sealed { epk, iv, ct, tag, commit: commitment(&cek), keys };
     let mut raw = env.into_object();
     raw.remove("content");
     raw.remove("signature");
@@ -168,6 +189,9 @@ pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content,
             Error::forbidden("cannot unwrap the content key (wrong key, or the envelope was re-addressed)")
         })?;
     let cek: [u8; 32] = cek.try_into().map_err(|_| Error::forbidden("content key length"))?;
+    if commitment(&cek) != sealed.commit {
+        return Err(Error::forbidden("the content key does not match the envelope's commitment"));
+    }
     let plain = aes256gcm_open(&cek, &sealed.iv, &aad, &sealed.ct, &sealed.tag)
         .ok_or_else(|| Error::forbidden("content does not authenticate"))?;
     Content::from_value(&Value::parse(&plain, limits::MAX_ENVELOPE_BYTES)?)

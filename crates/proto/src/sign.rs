@@ -2,10 +2,11 @@
 //! over the canonical bytes of the document without the signature member.
 //!
 //! Cards, envelopes, quotes, receipts and entries all sign this way; only the member's name
-//! differs (`signature`, or `certification` on agent cards).
+//! differs (`signature`, or `certification` on agent cards). Every signature is made and checked
+//! for one [`Context`] (the kind of document), which is part of the signed bytes.
 
 use crate::b64;
-use crate::crypto::{SigPublic, SigningKey};
+use crate::crypto::{Context, SigPublic, SigningKey};
 use crate::error::Error;
 use crate::json::{Object, Value, canonical_without, field};
 
@@ -42,33 +43,36 @@ impl Signature {
     }
 }
 
-/// Signs `doc` with `key`, setting (or replacing) its member `name`.
-pub fn sign_object(doc: &mut Object, name: &str, key: &SigningKey) {
+/// Signs `doc` as a document of kind `context` with `key`, setting (or replacing) its member
+/// `name`.
+pub fn sign_object(doc: &mut Object, name: &str, context: Context, key: &SigningKey) {
     let bytes = canonical_without(doc, name);
-    let sig = Signature { kid: key.public(), value: key.sign(&bytes) };
+    let sig = Signature { kid: key.public(), value: key.sign(context, &bytes) };
     doc.insert(name.to_owned(), sig.to_value());
 }
 
-/// Verifies member `name` of `doc`: its `kid` must satisfy `trusted`, and the signature must
-/// verify strictly over the canonical document without `name`. Returns the signing key.
-pub fn verify_object(doc: &Object, name: &str, trusted: impl Fn(&SigPublic) -> bool) -> Result<SigPublic, Error> {
-    let sig = Signature::read(doc, name)?;
-    if !trusted(&sig.kid) {
-        return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
-    }
-    if !sig.kid.verify(&canonical_without(doc, name), &sig.value) {
-        return Err(Error::forbidden(format!("`{name}` does not verify")));
-    }
-    Ok(sig.kid)
+/// Verifies member `name` of `doc` as a signature of kind `context`: its `kid` must satisfy
+/// `trusted`, and the signature must verify strictly over the label of `context` and the
+/// canonical document without `name`. Returns the signing key.
+pub fn verify_object(
+    doc: &Object,
+    name: &str,
+    context: Context,
+    trusted: impl Fn(&SigPublic) -> bool,
+) -> Result<SigPublic, Error> {
+    verify_signature(doc, name, context, &canonical_without(doc, name), trusted, |kid, framed, value| {
+        kid.verify_raw(framed, value)
+    })
 }
 
 /// [`verify_object`] for a document whose canonical text without `name` the caller already has
 /// (`unsigned`, which must be exactly [`canonical_without`]`(doc, name)`), checking the
-/// signature with `check` (a trusted key's cached decoding: the same answer as
-/// [`SigPublic::verify`]).
+/// signature over the framed bytes with `check` (a trusted key's cached decoding: the same
+/// answer as [`SigPublic::verify_raw`]).
 pub(crate) fn verify_signature(
     doc: &Object,
     name: &str,
+    context: Context,
     unsigned: &[u8],
     trusted: impl Fn(&SigPublic) -> bool,
     check: impl Fn(&SigPublic, &[u8], &[u8; 64]) -> bool,
@@ -77,7 +81,7 @@ pub(crate) fn verify_signature(
     if !trusted(&sig.kid) {
         return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
     }
-    if !check(&sig.kid, unsigned, &sig.value) {
+    if !check(&sig.kid, &context.frame(unsigned), &sig.value) {
         return Err(Error::forbidden(format!("`{name}` does not verify")));
     }
     Ok(sig.kid)
@@ -113,18 +117,19 @@ mod tests {
     fn signs_canonical_bytes_without_the_member() {
         let key = SigningKey::from_seed([1; 32]);
         let mut doc = obj([("b", 2.into()), ("a", "x".into())]);
-        sign_object(&mut doc, "signature", &key);
-        let kid = verify_object(&doc, "signature", |k| *k == key.public());
+        sign_object(&mut doc, "signature", Context::Quote, &key);
+        let kid = verify_object(&doc, "signature", Context::Quote, |k| *k == key.public());
         assert_eq!(kid, Ok(key.public()));
         let sig = Signature::read(&doc, "signature").unwrap();
-        assert!(key.public().verify(br#"{"a":"x","b":2}"#, &sig.value));
+        assert!(key.public().verify(Context::Quote, br#"{"a":"x","b":2}"#, &sig.value));
+        assert!(verify_object(&doc, "signature", Context::Receipt, |_| true).is_err(), "another kind");
 
         doc.insert("b".into(), 3.into());
-        assert!(verify_object(&doc, "signature", |_| true).is_err());
+        assert!(verify_object(&doc, "signature", Context::Quote, |_| true).is_err());
         doc.insert("b".into(), 2.into());
-        assert!(verify_object(&doc, "signature", |_| true).is_ok());
-        assert!(verify_object(&doc, "signature", |_| false).is_err());
+        assert!(verify_object(&doc, "signature", Context::Quote, |_| true).is_ok());
+        assert!(verify_object(&doc, "signature", Context::Quote, |_| false).is_err());
         doc.insert("unknown".into(), Value::Null);
-        assert!(verify_object(&doc, "signature", |_| true).is_err());
+        assert!(verify_object(&doc, "signature", Context::Quote, |_| true).is_err());
     }
 }

@@ -1,9 +1,9 @@
 //! The protocol's rules, end to end through the public API: build, sign, verify, and tamper.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
-use nyx5_proto::auth::{AuthHeader, Claims, Target};
+use nyx5_proto::auth::{AuthHeader, Claims, Keys, Target};
 use nyx5_proto::card::{AgentCardDraft, Delegation, DomainCardDraft, PreviousKey, Scope};
-use nyx5_proto::crypto::{EncSecret, SigningKey};
+use nyx5_proto::crypto::{Context, EncSecret, SigningKey};
 use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
 use nyx5_proto::json::{self, obj};
 use nyx5_proto::quote::{ContractKind, Quote, QuoteDraft, Referrer};
@@ -129,7 +129,7 @@ fn domain_card_kid_must_be_listed() {
     let mut raw = h.card.object().clone();
     // Re-sign with a key the card does not list.
     let stranger = SigningKey::from_seed([42; 32]);
-    nyx5_proto::sign::sign_object(&mut raw, "signature", &stranger);
+    nyx5_proto::sign::sign_object(&mut raw, "signature", Context::DomainCard, &stranger);
     assert!(DomainCard::from_object(raw).unwrap().verify(None).is_err());
 }
 
@@ -282,7 +282,7 @@ fn envelope_signature_covers_every_member() {
     // The envelope signs and verifies over its cached canonical text: the same bytes the
     // general path writes from the object.
     assert_eq!(parsed.canonical_str().as_bytes(), json::canonical_object(&raw).as_slice());
-    assert_eq!(verify_object(&raw, "signature", |k| *k == ana.sig.public()), Ok(ana.sig.public()));
+    assert_eq!(verify_object(&raw, "signature", Context::Envelope, |k| *k == ana.sig.public()), Ok(ana.sig.public()));
     // The card that verified it (and now holds its decoded keys) is still equal to a fresh copy.
     let fresh = AgentCard::parse(&ana.card.to_value().canonical()).unwrap();
     assert_eq!(fresh, *ana.card);
@@ -434,27 +434,30 @@ fn token(a: &Agent, target: &Target, ts: Timestamp) -> String {
 }
 
 #[test]
-fn auth_token_is_bound_to_method_path_host_and_time() {
+fn auth_token_is_bound_to_method_path_query_host_body_and_time() {
     let h = house("sigo.uk", 1);
     let ana = agent(&h, "ana@sigo.uk", 2);
-    let target = Target::new("GET", "/mailbox/ana", "sigo.uk");
+    let target = Target::new("GET", "/mailbox/ana", "limit=5", "sigo.uk", b"");
     let header = token(&ana, &target, NOW);
     let parsed = AuthHeader::parse(&header).unwrap();
-    let claim = parsed.verify(&ana.card, &target, NOW.plus_ms(4 * MINUTE)).unwrap();
+    let claim = parsed.verify(&ana.card, &target, Keys::Current, NOW.plus_ms(4 * MINUTE)).unwrap();
     assert_eq!(claim.nonce, "nonce-0123456789abcdef");
     assert_eq!(claim.keep_until, NOW.plus_ms(5 * MINUTE));
     for other in [
-        Target::new("POST", "/mailbox/ana", "sigo.uk"),
-        Target::new("GET", "/mailbox/bo", "sigo.uk"),
-        Target::new("GET", "/mailbox/ana", "beta.example"),
+        Target::new("POST", "/mailbox/ana", "limit=5", "sigo.uk", b""),
+        Target::new("GET", "/mailbox/bo", "limit=5", "sigo.uk", b""),
+        Target::new("GET", "/mailbox/ana", "limit=5", "beta.example", b""),
+        Target::new("GET", "/mailbox/ana", "limit=6", "sigo.uk", b""),
+        Target::new("GET", "/mailbox/ana", "", "sigo.uk", b""),
+        Target::new("GET", "/mailbox/ana", "limit=5", "sigo.uk", b"{}"),
     ] {
-        let e = parsed.verify(&ana.card, &other, NOW).unwrap_err();
+        let e = parsed.verify(&ana.card, &other, Keys::Current, NOW).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unauthenticated);
     }
-    assert!(parsed.verify(&ana.card, &target, NOW.plus_ms(5 * MINUTE + 1)).is_err());
-    assert!(parsed.verify(&ana.card, &target, NOW.plus_ms(-5 * MINUTE - 1)).is_err());
+    assert!(parsed.verify(&ana.card, &target, Keys::Current, NOW.plus_ms(5 * MINUTE + 1)).is_err());
+    assert!(parsed.verify(&ana.card, &target, Keys::Current, NOW.plus_ms(-5 * MINUTE - 1)).is_err());
     let bo = agent(&h, "bo@sigo.uk", 3);
-    assert!(parsed.verify(&bo.card, &target, NOW).is_err());
+    assert!(parsed.verify(&bo.card, &target, Keys::Current, NOW).is_err());
     // Signed by another key for ana's address.
     let forged = Claims {
         address: ana.card.address.clone(),
@@ -463,7 +466,7 @@ fn auth_token_is_bound_to_method_path_host_and_time() {
         target: target.clone(),
     }
     .sign(&bo.sig);
-    assert!(AuthHeader::parse(&forged).unwrap().verify(&ana.card, &target, NOW).is_err());
+    assert!(AuthHeader::parse(&forged).unwrap().verify(&ana.card, &target, Keys::Current, NOW).is_err());
     for bad in ["", "Bearer x", "Nyx5 abc", "Nyx5 a.b", &header.replace("Nyx5 ", "Nyx5  x")] {
         assert_eq!(AuthHeader::parse(bad).unwrap_err().kind, ErrorKind::Unauthenticated, "{bad}");
     }
@@ -473,15 +476,24 @@ fn auth_token_is_bound_to_method_path_host_and_time() {
 fn relay_header_round_trip_and_binding() {
     let a = house("sigo.uk", 1);
     let b = house("beta.example", 2);
-    let hdr = RelayHeader::sign("sigo.uk", "env-1", "beta.example", &a.key);
+    let ana = agent(&a, "ana@sigo.uk", 3);
+    let bo = agent(&b, "bo@beta.example", 4);
+    let env = message(&ana, &[&bo], "one");
+    let other = message(&ana, &[&bo], "two");
+    let hdr = RelayHeader::sign("sigo.uk", &env, "beta.example", &a.key);
     let text = hdr.to_header();
     assert!(text.starts_with("nyx51 domain=sigo.uk; kid="));
     let parsed = RelayHeader::parse(&text).unwrap();
     assert_eq!(parsed, hdr);
-    assert!(parsed.verify(&a.card, "env-1", "beta.example").is_ok());
-    assert!(parsed.verify(&a.card, "env-2", "beta.example").is_err());
-    assert!(parsed.verify(&a.card, "env-1", "gamma.example").is_err());
-    assert!(parsed.verify(&b.card, "env-1", "beta.example").is_err());
+    assert!(parsed.verify(&a.card, &env, "beta.example").is_ok());
+    assert!(parsed.verify(&a.card, &other, "beta.example").is_err(), "another envelope");
+    assert!(parsed.verify(&a.card, &env, "gamma.example").is_err(), "another destination");
+    assert!(parsed.verify(&b.card, &env, "beta.example").is_err(), "another house");
+    // Another envelope under the same id: the header carries only the bytes it was signed for.
+    let mut same_id = other.object().clone();
+    same_id.insert("id".into(), env.id.as_str().into());
+    let same_id = Envelope::from_object(same_id).unwrap().sign(&ana.sig).unwrap();
+    assert!(parsed.verify(&a.card, &same_id, "beta.example").is_err(), "same id, other bytes");
     let spaced = text.replace("; ", " ;  ");
     assert_eq!(RelayHeader::parse(&spaced).unwrap(), hdr);
     for bad in
@@ -493,12 +505,13 @@ fn relay_header_round_trip_and_binding() {
 
 #[test]
 fn proof_of_work() {
-    let nonce = pow::mint("0b6f3c1e", 16, 0, 1 << 24).unwrap();
-    assert!(pow::check("0b6f3c1e", &nonce, 16));
-    let digest = nyx5_proto::crypto::sha256(format!("0b6f3c1e:{nonce}").as_bytes());
-    let bits = pow::leading_zero_bits(&digest);
+    let digest = "0b6f3c1e".repeat(8);
+    let nonce = pow::mint(&digest, 16, 0, 1 << 24).unwrap();
+    assert!(pow::check(&digest, &nonce, 16));
+    let hashed = nyx5_proto::crypto::sha256(format!("nyx5/1 pow:{digest}:{nonce}").as_bytes());
+    let bits = pow::leading_zero_bits(&hashed);
     assert!(bits >= 16);
-    assert!(!pow::check("0b6f3c1e", &nonce, bits + 1));
+    assert!(!pow::check(&digest, &nonce, bits + 1));
 }
 
 // ---------- quotes and receipts ----------

@@ -44,11 +44,11 @@ fn speccheck_matches_dalek_verify_strict() {
         let key = SigPublic::from_bytes(unhex_array(s(case, "pub_key")));
         let msg = unhex(s(case, "message"));
         let sig: [u8; 64] = unhex_array(s(case, "signature"));
-        assert_eq!(key.verify(&msg, &sig), SPECCHECK_STRICT[i], "speccheck case {i}");
+        assert_eq!(key.verify_raw(&msg, &sig), SPECCHECK_STRICT[i], "speccheck case {i}");
         // A key decoded once and reused (as cached cards do) answers the same, every time.
         let prepared = key.prepare();
         for _ in 0..2 {
-            assert_eq!(prepared.is_some_and(|k| k.verify(&msg, &sig)), SPECCHECK_STRICT[i], "prepared, case {i}");
+            assert_eq!(prepared.is_some_and(|k| k.verify_raw(&msg, &sig)), SPECCHECK_STRICT[i], "prepared, case {i}");
         }
     }
 }
@@ -87,12 +87,12 @@ fn cctv_vectors_follow_the_pinned_strict_policy() {
         let key = SigPublic::from_bytes(unhex_array(s(case, "key")));
         let sig: [u8; 64] = unhex_array(s(case, "sig"));
         // The message is plain text, not hex.
-        let got = key.verify(s(case, "msg").as_bytes(), &sig);
+        let got = key.verify_raw(s(case, "msg").as_bytes(), &sig);
         assert_eq!(got, expected, "case {i}, flags {:?}", flags(case));
         let prepared = key.prepare();
         for _ in 0..2 {
             assert_eq!(
-                prepared.is_some_and(|k| k.verify(s(case, "msg").as_bytes(), &sig)),
+                prepared.is_some_and(|k| k.verify_raw(s(case, "msg").as_bytes(), &sig)),
                 expected,
                 "prepared, case {i}"
             );

@@ -35,7 +35,7 @@ fn wycheproof_ed25519_verify() {
         // Signatures of the wrong length (12 invalid cases: truncated, with trailing garbage,
         // "compressed") cannot even be handed to our API, which takes `&[u8; 64]`.
         let got = match <[u8; 64]>::try_from(sig.as_slice()) {
-            Ok(sig) => pk.verify(&msg, &sig),
+            Ok(sig) => pk.verify_raw(&msg, &sig),
             Err(_) => {
                 wrong_length += 1;
                 false

@@ -55,12 +55,20 @@ pub(crate) fn house_url(text: &str) -> Result<String, Failure> {
     Ok(url.to_owned())
 }
 
-/// `Authorization: Nyx5 <token>.<sig>` for one request to `url` (spec §8).
+/// The query of a URL without `?` (empty when there is none): what tokens are bound to.
+pub(crate) fn query_of(url: &str) -> &str {
+    let end = url.find('#').unwrap_or(url.len());
+    let url = url.get(..end).unwrap_or(url);
+    url.split_once('?').map_or("", |(_, q)| q)
+}
+
+/// `Authorization: Nyx5 <token>.<sig>` for one request to `url` carrying `body` (spec §8).
 pub(crate) fn token(
     address: &Address,
     key: &SigningKey,
     method: &str,
     url: &str,
+    body: &[u8],
     now: Timestamp,
 ) -> Result<String, Failure> {
     let mut rng = OsRng::new();
@@ -70,7 +78,7 @@ pub(crate) fn token(
         address: address.clone(),
         ts: now,
         nonce: b64::encode(&nonce),
-        target: Target::new(method, &path_of(url), &host_of(url)),
+        target: Target::new(method, &path_of(url), query_of(url), &host_of(url), body),
     };
     Ok(claims.sign(key))
 }

@@ -62,6 +62,11 @@ pub(crate) fn open_item(res: &Resolver<'_>, me: &AgentEntry, item: &Object) -> V
     m.insert("sha256".into(), env.sha256_hex().into());
     let notice = env.from.local() == POSTMASTER;
     m.insert("notice".into(), Value::Bool(notice));
+    if notice {
+        // Which house says so: the agent's own, or another (a remote house's bounce or receipt).
+        m.insert("notice_house".into(), env.from.domain().into());
+        m.insert("own_house".into(), Value::Bool(env.from.domain() == me.address.domain()));
+    }
     let (trust, why) = check(res, &env, notice);
     m.insert("trust".into(), trust.into());
     if let Some(w) = why {
@@ -195,7 +200,13 @@ pub(crate) fn follow(ctx: &Ctx, limit: Option<i64>, json: bool, interval: Durati
 
 fn trust_label(o: &Object) -> String {
     match text(o, "trust") {
-        "verified" if o.get("notice") == Some(&Value::Bool(true)) => "verified notice from its house".into(),
+        "verified" if o.get("notice") == Some(&Value::Bool(true)) => {
+            if o.get("own_house") == Some(&Value::Bool(true)) {
+                format!("verified notice from your house {}", safe(text(o, "notice_house")))
+            } else {
+                format!("verified notice from another house, {} (not yours)", safe(text(o, "notice_house")))
+            }
+        }
         "verified" => "verified".into(),
         "unverified" => "UNVERIFIED (not signed; anyone could have written it)".into(),
         "unchecked" => format!("UNCHECKED ({})", safe(text(o, "trust_reason"))),

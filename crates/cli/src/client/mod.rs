@@ -109,8 +109,8 @@ impl Ctx {
         what: &str,
     ) -> Result<(u16, Object), Failure> {
         let url = format!("{}{target}", me.house);
-        let auth = token(&me.address, &me.keys.sig, method, &url, crate::sys::now()?)?;
         let bytes = body.map(Value::canonical).unwrap_or_default();
+        let auth = token(&me.address, &me.keys.sig, method, &url, &bytes, crate::sys::now()?)?;
         let mut headers = vec![("authorization", auth.as_str()), ("accept", "application/json")];
         if body.is_some() {
             headers.push(("content-type", "application/json"));

@@ -3,6 +3,7 @@
 //! command that fails half-way is simply run again.
 
 use nyx5_proto::card::{AgentCard, Delegation, Scope};
+use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::sign::sign_object;
 use nyx5_proto::{Address, Timestamp, Verified};
@@ -80,7 +81,7 @@ fn body(local: &str, keys: &KeyFile, mut extra: Object, now: Timestamp) -> Value
     extra.insert("sig".into(), keys.sig_public().to_b64().into());
     extra.insert("enc".into(), keys.enc_public().to_b64().into());
     extra.insert("ts".into(), now.to_rfc3339().into());
-    sign_object(&mut extra, "signature", &keys.sig);
+    sign_object(&mut extra, "signature", Context::Registration, &keys.sig);
     Value::Object(extra)
 }
 
@@ -178,7 +179,7 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
     let body = body(me.address.local(), &me.keys, extra, now);
     let auth = match &req.admin_token {
         Some(t) => format!("Bearer {t}"),
-        None => token(&me.address, &me.keys.sig, "POST", &format!("{}/agents", me.house), now)?,
+        None => token(&me.address, &me.keys.sig, "POST", &format!("{}/agents", me.house), &body.canonical(), now)?,
     };
     let (status, answer_obj, card) = post(ctx, &me, &body, &auth, &me.keys, &format!("registering {}", me.address))
         .map_err(|f| match f.status() {
@@ -265,7 +266,7 @@ pub(crate) fn rotate_key(ctx: &Ctx) -> Result<Value, Failure> {
             extra.insert("delegation".into(), renewed.to_value());
         }
         let body = body(me.address.local(), &next, extra, now);
-        let auth = token(&me.address, &me.keys.sig, "POST", &format!("{}/agents", me.house), now)?;
+        let auth = token(&me.address, &me.keys.sig, "POST", &format!("{}/agents", me.house), &body.canonical(), now)?;
         let (status, answer_obj, card) =
             post(ctx, &me, &body, &auth, &next, &format!("rotating the key of {}", me.address))?;
         (card, text(&answer_obj, "registered_via").to_owned(), status)
@@ -363,7 +364,7 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         extra.insert("valid_until".into(), v.to_rfc3339().into());
     }
     let body = body(child.local(), &entry.keys, extra, now);
-    let auth = token(&child, &entry.keys.sig, "POST", &format!("{}/agents", entry.house), now)?;
+    let auth = token(&child, &entry.keys.sig, "POST", &format!("{}/agents", entry.house), &body.canonical(), now)?;
     let (status, answer_obj, card) = post(ctx, &entry, &body, &auth, &entry.keys, &format!("registering {child}"))?;
     let mut v = answer(&card, status, text(&answer_obj, "registered_via"));
     if let Value::Object(o) = &mut v {

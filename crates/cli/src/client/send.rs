@@ -98,8 +98,9 @@ pub(crate) fn body_from_bytes(bytes: &[u8], media: Option<&str>) -> Result<Value
         .map_err(|_| Failure::usage("the body is not UTF-8 text; give --media application/json for JSON"))
 }
 
-/// Proof of work for `id` with `bits`, showing progress on standard error when asked.
-fn mint(id: &str, bits: u32, progress: bool) -> Result<String, Failure> {
+/// Proof of work for the envelope whose work digest is `digest`, with `bits`, showing progress
+/// on standard error when asked.
+fn mint(digest: &str, bits: u32, progress: bool) -> Result<String, Failure> {
     let mut rng = OsRng::new();
     let start: [u8; 8] = rng.bytes();
     rng.check()?;
@@ -107,7 +108,7 @@ fn mint(id: &str, bits: u32, progress: bool) -> Result<String, Failure> {
     let expected = 1u64 << bits.min(62);
     let mut tried = 0u64;
     loop {
-        if let Some(nonce) = pow::mint(id, bits, start.wrapping_add(tried), POW_CHUNK) {
+        if let Some(nonce) = pow::mint(digest, bits, start.wrapping_add(tried), POW_CHUNK) {
             if progress {
                 eprintln!("\rproof of work: {bits} bits done after {tried} hashes            ");
             }
@@ -212,12 +213,6 @@ fn build(
     if let Some(x) = &req.extensions {
         draft.extra.insert("extensions".into(), Value::Object(x.clone()));
     }
-    if bits > 0 {
-        let nonce = mint(&id, bits, progress)?;
-        draft
-            .extra
-            .insert("pow".into(), Value::Object(obj([("bits", i64::from(bits).into()), ("nonce", nonce.into())])));
-    }
     let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
     if !req.plain {
         if !keys.iter().any(|(a, _)| *a == me.address) {
@@ -226,6 +221,11 @@ fn build(
         let mut rng = OsRng::new();
         env = seal::seal(env, &keys, &mut rng).map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)))?;
         rng.check()?;
+    }
+    // The proof covers the finished envelope (sealed content included), so it comes last.
+    if bits > 0 {
+        let nonce = mint(&env.work_digest(), bits, progress)?;
+        env = env.with_pow(bits, &nonce).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
     }
     let env = env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)))?;
     env.check_size(limits::MAX_ENVELOPE_BYTES).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;

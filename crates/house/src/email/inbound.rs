@@ -146,7 +146,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         // Pushed like any newly accepted envelope (docs/SPEC.md §9d); failures are ignored.
         if let Some(hook) = facts.text("webhook") {
-            self.push(hook, &env).await;
+            self.push(hook, &to, &env).await;
         }
         Ok(EmailOutcome::Accepted { id })
     }

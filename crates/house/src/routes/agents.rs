@@ -1,7 +1,8 @@
 //! GET /agents/:local, GET /agents (directory), POST /agents (registration) — spec §4, §8b.
 
+use nyx5_proto::auth::Keys;
 use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, PreviousKey};
-use nyx5_proto::crypto::{EncPublic, SigPublic};
+use nyx5_proto::crypto::{Context, EncPublic, SigPublic};
 use nyx5_proto::json::field;
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::{Error, ErrorKind, Object, Timestamp, Value, limits};
@@ -113,7 +114,7 @@ fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
     let signed = match body.get("signature") {
         None => false,
         Some(_) => {
-            verify_object(body, "signature", |kid| *kid == sig)?;
+            verify_object(body, "signature", Context::Registration, |kid| *kid == sig)?;
             let ts = Timestamp::parse(field::str(body, "ts")?)?;
             if (now.millis() - ts.millis()).abs() > limits::AUTH_WINDOW_MS {
                 return Err(Error::forbidden("registration `ts` is outside its 5-minute window"));
@@ -155,7 +156,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         (Some(_), _) if admin => "admin".to_owned(),
         (Some(current), _) => {
             // Only the owner: a token signed by the current key (the body carries the new ones).
-            house.authenticate_owner(req, &e.local).await.map_err(|err| {
+            house.authenticate_owner(req, &e.local, Keys::Current).await.map_err(|err| {
                 if err.kind == ErrorKind::Unauthenticated {
                     Error::new(
                         ErrorKind::Conflict,

@@ -3,6 +3,7 @@
 //! Cloudflare; an agent asks its house to email a person.
 
 use nyx5_proto::address::check_id;
+use nyx5_proto::auth::Keys;
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::{Error, ErrorKind, Value};
@@ -75,7 +76,7 @@ async fn thread_of<D: Db, N: Net>(
 /// (202 `{ok, code, id, state: "pending", provider}`); the same `id` and request again answer
 /// 200 with `exists: true`; `in_reply_to` names an email envelope in the agent's mailbox.
 pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    let card = house.authenticate(req).await?;
+    let card = house.authenticate(req, Keys::Current).await?;
     if !house.config.email_enabled {
         return Err(Error::forbidden("this house does not send email (its email bridge is off)"));
     }

@@ -3,7 +3,8 @@
 //! Another house relays an envelope: parse (400/413), signature present (403), recipients here
 //! (421), relay header by the sender's domain for this destination (403; required when
 //! `require_relay`), the sender's card resolved through its domain (refreshed once when the
-//! signing key is unknown: key rotation), the envelope verified, then [`House::accept`] decides
+//! signing key is unknown: key rotation), the envelope verified, the sender's delegation scope
+//! (when it is a subagent) checked for this type and this domain, then [`House::accept`] decides
 //! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
 //! here already; otherwise the first rejection's code. The lists always come along.
 
@@ -49,7 +50,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
                 )));
             }
             let sending = house.resolve_domain(&header.domain).await.map_err(unverifiable("the sending house"))?;
-            header.verify(&sending.card, &env.id, domain)?;
+            header.verify(&sending.card, &env, domain)?;
         }
         None if house.config.require_relay => {
             return Err(Error::forbidden(format!("this house requires the {} header", relay::HEADER)));
@@ -65,6 +66,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         card = house.resolve_agent(&env.from, true).await.map_err(unverifiable(&who))?;
     }
     let env = env.verify(&card, now)?;
+    // A subagent's delegation binds it here too: the sending house is not trusted to check it.
+    card.check_send(env.kind.as_str(), domain)?;
     let outcomes = house.accept(&env, &card, &recipients).await?;
     Ok(answer(outcomes))
 }

@@ -5,6 +5,7 @@
 //! `{"allow": {"add": [..], "remove": [..]}, "block": {...}}`; entries are addresses or domains
 //! (`domain` or `@domain`). Removals apply before additions; the answer is the lists as they are.
 
+use nyx5_proto::auth::Keys;
 use std::collections::BTreeSet;
 
 use nyx5_proto::json::field;
@@ -21,13 +22,13 @@ pub const KINDS: [&str; 2] = ["allow", "block"];
 
 /// GET /lists/:local
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local).await?;
+    house.authenticate_owner(req, local, Keys::Current).await?;
     lists(house, local).await
 }
 
 /// POST /lists/:local
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local).await?;
+    house.authenticate_owner(req, local, Keys::Current).await?;
     let body = json_body(req)?;
     if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(Error::malformed(format!("unknown list {k:?}: the lists are `allow` and `block`")));

@@ -1,6 +1,7 @@
 //! POST /outbound — spec §7: an agent hands its own signed envelope to its house, which queues
 //! it per destination domain and answers 202 at once (the queue delivers; see `queue.rs`).
 
+use nyx5_proto::auth::Keys;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value};
 
 use crate::http::{Request, Response};
@@ -26,7 +27,7 @@ fn addresses(list: &[Address]) -> Value {
 
 /// POST /outbound — authenticate, check the envelope is the agent's own and allowed, queue it.
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    let card = house.authenticate(req).await?;
+    let card = house.authenticate(req, Keys::Current).await?;
     let now = house.now();
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     if env.from != card.address {
@@ -35,16 +36,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let env = env.verify(&card, now)?;
     env.check_not_expired(now)?;
     let groups = by_domain(&env.to);
-    if let Some(scope) = card.scope() {
-        for (domain, _) in &groups {
-            if !scope.allows_send(env.kind.as_str(), domain) {
-                return Err(Error::forbidden(format!(
-                    "the delegation of {} does not allow a {} to {domain}",
-                    card.address,
-                    env.kind.as_str()
-                )));
-            }
-        }
+    for (domain, _) in &groups {
+        card.check_send(env.kind.as_str(), domain)?;
     }
     let text = String::from_utf8(env.canonical())
         .map_err(|_| Error::new(ErrorKind::Internal, "canonical JSON is not UTF-8"))?;

@@ -347,18 +347,23 @@ impl Agent {
         }
     }
 
-    /// The `Authorization` header for `method path` at `house`.
-    pub fn token(&self, house: &TestHouse, method: &str, path: &str) -> String {
+    /// The `Authorization` header for `method path?query` at `house` carrying `body`.
+    pub fn token(&self, house: &TestHouse, method: &str, target: &str, body: &[u8]) -> String {
+        self.token_by(&self.sig, house, method, target, body)
+    }
+
+    /// [`Agent::token`] signed with another key (a rotated-out one, a thief's).
+    pub fn token_by(&self, key: &SigningKey, house: &TestHouse, method: &str, target: &str, body: &[u8]) -> String {
         let n = self.nonce.get() + 1;
         self.nonce.set(n);
-        let path = path.split('?').next().unwrap();
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
         Claims {
             address: self.address.clone(),
             ts: house.now(),
             nonce: format!("{}-{n:016}", self.address.local()),
-            target: Target::new(method, path, &house.config.host()),
+            target: Target::new(method, path, query, &house.config.host(), body),
         }
-        .sign(&self.sig)
+        .sign(key)
     }
 
     /// A signed registration body for self-service modes (proof of possession).
@@ -372,7 +377,7 @@ impl Agent {
         for (k, v) in extra {
             o.insert((*k).to_owned(), v.clone());
         }
-        nyx5_proto::sign::sign_object(&mut o, "signature", &self.sig);
+        nyx5_proto::sign::sign_object(&mut o, "signature", nyx5_proto::crypto::Context::Registration, &self.sig);
         Value::Object(o)
     }
 
@@ -410,19 +415,19 @@ impl Agent {
 
     /// POST /outbound with this agent's token.
     pub fn send(&self, house: &TestHouse, env: &Envelope) -> Response {
-        let token = self.token(house, "POST", "/outbound");
+        let token = self.token(house, "POST", "/outbound", &env.canonical());
         call_raw(house, "POST", "/outbound", &[("authorization", &token)], env.canonical())
     }
 
     /// GET with this agent's token.
     pub fn get(&self, house: &TestHouse, path: &str) -> Response {
-        let token = self.token(house, "GET", path);
+        let token = self.token(house, "GET", path, &[]);
         call_raw(house, "GET", path, &[("authorization", &token)], vec![])
     }
 
     /// POST JSON with this agent's token.
     pub fn post(&self, house: &TestHouse, path: &str, body: &Value) -> Response {
-        let token = self.token(house, "POST", path);
+        let token = self.token(house, "POST", path, &body.canonical());
         call(house, "POST", path, &[("authorization", &token)], body)
     }
 }
