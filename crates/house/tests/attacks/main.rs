@@ -1,0 +1,12 @@
+//! Attacks on the house's trust (issue 9), one named test each: every test performs an attack
+//! through public routes against real SQLite and real crypto, and the attack must now fail. Each
+//! module's header says what the attack did against `712cee6`, before it was closed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+#[path = "../kit/mod.rs"]
+mod kit;
+
+mod binding;
+mod common;
+mod scope;
+mod signatures;
