@@ -460,5 +460,28 @@ mod tests {
         let m = open_item(&res, &me, &item(&signed));
         assert_eq!(m.as_object().unwrap().get("trust"), Some(&Value::from("unchecked")));
         assert!(message_human(&m).contains("UNCHECKED"));
+
+        // A postmaster notice says which house it is from, and whether that is the agent's own.
+        for (from, own) in [("postmaster@a.test", false), ("postmaster@b.test", true)] {
+            let notice = Draft::new(
+                "n1".into(),
+                Address::parse(from).unwrap(),
+                vec![me.address.clone()],
+                Timestamp(0),
+                Content::new("text/plain", "bounced".into()),
+            );
+            let m = open_item(&res, &me, &item(&notice.build().unwrap()));
+            let mut o = m.as_object().unwrap().clone();
+            assert_eq!(o.get("own_house"), Some(&Value::Bool(own)), "{from}");
+            assert_eq!(o.get("notice_house"), Some(&Value::from(&from["postmaster@".len()..])));
+            o.insert("trust".into(), "verified".into());
+            let label = trust_label(&o);
+            if own {
+                assert_eq!(label, "verified notice from your house b.test");
+            } else {
+                assert_eq!(label, "verified notice from another house, a.test (not yours)");
+                assert!(!label.contains("your house"), "{label}");
+            }
+        }
     }
 }
