@@ -134,20 +134,20 @@ fn main() {
         address: ana.clone(),
         ts: now,
         nonce: "AAECAwQFBgcICQoLDA0ODw".into(),
-        target: Target::new("get", "/mailbox/ana", "sigo.uk"),
+        target: Target::new("get", "/mailbox/ana", "limit=10", "sigo.uk", b""),
     };
     write(&dir, "get.txt", claims.sign(&ana_key).as_bytes());
     let claims = Claims {
         address: bob.clone(),
         ts: now.plus_ms(1),
         nonce: "nonce-nonce-nonce-nonce".into(),
-        target: Target::new("POST", "/send", "example.org:8787"),
+        target: Target::new("POST", "/outbound", "", "example.org:8787", b"{}"),
     };
     write(&dir, "post.txt", claims.sign(&bob_key).as_bytes());
 
     // relay_header: as written, and reordered with extra spaces.
     let dir = root.join("relay_header");
-    let relay = RelayHeader::sign("sigo.uk", "0b6f3c1e-8d0a-4c1a-9d5e-1f2a3b4c5d6e", "example.org", &domain_key);
+    let relay = RelayHeader::sign("sigo.uk", &signed, "example.org", &domain_key);
     write(&dir, "signed.txt", relay.to_header().as_bytes());
     let reordered =
         format!("  nyx51  sig={} ;kid={};domain = sigo.uk ", nyx5_proto::b64::encode(&relay.sig), relay.kid.to_b64());
