@@ -429,12 +429,11 @@ impl AgentCard {
         if self.address.domain() != domain.domain {
             return Err(Error::forbidden(format!("{} is not certified by {}", self.address, domain.domain)));
         }
-        let unsigned = canonical_without(&self.raw, "certification");
+        let framed = Context::AgentCard.frame(&canonical_without(&self.raw, "certification"));
         verify_signature(
             &self.raw,
             "certification",
-            Context::AgentCard,
-            &unsigned,
+            &framed,
             |kid| domain.has_key(kid),
             |kid, framed, signature| domain.verify_framed_by(kid, framed, signature),
         )?;

@@ -8,7 +8,7 @@ use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
 use std::ops::Range;
 
-use crate::json::{Object, Value, canonical_marking, canonical_object, field, without_span};
+use crate::json::{Object, Value, canonical_marking, canonical_object, field, framed_without_span};
 use crate::limits;
 use crate::seal::Sealed;
 use crate::sign::{Signature, Verified, verify_signature};
@@ -319,7 +319,7 @@ impl Envelope {
     /// What the signature covers: the envelope label, then the canonical envelope without its
     /// `signature` member.
     fn signed_message(&self) -> Vec<u8> {
-        Context::Envelope.frame(&without_span(&self.canonical, self.signature_span.as_ref()))
+        framed_without_span(Context::Envelope.label(), &self.canonical, self.signature_span.as_ref())
     }
 
     /// What a proof of work is bound to (docs/SPEC.md §9): the lower-case hex SHA-256 of the
@@ -405,8 +405,7 @@ impl Envelope {
         verify_signature(
             &self.raw,
             "signature",
-            Context::Envelope,
-            &without_span(&self.canonical, self.signature_span.as_ref()),
+            &self.signed_message(),
             |kid| sender.accepts_key(kid, now),
             |kid, framed, signature| sender.verify_framed_by(kid, framed, signature),
         )?;
@@ -419,8 +418,7 @@ impl Envelope {
         verify_signature(
             &self.raw,
             "signature",
-            Context::Envelope,
-            &without_span(&self.canonical, self.signature_span.as_ref()),
+            &self.signed_message(),
             |kid| kid == key,
             |kid, framed, signature| kid.verify_raw(framed, signature),
         )?;

@@ -269,13 +269,17 @@ pub(crate) fn canonical_marking(map: &Object, name: &str) -> (String, Option<Ran
     (out, span)
 }
 
-/// `text` without the byte range `span` (from [`canonical_marking`]).
-pub(crate) fn without_span(text: &str, span: Option<&Range<usize>>) -> Vec<u8> {
+/// `label`, a zero byte, then `text` without the byte range `span` (from [`canonical_marking`]),
+/// written in one buffer: a signature's framed message (see `crypto::Context::frame`).
+pub(crate) fn framed_without_span(label: &str, text: &str, span: Option<&Range<usize>>) -> Vec<u8> {
     let bytes = text.as_bytes();
-    match span.and_then(|s| Some((bytes.get(..s.start)?, bytes.get(s.end..)?))) {
-        Some((head, tail)) => [head, tail].concat(),
-        None => bytes.to_vec(),
-    }
+    let (head, tail) = span.and_then(|s| Some((bytes.get(..s.start)?, bytes.get(s.end..)?))).unwrap_or((bytes, &[]));
+    let mut out = Vec::with_capacity(label.len() + 1 + head.len() + tail.len());
+    out.extend_from_slice(label.as_bytes());
+    out.push(0);
+    out.extend_from_slice(head);
+    out.extend_from_slice(tail);
+    out
 }
 
 /// Writes a string as JavaScript's `JSON.stringify` does.
@@ -851,7 +855,9 @@ mod tests {
             let (text, span) = canonical_marking(&map, "signature");
             assert_eq!(text.as_bytes(), canonical_object(&map), "{doc}");
             assert_eq!(span.is_some(), map.contains_key("signature"), "{doc}");
-            assert_eq!(without_span(&text, span.as_ref()), canonical_without(&map, "signature"), "{doc}");
+            let mut expected = b"label\0".to_vec();
+            expected.extend(canonical_without(&map, "signature"));
+            assert_eq!(framed_without_span("label", &text, span.as_ref()), expected, "{doc}");
         }
     }
 

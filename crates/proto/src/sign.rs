@@ -60,20 +60,18 @@ pub fn verify_object(
     context: Context,
     trusted: impl Fn(&SigPublic) -> bool,
 ) -> Result<SigPublic, Error> {
-    verify_signature(doc, name, context, &canonical_without(doc, name), trusted, |kid, framed, value| {
-        kid.verify_raw(framed, value)
-    })
+    let framed = context.frame(&canonical_without(doc, name));
+    verify_signature(doc, name, &framed, trusted, |kid, framed, value| kid.verify_raw(framed, value))
 }
 
-/// [`verify_object`] for a document whose canonical text without `name` the caller already has
-/// (`unsigned`, which must be exactly [`canonical_without`]`(doc, name)`), checking the
-/// signature over the framed bytes with `check` (a trusted key's cached decoding: the same
-/// answer as [`SigPublic::verify_raw`]).
+/// [`verify_object`] for a document whose signed message the caller already has: `framed` must
+/// be exactly the context's label, a zero byte and [`canonical_without`]`(doc, name)` (see
+/// [`Context::frame`]). The signature is checked with `check` (a trusted key's cached decoding:
+/// the same answer as [`SigPublic::verify_raw`]).
 pub(crate) fn verify_signature(
     doc: &Object,
     name: &str,
-    context: Context,
-    unsigned: &[u8],
+    framed: &[u8],
     trusted: impl Fn(&SigPublic) -> bool,
     check: impl Fn(&SigPublic, &[u8], &[u8; 64]) -> bool,
 ) -> Result<SigPublic, Error> {
@@ -81,7 +79,7 @@ pub(crate) fn verify_signature(
     if !trusted(&sig.kid) {
         return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
     }
-    if !check(&sig.kid, &context.frame(unsigned), &sig.value) {
+    if !check(&sig.kid, framed, &sig.value) {
         return Err(Error::forbidden(format!("`{name}` does not verify")));
     }
     Ok(sig.kid)
