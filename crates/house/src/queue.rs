@@ -395,6 +395,7 @@ impl<D: Db, N: Net> House<D, N> {
             self.work_domain(&domain, jobs, now, &mut report).await?;
         }
         self.send_emails(now).await?;
+        self.recertify_some(now).await?;
         Ok(report)
     }
 

@@ -43,6 +43,7 @@ fn house(domain: &str, seed: u8) -> House {
         domain: domain.into(),
         estafeta: format!("https://{domain}"),
         other_keys: vec![],
+        previous: vec![],
         policy: obj([
             ("inbound", "verified".into()),
             ("max_bytes", 1_048_576.into()),

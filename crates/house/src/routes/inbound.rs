@@ -49,6 +49,9 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
                 )));
             }
             let sending = house.resolve_domain(&header.domain).await.map_err(unverifiable("the sending house"))?;
+            if !sending.card.accepts_key(&header.kid, house.now()) {
+                return Err(Error::forbidden("the relay key is not a key of the sending domain, or past its end"));
+            }
             header.verify(&sending.card, &env.id, domain)?;
         }
         None if house.config.require_relay => {
