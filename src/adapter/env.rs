@@ -53,8 +53,7 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     // Keys used before NYX5_DOMAIN_KEY, listed until their end while stored cards are
     // certified again: `[{"key": "<seed, base64url>", "until": "<RFC 3339>"}]`.
     if let Some(previous) = read(env, "NYX5_PREVIOUS_DOMAIN_KEYS") {
-        c.previous_keys =
-            parse_previous_keys(&previous).map_err(|e| invalid("NYX5_PREVIOUS_DOMAIN_KEYS", e.reason))?;
+        c.previous_keys = parse_previous_keys(&previous).map_err(|e| invalid("NYX5_PREVIOUS_DOMAIN_KEYS", e.reason))?;
     }
     if let Some(n) = read(env, "NYX5_TICK_BATCH") {
         c.tick_batch = n

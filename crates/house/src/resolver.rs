@@ -237,8 +237,13 @@ pub trait PinStore {
     async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error>;
     /// Moves `domain`'s pin from `from` to `to` (and caches `card`), only while it is still
     /// `from`. `true` when it moved.
-    async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, card: CacheEntry<'_>)
-    -> Result<bool, Error>;
+    async fn move_pin(
+        &self,
+        domain: &str,
+        from: &SigPublic,
+        to: &SigPublic,
+        card: CacheEntry<'_>,
+    ) -> Result<bool, Error>;
     /// Records `key` as refused for `domain` (pending, for the operator).
     async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error>;
     /// A cached card for `key` fetched after `fresh_after`.
@@ -293,7 +298,11 @@ impl<D: Db> PinStore for DbPins<'_, D> {
     async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error> {
         let row = store::resolver::cached(self.0, key, fresh_after).await?;
         Ok(row.and_then(|r| {
-            Some(CachedCard { card: r.text("card")?.to_owned(), url: r.text("url")?.to_owned(), at: r.int("fetched_at")? })
+            Some(CachedCard {
+                card: r.text("card")?.to_owned(),
+                url: r.text("url")?.to_owned(),
+                at: r.int("fetched_at")?,
+            })
         }))
     }
 
@@ -382,7 +391,12 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         self.agent_at(address, refresh, 0).await
     }
 
-    async fn agent_at(&self, address: &Address, refresh: bool, depth: usize) -> Result<Arc<Verified<AgentCard>>, Error> {
+    async fn agent_at(
+        &self,
+        address: &Address,
+        refresh: bool,
+        depth: usize,
+    ) -> Result<Arc<Verified<AgentCard>>, Error> {
         if depth > MAX_DELEGATION_DEPTH {
             return Err(Error::forbidden(format!("delegation of {address} is nested too deep")));
         }
@@ -522,7 +536,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     return Ok(done(card, "dns"));
                 };
                 match card.into_inner().verify_continuing(&pin, self.now) {
-                    Ok((card, _)) if self.store.move_pin(domain, &pin, &kid, entry).await? => Ok(done(card, "rotation")),
+                    Ok((card, _)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
+                        Ok(done(card, "rotation"))
+                    }
                     Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
                     Err(e) => {
                         self.store.refuse(domain, &kid, now).await?;
@@ -552,7 +568,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                         self.store.cache(entry).await?;
                         Ok(done(card, "pin"))
                     }
-                    Ok((card, true)) if self.store.move_pin(domain, &pin, &kid, entry).await? => Ok(done(card, "rotation")),
+                    Ok((card, true)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
+                        Ok(done(card, "rotation"))
+                    }
                     Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
                     Err(e) if self.repin && !e.kind.is_temporary() => {
                         let card = DomainCard::parse(text.as_bytes())?.verify(None).map_err(refuse(&what))?;

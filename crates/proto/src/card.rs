@@ -115,7 +115,12 @@ impl DomainCardDraft {
             let from = p.key.public();
             // LABEL: domain-key-handover
             let handover = p.key.sign(&handover_message(&self.domain, &from, &active, p.until));
-            keys.push(key_value(&DomainKey { sig: from, created: p.created, until: Some(p.until), handover: Some(handover) }));
+            keys.push(key_value(&DomainKey {
+                sig: from,
+                created: p.created,
+                until: Some(p.until),
+                handover: Some(handover),
+            }));
         }
         keys.extend(self.other_keys.iter().map(key_value));
         let mut doc = obj([
@@ -231,10 +236,7 @@ impl DomainCard {
             return Ok((Verified::new(self), false));
         }
         let refuse = |why: &str| {
-            Err(Error::forbidden(format!(
-                "the key of {} changed since it was pinned and {why}",
-                self.domain
-            )))
+            Err(Error::forbidden(format!("the key of {} changed since it was pinned and {why}", self.domain)))
         };
         let Some(old) = self.keys.iter().find(|k| k.sig == *pin) else {
             return refuse("the card does not list the pinned key");

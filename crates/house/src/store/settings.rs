@@ -59,8 +59,9 @@ pub async fn previous_domain_keys<D: Db>(db: &D) -> Result<Vec<PreviousDomainKey
     let row = one(db, stmt!("SELECT value FROM settings WHERE name = 'previous_domain_keys'")).await?;
     match row.as_ref().and_then(|r| r.text("value")) {
         None => Ok(Vec::new()),
-        Some(text) => parse_previous_keys(text)
-            .map_err(|e| Error::new(nyx5_proto::ErrorKind::Internal, format!("stored previous domain keys: {}", e.reason))),
+        Some(text) => parse_previous_keys(text).map_err(|e| {
+            Error::new(nyx5_proto::ErrorKind::Internal, format!("stored previous domain keys: {}", e.reason))
+        }),
     }
 }
 
@@ -78,8 +79,11 @@ pub async fn rotate_domain_key<D: Db>(
     grace_ms: i64,
 ) -> Result<(SigningKey, Vec<PreviousDomainKey>), Error> {
     let (old, created) = domain_key(db, fresh_seed, now).await?;
-    let mut previous: Vec<PreviousDomainKey> =
-        previous_domain_keys(db).await?.into_iter().filter(|p| p.until > now && p.key.public() != old.public()).collect();
+    let mut previous: Vec<PreviousDomainKey> = previous_domain_keys(db)
+        .await?
+        .into_iter()
+        .filter(|p| p.until > now && p.key.public() != old.public())
+        .collect();
     previous.insert(0, PreviousDomainKey { key: old.clone(), created: Some(created), until: now.plus_ms(grace_ms) });
     previous.truncate(nyx5_proto::limits::MAX_KEYS - 1);
     let old_seed = b64::encode(&old.seed());
