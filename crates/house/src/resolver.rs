@@ -520,6 +520,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             via: located.via,
             anchor,
         };
+        if !card.accepts_key(&kid, self.now) {
+            return Err(Error::forbidden(format!("{what} is signed by a key that is not listed, or past its end")));
+        }
         let pin = self.store.pin(domain).await?;
         match (located.anchor, located.via) {
             // The operator's hosts file is the last word.
@@ -554,9 +557,6 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             (None, _) => {
                 let Some(pin) = pin else {
                     let card = card.verify(None).map_err(refuse(&what))?;
-                    if !card.accepts_key(&kid, self.now) {
-                        return Err(Error::forbidden(format!("{what} is signed by a key past its end")));
-                    }
                     if self.store.first_pin(domain, &kid, entry).await? {
                         return Ok(done(card, "first-use"));
                     }
