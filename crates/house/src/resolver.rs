@@ -555,15 +555,20 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             }
             // Trust on first use.
             (None, _) => {
-                let Some(pin) = pin else {
-                    let card = card.verify(None).map_err(refuse(&what))?;
-                    if self.store.first_pin(domain, &kid, entry).await? {
-                        return Ok(done(card, "first-use"));
+                let pin = match pin {
+                    Some(pin) => pin,
+                    None => {
+                        let verified = card.clone().verify(None).map_err(refuse(&what))?;
+                        if self.store.first_pin(domain, &kid, entry).await? {
+                            return Ok(done(verified, "first-use"));
+                        }
+                        // Another resolution pinned a key a moment ago: hold this card to that pin.
+                        self.store.pin(domain).await?.ok_or_else(|| {
+                            Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))
+                        })?
                     }
-                    // Another resolution pinned it a moment ago: compare again next time.
-                    return Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile")));
                 };
-                match card.verify_continuing(&pin, self.now) {
+                match card.clone().verify_continuing(&pin, self.now) {
                     Ok((card, false)) => {
                         self.store.cache(entry).await?;
                         Ok(done(card, "pin"))
@@ -573,7 +578,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     }
                     Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
                     Err(e) if self.repin && !e.kind.is_temporary() => {
-                        let card = DomainCard::parse(text.as_bytes())?.verify(None).map_err(refuse(&what))?;
+                        let card = card.verify(None).map_err(refuse(&what))?;
                         if self.store.move_pin(domain, &pin, &kid, entry).await? {
                             Ok(done(card, "repin"))
                         } else {
