@@ -3,8 +3,7 @@
 //! key, a few per tick, so that after the grace period nothing depends on an old key.
 
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::json::canonical_without;
-use nyx5_proto::sign::Signature;
+use nyx5_proto::sign::verify_object;
 use nyx5_proto::{Error, Timestamp, Value};
 
 use crate::ports::{Db, Net};
@@ -35,8 +34,7 @@ impl<D: Db, N: Net> House<D, N> {
             return Ok(None);
         }
         // LABEL: card-certification
-        let sig = Signature::read(card.object(), "certification")?;
-        if !kid.verify(&canonical_without(card.object(), "certification"), &sig.value) {
+        if verify_object(card.object(), "certification", |k| *k == kid).is_err() {
             return Ok(None);
         }
         let new = card.recertify(&self.config.key)?;
