@@ -374,10 +374,20 @@ fn rotated_domain_key_keeps_agents_working_and_recertifies() {
         rows[0].int("n").unwrap()
     };
     assert_eq!(stale(&b2), 21);
+    // A stored card changed behind the house's back is not laundered by the new key.
+    let text = block_on(b2.db.query(stmt!("SELECT card FROM agents WHERE local = 'x9'"))).unwrap()[0]
+        .text("card")
+        .unwrap()
+        .to_owned();
+    let mut tampered = AgentCard::parse(text.as_bytes()).unwrap().object().clone();
+    tampered.insert("capabilities".into(), Value::Object(obj([("listed", Value::Bool(true))])));
+    let tampered = Value::Object(tampered).canonical_string();
+    block_on(b2.db.batch(vec![stmt!("UPDATE agents SET card = ? WHERE local = 'x9'", tampered.as_str())])).unwrap();
     w.tick_all();
     assert_eq!(stale(&b2), 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK);
     w.tick_all();
-    assert_eq!(stale(&b2), 0);
+    assert_eq!(stale(&b2), 1);
+    assert_eq!(certifier(&b2, "x9"), old.public().to_b64());
     assert_eq!(certifier(&b2, "bob"), new.public().to_b64());
     // a followed the rotation through the handover, without its operator.
     assert_eq!(pin_of(&a, "b.test"), (new.public().to_b64(), None));
