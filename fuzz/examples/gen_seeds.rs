@@ -107,6 +107,7 @@ fn main() {
         domain: "sigo.uk".into(),
         estafeta: "https://sigo.uk/nyx5".into(),
         other_keys: Vec::new(),
+        previous: Vec::new(),
         policy: obj([("max_bytes", 262_144.into())]),
         extensions: vec!["quotes".into()],
         issued: now,

@@ -1,7 +1,7 @@
 //! The house's configuration from Worker vars and secrets. The first implementation's
 //! `CHASQUI_*` names are read as aliases, so an existing deployment's settings carry over.
 
-use nyx5_house::config::{Config, Registration, parse_hosts};
+use nyx5_house::config::{Config, Registration, parse_hosts, parse_previous_keys};
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::{Error, Timestamp, b64, limits};
 use worker::Env;
@@ -46,7 +46,14 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
         c.hosts = parse_hosts(&hosts).map_err(|e| invalid("NYX5_HOSTS", e.reason))?;
     }
     if let Some(doh) = read(env, "NYX5_DOH_URL") {
+        let doh = doh.trim().to_owned();
+        nyx5_house::resolver::check_doh_url(&doh).map_err(|e| invalid("NYX5_DOH_URL", e.reason))?;
         c.doh_url = Some(doh);
+    }
+    // Keys used before NYX5_DOMAIN_KEY, listed until their end while stored cards are
+    // certified again: `[{"key": "<seed, base64url>", "until": "<RFC 3339>"}]`.
+    if let Some(previous) = read(env, "NYX5_PREVIOUS_DOMAIN_KEYS") {
+        c.previous_keys = parse_previous_keys(&previous).map_err(|e| invalid("NYX5_PREVIOUS_DOMAIN_KEYS", e.reason))?;
     }
     if let Some(n) = read(env, "NYX5_TICK_BATCH") {
         c.tick_batch = n

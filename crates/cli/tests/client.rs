@@ -291,3 +291,58 @@ fn rotation_keeps_old_mail_readable_and_proof_of_work_is_minted() {
     let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == id).unwrap();
     assert_eq!(s(m, "trust"), "verified");
 }
+
+/// The client's resolver is the house's: a domain key rotated with a handover is followed and
+/// re-pinned in the profile without the user; a changed key without one is refused (exit 1)
+/// until `--repin`; a plain-http DNS-over-HTTPS endpoint is a usage error.
+#[test]
+fn the_client_follows_a_handover_and_refuses_other_key_changes() {
+    let mut w = World::new("continuity");
+    w.two_agents();
+    let before = w.nyx5(&["resolve", "bo@b.test", "--json"]).json();
+    let old_key = s(obj(&before, "domain"), "key");
+    let pin = |w: &World| {
+        let text = std::fs::read_to_string(&w.profile).unwrap();
+        let profile = Value::parse_str(text.trim_end()).unwrap();
+        let pins = profile.as_object().unwrap().get("pins").and_then(Value::as_object).unwrap().clone();
+        s(&pins, "b.test")
+    };
+    assert_eq!(pin(&w), old_key);
+
+    // b.test rotates its domain key: the old one stays listed with a handover to the new one.
+    w.restart_b_with(&["--rotate-domain-key"]);
+    let after = w.nyx5(&["resolve", "bo@b.test", "--json"]).json();
+    let d = obj(&after, "domain");
+    let new_key = s(d, "key");
+    assert_ne!(new_key, old_key);
+    assert_eq!(s(d, "anchor"), "rotation");
+    assert_eq!(pin(&w), new_key);
+    assert_eq!(s(obj(&w.nyx5(&["resolve", "bo@b.test", "--json"]).json(), "domain"), "anchor"), "pin");
+    // Mail still flows both ways, and is verified.
+    let id = s(&w.nyx5(&["send", "bo@b.test", "--body", "after the rotation", "--json"]).json(), "id");
+    let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&id));
+    let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == id).unwrap();
+    assert_eq!(s(m, "trust"), "verified");
+
+    // A key that does not continue from the pin (here: a pin the house never had).
+    let stranger = nyx5_proto::crypto::SigningKey::from_seed([9; 32]).public().to_b64();
+    let text = std::fs::read_to_string(&w.profile).unwrap().replace(&new_key, &stranger);
+    std::fs::write(&w.profile, text).unwrap();
+    let (err, _) = w.nyx5(&["resolve", "bo@b.test"]).fails_with(1);
+    assert!(err.contains("pinned") && err.contains("--repin"), "{err}");
+    assert_eq!(pin(&w), stranger);
+    let again = w.nyx5(&["resolve", "bo@b.test", "--repin", "--json"]).json();
+    assert_eq!(s(obj(&again, "domain"), "anchor"), "repin");
+    assert_eq!(pin(&w), new_key);
+
+    // DNS-over-HTTPS only over https.
+    let mut c = w.command();
+    c.env("NYX5_DOH", "http://dns.example/dns-query").args(["resolve", "bo@b.test"]);
+    let (err, _) = common::run(c, b"").fails_with(2);
+    assert!(err.contains("https://"), "{err}");
+    let mut c = w.command();
+    c.args(["serve", "--domain", "x.test", "--doh-url", "http://dns.example/dns-query", "--db"])
+        .arg(w.dir.join("x.db"));
+    let (err, _) = common::run(c, b"").fails_with(2);
+    assert!(err.contains("https://"), "{err}");
+}

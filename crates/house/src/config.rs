@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+pub use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::{SigPublic, SigningKey};
-use nyx5_proto::{Error, Object, Timestamp, Value, limits};
+use nyx5_proto::json::field;
+use nyx5_proto::{Error, Object, Timestamp, Value, b64, limits};
 
 /// How agents enter this house (spec §8b).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +57,43 @@ pub fn parse_hosts(text: &str) -> Result<BTreeMap<String, HostEntry>, Error> {
     Ok(out)
 }
 
+/// Parses previous domain keys as operators write them (`NYX5_PREVIOUS_DOMAIN_KEYS`):
+/// `[{"key": "<32-byte secret seed, base64url>", "until": "<RFC 3339 time>"}]`, at most 7.
+pub fn parse_previous_keys(text: &str) -> Result<Vec<PreviousDomainKey>, Error> {
+    let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
+    let list = v.as_array().ok_or_else(|| Error::malformed("previous domain keys must be a JSON array"))?;
+    if list.len() >= limits::MAX_KEYS {
+        return Err(Error::malformed(format!("at most {} previous domain keys", limits::MAX_KEYS - 1)));
+    }
+    list.iter()
+        .map(|entry| {
+            let o = entry.as_object().ok_or_else(|| Error::malformed("each previous domain key is an object"))?;
+            let seed = b64::decode_array::<32>(field::str(o, "key")?.trim())
+                .ok_or_else(|| Error::malformed("`key` must be a 32-byte seed in base64url"))?;
+            let until = Timestamp::parse(field::str(o, "until")?)?;
+            let created = field::opt_str(o, "created")?.map(Timestamp::parse).transpose()?;
+            Ok(PreviousDomainKey { key: SigningKey::from_seed(seed), created, until })
+        })
+        .collect()
+}
+
+/// Writes previous domain keys in the format [`parse_previous_keys`] reads.
+pub fn previous_keys_text(keys: &[PreviousDomainKey]) -> String {
+    let list = keys
+        .iter()
+        .map(|p| {
+            let mut o = Object::new();
+            o.insert("key".into(), b64::encode(&p.key.seed()).into());
+            o.insert("until".into(), p.until.to_rfc3339().into());
+            if let Some(c) = p.created {
+                o.insert("created".into(), c.to_rfc3339().into());
+            }
+            Value::Object(o)
+        })
+        .collect();
+    Value::Array(list).canonical_string()
+}
+
 /// Retry schedule for deliveries (spec §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -87,6 +126,9 @@ pub struct Config {
     /// The domain key, and when it was made.
     pub key: SigningKey,
     pub key_created: Timestamp,
+    /// Domain keys used before `key`, each listed in the domain card until its end with a
+    /// handover to `key`; stored cards they certified are certified again by `key` meanwhile.
+    pub previous_keys: Vec<PreviousDomainKey>,
     /// Bearer token for admin routes; admin routes are closed without one.
     pub admin_token: Option<String>,
     pub registration: Registration,
@@ -137,6 +179,7 @@ impl Config {
             public_url: public_url.trim_end_matches('/').to_owned(),
             key,
             key_created,
+            previous_keys: Vec::new(),
             admin_token: None,
             registration: Registration::Admin,
             open_registrations_per_minute: 10,

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod domain_keys;
 pub mod email;
 pub mod http;
 pub mod mailbox;
@@ -80,10 +81,21 @@ impl<D: Db, N: Net> House<D, N> {
         if config.require_relay {
             policy.insert("require_relay".into(), Value::Bool(true));
         }
+        if let Some(doh) = &config.doh_url {
+            resolver::check_doh_url(doh)?;
+        }
+        let now = clock.now();
+        let previous: Vec<_> = config
+            .previous_keys
+            .iter()
+            .filter(|p| p.until > now && p.key.public() != config.key.public())
+            .cloned()
+            .collect();
         let card = DomainCardDraft {
             domain: config.domain.clone(),
             estafeta: config.public_url.clone(),
             other_keys: vec![],
+            previous,
             policy,
             extensions: EXTENSIONS
                 .iter()

@@ -1,13 +1,20 @@
-//! The resolver (spec §2): from a domain or an address to a verified card.
+//! The one resolver (spec §2, docs/SPEC.md §6.1): from a domain or an address to a verified
+//! card, for the house and for the `nyx5` client alike.
 //!
 //! A domain's estafeta is found, in order, through the `hosts` override (which may pin the key),
-//! the DNS TXT record `_nyx5.<domain>` read over DNS-over-HTTPS (its `sig` is the anchor), or
-//! the well-known URL of the domain itself. Without an anchor the first key seen is pinned
-//! (TOFU, table `pins`); a later change is refused until the operator confirms it.
+//! locations the caller already knows (the client: a house named by URL, the agent's own house),
+//! the DNS TXT record `_nyx5.<domain>` read over DNS-over-HTTPS (https only; its `sig` is the
+//! anchor), or the well-known URL of the domain itself. Without an anchor the first key seen is
+//! pinned (TOFU). A later card is accepted when it is signed by the pin, or continues from it
+//! (the pin lists a handover to the new key: [`DomainCard::verify_continuing`]), and the pin
+//! moves; anything else, including a DNS anchor contradicting the pin, is refused (403) and the
+//! key is recorded as pending for the operator.
 //!
-//! Verified cards are cached for [`limits::CARD_CACHE_MS`] twice over: in this process (trusted
-//! as verified, no signature checked again) and in `card_cache` (the canonical text; re-parsed
-//! and re-verified when read, since only `verify` makes a `Verified` card).
+//! The decisions live in [`Resolver`], over the `Net` port and a [`PinStore`]: the house keeps
+//! pins and the card cache in its database ([`DbPins`]), the client its pins in the profile.
+//! Verified cards are cached for [`limits::CARD_CACHE_MS`] twice over: in a [`Memo`] (trusted as
+//! verified, no signature checked again) and in the store (the canonical text; re-parsed and
+//! re-verified when read, since only `verify` makes a `Verified` card).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,9 +23,9 @@ use nyx5_proto::address::check_domain;
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::field;
-use nyx5_proto::sign::Signature;
 use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified, limits};
 
+use crate::config::HostEntry;
 use crate::mailbox::PolicyMemo;
 use crate::ports::{Db, Net, OutRequest, PortError};
 use crate::{House, port_error, store};
@@ -34,11 +41,29 @@ pub const DNS_TAG: &str = "nyx51";
 /// The DNS type number of TXT records.
 const DNS_TYPE_TXT: i64 = 16;
 
-/// A resolved domain: where its estafeta answers, and its verified card (shared with the cache).
+/// Checks a DNS-over-HTTPS endpoint: it must be an `https://` URL. A plain `http://` answer can
+/// be rewritten by anyone on the path, and the answer is what anchors a domain's key.
+pub fn check_doh_url(url: &str) -> Result<(), Error> {
+    let rest = url.strip_prefix("https://").filter(|r| !r.is_empty() && !r.starts_with('/'));
+    match rest {
+        Some(_) => Ok(()),
+        None => Err(Error::malformed(format!("the DNS-over-HTTPS endpoint {url:?} must be an https:// URL"))),
+    }
+}
+
+/// A resolved domain: where its estafeta answers, its verified card (shared with the cache), and
+/// how we know.
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub url: String,
     pub card: Arc<Verified<DomainCard>>,
+    /// Where the URL came from: `self`, `hosts`, a known location's name (`url`, `profile`),
+    /// `dns`, `well-known`, or `cache`.
+    pub via: &'static str,
+    /// What the card's key was checked against: `self`, `hosts`, `dns`, `pin`, `first-use`
+    /// (pinned now), `rotation` (followed a handover from the pin), `repin` (the user accepted
+    /// a changed key), or `cache`.
+    pub anchor: &'static str,
 }
 
 /// A `_nyx5.<domain>` TXT record: `v=nyx51; url=<estafeta>; sig=<domain key>`.
@@ -129,24 +154,36 @@ pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
 }
 
 /// Cached values by key, each with the time it was fetched.
-type Memo<T> = Mutex<BTreeMap<String, (i64, T)>>;
+type Entries<T> = Mutex<BTreeMap<String, (i64, T)>>;
 
 /// Verified cards kept in this process for their five minutes, keyed by domain or address. A hit
-/// hands out the shared card (an `Arc`), not a deep copy of its document. Also the inbox policies
-/// read from this house's own stored cards (see [`crate::mailbox`]).
+/// hands out the shared card (an `Arc`), not a deep copy of its document.
+#[derive(Default)]
+pub struct Memo {
+    domains: Entries<Resolved>,
+    agents: Entries<Arc<Verified<AgentCard>>>,
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
+}
+
+/// The house's memo of remote cards, and the inbox policies read from this house's own stored
+/// cards (see [`crate::mailbox`]).
 #[derive(Default)]
 pub(crate) struct CardMemo {
-    domains: Memo<Resolved>,
-    agents: Memo<Arc<Verified<AgentCard>>>,
+    pub(crate) memo: Memo,
     pub(crate) policies: PolicyMemo,
 }
 
-fn memo_get<T: Clone>(map: &Memo<T>, key: &str, now: i64) -> Option<T> {
+fn memo_get<T: Clone>(map: &Entries<T>, key: &str, now: i64) -> Option<T> {
     let map = map.lock().ok()?;
     map.get(key).filter(|(at, _)| now - *at < limits::CARD_CACHE_MS && *at <= now).map(|(_, v)| v.clone())
 }
 
-fn memo_put<T>(map: &Memo<T>, key: &str, at: i64, now: i64, value: T) {
+fn memo_put<T>(map: &Entries<T>, key: &str, at: i64, now: i64, value: T) {
     if let Ok(mut map) = map.lock() {
         if map.len() >= MEMO_MAX_ENTRIES {
             map.retain(|_, (t, _)| now - *t < limits::CARD_CACHE_MS);
@@ -158,8 +195,9 @@ fn memo_put<T>(map: &Memo<T>, key: &str, at: i64, now: i64, value: T) {
     }
 }
 
-impl CardMemo {
-    fn forget_domain(&self, domain: &str) {
+impl Memo {
+    /// Forgets `domain`'s card and its agents' cards.
+    pub fn forget_domain(&self, domain: &str) {
         if let Ok(mut m) = self.domains.lock() {
             m.remove(domain);
         }
@@ -170,12 +208,141 @@ impl CardMemo {
     }
 }
 
-/// Where a domain's card is to be fetched, and the key it must be signed by, if known.
+/// A card to cache: its key (a domain or an address), canonical text, estafeta URL, and time.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheEntry<'a> {
+    pub key: &'a str,
+    pub card: &'a str,
+    pub url: &'a str,
+    pub at: i64,
+}
+
+/// A cached card as the store gives it back (to be parsed and verified again).
+#[derive(Debug, Clone)]
+pub struct CachedCard {
+    pub card: String,
+    pub url: String,
+    pub at: i64,
+}
+
+/// Where trust on first use is kept: pinned domain keys, refused keys waiting for someone to
+/// look at them, and (optionally) the card cache. Every write that depends on a pin is guarded
+/// by it, so two resolutions racing cannot both decide.
+#[allow(async_fn_in_trait)] // Single-threaded runtimes (workerd, the test kit, a CLI verb): no Send bound.
+pub trait PinStore {
+    /// The key pinned for `domain`, if any.
+    async fn pin(&self, domain: &str) -> Result<Option<SigPublic>, Error>;
+    /// Pins `key` for `domain` unless it has a pin already (caching `card` with it). `true`
+    /// when this call pinned it.
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error>;
+    /// Moves `domain`'s pin from `from` to `to` (and caches `card`), only while it is still
+    /// `from`. `true` when it moved.
+    async fn move_pin(
+        &self,
+        domain: &str,
+        from: &SigPublic,
+        to: &SigPublic,
+        card: CacheEntry<'_>,
+    ) -> Result<bool, Error>;
+    /// Records `key` as refused for `domain` (pending, for the operator).
+    async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error>;
+    /// A cached card for `key` fetched after `fresh_after`.
+    async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error>;
+    /// Caches a verified card.
+    async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error>;
+}
+
+/// The house's [`PinStore`]: the `pins` and `card_cache` tables.
+#[derive(Debug)]
+pub struct DbPins<'a, D>(pub &'a D);
+
+impl<D: Db> PinStore for DbPins<'_, D> {
+    async fn pin(&self, domain: &str) -> Result<Option<SigPublic>, Error> {
+        let row = store::resolver::pin(self.0, domain).await?;
+        Ok(row.and_then(|r| r.text("sig").and_then(|s| SigPublic::parse(s).ok())))
+    }
+
+    async fn first_pin(&self, domain: &str, key: &SigPublic, c: CacheEntry<'_>) -> Result<bool, Error> {
+        let kid = key.to_b64();
+        let changes = self
+            .0
+            .batch(vec![
+                store::resolver::insert_pin(domain, &kid, c.at),
+                store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &kid),
+            ])
+            .await
+            .map_err(port_error)?;
+        Ok(changes.first() == Some(&1))
+    }
+
+    async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, c: CacheEntry<'_>) -> Result<bool, Error> {
+        let (from, to) = (from.to_b64(), to.to_b64());
+        let changes = self
+            .0
+            .batch(vec![
+                store::resolver::move_pin(domain, &from, &to),
+                store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &to),
+            ])
+            .await
+            .map_err(port_error)?;
+        Ok(changes.first() == Some(&1))
+    }
+
+    async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
+        match self.0.batch(vec![store::resolver::set_pending(domain, &key.to_b64(), now)]).await {
+            Ok(_) | Err(PortError::Constraint(_)) => Ok(()),
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error> {
+        let row = store::resolver::cached(self.0, key, fresh_after).await?;
+        Ok(row.and_then(|r| {
+            Some(CachedCard {
+                card: r.text("card")?.to_owned(),
+                url: r.text("url")?.to_owned(),
+                at: r.int("fetched_at")?,
+            })
+        }))
+    }
+
+    async fn cache(&self, c: CacheEntry<'_>) -> Result<(), Error> {
+        self.0.batch(vec![store::resolver::cache(c.key, c.card, c.url, c.at)]).await.map_err(port_error).map(drop)
+    }
+}
+
+/// Where a resolver looks for a domain before DNS and the well-known URL.
+#[derive(Debug, Clone, Copy)]
+pub struct Sources<'a> {
+    /// The hosts overrides (their `sig` anchors the key).
+    pub hosts: &'a BTreeMap<String, HostEntry>,
+    /// Locations the caller knows, after hosts: domain → (URL, name of the source). No anchor.
+    pub known: &'a BTreeMap<String, (String, &'static str)>,
+    /// The DNS-over-HTTPS JSON endpoint (https only; see [`check_doh_url`]).
+    pub doh: Option<&'a str>,
+    /// Whether the well-known fallback is `https://<domain>` (else `http://`, for tests).
+    pub https_fallback: bool,
+}
+
+/// The resolver: sources, the network, pins, a memo, and the time. Cheap to build per call.
+#[derive(Debug)]
+pub struct Resolver<'a, N, S> {
+    pub net: &'a N,
+    pub store: S,
+    pub memo: &'a Memo,
+    pub sources: Sources<'a>,
+    /// Accept a changed key that does not continue from the pin, and pin it anew (the client's
+    /// `--repin`, after the user checked the key some other way).
+    pub repin: bool,
+    pub now: Timestamp,
+}
+
+/// Where a domain's card is to be fetched, the key it must be signed by, if known, and how we
+/// know.
 struct Located {
     url: String,
     anchor: Option<SigPublic>,
-    /// Found through the well-known fallback: the card's own `estafeta` then says where to send.
-    well_known: bool,
+    via: &'static str,
 }
 
 /// A remote document that does not parse or verify is the sender's fault: 403. Temporary
@@ -190,125 +357,118 @@ fn card_text(v: &Value) -> String {
     v.canonical_string()
 }
 
-impl<D: Db, N: Net> House<D, N> {
-    /// The estafeta and verified card of `domain` (this house's own for its own domain).
-    pub async fn resolve_domain(&self, domain: &str) -> Result<Resolved, Error> {
-        self.resolve_domain_with(domain, false).await
-    }
-
-    /// As [`House::resolve_domain`]; `refresh` skips both caches.
-    pub async fn resolve_domain_with(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
+impl<N: Net, S: PinStore> Resolver<'_, N, S> {
+    /// The estafeta and verified card of `domain`; `refresh` skips both caches.
+    pub async fn domain(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
         check_domain(domain).map_err(|why| Error::malformed(format!("domain {domain:?}: {why}")))?;
-        if domain == self.config.domain {
-            return Ok(Resolved { url: self.config.public_url.clone(), card: Arc::new(self.card().clone()) });
-        }
-        let now = self.now().millis();
+        let now = self.now.millis();
         if !refresh {
-            if let Some(r) = memo_get(&self.cards.domains, domain, now) {
+            if let Some(r) = memo_get(&self.memo.domains, domain, now) {
                 return Ok(r);
             }
-            if let Some(row) = store::resolver::cached(&self.db, domain, now - limits::CARD_CACHE_MS).await? {
-                let anchor = self.config.hosts.get(domain).and_then(|h| h.sig);
-                let card = row.text("card").map(|t| DomainCard::parse(t.as_bytes()));
-                if let (Some(Ok(card)), Some(url), Some(at)) = (card, row.text("url"), row.int("fetched_at"))
+            if let Some(row) = self.store.cached(domain, now - limits::CARD_CACHE_MS).await? {
+                let anchor = self.sources.hosts.get(domain).and_then(|h| h.sig);
+                if let Ok(card) = DomainCard::parse(row.card.as_bytes())
                     && let Ok(card) = card.verify(anchor.as_ref())
                     && card.domain == domain
+                    && card.signer().is_ok_and(|k| card.accepts_key(&k, self.now))
                 {
-                    let r = Resolved { url: url.to_owned(), card: Arc::new(card) };
-                    memo_put(&self.cards.domains, domain, at, now, r.clone());
+                    let r = Resolved { url: row.url, card: Arc::new(card), via: "cache", anchor: "cache" };
+                    memo_put(&self.memo.domains, domain, row.at, now, r.clone());
                     return Ok(r);
                 }
             }
         }
-        let r = self.fetch_domain(domain, now).await?;
-        memo_put(&self.cards.domains, domain, now, now, r.clone());
+        let r = self.fetch_domain(domain).await?;
+        memo_put(&self.memo.domains, domain, now, now, r.clone());
         Ok(r)
     }
 
-    /// The verified card of `address`: local agents from this house, remote ones fetched from
-    /// their estafeta and verified against their domain (and parent) cards. Cached for five
-    /// minutes unless `refresh`, which refetches the whole chain.
-    pub async fn resolve_agent(&self, address: &Address, refresh: bool) -> Result<Arc<Verified<AgentCard>>, Error> {
-        self.resolve_agent_at(address, refresh, 0).await
+    /// The verified card of the remote agent `address`, fetched from its estafeta and verified
+    /// against its domain (and parent) cards. Cached for five minutes unless `refresh`, which
+    /// refetches the whole chain.
+    pub async fn agent(&self, address: &Address, refresh: bool) -> Result<Arc<Verified<AgentCard>>, Error> {
+        self.agent_at(address, refresh, 0).await
     }
 
-    async fn resolve_agent_at(
+    async fn agent_at(
         &self,
         address: &Address,
         refresh: bool,
         depth: usize,
     ) -> Result<Arc<Verified<AgentCard>>, Error> {
-        if address.domain() == self.config.domain {
-            return self
-                .local_card(address.local())
-                .await?
-                .map(Arc::new)
-                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")));
-        }
         if depth > MAX_DELEGATION_DEPTH {
             return Err(Error::forbidden(format!("delegation of {address} is nested too deep")));
         }
-        let now = self.now();
+        let now = self.now;
         let key = address.as_str();
         let current = |c: &Arc<Verified<AgentCard>>| c.valid_until.is_none_or(|u| now < u);
         if !refresh {
-            if let Some(card) = memo_get(&self.cards.agents, key, now.millis()).filter(current) {
+            if let Some(card) = memo_get(&self.memo.agents, key, now.millis()).filter(current) {
                 return Ok(card);
             }
-            if let Some(row) = store::resolver::cached(&self.db, key, now.millis() - limits::CARD_CACHE_MS).await?
-                && let (Some(text), Some(at)) = (row.text("card"), row.int("fetched_at"))
-                && let Ok(card) = AgentCard::parse(text.as_bytes())
+            if let Some(row) = self.store.cached(key, now.millis() - limits::CARD_CACHE_MS).await?
+                && let Ok(card) = AgentCard::parse(row.card.as_bytes())
                 && card.address == *address
-                && let Ok(card) = self.verify_agent(card, false, depth, now).await
+                && let Ok(domain) = self.domain(address.domain(), false).await
+                && let Ok(card) = self.verify_at(card, &domain, false, depth).await
             {
                 let card = Arc::new(card);
-                memo_put(&self.cards.agents, key, at, now.millis(), card.clone());
+                memo_put(&self.memo.agents, key, row.at, now.millis(), card.clone());
                 return Ok(card);
             }
         }
-        let domain = self.resolve_domain_with(address.domain(), refresh).await?;
+        let domain = self.domain(address.domain(), refresh).await?;
         let url = format!("{}/agents/{}", domain.url, address.local());
-        let body = self.fetch(url, "application/json", &format!("card of {address}")).await?;
+        let body = self.fetch(url, &format!("card of {address}")).await?;
         let card = AgentCard::parse(&body).map_err(refuse(&format!("card of {address}")))?;
         if card.address != *address {
             return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address)));
         }
-        let card = Arc::new(self.verify_agent(card, refresh, depth, now).await?);
+        let card = Arc::new(self.verify_at(card, &domain, refresh, depth).await?);
         let text = card_text(&card.to_value());
-        self.db.batch(vec![store::resolver::cache(key, &text, &domain.url, now.millis())]).await.map_err(port_error)?;
-        memo_put(&self.cards.agents, key, now.millis(), now.millis(), card.clone());
+        self.store.cache(CacheEntry { key, card: &text, url: &domain.url, at: now.millis() }).await?;
+        memo_put(&self.memo.agents, key, now.millis(), now.millis(), card.clone());
         Ok(card)
     }
 
-    /// Verifies a remote agent card against its domain card and, when delegated, its parent.
-    async fn verify_agent(
+    /// Verifies an agent card fetched from `domain` (a directory page, a registration answer)
+    /// against the domain card and, when delegated, its parent resolved the same way.
+    pub async fn verify_card(&self, card: AgentCard, domain: &Resolved) -> Result<Verified<AgentCard>, Error> {
+        self.verify_at(card, domain, false, 0).await
+    }
+
+    async fn verify_at(
         &self,
         card: AgentCard,
+        domain: &Resolved,
         refresh: bool,
         depth: usize,
-        now: Timestamp,
     ) -> Result<Verified<AgentCard>, Error> {
         let what = format!("card of {}", card.address);
-        let domain = self.resolve_domain_with(card.address.domain(), refresh).await?;
         let parent = match (&card.delegation, card.address.parent()) {
-            (Some(_), Some(p)) => Some(Box::pin(self.resolve_agent_at(&p, refresh, depth + 1)).await.map_err(|e| {
+            (Some(_), Some(p)) => Some(Box::pin(self.agent_at(&p, refresh, depth + 1)).await.map_err(|e| {
                 if e.kind.is_temporary() {
                     e
                 } else {
-                    Error::forbidden(format!("parent of {}: {}", card.address, e.reason))
+                    Error::new(e.kind, format!("parent of {}: {}", card.address, e.reason))
                 }
             })?),
             _ => None,
         };
-        card.verify(&domain.card, parent.as_deref(), now).map_err(refuse(&what))
+        card.verify(&domain.card, parent.as_deref(), self.now).map_err(refuse(&what))
     }
 
-    /// Where `domain`'s card lives: hosts, then DNS over HTTPS, then the domain itself.
+    /// Where `domain`'s card lives: hosts, known locations, DNS over HTTPS, the domain itself.
     async fn locate(&self, domain: &str) -> Result<Located, Error> {
-        if let Some(h) = self.config.hosts.get(domain) {
-            return Ok(Located { url: h.url.clone(), anchor: h.sig, well_known: false });
+        if let Some(h) = self.sources.hosts.get(domain) {
+            return Ok(Located { url: h.url.clone(), anchor: h.sig, via: "hosts" });
         }
-        if let Some(doh) = &self.config.doh_url {
+        if let Some((url, via)) = self.sources.known.get(domain) {
+            return Ok(Located { url: url.clone(), anchor: None, via });
+        }
+        if let Some(doh) = self.sources.doh {
+            check_doh_url(doh)?;
             let sep = if doh.contains('?') { '&' } else { '?' };
             let url = format!("{doh}{sep}name={DNS_PREFIX}{domain}&type=TXT");
             let resp = self
@@ -320,7 +480,7 @@ impl<D: Db, N: Net> House<D, N> {
                     body: vec![],
                 })
                 .await
-                .map_err(|e| Error::new(ErrorKind::Unavailable, format!("DNS-over-HTTPS: {e}")))?;
+                .map_err(|e| Error::new(ErrorKind::Unavailable, format!("DNS-over-HTTPS lookup of {domain}: {e}")))?;
             if resp.status != 200 {
                 return Err(Error::new(
                     ErrorKind::Unavailable,
@@ -328,95 +488,191 @@ impl<D: Db, N: Net> House<D, N> {
                 ));
             }
             if let Some(record) = parse_doh(&resp.body)? {
-                return Ok(Located { url: record.url, anchor: record.sig, well_known: false });
+                return Ok(Located { url: record.url, anchor: record.sig, via: "dns" });
             }
         }
-        let scheme = if self.config.https_fallback { "https" } else { "http" };
-        Ok(Located { url: format!("{scheme}://{domain}"), anchor: None, well_known: true })
+        let scheme = if self.sources.https_fallback { "https" } else { "http" };
+        Ok(Located { url: format!("{scheme}://{domain}"), anchor: None, via: "well-known" })
     }
 
-    /// Fetches, checks and caches `domain`'s card; TOFU when nothing anchors it.
-    async fn fetch_domain(&self, domain: &str, now: i64) -> Result<Resolved, Error> {
+    /// Fetches and checks `domain`'s card against its anchor and pin (see the module's text).
+    async fn fetch_domain(&self, domain: &str) -> Result<Resolved, Error> {
+        let now = self.now.millis();
         let located = self.locate(domain).await?;
         let what = format!("domain card of {domain}");
-        let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), "application/json", &what).await?;
+        let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
         if card.domain != domain {
             return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain)));
         }
         let url = match &card.estafeta {
-            e if located.well_known && (e.starts_with("https://") || e.starts_with("http://")) => {
+            e if located.via == "well-known" && (e.starts_with("https://") || e.starts_with("http://")) => {
                 e.trim_end_matches('/').to_owned()
             }
             _ => located.url.clone(),
         };
-        let card = Arc::new(card.verify(located.anchor.as_ref()).map_err(refuse(&what))?);
+        let kid = card.signer().map_err(refuse(&what))?;
         let text = card_text(&card.to_value());
-        if located.anchor.is_some() {
-            self.db.batch(vec![store::resolver::cache(domain, &text, &url, now)]).await.map_err(port_error)?;
-            return Ok(Resolved { url, card });
-        }
-
-        // Trust on first use: the key that signed this card against the pin, if any.
-        let kid = Signature::read(card.object(), "signature").map_err(refuse(&what))?.kid.to_b64();
-        let pinned = store::resolver::pin(&self.db, domain).await?;
-        let pinned = match pinned.as_ref().and_then(|r| r.text("sig")) {
-            Some(sig) => sig.to_owned(),
-            None => {
-                let changes = self
-                    .db
-                    .batch(vec![
-                        store::resolver::insert_pin(domain, &kid, now),
-                        store::resolver::cache_if_pinned(domain, &text, &url, now, &kid),
-                    ])
-                    .await
-                    .map_err(port_error)?;
-                if changes.first() == Some(&1) {
-                    return Ok(Resolved { url, card });
-                }
-                // Another request pinned it a moment ago: compare with that pin.
-                store::resolver::pin(&self.db, domain)
-                    .await?
-                    .and_then(|r| r.text("sig").map(str::to_owned))
-                    .unwrap_or_default()
-            }
+        let entry = CacheEntry { key: domain, card: &text, url: &url, at: now };
+        let done = |card: Verified<DomainCard>, anchor: &'static str| Resolved {
+            url: url.clone(),
+            card: Arc::new(card),
+            via: located.via,
+            anchor,
         };
-        if pinned != kid {
-            match self.db.batch(vec![store::resolver::set_pending(domain, &kid, now)]).await {
-                Ok(_) | Err(PortError::Constraint(_)) => {}
-                Err(e) => return Err(port_error(e)),
-            }
-            return Err(Error::forbidden(format!(
-                "the key of {domain} changed since it was pinned; refused until the operator confirms it \
-                 (POST /pins/{domain}/confirm)"
-            )));
+        if !card.accepts_key(&kid, self.now) {
+            return Err(Error::forbidden(format!("{what} is signed by a key that is not listed, or past its end")));
         }
-        self.db.batch(vec![store::resolver::cache(domain, &text, &url, now)]).await.map_err(port_error)?;
-        Ok(Resolved { url, card })
+        let pin = self.store.pin(domain).await?;
+        match (located.anchor, located.via) {
+            // The operator's hosts file is the last word.
+            (Some(anchor), "hosts") => {
+                let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
+                self.store.cache(entry).await?;
+                Ok(done(card, "hosts"))
+            }
+            // A DNS anchor must agree with a TOFU pin, or continue from it.
+            (Some(anchor), _) => {
+                let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
+                let Some(pin) = pin.filter(|p| *p != anchor) else {
+                    self.store.cache(entry).await?;
+                    return Ok(done(card, "dns"));
+                };
+                match card.into_inner().verify_continuing(&pin, self.now) {
+                    Ok((card, _)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
+                        Ok(done(card, "rotation"))
+                    }
+                    Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
+                    Err(e) => {
+                        self.store.refuse(domain, &kid, now).await?;
+                        Err(Error::forbidden(format!(
+                            "the DNS record of {domain} anchors a key that contradicts the key pinned on first use \
+                             ({}); refused until the operator confirms it (POST /pins/{domain}/confirm)",
+                            e.reason
+                        )))
+                    }
+                }
+            }
+            // Trust on first use.
+            (None, _) => {
+                let pin = match pin {
+                    Some(pin) => pin,
+                    None => {
+                        let verified = card.clone().verify(None).map_err(refuse(&what))?;
+                        if self.store.first_pin(domain, &kid, entry).await? {
+                            return Ok(done(verified, "first-use"));
+                        }
+                        // Another resolution pinned a key a moment ago: hold this card to that pin.
+                        self.store.pin(domain).await?.ok_or_else(|| {
+                            Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))
+                        })?
+                    }
+                };
+                match card.clone().verify_continuing(&pin, self.now) {
+                    Ok((card, false)) => {
+                        self.store.cache(entry).await?;
+                        Ok(done(card, "pin"))
+                    }
+                    Ok((card, true)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
+                        Ok(done(card, "rotation"))
+                    }
+                    Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
+                    Err(e) if self.repin && !e.kind.is_temporary() => {
+                        let card = card.verify(None).map_err(refuse(&what))?;
+                        if self.store.move_pin(domain, &pin, &kid, entry).await? {
+                            Ok(done(card, "repin"))
+                        } else {
+                            Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile")))
+                        }
+                    }
+                    Err(e) => {
+                        self.store.refuse(domain, &kid, now).await?;
+                        Err(Error::forbidden(format!(
+                            "{} (pinned {}, now {}); refused until the operator confirms it (POST /pins/{domain}/confirm)",
+                            e.reason,
+                            pin.to_b64(),
+                            kid.to_b64()
+                        )))
+                    }
+                }
+            }
+        }
     }
 
     /// GET `url` over `Net`. Transport failures and 5xx, 421, 429 or redirects are temporary
     /// (503); 404 and 410 are 404; other answers are refused (403).
-    async fn fetch(&self, url: String, accept: &str, what: &str) -> Result<Vec<u8>, Error> {
+    async fn fetch(&self, url: String, what: &str) -> Result<Vec<u8>, Error> {
         let resp = self
             .net
             .send(OutRequest {
                 method: "GET".into(),
-                url,
-                headers: vec![("accept".into(), accept.to_owned())],
+                url: url.clone(),
+                headers: vec![("accept".into(), "application/json".to_owned())],
                 body: vec![],
             })
             .await
-            .map_err(|e| Error::new(ErrorKind::Unavailable, format!("{what}: {e}")))?;
+            .map_err(|e| Error::new(ErrorKind::Unavailable, format!("{what}: no answer from {url} ({e})")))?;
         match resp.status {
             200..=299 if resp.body.len() <= limits::MAX_DOCUMENT_BYTES => Ok(resp.body),
             200..=299 => Err(Error::forbidden(format!("{what} is too large"))),
-            404 | 410 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found"))),
+            404 | 410 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found at {url}"))),
             300..=399 | 421 | 429 | 500.. => {
-                Err(Error::new(ErrorKind::Unavailable, format!("{what}: answered {}", resp.status)))
+                Err(Error::new(ErrorKind::Unavailable, format!("{what}: {url} answered {}", resp.status)))
             }
-            s => Err(Error::forbidden(format!("{what}: answered {s}"))),
+            s => Err(Error::forbidden(format!("{what}: {url} answered {s}"))),
         }
+    }
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// The resolver over this house's network, database, memo and configuration.
+    pub(crate) fn resolver(&self) -> Resolver<'_, N, DbPins<'_, D>> {
+        static NONE: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
+        Resolver {
+            net: &self.net,
+            store: DbPins(&self.db),
+            memo: &self.cards.memo,
+            sources: Sources {
+                hosts: &self.config.hosts,
+                known: &NONE,
+                doh: self.config.doh_url.as_deref(),
+                https_fallback: self.config.https_fallback,
+            },
+            repin: false,
+            now: self.now(),
+        }
+    }
+
+    /// The estafeta and verified card of `domain` (this house's own for its own domain).
+    pub async fn resolve_domain(&self, domain: &str) -> Result<Resolved, Error> {
+        self.resolve_domain_with(domain, false).await
+    }
+
+    /// As [`House::resolve_domain`]; `refresh` skips both caches.
+    pub async fn resolve_domain_with(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
+        if domain == self.config.domain {
+            return Ok(Resolved {
+                url: self.config.public_url.clone(),
+                card: Arc::new(self.card().clone()),
+                via: "self",
+                anchor: "self",
+            });
+        }
+        self.resolver().domain(domain, refresh).await
+    }
+
+    /// The verified card of `address`: local agents from this house, remote ones fetched from
+    /// their estafeta and verified against their domain (and parent) cards. Cached for five
+    /// minutes unless `refresh`, which refetches the whole chain.
+    pub async fn resolve_agent(&self, address: &Address, refresh: bool) -> Result<Arc<Verified<AgentCard>>, Error> {
+        if address.domain() == self.config.domain {
+            return self
+                .local_card(address.local())
+                .await?
+                .map(Arc::new)
+                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")));
+        }
+        self.resolver().agent(address, refresh).await
     }
 
     /// The operator confirms the pending key of `domain` (optionally naming it): it becomes the
@@ -432,7 +688,7 @@ impl<D: Db, N: Net> House<D, N> {
             ])
             .await
             .map_err(port_error)?;
-        self.cards.forget_domain(domain);
+        self.cards.memo.forget_domain(domain);
         let pin = store::resolver::pin(&self.db, domain).await?;
         match (changes.first(), pin) {
             (_, None) => Err(Error::new(ErrorKind::NotFound, format!("no pin for {domain}"))),

@@ -439,7 +439,7 @@ fn dns_txt_records_locate_and_anchor_domains() {
         OutResponse { status: 200, body: text.into_bytes() }
     });
     let mut cb = w.config("b.test", Registration::Admin);
-    cb.doh_url = Some("http://dns.test/dns-query".into());
+    cb.doh_url = Some("https://dns.test/dns-query".into());
     let b = w.start(cb);
     let a = w.start(ca);
     let c = w.start(cc);
@@ -455,7 +455,7 @@ fn dns_txt_records_locate_and_anchor_domains() {
 
     json_body(&send(&a, "e1"), 202);
     let first = lookups.borrow()[0].clone();
-    assert_eq!(first.url, "http://dns.test/dns-query?name=_nyx5.a.test&type=TXT");
+    assert_eq!(first.url, "https://dns.test/dns-query?name=_nyx5.a.test&type=TXT");
     assert!(first.headers.iter().any(|(k, v)| k == "accept" && v == "application/dns-json"));
     assert_eq!(send(&c, "e2").status, 403);
     // No record: the well-known fallback, pinned on first use.

@@ -54,3 +54,42 @@ fn migrations_apply_once_and_are_recorded() {
     assert_eq!(names, nyx5_house::migrations::MIGRATIONS.iter().map(|(n, _)| (*n).to_owned()).collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rotating_the_stored_domain_key_keeps_the_old_one_until_its_end() {
+    use nyx5_house::config::{parse_previous_keys, previous_keys_text};
+    use nyx5_house::store::settings::{ROTATION_GRACE_MS, previous_domain_keys, rotate_domain_key};
+
+    let db = SqliteDb::memory().unwrap();
+    let (first, _) = block_on(domain_key(&db, [1; 32], Timestamp(10))).unwrap();
+    assert!(block_on(previous_domain_keys(&db)).unwrap().is_empty());
+    let (second, previous) = block_on(rotate_domain_key(&db, [2; 32], Timestamp(100), ROTATION_GRACE_MS)).unwrap();
+    assert_eq!(second.seed(), [2; 32]);
+    assert_eq!(block_on(domain_key(&db, [9; 32], Timestamp(200))).unwrap().0.seed(), [2; 32]);
+    assert_eq!(previous.len(), 1);
+    assert_eq!(previous[0].key.public(), first.public());
+    assert_eq!(previous[0].until, Timestamp(100 + ROTATION_GRACE_MS));
+    assert_eq!(previous[0].created, Some(Timestamp(10)));
+    let stored = block_on(previous_domain_keys(&db)).unwrap();
+    assert_eq!(
+        stored.iter().map(|p| (p.key.public(), p.until)).collect::<Vec<_>>(),
+        [(first.public(), previous[0].until)]
+    );
+
+    // A second rotation keeps both (newest first); one past its end is dropped by the next.
+    let (_, previous) = block_on(rotate_domain_key(&db, [3; 32], Timestamp(1_000), 5)).unwrap();
+    assert_eq!(previous.iter().map(|p| p.key.seed()).collect::<Vec<_>>(), [[2; 32], [1; 32]]);
+    let (_, previous) = block_on(rotate_domain_key(&db, [4; 32], Timestamp(2_000), 5)).unwrap();
+    assert_eq!(previous.iter().map(|p| p.key.seed()).collect::<Vec<_>>(), [[3; 32], [1; 32]]);
+
+    // The operator's format reads back what it writes, and refuses bad entries.
+    assert_eq!(parse_previous_keys(&previous_keys_text(&previous)).unwrap().len(), 2);
+    assert!(parse_previous_keys(r#"[{"key":"short","until":"2026-01-01"}]"#).is_err());
+    assert!(parse_previous_keys(&format!(r#"[{{"key":"{}"}}]"#, nyx5_proto::b64::encode(&[1; 32]))).is_err());
+    assert!(parse_previous_keys(r#"{"key":"x"}"#).is_err());
+    let eight = format!(
+        "[{}]",
+        vec![format!(r#"{{"key":"{}","until":"2027-01-01"}}"#, nyx5_proto::b64::encode(&[1; 32])); 8].join(",")
+    );
+    assert!(parse_previous_keys(&eight).is_err());
+}

@@ -27,11 +27,54 @@ fn opt_time(doc: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
     field::opt_str(doc, name)?.map(Timestamp::parse).transpose()
 }
 
-/// A key listed by a domain card.
+/// A key listed by a domain card. A key past its `until` verifies nothing (no certification,
+/// relay header or notice). A previous key carries a `handover`: its own signature endorsing the
+/// card's active key until `until` (see [`handover_message`]), which is what lets a peer that
+/// pinned it follow the rotation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DomainKey {
     pub sig: SigPublic,
     pub created: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    pub handover: Option<[u8; 64]>,
+}
+
+impl DomainKey {
+    /// A key with no end and no handover.
+    pub fn new(sig: SigPublic, created: Option<Timestamp>) -> DomainKey {
+        DomainKey { sig, created, until: None, handover: None }
+    }
+
+    /// Whether this key still verifies at `now`.
+    pub fn valid_at(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|until| now < until)
+    }
+}
+
+/// The `type` member of a handover statement: no other signed document carries it.
+pub const HANDOVER_TYPE: &str = "nyx5-domain-key-handover";
+
+/// The bytes a previous domain key signs to hand `domain` over to its new active key `to`
+/// until `until`: the canonical JSON of
+/// `{"domain", "from", "to", "type": "nyx5-domain-key-handover", "until"}`.
+pub fn handover_message(domain: &str, from: &SigPublic, to: &SigPublic, until: Timestamp) -> Vec<u8> {
+    Value::Object(obj([
+        ("domain", domain.into()),
+        ("from", from.to_b64().into()),
+        ("to", to.to_b64().into()),
+        ("type", HANDOVER_TYPE.into()),
+        ("until", until.to_rfc3339().into()),
+    ]))
+    .canonical()
+}
+
+/// A previous domain key the house still holds, listed until `until` with a handover to the
+/// active key.
+#[derive(Debug, Clone)]
+pub struct PreviousDomainKey {
+    pub key: SigningKey,
+    pub created: Option<Timestamp>,
+    pub until: Timestamp,
 }
 
 /// A domain card, parsed but not yet verified.
@@ -55,6 +98,9 @@ pub struct DomainCardDraft {
     pub estafeta: String,
     /// Keys after the signing key, kept valid during a rotation.
     pub other_keys: Vec<DomainKey>,
+    /// Previous keys whose secrets the house holds: listed after the signing key with their
+    /// `until` and a handover to the signing key.
+    pub previous: Vec<PreviousDomainKey>,
     pub policy: Object,
     pub extensions: Vec<String>,
     pub issued: Timestamp,
@@ -63,8 +109,20 @@ pub struct DomainCardDraft {
 impl DomainCardDraft {
     /// Signs the card with `key`, which becomes its first (active) key.
     pub fn sign(self, key: &SigningKey, key_created: Timestamp) -> Result<DomainCard, Error> {
-        let mut keys = vec![key_value(&key.public(), Some(key_created))];
-        keys.extend(self.other_keys.iter().map(|k| key_value(&k.sig, k.created)));
+        let active = key.public();
+        let mut keys = vec![key_value(&DomainKey::new(active, Some(key_created)))];
+        for p in &self.previous {
+            let from = p.key.public();
+            let handover =
+                p.key.sign(Context::DomainKeyHandover, &handover_message(&self.domain, &from, &active, p.until));
+            keys.push(key_value(&DomainKey {
+                sig: from,
+                created: p.created,
+                until: Some(p.until),
+                handover: Some(handover),
+            }));
+        }
+        keys.extend(self.other_keys.iter().map(key_value));
         let mut doc = obj([
             ("nyx5", VERSION.into()),
             ("domain", self.domain.into()),
@@ -79,10 +137,16 @@ impl DomainCardDraft {
     }
 }
 
-fn key_value(sig: &SigPublic, created: Option<Timestamp>) -> Value {
-    let mut o = obj([("sig", sig.to_b64().into())]);
-    if let Some(c) = created {
+fn key_value(k: &DomainKey) -> Value {
+    let mut o = obj([("sig", k.sig.to_b64().into())]);
+    if let Some(c) = k.created {
         o.insert("created".into(), c.to_rfc3339().into());
+    }
+    if let Some(u) = k.until {
+        o.insert("until".into(), u.to_rfc3339().into());
+    }
+    if let Some(h) = &k.handover {
+        o.insert("handover".into(), crate::b64::encode(h).into());
     }
     Value::Object(o)
 }
@@ -105,9 +169,23 @@ impl DomainCard {
             .iter()
             .map(|k| {
                 let k = k.as_object().ok_or_else(|| Error::malformed("each key is an object"))?;
-                Ok(DomainKey { sig: SigPublic::parse(field::str(k, "sig")?)?, created: opt_time(k, "created")? })
+                let handover = field::opt_str(k, "handover")?
+                    .map(|h| {
+                        crate::b64::decode_array::<64>(h)
+                            .ok_or_else(|| Error::malformed("`keys[].handover` is not a 64-byte base64url signature"))
+                    })
+                    .transpose()?;
+                Ok(DomainKey {
+                    sig: SigPublic::parse(field::str(k, "sig")?)?,
+                    created: opt_time(k, "created")?,
+                    until: opt_time(k, "until")?,
+                    handover,
+                })
             })
             .collect::<Result<Vec<_>, Error>>()?;
+        if keys.iter().enumerate().any(|(i, k)| keys.iter().skip(i + 1).any(|o| o.sig == k.sig)) {
+            return Err(Error::malformed("`keys` lists a key twice"));
+        }
         let policy = field::opt_object(&raw, "policy")?.cloned().unwrap_or_default();
         let extensions = field::opt_array(&raw, "extensions")?
             .unwrap_or_default()
@@ -131,9 +209,49 @@ impl DomainCard {
         Ok(Verified::new(self))
     }
 
-    /// Whether `key` is one of this domain's keys.
+    /// Whether `key` is one of this domain's keys (at any time; see [`DomainCard::accepts_key`]).
     pub fn has_key(&self, key: &SigPublic) -> bool {
         self.keys.iter().any(|k| k.sig == *key)
+    }
+
+    /// Whether `key` is one of this domain's keys and still within its `until` at `now`: only
+    /// such a key verifies certifications, relay headers and notices.
+    pub fn accepts_key(&self, key: &SigPublic, now: Timestamp) -> bool {
+        self.keys.iter().any(|k| k.sig == *key && k.valid_at(now))
+    }
+
+    /// The key that signed this card (its `signature.kid`), unchecked.
+    pub fn signer(&self) -> Result<SigPublic, Error> {
+        Ok(crate::sign::Signature::read(&self.raw, "signature")?.kid)
+    }
+
+    /// Verifies the card against a TOFU `pin` at `now` (docs/SPEC.md §6.1, continuity): the
+    /// self-signature must verify by a key valid at `now`, and either that key is the pin, or
+    /// the card lists the pin as a previous key still within its `until` with a valid handover
+    /// by the pin to the signing key. Listing the pinned key alone proves nothing (anyone can
+    /// copy a public key); the handover is a signature only the pinned key's holder can make.
+    /// Returns the verified card and whether it continued from the pin to a new key.
+    pub fn verify_continuing(self, pin: &SigPublic, now: Timestamp) -> Result<(Verified<DomainCard>, bool), Error> {
+        let kid = verify_object(&self.raw, "signature", Context::DomainCard, |kid| self.accepts_key(kid, now))?;
+        if kid == *pin {
+            return Ok((Verified::new(self), false));
+        }
+        let refuse = |why: &str| {
+            Err(Error::forbidden(format!("the key of {} changed since it was pinned and {why}", self.domain)))
+        };
+        let Some(old) = self.keys.iter().find(|k| k.sig == *pin) else {
+            return refuse("the card does not list the pinned key");
+        };
+        let (Some(until), Some(handover)) = (old.until, old.handover.as_ref()) else {
+            return refuse("the pinned key has not handed over to the new one");
+        };
+        if now >= until {
+            return refuse("the pinned key's handover has ended");
+        }
+        if !pin.verify(Context::DomainKeyHandover, &handover_message(&self.domain, pin, &kid, until), handover) {
+            return refuse("the handover by the pinned key does not verify");
+        }
+        Ok((Verified::new(self), true))
     }
 
     /// Verifies a signature of kind `context` by `kid`, one of this card's keys (see
@@ -434,7 +552,7 @@ impl AgentCard {
             &self.raw,
             "certification",
             &framed,
-            |kid| domain.has_key(kid),
+            |kid| domain.accepts_key(kid, now),
             |kid, framed, signature| domain.verify_framed_by(kid, framed, signature),
         )?;
         if now < self.valid_from {
@@ -526,5 +644,20 @@ impl AgentCard {
 
     pub fn to_value(&self) -> Value {
         Value::Object(self.raw.clone())
+    }
+}
+
+impl AgentCard {
+    /// The same card certified again by `domain_key` (every member kept as it is, only
+    /// `certification` replaced): how a house moves its stored cards to a new domain key.
+    pub fn recertify(self, domain_key: &SigningKey) -> Result<AgentCard, Error> {
+        let mut doc = self.raw;
+        sign_object(&mut doc, "certification", Context::AgentCard, domain_key);
+        AgentCard::from_object(doc)
+    }
+
+    /// The domain key that certified this card (its `certification.kid`), unchecked.
+    pub fn certifier(&self) -> Result<SigPublic, Error> {
+        Ok(crate::sign::Signature::read(&self.raw, "certification")?.kid)
     }
 }

@@ -12,6 +12,7 @@ use crate::envelope::Envelope;
 use crate::error::Error;
 use crate::limits;
 use crate::sign::Verified;
+use crate::time::Timestamp;
 
 /// The HTTP header that carries it.
 pub const HEADER: &str = "X-Nyx5-Relay";
@@ -76,15 +77,22 @@ impl RelayHeader {
         Ok(RelayHeader { domain: domain.to_owned(), kid, sig })
     }
 
-    /// Verifies against the sending domain's verified card: same domain, a key the card lists,
-    /// and a relay signature over `relay:<id>:<destination>:<sha256>` of this very envelope.
-    pub fn verify(&self, sender: &Verified<DomainCard>, envelope: &Envelope, destination: &str) -> Result<(), Error> {
+    /// Verifies against the sending domain's verified card at `now`: same domain, a key the card
+    /// lists and has not ended, and a relay signature over `relay:<id>:<destination>:<sha256>` of
+    /// this very envelope.
+    pub fn verify(
+        &self,
+        sender: &Verified<DomainCard>,
+        envelope: &Envelope,
+        destination: &str,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         check_id(&envelope.id)?;
         if self.domain != sender.domain {
             return Err(Error::forbidden("relay header names another domain"));
         }
-        if !sender.has_key(&self.kid) {
-            return Err(Error::forbidden("relay key is not one of the sending domain's keys"));
+        if !sender.accepts_key(&self.kid, now) {
+            return Err(Error::forbidden("the relay key is not a key of the sending domain, or past its end"));
         }
         let message = relay_message(&envelope.id, destination, &envelope.sha256_hex());
         if !sender.verify_by(&self.kid, Context::Relay, message.as_bytes(), &self.sig) {

@@ -23,6 +23,7 @@ fn domain(key: &SigningKey) -> Verified<DomainCard> {
         domain: "sigo.uk".into(),
         estafeta: "https://sigo.uk".into(),
         other_keys: vec![],
+        previous: vec![],
         policy: obj([]),
         extensions: vec![],
         issued: NOW,

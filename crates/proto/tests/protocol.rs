@@ -43,6 +43,7 @@ fn house(domain: &str, seed: u8) -> House {
         domain: domain.into(),
         estafeta: format!("https://{domain}"),
         other_keys: vec![],
+        previous: vec![],
         policy: obj([
             ("inbound", "verified".into()),
             ("max_bytes", 1_048_576.into()),
@@ -485,15 +486,15 @@ fn relay_header_round_trip_and_binding() {
     assert!(text.starts_with("nyx51 domain=sigo.uk; kid="));
     let parsed = RelayHeader::parse(&text).unwrap();
     assert_eq!(parsed, hdr);
-    assert!(parsed.verify(&a.card, &env, "beta.example").is_ok());
-    assert!(parsed.verify(&a.card, &other, "beta.example").is_err(), "another envelope");
-    assert!(parsed.verify(&a.card, &env, "gamma.example").is_err(), "another destination");
-    assert!(parsed.verify(&b.card, &env, "beta.example").is_err(), "another house");
+    assert!(parsed.verify(&a.card, &env, "beta.example", NOW).is_ok());
+    assert!(parsed.verify(&a.card, &other, "beta.example", NOW).is_err(), "another envelope");
+    assert!(parsed.verify(&a.card, &env, "gamma.example", NOW).is_err(), "another destination");
+    assert!(parsed.verify(&b.card, &env, "beta.example", NOW).is_err(), "another house");
     // Another envelope under the same id: the header carries only the bytes it was signed for.
     let mut same_id = other.object().clone();
     same_id.insert("id".into(), env.id.as_str().into());
     let same_id = Envelope::from_object(same_id).unwrap().sign(&ana.sig).unwrap();
-    assert!(parsed.verify(&a.card, &same_id, "beta.example").is_err(), "same id, other bytes");
+    assert!(parsed.verify(&a.card, &same_id, "beta.example", NOW).is_err(), "same id, other bytes");
     let spaced = text.replace("; ", " ;  ");
     assert_eq!(RelayHeader::parse(&spaced).unwrap(), hdr);
     for bad in

@@ -151,7 +151,7 @@ pub(crate) fn directory(ctx: &Ctx, req: &DirectoryRequest) -> Result<Value, Fail
                 if card.address.domain() != domain_name {
                     return Err(format!("{} is not at {domain_name}", card.address));
                 }
-                res.verify_card(card, &domain, 0).map_err(|f| f.one_line())
+                res.verify_card(card, &domain).map_err(|f| f.one_line())
             });
         match checked {
             Ok(card) => agents.push(card.to_value()),

@@ -117,7 +117,7 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     let now = res.now();
     if notice {
         return match res.domain(env.from.domain()) {
-            Ok(d) if d.card.has_key(&sig.kid) => match env.clone().verify_with_key(&sig.kid) {
+            Ok(d) if d.card.accepts_key(&sig.kid, now) => match env.clone().verify_with_key(&sig.kid) {
                 Ok(_) => ("verified", None),
                 Err(e) => ("invalid", Some(e.reason.to_string())),
             },

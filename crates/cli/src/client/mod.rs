@@ -67,7 +67,12 @@ impl Ctx {
         };
         let doh = match std::env::var("NYX5_DOH") {
             Ok(v) if v.is_empty() || v.eq_ignore_ascii_case("off") => None,
-            Ok(v) => Some(v),
+            Ok(v) => {
+                let v = v.trim().to_owned();
+                nyx5_house::resolver::check_doh_url(&v)
+                    .map_err(|e| Failure::usage(format!("NYX5_DOH: {} (or set NYX5_DOH=off)", e.reason)))?;
+                Some(v)
+            }
             Err(_) => Some(DEFAULT_DOH.to_owned()),
         };
         Ok(Ctx { profile_path, as_address, hosts, doh, net: Box::new(http::Http), repin: false })

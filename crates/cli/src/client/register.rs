@@ -108,7 +108,7 @@ fn post(
     }
     let res = ctx.resolver(Some(me), sys::now()?)?;
     let domain = res.domain(me.address.domain())?;
-    let card = res.verify_card(card, &domain, 0)?;
+    let card = res.verify_card(card, &domain)?;
     Ok((status, answer, card))
 }
 

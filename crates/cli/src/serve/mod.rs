@@ -65,6 +65,11 @@ pub(crate) struct Args {
     /// The provider's API URL [default: https://api.resend.com/emails]
     #[arg(long, value_name = "URL")]
     email_provider_url: Option<String>,
+    /// Rotate the domain key before starting: a new key signs from now on, and the current one
+    /// stays listed (with a handover to the new one) for 30 days while stored cards are
+    /// certified again by the new key.
+    #[arg(long)]
+    rotate_domain_key: bool,
     /// How often the delivery queue is worked, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     tick_ms: u64,
@@ -147,11 +152,8 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     {
         return Err(Failure::usage(format!("--email-provider-url {url:?} must start with https:// or http://")));
     }
-    if let Some(url) = &args.doh_url
-        && !url.starts_with("https://")
-        && !url.starts_with("http://")
-    {
-        return Err(Failure::usage(format!("--doh-url {url:?} must start with https:// or http://")));
+    if let Some(url) = &args.doh_url {
+        nyx5_house::resolver::check_doh_url(url).map_err(|e| Failure::usage(format!("--doh-url: {}", e.reason)))?;
     }
     Ok(Plan { domain: args.domain.clone(), public_url, registration, hosts, doh_url: args.doh_url.clone() })
 }
@@ -177,9 +179,18 @@ pub(crate) fn run(args: Args) -> Outcome {
     let local = tokio::task::LocalSet::new();
     let outcome = local.block_on(&runtime, async move {
         let now = SystemClock.now();
+        if args.rotate_domain_key {
+            let (key, _) = settings::rotate_domain_key(&db, random32(), now, settings::ROTATION_GRACE_MS)
+                .await
+                .map_err(|e| Failure::usage(format!("rotating the domain key: {}", e.reason)))?;
+            eprintln!("nyx5 serve: rotated the domain key; the new key is {}", key.public().to_b64());
+        }
         let (key, created) = settings::domain_key(&db, random32(), now)
             .await
             .map_err(|e| Failure::usage(format!("domain key: {}", e.reason)))?;
+        let previous_keys = settings::previous_domain_keys(&db)
+            .await
+            .map_err(|e| Failure::usage(format!("previous domain keys: {}", e.reason)))?;
         let (admin_token, new_token) = match args.admin_token {
             Some(token) => (token, false),
             None => settings::admin_token(&db, random32(), now)
@@ -194,6 +205,7 @@ pub(crate) fn run(args: Args) -> Outcome {
         let public_url = plan.public_url.unwrap_or_else(|| format!("http://{bound}"));
 
         let mut config = Config::new(&plan.domain, &public_url, key, created);
+        config.previous_keys = previous_keys;
         config.admin_token = Some(admin_token.clone());
         config.registration = plan.registration;
         config.hosts = hosts;

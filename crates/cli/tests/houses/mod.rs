@@ -41,8 +41,13 @@ impl House {
     }
 
     fn start(&mut self, dir: &std::path::Path, hosts: &std::path::Path) {
+        self.start_with(dir, hosts, &[]);
+    }
+
+    fn start_with(&mut self, dir: &std::path::Path, hosts: &std::path::Path, extra: &[&str]) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
             .args(["serve", "--domain", &self.domain, "--registration", self.registration, "--tick-ms", "100"])
+            .args(extra)
             .args(["--admin-token", self.token, "--listen"])
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--db")
@@ -127,6 +132,13 @@ impl World {
     pub(crate) fn restart_a(&mut self) {
         let hosts = self.hosts.clone();
         self.a.start(self.dir.path(), &hosts);
+    }
+
+    /// Stops house b and starts it again (same database and port) with `extra` options.
+    pub(crate) fn restart_b_with(&mut self, extra: &[&str]) {
+        self.b.kill();
+        let hosts = self.hosts.clone();
+        self.b.start_with(self.dir.path(), &hosts, extra);
     }
 
     /// `nyx5 args…` with this world's profile and hosts file (DNS off).

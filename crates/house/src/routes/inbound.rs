@@ -50,7 +50,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
                 )));
             }
             let sending = house.resolve_domain(&header.domain).await.map_err(unverifiable("the sending house"))?;
-            header.verify(&sending.card, &env, domain)?;
+            header.verify(&sending.card, &env, domain, house.now())?;
         }
         None if house.config.require_relay => {
             return Err(Error::forbidden(format!("this house requires the {} header", relay::HEADER)));

@@ -26,6 +26,12 @@ pub fn insert_pin(domain: &str, sig: &str, now: i64) -> Stmt {
     )
 }
 
+/// Moves the pin of `domain` from `from` to `to` (a rotation it followed, or a repin), only
+/// while it is still `from`; a pending key is cleared. Zero rows: the pin changed meanwhile.
+pub fn move_pin(domain: &str, from: &str, to: &str) -> Stmt {
+    stmt!("UPDATE pins SET sig = ?, pending = NULL, pending_at = NULL WHERE domain = ? AND sig = ?", to, domain, from)
+}
+
 /// Records a changed key, refused until the operator confirms it.
 pub fn set_pending(domain: &str, sig: &str, now: i64) -> Stmt {
     stmt!(

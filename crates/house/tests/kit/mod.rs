@@ -258,7 +258,13 @@ impl World {
 
     /// Starts a house with `config` and puts it on the network; every house knows every other
     /// through `hosts` (pinned keys), as a private network would.
-    pub fn start(&self, mut config: Config) -> Rc<TestHouse> {
+    pub fn start(&self, config: Config) -> Rc<TestHouse> {
+        self.start_on(config, SqliteDb::memory().unwrap())
+    }
+
+    /// As [`World::start`], on a database the test chose (a file two houses in turn can open,
+    /// to restart a house with another configuration).
+    pub fn start_on(&self, mut config: Config, db: SqliteDb) -> Rc<TestHouse> {
         let domain = config.domain.clone();
         let mut hosts = config.hosts.clone();
         for (d, h) in self.net.0.borrow().houses.iter() {
@@ -269,14 +275,9 @@ impl World {
         }
         config.hosts = hosts;
         let seed = u64::from(self.next_seed());
-        let house = House::new(
-            config,
-            SqliteDb::memory().unwrap(),
-            self.net.clone(),
-            Box::new(self.clock.clone()),
-            Box::new(TestRng(Cell::new(seed))),
-        )
-        .unwrap();
+        let house =
+            House::new(config, db, self.net.clone(), Box::new(self.clock.clone()), Box::new(TestRng(Cell::new(seed))))
+                .unwrap();
         let house = Rc::new(house);
         self.net.0.borrow_mut().houses.insert(domain, house.clone());
         house
