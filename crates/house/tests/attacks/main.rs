@@ -8,5 +8,6 @@ mod kit;
 
 mod binding;
 mod common;
+mod resolver;
 mod scope;
 mod signatures;

@@ -3,14 +3,11 @@
 //! without its holder's handover, a DNS record contradicting a pin, a plain-http DNS-over-HTTPS
 //! endpoint, and a domain key that lives past its end; beside them, the legitimate rotation that
 //! must keep working without an operator.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
-
-mod kit;
 
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use kit::*;
+use crate::kit::*;
 use nyx5_house::http::Response;
 use nyx5_house::ports::{Db, OutRequest, OutResponse};
 use nyx5_house::sqlite::SqliteDb;
