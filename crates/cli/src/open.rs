@@ -20,7 +20,7 @@ pub(crate) fn run(key: &Path, me: &str, sender_key: &str) -> Outcome {
     let keys = KeyFile::read(key)?;
     let bytes = io::read_stdin(MAX_ENVELOPE_BYTES)?;
     let env = Envelope::parse(&bytes, MAX_ENVELOPE_BYTES).map_err(|e| Failure::input("envelope", &e))?;
-    match &env.signature {
+    match &env.signature() {
         None => {
             return Err(Failure::rejected("signature does not verify: the envelope is not signed"));
         }
@@ -36,12 +36,12 @@ pub(crate) fn run(key: &Path, me: &str, sender_key: &str) -> Outcome {
     let env = env.verify_with_key(&sender).map_err(|_| {
         Failure::rejected("signature does not verify: the envelope was altered or the signature is forged")
     })?;
-    let content = match &env.payload {
+    let content = match env.payload() {
         Payload::Sealed(_) => seal::open(&env, &me, &keys.enc)
             .map_err(|e| Failure::rejected(format!("cannot open as {me}: {}", e.reason)))?
             .to_value(),
         Payload::Clear(_) => {
-            if !env.to.contains(&me) && env.from != me {
+            if !env.to().contains(&me) && env.from() != me {
                 return Err(Failure::rejected(format!("the envelope is not addressed to {me}")));
             }
             env.object().get("content").cloned().unwrap_or(Value::Null)

@@ -67,10 +67,10 @@ fn parse_recipients(to: &[String]) -> Result<Vec<(Address, EncPublic)>, Failure>
 /// Every key must be for someone on the envelope, and every recipient must get a key: an
 /// envelope sealed without one would be unreadable to that recipient.
 fn check_recipients(env: &Envelope, recipients: &[(Address, EncPublic)]) -> Outcome {
-    if let Some((stranger, _)) = recipients.iter().find(|(a, _)| !env.to.contains(a) && *a != env.from) {
+    if let Some((stranger, _)) = recipients.iter().find(|(a, _)| !env.to().contains(a) && *a != env.from()) {
         return Err(Failure::usage(format!("--to {stranger}: not in the envelope's `to` (nor its `from`)")));
     }
-    if let Some(missing) = env.to.iter().find(|a| !recipients.iter().any(|(r, _)| r == *a)) {
+    if let Some(missing) = env.to().iter().find(|a| !recipients.iter().any(|(r, _)| r == *a)) {
         return Err(Failure::usage(format!("no --to key for {missing}, who could not open the envelope")));
     }
     Ok(())

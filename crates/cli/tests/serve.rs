@@ -251,8 +251,8 @@ fn two_houses_on_loopback_register_deliver_and_stop_cleanly() {
 
     // The domain card is served, self-signed, and names the house where it listens.
     let card_a = domain_card(&a);
-    assert_eq!(card_a.domain, "a.test");
-    assert_eq!(card_a.estafeta, format!("http://127.0.0.1:{pa}"));
+    assert_eq!(card_a.domain(), "a.test");
+    assert_eq!(card_a.estafeta(), format!("http://127.0.0.1:{pa}"));
     let key_b = domain_card(&b).object().clone();
 
     // Registration: the printed token opens it; no token (admin mode) does not.
@@ -329,7 +329,7 @@ fn two_houses_on_loopback_register_deliver_and_stop_cleanly() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].id, "serve-test-1");
+    assert_eq!(got[0].id(), "serve-test-1");
     let verified = got[0].clone().verify_with_key(&ana.sig.public()).unwrap();
     let content = seal::open(&verified, &bo.address, &bo.enc).unwrap();
     assert_eq!(content.body, Value::from("hola bo, por HTTP de verdad"));

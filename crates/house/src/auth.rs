@@ -19,7 +19,7 @@ impl<D: Db, N: Net> House<D, N> {
             return Ok(None);
         };
         let card = AgentCard::parse(text.as_bytes())?;
-        let parent = match (&card.delegation, card.address.parent()) {
+        let parent = match (&card.delegation(), card.address().parent()) {
             (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
             _ => None,
         };
@@ -59,8 +59,8 @@ impl<D: Db, N: Net> House<D, N> {
         keys: Keys,
     ) -> Result<Verified<AgentCard>, Error> {
         let card = self.authenticate(req, keys).await?;
-        if card.address.local() != local {
-            return Err(Error::forbidden(format!("{} may not act for {local}", card.address)));
+        if card.address().local() != local {
+            return Err(Error::forbidden(format!("{} may not act for {local}", card.address())));
         }
         Ok(card)
     }

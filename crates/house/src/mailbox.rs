@@ -96,7 +96,7 @@ impl PolicyMemo {
             None => {
                 let parsed = AgentCard::parse(card.as_bytes())
                     .map_err(|e| Error::new(ErrorKind::Internal, format!("stored card: {e}")))?;
-                let inbox = Inbox { policy: Policy::of(&parsed.inbox), valid_until: parsed.valid_until };
+                let inbox = Inbox { policy: Policy::of(parsed.inbox()), valid_until: parsed.valid_until() };
                 if let Ok(mut memo) = self.0.lock() {
                     if memo.len() >= MEMO_MAX_ENTRIES {
                         memo.clear();
@@ -134,8 +134,8 @@ impl<D: Db, N: Net> House<D, N> {
         sender: &Verified<AgentCard>,
         recipients: &[Address],
     ) -> Result<Vec<(Address, Outcome)>, Error> {
-        if sender.address != env.from {
-            return Err(Error::forbidden(format!("card of {} cannot send for {}", sender.address, env.from)));
+        if sender.address() != env.from() {
+            return Err(Error::forbidden(format!("card of {} cannot send for {}", sender.address(), env.from())));
         }
         let now = self.now();
         let mut decided: BTreeMap<String, Outcome> = BTreeMap::new();
@@ -170,12 +170,12 @@ impl<D: Db, N: Net> House<D, N> {
         let locals_json = json_list(locals.iter().copied());
         let cap = self.config.inbound_per_domain_per_minute;
         let window = now.millis() / 60_000;
-        let sender_domain = env.from.domain();
-        let entries = policy::sender_entries(&env.from);
+        let sender_domain = env.from().domain();
+        let entries = policy::sender_entries(env.from());
         let facts = store::mailbox::inbound_facts(
             &self.db,
             &locals_json,
-            &env.id,
+            env.id(),
             &entries,
             BUCKET_PREFIX,
             &bucket_suffix(sender_domain),
@@ -205,10 +205,10 @@ impl<D: Db, N: Net> House<D, N> {
                     ErrorKind::NotFound,
                     format!("no agent {local}@{}", self.config.domain),
                 )),
-                Some(Recipient { holder: Some(s), .. }) if s == env.from.as_str() => Outcome::Duplicate,
+                Some(Recipient { holder: Some(s), .. }) if s == env.from().as_str() => Outcome::Duplicate,
                 Some(Recipient { holder: Some(_), .. }) => Outcome::Rejected(Error::new(
                     ErrorKind::Conflict,
-                    format!("envelope id {} is already taken by another sender", env.id),
+                    format!("envelope id {} is already taken by another sender", env.id()),
                 )),
                 Some(r @ Recipient { holder: None, .. }) => match self.cards.policies.policy(local, &r.card, now) {
                     Ok(policy) => {
@@ -251,7 +251,7 @@ impl<D: Db, N: Net> House<D, N> {
                     rate_count: if last { cap } else { rate_count },
                     rate_cap: cap,
                 };
-                match policy::decide(policy, env, &env.from, &facts) {
+                match policy::decide(policy, env, env.from(), &facts) {
                     Decision::Accept { counted } => {
                         if counted {
                             stmts.push(store::agents::count_in_window(bucket, window, cap));
@@ -259,8 +259,8 @@ impl<D: Db, N: Net> House<D, N> {
                         inserts.push((*local, stmts.len()));
                         stmts.push(store::mailbox::insert(
                             local,
-                            &env.id,
-                            env.from.as_str(),
+                            env.id(),
+                            env.from().as_str(),
                             envelope_text,
                             now.millis(),
                         ));

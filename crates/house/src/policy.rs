@@ -95,7 +95,7 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) 
         Policy::Open if facts.allowed => Decision::Accept { counted: false },
         Policy::Open => counted(facts, domain),
         Policy::Allowlist if facts.allowed => Decision::Accept { counted: false },
-        Policy::Allowlist if env.kind == Kind::Intro => {
+        Policy::Allowlist if env.kind() == Kind::Intro => {
             let size = env.canonical_str().len();
             if size > limits::MAX_INTRO_BYTES {
                 reject(
@@ -113,7 +113,7 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) 
             reject(ErrorKind::Forbidden, format!("{sender} is not on the recipient's allowlist; send an intro"))
         }
         Policy::Pow { .. } if facts.allowed => Decision::Accept { counted: false },
-        Policy::Pow { bits } => match &env.pow {
+        Policy::Pow { bits } => match &env.pow() {
             // The proof is bound to this envelope (sender, recipients, content); it buys entry,
             // not exemption: such mail counts towards the per-domain rate like open mail.
             Some(p) if pow::check(&env.work_digest(), &p.nonce, *bits) => counted(facts, domain),

@@ -495,11 +495,18 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<(), Error> {
         let mut stmts = Vec::new();
         if let Some(env) = env
-            && env.from.domain() == self.config.domain
+            && env.from().domain() == self.config.domain
         {
             let postmaster = self.postmaster()?;
             for (id, text) in self.notices(env, plan, &postmaster, now)? {
-                stmts.push(store::insert_notice(held, env.from.local(), &id, postmaster.as_str(), &text, now.millis()));
+                stmts.push(store::insert_notice(
+                    held,
+                    env.from().local(),
+                    &id,
+                    postmaster.as_str(),
+                    &text,
+                    now.millis(),
+                ));
             }
         }
         match &plan.domain {
@@ -551,7 +558,7 @@ impl<D: Db, N: Net> House<D, N> {
             .into_iter()
             .map(|(code, reason, recipients)| Notice::Bounced { recipients, code, reason: reason.to_owned() })
             .collect();
-        if env.wants_delivery_receipt && !plan.delivered.is_empty() {
+        if env.wants_delivery_receipt() && !plan.delivered.is_empty() {
             notices.push(Notice::Delivered { recipients: plan.delivered.clone() });
         }
         notices
@@ -577,7 +584,7 @@ impl<D: Db, N: Net> House<D, N> {
         let seed = self
             .config
             .key
-            .sign(Context::NoticeId, format!("nyx5 notice:{}:{status}:{}", env.id, names.join(",")).as_bytes());
+            .sign(Context::NoticeId, format!("nyx5 notice:{}:{status}:{}", env.id(), names.join(",")).as_bytes());
         let mut bytes = [0u8; 16];
         for (b, d) in bytes.iter_mut().zip(sha256(&seed)) {
             *b = d;
@@ -596,9 +603,9 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     async fn deliver_here(&self, env: &Envelope, recipients: &[Address], now: Timestamp) -> Delivery {
-        let card = match self.local_card(env.from.local()).await {
+        let card = match self.local_card(env.from().local()).await {
             Ok(Some(card)) => card,
-            Ok(None) => return Delivery::Permanent(403, format!("{} has no card here any more", env.from)),
+            Ok(None) => return Delivery::Permanent(403, format!("{} has no card here any more", env.from())),
             Err(e) => return error_delivery(&e),
         };
         let verified = match env.clone().verify(&card, now) {

@@ -370,7 +370,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 let anchor = self.sources.hosts.get(domain).and_then(|h| h.sig);
                 if let Ok(card) = DomainCard::parse(row.card.as_bytes())
                     && let Ok(card) = card.verify(anchor.as_ref())
-                    && card.domain == domain
+                    && card.domain() == domain
                     && card.signer().is_ok_and(|k| card.accepts_key(&k, self.now))
                 {
                     let r = Resolved { url: row.url, card: Arc::new(card), via: "cache", anchor: "cache" };
@@ -402,14 +402,14 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
         let now = self.now;
         let key = address.as_str();
-        let current = |c: &Arc<Verified<AgentCard>>| c.valid_until.is_none_or(|u| now < u);
+        let current = |c: &Arc<Verified<AgentCard>>| c.valid_until().is_none_or(|u| now < u);
         if !refresh {
             if let Some(card) = memo_get(&self.memo.agents, key, now.millis()).filter(current) {
                 return Ok(card);
             }
             if let Some(row) = self.store.cached(key, now.millis() - limits::CARD_CACHE_MS).await?
                 && let Ok(card) = AgentCard::parse(row.card.as_bytes())
-                && card.address == *address
+                && card.address() == *address
                 && let Ok(domain) = self.domain(address.domain(), false).await
                 && let Ok(card) = self.verify_at(card, &domain, false, depth).await
             {
@@ -422,8 +422,8 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let url = format!("{}/agents/{}", domain.url, address.local());
         let body = self.fetch(url, &format!("card of {address}")).await?;
         let card = AgentCard::parse(&body).map_err(refuse(&format!("card of {address}")))?;
-        if card.address != *address {
-            return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address)));
+        if card.address() != *address {
+            return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address())));
         }
         let card = Arc::new(self.verify_at(card, &domain, refresh, depth).await?);
         let text = card_text(&card.to_value());
@@ -445,13 +445,13 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         refresh: bool,
         depth: usize,
     ) -> Result<Verified<AgentCard>, Error> {
-        let what = format!("card of {}", card.address);
-        let parent = match (&card.delegation, card.address.parent()) {
+        let what = format!("card of {}", card.address());
+        let parent = match (&card.delegation(), card.address().parent()) {
             (Some(_), Some(p)) => Some(Box::pin(self.agent_at(&p, refresh, depth + 1)).await.map_err(|e| {
                 if e.kind.is_temporary() {
                     e
                 } else {
-                    Error::new(e.kind, format!("parent of {}: {}", card.address, e.reason))
+                    Error::new(e.kind, format!("parent of {}: {}", card.address(), e.reason))
                 }
             })?),
             _ => None,
@@ -502,10 +502,10 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let what = format!("domain card of {domain}");
         let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
-        if card.domain != domain {
-            return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain)));
+        if card.domain() != domain {
+            return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain())));
         }
-        let url = match &card.estafeta {
+        let url = match &card.estafeta() {
             e if located.via == "well-known" && (e.starts_with("https://") || e.starts_with("http://")) => {
                 e.trim_end_matches('/').to_owned()
             }

@@ -329,7 +329,7 @@ fn a_webhook_gets_the_new_email_once() {
 #[test]
 fn the_domain_card_declares_the_bridge() {
     let (_world, house, _ana) = setup();
-    assert!(house.card().extensions.iter().any(|e| e == EXT_EMAIL));
+    assert!(house.card().extensions().iter().any(|e| e == EXT_EMAIL));
 }
 
 /// Found by fuzz/email: broken nesting that reaches a `debug_assert!(false)` in mail-parser 0.11.

@@ -718,15 +718,15 @@ fn the_resolver_answers_for_its_own_house_and_agents() {
     let p = pair();
     let own = block_on(p.b.resolve_domain("b.test")).unwrap();
     assert_eq!(own.url, "http://b.test");
-    assert_eq!(own.card.domain, "b.test");
+    assert_eq!(own.card.domain(), "b.test");
     let bob = block_on(p.b.resolve_agent(&p.bob.address, false)).unwrap();
-    assert_eq!(bob.sig, p.bob.sig.public());
+    assert_eq!(bob.sig(), p.bob.sig.public());
     let nobody = Address::parse("nobody@b.test").unwrap();
     assert_eq!(block_on(p.b.resolve_agent(&nobody, false)).unwrap_err().code(), 404);
     let remote_nobody = Address::parse("nobody@a.test").unwrap();
     assert_eq!(block_on(p.b.resolve_agent(&remote_nobody, false)).unwrap_err().code(), 404);
     let alice = block_on(p.b.resolve_agent(&p.alice.address, false)).unwrap();
-    assert_eq!(alice.sig, p.alice.sig.public());
+    assert_eq!(alice.sig(), p.alice.sig.public());
     assert_eq!(block_on(p.b.resolve_domain("A.test")).unwrap_err().code(), 400);
     // No house answers for this one.
     assert_eq!(block_on(p.b.resolve_domain("nowhere.test")).unwrap_err().code(), 503);

@@ -60,7 +60,7 @@ fn o(v: &Value) -> &Object {
 }
 
 fn ids(envs: &[Envelope]) -> Vec<String> {
-    envs.iter().map(|e| e.id.clone()).collect()
+    envs.iter().map(|e| e.id().to_owned()).collect()
 }
 
 /// `agent`'s outbox page, newest first.
@@ -83,14 +83,14 @@ fn text(o: &Object, name: &str) -> String {
 /// Checks a postmaster notice: signed by `house`'s domain key, about `original`, with `status`.
 fn check_notice(house: &TestHouse, notice: &Envelope, original: &Envelope, status: &str) -> Object {
     let verified = notice.clone().verify_with_key(&house.config.key.public()).expect("signed by the domain key");
-    assert_eq!(verified.from.as_str(), format!("postmaster@{}", house.config.domain));
-    assert_eq!(verified.kind, Kind::Receipt);
-    assert_eq!(verified.in_reply_to.as_deref(), Some(original.id.as_str()));
-    assert_eq!(verified.to, vec![original.from.clone()]);
+    assert_eq!(verified.from().as_str(), format!("postmaster@{}", house.config.domain));
+    assert_eq!(verified.kind(), Kind::Receipt);
+    assert_eq!(verified.in_reply_to(), Some(original.id()));
+    assert_eq!(verified.to(), vec![original.from().clone()]);
     let content = verified.content().unwrap();
     assert_eq!(content.media, nyx5_proto::receipt::NOTICE_MEDIA);
     let body = content.body.as_object().unwrap().clone();
-    assert_eq!(text(&body, "of"), original.id);
+    assert_eq!(text(&body, "of"), original.id());
     assert_eq!(text(&body, "sha256"), original.sha256_hex());
     assert_eq!(text(&body, "status"), status);
     body
@@ -172,7 +172,7 @@ fn replies_thread_back() {
     s.w.tick_all();
     let got = mailbox(&s.a, &s.ana);
     assert_eq!(ids(&got), ["t2"]);
-    assert_eq!(got[0].in_reply_to.as_deref(), Some("t1"));
+    assert_eq!(got[0].in_reply_to(), Some("t1"));
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn destination_down_for_an_hour_then_back() {
     }
     let probes = s.w.sent_to("http://b.test/") - before;
     assert_eq!(probes, probes_in(HOUR), "one probe per backoff step");
-    assert!(mailbox(&s.b, &s.bo).iter().all(|e| e.id == "warm"));
+    assert!(mailbox(&s.b, &s.bo).iter().all(|e| e.id() == "warm"));
     let j = &jobs(&s.a, &s.ana, "d0")[0];
     assert_eq!(j["state"].as_str(), Some("retrying"));
     assert!(j["last_error"].as_str().is_some());
@@ -378,7 +378,7 @@ fn delivery_receipts_only_when_asked() {
     let mut named = Vec::new();
     for n in &notices {
         let body = check_notice(&s.a, n, &asked, "delivered");
-        assert_eq!(n.thread.as_deref(), Some("th-1"));
+        assert_eq!(n.thread(), Some("th-1"));
         named.extend(body["recipients"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_owned()));
     }
     named.sort();

@@ -23,8 +23,8 @@ fn domain_card_is_served_signed() {
     let v = json(&call_raw(&h, "GET", "/.well-known/nyx5.json", &[], vec![]), 200);
     let card = DomainCard::from_object(v.as_object().unwrap().clone()).unwrap();
     let card = card.verify(Some(&h.config.key.public())).unwrap();
-    assert_eq!(card.domain, "a.test");
-    assert_eq!(card.policy["registration"].as_str(), Some("invite"));
+    assert_eq!(card.domain(), "a.test");
+    assert_eq!(card.policy()["registration"].as_str(), Some("invite"));
     assert_eq!(card.max_bytes(), 1_048_576);
     assert_eq!(call_raw(&h, "POST", "/.well-known/nyx5.json", &[], vec![]).status, 405);
     assert_eq!(call_raw(&h, "GET", "/nope", &[], vec![]).status, 404);
@@ -48,8 +48,8 @@ fn admin_mode_registers_only_through_the_operator() {
     let card = json(&call_raw(&h, "GET", "/agents/ana", &[], vec![]), 200);
     let card = AgentCard::from_object(card.as_object().unwrap().clone()).unwrap();
     let card = card.verify(h.card(), None, h.now()).unwrap();
-    assert_eq!(card.sig, ana.sig.public());
-    assert_eq!(card.enc, Some(ana.enc.public()));
+    assert_eq!(card.sig(), ana.sig.public());
+    assert_eq!(card.enc(), Some(ana.enc.public()));
     assert_eq!(call_raw(&h, "GET", "/agents/bo", &[], vec![]).status, 404);
     let rows = block_on(h.db.query(stmt!("SELECT via FROM registrations WHERE local = 'ana'"))).unwrap();
     assert_eq!(rows.len(), 1);
@@ -154,9 +154,9 @@ fn updates_only_by_owner_and_rotation_keeps_a_grace_key() {
     let token = ana.token(&h, "POST", "/agents", &body.canonical());
     let v = json(&call(&h, "POST", "/agents", &[("authorization", &token)], &body), 200);
     let card = AgentCard::from_object(v.as_object().unwrap()["card"].as_object().unwrap().clone()).unwrap();
-    assert_eq!(card.sig, new.sig.public());
-    assert_eq!(card.previous.len(), 1);
-    assert_eq!(card.previous[0].sig, ana.sig.public());
+    assert_eq!(card.sig(), new.sig.public());
+    assert_eq!(card.previous().len(), 1);
+    assert_eq!(card.previous()[0].sig, ana.sig.public());
     let card = card.verify(h.card(), None, h.now()).unwrap();
     assert!(card.accepts_key(&ana.sig.public(), h.now()));
     assert!(!card.accepts_key(&ana.sig.public(), h.now().plus_ms(8 * DAY)));
@@ -323,7 +323,7 @@ fn mailbox_pages_and_acks_idempotently() {
         let text = env.to_value().canonical_string();
         block_on(h.db.batch(vec![stmt!(
             "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', ?, 'ana@a.test', ?, ?)",
-            env.id.as_str(),
+            env.id(),
             text,
             i
         )]))

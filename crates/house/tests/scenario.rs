@@ -43,7 +43,7 @@ fn invite_and_open_houses_exchange_sealed_mail_and_a_reply() {
 
     // ana learns bo's keys from his house and seals for him.
     let bo_card = fetch_card(&b, "bo");
-    assert_eq!(bo_card.enc, Some(bo.enc.public()));
+    assert_eq!(bo_card.enc(), Some(bo.enc.public()));
     let mut draft = Draft::new(
         "q-1".into(),
         ana.address.clone(),
@@ -53,7 +53,7 @@ fn invite_and_open_houses_exchange_sealed_mail_and_a_reply() {
     );
     draft.thread = Some("th-1".into());
     let env =
-        seal::seal(draft.build().unwrap(), &[(bo.address.clone(), bo_card.enc.unwrap())], &mut |buf: &mut [u8]| {
+        seal::seal(draft.build().unwrap(), &[(bo.address.clone(), bo_card.enc().unwrap())], &mut |buf: &mut [u8]| {
             buf.iter_mut().enumerate().for_each(|(i, b)| *b = (i as u8).wrapping_mul(31).wrapping_add(7))
         })
         .unwrap()
@@ -98,8 +98,8 @@ fn invite_and_open_houses_exchange_sealed_mail_and_a_reply() {
     w.tick_all();
     let inbox = mailbox(&a, &ana);
     assert_eq!(inbox.len(), 1);
-    assert_eq!(inbox[0].thread.as_deref(), Some("th-1"));
-    assert_eq!(inbox[0].in_reply_to.as_deref(), Some("q-1"));
+    assert_eq!(inbox[0].thread(), Some("th-1"));
+    assert_eq!(inbox[0].in_reply_to(), Some("q-1"));
     let bo_card = fetch_card(&b, "bo");
     let v = inbox[0].clone().verify(&bo_card, a.now()).unwrap();
     assert_eq!(seal::open(&v, &ana.address, &ana.enc).unwrap().body.as_str(), Some("40 tokens"));

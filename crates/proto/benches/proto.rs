@@ -120,7 +120,7 @@ fn main() {
     let mut rng = xorshift(0x9e37_79b9_7f4a_7c15);
     let sealed = seal::seal(env.clone(), &recipients, &mut rng).unwrap();
     let opened = seal::open(&sealed, &bob, &bob_enc).unwrap();
-    assert!(matches!(&env.payload, Payload::Clear(c) if *c == opened));
+    assert!(matches!(env.payload(), Payload::Clear(c) if *c == opened));
     // Raw Ed25519 over exactly the bytes the envelope signature covers (label included).
     let signed_bytes = Context::Envelope.frame(&canonical_without(signed.object(), "signature"));
     let raw_sig = ana_key.sign_raw(&signed_bytes);

@@ -51,6 +51,19 @@ impl Address {
     }
 }
 
+// Cards and envelopes hand out `&Address` from their accessors; these let it meet an `Address`.
+impl PartialEq<Address> for &Address {
+    fn eq(&self, other: &Address) -> bool {
+        **self == *other
+    }
+}
+
+impl PartialEq<&Address> for Address {
+    fn eq(&self, other: &&Address) -> bool {
+        *self == **other
+    }
+}
+
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)

@@ -170,7 +170,7 @@ impl AuthHeader {
         now: Timestamp,
     ) -> Result<NonceClaim, Error> {
         let c = &self.claims;
-        if card.address != c.address {
+        if card.address() != c.address {
             return Err(refuse("token is for another address"));
         }
         if (now.millis() - c.ts.millis()).abs() > limits::AUTH_WINDOW_MS {
@@ -187,10 +187,10 @@ impl AuthHeader {
         }
         // The token names no kid: the card's current key, or (when `keys` allows) a previous key
         // in its grace period.
-        let grace = card.previous.iter().filter(|p| keys == Keys::CurrentOrGrace && now < p.until).map(|p| &p.sig);
-        if !std::iter::once(&card.sig).chain(grace).any(|k| k.verify(Context::Token, &self.token, &self.sig)) {
+        let grace = card.previous().iter().filter(|p| keys == Keys::CurrentOrGrace && now < p.until).map(|p| &p.sig);
+        if !std::iter::once(&card.sig()).chain(grace).any(|k| k.verify(Context::Token, &self.token, &self.sig)) {
             let reason = if keys == Keys::Current
-                && card.previous.iter().any(|p| p.sig.verify(Context::Token, &self.token, &self.sig))
+                && card.previous().iter().any(|p| p.sig.verify(Context::Token, &self.token, &self.sig))
             {
                 "token is signed by a replaced key; this needs the current key"
             } else {

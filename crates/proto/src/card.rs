@@ -80,13 +80,13 @@ pub struct PreviousDomainKey {
 /// A domain card, parsed but not yet verified.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DomainCard {
-    pub domain: String,
-    pub estafeta: String,
+    domain: String,
+    estafeta: String,
     /// The first is the active key; the rest are still valid during a rotation.
-    pub keys: Vec<DomainKey>,
-    pub policy: Object,
-    pub extensions: Vec<String>,
-    pub issued: Timestamp,
+    keys: Vec<DomainKey>,
+    policy: Object,
+    extensions: Vec<String>,
+    issued: Timestamp,
     raw: Object,
     prepared: KeyCache,
 }
@@ -149,6 +149,36 @@ fn key_value(k: &DomainKey) -> Value {
         o.insert("handover".into(), crate::b64::encode(h).into());
     }
     Value::Object(o)
+}
+
+/// The typed view of a domain card: read only, and only ever made from the card's own bytes
+/// ([`DomainCard::from_object`]), so it cannot disagree with what was verified.
+impl DomainCard {
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// The estafeta's base URL, as the card gives it.
+    pub fn estafeta(&self) -> &str {
+        &self.estafeta
+    }
+
+    /// The first is the active key; the rest are previous keys, each valid until its `until`.
+    pub fn keys(&self) -> &[DomainKey] {
+        &self.keys
+    }
+
+    pub fn policy(&self) -> &Object {
+        &self.policy
+    }
+
+    pub fn extensions(&self) -> &[String] {
+        &self.extensions
+    }
+
+    pub fn issued(&self) -> Timestamp {
+        self.issued
+    }
 }
 
 impl DomainCard {
@@ -421,15 +451,15 @@ impl Delegation {
 /// An agent card, parsed but not yet verified.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentCard {
-    pub address: Address,
-    pub sig: SigPublic,
-    pub enc: Option<EncPublic>,
-    pub capabilities: Object,
-    pub inbox: Object,
-    pub valid_from: Timestamp,
-    pub valid_until: Option<Timestamp>,
-    pub previous: Vec<PreviousKey>,
-    pub delegation: Option<Delegation>,
+    address: Address,
+    sig: SigPublic,
+    enc: Option<EncPublic>,
+    capabilities: Object,
+    inbox: Object,
+    valid_from: Timestamp,
+    valid_until: Option<Timestamp>,
+    previous: Vec<PreviousKey>,
+    delegation: Option<Delegation>,
     raw: Object,
     prepared: KeyCache,
 }
@@ -495,6 +525,48 @@ impl AgentCardDraft {
         }
         sign_object(&mut doc, "certification", Context::AgentCard, domain_key);
         AgentCard::from_object(doc)
+    }
+}
+
+/// The typed view of an agent card: read only, and only ever made from the card's own bytes
+/// ([`AgentCard::from_object`]), so it cannot disagree with what was verified.
+impl AgentCard {
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The current signing key.
+    pub fn sig(&self) -> SigPublic {
+        self.sig
+    }
+
+    pub fn enc(&self) -> Option<EncPublic> {
+        self.enc
+    }
+
+    pub fn capabilities(&self) -> &Object {
+        &self.capabilities
+    }
+
+    pub fn inbox(&self) -> &Object {
+        &self.inbox
+    }
+
+    pub fn valid_from(&self) -> Timestamp {
+        self.valid_from
+    }
+
+    pub fn valid_until(&self) -> Option<Timestamp> {
+        self.valid_until
+    }
+
+    /// Replaced keys, each still signing envelopes (and reading mail) until its `until`.
+    pub fn previous(&self) -> &[PreviousKey] {
+        &self.previous
+    }
+
+    pub fn delegation(&self) -> Option<&Delegation> {
+        self.delegation.as_ref()
     }
 }
 

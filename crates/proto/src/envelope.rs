@@ -105,21 +105,21 @@ pub struct Pow {
 /// An envelope, structurally valid but not verified.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
-    pub id: String,
-    pub from: Address,
-    pub to: Vec<Address>,
-    pub created: Timestamp,
-    pub expires: Option<Timestamp>,
-    pub deliver_after: Option<Timestamp>,
-    pub thread: Option<String>,
-    pub in_reply_to: Option<String>,
-    pub kind: Kind,
-    pub payload: Payload,
-    pub stamp: Option<Stamp>,
-    pub pow: Option<Pow>,
+    id: String,
+    from: Address,
+    to: Vec<Address>,
+    created: Timestamp,
+    expires: Option<Timestamp>,
+    deliver_after: Option<Timestamp>,
+    thread: Option<String>,
+    in_reply_to: Option<String>,
+    kind: Kind,
+    payload: Payload,
+    stamp: Option<Stamp>,
+    pow: Option<Pow>,
     /// `receipt: "delivered"` asks for a delivery acknowledgement.
-    pub wants_delivery_receipt: bool,
-    pub signature: Option<Signature>,
+    wants_delivery_receipt: bool,
+    signature: Option<Signature>,
     raw: Object,
     /// The canonical text of `raw`, written once: what travels, is stored and is hashed.
     canonical: String,
@@ -193,6 +193,68 @@ fn opt_ref(doc: &Object, name: &str) -> Result<Option<String>, Error> {
         check_id(id)?;
     }
     Ok(v.map(str::to_owned))
+}
+
+/// The typed view of an envelope: read only, and only ever made from the envelope's own bytes
+/// ([`Envelope::from_object`]), so what a check reads is what the signature covers.
+impl Envelope {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn from(&self) -> &Address {
+        &self.from
+    }
+
+    pub fn to(&self) -> &[Address] {
+        &self.to
+    }
+
+    pub fn created(&self) -> Timestamp {
+        self.created
+    }
+
+    pub fn expires(&self) -> Option<Timestamp> {
+        self.expires
+    }
+
+    pub fn deliver_after(&self) -> Option<Timestamp> {
+        self.deliver_after
+    }
+
+    pub fn thread(&self) -> Option<&str> {
+        self.thread.as_deref()
+    }
+
+    pub fn in_reply_to(&self) -> Option<&str> {
+        self.in_reply_to.as_deref()
+    }
+
+    /// The envelope's `type`.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn payload(&self) -> &Payload {
+        &self.payload
+    }
+
+    pub fn stamp(&self) -> Option<&Stamp> {
+        self.stamp.as_ref()
+    }
+
+    pub fn pow(&self) -> Option<&Pow> {
+        self.pow.as_ref()
+    }
+
+    /// `receipt: "delivered"`: the sender asked for a delivery acknowledgement.
+    pub fn wants_delivery_receipt(&self) -> bool {
+        self.wants_delivery_receipt
+    }
+
+    pub fn signature(&self) -> Option<&Signature> {
+        self.signature.as_ref()
+    }
 }
 
 impl Envelope {
@@ -398,8 +460,8 @@ impl Envelope {
     /// Verifies the signature against the sender's verified card at `now`: the card's address
     /// must be `from`, and the key must be its current key or a previous key in its grace period.
     pub fn verify(self, sender: &Verified<AgentCard>, now: Timestamp) -> Result<Verified<Envelope>, Error> {
-        if sender.address != self.from {
-            return Err(Error::forbidden(format!("card of {} cannot sign for {}", sender.address, self.from)));
+        if sender.address() != self.from {
+            return Err(Error::forbidden(format!("card of {} cannot sign for {}", sender.address(), self.from)));
         }
         self.require_signature()?;
         verify_signature(

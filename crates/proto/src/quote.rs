@@ -166,7 +166,7 @@ impl Quote {
 
     /// Verifies the seller's signature with its verified card, and that the quote is current.
     pub fn verify(self, seller: &Verified<AgentCard>, now: Timestamp) -> Result<Verified<Quote>, Error> {
-        if seller.address != self.seller {
+        if seller.address() != self.seller {
             return Err(Error::forbidden("the quote is not signed by its seller"));
         }
         verify_object(&self.raw, "signature", Context::Quote, |kid| seller.accepts_key(kid, now))?;

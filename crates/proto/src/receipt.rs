@@ -129,7 +129,7 @@ pub fn notice(
     domain_key: &SigningKey,
 ) -> Result<Envelope, Error> {
     let list = |r: &[Address]| Value::Array(r.iter().map(|a| a.as_str().into()).collect());
-    let mut body = obj([("of", original.id.as_str().into()), ("sha256", original.sha256_hex().into())]);
+    let mut body = obj([("of", original.id().into()), ("sha256", original.sha256_hex().into())]);
     match notice {
         Notice::Delivered { recipients } => {
             body.insert("status".into(), "delivered".into());
@@ -145,12 +145,12 @@ pub fn notice(
     let mut draft = Draft::new(
         id,
         postmaster.clone(),
-        vec![original.from.clone()],
+        vec![original.from().clone()],
         now,
         Content::new(NOTICE_MEDIA, Value::Object(body)),
     );
     draft.kind = Kind::Receipt;
-    draft.in_reply_to = Some(original.id.clone());
-    draft.thread = original.thread.clone();
+    draft.in_reply_to = Some(original.id().to_owned());
+    draft.thread = original.thread().map(str::to_owned);
     draft.build()?.sign(domain_key)
 }

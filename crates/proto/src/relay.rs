@@ -35,7 +35,7 @@ pub struct RelayHeader {
 impl RelayHeader {
     /// The sending house `domain` signs the relay of `envelope` to `destination`.
     pub fn sign(domain: &str, envelope: &Envelope, destination: &str, key: &SigningKey) -> RelayHeader {
-        let message = relay_message(&envelope.id, destination, &envelope.sha256_hex());
+        let message = relay_message(envelope.id(), destination, &envelope.sha256_hex());
         let sig = key.sign(Context::Relay, message.as_bytes());
         RelayHeader { domain: domain.to_owned(), kid: key.public(), sig }
     }
@@ -87,14 +87,14 @@ impl RelayHeader {
         destination: &str,
         now: Timestamp,
     ) -> Result<(), Error> {
-        check_id(&envelope.id)?;
-        if self.domain != sender.domain {
+        check_id(envelope.id())?;
+        if self.domain != sender.domain() {
             return Err(Error::forbidden("relay header names another domain"));
         }
         if !sender.accepts_key(&self.kid, now) {
             return Err(Error::forbidden("the relay key is not a key of the sending domain, or past its end"));
         }
-        let message = relay_message(&envelope.id, destination, &envelope.sha256_hex());
+        let message = relay_message(envelope.id(), destination, &envelope.sha256_hex());
         if !sender.verify_by(&self.kid, Context::Relay, message.as_bytes(), &self.sig) {
             return Err(Error::forbidden("relay signature does not verify"));
         }

@@ -129,8 +129,8 @@ impl Sealed {
 
 /// The AAD both layers use: canonical `{"from","id","to"}` of the envelope.
 pub fn aad(env: &Envelope) -> Vec<u8> {
-    let to = Value::Array(env.to.iter().map(|a| a.as_str().into()).collect());
-    Value::Object(obj([("from", env.from.as_str().into()), ("id", env.id.as_str().into()), ("to", to)])).canonical()
+    let to = Value::Array(env.to().iter().map(|a| a.as_str().into()).collect());
+    Value::Object(obj([("from", env.from().as_str().into()), ("id", env.id().into()), ("to", to)])).canonical()
 }
 
 fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
@@ -142,7 +142,7 @@ fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
 /// Seals a cleartext envelope for `recipients` (address and X25519 key). Any signature is
 /// dropped: sign after sealing.
 pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn Entropy) -> Result<Envelope, Error> {
-    let content = match &env.payload {
+    let content = match env.payload() {
         Payload::Clear(c) => c.to_value().canonical(),
         Payload::Sealed(_) => return Err(Error::malformed("envelope is already sealed")),
     };
@@ -176,7 +176,7 @@ pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn En
 /// Opens a sealed envelope as recipient `me` holding `secret`. Fails with 403 when the
 /// envelope was not sealed for `me`, was re-addressed, or was altered.
 pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content, Error> {
-    let sealed = match &env.payload {
+    let sealed = match env.payload() {
         Payload::Sealed(s) => s,
         Payload::Clear(_) => return Err(Error::malformed("envelope is not encrypted")),
     };

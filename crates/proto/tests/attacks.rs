@@ -131,7 +131,7 @@ fn one_sealed_envelope_cannot_open_to_two_texts() {
     let recipients = [(addr("bob@sigo.uk"), bob.public()), (addr("carol@sigo.uk"), carol.public())];
     let honest = seal::seal(draft.build().unwrap(), &recipients, &mut rng).unwrap();
     let aad = seal::aad(&honest);
-    let Payload::Sealed(sealed) = &honest.payload else { panic!("sealed") };
+    let Payload::Sealed(sealed) = honest.payload() else { panic!("sealed") };
 
     // The sender's forgery: one ciphertext that authenticates under two content keys, bob's key
     // wrapped for bob and carol's for carol.
@@ -241,7 +241,7 @@ fn a_dotted_card_without_its_delegation_does_not_verify() {
     assert!(full.verify(&d, Some(&ceo), NOW).is_err());
     // With the parent's delegation it is a subagent.
     let del = Delegation::sign(
-        &ceo.address,
+        ceo.address(),
         &addr("assistant.ceo@sigo.uk"),
         &impostor.public(),
         &Scope::default(),

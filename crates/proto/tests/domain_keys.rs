@@ -36,9 +36,9 @@ fn a_handover_is_listed_and_followed_from_the_pin() {
     let (old, new) = (SigningKey::from_seed([1; 32]), SigningKey::from_seed([2; 32]));
     let until = Timestamp(NOW.millis() + 30 * DAY);
     let card = rotated(&old, &new, until);
-    assert_eq!(card.keys[0].sig, new.public());
-    assert_eq!(card.keys[1].sig, old.public());
-    assert_eq!(card.keys[1].until, Some(until));
+    assert_eq!(card.keys()[0].sig, new.public());
+    assert_eq!(card.keys()[1].sig, old.public());
+    assert_eq!(card.keys()[1].until, Some(until));
     // The signed statement is exactly the documented canonical JSON.
     let text = String::from_utf8(handover_message("h.test", &old.public(), &new.public(), until)).unwrap();
     assert_eq!(
@@ -50,10 +50,14 @@ fn a_handover_is_listed_and_followed_from_the_pin() {
             until.to_rfc3339()
         )
     );
-    assert!(old.public().verify(Context::DomainKeyHandover, text.as_bytes(), card.keys[1].handover.as_ref().unwrap()));
+    assert!(old.public().verify(
+        Context::DomainKeyHandover,
+        text.as_bytes(),
+        card.keys()[1].handover.as_ref().unwrap()
+    ));
     // Round trip through the wire keeps it.
     let again = DomainCard::parse(&card.to_value().canonical()).unwrap();
-    assert_eq!(again.keys, card.keys);
+    assert_eq!(again.keys(), card.keys());
 
     let (v, moved) = card.clone().verify_continuing(&old.public(), NOW).unwrap();
     assert!(moved);
@@ -115,7 +119,7 @@ fn a_domain_key_past_its_end_certifies_nothing() {
     // Certified again by the active key, the same card verifies after the end, members unchanged.
     let again = card.clone().recertify(&new).unwrap();
     assert_eq!(again.certifier().unwrap(), new.public());
-    assert_eq!(again.address, card.address);
+    assert_eq!(again.address(), card.address());
     assert!(again.verify(&domain, None, until).is_ok());
 }
 

@@ -212,7 +212,7 @@ fn delegated(h: &House, parent: &Agent, child_addr: &str, cap: Option<i64>) -> A
     let child = SigningKey::from_seed([77; 32]);
     let scope =
         Scope { types: Some(vec!["message".into(), "result".into()]), to_domains: Some(vec!["sigo.uk".into()]), cap };
-    let d = Delegation::sign(&parent.card.address, &addr(child_addr), &child.public(), &scope, None, NOW, &parent.sig)
+    let d = Delegation::sign(parent.card.address(), &addr(child_addr), &child.public(), &scope, None, NOW, &parent.sig)
         .unwrap();
     let mut draft = AgentCardDraft::new(addr(child_addr), child.public(), None, NOW);
     draft.delegation = Some(d);
@@ -262,8 +262,8 @@ fn delegation_must_come_from_the_named_parent() {
 fn message(from: &Agent, to: &[&Agent], body: &str) -> Envelope {
     let mut d = Draft::new(
         "0b6f3c1e-8d0a-4c1a-9d5e-1f2a3b4c5d6e".into(),
-        from.card.address.clone(),
-        to.iter().map(|a| a.card.address.clone()).collect(),
+        from.card.address().clone(),
+        to.iter().map(|a| a.card.address().clone()).collect(),
         NOW,
         Content::new("text/plain", body.into()),
     );
@@ -358,7 +358,7 @@ fn size_limits_and_intro() {
     let mut intro = message(&ana, &[&bo], &"x".repeat(5000)).object().clone();
     intro.insert("type".into(), "intro".into());
     let e = Envelope::from_object(intro).unwrap();
-    assert_eq!(e.kind, Kind::Intro);
+    assert_eq!(e.kind(), Kind::Intro);
     assert_eq!(e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().kind, ErrorKind::TooLarge);
     let mut small = message(&ana, &[&bo], "hello, may I write to you?").object().clone();
     small.insert("type".into(), "intro".into());
@@ -375,20 +375,21 @@ fn seal_open_and_readdressing_breaks_decryption() {
     content.insert("lang".into(), "es".into());
     clear.insert("content".into(), Value::Object(content));
     let clear = Envelope::from_object(clear).unwrap();
-    let recipients = [(bo.card.address.clone(), bo.card.enc.unwrap()), (cy.card.address.clone(), cy.card.enc.unwrap())];
+    let recipients =
+        [(bo.card.address().clone(), bo.card.enc().unwrap()), (cy.card.address().clone(), cy.card.enc().unwrap())];
     let sealed = seal::seal(clear.clone(), &recipients, &mut rng(1)).unwrap().sign(&ana.sig).unwrap();
-    assert!(matches!(sealed.payload, Payload::Sealed(_)));
+    assert!(matches!(sealed.payload(), Payload::Sealed(_)));
     assert!(!String::from_utf8(sealed.canonical()).unwrap().contains("secreto"));
     let sealed =
         Envelope::parse(&sealed.canonical(), limits::MAX_ENVELOPE_BYTES).unwrap().verify(&ana.card, NOW).unwrap();
     for who in [&bo, &cy] {
-        let content = seal::open(&sealed, &who.card.address, &who.enc).unwrap();
+        let content = seal::open(&sealed, who.card.address(), &who.enc).unwrap();
         assert_eq!(&content, clear.content().unwrap());
         assert_eq!(content.extra.get("lang").and_then(Value::as_str), Some("es"));
     }
     // Not for ana, and not with the wrong secret.
-    assert_eq!(seal::open(&sealed, &ana.card.address, &ana.enc).unwrap_err().kind, ErrorKind::Forbidden);
-    assert!(seal::open(&sealed, &bo.card.address, &cy.enc).is_err());
+    assert_eq!(seal::open(&sealed, ana.card.address(), &ana.enc).unwrap_err().kind, ErrorKind::Forbidden);
+    assert!(seal::open(&sealed, bo.card.address(), &cy.enc).is_err());
 
     // Re-address: change to, from or id, re-sign with a valid key; decryption must fail.
     let raw = sealed.object().clone();
@@ -402,12 +403,15 @@ fn seal_open_and_readdressing_breaks_decryption() {
         o.insert(k.into(), v);
         let resigned = Envelope::from_object(o).unwrap().sign(&ana.sig).unwrap();
         assert!(resigned.clone().verify_with_key(&ana.sig.public()).is_ok());
-        assert!(seal::open(&resigned, &bo.card.address, &bo.enc).is_err(), "re-addressing `{k}` must break decryption");
+        assert!(
+            seal::open(&resigned, bo.card.address(), &bo.enc).is_err(),
+            "re-addressing `{k}` must break decryption"
+        );
     }
     // Same to-list reordered changes the AAD as well.
     let mut o = raw.clone();
     o.insert("to".into(), Value::Array(vec!["cy@sigo.uk".into(), "bo@sigo.uk".into()]));
-    assert!(seal::open(&Envelope::from_object(o).unwrap(), &bo.card.address, &bo.enc).is_err());
+    assert!(seal::open(&Envelope::from_object(o).unwrap(), bo.card.address(), &bo.enc).is_err());
     // Flipping ciphertext bits fails.
     let mut o = raw;
     let mut enc = o["encrypted"].as_object().unwrap().clone();
@@ -415,7 +419,7 @@ fn seal_open_and_readdressing_breaks_decryption() {
     let flipped = if ct.starts_with('A') { ct.replacen('A', "B", 1) } else { format!("A{}", &ct[1..]) };
     enc.insert("ct".into(), flipped.into());
     o.insert("encrypted".into(), Value::Object(enc));
-    assert!(seal::open(&Envelope::from_object(o).unwrap(), &bo.card.address, &bo.enc).is_err());
+    assert!(seal::open(&Envelope::from_object(o).unwrap(), bo.card.address(), &bo.enc).is_err());
 }
 
 #[test]
@@ -423,14 +427,14 @@ fn sealing_refuses_small_order_keys() {
     let h = house("sigo.uk", 1);
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
     let zero = nyx5_proto::crypto::EncPublic::from_bytes([0; 32]);
-    let e = seal::seal(message(&ana, &[&bo], "x"), &[(bo.card.address.clone(), zero)], &mut rng(2)).unwrap_err();
+    let e = seal::seal(message(&ana, &[&bo], "x"), &[(bo.card.address().clone(), zero)], &mut rng(2)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Malformed);
 }
 
 // ---------- auth, relay, pow ----------
 
 fn token(a: &Agent, target: &Target, ts: Timestamp) -> String {
-    Claims { address: a.card.address.clone(), ts, nonce: "nonce-0123456789abcdef".into(), target: target.clone() }
+    Claims { address: a.card.address().clone(), ts, nonce: "nonce-0123456789abcdef".into(), target: target.clone() }
         .sign(&a.sig)
 }
 
@@ -461,7 +465,7 @@ fn auth_token_is_bound_to_method_path_query_host_body_and_time() {
     assert!(parsed.verify(&bo.card, &target, Keys::Current, NOW).is_err());
     // Signed by another key for ana's address.
     let forged = Claims {
-        address: ana.card.address.clone(),
+        address: ana.card.address().clone(),
         ts: NOW,
         nonce: "nonce-0123456789abcdef".into(),
         target: target.clone(),
@@ -492,7 +496,7 @@ fn relay_header_round_trip_and_binding() {
     assert!(parsed.verify(&b.card, &env, "beta.example", NOW).is_err(), "another house");
     // Another envelope under the same id: the header carries only the bytes it was signed for.
     let mut same_id = other.object().clone();
-    same_id.insert("id".into(), env.id.as_str().into());
+    same_id.insert("id".into(), env.id().into());
     let same_id = Envelope::from_object(same_id).unwrap().sign(&ana.sig).unwrap();
     assert!(parsed.verify(&a.card, &same_id, "beta.example", NOW).is_err(), "same id, other bytes");
     let spaced = text.replace("; ", " ;  ");
@@ -521,8 +525,8 @@ fn quote(seller: &Agent, buyer: &Agent, referrer: Option<Referrer>) -> QuoteDraf
     QuoteDraft {
         id: "q-1".into(),
         house: "sigo.uk".into(),
-        seller: seller.card.address.clone(),
-        buyer: buyer.card.address.clone(),
+        seller: seller.card.address().clone(),
+        buyer: buyer.card.address().clone(),
         contract: ContractKind::Escrow,
         price: 40,
         currency: "tok".into(),
@@ -573,7 +577,7 @@ fn receipts_and_delivery_notices() {
     let op = message(&ana, &[&bo], "op").sign(&ana.sig).unwrap();
     let extra = obj([("contract", "c-1".into()), ("chain", Value::Array(vec!["m-1".into()]))]);
     let r =
-        Receipt::sign("sigo.uk", &op.id, "accept", &op.sha256_hex(), &ana.card.address, NOW, extra, &h.key).unwrap();
+        Receipt::sign("sigo.uk", op.id(), "accept", &op.sha256_hex(), ana.card.address(), NOW, extra, &h.key).unwrap();
     let keys = [h.key.public()];
     assert!(Receipt::from_object(r.object().clone()).unwrap().verify(&keys).is_ok());
     let mut forged = r.object().clone();
@@ -583,11 +587,11 @@ fn receipts_and_delivery_notices() {
 
     let postmaster = addr("postmaster@sigo.uk");
     let bounce =
-        Notice::Bounced { recipients: vec![bo.card.address.clone()], code: 404, reason: "no such agent".into() };
+        Notice::Bounced { recipients: vec![bo.card.address().clone()], code: 404, reason: "no such agent".into() };
     let n = notice(&op, &bounce, &postmaster, "n-1".into(), NOW, &h.key).unwrap();
-    assert_eq!(n.kind, Kind::Receipt);
-    assert_eq!(n.in_reply_to.as_deref(), Some(op.id.as_str()));
-    assert_eq!(n.to, vec![ana.card.address.clone()]);
+    assert_eq!(n.kind(), Kind::Receipt);
+    assert_eq!(n.in_reply_to(), Some(op.id()));
+    assert_eq!(n.to(), vec![ana.card.address().clone()]);
     let body = n.content().unwrap().body.as_object().unwrap();
     assert_eq!(body["sha256"].as_str(), Some(op.sha256_hex().as_str()));
     assert_eq!(body["code"].as_safe_integer(), Some(404));

@@ -32,11 +32,11 @@ pub(crate) fn resolve(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
     let card = res.agent(&who)?;
     let domain = res.domain(who.domain())?;
     let mut chain = Vec::new();
-    let mut parent = card.delegation.as_ref().and(who.parent());
+    let mut parent = card.delegation().and(who.parent());
     while let Some(p) = parent {
         let pc = res.agent(&p)?;
-        chain.push(Value::Object(obj([("address", p.as_str().into()), ("sig", pc.sig.to_b64().into())])));
-        parent = pc.delegation.as_ref().and(p.parent());
+        chain.push(Value::Object(obj([("address", p.as_str().into()), ("sig", pc.sig().to_b64().into())])));
+        parent = pc.delegation().and(p.parent());
     }
     Ok(Value::Object(obj([
         ("address", who.as_str().into()),
@@ -148,8 +148,8 @@ pub(crate) fn directory(ctx: &Ctx, req: &DirectoryRequest) -> Result<Value, Fail
             .ok_or_else(|| "not an object".to_owned())
             .and_then(|o| AgentCard::from_object(o).map_err(|e| e.reason.to_string()))
             .and_then(|card| {
-                if card.address.domain() != domain_name {
-                    return Err(format!("{} is not at {domain_name}", card.address));
+                if card.address().domain() != domain_name {
+                    return Err(format!("{} is not at {domain_name}", card.address()));
                 }
                 res.verify_card(card, &domain).map_err(|f| f.one_line())
             });

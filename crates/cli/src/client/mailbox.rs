@@ -54,27 +54,27 @@ pub(crate) fn open_item(res: &Resolver<'_>, me: &AgentEntry, item: &Object) -> V
             return Value::Object(m);
         }
     };
-    m.insert("to".into(), Value::Array(env.to.iter().map(|a| a.as_str().into()).collect()));
-    m.insert("created".into(), env.created.to_rfc3339().into());
-    m.insert("type".into(), env.kind.as_str().into());
-    m.insert("thread".into(), env.thread.clone().into());
-    m.insert("in_reply_to".into(), env.in_reply_to.clone().into());
+    m.insert("to".into(), Value::Array(env.to().iter().map(|a| a.as_str().into()).collect()));
+    m.insert("created".into(), env.created().to_rfc3339().into());
+    m.insert("type".into(), env.kind().as_str().into());
+    m.insert("thread".into(), env.thread().map(str::to_owned).into());
+    m.insert("in_reply_to".into(), env.in_reply_to().map(str::to_owned).into());
     m.insert("sha256".into(), env.sha256_hex().into());
-    let notice = env.from.local() == POSTMASTER;
+    let notice = env.from().local() == POSTMASTER;
     m.insert("notice".into(), Value::Bool(notice));
     if notice {
         // Which house says so: the agent's own, or another (a remote house's bounce or receipt).
-        m.insert("notice_house".into(), env.from.domain().into());
-        m.insert("own_house".into(), Value::Bool(env.from.domain() == me.address.domain()));
+        m.insert("notice_house".into(), env.from().domain().into());
+        m.insert("own_house".into(), Value::Bool(env.from().domain() == me.address.domain()));
     }
     let (trust, why) = check(res, &env, notice);
     m.insert("trust".into(), trust.into());
     if let Some(w) = why {
         m.insert("trust_reason".into(), w.into());
     }
-    let sealed = matches!(env.payload, Payload::Sealed(_));
+    let sealed = matches!(env.payload(), Payload::Sealed(_));
     m.insert("sealed".into(), Value::Bool(sealed));
-    let content = match &env.payload {
+    let content = match env.payload() {
         Payload::Clear(c) => Ok(c.clone()),
         Payload::Sealed(_) => {
             let mut last = String::from("no key");
@@ -106,7 +106,7 @@ pub(crate) fn open_item(res: &Resolver<'_>, me: &AgentEntry, item: &Object) -> V
 /// `verified`, `unverified` (not signed), `invalid` (signed, but not by its sender) or
 /// `unchecked` (its sender's card could not be fetched now), with the reason.
 fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Option<String>) {
-    let Some(sig) = &env.signature else {
+    let Some(sig) = &env.signature() else {
         return (
             "unverified",
             Some(
@@ -116,20 +116,20 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     };
     let now = res.now();
     if notice {
-        return match res.domain(env.from.domain()) {
+        return match res.domain(env.from().domain()) {
             Ok(d) if d.card.accepts_key(&sig.kid, now) => match env.clone().verify_with_key(&sig.kid) {
                 Ok(_) => ("verified", None),
                 Err(e) => ("invalid", Some(e.reason.to_string())),
             },
-            Ok(_) => ("invalid", Some(format!("not signed by a key of {}", env.from.domain()))),
+            Ok(_) => ("invalid", Some(format!("not signed by a key of {}", env.from().domain()))),
             Err(f) if f.code() == crate::error::EXIT_NETWORK => ("unchecked", Some(f.one_line())),
             Err(f) => ("invalid", Some(f.one_line())),
         };
     }
-    match res.agent(&env.from) {
+    match res.agent(env.from()) {
         Ok(card) => match env.clone().verify(&card, now) {
             Ok(_) => ("verified", None),
-            Err(e) => ("invalid", Some(format!("the signature is not by {}: {}", env.from, e.reason))),
+            Err(e) => ("invalid", Some(format!("the signature is not by {}: {}", env.from(), e.reason))),
         },
         Err(f) if f.code() == crate::error::EXIT_NETWORK => ("unchecked", Some(f.one_line())),
         Err(f) => ("invalid", Some(f.one_line())),

@@ -145,5 +145,5 @@ pub(crate) fn house_target(res: &Resolver<'_>, house: &str) -> Result<(String, O
     }
     let domain = house.trim().trim_end_matches('.').to_ascii_lowercase();
     let d = res.domain(&domain)?;
-    Ok((d.url, Some(d.card.domain.clone())))
+    Ok((d.url, Some(d.card.domain().to_owned())))
 }

@@ -103,7 +103,7 @@ fn post(
         .clone();
     let card =
         AgentCard::from_object(card).map_err(|e| Failure::rejected(format!("{what}: the card: {}", e.reason)))?;
-    if card.address != me.address || card.sig != expect_sig.sig_public() {
+    if card.address() != me.address || card.sig() != expect_sig.sig_public() {
         return Err(Failure::rejected(format!("{what}: the house certified another address or key")));
     }
     let res = ctx.resolver(Some(me), sys::now()?)?;
@@ -124,7 +124,7 @@ fn current_card(ctx: &Ctx, me: &AgentEntry) -> Result<Option<Verified<AgentCard>
 
 fn answer(card: &Verified<AgentCard>, status: u16, via: &str) -> Value {
     Value::Object(obj([
-        ("address", card.address.as_str().into()),
+        ("address", card.address().as_str().into()),
         ("card", card.to_value()),
         ("registered_via", via.into()),
         ("created", Value::Bool(status == 201)),
@@ -136,9 +136,9 @@ fn answer(card: &Verified<AgentCard>, status: u16, via: &str) -> Value {
 pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failure> {
     let me = ctx.me()?;
     let now = sys::now()?;
-    let current = current_card(ctx, &me)?.filter(|c| c.sig == me.keys.sig_public());
+    let current = current_card(ctx, &me)?.filter(|c| c.sig() == me.keys.sig_public());
     let mut extra = Object::new();
-    let mut caps = current.as_ref().map(|c| c.capabilities.clone()).unwrap_or_default();
+    let mut caps = current.as_ref().map(|c| c.capabilities().clone()).unwrap_or_default();
     if let Some(c) = &req.capabilities {
         caps = c.clone();
     }
@@ -149,7 +149,7 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
         caps.insert("description".into(), d.as_str().into());
     }
     extra.insert("capabilities".into(), Value::Object(caps));
-    let mut inbox = current.as_ref().map(|c| c.inbox.clone()).unwrap_or_else(|| obj([("policy", "open".into())]));
+    let mut inbox = current.as_ref().map(|c| c.inbox().clone()).unwrap_or_else(|| obj([("policy", "open".into())]));
     if let Some(p) = &req.policy {
         if !["open", "allowlist", "pow", "stamp"].contains(&p.as_str()) {
             return Err(Failure::usage(format!("--policy {p:?}: choose open, allowlist, pow or stamp")));
@@ -163,7 +163,7 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
         inbox.insert("pow_bits".into(), b.into());
     }
     extra.insert("inbox".into(), Value::Object(inbox));
-    let valid_until = req.valid_until.or_else(|| current.as_ref().and_then(|c| c.valid_until));
+    let valid_until = req.valid_until.or_else(|| current.as_ref().and_then(|c| c.valid_until()));
     if let Some(v) = valid_until {
         extra.insert("valid_until".into(), v.to_rfc3339().into());
     }
@@ -173,7 +173,7 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
     if let Some(i) = &req.invite {
         extra.insert("invite".into(), i.as_str().into());
     }
-    if let Some(d) = current.as_ref().and_then(|c| c.delegation.as_ref()) {
+    if let Some(d) = current.as_ref().and_then(|c| c.delegation()) {
         extra.insert("delegation".into(), d.to_value());
     }
     let body = body(me.address.local(), &me.keys, extra, now);
@@ -233,17 +233,17 @@ pub(crate) fn rotate_key(ctx: &Ctx) -> Result<Value, Failure> {
             format!("{} has no card at its house yet; run `nyx5 register` first", me.address),
         )
     })?;
-    let (card, via, status) = if current.sig == next.sig_public() {
+    let (card, via, status) = if current.sig() == next.sig_public() {
         // The house took the new keys before; only the profile was left to update.
         (current, "self".to_owned(), 200)
     } else {
         let mut extra = Object::new();
-        extra.insert("capabilities".into(), Value::Object(current.capabilities.clone()));
-        extra.insert("inbox".into(), Value::Object(current.inbox.clone()));
-        if let Some(v) = current.valid_until {
+        extra.insert("capabilities".into(), Value::Object(current.capabilities().clone()));
+        extra.insert("inbox".into(), Value::Object(current.inbox().clone()));
+        if let Some(v) = current.valid_until() {
             extra.insert("valid_until".into(), v.to_rfc3339().into());
         }
-        if let Some(d) = &current.delegation {
+        if let Some(d) = &current.delegation() {
             let parent = me.address.parent().ok_or_else(|| Failure::usage("a delegated card without a parent name"))?;
             let profile = ctx.profile()?;
             let parent_entry = profile.agents.iter().find(|a| a.address == parent).ok_or_else(|| {

@@ -42,7 +42,7 @@ impl Domain {
     pub(crate) fn summary(&self) -> Value {
         let key = self.card.signer().map(|k| k.to_b64()).unwrap_or_default();
         Value::Object(obj([
-            ("domain", self.card.domain.as_str().into()),
+            ("domain", self.card.domain().into()),
             ("url", self.url.as_str().into()),
             ("via", self.via.into()),
             ("anchor", self.anchor.into()),
@@ -272,8 +272,8 @@ impl<'a> Resolver<'a> {
     /// Verifies a card fetched from `domain` (a directory page, a registration answer), with
     /// its parent when it is delegated.
     pub(crate) fn verify_card(&self, card: AgentCard, domain: &Domain) -> Result<Verified<AgentCard>, Failure> {
-        let what = format!("the card of {}", card.address);
+        let what = format!("the card of {}", card.address());
         let resolved = domain.resolved();
-        self.with(async |r| r.verify_card(card, &resolved).await).map_err(|e| failure(&what, &domain.card.domain, &e))
+        self.with(async |r| r.verify_card(card, &resolved).await).map_err(|e| failure(&what, domain.card.domain(), &e))
     }
 }

@@ -174,9 +174,9 @@ fn build(
     let mut keys: Vec<(Address, EncPublic)> = Vec::new();
     let mut lacking = Vec::new();
     for c in &cards {
-        match c.enc {
-            Some(enc) => keys.push((c.address.clone(), enc)),
-            None => lacking.push(c.address.to_string()),
+        match c.enc() {
+            Some(enc) => keys.push((c.address().clone(), enc)),
+            None => lacking.push(c.address().to_string()),
         }
     }
     if !req.plain && !lacking.is_empty() {
@@ -188,8 +188,8 @@ fn build(
     }
     let bits = cards
         .iter()
-        .filter(|c| c.inbox.get("policy").and_then(Value::as_str) == Some("pow"))
-        .map(|c| c.inbox.get("pow_bits").and_then(Value::as_safe_integer).unwrap_or(DEFAULT_POW_BITS))
+        .filter(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("pow"))
+        .map(|c| c.inbox().get("pow_bits").and_then(Value::as_safe_integer).unwrap_or(DEFAULT_POW_BITS))
         .max()
         .unwrap_or(0)
         .clamp(0, i64::from(limits::MAX_POW_BITS));
@@ -198,7 +198,7 @@ fn build(
     let mut draft = Draft::new(
         id.clone(),
         me.address.clone(),
-        cards.iter().map(|c| c.address.clone()).collect(),
+        cards.iter().map(|c| c.address().clone()).collect(),
         now,
         Content::new(&body_media, body),
     );
@@ -315,7 +315,7 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
 
 /// Hands a saved envelope to the house and clears it from `pending` when the house has it.
 fn deliver(ctx: &Ctx, me: &super::profile::AgentEntry, env: Envelope, resent: bool) -> Result<Value, Failure> {
-    let id = env.id.clone();
+    let id = env.id().to_owned();
     let sha256 = env.sha256_hex();
     let forget = |accepted: bool| {
         Profile::update(&ctx.profile_path, |p| {
@@ -337,10 +337,10 @@ fn deliver(ctx: &Ctx, me: &super::profile::AgentEntry, env: Envelope, resent: bo
                 ("id", id.as_str().into()),
                 ("status", if status == 200 { "exists" } else { "queued" }.into()),
                 ("resent", Value::Bool(resent)),
-                ("to", Value::Array(env.to.iter().map(|a| a.as_str().into()).collect())),
+                ("to", Value::Array(env.to().iter().map(|a| a.as_str().into()).collect())),
                 ("sealed", Value::Bool(env.content().is_none())),
-                ("pow_bits", env.pow.as_ref().map_or(Value::Null, |p| i64::from(p.bits).into())),
-                ("deliver_after", env.deliver_after.map(|t| t.to_rfc3339()).into()),
+                ("pow_bits", env.pow().map_or(Value::Null, |p| i64::from(p.bits).into())),
+                ("deliver_after", env.deliver_after().map(|t| t.to_rfc3339()).into()),
                 ("jobs", answer.get("jobs").cloned().unwrap_or(Value::Array(vec![]))),
             ])))
         }

@@ -116,10 +116,10 @@ impl<D: Db, N: Net> House<D, N> {
         let allowed = facts.int("allowed").unwrap_or(0) != 0;
         let card = AgentCard::parse(facts.text("card").unwrap_or_default().as_bytes())
             .map_err(|e| Error::new(ErrorKind::Internal, format!("stored card: {e}")))?;
-        if card.valid_until.is_some_and(|until| now >= until) {
+        if card.valid_until().is_some_and(|until| now >= until) {
             return Err(Error::new(ErrorKind::NotFound, format!("the card of {to} has expired")));
         }
-        if Policy::of(&card.inbox) != Policy::Open && !allowed {
+        if Policy::of(card.inbox()) != Policy::Open && !allowed {
             return Err(Error::forbidden(format!("{to} takes email only from senders on its allowlist")));
         }
         let cap = self.config.email_per_sender_per_minute;

@@ -61,8 +61,8 @@ pub async fn directory<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Res
 
 /// What the directory indexes about a card.
 pub fn index(card: &AgentCard) -> Index {
-    let caps = &card.capabilities;
-    let mut search = vec![card.address.as_str().to_owned()];
+    let caps = card.capabilities();
+    let mut search = vec![card.address().as_str().to_owned()];
     let mut accepts = String::from(" ");
     let mut names = String::from(" ");
     for (k, v) in caps {
@@ -160,7 +160,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
                 if err.kind == ErrorKind::Unauthenticated {
                     Error::new(
                         ErrorKind::Conflict,
-                        format!("{} is taken; only its owner or the house may update it", current.address),
+                        format!("{} is taken; only its owner or the house may update it", current.address()),
                     )
                 } else {
                     err
@@ -206,10 +206,10 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     draft.valid_until = e.valid_until;
     draft.delegation = e.delegation;
     if let Some(current) = &existing {
-        draft.valid_from = current.valid_from.min(now);
-        draft.previous = current.previous.iter().filter(|p| p.until > now).cloned().collect();
-        if current.sig != e.sig {
-            draft.previous.insert(0, PreviousKey { sig: current.sig, until: now.plus_ms(ROTATION_GRACE_MS) });
+        draft.valid_from = current.valid_from().min(now);
+        draft.previous = current.previous().iter().filter(|p| p.until > now).cloned().collect();
+        if current.sig() != e.sig {
+            draft.previous.insert(0, PreviousKey { sig: current.sig(), until: now.plus_ms(ROTATION_GRACE_MS) });
             draft.previous.truncate(limits::MAX_PREVIOUS_KEYS);
         }
     }

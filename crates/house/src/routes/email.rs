@@ -90,14 +90,14 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let to = mail_address(to_text).ok_or_else(|| Error::malformed(format!("{to_text:?} is not an email address")))?;
     let subject = field::opt_str(&body, "subject")?
         .and_then(header_text)
-        .unwrap_or_else(|| format!("Message from {}", card.address));
+        .unwrap_or_else(|| format!("Message from {}", card.address()));
     let text = field::str(&body, "body")?;
     if text.len() > MAX_OUT_BODY_BYTES {
         return Err(Error::new(ErrorKind::TooLarge, format!("an email body may be {MAX_OUT_BODY_BYTES} bytes")));
     }
     let reply_to = field::opt_str(&body, "in_reply_to")?;
     let (in_reply_to, refs) = match reply_to {
-        Some(id) => thread_of(house, card.address.local(), id).await?,
+        Some(id) => thread_of(house, card.address().local(), id).await?,
         None => (None, None),
     };
     let id = match field::opt_str(&body, "id")? {
@@ -117,7 +117,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let now = house.now().millis();
     let email = NewEmail {
         id: &id,
-        sender: card.address.as_str(),
+        sender: card.address().as_str(),
         recipient: &to,
         subject: &subject,
         body: text,
@@ -129,7 +129,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     };
     let provider = outbound::has_provider(&house.config);
     let cap = house.config.email_out_per_agent_per_minute;
-    let bucket = format!("email-out:{}", card.address.local());
+    let bucket = format!("email-out:{}", card.address().local());
     let count = crate::store::agents::count_in_window(&bucket, now / 60_000, cap);
     let (code, exists) = match house.db.batch(vec![store::insert_out(&email), count]).await {
         Ok(_) => (202_i64, false),
@@ -141,7 +141,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         }
         Err(PortError::Constraint(why)) => {
             let row = store::out_entry(&house.db, &id).await?.ok_or_else(|| port_error(PortError::Constraint(why)))?;
-            if row.text("sender") != Some(card.address.as_str()) || row.text("request") != Some(request.as_str()) {
+            if row.text("sender") != Some(card.address().as_str()) || row.text("request") != Some(request.as_str()) {
                 return Err(Error::new(
                     ErrorKind::Conflict,
                     format!("email id {id} is already used for another email"),

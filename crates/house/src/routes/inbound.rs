@@ -30,23 +30,23 @@ fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
 
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
-    let Some(signature) = env.signature else {
+    let Some(signature) = env.signature() else {
         return Err(Error::forbidden("envelope is not signed"));
     };
     let domain = house.config.domain.as_str();
-    let recipients: Vec<Address> = env.to.iter().filter(|a| a.domain() == domain).cloned().collect();
+    let recipients: Vec<Address> = env.to().iter().filter(|a| a.domain() == domain).cloned().collect();
     if recipients.is_empty() {
-        return Err(Error::new(ErrorKind::Misdirected, format!("no recipient of {} is at {domain}", env.id)));
+        return Err(Error::new(ErrorKind::Misdirected, format!("no recipient of {} is at {domain}", env.id())));
     }
 
     match req.header(relay::HEADER) {
         Some(value) => {
             let header = RelayHeader::parse(value)?;
-            if header.domain != env.from.domain() {
+            if header.domain != env.from().domain() {
                 return Err(Error::forbidden(format!(
                     "relayed by {} for a sender at {}",
                     header.domain,
-                    env.from.domain()
+                    env.from().domain()
                 )));
             }
             let sending = house.resolve_domain(&header.domain).await.map_err(unverifiable("the sending house"))?;
@@ -59,15 +59,15 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     }
 
     let now = house.now();
-    let who = format!("sender {}", env.from);
-    let mut card = house.resolve_agent(&env.from, false).await.map_err(unverifiable(&who))?;
+    let who = format!("sender {}", env.from());
+    let mut card = house.resolve_agent(env.from(), false).await.map_err(unverifiable(&who))?;
     if !card.accepts_key(&signature.kid, now) {
         // An unknown key: the card may have rotated since we cached it. Refresh once.
-        card = house.resolve_agent(&env.from, true).await.map_err(unverifiable(&who))?;
+        card = house.resolve_agent(env.from(), true).await.map_err(unverifiable(&who))?;
     }
     let env = env.verify(&card, now)?;
     // A subagent's delegation binds it here too: the sending house is not trusted to check it.
-    card.check_send(env.kind.as_str(), domain)?;
+    card.check_send(env.kind().as_str(), domain)?;
     let outcomes = house.accept(&env, &card, &recipients).await?;
     Ok(answer(outcomes))
 }

@@ -30,27 +30,27 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let card = house.authenticate(req, Keys::Current).await?;
     let now = house.now();
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
-    if env.from != card.address {
-        return Err(Error::forbidden(format!("{} may not send as {}", card.address, env.from)));
+    if env.from() != card.address() {
+        return Err(Error::forbidden(format!("{} may not send as {}", card.address(), env.from())));
     }
     let env = env.verify(&card, now)?;
     env.check_not_expired(now)?;
-    let groups = by_domain(&env.to);
+    let groups = by_domain(env.to());
     for (domain, _) in &groups {
-        card.check_send(env.kind.as_str(), domain)?;
+        card.check_send(env.kind().as_str(), domain)?;
     }
     let text = String::from_utf8(env.canonical())
         .map_err(|_| Error::new(ErrorKind::Internal, "canonical JSON is not UTF-8"))?;
     let sha256 = env.sha256_hex();
     let not_before = env.due_at(now).millis();
     let give_up = not_before.saturating_add(house.config.retry.give_up_after_ms);
-    let deadline = env.expires.map_or(give_up, |e| e.millis().min(give_up));
+    let deadline = env.expires().map_or(give_up, |e| e.millis().min(give_up));
     let out = Outgoing {
-        envelope_id: &env.id,
-        sender: env.from.as_str(),
+        envelope_id: env.id(),
+        sender: env.from().as_str(),
         envelope: &text,
         sha256: &sha256,
-        expires: env.expires.map(|e| e.millis()),
+        expires: env.expires().map(|e| e.millis()),
         now: now.millis(),
         not_before,
         deadline,
@@ -61,7 +61,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .collect();
     match house.db.batch(store::enqueue(&out, &jobs)).await {
         Ok(_) => {}
-        Err(PortError::Constraint(why)) => return resent(house, &env.id, &card.address, &sha256, why).await,
+        Err(PortError::Constraint(why)) => return resent(house, env.id(), card.address(), &sha256, why).await,
         Err(e) => return Err(port_error(e)),
     }
     let next = nyx5_proto::Timestamp(not_before).to_rfc3339();
@@ -77,7 +77,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .collect();
     Ok(Response::json(
         202,
-        &ok_body([("code", Value::from(202_i64)), ("id", env.id.as_str().into()), ("jobs", Value::Array(listed))]),
+        &ok_body([("code", Value::from(202_i64)), ("id", env.id().into()), ("jobs", Value::Array(listed))]),
     )
     .kick())
 }

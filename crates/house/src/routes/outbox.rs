@@ -93,7 +93,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     let card = house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
     let before = number(req, "before", i64::MAX, i64::MAX)?;
     let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
-    let rows = store::outbox_page(&house.db, card.address.as_str(), before, limit).await?;
+    let rows = store::outbox_page(&house.db, card.address().as_str(), before, limit).await?;
     let mut envelopes: Vec<(i64, Object)> = Vec::new();
     for r in &rows {
         let seq = r.int("seq").unwrap_or(0);
@@ -122,7 +122,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
         && let Value::Object(o) = &mut answer
     {
         let provider = crate::email::outbound::has_provider(&house.config);
-        let rows = crate::store::email::out_page(&house.db, card.address.as_str(), limit).await?;
+        let rows = crate::store::email::out_page(&house.db, card.address().as_str(), limit).await?;
         o.insert("emails".into(), Value::Array(rows.iter().map(|r| email(r, provider)).collect()));
     }
     Ok(Response::json(200, &answer))

@@ -40,7 +40,7 @@ fn one_proof_of_work_does_not_open_other_mailboxes() {
 
     let to_bob = with_work(&alice, envelope(&alice, "p1", &[&bob.address], |_| {}), 10);
     json(&deliver(&a, &b, &to_bob), 202);
-    let nonce = to_bob.pow.clone().unwrap().nonce;
+    let nonce = to_bob.pow().unwrap().nonce.clone();
     // The same id and nonce on an envelope to another mailbox here, and to one at another house.
     let reuse = |to: &Address| {
         envelope(&alice, "p1", &[to], |_: &mut Draft| {}).with_pow(10, &nonce).unwrap().sign(&alice.sig).unwrap()
@@ -104,7 +104,7 @@ fn a_leaked_token_for_post_agents_cannot_carry_another_body() {
     assert_ne!(resp.status, 200);
     assert_ne!(resp.status, 201);
     let card = block_on(a.local_card("ana")).unwrap().unwrap();
-    assert_eq!(card.sig, ana.sig.public(), "ana keeps her key");
+    assert_eq!(card.sig(), ana.sig.public(), "ana keeps her key");
     // The genuine request with that token still works: the binding refuses only other bodies.
     json(&call(&a, "POST", "/agents", &[("authorization", &leaked)], &intended), 200);
 }

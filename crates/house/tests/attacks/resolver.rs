@@ -130,7 +130,7 @@ fn mitm_card_listing_pinned_key_without_handover_is_refused() {
     let k3 = SigningKey::from_seed([202; 32]);
     let real = rotated(&t.w, "a.test", &k3, vec![PreviousDomainKey { key: pinned.clone(), created: None, until }]);
     let real = t.w.start(real);
-    let copied = real.card().keys.iter().find(|k| k.sig == pinned.public()).unwrap().clone();
+    let copied = real.card().keys().iter().find(|k| k.sig == pinned.public()).unwrap().clone();
     assert!(copied.handover.is_some());
 
     let attempts: Vec<(&str, Vec<DomainKey>)> = vec![
@@ -189,7 +189,7 @@ fn legitimate_rotation_with_handover_is_followed() {
     let a2 =
         t.w.start(rotated(&t.w, "a.test", &new, vec![PreviousDomainKey { key: old.clone(), created: None, until }]));
     register(&a2, &t.alice);
-    let entry = a2.card().keys.iter().find(|k| k.sig == old.public()).unwrap();
+    let entry = a2.card().keys().iter().find(|k| k.sig == old.public()).unwrap();
     assert_eq!(entry.until, Some(until));
     t.w.clock.advance(6 * MINUTE);
 

@@ -124,7 +124,7 @@ fn no_signature_verifies_as_a_document_of_another_kind() {
     let env = envelope(&mallory, "e1", &[&Address::parse("ghost@b.test").unwrap()], |_| {});
     all.push(member(env.object(), "signature", Context::Envelope));
     let relay = RelayHeader::sign("h.test", &env, "b.test", &h.config.key);
-    let message = relay_message(&env.id, "b.test", &env.sha256_hex()).into_bytes();
+    let message = relay_message(env.id(), "b.test", &env.sha256_hex()).into_bytes();
     all.push(Signed { kind: Context::Relay, key: relay.kid, message, sig: relay.sig });
     // A token, as the agent sends it.
     let token = mallory.token(&h, "GET", "/mailbox/mallory", &[]);
@@ -139,7 +139,7 @@ fn no_signature_verifies_as_a_document_of_another_kind() {
     let _ = b;
     json(&mallory.send(&h, &env), 202);
     w.tick_all();
-    let notice = mailbox(&h, &mallory).into_iter().find(|e| e.from.local() == "postmaster").expect("a bounce");
+    let notice = mailbox(&h, &mallory).into_iter().find(|e| e.from().local() == "postmaster").expect("a bounce");
     all.push(member(notice.object(), "signature", Context::Envelope));
     // A Libro receipt.
     let receipt =
