@@ -5,7 +5,9 @@ use std::fmt;
 use crate::error::Error;
 use crate::limits;
 
-/// A Nyx5 address: lowercase `local@domain`, `local` = `[a-z0-9][a-z0-9._-]{0,63}`.
+/// A Nyx5 address: lowercase `local@domain`. `local` is at most 64 characters of dot-separated
+/// labels, each `[a-z0-9][a-z0-9_-]*`: a dot always separates a subagent's name from its parent's
+/// (`name.parent`), so `ceo.`, `a..b` or `a._b` are no one's names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Address {
     text: String,
@@ -84,6 +86,11 @@ fn check_local(local: &str) -> Result<(), &'static str> {
     }
     if !b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')) {
         return Err("local part may hold only a-z 0-9 . _ -");
+    }
+    // Every dot separates two names: what follows it starts with a-z or 0-9, as the first does.
+    let label_start = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if b.windows(2).any(|w| matches!(w, [b'.', c] if !label_start(c))) || b.last() == Some(&b'.') {
+        return Err("each dot-separated part of a local part must start with a-z or 0-9");
     }
     Ok(())
 }
@@ -167,10 +174,19 @@ mod tests {
             "a@b@c",
             long.as_str(),
             "ana@x_y.z",
+            "ceo.@x.y",
+            "a..ceo@x.y",
+            "a._ceo@x.y",
+            "a.-ceo@x.y",
         ] {
             assert!(Address::parse(bad).is_err(), "{bad}");
         }
         assert!(Address::parse(&format!("{}@x.y", "a".repeat(64))).is_ok());
+        // Every dotted name has a parent that is itself a name.
+        for ok in ["a.b@x.y", "a-_.b_-@x.y", "0.1.2@x.y"] {
+            let a = Address::parse(ok).unwrap();
+            assert!(a.parent().is_some(), "{ok}");
+        }
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
     let to_text = field::str(&body, "to")?;
     let to = mail_address(to_text).ok_or_else(|| Error::malformed(format!("{to_text:?} is not an email address")))?;
+    // An email is a message to the recipient's domain: a subagent's delegation binds it here as
+    // on `POST /outbound` (docs/SPEC.md §4.3).
+    let to_domain = to.rsplit_once('@').map_or("", |(_, d)| d);
+    card.check_send("message", to_domain)?;
     let subject = field::opt_str(&body, "subject")?
         .and_then(header_text)
         .unwrap_or_else(|| format!("Message from {}", card.address()));

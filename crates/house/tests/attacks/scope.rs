@@ -113,3 +113,24 @@ fn a_dotted_name_without_a_delegation_is_nobody() {
     // And its own house does not let it act either.
     assert_eq!(impostor.send(&a, &env).status, 401);
 }
+
+#[test]
+fn a_subagent_cannot_escape_its_delegation_through_the_email_bridge() {
+    let (_w, a, _b) = two_houses();
+    let ceo = Agent::new("ceo@a.test", 10);
+    register(&a, &ceo, &[]);
+    let assistant = Agent::new("assistant.ceo@a.test", 11);
+    let scope = Scope { types: types(&["task"]), to_domains: types(&["partner.test"]), cap: None };
+    json(&delegate(&a, &ceo, &assistant, scope), 201);
+    let email = |to: &str| Value::Object(nyx5_proto::json::obj([("to", to.into()), ("body", "hi".into())]));
+    // Neither a domain its delegation leaves out, nor a type it leaves out (email is a message).
+    let resp = assistant.post(&a, "/email/out", &email("anyone@gmail.example"));
+    assert_eq!(resp.status, 403, "{}", reason(&resp));
+    assert_eq!(assistant.post(&a, "/email/out", &email("boss@partner.test")).status, 403);
+    // A subagent allowed to write messages there may.
+    let writer = Agent::new("writer.ceo@a.test", 12);
+    let scope = Scope { types: types(&["message"]), to_domains: types(&["partner.test"]), cap: None };
+    json(&delegate(&a, &ceo, &writer, scope), 201);
+    assert_eq!(writer.post(&a, "/email/out", &email("boss@partner.test")).status, 202);
+    assert_eq!(writer.post(&a, "/email/out", &email("anyone@gmail.example")).status, 403);
+}
