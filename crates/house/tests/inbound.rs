@@ -398,9 +398,13 @@ fn tofu_pins_the_first_key_and_refuses_a_change_until_confirmed() {
     let other = format!(r#"{{"sig":"{}"}}"#, SigningKey::from_seed([55; 32]).public().to_b64());
     assert_eq!(confirm(&admin(&b), other.into_bytes()), 409);
     let right = format!(r#"{{"sig":"{}"}}"#, a2.config.key.public().to_b64());
-    assert_eq!(confirm(&admin(&b), right.into_bytes()), 200);
-    assert_eq!(confirm(&admin(&b), vec![]), 409);
-    assert_eq!(call_raw(&b, "POST", "/pins/z.test/confirm", &[("authorization", &admin(&b))], vec![]).status, 404);
+    // A confirmation names the key it means: the pending one can change after GET /pins.
+    assert_eq!(confirm(&admin(&b), vec![]), 400);
+    assert_eq!(confirm(&admin(&b), b"{}".to_vec()), 400);
+    assert_eq!(confirm(&admin(&b), right.clone().into_bytes()), 200);
+    assert_eq!(confirm(&admin(&b), right.clone().into_bytes()), 409);
+    let z = call_raw(&b, "POST", "/pins/z.test/confirm", &[("authorization", &admin(&b))], right.into_bytes());
+    assert_eq!(z.status, 404);
     assert_eq!(call_raw(&b, "GET", "/pins/a.test/confirm", &[], vec![]).status, 405);
     assert_eq!(call_raw(&b, "GET", "/pins", &[], vec![]).status, 401);
 

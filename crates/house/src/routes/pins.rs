@@ -3,13 +3,15 @@
 //!
 //! A domain found without an anchor is pinned to the first key that signed its card. When its
 //! card later comes signed by another key, that key is recorded as `pending` and the domain is
-//! refused (403) until the operator confirms it here, optionally naming it (`{"sig": "<key>"}`).
+//! refused (403) until the operator confirms it here, naming it (`{"sig": "<key>"}`): the pending
+//! key can change between the operator's reading of `GET /pins` and the confirmation (any later
+//! refused card records its own key), so a confirmation says which key it means.
 
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, Object, Timestamp, Value};
 
-use crate::auth::optional_json_body;
+use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
 use crate::{House, ok_body, store};
@@ -21,12 +23,12 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     Ok(Response::json(200, &ok_body([("pins", Value::Array(rows.iter().map(pin_value).collect()))])))
 }
 
-/// POST /pins/:domain/confirm `{sig?}` — the pending key becomes the pin.
+/// POST /pins/:domain/confirm `{sig}` — the pending key, if it is `sig`, becomes the pin.
 pub async fn confirm<D: Db, N: Net>(house: &House<D, N>, req: &Request, domain: &str) -> Result<Response, Error> {
     house.require_admin(req)?;
-    let body = optional_json_body(req)?;
-    let expected = field::opt_str(&body, "sig")?.map(SigPublic::parse).transpose()?;
-    let sig = house.confirm_pin(domain, expected.as_ref()).await?;
+    let body = json_body(req)?;
+    let expected = SigPublic::parse(field::str(&body, "sig")?)?;
+    let sig = house.confirm_pin(domain, Some(&expected)).await?;
     Ok(Response::json(200, &ok_body([("domain", domain.into()), ("sig", sig.into())])))
 }
 
