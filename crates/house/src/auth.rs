@@ -6,19 +6,30 @@ use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
 
 use crate::http::Request;
 use crate::ports::{Db, Net, PortError};
+use crate::store::constraint;
 use crate::{House, port_error, store};
 
 fn unauthenticated(reason: &str) -> Error {
     Error::new(ErrorKind::Unauthenticated, reason.to_owned())
 }
 
+/// Which of a card's keys may sign the token of a request (spec §8, §8b). Every authenticated
+/// route names one: a previous key in its grace period may read and ack the mailbox, and nothing
+/// else (it never changes the card, the lists or the webhook, and never sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Only the card's current key.
+    Current,
+    /// The current key, or a previous key still within its grace period.
+    CurrentOrGrace,
+}
+
 impl<D: Db, N: Net> House<D, N> {
     /// The verified card of a local agent, with its parent's for a delegated card.
     pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
-        let Some(text) = store::agents::card(&self.db, local).await? else {
+        let Some(card) = self.stored_card(local).await? else {
             return Ok(None);
         };
-        let card = AgentCard::parse(text.as_bytes())?;
         let parent = match (&card.delegation, card.address.parent()) {
             (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
             _ => None,
@@ -26,9 +37,15 @@ impl<D: Db, N: Net> House<D, N> {
         card.verify(self.card(), parent.as_ref(), self.now()).map(Some)
     }
 
-    /// Authenticates a local agent: a valid token for this method, path and host, by the card's
-    /// current key (or a previous one in grace), with a nonce never seen before.
-    pub async fn authenticate(&self, req: &Request) -> Result<Verified<AgentCard>, Error> {
+    /// A local agent's card as stored, parsed but NOT verified: for the operator, who may
+    /// re-certify a card whose certification no longer verifies (the domain key changed).
+    pub async fn stored_card(&self, local: &str) -> Result<Option<AgentCard>, Error> {
+        store::agents::card(&self.db, local).await?.map(|text| AgentCard::parse(text.as_bytes())).transpose()
+    }
+
+    /// Authenticates a local agent: a valid token for this method, path and host, signed by a
+    /// key `keys` allows, with a nonce never seen before.
+    pub async fn authenticate(&self, req: &Request, keys: Keys) -> Result<Verified<AgentCard>, Error> {
         let header =
             req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
         let parsed = AuthHeader::parse(header)?;
@@ -43,17 +60,30 @@ impl<D: Db, N: Net> House<D, N> {
             .ok_or_else(|| unauthenticated("no such agent here"))?;
         let target = Target::new(&req.method, &req.path, &self.config.host());
         let claim = parsed.verify(&card, &target, self.now())?;
+        if keys == Keys::Current && !parsed.signed_by(&card.sig) {
+            return Err(Error::forbidden(format!(
+                "this request needs the current key of {}; a previous key may only read and ack the mailbox",
+                card.address
+            )));
+        }
         let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
         match self.db.batch(vec![stmt]).await {
             Ok(_) => Ok(card),
-            Err(PortError::Constraint(_)) => Err(unauthenticated("token already used")),
+            Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
+                Err(unauthenticated("token already used"))
+            }
             Err(e) => Err(port_error(e)),
         }
     }
 
     /// Authenticates the agent and checks it is `local` (the owner of the resource).
-    pub async fn authenticate_owner(&self, req: &Request, local: &str) -> Result<Verified<AgentCard>, Error> {
-        let card = self.authenticate(req).await?;
+    pub async fn authenticate_owner(
+        &self,
+        req: &Request,
+        local: &str,
+        keys: Keys,
+    ) -> Result<Verified<AgentCard>, Error> {
+        let card = self.authenticate(req, keys).await?;
         if card.address.local() != local {
             return Err(Error::forbidden(format!("{} may not act for {local}", card.address)));
         }

@@ -383,7 +383,7 @@ impl<D: Db, N: Net> House<D, N> {
         };
         if pinned != kid {
             match self.db.batch(vec![store::resolver::set_pending(domain, &kid, now)]).await {
-                Ok(_) | Err(PortError::Constraint(_)) => {}
+                Ok(_) | Err(PortError::Constraint { .. }) => {}
                 Err(e) => return Err(port_error(e)),
             }
             return Err(Error::forbidden(format!(

@@ -155,4 +155,10 @@ impl AuthHeader {
             keep_until: c.ts.plus_ms(limits::AUTH_WINDOW_MS),
         })
     }
+
+    /// Whether the token's signature is by `key` alone (the card's current key, for requests a
+    /// previous key in its grace period may not make; the house chooses per route).
+    pub fn signed_by(&self, key: &SigPublic) -> bool {
+        key.verify(&self.token, &self.sig)
+    }
 }

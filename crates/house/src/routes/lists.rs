@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, ErrorKind, Object, Value};
 
-use crate::auth::json_body;
+use crate::auth::{Keys, json_body};
 use crate::http::{Request, Response};
 use crate::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
 use crate::ports::{Db, Net};
@@ -21,13 +21,13 @@ pub const KINDS: [&str; 2] = ["allow", "block"];
 
 /// GET /lists/:local
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local).await?;
+    house.authenticate_owner(req, local, Keys::Current).await?;
     lists(house, local).await
 }
 
 /// POST /lists/:local
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local).await?;
+    house.authenticate_owner(req, local, Keys::Current).await?;
     let body = json_body(req)?;
     if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(Error::malformed(format!("unknown list {k:?}: the lists are `allow` and `block`")));

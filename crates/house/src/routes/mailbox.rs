@@ -3,7 +3,7 @@
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, Timestamp, Value, address::check_id, limits};
 
-use crate::auth::json_body;
+use crate::auth::{Keys, json_body};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
 use crate::store::inbox;
@@ -17,7 +17,7 @@ pub const ACK_MAX: usize = 500;
 
 /// GET /mailbox/:local?after=<seq>&limit=<n> — the owner's pending envelopes, oldest first.
 pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local).await?;
+    house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
     let number = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
         req.query(name).map_or(Ok(default), |v| {
             v.parse::<i64>()
@@ -47,7 +47,7 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
 
 /// POST /mailbox/:local/ack `{"ids": [...]}` — idempotent; answers how many were newly acked.
 pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local).await?;
+    house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
     let body = json_body(req)?;
     let ids = field::array(&body, "ids")?;
     if ids.is_empty() || ids.len() > ACK_MAX {

@@ -4,6 +4,7 @@
 use nyx5_proto::json::obj;
 use nyx5_proto::{Error, Object, Timestamp, Value};
 
+use crate::auth::Keys;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
 use crate::queue::Progress;
@@ -89,7 +90,7 @@ fn email(r: &Row, provider: bool) -> Value {
 
 /// GET /outbox/:local?before=<seq>&limit=<n> — owner only.
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    let card = house.authenticate_owner(req, local).await?;
+    let card = house.authenticate_owner(req, local, Keys::Current).await?;
     let before = number(req, "before", i64::MAX, i64::MAX)?;
     let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
     let rows = store::outbox_page(&house.db, card.address.as_str(), before, limit).await?;
