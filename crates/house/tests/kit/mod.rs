@@ -391,6 +391,7 @@ pub struct Agent {
     pub address: Address,
     pub sig: SigningKey,
     pub enc: EncSecret,
+    seed: u8,
     nonce: Cell<u64>,
 }
 
@@ -400,6 +401,7 @@ impl Agent {
             address: Address::parse(address).unwrap(),
             sig: SigningKey::from_seed([seed; 32]),
             enc: EncSecret::from_bytes([seed.wrapping_add(128); 32]),
+            seed,
             nonce: Cell::new(0),
         }
     }
@@ -412,7 +414,8 @@ impl Agent {
         Claims {
             address: self.address.clone(),
             ts: house.now(),
-            nonce: format!("{}-{n:016}", self.address.local()),
+            // Two agents with one address (an old and a new key) never share a nonce.
+            nonce: format!("{}-{:03}-{n:012}", self.address.local(), self.seed),
             target: Target::new(method, path, &house.config.host()),
         }
         .sign(&self.sig)
