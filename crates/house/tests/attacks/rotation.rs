@@ -130,9 +130,11 @@ fn operator_reset_leaves_no_previous_key_and_no_webhook() {
     let token = new.token(&h, "POST", "/agents");
     let why = refused(&register(&h, &fresh, &[("authorization", &token)], &[("reset", Value::Bool(true))]), 403);
     assert!(why.contains("operator"), "{why}");
+    w.clock.advance(MINUTE);
     let v = json(&register(&h, &fresh, &[("authorization", &admin(&h))], &[("reset", Value::Bool(true))]), 200);
     let card = v.as_object().unwrap()["card"].as_object().unwrap();
     assert_eq!(card["previous"], Value::Array(vec![]));
+    assert_eq!(card["valid_from"].as_str(), Some(h.now().to_rfc3339().as_str()));
     assert_eq!(webhook(&h), None);
     // Neither the stolen key nor the one the reset replaced reads anything now.
     assert_eq!(old.get(&h, "/mailbox/ana").status, 401);
@@ -183,4 +185,20 @@ fn owner_and_operator_drop_named_previous_keys() {
     assert_eq!(v.as_object().unwrap()["card"].as_object().unwrap()["previous"], Value::Array(vec![]));
     assert_eq!(new.get(&h, "/mailbox/ana").status, 401);
     assert_eq!(next.get(&h, "/mailbox/ana").status, 200);
+}
+
+#[test]
+fn previous_keys_past_their_grace_are_not_carried_forward() {
+    let w = World::new();
+    let (h, old, new) = rotated(&w);
+    w.clock.advance(7 * DAY + 1);
+    let token = new.token(&h, "POST", "/agents");
+    let v = json(&register(&h, &new, &[("authorization", &token)], &[]), 200);
+    assert_eq!(v.as_object().unwrap()["card"].as_object().unwrap()["previous"], Value::Array(vec![]));
+    // Nor does a key past its grace come back through a rotation to it.
+    let token = new.token(&h, "POST", "/agents");
+    let v = json(&register(&h, &old, &[("authorization", &token)], &[]), 200);
+    let previous = v.as_object().unwrap()["card"].as_object().unwrap()["previous"].as_array().unwrap().len();
+    assert_eq!(previous, 1);
+    assert_eq!(served_card(&h, "ana").previous[0].sig, new.sig.public());
 }
