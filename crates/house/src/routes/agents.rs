@@ -319,7 +319,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     if let Some(current) = existing.as_ref().filter(|_| !e.reset) {
         draft.valid_from = current.valid_from.min(now);
     }
-    let card = draft.certify(&house.config.key)?.verify(house.card(), parent.as_ref(), now)?;
+    let card = draft.certify(&house.config.key)?.verify(house.card(), parent.as_ref(), now)?; // LABEL: card
     let card_text = String::from_utf8_lossy(&card.to_value().canonical()).into_owned();
 
     let via_text = via.text();
@@ -334,10 +334,12 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         via: &via_text,
         now: now.millis(),
     };
+    // Invitations and open registration enrol new names only (a taken name is the owner's or
+    // the operator's to update).
     let mut stmts = Vec::new();
     match &via {
-        Via::Invite(code) if stored.is_none() => stmts.extend(store::use_invitation(code, now.millis())),
-        Via::Open if stored.is_none() => stmts.push(store::count_in_window(
+        Via::Invite(code) => stmts.extend(store::use_invitation(code, now.millis())),
+        Via::Open => stmts.push(store::count_in_window(
             "register",
             now.millis() / 60_000,
             house.config.open_registrations_per_minute,
@@ -350,20 +352,21 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
     match house.db.batch(stmts).await {
         Ok(_) => {}
-        Err(PortError::Constraint { name }) => return Err(refused(&name, &via, stored.is_some(), &address)),
+        Err(PortError::Constraint { name }) => return Err(refused(&name, stored.is_some(), &address)),
         Err(err) => return Err(port_error(err)),
     }
     let status = if stored.is_some() { 200 } else { 201 };
     Ok(Response::json(status, &ok_body([("card", card.to_value()), ("registered_via", via_text.into())])))
 }
 
-/// What a constraint that failed a registration's batch means to the client.
-fn refused(name: &str, via: &Via, update: bool, address: &Address) -> Error {
+/// What a constraint that failed a registration's batch means to the client. An update's batch
+/// carries one guard (the card it replaces), a new name's at most one (its invitation).
+fn refused(name: &str, update: bool, address: &Address) -> Error {
     match name {
         constraint::GUARD if update => {
             Error::new(ErrorKind::Conflict, format!("the card of {address} changed meanwhile; try again"))
         }
-        constraint::GUARD | constraint::INVITATION_USES if matches!(via, Via::Invite(_)) => {
+        constraint::GUARD | constraint::INVITATION_USES => {
             Error::forbidden("invitation code unknown, used up or expired")
         }
         constraint::RATE_CAP => {

@@ -58,7 +58,7 @@ fn token_nonce_reused_once_is_refused_on_any_path() {
             nonce: "the-same-nonce-0001".into(),
             target: Target::new("GET", path, &h.config.host()),
         }
-        .sign(&ana.sig)
+        .sign(&ana.sig) // LABEL: token
     };
     let first = token("/mailbox/ana");
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", &first)], vec![]).status, 200);
@@ -99,4 +99,17 @@ fn registration_body_signed_by_the_key_over_other_bytes_is_refused() {
     body.insert("capabilities".into(), Value::Object(obj([])));
     assert_eq!(call(&h, "POST", "/agents", &[], &Value::Object(body)).status, 403);
     assert_eq!(call_raw(&h, "GET", "/agents/ana", &[], vec![]).status, 404);
+}
+
+#[test]
+fn registration_ts_is_good_for_five_minutes_and_not_a_millisecond_more() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Open);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@a.test", 11);
+    let (ana_body, bo_body) = (ana.registration(&h, &[]), bo.registration(&h, &[]));
+    w.clock.advance(5 * MINUTE);
+    assert_eq!(call(&h, "POST", "/agents", &[], &ana_body).status, 201);
+    w.clock.advance(1);
+    assert_eq!(call(&h, "POST", "/agents", &[], &bo_body).status, 403);
 }

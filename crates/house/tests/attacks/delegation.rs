@@ -10,6 +10,7 @@ use crate::{admin, refused, register, served_card};
 
 fn delegation(parent: &Agent, child: &Agent, cap: i64, house: &TestHouse) -> Value {
     let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(cap) };
+    // LABEL: delegation
     Delegation::sign(&parent.address, &child.address, &child.sig.public(), &scope, None, house.now(), &parent.sig)
         .unwrap()
         .to_value()
@@ -90,4 +91,16 @@ fn subagent_cannot_replay_an_older_broader_delegation() {
     // The same delegation again, or a newer one, is fine.
     let token = child.token(&h, "POST", "/agents");
     json(&register(&h, &child, &[("authorization", &token)], &[("delegation", narrow)]), 200);
+}
+
+#[test]
+fn full_agent_name_cannot_carry_a_delegation() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Open);
+    let ceo = Agent::new("ceo@a.test", 10);
+    json(&ceo.register_admin(&h), 201);
+    // An undotted name with a delegation "by" ceo: no parent in its name, so no delegation.
+    let plain = Agent::new("assistant@a.test", 11);
+    let why = refused(&register(&h, &plain, &[], &[("delegation", delegation(&ceo, &plain, 10, &h))]), 400);
+    assert!(why.contains("<name>.<parent>"), "{why}");
 }

@@ -132,3 +132,16 @@ fn operator_recertifies_a_card_after_the_domain_key_changed() {
     card.verify(h.card(), None, h.now()).unwrap();
     assert_eq!(ana.get(&h, "/mailbox/ana").status, 200);
 }
+
+#[test]
+fn open_registration_cap_holds_for_the_whole_minute() {
+    let w = World::new();
+    let mut c = w.config("a.test", Registration::Open);
+    c.open_registrations_per_minute = 1;
+    let h = w.start(c);
+    json(&register(&h, &Agent::new("ana@a.test", 10), &[], &[]), 201);
+    // Later in the same minute: still over the cap, and nothing written.
+    w.clock.advance(30 * SECOND);
+    refused(&register(&h, &Agent::new("bo@a.test", 11), &[], &[]), 429);
+    assert_eq!(count(&h, "SELECT count(*) AS n FROM agents"), 1);
+}

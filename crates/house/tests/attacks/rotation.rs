@@ -75,7 +75,7 @@ fn thief_with_rotated_out_key_cannot_send() {
     let w = World::new();
     let (h, old, new) = rotated(&w);
     // An envelope signed by the old key (still valid for envelopes made before the rotation).
-    let env = old.draft("stolen-1", &[&new.address], "wire the money").sign(&old.sig).unwrap();
+    let env = old.draft("stolen-1", &[&new.address], "wire the money").sign(&old.sig).unwrap(); // LABEL: envelope
     needs_current_key(&old.send(&h, &env));
     let mail = Value::Object(obj([("to", "boss@example.com".into()), ("body", "hi".into())]));
     needs_current_key(&old.post(&h, "/email/out", &mail));
@@ -104,7 +104,7 @@ fn thief_rotating_again_and_again_cannot_push_the_owners_key_out() {
 fn old_key_still_reads_and_acks_the_mailbox_within_grace_only() {
     let w = World::new();
     let (h, old, new) = rotated(&w);
-    let env = new.draft("e1", &[&new.address], "hi").sign(&new.sig).unwrap();
+    let env = new.draft("e1", &[&new.address], "hi").sign(&new.sig).unwrap(); // LABEL: envelope
     let text = env.to_value().canonical_string();
     block_on(h.db.batch(vec![stmt!(
         "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', 'e1', 'ana@a.test', ?, 0)",
@@ -191,7 +191,8 @@ fn owner_and_operator_drop_named_previous_keys() {
 fn previous_keys_past_their_grace_are_not_carried_forward() {
     let w = World::new();
     let (h, old, new) = rotated(&w);
-    w.clock.advance(7 * DAY + 1);
+    // Exactly at `until` the grace is over (a key counts while now < until).
+    w.clock.advance(7 * DAY);
     let token = new.token(&h, "POST", "/agents");
     let v = json(&register(&h, &new, &[("authorization", &token)], &[]), 200);
     assert_eq!(v.as_object().unwrap()["card"].as_object().unwrap()["previous"], Value::Array(vec![]));
