@@ -1,6 +1,6 @@
 //! `Db` on D1: queries with `all()`, atomic batches with `D1Database::batch`.
 
-use nyx5_house::ports::{Db, PortError, Row, SqlValue, Stmt};
+use nyx5_house::ports::{Db, PortError, Row, SqlValue, Stmt, constraint_name};
 use wasm_bindgen::JsValue;
 use worker::D1Database;
 
@@ -18,7 +18,10 @@ fn bind(v: &SqlValue) -> JsValue {
 
 fn error(e: worker::Error) -> PortError {
     let text = e.to_string();
-    if text.contains("constraint failed") { PortError::Constraint(text) } else { PortError::Failed(text) }
+    match constraint_name(&text) {
+        Some(name) => PortError::Constraint { name: name.to_owned() },
+        None => PortError::Failed(text),
+    }
 }
 
 fn prepare(db: &D1Database, stmt: &Stmt) -> Result<worker::D1PreparedStatement, PortError> {

@@ -6,6 +6,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
 
 use crate::http::Request;
 use crate::ports::{Db, Net, PortError};
+use crate::store::constraint;
 use crate::{House, port_error, store};
 
 fn unauthenticated(reason: &str) -> Error {
@@ -15,10 +16,9 @@ fn unauthenticated(reason: &str) -> Error {
 impl<D: Db, N: Net> House<D, N> {
     /// The verified card of a local agent, with its parent's for a delegated card.
     pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
-        let Some(text) = store::agents::card(&self.db, local).await? else {
+        let Some(card) = self.stored_card(local).await? else {
             return Ok(None);
         };
-        let card = AgentCard::parse(text.as_bytes())?;
         let parent = match (&card.delegation(), card.address().parent()) {
             (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
             _ => None,
@@ -26,8 +26,15 @@ impl<D: Db, N: Net> House<D, N> {
         card.verify(self.card(), parent.as_ref(), self.now()).map(Some)
     }
 
+    /// A local agent's card as stored, parsed but NOT verified: for the operator, who may
+    /// re-certify a card whose certification no longer verifies (the domain key changed).
+    pub async fn stored_card(&self, local: &str) -> Result<Option<AgentCard>, Error> {
+        store::agents::card(&self.db, local).await?.map(|text| AgentCard::parse(text.as_bytes())).transpose()
+    }
+
     /// Authenticates a local agent: a valid token for this request (method, path, query, host
-    /// and body), signed by one of `keys` of its card, with a nonce never seen before.
+    /// and body), signed by a key `keys` allows (403 for a replaced key where only the current
+    /// one will do), with a nonce never seen before.
     pub async fn authenticate(&self, req: &Request, keys: Keys) -> Result<Verified<AgentCard>, Error> {
         let header =
             req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
@@ -46,7 +53,9 @@ impl<D: Db, N: Net> House<D, N> {
         let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
         match self.db.batch(vec![stmt]).await {
             Ok(_) => Ok(card),
-            Err(PortError::Constraint(_)) => Err(unauthenticated("token already used")),
+            Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
+                Err(unauthenticated("token already used"))
+            }
             Err(e) => Err(port_error(e)),
         }
     }

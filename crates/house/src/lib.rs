@@ -142,7 +142,7 @@ impl<D: Db, N: Net> House<D, N> {
 /// A port failure as a protocol error: the caller sees 503 (retry later), never our internals.
 pub fn port_error(e: PortError) -> Error {
     match e {
-        PortError::Constraint(m) => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {m}")),
+        PortError::Constraint { name } => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {name}")),
         PortError::Failed(_) => Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again"),
     }
 }

@@ -273,7 +273,7 @@ impl<D: Db, N: Net> House<D, N> {
             } else {
                 match self.db.batch(stmts).await {
                     Ok(c) => c,
-                    Err(PortError::Constraint(m)) if m.contains("rate_cap") && !last => continue,
+                    Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP && !last => continue,
                     Err(e) => return Err(port_error(e)),
                 }
             };

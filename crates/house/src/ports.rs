@@ -95,9 +95,11 @@ impl Row {
 /// What a port reports when it fails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortError {
-    /// A constraint (UNIQUE, CHECK, FOREIGN KEY) refused the write; the whole batch was undone.
-    /// The text is the database's message, which names the constraint.
-    Constraint(String),
+    /// A constraint (UNIQUE, CHECK, NOT NULL, FOREIGN KEY) refused the write; the whole batch was
+    /// undone. `name` is what the database names it (see [`constraint_name`]): a named CHECK's
+    /// name (`rate_cap`), or the columns of a UNIQUE or NOT NULL (`nonces.address, nonces.nonce`).
+    /// Compare it with the constants of `store::constraint`, never by searching the text.
+    Constraint { name: String },
     /// Anything else: the database or network is unavailable or misbehaved.
     Failed(String),
 }
@@ -105,10 +107,36 @@ pub enum PortError {
 impl fmt::Display for PortError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PortError::Constraint(m) => write!(f, "constraint: {m}"),
+            PortError::Constraint { name } => write!(f, "constraint failed: {name}"),
             PortError::Failed(m) => write!(f, "failed: {m}"),
         }
     }
+}
+
+/// The name of the constraint in a SQLite constraint message: `CHECK constraint failed: rate_cap`
+/// → `rate_cap`, `UNIQUE constraint failed: nonces.address, nonces.nonce` → `nonces.address,
+/// nonces.nonce`, and `FOREIGN KEY constraint failed` (which names nothing) → `FOREIGN KEY`. D1
+/// wraps the same message (`D1_ERROR: UNIQUE constraint failed: t.c: SQLITE_CONSTRAINT`), so a
+/// name ends at the next `": "`, line break or the end, and a kind starts after the last `": "`
+/// before it. `None` when the text reports no failed constraint. Both adapters parse with this.
+pub fn constraint_name(message: &str) -> Option<&str> {
+    const MARK: &str = " constraint failed";
+    let at = message.find(MARK)?;
+    let rest = message.get(at + MARK.len()..)?;
+    // D1 ends its text with the result code (`: SQLITE_CONSTRAINT…`), which is no name.
+    let named = rest.strip_prefix(": ").filter(|r| !r.starts_with("SQLITE_"));
+    let name = match named {
+        Some(rest) => {
+            let end = [rest.find(": "), rest.find('\n')].into_iter().flatten().min().unwrap_or(rest.len());
+            rest.get(..end)?
+        }
+        None => {
+            let kind = message.get(..at)?;
+            kind.rsplit_once(": ").map_or(kind, |(_, k)| k)
+        }
+    };
+    let name = name.trim();
+    (!name.is_empty()).then_some(name)
 }
 
 /// The database: SQLite's dialect. `batch` is atomic: all statements apply, or none.
@@ -147,4 +175,29 @@ pub trait Clock {
 /// Cryptographic randomness.
 pub trait Rng {
     fn fill(&self, buf: &mut [u8]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constraint_name;
+
+    #[test]
+    fn constraint_names_from_sqlite_and_d1_messages() {
+        let cases = [
+            ("CHECK constraint failed: rate_cap", Some("rate_cap")),
+            ("UNIQUE constraint failed: nonces.address, nonces.nonce", Some("nonces.address, nonces.nonce")),
+            ("NOT NULL constraint failed: t.c", Some("t.c")),
+            ("FOREIGN KEY constraint failed", Some("FOREIGN KEY")),
+            ("D1_ERROR: UNIQUE constraint failed: agents.local: SQLITE_CONSTRAINT", Some("agents.local")),
+            ("Error: D1_ERROR: CHECK constraint failed: guard: SQLITE_CONSTRAINT_CHECK", Some("guard")),
+            ("D1_ERROR: FOREIGN KEY constraint failed: SQLITE_CONSTRAINT", Some("FOREIGN KEY")),
+            ("CHECK constraint failed: invitation_uses\nmore", Some("invitation_uses")),
+            ("no such table: guards", None),
+            ("network connection lost", None),
+            ("CHECK constraint failed: ", None),
+        ];
+        for (message, name) in cases {
+            assert_eq!(constraint_name(message), name, "{message}");
+        }
+    }
 }

@@ -290,7 +290,7 @@ impl<D: Db> PinStore for DbPins<'_, D> {
 
     async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
         match self.0.batch(vec![store::resolver::set_pending(domain, &key.to_b64(), now)]).await {
-            Ok(_) | Err(PortError::Constraint(_)) => Ok(()),
+            Ok(_) | Err(PortError::Constraint { .. }) => Ok(()),
             Err(e) => Err(port_error(e)),
         }
     }

@@ -8,7 +8,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, params_from_iter};
 
 use crate::migrations::MIGRATIONS;
-use crate::ports::{Db, PortError, Row, SqlValue, Stmt};
+use crate::ports::{Db, PortError, Row, SqlValue, Stmt, constraint_name};
 
 /// A SQLite database behind a mutex (one writer, like D1).
 #[derive(Debug)]
@@ -23,7 +23,8 @@ pub const STATEMENT_CACHE: usize = 128;
 fn port_error(e: rusqlite::Error) -> PortError {
     match &e {
         rusqlite::Error::SqliteFailure(f, msg) if f.code == ErrorCode::ConstraintViolation => {
-            PortError::Constraint(msg.clone().unwrap_or_else(|| e.to_string()))
+            let text = msg.clone().unwrap_or_else(|| e.to_string());
+            PortError::Constraint { name: constraint_name(&text).unwrap_or(&text).to_owned() }
         }
         _ => PortError::Failed(e.to_string()),
     }

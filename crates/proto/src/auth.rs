@@ -189,14 +189,17 @@ impl AuthHeader {
         // in its grace period.
         let grace = card.previous().iter().filter(|p| keys == Keys::CurrentOrGrace && now < p.until).map(|p| &p.sig);
         if !std::iter::once(&card.sig()).chain(grace).any(|k| k.verify(Context::Token, &self.token, &self.sig)) {
-            let reason = if keys == Keys::Current
-                && card.previous().iter().any(|p| p.sig.verify(Context::Token, &self.token, &self.sig))
+            // A replaced key still in its grace, where only the current key will do: the agent
+            // is known, the act is not allowed (403), and the reason says why.
+            if keys == Keys::Current
+                && card.previous().iter().any(|p| now < p.until && p.sig.verify(Context::Token, &self.token, &self.sig))
             {
-                "token is signed by a replaced key; this needs the current key"
-            } else {
-                "token signature does not verify"
-            };
-            return Err(refuse(reason));
+                return Err(Error::forbidden(format!(
+                    "this request needs the current key of {}; a previous key may only read and ack the mailbox",
+                    c.address
+                )));
+            }
+            return Err(refuse("token signature does not verify"));
         }
         Ok(NonceClaim {
             address: c.address.clone(),

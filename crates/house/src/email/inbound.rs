@@ -138,7 +138,9 @@ impl<D: Db, N: Net> House<D, N> {
         stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis()));
         let changes = match self.db.batch(stmts).await {
             Ok(c) => c,
-            Err(PortError::Constraint(m)) if m.contains("rate_cap") => return Err(rate_limited(who)),
+            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {
+                return Err(rate_limited(who));
+            }
             Err(e) => return Err(port_error(e)),
         };
         if changes.last() != Some(&1) {

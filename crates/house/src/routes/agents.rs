@@ -5,13 +5,14 @@ use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, PreviousKey};
 use nyx5_proto::crypto::{Context, EncPublic, SigPublic};
 use nyx5_proto::json::field;
 use nyx5_proto::sign::verify_object;
-use nyx5_proto::{Error, ErrorKind, Object, Timestamp, Value, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 
 use crate::auth::json_body;
 use crate::config::Registration;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};
 use crate::store::agents::{self as store, Index};
+use crate::store::constraint;
 use crate::{House, RESERVED, ok_body, port_error};
 
 /// How long a replaced key keeps signing after a rotation.
@@ -98,6 +99,10 @@ struct Enrolment {
     webhook: Option<String>,
     invite: Option<String>,
     delegation: Option<Delegation>,
+    /// Previous keys to drop now (`drop_previous`), before their grace ends.
+    drop_previous: Vec<SigPublic>,
+    /// The operator's reset (`reset: true`): the new key alone, nothing carried forward.
+    reset: bool,
     signed: bool,
 }
 
@@ -110,6 +115,19 @@ fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
     {
         return Err(Error::malformed("`webhook` must be an http(s) URL"));
     }
+    let drop_previous = field::opt_array(body, "drop_previous")?
+        .unwrap_or_default()
+        .iter()
+        .map(|k| k.as_str().ok_or_else(|| Error::malformed("`drop_previous` lists keys")).and_then(SigPublic::parse))
+        .collect::<Result<Vec<_>, _>>()?;
+    if drop_previous.len() > limits::MAX_PREVIOUS_KEYS + 1 {
+        return Err(Error::malformed("`drop_previous` lists too many keys"));
+    }
+    let reset = match body.get("reset") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err(Error::malformed("`reset` must be true or false")),
+    };
     // Proof of possession: the body is signed by the key being enrolled, with a fresh `ts`.
     let signed = match body.get("signature") {
         None => false,
@@ -134,8 +152,88 @@ fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
         webhook,
         invite: field::opt_str(body, "invite")?.map(str::to_owned),
         delegation: field::opt_object(body, "delegation")?.cloned().map(Delegation::from_object).transpose()?,
+        drop_previous,
+        reset,
         signed,
     })
+}
+
+/// Who registers, as `registered_via` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Via {
+    Admin,
+    Owner,
+    Delegation,
+    Invite(String),
+    Open,
+}
+
+impl Via {
+    fn text(&self) -> String {
+        match self {
+            Via::Admin => "admin".into(),
+            Via::Owner => "self".into(),
+            Via::Delegation => "delegation".into(),
+            Via::Invite(code) => format!("invite:{code}"),
+            Via::Open => "open".into(),
+        }
+    }
+}
+
+/// A subagent stays inside its delegation: a dotted name `<name>.<parent>` is registered only
+/// with its parent's delegation (in every mode, the operator's too), only a dotted name carries
+/// one, and an update of a delegated card needs a delegation issued no earlier than the one it
+/// holds (an older, broader delegation cannot be replayed).
+fn check_lineage(address: &Address, current: Option<&AgentCard>, delegation: Option<&Delegation>) -> Result<(), Error> {
+    match (address.parent(), delegation) {
+        (Some(parent), None) => {
+            return Err(Error::forbidden(format!(
+                "{address} is a subagent's name: it registers only with a delegation signed by {parent}"
+            )));
+        }
+        (None, Some(_)) => return Err(Error::malformed("a delegated agent is named <name>.<parent>")),
+        _ => {}
+    }
+    if let (Some(held), Some(new)) = (current.and_then(|c| c.delegation()), delegation)
+        && new.issued < held.issued
+    {
+        return Err(Error::forbidden(format!(
+            "the delegation of {address} was issued before the one its card holds ({})",
+            held.issued.to_rfc3339()
+        )));
+    }
+    Ok(())
+}
+
+/// The previous keys the new card lists: the current card's still in grace, the replaced key
+/// (on a rotation) for [`ROTATION_GRACE_MS`], minus those named in `drop` — or none at all on a
+/// reset. Every key in `drop` must be one the current card lists (or its key being replaced).
+fn previous_keys(
+    current: Option<&AgentCard>,
+    new_sig: &SigPublic,
+    drop: &[SigPublic],
+    reset: bool,
+    now: Timestamp,
+) -> Result<Vec<PreviousKey>, Error> {
+    let mut keys: Vec<PreviousKey> = match current {
+        Some(c) => c.previous().to_vec(),
+        None => Vec::new(),
+    };
+    if let Some(c) = current.filter(|c| c.sig() != *new_sig) {
+        keys.insert(0, PreviousKey { sig: c.sig(), until: now.plus_ms(ROTATION_GRACE_MS) });
+    }
+    if let Some(unknown) = drop.iter().find(|d| !keys.iter().any(|k| k.sig == **d)) {
+        return Err(Error::malformed(format!(
+            "`drop_previous`: {} is not a previous key of this card",
+            unknown.to_b64()
+        )));
+    }
+    if reset {
+        return Ok(Vec::new());
+    }
+    keys.retain(|k| k.until > now && k.sig != *new_sig && !drop.contains(&k.sig));
+    keys.truncate(limits::MAX_PREVIOUS_KEYS);
+    Ok(keys)
 }
 
 /// POST /agents — register or update an agent (spec §8b).
@@ -149,13 +247,31 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         return Err(Error::forbidden(format!("{:?} is reserved", e.local)));
     }
     let admin = house.is_admin(req);
-    let existing = house.local_card(&e.local).await?;
+    if e.reset && !admin {
+        return Err(Error::forbidden("only the operator may reset an agent (`reset`)"));
+    }
+    // The stored card as it is now: the update is decided on it and guarded by its exact text.
+    // The operator's path only parses it, so a card whose certification no longer verifies (the
+    // domain key changed) can still be re-certified.
+    let stored = store::card(&house.db, &e.local).await?;
+    let existing = stored.as_deref().map(|t| AgentCard::parse(t.as_bytes())).transpose()?;
 
     // Who may do this, and how it is recorded.
-    let mut via = match (&existing, &e.delegation) {
-        (Some(_), _) if admin => "admin".to_owned(),
+    let via = match (&existing, &e.delegation) {
+        (Some(_), _) if admin => Via::Admin,
         (Some(current), _) => {
-            // Only the owner: a token signed by the current key (the body carries the new ones).
+            if let Err(err) = house.local_card(&e.local).await {
+                return Err(if err.kind == ErrorKind::Unavailable {
+                    err
+                } else {
+                    Error::forbidden(format!(
+                        "the card of {} no longer verifies here ({}); only the operator may update it",
+                        current.address(),
+                        err.reason
+                    ))
+                });
+            }
+            // Only the owner, with a token by the card's current key (the body carries the new ones).
             house.authenticate_owner(req, &e.local, Keys::Current).await.map_err(|err| {
                 if err.kind == ErrorKind::Unauthenticated {
                     Error::new(
@@ -166,20 +282,18 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
                     err
                 }
             })?;
-            "self".to_owned()
+            Via::Owner
         }
-        (None, Some(_)) => "delegation".to_owned(),
-        (None, None) if admin => "admin".to_owned(),
+        (None, Some(_)) => Via::Delegation,
+        (None, None) if admin => Via::Admin,
         (None, None) => match house.config.registration {
             Registration::Admin => {
                 return Err(Error::forbidden("this house registers agents only through its operator"));
             }
-            Registration::Invite => {
-                let code =
-                    e.invite.as_deref().ok_or_else(|| Error::forbidden("an invitation code is required (`invite`)"))?;
-                format!("invite:{code}")
-            }
-            Registration::Open => "open".to_owned(),
+            Registration::Invite => Via::Invite(
+                e.invite.clone().ok_or_else(|| Error::forbidden("an invitation code is required (`invite`)"))?,
+            ),
+            Registration::Open => Via::Open,
         },
     };
     if !admin && !e.signed {
@@ -187,85 +301,83 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
 
     // Subagents: the parent's delegation, checked against the parent's card.
+    check_lineage(&address, existing.as_ref(), e.delegation.as_ref())?;
     let parent = match address.parent() {
-        Some(p) if e.delegation.is_some() => Some(
+        Some(p) => Some(
             house
                 .local_card(p.local())
                 .await?
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("parent {p} is not registered here")))?,
         ),
-        _ => None,
+        None => None,
     };
-    if e.delegation.is_some() && parent.is_none() {
-        return Err(Error::malformed("a delegated agent is named <name>.<parent>"));
-    }
 
     let mut draft = AgentCardDraft::new(address.clone(), e.sig, e.enc, now);
     draft.capabilities = e.capabilities;
     draft.inbox = e.inbox;
     draft.valid_until = e.valid_until;
     draft.delegation = e.delegation;
-    if let Some(current) = &existing {
+    draft.previous = previous_keys(existing.as_ref(), &e.sig, &e.drop_previous, e.reset, now)?;
+    if let Some(current) = existing.as_ref().filter(|_| !e.reset) {
         draft.valid_from = current.valid_from().min(now);
-        draft.previous = current.previous().iter().filter(|p| p.until > now).cloned().collect();
-        if current.sig() != e.sig {
-            draft.previous.insert(0, PreviousKey { sig: current.sig(), until: now.plus_ms(ROTATION_GRACE_MS) });
-            draft.previous.truncate(limits::MAX_PREVIOUS_KEYS);
-        }
     }
     let card = draft.certify(&house.config.key)?.verify(house.card(), parent.as_ref(), now)?;
     let card_text = String::from_utf8_lossy(&card.to_value().canonical()).into_owned();
 
+    let via_text = via.text();
+    let index = index(&card);
+    let sig = e.sig.to_b64();
+    let new = store::NewCard {
+        local: &e.local,
+        card: &card_text,
+        sig: &sig,
+        index: &index,
+        webhook: e.webhook.as_deref(),
+        via: &via_text,
+        now: now.millis(),
+    };
+    // Invitations and open registration enrol new names only (a taken name is the owner's or
+    // the operator's to update).
     let mut stmts = Vec::new();
-    if existing.is_none() {
-        match house.config.registration {
-            Registration::Invite if via.starts_with("invite:") => {
-                let code = e.invite.as_deref().unwrap_or_default();
-                let row = store::invitation(&house.db, code).await?;
-                let usable = row.as_ref().is_some_and(|r| {
-                    r.int("used") < r.int("uses") && r.int("expires").is_none_or(|x| x > now.millis())
-                });
-                if !usable {
-                    return Err(Error::forbidden("invitation code unknown, used up or expired"));
-                }
-                stmts.push(store::use_invitation(code, now.millis()));
-            }
-            Registration::Open if via == "open" => {
-                stmts.push(store::count_in_window(
-                    "register",
-                    now.millis() / 60_000,
-                    house.config.open_registrations_per_minute,
-                ));
-            }
-            _ => {}
-        }
+    match &via {
+        Via::Invite(code) => stmts.extend(store::use_invitation(code, now.millis())),
+        Via::Open => stmts.push(store::count_in_window(
+            "register",
+            now.millis() / 60_000,
+            house.config.open_registrations_per_minute,
+        )),
+        _ => {}
     }
-    if via.is_empty() {
-        via = "admin".into();
+    match &stored {
+        None => stmts.extend(store::insert(&new)),
+        Some(replaces) => stmts.extend(store::update(&new, replaces, !e.reset)),
     }
-    stmts.extend(store::upsert(
-        &e.local,
-        &card_text,
-        &e.sig.to_b64(),
-        &index(&card),
-        e.webhook.as_deref(),
-        &via,
-        now.millis(),
-    ));
     match house.db.batch(stmts).await {
-        Ok(changes) => {
-            if via.starts_with("invite:") && changes.first() != Some(&1) {
-                return Err(Error::forbidden("invitation code unknown, used up or expired"));
-            }
-        }
-        Err(PortError::Constraint(m)) if m.contains("invitation_uses") => {
-            return Err(Error::forbidden("invitation code used up"));
-        }
-        Err(PortError::Constraint(m)) if m.contains("rate_cap") => {
-            return Err(Error::new(ErrorKind::RateLimited, "too many registrations this minute, try again shortly"));
-        }
+        Ok(_) => {}
+        Err(PortError::Constraint { name }) => return Err(refused(&name, stored.is_some(), &address)),
         Err(err) => return Err(port_error(err)),
     }
-    let status = if existing.is_some() { 200 } else { 201 };
-    Ok(Response::json(status, &ok_body([("card", card.to_value()), ("registered_via", via.into())])))
+    let status = if stored.is_some() { 200 } else { 201 };
+    Ok(Response::json(status, &ok_body([("card", card.to_value()), ("registered_via", via_text.into())])))
+}
+
+/// What a constraint that failed a registration's batch means to the client. An update's batch
+/// carries one guard (the card it replaces), a new name's at most one (its invitation).
+fn refused(name: &str, update: bool, address: &Address) -> Error {
+    match name {
+        constraint::GUARD if update => {
+            Error::new(ErrorKind::Conflict, format!("the card of {address} changed meanwhile; try again"))
+        }
+        constraint::GUARD | constraint::INVITATION_USES => {
+            Error::forbidden("invitation code unknown, used up or expired")
+        }
+        constraint::RATE_CAP => {
+            Error::new(ErrorKind::RateLimited, "too many registrations this minute, try again shortly")
+        }
+        constraint::AGENT_TAKEN => Error::new(
+            ErrorKind::Conflict,
+            format!("{address} was registered meanwhile; only its owner or the house may update it"),
+        ),
+        other => port_error(PortError::Constraint { name: other.to_owned() }),
+    }
 }

@@ -13,6 +13,7 @@ use crate::email::parse::{header_text, mail_address};
 use crate::email::{EXT_EMAIL, EmailOutcome, MAX_OUT_BODY_BYTES, outbound};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};
+use crate::store::constraint;
 use crate::store::email::{self as store, NewEmail};
 use crate::{House, ok_body, port_error};
 
@@ -137,14 +138,15 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let count = crate::store::agents::count_in_window(&bucket, now / 60_000, cap);
     let (code, exists) = match house.db.batch(vec![store::insert_out(&email), count]).await {
         Ok(_) => (202_i64, false),
-        Err(PortError::Constraint(why)) if why.contains("rate_cap") => {
+        Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
             return Err(Error::new(
                 ErrorKind::RateLimited,
                 format!("at most {cap} emails a minute from one agent; try again shortly"),
             ));
         }
-        Err(PortError::Constraint(why)) => {
-            let row = store::out_entry(&house.db, &id).await?.ok_or_else(|| port_error(PortError::Constraint(why)))?;
+        Err(PortError::Constraint { name }) => {
+            let row =
+                store::out_entry(&house.db, &id).await?.ok_or_else(|| port_error(PortError::Constraint { name }))?;
             if row.text("sender") != Some(card.address().as_str()) || row.text("request") != Some(request.as_str()) {
                 return Err(Error::new(
                     ErrorKind::Conflict,

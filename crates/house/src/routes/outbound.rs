@@ -61,7 +61,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .collect();
     match house.db.batch(store::enqueue(&out, &jobs)).await {
         Ok(_) => {}
-        Err(PortError::Constraint(why)) => return resent(house, env.id(), card.address(), &sha256, why).await,
+        Err(PortError::Constraint { name }) => return resent(house, env.id(), card.address(), &sha256, name).await,
         Err(e) => return Err(port_error(e)),
     }
     let next = nyx5_proto::Timestamp(not_before).to_rfc3339();
@@ -89,10 +89,10 @@ async fn resent<D: Db, N: Net>(
     id: &str,
     sender: &Address,
     sha256: &str,
-    why: String,
+    constraint: String,
 ) -> Result<Response, Error> {
     let Some(row) = store::outbox_entry(&house.db, id).await? else {
-        return Err(port_error(PortError::Constraint(why)));
+        return Err(port_error(PortError::Constraint { name: constraint }));
     };
     if row.text("sender") != Some(sender.as_str()) || row.text("sha256") != Some(sha256) {
         return Err(Error::new(ErrorKind::Conflict, format!("envelope id {id} is already used for another envelope")));

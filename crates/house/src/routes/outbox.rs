@@ -90,7 +90,7 @@ fn email(r: &Row, provider: bool) -> Value {
 
 /// GET /outbox/:local?before=<seq>&limit=<n> — owner only.
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    let card = house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
+    let card = house.authenticate_owner(req, local, Keys::Current).await?;
     let before = number(req, "before", i64::MAX, i64::MAX)?;
     let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
     let rows = store::outbox_page(&house.db, card.address().as_str(), before, limit).await?;

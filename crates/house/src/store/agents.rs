@@ -27,44 +27,89 @@ pub struct Index {
     pub caps: String,
 }
 
-/// Inserts or replaces an agent and records the registration.
-#[allow(clippy::too_many_arguments)]
-pub fn upsert(
-    local: &str,
-    card: &str,
-    sig: &str,
-    index: &Index,
-    webhook: Option<&str>,
-    via: &str,
-    now: i64,
-) -> Vec<Stmt> {
+/// A card to write: its certified text, key, directory index and private webhook.
+#[derive(Debug, Clone, Copy)]
+pub struct NewCard<'a> {
+    pub local: &'a str,
+    pub card: &'a str,
+    pub sig: &'a str,
+    pub index: &'a Index,
+    pub webhook: Option<&'a str>,
+    pub via: &'a str,
+    pub now: i64,
+}
+
+/// A first registration: an insert that fails the batch (`constraint::AGENT_TAKEN`) when the
+/// name was taken meanwhile, and the record of it.
+pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
     vec![
         stmt!(
             "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (local) DO UPDATE SET card = excluded.card, sig = excluded.sig, listed = excluded.listed,
-               search = excluded.search, accepts = excluded.accepts, caps = excluded.caps,
-               webhook = coalesce(excluded.webhook, agents.webhook), updated_at = excluded.updated_at",
-            local,
-            card,
-            sig,
-            index.listed,
-            index.search.as_str(),
-            index.accepts.as_str(),
-            index.caps.as_str(),
-            webhook,
-            via,
-            now,
-            now
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            c.local,
+            c.card,
+            c.sig,
+            c.index.listed,
+            c.index.search.as_str(),
+            c.index.accepts.as_str(),
+            c.index.caps.as_str(),
+            c.webhook,
+            c.via,
+            c.now,
+            c.now
         ),
-        stmt!("INSERT INTO registrations (local, via, sig, at) VALUES (?, ?, ?, ?)", local, via, sig, now),
+        record(c),
     ]
 }
 
-/// Uses one invitation: the CHECK on `used <= uses` fails the batch when none is left, and the
-/// row count is zero when the code is unknown or expired (the caller checks it first).
-pub fn use_invitation(code: &str, now: i64) -> Stmt {
-    stmt!("UPDATE invitations SET used = used + 1 WHERE code = ? AND (expires IS NULL OR expires > ?)", code, now)
+/// An update of the card whose stored text is `replaces`: a guard fails the batch
+/// (`constraint::GUARD`) when the stored card is no longer that one, so of two updates decided
+/// on the same card only the first is written. `keep_webhook`: no webhook given keeps the
+/// stored one (a reset clears it).
+pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> {
+    vec![
+        crate::guard!(
+            "card_unchanged",
+            "EXISTS (SELECT 1 FROM agents WHERE local = ? AND card = ?)",
+            c.local,
+            replaces
+        ),
+        stmt!(
+            "UPDATE agents SET card = ?, sig = ?, listed = ?, search = ?, accepts = ?, caps = ?,
+               webhook = coalesce(?, CASE WHEN ? THEN webhook END), updated_at = ?
+             WHERE local = ? AND card = ?",
+            c.card,
+            c.sig,
+            c.index.listed,
+            c.index.search.as_str(),
+            c.index.accepts.as_str(),
+            c.index.caps.as_str(),
+            c.webhook,
+            keep_webhook,
+            c.now,
+            c.local,
+            replaces
+        ),
+        record(c),
+    ]
+}
+
+fn record(c: &NewCard<'_>) -> Stmt {
+    stmt!("INSERT INTO registrations (local, via, sig, at) VALUES (?, ?, ?, ?)", c.local, c.via, c.sig, c.now)
+}
+
+/// Uses one invitation: a guard fails the batch (`constraint::GUARD`) when the code is unknown,
+/// expired or used up, and the CHECK `invitation_uses` stays the schema's own limit.
+pub fn use_invitation(code: &str, now: i64) -> Vec<Stmt> {
+    vec![
+        crate::guard!(
+            "invitation_usable",
+            "EXISTS (SELECT 1 FROM invitations WHERE code = ? AND used < uses AND (expires IS NULL OR expires > ?))",
+            code,
+            now
+        ),
+        stmt!("UPDATE invitations SET used = used + 1 WHERE code = ?", code),
+    ]
 }
 
 pub async fn invitation<D: Db>(db: &D, code: &str) -> Result<Option<Row>, Error> {

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod domain_keys;
 pub mod email;
+pub mod guard;
 pub mod inbox;
 pub mod mailbox;
 pub mod queue;
@@ -14,6 +15,21 @@ use nyx5_proto::Error;
 
 use crate::port_error;
 use crate::ports::{Db, Row, Stmt};
+
+/// The constraints the engine tells apart, as [`crate::ports::PortError::Constraint`] names them
+/// (see [`crate::ports::constraint_name`]). Match failures against these, never against text.
+pub mod constraint {
+    /// `rate_windows`: a window's count may not pass its cap.
+    pub const RATE_CAP: &str = "rate_cap";
+    /// `invitations`: a code is never used more often than it allows.
+    pub const INVITATION_USES: &str = "invitation_uses";
+    /// `nonces`: a token's nonce is used once.
+    pub const NONCE_USED: &str = "nonces.address, nonces.nonce";
+    /// `agents`: a name is registered once; a second first registration fails.
+    pub const AGENT_TAKEN: &str = "agents.local";
+    /// `guards`: an assertion of [`super::guard`] did not hold.
+    pub const GUARD: &str = "guard";
+}
 
 /// Runs a query, mapping port failures to protocol errors.
 pub async fn query<D: Db>(db: &D, stmt: Stmt) -> Result<Vec<Row>, Error> {

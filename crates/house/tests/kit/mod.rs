@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use nyx5_house::http::{Request, Response};
-use nyx5_house::ports::{Clock, Net, OutRequest, OutResponse, PortError, Rng};
+use nyx5_house::ports::{Clock, Db, Net, OutRequest, OutResponse, PortError, Rng, Row, Stmt};
 use nyx5_house::queue::TickReport;
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_house::{Config, House, Registration};
@@ -114,7 +114,52 @@ impl Rng for TestRng {
     }
 }
 
-pub type TestHouse = House<SqliteDb, MemNet>;
+pub type TestHouse = House<KitDb, MemNet>;
+
+/// A hook run once, just before the next batch (to change the database under a request).
+pub type BatchHook = Box<dyn FnOnce(&SqliteDb)>;
+
+/// The houses' database: SQLite, which can be told to make every query and batch wait once
+/// (so that [`block_on_both`] interleaves two requests between their reads and their writes) and
+/// to run a hook just before the next batch.
+pub struct KitDb {
+    pub sqlite: SqliteDb,
+    stall: Cell<bool>,
+    before_batch: RefCell<Option<BatchHook>>,
+}
+
+impl KitDb {
+    pub fn new(sqlite: SqliteDb) -> KitDb {
+        KitDb { sqlite, stall: Cell::new(false), before_batch: RefCell::new(None) }
+    }
+    /// From now on, every query and batch waits once before it runs (or no longer does).
+    pub fn stall(&self, on: bool) {
+        self.stall.set(on);
+    }
+    /// Runs `hook` on the database just before the next batch.
+    pub fn before_next_batch(&self, hook: impl FnOnce(&SqliteDb) + 'static) {
+        *self.before_batch.borrow_mut() = Some(Box::new(hook));
+    }
+}
+
+impl Db for KitDb {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        if self.stall.get() {
+            YieldOnce(false).await;
+        }
+        self.sqlite.query(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        if self.stall.get() {
+            YieldOnce(false).await;
+        }
+        let hook = self.before_batch.borrow_mut().take();
+        if let Some(hook) = hook {
+            hook(&self.sqlite);
+        }
+        self.sqlite.batch(stmts).await
+    }
+}
 
 /// Faults the network injects for one host.
 #[derive(Default)]
@@ -262,9 +307,17 @@ impl World {
         self.start_on(config, SqliteDb::memory().unwrap())
     }
 
+    /// Stops the house serving `domain` and starts it again on the same database with `config`
+    /// (e.g. another domain key), as a restart of `nyx5 serve` would.
+    pub fn restart(&self, config: Config) -> Rc<TestHouse> {
+        let old = self.net.0.borrow_mut().houses.remove(&config.domain).expect("a house serving that domain");
+        let House { db, .. } = Rc::try_unwrap(old).expect("no one else holds the old house");
+        self.start_on(config, db.sqlite)
+    }
+
     /// As [`World::start`], on a database the test chose (a file two houses in turn can open,
     /// to restart a house with another configuration).
-    pub fn start_on(&self, mut config: Config, db: SqliteDb) -> Rc<TestHouse> {
+    pub fn start_on(&self, mut config: Config, sqlite: SqliteDb) -> Rc<TestHouse> {
         let domain = config.domain.clone();
         let mut hosts = config.hosts.clone();
         for (d, h) in self.net.0.borrow().houses.iter() {
@@ -275,9 +328,14 @@ impl World {
         }
         config.hosts = hosts;
         let seed = u64::from(self.next_seed());
-        let house =
-            House::new(config, db, self.net.clone(), Box::new(self.clock.clone()), Box::new(TestRng(Cell::new(seed))))
-                .unwrap();
+        let house = House::new(
+            config,
+            KitDb::new(sqlite),
+            self.net.clone(),
+            Box::new(self.clock.clone()),
+            Box::new(TestRng(Cell::new(seed))),
+        )
+        .unwrap();
         let house = Rc::new(house);
         self.net.0.borrow_mut().houses.insert(domain, house.clone());
         house
@@ -335,6 +393,7 @@ pub struct Agent {
     pub address: Address,
     pub sig: SigningKey,
     pub enc: EncSecret,
+    seed: u8,
     nonce: Cell<u64>,
 }
 
@@ -344,6 +403,7 @@ impl Agent {
             address: Address::parse(address).unwrap(),
             sig: SigningKey::from_seed([seed; 32]),
             enc: EncSecret::from_bytes([seed.wrapping_add(128); 32]),
+            seed,
             nonce: Cell::new(0),
         }
     }
@@ -361,7 +421,8 @@ impl Agent {
         Claims {
             address: self.address.clone(),
             ts: house.now(),
-            nonce: format!("{}-{n:016}", self.address.local()),
+            // Two agents with one address (an old and a new key) never share a nonce.
+            nonce: format!("{}-{:03}-{n:012}", self.address.local(), self.seed),
             target: Target::new(method, path, query, &house.config.host(), body),
         }
         .sign(key)
