@@ -446,6 +446,11 @@ impl Delegation {
     pub fn to_value(&self) -> Value {
         Value::Object(self.raw.clone())
     }
+
+    /// The key that signed this delegation (its `signature.kid`), unchecked.
+    pub fn signer(&self) -> Result<SigPublic, Error> {
+        Ok(crate::sign::Signature::read(&self.raw, "signature")?.kid)
+    }
 }
 
 /// An agent card, parsed but not yet verified.

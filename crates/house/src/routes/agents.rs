@@ -184,7 +184,13 @@ impl Via {
 /// with its parent's delegation (in every mode, the operator's too), only a dotted name carries
 /// one, and an update of a delegated card needs a delegation issued no earlier than the one it
 /// holds (an older, broader delegation cannot be replayed).
-fn check_lineage(address: &Address, current: Option<&AgentCard>, delegation: Option<&Delegation>) -> Result<(), Error> {
+fn check_lineage(
+    address: &Address,
+    current: Option<&AgentCard>,
+    delegation: Option<&Delegation>,
+    reset: bool,
+    now: Timestamp,
+) -> Result<(), Error> {
     match (address.parent(), delegation) {
         (Some(parent), None) => {
             return Err(Error::forbidden(format!(
@@ -194,8 +200,16 @@ fn check_lineage(address: &Address, current: Option<&AgentCard>, delegation: Opt
         (None, Some(_)) => return Err(Error::malformed("a delegated agent is named <name>.<parent>")),
         _ => {}
     }
+    // A delegation "issued" in the future would outrank every later one (below) for good.
+    if let Some(new) = delegation
+        && new.issued > now.plus_ms(limits::AUTH_WINDOW_MS)
+    {
+        return Err(Error::forbidden(format!("the delegation of {address} is issued in the future")));
+    }
+    // No replay of an older (broader) delegation; the operator's reset starts afresh.
     if let (Some(held), Some(new)) = (current.and_then(|c| c.delegation()), delegation)
         && new.issued < held.issued
+        && !reset
     {
         return Err(Error::forbidden(format!(
             "the delegation of {address} was issued before the one its card holds ({})",
@@ -301,7 +315,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
 
     // Subagents: the parent's delegation, checked against the parent's card.
-    check_lineage(&address, existing.as_ref(), e.delegation.as_ref())?;
+    check_lineage(&address, existing.as_ref(), e.delegation.as_ref(), e.reset, now)?;
     let parent = match address.parent() {
         Some(p) => Some(
             house
@@ -311,6 +325,18 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         ),
         None => None,
     };
+    // A delegation new to this card is the parent's act, so it needs the parent's current key
+    // (a replaced key in its grace only reads mail, §8); the one the card already holds may be
+    // sent again as it is.
+    if let (Some(d), Some(p)) = (&e.delegation, &parent) {
+        let held = existing.as_ref().and_then(|c| c.delegation()).map(Delegation::to_value);
+        if held.as_ref() != Some(&d.to_value()) && d.signer()? != p.sig() {
+            return Err(Error::forbidden(format!(
+                "a new delegation needs the current key of {}, not a replaced one",
+                p.address()
+            )));
+        }
+    }
 
     let mut draft = AgentCardDraft::new(address.clone(), e.sig, e.enc, now);
     draft.capabilities = e.capabilities;
@@ -343,6 +369,13 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         Via::Invite(code) => stmts.extend(store::use_invitation(code, now.millis())),
         Via::Open => stmts.push(store::count_in_window(
             "register",
+            now.millis() / 60_000,
+            house.config.open_registrations_per_minute,
+        )),
+        // Any agent may enrol subagents in any mode: as many a minute per parent as the house
+        // takes open registrations.
+        Via::Delegation => stmts.push(store::count_in_window(
+            &format!("subagents:{}", address.parent().map(|p| p.local().to_owned()).unwrap_or_default()),
             now.millis() / 60_000,
             house.config.open_registrations_per_minute,
         )),

@@ -96,3 +96,76 @@ fn full_agent_name_cannot_carry_a_delegation() {
     let why = refused(&register(&h, &plain, &[], &[("delegation", delegation(&ceo, &plain, 10, &h))]), 400);
     assert!(why.contains("<name>.<parent>"), "{why}");
 }
+
+/// A delegation from `parent` signed with `key` (its current key or not), issued at `issued`.
+fn delegation_by(
+    parent: &Agent,
+    key: &nyx5_proto::crypto::SigningKey,
+    child: &Agent,
+    issued: nyx5_proto::Timestamp,
+) -> Value {
+    Delegation::sign(&parent.address, &child.address, &child.sig.public(), &Scope::default(), None, issued, key)
+        .unwrap()
+        .to_value()
+}
+
+#[test]
+fn thief_with_the_parents_replaced_key_cannot_enrol_a_subagent() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let old = Agent::new("ceo@a.test", 10);
+    json(&old.register_admin(&h), 201);
+    let new = Agent::new("ceo@a.test", 11);
+    json(&register_by(&h, &old, &new, &[]), 200);
+    // The thief keeps the old key, still in its grace, and delegates to a key of its own.
+    let puppet = Agent::new("puppet.ceo@a.test", 66);
+    let stolen = delegation_by(&old, &old.sig, &puppet, h.now());
+    let why = refused(&register(&h, &puppet, &[], &[("delegation", stolen.clone())]), 403);
+    assert!(why.contains("current key"), "{why}");
+    // Not through the operator either, and nothing was written.
+    refused(&register(&h, &puppet, &[("authorization", &admin(&h))], &[("delegation", stolen)]), 403);
+    assert_eq!(call_raw(&h, "GET", "/agents/puppet.ceo", &[], vec![]).status, 404);
+    // The parent's current key enrols it.
+    let genuine = delegation_by(&new, &new.sig, &puppet, h.now());
+    json(&register(&h, &puppet, &[], &[("delegation", genuine)]), 201);
+}
+
+#[test]
+fn a_delegation_issued_in_the_future_cannot_lock_out_later_ones() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ceo = Agent::new("ceo@a.test", 10);
+    json(&ceo.register_admin(&h), 201);
+    let child = Agent::new("assistant.ceo@a.test", 11);
+    let far = nyx5_proto::Timestamp(START + 3650 * DAY);
+    let why = refused(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, far))]), 403);
+    assert!(why.contains("future"), "{why}");
+    // Within the clock window it is fine.
+    let soon = h.now().plus_ms(MINUTE);
+    json(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, soon))]), 201);
+    // The operator's reset may install an older one (recovery), which a plain update may not.
+    let earlier = delegation_by(&ceo, &ceo.sig, &child, h.now());
+    refused(&register(&h, &child, &[("authorization", &admin(&h))], &[("delegation", earlier.clone())]), 403);
+    let reset = [("delegation", earlier), ("reset", Value::Bool(true))];
+    json(&register(&h, &child, &[("authorization", &admin(&h))], &reset), 200);
+}
+
+#[test]
+fn subagents_are_enrolled_at_a_bounded_rate_per_parent() {
+    let w = World::new();
+    let mut config = w.config("a.test", Registration::Admin);
+    config.open_registrations_per_minute = 3;
+    let h = w.start(config);
+    let ceo = Agent::new("ceo@a.test", 10);
+    json(&ceo.register_admin(&h), 201);
+    let enrol = |i: u8| {
+        let child = Agent::new(&format!("s{i}.ceo@a.test"), 20 + i);
+        register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, h.now()))])
+    };
+    for i in 0..3 {
+        json(&enrol(i), 201);
+    }
+    refused(&enrol(3), 429);
+    w.clock.advance(MINUTE);
+    json(&enrol(4), 201);
+}
