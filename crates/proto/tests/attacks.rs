@@ -252,3 +252,238 @@ fn a_dotted_card_without_its_delegation_does_not_verify() {
     .unwrap();
     assert!(card(&house, "assistant.ceo@sigo.uk", &impostor, Some(del)).verify(&d, Some(&ceo), NOW).is_ok());
 }
+
+// ---------- a wrong value of the right shape ----------
+
+use nyx5_proto::auth::{AuthHeader, Claims, Keys, Target};
+use nyx5_proto::card::PreviousKey;
+use nyx5_proto::relay::RelayHeader;
+use nyx5_proto::{ErrorKind, b64, limits, pow};
+
+const MINUTE: i64 = 60_000;
+
+/// A token header with exactly these claim members (canonical), signed by `key`.
+fn raw_token(members: &[(&str, &str)], key: &SigningKey) -> String {
+    let doc: nyx5_proto::Object = members.iter().map(|(k, v)| ((*k).to_owned(), Value::from(*v))).collect();
+    let bytes = Value::Object(doc).canonical();
+    format!("Nyx5 {}.{}", b64::encode(&bytes), b64::encode(&key.sign(nyx5_proto::crypto::Context::Token, &bytes)))
+}
+
+fn members(nonce: &str) -> Vec<(&'static str, String)> {
+    let body = nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(b""));
+    vec![
+        ("address", "ana@sigo.uk".into()),
+        ("body", body),
+        ("host", "sigo.uk".into()),
+        ("method", "GET".into()),
+        ("nonce", nonce.into()),
+        ("path", "/mailbox/ana".into()),
+        ("query", "".into()),
+        ("ts", NOW.to_rfc3339()),
+    ]
+}
+
+fn header_of(m: &[(&'static str, String)], key: &SigningKey) -> String {
+    let pairs: Vec<(&str, &str)> = m.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    raw_token(&pairs, key)
+}
+
+#[test]
+fn a_token_holds_exactly_its_members_and_a_nonce_of_16_to_64() {
+    let key = SigningKey::from_seed([2; 32]);
+    assert!(AuthHeader::parse(&header_of(&members(&"n".repeat(16)), &key)).is_ok());
+    assert!(AuthHeader::parse(&header_of(&members(&"n".repeat(64)), &key)).is_ok());
+    for bad in [15, 65] {
+        let e = AuthHeader::parse(&header_of(&members(&"n".repeat(bad)), &key)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unauthenticated, "nonce of {bad}");
+    }
+    // Eight members, one of them not a token's; nine members.
+    let mut renamed = members(&"n".repeat(16));
+    renamed[1].0 = "bodx";
+    assert!(AuthHeader::parse(&header_of(&renamed, &key)).is_err(), "a member swapped for another");
+    let mut extra = members(&"n".repeat(16));
+    extra.push(("zzz", "1".into()));
+    assert!(AuthHeader::parse(&header_of(&extra, &key)).is_err(), "a ninth member");
+}
+
+#[test]
+fn headers_are_read_up_to_their_limit_and_not_a_byte_more() {
+    let key = SigningKey::from_seed([2; 32]);
+    // Pad the path until the whole header is exactly the limit.
+    let mut m = members(&"n".repeat(16));
+    let base = header_of(&m, &key).len();
+    let mut path = "/mailbox/ana".to_owned();
+    while base + (path.len() - "/mailbox/ana".len()) * 4 / 3 < limits::MAX_HEADER_LEN - 8 {
+        path.push('x');
+    }
+    let mut header = String::new();
+    for _ in 0..64 {
+        m[5].1 = path.clone();
+        header = header_of(&m, &key);
+        if header.len() >= limits::MAX_HEADER_LEN {
+            break;
+        }
+        path.push('x');
+    }
+    while header.len() > limits::MAX_HEADER_LEN {
+        path.pop();
+        m[5].1 = path.clone();
+        header = header_of(&m, &key);
+    }
+    // base64url grows in steps; pad with the spaces the parser trims after the scheme's space.
+    let exact = format!("Nyx5 {}{}", " ".repeat(limits::MAX_HEADER_LEN - header.len()), &header[5..]);
+    assert_eq!(exact.len(), limits::MAX_HEADER_LEN);
+    assert!(AuthHeader::parse(&exact).is_ok(), "a header of exactly the limit");
+    let over = format!("Nyx5  {}", &exact[5..]);
+    assert!(AuthHeader::parse(&over).is_err(), "one byte over");
+
+    // The relay header too.
+    let house = SigningKey::from_seed([1; 32]);
+    let env =
+        Draft::new("r".into(), addr("a@sigo.uk"), vec![addr("b@x.test")], NOW, Content::new("text/plain", "x".into()))
+            .build()
+            .unwrap();
+    let text = RelayHeader::sign("sigo.uk", &env, "x.test", &house).to_header();
+    let padded = text.replacen("; ", &format!(";{}", " ".repeat(limits::MAX_HEADER_LEN - text.len() + 1)), 1);
+    assert_eq!(padded.len(), limits::MAX_HEADER_LEN);
+    assert!(RelayHeader::parse(&padded).is_ok());
+    assert!(RelayHeader::parse(&padded.replacen(';', "; ", 1)).is_err());
+}
+
+fn rotated_card(house: &SigningKey, old: &SigningKey, new: &SigningKey, until: Timestamp) -> Verified<AgentCard> {
+    let mut draft = AgentCardDraft::new(addr("ana@sigo.uk"), new.public(), None, NOW);
+    draft.previous = vec![PreviousKey { sig: old.public(), until }];
+    draft.certify(house).unwrap().verify(&domain(house), None, NOW).unwrap()
+}
+
+#[test]
+fn a_replaced_key_signs_only_mailbox_reads_and_only_within_its_grace() {
+    let house = SigningKey::from_seed([1; 32]);
+    let (old, new) = (SigningKey::from_seed([5; 32]), SigningKey::from_seed([6; 32]));
+    let until = NOW.plus_ms(MINUTE);
+    let card = rotated_card(&house, &old, &new, until);
+    let target = Target::new("GET", "/mailbox/ana", "", "sigo.uk", b"");
+    let token = |key: &SigningKey, ts: Timestamp| {
+        let claims =
+            Claims { address: addr("ana@sigo.uk"), ts, nonce: "nonce-0123456789ab".into(), target: target.clone() };
+        AuthHeader::parse(&claims.sign(key)).unwrap()
+    };
+    // The current key, either way; the old key only where grace is allowed, and only before `until`.
+    assert!(token(&new, NOW).verify(&card, &target, Keys::Current, NOW).is_ok());
+    assert!(token(&old, NOW).verify(&card, &target, Keys::CurrentOrGrace, NOW).is_ok());
+    let e = token(&old, NOW).verify(&card, &target, Keys::Current, NOW).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Forbidden, "a replaced key is known but may not act: {}", e.reason);
+    let at_end = until;
+    let e = token(&old, at_end).verify(&card, &target, Keys::CurrentOrGrace, at_end).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unauthenticated, "at `until` the grace is over");
+    let e = token(&old, at_end).verify(&card, &target, Keys::Current, at_end).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unauthenticated, "past its grace a replaced key is just a wrong key");
+    assert!(token(&old, NOW).verify(&card, &target, Keys::CurrentOrGrace, until.plus_ms(-1)).is_ok());
+    // A token exactly at the edge of its 5-minute window still counts; a millisecond later not.
+    let edge = NOW.plus_ms(limits::AUTH_WINDOW_MS);
+    assert!(token(&new, NOW).verify(&card, &target, Keys::Current, edge).is_ok());
+    assert!(token(&new, NOW).verify(&card, &target, Keys::Current, edge.plus_ms(1)).is_err());
+}
+
+#[test]
+fn an_envelope_signature_by_the_right_key_over_other_bytes_is_refused() {
+    let house = SigningKey::from_seed([1; 32]);
+    let ana = SigningKey::from_seed([6; 32]);
+    let card = rotated_card(&house, &SigningKey::from_seed([5; 32]), &ana, NOW.plus_ms(MINUTE));
+    let draft = |body: &str| {
+        Draft::new(
+            "e1".into(),
+            addr("ana@sigo.uk"),
+            vec![addr("bo@x.test")],
+            NOW,
+            Content::new("text/plain", body.into()),
+        )
+        .build()
+        .unwrap()
+    };
+    let signed = draft("one").sign(&ana).unwrap();
+    let mut forged = draft("two").object().clone();
+    forged.insert("signature".into(), signed.object()["signature"].clone());
+    let forged = Envelope::from_object(forged).unwrap();
+    assert!(forged.verify(&card, NOW).is_err());
+    assert!(signed.verify(&card, NOW).is_ok());
+}
+
+#[test]
+fn a_delegation_names_its_parent_twice_and_its_child_twice() {
+    let house = SigningKey::from_seed([1; 32]);
+    let d = domain(&house);
+    let ceo_key = SigningKey::from_seed([2; 32]);
+    let bob_key = SigningKey::from_seed([3; 32]);
+    let ceo = card(&house, "ceo@sigo.uk", &ceo_key, None).verify(&d, None, NOW).unwrap();
+    let bob = card(&house, "bob@sigo.uk", &bob_key, None).verify(&d, None, NOW).unwrap();
+    let child = SigningKey::from_seed([4; 32]);
+    let other = SigningKey::from_seed([7; 32]);
+    let sign = |by: &str, to: &str, key: &SigningKey, until: Option<Timestamp>, parent_key: &SigningKey| {
+        Delegation::sign(&addr(by), &addr(to), &key.public(), &Scope::default(), until, NOW, parent_key).unwrap()
+    };
+    let check = |name: &str, key: &SigningKey, del: Delegation, parent: &Verified<AgentCard>, now: Timestamp| {
+        card(&house, name, key, Some(del)).verify(&d, Some(parent), now)
+    };
+    assert!(
+        check("x.ceo@sigo.uk", &child, sign("ceo@sigo.uk", "x.ceo@sigo.uk", &child, None, &ceo_key), &ceo, NOW).is_ok()
+    );
+    // `by` is another agent (signed by the real parent's key): refused.
+    assert!(
+        check("x.ceo@sigo.uk", &child, sign("bob@sigo.uk", "x.ceo@sigo.uk", &child, None, &ceo_key), &ceo, NOW)
+            .is_err()
+    );
+    // The name's parent is another than the card given as parent, though `by` matches that card.
+    assert!(
+        check("x.ceo@sigo.uk", &child, sign("bob@sigo.uk", "x.ceo@sigo.uk", &child, None, &bob_key), &bob, NOW)
+            .is_err()
+    );
+    // It delegates another address, or another key.
+    assert!(
+        check("x.ceo@sigo.uk", &child, sign("ceo@sigo.uk", "y.ceo@sigo.uk", &child, None, &ceo_key), &ceo, NOW)
+            .is_err()
+    );
+    assert!(
+        check("x.ceo@sigo.uk", &child, sign("ceo@sigo.uk", "x.ceo@sigo.uk", &other, None, &ceo_key), &ceo, NOW)
+            .is_err()
+    );
+    // It expires at its `valid_until`, not a millisecond later.
+    let until = NOW.plus_ms(MINUTE);
+    let timed = sign("ceo@sigo.uk", "x.ceo@sigo.uk", &child, Some(until), &ceo_key);
+    assert!(check("x.ceo@sigo.uk", &child, timed.clone(), &ceo, until.plus_ms(-1)).is_ok());
+    assert!(check("x.ceo@sigo.uk", &child, timed, &ceo, until).is_err());
+}
+
+#[test]
+fn a_subagent_sends_only_what_its_delegation_allows() {
+    let house = SigningKey::from_seed([1; 32]);
+    let d = domain(&house);
+    let ceo_key = SigningKey::from_seed([2; 32]);
+    let ceo = card(&house, "ceo@sigo.uk", &ceo_key, None).verify(&d, None, NOW).unwrap();
+    let child = SigningKey::from_seed([4; 32]);
+    let scope = Scope { types: list(&["task"]), to_domains: list(&["x.test"]), cap: None };
+    let del =
+        Delegation::sign(&ceo.address().clone(), &addr("x.ceo@sigo.uk"), &child.public(), &scope, None, NOW, &ceo_key)
+            .unwrap();
+    let sub = card(&house, "x.ceo@sigo.uk", &child, Some(del)).verify(&d, Some(&ceo), NOW).unwrap();
+    assert!(sub.check_send("task", "x.test").is_ok());
+    assert_eq!(sub.check_send("message", "x.test").unwrap_err().kind, ErrorKind::Forbidden);
+    assert_eq!(sub.check_send("task", "y.test").unwrap_err().kind, ErrorKind::Forbidden);
+    assert!(ceo.check_send("anything", "anywhere.test").is_ok(), "a full agent has no scope");
+}
+
+#[test]
+fn the_work_digest_is_the_envelope_without_signature_and_pow() {
+    let key = SigningKey::from_seed([2; 32]);
+    let env =
+        Draft::new("w1".into(), addr("a@sigo.uk"), vec![addr("b@x.test")], NOW, Content::new("text/plain", "x".into()))
+            .build()
+            .unwrap();
+    let digest = env.work_digest();
+    let expected = nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(&env.canonical()));
+    assert_eq!(digest, expected, "an unsigned envelope without pow: its own hash");
+    let nonce = pow::mint(&digest, 8, 0, 1 << 16).unwrap();
+    let signed = env.with_pow(8, &nonce).unwrap().sign(&key).unwrap();
+    assert_eq!(signed.work_digest(), digest, "pow and signature are left out");
+    assert!(pow::check(&signed.work_digest(), &signed.pow().unwrap().nonce, 8));
+}
