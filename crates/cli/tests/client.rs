@@ -290,6 +290,17 @@ fn rotation_keeps_old_mail_readable_and_proof_of_work_is_minted() {
     let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&id));
     let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == id).unwrap();
     assert_eq!(s(m, "trust"), "verified");
+
+    // bo learns the old key leaked: drop it from the card at once, without waiting for its grace.
+    let old = s(&rot, "previous_sig");
+    let card = w.nyx5(&["card", "bo@b.test", "--json"]).json();
+    assert!(format!("{card:?}").contains(&old), "the replaced key is still listed: {card:?}");
+    let dropped = w.nyx5(&["register", "--as", "bo@b.test", "--drop-previous", &old, "--json"]).json();
+    assert!(!format!("{:?}", obj(&dropped, "card")).contains(&old), "{dropped:?}");
+    // A key the card does not list is refused (400, exit 4).
+    w.nyx5(&["register", "--as", "bo@b.test", "--drop-previous", &old, "--json"]).fails_with(4);
+    // --reset is the operator's, and needs its token.
+    w.nyx5(&["register", "--as", "bo@b.test", "--reset", "--json"]).fails_with(2);
 }
 
 /// The client's resolver is the house's: a domain key rotated with a handover is followed and

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use nyx5_proto::Value;
+use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::Object;
 
 use super::directory::{self, DirectoryRequest, InviteRequest};
@@ -217,6 +218,13 @@ pub(crate) struct RegisterArgs {
     /// When the card stops being valid (RFC 3339 or +30d)
     #[arg(long, value_name = "WHEN")]
     valid_until: Option<String>,
+    /// Remove this previous key from the card now (a key known to be stolen); repeatable
+    #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
+    drop_previous: Vec<String>,
+    /// With --admin-token: certify this agent's key alone, carrying nothing forward (no previous
+    /// keys, no webhook) — the recovery after a key leaked
+    #[arg(long, requires = "admin_token")]
+    reset: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -405,6 +413,12 @@ fn register_request(a: &RegisterArgs) -> Result<RegisterRequest, Failure> {
         pow_bits: a.pow_bits,
         webhook: a.webhook.clone(),
         valid_until: time(a.valid_until.as_deref(), "valid-until")?,
+        drop_previous: a
+            .drop_previous
+            .iter()
+            .map(|k| SigPublic::parse(k).map(|_| k.clone()).map_err(|e| Failure::input("--drop-previous", &e)))
+            .collect::<Result<_, _>>()?,
+        reset: a.reset,
     })
 }
 

@@ -73,6 +73,10 @@ pub(crate) struct RegisterRequest {
     pub(crate) pow_bits: Option<i64>,
     pub(crate) webhook: Option<String>,
     pub(crate) valid_until: Option<Timestamp>,
+    /// Previous keys to remove from the card at once (base64url).
+    pub(crate) drop_previous: Vec<String>,
+    /// Operator only: carry nothing forward.
+    pub(crate) reset: bool,
 }
 
 /// The signed body of POST /agents: `extra` plus `local`, `sig`, `enc`, `ts`, signed by `keys`.
@@ -175,6 +179,13 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
     }
     if let Some(d) = current.as_ref().and_then(|c| c.delegation()) {
         extra.insert("delegation".into(), d.to_value());
+    }
+    if !req.drop_previous.is_empty() {
+        let keys = req.drop_previous.iter().map(|k| Value::from(k.as_str())).collect();
+        extra.insert("drop_previous".into(), Value::Array(keys));
+    }
+    if req.reset {
+        extra.insert("reset".into(), Value::Bool(true));
     }
     let body = body(me.address.local(), &me.keys, extra, now);
     let auth = match &req.admin_token {
