@@ -6,8 +6,8 @@ use nyx5_proto::Value;
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::json::obj;
 
+use crate::common::{admin, refused, register};
 use crate::kit::*;
-use crate::{admin, refused, register};
 
 fn invitations(h: &TestHouse, authorization: &str) -> u16 {
     call_raw(h, "GET", "/invitations", &[("authorization", authorization)], vec![]).status

@@ -33,10 +33,10 @@ fn one_proof_of_work_does_not_open_other_mailboxes() {
     let alice = Agent::new("alice@a.test", 10);
     let (bob, carol, dan) =
         (Agent::new("bob@b.test", 20), Agent::new("carol@b.test", 21), Agent::new("dan@c.test", 22));
-    register(&a, &alice, &[]);
-    register(&b, &bob, &[pow_inbox(10)]);
-    register(&b, &carol, &[pow_inbox(10)]);
-    register(&c, &dan, &[pow_inbox(10)]);
+    enrol(&a, &alice, &[]);
+    enrol(&b, &bob, &[pow_inbox(10)]);
+    enrol(&b, &carol, &[pow_inbox(10)]);
+    enrol(&c, &dan, &[pow_inbox(10)]);
 
     let to_bob = with_work(&alice, envelope(&alice, "p1", &[&bob.address], |_| {}), 10);
     json(&deliver(&a, &b, &to_bob), 202);
@@ -59,8 +59,8 @@ fn mail_let_in_by_proof_of_work_still_counts_towards_the_rate() {
     let b = w.start(config);
     let alice = Agent::new("alice@a.test", 10);
     let bob = Agent::new("bob@b.test", 20);
-    register(&a, &alice, &[]);
-    register(&b, &bob, &[pow_inbox(4)]);
+    enrol(&a, &alice, &[]);
+    enrol(&b, &bob, &[pow_inbox(4)]);
     for i in 0..3 {
         let env = with_work(&alice, envelope(&alice, &format!("w{i}"), &[&bob.address], |_| {}), 4);
         json(&deliver(&a, &b, &env), 202);
@@ -74,9 +74,9 @@ fn a_captured_relay_header_cannot_carry_another_envelope_with_the_same_id() {
     let (_w, a, b) = two_houses();
     let alice = Agent::new("alice@a.test", 10);
     let (bob, carol) = (Agent::new("bob@b.test", 20), Agent::new("carol@b.test", 21));
-    register(&a, &alice, &[]);
-    register(&b, &bob, &[]);
-    register(&b, &carol, &[]);
+    enrol(&a, &alice, &[]);
+    enrol(&b, &bob, &[]);
+    enrol(&b, &carol, &[]);
     let genuine = envelope(&alice, "r1", &[&bob.address], |_| {});
     let header = RelayHeader::sign("a.test", &genuine, "b.test", &a.config.key).to_header();
     json(&call_raw(&b, "POST", "/inbound", &[("x-nyx5-relay", &header)], genuine.canonical()), 202);
@@ -93,7 +93,7 @@ fn a_captured_relay_header_cannot_carry_another_envelope_with_the_same_id() {
 fn a_leaked_token_for_post_agents_cannot_carry_another_body() {
     let (_w, a, _b) = two_houses();
     let ana = Agent::new("ana@a.test", 10);
-    register(&a, &ana, &[]);
+    enrol(&a, &ana, &[]);
     // ana prepares an update (a new description) and its token; the token leaks unused.
     let intended = ana.registration(&a, &[("capabilities", Value::Object(obj([("description", "hi".into())])))]);
     let leaked = ana.token(&a, "POST", "/agents", &intended.canonical());
@@ -113,7 +113,7 @@ fn a_leaked_token_for_post_agents_cannot_carry_another_body() {
 fn a_token_for_one_query_does_not_serve_another() {
     let (_w, a, _b) = two_houses();
     let ana = Agent::new("ana@a.test", 10);
-    register(&a, &ana, &[]);
+    enrol(&a, &ana, &[]);
     let token = ana.token(&a, "GET", "/mailbox/ana?limit=1", &[]);
     let other = call_raw(&a, "GET", "/mailbox/ana?limit=200", &[("authorization", &token)], vec![]);
     assert_eq!(other.status, 401);

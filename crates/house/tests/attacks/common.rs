@@ -4,18 +4,13 @@ use nyx5_house::Registration;
 use nyx5_house::http::Response;
 use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::relay::RelayHeader;
-use nyx5_proto::{Address, Envelope, Timestamp, Value};
+use nyx5_proto::{Address, AgentCard, Envelope, Timestamp, Value};
 
 use crate::kit::*;
 
-pub(crate) fn admin(house: &TestHouse) -> String {
-    format!("Bearer admin-{}", house.config.domain)
-}
-
 /// Registers `agent` through the operator with extra registration members.
-pub(crate) fn register(house: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) -> Response {
-    let body = agent.registration(house, extra);
-    call(house, "POST", "/agents", &[("authorization", &admin(house))], &body)
+pub(crate) fn enrol(house: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) -> Response {
+    register(house, agent, &[("authorization", &admin(house))], extra)
 }
 
 /// A signed clear envelope from `from`; `edit` adjusts the draft first.
@@ -49,4 +44,39 @@ pub(crate) fn two_houses() -> (World, std::rc::Rc<TestHouse>, std::rc::Rc<TestHo
     let a = w.house("a.test", Registration::Admin);
     let b = w.house("b.test", Registration::Admin);
     (w, a, b)
+}
+
+/// The operator's `Authorization` header for `house`.
+pub(crate) fn admin(house: &TestHouse) -> String {
+    format!("Bearer admin-{}", house.config.domain)
+}
+
+/// The card `house` serves for `local` (parsed, not verified).
+pub(crate) fn served_card(house: &TestHouse, local: &str) -> AgentCard {
+    let v = json(&call_raw(house, "GET", &format!("/agents/{local}"), &[], vec![]), 200);
+    AgentCard::from_object(v.as_object().unwrap().clone()).unwrap()
+}
+
+/// POST /agents with `agent`'s registration body (signed by its key) and the given headers.
+pub(crate) fn register(
+    house: &TestHouse,
+    agent: &Agent,
+    headers: &[(&str, &str)],
+    extra: &[(&str, Value)],
+) -> Response {
+    call(house, "POST", "/agents", headers, &agent.registration(house, extra))
+}
+
+/// POST /agents with `agent`'s registration body and a token by `owner` for exactly that body
+/// (the owner's current key, or a thief's old one).
+pub(crate) fn register_by(house: &TestHouse, owner: &Agent, agent: &Agent, extra: &[(&str, Value)]) -> Response {
+    let body = agent.registration(house, extra);
+    let token = owner.token(house, "POST", "/agents", &body.canonical());
+    call(house, "POST", "/agents", &[("authorization", &token)], &body)
+}
+
+/// The error reason of a refused request, with its status checked.
+pub(crate) fn refused(resp: &Response, status: u16) -> String {
+    let v = json(resp, status);
+    v.as_object().unwrap()["reason"].as_str().unwrap().to_owned()
 }

@@ -5,8 +5,8 @@ use nyx5_house::Registration;
 use nyx5_proto::Value;
 use nyx5_proto::card::{Delegation, Scope};
 
+use crate::common::{admin, refused, register, register_by, served_card};
 use crate::kit::*;
-use crate::{admin, refused, register, register_by, served_card};
 
 fn delegation(parent: &Agent, child: &Agent, cap: i64, house: &TestHouse) -> Value {
     let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(cap) };

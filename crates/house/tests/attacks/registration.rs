@@ -9,8 +9,8 @@ use nyx5_house::stmt;
 use nyx5_proto::Value;
 use nyx5_proto::json::obj;
 
+use crate::common::{admin, refused, register, register_by, served_card};
 use crate::kit::*;
-use crate::{admin, refused, register, register_by, served_card};
 
 fn post_agents(agent: &Agent, house: &TestHouse, headers: Vec<(String, String)>, extra: &[(&str, Value)]) -> Request {
     Request::new("POST", "/agents", headers, agent.registration(house, extra).canonical())

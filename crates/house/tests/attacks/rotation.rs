@@ -8,8 +8,8 @@ use nyx5_house::stmt;
 use nyx5_proto::Value;
 use nyx5_proto::json::obj;
 
+use crate::common::{admin, refused, register, register_by, served_card};
 use crate::kit::*;
-use crate::{admin, refused, register, register_by, served_card};
 
 const HOOK: &str = "https://hook.test/ana";
 

@@ -30,7 +30,7 @@ fn types(list: &[&str]) -> Option<Vec<String>> {
 fn a_grandchild_cannot_be_given_types_or_domains_its_parent_lacks() {
     let (_w, a, _b) = two_houses();
     let alice = Agent::new("alice@a.test", 10);
-    register(&a, &alice, &[]);
+    enrol(&a, &alice, &[]);
     let helper = Agent::new("helper.alice@a.test", 11);
     let narrow = Scope { types: types(&["message"]), to_domains: types(&["a.test"]), cap: None };
     json(&delegate(&a, &alice, &helper, narrow), 201);
@@ -57,8 +57,8 @@ fn the_receiving_house_refuses_mail_outside_the_senders_delegation() {
     let (_w, a, b) = two_houses();
     let alice = Agent::new("alice@a.test", 10);
     let bob = Agent::new("bob@b.test", 20);
-    register(&a, &alice, &[]);
-    register(&b, &bob, &[]);
+    enrol(&a, &alice, &[]);
+    enrol(&b, &bob, &[]);
     let local_only = Agent::new("local.alice@a.test", 11);
     let scope = Scope { types: None, to_domains: types(&["a.test"]), cap: None };
     json(&delegate(&a, &alice, &local_only, scope), 201);
@@ -86,8 +86,8 @@ fn a_dotted_name_without_a_delegation_is_nobody() {
     let (_w, a, b) = two_houses();
     let ceo = Agent::new("ceo@a.test", 10);
     let bob = Agent::new("bob@b.test", 20);
-    register(&a, &ceo, &[]);
-    register(&b, &bob, &[]);
+    enrol(&a, &ceo, &[]);
+    enrol(&b, &bob, &[]);
     // A full card for `assistant.ceo`, certified by a.test, as 712cee6's open registration wrote it.
     let impostor = Agent::new("assistant.ceo@a.test", 66);
     let address = Address::parse("assistant.ceo@a.test").unwrap();
@@ -118,7 +118,7 @@ fn a_dotted_name_without_a_delegation_is_nobody() {
 fn a_subagent_cannot_escape_its_delegation_through_the_email_bridge() {
     let (_w, a, _b) = two_houses();
     let ceo = Agent::new("ceo@a.test", 10);
-    register(&a, &ceo, &[]);
+    enrol(&a, &ceo, &[]);
     let assistant = Agent::new("assistant.ceo@a.test", 11);
     let scope = Scope { types: types(&["task"]), to_domains: types(&["partner.test"]), cap: None };
     json(&delegate(&a, &ceo, &assistant, scope), 201);

@@ -33,7 +33,7 @@ fn with_webhook() -> (World, Rc<TestHouse>, Agent, Rc<RefCell<Vec<OutRequest>>>)
         OutResponse { status: 200, body: vec![] }
     });
     let mallory = Agent::new("mallory@h.test", 30);
-    assert_eq!(register(&h, &mallory, &[("webhook", "http://hook.test/m".into())]).status, 201);
+    assert_eq!(enrol(&h, &mallory, &[("webhook", "http://hook.test/m".into())]).status, 201);
     (w, h, mallory, seen)
 }
 
