@@ -144,8 +144,10 @@ fn a_delegation_issued_in_the_future_cannot_lock_out_later_ones() {
     let far = nyx5_proto::Timestamp(START + 3650 * DAY);
     let why = refused(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, far))]), 403);
     assert!(why.contains("future"), "{why}");
-    // Within the clock window it is fine.
-    let soon = h.now().plus_ms(MINUTE);
+    // Within the clock window it is fine, to the millisecond.
+    let just_over = h.now().plus_ms(5 * MINUTE + 1);
+    refused(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, just_over))]), 403);
+    let soon = h.now().plus_ms(5 * MINUTE);
     json(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, soon))]), 201);
     // The operator's reset may install an older one (recovery), which a plain update may not.
     let earlier = delegation_by(&ceo, &ceo.sig, &child, h.now());
