@@ -236,6 +236,8 @@ fn requests_are_checked_and_idempotent_by_id() {
     );
     let big = "x".repeat(nyx5_house::email::MAX_OUT_BODY_BYTES + 1);
     json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", big.into())])), 413);
+    let exact = "x".repeat(nyx5_house::email::MAX_OUT_BODY_BYTES);
+    json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", exact.into())])), 202);
     let resp = call(&house, "POST", "/email/out", &[], &Value::Object(obj([("to", "pat@example.com".into())])));
     assert_eq!(resp.status, 401);
     assert_eq!(call(&house, "GET", "/email/out", &[], &Value::Null).status, 405);
