@@ -773,3 +773,26 @@ fn a_recipient_whose_card_expired_receives_nothing() {
     assert!(reason(&resp).contains("expired"));
     assert_eq!(held(&p.b, "bob"), 1);
 }
+
+#[test]
+fn the_operators_hosts_url_wins_over_the_estafeta_a_card_names() {
+    // b.test's card names an estafeta nobody can reach; a.test's hosts file says where b.test is.
+    let w = World::new();
+    let mut cb = w.config("b.test", Registration::Admin);
+    cb.public_url = "http://unreachable.test".into();
+    let b = w.start(cb);
+    let mut ca = w.config("a.test", Registration::Admin);
+    let entry = nyx5_house::config::HostEntry { url: "http://b.test".into(), sig: Some(b.config.key.public()) };
+    ca.hosts.insert("b.test".into(), entry);
+    let a = w.start(ca);
+    let (alice, bob) = (Agent::new("alice@a.test", 10), Agent::new("bob@b.test", 20));
+    register(&a, &alice, &[]);
+    register(&b, &bob, &[]);
+    assert_eq!(b.card().estafeta(), "http://unreachable.test");
+    let resolved = block_on(a.resolve_domain("b.test")).unwrap();
+    assert_eq!(resolved.url, "http://b.test", "the hosts file is the last word on where a house is");
+    json(&alice.send(&a, &message(&alice, "h1", &[&bob.address])), 202);
+    w.tick_all();
+    assert_eq!(held(&b, "bob"), 1);
+    assert_eq!(w.sent_to("unreachable.test"), 0);
+}
