@@ -274,28 +274,27 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let via = match (&existing, &e.delegation) {
         (Some(_), _) if admin => Via::Admin,
         (Some(current), _) => {
-            if let Err(err) = house.local_card(&e.local).await {
-                return Err(if err.kind == ErrorKind::Unavailable {
-                    err
-                } else {
-                    Error::forbidden(format!(
-                        "the card of {} no longer verifies here ({}); only the operator may update it",
-                        current.address(),
-                        err.reason
-                    ))
-                });
-            }
-            // Only the owner, with a token by the card's current key (the body carries the new ones).
-            house.authenticate_owner(req, &e.local, Keys::Current).await.map_err(|err| {
-                if err.kind == ErrorKind::Unauthenticated {
-                    Error::new(
-                        ErrorKind::Conflict,
-                        format!("{} is taken; only its owner or the house may update it", current.address()),
-                    )
-                } else {
-                    err
+            // Only the owner, with a token by the card's current key (the body carries the new
+            // ones). Authentication reads and verifies the stored card once; only when it fails
+            // is the card looked at again, to say why.
+            match house.authenticate_owner(req, &e.local, Keys::Current).await {
+                Ok(_) => {}
+                Err(err) if err.kind == ErrorKind::Unauthenticated => {
+                    return Err(match house.local_card(&e.local).await {
+                        Err(why) if why.kind == ErrorKind::Unavailable => why,
+                        Err(why) => Error::forbidden(format!(
+                            "the card of {} no longer verifies here ({}); only the operator may update it",
+                            current.address(),
+                            why.reason
+                        )),
+                        Ok(_) => Error::new(
+                            ErrorKind::Conflict,
+                            format!("{} is taken; only its owner or the house may update it", current.address()),
+                        ),
+                    });
                 }
-            })?;
+                Err(err) => return Err(err),
+            }
             Via::Owner
         }
         (None, Some(_)) => Via::Delegation,
