@@ -125,6 +125,25 @@ pub struct Envelope {
     canonical: String,
     /// The bytes of `canonical` that the `signature` member takes (with its comma).
     signature_span: Option<Range<usize>>,
+    /// [`Envelope::work_digest`], worked out at most once: a house checks it per recipient.
+    work_digest: WorkDigest,
+}
+
+/// A lazily computed work digest. Not part of the envelope's value: it compares equal and prints
+/// as nothing, so two envelopes with the same bytes stay equal.
+#[derive(Clone, Default)]
+struct WorkDigest(std::sync::OnceLock<String>);
+
+impl PartialEq for WorkDigest {
+    fn eq(&self, _: &WorkDigest) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for WorkDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkDigest")
+    }
 }
 
 /// The fields of a new envelope. `extra` carries members such as `attachments` or `extensions`.
@@ -365,6 +384,7 @@ impl Envelope {
             raw,
             canonical,
             signature_span,
+            work_digest: WorkDigest::default(),
         })
     }
 
@@ -388,10 +408,15 @@ impl Envelope {
     /// canonical envelope without its `signature` and `pow` members. It covers `from`, `to`,
     /// `id` and the sealed content, so one proof opens one mailbox for one envelope.
     pub fn work_digest(&self) -> String {
-        let mut doc = self.raw.clone();
-        doc.remove("signature");
-        doc.remove("pow");
-        hex(&sha256(&canonical_object(&doc)))
+        self.work_digest
+            .0
+            .get_or_init(|| {
+                let mut doc = self.raw.clone();
+                doc.remove("signature");
+                doc.remove("pow");
+                hex(&sha256(&canonical_object(&doc)))
+            })
+            .clone()
     }
 
     /// Sets `pow: {bits, nonce}` (dropping any signature: sign afterwards).
