@@ -58,7 +58,7 @@ pub fn parse_hosts(text: &str) -> Result<BTreeMap<String, HostEntry>, Error> {
 }
 
 /// Parses previous domain keys as operators write them (`NYX5_PREVIOUS_DOMAIN_KEYS`):
-/// `[{"key": "<32-byte secret seed, base64url>", "until": "<RFC 3339 time>"}]`, at most 7.
+/// `[{"key": "<32-byte secret seed, base64url>", "until": "<RFC 3339 time>", "created"?: "<time>"}]`, at most 7.
 pub fn parse_previous_keys(text: &str) -> Result<Vec<PreviousDomainKey>, Error> {
     let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
     let list = v.as_array().ok_or_else(|| Error::malformed("previous domain keys must be a JSON array"))?;

@@ -44,13 +44,23 @@ impl<D: Db, N: Net> House<D, N> {
     /// Certifies again up to [`RECERTIFY_PER_TICK`] stored cards still certified by a previous
     /// domain key, in one batch, each update guarded by the card text it replaces. Answers how
     /// many were replaced.
+    ///
+    /// Only keys still within their `until` count (past it a house has had the whole grace to
+    /// move its cards, and the scan stops), and never the current key itself (a configuration
+    /// that lists it as previous would otherwise match every card and move none).
     pub async fn recertify_some(&self, now: Timestamp) -> Result<usize, Error> {
-        if self.config.previous_keys.is_empty() {
+        let current = self.config.key.public();
+        let keys: Vec<Value> = self
+            .config
+            .previous_keys
+            .iter()
+            .filter(|p| now < p.until && p.key.public() != current)
+            .map(|p| Value::from(p.key.public().to_b64().as_str()))
+            .collect();
+        if keys.is_empty() {
             return Ok(0);
         }
-        let previous = Value::Array(
-            self.config.previous_keys.iter().map(|p| Value::from(p.key.public().to_b64().as_str())).collect(),
-        );
+        let previous = Value::Array(keys);
         let rows = store::domain_keys::stale(&self.db, &previous.canonical_string(), RECERTIFY_PER_TICK).await?;
         let mut stmts = Vec::new();
         for row in &rows {

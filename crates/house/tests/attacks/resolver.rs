@@ -418,3 +418,28 @@ fn rotated_domain_key_keeps_agents_working_and_recertifies() {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
 }
+
+#[test]
+fn a_previous_key_list_naming_the_current_key_does_not_stall_re_certification() {
+    let w = World::new();
+    let old = SigningKey::from_seed([70; 32]);
+    let mut config = w.config("b.test", Registration::Admin);
+    config.key = old.clone();
+    let b = w.start(config);
+    register(&b, &Agent::new("zz@b.test", 20));
+    drop(b);
+    // The operator rotates, and (by mistake) lists the new key among the previous ones too.
+    let mut config = w.config("b.test", Registration::Admin);
+    let current = config.key.clone();
+    config.previous_keys = vec![
+        PreviousDomainKey { key: current, created: None, until: Timestamp(START + DAY) },
+        PreviousDomainKey { key: old.clone(), created: None, until: Timestamp(START + DAY) },
+    ];
+    let b = w.restart(config);
+    // More cards certified by the current key than one pass takes, all sorting before `zz`.
+    for i in 0..nyx5_house::domain_keys::RECERTIFY_PER_TICK {
+        register(&b, &Agent::new(&format!("a{i:02}@b.test"), 30 + i as u8));
+    }
+    assert_eq!(block_on(b.recertify_some(b.now())).unwrap(), 1, "zz is moved to the current key");
+    assert_eq!(block_on(b.recertify_some(b.now())).unwrap(), 0);
+}
