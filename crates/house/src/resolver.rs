@@ -523,7 +523,6 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         if !card.accepts_key(&kid, self.now) {
             return Err(Error::forbidden(format!("{what} is signed by a key that is not listed, or past its end")));
         }
-        let pin = self.store.pin(domain).await?;
         match (located.anchor, located.via) {
             // The operator's hosts file is the last word.
             (Some(anchor), "hosts") => {
@@ -534,7 +533,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             // A DNS anchor must agree with a TOFU pin, or continue from it.
             (Some(anchor), _) => {
                 let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
-                let Some(pin) = pin.filter(|p| *p != anchor) else {
+                let Some(pin) = self.store.pin(domain).await?.filter(|p| *p != anchor) else {
                     self.store.cache(entry).await?;
                     return Ok(done(card, "dns"));
                 };
@@ -555,7 +554,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             }
             // Trust on first use.
             (None, _) => {
-                let pin = match pin {
+                let pin = match self.store.pin(domain).await? {
                     Some(pin) => pin,
                     None => {
                         let verified = card.clone().verify(None).map_err(refuse(&what))?;
