@@ -1,0 +1,399 @@
+//! The resolver's own state under pressure (issue 9, §6 and §8), driven through
+//! [`Resolver`] directly over the in-memory network and real SQLite: how long a verified card is
+//! trusted without a fetch, a cache row that names another domain or address, how deep a
+//! delegation chain may go, where a well-known card's estafeta is taken from, a DNS anchor that
+//! continues from a pin, the client's `--repin`, and an oversized answer.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use crate::kit::*;
+use nyx5_house::config::HostEntry;
+use nyx5_house::ports::{Db, OutRequest, OutResponse};
+use nyx5_house::resolver::{CacheEntry, CachedCard, DbPins, Memo, PinStore, Resolved, Resolver, Sources};
+use nyx5_house::sqlite::SqliteDb;
+use nyx5_house::stmt;
+use nyx5_proto::card::handover_message;
+use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, DomainCard, DomainCardDraft, DomainKey, Scope};
+use nyx5_proto::crypto::{Context, SigPublic, SigningKey};
+use nyx5_proto::json::obj;
+use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, limits};
+
+const DOMAIN: &str = "r.test";
+
+/// A remote house played by a closure: its domain card and the agent cards it certifies.
+pub(crate) struct Remote {
+    key: SigningKey,
+    agents: std::rc::Rc<std::cell::RefCell<BTreeMap<String, Vec<u8>>>>,
+}
+
+pub(crate) fn domain_card(
+    domain: &str,
+    estafeta: &str,
+    key: &SigningKey,
+    others: Vec<DomainKey>,
+    now: Timestamp,
+) -> DomainCard {
+    DomainCardDraft {
+        domain: domain.into(),
+        estafeta: estafeta.into(),
+        other_keys: others,
+        previous: vec![],
+        policy: obj([("inbound", "verified".into())]),
+        extensions: vec![],
+        issued: now,
+    }
+    .sign(key, now)
+    .unwrap()
+}
+
+/// Serves `card` at `host`'s well-known URL and the agent cards put into the returned remote.
+pub(crate) fn serve(w: &World, host: &str, card: &DomainCard, key: &SigningKey) -> Remote {
+    let text = card.to_value().canonical();
+    let agents = std::rc::Rc::new(std::cell::RefCell::new(BTreeMap::<String, Vec<u8>>::new()));
+    let served = agents.clone();
+    w.fake(host, move |req: &OutRequest| {
+        if req.url.ends_with("/.well-known/nyx5.json") {
+            return OutResponse { status: 200, body: text.clone() };
+        }
+        let local = req.url.rsplit_once("/agents/").map(|(_, l)| l.to_owned()).unwrap_or_default();
+        match served.borrow().get(&local) {
+            Some(card) => OutResponse { status: 200, body: card.clone() },
+            None => OutResponse { status: 404, body: b"{}".to_vec() },
+        }
+    });
+    Remote { key: key.clone(), agents }
+}
+
+impl Remote {
+    fn put(&self, card: &AgentCard) {
+        self.agents.borrow_mut().insert(card.address().local().to_owned(), card.to_value().canonical());
+    }
+
+    /// Certifies `address` (delegated by `parent`, when given) and serves its card.
+    pub(crate) fn agent(
+        &self,
+        address: &str,
+        key: &SigningKey,
+        parent: Option<(&Address, &SigningKey)>,
+        until: Option<Timestamp>,
+        now: Timestamp,
+    ) -> AgentCard {
+        let address = Address::parse(address).unwrap();
+        let mut draft = AgentCardDraft::new(address.clone(), key.public(), None, now);
+        draft.valid_until = until;
+        draft.delegation = parent.map(|(by, parent_key)| {
+            let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(10) };
+            Delegation::sign(by, &address, &key.public(), &scope, None, now, parent_key).unwrap()
+        });
+        let card = draft.certify(&self.key).unwrap();
+        self.put(&card);
+        card
+    }
+}
+
+/// A pin store over the house's tables that never answers from, nor writes to, its card cache,
+/// as a client's profile does: only the in-process memo stands between two resolutions.
+struct NoCache<'a>(DbPins<'a, SqliteDb>);
+
+impl PinStore for NoCache<'_> {
+    async fn pin(&self, domain: &str) -> Result<Option<SigPublic>, Error> {
+        self.0.pin(domain).await
+    }
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+        self.0.first_pin(domain, key, card).await
+    }
+    async fn move_pin(&self, d: &str, from: &SigPublic, to: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+        self.0.move_pin(d, from, to, card).await
+    }
+    async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
+        self.0.refuse(domain, key, now).await
+    }
+    async fn cached(&self, _: &str, _: i64) -> Result<Option<CachedCard>, Error> {
+        Ok(None)
+    }
+    async fn cache(&self, _: CacheEntry<'_>) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// What a resolver is built from, kept by the test between resolutions.
+struct Fixture {
+    w: World,
+    db: SqliteDb,
+    hosts: BTreeMap<String, HostEntry>,
+    known: BTreeMap<String, (String, &'static str)>,
+    doh: Option<String>,
+    repin: Cell<bool>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            w: World::new(),
+            db: SqliteDb::memory().unwrap(),
+            hosts: BTreeMap::new(),
+            known: BTreeMap::new(),
+            doh: None,
+            repin: Cell::new(false),
+        }
+    }
+
+    fn sources(&self) -> Sources<'_> {
+        Sources { hosts: &self.hosts, known: &self.known, doh: self.doh.as_deref(), allow_http: true }
+    }
+
+    fn resolver<'a, S: PinStore>(&'a self, memo: &'a Memo, store: S) -> Resolver<'a, MemNet, S> {
+        Resolver {
+            net: &self.w.net,
+            store,
+            memo,
+            sources: self.sources(),
+            repin: self.repin.get(),
+            now: self.w.clock.now(),
+        }
+    }
+
+    fn domain(&self, memo: &Memo, domain: &str) -> Result<Resolved, Error> {
+        block_on(self.resolver(memo, DbPins(&self.db)).domain(domain, false))
+    }
+
+    fn agent(&self, memo: &Memo, address: &str) -> Result<AgentCard, Error> {
+        let address = Address::parse(address).unwrap();
+        block_on(self.resolver(memo, DbPins(&self.db)).agent(&address, false)).map(|c| (**c).clone())
+    }
+
+    fn agent_uncached(&self, memo: &Memo, address: &str) -> Result<AgentCard, Error> {
+        let address = Address::parse(address).unwrap();
+        block_on(self.resolver(memo, NoCache(DbPins(&self.db))).agent(&address, false)).map(|c| (**c).clone())
+    }
+
+    fn pin(&self, domain: &str) -> Option<SigPublic> {
+        block_on(DbPins(&self.db).pin(domain)).unwrap()
+    }
+
+    /// Requests sent to `host` so far.
+    fn sent(&self, host: &str) -> usize {
+        self.w.sent_to(&format!("://{host}/"))
+    }
+}
+
+#[test]
+fn a_verified_card_is_trusted_for_five_minutes_and_then_fetched_again() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    let remote = serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    remote.agent("alice@r.test", &SigningKey::from_seed([2; 32]), None, None, now);
+
+    let memo = Memo::default();
+    f.agent(&memo, "alice@r.test").unwrap();
+    assert_eq!(f.sent(DOMAIN), 2, "the domain card and the agent card");
+
+    // Another isolate (a fresh memo) within the five minutes reads both from the database.
+    f.w.clock.advance(limits::CARD_CACHE_MS - SECOND);
+    let other = Memo::default();
+    assert_eq!(f.domain(&other, DOMAIN).unwrap().via, "cache");
+    f.agent(&Memo::default(), "alice@r.test").unwrap();
+    assert_eq!(f.sent(DOMAIN), 2, "nothing fetched within the five minutes");
+
+    // Past them, the store's rows are stale and both cards are fetched again.
+    f.w.clock.advance(2 * SECOND);
+    f.agent(&Memo::default(), "alice@r.test").unwrap();
+    assert_eq!(f.sent(DOMAIN), 4, "both cards fetched again once stale");
+}
+
+#[test]
+fn the_memo_does_not_hand_out_an_agent_card_past_its_end() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    let remote = serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    let until = Timestamp(now.millis() + 2 * MINUTE);
+    remote.agent("alice@r.test", &SigningKey::from_seed([2; 32]), None, Some(until), now);
+
+    let memo = Memo::default();
+    f.agent_uncached(&memo, "alice@r.test").unwrap();
+    let fetched = f.sent("r.test/agents");
+    assert_eq!(fetched, 1);
+    // Within its window the memo answers.
+    f.w.clock.advance(2 * MINUTE - 1);
+    f.agent_uncached(&memo, "alice@r.test").unwrap();
+    assert_eq!(f.sent("r.test/agents"), fetched, "the memo answered");
+    // At its end it does not: the card is fetched again, and refused as expired.
+    f.w.clock.advance(1);
+    let err = f.agent_uncached(&memo, "alice@r.test").unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Forbidden, "{}", err.reason);
+    assert!(err.reason.contains("expired"), "{}", err.reason);
+    assert_eq!(f.sent("r.test/agents"), fetched + 1);
+}
+
+#[test]
+fn a_cache_row_holding_another_domains_or_agents_card_is_not_trusted() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    let remote = serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    remote.agent("alice@r.test", &SigningKey::from_seed([2; 32]), None, None, now);
+    let mallory = remote.agent("mallory@r.test", &SigningKey::from_seed([3; 32]), None, None, now);
+    // A validly signed card of another domain, and mallory's card, filed under r.test and alice.
+    let other_key = SigningKey::from_seed([4; 32]);
+    let other = domain_card("s.test", "http://s.test", &other_key, vec![], now).to_value().canonical_string();
+    let now_ms = now.millis();
+    let mallory_text = mallory.to_value().canonical_string();
+    block_on(f.db.batch(vec![
+        stmt!(
+            "INSERT INTO card_cache (key, card, url, fetched_at) VALUES (?, ?, ?, ?)",
+            DOMAIN,
+            other,
+            "http://s.test",
+            now_ms
+        ),
+        stmt!(
+            "INSERT INTO card_cache (key, card, url, fetched_at) VALUES (?, ?, ?, ?)",
+            "alice@r.test",
+            mallory_text,
+            "http://r.test",
+            now_ms
+        ),
+    ]))
+    .unwrap();
+
+    let r = f.domain(&Memo::default(), DOMAIN).unwrap();
+    assert_eq!(r.card.domain(), DOMAIN);
+    assert_ne!(r.via, "cache");
+    let alice = f.agent(&Memo::default(), "alice@r.test").unwrap();
+    assert_eq!(alice.address().as_str(), "alice@r.test");
+    assert_eq!(f.w.sent_to("://r.test/agents/alice"), 1, "alice's card was fetched, not taken from mallory's row");
+}
+
+/// A chain `l<n>.….l1.l0@r.test`, each delegated by the next, `levels` names long.
+fn chain(remote: &Remote, levels: usize, now: Timestamp) -> String {
+    let mut local = "l0".to_owned();
+    let mut key = SigningKey::from_seed([100; 32]);
+    remote.agent(&format!("{local}@{DOMAIN}"), &key, None, None, now);
+    for i in 1..levels {
+        let parent = Address::parse(&format!("{local}@{DOMAIN}")).unwrap();
+        let child_key = SigningKey::from_seed([100 + u8::try_from(i).unwrap(); 32]);
+        local = format!("l{i}.{local}");
+        remote.agent(&format!("{local}@{DOMAIN}"), &child_key, Some((&parent, &key)), None, now);
+        key = child_key;
+    }
+    format!("{local}@{DOMAIN}")
+}
+
+#[test]
+fn delegation_is_followed_eight_levels_up_and_no_further() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    let remote = serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+
+    // The card itself and eight ancestors above it.
+    let deepest = chain(&remote, 1 + nyx5_house::resolver::MAX_DELEGATION_DEPTH, now);
+    let card = f.agent(&Memo::default(), &deepest).unwrap();
+    assert_eq!(card.address().as_str(), deepest);
+
+    // One more: refused, however it is asked.
+    let f = Fixture::new();
+    let remote = serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    let too_deep = chain(&remote, 2 + nyx5_house::resolver::MAX_DELEGATION_DEPTH, now);
+    let err = f.agent(&Memo::default(), &too_deep).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Forbidden);
+    assert!(err.reason.contains("nested too deep"), "{}", err.reason);
+}
+
+#[test]
+fn a_well_known_card_names_its_estafeta_and_anything_else_keeps_the_domain() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    for (domain, estafeta, expect) in [
+        ("w1.test", "https://mail.w1.test/", "https://mail.w1.test"),
+        ("w2.test", "http://mail.w2.test", "http://mail.w2.test"),
+    ] {
+        serve(&f.w, domain, &domain_card(domain, estafeta, &key, vec![], now), &key);
+        let r = f.domain(&Memo::default(), domain).unwrap();
+        assert_eq!((r.url.as_str(), r.via, r.anchor), (expect, "well-known", "first-use"), "{domain}");
+    }
+    // A location the caller knows is kept whatever the card names.
+    let mut f = f;
+    f.known.insert("w3.test".into(), ("http://w3.test".into(), "url"));
+    serve(&f.w, "w3.test", &domain_card("w3.test", "https://elsewhere.test", &key, vec![], now), &key);
+    let r = f.domain(&Memo::default(), "w3.test").unwrap();
+    assert_eq!((r.url.as_str(), r.via), ("http://w3.test", "url"));
+}
+
+/// A DNS-over-HTTPS server answering `record` for every name.
+pub(crate) fn serve_dns(w: &World, record: Option<String>) {
+    let body = match record {
+        Some(txt) => Value::Object(obj([
+            ("Status", 0.into()),
+            ("Answer", Value::Array(vec![Value::Object(obj([("type", 16.into()), ("data", txt.into())]))])),
+        ])),
+        None => Value::Object(obj([("Status", 3.into())])),
+    }
+    .canonical();
+    w.fake("dns.test", move |_| OutResponse { status: 200, body: body.clone() });
+}
+
+#[test]
+fn a_dns_anchor_continuing_from_the_pin_moves_it() {
+    let mut f = Fixture::new();
+    f.doh = Some("https://dns.test/resolve".into());
+    let now = f.w.clock.now();
+    let old = SigningKey::from_seed([1; 32]);
+    // No record yet: the key is pinned on first use.
+    serve_dns(&f.w, None);
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &old, vec![], now), &old);
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().anchor, "first-use");
+    assert_eq!(f.pin(DOMAIN), Some(old.public()));
+
+    // The domain rotates, hands over from the pinned key, and publishes the new key in DNS.
+    let new = SigningKey::from_seed([2; 32]);
+    let until = Timestamp(now.millis() + 30 * DAY);
+    let handover = old.sign(Context::DomainKeyHandover, &handover_message(DOMAIN, &old.public(), &new.public(), until));
+    let listed = DomainKey { until: Some(until), handover: Some(handover), ..DomainKey::new(old.public(), None) };
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &new, vec![listed], now), &new);
+    serve_dns(&f.w, Some(format!("v=nyx51; url=http://r.test; sig={}", new.public().to_b64())));
+    f.w.clock.advance(limits::CARD_CACHE_MS + SECOND);
+    let r = f.domain(&Memo::default(), DOMAIN).unwrap();
+    assert_eq!((r.via, r.anchor), ("dns", "rotation"));
+    assert_eq!(f.pin(DOMAIN), Some(new.public()), "the pin followed the handover");
+}
+
+#[test]
+fn repin_accepts_a_changed_key_only_when_asked() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let old = SigningKey::from_seed([1; 32]);
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &old, vec![], now), &old);
+    f.domain(&Memo::default(), DOMAIN).unwrap();
+    let new = SigningKey::from_seed([2; 32]);
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &new, vec![], now), &new);
+    f.w.clock.advance(limits::CARD_CACHE_MS + SECOND);
+
+    let err = f.domain(&Memo::default(), DOMAIN).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Forbidden);
+    assert_eq!(f.pin(DOMAIN), Some(old.public()));
+    f.repin.set(true);
+    let r = f.domain(&Memo::default(), DOMAIN).unwrap();
+    assert_eq!(r.anchor, "repin");
+    assert_eq!(f.pin(DOMAIN), Some(new.public()));
+
+    // A temporary failure is never a reason to repin: the pin stays.
+    f.w.clock.advance(limits::CARD_CACHE_MS + SECOND);
+    f.w.fake(DOMAIN, |_| OutResponse { status: 503, body: vec![] });
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap_err().kind, ErrorKind::Unavailable);
+    assert_eq!(f.pin(DOMAIN), Some(new.public()));
+}
+
+#[test]
+fn an_answer_larger_than_a_document_is_refused_as_too_large() {
+    let f = Fixture::new();
+    let big = vec![b' '; limits::MAX_DOCUMENT_BYTES + 1];
+    f.w.fake(DOMAIN, move |_| OutResponse { status: 200, body: big.clone() });
+    let err = f.domain(&Memo::default(), DOMAIN).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Forbidden);
+    assert!(err.reason.contains("too large"), "{}", err.reason);
+}
