@@ -103,5 +103,11 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {
         c.require_relay = !matches!(flag.trim(), "0" | "false" | "off" | "no");
     }
+    // Test setups only: learnt URLs may be plain http and private (see nyx5_house::outbound).
+    if let Some(flag) = read(env, "NYX5_ALLOW_PRIVATE_NETWORK") {
+        let on = matches!(flag.trim(), "1" | "true" | "on" | "yes");
+        c.allow_private_network = on;
+        c.allow_http = on;
+    }
     Ok(c)
 }

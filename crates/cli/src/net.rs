@@ -8,8 +8,12 @@ use std::io::Read;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use nyx5_house::outbound::{Policy, ip_is_public};
 use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
 use nyx5_proto::limits;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 /// The longest any outbound request may take, from connecting to the last byte of the answer.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,28 +32,99 @@ pub(crate) struct Client {
     max_answer_bytes: usize,
 }
 
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fail {
+    /// Every address the name resolved to is one the outbound policy refuses.
+    Refused(String),
+    /// Anything else: bad URL, refused, timed out, TLS, an answer over the limit.
+    Transport(String),
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fail::Refused(m) | Fail::Transport(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The error [`PublicOnly`] gives ureq, recognised again in [`Client::request`].
+#[derive(Debug)]
+struct PolicyRefusal;
+
+impl std::fmt::Display for PolicyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the host resolves only to private, loopback or reserved addresses")
+    }
+}
+
+impl std::error::Error for PolicyRefusal {}
+
+/// DNS as usual, then the outbound policy on every address, on every connect: a learnt name
+/// that resolves to a private address (DNS rebinding included) is never connected to, unless
+/// the operator named that host or allowed private networks.
+#[derive(Debug)]
+struct PublicOnly(Policy);
+
+impl Resolver for PublicOnly {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let all = DefaultResolver::default().resolve(uri, config, timeout)?;
+        let host = uri.host().unwrap_or_default();
+        let port = all.first().map(std::net::SocketAddr::port).unwrap_or_default();
+        if self.0.allows_private_at(host, port) {
+            return Ok(all);
+        }
+        let mut public = self.empty();
+        for addr in all.iter().filter(|a| ip_is_public(a.ip())) {
+            public.push(*addr);
+        }
+        if public.is_empty() { Err(ureq::Error::Other(Box::new(PolicyRefusal))) } else { Ok(public) }
+    }
+}
+
 impl Client {
     /// A client whose requests end after `timeout` and read at most `max_answer_bytes`.
     pub(crate) fn new(timeout: Duration, max_answer_bytes: usize) -> Client {
-        let config = ureq::Agent::config_builder()
+        Client { agent: Self::config(timeout).new_agent(), max_answer_bytes }
+    }
+
+    /// As [`Client::new`], connecting only where `policy` allows once names are resolved.
+    pub(crate) fn guarded(timeout: Duration, max_answer_bytes: usize, policy: Policy) -> Client {
+        let agent = ureq::Agent::with_parts(Self::config(timeout), DefaultConnector::new(), PublicOnly(policy));
+        Client { agent, max_answer_bytes }
+    }
+
+    fn config(timeout: Duration) -> ureq::config::Config {
+        ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .max_redirects(0)
             .http_status_as_error(false)
             .user_agent(concat!("nyx5/", env!("CARGO_PKG_VERSION")))
-            .build();
-        Client { agent: config.new_agent(), max_answer_bytes }
+            .build()
     }
 
-    /// Sends one request and reads the whole answer. `Err` is a transport failure (bad URL,
-    /// refused, timed out, TLS, an answer over the limit), as one line naming the URL.
+    /// Sends one request and reads the whole answer. `Err` says why no answer came, as one line
+    /// naming the URL (for the user's own eyes: the engine passes on neither).
     pub(crate) fn request(
         &self,
         method: &str,
         url: &str,
         headers: &[(&str, &str)],
         body: &[u8],
-    ) -> Result<(u16, Vec<u8>), String> {
-        let fail = |why: &dyn std::fmt::Display| format!("{method} {url}: {why}");
+    ) -> Result<(u16, Vec<u8>), Fail> {
+        let fail = |why: &dyn std::fmt::Display| Fail::Transport(format!("{method} {url}: {why}"));
+        let fail_run = |e: ureq::Error| match &e {
+            ureq::Error::Other(inner) if inner.is::<PolicyRefusal>() => {
+                Fail::Refused(format!("{method} {url}: {PolicyRefusal}"))
+            }
+            _ => fail(&e),
+        };
         let mut builder = ureq::http::Request::builder().method(method).uri(url);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
@@ -57,9 +132,9 @@ impl Client {
         // A body-less GET must not carry `content-length: 0`; any other method sends its body,
         // empty or not.
         let result = if body.is_empty() && matches!(method, "GET" | "HEAD" | "DELETE" | "OPTIONS") {
-            builder.body(()).map_err(|e| fail(&e)).and_then(|r| self.agent.run(r).map_err(|e| fail(&e)))
+            builder.body(()).map_err(|e| fail(&e)).and_then(|r| self.agent.run(r).map_err(fail_run))
         } else {
-            builder.body(body).map_err(|e| fail(&e)).and_then(|r| self.agent.run(r).map_err(|e| fail(&e)))
+            builder.body(body).map_err(|e| fail(&e)).and_then(|r| self.agent.run(r).map_err(fail_run))
         };
         let mut response = result?;
         let status = response.status().as_u16();
@@ -93,7 +168,7 @@ pub(crate) fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), String> {
-    client().request(method, url, headers, body)
+    client().request(method, url, headers, body).map_err(|e| e.to_string())
 }
 
 /// The engine's `Net` port over [`Client`]. Inside a tokio runtime each request runs on the
@@ -104,18 +179,21 @@ pub(crate) struct HttpNet {
     client: Client,
 }
 
-impl Default for HttpNet {
-    fn default() -> Self {
-        HttpNet { client: Client::new(TIMEOUT, MAX_ENGINE_ANSWER_BYTES) }
+impl HttpNet {
+    /// The engine's network, checking `policy` again on every connect (the house checks it by
+    /// URL before: see `nyx5_house::outbound`).
+    pub(crate) fn new(policy: Policy) -> HttpNet {
+        HttpNet { client: Client::guarded(TIMEOUT, MAX_ENGINE_ANSWER_BYTES, policy) }
     }
 }
 
 fn send_blocking(client: &Client, request: &OutRequest) -> Result<OutResponse, PortError> {
     let headers: Vec<(&str, &str)> = request.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    client
-        .request(&request.method, &request.url, &headers, &request.body)
-        .map(|(status, body)| OutResponse { status, body })
-        .map_err(PortError::Failed)
+    match client.request(&request.method, &request.url, &headers, &request.body) {
+        Ok((status, body)) => Ok(OutResponse { status, body }),
+        Err(Fail::Refused(why)) => Err(PortError::Refused(why)),
+        Err(Fail::Transport(why)) => Err(PortError::Failed(why)),
+    }
 }
 
 impl Net for HttpNet {
@@ -202,7 +280,7 @@ mod tests {
     fn a_silent_peer_times_out() {
         let (url, _seen) = server(None);
         let started = Instant::now();
-        let e = Client::new(Duration::from_millis(300), 1024).request("GET", &url, &[], b"").unwrap_err();
+        let e = Client::new(Duration::from_millis(300), 1024).request("GET", &url, &[], b"").unwrap_err().to_string();
         assert!(started.elapsed() < Duration::from_secs(2), "{e}");
         assert!(e.starts_with(&format!("GET {url}")), "{e}");
     }
@@ -210,8 +288,24 @@ mod tests {
     #[test]
     fn an_answer_over_the_limit_is_a_failure() {
         let (url, _seen) = server(answer("200 OK", "", &"x".repeat(2000)));
-        let e = Client::new(TIMEOUT, 1000).request("GET", &url, &[], b"").unwrap_err();
+        let e = Client::new(TIMEOUT, 1000).request("GET", &url, &[], b"").unwrap_err().to_string();
         assert!(e.contains("larger than 1000"), "{e}");
+    }
+
+    #[test]
+    fn a_learnt_name_that_resolves_inward_is_never_connected_to() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let strict = Client::guarded(TIMEOUT, 1024, Policy::new([], false, false));
+        // `localhost` passes no check by URL here: only what it resolves to gives it away.
+        let e = strict.request("GET", &format!("http://localhost:{port}/"), &[], b"").unwrap_err();
+        assert!(matches!(e, Fail::Refused(_)), "{e}");
+        assert!(listener.accept().is_err(), "something connected");
+        // The operator may name the same place.
+        let (url, _seen) = server(answer("200 OK", "", "ok"));
+        let named = Client::guarded(TIMEOUT, 1024, Policy::new([url.as_str()], false, false));
+        assert_eq!(named.request("GET", &url, &[], b"").unwrap(), (200, b"ok".to_vec()));
     }
 
     #[test]
@@ -226,11 +320,12 @@ mod tests {
     fn the_port_works_inside_and_outside_a_runtime() {
         let out = OutRequest { method: "GET".into(), url: String::new(), headers: vec![], body: vec![] };
         let (url, _seen) = server(answer("200 OK", "", "hi"));
-        let outside = futures_block_on(HttpNet::default().send(OutRequest { url, ..out.clone() })).unwrap();
+        let open = || HttpNet::new(Policy::new([], true, true));
+        let outside = futures_block_on(open().send(OutRequest { url, ..out.clone() })).unwrap();
         assert_eq!(outside.body, b"hi");
         let (url, _seen) = server(answer("201 Created", "", ""));
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let inside = runtime.block_on(HttpNet::default().send(OutRequest { url, ..out })).unwrap();
+        let inside = runtime.block_on(open().send(OutRequest { url, ..out })).unwrap();
         assert_eq!(inside.status, 201);
     }
 

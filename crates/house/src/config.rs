@@ -144,8 +144,12 @@ pub struct Config {
     pub hosts: BTreeMap<String, HostEntry>,
     /// A DNS-over-HTTPS JSON endpoint (`…/dns-query`), for `_nyx5.<domain>` TXT lookups.
     pub doh_url: Option<String>,
-    /// Whether the well-known fallback fetches `https://<domain>` (else `http://`, for tests).
-    pub https_fallback: bool,
+    /// Test setups only: URLs learnt from peers (estafetas, DNS records, webhooks) may be plain
+    /// `http`, and the well-known fallback fetches `http://<domain>`. Off, both are `https` only.
+    pub allow_http: bool,
+    /// Test setups only (`--allow-private-network`, `NYX5_ALLOW_PRIVATE_NETWORK`): learnt URLs
+    /// may name loopback and private addresses. The hosts file may name them regardless.
+    pub allow_private_network: bool,
     pub retry: Retry,
     /// Jobs one tick takes. Each remote delivery costs a few subrequests (D1 and fetch), so a
     /// Worker on the Free plan (50 per invocation) keeps this small.
@@ -189,7 +193,8 @@ impl Config {
             email_out_per_agent_per_minute: crate::email::EMAIL_OUT_PER_AGENT_PER_MINUTE,
             hosts: BTreeMap::new(),
             doh_url: None,
-            https_fallback: true,
+            allow_http: false,
+            allow_private_network: false,
             retry: Retry::default(),
             tick_batch: crate::queue::TICK_BATCH,
             email_enabled: true,
@@ -203,6 +208,14 @@ impl Config {
             email_provider_url: crate::email::RESEND_URL.to_owned(),
             policy_extra: Object::new(),
         }
+    }
+
+    /// The outbound policy (see [`crate::outbound`]): the origins this configuration names (hosts
+    /// file, DNS-over-HTTPS, email provider) are the operator's; everything else is learnt.
+    pub fn outbound_policy(&self) -> crate::outbound::Policy {
+        let named = self.hosts.values().map(|h| h.url.as_str());
+        let urls = named.chain(self.doh_url.as_deref()).chain([self.email_provider_url.as_str()]);
+        crate::outbound::Policy::new(urls, self.allow_private_network, self.allow_http)
     }
 
     /// The host agents address this house by (what auth tokens are bound to).

@@ -12,6 +12,7 @@ pub mod email;
 pub mod http;
 pub mod mailbox;
 pub mod migrations;
+pub mod outbound;
 pub mod policy;
 pub mod ports;
 pub mod queue;
@@ -57,7 +58,8 @@ pub const RESERVED: &[&str] = &[
 pub struct House<D, N> {
     pub config: Config,
     pub db: D,
-    pub net: N,
+    /// The network behind the outbound policy: every request the house sends passes it.
+    pub net: outbound::Guarded<N>,
     pub clock: Box<dyn Clock>,
     pub rng: Box<dyn Rng>,
     card: Verified<DomainCard>,
@@ -106,6 +108,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         .sign(&config.key, config.key_created)?
         .verify(Some(&config.key.public()))?;
+        let net = outbound::Guarded { net, policy: config.outbound_policy() };
         Ok(House { config, db, net, clock, rng, card, cards: resolver::CardMemo::default() })
     }
 
@@ -144,6 +147,7 @@ pub fn port_error(e: PortError) -> Error {
     match e {
         PortError::Constraint { name } => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {name}")),
         PortError::Failed(_) => Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again"),
+        PortError::Refused(why) => Error::forbidden(format!("refused by the outbound policy: {why}")),
     }
 }
 

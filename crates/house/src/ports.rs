@@ -102,6 +102,9 @@ pub enum PortError {
     Constraint { name: String },
     /// Anything else: the database or network is unavailable or misbehaved.
     Failed(String),
+    /// The outbound policy refused the target before anything was sent ([`crate::outbound`]);
+    /// permanent, unlike a transport failure. The text names the rule, not the URL.
+    Refused(String),
 }
 
 impl fmt::Display for PortError {
@@ -109,6 +112,7 @@ impl fmt::Display for PortError {
         match self {
             PortError::Constraint { name } => write!(f, "constraint failed: {name}"),
             PortError::Failed(m) => write!(f, "failed: {m}"),
+            PortError::Refused(m) => write!(f, "refused by the outbound policy: {m}"),
         }
     }
 }

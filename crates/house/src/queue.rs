@@ -17,7 +17,7 @@ use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Timestamp, Value, 
 
 use crate::config::Retry;
 use crate::mailbox::Outcome;
-use crate::ports::{Db, Net, OutRequest, Row};
+use crate::ports::{Db, Net, OutRequest, PortError, Row};
 use crate::store::queue::{self as store, Held};
 use crate::{House, port_error};
 
@@ -651,7 +651,11 @@ impl<D: Db, N: Net> House<D, N> {
         };
         match self.net.send(request).await {
             Ok(answer) => Delivery::from_answer(answer.status, &answer.body, recipients),
-            Err(e) => Delivery::Temporary(clip(&format!("transport: {e}"))),
+            Err(PortError::Refused(why)) => {
+                Delivery::Permanent(ErrorKind::Forbidden.code(), format!("refused by the outbound policy: {why}"))
+            }
+            // What failed, not the transport's text: that would tell a sender what answers where.
+            Err(_) => Delivery::Temporary(format!("the house of {domain} is unreachable")),
         }
     }
 }

@@ -28,7 +28,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified, limits};
 use crate::config::HostEntry;
 use crate::mailbox::PolicyMemo;
 use crate::ports::{Db, Net, OutRequest, PortError};
-use crate::{House, port_error, store};
+use crate::{House, outbound, port_error, store};
 
 /// Most delegation levels followed when resolving a remote subagent's parents.
 pub const MAX_DELEGATION_DEPTH: usize = 8;
@@ -320,8 +320,9 @@ pub struct Sources<'a> {
     pub known: &'a BTreeMap<String, (String, &'static str)>,
     /// The DNS-over-HTTPS JSON endpoint (https only; see [`check_doh_url`]).
     pub doh: Option<&'a str>,
-    /// Whether the well-known fallback is `https://<domain>` (else `http://`, for tests).
-    pub https_fallback: bool,
+    /// Whether the well-known fallback is `http://<domain>` (test setups; see
+    /// [`crate::Config::allow_http`]) rather than `https://`.
+    pub allow_http: bool,
 }
 
 /// The resolver: sources, the network, pins, a memo, and the time. Cheap to build per call.
@@ -343,6 +344,16 @@ struct Located {
     url: String,
     anchor: Option<SigPublic>,
     via: &'static str,
+}
+
+/// A request that got no answer: refused by the outbound policy (403, permanent), or a
+/// transport failure (503, temporary). The reason says what failed, never the URL or the
+/// transport's text: a stranger reading it must not learn what answered where.
+fn unreachable(e: PortError, what: &str) -> Error {
+    match e {
+        PortError::Refused(why) => Error::forbidden(format!("{what}: refused by the outbound policy: {why}")),
+        _ => Error::new(ErrorKind::Unavailable, format!("{what}: unreachable, try again later")),
+    }
 }
 
 /// A remote document that does not parse or verify is the sender's fault: 403. Temporary
@@ -467,6 +478,10 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         if let Some((url, via)) = self.sources.known.get(domain) {
             return Ok(Located { url: url.clone(), anchor: None, via });
         }
+        // Anything further is looked up on the public internet: `localhost` or `127.0.0.1` is
+        // a house only when the hosts file says so.
+        outbound::check_house_domain(domain)
+            .map_err(|r| Error::forbidden(format!("{domain} is not a public house domain: {r}")))?;
         if let Some(doh) = self.sources.doh {
             check_doh_url(doh)?;
             let sep = if doh.contains('?') { '&' } else { '?' };
@@ -480,7 +495,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     body: vec![],
                 })
                 .await
-                .map_err(|e| Error::new(ErrorKind::Unavailable, format!("DNS-over-HTTPS lookup of {domain}: {e}")))?;
+                .map_err(|e| unreachable(e, &format!("the DNS-over-HTTPS lookup of {domain}")))?;
             if resp.status != 200 {
                 return Err(Error::new(
                     ErrorKind::Unavailable,
@@ -491,7 +506,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 return Ok(Located { url: record.url, anchor: record.sig, via: "dns" });
             }
         }
-        let scheme = if self.sources.https_fallback { "https" } else { "http" };
+        let scheme = if self.sources.allow_http { "http" } else { "https" };
         Ok(Located { url: format!("{scheme}://{domain}"), anchor: None, via: "well-known" })
     }
 
@@ -610,22 +625,22 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 body: vec![],
             })
             .await
-            .map_err(|e| Error::new(ErrorKind::Unavailable, format!("{what}: no answer from {url} ({e})")))?;
+            .map_err(|e| unreachable(e, what))?;
         match resp.status {
             200..=299 if resp.body.len() <= limits::MAX_DOCUMENT_BYTES => Ok(resp.body),
             200..=299 => Err(Error::forbidden(format!("{what} is too large"))),
-            404 | 410 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found at {url}"))),
+            404 | 410 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found"))),
             300..=399 | 421 | 429 | 500.. => {
-                Err(Error::new(ErrorKind::Unavailable, format!("{what}: {url} answered {}", resp.status)))
+                Err(Error::new(ErrorKind::Unavailable, format!("{what}: its house answered {}", resp.status)))
             }
-            s => Err(Error::forbidden(format!("{what}: {url} answered {s}"))),
+            s => Err(Error::forbidden(format!("{what}: its house answered {s}"))),
         }
     }
 }
 
 impl<D: Db, N: Net> House<D, N> {
     /// The resolver over this house's network, database, memo and configuration.
-    pub(crate) fn resolver(&self) -> Resolver<'_, N, DbPins<'_, D>> {
+    pub(crate) fn resolver(&self) -> Resolver<'_, outbound::Guarded<N>, DbPins<'_, D>> {
         static NONE: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
         Resolver {
             net: &self.net,
@@ -635,7 +650,7 @@ impl<D: Db, N: Net> House<D, N> {
                 hosts: &self.config.hosts,
                 known: &NONE,
                 doh: self.config.doh_url.as_deref(),
-                https_fallback: self.config.https_fallback,
+                allow_http: self.config.allow_http,
             },
             repin: false,
             now: self.now(),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use nyx5_house::config::HostEntry;
+use nyx5_house::outbound::{Guarded, Policy};
 use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
 use nyx5_house::resolver::{self as core, CacheEntry, CachedCard, Memo, PinStore, Resolved, Sources};
 use nyx5_proto::card::{AgentCard, DomainCard};
@@ -68,6 +69,7 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 /// The engine's `Net` port over a verb's blocking [`Transport`].
+#[derive(Clone, Copy)]
 struct TransportNet<'a>(&'a dyn Transport);
 
 impl Net for TransportNet<'_> {
@@ -229,7 +231,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// Runs `f` with the engine's resolver over this command's sources, pins and memo.
-    fn with<T>(&self, f: impl AsyncFnOnce(&core::Resolver<'_, TransportNet<'a>, &ProfilePins>) -> T) -> T {
+    fn with<T>(&self, f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<TransportNet<'a>>, &ProfilePins>) -> T) -> T {
         let mut known = BTreeMap::new();
         if let Some((domain, url)) = &self.own {
             known.insert(domain.clone(), (url.clone(), "profile"));
@@ -237,11 +239,15 @@ impl<'a> Resolver<'a> {
         for (domain, url) in self.given.borrow().iter() {
             known.insert(domain.clone(), (url.clone(), "url"));
         }
+        // The user named these houses; what cards and DNS say is held to the outbound policy.
+        let named = self.hosts.values().map(|h| h.url.as_str()).chain(known.values().map(|(u, _)| u.as_str()));
+        let policy = Policy::new(named.chain(self.doh), false, false);
+        let net = Guarded { net: self.net, policy };
         let r = core::Resolver {
-            net: &self.net,
+            net: &net,
             store: &self.pins,
             memo: &self.memo,
-            sources: Sources { hosts: self.hosts, known: &known, doh: self.doh, https_fallback: true },
+            sources: Sources { hosts: self.hosts, known: &known, doh: self.doh, allow_http: false },
             repin: self.repin,
             now: self.now,
         };

@@ -56,6 +56,10 @@ pub(crate) struct Args {
     /// A DNS-over-HTTPS JSON endpoint for `_nyx5.<domain>` TXT lookups (e.g. …/dns-query).
     #[arg(long, value_name = "URL")]
     doh_url: Option<String>,
+    /// Test setups only: URLs learnt from peers (card estafetas, DNS records, webhooks) may be
+    /// plain http and name loopback or private addresses. The hosts file may name them anyway.
+    #[arg(long, env = "NYX5_ALLOW_PRIVATE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
+    allow_private_network: bool,
     /// The email bridge's provider key (Resend); with --email-sender, agents' email goes out.
     #[arg(long, value_name = "KEY", env = "NYX5_RESEND_KEY", hide_env_values = true)]
     resend_key: Option<String>,
@@ -215,7 +219,10 @@ pub(crate) fn run(args: Args) -> Outcome {
         if let Some(url) = args.email_provider_url {
             config.email_provider_url = url;
         }
-        let house = House::new(config, db, HttpNet::default(), Box::new(SystemClock), Box::new(OsRandom))
+        config.allow_private_network = args.allow_private_network;
+        config.allow_http = args.allow_private_network;
+        let net = HttpNet::new(config.outbound_policy());
+        let house = House::new(config, db, net, Box::new(SystemClock), Box::new(OsRandom))
             .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;
         let signals = server::Signals::install().map_err(|e| Failure::usage(format!("cannot catch signals: {e}")))?;
 

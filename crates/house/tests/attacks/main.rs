@@ -12,6 +12,8 @@ mod common;
 mod delegation;
 mod registration;
 mod resolver;
+mod resolver_state;
 mod rotation;
 mod scope;
 mod signatures;
+mod ssrf;

@@ -297,7 +297,7 @@ impl World {
         );
         c.admin_token = Some(format!("admin-{domain}"));
         c.registration = registration;
-        c.https_fallback = false;
+        c.allow_http = true;
         c
     }
 
