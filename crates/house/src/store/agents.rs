@@ -64,8 +64,8 @@ pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
 
 /// An update of the card whose stored text is `replaces`: a guard fails the batch
 /// (`constraint::GUARD`) when the stored card is no longer that one, so of two updates decided
-/// on the same card only the first is written. `keep_webhook`: no webhook given keeps the
-/// stored one (a reset clears it).
+/// on the same card only the first is written. `keep_webhook` leaves the stored webhook as it
+/// is; otherwise it becomes `c.webhook` (`None` clears it).
 pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> {
     vec![
         crate::guard!(
@@ -76,7 +76,7 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> 
         ),
         stmt!(
             "UPDATE agents SET card = ?, sig = ?, listed = ?, search = ?, accepts = ?, caps = ?,
-               webhook = coalesce(?, CASE WHEN ? THEN webhook END), updated_at = ?
+               webhook = CASE WHEN ? THEN webhook ELSE ? END, updated_at = ?
              WHERE local = ? AND card = ?",
             c.card,
             c.sig,
@@ -84,8 +84,8 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> 
             c.index.search.as_str(),
             c.index.accepts.as_str(),
             c.index.caps.as_str(),
-            c.webhook,
             keep_webhook,
+            c.webhook,
             c.now,
             c.local,
             replaces
