@@ -18,6 +18,22 @@ pub async fn webhook<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error
         .and_then(|r| r.text("webhook").map(str::to_owned)))
 }
 
+/// An agent's private settings in one query: a row per list entry (`webhook`, `kind`,
+/// `entry`), or one row with NULL `kind` and `entry` when both lists are empty; no row when
+/// there is no such agent.
+pub async fn settings<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT a.webhook AS webhook, l.kind AS kind, l.entry AS entry
+             FROM agents AS a LEFT JOIN lists AS l ON l.local = a.local
+             WHERE a.local = ? ORDER BY l.kind, l.entry",
+            local
+        ),
+    )
+    .await
+}
+
 /// What the directory indexes about a card.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Index {
