@@ -15,3 +15,4 @@ mod resolver;
 mod rotation;
 mod scope;
 mod signatures;
+mod webhook;
