@@ -357,3 +357,38 @@ fn the_client_follows_a_handover_and_refuses_other_key_changes() {
     let (err, _) = common::run(c, b"").fails_with(2);
     assert!(err.contains("https://"), "{err}");
 }
+
+/// The webhook is the owner's (issue 10 §4): `nyx5 settings` shows it with the lists and the
+/// quotas, `register --no-webhook` clears it, and a rotation drops it unless `rotate-key
+/// --webhook` names one.
+#[test]
+fn settings_show_the_webhook_which_the_owner_clears_and_a_rotation_drops() {
+    const HOOK: &str = "https://hooks.example.com/ana";
+    let w = World::new("settings");
+    w.two_agents();
+    let webhook = |w: &World| w.nyx5(&["settings", "--json"]).json().get("webhook").cloned().unwrap();
+    assert_eq!(webhook(&w), Value::Null);
+    w.nyx5(&["register", "--webhook", HOOK, "--json"]).json();
+    let set = w.nyx5(&["settings", "--json"]).json();
+    assert_eq!(s(&set, "agent"), "ana@a.test");
+    assert_eq!(s(&set, "webhook"), HOOK);
+    assert_eq!(obj(&set, "lists").get("allow"), Some(&Value::Array(vec![])));
+    assert!(obj(&set, "quotas").get("max_envelope_bytes").and_then(Value::as_safe_integer).is_some(), "{set:?}");
+    let text = w.nyx5(&["settings"]).ok();
+    assert!(text.contains(&format!("webhook: {HOOK}")) && text.contains("max_envelope_bytes"), "{text}");
+    // An update without --webhook keeps it; --no-webhook clears it; both at once is a usage error.
+    w.nyx5(&["register", "--description", "Plans trips", "--json"]).json();
+    assert_eq!(webhook(&w), Value::String(HOOK.into()));
+    w.nyx5(&["register", "--webhook", HOOK, "--no-webhook"]).fails_with(2);
+    w.nyx5(&["register", "--no-webhook", "--json"]).json();
+    assert_eq!(webhook(&w), Value::Null);
+    // A rotation keeps only the webhook it names.
+    let rot = w.nyx5(&["rotate-key", "--webhook", HOOK, "--json"]).json();
+    assert_eq!(s(&rot, "webhook"), HOOK);
+    assert_eq!(webhook(&w), Value::String(HOOK.into()));
+    let text = w.nyx5(&["rotate-key"]).ok();
+    assert!(text.contains("no webhook now"), "{text}");
+    assert_eq!(webhook(&w), Value::Null);
+    // Each agent of the profile reads its own.
+    assert_eq!(s(&w.nyx5(&["settings", "--as", "bo@b.test", "--json"]).json(), "agent"), "bo@b.test");
+}

@@ -20,6 +20,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("GET", ["agents"]) => routes::agents::directory(house, req).await,
         ("POST", ["agents"]) => routes::agents::register(house, req).await,
         ("GET", ["agents", local]) => routes::agents::get(house, local).await,
+        ("GET", ["agents", local, "settings"]) => routes::settings::get(house, req, local).await,
         ("GET", ["invitations"]) => routes::invitations::list(house, req).await,
         ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
         ("GET", ["mailbox", local]) => routes::mailbox::read(house, req, local).await,
@@ -30,6 +31,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
             | ["health"]
             | ["agents"]
             | ["agents", _]
+            | ["agents", _, "settings"]
             | ["invitations"]
             | ["mailbox", _]
             | ["mailbox", _, "ack"],

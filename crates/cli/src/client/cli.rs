@@ -15,6 +15,7 @@ use super::directory::{self, DirectoryRequest, InviteRequest};
 use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
 use super::register::{self, RegisterRequest, SubagentRequest};
 use super::send::{self, SendRequest, body_from_bytes, stderr_is_terminal};
+use super::settings;
 use super::{Ctx, when};
 use crate::error::{Failure, Outcome};
 use crate::{io, sys};
@@ -59,8 +60,12 @@ pub(crate) enum ClientCommand {
     /// Ask the agent's house to certify its card (open registration without a token or code);
     /// run again to update the card.
     Register(RegisterArgs),
-    /// Replace the agent's keys; the old key keeps signing for 7 days.
+    /// Replace the agent's keys; the old key keeps signing for 7 days. The house drops the
+    /// webhook unless --webhook names one.
     RotateKey {
+        /// The webhook to keep after the rotation (a rotation clears the old one)
+        #[arg(long, value_name = "URL")]
+        webhook: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -177,6 +182,12 @@ pub(crate) enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// What your house keeps about you privately: the webhook, the allow and block lists, the
+    /// quotas that apply to your mailbox.
+    Settings {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Whether a house is up, and how long its queue is.
     Health {
         /// A domain, or the house's URL
@@ -213,8 +224,11 @@ pub(crate) struct RegisterArgs {
     #[arg(long)]
     pow_bits: Option<i64>,
     /// A private URL the house POSTs each new envelope to
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "no_webhook")]
     webhook: Option<String>,
+    /// Remove the webhook: new envelopes are no longer pushed anywhere
+    #[arg(long)]
+    no_webhook: bool,
     /// When the card stops being valid (RFC 3339 or +30d)
     #[arg(long, value_name = "WHEN")]
     valid_until: Option<String>,
@@ -412,6 +426,7 @@ fn register_request(a: &RegisterArgs) -> Result<RegisterRequest, Failure> {
         policy: a.policy.clone(),
         pow_bits: a.pow_bits,
         webhook: a.webhook.clone(),
+        no_webhook: a.no_webhook,
         valid_until: time(a.valid_until.as_deref(), "valid-until")?,
         drop_previous: a
             .drop_previous
@@ -466,8 +481,8 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             let r = a.common.ctx().and_then(|ctx| register::register(&ctx, &register_request(&a)?));
             emit(a.common.json, r, register::register_human)
         }
-        ClientCommand::RotateKey { common } => {
-            let r = common.ctx().and_then(|ctx| register::rotate_key(&ctx));
+        ClientCommand::RotateKey { webhook, common } => {
+            let r = common.ctx().and_then(|ctx| register::rotate_key(&ctx, webhook.as_deref()));
             emit(common.json, r, register::rotate_human)
         }
         ClientCommand::Subagent(a) => {
@@ -595,6 +610,10 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                 r
             };
             emit(json, r, super::email::email_in_human)
+        }
+        ClientCommand::Settings { common } => {
+            let r = common.ctx().and_then(|ctx| settings::settings(&ctx));
+            emit(common.json, r, settings::settings_human)
         }
         ClientCommand::Health { house, common } => {
             let r = common.ctx().and_then(|ctx| directory::health(&ctx, &house));

@@ -15,6 +15,7 @@ pub(crate) mod profile;
 pub(crate) mod register;
 pub(crate) mod resolve;
 pub(crate) mod send;
+pub(crate) mod settings;
 pub(crate) mod when;
 
 use std::collections::BTreeMap;

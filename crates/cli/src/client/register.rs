@@ -10,7 +10,7 @@ use nyx5_proto::{Address, Timestamp, Verified};
 
 use super::Ctx;
 use super::http::{house_url, read_object, send, token};
-use super::output::{pretty, text};
+use super::output::{pretty, safe, text};
 use super::profile::{AgentEntry, MAX_PREVIOUS, Profile};
 use crate::error::Failure;
 use crate::keyfile::KeyFile;
@@ -72,6 +72,8 @@ pub(crate) struct RegisterRequest {
     pub(crate) policy: Option<String>,
     pub(crate) pow_bits: Option<i64>,
     pub(crate) webhook: Option<String>,
+    /// Send `webhook: null`: the house forgets the webhook.
+    pub(crate) no_webhook: bool,
     pub(crate) valid_until: Option<Timestamp>,
     /// Previous keys to remove from the card at once (base64url).
     pub(crate) drop_previous: Vec<String>,
@@ -173,6 +175,8 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
     }
     if let Some(w) = &req.webhook {
         extra.insert("webhook".into(), w.as_str().into());
+    } else if req.no_webhook {
+        extra.insert("webhook".into(), Value::Null);
     }
     if let Some(i) = &req.invite {
         extra.insert("invite".into(), i.as_str().into());
@@ -217,7 +221,8 @@ pub(crate) fn register_human(v: &Value) -> String {
 /// `nyx5 rotate-key`: new keys for the agent. The new keys are saved (as `next`) before the
 /// request; after the house certifies them they become current and the old ones are kept to
 /// open envelopes sealed to them. Run again after a failure: it finishes the same rotation.
-pub(crate) fn rotate_key(ctx: &Ctx) -> Result<Value, Failure> {
+/// The house clears the webhook on a rotation unless the request names one (`webhook`).
+pub(crate) fn rotate_key(ctx: &Ctx, webhook: Option<&str>) -> Result<Value, Failure> {
     let me = ctx.me()?;
     let next = match &me.next {
         Some(k) => k.clone(),
@@ -244,15 +249,18 @@ pub(crate) fn rotate_key(ctx: &Ctx) -> Result<Value, Failure> {
             format!("{} has no card at its house yet; run `nyx5 register` first", me.address),
         )
     })?;
-    let (card, via, status) = if current.sig() == next.sig_public() {
+    let (card, via, status, sent) = if current.sig() == next.sig_public() {
         // The house took the new keys before; only the profile was left to update.
-        (current, "self".to_owned(), 200)
+        (current, "self".to_owned(), 200, false)
     } else {
         let mut extra = Object::new();
         extra.insert("capabilities".into(), Value::Object(current.capabilities().clone()));
         extra.insert("inbox".into(), Value::Object(current.inbox().clone()));
         if let Some(v) = current.valid_until() {
             extra.insert("valid_until".into(), v.to_rfc3339().into());
+        }
+        if let Some(w) = webhook {
+            extra.insert("webhook".into(), w.into());
         }
         if let Some(d) = &current.delegation() {
             let parent = me.address.parent().ok_or_else(|| Failure::usage("a delegated card without a parent name"))?;
@@ -280,7 +288,7 @@ pub(crate) fn rotate_key(ctx: &Ctx) -> Result<Value, Failure> {
         let auth = token(&me.address, &me.keys.sig, "POST", &format!("{}/agents", me.house), &body.canonical(), now)?;
         let (status, answer_obj, card) =
             post(ctx, &me, &body, &auth, &next, &format!("rotating the key of {}", me.address))?;
-        (card, text(&answer_obj, "registered_via").to_owned(), status)
+        (card, text(&answer_obj, "registered_via").to_owned(), status, true)
     };
     let old_sig = me.keys.sig_public().to_b64();
     Profile::update(&ctx.profile_path, |p| {
@@ -297,14 +305,26 @@ pub(crate) fn rotate_key(ctx: &Ctx) -> Result<Value, Failure> {
         o.insert("previous_sig".into(), old_sig.into());
         o.insert("sig".into(), next.sig_public().to_b64().into());
         o.insert("enc".into(), next.enc_public().to_b64().into());
+        // What this run's request set; after a retry the webhook is whatever the first set.
+        if sent {
+            o.insert("webhook".into(), webhook.into());
+        }
     }
     Ok(v)
 }
 
 pub(crate) fn rotate_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
+    let webhook = match o.get("webhook") {
+        Some(Value::String(url)) => format!("  webhook: {}\n", safe(url)),
+        Some(_) => {
+            "  no webhook now (a rotation clears it): set one with `nyx5 register --webhook URL` if you use one\n"
+                .to_owned()
+        }
+        None => String::new(),
+    };
     format!(
-        "{}: new keys certified\n  sig: {}\n  enc: {}\n  the old key {} still signs for 7 days; its secrets stay in the profile to open older envelopes\n",
+        "{}: new keys certified\n  sig: {}\n  enc: {}\n  the old key {} still signs for 7 days; its secrets stay in the profile to open older envelopes\n{webhook}",
         text(&o, "address"),
         text(&o, "sig"),
         text(&o, "enc"),

@@ -96,7 +96,7 @@ struct Enrolment {
     capabilities: Object,
     inbox: Object,
     valid_until: Option<Timestamp>,
-    webhook: Option<String>,
+    webhook: Webhook,
     invite: Option<String>,
     delegation: Option<Delegation>,
     /// Previous keys to drop now (`drop_previous`), before their grace ends.
@@ -115,6 +115,11 @@ fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
     {
         return Err(Error::malformed("`webhook` must be an http(s) URL"));
     }
+    let webhook = match webhook {
+        Some(url) => Webhook::Set(url),
+        None if body.contains_key("webhook") => Webhook::Clear,
+        None => Webhook::Keep,
+    };
     let drop_previous = field::opt_array(body, "drop_previous")?
         .unwrap_or_default()
         .iter()
@@ -156,6 +161,36 @@ fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
         reset,
         signed,
     })
+}
+
+/// What a registration does to the agent's private webhook: the body's `webhook` absent keeps
+/// it, `null` clears it, a URL sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Webhook {
+    Keep,
+    Clear,
+    Set(String),
+}
+
+impl Webhook {
+    /// The webhook as this registration leaves it. A new key (a rotation, the operator's reset
+    /// included) clears a webhook the body does not set again: a webhook set with a stolen key
+    /// must not outlive the owner's rotation.
+    fn after(self, rotation: bool) -> Webhook {
+        match self {
+            Webhook::Keep if rotation => Webhook::Clear,
+            other => other,
+        }
+    }
+
+    /// The URL to store, and whether the stored one stays instead (only `Keep` on an update).
+    fn to_store(&self) -> (Option<&str>, bool) {
+        match self {
+            Webhook::Keep => (None, true),
+            Webhook::Clear => (None, false),
+            Webhook::Set(url) => (Some(url.as_str()), false),
+        }
+    }
 }
 
 /// Who registers, as `registered_via` records it.
@@ -352,12 +387,15 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let via_text = via.text();
     let index = index(&card);
     let sig = e.sig.to_b64();
+    let rotation = e.reset || existing.as_ref().is_some_and(|c| c.sig() != e.sig);
+    let webhook = e.webhook.after(rotation);
+    let (webhook_url, keep_webhook) = webhook.to_store();
     let new = store::NewCard {
         local: &e.local,
         card: &card_text,
         sig: &sig,
         index: &index,
-        webhook: e.webhook.as_deref(),
+        webhook: webhook_url,
         via: &via_text,
         now: now.millis(),
     };
@@ -382,7 +420,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
     match &stored {
         None => stmts.extend(store::insert(&new)),
-        Some(replaces) => stmts.extend(store::update(&new, replaces, !e.reset)),
+        Some(replaces) => stmts.extend(store::update(&new, replaces, keep_webhook)),
     }
     match house.db.batch(stmts).await {
         Ok(_) => {}

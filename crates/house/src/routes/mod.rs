@@ -10,4 +10,5 @@ pub mod mailbox;
 pub mod outbound;
 pub mod outbox;
 pub mod pins;
+pub mod settings;
 pub mod well_known;

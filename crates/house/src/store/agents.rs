@@ -18,6 +18,22 @@ pub async fn webhook<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error
         .and_then(|r| r.text("webhook").map(str::to_owned)))
 }
 
+/// An agent's private settings in one query: a row per list entry (`webhook`, `kind`,
+/// `entry`), or one row with NULL `kind` and `entry` when both lists are empty; no row when
+/// there is no such agent.
+pub async fn settings<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT a.webhook AS webhook, l.kind AS kind, l.entry AS entry
+             FROM agents AS a LEFT JOIN lists AS l ON l.local = a.local
+             WHERE a.local = ? ORDER BY l.kind, l.entry",
+            local
+        ),
+    )
+    .await
+}
+
 /// What the directory indexes about a card.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Index {
@@ -64,8 +80,8 @@ pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
 
 /// An update of the card whose stored text is `replaces`: a guard fails the batch
 /// (`constraint::GUARD`) when the stored card is no longer that one, so of two updates decided
-/// on the same card only the first is written. `keep_webhook`: no webhook given keeps the
-/// stored one (a reset clears it).
+/// on the same card only the first is written. `keep_webhook` leaves the stored webhook as it
+/// is; otherwise it becomes `c.webhook` (`None` clears it).
 pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> {
     vec![
         crate::guard!(
@@ -76,7 +92,7 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> 
         ),
         stmt!(
             "UPDATE agents SET card = ?, sig = ?, listed = ?, search = ?, accepts = ?, caps = ?,
-               webhook = coalesce(?, CASE WHEN ? THEN webhook END), updated_at = ?
+               webhook = CASE WHEN ? THEN webhook ELSE ? END, updated_at = ?
              WHERE local = ? AND card = ?",
             c.card,
             c.sig,
@@ -84,8 +100,8 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> 
             c.index.search.as_str(),
             c.index.accepts.as_str(),
             c.index.caps.as_str(),
-            c.webhook,
             keep_webhook,
+            c.webhook,
             c.now,
             c.local,
             replaces

@@ -17,3 +17,4 @@ mod rotation;
 mod scope;
 mod signatures;
 mod ssrf;
+mod webhook;

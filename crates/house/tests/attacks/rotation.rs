@@ -13,13 +13,14 @@ use crate::kit::*;
 
 const HOOK: &str = "https://hook.test/ana";
 
-/// ana registers with `old` (and a webhook), then the owner rotates to `new` with a token by `old`.
+/// ana registers with `old` (and a webhook), then the owner rotates to `new` with a token by `old`
+/// (naming the webhook again: a rotation clears one it does not set).
 fn rotated(w: &World) -> (std::rc::Rc<TestHouse>, Agent, Agent) {
     let h = w.house("a.test", Registration::Open);
     let old = Agent::new("ana@a.test", 10);
     json(&register(&h, &old, &[], &[("webhook", HOOK.into())]), 201);
     let new = Agent::new("ana@a.test", 11);
-    json(&register_by(&h, &old, &new, &[]), 200);
+    json(&register_by(&h, &old, &new, &[("webhook", HOOK.into())]), 200);
     (h, old, new)
 }
 
