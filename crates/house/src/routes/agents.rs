@@ -10,6 +10,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 use crate::auth::json_body;
 use crate::config::Registration;
 use crate::http::{Request, Response};
+use crate::outbound::Policy;
 use crate::ports::{Db, Net, PortError};
 use crate::store::agents::{self as store, Index};
 use crate::store::constraint;
@@ -106,14 +107,13 @@ struct Enrolment {
     signed: bool,
 }
 
-fn parse_enrolment(body: &Object, now: Timestamp) -> Result<Enrolment, Error> {
+fn parse_enrolment(body: &Object, now: Timestamp, policy: &Policy) -> Result<Enrolment, Error> {
     let local = field::str(body, "local")?.to_owned();
     let sig = SigPublic::parse(field::str(body, "sig")?)?;
     let webhook = field::opt_str(body, "webhook")?.map(str::to_owned);
-    if let Some(w) = &webhook
-        && !(w.starts_with("https://") || w.starts_with("http://"))
-    {
-        return Err(Error::malformed("`webhook` must be an http(s) URL"));
+    // Pushes go through the outbound policy anyway; refusing here tells the owner now, not never.
+    if let Some(w) = &webhook {
+        policy.check(w).map_err(|r| Error::malformed(format!("`webhook` is refused: {r}")))?;
     }
     let webhook = match webhook {
         Some(url) => Webhook::Set(url),
@@ -289,7 +289,7 @@ fn previous_keys(
 pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let now = house.now();
     let body = json_body(req)?;
-    let e = parse_enrolment(&body, now)?;
+    let e = parse_enrolment(&body, now, &house.net.policy)?;
     let address =
         house.local_address(&e.local).map_err(|_| Error::malformed(format!("invalid local part {:?}", e.local)))?;
     if RESERVED.contains(&e.local.as_str()) {

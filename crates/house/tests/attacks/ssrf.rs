@@ -114,3 +114,20 @@ fn an_error_answered_to_a_stranger_does_not_say_what_answered_where() {
     let why = reason(&resp);
     assert!(!why.contains("scan.example") && !why.contains("2222") && !why.contains("route"), "{why}");
 }
+
+#[test]
+fn a_webhook_pointing_inward_is_refused_when_it_is_set() {
+    let w = World::new();
+    let b = w.house("b.test", Registration::Admin);
+    let bob = Agent::new("bob@b.test", 20);
+    for (url, _) in INWARD {
+        let body = bob.registration(&b, &[("webhook", format!("{url}/hook").as_str().into())]);
+        let resp = call(&b, "POST", "/agents", &[("authorization", "Bearer admin-b.test")], &body);
+        assert_eq!(resp.status, 400, "{url}: {}", reason(&resp));
+        assert!(reason(&resp).contains("webhook"), "{url}: {}", reason(&resp));
+    }
+    assert_eq!(call_raw(&b, "GET", "/agents/bob", &[], vec![]).status, 404, "nothing was registered");
+    // A public https webhook is taken.
+    let body = bob.registration(&b, &[("webhook", "https://hooks.example/bob".into())]);
+    json(&call(&b, "POST", "/agents", &[("authorization", "Bearer admin-b.test")], &body), 201);
+}
