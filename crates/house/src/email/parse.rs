@@ -154,6 +154,51 @@ pub fn authentication_results(value: &str) -> Option<Authentication> {
     Some(a)
 }
 
+/// A header field's start: a name of one or more printable ASCII characters other than `:` (RFC
+/// 5322 `ftext`), blanks before the colon allowed as RFC 5322's obsolete syntax allows them, `:`.
+fn is_field(line: &[u8]) -> bool {
+    let name = line.iter().take_while(|b| (33..=126).contains(*b) && **b != b':').count();
+    let mut rest = line.iter().skip(name).skip_while(|b| matches!(b, b' ' | b'\t'));
+    name > 0 && rest.next() == Some(&b':')
+}
+
+/// Where an empty line must go when none ends the header block: before the first line that is not
+/// a header field, a continuation (it starts with a blank) or, first of all, an mbox `From ` line —
+/// where Python's `email` package starts the body too — or at the end when every line is a header.
+/// None when an empty line ends the header block already. mail-parser would take every line up to
+/// the next empty one as headers (dropping those without a `:`), losing the text.
+pub fn missing_separator(raw: &[u8]) -> Option<usize> {
+    let mut offset = 0usize;
+    for (n, line) in raw.split_inclusive(|b| *b == b'\n').enumerate() {
+        let text = line.strip_suffix(b"\n").unwrap_or(line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.is_empty() {
+            return None;
+        }
+        let header =
+            matches!(text.first(), Some(b' ' | b'\t')) || (n == 0 && text.starts_with(b"From ")) || is_field(text);
+        if !header {
+            return Some(offset);
+        }
+        offset += line.len();
+    }
+    Some(offset)
+}
+
+/// `raw` with the empty line that ends its header block, when it lacks one ([`missing_separator`]).
+pub fn with_separator(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let Some(at) = missing_separator(raw) else { return raw.into() };
+    let (head, body) = raw.split_at(at.min(raw.len()));
+    let mut out = Vec::with_capacity(raw.len() + 4);
+    out.extend_from_slice(head);
+    if !head.is_empty() && !head.ends_with(b"\n") {
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out.into()
+}
+
 fn text_list(v: &mail_parser::HeaderValue<'_>) -> Vec<String> {
     match v {
         mail_parser::HeaderValue::Text(t) => header_text(t).into_iter().collect(),
@@ -172,16 +217,20 @@ fn mailbox(a: Option<&mail_parser::Address<'_>>) -> Option<Mailbox> {
 /// Parses a raw message. `max_text_bytes` bounds the kept body. A message mail-parser cannot read
 /// at all (empty input) is refused (400).
 pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
-    // A message whose first line is no header at all is read as a body without headers (with an
-    // empty header block in front), as mime4j does, rather than refused.
+    if raw.is_empty() {
+        return Err(Error::malformed("not an email message: it is empty"));
+    }
+    // The body starts at the first line that is not a header, empty line or not; a message whose
+    // first line is no header at all is a body without headers. Should mail-parser still find no
+    // end to the headers, the whole message is read as a body, rather than refused.
+    let separated = with_separator(raw);
     let headerless;
-    let message = match MessageParser::default().parse(raw) {
+    let message = match MessageParser::default().parse(separated.as_ref()) {
         Some(m) => m,
-        None if !raw.is_empty() => {
+        None => {
             headerless = [b"\r\n".as_slice(), raw].concat();
             MessageParser::default().parse(&headerless).ok_or_else(|| Error::malformed("not an email message"))?
         }
-        None => return Err(Error::malformed("not an email message: it is empty")),
     };
     let message_id = message.message_id().and_then(header_text);
     let subject = message.subject().and_then(header_text);
@@ -374,5 +423,34 @@ mod tests {
         assert_ne!(a, envelope_id("g.test", Some("x@y"), b"one"));
         assert_ne!(envelope_id("h.test", None, b"one"), envelope_id("h.test", None, b"two"));
         assert!(nyx5_proto::address::check_id(&a).is_ok());
+    }
+
+    fn parsed(raw: &str) -> Parsed {
+        parse(raw.as_bytes(), 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn a_header_block_without_an_empty_line_keeps_its_text() {
+        assert_eq!(missing_separator(b"A: 1\r\n\r\nbody"), None);
+        assert_eq!(missing_separator(b"A: 1\r\nbody text\r\n"), Some(6));
+        assert_eq!(missing_separator(b"A: 1\r\n folded\r\nHi there: friend\r\n"), Some(15));
+        assert_eq!(missing_separator(b"From bob Mon Nov 30 10:00:00 2026\nA: 1\nbody"), Some(39));
+        assert_eq!(missing_separator(b"A: 1\nFrom here on\n"), Some(5));
+        assert_eq!(missing_separator(b":-) hi\n"), Some(0));
+        assert_eq!(missing_separator(b"Subject : obsolete but a header\nbody"), Some(32));
+        assert_eq!(missing_separator(b"A: 1\r\nB: 2"), Some(10));
+        assert_eq!(with_separator(b"A: 1\r\nB: 2").as_ref(), b"A: 1\r\nB: 2\r\n\r\n");
+        assert_eq!(with_separator(b"A: 1\nbody\n").as_ref(), b"A: 1\n\r\nbody\n");
+
+        let p = parsed("From: a@b.test\r\nSubject: hi\r\nThis is the text.\r\n\r\nSecond paragraph.\r\n");
+        assert_eq!(p.subject.as_deref(), Some("hi"));
+        assert_eq!(p.from.unwrap().address.as_deref(), Some("a@b.test"));
+        assert_eq!(p.text, "This is the text.\n\nSecond paragraph.\n");
+        let p = parsed("Subject: hi\nno empty line at all");
+        assert_eq!((p.subject.as_deref(), p.text.as_str()), (Some("hi"), "no empty line at all"));
+        let p = parsed("just a line of text");
+        assert_eq!((p.subject, p.text.as_str()), (None, "just a line of text"));
+        let p = parsed("Subject: only headers");
+        assert_eq!((p.subject.as_deref(), p.text.as_str()), (Some("only headers"), ""));
     }
 }
