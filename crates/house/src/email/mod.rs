@@ -10,6 +10,7 @@
 pub mod inbound;
 pub mod outbound;
 pub mod parse;
+pub mod trust;
 
 pub use inbound::EmailOutcome;
 
