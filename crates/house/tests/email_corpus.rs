@@ -32,8 +32,9 @@ fn bridge(raw: &[u8]) -> Result<(Parsed, Envelope), nyx5_proto::Error> {
     let parsed = parse::parse(raw, MAX_BYTES / 2)?;
     let gateway = Address::parse("email@h.test").unwrap();
     let to = Address::parse("ana@h.test").unwrap();
-    let arrival = Arrival { gateway: &gateway, to: &to, envelope_from: None, now: Timestamp(0) };
-    let id = parse::envelope_id("h.test", parsed.message_id.as_deref(), raw);
+    let arrival =
+        Arrival { gateway: &gateway, to: &to, envelope_from: None, authenticated_domain: None, now: Timestamp(0) };
+    let id = parse::envelope_id("h.test", &parsed, None);
     let env = parsed.envelope(id, &arrival)?;
     Ok((parsed, env))
 }
