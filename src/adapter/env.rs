@@ -1,7 +1,7 @@
 //! The house's configuration from Worker vars and secrets. The first implementation's
 //! `CHASQUI_*` names are read as aliases, so an existing deployment's settings carry over.
 
-use nyx5_house::config::{Config, Registration, parse_hosts, parse_previous_keys};
+use nyx5_house::config::{Config, Registration, parse_authserv_ids, parse_hosts, parse_previous_keys};
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::{Error, Timestamp, b64, limits};
 use worker::Env;
@@ -94,6 +94,11 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
         })
     };
     c.email_enabled = switch("NYX5_EMAIL", true)?;
+    // Receivers whose `Authentication-Results` the bridge believes besides Cloudflare's own (which
+    // the `email` event trusts by itself): for mail the operator feeds to `POST /email/in`.
+    if let Some(ids) = read(env, "NYX5_EMAIL_AUTHSERV_IDS") {
+        c.email_authserv_ids = parse_authserv_ids(&ids).map_err(|e| invalid("NYX5_EMAIL_AUTHSERV_IDS", e.reason))?;
+    }
     // Parsing a large HTML message can pass the Free plan's 10 ms of CPU; 256 KiB stays well inside.
     c.email_max_bytes = usize::try_from(amount("NYX5_EMAIL_MAX_BYTES", 256 * 1024, limits::MAX_ENVELOPE_BYTES as i64)?)
         .unwrap_or(256 * 1024);

@@ -131,6 +131,12 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
+/// The authserv-id of Cloudflare Email Routing's inbound MX: it evaluates SPF, DKIM and DMARC and
+/// writes its `Authentication-Results: mx.cloudflare.net; …` on top of every message before it
+/// hands the message to the `email` event, so for that event (and only for it) its verdict is the
+/// receiver's own (docs/SPEC.md "Email bridge").
+const CLOUDFLARE_AUTHSERV_ID: &str = "mx.cloudflare.net";
+
 /// Email Routing hands each message here (spec §10, docs/SPEC.md "Email bridge"). A refusal
 /// for good (unknown recipient, too large, blocked, …) is `setReject` with the house's reason; a
 /// temporary one (rate limit, storage down) fails the event, so the sending side tries again.
@@ -149,7 +155,7 @@ async fn email(message: ForwardableEmailMessage, env: Env, _ctx: Context) -> wor
         return reject(&message, &reason).await;
     }
     let raw = message.raw_bytes().await?;
-    match house.receive_email(&raw, &message.from(), &message.to()).await {
+    match house.receive_email(&raw, &message.from(), &message.to(), &[CLOUDFLARE_AUTHSERV_ID]).await {
         Ok(_) => Ok(()),
         Err(e) if e.kind.is_temporary() => {
             if e.kind == ErrorKind::Internal {

@@ -94,6 +94,33 @@ pub fn previous_keys_text(keys: &[PreviousDomainKey]) -> String {
     Value::Array(list).canonical_string()
 }
 
+/// Most authserv-ids an operator may name as trusted for email.
+pub const MAX_EMAIL_AUTHSERV_IDS: usize = 16;
+
+/// Parses the authserv-ids whose `Authentication-Results` the email bridge trusts, as operators
+/// write them (`NYX5_EMAIL_AUTHSERV_IDS`, `nyx5 serve --email-authserv-id`): separated by commas
+/// or blanks, each an RFC 2045 token (what receiving MTAs put there: their host name), lower-cased.
+/// Empty is none.
+pub fn parse_authserv_ids(text: &str) -> Result<Vec<String>, Error> {
+    let mut out: Vec<String> = Vec::new();
+    for id in text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
+        let ok = id.len() <= 255 && id.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b));
+        if !ok {
+            return Err(Error::malformed(format!(
+                "{id:?} is not an authserv-id (a receiving MTA's name, e.g. mx.example.org)"
+            )));
+        }
+        let id = id.to_ascii_lowercase();
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    if out.len() > MAX_EMAIL_AUTHSERV_IDS {
+        return Err(Error::malformed(format!("at most {MAX_EMAIL_AUTHSERV_IDS} authserv-ids")));
+    }
+    Ok(out)
+}
+
 /// Retry schedule for deliveries (spec §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -137,8 +164,13 @@ pub struct Config {
     pub require_relay: bool,
     /// Inbound envelopes accepted per sending domain per minute for `open` mailboxes.
     pub inbound_per_domain_per_minute: i64,
-    /// Emails accepted per sending address per mailbox per minute (the email bridge).
+    /// Emails accepted per mailbox per minute from one authenticated From domain, or from all
+    /// unauthenticated senders together (the email bridge; allowlisted senders are not counted).
     pub email_per_sender_per_minute: i64,
+    /// The authserv-ids (lower case) whose `Authentication-Results` the email bridge believes, when
+    /// topmost: the receiving MTA in front of `POST /email/in`. The Worker's `email` event adds
+    /// Cloudflare's own for the mail it hands over. Empty: mail fed by the operator is unverified.
+    pub email_authserv_ids: Vec<String>,
     /// Emails one agent may queue per minute through the bridge (`POST /email/out`).
     pub email_out_per_agent_per_minute: i64,
     pub hosts: BTreeMap<String, HostEntry>,
@@ -191,6 +223,7 @@ impl Config {
             inbound_per_domain_per_minute: 120,
             email_per_sender_per_minute: crate::email::EMAIL_PER_SENDER_PER_MINUTE,
             email_out_per_agent_per_minute: crate::email::EMAIL_OUT_PER_AGENT_PER_MINUTE,
+            email_authserv_ids: Vec::new(),
             hosts: BTreeMap::new(),
             doh_url: None,
             allow_http: false,
@@ -228,6 +261,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn authserv_ids() {
+        assert_eq!(
+            parse_authserv_ids(" MX.Example.org, mx2.example.org mx.example.org ").unwrap(),
+            ["mx.example.org", "mx2.example.org"]
+        );
+        assert!(parse_authserv_ids("").unwrap().is_empty());
+        assert!(parse_authserv_ids("mx;dmarc=pass").is_err());
+        assert!(parse_authserv_ids("(mx)").is_err());
+        assert!(parse_authserv_ids("\"mx\"").is_err());
+        let many = (0..=MAX_EMAIL_AUTHSERV_IDS).map(|i| format!("mx{i}.test")).collect::<Vec<_>>().join(",");
+        assert!(parse_authserv_ids(&many).is_err());
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {

@@ -1,7 +1,9 @@
 //! The email bridge, inbound (docs/SPEC.md "Email bridge"): `House::receive_email` and
 //! `POST /email/in` against real SQLite — the unsigned envelope in the mailbox, idempotency by
-//! Message-ID, the size limit, unknown recipients, lists, policies and the per-sender rate — and
-//! hostile mail, each with a clear outcome and no panic.
+//! Message-ID and content, the size limit, unknown recipients, lists, policies and the rate per
+//! authenticated domain — and hostile mail, each with a clear outcome and no panic. The houses
+//! here trust `mx.h.test` (`Config::email_authserv_ids`); the attacks on that trust are in
+//! `tests/attacks/email.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 mod kit;
@@ -16,7 +18,9 @@ const ADMIN: &str = "Bearer admin-h.test";
 
 fn setup() -> (World, std::rc::Rc<TestHouse>, Agent) {
     let world = World::new();
-    let house = world.house("h.test", Registration::Admin);
+    let mut config = world.config("h.test", Registration::Admin);
+    config.email_authserv_ids = vec!["mx.h.test".into()];
+    let house = world.start(config);
     let ana = Agent::new("ana@h.test", 40);
     assert_eq!(ana.register_admin(&house).status, 201);
     (world, house, ana)
@@ -26,13 +30,13 @@ fn mail(id: &str, subject: &str, body: &str) -> Vec<u8> {
     format!(
         "From: Bob Example <Bob@Example.COM>\r\nTo: ana@h.test\r\nSubject: {subject}\r\nMessage-ID: <{id}>\r\n\
          Date: Mon, 30 Nov 2026 10:00:00 +0100\r\nAuthentication-Results: mx.h.test; spf=pass smtp.mailfrom=example.com; \
-         dkim=pass header.d=example.com; dmarc=pass\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
+         dkim=pass header.d=example.com; dmarc=pass header.from=example.com\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
     )
     .into_bytes()
 }
 
 fn receive(house: &TestHouse, raw: &[u8], from: &str, to: &str) -> Result<EmailOutcome, nyx5_proto::Error> {
-    block_on(house.receive_email(raw, from, to))
+    block_on(house.receive_email(raw, from, to, &[]))
 }
 
 fn code(r: Result<EmailOutcome, nyx5_proto::Error>) -> u16 {
@@ -64,8 +68,9 @@ fn an_email_becomes_an_unsigned_envelope_once() {
     let raw = mail("m1@example.com", "Hola =?utf-8?q?se=C3=B1or?=", "Hi Ana.\r\nSecond line.");
     let first = receive(&house, &raw, "bounce@example.com", "Ana@H.test").unwrap();
     assert!(matches!(first, EmailOutcome::Accepted { .. }));
-    // Redelivery of the same Message-ID (even with other bytes) changes nothing.
-    let again = receive(&house, &mail("m1@example.com", "changed", "x"), "bounce@example.com", "ana@h.test").unwrap();
+    // Redelivery of the same message (with a receiver's trace header on top) changes nothing.
+    let redelivered = [b"Received: from mx by h.test; Mon, 30 Nov 2026 10:05:00 +0000\r\n".as_slice(), &raw].concat();
+    let again = receive(&house, &redelivered, "bounce@example.com", "ana@h.test").unwrap();
     assert_eq!(again, EmailOutcome::Duplicate { id: first.id().to_owned() });
     let got = mailbox(&house, &ana);
     assert_eq!(got.len(), 1);
@@ -89,6 +94,7 @@ fn an_email_becomes_an_unsigned_envelope_once() {
     assert_eq!(e["message_id"].as_str(), Some("m1@example.com"));
     assert_eq!(e["date"].as_str(), Some("2026-11-30T10:00:00+01:00"));
     assert_eq!(e["verified"], Value::Bool(false));
+    assert_eq!(e["authenticated_domain"].as_str(), Some("example.com"));
     assert_eq!(
         e["authentication"],
         Value::Object(obj([
@@ -158,7 +164,7 @@ fn refusals_have_codes_and_reasons() {
 }
 
 #[test]
-fn the_rate_is_per_sender_per_minute_and_policies_apply() {
+fn the_rate_is_per_authenticated_domain_per_minute_and_policies_apply() {
     let (world, house, ana) = setup();
     let cap = house.config.email_per_sender_per_minute;
     for i in 0..cap {
@@ -166,7 +172,8 @@ fn the_rate_is_per_sender_per_minute_and_policies_apply() {
     }
     let e = receive(&house, &mail("over@example.com", "s", "b"), "", "ana@h.test").unwrap_err();
     assert_eq!(e.code(), 429);
-    // Another sender is not held back; a duplicate is still a duplicate.
+    // Another sender (unauthenticated: the verdict is for example.com) is not held back; a
+    // duplicate is still a duplicate.
     let carol =
         String::from_utf8(mail("c@other.test", "s", "b")).unwrap().replace("Bob@Example.COM", "carol@other.test");
     assert_eq!(code(receive(&house, carol.as_bytes(), "", "ana@h.test")), 202);

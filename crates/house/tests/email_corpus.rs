@@ -32,8 +32,9 @@ fn bridge(raw: &[u8]) -> Result<(Parsed, Envelope), nyx5_proto::Error> {
     let parsed = parse::parse(raw, MAX_BYTES / 2)?;
     let gateway = Address::parse("email@h.test").unwrap();
     let to = Address::parse("ana@h.test").unwrap();
-    let arrival = Arrival { gateway: &gateway, to: &to, envelope_from: None, now: Timestamp(0) };
-    let id = parse::envelope_id("h.test", parsed.message_id.as_deref(), raw);
+    let arrival =
+        Arrival { gateway: &gateway, to: &to, envelope_from: None, authenticated_domain: None, now: Timestamp(0) };
+    let id = parse::envelope_id("h.test", &parsed, None);
     let env = parsed.envelope(id, &arrival)?;
     Ok((parsed, env))
 }
@@ -162,9 +163,13 @@ fn mime4j_text_bodies_match_where_the_part_is_text() {
             // The bridge takes every one of them.
             let (parsed, env) = bridge(&raw).unwrap_or_else(|e| panic!("{}: refused: {e}", msg.display()));
             assert_eq!(body(&env), parsed.text);
+            // The parts as the bridge reads them: with the empty line a header block lacks.
+            let separated = parse::with_separator(&raw);
             let headerless = [b"\r\n".as_slice(), &raw].concat();
-            let message =
-                MessageParser::default().parse(&raw).or_else(|| MessageParser::default().parse(&headerless)).unwrap();
+            let message = MessageParser::default()
+                .parse(separated.as_ref())
+                .or_else(|| MessageParser::default().parse(&headerless))
+                .unwrap();
             let mut found = Vec::new();
             leaves(&message, 0, "1", &mut found);
             let base = msg.to_str().unwrap().trim_end_matches(".msg").to_owned();
@@ -195,7 +200,14 @@ fn mime4j_text_bodies_match_where_the_part_is_text() {
     assert!(checked >= 50, "too few mime4j text parts compared: {checked}");
     // Where mime4j and mail-parser read broken structure differently (stray or doubled
     // boundaries, headers missing): measured and pinned, so a change either way shows up here.
+    // The first four are header blocks not ended by an empty line: mime4j reads headers up to the
+    // next empty line and drops the text before it; the bridge starts the body at the first line
+    // that is not a header, as Python's `email` does (`header_blocks_without_an_empty_line_keep_their_text`).
     let known = [
+        "basic-plain-with-bad-header-separator_decoded_1.txt",
+        "hdr-fakeout_decoded_1.txt",
+        "malformedHeader-nocrlfcrlf_decoded_1.txt",
+        "obsolete_decoded_1.txt",
         "intermediate-boundaries_decoded_1_2.txt",
         "malformedHeader-noheader_decoded_1.txt",
         "malformedHeaderStartsBody-nocrlfcrlf_decoded_1.txt",
@@ -212,7 +224,56 @@ fn mime4j_text_bodies_match_where_the_part_is_text() {
     let unexpected: Vec<&String> = failed.iter().filter(|f| !known.contains(&f.as_str())).collect();
     assert!(unexpected.is_empty(), "mime4j text parts that newly differ: {unexpected:?}");
     assert_eq!(passed + failed.len(), checked);
-    assert!(passed >= 110, "mime4j: only {passed} of {checked} text parts match");
+    assert!(passed >= 106, "mime4j: only {passed} of {checked} text parts match");
+}
+
+/// Header blocks that no empty line ends keep their text: the body starts at the first line that
+/// is not a header field or a continuation. The expected texts are what Python 3.11's `email`
+/// package reads (`email.message_from_bytes(raw).get_payload(decode=True)`, CRLF as LF), except
+/// that a blank before the colon still makes a header (RFC 5322's obsolete syntax; Python starts
+/// the body there). mail-parser alone takes every line up to the next empty one as headers.
+#[test]
+fn header_blocks_without_an_empty_line_keep_their_text() {
+    let cases: [(&[u8], Option<&str>, &str); 7] = [
+        (
+            &std::fs::read(corpus("apache-mime4j/testmsgs/basic-plain-with-bad-header-separator.msg")).unwrap(),
+            Some("Simple Subject"),
+            "This is a very simple message with a simple body but the separator\nbetween header and body contains \
+             an additional space: \nCRLF<space>CRLF.\n\nThis results in a bogus header.\n",
+        ),
+        (
+            &std::fs::read(corpus("apache-mime4j/testmsgs/malformedHeader-nocrlfcrlf.msg")).unwrap(),
+            Some("this is a subject"),
+            "This is an invalid header\nAnotherHeader: is this an header or the first part of the body?\n\nBody text\n",
+        ),
+        (
+            &std::fs::read(corpus("apache-mime4j/mimetools-testmsgs/hdr-fakeout.msg")).unwrap(),
+            Some("test message 1"),
+            "The header is not properly terminated; the \"blank line\" \nactually has a space in it.\n\n",
+        ),
+        (
+            &std::fs::read(corpus("apache-mime4j/testmsgs/malformedHeader-noheader.msg")).unwrap(),
+            None,
+            "This is a simple message not having headers.\nThe whole text should be recognized as body.\n",
+        ),
+        (
+            b"From: Bob <bob@example.com>\r\nSubject: notes\r\nMessage-ID: <ns1@example.com>\r\nHere are the notes: \
+              all of them.\r\n\r\nSecond paragraph.\r\n",
+            Some("notes"),
+            "Here are the notes: all of them.\n\nSecond paragraph.\n",
+        ),
+        (
+            b"From: bob@example.com\nSubject: no end\nOnly this line, and no newline",
+            Some("no end"),
+            "Only this line, and no newline",
+        ),
+        (b"From: bob@example.com\nSubject: all header", Some("all header"), ""),
+    ];
+    for (raw, subject, text) in cases {
+        let (parsed, env) = bridge(raw).unwrap();
+        assert_eq!(parsed.subject.as_deref(), subject, "{}", String::from_utf8_lossy(raw));
+        assert_eq!(body(&env), text, "{}", String::from_utf8_lossy(raw));
+    }
 }
 
 /// The expected bytes as text: UTF-8 when they are, else each charset the message names is tried

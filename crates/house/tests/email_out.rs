@@ -137,7 +137,7 @@ fn a_reply_keeps_the_thread() {
     let (world, house, ana, provider) = world(true);
     let raw = b"From: Pat <pat@example.com>\r\nTo: ana@h.test\r\nSubject: question\r\nMessage-ID: <q2@example.com>\r\n\
 References: <q0@example.com> <q1@example.com>\r\n\r\nCan you help?\r\n";
-    let got = block_on(house.receive_email(raw, "pat@example.com", "ana@h.test")).unwrap();
+    let got = block_on(house.receive_email(raw, "pat@example.com", "ana@h.test", &[])).unwrap();
     let req = out(&[
         ("to", "pat@example.com".into()),
         ("subject", "Re: question".into()),

@@ -69,6 +69,11 @@ pub(crate) struct Args {
     /// The provider's API URL [default: https://api.resend.com/emails]
     #[arg(long, value_name = "URL")]
     email_provider_url: Option<String>,
+    /// The authserv-ids (comma-separated) of the MTAs in front of `POST /email/in` whose topmost
+    /// `Authentication-Results` the email bridge believes: a DMARC pass there makes the From
+    /// domain authenticated (allowlists, its own rate). Without it all email is unauthenticated.
+    #[arg(long, value_name = "IDS", env = "NYX5_EMAIL_AUTHSERV_IDS")]
+    email_authserv_ids: Option<String>,
     /// Rotate the domain key before starting: a new key signs from now on, and the current one
     /// stays listed (with a handover to the new one) for 30 days while stored cards are
     /// certified again by the new key.
@@ -130,6 +135,7 @@ struct Plan {
     registration: Registration,
     hosts: Option<String>,
     doh_url: Option<String>,
+    email_authserv_ids: Vec<String>,
 }
 
 fn plan(args: &Args) -> Result<Plan, Failure> {
@@ -159,7 +165,16 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     if let Some(url) = &args.doh_url {
         nyx5_house::resolver::check_doh_url(url).map_err(|e| Failure::usage(format!("--doh-url: {}", e.reason)))?;
     }
-    Ok(Plan { domain: args.domain.clone(), public_url, registration, hosts, doh_url: args.doh_url.clone() })
+    let email_authserv_ids = nyx5_house::config::parse_authserv_ids(args.email_authserv_ids.as_deref().unwrap_or(""))
+        .map_err(|e| Failure::usage(format!("--email-authserv-ids: {}", e.reason)))?;
+    Ok(Plan {
+        domain: args.domain.clone(),
+        public_url,
+        registration,
+        hosts,
+        doh_url: args.doh_url.clone(),
+        email_authserv_ids,
+    })
 }
 
 /// `nyx5 serve`.
@@ -214,6 +229,7 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.registration = plan.registration;
         config.hosts = hosts;
         config.doh_url = plan.doh_url;
+        config.email_authserv_ids = plan.email_authserv_ids;
         config.resend_key = args.resend_key.filter(|k| !k.trim().is_empty());
         config.email_sender = args.email_sender.filter(|s| !s.trim().is_empty());
         if let Some(url) = args.email_provider_url {

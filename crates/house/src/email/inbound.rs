@@ -2,17 +2,20 @@
 //! `email` event, `POST /email/in` and `nyx5 email-in` all come here.
 //!
 //! Order: size (413, before anything is parsed), recipient (404 unknown, 421 another domain),
-//! parse (400 when it is not a message at all), already held (a duplicate, whatever else holds
-//! now), blocklist (403), the recipient's policy (an `open` mailbox takes email from anyone, any
-//! other policy only from allowlisted senders: 403), the per-sender rate (429), then one batch:
-//! the rate count (guarded by the `rate_cap` CHECK) and the unsigned envelope. A recipient with a
-//! webhook gets the new envelope pushed, as for signed mail.
+//! parse (400 when it is not a message at all), who it is from ([`standing`]: the From domain only
+//! when a trusted receiver says DMARC passed for it), already held (a duplicate when the same
+//! message holds the id, whatever else holds now; 409 when something else does), blocklist (403,
+//! on anything the email claims), the recipient's policy (an `open` mailbox takes email from
+//! anyone, any other policy only from authenticated senders on its allowlist: 403), the rate
+//! (429; per authenticated From domain, else one bucket for all unauthenticated mail to the
+//! mailbox), then one batch: the rate count (guarded by the `rate_cap` CHECK) and the unsigned
+//! envelope. A recipient with a webhook gets the new envelope pushed, as for signed mail.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Value};
 
 use super::GATEWAY_LOCAL;
-use super::parse::{self, Arrival};
+use super::parse::{self, Arrival, Parsed};
 use crate::policy::Policy;
 use crate::ports::{Db, Net, PortError};
 use crate::{House, port_error, store};
@@ -34,23 +37,55 @@ impl EmailOutcome {
     }
 }
 
-/// The rate window of emails from `sender` to `local`.
-fn bucket(local: &str, sender: &str) -> String {
-    format!("email:{local}:{sender}")
+/// Who an email is from, as far as the house can tell, and what that means for lists and rates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// The From domain a trusted receiver's DMARC pass vouches for; None: unauthenticated.
+    pub authenticated_domain: Option<String>,
+    /// What the block list is matched against: every address the email claims (From, the SMTP
+    /// envelope sender) and their domains. Blocking on a claim only ever refuses more.
+    pub claimed: Vec<String>,
+    /// What the allow list is matched against: the From address and its domain when
+    /// authenticated, else nothing (a From anyone can write exempts no one).
+    pub authenticated: Vec<String>,
+    /// The rate window it counts in: `email:<local>:domain:<authenticated domain>`, or
+    /// `email:<local>:unverified`, shared by all unauthenticated mail to the mailbox, since every
+    /// other name for the sender (From, the SMTP sender) is the sender's free choice.
+    pub bucket: String,
 }
 
-/// The list entries an email's senders match: each address and its domain.
-fn entries(senders: &[String]) -> String {
-    let mut list: Vec<Value> = Vec::new();
-    for s in senders {
-        let domain = s.rsplit_once('@').map(|(_, d)| d.to_owned());
-        for e in std::iter::once(s.clone()).chain(domain) {
-            if !list.iter().any(|v| v.as_str() == Some(e.as_str())) {
-                list.push(e.into());
+/// Decides an email's [`Standing`] for mailbox `local`. Pure.
+pub fn standing(local: &str, parsed: &Parsed, envelope_from: Option<&str>, trusted: &[String]) -> Standing {
+    let authenticated_domain = parsed.authenticated_domain(trusted);
+    let from = parsed.from.as_ref().and_then(|m| m.address.clone());
+    let claimed = entries(from.iter().cloned().chain(envelope_from.and_then(parse::mail_address)));
+    let authenticated = match &authenticated_domain {
+        Some(_) => entries(from),
+        None => Vec::new(),
+    };
+    let bucket = match &authenticated_domain {
+        Some(domain) => format!("email:{local}:domain:{domain}"),
+        None => format!("email:{local}:unverified"),
+    };
+    Standing { authenticated_domain, claimed, authenticated, bucket }
+}
+
+/// The list entries addresses match: each address and its domain, once.
+fn entries(addresses: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut list: Vec<String> = Vec::new();
+    for a in addresses {
+        let domain = a.rsplit_once('@').map(|(_, d)| d.to_owned());
+        for e in std::iter::once(a).chain(domain) {
+            if !list.contains(&e) {
+                list.push(e);
             }
         }
     }
-    Value::Array(list).canonical_string()
+    list
+}
+
+fn json_list(entries: &[String]) -> String {
+    Value::Array(entries.iter().map(|e| e.as_str().into()).collect()).canonical_string()
 }
 
 impl<D: Db, N: Net> House<D, N> {
@@ -60,9 +95,17 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// Receives one raw RFC 5322 message for `rcpt_to` (a local address), sent by
-    /// `envelope_from` (the SMTP MAIL FROM; may be empty). Refusals are errors with their code
-    /// and a reason fit for the sending MTA.
-    pub async fn receive_email(&self, raw: &[u8], envelope_from: &str, rcpt_to: &str) -> Result<EmailOutcome, Error> {
+    /// `envelope_from` (the SMTP MAIL FROM; may be empty). `receivers` are the authserv-ids of
+    /// whoever received this very message for the caller (the Worker's `email` event: Cloudflare's);
+    /// they are trusted for this message besides `Config::email_authserv_ids`. Refusals are
+    /// errors with their code and a reason fit for the sending MTA.
+    pub async fn receive_email(
+        &self,
+        raw: &[u8],
+        envelope_from: &str,
+        rcpt_to: &str,
+        receivers: &[&str],
+    ) -> Result<EmailOutcome, Error> {
         if !self.config.email_enabled {
             return Err(Error::forbidden("this house does not take email (its email bridge is off)"));
         }
@@ -93,21 +136,36 @@ impl<D: Db, N: Net> House<D, N> {
         let parsed = parse::parse(raw, max / 2)?;
         let envelope_from = Some(envelope_from.trim()).filter(|s| !s.is_empty() && *s != "<>");
         let sender = parsed.sender(envelope_from);
-        let id = parse::envelope_id(&self.config.domain, parsed.message_id.as_deref(), raw);
-        let mut senders: Vec<String> = sender.iter().cloned().collect();
-        if let Some(e) = envelope_from.and_then(parse::mail_address)
-            && !senders.contains(&e)
-        {
-            senders.push(e);
-        }
+        let trusted: Vec<String> = self
+            .config
+            .email_authserv_ids
+            .iter()
+            .cloned()
+            .chain(receivers.iter().map(|r| r.to_ascii_lowercase()))
+            .collect();
+        let standing = standing(to.local(), &parsed, envelope_from, &trusted);
+        let id = parse::envelope_id(&self.config.domain, &parsed, standing.authenticated_domain.as_deref());
+        let gateway = self.email_gateway()?;
         let now = self.now();
         let window = now.millis() / 60_000;
-        let rate_key = bucket(to.local(), sender.as_deref().unwrap_or("unknown"));
-        let facts = store::email::facts(&self.db, to.local(), &id, &entries(&senders), &rate_key, window)
+        let lookup = store::email::Lookup {
+            local: to.local(),
+            envelope_id: &id,
+            claimed: &json_list(&standing.claimed),
+            authenticated: &json_list(&standing.authenticated),
+            bucket: &standing.bucket,
+            window,
+        };
+        let facts = store::email::facts(&self.db, &lookup)
             .await?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {to}")))?;
-        if facts.text("holder").is_some() {
-            return Ok(EmailOutcome::Duplicate { id });
+        // The id binds the message's content: held by an email, it is this very message again.
+        match facts.text("holder") {
+            Some(holder) if holder == gateway.as_str() => return Ok(EmailOutcome::Duplicate { id }),
+            Some(_) => {
+                return Err(Error::new(ErrorKind::Conflict, format!("envelope id {id} is taken by another message")));
+            }
+            None => {}
         }
         let who = sender.as_deref().unwrap_or("this sender");
         if facts.int("blocked").unwrap_or(0) != 0 {
@@ -120,26 +178,32 @@ impl<D: Db, N: Net> House<D, N> {
             return Err(Error::new(ErrorKind::NotFound, format!("the card of {to} has expired")));
         }
         if Policy::of(card.inbox()) != Policy::Open && !allowed {
-            return Err(Error::forbidden(format!("{to} takes email only from senders on its allowlist")));
+            return Err(Error::forbidden(match &standing.authenticated_domain {
+                Some(_) => format!("{to} takes email only from senders on its allowlist"),
+                None => format!(
+                    "{to} takes email only from senders on its allowlist, and this sender is not authenticated \
+                     (no DMARC pass from a receiver this house trusts)"
+                ),
+            }));
         }
         let cap = self.config.email_per_sender_per_minute;
+        let authenticated_domain = standing.authenticated_domain.as_deref();
         if !allowed && facts.int("rate_count").unwrap_or(0) >= cap {
-            return Err(rate_limited(who));
+            return Err(rate_limited(authenticated_domain));
         }
-        let gateway = self.email_gateway()?;
-        let arrival = Arrival { gateway: &gateway, to: &to, envelope_from, now };
+        let arrival = Arrival { gateway: &gateway, to: &to, envelope_from, authenticated_domain, now };
         let env = parsed.envelope(id.clone(), &arrival)?;
         env.check_size(max)?;
         let mut stmts = Vec::with_capacity(2);
         if !allowed {
-            stmts.push(store::agents::count_in_window(&rate_key, window, cap));
+            stmts.push(store::agents::count_in_window(&standing.bucket, window, cap));
         }
         // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
         stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis()));
         let changes = match self.db.batch(stmts).await {
             Ok(c) => c,
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {
-                return Err(rate_limited(who));
+                return Err(rate_limited(authenticated_domain));
             }
             Err(e) => return Err(port_error(e)),
         };
@@ -154,8 +218,12 @@ impl<D: Db, N: Net> House<D, N> {
     }
 }
 
-fn rate_limited(who: &str) -> Error {
-    Error::new(ErrorKind::RateLimited, format!("too many emails from {who} this minute, try again shortly"))
+fn rate_limited(authenticated_domain: Option<&str>) -> Error {
+    let who = match authenticated_domain {
+        Some(domain) => format!("from {domain}"),
+        None => "from unauthenticated senders".to_owned(),
+    };
+    Error::new(ErrorKind::RateLimited, format!("too many emails {who} to this mailbox this minute, try again shortly"))
 }
 
 fn clip(text: &str) -> String {

@@ -1,15 +1,17 @@
 //! The email bridge (spec §10, `urn:nyx5:ext:email`; docs/SPEC.md "Email bridge"): real email in
 //! as unsigned envelopes, never disguised as signed ones.
 //!
-//! `parse` reads a raw message into the envelope (pure); `inbound` is [`House::receive_email`],
-//! which checks size, recipient, lists and the per-sender rate and stores it in one batch;
-//! `outbound` queues an agent's email (`POST /email/out`) and sends it through the provider.
+//! `parse` reads a raw message into the envelope (pure); `trust` decides whether a trusted
+//! receiver vouches for its From domain (pure); `inbound` is [`House::receive_email`], which
+//! checks size, recipient, lists and the rate and stores it in one batch; `outbound` queues an
+//! agent's email (`POST /email/out`) and sends it through the provider.
 //!
 //! [`House::receive_email`]: crate::House::receive_email
 
 pub mod inbound;
 pub mod outbound;
 pub mod parse;
+pub mod trust;
 
 pub use inbound::EmailOutcome;
 
@@ -25,7 +27,8 @@ pub const MAX_HEADER_CHARS: usize = 998;
 pub const MAX_NAME_CHARS: usize = 255;
 /// Most `References` kept (the last ones matter least to an agent; the first is the thread root).
 pub const MAX_REFERENCES: usize = 32;
-/// Emails from one sending address to one mailbox per minute, by default.
+/// Emails to one mailbox per minute from one authenticated From domain, or from all
+/// unauthenticated senders together, by default.
 pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;
 /// Emails one agent may queue per minute (`POST /email/out`), by default.
 pub const EMAIL_OUT_PER_AGENT_PER_MINUTE: i64 = 10;

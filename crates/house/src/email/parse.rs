@@ -4,7 +4,8 @@
 //!
 //! Nothing the sender wrote is trusted: every header we keep is clipped, the chosen text body is
 //! clipped to a byte budget, attachments are only described (name, media, size, SHA-256), and the
-//! authentication verdicts are recorded as the topmost `Authentication-Results` header says.
+//! authentication verdicts are recorded as the topmost `Authentication-Results` header says. All
+//! of those headers are kept, read, for [`Parsed::authenticated_domain`] (see `trust`).
 
 use mail_parser::{MessageParser, MimeHeaders};
 use nyx5_proto::address::uuid_v4;
@@ -13,6 +14,7 @@ use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Envelope, Error, Object, Timestamp, Value};
 
+use super::trust::{self, AuthResults};
 use super::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NAME_CHARS, MAX_REFERENCES};
 
 /// A mailbox as a header names it.
@@ -58,6 +60,10 @@ pub struct Parsed {
     /// The text was longer than the budget and was cut.
     pub truncated: bool,
     pub authentication: Option<Authentication>,
+    /// Every `Authentication-Results` header, read, topmost first (None where one was unreadable).
+    pub authentication_results: Vec<Option<AuthResults>>,
+    /// The message has one From header naming one mailbox (DMARC is about that one domain).
+    pub single_from: bool,
     pub attachments: Vec<Attachment>,
     /// How many attachments the message had (only the first [`MAX_ATTACHMENTS`] are described).
     pub attachment_count: usize,
@@ -118,40 +124,72 @@ pub fn mail_address(text: &str) -> Option<String> {
     (local_ok && domain_ok).then_some(t)
 }
 
-/// Reads `Authentication-Results` (RFC 8601): `authserv-id; method=result …; …`. Only `spf`,
-/// `dkim` and `dmarc` are kept, the first result of each; comments are dropped.
+/// Reads `Authentication-Results` (RFC 8601) for the record: `authserv-id; method=result …; …`.
+/// Only `spf`, `dkim` and `dmarc` are kept, the first result of each; comments are dropped.
 pub fn authentication_results(value: &str) -> Option<Authentication> {
-    let mut clean = String::with_capacity(value.len());
-    let mut depth = 0usize;
-    for c in value.chars() {
-        match c {
-            '(' => depth = depth.saturating_add(1),
-            ')' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => clean.push(if c.is_control() { ' ' } else { c }),
-            _ => {}
-        }
-    }
-    let mut parts = clean.split(';');
-    let authserv_id = parts.next()?.split_whitespace().next().map(|s| clip_chars(s, MAX_NAME_CHARS))?;
-    let mut a = Authentication { authserv_id, ..Authentication::default() };
-    for part in parts {
-        let Some((method, rest)) = part.trim().split_once('=') else { continue };
-        let result: String = rest.chars().take_while(char::is_ascii_alphabetic).take(16).collect();
-        if result.is_empty() {
-            continue;
-        }
-        let result = result.to_ascii_lowercase();
-        let slot = match method.trim().to_ascii_lowercase().as_str() {
+    summary(&trust::read(value)?)
+}
+
+fn summary(read: &AuthResults) -> Option<Authentication> {
+    let mut a =
+        Authentication { authserv_id: clip_chars(&read.authserv_id, MAX_NAME_CHARS), ..Authentication::default() };
+    for r in read.results.iter().filter(|r| !r.result.is_empty()) {
+        let slot = match r.method.as_str() {
             "spf" => &mut a.spf,
             "dkim" => &mut a.dkim,
             "dmarc" => &mut a.dmarc,
             _ => continue,
         };
         if slot.is_none() {
-            *slot = Some(result);
+            *slot = Some(clip_chars(&r.result, 16));
         }
     }
     Some(a)
+}
+
+/// A header field's start: a name of one or more printable ASCII characters other than `:` (RFC
+/// 5322 `ftext`), blanks before the colon allowed as RFC 5322's obsolete syntax allows them, `:`.
+fn is_field(line: &[u8]) -> bool {
+    let name = line.iter().take_while(|b| (33..=126).contains(*b) && **b != b':').count();
+    let mut rest = line.iter().skip(name).skip_while(|b| matches!(b, b' ' | b'\t'));
+    name > 0 && rest.next() == Some(&b':')
+}
+
+/// Where an empty line must go when none ends the header block: before the first line that is not
+/// a header field, a continuation (it starts with a blank) or, first of all, an mbox `From ` line —
+/// where Python's `email` package starts the body too — or at the end when every line is a header.
+/// None when an empty line ends the header block already. mail-parser would take every line up to
+/// the next empty one as headers (dropping those without a `:`), losing the text.
+pub fn missing_separator(raw: &[u8]) -> Option<usize> {
+    let mut offset = 0usize;
+    for (n, line) in raw.split_inclusive(|b| *b == b'\n').enumerate() {
+        let text = line.strip_suffix(b"\n").unwrap_or(line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.is_empty() {
+            return None;
+        }
+        let header =
+            matches!(text.first(), Some(b' ' | b'\t')) || (n == 0 && text.starts_with(b"From ")) || is_field(text);
+        if !header {
+            return Some(offset);
+        }
+        offset += line.len();
+    }
+    Some(offset)
+}
+
+/// `raw` with the empty line that ends its header block, when it lacks one ([`missing_separator`]).
+pub fn with_separator(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let Some(at) = missing_separator(raw) else { return raw.into() };
+    let (head, body) = raw.split_at(at.min(raw.len()));
+    let mut out = Vec::with_capacity(raw.len() + 4);
+    out.extend_from_slice(head);
+    if !head.is_empty() && !head.ends_with(b"\n") {
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out.into()
 }
 
 fn text_list(v: &mail_parser::HeaderValue<'_>) -> Vec<String> {
@@ -172,16 +210,20 @@ fn mailbox(a: Option<&mail_parser::Address<'_>>) -> Option<Mailbox> {
 /// Parses a raw message. `max_text_bytes` bounds the kept body. A message mail-parser cannot read
 /// at all (empty input) is refused (400).
 pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
-    // A message whose first line is no header at all is read as a body without headers (with an
-    // empty header block in front), as mime4j does, rather than refused.
+    if raw.is_empty() {
+        return Err(Error::malformed("not an email message: it is empty"));
+    }
+    // The body starts at the first line that is not a header, empty line or not; a message whose
+    // first line is no header at all is a body without headers. Should mail-parser still find no
+    // end to the headers, the whole message is read as a body, rather than refused.
+    let separated = with_separator(raw);
     let headerless;
-    let message = match MessageParser::default().parse(raw) {
+    let message = match MessageParser::default().parse(separated.as_ref()) {
         Some(m) => m,
-        None if !raw.is_empty() => {
+        None => {
             headerless = [b"\r\n".as_slice(), raw].concat();
             MessageParser::default().parse(&headerless).ok_or_else(|| Error::malformed("not an email message"))?
         }
-        None => return Err(Error::malformed("not an email message: it is empty")),
     };
     let message_id = message.message_id().and_then(header_text);
     let subject = message.subject().and_then(header_text);
@@ -189,10 +231,20 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
     let in_reply_to = text_list(message.in_reply_to()).into_iter().next();
     let references = text_list(message.references()).into_iter().take(MAX_REFERENCES).collect();
     let reply_to = message.reply_to().and_then(|a| a.first()).and_then(|a| a.address.as_deref()).and_then(mail_address);
-    let authentication = message
-        .headers_raw()
-        .find(|(name, _)| name.eq_ignore_ascii_case("authentication-results"))
-        .and_then(|(_, value)| authentication_results(value));
+    // Every one, in order, even one that is not UTF-8 (where a receiver quoted what a sender
+    // chose): skipping it would make the header below it the topmost.
+    let authentication_results: Vec<Option<AuthResults>> = message
+        .headers()
+        .iter()
+        .filter(|h| h.name.as_str().eq_ignore_ascii_case("authentication-results"))
+        .map(|h| {
+            let value = message.raw_message().get(h.offset_start as usize..h.offset_end as usize).unwrap_or_default();
+            trust::read(&String::from_utf8_lossy(value))
+        })
+        .collect();
+    let authentication = authentication_results.first().and_then(|a| a.as_ref()).and_then(summary);
+    let from_headers = message.headers().iter().filter(|h| h.name == mail_parser::HeaderName::From).count();
+    let single_from = from_headers == 1 && message.from().is_some_and(|a| a.iter().count() == 1);
     let body = message.body_text(0).map(|t| t.replace("\r\n", "\n")).unwrap_or_default();
     let (text, truncated) = clip_bytes(&body, max_text_bytes);
     let mut attachments = Vec::new();
@@ -229,23 +281,22 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
         text,
         truncated,
         authentication,
+        authentication_results,
+        single_from,
         attachments,
         attachment_count,
     })
 }
 
 /// The envelope id of an email to `domain`: a UUID made of the first 16 bytes of SHA-256 of
-/// `nyx5 email:<domain>:<Message-ID>`, or of `nyx5 email raw:<domain>:` and the raw bytes when the
-/// message has no Message-ID. A redelivered email gets the same id, so it is stored once.
-pub fn envelope_id(domain: &str, message_id: Option<&str>, raw: &[u8]) -> String {
-    let digest = match message_id {
-        Some(id) => sha256(format!("nyx5 email:{domain}:{id}").as_bytes()),
-        None => {
-            let mut input = format!("nyx5 email raw:{domain}:").into_bytes();
-            input.extend_from_slice(raw);
-            sha256(&input)
-        }
-    };
+/// `nyx5 email id:` and the canonical JSON of [`Parsed::id_material`]. It binds the Message-ID and
+/// everything the house keeps of the message (and the domain a trusted receiver vouched for), but
+/// nothing a delivery adds (trace headers, the SMTP envelope, the receiver's verdict text): the
+/// same message delivered twice has one id, different messages sharing a Message-ID have two.
+pub fn envelope_id(domain: &str, parsed: &Parsed, authenticated_domain: Option<&str>) -> String {
+    let mut input = b"nyx5 email id:".to_vec();
+    input.extend_from_slice(parsed.id_material(domain, authenticated_domain).canonical_string().as_bytes());
+    let digest = sha256(&input);
     let mut bytes = [0u8; 16];
     for (b, d) in bytes.iter_mut().zip(digest) {
         *b = d;
@@ -266,6 +317,8 @@ pub struct Arrival<'a> {
     pub to: &'a Address,
     /// The SMTP envelope sender (MAIL FROM), if known; used when the message has no From.
     pub envelope_from: Option<&'a str>,
+    /// The From domain a trusted receiver's DMARC pass vouches for ([`Parsed::authenticated_domain`]).
+    pub authenticated_domain: Option<&'a str>,
     pub now: Timestamp,
 }
 
@@ -273,6 +326,53 @@ impl Parsed {
     /// The real sender: the From header's address, else the SMTP envelope sender.
     pub fn sender(&self, envelope_from: Option<&str>) -> Option<String> {
         self.from.as_ref().and_then(|m| m.address.clone()).or_else(|| envelope_from.and_then(mail_address))
+    }
+
+    /// The attachments as the extension describes them.
+    fn attachment_values(&self) -> Value {
+        let described = self.attachments.iter().map(|a| {
+            Value::Object(obj([
+                ("name", opt(a.name.as_deref())),
+                ("media", a.media.as_str().into()),
+                ("bytes", (a.bytes as i64).into()),
+                ("sha256", a.sha256.as_str().into()),
+            ]))
+        });
+        Value::Array(described.collect())
+    }
+
+    /// The From domain, when a trusted receiver says DMARC passed for it (`trusted`: authserv-ids,
+    /// see [`trust::dmarc_pass`]) and the message has one From mailbox. Otherwise the sender is
+    /// unverified, whatever From says.
+    pub fn authenticated_domain(&self, trusted: &[String]) -> Option<String> {
+        if !self.single_from {
+            return None;
+        }
+        let address = self.from.as_ref()?.address.as_deref()?;
+        let (_, domain) = address.rsplit_once('@')?;
+        trust::dmarc_pass(&self.authentication_results, trusted, domain).then(|| domain.to_owned())
+    }
+
+    /// What [`envelope_id`] hashes: the Message-ID and what the envelope keeps of the message
+    /// (From as the header says it, the text as kept, by its SHA-256), the house's domain and the
+    /// authenticated domain; never the SMTP sender or `Authentication-Results`, which a delivery adds.
+    pub fn id_material(&self, domain: &str, authenticated_domain: Option<&str>) -> Value {
+        Value::Object(obj([
+            ("domain", domain.into()),
+            ("message_id", opt(self.message_id.as_deref())),
+            ("from", opt(self.from.as_ref().and_then(|m| m.address.as_deref()))),
+            ("from_name", opt(self.from.as_ref().and_then(|m| m.name.as_deref()))),
+            ("reply_to", opt(self.reply_to.as_deref())),
+            ("subject", opt(self.subject.as_deref())),
+            ("date", opt(self.date.as_deref())),
+            ("in_reply_to", opt(self.in_reply_to.as_deref())),
+            ("references", Value::Array(self.references.iter().map(|r| r.as_str().into()).collect())),
+            ("text_sha256", hex(&sha256(self.text.as_bytes())).into()),
+            ("truncated", Value::Bool(self.truncated)),
+            ("attachments", self.attachment_values()),
+            ("attachment_count", (self.attachment_count as i64).into()),
+            ("authenticated_domain", opt(authenticated_domain)),
+        ]))
     }
 
     /// The `urn:nyx5:ext:email` member.
@@ -285,18 +385,6 @@ impl Parsed {
                 ("dmarc", opt(a.dmarc.as_deref())),
             ]))
         });
-        let attachments = self
-            .attachments
-            .iter()
-            .map(|a| {
-                Value::Object(obj([
-                    ("name", opt(a.name.as_deref())),
-                    ("media", a.media.as_str().into()),
-                    ("bytes", (a.bytes as i64).into()),
-                    ("sha256", a.sha256.as_str().into()),
-                ]))
-            })
-            .collect();
         let mut o: Object = obj([
             ("from", opt(self.sender(arrival.envelope_from).as_deref())),
             ("from_name", opt(self.from.as_ref().and_then(|m| m.name.as_deref()))),
@@ -309,7 +397,8 @@ impl Parsed {
             ("in_reply_to", opt(self.in_reply_to.as_deref())),
             ("references", Value::Array(self.references.iter().map(|r| r.as_str().into()).collect())),
             ("authentication", authentication),
-            ("attachments", Value::Array(attachments)),
+            ("authenticated_domain", opt(arrival.authenticated_domain)),
+            ("attachments", self.attachment_values()),
             ("verified", Value::Bool(false)),
         ]);
         if self.attachment_count > self.attachments.len() {
@@ -367,12 +456,89 @@ mod tests {
         assert_eq!(header_text(&"é".repeat(5000)).map(|t| t.chars().count()), Some(MAX_HEADER_CHARS));
     }
 
+    fn parsed(raw: &str) -> Parsed {
+        parse(raw.as_bytes(), 1 << 20).unwrap()
+    }
+
+    fn id(raw: &str) -> String {
+        envelope_id("h.test", &parsed(raw), None)
+    }
+
     #[test]
-    fn ids_are_stable() {
-        let a = envelope_id("h.test", Some("x@y"), b"one");
-        assert_eq!(a, envelope_id("h.test", Some("x@y"), b"two"));
-        assert_ne!(a, envelope_id("g.test", Some("x@y"), b"one"));
-        assert_ne!(envelope_id("h.test", None, b"one"), envelope_id("h.test", None, b"two"));
+    fn ids_bind_the_message_not_the_delivery() {
+        let m = "From: a@b.test\r\nMessage-ID: <x@y>\r\nSubject: s\r\n\r\nbody\r\n";
+        let a = id(m);
         assert!(nyx5_proto::address::check_id(&a).is_ok());
+        // Another delivery of the same message: new trace headers and verdicts, the same id.
+        let again = format!(
+            "Received: from mx by h.test; Mon, 30 Nov 2026 10:00:01 +0000\r\n\
+             Authentication-Results: mx.h.test; dmarc=fail header.from=b.test\r\nARC-Seal: i=1; cv=none\r\n\
+             DKIM-Signature: v=1; d=b.test; b=xyz\r\nX-Spam-Score: 3\r\n{m}"
+        );
+        assert_eq!(a, id(&again));
+        assert_eq!(a, id(&m.replace("\r\n", "\n")));
+        // Another message under the same Message-ID, another house, another verdict: other ids.
+        assert_ne!(a, id(&m.replace("body", "other body")));
+        assert_ne!(a, id(&m.replace("a@b.test", "c@b.test")));
+        assert_ne!(a, id(&m.replace("Subject: s", "Subject: t")));
+        assert_ne!(a, envelope_id("g.test", &parsed(m), None));
+        assert_ne!(a, envelope_id("h.test", &parsed(m), Some("b.test")));
+        // Without a Message-ID the content alone decides.
+        let bare = "From: a@b.test\r\n\r\none\r\n";
+        assert_eq!(id(bare), id(&format!("Received: by mx\r\n{bare}")));
+        assert_ne!(id(bare), id(&bare.replace("one", "two")));
+    }
+
+    #[test]
+    fn a_header_block_without_an_empty_line_keeps_its_text() {
+        assert_eq!(missing_separator(b"A: 1\r\n\r\nbody"), None);
+        assert_eq!(missing_separator(b"A: 1\r\nbody text\r\n"), Some(6));
+        assert_eq!(missing_separator(b"A: 1\r\n folded\r\nHi there: friend\r\n"), Some(15));
+        assert_eq!(missing_separator(b"From bob Mon Nov 30 10:00:00 2026\nA: 1\nbody"), Some(39));
+        assert_eq!(missing_separator(b"A: 1\nFrom here on\n"), Some(5));
+        assert_eq!(missing_separator(b":-) hi\n"), Some(0));
+        assert_eq!(missing_separator(b"Subject : obsolete but a header\nbody"), Some(32));
+        assert_eq!(missing_separator(b"A: 1\r\nB: 2"), Some(10));
+        assert_eq!(with_separator(b"A: 1\r\nB: 2").as_ref(), b"A: 1\r\nB: 2\r\n\r\n");
+        assert_eq!(with_separator(b"A: 1\nbody\n").as_ref(), b"A: 1\n\r\nbody\n");
+
+        let p = parsed("From: a@b.test\r\nSubject: hi\r\nThis is the text.\r\n\r\nSecond paragraph.\r\n");
+        assert_eq!(p.subject.as_deref(), Some("hi"));
+        assert_eq!(p.from.unwrap().address.as_deref(), Some("a@b.test"));
+        assert_eq!(p.text, "This is the text.\n\nSecond paragraph.\n");
+        let p = parsed("Subject: hi\nno empty line at all");
+        assert_eq!((p.subject.as_deref(), p.text.as_str()), (Some("hi"), "no empty line at all"));
+        let p = parsed("just a line of text");
+        assert_eq!((p.subject, p.text.as_str()), (None, "just a line of text"));
+        let p = parsed("Subject: only headers");
+        assert_eq!((p.subject.as_deref(), p.text.as_str()), (Some("only headers"), ""));
+    }
+
+    #[test]
+    fn the_authenticated_domain_needs_a_trusted_pass_for_one_from() {
+        let trusted = vec!["mx.h.test".to_owned()];
+        let m = |from: &str, ar: &str| parsed(&format!("{ar}From: {from}\r\nSubject: s\r\n\r\nx\r\n"));
+        let ok = "Authentication-Results: mx.h.test; dmarc=pass header.from=b.test\r\n";
+        assert_eq!(m("A <a@B.test>", ok).authenticated_domain(&trusted).as_deref(), Some("b.test"));
+        assert_eq!(m("a@b.test", ok).authenticated_domain(&[]), None);
+        assert_eq!(m("a@c.test", ok).authenticated_domain(&trusted), None);
+        assert_eq!(m("a@b.test, c@c.test", ok).authenticated_domain(&trusted), None);
+        assert_eq!(m("a@b.test\r\nFrom: c@c.test", ok).authenticated_domain(&trusted), None);
+        // A receiver's header that is not UTF-8 (it quotes a sender's bytes) is still the topmost
+        // one: the forged pass below it does not move up.
+        let raw = [
+            b"Authentication-Results: mx.h.test; spf=pass smtp.mailfrom=\xff@c.test; dmarc=fail header.from=b.test\r\n"
+                .as_slice(),
+            ok.as_bytes(),
+        ]
+        .concat();
+        let p = parse(&[raw, b"From: a@b.test\r\n\r\nx\r\n".to_vec()].concat(), 1 << 20).unwrap();
+        assert_eq!(p.authentication_results.len(), 2);
+        assert_eq!(p.authenticated_domain(&trusted), None);
+        let below = format!("Authentication-Results: mx.evil.test; none\r\n{ok}");
+        assert_eq!(m("a@b.test", &below).authenticated_domain(&trusted), None);
+        // The recorded summary is the topmost header's, trusted or not.
+        let a = m("a@b.test", &below).authentication.unwrap();
+        assert_eq!((a.authserv_id.as_str(), a.dmarc), ("mx.evil.test", None));
     }
 }

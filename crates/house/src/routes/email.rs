@@ -18,12 +18,13 @@ use crate::store::email::{self as store, NewEmail};
 use crate::{House, ok_body, port_error};
 
 /// POST /email/in?to=ADDRESS&from=SENDER — house token; the body is the raw RFC 5322 message.
-/// 202 `{ok, code, id}` when stored, 200 `{…, duplicate: true}` when it was there already.
+/// 202 `{ok, code, id}` when stored, 200 `{…, duplicate: true}` when it was there already. Only the
+/// operator's `email_authserv_ids` are trusted: this route cannot know who received the message.
 pub async fn post_in<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.require_admin(req)?;
     let to = req.query("to").ok_or_else(|| Error::malformed("`to` (the recipient's address) is required"))?;
     let from = req.query("from").unwrap_or_default();
-    let (code, duplicate, id) = match house.receive_email(&req.body, from, to).await? {
+    let (code, duplicate, id) = match house.receive_email(&req.body, from, to, &[]).await? {
         EmailOutcome::Accepted { id } => (202_i64, false, id),
         EmailOutcome::Duplicate { id } => (200, true, id),
     };

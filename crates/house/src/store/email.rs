@@ -7,18 +7,24 @@ use super::one;
 use crate::ports::{Db, Row, Stmt};
 use crate::stmt;
 
+/// What receiving an email reads, at once: which mailbox row, lists and rate window matter.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup<'a> {
+    pub local: &'a str,
+    pub envelope_id: &'a str,
+    /// A JSON array of the addresses and domains the email claims (From, envelope sender).
+    pub claimed: &'a str,
+    /// A JSON array of the address and domain a trusted receiver vouched for (`[]` if none).
+    pub authenticated: &'a str,
+    pub bucket: &'a str,
+    pub window: i64,
+}
+
 /// One row for agent `local` (none if there is no such agent): its `card` and `webhook`; `holder`, the sender
-/// of the mailbox row that already holds `envelope_id` (or NULL); `blocked` and `allowed`, whether
-/// its block or allow list holds one of `entries` (a JSON array of addresses and domains); and
-/// `rate_count`, the count of rate window `bucket` in minute `window` (or NULL).
-pub async fn facts<D: Db>(
-    db: &D,
-    local: &str,
-    envelope_id: &str,
-    entries: &str,
-    bucket: &str,
-    window: i64,
-) -> Result<Option<Row>, Error> {
+/// of the mailbox row that already holds `envelope_id` (or NULL); `blocked`, whether its block list
+/// holds one of the `claimed` entries; `allowed`, whether its allow list holds one of the
+/// `authenticated` ones; and `rate_count`, the count of rate window `bucket` in minute `window` (or NULL).
+pub async fn facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Option<Row>, Error> {
     one(
         db,
         stmt!(
@@ -30,12 +36,12 @@ pub async fn facts<D: Db>(
                        ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS allowed,
                (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? AND r.window = ?) AS rate_count
              FROM agents AS a WHERE a.local = ?",
-            envelope_id,
-            entries,
-            entries,
-            bucket,
-            window,
-            local
+            l.envelope_id,
+            l.claimed,
+            l.authenticated,
+            l.bucket,
+            l.window,
+            l.local
         ),
     )
     .await

@@ -1,6 +1,7 @@
-//! Attacks on the house's trust (issue 9), one named test each: every test performs an attack
-//! through public routes against real SQLite and real crypto, and the attack must now fail. Each
-//! module's header says what the attack did against `712cee6`, before it was closed.
+//! Attacks on the house's trust (issue 9; `email`: issue 10 §5), one named test each: every test
+//! performs an attack through public routes against real SQLite and real crypto, and the attack
+//! must now fail. Each module's header says what the attack did before it was closed (against
+//! `712cee6`; `email` against `f847391`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 #[path = "../kit/mod.rs"]
@@ -10,6 +11,7 @@ mod auth;
 mod binding;
 mod common;
 mod delegation;
+mod email;
 mod registration;
 mod resolver;
 mod resolver_state;
