@@ -8,6 +8,8 @@
 //! Decide, then do: [`Delivery`] is what the destination said, [`plan`] turns it into the next
 //! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
 
+use std::collections::BTreeMap;
+
 use nyx5_proto::address::uuid_v4;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::crypto::sha256;
@@ -96,6 +98,11 @@ fn error_delivery(e: &Error) -> Delivery {
 impl Delivery {
     /// Reads a destination's answer to `POST /inbound` about `recipients` (spec §6):
     /// `{ok, code, accepted: [...], rejected: [{to, code, reason}], duplicate?}`.
+    ///
+    /// A 2xx counts only as that answer: `ok: true`, naming every recipient as accepted or
+    /// rejected (or `duplicate: true`). Anything else at an estafeta (a captive portal, a default
+    /// web server, a truncated body) is a temporary failure, never "delivered": mail is not
+    /// swallowed by whatever happens to answer 200.
     pub fn from_answer(status: u16, body: &[u8], recipients: &[Address]) -> Delivery {
         let parsed = Value::parse(body, MAX_ANSWER_BYTES).ok();
         let answer = parsed.as_ref().and_then(Value::as_object);
@@ -105,6 +112,9 @@ impl Delivery {
             return Delivery::Temporary(format!("{status} {reason}"));
         }
         let ok = (200..300).contains(&status);
+        if ok && answer.and_then(|o| o.get("ok")) != Some(&Value::Bool(true)) {
+            return Delivery::Temporary(format!("{status} without a Nyx5 answer"));
+        }
         let list = |name: &str| answer.and_then(|o| o.get(name)).and_then(Value::as_array);
         let (accepted, rejected) = (list("accepted"), list("rejected"));
         if ok
@@ -116,31 +126,30 @@ impl Delivery {
         if !ok && accepted.is_none() && rejected.is_none() {
             return Delivery::Permanent(status, reason);
         }
-        let verdicts = recipients
-            .iter()
-            .map(|to| {
-                let refusal = rejected
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_object)
-                    .find(|r| r.get("to").and_then(Value::as_str) == Some(to.as_str()));
-                let named = accepted.into_iter().flatten().any(|a| a.as_str() == Some(to.as_str()));
-                let verdict = match refusal {
-                    Some(r) => Verdict::Rejected {
-                        code: r
-                            .get("code")
-                            .and_then(Value::as_safe_integer)
-                            .and_then(|c| u16::try_from(c).ok())
-                            .filter(|c| *c >= 400)
-                            .unwrap_or(if ok { 400 } else { status }),
-                        reason: text(r, "reason").unwrap_or_else(|| reason.clone()),
-                    },
-                    None if ok || named => Verdict::Accepted,
-                    None => Verdict::Rejected { code: status, reason: reason.clone() },
-                };
-                (to.clone(), verdict)
-            })
-            .collect();
+        let mut verdicts = Vec::with_capacity(recipients.len());
+        for to in recipients {
+            let refusal = rejected
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object)
+                .find(|r| r.get("to").and_then(Value::as_str) == Some(to.as_str()));
+            let named = accepted.into_iter().flatten().any(|a| a.as_str() == Some(to.as_str()));
+            let verdict = match refusal {
+                Some(r) => Verdict::Rejected {
+                    code: r
+                        .get("code")
+                        .and_then(Value::as_safe_integer)
+                        .and_then(|c| u16::try_from(c).ok())
+                        .filter(|c| *c >= 400)
+                        .unwrap_or(if ok { 400 } else { status }),
+                    reason: text(r, "reason").unwrap_or_else(|| reason.clone()),
+                },
+                None if named => Verdict::Accepted,
+                None if ok => return Delivery::Temporary(format!("{status} without an answer for {to}")),
+                None => Verdict::Rejected { code: status, reason: reason.clone() },
+            };
+            verdicts.push((to.clone(), verdict));
+        }
         Delivery::Delivered(verdicts)
     }
 }
@@ -305,6 +314,32 @@ impl Plan {
     }
 }
 
+/// The order one tick works its jobs in: round-robin over destinations (each domain's first
+/// job, then each one's second, …), so a destination that fails or hangs holds up one turn per
+/// round rather than everyone behind its backlog. `jobs` come from [`store::due`], which ranks
+/// them the same way; this keeps that order stable whatever the rows' order.
+fn rounds(jobs: Vec<Job>) -> Vec<Job> {
+    let mut turns: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ranked: Vec<(usize, usize, Job)> = jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, job)| {
+            let next = turns.entry(job.domain.clone()).or_default();
+            let turn = *next;
+            *next += 1;
+            (turn, i, job)
+        })
+        .collect();
+    ranked.sort_by_key(|(turn, i, _)| (*turn, *i));
+    ranked.into_iter().map(|(_, _, job)| job).collect()
+}
+
+/// When `job` is tried again if the attempt made at `now` fails: its backoff, never past its
+/// deadline (where it bounces).
+fn retry_at(job: &Job, now: i64, retry: &Retry) -> i64 {
+    now.saturating_add(retry.backoff_ms(job.attempts.saturating_add(1))).min(job.deadline)
+}
+
 /// Decides what `delivery` means for `job` (whose unsettled recipients are `pending`) at `now`,
 /// given its domain's `health` (`None`: healthy). Pure.
 pub fn plan(
@@ -354,8 +389,7 @@ pub fn plan(
     let step = if waiting.is_empty() {
         Step::Finish { error: bounced.first().map(|b| format!("{} {}", b.code, b.reason)) }
     } else {
-        let next = now.saturating_add(retry.backoff_ms(job.attempts.saturating_add(1)));
-        Step::Retry { next_attempt: next.min(job.deadline), error: clip(&waiting.join("; ")) }
+        Step::Retry { next_attempt: retry_at(job, now, retry), error: clip(&waiting.join("; ")) }
     };
     let domain = if health.is_some() { DomainEffect::Recovered } else { DomainEffect::Unchanged };
     Plan { progress, delivered, bounced, step, domain }
@@ -383,17 +417,14 @@ impl<D: Db, N: Net> House<D, N> {
         purge.push(crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
         self.db.batch(purge).await.map_err(port_error)?;
         let rows = store::due(&self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
-        let mut domains: Vec<(String, Vec<Job>)> = Vec::new();
-        for job in rows.iter().filter_map(Job::from_row) {
-            match domains.iter_mut().find(|(d, _)| *d == job.domain) {
-                Some((_, jobs)) => jobs.push(job),
-                None => domains.push((job.domain.clone(), vec![job])),
-            }
-        }
         let mut report = TickReport::default();
-        for (domain, mut jobs) in domains {
-            jobs.sort_by_key(|j| j.id);
-            self.work_domain(&domain, jobs, now, &mut report).await?;
+        // Each domain's health as this tick learns it: an earlier turn may find it failing.
+        let mut health: BTreeMap<String, Option<Health>> = BTreeMap::new();
+        for job in rounds(rows.iter().filter_map(Job::from_row).collect()) {
+            let domain = job.domain.clone();
+            let known = *health.entry(domain.clone()).or_insert(job.health);
+            let after = self.work_turn(job, known, now, &mut report).await?;
+            health.insert(domain, after);
         }
         self.send_emails(now).await?;
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery: a
@@ -402,36 +433,28 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(report)
     }
 
-    /// One destination's due jobs, oldest first: late ones bounce; while the domain is failing
-    /// only one job probes it when the probe is due, and the rest wait for the probe.
-    async fn work_domain(
+    /// One job's turn, given its domain's `health` so far: late, it bounces; while the domain
+    /// is failing and its probe is not due, the domain's jobs wait for the probe; otherwise it
+    /// is attempted. Answers the domain's health afterwards.
+    async fn work_turn(
         &self,
-        domain: &str,
-        jobs: Vec<Job>,
+        job: Job,
+        health: Option<Health>,
         now: Timestamp,
         report: &mut TickReport,
-    ) -> Result<(), Error> {
-        let mut health = jobs.first().and_then(|j| j.health);
-        let mut live = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            if now.millis() >= job.deadline {
-                let delivery = late(&job, now.millis(), &self.config.retry);
-                self.work(job, Some(delivery), None, now, report).await?;
-            } else {
-                live.push(job);
-            }
+    ) -> Result<Option<Health>, Error> {
+        if now.millis() >= job.deadline {
+            let delivery = late(&job, now.millis(), &self.config.retry);
+            return self.work(job, Some(delivery), health, now, report).await;
         }
-        for job in live {
-            if let Some(h) = health
-                && h.next_probe > now.millis()
-            {
-                let postpone = store::postpone_domain(domain, h.next_probe, now.millis());
-                self.db.batch(vec![postpone]).await.map_err(port_error)?;
-                break;
-            }
-            health = self.work(job, None, health, now, report).await?;
+        if let Some(h) = health
+            && h.next_probe > now.millis()
+        {
+            let postpone = store::postpone_domain(&job.domain, h.next_probe, now.millis());
+            self.db.batch(vec![postpone]).await.map_err(port_error)?;
+            return Ok(health);
         }
-        Ok(())
+        self.work(job, None, health, now, report).await
     }
 
     /// Leases `job`, then settles it with `decided` (a bounce decided without trying) or by
@@ -444,8 +467,12 @@ impl<D: Db, N: Net> House<D, N> {
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<Option<Health>, Error> {
+        let pending = job.pending();
+        let attempting = decided.is_none() && !pending.is_empty();
         let lease = now.millis().saturating_add(LEASE_MS);
-        let taken = self.db.batch(vec![store::lease(job.id, now.millis(), lease)]).await.map_err(port_error)?;
+        let if_it_dies = attempting.then(|| retry_at(&job, now.millis(), &self.config.retry));
+        let taken =
+            self.db.batch(vec![store::lease(job.id, now.millis(), lease, if_it_dies)]).await.map_err(port_error)?;
         if taken.first() != Some(&1) {
             return Ok(health); // another tick has it, or it changed since we looked
         }
@@ -457,13 +484,12 @@ impl<D: Db, N: Net> House<D, N> {
             // Our own row is unreadable: end the job rather than retry it forever.
             let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());
             let plan = plan(&job, &job.pending(), delivery, None, now.millis(), &self.config.retry);
-            self.apply(held, &job, None, &plan, false, now, report).await?;
+            self.apply(held, &job, None, &plan, now, report).await?;
             return Ok(health);
         };
-        let pending = job.pending();
         let (delivery, attempted) = match decided {
             Some(d) => (d, false),
-            None if pending.is_empty() => (Delivery::Delivered(Vec::new()), false),
+            None if !attempting => (Delivery::Delivered(Vec::new()), false),
             None => (self.deliver(&job.domain, &env, &pending, now).await, true),
         };
         if attempted {
@@ -471,7 +497,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let health_in = if attempted { health } else { None };
         let plan = plan(&job, &pending, delivery, health_in, now.millis(), &self.config.retry);
-        self.apply(held, &job, Some(&env), &plan, attempted, now, report).await?;
+        self.apply(held, &job, Some(&env), &plan, now, report).await?;
         Ok(match &plan.domain {
             DomainEffect::Failed(h, _) => Some(*h),
             DomainEffect::Recovered => None,
@@ -482,14 +508,12 @@ impl<D: Db, N: Net> House<D, N> {
     /// Writes a plan in one batch: notices, domain health, then the job (which gives the lease
     /// back). Notices, health and the job are guarded by the lease, so a tick that lost it writes
     /// none of them (postponing the domain's other jobs is harmless either way).
-    #[allow(clippy::too_many_arguments)]
     async fn apply(
         &self,
         held: Held,
         job: &Job,
         env: Option<&Envelope>,
         plan: &Plan,
-        attempted: bool,
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<(), Error> {
@@ -521,7 +545,7 @@ impl<D: Db, N: Net> House<D, N> {
         let state = plan.final_state();
         stmts.push(match &plan.step {
             Step::Retry { next_attempt, error } => store::retry(held, *next_attempt, error, &result),
-            Step::Finish { error } => store::finish(held, state, attempted, error.as_deref(), &result, now.millis()),
+            Step::Finish { error } => store::finish(held, state, error.as_deref(), &result, now.millis()),
         });
         let changes = self.db.batch(stmts).await.map_err(port_error)?;
         if changes.last() == Some(&1) {
@@ -705,11 +729,18 @@ mod tests {
         for code in [400, 402, 404, 409, 410, 413] {
             assert!(matches!(Delivery::from_answer(code, b"", &to), Delivery::Permanent(c, _) if c == code));
         }
-        // A 2xx we cannot read still means "accepted".
-        assert_eq!(
-            Delivery::from_answer(202, b"", &to[..1]),
-            Delivery::Delivered(vec![(to[0].clone(), Verdict::Accepted)])
-        );
+        // A 2xx that is not a Nyx5 answer naming every recipient delivers nothing.
+        let not_answers: [&[u8]; 5] = [
+            b"",
+            b"<html>Welcome to nginx!</html>",
+            br#"{"ok":false,"code":202,"accepted":["x@b.test"]}"#,
+            br#"{"code":202,"accepted":["x@b.test","y@b.test"]}"#,
+            br#"{"ok":true,"code":202,"accepted":["x@b.test"]}"#,
+        ];
+        for body in not_answers {
+            let d = Delivery::from_answer(202, body, &to);
+            assert!(matches!(d, Delivery::Temporary(_)), "{}: {d:?}", String::from_utf8_lossy(body));
+        }
     }
 
     #[test]

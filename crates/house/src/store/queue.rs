@@ -74,18 +74,22 @@ pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error
         .await
 }
 
-/// Up to `limit` jobs that are pending, due and not leased, earliest first, with their
-/// envelope's expiry and their domain's health (`h_*`, null when healthy).
+/// Up to `limit` jobs that are pending, due and not leased, with their envelope's expiry and
+/// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
+/// domain's earliest job first (those tried least before others, so a destination that killed
+/// the last tick goes last), then each one's second, …; one domain's backlog cannot fill the
+/// tick.
 pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
             "SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
                     j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
-             FROM jobs j JOIN outbox o ON o.envelope_id = j.envelope_id
+             FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY next_attempt, id) AS turn
+                   FROM jobs WHERE state = 'pending' AND next_attempt <= ? AND lease_until < ?) j
+             JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
-             WHERE j.state = 'pending' AND j.next_attempt <= ? AND j.lease_until < ?
-             ORDER BY j.next_attempt, j.id LIMIT ?",
+             ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?",
             now,
             now,
             limit
@@ -103,11 +107,18 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 
 /// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
 /// pending, or it is not due.
-pub fn lease(job: i64, now: i64, until: i64) -> Stmt {
+///
+/// With `attempt` (the next attempt's time should this one fail), the lease counts the attempt
+/// and moves the job there before anything is sent: a tick that dies inside the attempt (a
+/// destination that hangs until the runtime kills it) has failed it, and the job waits its
+/// backoff instead of being retried, and hanging the queue again, on the very next tick.
+pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>) -> Stmt {
     stmt!(
-        "UPDATE jobs SET lease_until = ?
+        "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt)
          WHERE id = ? AND state = 'pending' AND lease_until < ? AND next_attempt <= ?",
         until,
+        i64::from(attempt.is_some()),
+        attempt,
         job,
         now,
         now
@@ -139,10 +150,11 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
     )
 }
 
-/// The job stays pending after an attempt: counted, rescheduled, lease given back.
+/// The job stays pending after an attempt (which its lease counted): rescheduled, lease given
+/// back.
 pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str) -> Stmt {
     stmt!(
-        "UPDATE jobs SET attempts = attempts + 1, next_attempt = ?, last_error = ?, result = ?, lease_until = 0
+        "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0
          WHERE id = ? AND lease_until = ? AND state = 'pending'",
         next_attempt,
         last_error,
@@ -152,14 +164,13 @@ pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str) -> S
     )
 }
 
-/// The job ends `delivered` or `bounced`. `attempted` says whether this step was an attempt.
-pub fn finish(held: Held, state: &str, attempted: bool, last_error: Option<&str>, result: &str, now: i64) -> Stmt {
+/// The job ends `delivered` or `bounced` (an attempt was counted when it was leased).
+pub fn finish(held: Held, state: &str, last_error: Option<&str>, result: &str, now: i64) -> Stmt {
     stmt!(
-        "UPDATE jobs SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), result = ?,
+        "UPDATE jobs SET state = ?, last_error = coalesce(?, last_error), result = ?,
                 finished_at = ?, lease_until = 0
          WHERE id = ? AND lease_until = ? AND state = 'pending'",
         state,
-        i64::from(attempted),
         last_error,
         result,
         now,

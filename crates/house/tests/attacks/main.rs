@@ -12,6 +12,7 @@ mod binding;
 mod common;
 mod delegation;
 mod email;
+mod poison;
 mod registration;
 mod resolver;
 mod resolver_state;
