@@ -8,19 +8,19 @@ use std::io::Read;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use nyx5_house::outbound::{Policy, ip_is_public};
+use nyx5_house::outbound::{self, Policy, ip_is_public};
 use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
-use nyx5_proto::limits;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
-/// The longest any outbound request may take, from connecting to the last byte of the answer.
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest any outbound request may take, from connecting to the last byte of the answer
+/// (the engine's [`nyx5_house::outbound::TIMEOUT_MS`], as the Worker uses it).
+pub(crate) const TIMEOUT: Duration = Duration::from_millis(outbound::TIMEOUT_MS as u64);
 
-/// The largest answer the engine reads. Everything it fetches (cards, DoH answers, answers to
-/// POST /inbound) is far smaller; a larger answer is a transport failure, so temporary.
-pub(crate) const MAX_ENGINE_ANSWER_BYTES: usize = 2 * limits::MAX_ENVELOPE_BYTES;
+/// The largest answer the engine reads ([`nyx5_house::outbound::MAX_ANSWER_BYTES`]); a larger
+/// answer is a transport failure, so temporary.
+pub(crate) const MAX_ENGINE_ANSWER_BYTES: usize = outbound::MAX_ANSWER_BYTES;
 
 /// The largest answer a client verb reads: a full mailbox page of large envelopes fits.
 pub(crate) const MAX_CLIENT_ANSWER_BYTES: usize = 256 * 1024 * 1024;

@@ -82,3 +82,40 @@ pub(crate) fn run(key: &str, member: Option<&str>, kind: Option<&str>) -> Outcom
     })?;
     io::write_json_line(&Value::Object(obj([("member", member.into()), ("ok", true.into())])))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn doc(members: &[&str]) -> Object {
+        members.iter().map(|m| ((*m).to_owned(), Value::from(1))).collect()
+    }
+
+    #[test]
+    fn the_kind_is_told_by_all_the_members_only_that_kind_carries() {
+        let kind = |members: &[&str], member: &str| kind_of(&doc(members), member);
+        let mut quote = doc(&["id"]);
+        quote.insert("tipo".into(), "cotizacion".into());
+        assert_eq!(kind_of(&quote, "signature"), Some(Context::Quote));
+        quote.insert("tipo".into(), "recibo".into());
+        assert_eq!(kind_of(&quote, "signature"), Some(Context::Receipt));
+        assert_eq!(kind(&["address", "sig"], "certification"), Some(Context::AgentCard));
+        let kinds = [
+            (&["keys", "estafeta"][..], Context::DomainCard),
+            (&["by", "address", "issued"][..], Context::Delegation),
+            (&["id", "from", "to"][..], Context::Envelope),
+            (&["local", "sig", "ts"][..], Context::Registration),
+        ];
+        for (members, context) in kinds {
+            assert_eq!(kind(members, "signature"), Some(context), "{members:?}");
+            // Any one member missing, and the kind is not told.
+            for left_out in members {
+                let some: Vec<&str> = members.iter().copied().filter(|m| m != left_out).collect();
+                assert_eq!(kind(&some, "signature"), None, "{some:?}");
+            }
+        }
+        assert_eq!(kind(&[], "signature"), None);
+    }
+}

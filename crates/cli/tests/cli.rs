@@ -299,6 +299,10 @@ fn verify_envelopes_and_tampering() {
     let t = trio("verify");
     let out = nyx5(&["verify", "--key", &t.alice.sig], t.sealed.as_bytes()).ok();
     assert_eq!(out, "{\"member\":\"signature\",\"ok\":true}\n");
+    // Named, the kind must be the one it was signed as: an envelope's signature is no card's.
+    nyx5(&["verify", "--key", &t.alice.sig, "--kind", "envelope"], t.sealed.as_bytes()).ok();
+    let err = nyx5(&["verify", "--key", &t.alice.sig, "--kind", "domain-card"], t.sealed.as_bytes()).fails(1);
+    assert!(err.contains("does not verify"), "{err}");
 
     let mut env = object(&t.sealed);
     env.insert("type".into(), "task".into());

@@ -417,3 +417,85 @@ pub(crate) fn subagent_human(v: &Value) -> String {
         text(&o, "address")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use std::collections::BTreeMap;
+
+    use crate::client::http::Transport;
+    use nyx5_house::config::HostEntry;
+    use nyx5_proto::card::{AgentCardDraft, DomainCardDraft};
+    use nyx5_proto::crypto::SigningKey;
+
+    use super::*;
+
+    /// A house at `http://b` for b.test that certifies `certified` for whatever registers.
+    struct House {
+        domain_card: Vec<u8>,
+        answer: Vec<u8>,
+    }
+
+    impl Transport for House {
+        fn call(&self, _: &str, url: &str, _: &[(&str, &str)], _: &[u8]) -> Result<(u16, Vec<u8>), String> {
+            match url {
+                "http://b/.well-known/nyx5.json" => Ok((200, self.domain_card.clone())),
+                "http://b/agents" => Ok((201, self.answer.clone())),
+                _ => Ok((404, b"{}".to_vec())),
+            }
+        }
+    }
+
+    fn keyfile(seed: u8) -> KeyFile {
+        KeyFile::generate(&mut |b: &mut [u8]| b.fill(seed))
+    }
+
+    /// Registers alice@b.test with key 1 at a house that certifies `address` with key `certified`.
+    fn register_at(address: &str, certified: &KeyFile) -> Result<(u16, Object, Verified<AgentCard>), Failure> {
+        let now = sys::now().unwrap();
+        let domain_key = SigningKey::from_seed([40; 32]);
+        let domain_card = DomainCardDraft {
+            domain: "b.test".into(),
+            estafeta: "http://b".into(),
+            other_keys: vec![],
+            previous: vec![],
+            policy: Object::new(),
+            extensions: vec![],
+            issued: now,
+        }
+        .sign(&domain_key, now)
+        .unwrap();
+        let card = AgentCardDraft::new(Address::parse(address).unwrap(), certified.sig_public(), None, now)
+            .certify(&domain_key)
+            .unwrap();
+        let answer = obj([("ok", true.into()), ("card", card.to_value())]);
+        let mut hosts = BTreeMap::new();
+        hosts.insert("b.test".into(), HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) });
+        let ctx = Ctx {
+            profile_path: std::env::temp_dir().join(format!("nyx5-register-test-{}", std::process::id())),
+            as_address: None,
+            hosts,
+            doh: None,
+            net: Box::new(House {
+                domain_card: domain_card.to_value().canonical(),
+                answer: Value::Object(answer).canonical(),
+            }),
+            repin: false,
+        };
+        let keys = keyfile(1);
+        let me = AgentEntry::new(Address::parse("alice@b.test").unwrap(), "http://b".into(), keyfile(1));
+        let body = body("alice", &keys, Object::new(), now);
+        post(&ctx, &me, &body, "Bearer x", &keys, "registration")
+    }
+
+    #[test]
+    fn a_card_the_house_certified_for_another_key_or_address_is_refused() {
+        let (status, _, card) = register_at("alice@b.test", &keyfile(1)).unwrap();
+        assert_eq!((status, card.address().as_str()), (201, "alice@b.test"));
+        for (address, key) in [("alice@b.test", keyfile(2)), ("mallory@b.test", keyfile(1))] {
+            let Err(f) = register_at(address, &key) else { panic!("{address} with another key was accepted") };
+            assert!(f.one_line().contains("another address or key"), "{}", f.one_line());
+        }
+    }
+}
