@@ -1,15 +1,41 @@
 //! `Net` on Workers `fetch`, `Clock` on `Date.now()`, `Rng` on the platform's CSPRNG.
 
+use futures_util::StreamExt;
+use nyx5_house::outbound::{MAX_ANSWER_BYTES, TIMEOUT_MS};
 use nyx5_house::ports::{Clock, Net, OutRequest, OutResponse, PortError, Rng};
 use nyx5_proto::Timestamp;
 use wasm_bindgen::JsValue;
-use worker::{Fetch, Headers, Method, Request, RequestInit};
+use worker::{AbortSignal, ByteStream, Fetch, Headers, Method, Request, RequestInit, RequestRedirect};
 
-/// Outbound HTTP through the Workers runtime.
+/// Outbound HTTP through the Workers runtime, as `nyx5 serve`'s client does it: a deadline over
+/// the whole exchange, redirects handed back rather than followed, and the answer read as a
+/// stream up to [`MAX_ANSWER_BYTES`]. The engine has already held the URL to its outbound
+/// policy (`nyx5_house::outbound`): workerd resolves names itself, so the check is by name.
 pub(crate) struct FetchNet;
 
 fn failed(e: worker::Error) -> PortError {
     PortError::Failed(e.to_string())
+}
+
+/// Reads a body stream, failing as soon as it passes `cap` bytes. No stream is an empty body.
+pub(crate) async fn read_capped(stream: worker::Result<ByteStream>, cap: usize) -> Result<Vec<u8>, Capped> {
+    let Ok(mut stream) = stream else { return Ok(Vec::new()) };
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Capped::Unreadable(e.to_string()))?;
+        if body.len().saturating_add(chunk.len()) > cap {
+            return Err(Capped::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Why [`read_capped`] stopped.
+#[derive(Debug)]
+pub(crate) enum Capped {
+    TooLarge,
+    Unreadable(String),
 }
 
 impl Net for FetchNet {
@@ -19,13 +45,25 @@ impl Net for FetchNet {
             headers.set(k, v).map_err(failed)?;
         }
         let mut init = RequestInit::new();
-        init.with_method(Method::from(request.method.clone())).with_headers(headers);
+        init.with_method(Method::from(request.method.clone()))
+            .with_headers(headers)
+            .with_redirect(RequestRedirect::Manual);
         if !request.body.is_empty() {
             init.with_body(Some(JsValue::from(js_sys::Uint8Array::from(request.body.as_slice()))));
         }
         let req = Request::new_with_init(&request.url, &init).map_err(failed)?;
-        let mut resp = Fetch::Request(req).send().await.map_err(failed)?;
-        let body = resp.bytes().await.map_err(failed)?;
+        // One deadline for connecting, the answer's head and its whole body.
+        let signal = AbortSignal::from(web_sys::AbortSignal::timeout_with_u32(TIMEOUT_MS));
+        let mut resp = Fetch::Request(req).send_with_signal(&signal).await.map_err(failed)?;
+        let body = read_capped(resp.stream(), MAX_ANSWER_BYTES).await.map_err(|e| match e {
+            Capped::TooLarge => PortError::Failed(format!("answer larger than {MAX_ANSWER_BYTES} bytes")),
+            Capped::Unreadable(why) => PortError::Failed(why),
+        })?;
+        // workers-rs ends an aborted body stream quietly: a body cut short by the deadline must
+        // not pass for a whole one.
+        if signal.aborted() {
+            return Err(PortError::Failed(format!("no whole answer within {TIMEOUT_MS} ms")));
+        }
         Ok(OutResponse { status: resp.status_code(), body })
     }
 }

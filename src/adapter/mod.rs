@@ -77,10 +77,11 @@ async fn to_house(mut req: Request) -> Result<HouseRequest, Error> {
     };
     let headers = req.headers().entries().collect();
     let method = req.method().to_string();
-    let body = req.bytes().await.map_err(|_| Error::malformed("unreadable request body"))?;
-    if body.len() > MAX_REQUEST_BYTES {
-        return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
-    }
+    // Streamed and capped: a chunked body declares no length, and must not be buffered whole.
+    let body = fetch::read_capped(req.stream(), MAX_REQUEST_BYTES).await.map_err(|e| match e {
+        fetch::Capped::TooLarge => Error::new(ErrorKind::TooLarge, "request body too large"),
+        fetch::Capped::Unreadable(_) => Error::malformed("unreadable request body"),
+    })?;
     Ok(HouseRequest::new(&method, &target, headers, body))
 }
 

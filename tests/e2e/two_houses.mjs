@@ -15,7 +15,8 @@
 //
 //   node tests/e2e/two_houses.mjs        (scripts/test runs it after building the Worker)
 //
-// Ports: 18787/18788, the email provider 18789, inspectors 19229/19230 (NYX5_E2E_PORT moves the
+// Ports: 18787/18788, the email provider 18789, hang.test 18790, junk.test 18791, inspectors
+// 19229/19230 (NYX5_E2E_PORT moves the
 // first; the others follow).
 // Prints each step with its timing and the total wall time; exits 1 on the first failure (the
 // houses' logs and state are kept then), 0 when every step passed. A missing toolchain fails.
@@ -42,6 +43,7 @@ import {
   sealEnvelope,
   sha256hex,
   signAs,
+  signDocument,
   signEnvelope,
   utf8,
   verifyDomainCard,
@@ -66,7 +68,13 @@ const a = new House({
   vars: {
     NYX5_REGISTRATION: 'invite',
     NYX5_ADMIN_TOKEN: tokenA,
-    NYX5_HOSTS: JSON.stringify({ 'b.test': { url: urlOf(PORT + 1) } }),
+    // b.test, and two hostile destinations played below: one that never answers, one that
+    // answers every request with a web page (the operator's hosts file may name 127.0.0.1).
+    NYX5_HOSTS: JSON.stringify({
+      'b.test': { url: urlOf(PORT + 1) },
+      'hang.test': { url: urlOf(PORT + 3) },
+      'junk.test': { url: urlOf(PORT + 4) },
+    }),
     // The email bridge's provider: a local stand-in for Resend (below).
     RESEND_KEY: 're_e2e_key',
     EMAIL_SENDER: 'mail@a.test',
@@ -85,6 +93,25 @@ const provider = createServer((req, res) => {
   });
 });
 await new Promise((resolve) => provider.listen(PORT + 2, '127.0.0.1', resolve));
+// hang.test takes every request and never answers.
+const hang = createServer(() => {});
+await new Promise((resolve) => hang.listen(PORT + 3, '127.0.0.1', resolve));
+// junk.test has a well-formed domain card, and answers everything else 200 with a web page, as
+// a captive portal or a default server would. Its card is made once b.test's is known (below).
+let junkCard;
+const junk = createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    if (req.url === '/.well-known/nyx5.json' && junkCard) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(canon(junkCard));
+    } else {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html><body>Welcome! Please sign in to continue.</body></html>');
+    }
+  });
+});
+await new Promise((resolve) => junk.listen(PORT + 4, '127.0.0.1', resolve));
 const b = new House({
   domain: 'b.test',
   port: PORT + 1,
@@ -516,6 +543,51 @@ try {
     return `delivered after ${done.attempts} attempts`;
   });
 
+  await step('a destination that hangs and one that answers 200 with a web page hold up nobody, and bounce on expiry', async () => {
+    // junk.test's card: b.test's, renamed and signed by a key of its own.
+    const junkKeys = await newAgentKeys();
+    const model = expectStatus(await call(b, 'GET', '/.well-known/nyx5.json'), 200, 'b.test card');
+    const { signature: _dropped, ...unsigned } = model;
+    junkCard = await signDocument(
+      { ...unsigned, domain: 'junk.test', estafeta: urlOf(PORT + 4), keys: [{ sig: junkKeys.sig }] },
+      junkKeys,
+      'signature',
+      'domain-card',
+    );
+    const expires = new Date(Date.now() + 25_000).toISOString();
+    const send = async (to, body, fields = {}) => {
+      const env = await signEnvelope(draftEnvelope(ana.address, [to], { media: 'text/plain', body }, fields), ana.keys);
+      expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 202, `POST /outbound to ${to}`);
+      return env;
+    };
+    const hung = await send('x@hang.test', 'into the void', { expires });
+    const paged = await send('y@junk.test', 'to a web page', { expires });
+    const fine = await send(bo.address, 'meanwhile, to a house that works');
+    await a.scheduled();
+    await arrival(bo, (e) => e.id === fine.id, 'mail to the healthy house', 15_000);
+    const attempted = async (env) => {
+      const j = await outboxJob(ana, env.id);
+      return j.attempts >= 1 && j.last_error && j;
+    };
+    const pagedJob = await until('the web page to be read', () => attempted(paged), { timeoutMs: 15_000 });
+    assert.equal(pagedJob.state, 'retrying', `a 200 web page is not a delivery: ${pagedJob.last_error}`);
+    assert.match(pagedJob.last_error, /Nyx5 answer/);
+    const hungJob = await until('the hanging house to time out', () => attempted(hung), { timeoutMs: 25_000 });
+    assert.equal(hungJob.state, 'retrying');
+    assert.doesNotMatch(hungJob.last_error, /127\.0\.0\.1|:\d{4,5}/, 'last_error names no address');
+    // Once the envelopes expire, the next cron bounces both, without trying them again.
+    await sleep(Math.max(0, Date.parse(expires) - Date.now() + 200));
+    await a.scheduled();
+    for (const env of [hung, paged]) {
+      assert.equal((await outboxJob(ana, env.id)).state, 'bounced', `${env.to[0]} bounced`);
+      const notice = await arrival(ana, (e) => e.in_reply_to === env.id, `the bounce for ${env.to[0]}`);
+      await checkNotice(notice.envelope, env, keyA, 'bounced');
+      assert.equal(await ack(ana, [notice.envelope.id]), 1);
+    }
+    assert.equal(await ack(bo, [fine.id]), 1);
+    return `web page: ${pagedJob.last_error}; hang: ${hungJob.last_error}`;
+  });
+
   await step('bad requests get 4xx JSON errors and change nothing', async () => {
     const snapshot = async () =>
       canon({
@@ -886,6 +958,9 @@ try {
 } finally {
   await Promise.allSettled([a.stop(), b.stop()]);
   provider.close();
+  hang.closeAllConnections();
+  hang.close();
+  junk.close();
 }
 
 const total = secs(performance.now() - T0);

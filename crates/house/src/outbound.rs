@@ -23,6 +23,13 @@ use url::{Host, Url};
 
 use crate::ports::{Net, OutRequest, OutResponse, PortError};
 
+/// The longest any outbound request may take, from connecting to the last byte of the answer.
+pub const TIMEOUT_MS: u32 = 10_000;
+
+/// The largest answer the engine reads. Everything it fetches (cards, DNS-over-HTTPS answers,
+/// answers to `POST /inbound`) is far smaller; a larger answer is a transport failure.
+pub const MAX_ANSWER_BYTES: usize = 2 * nyx5_proto::limits::MAX_ENVELOPE_BYTES;
+
 /// Name suffixes that resolve inside a network, never on the public internet: `localhost`
 /// (RFC 6761), mDNS's `local` (RFC 6762), `home.arpa` (RFC 8375), ICANN's private-use
 /// `internal` (2024; cloud metadata lives at `metadata.google.internal`), and the `localdomain`
