@@ -109,23 +109,29 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         Err(e) => return error_response(&e),
     };
     let resp = house.handle(hreq).await;
-    if resp.kick {
+    // After the answer: the delivery kick, then webhook pushes (the tick may add some).
+    if resp.kick || house.has_pushes() {
         let h = house.clone();
+        let kick = resp.kick;
         ctx.wait_until(async move {
-            if let Err(e) = h.tick().await {
+            if kick && let Err(e) = h.tick().await {
                 worker::console_error!("nyx5: delivery kick: {e}");
             }
+            h.send_pushes().await;
         });
     }
     to_worker(&resp)
 }
 
 #[event(scheduled)]
-async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+async fn scheduled(_event: ScheduledEvent, env: Env, ctx: ScheduleContext) {
     match house(&env).await {
         Ok(h) => {
             if let Err(e) = h.tick().await {
                 worker::console_error!("nyx5: scheduled tick: {e}");
+            }
+            if h.has_pushes() {
+                ctx.wait_until(async move { h.send_pushes().await });
             }
         }
         Err(e) => worker::console_error!("nyx5: scheduled: {e}"),
@@ -142,7 +148,7 @@ const CLOUDFLARE_AUTHSERV_ID: &str = "mx.cloudflare.net";
 /// for good (unknown recipient, too large, blocked, …) is `setReject` with the house's reason; a
 /// temporary one (rate limit, storage down) fails the event, so the sending side tries again.
 #[event(email)]
-async fn email(message: ForwardableEmailMessage, env: Env, _ctx: Context) -> worker::Result<()> {
+async fn email(message: ForwardableEmailMessage, env: Env, ctx: Context) -> worker::Result<()> {
     let house = match house(&env).await {
         Ok(h) => h,
         Err(e) => {
@@ -157,7 +163,13 @@ async fn email(message: ForwardableEmailMessage, env: Env, _ctx: Context) -> wor
     }
     let raw = message.raw_bytes().await?;
     match house.receive_email(&raw, &message.from(), &message.to(), &[CLOUDFLARE_AUTHSERV_ID]).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            if house.has_pushes() {
+                let h = house.clone();
+                ctx.wait_until(async move { h.send_pushes().await });
+            }
+            Ok(())
+        }
         Err(e) if e.kind.is_temporary() => {
             if e.kind == ErrorKind::Internal {
                 worker::console_error!("nyx5: email: {e}");

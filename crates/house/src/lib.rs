@@ -65,6 +65,8 @@ pub struct House<D, N> {
     card: Verified<DomainCard>,
     /// Verified cards of other houses and their agents, for five minutes (see `resolver`).
     cards: resolver::CardMemo,
+    /// Webhook pushes waiting for the answer to go out (see [`House::send_pushes`]).
+    pushes: std::cell::RefCell<Vec<ports::OutRequest>>,
 }
 
 impl<D, N> std::fmt::Debug for House<D, N> {
@@ -109,7 +111,8 @@ impl<D: Db, N: Net> House<D, N> {
         .sign(&config.key, config.key_created)?
         .verify(Some(&config.key.public()))?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
-        Ok(House { config, db, net, clock, rng, card, cards: resolver::CardMemo::default() })
+        let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
+        Ok(House { config, db, net, clock, rng, card, cards, pushes })
     }
 
     /// This house's verified domain card.

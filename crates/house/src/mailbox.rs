@@ -294,18 +294,22 @@ impl<D: Db, N: Net> House<D, N> {
             if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local)
                 && let Ok(to) = self.local_address(local)
             {
-                self.push(hook, &to, env).await;
+                self.push(hook, &to, env);
             }
         }
         Ok(finish(&decided))
     }
 
-    /// POSTs the envelope to a webhook inside the house's push wrapper (docs/SPEC.md §9d):
-    /// `{"type": "nyx5.push", "house", "to", "pushed", "envelope"}`, its canonical bytes signed by
-    /// the domain key as a push. The house chose every top-level member, so no envelope an agent
-    /// shaped is ever what the domain key signs. Failures are ignored: the mailbox stays
-    /// authoritative.
-    pub(crate) async fn push(&self, url: &str, to: &Address, env: &Envelope) {
+    /// Queues a push of the envelope to a webhook, inside the house's push wrapper (docs/SPEC.md
+    /// §9d): `{"type": "nyx5.push", "house", "to", "pushed", "envelope"}`, its canonical bytes
+    /// signed by the domain key as a push. The house chose every top-level member, so no envelope
+    /// an agent shaped is ever what the domain key signs.
+    ///
+    /// Nothing is sent here: the adapters call [`House::send_pushes`] once the answer is out (the
+    /// Worker in `wait_until`, `nyx5 serve` in a task of its own), so a webhook that hangs delays
+    /// neither the sender's answer nor a queue tick. At most [`MAX_PENDING_PUSHES`] wait; a push
+    /// past that is dropped, since the mailbox stays authoritative.
+    pub(crate) fn push(&self, url: &str, to: &Address, env: &Envelope) {
         let body = push_body(&self.config.domain, to, self.now(), env);
         let sig = b64::encode(&self.config.key.sign(Context::Push, &body));
         let request = OutRequest {
@@ -314,6 +318,30 @@ impl<D: Db, N: Net> House<D, N> {
             headers: vec![("content-type".into(), "application/json".into()), (PUSH_HEADER.to_owned(), sig)],
             body,
         };
-        let _ignored = self.net.send(request).await;
+        if let Ok(mut pending) = self.pushes.try_borrow_mut()
+            && pending.len() < MAX_PENDING_PUSHES
+        {
+            pending.push(request);
+        }
+    }
+
+    /// Whether pushes wait to be sent (see [`House::push`]).
+    pub fn has_pushes(&self) -> bool {
+        self.pushes.try_borrow().is_ok_and(|p| !p.is_empty())
+    }
+
+    /// Sends the pushes waiting now, one after another, each with the network's deadline. A
+    /// failure is ignored: the mailbox stays authoritative.
+    pub async fn send_pushes(&self) {
+        let pending = match self.pushes.try_borrow_mut() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => return,
+        };
+        for request in pending {
+            let _ignored = self.net.send(request).await;
+        }
     }
 }
+
+/// Most webhook pushes waiting in one process to be sent.
+pub const MAX_PENDING_PUSHES: usize = 256;

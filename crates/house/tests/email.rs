@@ -35,8 +35,11 @@ fn mail(id: &str, subject: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The `email` event, as the Worker runs it: the message, then the pushes once it is taken.
 fn receive(house: &TestHouse, raw: &[u8], from: &str, to: &str) -> Result<EmailOutcome, nyx5_proto::Error> {
-    block_on(house.receive_email(raw, from, to, &[]))
+    let outcome = block_on(house.receive_email(raw, from, to, &[]));
+    block_on(house.send_pushes());
+    outcome
 }
 
 fn code(r: Result<EmailOutcome, nyx5_proto::Error>) -> u16 {

@@ -144,9 +144,19 @@ fn service(
             if resp.kick {
                 shared.kick.notify_one();
             }
+            send_pushes(&shared);
             Ok(to_hyper(resp))
         }
     })
+}
+
+/// Sends waiting webhook pushes in a task of their own, so neither the answer nor the next tick
+/// waits for a webhook.
+fn send_pushes(shared: &Rc<Shared>) {
+    if shared.house.has_pushes() {
+        let shared = shared.clone();
+        tokio::task::spawn_local(async move { shared.house.send_pushes().await });
+    }
 }
 
 /// Works the queue every `every` and whenever kicked, until the server stops. One ticker, so
@@ -166,7 +176,9 @@ async fn tick_loop(shared: Rc<Shared>, every: Duration) {
         tokio::task::yield_now().await;
         let full = usize::try_from(shared.house.config.tick_batch).unwrap_or(usize::MAX);
         for _ in 0..MAX_TICKS_IN_A_ROW {
-            match shared.house.tick().await {
+            let done = shared.house.tick().await;
+            send_pushes(&shared);
+            match done {
                 Ok(report) if report.attempted >= full && !shared.stopping.get() => continue,
                 Ok(_) => break,
                 Err(e) => {

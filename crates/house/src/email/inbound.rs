@@ -212,7 +212,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         // Pushed like any newly accepted envelope (docs/SPEC.md §9d); failures are ignored.
         if let Some(hook) = facts.text("webhook") {
-            self.push(hook, &to, &env).await;
+            self.push(hook, &to, &env);
         }
         Ok(EmailOutcome::Accepted { id })
     }

@@ -101,3 +101,25 @@ fn a_tick_that_dies_inside_an_attempt_has_counted_it_and_waits_its_backoff() {
     assert_eq!((r.attempted, r.delivered), (1, 1));
     assert_eq!(mailbox(&b, &bob).len(), 1);
 }
+
+#[test]
+fn a_webhook_is_pushed_after_the_answer_and_the_tick_never_inside_them() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let alice = Agent::new("alice@a.test", 10);
+    let bob = Agent::new("bob@a.test", 11);
+    json(&alice.register_admin(&a), 201);
+    let body = bob.registration(&a, &[("webhook", "http://hook.test/bob".into())]);
+    json(&call(&a, "POST", "/agents", &[("authorization", "Bearer admin-a.test")], &body), 201);
+    w.fake("hook.test", |_| OutResponse { status: 200, body: vec![] });
+    let env = alice.draft("w1", &[&bob.address], "hi").sign(&alice.sig).unwrap();
+    json(&alice.send(&a, &env), 202);
+    // The tick delivers to bob's mailbox; the push waits for the tick to be over.
+    let r = block_on(a.tick()).unwrap();
+    assert_eq!(r.delivered, 1);
+    assert_eq!(w.sent_to("://hook.test/"), 0, "pushed inside the tick");
+    assert!(a.has_pushes());
+    block_on(a.send_pushes());
+    assert_eq!(w.sent_to("://hook.test/"), 1);
+    assert!(!a.has_pushes());
+}

@@ -253,6 +253,8 @@ impl Net for MemNet {
         for _ in 0..times {
             let req = Request::new(&request.method, &path, request.headers.clone(), request.body.clone());
             last = Some(Box::pin(house.handle(req)).await);
+            // As the adapters do once the answer is out.
+            Box::pin(house.send_pushes()).await;
         }
         let resp = last.expect("at least one delivery");
         self.0.borrow_mut().log.push((request.url.clone(), Some(resp.status)));
@@ -375,6 +377,7 @@ impl World {
         let mut total = TickReport::default();
         for (_, h) in houses {
             let r = block_on(h.tick()).unwrap();
+            block_on(h.send_pushes());
             total.attempted += r.attempted;
             total.delivered += r.delivered;
             total.retried += r.retried;
@@ -501,7 +504,10 @@ pub fn call(house: &TestHouse, method: &str, path: &str, headers: &[(&str, &str)
 
 pub fn call_raw(house: &TestHouse, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response {
     let headers = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    block_on(house.handle(Request::new(method, path, headers, body)))
+    let resp = block_on(house.handle(Request::new(method, path, headers, body)));
+    // As the adapters do once the answer is out.
+    block_on(house.send_pushes());
+    resp
 }
 
 /// The JSON body of a response, with the status checked.
