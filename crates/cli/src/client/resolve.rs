@@ -188,9 +188,11 @@ impl std::fmt::Debug for dyn Transport + '_ {
 fn failure(what: &str, domain: &str, e: &Error) -> Failure {
     match e.kind {
         ErrorKind::NotFound => Failure::http(404, "not_found", format!("{}; check the address", e.reason)),
+        // Before the temporary ones: an internal error (the profile) is temporary on the wire,
+        // but here it is the user's to fix, not the network's.
+        ErrorKind::Internal => Failure::usage(format!("{what}: {}", e.reason)),
         k if k.is_temporary() => Failure::network(format!("{what}: {}", e.reason))
             .hint("try again later; set NYX5_DOH=off to skip DNS, or name the house in a hosts file (--hosts)"),
-        ErrorKind::Internal => Failure::usage(format!("{what}: {}", e.reason)),
         _ if e.reason.contains("pinned") => {
             Failure::rejected(format!("{what} does not verify: {}", e.reason)).hint(format!(
                 "if the house of {domain} rotated its key on purpose and you checked the new key, run \
@@ -281,5 +283,73 @@ impl<'a> Resolver<'a> {
         let what = format!("the card of {}", card.address());
         let resolved = domain.resolved();
         self.with(async |r| r.verify_card(card, &resolved).await).map_err(|e| failure(&what, domain.card.domain(), &e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use nyx5_proto::card::DomainCardDraft;
+    use nyx5_proto::crypto::SigningKey;
+
+    use super::*;
+    use crate::error::{EXIT_NETWORK, EXIT_REJECTED, EXIT_USAGE};
+
+    fn hint(f: &Failure) -> Option<String> {
+        f.to_value().as_object().and_then(|o| o.get("hint")).and_then(Value::as_str).map(str::to_owned)
+    }
+
+    #[test]
+    fn each_kind_of_resolver_error_is_reported_as_what_it_is() {
+        let f = failure("card", "x.test", &Error::new(ErrorKind::NotFound, "gone"));
+        assert_eq!(f.status(), Some(404));
+        let f = failure("card", "x.test", &Error::new(ErrorKind::Unavailable, "down"));
+        assert_eq!(f.code(), EXIT_NETWORK);
+        // A broken profile is the user's to fix, not a forgery.
+        let f = failure("card", "x.test", &Error::new(ErrorKind::Internal, "the profile: pinned keys unreadable"));
+        assert_eq!((f.code(), hint(&f)), (EXIT_USAGE, None));
+        // A changed key says how to accept it once checked; other refusals do not.
+        let f = failure("card", "x.test", &Error::forbidden("signed by another key (pinned A, now B)"));
+        assert_eq!(f.code(), EXIT_REJECTED);
+        assert!(hint(&f).is_some_and(|h| h.contains("--repin") && h.contains("x.test")), "{:?}", hint(&f));
+        let f = failure("card", "x.test", &Error::forbidden("certification does not verify"));
+        assert_eq!((f.code(), hint(&f)), (EXIT_REJECTED, None));
+    }
+
+    /// A house at `http://b` serving b.test's domain card.
+    struct DomainOnly(Vec<u8>);
+
+    impl Transport for DomainOnly {
+        fn call(&self, _: &str, url: &str, _: &[(&str, &str)], _: &[u8]) -> Result<(u16, Vec<u8>), String> {
+            match url {
+                "http://b/.well-known/nyx5.json" => Ok((200, self.0.clone())),
+                _ => Ok((404, b"{}".to_vec())),
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_profile_nothing_is_pinned_and_the_anchor_says_so() {
+        let now = Timestamp(1_800_000_000_000);
+        let key = SigningKey::from_seed([40; 32]);
+        let card = DomainCardDraft {
+            domain: "b.test".into(),
+            estafeta: "http://b".into(),
+            other_keys: vec![],
+            previous: vec![],
+            policy: nyx5_proto::Object::new(),
+            extensions: vec![],
+            issued: now,
+        }
+        .sign(&key, now)
+        .unwrap();
+        let net = DomainOnly(card.to_value().canonical());
+        let hosts = BTreeMap::new();
+        let res =
+            Resolver::new(Setup { net: &net, hosts: &hosts, doh: None, own: None, profile: None, repin: false, now });
+        res.at("b.test", "http://b");
+        let d = res.domain("b.test").unwrap();
+        assert_eq!((d.via, d.anchor), ("url", "none"));
     }
 }
