@@ -6,14 +6,17 @@
 //! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::Poll;
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value, Verified, b64};
 
 use crate::policy::{self, Decision, Facts, Policy};
-use crate::ports::{Db, Net, OutRequest, PortError};
+use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::resolver::MEMO_MAX_ENTRIES;
 use crate::{House, port_error, store};
 
@@ -307,9 +310,14 @@ impl<D: Db, N: Net> House<D, N> {
     ///
     /// Nothing is sent here: the adapters call [`House::send_pushes`] once the answer is out (the
     /// Worker in `wait_until`, `nyx5 serve` in a task of its own), so a webhook that hangs delays
-    /// neither the sender's answer nor a queue tick. At most [`MAX_PENDING_PUSHES`] wait; a push
-    /// past that is dropped, since the mailbox stays authoritative.
+    /// neither the sender's answer nor a queue tick. At most [`MAX_PENDING_PUSHES`] wait, and at
+    /// most [`MAX_PUSHES_PER_WEBHOOK`] for one URL; a push past that is dropped, since the
+    /// mailbox stays authoritative. A webhook the outbound policy no longer allows (stored
+    /// before it was checked) is never pushed to.
     pub(crate) fn push(&self, url: &str, to: &Address, env: &Envelope) {
+        if self.net.policy.check_learnt(url).is_err() {
+            return;
+        }
         let body = push_body(&self.config.domain, to, self.now(), env);
         let sig = b64::encode(&self.config.key.sign(Context::Push, &body));
         let request = OutRequest {
@@ -320,6 +328,7 @@ impl<D: Db, N: Net> House<D, N> {
         };
         if let Ok(mut pending) = self.pushes.try_borrow_mut()
             && pending.len() < MAX_PENDING_PUSHES
+            && pending.iter().filter(|p| p.url == request.url).count() < MAX_PUSHES_PER_WEBHOOK
         {
             pending.push(request);
         }
@@ -330,18 +339,25 @@ impl<D: Db, N: Net> House<D, N> {
         self.pushes.try_borrow().is_ok_and(|p| !p.is_empty())
     }
 
-    /// Sends the pushes waiting now, one after another, each with the network's deadline. A
-    /// failure is ignored: the mailbox stays authoritative.
+    /// Sends the pushes waiting now, all at once, each with the network's deadline: one webhook
+    /// that hangs holds up no other. A failure is ignored: the mailbox stays authoritative.
     pub async fn send_pushes(&self) {
         let pending = match self.pushes.try_borrow_mut() {
             Ok(mut p) => std::mem::take(&mut *p),
             Err(_) => return,
         };
-        for request in pending {
-            let _ignored = self.net.send(request).await;
-        }
+        type Sending<'a> = Pin<Box<dyn Future<Output = Result<OutResponse, PortError>> + 'a>>;
+        let mut sending: Vec<Sending<'_>> =
+            pending.into_iter().map(|request| Box::pin(self.net.send(request)) as Sending<'_>).collect();
+        std::future::poll_fn(|cx| {
+            sending.retain_mut(|send| send.as_mut().poll(cx).is_pending());
+            if sending.is_empty() { Poll::Ready(()) } else { Poll::Pending }
+        })
+        .await;
     }
 }
 
 /// Most webhook pushes waiting in one process to be sent.
 pub const MAX_PENDING_PUSHES: usize = 256;
+/// Most pushes waiting for one webhook URL.
+pub const MAX_PUSHES_PER_WEBHOOK: usize = 16;

@@ -41,7 +41,7 @@ const PRIVATE_SUFFIXES: [&str; 5] = ["localhost", "local", "home.arpa", "interna
 pub struct Policy {
     /// Origins (`scheme://host[:port]`) the operator named: any scheme, any address.
     operator: BTreeSet<String>,
-    /// Hosts (`host:port`) of those origins, for the check after DNS.
+    /// Those origins as `scheme://host:port`, for the check after DNS.
     operator_hosts: BTreeSet<String>,
     /// Private and loopback targets allowed everywhere (test setups only).
     pub allow_private: bool,
@@ -77,7 +77,7 @@ impl Policy {
             && let Some(port) = u.port_or_known_default()
         {
             self.operator.insert(u.origin().ascii_serialization());
-            self.operator_hosts.insert(format!("{host}:{port}"));
+            self.operator_hosts.insert(format!("{}://{host}:{port}", u.scheme()));
         }
     }
 
@@ -86,35 +86,54 @@ impl Policy {
         Url::parse(url).is_ok_and(|u| self.operator.contains(&u.origin().ascii_serialization()))
     }
 
-    /// Whether a connection to `host:port` may reach a private address (the check after DNS).
-    pub fn allows_private_at(&self, host: &str, port: u16) -> bool {
-        self.allow_private || self.operator_hosts.contains(&format!("{}:{port}", host.to_ascii_lowercase()))
+    /// Whether a `scheme` connection to `host:port` may reach a private address (the check
+    /// after DNS).
+    pub fn allows_private_at(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.allow_private
+            || self.operator_hosts.contains(&format!(
+                "{}://{}:{port}",
+                scheme.to_ascii_lowercase(),
+                host.to_ascii_lowercase()
+            ))
     }
 
-    /// Decides whether the engine may send a request to `url`.
+    /// Decides whether the engine may send a request to `url`: the operator's origins, or a
+    /// learnt URL that passes [`Policy::check_learnt`].
     pub fn check(&self, url: &str) -> Result<(), Refusal> {
         let u = Url::parse(url).map_err(|_| Refusal("not a URL"))?;
-        if !matches!(u.scheme(), "http" | "https") {
-            return Err(Refusal("only http(s) URLs are fetched"));
-        }
-        if self.operator.contains(&u.origin().ascii_serialization()) {
+        if matches!(u.scheme(), "http" | "https") && self.operator.contains(&u.origin().ascii_serialization()) {
             return Ok(());
         }
-        if u.scheme() != "https" && !self.allow_http {
-            return Err(Refusal("a URL learnt from a peer must be https"));
-        }
-        if !u.username().is_empty() || u.password().is_some() {
-            return Err(Refusal("a URL learnt from a peer must not carry credentials"));
-        }
-        if self.allow_private {
-            return Ok(());
-        }
-        match u.host() {
-            Some(Host::Domain(name)) => check_public_name(name),
-            Some(Host::Ipv4(ip)) => check_public_ip(IpAddr::V4(ip)),
-            Some(Host::Ipv6(ip)) => check_public_ip(IpAddr::V6(ip)),
-            None => Err(Refusal("the URL has no host")),
-        }
+        check_learnt(&u, self.allow_http, self.allow_private)
+    }
+
+    /// Decides whether a URL a stranger chose for its own use (an agent's webhook) may be used:
+    /// public `https`, with no exemption for the operator's origins, which are for reaching
+    /// houses, DNS and the email provider, not for whatever an agent wants to POST to.
+    pub fn check_learnt(&self, url: &str) -> Result<(), Refusal> {
+        let u = Url::parse(url).map_err(|_| Refusal("not a URL"))?;
+        check_learnt(&u, self.allow_http, self.allow_private)
+    }
+}
+
+fn check_learnt(u: &Url, allow_http: bool, allow_private: bool) -> Result<(), Refusal> {
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(Refusal("only http(s) URLs are fetched"));
+    }
+    if u.scheme() != "https" && !allow_http {
+        return Err(Refusal("a URL learnt from a peer must be https"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(Refusal("a URL learnt from a peer must not carry credentials"));
+    }
+    if allow_private {
+        return Ok(());
+    }
+    match u.host() {
+        Some(Host::Domain(name)) => check_public_name(name),
+        Some(Host::Ipv4(ip)) => check_public_ip(IpAddr::V4(ip)),
+        Some(Host::Ipv6(ip)) => check_public_ip(IpAddr::V6(ip)),
+        None => Err(Refusal("the URL has no host")),
     }
 }
 
@@ -278,9 +297,13 @@ mod tests {
         assert_eq!(p.check("https://dns.example/dns-query?name=x"), Ok(()));
         assert!(p.operator_named("http://127.0.0.1:8788/x"));
         assert!(!p.operator_named("https://mail.example.com/"));
-        assert!(p.allows_private_at("127.0.0.1", 8788));
-        assert!(!p.allows_private_at("127.0.0.1", 8789));
-        assert!(p.allows_private_at("DNS.example", 443));
+        assert!(p.allows_private_at("http", "127.0.0.1", 8788));
+        assert!(!p.allows_private_at("http", "127.0.0.1", 8789));
+        assert!(!p.allows_private_at("https", "127.0.0.1", 8788), "another scheme");
+        assert!(p.allows_private_at("HTTPS", "DNS.example", 443));
+        // A webhook gets no exemption: the operator's origins are for houses, DNS and email.
+        assert!(p.check_learnt("http://127.0.0.1:8788/inbound").is_err());
+        assert_eq!(p.check_learnt("https://hooks.example/x"), Ok(()));
     }
 
     #[test]
@@ -288,7 +311,7 @@ mod tests {
         let open = Policy::new([], true, true);
         assert_eq!(open.check("http://127.0.0.1:9/"), Ok(()));
         assert_eq!(open.check("http://a.test/inbound"), Ok(()));
-        assert!(open.allows_private_at("10.0.0.1", 80));
+        assert!(open.allows_private_at("http", "10.0.0.1", 80));
         let http_only = Policy::new([], false, true);
         assert_eq!(http_only.check("http://a.test/"), Ok(()));
         assert!(http_only.check("http://127.0.0.1/").is_err());

@@ -27,8 +27,10 @@ use crate::{House, port_error};
 pub const TICK_BATCH: i64 = 32;
 /// The most jobs a tick may be configured to take.
 pub const MAX_TICK_BATCH: i64 = 256;
-/// How long a tick holds a job it is working on.
-pub const LEASE_MS: i64 = 30_000;
+/// How long a tick holds a job it is working on: longer than one attempt can take (a DNS
+/// lookup, the domain card, the agent card and the POST, each with the 10 s outbound deadline),
+/// so an overlapping tick never takes a job whose attempt is still under way.
+pub const LEASE_MS: i64 = 120_000;
 /// How long finished envelopes stay listed in GET /outbox before they are purged.
 pub const OUTBOX_KEEP_MS: i64 = 7 * 24 * 3_600_000;
 /// Most finished envelopes one tick purges.

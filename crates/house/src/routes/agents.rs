@@ -113,7 +113,7 @@ fn parse_enrolment(body: &Object, now: Timestamp, policy: &Policy) -> Result<Enr
     let webhook = field::opt_str(body, "webhook")?.map(str::to_owned);
     // Pushes go through the outbound policy anyway; refusing here tells the owner now, not never.
     if let Some(w) = &webhook {
-        policy.check(w).map_err(|r| Error::malformed(format!("`webhook` is refused: {r}")))?;
+        policy.check_learnt(w).map_err(|r| Error::malformed(format!("`webhook` is refused: {r}")))?;
     }
     let webhook = match webhook {
         Some(url) => Webhook::Set(url),

@@ -123,3 +123,24 @@ fn a_webhook_is_pushed_after_the_answer_and_the_tick_never_inside_them() {
     assert_eq!(w.sent_to("://hook.test/"), 1);
     assert!(!a.has_pushes());
 }
+
+#[test]
+fn one_webhook_cannot_take_every_pending_push() {
+    let w = World::new();
+    let mut config = w.config("a.test", Registration::Admin);
+    config.tick_batch = 32;
+    let a = w.start(config);
+    let alice = Agent::new("alice@a.test", 10);
+    let bob = Agent::new("bob@a.test", 11);
+    json(&alice.register_admin(&a), 201);
+    let body = bob.registration(&a, &[("webhook", "http://slow.test/bob".into())]);
+    json(&call(&a, "POST", "/agents", &[("authorization", "Bearer admin-a.test")], &body), 201);
+    w.fake("slow.test", |_| OutResponse { status: 200, body: vec![] });
+    for i in 0..20 {
+        let env = alice.draft(&format!("m{i}"), &[&bob.address], "hi").sign(&alice.sig).unwrap();
+        json(&alice.send(&a, &env), 202);
+    }
+    assert_eq!(block_on(a.tick()).unwrap().delivered, 20);
+    block_on(a.send_pushes());
+    assert_eq!(w.sent_to("://slow.test/"), nyx5_house::mailbox::MAX_PUSHES_PER_WEBHOOK);
+}
