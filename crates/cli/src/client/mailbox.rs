@@ -411,6 +411,7 @@ mod tests {
     use super::*;
     use crate::client::http::Transport;
     use crate::client::resolve::Setup;
+    use crate::client::testing::{HouseB, domain_card};
     use crate::keyfile::KeyFile;
 
     struct Offline;
@@ -425,34 +426,11 @@ mod tests {
         obj([("seq", 7.into()), ("received", "2026-01-01T00:00:00.000Z".into()), ("envelope", env.to_value())])
     }
 
-    /// b.test's estafeta at `http://b`, serving its domain card.
-    struct DomainOnly(Vec<u8>);
-
-    impl Transport for DomainOnly {
-        fn call(&self, _: &str, url: &str, _: &[(&str, &str)], _: &[u8]) -> Result<(u16, Vec<u8>), String> {
-            match url {
-                "http://b/.well-known/nyx5.json" => Ok((200, self.0.clone())),
-                _ => Ok((404, b"{}".to_vec())),
-            }
-        }
-    }
-
     #[test]
     fn a_notice_is_verified_only_when_a_key_of_its_domain_signed_it() {
         let now = Timestamp(1_800_000_000_000);
         let domain_key = SigningKey::from_seed([40; 32]);
-        let card = nyx5_proto::card::DomainCardDraft {
-            domain: "b.test".into(),
-            estafeta: "http://b".into(),
-            other_keys: vec![],
-            previous: vec![],
-            policy: Object::new(),
-            extensions: vec![],
-            issued: Timestamp(now.millis() - 1000),
-        }
-        .sign(&domain_key, Timestamp(now.millis() - 1000))
-        .unwrap();
-        let net = DomainOnly(card.to_value().canonical());
+        let net = HouseB::serving(&domain_card(&domain_key, Timestamp(now.millis() - 1000)));
         let mut hosts = BTreeMap::new();
         let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) };
         hosts.insert("b.test".to_owned(), entry);

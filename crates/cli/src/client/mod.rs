@@ -16,6 +16,8 @@ pub(crate) mod register;
 pub(crate) mod resolve;
 pub(crate) mod send;
 pub(crate) mod settings;
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod when;
 
 use std::collections::BTreeMap;

@@ -424,28 +424,12 @@ mod tests {
 
     use std::collections::BTreeMap;
 
-    use crate::client::http::Transport;
     use nyx5_house::config::HostEntry;
-    use nyx5_proto::card::{AgentCardDraft, DomainCardDraft};
+    use nyx5_proto::card::AgentCardDraft;
     use nyx5_proto::crypto::SigningKey;
 
     use super::*;
-
-    /// A house at `http://b` for b.test that certifies `certified` for whatever registers.
-    struct House {
-        domain_card: Vec<u8>,
-        answer: Vec<u8>,
-    }
-
-    impl Transport for House {
-        fn call(&self, _: &str, url: &str, _: &[(&str, &str)], _: &[u8]) -> Result<(u16, Vec<u8>), String> {
-            match url {
-                "http://b/.well-known/nyx5.json" => Ok((200, self.domain_card.clone())),
-                "http://b/agents" => Ok((201, self.answer.clone())),
-                _ => Ok((404, b"{}".to_vec())),
-            }
-        }
-    }
+    use crate::client::testing::{HouseB, domain_card};
 
     fn keyfile(seed: u8) -> KeyFile {
         KeyFile::generate(&mut |b: &mut [u8]| b.fill(seed))
@@ -455,17 +439,7 @@ mod tests {
     fn register_at(address: &str, certified: &KeyFile) -> Result<(u16, Object, Verified<AgentCard>), Failure> {
         let now = sys::now().unwrap();
         let domain_key = SigningKey::from_seed([40; 32]);
-        let domain_card = DomainCardDraft {
-            domain: "b.test".into(),
-            estafeta: "http://b".into(),
-            other_keys: vec![],
-            previous: vec![],
-            policy: Object::new(),
-            extensions: vec![],
-            issued: now,
-        }
-        .sign(&domain_key, now)
-        .unwrap();
+        let domain_card = domain_card(&domain_key, now);
         let card = AgentCardDraft::new(Address::parse(address).unwrap(), certified.sig_public(), None, now)
             .certify(&domain_key)
             .unwrap();
@@ -477,10 +451,7 @@ mod tests {
             as_address: None,
             hosts,
             doh: None,
-            net: Box::new(House {
-                domain_card: domain_card.to_value().canonical(),
-                answer: Value::Object(answer).canonical(),
-            }),
+            net: Box::new(HouseB { answer: Value::Object(answer).canonical(), ..HouseB::serving(&domain_card) }),
             repin: false,
         };
         let keys = keyfile(1);

@@ -290,10 +290,10 @@ impl<'a> Resolver<'a> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-    use nyx5_proto::card::DomainCardDraft;
     use nyx5_proto::crypto::SigningKey;
 
     use super::*;
+    use crate::client::testing::{HouseB, domain_card};
     use crate::error::{EXIT_NETWORK, EXIT_REJECTED, EXIT_USAGE};
 
     fn hint(f: &Failure) -> Option<String> {
@@ -317,34 +317,11 @@ mod tests {
         assert_eq!((f.code(), hint(&f)), (EXIT_REJECTED, None));
     }
 
-    /// A house at `http://b` serving b.test's domain card.
-    struct DomainOnly(Vec<u8>);
-
-    impl Transport for DomainOnly {
-        fn call(&self, _: &str, url: &str, _: &[(&str, &str)], _: &[u8]) -> Result<(u16, Vec<u8>), String> {
-            match url {
-                "http://b/.well-known/nyx5.json" => Ok((200, self.0.clone())),
-                _ => Ok((404, b"{}".to_vec())),
-            }
-        }
-    }
-
     #[test]
     fn without_a_profile_nothing_is_pinned_and_the_anchor_says_so() {
         let now = Timestamp(1_800_000_000_000);
         let key = SigningKey::from_seed([40; 32]);
-        let card = DomainCardDraft {
-            domain: "b.test".into(),
-            estafeta: "http://b".into(),
-            other_keys: vec![],
-            previous: vec![],
-            policy: nyx5_proto::Object::new(),
-            extensions: vec![],
-            issued: now,
-        }
-        .sign(&key, now)
-        .unwrap();
-        let net = DomainOnly(card.to_value().canonical());
+        let net = HouseB::serving(&domain_card(&key, now));
         let hosts = BTreeMap::new();
         let res =
             Resolver::new(Setup { net: &net, hosts: &hosts, doh: None, own: None, profile: None, repin: false, now });

@@ -12,7 +12,7 @@ use nyx5_house::http::Response;
 use nyx5_house::ports::{Db, OutRequest, OutResponse};
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_house::{Config, Registration, stmt};
-use nyx5_proto::card::{AgentCard, DomainCard, DomainCardDraft, DomainKey, PreviousDomainKey, handover_message};
+use nyx5_proto::card::{AgentCard, DomainCard, DomainKey, PreviousDomainKey, handover_message};
 use nyx5_proto::crypto::{Context, SigningKey};
 use nyx5_proto::json::obj;
 use nyx5_proto::relay::RelayHeader;
@@ -72,17 +72,7 @@ fn serve_card(w: &World, host: &str, card: &DomainCard) {
 
 /// A domain card for `domain` signed by `key`, listing `others` after it.
 fn card_by(domain: &str, key: &SigningKey, others: Vec<DomainKey>, now: Timestamp) -> DomainCard {
-    DomainCardDraft {
-        domain: domain.into(),
-        estafeta: format!("http://{domain}"),
-        other_keys: others,
-        previous: vec![],
-        policy: obj([("inbound", "verified".into())]),
-        extensions: vec![],
-        issued: now,
-    }
-    .sign(key, now)
-    .unwrap()
+    crate::resolver_state::domain_card(domain, &format!("http://{domain}"), key, others, now)
 }
 
 /// b.test started first, so it knows a.test only through the well-known URL: it pins a.test's
