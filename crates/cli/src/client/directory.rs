@@ -24,11 +24,12 @@ fn me_if_any(ctx: &Ctx) -> Result<Option<super::profile::AgentEntry>, Failure> {
     profile.agent(ctx.as_address.as_ref(), &ctx.profile_path).cloned().map(Some)
 }
 
-/// `nyx5 resolve ADDRESS`: the verified chain domain → agent (→ parent …).
+/// `nyx5 resolve ADDRESS`: the verified chain domain → agent (→ parent …), fetched now rather
+/// than read from the kept cards.
 pub(crate) fn resolve(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
     let who = address(who)?;
     let me = me_if_any(ctx)?;
-    let res = ctx.resolver(me.as_ref(), sys::now()?)?;
+    let res = ctx.fresh_resolver(me.as_ref(), sys::now()?)?;
     let card = res.agent(&who)?;
     let domain = res.domain(who.domain())?;
     let mut chain = Vec::new();
