@@ -61,7 +61,8 @@ irreversible; a retried call after a timeout resends the same saved envelope, ne
         output: r#"{"type":"object","required":["id","status"],"properties":{
 "id":{"type":"string"},"status":{"type":"string","enum":["queued","exists"]},"resent":{"type":"boolean"},
 "to":{"type":"array","items":{"type":"string"}},"sealed":{"type":"boolean"},"pow_bits":{"type":["integer","null"]},
-"deliver_after":{"type":["string","null"]},"jobs":JOBS}}"#,
+"deliver_after":{"type":["string","null"]},"jobs":JOBS,
+"kept_cards":{"type":"array","description":"Recipients whose house did not answer: sealed to the card kept from an earlier contact; your house delivers when theirs is back","items":{"type":"object","properties":{"address":{"type":"string"},"fetched":{"type":"string"}}}}}}"#,
         read_only: false,
         destructive: true,
         idempotent: false,
@@ -123,13 +124,16 @@ policy. Use it before sending something sensitive or relying on what an agent cl
         title: "What happened to what you sent",
         description: "The fate of the envelopes you sent in the last 7 days: delivered, retrying (with the last \
 error) or bounced (with the reason), per destination; and any envelope saved but not yet accepted by your house. \
-Use it when you are unsure whether a message arrived.",
+Use it when you are unsure whether a message arrived. When your house cannot be reached, house_unreachable says why \
+and sent lists what it had accepted, from the local record.",
         input: r#"{"type":"object","additionalProperties":false,"properties":{
 "limit":{"type":"integer","minimum":0,"maximum":100,"default":20},
 "before":{"type":"integer","description":"Continue before this sequence number (the previous answer's next)"}}}"#,
         output: r#"{"type":"object","required":["envelopes"],"properties":{
 "agent":{"type":"string"},"envelopes":{"type":"array","items":{"type":"object"}},"next":{"type":["integer","null"]},
-"unsent":{"type":"array","items":{"type":"object"}}}}"#,
+"emails":{"type":"array","items":{"type":"object"}},"unsent":{"type":"array","items":{"type":"object"}},
+"house_unreachable":{"type":"string"},"sent":{"type":"array","items":{"type":"object","properties":{
+"id":{"type":"string"},"to":{"type":"array","items":{"type":"string"}},"accepted":{"type":"string"},"summary":{"type":"string"}}}}}}"#,
         read_only: true,
         destructive: false,
         idempotent: true,

@@ -323,6 +323,9 @@ pub(crate) fn outbox(ctx: &Ctx, limit: Option<i64>, before: Option<i64>) -> Resu
             return Ok(Value::Object(obj([
                 ("agent", me.address.as_str().into()),
                 ("house_unreachable", f.one_line().into()),
+                ("envelopes", Value::Array(vec![])),
+                ("emails", Value::Array(vec![])),
+                ("next", Value::Null),
                 ("sent", super::send::accepted(&me)),
                 ("unsent", super::send::unsent(&me)),
             ])));

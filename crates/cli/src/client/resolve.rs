@@ -192,7 +192,13 @@ impl PinStore for &ProfilePins {
         Ok(done)
     }
 
-    async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn move_pin(
+        &self,
+        domain: &str,
+        from: &SigPublic,
+        to: &SigPublic,
+        card: CacheEntry<'_>,
+    ) -> Result<bool, Error> {
         let done = self.set(domain, Some(from), to)?;
         if done {
             self.keep(&card);
