@@ -481,3 +481,85 @@ fn a_known_agent_whose_house_is_down_is_written_to_with_its_kept_card() {
     assert_eq!(s(m, "trust"), "verified");
     assert_eq!(s(obj(m, "content"), "body"), "while you were out\nsecond line");
 }
+
+fn strings(o: &Object, name: &str) -> Vec<String> {
+    o.get(name).and_then(Value::as_array).unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+/// Issue 10 §6: the lists and pins the house keeps have verbs. `block` refuses a sender (its
+/// envelope bounces), `allow` lets it in again and takes it off the block list, `unlist` forgets
+/// an entry; `pins` is the operator's, with the admin token.
+#[test]
+fn allow_block_unlist_lists_and_pins() {
+    let w = World::new("lists");
+    w.two_agents();
+    let bo = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--as", "bo@b.test", "--json"]);
+        w.nyx5(&all).json()
+    };
+    let l = bo(&["lists"]);
+    assert_eq!((strings(&l, "allow"), strings(&l, "block")), (vec![], vec![]));
+    let l = bo(&["block", "ana@a.test", "@Spam.Example"]);
+    assert_eq!(s(&l, "agent"), "bo@b.test");
+    assert_eq!(strings(&l, "block"), ["ana@a.test", "spam.example"]);
+
+    // ana's envelope to bo is refused by his house: it bounces.
+    let id = s(&w.nyx5(&["send", "bo@b.test", "--body", "let me in", "--json"]).json(), "id");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = w.nyx5(&["outbox", "--json"]).json();
+        let envs = out.get("envelopes").and_then(Value::as_array).unwrap();
+        let e = envs.iter().filter_map(Value::as_object).find(|e| s(e, "id") == id).unwrap();
+        let job = e.get("jobs").and_then(Value::as_array).unwrap()[0].as_object().unwrap().clone();
+        if s(&job, "state") == "bounced" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never bounced: {job:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // allow takes ana off the block list; unlist forgets a domain; lists reads them.
+    let l = bo(&["allow", "ana@a.test"]);
+    assert_eq!((strings(&l, "allow"), strings(&l, "block")), (vec!["ana@a.test".into()], vec!["spam.example".into()]));
+    let l = bo(&["unlist", "spam.example", "--from", "block"]);
+    assert_eq!(strings(&l, "block"), Vec::<String>::new());
+    let text = w.nyx5(&["lists", "--as", "bo@b.test"]).ok();
+    assert!(text.contains("allow:   ana@a.test") && text.contains("block:   (empty)"), "{text}");
+    let id = s(&w.nyx5(&["send", "bo@b.test", "--body", "thanks", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&id));
+    let l = bo(&["unlist", "ana@a.test"]);
+    assert_eq!((strings(&l, "allow"), strings(&l, "block")), (vec![], vec![]));
+    let (err, _) = w.nyx5(&["block", "not an address!"]).fails_with(2);
+    assert!(err.contains("address or a domain"), "{err}");
+    w.nyx5(&["unlist", "x.test", "--from", "grey"]).fails_with(2);
+
+    // pins: b.test pinned a.test's key when it first verified ana's mail.
+    let pins = w.nyx5(&["pins", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
+    let list = pins.get("pins").and_then(Value::as_array).unwrap();
+    let a = list.iter().filter_map(Value::as_object).find(|p| s(p, "domain") == "a.test").expect("a.test pinned");
+    assert_eq!(a.get("pending"), Some(&Value::Null));
+    let text = w.nyx5(&["pins", "--house", "b.test", "--admin-token", TOKEN_B]).ok();
+    assert!(text.contains(&format!("a.test  {}", s(a, "sig"))), "{text}");
+    let (err, doc) = w.nyx5(&["pins", "--house", "b.test", "--admin-token", "wrong", "--json"]).fails_with(4);
+    assert_eq!(status(&doc.unwrap()), 401);
+    assert!(err.contains("--admin-token"), "{err}");
+    // Nothing is waiting for a.test: a confirmation is refused and says where to look.
+    let (err, doc) = w
+        .nyx5(&[
+            "pins",
+            "--house",
+            "b.test",
+            "--admin-token",
+            TOKEN_B,
+            "--confirm",
+            "a.test",
+            "--sig",
+            &s(a, "sig"),
+            "--json",
+        ])
+        .fails_with(4);
+    assert_eq!(status(&doc.unwrap()), 409);
+    assert!(err.contains("nyx5 pins"), "{err}");
+    w.nyx5(&["pins", "--house", "b.test", "--admin-token", TOKEN_B, "--confirm", "a.test"]).fails_with(2);
+}

@@ -222,7 +222,7 @@ pub(crate) fn health_human(v: &Value) -> String {
 }
 
 /// The house an operator command goes to: `--house`, else the acting agent's.
-fn operator_house(ctx: &Ctx, house: Option<&str>) -> Result<String, Failure> {
+pub(crate) fn operator_house(ctx: &Ctx, house: Option<&str>) -> Result<String, Failure> {
     let me = me_if_any(ctx)?;
     match (house, &me) {
         (Some(h), _) => {
@@ -275,7 +275,7 @@ pub(crate) fn invite_new(
     Ok(o.get("invitation").cloned().unwrap_or(Value::Null))
 }
 
-fn operator_hint(f: Failure) -> Failure {
+pub(crate) fn operator_hint(f: Failure) -> Failure {
     if f.status() == Some(401) { f.hint("check --admin-token (the house's operator token)") } else { f }
 }
 

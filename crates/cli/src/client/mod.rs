@@ -10,6 +10,7 @@ pub(crate) mod cli;
 pub(crate) mod directory;
 pub(crate) mod email;
 pub(crate) mod http;
+pub(crate) mod lists;
 pub(crate) mod mailbox;
 pub(crate) mod output;
 pub(crate) mod profile;
