@@ -109,6 +109,9 @@ pub(crate) struct ProfilePins {
     kept: RefCell<Option<BTreeMap<String, Kept>>>,
     /// Read no kept card of this domain or its agents (the acting agent's own).
     own_domain: Option<String>,
+    /// Where the hosts file and the command line say domains answer: a kept domain card from
+    /// elsewhere is not read.
+    named: RefCell<BTreeMap<String, String>>,
     /// Read no kept card at all (`card`, `resolve`: the card as it is now).
     fresh: bool,
     /// Hand out kept cards past their five minutes (up to [`MAX_STALE_MS`]).
@@ -222,6 +225,9 @@ impl PinStore for &ProfilePins {
         if k.at > self.now || !(fresh || self.stale.get() && self.now - k.at < MAX_STALE_MS) {
             return Ok(None);
         }
+        if self.named.borrow().get(key).is_some_and(|url| url.trim_end_matches('/') != k.url) {
+            return Ok(None);
+        }
         if !key.contains('@')
             && let Some(pin) = self.pins.borrow().get(key)
             && DomainCard::parse(k.card.as_bytes()).and_then(|c| c.signer()).map(|s| s.to_b64()).as_ref() != Ok(pin)
@@ -313,6 +319,7 @@ impl<'a> Resolver<'a> {
             pins: RefCell::new(pins),
             kept: RefCell::new(None),
             own_domain: s.own.as_ref().map(|(d, _)| d.clone()),
+            named: RefCell::new(s.hosts.iter().map(|(d, h)| (d.clone(), h.url.clone())).collect()),
             fresh: s.fresh || s.repin,
             stale: Cell::new(false),
             used_stale: RefCell::new(BTreeMap::new()),
@@ -335,6 +342,9 @@ impl<'a> Resolver<'a> {
     /// file says otherwise. Nothing anchors it there: the key is pinned on first use.
     pub(crate) fn at(&self, domain: &str, url: &str) {
         self.given.borrow_mut().insert(domain.to_owned(), url.to_owned());
+        if !self.hosts.contains_key(domain) {
+            self.pins.named.borrow_mut().insert(domain.to_owned(), url.to_owned());
+        }
     }
 
     pub(crate) fn now(&self) -> Timestamp {
@@ -437,5 +447,73 @@ impl<'a> Resolver<'a> {
         let what = format!("the card of {}", card.address());
         let resolved = domain.resolved();
         self.with(async |r| r.verify_card(card, &resolved).await).map_err(|e| failure(&what, domain.card.domain(), &e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use nyx5_proto::limits::CARD_CACHE_MS;
+
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+    const MINUTE: i64 = 60_000;
+
+    fn pins(profile: &std::path::Path) -> ProfilePins {
+        let key = nyx5_proto::crypto::SigningKey::from_seed([1; 32]).public().to_b64();
+        ProfilePins {
+            path: Some(profile.to_owned()),
+            pins: RefCell::new([("b.test".to_owned(), key)].into()),
+            cards: Some(CardFile::beside(profile)),
+            kept: RefCell::new(None),
+            own_domain: Some("a.test".into()),
+            named: RefCell::new([("c.test".to_owned(), "http://c".to_owned())].into()),
+            fresh: false,
+            stale: Cell::new(false),
+            used_stale: RefCell::new(BTreeMap::new()),
+            now: NOW,
+        }
+    }
+
+    fn kept(p: &ProfilePins, key: &str) -> bool {
+        block_on((&p).cached(key, NOW - CARD_CACHE_MS)).unwrap().is_some()
+    }
+
+    #[test]
+    fn kept_cards_are_read_within_five_minutes_or_offline_and_never_for_the_own_domain() {
+        let dir = std::env::temp_dir().join(format!("nyx5-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let profile = dir.join("agents.json");
+        let p = pins(&profile);
+        for (key, url, age) in [
+            ("bo@b.test", "http://b", MINUTE),
+            ("old@b.test", "http://b", 10 * MINUTE),
+            ("ancient@b.test", "http://b", MAX_STALE_MS + MINUTE),
+            ("me@a.test", "http://a", MINUTE),
+            ("b.test", "http://b", MINUTE),
+            ("c.test", "http://elsewhere", MINUTE),
+        ] {
+            p.keep(&CacheEntry { key, card: "{}", url, at: NOW - age });
+        }
+        assert!(kept(&p, "bo@b.test"), "within five minutes");
+        assert!(!kept(&p, "old@b.test"), "older: fetched anew");
+        assert!(!kept(&p, "me@a.test"), "the own domain is never read from the file");
+        assert!(!kept(&p, "b.test"), "a domain card not signed by its pin");
+        assert!(!kept(&p, "c.test"), "a domain the hosts file puts elsewhere");
+        p.stale.set(true);
+        assert!(kept(&p, "old@b.test"), "offline, an older card");
+        assert_eq!(p.used_stale("old@b.test"), Some(NOW - 10 * MINUTE));
+        assert!(!kept(&p, "ancient@b.test"), "never older than MAX_STALE_MS");
+        assert_eq!(p.used_stale("bo@b.test"), None);
+
+        // Another command reads what this one kept; `card` and `resolve` read nothing.
+        let again = pins(&profile);
+        assert!(kept(&again, "bo@b.test"));
+        let fresh = ProfilePins { fresh: true, ..pins(&profile) };
+        assert!(!kept(&fresh, "bo@b.test"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
