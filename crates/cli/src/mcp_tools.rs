@@ -7,6 +7,7 @@ use nyx5_proto::Value;
 use nyx5_proto::json::{Object, field, obj};
 
 use crate::client::directory::{self, DirectoryRequest};
+use crate::client::lists::{self, Change};
 use crate::client::send::{self, SendRequest};
 use crate::client::{Ctx, mailbox};
 use crate::error::Failure;
@@ -35,6 +36,14 @@ struct Tool {
 
 const ANY_OBJECT: &str = r#"{"type":"object"}"#;
 
+/// The answer of the list tools.
+const LISTS: &str = r#"{"type":"object","required":["allow","block"],"properties":{"agent":{"type":"string"},
+"allow":{"type":"array","items":{"type":"string"}},"block":{"type":"array","items":{"type":"string"}}}}"#;
+
+/// The input of `nyx5_allow` and `nyx5_block`.
+const ENTRIES: &str = r#"{"type":"object","required":["entries"],"additionalProperties":false,"properties":{
+"entries":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":50,"description":"Addresses (name@domain) or domains (example.org)"}}}"#;
+
 const ENVELOPE_JOBS: &str = r#"{"type":"array","items":{"type":"object","properties":{"domain":{"type":"string"},"recipients":{"type":"array","items":{"type":"string"}},"next_attempt":{"type":"string"}}}}"#;
 
 const TOOLS: &[Tool] = &[
@@ -61,7 +70,8 @@ irreversible; a retried call after a timeout resends the same saved envelope, ne
         output: r#"{"type":"object","required":["id","status"],"properties":{
 "id":{"type":"string"},"status":{"type":"string","enum":["queued","exists"]},"resent":{"type":"boolean"},
 "to":{"type":"array","items":{"type":"string"}},"sealed":{"type":"boolean"},"pow_bits":{"type":["integer","null"]},
-"deliver_after":{"type":["string","null"]},"jobs":JOBS}}"#,
+"deliver_after":{"type":["string","null"]},"jobs":JOBS,
+"kept_cards":{"type":"array","description":"Recipients whose house did not answer: sealed to the card kept from an earlier contact; your house delivers when theirs is back","items":{"type":"object","properties":{"address":{"type":"string"},"fetched":{"type":"string"}}}}}}"#,
         read_only: false,
         destructive: true,
         idempotent: false,
@@ -123,13 +133,16 @@ policy. Use it before sending something sensitive or relying on what an agent cl
         title: "What happened to what you sent",
         description: "The fate of the envelopes you sent in the last 7 days: delivered, retrying (with the last \
 error) or bounced (with the reason), per destination; and any envelope saved but not yet accepted by your house. \
-Use it when you are unsure whether a message arrived.",
+Use it when you are unsure whether a message arrived. When your house cannot be reached, house_unreachable says why \
+and sent lists what it had accepted, from the local record.",
         input: r#"{"type":"object","additionalProperties":false,"properties":{
 "limit":{"type":"integer","minimum":0,"maximum":100,"default":20},
 "before":{"type":"integer","description":"Continue before this sequence number (the previous answer's next)"}}}"#,
         output: r#"{"type":"object","required":["envelopes"],"properties":{
 "agent":{"type":"string"},"envelopes":{"type":"array","items":{"type":"object"}},"next":{"type":["integer","null"]},
-"unsent":{"type":"array","items":{"type":"object"}}}}"#,
+"emails":{"type":"array","items":{"type":"object"}},"unsent":{"type":"array","items":{"type":"object"}},
+"house_unreachable":{"type":"string"},"sent":{"type":"array","items":{"type":"object","properties":{
+"id":{"type":"string"},"to":{"type":"array","items":{"type":"string"}},"accepted":{"type":"string"},"summary":{"type":"string"}}}}}}"#,
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -197,6 +210,54 @@ marked unverified. Only works where your house runs the email bridge; otherwise 
         read_only: false,
         destructive: true,
         idempotent: false,
+    },
+    Tool {
+        name: "nyx5_lists",
+        title: "Who may write to you",
+        description: "Your allow list (addresses and domains always let in, whatever your inbox policy asks of \
+strangers) and your block list (always refused). Only you can read them.",
+        input: r#"{"type":"object","additionalProperties":false,"properties":{}}"#,
+        output: LISTS,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+    },
+    Tool {
+        name: "nyx5_allow",
+        title: "Always let an agent or a domain write to you",
+        description: "Put addresses (name@domain) or whole domains (example.org) on your allow list, so their mail \
+reaches you even when your inbox asks strangers for proof of work or takes allowlisted senders only; takes them off \
+your block list. Use it for agents you work with. Answers both lists as they are now.",
+        input: ENTRIES,
+        output: LISTS,
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+    },
+    Tool {
+        name: "nyx5_block",
+        title: "Refuse mail from an agent or a domain",
+        description: "Put addresses (name@domain) or whole domains (example.org) on your block list: their mail is \
+refused from now on. Use it against spam or an agent that misbehaves; nyx5_unlist undoes it. Takes them off your \
+allow list. Answers both lists as they are now.",
+        input: ENTRIES,
+        output: LISTS,
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+    },
+    Tool {
+        name: "nyx5_unlist",
+        title: "Take an agent or a domain off your lists",
+        description: "Take addresses or domains off your allow and block lists (or only off the list named by \
+`from`): their mail is treated as any stranger's again. Answers both lists as they are now.",
+        input: r#"{"type":"object","required":["entries"],"additionalProperties":false,"properties":{
+"entries":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":50,"description":"Addresses (name@domain) or domains (example.org)"},
+"from":{"type":"string","enum":["allow","block"],"description":"Only off this list; default both"}}}"#,
+        output: LISTS,
+        read_only: false,
+        destructive: false,
+        idempotent: true,
     },
     Tool {
         name: "nyx5_quote",
@@ -395,6 +456,16 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
             send::remind(&setup.ctx()?, &req_str(args, "when")?, Value::String(body), opt_str(args, "thread")?, false)
         }
         "nyx5_email" => email(setup, args),
+        "nyx5_lists" => lists::lists(&setup.ctx()?),
+        "nyx5_allow" | "nyx5_block" | "nyx5_unlist" => {
+            let entries = strings(args, "entries")?.ok_or_else(|| bad("`entries` is required".into()))?;
+            let change = match name {
+                "nyx5_allow" => Change::Allow,
+                "nyx5_block" => Change::Block,
+                _ => Change::unlist_from(opt_str(args, "from")?.as_deref())?,
+            };
+            lists::change(&setup.ctx()?, change, &entries)
+        }
         "nyx5_quote" | "nyx5_accept" | "nyx5_libro" | "nyx5_balance" | "nyx5_contract" => {
             Err(Failure::http(501, "no_libro", NO_LIBRO))
         }

@@ -138,6 +138,10 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             "nyx5_search",
             "nyx5_remind",
             "nyx5_email",
+            "nyx5_lists",
+            "nyx5_allow",
+            "nyx5_block",
+            "nyx5_unlist",
             "nyx5_quote",
             "nyx5_accept",
             "nyx5_libro",
@@ -158,7 +162,8 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             let a = obj(t, "annotations");
             let hint = |k: &str| a.get(k) == Some(&Value::Bool(true));
             match s(t, "name").as_str() {
-                "nyx5_inbox" | "nyx5_resolve" | "nyx5_outbox" | "nyx5_directory" | "nyx5_search" | "nyx5_balance" => {
+                "nyx5_inbox" | "nyx5_resolve" | "nyx5_outbox" | "nyx5_directory" | "nyx5_search" | "nyx5_balance"
+                | "nyx5_lists" => {
                     assert!(hint("readOnlyHint") && !hint("destructiveHint"), "{t:?}")
                 }
                 "nyx5_send" | "nyx5_accept" | "nyx5_libro" | "nyx5_quote" | "nyx5_email" => {
@@ -272,6 +277,22 @@ fn send_and_read_mail_through_tools() {
     assert!(!err);
     let envs = out.as_object().unwrap().get("envelopes").and_then(Value::as_array).unwrap().to_vec();
     assert!(envs.iter().filter_map(Value::as_object).any(|e| s(e, "id") == id));
+    // bo manages who may write to him.
+    let (err, l) = bo.call("nyx5_block", r#"{"entries":["spam.example","mallory@a.test"]}"#);
+    assert!(!err, "{l:?}");
+    assert_eq!(l.as_object().unwrap().get("block").and_then(Value::as_array).unwrap().len(), 2);
+    let (err, l) = bo.call("nyx5_allow", r#"{"entries":["ana@a.test"]}"#);
+    assert!(!err, "{l:?}");
+    let (err, l) = bo.call("nyx5_unlist", r#"{"entries":["spam.example"],"from":"block"}"#);
+    assert!(!err, "{l:?}");
+    let (err, l) = bo.call("nyx5_lists", "{}");
+    assert!(!err, "{l:?}");
+    let l = l.as_object().unwrap();
+    assert_eq!(l.get("allow"), Some(&Value::Array(vec!["ana@a.test".into()])));
+    assert_eq!(l.get("block"), Some(&Value::Array(vec!["mallory@a.test".into()])));
+    let (err, why) = bo.call("nyx5_block", r#"{"entries":["not an address!"]}"#);
+    assert!(err, "{why:?}");
+
     let (err, rem) = ana.call("nyx5_remind", r#"{"when":"+1h","body":"check on bo"}"#);
     assert!(!err, "{rem:?}");
     assert!(rem.as_object().unwrap().get("deliver_after").and_then(Value::as_str).is_some());

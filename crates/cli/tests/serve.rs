@@ -56,6 +56,18 @@ impl Serve {
     /// Starts a house for `domain` on `port`, its database in `dir`, knowing `other` through a
     /// hosts file, and waits for its ready line.
     fn start(dir: &Path, domain: &str, port: u16, other: (&str, u16)) -> Serve {
+        Serve::start_with(dir, domain, port, other, &[], &[])
+    }
+
+    /// As [`Serve::start`], with more options and environment variables.
+    fn start_with(
+        dir: &Path,
+        domain: &str,
+        port: u16,
+        other: (&str, u16),
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
         let hosts = dir.join(format!("{domain}.hosts.json"));
         std::fs::write(&hosts, format!(r#"{{"{}":{{"url":"http://127.0.0.1:{}"}}}}"#, other.0, other.1)).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
@@ -65,7 +77,10 @@ impl Serve {
             .arg(dir.join(format!("{domain}.db")))
             .arg("--hosts")
             .arg(&hosts)
+            .args(extra)
             .env_remove("NYX5_ADMIN_TOKEN")
+            .env_remove("NYX5_REQUIRE_RELAY")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -344,6 +359,39 @@ fn two_houses_on_loopback_register_deliver_and_stop_cleanly() {
 
     assert!(a.stop("INT").success(), "SIGINT ends the house with status 0");
     assert!(b.stop("TERM").success(), "SIGTERM ends the house with status 0");
+}
+
+/// Issue 10 §6: what is not HTTP gets the JSON error shape from the binary too, and
+/// `--require-relay` (or `NYX5_REQUIRE_RELAY`) sets what the domain card says of relays: on by
+/// default, off when asked.
+#[test]
+fn unparseable_http_is_answered_in_json_and_require_relay_is_an_option() {
+    let dir = TempDir::new("serve-relay");
+    let (pa, pb, pc) = (free_port(), free_port(), free_port());
+    let requires = |house: &Serve| {
+        let card = domain_card(house);
+        card.object()["policy"].as_object().unwrap().get("require_relay").cloned()
+    };
+    let mut a = Serve::start(dir.path(), "a.test", pa, ("b.test", pb));
+    assert_eq!(requires(&a), Some(Value::Bool(true)), "on by default");
+    for garbage in ["EHLO a.test\r\n\r\n", "GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nhost: x\r\nbad header\r\n\r\n"]
+    {
+        let bad = json(&exchange(pa, garbage, b""), 400);
+        assert_eq!(bad["error"], Value::from("malformed"), "{garbage:?}");
+    }
+    let mut b = Serve::start_with(dir.path(), "b.test", pb, ("a.test", pa), &["--require-relay=false"], &[]);
+    assert_eq!(requires(&b), None);
+    let mut c = Serve::start_with(dir.path(), "c.test", pc, ("a.test", pa), &[], &[("NYX5_REQUIRE_RELAY", "off")]);
+    assert_eq!(requires(&c), None);
+    for s in [&mut a, &mut b, &mut c] {
+        assert!(s.stop("TERM").success());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_nyx5"))
+        .args(["serve", "--domain", "x.test", "--require-relay=maybe", "--db"])
+        .arg(dir.join("x.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

@@ -67,15 +67,16 @@ pub enum Delivery {
     Delivered(Vec<(Address, Verdict)>),
     /// The destination had it already (an earlier answer was lost): delivered.
     Duplicate,
-    /// Try again later (421, 429, 5xx, transport failure): the reason is kept as `last_error`.
+    /// Try again later (408, 421, 429, 5xx, transport failure): the reason is kept as `last_error`.
     Temporary(String),
     /// Refused for good (400, 402, 403, 404, 409, 410, 413, …): every recipient bounces.
     Permanent(u16, String),
 }
 
-/// Whether a wire code means "retry" (spec §6: 421, 429, 5xx; and anything not 2xx–4xx).
+/// Whether a wire code means "retry" (spec §6: 421, 429, 5xx; 408, a request a server did not
+/// get in time; and anything not 2xx–4xx).
 pub fn is_temporary(code: u16) -> bool {
-    code == 421 || code == 429 || !(200..300).contains(&code) && !(400..500).contains(&code)
+    matches!(code, 408 | 421 | 429) || !(200..300).contains(&code) && !(400..500).contains(&code)
 }
 
 fn clip(text: &str) -> String {

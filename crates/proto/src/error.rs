@@ -23,6 +23,8 @@ pub enum ErrorKind {
     NotFound,
     /// 405: the route exists but not with this method.
     MethodNotAllowed,
+    /// 408: the request did not arrive in time (a server's read timeout); it may be sent again.
+    Timeout,
     /// 409: the thing exists already, or its state does not allow this.
     Conflict,
     /// 410: the envelope or document has expired.
@@ -33,6 +35,8 @@ pub enum ErrorKind {
     Misdirected,
     /// 429: too many requests; try later.
     RateLimited,
+    /// 431: the request's head (request line and header fields) is too large.
+    HeadersTooLarge,
     /// 500: our fault. The reason is logged, never sent.
     Internal,
     /// 503: a dependency is down; try later.
@@ -49,11 +53,13 @@ impl ErrorKind {
             ErrorKind::Forbidden => 403,
             ErrorKind::NotFound => 404,
             ErrorKind::MethodNotAllowed => 405,
+            ErrorKind::Timeout => 408,
             ErrorKind::Conflict => 409,
             ErrorKind::Expired => 410,
             ErrorKind::TooLarge => 413,
             ErrorKind::Misdirected => 421,
             ErrorKind::RateLimited => 429,
+            ErrorKind::HeadersTooLarge => 431,
             ErrorKind::Internal => 500,
             ErrorKind::Unavailable => 503,
         }
@@ -68,36 +74,48 @@ impl ErrorKind {
             ErrorKind::Forbidden => "forbidden",
             ErrorKind::NotFound => "not_found",
             ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::Timeout => "timeout",
             ErrorKind::Conflict => "conflict",
             ErrorKind::Expired => "expired",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::Misdirected => "misdirected",
             ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::Internal => "internal",
             ErrorKind::Unavailable => "unavailable",
         }
     }
 
     /// Every kind, for tables and tests.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::Malformed,
         ErrorKind::Unauthenticated,
         ErrorKind::PaymentRequired,
         ErrorKind::Forbidden,
         ErrorKind::NotFound,
         ErrorKind::MethodNotAllowed,
+        ErrorKind::Timeout,
         ErrorKind::Conflict,
         ErrorKind::Expired,
         ErrorKind::TooLarge,
         ErrorKind::Misdirected,
         ErrorKind::RateLimited,
+        ErrorKind::HeadersTooLarge,
         ErrorKind::Internal,
         ErrorKind::Unavailable,
     ];
 
-    /// Whether a relaying house should retry (spec §6: 421, 429 and 5xx are temporary).
+    /// Whether a relaying house should retry (spec §6: 421, 429 and 5xx are temporary; so is
+    /// 408, a request that arrived too slowly).
     pub const fn is_temporary(self) -> bool {
-        matches!(self, ErrorKind::Misdirected | ErrorKind::RateLimited | ErrorKind::Internal | ErrorKind::Unavailable)
+        matches!(
+            self,
+            ErrorKind::Timeout
+                | ErrorKind::Misdirected
+                | ErrorKind::RateLimited
+                | ErrorKind::Internal
+                | ErrorKind::Unavailable
+        )
     }
 
     /// The kind for a wire code, if it is one of ours.

@@ -12,6 +12,7 @@ use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::Object;
 
 use super::directory::{self, DirectoryRequest, InviteRequest};
+use super::lists::{self, Change};
 use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
 use super::register::{self, RegisterRequest, SubagentRequest};
 use super::send::{self, SendRequest, body_from_bytes, stderr_is_terminal};
@@ -181,6 +182,54 @@ pub(crate) enum ClientCommand {
         /// Print one JSON document instead of text
         #[arg(long)]
         json: bool,
+    },
+    /// Always let in mail from these addresses or domains (`domain` or `@domain`: everyone
+    /// there), whatever your inbox policy asks of strangers; takes them off the block list.
+    Allow {
+        #[arg(required = true, value_name = "ADDRESS|DOMAIN")]
+        entries: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Refuse all mail from these addresses or domains; takes them off the allow list.
+    Block {
+        #[arg(required = true, value_name = "ADDRESS|DOMAIN")]
+        entries: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Take addresses or domains off the allow and block lists.
+    Unlist {
+        #[arg(required = true, value_name = "ADDRESS|DOMAIN")]
+        entries: Vec<String>,
+        /// Only off this list
+        #[arg(long, value_name = "LIST", value_parser = ["allow", "block"])]
+        from: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Your allow and block lists.
+    Lists {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The domain keys your house pinned on first use, and any key it refused since (the
+    /// house's operator only); --confirm accepts a refused key.
+    Pins {
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+        admin_token: Option<String>,
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long)]
+        house: Option<String>,
+        /// Make the key refused for DOMAIN its pin (after checking it some other way)
+        #[arg(long, value_name = "DOMAIN", requires = "sig")]
+        confirm: Option<String>,
+        /// The refused key being confirmed, as `nyx5 pins` shows it
+        #[arg(long, value_name = "KEY", requires = "confirm", allow_hyphen_values = true)]
+        sig: Option<String>,
+        #[command(flatten)]
+        common: Common,
     },
     /// What your house keeps about you privately: the webhook, the allow and block lists, the
     /// quotas that apply to your mailbox.
@@ -610,6 +659,33 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                 r
             };
             emit(json, r, super::email::email_in_human)
+        }
+        ClientCommand::Allow { entries, common } => {
+            let r = common.ctx().and_then(|ctx| lists::change(&ctx, Change::Allow, &entries));
+            emit(common.json, r, lists::lists_human)
+        }
+        ClientCommand::Block { entries, common } => {
+            let r = common.ctx().and_then(|ctx| lists::change(&ctx, Change::Block, &entries));
+            emit(common.json, r, lists::lists_human)
+        }
+        ClientCommand::Unlist { entries, from, common } => {
+            let r =
+                Change::unlist_from(from.as_deref()).and_then(|change| lists::change(&common.ctx()?, change, &entries));
+            emit(common.json, r, lists::lists_human)
+        }
+        ClientCommand::Lists { common } => {
+            let r = common.ctx().and_then(|ctx| lists::lists(&ctx));
+            emit(common.json, r, lists::lists_human)
+        }
+        ClientCommand::Pins { admin_token: t, house, confirm, sig, common } => {
+            let r = admin_token(t).and_then(|token| {
+                let ctx = common.ctx()?;
+                match (&confirm, &sig) {
+                    (Some(domain), Some(sig)) => lists::confirm_pin(&ctx, house.as_deref(), &token, domain, sig),
+                    _ => lists::pins(&ctx, house.as_deref(), &token),
+                }
+            });
+            emit(common.json, r, lists::pins_human)
         }
         ClientCommand::Settings { common } => {
             let r = common.ctx().and_then(|ctx| settings::settings(&ctx));

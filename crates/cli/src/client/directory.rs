@@ -24,11 +24,12 @@ fn me_if_any(ctx: &Ctx) -> Result<Option<super::profile::AgentEntry>, Failure> {
     profile.agent(ctx.as_address.as_ref(), &ctx.profile_path).cloned().map(Some)
 }
 
-/// `nyx5 resolve ADDRESS`: the verified chain domain → agent (→ parent …).
+/// `nyx5 resolve ADDRESS`: the verified chain domain → agent (→ parent …), fetched now rather
+/// than read from the kept cards.
 pub(crate) fn resolve(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
     let who = address(who)?;
     let me = me_if_any(ctx)?;
-    let res = ctx.resolver(me.as_ref(), sys::now()?)?;
+    let res = ctx.fresh_resolver(me.as_ref(), sys::now()?)?;
     let card = res.agent(&who)?;
     let domain = res.domain(who.domain())?;
     let mut chain = Vec::new();
@@ -221,7 +222,7 @@ pub(crate) fn health_human(v: &Value) -> String {
 }
 
 /// The house an operator command goes to: `--house`, else the acting agent's.
-fn operator_house(ctx: &Ctx, house: Option<&str>) -> Result<String, Failure> {
+pub(crate) fn operator_house(ctx: &Ctx, house: Option<&str>) -> Result<String, Failure> {
     let me = me_if_any(ctx)?;
     match (house, &me) {
         (Some(h), _) => {
@@ -274,7 +275,7 @@ pub(crate) fn invite_new(
     Ok(o.get("invitation").cloned().unwrap_or(Value::Null))
 }
 
-fn operator_hint(f: Failure) -> Failure {
+pub(crate) fn operator_hint(f: Failure) -> Failure {
     if f.status() == Some(401) { f.hint("check --admin-token (the house's operator token)") } else { f }
 }
 

@@ -306,7 +306,9 @@ pub(crate) fn ack_human(v: &Value) -> String {
 }
 
 /// `nyx5 outbox`: what the house did with what the agent sent, and what is saved but not yet
-/// accepted by the house.
+/// accepted by the house. When the house cannot be reached (exit 3), the local record instead:
+/// what the house accepted (`sent`) and what is saved unsent, with `house_unreachable` saying
+/// why.
 pub(crate) fn outbox(ctx: &Ctx, limit: Option<i64>, before: Option<i64>) -> Result<Value, Failure> {
     let me = ctx.me()?;
     let mut target = format!("/outbox/{}", me.address.local());
@@ -315,7 +317,21 @@ pub(crate) fn outbox(ctx: &Ctx, limit: Option<i64>, before: Option<i64>) -> Resu
     if !q.is_empty() {
         target = format!("{target}?{}", q.join("&"));
     }
-    let (_, answer) = ctx.call(&me, "GET", &target, None, &format!("reading the outbox of {}", me.address))?;
+    let answer = match ctx.call(&me, "GET", &target, None, &format!("reading the outbox of {}", me.address)) {
+        Ok((_, answer)) => answer,
+        Err(f) if f.code() == crate::error::EXIT_NETWORK => {
+            return Ok(Value::Object(obj([
+                ("agent", me.address.as_str().into()),
+                ("house_unreachable", f.one_line().into()),
+                ("envelopes", Value::Array(vec![])),
+                ("emails", Value::Array(vec![])),
+                ("next", Value::Null),
+                ("sent", super::send::accepted(&me)),
+                ("unsent", super::send::unsent(&me)),
+            ])));
+        }
+        Err(f) => return Err(f),
+    };
     Ok(Value::Object(obj([
         ("agent", me.address.as_str().into()),
         ("envelopes", answer.get("envelopes").cloned().unwrap_or(Value::Array(vec![]))),
@@ -325,8 +341,51 @@ pub(crate) fn outbox(ctx: &Ctx, limit: Option<i64>, before: Option<i64>) -> Resu
     ])))
 }
 
+/// The strings of an array member, joined by commas (terminal controls removed).
+fn joined(o: &Object, name: &str) -> String {
+    let list = o.get(name).and_then(Value::as_array).unwrap_or_default();
+    safe(&list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+}
+
+/// The local record, as text: what the house accepted and what is saved unsent.
+fn local_record_human(o: &Object) -> String {
+    let mut s = format!(
+        "{}: house unreachable; showing the local record ({})\n",
+        text(o, "agent"),
+        safe(text(o, "house_unreachable"))
+    );
+    let sent = o.get("sent").and_then(Value::as_array).unwrap_or_default();
+    for e in sent.iter().filter_map(Value::as_object) {
+        s.push_str(&format!(
+            "{}  accepted by your house {} for {}: {}\n",
+            text(e, "id"),
+            text(e, "accepted"),
+            joined(e, "to"),
+            safe(text(e, "summary"))
+        ));
+    }
+    let unsent = o.get("unsent").and_then(Value::as_array).unwrap_or_default();
+    for u in unsent.iter().filter_map(Value::as_object) {
+        s.push_str(&format!(
+            "{}  saved {} for {} but not yet accepted by the house: nyx5 send --id {}\n",
+            text(u, "id"),
+            text(u, "saved"),
+            joined(u, "to"),
+            text(u, "id")
+        ));
+    }
+    if sent.is_empty() && unsent.is_empty() {
+        s.push_str("  nothing recorded here (the last 64 accepted envelopes are remembered)\n");
+    }
+    s.push_str("  what happened to them since is known to your house: run `nyx5 outbox` again when it is up\n");
+    s
+}
+
 pub(crate) fn outbox_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
+    if o.contains_key("house_unreachable") {
+        return local_record_human(&o);
+    }
     let mut s = String::new();
     for u in o.get("unsent").and_then(Value::as_array).unwrap_or_default() {
         if let Some(u) = u.as_object() {
@@ -434,8 +493,16 @@ mod tests {
         let mut hosts = BTreeMap::new();
         let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) };
         hosts.insert("b.test".to_owned(), entry);
-        let res =
-            Resolver::new(Setup { net: &net, hosts: &hosts, doh: None, own: None, profile: None, repin: false, now });
+        let res = Resolver::new(Setup {
+            net: &net,
+            hosts: &hosts,
+            doh: None,
+            own: None,
+            profile: None,
+            repin: false,
+            fresh: true,
+            now,
+        });
         let me = AgentEntry::new(
             Address::parse("bo@b.test").unwrap(),
             "http://b".into(),
@@ -468,6 +535,7 @@ mod tests {
             own: None,
             profile: None,
             repin: false,
+            fresh: false,
             now: Timestamp(1_800_000_000_000),
         });
         let mut n = 0u8;

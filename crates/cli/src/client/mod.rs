@@ -5,10 +5,12 @@
 //! its tools. Exit codes: 0 ok, 1 verification failure, 2 usage, 3 network or house
 //! unavailable, 4 refused by the house.
 
+pub(crate) mod cards;
 pub(crate) mod cli;
 pub(crate) mod directory;
 pub(crate) mod email;
 pub(crate) mod http;
+pub(crate) mod lists;
 pub(crate) mod mailbox;
 pub(crate) mod output;
 pub(crate) mod profile;
@@ -91,8 +93,18 @@ impl Ctx {
         profile.agent(self.as_address.as_ref(), &self.profile_path).cloned()
     }
 
-    /// A resolver that knows the acting agent's house (if any) and records pins in the profile.
+    /// A resolver that knows the acting agent's house (if any), records pins in the profile and
+    /// uses the cards kept beside it within their five minutes.
     pub(crate) fn resolver(&self, me: Option<&AgentEntry>, now: Timestamp) -> Result<Resolver<'_>, Failure> {
+        self.resolver_with(me, now, false)
+    }
+
+    /// As [`Ctx::resolver`], reading no kept card: every card as its house serves it now.
+    pub(crate) fn fresh_resolver(&self, me: Option<&AgentEntry>, now: Timestamp) -> Result<Resolver<'_>, Failure> {
+        self.resolver_with(me, now, true)
+    }
+
+    fn resolver_with(&self, me: Option<&AgentEntry>, now: Timestamp, fresh: bool) -> Result<Resolver<'_>, Failure> {
         let profile =
             if self.profile_path.exists() { Some((self.profile_path.clone(), self.profile()?.pins)) } else { None };
         Ok(Resolver::new(Setup {
@@ -102,6 +114,7 @@ impl Ctx {
             own: me.map(|m| (m.address.domain().to_owned(), m.house.clone())),
             profile,
             repin: self.repin,
+            fresh,
             now,
         }))
     }

@@ -35,6 +35,8 @@ pub(crate) const MAX_PENDING: usize = 64;
 pub(crate) const MAX_SENT: usize = 64;
 /// Most retired key sets kept to open envelopes sealed before a rotation.
 pub(crate) const MAX_PREVIOUS: usize = 8;
+/// Most characters of a body's first line kept in the local record of what was sent.
+pub(crate) const SUMMARY_CHARS: usize = 80;
 
 /// An envelope signed and saved before it was sent.
 #[derive(Debug, Clone)]
@@ -44,14 +46,23 @@ pub(crate) struct Pending {
     /// SHA-256 (hex) of the send request it was made for: a repeated `send` finds it by this.
     pub(crate) request: String,
     pub(crate) saved: Timestamp,
+    /// What it says, in a line: the body's first line, or its media type (see
+    /// [`Sent::summary`]).
+    pub(crate) summary: String,
 }
 
-/// An envelope the house accepted: what it was made for, remembered for retries.
+/// An envelope the house accepted: what it was made for, remembered for retries, and the local
+/// record `nyx5 outbox` shows when the house cannot be reached.
 #[derive(Debug, Clone)]
 pub(crate) struct Sent {
     pub(crate) request: String,
     pub(crate) sha256: String,
     pub(crate) at: Timestamp,
+    /// The recipients, as the envelope names them.
+    pub(crate) to: Vec<String>,
+    /// The first line of a text body (at most [`SUMMARY_CHARS`] characters), else the body's
+    /// media type.
+    pub(crate) summary: String,
 }
 
 /// One agent of the profile.
@@ -85,10 +96,11 @@ impl AgentEntry {
         }
     }
 
-    /// Moves `id` from `pending` to `sent`, forgetting the oldest sent ids beyond [`MAX_SENT`].
-    pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, at: Timestamp) {
-        let request = self.pending.remove(id).map(|p| p.request).unwrap_or_default();
-        self.sent.insert(id.to_owned(), Sent { request, sha256: sha256.to_owned(), at });
+    /// Moves `id` (sent to `to`) from `pending` to `sent`, forgetting the oldest sent ids beyond
+    /// [`MAX_SENT`].
+    pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, to: Vec<String>, at: Timestamp) {
+        let (request, summary) = self.pending.remove(id).map(|p| (p.request, p.summary)).unwrap_or_default();
+        self.sent.insert(id.to_owned(), Sent { request, sha256: sha256.to_owned(), at, to, summary });
         while self.sent.len() > MAX_SENT {
             let oldest = self.sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
             match oldest {
@@ -133,6 +145,7 @@ impl AgentEntry {
                     ("envelope", Value::Object(p.envelope.clone())),
                     ("request", p.request.as_str().into()),
                     ("saved", p.saved.to_rfc3339().into()),
+                    ("summary", p.summary.as_str().into()),
                 ]);
                 (id.clone(), Value::Object(v))
             })
@@ -146,6 +159,8 @@ impl AgentEntry {
                     ("request", s.request.as_str().into()),
                     ("sha256", s.sha256.as_str().into()),
                     ("at", s.at.to_rfc3339().into()),
+                    ("to", Value::Array(s.to.iter().map(|t| t.as_str().into()).collect())),
+                    ("summary", s.summary.as_str().into()),
                 ]);
                 (id.clone(), Value::Object(v))
             })
@@ -187,7 +202,8 @@ impl AgentEntry {
                 .transpose()
                 .map_err(|e| e.reason.to_string())?
                 .unwrap_or(Timestamp(0));
-            pending.insert(id.clone(), Pending { envelope, request, saved });
+            let summary = field::opt_str(p, "summary").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
+            pending.insert(id.clone(), Pending { envelope, request, saved, summary });
         }
         let mut sent = BTreeMap::new();
         for (id, s) in field::opt_object(o, "sent").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
@@ -196,7 +212,15 @@ impl AgentEntry {
                 field::opt_str(s, name).map_err(|e| e.reason.to_string()).map(|v| v.unwrap_or("").to_owned())
             };
             let at = Timestamp::parse(&t("at")?).unwrap_or(Timestamp(0));
-            sent.insert(id.clone(), Sent { request: t("request")?, sha256: t("sha256")?, at });
+            let to = field::opt_array(s, "to")
+                .map_err(|e| e.reason.to_string())?
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            let summary = t("summary")?;
+            sent.insert(id.clone(), Sent { request: t("request")?, sha256: t("sha256")?, at, to, summary });
         }
         const KNOWN: [&str; 10] =
             ["address", "house", "sig", "enc", "sig_secret", "enc_secret", "previous", "next", "pending", "sent"];
@@ -350,7 +374,8 @@ impl Profile {
     }
 }
 
-fn open_lock(path: &Path) -> Result<File, Failure> {
+/// The lock file beside `path` (`<path>.lock`), created 0600.
+pub(super) fn open_lock(path: &Path) -> Result<File, Failure> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     OpenOptions::new()
@@ -362,21 +387,31 @@ fn open_lock(path: &Path) -> Result<File, Failure> {
         .map_err(|e| Failure::usage(format!("cannot open the lock file beside {}: {e}", path.display())))
 }
 
+/// Reads the JSON document at `path`, at most `max` bytes.
+pub(super) fn read_json(path: &Path, max: usize) -> Result<Value, String> {
+    let file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(max.saturating_add(1)).unwrap_or(u64::MAX);
+    file.take(cap).read_to_end(&mut bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Value::parse(&bytes, max).map_err(|e| format!("{}: {}", path.display(), e.reason))
+}
+
 fn read(path: &Path) -> Result<Profile, Failure> {
     let shown = path.display();
-    let file = File::open(path).map_err(|e| Failure::usage(format!("cannot read profile {shown}: {e}")))?;
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(MAX_PROFILE_BYTES + 1).unwrap_or(u64::MAX);
-    file.take(cap).read_to_end(&mut bytes).map_err(|e| Failure::usage(format!("cannot read profile {shown}: {e}")))?;
-    let value = Value::parse(&bytes, MAX_PROFILE_BYTES)
-        .map_err(|e| Failure::usage(format!("profile {shown}: {}", e.reason)))?;
+    let value = read_json(path, MAX_PROFILE_BYTES).map_err(|why| Failure::usage(format!("the profile: {why}")))?;
     Profile::from_value(&value).map_err(|why| Failure::usage(format!("profile {shown}: {why}")))
 }
 
 fn write(path: &Path, profile: &Profile) -> Result<(), Failure> {
-    let mut bytes = profile.to_value().canonical();
+    write_private(path, &profile.to_value()).map_err(|e| Failure::usage(format!("cannot write the profile {e}")))
+}
+
+/// Writes `value` as canonical JSON and a newline to a fresh 0600 file beside `path`, synced,
+/// and renames it over `path`.
+pub(super) fn write_private(path: &Path, value: &Value) -> Result<(), String> {
+    let mut bytes = value.canonical();
     bytes.push(b'\n');
-    let name = path.file_name().ok_or_else(|| Failure::usage(format!("{} is not a file name", path.display())))?;
+    let name = path.file_name().ok_or_else(|| format!("{} is not a file name", path.display()))?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".{}.tmp", std::process::id()));
@@ -394,7 +429,7 @@ fn write(path: &Path, profile: &Profile) -> Result<(), Failure> {
     })();
     written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        Failure::usage(format!("cannot write profile {}: {e}", path.display()))
+        format!("{}: {e}", path.display())
     })
 }
 

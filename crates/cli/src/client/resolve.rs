@@ -4,8 +4,16 @@
 //! DNS-over-HTTPS, then the well-known URL — with the pins kept in the profile ([`ProfilePins`])
 //! and requests sent through the verb's blocking [`Transport`]. A verb is synchronous and
 //! nothing here ever waits, so the resolver's futures are driven by [`block_on`].
+//!
+//! Verified cards are kept in the card file beside the profile ([`CardFile`]) and verified again
+//! when read: within their five minutes they are used without asking the network (as a house
+//! uses its cache); older ones are fetched anew. [`Resolver::agent_or_kept`] (what `send` seals
+//! to) goes one step further: when that fetch fails for a temporary reason (the house is down),
+//! a kept card still within its `valid_until` (and [`MAX_STALE_MS`]) is used, and stderr says so.
+//! The acting agent's own domain is never read from the file: its house is the one every verb
+//! talks to, and its own card changes under it (`register`, `rotate-key`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -22,6 +30,7 @@ use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified};
 
+use super::cards::{CardFile, Kept, MAX_STALE_MS};
 use super::http::Transport;
 use super::profile::Profile;
 use crate::error::Failure;
@@ -68,26 +77,48 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// The engine's `Net` port over a verb's blocking [`Transport`].
+/// The engine's `Net` port over a verb's blocking [`Transport`]; `offline`, it asks nobody (the
+/// second try of [`Resolver::agent_or_kept`], from kept cards alone).
 #[derive(Clone, Copy)]
-struct TransportNet<'a>(&'a dyn Transport);
+struct TransportNet<'a> {
+    net: &'a dyn Transport,
+    offline: bool,
+}
 
 impl Net for TransportNet<'_> {
     async fn send(&self, r: OutRequest) -> Result<OutResponse, PortError> {
+        if self.offline {
+            return Err(PortError::Failed("not asked: kept cards only".into()));
+        }
         let headers: Vec<(&str, &str)> = r.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        self.0
+        self.net
             .call(&r.method, &r.url, &headers, &r.body)
             .map(|(status, body)| OutResponse { status, body })
             .map_err(PortError::Failed)
     }
 }
 
-/// Pins kept in the profile file (or, without a profile, for this command only). The client
-/// keeps no card cache between commands and no pending keys: a refused key is reported.
+/// Pins kept in the profile file, and verified cards in the card file beside it (or, without a
+/// profile, both for this command only). No pending keys: a refused key is reported.
 #[derive(Debug)]
 pub(crate) struct ProfilePins {
     path: Option<PathBuf>,
     pins: RefCell<BTreeMap<String, String>>,
+    cards: Option<CardFile>,
+    /// The card file as read once per command (and as written since).
+    kept: RefCell<Option<BTreeMap<String, Kept>>>,
+    /// Read no kept card of this domain or its agents (the acting agent's own).
+    own_domain: Option<String>,
+    /// Where the hosts file and the command line say domains answer: a kept domain card from
+    /// elsewhere is not read.
+    named: RefCell<BTreeMap<String, String>>,
+    /// Read no kept card at all (`card`, `resolve`: the card as it is now).
+    fresh: bool,
+    /// Hand out kept cards past their five minutes (up to [`MAX_STALE_MS`]).
+    stale: Cell<bool>,
+    /// Kept cards handed out past their five minutes: key → when they were fetched.
+    used_stale: RefCell<BTreeMap<String, i64>>,
+    now: i64,
 }
 
 fn profile_error(f: &Failure) -> Error {
@@ -115,6 +146,40 @@ impl ProfilePins {
         }
         Ok(done)
     }
+
+    /// The kept cards, read from the file on first use.
+    fn kept(&self) -> std::cell::RefMut<'_, Option<BTreeMap<String, Kept>>> {
+        let mut kept = self.kept.borrow_mut();
+        if kept.is_none() {
+            *kept = Some(self.cards.as_ref().map(CardFile::load).unwrap_or_default());
+        }
+        kept
+    }
+
+    /// Whether kept cards under `key` (a domain or an address) may be read.
+    fn readable(&self, key: &str) -> bool {
+        let domain = key.rsplit_once('@').map_or(key, |(_, d)| d);
+        !self.fresh && self.own_domain.as_deref() != Some(domain)
+    }
+
+    /// Keeps a verified card: in memory, and in the card file when there is a profile. A card
+    /// file that cannot be written costs nothing but the cache.
+    fn keep(&self, c: &CacheEntry<'_>) {
+        let kept = Kept { card: c.card.to_owned(), url: c.url.to_owned(), at: c.at };
+        let written = self.cards.as_ref().map(|f| f.put(c.key, kept.clone()));
+        let mut cards = self.kept();
+        match written {
+            Some(Ok(now)) => *cards = Some(now),
+            _ => {
+                cards.get_or_insert_default().insert(c.key.to_owned(), kept);
+            }
+        }
+    }
+
+    /// Kept cards used past their five minutes: key → when they were fetched.
+    fn used_stale(&self, key: &str) -> Option<i64> {
+        self.used_stale.borrow().get(key).copied()
+    }
 }
 
 impl PinStore for &ProfilePins {
@@ -122,30 +187,69 @@ impl PinStore for &ProfilePins {
         Ok(self.pins.borrow().get(domain).and_then(|k| SigPublic::parse(k).ok()))
     }
 
-    async fn first_pin(&self, domain: &str, key: &SigPublic, _: CacheEntry<'_>) -> Result<bool, Error> {
-        self.set(domain, None, key)
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+        let done = self.set(domain, None, key)?;
+        if done {
+            self.keep(&card);
+        }
+        Ok(done)
     }
 
-    async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, _: CacheEntry<'_>) -> Result<bool, Error> {
-        self.set(domain, Some(from), to)
+    async fn move_pin(
+        &self,
+        domain: &str,
+        from: &SigPublic,
+        to: &SigPublic,
+        card: CacheEntry<'_>,
+    ) -> Result<bool, Error> {
+        let done = self.set(domain, Some(from), to)?;
+        if done {
+            self.keep(&card);
+        }
+        Ok(done)
     }
 
     async fn refuse(&self, _: &str, _: &SigPublic, _: i64) -> Result<(), Error> {
         Ok(())
     }
 
-    async fn cached(&self, _: &str, _: i64) -> Result<Option<CachedCard>, Error> {
-        Ok(None)
+    /// A kept card fetched after `fresh_after` — or, on the offline try, any kept card younger
+    /// than [`MAX_STALE_MS`]; the engine verifies it again (`valid_until` included). A kept
+    /// domain card must be signed by the domain's pin, when it has one.
+    async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error> {
+        if !self.readable(key) {
+            return Ok(None);
+        }
+        let Some(k) = self.kept().as_ref().and_then(|m| m.get(key)).cloned() else { return Ok(None) };
+        let fresh = k.at > fresh_after;
+        if k.at > self.now || !(fresh || self.stale.get() && self.now - k.at < MAX_STALE_MS) {
+            return Ok(None);
+        }
+        if self.named.borrow().get(key).is_some_and(|url| url.trim_end_matches('/') != k.url) {
+            return Ok(None);
+        }
+        if !key.contains('@')
+            && let Some(pin) = self.pins.borrow().get(key)
+            && DomainCard::parse(k.card.as_bytes()).and_then(|c| c.signer()).map(|s| s.to_b64()).as_ref() != Ok(pin)
+        {
+            return Ok(None);
+        }
+        if !fresh {
+            self.used_stale.borrow_mut().insert(key.to_owned(), k.at);
+        }
+        Ok(Some(CachedCard { card: k.card, url: k.url, at: k.at }))
     }
 
-    async fn cache(&self, _: CacheEntry<'_>) -> Result<(), Error> {
+    async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {
+        self.keep(&card);
         Ok(())
     }
 }
 
-/// Resolves and verifies cards, remembering them for the life of one command.
+/// Resolves and verifies cards, remembering them for the life of one command and, verified, in
+/// the card file.
 pub(crate) struct Resolver<'a> {
-    net: TransportNet<'a>,
+    net: &'a dyn Transport,
     hosts: &'a BTreeMap<String, HostEntry>,
     doh: Option<&'a str>,
     /// The acting agent's domain and house URL, if any.
@@ -174,6 +278,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) own: Option<(String, String)>,
     pub(crate) profile: Option<(PathBuf, BTreeMap<String, String>)>,
     pub(crate) repin: bool,
+    /// Read no kept card: every card as its house serves it now (`card`, `resolve`).
+    pub(crate) fresh: bool,
     pub(crate) now: Timestamp,
 }
 
@@ -209,12 +315,24 @@ impl<'a> Resolver<'a> {
             Some((p, pins)) => (Some(p), pins),
             None => (None, BTreeMap::new()),
         };
+        let pins = ProfilePins {
+            cards: path.as_deref().map(CardFile::beside),
+            path,
+            pins: RefCell::new(pins),
+            kept: RefCell::new(None),
+            own_domain: s.own.as_ref().map(|(d, _)| d.clone()),
+            named: RefCell::new(s.hosts.iter().map(|(d, h)| (d.clone(), h.url.clone())).collect()),
+            fresh: s.fresh || s.repin,
+            stale: Cell::new(false),
+            used_stale: RefCell::new(BTreeMap::new()),
+            now: s.now.millis(),
+        };
         Resolver {
-            net: TransportNet(s.net),
+            net: s.net,
             hosts: s.hosts,
             doh: s.doh,
             own: s.own,
-            pins: ProfilePins { path, pins: RefCell::new(pins) },
+            pins,
             repin: s.repin,
             now: s.now,
             memo: Memo::default(),
@@ -226,6 +344,9 @@ impl<'a> Resolver<'a> {
     /// file says otherwise. Nothing anchors it there: the key is pinned on first use.
     pub(crate) fn at(&self, domain: &str, url: &str) {
         self.given.borrow_mut().insert(domain.to_owned(), url.to_owned());
+        if !self.hosts.contains_key(domain) {
+            self.pins.named.borrow_mut().insert(domain.to_owned(), url.to_owned());
+        }
     }
 
     pub(crate) fn now(&self) -> Timestamp {
@@ -234,6 +355,16 @@ impl<'a> Resolver<'a> {
 
     /// Runs `f` with the engine's resolver over this command's sources, pins and memo.
     fn with<T>(&self, f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<TransportNet<'a>>, &ProfilePins>) -> T) -> T {
+        self.with_net(false, f)
+    }
+
+    /// As [`Resolver::with`]; `offline`, from kept cards alone, however old (see
+    /// [`ProfilePins::cached`]).
+    fn with_net<T>(
+        &self,
+        offline: bool,
+        f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<TransportNet<'a>>, &ProfilePins>) -> T,
+    ) -> T {
         let mut known = BTreeMap::new();
         if let Some((domain, url)) = &self.own {
             known.insert(domain.clone(), (url.clone(), "profile"));
@@ -244,7 +375,7 @@ impl<'a> Resolver<'a> {
         // The user named these houses; what cards and DNS say is held to the outbound policy.
         let named = self.hosts.values().map(|h| h.url.as_str()).chain(known.values().map(|(u, _)| u.as_str()));
         let policy = Policy::new(named.chain(self.doh), false, false);
-        let net = Guarded { net: self.net, policy };
+        let net = Guarded { net: TransportNet { net: self.net, offline }, policy };
         let r = core::Resolver {
             net: &net,
             store: &self.pins,
@@ -253,7 +384,10 @@ impl<'a> Resolver<'a> {
             repin: self.repin,
             now: self.now,
         };
-        block_on(f(&r))
+        self.pins.stale.set(offline);
+        let out = block_on(f(&r));
+        self.pins.stale.set(false);
+        out
     }
 
     /// The verified card of `domain` and where its estafeta answers.
@@ -277,6 +411,38 @@ impl<'a> Resolver<'a> {
             .map_err(|e| failure(&format!("the card of {address}"), address.domain(), &e))
     }
 
+    /// As [`Resolver::agent`], and when the card cannot be fetched for a temporary reason (its
+    /// house or DNS does not answer), the card kept from an earlier fetch if it still verifies
+    /// now (its `valid_until` not passed) and is younger than [`MAX_STALE_MS`], with the time it
+    /// was fetched; stderr says so. Without one, the first failure, saying that nothing is kept.
+    pub(crate) fn agent_or_kept(&self, address: &Address) -> Result<(Verified<AgentCard>, Option<Timestamp>), Failure> {
+        let what = format!("the card of {address}");
+        let e = match self.with(async |r| r.agent(address, false).await) {
+            Ok(c) => return Ok(((*c).clone(), None)),
+            Err(e) if e.kind.is_temporary() => e,
+            Err(e) => return Err(failure(&what, address.domain(), &e)),
+        };
+        match self.with_net(true, async |r| r.agent(address, false).await) {
+            Ok(c) => {
+                let kept = [address.as_str(), address.domain()].into_iter().filter_map(|k| self.pins.used_stale(k));
+                let at = Timestamp(kept.min().unwrap_or(self.now.millis()));
+                let until = c.valid_until().map_or("no end".to_owned(), |u| format!("until {}", u.to_rfc3339()));
+                eprintln!(
+                    "nyx5: {what} could not be fetched now ({}); using the one verified at {} and kept since \
+                     (valid {until})",
+                    e.reason,
+                    at.to_rfc3339()
+                );
+                Ok(((*c).clone(), Some(at)))
+            }
+            Err(_) => Err(failure(&what, address.domain(), &e).hint(format!(
+                "no card of {address} kept from an earlier contact is still valid, so nothing can be sealed for \
+                 it until {} answers; try again later",
+                address.domain()
+            ))),
+        }
+    }
+
     /// Verifies a card fetched from `domain` (a directory page, a registration answer), with
     /// its parent when it is delegated.
     pub(crate) fn verify_card(&self, card: AgentCard, domain: &Domain) -> Result<Verified<AgentCard>, Failure> {
@@ -291,6 +457,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use nyx5_proto::crypto::SigningKey;
+    use nyx5_proto::limits::CARD_CACHE_MS;
 
     use super::*;
     use crate::client::testing::{HouseB, domain_card};
@@ -323,10 +490,77 @@ mod tests {
         let key = SigningKey::from_seed([40; 32]);
         let net = HouseB::serving(&domain_card(&key, now));
         let hosts = BTreeMap::new();
-        let res =
-            Resolver::new(Setup { net: &net, hosts: &hosts, doh: None, own: None, profile: None, repin: false, now });
+        let res = Resolver::new(Setup {
+            net: &net,
+            hosts: &hosts,
+            doh: None,
+            own: None,
+            profile: None,
+            repin: false,
+            fresh: true,
+            now,
+        });
         res.at("b.test", "http://b");
         let d = res.domain("b.test").unwrap();
         assert_eq!((d.via, d.anchor), ("url", "none"));
+    }
+
+    const NOW: i64 = 1_800_000_000_000;
+    const MINUTE: i64 = 60_000;
+
+    fn pins(profile: &std::path::Path) -> ProfilePins {
+        let key = nyx5_proto::crypto::SigningKey::from_seed([1; 32]).public().to_b64();
+        ProfilePins {
+            path: Some(profile.to_owned()),
+            pins: RefCell::new([("b.test".to_owned(), key)].into()),
+            cards: Some(CardFile::beside(profile)),
+            kept: RefCell::new(None),
+            own_domain: Some("a.test".into()),
+            named: RefCell::new([("c.test".to_owned(), "http://c".to_owned())].into()),
+            fresh: false,
+            stale: Cell::new(false),
+            used_stale: RefCell::new(BTreeMap::new()),
+            now: NOW,
+        }
+    }
+
+    fn kept(p: &ProfilePins, key: &str) -> bool {
+        block_on((&p).cached(key, NOW - CARD_CACHE_MS)).unwrap().is_some()
+    }
+
+    #[test]
+    fn kept_cards_are_read_within_five_minutes_or_offline_and_never_for_the_own_domain() {
+        let dir = std::env::temp_dir().join(format!("nyx5-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let profile = dir.join("agents.json");
+        let p = pins(&profile);
+        for (key, url, age) in [
+            ("bo@b.test", "http://b", MINUTE),
+            ("old@b.test", "http://b", 10 * MINUTE),
+            ("ancient@b.test", "http://b", MAX_STALE_MS + MINUTE),
+            ("me@a.test", "http://a", MINUTE),
+            ("b.test", "http://b", MINUTE),
+            ("c.test", "http://elsewhere", MINUTE),
+        ] {
+            p.keep(&CacheEntry { key, card: "{}", url, at: NOW - age });
+        }
+        assert!(kept(&p, "bo@b.test"), "within five minutes");
+        assert!(!kept(&p, "old@b.test"), "older: fetched anew");
+        assert!(!kept(&p, "me@a.test"), "the own domain is never read from the file");
+        assert!(!kept(&p, "b.test"), "a domain card not signed by its pin");
+        assert!(!kept(&p, "c.test"), "a domain the hosts file puts elsewhere");
+        p.stale.set(true);
+        assert!(kept(&p, "old@b.test"), "offline, an older card");
+        assert_eq!(p.used_stale("old@b.test"), Some(NOW - 10 * MINUTE));
+        assert!(!kept(&p, "ancient@b.test"), "never older than MAX_STALE_MS");
+        assert_eq!(p.used_stale("bo@b.test"), None);
+
+        // Another command reads what this one kept; `card` and `resolve` read nothing.
+        let again = pins(&profile);
+        assert!(kept(&again, "bo@b.test"));
+        let fresh = ProfilePins { fresh: true, ..pins(&profile) };
+        assert!(!kept(&fresh, "bo@b.test"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,6 +5,11 @@
 //! it. The signed envelope is saved in the profile's `pending` map *before* it is sent and
 //! removed when the house answers 202 or 200 (or refuses it for good), so a `send` repeated after
 //! a crash or a timeout sends the same envelope again — never a second one.
+//!
+//! The agent's own house queues what it accepts and delivers it when the recipient's house
+//! answers, so a recipient's house being down does not stop a send: a card verified earlier and
+//! kept beside the profile is sealed to (`Resolver::agent_or_kept`). Only a first contact needs
+//! the recipient's house up.
 
 use std::io::{IsTerminal, Write};
 
@@ -18,7 +23,7 @@ use nyx5_proto::{Address, Envelope, Timestamp, Verified, limits, pow, seal};
 use super::Ctx;
 use super::http::new_id;
 use super::output::{show, text};
-use super::profile::{MAX_PENDING, Pending, Profile};
+use super::profile::{MAX_PENDING, Pending, Profile, SUMMARY_CHARS};
 use super::when;
 use crate::error::Failure;
 use crate::sys::{self, OsRng};
@@ -126,13 +131,29 @@ fn mint(digest: &str, bits: u32, progress: bool) -> Result<String, Failure> {
     }
 }
 
+/// What the local record says of a body: its first line (at most [`SUMMARY_CHARS`]
+/// characters), or its media type when it is not text.
+fn summary(body: &Value, media: &str) -> String {
+    let Value::String(text) = body else { return format!("({media})") };
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let mut out: String = line.chars().filter(|c| !c.is_control()).take(SUMMARY_CHARS).collect();
+    if line.chars().count() > SUMMARY_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// A recipient's verified card, and when it was fetched if it is a kept one used because its
+/// house could not be reached.
+type Recipient = (Verified<AgentCard>, Option<Timestamp>);
+
 /// The recipients' verified cards, in order, without repeats.
 fn recipients(
     ctx: &Ctx,
     me: &super::profile::AgentEntry,
     to: &[String],
     now: Timestamp,
-) -> Result<Vec<Verified<AgentCard>>, Failure> {
+) -> Result<Vec<Recipient>, Failure> {
     let mut addrs: Vec<Address> = Vec::new();
     for t in to {
         let a = Address::parse_lenient(t).map_err(|e| Failure::usage(format!("recipient: {}", e.reason)))?;
@@ -144,7 +165,13 @@ fn recipients(
         return Err(Failure::usage(format!("give 1 to {} recipients", limits::MAX_RECIPIENTS)));
     }
     let res = ctx.resolver(Some(me), now)?;
-    addrs.iter().map(|a| res.agent(a).map_err(|f| f.context(&format!("recipient {a}")))).collect()
+    addrs.iter().map(|a| res.agent_or_kept(a).map_err(|f| f.context(&format!("recipient {a}")))).collect()
+}
+
+/// A new envelope, and the recipients whose kept cards it was sealed to.
+struct Built {
+    env: Envelope,
+    kept: Vec<(Address, Timestamp)>,
 }
 
 /// Builds, seals, proves and signs a new envelope for `req`.
@@ -155,12 +182,14 @@ fn build(
     id: String,
     now: Timestamp,
     progress: bool,
-) -> Result<Envelope, Failure> {
+) -> Result<Built, Failure> {
     let body = req
         .body
         .clone()
         .ok_or_else(|| Failure::usage("give the body: --body TEXT, --file FILE or - for standard input"))?;
-    let cards = recipients(ctx, me, &req.to, now)?;
+    let resolved = recipients(ctx, me, &req.to, now)?;
+    let kept = resolved.iter().filter_map(|(c, at)| at.map(|at| (c.address().clone(), at))).collect();
+    let cards: Vec<Verified<AgentCard>> = resolved.into_iter().map(|(c, _)| c).collect();
     let kind = Kind::parse(req.kind.as_deref().unwrap_or("message"))
         .map_err(|_| Failure::usage("--type: use message, task, result, receipt or intro"))?;
     for r in [&req.thread, &req.in_reply_to].into_iter().flatten() {
@@ -229,7 +258,7 @@ fn build(
     }
     let env = env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)))?;
     env.check_size(limits::MAX_ENVELOPE_BYTES).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
-    Ok(env)
+    Ok(Built { env, kept })
 }
 
 /// Whether a refusal with `status` is final: the same envelope would be refused again.
@@ -273,11 +302,11 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
         Some(id) => me.pending.get(id).map(|p| (id.clone(), p.clone())),
         None => me.pending.iter().find(|(_, p)| p.request == fingerprint).map(|(id, p)| (id.clone(), p.clone())),
     };
-    let (env, resent) = match saved {
+    let (env, resent, kept) = match saved {
         Some((_, p)) => {
             let env = Envelope::from_object(p.envelope)
                 .map_err(|e| Failure::usage(format!("the saved envelope is damaged: {}", e.reason)))?;
-            (env, true)
+            (env, true, Vec::new())
         }
         None => {
             if req.body.is_none() {
@@ -297,8 +326,10 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
                 Some(id) => id.clone(),
                 None => new_id()?,
             };
-            let env = build(ctx, &me, req, id.clone(), now, progress)?;
-            let pending = Pending { envelope: env.object().clone(), request: fingerprint, saved: now };
+            let Built { env, kept } = build(ctx, &me, req, id.clone(), now, progress)?;
+            let body = req.body.as_ref().unwrap_or(&Value::Null);
+            let summary = summary(body, &media_of(req, body));
+            let pending = Pending { envelope: env.object().clone(), request: fingerprint, saved: now, summary };
             let env = Profile::update(&ctx.profile_path, |p| {
                 let a = p
                     .agent_mut(&me.address)
@@ -307,21 +338,29 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
                 let kept = a.pending.entry(id.clone()).or_insert(pending);
                 Envelope::from_object(kept.envelope.clone()).map_err(|e| Failure::usage(e.reason.to_string()))
             })?;
-            (env, false)
+            (env, false, kept)
         }
     };
-    deliver(ctx, &me, env, resent)
+    deliver(ctx, &me, env, resent, &kept)
 }
 
 /// Hands a saved envelope to the house and clears it from `pending` when the house has it.
-fn deliver(ctx: &Ctx, me: &super::profile::AgentEntry, env: Envelope, resent: bool) -> Result<Value, Failure> {
+/// `kept`: the recipients sealed to with kept cards, reported in the answer.
+fn deliver(
+    ctx: &Ctx,
+    me: &super::profile::AgentEntry,
+    env: Envelope,
+    resent: bool,
+    kept: &[(Address, Timestamp)],
+) -> Result<Value, Failure> {
     let id = env.id().to_owned();
     let sha256 = env.sha256_hex();
+    let to: Vec<String> = env.to().iter().map(|a| a.as_str().to_owned()).collect();
     let forget = |accepted: bool| {
         Profile::update(&ctx.profile_path, |p| {
             if let Some(a) = p.agent_mut(&me.address) {
                 if accepted {
-                    a.mark_sent(&id, &sha256, sys::now()?);
+                    a.mark_sent(&id, &sha256, to.clone(), sys::now()?);
                 } else {
                     a.pending.remove(&id);
                 }
@@ -342,6 +381,7 @@ fn deliver(ctx: &Ctx, me: &super::profile::AgentEntry, env: Envelope, resent: bo
                 ("pow_bits", env.pow().map_or(Value::Null, |p| i64::from(p.bits).into())),
                 ("deliver_after", env.deliver_after().map(|t| t.to_rfc3339()).into()),
                 ("jobs", answer.get("jobs").cloned().unwrap_or(Value::Array(vec![]))),
+                ("kept_cards", kept_cards(kept)),
             ])))
         }
         Err(f) if final_refusal(f.status()) => {
@@ -353,6 +393,15 @@ fn deliver(ctx: &Ctx, me: &super::profile::AgentEntry, env: Envelope, resent: bo
              to send it — it will not be sent twice"
         ))),
     }
+}
+
+/// `[{address, fetched}]`: the recipients sealed to with a kept card.
+fn kept_cards(kept: &[(Address, Timestamp)]) -> Value {
+    let list = kept
+        .iter()
+        .map(|(a, at)| Value::Object(obj([("address", a.as_str().into()), ("fetched", at.to_rfc3339().into())])))
+        .collect();
+    Value::Array(list)
 }
 
 pub(crate) fn send_human(v: &Value) -> String {
@@ -387,6 +436,13 @@ pub(crate) fn send_human(v: &Value) -> String {
     s.push_str(")\n");
     if o.get("resent") == Some(&Value::Bool(true)) {
         s.push_str("  (this is the envelope an earlier attempt saved, sent again)\n");
+    }
+    for k in o.get("kept_cards").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {
+        s.push_str(&format!(
+            "  sealed for {} with its card kept from {}: its house did not answer now; yours will keep trying\n",
+            text(k, "address"),
+            text(k, "fetched")
+        ));
     }
     for j in o.get("jobs").and_then(Value::as_array).unwrap_or_default() {
         if let Some(j) = j.as_object() {
@@ -448,6 +504,26 @@ pub(crate) fn unsent(me: &super::profile::AgentEntry) -> Value {
                 ("id", id.as_str().into()),
                 ("to", Value::Array(to)),
                 ("saved", p.saved.to_rfc3339().into()),
+                ("summary", p.summary.as_str().into()),
+            ]))
+        })
+        .collect();
+    Value::Array(list)
+}
+
+/// The local record of what the house accepted from the agent, newest first: id, recipients,
+/// when, and the first line (see `Sent`).
+pub(crate) fn accepted(me: &super::profile::AgentEntry) -> Value {
+    let mut list: Vec<_> = me.sent.iter().collect();
+    list.sort_by(|a, b| b.1.at.cmp(&a.1.at).then_with(|| a.0.cmp(b.0)));
+    let list = list
+        .into_iter()
+        .map(|(id, s)| {
+            Value::Object(obj([
+                ("id", id.as_str().into()),
+                ("to", Value::Array(s.to.iter().map(|t| t.as_str().into()).collect())),
+                ("accepted", s.at.to_rfc3339().into()),
+                ("summary", s.summary.as_str().into()),
             ]))
         })
         .collect();

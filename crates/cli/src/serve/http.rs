@@ -1,116 +1,468 @@
-//! Requests from hyper to the engine and answers back: the body limit, the body deadline, and
-//! nothing else. Every refusal is the engine's JSON error shape.
+//! HTTP/1.1 on the wire (RFC 9112), as `nyx5 serve` speaks it: a request head read with
+//! httparse, how its body is framed, a chunked body decoded, and an answer written with its
+//! length. Pure functions over bytes (`conn.rs` does the waiting). Every refusal is an
+//! [`Error`] of the engine's one table, so it goes out in the JSON error shape.
 
-use std::time::Duration;
-
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Body, Bytes};
-use hyper::http::{HeaderValue, StatusCode, header};
-use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
+use nyx5_house::http::Response as HouseResponse;
 use nyx5_proto::{Error, ErrorKind, limits};
 
 /// Requests larger than this are refused with 413 before more of their body is read (the same
 /// limit as the Worker's: twice the largest envelope).
 pub(super) const MAX_REQUEST_BYTES: usize = 2 * limits::MAX_ENVELOPE_BYTES;
+/// The largest request head (request line and header fields): 431 beyond it.
+pub(super) const MAX_HEAD_BYTES: usize = 32 * 1024;
+/// The most header fields in one request: 431 beyond it.
+pub(super) const MAX_HEADERS: usize = 64;
+/// The longest line of chunked framing (a size with its extensions, a trailer field).
+const MAX_CHUNK_LINE: usize = 4096;
+/// The most trailer bytes after a chunked body (they are read and dropped).
+const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
-/// How long a client may take to send its body once its headers are in.
-pub(super) const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn too_large() -> Error {
-    Error::new(ErrorKind::TooLarge, format!("request body larger than {MAX_REQUEST_BYTES} bytes"))
+/// How a request's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// No body.
+    Empty,
+    /// `content-length` bytes.
+    Length(usize),
+    /// `transfer-encoding: chunked`.
+    Chunked,
 }
 
-/// The engine's request: method, `path?query`, headers (lower-case names; values that are not
-/// UTF-8 are read lossily and then refused by whoever parses them), and the whole body.
-pub(super) async fn to_house<B>(req: hyper::Request<B>) -> Result<HouseRequest, Error>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let (parts, body) = req.into_parts();
-    if let Some(length) = parts.headers.get(header::CONTENT_LENGTH) {
-        let declared = length.to_str().ok().and_then(|l| l.trim().parse::<u64>().ok());
-        match declared {
-            Some(n) if n > MAX_REQUEST_BYTES as u64 => return Err(too_large()),
-            Some(_) => {}
-            None => return Err(Error::malformed("content-length is not a number")),
-        }
+/// A request head, parsed and checked.
+#[derive(Debug, Clone)]
+pub(super) struct Head {
+    pub(super) method: String,
+    /// The target in origin form: `/path?query`.
+    pub(super) target: String,
+    /// Header fields, names in lower case; values that are not UTF-8 are read lossily (and
+    /// refused by whoever parses them).
+    pub(super) headers: Vec<(String, String)>,
+    /// Bytes the head took in the buffer, the empty line included.
+    pub(super) len: usize,
+    /// Whether the connection may carry another request after this one.
+    pub(super) keep_alive: bool,
+    pub(super) body: Framing,
+    /// The client waits for `100 Continue` before it sends the body.
+    pub(super) expect_continue: bool,
+}
+
+impl Head {
+    /// Whether the answer goes without its body (`HEAD`).
+    pub(super) fn head_only(&self) -> bool {
+        self.method == "HEAD"
     }
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let headers = parts
+}
+
+fn malformed(why: impl Into<String>) -> Error {
+    Error::malformed(why.into())
+}
+
+fn head_too_large() -> Error {
+    Error::new(
+        ErrorKind::HeadersTooLarge,
+        format!("request head larger than {MAX_HEAD_BYTES} bytes or with more than {MAX_HEADERS} header fields"),
+    )
+}
+
+pub(super) fn body_too_large(max: usize) -> Error {
+    Error::new(ErrorKind::TooLarge, format!("request body larger than {max} bytes"))
+}
+
+/// The comma-separated tokens of every `name` field, trimmed and in lower case.
+fn tokens<'a>(headers: &'a [(String, String)], name: &'a str) -> impl Iterator<Item = String> + 'a {
+    headers
+        .iter()
+        .filter(move |(n, _)| n == name)
+        .flat_map(|(_, v)| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+}
+
+/// The origin form of a request target: as it is when it starts with `/`; the path and query of
+/// an absolute URL; anything else is malformed.
+fn origin_form(target: &str) -> Result<String, Error> {
+    if target.starts_with('/') {
+        return Ok(target.to_owned());
+    }
+    let lower = target.to_ascii_lowercase();
+    if let Some(rest) =
+        ["http://", "https://"].iter().find_map(|s| lower.starts_with(s).then(|| target.get(s.len()..)).flatten())
+    {
+        let start = rest.find(['/', '?']).unwrap_or(rest.len());
+        let path = rest.get(start..).unwrap_or("");
+        return Ok(if path.starts_with('/') { path.to_owned() } else { format!("/{path}") });
+    }
+    Err(malformed(format!("request target {:?} is not a path", target.chars().take(64).collect::<String>())))
+}
+
+/// Reads a request head from the start of `buf`: `Ok(None)` while it is incomplete (and under
+/// [`MAX_HEAD_BYTES`]); the head, checked, when complete. A body longer than `max_body` is
+/// refused here, from its declared length, before any of it is read.
+pub(super) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Error> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut fields);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD_BYTES => return Err(head_too_large()),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(head_too_large()),
+        Err(e) => return Err(malformed(format!("not an HTTP/1.1 request: {e}"))),
+    };
+    if len > MAX_HEAD_BYTES {
+        return Err(head_too_large());
+    }
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(malformed("not an HTTP/1.1 request"));
+    };
+    let headers: Vec<(String, String)> = req
         .headers
         .iter()
-        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
         .collect();
-    let collected = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_REQUEST_BYTES).collect())
-        .await
-        .map_err(|_| Error::malformed("request body not received in time"))?;
-    let body = match collected {
-        Ok(c) => c.to_bytes().to_vec(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-        Err(_) => return Err(Error::malformed("unreadable request body")),
+    let http11 = minor == 1;
+    if http11 && headers.iter().filter(|(n, _)| n == "host").count() != 1 {
+        return Err(malformed("an HTTP/1.1 request needs exactly one host header"));
+    }
+    let coding: Vec<String> = tokens(&headers, "transfer-encoding").collect();
+    let has_length = headers.iter().any(|(n, _)| n == "content-length");
+    let body = if headers.iter().any(|(n, _)| n == "transfer-encoding") {
+        if !http11 {
+            return Err(malformed("transfer-encoding in an HTTP/1.0 request"));
+        }
+        if has_length {
+            return Err(malformed("both content-length and transfer-encoding"));
+        }
+        if coding != ["chunked"] {
+            return Err(malformed(format!(
+                "transfer-encoding {:?} is not supported: send a content-length, or chunked alone",
+                coding.join(", ")
+            )));
+        }
+        Framing::Chunked
+    } else if has_length {
+        let mut declared = None;
+        for value in headers.iter().filter(|(n, _)| n == "content-length").flat_map(|(_, v)| v.split(',')) {
+            let value = value.trim();
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(malformed("content-length is not a number"));
+            }
+            // Beyond usize is beyond any limit: saturate, then refuse by size.
+            let n = value.parse::<usize>().unwrap_or(usize::MAX);
+            if declared.is_some_and(|d| d != n) {
+                return Err(malformed("content-length given twice, differently"));
+            }
+            declared = Some(n);
+        }
+        match declared {
+            Some(n) if n > max_body => return Err(body_too_large(max_body)),
+            Some(0) | None => Framing::Empty,
+            Some(n) => Framing::Length(n),
+        }
+    } else {
+        Framing::Empty
     };
-    Ok(HouseRequest::new(parts.method.as_str(), target, headers, body))
+    let connection: Vec<String> = tokens(&headers, "connection").collect();
+    let keep_alive = http11 && !connection.iter().any(|t| t == "close");
+    let expect_continue = http11 && tokens(&headers, "expect").any(|t| t == "100-continue");
+    Ok(Some(Head {
+        method: method.to_owned(),
+        target: origin_form(target)?,
+        headers,
+        len,
+        keep_alive,
+        body,
+        expect_continue,
+    }))
 }
 
-/// The engine's answer as hyper's.
-pub(super) fn to_hyper(resp: HouseResponse) -> hyper::Response<Full<Bytes>> {
-    let mut out = hyper::Response::new(Full::new(Bytes::from(resp.body)));
-    *out.status_mut() = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    out.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(resp.content_type));
+/// Where a chunked decoder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    /// Reading a chunk-size line.
+    Size,
+    /// This many data bytes to go.
+    Data(usize),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// Reading trailer lines after the last chunk.
+    Trailer,
+    Done,
+}
+
+/// A chunked body decoder (RFC 9112 §7.1): fed bytes as they come, it appends the data to its
+/// output and stops at the body's end, so what follows belongs to the next request. Lines end
+/// in CRLF exactly; extensions and trailers are read and dropped.
+#[derive(Debug)]
+pub(super) struct Chunked {
+    state: ChunkState,
+    line: Vec<u8>,
+    trailer_bytes: usize,
+    max: usize,
+}
+
+impl Chunked {
+    /// A decoder whose data may not exceed `max` bytes (413 beyond).
+    pub(super) fn new(max: usize) -> Chunked {
+        Chunked { state: ChunkState::Size, line: Vec::new(), trailer_bytes: 0, max }
+    }
+
+    pub(super) fn done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+
+    /// Takes a line ending in CRLF from `input`, into `self.line`; whether it is complete, and
+    /// how many bytes were taken.
+    fn take_line(&mut self, input: &[u8]) -> Result<(bool, usize), Error> {
+        let end = input.iter().position(|&b| b == b'\n');
+        let taken = end.map_or(input.len(), |i| i + 1);
+        self.line.extend_from_slice(input.get(..taken).unwrap_or(input));
+        if self.line.len() > MAX_CHUNK_LINE {
+            return Err(malformed("a line of the chunked body is too long"));
+        }
+        if end.is_none() {
+            return Ok((false, taken));
+        }
+        if !self.line.ends_with(b"\r\n") {
+            return Err(malformed("a line of the chunked body does not end in CRLF"));
+        }
+        self.line.truncate(self.line.len() - 2);
+        Ok((true, taken))
+    }
+
+    /// Decodes what it can of `input` into `out`; answers the bytes it took (fewer than given
+    /// only once the body is done).
+    pub(super) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Error> {
+        let mut at = 0;
+        while at < input.len() && self.state != ChunkState::Done {
+            let rest = input.get(at..).unwrap_or_default();
+            match self.state {
+                ChunkState::Size => {
+                    let (complete, taken) = self.take_line(rest)?;
+                    at += taken;
+                    if complete {
+                        let line = std::mem::take(&mut self.line);
+                        let size = line.split(|&b| b == b';').next().unwrap_or_default();
+                        let size = std::str::from_utf8(size)
+                            .ok()
+                            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                            .and_then(|s| usize::from_str_radix(s, 16).ok())
+                            .ok_or_else(|| malformed("a chunk size is not a hexadecimal number"))?;
+                        if out.len().saturating_add(size) > self.max {
+                            return Err(body_too_large(self.max));
+                        }
+                        self.state = if size == 0 { ChunkState::Trailer } else { ChunkState::Data(size) };
+                    }
+                }
+                ChunkState::Data(left) => {
+                    let n = left.min(rest.len());
+                    out.extend_from_slice(rest.get(..n).unwrap_or_default());
+                    at += n;
+                    self.state = if n == left { ChunkState::DataEnd } else { ChunkState::Data(left - n) };
+                }
+                ChunkState::DataEnd => {
+                    let (complete, taken) = self.take_line(rest)?;
+                    at += taken;
+                    if complete {
+                        if !self.line.is_empty() {
+                            return Err(malformed("a chunk is longer than its size says"));
+                        }
+                        self.state = ChunkState::Size;
+                    }
+                }
+                ChunkState::Trailer => {
+                    let (complete, taken) = self.take_line(rest)?;
+                    at += taken;
+                    self.trailer_bytes += taken;
+                    if self.trailer_bytes > MAX_TRAILER_BYTES {
+                        return Err(head_too_large());
+                    }
+                    if complete {
+                        let empty = self.line.is_empty();
+                        self.line.clear();
+                        if empty {
+                            self.state = ChunkState::Done;
+                        }
+                    }
+                }
+                ChunkState::Done => {}
+            }
+        }
+        Ok(at)
+    }
+}
+
+/// The reason phrase of the statuses the engine answers (an empty one is allowed otherwise).
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "Content Too Large",
+        421 => "Misdirected Request",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// `ms` since the epoch as an HTTP date (IMF-fixdate, RFC 9110 §5.6.7).
+pub(super) fn http_date(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let weekday = DAYS.get(usize::try_from(days.rem_euclid(7)).unwrap_or(0)).unwrap_or(&"Thu");
+    let month_name = MONTHS.get(usize::try_from(month - 1).unwrap_or(0)).unwrap_or(&"Jan");
+    format!("{weekday}, {day:02} {month_name} {year:04} {:02}:{:02}:{:02} GMT", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// An answer on the wire: status line, date, type, length (`connection: close` when the
+/// connection ends after it), and the body unless `head_only`.
+pub(super) fn answer(resp: &HouseResponse, close: bool, head_only: bool, now_ms: i64) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n{}\r\n",
+        resp.status,
+        reason_phrase(resp.status),
+        http_date(now_ms),
+        resp.content_type,
+        resp.body.len(),
+        if close { "connection: close\r\n" } else { "" }
+    )
+    .into_bytes();
+    if !head_only {
+        out.extend_from_slice(&resp.body);
+    }
     out
 }
 
+/// What a server says before reading a body it was asked to accept first.
+pub(super) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use super::*;
 
-    fn run<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    fn head(text: &str) -> Result<Option<Head>, Error> {
+        parse_head(text.as_bytes(), MAX_REQUEST_BYTES)
     }
 
-    fn request(headers: &[(&str, &str)], body: Vec<u8>) -> hyper::Request<Full<Bytes>> {
-        let mut b = hyper::Request::builder().method("POST").uri("/mailbox/ana?after=3&limit=x%20y");
-        for (k, v) in headers {
-            b = b.header(*k, *v);
+    fn code(text: &str) -> u16 {
+        head(text).unwrap_err().code()
+    }
+
+    #[test]
+    fn reads_a_head_and_its_framing() {
+        let text = "POST /mailbox/ana?after=3 HTTP/1.1\r\nHost: a\r\nX-Nyx5-Relay: abc\r\nContent-Length: 2\r\n\r\n";
+        let h = head(&format!("{text}{{}}")).unwrap().unwrap();
+        assert_eq!((h.method.as_str(), h.target.as_str()), ("POST", "/mailbox/ana?after=3"));
+        assert!(h.headers.contains(&("x-nyx5-relay".into(), "abc".into())));
+        assert_eq!((h.body, h.keep_alive, h.expect_continue), (Framing::Length(2), true, false));
+        assert_eq!(h.len, text.len());
+        assert!(head("GET / HTTP/1.1\r\nhost: a\r\n").unwrap().is_none(), "incomplete");
+        let h = head("GET http://a.test/x?y=1 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n").unwrap().unwrap();
+        assert_eq!((h.target.as_str(), h.keep_alive, h.body), ("/x?y=1", false, Framing::Empty));
+        let h = head("PUT /x HTTP/1.1\r\nhost: a\r\ntransfer-encoding: Chunked\r\nexpect: 100-continue\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((h.body, h.expect_continue), (Framing::Chunked, true));
+        let h = head("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!h.keep_alive, "HTTP/1.0 closes");
+        let h = head("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 5, 5\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.body, Framing::Length(5));
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_frame_or_read() {
+        assert_eq!(code("NOT HTTP AT ALL\r\n\r\n"), 400);
+        assert_eq!(code("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 400);
+        assert_eq!(code("GET / HTTP/1.1\r\n\r\n"), 400, "no host");
+        assert_eq!(code("GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n"), 400);
+        assert_eq!(code("GET nowhere HTTP/1.1\r\nhost: a\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 1x\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: -1\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 1\r\ntransfer-encoding: chunked\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: gzip, chunked\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n"), 400);
+        let big = format!("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: {}\r\n\r\n", MAX_REQUEST_BYTES + 1);
+        assert_eq!(code(&big), 413);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 99999999999999999999999\r\n\r\n"), 413);
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("x-{i}: y\r\n")).collect();
+        assert_eq!(code(&format!("GET / HTTP/1.1\r\nhost: a\r\n{many}\r\n")), 431);
+        let long = format!("GET / HTTP/1.1\r\nhost: a\r\nx: {}", "y".repeat(MAX_HEAD_BYTES));
+        assert_eq!(code(&long), 431, "too long before it is even complete");
+        let e = head("GET / HTTP/1.1\r\nhost: a\r\n\r\n\0").map(|h| h.unwrap().len);
+        assert_eq!(e, Ok(27), "what follows the head is not part of it");
+    }
+
+    fn decode(parts: &[&[u8]]) -> Result<(Vec<u8>, usize), Error> {
+        let mut d = Chunked::new(64);
+        let mut out = Vec::new();
+        let mut taken = 0;
+        for p in parts {
+            taken += d.feed(p, &mut out)?;
         }
-        b.body(Full::new(Bytes::from(body))).unwrap()
+        assert!(d.done(), "the body ended");
+        Ok((out, taken))
     }
 
     #[test]
-    fn converts_method_target_headers_and_body() {
-        let req = run(to_house(request(&[("X-Nyx5-Relay", "abc")], b"{}".to_vec()))).unwrap();
-        assert_eq!(req.method, "POST");
-        assert_eq!(req.path, "/mailbox/ana");
-        assert_eq!(req.query("limit"), Some("x y"));
-        assert_eq!(req.header("x-nyx5-relay"), Some("abc"));
-        assert_eq!(req.body, b"{}");
+    fn decodes_chunked_bodies_byte_by_byte_and_stops_at_their_end() {
+        let body = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nx-trailer: 1\r\n\r\nNEXT";
+        let (out, taken) = decode(&[body]).unwrap();
+        assert_eq!(out, b"Wikipedia in\r\n\r\nchunks.");
+        assert_eq!(&body[taken..], b"NEXT");
+        let bytes: Vec<&[u8]> = body[..body.len() - 4].chunks(1).collect();
+        assert_eq!(decode(&bytes).unwrap().0, b"Wikipedia in\r\n\r\nchunks.");
+        let code = |b: &[u8]| decode(&[b]).unwrap_err().code();
+        assert_eq!(code(b"z\r\n"), 400);
+        assert_eq!(code(b"\r\n"), 400);
+        assert_eq!(code(b"3\r\nabcd\r\n0\r\n\r\n"), 400, "longer than its size");
+        assert_eq!(code(b"3\nabc\r\n0\r\n\r\n"), 400, "CRLF exactly");
+        assert_eq!(code(b"41\r\n"), 413, "over the limit before any data");
+        assert_eq!(code(b"ffffffffffffffffffffffff\r\n"), 400);
     }
 
     #[test]
-    fn a_declared_length_over_the_limit_is_413_before_reading() {
-        let big = (MAX_REQUEST_BYTES + 1).to_string();
-        let e = run(to_house(request(&[("content-length", &big)], vec![]))).unwrap_err();
-        assert_eq!(e.code(), 413);
-        let e = run(to_house(request(&[("content-length", "many")], vec![]))).unwrap_err();
-        assert_eq!(e.code(), 400);
-    }
-
-    #[test]
-    fn a_body_over_the_limit_without_a_length_is_413() {
-        let e = run(to_house(request(&[], vec![b'x'; MAX_REQUEST_BYTES + 1]))).unwrap_err();
-        assert_eq!(e.code(), 413);
-        let ok = run(to_house(request(&[], vec![b'x'; MAX_REQUEST_BYTES]))).unwrap();
-        assert_eq!(ok.body.len(), MAX_REQUEST_BYTES);
-    }
-
-    #[test]
-    fn answers_keep_status_type_and_body() {
-        let e = Error::new(ErrorKind::TooLarge, "x");
-        let out = to_hyper(HouseResponse::error(&e));
-        assert_eq!(out.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert_eq!(out.headers()[header::CONTENT_TYPE], "application/json");
+    fn answers_carry_a_length_and_a_date() {
+        assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(951_782_400_000), "Tue, 29 Feb 2000 00:00:00 GMT");
+        let e = Error::new(ErrorKind::HeadersTooLarge, "x");
+        let out = String::from_utf8(answer(&HouseResponse::error(&e), true, false, 0)).unwrap();
+        assert!(out.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{out}");
+        assert!(out.contains("content-type: application/json\r\n") && out.contains("connection: close\r\n"));
+        let (_, body) = out.split_once("\r\n\r\n").unwrap();
+        assert!(out.contains(&format!("content-length: {}\r\n", body.len())));
+        assert_eq!(body, r#"{"code":431,"error":"headers_too_large","ok":false,"reason":"x"}"#);
+        let head_only = answer(&HouseResponse::error(&e), false, true, 0);
+        assert!(head_only.ends_with(b"\r\n\r\n") && !String::from_utf8(head_only).unwrap().contains("connection"));
     }
 }

@@ -1,10 +1,14 @@
 //! `nyx5 serve`: the house engine on a SQLite file behind a real HTTP server, the queue ticking
 //! on a timer. This module reads the options and prepares the house (database, domain key, admin
-//! token, configuration); `server` runs it on tokio and hyper, `http` converts requests and
-//! answers. The engine decides everything; nothing here knows a route.
+//! token, configuration); `server` runs it on tokio, accepting connections within their caps,
+//! `conn` serves each connection's HTTP/1.1 within its deadlines, and `http` reads and writes the
+//! bytes. The engine decides everything; nothing here knows a route.
 
+mod conn;
 mod http;
 mod server;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -82,6 +86,26 @@ pub(crate) struct Args {
     /// How often the delivery queue is worked, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     tick_ms: u64,
+    /// Refuse envelopes from other houses without a valid relay header (the domain card says
+    /// so); `--require-relay=false` accepts them, checked by the sender's card alone.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        env = "NYX5_REQUIRE_RELAY",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "true",
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    require_relay: bool,
+    /// Connections served at once; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Connections from one IP address at once (0: no limit); more are answered 429 and
+    /// closed. Behind a reverse proxy every connection comes from the proxy: raise it, or 0.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    max_connections_per_ip: u64,
 }
 
 /// The wall clock, in whole milliseconds.
@@ -236,6 +260,7 @@ pub(crate) fn run(args: Args) -> Outcome {
             config.email_provider_url = url;
         }
         config.allow_private_network = args.allow_private_network;
+        config.require_relay = args.require_relay;
         config.allow_http = args.allow_private_network;
         let net = HttpNet::new(config.outbound_policy());
         let house = House::new(config, db, net, Box::new(SystemClock), Box::new(OsRandom))
@@ -249,7 +274,12 @@ pub(crate) fn run(args: Args) -> Outcome {
         }
         eprintln!("nyx5 serve: domain key {}", house.config.key.public().to_b64());
         write_text(&format!("nyx5 serve: {} at {}\n", house.config.domain, house.config.public_url))?;
-        server::serve(house, listener, Duration::from_millis(args.tick_ms), signals).await;
+        let limits = conn::Limits {
+            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            max_per_ip: usize::try_from(args.max_connections_per_ip).unwrap_or(usize::MAX),
+            ..conn::Limits::default()
+        };
+        server::serve(house, listener, Duration::from_millis(args.tick_ms), limits, signals).await;
         Ok(())
     });
     // A delivery still waiting on the network has its own deadline; the job is leased and is

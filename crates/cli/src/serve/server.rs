@@ -1,30 +1,27 @@
 //! The running house: one thread, tokio's current-thread runtime inside a `LocalSet` (the
-//! engine is `!Send`, single-threaded as in workerd). hyper serves HTTP/1.1, one local task per
-//! connection sharing an `Rc` of the house; one more task works the queue every tick and right
-//! after any answer that asks for a kick; signals stop it all gracefully.
+//! engine is `!Send`, single-threaded as in workerd). Each connection is one local task speaking
+//! HTTP/1.1 (`conn.rs`) and sharing an `Rc` of the house; one more task works the queue every
+//! tick and right after any answer that asks for a kick; signals stop it all gracefully. At most
+//! `max_connections` connections are served at once, and `max_per_ip` from one address: more are
+//! answered (503, 429) and closed at once.
 
-use std::cell::Cell;
-use std::convert::Infallible;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use nyx5_house::Response as HouseResponse;
-use tokio::net::TcpListener;
+use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
+use nyx5_proto::{Error, ErrorKind};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+use tokio::time::{Instant, timeout_at};
 
 use super::ServedHouse;
-use super::http::{to_house, to_hyper};
+use super::conn::{self, Handler, Limits, Stop, now_ms};
+use super::http;
 
-/// Most connections served at once; more are closed as soon as they are accepted.
-const MAX_CONNECTIONS: usize = 1024;
-/// How long a client may take to send its request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a stop waits for open requests, and for a tick under way, to finish.
 const GRACE: Duration = Duration::from_secs(5);
 /// Most queue ticks in a row while every one of them finds a full batch of due jobs.
@@ -71,41 +68,141 @@ struct Shared {
     house: ServedHouse,
     /// Wakes the ticker; a kick while a tick runs leaves a permit, so one more tick follows.
     kick: Notify,
+    /// Wakes the pusher (webhook pushes wait for the answer or the tick to be over).
+    push: Notify,
     /// Set when the server stops: the ticker ends after the tick under way.
     stopping: Cell<bool>,
 }
 
-/// Serves until a signal, then stops accepting, lets open requests finish (up to [`GRACE`])
-/// and returns.
-pub(super) async fn serve(house: ServedHouse, listener: TcpListener, every: Duration, mut signals: Signals) {
-    let shared = Rc::new(Shared { house, kick: Notify::new(), stopping: Cell::new(false) });
+impl Shared {
+    fn wake_pusher(&self) {
+        if self.house.has_pushes() {
+            self.push.notify_one();
+        }
+    }
+}
+
+impl Handler for Shared {
+    /// Every request to the engine; a kick wakes the ticker.
+    async fn handle(&self, req: HouseRequest) -> HouseResponse {
+        let resp = self.house.handle(req).await;
+        if resp.kick {
+            self.kick.notify_one();
+        }
+        self.wake_pusher();
+        resp
+    }
+}
+
+/// Serves the house until a signal, then stops accepting, lets open requests finish (up to
+/// [`GRACE`]) and the tick under way, and returns.
+pub(super) async fn serve(
+    house: ServedHouse,
+    listener: TcpListener,
+    every: Duration,
+    limits: Limits,
+    mut signals: Signals,
+) {
+    let shared = Rc::new(Shared { house, kick: Notify::new(), push: Notify::new(), stopping: Cell::new(false) });
     let ticker = tokio::task::spawn_local(tick_loop(shared.clone(), every));
-    let graceful = GracefulShutdown::new();
-    let open = Rc::new(Cell::new(0usize));
+    let pusher = tokio::task::spawn_local(push_loop(shared.clone()));
+    let signalled = async {
+        let why = signals.next().await;
+        eprintln!("nyx5 serve: {why}, stopping");
+    };
+    run(shared.clone(), listener, limits, signalled).await;
+    shared.stopping.set(true);
+    shared.kick.notify_one();
+    shared.push.notify_one();
+    // A tick cut short is safe: its jobs are leased and the next start retries them. Pushes
+    // still waiting are dropped: the mailbox stays authoritative.
+    let _ = tokio::time::timeout(GRACE, ticker).await;
+    let _ = tokio::time::timeout(GRACE, pusher).await;
+}
+
+/// Connections open now, in all and per address, and a wake-up when one closes.
+#[derive(Default)]
+struct Open {
+    counts: RefCell<(usize, HashMap<IpAddr, usize>)>,
+    closed: Notify,
+}
+
+impl Open {
+    fn total(&self) -> usize {
+        self.counts.borrow().0
+    }
+
+    /// Why a new connection from `ip` is refused, if it is.
+    fn refusal(&self, ip: IpAddr, limits: &Limits) -> Option<Error> {
+        let counts = self.counts.borrow();
+        if counts.0 >= limits.max_connections {
+            return Some(Error::new(
+                ErrorKind::Unavailable,
+                "this house serves as many connections as it can now; try again in a moment",
+            ));
+        }
+        let from_ip = counts.1.get(&ip).copied().unwrap_or(0);
+        if limits.max_per_ip > 0 && from_ip >= limits.max_per_ip {
+            return Some(Error::new(
+                ErrorKind::RateLimited,
+                format!("too many connections from your address (at most {} at once)", limits.max_per_ip),
+            ));
+        }
+        None
+    }
+}
+
+/// A connection counted in [`Open`] until it is dropped.
+struct Counted {
+    open: Rc<Open>,
+    ip: IpAddr,
+}
+
+impl Counted {
+    fn new(open: Rc<Open>, ip: IpAddr) -> Counted {
+        {
+            let mut counts = open.counts.borrow_mut();
+            counts.0 += 1;
+            *counts.1.entry(ip).or_insert(0) += 1;
+        }
+        Counted { open, ip }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        {
+            let mut counts = self.open.counts.borrow_mut();
+            counts.0 = counts.0.saturating_sub(1);
+            if let Some(n) = counts.1.get_mut(&self.ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    counts.1.remove(&self.ip);
+                }
+            }
+        }
+        self.open.closed.notify_one();
+    }
+}
+
+/// Serves connections with `handler` until `stop_when` is ready; then stops accepting, closes
+/// idle connections, lets requests under way finish (up to [`GRACE`]) and answers what
+/// `stop_when` gave.
+pub(super) async fn run<H: Handler + 'static, T>(
+    handler: Rc<H>,
+    listener: TcpListener,
+    limits: Limits,
+    stop_when: impl Future<Output = T>,
+) -> T {
+    let limits = Rc::new(limits);
+    let stop = Rc::new(Stop::default());
+    let open = Rc::new(Open::default());
+    let mut stop_when = pin!(stop_when);
     let why = loop {
         tokio::select! {
-            why = signals.next() => break why,
+            why = &mut stop_when => break why,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
-                    if open.get() >= MAX_CONNECTIONS {
-                        drop(stream);
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    open.set(open.get() + 1);
-                    let conn = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
-                        .serve_connection(TokioIo::new(stream), service(shared.clone()));
-                    let conn = graceful.watch(conn);
-                    let open = open.clone();
-                    tokio::task::spawn_local(async move {
-                        // Errors here are the client's (reset, timed out, bad HTTP): hyper has
-                        // already answered what could be answered.
-                        let _ = conn.await;
-                        open.set(open.get().saturating_sub(1));
-                    });
-                }
+                Ok((stream, peer)) => admit(stream, peer.ip().to_canonical(), &handler, &limits, &stop, &open),
                 Err(e) => {
                     // Out of file descriptors and the like: wait a moment rather than spin.
                     eprintln!("nyx5 serve: accept: {e}");
@@ -114,48 +211,54 @@ pub(super) async fn serve(house: ServedHouse, listener: TcpListener, every: Dura
             },
         }
     };
-    eprintln!("nyx5 serve: {why}, stopping");
     drop(listener);
-    shared.stopping.set(true);
-    shared.kick.notify_one();
-    if tokio::time::timeout(GRACE, graceful.shutdown()).await.is_err() {
-        eprintln!("nyx5 serve: requests still open after {} s; closing them", GRACE.as_secs());
-    }
-    // A tick cut short is safe: its jobs are leased and the next start retries them.
-    let _ = tokio::time::timeout(GRACE, ticker).await;
-}
-
-/// The hyper service: every request to the engine; a kick wakes the ticker.
-fn service(
-    shared: Rc<Shared>,
-) -> impl hyper::service::Service<
-    hyper::Request<Incoming>,
-    Response = hyper::Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Future<Output = Result<hyper::Response<Full<Bytes>>, Infallible>>,
-> {
-    service_fn(move |req| {
-        let shared = shared.clone();
-        async move {
-            let resp: HouseResponse = match to_house(req).await {
-                Ok(req) => shared.house.handle(req).await,
-                Err(e) => HouseResponse::error(&e),
-            };
-            if resp.kick {
-                shared.kick.notify_one();
-            }
-            send_pushes(&shared);
-            Ok(to_hyper(resp))
+    stop.stop();
+    let deadline = Instant::now() + GRACE;
+    loop {
+        let closed = open.closed.notified();
+        if open.total() == 0 {
+            break;
         }
-    })
+        if timeout_at(deadline, closed).await.is_err() {
+            eprintln!("nyx5 serve: requests still open after {} s; closing them", GRACE.as_secs());
+            break;
+        }
+    }
+    why
 }
 
-/// Sends waiting webhook pushes in a task of their own, so neither the answer nor the next tick
-/// waits for a webhook.
-fn send_pushes(shared: &Rc<Shared>) {
-    if shared.house.has_pushes() {
-        let shared = shared.clone();
-        tokio::task::spawn_local(async move { shared.house.send_pushes().await });
+/// Serves a new connection on its own task, or refuses it (503 over the whole cap, 429 over the
+/// cap per address): the refusal is written if the socket takes it at once, and it closes.
+fn admit<H: Handler + 'static>(
+    stream: TcpStream,
+    ip: IpAddr,
+    handler: &Rc<H>,
+    limits: &Rc<Limits>,
+    stop: &Rc<Stop>,
+    open: &Rc<Open>,
+) {
+    if let Some(e) = open.refusal(ip, limits) {
+        let _ = stream.try_write(&http::answer(&HouseResponse::error(&e), true, false, now_ms()));
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let counted = Counted::new(open.clone(), ip);
+    let (handler, limits, stop) = (handler.clone(), limits.clone(), stop.clone());
+    tokio::task::spawn_local(async move {
+        conn::serve(stream, handler.as_ref(), &limits, &stop).await;
+        drop(counted);
+    });
+}
+
+/// Sends webhook pushes whenever an answer or a tick left some, in a task of its own, so neither
+/// the answer nor the next tick waits for a webhook.
+async fn push_loop(shared: Rc<Shared>) {
+    loop {
+        shared.push.notified().await;
+        if shared.stopping.get() {
+            return;
+        }
+        shared.house.send_pushes().await;
     }
 }
 
@@ -177,7 +280,7 @@ async fn tick_loop(shared: Rc<Shared>, every: Duration) {
         let full = usize::try_from(shared.house.config.tick_batch).unwrap_or(usize::MAX);
         for _ in 0..MAX_TICKS_IN_A_ROW {
             let done = shared.house.tick().await;
-            send_pushes(&shared);
+            shared.wake_pusher();
             match done {
                 Ok(report) if report.attempted >= full && !shared.stopping.get() => continue,
                 Ok(_) => break,

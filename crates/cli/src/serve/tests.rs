@@ -1,0 +1,274 @@
+//! The HTTP/1.1 server of `nyx5 serve` against raw TCP clients written by hand: the JSON error
+//! shape for what is not HTTP, the deadlines (short here, set through [`Limits`]), the caps on
+//! connections, keep-alive and pipelining. A stand-in handler answers instead of the engine.
+//! Nothing here measures time: each test waits generously for what the server does.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::rc::Rc;
+use std::time::Duration;
+
+use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
+use nyx5_proto::json::obj;
+use nyx5_proto::{Object, Value};
+
+use super::conn::{Handler, Limits};
+use super::server::run;
+
+/// Answers `{ok, method, path, body}` (the body as text).
+struct Echo;
+
+impl Handler for Echo {
+    async fn handle(&self, req: HouseRequest) -> HouseResponse {
+        let body = String::from_utf8_lossy(&req.body).into_owned();
+        let v = obj([
+            ("ok", Value::Bool(true)),
+            ("method", req.method.as_str().into()),
+            ("path", req.path.as_str().into()),
+            ("body", body.into()),
+        ]);
+        HouseResponse::json(200, &Value::Object(v))
+    }
+}
+
+/// A server on a loopback port, run on its own thread; stopped when dropped.
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(limits: Limits) -> Server {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&runtime, async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                run(Rc::new(Echo), listener, limits, stopped).await.ok();
+            });
+        });
+        Server { addr, stop: Some(stop), thread: Some(thread) }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One answer read from `s`: status, head (lower case) and body, by its content-length.
+fn answer(s: &mut TcpStream) -> (u16, String, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).unwrap();
+        assert_eq!(n, 1, "the connection closed before an answer; got {:?}", String::from_utf8_lossy(&got));
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).unwrap().to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let len: usize =
+        head.lines().find_map(|l| l.strip_prefix("content-length: ")).map(|v| v.trim().parse().unwrap()).unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (status, head, body)
+}
+
+/// The JSON error shape: `{ok: false, code, error, reason}` with `code` the status.
+fn json_error(a: &(u16, String, Vec<u8>), status: u16, slug: &str) -> Object {
+    assert_eq!(a.0, status, "{:?}", String::from_utf8_lossy(&a.2));
+    assert!(a.1.contains("content-type: application/json"), "{}", a.1);
+    let o = Value::parse(&a.2, 1 << 20).unwrap().as_object().unwrap().clone();
+    assert_eq!(o.get("ok"), Some(&Value::Bool(false)));
+    assert_eq!(o.get("code"), Some(&Value::from(i64::from(status))));
+    assert_eq!(o.get("error"), Some(&Value::from(slug)));
+    assert!(o.get("reason").and_then(Value::as_str).is_some_and(|r| !r.is_empty()));
+    o
+}
+
+/// The server closed `s`: a read ends (nothing more, or a reset), never waits forever.
+fn assert_closed(s: &mut TcpStream) {
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => assert!(rest.is_empty(), "more after the answer: {:?}", String::from_utf8_lossy(&rest)),
+        Err(e) => {
+            assert!(!matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "still open")
+        }
+    }
+}
+
+/// Sends `bytes` on a new connection and reads one answer.
+fn exchange(server: &Server, bytes: &[u8]) -> ((u16, String, Vec<u8>), TcpStream) {
+    let mut s = server.connect();
+    s.write_all(bytes).unwrap();
+    (answer(&mut s), s)
+}
+
+#[test]
+fn what_is_not_http_gets_the_json_error_shape_and_the_connection_closes() {
+    let server = Server::start(Limits::default());
+    let many: String = (0..100).map(|i| format!("x-{i}: y\r\n")).collect();
+    let long = format!("GET / HTTP/1.1\r\nhost: a\r\nx-long: {}\r\n\r\n", "y".repeat(40 * 1024));
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"HELLO THERE\r\n\r\n".to_vec(), 400, "malformed"),
+        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n".to_vec(), 400, "malformed"),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 400, "malformed"),
+        (b"GET / HTTP/1.1\r\n\r\n".to_vec(), 400, "malformed"),
+        (b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: ten\r\n\r\n".to_vec(), 400, "malformed"),
+        (
+            b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n".to_vec(),
+            400,
+            "malformed",
+        ),
+        (b"POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_vec(), 400, "malformed"),
+        (b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 99999999\r\n\r\n".to_vec(), 413, "too_large"),
+        (format!("GET / HTTP/1.1\r\nhost: a\r\n{many}\r\n").into_bytes(), 431, "headers_too_large"),
+        (long.into_bytes(), 431, "headers_too_large"),
+    ];
+    for (bytes, status, slug) in cases {
+        let (a, mut s) = exchange(&server, &bytes);
+        json_error(&a, status, slug);
+        assert!(a.1.contains("connection: close"), "{}", a.1);
+        assert_closed(&mut s);
+    }
+    // A chunked body over the limit is 413 too, as soon as its size says so.
+    let limits = Limits { max_body_bytes: 16, ..Limits::default() };
+    let small = Server::start(limits);
+    let (a, _) = exchange(&small, b"POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n11\r\n");
+    json_error(&a, 413, "too_large");
+}
+
+#[test]
+fn requests_are_served_one_after_another_pipelined_chunked_or_after_100_continue() {
+    let server = Server::start(Limits::default());
+    let mut s = server.connect();
+    // Two requests in one write: two answers, in order, on the same connection.
+    s.write_all(b"POST /one HTTP/1.1\r\nhost: a\r\ncontent-length: 3\r\n\r\nabcGET /two HTTP/1.1\r\nhost: a\r\n\r\n")
+        .unwrap();
+    for (path, body) in [("/one", "abc"), ("/two", "")] {
+        let (status, head, b) = answer(&mut s);
+        assert_eq!(status, 200);
+        assert!(!head.contains("connection: close"), "{head}");
+        assert!(head.contains("\r\ndate: ") && head.contains(" gmt\r\n"), "{head}");
+        let o = Value::parse(&b, 1 << 20).unwrap();
+        let o = o.as_object().unwrap();
+        assert_eq!(o.get("path"), Some(&Value::from(path)));
+        assert_eq!(o.get("body"), Some(&Value::from(body)));
+    }
+    // A chunked body, cut anywhere.
+    let chunked =
+        b"POST /c HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n";
+    for part in chunked.chunks(7) {
+        s.write_all(part).unwrap();
+        s.flush().unwrap();
+    }
+    let (status, _, b) = answer(&mut s);
+    assert_eq!(status, 200);
+    assert_eq!(Value::parse(&b, 1 << 20).unwrap().as_object().unwrap().get("body"), Some(&Value::from("abcde")));
+    // Expect: 100-continue: the body is asked for before it is sent.
+    s.write_all(b"PUT /e HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\ncontent-length: 2\r\n\r\n").unwrap();
+    let mut cont = [0u8; 25];
+    s.read_exact(&mut cont).unwrap();
+    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"ok").unwrap();
+    assert_eq!(answer(&mut s).0, 200);
+    // HEAD gets the head alone; `connection: close` is honoured.
+    s.write_all(b"HEAD /h HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n").unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    let text = String::from_utf8(rest).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n") && text.ends_with("\r\n\r\n"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
+}
+
+#[test]
+fn a_slow_head_or_body_is_408_and_closed_and_an_idle_connection_is_closed_quietly() {
+    let limits = Limits {
+        header_timeout: Duration::from_millis(200),
+        idle_timeout: Duration::from_millis(200),
+        body_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let server = Server::start(limits);
+    // Half a head, then nothing.
+    let (a, mut s) = exchange(&server, b"GET / HTTP/1.1\r\nhost: a\r\nx-slow: ");
+    let o = json_error(&a, 408, "timeout");
+    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("head"));
+    assert_closed(&mut s);
+    // A head, then half its body.
+    let (a, mut s) = exchange(&server, b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 10\r\n\r\nabc");
+    let o = json_error(&a, 408, "timeout");
+    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("body"));
+    assert_closed(&mut s);
+    // A connection that says nothing at all is closed without a word.
+    let mut s = server.connect();
+    assert_closed(&mut s);
+    // After an answer, an idle connection is closed without a word too.
+    let (a, mut s) = exchange(&server, b"GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+    assert_eq!(a.0, 200);
+    assert_closed(&mut s);
+}
+
+/// Opens connections until the server has counted `n` of them: each answers a request, so it is
+/// counted (and kept open) before the next one is made.
+fn hold(server: &Server, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let (a, s) = exchange(server, b"GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+            assert_eq!(a.0, 200);
+            s
+        })
+        .collect()
+}
+
+/// A new connection is served again once one of the held ones closed (the server notices the
+/// close in its own time, so this tries a few times).
+fn served_again(server: &Server) {
+    for _ in 0..200 {
+        let (a, _) = exchange(server, b"GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+        if a.0 == 200 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("never served again after a connection closed");
+}
+
+#[test]
+fn connections_are_capped_per_address_and_in_all() {
+    let server = Server::start(Limits { max_per_ip: 2, ..Limits::default() });
+    let mut held = hold(&server, 2);
+    let (a, mut s) = exchange(&server, b"");
+    let o = json_error(&a, 429, "rate_limited");
+    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("at most 2"));
+    assert_closed(&mut s);
+    drop(held.pop());
+    served_again(&server);
+    drop(held);
+
+    let server = Server::start(Limits { max_connections: 3, max_per_ip: 0, ..Limits::default() });
+    let mut held = hold(&server, 3);
+    let (a, mut s) = exchange(&server, b"");
+    json_error(&a, 503, "unavailable");
+    assert_closed(&mut s);
+    drop(held.pop());
+    served_again(&server);
+}
