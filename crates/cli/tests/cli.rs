@@ -299,6 +299,10 @@ fn verify_envelopes_and_tampering() {
     let t = trio("verify");
     let out = nyx5(&["verify", "--key", &t.alice.sig], t.sealed.as_bytes()).ok();
     assert_eq!(out, "{\"member\":\"signature\",\"ok\":true}\n");
+    // A named member must be there; one that is there is the one checked.
+    nyx5(&["verify", "--key", &t.alice.sig, "--member", "signature"], t.sealed.as_bytes()).ok();
+    let err = nyx5(&["verify", "--key", &t.alice.sig, "--member", "certification"], t.sealed.as_bytes()).fails(2);
+    assert!(err.contains("has no `certification`"), "{err}");
     // Named, the kind must be the one it was signed as: an envelope's signature is no card's.
     nyx5(&["verify", "--key", &t.alice.sig, "--kind", "envelope"], t.sealed.as_bytes()).ok();
     let err = nyx5(&["verify", "--key", &t.alice.sig, "--kind", "domain-card"], t.sealed.as_bytes()).fails(1);

@@ -526,6 +526,43 @@ mod tests {
     }
 
     #[test]
+    fn only_a_house_that_cannot_be_reached_leaves_mail_unchecked() {
+        let now = Timestamp(1_800_000_000_000);
+        let domain_key = SigningKey::from_seed([40; 32]);
+        let house = HouseB::serving(&domain_card(&domain_key, Timestamp(now.millis() - 1000)));
+        let me = AgentEntry::new(
+            Address::parse("bo@b.test").unwrap(),
+            "http://b".into(),
+            KeyFile::generate(&mut |b: &mut [u8]| b.fill(3)),
+        );
+        let signed = |from: &str| {
+            let content = Content::new("text/plain", "hi".into());
+            Draft::new("n1".into(), Address::parse(from).unwrap(), vec![me.address.clone()], now, content)
+                .build()
+                .unwrap()
+                .sign(&domain_key)
+                .unwrap()
+        };
+        let trust = |net: &dyn Transport, anchor: SigningKey, from: &str| {
+            let mut hosts = BTreeMap::new();
+            let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(anchor.public()) };
+            hosts.insert("b.test".to_owned(), entry);
+            let setup =
+                Setup { net, hosts: &hosts, doh: None, own: None, profile: None, repin: false, fresh: true, now };
+            let m = open_item(&Resolver::new(setup), &me, &item(&signed(from)));
+            m.as_object().unwrap().get("trust").and_then(Value::as_str).unwrap().to_owned()
+        };
+        let stranger = SigningKey::from_seed([41; 32]);
+        for from in ["postmaster@b.test", "alice@b.test"] {
+            assert_eq!(trust(&Offline, domain_key.clone(), from), "unchecked", "{from}: its house is down");
+            // The house answers, but its card is not the one the hosts file pins: a refusal.
+            assert_eq!(trust(&house, stranger.clone(), from), "invalid", "{from}: a card that does not verify");
+        }
+        // The house answers that alice has no card: a refusal, not an outage.
+        assert_eq!(trust(&house, domain_key.clone(), "alice@b.test"), "invalid");
+    }
+
+    #[test]
     fn unsigned_mail_is_unverified_and_never_shown_as_signed() {
         let hosts = BTreeMap::new();
         let res = Resolver::new(Setup {
