@@ -7,10 +7,10 @@
 -- been dropped (the row stays: its id is still a duplicate).
 ALTER TABLE mailbox ADD COLUMN bytes INTEGER CHECK (bytes IS NULL OR bytes >= 0);
 UPDATE mailbox SET bytes = length(CAST(envelope AS BLOB)) WHERE acked_at IS NULL;
--- The page of pending envelopes, with their sizes, read from the index alone: the text of an
--- envelope is loaded only once it is in the page.
+-- The page of pending envelopes, with their sizes, read from the index alone (`acked_at` too, so
+-- SQLite sees it covers the query): the text of an envelope is loaded only once it is in the page.
 DROP INDEX mailbox_pending;
-CREATE INDEX mailbox_pending ON mailbox (local, seq, bytes) WHERE acked_at IS NULL;
+CREATE INDEX mailbox_pending ON mailbox (local, seq, bytes, acked_at) WHERE acked_at IS NULL;
 -- Acknowledged envelopes whose body is still kept, oldest acknowledgement first.
 CREATE INDEX mailbox_acked ON mailbox (acked_at) WHERE acked_at IS NOT NULL AND bytes IS NOT 0;
 

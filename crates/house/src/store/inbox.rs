@@ -26,9 +26,9 @@ pub struct PageBounds {
 /// The next unacknowledged envelopes after `after`, oldest first: at most `limit`, and no more
 /// than fit in `bytes` (but at least one). Each row has `seq`, `envelope`, `received_at`, and
 /// `candidates`, how many envelopes (up to `limit`) were waiting after `after`: fewer rows than
-/// that means the bytes cut the page short. The sizes and the cut come from the partial index
-/// `mailbox_pending (local, seq, bytes)` alone; an envelope's text is read only once it is in the
-/// page, so a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes.
+/// that means the bytes cut the page short. The sizes and the cut come from the covering partial
+/// index `mailbox_pending (local, seq, bytes, acked_at)` alone; an envelope's text is read only
+/// once it is in the page, so a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes.
 pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>, Error> {
     query(
         db,
