@@ -65,12 +65,13 @@ pub struct Held {
 pub fn quota_full(local: &str, held: Held, size: i64, quota: store::mailbox::Quota) -> Option<Error> {
     let over_count = held.envelopes.saturating_add(1) > quota.max_envelopes;
     let over_bytes = held.bytes.saturating_add(size) > quota.max_bytes;
+    // What the mailbox holds is its agent's business: the reason names the quota, not the count.
     (over_count || over_bytes).then(|| {
         Error::new(
             ErrorKind::RateLimited,
             format!(
-                "the mailbox of {local} is full ({} envelopes, {} bytes waiting; at most {} and {}), try again later",
-                held.envelopes, held.bytes, quota.max_envelopes, quota.max_bytes
+                "the mailbox of {local} is full (at most {} envelopes and {} bytes waiting); try again later",
+                quota.max_envelopes, quota.max_bytes
             ),
         )
     })
