@@ -102,6 +102,8 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     // Parsing a large HTML message can pass the Free plan's 10 ms of CPU; 256 KiB stays well inside.
     c.email_max_bytes = usize::try_from(amount("NYX5_EMAIL_MAX_BYTES", 256 * 1024, limits::MAX_ENVELOPE_BYTES as i64)?)
         .unwrap_or(256 * 1024);
+    // Mailbox quotas and rates (`NYX5_MAILBOX_MAX_ENVELOPES`, … : nyx5_house::config::LIMIT_SETTINGS).
+    c.read_limits(|name| read(env, name)).map_err(|e| invalid("limits", e.reason))?;
     c.index_enabled = switch("NYX5_INDEX", false)?;
     c.welcome = amount("NYX5_WELCOME", 0, nyx5_proto::limits::MAX_AMOUNT)?;
     c.fee_bps = amount("NYX5_FEE_BPS", 1_000, nyx5_proto::limits::BPS_WHOLE)?;

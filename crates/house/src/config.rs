@@ -121,6 +121,23 @@ pub fn parse_authserv_ids(text: &str) -> Result<Vec<String>, Error> {
     Ok(out)
 }
 
+/// Envelopes one agent may send per minute by default (`POST /outbound`).
+pub const OUTBOUND_PER_AGENT_PER_MINUTE: i64 = 60;
+/// The most envelopes a mailbox holds unacknowledged by default.
+pub const MAILBOX_MAX_ENVELOPES: i64 = 10_000;
+/// The most bytes of envelopes a mailbox holds unacknowledged by default: 256 MiB.
+pub const MAILBOX_MAX_BYTES: i64 = 256 * 1024 * 1024;
+
+/// The limits an operator sets by name (Worker vars; the environment of `nyx5 serve`), each with
+/// its least and most value.
+pub const LIMIT_SETTINGS: &[(&str, i64, i64)] = &[
+    ("NYX5_MAILBOX_MAX_ENVELOPES", 0, 10_000_000),
+    ("NYX5_MAILBOX_MAX_BYTES", 0, 1 << 40),
+    ("NYX5_OUTBOUND_PER_MINUTE", 1, 1_000_000),
+    ("NYX5_OPEN_REGISTRATIONS_PER_MINUTE", 1, 1_000_000),
+    ("NYX5_INBOUND_PER_DOMAIN_PER_MINUTE", 1, 1_000_000),
+];
+
 /// Retry schedule for deliveries (spec §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
@@ -173,6 +190,12 @@ pub struct Config {
     pub email_authserv_ids: Vec<String>,
     /// Emails one agent may queue per minute through the bridge (`POST /email/out`).
     pub email_out_per_agent_per_minute: i64,
+    /// Envelopes one agent may hand to `POST /outbound` per minute.
+    pub outbound_per_agent_per_minute: i64,
+    /// The most envelopes (and their bytes) one mailbox holds unacknowledged; past either, a
+    /// recipient is refused with 429 until its agent acknowledges some (`mailbox::quota_full`).
+    pub mailbox_max_envelopes: i64,
+    pub mailbox_max_bytes: i64,
     pub hosts: BTreeMap<String, HostEntry>,
     /// A DNS-over-HTTPS JSON endpoint (`…/dns-query`), for `_nyx5.<domain>` TXT lookups.
     pub doh_url: Option<String>,
@@ -223,6 +246,9 @@ impl Config {
             inbound_per_domain_per_minute: 120,
             email_per_sender_per_minute: crate::email::EMAIL_PER_SENDER_PER_MINUTE,
             email_out_per_agent_per_minute: crate::email::EMAIL_OUT_PER_AGENT_PER_MINUTE,
+            outbound_per_agent_per_minute: OUTBOUND_PER_AGENT_PER_MINUTE,
+            mailbox_max_envelopes: MAILBOX_MAX_ENVELOPES,
+            mailbox_max_bytes: MAILBOX_MAX_BYTES,
             email_authserv_ids: Vec::new(),
             hosts: BTreeMap::new(),
             doh_url: None,
@@ -251,6 +277,33 @@ impl Config {
         crate::outbound::Policy::new(urls, self.allow_private_network, self.allow_http)
     }
 
+    /// A mailbox's quota, as the store counts it.
+    pub fn quota(&self) -> crate::store::mailbox::Quota {
+        crate::store::mailbox::Quota { max_envelopes: self.mailbox_max_envelopes, max_bytes: self.mailbox_max_bytes }
+    }
+
+    /// Reads the operator's limits by their names ([`LIMIT_SETTINGS`]) through `get` (Worker
+    /// vars, or the environment of `nyx5 serve`); unset or empty keeps the default. Each must be
+    /// a whole number from 0 (1 for rates) to its most.
+    pub fn read_limits(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), Error> {
+        for (name, min, max) in LIMIT_SETTINGS {
+            let Some(text) = get(name).filter(|t| !t.trim().is_empty()) else { continue };
+            let n = text.trim().parse::<i64>().ok().filter(|n| (*min..=*max).contains(n)).ok_or_else(|| {
+                Error::malformed(format!("{name} must be a whole number from {min} to {max}, not {text:?}"))
+            })?;
+            let slot = match *name {
+                "NYX5_MAILBOX_MAX_ENVELOPES" => &mut self.mailbox_max_envelopes,
+                "NYX5_MAILBOX_MAX_BYTES" => &mut self.mailbox_max_bytes,
+                "NYX5_OUTBOUND_PER_MINUTE" => &mut self.outbound_per_agent_per_minute,
+                "NYX5_OPEN_REGISTRATIONS_PER_MINUTE" => &mut self.open_registrations_per_minute,
+                "NYX5_INBOUND_PER_DOMAIN_PER_MINUTE" => &mut self.inbound_per_domain_per_minute,
+                _ => continue,
+            };
+            *slot = n;
+        }
+        Ok(())
+    }
+
     /// The host agents address this house by (what auth tokens are bound to).
     pub fn host(&self) -> String {
         let rest = self.public_url.split_once("://").map_or(self.public_url.as_str(), |(_, r)| r);
@@ -274,6 +327,20 @@ mod tests {
         assert!(parse_authserv_ids("\"mx\"").is_err());
         let many = (0..=MAX_EMAIL_AUTHSERV_IDS).map(|i| format!("mx{i}.test")).collect::<Vec<_>>().join(",");
         assert!(parse_authserv_ids(&many).is_err());
+    }
+
+    #[test]
+    fn operator_limits() {
+        let mut c = Config::new("a.test", "http://a", SigningKey::from_seed([1; 32]), Timestamp(0));
+        let set = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())
+        };
+        c.read_limits(set(&[("NYX5_MAILBOX_MAX_ENVELOPES", " 50 "), ("NYX5_OUTBOUND_PER_MINUTE", "")])).unwrap();
+        assert_eq!(c.mailbox_max_envelopes, 50);
+        assert_eq!(c.outbound_per_agent_per_minute, OUTBOUND_PER_AGENT_PER_MINUTE);
+        assert_eq!(c.mailbox_max_bytes, MAILBOX_MAX_BYTES);
+        assert!(c.read_limits(set(&[("NYX5_OUTBOUND_PER_MINUTE", "0")])).is_err());
+        assert!(c.read_limits(set(&[("NYX5_MAILBOX_MAX_BYTES", "lots")])).is_err());
     }
 
     #[test]

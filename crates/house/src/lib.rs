@@ -19,6 +19,7 @@ pub mod queue;
 pub mod resolver;
 mod router;
 pub mod routes;
+pub mod site;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;

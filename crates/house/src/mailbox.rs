@@ -1,9 +1,12 @@
 //! Accepting verified envelopes into this house's mailboxes (spec §7, §9), and the optional push.
 //!
 //! [`House::accept`] reads what it needs in one query (per recipient: card, whether it already
-//! holds the envelope, list hits, rate window), decides per recipient with [`policy::decide`], then
-//! writes one batch: a rate-window count (guarded by the `rate_cap` CHECK) and an
+//! holds the envelope, list hits, rate window, what the mailbox holds), decides per recipient with
+//! [`policy::decide`] and [`quota_full`], then writes one batch: a rate-window count (guarded by
+//! the `rate_cap` CHECK), the mailbox's usage (guarded by the `mailbox_quota` CHECK) and an
 //! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
+//! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
+//! rate window, and a block of a domain blocks its subdomains.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -43,8 +46,39 @@ pub fn push_body(house: &str, to: &Address, pushed: Timestamp, env: &Envelope) -
     out.push('}');
     out.into_bytes()
 }
-/// How many times accepting re-reads the rate windows after losing a race on `rate_cap`.
+/// How many times accepting re-reads the rate windows and usage after losing a race on
+/// `rate_cap` or `mailbox_quota`.
 pub const ACCEPT_ATTEMPTS: usize = 3;
+/// How long an acknowledged envelope keeps its body; then the tick drops it (the row, and so its
+/// id for duplicates, stays).
+pub const ACKED_BODY_KEEP_MS: i64 = 7 * 24 * 3_600_000;
+/// Most bodies one tick drops.
+pub const BODY_DROP_BATCH: i64 = 100;
+
+/// What a mailbox holds unacknowledged: envelopes and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    pub envelopes: i64,
+    pub bytes: i64,
+}
+
+/// Whether one more envelope of `size` bytes would pass `quota` for a mailbox holding `held`:
+/// the refusal to give that recipient, 429 (temporary, so the sending house keeps it queued
+/// and retries, as SMTP's 452 "mailbox full" does) until its agent acknowledges mail. Pure.
+pub fn quota_full(local: &str, held: Held, size: i64, quota: store::mailbox::Quota) -> Option<Error> {
+    let over_count = held.envelopes.saturating_add(1) > quota.max_envelopes;
+    let over_bytes = held.bytes.saturating_add(size) > quota.max_bytes;
+    // What the mailbox holds is its agent's business: the reason names the quota, not the count.
+    (over_count || over_bytes).then(|| {
+        Error::new(
+            ErrorKind::RateLimited,
+            format!(
+                "the mailbox of {local} is full (at most {} envelopes and {} bytes waiting); try again later",
+                quota.max_envelopes, quota.max_bytes
+            ),
+        )
+    })
+}
 
 /// What happened to one recipient.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,16 +95,16 @@ fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     Value::Array(items.into_iter().map(Value::from).collect()).canonical_string()
 }
 
-/// The rate window bucket for envelopes from `domain` to `local`: `inbound:<local>:<domain>`.
-fn bucket(local: &str, domain: &str) -> String {
-    format!("{BUCKET_PREFIX}{local}{}", bucket_suffix(domain))
+/// The rate window bucket for envelopes from `site` to `local`: `inbound:<local>:<site>`.
+fn bucket(local: &str, site: &str) -> String {
+    format!("{BUCKET_PREFIX}{local}{}", bucket_suffix(site))
 }
 
 const BUCKET_PREFIX: &str = "inbound:";
 
 /// What follows the local part in [`bucket`].
-fn bucket_suffix(domain: &str) -> String {
-    format!(":{domain}")
+fn bucket_suffix(site: &str) -> String {
+    format!(":{site}")
 }
 
 /// What receiving needs from a recipient's card: its inbox policy and when the card ends.
@@ -125,6 +159,7 @@ struct Recipient {
     blocked: bool,
     allowed: bool,
     rate_count: i64,
+    held: Held,
 }
 
 impl<D: Db, N: Net> House<D, N> {
@@ -172,19 +207,21 @@ impl<D: Db, N: Net> House<D, N> {
 
         let locals_json = json_list(locals.iter().copied());
         let cap = self.config.inbound_per_domain_per_minute;
+        let quota = self.config.quota();
         let window = now.millis() / 60_000;
-        let sender_domain = env.from().domain();
-        let entries = policy::sender_entries(env.from());
-        let facts = store::mailbox::inbound_facts(
-            &self.db,
-            &locals_json,
-            env.id(),
-            &entries,
-            BUCKET_PREFIX,
-            &bucket_suffix(sender_domain),
+        let sender_site = crate::site::site(env.from().domain());
+        let blocks = policy::block_entries(env.from());
+        let allows = policy::sender_entries(env.from());
+        let lookup = store::mailbox::Lookup {
+            locals: &locals_json,
+            envelope_id: env.id(),
+            blocks: &json_list(blocks.iter().map(String::as_str)),
+            allows: &json_list(allows.iter().map(String::as_str)),
+            bucket_prefix: BUCKET_PREFIX,
+            bucket_suffix: &bucket_suffix(sender_site),
             window,
-        )
-        .await?;
+        };
+        let facts = store::mailbox::inbound_facts(&self.db, &lookup).await?;
         let known: BTreeMap<String, Recipient> = facts
             .into_iter()
             .filter_map(|r| {
@@ -195,6 +232,10 @@ impl<D: Db, N: Net> House<D, N> {
                     blocked: r.int("blocked")? != 0,
                     allowed: r.int("allowed")? != 0,
                     rate_count: r.int("rate_count").unwrap_or(0),
+                    held: Held {
+                        envelopes: r.int("held_envelopes").unwrap_or(0),
+                        bytes: r.int("held_bytes").unwrap_or(0),
+                    },
                 };
                 Some((r.text("local")?.to_owned(), recipient))
             })
@@ -225,48 +266,75 @@ impl<D: Db, N: Net> House<D, N> {
         }
 
         let envelope_text = env.canonical_str();
-        let buckets: Vec<String> = candidates.iter().map(|(l, _, _)| bucket(l, sender_domain)).collect();
+        let size = i64::try_from(envelope_text.len()).unwrap_or(i64::MAX);
+        let buckets: Vec<String> = candidates.iter().map(|(l, _, _)| bucket(l, sender_site)).collect();
         let mut accepted = Vec::new();
+        let (mut lost_rate, mut lost_quota) = (false, false);
         for attempt in 0..ACCEPT_ATTEMPTS {
             let last = attempt + 1 == ACCEPT_ATTEMPTS;
-            // The first attempt counts with what the facts query read; after losing a race on
-            // `rate_cap`, the windows are read again.
-            let counts: Option<BTreeMap<String, i64>> = if attempt == 0 {
+            // The first attempt decides with what the facts query read; after losing a race on
+            // `rate_cap` or `mailbox_quota`, the windows and the usage are read again.
+            let fresh: Option<(BTreeMap<String, i64>, BTreeMap<String, Held>)> = if attempt == 0 {
                 None
             } else {
                 let rows =
                     store::mailbox::rate_counts(&self.db, &json_list(buckets.iter().map(String::as_str)), window)
                         .await?;
-                Some(rows.into_iter().filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?))).collect())
+                let counts =
+                    rows.into_iter().filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?))).collect();
+                let rows = store::mailbox::usage(&self.db, &locals_json).await?;
+                let usage = rows
+                    .into_iter()
+                    .filter_map(|r| {
+                        Some((
+                            r.text("local")?.to_owned(),
+                            Held { envelopes: r.int("envelopes")?, bytes: r.int("bytes")? },
+                        ))
+                    })
+                    .collect();
+                Some((counts, usage))
             };
             let mut stmts = Vec::new();
             let mut inserts = Vec::new();
             let mut refused = Vec::new();
             for ((local, policy, known), bucket) in candidates.iter().zip(&buckets) {
-                let rate_count = match &counts {
-                    None => known.rate_count,
-                    Some(counts) => counts.get(bucket).copied().unwrap_or(0),
+                let (rate_count, held) = match &fresh {
+                    None => (known.rate_count, known.held),
+                    Some((counts, usage)) => {
+                        (counts.get(bucket).copied().unwrap_or(0), usage.get(*local).copied().unwrap_or_default())
+                    }
                 };
+                // After losing the same race twice, whoever still needs a count (or room) is refused.
+                let held = if last && lost_quota { Held { envelopes: quota.max_envelopes, bytes: 0 } } else { held };
                 let facts = Facts {
                     blocked: known.blocked,
                     allowed: known.allowed,
-                    // After losing the race twice, whoever still needs a count is over the cap.
-                    rate_count: if last { cap } else { rate_count },
+                    rate_count: if last && lost_rate { cap } else { rate_count },
                     rate_cap: cap,
                 };
-                match policy::decide(policy, env, env.from(), &facts) {
+                let decision = match policy::decide(policy, env, env.from(), &facts) {
+                    Decision::Accept { counted } => match quota_full(local, held, size, quota) {
+                        Some(e) => Decision::Reject(e),
+                        None => Decision::Accept { counted },
+                    },
+                    refusal => refusal,
+                };
+                match decision {
                     Decision::Accept { counted } => {
                         if counted {
                             stmts.push(store::agents::count_in_window(bucket, window, cap));
                         }
-                        inserts.push((*local, stmts.len()));
-                        stmts.push(store::mailbox::insert(
+                        let [usage, insert] = store::mailbox::insert(
                             local,
                             env.id(),
                             env.from().as_str(),
                             envelope_text,
                             now.millis(),
-                        ));
+                            quota,
+                        );
+                        stmts.push(usage);
+                        inserts.push((*local, stmts.len()));
+                        stmts.push(insert);
                     }
                     Decision::Reject(e) => refused.push((*local, e)),
                 }
@@ -276,7 +344,14 @@ impl<D: Db, N: Net> House<D, N> {
             } else {
                 match self.db.batch(stmts).await {
                     Ok(c) => c,
-                    Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP && !last => continue,
+                    Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP && !last => {
+                        lost_rate = true;
+                        continue;
+                    }
+                    Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA && !last => {
+                        lost_quota = true;
+                        continue;
+                    }
                     Err(e) => return Err(port_error(e)),
                 }
             };

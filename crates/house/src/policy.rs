@@ -131,9 +131,17 @@ fn vouched(env: &Envelope) -> bool {
     env.object().get("extensions").and_then(Value::as_object).is_some_and(|e| e.contains_key(EXT_AVAL))
 }
 
-/// The list entries that match `sender`: its address and its domain.
+/// The allow-list entries that match `sender`: its address and its domain, exactly (an allow
+/// entry vouches for that name only).
 pub fn sender_entries(sender: &Address) -> [String; 2] {
     [sender.as_str().to_owned(), sender.domain().to_owned()]
+}
+
+/// The block-list entries that match `sender`: its address, its domain and every parent of the
+/// domain down to its site ([`crate::site::lineage`]), so a block of `evil.example` also holds
+/// mail from `x.evil.example` and any other name its owner mints. A public suffix never matches.
+pub fn block_entries(sender: &Address) -> Vec<String> {
+    std::iter::once(sender.as_str()).chain(crate::site::lineage(sender.domain())).map(str::to_owned).collect()
 }
 
 /// Normalizes a list entry as people type it: an address (`a@b`) or a domain (`b` or `@b`),
@@ -201,6 +209,17 @@ mod tests {
         assert_eq!(Policy::of(&obj([("policy", "pow".into())])), Policy::Pow { bits: DEFAULT_POW_BITS });
         assert_eq!(Policy::of(&obj([("policy", "pow".into()), ("pow_bits", 40.into())])), Policy::Pow { bits: 32 });
         assert_eq!(Policy::of(&obj([("policy", "pow".into()), ("pow_bits", 8.into())])), Policy::Pow { bits: 8 });
+    }
+
+    #[test]
+    fn blocks_reach_subdomains_down_to_the_site() {
+        let from = Address::parse("m@a.r1.evil.example").unwrap();
+        assert_eq!(
+            block_entries(&from),
+            ["m@a.r1.evil.example", "a.r1.evil.example", "r1.evil.example", "evil.example"]
+        );
+        assert_eq!(sender_entries(&from), ["m@a.r1.evil.example", "a.r1.evil.example"]);
+        assert_eq!(block_entries(&Address::parse("m@x.co.uk").unwrap()), ["m@x.co.uk", "x.co.uk"]);
     }
 
     #[test]

@@ -417,6 +417,7 @@ impl<D: Db, N: Net> House<D, N> {
         let now = self.now();
         let mut purge = crate::store::agents::purge(now.millis());
         purge.extend(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
+        purge.extend(crate::store::upkeep(now.millis()));
         purge.push(crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
         self.db.batch(purge).await.map_err(port_error)?;
         let rows = store::due(&self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;

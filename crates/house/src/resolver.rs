@@ -250,7 +250,24 @@ pub trait PinStore {
     async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error>;
     /// Caches a verified card.
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error>;
+    /// Whether the resolver may go and fetch `domain`, a name it holds no fresh card for, at
+    /// `now`: the house spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`] (429 past
+    /// them), so a stranger minting names under one site cannot make it fetch, verify and pin
+    /// without end. Any name goes by default (the client's profile).
+    async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
+        let _ = (domain, now);
+        Ok(())
+    }
 }
+
+/// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
+/// domains aside.
+pub const NEW_NAMES_PER_SITE_PER_MINUTE: i64 = 30;
+/// Most pins for the domains of one site: a party that mints names cannot make the house pin
+/// more than these (a house that needs more of one site anchors them in DNS, which pins nothing).
+pub const MAX_PINS_PER_SITE: i64 = 64;
+/// Most pins in all.
+pub const MAX_PINS: i64 = 100_000;
 
 /// The house's [`PinStore`]: the `pins` and `card_cache` tables.
 #[derive(Debug)]
@@ -264,15 +281,34 @@ impl<D: Db> PinStore for DbPins<'_, D> {
 
     async fn first_pin(&self, domain: &str, key: &SigPublic, c: CacheEntry<'_>) -> Result<bool, Error> {
         let kid = key.to_b64();
-        let changes = self
-            .0
-            .batch(vec![
-                store::resolver::insert_pin(domain, &kid, c.at),
-                store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &kid),
-            ])
-            .await
-            .map_err(port_error)?;
-        Ok(changes.first() == Some(&1))
+        let site = crate::site::site(domain);
+        let mut stmts = Vec::from(store::resolver::insert_pin(domain, site, &kid, c.at, MAX_PINS_PER_SITE, MAX_PINS));
+        stmts.push(store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &kid));
+        match self.0.batch(stmts).await {
+            Ok(changes) => Ok(changes.get(1) == Some(&1)),
+            Err(PortError::Constraint { name }) if name == store::constraint::GUARD => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "this house pins no more new domains of {site} (at most {MAX_PINS_PER_SITE} a site, \
+                     {MAX_PINS} in all); try again later"
+                ),
+            )),
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
+        let site = crate::site::site(domain);
+        let bucket = format!("resolve:{site}");
+        let cap = NEW_NAMES_PER_SITE_PER_MINUTE;
+        match self.0.batch(vec![store::resolver::count_new_name(domain, &bucket, now / 60_000, cap)]).await {
+            Ok(_) => Ok(()),
+            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Error::new(
+                ErrorKind::RateLimited,
+                format!("too many new names under {site} this minute (at most {cap}); try again shortly"),
+            )),
+            Err(e) => Err(port_error(e)),
+        }
     }
 
     async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, c: CacheEntry<'_>) -> Result<bool, Error> {
@@ -511,8 +547,13 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
     }
 
     /// Fetches and checks `domain`'s card against its anchor and pin (see the module's text).
+    /// A name the operator's hosts file does not give spends its site's budget first
+    /// ([`PinStore::admit`]).
     async fn fetch_domain(&self, domain: &str) -> Result<Resolved, Error> {
         let now = self.now.millis();
+        if !self.sources.hosts.contains_key(domain) {
+            self.store.admit(domain, now).await?;
+        }
         let located = self.locate(domain).await?;
         let what = format!("domain card of {domain}");
         let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await?;

@@ -191,7 +191,8 @@ pub(crate) fn follow(ctx: &Ctx, limit: Option<i64>, json: bool, interval: Durati
                 after = Some(after.map_or(seq, |a| a.max(seq)));
             }
         }
-        let full = limit.is_some_and(|l| list.len() as i64 >= l) || list.len() as i64 >= 50;
+        // A page is cut by count or by bytes; `next` says whether more may be waiting.
+        let full = v.as_object().and_then(|o| o.get("next")).is_some_and(|n| *n != Value::Null);
         if !full {
             std::thread::sleep(interval);
         }

@@ -33,7 +33,9 @@ type ServedHouse = House<SqliteDb, HttpNet>;
 /// On first start the house makes its domain key and, without --admin-token, an admin token,
 /// keeps both in the database and prints the token once. It prints
 /// `nyx5 serve: <domain> at <public url>` when it is ready, works the delivery queue every
-/// --tick-ms and right after each send, and stops cleanly on SIGINT or SIGTERM.
+/// --tick-ms and right after each send, and stops cleanly on SIGINT or SIGTERM. Quotas and rates
+/// come from the environment: NYX5_MAILBOX_MAX_ENVELOPES, NYX5_MAILBOX_MAX_BYTES,
+/// NYX5_OUTBOUND_PER_MINUTE, NYX5_OPEN_REGISTRATIONS_PER_MINUTE, NYX5_INBOUND_PER_DOMAIN_PER_MINUTE.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The mail domain: agents here are `name@DOMAIN`.
@@ -262,6 +264,8 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.allow_private_network = args.allow_private_network;
         config.require_relay = args.require_relay;
         config.allow_http = args.allow_private_network;
+        // Quotas and rates, named as on the Worker (nyx5_house::config::LIMIT_SETTINGS).
+        config.read_limits(|name| std::env::var(name).ok()).map_err(|e| Failure::usage(e.reason.to_string()))?;
         let net = HttpNet::new(config.outbound_policy());
         let house = House::new(config, db, net, Box::new(SystemClock), Box::new(OsRandom))
             .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;

@@ -7,9 +7,10 @@
 //! message holds the id, whatever else holds now; 409 when something else does), blocklist (403,
 //! on anything the email claims), the recipient's policy (an `open` mailbox takes email from
 //! anyone, any other policy only from authenticated senders on its allowlist: 403), the rate
-//! (429; per authenticated From domain, else one bucket for all unauthenticated mail to the
-//! mailbox), then one batch: the rate count (guarded by the `rate_cap` CHECK) and the unsigned
-//! envelope. A recipient with a webhook gets the new envelope pushed, as for signed mail.
+//! (429; per authenticated From site, else one bucket for all unauthenticated mail to the
+//! mailbox), the mailbox's quota (429, temporary: the MTA keeps the mail queued), then one batch:
+//! the rate count (guarded by the `rate_cap` CHECK), the mailbox's usage (guarded by the
+//! `mailbox_quota` CHECK) and the unsigned envelope. A recipient with a webhook gets the new envelope pushed, as for signed mail.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Value};
@@ -43,12 +44,14 @@ pub struct Standing {
     /// The From domain a trusted receiver's DMARC pass vouches for; None: unauthenticated.
     pub authenticated_domain: Option<String>,
     /// What the block list is matched against: every address the email claims (From, the SMTP
-    /// envelope sender) and their domains. Blocking on a claim only ever refuses more.
+    /// envelope sender), their domains and the domains' parents down to their sites (a block of
+    /// `evil.example` holds `x.evil.example` too). Blocking on a claim only ever refuses more.
     pub claimed: Vec<String>,
     /// What the allow list is matched against: the From address and its domain when
     /// authenticated, else nothing (a From anyone can write exempts no one).
     pub authenticated: Vec<String>,
-    /// The rate window it counts in: `email:<local>:domain:<authenticated domain>`, or
+    /// The rate window it counts in: `email:<local>:domain:<site of the authenticated domain>`
+    /// (every subdomain of one site shares it), or
     /// `email:<local>:unverified`, shared by all unauthenticated mail to the mailbox, since every
     /// other name for the sender (From, the SMTP sender) is the sender's free choice.
     pub bucket: String,
@@ -58,24 +61,30 @@ pub struct Standing {
 pub fn standing(local: &str, parsed: &Parsed, envelope_from: Option<&str>, trusted: &[String]) -> Standing {
     let authenticated_domain = parsed.authenticated_domain(trusted);
     let from = parsed.from.as_ref().and_then(|m| m.address.clone());
-    let claimed = entries(from.iter().cloned().chain(envelope_from.and_then(parse::mail_address)));
+    let claimed = entries(from.iter().cloned().chain(envelope_from.and_then(parse::mail_address)), true);
     let authenticated = match &authenticated_domain {
-        Some(_) => entries(from),
+        Some(_) => entries(from, false),
         None => Vec::new(),
     };
     let bucket = match &authenticated_domain {
-        Some(domain) => format!("email:{local}:domain:{domain}"),
+        Some(domain) => format!("email:{local}:domain:{}", crate::site::site(domain)),
         None => format!("email:{local}:unverified"),
     };
     Standing { authenticated_domain, claimed, authenticated, bucket }
 }
 
-/// The list entries addresses match: each address and its domain, once.
-fn entries(addresses: impl IntoIterator<Item = String>) -> Vec<String> {
+/// The list entries addresses match: each address and its domain, once; with `parents`, the
+/// domain's parents down to its site as well (what a block list matches).
+fn entries(addresses: impl IntoIterator<Item = String>, parents: bool) -> Vec<String> {
     let mut list: Vec<String> = Vec::new();
     for a in addresses {
         let domain = a.rsplit_once('@').map(|(_, d)| d.to_owned());
-        for e in std::iter::once(a).chain(domain) {
+        let domains: Vec<String> = match &domain {
+            Some(d) if parents => crate::site::lineage(d).into_iter().map(str::to_owned).collect(),
+            Some(d) => vec![d.clone()],
+            None => Vec::new(),
+        };
+        for e in std::iter::once(a).chain(domains) {
             if !list.contains(&e) {
                 list.push(e);
             }
@@ -194,16 +203,38 @@ impl<D: Db, N: Net> House<D, N> {
         let arrival = Arrival { gateway: &gateway, to: &to, envelope_from, authenticated_domain, now };
         let env = parsed.envelope(id.clone(), &arrival)?;
         env.check_size(max)?;
-        let mut stmts = Vec::with_capacity(2);
+        let quota = self.config.quota();
+        let held = crate::mailbox::Held {
+            envelopes: facts.int("held_envelopes").unwrap_or(0),
+            bytes: facts.int("held_bytes").unwrap_or(0),
+        };
+        let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
+        if let Some(full) = crate::mailbox::quota_full(to.local(), held, size, quota) {
+            return Err(full);
+        }
+        let mut stmts = Vec::with_capacity(3);
         if !allowed {
             stmts.push(store::agents::count_in_window(&standing.bucket, window, cap));
         }
         // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
-        stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis()));
+        stmts.extend(store::mailbox::insert(
+            to.local(),
+            &id,
+            gateway.as_str(),
+            env.canonical_str(),
+            now.millis(),
+            quota,
+        ));
         let changes = match self.db.batch(stmts).await {
             Ok(c) => c,
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {
                 return Err(rate_limited(authenticated_domain));
+            }
+            // Filled meanwhile: as full as if it had been when read.
+            Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {
+                let full = crate::mailbox::Held { envelopes: quota.max_envelopes, bytes: 0 };
+                return Err(crate::mailbox::quota_full(to.local(), full, size, quota)
+                    .unwrap_or_else(|| Error::new(ErrorKind::RateLimited, "the mailbox is full, try again later")));
             }
             Err(e) => return Err(port_error(e)),
         };

@@ -404,11 +404,14 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let mut stmts = Vec::new();
     match &via {
         Via::Invite(code) => stmts.extend(store::use_invitation(code, now.millis())),
-        Via::Open => stmts.push(store::count_in_window(
-            "register",
-            now.millis() / 60_000,
-            house.config.open_registrations_per_minute,
-        )),
+        // The house's minute, and the client's share of it: one client cannot take it all.
+        Via::Open => {
+            let (window, cap) = (now.millis() / 60_000, house.config.open_registrations_per_minute);
+            if let Some(client) = client(req) {
+                stmts.push(store::count_in_window(&format!("register:client:{client}"), window, client_share(cap)));
+            }
+            stmts.push(store::count_in_window("register", window, cap));
+        }
         // Any agent may enrol subagents in any mode: as many a minute per parent as the house
         // takes open registrations.
         Via::Delegation => stmts.push(store::count_in_window(
@@ -429,6 +432,32 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
     let status = if stored.is_some() { 200 } else { 201 };
     Ok(Response::json(status, &ok_body([("card", card.to_value()), ("registered_via", via_text.into())])))
+}
+
+/// The header that names the client's address: Cloudflare sets it on every request a Worker
+/// gets, and a client cannot set it itself.
+pub const CLIENT_HEADER: &str = "cf-connecting-ip";
+
+/// The client a request comes from, for its share of open registration: the address in
+/// [`CLIENT_HEADER`], an IPv6 one as its /64 (what one subscriber is given, so rotating
+/// addresses inside it changes nothing). `None` without the header (`nyx5 serve` behind a proxy
+/// has no address it can trust): then only the house's own minute applies.
+pub fn client(req: &Request) -> Option<String> {
+    let text = req.header(CLIENT_HEADER)?.trim();
+    match text.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => Some(ip.to_string()),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            let [a, b, c, d, ..] = ip.segments();
+            Some(format!("{a:x}:{b:x}:{c:x}:{d:x}::/64"))
+        }
+        Err(_) if !text.is_empty() => Some(text.chars().take(64).collect()),
+        Err(_) => None,
+    }
+}
+
+/// One client's share of the house's open registrations per minute: a fifth, at least one.
+pub fn client_share(per_minute: i64) -> i64 {
+    (per_minute / 5).max(1)
 }
 
 /// What a constraint that failed a registration's batch means to the client. An update's batch

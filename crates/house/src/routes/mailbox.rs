@@ -2,7 +2,7 @@
 
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, Timestamp, Value, address::check_id, limits};
+use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -13,10 +13,26 @@ use crate::{House, ok_body, port_error};
 /// Mailbox page size: default and most.
 pub const PAGE_DEFAULT: i64 = 50;
 pub const PAGE_MAX: i64 = 200;
+/// The most bytes one page's answer holds, unless its first envelope alone is larger: about
+/// 2 MiB, so a mailbox of 1 MiB envelopes is read one or two at a time within a Worker's memory
+/// and CPU, and any client reading answers of twice the envelope limit reads every page.
+pub const PAGE_MAX_BYTES: usize = 2 * 1024 * 1024;
 /// Most ids one ack may carry.
 pub const ACK_MAX: usize = 500;
 
-/// GET /mailbox/:local?after=<seq>&limit=<n> — the owner's pending envelopes, oldest first.
+/// What wraps a page: `{"envelopes":[`, `],"next":<seq>,"ok":true}`.
+const PAGE_FRAME_BYTES: usize = 64;
+/// What wraps one envelope in a page, at most: `{"envelope":`, `,"received":"<time>","seq":<seq>},`.
+const ITEM_FRAME_BYTES: usize = 96;
+/// The size assumed for an envelope whose size the mailbox did not record (the house's own
+/// notices, which are small): enough for the largest one.
+const UNRECORDED_BYTES: i64 = 64 * 1024;
+
+/// GET /mailbox/:local?after=<seq>&limit=<n> — the owner's pending envelopes, oldest first, at
+/// most `limit` and [`PAGE_MAX_BYTES`] (but always the first one waiting). The answer is written
+/// around the stored canonical text of each envelope, never parsed and written again, in the
+/// canonical form `Response::json` would give: `{"envelopes":[{"envelope":…,"received":…,
+/// "seq":…}],"next":<seq>|null,"ok":true}`. `next` is the last `seq` when more may follow.
 pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
     house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
     let number = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
@@ -29,21 +45,67 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     };
     let after = number("after", 0, i64::MAX)?;
     let limit = number("limit", PAGE_DEFAULT, PAGE_MAX)?;
-    let rows = inbox::page(&house.db, local, after, limit).await?;
-    let mut items = Vec::with_capacity(rows.len());
-    let mut last = None;
+    let budget = PAGE_MAX_BYTES - PAGE_FRAME_BYTES;
+    let bounds = inbox::PageBounds {
+        after,
+        limit,
+        bytes: budget as i64,
+        overhead: ITEM_FRAME_BYTES as i64,
+        unrecorded: UNRECORDED_BYTES,
+    };
+    let rows = if limit == 0 { Vec::new() } else { inbox::page(&house.db, local, bounds).await? };
+    let candidates = rows.first().and_then(|r| r.int("candidates")).unwrap_or(0);
+    let mut items =
+        String::with_capacity(rows.iter().map(|r| r.text("envelope").map_or(0, str::len)).sum::<usize>() + 128);
+    let (mut taken, mut last) = (0_i64, None);
     for r in &rows {
-        let envelope = Value::parse(r.text("envelope").unwrap_or_default().as_bytes(), limits::MAX_ENVELOPE_BYTES)?;
+        let text = r.text("envelope").unwrap_or_default();
         let seq = r.int("seq").unwrap_or(0);
+        let item = item(text, seq, r.int("received_at").unwrap_or(0))?;
+        // The store cut the page by recorded sizes; this holds it to the budget exactly.
+        if taken > 0 && items.len() + item.len() + 1 > budget {
+            break;
+        }
+        if taken > 0 {
+            items.push(',');
+        }
+        items.push_str(&item);
+        taken += 1;
         last = Some(seq);
-        items.push(Value::Object(nyx5_proto::json::obj([
-            ("seq", seq.into()),
-            ("received", Timestamp(r.int("received_at").unwrap_or(0)).to_rfc3339().into()),
-            ("envelope", envelope),
-        ])));
     }
-    let next = if rows.len() as i64 == limit { last } else { None };
-    Ok(Response::json(200, &ok_body([("envelopes", Value::Array(items)), ("next", next.into())])))
+    let more = taken > 0 && (taken < candidates || candidates == limit);
+    let next = if more { last } else { None };
+    let mut body = String::with_capacity(items.len() + PAGE_FRAME_BYTES);
+    body.push_str("{\"envelopes\":[");
+    body.push_str(&items);
+    body.push_str("],\"next\":");
+    body.push_str(&next.map_or_else(|| "null".to_owned(), |n| n.to_string()));
+    body.push_str(",\"ok\":true}");
+    Ok(Response { status: 200, content_type: "application/json", body: body.into_bytes(), kick: false })
+}
+
+/// One page item, `{"envelope":<stored text>,"received":"<time>","seq":<seq>}`. The stored text
+/// is the canonical JSON the house wrote when it accepted the envelope; anything else there (a
+/// row written by hand) is read and written again, and what does not read is our fault.
+fn item(stored: &str, seq: i64, received: i64) -> Result<String, Error> {
+    let rewritten;
+    let envelope = if stored.starts_with('{') && stored.ends_with('}') {
+        stored
+    } else {
+        rewritten = Value::parse(stored.as_bytes(), limits::MAX_ENVELOPE_BYTES)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("mailbox row {seq}: {}", e.reason)))?
+            .canonical_string();
+        &rewritten
+    };
+    let mut out = String::with_capacity(envelope.len() + ITEM_FRAME_BYTES);
+    out.push_str("{\"envelope\":");
+    out.push_str(envelope);
+    out.push_str(",\"received\":");
+    nyx5_proto::json::write_string(&Timestamp(received).to_rfc3339(), &mut out);
+    out.push_str(",\"seq\":");
+    out.push_str(&seq.to_string());
+    out.push('}');
+    Ok(out)
 }
 
 /// POST /mailbox/:local/ack `{"ids": [...]}` — idempotent; answers how many were newly acked.
@@ -54,14 +116,14 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     if ids.is_empty() || ids.len() > ACK_MAX {
         return Err(Error::malformed(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));
     }
-    let now = house.now().millis();
-    let mut stmts = Vec::with_capacity(ids.len());
+    let mut distinct = std::collections::BTreeSet::new();
     for id in ids {
         let id = id.as_str().ok_or_else(|| Error::malformed("`ids` lists strings"))?;
         check_id(id)?;
-        stmts.push(inbox::ack(local, id, now));
+        distinct.insert(id);
     }
-    let changes = house.db.batch(stmts).await.map_err(port_error)?;
-    let acked: u64 = changes.iter().sum();
-    Ok(Response::json(200, &ok_body([("acked", (acked as i64).into())])))
+    let list = Value::Array(distinct.into_iter().map(Value::from).collect()).canonical_string();
+    let changes = house.db.batch(inbox::ack(local, &list, house.now().millis()).into()).await.map_err(port_error)?;
+    let acked = changes.last().copied().unwrap_or(0);
+    Ok(Response::json(200, &ok_body([("acked", i64::try_from(acked).unwrap_or(i64::MAX).into())])))
 }

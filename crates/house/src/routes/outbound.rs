@@ -1,13 +1,32 @@
 //! POST /outbound — spec §7: an agent hands its own signed envelope to its house, which queues
 //! it per destination domain and answers 202 at once (the queue delivers; see `queue.rs`).
+//! Each agent queues at most `outbound_per_agent_per_minute` envelopes a minute (429), and none
+//! due more than [`MAX_DELIVER_AFTER_MS`] ahead (400): a queued envelope is a stored row and a
+//! job, and neither may be kept for millennia.
 
 use nyx5_proto::auth::Keys;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};
+use crate::store::constraint;
 use crate::store::queue::{self as store, NewJob, Outgoing};
 use crate::{House, ok_body, port_error};
+
+/// The furthest ahead `deliver_after` may be when an envelope is queued: 30 days.
+pub const MAX_DELIVER_AFTER_MS: i64 = 30 * 24 * 3_600_000;
+
+/// Refuses an envelope due later than [`MAX_DELIVER_AFTER_MS`] from `now` (400). Pure.
+pub fn check_due(due: Timestamp, now: Timestamp) -> Result<(), Error> {
+    if due.millis() > now.millis().saturating_add(MAX_DELIVER_AFTER_MS) {
+        return Err(Error::malformed(format!(
+            "`deliver_after` may be at most {} days ahead; this is {}",
+            MAX_DELIVER_AFTER_MS / (24 * 3_600_000),
+            due.to_rfc3339()
+        )));
+    }
+    Ok(())
+}
 
 /// `to` grouped by domain, in order of first appearance.
 pub fn by_domain(to: &[Address]) -> Vec<(String, Vec<Address>)> {
@@ -42,6 +61,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let text = String::from_utf8(env.canonical())
         .map_err(|_| Error::new(ErrorKind::Internal, "canonical JSON is not UTF-8"))?;
     let sha256 = env.sha256_hex();
+    check_due(env.due_at(now), now)?;
     let not_before = env.due_at(now).millis();
     let give_up = not_before.saturating_add(house.config.retry.give_up_after_ms);
     let deadline = env.expires().map_or(give_up, |e| e.millis().min(give_up));
@@ -59,8 +79,20 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .iter()
         .map(|(domain, list)| NewJob { domain: domain.clone(), recipients: addresses(list).canonical_string() })
         .collect();
-    match house.db.batch(store::enqueue(&out, &jobs)).await {
+    // The outbox row first: the same envelope again fails on its id and answers "exists" without
+    // counting; only a new envelope counts towards the agent's minute.
+    let mut stmts = store::enqueue(&out, &jobs);
+    let cap = house.config.outbound_per_agent_per_minute;
+    let bucket = format!("outbound:{}", card.address().local());
+    stmts.push(crate::store::agents::count_in_window(&bucket, now.millis() / 60_000, cap));
+    match house.db.batch(stmts).await {
         Ok(_) => {}
+        Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
+            return Err(Error::new(
+                ErrorKind::RateLimited,
+                format!("{} may send {cap} envelopes a minute; try again shortly", card.address()),
+            ));
+        }
         Err(PortError::Constraint { name }) => return resent(house, env.id(), card.address(), &sha256, name).await,
         Err(e) => return Err(port_error(e)),
     }

@@ -3,7 +3,8 @@
 //!
 //! What the house keeps about an agent that its card does not publish: the webhook, the allow
 //! and block lists, and the quotas that apply to its mailbox. Today every quota is a house-wide
-//! setting; a per-mailbox quota, when there is one, takes the same name in `quotas`.
+//! setting (the mailbox's own, `mailbox_max_envelopes` and `mailbox_max_bytes`, included); a
+//! per-mailbox value, when there is one, takes the same name in `quotas`.
 
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
@@ -57,6 +58,9 @@ fn quotas<D: Db, N: Net>(house: &House<D, N>) -> Value {
         ("max_intro_bytes", int(limits::MAX_INTRO_BYTES)),
         ("inbound_per_domain_per_minute", c.inbound_per_domain_per_minute.into()),
         ("list_entries", int(MAX_LIST_ENTRIES)),
+        ("mailbox_max_envelopes", c.mailbox_max_envelopes.into()),
+        ("mailbox_max_bytes", c.mailbox_max_bytes.into()),
+        ("outbound_per_minute", c.outbound_per_agent_per_minute.into()),
     ]);
     if c.email_enabled {
         q.insert("email_max_bytes".into(), int(c.email_max_bytes.min(c.max_bytes)));

@@ -23,7 +23,8 @@ pub struct Lookup<'a> {
 /// One row for agent `local` (none if there is no such agent): its `card` and `webhook`; `holder`, the sender
 /// of the mailbox row that already holds `envelope_id` (or NULL); `blocked`, whether its block list
 /// holds one of the `claimed` entries; `allowed`, whether its allow list holds one of the
-/// `authenticated` ones; and `rate_count`, the count of rate window `bucket` in minute `window` (or NULL).
+/// `authenticated` ones; `rate_count`, the count of rate window `bucket` in minute `window` (or NULL);
+/// and `held_envelopes`, `held_bytes`, what the mailbox holds unacknowledged (NULL: nothing yet).
 pub async fn facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Option<Row>, Error> {
     one(
         db,
@@ -34,8 +35,9 @@ pub async fn facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Option<Row>, Error> 
                        ON l.local = a.local AND l.kind = 'block' AND l.entry = e.value) AS blocked,
                EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
                        ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS allowed,
-               (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? AND r.window = ?) AS rate_count
-             FROM agents AS a WHERE a.local = ?",
+               (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? AND r.window = ?) AS rate_count,
+               u.envelopes AS held_envelopes, u.bytes AS held_bytes
+             FROM agents AS a LEFT JOIN mailbox_usage AS u ON u.local = a.local WHERE a.local = ?",
             l.envelope_id,
             l.claimed,
             l.authenticated,

@@ -1,4 +1,5 @@
-//! Reading and acknowledging a mailbox (the writes that fill it are in `store::mailbox`).
+//! Reading and acknowledging a mailbox (the writes that fill it are in `store::mailbox`), and
+//! dropping the bodies of envelopes acknowledged long enough ago.
 
 use nyx5_proto::Error;
 
@@ -7,28 +8,88 @@ use crate::stmt;
 
 use super::query;
 
-/// The next `limit` unacknowledged envelopes after `after` (a `seq`), oldest first. The partial
-/// index `mailbox_pending (local, seq)` makes this cost the page, not the mailbox.
-pub async fn page<D: Db>(db: &D, local: &str, after: i64, limit: i64) -> Result<Vec<Row>, Error> {
+/// What one page may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageBounds {
+    /// Envelopes after this `seq`.
+    pub after: i64,
+    /// At most this many envelopes.
+    pub limit: i64,
+    /// At most this many bytes of envelopes, each counted with `overhead` more for what wraps it;
+    /// the first envelope comes whatever its size, so paging always moves on.
+    pub bytes: i64,
+    pub overhead: i64,
+    /// The size assumed for a row whose size was not recorded (the house's own notices).
+    pub unrecorded: i64,
+}
+
+/// The next unacknowledged envelopes after `after`, oldest first: at most `limit`, and no more
+/// than fit in `bytes` (but at least one). Each row has `seq`, `envelope`, `received_at`, and
+/// `candidates`, how many envelopes (up to `limit`) were waiting after `after`: fewer rows than
+/// that means the bytes cut the page short. The sizes and the cut come from the covering partial
+/// index `mailbox_pending (local, seq, bytes, acked_at)` alone; an envelope's text is read only
+/// once it is in the page, so a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes.
+pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT seq, envelope, received_at FROM mailbox
-             WHERE local = ? AND acked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?",
+            "SELECT p.seq AS seq, p.candidates AS candidates, m.envelope AS envelope, m.received_at AS received_at
+             FROM (SELECT seq, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n,
+                          count(*) OVER () AS candidates
+                   FROM (SELECT seq, coalesce(bytes, ?) + ? AS size FROM mailbox
+                         WHERE local = ? AND acked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?)) AS p
+             CROSS JOIN mailbox AS m ON m.seq = p.seq
+             WHERE p.n = 1 OR p.running <= ?
+             ORDER BY p.seq",
+            b.unrecorded,
+            b.overhead,
             local,
-            after,
-            limit
+            b.after,
+            b.limit,
+            b.bytes
         ),
     )
     .await
 }
 
-/// Marks one envelope acknowledged; a second ack changes nothing.
-pub fn ack(local: &str, envelope_id: &str, now: i64) -> Stmt {
+/// Acknowledges the envelopes `ids` (a JSON array of distinct ids) in `local`'s mailbox: the
+/// first statement takes them off the mailbox's usage (those counted, not yet acknowledged), the
+/// second marks them. A second ack changes nothing; the second statement's row count is how many
+/// were newly acknowledged.
+pub fn ack(local: &str, ids: &str, now: i64) -> [Stmt; 2] {
+    [
+        stmt!(
+            "UPDATE mailbox_usage SET
+               envelopes = envelopes - (SELECT count(m.bytes) FROM json_each(?) AS j CROSS JOIN mailbox AS m
+                                        ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL),
+               bytes = bytes - (SELECT coalesce(sum(m.bytes), 0) FROM json_each(?) AS j CROSS JOIN mailbox AS m
+                                ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL)
+             WHERE local = ?",
+            ids,
+            local,
+            ids,
+            local,
+            local
+        ),
+        stmt!(
+            "UPDATE mailbox SET acked_at = ?
+             WHERE seq IN (SELECT m.seq FROM json_each(?) AS j CROSS JOIN mailbox AS m
+                           ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL)",
+            now,
+            ids,
+            local
+        ),
+    ]
+}
+
+/// Drops the bodies of at most `limit` envelopes acknowledged before `before`, oldest first: the
+/// text becomes empty and `bytes` 0, the row (and so its id, for duplicates) stays.
+pub fn drop_bodies(before: i64, limit: i64) -> Stmt {
     stmt!(
-        "UPDATE mailbox SET acked_at = ? WHERE local = ? AND envelope_id = ? AND acked_at IS NULL",
-        now,
-        local,
-        envelope_id
+        "UPDATE mailbox SET envelope = '', bytes = 0
+         WHERE seq IN (SELECT seq FROM mailbox WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
+                       ORDER BY acked_at LIMIT ?)",
+        before,
+        limit
     )
 }

@@ -14,45 +14,51 @@ use crate::stmt;
 /// What accepting an envelope needs to know about each recipient, in one statement: one row per
 /// agent named in `locals` (a JSON array of distinct locals; unknown ones have no row) with its
 /// `local`, `card`, `webhook`; `holder`, the sender of the mailbox row that already holds
-/// `envelope_id` (or NULL); `blocked` and `allowed`, whether its block or allow list holds one of
-/// `entries` (1 or 0); and `rate_count`, the count of its rate window
-/// `bucket_prefix || local || bucket_suffix` for minute `window` (or NULL).
-pub async fn inbound_facts<D: Db>(
-    db: &D,
-    locals: &str,
-    envelope_id: &str,
-    entries: &[String; 2],
-    bucket_prefix: &str,
-    bucket_suffix: &str,
-    window: i64,
-) -> Result<Vec<Row>, Error> {
-    let [address, domain] = entries;
+/// `envelope_id` (or NULL); `blocked`, whether its block list holds one of `blocks` (a JSON array:
+/// the sender's address, its domain and the domain's parents down to its site), and `allowed`,
+/// whether its allow list holds one of `allows` (1 or 0); `rate_count`, the count of its rate
+/// window `bucket_prefix || local || bucket_suffix` for minute `window` (or NULL); and
+/// `held_envelopes`, `held_bytes`, what its mailbox holds unacknowledged (NULL: nothing yet).
+pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
             "SELECT a.local AS local, a.card AS card, a.webhook AS webhook,
                (SELECT m.sender FROM mailbox AS m WHERE m.local = a.local AND m.envelope_id = ?) AS holder,
-               EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'block' AND l.entry = ?)
-                 OR EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'block' AND l.entry = ?)
-                 AS blocked,
-               EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'allow' AND l.entry = ?)
-                 OR EXISTS (SELECT 1 FROM lists AS l WHERE l.local = a.local AND l.kind = 'allow' AND l.entry = ?)
-                 AS allowed,
+               EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
+                       ON l.local = a.local AND l.kind = 'block' AND l.entry = e.value) AS blocked,
+               EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
+                       ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS allowed,
                (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? || a.local || ? AND r.window = ?)
-                 AS rate_count
-             FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value",
-            envelope_id,
-            address.as_str(),
-            domain.as_str(),
-            address.as_str(),
-            domain.as_str(),
-            bucket_prefix,
-            bucket_suffix,
-            window,
-            locals
+                 AS rate_count,
+               u.envelopes AS held_envelopes, u.bytes AS held_bytes
+             FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value
+             LEFT JOIN mailbox_usage AS u ON u.local = a.local",
+            l.envelope_id,
+            l.blocks,
+            l.allows,
+            l.bucket_prefix,
+            l.bucket_suffix,
+            l.window,
+            l.locals
         ),
     )
     .await
+}
+
+/// What [`inbound_facts`] looks up.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup<'a> {
+    /// A JSON array of distinct locals.
+    pub locals: &'a str,
+    pub envelope_id: &'a str,
+    /// A JSON array of the entries a block list matches the sender by.
+    pub blocks: &'a str,
+    /// A JSON array of the entries an allow list matches the sender by.
+    pub allows: &'a str,
+    pub bucket_prefix: &'a str,
+    pub bucket_suffix: &'a str,
+    pub window: i64,
 }
 
 /// `bucket`, `count` of the rate windows named in `buckets` for minute `window`.
@@ -68,17 +74,57 @@ pub async fn rate_counts<D: Db>(db: &D, buckets: &str, window: i64) -> Result<Ve
     .await
 }
 
-/// Puts an envelope in a mailbox. Zero rows changed: it was there already (a duplicate).
-pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
-    stmt!(
-        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (local, envelope_id) DO NOTHING",
-        local,
-        envelope_id,
-        sender,
-        envelope,
-        now
+/// `local`, `envelopes`, `bytes` held unacknowledged by the mailboxes named in `locals` (a JSON
+/// array); a mailbox that never held anything has no row.
+pub async fn usage<D: Db>(db: &D, locals: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT u.local AS local, u.envelopes AS envelopes, u.bytes AS bytes
+             FROM json_each(?) AS j CROSS JOIN mailbox_usage AS u ON u.local = j.value",
+            locals
+        ),
     )
+    .await
+}
+
+/// A mailbox's quota: the most envelopes and bytes it holds unacknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub max_envelopes: i64,
+    pub max_bytes: i64,
+}
+
+/// Puts an envelope in a mailbox, counted towards its quota: two statements. The first counts it
+/// in `mailbox_usage` unless the mailbox holds that id already, and fails the batch
+/// (`constraint::MAILBOX_QUOTA`) when that would pass `quota`; the second inserts it, changing
+/// zero rows when it was there already (a duplicate). The row count of the second tells which.
+pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, quota: Quota) -> [Stmt; 2] {
+    let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
+    [
+        stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes)
+             SELECT ?, 1, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM mailbox WHERE local = ? AND envelope_id = ?)
+             ON CONFLICT (local) DO UPDATE SET envelopes = envelopes + 1, bytes = bytes + excluded.bytes,
+               max_envelopes = excluded.max_envelopes, max_bytes = excluded.max_bytes",
+            local,
+            bytes,
+            quota.max_envelopes,
+            quota.max_bytes,
+            local,
+            envelope_id
+        ),
+        stmt!(
+            "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at, bytes) VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT (local, envelope_id) DO NOTHING",
+            local,
+            envelope_id,
+            sender,
+            envelope,
+            now,
+            bytes
+        ),
+    ]
 }
 
 /// `kind`, `entry` of an agent's lists, in order.

@@ -29,6 +29,18 @@ pub mod constraint {
     pub const AGENT_TAKEN: &str = "agents.local";
     /// `guards`: an assertion of [`super::guard`] did not hold.
     pub const GUARD: &str = "guard";
+    /// `mailbox_usage`: a mailbox may not hold more than its quota.
+    pub const MAILBOX_QUOTA: &str = "mailbox_quota";
+}
+
+/// The upkeep of tables strangers fill, for the periodic tick: the bodies of envelopes
+/// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
+/// tick), and cached cards past their five minutes.
+pub fn upkeep(now: i64) -> Vec<Stmt> {
+    vec![
+        inbox::drop_bodies(now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS), crate::mailbox::BODY_DROP_BATCH),
+        resolver::purge(now),
+    ]
 }
 
 /// Runs a query, mapping port failures to protocol errors.

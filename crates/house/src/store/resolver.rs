@@ -16,13 +16,42 @@ pub async fn pins<D: Db>(db: &D) -> Result<Vec<Row>, Error> {
     query(db, stmt!("SELECT domain, sig, first_seen, pending, pending_at FROM pins ORDER BY domain")).await
 }
 
-/// Pins the first key seen for `domain`; a pin already there is kept (the row count says which).
-pub fn insert_pin(domain: &str, sig: &str, now: i64) -> Stmt {
+/// Pins the first key seen for `domain` (of site `site`): a guard fails the batch
+/// (`constraint::GUARD`) when `domain` has no pin and its site holds `per_site` pins already, or
+/// the table `total`; then the insert, which keeps a pin already there (the row count says which).
+pub fn insert_pin(domain: &str, site: &str, sig: &str, now: i64, per_site: i64, total: i64) -> [Stmt; 2] {
+    [
+        crate::guard!(
+            "pin_room",
+            "EXISTS (SELECT 1 FROM pins WHERE domain = ?)
+             OR ((SELECT count(*) FROM pins WHERE site = ?) < ? AND (SELECT count(*) FROM pins) < ?)",
+            domain,
+            site,
+            per_site,
+            total
+        ),
+        stmt!(
+            "INSERT INTO pins (domain, site, sig, first_seen) VALUES (?, ?, ?, ?) ON CONFLICT (domain) DO NOTHING",
+            domain,
+            site,
+            sig,
+            now
+        ),
+    ]
+}
+
+/// Counts one fetch of a name the resolver knows no fresh card for against its site's window
+/// `bucket` (`resolve:<site>`) for minute `window`; the CHECK `rate_cap` fails the batch past
+/// `cap`. A pinned domain costs nothing: the budget is for names the house has never trusted.
+pub fn count_new_name(domain: &str, bucket: &str, window: i64, cap: i64) -> Stmt {
     stmt!(
-        "INSERT INTO pins (domain, sig, first_seen) VALUES (?, ?, ?) ON CONFLICT (domain) DO NOTHING",
-        domain,
-        sig,
-        now
+        "INSERT INTO rate_windows (bucket, window, count, cap)
+         SELECT ?, ?, 1, ? WHERE NOT EXISTS (SELECT 1 FROM pins WHERE domain = ?)
+         ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
+        bucket,
+        window,
+        cap,
+        domain
     )
 }
 
@@ -62,31 +91,42 @@ pub async fn cached<D: Db>(db: &D, key: &str, fresh_after: i64) -> Result<Option
         .await
 }
 
-/// Caches a verified card (its canonical text).
+/// Caches a verified card (its canonical text), unless the cache holds [`CACHE_MAX_ROWS`] other
+/// keys already (then nothing is written: the cache only saves fetches).
 pub fn cache(key: &str, card: &str, url: &str, now: i64) -> Stmt {
     stmt!(
-        "INSERT INTO card_cache (key, card, url, fetched_at) VALUES (?, ?, ?, ?)
+        "INSERT INTO card_cache (key, card, url, fetched_at)
+         SELECT ?, ?, ?, ? WHERE (SELECT count(*) FROM card_cache) < ? OR EXISTS (SELECT 1 FROM card_cache WHERE key = ?)
          ON CONFLICT (key) DO UPDATE SET card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
         key,
         card,
         url,
-        now
+        now,
+        CACHE_MAX_ROWS,
+        key
     )
 }
 
+/// Most rows the card cache holds; each lives five minutes ([`purge`], from the tick).
+pub const CACHE_MAX_ROWS: i64 = 10_000;
+
 /// Caches a domain card only while `domain` is pinned to `sig` (the TOFU path: a pin another
-/// request set a moment earlier to a different key keeps this card out of the cache).
+/// request set a moment earlier to a different key keeps this card out of the cache), and
+/// within [`CACHE_MAX_ROWS`] as [`cache`].
 pub fn cache_if_pinned(domain: &str, card: &str, url: &str, now: i64, sig: &str) -> Stmt {
     stmt!(
         "INSERT INTO card_cache (key, card, url, fetched_at)
          SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM pins WHERE domain = ? AND sig = ?)
+           AND ((SELECT count(*) FROM card_cache) < ? OR EXISTS (SELECT 1 FROM card_cache WHERE key = ?))
          ON CONFLICT (key) DO UPDATE SET card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
         domain,
         card,
         url,
         now,
         domain,
-        sig
+        sig,
+        CACHE_MAX_ROWS,
+        domain
     )
 }
 

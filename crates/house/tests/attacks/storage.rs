@@ -1,0 +1,344 @@
+//! Attacks on storage (issue 10 §3), one named test each, through public routes against real
+//! SQLite. Against `0a8888f`: `GET /mailbox` answered up to 200 envelopes in one body (200 MiB
+//! of 1 MiB envelopes), re-parsing each; a mailbox took envelopes without end; acknowledged
+//! envelopes kept their bodies for ever; every new name under one site was fetched, pinned and
+//! cached, and its mail counted in a rate window of its own; a block of `evil.example` let
+//! `x.evil.example` through; an agent queued envelopes without limit, due in year 9999; and one
+//! client could take every open registration of the minute.
+
+use std::rc::Rc;
+
+use crate::common::{admin, deliver, reason};
+use crate::kit::*;
+use crate::resolver_state::{domain_card, serve};
+use nyx5_house::http::Request;
+use nyx5_house::ports::Db;
+use nyx5_house::routes::mailbox::PAGE_MAX_BYTES;
+use nyx5_house::{Registration, stmt};
+use nyx5_proto::crypto::SigningKey;
+use nyx5_proto::envelope::{Content, Draft};
+use nyx5_proto::json::obj;
+use nyx5_proto::relay::RelayHeader;
+use nyx5_proto::{Address, Envelope, Timestamp, Value};
+
+/// A count from one house's database.
+fn count(house: &TestHouse, sql: &'static str) -> i64 {
+    block_on(house.db.query(stmt!(sql))).unwrap()[0].int("n").unwrap()
+}
+
+/// Houses a.test (ana) and b.test (bob), b.test started from `config`.
+fn pair(edit: impl FnOnce(&mut nyx5_house::Config)) -> (World, Rc<TestHouse>, Rc<TestHouse>, Agent, Agent) {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let mut c = w.config("b.test", Registration::Admin);
+    edit(&mut c);
+    let b = w.start(c);
+    let ana = Agent::new("ana@a.test", 1);
+    let bob = Agent::new("bob@b.test", 2);
+    assert_eq!(ana.register_admin(&a).status, 201);
+    assert_eq!(bob.register_admin(&b).status, 201);
+    (w, a, b, ana, bob)
+}
+
+fn signed(from: &Agent, id: &str, to: &Address, body: &str) -> Envelope {
+    from.draft(id, &[to], body).sign(&from.sig).unwrap()
+}
+
+fn ack(house: &TestHouse, agent: &Agent, ids: &[&str]) -> i64 {
+    let body = Value::Object(obj([("ids", Value::Array(ids.iter().map(|i| Value::from(*i)).collect()))]));
+    let v = json(&agent.post(house, &format!("/mailbox/{}/ack", agent.address.local()), &body), 200);
+    v.as_object().unwrap()["acked"].as_safe_integer().unwrap()
+}
+
+#[test]
+fn a_mailbox_of_1_mib_envelopes_is_read_page_by_page_within_the_byte_budget() {
+    let (_w, a, b, ana, bob) = pair(|_| {});
+    let big = "x".repeat(1_040_000);
+    let mut sent = Vec::new();
+    for i in 0..60 {
+        let env = signed(&ana, &format!("big{i:02}"), &bob.address, &big);
+        assert!(env.canonical().len() > 1_000_000);
+        assert_eq!(deliver(&a, &b, &env).status, 202);
+        sent.push(env);
+    }
+    // A few small ones among them, read many to a page.
+    for i in 0..5 {
+        assert_eq!(deliver(&a, &b, &signed(&ana, &format!("small{i}"), &bob.address, "hi")).status, 202);
+    }
+
+    let mut seen: Vec<String> = Vec::new();
+    let (mut after, mut pages) = (0_i64, 0);
+    loop {
+        let resp = bob.get(&b, &format!("/mailbox/bob?limit=200&after={after}"));
+        assert!(resp.body.len() <= PAGE_MAX_BYTES, "a page of {} bytes", resp.body.len());
+        // Valid JSON, and exactly what writing the parsed page canonically gives.
+        let page = json(&resp, 200);
+        pages += 1;
+        if pages == 1 {
+            assert_eq!(page.canonical(), resp.body, "the page is canonical JSON");
+        }
+        let o = page.as_object().unwrap();
+        let items = o["envelopes"].as_array().unwrap();
+        assert!(!items.is_empty() || o["next"] == Value::Null);
+        for item in items {
+            let env = item.as_object().unwrap()["envelope"].as_object().unwrap();
+            let id = env["id"].as_str().unwrap().to_owned();
+            if id == "big00" {
+                let env = Envelope::from_object(env.clone()).unwrap();
+                assert_eq!(env.canonical(), sent[0].canonical(), "the stored text, as it was accepted");
+            }
+            seen.push(id);
+        }
+        match o["next"].as_safe_integer() {
+            Some(next) => after = next,
+            None => break,
+        }
+        assert!(pages < 100, "paging makes progress");
+    }
+    assert_eq!(seen.len(), 65);
+    let mut distinct = seen.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 65, "every envelope exactly once");
+    assert!((30..=32).contains(&pages), "two 1 MiB envelopes a page: {pages} pages");
+}
+
+#[test]
+fn a_full_mailbox_refuses_for_now_and_the_sender_retries_instead_of_bouncing() {
+    let (w, a, b, ana, bob) = pair(|c| c.mailbox_max_envelopes = 2);
+    for id in ["q1", "q2", "q3"] {
+        assert_eq!(ana.send(&a, &signed(&ana, id, &bob.address, "hello")).status, 202);
+    }
+    let report = w.tick_all();
+    assert_eq!((report.delivered, report.bounced), (2, 0));
+    assert_eq!(mailbox(&b, &bob).len(), 2);
+    let row = block_on(a.db.query(stmt!("SELECT state, last_error FROM jobs WHERE envelope_id = 'q3'"))).unwrap();
+    assert_eq!(row[0].text("state"), Some("pending"), "not bounced");
+    let why = row[0].text("last_error").unwrap().to_owned();
+    assert!(why.starts_with("429") && why.contains("full"), "{why}");
+
+    // The answer names the recipient with the temporary code.
+    let direct = deliver(&a, &b, &signed(&ana, "q4", &bob.address, "hello"));
+    let v = json(&direct, 429);
+    let rejected = v.as_object().unwrap()["rejected"].as_array().unwrap()[0].as_object().unwrap().clone();
+    assert_eq!(rejected["code"].as_safe_integer(), Some(429));
+    assert_eq!(rejected["to"].as_str(), Some("bob@b.test"));
+
+    // Once bob reads and acknowledges, the retry gets in.
+    assert_eq!(ack(&b, &bob, &["q1", "q1", "nope"]), 1);
+    w.clock.advance(2 * MINUTE);
+    let report = w.tick_all();
+    assert_eq!((report.delivered, report.bounced), (1, 0));
+    assert_eq!(mailbox(&b, &bob).iter().map(|e| e.id().to_owned()).collect::<Vec<_>>(), ["q2", "q3"]);
+    // A duplicate of something held never needs room.
+    assert_eq!(deliver(&a, &b, &signed(&ana, "q2", &bob.address, "hello")).status, 200);
+
+    // By bytes too.
+    let (_w, a, b, ana, bob) = pair(|c| c.mailbox_max_bytes = 3_000);
+    let body = "y".repeat(1_500);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "b1", &bob.address, &body)).status, 202);
+    let full = deliver(&a, &b, &signed(&ana, "b2", &bob.address, &body));
+    assert_eq!(full.status, 429);
+    assert!(reason(&full).contains("full"), "{}", reason(&full));
+    // The operator's settings show the quotas under their names.
+    let s = json(&call_raw(&b, "GET", "/agents/bob/settings", &[("authorization", &admin(&b))], vec![]), 200);
+    let quotas = s.as_object().unwrap()["quotas"].as_object().unwrap().clone();
+    assert_eq!(quotas["mailbox_max_bytes"].as_safe_integer(), Some(3_000));
+    assert_eq!(quotas["mailbox_max_envelopes"].as_safe_integer(), Some(10_000));
+}
+
+#[test]
+fn two_deliveries_racing_for_the_last_place_take_it_once() {
+    let (_w, a, b, ana, bob) = pair(|c| c.mailbox_max_envelopes = 1);
+    let relayed = |env: &Envelope| {
+        let header = RelayHeader::sign("a.test", env, "b.test", &a.config.key).to_header();
+        Request::new("POST", "/inbound", vec![("x-nyx5-relay".into(), header)], env.canonical())
+    };
+    let (first, second) = (signed(&ana, "race1", &bob.address, "me"), signed(&ana, "race2", &bob.address, "no, me"));
+    // Both read an empty mailbox before either writes.
+    b.db.stall(true);
+    let (one, two) = block_on_both(b.handle(relayed(&first)), b.handle(relayed(&second)));
+    b.db.stall(false);
+    let mut statuses = [one.status, two.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [202, 429]);
+    assert_eq!(mailbox(&b, &bob).len(), 1);
+    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1);
+}
+
+#[test]
+fn an_acknowledged_body_is_dropped_after_the_window_and_its_id_stays_a_duplicate() {
+    let (w, a, b, ana, bob) = pair(|_| {});
+    let env = signed(&ana, "kept", &bob.address, &"z".repeat(10_000));
+    assert_eq!(deliver(&a, &b, &env).status, 202);
+    assert_eq!(ack(&b, &bob, &["kept"]), 1);
+    let body = || count(&b, "SELECT length(envelope) AS n FROM mailbox WHERE envelope_id = 'kept'");
+    w.tick_all();
+    assert!(body() > 10_000, "kept for a while after the ack");
+    w.clock.advance(nyx5_house::mailbox::ACKED_BODY_KEEP_MS + MINUTE);
+    w.tick_all();
+    assert_eq!(body(), 0, "the body is gone");
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE envelope_id = 'kept'"), 1, "the id stays");
+    // The sender's house delivers it again: a duplicate, and nothing comes back.
+    let again = deliver(&a, &b, &env);
+    assert_eq!(json(&again, 200).as_object().unwrap()["duplicate"], Value::Bool(true));
+    assert!(mailbox(&b, &bob).is_empty());
+}
+
+/// The attacker's house of names: every `r<i>.evil.example` a house of its own, one key.
+struct Evil {
+    key: SigningKey,
+}
+
+impl Evil {
+    /// Serves `r<i>.evil.example` and its agent `m@…`; answers an envelope from that agent to
+    /// `to`, signed and relayed as a real house would.
+    fn envelope(&self, w: &World, i: usize, to: &Address) -> (String, Envelope) {
+        let host = format!("r{i}.evil.example");
+        let now = w.clock.now();
+        let remote = serve(w, &host, &domain_card(&host, &format!("http://{host}"), &self.key, vec![], now), &self.key);
+        let agent = SigningKey::from_seed([7; 32]);
+        remote.agent(&format!("m@{host}"), &agent, None, None, now);
+        let from = Address::parse(&format!("m@{host}")).unwrap();
+        let env = Draft::new(
+            format!("flood{i}"),
+            from,
+            vec![to.clone()],
+            Timestamp(START),
+            Content::new("text/plain", "buy".into()),
+        )
+        .build()
+        .unwrap()
+        .sign(&agent)
+        .unwrap();
+        (host, env)
+    }
+
+    fn send(&self, w: &World, house: &TestHouse, i: usize, to: &Address) -> nyx5_house::http::Response {
+        let (host, env) = self.envelope(w, i, to);
+        let header = RelayHeader::sign(&host, &env, &house.config.domain, &self.key).to_header();
+        call_raw(house, "POST", "/inbound", &[("x-nyx5-relay", &header)], env.canonical())
+    }
+}
+
+#[test]
+fn a_flood_of_subdomains_is_one_site_that_grows_no_table_without_bound() {
+    let (w, _a, b, _ana, bob) = pair(|c| c.inbound_per_domain_per_minute = 10);
+    let evil = Evil { key: SigningKey::from_seed([66; 32]) };
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for i in 0..1000 {
+        *statuses.entry(evil.send(&w, &b, i, &bob.address).status).or_default() += 1;
+    }
+    // One minute: the site's budget of new names, and of those the site's one rate window.
+    let budget = nyx5_house::resolver::NEW_NAMES_PER_SITE_PER_MINUTE as usize;
+    assert_eq!(statuses.get(&202), Some(&10), "{statuses:?}");
+    assert_eq!(statuses.get(&429), Some(&990), "{statuses:?}");
+    assert_eq!(mailbox(&b, &bob).len(), 10);
+    let pins = || count(&b, "SELECT count(*) AS n FROM pins");
+    let cached = || count(&b, "SELECT count(*) AS n FROM card_cache");
+    assert_eq!(pins(), budget as i64);
+    assert!(cached() <= 2 * budget as i64, "{} cached cards", cached());
+    assert_eq!(w.sent_to("evil.example/.well-known"), budget, "names past the budget are not even fetched");
+
+    // Minute after minute, the site never holds more than its pins.
+    let mut i = 1000;
+    for _ in 0..4 {
+        w.clock.advance(MINUTE);
+        for _ in 0..budget {
+            let status = evil.send(&w, &b, i, &bob.address).status;
+            assert!(matches!(status, 202 | 429 | 503), "{status}");
+            i += 1;
+        }
+    }
+    assert_eq!(pins(), nyx5_house::resolver::MAX_PINS_PER_SITE);
+    w.clock.advance(MINUTE);
+    let past = evil.send(&w, &b, i + 1, &bob.address);
+    assert_eq!(past.status, 503, "{}", reason(&past));
+    assert!(reason(&past).contains("evil.example"), "{}", reason(&past));
+
+    // And the tick forgets cached cards past their five minutes.
+    w.clock.advance(nyx5_proto::limits::CARD_CACHE_MS + SECOND);
+    w.tick_all();
+    assert_eq!(cached(), 0);
+}
+
+#[test]
+fn a_block_of_a_site_blocks_every_name_under_it() {
+    let (w, _a, b, _ana, bob) = pair(|_| {});
+    let evil = Evil { key: SigningKey::from_seed([66; 32]) };
+    let body =
+        Value::Object(obj([("block", Value::Object(obj([("add", Value::Array(vec!["evil.example".into()]))])))]));
+    json(&bob.post(&b, "/lists/bob", &body), 200);
+    let resp = evil.send(&w, &b, 3, &bob.address);
+    assert_eq!(resp.status, 403, "{}", reason(&resp));
+    assert!(mailbox(&b, &bob).is_empty());
+}
+
+#[test]
+fn deliver_after_in_year_9999_is_refused() {
+    let (_w, a, _b, ana, bob) = pair(|_| {});
+    let far = |id: &str, when: &str| {
+        let mut d = Draft::new(
+            id.into(),
+            ana.address.clone(),
+            vec![bob.address.clone()],
+            Timestamp(START),
+            Content::new("text/plain", "later".into()),
+        );
+        d.deliver_after = Some(Timestamp::parse(when).unwrap());
+        d.build().unwrap().sign(&ana.sig).unwrap()
+    };
+    let resp = ana.send(&a, &far("millennia", "9999-12-31T00:00:00Z"));
+    assert_eq!(resp.status, 400, "{}", reason(&resp));
+    assert!(reason(&resp).contains("30 days"), "{}", reason(&resp));
+    assert_eq!(count(&a, "SELECT count(*) AS n FROM outbox"), 0);
+    assert_eq!(count(&a, "SELECT count(*) AS n FROM jobs"), 0);
+    // Within the cap it queues as before.
+    assert_eq!(ana.send(&a, &far("soon", "2026-10-01T00:00:00Z")).status, 202);
+}
+
+#[test]
+fn an_agent_over_its_outbound_rate_gets_429() {
+    let w = World::new();
+    let mut c = w.config("a.test", Registration::Admin);
+    c.outbound_per_agent_per_minute = 3;
+    let a = w.start(c);
+    let ana = Agent::new("ana@a.test", 1);
+    assert_eq!(ana.register_admin(&a).status, 201);
+    let to = Address::parse("bob@b.test").unwrap();
+    let envs: Vec<Envelope> = (0..4).map(|i| signed(&ana, &format!("o{i}"), &to, "spam")).collect();
+    for env in &envs[..3] {
+        assert_eq!(ana.send(&a, env).status, 202);
+    }
+    let over = ana.send(&a, &envs[3]);
+    assert_eq!(over.status, 429);
+    assert!(reason(&over).contains("3 envelopes a minute"), "{}", reason(&over));
+    // A resend of a queued envelope is not a new one: it answers "exists", uncounted.
+    assert_eq!(ana.send(&a, &envs[0]).status, 200);
+    assert_eq!(count(&a, "SELECT count(*) AS n FROM outbox"), 3);
+    w.clock.advance(MINUTE);
+    assert_eq!(ana.send(&a, &envs[3]).status, 202);
+}
+
+#[test]
+fn one_client_cannot_take_the_whole_open_registration_budget() {
+    let w = World::new();
+    let mut c = w.config("a.test", Registration::Open);
+    c.open_registrations_per_minute = 10;
+    let h = w.start(c);
+    let register = |name: &str, seed: u8, ip: &str| {
+        let agent = Agent::new(&format!("{name}@a.test"), seed);
+        call(&h, "POST", "/agents", &[("cf-connecting-ip", ip)], &agent.registration(&h, &[])).status
+    };
+    // A fifth of ten each: the greedy client gets two, from any address in its /64.
+    assert_eq!(register("g1", 10, "2001:db8:1:2::1"), 201);
+    assert_eq!(register("g2", 11, "2001:db8:1:2::2"), 201);
+    assert_eq!(register("g3", 12, "2001:db8:1:2:ffff::3"), 429);
+    assert_eq!(register("g4", 13, "2001:db8:1:2::4"), 429);
+    // Everyone else still can.
+    for (i, ip) in ["198.51.100.1", "198.51.100.2", "198.51.100.3", "2001:db8:9::1"].iter().enumerate() {
+        assert_eq!(register(&format!("u{i}"), 20 + i as u8, ip), 201);
+    }
+    w.clock.advance(MINUTE);
+    assert_eq!(register("g3", 12, "2001:db8:1:2::1"), 201);
+}
