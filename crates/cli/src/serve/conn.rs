@@ -11,6 +11,7 @@
 //! gets 408.
 
 use std::cell::Cell;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
@@ -40,6 +41,9 @@ pub(super) struct Limits {
     pub(super) max_connections: usize,
     /// Connections from one IP address at once (0: no such limit); more are answered 429.
     pub(super) max_per_ip: usize,
+    /// Behind a reverse proxy, the (lower-case) header it writes the client's address in; else
+    /// the connection's own address is the client's (see [`with_client`]).
+    pub(super) client_header: Option<String>,
 }
 
 impl Default for Limits {
@@ -50,10 +54,38 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             max_body_bytes: http::MAX_REQUEST_BYTES,
-            max_connections: 1024,
+            max_connections: 256,
             max_per_ip: 32,
+            client_header: None,
         }
     }
+}
+
+/// The request's headers with the engine's client header
+/// ([`nyx5_house::routes::agents::CLIENT_HEADER`], which keys a client's share of open
+/// registration) set to the client's address as this server knows it: the connection's, or the
+/// last entry of the operator's proxy header. Whatever the client wrote there itself is dropped.
+pub(super) fn with_client(
+    mut headers: Vec<(String, String)>,
+    peer: Option<IpAddr>,
+    proxy_header: Option<&str>,
+) -> Vec<(String, String)> {
+    use nyx5_house::routes::agents::CLIENT_HEADER;
+    let client = match proxy_header {
+        Some(name) => headers
+            .iter()
+            .rev()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| v.rsplit(',').next())
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty()),
+        None => peer.map(|ip| ip.to_string()),
+    };
+    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(CLIENT_HEADER));
+    if let Some(client) = client {
+        headers.push((CLIENT_HEADER.to_owned(), client));
+    }
+    headers
 }
 
 /// How long a connection refused mid-request is drained before it closes, so the client reads
@@ -133,10 +165,18 @@ async fn read_body(
     match head.body {
         Framing::Empty => Ok(Vec::new()),
         Framing::Length(n) => {
-            while buf.len() < n {
-                read_by(stream, buf, deadline, LATE).await?;
+            // Read into a body of exactly the length checked already; what a read brings past
+            // it (a pipelined request) goes back to `buf`.
+            let mut body = Vec::with_capacity(n);
+            body.extend(buf.drain(..n.min(buf.len())));
+            while body.len() < n {
+                read_by(stream, &mut body, deadline, LATE).await?;
             }
-            Ok(buf.drain(..n).collect())
+            if body.len() > n {
+                let rest: Vec<u8> = body.drain(n..).collect();
+                buf.splice(0..0, rest);
+            }
+            Ok(body)
         }
         Framing::Chunked => {
             let mut decoder = Chunked::new(max);
@@ -183,6 +223,8 @@ async fn refuse(stream: &mut TcpStream, e: &Error, limits: &Limits) {
 /// read, or the server stops.
 pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits: &Limits, stop: &Stop) {
     let started = Instant::now();
+    // Canonical: on a dual-stack listener an IPv4 client arrives as `::ffff:a.b.c.d`.
+    let peer = stream.peer_addr().ok().map(|a| a.ip().to_canonical());
     let mut buf: Vec<u8> = Vec::new();
     let mut first = true;
     loop {
@@ -232,7 +274,10 @@ pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits
         first = false;
         let head_only = head.head_only();
         let keep_alive = head.keep_alive;
-        let resp = handler.handle(HouseRequest::new(&head.method, &head.target, head.headers, body)).await;
+        // A connection kept alive holds no more than what is buffered for the next request.
+        buf.shrink_to(READ_CHUNK);
+        let headers = with_client(head.headers, peer, limits.client_header.as_deref());
+        let resp = handler.handle(HouseRequest::new(&head.method, &head.target, headers, body)).await;
         let close = !keep_alive || stop.stopping();
         if !write(&mut stream, &http::answer(&resp, close, head_only, now_ms()), limits).await {
             return;

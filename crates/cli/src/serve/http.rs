@@ -75,8 +75,14 @@ fn tokens<'a>(headers: &'a [(String, String)], name: &'a str) -> impl Iterator<I
         .iter()
         .filter(move |(n, _)| n == name)
         .flat_map(|(_, v)| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
+        .map(|t| trim_ows(t).to_ascii_lowercase())
         .filter(|t| !t.is_empty())
+}
+
+/// Trims HTTP's optional whitespace (spaces and tabs) only: `str::trim` would also strip Unicode
+/// spaces such as U+00A0, and read `chunked\u{a0}` as `chunked` where a proxy in front might not.
+fn trim_ows(t: &str) -> &str {
+    t.trim_matches([' ', '\t'])
 }
 
 /// The origin form of a request target: as it is when it starts with `/`; the path and query of
@@ -143,7 +149,7 @@ pub(super) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Er
     } else if has_length {
         let mut declared = None;
         for value in headers.iter().filter(|(n, _)| n == "content-length").flat_map(|(_, v)| v.split(',')) {
-            let value = value.trim();
+            let value = trim_ows(value);
             if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(malformed("content-length is not a number"));
             }
@@ -401,6 +407,10 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_frame_or_read() {
         assert_eq!(code("NOT HTTP AT ALL\r\n\r\n"), 400);
+        // Only spaces and tabs are whitespace around a framing token: a non-breaking space that
+        // `str::trim` would strip makes the coding unknown and the length not a number.
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\u{a0}\r\n\r\n"), 400);
+        assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 5\u{a0}\r\n\r\nhello"), 400);
         assert_eq!(code("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 400);
         assert_eq!(code("GET / HTTP/1.1\r\n\r\n"), 400, "no host");
         assert_eq!(code("GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n"), 400);

@@ -101,13 +101,20 @@ pub(crate) struct Args {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     require_relay: bool,
-    /// Connections served at once; more are answered 503 and closed.
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Connections served at once; more are answered 503 and closed. Keep it well under the
+    /// process's open-file limit (`ulimit -n`, often 1024): the database and deliveries need
+    /// descriptors too.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
-    /// Connections from one IP address at once (0: no limit); more are answered 429 and
-    /// closed. Behind a reverse proxy every connection comes from the proxy: raise it, or 0.
+    /// Connections from one IPv4 address, or one IPv6 /64, at once (0: no limit); more are
+    /// answered 429 and closed. Behind a reverse proxy every connection comes from the proxy: raise it, or 0.
     #[arg(long, value_name = "N", default_value_t = 32)]
     max_connections_per_ip: u64,
+    /// Behind a reverse proxy: the header it writes the client's address in (e.g.
+    /// X-Forwarded-For; its last entry is taken). Without it, the connection's address is the
+    /// client's, for each client's share of open registration.
+    #[arg(long, value_name = "NAME", env = "NYX5_CLIENT_ADDRESS_HEADER")]
+    client_address_header: Option<String>,
 }
 
 /// The wall clock, in whole milliseconds.
@@ -281,6 +288,7 @@ pub(crate) fn run(args: Args) -> Outcome {
         let limits = conn::Limits {
             max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
             max_per_ip: usize::try_from(args.max_connections_per_ip).unwrap_or(usize::MAX),
+            client_header: args.client_address_header.map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()),
             ..conn::Limits::default()
         };
         server::serve(house, listener, Duration::from_millis(args.tick_ms), limits, signals).await;

@@ -152,6 +152,15 @@ impl Open {
     }
 }
 
+/// Where connections are counted from: an IPv4 address, or an IPv6 address's /64 (one
+/// subscriber's usual allocation, so rotating addresses inside it gains nothing).
+fn group(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        v4 => v4,
+    }
+}
+
 /// A connection counted in [`Open`] until it is dropped.
 struct Counted {
     open: Rc<Open>,
@@ -202,7 +211,7 @@ pub(super) async fn run<H: Handler + 'static, T>(
         tokio::select! {
             why = &mut stop_when => break why,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => admit(stream, peer.ip().to_canonical(), &handler, &limits, &stop, &open),
+                Ok((stream, peer)) => admit(stream, group(peer.ip()), &handler, &limits, &stop, &open),
                 Err(e) => {
                     // Out of file descriptors and the like: wait a moment rather than spin.
                     eprintln!("nyx5 serve: accept: {e}");

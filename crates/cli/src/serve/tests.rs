@@ -22,11 +22,13 @@ struct Echo;
 impl Handler for Echo {
     async fn handle(&self, req: HouseRequest) -> HouseResponse {
         let body = String::from_utf8_lossy(&req.body).into_owned();
+        let client = req.header(nyx5_house::routes::agents::CLIENT_HEADER).map(str::to_owned);
         let v = obj([
             ("ok", Value::Bool(true)),
             ("method", req.method.as_str().into()),
             ("path", req.path.as_str().into()),
             ("body", body.into()),
+            ("client", client.into()),
         ]);
         HouseResponse::json(200, &Value::Object(v))
     }
@@ -271,4 +273,33 @@ fn connections_are_capped_per_address_and_in_all() {
     assert_closed(&mut s);
     drop(held.pop());
     served_again(&server);
+}
+
+#[test]
+fn the_client_address_is_the_connections_never_what_the_client_wrote() {
+    let server = Server::start(Limits::default());
+    let mut s = server.connect();
+    s.write_all(b"GET /x HTTP/1.1\r\nhost: h\r\ncf-connecting-ip: 203.0.113.9\r\nCF-Connecting-IP: 198.51.100.1\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = answer(&mut s);
+    assert_eq!(status, 200);
+    let v = Value::parse(&body, 1 << 16).unwrap();
+    assert_eq!(v.as_object().unwrap().get("client"), Some(&Value::from("127.0.0.1")));
+}
+
+#[test]
+fn behind_a_proxy_the_operators_header_names_the_client() {
+    use super::conn::with_client;
+    let h = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
+    let client = |headers: Vec<(String, String)>| {
+        let found: Vec<String> = headers.into_iter().filter(|(k, _)| k == "cf-connecting-ip").map(|(_, v)| v).collect();
+        found
+    };
+    let peer = Some("10.0.0.2".parse().unwrap());
+    let spoofed = h(&[("CF-Connecting-IP", "1.2.3.4"), ("x-forwarded-for", "6.6.6.6, 192.0.2.7")]);
+    assert_eq!(client(with_client(spoofed.clone(), peer, None)), ["10.0.0.2"]);
+    // The proxy appends the address it saw: the last entry, not what the client put first.
+    assert_eq!(client(with_client(spoofed, peer, Some("x-forwarded-for"))), ["192.0.2.7"]);
+    // A proxy header that is missing leaves no client at all (the house-wide limit only).
+    assert!(client(with_client(h(&[("cf-connecting-ip", "1.2.3.4")]), peer, Some("x-real-ip"))).is_empty());
 }
