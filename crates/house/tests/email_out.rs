@@ -259,3 +259,25 @@ fn an_agent_may_queue_so_many_emails_a_minute() {
     json(&ana.post(&house, "/email/out", &over), 202);
     assert_eq!(emails(&house, &ana).len() as i64, cap + 1);
 }
+
+#[test]
+fn a_reply_to_an_email_whose_body_was_dropped_still_goes_out() {
+    let (world, house, ana, _provider) = world(true);
+    let raw =
+        b"From: Pat <pat@example.com>\r\nTo: ana@h.test\r\nSubject: old\r\nMessage-ID: <old@example.com>\r\n\r\nHi\r\n";
+    let got = block_on(house.receive_email(raw, "pat@example.com", "ana@h.test", &[])).unwrap();
+    json(
+        &ana.post(
+            &house,
+            &format!("/mailbox/{}/ack", ana.address.local()),
+            &Value::Object(nyx5_proto::json::obj([("ids", Value::Array(vec![got.id().into()]))])),
+        ),
+        200,
+    );
+    // Past the retention window the tick drops the acknowledged body, and keeps its id.
+    world.clock.advance(8 * DAY);
+    world.tick_all();
+    let req =
+        out(&[("to", "pat@example.com".into()), ("body", "Late, but yes.".into()), ("in_reply_to", got.id().into())]);
+    json(&ana.post(&house, "/email/out", &req), 202);
+}

@@ -53,6 +53,11 @@ async fn thread_of<D: Db, N: Net>(
     let text = store::received(&house.db, local, id, gateway.as_str())
         .await?
         .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no email {id} in your mailbox to reply to")))?;
+    // Its body was dropped a week after it was acknowledged (docs/SPEC.md §8c): the reply goes
+    // out, just without the headers that thread it.
+    if text.is_empty() {
+        return Ok((None, None));
+    }
     let env = Value::parse_str(&text)?;
     let ext = env
         .as_object()
