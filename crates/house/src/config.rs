@@ -125,7 +125,8 @@ pub fn parse_authserv_ids(text: &str) -> Result<Vec<String>, Error> {
 pub const OUTBOUND_PER_AGENT_PER_MINUTE: i64 = 60;
 /// The most envelopes a mailbox holds unacknowledged by default.
 pub const MAILBOX_MAX_ENVELOPES: i64 = 10_000;
-/// The most bytes of envelopes a mailbox holds unacknowledged by default: 256 MiB.
+/// The most bytes of envelopes a mailbox stores by default (waiting, or acknowledged and not yet
+/// dropped): 256 MiB.
 pub const MAILBOX_MAX_BYTES: i64 = 256 * 1024 * 1024;
 
 /// The limits an operator sets by name (Worker vars; the environment of `nyx5 serve`), each with
@@ -192,8 +193,9 @@ pub struct Config {
     pub email_out_per_agent_per_minute: i64,
     /// Envelopes one agent may hand to `POST /outbound` per minute.
     pub outbound_per_agent_per_minute: i64,
-    /// The most envelopes (and their bytes) one mailbox holds unacknowledged; past either, a
-    /// recipient is refused with 429 until its agent acknowledges some (`mailbox::quota_full`).
+    /// The most envelopes one mailbox holds unacknowledged, and the most bytes it stores (its
+    /// acknowledged envelopes' too, until their bodies are dropped); past either, a recipient is
+    /// refused with 429 until there is room again (`mailbox::quota_full`).
     pub mailbox_max_envelopes: i64,
     pub mailbox_max_bytes: i64,
     pub hosts: BTreeMap<String, HostEntry>,

@@ -55,7 +55,8 @@ pub const ACKED_BODY_KEEP_MS: i64 = 7 * 24 * 3_600_000;
 /// Most bodies one tick drops.
 pub const BODY_DROP_BATCH: i64 = 100;
 
-/// What a mailbox holds unacknowledged: envelopes and their bytes.
+/// What a mailbox holds: envelopes waiting to be acknowledged, and the bytes it stores (those
+/// envelopes, and acknowledged ones until their bodies are dropped).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {
     pub envelopes: i64,

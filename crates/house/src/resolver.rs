@@ -61,8 +61,8 @@ pub struct Resolved {
     /// `dns`, `well-known`, or `cache`.
     pub via: &'static str,
     /// What the card's key was checked against: `self`, `hosts`, `dns`, `pin`, `first-use`
-    /// (pinned now), `rotation` (followed a handover from the pin), `repin` (the user accepted
-    /// a changed key), or `cache`.
+    /// (pinned now), `unpinned` (trusted as on first use, the pin table being full), `rotation`
+    /// (followed a handover from the pin), `repin` (the user accepted a changed key), or `cache`.
     pub anchor: &'static str,
 }
 
@@ -266,7 +266,9 @@ pub const NEW_NAMES_PER_SITE_PER_MINUTE: i64 = 30;
 /// Most pins for the domains of one site: a party that mints names cannot make the house pin
 /// more than these (a house that needs more of one site anchors them in DNS, which pins nothing).
 pub const MAX_PINS_PER_SITE: i64 = 64;
-/// Most pins in all.
+/// Most pins in all. Past it a new domain is not refused but trusted unpinned (anchor
+/// `unpinned`): strangers who fill the table from many sites must not shut every new domain
+/// out, nor push an existing pin out to re-open trust on first use for it.
 pub const MAX_PINS: i64 = 100_000;
 
 /// The house's [`PinStore`]: the `pins` and `card_cache` tables.
@@ -289,8 +291,7 @@ impl<D: Db> PinStore for DbPins<'_, D> {
             Err(PortError::Constraint { name }) if name == store::constraint::GUARD => Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(
-                    "this house pins no more new domains of {site} (at most {MAX_PINS_PER_SITE} a site, \
-                     {MAX_PINS} in all); try again later"
+                    "this house pins no more new domains of {site} (at most {MAX_PINS_PER_SITE} a site); try again later"
                 ),
             )),
             Err(e) => Err(port_error(e)),
@@ -617,10 +618,13 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                         if self.store.first_pin(domain, &kid, entry).await? {
                             return Ok(done(verified, "first-use"));
                         }
-                        // Another resolution pinned a key a moment ago: hold this card to that pin.
-                        self.store.pin(domain).await?.ok_or_else(|| {
-                            Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))
-                        })?
+                        // Another resolution pinned a key a moment ago: hold this card to that
+                        // pin. No pin at all: the table is full, and the card is trusted as on
+                        // first use without being pinned (see `MAX_PINS`).
+                        match self.store.pin(domain).await? {
+                            Some(pin) => pin,
+                            None => return Ok(done(verified, "unpinned")),
+                        }
                     }
                 };
                 match card.clone().verify_continuing(&pin, self.now) {

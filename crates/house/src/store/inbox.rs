@@ -53,20 +53,18 @@ pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>,
 }
 
 /// Acknowledges the envelopes `ids` (a JSON array of distinct ids) in `local`'s mailbox: the
-/// first statement takes them off the mailbox's usage (those counted, not yet acknowledged), the
-/// second marks them. A second ack changes nothing; the second statement's row count is how many
-/// were newly acknowledged.
+/// first statement takes them off the mailbox's count of waiting envelopes, the second marks
+/// them. Their bytes stay counted until [`drop_bodies`] drops them: a mailbox's byte quota bounds
+/// what it stores, and an agent that acknowledges at once must not open it to an unending
+/// stream. A second ack changes nothing; the second statement's row count is how many were newly
+/// acknowledged.
 pub fn ack(local: &str, ids: &str, now: i64) -> [Stmt; 2] {
     [
         stmt!(
             "UPDATE mailbox_usage SET
                envelopes = envelopes - (SELECT count(m.bytes) FROM json_each(?) AS j CROSS JOIN mailbox AS m
-                                        ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL),
-               bytes = bytes - (SELECT coalesce(sum(m.bytes), 0) FROM json_each(?) AS j CROSS JOIN mailbox AS m
-                                ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL)
+                                        ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL)
              WHERE local = ?",
-            ids,
-            local,
             ids,
             local,
             local
@@ -83,13 +81,27 @@ pub fn ack(local: &str, ids: &str, now: i64) -> [Stmt; 2] {
 }
 
 /// Drops the bodies of at most `limit` envelopes acknowledged before `before`, oldest first: the
-/// text becomes empty and `bytes` 0, the row (and so its id, for duplicates) stays.
-pub fn drop_bodies(before: i64, limit: i64) -> Stmt {
-    stmt!(
-        "UPDATE mailbox SET envelope = '', bytes = 0
-         WHERE seq IN (SELECT seq FROM mailbox WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
-                       ORDER BY acked_at LIMIT ?)",
-        before,
-        limit
-    )
+/// first statement takes their bytes off their mailboxes' usage, the second empties the text and
+/// sets `bytes` to 0; the row (and so its id, for duplicates) stays. Both pick the same rows (same
+/// order, same limit) and run in one batch.
+pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
+    [
+        stmt!(
+            "WITH dropped AS (SELECT local, bytes FROM mailbox
+                              WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
+                              ORDER BY acked_at, seq LIMIT ?)
+             UPDATE mailbox_usage SET
+               bytes = bytes - (SELECT coalesce(sum(d.bytes), 0) FROM dropped AS d WHERE d.local = mailbox_usage.local)
+             WHERE local IN (SELECT local FROM dropped)",
+            before,
+            limit
+        ),
+        stmt!(
+            "UPDATE mailbox SET envelope = '', bytes = 0
+             WHERE seq IN (SELECT seq FROM mailbox WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
+                           ORDER BY acked_at, seq LIMIT ?)",
+            before,
+            limit
+        ),
+    ]
 }

@@ -37,10 +37,12 @@ pub mod constraint {
 /// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
 /// tick), and cached cards past their five minutes.
 pub fn upkeep(now: i64) -> Vec<Stmt> {
-    vec![
-        inbox::drop_bodies(now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS), crate::mailbox::BODY_DROP_BATCH),
-        resolver::purge(now),
-    ]
+    let mut stmts = Vec::from(inbox::drop_bodies(
+        now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS),
+        crate::mailbox::BODY_DROP_BATCH,
+    ));
+    stmts.push(resolver::purge(now));
+    stmts
 }
 
 /// Runs a query, mapping port failures to protocol errors.

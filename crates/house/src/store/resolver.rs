@@ -17,25 +17,27 @@ pub async fn pins<D: Db>(db: &D) -> Result<Vec<Row>, Error> {
 }
 
 /// Pins the first key seen for `domain` (of site `site`): a guard fails the batch
-/// (`constraint::GUARD`) when `domain` has no pin and its site holds `per_site` pins already, or
-/// the table `total`; then the insert, which keeps a pin already there (the row count says which).
+/// (`constraint::GUARD`) when `domain` has no pin and its site holds `per_site` pins already;
+/// then the insert, which keeps a pin already there, and pins nothing while the table holds
+/// `total` (the row count says whether it pinned).
 pub fn insert_pin(domain: &str, site: &str, sig: &str, now: i64, per_site: i64, total: i64) -> [Stmt; 2] {
     [
         crate::guard!(
             "pin_room",
-            "EXISTS (SELECT 1 FROM pins WHERE domain = ?)
-             OR ((SELECT count(*) FROM pins WHERE site = ?) < ? AND (SELECT count(*) FROM pins) < ?)",
+            "EXISTS (SELECT 1 FROM pins WHERE domain = ?) OR (SELECT count(*) FROM pins WHERE site = ?) < ?",
             domain,
             site,
-            per_site,
-            total
+            per_site
         ),
         stmt!(
-            "INSERT INTO pins (domain, site, sig, first_seen) VALUES (?, ?, ?, ?) ON CONFLICT (domain) DO NOTHING",
+            "INSERT INTO pins (domain, site, sig, first_seen)
+             SELECT ?, ?, ?, ? WHERE (SELECT count(*) FROM pins) < ?
+             ON CONFLICT (domain) DO NOTHING",
             domain,
             site,
             sig,
-            now
+            now,
+            total
         ),
     ]
 }

@@ -342,3 +342,39 @@ fn one_client_cannot_take_the_whole_open_registration_budget() {
     w.clock.advance(MINUTE);
     assert_eq!(register("g3", 12, "2001:db8:1:2::1"), 201);
 }
+
+#[test]
+fn acknowledging_at_once_does_not_open_the_mailbox_to_an_unending_stream() {
+    let (w, a, b, ana, bob) = pair(|c| c.mailbox_max_bytes = 3_000);
+    let body = "y".repeat(1_500);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "s1", &bob.address, &body)).status, 202);
+    assert_eq!(ack(&b, &bob, &["s1"]), 1);
+    // Acknowledged, its body is still stored: it still takes its room.
+    let full = deliver(&a, &b, &signed(&ana, "s2", &bob.address, &body));
+    assert_eq!(full.status, 429, "{}", reason(&full));
+    // Once the tick has dropped the body, the room is free again.
+    w.clock.advance(nyx5_house::mailbox::ACKED_BODY_KEEP_MS + MINUTE);
+    w.tick_all();
+    assert_eq!(count(&b, "SELECT bytes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "s2", &bob.address, &body)).status, 202);
+}
+
+#[test]
+fn a_full_pin_table_shuts_no_new_domain_out_and_keeps_every_pin() {
+    let (w, _a, b, _ana, bob) = pair(|_| {});
+    // Strangers have filled the table from many sites.
+    block_on(b.db.batch(vec![stmt!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO pins (domain, site, sig, first_seen) SELECT 'f' || i || '.example', 'f' || i || '.example', 'x', 0 FROM n",
+        nyx5_house::resolver::MAX_PINS
+    )]))
+    .unwrap();
+    let newcomer = Evil { key: SigningKey::from_seed([77; 32]) };
+    let resp = newcomer.send(&w, &b, 1, &bob.address);
+    assert_eq!(resp.status, 202, "{}", reason(&resp));
+    assert_eq!(
+        count(&b, "SELECT count(*) AS n FROM pins"),
+        nyx5_house::resolver::MAX_PINS,
+        "nothing pinned, nothing pushed out"
+    );
+}
