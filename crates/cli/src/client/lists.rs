@@ -15,7 +15,7 @@ use nyx5_proto::json::{Object, Value, obj};
 use super::Ctx;
 use super::directory::{operator_hint, operator_house};
 use super::http::{read_object, send};
-use super::output::{safe, show, text};
+use super::output::{list_shown, safe, show, text};
 use crate::error::Failure;
 
 /// What a change does to an entry.
@@ -104,16 +104,7 @@ pub(crate) fn lists_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let mut s = format!("{}: who may write to you\n", text(&o, "agent"));
     for (kind, says) in [("allow", "always let in"), ("block", "always refused")] {
-        let entries: Vec<String> = o
-            .get(kind)
-            .and_then(Value::as_array)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(Value::as_str)
-            .map(safe)
-            .collect();
-        let shown = if entries.is_empty() { "(empty)".to_owned() } else { entries.join(", ") };
-        s.push_str(&format!("  {:<8} {shown}   ({says})\n", format!("{kind}:")));
+        s.push_str(&format!("  {:<8} {}   ({says})\n", format!("{kind}:"), list_shown(&o, kind)));
     }
     s
 }

@@ -470,7 +470,6 @@ mod tests {
 
     use super::*;
     use crate::client::http::Transport;
-    use crate::client::resolve::Setup;
     use crate::client::testing::{HouseB, domain_card};
     use crate::keyfile::KeyFile;
 
@@ -494,16 +493,7 @@ mod tests {
         let mut hosts = BTreeMap::new();
         let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) };
         hosts.insert("b.test".to_owned(), entry);
-        let res = Resolver::new(Setup {
-            net: &net,
-            hosts: &hosts,
-            doh: None,
-            own: None,
-            profile: None,
-            repin: false,
-            fresh: true,
-            now,
-        });
+        let res = Resolver::bare(&net, &hosts, now);
         let me = AgentEntry::new(
             Address::parse("bo@b.test").unwrap(),
             "http://b".into(),
@@ -548,9 +538,7 @@ mod tests {
             let mut hosts = BTreeMap::new();
             let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(anchor.public()) };
             hosts.insert("b.test".to_owned(), entry);
-            let setup =
-                Setup { net, hosts: &hosts, doh: None, own: None, profile: None, repin: false, fresh: true, now };
-            let m = open_item(&Resolver::new(setup), &me, &item(&signed(from)));
+            let m = open_item(&Resolver::bare(net, &hosts, now), &me, &item(&signed(from)));
             m.as_object().unwrap().get("trust").and_then(Value::as_str).unwrap().to_owned()
         };
         let stranger = SigningKey::from_seed([41; 32]);
@@ -566,16 +554,7 @@ mod tests {
     #[test]
     fn unsigned_mail_is_unverified_and_never_shown_as_signed() {
         let hosts = BTreeMap::new();
-        let res = Resolver::new(Setup {
-            net: &Offline,
-            hosts: &hosts,
-            doh: None,
-            own: None,
-            profile: None,
-            repin: false,
-            fresh: false,
-            now: Timestamp(1_800_000_000_000),
-        });
+        let res = Resolver::bare(&Offline, &hosts, Timestamp(1_800_000_000_000));
         let mut n = 0u8;
         let mut rng = |b: &mut [u8]| {
             n = n.wrapping_add(1);

@@ -74,6 +74,14 @@ pub(crate) fn indent(text: &str, n: usize) -> String {
     text.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
+/// The entries of the list `kind` in `o` (an array of strings), made safe and joined, or
+/// `(empty)`.
+pub(crate) fn list_shown(o: &Object, kind: &str) -> String {
+    let entries: Vec<String> =
+        o.get(kind).and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_str).map(safe).collect();
+    if entries.is_empty() { "(empty)".to_owned() } else { entries.join(", ") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -310,6 +310,12 @@ fn failure(what: &str, domain: &str, e: &Error) -> Failure {
 }
 
 impl<'a> Resolver<'a> {
+    /// For tests: a resolver with no profile, no DNS and no house of its own, reading nothing kept.
+    #[cfg(test)]
+    pub(crate) fn bare(net: &'a dyn Transport, hosts: &'a BTreeMap<String, HostEntry>, now: Timestamp) -> Resolver<'a> {
+        Resolver::new(Setup { net, hosts, doh: None, own: None, profile: None, repin: false, fresh: true, now })
+    }
+
     pub(crate) fn new(s: Setup<'a>) -> Resolver<'a> {
         let (path, pins) = match s.profile {
             Some((p, pins)) => (Some(p), pins),
@@ -490,16 +496,7 @@ mod tests {
         let key = SigningKey::from_seed([40; 32]);
         let net = HouseB::serving(&domain_card(&key, now));
         let hosts = BTreeMap::new();
-        let res = Resolver::new(Setup {
-            net: &net,
-            hosts: &hosts,
-            doh: None,
-            own: None,
-            profile: None,
-            repin: false,
-            fresh: true,
-            now,
-        });
+        let res = Resolver::bare(&net, &hosts, now);
         res.at("b.test", "http://b");
         let d = res.domain("b.test").unwrap();
         assert_eq!((d.via, d.anchor), ("url", "none"));

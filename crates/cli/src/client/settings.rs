@@ -5,7 +5,7 @@
 use nyx5_proto::json::{Object, Value, obj};
 
 use super::Ctx;
-use super::output::{safe, text};
+use super::output::{list_shown, safe, text};
 use crate::error::Failure;
 
 /// `nyx5 settings`: the acting agent's private settings, read with its current key.
@@ -31,16 +31,7 @@ pub(crate) fn settings_human(v: &Value) -> String {
     }
     let lists = o.get("lists").and_then(Value::as_object).cloned().unwrap_or_default();
     for kind in ["allow", "block"] {
-        let entries: Vec<String> = lists
-            .get(kind)
-            .and_then(Value::as_array)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(Value::as_str)
-            .map(safe)
-            .collect();
-        let shown = if entries.is_empty() { "(empty)".to_owned() } else { entries.join(", ") };
-        s.push_str(&format!("  {:<8} {shown}\n", format!("{kind}:")));
+        s.push_str(&format!("  {:<8} {}\n", format!("{kind}:"), list_shown(&lists, kind)));
     }
     let quotas: Object = o.get("quotas").and_then(Value::as_object).cloned().unwrap_or_default();
     if !quotas.is_empty() {

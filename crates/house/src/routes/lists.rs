@@ -87,14 +87,13 @@ fn entries(change: &Object, name: &str, kind: &str) -> Result<BTreeSet<String>, 
 
 async fn lists<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
     let rows = store::mailbox::lists(&house.db, local).await?;
-    let list = |kind: &str| {
-        Value::Array(
-            rows.iter()
-                .filter(|r| r.text("kind") == Some(kind))
-                .filter_map(|r| r.text("entry"))
-                .map(Value::from)
-                .collect(),
-        )
-    };
+    let list = |kind: &str| list_of(&rows, kind);
     Ok(Response::json(200, &ok_body([("allow", list("allow")), ("block", list("block"))])))
+}
+
+/// The entries of list `kind` (`allow`, `block`) among rows with `kind` and `entry`, in row order.
+pub(crate) fn list_of(rows: &[crate::ports::Row], kind: &str) -> Value {
+    Value::Array(
+        rows.iter().filter(|r| r.text("kind") == Some(kind)).filter_map(|r| r.text("entry")).map(Value::from).collect(),
+    )
 }

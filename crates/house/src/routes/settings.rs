@@ -13,7 +13,7 @@ use nyx5_proto::{Error, ErrorKind, Object, Value, limits};
 use crate::http::{Request, Response};
 use crate::policy::MAX_LIST_ENTRIES;
 use crate::ports::{Db, Net, Row};
-use crate::routes::lists::KINDS;
+use crate::routes::lists::{KINDS, list_of};
 use crate::{House, ok_body, store};
 
 /// GET /agents/:local/settings
@@ -37,16 +37,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
 
 /// `{"allow": [...], "block": [...]}`, each sorted, as `GET /lists/:local` answers them.
 fn lists(rows: &[Row]) -> Value {
-    let list = |kind: &str| {
-        Value::Array(
-            rows.iter()
-                .filter(|r| r.text("kind") == Some(kind))
-                .filter_map(|r| r.text("entry"))
-                .map(Value::from)
-                .collect(),
-        )
-    };
-    Value::Object(KINDS.iter().map(|k| ((*k).to_owned(), list(k))).collect::<Object>())
+    Value::Object(KINDS.iter().map(|k| ((*k).to_owned(), list_of(rows, k))).collect::<Object>())
 }
 
 /// The limits this mailbox lives under, by name. The email ones only where the bridge runs.
