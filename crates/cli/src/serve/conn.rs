@@ -248,7 +248,16 @@ pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits
             Instant::now() + limits.header_timeout
         };
         let read = async {
+            // The head is parsed once its end has arrived (or it has grown too large), not again
+            // after every read: a client sending a byte at a time costs linear time, not quadratic.
+            let mut scanned = 0;
             let head = loop {
+                let ended = http::head_ends(&buf, scanned);
+                scanned = buf.len();
+                if !ended && buf.len() < http::MAX_HEAD_BYTES {
+                    read_by(&mut stream, &mut buf, head_deadline, "request head not received in time").await?;
+                    continue;
+                }
                 match http::parse_head(&buf, limits.max_body_bytes) {
                     Ok(Some(head)) => break head,
                     Ok(None) => {

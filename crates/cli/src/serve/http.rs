@@ -102,6 +102,13 @@ fn origin_form(target: &str) -> Result<String, Error> {
     Err(malformed(format!("request target {:?} is not a path", target.chars().take(64).collect::<String>())))
 }
 
+/// Whether `buf` holds the empty line that ends a head, looking only at what arrived after
+/// `scanned` bytes (and the three before, where the line may have started).
+pub(super) fn head_ends(buf: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(3);
+    buf.get(from..).is_some_and(|tail| tail.windows(2).any(|w| w == b"\n\n") || tail.windows(3).any(|w| w == b"\n\r\n"))
+}
+
 /// Reads a request head from the start of `buf`: `Ok(None)` while it is incomplete (and under
 /// [`MAX_HEAD_BYTES`]); the head, checked, when complete. A body longer than `max_body` is
 /// refused here, from its declared length, before any of it is read.
@@ -117,6 +124,12 @@ pub(super) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Er
     };
     if len > MAX_HEAD_BYTES {
         return Err(head_too_large());
+    }
+    // httparse also takes a bare LF as a line end; a proxy in front may not, and two readers that
+    // split lines differently are how requests get smuggled.
+    let head = buf.get(..len).unwrap_or_default();
+    if std::iter::once(&0u8).chain(head).zip(head).any(|(before, b)| *b == b'\n' && *before != b'\r') {
+        return Err(malformed("header lines must end in CRLF"));
     }
     let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(malformed("not an HTTP/1.1 request"));
@@ -384,6 +397,21 @@ mod tests {
     }
 
     #[test]
+    fn the_end_of_a_head_is_found_however_it_was_split() {
+        let head = b"GET / HTTP/1.1\r\nhost: a\r\n\r\n";
+        // Fed one byte at a time, each look covers only what is new (and three bytes before).
+        let mut scanned = 0;
+        let found = (1..=head.len()).find(|&n| {
+            let ended = head_ends(&head[..n], scanned);
+            scanned = n;
+            ended
+        });
+        assert_eq!(found, Some(head.len()));
+        assert!(!head_ends(b"GET / HTTP/1.1\r\nhost: a\r\n", 0));
+        assert!(head_ends(b"GET / HTTP/1.1\nhost: a\n\n", 10), "a bare-LF head ends too (and is refused)");
+    }
+
+    #[test]
     fn reads_a_head_and_its_framing() {
         let text = "POST /mailbox/ana?after=3 HTTP/1.1\r\nHost: a\r\nX-Nyx5-Relay: abc\r\nContent-Length: 2\r\n\r\n";
         let h = head(&format!("{text}{{}}")).unwrap().unwrap();
@@ -407,6 +435,9 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_frame_or_read() {
         assert_eq!(code("NOT HTTP AT ALL\r\n\r\n"), 400);
+        // Lines end in CRLF, each of them.
+        assert_eq!(code("GET / HTTP/1.1\nhost: a\n\n"), 400);
+        assert_eq!(code("GET / HTTP/1.1\r\nhost: a\nx: y\r\n\r\n"), 400);
         // Only spaces and tabs are whitespace around a framing token: a non-breaking space that
         // `str::trim` would strip makes the coding unknown and the length not a number.
         assert_eq!(code("POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\u{a0}\r\n\r\n"), 400);
