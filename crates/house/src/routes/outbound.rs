@@ -82,15 +82,21 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // The outbox row first: the same envelope again fails on its id and answers "exists" without
     // counting; only a new envelope counts towards the agent's minute.
     let mut stmts = store::enqueue(&out, &jobs);
+    // A subagent's sends count towards its root agent's minute as well: an agent cannot multiply
+    // its rate by enrolling subagents (`a.b.ceo` → `ceo`).
     let cap = house.config.outbound_per_agent_per_minute;
-    let bucket = format!("outbound:{}", card.address().local());
-    stmts.push(crate::store::agents::count_in_window(&bucket, now.millis() / 60_000, cap));
+    let local = card.address().local();
+    let root = local.rsplit('.').next().unwrap_or(local);
+    for who in if root == local { vec![local] } else { vec![local, root] } {
+        let bucket = format!("outbound:{who}");
+        stmts.push(crate::store::agents::count_in_window(&bucket, now.millis() / 60_000, cap));
+    }
     match house.db.batch(stmts).await {
         Ok(_) => {}
         Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
             return Err(Error::new(
                 ErrorKind::RateLimited,
-                format!("{} may send {cap} envelopes a minute; try again shortly", card.address()),
+                format!("{} may send {cap} envelopes a minute (with its subagents); try again shortly", card.address()),
             ));
         }
         Err(PortError::Constraint { name }) => return resent(house, env.id(), card.address(), &sha256, name).await,

@@ -15,6 +15,7 @@ use nyx5_house::http::Request;
 use nyx5_house::ports::Db;
 use nyx5_house::routes::mailbox::PAGE_MAX_BYTES;
 use nyx5_house::{Registration, stmt};
+use nyx5_proto::card::{Delegation, Scope};
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
@@ -318,6 +319,26 @@ fn an_agent_over_its_outbound_rate_gets_429() {
     assert_eq!(count(&a, "SELECT count(*) AS n FROM outbox"), 3);
     w.clock.advance(MINUTE);
     assert_eq!(ana.send(&a, &envs[3]).status, 202);
+
+    // Subagents share their root's minute: enrolling them does not multiply the rate.
+    w.clock.advance(MINUTE);
+    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(10) };
+    let mut subs = Vec::new();
+    for (i, name) in ["s1.ana@a.test", "s2.ana@a.test"].into_iter().enumerate() {
+        let sub = Agent::new(name, 50 + u8::try_from(i).unwrap());
+        let delegation =
+            Delegation::sign(&ana.address, &sub.address, &sub.sig.public(), &scope, None, a.now(), &ana.sig).unwrap();
+        let body = sub.registration(&a, &[("delegation", delegation.to_value())]);
+        json(&call(&a, "POST", "/agents", &[("authorization", &admin(&a))], &body), 201);
+        subs.push(sub);
+    }
+    let statuses: Vec<u16> = (0..4)
+        .map(|i| {
+            let sub = &subs[i % 2];
+            sub.send(&a, &signed(sub, &format!("sub{i}"), &to, "spam")).status
+        })
+        .collect();
+    assert_eq!(statuses, [202, 202, 202, 429], "two subagents together get their root's three");
 }
 
 #[test]
