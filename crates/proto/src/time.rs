@@ -37,13 +37,34 @@ impl Timestamp {
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
     pub fn to_rfc3339(self) -> String {
+        let c = self.civil();
+        let (h, mi, s, milli) =
+            (c.ms_of_day / 3_600_000, c.ms_of_day / 60_000 % 60, c.ms_of_day / 1000 % 60, c.ms_of_day % 1000);
+        format!("{:04}-{:02}-{:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z", c.year, c.month, c.day)
+    }
+
+    /// The UTC calendar date and time of day (clamped to years 0000–9999, as [`Timestamp::to_rfc3339`]).
+    pub fn civil(self) -> Civil {
         let ms = self.0.clamp(MIN_MS, MAX_MS);
         let days = ms.div_euclid(86_400_000);
-        let rem = ms.rem_euclid(86_400_000);
-        let (y, m, d) = civil_from_days(days);
-        let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
-        format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
+        let (year, month, day) = civil_from_days(days);
+        // 1970-01-01 was a Thursday: 0 = Monday … 6 = Sunday.
+        let weekday = (days + 3).rem_euclid(7);
+        Civil { year, month, day, weekday, ms_of_day: ms.rem_euclid(86_400_000) }
     }
+}
+
+/// A [`Timestamp`] as a UTC calendar date and time of day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Civil {
+    pub year: i64,
+    /// 1–12.
+    pub month: i64,
+    /// 1–31.
+    pub day: i64,
+    /// 0 = Monday … 6 = Sunday.
+    pub weekday: i64,
+    pub ms_of_day: i64,
 }
 
 impl fmt::Display for Timestamp {

@@ -341,23 +341,20 @@ fn reason_phrase(status: u16) -> &'static str {
 
 /// `ms` since the epoch as an HTTP date (IMF-fixdate, RFC 9110 §5.6.7).
 pub(super) fn http_date(ms: i64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let weekday = DAYS.get(usize::try_from(days.rem_euclid(7)).unwrap_or(0)).unwrap_or(&"Thu");
-    let month_name = MONTHS.get(usize::try_from(month - 1).unwrap_or(0)).unwrap_or(&"Jan");
-    format!("{weekday}, {day:02} {month_name} {year:04} {:02}:{:02}:{:02} GMT", rem / 3600, rem % 3600 / 60, rem % 60)
+    let c = nyx5_proto::Timestamp(ms).civil();
+    let weekday = usize::try_from(c.weekday).ok().and_then(|i| DAYS.get(i)).unwrap_or(&"Mon");
+    let month = usize::try_from(c.month - 1).ok().and_then(|i| MONTHS.get(i)).unwrap_or(&"Jan");
+    let secs = c.ms_of_day / 1000;
+    format!(
+        "{weekday}, {:02} {month} {:04} {:02}:{:02}:{:02} GMT",
+        c.day,
+        c.year,
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 /// An answer on the wire: status line, date, type, length (`connection: close` when the
