@@ -50,15 +50,25 @@ pub struct Standing {
     /// What the allow list is matched against: the From address and its domain when
     /// authenticated, else nothing (a From anyone can write exempts no one).
     pub authenticated: Vec<String>,
-    /// The rate window it counts in: `email:<local>:domain:<site of the authenticated domain>`
-    /// (every subdomain of one site shares it), or
-    /// `email:<local>:unverified`, shared by all unauthenticated mail to the mailbox, since every
-    /// other name for the sender (From, the SMTP sender) is the sender's free choice.
-    pub bucket: String,
+    /// The rate window it counts in is `email:<local>` followed by this: `:domain:<site of the
+    /// authenticated domain>` (every subdomain of one site shares it), or `:unverified`, shared by
+    /// all unauthenticated mail to the mailbox, since every other name for the sender (From, the
+    /// SMTP sender) is the sender's free choice.
+    pub bucket_suffix: String,
+}
+
+/// The prefix of every email rate window (see [`Standing::bucket_suffix`]).
+const BUCKET_PREFIX: &str = "email:";
+
+impl Standing {
+    /// The rate window this email counts in for mailbox `local`.
+    pub fn bucket(&self, local: &str) -> String {
+        format!("{BUCKET_PREFIX}{local}{}", self.bucket_suffix)
+    }
 }
 
 /// Decides an email's [`Standing`] for mailbox `local`. Pure.
-pub fn standing(local: &str, parsed: &Parsed, envelope_from: Option<&str>, trusted: &[String]) -> Standing {
+pub fn standing(parsed: &Parsed, envelope_from: Option<&str>, trusted: &[String]) -> Standing {
     let authenticated_domain = parsed.authenticated_domain(trusted);
     let from = parsed.from.as_ref().and_then(|m| m.address.clone());
     let claimed = entries(from.iter().cloned().chain(envelope_from.and_then(parse::mail_address)), true);
@@ -66,11 +76,11 @@ pub fn standing(local: &str, parsed: &Parsed, envelope_from: Option<&str>, trust
         Some(_) => entries(from, false),
         None => Vec::new(),
     };
-    let bucket = match &authenticated_domain {
-        Some(domain) => format!("email:{local}:domain:{}", crate::site::site(domain)),
-        None => format!("email:{local}:unverified"),
+    let bucket_suffix = match &authenticated_domain {
+        Some(domain) => format!(":domain:{}", crate::site::site(domain)),
+        None => ":unverified".to_owned(),
     };
-    Standing { authenticated_domain, claimed, authenticated, bucket }
+    Standing { authenticated_domain, claimed, authenticated, bucket_suffix }
 }
 
 /// The list entries addresses match: each address and its domain, once; with `parents`, the
@@ -152,21 +162,25 @@ impl<D: Db, N: Net> House<D, N> {
             .cloned()
             .chain(receivers.iter().map(|r| r.to_ascii_lowercase()))
             .collect();
-        let standing = standing(to.local(), &parsed, envelope_from, &trusted);
+        let standing = standing(&parsed, envelope_from, &trusted);
         let id = parse::envelope_id(&self.config.domain, &parsed, standing.authenticated_domain.as_deref());
         let gateway = self.email_gateway()?;
         let now = self.now();
         let window = now.millis() / 60_000;
-        let lookup = store::email::Lookup {
-            local: to.local(),
+        // The signed path's one lookup, for this one recipient.
+        let lookup = store::mailbox::Lookup {
+            locals: &json_list(&[to.local().to_owned()]),
             envelope_id: &id,
-            claimed: &json_list(&standing.claimed),
-            authenticated: &json_list(&standing.authenticated),
-            bucket: &standing.bucket,
+            blocks: &json_list(&standing.claimed),
+            allows: &json_list(&standing.authenticated),
+            bucket_prefix: BUCKET_PREFIX,
+            bucket_suffix: &standing.bucket_suffix,
             window,
         };
-        let facts = store::email::facts(&self.db, &lookup)
+        let facts = store::mailbox::inbound_facts(&self.db, &lookup)
             .await?
+            .into_iter()
+            .next()
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {to}")))?;
         // The id binds the message's content: held by an email, it is this very message again.
         match facts.text("holder") {
@@ -214,7 +228,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let mut stmts = Vec::with_capacity(3);
         if !allowed {
-            stmts.push(store::agents::count_in_window(&standing.bucket, window, cap));
+            stmts.push(store::agents::count_in_window(&standing.bucket(to.local()), window, cap));
         }
         // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
         stmts.extend(store::mailbox::insert(

@@ -1,53 +1,11 @@
-//! The email bridge's SQL: what receiving an email reads about its recipient, and the separate
-//! write path for unsigned email envelopes (signed envelopes go through `store::mailbox`).
+//! The email bridge's SQL: the separate write path for unsigned email envelopes (what receiving
+//! one reads about its recipient is `store::mailbox::inbound_facts`, as for signed envelopes).
 
 use nyx5_proto::Error;
 
 use super::one;
 use crate::ports::{Db, Row, Stmt};
 use crate::stmt;
-
-/// What receiving an email reads, at once: which mailbox row, lists and rate window matter.
-#[derive(Debug, Clone, Copy)]
-pub struct Lookup<'a> {
-    pub local: &'a str,
-    pub envelope_id: &'a str,
-    /// A JSON array of the addresses and domains the email claims (From, envelope sender).
-    pub claimed: &'a str,
-    /// A JSON array of the address and domain a trusted receiver vouched for (`[]` if none).
-    pub authenticated: &'a str,
-    pub bucket: &'a str,
-    pub window: i64,
-}
-
-/// One row for agent `local` (none if there is no such agent): its `card` and `webhook`; `holder`, the sender
-/// of the mailbox row that already holds `envelope_id` (or NULL); `blocked`, whether its block list
-/// holds one of the `claimed` entries; `allowed`, whether its allow list holds one of the
-/// `authenticated` ones; `rate_count`, the count of rate window `bucket` in minute `window` (or NULL);
-/// and `held_envelopes`, `held_bytes`, what the mailbox holds unacknowledged (NULL: nothing yet).
-pub async fn facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Option<Row>, Error> {
-    one(
-        db,
-        stmt!(
-            "SELECT a.card AS card, a.webhook AS webhook,
-               (SELECT m.sender FROM mailbox AS m WHERE m.local = a.local AND m.envelope_id = ?) AS holder,
-               EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
-                       ON l.local = a.local AND l.kind = 'block' AND l.entry = e.value) AS blocked,
-               EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
-                       ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS allowed,
-               (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? AND r.window = ?) AS rate_count,
-               u.envelopes AS held_envelopes, u.bytes AS held_bytes
-             FROM agents AS a LEFT JOIN mailbox_usage AS u ON u.local = a.local WHERE a.local = ?",
-            l.envelope_id,
-            l.claimed,
-            l.authenticated,
-            l.bucket,
-            l.window,
-            l.local
-        ),
-    )
-    .await
-}
 
 /// A new outbound email, `pending` and due at `now`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
