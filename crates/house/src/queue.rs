@@ -317,26 +317,6 @@ impl Plan {
     }
 }
 
-/// The order one tick works its jobs in: round-robin over destinations (each domain's first
-/// job, then each one's second, …), so a destination that fails or hangs holds up one turn per
-/// round rather than everyone behind its backlog. `jobs` come from [`store::due`], which ranks
-/// them the same way; this keeps that order stable whatever the rows' order.
-fn rounds(jobs: Vec<Job>) -> Vec<Job> {
-    let mut turns: BTreeMap<String, usize> = BTreeMap::new();
-    let mut ranked: Vec<(usize, usize, Job)> = jobs
-        .into_iter()
-        .enumerate()
-        .map(|(i, job)| {
-            let next = turns.entry(job.domain.clone()).or_default();
-            let turn = *next;
-            *next += 1;
-            (turn, i, job)
-        })
-        .collect();
-    ranked.sort_by_key(|(turn, i, _)| (*turn, *i));
-    ranked.into_iter().map(|(_, _, job)| job).collect()
-}
-
 /// When `job` is tried again if the attempt made at `now` fails: its backoff, never past its
 /// deadline (where it bounces).
 fn retry_at(job: &Job, now: i64, retry: &Retry) -> i64 {
@@ -424,7 +404,8 @@ impl<D: Db, N: Net> House<D, N> {
         let mut report = TickReport::default();
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
         let mut health: BTreeMap<String, Option<Health>> = BTreeMap::new();
-        for job in rounds(rows.iter().filter_map(Job::from_row).collect()) {
+        // `due` hands them out round-robin over destinations; they are worked in that order.
+        for job in rows.iter().filter_map(Job::from_row) {
             let domain = job.domain.clone();
             let known = *health.entry(domain.clone()).or_insert(job.health);
             let after = self.work_turn(job, known, now, &mut report).await?;
