@@ -386,7 +386,7 @@ struct Located {
 /// A request that got no answer: refused by the outbound policy (403, permanent), or a
 /// transport failure (503, temporary). The reason says what failed, never the URL or the
 /// transport's text: a stranger reading it must not learn what answered where.
-fn unreachable(e: PortError, what: &str) -> Error {
+fn no_answer(e: PortError, what: &str) -> Error {
     match e {
         PortError::Refused(why) => Error::forbidden(format!("{what}: refused by the outbound policy: {why}")),
         _ => Error::new(ErrorKind::Unavailable, format!("{what}: unreachable, try again later")),
@@ -532,7 +532,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     body: vec![],
                 })
                 .await
-                .map_err(|e| unreachable(e, &format!("the DNS-over-HTTPS lookup of {domain}")))?;
+                .map_err(|e| no_answer(e, &format!("the DNS-over-HTTPS lookup of {domain}")))?;
             if resp.status != 200 {
                 return Err(Error::new(
                     ErrorKind::Unavailable,
@@ -670,7 +670,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 body: vec![],
             })
             .await
-            .map_err(|e| unreachable(e, what))?;
+            .map_err(|e| no_answer(e, what))?;
         match resp.status {
             200..=299 if resp.body.len() <= limits::MAX_DOCUMENT_BYTES => Ok(resp.body),
             200..=299 => Err(Error::forbidden(format!("{what} is too large"))),
