@@ -1,5 +1,5 @@
 //! Test doubles for the client verbs: a house at `http://b` for `b.test`, played by a closure.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::expect_used)]
 
 use nyx5_proto::Timestamp;
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
@@ -20,7 +20,7 @@ pub(crate) fn domain_card(key: &SigningKey, now: Timestamp) -> DomainCard {
         issued: now,
     }
     .sign(key, now)
-    .unwrap()
+    .expect("a card made of fixed, valid parts signs")
 }
 
 /// The house at `http://b`: its domain card at the well-known URL, `answer` for `POST /agents`,
