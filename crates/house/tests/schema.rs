@@ -127,7 +127,13 @@ fn the_libro_schema_refuses_what_must_never_be() {
     refused(&db, vec![entry(1, ZERO, ONE, "c1", r#"[{"account":"ana@a.test","delta":10}]"#)], "entry_unbalanced");
     refused(
         &db,
-        vec![entry(1, ZERO, ONE, "c1", r#"[{"account":"ana@a.test","delta":10},{"account":"ana@a.test","delta":-10}]"#)],
+        vec![entry(
+            1,
+            ZERO,
+            ONE,
+            "c1",
+            r#"[{"account":"ana@a.test","delta":10},{"account":"ana@a.test","delta":-10}]"#,
+        )],
         "entry_unbalanced",
     );
     refused(&db, vec![entry(1, ZERO, ONE, "c1", "[]")], "entry_unbalanced");

@@ -15,6 +15,9 @@ use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 
 use super::op::{Bond, MandateOp, Op};
 
+/// Most active mandates one grantor may hold granted.
+pub const MAX_ACTIVE_MANDATES: i64 = 1000;
+
 /// What the house's own configuration says.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -295,6 +298,10 @@ pub struct Facts {
     pub contract: Option<Contract>,
     /// The mandate the operation names and every mandate above it, root first.
     pub chain: Vec<Mandate>,
+    /// The operator has an account here (a local agent always has).
+    pub known: bool,
+    /// Active mandates the operator granted.
+    pub active_mandates: i64,
 }
 
 impl Facts {
@@ -444,6 +451,22 @@ fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&s
 /// posted. A quote must have been verified (seller's signature, validity) by the caller.
 pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
     let me = &ctx.operator;
+    // A stranger to this Libro (a foreign agent no entry ever named) may act on the contracts and
+    // mandates that name it, but creates nothing and reads nothing here: what strangers can make
+    // the house store and send is bounded by what they paid in.
+    let creates = matches!(op, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Balance | Op::Statement { .. });
+    if creates && !facts.known {
+        return Err(refuse(
+            ErrorKind::PaymentRequired,
+            format!("{me} has no account at the Libro of {}; ask its house for a top-up", rules.house),
+        ));
+    }
+    if matches!(op, Op::Mandate(_)) && facts.active_mandates >= MAX_ACTIVE_MANDATES {
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
+        ));
+    }
     let mut d = Decision { parties: vec![me.clone()], ..Decision::default() };
     match op {
         Op::Accept { quote } => accept(quote, ctx, rules, facts, entry_id, &mut d)?,

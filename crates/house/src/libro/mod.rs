@@ -139,6 +139,8 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
         }
         facts.chain = chain;
     }
+    facts.known = row.int("known") == Some(1);
+    facts.active_mandates = row.int("mandates").unwrap_or(0);
     let head = (row.int("head_n").unwrap_or(0), row.text("head_sha").unwrap_or(GENESIS).to_owned());
     let done = match parse_json(row.text("done")) {
         Some(Value::Object(o)) => Some(o),
@@ -223,8 +225,11 @@ impl<D: Db, N: Net> House<D, N> {
         };
         let mut lost: Option<String> = None;
         for _ in 0..ATTEMPTS {
-            let row = store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate()).await?;
-            let (facts, head, done) = facts_of(&row)?;
+            let row =
+                store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate(), env.from().as_str()).await?;
+            let (mut facts, head, done) = facts_of(&row)?;
+            // This house's agents have an account here by being registered.
+            facts.known |= env.from().domain() == self.config.domain;
             if let Some(done) = done {
                 return done_before_object(&done, env.from(), &sha);
             }
@@ -236,6 +241,12 @@ impl<D: Db, N: Net> House<D, N> {
                 Err(PortError::Constraint { name }) if name == store::OP_DONE => {
                     let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
                     return done_before(&row, env.from(), &sha);
+                }
+                Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
+                    return Err(Error::new(
+                        ErrorKind::RateLimited,
+                        format!("too many operations from {} this minute; try again shortly", env.from().domain()),
+                    ));
                 }
                 Err(PortError::Constraint { name }) if store::RACES.contains(&name.as_str()) => lost = Some(name),
                 Err(e) => return Err(port_error(e)),
@@ -514,7 +525,7 @@ impl<D: Db, N: Net> House<D, N> {
     /// sender's balance, the journal's head and the vouching bond.
     pub(crate) async fn stamp_facts(&self, sender: &Address, bond: Option<&str>) -> Result<StampFacts, Error> {
         let accounts = Value::Array(vec![sender.as_str().into()]).canonical_string();
-        let row = store::facts(&self.db, "", &accounts, bond, None).await?;
+        let row = store::facts(&self.db, "", &accounts, bond, None, sender.as_str()).await?;
         let (facts, head, _) = facts_of(&row)?;
         Ok(StampFacts { balance: facts.balance(sender.as_str()), head, bond: facts.contract })
     }
