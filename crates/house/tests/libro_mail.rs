@@ -268,3 +268,55 @@ fn an_escrow_deadline_sends_notices_to_both_parties_when_it_comes() {
         assert_eq!(body["deadline"].as_str(), Some(deadline.to_rfc3339().as_str()));
     }
 }
+
+#[test]
+fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 90);
+    let vic = Agent::new("vic@a.test", 91);
+    register(&h, &ana, None);
+    register(&h, &vic, None);
+    topup(&h, &ana, 10);
+    let expires = nyx5_proto::Timestamp(w.clock.now().millis() + 3_600_000);
+    operate(
+        &w,
+        &h,
+        &ana,
+        "bond-1",
+        obj([
+            ("op", "bond".into()),
+            ("amount", 7.into()),
+            ("claim", "the build is green".into()),
+            ("verifier", "vic@a.test".into()),
+            ("expires", expires.to_rfc3339().into()),
+        ]),
+    );
+    assert_eq!((balance(&h, "ana@a.test"), balance(&h, "escrow:bond-1")), (3, 7));
+    w.tick_all();
+    assert_eq!(balance(&h, "escrow:bond-1"), 7, "not before it expires");
+    w.clock.advance(3_600_000);
+    w.tick_all();
+    assert_eq!((balance(&h, "ana@a.test"), balance(&h, "escrow:bond-1")), (10, 0));
+    let notice = mailbox(&h, &ana)
+        .into_iter()
+        .find(|e| e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA))
+        .expect("a notice of the return");
+    let body = notice.content().unwrap().body.as_object().unwrap().clone();
+    assert_eq!((body["contract"].as_str(), body["state"].as_str()), (Some("bond-1"), Some("released")));
+    // Released by expiry, it can be forfeited no more; a second tick changes nothing.
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "late".into())]);
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut d = Draft::new(
+        "forfeit-1".into(),
+        vic.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(forfeit)),
+    );
+    d.kind = Kind::Task;
+    assert_eq!(vic.send(&h, &d.build().unwrap().sign(&vic.sig).unwrap()).status, 202);
+    w.tick_all();
+    assert_eq!(fate(&h, &vic, "forfeit-1"), 409);
+    assert_eq!(balance(&h, "ana@a.test"), 10);
+}

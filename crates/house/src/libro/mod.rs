@@ -598,9 +598,28 @@ impl<D: Db, N: Net> House<D, N> {
             let also = Vec::from(store::update_contract(&c.id, c.version, &next.state, &record, now.millis()));
             let cause = format!("expiry:{}", c.id);
             let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
-            let (_, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
+            let (entry, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
             let mut stmts = vec![stmt];
             stmts.extend(also);
+            // The bondholder hears of it: a notice with the entry that returned the bond.
+            if let Some(holder) = c.get("bondholder") {
+                let body = obj([
+                    ("contract", c.id.as_str().into()),
+                    ("state", "released".into()),
+                    ("reason", "the bond expired and returned to its bondholder".into()),
+                    ("asiento", entry.to_value()),
+                ]);
+                let id = self.derived_id("expiry", &c.id, holder.as_str());
+                let mut draft = Draft::new(
+                    id,
+                    self.libro_address()?,
+                    vec![holder],
+                    now,
+                    Content::new(NOTICE_MEDIA, Value::Object(body)),
+                );
+                draft.kind = Kind::Message;
+                stmts.extend(self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)?);
+            }
             match self.db.batch(stmts).await {
                 Ok(_) => done += 1,
                 // Lost to an operation or another tick: the next tick looks again.
