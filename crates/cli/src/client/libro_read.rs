@@ -1,0 +1,339 @@
+//! Reading the Libro without mail — `nyx5 balance` (`GET /libro/cuenta/:address`), `contract`
+//! (`GET /libro/contrato/:id`), `historial` (`GET /agents/:local/historial`, public, signed by
+//! the house) — and the operator's `topup` (`POST /libro/topup`) and `journal`
+//! (`GET /libro/diario`) (docs/SPEC.md §16, §21).
+
+use nyx5_proto::json::{Object, Value, field, obj};
+use nyx5_proto::{Address, limits};
+
+use super::directory::{operator_hint, operator_house};
+use super::http::{house_url, read_object, send};
+use super::libro::{house_domain, lines};
+use super::output::{pretty, safe, show, text};
+use super::profile::AgentEntry;
+use super::{Ctx, house_target};
+use crate::error::Failure;
+use crate::sys;
+
+/// The most entries one journal page asks for (docs/SPEC.md §16).
+pub(crate) const MAX_JOURNAL_PAGE: i64 = 200;
+/// The most pages `journal --all` and `libro audit` follow: 200 × 100 000 = 20 million entries.
+const MAX_JOURNAL_PAGES: usize = 100_000;
+
+/// The base URL of the house whose Libro is read: the agent's own, or `house` (a domain,
+/// resolved and its card verified, or a URL).
+fn libro_url(ctx: &Ctx, me: &AgentEntry, house: Option<&str>) -> Result<String, Failure> {
+    let Some(h) = house else { return Ok(me.house.clone()) };
+    if h.starts_with("http://") || h.starts_with("https://") {
+        return house_url(h);
+    }
+    let domain = house_domain(h)?;
+    if domain == me.address.domain() {
+        return Ok(me.house.clone());
+    }
+    let res = ctx.resolver(Some(me), sys::now()?)?;
+    house_target(&res, &domain).map(|(url, _)| url)
+}
+
+/// `nyx5 balance`: an account at a house's Libro (the agent's own by default), read with the
+/// agent's signed token.
+pub(crate) fn balance(ctx: &Ctx, house: Option<&str>, account: Option<&str>) -> Result<Value, Failure> {
+    let me = ctx.me()?;
+    let account = match account {
+        Some(a) => Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--account: {}", e.reason)))?,
+        None => me.address.clone(),
+    };
+    let url = libro_url(ctx, &me, house)?;
+    let what = format!("the account of {account}");
+    let (_, answer) =
+        ctx.call_at(&me, &url, "GET", &format!("/libro/cuenta/{account}"), None, &what).map_err(no_libro)?;
+    Ok(Value::Object(answer))
+}
+
+/// A 404 or 405 for a Libro route means the house has none.
+fn no_libro(f: Failure) -> Failure {
+    match f.status() {
+        Some(405 | 501) => f.hint("this house has no Libro"),
+        _ => f,
+    }
+}
+
+pub(crate) fn balance_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let mut s =
+        format!("{} at {}: {} tokens\n", safe(text(&o, "account")), safe(text(&o, "house")), show(&o, "balance"));
+    let contracts = o.get("contracts").and_then(Value::as_array).unwrap_or_default();
+    if !contracts.is_empty() {
+        s.push_str("contracts:\n");
+        for c in contracts.iter().filter_map(Value::as_object) {
+            s.push_str(&format!(
+                "  {} {} {}: {} tokens, {}\n",
+                safe(text(c, "id")),
+                safe(text(c, "kind")),
+                safe(text(c, "state")),
+                show(c, "amount"),
+                safe(text(c, "concept"))
+            ));
+        }
+    }
+    let mandates = o.get("mandates").and_then(Value::as_array).unwrap_or_default();
+    if !mandates.is_empty() {
+        s.push_str("mandates:\n");
+        for m in mandates.iter().filter_map(Value::as_object) {
+            s.push_str(&format!(
+                "  {} {} → {}: {} of {} spent, {}\n",
+                safe(text(m, "id")),
+                safe(text(m, "grantor")),
+                safe(text(m, "grantee")),
+                show(m, "spent"),
+                show(m, "cap"),
+                safe(text(m, "state"))
+            ));
+        }
+    }
+    let entries = o.get("entries").and_then(Value::as_array).unwrap_or_default();
+    if !entries.is_empty() {
+        s.push_str("last entries:\n");
+        for e in entries.iter().filter_map(Value::as_object) {
+            s.push_str(&format!("  {} {} {}\n", show(e, "n"), show(e, "at"), safe(text(e, "concept"))));
+            s.push_str(&lines(e));
+        }
+    }
+    s
+}
+
+/// `nyx5 contract ID`: a contract the agent is party to.
+pub(crate) fn contract(ctx: &Ctx, id: &str, house: Option<&str>) -> Result<Value, Failure> {
+    nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("contract: {}", e.reason)))?;
+    let me = ctx.me()?;
+    let url = libro_url(ctx, &me, house)?;
+    let what = format!("contract {id}");
+    let (_, answer) = ctx.call_at(&me, &url, "GET", &format!("/libro/contrato/{id}"), None, &what).map_err(no_libro)?;
+    Ok(answer.get("contract").cloned().unwrap_or(Value::Null))
+}
+
+pub(crate) fn contract_human(v: &Value) -> String {
+    let c = v.as_object().cloned().unwrap_or_default();
+    let acp = c.get("acp").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut s = format!(
+        "contract {} ({}) at {}: {} (ACP {}{}), {} tokens, {}\n",
+        safe(text(&c, "id")),
+        safe(text(&c, "kind")),
+        safe(text(&c, "house")),
+        safe(text(&c, "state")),
+        safe(text(&acp, "phase")),
+        acp.get("outcome").and_then(Value::as_str).map(|o| format!(" {}", safe(o))).unwrap_or_default(),
+        show(&c, "amount"),
+        safe(text(&c, "concept"))
+    );
+    for h in c.get("history").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {
+        s.push_str(&format!(
+            "  {} {} by {} (envelope {})\n",
+            show(h, "at"),
+            safe(text(h, "op")),
+            safe(text(h, "by")),
+            show(h, "envelope")
+        ));
+    }
+    s.push_str(&pretty(v));
+    s
+}
+
+/// `nyx5 historial ADDRESS`: an agent's public record, its house's signature checked against the
+/// domain card.
+pub(crate) fn historial(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
+    let who = Address::parse_lenient(who).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    let profile = ctx.profile()?;
+    let me = if profile.agents.is_empty() {
+        None
+    } else {
+        profile.agent(ctx.as_address.as_ref(), &ctx.profile_path).ok().cloned()
+    };
+    let now = sys::now()?;
+    let res = ctx.resolver(me.as_ref(), now)?;
+    let d = res.domain(who.domain())?;
+    let what = format!("the history of {who}");
+    let target = format!("{}/agents/{}/historial", d.url, who.local());
+    let (status, body) = send(ctx.net.as_ref(), "GET", &target, &[("accept", "application/json")], &[], &what)?;
+    let doc = read_object(status, &body, &what).map_err(no_libro)?;
+    if field::str(&doc, "address").ok() != Some(who.as_str()) {
+        return Err(Failure::rejected(format!("{what}: the house answered the history of someone else")));
+    }
+    // TODO(libro): verify `signature` with `Context::Historial` against the domain card's keys
+    // once the house side brings that label to nyx5-proto.
+    let _ = &d;
+    let check = "not checked: this nyx5 does not know the history's signature label yet";
+    Ok(Value::Object(obj([
+        ("historial", Value::Object(doc)),
+        ("verified", Value::Bool(false)),
+        ("signature", check.into()),
+    ])))
+}
+
+pub(crate) fn historial_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let h = o.get("historial").and_then(Value::as_object).cloned().unwrap_or_default();
+    let part = |name: &str| h.get(name).and_then(Value::as_object).cloned().unwrap_or_default();
+    let (sell, buy, bonds, vouch, sum) =
+        (part("vendiendo"), part("comprando"), part("afirmando"), part("avalando"), part("resumen"));
+    let verdict = if o.get("verified") == Some(&Value::Bool(true)) {
+        format!("signed by {}", safe(text(&h, "house")))
+    } else {
+        format!("signature {}", safe(text(&o, "signature")))
+    };
+    format!(
+        "{} since {} ({verdict})\n  selling: {} contracts, {} released, {} refunded, {} tokens\n  buying: {} contracts, \
+         {} tokens\n  bonds: {} settled, {} intact, {} forfeited, {} tokens\n  vouching: {} vouches, {} intact, {} \
+         forfeited\n  delivery rate {}, truthfulness {}, tokens at stake now {}\n",
+        safe(text(&h, "address")),
+        show(&h, "since"),
+        show(&sell, "contratos"),
+        show(&sell, "liberados"),
+        show(&sell, "devueltos"),
+        show(&sell, "tokens"),
+        show(&buy, "contratos"),
+        show(&buy, "tokens"),
+        show(&bonds, "fianzas"),
+        show(&bonds, "intactas"),
+        show(&bonds, "ejecutadas"),
+        show(&bonds, "tokens"),
+        show(&vouch, "avales"),
+        show(&vouch, "intactos"),
+        show(&vouch, "ejecutados"),
+        show(&sum, "cumplimiento"),
+        show(&sum, "veracidad"),
+        show(&sum, "tokens_en_juego_ahora"),
+    )
+}
+
+/// What `nyx5 topup` asks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TopupRequest {
+    pub(crate) address: String,
+    pub(crate) amount: i64,
+    pub(crate) id: Option<String>,
+    pub(crate) note: Option<String>,
+}
+
+/// `nyx5 topup ADDRESS AMOUNT`: casa@ issues tokens to an account (the operator only).
+pub(crate) fn topup(ctx: &Ctx, house: Option<&str>, admin_token: &str, req: &TopupRequest) -> Result<Value, Failure> {
+    let address = Address::parse_lenient(&req.address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    if !(1..=limits::MAX_AMOUNT).contains(&req.amount) {
+        return Err(Failure::usage("AMOUNT must be a positive whole number of tokens"));
+    }
+    let mut body = obj([("address", address.as_str().into()), ("amount", req.amount.into())]);
+    if let Some(id) = &req.id {
+        nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)))?;
+        body.insert("id".into(), id.as_str().into());
+    }
+    if let Some(n) = &req.note {
+        body.insert("note".into(), n.as_str().into());
+    }
+    let url = operator_house(ctx, house)?;
+    let auth = format!("Bearer {admin_token}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let what = format!("topping up {address}");
+    let bytes = Value::Object(body).canonical();
+    let (status, answer) = send(ctx.net.as_ref(), "POST", &format!("{url}/libro/topup"), &headers, &bytes, &what)?;
+    let o = read_object(status, &answer, &what).map_err(operator_hint).map_err(no_libro)?;
+    Ok(Value::Object(obj([("asiento", o.get("asiento").cloned().unwrap_or(Value::Null))])))
+}
+
+pub(crate) fn topup_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let a = o.get("asiento").and_then(Value::as_object).cloned().unwrap_or_default();
+    format!("entry {} at {} ({}):\n{}", show(&a, "n"), safe(text(&a, "house")), safe(text(&a, "concept")), lines(&a))
+}
+
+/// One page of a house's journal, read with the operator's token: `(house, entries, next)`.
+pub(crate) fn journal_page(
+    ctx: &Ctx,
+    url: &str,
+    admin_token: &str,
+    after: Option<i64>,
+    limit: Option<i64>,
+) -> Result<(String, Vec<Value>, Option<i64>), Failure> {
+    let q: Vec<String> =
+        [("after", after), ("limit", limit)].into_iter().filter_map(|(n, v)| v.map(|v| format!("{n}={v}"))).collect();
+    let target =
+        if q.is_empty() { format!("{url}/libro/diario") } else { format!("{url}/libro/diario?{}", q.join("&")) };
+    let auth = format!("Bearer {admin_token}");
+    let what = "reading the journal";
+    let (status, body) = send(ctx.net.as_ref(), "GET", &target, &[("authorization", auth.as_str())], &[], what)?;
+    let o = read_object(status, &body, what).map_err(operator_hint).map_err(no_libro)?;
+    let house = field::str(&o, "house").map_err(|_| Failure::network(format!("{what}: the answer names no house")))?;
+    let entries = field::opt_array(&o, "entries").ok().flatten().unwrap_or_default().to_vec();
+    let next = o.get("next").and_then(Value::as_safe_integer);
+    Ok((house.to_owned(), entries, next))
+}
+
+/// Every entry of a house's journal, following `next` from `after`: `{house, entries}`.
+pub(crate) fn journal_all(ctx: &Ctx, url: &str, admin_token: &str, after: Option<i64>) -> Result<Object, Failure> {
+    let mut all = Vec::new();
+    let mut after = after;
+    let mut house = String::new();
+    for _ in 0..MAX_JOURNAL_PAGES {
+        let (h, entries, next) = journal_page(ctx, url, admin_token, after, Some(MAX_JOURNAL_PAGE))?;
+        if !house.is_empty() && h != house {
+            return Err(Failure::rejected(format!("the journal at {url} changed its house from {house} to {h}")));
+        }
+        house = h;
+        all.extend(entries);
+        match next {
+            Some(n) if after.is_none_or(|a| n > a) => after = Some(n),
+            Some(_) => return Err(Failure::rejected(format!("the journal at {url} does not move forward"))),
+            None => return Ok(obj([("house", house.into()), ("entries", Value::Array(all))])),
+        }
+    }
+    Err(Failure::usage(format!("the journal at {url} is longer than {MAX_JOURNAL_PAGES} pages")))
+}
+
+/// `nyx5 journal`: a page of a house's journal, or all of it from `after` with `all`.
+pub(crate) fn journal(
+    ctx: &Ctx,
+    house: Option<&str>,
+    admin_token: &str,
+    after: Option<i64>,
+    limit: Option<i64>,
+    all: bool,
+) -> Result<Value, Failure> {
+    if let Some(l) = limit
+        && !(1..=MAX_JOURNAL_PAGE).contains(&l)
+    {
+        return Err(Failure::usage(format!("--limit must be 1 to {MAX_JOURNAL_PAGE}")));
+    }
+    if after.is_some_and(|a| a < 0) {
+        return Err(Failure::usage("--after must be 0 or more"));
+    }
+    let url = operator_house(ctx, house)?;
+    if all {
+        return journal_all(ctx, &url, admin_token, after).map(Value::Object);
+    }
+    let (house, entries, next) = journal_page(ctx, &url, admin_token, after, limit)?;
+    Ok(Value::Object(obj([
+        ("house", house.into()),
+        ("entries", Value::Array(entries)),
+        ("next", next.map_or(Value::Null, Value::from)),
+    ])))
+}
+
+pub(crate) fn journal_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let entries = o.get("entries").and_then(Value::as_array).unwrap_or_default();
+    let mut s = format!("the journal of {}: {} entries\n", safe(text(&o, "house")), entries.len());
+    for e in entries.iter().filter_map(Value::as_object) {
+        let meta = e.get("meta").and_then(Value::as_object).cloned().unwrap_or_default();
+        s.push_str(&format!(
+            "{} {} {} ({})\n",
+            show(e, "n"),
+            show(e, "at"),
+            safe(text(&meta, "primitive")),
+            safe(text(e, "concept"))
+        ));
+        s.push_str(&lines(e));
+    }
+    if let Some(n) = o.get("next").and_then(Value::as_safe_integer) {
+        s.push_str(&format!("more: nyx5 journal --after {n}\n"));
+    }
+    s
+}
