@@ -61,11 +61,15 @@ pub enum Context {
     NoticeId,
     /// An old domain key handing its domain over to the new active key (§4.1).
     DomainKeyHandover,
+    /// A Libro entry (asiento), signed by the house (spec §14).
+    Entry,
+    /// An agent's public history, signed by its house (spec §21).
+    Historial,
 }
 
 impl Context {
     /// Every kind, for tests that check none verifies as another.
-    pub const ALL: [Context; 12] = [
+    pub const ALL: [Context; 14] = [
         Context::DomainCard,
         Context::AgentCard,
         Context::Delegation,
@@ -78,6 +82,8 @@ impl Context {
         Context::Push,
         Context::NoticeId,
         Context::DomainKeyHandover,
+        Context::Entry,
+        Context::Historial,
     ];
 
     /// The label this kind's signatures start with.
@@ -95,6 +101,8 @@ impl Context {
             Context::Push => "nyx5/1 push",
             Context::NoticeId => "nyx5/1 notice-id",
             Context::DomainKeyHandover => "nyx5/1 domain-key-handover",
+            Context::Entry => "nyx5/1 asiento",
+            Context::Historial => "nyx5/1 historial",
         }
     }
 

@@ -13,6 +13,7 @@
 //! | [`envelope`], [`seal`] | §5 | envelope codec, sign/verify, encryption |
 //! | [`auth`], [`relay`], [`pow`] | §8, §6, §9 | agent tokens, relay header, proof of work |
 //! | [`quote`], [`receipt`] | §15, §20, §7 | quotes, Libro receipts, delivery notices |
+//! | [`libro`] | §14 | Libro entries, accounts, the journal audit |
 //! | [`error`], [`limits`] | §6 | the error table and every limit |
 #![forbid(unsafe_code)]
 
@@ -24,6 +25,7 @@ pub mod crypto;
 pub mod envelope;
 pub mod error;
 pub mod json;
+pub mod libro;
 pub mod limits;
 pub mod pow;
 pub mod quote;
