@@ -271,6 +271,12 @@ pub(crate) struct RegisterArgs {
     /// Proof-of-work bits asked of strangers with --policy pow (0-32)
     #[arg(long)]
     pow_bits: Option<i64>,
+    /// The stamp strangers pay to write to you, in tokens, with --policy stamp
+    #[arg(long, value_name = "N")]
+    price: Option<i64>,
+    /// The house whose Libro your stamps are paid at [default: your own]
+    #[arg(long, value_name = "DOMAIN")]
+    stamp_house: Option<String>,
     /// A private URL the house POSTs each new envelope to
     #[arg(long, value_name = "URL", conflicts_with = "no_webhook")]
     webhook: Option<String>,
@@ -481,6 +487,8 @@ fn register_request(a: &RegisterArgs) -> Result<RegisterRequest, Failure> {
         description: a.description.clone(),
         policy: a.policy.clone(),
         pow_bits: a.pow_bits,
+        price: a.price,
+        stamp_house: a.stamp_house.clone(),
         webhook: a.webhook.clone(),
         no_webhook: a.no_webhook,
         valid_until: time(a.valid_until.as_deref(), "valid-until")?,

@@ -155,6 +155,9 @@ pub(crate) enum LibroCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Offline checks of a Libro.
+    #[command(subcommand)]
+    Libro(LibroTool),
     /// The house's journal: every signed entry, in order (the house's operator only).
     Journal {
         /// Entries after this number
@@ -172,6 +175,28 @@ pub(crate) enum LibroCommand {
         /// The house (a domain or URL) [default: the acting agent's]
         #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
         house: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LibroTool {
+    /// Check a whole journal: every entry's signature against the house's domain keys, its sum,
+    /// the hash chain, and that no balance but casa@'s is ever negative. SOURCE is a file
+    /// holding `{house, entries}` (`nyx5 journal --all --json`) or a house's URL, whose
+    /// `/libro/diario` is read page by page with the operator's token. Exit 1 when it does not
+    /// hold, naming the first entry that fails.
+    Audit {
+        #[arg(value_name = "FILE|URL")]
+        source: String,
+        /// A domain key of the house (base64url); repeatable [default: every key of its domain
+        /// card, resolved and verified]
+        #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
+        key: Vec<String>,
+        /// The house's operator token, to read a URL [default: $NYX5_ADMIN_TOKEN]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+        admin_token: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -439,6 +464,11 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
                 libro_read::topup(&common.ctx()?, house.as_deref(), &token, &req)
             })();
             emit(common.json, r, libro_read::topup_human)
+        }
+        LibroCommand::Libro(LibroTool::Audit { source, key, admin_token: t, common }) => {
+            let t = t.or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()));
+            let r = common.ctx().and_then(|ctx| libro_read::audit(&ctx, &source, t.as_deref(), &key));
+            emit(common.json, r, libro_read::audit_human)
         }
         LibroCommand::Journal { after, limit, all, admin_token: t, house, common } => {
             let r = admin_token(t)

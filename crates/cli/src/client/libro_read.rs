@@ -3,8 +3,10 @@
 //! the house) — and the operator's `topup` (`POST /libro/topup`) and `journal`
 //! (`GET /libro/diario`) (docs/SPEC.md §16, §21).
 
+use nyx5_proto::crypto::{Context, SigPublic};
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Address, limits};
+use nyx5_proto::sign::{Signature, verify_object};
+use nyx5_proto::{Address, libro, limits};
 
 use super::directory::{operator_hint, operator_house};
 use super::http::{house_url, read_object, send};
@@ -159,14 +161,19 @@ pub(crate) fn historial(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
     if field::str(&doc, "address").ok() != Some(who.as_str()) {
         return Err(Failure::rejected(format!("{what}: the house answered the history of someone else")));
     }
-    // TODO(libro): verify `signature` with `Context::Historial` against the domain card's keys
-    // once the house side brings that label to nyx5-proto.
-    let _ = &d;
-    let check = "not checked: this nyx5 does not know the history's signature label yet";
+    let kid = Signature::read(&doc, "signature")
+        .map_err(|e| Failure::rejected(format!("{what} is not signed: {}", e.reason)))?
+        .kid;
+    if !d.card.accepts_key(&kid, now) {
+        return Err(Failure::rejected(format!("{what} is not signed by a key of {}", who.domain())));
+    }
+    verify_object(&doc, "signature", Context::Historial, |k| d.card.accepts_key(k, now)).map_err(|_| {
+        Failure::rejected(format!("{what} does not verify: the document was altered or the signature is forged"))
+    })?;
     Ok(Value::Object(obj([
         ("historial", Value::Object(doc)),
-        ("verified", Value::Bool(false)),
-        ("signature", check.into()),
+        ("verified", Value::Bool(true)),
+        ("signature", format!("signed by {} ({})", who.domain(), kid.to_b64()).into()),
     ])))
 }
 
@@ -334,6 +341,91 @@ pub(crate) fn journal_human(v: &Value) -> String {
     }
     if let Some(n) = o.get("next").and_then(Value::as_safe_integer) {
         s.push_str(&format!("more: nyx5 journal --after {n}\n"));
+    }
+    s
+}
+
+/// The largest journal file `libro audit` reads.
+const MAX_JOURNAL_FILE_BYTES: usize = 1 << 30;
+
+/// `nyx5 libro audit FILE|URL`: reads a whole journal (a file holding `{house, entries}`, or the
+/// pages of `<URL>/libro/diario` with the operator's token) and checks it offline
+/// (`nyx5_proto::libro::audit`) against the house's domain keys: `keys` when given, else every
+/// key of its domain card (current and previous), resolved and verified.
+pub(crate) fn audit(ctx: &Ctx, source: &str, admin_token: Option<&str>, keys: &[String]) -> Result<Value, Failure> {
+    let keys = keys
+        .iter()
+        .map(|k| SigPublic::parse(k).map_err(|e| Failure::input("--key", &e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let is_url = source.starts_with("http://") || source.starts_with("https://");
+    let (journal, url) = if is_url {
+        let token = admin_token.ok_or_else(|| {
+            Failure::usage("reading a house's journal needs its operator token: --admin-token (or NYX5_ADMIN_TOKEN)")
+        })?;
+        let url = house_url(source)?;
+        (journal_all(ctx, &url, token, None)?, Some(url))
+    } else {
+        (read_journal(std::path::Path::new(source))?, None)
+    };
+    let house = field::str(&journal, "house")
+        .map_err(|_| Failure::usage(format!("{source}: a journal is {{house, entries}}; it names no house")))?
+        .to_owned();
+    let entries = field::array(&journal, "entries")
+        .map_err(|_| Failure::usage(format!("{source}: a journal is {{house, entries}}; it has no entries")))?;
+    let (keys, from) = if keys.is_empty() {
+        let me = ctx.me().ok();
+        let res = ctx.resolver(me.as_ref(), sys::now()?)?;
+        if let Some(url) = &url {
+            res.at(&house, url);
+        }
+        let d = res.domain(&house)?;
+        (d.card.keys().iter().map(|k| k.sig).collect::<Vec<_>>(), "its domain card")
+    } else {
+        (keys, "--key")
+    };
+    let report = libro::audit(&house, &keys, entries)
+        .map_err(|e| Failure::rejected(format!("the journal of {house} does not hold: {}", e.reason)))?;
+    let balances: Object = report.balances.iter().map(|(a, b)| (a.clone(), Value::from(*b))).collect();
+    Ok(Value::Object(obj([
+        ("ok", Value::Bool(true)),
+        ("house", house.as_str().into()),
+        ("entries", i64::try_from(report.entries).unwrap_or(i64::MAX).into()),
+        ("issued", report.issued.into()),
+        ("head", report.head.as_str().into()),
+        ("balances", Value::Object(balances)),
+        ("keys", Value::Array(keys.iter().map(|k| k.to_b64().into()).collect())),
+        ("keys_from", from.into()),
+    ])))
+}
+
+fn read_journal(path: &std::path::Path) -> Result<Object, Failure> {
+    use std::io::Read;
+    let shown = path.display();
+    let f = std::fs::File::open(path).map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+    let mut buf = Vec::new();
+    f.take(u64::try_from(MAX_JOURNAL_FILE_BYTES).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+    match Value::parse(&buf, MAX_JOURNAL_FILE_BYTES) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(Failure::usage(format!("{shown}: a journal is {{house, entries}}"))),
+        Err(e) => Err(Failure::usage(format!("{shown}: {}", e.reason))),
+    }
+}
+
+pub(crate) fn audit_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let mut s = format!(
+        "the journal of {} holds: {} entries, each signed by a key from {}, chained, balanced; {} tokens issued\n  \
+         head {}\n",
+        safe(text(&o, "house")),
+        show(&o, "entries"),
+        text(&o, "keys_from"),
+        show(&o, "issued"),
+        text(&o, "head")
+    );
+    for (account, balance) in o.get("balances").and_then(Value::as_object).cloned().unwrap_or_default() {
+        s.push_str(&format!("  {:>12} {}\n", balance.as_safe_integer().unwrap_or(0), safe(&account)));
     }
     s
 }
