@@ -7,7 +7,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
 use crate::http::Request;
 use crate::ports::{Db, Net, PortError};
 use crate::store::constraint;
-use crate::{House, port_error, store};
+use crate::{House, RESERVED, port_error, store};
 
 fn unauthenticated(reason: &str) -> Error {
     Error::new(ErrorKind::Unauthenticated, reason.to_owned())
@@ -16,6 +16,9 @@ fn unauthenticated(reason: &str) -> Error {
 impl<D: Db, N: Net> House<D, N> {
     /// The verified card of a local agent, with its parent's for a delegated card.
     pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
+        if local == crate::libro::LIBRO {
+            return Ok(Some(self.libro_card().clone()));
+        }
         let Some(card) = self.stored_card(local).await? else {
             return Ok(None);
         };
@@ -43,6 +46,9 @@ impl<D: Db, N: Net> House<D, N> {
         if address.domain() != self.config.domain {
             return Err(unauthenticated("this house authenticates only its own agents"));
         }
+        if RESERVED.contains(&address.local()) {
+            return Err(unauthenticated("the house's own addresses take no tokens"));
+        }
         let card = self
             .local_card(address.local())
             .await
@@ -50,6 +56,39 @@ impl<D: Db, N: Net> House<D, N> {
             .ok_or_else(|| unauthenticated("no such agent here"))?;
         let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
         let claim = parsed.verify(&card, &target, keys, self.now())?;
+        let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
+        match self.db.batch(vec![stmt]).await {
+            Ok(_) => Ok(card),
+            Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
+                Err(unauthenticated("token already used"))
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    /// Authenticates any verifiable agent, local or foreign (the Libro's direct reads, spec
+    /// §16): a foreign agent's card is resolved through its domain (refreshed once when the token's
+    /// key is unknown: a rotation), and its nonce is kept like a local agent's.
+    pub async fn authenticate_any(&self, req: &Request) -> Result<std::sync::Arc<Verified<AgentCard>>, Error> {
+        let header =
+            req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
+        let parsed = AuthHeader::parse(header)?;
+        let address = parsed.claims.address.clone();
+        if address.domain() == self.config.domain {
+            return self.authenticate(req, Keys::Current).await.map(std::sync::Arc::new);
+        }
+        let soft = |e: Error| if e.kind.is_temporary() { e } else { unauthenticated(&e.reason) };
+        let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
+        let mut card = self.resolve_agent(&address, false).await.map_err(soft)?;
+        let claim = match parsed.verify(&card, &target, Keys::Current, self.now()) {
+            Ok(claim) => claim,
+            // The card may have rotated since it was cached: fetch it again, once.
+            Err(e) if e.kind == ErrorKind::Unauthenticated => {
+                card = self.resolve_agent(&address, true).await.map_err(soft)?;
+                parsed.verify(&card, &target, Keys::Current, self.now())?
+            }
+            Err(e) => return Err(e),
+        };
         let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
         match self.db.batch(vec![stmt]).await {
             Ok(_) => Ok(card),

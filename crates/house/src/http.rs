@@ -52,7 +52,7 @@ pub fn parse_query(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod domain_keys;
 pub mod email;
 pub mod http;
+pub mod libro;
 pub mod mailbox;
 pub mod migrations;
 pub mod outbound;
@@ -33,7 +34,8 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Rng};
 
 /// Extensions this house declares in its domain card.
-pub const EXTENSIONS: &[&str] = &["urn:nyx5:ext:mcp", "urn:nyx5:ext:a2a", email::EXT_EMAIL];
+pub const EXTENSIONS: &[&str] =
+    &["urn:nyx5:ext:mcp", "urn:nyx5:ext:a2a", email::EXT_EMAIL, libro::EXT_LIBRO, policy::EXT_AVAL];
 
 /// Local parts no agent may register (spec §8b).
 pub const RESERVED: &[&str] = &[
@@ -64,6 +66,8 @@ pub struct House<D, N> {
     pub clock: Box<dyn Clock>,
     pub rng: Box<dyn Rng>,
     card: Verified<DomainCard>,
+    /// The card of `libro@<domain>` (signed with the domain key; see `libro`).
+    libro: Verified<nyx5_proto::AgentCard>,
     /// Verified cards of other houses and their agents, for five minutes (see `resolver`).
     cards: resolver::CardMemo,
     /// Webhook pushes waiting for the answer to go out (see [`House::send_pushes`]).
@@ -111,14 +115,20 @@ impl<D: Db, N: Net> House<D, N> {
         }
         .sign(&config.key, config.key_created)?
         .verify(Some(&config.key.public()))?;
+        let libro = libro::libro_card(&card, &config.key, config.key_created, config.fee_bps)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
-        Ok(House { config, db, net, clock, rng, card, cards, pushes })
+        Ok(House { config, db, net, clock, rng, card, libro, cards, pushes })
     }
 
     /// This house's verified domain card.
     pub fn card(&self) -> &Verified<DomainCard> {
         &self.card
+    }
+
+    /// The card of this house's Libro, `libro@<domain>`.
+    pub fn libro_card(&self) -> &Verified<nyx5_proto::AgentCard> {
+        &self.libro
     }
 
     pub fn now(&self) -> Timestamp {

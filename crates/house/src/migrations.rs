@@ -7,4 +7,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_email.sql", include_str!("../../../migrations/0003_email.sql")),
     ("0004_guards.sql", include_str!("../../../migrations/0004_guards.sql")),
     ("0005_storage.sql", include_str!("../../../migrations/0005_storage.sql")),
+    ("0006_libro.sql", include_str!("../../../migrations/0006_libro.sql")),
 ];

@@ -415,6 +415,8 @@ impl<D: Db, N: Net> House<D, N> {
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery: a
         // failure here waits for the next tick rather than failing this one.
         let _recertified = self.recertify_some(now).await.ok();
+        // So is the Libro's: welcome gifts owed, bonds that expired.
+        let _libro = self.libro_upkeep().await.ok();
         Ok(report)
     }
 
@@ -503,8 +505,10 @@ impl<D: Db, N: Net> House<D, N> {
         report: &mut TickReport,
     ) -> Result<(), Error> {
         let mut stmts = Vec::new();
+        // Notices go to this house's agents; the house's own addresses (the Libro) get none.
         if let Some(env) = env
             && env.from().domain() == self.config.domain
+            && !crate::RESERVED.contains(&env.from().local())
         {
             let postmaster = self.postmaster()?;
             for (id, text) in self.notices(env, plan, &postmaster, now)? {

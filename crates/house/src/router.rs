@@ -21,6 +21,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("POST", ["agents"]) => routes::agents::register(house, req).await,
         ("GET", ["agents", local]) => routes::agents::get(house, local).await,
         ("GET", ["agents", local, "settings"]) => routes::settings::get(house, req, local).await,
+        ("GET", ["agents", local, "historial"]) => routes::libro::history(house, local).await,
         ("GET", ["invitations"]) => routes::invitations::list(house, req).await,
         ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
         ("GET", ["mailbox", local]) => routes::mailbox::read(house, req, local).await,
@@ -32,6 +33,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
             | ["agents"]
             | ["agents", _]
             | ["agents", _, "settings"]
+            | ["agents", _, "historial"]
             | ["invitations"]
             | ["mailbox", _]
             | ["mailbox", _, "ack"],
@@ -45,6 +47,13 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("POST", ["email", "in"]) => routes::email::post_in(house, req).await,
         ("POST", ["email", "out"]) => routes::email::post_out(house, req).await,
         (_, ["email", "in"] | ["email", "out"]) => Err(method_not_allowed(req)),
+        ("GET", ["libro", "cuenta", address]) => routes::libro::account(house, req, address).await,
+        ("GET", ["libro", "contrato", id]) => routes::libro::contract(house, req, id).await,
+        ("POST", ["libro", "topup"]) => routes::libro::topup(house, req).await,
+        ("GET", ["libro", "diario"]) => routes::libro::journal(house, req).await,
+        (_, ["libro", "cuenta", _] | ["libro", "contrato", _] | ["libro", "topup"] | ["libro", "diario"]) => {
+            Err(method_not_allowed(req))
+        }
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
         ("GET", ["outbox", local]) => routes::outbox::get(house, req, local).await,
         (_, ["outbound"] | ["outbox", _]) => Err(method_not_allowed(req)),

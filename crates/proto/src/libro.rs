@@ -72,7 +72,7 @@ pub fn check_lines(lines: &[Line]) -> Result<(), Error> {
         if l.delta == 0 || l.delta.unsigned_abs() > limits::MAX_AMOUNT.unsigned_abs() {
             return Err(Error::malformed("a line moves 1 to 2^53 - 1 tokens"));
         }
-        if lines[..i].iter().any(|o| o.account == l.account) {
+        if lines.iter().take(i).any(|o| o.account == l.account) {
             return Err(Error::malformed(format!("{} appears twice in one entry", l.account)));
         }
         sum = sum.checked_add(l.delta).ok_or_else(|| Error::malformed("an entry's lines overflow"))?;

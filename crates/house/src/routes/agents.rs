@@ -24,6 +24,9 @@ pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 
 /// GET /agents/:local — any certified card, listed or not.
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+    if local == crate::libro::LIBRO {
+        return Ok(Response::json(200, &house.libro_card().to_value()));
+    }
     let card = store::card(&house.db, local)
         .await?
         .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {local}@{}", house.config.domain)))?;
@@ -425,10 +428,27 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         None => stmts.extend(store::insert(&new)),
         Some(replaces) => stmts.extend(store::update(&new, replaces, keep_webhook)),
     }
+    // A new name earns the house's welcome gift and its invitation's (subagents none: a parent
+    // could enrol them by the minute), owed in this batch and posted to the Libro right after.
+    let gift = match (&stored, &via) {
+        (None, Via::Invite(code)) => {
+            Some(crate::store::libro::owe_welcome(&address, house.config.welcome, Some(code), now.millis()))
+        }
+        (None, Via::Open | Via::Admin) => {
+            Some(crate::store::libro::owe_welcome(&address, house.config.welcome, None, now.millis()))
+        }
+        _ => None,
+    };
+    let gifted = gift.is_some();
+    stmts.extend(gift);
     match house.db.batch(stmts).await {
         Ok(_) => {}
         Err(PortError::Constraint { name }) => return Err(refused(&name, stored.is_some(), &address)),
         Err(err) => return Err(port_error(err)),
+    }
+    if gifted {
+        // Posted by the next tick if not now: the debt is recorded either way.
+        let _posted = house.post_owed(&crate::libro::welcome_cause(&address)).await;
     }
     let status = if stored.is_some() { 200 } else { 201 };
     Ok(Response::json(status, &ok_body([("card", card.to_value()), ("registered_via", via_text.into())])))

@@ -5,6 +5,7 @@ pub mod email;
 pub mod health;
 pub mod inbound;
 pub mod invitations;
+pub mod libro;
 pub mod lists;
 pub mod mailbox;
 pub mod outbound;

@@ -6,6 +6,11 @@ use nyx5_proto::Error;
 
 use super::{one, query};
 
+/// When `local` was first registered (ms).
+pub async fn created_at<D: Db>(db: &D, local: &str) -> Result<Option<i64>, Error> {
+    Ok(one(db, stmt!("SELECT created_at FROM agents WHERE local = ?", local)).await?.and_then(|r| r.int("created_at")))
+}
+
 pub async fn card<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
     Ok(one(db, stmt!("SELECT card FROM agents WHERE local = ?", local))
         .await?

@@ -1,0 +1,170 @@
+//! An agent's public history (spec §21, docs/SPEC.md §21): counts over its contracts, pure.
+//! Only terminal contracts count (tokens that moved), 0 of 0 is `null`, and nothing names a
+//! counterparty or a concept.
+
+use nyx5_proto::json::obj;
+use nyx5_proto::{Object, Value};
+
+/// One contract as the history sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub kind: String,
+    pub state: String,
+    pub amount: i64,
+    pub selling: bool,
+    pub buying: bool,
+    /// As the bondholder.
+    pub bonding: bool,
+    /// The bond vouches for someone.
+    pub vouching: bool,
+}
+
+fn ratio(num: i64, den: i64) -> Value {
+    if den == 0 {
+        return Value::Null;
+    }
+    // Rounded to four places (the ratio is at most 1, so this stays exact enough).
+    let r = (num as f64 / den as f64 * 10_000.0).round() / 10_000.0;
+    Value::Number(r)
+}
+
+/// The counted members of §21's document: `vendiendo`, `comprando`, `afirmando`, `avalando`,
+/// `resumen`.
+pub fn summarize(facts: &[Fact]) -> Object {
+    let (mut sold, mut released, mut refunded, mut sold_tokens) = (0i64, 0i64, 0i64, 0i64);
+    let (mut bought, mut bought_tokens) = (0i64, 0i64);
+    let (mut bonds, mut intact, mut forfeited, mut bond_tokens, mut at_stake) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    let (mut vouches, mut v_intact, mut v_forfeited) = (0i64, 0i64, 0i64);
+    for f in facts {
+        let state = f.state.as_str();
+        let terminal = super::kernel::terminal(state);
+        match f.kind.as_str() {
+            "spot" | "escrow" | "metered" if terminal => {
+                if f.selling {
+                    sold += 1;
+                    match state {
+                        "released" | "settled" => {
+                            released += 1;
+                            sold_tokens = sold_tokens.saturating_add(f.amount);
+                        }
+                        "refunded" => refunded += 1,
+                        _ => {}
+                    }
+                }
+                if f.buying {
+                    bought += 1;
+                    if matches!(state, "released" | "settled") {
+                        bought_tokens = bought_tokens.saturating_add(f.amount);
+                    }
+                }
+            }
+            "bond" if f.bonding => {
+                if state == "posted" {
+                    at_stake = at_stake.saturating_add(f.amount);
+                } else if terminal {
+                    bonds += 1;
+                    bond_tokens = bond_tokens.saturating_add(f.amount);
+                    if state == "forfeited" {
+                        forfeited += 1;
+                    } else {
+                        intact += 1;
+                    }
+                    if f.vouching {
+                        vouches += 1;
+                        if state == "forfeited" {
+                            v_forfeited += 1;
+                        } else {
+                            v_intact += 1;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let o = |pairs: Vec<(&str, Value)>| {
+        Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<Object>())
+    };
+    obj([
+        (
+            "vendiendo",
+            o(vec![
+                ("contratos", sold.into()),
+                ("liberados", released.into()),
+                ("devueltos", refunded.into()),
+                ("tokens", sold_tokens.into()),
+            ]),
+        ),
+        ("comprando", o(vec![("contratos", bought.into()), ("tokens", bought_tokens.into())])),
+        (
+            "afirmando",
+            o(vec![
+                ("fianzas", bonds.into()),
+                ("intactas", intact.into()),
+                ("ejecutadas", forfeited.into()),
+                ("tokens", bond_tokens.into()),
+            ]),
+        ),
+        (
+            "avalando",
+            o(vec![("avales", vouches.into()), ("intactos", v_intact.into()), ("ejecutados", v_forfeited.into())]),
+        ),
+        (
+            "resumen",
+            o(vec![
+                ("cumplimiento", ratio(released, released + refunded)),
+                ("veracidad", ratio(intact, bonds)),
+                ("tokens_en_juego_ahora", at_stake.into()),
+            ]),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(kind: &str, state: &str, amount: i64, selling: bool, bonding: bool) -> Fact {
+        Fact {
+            kind: kind.into(),
+            state: state.into(),
+            amount,
+            selling,
+            buying: !selling && !bonding,
+            bonding,
+            vouching: false,
+        }
+    }
+
+    fn at<'a>(o: &'a Object, path: &[&str]) -> &'a Value {
+        let mut v = o.get(path[0]).unwrap();
+        for p in &path[1..] {
+            v = v.as_object().unwrap().get(*p).unwrap();
+        }
+        v
+    }
+
+    #[test]
+    fn nothing_settled_is_null_not_perfect() {
+        let s = summarize(&[fact("escrow", "held", 40, true, false), fact("bond", "posted", 7, false, true)]);
+        assert_eq!(at(&s, &["resumen", "cumplimiento"]), &Value::Null);
+        assert_eq!(at(&s, &["resumen", "veracidad"]), &Value::Null);
+        assert_eq!(at(&s, &["vendiendo", "contratos"]), &Value::from(0_i64));
+        assert_eq!(at(&s, &["resumen", "tokens_en_juego_ahora"]), &Value::from(7_i64));
+    }
+
+    #[test]
+    fn settled_contracts_count() {
+        let s = summarize(&[
+            fact("escrow", "released", 40, true, false),
+            fact("spot", "settled", 10, true, false),
+            fact("escrow", "refunded", 5, true, false),
+            fact("bond", "forfeited", 3, false, true),
+            fact("bond", "released", 2, false, true),
+        ]);
+        assert_eq!(at(&s, &["vendiendo", "liberados"]), &Value::from(2_i64));
+        assert_eq!(at(&s, &["vendiendo", "tokens"]), &Value::from(50_i64));
+        assert_eq!(at(&s, &["resumen", "cumplimiento"]), &Value::Number(0.6667));
+        assert_eq!(at(&s, &["resumen", "veracidad"]), &Value::Number(0.5));
+    }
+}

@@ -1,0 +1,1017 @@
+//! The Libro's kernel (spec §14, §16–§18): what an operation does, decided as a pure function.
+//!
+//! [`decide`] takes the operation, who asks and what the house read ([`Facts`]) and answers a
+//! [`Decision`]: the entry's lines (balanced, by construction and by [`check_lines`]), the
+//! contract and mandates as they become, and who gets a receipt. No I/O: the caller signs the
+//! entry and writes it all in one guarded batch (`libro/mod.rs`), and the schema refuses again
+//! what must never be.
+
+use std::collections::BTreeMap;
+
+use nyx5_proto::json::{field, obj};
+use nyx5_proto::libro::{Line, check_lines, escrow_account, house_account};
+use nyx5_proto::quote::{ContractKind, Quote, Referrer};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
+
+use super::op::{Bond, MandateOp, Op};
+
+/// What the house's own configuration says.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub house: String,
+    pub fee_bps: i64,
+}
+
+impl Rules {
+    pub fn casa(&self) -> String {
+        house_account(&self.house)
+    }
+}
+
+/// `floor(amount × bps / 10000)`, never more than `amount`.
+pub fn part(amount: i64, bps: i64) -> i64 {
+    let p = i128::from(amount) * i128::from(bps.clamp(0, limits::BPS_WHOLE)) / i128::from(limits::BPS_WHOLE);
+    i64::try_from(p).unwrap_or(amount).min(amount)
+}
+
+/// Lines folded by account, zero deltas dropped, in first-appearance order.
+pub fn fold(lines: Vec<Line>) -> Vec<Line> {
+    let mut out: Vec<Line> = Vec::new();
+    for l in lines {
+        match out.iter_mut().find(|o| o.account == l.account) {
+            Some(o) => o.delta += l.delta,
+            None => out.push(l),
+        }
+    }
+    out.retain(|l| l.delta != 0);
+    out
+}
+
+/// A settlement with fee (charge, release, stamp): `from` pays `amount`; the house takes its fee,
+/// a referrer its share of the seller's part, `to` the rest.
+pub fn settle(from: &str, to: &str, amount: i64, rules: &Rules, referrer: Option<&Referrer>) -> (Vec<Line>, Object) {
+    let fee = part(amount, rules.fee_bps);
+    let share = referrer.map_or(0, |r| part(amount, r.share_bps));
+    let rest = amount - fee - share;
+    let mut lines = vec![Line::new(from, -amount), Line::new(to, rest), Line::new(rules.casa(), fee)];
+    let mut meta = obj([("fee", fee.into())]);
+    if let Some(r) = referrer {
+        lines.push(Line::new(r.address.as_str(), share));
+        meta.insert("share".into(), share.into());
+        meta.insert("referrer".into(), r.address.as_str().into());
+    }
+    (fold(lines), meta)
+}
+
+/// A movement without fee (hold, refund, bond, forfeit, a bond's return).
+pub fn move_all(from: &str, to: &str, amount: i64) -> Vec<Line> {
+    fold(vec![Line::new(from, -amount), Line::new(to, amount)])
+}
+
+/// The kind of a contract (§17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Spot,
+    Escrow,
+    Bond,
+    Metered,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Spot => "spot",
+            Kind::Escrow => "escrow",
+            Kind::Bond => "bond",
+            Kind::Metered => "metered",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Some(match s {
+            "spot" => Kind::Spot,
+            "escrow" => Kind::Escrow,
+            "bond" => Kind::Bond,
+            "metered" => Kind::Metered,
+            _ => return None,
+        })
+    }
+}
+
+/// The `acp` view of a contract's state (§17's table).
+pub fn acp(kind: Kind, state: &str) -> Value {
+    let (phase, outcome) = match (kind, state) {
+        (_, "accepted") => ("Open", None),
+        (_, "held" | "posted" | "active") => ("Funded", None),
+        (_, "delivered") => ("Submitted", None),
+        (Kind::Bond, "released") => ("Terminal", Some("returned")),
+        (_, "released") => ("Terminal", Some("completed")),
+        (_, "refunded") => ("Terminal", Some("refunded")),
+        (_, "settled") => ("Terminal", Some("paid")),
+        (_, "forfeited") => ("Terminal", Some("forfeited")),
+        _ => ("Open", None),
+    };
+    let mut o = obj([("phase", phase.into())]);
+    if let Some(outcome) = outcome {
+        o.insert("outcome".into(), outcome.into());
+    }
+    Value::Object(o)
+}
+
+/// Whether a contract's state is final.
+pub fn terminal(state: &str) -> bool {
+    matches!(state, "released" | "refunded" | "settled" | "forfeited")
+}
+
+/// A contract as the house keeps it: the typed fields the kernel decides on, and its record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contract {
+    pub id: String,
+    pub kind: Kind,
+    pub state: String,
+    pub amount: i64,
+    pub version: i64,
+    /// The record: `{id, kind, house, seller?, buyer?, …, state, history}` (docs/SPEC.md §16).
+    pub record: Object,
+}
+
+fn party(record: &Object, name: &str) -> Option<Address> {
+    record.get(name).and_then(Value::as_str).and_then(|s| Address::parse(s).ok())
+}
+
+impl Contract {
+    /// Reads a stored record (and its version).
+    pub fn from_record(record: Object, version: i64) -> Result<Contract, Error> {
+        let bad = |what: &str| Error::new(ErrorKind::Internal, format!("stored contract: {what}"));
+        let kind = Kind::parse(field::str(&record, "kind").map_err(|_| bad("kind"))?).ok_or_else(|| bad("kind"))?;
+        Ok(Contract {
+            id: field::str(&record, "id").map_err(|_| bad("id"))?.to_owned(),
+            kind,
+            state: field::str(&record, "state").map_err(|_| bad("state"))?.to_owned(),
+            amount: field::integer(&record, "amount").map_err(|_| bad("amount"))?,
+            version,
+            record,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<Address> {
+        party(&self.record, name)
+    }
+
+    pub fn is(&self, name: &str, who: &Address) -> bool {
+        self.get(name).as_ref() == Some(who)
+    }
+
+    pub fn expires(&self) -> Option<Timestamp> {
+        self.record.get("expires").and_then(Value::as_str).and_then(|t| Timestamp::parse(t).ok())
+    }
+
+    pub fn referrer(&self) -> Option<Referrer> {
+        let r = self.record.get("referrer")?.as_object()?;
+        Some(Referrer {
+            address: Address::parse(r.get("address")?.as_str()?).ok()?,
+            share_bps: r.get("share")?.as_safe_integer()?,
+        })
+    }
+
+    /// Everyone named in the contract, each once.
+    pub fn parties(&self) -> Vec<Address> {
+        let mut out: Vec<Address> = Vec::new();
+        for name in ["buyer", "seller", "bondholder", "verifier", "beneficiary", "arbiter", "vouchee"] {
+            if let Some(a) = self.get(name)
+                && !out.contains(&a)
+            {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// Whether `who` is a party.
+    pub fn has_party(&self, who: &Address) -> bool {
+        self.parties().contains(who)
+    }
+
+    /// The public view: the record and its `acp`.
+    pub fn view(&self) -> Value {
+        let mut v = self.record.clone();
+        v.insert("acp".into(), acp(self.kind, &self.state));
+        Value::Object(v)
+    }
+
+    fn moved(&self, state: &str, event: Object) -> Contract {
+        let mut next = self.clone();
+        next.state = state.to_owned();
+        next.record.insert("state".into(), state.into());
+        let mut history =
+            next.record.get("history").and_then(Value::as_array).map(<[Value]>::to_vec).unwrap_or_default();
+        history.push(Value::Object(event));
+        next.record.insert("history".into(), Value::Array(history));
+        next
+    }
+}
+
+/// A mandate (§18).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mandate {
+    pub id: String,
+    pub grantor: Address,
+    pub grantee: Address,
+    pub cap: i64,
+    pub spent: i64,
+    pub concepts: Option<Vec<String>>,
+    pub expires: Option<Timestamp>,
+    pub parent: Option<String>,
+    pub root: String,
+    pub chain: Vec<String>,
+    pub active: bool,
+    pub contract: Option<String>,
+    pub version: i64,
+}
+
+impl Mandate {
+    pub fn to_value(&self) -> Value {
+        let scope = match &self.concepts {
+            Some(c) => obj([("concepts", Value::Array(c.iter().map(|s| s.as_str().into()).collect()))]),
+            None => Object::new(),
+        };
+        Value::Object(obj([
+            ("id", self.id.as_str().into()),
+            ("grantor", self.grantor.as_str().into()),
+            ("grantee", self.grantee.as_str().into()),
+            ("cap", self.cap.into()),
+            ("spent", self.spent.into()),
+            ("scope", Value::Object(scope)),
+            ("expires", self.expires.map(|t| t.to_rfc3339()).into()),
+            ("parent", self.parent.clone().into()),
+            ("root", self.root.as_str().into()),
+            ("chain", Value::Array(self.chain.iter().map(|s| s.as_str().into()).collect())),
+            ("state", if self.active { "active" } else { "revoked" }.into()),
+            ("contract", self.contract.clone().into()),
+        ]))
+    }
+
+    pub fn from_value(v: &Object, version: i64) -> Result<Mandate, Error> {
+        let bad = |e: Error| Error::new(ErrorKind::Internal, format!("stored mandate: {}", e.reason));
+        let strings = |name: &str| -> Result<Vec<String>, Error> {
+            Ok(field::array(v, name)?.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        };
+        let concepts = match field::object(v, "scope").map_err(bad)?.get("concepts") {
+            Some(Value::Array(a)) => Some(a.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
+            _ => None,
+        };
+        Ok(Mandate {
+            id: field::str(v, "id").map_err(bad)?.to_owned(),
+            grantor: Address::parse(field::str(v, "grantor").map_err(bad)?).map_err(bad)?,
+            grantee: Address::parse(field::str(v, "grantee").map_err(bad)?).map_err(bad)?,
+            cap: field::integer(v, "cap").map_err(bad)?,
+            spent: field::integer(v, "spent").map_err(bad)?,
+            concepts,
+            expires: field::opt_str(v, "expires").map_err(bad)?.map(Timestamp::parse).transpose().map_err(bad)?,
+            parent: field::opt_str(v, "parent").map_err(bad)?.map(str::to_owned),
+            root: field::str(v, "root").map_err(bad)?.to_owned(),
+            chain: strings("chain").map_err(bad)?,
+            active: field::str(v, "state").map_err(bad)? == "active",
+            contract: field::opt_str(v, "contract").map_err(bad)?.map(str::to_owned),
+            version,
+        })
+    }
+
+    fn expired(&self, now: Timestamp) -> bool {
+        self.expires.is_some_and(|e| now >= e)
+    }
+
+    fn allows(&self, concept: &str) -> bool {
+        self.concepts.as_ref().is_none_or(|c| c.iter().any(|x| x == concept))
+    }
+}
+
+/// What the house read before deciding.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Balances of the accounts the operation may touch (absent = 0).
+    pub balances: BTreeMap<String, i64>,
+    /// The contract the operation names (for `accept`: one with the quote's id, if any).
+    pub contract: Option<Contract>,
+    /// The mandate the operation names and every mandate above it, root first.
+    pub chain: Vec<Mandate>,
+}
+
+impl Facts {
+    pub fn balance(&self, account: &str) -> i64 {
+        self.balances.get(account).copied().unwrap_or(0)
+    }
+}
+
+/// Who operates, with which envelope, when.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub operator: Address,
+    /// The operating envelope's id and hex SHA-256.
+    pub envelope: String,
+    pub sha256: String,
+    pub now: Timestamp,
+}
+
+/// An entry to post, before the house numbers and signs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Posting {
+    pub concept: String,
+    pub lines: Vec<Line>,
+    pub meta: Object,
+    pub refs: Object,
+}
+
+/// What changes in the contract table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContractWrite {
+    Insert(Contract),
+    /// The contract as it becomes; the batch guards that it still has `version`.
+    Update(Contract),
+}
+
+/// What changes in the mandate table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MandateWrite {
+    Insert(Box<Mandate>),
+    /// `spent` of these mandates (each guarded by its version) rises by `amount`.
+    Spend {
+        links: Vec<(String, i64)>,
+        amount: i64,
+    },
+    /// This mandate and everything under it are revoked (guarded by its version).
+    Revoke {
+        id: String,
+        version: i64,
+    },
+}
+
+/// A deadline notice to send through the queue (docs/SPEC.md §16).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deadline {
+    pub at: Timestamp,
+    pub to: Vec<Address>,
+    pub body: Object,
+}
+
+/// What an operation does.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decision {
+    pub posting: Option<Posting>,
+    pub contract: Option<ContractWrite>,
+    pub mandates: Vec<MandateWrite>,
+    /// Who gets a receipt, the operator first.
+    pub parties: Vec<Address>,
+    /// Members of the receipt beyond the common ones (`contract`, `mandate`, `chain`, …).
+    pub receipt: Object,
+    /// What the operation reads for the operator (`statement`: the account's entries).
+    pub read: Option<Read>,
+    pub deadlines: Vec<Deadline>,
+}
+
+/// A read the receipt needs that the kernel cannot do itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    Statement { account: String, limit: i64 },
+}
+
+fn refuse(kind: ErrorKind, reason: impl Into<String>) -> Error {
+    Error::new(kind, reason.into())
+}
+
+fn push_party(list: &mut Vec<Address>, a: Option<Address>) {
+    if let Some(a) = a
+        && !list.contains(&a)
+    {
+        list.push(a);
+    }
+}
+
+fn event(ctx: &Ctx, op: &str) -> Object {
+    obj([
+        ("at", ctx.now.to_rfc3339().into()),
+        ("op", op.into()),
+        ("by", ctx.operator.as_str().into()),
+        ("envelope", ctx.envelope.as_str().into()),
+    ])
+}
+
+fn refs(ctx: &Ctx, contract: Option<&str>) -> Object {
+    let mut r = obj([("op", ctx.envelope.as_str().into()), ("op_sha256", ctx.sha256.as_str().into())]);
+    if let Some(c) = contract {
+        r.insert("contract".into(), c.into());
+    }
+    r
+}
+
+fn meta(primitive: &str, mut extra: Object) -> Object {
+    extra.insert("primitive".into(), primitive.into());
+    extra
+}
+
+fn need(facts: &Facts, account: &str, amount: i64) -> Result<(), Error> {
+    let have = facts.balance(account);
+    if have < amount {
+        return Err(refuse(
+            ErrorKind::PaymentRequired,
+            format!("{account} has {have} tok here and this needs {amount}; top up or pay less"),
+        ));
+    }
+    Ok(())
+}
+
+fn contract_of<'a>(facts: &'a Facts, id: &str) -> Result<&'a Contract, Error> {
+    facts
+        .contract
+        .as_ref()
+        .filter(|c| c.id == id)
+        .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no contract {id} here")))
+}
+
+/// The contract's record after an event, with the entry id it posted (if any).
+fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&str>, extra: Object) -> Contract {
+    let mut e = event(ctx, op);
+    if let Some(id) = entry {
+        e.insert("asiento".into(), id.into());
+    }
+    e.extend(extra);
+    let mut next = c.moved(state, e);
+    next.record.insert("updated".into(), ctx.now.to_rfc3339().into());
+    next
+}
+
+/// Decides operation `op` by `ctx.operator`. `entry_id` is the id the entry will have, if one is
+/// posted. A quote must have been verified (seller's signature, validity) by the caller.
+pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
+    let me = &ctx.operator;
+    let mut d = Decision { parties: vec![me.clone()], ..Decision::default() };
+    match op {
+        Op::Accept { quote } => accept(quote, ctx, rules, facts, entry_id, &mut d)?,
+        Op::Deliver { contract, evidence_sha256, note } => {
+            let c = contract_of(facts, contract)?;
+            if c.kind != Kind::Escrow {
+                return Err(refuse(
+                    ErrorKind::Conflict,
+                    format!("{contract} is a {} contract: nothing to deliver", c.kind.as_str()),
+                ));
+            }
+            if !c.is("seller", me) {
+                return Err(refuse(ErrorKind::Forbidden, format!("only the seller delivers {contract}")));
+            }
+            if c.state != "held" {
+                return Err(refuse(ErrorKind::Conflict, format!("{contract} is {}, not held", c.state)));
+            }
+            let mut extra = Object::new();
+            if let Some(h) = evidence_sha256 {
+                extra.insert("evidence_sha256".into(), h.as_str().into());
+            }
+            if let Some(n) = note {
+                extra.insert("note".into(), n.as_str().into());
+            }
+            let mut next = record_event(c, "delivered", ctx, "deliver", None, extra);
+            if let Some(h) = evidence_sha256 {
+                next.record.insert("evidence_sha256".into(), h.as_str().into());
+            }
+            finish_contract(&mut d, next, c);
+        }
+        Op::Release { contract } => {
+            let c = contract_of(facts, contract)?;
+            let escrow = escrow_account(&c.id);
+            match c.kind {
+                Kind::Escrow => {
+                    if !(c.is("buyer", me) || c.is("arbiter", me)) {
+                        return Err(refuse(
+                            ErrorKind::Forbidden,
+                            format!("only the buyer or the arbiter releases {contract}"),
+                        ));
+                    }
+                    if !matches!(c.state.as_str(), "held" | "delivered") {
+                        return Err(refuse(
+                            ErrorKind::Conflict,
+                            format!("{contract} is {}: nothing to release", c.state),
+                        ));
+                    }
+                    let seller =
+                        c.get("seller").ok_or_else(|| refuse(ErrorKind::Internal, "an escrow without seller"))?;
+                    need(facts, &escrow, c.amount)?;
+                    let referrer = c.referrer();
+                    let (lines, m) = settle(&escrow, seller.as_str(), c.amount, rules, referrer.as_ref());
+                    post(&mut d, c, "release", meta("release", m), ctx, lines);
+                    if let Some(r) = referrer {
+                        push_party(&mut d.parties, Some(r.address));
+                    }
+                    finish_contract(
+                        &mut d,
+                        record_event(c, "released", ctx, "release", Some(entry_id), Object::new()),
+                        c,
+                    );
+                }
+                Kind::Bond => {
+                    let expired = c.expires().is_some_and(|e| ctx.now >= e);
+                    if !(c.is("verifier", me) || c.is("arbiter", me) || (c.is("bondholder", me) && expired)) {
+                        return Err(refuse(
+                            ErrorKind::Forbidden,
+                            format!(
+                                "only the verifier or the arbiter releases bond {contract} (its bondholder once it expires)"
+                            ),
+                        ));
+                    }
+                    if c.state != "posted" {
+                        return Err(refuse(ErrorKind::Conflict, format!("bond {contract} is {}", c.state)));
+                    }
+                    let holder =
+                        c.get("bondholder").ok_or_else(|| refuse(ErrorKind::Internal, "a bond without bondholder"))?;
+                    need(facts, &escrow, c.amount)?;
+                    post(
+                        &mut d,
+                        c,
+                        "release",
+                        meta("release", Object::new()),
+                        ctx,
+                        move_all(&escrow, holder.as_str(), c.amount),
+                    );
+                    finish_contract(
+                        &mut d,
+                        record_event(c, "released", ctx, "release", Some(entry_id), Object::new()),
+                        c,
+                    );
+                }
+                Kind::Spot | Kind::Metered => {
+                    return Err(refuse(
+                        ErrorKind::Conflict,
+                        format!("{contract} is a {} contract: nothing is held", c.kind.as_str()),
+                    ));
+                }
+            }
+        }
+        Op::Refund { contract, note } => {
+            let c = contract_of(facts, contract)?;
+            if c.kind != Kind::Escrow {
+                return Err(refuse(
+                    ErrorKind::Conflict,
+                    format!("{contract} is a {} contract: only an escrow is refunded", c.kind.as_str()),
+                ));
+            }
+            if !matches!(c.state.as_str(), "held" | "delivered") {
+                return Err(refuse(ErrorKind::Conflict, format!("{contract} is {}: nothing to refund", c.state)));
+            }
+            let allowed = c.is("seller", me) || c.is("arbiter", me) || (c.is("buyer", me) && c.state == "held");
+            if !allowed {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("only the seller or the arbiter refunds {contract} (its buyer only before delivery)"),
+                ));
+            }
+            let escrow = escrow_account(&c.id);
+            let buyer = c.get("buyer").ok_or_else(|| refuse(ErrorKind::Internal, "an escrow without buyer"))?;
+            need(facts, &escrow, c.amount)?;
+            post(&mut d, c, "refund", meta("refund", Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
+            let extra = note.as_ref().map(|n| obj([("note", n.as_str().into())])).unwrap_or_default();
+            finish_contract(&mut d, record_event(c, "refunded", ctx, "refund", Some(entry_id), extra), c);
+        }
+        Op::Bond(b) => bond(b, ctx, rules, facts, entry_id, &mut d)?,
+        Op::Forfeit { contract, reason } => {
+            let c = contract_of(facts, contract)?;
+            if c.kind != Kind::Bond {
+                return Err(refuse(ErrorKind::Conflict, format!("{contract} is not a bond")));
+            }
+            if !(c.is("verifier", me) || c.is("arbiter", me)) {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("only the verifier or the arbiter forfeits bond {contract}"),
+                ));
+            }
+            if c.state != "posted" {
+                return Err(refuse(ErrorKind::Conflict, format!("bond {contract} is {}", c.state)));
+            }
+            let escrow = escrow_account(&c.id);
+            let to = c.get("beneficiary").map_or_else(|| rules.casa(), |a| a.as_str().to_owned());
+            need(facts, &escrow, c.amount)?;
+            post(&mut d, c, "forfeit", meta("forfeit", Object::new()), ctx, move_all(&escrow, &to, c.amount));
+            let extra = obj([("reason", reason.as_str().into())]);
+            finish_contract(&mut d, record_event(c, "forfeited", ctx, "forfeit", Some(entry_id), extra), c);
+        }
+        Op::Mandate(m) => mandate(m, ctx, facts, &mut d)?,
+        Op::Charge { mandate, amount, concept } => charge(mandate, *amount, concept, ctx, rules, facts, &mut d)?,
+        Op::Revoke { mandate } => {
+            let m = facts
+                .chain
+                .last()
+                .filter(|m| &m.id == mandate)
+                .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no mandate {mandate} here")))?;
+            if !facts.chain.iter().any(|link| link.grantor == *me) {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("only a grantor of {mandate} or above it revokes it"),
+                ));
+            }
+            if !m.active {
+                return Err(refuse(ErrorKind::Conflict, format!("mandate {mandate} is already revoked")));
+            }
+            let mut revoked = m.clone();
+            revoked.active = false;
+            d.mandates.push(MandateWrite::Revoke { id: m.id.clone(), version: m.version });
+            push_party(&mut d.parties, Some(m.grantor.clone()));
+            push_party(&mut d.parties, Some(m.grantee.clone()));
+            d.receipt.insert("mandate".into(), revoked.to_value());
+        }
+        Op::Balance => {
+            d.receipt.insert(
+                "balance".into(),
+                Value::Object(obj([("account", me.as_str().into()), ("balance", facts.balance(me.as_str()).into())])),
+            );
+        }
+        Op::Statement { limit } => d.read = Some(Read::Statement { account: me.as_str().to_owned(), limit: *limit }),
+        Op::Contract { contract } => {
+            let c = contract_of(facts, contract)?;
+            if !c.has_party(me) {
+                return Err(refuse(ErrorKind::Forbidden, format!("{me} is not a party to {contract}")));
+            }
+            d.receipt.insert("contract".into(), c.view());
+        }
+    }
+    if let Some(p) = &d.posting {
+        check_lines(&p.lines)?;
+    }
+    Ok(d)
+}
+
+fn post(d: &mut Decision, c: &Contract, _op: &str, meta: Object, ctx: &Ctx, lines: Vec<Line>) {
+    let concept = c.record.get("concept").and_then(Value::as_str).unwrap_or(c.kind.as_str()).to_owned();
+    d.posting = Some(Posting { concept, lines, meta, refs: refs(ctx, Some(&c.id)) });
+}
+
+fn finish_contract(d: &mut Decision, next: Contract, before: &Contract) {
+    for p in before.parties() {
+        push_party(&mut d.parties, Some(p));
+    }
+    d.receipt.insert("contract".into(), next.view());
+    d.contract = Some(ContractWrite::Update(next));
+}
+
+fn base_record(id: &str, kind: Kind, rules: &Rules, amount: i64, concept: &str, ctx: &Ctx) -> Object {
+    obj([
+        ("id", id.into()),
+        ("kind", kind.as_str().into()),
+        ("house", rules.house.as_str().into()),
+        ("amount", amount.into()),
+        ("concept", concept.into()),
+        ("created", ctx.now.to_rfc3339().into()),
+        ("updated", ctx.now.to_rfc3339().into()),
+    ])
+}
+
+fn accept(
+    quote: &Quote,
+    ctx: &Ctx,
+    rules: &Rules,
+    facts: &Facts,
+    entry_id: &str,
+    d: &mut Decision,
+) -> Result<(), Error> {
+    let me = &ctx.operator;
+    if quote.house != rules.house {
+        return Err(refuse(ErrorKind::Misdirected, format!("quote {} is for the Libro of {}", quote.id, quote.house)));
+    }
+    if quote.buyer != *me {
+        return Err(refuse(ErrorKind::Forbidden, format!("quote {} is for {}, not {me}", quote.id, quote.buyer)));
+    }
+    if quote.seller == quote.buyer {
+        return Err(refuse(ErrorKind::Malformed, "a seller cannot sell to itself"));
+    }
+    if quote.currency != nyx5_proto::libro::CURRENCY {
+        return Err(refuse(ErrorKind::Malformed, format!("this Libro keeps tok, not {:?}", quote.currency)));
+    }
+    if let Some(r) = &quote.referrer
+        && rules.fee_bps + r.share_bps > limits::BPS_WHOLE
+    {
+        return Err(refuse(
+            ErrorKind::Malformed,
+            format!(
+                "the house's fee ({} bps) and the referrer's share ({} bps) pass 10000",
+                rules.fee_bps, r.share_bps
+            ),
+        ));
+    }
+    if facts.contract.as_ref().is_some_and(|c| c.id == quote.id) {
+        return Err(refuse(ErrorKind::Conflict, format!("quote {} was accepted before", quote.id)));
+    }
+    let kind = match quote.contract {
+        ContractKind::Spot => Kind::Spot,
+        ContractKind::Escrow => Kind::Escrow,
+        ContractKind::Metered => Kind::Metered,
+    };
+    let mut record = base_record(&quote.id, kind, rules, quote.price, &quote.concept, ctx);
+    record.insert("seller".into(), quote.seller.as_str().into());
+    record.insert("buyer".into(), quote.buyer.as_str().into());
+    if let Some(a) = &quote.arbiter {
+        record.insert("arbiter".into(), a.as_str().into());
+    }
+    record.insert("terms".into(), quote.terms.clone().map_or(Value::Null, Value::Object));
+    record.insert("quote_id".into(), quote.id.as_str().into());
+    record.insert("quote_sha256".into(), quote.sha256_hex().into());
+    record.insert("accept_sha256".into(), ctx.sha256.as_str().into());
+    if let Some(r) = &quote.referrer {
+        record.insert(
+            "referrer".into(),
+            Value::Object(obj([("address", r.address.as_str().into()), ("share", r.share_bps.into())])),
+        );
+    }
+    let mut r = refs(ctx, Some(&quote.id));
+    r.insert("quote".into(), quote.id.as_str().into());
+    r.insert("quote_sha256".into(), quote.sha256_hex().into());
+    let (state, posted) = match kind {
+        Kind::Spot => {
+            need(facts, me.as_str(), quote.price)?;
+            let (lines, m) = settle(me.as_str(), quote.seller.as_str(), quote.price, rules, quote.referrer.as_ref());
+            d.posting = Some(Posting { concept: quote.concept.clone(), lines, meta: meta("charge", m), refs: r });
+            if let Some(rf) = &quote.referrer {
+                push_party(&mut d.parties, Some(rf.address.clone()));
+            }
+            ("settled", true)
+        }
+        Kind::Escrow => {
+            need(facts, me.as_str(), quote.price)?;
+            let lines = move_all(me.as_str(), &escrow_account(&quote.id), quote.price);
+            d.posting =
+                Some(Posting { concept: quote.concept.clone(), lines, meta: meta("hold", Object::new()), refs: r });
+            ("held", true)
+        }
+        Kind::Metered => {
+            let m = Mandate {
+                id: ctx.envelope.clone(),
+                grantor: me.clone(),
+                grantee: quote.seller.clone(),
+                cap: quote.price,
+                spent: 0,
+                concepts: None,
+                expires: quote.expires,
+                parent: None,
+                root: ctx.envelope.clone(),
+                chain: vec![ctx.envelope.clone()],
+                active: true,
+                contract: Some(quote.id.clone()),
+                version: 1,
+            };
+            record.insert("mandate".into(), m.id.as_str().into());
+            d.receipt.insert("mandate".into(), m.to_value());
+            d.mandates.push(MandateWrite::Insert(Box::new(m)));
+            ("active", false)
+        }
+        Kind::Bond => unreachable_kind()?,
+    };
+    record.insert("state".into(), state.into());
+    let mut e = event(ctx, "accept");
+    if posted {
+        e.insert("asiento".into(), entry_id.into());
+    }
+    record.insert("history".into(), Value::Array(vec![Value::Object(e)]));
+    let contract =
+        Contract { id: quote.id.clone(), kind, state: state.to_owned(), amount: quote.price, version: 1, record };
+    if kind == Kind::Escrow
+        && let Some(deadline) =
+            quote.terms.as_ref().and_then(|t| t.get("deadline")).and_then(Value::as_str).and_then(parse_deadline)
+        && deadline > ctx.now
+    {
+        d.deadlines.push(Deadline {
+            at: deadline,
+            to: vec![quote.buyer.clone(), quote.seller.clone()],
+            body: obj([("contract", quote.id.as_str().into()), ("deadline", deadline.to_rfc3339().into())]),
+        });
+    }
+    push_party(&mut d.parties, Some(quote.seller.clone()));
+    push_party(&mut d.parties, quote.arbiter.clone());
+    d.receipt.insert("cotizacion_sha256".into(), quote.sha256_hex().into());
+    d.receipt.insert("contract".into(), contract.view());
+    d.contract = Some(ContractWrite::Insert(contract));
+    Ok(())
+}
+
+fn unreachable_kind() -> Result<(&'static str, bool), Error> {
+    Err(refuse(ErrorKind::Malformed, "a quote does not offer a bond"))
+}
+
+/// A deadline in `terms`: RFC 3339, or a date (`2026-09-15`, its midnight UTC).
+pub fn parse_deadline(text: &str) -> Option<Timestamp> {
+    Timestamp::parse(text).ok().or_else(|| Timestamp::parse(&format!("{text}T00:00:00Z")).ok())
+}
+
+fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &mut Decision) -> Result<(), Error> {
+    let me = &ctx.operator;
+    if b.expires.is_some_and(|e| e <= ctx.now) {
+        return Err(refuse(ErrorKind::Malformed, "a bond's `expires` must be in the future"));
+    }
+    if b.verifier == *me {
+        return Err(refuse(ErrorKind::Malformed, "a bondholder cannot verify its own bond"));
+    }
+    need(facts, me.as_str(), b.amount)?;
+    let id = ctx.envelope.clone();
+    let mut record = base_record(&id, Kind::Bond, rules, b.amount, &b.claim, ctx);
+    record.insert("bondholder".into(), me.as_str().into());
+    record.insert("verifier".into(), b.verifier.as_str().into());
+    record.insert(
+        "beneficiary".into(),
+        b.beneficiary.as_ref().map_or_else(|| rules.casa(), |a| a.as_str().to_owned()).into(),
+    );
+    if let Some(a) = &b.arbiter {
+        record.insert("arbiter".into(), a.as_str().into());
+    }
+    if let Some(v) = &b.vouchee {
+        record.insert("vouchee".into(), v.as_str().into());
+    }
+    record.insert("claim".into(), b.claim.as_str().into());
+    record.insert("terms".into(), Value::Null);
+    record.insert("evidence_sha256".into(), b.evidence_sha256.clone().into());
+    record.insert("expires".into(), b.expires.map(|t| t.to_rfc3339()).into());
+    record.insert("state".into(), "posted".into());
+    let mut e = event(ctx, "bond");
+    e.insert("asiento".into(), entry_id.into());
+    record.insert("history".into(), Value::Array(vec![Value::Object(e)]));
+    let contract =
+        Contract { id: id.clone(), kind: Kind::Bond, state: "posted".into(), amount: b.amount, version: 1, record };
+    d.posting = Some(Posting {
+        concept: b.claim.chars().take(200).collect(),
+        lines: move_all(me.as_str(), &escrow_account(&id), b.amount),
+        meta: meta("hold", obj([("bond", true.into())])),
+        refs: refs(ctx, Some(&id)),
+    });
+    for p in contract.parties() {
+        push_party(&mut d.parties, Some(p));
+    }
+    // The house's own account gets no receipt.
+    d.parties.retain(|a| a.as_str() != rules.casa());
+    d.receipt.insert("contract".into(), contract.view());
+    d.contract = Some(ContractWrite::Insert(contract));
+    Ok(())
+}
+
+fn check_chain(chain: &[Mandate], now: Timestamp) -> Result<(), Error> {
+    for link in chain {
+        if !link.active {
+            return Err(refuse(ErrorKind::Conflict, format!("mandate {} is revoked", link.id)));
+        }
+        if link.expired(now) {
+            return Err(refuse(ErrorKind::Expired, format!("mandate {} has expired", link.id)));
+        }
+    }
+    Ok(())
+}
+
+fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<(), Error> {
+    let me = &ctx.operator;
+    if m.grantee == *me {
+        return Err(refuse(ErrorKind::Malformed, "a mandate is granted to someone else"));
+    }
+    if m.expires.is_some_and(|e| e <= ctx.now) {
+        return Err(refuse(ErrorKind::Malformed, "a mandate's `expires` must be in the future"));
+    }
+    let id = ctx.envelope.clone();
+    let (root, chain, expires, concepts) = match &m.parent {
+        None => (id.clone(), vec![id.clone()], m.expires, m.concepts.clone()),
+        Some(parent_id) => {
+            let parent = facts
+                .chain
+                .last()
+                .filter(|p| &p.id == parent_id)
+                .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no mandate {parent_id} here")))?;
+            if parent.grantee != *me {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("only the grantee of {parent_id} delegates under it"),
+                ));
+            }
+            check_chain(&facts.chain, ctx.now)?;
+            let left = parent.cap - parent.spent;
+            if m.cap > left {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("a sub-mandate of {parent_id} may cap at most {left} (its cap less what is spent)"),
+                ));
+            }
+            let expires = match (m.expires, parent.expires) {
+                (Some(e), Some(p)) if e > p => {
+                    return Err(refuse(
+                        ErrorKind::Forbidden,
+                        format!("a sub-mandate of {parent_id} ends by {}", p.to_rfc3339()),
+                    ));
+                }
+                (Some(e), _) => Some(e),
+                (None, p) => p,
+            };
+            let concepts = match (&m.concepts, &parent.concepts) {
+                (Some(c), Some(p)) if c.iter().any(|x| !p.contains(x)) => {
+                    return Err(refuse(
+                        ErrorKind::Forbidden,
+                        format!("a sub-mandate of {parent_id} keeps within its concepts"),
+                    ));
+                }
+                (Some(c), _) => Some(c.clone()),
+                (None, p) => p.clone(),
+            };
+            let mut chain = parent.chain.clone();
+            chain.push(id.clone());
+            (parent.root.clone(), chain, expires, concepts)
+        }
+    };
+    let new = Mandate {
+        id,
+        grantor: me.clone(),
+        grantee: m.grantee.clone(),
+        cap: m.cap,
+        spent: 0,
+        concepts,
+        expires,
+        parent: m.parent.clone(),
+        root,
+        chain,
+        active: true,
+        contract: None,
+        version: 1,
+    };
+    push_party(&mut d.parties, Some(new.grantee.clone()));
+    d.receipt.insert("mandate".into(), new.to_value());
+    d.receipt.insert("chain".into(), Value::Array(new.chain.iter().map(|s| s.as_str().into()).collect()));
+    d.mandates.push(MandateWrite::Insert(Box::new(new)));
+    Ok(())
+}
+
+fn charge(
+    id: &str,
+    amount: i64,
+    concept: &str,
+    ctx: &Ctx,
+    rules: &Rules,
+    facts: &Facts,
+    d: &mut Decision,
+) -> Result<(), Error> {
+    let me = &ctx.operator;
+    let m = facts
+        .chain
+        .last()
+        .filter(|m| m.id == id)
+        .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no mandate {id} here")))?;
+    if m.grantee != *me {
+        return Err(refuse(ErrorKind::Forbidden, format!("only the grantee of {id} charges under it")));
+    }
+    let root = facts.chain.first().ok_or_else(|| refuse(ErrorKind::Internal, "a mandate without its chain"))?;
+    if root.id != m.root || facts.chain.len() != m.chain.len() {
+        return Err(refuse(ErrorKind::Internal, format!("the chain of mandate {id} is incomplete")));
+    }
+    check_chain(&facts.chain, ctx.now)?;
+    for link in &facts.chain {
+        if !link.allows(concept) {
+            return Err(refuse(ErrorKind::Forbidden, format!("mandate {} does not cover {concept:?}", link.id)));
+        }
+        if link.spent + amount > link.cap {
+            return Err(refuse(
+                ErrorKind::PaymentRequired,
+                format!("mandate {} has {} of {} left", link.id, link.cap - link.spent, link.cap),
+            ));
+        }
+    }
+    let payer = root.grantor.as_str();
+    need(facts, payer, amount)?;
+    let (lines, mut m_meta) = settle(payer, me.as_str(), amount, rules, None);
+    let chain = Value::Array(facts.chain.iter().map(|l| l.id.as_str().into()).collect());
+    m_meta.insert("chain".into(), chain.clone());
+    let mut r = refs(ctx, m.contract.as_deref());
+    r.insert("mandate".into(), id.into());
+    d.posting = Some(Posting { concept: concept.to_owned(), lines, meta: meta("charge", m_meta), refs: r });
+    d.mandates
+        .push(MandateWrite::Spend { links: facts.chain.iter().map(|l| (l.id.clone(), l.version)).collect(), amount });
+    for link in &facts.chain {
+        push_party(&mut d.parties, Some(link.grantor.clone()));
+        push_party(&mut d.parties, Some(link.grantee.clone()));
+    }
+    let mut after = m.clone();
+    after.spent += amount;
+    d.receipt.insert("mandate".into(), after.to_value());
+    d.receipt.insert("chain".into(), chain);
+    Ok(())
+}
+
+/// A bond past its `expires`, returned to its bondholder by the house (no operator).
+pub fn expire_bond(c: &Contract, rules: &Rules, now: Timestamp, entry_id: &str) -> Result<(Posting, Contract), Error> {
+    if c.kind != Kind::Bond || c.state != "posted" || c.expires().is_none_or(|e| now < e) {
+        return Err(refuse(ErrorKind::Conflict, format!("bond {} is not due to return", c.id)));
+    }
+    let holder = c.get("bondholder").ok_or_else(|| refuse(ErrorKind::Internal, "a bond without bondholder"))?;
+    let lines = move_all(&escrow_account(&c.id), holder.as_str(), c.amount);
+    check_lines(&lines)?;
+    let posting = Posting {
+        concept: c.record.get("concept").and_then(Value::as_str).unwrap_or("bond").to_owned(),
+        lines,
+        meta: meta("release", obj([("expired", true.into())])),
+        refs: obj([("contract", c.id.as_str().into()), ("key", format!("expiry:{}", c.id).into())]),
+    };
+    let mut e = obj([
+        ("at", now.to_rfc3339().into()),
+        ("op", "expire".into()),
+        ("by", rules.casa().into()),
+        ("asiento", entry_id.into()),
+    ]);
+    e.insert("note".into(), "the bond expired and returned to its bondholder".into());
+    let mut next = c.moved("released", e);
+    next.record.insert("updated".into(), now.to_rfc3339().into());
+    Ok((posting, next))
+}

@@ -1,0 +1,579 @@
+//! The Libro (spec §14–§21): the house's double-entry ledger, operated by envelopes to
+//! `libro@<house>`.
+//!
+//! An operation arrives like any mail (`/outbound` for a local agent, `/inbound` for a foreign
+//! one) and reaches [`House::operate`] from `House::accept`. It is read ([`op::Op`]), checked
+//! against the operator's card (a current key to move money, a delegated card's `scope.cap`),
+//! and decided by the pure [`kernel::decide`] over what one query read ([`store::libro::facts`]).
+//! Then one batch writes everything: the operation's row (so a repeat changes nothing), the
+//! signed entry (the schema checks its sum and its link, and posts its lines), the contract and
+//! mandates (guarded by the versions the decision read), the receipts (local parties' mailboxes
+//! directly, foreign parties through the queue) and any deadline notices. A batch that lost a
+//! race is read, decided and written again; a refusal goes back to `accept`, and the sender's
+//! house bounces it.
+
+pub mod history;
+pub mod kernel;
+pub mod op;
+
+use nyx5_proto::address::uuid_v4;
+use nyx5_proto::card::{AgentCard, AgentCardDraft};
+use nyx5_proto::crypto::{Context, hex, sha256};
+use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
+use nyx5_proto::json::obj;
+use nyx5_proto::libro::{EntryDraft, GENESIS, escrow_account, house_account, lines_value};
+use nyx5_proto::receipt::{self, Receipt};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Timestamp, Value, Verified};
+
+use crate::mailbox::Outcome;
+use crate::ports::{Db, Net, PortError, Stmt};
+use crate::store::libro as store;
+use crate::store::queue::{self as queue_store, NewJob, Outgoing};
+use crate::{House, port_error};
+
+use kernel::{ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
+use op::Op;
+
+/// The Libro's local part.
+pub const LIBRO: &str = "libro";
+/// The extension a house with a Libro declares.
+pub const EXT_LIBRO: &str = "urn:nyx5:ext:libro";
+/// The media of an operation.
+pub const OP_MEDIA: &str = "application/nyx5.libro+json";
+/// The media of a deadline notice.
+pub const NOTICE_MEDIA: &str = "application/nyx5.aviso+json";
+/// How many times an operation is read and decided again after losing a race.
+pub const ATTEMPTS: usize = 4;
+/// Most bonds one tick returns, and most owed issues it posts.
+pub const UPKEEP_BATCH: i64 = 20;
+/// The operations `libro@`'s card lists.
+pub const OPS: [&str; 12] = [
+    "accept",
+    "deliver",
+    "release",
+    "refund",
+    "bond",
+    "forfeit",
+    "mandate",
+    "charge",
+    "revoke",
+    "balance",
+    "statement",
+    "contract",
+];
+
+/// The card of `libro@<domain>`: the domain key as its `sig`, certified by itself, saying the
+/// fee and the operations.
+pub fn libro_card(
+    domain_card: &Verified<nyx5_proto::DomainCard>,
+    key: &nyx5_proto::crypto::SigningKey,
+    since: Timestamp,
+    fee_bps: i64,
+) -> Result<Verified<AgentCard>, Error> {
+    let address = Address::new(LIBRO, domain_card.domain())?;
+    let mut draft = AgentCardDraft::new(address, key.public(), None, since);
+    draft.capabilities = obj([
+        ("accepts", Value::Array(vec![OP_MEDIA.into()])),
+        (
+            "libro",
+            Value::Object(obj([
+                ("currency", nyx5_proto::libro::CURRENCY.into()),
+                ("fee_bps", fee_bps.into()),
+                ("ops", Value::Array(OPS.iter().map(|o| (*o).into()).collect())),
+            ])),
+        ),
+    ]);
+    draft.certify(key)?.verify(domain_card, None, since)
+}
+
+fn internal(what: &str) -> Error {
+    Error::new(ErrorKind::Internal, what.to_owned())
+}
+
+fn text_of(v: &Value) -> Result<String, Error> {
+    String::from_utf8(v.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))
+}
+
+/// What a stored JSON column holds, parsed.
+fn parse_json(text: Option<&str>) -> Option<Value> {
+    text.and_then(|t| Value::parse_str(t).ok())
+}
+
+/// The journal's head: the last entry's number and hash.
+type Head = (i64, String);
+
+/// The facts an operation decides on, the head, and whether it was done before, from the row
+/// [`store::libro::facts`] read.
+fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Error> {
+    let mut facts = Facts::default();
+    if let Some(Value::Object(b)) = parse_json(row.text("balances")) {
+        for (k, v) in b {
+            facts.balances.insert(k, v.as_safe_integer().unwrap_or(0));
+        }
+    }
+    if let Some(Value::Object(c)) = parse_json(row.text("contract")) {
+        let version = c.get("version").and_then(Value::as_safe_integer).unwrap_or(0);
+        if let Some(Value::Object(record)) = c.get("record") {
+            facts.contract = Some(kernel::Contract::from_record(record.clone(), version)?);
+        }
+    }
+    if let Some(Value::Array(list)) = parse_json(row.text("chain")) {
+        let mut chain = Vec::new();
+        for m in list {
+            let m = m.as_object().ok_or_else(|| internal("stored mandate"))?;
+            let version = m.get("version").and_then(Value::as_safe_integer).unwrap_or(0);
+            let record = m.get("record").and_then(Value::as_object).ok_or_else(|| internal("stored mandate"))?;
+            chain.push(kernel::Mandate::from_value(record, version)?);
+        }
+        // Root first: the order of the last link's own chain.
+        if let Some(order) = chain.iter().max_by_key(|m| m.chain.len()).map(|m| m.chain.clone()) {
+            chain.sort_by_key(|m| order.iter().position(|id| id == &m.id).unwrap_or(usize::MAX));
+        }
+        facts.chain = chain;
+    }
+    let head = (row.int("head_n").unwrap_or(0), row.text("head_sha").unwrap_or(GENESIS).to_owned());
+    let done = match parse_json(row.text("done")) {
+        Some(Value::Object(o)) => Some(o),
+        _ => None,
+    };
+    Ok((facts, head, done))
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// The rules the kernel applies here.
+    pub fn libro_rules(&self) -> Rules {
+        Rules { house: self.config.domain.clone(), fee_bps: self.config.fee_bps }
+    }
+
+    /// Whether `a` is this house's Libro.
+    pub fn is_libro(&self, a: &Address) -> bool {
+        a.local() == LIBRO && a.domain() == self.config.domain
+    }
+
+    /// Does the operation `env` (verified, from `card`) and says how it went: `Accepted` when
+    /// done now, `Duplicate` when done before, `Rejected` with the refusal otherwise.
+    pub async fn operate(&self, env: &Verified<Envelope>, card: &Verified<AgentCard>) -> Outcome {
+        match self.operate_checked(env, card).await {
+            Ok(outcome) => outcome,
+            Err(e) => Outcome::Rejected(e),
+        }
+    }
+
+    async fn operate_checked(&self, env: &Verified<Envelope>, card: &Verified<AgentCard>) -> Result<Outcome, Error> {
+        let now = self.now();
+        if env.kind() != Kind::Task {
+            return Err(Error::malformed("an operation for the Libro is an envelope of `type: task`"));
+        }
+        let content = match env.payload() {
+            Payload::Clear(c) => c,
+            _ => return Err(Error::malformed("an operation for the Libro is not sealed: the house must read it")),
+        };
+        if content.media != OP_MEDIA {
+            return Err(Error::malformed(format!("an operation has `media: {OP_MEDIA}`")));
+        }
+        let body = content.body.as_object().ok_or_else(|| Error::malformed("an operation's body is an object"))?;
+        let op = Op::parse(body)?;
+        let sha = env.sha256_hex();
+        if let Some(row) = store::op_done(&self.db, env.id()).await? {
+            return done_before(&row, env.from(), &sha);
+        }
+        if op.writes() && env.signature().map(|s| s.kid) != Some(card.sig()) {
+            return Err(Error::forbidden(
+                "an operation that moves money is signed with the agent's current key, not one in its rotation grace",
+            ));
+        }
+        if let (Some(amount), Some(cap)) = (op.commits(), card.scope().and_then(|s| s.cap))
+            && amount > cap
+        {
+            return Err(Error::forbidden(format!(
+                "{} is delegated with a cap of {cap} tok; this operation commits {amount}",
+                card.address()
+            )));
+        }
+        if let Op::Accept { quote } = &op {
+            let seller = self.resolve_agent(&quote.seller, false).await.map_err(|e| {
+                if e.kind.is_temporary() {
+                    e
+                } else {
+                    Error::forbidden(format!("the seller cannot be verified: {}", e.reason))
+                }
+            })?;
+            let seller = match nyx5_proto::sign::Signature::read(quote.object(), "signature") {
+                Ok(s) if !seller.accepts_key(&s.kid, now) => self.resolve_agent(&quote.seller, true).await?,
+                _ => seller,
+            };
+            (**quote).clone().verify(&seller, now)?;
+        }
+        let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now };
+        let rules = self.libro_rules();
+        let accounts = {
+            let mut list = vec![Value::from(env.from().as_str())];
+            if let Some(c) = op.contract() {
+                list.push(escrow_account(c).into());
+            }
+            Value::Array(list).canonical_string()
+        };
+        let mut lost: Option<String> = None;
+        for _ in 0..ATTEMPTS {
+            let row = store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate()).await?;
+            let (facts, head, done) = facts_of(&row)?;
+            if let Some(done) = done {
+                return done_before_object(&done, env.from(), &sha);
+            }
+            let entry_id = self.new_id();
+            let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
+            let stmts = self.write_decision(env, &op, &decision, &entry_id, head).await?;
+            match self.db.batch(stmts).await {
+                Ok(_) => return Ok(Outcome::Accepted),
+                Err(PortError::Constraint { name }) if name == store::OP_DONE => {
+                    let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
+                    return done_before(&row, env.from(), &sha);
+                }
+                Err(PortError::Constraint { name }) if store::RACES.contains(&name.as_str()) => lost = Some(name),
+                Err(e) => return Err(port_error(e)),
+            }
+        }
+        Err(match lost.as_deref() {
+            Some("balance_negative") => {
+                Error::new(ErrorKind::PaymentRequired, "not enough balance for this operation at this moment")
+            }
+            _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
+        })
+    }
+
+    /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices.
+    async fn write_decision(
+        &self,
+        env: &Envelope,
+        op: &Op,
+        d: &Decision,
+        entry_id: &str,
+        head: Head,
+    ) -> Result<Vec<Stmt>, Error> {
+        let now = self.now();
+        let mut stmts = Vec::new();
+        let mut extra = d.receipt.clone();
+        let entry = match &d.posting {
+            Some(p) => Some(self.sign_entry(p, entry_id, head, env.id())?),
+            None => None,
+        };
+        if let Some((e, _)) = &entry {
+            extra.insert("asiento".into(), e.to_value());
+        }
+        if let Some(Read::Statement { account, limit }) = &d.read {
+            let entries = store::statement(&self.db, account, *limit).await?;
+            let list = entries.iter().filter_map(|t| Value::parse_str(t).ok()).collect();
+            extra.insert("statement".into(), Value::Array(list));
+        }
+        let receipt = Receipt::sign(
+            &self.config.domain,
+            env.id(),
+            op.name(),
+            &env.sha256_hex(),
+            env.from(),
+            now,
+            extra,
+            &self.config.key,
+        )?;
+        let receipt_text = text_of(&receipt.to_value())?;
+        stmts.push(store::done(
+            env.id(),
+            env.from().as_str(),
+            op.name(),
+            &env.sha256_hex(),
+            now.millis(),
+            &receipt_text,
+        ));
+        if let Some((_, stmt)) = entry {
+            stmts.push(stmt);
+        }
+        match &d.contract {
+            Some(ContractWrite::Insert(c)) => {
+                let record = text_of(&Value::Object(c.record.clone()))?;
+                let names = ["seller", "buyer", "bondholder", "verifier", "beneficiary", "arbiter", "vouchee"];
+                let parties = names.map(|n| c.record.get(n).and_then(Value::as_str));
+                stmts.push(store::insert_contract(&store::ContractRow {
+                    id: &c.id,
+                    kind: c.kind.as_str(),
+                    state: &c.state,
+                    parties,
+                    amount: c.amount,
+                    expires: c.expires().map(Timestamp::millis),
+                    now: now.millis(),
+                    record: &record,
+                }));
+            }
+            Some(ContractWrite::Update(c)) => {
+                let record = text_of(&Value::Object(c.record.clone()))?;
+                stmts.extend(store::update_contract(&c.id, c.version, &c.state, &record, now.millis()));
+            }
+            None => {}
+        }
+        for m in &d.mandates {
+            match m {
+                MandateWrite::Insert(m) => {
+                    let record = text_of(&m.to_value())?;
+                    let chain = Value::Array(m.chain.iter().map(|s| s.as_str().into()).collect()).canonical_string();
+                    stmts.push(store::insert_mandate(&store::MandateRow {
+                        id: &m.id,
+                        grantor: m.grantor.as_str(),
+                        grantee: m.grantee.as_str(),
+                        cap: m.cap,
+                        expires: m.expires.map(Timestamp::millis),
+                        parent: m.parent.as_deref(),
+                        root: &m.root,
+                        chain: &chain,
+                        contract: m.contract.as_deref(),
+                        now: now.millis(),
+                        record: &record,
+                    }));
+                }
+                MandateWrite::Spend { links, amount } => {
+                    for (id, version) in links {
+                        stmts.extend(store::spend(id, *version, *amount));
+                    }
+                }
+                MandateWrite::Revoke { id, version } => stmts.extend(store::revoke(id, *version)),
+            }
+        }
+        let casa = house_account(&self.config.domain);
+        for party in d.parties.iter().filter(|p| p.as_str() != casa && !self.is_libro(p)) {
+            let content = Content::new(receipt::MEDIA, receipt.to_value());
+            let id = self.derived_id("receipt", env.id(), party.as_str());
+            let mut draft = Draft::new(id, self.libro_address()?, vec![party.clone()], now, content);
+            draft.kind = Kind::Receipt;
+            draft.in_reply_to = Some(env.id().to_owned());
+            draft.thread = env.thread().map(str::to_owned);
+            stmts.extend(self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)?);
+        }
+        for deadline in &d.deadlines {
+            for to in &deadline.to {
+                let mut body = deadline.body.clone();
+                body.insert("state".into(), "due".into());
+                let id = self.derived_id("deadline", env.id(), to.as_str());
+                let mut draft = Draft::new(
+                    id,
+                    self.libro_address()?,
+                    vec![to.clone()],
+                    now,
+                    Content::new(NOTICE_MEDIA, Value::Object(body)),
+                );
+                draft.kind = Kind::Message;
+                draft.deliver_after = Some(deadline.at);
+                draft.thread = env.thread().map(str::to_owned);
+                let signed = draft.build()?.sign(&self.config.key)?;
+                if crate::routes::outbound::check_due(deadline.at, now).is_ok() {
+                    stmts.extend(self.queue_from_libro(&signed, now)?);
+                }
+            }
+        }
+        Ok(stmts)
+    }
+
+    fn libro_address(&self) -> Result<Address, Error> {
+        Address::new(LIBRO, &self.config.domain)
+    }
+
+    /// An id derived from what a document is about, with the domain key: written twice it is
+    /// one, and nobody else can predict it.
+    fn derived_id(&self, what: &str, of: &str, to: &str) -> String {
+        let seed = self.config.key.sign(Context::NoticeId, format!("nyx5 {what}:{of}:{to}").as_bytes());
+        let mut bytes = [0u8; 16];
+        for (b, d) in bytes.iter_mut().zip(sha256(&seed)) {
+            *b = d;
+        }
+        uuid_v4(bytes)
+    }
+
+    /// Statements that hand `env` from `libro@` to its one recipient: into a local mailbox
+    /// directly, or queued for another house.
+    fn send_from_libro(&self, env: Envelope, now: Timestamp) -> Result<Vec<Stmt>, Error> {
+        let to = env.to().first().ok_or_else(|| internal("a receipt without recipient"))?;
+        if to.domain() == self.config.domain {
+            let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis())])
+        } else {
+            self.queue_from_libro(&env, now)
+        }
+    }
+
+    /// Statements that queue `env` from `libro@` like any outgoing envelope.
+    fn queue_from_libro(&self, env: &Envelope, now: Timestamp) -> Result<Vec<Stmt>, Error> {
+        let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+        let sha = env.sha256_hex();
+        let not_before = env.due_at(now).millis();
+        let give_up = not_before.saturating_add(self.config.retry.give_up_after_ms);
+        let out = Outgoing {
+            envelope_id: env.id(),
+            sender: env.from().as_str(),
+            envelope: &text,
+            sha256: &sha,
+            expires: None,
+            now: now.millis(),
+            not_before,
+            deadline: give_up,
+        };
+        let jobs: Vec<NewJob> = crate::routes::outbound::by_domain(env.to())
+            .into_iter()
+            .map(|(domain, list)| NewJob {
+                domain,
+                recipients: Value::Array(list.iter().map(|a| a.as_str().into()).collect()).canonical_string(),
+            })
+            .collect();
+        Ok(queue_store::enqueue(&out, &jobs))
+    }
+
+    /// Numbers, links and signs a posting as entry `head.n + 1`; the statement appends it.
+    fn sign_entry(
+        &self,
+        p: &Posting,
+        id: &str,
+        head: Head,
+        cause: &str,
+    ) -> Result<(nyx5_proto::libro::Entry, Stmt), Error> {
+        let (n, prev) = head;
+        let draft = EntryDraft {
+            id: id.to_owned(),
+            at: self.now(),
+            house: self.config.domain.clone(),
+            concept: p.concept.clone(),
+            lines: p.lines.clone(),
+            meta: p.meta.clone(),
+            refs: p.refs.clone(),
+        };
+        let entry = draft.sign(n + 1, &prev, &self.config.key)?;
+        let text = entry.canonical_string();
+        let sha = hex(&sha256(text.as_bytes()));
+        let lines = lines_value(&entry.lines).canonical_string();
+        let stmt = store::append(&store::NewEntry {
+            n: n + 1,
+            id,
+            cause,
+            house: &self.config.domain,
+            at: entry.at.millis(),
+            prev: &prev,
+            sha256: &sha,
+            lines: &lines,
+            entry: &text,
+        });
+        Ok((entry, stmt))
+    }
+
+    /// Posts an entry no envelope caused (a top-up, a welcome gift), once per `cause`, with
+    /// `also` in the same batch. Answers the entry, posted now or before.
+    pub async fn post_once(&self, cause: &str, posting: &Posting, also: Vec<Stmt>) -> Result<Value, Error> {
+        for _ in 0..ATTEMPTS {
+            if let Some(text) = store::entry_for(&self.db, cause).await? {
+                if !also.is_empty() {
+                    self.db.batch(also).await.map_err(port_error)?;
+                }
+                return Value::parse_str(&text);
+            }
+            let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
+            let id = self.new_id();
+            let (entry, stmt) = self.sign_entry(posting, &id, head, cause)?;
+            let mut stmts = vec![stmt];
+            stmts.extend(also.iter().cloned());
+            match self.db.batch(stmts).await {
+                Ok(_) => return Ok(entry.to_value()),
+                Err(PortError::Constraint { name })
+                    if name == store::CAUSE_DONE || store::RACES.contains(&name.as_str()) => {}
+                Err(e) => return Err(port_error(e)),
+            }
+        }
+        Err(Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"))
+    }
+
+    /// The house issues `amount` to `account` for `cause`.
+    pub async fn issue(
+        &self,
+        cause: &str,
+        account: &Address,
+        amount: i64,
+        concept: &str,
+        also: Vec<Stmt>,
+    ) -> Result<Value, Error> {
+        let posting = Posting {
+            concept: concept.to_owned(),
+            lines: kernel::move_all(&house_account(&self.config.domain), account.as_str(), amount),
+            meta: obj([("primitive", "issue".into())]),
+            refs: obj([("key", cause.into())]),
+        };
+        self.post_once(cause, &posting, also).await
+    }
+
+    /// Posts the issue owed for `cause` (a welcome gift), if it still is.
+    pub async fn post_owed(&self, cause: &str) -> Result<(), Error> {
+        if let Some(row) = store::owed(&self.db, cause).await? {
+            self.post_due_row(&row).await?;
+        }
+        Ok(())
+    }
+
+    async fn post_due_row(&self, row: &crate::ports::Row) -> Result<bool, Error> {
+        let (Some(cause), Some(account), Some(amount), Some(concept)) =
+            (row.text("cause"), row.text("account"), row.int("amount"), row.text("concept"))
+        else {
+            return Ok(false);
+        };
+        let Ok(account) = Address::parse(account) else { return Ok(false) };
+        self.issue(cause, &account, amount, concept, vec![store::paid(cause)]).await?;
+        Ok(true)
+    }
+
+    /// The tick's share of the Libro: issues owed (welcome gifts) are posted, and bonds past
+    /// their `expires` return to their bondholders. Bounded per tick. Answers how many.
+    pub async fn libro_upkeep(&self) -> Result<usize, Error> {
+        let mut done = 0;
+        for row in store::due(&self.db, UPKEEP_BATCH).await? {
+            if self.post_due_row(&row).await? {
+                done += 1;
+            }
+        }
+        let now = self.now();
+        let rules = self.libro_rules();
+        for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
+            let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
+            let c = kernel::Contract::from_record(record, row.int("version").unwrap_or(0))?;
+            let entry_id = self.new_id();
+            let Ok((posting, next)) = kernel::expire_bond(&c, &rules, now, &entry_id) else { continue };
+            let record = text_of(&Value::Object(next.record.clone()))?;
+            let also = Vec::from(store::update_contract(&c.id, c.version, &next.state, &record, now.millis()));
+            let cause = format!("expiry:{}", c.id);
+            let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
+            let (_, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
+            let mut stmts = vec![stmt];
+            stmts.extend(also);
+            match self.db.batch(stmts).await {
+                Ok(_) => done += 1,
+                // Lost to an operation or another tick: the next tick looks again.
+                Err(PortError::Constraint { .. }) => {}
+                Err(e) => return Err(port_error(e)),
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// The cause of `address`'s welcome gift.
+pub fn welcome_cause(address: &Address) -> String {
+    format!("welcome:{address}")
+}
+
+fn done_before(row: &crate::ports::Row, from: &Address, sha: &str) -> Result<Outcome, Error> {
+    if row.text("operator") == Some(from.as_str()) && row.text("sha256") == Some(sha) {
+        Ok(Outcome::Duplicate)
+    } else {
+        Err(Error::new(ErrorKind::Conflict, "this envelope id is already used for another operation"))
+    }
+}
+
+fn done_before_object(done: &Object, from: &Address, sha: &str) -> Result<Outcome, Error> {
+    let same = done.get("operator").and_then(Value::as_str) == Some(from.as_str())
+        && done.get("sha256").and_then(Value::as_str) == Some(sha);
+    if same {
+        Ok(Outcome::Duplicate)
+    } else {
+        Err(Error::new(ErrorKind::Conflict, "this envelope id is already used for another operation"))
+    }
+}

@@ -1,0 +1,284 @@
+//! Operations (spec §16, docs/SPEC.md §16): the body `{op, …}` of an envelope to `libro@`, read
+//! into [`Op`]. Pure.
+
+use nyx5_proto::json::field;
+use nyx5_proto::quote::Quote;
+use nyx5_proto::{Address, Error, Object, Timestamp, limits};
+
+/// Most bytes of a claim, a note or a reason.
+pub const MAX_TEXT_BYTES: usize = 4096;
+/// Most concepts a mandate's scope may list.
+pub const MAX_CONCEPTS: usize = 32;
+/// The default and largest `limit` of a statement.
+pub const STATEMENT_DEFAULT: i64 = 20;
+pub const STATEMENT_MAX: i64 = 100;
+
+/// One operation, as its body says it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Accept { quote: Box<Quote> },
+    Deliver { contract: String, evidence_sha256: Option<String>, note: Option<String> },
+    Release { contract: String },
+    Refund { contract: String, note: Option<String> },
+    Bond(Bond),
+    Forfeit { contract: String, reason: String },
+    Mandate(MandateOp),
+    Charge { mandate: String, amount: i64, concept: String },
+    Revoke { mandate: String },
+    Balance,
+    Statement { limit: i64 },
+    Contract { contract: String },
+}
+
+/// `bond {amount, claim, verifier, beneficiary?, arbiter?, evidence_sha256?, expires?, vouchee?}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bond {
+    pub amount: i64,
+    pub claim: String,
+    pub verifier: Address,
+    pub beneficiary: Option<Address>,
+    pub arbiter: Option<Address>,
+    pub evidence_sha256: Option<String>,
+    pub expires: Option<Timestamp>,
+    pub vouchee: Option<Address>,
+}
+
+/// `mandate {grantee, cap, scope?: {concepts?}, expires?, parent?}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MandateOp {
+    pub grantee: Address,
+    pub cap: i64,
+    pub concepts: Option<Vec<String>>,
+    pub expires: Option<Timestamp>,
+    pub parent: Option<String>,
+}
+
+fn amount(o: &Object, name: &str) -> Result<i64, Error> {
+    let a = field::integer(o, name)?;
+    if a <= 0 || a > limits::MAX_AMOUNT {
+        return Err(Error::malformed(format!("`{name}` must be a whole number of tokens from 1 to 2^53 - 1")));
+    }
+    Ok(a)
+}
+
+fn text(o: &Object, name: &str) -> Result<Option<String>, Error> {
+    let Some(t) = field::opt_str(o, name)? else { return Ok(None) };
+    if t.len() > MAX_TEXT_BYTES {
+        return Err(Error::malformed(format!("`{name}` may be at most {MAX_TEXT_BYTES} bytes")));
+    }
+    Ok(Some(t.to_owned()))
+}
+
+fn required_text(o: &Object, name: &str) -> Result<String, Error> {
+    match text(o, name)? {
+        Some(t) if !t.trim().is_empty() => Ok(t),
+        _ => Err(Error::malformed(format!("`{name}` is required"))),
+    }
+}
+
+fn id(o: &Object, name: &str) -> Result<String, Error> {
+    let v = field::str(o, name)?;
+    nyx5_proto::address::check_id(v)?;
+    Ok(v.to_owned())
+}
+
+fn address(o: &Object, name: &str) -> Result<Option<Address>, Error> {
+    field::opt_str(o, name)?.map(Address::parse).transpose()
+}
+
+fn time(o: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
+    field::opt_str(o, name)?.map(Timestamp::parse).transpose()
+}
+
+/// Checks a hex SHA-256 as an evidence hash.
+pub fn sha256_hex(o: &Object, name: &str) -> Result<Option<String>, Error> {
+    let Some(h) = field::opt_str(o, name)? else { return Ok(None) };
+    if h.len() != 64 || !h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")));
+    }
+    Ok(Some(h.to_owned()))
+}
+
+impl Op {
+    /// Reads an operation's body.
+    pub fn parse(body: &Object) -> Result<Op, Error> {
+        let op = field::str(body, "op")?;
+        Ok(match op {
+            "accept" => {
+                let quote = field::object(body, "quote")?.clone();
+                Op::Accept { quote: Box::new(Quote::from_object(quote)?) }
+            }
+            "deliver" => Op::Deliver {
+                contract: id(body, "contract")?,
+                evidence_sha256: sha256_hex(body, "evidence_sha256")?,
+                note: text(body, "note")?,
+            },
+            "release" => Op::Release { contract: id(body, "contract")? },
+            "refund" => Op::Refund { contract: id(body, "contract")?, note: text(body, "note")? },
+            "bond" => Op::Bond(Bond {
+                amount: amount(body, "amount")?,
+                claim: required_text(body, "claim")?,
+                verifier: Address::parse(field::str(body, "verifier")?)?,
+                beneficiary: address(body, "beneficiary")?,
+                arbiter: address(body, "arbiter")?,
+                evidence_sha256: sha256_hex(body, "evidence_sha256")?,
+                expires: time(body, "expires")?,
+                vouchee: address(body, "vouchee")?,
+            }),
+            "forfeit" => Op::Forfeit { contract: id(body, "contract")?, reason: required_text(body, "reason")? },
+            "mandate" => {
+                let concepts = match field::opt_object(body, "scope")? {
+                    None => None,
+                    Some(scope) => match field::opt_array(scope, "concepts")? {
+                        None => None,
+                        Some(list) => {
+                            if list.len() > MAX_CONCEPTS {
+                                return Err(Error::malformed(format!("a scope lists at most {MAX_CONCEPTS} concepts")));
+                            }
+                            let mut out = Vec::new();
+                            for c in list {
+                                let c = c
+                                    .as_str()
+                                    .filter(|c| !c.is_empty() && c.len() <= 256)
+                                    .ok_or_else(|| Error::malformed("`scope.concepts` lists non-empty strings"))?;
+                                out.push(c.to_owned());
+                            }
+                            Some(out)
+                        }
+                    },
+                };
+                Op::Mandate(MandateOp {
+                    grantee: Address::parse(field::str(body, "grantee")?)?,
+                    cap: amount(body, "cap")?,
+                    concepts,
+                    expires: time(body, "expires")?,
+                    parent: field::opt_str(body, "parent")?
+                        .map(|p| nyx5_proto::address::check_id(p).map(|()| p.to_owned()))
+                        .transpose()?,
+                })
+            }
+            "charge" => Op::Charge {
+                mandate: id(body, "mandate")?,
+                amount: amount(body, "amount")?,
+                concept: required_text(body, "concept")?,
+            },
+            "revoke" => Op::Revoke { mandate: id(body, "mandate")? },
+            "balance" => Op::Balance,
+            "statement" => {
+                let limit = field::opt_integer(body, "limit")?.unwrap_or(STATEMENT_DEFAULT);
+                if !(1..=STATEMENT_MAX).contains(&limit) {
+                    return Err(Error::malformed(format!("`limit` is 1 to {STATEMENT_MAX}")));
+                }
+                Op::Statement { limit }
+            }
+            "contract" => Op::Contract { contract: id(body, "contract")? },
+            other => return Err(Error::malformed(format!("unknown Libro operation {other:?}"))),
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Accept { .. } => "accept",
+            Op::Deliver { .. } => "deliver",
+            Op::Release { .. } => "release",
+            Op::Refund { .. } => "refund",
+            Op::Bond(_) => "bond",
+            Op::Forfeit { .. } => "forfeit",
+            Op::Mandate(_) => "mandate",
+            Op::Charge { .. } => "charge",
+            Op::Revoke { .. } => "revoke",
+            Op::Balance => "balance",
+            Op::Statement { .. } => "statement",
+            Op::Contract { .. } => "contract",
+        }
+    }
+
+    /// The tokens this operation commits the operator to, which a delegated card's `scope.cap`
+    /// bounds (spec §18): accept, bond, mandate and charge.
+    pub fn commits(&self) -> Option<i64> {
+        match self {
+            Op::Accept { quote } => Some(quote.price),
+            Op::Bond(b) => Some(b.amount),
+            Op::Mandate(m) => Some(m.cap),
+            Op::Charge { amount, .. } => Some(*amount),
+            _ => None,
+        }
+    }
+
+    /// Whether the operation changes anything (only reads may be signed with a key in its
+    /// rotation grace).
+    pub fn writes(&self) -> bool {
+        !matches!(self, Op::Balance | Op::Statement { .. } | Op::Contract { .. })
+    }
+
+    /// The contract the operation names, if any (`accept`: its quote's id).
+    pub fn contract(&self) -> Option<&str> {
+        match self {
+            Op::Accept { quote } => Some(&quote.id),
+            Op::Deliver { contract, .. }
+            | Op::Release { contract }
+            | Op::Refund { contract, .. }
+            | Op::Forfeit { contract, .. }
+            | Op::Contract { contract } => Some(contract),
+            _ => None,
+        }
+    }
+
+    /// The mandate the operation names, if any (`mandate`: its parent).
+    pub fn mandate(&self) -> Option<&str> {
+        match self {
+            Op::Charge { mandate, .. } | Op::Revoke { mandate } => Some(mandate),
+            Op::Mandate(m) => m.parent.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nyx5_proto::Value;
+
+    fn parse(text: &str) -> Result<Op, Error> {
+        let v = Value::parse_str(text).unwrap();
+        Op::parse(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn bodies_read_as_pinned() {
+        assert_eq!(parse(r#"{"op":"release","contract":"c1"}"#).unwrap(), Op::Release { contract: "c1".into() });
+        assert_eq!(parse(r#"{"op":"statement"}"#).unwrap(), Op::Statement { limit: STATEMENT_DEFAULT });
+        let Op::Mandate(m) =
+            parse(r#"{"op":"mandate","grantee":"b@x.test","cap":5,"scope":{"concepts":["gpu"]},"parent":"m1"}"#)
+                .unwrap()
+        else {
+            panic!("a mandate")
+        };
+        assert_eq!((m.cap, m.concepts, m.parent.as_deref()), (5, Some(vec!["gpu".to_owned()]), Some("m1")));
+        let Op::Bond(b) = parse(r#"{"op":"bond","amount":3,"claim":"true","verifier":"v@x.test"}"#).unwrap() else {
+            panic!("a bond")
+        };
+        assert_eq!(b.amount, 3);
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_with_400() {
+        for bad in [
+            r#"{"op":"steal"}"#,
+            r#"{}"#,
+            r#"{"op":"charge","mandate":"m","amount":0,"concept":"x"}"#,
+            r#"{"op":"charge","mandate":"m","amount":-4,"concept":"x"}"#,
+            r#"{"op":"charge","mandate":"m","amount":1.5,"concept":"x"}"#,
+            r#"{"op":"charge","mandate":"m","amount":9007199254740992,"concept":"x"}"#,
+            r#"{"op":"charge","mandate":"m","amount":1,"concept":""}"#,
+            r#"{"op":"bond","amount":3,"claim":"c","verifier":"nobody"}"#,
+            r#"{"op":"deliver","contract":"c","evidence_sha256":"ABC"}"#,
+            r#"{"op":"statement","limit":1000}"#,
+            r#"{"op":"release","contract":""}"#,
+            r#"{"op":"forfeit","contract":"c"}"#,
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.code(), 400, "{bad}: {}", e.reason);
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The Libro's direct reads and its administration (spec §16, docs/SPEC.md §16), and the public
+//! history (§21):
+//!
+//! - `GET /libro/cuenta/:address` — the account of the agent that asks (local or foreign, by its
+//!   signed token), or any account for the operator.
+//! - `GET /libro/contrato/:id` — a contract, for its parties or the operator.
+//! - `POST /libro/topup {address, amount, id?, note?}` — the operator issues tokens.
+//! - `GET /libro/diario?after&limit` — the journal, for the operator (and `nyx5 libro audit`).
+//! - `GET /agents/:local/historial` — public, signed by the house.
+
+use nyx5_proto::crypto::Context;
+use nyx5_proto::json::field;
+use nyx5_proto::sign::sign_object;
+use nyx5_proto::{Address, Error, ErrorKind, Value};
+
+use crate::auth::json_body;
+use crate::http::{Request, Response, percent_decode};
+use crate::libro::history::{Fact, summarize};
+use crate::libro::kernel::{Contract, Mandate};
+use crate::ports::{Db, Net, Row};
+use crate::store::libro as store;
+use crate::{House, ok_body};
+
+/// Most contracts and mandates `cuenta` lists; how many entries it shows.
+pub const ACCOUNT_LIST_MAX: i64 = 100;
+pub const ACCOUNT_ENTRIES: i64 = 20;
+/// The journal's page: default and most.
+pub const JOURNAL_DEFAULT: i64 = 100;
+pub const JOURNAL_MAX: i64 = 200;
+
+fn parsed(texts: Vec<String>) -> Value {
+    Value::Array(texts.iter().filter_map(|t| Value::parse_str(t).ok()).collect())
+}
+
+fn contract_of(row: &Row) -> Option<Contract> {
+    let record = Value::parse_str(row.text("record")?).ok()?;
+    Contract::from_record(record.as_object()?.clone(), row.int("version").unwrap_or(0)).ok()
+}
+
+/// GET /libro/cuenta/:address
+pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address: &str) -> Result<Response, Error> {
+    let address = Address::parse(&percent_decode(address))?;
+    if !house.is_admin(req) {
+        let card = house.authenticate_any(req).await?;
+        if *card.address() != address {
+            return Err(Error::forbidden(format!("{} may read only its own account", card.address())));
+        }
+    }
+    let who = address.as_str();
+    let balance = store::balance(&house.db, who).await?;
+    let contracts: Vec<Value> = store::contracts_of(&house.db, who, ACCOUNT_LIST_MAX)
+        .await?
+        .iter()
+        .filter_map(contract_of)
+        .map(|c| c.view())
+        .collect();
+    let mandates: Vec<Value> = store::mandates_of(&house.db, who, ACCOUNT_LIST_MAX)
+        .await?
+        .iter()
+        .filter_map(|r| {
+            let record = Value::parse_str(r.text("record")?).ok()?;
+            Mandate::from_value(record.as_object()?, r.int("version").unwrap_or(0)).ok()
+        })
+        .map(|m| m.to_value())
+        .collect();
+    let entries = parsed(store::statement(&house.db, who, ACCOUNT_ENTRIES).await?);
+    Ok(Response::json(
+        200,
+        &ok_body([
+            ("house", house.config.domain.as_str().into()),
+            ("account", who.into()),
+            ("balance", balance.into()),
+            ("contracts", Value::Array(contracts)),
+            ("mandates", Value::Array(mandates)),
+            ("entries", entries),
+        ]),
+    ))
+}
+
+/// GET /libro/contrato/:id
+pub async fn contract<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str) -> Result<Response, Error> {
+    let id = percent_decode(id);
+    nyx5_proto::address::check_id(&id)?;
+    let who = if house.is_admin(req) { None } else { Some(house.authenticate_any(req).await?) };
+    let c = store::contract(&house.db, &id)
+        .await?
+        .as_ref()
+        .and_then(contract_of)
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no contract {id} here")))?;
+    if let Some(card) = who
+        && !c.has_party(card.address())
+    {
+        // Whether it exists is the parties' business too.
+        return Err(Error::new(ErrorKind::NotFound, format!("no contract {id} here")));
+    }
+    Ok(Response::json(200, &ok_body([("contract", c.view())])))
+}
+
+/// POST /libro/topup
+pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let body = json_body(req)?;
+    let address = Address::parse(field::str(&body, "address")?)?;
+    let amount = field::integer(&body, "amount")?;
+    if amount <= 0 || amount > nyx5_proto::limits::MAX_AMOUNT {
+        return Err(Error::malformed("`amount` must be a whole number of tokens from 1 to 2^53 - 1"));
+    }
+    if house.is_libro(&address) || address.as_str() == nyx5_proto::libro::house_account(&house.config.domain) {
+        return Err(Error::malformed("the house does not top itself up"));
+    }
+    let id = match field::opt_str(&body, "id")? {
+        Some(id) => {
+            nyx5_proto::address::check_id(id)?;
+            id.to_owned()
+        }
+        None => house.new_id(),
+    };
+    let note = field::opt_str(&body, "note")?.unwrap_or("top-up");
+    if note.len() > crate::libro::op::MAX_TEXT_BYTES {
+        return Err(Error::malformed("`note` is too long"));
+    }
+    let cause = format!("topup:{id}");
+    let entry = house.issue(&cause, &address, amount, note, Vec::new()).await?;
+    // The same id for another top-up is a conflict, not a silent answer about the first.
+    let same = entry.as_object().and_then(|e| e.get("lines")).and_then(Value::as_array).is_some_and(|lines| {
+        lines.iter().any(|l| {
+            let l = l.as_object();
+            l.and_then(|l| l.get("account")).and_then(Value::as_str) == Some(address.as_str())
+                && l.and_then(|l| l.get("delta")).and_then(Value::as_safe_integer) == Some(amount)
+        })
+    });
+    if !same {
+        return Err(Error::new(ErrorKind::Conflict, format!("top-up {id} was another amount or account")));
+    }
+    Ok(Response::json(200, &ok_body([("asiento", entry)])))
+}
+
+/// GET /libro/diario
+pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let int = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
+        match req.query(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (0..=max).contains(n))
+                .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}"))),
+        }
+    };
+    let after = int("after", 0, i64::MAX)?;
+    let limit = int("limit", JOURNAL_DEFAULT, JOURNAL_MAX)?.max(1);
+    let entries = store::journal(&house.db, after, limit).await?;
+    let count = i64::try_from(entries.len()).unwrap_or(0);
+    let next = if count == limit { Value::from(after + count) } else { Value::Null };
+    Ok(Response::json(
+        200,
+        &ok_body([("house", house.config.domain.as_str().into()), ("entries", parsed(entries)), ("next", next)]),
+    ))
+}
+
+/// GET /agents/:local/historial
+pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+    let address = house.local_address(local)?;
+    let since = crate::store::agents::created_at(&house.db, local)
+        .await?
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")))?;
+    let facts: Vec<Fact> = store::history_rows(&house.db, address.as_str())
+        .await?
+        .iter()
+        .filter_map(|r| {
+            Some(Fact {
+                kind: r.text("kind")?.to_owned(),
+                state: r.text("state")?.to_owned(),
+                amount: r.int("amount")?,
+                selling: r.int("selling") == Some(1),
+                buying: r.int("buying") == Some(1),
+                bonding: r.int("bonding") == Some(1),
+                vouching: r.int("vouching") == Some(1),
+            })
+        })
+        .collect();
+    let mut doc = summarize(&facts);
+    doc.insert("address".into(), address.as_str().into());
+    doc.insert("house".into(), house.config.domain.as_str().into());
+    doc.insert("since".into(), nyx5_proto::Timestamp(since).to_rfc3339().into());
+    doc.insert("issued".into(), house.now().to_rfc3339().into());
+    sign_object(&mut doc, "signature", Context::Historial, &house.config.key);
+    Ok(Response::json(200, &Value::Object(doc)))
+}

@@ -1,0 +1,394 @@
+//! The Libro's SQL (migration `0006_libro.sql`). Reads are single queries; writes are statements
+//! for the one batch each operation is. The schema's triggers keep balances and refuse unbalanced
+//! or unchained entries; the version guards here refuse a decision made on a contract or mandate
+//! that changed since it was read.
+
+use nyx5_proto::Error;
+
+use super::{one, query};
+use crate::guard;
+use crate::ports::{Db, Row, Stmt};
+use crate::stmt;
+
+/// Constraint names an operation's batch can fail on when it lost a race (read again, decide
+/// again).
+pub const RACES: &[&str] = &[
+    "libro_entries.n",
+    "entry_chain",
+    super::constraint::GUARD,
+    "libro_contracts.id",
+    "balance_negative",
+    "mandate_spent",
+];
+/// An operation envelope already done.
+pub const OP_DONE: &str = "libro_ops.envelope_id";
+/// An entry for this cause is already posted.
+pub const CAUSE_DONE: &str = "libro_entries.cause";
+
+/// What an operation needs to read, in one query: whether the envelope was done before, the
+/// journal's head, the balances of `accounts` (a JSON list) and of the root grantor of
+/// `mandate`, the contract `contract`, and every mandate in `mandate`'s chain.
+pub async fn facts<D: Db>(
+    db: &D,
+    op: &str,
+    accounts: &str,
+    contract: Option<&str>,
+    mandate: Option<&str>,
+) -> Result<Row, Error> {
+    Ok(one(
+        db,
+        stmt!(
+            "SELECT
+               (SELECT json_object('operator', operator, 'sha256', sha256) FROM libro_ops WHERE envelope_id = ?1) AS done,
+               (SELECT n FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_n,
+               (SELECT sha256 FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_sha,
+               (SELECT json_group_object(account, balance) FROM libro_accounts
+                 WHERE account IN (SELECT value FROM json_each(?2))
+                    OR account = (SELECT r.grantor FROM libro_mandates m JOIN libro_mandates r ON r.id = m.root
+                                  WHERE m.id = ?4)) AS balances,
+               (SELECT json_object('version', version, 'record', json(record)) FROM libro_contracts WHERE id = ?3) AS contract,
+               (SELECT json_group_array(json_object('version', version,
+                         'record', json_set(json(record), '$.spent', spent, '$.state', state)))
+                  FROM libro_mandates
+                 WHERE id IN (SELECT value FROM json_each((SELECT chain FROM libro_mandates WHERE id = ?4)))) AS chain",
+            op,
+            accounts,
+            contract,
+            mandate
+        ),
+    )
+    .await?
+    .unwrap_or_default())
+}
+
+/// The journal's head: `(n, sha256)` of the last entry.
+pub async fn head<D: Db>(db: &D) -> Result<Option<(i64, String)>, Error> {
+    Ok(one(db, stmt!("SELECT n, sha256 FROM libro_entries ORDER BY n DESC LIMIT 1"))
+        .await?
+        .and_then(|r| Some((r.int("n")?, r.text("sha256")?.to_owned()))))
+}
+
+/// The operator's receipt of an operation done before.
+pub async fn op_done<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT operator, sha256, receipt FROM libro_ops WHERE envelope_id = ?", envelope_id)).await
+}
+
+/// The entry posted for `cause`, if any.
+pub async fn entry_for<D: Db>(db: &D, cause: &str) -> Result<Option<String>, Error> {
+    Ok(one(db, stmt!("SELECT entry FROM libro_entries WHERE cause = ?", cause))
+        .await?
+        .and_then(|r| r.text("entry").map(str::to_owned)))
+}
+
+/// The newest `limit` entries naming `account`.
+pub async fn statement<D: Db>(db: &D, account: &str, limit: i64) -> Result<Vec<String>, Error> {
+    Ok(query(
+        db,
+        stmt!(
+            "SELECT e.entry FROM libro_lines l JOIN libro_entries e ON e.n = l.n
+              WHERE l.account = ? ORDER BY l.n DESC LIMIT ?",
+            account,
+            limit
+        ),
+    )
+    .await?
+    .into_iter()
+    .filter_map(|r| r.text("entry").map(str::to_owned))
+    .collect())
+}
+
+/// Entries with `n > after`, in order, at most `limit`.
+pub async fn journal<D: Db>(db: &D, after: i64, limit: i64) -> Result<Vec<String>, Error> {
+    Ok(query(db, stmt!("SELECT entry FROM libro_entries WHERE n > ? ORDER BY n LIMIT ?", after, limit))
+        .await?
+        .into_iter()
+        .filter_map(|r| r.text("entry").map(str::to_owned))
+        .collect())
+}
+
+/// An account's balance.
+pub async fn balance<D: Db>(db: &D, account: &str) -> Result<i64, Error> {
+    Ok(one(db, stmt!("SELECT balance FROM libro_accounts WHERE account = ?", account))
+        .await?
+        .and_then(|r| r.int("balance"))
+        .unwrap_or(0))
+}
+
+/// A contract's record and version.
+pub async fn contract<D: Db>(db: &D, id: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT record, version FROM libro_contracts WHERE id = ?", id)).await
+}
+
+/// Contracts where `who` is a party, newest first.
+pub async fn contracts_of<D: Db>(db: &D, who: &str, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT record, version FROM libro_contracts
+              WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1 OR verifier = ?1 OR beneficiary = ?1
+                 OR arbiter = ?1 OR vouchee = ?1
+              ORDER BY updated DESC, id LIMIT ?2",
+            who,
+            limit
+        ),
+    )
+    .await
+}
+
+/// Mandates `who` granted or holds, newest first.
+pub async fn mandates_of<D: Db>(db: &D, who: &str, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT json_set(json(record), '$.spent', spent, '$.state', state) AS record, version FROM libro_mandates
+              WHERE grantor = ?1 OR grantee = ?1 ORDER BY created DESC, id LIMIT ?2",
+            who,
+            limit
+        ),
+    )
+    .await
+}
+
+/// The terminal and standing contracts `who` sold, bought, bonded or vouched in, for §21.
+pub async fn history_rows<D: Db>(db: &D, who: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT kind, state, amount, seller = ?1 AS selling, buyer = ?1 AS buying,
+                    bondholder = ?1 AS bonding, vouchee IS NOT NULL AS vouching
+               FROM libro_contracts
+              WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1",
+            who
+        ),
+    )
+    .await
+}
+
+/// Bonds past their `expires` still posted, oldest first.
+pub async fn bonds_due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT record, version FROM libro_contracts
+              WHERE kind = 'bond' AND state = 'posted' AND expires <= ? ORDER BY expires LIMIT ?",
+            now,
+            limit
+        ),
+    )
+    .await
+}
+
+/// Issues owed and not yet posted.
+pub async fn due<D: Db>(db: &D, limit: i64) -> Result<Vec<Row>, Error> {
+    query(db, stmt!("SELECT cause, account, amount, concept FROM libro_due ORDER BY at, cause LIMIT ?", limit)).await
+}
+
+/// Owes `amount` to `account` for `cause` (a welcome gift), to be posted.
+pub fn owe(cause: &str, account: &str, amount: i64, concept: &str, at: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_due (cause, account, amount, concept, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (cause) DO NOTHING",
+        cause,
+        account,
+        amount,
+        concept,
+        at
+    )
+}
+
+/// Owes `address` its welcome gift: the house's `welcome` plus, with an invitation `code`, the
+/// invitation's `welcome` (nothing when the sum is 0).
+pub fn owe_welcome(address: &nyx5_proto::Address, welcome: i64, code: Option<&str>, at: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_due (cause, account, amount, concept, at)
+         SELECT ?1, ?2, g, 'welcome', ?3
+           FROM (SELECT ?4 + coalesce((SELECT welcome FROM invitations WHERE code = ?5), 0) AS g)
+          WHERE g > 0
+         ON CONFLICT (cause) DO NOTHING",
+        format!("welcome:{address}"),
+        address.as_str(),
+        at,
+        welcome.max(0),
+        code
+    )
+}
+
+/// The issue owed for `cause`, if it still is.
+pub async fn owed<D: Db>(db: &D, cause: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT cause, account, amount, concept FROM libro_due WHERE cause = ?", cause)).await
+}
+
+/// The issue owed for `cause` is posted.
+pub fn paid(cause: &str) -> Stmt {
+    stmt!("DELETE FROM libro_due WHERE cause = ?", cause)
+}
+
+/// An operation done: the envelope, who, its hash and the operator's receipt.
+pub fn done(envelope_id: &str, operator: &str, op: &str, sha256: &str, at: i64, receipt: &str) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt) VALUES (?, ?, ?, ?, ?, ?)",
+        envelope_id,
+        operator,
+        op,
+        sha256,
+        at,
+        receipt
+    )
+}
+
+/// What an entry row holds.
+#[derive(Debug)]
+pub struct NewEntry<'a> {
+    pub n: i64,
+    pub id: &'a str,
+    pub cause: &'a str,
+    pub house: &'a str,
+    pub at: i64,
+    pub prev: &'a str,
+    pub sha256: &'a str,
+    pub lines: &'a str,
+    pub entry: &'a str,
+}
+
+/// Appends an entry (the triggers check it and post its lines).
+pub fn append(e: &NewEntry<'_>) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        e.n,
+        e.id,
+        e.cause,
+        e.house,
+        e.at,
+        e.prev,
+        e.sha256,
+        e.lines,
+        e.entry
+    )
+}
+
+/// The columns of a contract row.
+#[derive(Debug)]
+pub struct ContractRow<'a> {
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub state: &'a str,
+    pub parties: [Option<&'a str>; 7],
+    pub amount: i64,
+    pub expires: Option<i64>,
+    pub now: i64,
+    pub record: &'a str,
+}
+
+/// A new contract (its id is taken once: a quote is accepted once).
+pub fn insert_contract(c: &ContractRow<'_>) -> Stmt {
+    let [seller, buyer, bondholder, verifier, beneficiary, arbiter, vouchee] = c.parties;
+    stmt!(
+        "INSERT INTO libro_contracts (id, kind, state, seller, buyer, bondholder, verifier, beneficiary, arbiter,
+                                      vouchee, amount, expires, created, updated, record)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        c.id,
+        c.kind,
+        c.state,
+        seller,
+        buyer,
+        bondholder,
+        verifier,
+        beneficiary,
+        arbiter,
+        vouchee,
+        c.amount,
+        c.expires,
+        c.now,
+        c.now,
+        c.record
+    )
+}
+
+/// A contract changes, if it still has `version` (the guard fails the batch otherwise).
+pub fn update_contract(id: &str, version: i64, state: &str, record: &str, now: i64) -> [Stmt; 2] {
+    [
+        guard!("libro_version", "EXISTS (SELECT 1 FROM libro_contracts WHERE id = ? AND version = ?)", id, version),
+        stmt!(
+            "UPDATE libro_contracts SET state = ?, record = ?, updated = ?, version = version + 1 WHERE id = ?",
+            state,
+            record,
+            now,
+            id
+        ),
+    ]
+}
+
+/// The columns of a new mandate.
+#[derive(Debug)]
+pub struct MandateRow<'a> {
+    pub id: &'a str,
+    pub grantor: &'a str,
+    pub grantee: &'a str,
+    pub cap: i64,
+    pub expires: Option<i64>,
+    pub parent: Option<&'a str>,
+    pub root: &'a str,
+    pub chain: &'a str,
+    pub contract: Option<&'a str>,
+    pub now: i64,
+    pub record: &'a str,
+}
+
+pub fn insert_mandate(m: &MandateRow<'_>) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_mandates (id, grantor, grantee, cap, spent, state, expires, parent, root, chain, contract,
+                                     created, record)
+         VALUES (?, ?, ?, ?, 0, 'active', ?, ?, ?, ?, ?, ?, ?)",
+        m.id,
+        m.grantor,
+        m.grantee,
+        m.cap,
+        m.expires,
+        m.parent,
+        m.root,
+        m.chain,
+        m.contract,
+        m.now,
+        m.record
+    )
+}
+
+/// `spent` of mandate `id` rises by `amount`, if it still has `version` (and the CHECK keeps it
+/// within its cap).
+pub fn spend(id: &str, version: i64, amount: i64) -> [Stmt; 2] {
+    [
+        guard!("libro_version", "EXISTS (SELECT 1 FROM libro_mandates WHERE id = ? AND version = ?)", id, version),
+        stmt!("UPDATE libro_mandates SET spent = spent + ?, version = version + 1 WHERE id = ?", amount, id),
+    ]
+}
+
+/// Mandate `id` (if it still has `version`) and every active mandate under it are revoked.
+pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
+    [
+        guard!(
+            "libro_version",
+            "EXISTS (SELECT 1 FROM libro_mandates WHERE id = ? AND version = ? AND state = 'active')",
+            id,
+            version
+        ),
+        stmt!(
+            "UPDATE libro_mandates SET state = 'revoked', version = version + 1
+              WHERE state = 'active' AND (id = ?1 OR EXISTS (SELECT 1 FROM json_each(chain) WHERE value = ?1))",
+            id
+        ),
+    ]
+}
+
+/// A receipt into a local agent's mailbox (the house's own mail: no quota, no policy), if the
+/// agent exists.
+pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at)
+         SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM agents WHERE local = ?1)
+         ON CONFLICT (local, envelope_id) DO NOTHING",
+        local,
+        envelope_id,
+        sender,
+        envelope,
+        now
+    )
+}
