@@ -2,10 +2,6 @@
 //! stamps paid on `send` against two `nyx5 serve` houses; and a whole deal — topup, quote →
 //! accept --wait (escrow) → deliver → release, receipts verified, balances, the journal audited
 //! — by the command line and through `nyx5 mcp`.
-//!
-//! The deal tests need the house side of the Libro (operations answered by `libro@<house>`,
-//! `/libro/*`); until it is on `main` they are `#[ignore]`d with that reason: run them with
-//! `cargo test -p nyx5-cli --test libro -- --ignored`.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -22,8 +18,6 @@ use nyx5_proto::json::{Object, Value, obj as object};
 use nyx5_proto::quote::{ContractKind, QuoteDraft};
 use nyx5_proto::receipt::Receipt;
 use nyx5_proto::{Address, Timestamp};
-
-const NEEDS_HOUSE: &str = "needs the house side of the Libro on main (ops to libro@, /libro/*)";
 
 fn int(o: &Object, name: &str) -> i64 {
     o.get(name).and_then(Value::as_safe_integer).unwrap_or_else(|| panic!("no integer `{name}` in {o:?}"))
@@ -224,9 +218,7 @@ fn fee(w: &World, amount: i64) -> i64 {
 }
 
 #[test]
-#[ignore = "needs the house side of the Libro on main (ops to libro@, /libro/*)"]
 fn an_escrow_deal_across_two_houses() {
-    let _ = NEEDS_HOUSE;
     let w = deal_world("libro-deal");
     let topup = ["topup", "bo@b.test", "100", "--id", "t1", "--house", "a.test", "--admin-token", TOKEN_A, "--json"];
     let first = w.nyx5(&topup).json();
@@ -356,7 +348,6 @@ fn args(json: &str) -> Value {
 }
 
 #[test]
-#[ignore = "needs the house side of the Libro on main (ops to libro@, /libro/*)"]
 fn the_same_deal_through_mcp() {
     let w = deal_world("libro-mcp");
     w.nyx5(&["topup", "bo@b.test", "100", "--house", "a.test", "--admin-token", TOKEN_A, "--json"]).json();
