@@ -219,7 +219,7 @@ fn fee(w: &World, amount: i64) -> i64 {
 
 #[test]
 fn an_escrow_deal_across_two_houses() {
-    let w = deal_world("libro-deal");
+    let mut w = deal_world("libro-deal");
     let topup = ["topup", "bo@b.test", "100", "--id", "t1", "--house", "a.test", "--admin-token", TOKEN_A, "--json"];
     let first = w.nyx5(&topup).json();
     let again = w.nyx5(&topup).json();
@@ -289,10 +289,32 @@ fn an_escrow_deal_across_two_houses() {
     assert_eq!(audit.get("ok"), Some(&Value::Bool(true)));
     let audit2 = w.nyx5(&["libro", "audit", &w.a.url(), "--admin-token", TOKEN_A, "--json"]).json();
     assert_eq!(s(&audit, "head"), s(&audit2, "head"));
+    // Nothing answers in time: exit 3, the operation sent all the same.
+    w.a.kill();
+    let (err, _) =
+        w.nyx5(&["statement", "--as", "bo@b.test", "--house", "a.test", "--wait", "1", "--json"]).fails_with(3);
+    assert!(err.contains("no receipt") && err.contains("will arrive"), "{err}");
+}
+
+#[test]
+fn the_history_and_a_stranger_at_the_libro() {
+    let w = deal_world("libro-history");
     // The history of the seller, signed by its house.
     let h = w.nyx5(&["historial", "sol@a.test", "--json"]).json();
     assert_eq!(h.get("verified"), Some(&Value::Bool(true)));
-    assert_eq!(int(obj(obj(&h, "historial"), "vendiendo"), "liberados"), 1);
+    assert_eq!(obj(obj(&h, "historial"), "resumen").get("cumplimiento"), Some(&Value::Null), "no history yet");
+    let text = w.nyx5(&["historial", "sol@a.test"]).ok();
+    assert!(text.contains("signed by a.test"), "{text}");
+    // A foreigner reads its account at another house with its own signature.
+    let b = w.nyx5(&["balance", "--as", "bo@b.test", "--house", "a.test", "--json"]).json();
+    assert_eq!(s(&b, "house"), "a.test");
+    // Usage, before anything is sent.
+    w.nyx5(&["release", "--house", "Not A Domain!", "c1"]).fails(2);
+    w.nyx5(&["charge", "m1", "--amount", "0", "--concept", "x"]).fails(2);
+    w.nyx5(&["accept", "{\"tipo\":\"cotizacion\"}"]).fails(2);
+    w.nyx5(&["quote", "bo@b.test", "--price", "1", "--concept", "x", "--terms", "[1]"]).fails(2);
+    let (_, doc) = w.nyx5(&["release", "--wait", "99999", "c1", "--json"]).fails_with(2);
+    assert!(doc.is_some());
 }
 
 /// A running `nyx5 mcp` (one request at a time).
