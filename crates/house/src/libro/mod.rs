@@ -100,7 +100,15 @@ fn parse_json(text: Option<&str>) -> Option<Value> {
 }
 
 /// The journal's head: the last entry's number and hash.
-type Head = (i64, String);
+pub(crate) type Head = (i64, String);
+
+/// What a stamp or a vouch needs from the Libro.
+#[derive(Debug, Clone)]
+pub(crate) struct StampFacts {
+    pub balance: i64,
+    pub head: Head,
+    pub bond: Option<kernel::Contract>,
+}
 
 /// The facts an operation decides on, the head, and whether it was done before, from the row
 /// [`store::libro::facts`] read.
@@ -500,6 +508,44 @@ impl<D: Db, N: Net> House<D, N> {
             refs: obj([("key", cause.into())]),
         };
         self.post_once(cause, &posting, also).await
+    }
+
+    /// What accepting a stamped or vouched envelope needs from the Libro, in one query: the
+    /// sender's balance, the journal's head and the vouching bond.
+    pub(crate) async fn stamp_facts(&self, sender: &Address, bond: Option<&str>) -> Result<StampFacts, Error> {
+        let accounts = Value::Array(vec![sender.as_str().into()]).canonical_string();
+        let row = store::facts(&self.db, "", &accounts, bond, None).await?;
+        let (facts, head, _) = facts_of(&row)?;
+        Ok(StampFacts { balance: facts.balance(sender.as_str()), head, bond: facts.contract })
+    }
+
+    /// The stamp of `amount` that `env`'s sender pays `to` (spec §19): a charge with the house's
+    /// fee, posted as entry `head.n + 1`, once per envelope and recipient.
+    pub(crate) fn stamp_entry(
+        &self,
+        env: &Envelope,
+        to: &Address,
+        amount: i64,
+        head: Head,
+    ) -> Result<(String, nyx5_proto::libro::Entry, Stmt), Error> {
+        let rules = self.libro_rules();
+        let (lines, mut meta) = kernel::settle(env.from().as_str(), to.as_str(), amount, &rules, None);
+        meta.insert("primitive".into(), "stamp".into());
+        let cause = format!("stamp:{}:{}", env.id(), to.local());
+        let posting = Posting {
+            concept: "stamp".into(),
+            lines,
+            meta,
+            refs: obj([
+                ("envelope", env.id().into()),
+                ("envelope_sha256", env.sha256_hex().into()),
+                ("key", cause.as_str().into()),
+            ]),
+        };
+        nyx5_proto::libro::check_lines(&posting.lines)?;
+        let id = self.new_id();
+        let (entry, stmt) = self.sign_entry(&posting, &id, head, &cause)?;
+        Ok((id, entry, stmt))
     }
 
     /// Posts the issue owed for `cause` (a welcome gift), if it still is.
