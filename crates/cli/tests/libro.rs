@@ -427,3 +427,22 @@ fn the_same_deal_through_mcp() {
     let after = int(&bo.call("nyx5_balance", &args(r#"{"house":"a.test"}"#)), "balance");
     assert_eq!(after, before - 25);
 }
+
+#[test]
+fn a_stamped_envelope_is_paid_at_the_recipients_house() {
+    let w = World::new("libro-stamp-paid");
+    w.two_agents();
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "3", "--json"]).json();
+    w.nyx5(&["topup", "ana@a.test", "10", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
+    let at_b = |who: &str| int(&w.nyx5(&["balance", "--as", who, "--house", "b.test", "--json"]).json(), "balance");
+    let (ana0, bo0) = (at_b("ana@a.test"), at_b("bo@b.test"));
+    // (This profile keeps bo's card from before the change for five minutes: fetch it anew.)
+    w.nyx5(&["card", "bo@b.test", "--json"]).json();
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "worth a stamp", "--json"]).json();
+    assert_eq!(int(obj(&sent, "stamp"), "amount"), 3);
+    let id = s(&sent, "id");
+    let got = w.wait_inbox("bo@b.test", |l| l.iter().any(|m| s(m.as_object().unwrap(), "id") == id));
+    assert_eq!(got.len(), 1);
+    assert_eq!(at_b("ana@a.test"), ana0 - 3);
+    assert!(at_b("bo@b.test") > bo0, "bo is paid the stamp, less the house's fee");
+}
