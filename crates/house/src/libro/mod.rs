@@ -184,36 +184,6 @@ impl<D: Db, N: Net> House<D, N> {
         let body = content.body.as_object().ok_or_else(|| Error::malformed("an operation's body is an object"))?;
         let op = Op::parse(body)?;
         let sha = env.sha256_hex();
-        if let Some(row) = store::op_done(&self.db, env.id()).await? {
-            return done_before(&row, env.from(), &sha);
-        }
-        if op.writes() && env.signature().map(|s| s.kid) != Some(card.sig()) {
-            return Err(Error::forbidden(
-                "an operation that moves money is signed with the agent's current key, not one in its rotation grace",
-            ));
-        }
-        if let (Some(amount), Some(cap)) = (op.commits(), card.scope().and_then(|s| s.cap))
-            && amount > cap
-        {
-            return Err(Error::forbidden(format!(
-                "{} is delegated with a cap of {cap} tok; this operation commits {amount}",
-                card.address()
-            )));
-        }
-        if let Op::Accept { quote } = &op {
-            let seller = self.resolve_agent(&quote.seller, false).await.map_err(|e| {
-                if e.kind.is_temporary() {
-                    e
-                } else {
-                    Error::forbidden(format!("the seller cannot be verified: {}", e.reason))
-                }
-            })?;
-            let seller = match nyx5_proto::sign::Signature::read(quote.object(), "signature") {
-                Ok(s) if !seller.accepts_key(&s.kid, now) => self.resolve_agent(&quote.seller, true).await?,
-                _ => seller,
-            };
-            (**quote).clone().verify(&seller, now)?;
-        }
         let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now };
         let rules = self.libro_rules();
         let accounts = {
@@ -224,15 +194,21 @@ impl<D: Db, N: Net> House<D, N> {
             Value::Array(list).canonical_string()
         };
         let mut lost: Option<String> = None;
+        let mut checked = false;
         for _ in 0..ATTEMPTS {
+            // One read: whether it was done before, and everything the decision needs.
             let row =
                 store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate(), env.from().as_str()).await?;
             let (mut facts, head, done) = facts_of(&row)?;
-            // This house's agents have an account here by being registered.
-            facts.known |= env.from().domain() == self.config.domain;
             if let Some(done) = done {
                 return done_before_object(&done, env.from(), &sha);
             }
+            if !checked {
+                self.check_operator(env, card, &op).await?;
+                checked = true;
+            }
+            // This house's agents have an account here by being registered.
+            facts.known |= env.from().domain() == self.config.domain;
             let entry_id = self.new_id();
             let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
             let stmts = self.write_decision(env, &op, &decision, &entry_id, head).await?;
@@ -258,6 +234,43 @@ impl<D: Db, N: Net> House<D, N> {
             }
             _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
         })
+    }
+
+    /// What the operator's card allows, checked once per operation: money moves only under the
+    /// current key, a delegated card's `scope.cap` bounds what it commits, and a quote must be
+    /// its seller's, verified through the resolver (refreshed once for an unknown key).
+    async fn check_operator(&self, env: &Envelope, card: &Verified<AgentCard>, op: &Op) -> Result<(), Error> {
+        if op.writes() && env.signature().map(|s| s.kid) != Some(card.sig()) {
+            return Err(Error::forbidden(
+                "an operation that moves money is signed with the agent's current key, not one in its rotation grace",
+            ));
+        }
+        if let (Some(amount), Some(cap)) = (op.commits(), card.scope().and_then(|s| s.cap))
+            && amount > cap
+        {
+            return Err(Error::forbidden(format!(
+                "{} is delegated with a cap of {cap} tok; this operation commits {amount}",
+                card.address()
+            )));
+        }
+        if let Op::Accept { quote } = op {
+            let now = self.now();
+            let soft = |e: Error| {
+                if e.kind.is_temporary() {
+                    e
+                } else {
+                    Error::forbidden(format!("the seller cannot be verified: {}", e.reason))
+                }
+            };
+            let mut seller = self.resolve_agent(&quote.seller, false).await.map_err(soft)?;
+            if let Ok(s) = nyx5_proto::sign::Signature::read(quote.object(), "signature")
+                && !seller.accepts_key(&s.kid, now)
+            {
+                seller = self.resolve_agent(&quote.seller, true).await.map_err(soft)?;
+            }
+            (**quote).clone().verify(&seller, now)?;
+        }
+        Ok(())
     }
 
     /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices.
