@@ -359,6 +359,19 @@ impl<D: Db, N: Net> House<D, N> {
                 };
                 let mut stamp = None;
                 let decision = match decision {
+                    // A stamp moves money: the sender's current key pays it, within its delegation's cap.
+                    Decision::Stamped { .. } if env.signature().map(|s| s.kid) != Some(sender.sig()) => {
+                        Decision::Reject(Error::forbidden("a stamp is paid under the sender's current key"))
+                    }
+                    Decision::Stamped { amount }
+                        if sender.scope().and_then(|s| s.cap).is_some_and(|cap| amount > cap) =>
+                    {
+                        Decision::Reject(Error::forbidden(format!(
+                            "{} is delegated with a cap of {} tok; its stamp is {amount}",
+                            sender.address(),
+                            sender.scope().and_then(|s| s.cap).unwrap_or(0)
+                        )))
+                    }
                     Decision::Stamped { amount } => match (self.local_address(local), head.clone()) {
                         (Ok(to), Some(h)) => {
                             let (entry_id, entry, stmt) = self.stamp_entry(env, &to, amount, h)?;

@@ -104,10 +104,12 @@ impl VouchFault {
             VouchFault::Malformed => "the vouch is `{voucher, bond}`",
             VouchFault::NoBond => "the vouch names no bond of this house",
             VouchFault::NotPosted => "the vouching bond is no longer posted",
-            VouchFault::Expired => "the vouching bond has expired",
+            VouchFault::Expired => "the vouching bond expires within 7 days",
             VouchFault::NotVoucher => "the vouching bond was not posted by the voucher",
             VouchFault::NotVouchee => "the vouching bond does not vouch for this sender",
-            VouchFault::NotRecipients => "the vouching bond does not name the recipient as beneficiary or verifier",
+            VouchFault::NotRecipients => {
+                "the vouching bond must name the recipient as verifier and beneficiary, and no other arbiter"
+            }
             VouchFault::VoucherNotAllowed => "the voucher is not on the recipient's allowlist",
         }
     }
@@ -126,9 +128,15 @@ pub fn aval(env: &Envelope) -> Option<Result<(Address, String), VouchFault>> {
     Some(read().ok_or(VouchFault::Malformed))
 }
 
-/// Judges a vouch for `recipient` (pure): the bond must be a bond of this house, posted, not
-/// expired, held by the voucher, for this sender, with the recipient as its beneficiary or
-/// verifier, and the voucher must be on the recipient's allowlist.
+/// How long a vouching bond must still stand when it opens a mailbox: the recipient needs time to
+/// read the mail and forfeit the bond if it was junk.
+pub const VOUCH_MIN_LIFE_MS: i64 = 7 * 24 * 3_600_000;
+
+/// Judges a vouch for `recipient` (pure): the bond must be a bond of this house, posted, held by
+/// the voucher, for this sender, with the recipient as its verifier and beneficiary and no other
+/// arbiter (so the recipient alone can forfeit it, and gets what it forfeits), standing for
+/// [`VOUCH_MIN_LIFE_MS`] more (or without end), and the voucher must be on the recipient's
+/// allowlist. Anything less lets a voucher take its bond back before the recipient can punish.
 pub fn vouch(
     voucher: &Address,
     bond: Option<&crate::libro::kernel::Contract>,
@@ -142,10 +150,17 @@ pub fn vouch(
         None => VouchFault::NoBond,
         Some(b) if b.kind != Kind::Bond => VouchFault::NoBond,
         Some(b) if b.state != "posted" => VouchFault::NotPosted,
-        Some(b) if b.expires().is_some_and(|e| now >= e) => VouchFault::Expired,
+        Some(b) if b.expires().is_some_and(|e| now.millis().saturating_add(VOUCH_MIN_LIFE_MS) > e.millis()) => {
+            VouchFault::Expired
+        }
         Some(b) if !b.is("bondholder", voucher) => VouchFault::NotVoucher,
         Some(b) if !b.is("vouchee", sender) => VouchFault::NotVouchee,
-        Some(b) if !(b.is("beneficiary", recipient) || b.is("verifier", recipient)) => VouchFault::NotRecipients,
+        Some(b)
+            if !(b.is("beneficiary", recipient) && b.is("verifier", recipient))
+                || b.get("arbiter").is_some_and(|a| a != *recipient) =>
+        {
+            VouchFault::NotRecipients
+        }
         Some(_) if !voucher_allowed => VouchFault::VoucherNotAllowed,
         Some(_) => return Vouch::Valid,
     };

@@ -203,12 +203,16 @@ impl<D: Db, N: Net> House<D, N> {
             if let Some(done) = done {
                 return done_before_object(&done, env.from(), &sha);
             }
+            // This house's agents have an account here by being registered.
+            facts.known |= env.from().domain() == self.config.domain;
             if !checked {
+                // A stranger's creating operation is refused before anything is fetched for it.
+                if !facts.known && op.creates() {
+                    return Err(kernel::stranger(env.from(), &rules));
+                }
                 self.check_operator(env, card, &op).await?;
                 checked = true;
             }
-            // This house's agents have an account here by being registered.
-            facts.known |= env.from().domain() == self.config.domain;
             let entry_id = self.new_id();
             let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
             let stmts = self.write_decision(env, &op, &decision, &entry_id, head).await?;
@@ -222,6 +226,13 @@ impl<D: Db, N: Net> House<D, N> {
                     return Err(Error::new(
                         ErrorKind::RateLimited,
                         format!("too many operations from {} this minute; try again shortly", env.from().domain()),
+                    ));
+                }
+                // A bond's id is its envelope's: taken by another contract, it never will be free.
+                Err(PortError::Constraint { name }) if name == "libro_contracts.id" && matches!(op, Op::Bond(_)) => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("contract id {} is taken; send the bond again under another envelope id", env.id()),
                     ));
                 }
                 Err(PortError::Constraint { name }) if store::RACES.contains(&name.as_str()) => lost = Some(name),
@@ -267,6 +278,10 @@ impl<D: Db, N: Net> House<D, N> {
                 && !seller.accepts_key(&s.kid, now)
             {
                 seller = self.resolve_agent(&quote.seller, true).await.map_err(soft)?;
+            }
+            // A seller's key in its rotation grace sells nothing, as it moves no money.
+            if nyx5_proto::sign::Signature::read(quote.object(), "signature")?.kid != seller.sig() {
+                return Err(Error::forbidden("the quote is not signed with its seller's current key"));
             }
             (**quote).clone().verify(&seller, now)?;
         }
@@ -316,6 +331,12 @@ impl<D: Db, N: Net> House<D, N> {
             now.millis(),
             &receipt_text,
         ));
+        // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`).
+        stmts.push(crate::store::agents::count_in_window(
+            &format!("libro:{}", crate::site::site(env.from().domain())),
+            now.millis() / 60_000,
+            self.config.inbound_per_domain_per_minute,
+        ));
         if let Some((_, stmt)) = entry {
             stmts.push(stmt);
         }
@@ -359,6 +380,7 @@ impl<D: Db, N: Net> House<D, N> {
                         now: now.millis(),
                         record: &record,
                     }));
+                    stmts.push(store::mandates_within(m.grantor.as_str(), kernel::MAX_ACTIVE_MANDATES));
                 }
                 MandateWrite::Spend { links, amount } => {
                     for (id, version) in links {
@@ -376,7 +398,25 @@ impl<D: Db, N: Net> House<D, N> {
             draft.kind = Kind::Receipt;
             draft.in_reply_to = Some(env.id().to_owned());
             draft.thread = env.thread().map(str::to_owned);
-            stmts.extend(self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)?);
+            let signed = draft.build()?.sign(&self.config.key)?;
+            if party.domain() == self.config.domain {
+                // A party who blocked the operator hears nothing from its operations.
+                let text =
+                    String::from_utf8(signed.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+                let blocks =
+                    Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
+                        .canonical_string();
+                stmts.push(store::deliver_local(
+                    party.local(),
+                    signed.id(),
+                    signed.from().as_str(),
+                    &text,
+                    now.millis(),
+                    &blocks,
+                ));
+            } else {
+                stmts.extend(self.queue_from_libro(&signed, now)?);
+            }
         }
         for deadline in &d.deadlines {
             for to in &deadline.to {
@@ -423,7 +463,7 @@ impl<D: Db, N: Net> House<D, N> {
         let to = env.to().first().ok_or_else(|| internal("a receipt without recipient"))?;
         if to.domain() == self.config.domain {
             let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis())])
+            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis(), "[]")])
         } else {
             self.queue_from_libro(&env, now)
         }
@@ -596,7 +636,8 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn libro_upkeep(&self) -> Result<usize, Error> {
         let mut done = 0;
         for row in store::due(&self.db, UPKEEP_BATCH).await? {
-            if self.post_due_row(&row).await? {
+            // One row that cannot post waits; it holds up neither the others nor the bonds.
+            if self.post_due_row(&row).await.unwrap_or(false) {
                 done += 1;
             }
         }
@@ -604,7 +645,7 @@ impl<D: Db, N: Net> House<D, N> {
         let rules = self.libro_rules();
         for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
-            let c = kernel::Contract::from_record(record, row.int("version").unwrap_or(0))?;
+            let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
             let entry_id = self.new_id();
             let Ok((posting, next)) = kernel::expire_bond(&c, &rules, now, &entry_id) else { continue };
             let record = text_of(&Value::Object(next.record.clone()))?;

@@ -155,11 +155,13 @@ impl Op {
                         .transpose()?,
                 })
             }
-            "charge" => Op::Charge {
-                mandate: id(body, "mandate")?,
-                amount: amount(body, "amount")?,
-                concept: required_text(body, "concept")?,
-            },
+            "charge" => {
+                let concept = required_text(body, "concept")?;
+                if concept.len() > limits::MAX_CONCEPT_BYTES {
+                    return Err(Error::malformed(format!("`concept` may be {} bytes", limits::MAX_CONCEPT_BYTES)));
+                }
+                Op::Charge { mandate: id(body, "mandate")?, amount: amount(body, "amount")?, concept }
+            }
             "revoke" => Op::Revoke { mandate: id(body, "mandate")? },
             "balance" => Op::Balance,
             "statement" => {
@@ -201,6 +203,12 @@ impl Op {
             Op::Charge { amount, .. } => Some(*amount),
             _ => None,
         }
+    }
+
+    /// Whether the operation makes the house keep or send something new for its operator (what a
+    /// stranger to the Libro may not do).
+    pub fn creates(&self) -> bool {
+        matches!(self, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Balance | Op::Statement { .. })
     }
 
     /// Whether the operation changes anything (only reads may be signed with a key in its

@@ -168,6 +168,8 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<
                 buying: r.int("buying") == Some(1),
                 bonding: r.int("bonding") == Some(1),
                 vouching: r.int("vouching") == Some(1),
+                expired: r.int("expired") == Some(1),
+                cancelled: r.int("cancelled") == Some(1),
             })
         })
         .collect();
