@@ -15,6 +15,9 @@ use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 
 use super::op::{Bond, MandateOp, Op};
 
+/// Most active mandates one grantor may hold granted.
+pub const MAX_ACTIVE_MANDATES: i64 = 1000;
+
 /// What the house's own configuration says.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -295,6 +298,10 @@ pub struct Facts {
     pub contract: Option<Contract>,
     /// The mandate the operation names and every mandate above it, root first.
     pub chain: Vec<Mandate>,
+    /// The operator has an account here (a local agent always has).
+    pub known: bool,
+    /// Active mandates the operator granted.
+    pub active_mandates: i64,
 }
 
 impl Facts {
@@ -444,6 +451,22 @@ fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&s
 /// posted. A quote must have been verified (seller's signature, validity) by the caller.
 pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
     let me = &ctx.operator;
+    // A stranger to this Libro (a foreign agent no entry ever named) may act on the contracts and
+    // mandates that name it, but creates nothing and reads nothing here: what strangers can make
+    // the house store and send is bounded by what they paid in.
+    let creates = matches!(op, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Balance | Op::Statement { .. });
+    if creates && !facts.known {
+        return Err(refuse(
+            ErrorKind::PaymentRequired,
+            format!("{me} has no account at the Libro of {}; ask its house for a top-up", rules.house),
+        ));
+    }
+    if matches!(op, Op::Mandate(_)) && facts.active_mandates >= MAX_ACTIVE_MANDATES {
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
+        ));
+    }
     let mut d = Decision { parties: vec![me.clone()], ..Decision::default() };
     match op {
         Op::Accept { quote } => accept(quote, ctx, rules, facts, entry_id, &mut d)?,
@@ -1014,4 +1037,69 @@ pub fn expire_bond(c: &Contract, rules: &Rules, now: Timestamp, entry_id: &str) 
     let mut next = c.moved("released", e);
     next.record.insert("updated".into(), now.to_rfc3339().into());
     Ok((posting, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(fee_bps: i64) -> Rules {
+        Rules { house: "a.test".into(), fee_bps }
+    }
+
+    fn sum(lines: &[Line]) -> i64 {
+        lines.iter().map(|l| l.delta).sum()
+    }
+
+    #[test]
+    fn a_settlement_pays_fee_and_referrer_from_the_sellers_part() {
+        let r = Referrer { address: Address::parse("ref@b.test").unwrap(), share_bps: 1500 };
+        let (lines, meta) = settle("buyer@a.test", "seller@b.test", 40, &rules(1000), Some(&r));
+        assert_eq!(
+            lines,
+            vec![
+                Line::new("buyer@a.test", -40),
+                Line::new("seller@b.test", 30),
+                Line::new("casa@a.test", 4),
+                Line::new("ref@b.test", 6)
+            ]
+        );
+        assert_eq!((meta["fee"].as_safe_integer(), meta["share"].as_safe_integer()), (Some(4), Some(6)));
+        // Rounding down never leaves a line unbalanced, and a zero fee is no line.
+        let (lines, _) = settle("b@a.test", "s@a.test", 9, &rules(1000), None);
+        assert_eq!(lines, vec![Line::new("b@a.test", -9), Line::new("s@a.test", 9)]);
+        assert_eq!(sum(&lines), 0);
+        // Paying oneself folds into one line per account.
+        let (lines, _) = settle("s@a.test", "s@a.test", 10, &rules(1000), None);
+        assert_eq!(lines, vec![Line::new("s@a.test", -1), Line::new("casa@a.test", 1)]);
+    }
+
+    #[test]
+    fn parts_round_down_and_never_pass_the_whole() {
+        assert_eq!(part(40, 1000), 4);
+        assert_eq!(part(9, 1000), 0);
+        assert_eq!(part(limits::MAX_AMOUNT, 10_000), limits::MAX_AMOUNT);
+        assert_eq!(part(10, 20_000), 10);
+        assert_eq!(part(10, -5), 0);
+    }
+
+    #[test]
+    fn acp_follows_the_table() {
+        let phase = |k, s| acp(k, s).as_object().unwrap().clone();
+        assert_eq!(phase(Kind::Escrow, "held")["phase"].as_str(), Some("Funded"));
+        assert_eq!(phase(Kind::Escrow, "delivered")["phase"].as_str(), Some("Submitted"));
+        assert_eq!(phase(Kind::Escrow, "released")["outcome"].as_str(), Some("completed"));
+        assert_eq!(phase(Kind::Bond, "released")["outcome"].as_str(), Some("returned"));
+        assert_eq!(phase(Kind::Spot, "settled")["outcome"].as_str(), Some("paid"));
+        assert_eq!(phase(Kind::Bond, "forfeited")["outcome"].as_str(), Some("forfeited"));
+        assert_eq!(phase(Kind::Escrow, "refunded")["outcome"].as_str(), Some("refunded"));
+        assert!(!phase(Kind::Metered, "active").contains_key("outcome"));
+    }
+
+    #[test]
+    fn deadlines_read_instants_and_dates() {
+        assert_eq!(parse_deadline("2026-09-15"), Timestamp::parse("2026-09-15T00:00:00Z").ok());
+        assert_eq!(parse_deadline("2026-09-15T10:00:00Z"), Timestamp::parse("2026-09-15T10:00:00Z").ok());
+        assert_eq!(parse_deadline("soon"), None);
+    }
 }

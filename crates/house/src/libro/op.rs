@@ -93,9 +93,7 @@ fn time(o: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
 /// Checks a hex SHA-256 as an evidence hash.
 pub fn sha256_hex(o: &Object, name: &str) -> Result<Option<String>, Error> {
     let Some(h) = field::opt_str(o, name)? else { return Ok(None) };
-    if h.len() != 64 || !h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
-        return Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")));
-    }
+    nyx5_proto::crypto::check_sha256_hex(h, name)?;
     Ok(Some(h.to_owned()))
 }
 

@@ -27,13 +27,15 @@ pub const CAUSE_DONE: &str = "libro_entries.cause";
 
 /// What an operation needs to read, in one query: whether the envelope was done before, the
 /// journal's head, the balances of `accounts` (a JSON list) and of the root grantor of
-/// `mandate`, the contract `contract`, and every mandate in `mandate`'s chain.
+/// `mandate`, the contract `contract`, every mandate in `mandate`'s chain, and whether
+/// `operator` has an account here and how many active mandates it granted.
 pub async fn facts<D: Db>(
     db: &D,
     op: &str,
     accounts: &str,
     contract: Option<&str>,
     mandate: Option<&str>,
+    operator: &str,
 ) -> Result<Row, Error> {
     Ok(one(
         db,
@@ -47,6 +49,8 @@ pub async fn facts<D: Db>(
                     OR account = (SELECT r.grantor FROM libro_mandates m JOIN libro_mandates r ON r.id = m.root
                                   WHERE m.id = ?4)) AS balances,
                (SELECT json_object('version', version, 'record', json(record)) FROM libro_contracts WHERE id = ?3) AS contract,
+               EXISTS (SELECT 1 FROM libro_accounts WHERE account = ?5) AS known,
+               (SELECT count(*) FROM libro_mandates WHERE grantor = ?5 AND state = 'active') AS mandates,
                (SELECT json_group_array(json_object('version', version,
                          'record', json_set(json(record), '$.spent', spent, '$.state', state)))
                   FROM libro_mandates
@@ -54,7 +58,8 @@ pub async fn facts<D: Db>(
             op,
             accounts,
             contract,
-            mandate
+            mandate,
+            operator
         ),
     )
     .await?
