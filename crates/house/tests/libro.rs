@@ -616,3 +616,8 @@ fn welcome_gifts_and_idempotent_topups() {
 fn a_misdirected_quote_is_bounced() {
     run("misdirected_quote.txt");
 }
+
+#[test]
+fn strangers_act_on_what_names_them_and_create_nothing() {
+    run("strangers.txt");
+}

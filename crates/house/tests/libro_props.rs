@@ -284,6 +284,8 @@ struct Model {
     receipts: BTreeMap<String, BTreeSet<String>>,
     /// Entries in the journal.
     entries: i64,
+    /// Accounts some entry named (a foreign agent's is its account here, docs/SPEC.md §16).
+    known: BTreeSet<String>,
 }
 
 fn part(amount: i64, bps: i64) -> i64 {
@@ -307,6 +309,7 @@ impl Model {
         }
         for (a, d) in folded {
             *self.balances.entry(a.to_owned()).or_insert(0) += d;
+            self.known.insert(a.to_owned());
         }
         self.entries += 1;
         Ok(())
@@ -387,6 +390,12 @@ impl Model {
             && q.expires.is_some_and(|e| self.now >= e)
         {
             return Expect::Refused(410);
+        }
+        // A stranger (a foreign agent no entry named) creates and reads nothing here.
+        let creates =
+            matches!(op, MOp::Accept(_) | MOp::Bond { .. } | MOp::Mandate { .. } | MOp::Balance | MOp::Statement);
+        if creates && !me.ends_with("@a.test") && !self.known.contains(me) {
+            return Expect::Refused(402);
         }
         let mut next = self.clone();
         match next.decide(op, me, env) {
