@@ -37,13 +37,13 @@ use nyx5_house::libro::{LIBRO, OP_MEDIA};
 use nyx5_house::mailbox::Outcome;
 use nyx5_house::ports::Db;
 use nyx5_house::stmt;
-use nyx5_proto::card::{Delegation, Scope};
+use nyx5_proto::card::{AgentCard, Delegation, Scope};
 use nyx5_proto::crypto::Context;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, QuoteDraft, Referrer};
 use nyx5_proto::sign::sign_object;
-use nyx5_proto::{Address, Envelope, Object, Timestamp, Value};
+use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, Verified};
 
 const A: &str = "a.test";
 const CASA: &str = "casa@a.test";
@@ -702,6 +702,9 @@ struct Case {
     wire: bool,
     seq: u32,
     step: usize,
+    /// Whether the generator is drawing operations to do at once, and those it drew.
+    drawing: bool,
+    drawn: Vec<(usize, MOp, bool)>,
     /// How long the journal was when it last audited.
     audited: std::cell::Cell<i64>,
     log: Vec<String>,
@@ -752,6 +755,8 @@ impl Case {
             seq: 0,
             step: 0,
             audited: std::cell::Cell::new(-1),
+            drawing: false,
+            drawn: Vec::new(),
             log: Vec::new(),
         };
         for (i, name) in
@@ -849,13 +854,7 @@ impl Case {
     /// that house knows it (local, or resolved).
     fn hand_over(&self, who: usize, env: &Envelope) -> Expect {
         let libro = self.libro();
-        let m = &self.members[who];
-        let card = if m.house == 0 {
-            Rc::new(block_on(libro.local_card(m.address.local())).unwrap().unwrap())
-        } else {
-            Rc::new((*block_on(libro.resolve_agent(&m.address, false)).unwrap()).clone())
-        };
-        let verified = env.clone().verify(&card, libro.now()).unwrap();
+        let (card, verified) = self.verified(who, env);
         let to = [Address::new(LIBRO, A).unwrap()];
         let outcomes = block_on(libro.accept(&verified, &card, &to)).unwrap();
         match &outcomes[0].1 {
@@ -915,9 +914,120 @@ impl Case {
         panic!("{}: no receipt and no bounce for {}", self.ctx(), env.id());
     }
 
+    /// Does `op` by member `who` (with its old key if `old`), or only keeps it while the
+    /// generator is drawing a pair.
+    fn operate(&mut self, who: usize, op: MOp, old: bool) {
+        if self.drawing {
+            self.drawn.push((who, op, old));
+        } else {
+            self.operate_now(who, op, old);
+        }
+    }
+
+    /// The operator's card as the Libro's house knows it, and `env` verified with it.
+    fn verified(&self, who: usize, env: &Envelope) -> (Rc<Verified<AgentCard>>, Verified<Envelope>) {
+        let libro = self.libro();
+        let m = &self.members[who];
+        let card = if m.house == 0 {
+            Rc::new(block_on(libro.local_card(m.address.local())).unwrap().unwrap())
+        } else {
+            Rc::new((*block_on(libro.resolve_agent(&m.address, false)).unwrap()).clone())
+        };
+        let verified = env.clone().verify(&card, libro.now()).unwrap();
+        (card, verified)
+    }
+
+    /// Two operations at once (each read of the one waiting while the other reads, so their
+    /// batches meet): the outcomes and the Libro after them are those of one order or the other.
+    fn operate_pair(&mut self, a: (usize, MOp, bool), b: (usize, MOp, bool), same: bool) {
+        let mut sides = Vec::new();
+        for (who, op, old) in [a, b] {
+            self.seq += 1;
+            let id = format!("op{}", self.seq);
+            let env = self.envelope(who, &id, op.body(), old);
+            sides.push((who, op, old, env));
+        }
+        // The same envelope twice at once.
+        if same {
+            sides[1] = sides[0].clone();
+        }
+        let expect = |model: &mut Model, (who, op, old, env): &(usize, MOp, bool, Envelope)| {
+            let me = self.addr(*who);
+            model.operate(op, &me, env.id(), &env.sha256_hex(), !old, self.members[*who].cap)
+        };
+        let mut first = self.model.clone();
+        let r1 = (expect(&mut first, &sides[0]), expect(&mut first, &sides[1]));
+        let mut second = self.model.clone();
+        let r2b = expect(&mut second, &sides[1]);
+        let r2 = (expect(&mut second, &sides[0]), r2b);
+        for (who, op, old, env) in &sides {
+            self.log.push(format!(
+                "at once: {}{} {}: {op:?}",
+                self.addr(*who),
+                if *old { " (old key)" } else { "" },
+                env.id()
+            ));
+        }
+        let (ca, va) = self.verified(sides[0].0, &sides[0].3);
+        let (cb, vb) = self.verified(sides[1].0, &sides[1].3);
+        let libro = self.libro().clone();
+        let to = [Address::new(LIBRO, A).unwrap()];
+        libro.db.stall(true);
+        let (oa, ob) = block_on_both(libro.accept(&va, &ca, &to), libro.accept(&vb, &cb, &to));
+        libro.db.stall(false);
+        let read = |o: Vec<(Address, Outcome)>| match &o[0].1 {
+            Outcome::Accepted => Expect::Done,
+            Outcome::Duplicate => Expect::DoneBefore,
+            Outcome::Rejected(e) => Expect::Refused(e.code()),
+        };
+        let got = (read(oa.unwrap()), read(ob.unwrap()));
+        self.log.push(format!("  → {got:?} (one order: {r1:?}, the other: {r2:?})"));
+        let chosen = [(r1, first), (r2, second)]
+            .into_iter()
+            .filter(|(r, _)| *r == got)
+            .map(|(_, m)| m)
+            .find(|m| self.state_is(m))
+            .unwrap_or_else(|| panic!("{}: no order of the two explains the outcome", self.ctx()));
+        self.model = chosen;
+        for (i, g) in [&got.0, &got.1].into_iter().enumerate() {
+            let name = sides[i].1.body()["op"].as_str().unwrap().to_owned();
+            TALLY.with(|t| *t.borrow_mut().entry(format!("{name} {g:?} (at once)")).or_insert(0) += 1);
+            if *g == Expect::Done {
+                self.done.push((sides[i].0, sides[i].3.clone()));
+            }
+        }
+    }
+
+    /// Whether the Libro holds what `model` says (balances, journal length, contracts' states,
+    /// mandates' spent and states).
+    fn state_is(&self, model: &Model) -> bool {
+        let mut want = model.balances.clone();
+        want.retain(|_, b| *b != 0);
+        if self.balances() != want || self.head() != model.entries {
+            return false;
+        }
+        let db = &self.libro().db;
+        let contracts: BTreeMap<String, String> = block_on(db.query(stmt!("SELECT id, state FROM libro_contracts")))
+            .unwrap()
+            .iter()
+            .map(|r| (r.text("id").unwrap().to_owned(), r.text("state").unwrap().to_owned()))
+            .collect();
+        let modelled: BTreeMap<String, String> =
+            model.contracts.iter().map(|(id, c)| (id.clone(), c.state.to_owned())).collect();
+        let mandates: BTreeMap<String, (i64, bool)> =
+            block_on(db.query(stmt!("SELECT id, spent, state = 'active' AS active FROM libro_mandates")))
+                .unwrap()
+                .iter()
+                .map(|r| (r.text("id").unwrap().to_owned(), (r.int("spent").unwrap(), r.int("active") == Some(1))))
+                .collect();
+        let modelled_m: BTreeMap<String, (i64, bool)> =
+            model.mandates.iter().map(|(id, m)| (id.clone(), (m.spent, m.active))).collect();
+        contracts == modelled && mandates == modelled_m
+    }
+
     /// Does `op` by member `who` (with its old key if `old`), and checks the outcome against the
     /// model's.
-    fn operate(&mut self, who: usize, op: MOp, old: bool) {
+    fn operate_now(&mut self, who: usize, op: MOp, old: bool) {
         self.seq += 1;
         let id = format!("op{}", self.seq);
         let env = self.envelope(who, &id, op.body(), old);
@@ -944,6 +1054,47 @@ impl Case {
 
     fn step(&mut self) {
         self.step += 1;
+        if !self.wire && self.rng.chance(12) {
+            // Two operations drawn, then done at once.
+            self.drawing = true;
+            while self.drawn.len() < 2 {
+                self.draw_op();
+            }
+            self.drawing = false;
+            let b = self.drawn.pop().unwrap();
+            let a = self.drawn.pop().unwrap();
+            let sub_mandate = |op: &MOp| matches!(op, MOp::Mandate { parent: Some(_), .. });
+            let revoke = |op: &MOp| matches!(op, MOp::Revoke(_));
+            if (revoke(&a.1) && sub_mandate(&b.1)) || (sub_mandate(&a.1) && revoke(&b.1)) {
+                // Not at once: see a_sub_mandate_made_while_its_parent_is_revoked_is_revoked_too.
+                self.operate_now(a.0, a.1, a.2);
+                self.operate_now(b.0, b.1, b.2);
+            } else {
+                let same = self.rng.chance(15);
+                self.operate_pair(a, b, same);
+            }
+        } else {
+            self.draw_any();
+        }
+        self.check(&format!("step {}", self.step));
+    }
+
+    /// One operation of the Libro.
+    fn draw_op(&mut self) {
+        match self.rng.below(70) {
+            0..=17 => self.quote_and_accept(),
+            18..=23 => self.contract_op("deliver"),
+            24..=30 => self.contract_op("release"),
+            31..=35 => self.contract_op("refund"),
+            36..=43 => self.bond(),
+            44..=47 => self.contract_op("forfeit"),
+            48..=55 => self.mandate(),
+            56..=65 => self.charge(),
+            _ => self.revoke(),
+        }
+    }
+
+    fn draw_any(&mut self) {
         let roll = self.rng.below(100);
         match roll {
             0..=9 => self.topup(),
@@ -961,7 +1112,6 @@ impl Case {
             94..=97 => self.clock(),
             _ => self.rotate(),
         }
-        self.check(&format!("step {}", self.step));
     }
 
     /// The operator for an operation by `who`, and whether it signs with its old key.
@@ -1448,4 +1598,22 @@ fn random_operation_sequences_keep_the_libro_whole() {
             tally.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ")
         );
     });
+}
+
+/// A sub-mandate decided on its parent as it was read, while the parent is revoked at once: the
+/// revoke's batch is guarded by the parent's version, the sub-mandate's insert by nothing, so
+/// the new link can land active under a revoked parent, which no order of the two gives (either
+/// the sub-mandate is refused with 409, or the revoke's cascade takes it).
+#[test]
+#[ignore = "bug: a sub-mandate made while its parent is revoked at once stays `active` under the revoked parent (the insert is not guarded by the parent's version or state)"]
+fn a_sub_mandate_made_while_its_parent_is_revoked_is_revoked_too() {
+    let mut case = Case::new(7);
+    case.wire = false;
+    let (a1, a2) = (case.addr(1), case.addr(2));
+    case.operate_now(0, MOp::Mandate { grantee: a1, cap: 10, concepts: None, expires: None, parent: None }, false);
+    let root = format!("op{}", case.seq);
+    let revoke = (0, MOp::Revoke(root.clone()), false);
+    let sub = (1, MOp::Mandate { grantee: a2, cap: 5, concepts: None, expires: None, parent: Some(root) }, false);
+    case.operate_pair(revoke, sub, false);
+    case.check("after both");
 }
