@@ -1552,6 +1552,13 @@ impl Case {
                 let receipt = nyx5_proto::receipt::Receipt::from_object(body).unwrap();
                 assert_eq!(Some(receipt.of.as_str()), env.in_reply_to());
                 let receipt = receipt.verify(&[key]).unwrap_or_else(|e| panic!("seed {}: {}", self.seed, e.reason));
+                // It names the operation as it was done: its operator and its hash.
+                let (operator, sha) = self
+                    .model
+                    .done
+                    .get(&receipt.of)
+                    .unwrap_or_else(|| panic!("seed {}: a receipt of {}, never done", self.seed, receipt.of));
+                assert_eq!((receipt.from.as_str(), receipt.op_sha256.as_str()), (operator.as_str(), sha.as_str()));
                 let fresh = got.entry(receipt.of.clone()).or_default().insert(m.address.as_str().to_owned());
                 assert!(fresh, "seed {}: {} holds two receipts of {}", self.seed, m.address, receipt.of);
             }
