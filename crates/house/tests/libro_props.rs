@@ -539,6 +539,9 @@ impl Model {
                 if c.kind != "bond" {
                     return Err(409);
                 }
+                // As the engine does today: a bond past `expires` but not yet returned by a tick
+                // can still be forfeited (410 by docs/SPEC.md §16; the ignored scenario
+                // bond_forfeit_after_expiry.txt). Refuse it here too once that is fixed.
                 if !(c.is("verifier", me) || c.is("arbiter", me)) {
                     return Err(403);
                 }
@@ -998,6 +1001,57 @@ impl Case {
         }
     }
 
+    /// The clock moves on, then `a` and a tick of the Libro's house at once: the outcome and the
+    /// Libro after them are those of one order or the other.
+    fn operate_with_tick(&mut self, (who, op, old): (usize, MOp, bool)) {
+        let ms = self.rng.range(1, 150) * MINUTE;
+        self.w.clock.advance(ms);
+        self.model.now += ms;
+        self.seq += 1;
+        let id = format!("op{}", self.seq);
+        let env = self.envelope(who, &id, op.body(), old);
+        let me = self.addr(who);
+        let cap = self.members[who].cap;
+        let sha = env.sha256_hex();
+        let mut first = self.model.clone();
+        let r1 = first.operate(&op, &me, &id, &sha, !old, cap);
+        first.expire_bonds();
+        let mut second = self.model.clone();
+        second.expire_bonds();
+        let r2 = second.operate(&op, &me, &id, &sha, !old, cap);
+        self.log.push(format!("clock +{}m; at once with a tick: {me} {id}: {op:?}", ms / MINUTE));
+        let (card, verified) = self.verified(who, &env);
+        let libro = self.libro().clone();
+        let to = [Address::new(LIBRO, A).unwrap()];
+        libro.db.stall(true);
+        let (o, t) = block_on_both(libro.accept(&verified, &card, &to), libro.tick());
+        libro.db.stall(false);
+        t.unwrap();
+        let got = match &o.unwrap()[0].1 {
+            Outcome::Accepted => Expect::Done,
+            Outcome::Duplicate => Expect::DoneBefore,
+            Outcome::Rejected(e) => Expect::Refused(e.code()),
+        };
+        // Bonds the tick left (at most `UPKEEP_BATCH` a tick, or lost to the operation) go on
+        // the next one.
+        self.w.tick_all();
+        self.log.push(format!("  → {got:?} (before the tick: {r1:?}, after: {r2:?})"));
+        let chosen = [(r1, first), (r2, second)]
+            .into_iter()
+            .filter(|(r, _)| *r == got)
+            .map(|(_, m)| m)
+            .find(|m| self.state_is(m))
+            .unwrap_or_else(|| {
+                panic!("{}: neither order of the operation and the tick explains the outcome", self.ctx())
+            });
+        self.model = chosen;
+        let name = op.body()["op"].as_str().unwrap().to_owned();
+        TALLY.with(|t| *t.borrow_mut().entry(format!("{name} {got:?} (with a tick)")).or_insert(0) += 1);
+        if got == Expect::Done {
+            self.done.push((who, env));
+        }
+    }
+
     /// Whether the Libro holds what `model` says (balances, journal length, contracts' states,
     /// mandates' spent and states).
     fn state_is(&self, model: &Model) -> bool {
@@ -1054,7 +1108,23 @@ impl Case {
 
     fn step(&mut self) {
         self.step += 1;
-        if !self.wire && self.rng.chance(12) {
+        if !self.wire && self.rng.chance(4) {
+            // The clock moves, and an operation meets the tick that returns expired bonds.
+            self.drawing = true;
+            while self.drawn.is_empty() {
+                if self.rng.chance(70) {
+                    {
+                        let what = if self.rng.chance(50) { "release" } else { "forfeit" };
+                        self.contract_op(what)
+                    }
+                } else {
+                    self.draw_op()
+                }
+            }
+            self.drawing = false;
+            let a = self.drawn.pop().unwrap();
+            self.operate_with_tick(a);
+        } else if !self.wire && self.rng.chance(12) {
             // Two operations drawn, then done at once.
             self.drawing = true;
             while self.drawn.len() < 2 {
