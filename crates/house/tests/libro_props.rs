@@ -694,6 +694,9 @@ impl Model {
                     }
                 }
                 let payer = chain[0].1.grantor.clone();
+                if payer == *me {
+                    return Err(400);
+                }
                 self.need(&payer, *amount)?;
                 self.settle(&payer, me, *amount, self.fee, None)?;
                 for (id, l) in &chain {
