@@ -120,6 +120,10 @@ CREATE TABLE libro_contracts (
 CREATE INDEX libro_contracts_seller ON libro_contracts (seller, updated) WHERE seller IS NOT NULL;
 CREATE INDEX libro_contracts_buyer ON libro_contracts (buyer, updated) WHERE buyer IS NOT NULL;
 CREATE INDEX libro_contracts_bondholder ON libro_contracts (bondholder, updated) WHERE bondholder IS NOT NULL;
+CREATE INDEX libro_contracts_verifier ON libro_contracts (verifier, updated) WHERE verifier IS NOT NULL;
+CREATE INDEX libro_contracts_beneficiary ON libro_contracts (beneficiary, updated) WHERE beneficiary IS NOT NULL;
+CREATE INDEX libro_contracts_arbiter ON libro_contracts (arbiter, updated) WHERE arbiter IS NOT NULL;
+CREATE INDEX libro_contracts_vouchee ON libro_contracts (vouchee, updated) WHERE vouchee IS NOT NULL;
 CREATE INDEX libro_bonds_due ON libro_contracts (expires) WHERE kind = 'bond' AND state = 'posted';
 
 -- Mandates (§18): `chain` is the JSON list of ids from the root to this one.

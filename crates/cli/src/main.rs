@@ -79,12 +79,23 @@ enum Command {
         #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
         sender_key: String,
     },
-    /// Verify the signature of the document on standard input (card, envelope, quote, receipt).
+    /// Verify the signature of the document on standard input (card, envelope, quote, receipt);
+    /// or, with --receipt, a Libro receipt and the operation and quote it vouches for.
+    ///
+    /// With --receipt R: the house's signature of R (by --house-key or a key of --house-card);
+    /// with --op E: the operation envelope's signature (by --key or the agent card --card), its
+    /// id equal to R's `of`, its SHA-256 to `op_sha256` and its sender to `from`; with --quote Q
+    /// (or the quote inside an `accept` operation): the seller's signature (by --seller-key or
+    /// --seller-card) and its SHA-256 equal to R's `cotizacion_sha256`. Each file may also be a
+    /// document that holds the one wanted (`nyx5 accept --wait --json`'s answer holds the
+    /// operation and the receipt; an inbox item, its envelope). Prints every check; exit 1
+    /// when one fails. Nothing is fetched.
     Verify {
         /// The Ed25519 key (base64url) that must have signed it: an agent's, or a domain's for
-        /// an agent card's certification. Base64url keys may start with `-`.
-        #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
-        key: String,
+        /// an agent card's certification; with --receipt, the operator's key (the sender of
+        /// --op). Base64url keys may start with `-`.
+        #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true, required_unless_present = "receipt")]
+        key: Option<String>,
         /// The member to verify [default: `signature`, else `certification`].
         #[arg(long, value_name = "NAME")]
         member: Option<String>,
@@ -92,11 +103,15 @@ enum Command {
         /// registration, quote, receipt) [default: told by its members].
         #[arg(long, value_name = "KIND")]
         kind: Option<String>,
+        #[command(flatten)]
+        proof: verify::ProofArgs,
     },
     /// Run a house: the engine on a SQLite file over HTTP, for self-hosting and tests.
     Serve(serve::Args),
     #[command(flatten)]
     Client(client::cli::ClientCommand),
+    #[command(flatten)]
+    Libro(client::libro_cli::LibroCommand),
     /// Serve the agent's mail as tools to an MCP client, over standard input and output.
     Mcp(mcp::McpArgs),
 }
@@ -143,9 +158,14 @@ fn run(command: Command) -> Outcome {
         Command::Canon => canon::run(),
         Command::Seal { key, to, plain } => seal::run(&key, &to, plain),
         Command::Open { key, as_address, sender_key } => open::run(&key, &as_address, &sender_key),
-        Command::Verify { key, member, kind } => verify::run(&key, member.as_deref(), kind.as_deref()),
+        Command::Verify { key, member, kind, proof } => match (&proof.receipt, key) {
+            (Some(_), key) => verify::proof(&proof, key.as_deref()),
+            (None, Some(key)) => verify::run(&key, member.as_deref(), kind.as_deref()),
+            (None, None) => Err(error::Failure::usage("give --key (or --receipt)")),
+        },
         Command::Serve(args) => serve::run(args),
         Command::Client(command) => client::cli::run(command),
+        Command::Libro(command) => client::libro_cli::run(command),
         Command::Mcp(args) => mcp::run(args),
     }
 }

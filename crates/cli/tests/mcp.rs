@@ -1,6 +1,6 @@
 //! `nyx5 mcp` driven as a subprocess over stdio, as an MCP client drives it: initialize for each
 //! protocol version, tools/list (every schema an object schema), nyx5_send and nyx5_inbox against
-//! `nyx5 serve` houses, the Libro and email tools' plain answers, an unknown tool, an unknown
+//! `nyx5 serve` houses, the Libro tools' refusals of malformed calls, an unknown tool, an unknown
 //! method and a malformed line.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
@@ -205,10 +205,19 @@ fn protocol_errors() {
     assert!(text.as_str().unwrap().contains("nyx5 init"), "no profile yet: says what to do: {text:?}");
     let (err, text) = m.call("nyx5_send", r#"{"to":"x@a.test"}"#);
     assert!(err, "{text:?}");
-    for libro in ["nyx5_quote", "nyx5_accept", "nyx5_libro", "nyx5_balance", "nyx5_contract"] {
-        let (err, text) = m.call(libro, "{}");
-        assert!(err);
-        assert!(text.as_str().unwrap().contains("no Libro yet"), "{libro}: {text:?}");
+    // The Libro's tools say what they need before anything is sent.
+    for (tool, args, says) in [
+        ("nyx5_quote", "{}", "`to` is required"),
+        ("nyx5_accept", "{}", "quote"),
+        ("nyx5_libro", "{}", "`op` is required"),
+        ("nyx5_libro", r#"{"op":"teleport"}"#, "no operation"),
+        ("nyx5_libro", r#"{"op":"release"}"#, "needs `contract`"),
+        ("nyx5_libro", r#"{"op":"release","contract":"c1","args":{"contract":"c2"}}"#, "given twice"),
+        ("nyx5_contract", "{}", "`contract` is required"),
+    ] {
+        let (err, text) = m.call(tool, args);
+        assert!(err, "{tool} {args}");
+        assert!(text.as_str().unwrap().contains(says), "{tool} {args}: {text:?}");
     }
     // Standard input ends: the server exits cleanly.
     drop(m.stdin.take());

@@ -1,6 +1,6 @@
 //! Who is asking: agents by signed token (spec §8), the operator by bearer token.
 
-use nyx5_proto::auth::{AuthHeader, Keys, Target};
+use nyx5_proto::auth::{AuthHeader, Keys, NonceClaim, Target};
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
 
@@ -56,9 +56,15 @@ impl<D: Db, N: Net> House<D, N> {
             .ok_or_else(|| unauthenticated("no such agent here"))?;
         let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
         let claim = parsed.verify(&card, &target, keys, self.now())?;
+        self.use_nonce(claim).await?;
+        Ok(card)
+    }
+
+    /// Stores a token's nonce as used; a second use is refused (401).
+    async fn use_nonce(&self, claim: NonceClaim) -> Result<(), Error> {
         let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
         match self.db.batch(vec![stmt]).await {
-            Ok(_) => Ok(card),
+            Ok(_) => Ok(()),
             Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
                 Err(unauthenticated("token already used"))
             }
@@ -89,14 +95,8 @@ impl<D: Db, N: Net> House<D, N> {
             }
             Err(e) => return Err(e),
         };
-        let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
-        match self.db.batch(vec![stmt]).await {
-            Ok(_) => Ok(card),
-            Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
-                Err(unauthenticated("token already used"))
-            }
-            Err(e) => Err(port_error(e)),
-        }
+        self.use_nonce(claim).await?;
+        Ok(card)
     }
 
     /// Authenticates the agent and checks it is `local` (the owner of the resource).

@@ -217,10 +217,12 @@ pub struct Config {
     /// The largest raw email taken in; at most `max_bytes`. Parsing costs CPU in proportion to the
     /// message, so the Worker keeps this lower than the envelope limit (Free plan: 10 ms of CPU).
     pub email_max_bytes: usize,
-    /// Read now so an existing deployment's settings carry over; the Libro (welcome gift, house
-    /// fee in basis points) and the federated index use them when they land.
+    /// The Libro's welcome gift to each new agent (`NYX5_WELCOME`), and its fee on charges,
+    /// releases and stamps in basis points (`NYX5_FEE_BPS`, 0–10000).
     pub welcome: i64,
     pub fee_bps: i64,
+    /// Read now so an existing deployment's settings carry over; the federated index uses it
+    /// when it lands.
     pub index_enabled: bool,
     /// The email bridge's outbound provider (Resend): its API key and the verified sender
     /// address mail goes out from. Without both, outbound email stays pending.

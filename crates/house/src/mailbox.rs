@@ -159,6 +159,7 @@ struct Recipient {
     holder: Option<String>,
     blocked: bool,
     allowed: bool,
+    voucher_allowed: bool,
     rate_count: i64,
     held: Held,
 }
@@ -220,11 +221,17 @@ impl<D: Db, N: Net> House<D, N> {
         let sender_site = crate::site::site(env.from().domain());
         let blocks = policy::block_entries(env.from());
         let allows = policy::sender_entries(env.from());
+        let aval = policy::aval(env);
+        let vouchers = match &aval {
+            Some(Ok((voucher, _))) => policy::sender_entries(voucher).to_vec(),
+            _ => Vec::new(),
+        };
         let lookup = store::mailbox::Lookup {
             locals: &locals_json,
             envelope_id: env.id(),
             blocks: &json_list(blocks.iter().map(String::as_str)),
             allows: &json_list(allows.iter().map(String::as_str)),
+            vouchers: &json_list(vouchers.iter().map(String::as_str)),
             bucket_prefix: BUCKET_PREFIX,
             bucket_suffix: &bucket_suffix(sender_site),
             window,
@@ -239,6 +246,7 @@ impl<D: Db, N: Net> House<D, N> {
                     holder: r.text("holder").map(str::to_owned),
                     blocked: r.int("blocked")? != 0,
                     allowed: r.int("allowed")? != 0,
+                    voucher_allowed: r.int("voucher_allowed") == Some(1),
                     rate_count: r.int("rate_count").unwrap_or(0),
                     held: Held {
                         envelopes: r.int("held_envelopes").unwrap_or(0),
@@ -278,8 +286,17 @@ impl<D: Db, N: Net> House<D, N> {
         let buckets: Vec<String> = candidates.iter().map(|(l, _, _)| bucket(l, sender_site)).collect();
         let mut accepted = Vec::new();
         let (mut lost_rate, mut lost_quota) = (false, false);
+        // Stamps and vouches need the Libro: the sender's balance, the journal's head, the bond.
+        let needs_libro = candidates.iter().any(|(_, p, _)| matches!(p, Policy::Stamp { .. })) || aval.is_some();
+        let bond_id = match &aval {
+            Some(Ok((_, bond))) => Some(bond.as_str()),
+            _ => None,
+        };
         for attempt in 0..ACCEPT_ATTEMPTS {
             let last = attempt + 1 == ACCEPT_ATTEMPTS;
+            let libro = if needs_libro { Some(self.stamp_facts(env.from(), bond_id).await?) } else { None };
+            let mut balance = libro.as_ref().map_or(0, |l| l.balance);
+            let mut head = libro.as_ref().map(|l| l.head.clone());
             // The first attempt decides with what the facts query read; after losing a race on
             // `rate_cap` or `mailbox_quota`, the windows and the usage are read again.
             let fresh: Option<(BTreeMap<String, i64>, BTreeMap<String, Held>)> = if attempt == 0 {
@@ -314,20 +331,62 @@ impl<D: Db, N: Net> House<D, N> {
                 };
                 // After losing the same race twice, whoever still needs a count (or room) is refused.
                 let held = if last && lost_quota { Held { envelopes: quota.max_envelopes, bytes: 0 } } else { held };
+                let vouch = match (&aval, &libro) {
+                    (None, _) => policy::Vouch::Absent,
+                    (Some(Err(fault)), _) => policy::Vouch::Refused(*fault),
+                    (Some(Ok((voucher, _))), Some(l)) => match self.local_address(local) {
+                        Ok(me) => policy::vouch(voucher, l.bond.as_ref(), env.from(), &me, known.voucher_allowed, now),
+                        Err(_) => policy::Vouch::Refused(policy::VouchFault::NotRecipients),
+                    },
+                    (Some(Ok(_)), None) => policy::Vouch::Absent,
+                };
                 let facts = Facts {
                     blocked: known.blocked && !from_libro,
                     allowed: known.allowed || from_libro,
                     rate_count: if last && lost_rate { cap } else { rate_count },
                     rate_cap: cap,
+                    balance,
+                    vouch,
                 };
-                let decision = match policy::decide(policy, env, env.from(), &facts) {
-                    Decision::Accept { counted } => match quota_full(local, held, size, quota) {
-                        Some(e) => Decision::Reject(e),
-                        None => Decision::Accept { counted },
-                    },
+                let decision = match policy::decide(policy, env, env.from(), &facts, &self.config.domain) {
+                    d @ (Decision::Accept { .. } | Decision::Stamped { .. }) => {
+                        match quota_full(local, held, size, quota) {
+                            Some(e) => Decision::Reject(e),
+                            None => d,
+                        }
+                    }
                     refusal => refusal,
                 };
+                let mut stamp = None;
+                let decision = match decision {
+                    // A stamp moves money: the sender's current key pays it, within its delegation's cap.
+                    Decision::Stamped { .. } if env.signature().map(|s| s.kid) != Some(sender.sig()) => {
+                        Decision::Reject(Error::forbidden("a stamp is paid under the sender's current key"))
+                    }
+                    Decision::Stamped { amount }
+                        if sender.scope().and_then(|s| s.cap).is_some_and(|cap| amount > cap) =>
+                    {
+                        Decision::Reject(Error::forbidden(format!(
+                            "{} is delegated with a cap of {} tok; its stamp is {amount}",
+                            sender.address(),
+                            sender.scope().and_then(|s| s.cap).unwrap_or(0)
+                        )))
+                    }
+                    Decision::Stamped { amount } => match (self.local_address(local), head.clone()) {
+                        (Ok(to), Some(h)) => {
+                            let (entry_id, entry, stmt) = self.stamp_entry(env, &to, amount, h)?;
+                            head = Some((entry.n, entry.sha256_hex()));
+                            balance -= amount;
+                            stmts.push(stmt);
+                            stamp = Some(entry_id);
+                            Decision::Accept { counted: true }
+                        }
+                        _ => Decision::Reject(Error::new(ErrorKind::Internal, "a stamp without the Libro")),
+                    },
+                    d => d,
+                };
                 match decision {
+                    Decision::Stamped { .. } => {}
                     Decision::Accept { counted } => {
                         if counted {
                             stmts.push(store::agents::count_in_window(bucket, window, cap));
@@ -343,6 +402,9 @@ impl<D: Db, N: Net> House<D, N> {
                         stmts.push(usage);
                         inserts.push((*local, stmts.len()));
                         stmts.push(insert);
+                        if let Some(entry_id) = stamp {
+                            stmts.push(store::mailbox::set_stamp(local, env.id(), &entry_id));
+                        }
                     }
                     Decision::Reject(e) => refused.push((*local, e)),
                 }
@@ -358,6 +420,21 @@ impl<D: Db, N: Net> House<D, N> {
                     }
                     Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA && !last => {
                         lost_quota = true;
+                        continue;
+                    }
+                    // A stamp lost a race on the journal or the balance: read the Libro again.
+                    Err(PortError::Constraint { name })
+                        if needs_libro
+                            && (store::libro::RACES.contains(&name.as_str()) || name == store::libro::CAUSE_DONE) =>
+                    {
+                        if last {
+                            return Err(match name.as_str() {
+                                "balance_negative" => {
+                                    Error::new(ErrorKind::PaymentRequired, "not enough balance for the stamp")
+                                }
+                                _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
+                            });
+                        }
                         continue;
                     }
                     Err(e) => return Err(port_error(e)),

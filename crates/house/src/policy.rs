@@ -3,8 +3,9 @@
 //!
 //! Blocklist first, always. Then `open` (a rate limit per sending domain), `allowlist` (listed
 //! senders; strangers only with an `intro` of up to 4 KB), `pow` (allowlisted senders exempt)
-//! and `stamp`. Stamps and vouching with a bond (`urn:nyx5:ext:aval`) need the Libro: until it
-//! lands they answer 402 here, and this is the seam where they plug in.
+//! and `stamp` (a charge in the Libro, which the mailbox posts in the batch that stores the
+//! envelope). A stranger may also enter an allowlist with a vouch: a bond a listed voucher posted
+//! for it (`urn:nyx5:ext:aval`, judged by [`vouch`]).
 
 use nyx5_proto::address::check_domain;
 use nyx5_proto::envelope::Kind;
@@ -24,8 +25,13 @@ pub const EXT_AVAL: &str = "urn:nyx5:ext:aval";
 pub enum Policy {
     Open,
     Allowlist,
-    Pow { bits: u32 },
-    Stamp,
+    Pow {
+        bits: u32,
+    },
+    /// A stamp of at least `price` tokens, charged in this house's Libro.
+    Stamp {
+        price: i64,
+    },
     Unknown(String),
 }
 
@@ -44,7 +50,10 @@ impl Policy {
                     .map_or(DEFAULT_POW_BITS, |b| b.min(limits::MAX_POW_BITS));
                 Policy::Pow { bits }
             }
-            Some("stamp") => Policy::Stamp,
+            Some("stamp") => {
+                let price = inbox.get("price").and_then(Value::as_safe_integer).filter(|p| *p > 0).unwrap_or(1);
+                Policy::Stamp { price }
+            }
             Some(other) => Policy::Unknown(other.to_owned()),
         }
     }
@@ -61,6 +70,101 @@ pub struct Facts {
     pub rate_count: i64,
     /// The most per minute (`inbound_per_domain_per_minute`).
     pub rate_cap: i64,
+    /// What the sender has in this house's Libro (for a stamp).
+    pub balance: i64,
+    /// What the envelope's vouch is worth, if it carries one.
+    pub vouch: Vouch,
+}
+
+/// The verdict on a vouch (`urn:nyx5:ext:aval`, spec §9) for one recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vouch {
+    /// The envelope carries none.
+    Absent,
+    Valid,
+    Refused(VouchFault),
+}
+
+/// Why a vouch does not open the mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VouchFault {
+    Malformed,
+    NoBond,
+    NotPosted,
+    Expired,
+    NotVoucher,
+    NotVouchee,
+    NotRecipients,
+    VoucherNotAllowed,
+}
+
+impl VouchFault {
+    fn reason(self) -> &'static str {
+        match self {
+            VouchFault::Malformed => "the vouch is `{voucher, bond}`",
+            VouchFault::NoBond => "the vouch names no bond of this house",
+            VouchFault::NotPosted => "the vouching bond is no longer posted",
+            VouchFault::Expired => "the vouching bond expires within 7 days",
+            VouchFault::NotVoucher => "the vouching bond was not posted by the voucher",
+            VouchFault::NotVouchee => "the vouching bond does not vouch for this sender",
+            VouchFault::NotRecipients => {
+                "the vouching bond must name the recipient as verifier and beneficiary, and no other arbiter"
+            }
+            VouchFault::VoucherNotAllowed => "the voucher is not on the recipient's allowlist",
+        }
+    }
+}
+
+/// The `{voucher, bond}` an envelope carries under [`EXT_AVAL`], if any (`Err` when malformed).
+pub fn aval(env: &Envelope) -> Option<Result<(Address, String), VouchFault>> {
+    let ext = env.object().get("extensions").and_then(Value::as_object)?.get(EXT_AVAL)?;
+    let read = || -> Option<(Address, String)> {
+        let o = ext.as_object()?;
+        let voucher = Address::parse(o.get("voucher")?.as_str()?).ok()?;
+        let bond = o.get("bond")?.as_str()?;
+        nyx5_proto::address::check_id(bond).ok()?;
+        Some((voucher, bond.to_owned()))
+    };
+    Some(read().ok_or(VouchFault::Malformed))
+}
+
+/// How long a vouching bond must still stand when it opens a mailbox: the recipient needs time to
+/// read the mail and forfeit the bond if it was junk.
+pub const VOUCH_MIN_LIFE_MS: i64 = 7 * 24 * 3_600_000;
+
+/// Judges a vouch for `recipient` (pure): the bond must be a bond of this house, posted, held by
+/// the voucher, for this sender, with the recipient as its verifier and beneficiary and no other
+/// arbiter (so the recipient alone can forfeit it, and gets what it forfeits), standing for
+/// [`VOUCH_MIN_LIFE_MS`] more (or without end), and the voucher must be on the recipient's
+/// allowlist. Anything less lets a voucher take its bond back before the recipient can punish.
+pub fn vouch(
+    voucher: &Address,
+    bond: Option<&crate::libro::kernel::Contract>,
+    sender: &Address,
+    recipient: &Address,
+    voucher_allowed: bool,
+    now: nyx5_proto::Timestamp,
+) -> Vouch {
+    use crate::libro::kernel::Kind;
+    let fault = match bond {
+        None => VouchFault::NoBond,
+        Some(b) if b.kind != Kind::Bond => VouchFault::NoBond,
+        Some(b) if b.state != "posted" => VouchFault::NotPosted,
+        Some(b) if b.expires().is_some_and(|e| now.millis().saturating_add(VOUCH_MIN_LIFE_MS) > e.millis()) => {
+            VouchFault::Expired
+        }
+        Some(b) if !b.is("bondholder", voucher) => VouchFault::NotVoucher,
+        Some(b) if !b.is("vouchee", sender) => VouchFault::NotVouchee,
+        Some(b)
+            if !(b.is("beneficiary", recipient) && b.is("verifier", recipient))
+                || b.get("arbiter").is_some_and(|a| a != *recipient) =>
+        {
+            VouchFault::NotRecipients
+        }
+        Some(_) if !voucher_allowed => VouchFault::VoucherNotAllowed,
+        Some(_) => return Vouch::Valid,
+    };
+    Vouch::Refused(fault)
 }
 
 /// The verdict for one recipient.
@@ -69,6 +173,10 @@ pub enum Decision {
     /// Accept; `counted` says whether it counts against the per-domain window.
     Accept {
         counted: bool,
+    },
+    /// Accept once the stamp of `amount` is charged to the sender (and count it).
+    Stamped {
+        amount: i64,
     },
     Reject(Error),
 }
@@ -85,8 +193,8 @@ fn counted(facts: &Facts, domain: &str) -> Decision {
     }
 }
 
-/// Applies `policy` to `env` from `sender`.
-pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) -> Decision {
+/// Applies `policy` to `env` from `sender`, for a recipient at `here`.
+pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts, here: &str) -> Decision {
     if facts.blocked {
         return reject(ErrorKind::Forbidden, format!("{sender} is blocked by the recipient"));
     }
@@ -106,9 +214,11 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) 
                 counted(facts, domain)
             }
         }
-        Policy::Allowlist if vouched(env) => {
-            reject(ErrorKind::PaymentRequired, format!("vouching with a bond ({EXT_AVAL}) arrives with the Libro"))
-        }
+        Policy::Allowlist if vouched(env) => match facts.vouch {
+            Vouch::Valid => counted(facts, domain),
+            Vouch::Refused(fault) => reject(ErrorKind::PaymentRequired, format!("{EXT_AVAL}: {}", fault.reason())),
+            Vouch::Absent => reject(ErrorKind::PaymentRequired, format!("{EXT_AVAL}: the vouch was not checked")),
+        },
         Policy::Allowlist => {
             reject(ErrorKind::Forbidden, format!("{sender} is not on the recipient's allowlist; send an intro"))
         }
@@ -119,8 +229,26 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts) 
             Some(p) if pow::check(&env.work_digest(), &p.nonce, *bits) => counted(facts, domain),
             _ => reject(ErrorKind::PaymentRequired, format!("proof of work of {bits} bits required (`pow`)")),
         },
-        Policy::Stamp if facts.allowed => Decision::Accept { counted: false },
-        Policy::Stamp => reject(ErrorKind::PaymentRequired, "stamps arrive with the Libro"),
+        Policy::Stamp { .. } if facts.allowed => Decision::Accept { counted: false },
+        Policy::Stamp { price } => match env.stamp() {
+            None => {
+                reject(ErrorKind::PaymentRequired, format!("a stamp of {price} tok in the Libro of {here} is required"))
+            }
+            Some(s) if s.house != here => {
+                reject(ErrorKind::PaymentRequired, format!("the stamp must be paid at {here}, not {}", s.house))
+            }
+            Some(s) if s.amount < *price => {
+                reject(ErrorKind::PaymentRequired, format!("the stamp is {} tok; this mailbox asks {price}", s.amount))
+            }
+            Some(s) if facts.balance < s.amount => reject(
+                ErrorKind::PaymentRequired,
+                format!("{sender} has {} tok at {here}, short of its stamp of {}", facts.balance, s.amount),
+            ),
+            Some(s) => match counted(facts, domain) {
+                Decision::Accept { .. } => Decision::Stamped { amount: s.amount },
+                refusal => refusal,
+            },
+        },
         Policy::Unknown(p) => {
             reject(ErrorKind::Forbidden, format!("the recipient's inbox policy {p:?} is not supported"))
         }
@@ -180,7 +308,8 @@ mod tests {
         d.build().unwrap()
     }
 
-    const FREE: Facts = Facts { blocked: false, allowed: false, rate_count: 0, rate_cap: 2 };
+    const FREE: Facts =
+        Facts { blocked: false, allowed: false, rate_count: 0, rate_cap: 2, balance: 0, vouch: Vouch::Absent };
 
     #[test]
     fn policies() {
@@ -188,19 +317,26 @@ mod tests {
         let msg = env(Kind::Message, "hi");
         let code = |d: Decision| match d {
             Decision::Accept { counted } => 200 + u16::from(counted),
+            Decision::Stamped { .. } => 202,
             Decision::Reject(e) => e.code(),
         };
-        assert_eq!(code(decide(&Policy::Open, &msg, &from, &FREE)), 201);
-        assert_eq!(code(decide(&Policy::Open, &msg, &from, &Facts { rate_count: 2, ..FREE })), 429);
-        assert_eq!(code(decide(&Policy::Open, &msg, &from, &Facts { blocked: true, allowed: true, ..FREE })), 403);
-        assert_eq!(code(decide(&Policy::Allowlist, &msg, &from, &FREE)), 403);
-        assert_eq!(code(decide(&Policy::Allowlist, &msg, &from, &Facts { allowed: true, ..FREE })), 200);
-        assert_eq!(code(decide(&Policy::Allowlist, &env(Kind::Intro, "hello"), &from, &FREE)), 201);
-        assert_eq!(code(decide(&Policy::Allowlist, &env(Kind::Intro, &"x".repeat(5000)), &from, &FREE)), 413);
-        assert_eq!(code(decide(&Policy::Pow { bits: 8 }, &msg, &from, &FREE)), 402);
-        assert_eq!(code(decide(&Policy::Pow { bits: 8 }, &msg, &from, &Facts { allowed: true, ..FREE })), 200);
-        assert_eq!(code(decide(&Policy::Stamp, &msg, &from, &FREE)), 402);
-        assert_eq!(code(decide(&Policy::Unknown("x".into()), &msg, &from, &FREE)), 403);
+        assert_eq!(code(decide(&Policy::Open, &msg, &from, &FREE, "y.test")), 201);
+        assert_eq!(code(decide(&Policy::Open, &msg, &from, &Facts { rate_count: 2, ..FREE }, "y.test")), 429);
+        assert_eq!(
+            code(decide(&Policy::Open, &msg, &from, &Facts { blocked: true, allowed: true, ..FREE }, "y.test")),
+            403
+        );
+        assert_eq!(code(decide(&Policy::Allowlist, &msg, &from, &FREE, "y.test")), 403);
+        assert_eq!(code(decide(&Policy::Allowlist, &msg, &from, &Facts { allowed: true, ..FREE }, "y.test")), 200);
+        assert_eq!(code(decide(&Policy::Allowlist, &env(Kind::Intro, "hello"), &from, &FREE, "y.test")), 201);
+        assert_eq!(code(decide(&Policy::Allowlist, &env(Kind::Intro, &"x".repeat(5000)), &from, &FREE, "y.test")), 413);
+        assert_eq!(code(decide(&Policy::Pow { bits: 8 }, &msg, &from, &FREE, "y.test")), 402);
+        assert_eq!(
+            code(decide(&Policy::Pow { bits: 8 }, &msg, &from, &Facts { allowed: true, ..FREE }, "y.test")),
+            200
+        );
+        assert_eq!(code(decide(&Policy::Stamp { price: 3 }, &msg, &from, &FREE, "y.test")), 402);
+        assert_eq!(code(decide(&Policy::Unknown("x".into()), &msg, &from, &FREE, "y.test")), 403);
     }
 
     #[test]

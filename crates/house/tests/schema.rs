@@ -95,3 +95,73 @@ fn a_failed_guard_undoes_the_whole_batch() {
     assert_eq!(count(&db, "mailbox"), 0);
     assert_eq!(count(&db, "nonces"), 1);
 }
+
+/// An entry row for the Libro's journal with these lines (the triggers read `lines`).
+fn entry(n: i64, prev: &str, sha: &str, cause: &str, lines: &str) -> nyx5_house::ports::Stmt {
+    stmt!(
+        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry) VALUES (?, ?, ?, 'a.test', 1, ?, ?, ?, '{}')",
+        n,
+        format!("e{n}-{cause}"),
+        cause,
+        prev,
+        sha,
+        lines
+    )
+}
+
+const ZERO: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+const ONE: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+fn balance(db: &SqliteDb, account: &str) -> Option<i64> {
+    block_on(db.query(stmt!("SELECT balance FROM libro_accounts WHERE account = ?", account)))
+        .unwrap()
+        .first()
+        .and_then(|r| r.int("balance"))
+}
+
+#[test]
+fn the_libro_schema_refuses_what_must_never_be() {
+    let db = SqliteDb::memory().unwrap();
+    let gift = r#"[{"account":"casa@a.test","delta":-10},{"account":"ana@a.test","delta":10}]"#;
+    // Lines that do not sum to zero, or name one account twice, or none at all.
+    refused(&db, vec![entry(1, ZERO, ONE, "c1", r#"[{"account":"ana@a.test","delta":10}]"#)], "entry_unbalanced");
+    refused(
+        &db,
+        vec![entry(
+            1,
+            ZERO,
+            ONE,
+            "c1",
+            r#"[{"account":"ana@a.test","delta":10},{"account":"ana@a.test","delta":-10}]"#,
+        )],
+        "entry_unbalanced",
+    );
+    refused(&db, vec![entry(1, ZERO, ONE, "c1", "[]")], "entry_unbalanced");
+    // The first entry links to 64 zeros and is number 1.
+    refused(&db, vec![entry(2, ZERO, ONE, "c1", gift)], "entry_chain");
+    refused(&db, vec![entry(1, ONE, ONE, "c1", gift)], "entry_chain");
+    block_on(db.batch(vec![entry(1, ZERO, ONE, "c1", gift)])).unwrap();
+    assert_eq!((balance(&db, "ana@a.test"), balance(&db, "casa@a.test")), (Some(10), Some(-10)));
+    // The next must link to it by hash, take the next number, and have a cause of its own.
+    refused(&db, vec![entry(2, ZERO, ONE, "c2", gift)], "entry_chain");
+    refused(&db, vec![entry(3, ONE, ONE, "c2", gift)], "entry_chain");
+    refused(&db, vec![entry(2, ONE, ONE, "c1", gift)], "libro_entries.cause");
+    // Nobody but the house goes below zero, whatever the entry says; the batch is undone whole.
+    let spend = r#"[{"account":"ana@a.test","delta":-11},{"account":"bo@a.test","delta":11}]"#;
+    refused(&db, vec![entry(2, ONE, ONE, "c2", spend)], "balance_negative");
+    let stranger = r#"[{"account":"nobody@a.test","delta":-1},{"account":"bo@a.test","delta":1}]"#;
+    refused(&db, vec![entry(2, ONE, ONE, "c2", stranger)], "balance_negative");
+    let other_house = r#"[{"account":"casa@b.test","delta":-1},{"account":"bo@a.test","delta":1}]"#;
+    refused(&db, vec![entry(2, ONE, ONE, "c2", other_house)], "balance_negative");
+    assert_eq!((balance(&db, "ana@a.test"), balance(&db, "bo@a.test")), (Some(10), None));
+    // The journal is written once.
+    refused(&db, vec![stmt!("UPDATE libro_entries SET lines = '[]' WHERE n = 1")], "entry_fixed");
+    refused(&db, vec![stmt!("DELETE FROM libro_entries WHERE n = 1")], "entry_fixed");
+    // A mandate is never spent past its cap.
+    block_on(db.batch(vec![stmt!(
+        "INSERT INTO libro_mandates (id, grantor, grantee, cap, state, root, chain, created, record)
+         VALUES ('m1', 'ana@a.test', 'bo@a.test', 5, 'active', 'm1', '[\"m1\"]', 1, '{}')"
+    )]))
+    .unwrap();
+    refused(&db, vec![stmt!("UPDATE libro_mandates SET spent = 6 WHERE id = 'm1'")], "mandate_spent");
+}

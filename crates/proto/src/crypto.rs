@@ -364,6 +364,15 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Checks that member `name` holds a SHA-256 as [`hex`] writes it: 64 lowercase hex digits.
+pub fn check_sha256_hex(s: &str, name: &str) -> Result<(), Error> {
+    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::address::{Address, check_domain, check_id};
-use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
+use crate::crypto::{Context, SigPublic, SigningKey, check_sha256_hex, hex, sha256};
 use crate::error::{Error, ErrorKind};
 use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
@@ -139,14 +139,6 @@ pub struct Entry {
     raw: Object,
 }
 
-fn check_hex64(s: &str, name: &str) -> Result<(), Error> {
-    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
-        Ok(())
-    } else {
-        Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")))
-    }
-}
-
 impl Entry {
     pub fn from_object(raw: Object) -> Result<Entry, Error> {
         if field::str(&raw, "tipo")? != TIPO {
@@ -169,7 +161,7 @@ impl Entry {
         field::object(&raw, "meta")?;
         field::object(&raw, "refs")?;
         let prev = field::str(&raw, "prev")?.to_owned();
-        check_hex64(&prev, "prev")?;
+        check_sha256_hex(&prev, "prev")?;
         Ok(Entry {
             id,
             n,

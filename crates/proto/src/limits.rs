@@ -37,6 +37,9 @@ pub const MAX_POW_BITS: u32 = 32;
 pub const MAX_POW_NONCE_LEN: usize = 64;
 /// Largest token amount (prices, stamps, caps): JavaScript's safe integer range.
 pub const MAX_AMOUNT: i64 = crate::json::MAX_SAFE_INTEGER;
+/// Most bytes of a quote's canonical JSON, and of its `concept` (a Libro entry's too).
+pub const MAX_QUOTE_BYTES: usize = 16 * 1024;
+pub const MAX_CONCEPT_BYTES: usize = 256;
 /// Basis points in a whole (referral shares and fees).
 pub const BPS_WHOLE: i64 = 10_000;
 /// How long a card stays cached (spec §2).

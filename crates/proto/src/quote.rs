@@ -124,6 +124,16 @@ impl Quote {
         if field::str(&raw, "tipo")? != TIPO {
             return Err(Error::malformed("a quote has `tipo: cotizacion`"));
         }
+        // The house copies a quote into contracts, entries and receipts: it stays small.
+        if canonical_object(&raw).len() > limits::MAX_QUOTE_BYTES {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("a quote may be {} bytes of canonical JSON", limits::MAX_QUOTE_BYTES),
+            ));
+        }
+        if field::str(&raw, "concept")?.len() > limits::MAX_CONCEPT_BYTES {
+            return Err(Error::malformed(format!("a quote's `concept` may be {} bytes", limits::MAX_CONCEPT_BYTES)));
+        }
         let id = field::str(&raw, "id")?.to_owned();
         check_id(&id)?;
         let house = field::str(&raw, "house")?.to_owned();

@@ -2,7 +2,7 @@
 //! sends from `postmaster@` (spec §7): bounces and delivery acknowledgements.
 
 use crate::address::{Address, check_domain, check_id};
-use crate::crypto::{Context, SigPublic, SigningKey};
+use crate::crypto::{Context, SigPublic, SigningKey, check_sha256_hex};
 use crate::envelope::{Content, Draft, Envelope, Kind};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
@@ -15,14 +15,6 @@ pub const TIPO: &str = "recibo";
 pub const MEDIA: &str = "application/nyx5.recibo+json";
 /// Media type of a delivery notice (bounce or acknowledgement) from a postmaster.
 pub const NOTICE_MEDIA: &str = "application/nyx5.notice+json";
-
-fn check_sha256_hex(s: &str, name: &str) -> Result<(), Error> {
-    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
-        Ok(())
-    } else {
-        Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")))
-    }
-}
 
 /// A Libro receipt: `{tipo, house, of, op, op_sha256, from, issued, …, signature}`. The
 /// optional members (`contract`, `mandate`, `asiento`, `cotizacion_sha256`, `chain`, …) are kept

@@ -9,7 +9,6 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use nyx5_proto::Value;
 use nyx5_proto::crypto::SigPublic;
-use nyx5_proto::json::Object;
 
 use super::directory::{self, DirectoryRequest, InviteRequest};
 use super::lists::{self, Change};
@@ -40,7 +39,7 @@ pub(crate) struct Common {
 }
 
 impl Common {
-    fn ctx(&self) -> Result<Ctx, Failure> {
+    pub(crate) fn ctx(&self) -> Result<Ctx, Failure> {
         Ctx::new(self.agent.as_deref(), self.as_address.as_deref(), self.hosts.as_deref())
     }
 }
@@ -272,6 +271,12 @@ pub(crate) struct RegisterArgs {
     /// Proof-of-work bits asked of strangers with --policy pow (0-32)
     #[arg(long)]
     pow_bits: Option<i64>,
+    /// The stamp strangers pay to write to you, in tokens, with --policy stamp
+    #[arg(long, value_name = "N")]
+    price: Option<i64>,
+    /// The house whose Libro your stamps are paid at [default: your own]
+    #[arg(long, value_name = "DOMAIN")]
+    stamp_house: Option<String>,
     /// A private URL the house POSTs each new envelope to
     #[arg(long, value_name = "URL", conflicts_with = "no_webhook")]
     webhook: Option<String>,
@@ -373,6 +378,14 @@ pub(crate) struct SendArgs {
     /// Drop the saved envelope --id instead of sending it
     #[arg(long, requires = "id")]
     discard: bool,
+    /// Pay a stamp of N tokens [default: the price a recipient's `stamp` inbox asks, paid
+    /// automatically at the house its card names]
+    #[arg(long, value_name = "N")]
+    stamp: Option<i64>,
+    /// Enter an allowlist inbox on a vouch: VOUCHER (on the recipient's allow list) backs you
+    /// with the bond contract BOND (`urn:nyx5:ext:aval`)
+    #[arg(long, value_name = "VOUCHER:BOND")]
+    aval: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -412,7 +425,7 @@ pub(crate) enum InviteCommand {
 }
 
 /// Prints a verb's answer (JSON or text), or its failure.
-fn emit(json: bool, result: Result<Value, Failure>, human: fn(&Value) -> String) -> Outcome {
+pub(crate) fn emit(json: bool, result: Result<Value, Failure>, human: fn(&Value) -> String) -> Outcome {
     match result {
         Ok(v) if json => io::write_json_line(&v),
         Ok(v) => io::write_text(&human(&v)),
@@ -425,7 +438,7 @@ fn emit(json: bool, result: Result<Value, Failure>, human: fn(&Value) -> String)
     }
 }
 
-fn admin_token(flag: Option<String>) -> Result<String, Failure> {
+pub(crate) fn admin_token(flag: Option<String>) -> Result<String, Failure> {
     flag.or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()))
         .ok_or_else(|| Failure::usage("give the house's operator token with --admin-token (or NYX5_ADMIN_TOKEN)"))
 }
@@ -474,6 +487,8 @@ fn register_request(a: &RegisterArgs) -> Result<RegisterRequest, Failure> {
         description: a.description.clone(),
         policy: a.policy.clone(),
         pow_bits: a.pow_bits,
+        price: a.price,
+        stamp_house: a.stamp_house.clone(),
         webhook: a.webhook.clone(),
         no_webhook: a.no_webhook,
         valid_until: time(a.valid_until.as_deref(), "valid-until")?,
@@ -514,8 +529,10 @@ fn send_request(a: &SendArgs) -> Result<SendRequest, Failure> {
         receipt: a.receipt,
         plain: a.plain,
         id: a.id.clone(),
-        extensions: None::<Object>,
+        extensions: a.aval.as_deref().map(super::libro::aval).transpose()?,
         discard: a.discard,
+        stamp: a.stamp,
+        request_key: None,
     })
 }
 

@@ -142,7 +142,7 @@ pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>) -> Result
     page(ctx, &me, limit, after)
 }
 
-fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
+pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
     let mut target = format!("/mailbox/{}", me.address.local());
     let mut q = Vec::new();
     if let Some(a) = after {

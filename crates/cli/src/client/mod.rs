@@ -10,6 +10,9 @@ pub(crate) mod cli;
 pub(crate) mod directory;
 pub(crate) mod email;
 pub(crate) mod http;
+pub(crate) mod libro;
+pub(crate) mod libro_cli;
+pub(crate) mod libro_read;
 pub(crate) mod lists;
 pub(crate) mod mailbox;
 pub(crate) mod output;
@@ -129,7 +132,21 @@ impl Ctx {
         body: Option<&Value>,
         what: &str,
     ) -> Result<(u16, Object), Failure> {
-        let url = format!("{}{target}", me.house);
+        self.call_at(me, &me.house, method, target, body, what)
+    }
+
+    /// As [`Ctx::call`], to the house at `base` (another house's Libro reads a foreigner's
+    /// token as it reads its own agents'): the token is bound to that host.
+    pub(crate) fn call_at(
+        &self,
+        me: &AgentEntry,
+        base: &str,
+        method: &str,
+        target: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<(u16, Object), Failure> {
+        let url = format!("{base}{target}");
         let bytes = body.map(Value::canonical).unwrap_or_default();
         let auth = token(&me.address, &me.keys.sig, method, &url, &bytes, crate::sys::now()?)?;
         let mut headers = vec![("authorization", auth.as_str()), ("accept", "application/json")];

@@ -71,6 +71,10 @@ pub(crate) struct RegisterRequest {
     pub(crate) description: Option<String>,
     pub(crate) policy: Option<String>,
     pub(crate) pow_bits: Option<i64>,
+    /// The stamp a stranger pays to write (`inbox.price`, with the `stamp` policy; spec §19).
+    pub(crate) price: Option<i64>,
+    /// The house whose Libro the stamp is paid at (`inbox.house`) [default: the agent's own].
+    pub(crate) stamp_house: Option<String>,
     pub(crate) webhook: Option<String>,
     /// Send `webhook: null`: the house forgets the webhook.
     pub(crate) no_webhook: bool,
@@ -167,6 +171,15 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
             return Err(Failure::usage("--pow-bits must be 0 to 32"));
         }
         inbox.insert("pow_bits".into(), b.into());
+    }
+    if let Some(p) = req.price {
+        if !(1..=nyx5_proto::limits::MAX_AMOUNT).contains(&p) {
+            return Err(Failure::usage("--price must be a positive whole number of tokens"));
+        }
+        inbox.insert("price".into(), p.into());
+    }
+    if let Some(h) = &req.stamp_house {
+        inbox.insert("house".into(), super::libro::house_domain(h)?.into());
     }
     extra.insert("inbox".into(), Value::Object(inbox));
     let valid_until = req.valid_until.or_else(|| current.as_ref().and_then(|c| c.valid_until()));

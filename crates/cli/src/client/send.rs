@@ -16,7 +16,7 @@ use std::io::{IsTerminal, Write};
 use nyx5_proto::address::check_id;
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::{EncPublic, hex, sha256};
-use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::envelope::{Content, Draft, Kind, Stamp};
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{Address, Envelope, Timestamp, Verified, limits, pow, seal};
 
@@ -52,16 +52,22 @@ pub(crate) struct SendRequest {
     pub(crate) extensions: Option<Object>,
     /// Forget the saved envelope `id` instead of sending it.
     pub(crate) discard: bool,
+    /// The stamp to pay (`--stamp N`), instead of the price the recipients' cards ask.
+    pub(crate) stamp: Option<i64>,
+    /// What the request is, when the body is made fresh each time (a quote has a new id and
+    /// time): fingerprinted instead of the body, so a repeated command finds the saved envelope.
+    pub(crate) request_key: Option<Value>,
 }
 
 impl SendRequest {
     /// SHA-256 of everything that makes this request what it is (not the id): a repeated
     /// `send` with the same fingerprint finds the envelope an earlier attempt saved.
-    fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let opt = |v: &Option<String>| v.as_deref().map_or(Value::Null, Value::from);
-        let doc = obj([
+        let body = self.request_key.clone().or_else(|| self.body.clone()).unwrap_or(Value::Null);
+        let mut doc = obj([
             ("to", Value::Array(self.to.iter().map(|t| t.trim().to_ascii_lowercase().into()).collect())),
-            ("body", self.body.clone().unwrap_or(Value::Null)),
+            ("body", body),
             ("media", opt(&self.media)),
             ("type", opt(&self.kind)),
             ("thread", opt(&self.thread)),
@@ -72,6 +78,10 @@ impl SendRequest {
             ("plain", Value::Bool(self.plain)),
             ("extensions", self.extensions.clone().map_or(Value::Null, Value::Object)),
         ]);
+        // Only when given, so the fingerprints of requests without one stay what they were.
+        if let Some(n) = self.stamp {
+            doc.insert("stamp".into(), n.into());
+        }
         hex(&sha256(&Value::Object(doc).canonical()))
     }
 }
@@ -223,6 +233,7 @@ fn build(
         .unwrap_or(0)
         .clamp(0, i64::from(limits::MAX_POW_BITS));
     let bits = u32::try_from(bits).unwrap_or(limits::MAX_POW_BITS);
+    let stamp = stamp_for(&cards, req.stamp)?;
     let body_media = media_of(req, &body);
     let mut draft = Draft::new(
         id.clone(),
@@ -241,6 +252,10 @@ fn build(
     }
     if let Some(x) = &req.extensions {
         draft.extra.insert("extensions".into(), Value::Object(x.clone()));
+    }
+    if let Some(st) = &stamp {
+        let v = obj([("house", st.house.as_str().into()), ("amount", st.amount.into())]);
+        draft.extra.insert("stamp".into(), Value::Object(v));
     }
     let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
     if !req.plain {
@@ -261,6 +276,65 @@ fn build(
     Ok(Built { env, kept })
 }
 
+/// The stamp an envelope to `cards` pays (spec §19): the price their inboxes ask (`inbox:
+/// {policy: "stamp", price, house?}`, the house being the recipient's own unless named), or
+/// `explicit`. One envelope carries one stamp, so recipients asking for stamps at different
+/// houses are refused: send to them one at a time.
+pub(crate) fn stamp_for(cards: &[Verified<AgentCard>], explicit: Option<i64>) -> Result<Option<Stamp>, Failure> {
+    let mut asked: Option<Stamp> = None;
+    for c in cards {
+        let inbox = c.inbox();
+        if inbox.get("policy").and_then(Value::as_str) != Some("stamp") {
+            continue;
+        }
+        let price = inbox.get("price").and_then(Value::as_safe_integer).filter(|p| *p > 0).unwrap_or(1);
+        let house = inbox.get("house").and_then(Value::as_str).unwrap_or(c.address().domain()).to_ascii_lowercase();
+        match &mut asked {
+            None => asked = Some(Stamp { house, amount: price }),
+            Some(a) if a.house == house => a.amount = a.amount.max(price),
+            Some(a) => {
+                return Err(Failure::usage(format!(
+                    "{} asks for a stamp paid at {house} and another recipient for one at {}; an envelope \
+                     carries one stamp, so send to them separately",
+                    c.address(),
+                    a.house
+                )));
+            }
+        }
+    }
+    let Some(amount) = explicit else { return Ok(asked) };
+    if !(1..=limits::MAX_AMOUNT).contains(&amount) {
+        return Err(Failure::usage("--stamp must be a positive whole number of tokens"));
+    }
+    match asked {
+        Some(a) if amount < a.amount => Err(Failure::usage(format!(
+            "--stamp {amount} is less than the {} tokens the recipient's inbox asks (paid at {})",
+            a.amount, a.house
+        ))),
+        Some(a) => Ok(Some(Stamp { house: a.house, amount })),
+        None => {
+            let mut domains: Vec<&str> = cards.iter().map(|c| c.address().domain()).collect();
+            domains.dedup();
+            match domains.as_slice() {
+                [one] => Ok(Some(Stamp { house: (*one).to_owned(), amount })),
+                _ => Err(Failure::usage("--stamp: the recipients are at several houses; say which by sending to one")),
+            }
+        }
+    }
+}
+
+/// The body of the envelope an earlier attempt of `req` saved but did not get accepted (opened
+/// with the agent's own keys when sealed), so a repeated command can say what it sends again.
+pub(crate) fn saved_body(me: &super::profile::AgentEntry, req: &SendRequest) -> Option<Value> {
+    let fingerprint = req.fingerprint();
+    let (_, p) = me.pending.iter().find(|(_, p)| p.request == fingerprint)?;
+    let env = Envelope::from_object(p.envelope.clone()).ok()?;
+    if let Some(c) = env.content() {
+        return Some(c.body.clone());
+    }
+    me.enc_secrets().find_map(|s| seal::open(&env, &me.address, s).ok()).map(|c| c.body)
+}
+
 /// Whether a refusal with `status` is final: the same envelope would be refused again.
 fn final_refusal(status: Option<u16>) -> bool {
     matches!(status, Some(s) if (400..500).contains(&s) && !matches!(s, 401 | 408 | 429))
@@ -268,6 +342,16 @@ fn final_refusal(status: Option<u16>) -> bool {
 
 /// `nyx5 send`: see the module documentation.
 pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value, Failure> {
+    send_envelope(ctx, req, progress).map(|(answer, _)| answer)
+}
+
+/// As [`send`], with the envelope sent (`None` when the house had it already and nothing was
+/// sent again).
+pub(crate) fn send_envelope(
+    ctx: &Ctx,
+    req: &SendRequest,
+    progress: bool,
+) -> Result<(Value, Option<Envelope>), Failure> {
     let me = ctx.me()?;
     if let Some(id) = &req.id {
         check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)))?;
@@ -280,7 +364,7 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
         if !found {
             return Err(Failure::usage(format!("no saved envelope {id}; `nyx5 outbox` lists the saved ones")));
         }
-        return Ok(Value::Object(obj([("id", id.into()), ("discarded", Value::Bool(true))])));
+        return Ok((Value::Object(obj([("id", id.into()), ("discarded", Value::Bool(true))])), None));
     }
     let fingerprint = req.fingerprint();
     if let Some(s) = req.id.as_ref().and_then(|id| me.sent.get(id).map(|s| (id, s))) {
@@ -290,13 +374,16 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
                 "the id {id} was already used for another envelope, which the house accepted; choose another --id"
             )));
         }
-        return Ok(Value::Object(obj([
-            ("id", id.as_str().into()),
-            ("status", "exists".into()),
-            ("resent", Value::Bool(false)),
-            ("sha256", s.sha256.as_str().into()),
-            ("accepted", s.at.to_rfc3339().into()),
-        ])));
+        return Ok((
+            Value::Object(obj([
+                ("id", id.as_str().into()),
+                ("status", "exists".into()),
+                ("resent", Value::Bool(false)),
+                ("sha256", s.sha256.as_str().into()),
+                ("accepted", s.at.to_rfc3339().into()),
+            ])),
+            None,
+        ));
     }
     let saved = match &req.id {
         Some(id) => me.pending.get(id).map(|p| (id.clone(), p.clone())),
@@ -341,7 +428,8 @@ pub(crate) fn send(ctx: &Ctx, req: &SendRequest, progress: bool) -> Result<Value
             (env, false, kept)
         }
     };
-    deliver(ctx, &me, env, resent, &kept)
+    let kept_env = env.clone();
+    deliver(ctx, &me, env, resent, &kept).map(|answer| (answer, Some(kept_env)))
 }
 
 /// Hands a saved envelope to the house and clears it from `pending` when the house has it.
@@ -374,11 +462,18 @@ fn deliver(
             forget(true)?;
             Ok(Value::Object(obj([
                 ("id", id.as_str().into()),
+                ("sha256", sha256.as_str().into()),
                 ("status", if status == 200 { "exists" } else { "queued" }.into()),
                 ("resent", Value::Bool(resent)),
                 ("to", Value::Array(env.to().iter().map(|a| a.as_str().into()).collect())),
                 ("sealed", Value::Bool(env.content().is_none())),
                 ("pow_bits", env.pow().map_or(Value::Null, |p| i64::from(p.bits).into())),
+                (
+                    "stamp",
+                    env.stamp().map_or(Value::Null, |st| {
+                        Value::Object(obj([("house", st.house.as_str().into()), ("amount", st.amount.into())]))
+                    }),
+                ),
                 ("deliver_after", env.deliver_after().map(|t| t.to_rfc3339()).into()),
                 ("jobs", answer.get("jobs").cloned().unwrap_or(Value::Array(vec![]))),
                 ("kept_cards", kept_cards(kept)),
@@ -432,6 +527,9 @@ pub(crate) fn send_human(v: &Value) -> String {
     s.push_str(&format!(" for {} ({sealed}", to.join(", ")));
     if let Some(bits) = o.get("pow_bits").and_then(Value::as_safe_integer) {
         s.push_str(&format!(", {bits}-bit proof of work"));
+    }
+    if let Some(st) = o.get("stamp").and_then(Value::as_object) {
+        s.push_str(&format!(", a stamp of {} tokens paid at {}", show(st, "amount"), text(st, "house")));
     }
     s.push_str(")\n");
     if o.get("resent") == Some(&Value::Bool(true)) {

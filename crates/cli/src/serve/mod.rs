@@ -115,6 +115,15 @@ pub(crate) struct Args {
     /// client's, for each client's share of open registration.
     #[arg(long, value_name = "NAME", env = "NYX5_CLIENT_ADDRESS_HEADER")]
     client_address_header: Option<String>,
+    /// Tokens the Libro gives each new agent (the operator's and open registrations; an
+    /// invitation's `welcome` adds to it; subagents get none).
+    #[arg(long, value_name = "N", env = "NYX5_WELCOME", default_value_t = 0,
+          value_parser = clap::value_parser!(i64).range(0..=nyx5_proto::limits::MAX_AMOUNT))]
+    welcome: i64,
+    /// The Libro's fee on charges, releases and stamps, in basis points (1000 = 10 %).
+    #[arg(long, value_name = "BPS", env = "NYX5_FEE_BPS", default_value_t = 1000,
+          value_parser = clap::value_parser!(i64).range(0..=nyx5_proto::limits::BPS_WHOLE))]
+    fee_bps: i64,
 }
 
 /// The wall clock, in whole milliseconds.
@@ -270,6 +279,8 @@ pub(crate) fn run(args: Args) -> Outcome {
         }
         config.allow_private_network = args.allow_private_network;
         config.require_relay = args.require_relay;
+        config.welcome = args.welcome;
+        config.fee_bps = args.fee_bps;
         config.allow_http = args.allow_private_network;
         // Quotas and rates, named as on the Worker (nyx5_house::config::LIMIT_SETTINGS).
         config.read_limits(|name| std::env::var(name).ok()).map_err(|e| Failure::usage(e.reason.to_string()))?;

@@ -173,6 +173,7 @@ impl<D: Db, N: Net> House<D, N> {
             envelope_id: &id,
             blocks: &json_list(&standing.claimed),
             allows: &json_list(&standing.authenticated),
+            vouchers: "[]",
             bucket_prefix: BUCKET_PREFIX,
             bucket_suffix: &standing.bucket_suffix,
             window,

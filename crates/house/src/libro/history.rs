@@ -17,6 +17,10 @@ pub struct Fact {
     pub bonding: bool,
     /// The bond vouches for someone.
     pub vouching: bool,
+    /// A bond that went back to its bondholder because it expired: nobody judged the claim.
+    pub expired: bool,
+    /// An escrow its buyer took back before any delivery: nobody judged the seller.
+    pub cancelled: bool,
 }
 
 fn ratio(num: i64, den: i64) -> Value {
@@ -39,6 +43,9 @@ pub fn summarize(facts: &[Fact]) -> Object {
         let state = f.state.as_str();
         let terminal = super::kernel::terminal(state);
         match f.kind.as_str() {
+            // Facts nobody judged say nothing about anyone: a buyer's cancellation before any
+            // delivery (free to make, so it cannot count against a seller), a bond left to expire.
+            _ if f.cancelled || f.expired => {}
             "spot" | "escrow" | "metered" if terminal => {
                 if f.selling {
                     sold += 1;
@@ -133,6 +140,8 @@ mod tests {
             buying: !selling && !bonding,
             bonding,
             vouching: false,
+            expired: false,
+            cancelled: false,
         }
     }
 
@@ -166,5 +175,16 @@ mod tests {
         assert_eq!(at(&s, &["vendiendo", "tokens"]), &Value::from(50_i64));
         assert_eq!(at(&s, &["resumen", "cumplimiento"]), &Value::Number(0.6667));
         assert_eq!(at(&s, &["resumen", "veracidad"]), &Value::Number(0.5));
+    }
+
+    #[test]
+    fn what_nobody_judged_counts_for_nothing() {
+        let expired = Fact { expired: true, ..fact("bond", "released", 5, false, true) };
+        let cancelled = Fact { cancelled: true, ..fact("escrow", "refunded", 9, true, false) };
+        let s = summarize(&[expired, cancelled]);
+        assert_eq!(at(&s, &["afirmando", "fianzas"]), &Value::from(0_i64));
+        assert_eq!(at(&s, &["vendiendo", "devueltos"]), &Value::from(0_i64));
+        assert_eq!(at(&s, &["resumen", "veracidad"]), &Value::Null);
+        assert_eq!(at(&s, &["resumen", "cumplimiento"]), &Value::Null);
     }
 }

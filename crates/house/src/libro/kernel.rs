@@ -15,6 +15,17 @@ use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 
 use super::op::{Bond, MandateOp, Op};
 
+/// Most active mandates one grantor may hold granted.
+pub const MAX_ACTIVE_MANDATES: i64 = 1000;
+
+/// The refusal of a creating operation by a stranger to this Libro (402).
+pub fn stranger(who: &Address, rules: &Rules) -> Error {
+    refuse(
+        ErrorKind::PaymentRequired,
+        format!("{who} has no account at the Libro of {}; ask its house for a top-up", rules.house),
+    )
+}
+
 /// What the house's own configuration says.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -28,9 +39,18 @@ impl Rules {
     }
 }
 
-/// `floor(amount × bps / 10000)`, never more than `amount`.
+/// `floor(amount × bps / 10000)`, never more than `amount`: a referrer's share.
 pub fn part(amount: i64, bps: i64) -> i64 {
     let p = i128::from(amount) * i128::from(bps.clamp(0, limits::BPS_WHOLE)) / i128::from(limits::BPS_WHOLE);
+    i64::try_from(p).unwrap_or(amount).min(amount)
+}
+
+/// The house's fee: `ceil(amount × bps / 10000)`, so no settlement under a fee is free (a fee
+/// rounded down to nothing would let puppets trade at no cost and split payments to dodge it).
+/// With the share rounded down, fee and share never pass the amount while `bps + share ≤ 10000`.
+pub fn fee(amount: i64, bps: i64) -> i64 {
+    let whole = i128::from(limits::BPS_WHOLE);
+    let p = (i128::from(amount) * i128::from(bps.clamp(0, limits::BPS_WHOLE)) + whole - 1) / whole;
     i64::try_from(p).unwrap_or(amount).min(amount)
 }
 
@@ -50,7 +70,7 @@ pub fn fold(lines: Vec<Line>) -> Vec<Line> {
 /// A settlement with fee (charge, release, stamp): `from` pays `amount`; the house takes its fee,
 /// a referrer its share of the seller's part, `to` the rest.
 pub fn settle(from: &str, to: &str, amount: i64, rules: &Rules, referrer: Option<&Referrer>) -> (Vec<Line>, Object) {
-    let fee = part(amount, rules.fee_bps);
+    let fee = fee(amount, rules.fee_bps);
     let share = referrer.map_or(0, |r| part(amount, r.share_bps));
     let rest = amount - fee - share;
     let mut lines = vec![Line::new(from, -amount), Line::new(to, rest), Line::new(rules.casa(), fee)];
@@ -295,6 +315,10 @@ pub struct Facts {
     pub contract: Option<Contract>,
     /// The mandate the operation names and every mandate above it, root first.
     pub chain: Vec<Mandate>,
+    /// The operator has an account here (a local agent always has).
+    pub known: bool,
+    /// Active mandates the operator granted.
+    pub active_mandates: i64,
 }
 
 impl Facts {
@@ -420,12 +444,21 @@ fn need(facts: &Facts, account: &str, amount: i64) -> Result<(), Error> {
     Ok(())
 }
 
-fn contract_of<'a>(facts: &'a Facts, id: &str) -> Result<&'a Contract, Error> {
+/// The contract `id`, for one of its parties: to anyone else it does not exist (404), so no
+/// operation tells a stranger a contract's kind or state.
+fn contract_of<'a>(facts: &'a Facts, id: &str, me: &Address) -> Result<&'a Contract, Error> {
     facts
         .contract
         .as_ref()
-        .filter(|c| c.id == id)
+        .filter(|c| c.id == id && c.has_party(me))
         .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no contract {id} here")))
+}
+
+/// The fee a contract settles under: the one in force when it was accepted (so a referrer's
+/// share, checked against it then, still fits), else the house's.
+fn rules_of(c: &Contract, rules: &Rules) -> Rules {
+    let fee_bps = c.record.get("fee_bps").and_then(Value::as_safe_integer).unwrap_or(rules.fee_bps);
+    Rules { house: rules.house.clone(), fee_bps }
 }
 
 /// The contract's record after an event, with the entry id it posted (if any).
@@ -444,11 +477,23 @@ fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&s
 /// posted. A quote must have been verified (seller's signature, validity) by the caller.
 pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
     let me = &ctx.operator;
+    // A stranger to this Libro (a foreign agent no entry ever named) may act on the contracts and
+    // mandates that name it, but creates nothing and reads nothing here: what strangers can make
+    // the house store and send is bounded by what they paid in.
+    if op.creates() && !facts.known {
+        return Err(stranger(me, rules));
+    }
+    if matches!(op, Op::Mandate(_)) && facts.active_mandates >= MAX_ACTIVE_MANDATES {
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
+        ));
+    }
     let mut d = Decision { parties: vec![me.clone()], ..Decision::default() };
     match op {
         Op::Accept { quote } => accept(quote, ctx, rules, facts, entry_id, &mut d)?,
         Op::Deliver { contract, evidence_sha256, note } => {
-            let c = contract_of(facts, contract)?;
+            let c = contract_of(facts, contract, me)?;
             if c.kind != Kind::Escrow {
                 return Err(refuse(
                     ErrorKind::Conflict,
@@ -475,7 +520,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             finish_contract(&mut d, next, c);
         }
         Op::Release { contract } => {
-            let c = contract_of(facts, contract)?;
+            let c = contract_of(facts, contract, me)?;
             let escrow = escrow_account(&c.id);
             match c.kind {
                 Kind::Escrow => {
@@ -495,7 +540,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                         c.get("seller").ok_or_else(|| refuse(ErrorKind::Internal, "an escrow without seller"))?;
                     need(facts, &escrow, c.amount)?;
                     let referrer = c.referrer();
-                    let (lines, m) = settle(&escrow, seller.as_str(), c.amount, rules, referrer.as_ref());
+                    let (lines, m) = settle(&escrow, seller.as_str(), c.amount, &rules_of(c, rules), referrer.as_ref());
                     post(&mut d, c, "release", meta("release", m), ctx, lines);
                     if let Some(r) = referrer {
                         push_party(&mut d.parties, Some(r.address));
@@ -545,7 +590,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             }
         }
         Op::Refund { contract, note } => {
-            let c = contract_of(facts, contract)?;
+            let c = contract_of(facts, contract, me)?;
             if c.kind != Kind::Escrow {
                 return Err(refuse(
                     ErrorKind::Conflict,
@@ -571,7 +616,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
         }
         Op::Bond(b) => bond(b, ctx, rules, facts, entry_id, &mut d)?,
         Op::Forfeit { contract, reason } => {
-            let c = contract_of(facts, contract)?;
+            let c = contract_of(facts, contract, me)?;
             if c.kind != Kind::Bond {
                 return Err(refuse(ErrorKind::Conflict, format!("{contract} is not a bond")));
             }
@@ -583,6 +628,12 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             }
             if c.state != "posted" {
                 return Err(refuse(ErrorKind::Conflict, format!("bond {contract} is {}", c.state)));
+            }
+            if c.expires().is_some_and(|e| ctx.now >= e) {
+                return Err(refuse(
+                    ErrorKind::Expired,
+                    format!("bond {contract} has expired: it returns to its bondholder"),
+                ));
             }
             let escrow = escrow_account(&c.id);
             let to = c.get("beneficiary").map_or_else(|| rules.casa(), |a| a.as_str().to_owned());
@@ -623,7 +674,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
         }
         Op::Statement { limit } => d.read = Some(Read::Statement { account: me.as_str().to_owned(), limit: *limit }),
         Op::Contract { contract } => {
-            let c = contract_of(facts, contract)?;
+            let c = contract_of(facts, contract, me)?;
             if !c.has_party(me) {
                 return Err(refuse(ErrorKind::Forbidden, format!("{me} is not a party to {contract}")));
             }
@@ -679,6 +730,15 @@ fn accept(
     if quote.seller == quote.buyer {
         return Err(refuse(ErrorKind::Malformed, "a seller cannot sell to itself"));
     }
+    if quote.arbiter.as_ref().is_some_and(|a| *a == quote.seller || *a == quote.buyer) {
+        return Err(refuse(ErrorKind::Malformed, "a quote's arbiter is neither its seller nor its buyer"));
+    }
+    if kind_of(quote.contract) == Kind::Metered && facts.active_mandates >= MAX_ACTIVE_MANDATES {
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
+        ));
+    }
     if quote.currency != nyx5_proto::libro::CURRENCY {
         return Err(refuse(ErrorKind::Malformed, format!("this Libro keeps tok, not {:?}", quote.currency)));
     }
@@ -696,12 +756,9 @@ fn accept(
     if facts.contract.as_ref().is_some_and(|c| c.id == quote.id) {
         return Err(refuse(ErrorKind::Conflict, format!("quote {} was accepted before", quote.id)));
     }
-    let kind = match quote.contract {
-        ContractKind::Spot => Kind::Spot,
-        ContractKind::Escrow => Kind::Escrow,
-        ContractKind::Metered => Kind::Metered,
-    };
+    let kind = kind_of(quote.contract);
     let mut record = base_record(&quote.id, kind, rules, quote.price, &quote.concept, ctx);
+    record.insert("fee_bps".into(), rules.fee_bps.into());
     record.insert("seller".into(), quote.seller.as_str().into());
     record.insert("buyer".into(), quote.buyer.as_str().into());
     if let Some(a) = &quote.arbiter {
@@ -787,6 +844,14 @@ fn accept(
     Ok(())
 }
 
+fn kind_of(k: ContractKind) -> Kind {
+    match k {
+        ContractKind::Spot => Kind::Spot,
+        ContractKind::Escrow => Kind::Escrow,
+        ContractKind::Metered => Kind::Metered,
+    }
+}
+
 fn unreachable_kind() -> Result<(&'static str, bool), Error> {
     Err(refuse(ErrorKind::Malformed, "a quote does not offer a bond"))
 }
@@ -801,8 +866,8 @@ fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &m
     if b.expires.is_some_and(|e| e <= ctx.now) {
         return Err(refuse(ErrorKind::Malformed, "a bond's `expires` must be in the future"));
     }
-    if b.verifier == *me {
-        return Err(refuse(ErrorKind::Malformed, "a bondholder cannot verify its own bond"));
+    if b.verifier == *me || b.arbiter.as_ref() == Some(me) {
+        return Err(refuse(ErrorKind::Malformed, "a bondholder cannot verify or arbitrate its own bond"));
     }
     need(facts, me.as_str(), b.amount)?;
     let id = ctx.envelope.clone();
@@ -970,7 +1035,13 @@ fn charge(
         }
     }
     let payer = root.grantor.as_str();
-    need(facts, payer, amount)?;
+    // Said without the number: the grantee has no business knowing the payer's balance.
+    if facts.balance(payer) < amount {
+        return Err(refuse(
+            ErrorKind::PaymentRequired,
+            format!("the payer of mandate {id} cannot cover {amount} tok now"),
+        ));
+    }
     let (lines, mut m_meta) = settle(payer, me.as_str(), amount, rules, None);
     let chain = Value::Array(facts.chain.iter().map(|l| l.id.as_str().into()).collect());
     m_meta.insert("chain".into(), chain.clone());
@@ -1014,4 +1085,81 @@ pub fn expire_bond(c: &Contract, rules: &Rules, now: Timestamp, entry_id: &str) 
     let mut next = c.moved("released", e);
     next.record.insert("updated".into(), now.to_rfc3339().into());
     Ok((posting, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(fee_bps: i64) -> Rules {
+        Rules { house: "a.test".into(), fee_bps }
+    }
+
+    fn sum(lines: &[Line]) -> i64 {
+        lines.iter().map(|l| l.delta).sum()
+    }
+
+    #[test]
+    fn a_settlement_pays_fee_and_referrer_from_the_sellers_part() {
+        let r = Referrer { address: Address::parse("ref@b.test").unwrap(), share_bps: 1500 };
+        let (lines, meta) = settle("buyer@a.test", "seller@b.test", 40, &rules(1000), Some(&r));
+        assert_eq!(
+            lines,
+            vec![
+                Line::new("buyer@a.test", -40),
+                Line::new("seller@b.test", 30),
+                Line::new("casa@a.test", 4),
+                Line::new("ref@b.test", 6)
+            ]
+        );
+        assert_eq!((meta["fee"].as_safe_integer(), meta["share"].as_safe_integer()), (Some(4), Some(6)));
+        // Rounding down never leaves a line unbalanced, and a zero fee is no line.
+        // The fee rounds up: no settlement under a fee is free.
+        let (lines, _) = settle("b@a.test", "s@a.test", 9, &rules(1000), None);
+        assert_eq!(lines, vec![Line::new("b@a.test", -9), Line::new("s@a.test", 8), Line::new("casa@a.test", 1)]);
+        assert_eq!(sum(&lines), 0);
+        let (lines, _) = settle("b@a.test", "s@a.test", 9, &rules(0), None);
+        assert_eq!(lines, vec![Line::new("b@a.test", -9), Line::new("s@a.test", 9)]);
+        // Fee and share at their largest still leave no one but the payer below zero.
+        let r = Referrer { address: Address::parse("ref@b.test").unwrap(), share_bps: 9000 };
+        for amount in 1..50 {
+            let (lines, _) = settle("b@a.test", "s@a.test", amount, &rules(1000), Some(&r));
+            assert_eq!(sum(&lines), 0);
+            assert!(lines.iter().all(|l| l.account == "b@a.test" || l.delta > 0), "{amount}: {lines:?}");
+        }
+        // Paying oneself folds into one line per account.
+        let (lines, _) = settle("s@a.test", "s@a.test", 10, &rules(1000), None);
+        assert_eq!(lines, vec![Line::new("s@a.test", -1), Line::new("casa@a.test", 1)]);
+    }
+
+    #[test]
+    fn parts_round_down_and_never_pass_the_whole() {
+        assert_eq!(part(40, 1000), 4);
+        assert_eq!(part(9, 1000), 0);
+        assert_eq!(part(limits::MAX_AMOUNT, 10_000), limits::MAX_AMOUNT);
+        assert_eq!(part(10, 20_000), 10);
+        assert_eq!(part(10, -5), 0);
+        assert_eq!((fee(9, 1000), fee(10, 1000), fee(11, 1000), fee(1, 1)), (1, 1, 2, 1));
+        assert_eq!((fee(0, 1000), fee(7, 0), fee(limits::MAX_AMOUNT, 10_000)), (0, 0, limits::MAX_AMOUNT));
+    }
+
+    #[test]
+    fn acp_follows_the_table() {
+        let phase = |k, s| acp(k, s).as_object().unwrap().clone();
+        assert_eq!(phase(Kind::Escrow, "held")["phase"].as_str(), Some("Funded"));
+        assert_eq!(phase(Kind::Escrow, "delivered")["phase"].as_str(), Some("Submitted"));
+        assert_eq!(phase(Kind::Escrow, "released")["outcome"].as_str(), Some("completed"));
+        assert_eq!(phase(Kind::Bond, "released")["outcome"].as_str(), Some("returned"));
+        assert_eq!(phase(Kind::Spot, "settled")["outcome"].as_str(), Some("paid"));
+        assert_eq!(phase(Kind::Bond, "forfeited")["outcome"].as_str(), Some("forfeited"));
+        assert_eq!(phase(Kind::Escrow, "refunded")["outcome"].as_str(), Some("refunded"));
+        assert!(!phase(Kind::Metered, "active").contains_key("outcome"));
+    }
+
+    #[test]
+    fn deadlines_read_instants_and_dates() {
+        assert_eq!(parse_deadline("2026-09-15"), Timestamp::parse("2026-09-15T00:00:00Z").ok());
+        assert_eq!(parse_deadline("2026-09-15T10:00:00Z"), Timestamp::parse("2026-09-15T10:00:00Z").ok());
+        assert_eq!(parse_deadline("soon"), None);
+    }
 }

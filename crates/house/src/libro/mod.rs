@@ -100,7 +100,15 @@ fn parse_json(text: Option<&str>) -> Option<Value> {
 }
 
 /// The journal's head: the last entry's number and hash.
-type Head = (i64, String);
+pub(crate) type Head = (i64, String);
+
+/// What a stamp or a vouch needs from the Libro.
+#[derive(Debug, Clone)]
+pub(crate) struct StampFacts {
+    pub balance: i64,
+    pub head: Head,
+    pub bond: Option<kernel::Contract>,
+}
 
 /// The facts an operation decides on, the head, and whether it was done before, from the row
 /// [`store::libro::facts`] read.
@@ -131,6 +139,8 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
         }
         facts.chain = chain;
     }
+    facts.known = row.int("known") == Some(1);
+    facts.active_mandates = row.int("mandates").unwrap_or(0);
     let head = (row.int("head_n").unwrap_or(0), row.text("head_sha").unwrap_or(GENESIS).to_owned());
     let done = match parse_json(row.text("done")) {
         Some(Value::Object(o)) => Some(o),
@@ -174,9 +184,73 @@ impl<D: Db, N: Net> House<D, N> {
         let body = content.body.as_object().ok_or_else(|| Error::malformed("an operation's body is an object"))?;
         let op = Op::parse(body)?;
         let sha = env.sha256_hex();
-        if let Some(row) = store::op_done(&self.db, env.id()).await? {
-            return done_before(&row, env.from(), &sha);
+        let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now };
+        let rules = self.libro_rules();
+        let accounts = {
+            let mut list = vec![Value::from(env.from().as_str())];
+            if let Some(c) = op.contract() {
+                list.push(escrow_account(c).into());
+            }
+            Value::Array(list).canonical_string()
+        };
+        let mut lost: Option<String> = None;
+        let mut checked = false;
+        for _ in 0..ATTEMPTS {
+            // One read: whether it was done before, and everything the decision needs.
+            let row =
+                store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate(), env.from().as_str()).await?;
+            let (mut facts, head, done) = facts_of(&row)?;
+            if let Some(done) = done {
+                return done_before_object(&done, env.from(), &sha);
+            }
+            // This house's agents have an account here by being registered.
+            facts.known |= env.from().domain() == self.config.domain;
+            if !checked {
+                // A stranger's creating operation is refused before anything is fetched for it.
+                if !facts.known && op.creates() {
+                    return Err(kernel::stranger(env.from(), &rules));
+                }
+                self.check_operator(env, card, &op).await?;
+                checked = true;
+            }
+            let entry_id = self.new_id();
+            let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
+            let stmts = self.write_decision(env, &op, &decision, &entry_id, head).await?;
+            match self.db.batch(stmts).await {
+                Ok(_) => return Ok(Outcome::Accepted),
+                Err(PortError::Constraint { name }) if name == store::OP_DONE => {
+                    let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
+                    return done_before(&row, env.from(), &sha);
+                }
+                Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
+                    return Err(Error::new(
+                        ErrorKind::RateLimited,
+                        format!("too many operations from {} this minute; try again shortly", env.from().domain()),
+                    ));
+                }
+                // A bond's id is its envelope's: taken by another contract, it never will be free.
+                Err(PortError::Constraint { name }) if name == "libro_contracts.id" && matches!(op, Op::Bond(_)) => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("contract id {} is taken; send the bond again under another envelope id", env.id()),
+                    ));
+                }
+                Err(PortError::Constraint { name }) if store::RACES.contains(&name.as_str()) => lost = Some(name),
+                Err(e) => return Err(port_error(e)),
+            }
         }
+        Err(match lost.as_deref() {
+            Some("balance_negative") => {
+                Error::new(ErrorKind::PaymentRequired, "not enough balance for this operation at this moment")
+            }
+            _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
+        })
+    }
+
+    /// What the operator's card allows, checked once per operation: money moves only under the
+    /// current key, a delegated card's `scope.cap` bounds what it commits, and a quote must be
+    /// its seller's, verified through the resolver (refreshed once for an unknown key).
+    async fn check_operator(&self, env: &Envelope, card: &Verified<AgentCard>, op: &Op) -> Result<(), Error> {
         if op.writes() && env.signature().map(|s| s.kid) != Some(card.sig()) {
             return Err(Error::forbidden(
                 "an operation that moves money is signed with the agent's current key, not one in its rotation grace",
@@ -190,55 +264,28 @@ impl<D: Db, N: Net> House<D, N> {
                 card.address()
             )));
         }
-        if let Op::Accept { quote } = &op {
-            let seller = self.resolve_agent(&quote.seller, false).await.map_err(|e| {
+        if let Op::Accept { quote } = op {
+            let now = self.now();
+            let soft = |e: Error| {
                 if e.kind.is_temporary() {
                     e
                 } else {
                     Error::forbidden(format!("the seller cannot be verified: {}", e.reason))
                 }
-            })?;
-            let seller = match nyx5_proto::sign::Signature::read(quote.object(), "signature") {
-                Ok(s) if !seller.accepts_key(&s.kid, now) => self.resolve_agent(&quote.seller, true).await?,
-                _ => seller,
             };
+            let mut seller = self.resolve_agent(&quote.seller, false).await.map_err(soft)?;
+            if let Ok(s) = nyx5_proto::sign::Signature::read(quote.object(), "signature")
+                && !seller.accepts_key(&s.kid, now)
+            {
+                seller = self.resolve_agent(&quote.seller, true).await.map_err(soft)?;
+            }
+            // A seller's key in its rotation grace sells nothing, as it moves no money.
+            if nyx5_proto::sign::Signature::read(quote.object(), "signature")?.kid != seller.sig() {
+                return Err(Error::forbidden("the quote is not signed with its seller's current key"));
+            }
             (**quote).clone().verify(&seller, now)?;
         }
-        let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now };
-        let rules = self.libro_rules();
-        let accounts = {
-            let mut list = vec![Value::from(env.from().as_str())];
-            if let Some(c) = op.contract() {
-                list.push(escrow_account(c).into());
-            }
-            Value::Array(list).canonical_string()
-        };
-        let mut lost: Option<String> = None;
-        for _ in 0..ATTEMPTS {
-            let row = store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate()).await?;
-            let (facts, head, done) = facts_of(&row)?;
-            if let Some(done) = done {
-                return done_before_object(&done, env.from(), &sha);
-            }
-            let entry_id = self.new_id();
-            let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
-            let stmts = self.write_decision(env, &op, &decision, &entry_id, head).await?;
-            match self.db.batch(stmts).await {
-                Ok(_) => return Ok(Outcome::Accepted),
-                Err(PortError::Constraint { name }) if name == store::OP_DONE => {
-                    let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
-                    return done_before(&row, env.from(), &sha);
-                }
-                Err(PortError::Constraint { name }) if store::RACES.contains(&name.as_str()) => lost = Some(name),
-                Err(e) => return Err(port_error(e)),
-            }
-        }
-        Err(match lost.as_deref() {
-            Some("balance_negative") => {
-                Error::new(ErrorKind::PaymentRequired, "not enough balance for this operation at this moment")
-            }
-            _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
-        })
+        Ok(())
     }
 
     /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices.
@@ -284,6 +331,12 @@ impl<D: Db, N: Net> House<D, N> {
             now.millis(),
             &receipt_text,
         ));
+        // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`).
+        stmts.push(crate::store::agents::count_in_window(
+            &format!("libro:{}", crate::site::site(env.from().domain())),
+            now.millis() / 60_000,
+            self.config.inbound_per_domain_per_minute,
+        ));
         if let Some((_, stmt)) = entry {
             stmts.push(stmt);
         }
@@ -327,6 +380,7 @@ impl<D: Db, N: Net> House<D, N> {
                         now: now.millis(),
                         record: &record,
                     }));
+                    stmts.push(store::mandates_within(m.grantor.as_str(), kernel::MAX_ACTIVE_MANDATES));
                 }
                 MandateWrite::Spend { links, amount } => {
                     for (id, version) in links {
@@ -344,7 +398,25 @@ impl<D: Db, N: Net> House<D, N> {
             draft.kind = Kind::Receipt;
             draft.in_reply_to = Some(env.id().to_owned());
             draft.thread = env.thread().map(str::to_owned);
-            stmts.extend(self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)?);
+            let signed = draft.build()?.sign(&self.config.key)?;
+            if party.domain() == self.config.domain {
+                // A party who blocked the operator hears nothing from its operations.
+                let text =
+                    String::from_utf8(signed.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+                let blocks =
+                    Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
+                        .canonical_string();
+                stmts.push(store::deliver_local(
+                    party.local(),
+                    signed.id(),
+                    signed.from().as_str(),
+                    &text,
+                    now.millis(),
+                    &blocks,
+                ));
+            } else {
+                stmts.extend(self.queue_from_libro(&signed, now)?);
+            }
         }
         for deadline in &d.deadlines {
             for to in &deadline.to {
@@ -391,7 +463,7 @@ impl<D: Db, N: Net> House<D, N> {
         let to = env.to().first().ok_or_else(|| internal("a receipt without recipient"))?;
         if to.domain() == self.config.domain {
             let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis())])
+            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis(), "[]")])
         } else {
             self.queue_from_libro(&env, now)
         }
@@ -502,6 +574,44 @@ impl<D: Db, N: Net> House<D, N> {
         self.post_once(cause, &posting, also).await
     }
 
+    /// What accepting a stamped or vouched envelope needs from the Libro, in one query: the
+    /// sender's balance, the journal's head and the vouching bond.
+    pub(crate) async fn stamp_facts(&self, sender: &Address, bond: Option<&str>) -> Result<StampFacts, Error> {
+        let accounts = Value::Array(vec![sender.as_str().into()]).canonical_string();
+        let row = store::facts(&self.db, "", &accounts, bond, None, sender.as_str()).await?;
+        let (facts, head, _) = facts_of(&row)?;
+        Ok(StampFacts { balance: facts.balance(sender.as_str()), head, bond: facts.contract })
+    }
+
+    /// The stamp of `amount` that `env`'s sender pays `to` (spec §19): a charge with the house's
+    /// fee, posted as entry `head.n + 1`, once per envelope and recipient.
+    pub(crate) fn stamp_entry(
+        &self,
+        env: &Envelope,
+        to: &Address,
+        amount: i64,
+        head: Head,
+    ) -> Result<(String, nyx5_proto::libro::Entry, Stmt), Error> {
+        let rules = self.libro_rules();
+        let (lines, mut meta) = kernel::settle(env.from().as_str(), to.as_str(), amount, &rules, None);
+        meta.insert("primitive".into(), "stamp".into());
+        let cause = format!("stamp:{}:{}", env.id(), to.local());
+        let posting = Posting {
+            concept: "stamp".into(),
+            lines,
+            meta,
+            refs: obj([
+                ("envelope", env.id().into()),
+                ("envelope_sha256", env.sha256_hex().into()),
+                ("key", cause.as_str().into()),
+            ]),
+        };
+        nyx5_proto::libro::check_lines(&posting.lines)?;
+        let id = self.new_id();
+        let (entry, stmt) = self.sign_entry(&posting, &id, head, &cause)?;
+        Ok((id, entry, stmt))
+    }
+
     /// Posts the issue owed for `cause` (a welcome gift), if it still is.
     pub async fn post_owed(&self, cause: &str) -> Result<(), Error> {
         if let Some(row) = store::owed(&self.db, cause).await? {
@@ -526,7 +636,8 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn libro_upkeep(&self) -> Result<usize, Error> {
         let mut done = 0;
         for row in store::due(&self.db, UPKEEP_BATCH).await? {
-            if self.post_due_row(&row).await? {
+            // One row that cannot post waits; it holds up neither the others nor the bonds.
+            if self.post_due_row(&row).await.unwrap_or(false) {
                 done += 1;
             }
         }
@@ -534,16 +645,35 @@ impl<D: Db, N: Net> House<D, N> {
         let rules = self.libro_rules();
         for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
-            let c = kernel::Contract::from_record(record, row.int("version").unwrap_or(0))?;
+            let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
             let entry_id = self.new_id();
             let Ok((posting, next)) = kernel::expire_bond(&c, &rules, now, &entry_id) else { continue };
             let record = text_of(&Value::Object(next.record.clone()))?;
             let also = Vec::from(store::update_contract(&c.id, c.version, &next.state, &record, now.millis()));
             let cause = format!("expiry:{}", c.id);
             let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
-            let (_, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
+            let (entry, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
             let mut stmts = vec![stmt];
             stmts.extend(also);
+            // The bondholder hears of it: a notice with the entry that returned the bond.
+            if let Some(holder) = c.get("bondholder") {
+                let body = obj([
+                    ("contract", c.id.as_str().into()),
+                    ("state", "released".into()),
+                    ("reason", "the bond expired and returned to its bondholder".into()),
+                    ("asiento", entry.to_value()),
+                ]);
+                let id = self.derived_id("expiry", &c.id, holder.as_str());
+                let mut draft = Draft::new(
+                    id,
+                    self.libro_address()?,
+                    vec![holder],
+                    now,
+                    Content::new(NOTICE_MEDIA, Value::Object(body)),
+                );
+                draft.kind = Kind::Message;
+                stmts.extend(self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)?);
+            }
             match self.db.batch(stmts).await {
                 Ok(_) => done += 1,
                 // Lost to an operation or another tick: the next tick looks again.

@@ -93,9 +93,7 @@ fn time(o: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
 /// Checks a hex SHA-256 as an evidence hash.
 pub fn sha256_hex(o: &Object, name: &str) -> Result<Option<String>, Error> {
     let Some(h) = field::opt_str(o, name)? else { return Ok(None) };
-    if h.len() != 64 || !h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
-        return Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")));
-    }
+    nyx5_proto::crypto::check_sha256_hex(h, name)?;
     Ok(Some(h.to_owned()))
 }
 
@@ -157,11 +155,13 @@ impl Op {
                         .transpose()?,
                 })
             }
-            "charge" => Op::Charge {
-                mandate: id(body, "mandate")?,
-                amount: amount(body, "amount")?,
-                concept: required_text(body, "concept")?,
-            },
+            "charge" => {
+                let concept = required_text(body, "concept")?;
+                if concept.len() > limits::MAX_CONCEPT_BYTES {
+                    return Err(Error::malformed(format!("`concept` may be {} bytes", limits::MAX_CONCEPT_BYTES)));
+                }
+                Op::Charge { mandate: id(body, "mandate")?, amount: amount(body, "amount")?, concept }
+            }
             "revoke" => Op::Revoke { mandate: id(body, "mandate")? },
             "balance" => Op::Balance,
             "statement" => {
@@ -203,6 +203,12 @@ impl Op {
             Op::Charge { amount, .. } => Some(*amount),
             _ => None,
         }
+    }
+
+    /// Whether the operation makes the house keep or send something new for its operator (what a
+    /// stranger to the Libro may not do).
+    pub fn creates(&self) -> bool {
+        matches!(self, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Balance | Op::Statement { .. })
     }
 
     /// Whether the operation changes anything (only reads may be signed with a key in its

@@ -33,7 +33,8 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Resp
     Ok(Response { status: 200, content_type: "application/json", body: card.into_bytes(), kick: false })
 }
 
-fn page_param(req: &Request, name: &str, default: i64, max: i64) -> Result<i64, Error> {
+/// A whole-number query parameter from 0 to `max`, `default` when absent (400 otherwise).
+pub(crate) fn page_param(req: &Request, name: &str, default: i64, max: i64) -> Result<i64, Error> {
     match req.query(name) {
         None => Ok(default),
         Some(v) => v

@@ -18,6 +18,7 @@ use crate::http::{Request, Response, percent_decode};
 use crate::libro::history::{Fact, summarize};
 use crate::libro::kernel::{Contract, Mandate};
 use crate::ports::{Db, Net, Row};
+use crate::routes::agents::page_param;
 use crate::store::libro as store;
 use crate::{House, ok_body};
 
@@ -138,18 +139,8 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
 /// GET /libro/diario
 pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.require_admin(req)?;
-    let int = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
-        match req.query(name) {
-            None => Ok(default),
-            Some(v) => v
-                .parse::<i64>()
-                .ok()
-                .filter(|n| (0..=max).contains(n))
-                .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}"))),
-        }
-    };
-    let after = int("after", 0, i64::MAX)?;
-    let limit = int("limit", JOURNAL_DEFAULT, JOURNAL_MAX)?.max(1);
+    let after = page_param(req, "after", 0, i64::MAX)?;
+    let limit = page_param(req, "limit", JOURNAL_DEFAULT, JOURNAL_MAX)?.max(1);
     let entries = store::journal(&house.db, after, limit).await?;
     let count = i64::try_from(entries.len()).unwrap_or(0);
     let next = if count == limit { Value::from(after + count) } else { Value::Null };
@@ -177,6 +168,8 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<
                 buying: r.int("buying") == Some(1),
                 bonding: r.int("bonding") == Some(1),
                 vouching: r.int("vouching") == Some(1),
+                expired: r.int("expired") == Some(1),
+                cancelled: r.int("cancelled") == Some(1),
             })
         })
         .collect();

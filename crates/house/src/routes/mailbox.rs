@@ -22,8 +22,9 @@ pub const ACK_MAX: usize = 500;
 
 /// What wraps a page: `{"envelopes":[`, `],"next":<seq>,"ok":true}`.
 const PAGE_FRAME_BYTES: usize = 64;
-/// What wraps one envelope in a page, at most: `{"envelope":`, `,"received":"<time>","seq":<seq>},`.
-const ITEM_FRAME_BYTES: usize = 96;
+/// What wraps one envelope in a page, at most: `{"envelope":`, `,"received":"<time>","seq":<seq>`,
+/// `,"stamp":"<entry id>"},`.
+const ITEM_FRAME_BYTES: usize = 96 + 12 + nyx5_proto::limits::MAX_ID_LEN;
 /// The size assumed for an envelope whose size the mailbox did not record (the house's own
 /// notices, which are small): enough for the largest one.
 const UNRECORDED_BYTES: i64 = 64 * 1024;
@@ -61,7 +62,7 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     for r in &rows {
         let text = r.text("envelope").unwrap_or_default();
         let seq = r.int("seq").unwrap_or(0);
-        let item = item(text, seq, r.int("received_at").unwrap_or(0))?;
+        let item = item(text, seq, r.int("received_at").unwrap_or(0), r.text("stamp"))?;
         // The store cut the page by recorded sizes; this holds it to the budget exactly.
         if taken > 0 && items.len() + item.len() + 1 > budget {
             break;
@@ -84,10 +85,11 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     Ok(Response { status: 200, content_type: "application/json", body: body.into_bytes(), kick: false })
 }
 
-/// One page item, `{"envelope":<stored text>,"received":"<time>","seq":<seq>}`. The stored text
+/// One page item, `{"envelope":<stored text>,"received":"<time>","seq":<seq>,"stamp"?:<entry id>}`
+/// (`stamp`: the Libro entry that paid a stamped envelope's way in, §19). The stored text
 /// is the canonical JSON the house wrote when it accepted the envelope; anything else there (a
 /// row written by hand) is read and written again, and what does not read is our fault.
-fn item(stored: &str, seq: i64, received: i64) -> Result<String, Error> {
+fn item(stored: &str, seq: i64, received: i64, stamp: Option<&str>) -> Result<String, Error> {
     let rewritten;
     let envelope = if stored.starts_with('{') && stored.ends_with('}') {
         stored
@@ -104,6 +106,10 @@ fn item(stored: &str, seq: i64, received: i64) -> Result<String, Error> {
     nyx5_proto::json::write_string(&Timestamp(received).to_rfc3339(), &mut out);
     out.push_str(",\"seq\":");
     out.push_str(&seq.to_string());
+    if let Some(stamp) = stamp {
+        out.push_str(",\"stamp\":");
+        nyx5_proto::json::write_string(stamp, &mut out);
+    }
     out.push('}');
     Ok(out)
 }

@@ -24,7 +24,7 @@ pub struct PageBounds {
 }
 
 /// The next unacknowledged envelopes after `after`, oldest first: at most `limit`, and no more
-/// than fit in `bytes` (but at least one). Each row has `seq`, `envelope`, `received_at`, and
+/// than fit in `bytes` (but at least one). Each row has `seq`, `envelope`, `received_at`, `stamp`, and
 /// `candidates`, how many envelopes (up to `limit`) were waiting after `after`: fewer rows than
 /// that means the bytes cut the page short. The sizes and the cut come from the covering partial
 /// index `mailbox_pending (local, seq, bytes, acked_at)` alone; an envelope's text is read only
@@ -33,7 +33,8 @@ pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>,
     query(
         db,
         stmt!(
-            "SELECT p.seq AS seq, p.candidates AS candidates, m.envelope AS envelope, m.received_at AS received_at
+            "SELECT p.seq AS seq, p.candidates AS candidates, m.envelope AS envelope, m.received_at AS received_at,
+                    m.stamp AS stamp
              FROM (SELECT seq, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n,
                           count(*) OVER () AS candidates
                    FROM (SELECT seq, coalesce(bytes, ?) + ? AS size FROM mailbox

@@ -27,13 +27,15 @@ pub const CAUSE_DONE: &str = "libro_entries.cause";
 
 /// What an operation needs to read, in one query: whether the envelope was done before, the
 /// journal's head, the balances of `accounts` (a JSON list) and of the root grantor of
-/// `mandate`, the contract `contract`, and every mandate in `mandate`'s chain.
+/// `mandate`, the contract `contract`, every mandate in `mandate`'s chain, and whether
+/// `operator` has an account here and how many active mandates it granted.
 pub async fn facts<D: Db>(
     db: &D,
     op: &str,
     accounts: &str,
     contract: Option<&str>,
     mandate: Option<&str>,
+    operator: &str,
 ) -> Result<Row, Error> {
     Ok(one(
         db,
@@ -47,6 +49,8 @@ pub async fn facts<D: Db>(
                     OR account = (SELECT r.grantor FROM libro_mandates m JOIN libro_mandates r ON r.id = m.root
                                   WHERE m.id = ?4)) AS balances,
                (SELECT json_object('version', version, 'record', json(record)) FROM libro_contracts WHERE id = ?3) AS contract,
+               EXISTS (SELECT 1 FROM libro_accounts WHERE account = ?5) AS known,
+               (SELECT count(*) FROM libro_mandates WHERE grantor = ?5 AND state = 'active') AS mandates,
                (SELECT json_group_array(json_object('version', version,
                          'record', json_set(json(record), '$.spent', spent, '$.state', state)))
                   FROM libro_mandates
@@ -54,7 +58,8 @@ pub async fn facts<D: Db>(
             op,
             accounts,
             contract,
-            mandate
+            mandate,
+            operator
         ),
     )
     .await?
@@ -155,7 +160,11 @@ pub async fn history_rows<D: Db>(db: &D, who: &str) -> Result<Vec<Row>, Error> {
         db,
         stmt!(
             "SELECT kind, state, amount, seller = ?1 AS selling, buyer = ?1 AS buying,
-                    bondholder = ?1 AS bonding, vouchee IS NOT NULL AS vouching
+                    bondholder = ?1 AS bonding, vouchee IS NOT NULL AS vouching,
+                    json_extract(record, '$.history[#-1].op') = 'expire' AS expired,
+                    (state = 'refunded' AND json_extract(record, '$.history[#-1].by') = buyer
+                     AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(record, '$.history'))
+                                      WHERE json_extract(value, '$.op') = 'deliver')) AS cancelled
                FROM libro_contracts
               WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1",
             who
@@ -196,11 +205,11 @@ pub fn owe(cause: &str, account: &str, amount: i64, concept: &str, at: i64) -> S
 }
 
 /// Owes `address` its welcome gift: the house's `welcome` plus, with an invitation `code`, the
-/// invitation's `welcome` (nothing when the sum is 0).
+/// invitation's `welcome` (nothing when the sum is 0; at most one amount's worth).
 pub fn owe_welcome(address: &nyx5_proto::Address, welcome: i64, code: Option<&str>, at: i64) -> Stmt {
     stmt!(
         "INSERT INTO libro_due (cause, account, amount, concept, at)
-         SELECT ?1, ?2, g, 'welcome', ?3
+         SELECT ?1, ?2, min(g, ?6), 'welcome', ?3
            FROM (SELECT ?4 + coalesce((SELECT welcome FROM invitations WHERE code = ?5), 0) AS g)
           WHERE g > 0
          ON CONFLICT (cause) DO NOTHING",
@@ -208,7 +217,8 @@ pub fn owe_welcome(address: &nyx5_proto::Address, welcome: i64, code: Option<&st
         address.as_str(),
         at,
         welcome.max(0),
-        code
+        code,
+        nyx5_proto::limits::MAX_AMOUNT
     )
 }
 
@@ -378,17 +388,31 @@ pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
     ]
 }
 
-/// A receipt into a local agent's mailbox (the house's own mail: no quota, no policy), if the
-/// agent exists.
-pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
+/// A receipt into a local agent's mailbox (the house's own mail: no quota), if the agent
+/// exists and its block list holds none of `blocks` (a JSON list: the operator's entries).
+pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, blocks: &str) -> Stmt {
     stmt!(
         "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at)
          SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM agents WHERE local = ?1)
+           AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
+                            AND entry IN (SELECT value FROM json_each(?6)))
          ON CONFLICT (local, envelope_id) DO NOTHING",
         local,
         envelope_id,
         sender,
         envelope,
-        now
+        now,
+        blocks
+    )
+}
+
+/// A guard that fails the batch when `grantor` holds more than `max` active mandates after it:
+/// the count the decision read may be stale (read again, the kernel refuses).
+pub fn mandates_within(grantor: &str, max: i64) -> Stmt {
+    guard!(
+        "mandates_within",
+        "(SELECT count(*) FROM libro_mandates WHERE grantor = ? AND state = 'active') <= ?",
+        grantor,
+        max
     )
 }

@@ -29,6 +29,8 @@ pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Er
                        ON l.local = a.local AND l.kind = 'block' AND l.entry = e.value) AS blocked,
                EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
                        ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS allowed,
+               EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
+                       ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS voucher_allowed,
                (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? || a.local || ? AND r.window = ?)
                  AS rate_count,
                u.envelopes AS held_envelopes, u.bytes AS held_bytes
@@ -37,6 +39,7 @@ pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Er
             l.envelope_id,
             l.blocks,
             l.allows,
+            l.vouchers,
             l.bucket_prefix,
             l.bucket_suffix,
             l.window,
@@ -56,9 +59,16 @@ pub struct Lookup<'a> {
     pub blocks: &'a str,
     /// A JSON array of the entries an allow list matches the sender by.
     pub allows: &'a str,
+    /// The same for the voucher of a vouch the envelope carries (`[]` without one).
+    pub vouchers: &'a str,
     pub bucket_prefix: &'a str,
     pub bucket_suffix: &'a str,
     pub window: i64,
+}
+
+/// The stamp's entry id beside the stamped envelope in `local`'s mailbox.
+pub fn set_stamp(local: &str, envelope_id: &str, entry_id: &str) -> Stmt {
+    stmt!("UPDATE mailbox SET stamp = ? WHERE local = ? AND envelope_id = ?", entry_id, local, envelope_id)
 }
 
 /// `bucket`, `count` of the rate windows named in `buckets` for minute `window`.

@@ -12,6 +12,7 @@ mod binding;
 mod common;
 mod delegation;
 mod email;
+mod libro;
 mod poison;
 mod registration;
 mod resolver;

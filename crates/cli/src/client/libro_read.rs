@@ -1,0 +1,431 @@
+//! Reading the Libro without mail — `nyx5 balance` (`GET /libro/cuenta/:address`), `contract`
+//! (`GET /libro/contrato/:id`), `historial` (`GET /agents/:local/historial`, public, signed by
+//! the house) — and the operator's `topup` (`POST /libro/topup`) and `journal`
+//! (`GET /libro/diario`) (docs/SPEC.md §16, §21).
+
+use nyx5_proto::crypto::{Context, SigPublic};
+use nyx5_proto::json::{Object, Value, field, obj};
+use nyx5_proto::sign::{Signature, verify_object};
+use nyx5_proto::{Address, libro, limits};
+
+use super::directory::{operator_hint, operator_house};
+use super::http::{house_url, read_object, send};
+use super::libro::{house_domain, lines};
+use super::output::{pretty, safe, show, text};
+use super::profile::AgentEntry;
+use super::{Ctx, house_target};
+use crate::error::Failure;
+use crate::sys;
+
+/// The most entries one journal page asks for (docs/SPEC.md §16).
+pub(crate) const MAX_JOURNAL_PAGE: i64 = 200;
+/// The most pages `journal --all` and `libro audit` follow: 200 × 100 000 = 20 million entries.
+const MAX_JOURNAL_PAGES: usize = 100_000;
+
+/// The base URL of the house whose Libro is read: the agent's own, or `house` (a domain,
+/// resolved and its card verified, or a URL).
+fn libro_url(ctx: &Ctx, me: &AgentEntry, house: Option<&str>) -> Result<String, Failure> {
+    let Some(h) = house else { return Ok(me.house.clone()) };
+    if h.starts_with("http://") || h.starts_with("https://") {
+        return house_url(h);
+    }
+    let domain = house_domain(h)?;
+    if domain == me.address.domain() {
+        return Ok(me.house.clone());
+    }
+    let res = ctx.resolver(Some(me), sys::now()?)?;
+    house_target(&res, &domain).map(|(url, _)| url)
+}
+
+/// `nyx5 balance`: an account at a house's Libro (the agent's own by default), read with the
+/// agent's signed token.
+pub(crate) fn balance(ctx: &Ctx, house: Option<&str>, account: Option<&str>) -> Result<Value, Failure> {
+    let me = ctx.me()?;
+    let account = match account {
+        Some(a) => Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--account: {}", e.reason)))?,
+        None => me.address.clone(),
+    };
+    let url = libro_url(ctx, &me, house)?;
+    let what = format!("the account of {account}");
+    let (_, answer) =
+        ctx.call_at(&me, &url, "GET", &format!("/libro/cuenta/{account}"), None, &what).map_err(no_libro)?;
+    Ok(Value::Object(answer))
+}
+
+/// A 404 or 405 for a Libro route means the house has none.
+fn no_libro(f: Failure) -> Failure {
+    match f.status() {
+        Some(405 | 501) => f.hint("this house has no Libro"),
+        _ => f,
+    }
+}
+
+pub(crate) fn balance_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let mut s =
+        format!("{} at {}: {} tokens\n", safe(text(&o, "account")), safe(text(&o, "house")), show(&o, "balance"));
+    let contracts = o.get("contracts").and_then(Value::as_array).unwrap_or_default();
+    if !contracts.is_empty() {
+        s.push_str("contracts:\n");
+        for c in contracts.iter().filter_map(Value::as_object) {
+            s.push_str(&format!(
+                "  {} {} {}: {} tokens, {}\n",
+                safe(text(c, "id")),
+                safe(text(c, "kind")),
+                safe(text(c, "state")),
+                show(c, "amount"),
+                safe(text(c, "concept"))
+            ));
+        }
+    }
+    let mandates = o.get("mandates").and_then(Value::as_array).unwrap_or_default();
+    if !mandates.is_empty() {
+        s.push_str("mandates:\n");
+        for m in mandates.iter().filter_map(Value::as_object) {
+            s.push_str(&format!(
+                "  {} {} → {}: {} of {} spent, {}\n",
+                safe(text(m, "id")),
+                safe(text(m, "grantor")),
+                safe(text(m, "grantee")),
+                show(m, "spent"),
+                show(m, "cap"),
+                safe(text(m, "state"))
+            ));
+        }
+    }
+    let entries = o.get("entries").and_then(Value::as_array).unwrap_or_default();
+    if !entries.is_empty() {
+        s.push_str("last entries:\n");
+        for e in entries.iter().filter_map(Value::as_object) {
+            s.push_str(&format!("  {} {} {}\n", show(e, "n"), show(e, "at"), safe(text(e, "concept"))));
+            s.push_str(&lines(e));
+        }
+    }
+    s
+}
+
+/// `nyx5 contract ID`: a contract the agent is party to.
+pub(crate) fn contract(ctx: &Ctx, id: &str, house: Option<&str>) -> Result<Value, Failure> {
+    nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("contract: {}", e.reason)))?;
+    let me = ctx.me()?;
+    let url = libro_url(ctx, &me, house)?;
+    let what = format!("contract {id}");
+    let (_, answer) = ctx.call_at(&me, &url, "GET", &format!("/libro/contrato/{id}"), None, &what).map_err(no_libro)?;
+    Ok(answer.get("contract").cloned().unwrap_or(Value::Null))
+}
+
+pub(crate) fn contract_human(v: &Value) -> String {
+    let c = v.as_object().cloned().unwrap_or_default();
+    let acp = c.get("acp").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut s = format!(
+        "contract {} ({}) at {}: {} (ACP {}{}), {} tokens, {}\n",
+        safe(text(&c, "id")),
+        safe(text(&c, "kind")),
+        safe(text(&c, "house")),
+        safe(text(&c, "state")),
+        safe(text(&acp, "phase")),
+        acp.get("outcome").and_then(Value::as_str).map(|o| format!(" {}", safe(o))).unwrap_or_default(),
+        show(&c, "amount"),
+        safe(text(&c, "concept"))
+    );
+    for h in c.get("history").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {
+        s.push_str(&format!(
+            "  {} {} by {} (envelope {})\n",
+            show(h, "at"),
+            safe(text(h, "op")),
+            safe(text(h, "by")),
+            show(h, "envelope")
+        ));
+    }
+    s.push_str(&pretty(v));
+    s
+}
+
+/// `nyx5 historial ADDRESS`: an agent's public record, its house's signature checked against the
+/// domain card.
+pub(crate) fn historial(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
+    let who = Address::parse_lenient(who).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    let profile = ctx.profile()?;
+    let me = if profile.agents.is_empty() {
+        None
+    } else {
+        profile.agent(ctx.as_address.as_ref(), &ctx.profile_path).ok().cloned()
+    };
+    let now = sys::now()?;
+    let res = ctx.resolver(me.as_ref(), now)?;
+    let d = res.domain(who.domain())?;
+    let what = format!("the history of {who}");
+    let target = format!("{}/agents/{}/historial", d.url, who.local());
+    let (status, body) = send(ctx.net.as_ref(), "GET", &target, &[("accept", "application/json")], &[], &what)?;
+    let doc = read_object(status, &body, &what).map_err(no_libro)?;
+    if field::str(&doc, "address").ok() != Some(who.as_str()) {
+        return Err(Failure::rejected(format!("{what}: the house answered the history of someone else")));
+    }
+    let kid = Signature::read(&doc, "signature")
+        .map_err(|e| Failure::rejected(format!("{what} is not signed: {}", e.reason)))?
+        .kid;
+    if !d.card.accepts_key(&kid, now) {
+        return Err(Failure::rejected(format!("{what} is not signed by a key of {}", who.domain())));
+    }
+    verify_object(&doc, "signature", Context::Historial, |k| d.card.accepts_key(k, now)).map_err(|_| {
+        Failure::rejected(format!("{what} does not verify: the document was altered or the signature is forged"))
+    })?;
+    Ok(Value::Object(obj([
+        ("historial", Value::Object(doc)),
+        ("verified", Value::Bool(true)),
+        ("signature", format!("signed by {} ({})", who.domain(), kid.to_b64()).into()),
+    ])))
+}
+
+pub(crate) fn historial_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let h = o.get("historial").and_then(Value::as_object).cloned().unwrap_or_default();
+    let part = |name: &str| h.get(name).and_then(Value::as_object).cloned().unwrap_or_default();
+    let (sell, buy, bonds, vouch, sum) =
+        (part("vendiendo"), part("comprando"), part("afirmando"), part("avalando"), part("resumen"));
+    let verdict = if o.get("verified") == Some(&Value::Bool(true)) {
+        format!("signed by {}", safe(text(&h, "house")))
+    } else {
+        format!("signature {}", safe(text(&o, "signature")))
+    };
+    format!(
+        "{} since {} ({verdict})\n  selling: {} contracts, {} released, {} refunded, {} tokens\n  buying: {} contracts, \
+         {} tokens\n  bonds: {} settled, {} intact, {} forfeited, {} tokens\n  vouching: {} vouches, {} intact, {} \
+         forfeited\n  delivery rate {}, truthfulness {}, tokens at stake now {}\n",
+        safe(text(&h, "address")),
+        show(&h, "since"),
+        show(&sell, "contratos"),
+        show(&sell, "liberados"),
+        show(&sell, "devueltos"),
+        show(&sell, "tokens"),
+        show(&buy, "contratos"),
+        show(&buy, "tokens"),
+        show(&bonds, "fianzas"),
+        show(&bonds, "intactas"),
+        show(&bonds, "ejecutadas"),
+        show(&bonds, "tokens"),
+        show(&vouch, "avales"),
+        show(&vouch, "intactos"),
+        show(&vouch, "ejecutados"),
+        show(&sum, "cumplimiento"),
+        show(&sum, "veracidad"),
+        show(&sum, "tokens_en_juego_ahora"),
+    )
+}
+
+/// What `nyx5 topup` asks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TopupRequest {
+    pub(crate) address: String,
+    pub(crate) amount: i64,
+    pub(crate) id: Option<String>,
+    pub(crate) note: Option<String>,
+}
+
+/// `nyx5 topup ADDRESS AMOUNT`: casa@ issues tokens to an account (the operator only).
+pub(crate) fn topup(ctx: &Ctx, house: Option<&str>, admin_token: &str, req: &TopupRequest) -> Result<Value, Failure> {
+    let address = Address::parse_lenient(&req.address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    if !(1..=limits::MAX_AMOUNT).contains(&req.amount) {
+        return Err(Failure::usage("AMOUNT must be a positive whole number of tokens"));
+    }
+    let mut body = obj([("address", address.as_str().into()), ("amount", req.amount.into())]);
+    if let Some(id) = &req.id {
+        nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)))?;
+        body.insert("id".into(), id.as_str().into());
+    }
+    if let Some(n) = &req.note {
+        body.insert("note".into(), n.as_str().into());
+    }
+    let url = operator_house(ctx, house)?;
+    let auth = format!("Bearer {admin_token}");
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let what = format!("topping up {address}");
+    let bytes = Value::Object(body).canonical();
+    let (status, answer) = send(ctx.net.as_ref(), "POST", &format!("{url}/libro/topup"), &headers, &bytes, &what)?;
+    let o = read_object(status, &answer, &what).map_err(operator_hint).map_err(no_libro)?;
+    Ok(Value::Object(obj([("asiento", o.get("asiento").cloned().unwrap_or(Value::Null))])))
+}
+
+pub(crate) fn topup_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let a = o.get("asiento").and_then(Value::as_object).cloned().unwrap_or_default();
+    format!("entry {} at {} ({}):\n{}", show(&a, "n"), safe(text(&a, "house")), safe(text(&a, "concept")), lines(&a))
+}
+
+/// One page of a house's journal, read with the operator's token: `(house, entries, next)`.
+pub(crate) fn journal_page(
+    ctx: &Ctx,
+    url: &str,
+    admin_token: &str,
+    after: Option<i64>,
+    limit: Option<i64>,
+) -> Result<(String, Vec<Value>, Option<i64>), Failure> {
+    let q: Vec<String> =
+        [("after", after), ("limit", limit)].into_iter().filter_map(|(n, v)| v.map(|v| format!("{n}={v}"))).collect();
+    let target =
+        if q.is_empty() { format!("{url}/libro/diario") } else { format!("{url}/libro/diario?{}", q.join("&")) };
+    let auth = format!("Bearer {admin_token}");
+    let what = "reading the journal";
+    let (status, body) = send(ctx.net.as_ref(), "GET", &target, &[("authorization", auth.as_str())], &[], what)?;
+    let o = read_object(status, &body, what).map_err(operator_hint).map_err(no_libro)?;
+    let house = field::str(&o, "house").map_err(|_| Failure::network(format!("{what}: the answer names no house")))?;
+    let entries = field::opt_array(&o, "entries").ok().flatten().unwrap_or_default().to_vec();
+    let next = o.get("next").and_then(Value::as_safe_integer);
+    Ok((house.to_owned(), entries, next))
+}
+
+/// Every entry of a house's journal, following `next` from `after`: `{house, entries}`.
+pub(crate) fn journal_all(ctx: &Ctx, url: &str, admin_token: &str, after: Option<i64>) -> Result<Object, Failure> {
+    let mut all = Vec::new();
+    let mut after = after;
+    let mut house = String::new();
+    for _ in 0..MAX_JOURNAL_PAGES {
+        let (h, entries, next) = journal_page(ctx, url, admin_token, after, Some(MAX_JOURNAL_PAGE))?;
+        if !house.is_empty() && h != house {
+            return Err(Failure::rejected(format!("the journal at {url} changed its house from {house} to {h}")));
+        }
+        house = h;
+        all.extend(entries);
+        match next {
+            Some(n) if after.is_none_or(|a| n > a) => after = Some(n),
+            Some(_) => return Err(Failure::rejected(format!("the journal at {url} does not move forward"))),
+            None => return Ok(obj([("house", house.into()), ("entries", Value::Array(all))])),
+        }
+    }
+    Err(Failure::usage(format!("the journal at {url} is longer than {MAX_JOURNAL_PAGES} pages")))
+}
+
+/// `nyx5 journal`: a page of a house's journal, or all of it from `after` with `all`.
+pub(crate) fn journal(
+    ctx: &Ctx,
+    house: Option<&str>,
+    admin_token: &str,
+    after: Option<i64>,
+    limit: Option<i64>,
+    all: bool,
+) -> Result<Value, Failure> {
+    if let Some(l) = limit
+        && !(1..=MAX_JOURNAL_PAGE).contains(&l)
+    {
+        return Err(Failure::usage(format!("--limit must be 1 to {MAX_JOURNAL_PAGE}")));
+    }
+    if after.is_some_and(|a| a < 0) {
+        return Err(Failure::usage("--after must be 0 or more"));
+    }
+    let url = operator_house(ctx, house)?;
+    if all {
+        return journal_all(ctx, &url, admin_token, after).map(Value::Object);
+    }
+    let (house, entries, next) = journal_page(ctx, &url, admin_token, after, limit)?;
+    Ok(Value::Object(obj([
+        ("house", house.into()),
+        ("entries", Value::Array(entries)),
+        ("next", next.map_or(Value::Null, Value::from)),
+    ])))
+}
+
+pub(crate) fn journal_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let entries = o.get("entries").and_then(Value::as_array).unwrap_or_default();
+    let mut s = format!("the journal of {}: {} entries\n", safe(text(&o, "house")), entries.len());
+    for e in entries.iter().filter_map(Value::as_object) {
+        let meta = e.get("meta").and_then(Value::as_object).cloned().unwrap_or_default();
+        s.push_str(&format!(
+            "{} {} {} ({})\n",
+            show(e, "n"),
+            show(e, "at"),
+            safe(text(&meta, "primitive")),
+            safe(text(e, "concept"))
+        ));
+        s.push_str(&lines(e));
+    }
+    if let Some(n) = o.get("next").and_then(Value::as_safe_integer) {
+        s.push_str(&format!("more: nyx5 journal --after {n}\n"));
+    }
+    s
+}
+
+/// The largest journal file `libro audit` reads.
+const MAX_JOURNAL_FILE_BYTES: usize = 1 << 30;
+
+/// `nyx5 libro audit FILE|URL`: reads a whole journal (a file holding `{house, entries}`, or the
+/// pages of `<URL>/libro/diario` with the operator's token) and checks it offline
+/// (`nyx5_proto::libro::audit`) against the house's domain keys: `keys` when given, else every
+/// key of its domain card (current and previous), resolved and verified.
+pub(crate) fn audit(ctx: &Ctx, source: &str, admin_token: Option<&str>, keys: &[String]) -> Result<Value, Failure> {
+    let keys = keys
+        .iter()
+        .map(|k| SigPublic::parse(k).map_err(|e| Failure::input("--key", &e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let is_url = source.starts_with("http://") || source.starts_with("https://");
+    let (journal, url) = if is_url {
+        let token = admin_token.ok_or_else(|| {
+            Failure::usage("reading a house's journal needs its operator token: --admin-token (or NYX5_ADMIN_TOKEN)")
+        })?;
+        let url = house_url(source)?;
+        (journal_all(ctx, &url, token, None)?, Some(url))
+    } else {
+        (read_journal(std::path::Path::new(source))?, None)
+    };
+    let house = field::str(&journal, "house")
+        .map_err(|_| Failure::usage(format!("{source}: a journal is {{house, entries}}; it names no house")))?
+        .to_owned();
+    let entries = field::array(&journal, "entries")
+        .map_err(|_| Failure::usage(format!("{source}: a journal is {{house, entries}}; it has no entries")))?;
+    let (keys, from) = if keys.is_empty() {
+        let me = ctx.me().ok();
+        let res = ctx.resolver(me.as_ref(), sys::now()?)?;
+        if let Some(url) = &url {
+            res.at(&house, url);
+        }
+        let d = res.domain(&house)?;
+        (d.card.keys().iter().map(|k| k.sig).collect::<Vec<_>>(), "its domain card")
+    } else {
+        (keys, "--key")
+    };
+    let report = libro::audit(&house, &keys, entries)
+        .map_err(|e| Failure::rejected(format!("the journal of {house} does not hold: {}", e.reason)))?;
+    let balances: Object = report.balances.iter().map(|(a, b)| (a.clone(), Value::from(*b))).collect();
+    Ok(Value::Object(obj([
+        ("ok", Value::Bool(true)),
+        ("house", house.as_str().into()),
+        ("entries", i64::try_from(report.entries).unwrap_or(i64::MAX).into()),
+        ("issued", report.issued.into()),
+        ("head", report.head.as_str().into()),
+        ("balances", Value::Object(balances)),
+        ("keys", Value::Array(keys.iter().map(|k| k.to_b64().into()).collect())),
+        ("keys_from", from.into()),
+    ])))
+}
+
+fn read_journal(path: &std::path::Path) -> Result<Object, Failure> {
+    use std::io::Read;
+    let shown = path.display();
+    let f = std::fs::File::open(path).map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+    let mut buf = Vec::new();
+    f.take(u64::try_from(MAX_JOURNAL_FILE_BYTES).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+    match Value::parse(&buf, MAX_JOURNAL_FILE_BYTES) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(Failure::usage(format!("{shown}: a journal is {{house, entries}}"))),
+        Err(e) => Err(Failure::usage(format!("{shown}: {}", e.reason))),
+    }
+}
+
+pub(crate) fn audit_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let mut s = format!(
+        "the journal of {} holds: {} entries, each signed by a key from {}, chained, balanced; {} tokens issued\n  \
+         head {}\n",
+        safe(text(&o, "house")),
+        show(&o, "entries"),
+        text(&o, "keys_from"),
+        show(&o, "issued"),
+        text(&o, "head")
+    );
+    for (account, balance) in o.get("balances").and_then(Value::as_object).cloned().unwrap_or_default() {
+        s.push_str(&format!("  {:>12} {}\n", balance.as_safe_integer().unwrap_or(0), safe(&account)));
+    }
+    s
+}

@@ -1,0 +1,322 @@
+//! The Libro at the mailbox's door (spec §9, §19): stamps charged on accept and vouches backed by
+//! a bond, through public routes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+mod kit;
+
+use kit::*;
+use nyx5_house::Registration;
+use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::policy::EXT_AVAL;
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::json::obj;
+use nyx5_proto::{Address, Envelope, Object, Value};
+
+fn register(h: &TestHouse, agent: &Agent, inbox: Option<Value>) {
+    let extra: Vec<(&str, Value)> = inbox.into_iter().map(|i| ("inbox", i)).collect();
+    let body = agent.registration(h, &extra);
+    let admin = format!("Bearer admin-{}", h.config.domain);
+    assert_eq!(call(h, "POST", "/agents", &[("authorization", &admin)], &body).status, 201);
+}
+
+fn topup(h: &TestHouse, who: &Agent, amount: i64) {
+    let admin = format!("Bearer admin-{}", h.config.domain);
+    let body = obj([("address", who.address.as_str().into()), ("amount", amount.into())]);
+    assert_eq!(call(h, "POST", "/libro/topup", &[("authorization", &admin)], &Value::Object(body)).status, 200);
+}
+
+fn balance(h: &TestHouse, account: &str) -> i64 {
+    block_on(nyx5_house::store::libro::balance(&h.db, account)).unwrap()
+}
+
+/// A clear message from `from` to `to` with `extra` members in its signed part.
+fn message(w: &World, from: &Agent, to: &Agent, id: &str, extra: Object) -> Envelope {
+    let mut d = Draft::new(
+        id.into(),
+        from.address.clone(),
+        vec![to.address.clone()],
+        w.clock.now(),
+        Content::new("text/plain", "hello".into()),
+    );
+    d.extra = extra;
+    d.build().unwrap().sign(&from.sig).unwrap()
+}
+
+/// The bounce code `who` got for envelope `id`, or 0 when it was delivered (no bounce).
+fn fate(h: &TestHouse, who: &Agent, id: &str) -> u16 {
+    for env in mailbox(h, who) {
+        let body = env.content().and_then(|c| c.body.as_object().cloned()).unwrap_or_default();
+        if env.from().local() == "postmaster" && body.get("of").and_then(Value::as_str) == Some(id) {
+            return u16::try_from(body["code"].as_safe_integer().unwrap()).unwrap();
+        }
+    }
+    0
+}
+
+fn holds(h: &TestHouse, who: &Agent, id: &str) -> bool {
+    mailbox(h, who).iter().any(|e| e.id() == id)
+}
+
+fn operate(w: &World, h: &TestHouse, who: &Agent, id: &str, body: Object) {
+    let libro = Address::new(LIBRO, &h.config.domain).unwrap();
+    let mut d = Draft::new(
+        id.into(),
+        who.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(body)),
+    );
+    d.kind = Kind::Task;
+    let env = d.build().unwrap().sign(&who.sig).unwrap();
+    assert_eq!(who.send(h, &env).status, 202);
+    w.tick_all();
+    assert!(
+        mailbox(h, who).iter().any(|e| e.from().local() == LIBRO && e.in_reply_to() == Some(id)),
+        "a receipt for {id}"
+    );
+}
+
+#[test]
+fn a_stamp_is_charged_on_accept_and_refused_without_balance() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 60);
+    let bo = Agent::new("bo@a.test", 61);
+    register(&h, &ana, Some(Value::Object(obj([("policy", "stamp".into()), ("price", 10.into())]))));
+    register(&h, &bo, None);
+
+    let stamp =
+        |amount: i64| obj([("stamp", Value::Object(obj([("house", "a.test".into()), ("amount", amount.into())])))]);
+    // No stamp, a smaller one, one for another house, or no balance: 402, and nothing moves.
+    let cases = [("s-0", Object::new()), ("s-1", stamp(5)), ("s-3", stamp(10))];
+    for (id, extra) in cases {
+        assert_eq!(bo.send(&h, &message(&w, &bo, &ana, id, extra)).status, 202);
+    }
+    let mut other = stamp(10);
+    other.insert("stamp".into(), Value::Object(obj([("house", "b.test".into()), ("amount", 10.into())])));
+    assert_eq!(bo.send(&h, &message(&w, &bo, &ana, "s-2", other)).status, 202);
+    w.tick_all();
+    for id in ["s-0", "s-1", "s-2", "s-3"] {
+        assert_eq!(fate(&h, &bo, id), 402, "{id}");
+        assert!(!holds(&h, &ana, id));
+    }
+    // With balance, the stamp is charged in the batch that stores the envelope, fee to the house,
+    // and the entry's id sits beside it in the mailbox.
+    topup(&h, &bo, 25);
+    assert_eq!(bo.send(&h, &message(&w, &bo, &ana, "s-4", stamp(10))).status, 202);
+    w.tick_all();
+    assert_eq!(fate(&h, &bo, "s-4"), 0);
+    assert!(holds(&h, &ana, "s-4"));
+    assert_eq!((balance(&h, "bo@a.test"), balance(&h, "ana@a.test"), balance(&h, "casa@a.test")), (15, 9, -24));
+    let page = json(&ana.get(&h, "/mailbox/ana?limit=10"), 200);
+    let item = page.as_object().unwrap()["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i.as_object().unwrap()["envelope"].as_object().unwrap()["id"].as_str() == Some("s-4"))
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .clone();
+    let entry_id = item["stamp"].as_str().expect("the stamp's entry id");
+    let rows = block_on(nyx5_house::ports::Db::query(
+        &h.db,
+        nyx5_house::stmt!("SELECT entry FROM libro_entries WHERE id = ?", entry_id),
+    ))
+    .unwrap();
+    let entry = Value::parse_str(rows[0].text("entry").unwrap()).unwrap();
+    assert_eq!(entry.as_object().unwrap()["meta"].as_object().unwrap()["primitive"].as_str(), Some("stamp"));
+    // The same envelope again is a duplicate: no second charge.
+    let again = message(&w, &bo, &ana, "s-4", stamp(10));
+    let card = block_on(h.local_card("bo")).unwrap().unwrap();
+    let verified = again.verify(&card, h.now()).unwrap();
+    let out = block_on(h.accept(&verified, &card, verified.to())).unwrap();
+    assert_eq!(out[0].1, nyx5_house::mailbox::Outcome::Duplicate);
+    assert_eq!(balance(&h, "bo@a.test"), 15);
+    // An allowlisted sender needs no stamp.
+    assert_eq!(
+        ana.post(
+            &h,
+            "/lists/ana",
+            &Value::Object(obj([("allow", Value::Object(obj([("add", Value::Array(vec!["bo@a.test".into()]))])))]))
+        )
+        .status,
+        200
+    );
+    assert_eq!(bo.send(&h, &message(&w, &bo, &ana, "s-5", Object::new())).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "s-5"));
+    assert_eq!(balance(&h, "bo@a.test"), 15);
+}
+
+#[test]
+fn a_vouch_opens_an_allowlist_while_its_bond_stands() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let cy = Agent::new("cy@a.test", 70);
+    let ana = Agent::new("ana@a.test", 71);
+    let dan = Agent::new("dan@a.test", 72);
+    let eve = Agent::new("eve@a.test", 73);
+    register(&h, &cy, Some(Value::Object(obj([("policy", "allowlist".into())]))));
+    for a in [&ana, &dan, &eve] {
+        register(&h, a, None);
+    }
+    let allow =
+        |who: &str| Value::Object(obj([("allow", Value::Object(obj([("add", Value::Array(vec![who.into()]))])))]));
+    assert_eq!(cy.post(&h, "/lists/cy", &allow("ana@a.test")).status, 200);
+    topup(&h, &ana, 20);
+    topup(&h, &eve, 20);
+    let aval = |voucher: &str, bond: &str| {
+        obj([(
+            "extensions",
+            Value::Object(obj([(EXT_AVAL, Value::Object(obj([("voucher", voucher.into()), ("bond", bond.into())])))])),
+        )])
+    };
+    // ana (on cy's list) bonds 5 for dan with cy as verifier and beneficiary.
+    let bond = |vouchee: &str| {
+        obj([
+            ("op", "bond".into()),
+            ("amount", 5.into()),
+            ("claim", format!("{vouchee} writes nothing you do not want").into()),
+            ("verifier", "cy@a.test".into()),
+            ("beneficiary", "cy@a.test".into()),
+            ("vouchee", vouchee.into()),
+        ])
+    };
+    operate(&w, &h, &ana, "bond-dan", bond("dan@a.test"));
+    operate(&w, &h, &eve, "bond-eve", bond("dan@a.test"));
+    // A stranger without a vouch is refused; with someone else's bond, or a bond by a voucher cy
+    // does not list, too.
+    let sends = [
+        ("v-0", Object::new(), 403),
+        ("v-1", aval("ana@a.test", "bond-eve"), 402),
+        ("v-2", aval("eve@a.test", "bond-eve"), 402),
+        ("v-3", aval("ana@a.test", "no-such-bond"), 402),
+        ("v-4", aval("ana@a.test", "bond-dan"), 0),
+    ];
+    for (id, extra, _) in &sends {
+        assert_eq!(dan.send(&h, &message(&w, &dan, &cy, id, extra.clone())).status, 202);
+    }
+    w.tick_all();
+    for (id, _, code) in &sends {
+        assert_eq!(fate(&h, &dan, id), *code, "{id}");
+        assert_eq!(holds(&h, &cy, id), *code == 0, "{id}");
+    }
+    // The bond vouches for dan only.
+    assert_eq!(eve.send(&h, &message(&w, &eve, &cy, "v-5", aval("ana@a.test", "bond-dan"))).status, 202);
+    w.tick_all();
+    assert_eq!(fate(&h, &eve, "v-5"), 402);
+    // cy finds dan's mail junk and forfeits the bond: it is cy's now, and the vouch opens nothing.
+    operate(
+        &w,
+        &h,
+        &cy,
+        "forfeit-1",
+        obj([("op", "forfeit".into()), ("contract", "bond-dan".into()), ("reason", "junk".into())]),
+    );
+    assert_eq!((balance(&h, "cy@a.test"), balance(&h, "ana@a.test"), balance(&h, "escrow:bond-dan")), (5, 15, 0));
+    assert_eq!(dan.send(&h, &message(&w, &dan, &cy, "v-6", aval("ana@a.test", "bond-dan"))).status, 202);
+    w.tick_all();
+    assert_eq!(fate(&h, &dan, "v-6"), 402);
+}
+
+#[test]
+fn an_escrow_deadline_sends_notices_to_both_parties_when_it_comes() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 80);
+    let bo = Agent::new("bo@b.test", 81);
+    register(&a, &ana, None);
+    register(&b, &bo, None);
+    topup(&a, &ana, 50);
+    let deadline = nyx5_proto::Timestamp(w.clock.now().millis() + 3 * 3_600_000);
+    let quote = nyx5_proto::quote::QuoteDraft {
+        id: "q-deadline".into(),
+        house: "a.test".into(),
+        seller: bo.address.clone(),
+        buyer: ana.address.clone(),
+        contract: nyx5_proto::quote::ContractKind::Escrow,
+        price: 30,
+        currency: "tok".into(),
+        concept: "report".into(),
+        terms: Some(obj([("deadline", deadline.to_rfc3339().into())])),
+        arbiter: None,
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&bo.sig)
+    .unwrap();
+    operate(&w, &a, &ana, "accept-1", obj([("op", "accept".into()), ("quote", quote.to_value())]));
+    let notice = |h: &TestHouse, who: &Agent| {
+        mailbox(h, who).into_iter().find(|e| {
+            e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA)
+        })
+    };
+    w.tick_all();
+    assert!(notice(&a, &ana).is_none() && notice(&b, &bo).is_none(), "not before the deadline");
+    w.clock.advance(3 * 3_600_000 + 1_000);
+    for _ in 0..3 {
+        w.tick_all();
+    }
+    for (h, who) in [(&a, &ana), (&b, &bo)] {
+        let n = notice(h, who).unwrap_or_else(|| panic!("a deadline notice for {}", who.address));
+        let body = n.content().unwrap().body.as_object().unwrap().clone();
+        assert_eq!(body["contract"].as_str(), Some("q-deadline"));
+        assert_eq!(body["deadline"].as_str(), Some(deadline.to_rfc3339().as_str()));
+    }
+}
+
+#[test]
+fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 90);
+    let vic = Agent::new("vic@a.test", 91);
+    register(&h, &ana, None);
+    register(&h, &vic, None);
+    topup(&h, &ana, 10);
+    let expires = nyx5_proto::Timestamp(w.clock.now().millis() + 3_600_000);
+    operate(
+        &w,
+        &h,
+        &ana,
+        "bond-1",
+        obj([
+            ("op", "bond".into()),
+            ("amount", 7.into()),
+            ("claim", "the build is green".into()),
+            ("verifier", "vic@a.test".into()),
+            ("expires", expires.to_rfc3339().into()),
+        ]),
+    );
+    assert_eq!((balance(&h, "ana@a.test"), balance(&h, "escrow:bond-1")), (3, 7));
+    w.tick_all();
+    assert_eq!(balance(&h, "escrow:bond-1"), 7, "not before it expires");
+    w.clock.advance(3_600_000);
+    w.tick_all();
+    assert_eq!((balance(&h, "ana@a.test"), balance(&h, "escrow:bond-1")), (10, 0));
+    let notice = mailbox(&h, &ana)
+        .into_iter()
+        .find(|e| e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA))
+        .expect("a notice of the return");
+    let body = notice.content().unwrap().body.as_object().unwrap().clone();
+    assert_eq!((body["contract"].as_str(), body["state"].as_str()), (Some("bond-1"), Some("released")));
+    // Released by expiry, it can be forfeited no more; a second tick changes nothing.
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "late".into())]);
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut d = Draft::new(
+        "forfeit-1".into(),
+        vic.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(forfeit)),
+    );
+    d.kind = Kind::Task;
+    assert_eq!(vic.send(&h, &d.build().unwrap().sign(&vic.sig).unwrap()).status, 202);
+    w.tick_all();
+    assert_eq!(fate(&h, &vic, "forfeit-1"), 409);
+    assert_eq!(balance(&h, "ana@a.test"), 10);
+}
