@@ -15,10 +15,12 @@
 //! through `House::handle`. Each figure is the best of [`ROUNDS`] rounds, a fresh house per round,
 //! memory and file interleaved so that a slow moment of the shared VM hits both alike.
 //!
-//! The signature work an operation cannot avoid (the brief of benches/README.md, "libro"): verify
-//! the operating envelope (and the quote, for `accept`), sign the entry (when money moves), sign
-//! the receipt, and sign one receipt envelope per party. Each primitive is timed alone over the
-//! documents the operation produced (its envelope, its receipt, its entry), with the same keys.
+//! The signature work an operation cannot avoid: verify the operating envelope (and the quote,
+//! for `accept`), sign the entry (when money moves), sign the receipt, and sign one receipt
+//! envelope per party. Each primitive is timed alone over the documents the operation produced
+//! (its envelope, its receipt, its entry), with the same keys. `NYX5_LIBRO_BENCH_OPS=N` runs one
+//! small round and the primitives, silently, for callgrind. Method, figures and how to read them:
+//! benches/README.md, "house Libro".
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::indexing_slicing, clippy::panic)]
 
 #[path = "../tests/kit/mod.rs"]
@@ -27,6 +29,7 @@ mod kit;
 use std::cell::Cell;
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use kit::*;
@@ -63,11 +66,35 @@ struct Counts {
 struct Counting {
     inner: SqliteDb,
     counts: Cell<Counts>,
+    /// What `House::accept` alone asked (the Libro, without the queue's read of the card).
+    libro: Cell<Counts>,
 }
 
 impl Counting {
-    fn take(&self) -> Counts {
-        self.counts.replace(Counts::default())
+    fn take(&self) -> (Counts, Counts) {
+        (self.counts.replace(Counts::default()), self.libro.replace(Counts::default()))
+    }
+}
+
+impl std::ops::Sub for Counts {
+    type Output = Counts;
+    fn sub(self, o: Counts) -> Counts {
+        Counts {
+            queries: self.queries - o.queries,
+            batches: self.batches - o.batches,
+            statements: self.statements - o.statements,
+        }
+    }
+}
+
+impl std::ops::Add for Counts {
+    type Output = Counts;
+    fn add(self, o: Counts) -> Counts {
+        Counts {
+            queries: self.queries + o.queries,
+            batches: self.batches + o.batches,
+            statements: self.statements + o.statements,
+        }
     }
 }
 
@@ -145,7 +172,10 @@ fn request(method: &str, path: &str, body: &Value) -> Request {
 impl Setup {
     fn new(store: Store, tag: &str) -> Setup {
         let w = World::new();
-        let config = w.config("a.test", Registration::Admin);
+        let mut config = w.config("a.test", Registration::Admin);
+        // Operations count per sending site (120 a minute by default) and this clock stands still:
+        // the window's row is still written in every batch, it just never fills.
+        config.inbound_per_domain_per_minute = 1_000_000;
         let (sqlite, file) = match store {
             Store::Memory => (SqliteDb::memory().unwrap(), None),
             Store::File => {
@@ -156,7 +186,7 @@ impl Setup {
                 (SqliteDb::open(&path).unwrap(), Some(path))
             }
         };
-        let db = Counting { inner: sqlite, counts: Cell::new(Counts::default()) };
+        let db = Counting { inner: sqlite, counts: Cell::new(Counts::default()), libro: Cell::new(Counts::default()) };
         let house =
             House::new(config, db, MemNet::default(), Box::new(w.clock.clone()), Box::new(BenchRng(Cell::new(7))))
                 .unwrap();
@@ -245,16 +275,33 @@ impl Setup {
         let env = Envelope::parse(bytes, h.config.max_bytes).unwrap();
         let card = h.local_card(env.from().local()).await.unwrap().unwrap();
         let verified = env.verify(&card, h.now()).unwrap();
+        let before = h.db.counts.get();
         let mut outcomes = h.accept(&verified, &card, std::slice::from_ref(&self.libro)).await.unwrap();
+        h.db.libro.set(h.db.libro.get() + (h.db.counts.get() - before));
         outcomes.pop().unwrap().1
     }
 
-    /// One operation, start to end (not inlined, so a profiler can collect it alone:
-    /// `valgrind --tool=callgrind --toggle-collect='*Setup*run*'`).
-    #[inline(never)]
+    /// One operation, start to end.
     fn run(&self, bytes: &[u8]) {
         let outcome = block_on(self.operate(bytes));
         assert_eq!(outcome, Outcome::Accepted);
+    }
+
+    /// [`Setup::run`] named by operation kind `K` for a profiler (`libro::Setup::run_kind::<K>`).
+    #[inline(never)]
+    fn run_kind<const K: u8>(&self, bytes: &[u8]) {
+        black_box(K);
+        self.run(bytes);
+    }
+
+    fn run_as(&self, op: Op, bytes: &[u8]) {
+        match op {
+            Op::Topup => unreachable!(),
+            Op::Spot => self.run_kind::<1>(bytes),
+            Op::Escrow => self.run_kind::<2>(bytes),
+            Op::Release => self.run_kind::<3>(bytes),
+            Op::Charge => self.run_kind::<4>(bytes),
+        }
     }
 
     /// The mandate chain ana → bo → cy → dee; answers the last link's id.
@@ -317,8 +364,9 @@ impl Op {
 #[derive(Clone, Copy, Default, Debug)]
 struct Measure {
     per_sec: f64,
-    /// Totals over `n` operations.
+    /// Totals over `n` operations: everything, and `House::accept` alone.
     counts: Counts,
+    libro: Counts,
     n: usize,
 }
 
@@ -341,7 +389,15 @@ fn timed(s: &Setup, n: usize, mut f: impl FnMut(usize)) -> Measure {
         f(i);
     }
     let secs = start.elapsed().as_secs_f64();
-    Measure { per_sec: n as f64 / secs, counts: s.house.db.take(), n }
+    let (counts, libro) = s.house.db.take();
+    Measure { per_sec: n as f64 / secs, counts, libro, n }
+}
+
+/// One top-up, not inlined (`libro::topup_once` for a profiler).
+#[inline(never)]
+fn topup_once(s: &Setup, request: Request) {
+    let resp = block_on(s.house.handle(request));
+    assert_eq!(resp.status, 200);
 }
 
 fn round(store: Store, tag: &str, n: usize) -> (Vec<(Op, Measure)>, Samples) {
@@ -352,18 +408,12 @@ fn round(store: Store, tag: &str, n: usize) -> (Vec<(Op, Measure)>, Samples) {
     // Top-ups: the requests are built first.
     let requests: Vec<Request> = (0..n).map(|_| s.topup_request(&s.ana, 1_000_000)).collect();
     let mut requests = requests.into_iter();
-    out.push((
-        Op::Topup,
-        timed(&s, n, |_| {
-            let resp = block_on(s.house.handle(requests.next().unwrap()));
-            assert_eq!(resp.status, 200);
-        }),
-    ));
+    out.push((Op::Topup, timed(&s, n, |_| topup_once(&s, requests.next().unwrap()))));
 
     for (op, kind) in [(Op::Spot, ContractKind::Spot), (Op::Escrow, ContractKind::Escrow)] {
         let quotes: Vec<Quote> = (0..n).map(|_| s.quote(kind, 100)).collect();
         let envs: Vec<Vec<u8>> = quotes.iter().map(|q| s.accept_op(q)).collect();
-        out.push((op, timed(&s, n, |i| s.run(&envs[i]))));
+        out.push((op, timed(&s, n, |i| s.run_as(op, &envs[i]))));
         samples.push((op, envs[n - 1].clone(), Some(s.last_receipt(&s.ana))));
         if op == Op::Escrow {
             // The escrows just accepted are released.
@@ -371,7 +421,7 @@ fn round(store: Store, tag: &str, n: usize) -> (Vec<(Op, Measure)>, Samples) {
                 .iter()
                 .map(|q| s.op(&s.ana, obj([("op", "release".into()), ("contract", q.id.as_str().into())])))
                 .collect();
-            out.push((Op::Release, timed(&s, n, |i| s.run(&releases[i]))));
+            out.push((Op::Release, timed(&s, n, |i| s.run_as(Op::Release, &releases[i]))));
             samples.push((Op::Release, releases[n - 1].clone(), Some(s.last_receipt(&s.ana))));
         }
     }
@@ -388,7 +438,7 @@ fn round(store: Store, tag: &str, n: usize) -> (Vec<(Op, Measure)>, Samples) {
             s.op(&s.dee, body)
         })
         .collect();
-    out.push((Op::Charge, timed(&s, n, |i| s.run(&charges[i]))));
+    out.push((Op::Charge, timed(&s, n, |i| s.run_as(Op::Charge, &charges[i]))));
     samples.push((Op::Charge, charges[n - 1].clone(), Some(s.last_receipt(&s.dee))));
     samples.insert(0, (Op::Topup, Vec::new(), None));
     let quote = s.quote(ContractKind::Escrow, 100);
@@ -398,16 +448,36 @@ fn round(store: Store, tag: &str, n: usize) -> (Vec<(Op, Measure)>, Samples) {
 // ---------------------------------------------------------------------------------------------
 // The signature primitives, alone.
 
-fn per_op_us(mut f: impl FnMut()) -> f64 {
-    for _ in 0..PRIMITIVE_ITERS / 10 {
-        f();
+/// Iterations of each primitive (fewer under a profiler).
+static ITERS: AtomicUsize = AtomicUsize::new(PRIMITIVE_ITERS);
+
+/// One call of a primitive, not inlined and named by kind `K` and part `P`, so that callgrind
+/// counts each apart (`libro::once::<K, P, _>`; see benches/README.md).
+#[inline(never)]
+fn once<const K: u8, const P: u8>(f: &mut impl FnMut()) {
+    // Distinct code per (K, P), so that the linker folds no two of them into one symbol.
+    black_box((K, P));
+    f();
+}
+
+fn per_op_us<const K: u8, const P: u8>(mut f: impl FnMut()) -> f64 {
+    let iters = ITERS.load(Ordering::Relaxed);
+    for _ in 0..iters / 10 {
+        once::<K, P>(&mut f);
     }
     let start = Instant::now();
-    for _ in 0..PRIMITIVE_ITERS {
-        f();
+    for _ in 0..iters {
+        once::<K, P>(&mut f);
     }
-    start.elapsed().as_secs_f64() * 1e6 / PRIMITIVE_ITERS as f64
+    start.elapsed().as_secs_f64() * 1e6 / iters as f64
 }
+
+/// Parts of the signature work (`P` of [`once`]).
+const ENV: u8 = 1;
+const QUOTE: u8 = 2;
+const ENTRY: u8 = 3;
+const RECEIPT: u8 = 4;
+const ENVELOPE: u8 = 5;
 
 /// The unavoidable signature work of each kind, in µs, and what it is made of.
 struct Work {
@@ -415,71 +485,85 @@ struct Work {
     parts: String,
 }
 
-fn signature_work(samples: &Samples) -> Vec<(Op, Work)> {
-    let s = Setup::new(Store::Memory, "primitives");
+/// Re-signs a document the house signed, as the house signs it (canonical text, Ed25519).
+fn resign<const K: u8, const P: u8>(doc: &Object, context: Context, key: &nyx5_proto::crypto::SigningKey) -> f64 {
+    let mut d = doc.clone();
+    d.remove("signature");
+    per_op_us::<K, P>(|| {
+        let mut x = d.clone();
+        sign_object(&mut x, "signature", context, key);
+        black_box(x);
+    })
+}
+
+/// The primitives of operation kind `K`, over what its last operation produced.
+fn kind_work<const K: u8>(s: &Setup, op: Op, bytes: &[u8], receipt_env: &Envelope, quote: &Quote) -> Work {
     let key = &s.house.config.key;
     let now = s.house.now();
-    let bo_card = block_on(s.house.local_card("bo")).unwrap().unwrap();
-    let verify_quote = per_op_us(|| {
-        black_box(samples.quote.clone().verify(&bo_card, now).unwrap());
+    let env = Envelope::parse(bytes, usize::MAX).unwrap();
+    let card = block_on(s.house.local_card(env.from().local())).unwrap().unwrap();
+    let verify_env = per_op_us::<K, ENV>(|| {
+        black_box(env.clone().verify(&card, now).unwrap());
     });
-    // Re-signs a document the house signed, as the house signs it (canonical text, Ed25519).
-    let resign = |doc: &Object, context: Context| {
-        let mut d = doc.clone();
-        d.remove("signature");
-        per_op_us(|| {
-            let mut x = d.clone();
-            sign_object(&mut x, "signature", context, key);
-            black_box(x);
+    let verify_quote = if matches!(op, Op::Spot | Op::Escrow) {
+        let bo_card = block_on(s.house.local_card("bo")).unwrap().unwrap();
+        per_op_us::<K, QUOTE>(|| {
+            black_box(quote.clone().verify(&bo_card, now).unwrap());
         })
+    } else {
+        0.0
     };
+    let receipt = receipt_env.content().unwrap().body.as_object().unwrap().clone();
+    let sign_receipt = resign::<K, RECEIPT>(&receipt, Context::Receipt, key);
+    let entry = receipt.get("asiento").and_then(Value::as_object).cloned();
+    let sign_entry = entry.as_ref().map_or(0.0, |e| resign::<K, ENTRY>(e, Context::Entry, key));
+    let parties = match op {
+        Op::Charge => 4,
+        _ => 2,
+    };
+    let sign_env = per_op_us::<K, ENVELOPE>(|| {
+        let mut d = Draft::new(
+            receipt_env.id().to_owned(),
+            receipt_env.from().clone(),
+            receipt_env.to().to_vec(),
+            now,
+            Content::new(nyx5_proto::receipt::MEDIA, Value::Object(receipt.clone())),
+        );
+        d.kind = Kind::Receipt;
+        d.in_reply_to = Some(env.id().to_owned());
+        black_box(d.build().unwrap().sign(key).unwrap());
+    });
+    let us = verify_env + verify_quote + sign_entry + sign_receipt + parties as f64 * sign_env;
+    let mut parts = format!("env {verify_env:.0}");
+    if verify_quote > 0.0 {
+        parts += &format!(" + quote {verify_quote:.0}");
+    }
+    parts += &format!(" + entry {sign_entry:.0} + receipt {sign_receipt:.0} + {parties}×envelope {sign_env:.0}");
+    Work { us, parts }
+}
+
+fn signature_work(samples: &Samples) -> Vec<(Op, Work)> {
+    let s = Setup::new(Store::Memory, "primitives");
     let mut out = Vec::new();
     for (op, bytes, receipt_env) in &samples.ops {
-        let Some(receipt_env) = receipt_env else {
+        let Some(r) = receipt_env else {
             // A top-up signs its entry, nothing else: time it on an entry of the same shape.
-            let entry = {
-                let setup = Setup::new(Store::Memory, "topup-sample");
-                let resp = block_on(setup.house.handle(setup.topup_request(&setup.ana, 5)));
-                let v = resp.value().unwrap();
-                v.as_object().unwrap()["asiento"].as_object().unwrap().clone()
-            };
-            let us = resign(&entry, Context::Entry);
+            let resp = block_on(s.house.handle(s.topup_request(&s.ana, 5)));
+            let v = resp.value().unwrap();
+            let entry = v.as_object().unwrap()["asiento"].as_object().unwrap().clone();
+            let us = resign::<0, ENTRY>(&entry, Context::Entry, &s.house.config.key);
             out.push((*op, Work { us, parts: format!("entry {us:.0}") }));
             continue;
         };
-        let env = Envelope::parse(bytes, usize::MAX).unwrap();
-        let card = block_on(s.house.local_card(env.from().local())).unwrap().unwrap();
-        let verify_env = per_op_us(|| {
-            black_box(env.clone().verify(&card, now).unwrap());
-        });
-        let receipt = receipt_env.content().unwrap().body.as_object().unwrap().clone();
-        let sign_receipt = resign(&receipt, Context::Receipt);
-        let entry = receipt.get("asiento").and_then(Value::as_object).cloned();
-        let sign_entry = entry.as_ref().map_or(0.0, |e| resign(e, Context::Entry));
-        let parties = match op {
-            Op::Charge => 4,
-            _ => 2,
+        let q = &samples.quote;
+        let w = match op {
+            Op::Topup => unreachable!(),
+            Op::Spot => kind_work::<1>(&s, *op, bytes, r, q),
+            Op::Escrow => kind_work::<2>(&s, *op, bytes, r, q),
+            Op::Release => kind_work::<3>(&s, *op, bytes, r, q),
+            Op::Charge => kind_work::<4>(&s, *op, bytes, r, q),
         };
-        let sign_env = per_op_us(|| {
-            let mut d = Draft::new(
-                receipt_env.id().to_owned(),
-                receipt_env.from().clone(),
-                receipt_env.to().to_vec(),
-                now,
-                Content::new(nyx5_proto::receipt::MEDIA, Value::Object(receipt.clone())),
-            );
-            d.kind = Kind::Receipt;
-            d.in_reply_to = Some(env.id().to_owned());
-            black_box(d.build().unwrap().sign(key).unwrap());
-        });
-        let quote = if matches!(op, Op::Spot | Op::Escrow) { verify_quote } else { 0.0 };
-        let us = verify_env + quote + sign_entry + sign_receipt + parties as f64 * sign_env;
-        let mut parts = format!("env {verify_env:.0}");
-        if quote > 0.0 {
-            parts += &format!(" + quote {quote:.0}");
-        }
-        parts += &format!(" + entry {sign_entry:.0} + receipt {sign_receipt:.0} + {parties}×envelope {sign_env:.0}");
-        out.push((*op, Work { us, parts }));
+        out.push((*op, w));
     }
     out
 }
@@ -489,11 +573,11 @@ fn signature_work(samples: &Samples) -> Vec<(Op, Work)> {
 /// receipt envelope's id.
 fn avoidable() -> (f64, f64) {
     let s = Setup::new(Store::Memory, "avoidable");
-    let card = per_op_us(|| {
+    let card = per_op_us::<9, 1>(|| {
         black_box(block_on(s.house.local_card("ana")).unwrap().unwrap());
     });
     let key = &s.house.config.key;
-    let derive = per_op_us(|| {
+    let derive = per_op_us::<9, 2>(|| {
         black_box(key.sign(Context::NoticeId, b"nyx5 receipt:op-123456789:ana@a.test"));
     });
     (card, derive)
@@ -501,9 +585,13 @@ fn avoidable() -> (f64, f64) {
 
 fn main() {
     if let Some(n) = std::env::var("NYX5_LIBRO_BENCH_OPS").ok().and_then(|n| n.parse::<usize>().ok()) {
-        // For a profiler: one round in memory of `n` operations of each kind, nothing printed.
-        let (m, _) = round(Store::Memory, "profile", n);
+        // For a profiler: one round in memory of `n` operations of each kind, then each
+        // primitive `n` times (plus a tenth to warm up), nothing printed.
+        let (m, samples) = round(Store::Memory, "profile", n);
         assert_eq!(m.len(), OPS.len());
+        ITERS.store(n, Ordering::Relaxed);
+        signature_work(&samples);
+        avoidable();
         return;
     }
     if !std::env::args().any(|a| a == "--bench") {
@@ -576,12 +664,20 @@ fn main() {
         "\nwork no rule asks for, timed alone: a local card read and verified {card_us:.1} µs (once per operation, \
          twice for accept: the seller's); a derived receipt-envelope id (Ed25519 sign) {derive_us:.1} µs per party"
     );
-    println!("\ndatabase round trips per operation (Db::query, Db::batch, statements in the batches):");
+    println!(
+        "\ndatabase round trips per operation: Db::query, Db::batch and statements in the batches, in all \
+         (the queue's read of the operator's card included) and in House::accept alone"
+    );
     for op in OPS {
         let m = rate(Store::Memory, op);
-        let c = m.counts;
+        let (c, l) = (m.counts, m.libro);
+        let libro = if op == Op::Topup {
+            String::new()
+        } else {
+            format!("; accept: {:.2} q, {:.2} b", m.per_op(l.queries), m.per_op(l.batches))
+        };
         println!(
-            "  {:<30} {:.2} queries, {:.2} batches, {:.1} statements",
+            "  {:<30} {:.2} queries, {:.2} batches, {:.1} statements{libro}",
             op.name(),
             m.per_op(c.queries),
             m.per_op(c.batches),
