@@ -1156,8 +1156,9 @@ try {
     const op = await operate(ana, { op: 'release', contract: libro.quote.id });
     libro.ops.release = op;
     const mine = await receiptOf(ana, op);
-    const fee = Math.floor((40 * libro.fee) / 10_000);
+    const fee = Math.ceil((40 * libro.fee) / 10_000);
     assert.equal(fee, 4);
+    assert.equal(mine.contract.fee_bps, libro.fee, 'the contract settles under the fee it was accepted under');
     assert.equal(mine.contract.state, 'released');
     assert.deepEqual(mine.contract.acp, { phase: 'Terminal', outcome: 'completed' });
     assert.deepEqual(
