@@ -9,19 +9,34 @@
 //!
 //! ```text
 //! house a.test [fee=BPS] [welcome=N]   the first house keeps the Libro under test
-//! agent ana@a.test [cap=N] [parent]     registered by its house's operator (cap: a subagent's scope.cap)
+//! agent ana@a.test                      registered by its house's operator
+//! agent bot.ana@a.test cap=N            a subagent, delegated by ana with `scope.cap` N
+//! rotate ana@a.test                     ana rotates to a new key (the old one in its grace)
+//! block ana@a.test bo@b.test            ana puts bo on its block list
 //! topup ana@a.test 100 => 200 [balances]
 //! quote bo@b.test q1 buyer=ana@a.test contract=escrow price=40 concept=work [arbiter=…]
-//!       [referrer=… share=BPS] [expires=+1h] [terms={"deadline":"…"}] [house=a.test]
-//! ana@a.test accept quote=q1 [id=ENVELOPE] => CODE [account=balance …]
+//!       [referrer=… share=BPS] [expires=+1h] [terms={"deadline":"…"}] [house=a.test] [pad=N]
+//! ana@a.test accept quote=q1 [id=ENVELOPE] [key=old] [via=accept] => CODE [account=balance …]
+//!       [receipts=ana@a.test,bo@b.test] [lines=N] [state:ID=STATE] [spent:ID=N]
 //! clock +2h                             the shared clock moves
 //! tick                                  one queue tick on every house
 //! replay => 200 [balances]              the last operation's envelope, delivered again
 //! ```
 //!
-//! `CODE` is 200 when the receipt arrived, else the bounce's code. Values parse as JSON when
-//! they can (`cap=5`, `scope={"concepts":["gpu"]}`), else they are strings; `quote=q1` is the
-//! quote the table signed as `q1`.
+//! `CODE` is 200 when the receipt arrived, else the bounce's code; a step without an operation
+//! (`agent`, `tick`, `clock`) may still expect balances (`tick => ana@a.test=5`). Values parse as
+//! JSON when they can (`cap=5`, `scope={"concepts":["gpu"]}`), else they are strings, and `x*N`
+//! is N times `x` (`concept=x*257`, to pass a limit); a quote's `pad=N` adds `terms.pad`, N bytes;
+//! `quote=q1` is the quote the table signed as `q1`; `key=old` signs the operation with the key
+//! the agent rotated away from; `via=accept` hands the envelope straight to the Libro's house
+//! (`House::accept`, or `/inbound` for a foreign operator) and reads the code from its answer
+//! rather than from a receipt or a bounce. Expectations beside balances: `receipts=…` lists exactly the
+//! table's agents whose mailboxes hold the operation's receipt (each checked against the house
+//! key, foreign ones after crossing houses); `lines=N` the lines of the entry the operation
+//! posted (0: none); `state:ID=S` a contract's state; `spent:ID=N` a mandate's `spent`, and
+//! `revoked:ID=1|0` whether it is revoked; `says=WORD` / `hides=WORD` that the refusal's reason
+//! does / does not contain WORD. A quote whose referrer is its seller, or past the limits of a
+//! quote, is signed as such, for the Libro to refuse.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
 mod kit;
@@ -32,23 +47,40 @@ use std::rc::Rc;
 use kit::*;
 use nyx5_house::Registration;
 use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_proto::card::{Delegation, Scope};
+use nyx5_proto::crypto::Context;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, QuoteDraft, Referrer};
+use nyx5_proto::sign::sign_object;
 use nyx5_proto::{Address, Envelope, Object, Timestamp, Value};
 
 struct Run {
     w: World,
     houses: Vec<Rc<TestHouse>>,
     agents: BTreeMap<String, Agent>,
+    /// Agents as they were before `rotate`: the key now in its grace.
+    old: BTreeMap<String, Agent>,
     quotes: BTreeMap<String, Value>,
     last: Option<(String, Envelope)>,
+    /// The reason of the last operation's refusal (its bounce, or `House::accept`'s answer).
+    reason: Option<String>,
     seq: u32,
     file: String,
 }
 
 fn value(text: &str) -> Value {
-    Value::parse_str(text).unwrap_or_else(|_| Value::from(text))
+    Value::parse_str(text).unwrap_or_else(|_| Value::from(expand(text)))
+}
+
+/// `x*N` is N times `x`; anything else is itself.
+fn expand(text: &str) -> String {
+    match text.rsplit_once('*') {
+        Some((unit, n)) if !unit.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            unit.repeat(n.parse().unwrap())
+        }
+        _ => text.to_owned(),
+    }
 }
 
 fn duration_ms(text: &str) -> i64 {
@@ -70,8 +102,10 @@ impl Run {
             w: World::new(),
             houses: Vec::new(),
             agents: BTreeMap::new(),
+            old: BTreeMap::new(),
             quotes: BTreeMap::new(),
             last: None,
+            reason: None,
             seq: 0,
             file: file.into(),
         }
@@ -99,8 +133,9 @@ impl Run {
         block_on(nyx5_house::store::libro::balance(&self.libro().db, account)).unwrap()
     }
 
-    /// The operation's outcome as the operator sees it: 200 for a receipt, a bounce's code.
-    fn outcome(&self, who: &Agent, op_id: &str) -> Option<u16> {
+    /// The operation's outcome as the operator sees it: 200 for a receipt, a bounce's code (and
+    /// its reason).
+    fn outcome(&self, who: &Agent, op_id: &str) -> Option<(u16, Option<String>)> {
         let house = self.house_of(&who.address);
         for env in mailbox(&house, who) {
             let Some(content) = env.content() else { continue };
@@ -110,23 +145,28 @@ impl Run {
                 let receipt =
                     nyx5_proto::receipt::Receipt::from_object(content.body.as_object().unwrap().clone()).unwrap();
                 receipt.verify(&[self.libro().config.key.public()]).expect("a receipt the house signed");
-                return Some(200);
+                return Some((200, None));
             }
             let body = content.body.as_object();
             if env.from().local() == "postmaster"
                 && body.and_then(|b| b.get("of")).and_then(Value::as_str) == Some(op_id)
             {
                 let code = body.and_then(|b| b.get("code")).and_then(Value::as_safe_integer).unwrap_or(0);
-                return Some(u16::try_from(code).unwrap());
+                let reason = body.and_then(|b| b.get("reason")).and_then(Value::as_str).map(str::to_owned);
+                return Some((u16::try_from(code).unwrap(), reason));
             }
         }
         None
     }
 
-    fn send_op(&mut self, who: &str, body: Object, id: Option<String>) -> (String, Envelope) {
+    fn send_op(&mut self, who: &str, body: Object, id: Option<String>, old: bool) -> (String, Envelope) {
         self.seq += 1;
         let id = id.unwrap_or_else(|| format!("op-{}", self.seq));
-        let agent = self.agent(who);
+        let agent = if old {
+            self.old.get(who).unwrap_or_else(|| panic!("{}: {who} has no rotated key", self.file))
+        } else {
+            self.agent(who)
+        };
         let libro = Address::new(LIBRO, &self.libro().config.domain).unwrap();
         let mut draft = Draft::new(
             id.clone(),
@@ -148,14 +188,124 @@ impl Run {
             return resp.status;
         }
         self.settle();
-        self.outcome(self.agent(who), id).unwrap_or_else(|| panic!("{}: no receipt and no bounce for {id}", self.file))
+        let (code, reason) = self
+            .outcome(self.agent(who), id)
+            .unwrap_or_else(|| panic!("{}: no receipt and no bounce for {id}", self.file));
+        self.reason = reason;
+        code
     }
 
-    fn check_balances(&self, line: &str, expected: &[&str]) {
+    /// Hands `env` to the Libro's house as a sending house's delivery would (`House::accept` for
+    /// a local operator, `POST /inbound` for a foreign one) and answers the code it got.
+    fn hand_over(&mut self, who: &str, env: &Envelope) -> u16 {
+        let agent = self.agent(who);
+        let house = self.house_of(&agent.address);
+        let libro = self.libro();
+        let code = if house.config.domain == libro.config.domain {
+            let card = block_on(house.local_card(agent.address.local())).unwrap().unwrap();
+            let verified = env.clone().verify(&card, house.now()).unwrap();
+            let outcomes = block_on(house.accept(&verified, &card, verified.to())).unwrap();
+            match &outcomes[0].1 {
+                nyx5_house::mailbox::Outcome::Rejected(e) => {
+                    self.reason = Some(e.reason.to_string());
+                    e.code()
+                }
+                _ => 200,
+            }
+        } else {
+            let relay = nyx5_proto::relay::RelayHeader::sign(
+                &house.config.domain,
+                env,
+                &libro.config.domain,
+                &house.config.key,
+            )
+            .to_header();
+            let resp = call_raw(libro, "POST", "/inbound", &[(nyx5_proto::relay::HEADER, &relay)], env.canonical());
+            match resp.status {
+                200 | 202 => 200,
+                other => {
+                    self.reason = resp.value().ok().and_then(|v| {
+                        v.as_object().and_then(|o| o.get("reason")).and_then(Value::as_str).map(str::to_owned)
+                    });
+                    other
+                }
+            }
+        };
+        self.settle();
+        code
+    }
+
+    fn check_balances(&self, line: &str, expected: &[&str], op: Option<&str>) {
+        let op = || op.unwrap_or_else(|| panic!("{}: `{line}`: that expectation needs an operation", self.file));
         for e in expected {
-            let (account, want) = e.rsplit_once('=').unwrap_or_else(|| panic!("{line}: balance {e}"));
-            let want: i64 = want.parse().unwrap();
-            assert_eq!(self.balance(account), want, "{}: `{line}`: balance of {account}", self.file);
+            let (what, want) = e.rsplit_once('=').unwrap_or_else(|| panic!("{line}: balance {e}"));
+            match what.split_once(':') {
+                _ if what == "receipts" => self.check_receipts(line, op(), want),
+                _ if what == "says" || what == "hides" => {
+                    let _ = op();
+                    let reason = self.reason.as_deref().unwrap_or_else(|| panic!("{}: `{line}`: no reason", self.file));
+                    assert_eq!(reason.contains(want), what == "says", "{}: `{line}`: the reason {reason:?}", self.file);
+                }
+                _ if what == "lines" => {
+                    let entry = block_on(nyx5_house::store::libro::entry_for(&self.libro().db, op())).unwrap();
+                    let lines = entry.map_or(0, |t| {
+                        Value::parse_str(&t).unwrap().as_object().unwrap()["lines"].as_array().unwrap().len()
+                    });
+                    assert_eq!(lines.to_string(), want, "{}: `{line}`: lines of the entry", self.file);
+                }
+                Some(("state", id)) => {
+                    let row = block_on(nyx5_house::store::libro::contract(&self.libro().db, id)).unwrap();
+                    let record =
+                        Value::parse_str(row.unwrap_or_else(|| panic!("{line}: no {id}")).text("record").unwrap())
+                            .unwrap();
+                    let state = record.as_object().unwrap()["state"].as_str().unwrap().to_owned();
+                    assert_eq!(state, want, "{}: `{line}`: state of {id}", self.file);
+                }
+                Some(("spent" | "revoked", id)) => {
+                    let rows = block_on(nyx5_house::ports::Db::query(
+                        &self.libro().db,
+                        nyx5_house::stmt!(
+                            "SELECT spent, state = 'revoked' AS revoked FROM libro_mandates WHERE id = ?",
+                            id
+                        ),
+                    ))
+                    .unwrap();
+                    let row = rows.first().unwrap_or_else(|| panic!("{line}: no mandate {id}"));
+                    let got = row.int(what.split_once(':').unwrap().0).unwrap();
+                    assert_eq!(got.to_string(), want, "{}: `{line}`: {what}", self.file);
+                }
+                _ => {
+                    let want: i64 = want.parse().unwrap();
+                    assert_eq!(self.balance(what), want, "{}: `{line}`: balance of {what}", self.file);
+                }
+            }
+        }
+    }
+
+    /// Exactly the agents in `list` (comma-separated) hold a receipt of operation `op`, one each,
+    /// signed by the house (the envelope and the receipt).
+    fn check_receipts(&self, line: &str, op: &str, list: &str) {
+        let want: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+        let key = self.libro().config.key.public();
+        for (name, agent) in &self.agents {
+            let house = self.house_of(&agent.address);
+            let receipts: Vec<Envelope> = mailbox(&house, agent)
+                .into_iter()
+                .filter(|e| e.from().local() == LIBRO && e.kind() == Kind::Receipt && e.in_reply_to() == Some(op))
+                .collect();
+            let expected = usize::from(want.contains(&name.as_str()));
+            assert_eq!(receipts.len(), expected, "{}: `{line}`: receipts of {op} in {name}'s mailbox", self.file);
+            for env in receipts {
+                assert_eq!(env.from().domain(), self.libro().config.domain);
+                let env = env.verify_with_key(&key).expect("a receipt envelope the house signed");
+                let body = env.content().unwrap().body.as_object().unwrap().clone();
+                let receipt = nyx5_proto::receipt::Receipt::from_object(body).unwrap();
+                assert_eq!(receipt.of, op);
+                receipt.verify(&[key]).expect("a receipt the house signed");
+            }
+        }
+        for w in want {
+            assert!(self.agents.contains_key(w), "{}: `{line}`: {w} is not one of the table's agents", self.file);
         }
     }
 
@@ -212,12 +362,15 @@ impl Run {
         let words: Vec<&str> = action.split_whitespace().collect();
         let (code, balances) = match expect {
             Some(e) => {
-                let mut parts = e.split_whitespace();
-                let code: u16 = parts.next().unwrap().parse().unwrap();
-                (Some(code), parts.collect::<Vec<_>>())
+                let parts: Vec<&str> = e.split_whitespace().collect();
+                match parts.first().and_then(|p| p.parse::<u16>().ok()) {
+                    Some(code) => (Some(code), parts[1..].to_vec()),
+                    None => (None, parts),
+                }
             }
             None => (None, Vec::new()),
         };
+        let mut op_id = None;
         let got: Option<u16> = match words[0] {
             "house" => {
                 let mut config = self.w.config(words[1], Registration::Admin);
@@ -238,12 +391,33 @@ impl Run {
                 let agent = Agent::new(words[1], seed);
                 let house = self.house_of(&agent.address);
                 let mut extra = Vec::new();
+                let mut cap = None;
                 for kv in &words[2..] {
                     let (k, v) = kv.split_once('=').unwrap();
                     match k {
                         "inbox" => extra.push(("inbox", value(v))),
+                        "cap" => cap = Some(v.parse::<i64>().unwrap()),
                         _ => panic!("{line}: unknown agent option {k}"),
                     }
+                }
+                // A dotted name is a subagent: its parent delegates to it (any type, any domain,
+                // the table's cap).
+                if let Some(parent) = agent.address.parent() {
+                    let parent = self.agent(parent.as_str());
+                    let scope = Scope { types: None, to_domains: None, cap };
+                    let delegation = Delegation::sign(
+                        &parent.address,
+                        &agent.address,
+                        &agent.sig.public(),
+                        &scope,
+                        None,
+                        house.now(),
+                        &parent.sig,
+                    )
+                    .unwrap();
+                    extra.push(("delegation", delegation.to_value()));
+                } else {
+                    assert!(cap.is_none(), "{line}: only a subagent (a dotted name) has a cap");
                 }
                 let body = agent.registration(&house, &extra);
                 let admin = format!("Bearer admin-{}", house.config.domain);
@@ -262,6 +436,28 @@ impl Run {
                 }
                 Some(call(&libro, "POST", "/libro/topup", &[("authorization", &admin)], &Value::Object(body)).status)
             }
+            "rotate" => {
+                let old = self.agents.remove(words[1]).unwrap_or_else(|| panic!("{line}: unknown agent"));
+                let seed = u8::try_from(200 + self.old.len()).unwrap();
+                let new = Agent::new(words[1], seed);
+                let house = self.house_of(&old.address);
+                let body = new.registration(&house, &[]);
+                let token = old.token(&house, "POST", "/agents", &body.canonical());
+                let resp = call(&house, "POST", "/agents", &[("authorization", &token)], &body);
+                assert_eq!(resp.status, 200, "{line}: {:?}", resp.value());
+                self.agents.insert(words[1].to_owned(), new);
+                self.old.insert(words[1].to_owned(), old);
+                None
+            }
+            "block" => {
+                let agent = self.agent(words[1]);
+                let house = self.house_of(&agent.address);
+                let list = Value::Array(words[2..].iter().map(|w| Value::from(*w)).collect());
+                let body = Value::Object(obj([("block", Value::Object(obj([("add", list)])))]));
+                let resp = agent.post(&house, &format!("/lists/{}", agent.address.local()), &body);
+                assert_eq!(resp.status, 200, "{line}: {:?}", resp.value());
+                None
+            }
             "clock" => {
                 self.w.clock.advance(duration_ms(words[1]));
                 None
@@ -278,6 +474,14 @@ impl Run {
                     o.insert(k, v);
                 }
                 let now = self.w.clock.now();
+                let referrer = o.get("referrer").map(|r| Address::parse(r).unwrap());
+                // A referrer that is the seller, a concept or a quote past its limits cannot be
+                // drafted: sign stand-ins, then put the real ones in their place and sign again,
+                // for the Libro to refuse.
+                let self_referred = referrer.as_ref() == Some(&seller.address);
+                let concept = expand(o.get("concept").copied().unwrap_or("work"));
+                let pad = o.get("pad").map(|n| "x".repeat(n.parse().unwrap()));
+                let resign = self_referred || pad.is_some() || concept.len() > 256;
                 let q = QuoteDraft {
                     id: words[2].to_owned(),
                     house: o.get("house").map_or(self.libro().config.domain.clone(), |h| (*h).to_owned()),
@@ -286,11 +490,11 @@ impl Run {
                     contract: ContractKind::parse(o.get("contract").copied().unwrap_or("spot")).unwrap(),
                     price: o["price"].parse().unwrap(),
                     currency: o.get("currency").copied().unwrap_or("tok").to_owned(),
-                    concept: o.get("concept").copied().unwrap_or("work").to_owned(),
+                    concept: if resign { "work".to_owned() } else { concept.clone() },
                     terms: o.get("terms").map(|t| value(t).as_object().unwrap().clone()),
                     arbiter: o.get("arbiter").map(|a| Address::parse(a).unwrap()),
-                    referrer: o.get("referrer").map(|r| Referrer {
-                        address: Address::parse(r).unwrap(),
+                    referrer: referrer.map(|r| Referrer {
+                        address: if self_referred { Address::parse("stand-in@x.test").unwrap() } else { r },
                         share_bps: o["share"].parse().unwrap(),
                     }),
                     issued: now,
@@ -299,7 +503,22 @@ impl Run {
                 }
                 .sign(&seller.sig)
                 .unwrap();
-                self.quotes.insert(words[2].to_owned(), q.to_value());
+                let mut q = q.object().clone();
+                if self_referred {
+                    let mut r = q["referrer"].as_object().unwrap().clone();
+                    r.insert("address".into(), seller.address.as_str().into());
+                    q.insert("referrer".into(), Value::Object(r));
+                }
+                if let Some(pad) = pad {
+                    let mut terms = q["terms"].as_object().cloned().unwrap_or_default();
+                    terms.insert("pad".into(), pad.into());
+                    q.insert("terms".into(), Value::Object(terms));
+                }
+                if resign {
+                    q.insert("concept".into(), concept.into());
+                    sign_object(&mut q, "signature", Context::Quote, &seller.sig);
+                }
+                self.quotes.insert(words[2].to_owned(), Value::Object(q));
                 None
             }
             "replay" => {
@@ -340,10 +559,20 @@ impl Run {
                 let op = words[1];
                 let mut body = obj([("op", op.into())]);
                 let mut id = None;
+                let mut old = false;
+                let mut direct = false;
                 for kv in &words[2..] {
                     let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{line}: {kv} is not key=value"));
                     match k {
                         "id" => id = Some(v.to_owned()),
+                        "key" => {
+                            assert_eq!(v, "old", "{line}: key=old is the only choice");
+                            old = true;
+                        }
+                        "via" => {
+                            assert_eq!(v, "accept", "{line}: via=accept is the only choice");
+                            direct = true;
+                        }
                         "quote" => {
                             body.insert(
                                 "quote".into(),
@@ -355,9 +584,11 @@ impl Run {
                         }
                     }
                 }
-                let (id, env) = self.send_op(who, body, id);
-                let code = self.deliver(who, &id, &env);
+                let (id, env) = self.send_op(who, body, id, old);
+                self.reason = None;
+                let code = if direct { self.hand_over(who, &env) } else { self.deliver(who, &id, &env) };
                 self.last = Some((who.to_owned(), env));
+                op_id = Some(id);
                 Some(code)
             }
             _ => panic!("{}: cannot read `{line}`", self.file),
@@ -365,7 +596,7 @@ impl Run {
         if let Some(want) = code {
             assert_eq!(got, Some(want), "{}: `{line}`", self.file);
         }
-        self.check_balances(line, &balances);
+        self.check_balances(line, &balances, op_id.as_deref());
         if !self.houses.is_empty() {
             self.invariants(line);
         }
@@ -400,4 +631,51 @@ fn run(file: &str) {
 #[test]
 fn escrow_across_houses() {
     run("escrow.txt");
+}
+
+#[test]
+fn spot_with_fee_referrer_and_every_refusal_of_accept() {
+    run("spot.txt");
+}
+
+#[test]
+fn escrow_released_refunded_and_arbitrated() {
+    run("escrow_paths.txt");
+}
+
+#[test]
+fn bonds_released_forfeited_and_expired() {
+    run("bonds.txt");
+}
+
+#[test]
+
+fn an_expired_bond_cannot_be_forfeited() {
+    run("bond_forfeit_after_expiry.txt");
+}
+
+#[test]
+fn metered_and_chained_mandates_and_the_revoke_cascade() {
+    run("mandates.txt");
+}
+
+#[test]
+fn a_subagents_cap_and_a_rotated_key_bound_what_moves() {
+    run("delegation.txt");
+}
+
+#[test]
+fn welcome_gifts_and_idempotent_topups() {
+    run("topups.txt");
+}
+
+#[test]
+
+fn a_misdirected_quote_is_bounced() {
+    run("misdirected_quote.txt");
+}
+
+#[test]
+fn strangers_act_on_what_names_them_and_create_nothing() {
+    run("strangers.txt");
 }

@@ -466,28 +466,39 @@ pub(crate) fn operate_human(v: &Value) -> String {
     s
 }
 
+/// One contract on one line: `id kind state: N tokens, concept`.
+pub(crate) fn contract_line(c: &Object) -> String {
+    format!(
+        "{} {} {}: {} tokens, {}",
+        safe(text(c, "id")),
+        safe(text(c, "kind")),
+        safe(text(c, "state")),
+        show(c, "amount"),
+        safe(text(c, "concept"))
+    )
+}
+
+/// One mandate on one line: `id grantor → grantee: spent of cap spent, state`.
+pub(crate) fn mandate_line(m: &Object) -> String {
+    format!(
+        "{} {} → {}: {} of {} spent, {}",
+        safe(text(m, "id")),
+        safe(text(m, "grantor")),
+        safe(text(m, "grantee")),
+        show(m, "spent"),
+        show(m, "cap"),
+        safe(text(m, "state"))
+    )
+}
+
 /// The lines that say what a receipt records.
 pub(crate) fn receipt_summary(r: &Object) -> String {
     let mut s = String::new();
     if let Some(c) = r.get("contract").and_then(Value::as_object) {
-        s.push_str(&format!(
-            "  contract {} ({}) is {}: {} tokens, {}\n",
-            safe(text(c, "id")),
-            safe(text(c, "kind")),
-            safe(text(c, "state")),
-            show(c, "amount"),
-            safe(text(c, "concept"))
-        ));
+        s.push_str(&format!("  contract {}\n", contract_line(c)));
     }
     if let Some(m) = r.get("mandate").and_then(Value::as_object) {
-        s.push_str(&format!(
-            "  mandate {} for {}: {} of {} spent, {}\n",
-            safe(text(m, "id")),
-            safe(text(m, "grantee")),
-            show(m, "spent"),
-            show(m, "cap"),
-            safe(text(m, "state"))
-        ));
+        s.push_str(&format!("  mandate {}\n", mandate_line(m)));
     }
     if let Some(a) = r.get("asiento").and_then(Value::as_object) {
         s.push_str(&format!("  entry {} ({}):\n", show(a, "n"), safe(text(a, "concept"))));

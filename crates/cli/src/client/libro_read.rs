@@ -10,7 +10,7 @@ use nyx5_proto::{Address, libro, limits};
 
 use super::directory::{operator_hint, operator_house};
 use super::http::{house_url, read_object, send};
-use super::libro::{house_domain, lines};
+use super::libro::{contract_line, house_domain, lines, mandate_line};
 use super::output::{pretty, safe, show, text};
 use super::profile::AgentEntry;
 use super::{Ctx, house_target};
@@ -68,29 +68,14 @@ pub(crate) fn balance_human(v: &Value) -> String {
     if !contracts.is_empty() {
         s.push_str("contracts:\n");
         for c in contracts.iter().filter_map(Value::as_object) {
-            s.push_str(&format!(
-                "  {} {} {}: {} tokens, {}\n",
-                safe(text(c, "id")),
-                safe(text(c, "kind")),
-                safe(text(c, "state")),
-                show(c, "amount"),
-                safe(text(c, "concept"))
-            ));
+            s.push_str(&format!("  {}\n", contract_line(c)));
         }
     }
     let mandates = o.get("mandates").and_then(Value::as_array).unwrap_or_default();
     if !mandates.is_empty() {
         s.push_str("mandates:\n");
         for m in mandates.iter().filter_map(Value::as_object) {
-            s.push_str(&format!(
-                "  {} {} → {}: {} of {} spent, {}\n",
-                safe(text(m, "id")),
-                safe(text(m, "grantor")),
-                safe(text(m, "grantee")),
-                show(m, "spent"),
-                show(m, "cap"),
-                safe(text(m, "state"))
-            ));
+            s.push_str(&format!("  {}\n", mandate_line(m)));
         }
     }
     let entries = o.get("entries").and_then(Value::as_array).unwrap_or_default();

@@ -722,7 +722,12 @@ fn accept(
 ) -> Result<(), Error> {
     let me = &ctx.operator;
     if quote.house != rules.house {
-        return Err(refuse(ErrorKind::Misdirected, format!("quote {} is for the Libro of {}", quote.id, quote.house)));
+        // Not 421: between houses that says "try again elsewhere", and the sender's queue would
+        // retry an operation that can never succeed here.
+        return Err(refuse(
+            ErrorKind::Malformed,
+            format!("quote {} is for the Libro of {}; send it to libro@{}", quote.id, quote.house, quote.house),
+        ));
     }
     if quote.buyer != *me {
         return Err(refuse(ErrorKind::Forbidden, format!("quote {} is for {}, not {me}", quote.id, quote.buyer)));

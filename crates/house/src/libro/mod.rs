@@ -381,6 +381,13 @@ impl<D: Db, N: Net> House<D, N> {
                         record: &record,
                     }));
                     stmts.push(store::mandates_within(m.grantor.as_str(), kernel::MAX_ACTIVE_MANDATES));
+                    // A sub-mandate stands only under a chain still active as the batch runs: a
+                    // revoke that won the race would otherwise leave it active under a revoked parent.
+                    if m.parent.is_some() {
+                        let above =
+                            Value::Array(m.chain.iter().filter(|id| **id != m.id).map(|s| s.as_str().into()).collect());
+                        stmts.push(store::chain_active(&above.canonical_string()));
+                    }
                 }
                 MandateWrite::Spend { links, amount } => {
                     for (id, version) in links {

@@ -406,6 +406,15 @@ pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &st
     )
 }
 
+/// A guard that fails the batch unless every mandate of `chain` (a JSON list of ids) is active.
+pub fn chain_active(chain: &str) -> Stmt {
+    guard!(
+        "libro_chain_active",
+        "NOT EXISTS (SELECT 1 FROM libro_mandates WHERE id IN (SELECT value FROM json_each(?)) AND state != 'active')",
+        chain
+    )
+}
+
 /// A guard that fails the batch when `grantor` holds more than `max` active mandates after it:
 /// the count the decision read may be stale (read again, the kernel refuses).
 pub fn mandates_within(grantor: &str, max: i64) -> Stmt {

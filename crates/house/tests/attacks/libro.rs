@@ -202,14 +202,20 @@ fn a_vouch_backed_by_a_puppet_verifier_or_a_short_bond_opens_nothing() {
     }
 }
 
+/// `address` registered with one key, then rotated by its owner to the next: (old, new).
+fn rotated(h: &TestHouse, address: &str, seed: u8) -> (Agent, Agent) {
+    let old = Agent::new(address, seed);
+    json(&register(h, &old, &[], &[]), 201);
+    let new = Agent::new(address, seed + 1);
+    json(&register_by(h, &old, &new, &[]), 200);
+    (old, new)
+}
+
 #[test]
 fn a_stamp_is_not_paid_by_a_rotated_out_key() {
     let w = World::new();
     let h = w.house("a.test", nyx5_house::Registration::Open);
-    let old = Agent::new("vic@a.test", 39);
-    json(&register(&h, &old, &[], &[]), 201);
-    let new = Agent::new("vic@a.test", 40);
-    json(&register_by(&h, &old, &new, &[]), 200);
+    let (old, _new) = rotated(&h, "vic@a.test", 39);
     let thief = Agent::new("t@a.test", 41);
     json(
         &register(&h, &thief, &[], &[("inbox", Value::Object(obj([("policy", "stamp".into()), ("price", 1.into())])))]),
@@ -230,10 +236,7 @@ fn a_stamp_is_not_paid_by_a_rotated_out_key() {
 fn quotes_under_a_rotated_out_seller_key_sell_nothing() {
     let w = World::new();
     let h = w.house("a.test", nyx5_house::Registration::Open);
-    let old = Agent::new("sel@a.test", 42);
-    json(&register(&h, &old, &[], &[]), 201);
-    let new = Agent::new("sel@a.test", 43);
-    json(&register_by(&h, &old, &new, &[]), 200);
+    let (old, new) = rotated(&h, "sel@a.test", 42);
     let bo = Agent::new("bo@a.test", 44);
     json(&register(&h, &bo, &[], &[]), 201);
     topup(&h, "bo@a.test", 20);
