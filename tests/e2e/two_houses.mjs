@@ -10,8 +10,12 @@
 //   delivers when b is back; bad requests answered with the JSON error shape and changing
 //   nothing; an email through the email handler stored once, unsigned, a stranger's refused, and
 //   an agent's email left pending without a provider, and one sent through a local stand-in for
-//   the provider; and, with both houses stopped, the invariants of
-//   the D1 state (queried with `wrangler d1 execute`).
+//   the provider; the Libro of a.test (docs/SPEC.md §14–§21): a top-up by the operator, an escrow
+//   quote signed by bo@b.test, accepted by ana, delivered by bo across the houses, released by
+//   ana, with signed receipts to both, balances read by each (bo as a foreigner), the journal's
+//   signatures and hash chain, ana's signed history, a replay that changes nothing and refusals
+//   bounced (403, 409); and, with both houses stopped, the invariants of the D1 state (queried
+//   with `wrangler d1 execute`), the Libro's among them.
 //
 //   node tests/e2e/two_houses.mjs        (scripts/test runs it after building the Worker)
 //
@@ -114,6 +118,10 @@ const junk = createServer((req, res) => {
   });
 });
 await new Promise((resolve) => junk.listen(PORT + 4, '127.0.0.1', resolve));
+// b.test signs with a domain key the suite knows (the NYX5_DOMAIN_KEY secret, as production
+// sets it), so the Libro steps can replay an envelope to a.test as b.test would after losing the
+// answer; a.test keeps the key it made in D1.
+const domainKeysB = await newAgentKeys();
 const b = new House({
   domain: 'b.test',
   port: PORT + 1,
@@ -122,6 +130,7 @@ const b = new House({
   vars: {
     NYX5_REGISTRATION: 'invite',
     NYX5_ADMIN_TOKEN: tokenB,
+    NYX5_DOMAIN_KEY: domainKeysB.sigSecret,
     NYX5_HOSTS: JSON.stringify({ 'a.test': { url: urlOf(PORT) } }),
   },
 });
@@ -249,6 +258,134 @@ async function checkNotice(notice, original, domainKey, status) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The Libro of a.test (docs/SPEC.md §14–§21): operations are envelopes to libro@a.test, receipts
+// come back from it, refusals as bounces from the sender's postmaster.
+
+const LIBRO = 'libro@a.test';
+const CASA = 'casa@a.test';
+const LIBRO_MEDIA = 'application/nyx5.libro+json';
+const RECIBO_MEDIA = 'application/nyx5.recibo+json';
+const QUOTE_MEDIA = 'application/nyx5.cotizacion+json';
+const GENESIS = '0'.repeat(64);
+// What the Libro steps did, for the checks of the D1 state at the end.
+const libro = { ops: {}, receipts: [], crons: [] };
+
+/** Waits for an envelope in `who`'s mailbox; once `patienceMs` have passed without it, triggers
+ * the cron of `houses` at every poll (and says so: `ticked`). */
+async function arrivalOrTick(who, pred, what, houses, { patienceMs = 3_000, timeoutMs = 20_000 } = {}) {
+  const t = Date.now();
+  let ticked = false;
+  const item = await until(
+    what,
+    async () => {
+      const found = (await mailbox(who)).find((m) => pred(m.envelope));
+      if (!found && Date.now() - t > patienceMs) {
+        ticked = true;
+        await Promise.all(houses.map((h) => h.scheduled()));
+      }
+      return found;
+    },
+    { timeoutMs },
+  );
+  return { item, ticked };
+}
+
+/** Which receipts of the last step waited for a cron on a.test (none came by the kick alone). */
+function cronNote() {
+  const waited = libro.crons.splice(0);
+  return waited.length ? `receipts that waited for a cron on a.test: ${waited.join(', ')}` : 'every receipt came by the kick';
+}
+
+/** Operation `body` as `who`: an unsealed task to libro@a.test, sent through `who`'s own house. */
+async function operate(who, body) {
+  const draft = draftEnvelope(who.address, [LIBRO], { media: LIBRO_MEDIA, body }, { type: 'task' });
+  const env = await signEnvelope(draft, who.keys);
+  const r = expectStatus(await as(who, 'POST', '/outbound', { body: env }), 202, `POST /outbound (${body.op}) as ${who.local}`);
+  assert.deepEqual(
+    r.jobs.map((j) => [j.domain, j.recipients]),
+    [['a.test', [LIBRO]]],
+  );
+  return env;
+}
+
+/** The amounts of an entry's lines by account. */
+const linesOf = (entry) => Object.fromEntries(entry.lines.map((l) => [l.account, l.delta]));
+const sumOf = (entry) => entry.lines.reduce((s, l) => s + l.delta, 0);
+/** The ids of the receipt envelopes `local` got from the Libro, in order. */
+const libroReceiptsTo = (local) => libro.receipts.filter((r) => r.local === local).map((r) => r.id);
+
+/** Waits for the receipt of operation `op` in `who`'s mailbox and checks it (§16): an envelope of
+ * `type: receipt` from libro@a.test, `in_reply_to` the operation, signed by a.test's domain key;
+ * its body a receipt signed by the same key under its own label, about exactly that envelope; its
+ * entry, if any, signed too. Acks it; answers the receipt. */
+async function receiptOf(who, op) {
+  const what = `the receipt of ${op.content.body.op} for ${who.address}`;
+  const { item, ticked } = await arrivalOrTick(who, (e) => e.from === LIBRO && e.in_reply_to === op.id, what, [a]);
+  if (ticked) libro.crons.push(`${op.content.body.op}→${who.local}`);
+  const env = item.envelope;
+  assert.equal(env.type, 'receipt', `${what}: type`);
+  assert.deepEqual(env.to, [who.address], `${what}: one envelope per party`);
+  assert.equal(env.encrypted, undefined, `${what}: not sealed`);
+  assert.equal(env.signature.kid, keyA, `${what}: signed by a.test's domain key`);
+  assert.ok(await verifySignature(env, 'signature', keyA, 'envelope'), `${what}: envelope signature`);
+  assert.equal(env.content?.media, RECIBO_MEDIA, `${what}: media`);
+  const receipt = env.content.body;
+  assert.equal(receipt.tipo, 'recibo');
+  assert.equal(receipt.house, 'a.test');
+  assert.equal(receipt.of, op.id, `${what}: of`);
+  assert.equal(receipt.op, op.content.body.op);
+  assert.equal(receipt.from, op.from);
+  assert.equal(receipt.op_sha256, await sha256hex(canon(op)), `${what}: op_sha256 is the operation's hash`);
+  assert.equal(receipt.signature.kid, keyA);
+  assert.ok(await verifySignature(receipt, 'signature', keyA, 'receipt'), `${what}: receipt signature (nyx5/1 receipt)`);
+  assert.ok(!(await verifySignature(receipt, 'signature', keyA, 'envelope')), `${what}: only under its own label`);
+  if (receipt.asiento) {
+    assert.ok(await verifySignature(receipt.asiento, 'signature', keyA, 'asiento'), `${what}: entry signature`);
+    assert.equal(sumOf(receipt.asiento), 0, `${what}: the entry sums to zero`);
+  }
+  libro.receipts.push({ local: who.local, id: env.id });
+  assert.equal(await ack(who, [env.id]), 1);
+  return receipt;
+}
+
+/** `GET /libro/cuenta/:address` as `who` (an agent) or with the operator's token (`who` null). */
+async function account(address, who) {
+  const path = `/libro/cuenta/${address}`;
+  if (!who) return expectStatus(await call(a, 'GET', path, { headers: admin(a) }), 200, `operator GET ${path}`);
+  const { header } = await authHeader(who.keys, { address: who.address, method: 'GET', path, host: a.host });
+  return expectStatus(await call(a, 'GET', path, { headers: { authorization: header } }), 200, `GET ${path} as ${who.local}`);
+}
+
+/** The whole journal of a.test, page by page. */
+async function journal(limit = 200) {
+  const entries = [];
+  let after = 0;
+  for (;;) {
+    const page = expectStatus(
+      await call(a, 'GET', `/libro/diario?after=${after}&limit=${limit}`, { headers: admin(a) }),
+      200,
+      'GET /libro/diario',
+    );
+    assert.equal(page.house, 'a.test');
+    entries.push(...page.entries);
+    if (page.next === null) return entries;
+    after = page.next;
+  }
+}
+
+/** What a replay must not change: every balance, the journal, both mailboxes. */
+async function libroSnapshot() {
+  return canon({
+    ana: (await account(ana.address, null)).balance,
+    bo: (await account(bo.address, null)).balance,
+    casa: (await account(CASA, null)).balance,
+    journal: await journal(),
+    anaMail: (await mailbox(ana)).map((m) => m.envelope.id),
+    boMail: (await mailbox(bo)).map((m) => m.envelope.id),
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 
 let failed = false;
 for (const sig of ['SIGINT', 'SIGTERM']) {
@@ -313,6 +450,7 @@ try {
       else keyB = key;
     }
     assert.notEqual(keyA, keyB, 'the two houses made different domain keys');
+    assert.equal(keyB, domainKeysB.sig, 'b.test signs with its NYX5_DOMAIN_KEY secret');
   });
 
   await step('register ana@a.test by the operator (bearer token)', async () => {
@@ -880,6 +1018,280 @@ try {
     return `${pages} pages, the largest ${largest} bytes`;
   });
 
+  await step('the Libro: a.test declares it, libro@a.test’s card says the fee; the operator tops up ana, once per id', async () => {
+    assert.ok(JSON.stringify(cards['a.test']).includes('urn:nyx5:ext:libro'), 'a.test declares urn:nyx5:ext:libro');
+    const card = expectStatus(await call(a, 'GET', '/agents/libro'), 200, 'GET /agents/libro');
+    assert.equal(card.address, LIBRO);
+    assert.equal(card.sig, keyA, 'libro@a.test signs with the domain key');
+    assert.ok(await verifySignature(card, 'certification', keyA, 'agent-card'), 'libro@a.test’s card is certified');
+    assert.equal(card.capabilities.libro.currency, 'tok');
+    libro.fee = card.capabilities.libro.fee_bps;
+    assert.equal(libro.fee, 1000, 'NYX5_FEE_BPS is 1000 unless set');
+
+    const body = { address: ana.address, amount: 100, id: 'e2e-topup-1', note: 'e2e top-up' };
+    expectError(await call(a, 'POST', '/libro/topup', { body }), 401, 'unauthenticated', 'a top-up without the house token');
+    const topup = expectStatus(await call(a, 'POST', '/libro/topup', { body, headers: admin(a) }), 200, 'POST /libro/topup');
+    const entry = topup.asiento;
+    assert.ok(await verifySignature(entry, 'signature', keyA, 'asiento'), 'the entry is signed by a.test (nyx5/1 asiento)');
+    assert.equal(entry.tipo, 'asiento');
+    assert.equal(entry.house, 'a.test');
+    assert.equal(entry.n, 1);
+    assert.equal(entry.prev, GENESIS);
+    assert.deepEqual(linesOf(entry), { [CASA]: -100, [ana.address]: 100 });
+    assert.equal(entry.meta.primitive, 'issue');
+    assert.equal(entry.refs.key, 'topup:e2e-topup-1');
+    const again = expectStatus(await call(a, 'POST', '/libro/topup', { body, headers: admin(a) }), 200, 'the same top-up');
+    assert.equal(canon(again.asiento), canon(entry), 'the same id answers the same entry');
+    expectError(
+      await call(a, 'POST', '/libro/topup', { body: { ...body, amount: 7 }, headers: admin(a) }),
+      409,
+      'conflict',
+      'another top-up under the same id',
+    );
+    assert.equal((await account(ana.address, ana)).balance, 100);
+    return `fee ${libro.fee} bps; entry ${entry.id}`;
+  });
+
+  await step('bo@b.test signs an escrow quote for ana (nyx5/1 quote) and sends it to her sealed', async () => {
+    const issued = new Date();
+    const quote = await signDocument(
+      {
+        tipo: 'cotizacion',
+        id: globalThis.crypto.randomUUID(),
+        house: 'a.test',
+        seller: bo.address,
+        buyer: ana.address,
+        contract: 'escrow',
+        price: 40,
+        currency: 'tok',
+        concept: 'an audit of the e2e suite',
+        terms: null,
+        arbiter: null,
+        issued: issued.toISOString(),
+        expires: new Date(issued.getTime() + 3_600_000).toISOString(),
+      },
+      bo.keys,
+      'signature',
+      'quote',
+    );
+    libro.quote = quote;
+    const anaCard = expectStatus(await call(a, 'GET', '/agents/ana'), 200, 'GET a/agents/ana');
+    const draft = draftEnvelope(bo.address, [ana.address], { media: QUOTE_MEDIA, body: quote });
+    const env = await signEnvelope(await sealEnvelope(draft, [{ address: ana.address, enc: anaCard.enc }]), bo.keys);
+    libro.quoteMessage = env;
+    expectStatus(await as(bo, 'POST', '/outbound', { body: env }), 202, 'POST b/outbound (the quote)');
+    const item = await arrival(ana, (e) => e.id === env.id, 'the quote in ana’s mailbox');
+    const opened = await openEnvelope(item.envelope, ana.address, ana.keys.encKey);
+    assert.equal(opened.media, QUOTE_MEDIA);
+    assert.equal(canon(opened.body), canon(quote));
+    const boCard = expectStatus(await call(b, 'GET', '/agents/bo'), 200, 'GET b/agents/bo');
+    assert.ok(await verifySignature(opened.body, 'signature', boCard.sig, 'quote'), 'the quote verifies with bo’s key');
+    assert.ok(!(await verifySignature(opened.body, 'signature', boCard.sig, 'envelope')), 'and only as a quote');
+    assert.equal(await ack(ana, [env.id]), 1);
+    return `quote ${quote.id}: ${quote.price} tok, ${quote.contract}`;
+  });
+
+  await step('ana accepts it at libro@a.test: 40 tok held in escrow; signed receipts reach ana and bo', async () => {
+    const op = await operate(ana, { op: 'accept', quote: libro.quote });
+    libro.ops.accept = op;
+    const mine = await receiptOf(ana, op);
+    const quoteSha = await sha256hex(canon(libro.quote));
+    assert.equal(mine.cotizacion_sha256, quoteSha);
+    assert.equal(mine.contract.id, libro.quote.id);
+    assert.equal(mine.contract.kind, 'escrow');
+    assert.equal(mine.contract.state, 'held');
+    assert.deepEqual(mine.contract.acp, { phase: 'Funded' });
+    assert.equal(mine.contract.quote_sha256, quoteSha);
+    assert.equal(mine.contract.accept_sha256, await sha256hex(canon(op)));
+    const entry = mine.asiento;
+    assert.equal(entry.n, 2);
+    assert.deepEqual(linesOf(entry), { [ana.address]: -40, [`escrow:${libro.quote.id}`]: 40 });
+    assert.equal(entry.meta.primitive, 'hold');
+    assert.deepEqual(
+      [entry.refs.op, entry.refs.op_sha256, entry.refs.quote, entry.refs.quote_sha256, entry.refs.contract],
+      [op.id, mine.op_sha256, libro.quote.id, quoteSha, libro.quote.id],
+    );
+    const his = await receiptOf(bo, op);
+    assert.equal(canon(his), canon(mine), 'both parties get the same receipt');
+    assert.equal((await account(ana.address, ana)).balance, 60);
+    return cronNote();
+  });
+
+  await step('bo delivers from b.test: his operation crosses to a.test through /inbound; receipts for both', async () => {
+    const evidence = await sha256hex('the audit report');
+    const op = await operate(bo, { op: 'deliver', contract: libro.quote.id, evidence_sha256: evidence, note: 'done' });
+    libro.ops.deliver = op;
+    const his = await receiptOf(bo, op);
+    assert.equal(his.contract.state, 'delivered');
+    assert.deepEqual(his.contract.acp, { phase: 'Submitted' });
+    assert.equal(his.contract.evidence_sha256, evidence);
+    assert.equal(his.asiento, undefined, 'a delivery moves no money');
+    const job = await outboxJob(bo, op.id);
+    assert.equal(job.state, 'delivered', 'b.test delivered the operation to a.test');
+    const mine = await receiptOf(ana, op);
+    assert.equal(mine.contract.state, 'delivered');
+    return cronNote();
+  });
+
+  await step('bo may not release his own escrow: a.test refuses (403), b.test bounces it to bo', async () => {
+    const op = await operate(bo, { op: 'release', contract: libro.quote.id });
+    libro.ops.boRelease = op;
+    const { item } = await arrivalOrTick(bo, (e) => e.in_reply_to === op.id, 'the bounce of bo’s release', [b]);
+    const notice = item.envelope;
+    assert.equal(notice.from, 'postmaster@b.test');
+    assert.equal(notice.type, 'receipt');
+    assert.ok(await verifySignature(notice, 'signature', keyB, 'envelope'), 'the bounce is signed by b.test');
+    assert.equal(notice.content.media, NOTICE_MEDIA);
+    const body = notice.content.body;
+    assert.equal(body.of, op.id);
+    assert.equal(body.status, 'bounced');
+    assert.equal(body.code, 403);
+    assert.equal((await outboxJob(bo, op.id)).state, 'bounced');
+    libro.boBounce = notice.id;
+    assert.equal(await ack(bo, [notice.id]), 1);
+    return `reason: ${body.reason}`;
+  });
+
+  await step('ana releases: bo gets 36 tok, casa@a.test the 10 % fee; receipts for both', async () => {
+    const op = await operate(ana, { op: 'release', contract: libro.quote.id });
+    libro.ops.release = op;
+    const mine = await receiptOf(ana, op);
+    const fee = Math.ceil((40 * libro.fee) / 10_000);
+    assert.equal(fee, 4);
+    assert.equal(mine.contract.fee_bps, libro.fee, 'the contract settles under the fee it was accepted under');
+    assert.equal(mine.contract.state, 'released');
+    assert.deepEqual(mine.contract.acp, { phase: 'Terminal', outcome: 'completed' });
+    assert.deepEqual(
+      mine.contract.history.map((h) => [h.op, h.by, h.envelope]),
+      [
+        ['accept', ana.address, libro.ops.accept.id],
+        ['deliver', bo.address, libro.ops.deliver.id],
+        ['release', ana.address, op.id],
+      ],
+    );
+    const entry = mine.asiento;
+    assert.equal(entry.n, 3);
+    assert.deepEqual(linesOf(entry), { [`escrow:${libro.quote.id}`]: -40, [bo.address]: 40 - fee, [CASA]: fee });
+    assert.equal(entry.meta.primitive, 'release');
+    assert.equal(entry.meta.fee, fee);
+    const his = await receiptOf(bo, op);
+    assert.equal(canon(his), canon(mine));
+    return `fee ${fee} tok; ${cronNote()}`;
+  });
+
+  await step('balances by GET /libro/cuenta: ana with her token, bo (a foreigner) with his token for a.test', async () => {
+    const mine = await account(ana.address, ana);
+    assert.equal(mine.house, 'a.test');
+    assert.equal(mine.account, ana.address);
+    assert.equal(mine.balance, 60);
+    assert.deepEqual(mine.entries.map((e) => e.n), [2, 1], 'her entries, newest first');
+    assert.deepEqual(
+      mine.contracts.map((c) => [c.id, c.state, c.buyer, c.seller]),
+      [[libro.quote.id, 'released', ana.address, bo.address]],
+    );
+    assert.deepEqual(mine.mandates, []);
+    const his = await account(bo.address, bo);
+    assert.equal(his.account, bo.address);
+    assert.equal(his.balance, 36);
+    assert.deepEqual(his.entries.map((e) => e.n), [3]);
+    assert.deepEqual(his.contracts.map((c) => c.id), [libro.quote.id]);
+    assert.equal((await account(CASA, null)).balance, -96, 'the house issued 100 and kept a fee of 4');
+    // Nobody reads another's account; a token for b.test is no token for a.test.
+    const path = `/libro/cuenta/${bo.address}`;
+    const anas = await authHeader(ana.keys, { address: ana.address, method: 'GET', path, host: a.host });
+    expectError(await call(a, 'GET', path, { headers: { authorization: anas.header } }), 403, 'forbidden', 'ana reading bo’s account');
+    const elsewhere = await authHeader(bo.keys, { address: bo.address, method: 'GET', path, host: b.host });
+    expectError(
+      await call(a, 'GET', path, { headers: { authorization: elsewhere.header } }),
+      401,
+      'unauthenticated',
+      'bo’s token for b.test at a.test',
+    );
+    // The contract, for a party.
+    const cpath = `/libro/contrato/${libro.quote.id}`;
+    const boc = await authHeader(bo.keys, { address: bo.address, method: 'GET', path: cpath, host: a.host });
+    const c = expectStatus(await call(a, 'GET', cpath, { headers: { authorization: boc.header } }), 200, 'GET contrato as bo');
+    assert.equal(c.contract.state, 'released');
+    return 'ana 60, bo@b.test 36, casa@a.test -96';
+  });
+
+  await step('GET /libro/diario: every entry signed by a.test (nyx5/1 asiento) and chained by SHA-256', async () => {
+    const entries = await journal();
+    assert.equal(canon(await journal(2)), canon(entries), 'pages of 2 read the same journal');
+    assert.equal(entries.length, 3);
+    const balances = {};
+    let prev = GENESIS;
+    for (const [i, e] of entries.entries()) {
+      assert.equal(e.n, i + 1, 'numbered from 1 without gaps');
+      assert.equal(e.prev, prev, `entry ${e.n}: prev is the previous entry's SHA-256`);
+      assert.equal(e.house, 'a.test');
+      assert.equal(e.signature.kid, keyA);
+      assert.ok(await verifySignature(e, 'signature', keyA, 'asiento'), `entry ${e.n}: signature`);
+      assert.equal(sumOf(e), 0, `entry ${e.n}: lines sum to zero`);
+      assert.equal(new Set(e.lines.map((l) => l.account)).size, e.lines.length, `entry ${e.n}: each account once`);
+      assert.ok(e.lines.every((l) => Number.isSafeInteger(l.delta) && l.delta !== 0), `entry ${e.n}: no zero delta`);
+      for (const l of e.lines) balances[l.account] = (balances[l.account] ?? 0) + l.delta;
+      prev = await sha256hex(canon(e));
+    }
+    assert.deepEqual(balances, {
+      [CASA]: -96,
+      [ana.address]: 60,
+      [bo.address]: 36,
+      [`escrow:${libro.quote.id}`]: 0,
+    });
+    const noHouse = await call(a, 'GET', '/libro/diario');
+    expectError(noHouse, 401, 'unauthenticated', 'the journal without the house token');
+    libro.head = prev;
+    return `${entries.length} entries; head ${prev.slice(0, 16)}…`;
+  });
+
+  await step('GET /agents/ana/historial counts the contract she bought, signed by a.test (nyx5/1 historial)', async () => {
+    const h = expectStatus(await call(a, 'GET', '/agents/ana/historial'), 200, 'GET /agents/ana/historial');
+    assert.equal(h.address, ana.address);
+    assert.equal(h.house, 'a.test');
+    assert.ok(await verifySignature(h, 'signature', keyA, 'historial'), 'historial signature');
+    assert.deepEqual(h.comprando, { contratos: 1, tokens: 40 });
+    assert.deepEqual(h.vendiendo, { contratos: 0, liberados: 0, devueltos: 0, tokens: 0 });
+    assert.equal(h.resumen.cumplimiento, null);
+    // bo's history is b.test's, which counts only its own contracts: none.
+    const hb = expectStatus(await call(b, 'GET', '/agents/bo/historial'), 200, 'GET b/agents/bo/historial');
+    assert.ok(await verifySignature(hb, 'signature', keyB, 'historial'));
+    assert.deepEqual(hb.vendiendo, { contratos: 0, liberados: 0, devueltos: 0, tokens: 0 });
+    expectError(await call(a, 'GET', '/agents/bo/historial'), 404, 'not_found', 'a.test keeps no history of bo');
+  });
+
+  await step('a replayed operation changes nothing; a second accept of the quote is bounced 409', async () => {
+    const before = await libroSnapshot();
+    const op = libro.ops.deliver;
+    // bo's house again: the same envelope is "exists".
+    const resent = expectStatus(await as(bo, 'POST', '/outbound', { body: op }), 200, 'the deliver again at b.test');
+    assert.equal(resent.exists, true);
+    // Straight to a.test's /inbound, relayed by b.test as after a lost answer: done before.
+    const relayed = utf8.encode(`relay:${op.id}:a.test:${await sha256hex(canon(op))}`);
+    const relay = `nyx51 domain=b.test; kid=${keyB}; sig=${await signAs('relay', domainKeysB, relayed)}`;
+    for (let i = 0; i < 2; i += 1) {
+      const r = expectStatus(
+        await call(a, 'POST', '/inbound', { body: op, headers: { 'x-nyx5-relay': relay } }),
+        200,
+        'the deliver replayed to a.test',
+      );
+      assert.equal(r.duplicate, true);
+      assert.deepEqual(r.accepted, [LIBRO]);
+    }
+    await Promise.all([a.scheduled(), b.scheduled()]);
+    await sleep(300);
+    assert.equal(await libroSnapshot(), before, 'balances, journal and mailboxes are unchanged');
+
+    const again = await operate(ana, { op: 'accept', quote: libro.quote });
+    libro.ops.again = again;
+    const { item } = await arrivalOrTick(ana, (e) => e.in_reply_to === again.id, 'the bounce of the second accept', [a]);
+    const body = await checkNotice(item.envelope, again, keyA, 'bounced');
+    assert.equal(body.code, 409);
+    assert.equal(await ack(ana, [item.envelope.id]), 1);
+    assert.equal(await libroSnapshot(), before, 'the refused accept moved nothing');
+    return `409: ${body.reason}`;
+  });
+
   await step('a last tick on both houses; then both stop', async () => {
     const claims = { address: ana.address, method: 'GET', path: '/outbox/ana', host: a.host };
     const fresh = await authHeader(ana.keys, claims);
@@ -929,12 +1341,39 @@ try {
         'every agent has the registration it says it came by': `
           SELECT local FROM agents g
           WHERE NOT EXISTS (SELECT 1 FROM registrations r WHERE r.local = g.local AND r.via = g.registered_via)`,
-        'no nonce outlives its window after a tick, and each belongs to an agent here': `
+        'no nonce outlives its window after a tick, and each is an agent’s here or a Libro account holder’s': `
           SELECT nonce FROM nonces
-          WHERE keep_until < ${tickAt} OR address NOT IN (SELECT local || '@${d}' FROM agents)`,
+          WHERE keep_until < ${tickAt}
+             OR (address NOT IN (SELECT local || '@${d}' FROM agents)
+                 AND address NOT IN (SELECT account FROM libro_accounts))`,
         'rate windows never pass their cap': `
           SELECT bucket FROM rate_windows WHERE count > cap`,
         'foreign keys hold': 'PRAGMA foreign_key_check',
+        'the Libro’s balances sum to zero': `
+          SELECT sum(balance) AS total FROM libro_accounts HAVING total != 0`,
+        'no balance is negative but casa@’s, and only casa@ may owe': `
+          SELECT account FROM libro_accounts
+          WHERE (balance < 0 AND account != 'casa@${d}') OR may_owe != (account = 'casa@${d}')`,
+        'every entry’s lines sum to zero, as stored and as signed': `
+          SELECT n FROM libro_entries e
+          WHERE (SELECT coalesce(sum(json_extract(value, '$.delta')), 1) FROM json_each(e.lines)) != 0
+             OR (SELECT coalesce(sum(json_extract(value, '$.delta')), 1) FROM json_each(e.entry, '$.lines')) != 0
+             OR json_extract(e.entry, '$.n') != e.n OR json_extract(e.entry, '$.prev') != e.prev`,
+        'the journal counts 1..N, each entry linked to the one before': `
+          SELECT n FROM libro_entries e
+          WHERE (n = 1 AND prev != '${'0'.repeat(64)}')
+             OR (n > 1 AND prev IS NOT (SELECT sha256 FROM libro_entries p WHERE p.n = e.n - 1))
+          UNION ALL
+          SELECT count(*) AS entries FROM libro_entries HAVING entries != coalesce(max(n), 0)`,
+        'balances are what the journal adds up to': `
+          SELECT account FROM libro_accounts a
+          WHERE balance != (SELECT coalesce(sum(json_extract(l.value, '$.delta')), 0)
+                              FROM libro_entries e, json_each(e.entry, '$.lines') l
+                             WHERE json_extract(l.value, '$.account') = a.account)`,
+        'terminal contracts hold nothing in escrow': `
+          SELECT id FROM libro_contracts c
+          WHERE state IN ('released', 'refunded', 'settled', 'forfeited')
+            AND coalesce((SELECT balance FROM libro_accounts WHERE account = 'escrow:' || c.id), 0) != 0`,
       };
       const names = Object.keys(invariants);
       const results = await h.d1(Object.values(invariants).join(';\n'));
@@ -942,7 +1381,7 @@ try {
       checks.push(...names.map((n) => `${d}: ${n}`));
 
       // What this run leaves behind, exactly.
-      const [integrity, agents, mail, jobs, outbox, pins, nonces] = await h.d1(
+      const [integrity, agents, mail, jobs, outbox, pins, nonces, accounts, entries, ops, contracts] = await h.d1(
         [
           'PRAGMA quick_check',
           'SELECT local, registered_via FROM agents ORDER BY local',
@@ -951,8 +1390,15 @@ try {
           'SELECT envelope_id, envelope, sha256 FROM outbox ORDER BY seq',
           'SELECT domain, sig, pending FROM pins',
           'SELECT nonce FROM nonces',
+          'SELECT account, balance, may_owe FROM libro_accounts ORDER BY account',
+          'SELECT n, cause, sha256, entry FROM libro_entries ORDER BY n',
+          'SELECT envelope_id, operator, op FROM libro_ops ORDER BY envelope_id',
+          'SELECT id, kind, state, seller, buyer, amount, version FROM libro_contracts ORDER BY id',
         ].join(';\n'),
       );
+      for (const e of entries) {
+        assert.equal(await sha256hex(e.entry), e.sha256, `${d}: sha256 of entry ${e.n}`);
+      }
       assert.deepEqual(integrity, [{ quick_check: 'ok' }], `${d}: quick_check`);
       for (const o of outbox) {
         assert.equal(await sha256hex(o.envelope), o.sha256, `${d}: outbox sha256 of ${o.envelope_id}`);
@@ -980,14 +1426,63 @@ try {
             [sent.paged.id, 'bounced'],
             [sent.fine.id, 'delivered'],
             ...sent.big.map((id) => [id, 'delivered']),
+            [libro.ops.accept.id, 'delivered'],
+            ...libroReceiptsTo('bo').slice(0, 2).map((id) => [id, 'delivered']),
+            [libro.ops.release.id, 'delivered'],
+            ...libroReceiptsTo('bo').slice(2).map((id) => [id, 'delivered']),
+            [libro.ops.again.id, 'bounced'],
           ],
         );
-        assert.equal(outbox.length, 67, 'only the accepted envelopes were queued');
+        assert.equal(outbox.length, 67 + 6, 'only the accepted envelopes were queued, and the Libro’s receipts to bo');
         assert.deepEqual(
           mail.filter((m) => m.local === 'ana').map((m) => [m.sender, m.acked]),
-          Array(5).fill(['postmaster@a.test', 1]),
-          'five notices (two receipts, three bounces), all acked',
+          [
+            ...Array(5).fill(['postmaster@a.test', 1]),
+            ['bo@b.test', 1],
+            ...Array(3).fill([LIBRO, 1]),
+            ['postmaster@a.test', 1],
+          ],
+          'five notices (two receipts, three bounces), the quote, three receipts from the Libro, its bounce; all acked',
         );
+        assert.deepEqual(
+          accounts,
+          [
+            { account: ana.address, balance: 60, may_owe: 0 },
+            { account: bo.address, balance: 36, may_owe: 0 },
+            { account: CASA, balance: -96, may_owe: 1 },
+            { account: `escrow:${libro.quote.id}`, balance: 0, may_owe: 0 },
+          ],
+          'the Libro’s accounts',
+        );
+        assert.deepEqual(
+          entries.map((e) => [e.n, e.cause]),
+          [
+            [1, 'topup:e2e-topup-1'],
+            [2, libro.ops.accept.id],
+            [3, libro.ops.release.id],
+          ],
+        );
+        assert.equal(entries.at(-1).sha256, libro.head, 'the head the journal’s reader computed');
+        assert.deepEqual(
+          ops.map((o) => [o.envelope_id, o.operator, o.op]),
+          [
+            [libro.ops.accept.id, ana.address, 'accept'],
+            [libro.ops.deliver.id, bo.address, 'deliver'],
+            [libro.ops.release.id, ana.address, 'release'],
+          ].sort((x, y) => x[0].localeCompare(y[0])),
+          'the operations done, and not the two refused',
+        );
+        assert.deepEqual(contracts, [
+          {
+            id: libro.quote.id,
+            kind: 'escrow',
+            state: 'released',
+            seller: bo.address,
+            buyer: ana.address,
+            amount: 40,
+            version: 3,
+          },
+        ]);
         assert.deepEqual(
           mail.filter((m) => m.local === 'big').map((m) => [m.envelope_id, m.sender, m.acked]).sort(),
           sent.big.map((id) => [id, 'filler@a.test', 1]).sort(),
@@ -1006,10 +1501,27 @@ try {
             ['bo', sent.outage.env.id, 'ana@a.test', 1],
             ['bo', sent.fine.id, 'ana@a.test', 1],
             ['bo', sent.email.id, 'email@b.test', 1],
+            ['bo', libroReceiptsTo('bo')[0], LIBRO, 1],
+            ['bo', libroReceiptsTo('bo')[1], LIBRO, 1],
+            ['bo', libro.boBounce, 'postmaster@b.test', 1],
+            ['bo', libroReceiptsTo('bo')[2], LIBRO, 1],
           ],
-          'exactly the four delivered envelopes and the email, once each, all acked',
+          'the four delivered envelopes, the email, three receipts from a.test’s Libro and a bounce, once each, all acked',
         );
-        assert.deepEqual(outbox, [], 'b.test sent nothing');
+        assert.deepEqual(
+          outbox.map((o) => o.envelope_id),
+          [libro.quoteMessage.id, libro.ops.deliver.id, libro.ops.boRelease.id],
+          'b.test sent bo’s quote and his two operations',
+        );
+        assert.deepEqual(
+          jobs.map((j) => [j.envelope_id, j.state]),
+          [
+            [libro.quoteMessage.id, 'delivered'],
+            [libro.ops.deliver.id, 'delivered'],
+            [libro.ops.boRelease.id, 'bounced'],
+          ],
+        );
+        assert.deepEqual([accounts, entries, ops, contracts], [[], [], [], []], 'b.test’s Libro is untouched');
       }
     }
     return `${checks.length} invariants, plus the exact rows this run leaves`;
