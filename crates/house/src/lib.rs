@@ -72,6 +72,9 @@ pub struct House<D, N> {
     cards: resolver::CardMemo,
     /// Webhook pushes waiting for the answer to go out (see [`House::send_pushes`]).
     pushes: std::cell::RefCell<Vec<ports::OutRequest>>,
+    /// The Libro queued mail due now (receipts for other houses) since this was last taken: the
+    /// answer asks for a delivery kick, and a tick works the queue once more.
+    queued: std::cell::Cell<bool>,
 }
 
 impl<D, N> std::fmt::Debug for House<D, N> {
@@ -118,7 +121,7 @@ impl<D: Db, N: Net> House<D, N> {
         let libro = libro::libro_card(&card, &config.key, config.key_created, config.fee_bps)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
-        Ok(House { config, db, net, clock, rng, card, libro, cards, pushes })
+        Ok(House { config, db, net, clock, rng, card, libro, cards, pushes, queued: Default::default() })
     }
 
     /// This house's verified domain card.
@@ -147,12 +150,15 @@ impl<D: Db, N: Net> House<D, N> {
         nyx5_proto::address::uuid_v4(self.random())
     }
 
-    /// Answers one request. Never panics on input; every failure is a JSON error.
+    /// Answers one request. Never panics on input; every failure is a JSON error. An answer
+    /// after which mail waits in the queue (the Libro's receipts for other houses) asks for a
+    /// delivery kick.
     pub async fn handle(&self, req: Request) -> Response {
-        match router::route(self, &req).await {
+        let resp = match router::route(self, &req).await {
             Ok(resp) => resp,
             Err(e) => Response::error(&e),
-        }
+        };
+        if self.queued.take() { resp.kick() } else { resp }
     }
 }
 

@@ -400,16 +400,23 @@ impl<D: Db, N: Net> House<D, N> {
         purge.extend(crate::store::upkeep(now.millis()));
         purge.push(crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
         self.db.batch(purge).await.map_err(port_error)?;
-        let rows = store::due(&self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
         let mut report = TickReport::default();
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
         let mut health: BTreeMap<String, Option<Health>> = BTreeMap::new();
-        // `due` hands them out round-robin over destinations; they are worked in that order.
-        for job in rows.iter().filter_map(Job::from_row) {
-            let domain = job.domain.clone();
-            let known = *health.entry(domain.clone()).or_insert(job.health);
-            let after = self.work_turn(job, known, now, &mut report).await?;
-            health.insert(domain, after);
+        // A second pass when the first delivered operations to the Libro that queued receipts
+        // for other houses: they go out in this tick, not the next.
+        for _pass in 0..2 {
+            let rows = store::due(&self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
+            // `due` hands them out round-robin over destinations; they are worked in that order.
+            for job in rows.iter().filter_map(Job::from_row) {
+                let domain = job.domain.clone();
+                let known = *health.entry(domain.clone()).or_insert(job.health);
+                let after = self.work_turn(job, known, now, &mut report).await?;
+                health.insert(domain, after);
+            }
+            if !self.queued.take() {
+                break;
+            }
         }
         self.send_emails(now).await?;
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery: a

@@ -320,3 +320,77 @@ fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
     assert_eq!(fate(&h, &vic, "forfeit-1"), 409);
     assert_eq!(balance(&h, "ana@a.test"), 10);
 }
+
+#[test]
+fn a_receipt_for_another_house_leaves_in_the_tick_that_did_the_operation() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 95);
+    let bo = Agent::new("bo@b.test", 96);
+    register(&a, &ana, None);
+    register(&b, &bo, None);
+    topup(&a, &ana, 50);
+    let quote = nyx5_proto::quote::QuoteDraft {
+        id: "q-fast".into(),
+        house: "a.test".into(),
+        seller: bo.address.clone(),
+        buyer: ana.address.clone(),
+        contract: nyx5_proto::quote::ContractKind::Spot,
+        price: 10,
+        currency: "tok".into(),
+        concept: "fast".into(),
+        terms: None,
+        arbiter: None,
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&bo.sig)
+    .unwrap();
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut d = Draft::new(
+        "acc-fast".into(),
+        ana.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(obj([("op", "accept".into()), ("quote", quote.to_value())]))),
+    );
+    d.kind = Kind::Task;
+    let resp = ana.send(&a, &d.build().unwrap().sign(&ana.sig).unwrap());
+    assert_eq!(resp.status, 202);
+    // One tick of a.test does the operation and sends bo's receipt on to b.test.
+    block_on(a.tick()).unwrap();
+    assert!(
+        mailbox(&b, &bo).iter().any(|e| e.from().local() == LIBRO && e.in_reply_to() == Some("acc-fast")),
+        "bo's receipt arrived in the same tick"
+    );
+}
+
+#[test]
+fn an_operation_from_another_house_asks_for_a_delivery_kick() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let bo = Agent::new("bo@b.test", 97);
+    register(&b, &bo, None);
+    topup(&a, &bo, 5);
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut d = Draft::new(
+        "bal-1".into(),
+        bo.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(obj([("op", "balance".into())]))),
+    );
+    d.kind = Kind::Task;
+    let env = d.build().unwrap().sign(&bo.sig).unwrap();
+    let relay = nyx5_proto::relay::RelayHeader::sign("b.test", &env, "a.test", &b.config.key).to_header();
+    let resp = call_raw(&a, "POST", "/inbound", &[(nyx5_proto::relay::HEADER, &relay)], env.canonical());
+    assert_eq!(resp.status, 202);
+    assert!(resp.kick, "the receipt for b.test waits in a.test's queue: the answer asks for a kick");
+    // A plain read with nothing queued asks for none.
+    let again = call_raw(&a, "GET", "/health", &[], vec![]);
+    assert!(!again.kick);
+}

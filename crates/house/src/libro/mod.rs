@@ -215,9 +215,14 @@ impl<D: Db, N: Net> House<D, N> {
             }
             let entry_id = self.new_id();
             let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
-            let stmts = self.write_decision(env, &op, &decision, &entry_id, head).await?;
+            let (stmts, queues) = self.write_decision(env, &op, &decision, &entry_id, head).await?;
             match self.db.batch(stmts).await {
-                Ok(_) => return Ok(Outcome::Accepted),
+                Ok(_) => {
+                    if queues {
+                        self.queued.set(true);
+                    }
+                    return Ok(Outcome::Accepted);
+                }
                 Err(PortError::Constraint { name }) if name == store::OP_DONE => {
                     let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
                     return done_before(&row, env.from(), &sha);
@@ -288,7 +293,8 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(())
     }
 
-    /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices.
+    /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices;
+    /// and whether it queues mail due now (a receipt for another house).
     async fn write_decision(
         &self,
         env: &Envelope,
@@ -296,8 +302,9 @@ impl<D: Db, N: Net> House<D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
-    ) -> Result<Vec<Stmt>, Error> {
+    ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
+        let mut queues = false;
         let mut stmts = Vec::new();
         let mut extra = d.receipt.clone();
         let entry = match &d.posting {
@@ -423,6 +430,7 @@ impl<D: Db, N: Net> House<D, N> {
                 ));
             } else {
                 stmts.extend(self.queue_from_libro(&signed, now)?);
+                queues = true;
             }
         }
         for deadline in &d.deadlines {
@@ -446,7 +454,7 @@ impl<D: Db, N: Net> House<D, N> {
                 }
             }
         }
-        Ok(stmts)
+        Ok((stmts, queues))
     }
 
     fn libro_address(&self) -> Result<Address, Error> {
