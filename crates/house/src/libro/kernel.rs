@@ -541,7 +541,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                     need(facts, &escrow, c.amount)?;
                     let referrer = c.referrer();
                     let (lines, m) = settle(&escrow, seller.as_str(), c.amount, &rules_of(c, rules), referrer.as_ref());
-                    post(&mut d, c, "release", meta("release", m), ctx, lines);
+                    post(&mut d, c, meta("release", m), ctx, lines);
                     if let Some(r) = referrer {
                         push_party(&mut d.parties, Some(r.address));
                     }
@@ -567,14 +567,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                     let holder =
                         c.get("bondholder").ok_or_else(|| refuse(ErrorKind::Internal, "a bond without bondholder"))?;
                     need(facts, &escrow, c.amount)?;
-                    post(
-                        &mut d,
-                        c,
-                        "release",
-                        meta("release", Object::new()),
-                        ctx,
-                        move_all(&escrow, holder.as_str(), c.amount),
-                    );
+                    post(&mut d, c, meta("release", Object::new()), ctx, move_all(&escrow, holder.as_str(), c.amount));
                     finish_contract(
                         &mut d,
                         record_event(c, "released", ctx, "release", Some(entry_id), Object::new()),
@@ -610,7 +603,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let escrow = escrow_account(&c.id);
             let buyer = c.get("buyer").ok_or_else(|| refuse(ErrorKind::Internal, "an escrow without buyer"))?;
             need(facts, &escrow, c.amount)?;
-            post(&mut d, c, "refund", meta("refund", Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
+            post(&mut d, c, meta("refund", Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
             let extra = note.as_ref().map(|n| obj([("note", n.as_str().into())])).unwrap_or_default();
             finish_contract(&mut d, record_event(c, "refunded", ctx, "refund", Some(entry_id), extra), c);
         }
@@ -638,7 +631,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let escrow = escrow_account(&c.id);
             let to = c.get("beneficiary").map_or_else(|| rules.casa(), |a| a.as_str().to_owned());
             need(facts, &escrow, c.amount)?;
-            post(&mut d, c, "forfeit", meta("forfeit", Object::new()), ctx, move_all(&escrow, &to, c.amount));
+            post(&mut d, c, meta("forfeit", Object::new()), ctx, move_all(&escrow, &to, c.amount));
             let extra = obj([("reason", reason.as_str().into())]);
             finish_contract(&mut d, record_event(c, "forfeited", ctx, "forfeit", Some(entry_id), extra), c);
         }
@@ -684,7 +677,9 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
     Ok(d)
 }
 
-fn post(d: &mut Decision, c: &Contract, _op: &str, meta: Object, ctx: &Ctx, lines: Vec<Line>) {
+/// The posting of an operation on contract `c`: its concept, these lines, and refs to the
+/// operation and the contract.
+fn post(d: &mut Decision, c: &Contract, meta: Object, ctx: &Ctx, lines: Vec<Line>) {
     let concept = c.record.get("concept").and_then(Value::as_str).unwrap_or(c.kind.as_str()).to_owned();
     d.posting = Some(Posting { concept, lines, meta, refs: refs(ctx, Some(&c.id)) });
 }
@@ -817,7 +812,8 @@ fn accept(
             d.mandates.push(MandateWrite::Insert(Box::new(m)));
             ("active", false)
         }
-        Kind::Bond => unreachable_kind()?,
+        // `kind_of` never answers a bond: a quote offers spot, escrow or metered.
+        Kind::Bond => return Err(refuse(ErrorKind::Malformed, "a quote does not offer a bond")),
     };
     record.insert("state".into(), state.into());
     let mut e = event(ctx, "accept");
@@ -852,10 +848,6 @@ fn kind_of(k: ContractKind) -> Kind {
         ContractKind::Escrow => Kind::Escrow,
         ContractKind::Metered => Kind::Metered,
     }
-}
-
-fn unreachable_kind() -> Result<(&'static str, bool), Error> {
-    Err(refuse(ErrorKind::Malformed, "a quote does not offer a bond"))
 }
 
 /// A deadline in `terms`: RFC 3339, or a date (`2026-09-15`, its midnight UTC).
