@@ -63,7 +63,9 @@ const TOOLS: &[Tool] = &[
 running right now: the envelope waits in its mailbox and its answer will arrive in yours (check with nyx5_inbox). \
 The envelope is signed as you and end-to-end encrypted for its recipients, so they know it is from you and nobody \
 else can read it. Use type \"task\" to ask for work and thread/in_reply_to to continue a conversation. Sending is \
-irreversible; a retried call after a timeout resends the same saved envelope, never a second one.",
+irreversible; a retried call after a timeout resends the same saved envelope, never a second one. It moves \
+money only when you name a stamp (`stamp`) for an inbox that charges to receive; operations on a Libro go \
+through nyx5_accept and nyx5_libro, never through this tool.",
         input: r#"{"type":"object","required":["to","body"],"additionalProperties":false,"properties":{
 "to":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":100,"description":"Recipient addresses, e.g. [\"helper@example.org\"]"},
 "body":{"description":"The content: text, or any JSON value"},
@@ -77,7 +79,7 @@ irreversible; a retried call after a timeout resends the same saved envelope, ne
 "encrypt":{"type":"boolean","default":true,"description":"false sends the content in clear (needed when a recipient publishes no encryption key)"},
 "id":{"type":"string","description":"Envelope id to use, or of a saved envelope to send again"},
 "aval":{"type":"object","required":["voucher","bond"],"properties":{"voucher":{"type":"string"},"bond":{"type":"string"}},"description":"To enter an allowlist inbox you are not on: someone on its allow list (voucher) backs you with a bond contract (bond)"},
-"stamp":{"type":"integer","minimum":1,"description":"Tokens to pay as a stamp; by default the price a recipient's stamp inbox asks is paid automatically (it moves money)"}}}"#,
+"stamp":{"type":"integer","minimum":1,"description":"Tokens to pay as a stamp, charged to you once for each recipient whose inbox asks for one (it moves money). Nothing is paid unless you name it here; a send to such an inbox without it is refused with the price"}}}"#,
         output: r#"{"type":"object","required":["id","status"],"properties":{
 "id":{"type":"string"},"status":{"type":"string","enum":["queued","exists"]},"resent":{"type":"boolean"},
 "to":{"type":"array","items":{"type":"string"}},"sealed":{"type":"boolean"},"pow_bits":{"type":["integer","null"]},
@@ -466,6 +468,9 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
                 extensions: aval(args)?,
                 discard: false,
                 stamp: opt_int(args, "stamp")?,
+                // A model names any stamp it pays.
+                auto_stamp_max: 0,
+                libro_op: false,
                 request_key: None,
             };
             send::send(&setup.ctx()?, &req, false)

@@ -532,6 +532,8 @@ fn send_request(a: &SendArgs) -> Result<SendRequest, Failure> {
         extensions: a.aval.as_deref().map(super::libro::aval).transpose()?,
         discard: a.discard,
         stamp: a.stamp,
+        auto_stamp_max: super::send::AUTO_STAMP_MAX,
+        libro_op: false,
         request_key: None,
     })
 }

@@ -267,6 +267,7 @@ pub(crate) fn operate(ctx: &Ctx, house: Option<&str>, body: Object, wait: Option
         media: Some(OP_MEDIA.into()),
         kind: Some("task".into()),
         plain: true,
+        libro_op: true,
         ..SendRequest::default()
     };
     let (sent, env) = send::send_envelope(ctx, &req, false).map_err(|f| {
@@ -352,8 +353,8 @@ fn wait_receipt(
                         None => {}
                     }
                 }
-                // A full page: more may be waiting now.
-                if page.get("next").is_some_and(|n| *n != Value::Null) {
+                // A full page: more may be waiting now (but never past the deadline).
+                if page.get("next").is_some_and(|n| *n != Value::Null) && Instant::now() < deadline {
                     continue;
                 }
             }
@@ -388,18 +389,24 @@ fn answer_in(
     let body = m.get("content").and_then(Value::as_object).and_then(|c| c.get("body")).and_then(Value::as_object);
     let libro = format!("{LIBRO_LOCAL}@{house}");
     if from == libro && text(m, "in_reply_to") == id {
-        if text(m, "trust") != "verified" {
-            return Err(Failure::rejected(format!(
-                "an answer to {id} claims to come from {libro} but does not verify: {}",
-                safe(text(m, "trust_reason"))
-            )));
+        match text(m, "trust") {
+            "verified" => {}
+            // Its house could not be reached to check it: wait, and read it again.
+            "unchecked" => return Ok(None),
+            _ => {
+                return Err(Failure::rejected(format!(
+                    "an answer to {id} claims to come from {libro} but does not verify: {}",
+                    safe(text(m, "trust_reason"))
+                )));
+            }
         }
         let body = body.ok_or_else(|| Failure::rejected(format!("the answer of {libro} to {id} holds no receipt")))?;
         let r = checked_receipt(ctx, me, house, body)?;
-        if r.of != id || (!sha256.is_empty() && r.op_sha256 != sha256) {
+        if r.of != id || (!sha256.is_empty() && r.op_sha256 != sha256) || r.from != me.address {
             return Err(Failure::rejected(format!(
-                "the receipt {libro} sent in reply to {id} is for another operation ({})",
-                r.of
+                "the receipt {libro} sent in reply to {id} is for another operation ({} by {})",
+                safe(&r.of),
+                r.from
             )));
         }
         return Ok(Some(Answer::Receipt(obj([
@@ -408,14 +415,16 @@ fn answer_in(
             ("receipt_verified", Value::Bool(true)),
         ]))));
     }
-    // A bounce: a postmaster's verified notice of this envelope (the sending house's, or the
-    // Libro's house's). An unverified one is anyone's words, and is not believed.
-    let postmaster =
-        from.split_once('@').is_some_and(|(l, d)| l == "postmaster" && (d == house || d == me.address.domain()));
+    // A bounce: a verified notice of this very envelope (its SHA-256) from the agent's own
+    // house's postmaster, the only one that bounces what the agent sent (§16). Another house's
+    // postmaster, or an unverified notice, is not believed: a Libro that did the operation
+    // could otherwise answer "refused" and be paid twice.
+    let postmaster = from.split_once('@').is_some_and(|(l, d)| l == "postmaster" && d == me.address.domain());
     if postmaster
         && text(m, "trust") == "verified"
         && let Some(b) = body
         && text(b, "of") == id
+        && (sha256.is_empty() || text(b, "sha256") == sha256)
         && text(b, "status") == "bounced"
     {
         let code = b.get("code").and_then(Value::as_safe_integer).and_then(|c| u16::try_from(c).ok()).unwrap_or(400);
@@ -639,6 +648,7 @@ pub(crate) fn quote(ctx: &Ctx, req: &QuoteRequest) -> Result<Value, Failure> {
         media: Some(quote::MEDIA.into()),
         kind: Some("message".into()),
         request_key: Some(req.key(&house)),
+        auto_stamp_max: send::AUTO_STAMP_MAX,
         ..SendRequest::default()
     };
     let saved =
@@ -685,30 +695,45 @@ pub(crate) fn quote_human(v: &Value) -> String {
 /// mailbox item as `nyx5 inbox --json` or `nyx5_inbox` shows it, or an envelope (opened with
 /// the agent's keys when sealed) whose content has the quote's media type.
 pub(crate) fn find_quote(me: &AgentEntry, doc: &Value) -> Result<Object, Failure> {
-    find_in(me, doc, 0).ok_or_else(|| {
+    let (quote, carrier) = find_in(me, doc, 0, None).ok_or_else(|| {
         Failure::usage(
             "no quote found: give the quote (`tipo: cotizacion`), or the envelope or mailbox item that carries it \
              (media application/nyx5.cotizacion+json)",
         )
-    })
+    })?;
+    // A quote carried by someone's envelope is that sender's offer, or nobody's: one signed by
+    // another seller would pay someone the agent did not deal with.
+    let seller = quote.get("seller").and_then(Value::as_str).unwrap_or("");
+    if let Some(from) = carrier
+        && !from.eq_ignore_ascii_case(seller)
+    {
+        return Err(Failure::rejected(format!(
+            "the quote in the envelope from {} is signed for seller {}: not that sender's offer",
+            safe(&from),
+            safe(seller)
+        )));
+    }
+    Ok(quote)
 }
 
-fn find_in(me: &AgentEntry, doc: &Value, depth: usize) -> Option<Object> {
+/// The quote in `doc`, and the sender of the innermost envelope or item that carried it.
+fn find_in(me: &AgentEntry, doc: &Value, depth: usize, carrier: Option<String>) -> Option<(Object, Option<String>)> {
     let o = doc.as_object()?;
     if depth > MAX_NESTING {
         return None;
     }
     if o.get("tipo").and_then(Value::as_str) == Some(quote::TIPO) {
-        return Some(o.clone());
+        return Some((o.clone(), carrier));
     }
+    let carrier = o.get("from").and_then(Value::as_str).map(str::to_owned).or(carrier);
     // A content `{media, body}`, or an item whose content is shown under those names.
     if o.get("media").and_then(Value::as_str).is_some_and(is_quote_media)
         && let Some(b) = o.get("body")
     {
-        return find_in(me, b, depth + 1);
+        return find_in(me, b, depth + 1, carrier);
     }
     for name in ["quote", "content", "untrusted_content", "envelope"] {
-        if let Some(found) = o.get(name).and_then(|v| find_in(me, v, depth + 1)) {
+        if let Some(found) = o.get(name).and_then(|v| find_in(me, v, depth + 1, carrier.clone())) {
             return Some(found);
         }
     }
@@ -718,7 +743,7 @@ fn find_in(me: &AgentEntry, doc: &Value, depth: usize) -> Option<Object> {
         && let Some(c) = me.enc_secrets().find_map(|s| seal::open(&env, &me.address, s).ok())
         && is_quote_media(&c.media)
     {
-        return find_in(me, &c.body, depth + 1);
+        return find_in(me, &c.body, depth + 1, carrier);
     }
     None
 }
@@ -911,6 +936,12 @@ mod tests {
         let other = Value::Object(obj([("media", "text/plain".into()), ("body", q.to_value())]));
         assert!(found(&other).is_err(), "a body is read as a quote only under the quote's media type");
         assert!(found(&Value::Object(obj([("body", "hello".into())]))).is_err());
+        // Carried by someone else, it is nobody's offer: refused, not accepted on the carrier's word.
+        let content = Value::Object(obj([("media", quote::MEDIA.into()), ("body", q.to_value())]));
+        let from_seller = Value::Object(obj([("from", "sol@a.test".into()), ("content", content.clone())]));
+        assert_eq!(found(&from_seller).unwrap(), want_text, "an item from the seller");
+        let from_other = Value::Object(obj([("from", "mallory@x.test".into()), ("content", content)]));
+        assert!(found(&from_other).unwrap_err().one_line().contains("not that sender's offer"));
     }
 
     #[test]

@@ -53,12 +53,13 @@ pub(crate) fn text<'a>(o: &'a Object, name: &str) -> &'a str {
     o.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
-/// A member shown compactly: strings as they are, `null` as `-`, the rest as JSON.
+/// A member shown compactly: strings as they are, `null` as `-`, the rest as JSON; made
+/// [`safe`] for a terminal, since members come from other houses.
 pub(crate) fn show(o: &Object, name: &str) -> String {
     match o.get(name) {
         None | Some(Value::Null) => "-".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.canonical_string(),
+        Some(Value::String(s)) => safe(s),
+        Some(v) => safe(&v.canonical_string()),
     }
 }
 

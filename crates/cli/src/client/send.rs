@@ -54,6 +54,11 @@ pub(crate) struct SendRequest {
     pub(crate) discard: bool,
     /// The stamp to pay (`--stamp N`), instead of the price the recipients' cards ask.
     pub(crate) stamp: Option<i64>,
+    /// The most a stamp paid without `stamp` may be (the CLI's [`AUTO_STAMP_MAX`]; 0 from
+    /// MCP, where a model must name any stamp it pays).
+    pub(crate) auto_stamp_max: i64,
+    /// An operation for a Libro (the Libro's verbs only): may be addressed to `libro@`.
+    pub(crate) libro_op: bool,
     /// What the request is, when the body is made fresh each time (a quote has a new id and
     /// time): fingerprinted instead of the body, so a repeated command finds the saved envelope.
     pub(crate) request_key: Option<Value>,
@@ -233,8 +238,15 @@ fn build(
         .unwrap_or(0)
         .clamp(0, i64::from(limits::MAX_POW_BITS));
     let bits = u32::try_from(bits).unwrap_or(limits::MAX_POW_BITS);
-    let stamp = stamp_for(&cards, req.stamp)?;
     let body_media = media_of(req, &body);
+    if !req.libro_op {
+        not_for_a_libro(cards.iter().map(|c| c.address()), &body_media)?;
+    }
+    let stamp = stamp_for(&cards, req.stamp)?;
+    if let (Some(st), None) = (&stamp, req.stamp) {
+        let paying = cards.iter().filter(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("stamp")).count();
+        unnamed_stamp(st, paying, req.auto_stamp_max)?;
+    }
     let mut draft = Draft::new(
         id.clone(),
         me.address.clone(),
@@ -274,6 +286,33 @@ fn build(
     let env = env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)))?;
     env.check_size(limits::MAX_ENVELOPE_BYTES).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
     Ok(Built { env, kept })
+}
+
+/// The most a stamp `nyx5 send` pays without `--stamp`.
+pub(crate) const AUTO_STAMP_MAX: i64 = 10;
+
+/// Money moves through the Libro's verbs, which say so, never through a plain send: no
+/// envelope to `libro@`, and no operation's media.
+fn not_for_a_libro<'a>(to: impl IntoIterator<Item = &'a Address>, media: &str) -> Result<(), Failure> {
+    if to.into_iter().any(|a| a.local() == super::libro::LIBRO_LOCAL) || media == nyx5_house::libro::OP_MEDIA {
+        return Err(Failure::usage(
+            "operations for a Libro are sent by its verbs (nyx5 accept, release, bond, mandate, charge …), not by send",
+        ));
+    }
+    Ok(())
+}
+
+/// A stamp the sender did not name is paid only when it is small (at most `max`) and charged
+/// once: a stamp is charged for each recipient that asks for one.
+fn unnamed_stamp(st: &Stamp, paying: usize, max: i64) -> Result<(), Failure> {
+    if st.amount > max || paying > 1 {
+        return Err(Failure::rejected(format!(
+            "the recipients ask for stamps ({} tok at {}, charged to you for each of the {paying} recipient(s) who \
+             ask); say you pay it: --stamp {} (the `stamp` argument from MCP)",
+            st.amount, st.house, st.amount
+        )));
+    }
+    Ok(())
 }
 
 /// The stamp an envelope to `cards` pays (spec §19): the price their inboxes ask (`inbox:
@@ -626,4 +665,28 @@ pub(crate) fn accepted(me: &super::profile::AgentEntry) -> Value {
         })
         .collect();
     Value::Array(list)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_plain_send_carries_no_libro_operation() {
+        let libro = Address::parse("libro@a.test").unwrap();
+        let bo = Address::parse("bo@a.test").unwrap();
+        assert!(not_for_a_libro([&bo], "text/plain").is_ok());
+        assert!(not_for_a_libro([&bo, &libro], "text/plain").is_err());
+        assert!(not_for_a_libro([&bo], nyx5_house::libro::OP_MEDIA).is_err());
+    }
+
+    #[test]
+    fn only_a_small_single_stamp_is_paid_unnamed() {
+        let st = |amount| Stamp { house: "a.test".into(), amount };
+        assert!(unnamed_stamp(&st(3), 1, AUTO_STAMP_MAX).is_ok());
+        assert!(unnamed_stamp(&st(AUTO_STAMP_MAX + 1), 1, AUTO_STAMP_MAX).is_err());
+        assert!(unnamed_stamp(&st(3), 2, AUTO_STAMP_MAX).is_err(), "charged once per recipient");
+        assert!(unnamed_stamp(&st(1), 1, 0).is_err(), "from MCP a stamp is always named");
+    }
 }
