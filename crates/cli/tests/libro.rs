@@ -303,6 +303,72 @@ fn verify_receipt_fails_a_check_it_could_not_make() {
     assert!(err.contains("the quote the receipt names"), "{err}");
 }
 
+/// A tiny house that lies: it serves a journal of `house` and a domain card of `house` signed
+/// by its own key. Answers until the test ends; records each request's head.
+fn liar(house: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let x = SigningKey::from_seed([6; 32]);
+    let mut card = DomainCardDraft {
+        domain: house.into(),
+        estafeta: url.clone(),
+        other_keys: vec![],
+        previous: vec![],
+        policy: Object::new(),
+        extensions: vec![],
+        issued: Timestamp(1_700_000_000_000),
+    };
+    card.policy.insert("registration".into(), "open".into());
+    let card = card.sign(&x, Timestamp(1_700_000_000_000)).unwrap().to_value().canonical_string();
+    let journal = format!(r#"{{"house":"{house}","entries":[],"next":null}}"#);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let body = if head.contains("/.well-known/nyx5.json") { card.clone() } else { journal.clone() };
+            log.lock().unwrap().push(head);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn libro_audit_does_not_take_a_urls_word_for_its_keys() {
+    let w = World::new("libro-liar");
+    // A URL that names a house nothing else knows, and serves that house's card itself.
+    let (url, _) = liar("c.test");
+    let run = w.nyx5(&["libro", "audit", &url, "--admin-token", "t", "--json"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(!run.stdout.contains("\"ok\":true") && run.stderr.contains("c.test"), "{}", run.stderr);
+    // A URL that says it serves a.test's journal, where a.test does not answer.
+    let (url, _) = liar("a.test");
+    let (err, _) = w.nyx5(&["libro", "audit", &url, "--admin-token", "t", "--json"]).fails_with(1);
+    assert!(err.contains("answers at"), "{err}");
+    // The environment's operator token goes to one's own house only, never to another URL.
+    let (url, seen) = liar("a.test");
+    let mut c = w.command();
+    c.env("NYX5_ADMIN_TOKEN", "secret-token").args(["libro", "audit", &url, "--json"]);
+    let (err, _) = common::run(c, b"").fails_with(2);
+    assert!(err.contains("--admin-token"), "{err}");
+    assert!(seen.lock().unwrap().iter().all(|h| !h.contains("secret-token")));
+    // Nor over plain http:// to a host that is not loopback.
+    let err = w.nyx5(&["libro", "audit", "http://example.org", "--admin-token", "t"]).fails(2);
+    assert!(err.contains("https://"), "{err}");
+}
+
 #[test]
 fn send_pays_the_stamp_a_card_asks() {
     let w = World::new("libro-stamp");
