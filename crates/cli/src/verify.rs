@@ -14,8 +14,8 @@ use nyx5_proto::json::{Object, obj};
 use nyx5_proto::limits::MAX_ENVELOPE_BYTES;
 use nyx5_proto::quote::{self, Quote};
 use nyx5_proto::receipt::{self, Receipt};
-use nyx5_proto::sign::{Signature, verify_object};
-use nyx5_proto::{Envelope, Value};
+use nyx5_proto::sign::{Signature, Verified, verify_object};
+use nyx5_proto::{Address, Envelope, Timestamp, Value};
 
 use crate::error::{Failure, Outcome};
 use crate::io;
@@ -97,7 +97,7 @@ pub(crate) struct ProofArgs {
     /// A Libro receipt (file): checked against the house's keys
     #[arg(long, value_name = "FILE")]
     pub(crate) receipt: Option<PathBuf>,
-    /// The operation envelope the receipt answers (file)
+    /// The operation envelope the receipt answers (file); required with --receipt
     #[arg(long, value_name = "FILE", requires = "receipt")]
     op: Option<PathBuf>,
     /// The quote the receipt names (file) [default: the quote of an `accept` operation]
@@ -109,7 +109,8 @@ pub(crate) struct ProofArgs {
     /// The house's domain card (file; `GET /.well-known/nyx5.json`): its keys, current and previous
     #[arg(long, value_name = "FILE", requires = "receipt")]
     house_card: Option<PathBuf>,
-    /// The operator's agent card (file; `nyx5 card ADDRESS --json`), instead of --key
+    /// The operator's agent card (file; `nyx5 card ADDRESS --json`), instead of --key; its
+    /// certification is checked when it is of the receipt's house (--house-card)
     #[arg(long, value_name = "FILE", requires = "op")]
     card: Option<PathBuf>,
     /// The seller's key (base64url)
@@ -118,6 +119,10 @@ pub(crate) struct ProofArgs {
     /// The seller's agent card (file), instead of --seller-key
     #[arg(long, value_name = "FILE", requires = "receipt")]
     seller_card: Option<PathBuf>,
+    /// The domain card of the seller's house (file), when it is not the receipt's house: to check
+    /// the certification of --seller-card
+    #[arg(long, value_name = "FILE", requires = "seller_card")]
+    seller_house_card: Option<PathBuf>,
 }
 
 /// How deep a document is searched for the part wanted (answer → envelope → content → body).
@@ -186,6 +191,32 @@ impl Checks {
     }
 }
 
+/// The keys a signature is checked against, and what a signature by each proves: a key of
+/// `named` proves `name` (an identity that was checked), a key of `raw` only that key given.
+struct Signers {
+    named: Vec<SigPublic>,
+    name: String,
+    raw: Vec<SigPublic>,
+    raw_flag: &'static str,
+}
+
+impl Signers {
+    fn accepts(&self, k: &SigPublic) -> bool {
+        self.named.contains(k) || self.raw.contains(k)
+    }
+
+    /// What a good signature on `doc` would prove: never more than what was checked.
+    fn claim(&self, doc: &Object) -> String {
+        let kid = Signature::read(doc, "signature").ok().map(|s| s.kid);
+        match kid {
+            Some(k) if self.named.contains(&k) => format!("signed by {}", self.name),
+            Some(k) if self.raw.contains(&k) => format!("signed by the key given ({})", self.raw_flag),
+            _ if !self.named.is_empty() || self.raw.is_empty() => format!("signed by {}", self.name),
+            _ => format!("signed by the key given ({})", self.raw_flag),
+        }
+    }
+}
+
 /// Whether `doc`'s `signature` was made for `context` by a key `accepts` takes: the signer.
 fn signed(doc: &Object, context: Context, accepts: &dyn Fn(&SigPublic) -> bool) -> Result<String, String> {
     let sig = Signature::read(doc, "signature").map_err(|e| e.reason.to_string())?;
@@ -197,80 +228,171 @@ fn signed(doc: &Object, context: Context, accepts: &dyn Fn(&SigPublic) -> bool) 
         .map_err(|_| "the signature does not verify: the document was altered or the signature is forged".to_owned())
 }
 
-/// The keys of a domain card file (its self-signature checked) or the keys given.
-fn house_keys(a: &ProofArgs) -> Result<Vec<SigPublic>, Failure> {
-    let mut keys = a.house_key.iter().map(|k| key_arg("--house-key", k)).collect::<Result<Vec<_>, _>>()?;
+/// A domain card file, its self-signature checked.
+fn domain_card(p: &Path, flag: &str) -> Result<Verified<DomainCard>, Failure> {
+    let card = DomainCard::from_object(read_doc(p)?).map_err(|e| Failure::input(flag, &e))?;
+    card.verify(None).map_err(|e| Failure::rejected(format!("{flag} does not verify: {}", e.reason)))
+}
+
+/// The receipt's house's keys: `--house-key` (taken as given) and the keys of `--house-card`
+/// valid at the receipt's `issued`, when the card is the receipt's house's. Returns the card
+/// too, to check the certification of agent cards of that domain.
+fn house_signers(
+    a: &ProofArgs,
+    r: &Receipt,
+    checks: &mut Checks,
+) -> Result<(Signers, Option<Verified<DomainCard>>), Failure> {
+    let raw = a.house_key.iter().map(|k| key_arg("--house-key", k)).collect::<Result<Vec<_>, _>>()?;
+    let mut named = Vec::new();
+    let mut card = None;
     if let Some(p) = &a.house_card {
-        let card = DomainCard::from_object(read_doc(p)?).map_err(|e| Failure::input("--house-card", &e))?;
-        let card =
-            card.verify(None).map_err(|e| Failure::rejected(format!("--house-card does not verify: {}", e.reason)))?;
-        keys.extend(card.keys().iter().map(|k| k.sig));
+        let c = domain_card(p, "--house-card")?;
+        let ok = c.domain() == r.house;
+        checks.record(
+            format!("the house card (--house-card) is the card of the receipt's house {}", r.house),
+            if ok { Ok(format!("domain {}", c.domain())) } else { Err(format!("it is the card of {}", c.domain())) },
+        );
+        if ok {
+            named = c.keys().iter().map(|k| k.sig).filter(|k| c.accepts_key(k, r.issued)).collect();
+            card = Some(c);
+        }
     }
-    if keys.is_empty() {
+    if raw.is_empty() && a.house_card.is_none() {
         return Err(Failure::usage("give the house's key (--house-key) or its domain card (--house-card)"));
     }
-    Ok(keys)
+    let name = format!("the house {} (a key of its domain card given, valid when the receipt was issued)", r.house);
+    Ok((Signers { named, name, raw, raw_flag: "--house-key" }, card))
 }
 
-/// The keys of an agent card file (current and previous) or the key given.
-fn agent_keys(key: Option<&str>, card: Option<&Path>, name: &str) -> Result<Option<Vec<SigPublic>>, Failure> {
-    if let Some(k) = key {
-        return Ok(Some(vec![key_arg(name, k)?]));
-    }
-    let Some(p) = card else { return Ok(None) };
+/// The keys of an agent `who` (`role`: "its sender", "its seller"): the key given (taken as
+/// given), and the keys of the card given when it is `who`'s — its certification checked when
+/// the domain card of `who`'s house is among `domains`, else said to be unchecked.
+#[allow(clippy::too_many_arguments)]
+fn agent_signers(
+    key: Option<&str>,
+    card: Option<&Path>,
+    flags: (&'static str, &str),
+    who: &Address,
+    role: &str,
+    domains: &[&Verified<DomainCard>],
+    at: Timestamp,
+    checks: &mut Checks,
+) -> Result<Option<Signers>, Failure> {
+    let (key_flag, card_flag) = flags;
+    let raw: Vec<SigPublic> = key.map(|k| key_arg(key_flag, k)).transpose()?.into_iter().collect();
+    let mut named = Vec::new();
+    let mut name = format!("{role} {who}");
+    let Some(p) = card else {
+        return Ok((!raw.is_empty()).then_some(Signers { named, name, raw, raw_flag: key_flag }));
+    };
     let c = AgentCard::from_object(read_doc(p)?).map_err(|e| Failure::input(&p.display().to_string(), &e))?;
-    Ok(Some(std::iter::once(c.sig()).chain(c.previous().iter().map(|k| k.sig)).collect()))
+    if c.address() != who {
+        checks.record(
+            format!("the card given ({card_flag}) is {role} {who}'s"),
+            Err(format!("it is the card of {}", c.address())),
+        );
+        return Ok(Some(Signers { named, name, raw, raw_flag: key_flag }));
+    }
+    let keys = |c: &AgentCard| {
+        std::iter::once(c.sig()).chain(c.previous().iter().map(|k| k.sig)).filter(|k| c.accepts_key(k, at)).collect()
+    };
+    match domains.iter().find(|d| d.domain() == who.domain()) {
+        Some(d) => match c.clone().verify(d, None, at) {
+            Ok(_) => {
+                checks.record(
+                    format!("the card of {who} ({card_flag}) is certified by its house {}", who.domain()),
+                    Ok(format!("certified by a key of {}'s domain card given", who.domain())),
+                );
+                named = keys(&c);
+                name = format!("{role} {who} (its card certified by {})", who.domain());
+            }
+            Err(e) => checks.record(
+                format!("the card of {who} ({card_flag}) is certified by its house {}", who.domain()),
+                Err(e.reason.to_string()),
+            ),
+        },
+        None => {
+            named = keys(&c);
+            name = format!(
+                "the key of the card given for {who} ({card_flag}; taken as given, its house's certification not \
+                 checked)"
+            );
+        }
+    }
+    Ok(Some(Signers { named, name, raw, raw_flag: key_flag }))
 }
 
-/// `nyx5 verify --receipt R [--op E] [--quote Q]`: see `ProofArgs`.
+/// Whether `got` is `want`: a check's result.
+fn same(what: &str, got: &str, want: &str, whose: &str) -> Result<String, String> {
+    if got == want { Ok(format!("{what} {got}")) } else { Err(format!("{what} {got}, but {whose} says {want}")) }
+}
+
+/// `nyx5 verify --receipt R --op E [--quote Q]`: see `ProofArgs`.
 pub(crate) fn proof(a: &ProofArgs, key: Option<&str>) -> Outcome {
     let Some(receipt_path) = &a.receipt else { return Err(Failure::usage("give --receipt FILE")) };
-    let house = house_keys(a)?;
+    let Some(op_path) = &a.op else {
+        return Err(Failure::usage("give the operation the receipt answers (--op FILE): a proof checks all of it"));
+    };
     let doc = read_doc(receipt_path)?;
     let path = ["receipt", "content", "untrusted_content", "body"];
     let raw = find(&doc, &path, &|o| tipo(o, receipt::TIPO), 0)
         .ok_or_else(|| Failure::usage(format!("{}: no receipt (`tipo: recibo`) in it", receipt_path.display())))?;
     let r = Receipt::from_object(raw.clone()).map_err(|e| Failure::input("the receipt", &e))?;
     let mut checks = Checks(Vec::new());
+    let (house, house_card) = house_signers(a, &r, &mut checks)?;
     checks.record(
-        format!("the receipt of {} ({}) is signed by the house {}", r.of, r.op, r.house),
-        signed(&raw, Context::Receipt, &|k| house.contains(k)),
+        format!("the receipt of {} ({}) is {}", r.of, r.op, house.claim(&raw)),
+        signed(&raw, Context::Receipt, &|k| house.accepts(k)),
     );
+    let seller_house = a.seller_house_card.as_deref().map(|p| domain_card(p, "--seller-house-card")).transpose()?;
+    let domains: Vec<&Verified<DomainCard>> = house_card.iter().chain(seller_house.iter()).collect();
 
     // The operation: the operator's envelope the receipt answers.
-    let mut op_quote = None;
-    if let Some(p) = &a.op {
-        let doc = read_doc(p)?;
-        let raw = find(&doc, &["envelope"], &is_envelope, 0)
-            .ok_or_else(|| Failure::usage(format!("{}: no signed envelope in it", p.display())))?;
-        let env = Envelope::from_object(raw).map_err(|e| Failure::input("the operation", &e))?;
-        let keys = agent_keys(key, a.card.as_deref(), "--key")?
-            .ok_or_else(|| Failure::usage("give the operator's key (--key) or agent card (--card) to check --op"))?;
-        checks.record(
-            format!("the operation {} is signed by its sender {}", env.id(), env.from()),
-            signed(env.object(), Context::Envelope, &|k| keys.contains(k)),
-        );
-        let same = |what: &str, got: &str, want: &str| {
-            if got == want {
-                Ok(format!("{what} {got}"))
-            } else {
-                Err(format!("{what} {got}, but the receipt says {want}"))
-            }
-        };
-        checks.record("the receipt answers this operation (of)".into(), same("id", env.id(), &r.of));
-        checks.record(
-            "the receipt's op_sha256 is this operation's SHA-256".into(),
-            same("SHA-256", &env.sha256_hex(), &r.op_sha256),
-        );
-        checks
-            .record("the receipt names its sender (from)".into(), same("sender", env.from().as_str(), r.from.as_str()));
-        op_quote = env
-            .content()
-            .and_then(|c| c.body.as_object())
-            .and_then(|b| b.get("quote"))
-            .and_then(Value::as_object)
-            .cloned();
-    }
+    let doc = read_doc(op_path)?;
+    let raw_env = find(&doc, &["envelope"], &is_envelope, 0)
+        .ok_or_else(|| Failure::usage(format!("{}: no signed envelope in it", op_path.display())))?;
+    let env = Envelope::from_object(raw_env).map_err(|e| Failure::input("the operation", &e))?;
+    let sender = agent_signers(
+        key,
+        a.card.as_deref(),
+        ("--key", "--card"),
+        env.from(),
+        "its sender",
+        &domains,
+        r.issued,
+        &mut checks,
+    )?
+    .ok_or_else(|| Failure::usage("give the operator's key (--key) or agent card (--card) to check --op"))?;
+    checks.record(
+        format!("the operation {} is {}", env.id(), sender.claim(env.object())),
+        signed(env.object(), Context::Envelope, &|k| sender.accepts(k)),
+    );
+    checks.record("the receipt answers this operation (of)".into(), same("id", env.id(), &r.of, "the receipt"));
+    checks.record(
+        "the receipt's op_sha256 is this operation's SHA-256".into(),
+        same("SHA-256", &env.sha256_hex(), &r.op_sha256, "the receipt"),
+    );
+    checks.record(
+        "the receipt names its sender (from)".into(),
+        same("sender", env.from().as_str(), r.from.as_str(), "the receipt"),
+    );
+    let body = env.content().and_then(|c| c.body.as_object()).cloned();
+    let op_quote = match &body {
+        Some(b) => {
+            let op = b.get("op").and_then(Value::as_str).unwrap_or("");
+            checks.record("the receipt names this operation's op".into(), same("op", op, &r.op, "the receipt"));
+            b.get("quote").and_then(Value::as_object).cloned()
+        }
+        None => {
+            checks.record(
+                "the operation's body can be read".into(),
+                Err("the operation envelope is sealed (or its body is not an object): its op and the quote it \
+                     carries could not be checked"
+                    .into()),
+            );
+            None
+        }
+    };
 
     // The quote: the seller's signed offer the receipt names.
     let quote_doc = match &a.quote {
@@ -284,15 +406,24 @@ pub(crate) fn proof(a: &ProofArgs, key: Option<&str>) -> Outcome {
         }
         None => op_quote,
     };
+    let named = r.object().get("cotizacion_sha256").and_then(Value::as_str);
     if let Some(raw) = quote_doc {
         let q = Quote::from_object(raw.clone()).map_err(|e| Failure::input("the quote", &e))?;
-        let keys = agent_keys(a.seller_key.as_deref(), a.seller_card.as_deref(), "--seller-key")?
-            .ok_or_else(|| Failure::usage("give the seller's key (--seller-key) or agent card (--seller-card)"))?;
+        let seller = agent_signers(
+            a.seller_key.as_deref(),
+            a.seller_card.as_deref(),
+            ("--seller-key", "--seller-card"),
+            &q.seller,
+            "its seller",
+            &domains,
+            r.issued,
+            &mut checks,
+        )?
+        .ok_or_else(|| Failure::usage("give the seller's key (--seller-key) or agent card (--seller-card)"))?;
         checks.record(
-            format!("the quote {} is signed by its seller {}", q.id, q.seller),
-            signed(&raw, Context::Quote, &|k| keys.contains(k)),
+            format!("the quote {} is {}", q.id, seller.claim(&raw)),
+            signed(&raw, Context::Quote, &|k| seller.accepts(k)),
         );
-        let named = r.object().get("cotizacion_sha256").and_then(Value::as_str);
         let sha = q.sha256_hex();
         checks.record(
             "the receipt's cotizacion_sha256 is this quote's SHA-256".into(),
@@ -301,6 +432,16 @@ pub(crate) fn proof(a: &ProofArgs, key: Option<&str>) -> Outcome {
                 Some(n) => Err(format!("SHA-256 {sha}, but the receipt says {n}")),
                 None => Err("the receipt names no quote (no cotizacion_sha256)".into()),
             },
+        );
+        checks.record("the quote is for the receipt's house".into(), same("house", &q.house, &r.house, "the receipt"));
+        checks.record(
+            "the quote's buyer is the receipt's operator".into(),
+            same("buyer", q.buyer.as_str(), r.from.as_str(), "the receipt"),
+        );
+    } else if named.is_some() || r.op == "accept" {
+        checks.record(
+            "the quote the receipt names is checked".into(),
+            Err("no quote was found to check: give it with --quote FILE".into()),
         );
     } else if a.seller_key.is_some() || a.seller_card.is_some() {
         return Err(Failure::usage("a seller's key was given but no quote: give --quote FILE (or an accept --op)"));

@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 
 use common::{TempDir, nyx5};
 use houses::{TOKEN_A, TOKEN_B, World, obj, s};
+use nyx5_proto::card::{AgentCardDraft, DomainCardDraft};
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{Object, Value, obj as object};
@@ -34,9 +35,12 @@ struct Proof {
 }
 
 fn proof() -> Proof {
+    proof_by(&SigningKey::from_seed([1; 32]), &SigningKey::from_seed([2; 32]), &SigningKey::from_seed([3; 32]))
+}
+
+fn proof_by(seller: &SigningKey, buyer: &SigningKey, house: &SigningKey) -> Proof {
     let now = Timestamp(1_800_000_000_000);
-    let (seller, buyer, house) =
-        (SigningKey::from_seed([1; 32]), SigningKey::from_seed([2; 32]), SigningKey::from_seed([3; 32]));
+    let (seller, buyer, house) = (seller.clone(), buyer.clone(), house.clone());
     let quote = QuoteDraft {
         id: "q-1".into(),
         house: "a.test".into(),
@@ -113,20 +117,24 @@ fn verify_receipt_checks_the_three_signatures_offline() {
     let ok = run(args(&r, &e, &q, &hk, &bk, &sk)).json();
     assert_eq!(ok.get("ok"), Some(&Value::Bool(true)), "{ok:?}");
     let checks = ok.get("checks").and_then(Value::as_array).unwrap();
-    assert_eq!(checks.len(), 7, "{checks:?}");
+    assert_eq!(checks.len(), 10, "{checks:?}");
+    // Raw keys prove only the keys, never the names.
+    let text = Value::Array(checks.to_vec()).canonical_string();
+    assert!(text.contains("signed by the key given (--house-key)"), "{text}");
+    assert!(!text.contains("signed by the house") && !text.contains("by its seller"), "{text}");
 
     // The quote may come from the accept operation itself; one file may hold them all.
     let all = write("all.json", &Value::Object(object([("envelope", p.op.clone()), ("receipt", p.receipt.clone())])));
     let a = ["verify", "--receipt", &all, "--op", &all, "--house-key", &hk, "--key", &bk, "--seller-key", &sk];
     let ok = nyx5(&a, b"").json();
-    assert_eq!(ok.get("checks").and_then(Value::as_array).unwrap().len(), 7);
+    assert_eq!(ok.get("checks").and_then(Value::as_array).unwrap().len(), 10);
 
     // Each failure is named, and exits 1.
     let other = SigningKey::from_seed([9; 32]).public().to_b64();
     for (a, names) in [
-        (args(&r, &e, &q, &other, &bk, &sk), "signed by the house"),
-        (args(&r, &e, &q, &hk, &other, &sk), "signed by its sender"),
-        (args(&r, &e, &q, &hk, &bk, &other), "signed by its seller"),
+        (args(&r, &e, &q, &other, &bk, &sk), "the receipt of op-1 (accept) is signed by"),
+        (args(&r, &e, &q, &hk, &other, &sk), "the operation op-1 is signed by"),
+        (args(&r, &e, &q, &hk, &bk, &other), "the quote q-1 is signed by"),
         (args(&r, &q, &q, &hk, &bk, &sk), "no signed envelope"),
     ] {
         let run = run(a);
@@ -155,12 +163,210 @@ fn verify_receipt_checks_the_three_signatures_offline() {
     tampered.insert("price".into(), 1.into());
     let q2 = write("q2.json", &Value::Object(tampered));
     let (err, _) = run(args(&r, &e, &q2, &hk, &bk, &sk)).fails_with(1);
-    assert!(err.contains("signed by its seller") && err.contains("cotizacion_sha256"), "{err}");
-    // Usage: a document without the keys to check it.
-    let err = nyx5(&["verify", "--receipt", &r], b"").fails(2);
+    assert!(err.contains("the quote q-1 is signed by") && err.contains("cotizacion_sha256"), "{err}");
+    // Usage: a document without the keys to check it, or without its operation.
+    let err = nyx5(&["verify", "--receipt", &r, "--op", &e], b"").fails(2);
     assert!(err.contains("--house-key"), "{err}");
+    let err = nyx5(&["verify", "--receipt", &r, "--house-key", &hk], b"").fails(2);
+    assert!(err.contains("--op"), "{err}");
     let err = nyx5(&["verify", "--receipt", &r, "--house-key", &hk, "--op", &e], b"").fails(2);
     assert!(err.contains("--key"), "{err}");
+}
+
+/// A domain card of `domain` signed by `key`.
+fn domain_card(domain: &str, key: &SigningKey) -> Value {
+    DomainCardDraft {
+        domain: domain.into(),
+        estafeta: format!("https://{domain}"),
+        other_keys: vec![],
+        previous: vec![],
+        policy: Object::new(),
+        extensions: vec![],
+        issued: Timestamp(1_700_000_000_000),
+    }
+    .sign(key, Timestamp(1_700_000_000_000))
+    .unwrap()
+    .to_value()
+}
+
+/// An agent card of `who` with `key`, certified by `by`.
+fn agent_card(who: &str, key: &SigningKey, by: &SigningKey) -> Value {
+    AgentCardDraft::new(Address::parse(who).unwrap(), key.public(), None, Timestamp(1_700_000_000_000))
+        .certify(by)
+        .unwrap()
+        .to_value()
+}
+
+#[test]
+fn verify_receipt_names_no_one_it_did_not_check() {
+    let dir = TempDir::new("libro-forged");
+    let write = |name: &str, v: &Value| {
+        let path = dir.join(name);
+        std::fs::write(&path, v.canonical_string()).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    // One attacker key X makes the whole proof: house, buyer and seller are all X.
+    let x = SigningKey::from_seed([3; 32]);
+    let p = proof_by(&x, &x, &x);
+    let (r, e) = (write("r.json", &p.receipt), write("e.json", &p.op));
+    let run = |a: &[&str]| nyx5(a, b"");
+    let evil_house = write("evil-house.json", &domain_card("evil.test", &x));
+    let eve = write("eve.json", &agent_card("eve@evil.test", &x, &x));
+    let verify = |house: &str, card: &str, seller: &str| {
+        run(&["verify", "--receipt", &r, "--op", &e, "--house-card", house, "--card", card, "--seller-card", seller])
+    };
+    // A house card of another domain, cards of other agents: nothing is ok, no name is claimed.
+    let (err, doc) = verify(&evil_house, &eve, &eve).fails_with(1);
+    let doc = doc.unwrap();
+    assert_eq!(doc.get("ok"), Some(&Value::Bool(false)));
+    assert!(err.contains("is the card of the receipt's house a.test"), "{err}");
+    assert!(err.contains("is its sender bo@b.test's") && err.contains("is its seller sol@a.test's"), "{err}");
+    let passed: Vec<String> = doc
+        .get("checks")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .map(|c| c.as_object().unwrap())
+        .filter(|c| c.get("ok") == Some(&Value::Bool(true)))
+        .map(|c| s(c, "check"))
+        .collect();
+    assert!(passed.iter().all(|c| !c.contains("the house a.test") && !c.contains("sol@a.test")), "{passed:?}");
+    // Cards for the right names, but X is not a.test's key: the seller's certification fails.
+    let a_house = write("a-house.json", &domain_card("a.test", &SigningKey::from_seed([4; 32])));
+    let sol = write("sol.json", &agent_card("sol@a.test", &x, &x));
+    let bo = write("bo.json", &agent_card("bo@b.test", &x, &x));
+    let (err, _) = verify(&a_house, &bo, &sol).fails_with(1);
+    assert!(err.contains("certified by its house a.test") && err.contains("the receipt of op-1"), "{err}");
+    // With X's own house card for a.test (the user's choice), the cards not checked say so.
+    let x_house = write("x-house.json", &domain_card("a.test", &x));
+    let ok = verify(&x_house, &bo, &sol).json();
+    let text = Value::Object(ok).canonical_string();
+    assert!(text.contains("its house's certification not checked") && text.contains("for bo@b.test"), "{text}");
+    // The seller's card of another house is checked against that house's card.
+    let other = write("b-house.json", &domain_card("a.test", &SigningKey::from_seed([5; 32])));
+    let (err, _) = run(&[
+        "verify",
+        "--receipt",
+        &r,
+        "--op",
+        &e,
+        "--house-key",
+        &x.public().to_b64(),
+        "--key",
+        &x.public().to_b64(),
+        "--seller-card",
+        &sol,
+        "--seller-house-card",
+        &other,
+    ])
+    .fails_with(1);
+    assert!(err.contains("certified by its house a.test"), "{err}");
+}
+
+#[test]
+fn verify_receipt_fails_a_check_it_could_not_make() {
+    let dir = TempDir::new("libro-skipped");
+    let write = |name: &str, v: &Value| {
+        let path = dir.join(name);
+        std::fs::write(&path, v.canonical_string()).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let p = proof();
+    let (hk, bk) = (p.house.public().to_b64(), p.buyer.public().to_b64());
+    // An operation that carries no quote, answered by a receipt that names one.
+    let mut bare = Draft::new(
+        "op-1".into(),
+        Address::parse("bo@b.test").unwrap(),
+        vec![Address::parse("libro@a.test").unwrap()],
+        Timestamp(1_800_000_000_000),
+        Content::new("application/nyx5.libro+json", Value::Object(object([("op", "accept".into())]))),
+    );
+    bare.kind = Kind::Task;
+    let op = bare.build().unwrap().sign(&p.buyer).unwrap();
+    let extra = object([("cotizacion_sha256", "00".repeat(32).into())]);
+    let bo = Address::parse("bo@b.test").unwrap();
+    let receipt = Receipt::sign(
+        "a.test",
+        op.id(),
+        "accept",
+        &op.sha256_hex(),
+        &bo,
+        Timestamp(1_800_000_000_000),
+        extra,
+        &p.house,
+    )
+    .unwrap();
+    let (r, e) = (write("r.json", &receipt.to_value()), write("e.json", &op.to_value()));
+    let (err, doc) =
+        nyx5(&["verify", "--receipt", &r, "--op", &e, "--house-key", &hk, "--key", &bk], b"").fails_with(1);
+    assert_eq!(doc.unwrap().get("ok"), Some(&Value::Bool(false)));
+    assert!(err.contains("the quote the receipt names"), "{err}");
+}
+
+/// A tiny house that lies: it serves a journal of `house` and a domain card of `house` signed
+/// by its own key. Answers until the test ends; records each request's head.
+fn liar(house: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let x = SigningKey::from_seed([6; 32]);
+    let mut card = DomainCardDraft {
+        domain: house.into(),
+        estafeta: url.clone(),
+        other_keys: vec![],
+        previous: vec![],
+        policy: Object::new(),
+        extensions: vec![],
+        issued: Timestamp(1_700_000_000_000),
+    };
+    card.policy.insert("registration".into(), "open".into());
+    let card = card.sign(&x, Timestamp(1_700_000_000_000)).unwrap().to_value().canonical_string();
+    let journal = format!(r#"{{"house":"{house}","entries":[],"next":null}}"#);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let body = if head.contains("/.well-known/nyx5.json") { card.clone() } else { journal.clone() };
+            log.lock().unwrap().push(head);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn libro_audit_does_not_take_a_urls_word_for_its_keys() {
+    let w = World::new("libro-liar");
+    // A URL that names a house nothing else knows, and serves that house's card itself.
+    let (url, _) = liar("c.test");
+    let run = w.nyx5(&["libro", "audit", &url, "--admin-token", "t", "--json"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(!run.stdout.contains("\"ok\":true") && run.stderr.contains("c.test"), "{}", run.stderr);
+    // A URL that says it serves a.test's journal, where a.test does not answer.
+    let (url, _) = liar("a.test");
+    let (err, _) = w.nyx5(&["libro", "audit", &url, "--admin-token", "t", "--json"]).fails_with(1);
+    assert!(err.contains("answers at"), "{err}");
+    // The environment's operator token goes to one's own house only, never to another URL.
+    let (url, seen) = liar("a.test");
+    let mut c = w.command();
+    c.env("NYX5_ADMIN_TOKEN", "secret-token").args(["libro", "audit", &url, "--json"]);
+    let (err, _) = common::run(c, b"").fails_with(2);
+    assert!(err.contains("--admin-token"), "{err}");
+    assert!(seen.lock().unwrap().iter().all(|h| !h.contains("secret-token")));
+    // Nor over plain http:// to a host that is not loopback.
+    let err = w.nyx5(&["libro", "audit", "http://example.org", "--admin-token", "t"]).fails(2);
+    assert!(err.contains("https://"), "{err}");
 }
 
 #[test]

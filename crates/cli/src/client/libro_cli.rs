@@ -8,7 +8,7 @@ use nyx5_proto::Value;
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::json::{Object, obj};
 
-use super::cli::{Common, admin_token, emit};
+use super::cli::{Common, emit};
 use super::libro::{self, QuoteRequest, op_body, wait_for};
 use super::libro_read::{self, TopupRequest};
 use crate::error::{Failure, Outcome};
@@ -113,7 +113,7 @@ pub(crate) enum LibroCommand {
     },
     /// Your balance, contracts and mandates at a Libro, read directly with your signature.
     Balance {
-        /// The house (a domain or URL) [default: your own]
+        /// The house's domain (a URL only for your own house) [default: your own]
         #[arg(long)]
         house: Option<String>,
         /// Another account you may read [default: yours]
@@ -125,7 +125,7 @@ pub(crate) enum LibroCommand {
     /// A contract you are party to: its state and history.
     Contract {
         id: String,
-        /// The house (a domain or URL) [default: your own]
+        /// The house's domain (a URL only for your own house) [default: your own]
         #[arg(long)]
         house: Option<String>,
         #[command(flatten)]
@@ -146,7 +146,7 @@ pub(crate) enum LibroCommand {
         id: Option<String>,
         #[arg(long)]
         note: Option<String>,
-        /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
         #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
         admin_token: Option<String>,
         /// The house (a domain or URL) [default: the acting agent's]
@@ -169,7 +169,7 @@ pub(crate) enum LibroCommand {
         /// Follow every page and print one `{house, entries}` document
         #[arg(long, conflicts_with = "limit")]
         all: bool,
-        /// The house's operator token [default: $NYX5_ADMIN_TOKEN]
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
         #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
         admin_token: Option<String>,
         /// The house (a domain or URL) [default: the acting agent's]
@@ -185,16 +185,19 @@ pub(crate) enum LibroTool {
     /// Check a whole journal: every entry's signature against the house's domain keys, its sum,
     /// the hash chain, and that no balance but casa@'s is ever negative. SOURCE is a file
     /// holding `{house, entries}` (`nyx5 journal --all --json`) or a house's URL, whose
-    /// `/libro/diario` is read page by page with the operator's token. Exit 1 when it does not
-    /// hold, naming the first entry that fails.
+    /// `/libro/diario` is read page by page with the operator's token. The keys come from the
+    /// house's domain card resolved the usual way (hosts file, DNS, well-known), never from the
+    /// URL read, and a URL must be where that house answers. Exit 1 when it does not hold,
+    /// naming the first entry that fails.
     Audit {
         #[arg(value_name = "FILE|URL")]
         source: String,
-        /// A domain key of the house (base64url); repeatable [default: every key of its domain
-        /// card, resolved and verified]
+        /// A domain key of the house (base64url); repeatable [default: the keys of its domain
+        /// card, resolved and verified, each valid at the entry's time]
         #[arg(long, value_name = "SIG_PUB", allow_hyphen_values = true)]
         key: Vec<String>,
-        /// The house's operator token, to read a URL [default: $NYX5_ADMIN_TOKEN]
+        /// The house's operator token, to read a URL [default: $NYX5_ADMIN_TOKEN, for your own
+        /// house only]
         #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
         admin_token: Option<String>,
         #[command(flatten)]
@@ -459,20 +462,19 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
         }
         LibroCommand::Topup { address, amount, id, note, admin_token: t, house, common } => {
             let r = (|| {
-                let token = admin_token(t.clone())?;
                 let req = TopupRequest { address: address.clone(), amount, id: id.clone(), note: note.clone() };
-                libro_read::topup(&common.ctx()?, house.as_deref(), &token, &req)
+                libro_read::topup(&common.ctx()?, house.as_deref(), t.as_deref(), &req)
             })();
             emit(common.json, r, libro_read::topup_human)
         }
         LibroCommand::Libro(LibroTool::Audit { source, key, admin_token: t, common }) => {
-            let t = t.or_else(|| std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty()));
             let r = common.ctx().and_then(|ctx| libro_read::audit(&ctx, &source, t.as_deref(), &key));
             emit(common.json, r, libro_read::audit_human)
         }
         LibroCommand::Journal { after, limit, all, admin_token: t, house, common } => {
-            let r = admin_token(t)
-                .and_then(|token| libro_read::journal(&common.ctx()?, house.as_deref(), &token, after, limit, all));
+            let r = common
+                .ctx()
+                .and_then(|ctx| libro_read::journal(&ctx, house.as_deref(), t.as_deref(), after, limit, all));
             emit(common.json, r, libro_read::journal_human)
         }
     }

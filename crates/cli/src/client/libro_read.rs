@@ -21,13 +21,24 @@ use crate::sys;
 pub(crate) const MAX_JOURNAL_PAGE: i64 = 200;
 /// The most pages `journal --all` and `libro audit` follow: 200 × 100 000 = 20 million entries.
 const MAX_JOURNAL_PAGES: usize = 100_000;
+/// The most entries `journal --all` and `libro audit` hold in memory.
+const MAX_JOURNAL_ENTRIES: usize = 2_000_000;
+/// The most bytes of journal pages `journal --all` and `libro audit` read, all pages together.
+const MAX_JOURNAL_BYTES: usize = 1 << 30;
 
 /// The base URL of the house whose Libro is read: the agent's own, or `house` (a domain,
-/// resolved and its card verified, or a URL).
+/// resolved and its card verified; a URL only when it is the agent's own house's).
 fn libro_url(ctx: &Ctx, me: &AgentEntry, house: Option<&str>) -> Result<String, Failure> {
     let Some(h) = house else { return Ok(me.house.clone()) };
     if h.starts_with("http://") || h.starts_with("https://") {
-        return house_url(h);
+        if house_url(h)? == me.house.trim_end_matches('/') {
+            return Ok(me.house.clone());
+        }
+        return Err(Failure::usage(format!(
+            "--house {h}: name the house by its domain (it is resolved and its card verified); a URL is taken \
+             only for your own house ({})",
+            me.house
+        )));
     }
     let domain = house_domain(h)?;
     if domain == me.address.domain() {
@@ -159,6 +170,7 @@ pub(crate) fn historial(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
         ("historial", Value::Object(doc)),
         ("verified", Value::Bool(true)),
         ("signature", format!("signed by {} ({})", who.domain(), kid.to_b64()).into()),
+        ("signed_by", who.domain().into()),
     ])))
 }
 
@@ -169,7 +181,7 @@ pub(crate) fn historial_human(v: &Value) -> String {
     let (sell, buy, bonds, vouch, sum) =
         (part("vendiendo"), part("comprando"), part("afirmando"), part("avalando"), part("resumen"));
     let verdict = if o.get("verified") == Some(&Value::Bool(true)) {
-        format!("signed by {}", safe(text(&h, "house")))
+        format!("signed by {}", safe(text(&o, "signed_by")))
     } else {
         format!("signature {}", safe(text(&o, "signature")))
     };
@@ -207,8 +219,57 @@ pub(crate) struct TopupRequest {
     pub(crate) note: Option<String>,
 }
 
+/// The acting agent, when the profile has one.
+fn me_if_any(ctx: &Ctx) -> Result<Option<AgentEntry>, Failure> {
+    let profile = ctx.profile()?;
+    if profile.agents.is_empty() && ctx.as_address.is_none() {
+        return Ok(None);
+    }
+    profile.agent(ctx.as_address.as_ref(), &ctx.profile_path).cloned().map(Some)
+}
+
+/// Whether `url`'s host is loopback (`localhost`, 127.0.0.0/8, `::1`).
+fn loopback(url: &str) -> bool {
+    let authority = super::http::host_of(url);
+    let host = authority.rsplit_once('@').map_or(authority.as_str(), |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The operator token to send to the house at `url`: the one given (`--admin-token`), else
+/// `$NYX5_ADMIN_TOKEN` only when `url` is the acting agent's own house (the URL its profile
+/// names) — the environment's token is never sent to a house the user did not name for it. It
+/// is never sent over plain `http://` but to a loopback host.
+pub(crate) fn operator_token(ctx: &Ctx, url: &str, given: Option<&str>) -> Result<String, Failure> {
+    if url.starts_with("http://") && !loopback(url) {
+        return Err(Failure::usage(format!(
+            "{url} is plain http://: the operator token is sent only over https:// (or to a loopback host)"
+        )));
+    }
+    if let Some(t) = given.filter(|t| !t.is_empty()) {
+        return Ok(t.to_owned());
+    }
+    let env = std::env::var("NYX5_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
+    let own = me_if_any(ctx)?.is_some_and(|me| me.house.trim_end_matches('/') == url.trim_end_matches('/'));
+    match env {
+        Some(t) if own => Ok(t),
+        Some(_) => Err(Failure::usage(format!(
+            "$NYX5_ADMIN_TOKEN is sent only to your own house; for {url} give its operator token with --admin-token"
+        ))),
+        None => Err(Failure::usage("give the house's operator token with --admin-token (or NYX5_ADMIN_TOKEN)")),
+    }
+}
+
 /// `nyx5 topup ADDRESS AMOUNT`: casa@ issues tokens to an account (the operator only).
-pub(crate) fn topup(ctx: &Ctx, house: Option<&str>, admin_token: &str, req: &TopupRequest) -> Result<Value, Failure> {
+pub(crate) fn topup(
+    ctx: &Ctx,
+    house: Option<&str>,
+    admin_token: Option<&str>,
+    req: &TopupRequest,
+) -> Result<Value, Failure> {
     let address = Address::parse_lenient(&req.address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
     if !(1..=limits::MAX_AMOUNT).contains(&req.amount) {
         return Err(Failure::usage("AMOUNT must be a positive whole number of tokens"));
@@ -222,6 +283,7 @@ pub(crate) fn topup(ctx: &Ctx, house: Option<&str>, admin_token: &str, req: &Top
         body.insert("note".into(), n.as_str().into());
     }
     let url = operator_house(ctx, house)?;
+    let admin_token = operator_token(ctx, &url, admin_token)?;
     let auth = format!("Bearer {admin_token}");
     let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
     let what = format!("topping up {address}");
@@ -237,14 +299,15 @@ pub(crate) fn topup_human(v: &Value) -> String {
     format!("entry {} at {} ({}):\n{}", show(&a, "n"), safe(text(&a, "house")), safe(text(&a, "concept")), lines(&a))
 }
 
-/// One page of a house's journal, read with the operator's token: `(house, entries, next)`.
+/// One page of a house's journal, read with the operator's token: `(house, entries, next,
+/// bytes)`.
 pub(crate) fn journal_page(
     ctx: &Ctx,
     url: &str,
     admin_token: &str,
     after: Option<i64>,
     limit: Option<i64>,
-) -> Result<(String, Vec<Value>, Option<i64>), Failure> {
+) -> Result<(String, Vec<Value>, Option<i64>, usize), Failure> {
     let q: Vec<String> =
         [("after", after), ("limit", limit)].into_iter().filter_map(|(n, v)| v.map(|v| format!("{n}={v}"))).collect();
     let target =
@@ -256,7 +319,7 @@ pub(crate) fn journal_page(
     let house = field::str(&o, "house").map_err(|_| Failure::network(format!("{what}: the answer names no house")))?;
     let entries = field::opt_array(&o, "entries").ok().flatten().unwrap_or_default().to_vec();
     let next = o.get("next").and_then(Value::as_safe_integer);
-    Ok((house.to_owned(), entries, next))
+    Ok((house.to_owned(), entries, next, body.len()))
 }
 
 /// Every entry of a house's journal, following `next` from `after`: `{house, entries}`.
@@ -264,12 +327,20 @@ pub(crate) fn journal_all(ctx: &Ctx, url: &str, admin_token: &str, after: Option
     let mut all = Vec::new();
     let mut after = after;
     let mut house = String::new();
+    let mut bytes = 0usize;
     for _ in 0..MAX_JOURNAL_PAGES {
-        let (h, entries, next) = journal_page(ctx, url, admin_token, after, Some(MAX_JOURNAL_PAGE))?;
+        let (h, entries, next, size) = journal_page(ctx, url, admin_token, after, Some(MAX_JOURNAL_PAGE))?;
         if !house.is_empty() && h != house {
             return Err(Failure::rejected(format!("the journal at {url} changed its house from {house} to {h}")));
         }
         house = h;
+        bytes = bytes.saturating_add(size);
+        if all.len().saturating_add(entries.len()) > MAX_JOURNAL_ENTRIES || bytes > MAX_JOURNAL_BYTES {
+            return Err(Failure::usage(format!(
+                "the journal at {url} is larger than this command holds ({MAX_JOURNAL_ENTRIES} entries or \
+                 {MAX_JOURNAL_BYTES} bytes); read it by pages with `nyx5 journal --after N`"
+            )));
+        }
         all.extend(entries);
         match next {
             Some(n) if after.is_none_or(|a| n > a) => after = Some(n),
@@ -284,7 +355,7 @@ pub(crate) fn journal_all(ctx: &Ctx, url: &str, admin_token: &str, after: Option
 pub(crate) fn journal(
     ctx: &Ctx,
     house: Option<&str>,
-    admin_token: &str,
+    admin_token: Option<&str>,
     after: Option<i64>,
     limit: Option<i64>,
     all: bool,
@@ -298,10 +369,11 @@ pub(crate) fn journal(
         return Err(Failure::usage("--after must be 0 or more"));
     }
     let url = operator_house(ctx, house)?;
+    let admin_token = operator_token(ctx, &url, admin_token)?;
     if all {
-        return journal_all(ctx, &url, admin_token, after).map(Value::Object);
+        return journal_all(ctx, &url, &admin_token, after).map(Value::Object);
     }
-    let (house, entries, next) = journal_page(ctx, &url, admin_token, after, limit)?;
+    let (house, entries, next, _) = journal_page(ctx, &url, &admin_token, after, limit)?;
     Ok(Value::Object(obj([
         ("house", house.into()),
         ("entries", Value::Array(entries)),
@@ -335,8 +407,10 @@ const MAX_JOURNAL_FILE_BYTES: usize = 1 << 30;
 
 /// `nyx5 libro audit FILE|URL`: reads a whole journal (a file holding `{house, entries}`, or the
 /// pages of `<URL>/libro/diario` with the operator's token) and checks it offline
-/// (`nyx5_proto::libro::audit`) against the house's domain keys: `keys` when given, else every
-/// key of its domain card (current and previous), resolved and verified.
+/// (`nyx5_proto::libro::audit`) against the house's domain keys: `keys` when given, else the
+/// keys of its domain card resolved the usual way (hosts file, DNS, well-known — never from the
+/// URL read), each valid at the entry's `at`. For a URL, the house resolved must answer at that
+/// URL: a server's own word for whose journal it serves is not trusted.
 pub(crate) fn audit(ctx: &Ctx, source: &str, admin_token: Option<&str>, keys: &[String]) -> Result<Value, Failure> {
     let keys = keys
         .iter()
@@ -344,11 +418,9 @@ pub(crate) fn audit(ctx: &Ctx, source: &str, admin_token: Option<&str>, keys: &[
         .collect::<Result<Vec<_>, _>>()?;
     let is_url = source.starts_with("http://") || source.starts_with("https://");
     let (journal, url) = if is_url {
-        let token = admin_token.ok_or_else(|| {
-            Failure::usage("reading a house's journal needs its operator token: --admin-token (or NYX5_ADMIN_TOKEN)")
-        })?;
         let url = house_url(source)?;
-        (journal_all(ctx, &url, token, None)?, Some(url))
+        let token = operator_token(ctx, &url, admin_token)?;
+        (journal_all(ctx, &url, &token, None)?, Some(url))
     } else {
         (read_journal(std::path::Path::new(source))?, None)
     };
@@ -357,19 +429,42 @@ pub(crate) fn audit(ctx: &Ctx, source: &str, admin_token: Option<&str>, keys: &[
         .to_owned();
     let entries = field::array(&journal, "entries")
         .map_err(|_| Failure::usage(format!("{source}: a journal is {{house, entries}}; it has no entries")))?;
-    let (keys, from) = if keys.is_empty() {
+    let (keys, from, card) = if keys.is_empty() {
         let me = ctx.me().ok();
         let res = ctx.resolver(me.as_ref(), sys::now()?)?;
-        if let Some(url) = &url {
-            res.at(&house, url);
-        }
         let d = res.domain(&house)?;
-        (d.card.keys().iter().map(|k| k.sig).collect::<Vec<_>>(), "its domain card")
+        if let Some(url) = &url
+            && d.url.trim_end_matches('/') != url.trim_end_matches('/')
+        {
+            return Err(Failure::rejected(format!(
+                "{url} says it serves the journal of {house}, but {house} answers at {} (found by {}): the keys \
+                 of {house} do not vouch for what {url} serves",
+                d.url, d.via
+            ))
+            .hint(format!("audit {house} at its own URL, or give the keys to check against with --key")));
+        }
+        let from = format!("the domain card of {house} (found by {}, its key checked against {})", d.via, d.anchor);
+        (d.card.keys().iter().map(|k| k.sig).collect::<Vec<_>>(), from, Some(d.card))
     } else {
-        (keys, "--key")
+        (keys, "--key".to_owned(), None)
     };
     let report = libro::audit(&house, &keys, entries)
         .map_err(|e| Failure::rejected(format!("the journal of {house} does not hold: {}", e.reason)))?;
+    if let Some(card) = &card {
+        for (i, e) in entries.iter().enumerate() {
+            let e = e.as_object().cloned().unwrap_or_default();
+            let kid = Signature::read(&e, "signature").map(|s| s.kid);
+            let at = field::str(&e, "at").ok().and_then(|a| nyx5_proto::Timestamp::parse(a).ok());
+            let ok = matches!((kid, at), (Ok(k), Some(at)) if card.accepts_key(&k, at));
+            if !ok {
+                return Err(Failure::rejected(format!(
+                    "the journal of {house} does not hold: entry {}: signed by a key of {house} not valid at its \
+                     `at`",
+                    i.saturating_add(1)
+                )));
+            }
+        }
+    }
     let balances: Object = report.balances.iter().map(|(a, b)| (a.clone(), Value::from(*b))).collect();
     Ok(Value::Object(obj([
         ("ok", Value::Bool(true)),
@@ -413,4 +508,19 @@ pub(crate) fn audit_human(v: &Value) -> String {
         s.push_str(&format!("  {:>12} {}\n", balance.as_safe_integer().unwrap_or(0), safe(&account)));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback;
+
+    #[test]
+    fn only_loopback_hosts_are_loopback() {
+        for url in ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:9/x", "http://127.9.9.9"] {
+            assert!(loopback(url), "{url}");
+        }
+        for url in ["http://example.org", "http://10.0.0.1:80", "http://127.0.0.1.evil.test", "http://[::2]"] {
+            assert!(!loopback(url), "{url}");
+        }
+    }
 }
