@@ -53,6 +53,38 @@ fn fate(h: &TestHouse, who: &Agent, id: &str) -> u16 {
     0
 }
 
+/// A quote from `seller` to `buyer` at a.test, signed now.
+#[allow(clippy::too_many_arguments)]
+fn quote_from(
+    w: &World,
+    seller: &Agent,
+    buyer: &Agent,
+    id: &str,
+    contract: nyx5_proto::quote::ContractKind,
+    price: i64,
+    concept: &str,
+    terms: Option<Object>,
+) -> nyx5_proto::quote::Quote {
+    nyx5_proto::quote::QuoteDraft {
+        id: id.into(),
+        house: "a.test".into(),
+        seller: seller.address.clone(),
+        buyer: buyer.address.clone(),
+        contract,
+        price,
+        currency: "tok".into(),
+        concept: concept.into(),
+        terms,
+        arbiter: None,
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&seller.sig)
+    .unwrap()
+}
+
 fn holds(h: &TestHouse, who: &Agent, id: &str) -> bool {
     mailbox(h, who).iter().any(|e| e.id() == id)
 }
@@ -231,24 +263,16 @@ fn an_escrow_deadline_sends_notices_to_both_parties_when_it_comes() {
     register(&b, &bo, None);
     topup(&a, &ana, 50);
     let deadline = nyx5_proto::Timestamp(w.clock.now().millis() + 3 * 3_600_000);
-    let quote = nyx5_proto::quote::QuoteDraft {
-        id: "q-deadline".into(),
-        house: "a.test".into(),
-        seller: bo.address.clone(),
-        buyer: ana.address.clone(),
-        contract: nyx5_proto::quote::ContractKind::Escrow,
-        price: 30,
-        currency: "tok".into(),
-        concept: "report".into(),
-        terms: Some(obj([("deadline", deadline.to_rfc3339().into())])),
-        arbiter: None,
-        referrer: None,
-        issued: w.clock.now(),
-        expires: None,
-        extra: Object::new(),
-    }
-    .sign(&bo.sig)
-    .unwrap();
+    let quote = quote_from(
+        &w,
+        &bo,
+        &ana,
+        "q-deadline",
+        nyx5_proto::quote::ContractKind::Escrow,
+        30,
+        "report",
+        Some(obj([("deadline", deadline.to_rfc3339().into())])),
+    );
     operate(&w, &a, &ana, "accept-1", obj([("op", "accept".into()), ("quote", quote.to_value())]));
     let notice = |h: &TestHouse, who: &Agent| {
         mailbox(h, who).into_iter().find(|e| {
@@ -331,24 +355,7 @@ fn a_receipt_for_another_house_leaves_in_the_tick_that_did_the_operation() {
     register(&a, &ana, None);
     register(&b, &bo, None);
     topup(&a, &ana, 50);
-    let quote = nyx5_proto::quote::QuoteDraft {
-        id: "q-fast".into(),
-        house: "a.test".into(),
-        seller: bo.address.clone(),
-        buyer: ana.address.clone(),
-        contract: nyx5_proto::quote::ContractKind::Spot,
-        price: 10,
-        currency: "tok".into(),
-        concept: "fast".into(),
-        terms: None,
-        arbiter: None,
-        referrer: None,
-        issued: w.clock.now(),
-        expires: None,
-        extra: Object::new(),
-    }
-    .sign(&bo.sig)
-    .unwrap();
+    let quote = quote_from(&w, &bo, &ana, "q-fast", nyx5_proto::quote::ContractKind::Spot, 10, "fast", None);
     let libro = Address::new(LIBRO, "a.test").unwrap();
     let mut d = Draft::new(
         "acc-fast".into(),

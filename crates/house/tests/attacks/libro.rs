@@ -56,8 +56,9 @@ fn op(h: &TestHouse, who: &Agent, id: &str, body: Object) -> u16 {
     code(&operate_with(h, who, &op_envelope(who, id, &h.config.domain, body)))
 }
 
-fn quote(seller: &Agent, buyer: &Address, id: &str, kind: ContractKind, edit: impl FnOnce(&mut QuoteDraft)) -> Value {
-    let mut q = QuoteDraft {
+/// A quote of 10 tok from `seller` to `buyer` at a.test, unsigned.
+fn draft(seller: &Agent, buyer: &Address, id: &str, kind: ContractKind) -> QuoteDraft {
+    QuoteDraft {
         id: id.into(),
         house: "a.test".into(),
         seller: seller.address.clone(),
@@ -72,7 +73,12 @@ fn quote(seller: &Agent, buyer: &Address, id: &str, kind: ContractKind, edit: im
         issued: Timestamp(START),
         expires: None,
         extra: Object::new(),
-    };
+    }
+}
+
+/// [`draft`], adjusted by `edit` and signed by the seller.
+fn quote(seller: &Agent, buyer: &Address, id: &str, kind: ContractKind, edit: impl FnOnce(&mut QuoteDraft)) -> Value {
+    let mut q = draft(seller, buyer, id, kind);
     edit(&mut q);
     q.sign(&seller.sig).unwrap().to_value()
 }
@@ -128,22 +134,8 @@ fn an_oversized_quote_is_refused() {
     let [ana, bo]: [Agent; 2] = people(&h, &[("ana@a.test", 33), ("bo@a.test", 34)]).try_into().ok().unwrap();
     topup(&h, "bo@a.test", 10);
     // A concept of 600 KB no longer makes a quote, so no receipt of a megabyte is ever signed.
-    let mut q = QuoteDraft {
-        id: "big".into(),
-        house: "a.test".into(),
-        seller: ana.address.clone(),
-        buyer: bo.address.clone(),
-        contract: ContractKind::Spot,
-        price: 1,
-        currency: "tok".into(),
-        concept: "x".repeat(600_000),
-        terms: None,
-        arbiter: None,
-        referrer: None,
-        issued: Timestamp(START),
-        expires: None,
-        extra: Object::new(),
-    };
+    let mut q = draft(&ana, &bo.address, "big", ContractKind::Spot);
+    q.concept = "x".repeat(600_000);
     assert_eq!(q.clone().sign(&ana.sig).unwrap_err().code(), 413);
     q.concept = "x".repeat(300);
     assert_eq!(q.clone().sign(&ana.sig).unwrap_err().code(), 400);
