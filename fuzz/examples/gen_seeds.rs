@@ -154,6 +154,72 @@ fn main() {
         format!("  nyx51  sig={} ;kid={};domain = sigo.uk ", nyx5_proto::b64::encode(&relay.sig), relay.kid.to_b64());
     write(&dir, "reordered.txt", reordered.as_bytes());
 
+    // libro: an operation's body of each kind, a signed quote, receipt and entry.
+    let dir = root.join("libro");
+    for (name, text) in [
+        ("op-release.json", r#"{"contract":"c-1","op":"release"}"#),
+        (
+            "op-bond.json",
+            r#"{"amount":5,"claim":"the build is green","expires":"2026-09-05T19:00:00Z","op":"bond","verifier":"bob@example.org","vouchee":"ana@sigo.uk"}"#,
+        ),
+        (
+            "op-mandate.json",
+            r#"{"cap":30,"grantee":"bob@example.org","op":"mandate","parent":"m-1","scope":{"concepts":["gpu"]}}"#,
+        ),
+        ("op-charge.json", r#"{"amount":3,"concept":"gpu","mandate":"m-1","op":"charge"}"#),
+        ("op-statement.json", r#"{"limit":5,"op":"statement"}"#),
+    ] {
+        write(&dir, name, text.as_bytes());
+    }
+    let quote = nyx5_proto::quote::QuoteDraft {
+        id: "q-1".into(),
+        house: "sigo.uk".into(),
+        seller: bob.clone(),
+        buyer: ana.clone(),
+        contract: nyx5_proto::quote::ContractKind::Escrow,
+        price: 40,
+        currency: "tok".into(),
+        concept: "a deploy check".into(),
+        terms: Some(obj([("deadline", "2026-09-15".into())])),
+        arbiter: None,
+        referrer: Some(nyx5_proto::quote::Referrer {
+            address: Address::parse("ref@sigo.uk").unwrap(),
+            share_bps: 1500,
+        }),
+        issued: now,
+        expires: None,
+        extra: nyx5_proto::Object::new(),
+    }
+    .sign(&bob_key)
+    .unwrap();
+    write(&dir, "quote.json", &quote.to_value().canonical());
+    let accept = Value::Object(obj([("op", "accept".into()), ("quote", quote.to_value())]));
+    write(&dir, "op-accept.json", &accept.canonical());
+    let entry = nyx5_proto::libro::EntryDraft {
+        id: "e-1".into(),
+        at: now,
+        house: "sigo.uk".into(),
+        concept: "a deploy check".into(),
+        lines: vec![nyx5_proto::libro::Line::new("ana@sigo.uk", -40), nyx5_proto::libro::Line::new("escrow:q-1", 40)],
+        meta: obj([("primitive", "hold".into())]),
+        refs: obj([("contract", "q-1".into()), ("op", "op-1".into())]),
+    }
+    .sign(1, nyx5_proto::libro::GENESIS, &domain_key)
+    .unwrap();
+    write(&dir, "entry.json", &entry.to_value().canonical());
+    let receipt = nyx5_proto::receipt::Receipt::sign(
+        "sigo.uk",
+        "op-1",
+        "accept",
+        &"a".repeat(64),
+        &ana,
+        now,
+        obj([("asiento", entry.to_value()), ("cotizacion_sha256", quote.sha256_hex().into())]),
+        &domain_key,
+    )
+    .unwrap();
+    write(&dir, "receipt.json", &receipt.to_value().canonical());
+
     // Every seed must be accepted by the parser its target exercises.
     for (target, accepts) in [
         ("canonical_json", (|b: &[u8]| Value::parse(b, MAX_ENVELOPE_BYTES).is_ok()) as fn(&[u8]) -> bool),
@@ -161,6 +227,13 @@ fn main() {
         ("card", |b| DomainCard::parse(b).is_ok() || AgentCard::parse(b).is_ok()),
         ("auth_header", |b| std::str::from_utf8(b).is_ok_and(|t| AuthHeader::parse(t).is_ok())),
         ("relay_header", |b| std::str::from_utf8(b).is_ok_and(|t| RelayHeader::parse(t).is_ok())),
+        ("libro", |b| {
+            let Ok(Value::Object(o)) = Value::parse(b, MAX_ENVELOPE_BYTES) else { return false };
+            nyx5_house::libro::op::Op::parse(&o).is_ok()
+                || nyx5_proto::quote::Quote::from_object(o.clone()).is_ok()
+                || nyx5_proto::receipt::Receipt::from_object(o.clone()).is_ok()
+                || nyx5_proto::libro::Entry::from_object(o).is_ok()
+        }),
     ] {
         for entry in std::fs::read_dir(root.join(target)).unwrap() {
             let path = entry.unwrap().path();
