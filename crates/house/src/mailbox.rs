@@ -386,7 +386,10 @@ impl<D: Db, N: Net> House<D, N> {
                     d => d,
                 };
                 match decision {
-                    Decision::Stamped { .. } => {}
+                    // Paid above, or refused: never left unpaid.
+                    Decision::Stamped { .. } => {
+                        refused.push((*local, Error::new(ErrorKind::Internal, "a stamp left unpaid")))
+                    }
                     Decision::Accept { counted } => {
                         if counted {
                             stmts.push(store::agents::count_in_window(bucket, window, cap));

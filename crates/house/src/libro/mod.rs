@@ -201,7 +201,12 @@ impl<D: Db, N: Net> House<D, N> {
                 store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate(), env.from().as_str()).await?;
             let (mut facts, head, done) = facts_of(&row)?;
             if let Some(done) = done {
-                return done_before_object(&done, env.from(), &sha);
+                return done_before(
+                    done.get("operator").and_then(Value::as_str),
+                    done.get("sha256").and_then(Value::as_str),
+                    env.from(),
+                    &sha,
+                );
             }
             // This house's agents have an account here by being registered.
             facts.known |= env.from().domain() == self.config.domain;
@@ -225,7 +230,7 @@ impl<D: Db, N: Net> House<D, N> {
                 }
                 Err(PortError::Constraint { name }) if name == store::OP_DONE => {
                     let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
-                    return done_before(&row, env.from(), &sha);
+                    return done_before(row.text("operator"), row.text("sha256"), env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                     return Err(Error::new(
@@ -705,18 +710,10 @@ pub fn welcome_cause(address: &Address) -> String {
     format!("welcome:{address}")
 }
 
-fn done_before(row: &crate::ports::Row, from: &Address, sha: &str) -> Result<Outcome, Error> {
-    if row.text("operator") == Some(from.as_str()) && row.text("sha256") == Some(sha) {
-        Ok(Outcome::Duplicate)
-    } else {
-        Err(Error::new(ErrorKind::Conflict, "this envelope id is already used for another operation"))
-    }
-}
-
-fn done_before_object(done: &Object, from: &Address, sha: &str) -> Result<Outcome, Error> {
-    let same = done.get("operator").and_then(Value::as_str) == Some(from.as_str())
-        && done.get("sha256").and_then(Value::as_str) == Some(sha);
-    if same {
+/// An operation done before under this envelope id: the same envelope from the same operator is
+/// a duplicate (nothing changes); anything else under that id is a conflict.
+fn done_before(operator: Option<&str>, sha256: Option<&str>, from: &Address, sha: &str) -> Result<Outcome, Error> {
+    if operator == Some(from.as_str()) && sha256 == Some(sha) {
         Ok(Outcome::Duplicate)
     } else {
         Err(Error::new(ErrorKind::Conflict, "this envelope id is already used for another operation"))
