@@ -22,7 +22,7 @@ const budgets = JSON.parse(readFileSync(budgetsPath, 'utf8'));
 
 const WARMUP_MS = 150;
 const SAMPLE_MS = 250;
-const ROUNDS = 5;
+const ROUNDS = 7;
 
 const bench = createRequire(import.meta.url)(modulePath);
 console.log(`edge: ${bench.setup()}`);
@@ -30,7 +30,8 @@ const names = bench.names().split(',');
 
 const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
 // Warm each operation up and size its sample; then ROUNDS rounds, each timing every operation
-// once (a slow moment of the shared machine hits all of them alike). The median sample counts.
+// once (a slow moment of the shared machine hits all of them alike). The fastest sample counts:
+// on a shared 2-core VM other processes only ever add time, so the minimum is the steadiest.
 const sized = names.map((name, i) => {
   const start = now();
   let n = 0;
@@ -46,7 +47,8 @@ for (let r = 0; r < ROUNDS; r++) {
   }
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-const us = Object.fromEntries(sized.map((op) => [op.name, median(op.samples)]));
+const us = Object.fromEntries(sized.map((op) => [op.name, Math.min(...op.samples)]));
+const med = Object.fromEntries(sized.map((op) => [op.name, median(op.samples)]));
 const spread = Object.fromEntries(sized.map((op) => [op.name, [Math.min(...op.samples), Math.max(...op.samples)]]));
 const reference = budgets.cpu.reference;
 const ref = us[reference];
@@ -54,7 +56,7 @@ const ref = us[reference];
 let failed = [];
 const pad = (s, n) => String(s).padEnd(n);
 const lpad = (s, n) => String(s).padStart(n);
-console.log(`\n${pad('operation (wasm32 in V8)', 26)}${lpad('µs', 9)}${lpad('min..max', 18)}${lpad('ratio', 8)}${lpad('budget', 8)}`);
+console.log(`\n${pad('operation (wasm32 in V8)', 26)}${lpad('min µs', 9)}${lpad('median', 9)}${lpad('max', 9)}${lpad('ratio', 8)}${lpad('budget', 8)}`);
 const noise = budgets.cpu.noise;
 const recorded = {};
 for (const name of names) {
@@ -64,9 +66,8 @@ for (const name of names) {
   const verdict = name === reference ? '' : budget === undefined ? '  (no budget)' : ratio > limit ? '  OVER' : '';
   if (verdict === '  OVER') failed.push(`${name}: ratio ${ratio.toFixed(2)} > ${budget} × (1 + ${noise})`);
   recorded[name] = Math.ceil(ratio * 100) / 100;
-  const [lo, hi] = spread[name];
   console.log(
-    `${pad(name, 26)}${lpad(us[name].toFixed(1), 9)}${lpad(`${lo.toFixed(1)}..${hi.toFixed(1)}`, 18)}` +
+    `${pad(name, 26)}${lpad(us[name].toFixed(1), 9)}${lpad(med[name].toFixed(1), 9)}${lpad(spread[name][1].toFixed(1), 9)}` +
       `${lpad(ratio.toFixed(2), 8)}${lpad(budget ?? '-', 8)}${verdict}`,
   );
 }
