@@ -21,7 +21,7 @@ pub mod world;
 
 use std::fmt;
 
-pub use workload::Sim;
+pub use workload::{MAX_SCRIPT, Scripted, Sim, run_script};
 
 /// One run: its seed and size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
