@@ -1392,7 +1392,7 @@ try {
           'SELECT nonce FROM nonces',
           'SELECT account, balance, may_owe FROM libro_accounts ORDER BY account',
           'SELECT n, cause, sha256, entry FROM libro_entries ORDER BY n',
-          'SELECT envelope_id, operator, op FROM libro_ops ORDER BY envelope_id',
+          'SELECT envelope_id, operator, op, refused FROM libro_ops ORDER BY envelope_id',
           'SELECT id, kind, state, seller, buyer, amount, version FROM libro_contracts ORDER BY id',
         ].join(';\n'),
       );
@@ -1464,13 +1464,22 @@ try {
         );
         assert.equal(entries.at(-1).sha256, libro.head, 'the head the journal’s reader computed');
         assert.deepEqual(
-          ops.map((o) => [o.envelope_id, o.operator, o.op]),
+          ops.filter((o) => o.refused === null).map((o) => [o.envelope_id, o.operator, o.op]),
           [
             [libro.ops.accept.id, ana.address, 'accept'],
             [libro.ops.deliver.id, bo.address, 'deliver'],
             [libro.ops.release.id, ana.address, 'release'],
           ].sort((x, y) => x[0].localeCompare(y[0])),
-          'the operations done, and not the two refused',
+          'the operations done',
+        );
+        // The two refused are kept with their codes: the same envelope again is refused again.
+        assert.deepEqual(
+          ops.filter((o) => o.refused !== null).map((o) => [o.envelope_id, o.op, o.refused]),
+          [
+            [libro.ops.boRelease.id, 'release', 403],
+            [libro.ops.again.id, 'accept', 409],
+          ].sort((x, y) => x[0].localeCompare(y[0])),
+          'the refusals kept',
         );
         assert.deepEqual(contracts, [
           {

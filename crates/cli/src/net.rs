@@ -37,14 +37,16 @@ pub(crate) struct Client {
 pub(crate) enum Fail {
     /// Every address the name resolved to is one the outbound policy refuses.
     Refused(String),
-    /// Anything else: bad URL, refused, timed out, TLS, an answer over the limit.
+    /// The request never left: the name did not resolve, or no connection could be made.
+    Unreached(String),
+    /// Anything else: bad URL, timed out, TLS, a connection cut, an answer over the limit.
     Transport(String),
 }
 
 impl std::fmt::Display for Fail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fail::Refused(m) | Fail::Transport(m) => f.write_str(m),
+            Fail::Refused(m) | Fail::Unreached(m) | Fail::Transport(m) => f.write_str(m),
         }
     }
 }
@@ -125,6 +127,13 @@ impl Client {
         let fail_run = |e: ureq::Error| match &e {
             // The rule only: the URL and what the name resolved to stay here.
             ureq::Error::Other(inner) if inner.is::<PolicyRefusal>() => Fail::Refused(PolicyRefusal.to_string()),
+            // Nothing was sent: the queue then knows the envelope did not arrive.
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => {
+                Fail::Unreached(format!("{method} {url}: {e}"))
+            }
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Fail::Unreached(format!("{method} {url}: {e}"))
+            }
             _ => fail(&e),
         };
         let mut builder = ureq::http::Request::builder().method(method).uri(url);
@@ -196,6 +205,7 @@ fn send_blocking(client: &Client, request: &OutRequest) -> Result<OutResponse, P
         // A name refused after DNS looks to the engine like a host that does not answer: a
         // different answer would tell a stranger what the house's DNS says about a name.
         Err(Fail::Refused(why) | Fail::Transport(why)) => Err(PortError::Failed(why)),
+        Err(Fail::Unreached(why)) => Err(PortError::Unreached(why)),
     }
 }
 

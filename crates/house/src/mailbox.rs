@@ -202,11 +202,9 @@ impl<D: Db, N: Net> House<D, N> {
         // answer lost) never bounces what was delivered (the simulator's seed 119).
         let expired = env.check_not_expired(now).err();
         // An operation for the Libro is done, not stored (libro/mod.rs).
+        // (`operate` answers an operation done or refused before as it was, even past `expires`.)
         if locals.remove(crate::libro::LIBRO) {
-            let outcome = match &expired {
-                Some(e) => Outcome::Rejected(e.clone()),
-                None => self.operate(env, sender).await,
-            };
+            let outcome = self.operate(env, sender).await;
             decided.insert(crate::libro::LIBRO.to_owned(), outcome);
         }
         if locals.is_empty() {
@@ -261,22 +259,21 @@ impl<D: Db, N: Net> House<D, N> {
         // Who is settled before any write, and the policy of everyone else.
         let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
         for local in &locals {
-            let outcome = match known.get(*local) {
-                None => Outcome::Rejected(Error::new(
+            let outcome = match (known.get(*local), &expired) {
+                (None, _) => Outcome::Rejected(Error::new(
                     ErrorKind::NotFound,
                     format!("no agent {local}@{}", self.config.domain),
                 )),
-                Some(Recipient { holder: Some(s), .. }) if s == env.from().as_str() => Outcome::Duplicate,
-                Some(Recipient { holder: Some(_), .. }) => Outcome::Rejected(Error::new(
+                (Some(Recipient { holder: Some(s), .. }), _) if s == env.from().as_str() => Outcome::Duplicate,
+                // Past `expires`, refused — and whether another sender holds the id is nobody's
+                // business.
+                (Some(_), Some(e)) => Outcome::Rejected(e.clone()),
+                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(Error::new(
                     ErrorKind::Conflict,
                     format!("envelope id {} is already taken by another sender", env.id()),
                 )),
-                Some(r @ Recipient { holder: None, .. }) => {
-                    let policy = match &expired {
-                        Some(e) => Err(e.clone()),
-                        None => self.cards.policies.policy(local, &r.card, now),
-                    };
-                    match policy {
+                (Some(r @ Recipient { holder: None, .. }), None) => {
+                    match self.cards.policies.policy(local, &r.card, now) {
                         Ok(policy) => {
                             candidates.push((local, policy, r));
                             continue;

@@ -314,7 +314,7 @@ pub struct Plan {
     pub step: Step,
     pub domain: DomainEffect,
     /// The attempt got no answer ([`Delivery::Unanswered`]): it may have arrived, and the job
-    /// keeps the deadline its lease gave it (`store::queue::attempted`) rather than its own.
+    /// keeps the deadline its lease gave it (`store::queue::lease`) rather than its own.
     pub unanswered: bool,
 }
 
@@ -474,11 +474,12 @@ impl<D: Db, N: Net> House<D, N> {
         let attempting = decided.is_none() && !pending.is_empty();
         let lease = now.millis().saturating_add(LEASE_MS);
         let if_it_dies = attempting.then(|| retry_at(&job, now.millis(), &self.config.retry));
-        let mut take = vec![store::lease(job.id, now.millis(), lease, if_it_dies)];
-        if attempting {
-            take.push(store::attempted(job.id, lease, self.config.retry.give_up_after_ms));
-        }
-        let taken = self.db.batch(take).await.map_err(port_error)?;
+        let give_up = attempting.then_some(self.config.retry.give_up_after_ms);
+        let taken = self
+            .db
+            .batch(vec![store::lease(job.id, now.millis(), lease, if_it_dies, give_up)])
+            .await
+            .map_err(port_error)?;
         if taken.first() != Some(&1) {
             return Ok(health); // another tick has it, or it changed since we looked
         }

@@ -456,11 +456,11 @@ fn leases_keep_ticks_apart() {
     let id =
         block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'stale'"))).unwrap()[0].int("id").unwrap();
     let now = s.a.now().millis();
-    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None)])).unwrap(), [1]);
-    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None)])).unwrap(), [0]);
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None, None)])).unwrap(), [1]);
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None, None)])).unwrap(), [0]);
     s.w.clock.advance(31 * SECOND);
     let later = s.a.now().millis();
-    assert_eq!(block_on(s.a.db.batch(vec![lease(id, later, later + 30 * SECOND, None)])).unwrap(), [1]);
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, later, later + 30 * SECOND, None, None)])).unwrap(), [1]);
     let stale = Held { job: id, lease: now + 30 * SECOND };
     let stmts = vec![
         nyx5_house::store::queue::insert_notice(stale, "ana", "n-1", "postmaster@a.test", "{}", later),

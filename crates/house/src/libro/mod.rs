@@ -183,7 +183,20 @@ impl<D: Db, N: Net> House<D, N> {
         let sha = env.sha256_hex();
         let at = self.now().millis();
         let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, e.code(), &e.reason);
-        match self.db.batch(vec![write]).await {
+        // A kept refusal counts towards the sending site's operations this minute, as a done
+        // operation does: refusals cannot fill the table faster than operations could.
+        let rate = crate::store::agents::count_in_window(
+            &format!("libro:{}", crate::site::site(env.from().domain())),
+            at / 60_000,
+            self.config.inbound_per_domain_per_minute,
+        );
+        match self.db.batch(vec![write, rate]).await {
+            Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
+                Outcome::Rejected(Error::new(
+                    ErrorKind::RateLimited,
+                    format!("too many operations from {} this minute; try again shortly", env.from().domain()),
+                ))
+            }
             Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
                 Ok(Some(row)) => {
                     let refused = row.int("refused").map(|code| (code, row.text("reason").unwrap_or_default()));
@@ -234,6 +247,9 @@ impl<D: Db, N: Net> House<D, N> {
                     &sha,
                 );
             }
+            // Past `expires`, an operation not done before is refused (what was done, or refused,
+            // is answered as it was above, so a sender asking again learns the truth).
+            env.check_not_expired(now)?;
             // This house's agents have an account here by being registered.
             facts.known |= env.from().domain() == self.config.domain;
             if !checked {

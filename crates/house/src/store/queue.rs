@@ -112,30 +112,24 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 /// and moves the job there before anything is sent: a tick that dies inside the attempt (a
 /// destination that hangs until the runtime kills it) has failed it, and the job waits its
 /// backoff instead of being retried, and hanging the queue again, on the very next tick.
-pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>) -> Stmt {
+///
+/// With `give_up_ms` (an attempt's), the deadline is no earlier than the give-up time
+/// (`not_before + give_up_ms`) while the attempt is out: it may arrive with its answer lost (or
+/// the tick die with it), and then expiry alone must not bounce it blind — the destination's
+/// answer does (it holds the envelope, or refuses it as expired: docs/SPEC.md §7b). An attempt
+/// that ends with an answer gives the deadline back ([`retry`]).
+pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: Option<i64>) -> Stmt {
     stmt!(
-        "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt)
+        "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
+                         deadline = max(deadline, coalesce(not_before + ?, deadline))
          WHERE id = ? AND state = 'pending' AND lease_until < ? AND next_attempt <= ?",
         until,
         i64::from(attempt.is_some()),
         attempt,
+        give_up_ms,
         job,
         now,
         now
-    )
-}
-
-/// Once job `job` is leased (`until`) for an attempt, its deadline is no earlier than its give-up
-/// time (`not_before + give_up_ms`) while the attempt is out: it may arrive with its answer lost
-/// (or the tick die with it), and then expiry alone must not bounce it blind — the destination's
-/// answer does (it holds the envelope, or refuses it as expired: docs/SPEC.md §7b). An attempt
-/// that ends with an answer gives the deadline back ([`retry`]).
-pub fn attempted(job: i64, until: i64, give_up_ms: i64) -> Stmt {
-    stmt!(
-        "UPDATE jobs SET deadline = max(deadline, not_before + ?) WHERE id = ? AND state = 'pending' AND lease_until = ?",
-        give_up_ms,
-        job,
-        until
     )
 }
 
@@ -165,8 +159,9 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
 }
 
 /// The job stays pending after an attempt (which its lease counted): rescheduled, lease given
-/// back; with `deadline`, the deadline it had before the attempt (which was answered, or surely
-/// never arrived: see [`attempted`]).
+/// back; with `deadline`, the deadline it had before this attempt (which was answered, or surely
+/// never arrived; see [`lease`]). One moved by an earlier attempt that went unanswered stays
+/// moved: a later answer about the destination says nothing of what that attempt delivered.
 pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str, deadline: Option<i64>) -> Stmt {
     stmt!(
         "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0, deadline = coalesce(?, deadline)
