@@ -30,6 +30,12 @@ pub(crate) fn domain_key(env: &Env) -> Result<Option<SigningKey>, Error> {
         .transpose()
 }
 
+/// Whether the operator asked for D1's billing units per request (`NYX5_D1_METER=on`): the
+/// answer's `x-nyx5-d1` header and a log line per tick. Off unless asked.
+pub(crate) fn metering(env: &Env) -> bool {
+    read(env, "NYX5_D1_METER").is_some_and(|v| v.trim() == "on")
+}
+
 /// Builds the configuration. `key` comes from the secret or, in local development, the database.
 pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Result<Config, Error> {
     let domain = read(env, "NYX5_DOMAIN").ok_or_else(|| invalid("NYX5_DOMAIN", "is not set"))?;

@@ -30,7 +30,9 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     if let Some(h) = HOUSE.with(|h| h.borrow().clone()) {
         return Ok(h);
     }
-    let db = D1Db(env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?);
+    let db = env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?;
+    let meter = env::metering(env).then(Default::default);
+    let db = D1Db { db, meter };
     let now = nyx5_house::ports::Clock::now(&WorkerClock);
     let (key, created) = match env::domain_key(env)? {
         // A key from the secret carries no creation time: the card says when this isolate signed it.
@@ -108,28 +110,52 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         Ok(r) => r,
         Err(e) => return error_response(&e),
     };
+    let what = format!("{} {}", hreq.method, hreq.path);
+    house.db.take();
     let resp = house.handle(hreq).await;
+    let metered = house.db.take();
     // After the answer: the delivery kick, then webhook pushes (the tick may add some).
     if resp.kick || house.has_pushes() {
         let h = house.clone();
         let kick = resp.kick;
         ctx.wait_until(async move {
-            if kick && let Err(e) = h.tick().await {
-                worker::console_error!("nyx5: delivery kick: {e}");
+            if kick {
+                h.db.take();
+                if let Err(e) = h.tick().await {
+                    worker::console_error!("nyx5: delivery kick: {e}");
+                }
+                log_tick(&h, "kick");
             }
             h.send_pushes().await;
         });
     }
-    to_worker(&resp)
+    let mut out = to_worker(&resp)?;
+    if let Some(m) = metered {
+        worker::console_log!("nyx5 d1: {what} {} {}", resp.status, m.line());
+        out.headers_mut().set(METER_HEADER, &m.line())?;
+    }
+    Ok(out)
+}
+
+/// The answer's header carrying what D1 billed for the request, when metering is on.
+const METER_HEADER: &str = "x-nyx5-d1";
+
+/// One log line per tick with what D1 billed for it, when metering is on.
+fn log_tick(house: &WorkerHouse, what: &str) {
+    if let Some(m) = house.db.take() {
+        worker::console_log!("nyx5 d1: {what} {}", m.line());
+    }
 }
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, ctx: ScheduleContext) {
     match house(&env).await {
         Ok(h) => {
+            h.db.take();
             if let Err(e) = h.tick().await {
                 worker::console_error!("nyx5: scheduled tick: {e}");
             }
+            log_tick(&h, "tick");
             if h.has_pushes() {
                 ctx.wait_until(async move { h.send_pushes().await });
             }

@@ -18,6 +18,7 @@ mod net;
 mod open;
 mod seal;
 mod serve;
+mod simulate;
 mod sys;
 mod verify;
 
@@ -108,6 +109,9 @@ enum Command {
     },
     /// Run a house: the engine on a SQLite file over HTTP, for self-hosting and tests.
     Serve(serve::Args),
+    /// Run the deterministic simulator: houses, agents and a faulty network from one seed,
+    /// checking the invariants after every step.
+    Simulate(simulate::Args),
     #[command(flatten)]
     Client(client::cli::ClientCommand),
     #[command(flatten)]
@@ -164,6 +168,7 @@ fn run(command: Command) -> Outcome {
             (None, None) => Err(error::Failure::usage("give --key (or --receipt)")),
         },
         Command::Serve(args) => serve::run(args),
+        Command::Simulate(args) => simulate::run(&args),
         Command::Client(command) => client::cli::run(command),
         Command::Libro(command) => client::libro_cli::run(command),
         Command::Mcp(args) => mcp::run(args),

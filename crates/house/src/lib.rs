@@ -20,6 +20,8 @@ pub mod queue;
 pub mod resolver;
 mod router;
 pub mod routes;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod site;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -166,7 +168,9 @@ impl<D: Db, N: Net> House<D, N> {
 pub fn port_error(e: PortError) -> Error {
     match e {
         PortError::Constraint { name } => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {name}")),
-        PortError::Failed(_) => Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again"),
+        PortError::Failed(_) | PortError::Unreached(_) => {
+            Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again")
+        }
         PortError::Refused(why) => Error::forbidden(format!("refused by the outbound policy: {why}")),
     }
 }

@@ -197,15 +197,16 @@ impl<D: Db, N: Net> House<D, N> {
                 })
                 .collect::<Vec<_>>()
         };
-        if let Err(e) = env.check_not_expired(now) {
-            for l in &locals {
-                decided.insert((*l).to_owned(), Outcome::Rejected(e.clone()));
-            }
-            return Ok(finish(&decided));
-        }
+        // An expired envelope is refused, except by a mailbox that holds it already: that answer
+        // is "delivered", so a sender whose earlier attempt arrived unbeknownst to it (its
+        // answer lost) never bounces what was delivered (the simulator's seed 119).
+        let expired = env.check_not_expired(now).err();
         // An operation for the Libro is done, not stored (libro/mod.rs).
         if locals.remove(crate::libro::LIBRO) {
-            let outcome = self.operate(env, sender).await;
+            let outcome = match &expired {
+                Some(e) => Outcome::Rejected(e.clone()),
+                None => self.operate(env, sender).await,
+            };
             decided.insert(crate::libro::LIBRO.to_owned(), outcome);
         }
         if locals.is_empty() {
@@ -270,13 +271,19 @@ impl<D: Db, N: Net> House<D, N> {
                     ErrorKind::Conflict,
                     format!("envelope id {} is already taken by another sender", env.id()),
                 )),
-                Some(r @ Recipient { holder: None, .. }) => match self.cards.policies.policy(local, &r.card, now) {
-                    Ok(policy) => {
-                        candidates.push((local, policy, r));
-                        continue;
+                Some(r @ Recipient { holder: None, .. }) => {
+                    let policy = match &expired {
+                        Some(e) => Err(e.clone()),
+                        None => self.cards.policies.policy(local, &r.card, now),
+                    };
+                    match policy {
+                        Ok(policy) => {
+                            candidates.push((local, policy, r));
+                            continue;
+                        }
+                        Err(e) => Outcome::Rejected(e),
                     }
-                    Err(e) => Outcome::Rejected(e),
-                },
+                }
             };
             decided.insert((*local).to_owned(), outcome);
         }

@@ -8,4 +8,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_guards.sql", include_str!("../../../migrations/0004_guards.sql")),
     ("0005_storage.sql", include_str!("../../../migrations/0005_storage.sql")),
     ("0006_libro.sql", include_str!("../../../migrations/0006_libro.sql")),
+    ("0007_libro_refusals.sql", include_str!("../../../migrations/0007_libro_refusals.sql")),
 ];

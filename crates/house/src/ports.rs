@@ -100,8 +100,13 @@ pub enum PortError {
     /// name (`rate_cap`), or the columns of a UNIQUE or NOT NULL (`nonces.address, nonces.nonce`).
     /// Compare it with the constants of `store::constraint`, never by searching the text.
     Constraint { name: String },
-    /// Anything else: the database or network is unavailable or misbehaved.
+    /// Anything else: the database or network is unavailable or misbehaved. For a request, its
+    /// fate is unknown: it may have arrived and its answer been lost.
     Failed(String),
+    /// The request certainly never reached its destination (no route, connection refused): a
+    /// transport that can tell says so, and the queue then knows nothing arrived. One that cannot
+    /// tell answers [`PortError::Failed`].
+    Unreached(String),
     /// The outbound policy refused the target before anything was sent ([`crate::outbound`]);
     /// permanent, unlike a transport failure. The text names the rule, not the URL.
     Refused(String),
@@ -112,6 +117,7 @@ impl fmt::Display for PortError {
         match self {
             PortError::Constraint { name } => write!(f, "constraint failed: {name}"),
             PortError::Failed(m) => write!(f, "failed: {m}"),
+            PortError::Unreached(m) => write!(f, "unreachable: {m}"),
             PortError::Refused(m) => write!(f, "refused by the outbound policy: {m}"),
         }
     }

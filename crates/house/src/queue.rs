@@ -67,8 +67,13 @@ pub enum Delivery {
     Delivered(Vec<(Address, Verdict)>),
     /// The destination had it already (an earlier answer was lost): delivered.
     Duplicate,
-    /// Try again later (408, 421, 429, 5xx, transport failure): the reason is kept as `last_error`.
+    /// Try again later (408, 421, 429, 5xx, a request that never arrived): the reason is kept as
+    /// `last_error`.
     Temporary(String),
+    /// Try again later, not knowing whether it arrived (a timeout, an answer lost): as
+    /// `Temporary`, and the job is not bounced as expired until the destination answers (spec
+    /// §7b, docs/SPEC.md).
+    Unanswered(String),
     /// Refused for good (400, 402, 403, 404, 409, 410, 413, …): every recipient bounces.
     Permanent(u16, String),
 }
@@ -308,6 +313,9 @@ pub struct Plan {
     pub bounced: Vec<Bounce>,
     pub step: Step,
     pub domain: DomainEffect,
+    /// The attempt got no answer ([`Delivery::Unanswered`]): it may have arrived, and the job
+    /// keeps the deadline its lease gave it (`store::queue::attempted`) rather than its own.
+    pub unanswered: bool,
 }
 
 impl Plan {
@@ -338,7 +346,7 @@ pub fn plan(
     let mut bounced = Vec::new();
     let mut waiting = Vec::new();
     match delivery {
-        Delivery::Temporary(reason) => {
+        Delivery::Temporary(ref reason) | Delivery::Unanswered(ref reason) => {
             let failures = health.map_or(1, |h| h.failures.saturating_add(1));
             let next_probe = now.saturating_add(retry.backoff_ms(failures));
             return Plan {
@@ -346,7 +354,8 @@ pub fn plan(
                 delivered,
                 bounced,
                 step: Step::Retry { next_attempt: next_probe.min(job.deadline), error: reason.clone() },
-                domain: DomainEffect::Failed(Health { failures, next_probe }, reason),
+                domain: DomainEffect::Failed(Health { failures, next_probe }, reason.clone()),
+                unanswered: matches!(delivery, Delivery::Unanswered(_)),
             };
         }
         Delivery::Permanent(code, reason) => {
@@ -375,7 +384,7 @@ pub fn plan(
         Step::Retry { next_attempt: retry_at(job, now, retry), error: clip(&waiting.join("; ")) }
     };
     let domain = if health.is_some() { DomainEffect::Recovered } else { DomainEffect::Unchanged };
-    Plan { progress, delivered, bounced, step, domain }
+    Plan { progress, delivered, bounced, step, domain, unanswered: false }
 }
 
 /// Why a job past its deadline bounces: its envelope expired (410), or the give-up time passed.
@@ -465,8 +474,11 @@ impl<D: Db, N: Net> House<D, N> {
         let attempting = decided.is_none() && !pending.is_empty();
         let lease = now.millis().saturating_add(LEASE_MS);
         let if_it_dies = attempting.then(|| retry_at(&job, now.millis(), &self.config.retry));
-        let taken =
-            self.db.batch(vec![store::lease(job.id, now.millis(), lease, if_it_dies)]).await.map_err(port_error)?;
+        let mut take = vec![store::lease(job.id, now.millis(), lease, if_it_dies)];
+        if attempting {
+            take.push(store::attempted(job.id, lease, self.config.retry.give_up_after_ms));
+        }
+        let taken = self.db.batch(take).await.map_err(port_error)?;
         if taken.first() != Some(&1) {
             return Ok(health); // another tick has it, or it changed since we looked
         }
@@ -540,7 +552,13 @@ impl<D: Db, N: Net> House<D, N> {
         let result = plan.progress.to_value().canonical_string();
         let state = plan.final_state();
         stmts.push(match &plan.step {
-            Step::Retry { next_attempt, error } => store::retry(held, *next_attempt, error, &result),
+            // The lease moved the deadline to the give-up time while the attempt was out. An
+            // answer (or a request that surely never arrived) gives the job its deadline back;
+            // without one, it may have arrived, and expiry alone no longer bounces it.
+            Step::Retry { next_attempt, error } => {
+                let deadline = (!plan.unanswered).then_some(job.deadline);
+                store::retry(held, *next_attempt, error, &result, deadline)
+            }
             Step::Finish { error } => store::finish(held, state, error.as_deref(), &result, now.millis()),
         });
         let changes = self.db.batch(stmts).await.map_err(port_error)?;
@@ -675,7 +693,8 @@ impl<D: Db, N: Net> House<D, N> {
                 Delivery::Permanent(ErrorKind::Forbidden.code(), format!("refused by the outbound policy: {why}"))
             }
             // What failed, not the transport's text: that would tell a sender what answers where.
-            Err(_) => Delivery::Temporary(format!("the house of {domain} is unreachable")),
+            Err(PortError::Unreached(_)) => Delivery::Temporary(format!("the house of {domain} is unreachable")),
+            Err(_) => Delivery::Unanswered(format!("the house of {domain} did not answer")),
         }
     }
 }

@@ -71,6 +71,13 @@ impl SqliteDb {
         Ok(SqliteDb { conn: Mutex::new(conn) })
     }
 
+    /// Rows inserted, updated or deleted since the connection opened, triggers included
+    /// (`sqlite3_total_changes64`): the native cross-check of D1's `rows_written`, which also
+    /// counts index entries (benches/README.md, "Edge").
+    pub fn total_changes(&self) -> Result<u64, PortError> {
+        Ok(self.lock()?.total_changes())
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, PortError> {
         self.conn.lock().map_err(|_| PortError::Failed("database lock poisoned".into()))
     }

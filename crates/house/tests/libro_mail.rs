@@ -8,6 +8,7 @@ use kit::*;
 use nyx5_house::Registration;
 use nyx5_house::libro::{LIBRO, OP_MEDIA};
 use nyx5_house::policy::EXT_AVAL;
+use nyx5_house::ports::Db;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Envelope, Object, Value};
@@ -400,4 +401,52 @@ fn an_operation_from_another_house_asks_for_a_delivery_kick() {
     // A plain read with nothing queued asks for none.
     let again = call_raw(&a, "GET", "/health", &[], vec![]);
     assert!(!again.kick);
+}
+
+#[test]
+fn a_refused_operation_stays_refused_when_it_comes_again() {
+    // Found by the simulator (seed 162): a bond refused for want of balance bounced to its
+    // sender; a late copy of the same envelope, arriving after a top-up, was then done.
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bea = Agent::new("bea@b.test", 11);
+    register(&a, &ana, None);
+    register(&b, &bea, None);
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let body = obj([
+        ("op", "bond".into()),
+        ("amount", 30.into()),
+        ("claim", "it holds".into()),
+        ("verifier", ana.address.as_str().into()),
+    ]);
+    let mut d = Draft::new(
+        "bond-1".into(),
+        bea.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(body)),
+    );
+    d.kind = Kind::Task;
+    let env = d.build().unwrap().sign(&bea.sig).unwrap();
+    assert_eq!(bea.send(&b, &env).status, 202);
+    w.tick_all();
+    w.tick_all();
+    assert_eq!(fate(&b, &bea, "bond-1"), 402);
+    // Bea is topped up; the same envelope arrives again, as a copy the network held would.
+    topup(&a, &bea, 100);
+    let relay = nyx5_proto::relay::RelayHeader::sign("b.test", &env, "a.test", &b.config.key).to_header();
+    let again = call_raw(&a, "POST", "/inbound", &[(nyx5_proto::relay::HEADER, &relay)], env.canonical());
+    let answer = json(&again, 402);
+    let rejected = answer.as_object().unwrap()["rejected"].as_array().unwrap()[0].as_object().unwrap().clone();
+    assert_eq!(rejected["code"].as_safe_integer(), Some(402), "{}", answer.canonical_string());
+    assert_eq!(balance(&a, "bea@b.test"), 100);
+    let contracts = block_on(a.db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM libro_contracts"))).unwrap();
+    assert_eq!(contracts[0].int("n"), Some(0));
+    // The refusal is kept, with its code and reason, as the envelope's answer.
+    let kept =
+        block_on(a.db.query(nyx5_house::stmt!("SELECT refused, receipt FROM libro_ops WHERE envelope_id = 'bond-1'")))
+            .unwrap();
+    assert_eq!((kept[0].int("refused"), kept[0].text("receipt")), (Some(402), Some("")));
 }

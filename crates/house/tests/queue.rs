@@ -762,3 +762,34 @@ fn a_deferred_envelope_keeps_its_time_through_a_recovery_and_gives_up_from_it() 
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "first"]);
     assert_eq!(s.w.tick_all().attempted, 0);
 }
+
+#[test]
+fn an_envelope_that_arrived_unanswered_is_not_bounced_when_it_expires() {
+    // Found by the simulator (seed 119): an attempt arrived but its answer was lost; the
+    // destination was then out of reach until the envelope expired, and the sender bounced what
+    // had been delivered.
+    let s = setup();
+    // Warm: a.test knows b.test's card, so the next request to b.test is the delivery itself.
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+    let expires = Timestamp(s.a.now().millis() + 10 * MINUTE);
+    let env = envelope(&s.ana, "brief", &[&s.bo.address], |d| d.expires = Some(expires));
+    json(&s.ana.send(&s.a, &env), 202);
+    s.w.lose_answers("b.test", 1);
+    assert_eq!(s.w.tick_all().retried, 1);
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "brief"]);
+    s.w.down("b.test", true);
+    while s.a.now() <= expires {
+        assert_eq!(s.w.tick_all().bounced, 0, "bounced while the first attempt's fate is unknown");
+        s.w.clock.advance(MINUTE);
+    }
+    // Back: asked again past expiry, the destination says it holds it. Delivered, no bounce.
+    s.w.down("b.test", false);
+    s.w.clock.advance(2 * MINUTE);
+    assert_eq!(s.w.tick_all().delivered, 1);
+    assert!(mailbox(&s.a, &s.ana).is_empty(), "no bounce notice");
+    assert_eq!(text(&jobs(&s.a, &s.ana, "brief")[0], "state"), "delivered");
+
+    // (An attempt that surely never arrived — the host down — leaves the deadline as it was:
+    // `expiry_in_the_queue_bounces_at_once`.)
+}

@@ -632,7 +632,8 @@ impl AgentCard {
             |kid| domain.accepts_key(kid, now),
             |kid, framed, signature| domain.verify_framed_by(kid, framed, signature),
         )?;
-        if now < self.valid_from {
+        // Clocks disagree: another house's "now" may be a little ahead of ours.
+        if now.plus_ms(crate::limits::CLOCK_SKEW_MS) < self.valid_from {
             return Err(Error::forbidden(format!("card of {} is not valid yet", self.address)));
         }
         if self.valid_until.is_some_and(|until| now >= until) {

@@ -26,6 +26,9 @@ pub const MAX_KEYS: usize = 8;
 pub const MAX_PREVIOUS_KEYS: usize = 8;
 /// How far an auth token's `ts` may be from the house's clock, either way (spec §8).
 pub const AUTH_WINDOW_MS: i64 = 5 * 60 * 1000;
+/// How far apart two houses' clocks may be: a card that becomes valid no more than this ahead of
+/// the verifier's clock is valid (docs/SPEC.md, "Clocks"). The same as the tokens' window.
+pub const CLOCK_SKEW_MS: i64 = AUTH_WINDOW_MS;
 /// Shortest and longest auth nonce.
 pub const MIN_NONCE_LEN: usize = 16;
 pub const MAX_NONCE_LEN: usize = 64;

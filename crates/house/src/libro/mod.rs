@@ -162,27 +162,48 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// Does the operation `env` (verified, from `card`) and says how it went: `Accepted` when
     /// done now, `Duplicate` when done before, `Rejected` with the refusal otherwise.
+    ///
+    /// A refusal decided on what the Libro holds (not a temporary one) is kept as the envelope's
+    /// answer: the same envelope again is refused again, never done later (`keep_refusal`).
     pub async fn operate(&self, env: &Verified<Envelope>, card: &Verified<AgentCard>) -> Outcome {
-        match self.operate_checked(env, card).await {
+        let op = match read_op(env) {
+            Ok(op) => op,
+            Err(e) => return Outcome::Rejected(e),
+        };
+        match self.operate_checked(env, card, &op).await {
             Ok(outcome) => outcome,
-            Err(e) => Outcome::Rejected(e),
+            Err(e) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => Outcome::Rejected(e),
+            Err(e) => self.keep_refusal(env, &op, e).await,
         }
     }
 
-    async fn operate_checked(&self, env: &Verified<Envelope>, card: &Verified<AgentCard>) -> Result<Outcome, Error> {
+    /// Writes `e` as the answer to `env`; when the envelope has an answer already (another copy
+    /// was done or refused meanwhile), that one is the answer.
+    async fn keep_refusal(&self, env: &Envelope, op: &Op, e: Error) -> Outcome {
+        let sha = env.sha256_hex();
+        let at = self.now().millis();
+        let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, e.code(), &e.reason);
+        match self.db.batch(vec![write]).await {
+            Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
+                Ok(Some(row)) => {
+                    let refused = row.int("refused").map(|code| (code, row.text("reason").unwrap_or_default()));
+                    done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha)
+                        .unwrap_or_else(Outcome::Rejected)
+                }
+                _ => Outcome::Rejected(e),
+            },
+            // Written, or not (the database failed): either way this is the answer now.
+            _ => Outcome::Rejected(e),
+        }
+    }
+
+    async fn operate_checked(
+        &self,
+        env: &Verified<Envelope>,
+        card: &Verified<AgentCard>,
+        op: &Op,
+    ) -> Result<Outcome, Error> {
         let now = self.now();
-        if env.kind() != Kind::Task {
-            return Err(Error::malformed("an operation for the Libro is an envelope of `type: task`"));
-        }
-        let content = match env.payload() {
-            Payload::Clear(c) => c,
-            _ => return Err(Error::malformed("an operation for the Libro is not sealed: the house must read it")),
-        };
-        if content.media != OP_MEDIA {
-            return Err(Error::malformed(format!("an operation has `media: {OP_MEDIA}`")));
-        }
-        let body = content.body.as_object().ok_or_else(|| Error::malformed("an operation's body is an object"))?;
-        let op = Op::parse(body)?;
         let sha = env.sha256_hex();
         let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now };
         let rules = self.libro_rules();
@@ -201,9 +222,14 @@ impl<D: Db, N: Net> House<D, N> {
                 store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate(), env.from().as_str()).await?;
             let (mut facts, head, done) = facts_of(&row)?;
             if let Some(done) = done {
+                let refused = done
+                    .get("refused")
+                    .and_then(Value::as_safe_integer)
+                    .map(|code| (code, done.get("reason").and_then(Value::as_str).unwrap_or_default()));
                 return done_before(
                     done.get("operator").and_then(Value::as_str),
                     done.get("sha256").and_then(Value::as_str),
+                    refused,
                     env.from(),
                     &sha,
                 );
@@ -215,12 +241,12 @@ impl<D: Db, N: Net> House<D, N> {
                 if !facts.known && op.creates() {
                     return Err(kernel::stranger(env.from(), &rules));
                 }
-                self.check_operator(env, card, &op).await?;
+                self.check_operator(env, card, op).await?;
                 checked = true;
             }
             let entry_id = self.new_id();
-            let decision = kernel::decide(&op, &ctx, &rules, &facts, &entry_id)?;
-            let (stmts, queues) = self.write_decision(env, &op, &decision, &entry_id, head).await?;
+            let decision = kernel::decide(op, &ctx, &rules, &facts, &entry_id)?;
+            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head).await?;
             match self.db.batch(stmts).await {
                 Ok(_) => {
                     if queues {
@@ -230,7 +256,8 @@ impl<D: Db, N: Net> House<D, N> {
                 }
                 Err(PortError::Constraint { name }) if name == store::OP_DONE => {
                     let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
-                    return done_before(row.text("operator"), row.text("sha256"), env.from(), &sha);
+                    let refused = row.int("refused").map(|code| (code, row.text("reason").unwrap_or_default()));
+                    return done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                     return Err(Error::new(
@@ -712,9 +739,39 @@ pub fn welcome_cause(address: &Address) -> String {
 
 /// An operation done before under this envelope id: the same envelope from the same operator is
 /// a duplicate (nothing changes); anything else under that id is a conflict.
-fn done_before(operator: Option<&str>, sha256: Option<&str>, from: &Address, sha: &str) -> Result<Outcome, Error> {
+/// The operation an envelope carries: a clear `task` with the Libro's media type and a body
+/// `Op::parse` reads. Pure; what it refuses, it refuses for any copy of the envelope alike.
+fn read_op(env: &Envelope) -> Result<Op, Error> {
+    if env.kind() != Kind::Task {
+        return Err(Error::malformed("an operation for the Libro is an envelope of `type: task`"));
+    }
+    let content = match env.payload() {
+        Payload::Clear(c) => c,
+        _ => return Err(Error::malformed("an operation for the Libro is not sealed: the house must read it")),
+    };
+    if content.media != OP_MEDIA {
+        return Err(Error::malformed(format!("an operation has `media: {OP_MEDIA}`")));
+    }
+    let body = content.body.as_object().ok_or_else(|| Error::malformed("an operation's body is an object"))?;
+    Op::parse(body)
+}
+
+fn done_before(
+    operator: Option<&str>,
+    sha256: Option<&str>,
+    refused: Option<(i64, &str)>,
+    from: &Address,
+    sha: &str,
+) -> Result<Outcome, Error> {
     if operator == Some(from.as_str()) && sha256 == Some(sha) {
-        Ok(Outcome::Duplicate)
+        match refused {
+            // Refused before: refused again, with the same code and reason.
+            Some((code, reason)) => {
+                let kind = u16::try_from(code).ok().and_then(ErrorKind::from_code).unwrap_or(ErrorKind::Forbidden);
+                Err(Error::new(kind, reason.to_owned()))
+            }
+            None => Ok(Outcome::Duplicate),
+        }
     } else {
         Err(Error::new(ErrorKind::Conflict, "this envelope id is already used for another operation"))
     }

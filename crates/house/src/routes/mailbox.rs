@@ -6,7 +6,7 @@ use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net};
+use crate::ports::{Db, Net, Row};
 use crate::store::inbox;
 use crate::{House, ok_body, port_error};
 
@@ -55,11 +55,20 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
         unrecorded: UNRECORDED_BYTES,
     };
     let rows = if limit == 0 { Vec::new() } else { inbox::page(&house.db, local, bounds).await? };
+    let body = write_page(&rows, limit)?;
+    Ok(Response { status: 200, content_type: "application/json", body, kick: false })
+}
+
+/// The page's answer from the rows the store cut (`inbox::page`), for a request of `limit`:
+/// each stored envelope written around, as [`read`] describes. Pure: what a page costs beyond
+/// its one query (the edge harness, `benches/edge`, times it).
+pub fn write_page(rows: &[Row], limit: i64) -> Result<Vec<u8>, Error> {
+    let budget = PAGE_MAX_BYTES - PAGE_FRAME_BYTES;
     let candidates = rows.first().and_then(|r| r.int("candidates")).unwrap_or(0);
     let mut items =
         String::with_capacity(rows.iter().map(|r| r.text("envelope").map_or(0, str::len)).sum::<usize>() + 128);
     let (mut taken, mut last) = (0_i64, None);
-    for r in &rows {
+    for r in rows {
         let text = r.text("envelope").unwrap_or_default();
         let seq = r.int("seq").unwrap_or(0);
         let item = item(text, seq, r.int("received_at").unwrap_or(0), r.text("stamp"))?;
@@ -82,7 +91,7 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     body.push_str("],\"next\":");
     body.push_str(&next.map_or_else(|| "null".to_owned(), |n| n.to_string()));
     body.push_str(",\"ok\":true}");
-    Ok(Response { status: 200, content_type: "application/json", body: body.into_bytes(), kick: false })
+    Ok(body.into_bytes())
 }
 
 /// One page item, `{"envelope":<stored text>,"received":"<time>","seq":<seq>,"stamp"?:<entry id>}`

@@ -41,7 +41,8 @@ pub async fn facts<D: Db>(
         db,
         stmt!(
             "SELECT
-               (SELECT json_object('operator', operator, 'sha256', sha256) FROM libro_ops WHERE envelope_id = ?1) AS done,
+               (SELECT json_object('operator', operator, 'sha256', sha256, 'refused', refused, 'reason', reason)
+                  FROM libro_ops WHERE envelope_id = ?1) AS done,
                (SELECT n FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_n,
                (SELECT sha256 FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_sha,
                (SELECT json_group_object(account, balance) FROM libro_accounts
@@ -75,7 +76,11 @@ pub async fn head<D: Db>(db: &D) -> Result<Option<(i64, String)>, Error> {
 
 /// The operator's receipt of an operation done before.
 pub async fn op_done<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row>, Error> {
-    one(db, stmt!("SELECT operator, sha256, receipt FROM libro_ops WHERE envelope_id = ?", envelope_id)).await
+    one(
+        db,
+        stmt!("SELECT operator, sha256, receipt, refused, reason FROM libro_ops WHERE envelope_id = ?", envelope_id),
+    )
+    .await
 }
 
 /// The entry posted for `cause`, if any.
@@ -230,6 +235,22 @@ pub async fn owed<D: Db>(db: &D, cause: &str) -> Result<Option<Row>, Error> {
 /// The issue owed for `cause` is posted.
 pub fn paid(cause: &str) -> Stmt {
     stmt!("DELETE FROM libro_due WHERE cause = ?", cause)
+}
+
+/// An operation refused for good (migration 0007): its code and reason stay the envelope's
+/// answer. Nothing is written when the envelope has an answer already.
+pub fn refused(envelope_id: &str, operator: &str, op: &str, sha256: &str, at: i64, code: u16, reason: &str) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt, refused, reason)
+         VALUES (?, ?, ?, ?, ?, '', ?, ?) ON CONFLICT (envelope_id) DO NOTHING",
+        envelope_id,
+        operator,
+        op,
+        sha256,
+        at,
+        i64::from(code),
+        reason
+    )
 }
 
 /// An operation done: the envelope, who, its hash and the operator's receipt.

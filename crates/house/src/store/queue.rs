@@ -125,6 +125,20 @@ pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>) -> Stmt {
     )
 }
 
+/// Once job `job` is leased (`until`) for an attempt, its deadline is no earlier than its give-up
+/// time (`not_before + give_up_ms`) while the attempt is out: it may arrive with its answer lost
+/// (or the tick die with it), and then expiry alone must not bounce it blind — the destination's
+/// answer does (it holds the envelope, or refuses it as expired: docs/SPEC.md §7b). An attempt
+/// that ends with an answer gives the deadline back ([`retry`]).
+pub fn attempted(job: i64, until: i64, give_up_ms: i64) -> Stmt {
+    stmt!(
+        "UPDATE jobs SET deadline = max(deadline, not_before + ?) WHERE id = ? AND state = 'pending' AND lease_until = ?",
+        give_up_ms,
+        job,
+        until
+    )
+}
+
 /// The lease a tick holds: job `job` still pending with `lease_until = lease`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
@@ -151,14 +165,16 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
 }
 
 /// The job stays pending after an attempt (which its lease counted): rescheduled, lease given
-/// back.
-pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str) -> Stmt {
+/// back; with `deadline`, the deadline it had before the attempt (which was answered, or surely
+/// never arrived: see [`attempted`]).
+pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str, deadline: Option<i64>) -> Stmt {
     stmt!(
-        "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0
+        "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0, deadline = coalesce(?, deadline)
          WHERE id = ? AND lease_until = ? AND state = 'pending'",
         next_attempt,
         last_error,
         result,
+        deadline,
         held.job,
         held.lease
     )

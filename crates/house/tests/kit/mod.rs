@@ -236,13 +236,14 @@ impl Net for MemNet {
             match (verdict, house) {
                 (Ok((times, lose)), Some(h)) if stall => (h, times, lose, true),
                 (Ok((times, lose)), Some(h)) => (h, times, lose, false),
+                // Neither ever reached the host: the transport can tell.
                 (Err(why), _) => {
                     net.log.push((request.url.clone(), None));
-                    return Err(PortError::Failed(why.into()));
+                    return Err(PortError::Unreached(why.into()));
                 }
                 (_, None) => {
                     net.log.push((request.url.clone(), None));
-                    return Err(PortError::Failed(format!("no route to {host}")));
+                    return Err(PortError::Unreached(format!("no route to {host}")));
                 }
             }
         };

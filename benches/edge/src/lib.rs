@@ -1,0 +1,467 @@
+//! The engine's CPU hot paths, built for wasm32 as the Worker is and timed in V8 (Node) by
+//! `scripts/edge-bench`; `benches/README.md` ("Edge") says what each one includes.
+//!
+//! Each operation is the code the route runs between its database round trips, called through
+//! the same public functions the routes call, on fixtures built once by [`setup`]: keys from
+//! fixed seeds, cards certified and verified as a house caches them. Nothing here reads a clock;
+//! Node times [`run`] from outside, and every figure is read as a ratio to [`Op::Ed25519`]
+//! measured in the same process.
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::cell::RefCell;
+use std::hint::black_box;
+
+use nyx5_house::libro::kernel::{self, Ctx, Facts, Rules};
+use nyx5_house::libro::op::Op as LibroOp;
+use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::mailbox::Outcome;
+use nyx5_house::ports::{Row, SqlValue};
+use nyx5_house::routes::{inbound, mailbox, outbound};
+use nyx5_house::store::queue::{self as queue_store, NewJob, Outgoing};
+use nyx5_proto::address::uuid_v4;
+use nyx5_proto::auth::{AuthHeader, Claims, Keys, Target};
+use nyx5_proto::card::{AgentCard, AgentCardDraft, DomainCard, DomainCardDraft};
+use nyx5_proto::crypto::{Context, EncSecret, SigPublic, SigningKey, hex, sha256};
+use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
+use nyx5_proto::json::{canonical_without, obj};
+use nyx5_proto::libro::{EntryDraft, GENESIS, lines_value};
+use nyx5_proto::quote::{ContractKind, QuoteDraft};
+use nyx5_proto::receipt::Receipt;
+use nyx5_proto::relay::RelayHeader;
+use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, Verified, limits, seal};
+use wasm_bindgen::prelude::wasm_bindgen;
+
+/// 2026-12-01T00:00:00Z: the clock every fixture reads.
+const NOW: Timestamp = Timestamp(1_796_083_200_000);
+/// The body of the mail fixtures: 900 characters, as in the native inbound bench.
+const BODY_CHARS: usize = 900;
+/// Envelopes in a mailbox page (the default page size).
+const PAGE: usize = 50;
+
+/// The operations, in the order [`names`] lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Ed25519,
+    Canonicalize,
+    Inbound,
+    InboundRelay,
+    Open,
+    Outbound,
+    MailboxPage,
+    LibroAccept,
+}
+
+pub const OPS: [(Op, &str); 8] = [
+    (Op::Ed25519, "ed25519_verify"),
+    (Op::Canonicalize, "canonicalize"),
+    (Op::Inbound, "inbound"),
+    (Op::InboundRelay, "inbound_relay"),
+    (Op::Open, "sealed_open"),
+    (Op::Outbound, "outbound_accept"),
+    (Op::MailboxPage, "mailbox_page_50"),
+    (Op::LibroAccept, "libro_accept_spot"),
+];
+
+/// Everything the operations read, built once.
+#[derive(Debug)]
+pub struct Fixture {
+    /// Raw Ed25519: ana's key, the framed bytes her envelope signature covers, the signature.
+    ana_pub: SigPublic,
+    framed: Vec<u8>,
+    signature: [u8; 64],
+    /// Mail from ana@a.test to bo@b.test: the canonical bytes, the relay header a.test signs.
+    mail: Vec<u8>,
+    mail_value: Value,
+    relay: String,
+    /// The same mail sealed for bo, signed.
+    sealed: Vec<u8>,
+    bo: Address,
+    bo_enc: EncSecret,
+    /// What b.test caches: a.test's domain card and ana's card, verified.
+    a_card: Verified<DomainCard>,
+    ana_card: Verified<AgentCard>,
+    /// At a.test: ana's card as stored (text), a.test's own card, an `/outbound` request of ana
+    /// (token and body) and a mailbox read token.
+    ana_stored: String,
+    outbound_token: String,
+    outbound_body: Vec<u8>,
+    mailbox_token: String,
+    /// Fifty stored envelopes as `inbox::page` returns them.
+    page: Vec<Row>,
+    /// The Libro of a.test: its key, bo's card (the seller), an `accept` by ana of a spot quote.
+    a_key: SigningKey,
+    bo_a_card: Verified<AgentCard>,
+    accept_op: Vec<u8>,
+}
+
+fn domain_card(domain: &str, key: &SigningKey) -> Verified<DomainCard> {
+    DomainCardDraft {
+        domain: domain.into(),
+        estafeta: format!("https://{domain}"),
+        other_keys: vec![],
+        previous: vec![],
+        policy: obj([("inbound", "verified".into())]),
+        extensions: vec![],
+        issued: NOW,
+    }
+    .sign(key, NOW)
+    .unwrap()
+    .verify(Some(&key.public()))
+    .unwrap()
+}
+
+fn agent_card(address: &Address, sig: &SigningKey, enc: &EncSecret, domain: &SigningKey) -> AgentCard {
+    AgentCardDraft::new(address.clone(), sig.public(), Some(enc.public()), NOW).certify(domain).unwrap()
+}
+
+fn token(who: &Address, key: &SigningKey, method: &str, path: &str, query: &str, body: &[u8]) -> String {
+    Claims {
+        address: who.clone(),
+        ts: NOW,
+        nonce: "bench-nonce-0000000001".into(),
+        target: Target::new(method, path, query, "a.test", body),
+    }
+    .sign(key)
+}
+
+fn mail(from: &Address, to: &Address, id: &str) -> Draft {
+    Draft::new(
+        id.into(),
+        from.clone(),
+        vec![to.clone()],
+        NOW,
+        Content::new("text/plain", "x".repeat(BODY_CHARS).into()),
+    )
+}
+
+/// Builds the fixtures (keys from fixed seeds; sealing from a fixed xorshift stream).
+pub fn fixture() -> Fixture {
+    let a_key = SigningKey::from_seed([1; 32]);
+    let b_key = SigningKey::from_seed([2; 32]);
+    let ana_key = SigningKey::from_seed([10; 32]);
+    let ana_enc = EncSecret::from_bytes([138; 32]);
+    let bo_key = SigningKey::from_seed([20; 32]);
+    let bo_enc = EncSecret::from_bytes([148; 32]);
+    let ana = Address::parse("ana@a.test").unwrap();
+    let bo = Address::parse("bo@b.test").unwrap();
+    let bo_a = Address::parse("bo@a.test").unwrap();
+    let a_card = domain_card("a.test", &a_key);
+    let _b_card = domain_card("b.test", &b_key);
+    let ana_unverified = agent_card(&ana, &ana_key, &ana_enc, &a_key);
+    let ana_stored = ana_unverified.to_value().canonical_string();
+    let ana_card = ana_unverified.verify(&a_card, None, NOW).unwrap();
+    let bo_a_card = agent_card(&bo_a, &bo_key, &bo_enc, &a_key).verify(&a_card, None, NOW).unwrap();
+
+    let env = mail(&ana, &bo, "e-1").build().unwrap().sign(&ana_key).unwrap();
+    let framed = Context::Envelope.frame(&canonical_without(env.object(), "signature"));
+    let signature = env.signature().unwrap().value;
+    let relay = RelayHeader::sign("a.test", &env, "b.test", &a_key).to_header();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut rng = move |buf: &mut [u8]| {
+        for b in buf.iter_mut() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *b = state as u8;
+        }
+    };
+    let sealed = seal::seal(mail(&ana, &bo, "e-2").build().unwrap(), &[(bo.clone(), bo_enc.public())], &mut rng)
+        .unwrap()
+        .sign(&ana_key)
+        .unwrap();
+
+    let outbound_body = mail(&ana, &bo, "e-3").build().unwrap().sign(&ana_key).unwrap().canonical();
+    let outbound_token = token(&ana, &ana_key, "POST", "/outbound", "", &outbound_body);
+    let mailbox_token = token(&ana, &ana_key, "GET", "/mailbox/ana", "", b"");
+    let page = (0..PAGE)
+        .map(|i| {
+            let text = mail(&bo, &ana, &format!("p-{i}")).build().unwrap().sign(&bo_key).unwrap().canonical();
+            Row {
+                columns: vec![
+                    ("seq".into(), SqlValue::Int(i as i64 + 1)),
+                    ("envelope".into(), SqlValue::Text(String::from_utf8(text).unwrap())),
+                    ("received_at".into(), SqlValue::Int(NOW.millis())),
+                    ("stamp".into(), SqlValue::Null),
+                    ("candidates".into(), SqlValue::Int(PAGE as i64)),
+                ],
+            }
+        })
+        .collect();
+
+    let quote = QuoteDraft {
+        id: "q-1".into(),
+        house: "a.test".into(),
+        seller: bo_a.clone(),
+        buyer: ana.clone(),
+        contract: ContractKind::Spot,
+        price: 100,
+        currency: "tok".into(),
+        concept: "a benchmark".into(),
+        terms: None,
+        arbiter: None,
+        referrer: None,
+        issued: NOW,
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&bo_key)
+    .unwrap();
+    let body = obj([("op", "accept".into()), ("quote", quote.to_value())]);
+    let mut op = Draft::new(
+        "op-1".into(),
+        ana.clone(),
+        vec![Address::new(LIBRO, "a.test").unwrap()],
+        NOW,
+        Content::new(OP_MEDIA, Value::Object(body)),
+    );
+    op.kind = Kind::Task;
+    let accept_op = op.build().unwrap().sign(&ana_key).unwrap().canonical();
+
+    Fixture {
+        ana_pub: ana_key.public(),
+        framed,
+        signature,
+        mail_value: Value::parse(&env.canonical(), limits::MAX_ENVELOPE_BYTES).unwrap(),
+        mail: env.canonical(),
+        relay,
+        sealed: sealed.canonical(),
+        bo,
+        bo_enc,
+        a_card,
+        ana_card,
+        ana_stored,
+        outbound_token,
+        outbound_body,
+        mailbox_token,
+        page,
+        a_key,
+        bo_a_card,
+        accept_op,
+    }
+}
+
+/// `POST /inbound` at b.test between its reads and its batch: the envelope read, its
+/// recipients here, the relay header (when given) checked against the sending house's cached
+/// card, the envelope's signature against the sender's cached card, the delegation scope, the
+/// sender's site (its rate bucket) and the §6 answer.
+fn inbound(f: &Fixture, relay: bool) -> usize {
+    let env = Envelope::parse(&f.mail, limits::MAX_ENVELOPE_BYTES).unwrap();
+    assert!(env.signature().is_some());
+    let recipients: Vec<Address> = env.to().iter().filter(|a| a.domain() == "b.test").cloned().collect();
+    if relay {
+        let header = RelayHeader::parse(&f.relay).unwrap();
+        assert_eq!(header.domain, env.from().domain());
+        header.verify(&f.a_card, &env, "b.test", NOW).unwrap();
+    }
+    let env = env.verify(&f.ana_card, NOW).unwrap();
+    f.ana_card.check_send(env.kind().as_str(), "b.test").unwrap();
+    let site = nyx5_house::site::site(env.from().domain()).len();
+    let answer = inbound::answer(recipients.into_iter().map(|a| (a, Outcome::Accepted)).collect());
+    answer.body.len() + site
+}
+
+/// A local agent's token as `House::authenticate` checks it: the stored card read and its
+/// certification verified, the token read and verified for this request.
+fn authenticate(f: &Fixture, token: &str, method: &str, path: &str, body: &[u8], keys: Keys) -> Verified<AgentCard> {
+    let parsed = AuthHeader::parse(token).unwrap();
+    let card = AgentCard::parse(f.ana_stored.as_bytes()).unwrap().verify(&f.a_card, None, NOW).unwrap();
+    let target = Target::new(method, path, "", "a.test", body);
+    let _nonce = parsed.verify(&card, &target, keys, NOW).unwrap();
+    card
+}
+
+/// `POST /outbound` at a.test between its reads and its batch: authentication, the envelope
+/// read and verified against the sender's card, the scope per destination, the outbox row,
+/// its jobs and the rate windows as statements, and the 202 answer.
+fn outbound(f: &Fixture) -> usize {
+    let card = authenticate(f, &f.outbound_token, "POST", "/outbound", &f.outbound_body, Keys::Current);
+    let env = Envelope::parse(&f.outbound_body, limits::MAX_ENVELOPE_BYTES).unwrap();
+    assert_eq!(env.from(), card.address());
+    let env = env.verify(&card, NOW).unwrap();
+    env.check_not_expired(NOW).unwrap();
+    let groups = outbound::by_domain(env.to());
+    for (domain, _) in &groups {
+        card.check_send(env.kind().as_str(), domain).unwrap();
+    }
+    let text = String::from_utf8(env.canonical()).unwrap();
+    let sha256 = env.sha256_hex();
+    outbound::check_due(env.due_at(NOW), NOW).unwrap();
+    let not_before = env.due_at(NOW).millis();
+    let out = Outgoing {
+        envelope_id: env.id(),
+        sender: env.from().as_str(),
+        envelope: &text,
+        sha256: &sha256,
+        expires: None,
+        now: NOW.millis(),
+        not_before,
+        deadline: not_before + 86_400_000,
+    };
+    let list = |l: &[Address]| Value::Array(l.iter().map(|a| a.as_str().into()).collect());
+    let jobs: Vec<NewJob> = groups
+        .iter()
+        .map(|(domain, l)| NewJob { domain: domain.clone(), recipients: list(l).canonical_string() })
+        .collect();
+    let mut stmts = queue_store::enqueue(&out, &jobs);
+    stmts.push(nyx5_house::store::agents::count_in_window("outbound:ana", NOW.millis() / 60_000, 60));
+    let listed = groups
+        .iter()
+        .map(|(domain, l)| {
+            Value::Object(obj([
+                ("domain", domain.as_str().into()),
+                ("recipients", list(l)),
+                ("next_attempt", Timestamp(not_before).to_rfc3339().into()),
+            ]))
+        })
+        .collect();
+    let answer = Value::Object(obj([("id", env.id().into()), ("jobs", Value::Array(listed))])).canonical();
+    stmts.len() + answer.len()
+}
+
+/// `GET /mailbox/ana` of 50 envelopes at a.test, beside its query: authentication and the
+/// page written around the stored texts.
+fn mailbox_page(f: &Fixture) -> usize {
+    let _card = authenticate(f, &f.mailbox_token, "GET", "/mailbox/ana", b"", Keys::CurrentOrGrace);
+    mailbox::write_page(&f.page, PAGE as i64).unwrap().len()
+}
+
+/// An id derived with the domain key, as `House::derived_id` makes it.
+fn derived_id(key: &SigningKey, what: &str, of: &str, to: &str) -> String {
+    let seed = key.sign(Context::NoticeId, format!("nyx5 {what}:{of}:{to}").as_bytes());
+    let mut bytes = [0u8; 16];
+    for (b, d) in bytes.iter_mut().zip(sha256(&seed)) {
+        *b = d;
+    }
+    uuid_v4(bytes)
+}
+
+/// An `accept` of a spot quote by ana at a.test's Libro, beside its reads and its batch, as
+/// `House::operate` does it once the queue hands it over: the operation read from its stored
+/// bytes and verified against ana's card, the quote verified against the seller's, the kernel's
+/// decision, the entry numbered and signed, the receipt signed, and one receipt envelope (its id
+/// derived with the domain key) built and signed for each party (ana and bo).
+fn libro_accept(f: &Fixture) -> usize {
+    let env = Envelope::parse(&f.accept_op, limits::MAX_ENVELOPE_BYTES).unwrap();
+    let env = env.verify(&f.ana_card, NOW).unwrap();
+    let Payload::Clear(content) = env.payload() else { panic!("clear") };
+    let op = LibroOp::parse(content.body.as_object().unwrap()).unwrap();
+    let LibroOp::Accept { quote } = &op else { panic!("accept") };
+    (**quote).clone().verify(&f.bo_a_card, NOW).unwrap();
+    let sha = env.sha256_hex();
+    let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now: NOW };
+    let rules = Rules { house: "a.test".into(), fee_bps: 100 };
+    let mut facts = Facts { known: true, ..Facts::default() };
+    facts.balances.insert("ana@a.test".into(), 1_000_000);
+    let entry_id = "00000000-0000-4000-8000-000000000001";
+    let d = kernel::decide(&op, &ctx, &rules, &facts, entry_id).unwrap();
+    let p = d.posting.as_ref().unwrap();
+    let entry = EntryDraft {
+        id: entry_id.into(),
+        at: NOW,
+        house: "a.test".into(),
+        concept: p.concept.clone(),
+        lines: p.lines.clone(),
+        meta: p.meta.clone(),
+        refs: p.refs.clone(),
+    }
+    .sign(1, GENESIS, &f.a_key)
+    .unwrap();
+    let entry_text = entry.canonical_string();
+    let entry_sha = hex(&sha256(entry_text.as_bytes()));
+    let lines = lines_value(&entry.lines).canonical_string();
+    let mut extra = d.receipt.clone();
+    extra.insert("asiento".into(), entry.to_value());
+    let receipt = Receipt::sign("a.test", env.id(), "accept", &sha, env.from(), NOW, extra, &f.a_key).unwrap();
+    let receipt_text = receipt.to_value().canonical_string();
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut total = entry_sha.len() + lines.len() + receipt_text.len();
+    for party in d.parties.iter().filter(|p| p.local() != "casa") {
+        let id = derived_id(&f.a_key, "receipt", env.id(), party.as_str());
+        let mut draft = Draft::new(
+            id,
+            libro.clone(),
+            vec![party.clone()],
+            NOW,
+            Content::new(nyx5_proto::receipt::MEDIA, receipt.to_value()),
+        );
+        draft.kind = Kind::Receipt;
+        draft.in_reply_to = Some(env.id().to_owned());
+        let signed = draft.build().unwrap().sign(&f.a_key).unwrap();
+        total += String::from_utf8(signed.canonical()).unwrap().len();
+    }
+    total
+}
+
+/// Runs `op` once; the answer is a size, so nothing is optimised away.
+pub fn once(f: &Fixture, op: Op) -> usize {
+    match op {
+        Op::Ed25519 => usize::from(f.ana_pub.verify_raw(&f.framed, &f.signature)),
+        Op::Canonicalize => f.mail_value.canonical().len(),
+        Op::Inbound => inbound(f, false),
+        Op::InboundRelay => inbound(f, true),
+        Op::Open => {
+            let env = Envelope::parse(&f.sealed, limits::MAX_ENVELOPE_BYTES).unwrap();
+            seal::open(&env, &f.bo, &f.bo_enc).unwrap().body.canonical().len()
+        }
+        Op::Outbound => outbound(f),
+        Op::MailboxPage => mailbox_page(f),
+        Op::LibroAccept => libro_accept(f),
+    }
+}
+
+thread_local! {
+    static FIXTURE: RefCell<Option<Fixture>> = const { RefCell::new(None) };
+}
+
+/// The operations' names, comma-separated, in their index order.
+#[wasm_bindgen]
+pub fn names() -> String {
+    OPS.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(",")
+}
+
+/// Builds the fixtures and runs every operation once, checked (a panic is a failure).
+#[wasm_bindgen]
+pub fn setup() -> String {
+    let f = fixture();
+    let sizes: Vec<String> = OPS.iter().map(|(op, name)| format!("{name}={}", once(&f, *op))).collect();
+    let info = format!(
+        "mail {} B canonical, sealed {} B, Ed25519 message {} B, page {} envelopes; {}",
+        f.mail.len(),
+        f.sealed.len(),
+        f.framed.len(),
+        f.page.len(),
+        sizes.join(" ")
+    );
+    FIXTURE.with(|c| *c.borrow_mut() = Some(f));
+    info
+}
+
+/// Runs operation `index` `iterations` times; answers a checksum of what it produced.
+#[wasm_bindgen]
+pub fn run(index: u32, iterations: u32) -> u32 {
+    let op = OPS[index as usize].0;
+    FIXTURE.with(|c| {
+        let f = c.borrow();
+        let f = f.as_ref().expect("setup() first");
+        let mut sum = 0usize;
+        for _ in 0..iterations {
+            sum = sum.wrapping_add(black_box(once(black_box(f), op)));
+        }
+        sum as u32
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every operation succeeds natively too (the same checks as in wasm).
+    #[test]
+    fn every_operation_runs() {
+        let f = fixture();
+        for (op, name) in OPS {
+            assert!(once(&f, op) > 0, "{name}");
+        }
+    }
+}

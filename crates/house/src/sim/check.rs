@@ -1,0 +1,297 @@
+//! The simulation's invariants, read straight from each house's database.
+//!
+//! After every step: every Libro sums to zero, no balance but `casa@`'s is negative, a
+//! mandate's `spent` stays within its cap and covers its sub-mandates', a finished contract's
+//! escrow holds nothing, the journal audits (signatures, numbers, links, sums) and agrees with
+//! the balances; no mailbox holds an envelope twice and each mailbox's usage row is what it
+//! holds (envelopes not yet acknowledged, bytes of bodies still kept); leases and deadlines of queued jobs stay within their bounds; no envelope is both
+//! delivered and bounced, nor bounced twice, for one recipient. Once the network healed and the
+//! queues drained: each accepted envelope reached each recipient exactly once or was bounced to
+//! its sender, and each accepted email is in its mailbox once.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nyx5_proto::{Address, Envelope, Value};
+
+use super::world::{SimHouse, World, run};
+use crate::ports::{Db, Row, Stmt};
+use crate::stmt;
+
+/// An envelope a house accepted from its agent (202 on `/outbound`), followed to its end.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub env: Envelope,
+    pub to: Vec<Address>,
+}
+
+/// What the simulation follows across steps.
+#[derive(Debug, Default)]
+pub struct Tracked {
+    pub sent: Vec<Sent>,
+    /// Emails the bridge accepted: (domain, local, envelope id).
+    pub emails: Vec<(String, String, String)>,
+    /// Ids each agent acknowledged (by address).
+    pub acked: BTreeMap<String, BTreeSet<String>>,
+    /// The journal's length when each house's was last audited.
+    audited: BTreeMap<String, usize>,
+}
+
+/// How the recipients of the accepted envelopes stand.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub delivered: u64,
+    pub bounced: u64,
+}
+
+fn rows(house: &SimHouse, stmt: Stmt) -> Result<Vec<Row>, String> {
+    // Reads go to SQLite itself: a check must not count as a call of a house about to die.
+    run(house.db.sqlite.query(stmt))
+        .ok_or_else(|| "a check's query did not finish".to_owned())?
+        .map_err(|e| format!("a check's query failed: {e:?}"))
+}
+
+fn int(row: &Row, name: &str) -> Result<i64, String> {
+    row.int(name).ok_or_else(|| format!("column {name} is not an integer"))
+}
+
+fn text<'a>(row: &'a Row, name: &str) -> Result<&'a str, String> {
+    row.text(name).ok_or_else(|| format!("column {name} is not text"))
+}
+
+/// The invariants that hold after every step.
+pub fn after_step(world: &World, tracked: &mut Tracked) -> Result<Tally, String> {
+    for domain in world.domains() {
+        let house = world.house(&domain).ok_or_else(|| format!("{domain} is gone"))?;
+        let at = |e: String| format!("{domain}: {e}");
+        ledger(&house, &domain, &mut tracked.audited).map_err(at)?;
+        mailboxes(&house).map_err(at)?;
+        queue(&house).map_err(at)?;
+    }
+    delivery(world, tracked, false)
+}
+
+/// The checks once the network healed and the queues drained.
+pub fn at_rest(world: &World, tracked: &mut Tracked) -> Result<Tally, String> {
+    after_step(world, tracked)?;
+    for (domain, local, id) in &tracked.emails {
+        let house = world.house(domain).ok_or_else(|| format!("{domain} is gone"))?;
+        let n = rows(
+            &house,
+            stmt!("SELECT count(*) AS n FROM mailbox WHERE local = ? AND envelope_id = ?", local.as_str(), id.as_str()),
+        )?;
+        let n = n.first().map(|r| int(r, "n")).transpose()?.unwrap_or(0);
+        if n != 1 {
+            return Err(format!("the email {id} accepted for {local}@{domain} is in its mailbox {n} times"));
+        }
+    }
+    delivery(world, tracked, true)
+}
+
+fn ledger(house: &SimHouse, domain: &str, audited: &mut BTreeMap<String, usize>) -> Result<(), String> {
+    let casa = nyx5_proto::libro::house_account(domain);
+    let mut balances = BTreeMap::new();
+    for r in rows(house, stmt!("SELECT account, balance FROM libro_accounts"))? {
+        let (account, balance) = (text(&r, "account")?.to_owned(), int(&r, "balance")?);
+        if balance < 0 && account != casa {
+            return Err(format!("{account} is at {balance}"));
+        }
+        if balance != 0 {
+            balances.insert(account, balance);
+        }
+    }
+    let sum: i64 = balances.values().sum();
+    if sum != 0 {
+        return Err(format!("the balances sum to {sum}"));
+    }
+    let held = rows(
+        house,
+        stmt!(
+            "SELECT c.id, c.state, coalesce(a.balance, 0) AS held FROM libro_contracts c
+               LEFT JOIN libro_accounts a ON a.account = 'escrow:' || c.id
+              WHERE c.state IN ('released', 'refunded', 'settled', 'forfeited') AND coalesce(a.balance, 0) != 0"
+        ),
+    )?;
+    if let Some(r) = held.first() {
+        return Err(format!("the {} contract {} still holds {}", text(r, "state")?, text(r, "id")?, int(r, "held")?));
+    }
+    let mandates = rows(
+        house,
+        stmt!(
+            "SELECT m.id, m.cap, m.spent,
+                    (SELECT coalesce(sum(k.spent), 0) FROM libro_mandates k WHERE k.parent = m.id) AS below
+               FROM libro_mandates m"
+        ),
+    )?;
+    for r in mandates {
+        let (cap, spent, below) = (int(&r, "cap")?, int(&r, "spent")?, int(&r, "below")?);
+        if spent > cap || below > spent {
+            return Err(format!("mandate {}: spent {spent} of {cap}, {below} by its sub-mandates", text(&r, "id")?));
+        }
+    }
+    let entries: Vec<Value> = run(crate::store::libro::journal(&house.db.sqlite, 0, i64::MAX))
+        .ok_or_else(|| "the journal read did not finish".to_owned())?
+        .map_err(|e| e.reason.into_owned())?
+        .iter()
+        .map(|t| Value::parse_str(t).map_err(|e| format!("an entry is not JSON: {}", e.reason)))
+        .collect::<Result<_, _>>()?;
+    if audited.get(domain) == Some(&entries.len()) {
+        return Ok(());
+    }
+    let report = nyx5_proto::libro::audit(domain, &[house.config.key.public()], &entries)
+        .map_err(|e| format!("the journal does not audit: {}", e.reason))?;
+    let mut from_journal = report.balances;
+    from_journal.retain(|_, b| *b != 0);
+    if from_journal != balances {
+        return Err(format!("the journal's balances {from_journal:?} are not the accounts' {balances:?}"));
+    }
+    audited.insert(domain.to_owned(), entries.len());
+    Ok(())
+}
+
+fn mailboxes(house: &SimHouse) -> Result<(), String> {
+    let twice =
+        rows(house, stmt!("SELECT local, envelope_id FROM mailbox GROUP BY local, envelope_id HAVING count(*) > 1"))?;
+    if let Some(r) = twice.first() {
+        return Err(format!("{}'s mailbox holds {} twice", text(r, "local")?, text(r, "envelope_id")?));
+    }
+    let off = rows(
+        house,
+        stmt!(
+            "SELECT coalesce(u.local, m.local) AS local, coalesce(u.envelopes, 0) AS counted, coalesce(m.n, 0) AS held,
+                    coalesce(u.bytes, 0) AS counted_bytes, coalesce(m.bytes, 0) AS held_bytes
+               FROM mailbox_usage u
+               FULL JOIN (SELECT local, count(*) FILTER (WHERE acked_at IS NULL) AS n, sum(bytes) AS bytes
+                            FROM mailbox WHERE bytes IS NOT NULL GROUP BY local) m ON m.local = u.local
+              WHERE coalesce(u.envelopes, 0) != coalesce(m.n, 0) OR coalesce(u.bytes, 0) != coalesce(m.bytes, 0)"
+        ),
+    )?;
+    if let Some(r) = off.first() {
+        return Err(format!(
+            "{}'s mailbox usage counts {} envelopes of {} bytes, and it holds {} of {}",
+            text(r, "local")?,
+            int(r, "counted")?,
+            int(r, "counted_bytes")?,
+            int(r, "held")?,
+            int(r, "held_bytes")?
+        ));
+    }
+    Ok(())
+}
+
+fn queue(house: &SimHouse) -> Result<(), String> {
+    let now = house.now().millis();
+    let give_up = house.config.retry.give_up_after_ms;
+    let bad = rows(
+        house,
+        stmt!(
+            "SELECT id, envelope_id, lease_until, deadline, not_before FROM jobs
+              WHERE state = 'pending' AND (lease_until > ? OR deadline > not_before + ?)",
+            now.saturating_add(crate::queue::LEASE_MS),
+            give_up
+        ),
+    )?;
+    if let Some(r) = bad.first() {
+        return Err(format!(
+            "job {} of {}: lease until {}, deadline {} for a start at {}",
+            int(r, "id")?,
+            text(r, "envelope_id")?,
+            int(r, "lease_until")?,
+            int(r, "deadline")?,
+            int(r, "not_before")?
+        ));
+    }
+    let pins = rows(
+        house,
+        stmt!(
+            "SELECT site, count(*) AS n FROM pins WHERE site IS NOT NULL GROUP BY site HAVING count(*) > ?",
+            crate::resolver::MAX_PINS_PER_SITE
+        ),
+    )?;
+    if let Some(r) = pins.first() {
+        return Err(format!("{} pins for the site {}", int(r, "n")?, text(r, "site")?));
+    }
+    Ok(())
+}
+
+/// Each house's pending jobs, and the earliest time (world time) one of them is due.
+pub fn pending(world: &World) -> Result<(i64, Option<i64>), String> {
+    let (mut n, mut due): (i64, Option<i64>) = (0, None);
+    for domain in world.domains() {
+        let house = world.house(&domain).ok_or_else(|| format!("{domain} is gone"))?;
+        let skew = house.now().millis().saturating_sub(world.now());
+        let r = rows(
+            &house,
+            stmt!("SELECT count(*) AS n, min(max(next_attempt, lease_until)) AS due FROM jobs WHERE state = 'pending'"),
+        )?;
+        if let Some(r) = r.first() {
+            n += int(r, "n")?;
+            if let Some(d) = r.int("due") {
+                let world_time = d.saturating_sub(skew);
+                due = Some(due.map_or(world_time, |x| x.min(world_time)));
+            }
+        }
+    }
+    Ok((n, due))
+}
+
+/// What each recipient of an accepted envelope holds, and what its sender was told; at rest,
+/// every recipient must be one or the other.
+fn delivery(world: &World, tracked: &Tracked, at_rest: bool) -> Result<Tally, String> {
+    // Delivered: (address, envelope id) in a mailbox, or an operation a Libro did.
+    let mut delivered: BTreeSet<(String, String)> = BTreeSet::new();
+    // Bounced: (sender, envelope id, recipient) → notices saying so.
+    let mut bounced: BTreeMap<(String, String, String), (u32, String)> = BTreeMap::new();
+    for domain in world.domains() {
+        let house = world.house(&domain).ok_or_else(|| format!("{domain} is gone"))?;
+        for r in rows(&house, stmt!("SELECT local, envelope_id FROM mailbox"))? {
+            delivered.insert((format!("{}@{domain}", text(&r, "local")?), text(&r, "envelope_id")?.to_owned()));
+        }
+        for r in rows(&house, stmt!("SELECT envelope_id FROM libro_ops WHERE refused IS NULL"))? {
+            delivered.insert((format!("libro@{domain}"), text(&r, "envelope_id")?.to_owned()));
+        }
+        let postmaster = format!("postmaster@{domain}");
+        for r in rows(&house, stmt!("SELECT local, envelope FROM mailbox WHERE sender = ?", postmaster.as_str()))? {
+            let sender = format!("{}@{domain}", text(&r, "local")?);
+            let v = Value::parse_str(text(&r, "envelope")?).map_err(|e| e.reason.into_owned())?;
+            let body =
+                v.as_object().and_then(|o| o.get("content")).and_then(Value::as_object).and_then(|c| c.get("body"));
+            let Some(body) = body.and_then(Value::as_object) else { continue };
+            if body.get("status").and_then(Value::as_str) != Some("bounced") {
+                continue;
+            }
+            let of = body.get("of").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let why = format!(
+                "{} {}",
+                body.get("code").and_then(Value::as_safe_integer).unwrap_or_default(),
+                body.get("reason").and_then(Value::as_str).unwrap_or_default()
+            );
+            for to in body.get("recipients").and_then(Value::as_array).into_iter().flatten() {
+                let to = to.as_str().unwrap_or_default().to_owned();
+                let seen = bounced.entry((sender.clone(), of.clone(), to)).or_insert((0, String::new()));
+                seen.0 += 1;
+                seen.1.clone_from(&why);
+            }
+        }
+    }
+    let mut tally = Tally::default();
+    for s in &tracked.sent {
+        let from = s.env.from().as_str().to_owned();
+        for to in &s.to {
+            let id = s.env.id().to_owned();
+            let got = delivered.contains(&(to.as_str().to_owned(), id.clone()));
+            let (notices, why) =
+                bounced.get(&(from.clone(), id.clone(), to.as_str().to_owned())).cloned().unwrap_or_default();
+            match (got, notices) {
+                (true, 0) => tally.delivered += 1,
+                (false, 1) => tally.bounced += 1,
+                (true, _) => return Err(format!("{id} from {from} was delivered to {to} and bounced ({why})")),
+                (false, 0) if at_rest => {
+                    return Err(format!("{id} from {from} was neither delivered to {to} nor bounced"));
+                }
+                (false, 0) => {}
+                (false, n) => return Err(format!("{id} from {from} bounced {n} times for {to} (the last: {why})")),
+            }
+        }
+    }
+    Ok(tally)
+}

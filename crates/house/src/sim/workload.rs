@@ -1,0 +1,706 @@
+//! The workload: one step at a time, drawn from the seed.
+
+use std::collections::VecDeque;
+
+use nyx5_proto::crypto::{EncPublic, SigningKey};
+use nyx5_proto::envelope::{Content, Kind};
+use nyx5_proto::json::obj;
+use nyx5_proto::quote::{ContractKind, QuoteDraft};
+use nyx5_proto::relay::{HEADER, RelayHeader};
+use nyx5_proto::{Address, Envelope, Object, Timestamp, Value};
+
+use super::agent::SimAgent;
+use super::check::{self, Sent, Tracked};
+use super::world::{Faults, Prng, World};
+use super::{Failure, Params, Summary};
+use crate::http::{Request, Response};
+use crate::ports::Db;
+use crate::sqlite::SqliteDb;
+use crate::{Config, Registration};
+
+/// 2026-09-04T19:00:00Z: where every run's clock starts.
+pub(super) const START: i64 = 1_788_548_400_000;
+const SECOND: i64 = 1_000;
+const MINUTE: i64 = 60 * SECOND;
+/// Steps kept for a failure's report.
+const RECENT: usize = 40;
+/// Rounds of ticks the healed world gets to drain its queues.
+const DRAIN_ROUNDS: usize = 2_000;
+
+/// A contract some operation may name: where, its id, and its parties (agent indexes).
+#[derive(Debug, Clone)]
+struct Deal {
+    house: String,
+    id: String,
+    buyer: usize,
+    seller: usize,
+}
+
+/// A mandate some operation may name.
+#[derive(Debug, Clone)]
+struct Grant {
+    house: String,
+    id: String,
+    grantor: usize,
+    grantee: usize,
+}
+
+/// One simulation run in progress.
+#[derive(Debug)]
+pub struct Sim {
+    params: Params,
+    rng: Prng,
+    world: World,
+    agents: Vec<SimAgent>,
+    step: u64,
+    seq: u64,
+    recent: VecDeque<String>,
+    tracked: Tracked,
+    deals: Vec<Deal>,
+    grants: Vec<Grant>,
+    /// Operations and mail sent, by sender, to send again.
+    replayable: Vec<(usize, Envelope)>,
+    topups: Vec<(String, Vec<u8>)>,
+    emails: Vec<(String, String, Vec<u8>)>,
+    summary: Summary,
+}
+
+fn house_name(i: usize) -> String {
+    format!("h{i}.test")
+}
+
+impl Sim {
+    /// The world of `params`: its houses started, each with its first agents registered.
+    pub fn new(params: Params) -> Result<Sim, Failure> {
+        let mut rng = Prng::new(params.seed);
+        let mut world = World::new(START, params.seed);
+        let houses = params.houses.clamp(1, 16);
+        let keys: Vec<SigningKey> = (0..houses).map(|_| SigningKey::from_seed(rng.bytes32())).collect();
+        let fee = *rng.pick(&[0, 100, 250, 1000]).unwrap_or(&0);
+        let welcome = *rng.pick(&[0, 0, 25, 100]).unwrap_or(&0);
+        let mut sim = Sim {
+            params,
+            rng,
+            world: World::new(START, params.seed),
+            agents: Vec::new(),
+            step: 0,
+            seq: 0,
+            recent: VecDeque::new(),
+            tracked: Tracked::default(),
+            deals: Vec::new(),
+            grants: Vec::new(),
+            replayable: Vec::new(),
+            topups: Vec::new(),
+            emails: Vec::new(),
+            summary: Summary::default(),
+        };
+        for (i, key) in keys.iter().enumerate() {
+            let domain = house_name(i);
+            let mut c = Config::new(&domain, &format!("http://{domain}"), key.clone(), Timestamp(START));
+            c.admin_token = Some(format!("admin-{domain}"));
+            c.registration = Registration::Admin;
+            c.allow_http = true;
+            c.fee_bps = fee;
+            c.welcome = welcome;
+            for (j, other) in keys.iter().enumerate() {
+                let d = house_name(j);
+                if d != domain {
+                    c.hosts.insert(
+                        d.clone(),
+                        crate::config::HostEntry { url: format!("http://{d}"), sig: Some(other.public()) },
+                    );
+                }
+            }
+            // Clocks disagree by up to a minute each way, well within the spec's five.
+            let skew = sim.rng.range(-MINUTE, MINUTE);
+            let db = SqliteDb::memory().map_err(|e| sim.fail(format!("no database: {e:?}")))?;
+            world.start(c, skew, db).map_err(|e| sim.fail(e))?;
+        }
+        sim.world = world;
+        sim.note(format!("seed {}: {houses} houses, fee {fee} bps, welcome {welcome}", params.seed));
+        for h in 0..houses {
+            for k in 0..params.agents {
+                sim.register(&house_name(h), &format!("a{k}"))?;
+            }
+        }
+        sim.check()?;
+        Ok(sim)
+    }
+
+    fn fail(&self, what: impl Into<String>) -> Failure {
+        Failure {
+            params: self.params,
+            step: self.step,
+            what: what.into(),
+            recent: self.recent.iter().cloned().collect(),
+        }
+    }
+
+    fn note(&mut self, line: String) {
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        let at = self.world.now().saturating_sub(START);
+        self.recent.push_back(format!("[{} +{}s] {line}", self.step, at / SECOND));
+    }
+
+    fn check(&mut self) -> Result<(), Failure> {
+        match check::after_step(&self.world, &mut self.tracked) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// An answer no request may get: a 500 is a bug wherever it comes from.
+    fn answered(&self, what: &str, resp: Option<&Response>) -> Result<(), Failure> {
+        match resp {
+            Some(r) if r.status == 500 => {
+                Err(self.fail(format!("{what} was answered 500: {}", String::from_utf8_lossy(&r.body))))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn admin(&self, domain: &str, method: &str, target: &str, body: Vec<u8>) -> Option<Response> {
+        let auth = ("authorization".to_owned(), format!("Bearer admin-{domain}"));
+        self.world.call(domain, Request::new(method, target, vec![auth], body))
+    }
+
+    fn as_agent(
+        &mut self,
+        i: usize,
+        key: Option<&SigningKey>,
+        method: &str,
+        target: &str,
+        body: Vec<u8>,
+    ) -> Option<Response> {
+        let now = self.world.now();
+        let agent = self.agents.get_mut(i)?;
+        let domain = agent.domain().to_owned();
+        let req = agent.request_by(key, now, method, target, body);
+        self.world.call(&domain, req)
+    }
+
+    fn registered(&mut self) -> Option<usize> {
+        let list: Vec<usize> =
+            (0..self.agents.len()).filter(|i| self.agents.get(*i).is_some_and(|a| a.registered)).collect();
+        self.rng.pick(&list).copied()
+    }
+
+    fn other_registered(&mut self, not: usize) -> Option<usize> {
+        let list: Vec<usize> =
+            (0..self.agents.len()).filter(|i| *i != not && self.agents.get(*i).is_some_and(|a| a.registered)).collect();
+        self.rng.pick(&list).copied()
+    }
+
+    fn address(&self, i: usize) -> String {
+        self.agents.get(i).map(|a| a.address.as_str().to_owned()).unwrap_or_default()
+    }
+
+    fn random_house(&mut self) -> String {
+        house_name(self.rng.below(self.params.houses.clamp(1, 16)))
+    }
+
+    fn next_id(&mut self, prefix: &str) -> String {
+        self.seq += 1;
+        format!("{prefix}{}", self.seq)
+    }
+
+    // -- steps ------------------------------------------------------------------------------
+
+    /// One step of workload or weather, then the invariants.
+    pub fn step(&mut self) -> Result<(), Failure> {
+        self.step += 1;
+        match self.rng.below(100) {
+            0..=27 => self.send_mail()?,
+            28..=35 => self.read_and_ack()?,
+            36..=49 => self.tick_one()?,
+            50..=57 => self.time_passes(),
+            58..=61 => self.weather(),
+            62..=64 => self.late_delivery(),
+            65..=66 => {
+                let house = self.random_house();
+                let local = self.next_id("n");
+                self.register(&house, &local)?;
+            }
+            67..=68 => self.rotate()?,
+            69..=74 => self.email_in()?,
+            75..=95 => self.libro()?,
+            _ => self.replay()?,
+        }
+        if self.rng.chance(300) {
+            self.tick_all(None)?;
+        }
+        self.summary.steps = self.step;
+        self.check()
+    }
+
+    fn register(&mut self, domain: &str, local: &str) -> Result<(), Failure> {
+        let address = Address::new(local, domain).map_err(|e| self.fail(e.reason.into_owned()))?;
+        let mut agent = SimAgent::new(address, &mut self.rng);
+        let body = agent.registration(self.world.now());
+        let resp = self.admin(domain, "POST", "/agents", body);
+        self.answered("a registration", resp.as_ref())?;
+        let status = resp.as_ref().map(|r| r.status);
+        agent.registered = status == Some(201);
+        self.note(format!("register {}: {status:?}", agent.address));
+        self.agents.push(agent);
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> Result<(), Failure> {
+        let Some(i) = self.registered() else { return Ok(()) };
+        let key = SigningKey::from_seed(self.rng.bytes32());
+        let now = self.world.now();
+        let Some(agent) = self.agents.get_mut(i) else { return Ok(()) };
+        let old = std::mem::replace(&mut agent.sig, key);
+        let body = agent.registration(now);
+        let resp = self.as_agent(i, Some(&old), "POST", "/agents", body);
+        self.answered("a rotation", resp.as_ref())?;
+        let status = resp.as_ref().map(|r| r.status);
+        if let Some(agent) = self.agents.get_mut(i) {
+            if status == Some(200) {
+                agent.old = Some(old);
+            } else {
+                agent.sig = old;
+            }
+        }
+        self.note(format!("rotate {}: {status:?}", self.address(i)));
+        Ok(())
+    }
+
+    fn send_mail(&mut self) -> Result<(), Failure> {
+        let Some(from) = self.registered() else { return Ok(()) };
+        let mut to: Vec<Address> = Vec::new();
+        let mut keys: Vec<(Address, EncPublic)> = Vec::new();
+        let mut all_known = true;
+        for _ in 0..1 + self.rng.below(3) {
+            let (addr, key) = if self.rng.chance(80) {
+                let house = self.random_house();
+                (Address::new("nobody", &house).map_err(|e| self.fail(e.reason.into_owned()))?, None)
+            } else {
+                let j = self.rng.below(self.agents.len());
+                let Some(a) = self.agents.get(j) else { continue };
+                (a.address.clone(), a.registered.then(|| a.enc.public()))
+            };
+            if to.contains(&addr) {
+                continue;
+            }
+            match key {
+                Some(k) => keys.push((addr.clone(), k)),
+                None => all_known = false,
+            }
+            to.push(addr);
+        }
+        let now = self.world.now();
+        let deliver_after = self.rng.chance(80).then(|| now + self.rng.range(1, 180) * MINUTE);
+        let expires = self.rng.chance(80).then(|| now + self.rng.range(5, 600) * MINUTE);
+        let sealed = all_known && self.rng.chance(400);
+        let id = self.next_id("m");
+        let content = Content::new("text/plain", format!("hello, {id}").into());
+        let seal_for: &[(Address, EncPublic)] = if sealed { &keys } else { &[] };
+        let Some(agent) = self.agents.get(from) else { return Ok(()) };
+        let mut draft = agent.draft(id.clone(), to.clone(), now, content);
+        draft.kind = Kind::Message;
+        draft.deliver_after = deliver_after.map(Timestamp);
+        draft.expires = expires.map(Timestamp);
+        let env = match agent.envelope(draft, seal_for, &mut self.rng) {
+            Ok(env) => env,
+            // A draft the protocol refuses (it expires before it is due) is never sent.
+            Err(why) => {
+                self.note(format!("mail {id} not built: {why}"));
+                return Ok(());
+            }
+        };
+        self.submit(from, env, to, "mail")
+    }
+
+    /// `POST /outbound` of `env` by agent `from`; an accepted envelope is followed to its end.
+    fn submit(&mut self, from: usize, env: Envelope, to: Vec<Address>, what: &str) -> Result<(), Failure> {
+        let resp = self.as_agent(from, None, "POST", "/outbound", env.canonical());
+        self.answered("POST /outbound", resp.as_ref())?;
+        let status = resp.as_ref().map(|r| r.status);
+        let list: Vec<&str> = to.iter().map(Address::as_str).collect();
+        self.note(format!("{what} {} from {} to {}: {status:?}", env.id(), self.address(from), list.join(",")));
+        if status == Some(202) {
+            self.summary.accepted += 1;
+            self.summary.recipients += u64::try_from(to.len()).unwrap_or(0);
+            self.replayable.push((from, env.clone()));
+            self.tracked.sent.push(Sent { env, to });
+        }
+        Ok(())
+    }
+
+    fn read_and_ack(&mut self) -> Result<(), Failure> {
+        let Some(i) = self.registered() else { return Ok(()) };
+        let address = self.address(i);
+        let local = self.agents.get(i).map(|a| a.address.local().to_owned()).unwrap_or_default();
+        let resp = self.as_agent(i, None, "GET", &format!("/mailbox/{local}?limit=50"), Vec::new());
+        self.answered("GET /mailbox", resp.as_ref())?;
+        let Some(resp) = resp.filter(|r| r.status == 200) else { return Ok(()) };
+        let page = resp.value().map_err(|e| self.fail(format!("a mailbox page is not JSON: {}", e.reason)))?;
+        let ids: Vec<String> = page
+            .as_object()
+            .and_then(|o| o.get("envelopes"))
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|it| {
+                        it.as_object()?.get("envelope")?.as_object()?.get("id")?.as_str().map(str::to_owned)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let acked = self.tracked.acked.entry(address.clone()).or_default();
+        if let Some(again) = ids.iter().find(|id| acked.contains(*id)) {
+            let again = again.clone();
+            return Err(self.fail(format!("{address} was served {again} again after acknowledging it")));
+        }
+        let take: Vec<String> = ids.into_iter().filter(|_| self.rng.chance(600)).collect();
+        if take.is_empty() {
+            return Ok(());
+        }
+        let body = Value::Object(obj([("ids", Value::Array(take.iter().map(|s| s.as_str().into()).collect()))]));
+        let resp = self.as_agent(i, None, "POST", &format!("/mailbox/{local}/ack"), body.canonical());
+        self.answered("POST /mailbox/ack", resp.as_ref())?;
+        let status = resp.as_ref().map(|r| r.status);
+        self.note(format!("{address} acks {}: {status:?}", take.len()));
+        if status == Some(200) {
+            self.tracked.acked.entry(address).or_default().extend(take);
+        }
+        Ok(())
+    }
+
+    fn tick_one(&mut self) -> Result<(), Failure> {
+        let domain = self.random_house();
+        if self.world.is_down(&domain) {
+            return Ok(());
+        }
+        let dies = self.rng.chance(120).then(|| u32::try_from(self.rng.below(40)).unwrap_or(0));
+        let finished = self.world.tick(&domain, dies).map_err(|e| self.fail(e))?;
+        if !finished {
+            self.summary.deaths += 1;
+        }
+        self.note(format!("tick {domain}{}", if finished { "" } else { ": died mid-tick, started again" }));
+        Ok(())
+    }
+
+    fn tick_all(&mut self, dies: Option<u32>) -> Result<(), Failure> {
+        for domain in self.world.domains() {
+            if !self.world.is_down(&domain) {
+                self.world.tick(&domain, dies).map_err(|e| self.fail(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn time_passes(&mut self) {
+        let ms =
+            if self.rng.chance(150) { self.rng.range(30, 8 * 60) * MINUTE } else { self.rng.range(1, 600) * SECOND };
+        self.world.advance(ms);
+        self.note(format!("the clock moves {} s", ms / SECOND));
+    }
+
+    fn weather(&mut self) {
+        match self.rng.below(3) {
+            0 => {
+                let mut level = || *self.rng.pick(&[0, 0, 20, 60, 150]).unwrap_or(&0);
+                let f = Faults { drop: level(), lose_answer: level(), duplicate: level(), delay: level() };
+                self.world.set_faults(f);
+                self.note(format!("the network: {f:?}"));
+            }
+            1 => {
+                let (a, b) = (self.random_house(), self.random_house());
+                if a != b {
+                    let cut = self.rng.chance(600);
+                    self.world.cut(&a, &b, cut);
+                    self.note(format!("{a} and {b}: {}", if cut { "cut off" } else { "joined" }));
+                }
+            }
+            _ => {
+                let domain = self.random_house();
+                let downs = self.world.domains().iter().filter(|d| self.world.is_down(d)).count();
+                if downs == 0 {
+                    let until = self.world.now() + self.rng.range(10, 2 * 24 * 60) * MINUTE;
+                    self.world.down_until(&domain, until);
+                    self.note(format!("{domain} goes down for {} min", (until - self.world.now()) / MINUTE));
+                }
+            }
+        }
+    }
+
+    fn late_delivery(&mut self) {
+        let held = self.world.held();
+        if held > 0 {
+            let i = self.rng.below(held);
+            self.world.deliver_held(i);
+            self.note(format!("a held request arrives late ({} still held)", held - 1));
+        }
+    }
+
+    fn email_in(&mut self) -> Result<(), Failure> {
+        let (domain, to, raw) = if !self.emails.is_empty() && self.rng.chance(200) {
+            let i = self.rng.below(self.emails.len());
+            let Some(e) = self.emails.get(i).cloned() else { return Ok(()) };
+            self.summary.replays += 1;
+            e
+        } else {
+            let to = match self.rng.below(10) {
+                0 => format!("nobody@{}", self.random_house()),
+                _ => {
+                    let j = self.rng.below(self.agents.len());
+                    self.address(j)
+                }
+            };
+            let Some((_, domain)) = to.split_once('@') else { return Ok(()) };
+            let domain = domain.to_owned();
+            let n = self.next_id("e");
+            let raw = format!(
+                "From: Person {n} <person{n}@mail.example>\r\nTo: {to}\r\nSubject: note {n}\r\n\
+                 Message-ID: <{n}.{}@mail.example>\r\nDate: Fri, 04 Sep 2026 19:00:00 +0000\r\n\
+                 Content-Type: text/plain; charset=utf-8\r\n\r\nHello from a person, {n}.\r\n",
+                self.params.seed
+            )
+            .into_bytes();
+            self.emails.push((domain.clone(), to.clone(), raw.clone()));
+            (domain, to, raw)
+        };
+        let target = format!("/email/in?to={to}&from=person@mail.example");
+        let resp = self.admin(&domain, "POST", &target, raw);
+        self.answered("POST /email/in", resp.as_ref())?;
+        let status = resp.as_ref().map(|r| r.status);
+        self.note(format!("email to {to}: {status:?}"));
+        if let Some(r) = resp.filter(|r| r.status == 202) {
+            let id = r.value().ok().and_then(|v| v.as_object()?.get("id")?.as_str().map(str::to_owned));
+            let (Some(id), Some((local, _))) = (id, to.split_once('@')) else {
+                return Err(self.fail("an email was accepted without an id"));
+            };
+            if self.tracked.emails.iter().any(|(d, l, i)| *d == domain && l == local && *i == id) {
+                return Err(self.fail(format!("the email {id} was accepted twice")));
+            }
+            self.summary.emails += 1;
+            self.tracked.emails.push((domain, local.to_owned(), id));
+        }
+        Ok(())
+    }
+
+    // -- the Libro ----------------------------------------------------------------------------
+
+    fn libro(&mut self) -> Result<(), Failure> {
+        let Some(me) = self.registered() else { return Ok(()) };
+        let own = self.agents.get(me).map(|a| a.domain().to_owned()).unwrap_or_default();
+        let house = if self.rng.chance(750) { own } else { self.random_house() };
+        let now = self.world.now();
+        match self.rng.below(100) {
+            0..=11 => self.topup(me, &house),
+            12..=39 => self.quote_and_accept(me, &house),
+            40..=64 => {
+                let Some(deal) = self.rng.pick(&self.deals).cloned() else { return Ok(()) };
+                let (op, who) = match self.rng.below(4) {
+                    0 | 1 => ("deliver", deal.seller),
+                    2 => ("release", deal.buyer),
+                    _ => ("refund", deal.seller),
+                };
+                let body = obj([("op", op.into()), ("contract", deal.id.as_str().into())]);
+                self.operate(who, &deal.house, body, None)
+            }
+            65..=74 => {
+                let Some(grantee) = self.other_registered(me) else { return Ok(()) };
+                let mut body = obj([
+                    ("op", "mandate".into()),
+                    ("grantee", self.address(grantee).into()),
+                    ("cap", self.rng.range(5, 80).into()),
+                ]);
+                // Now and then a sub-mandate of one this agent holds at that house.
+                let held: Vec<Grant> =
+                    self.grants.iter().filter(|g| g.grantee == me && g.house == house).cloned().collect();
+                if let Some(parent) = self.rng.pick(&held).filter(|_| self.rng.chance(500)) {
+                    body.insert("parent".into(), parent.id.as_str().into());
+                }
+                self.operate(me, &house, body, Some((grantee, None)))
+            }
+            75..=86 => {
+                let Some(g) = self.rng.pick(&self.grants).cloned() else { return Ok(()) };
+                let body = obj([
+                    ("op", "charge".into()),
+                    ("mandate", g.id.as_str().into()),
+                    ("amount", self.rng.range(1, 30).into()),
+                    ("concept", "work".into()),
+                ]);
+                self.operate(g.grantee, &g.house, body, None)
+            }
+            87..=91 => {
+                let Some(g) = self.rng.pick(&self.grants).cloned() else { return Ok(()) };
+                let body = obj([("op", "revoke".into()), ("mandate", g.id.as_str().into())]);
+                self.operate(g.grantor, &g.house, body, None)
+            }
+            _ => {
+                let Some(verifier) = self.other_registered(me) else { return Ok(()) };
+                let expires = Timestamp(now + self.rng.range(30, 600) * MINUTE).to_rfc3339();
+                let body = obj([
+                    ("op", "bond".into()),
+                    ("amount", self.rng.range(1, 40).into()),
+                    ("claim", "the work holds".into()),
+                    ("verifier", self.address(verifier).into()),
+                    ("expires", expires.into()),
+                ]);
+                self.operate(me, &house, body, None)
+            }
+        }
+    }
+
+    fn topup(&mut self, me: usize, house: &str) -> Result<(), Failure> {
+        let (house, body) = if !self.topups.is_empty() && self.rng.chance(200) {
+            self.summary.replays += 1;
+            let i = self.rng.below(self.topups.len());
+            match self.topups.get(i).cloned() {
+                Some(t) => t,
+                None => return Ok(()),
+            }
+        } else {
+            let id = self.next_id("t");
+            let body = Value::Object(obj([
+                ("address", self.address(me).into()),
+                ("amount", self.rng.range(10, 200).into()),
+                ("id", id.into()),
+            ]))
+            .canonical();
+            self.topups.push((house.to_owned(), body.clone()));
+            (house.to_owned(), body)
+        };
+        let resp = self.admin(&house, "POST", "/libro/topup", body);
+        self.answered("POST /libro/topup", resp.as_ref())?;
+        self.note(format!("top-up at {house}: {:?}", resp.map(|r| r.status)));
+        Ok(())
+    }
+
+    fn quote_and_accept(&mut self, buyer: usize, house: &str) -> Result<(), Failure> {
+        let Some(seller) = self.other_registered(buyer) else { return Ok(()) };
+        let now = self.world.now();
+        let kind = *self.rng.pick(&["spot", "escrow", "escrow", "metered"]).unwrap_or(&"escrow");
+        let id = self.next_id("q");
+        let (Some(s), Some(b)) = (self.agents.get(seller), self.agents.get(buyer)) else { return Ok(()) };
+        let quote = QuoteDraft {
+            id: id.clone(),
+            house: house.to_owned(),
+            seller: s.address.clone(),
+            buyer: b.address.clone(),
+            contract: ContractKind::parse(kind).map_err(|e| self.fail(e.reason.into_owned()))?,
+            price: self.rng.range(1, 60),
+            currency: "tok".into(),
+            concept: "work".into(),
+            terms: None,
+            arbiter: None,
+            referrer: None,
+            issued: Timestamp(now),
+            expires: Some(Timestamp(now + self.rng.range(10, 600) * MINUTE)),
+            extra: Object::new(),
+        }
+        .sign(&s.sig)
+        .map_err(|e| self.fail(format!("a quote: {}", e.reason)))?;
+        let body = obj([("op", "accept".into()), ("quote", Value::Object(quote.object().clone()))]);
+        if kind == "escrow" {
+            self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer, seller });
+        }
+        let grant = (kind == "metered").then_some((seller, Some(id)));
+        self.operate(buyer, house, body, grant)
+    }
+
+    /// Sends an operation to the Libro of `house` through the operator's own house; with
+    /// `grant`, the operation may create a mandate for that grantee (named by the envelope's id,
+    /// or by `id` for a metered contract).
+    fn operate(
+        &mut self,
+        who: usize,
+        house: &str,
+        body: Object,
+        grant: Option<(usize, Option<String>)>,
+    ) -> Result<(), Failure> {
+        let id = self.next_id("op");
+        let now = self.world.now();
+        let Some(agent) = self.agents.get(who) else { return Ok(()) };
+        let env = agent.operation(id.clone(), house, body, now).map_err(|e| self.fail(e))?;
+        if let Some((grantee, _)) = grant {
+            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee });
+        }
+        if env.content().and_then(|c| c.body.as_object()?.get("op")?.as_str().map(str::to_owned)).as_deref()
+            == Some("bond")
+        {
+            self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer: who, seller: who });
+        }
+        let to = env.to().to_vec();
+        self.summary.operations += 1;
+        self.submit(who, env, to, "operation")
+    }
+
+    /// Sends an envelope again: its sender to its own house, or its house to the destination's
+    /// (`/inbound` with a fresh relay header), as a network that duplicates late would.
+    fn replay(&mut self) -> Result<(), Failure> {
+        let Some((who, env)) = self.rng.pick(&self.replayable).cloned() else { return Ok(()) };
+        self.summary.replays += 1;
+        if self.rng.chance(500) {
+            let resp = self.as_agent(who, None, "POST", "/outbound", env.canonical());
+            self.answered("POST /outbound again", resp.as_ref())?;
+            let status = resp.as_ref().map(|r| r.status);
+            self.note(format!("{} sends {} again: {status:?}", self.address(who), env.id()));
+            if status == Some(202) {
+                return Err(self.fail(format!("{} was accepted a second time", env.id())));
+            }
+            return Ok(());
+        }
+        let from = env.from().domain().to_owned();
+        let Some(dest) = env.to().first().map(|a| a.domain().to_owned()) else { return Ok(()) };
+        let Some(sender) = self.world.house(&from) else { return Ok(()) };
+        let relay = RelayHeader::sign(&from, &env, &dest, &sender.config.key).to_header();
+        drop(sender);
+        let req = Request::new("POST", "/inbound", vec![(HEADER.to_owned(), relay)], env.canonical());
+        let resp = self.world.call(&dest, req);
+        self.answered("POST /inbound again", resp.as_ref())?;
+        self.note(format!("{from} relays {} to {dest} again: {:?}", env.id(), resp.map(|r| r.status)));
+        Ok(())
+    }
+
+    // -- the end ------------------------------------------------------------------------------
+
+    /// Heals the network, lets the queues drain, and checks that every accepted envelope came
+    /// to its end.
+    pub fn finish(mut self) -> Result<Summary, Failure> {
+        self.step = self.params.steps + 1;
+        self.world.heal();
+        self.note("the network heals".into());
+        let mut rounds = 0;
+        loop {
+            let (pending, due) = check::pending(&self.world).map_err(|e| self.fail(e))?;
+            if pending == 0 {
+                break;
+            }
+            rounds += 1;
+            if rounds > DRAIN_ROUNDS {
+                return Err(self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks")));
+            }
+            if let Some(due) = due.filter(|d| *d > self.world.now()) {
+                self.world.advance(due - self.world.now());
+            }
+            self.tick_all(None)?;
+            self.check()?;
+            self.world.advance(SECOND);
+        }
+        let tally = check::at_rest(&self.world, &mut self.tracked).map_err(|e| self.fail(e))?;
+        self.summary.delivered = tally.delivered;
+        self.summary.bounced = tally.bounced;
+        self.summary.net = self.world.stats();
+        let mut entries = 0;
+        for domain in self.world.domains() {
+            if let Some(h) = self.world.house(&domain) {
+                let n = super::world::run(h.db.sqlite.query(crate::stmt!("SELECT count(*) AS n FROM libro_entries")))
+                    .and_then(Result::ok)
+                    .and_then(|r| r.first().and_then(|r| r.int("n")))
+                    .unwrap_or(0);
+                entries += u64::try_from(n).unwrap_or(0);
+            }
+        }
+        self.summary.entries = entries;
+        Ok(self.summary)
+    }
+}

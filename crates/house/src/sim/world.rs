@@ -1,0 +1,454 @@
+//! The simulated world: houses on in-memory SQLite, one clock with a skew per house, seeded
+//! randomness, and a network that drops, loses answers, duplicates, delays (and so reorders),
+//! partitions, and can hold a house down. Nothing here waits for anything: every future is
+//! ready when first polled, unless a house was told to die mid-tick (see [`SimDb`]).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use nyx5_proto::Timestamp;
+
+use crate::http::{Request, Response};
+use crate::ports::{Clock, Db, Net, OutRequest, OutResponse, PortError, Rng, Row, Stmt};
+use crate::sqlite::SqliteDb;
+use crate::{Config, House};
+
+/// A splitmix64 generator: every draw of the simulation comes from one of these, seeded from the
+/// run's seed, so a seed is a whole run.
+#[derive(Debug, Clone)]
+pub struct Prng(u64);
+
+impl Prng {
+    pub fn new(seed: u64) -> Prng {
+        Prng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        usize::try_from(self.next_u64() % u64::try_from(n).unwrap_or(u64::MAX)).unwrap_or(0)
+    }
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        let span = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0).saturating_add(1);
+        lo.saturating_add(i64::try_from(self.next_u64() % span).unwrap_or(0))
+    }
+    /// True `per_mille` times in a thousand.
+    pub fn chance(&mut self, per_mille: u32) -> bool {
+        self.next_u64() % 1000 < u64::from(per_mille)
+    }
+    /// One of `items` (`None` when there are none).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        items.get(self.below(items.len()))
+    }
+    /// 32 bytes, for a key seed.
+    pub fn bytes32(&mut self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for chunk in out.chunks_mut(8) {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        out
+    }
+}
+
+/// A house's clock: the world's time plus the house's own skew.
+#[derive(Debug, Clone)]
+pub struct SimClock {
+    world: Rc<Cell<i64>>,
+    skew: i64,
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.world.get().saturating_add(self.skew))
+    }
+}
+
+/// A house's randomness (its ids and nonces), from the run's seed.
+#[derive(Debug)]
+pub struct SimRng(RefCell<Prng>);
+
+impl Rng for SimRng {
+    fn fill(&self, buf: &mut [u8]) {
+        let mut rng = self.0.borrow_mut();
+        for chunk in buf.chunks_mut(8) {
+            let word = rng.next_u64().to_le_bytes();
+            let n = chunk.len();
+            chunk.copy_from_slice(word.get(..n).unwrap_or(&[]));
+        }
+    }
+}
+
+/// A house's database: SQLite, which can be told to die after a number of calls. A call past
+/// that point never returns (its future stays pending), so nothing after it runs — what a
+/// process killed there would have done. [`run`] then drops the whole future.
+#[derive(Debug)]
+pub struct SimDb {
+    pub sqlite: SqliteDb,
+    /// Calls left before the house dies; `None`: it does not.
+    dies_after: Cell<Option<u32>>,
+}
+
+impl SimDb {
+    pub fn new(sqlite: SqliteDb) -> SimDb {
+        SimDb { sqlite, dies_after: Cell::new(None) }
+    }
+    async fn gate(&self) {
+        match self.dies_after.get() {
+            Some(0) => std::future::pending::<()>().await,
+            Some(n) => self.dies_after.set(Some(n - 1)),
+            None => {}
+        }
+    }
+}
+
+impl Db for SimDb {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.gate().await;
+        self.sqlite.query(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        self.gate().await;
+        self.sqlite.batch(stmts).await
+    }
+}
+
+struct NoopWake;
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Polls `f` once. In the simulation every future is ready at once, except one that reached a
+/// dead house's database: that one is dropped where it stands, and the answer is `None`.
+pub fn run<F: Future>(f: F) -> Option<F::Output> {
+    let waker = Waker::from(Arc::new(NoopWake));
+    let mut cx = Context::from_waker(&waker);
+    match pin!(f).as_mut().poll(&mut cx) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
+pub type SimHouse = House<SimDb, SimNet>;
+
+/// How often (per mille of requests) the network misbehaves, and how.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Lost before it arrives.
+    pub drop: u32,
+    /// Arrives, but the answer is lost (the sender sees a timeout).
+    pub lose_answer: u32,
+    /// Arrives twice.
+    pub duplicate: u32,
+    /// Held in the network and delivered at some later step (the sender sees a timeout).
+    pub delay: u32,
+}
+
+/// What the network did, for the run's summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NetStats {
+    pub sent: u64,
+    pub refused: u64,
+    pub dropped: u64,
+    pub lost_answers: u64,
+    pub duplicated: u64,
+    pub delayed: u64,
+    pub late: u64,
+}
+
+#[derive(Default)]
+struct NetState {
+    houses: BTreeMap<String, Rc<SimHouse>>,
+    /// Houses down until this world time.
+    down: BTreeMap<String, i64>,
+    /// Pairs of houses that cannot reach each other (the smaller name first).
+    cut: BTreeSet<(String, String)>,
+    faults: Faults,
+    rng: Option<Prng>,
+    /// Requests held in the network: (destination host, request).
+    held: Vec<(String, OutRequest)>,
+    stats: NetStats,
+}
+
+/// The network as one house sees it (its own name is the source of every request it sends).
+#[derive(Clone)]
+pub struct SimNet {
+    state: Rc<RefCell<NetState>>,
+    world: Rc<Cell<i64>>,
+    from: String,
+}
+
+impl std::fmt::Debug for SimNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimNet").field("from", &self.from).finish()
+    }
+}
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    if a <= b { (a.to_owned(), b.to_owned()) } else { (b.to_owned(), a.to_owned()) }
+}
+
+fn split_url(url: &str) -> (String, String) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split_once('/').map_or((rest.to_owned(), "/".to_owned()), |(h, p)| (h.to_owned(), format!("/{p}")))
+}
+
+/// What the network decided for one request.
+enum Route {
+    Refused(&'static str),
+    Held,
+    Deliver { house: Rc<SimHouse>, times: u32, lose: bool },
+}
+
+impl SimNet {
+    fn route(&self, host: &str, request: &OutRequest) -> Route {
+        let mut st = self.state.borrow_mut();
+        let now = self.world.get();
+        st.stats.sent += 1;
+        let down = |st: &NetState, h: &str| st.down.get(h).is_some_and(|until| *until > now);
+        if down(&st, &self.from) || down(&st, host) || st.cut.contains(&pair(&self.from, host)) {
+            st.stats.refused += 1;
+            return Route::Refused("unreachable");
+        }
+        let Some(house) = st.houses.get(host).cloned() else {
+            st.stats.refused += 1;
+            return Route::Refused("no such host");
+        };
+        let faults = st.faults;
+        let Some(mut rng) = st.rng.take() else {
+            return Route::Deliver { house, times: 1, lose: false };
+        };
+        let route = if rng.chance(faults.drop) {
+            st.stats.dropped += 1;
+            Route::Refused("dropped")
+        } else if rng.chance(faults.delay) {
+            st.stats.delayed += 1;
+            st.held.push((host.to_owned(), request.clone()));
+            Route::Held
+        } else {
+            let times = if rng.chance(faults.duplicate) {
+                st.stats.duplicated += 1;
+                2
+            } else {
+                1
+            };
+            let lose = rng.chance(faults.lose_answer);
+            if lose {
+                st.stats.lost_answers += 1;
+            }
+            Route::Deliver { house, times, lose }
+        };
+        st.rng = Some(rng);
+        route
+    }
+}
+
+async fn deliver(house: &SimHouse, request: &OutRequest, path: &str) -> Response {
+    let req = Request::new(&request.method, path, request.headers.clone(), request.body.clone());
+    let resp = Box::pin(house.handle(req)).await;
+    Box::pin(house.send_pushes()).await;
+    resp
+}
+
+impl Net for SimNet {
+    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
+        let (host, path) = split_url(&request.url);
+        match self.route(&host, &request) {
+            Route::Refused(why) => Err(PortError::Unreached(format!("{host}: {why}"))),
+            Route::Held => Err(PortError::Failed(format!("{host}: timed out"))),
+            Route::Deliver { house, times, lose } => {
+                let mut last = None;
+                for _ in 0..times {
+                    last = Some(deliver(&house, &request, &path).await);
+                }
+                match last {
+                    Some(resp) if !lose => Ok(OutResponse { status: resp.status, body: resp.body }),
+                    _ => Err(PortError::Failed(format!("{host}: answer lost"))),
+                }
+            }
+        }
+    }
+}
+
+/// The houses, their clock and their network.
+pub struct World {
+    pub clock: Rc<Cell<i64>>,
+    state: Rc<RefCell<NetState>>,
+    configs: BTreeMap<String, Config>,
+    skews: BTreeMap<String, i64>,
+    seed: u64,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World").field("now", &self.clock.get()).field("houses", &self.configs.keys()).finish()
+    }
+}
+
+impl World {
+    /// A world at `start` whose network draws its faults from `rng`.
+    pub fn new(start: i64, seed: u64) -> World {
+        let state = NetState { rng: Some(Prng::new(seed ^ 0x6e65_7477_6f72_6b00)), ..NetState::default() };
+        World {
+            clock: Rc::new(Cell::new(start)),
+            state: Rc::new(RefCell::new(state)),
+            configs: BTreeMap::new(),
+            skews: BTreeMap::new(),
+            seed,
+        }
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.get()
+    }
+    pub fn advance(&self, ms: i64) {
+        self.clock.set(self.clock.get().saturating_add(ms));
+    }
+
+    /// Starts (or starts again, on `sqlite`) the house `config` describes, `skew` ms off the
+    /// world's clock.
+    pub fn start(&mut self, config: Config, skew: i64, sqlite: SqliteDb) -> Result<Rc<SimHouse>, String> {
+        let domain = config.domain.clone();
+        let net = SimNet { state: self.state.clone(), world: self.clock.clone(), from: domain.clone() };
+        let clock = SimClock { world: self.clock.clone(), skew };
+        // Each start draws from its own stream: the seed, how far the run is, and the name.
+        let salt =
+            domain.bytes().fold(self.state.borrow().stats.sent, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let rng = SimRng(RefCell::new(Prng::new(self.seed ^ salt)));
+        let house = House::new(config.clone(), SimDb::new(sqlite), net, Box::new(clock), Box::new(rng))
+            .map_err(|e| format!("{domain} does not start: {}", e.reason))?;
+        let house = Rc::new(house);
+        self.state.borrow_mut().houses.insert(domain.clone(), house.clone());
+        self.configs.insert(domain.clone(), config);
+        self.skews.insert(domain, skew);
+        Ok(house)
+    }
+
+    /// The house serving `domain`.
+    pub fn house(&self, domain: &str) -> Option<Rc<SimHouse>> {
+        self.state.borrow().houses.get(domain).cloned()
+    }
+    pub fn domains(&self) -> Vec<String> {
+        self.configs.keys().cloned().collect()
+    }
+
+    /// Stops the house serving `domain` (all it held in memory is gone) and starts it again on
+    /// its database.
+    pub fn restart(&mut self, domain: &str) -> Result<Rc<SimHouse>, String> {
+        let old = self.state.borrow_mut().houses.remove(domain).ok_or_else(|| format!("no house {domain}"))?;
+        let house = Rc::try_unwrap(old).map_err(|_| format!("{domain} is still in use"))?;
+        let config = self.configs.get(domain).cloned().ok_or_else(|| format!("no config for {domain}"))?;
+        let skew = self.skews.get(domain).copied().unwrap_or(0);
+        let House { db, .. } = house;
+        self.start(config, skew, db.sqlite)
+    }
+
+    /// Runs one tick of `domain`'s queue; with `dies_after`, the house dies after that many
+    /// database calls (and is started again). Answers whether the tick ran to its end.
+    pub fn tick(&mut self, domain: &str, dies_after: Option<u32>) -> Result<bool, String> {
+        let house = self.house(domain).ok_or_else(|| format!("no house {domain}"))?;
+        house.db.dies_after.set(dies_after);
+        let done = run(async {
+            let report = house.tick().await;
+            house.send_pushes().await;
+            report
+        });
+        house.db.dies_after.set(None);
+        drop(house);
+        match done {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(format!("{domain}: the tick failed: {}", e.reason)),
+            None => {
+                self.restart(domain)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Whether `domain` is down now.
+    pub fn is_down(&self, domain: &str) -> bool {
+        let now = self.now();
+        self.state.borrow().down.get(domain).is_some_and(|until| *until > now)
+    }
+    /// Takes `domain` down until world time `until`.
+    pub fn down_until(&self, domain: &str, until: i64) {
+        self.state.borrow_mut().down.insert(domain.to_owned(), until);
+    }
+    /// Cuts the link between two houses, or mends it.
+    pub fn cut(&self, a: &str, b: &str, cut: bool) {
+        let mut st = self.state.borrow_mut();
+        if cut {
+            st.cut.insert(pair(a, b));
+        } else {
+            st.cut.remove(&pair(a, b));
+        }
+    }
+    pub fn cuts(&self) -> usize {
+        self.state.borrow().cut.len()
+    }
+    pub fn set_faults(&self, faults: Faults) {
+        self.state.borrow_mut().faults = faults;
+    }
+    pub fn stats(&self) -> NetStats {
+        self.state.borrow().stats
+    }
+    pub fn held(&self) -> usize {
+        self.state.borrow().held.len()
+    }
+
+    /// Delivers the `i`-th request the network held, late (its answer goes nowhere). A house
+    /// that is down or cut off loses it.
+    pub fn deliver_held(&self, i: usize) {
+        let taken = {
+            let mut st = self.state.borrow_mut();
+            if i < st.held.len() { Some(st.held.remove(i)) } else { None }
+        };
+        let Some((host, request)) = taken else { return };
+        let house = {
+            let mut st = self.state.borrow_mut();
+            st.stats.late += 1;
+            let now = self.now();
+            if st.down.get(&host).is_some_and(|until| *until > now) { None } else { st.houses.get(&host).cloned() }
+        };
+        if let Some(house) = house {
+            let (_, path) = split_url(&request.url);
+            let _late = run(deliver(&house, &request, &path));
+        }
+    }
+
+    /// Heals the network: no faults, no cuts, every house up, nothing held.
+    pub fn heal(&self) {
+        let mut st = self.state.borrow_mut();
+        st.faults = Faults::default();
+        st.cut.clear();
+        st.down.clear();
+        st.held.clear();
+    }
+
+    /// Sends `req` to `domain` as a client of that house would (no network faults: the client
+    /// is next to its house). `None` when the house is down.
+    pub fn call(&self, domain: &str, req: Request) -> Option<Response> {
+        if self.is_down(domain) {
+            return None;
+        }
+        let house = self.house(domain)?;
+        run(async {
+            let resp = house.handle(req).await;
+            house.send_pushes().await;
+            resp
+        })
+    }
+}
