@@ -215,7 +215,7 @@ fn a_retried_send_is_never_duplicated() {
             .and_then(Value::as_array)
             .unwrap()
             .iter()
-            .flat_map(|e| e.as_object().unwrap().get("jobs").and_then(Value::as_array).unwrap().clone())
+            .flat_map(|e| e.as_object().unwrap().get("jobs").and_then(Value::as_array).unwrap())
             .map(|j| s(j.as_object().unwrap(), "state"))
             .collect();
         if states.iter().all(|s| s == "delivered" || s == "bounced") {

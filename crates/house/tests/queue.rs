@@ -475,7 +475,7 @@ fn leases_keep_ticks_apart() {
     use nyx5_house::store::queue::{domain_failed, domain_recovered, retry};
     let before = job_row(&s.a, "stale");
     let stmts = vec![
-        retry(stale, later + 3_600 * SECOND, "stolen", "{}"),
+        retry(stale, later + 3_600 * SECOND, "stolen", "{}", Some(later)),
         domain_failed(stale, "b.test", later, 1, later + 60 * SECOND, "stolen"),
     ];
     assert_eq!(block_on(s.a.db.batch(stmts)).unwrap(), [0, 0]);
