@@ -206,7 +206,24 @@ fn a_retried_send_is_never_duplicated() {
     assert_eq!(s(&second, "status"), "exists");
 
     let inbox = w.wait_inbox("bo@b.test", |l| l.len() >= 2);
-    std::thread::sleep(Duration::from_millis(500));
+    // Once no job of ana's is waiting, nothing more can arrive: read the mailbox again then.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = w.nyx5(&["outbox", "--json"]).json();
+        let states: Vec<String> = out
+            .get("envelopes")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .flat_map(|e| e.as_object().unwrap().get("jobs").and_then(Value::as_array).unwrap())
+            .map(|j| s(j.as_object().unwrap(), "state"))
+            .collect();
+        if states.iter().all(|s| s == "delivered" || s == "bounced") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the queue never settled: {states:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let inbox2 = w.wait_inbox("bo@b.test", |_| true);
     assert_eq!(inbox.len(), inbox2.len());
     let mut got = ids(&inbox2);

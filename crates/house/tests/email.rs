@@ -384,3 +384,56 @@ fn the_email_size_cap_can_be_lower_than_the_envelope_limit() {
     assert_eq!(code(receive(&house, &big, "bob@example.com", "ana@h.test")), 413);
     assert_eq!(mailbox(&house, &ana).len(), 1);
 }
+
+/// How many envelopes `local`'s mailbox holds, and how many the rate windows counted for it.
+fn held_and_counted(house: &TestHouse, local: &str) -> (i64, i64) {
+    use nyx5_house::ports::Db;
+    let n = |sql: &'static str| {
+        let rows = block_on(house.db.query(nyx5_house::stmt!(sql, local))).unwrap();
+        rows[0].int("n").unwrap_or(0)
+    };
+    (
+        n("SELECT count(*) AS n FROM mailbox WHERE local = ?"),
+        n("SELECT coalesce(sum(count), 0) AS n FROM rate_windows WHERE bucket LIKE 'email:' || ? || ':%'"),
+    )
+}
+
+#[test]
+fn an_allowlisted_sender_is_not_held_to_the_rate() {
+    let (_world, house, ana) = setup();
+    let cap = house.config.email_per_sender_per_minute;
+    // example.com fills its window while it is still a stranger.
+    for i in 0..cap {
+        assert_eq!(code(receive(&house, &mail(&format!("s{i}@example.com"), "s", "b"), "", "ana@h.test")), 202);
+    }
+    assert_eq!(code(receive(&house, &mail("over@example.com", "s", "b"), "", "ana@h.test")), 429);
+    assert_eq!(held_and_counted(&house, "ana"), (cap, cap));
+    // Listed now, within the same minute: the full window does not hold it back, and nothing
+    // more is counted against it.
+    let allow =
+        Value::Object(obj([("allow", Value::Object(obj([("add", Value::Array(vec!["@example.com".into()]))])))]));
+    json(&ana.post(&house, "/lists/ana", &allow), 200);
+    for i in 0..cap + 2 {
+        assert_eq!(code(receive(&house, &mail(&format!("a{i}@example.com"), "s", "b"), "", "ana@h.test")), 202);
+    }
+    assert_eq!(held_and_counted(&house, "ana"), (2 * cap + 2, cap));
+    // A stranger still is counted.
+    let carol =
+        String::from_utf8(mail("c@other.test", "s", "b")).unwrap().replace("Bob@Example.COM", "carol@other.test");
+    assert_eq!(code(receive(&house, carol.as_bytes(), "", "ana@h.test")), 202);
+    assert_eq!(held_and_counted(&house, "ana"), (2 * cap + 3, cap + 1));
+}
+
+#[test]
+fn an_expired_card_takes_no_email() {
+    let (world, house, _ana) = setup();
+    let eve = Agent::new("eve@h.test", 41);
+    let until = nyx5_proto::Timestamp(house.now().millis() + 3_600_000);
+    let body = eve.registration(&house, &[("valid_until", until.to_rfc3339().into())]);
+    assert_eq!(call(&house, "POST", "/agents", &[("authorization", ADMIN)], &body).status, 201);
+    assert_eq!(code(receive(&house, &mail("v1@example.com", "s", "b"), "", "eve@h.test")), 202);
+    world.clock.advance(3_600_000);
+    let e = receive(&house, &mail("v2@example.com", "s", "b"), "", "eve@h.test").unwrap_err();
+    assert_eq!((e.code(), e.reason.as_ref()), (404, "the card of eve@h.test has expired"));
+    assert_eq!(held_and_counted(&house, "eve").0, 1);
+}

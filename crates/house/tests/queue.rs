@@ -469,6 +469,66 @@ fn leases_keep_ticks_apart() {
     assert_eq!(block_on(s.a.db.batch(stmts)).unwrap(), [0, 0]);
     assert_eq!(job_count(&s.a, "pending"), 1);
     assert!(mailbox(&s.a, &s.ana).is_empty());
+
+    // Nor reschedule it, mark its domain failing, or (when the domain is failing) clear its
+    // health and pull the domain's waiting jobs forward.
+    use nyx5_house::store::queue::{domain_failed, domain_recovered, retry};
+    let before = job_row(&s.a, "stale");
+    let stmts = vec![
+        retry(stale, later + 3_600 * SECOND, "stolen", "{}", Some(later)),
+        domain_failed(stale, "b.test", later, 1, later + 60 * SECOND, "stolen"),
+    ];
+    assert_eq!(block_on(s.a.db.batch(stmts)).unwrap(), [0, 0]);
+    assert_eq!(job_row(&s.a, "stale"), before, "a stale retry rescheduled the job");
+    assert_eq!(health_rows(&s.a), 0, "a stale tick marked the domain failing");
+
+    // The domain is failing and another job waits for its probe; the stale tick's recovery
+    // changes neither.
+    block_on(s.a.db.batch(vec![stmt!(
+        "INSERT INTO domain_health (domain, failing_since, failures, next_probe, last_error)
+         VALUES ('b.test', ?, 3, ?, 'down')",
+        later,
+        later + 600 * SECOND
+    )]))
+    .unwrap();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "waiting", &[&s.bo.address], "4")), 202);
+    block_on(
+        s.a.db
+            .batch(vec![stmt!("UPDATE jobs SET next_attempt = ? WHERE envelope_id = 'waiting'", later + 600 * SECOND)]),
+    )
+    .unwrap();
+    let waiting = job_row(&s.a, "waiting");
+    assert_eq!(block_on(s.a.db.batch(domain_recovered(stale, "b.test", later))).unwrap(), [0, 0]);
+    assert_eq!(health_rows(&s.a), 1, "a stale tick forgot the domain's failures");
+    assert_eq!(job_row(&s.a, "waiting"), waiting, "a stale tick made the domain's jobs due");
+
+    // The tick that holds the lease does both.
+    let held = Held { job: id, lease: later + 30 * SECOND };
+    assert_eq!(block_on(s.a.db.batch(domain_recovered(held, "b.test", later))).unwrap(), [1, 1]);
+    assert_eq!(health_rows(&s.a), 0);
+    assert_eq!(job_row(&s.a, "waiting").1, later);
+}
+
+/// The job of envelope `id`: its state, next attempt, attempts, last error and lease.
+fn job_row(house: &TestHouse, id: &str) -> (String, i64, i64, Option<String>, i64) {
+    let rows = block_on(house.db.query(stmt!(
+        "SELECT state, next_attempt, attempts, last_error, lease_until FROM jobs WHERE envelope_id = ?",
+        id
+    )))
+    .unwrap();
+    let r = &rows[0];
+    (
+        r.text("state").unwrap().to_owned(),
+        r.int("next_attempt").unwrap(),
+        r.int("attempts").unwrap(),
+        r.text("last_error").map(str::to_owned),
+        r.int("lease_until").unwrap(),
+    )
+}
+
+fn health_rows(house: &TestHouse) -> i64 {
+    let rows = block_on(house.db.query(stmt!("SELECT count(*) AS n FROM domain_health"))).unwrap();
+    rows[0].int("n").unwrap()
 }
 
 #[test]
@@ -638,6 +698,69 @@ fn a_tick_takes_at_most_its_batch() {
     let attempted: Vec<usize> = (0..4).map(|_| block_on(a.tick()).unwrap().attempted).collect();
     assert_eq!(attempted, [2, 2, 1, 0]);
     assert_eq!(mailbox(&b, &bo).len(), 5);
+}
+
+#[test]
+fn an_envelope_over_the_destinations_limit_bounces_unsent() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let mut config = w.config("b.test", Registration::Admin);
+    config.max_bytes = 2048;
+    let b = w.start(config);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@b.test", 20);
+    assert_eq!(ana.register_admin(&a).status, 201);
+    assert_eq!(bo.register_admin(&b).status, 201);
+    let env = signed(&ana, "big", &[&bo.address], &"x".repeat(3000));
+    json(&ana.send(&a, &env), 202);
+    w.tick_all();
+    // b.test's card says 2048 bytes: the queue bounces the envelope without posting it.
+    assert_eq!(w.sent_to("b.test/inbound"), 0, "the envelope was sent over the card's max_bytes");
+    let (state, _, attempts, last_error, _) = job_row(&a, "big");
+    assert_eq!((state.as_str(), attempts), ("bounced", 1));
+    assert!(last_error.unwrap().contains("b.test's limit of 2048"));
+    let notices = mailbox(&a, &ana);
+    assert_eq!(notices.len(), 1);
+    let body = check_notice(&a, &notices[0], &env, "bounced");
+    assert_eq!(body["code"].as_safe_integer(), Some(413));
+    assert!(mailbox(&b, &bo).is_empty());
+}
+
+#[test]
+fn a_deferred_envelope_keeps_its_time_through_a_recovery_and_gives_up_from_it() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+    // b.test fails an attempt: it is marked failing.
+    s.w.down("b.test", true);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "first", &[&s.bo.address], "1")), 202);
+    assert_eq!(s.w.tick_all().attempted, 1);
+    assert_eq!(health_rows(&s.a), 1);
+    // An envelope for two days from now: its give-up time counts from then, not from its sending.
+    let at = s.a.now().millis() + 2 * DAY;
+    let env = envelope(&s.ana, "later", &[&s.bo.address], |d| d.deliver_after = Some(Timestamp(at)));
+    json(&s.ana.send(&s.a, &env), 202);
+    let deadline = |id: &str| {
+        let rows = block_on(s.a.db.query(stmt!("SELECT deadline FROM jobs WHERE envelope_id = ?", id))).unwrap();
+        rows[0].int("deadline").unwrap()
+    };
+    assert_eq!(deadline("later"), at + s.a.config.retry.give_up_after_ms);
+    // b.test comes back: the probe delivers, the domain's waiting jobs become due, but the
+    // deferred one keeps its time.
+    s.w.down("b.test", false);
+    let mut delivered = 0;
+    for _ in 0..120 {
+        delivered += s.w.tick_all().delivered;
+        if delivered > 0 {
+            break;
+        }
+        s.w.clock.advance(MINUTE);
+    }
+    assert_eq!(delivered, 1);
+    assert_eq!(health_rows(&s.a), 0);
+    assert_eq!(job_row(&s.a, "later").1, at, "a recovery moved a deferred job before its deliver_after");
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "first"]);
+    assert_eq!(s.w.tick_all().attempted, 0);
 }
 
 #[test]

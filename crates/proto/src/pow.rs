@@ -63,6 +63,13 @@ mod tests {
     }
 
     #[test]
+    fn more_bits_than_the_limit_are_refused_before_any_search() {
+        // Refused at once: with every counter allowed, a search for 33 bits would not end.
+        assert_eq!(mint(&"ab".repeat(32), limits::MAX_POW_BITS + 1, 0, u64::MAX), None);
+        assert_eq!(mint(&"ab".repeat(32), u32::MAX, 0, u64::MAX), None);
+    }
+
+    #[test]
     fn mint_then_check() {
         let digest = "ab".repeat(32);
         let nonce = mint(&digest, 12, 0, 1 << 20).unwrap();

@@ -429,6 +429,66 @@ fn seal_open_and_readdressing_breaks_decryption() {
 }
 
 #[test]
+fn sealed_keys_name_only_the_envelopes_parties_and_at_most_all_of_them() {
+    let h = house("sigo.uk", 1);
+    let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
+    // The most recipients an envelope may have, bo among them.
+    let mut to: Vec<Address> = (1..limits::MAX_RECIPIENTS).map(|i| addr(&format!("r{i}@sigo.uk"))).collect();
+    to.push(bo.card.address().clone());
+    let clear = Draft::new(
+        "seal-keys".into(),
+        ana.card.address().clone(),
+        to.clone(),
+        NOW,
+        Content::new("text/plain", "x".into()),
+    )
+    .build()
+    .unwrap();
+    let sealed = seal::seal(clear, &[(bo.card.address().clone(), bo.card.enc().unwrap())], &mut rng(1)).unwrap();
+    let raw = sealed.object().clone();
+    let wrap = raw["encrypted"].as_object().unwrap()["keys"].as_object().unwrap()["bo@sigo.uk"].clone();
+    // `keys` as `edit` leaves it, parsed again.
+    let with_keys = |edit: &dyn Fn(&mut Object)| {
+        let mut o = raw.clone();
+        let mut enc = o["encrypted"].as_object().unwrap().clone();
+        let mut keys = enc["keys"].as_object().unwrap().clone();
+        edit(&mut keys);
+        enc.insert("keys".into(), Value::Object(keys));
+        o.insert("encrypted".into(), Value::Object(enc));
+        Envelope::from_object(o)
+    };
+    // A wrap for every recipient and one for the sender: as many as there may be.
+    let everyone = |k: &mut Object| {
+        for a in to.iter().chain([ana.card.address()]) {
+            k.insert(a.as_str().to_owned(), wrap.clone());
+        }
+    };
+    let all = with_keys(&everyone).unwrap();
+    let Payload::Sealed(s) = all.payload() else { panic!("not sealed") };
+    assert_eq!(s.keys.len(), limits::MAX_RECIPIENTS + 1);
+    // Anyone else is refused, whoever else is there.
+    for extra in [true, false] {
+        let e = with_keys(&|k| {
+            if extra {
+                everyone(k);
+            }
+            k.insert("eve@sigo.uk".into(), wrap.clone());
+        })
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Malformed, "{}", e.reason);
+    }
+    let e = with_keys(&|k| {
+        k.insert("eve@sigo.uk".into(), wrap.clone());
+    })
+    .unwrap_err();
+    assert!(e.reason.contains("eve@sigo.uk") && e.reason.contains("not on the envelope"), "{}", e.reason);
+    // And no wrap at all is no sealed envelope.
+    let e = with_keys(&|k| k.clear()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Malformed);
+    assert!(e.reason.contains("at least one recipient"), "{}", e.reason);
+}
+
+#[test]
 fn sealing_refuses_small_order_keys() {
     let h = house("sigo.uk", 1);
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));

@@ -469,6 +469,10 @@ mod tests {
         let m = "From: a@b.test\r\nMessage-ID: <x@y>\r\nSubject: s\r\n\r\nbody\r\n";
         let a = id(m);
         assert!(nyx5_proto::address::check_id(&a).is_ok());
+        // The derivation is pinned (docs/SPEC.md, "Email bridge"): this id was worked out from
+        // the spec's text alone (Python's hashlib and json, the body as `body\n`). Another label,
+        // member or encoding of the material gives another id, and redelivered mail lands twice.
+        assert_eq!(a, "2a94da94-e594-4872-bd33-3541ce4937d5");
         // Another delivery of the same message: new trace headers and verdicts, the same id.
         let again = format!(
             "Received: from mx by h.test; Mon, 30 Nov 2026 10:00:01 +0000\r\n\

@@ -6,7 +6,7 @@ use nyx5_proto::Value;
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::json::obj;
 
-use crate::common::{admin, refused, register};
+use crate::common::{admin, agents_named, refused, register, rows};
 use crate::kit::*;
 
 fn invitations(h: &TestHouse, authorization: &str) -> u16 {
@@ -43,6 +43,7 @@ fn operator_token_of_the_right_length_but_wrong_is_refused() {
     let ana = Agent::new("ana@a.test", 10);
     let t = format!("Bearer {}", wrong[2]);
     refused(&register(&h, &ana, &[("authorization", &t)], &[]), 403);
+    assert_eq!(agents_named(&h, "ana"), 0, "a refused registration left an agent behind");
 }
 
 #[test]
@@ -66,6 +67,11 @@ fn token_nonce_reused_once_is_refused_on_any_path() {
     // A fresh token for another path that reuses the nonce is a replay too.
     let other = token("/lists/ana");
     assert_eq!(call_raw(&h, "GET", "/lists/ana", &[("authorization", &other)], vec![]).status, 401);
+    // The house keeps the nonce once, for ana, until the token could no longer be fresh.
+    let kept = "SELECT count(*) AS n FROM nonces WHERE nonce = 'the-same-nonce-0001' AND address = ?";
+    assert_eq!(rows(&h, kept, "ana@a.test"), 1);
+    let live = "SELECT count(*) AS n FROM nonces WHERE nonce = 'the-same-nonce-0001' AND keep_until > ?";
+    assert_eq!(rows(&h, live, h.now().millis()), 1, "the nonce is kept past now");
 }
 
 #[test]
@@ -112,4 +118,5 @@ fn registration_ts_is_good_for_five_minutes_and_not_a_millisecond_more() {
     assert_eq!(call(&h, "POST", "/agents", &[], &ana_body).status, 201);
     w.clock.advance(1);
     assert_eq!(call(&h, "POST", "/agents", &[], &bo_body).status, 403);
+    assert_eq!((agents_named(&h, "ana"), agents_named(&h, "bo")), (1, 0));
 }

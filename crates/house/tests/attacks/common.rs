@@ -80,3 +80,19 @@ pub(crate) fn refused(resp: &Response, status: u16) -> String {
     let v = json(resp, status);
     v.as_object().unwrap()["reason"].as_str().unwrap().to_owned()
 }
+
+/// The single integer `n` that `sql` (one `?`, bound to `param`) selects from `house`'s database:
+/// what a refusal must have left behind, read from the tables rather than from the answer.
+pub(crate) fn rows<P>(house: &TestHouse, sql: &'static str, param: P) -> i64
+where
+    nyx5_house::ports::SqlValue: From<P>,
+{
+    use nyx5_house::ports::Db;
+    let found = block_on(house.db.query(nyx5_house::stmt!(sql, param))).unwrap();
+    found.first().and_then(|r| r.int("n")).unwrap_or(0)
+}
+
+/// How many agents named `local` the house holds (0 or 1).
+pub(crate) fn agents_named(house: &TestHouse, local: &str) -> i64 {
+    rows(house, "SELECT count(*) AS n FROM agents WHERE local = ?", local)
+}

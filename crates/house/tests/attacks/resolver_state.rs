@@ -397,3 +397,27 @@ fn an_answer_larger_than_a_document_is_refused_as_too_large() {
     assert_eq!(err.kind, ErrorKind::Forbidden);
     assert!(err.reason.contains("too large"), "{}", err.reason);
 }
+
+#[test]
+fn a_houses_answer_to_a_card_fetch_maps_to_one_kind() {
+    let f = Fixture::new();
+    let cases = [
+        (404, ErrorKind::NotFound),
+        (410, ErrorKind::NotFound),
+        (301, ErrorKind::Unavailable),
+        (399, ErrorKind::Unavailable),
+        (421, ErrorKind::Unavailable),
+        (429, ErrorKind::Unavailable),
+        (500, ErrorKind::Unavailable),
+        (503, ErrorKind::Unavailable),
+        (400, ErrorKind::Forbidden),
+        (403, ErrorKind::Forbidden),
+        (420, ErrorKind::Forbidden),
+    ];
+    for (status, kind) in cases {
+        f.w.fake(DOMAIN, move |_| OutResponse { status, body: vec![] });
+        let err = f.domain(&Memo::default(), DOMAIN).unwrap_err();
+        assert_eq!(err.kind, kind, "{status}: {}", err.reason);
+        assert!(f.pin(DOMAIN).is_none(), "{status} pinned something");
+    }
+}

@@ -43,6 +43,7 @@ fn a_grandchild_cannot_be_given_types_or_domains_its_parent_lacks() {
         let resp = delegate(&a, &helper, &grandchild, scope.clone());
         assert_eq!(resp.status, 403, "{scope:?} is wider than its parent's");
         assert!(reason(&resp).contains("wider"), "{}", reason(&resp));
+        assert_eq!(agents_named(&a, "sub.helper.alice"), 0, "a refused delegation left a card behind");
     }
     // Within the parent's scope it works.
     let fine = Agent::new("sub.helper.alice@a.test", 20);
@@ -64,8 +65,10 @@ fn the_receiving_house_refuses_mail_outside_the_senders_delegation() {
     json(&delegate(&a, &alice, &local_only, scope), 201);
 
     let env = envelope(&local_only, "s1", &[&bob.address], |_| {});
-    // Its own house refuses to send it ...
+    // Its own house refuses to send it, and queues nothing ...
     assert_eq!(local_only.send(&a, &env).status, 403);
+    assert_eq!(rows(&a, "SELECT count(*) AS n FROM outbox WHERE envelope_id = ?", "s1"), 0);
+    assert_eq!(rows(&a, "SELECT count(*) AS n FROM jobs WHERE envelope_id = ?", "s1"), 0);
     // ... and a house that relays it anyway (skipping that check) does not get it delivered.
     let resp = deliver(&a, &b, &env);
     assert_eq!(resp.status, 403);

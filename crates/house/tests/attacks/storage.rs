@@ -168,6 +168,26 @@ fn two_deliveries_racing_for_the_last_place_take_it_once() {
 }
 
 #[test]
+fn one_envelope_delivered_twice_at_once_is_taken_once() {
+    let (_w, a, b, ana, bob) = pair(|_| {});
+    let env = signed(&ana, "twice", &bob.address, "once");
+    let relayed = || {
+        let header = RelayHeader::sign("a.test", &env, "b.test", &a.config.key).to_header();
+        Request::new("POST", "/inbound", vec![("x-nyx5-relay".into(), header)], env.canonical())
+    };
+    // Both find no copy before either writes; one insert takes, the other answers a duplicate.
+    b.db.stall(true);
+    let (one, two) = block_on_both(b.handle(relayed()), b.handle(relayed()));
+    b.db.stall(false);
+    let mut statuses = [one.status, two.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 202], "the second copy must not be accepted again");
+    assert_eq!(mailbox(&b, &bob).len(), 1);
+    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1);
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE envelope_id = 'twice'"), 1);
+}
+
+#[test]
 fn an_acknowledged_body_is_dropped_after_the_window_and_its_id_stays_a_duplicate() {
     let (w, a, b, ana, bob) = pair(|_| {});
     let env = signed(&ana, "kept", &bob.address, &"z".repeat(10_000));
