@@ -933,7 +933,7 @@ async function workerRuntime() {
     await house.migrate();
     await house.start();
     const d1 = join(house.persist, 'v3/d1/miniflare-D1DatabaseObject');
-    const files = readdirSync(d1).filter((f) => f.endsWith('.sqlite'));
+    const files = readdirSync(d1).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
     if (files.length !== 1) throw new Error(`expected one D1 file in ${d1}, found ${files.join(', ')}`);
     const failures = await runSweep('worker', port, join(d1, files[0]), adminToken);
     const log = house.tail(100_000);
