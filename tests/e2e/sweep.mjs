@@ -413,7 +413,9 @@ function headBytes(method, target, headers) {
  * change that answer; the sweep holds workerd to exactly that page (anything else fails), and
  * the database to no change. `nyx5 serve` answers these 400 in the error shape.
  */
-const WORKERD_REFUSES = { workerd: true };
+const WORKERD_REFUSES = { workerd: { status: 500, body: 'Internal Server Error' } };
+/** An HTTP/1.1 request without Host: workerd's own `400 Bad Request` page, the same way. */
+const WORKERD_REFUSES_NO_HOST = { workerd: { status: 400, body: 'Bad Request' } };
 
 /**
  * The Worker's expectation for a body that breaks off (a bad chunk size; a body cut short and
@@ -430,6 +432,12 @@ const WORKERD_REFUSES = { workerd: true };
  * fails. `deadlineMs` only bounds the wait for the GET that is never answered.
  */
 const DEV_PROXY_ON_BROKEN_BODY = { devProxy: true, allowClosed: true, deadlineMs: 5_000 };
+/**
+ * The same for a body the Worker refuses (413) before it is all sent: the dev workers' forwarding
+ * of the unread rest fails as above, and their answer (or none, for a GET) may come instead of
+ * the Worker's 413. When the Worker's answer gets through it must be the 413 in the error shape.
+ */
+const DEV_PROXY_ON_UNREAD_BODY = { ...DEV_PROXY_ON_BROKEN_BODY, allowClosed: false };
 const DEV_PROXY_ANSWERS = [
   { status: 503, type: /^text\/plain/, body: /^Your worker restarted mid-request\./ },
   { status: 500, type: /^text\/plain/, body: /^TypeError: Cannot reconstruct a Request with a used body\./ },
@@ -566,13 +574,15 @@ function casesFor(route, table) {
 
   // Oversize and deep bodies, invalid UTF-8.
   const template = route.body === undefined ? Buffer.from('{}') : route.raw ? route.body : Buffer.from(canon(route.body));
-  add('oversize', `${MAX_REQUEST_BYTES + 1} bytes`, { ...base, auth: route.auth, body: Buffer.alloc(MAX_REQUEST_BYTES + 1, 0x20), expect: 413 });
+  // The Worker answers these 413 before the body is all read (the cap is for that); under
+  // `wrangler dev` that can fail the dev proxy's forwarding of the rest (DEV_PROXY_ON_UNREAD_BODY).
+  add('oversize', `${MAX_REQUEST_BYTES + 1} bytes`, { ...base, auth: route.auth, body: Buffer.alloc(MAX_REQUEST_BYTES + 1, 0x20), expect: 413, worker: DEV_PROXY_ON_UNREAD_BODY });
   add('oversize', `${MAX_DOCUMENT_BYTES + 1}-byte string`, {
     ...base,
     auth: route.auth,
     body: Buffer.from(`{"x":"${'a'.repeat(MAX_DOCUMENT_BYTES)}"}`),
   });
-  add('oversize', 'chunked past the cap', { ...base, auth: route.auth, chunkedBytes: MAX_REQUEST_BYTES + 65_536, expect: 413 });
+  add('oversize', 'chunked past the cap', { ...base, auth: route.auth, chunkedBytes: MAX_REQUEST_BYTES + 65_536, expect: 413, worker: DEV_PROXY_ON_UNREAD_BODY });
   for (const depth of [33, 1000, 100_000]) {
     add('deep', `[ x${depth}`, { ...base, auth: route.auth, body: Buffer.from('['.repeat(depth) + ']'.repeat(depth)) });
     add('deep', `{"a": x${depth}`, { ...base, auth: route.auth, body: Buffer.from('{"a":'.repeat(depth) + '1' + '}'.repeat(depth)) });
@@ -596,7 +606,9 @@ function casesFor(route, table) {
   add('framing', 'Content-Length and chunked', { ...base, auth: route.auth, body: b, chunked: true, keepLength: true, expect: 400, worker: { expect: undefined } });
   add('framing', 'Transfer-Encoding: gzip, chunked', { ...base, auth: route.auth, body: b, chunked: 'gzip, chunked', worker: WORKERD_REFUSES });
   add('framing', 'Transfer-Encoding: chunked twice', { ...base, auth: route.auth, body: b, chunked: true, extraHeaders: [['transfer-encoding', 'chunked']] });
-  add('framing', 'bad chunk size', { ...base, auth: route.auth, rawBody: Buffer.from('zz\r\nabc\r\n0\r\n\r\n'), chunked: true, worker: DEV_PROXY_ON_BROKEN_BODY });
+  // A first chunk `{` before the bad size: should a layer end the body quietly where it breaks
+  // (wrangler dev's does, tests/README.md), what is left is no valid request either.
+  add('framing', 'bad chunk size', { ...base, auth: route.auth, rawBody: Buffer.from('1\r\n{\r\nzz\r\nabc\r\n0\r\n\r\n'), chunked: true, worker: DEV_PROXY_ON_BROKEN_BODY });
   add('framing', 'invalid UTF-8 in Authorization', { ...base, auth: 'none', extraHeaders: [['authorization', Buffer.from([0x4e, 0x79, 0x78, 0x35, 0x20, 0xff, 0xfe, 0x2e, 0xc0])]], body: b });
   add('framing', 'invalid UTF-8 in the path', { ...base, auth: 'none', rawPathSuffix: Buffer.from([0xff, 0xc3, 0x28]), body: b });
   add('framing', 'a 40 KiB header', { ...base, auth: route.auth, extraHeaders: [['x-pad', 'a'.repeat(40 * 1024)]], body: b });
@@ -637,7 +649,7 @@ function globalCases() {
   const add = (route, what, req) => out.push({ route, family: 'headers', what, ...req });
   add('GET /health', 'two Host headers', { method: 'GET', path: '/health', hostHeaders: ['HOST', 'evil.example'], expect: 400, worker: WORKERD_REFUSES });
   add('GET /health', 'two equal Host headers', { method: 'GET', path: '/health', hostHeaders: ['HOST', 'HOST'], expect: 400, worker: WORKERD_REFUSES });
-  add('GET /health', 'no Host header', { method: 'GET', path: '/health', hostHeaders: [], expect: 400 });
+  add('GET /health', 'no Host header', { method: 'GET', path: '/health', hostHeaders: [], expect: 400, worker: WORKERD_REFUSES_NO_HOST });
   add('GET /agents/:local/settings', 'a valid token and a second Authorization', {
     method: 'GET',
     path: '/agents/ana/settings',
@@ -760,10 +772,13 @@ class Sweep {
     const fail = (why) => this.failures.push(`${label}: ${why}`);
     if (c.workerd) {
       // Refused by workerd itself before the Worker runs (see WORKERD_REFUSES): exactly its page.
-      this.count(a.status === 500 ? '500 (workerd)' : a.hang ? 'hang' : a.closed ? 'closed' : a.status);
+      this.count(a.hang ? 'hang' : a.closed ? 'closed' : `${a.status} (workerd)`);
       const text = a.body?.toString('utf8');
-      if (!(a.status === 500 && text === 'Internal Server Error' && a.headers['content-type'] === undefined)) {
-        fail(`expected workerd's own 500 page, got ${a.hang ? 'no answer' : a.closed ? 'a close' : `${a.status} ${a.headers['content-type']}: ${text.slice(0, 200)}`}`);
+      const { status, body } = c.workerd;
+      // workerd closes the connection instead now and then (never the Worker: it is not invoked).
+      if (a.closed) return;
+      if (!(a.status === status && text === body && a.headers['content-type'] === undefined)) {
+        fail(`expected workerd's own ${status} page, got ${a.hang ? 'no answer' : a.closed ? 'a close' : `${a.status} ${a.headers['content-type']}: ${text.slice(0, 200)}`}`);
       }
       return;
     }
@@ -799,6 +814,16 @@ class Sweep {
   count(status) {
     this.statuses.set(String(status), (this.statuses.get(String(status)) ?? 0) + 1);
   }
+}
+
+/** Waits until GET /health is answered 200 (a few tries, each bounded). */
+async function settled(port) {
+  const head = headBytes('GET', '/health', [['Host', `127.0.0.1:${port}`], ['Connection', 'close']]);
+  for (let i = 0; i < 10; i++) {
+    const a = await exchange(port, head, [], { deadlineMs: 3_000 });
+    if (a.status === 200) return;
+  }
+  throw new Error('the house did not answer GET /health again');
 }
 
 /** Runs `fns` with at most PARALLEL at once. */
@@ -910,10 +935,19 @@ async function runSweep(runtime, port, dbPath, adminToken) {
   const sweep = new Sweep({ runtime, port, dbPath, adminToken, ctx });
   const run = (c) =>
     sweep.send(c, (name) => byName.get(name) ?? byName.get('GET /health')).catch((e) => sweep.failures.push(`${c.route} [${c.family}] ${c.what}: ${e.stack}`));
-  // Bodies that break off go last and one at a time: under `wrangler dev` the dev proxy's
-  // answer to them (DEV_PROXY_ON_BROKEN_BODY) must not be able to touch other requests.
-  await pool(cases.filter((c) => !c.worker?.devProxy), run);
-  for (const c of cases.filter((c) => c.worker?.devProxy)) await run(c);
+  // What workerd or the dev proxy answers itself, and the 413s given before a body is all read,
+  // go last and one at a time: under `wrangler dev` each of them fails the dev proxy's own
+  // forwarding (`Uncaught exception`, `Network connection lost`), and wrangler's ProxyWorker
+  // then fails the requests in flight beside it too (503 `restarted mid-request`, 500 `Cannot
+  // reconstruct a Request with a used body`, hangs), which production has no part in.
+  // Each waits until the house answers GET /health again, so the dev proxy's trouble with one
+  // (it pauses and replays what was in flight) is over before the next.
+  const alone = (c) => Boolean(c.worker?.workerd || c.worker?.devProxy);
+  await pool(cases.filter((c) => !alone(c)), run);
+  for (const c of cases.filter(alone)) {
+    await run(c);
+    await settled(port);
+  }
 
   await sleep(500);
   const after = dump(dbPath);
