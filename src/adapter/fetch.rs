@@ -31,7 +31,37 @@ pub(crate) async fn read_capped(stream: worker::Result<ByteStream>, cap: usize) 
     Ok(body)
 }
 
-/// Why [`read_capped`] stopped.
+/// Reads a request body as the runtime hands it over, failing as soon as it passes `cap` bytes.
+/// Unlike [`read_capped`] (workers-rs' `ByteStream`, which ends quietly on an `aborted` error),
+/// every rejected read is [`Capped::Unreadable`]: a body that breaks off is never a shorter
+/// whole one. No stream (a request without a body) is an empty body.
+pub(crate) async fn read_stream_capped(stream: Option<web_sys::ReadableStream>, cap: usize) -> Result<Vec<u8>, Capped> {
+    use wasm_bindgen::JsCast;
+    let Some(stream) = stream else { return Ok(Vec::new()) };
+    let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
+    let mut body = Vec::new();
+    loop {
+        let read = worker::wasm_bindgen_futures::JsFuture::from(reader.read()).await;
+        let result: web_sys::ReadableStreamReadResult = match read {
+            Ok(r) => r.unchecked_into(),
+            Err(e) => return Err(Capped::Unreadable(format!("{e:?}"))),
+        };
+        if result.get_done().unwrap_or(false) {
+            return Ok(body);
+        }
+        let Ok(chunk) = result.get_value().dyn_into::<js_sys::Uint8Array>() else {
+            return Err(Capped::Unreadable("a body chunk that is not bytes".into()));
+        };
+        if body.len().saturating_add(chunk.length() as usize) > cap {
+            // Nothing more is wanted from this body; whether the cancel settles does not matter.
+            drop(reader.cancel());
+            return Err(Capped::TooLarge);
+        }
+        body.extend_from_slice(&chunk.to_vec());
+    }
+}
+
+/// Why [`read_capped`] and [`read_stream_capped`] stopped.
 #[derive(Debug)]
 pub(crate) enum Capped {
     TooLarge,

@@ -67,7 +67,7 @@ fn error_response(e: &Error) -> worker::Result<Response> {
     to_worker(&HouseResponse::error(e))
 }
 
-async fn to_house(mut req: Request) -> Result<HouseRequest, Error> {
+async fn to_house(req: Request) -> Result<HouseRequest, Error> {
     let declared = req.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
         return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
@@ -80,10 +80,15 @@ async fn to_house(mut req: Request) -> Result<HouseRequest, Error> {
     let headers = req.headers().entries().collect();
     let method = req.method().to_string();
     // Streamed and capped: a chunked body declares no length, and must not be buffered whole.
-    let body = fetch::read_capped(req.stream(), MAX_REQUEST_BYTES).await.map_err(|e| match e {
+    // A body whose stream fails (a bad chunk size, a client gone mid-body) or that ends before
+    // its declared length is refused, never read as the shorter body it became.
+    let body = fetch::read_stream_capped(req.inner().body(), MAX_REQUEST_BYTES).await.map_err(|e| match e {
         fetch::Capped::TooLarge => Error::new(ErrorKind::TooLarge, "request body too large"),
-        fetch::Capped::Unreadable(_) => Error::malformed("unreadable request body"),
+        fetch::Capped::Unreadable(_) => Error::malformed("request body could not be read whole"),
     })?;
+    if declared.is_some_and(|n| n != body.len()) {
+        return Err(Error::malformed("request body does not match its Content-Length"));
+    }
     Ok(HouseRequest::new(&method, &target, headers, body))
 }
 

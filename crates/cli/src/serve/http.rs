@@ -15,6 +15,10 @@ pub(super) const MAX_HEAD_BYTES: usize = 32 * 1024;
 pub(super) const MAX_HEADERS: usize = 64;
 /// The longest line of chunked framing (a size with its extensions, a trailer field).
 const MAX_CHUNK_LINE: usize = 4096;
+/// Fields the engine reads as one value (`Request::header` takes the first): a second one is
+/// refused rather than ignored, as the Worker, whose runtime joins repeated fields into one
+/// unreadable value, refuses it too. Host is checked on its own (exactly one in HTTP/1.1).
+const SINGLE_FIELDS: [&str; 2] = ["authorization", "x-nyx5-relay"];
 /// The most trailer bytes after a chunked body (they are read and dropped).
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
@@ -142,6 +146,9 @@ pub(super) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Er
     let http11 = minor == 1;
     if http11 && headers.iter().filter(|(n, _)| n == "host").count() != 1 {
         return Err(malformed("an HTTP/1.1 request needs exactly one host header"));
+    }
+    if let Some(name) = SINGLE_FIELDS.iter().find(|f| headers.iter().filter(|(n, _)| n == *f).count() > 1) {
+        return Err(malformed(format!("{name} given more than once")));
     }
     let coding: Vec<String> = tokens(&headers, "transfer-encoding").collect();
     let has_length = headers.iter().any(|(n, _)| n == "content-length");
@@ -427,6 +434,20 @@ mod tests {
         assert!(!h.keep_alive, "HTTP/1.0 closes");
         let h = head("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 5, 5\r\n\r\n").unwrap().unwrap();
         assert_eq!(h.body, Framing::Length(5));
+    }
+
+    #[test]
+    fn a_field_the_house_reads_once_is_refused_twice() {
+        // Found by the hostile sweep (tests/e2e/sweep.mjs): a valid token followed by another
+        // Authorization field was served on the first one's authority.
+        for field in ["Authorization", "X-Nyx5-Relay"] {
+            for (a, b) in [("Nyx5 a.b", "Nyx5 c.d"), ("Nyx5 a.b", "Nyx5 a.b")] {
+                let text = format!("GET / HTTP/1.1\r\nhost: a\r\n{field}: {a}\r\n{field}: {b}\r\n\r\n");
+                assert_eq!(code(&text), 400, "{field}: {a} then {b}");
+            }
+            let once = format!("GET / HTTP/1.1\r\nhost: a\r\n{field}: x\r\n\r\n");
+            assert!(head(&once).unwrap().is_some(), "{field} once is read");
+        }
     }
 
     #[test]
