@@ -10,7 +10,7 @@
 use nyx5_house::sim::{Params, Summary, run};
 
 /// Seeds that once failed, kept as they were found (see tests/README.md for what each found).
-const REGRESSIONS: &[u64] = &[16, 119, 162];
+const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -680,8 +680,23 @@ impl Sim {
             return Ok(());
         }
         let from = env.from().domain().to_owned();
-        let Some(dest) = env.to().first().map(|a| a.domain().to_owned()) else { return Ok(()) };
+        // A house relays only to other houses: its own agents' mail never goes over the wire.
+        let Some(dest) = env.to().iter().map(|a| a.domain().to_owned()).find(|d| *d != from) else {
+            return Ok(());
+        };
         let Some(sender) = self.world.house(&from) else { return Ok(()) };
+        // A copy arrives late only of a request that left: the job to that house has ended
+        // (seed 2362 relayed what its house had not yet sent, which no network can).
+        let ended = super::world::run(sender.db.sqlite.query(crate::stmt!(
+            "SELECT 1 AS ended FROM jobs WHERE envelope_id = ? AND domain = ? AND state != 'pending'",
+            env.id(),
+            dest.as_str()
+        )))
+        .and_then(Result::ok)
+        .is_some_and(|rows| !rows.is_empty());
+        if !ended {
+            return Ok(());
+        }
         let relay = RelayHeader::sign(&from, env, &dest, &sender.config.key).to_header();
         drop(sender);
         let req = Request::new("POST", "/inbound", vec![(HEADER.to_owned(), relay)], env.canonical());
