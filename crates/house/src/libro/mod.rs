@@ -192,10 +192,7 @@ impl<D: Db, N: Net> House<D, N> {
         );
         match self.db.batch(vec![write, rate]).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                Outcome::Rejected(Error::new(
-                    ErrorKind::RateLimited,
-                    format!("too many operations from {} this minute; try again shortly", env.from().domain()),
-                ))
+                Outcome::Rejected(too_many(env.from()))
             }
             Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
                 Ok(Some(row)) => {
@@ -276,10 +273,7 @@ impl<D: Db, N: Net> House<D, N> {
                     return done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                    return Err(Error::new(
-                        ErrorKind::RateLimited,
-                        format!("too many operations from {} this minute; try again shortly", env.from().domain()),
-                    ));
+                    return Err(too_many(env.from()));
                 }
                 // A bond's id is its envelope's: taken by another contract, it never will be free.
                 Err(PortError::Constraint { name }) if name == "libro_contracts.id" && matches!(op, Op::Bond(_)) => {
@@ -755,6 +749,14 @@ pub fn welcome_cause(address: &Address) -> String {
 
 /// An operation done before under this envelope id: the same envelope from the same operator is
 /// a duplicate (nothing changes); anything else under that id is a conflict.
+/// The refusal when `from`'s site has used its operations for this minute.
+fn too_many(from: &Address) -> Error {
+    Error::new(
+        ErrorKind::RateLimited,
+        format!("too many operations from {} this minute; try again shortly", from.domain()),
+    )
+}
+
 /// The operation an envelope carries: a clear `task` with the Libro's media type and a body
 /// `Op::parse` reads. Pure; what it refuses, it refuses for any copy of the envelope alike.
 fn read_op(env: &Envelope) -> Result<Op, Error> {
