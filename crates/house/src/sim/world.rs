@@ -396,9 +396,6 @@ impl World {
             st.cut.remove(&pair(a, b));
         }
     }
-    pub fn cuts(&self) -> usize {
-        self.state.borrow().cut.len()
-    }
     pub fn set_faults(&self, faults: Faults) {
         self.state.borrow_mut().faults = faults;
     }
