@@ -9,4 +9,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_storage.sql", include_str!("../../../migrations/0005_storage.sql")),
     ("0006_libro.sql", include_str!("../../../migrations/0006_libro.sql")),
     ("0007_libro_refusals.sql", include_str!("../../../migrations/0007_libro_refusals.sql")),
+    ("0008_mailbox_seq.sql", include_str!("../../../migrations/0008_mailbox_seq.sql")),
 ];

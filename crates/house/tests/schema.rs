@@ -1,6 +1,6 @@
 //! The schema itself enforces the invariants, whatever code writes to it: one mailbox row per
-//! envelope id per agent, single-use nonces, invitation uses, rate caps, job states. And a failed
-//! guard undoes the whole batch.
+//! envelope id per agent, a mailbox's order that never goes back, single-use nonces, invitation
+//! uses, rate caps, job states. And a failed guard undoes the whole batch.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 mod kit;
@@ -164,4 +164,64 @@ fn the_libro_schema_refuses_what_must_never_be() {
     )]))
     .unwrap();
     refused(&db, vec![stmt!("UPDATE libro_mandates SET spent = 6 WHERE id = 'm1'")], "mandate_spent");
+}
+
+/// Migration 0008 copies the mailbox without AUTOINCREMENT: every row keeps its columns and its
+/// `seq`, the next envelope comes after the highest, an id is still held once per mailbox, and
+/// no row can be deleted (a deleted highest row would hand its `seq` out again).
+#[test]
+fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
+    let at = nyx5_house::migrations::MIGRATIONS.iter().position(|(n, _)| *n == "0008_mailbox_seq.sql").unwrap();
+    let (before, after) = nyx5_house::migrations::MIGRATIONS.split_at(at);
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    for (_, sql) in before {
+        c.execute_batch(sql).unwrap();
+    }
+    c.execute_batch(
+        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at, acked_at, bytes, stamp) VALUES
+           ('ana', 'e1', 'bo@b.test', '{\"a\":1}', 10, NULL, 7, NULL),
+           ('ana', 'e2', 'bo@b.test', '', 11, 20, 0, 'stamp'),
+           ('cy', 'e3', 'postmaster@a.test', '{}', 12, NULL, NULL, NULL);
+         DELETE FROM mailbox WHERE envelope_id = 'e1';
+         INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at, bytes)
+           VALUES ('ana', 'e4', 'bo@b.test', '{\"b\":2}', 13, 7);",
+    )
+    .unwrap();
+    let snapshot = |c: &rusqlite::Connection| -> Vec<String> {
+        let mut s = c.prepare("SELECT * FROM mailbox ORDER BY seq").unwrap();
+        s.query_map([], |r| Ok((0..9).map(|i| format!("{:?}", r.get_ref(i).unwrap())).collect::<Vec<_>>().join("|")))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let old = snapshot(&c);
+    assert!(old[0].starts_with("Integer(2)|"), "AUTOINCREMENT did not reuse seq 1: {old:?}");
+    for (_, sql) in after {
+        c.execute_batch(sql).unwrap();
+    }
+    assert_eq!(snapshot(&c), old);
+
+    c.execute(
+        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('cy', 'e5', 'x', '', 14)",
+        [],
+    )
+    .unwrap();
+    assert_eq!(c.last_insert_rowid(), 5);
+    let again = c.execute(
+        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', 'e2', 'x', '', 15)",
+        [],
+    );
+    assert!(again.unwrap_err().to_string().contains("UNIQUE"));
+    let delete = c.execute("DELETE FROM mailbox WHERE seq = 5", []);
+    assert!(delete.unwrap_err().to_string().contains("mailbox rows are kept"));
+    assert_eq!(c.query_row("SELECT max(seq) FROM mailbox", [], |r| r.get::<_, i64>(0)).unwrap(), 5);
+    // The page and acknowledgement indexes are there again.
+    let indexes: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'mailbox' AND sql IS NOT NULL ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(indexes, ["mailbox_acked", "mailbox_pending"]);
 }
