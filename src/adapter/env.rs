@@ -36,6 +36,11 @@ pub(crate) fn metering(env: &Env) -> bool {
     read(env, "NYX5_D1_METER").is_some_and(|v| v.trim() == "on")
 }
 
+/// Whether the loopback-only self-test routes answer (`NYX5_SELFTEST=on`: tests, never production).
+pub(crate) fn selftest(env: &Env) -> bool {
+    read(env, "NYX5_SELFTEST").is_some_and(|v| v.trim() == "on")
+}
+
 /// Builds the configuration. `key` comes from the secret or, in local development, the database.
 pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Result<Config, Error> {
     let domain = read(env, "NYX5_DOMAIN").ok_or_else(|| invalid("NYX5_DOMAIN", "is not set"))?;

@@ -2,6 +2,7 @@
 //! Workers `fetch`. No engine logic lives here.
 
 mod d1;
+mod ed25519;
 mod env;
 mod fetch;
 
@@ -95,6 +96,7 @@ async fn to_house(req: Request) -> Result<HouseRequest, Error> {
 #[event(start)]
 fn start() {
     console_error_panic_hook::set_once();
+    ed25519::install();
 }
 
 #[event(fetch)]
@@ -107,13 +109,21 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             _ => {}
         }
     }
+    // The meter's header is for an operator measuring a house on this machine, never for a
+    // stranger: what D1 billed (interleaved with other requests of the isolate) tells of traffic.
+    let loopback = req.url().ok().is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
+    if path == "/_selftest/ed25519" && req.method() == worker::Method::Post && loopback && env::selftest(&env) {
+        let mut req = req;
+        let body = req.bytes().await?;
+        return match ed25519::selftest(&body) {
+            Ok(json) => Response::ok(json),
+            Err(e) => error_response(&e),
+        };
+    }
     let house = match house(&env).await {
         Ok(h) => h,
         Err(e) => return error_response(&e),
     };
-    // The meter's header is for an operator measuring a house on this machine, never for a
-    // stranger: what D1 billed (interleaved with other requests of the isolate) tells of traffic.
-    let loopback = req.url().ok().is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
     let hreq = match to_house(req).await {
         Ok(r) => r,
         Err(e) => return error_response(&e),

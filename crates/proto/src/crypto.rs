@@ -183,11 +183,77 @@ impl PreparedKey {
         SigPublic(self.0.to_bytes())
     }
 
-    /// `verify_strict` over bytes already framed, as [`SigPublic::verify_raw`].
+    /// `verify_strict` over bytes already framed, as [`SigPublic::verify_raw`]: the encodings
+    /// checked here ([`strict_encodings`]), then the equation, by the native verifier when one is
+    /// set ([`set_native_verify`]) and answers, else by ed25519-dalek.
     pub fn verify_raw(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+        if !strict_encodings(&self.0, signature) {
+            return false;
+        }
+        if let Some(answer) = NATIVE_VERIFY.get().and_then(|native| native(self.0.as_bytes(), message, signature)) {
+            return answer;
+        }
         let sig = ed25519_dalek::Signature::from_bytes(signature);
         self.0.verify_strict(message, &sig).is_ok()
     }
+}
+
+/// An RFC 8032 Ed25519 verifier outside Rust — workerd's (BoringSSL, through `node:crypto`) takes
+/// about half the CPU of the curve arithmetic compiled to wasm. `None` when it could not answer;
+/// Rust then verifies.
+pub type NativeVerify = fn(key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> Option<bool>;
+
+static NATIVE_VERIFY: std::sync::OnceLock<NativeVerify> = std::sync::OnceLock::new();
+
+/// Hands the Ed25519 equation to `verify` for the rest of the process; false if one was set
+/// already. The rules stay in Rust: before asking it, [`PreparedKey::verify_raw`] refuses what
+/// `verify_strict` refuses and a plain RFC 8032 verifier may accept ([`strict_encodings`]). What
+/// is left, the cofactorless equation over canonical encodings, is the same in every RFC 8032
+/// verifier: `tests/ed25519_native.rs` shows the answers equal `verify_strict`'s on Wycheproof,
+/// speccheck and CCTV with a lenient verifier, and `tests/e2e/ed25519_workerd.mjs` with
+/// workerd's own.
+pub fn set_native_verify(verify: NativeVerify) -> bool {
+    NATIVE_VERIFY.set(verify).is_ok()
+}
+
+/// The checks on a signature's encodings that `verify_strict` makes beside its equation, and a
+/// little more: `S` below ℓ; `A` and `R` written canonically (`y` below p: RFC 8032 refuses
+/// anything else, and the only points with two encodings are of small order); neither of small
+/// order. A few comparisons and, for `A`, three doublings: no decompression.
+fn strict_encodings(key: &ed25519_dalek::VerifyingKey, signature: &[u8; 64]) -> bool {
+    let (r, s) = signature.split_at(32);
+    let (Ok(r), Ok(s)) = (<[u8; 32]>::try_from(r), <[u8; 32]>::try_from(s)) else {
+        return false;
+    };
+    let canonical_s = bool::from(curve25519_dalek::Scalar::from_canonical_bytes(s).is_some());
+    canonical_s && canonical_y(key.as_bytes()) && canonical_y(&r) && !key.is_weak() && !small_order(&r)
+}
+
+/// Whether the `y` of a point's encoding (its sign bit aside) is below p = 2²⁵⁵ − 19.
+fn canonical_y(encoding: &[u8; 32]) -> bool {
+    let mut y = *encoding;
+    y[31] &= 0x7f;
+    // y ≥ p only for the 19 values 7fff…ffed ..= 7fff…ffff.
+    !(y[31] == 0x7f && y[1..31].iter().all(|&b| b == 0xff) && y[0] >= 0xed)
+}
+
+/// Whether a canonically written point is of small order: its `y` is one of the eight-torsion
+/// points' (0, 1, −1 and the two of order 8), whatever its sign bit.
+fn small_order(encoding: &[u8; 32]) -> bool {
+    static SMALL_ORDER_YS: std::sync::OnceLock<Vec<[u8; 32]>> = std::sync::OnceLock::new();
+    let ys = SMALL_ORDER_YS.get_or_init(|| {
+        curve25519_dalek::constants::EIGHT_TORSION
+            .iter()
+            .map(|point| {
+                let mut y = point.compress().to_bytes();
+                y[31] &= 0x7f;
+                y
+            })
+            .collect()
+    });
+    let mut y = *encoding;
+    y[31] &= 0x7f;
+    ys.contains(&y)
 }
 
 /// The keys of a card, decoded the first time one of them verifies something, then kept with the

@@ -1,0 +1,106 @@
+// Ed25519 under workerd (issue 12 §5): the Worker verifies signatures with workerd's own
+// Ed25519 (BoringSSL through node:crypto, src/adapter/ed25519.rs) after checking their encodings
+// in Rust (nyx5_proto::crypto::strict_encodings). This holds that path to ed25519-dalek's
+// `verify_strict` on every 64-byte-signature case of Wycheproof, speccheck and CCTV, as
+// crates/proto/tests/vectors_*.rs pin them: the house's answers (through the loopback-only
+// `POST /_selftest/ed25519`, on with NYX5_SELFTEST=on) must be those, and workerd's verifier
+// must have given them. Then prints what a verification costs there, timed from outside.
+//
+//   node tests/e2e/ed25519_workerd.mjs     (after scripts/build-worker; scripts/test runs it)
+//
+// Port 18795, inspector 19237 (NYX5_ED25519_PORT moves them).
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { House, ROOT } from '../lib/wrangler.mjs';
+
+const PORT = Number(process.env.NYX5_ED25519_PORT ?? 18795);
+const vectors = (rel) => JSON.parse(readFileSync(join(ROOT, 'tests/vectors', rel), 'utf8'));
+const b64 = (hex) => Buffer.from(hex, 'hex').toString('base64url');
+
+/** Every case with a 64-byte signature: {what, key, msg, sig (base64url), expected}. */
+function cases() {
+  const out = [];
+  // Wycheproof: every case is `valid` or `invalid` (vectors_wycheproof.rs pins that).
+  for (const group of vectors('wycheproof/testvectors_v1/ed25519_test.json').testGroups) {
+    for (const t of group.tests) {
+      if (t.sig.length !== 128) continue;
+      assert.ok(t.result === 'valid' || t.result === 'invalid', `tcId ${t.tcId}: ${t.result}`);
+      out.push({ what: `wycheproof ${t.tcId}`, key: b64(group.publicKey.pk), msg: b64(t.msg), sig: b64(t.sig), expected: t.result === 'valid' });
+    }
+  }
+  // speccheck: "Dalek strict" accepts case 3 only (vectors_ed25519_edge.rs).
+  vectors('ed25519-extra/speccheck/cases.json').forEach((c, i) => {
+    out.push({ what: `speccheck ${i}`, key: b64(c.pub_key), msg: b64(c.message), sig: b64(c.signature), expected: i === 3 });
+  });
+  // CCTV: refused when a flag says so (CCTV_FLAG_REJECTS in vectors_ed25519_edge.rs).
+  const rejects = new Set(['low_order_A', 'low_order_R', 'non_canonical_A', 'non_canonical_R', 'low_order_residue', 'reencoded_k']);
+  const allowed = new Set(['low_order_component_A', 'low_order_component_R']);
+  for (const c of vectors('ed25519-extra/cctv/ed25519vectors.json')) {
+    const flags = c.flags ?? [];
+    for (const f of flags) assert.ok(rejects.has(f) || allowed.has(f), `cctv ${c.number}: flag ${f} is not pinned`);
+    out.push({
+      what: `cctv ${c.number}`,
+      key: b64(c.key),
+      msg: Buffer.from(c.msg, 'utf8').toString('base64url'),
+      sig: b64(c.sig),
+      expected: !flags.some((f) => rejects.has(f)),
+    });
+  }
+  return out;
+}
+
+async function verify(house, list) {
+  const r = await fetch(`${house.url}/_selftest/ed25519`, {
+    method: 'POST',
+    body: JSON.stringify(list.map((c) => [c.key, c.msg, c.sig])),
+  });
+  const text = await r.text();
+  assert.equal(r.status, 200, text.slice(0, 300));
+  return JSON.parse(text);
+}
+
+const state = mkdtempSync(join(tmpdir(), 'nyx5-ed25519-'));
+const house = new House({ domain: 'a.test', port: PORT, inspectorPort: PORT + 442, stateDir: state, vars: { NYX5_SELFTEST: 'on' } });
+let failed = false;
+try {
+  await house.migrate();
+  await house.start();
+  const all = cases();
+  const first = await verify(house, all);
+  assert.equal(first.answers.length, all.length);
+  const wrong = all.filter((c, i) => first.answers[i] !== c.expected);
+  assert.deepEqual(wrong.map((c) => c.what), [], 'answers that differ from verify_strict');
+  const accepted = all.filter((c) => c.expected).length;
+  // workerd's verifier answered (the self-check at start passed, and nothing fell back to wasm
+  // for the cases whose encodings pass): at least every accepted case went through it.
+  assert.ok(typeof first.native === 'number' && first.native >= accepted, `workerd verified ${first.native} signatures, ${accepted} accepted`);
+  console.log(`ed25519: ${all.length} cases (${accepted} valid) answered as verify_strict does; workerd's verifier gave ${first.native} answers`);
+
+  // The cost of one verification in workerd, from outside: 2,000 valid signatures in one request
+  // against 2,000 refused by their encodings alone (no curve arithmetic), best of 5.
+  const valid = all.find((c) => c.expected);
+  const refused = all.find((c) => c.what === 'speccheck 0');
+  const timed = async (c) => {
+    let best = Infinity;
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      await verify(house, Array(2000).fill(c));
+      best = Math.min(best, performance.now() - t);
+    }
+    return best;
+  };
+  const [v, r] = [await timed(valid), await timed(refused)];
+  console.log(`ed25519: one verification in workerd ≈ ${(((v - r) * 1000) / 2000).toFixed(1)} µs (2,000 in ${v.toFixed(0)} ms, 2,000 refused before the equation in ${r.toFixed(0)} ms)`);
+} catch (e) {
+  failed = true;
+  console.error(e);
+  console.error(house.tail());
+} finally {
+  await house.stop();
+  rmSync(state, { recursive: true, force: true });
+}
+if (failed) process.exit(1);
