@@ -7,7 +7,10 @@
 -- the schema: whoever needs to delete them must keep `seq` from going back first.
 --
 -- SQLite cannot drop AUTOINCREMENT from a table, so the table is copied, rows and `seq` as they
--- are, and its indexes made again.
+-- are, and its indexes made again. The copy starts from the highest `seq` it holds, not from
+-- `sqlite_sequence` (D1 may not let a migration read SQLite's own tables): no release ever deleted
+-- a mailbox row, so the two are equal unless an operator deleted the newest rows by hand, and
+-- then the next envelope would take the first of those `seq`s again.
 CREATE TABLE mailbox_copy (
   seq         INTEGER PRIMARY KEY,
   local       TEXT NOT NULL,

@@ -7,7 +7,8 @@
 //! `data/psl/README.md`), compiled by `build.rs` into three sorted tables searched by binary
 //! search: a handful of lookups per name, no parsing at run time, ~60 KB gzipped in the Worker.
 
-// `PLAIN`, `WILDCARD` and `EXCEPTION`: ASCII, lower case, sorted.
+// `PLAIN`, `WILDCARD` and `EXCEPTION`: ASCII, lower case, sorted; `DEEPEST`: the most labels
+// any rule matches.
 include!(concat!(env!("OUT_DIR"), "/psl.rs"));
 
 /// The registrable domain of `domain` (lower case, as `check_domain` wants it): the public suffix
@@ -30,20 +31,32 @@ pub fn site(domain: &str) -> &str {
 /// The public suffix of `domain` by the list's algorithm: a matching exception rule prevails
 /// (its suffix is the rule less its first label); else the longest matching rule, a wildcard
 /// standing for any one label; else the last label (the implicit rule `*`).
+///
+/// Only the last `DEEPEST` labels can match a rule, so a long name (a sender may choose one of
+/// 127 labels) costs no more lookups than a short one.
 fn public_suffix(domain: &str) -> &str {
     let listed = |table: &[&str], name: &str| table.binary_search(&name).is_ok();
-    if let Some(exception) = suffixes(domain).find(|name| listed(&EXCEPTION, name)) {
+    let tail = last_labels(domain, DEEPEST);
+    if let Some(exception) = suffixes(tail).find(|name| listed(&EXCEPTION, name)) {
         return parent(exception).unwrap_or(exception);
     }
-    suffixes(domain)
+    suffixes(tail)
         .find(|name| listed(&PLAIN, name) || parent(name).is_some_and(|p| listed(&WILDCARD, p)))
-        .or_else(|| suffixes(domain).last())
-        .unwrap_or(domain)
+        .or_else(|| suffixes(tail).last())
+        .unwrap_or(tail)
 }
 
 /// `domain` and each name above it, longest first (`a.b.c`, `b.c`, `c`).
 fn suffixes(domain: &str) -> impl Iterator<Item = &str> {
     std::iter::successors(Some(domain), |name| parent(name))
+}
+
+/// The name made of `domain`'s last `n` labels (all of it when it has no more).
+fn last_labels(domain: &str, n: usize) -> &str {
+    match domain.rmatch_indices('.').nth(n.saturating_sub(1)) {
+        Some((dot, _)) => domain.get(dot + 1..).unwrap_or(domain),
+        None => domain,
+    }
 }
 
 /// The name without its first label (`b.c` for `a.b.c`); `None` for a single label.
@@ -123,6 +136,22 @@ mod tests {
         assert_eq!(site("a.b.example.com."), "example.com", "a trailing dot");
         assert!(PLAIN.is_sorted() && WILDCARD.is_sorted() && EXCEPTION.is_sorted());
         assert!(PLAIN.len() > 9000 && WILDCARD.len() > 50 && EXCEPTION.len() >= 8);
+    }
+
+    #[test]
+    fn only_the_labels_a_rule_can_match_are_looked_up() {
+        assert_eq!(last_labels("a.b.c.d", 2), "c.d");
+        assert_eq!(last_labels("a.b.c.d", 4), "a.b.c.d");
+        assert_eq!(last_labels("a.b.c.d", 9), "a.b.c.d");
+        assert_eq!(last_labels("d", 1), "d");
+        // The deepest rule, under 120 more labels, still decides the site.
+        const { assert!(DEEPEST >= 7) };
+        let deep = "x.y.airflow.cn-north-1.on.amazonwebservices.com.cn";
+        assert_eq!(site(deep), "x.y.airflow.cn-north-1.on.amazonwebservices.com.cn");
+        let long = format!("{}{deep}", "a.".repeat(120));
+        assert_eq!(site(&long), deep);
+        let long = format!("{}example.co.uk", "a.".repeat(120));
+        assert_eq!(site(&long), "example.co.uk");
     }
 
     #[test]
