@@ -4,12 +4,22 @@
 //! the sender can mint by the thousand.
 //!
 //! The list is `data/psl/public_suffix_list.dat` (where it comes from, and how to update it:
-//! `data/psl/README.md`), compiled by `build.rs` into three sorted tables searched by binary
-//! search: a handful of lookups per name, no parsing at run time, ~60 KB gzipped in the Worker.
+//! `data/psl/README.md`), compiled by `build.rs` into one hash table of every name a rule
+//! mentions and what the rules say of it: one lookup per label of the name, nothing parsed at
+//! run time.
 
-// `PLAIN`, `WILDCARD` and `EXCEPTION`: ASCII, lower case, sorted; `DEEPEST`: the most labels
+// `PSL_BLOB`, every name a rule mentions, in byte order, one after another; `PSL_OFFSETS`,
+// where each starts (and one more: where the last ends); `PSL_RULES`, what the rules say of each;
+// `PSL_TABLE`, open addressing (`psl_hash`, linear probing) holding a name's place plus one, 0 for
+// an empty slot; `PSL_LONGEST_RUN`, its longest run of occupied slots; `DEEPEST`, the most labels
 // any rule matches.
 include!(concat!(env!("OUT_DIR"), "/psl.rs"));
+include!("psl_hash.rs");
+
+/// What the rules say of a name (bits of [`rules_for`]).
+const PSL_PLAIN: u8 = 1;
+const PSL_WILDCARD: u8 = 2;
+const PSL_EXCEPTION: u8 = 4;
 
 /// The registrable domain of `domain` (lower case, as `check_domain` wants it): the public suffix
 /// and one label more. A name with no registrable part (a suffix itself, `localhost`) is its own
@@ -33,17 +43,47 @@ pub fn site(domain: &str) -> &str {
 /// standing for any one label; else the last label (the implicit rule `*`).
 ///
 /// Only the last `DEEPEST` labels can match a rule, so a long name (a sender may choose one of
-/// 127 labels) costs no more lookups than a short one.
+/// 127 labels) costs no more lookups than a short one: one per label looked at.
 fn public_suffix(domain: &str) -> &str {
-    let listed = |table: &[&str], name: &str| table.binary_search(&name).is_ok();
     let tail = last_labels(domain, DEEPEST);
-    if let Some(exception) = suffixes(tail).find(|name| listed(&EXCEPTION, name)) {
-        return parent(exception).unwrap_or(exception);
+    let mut longest = None;
+    // The names from the longest, each with its own rules; a name's parent is the next one.
+    let mut names = suffixes(tail).map(|name| (name, rules_for(name))).peekable();
+    while let Some((name, rules)) = names.next() {
+        if rules & PSL_EXCEPTION != 0 {
+            return parent(name).unwrap_or(name);
+        }
+        let under_wildcard = names.peek().is_some_and(|(_, parent)| parent & PSL_WILDCARD != 0);
+        if longest.is_none() && (rules & PSL_PLAIN != 0 || under_wildcard) {
+            // Keep looking for an exception further up (there is none in the list today: each
+            // sits right under its wildcard, which build.rs checks).
+            longest = Some(name);
+        }
     }
-    suffixes(tail)
-        .find(|name| listed(&PLAIN, name) || parent(name).is_some_and(|p| listed(&WILDCARD, p)))
-        .or_else(|| suffixes(tail).last())
-        .unwrap_or(tail)
+    longest.unwrap_or_else(|| suffixes(tail).last().unwrap_or(tail))
+}
+
+/// What the rules say of `name`: `PSL_PLAIN`, `PSL_WILDCARD`, `PSL_EXCEPTION` bits, 0 for a name
+/// no rule mentions.
+fn rules_for(name: &str) -> u8 {
+    let slots = PSL_TABLE.len();
+    let start = usize::try_from(psl_hash(name) % slots as u64).unwrap_or(0);
+    for i in 0..=PSL_LONGEST_RUN {
+        let Some(place) = PSL_TABLE.get((start + i) % slots).and_then(|&p| usize::from(p).checked_sub(1)) else {
+            return 0;
+        };
+        if psl_name(place) == Some(name) {
+            return PSL_RULES.get(place).copied().unwrap_or(0);
+        }
+    }
+    0
+}
+
+/// The name at `place` in the byte order of [`PSL_BLOB`].
+fn psl_name(place: usize) -> Option<&'static str> {
+    let start = usize::try_from(*PSL_OFFSETS.get(place)?).ok()?;
+    let end = usize::try_from(*PSL_OFFSETS.get(place + 1)?).ok()?;
+    PSL_BLOB.get(start..end)
 }
 
 /// `domain` and each name above it, longest first (`a.b.c`, `b.c`, `c`).
@@ -134,8 +174,17 @@ mod tests {
         assert_eq!(site("x.y.blogspot.com"), "y.blogspot.com", "private blogspot.com");
         assert_eq!(site("a.b.xn--55qx5d.cn"), "b.xn--55qx5d.cn", "公司.cn");
         assert_eq!(site("a.b.example.com."), "example.com", "a trailing dot");
-        assert!(PLAIN.is_sorted() && WILDCARD.is_sorted() && EXCEPTION.is_sorted());
-        assert!(PLAIN.len() > 9000 && WILDCARD.len() > 50 && EXCEPTION.len() >= 8);
+        let names: Vec<&str> = (0..PSL_RULES.len()).map(|i| psl_name(i).unwrap()).collect();
+        assert!(names.len() > 9000 && names.is_sorted());
+        assert_eq!(PSL_TABLE.iter().filter(|&&p| p != 0).count(), names.len());
+        // Every name is found from its own slot, and no name is found where none is.
+        assert!(names.iter().zip(PSL_RULES).all(|(name, rules)| rules != 0 && rules_for(name) == rules));
+        assert_eq!(PSL_RULES.iter().filter(|&&rules| rules & PSL_EXCEPTION != 0).count(), 8);
+        assert_eq!(rules_for("not-a-suffix.example"), 0);
+        assert_eq!(rules_for(""), 0);
+        assert_eq!(rules_for("com"), PSL_PLAIN);
+        assert_eq!(rules_for("kobe.jp"), PSL_WILDCARD);
+        assert_eq!(rules_for("city.kobe.jp"), PSL_EXCEPTION);
     }
 
     #[test]

@@ -205,21 +205,103 @@ pub type NativeVerify = fn(key: &[u8; 32], message: &[u8], signature: &[u8; 64])
 
 static NATIVE_VERIFY: std::sync::OnceLock<NativeVerify> = std::sync::OnceLock::new();
 
-/// Hands the Ed25519 equation to `verify` for the rest of the process; false if one was set
-/// already. The rules stay in Rust: before asking it, [`PreparedKey::verify_raw`] refuses what
-/// `verify_strict` refuses and a plain RFC 8032 verifier may accept ([`strict_encodings`]). What
-/// is left, the cofactorless equation over canonical encodings, is the same in every RFC 8032
-/// verifier: `tests/ed25519_native.rs` shows the answers equal `verify_strict`'s on Wycheproof,
-/// speccheck and CCTV with a lenient verifier, and `tests/e2e/ed25519_workerd.mjs` with
-/// workerd's own.
-pub fn set_native_verify(verify: NativeVerify) -> bool {
-    NATIVE_VERIFY.set(verify).is_ok()
+/// Hands the Ed25519 equation to `verify` for the rest of the process, once it has given the
+/// known answers below; refused (with the first answer that was wrong) when it has not, or when
+/// a verifier is set already. The rules stay in Rust: before asking it,
+/// [`PreparedKey::verify_raw`] refuses what `verify_strict` refuses and a plain RFC 8032 verifier
+/// may accept ([`strict_encodings`]). What is left is the equation, which `verify_strict` checks
+/// cofactorless; RFC 8032 also allows the cofactored check, which accepts some signatures with a
+/// mixed-order `R` that the cofactorless one refuses, so the known answers include two of those
+/// (speccheck's cases 4 and 5, which only a cofactored verifier accepts) and one that both
+/// accept (case 3, which a verifier insisting on full-order points would refuse).
+/// `tests/ed25519_native.rs` shows a verifier that passes gives `verify_strict`'s answers on
+/// Wycheproof, speccheck and CCTV; `tests/e2e/ed25519_workerd.mjs` shows it for workerd's.
+pub fn set_native_verify(verify: NativeVerify) -> Result<(), String> {
+    known_answers(verify)?;
+    NATIVE_VERIFY.set(verify).map_err(|_| "a native verifier is set already".to_owned())
+}
+
+/// speccheck (tests/vectors/ed25519-extra/speccheck, Apache-2.0) cases 3, 4 and 5: one key, a
+/// message, a signature, and what a cofactorless verifier answers.
+const SPECCHECK_KNOWN: [(&str, &str, &str, bool); 3] = [
+    (
+        "cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d",
+        "9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79",
+        "9046a64750444938de19f227bb80485e92b83fdb4b6506c160484c016cc1852f87909e14428a7a1d62e9f22f3d3ad7802db02eb2e688b6c52fcd6648a98bd009",
+        true,
+    ),
+    (
+        "cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d",
+        "e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c",
+        "160a1cb0dc9c0258cd0a7d23e94d8fa878bcb1925f2c64246b2dee1796bed5125ec6bc982a269b723e0668e540911a9a6a58921d6925e434ab10aa7940551a09",
+        false,
+    ),
+    (
+        "cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d",
+        "e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c",
+        "21122a84e0b5fca4052f5b1235c80a537878b38f3142356b2c2384ebad4668b7e40bc836dac0f71076f9abe3a53f9c03c1ceeeddb658d0030494ace586687405",
+        false,
+    ),
+];
+
+/// Asks `verify` what `verify_strict` knows the answer to: a signature made here, and the same
+/// with one bit of the message, of `R` and of `S` changed, and with another key; and the three
+/// speccheck cases. Every answer must be given, and right.
+fn known_answers(verify: NativeVerify) -> Result<(), String> {
+    let key = SigningKey::from_seed([0x6e; 32]);
+    let other = SigningKey::from_seed([0x35; 32]);
+    let message = b"nyx5 native Ed25519 known answers";
+    let signature = key.sign_raw(message);
+    let flip = |mut bytes: [u8; 64], at: usize| {
+        if let Some(b) = bytes.get_mut(at) {
+            *b ^= 1;
+        }
+        bytes
+    };
+    let mut cases = vec![
+        ("a signature made here".to_owned(), *key.public().bytes(), message.to_vec(), signature, true),
+        (
+            "another message".to_owned(),
+            *key.public().bytes(),
+            b"nyx5 native Ed25519 known answerz".to_vec(),
+            signature,
+            false,
+        ),
+        ("a bit of R changed".to_owned(), *key.public().bytes(), message.to_vec(), flip(signature, 3), false),
+        ("a bit of S changed".to_owned(), *key.public().bytes(), message.to_vec(), flip(signature, 40), false),
+        ("another key".to_owned(), *other.public().bytes(), message.to_vec(), signature, false),
+    ];
+    for (i, (public, msg, sig, expected)) in SPECCHECK_KNOWN.iter().enumerate() {
+        let decoded = (unhex_array::<32>(public), unhex(msg), unhex_array::<64>(sig));
+        let (Some(public), Some(msg), Some(sig)) = decoded else {
+            return Err("a known answer does not decode".to_owned());
+        };
+        cases.push((format!("speccheck case {}", i + 3), public, msg, sig, *expected));
+    }
+    for (what, public, msg, sig, expected) in cases {
+        match verify(&public, &msg, &sig) {
+            Some(answer) if answer == expected => {}
+            answer => return Err(format!("{what}: answered {answer:?}, not {expected}")),
+        }
+    }
+    Ok(())
+}
+
+/// Hex to bytes, for the known answers.
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
+}
+
+fn unhex_array<const N: usize>(hex: &str) -> Option<[u8; N]> {
+    unhex(hex)?.try_into().ok()
 }
 
 /// The checks on a signature's encodings that `verify_strict` makes beside its equation, and a
-/// little more: `S` below ℓ; `A` and `R` written canonically (`y` below p: RFC 8032 refuses
-/// anything else, and the only points with two encodings are of small order); neither of small
-/// order. A few comparisons and, for `A`, three doublings: no decompression.
+/// little more: `S` below ℓ; `A` and `R` written canonically (`y` below p, as RFC 8032's decoding
+/// demands; dalek would take some of the few `y` ≥ p that are points, for `A` — no signature by
+/// such a key can be made without its discrete logarithm — and a non-canonical `R` never equals
+/// the `R` an RFC 8032 verifier computes); neither of small order. A few comparisons and, for
+/// `A`, three doublings: no decompression.
 fn strict_encodings(key: &ed25519_dalek::VerifyingKey, signature: &[u8; 64]) -> bool {
     let (r, s) = signature.split_at(32);
     let (Ok(r), Ok(s)) = (<[u8; 32]>::try_from(r), <[u8; 32]>::try_from(s)) else {

@@ -9,18 +9,19 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::{read_json, s, unhex, unhex_array};
-use nyx5_proto::crypto::{SigPublic, set_native_verify};
+use nyx5_proto::crypto::{NativeVerify, SigPublic, set_native_verify};
 
 static ASKED: AtomicUsize = AtomicUsize::new(0);
 static UNANSWERED: AtomicUsize = AtomicUsize::new(0);
+static SILENT_NOW_AND_THEN: AtomicBool = AtomicBool::new(false);
 
-/// Lenient, and now and then unable to answer (every seventh call), so the fallback to Rust is
-/// exercised too.
+/// Lenient, and once installed now and then unable to answer (every seventh call), so the
+/// fallback to Rust is exercised too.
 fn lenient(key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> Option<bool> {
-    if ASKED.fetch_add(1, Ordering::Relaxed) % 7 == 6 {
+    if ASKED.fetch_add(1, Ordering::Relaxed) % 7 == 6 && SILENT_NOW_AND_THEN.load(Ordering::Relaxed) {
         UNANSWERED.fetch_add(1, Ordering::Relaxed);
         return None;
     }
@@ -76,8 +77,22 @@ fn a_lenient_native_verifier_gives_verify_strict_answers() {
     let differs = cases.iter().filter(|(_, k, m, sig)| lenient(k, m, sig) == Some(true) && !strict(k, m, sig)).count();
     assert!(differs > 50, "only {differs} cases tell the verifiers apart");
 
-    assert!(set_native_verify(lenient));
-    assert!(!set_native_verify(lenient), "a second verifier is refused");
+    // Verifiers that do not give the known answers are refused, and change nothing.
+    let refusals: [(NativeVerify, &str); 4] = [
+        (|_, _, _| Some(true), "another message"),
+        (|_, _, _| Some(false), "a signature made here"),
+        (|_, _, _| None, "a signature made here"),
+        // Right on honest signatures, wrong on the mixed-order case only a cofactored one accepts.
+        (|k, m, s| if m.len() == 32 && m[0] == 0xe4 { Some(true) } else { lenient(k, m, s) }, "speccheck case 4"),
+    ];
+    for (verifier, why) in refusals {
+        let refused = set_native_verify(verifier).unwrap_err();
+        assert!(refused.starts_with(why), "{refused}");
+    }
+
+    set_native_verify(lenient).unwrap();
+    assert_eq!(set_native_verify(lenient).unwrap_err(), "a native verifier is set already");
+    SILENT_NOW_AND_THEN.store(true, Ordering::Relaxed);
     ASKED.store(0, Ordering::Relaxed);
     let mut accepted = 0;
     for (what, key, msg, sig) in &cases {
