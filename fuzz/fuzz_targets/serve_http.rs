@@ -8,12 +8,14 @@
 
 use libfuzzer_sys::fuzz_target;
 
-mod serve {
-    #[allow(dead_code, unreachable_pub)]
-    #[path = "../../../crates/cli/src/serve/http.rs"]
-    mod http;
+// Declared here at the crate root, not inside `mod serve`: there `#[path]` is taken from
+// `fuzz_targets/serve/`, a directory git does not keep, so a clean checkout could not find it.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../crates/cli/src/serve/http.rs"]
+mod http;
 
-    use http::{Chunked, Framing, parse_head};
+mod serve {
+    use super::http::{Chunked, Framing, parse_head};
 
     /// The cap the target reads bodies under (small, so the 413 path is reached).
     const MAX_BODY: usize = 4096;
