@@ -116,6 +116,14 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     // Mailbox quotas and rates (`NYX5_MAILBOX_MAX_ENVELOPES`, … : nyx5_house::config::LIMIT_SETTINGS).
     c.read_limits(|name| read(env, name)).map_err(|e| invalid("limits", e.reason))?;
     c.index_enabled = switch("NYX5_INDEX", false)?;
+    if let Some(n) = read(env, "NYX5_INDEX_FETCHES") {
+        c.index_fetches = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| invalid("NYX5_INDEX_FETCHES", "must be an integer from 1 to 1000"))?;
+    }
     c.welcome = amount("NYX5_WELCOME", 0, nyx5_proto::limits::MAX_AMOUNT)?;
     c.fee_bps = amount("NYX5_FEE_BPS", 1_000, nyx5_proto::limits::BPS_WHOLE)?;
     if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {

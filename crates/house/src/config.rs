@@ -221,9 +221,12 @@ pub struct Config {
     /// releases and stamps in basis points (`NYX5_FEE_BPS`, 0–10000).
     pub welcome: i64,
     pub fee_bps: i64,
-    /// Read now so an existing deployment's settings carry over; the federated index uses it
-    /// when it lands.
+    /// Whether this house runs a federated index (`NYX5_INDEX`, `nyx5 serve --index`; spec §13):
+    /// `/index/*` answers and each tick crawls the registered houses.
     pub index_enabled: bool,
+    /// Outbound requests one tick's crawl may make (`NYX5_INDEX_FETCHES`); each costs about
+    /// three subrequests with its D1 reads and writes.
+    pub index_fetches: u32,
     /// The email bridge's outbound provider (Resend): its API key and the verified sender
     /// address mail goes out from. Without both, outbound email stays pending.
     pub resend_key: Option<String>,
@@ -265,6 +268,7 @@ impl Config {
             welcome: 0,
             fee_bps: 1_000,
             index_enabled: false,
+            index_fetches: crate::index::FETCHES_PER_TICK,
             max_bytes: limits::MAX_ENVELOPE_BYTES,
             resend_key: None,
             email_sender: None,

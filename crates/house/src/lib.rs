@@ -10,6 +10,7 @@ pub mod config;
 pub mod domain_keys;
 pub mod email;
 pub mod http;
+pub mod index;
 pub mod libro;
 pub mod mailbox;
 pub mod migrations;

@@ -51,6 +51,8 @@ pub struct TickReport {
     pub retried: usize,
     /// Jobs that ended bounced (no recipient reached).
     pub bounced: usize,
+    /// The federated index's crawl, when this house runs one.
+    pub crawl: crate::index::CrawlReport,
 }
 
 /// What one recipient's house said about it.
@@ -433,6 +435,10 @@ impl<D: Db, N: Net> House<D, N> {
         let _recertified = self.recertify_some(now).await.ok();
         // So is the Libro's: welcome gifts owed, bonds that expired.
         let _libro = self.libro_upkeep().await.ok();
+        // And the index's crawl, within its own budget of fetches.
+        if self.config.index_enabled {
+            report.crawl = self.crawl_index(self.config.index_fetches).await.unwrap_or_default();
+        }
         Ok(report)
     }
 

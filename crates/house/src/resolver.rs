@@ -660,7 +660,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
 
     /// GET `url` over `Net`. Transport failures and 5xx, 421, 429 or redirects are temporary
     /// (503); 404 and 410 are 404; other answers are refused (403).
-    async fn fetch(&self, url: String, what: &str) -> Result<Vec<u8>, Error> {
+    pub(crate) async fn fetch(&self, url: String, what: &str) -> Result<Vec<u8>, Error> {
         let resp = self
             .net
             .send(OutRequest {
@@ -686,9 +686,15 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
 impl<D: Db, N: Net> House<D, N> {
     /// The resolver over this house's network, database, memo and configuration.
     pub(crate) fn resolver(&self) -> Resolver<'_, outbound::Guarded<N>, DbPins<'_, D>> {
+        self.resolver_over(&self.net)
+    }
+
+    /// The resolver over `net` (the house's own, or one that wraps it, such as the crawl's
+    /// metered network) and this house's database, memo and configuration.
+    pub(crate) fn resolver_over<'a, M: Net>(&'a self, net: &'a M) -> Resolver<'a, M, DbPins<'a, D>> {
         static NONE: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
         Resolver {
-            net: &self.net,
+            net,
             store: DbPins(&self.db),
             memo: &self.cards.memo,
             sources: Sources {

@@ -54,6 +54,10 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         (_, ["libro", "cuenta", _] | ["libro", "contrato", _] | ["libro", "topup"] | ["libro", "diario"]) => {
             Err(method_not_allowed(req))
         }
+        ("POST", ["index", "houses"]) => routes::index::register(house, req).await,
+        ("GET", ["index", "houses"]) => routes::index::houses(house, req).await,
+        ("GET", ["index", "agents"]) => routes::index::search(house, req).await,
+        (_, ["index", "houses"] | ["index", "agents"]) => Err(method_not_allowed(req)),
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
         ("GET", ["outbox", local]) => routes::outbox::get(house, req, local).await,
         (_, ["outbound"] | ["outbox", _]) => Err(method_not_allowed(req)),

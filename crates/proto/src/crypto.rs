@@ -65,11 +65,13 @@ pub enum Context {
     Entry,
     /// An agent's public history, signed by its house (spec §21).
     Historial,
+    /// A federated index's answer to a search, signed by the index's house (spec §13).
+    IndexAnswer,
 }
 
 impl Context {
     /// Every kind, for tests that check none verifies as another.
-    pub const ALL: [Context; 14] = [
+    pub const ALL: [Context; 15] = [
         Context::DomainCard,
         Context::AgentCard,
         Context::Delegation,
@@ -84,6 +86,7 @@ impl Context {
         Context::DomainKeyHandover,
         Context::Entry,
         Context::Historial,
+        Context::IndexAnswer,
     ];
 
     /// The label this kind's signatures start with.
@@ -103,6 +106,7 @@ impl Context {
             Context::DomainKeyHandover => "nyx5/1 domain-key-handover",
             Context::Entry => "nyx5/1 asiento",
             Context::Historial => "nyx5/1 historial",
+            Context::IndexAnswer => "nyx5/1 index-answer",
         }
     }
 

@@ -124,6 +124,14 @@ pub(crate) struct Args {
     #[arg(long, value_name = "BPS", env = "NYX5_FEE_BPS", default_value_t = 1000,
           value_parser = clap::value_parser!(i64).range(0..=nyx5_proto::limits::BPS_WHOLE))]
     fee_bps: i64,
+    /// Run a federated index (spec §13): `/index/*` answers, and each tick crawls the houses
+    /// registered with `POST /index/houses`.
+    #[arg(long, env = "NYX5_INDEX", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1)]
+    index: bool,
+    /// Outbound requests one tick's crawl may make.
+    #[arg(long, value_name = "N", env = "NYX5_INDEX_FETCHES", default_value_t = nyx5_house::index::FETCHES_PER_TICK,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    index_fetches: u32,
 }
 
 /// The wall clock, in whole milliseconds.
@@ -281,6 +289,8 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.require_relay = args.require_relay;
         config.welcome = args.welcome;
         config.fee_bps = args.fee_bps;
+        config.index_enabled = args.index;
+        config.index_fetches = args.index_fetches;
         config.allow_http = args.allow_private_network;
         // Quotas and rates, named as on the Worker (nyx5_house::config::LIMIT_SETTINGS).
         config.read_limits(|name| std::env::var(name).ok()).map_err(|e| Failure::usage(e.reason.to_string()))?;

@@ -4,6 +4,7 @@ pub mod agents;
 pub mod email;
 pub mod health;
 pub mod inbound;
+pub mod index;
 pub mod invitations;
 pub mod libro;
 pub mod lists;

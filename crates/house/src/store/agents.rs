@@ -224,6 +224,6 @@ pub async fn directory<D: Db>(
 }
 
 /// Escapes `\`, `%` and `_` for a LIKE pattern with `ESCAPE '\'`.
-fn escape_like(s: &str) -> String {
+pub(crate) fn escape_like(s: &str) -> String {
     s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }

@@ -6,6 +6,7 @@ pub mod domain_keys;
 pub mod email;
 pub mod guard;
 pub mod inbox;
+pub mod index;
 pub mod libro;
 pub mod mailbox;
 pub mod queue;

@@ -1,0 +1,311 @@
+//! The federated index (spec §13, `urn:nyx5:ext:indice`; docs/SPEC.md §13): a house that runs
+//! one crawls the directories of the houses registered with it and answers searches over the
+//! cards it found, signed.
+//!
+//! The crawl is a sequence of small steps, each of which reads one house's row, fetches one
+//! thing and writes one batch guarded by the row it read, so a tick can stop anywhere and the
+//! next resumes where it stopped. A pass over a house is: `start` (fetch and verify its domain
+//! card again), `cards` (its directory a page at a time: each card verified against the domain
+//! card, kept; one that no longer verifies dropped), then, once the directory ends, the cards
+//! the pass did not see are dropped and `history` reads each card's signed public history (§21)
+//! for the ranking. A domain card that no longer verifies drops every card of its house.
+//!
+//! A tick spends at most [`crate::Config::index_fetches`] outbound requests on the crawl
+//! ([`Metered`]); a step that runs out of budget halfway writes nothing and is done again by the
+//! next tick.
+
+use std::cell::Cell;
+
+use nyx5_proto::card::AgentCard;
+use nyx5_proto::crypto::Context;
+use nyx5_proto::json::{Value, field};
+use nyx5_proto::sign::verify_object;
+use nyx5_proto::{Address, Error, ErrorKind, Timestamp, limits};
+
+use crate::House;
+use crate::http::Request;
+use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
+use crate::resolver::Resolved;
+use crate::store::index::{self as store, CardRow, HouseRow};
+
+/// Cards asked for per directory page.
+pub const PAGE: i64 = 50;
+/// Most houses an index crawls. Registration past it is refused (`507`-free: a 409 says so).
+pub const MAX_HOUSES: i64 = 1_000;
+/// Most cards kept of one house; a directory longer than this is read up to it.
+pub const MAX_CARDS_PER_HOUSE: i64 = 1_000;
+/// A finished pass waits this long before the next one over the same house.
+pub const RECRAWL_MS: i64 = 60 * 60 * 1000;
+/// A card's history is read again after this long.
+pub const HISTORY_MS: i64 = 24 * 60 * 60 * 1000;
+/// After a failed step the house waits this long, doubled for each failure in a row.
+pub const RETRY_MS: i64 = 10 * 60 * 1000;
+/// The longest wait between attempts at a failing house.
+pub const RETRY_MAX_MS: i64 = 24 * 60 * 60 * 1000;
+/// A house that has not verified for this long is forgotten, with its cards.
+pub const FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Outbound requests a tick's crawl makes by default: with their D1 statements about a third of
+/// the Workers Free plan's 50 subrequests, the queue keeping the rest.
+pub const FETCHES_PER_TICK: u32 = 5;
+/// Most steps one tick takes (the house's own directory costs no fetch, so fetches alone do not
+/// bound a tick).
+pub const MAX_STEPS: u32 = 64;
+/// The ranking every answer states.
+pub const RANKING: &str = "text score (3: a capability named q, 2: q in the address, 1: q elsewhere in the card), \
+then released sales in the origin's signed history, then address";
+
+/// A network that answers at most `left` requests, then refuses without sending, remembering that
+/// it did so (`spent`): the crawl's budget of subrequests for one tick.
+#[derive(Debug)]
+pub struct Metered<'a, N> {
+    pub net: &'a N,
+    pub left: &'a Cell<u32>,
+    pub spent: &'a Cell<bool>,
+}
+
+impl<N: Net> Net for Metered<'_, N> {
+    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
+        let left = self.left.get();
+        if left == 0 {
+            self.spent.set(true);
+            return Err(PortError::Unreached("this tick's crawl budget is spent".into()));
+        }
+        self.left.set(left - 1);
+        self.net.send(request).await
+    }
+}
+
+/// What one tick's crawl did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrawlReport {
+    pub steps: u32,
+    pub fetches: u32,
+    pub failed: u32,
+}
+
+/// How long a house that failed `failures` times in a row waits.
+pub fn retry_after(failures: i64) -> i64 {
+    let doublings = u32::try_from(failures.clamp(0, 16)).unwrap_or(16);
+    RETRY_MS.saturating_mul(1i64 << doublings).min(RETRY_MAX_MS)
+}
+
+/// A step's outcome.
+enum Outcome {
+    /// Written; go on.
+    Done,
+    /// The budget ran out before the step could finish: nothing was written.
+    OutOfBudget,
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// One tick's share of the crawl: steps over the due houses until the budget of fetches or
+    /// of steps is spent or nothing is due.
+    pub async fn crawl_index(&self, fetches: u32) -> Result<CrawlReport, Error> {
+        let left = Cell::new(fetches);
+        let spent = Cell::new(false);
+        let net = Metered { net: &self.net, left: &left, spent: &spent };
+        let mut report = CrawlReport::default();
+        while report.steps < MAX_STEPS {
+            let now = self.now().millis();
+            let Some(h) = store::due(&self.db, now).await? else { break };
+            report.steps += 1;
+            let before = left.get();
+            let outcome = self.step(&net, &h, now, &mut report).await?;
+            report.fetches += before - left.get();
+            if matches!(outcome, Outcome::OutOfBudget) {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn step<M: Net>(
+        &self,
+        net: &Metered<'_, M>,
+        h: &HouseRow,
+        now: i64,
+        report: &mut CrawlReport,
+    ) -> Result<Outcome, Error> {
+        let result = match h.phase.as_str() {
+            "cards" => self.read_page(net, h, now).await,
+            "history" => self.read_history(net, h, now).await,
+            _ => self.begin(net, h, now).await,
+        };
+        let writes = match result {
+            _ if net.spent.get() => return Ok(Outcome::OutOfBudget),
+            Ok(writes) => writes,
+            Err(e) => {
+                report.failed += 1;
+                self.failure_writes(h, &e, now)
+            }
+        };
+        self.db.batch(writes).await.map_err(crate::port_error)?;
+        Ok(Outcome::Done)
+    }
+
+    /// A failed step: a house that is not (or no longer) a house its domain certifies loses its
+    /// cards; one merely unreachable keeps them until [`FORGET_MS`] without a verified pass.
+    fn failure_writes(&self, h: &HouseRow, e: &Error, now: i64) -> Vec<crate::ports::Stmt> {
+        let last_ok = h.ok_at.unwrap_or(0);
+        if now.saturating_sub(last_ok) > FORGET_MS && h.failures > 0 {
+            return vec![store::forget(&h.domain)];
+        }
+        let mut writes = Vec::new();
+        if !e.kind.is_temporary() {
+            writes.push(store::drop_cards(&h.domain));
+        }
+        writes.push(store::failed(h, &e.reason, now.saturating_add(retry_after(h.failures))));
+        writes
+    }
+
+    /// The domain this house crawls, resolved afresh (`refresh`) or from the caches.
+    async fn crawl_domain<M: Net>(&self, net: &Metered<'_, M>, domain: &str, refresh: bool) -> Result<Resolved, Error> {
+        if domain == self.config.domain {
+            return self.resolve_domain(domain).await;
+        }
+        self.resolver_over(net).domain(domain, refresh).await
+    }
+
+    /// GETs `path` at the crawled house: the house's own routes answer its own domain without a
+    /// fetch.
+    async fn crawl_get<M: Net>(&self, net: &Metered<'_, M>, h: &HouseRow, path: &str) -> Result<Vec<u8>, Error> {
+        let what = format!("{path} of {}", h.domain);
+        if h.domain == self.config.domain {
+            let resp = Box::pin(self.handle(Request::new("GET", path, vec![], vec![]))).await;
+            return match resp.status {
+                200 => Ok(resp.body),
+                404 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found"))),
+                s => Err(Error::new(ErrorKind::Unavailable, format!("{what}: answered {s}"))),
+            };
+        }
+        self.resolver_over(net).fetch(format!("{}{path}", h.url), &what).await
+    }
+
+    async fn begin<M: Net>(
+        &self,
+        net: &Metered<'_, M>,
+        h: &HouseRow,
+        now: i64,
+    ) -> Result<Vec<crate::ports::Stmt>, Error> {
+        let domain = self.crawl_domain(net, &h.domain, true).await?;
+        Ok(vec![store::begin_pass(h, &domain.url, now)])
+    }
+
+    async fn read_page<M: Net>(
+        &self,
+        net: &Metered<'_, M>,
+        h: &HouseRow,
+        now: i64,
+    ) -> Result<Vec<crate::ports::Stmt>, Error> {
+        let body = self.crawl_get(net, h, &format!("/agents?limit={PAGE}&offset={}", h.cursor)).await?;
+        let page = Value::parse(&body, limits::MAX_DOCUMENT_BYTES)
+            .map_err(|e| Error::forbidden(format!("the directory of {}: {}", h.domain, e.reason)))?;
+        let page = page
+            .as_object()
+            .ok_or_else(|| Error::forbidden(format!("the directory of {} is not an object", h.domain)))?;
+        if field::str(page, "house").ok() != Some(h.domain.as_str()) {
+            return Err(Error::forbidden(format!("the directory at {} does not say it is {}", h.url, h.domain)));
+        }
+        let cards = field::opt_array(page, "agents")?.unwrap_or_default();
+        let domain = self.crawl_domain(net, &h.domain, false).await?;
+        let pass = h.pass;
+        let mut writes = Vec::new();
+        let shown = cards.iter().take(usize::try_from(PAGE).unwrap_or(0));
+        let mut seen = 0i64;
+        // A page may show an address twice: one good copy is kept, whatever else it shows.
+        let mut kept = std::collections::BTreeSet::new();
+        for c in shown {
+            seen += 1;
+            let Some(o) = c.as_object() else { continue };
+            let Ok(card) = AgentCard::from_object(o.clone()) else { continue };
+            let address = card.address().clone();
+            if address.domain() != h.domain || !card.listed() {
+                continue;
+            }
+            match self.verify_crawled(net, card, &domain).await {
+                Ok(card) => {
+                    kept.insert(address.as_str().to_owned());
+                    let text = card.to_value().canonical_string();
+                    let idx = crate::routes::agents::index(&card);
+                    writes.push(store::put_card(
+                        &CardRow {
+                            address: address.as_str(),
+                            house: &h.domain,
+                            card: &text,
+                            search: &idx.search,
+                            accepts: &idx.accepts,
+                            caps: &idx.caps,
+                            valid_until: card.valid_until().map(|t| t.millis()),
+                            pass,
+                        },
+                        MAX_CARDS_PER_HOUSE,
+                    ));
+                }
+                Err(e) if e.kind.is_temporary() => writes.push(store::keep_card(address.as_str(), &h.domain, pass)),
+                Err(_) if !kept.contains(address.as_str()) => writes.push(store::drop_card(address.as_str())),
+                Err(_) => {}
+            }
+        }
+        let read = h.cursor.saturating_add(seen);
+        if seen < PAGE || read >= MAX_CARDS_PER_HOUSE {
+            writes.push(store::drop_unseen(&h.domain, pass));
+            writes.push(store::advance(h, "history", 0, now));
+        } else {
+            writes.push(store::advance(h, "cards", read, now));
+        }
+        Ok(writes)
+    }
+
+    async fn verify_crawled<M: Net>(
+        &self,
+        net: &Metered<'_, M>,
+        card: AgentCard,
+        domain: &Resolved,
+    ) -> Result<nyx5_proto::sign::Verified<AgentCard>, Error> {
+        if card.address().domain() == self.config.domain {
+            // Our own cards: verified as any local card is, parent included.
+            return self
+                .local_card(card.address().local())
+                .await?
+                .filter(|c| c.to_value() == card.to_value())
+                .ok_or_else(|| Error::forbidden(format!("{} is not the card this house holds", card.address())));
+        }
+        self.resolver_over(net).verify_card(card, domain).await
+    }
+
+    async fn read_history<M: Net>(
+        &self,
+        net: &Metered<'_, M>,
+        h: &HouseRow,
+        now: i64,
+    ) -> Result<Vec<crate::ports::Stmt>, Error> {
+        let Some(address) = store::history_due(&self.db, &h.domain, now.saturating_sub(HISTORY_MS)).await? else {
+            return Ok(vec![store::advance(h, "start", 0, now.saturating_add(RECRAWL_MS))]);
+        };
+        let Ok(who) = Address::parse(&address) else {
+            return Ok(vec![store::drop_card(&address)]);
+        };
+        match self.crawl_get(net, h, &format!("/agents/{}/historial", who.local())).await {
+            Ok(body) => {
+                let domain = self.crawl_domain(net, &h.domain, false).await?;
+                Ok(vec![store::set_history(&address, released_sales(&body, &who, &domain, self.now()), now)])
+            }
+            // Unreachable now: the last reading stands, and the pass goes on.
+            Err(e) if e.kind.is_temporary() => Ok(vec![store::history_tried(&address, now)]),
+            Err(_) => Ok(vec![store::set_history(&address, None, now)]),
+        }
+    }
+}
+
+/// The released sales (`vendiendo.liberados`) of an agent's public history, if `body` is one for
+/// `who` signed by its domain; `None` for anything else (the ranking then counts none).
+pub fn released_sales(body: &[u8], who: &Address, domain: &Resolved, now: Timestamp) -> Option<i64> {
+    let doc = Value::parse(body, limits::MAX_DOCUMENT_BYTES).ok()?;
+    let doc = doc.as_object()?;
+    verify_object(doc, "signature", Context::Historial, |k| domain.card.accepts_key(k, now)).ok()?;
+    if field::str(doc, "address").ok()? != who.as_str() {
+        return None;
+    }
+    let selling = doc.get("vendiendo")?.as_object()?;
+    selling.get("liberados")?.as_safe_integer().filter(|n| *n >= 0)
+}

@@ -1,0 +1,375 @@
+//! The federated index (spec §13, docs/SPEC.md §13): registration as the gate, the crawl by
+//! ticks within a budget and resuming where it stopped, cards that stop being listed or
+//! certified leaving the index, the signed and ranked search — houses on real SQLite, talking
+//! over the kit's network.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod kit;
+
+use kit::*;
+use nyx5_house::index::{self, CrawlReport};
+use nyx5_house::ports::Stmt;
+use nyx5_house::{Registration, stmt};
+use nyx5_proto::card::AgentCard;
+use nyx5_proto::crypto::{Context, SigningKey};
+use nyx5_proto::json::obj;
+use nyx5_proto::sign::verify_object;
+use nyx5_proto::{Object, Value};
+
+fn caps(listed: bool, description: &str, skills: &[&str]) -> Value {
+    let mut o = obj([("listed", Value::Bool(listed)), ("description", description.into())]);
+    o.insert("accepts".into(), Value::Array(vec!["text/plain".into()]));
+    for s in skills {
+        o.insert((*s).to_owned(), Value::Bool(true));
+    }
+    Value::Object(o)
+}
+
+/// Registers `agent` at `house` (open registration) with `capabilities`, or updates its card.
+fn join(house: &TestHouse, agent: &Agent, capabilities: Value) -> u16 {
+    let body = agent.registration(house, &[("capabilities", capabilities)]);
+    let admin = format!("Bearer admin-{}", house.config.domain);
+    let first = call(house, "POST", "/agents", &[("authorization", &admin)], &body);
+    if first.status != 409 {
+        return first.status;
+    }
+    let token = agent.token(house, "POST", "/agents", &body.canonical());
+    call(house, "POST", "/agents", &[("authorization", &token)], &body).status
+}
+
+fn index_house(w: &World, domain: &str, fetches: u32) -> std::rc::Rc<TestHouse> {
+    let mut c = w.config(domain, Registration::Open);
+    c.index_enabled = true;
+    c.index_fetches = fetches;
+    w.start(c)
+}
+
+fn register(idx: &TestHouse, domain: &str) -> (u16, Object) {
+    let r = call(idx, "POST", "/index/houses", &[], &Value::Object(obj([("domain", domain.into())])));
+    (r.status, r.value().unwrap().as_object().unwrap().clone())
+}
+
+/// Runs the index's crawl until nothing is due (or 200 ticks), adding up what it did.
+fn crawl(idx: &TestHouse) -> CrawlReport {
+    let mut total = CrawlReport::default();
+    for _ in 0..200 {
+        let r = block_on(idx.crawl_index(idx.config.index_fetches)).unwrap();
+        total.steps += r.steps;
+        total.fetches += r.fetches;
+        total.failed += r.failed;
+        if r.steps == 0 {
+            break;
+        }
+    }
+    total
+}
+
+/// A search's answer, its signature checked against the index's key.
+fn search(idx: &TestHouse, query: &str) -> Object {
+    let v = json(&call_raw(idx, "GET", &format!("/index/agents{query}"), &[], vec![]), 200);
+    let o = v.as_object().unwrap().clone();
+    let key = idx.config.key.public();
+    verify_object(&o, "signature", Context::IndexAnswer, |k| *k == key).expect("signed by the index's house");
+    o
+}
+
+fn found(answer: &Object) -> Vec<String> {
+    answer["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_object().unwrap()["address"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn run(idx: &TestHouse, sql: &str) {
+    // Statements hold `&'static str`; a test's few leaked strings are nothing.
+    let sql: &'static str = sql.to_owned().leak();
+    block_on(idx.db.sqlite.batch(vec![Stmt::new(sql, vec![])])).unwrap();
+}
+
+fn count(idx: &TestHouse, sql: &'static str) -> i64 {
+    block_on(idx.db.sqlite.query(stmt!(sql))).unwrap()[0].int("n").unwrap()
+}
+
+use nyx5_house::ports::Db as _;
+
+/// Two houses with agents, and an index that knows them.
+struct Town {
+    w: World,
+    a: std::rc::Rc<TestHouse>,
+    b: std::rc::Rc<TestHouse>,
+    idx: std::rc::Rc<TestHouse>,
+}
+
+fn town(fetches: u32) -> Town {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Open);
+    let b = w.house("b.test", Registration::Open);
+    assert_eq!(join(&a, &Agent::new("translator@a.test", 10), caps(true, "Spanish to English", &["translate"])), 201);
+    assert_eq!(join(&a, &Agent::new("quiet@a.test", 11), caps(false, "translates too, unlisted", &["translate"])), 201);
+    assert_eq!(join(&b, &Agent::new("poet@b.test", 12), caps(true, "writes verse; can translate", &["write"])), 201);
+    assert_eq!(join(&b, &Agent::new("translate@b.test", 13), caps(true, "a name that says it", &["summarize"])), 201);
+    let idx = index_house(&w, "idx.test", fetches);
+    Town { w, a, b, idx }
+}
+
+#[test]
+fn an_index_finds_listed_cards_of_the_houses_registered_with_it_and_signs_its_answers() {
+    let t = town(5);
+    let (status, row) = register(&t.idx, "a.test");
+    assert_eq!(status, 201, "{row:?}");
+    assert_eq!(row["key"].as_str(), Some(t.a.config.key.public().to_b64().as_str()));
+    assert_eq!(register(&t.idx, "b.test").0, 201);
+    assert_eq!(register(&t.idx, "a.test").0, 200, "registering twice is no error and adds nothing");
+    // Nothing is searchable before a crawl.
+    assert!(found(&search(&t.idx, "?q=translate")).is_empty());
+    let report = crawl(&t.idx);
+    assert_eq!(report.failed, 0);
+    assert!(report.fetches >= 4, "two domain cards and two directories at least: {report:?}");
+    // The unlisted agent is not enumerated; the ranking puts a capability named `translate`
+    // first, then the address, then the description.
+    let answer = search(&t.idx, "?q=translate");
+    assert_eq!(found(&answer), ["translator@a.test", "translate@b.test", "poet@b.test"]);
+    for c in answer["agents"].as_array().unwrap() {
+        let mut card = c.as_object().unwrap().clone();
+        let origin = card.remove("_house").unwrap();
+        let card = AgentCard::from_object(card).unwrap();
+        assert_eq!(origin.as_str(), Some(card.address().domain()));
+        // The card is the origin's, certified by the origin: it verifies against its domain card.
+        let home = if card.address().domain() == "a.test" { &t.a } else { &t.b };
+        card.verify(home.card(), None, t.idx.now()).unwrap();
+    }
+    assert_eq!(answer["index"].as_str(), Some("idx.test"));
+    assert_eq!(answer["query"].as_object().unwrap()["q"].as_str(), Some("translate"));
+    // Filters: the house, a capability, a media type.
+    assert_eq!(found(&search(&t.idx, "?house=b.test")), ["poet@b.test", "translate@b.test"]);
+    assert_eq!(found(&search(&t.idx, "?capability=write")), ["poet@b.test"]);
+    assert!(found(&search(&t.idx, "?accepts=image/png")).is_empty());
+    // A tampered answer does not verify.
+    let mut forged = search(&t.idx, "?q=poet");
+    forged.insert("agents".into(), Value::Array(vec![]));
+    let key = t.idx.config.key.public();
+    assert!(verify_object(&forged, "signature", Context::IndexAnswer, |k| *k == key).is_err());
+    assert!(verify_object(&search(&t.idx, ""), "signature", Context::Historial, |k| *k == key).is_err());
+    // The listing tells what was crawled.
+    let v = json(&call_raw(&t.idx, "GET", "/index/houses", &[], vec![]), 200);
+    let houses = v.as_object().unwrap()["houses"].as_array().unwrap();
+    assert_eq!(houses.len(), 2);
+    assert_eq!(houses[0].as_object().unwrap()["cards"].as_safe_integer(), Some(1));
+    assert_eq!(houses[1].as_object().unwrap()["cards"].as_safe_integer(), Some(2));
+    assert_eq!(houses[0].as_object().unwrap()["passes"].as_safe_integer(), Some(1));
+    drop(t.w);
+}
+
+#[test]
+fn registration_is_gated_by_a_verified_domain_card_and_bounded() {
+    let t = town(5);
+    // Not a house (nothing answers), not a name, not JSON, not an index.
+    let (status, _) = register(&t.idx, "nowhere.test");
+    assert!((400..600).contains(&status) && status != 201 && status != 200, "{status}");
+    assert_eq!(register(&t.idx, "not a domain").0, 400);
+    assert_eq!(call_raw(&t.idx, "POST", "/index/houses", &[], b"{".to_vec()).status, 400);
+    assert_eq!(
+        call(&t.a, "POST", "/index/houses", &[], &Value::Object(obj([("domain", "b.test".into())]))).status,
+        404
+    );
+    assert_eq!(call_raw(&t.a, "GET", "/index/agents", &[], vec![]).status, 404);
+    assert_eq!(call_raw(&t.idx, "DELETE", "/index/agents", &[], vec![]).status, 405);
+    // A house whose domain card is signed by a key other than the one the index knows for it.
+    t.w.fake("evil.test", |_| nyx5_house::ports::OutResponse { status: 200, body: b"{}".to_vec() });
+    assert!(register(&t.idx, "evil.test").0 >= 400);
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), 0, "nothing failed is kept");
+    // The table is bounded: at the bound, a new house is refused (one already there is not).
+    assert_eq!(register(&t.idx, "a.test").0, 201);
+    for i in 1..index::MAX_HOUSES {
+        run(
+            &t.idx,
+            &format!("INSERT INTO index_houses (domain, url, added_at, next_at) VALUES ('h{i}.example', 'x', 0, 9e15)"),
+        );
+    }
+    assert_eq!(register(&t.idx, "b.test").0, 409);
+    assert_eq!(register(&t.idx, "a.test").0, 200);
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), index::MAX_HOUSES);
+}
+
+#[test]
+fn a_crawl_resumes_where_the_last_tick_stopped_and_keeps_to_its_budget() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Open);
+    for i in 0..120u8 {
+        let agent = Agent::new(&format!("agent{i:03}@a.test"), i.wrapping_add(20));
+        assert_eq!(join(&a, &agent, caps(true, "one of many", &["work"])), 201);
+    }
+    let idx = index_house(&w, "idx.test", 1);
+    assert_eq!(register(&idx, "a.test").0, 201);
+    let cards = || count(&idx, "SELECT count(*) AS n FROM index_cards");
+    // One fetch a tick: the domain card, then a page of 50, another, the last 20.
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let r = block_on(idx.tick()).unwrap();
+        assert!(r.crawl.fetches <= 1, "{r:?}");
+        seen.push(cards());
+    }
+    assert_eq!(seen, [0, 50, 100, 120]);
+    // The history of every card is read, one a tick, and the pass ends.
+    for _ in 0..120 {
+        block_on(idx.tick()).unwrap();
+    }
+    assert_eq!(count(&idx, "SELECT count(*) AS n FROM index_cards WHERE history_at IS NULL"), 0);
+    assert_eq!(count(&idx, "SELECT count(*) AS n FROM index_cards WHERE history = 0"), 120, "no sales yet, published");
+    let r = block_on(idx.tick()).unwrap();
+    assert_eq!(r.crawl, CrawlReport::default(), "nothing is due until the next pass");
+    // Paging the answers is stable: pages of 7 add up to the whole, in order, without overlap.
+    let whole = found(&search(&idx, "?limit=100&q=work"));
+    let mut paged = Vec::new();
+    for p in 0..18 {
+        paged.extend(found(&search(&idx, &format!("?limit=7&offset={}&q=work", p * 7))));
+    }
+    assert_eq!(whole.len(), 100);
+    assert_eq!(paged[..100], whole[..]);
+    assert_eq!(paged.len(), 120);
+}
+
+#[test]
+fn cards_leave_the_index_when_their_origin_stops_listing_or_certifying_them() {
+    let t = town(5);
+    assert_eq!(register(&t.idx, "a.test").0, 201);
+    assert_eq!(register(&t.idx, "b.test").0, 201);
+    crawl(&t.idx);
+    assert_eq!(found(&search(&t.idx, "?house=b.test")), ["poet@b.test", "translate@b.test"]);
+    // The poet unlists itself; nothing changes until the next pass, which drops it.
+    assert_eq!(join(&t.b, &Agent::new("poet@b.test", 12), caps(false, "gone quiet", &["write"])), 200);
+    assert_eq!(crawl(&t.idx).steps, 0, "the next pass is not due yet");
+    t.w.clock.advance(index::RECRAWL_MS);
+    crawl(&t.idx);
+    assert_eq!(found(&search(&t.idx, "?house=b.test")), ["translate@b.test"]);
+    // b.test starts signing with a key that does not continue from the one the index knows:
+    // its domain no longer certifies what the index holds, and every card of it goes.
+    t.w.clock.advance(index::RECRAWL_MS);
+    let mut other = t.b.config.clone();
+    other.key = SigningKey::from_seed([99; 32]);
+    drop(t.b);
+    let _b = t.w.restart(other);
+    let r = crawl(&t.idx);
+    assert!(r.failed >= 1, "{r:?}");
+    assert!(found(&search(&t.idx, "?house=b.test")).is_empty());
+    assert_eq!(found(&search(&t.idx, "")), ["translator@a.test"]);
+    let v = json(&call_raw(&t.idx, "GET", "/index/houses", &[], vec![]), 200);
+    let b = v.as_object().unwrap()["houses"].as_array().unwrap()[1].as_object().unwrap().clone();
+    assert_eq!(b["domain"].as_str(), Some("b.test"));
+    assert!(b["last_error"].as_str().is_some_and(|e| !e.is_empty()));
+    assert_eq!(b["cards"].as_safe_integer(), Some(0));
+    // A house that never verifies again is forgotten after a week of failing.
+    for _ in 0..40 {
+        t.w.clock.advance(index::RETRY_MAX_MS);
+        crawl(&t.idx);
+    }
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses WHERE domain = 'b.test'"), 0);
+    assert_eq!(found(&search(&t.idx, "")), ["translator@a.test"], "a.test is crawled all along");
+}
+
+#[test]
+fn an_unreachable_house_keeps_its_cards_and_is_tried_again_later() {
+    let t = town(5);
+    assert_eq!(register(&t.idx, "a.test").0, 201);
+    crawl(&t.idx);
+    t.w.clock.advance(index::RECRAWL_MS);
+    t.w.down("a.test", true);
+    let r = crawl(&t.idx);
+    assert_eq!(r.failed, 1, "one failure, then a wait: {r:?}");
+    assert_eq!(found(&search(&t.idx, "")), ["translator@a.test"], "a network failure is no reason to drop anything");
+    t.w.clock.advance(index::retry_after(0) - 1);
+    assert_eq!(crawl(&t.idx).steps, 0, "not before its retry");
+    t.w.down("a.test", false);
+    t.w.clock.advance(1);
+    let r = crawl(&t.idx);
+    assert_eq!(r.failed, 0);
+    let v = json(&call_raw(&t.idx, "GET", "/index/houses", &[], vec![]), 200);
+    let a = v.as_object().unwrap()["houses"].as_array().unwrap()[0].as_object().unwrap().clone();
+    assert_eq!(a["failures"].as_safe_integer(), Some(0));
+    assert_eq!(a["passes"].as_safe_integer(), Some(2));
+}
+
+#[test]
+fn a_hostile_directory_gets_only_what_its_domain_certifies_into_the_index() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Open);
+    assert_eq!(join(&a, &Agent::new("honest@a.test", 10), caps(true, "honest", &["work"])), 201);
+    let idx = index_house(&w, "idx.test", 5);
+    assert_eq!(register(&idx, "a.test").0, 201);
+    // Take a real card and its domain's directory, then serve a doctored directory in a.test's
+    // place: a card of another house, a card with a changed description, an unlisted card, junk.
+    let page = json(&call_raw(&a, "GET", "/agents", &[], vec![]), 200);
+    let honest = page.as_object().unwrap()["agents"].as_array().unwrap()[0].clone();
+    let mut doctored = honest.as_object().unwrap().clone();
+    doctored.insert("capabilities".into(), caps(true, "doctored", &["work"]));
+    let mut elsewhere = honest.as_object().unwrap().clone();
+    elsewhere.insert("address".into(), "honest@b.test".into());
+    let agents =
+        vec![honest.clone(), Value::Object(doctored), Value::Object(elsewhere), Value::Null, Value::from(7i64)];
+    let body = Value::Object(obj([("house", "a.test".into()), ("agents", Value::Array(agents))])).canonical();
+    let card_body = a.card().to_value().canonical();
+    w.fake("a.test", move |req| {
+        let body = if req.url.contains("/.well-known/") {
+            card_body.clone()
+        } else if req.url.contains("/agents?") {
+            body.clone()
+        } else {
+            return nyx5_house::ports::OutResponse { status: 404, body: b"{}".to_vec() };
+        };
+        nyx5_house::ports::OutResponse { status: 200, body }
+    });
+    crawl(&idx);
+    let v = json(&call_raw(&idx, "GET", "/index/houses", &[], vec![]), 200);
+    assert_eq!(found(&search(&idx, "")), ["honest@a.test"], "{}", v.canonical_string());
+    let answer = search(&idx, "");
+    let agents = answer["agents"].as_array().unwrap().to_vec();
+    let mut card = agents[0].as_object().unwrap().clone();
+    card.remove("_house");
+    assert_eq!(Value::Object(card), honest);
+}
+
+#[test]
+fn an_index_crawls_its_own_house_without_fetching_and_ranks_by_history_on_a_tie() {
+    let w = World::new();
+    let idx = index_house(&w, "idx.test", 5);
+    for (i, name) in ["alpha", "beta", "gamma"].iter().enumerate() {
+        let agent = Agent::new(&format!("{name}@idx.test"), 40 + u8::try_from(i).unwrap());
+        assert_eq!(join(&idx, &agent, caps(true, "does work", &["work"])), 201);
+    }
+    assert_eq!(register(&idx, "idx.test").0, 201);
+    let r = crawl(&idx);
+    assert_eq!(r.fetches, 0, "its own directory and histories come from itself: {r:?}");
+    assert_eq!(found(&search(&idx, "?q=work")), ["alpha@idx.test", "beta@idx.test", "gamma@idx.test"]);
+    // The history (released sales in the origin's signed §21 document) breaks ties of the text
+    // score; it never outranks a better text match.
+    run(&idx, "UPDATE index_cards SET history = 5 WHERE address = 'gamma@idx.test'");
+    run(&idx, "UPDATE index_cards SET history = 2 WHERE address = 'beta@idx.test'");
+    assert_eq!(found(&search(&idx, "?q=work")), ["gamma@idx.test", "beta@idx.test", "alpha@idx.test"]);
+    assert_eq!(found(&search(&idx, "?q=alpha")), ["alpha@idx.test"]);
+}
+
+#[test]
+fn only_a_history_signed_by_the_origin_for_that_agent_counts() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Open);
+    let ana = Agent::new("ana@a.test", 10);
+    assert_eq!(join(&a, &ana, caps(true, "x", &[])), 201);
+    let body = call_raw(&a, "GET", "/agents/ana/historial", &[], vec![]).body;
+    let domain = block_on(a.resolve_domain("a.test")).unwrap();
+    let now = a.now();
+    assert_eq!(index::released_sales(&body, &ana.address, &domain, now), Some(0));
+    let other = nyx5_proto::Address::parse("bob@a.test").unwrap();
+    assert_eq!(index::released_sales(&body, &other, &domain, now), None, "another agent's history");
+    let mut doc = Value::parse(&body, 1 << 20).unwrap().as_object().unwrap().clone();
+    let mut selling = doc["vendiendo"].as_object().unwrap().clone();
+    selling.insert("liberados".into(), 1000.into());
+    doc.insert("vendiendo".into(), Value::Object(selling));
+    let forged = Value::Object(doc.clone()).canonical();
+    assert_eq!(index::released_sales(&forged, &ana.address, &domain, now), None, "a changed count");
+    nyx5_proto::sign::sign_object(&mut doc, "signature", Context::Historial, &SigningKey::from_seed([7; 32]));
+    let resigned = Value::Object(doc).canonical();
+    assert_eq!(index::released_sales(&resigned, &ana.address, &domain, now), None, "signed by a stranger");
+    assert_eq!(index::released_sales(b"[]", &ana.address, &domain, now), None);
+}
