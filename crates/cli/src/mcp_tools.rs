@@ -180,16 +180,20 @@ domain. Use it when you look for a provider in a house you already know (by defa
     Tool {
         name: "nyx5_search",
         title: "Find an agent that can do something",
-        description: "Search the directories of one or more houses (by default your own) for agents matching words, \
-a capability or a media type they accept. Each card is verified before it is returned; a match is a lead, not an \
-endorsement — check with nyx5_resolve before relying on it.",
+        description: "Find agents in any house that match words, a capability or a media type they accept. With \
+`index` (a house that runs a federated index) it asks that index, whose signed answer covers every house it crawls; \
+without it, it searches the directories of `houses` (by default your own). Every card is verified with its own house \
+before it is returned; a match is a lead, not an endorsement — check with nyx5_resolve before relying on it.",
         input: r#"{"type":"object","required":["q"],"additionalProperties":false,"properties":{
 "q":{"type":"string","description":"What you need, in a few words"},
-"houses":{"type":"array","items":{"type":"string"},"maxItems":10,"description":"Domains or URLs to search; default your own house"},
+"index":{"type":"string","description":"Domain or URL of a house that runs a federated index"},
+"houses":{"type":"array","items":{"type":"string"},"maxItems":10,"description":"Without index: domains or URLs to search; default your own house"},
+"house":{"type":"string","description":"With index: only agents of this house"},
 "capability":{"type":"string"},"accepts":{"type":"string"},
 "limit":{"type":"integer","minimum":0,"maximum":100}}}"#,
         output: r#"{"type":"object","required":["agents"],"properties":{
 "q":{"type":"string"},"agents":{"type":"array","items":{"type":"object"}},
+"index":{"type":"string"},"unverified":{"type":"array","items":{"type":"object"}},
 "searched":{"type":"array","items":{"type":"string"}},"errors":{"type":"array","items":{"type":"object"}}}}"#,
         read_only: true,
         destructive: false,
@@ -637,10 +641,29 @@ fn untrusted(v: Value) -> Value {
     Value::Object(o)
 }
 
-/// `nyx5_search`: the directory query `q` over several houses.
+/// `nyx5_search`: the query `q` at a federated index, or over several houses' directories.
 fn search(setup: &Setup, args: &Object) -> Result<Value, Failure> {
     let ctx = setup.ctx()?;
     let q = req_str(args, "q")?;
+    if let Some(index) = opt_str(args, "index")? {
+        if args.contains_key("houses") {
+            return Err(bad("give either index or houses, not both".into()));
+        }
+        let req = crate::client::search::SearchRequest {
+            index,
+            q: Some(q.clone()),
+            capability: opt_str(args, "capability")?,
+            accepts: opt_str(args, "accepts")?,
+            house: opt_str(args, "house")?,
+            limit: opt_int(args, "limit")?,
+            offset: None,
+        };
+        let mut found = crate::client::search::search(&ctx, &req)?;
+        if let Value::Object(o) = &mut found {
+            o.insert("q".into(), q.into());
+        }
+        return Ok(found);
+    }
     let houses = match strings(args, "houses")? {
         Some(h) if !h.is_empty() => h,
         _ => vec![ctx.me()?.address.domain().to_owned()],

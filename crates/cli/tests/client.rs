@@ -580,3 +580,49 @@ fn allow_block_unlist_lists_and_pins() {
     assert!(err.contains("nyx5 pins"), "{err}");
     w.nyx5(&["pins", "--house", "b.test", "--admin-token", TOKEN_B, "--confirm", "a.test"]).fails_with(2);
 }
+
+#[test]
+fn search_asks_an_index_and_verifies_every_card() {
+    let mut w = World::new("index");
+    w.two_agents();
+    w.nyx5(&["register", "--listed", "--description", "Plans trips", "--json"]).json();
+    w.nyx5(&["register", "--as", "bo@b.test", "--listed", "--description", "Translates Quechua", "--json"]).json();
+    // A house that runs no index says so, and what would change that.
+    let (err, doc) = w.nyx5(&["search", "trips", "--index", "a.test", "--json"]).fails_with(4);
+    assert_eq!(status(&doc.unwrap()), 404);
+    assert!(err.contains("runs no index"), "{err}");
+    // b.test runs one; it crawls a.test and itself on its tick.
+    w.restart_b_with(&["--index", "--index-fetches", "20"]);
+    let added = w.nyx5(&["index", "add", "a.test", "--index", "b.test", "--json"]).json();
+    let row = added.get("houses").and_then(Value::as_array).unwrap()[0].as_object().unwrap().clone();
+    assert_eq!(s(&row, "domain"), "a.test");
+    w.nyx5(&["index", "add", "b.test", "--index", "b.test", "--json"]).json();
+    let (err, _) = w.nyx5(&["index", "add", "nowhere.test", "--index", "b.test", "--json"]).fails_with(3);
+    assert!(err.contains("nowhere.test"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = w.nyx5(&["index", "houses", "--index", "b.test", "--json"]).json();
+        let houses = list.get("houses").and_then(Value::as_array).unwrap().to_vec();
+        let crawled = houses
+            .iter()
+            .filter(|h| h.as_object().unwrap().get("cards").and_then(Value::as_safe_integer) == Some(1))
+            .count();
+        if crawled == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the index never crawled both houses: {houses:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    // Each card is checked with its own house before it is shown.
+    let found = w.nyx5(&["search", "quechua", "--index", "b.test", "--json"]).json();
+    assert_eq!(found.get("signed"), Some(&Value::Bool(true)));
+    let agents = found.get("agents").and_then(Value::as_array).unwrap().to_vec();
+    assert_eq!(agents.len(), 1, "{found:?}");
+    assert_eq!(s(agents[0].as_object().unwrap(), "address"), "bo@b.test");
+    assert_eq!(s(agents[0].as_object().unwrap(), "_house"), "b.test");
+    assert_eq!(found.get("unverified").and_then(Value::as_array).map(<[Value]>::len), Some(0));
+    let human = w.nyx5(&["search", "trips", "--index", &w.b.url()]).ok();
+    assert!(human.contains("ana@a.test") && human.contains("answer signed"), "{human}");
+    let none = w.nyx5(&["search", "--index", "b.test", "--house", "a.test", "--json"]).json();
+    assert_eq!(none.get("agents").and_then(Value::as_array).map(<[Value]>::len), Some(1));
+}

@@ -306,3 +306,33 @@ fn send_and_read_mail_through_tools() {
     assert!(!err, "{rem:?}");
     assert!(rem.as_object().unwrap().get("deliver_after").and_then(Value::as_str).is_some());
 }
+
+#[test]
+fn search_with_an_index_checks_what_the_index_says() {
+    let mut w = World::new("mcp-index");
+    w.two_agents();
+    w.nyx5(&["register", "--as", "bo@b.test", "--listed", "--description", "Translates Quechua", "--json"]).json();
+    w.restart_b_with(&["--index"]);
+    w.nyx5(&["index", "add", "b.test", "--index", "b.test", "--json"]).json();
+    let mut ana = Mcp::start(&w, &[]);
+    ana.initialize("2025-11-25");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        let (err, found) = ana.call("nyx5_search", r#"{"q":"quechua","index":"b.test"}"#);
+        assert!(!err, "{found:?}");
+        let found = found.as_object().unwrap().clone();
+        if found.get("agents").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "the index never found bo: {found:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    };
+    assert_eq!(s(&found, "index"), "b.test");
+    assert_eq!(s(&found, "q"), "quechua");
+    let agents = found.get("agents").and_then(Value::as_array).unwrap();
+    assert_eq!(s(agents[0].as_object().unwrap(), "address"), "bo@b.test");
+    let (err, text) = ana.call("nyx5_search", r#"{"q":"x","index":"b.test","houses":["a.test"]}"#);
+    assert!(err && text.as_str().unwrap().contains("not both"), "{text:?}");
+    let (err, text) = ana.call("nyx5_search", r#"{"q":"x","index":"a.test"}"#);
+    assert!(err && text.as_str().unwrap().contains("runs no index"), "{text:?}");
+}

@@ -14,6 +14,7 @@ use super::directory::{self, DirectoryRequest, InviteRequest};
 use super::lists::{self, Change};
 use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
 use super::register::{self, RegisterRequest, SubagentRequest};
+use super::search::{self, SearchRequest};
 use super::send::{self, SendRequest, body_from_bytes, stderr_is_terminal};
 use super::settings;
 use super::{Ctx, when};
@@ -91,6 +92,8 @@ pub(crate) enum ClientCommand {
     },
     /// List the agents a house publishes, each card verified [default house: your own].
     Directory(DirectoryArgs),
+    /// Ask a federated index for agents in any house; its answer and every card are verified.
+    Search(SearchArgs),
     /// Send an envelope: sealed for every recipient, signed, saved before it leaves.
     Send(SendArgs),
     /// Read the mailbox: each envelope verified against its sender's card and opened.
@@ -143,6 +146,9 @@ pub(crate) enum ClientCommand {
     /// Invitation codes (the house's operator only).
     #[command(subcommand)]
     Invite(InviteCommand),
+    /// A federated index: ask it to crawl a house, or see what it crawls.
+    #[command(subcommand)]
+    Index(IndexCommand),
     /// Email a person who has no Nyx5 address, through your house's email bridge; their reply
     /// comes back to your inbox, marked unverified.
     Email {
@@ -340,6 +346,31 @@ pub(crate) struct DirectoryArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct SearchArgs {
+    /// Words to look for in addresses, capabilities and descriptions
+    q: Option<String>,
+    /// The index: a domain, or its URL [default: $NYX5_INDEX_HOUSE]
+    #[arg(long, env = "NYX5_INDEX_HOUSE", value_name = "HOUSE")]
+    index: String,
+    /// Only agents with this capability
+    #[arg(long)]
+    capability: Option<String>,
+    /// Only agents accepting this media type
+    #[arg(long)]
+    accepts: Option<String>,
+    /// Only agents of this house (a domain)
+    #[arg(long, value_name = "DOMAIN")]
+    house: Option<String>,
+    /// Cards per page (0-100) [default: 20]
+    #[arg(long)]
+    limit: Option<i64>,
+    #[arg(long)]
+    offset: Option<i64>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct SendArgs {
     /// Recipients; a `-` among them reads the body from standard input
     #[arg(value_name = "TO", required_unless_present = "id")]
@@ -388,6 +419,28 @@ pub(crate) struct SendArgs {
     aval: Option<String>,
     #[command(flatten)]
     common: Common,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum IndexCommand {
+    /// Ask the index to crawl a house; it checks the house's domain card first.
+    Add {
+        /// The house to crawl (a domain)
+        domain: String,
+        /// The index: a domain, or its URL [default: $NYX5_INDEX_HOUSE]
+        #[arg(long, env = "NYX5_INDEX_HOUSE", value_name = "HOUSE")]
+        index: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The houses the index crawls and how their last pass went.
+    Houses {
+        /// The index: a domain, or its URL [default: $NYX5_INDEX_HOUSE]
+        #[arg(long, env = "NYX5_INDEX_HOUSE", value_name = "HOUSE")]
+        index: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -592,6 +645,19 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             let r = a.common.ctx().and_then(|ctx| directory::directory(&ctx, &req));
             emit(a.common.json, r, directory::directory_human)
         }
+        ClientCommand::Search(a) => {
+            let req = SearchRequest {
+                index: a.index.clone(),
+                q: a.q.clone(),
+                capability: a.capability.clone(),
+                accepts: a.accepts.clone(),
+                house: a.house.clone(),
+                limit: a.limit,
+                offset: a.offset,
+            };
+            let r = a.common.ctx().and_then(|ctx| search::search(&ctx, &req));
+            emit(a.common.json, r, search::search_human)
+        }
         ClientCommand::Send(a) => {
             let progress = stderr_is_terminal() && !a.common.json;
             let r = a.common.ctx().and_then(|ctx| send::send(&ctx, &send_request(&a)?, progress));
@@ -648,6 +714,14 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Invite(InviteCommand::List { admin_token: t, house, common }) => {
             let r = admin_token(t).and_then(|token| directory::invite_list(&common.ctx()?, house.as_deref(), &token));
             emit(common.json, r, directory::invite_list_human)
+        }
+        ClientCommand::Index(IndexCommand::Add { domain, index, common }) => {
+            let r = common.ctx().and_then(|ctx| search::add_house(&ctx, &index, &domain));
+            emit(common.json, r, search::houses_human)
+        }
+        ClientCommand::Index(IndexCommand::Houses { index, common }) => {
+            let r = common.ctx().and_then(|ctx| search::houses(&ctx, &index));
+            emit(common.json, r, search::houses_human)
         }
         ClientCommand::Email { to, subject, body, in_reply_to, common } => {
             let r = (|| {

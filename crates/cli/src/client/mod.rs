@@ -19,6 +19,7 @@ pub(crate) mod output;
 pub(crate) mod profile;
 pub(crate) mod register;
 pub(crate) mod resolve;
+pub(crate) mod search;
 pub(crate) mod send;
 pub(crate) mod settings;
 #[cfg(test)]
