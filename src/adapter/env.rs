@@ -74,8 +74,11 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
             .filter(|n| *n > 0)
             .ok_or_else(|| invalid("NYX5_TICK_BATCH", "must be a positive integer"))?;
     } else {
-        // Free plan: 50 subrequests per invocation, and a remote delivery costs about six.
-        c.tick_batch = 6;
+        // Free plan: 50 subrequests per invocation, and a remote delivery costs about six; an
+        // index's crawl takes about fifteen of them (nyx5_house::index::FETCHES_PER_TICK).
+        let index = read(env, "NYX5_INDEX");
+        let crawls = matches!(index.as_deref().map(str::trim), Some("on" | "true" | "1" | "yes"));
+        c.tick_batch = if crawls { 4 } else { 6 };
     }
     // The email bridge's provider (docs/SPEC.md "Email bridge"): without both, outbound email
     // stays pending. `NYX5_`-prefixed names work too; the URL is for tests and other regions.
