@@ -553,6 +553,11 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
     async fn fetch_domain(&self, domain: &str) -> Result<Resolved, Error> {
         let now = self.now.millis();
         if !self.sources.hosts.contains_key(domain) {
+            // A name that can be no public house is refused before it spends any budget.
+            if !self.sources.known.contains_key(domain) {
+                outbound::check_house_domain(domain)
+                    .map_err(|r| Error::forbidden(format!("{domain} is not a public house domain: {r}")))?;
+            }
             self.store.admit(domain, now).await?;
         }
         let located = self.locate(domain).await?;
