@@ -127,6 +127,20 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
             .filter(|n| (1..=1000).contains(n))
             .ok_or_else(|| invalid("NYX5_INDEX_FETCHES", "must be an integer from 1 to 1000"))?;
     }
+    c.verifica_enabled = switch("NYX5_VERIFICA", false)?;
+    if let Some(n) = read(env, "NYX5_VERIFICA_FETCHES") {
+        c.verifica_fetches = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| invalid("NYX5_VERIFICA_FETCHES", "must be an integer from 1 to 1000"))?;
+    }
+    // `tareas@` pays against `verifica@`'s verdicts only: it needs the verifier.
+    c.tareas_enabled = switch("NYX5_TAREAS", false)?;
+    if c.tareas_enabled && !c.verifica_enabled {
+        return Err(invalid("NYX5_TAREAS", "needs NYX5_VERIFICA=on: tareas@ pays only against verifica@'s verdicts"));
+    }
     c.welcome = amount("NYX5_WELCOME", 0, nyx5_proto::limits::MAX_AMOUNT)?;
     c.fee_bps = amount("NYX5_FEE_BPS", 1_000, nyx5_proto::limits::BPS_WHOLE)?;
     if let Some(flag) = read(env, "NYX5_REQUIRE_RELAY") {

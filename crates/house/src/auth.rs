@@ -16,8 +16,8 @@ fn unauthenticated(reason: &str) -> Error {
 impl<D: Db, N: Net> House<D, N> {
     /// The verified card of a local agent, with its parent's for a delegated card.
     pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
-        if local == crate::libro::LIBRO {
-            return Ok(Some(self.libro_card().clone()));
+        if let Some(card) = self.system_card(local) {
+            return Ok(Some(card.clone()));
         }
         let Some(card) = self.stored_card(local).await? else {
             return Ok(None);

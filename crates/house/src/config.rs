@@ -137,6 +137,8 @@ pub const LIMIT_SETTINGS: &[(&str, i64, i64)] = &[
     ("NYX5_OUTBOUND_PER_MINUTE", 1, 1_000_000),
     ("NYX5_OPEN_REGISTRATIONS_PER_MINUTE", 1, 1_000_000),
     ("NYX5_INBOUND_PER_DOMAIN_PER_MINUTE", 1, 1_000_000),
+    ("NYX5_TAREAS_PER_AGENT_PER_DAY", 0, 1_000),
+    ("NYX5_TAREAS_PER_DAY", 0, 1_000_000),
 ];
 
 /// Retry schedule for deliveries (spec §7).
@@ -227,6 +229,17 @@ pub struct Config {
     /// Outbound requests one tick's crawl may make (`NYX5_INDEX_FETCHES`); each costs about
     /// three subrequests with its D1 reads and writes.
     pub index_fetches: u32,
+    /// Whether `verifica@` judges escrows that name it arbiter (`NYX5_VERIFICA`, `nyx5 serve
+    /// --verifica`; spec §22), and the fetches one tick's checks may make
+    /// (`NYX5_VERIFICA_FETCHES`): each test with a URL is one, plus a few D1 calls per check.
+    pub verifica_enabled: bool,
+    pub verifica_fetches: u32,
+    /// Whether `tareas@` offers the catalogue's work (`NYX5_TAREAS`, `nyx5 serve --tareas`; spec
+    /// §23; it needs `verifica@`), the tasks one agent may take a day
+    /// (`NYX5_TAREAS_PER_AGENT_PER_DAY`) and the house's tasks a day (`NYX5_TAREAS_PER_DAY`).
+    pub tareas_enabled: bool,
+    pub tareas_per_agent_per_day: i64,
+    pub tareas_per_day: i64,
     /// The email bridge's outbound provider (Resend): its API key and the verified sender
     /// address mail goes out from. Without both, outbound email stays pending.
     pub resend_key: Option<String>,
@@ -269,6 +282,11 @@ impl Config {
             fee_bps: 1_000,
             index_enabled: false,
             index_fetches: crate::index::FETCHES_PER_TICK,
+            verifica_enabled: false,
+            verifica_fetches: crate::libro::verifica::FETCHES_PER_TICK,
+            tareas_enabled: false,
+            tareas_per_agent_per_day: 1,
+            tareas_per_day: 100,
             max_bytes: limits::MAX_ENVELOPE_BYTES,
             resend_key: None,
             email_sender: None,
@@ -305,6 +323,8 @@ impl Config {
                 "NYX5_OUTBOUND_PER_MINUTE" => &mut self.outbound_per_agent_per_minute,
                 "NYX5_OPEN_REGISTRATIONS_PER_MINUTE" => &mut self.open_registrations_per_minute,
                 "NYX5_INBOUND_PER_DOMAIN_PER_MINUTE" => &mut self.inbound_per_domain_per_minute,
+                "NYX5_TAREAS_PER_AGENT_PER_DAY" => &mut self.tareas_per_agent_per_day,
+                "NYX5_TAREAS_PER_DAY" => &mut self.tareas_per_day,
                 _ => continue,
             };
             *slot = n;

@@ -69,8 +69,10 @@ pub struct House<D, N> {
     pub clock: Box<dyn Clock>,
     pub rng: Box<dyn Rng>,
     card: Verified<DomainCard>,
-    /// The card of `libro@<domain>` (signed with the domain key; see `libro`).
+    /// The cards of `libro@`, `verifica@` and `tareas@` (signed with the domain key; see `libro`).
     libro: Verified<nyx5_proto::AgentCard>,
+    verifica: Verified<nyx5_proto::AgentCard>,
+    tareas: Verified<nyx5_proto::AgentCard>,
     /// Verified cards of other houses and their agents, for five minutes (see `resolver`).
     cards: resolver::CardMemo,
     /// Webhook pushes waiting for the answer to go out (see [`House::send_pushes`]).
@@ -122,9 +124,24 @@ impl<D: Db, N: Net> House<D, N> {
         .sign(&config.key, config.key_created)?
         .verify(Some(&config.key.public()))?;
         let libro = libro::libro_card(&card, &config.key, config.key_created, config.fee_bps)?;
+        let verifica = libro::verifica::verifica_card(&card, &config.key, config.key_created)?;
+        let tareas = libro::tareas::tareas_card(&card, &config.key, config.key_created)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
-        Ok(House { config, db, net, clock, rng, card, libro, cards, pushes, queued: Default::default() })
+        Ok(House {
+            config,
+            db,
+            net,
+            clock,
+            rng,
+            card,
+            libro,
+            verifica,
+            tareas,
+            cards,
+            pushes,
+            queued: Default::default(),
+        })
     }
 
     /// This house's verified domain card.

@@ -207,6 +207,15 @@ impl<D: Db, N: Net> House<D, N> {
             let outcome = self.operate(env, sender).await;
             decided.insert(crate::libro::LIBRO.to_owned(), outcome);
         }
+        // A quote for `tareas@` is a task taken (libro/tareas.rs); `verifica@` reads no mail.
+        if locals.remove(crate::libro::tareas::TAREAS) {
+            let outcome = self.take_task(env, sender).await;
+            decided.insert(crate::libro::tareas::TAREAS.to_owned(), outcome);
+        }
+        if locals.remove(crate::libro::verifica::VERIFICA) {
+            let refusal = Error::forbidden("verifica@ takes no mail: name it arbiter of an escrow with terms.verify");
+            decided.insert(crate::libro::verifica::VERIFICA.to_owned(), Outcome::Rejected(refusal));
+        }
         if locals.is_empty() {
             return Ok(finish(&decided));
         }

@@ -11,4 +11,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0007_libro_refusals.sql", include_str!("../../../migrations/0007_libro_refusals.sql")),
     ("0008_mailbox_seq.sql", include_str!("../../../migrations/0008_mailbox_seq.sql")),
     ("0009_index.sql", include_str!("../../../migrations/0009_index.sql")),
+    ("0010_services.sql", include_str!("../../../migrations/0010_services.sql")),
 ];

@@ -53,6 +53,8 @@ pub struct TickReport {
     pub bounced: usize,
     /// The federated index's crawl, when this house runs one.
     pub crawl: crate::index::CrawlReport,
+    /// `verifica@`'s checks, when this house runs it.
+    pub checks: crate::libro::verifica::ChecksReport,
 }
 
 /// What one recipient's house said about it.
@@ -435,6 +437,10 @@ impl<D: Db, N: Net> House<D, N> {
         let _recertified = self.recertify_some(now).await.ok();
         // So is the Libro's: welcome gifts owed, bonds that expired.
         let _libro = self.libro_upkeep().await.ok();
+        // And `verifica@`'s checks, within theirs.
+        if self.config.verifica_enabled {
+            report.checks = self.run_checks(self.config.verifica_fetches).await.unwrap_or_default();
+        }
         // And the index's crawl, within its own budget of fetches.
         if self.config.index_enabled {
             report.crawl = self.crawl_index(self.config.index_fetches).await.unwrap_or_default();

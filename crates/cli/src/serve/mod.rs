@@ -132,6 +132,18 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", env = "NYX5_INDEX_FETCHES", default_value_t = nyx5_house::index::FETCHES_PER_TICK,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     index_fetches: u32,
+    /// Run `verifica@` (spec §22): escrows that name it arbiter with `terms.verify` are judged
+    /// by each tick with the tests `http_status` and `sha256` (`exit_0` is not offered).
+    #[arg(long, env = "NYX5_VERIFICA", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1)]
+    verifica: bool,
+    /// Outbound requests one tick's checks may make.
+    #[arg(long, value_name = "N", env = "NYX5_VERIFICA_FETCHES", default_value_t = nyx5_house::libro::verifica::FETCHES_PER_TICK,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    verifica_fetches: u32,
+    /// Offer the catalogue's paid work through `tareas@` (spec §23; needs --verifica). Caps:
+    /// NYX5_TAREAS_PER_AGENT_PER_DAY (default 1) and NYX5_TAREAS_PER_DAY (default 100).
+    #[arg(long, env = "NYX5_TAREAS", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1, requires = "verifica")]
+    tareas: bool,
 }
 
 /// The wall clock, in whole milliseconds.
@@ -291,6 +303,9 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.fee_bps = args.fee_bps;
         config.index_enabled = args.index;
         config.index_fetches = args.index_fetches;
+        config.verifica_enabled = args.verifica;
+        config.verifica_fetches = args.verifica_fetches;
+        config.tareas_enabled = args.tareas;
         config.allow_http = args.allow_private_network;
         // Quotas and rates, named as on the Worker (nyx5_house::config::LIMIT_SETTINGS).
         config.read_limits(|name| std::env::var(name).ok()).map_err(|e| Failure::usage(e.reason.to_string()))?;

@@ -391,6 +391,9 @@ pub struct Decision {
     /// What the operation reads for the operator (`statement`: the account's entries).
     pub read: Option<Read>,
     pub deadlines: Vec<Deadline>,
+    /// The contract `verifica@` now owes a check (a delivery of an escrow naming it arbiter with
+    /// `terms.verify`; docs/SPEC.md §22).
+    pub verify: Option<String>,
 }
 
 /// A read the receipt needs that the kernel cannot do itself.
@@ -473,6 +476,59 @@ fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&s
     next
 }
 
+/// Whether `verifica@` of this house owes contract `c` a check once it is delivered: an escrow
+/// naming it arbiter and declaring `terms.verify` (accepted only when the tests were ones this
+/// house runs: `libro::verifica::check_terms`).
+pub fn verified_here(c: &Contract, rules: &Rules) -> bool {
+    c.kind == Kind::Escrow
+        && c.get("arbiter").is_some_and(|a| a.local() == super::verifica::VERIFICA && a.domain() == rules.house)
+        && c.record.get("terms").and_then(Value::as_object).is_some_and(|t| t.contains_key("verify"))
+}
+
+/// The `verdict` an operation carries, checked: only the contract's arbiter gives one, and its
+/// `outcome` must be what the operation does (`passed` to release, `failed` to refund).
+fn arbiters_verdict<'a>(
+    c: &Contract,
+    me: &Address,
+    verdict: Option<&'a Object>,
+    outcome: &str,
+) -> Result<Option<&'a Object>, Error> {
+    let Some(v) = verdict else { return Ok(None) };
+    if !c.is("arbiter", me) {
+        return Err(refuse(ErrorKind::Forbidden, format!("only the arbiter of {} gives a verdict", c.id)));
+    }
+    if v.get("outcome").and_then(Value::as_str) != Some(outcome) {
+        return Err(refuse(
+            ErrorKind::Malformed,
+            format!("a verdict that does not say {outcome} cannot move {}", c.id),
+        ));
+    }
+    if v.get("contract").and_then(Value::as_str) != Some(c.id.as_str()) {
+        return Err(refuse(ErrorKind::Malformed, format!("the verdict is not about {}", c.id)));
+    }
+    Ok(Some(v))
+}
+
+/// The contract after a settling event, with the arbiter's verdict (if any) in the event and in
+/// the record, where the reasons stay auditable.
+fn with_verdict(
+    c: &Contract,
+    state: &str,
+    ctx: &Ctx,
+    (op, mut extra): (&str, Object),
+    entry_id: &str,
+    verdict: Option<&Object>,
+) -> Contract {
+    if let Some(v) = verdict {
+        extra.insert("verdict".into(), Value::Object(v.clone()));
+    }
+    let mut next = record_event(c, state, ctx, op, Some(entry_id), extra);
+    if let Some(v) = verdict {
+        next.record.insert("verdict".into(), Value::Object(v.clone()));
+    }
+    next
+}
+
 /// Decides operation `op` by `ctx.operator`. `entry_id` is the id the entry will have, if one is
 /// posted. A quote must have been verified (seller's signature, validity) by the caller.
 pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
@@ -517,10 +573,14 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             if let Some(h) = evidence_sha256 {
                 next.record.insert("evidence_sha256".into(), h.as_str().into());
             }
+            if verified_here(c, rules) {
+                d.verify = Some(c.id.clone());
+            }
             finish_contract(&mut d, next, c);
         }
-        Op::Release { contract } => {
+        Op::Release { contract, verdict } => {
             let c = contract_of(facts, contract, me)?;
+            let verdict = arbiters_verdict(c, me, verdict.as_ref(), "passed")?;
             let escrow = escrow_account(&c.id);
             match c.kind {
                 Kind::Escrow => {
@@ -547,7 +607,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                     }
                     finish_contract(
                         &mut d,
-                        record_event(c, "released", ctx, "release", Some(entry_id), Object::new()),
+                        with_verdict(c, "released", ctx, ("release", Object::new()), entry_id, verdict),
                         c,
                     );
                 }
@@ -570,7 +630,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                     post(&mut d, c, meta("release", Object::new()), ctx, move_all(&escrow, holder.as_str(), c.amount));
                     finish_contract(
                         &mut d,
-                        record_event(c, "released", ctx, "release", Some(entry_id), Object::new()),
+                        with_verdict(c, "released", ctx, ("release", Object::new()), entry_id, verdict),
                         c,
                     );
                 }
@@ -582,8 +642,9 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                 }
             }
         }
-        Op::Refund { contract, note } => {
+        Op::Refund { contract, note, verdict } => {
             let c = contract_of(facts, contract, me)?;
+            let verdict = arbiters_verdict(c, me, verdict.as_ref(), "failed")?;
             if c.kind != Kind::Escrow {
                 return Err(refuse(
                     ErrorKind::Conflict,
@@ -605,7 +666,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             need(facts, &escrow, c.amount)?;
             post(&mut d, c, meta("refund", Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
             let extra = note.as_ref().map(|n| obj([("note", n.as_str().into())])).unwrap_or_default();
-            finish_contract(&mut d, record_event(c, "refunded", ctx, "refund", Some(entry_id), extra), c);
+            finish_contract(&mut d, with_verdict(c, "refunded", ctx, ("refund", extra), entry_id, verdict), c);
         }
         Op::Bond(b) => bond(b, ctx, rules, facts, entry_id, &mut d)?,
         Op::Forfeit { contract, reason } => {

@@ -15,6 +15,8 @@
 pub mod history;
 pub mod kernel;
 pub mod op;
+pub mod tareas;
+pub mod verifica;
 
 use nyx5_proto::address::uuid_v4;
 use nyx5_proto::card::{AgentCard, AgentCardDraft};
@@ -46,6 +48,8 @@ pub const NOTICE_MEDIA: &str = "application/nyx5.aviso+json";
 pub const ATTEMPTS: usize = 4;
 /// Most bonds one tick returns, and most owed issues it posts.
 pub const UPKEEP_BATCH: i64 = 20;
+/// The house's own agents, signing with the domain key.
+pub const SYSTEM: [&str; 3] = [LIBRO, verifica::VERIFICA, tareas::TAREAS];
 /// The operations `libro@`'s card lists.
 pub const OPS: [&str; 12] = [
     "accept",
@@ -158,6 +162,22 @@ impl<D: Db, N: Net> House<D, N> {
     /// Whether `a` is this house's Libro.
     pub fn is_libro(&self, a: &Address) -> bool {
         a.local() == LIBRO && a.domain() == self.config.domain
+    }
+
+    /// Whether `a` is one of this house's own agents (`libro@`, `verifica@`, `tareas@`), which
+    /// hold no mailbox: receipts and notices for them are not written.
+    pub fn is_system(&self, a: &Address) -> bool {
+        a.domain() == self.config.domain && SYSTEM.contains(&a.local())
+    }
+
+    /// The card of one of the house's own agents, by local part.
+    pub fn system_card(&self, local: &str) -> Option<&Verified<AgentCard>> {
+        match local {
+            LIBRO => Some(&self.libro),
+            verifica::VERIFICA => Some(&self.verifica),
+            tareas::TAREAS => Some(&self.tareas),
+            _ => None,
+        }
     }
 
     /// Does the operation `env` (verified, from `card`) and says how it went: `Accepted` when
@@ -275,6 +295,13 @@ impl<D: Db, N: Net> House<D, N> {
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                     return Err(too_many(env.from()));
                 }
+                // Another claim took the desk's quota between its check and this batch.
+                Err(PortError::Constraint { name }) if name == crate::store::constraint::TAREAS_QUOTA => {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        "no quota is left for this task now (another claim came first)",
+                    ));
+                }
                 // A bond's id is its envelope's: taken by another contract, it never will be free.
                 Err(PortError::Constraint { name }) if name == "libro_contracts.id" && matches!(op, Op::Bond(_)) => {
                     return Err(Error::new(
@@ -331,6 +358,15 @@ impl<D: Db, N: Net> House<D, N> {
                 return Err(Error::forbidden("the quote is not signed with its seller's current key"));
             }
             (**quote).clone().verify(&seller, now)?;
+            if let Some(a) = &quote.arbiter
+                && a.local() == verifica::VERIFICA
+                && a.domain() == self.config.domain
+            {
+                if !self.config.verifica_enabled {
+                    return Err(Error::malformed(format!("this house runs no verifica@; {a} cannot arbitrate")));
+                }
+                verifica::check_terms(quote.contract, quote.terms.as_ref(), &self.net.policy)?;
+            }
         }
         Ok(())
     }
@@ -386,8 +422,31 @@ impl<D: Db, N: Net> House<D, N> {
             now.millis() / 60_000,
             self.config.inbound_per_domain_per_minute,
         ));
+        // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
+        // before the contract's own row (docs/SPEC.md §23).
+        if let Op::Accept { quote } = op
+            && env.from().local() == tareas::TAREAS
+            && env.from().domain() == self.config.domain
+        {
+            let task = tareas::task_id(quote).ok_or_else(|| internal("a task without id"))?;
+            stmts.push(crate::store::services::claim(
+                &quote.id,
+                task,
+                quote.seller.as_str(),
+                env.from().as_str(),
+                now.millis().div_euclid(tareas::DAY_MS),
+                now.millis(),
+                self.config.tareas_per_agent_per_day,
+                self.config.tareas_per_day,
+            ));
+        }
         if let Some((_, stmt)) = entry {
             stmts.push(stmt);
+        }
+        if let Some(contract) = &d.verify
+            && self.config.verifica_enabled
+        {
+            stmts.push(crate::store::services::enqueue_check(contract, now.millis()));
         }
         match &d.contract {
             Some(ContractWrite::Insert(c)) => {
@@ -447,7 +506,7 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         let casa = house_account(&self.config.domain);
-        for party in d.parties.iter().filter(|p| p.as_str() != casa && !self.is_libro(p)) {
+        for party in d.parties.iter().filter(|p| p.as_str() != casa && !self.is_system(p)) {
             let content = Content::new(receipt::MEDIA, receipt.to_value());
             let id = self.derived_id("receipt", env.id(), party.as_str());
             let mut draft = Draft::new(id, self.libro_address()?, vec![party.clone()], now, content);

@@ -16,18 +16,45 @@ pub const STATEMENT_MAX: i64 = 100;
 /// One operation, as its body says it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    Accept { quote: Box<Quote> },
-    Deliver { contract: String, evidence_sha256: Option<String>, note: Option<String> },
-    Release { contract: String },
-    Refund { contract: String, note: Option<String> },
+    Accept {
+        quote: Box<Quote>,
+    },
+    Deliver {
+        contract: String,
+        evidence_sha256: Option<String>,
+        note: Option<String>,
+    },
+    /// `verdict`: the arbiter's reasons, as `verifica@` sends them (docs/SPEC.md §22).
+    Release {
+        contract: String,
+        verdict: Option<Object>,
+    },
+    Refund {
+        contract: String,
+        note: Option<String>,
+        verdict: Option<Object>,
+    },
     Bond(Bond),
-    Forfeit { contract: String, reason: String },
+    Forfeit {
+        contract: String,
+        reason: String,
+    },
     Mandate(MandateOp),
-    Charge { mandate: String, amount: i64, concept: String },
-    Revoke { mandate: String },
+    Charge {
+        mandate: String,
+        amount: i64,
+        concept: String,
+    },
+    Revoke {
+        mandate: String,
+    },
     Balance,
-    Statement { limit: i64 },
-    Contract { contract: String },
+    Statement {
+        limit: i64,
+    },
+    Contract {
+        contract: String,
+    },
 }
 
 /// `bond {amount, claim, verifier, beneficiary?, arbiter?, evidence_sha256?, expires?, vouchee?}`.
@@ -90,6 +117,22 @@ fn time(o: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
     field::opt_str(o, name)?.map(Timestamp::parse).transpose()
 }
 
+/// Most bytes of a verdict (its canonical JSON).
+pub const MAX_VERDICT_BYTES: usize = 8192;
+
+/// An arbiter's `verdict`: an object of at most [`MAX_VERDICT_BYTES`], whose `outcome` is
+/// `passed` or `failed` (an undecided verdict decides nothing, so it never operates).
+fn verdict(o: &Object) -> Result<Option<Object>, Error> {
+    let Some(v) = field::opt_object(o, "verdict")? else { return Ok(None) };
+    if nyx5_proto::Value::Object(v.clone()).canonical().len() > MAX_VERDICT_BYTES {
+        return Err(Error::malformed(format!("a verdict may be at most {MAX_VERDICT_BYTES} bytes")));
+    }
+    match field::str(v, "outcome")? {
+        "passed" | "failed" => Ok(Some(v.clone())),
+        other => Err(Error::malformed(format!("a verdict's outcome is passed or failed, not {other:?}"))),
+    }
+}
+
 /// Checks a hex SHA-256 as an evidence hash.
 pub fn sha256_hex(o: &Object, name: &str) -> Result<Option<String>, Error> {
     let Some(h) = field::opt_str(o, name)? else { return Ok(None) };
@@ -111,8 +154,10 @@ impl Op {
                 evidence_sha256: sha256_hex(body, "evidence_sha256")?,
                 note: text(body, "note")?,
             },
-            "release" => Op::Release { contract: id(body, "contract")? },
-            "refund" => Op::Refund { contract: id(body, "contract")?, note: text(body, "note")? },
+            "release" => Op::Release { contract: id(body, "contract")?, verdict: verdict(body)? },
+            "refund" => {
+                Op::Refund { contract: id(body, "contract")?, note: text(body, "note")?, verdict: verdict(body)? }
+            }
             "bond" => Op::Bond(Bond {
                 amount: amount(body, "amount")?,
                 claim: required_text(body, "claim")?,
@@ -222,7 +267,7 @@ impl Op {
         match self {
             Op::Accept { quote } => Some(&quote.id),
             Op::Deliver { contract, .. }
-            | Op::Release { contract }
+            | Op::Release { contract, .. }
             | Op::Refund { contract, .. }
             | Op::Forfeit { contract, .. }
             | Op::Contract { contract } => Some(contract),
@@ -252,7 +297,10 @@ mod tests {
 
     #[test]
     fn bodies_read_as_pinned() {
-        assert_eq!(parse(r#"{"op":"release","contract":"c1"}"#).unwrap(), Op::Release { contract: "c1".into() });
+        assert_eq!(
+            parse(r#"{"op":"release","contract":"c1"}"#).unwrap(),
+            Op::Release { contract: "c1".into(), verdict: None }
+        );
         assert_eq!(parse(r#"{"op":"statement"}"#).unwrap(), Op::Statement { limit: STATEMENT_DEFAULT });
         let Op::Mandate(m) =
             parse(r#"{"op":"mandate","grantee":"b@x.test","cap":5,"scope":{"concepts":["gpu"]},"parent":"m1"}"#)

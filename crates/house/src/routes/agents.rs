@@ -24,8 +24,8 @@ pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 
 /// GET /agents/:local — any certified card, listed or not.
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
-    if local == crate::libro::LIBRO {
-        return Ok(Response::json(200, &house.libro_card().to_value()));
+    if let Some(card) = house.system_card(local) {
+        return Ok(Response::json(200, &card.to_value()));
     }
     let card = store::card(&house.db, local)
         .await?

@@ -13,4 +13,5 @@ pub mod outbound;
 pub mod outbox;
 pub mod pins;
 pub mod settings;
+pub mod tareas;
 pub mod well_known;

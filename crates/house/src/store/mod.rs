@@ -11,6 +11,7 @@ pub mod libro;
 pub mod mailbox;
 pub mod queue;
 pub mod resolver;
+pub mod services;
 pub mod settings;
 
 use nyx5_proto::Error;
@@ -33,6 +34,8 @@ pub mod constraint {
     pub const GUARD: &str = "guard";
     /// `mailbox_usage`: a mailbox may not hold more than its quota.
     pub const MAILBOX_QUOTA: &str = "mailbox_quota";
+    /// `tareas_claims`: a task taken past the desk's quota (migration 0010).
+    pub const TAREAS_QUOTA: &str = "tareas_quota";
 }
 
 /// The upkeep of tables strangers fill, for the periodic tick: the bodies of envelopes

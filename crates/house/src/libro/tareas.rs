@@ -1,0 +1,263 @@
+//! `tareas@<house>` (spec §23, docs/SPEC.md §23): paid work the house publishes, so an agent
+//! that just arrived has something to do.
+//!
+//! The operator keeps a catalogue (`POST /tareas`, `nyx5 tareas add|list|retire`); `GET /tareas`
+//! publishes it whole, each task with its price, its statement and its full test. An agent takes
+//! a task by sending `tareas@` its quote in the clear (`application/nyx5.cotizacion+json`): an
+//! escrow, `tareas@` the buyer, the house's `verifica@` the arbiter, the task's price, and
+//! `terms` byte for byte the catalogue's ([`compare`]). [`House::take_task`] checks the quota
+//! (one task in flight per agent, a daily cap per agent and one for the house, each task paid
+//! once per agent) and has `tareas@` accept the quote with an envelope to `libro@`, through the
+//! same door as any buyer; the claim is written in the accept's batch, whose CHECK
+//! (`tareas_quota`) undoes it all when a race took the quota meanwhile. What is left is the
+//! Libro's: the agent delivers, `verifica@` judges, the escrow releases or refunds. The desk pays
+//! from its own account, which the operator tops up like any other.
+
+use nyx5_proto::card::{AgentCard, AgentCardDraft};
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::json::obj;
+use nyx5_proto::quote::{self, ContractKind, Quote};
+use nyx5_proto::{Address, DomainCard, Envelope, Error, ErrorKind, Object, Timestamp, Value, Verified};
+
+use crate::House;
+use crate::mailbox::Outcome;
+use crate::ports::{Db, Net};
+use crate::store::services as store;
+
+/// `tareas@`'s local part.
+pub const TAREAS: &str = "tareas";
+/// Most tasks offered at once.
+pub const MAX_TASKS: i64 = 200;
+/// Most bytes of a task's statement.
+pub const MAX_STATEMENT_BYTES: usize = 4096;
+/// A day, in the quota's sense: UTC days since the epoch.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// A task as the catalogue keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: String,
+    pub price: i64,
+    pub statement: String,
+    /// The exact terms a quote must carry (canonical JSON).
+    pub terms: String,
+    pub retired: bool,
+}
+
+impl Task {
+    pub fn from_row(row: &crate::ports::Row) -> Option<Task> {
+        Some(Task {
+            id: row.text("id")?.to_owned(),
+            price: row.int("price")?,
+            statement: row.text("statement")?.to_owned(),
+            terms: row.text("terms")?.to_owned(),
+            retired: row.int("retired_at").is_some(),
+        })
+    }
+
+    /// The task as `GET /tareas` shows it.
+    pub fn to_value(&self) -> Value {
+        Value::Object(obj([
+            ("id", self.id.as_str().into()),
+            ("price", self.price.into()),
+            ("statement", self.statement.as_str().into()),
+            ("terms", Value::parse_str(&self.terms).unwrap_or(Value::Null)),
+        ]))
+    }
+}
+
+/// The terms of a new task `id`: the operator's `terms` (without `task`) with `task` set to the
+/// id and `verify` its tests.
+pub fn task_terms(id: &str, verify: Value, mut terms: Object) -> Object {
+    terms.insert("task".into(), id.into());
+    terms.insert("verify".into(), verify);
+    terms
+}
+
+/// Whether `q` takes task `t` as the desk `desk` with the arbiter `verifier` offers it: anything
+/// else is refused, compared with the catalogue, never with what the quote says of itself.
+pub fn compare(q: &Quote, t: &Task, desk: &Address, verifier: &Address) -> Result<(), Error> {
+    let differs =
+        |what: &str| Error::malformed(format!("the quote's {what} is not what the catalogue says of task {}", t.id));
+    if q.buyer != *desk {
+        return Err(Error::malformed(format!("a quote to {desk} names {desk} as its buyer")));
+    }
+    if q.contract != ContractKind::Escrow {
+        return Err(differs("contract (an escrow)"));
+    }
+    if q.arbiter.as_ref() != Some(verifier) {
+        return Err(differs("arbiter"));
+    }
+    if q.price != t.price {
+        return Err(differs("price"));
+    }
+    if q.referrer.is_some() {
+        return Err(differs("referrer (none)"));
+    }
+    let terms = q.terms.as_ref().map(|o| Value::Object(o.clone()).canonical_string());
+    if terms.as_deref() != Some(t.terms.as_str()) {
+        return Err(differs("terms"));
+    }
+    Ok(())
+}
+
+/// What the quota says for one agent, one task and one day.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quota {
+    pub in_flight: i64,
+    pub agent_today: i64,
+    pub all_today: i64,
+    pub taken: bool,
+}
+
+/// The refusal the quota answers, if any: 409, never 429 (which a sender's house would retry for
+/// days).
+pub fn within(q: Quota, per_agent: i64, per_day: i64) -> Result<(), Error> {
+    let no = |why: String| Err(Error::new(ErrorKind::Conflict, why));
+    if q.taken {
+        return no("this task was paid to you before, or is in flight: each task pays once per agent".into());
+    }
+    if q.in_flight > 0 {
+        return no("you have a task in flight: deliver it (or have it refunded) before taking another".into());
+    }
+    if q.agent_today >= per_agent {
+        return no(format!("you took {per_agent} task(s) today, the most per agent; come back tomorrow (UTC)"));
+    }
+    if q.all_today >= per_day {
+        return no(format!("the house gave out its {per_day} task(s) for today; come back tomorrow (UTC)"));
+    }
+    Ok(())
+}
+
+/// The task id a quote's terms name.
+pub fn task_id(q: &Quote) -> Option<&str> {
+    q.terms.as_ref()?.get("task")?.as_str()
+}
+
+/// The card of `tareas@<domain>`: the domain key as its `sig`, certified by itself, saying where
+/// the catalogue is and who judges.
+pub fn tareas_card(
+    domain_card: &Verified<DomainCard>,
+    key: &nyx5_proto::crypto::SigningKey,
+    since: Timestamp,
+) -> Result<Verified<AgentCard>, Error> {
+    let address = Address::new(TAREAS, domain_card.domain())?;
+    let verifier = Address::new(super::verifica::VERIFICA, domain_card.domain())?;
+    let mut draft = AgentCardDraft::new(address, key.public(), None, since);
+    draft.capabilities = obj([
+        ("accepts", Value::Array(vec![quote::MEDIA.into()])),
+        (
+            "tareas",
+            Value::Object(obj([
+                ("catalogue", format!("{}/tareas", domain_card.estafeta()).into()),
+                ("arbiter", verifier.as_str().into()),
+                ("contract", "escrow".into()),
+            ])),
+        ),
+    ]);
+    draft.certify(key)?.verify(domain_card, None, since)
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// `tareas@`'s address here.
+    pub fn tareas_address(&self) -> Result<Address, Error> {
+        Address::new(TAREAS, &self.config.domain)
+    }
+
+    /// The day `now` falls in, for the quota.
+    pub fn tareas_day(&self) -> i64 {
+        self.now().millis().div_euclid(DAY_MS)
+    }
+
+    /// An agent's quote for a task, sent to `tareas@`: compared with the catalogue, held to the
+    /// quota, and accepted by `tareas@` through `libro@`. `Accepted` when the escrow holds now,
+    /// `Duplicate` when this quote was taken before; `Rejected` with why otherwise.
+    pub async fn take_task(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Outcome {
+        match self.take_task_checked(env, sender).await {
+            Ok(o) => o,
+            Err(e) => Outcome::Rejected(e),
+        }
+    }
+
+    async fn take_task_checked(
+        &self,
+        env: &Verified<Envelope>,
+        sender: &Verified<AgentCard>,
+    ) -> Result<Outcome, Error> {
+        if !self.config.tareas_enabled {
+            return Err(Error::new(ErrorKind::NotFound, format!("no tareas@{} here", self.config.domain)));
+        }
+        let content = env
+            .content()
+            .filter(|c| c.media == quote::MEDIA)
+            .ok_or_else(|| Error::malformed(format!("tareas@ reads a quote in the clear ({})", quote::MEDIA)))?;
+        let body = content.body.as_object().ok_or_else(|| Error::malformed("a quote is a JSON object"))?;
+        let q = Quote::from_object(body.clone())?;
+        if q.seller != *env.from() {
+            return Err(Error::forbidden("a quote to tareas@ is sent by its seller"));
+        }
+        if q.house != self.config.domain {
+            return Err(Error::malformed(format!("the quote is for the Libro of {}, not this house's", q.house)));
+        }
+        let now = self.now();
+        if nyx5_proto::sign::Signature::read(q.object(), "signature")?.kid != sender.sig() {
+            return Err(Error::forbidden("the quote is not signed with its seller's current key"));
+        }
+        q.clone().verify(sender, now)?;
+        let desk = self.tareas_address()?;
+        let verifier = self.verifica_address()?;
+        let id = task_id(&q).ok_or_else(|| Error::malformed("the quote's terms name no task (`task`)"))?;
+        let task =
+            store::task(&self.db, id).await?.as_ref().and_then(Task::from_row).filter(|t| !t.retired).ok_or_else(
+                || Error::new(ErrorKind::NotFound, format!("no task {id} is offered here (GET /tareas)")),
+            )?;
+        compare(&q, &task, &desk, &verifier)?;
+        // The same quote again (a retry, a late copy) is answered by the Libro as done before,
+        // whatever the quota says now.
+        let accept_id = self.derived_id("tarea", env.id(), &q.id);
+        let done = crate::store::libro::op_done(&self.db, &accept_id).await?.is_some();
+        if !done {
+            let row = store::quota(&self.db, desk.as_str(), env.from().as_str(), id, self.tareas_day()).await?;
+            let quota = Quota {
+                in_flight: row.int("in_flight").unwrap_or(0),
+                agent_today: row.int("agent_today").unwrap_or(0),
+                all_today: row.int("all_today").unwrap_or(0),
+                taken: row.int("taken") == Some(1),
+            };
+            within(quota, self.config.tareas_per_agent_per_day, self.config.tareas_per_day)?;
+        }
+        let libro = self.libro_address()?;
+        let body = obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);
+        let mut draft =
+            Draft::new(accept_id, desk, vec![libro.clone()], now, Content::new(super::OP_MEDIA, Value::Object(body)));
+        draft.kind = Kind::Task;
+        draft.in_reply_to = Some(env.id().to_owned());
+        let accept = draft.build()?.sign(&self.config.key)?.verify(&self.tareas, now)?;
+        let answers = Box::pin(self.accept(&accept, &self.tareas, &[libro])).await?;
+        Ok(answers
+            .into_iter()
+            .next()
+            .map_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no answer from the Libro")), |(_, o)| o))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_quota_refuses_with_409_in_order() {
+        let free = Quota::default();
+        assert!(within(free, 1, 10).is_ok());
+        for q in [
+            Quota { taken: true, ..free },
+            Quota { in_flight: 1, ..free },
+            Quota { agent_today: 1, ..free },
+            Quota { all_today: 10, ..free },
+        ] {
+            assert_eq!(within(q, 1, 10).unwrap_err().kind, ErrorKind::Conflict, "{q:?}");
+        }
+        assert!(within(Quota { agent_today: 1, all_today: 9, ..free }, 2, 10).is_ok());
+    }
+}

@@ -1,0 +1,576 @@
+//! `verifica@<house>` (spec §22, docs/SPEC.md §22): the house's reference evaluator.
+//!
+//! It acts only on escrows that name it arbiter and declare `terms.verify`, and only with tests
+//! that decide on their own: `http_status` and `sha256` (`exit_0` needs a shell, which neither
+//! runtime offers it; its card says so). The tests are checked when the quote is accepted
+//! ([`check_terms`]), so a contract it would not judge never names it. A `deliver` writes the
+//! check it owes into `verifica_checks` in the same batch; [`House::run_checks`], called by the
+//! tick within a budget of fetches, runs the tests through the house's outbound policy and
+//! [`judge`]s them: all pass, and it releases; one fails, and it refunds; one could not run
+//! (network, timeout, missing evidence), and nothing is decided — the check waits and is tried
+//! again, a bounded number of times, and the parties are told why. A verdict travels as an
+//! envelope from `verifica@`, signed with the domain key, through `House::accept` like any
+//! agent's operation (the Libro is never operated from the inside), and the kernel writes it
+//! into the contract.
+
+use nyx5_proto::card::{AgentCard, AgentCardDraft};
+use nyx5_proto::crypto::{hex, sha256};
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::json::{field, obj};
+use nyx5_proto::{Address, DomainCard, Error, ErrorKind, Object, Timestamp, Value, Verified};
+
+use crate::House;
+use crate::mailbox::Outcome;
+use crate::outbound::Policy;
+use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
+use crate::store::services as store;
+
+/// `verifica@`'s local part.
+pub const VERIFICA: &str = "verifica";
+/// The tests this house runs, on the Worker and on `nyx5 serve` alike.
+pub const TESTS: [&str; 2] = ["http_status", "sha256"];
+/// Most tests one contract declares.
+pub const MAX_TESTS: usize = 8;
+/// Most bytes of a URL in a test.
+pub const MAX_URL_BYTES: usize = 2048;
+/// Most attempts at one check before an undecided verdict is final: about a day and a half of
+/// waits ([`retry_ms`]).
+pub const MAX_ATTEMPTS: i64 = 6;
+/// How long a tick holds a check it is running.
+pub const LEASE_MS: i64 = 120_000;
+/// Fetches one tick's checks may make by default (`NYX5_VERIFICA_FETCHES`).
+pub const FETCHES_PER_TICK: u32 = 4;
+/// The media of a notice `verifica@` sends the parties about an undecided verdict.
+pub const NOTICE_MEDIA: &str = "application/nyx5.veredicto+json";
+
+/// One test, as `terms.verify` declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Test {
+    /// An `https` URL answers `expect` (200 by default).
+    HttpStatus { url: String, expect: u16 },
+    /// The body of `url`, or the delivery's `evidence_sha256`, hashes to `expect`.
+    Sha256 { expect: String, url: Option<String> },
+}
+
+/// What one test came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestResult {
+    Pass,
+    Fail,
+    /// It could not run: nothing is decided on it.
+    Undecided,
+}
+
+impl TestResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            TestResult::Pass => "pass",
+            TestResult::Fail => "fail",
+            TestResult::Undecided => "undecided",
+        }
+    }
+}
+
+/// A test's result with its reason and what was seen (`status`, `sha256`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub result: TestResult,
+    pub reason: String,
+    pub seen: Object,
+}
+
+fn malformed(reason: String) -> Error {
+    Error::malformed(reason)
+}
+
+fn url_of(o: &Object, i: usize, policy: Option<&Policy>) -> Result<String, Error> {
+    let url = field::str(o, "url")?;
+    if url.len() > MAX_URL_BYTES {
+        return Err(malformed(format!("terms.verify[{i}].url is longer than {MAX_URL_BYTES} bytes")));
+    }
+    let parsed = url::Url::parse(url).map_err(|_| malformed(format!("terms.verify[{i}].url is not a URL")))?;
+    if parsed.scheme() != "https" {
+        return Err(malformed(format!("terms.verify[{i}].url must be https")));
+    }
+    if let Some(p) = policy {
+        p.check(url).map_err(|r| malformed(format!("terms.verify[{i}].url cannot be fetched by this house: {r}")))?;
+    }
+    Ok(url.to_owned())
+}
+
+/// Reads `terms.verify`: 1 to [`MAX_TESTS`] tests, each with exactly its own members, each one
+/// this house runs. With a `policy`, every URL must be one the house may fetch (public `https`,
+/// or an origin the operator named). Anything ambiguous is refused (400): this verifier judges
+/// only what decides on its own.
+pub fn parse_tests(terms: &Object, policy: Option<&Policy>) -> Result<Vec<Test>, Error> {
+    let list = field::array(terms, "verify")?;
+    if list.is_empty() || list.len() > MAX_TESTS {
+        return Err(malformed(format!("terms.verify lists 1 to {MAX_TESTS} tests")));
+    }
+    let mut tests = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        let o = t.as_object().ok_or_else(|| malformed(format!("terms.verify[{i}] is an object")))?;
+        let kind = field::str(o, "type")?;
+        let allowed: &[&str] = match kind {
+            "http_status" => &["type", "url", "expect"],
+            "sha256" => &["type", "expect", "url"],
+            "exit_0" => {
+                return Err(malformed(format!(
+                    "terms.verify[{i}]: exit_0 needs a shell, which this house does not run; its verifier runs {}",
+                    TESTS.join(" and ")
+                )));
+            }
+            other => {
+                return Err(malformed(format!(
+                    "terms.verify[{i}]: no test {other:?}; this verifier runs {}",
+                    TESTS.join(" and ")
+                )));
+            }
+        };
+        if let Some(extra) = o.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(malformed(format!("terms.verify[{i}]: {kind} has no member {extra:?}")));
+        }
+        tests.push(match kind {
+            "http_status" => {
+                let expect = match o.get("expect") {
+                    None => 200,
+                    Some(v) => v
+                        .as_safe_integer()
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|n| (100..=599).contains(n))
+                        .ok_or_else(|| malformed(format!("terms.verify[{i}].expect is a status from 100 to 599")))?,
+                };
+                Test::HttpStatus { url: url_of(o, i, policy)?, expect }
+            }
+            _ => {
+                let expect = field::str(o, "expect")?;
+                if expect.len() != 64 || !expect.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                    return Err(malformed(format!("terms.verify[{i}].expect is 64 lower-case hex digits")));
+                }
+                let url = if o.contains_key("url") { Some(url_of(o, i, policy)?) } else { None };
+                Test::Sha256 { expect: expect.to_owned(), url }
+            }
+        });
+    }
+    Ok(tests)
+}
+
+/// The check at accept: a quote naming this house's `verifica@` arbiter must be an escrow whose
+/// `terms.verify` this house runs and may fetch.
+pub fn check_terms(
+    kind: nyx5_proto::quote::ContractKind,
+    terms: Option<&Object>,
+    policy: &Policy,
+) -> Result<(), Error> {
+    if kind != nyx5_proto::quote::ContractKind::Escrow {
+        return Err(malformed("verifica@ arbitrates escrows only".into()));
+    }
+    let terms = terms
+        .filter(|t| t.contains_key("verify"))
+        .ok_or_else(|| malformed("verifica@ acts only on contracts that declare its tests in terms.verify".into()))?;
+    parse_tests(terms, Some(policy)).map(|_| ())
+}
+
+/// The request a test sends, if any.
+pub fn request(test: &Test) -> Option<OutRequest> {
+    let url = match test {
+        Test::HttpStatus { url, .. } | Test::Sha256 { url: Some(url), .. } => url,
+        Test::Sha256 { url: None, .. } => return None,
+    };
+    Some(OutRequest {
+        method: "GET".into(),
+        url: url.clone(),
+        headers: vec![("accept".into(), "*/*".into())],
+        body: vec![],
+    })
+}
+
+/// What a test came to, given the answer to its request (`None` for a test that sends none)
+/// and the delivery's evidence hash. Pure.
+pub fn evaluate(test: &Test, answer: Option<&Result<OutResponse, PortError>>, evidence: Option<&str>) -> Checked {
+    let mut seen = Object::new();
+    let (result, reason) = match (test, answer) {
+        (Test::HttpStatus { .. } | Test::Sha256 { url: Some(_), .. }, None) => {
+            (TestResult::Undecided, "the request was not sent".to_owned())
+        }
+        (_, Some(Err(e))) => (TestResult::Undecided, unreached(e)),
+        (Test::HttpStatus { expect, .. }, Some(Ok(r))) => {
+            seen.insert("status".into(), i64::from(r.status).into());
+            if r.status == *expect {
+                (TestResult::Pass, format!("answered {}", r.status))
+            } else {
+                (TestResult::Fail, format!("answered {}, not {expect}", r.status))
+            }
+        }
+        (Test::Sha256 { expect, .. }, Some(Ok(r))) => {
+            seen.insert("status".into(), i64::from(r.status).into());
+            if (200..300).contains(&r.status) {
+                let got = hex(&sha256(&r.body));
+                let pass = got == *expect;
+                seen.insert("sha256".into(), got.into());
+                if pass {
+                    (TestResult::Pass, "the body hashes to the expected value".to_owned())
+                } else {
+                    (TestResult::Fail, "the body hashes to another value".to_owned())
+                }
+            } else if r.status == 429 || r.status >= 500 {
+                (TestResult::Undecided, format!("answered {}: try later", r.status))
+            } else {
+                (TestResult::Fail, format!("answered {}, not the body", r.status))
+            }
+        }
+        (Test::Sha256 { expect, url: None }, None) => match evidence {
+            None => (TestResult::Undecided, "the delivery declared no evidence_sha256".to_owned()),
+            Some(e) => {
+                seen.insert("sha256".into(), e.into());
+                if e.eq_ignore_ascii_case(expect) {
+                    (TestResult::Pass, "the delivery's evidence_sha256 is the expected value".to_owned())
+                } else {
+                    (TestResult::Fail, "the delivery's evidence_sha256 is another value".to_owned())
+                }
+            }
+        },
+    };
+    Checked { result, reason, seen }
+}
+
+/// Why a request could not be judged, in words that name no transport detail.
+fn unreached(e: &PortError) -> String {
+    match e {
+        PortError::Refused(why) => format!("the house may not fetch it: {why}"),
+        _ => "the URL could not be reached (network, timeout or too large an answer)".to_owned(),
+    }
+}
+
+/// The joint verdict: undecided if any test could not run, else failed if any failed, else
+/// passed.
+pub fn judge(results: &[Checked]) -> TestResult {
+    if results.iter().any(|c| c.result == TestResult::Undecided) {
+        TestResult::Undecided
+    } else if results.iter().any(|c| c.result == TestResult::Fail) {
+        TestResult::Fail
+    } else {
+        TestResult::Pass
+    }
+}
+
+/// The verdict document: which contract, who judged, when, the outcome and each test with its
+/// result and reason.
+pub fn verdict(contract: &str, verifier: &Address, at: Timestamp, tests: &[Value], results: &[Checked]) -> Object {
+    let outcome = match judge(results) {
+        TestResult::Pass => "passed",
+        TestResult::Fail => "failed",
+        TestResult::Undecided => "undecided",
+    };
+    let list = tests
+        .iter()
+        .zip(results)
+        .map(|(t, c)| {
+            let mut o = t.as_object().cloned().unwrap_or_default();
+            o.insert("result".into(), c.result.as_str().into());
+            o.insert("reason".into(), c.reason.as_str().into());
+            o.extend(c.seen.clone());
+            Value::Object(o)
+        })
+        .collect();
+    obj([
+        ("tipo", "veredicto".into()),
+        ("contract", contract.into()),
+        ("verifier", verifier.as_str().into()),
+        ("at", at.to_rfc3339().into()),
+        ("outcome", outcome.into()),
+        ("tests", Value::Array(list)),
+    ])
+}
+
+/// The wait after the `attempts`-th undecided verdict: 1 min, 10 min, 1 h, 6 h, 12 h, 12 h.
+pub fn retry_ms(attempts: i64) -> i64 {
+    const MIN: i64 = 60_000;
+    match attempts {
+        ..=1 => MIN,
+        2 => 10 * MIN,
+        3 => 60 * MIN,
+        4 => 360 * MIN,
+        _ => 720 * MIN,
+    }
+}
+
+/// The card of `verifica@<domain>`: the domain key as its `sig`, certified by itself, saying
+/// which tests it runs and what it reads.
+pub fn verifica_card(
+    domain_card: &Verified<DomainCard>,
+    key: &nyx5_proto::crypto::SigningKey,
+    since: Timestamp,
+) -> Result<Verified<AgentCard>, Error> {
+    let address = Address::new(VERIFICA, domain_card.domain())?;
+    let mut draft = AgentCardDraft::new(address, key.public(), None, since);
+    draft.capabilities = obj([
+        ("accepts", Value::Array(vec![])),
+        (
+            "verifica",
+            Value::Object(obj([
+                ("tests", Value::Array(TESTS.iter().map(|t| (*t).into()).collect())),
+                ("unsupported", Value::Array(vec!["exit_0".into()])),
+                ("max_bytes", (crate::outbound::MAX_ANSWER_BYTES as i64).into()),
+                ("timeout_ms", i64::from(crate::outbound::TIMEOUT_MS).into()),
+                ("redirects", Value::Bool(false)),
+                ("attempts", MAX_ATTEMPTS.into()),
+            ])),
+        ),
+    ]);
+    draft.certify(key)?.verify(domain_card, None, since)
+}
+
+/// What one tick's checks did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChecksReport {
+    /// Checks run to a verdict (passed or failed) the Libro took.
+    pub decided: u32,
+    /// Checks that came out undecided.
+    pub undecided: u32,
+    /// Fetches made.
+    pub fetches: u32,
+}
+
+impl<D: Db, N: Net> House<D, N> {
+    /// `verifica@`'s address here.
+    pub fn verifica_address(&self) -> Result<Address, Error> {
+        Address::new(VERIFICA, &self.config.domain)
+    }
+
+    /// Runs the checks that are due, within `fetches` requests: each leased, its tests run, its
+    /// verdict sent to `libro@` (passed or failed) or kept and told to the parties (undecided).
+    pub async fn run_checks(&self, fetches: u32) -> Result<ChecksReport, Error> {
+        let mut report = ChecksReport::default();
+        let now = self.now();
+        let rows = store::due_checks(&self.db, now.millis(), i64::from(fetches.max(1))).await?;
+        for row in rows {
+            let (Some(contract), Some(attempts)) = (row.text("contract"), row.int("attempts")) else { continue };
+            let record = row.text("record").and_then(|t| Value::parse_str(t).ok());
+            let record = record.as_ref().and_then(Value::as_object);
+            // The contract moved on (released or refunded by a party, or gone): nothing to judge.
+            let Some(record) = record.filter(|_| row.text("contract_state") == Some("delivered")) else {
+                self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
+                continue;
+            };
+            let terms = record.get("terms").and_then(Value::as_object).cloned().unwrap_or_default();
+            let tests = parse_tests(&terms, None);
+            let needs = tests.as_ref().map_or(0, |t| t.iter().filter(|t| request(t).is_some()).count());
+            let needs = u32::try_from(needs).unwrap_or(u32::MAX);
+            if report.fetches.saturating_add(needs) > fetches && report.fetches > 0 {
+                break;
+            }
+            let leased = self
+                .db
+                .batch(vec![store::lease_check(contract, attempts, now.millis(), now.millis() + LEASE_MS)])
+                .await
+                .map_err(crate::port_error)?;
+            if leased.first() != Some(&1) {
+                continue;
+            }
+            let attempts = attempts + 1;
+            let evidence = record.get("evidence_sha256").and_then(Value::as_str);
+            let declared = terms.get("verify").and_then(Value::as_array).map(<[Value]>::to_vec).unwrap_or_default();
+            let results = match &tests {
+                Ok(tests) => {
+                    let mut results = Vec::with_capacity(tests.len());
+                    for t in tests {
+                        let answer = match request(t) {
+                            Some(req) => {
+                                report.fetches += 1;
+                                Some(self.net.send(req).await)
+                            }
+                            None => None,
+                        };
+                        results.push(evaluate(t, answer.as_ref(), evidence));
+                    }
+                    results
+                }
+                // Accepted with tests it runs, so this is a contract from before (or a bug):
+                // nothing it could judge.
+                Err(e) => {
+                    vec![Checked { result: TestResult::Undecided, reason: e.reason.to_string(), seen: Object::new() }]
+                }
+            };
+            let verifier = self.verifica_address()?;
+            let doc = verdict(contract, &verifier, now, &declared, &results);
+            match judge(&results) {
+                TestResult::Undecided => {
+                    self.keep_undecided(contract, attempts, record, doc, now).await?;
+                    report.undecided += 1;
+                }
+                outcome => {
+                    if self.send_verdict(contract, attempts, outcome, doc, now).await? {
+                        report.decided += 1;
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Sends a verdict that decides to `libro@`, through the same door as any agent's operation.
+    /// Answers whether the Libro took it; the check goes once the Libro answered for good.
+    async fn send_verdict(
+        &self,
+        contract: &str,
+        attempts: i64,
+        outcome: TestResult,
+        doc: Object,
+        now: Timestamp,
+    ) -> Result<bool, Error> {
+        let verifier = self.verifica_address()?;
+        let libro = self.libro_address()?;
+        let mut body = obj([("contract", contract.into())]);
+        if outcome == TestResult::Pass {
+            body.insert("op".into(), "release".into());
+        } else {
+            body.insert("op".into(), "refund".into());
+            body.insert("note".into(), "verifica@ found the delivery does not pass its tests".into());
+        }
+        body.insert("verdict".into(), Value::Object(doc));
+        // One verdict per contract: written twice (a tick that died after the Libro took it), it
+        // is one operation, answered as done.
+        let id = self.derived_id("verdict", contract, verifier.as_str());
+        let mut draft =
+            Draft::new(id, verifier, vec![libro.clone()], now, Content::new(super::OP_MEDIA, Value::Object(body)));
+        draft.kind = Kind::Task;
+        let env = draft.build()?.sign(&self.config.key)?.verify(&self.verifica, now)?;
+        let answers = self.accept(&env, &self.verifica, &[libro]).await?;
+        let taken = match answers.first().map(|(_, o)| o) {
+            Some(Outcome::Accepted | Outcome::Duplicate) => true,
+            Some(Outcome::Rejected(e)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => return Ok(false),
+            // Refused for good: the contract moved on meanwhile; the check is over.
+            _ => false,
+        };
+        self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
+        Ok(taken)
+    }
+
+    /// Keeps an undecided verdict with the check, due again later (or final after
+    /// [`MAX_ATTEMPTS`]), and tells the buyer and the seller why, in the same batch.
+    async fn keep_undecided(
+        &self,
+        contract: &str,
+        attempts: i64,
+        record: &Object,
+        doc: Object,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let give_up = attempts >= MAX_ATTEMPTS;
+        let next_at = now.millis().saturating_add(retry_ms(attempts));
+        let mut notice = obj([("contract", contract.into()), ("verdict", Value::Object(doc.clone()))]);
+        notice.insert(
+            "next".into(),
+            if give_up { Value::Null } else { Timestamp::from_millis(next_at).to_rfc3339().into() },
+        );
+        let text = Value::Object(doc).canonical_string();
+        let mut stmts = vec![store::undecided(contract, attempts, next_at, give_up, &text)];
+        let verifier = self.verifica_address()?;
+        for party in ["buyer", "seller"] {
+            let Some(to) = record.get(party).and_then(Value::as_str).and_then(|a| Address::parse(a).ok()) else {
+                continue;
+            };
+            if self.is_system(&to) {
+                continue;
+            }
+            let id = self.derived_id(&format!("undecided:{attempts}"), contract, to.as_str());
+            let mut draft = Draft::new(
+                id,
+                verifier.clone(),
+                vec![to],
+                now,
+                Content::new(NOTICE_MEDIA, Value::Object(notice.clone())),
+            );
+            draft.kind = Kind::Message;
+            let signed = draft.build()?.sign(&self.config.key)?;
+            stmts.extend(self.send_from_libro(signed, now)?);
+        }
+        self.db.batch(stmts).await.map_err(crate::port_error)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn terms(json: &str) -> Object {
+        Value::parse_str(json).unwrap().as_object().unwrap().clone()
+    }
+
+    fn ok(status: u16, body: &[u8]) -> Result<OutResponse, PortError> {
+        Ok(OutResponse { status, body: body.to_vec() })
+    }
+
+    #[test]
+    fn tests_are_read_strictly() {
+        let hash = hex(&sha256(b"x"));
+        let good = terms(&format!(
+            r#"{{"verify":[{{"type":"http_status","url":"https://example.com/"}},{{"type":"sha256","expect":"{hash}"}}]}}"#
+        ));
+        assert_eq!(
+            parse_tests(&good, None).unwrap(),
+            vec![
+                Test::HttpStatus { url: "https://example.com/".into(), expect: 200 },
+                Test::Sha256 { expect: hash.clone(), url: None }
+            ]
+        );
+        let bad = [
+            r#"{"verify":[]}"#.to_owned(),
+            r#"{"verify":{}}"#.to_owned(),
+            r#"{"verify":[{"type":"http_status","url":"http://example.com/"}]}"#.to_owned(),
+            r#"{"verify":[{"type":"http_status","url":"https://example.com/","expect":99}]}"#.to_owned(),
+            r#"{"verify":[{"type":"http_status","url":"https://example.com/","extra":1}]}"#.to_owned(),
+            r#"{"verify":[{"type":"exit_0","argv":["true"]}]}"#.to_owned(),
+            r#"{"verify":[{"type":"lighthouse"}]}"#.to_owned(),
+            format!(r#"{{"verify":[{{"type":"sha256","expect":"{}"}}]}}"#, hash.to_uppercase()),
+            r#"{"verify":[{"type":"sha256","expect":"00"}]}"#.to_owned(),
+        ];
+        for b in bad {
+            assert_eq!(parse_tests(&terms(&b), None).unwrap_err().kind, ErrorKind::Malformed, "{b}");
+        }
+        let many =
+            format!(r#"{{"verify":[{}]}}"#, vec![r#"{"type":"http_status","url":"https://a.example/"}"#; 9].join(","));
+        assert!(parse_tests(&terms(&many), None).is_err());
+    }
+
+    #[test]
+    fn the_policy_refuses_private_targets_at_accept() {
+        let policy = Policy::new(["https://127.0.0.1:9443"], false, false);
+        let named = terms(r#"{"verify":[{"type":"http_status","url":"https://127.0.0.1:9443/ok"}]}"#);
+        assert!(check_terms(nyx5_proto::quote::ContractKind::Escrow, Some(&named), &policy).is_ok());
+        let private = terms(r#"{"verify":[{"type":"http_status","url":"https://10.0.0.1/ok"}]}"#);
+        assert!(check_terms(nyx5_proto::quote::ContractKind::Escrow, Some(&private), &policy).is_err());
+        assert!(check_terms(nyx5_proto::quote::ContractKind::Spot, Some(&named), &policy).is_err());
+        assert!(check_terms(nyx5_proto::quote::ContractKind::Escrow, None, &policy).is_err());
+    }
+
+    #[test]
+    fn each_answer_decides_as_the_table_says() {
+        let url = "https://example.com/".to_owned();
+        let status = Test::HttpStatus { url: url.clone(), expect: 204 };
+        assert_eq!(evaluate(&status, Some(&ok(204, b"")), None).result, TestResult::Pass);
+        assert_eq!(evaluate(&status, Some(&ok(200, b"")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&status, Some(&Err(PortError::Failed("t".into()))), None).result, TestResult::Undecided);
+        let body = Test::Sha256 { expect: hex(&sha256(b"deployed")), url: Some(url) };
+        assert_eq!(evaluate(&body, Some(&ok(200, b"deployed")), None).result, TestResult::Pass);
+        assert_eq!(evaluate(&body, Some(&ok(200, b"other")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&body, Some(&ok(404, b"deployed")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&body, Some(&ok(503, b"deployed")), None).result, TestResult::Undecided);
+        assert_eq!(evaluate(&body, Some(&ok(429, b"deployed")), None).result, TestResult::Undecided);
+        let evidence = Test::Sha256 { expect: hex(&sha256(b"e")), url: None };
+        assert_eq!(evaluate(&evidence, None, None).result, TestResult::Undecided);
+        assert_eq!(evaluate(&evidence, None, Some(&hex(&sha256(b"e")))).result, TestResult::Pass);
+        assert_eq!(evaluate(&evidence, None, Some(&hex(&sha256(b"f")))).result, TestResult::Fail);
+    }
+
+    #[test]
+    fn undecided_outweighs_a_failure_and_a_failure_a_pass() {
+        let c = |result| Checked { result, reason: String::new(), seen: Object::new() };
+        assert_eq!(judge(&[c(TestResult::Pass), c(TestResult::Pass)]), TestResult::Pass);
+        assert_eq!(judge(&[c(TestResult::Pass), c(TestResult::Fail)]), TestResult::Fail);
+        assert_eq!(judge(&[c(TestResult::Fail), c(TestResult::Undecided)]), TestResult::Undecided);
+    }
+}

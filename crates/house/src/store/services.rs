@@ -1,0 +1,184 @@
+//! The SQL of the house's own agents (migration `0010_services.sql`): the checks `verifica@`
+//! owes, and `tareas@`'s catalogue and claims.
+
+use nyx5_proto::Error;
+
+use super::{one, query};
+use crate::ports::{Db, Row, Stmt};
+use crate::stmt;
+
+/// The check of `contract`, due at `now`: written in the `deliver`'s batch. A second delivery of
+/// one contract cannot happen (the kernel refuses it), so a conflict leaves the row as it was.
+pub fn enqueue_check(contract: &str, now: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO verifica_checks (contract, next_at, added_at) VALUES (?1, ?2, ?2)
+         ON CONFLICT (contract) DO NOTHING",
+        contract,
+        now
+    )
+}
+
+/// Up to `limit` checks due at `now` and not leased, oldest first, each with the contract's
+/// record (`record`, JSON) as it stands.
+pub async fn due_checks<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT v.contract AS contract, v.attempts AS attempts, c.record AS record, c.state AS contract_state
+               FROM verifica_checks v LEFT JOIN libro_contracts c ON c.id = v.contract
+              WHERE v.state = 'due' AND v.next_at <= ?1 AND (v.lease_until IS NULL OR v.lease_until <= ?1)
+              ORDER BY v.next_at, v.contract LIMIT ?2",
+            now,
+            limit
+        ),
+    )
+    .await
+}
+
+/// Leases a check until `until`, counting the attempt: changes one row only if no one else holds
+/// it (a tick retried by the platform, or two processes on one file).
+pub fn lease_check(contract: &str, attempts: i64, now: i64, until: i64) -> Stmt {
+    stmt!(
+        "UPDATE verifica_checks SET lease_until = ?4, attempts = attempts + 1
+          WHERE contract = ?1 AND attempts = ?2 AND state = 'due' AND (lease_until IS NULL OR lease_until <= ?3)",
+        contract,
+        attempts,
+        now,
+        until
+    )
+}
+
+/// The check is done: the Libro took its verdict (or the contract moved on without it). Only the
+/// lease's holder removes it.
+pub fn finish_check(contract: &str, attempts: i64) -> Stmt {
+    stmt!("DELETE FROM verifica_checks WHERE contract = ?1 AND attempts = ?2", contract, attempts)
+}
+
+/// An undecided verdict: kept as `last`, due again at `next_at`, or given up (`undecided`) when
+/// `give_up`. Only the lease's holder writes it.
+pub fn undecided(contract: &str, attempts: i64, next_at: i64, give_up: bool, last: &str) -> Stmt {
+    stmt!(
+        "UPDATE verifica_checks SET lease_until = NULL, next_at = ?3, last = ?5,
+                state = CASE WHEN ?4 = 1 THEN 'undecided' ELSE 'due' END
+          WHERE contract = ?1 AND attempts = ?2",
+        contract,
+        attempts,
+        next_at,
+        give_up,
+        last
+    )
+}
+
+/// The check of `contract` as it stands (for the contract's parties).
+pub async fn check<D: Db>(db: &D, contract: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT state, next_at, attempts, last FROM verifica_checks WHERE contract = ?1", contract)).await
+}
+
+/// Adds a task, or answers the row already there (`inserted` 0) when the id is taken.
+pub fn add_task(id: &str, price: i64, statement: &str, terms: &str, now: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO tareas (id, price, statement, terms, added_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (id) DO NOTHING",
+        id,
+        price,
+        statement,
+        terms,
+        now
+    )
+}
+
+/// How many tasks are offered now.
+pub async fn offered<D: Db>(db: &D) -> Result<i64, Error> {
+    Ok(one(db, stmt!("SELECT count(*) AS n FROM tareas WHERE retired_at IS NULL"))
+        .await?
+        .and_then(|r| r.int("n"))
+        .unwrap_or(0))
+}
+
+/// Retires a task: it is no longer offered. Changes nothing for a task retired before.
+pub fn retire_task(id: &str, now: i64) -> Stmt {
+    stmt!("UPDATE tareas SET retired_at = ?2 WHERE id = ?1 AND retired_at IS NULL", id, now)
+}
+
+/// The tasks offered (all of them with `retired` too), in the order they were added.
+pub async fn tasks<D: Db>(db: &D, retired: bool) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT id, price, statement, terms, added_at, retired_at FROM tareas
+              WHERE ?1 = 1 OR retired_at IS NULL ORDER BY added_at, id LIMIT 1000",
+            retired
+        ),
+    )
+    .await
+}
+
+/// One task by id, offered or retired.
+pub async fn task<D: Db>(db: &D, id: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT id, price, statement, terms, retired_at FROM tareas WHERE id = ?1", id)).await
+}
+
+/// What the quota of `agent` is made of on `day`, for the desk `desk` (its address): its escrows
+/// with the desk in flight, its claims that day, everyone's claims that day, and whether `task`
+/// was paid to it or is in flight (a claim whose contract was not refunded).
+pub async fn quota<D: Db>(db: &D, desk: &str, agent: &str, task: &str, day: i64) -> Result<Row, Error> {
+    Ok(one(db, quota_query(desk, agent, task, day)).await?.unwrap_or_default())
+}
+
+fn quota_query(desk: &str, agent: &str, task: &str, day: i64) -> Stmt {
+    stmt!(
+        "SELECT
+           (SELECT count(*) FROM libro_contracts
+             WHERE buyer = ?1 AND seller = ?2 AND kind = 'escrow' AND state IN ('held', 'delivered')) AS in_flight,
+           (SELECT count(*) FROM tareas_claims WHERE agent = ?2 AND day = ?4) AS agent_today,
+           (SELECT count(*) FROM tareas_claims WHERE day = ?4) AS all_today,
+           EXISTS (SELECT 1 FROM tareas_claims t JOIN libro_contracts c ON c.id = t.contract
+                    WHERE t.task = ?3 AND t.agent = ?2 AND c.state <> 'refunded') AS taken",
+        desk,
+        agent,
+        task,
+        day
+    )
+}
+
+/// How many claims were made on `day`, everyone's.
+pub async fn claims_on<D: Db>(db: &D, day: i64) -> Result<i64, Error> {
+    Ok(one(db, stmt!("SELECT count(*) AS n FROM tareas_claims WHERE day = ?1", day))
+        .await?
+        .and_then(|r| r.int("n"))
+        .unwrap_or(0))
+}
+
+/// The claim of `task` by `agent` under `contract`, for the accept's batch. Placed before the
+/// contract's own row, it sees the quota as it was: the CHECK `tareas_quota` undoes the whole
+/// accept when, by then, the agent has a task in flight, the agent's or the house's cap for `day`
+/// is reached, or the task was paid to the agent before.
+#[allow(clippy::too_many_arguments)]
+pub fn claim(
+    contract: &str,
+    task: &str,
+    agent: &str,
+    desk: &str,
+    day: i64,
+    now: i64,
+    per_agent: i64,
+    per_day: i64,
+) -> Stmt {
+    stmt!(
+        "INSERT INTO tareas_claims (contract, task, agent, day, at, within) VALUES (?1, ?2, ?3, ?5, ?6, (
+           SELECT NOT EXISTS (SELECT 1 FROM libro_contracts
+                               WHERE buyer = ?4 AND seller = ?3 AND kind = 'escrow' AND state IN ('held', 'delivered'))
+              AND (SELECT count(*) FROM tareas_claims WHERE agent = ?3 AND day = ?5) < ?7
+              AND (SELECT count(*) FROM tareas_claims WHERE day = ?5) < ?8
+              AND NOT EXISTS (SELECT 1 FROM tareas_claims t JOIN libro_contracts c ON c.id = t.contract
+                               WHERE t.task = ?2 AND t.agent = ?3 AND c.state <> 'refunded')))",
+        contract,
+        task,
+        agent,
+        desk,
+        day,
+        now,
+        per_agent,
+        per_day
+    )
+}

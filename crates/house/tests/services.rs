@@ -1,0 +1,659 @@
+//! The house's own agents (spec §22, §23; docs/SPEC.md §22, §23) through public routes, on real
+//! SQLite: `verifica@` judging escrows that name it (a verdict that releases, one that refunds,
+//! one that could not be reached and decides nothing until it can), the refusals at accept, and
+//! `tareas@` with its catalogue, its caps and its comparisons. Evidence servers are the kit's
+//! fakes, reached through the house's outbound policy.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+mod kit;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use kit::*;
+use nyx5_house::Registration;
+use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::ports::{Db, OutResponse};
+use nyx5_house::stmt;
+use nyx5_proto::crypto::{hex, sha256};
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::json::obj;
+use nyx5_proto::quote::{self, ContractKind, Quote, QuoteDraft};
+use nyx5_proto::{Address, Envelope, Object, Value};
+
+const ADMIN: &str = "Bearer admin-a.test";
+
+fn house(w: &World, verifica: bool, tareas: bool) -> Rc<TestHouse> {
+    let mut c = w.config("a.test", Registration::Admin);
+    c.verifica_enabled = verifica;
+    c.tareas_enabled = tareas;
+    w.start(c)
+}
+
+fn register(h: &TestHouse, agent: &Agent) {
+    assert_eq!(agent.register_admin(h).status, 201);
+}
+
+fn topup(h: &TestHouse, address: &str, amount: i64) {
+    let body = obj([("address", address.into()), ("amount", amount.into())]);
+    assert_eq!(call(h, "POST", "/libro/topup", &[("authorization", ADMIN)], &Value::Object(body)).status, 200);
+}
+
+fn balance(h: &TestHouse, account: &str) -> i64 {
+    block_on(nyx5_house::store::libro::balance(&h.db, account)).unwrap()
+}
+
+fn terms(json: &str) -> Object {
+    Value::parse_str(json).unwrap().as_object().unwrap().clone()
+}
+
+fn verifica() -> Address {
+    Address::parse("verifica@a.test").unwrap()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn quote_of(
+    w: &World,
+    seller: &Agent,
+    buyer: &Address,
+    id: &str,
+    price: i64,
+    terms: Option<Object>,
+    arbiter: Option<Address>,
+    contract: ContractKind,
+) -> Quote {
+    QuoteDraft {
+        id: id.into(),
+        house: "a.test".into(),
+        seller: seller.address.clone(),
+        buyer: buyer.clone(),
+        contract,
+        price,
+        currency: "tok".into(),
+        concept: "a deployment".into(),
+        terms,
+        arbiter,
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&seller.sig)
+    .unwrap()
+}
+
+/// Sends an operation through `/outbound` and answers its status there and the refusal's code in
+/// the operator's mailbox (0 when a receipt came).
+fn operate(w: &World, h: &TestHouse, who: &Agent, id: &str, body: Object) -> u16 {
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut d = Draft::new(
+        id.into(),
+        who.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(body)),
+    );
+    d.kind = Kind::Task;
+    let env = d.build().unwrap().sign(&who.sig).unwrap();
+    let r = who.send(h, &env);
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    w.tick_all();
+    for e in mailbox(h, who) {
+        if e.in_reply_to() == Some(id) && e.from().local() == LIBRO {
+            return 0;
+        }
+        let body = e.content().and_then(|c| c.body.as_object().cloned()).unwrap_or_default();
+        if e.from().local() == "postmaster" && body.get("of").and_then(Value::as_str) == Some(id) {
+            return u16::try_from(body["code"].as_safe_integer().unwrap()).unwrap();
+        }
+    }
+    panic!("no answer to {id}");
+}
+
+fn accept(w: &World, h: &TestHouse, buyer: &Agent, q: &Quote) -> u16 {
+    operate(
+        w,
+        h,
+        buyer,
+        &format!("accept-{}", q.id),
+        obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]),
+    )
+}
+
+fn deliver(w: &World, h: &TestHouse, seller: &Agent, contract: &str, evidence: Option<&str>) -> u16 {
+    let mut body = obj([("op", "deliver".into()), ("contract", contract.into())]);
+    if let Some(e) = evidence {
+        body.insert("evidence_sha256".into(), e.into());
+    }
+    operate(w, h, seller, &format!("deliver-{contract}"), body)
+}
+
+fn contract(h: &TestHouse, id: &str) -> Object {
+    let rows = block_on(h.db.sqlite.query(stmt!("SELECT record FROM libro_contracts WHERE id = ?", id))).unwrap();
+    let text = rows[0].text("record").unwrap().to_owned();
+    Value::parse_str(&text).unwrap().as_object().unwrap().clone()
+}
+
+fn check_row(h: &TestHouse, id: &str) -> Option<(String, i64)> {
+    let rows = block_on(h.db.sqlite.query(stmt!("SELECT state, attempts FROM verifica_checks WHERE contract = ?", id)))
+        .unwrap();
+    rows.first().map(|r| (r.text("state").unwrap().to_owned(), r.int("attempts").unwrap()))
+}
+
+/// The verdict notices (undecided) `who` holds from `verifica@`.
+fn notices(h: &TestHouse, who: &Agent) -> Vec<Object> {
+    mailbox(h, who)
+        .into_iter()
+        .filter(|e| e.from() == &verifica())
+        .map(|e| e.content().unwrap().body.as_object().unwrap().clone())
+        .collect()
+}
+
+fn serve(w: &World, host: &str, status: u16, body: &'static [u8]) {
+    w.fake(host, move |_| OutResponse { status, body: body.to_vec() });
+}
+
+/// ana buys from bo with verifica@ arbitrating `tests`; answers the quote.
+fn escrow(w: &World, h: &TestHouse, ana: &Agent, bo: &Agent, id: &str, tests: &str) -> (Quote, u16) {
+    let t = terms(&format!(r#"{{"verify":{tests}}}"#));
+    let q = quote_of(w, bo, &ana.address, id, 50, Some(t), Some(verifica()), ContractKind::Escrow);
+    let code = accept(w, h, ana, &q);
+    (q, code)
+}
+
+fn people(h: &TestHouse) -> (Agent, Agent) {
+    let ana = Agent::new("ana@a.test", 70);
+    let bo = Agent::new("bo@a.test", 71);
+    register(h, &ana);
+    register(h, &bo);
+    topup(h, "ana@a.test", 100);
+    (ana, bo)
+}
+
+#[test]
+fn a_verdict_that_passes_releases_the_escrow_with_its_reasons() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    serve(&w, "site.example", 200, b"deployed v2");
+    let tests = format!(
+        r#"[{{"type":"http_status","url":"https://site.example/"}},{{"type":"sha256","url":"https://site.example/v2","expect":"{}"}}]"#,
+        hex(&sha256(b"deployed v2"))
+    );
+    let (q, code) = escrow(&w, &h, &ana, &bo, "q-pass", &tests);
+    assert_eq!(code, 0);
+    assert_eq!(balance(&h, "escrow:q-pass"), 50);
+    // Nothing is checked before the delivery.
+    w.tick_all();
+    assert_eq!(w.sent_to("site.example"), 0);
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    // The delivery's tick ran the check: two fetches, the verdict through libro@.
+    assert_eq!(w.sent_to("site.example"), 2);
+    let c = contract(&h, "q-pass");
+    assert_eq!(c["state"].as_str(), Some("released"));
+    let verdict = c["verdict"].as_object().unwrap();
+    assert_eq!(verdict["outcome"].as_str(), Some("passed"));
+    assert_eq!(verdict["verifier"].as_str(), Some("verifica@a.test"));
+    let results: Vec<_> = verdict["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_object().unwrap()["result"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(results, ["pass", "pass"]);
+    let history = c["history"].as_array().unwrap();
+    let last = history.last().unwrap().as_object().unwrap();
+    assert_eq!((last["op"].as_str(), last["by"].as_str()), (Some("release"), Some("verifica@a.test")));
+    assert_eq!(last["verdict"].as_object().unwrap()["outcome"].as_str(), Some("passed"));
+    assert_eq!(balance(&h, "escrow:q-pass"), 0);
+    assert_eq!(balance(&h, "bo@a.test"), 45, "the price less the house's 10 %");
+    assert!(check_row(&h, "q-pass").is_none(), "the check is done");
+    // Both parties hold the release's receipt; verifica@ holds no mailbox.
+    for who in [&ana, &bo] {
+        let receipts: Vec<_> = mailbox(&h, who)
+            .into_iter()
+            .filter(|e| e.from().local() == LIBRO)
+            .filter_map(|e| e.content().and_then(|c| c.body.as_object().cloned()))
+            .filter(|b| b.get("op").and_then(Value::as_str) == Some("release"))
+            .collect();
+        assert_eq!(receipts.len(), 1, "{}", who.address);
+        assert_eq!(receipts[0]["from"].as_str(), Some("verifica@a.test"));
+    }
+    // Another tick changes nothing: one verdict per contract.
+    w.tick_all();
+    assert_eq!(w.sent_to("site.example"), 2);
+}
+
+#[test]
+fn a_verdict_that_fails_refunds_the_buyer() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    serve(&w, "site.example", 404, b"not here");
+    let (q, _) = escrow(&w, &h, &ana, &bo, "q-fail", r#"[{"type":"http_status","url":"https://site.example/"}]"#);
+    assert_eq!(balance(&h, "ana@a.test"), 50);
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    let c = contract(&h, "q-fail");
+    assert_eq!(c["state"].as_str(), Some("refunded"));
+    let verdict = c["verdict"].as_object().unwrap();
+    assert_eq!(verdict["outcome"].as_str(), Some("failed"));
+    let test = verdict["tests"].as_array().unwrap()[0].as_object().unwrap();
+    assert_eq!(test["status"].as_safe_integer(), Some(404));
+    assert!(test["reason"].as_str().unwrap().contains("404"));
+    assert_eq!(balance(&h, "ana@a.test"), 100, "refunded without fee");
+    assert_eq!(balance(&h, "bo@a.test"), 0);
+}
+
+#[test]
+fn a_test_that_cannot_run_decides_nothing_until_it_can() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    // gone.example answers nobody yet: no route.
+    let body_hash = hex(&sha256(b"artifact"));
+    let (q, _) = escrow(
+        &w,
+        &h,
+        &ana,
+        &bo,
+        "q-wait",
+        &format!(r#"[{{"type":"sha256","url":"https://gone.example/a","expect":"{body_hash}"}}]"#),
+    );
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("delivered"), "nothing decided");
+    assert_eq!(balance(&h, "escrow:q-wait"), 50);
+    assert_eq!(check_row(&h, "q-wait"), Some(("due".to_owned(), 1)));
+    for who in [&ana, &bo] {
+        let n = notices(&h, who);
+        assert_eq!(n.len(), 1, "{} is told why", who.address);
+        assert_eq!(n[0]["verdict"].as_object().unwrap()["outcome"].as_str(), Some("undecided"));
+        assert!(n[0]["next"].as_str().is_some());
+    }
+    // Not due again before its wait: a tick now fetches nothing.
+    let before = w.sent_to("gone.example");
+    w.tick_all();
+    assert_eq!(w.sent_to("gone.example"), before);
+    // A server that answers 503 is still undecided.
+    serve(&w, "gone.example", 503, b"");
+    w.clock.advance(61_000);
+    w.tick_all();
+    assert_eq!(check_row(&h, "q-wait"), Some(("due".to_owned(), 2)));
+    assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("delivered"));
+    // Once it serves the artifact, the next try releases.
+    serve(&w, "gone.example", 200, b"artifact");
+    w.clock.advance(10 * 60_000);
+    w.tick_all();
+    assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("released"));
+    assert_eq!(balance(&h, "bo@a.test"), 45);
+    assert!(check_row(&h, "q-wait").is_none());
+}
+
+#[test]
+fn missing_evidence_is_undecided_and_is_given_up_after_the_last_attempt() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let expect = hex(&sha256(b"the report"));
+    let (q, _) = escrow(&w, &h, &ana, &bo, "q-ev", &format!(r#"[{{"type":"sha256","expect":"{expect}"}}]"#));
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    for _ in 0..10 {
+        w.clock.advance(13 * 3_600_000);
+        w.tick_all();
+    }
+    assert_eq!(
+        check_row(&h, "q-ev"),
+        Some(("undecided".to_owned(), nyx5_house::libro::verifica::MAX_ATTEMPTS)),
+        "given up after its attempts"
+    );
+    assert_eq!(contract(&h, "q-ev")["state"].as_str(), Some("delivered"));
+    assert_eq!(balance(&h, "escrow:q-ev"), 50, "an undecided verdict moves nothing");
+    let n = notices(&h, &bo);
+    assert_eq!(n.len(), usize::try_from(nyx5_house::libro::verifica::MAX_ATTEMPTS).unwrap());
+    assert!(n.last().unwrap()["next"].is_null(), "the last notice says no try follows");
+    let reason = n[0]["verdict"].as_object().unwrap()["tests"].as_array().unwrap()[0].as_object().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(reason.contains("evidence_sha256"), "{reason}");
+}
+
+#[test]
+fn the_delivered_evidence_hash_is_judged_without_a_fetch() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let expect = hex(&sha256(b"the report"));
+    let (q, _) = escrow(&w, &h, &ana, &bo, "q-hash", &format!(r#"[{{"type":"sha256","expect":"{expect}"}}]"#));
+    assert_eq!(deliver(&w, &h, &bo, &q.id, Some(&expect)), 0);
+    assert_eq!(contract(&h, "q-hash")["state"].as_str(), Some("released"));
+    let (q2, _) = escrow(&w, &h, &ana, &bo, "q-hash2", &format!(r#"[{{"type":"sha256","expect":"{expect}"}}]"#));
+    assert_eq!(deliver(&w, &h, &bo, &q2.id, Some(&hex(&sha256(b"another")))), 0);
+    assert_eq!(contract(&h, "q-hash2")["state"].as_str(), Some("refunded"));
+}
+
+#[test]
+fn a_party_that_settles_first_ends_the_check() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let (q, _) = escrow(&w, &h, &ana, &bo, "q-first", r#"[{"type":"http_status","url":"https://nowhere.example/"}]"#);
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    assert_eq!(check_row(&h, "q-first"), Some(("due".to_owned(), 1)));
+    // The buyer is content and releases itself; the next due check finds nothing to judge.
+    assert_eq!(operate(&w, &h, &ana, "rel", obj([("op", "release".into()), ("contract", "q-first".into())])), 0);
+    w.clock.advance(61_000);
+    w.tick_all();
+    assert!(check_row(&h, "q-first").is_none());
+    assert_eq!(contract(&h, "q-first")["state"].as_str(), Some("released"));
+    assert!(contract(&h, "q-first").get("verdict").is_none());
+}
+
+#[test]
+fn a_contract_verifica_would_not_judge_is_refused_at_accept() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let cases = [
+        ("q1", r#"[{"type":"exit_0","argv":["make","test"]}]"#),
+        ("q2", r#"[{"type":"http_status","url":"http://site.example/"}]"#),
+        ("q3", r#"[{"type":"http_status","url":"https://127.0.0.1/"}]"#),
+        ("q4", r#"[{"type":"http_status","url":"https://metadata.google.internal/"}]"#),
+        ("q5", r#"[]"#),
+        ("q6", r#"[{"type":"lighthouse","score":90}]"#),
+    ];
+    for (id, tests) in cases {
+        let (_, code) = escrow(&w, &h, &ana, &bo, id, tests);
+        assert_eq!(code, 400, "{id}: {tests}");
+    }
+    // No terms.verify at all, and a spot contract.
+    let q = quote_of(&w, &bo, &ana.address, "q7", 5, None, Some(verifica()), ContractKind::Escrow);
+    assert_eq!(accept(&w, &h, &ana, &q), 400);
+    let t = terms(r#"{"verify":[{"type":"http_status","url":"https://site.example/"}]}"#);
+    let q = quote_of(&w, &bo, &ana.address, "q8", 5, Some(t), Some(verifica()), ContractKind::Spot);
+    assert_eq!(accept(&w, &h, &ana, &q), 400);
+    assert_eq!(balance(&h, "ana@a.test"), 100, "nothing was held");
+    // verifica@ reads no mail.
+    let env = ana.draft("to-verifica", &[&verifica()], "please check").sign(&ana.sig).unwrap();
+    assert_eq!(ana.send(&h, &env).status, 202);
+    w.tick_all();
+    assert_eq!(bounce(&h, &ana, "to-verifica"), 403);
+}
+
+#[test]
+fn a_house_without_verifica_takes_no_contract_naming_it() {
+    let w = World::new();
+    let h = house(&w, false, false);
+    let (ana, bo) = people(&h);
+    let (_, code) = escrow(&w, &h, &ana, &bo, "q1", r#"[{"type":"http_status","url":"https://site.example/"}]"#);
+    assert_eq!(code, 400);
+    // Its card still says what it would run: a card is served for every system agent.
+    let card = json(&call(&h, "GET", "/agents/verifica", &[], &Value::Null), 200);
+    let caps = card.as_object().unwrap()["capabilities"].as_object().unwrap()["verifica"].as_object().unwrap().clone();
+    assert_eq!(caps["tests"].canonical_string(), r#"["http_status","sha256"]"#);
+    assert_eq!(caps["unsupported"].canonical_string(), r#"["exit_0"]"#);
+}
+
+#[test]
+fn only_the_arbiter_gives_a_verdict_and_it_must_say_what_it_does() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let (q, _) = escrow(&w, &h, &ana, &bo, "q-v", r#"[{"type":"http_status","url":"https://nowhere.example/"}]"#);
+    let verdict = |outcome: &str| Value::Object(obj([("outcome", outcome.into()), ("contract", "q-v".into())]));
+    let body = obj([("op", "release".into()), ("contract", q.id.as_str().into()), ("verdict", verdict("passed"))]);
+    assert_eq!(operate(&w, &h, &ana, "fake-verdict", body), 403);
+    let body = obj([("op", "refund".into()), ("contract", q.id.as_str().into()), ("verdict", verdict("undecided"))]);
+    assert_eq!(operate(&w, &h, &bo, "undecided-verdict", body), 400);
+    assert_eq!(contract(&h, "q-v")["state"].as_str(), Some("held"));
+}
+
+// ---- tareas@ ----
+
+fn tareas(w: &World) -> Rc<TestHouse> {
+    let mut c = w.config("a.test", Registration::Admin);
+    c.verifica_enabled = true;
+    c.tareas_enabled = true;
+    c.tareas_per_agent_per_day = 2;
+    c.tareas_per_day = 3;
+    w.start(c)
+}
+
+fn add_task(h: &TestHouse, id: &str, price: i64, verify: &str) -> u16 {
+    let body = obj([
+        ("id", id.into()),
+        ("price", price.into()),
+        ("statement", format!("do task {id}").into()),
+        ("verify", Value::parse_str(verify).unwrap()),
+    ]);
+    call(h, "POST", "/tareas", &[("authorization", ADMIN)], &Value::Object(body)).status
+}
+
+fn desk() -> Address {
+    Address::parse("tareas@a.test").unwrap()
+}
+
+/// The catalogue's terms of task `id`.
+fn catalogue_terms(h: &TestHouse, id: &str) -> Object {
+    let v = json(&call(h, "GET", "/tareas", &[], &Value::Null), 200);
+    let tasks = v.as_object().unwrap()["tasks"].as_array().unwrap().to_vec();
+    let t = tasks.iter().find(|t| t.as_object().unwrap()["id"].as_str() == Some(id)).unwrap();
+    t.as_object().unwrap()["terms"].as_object().unwrap().clone()
+}
+
+/// `who` sends `q` to tareas@ in the clear; answers the bounce's code after a tick (0: taken),
+/// or the status of `/outbound` when it refused the envelope itself.
+fn take(w: &World, h: &TestHouse, who: &Agent, id: &str, q: &Quote) -> u16 {
+    let d = Draft::new(
+        id.into(),
+        who.address.clone(),
+        vec![desk()],
+        w.clock.now(),
+        Content::new(quote::MEDIA, Value::Object(q.object().clone())),
+    );
+    let env: Envelope = d.build().unwrap().sign(&who.sig).unwrap();
+    let r = who.send(h, &env);
+    if !matches!(r.status, 200 | 202) {
+        return r.status;
+    }
+    w.tick_all();
+    bounce(h, who, id)
+}
+
+/// The code of the bounce `who` holds for envelope `id`, 0 when there is none.
+fn bounce(h: &TestHouse, who: &Agent, id: &str) -> u16 {
+    for e in mailbox(h, who) {
+        let body = e.content().and_then(|c| c.body.as_object().cloned()).unwrap_or_default();
+        if e.from().local() == "postmaster" && body.get("of").and_then(Value::as_str) == Some(id) {
+            return u16::try_from(body["code"].as_safe_integer().unwrap()).unwrap();
+        }
+    }
+    0
+}
+
+fn task_quote(w: &World, h: &TestHouse, who: &Agent, qid: &str, task: &str, price: i64) -> Quote {
+    quote_of(w, who, &desk(), qid, price, Some(catalogue_terms(h, task)), Some(verifica()), ContractKind::Escrow)
+}
+
+#[test]
+fn a_task_is_taken_judged_and_paid_once() {
+    let w = World::new();
+    let h = tareas(&w);
+    let cy = Agent::new("cy@a.test", 72);
+    register(&h, &cy);
+    topup(&h, "tareas@a.test", 1000);
+    let hash = hex(&sha256(b"hello world"));
+    assert_eq!(add_task(&h, "hello", 20, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    assert_eq!(
+        add_task(&h, "hello", 20, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)),
+        200,
+        "the same task again"
+    );
+    assert_eq!(add_task(&h, "hello", 21, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 409);
+    assert_eq!(add_task(&h, "bad", 5, r#"[{"type":"exit_0","argv":["true"]}]"#), 400);
+    // The catalogue: public, each task whole.
+    let page = json(&call(&h, "GET", "/tareas", &[], &Value::Null), 200);
+    let page = page.as_object().unwrap();
+    assert_eq!(page["desk"].as_str(), Some("tareas@a.test"));
+    assert_eq!(page["arbiter"].as_str(), Some("verifica@a.test"));
+    assert_eq!(page["per_agent_per_day"].as_safe_integer(), Some(2));
+    assert_eq!(page["left_today"].as_safe_integer(), Some(3));
+    let t = catalogue_terms(&h, "hello");
+    assert_eq!(t["task"].as_str(), Some("hello"));
+    assert_eq!(t["verify"].as_array().unwrap().len(), 1);
+
+    let q = task_quote(&w, &h, &cy, "t1", "hello", 20);
+    assert_eq!(take(&w, &h, &cy, "take-1", &q), 0);
+    assert_eq!(balance(&h, "escrow:t1"), 20);
+    assert_eq!(balance(&h, "tareas@a.test"), 980);
+    let c = contract(&h, "t1");
+    assert_eq!((c["buyer"].as_str(), c["seller"].as_str()), (Some("tareas@a.test"), Some("cy@a.test")));
+    // The same envelope again is the same take.
+    assert_eq!(take(&w, &h, &cy, "take-1", &q), 0);
+    assert_eq!(balance(&h, "tareas@a.test"), 980);
+    // A second task while the first is in flight.
+    assert_eq!(add_task(&h, "other", 5, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    let q2 = task_quote(&w, &h, &cy, "t2", "other", 5);
+    assert_eq!(take(&w, &h, &cy, "take-2", &q2), 409);
+    // Delivered with the right evidence: verifica@ releases.
+    assert_eq!(deliver(&w, &h, &cy, "t1", Some(&hash)), 0);
+    assert_eq!(contract(&h, "t1")["state"].as_str(), Some("released"));
+    assert_eq!(balance(&h, "cy@a.test"), 18);
+    // Paid once, even another day.
+    w.clock.advance(2 * 86_400_000);
+    let again = task_quote(&w, &h, &cy, "t3", "hello", 20);
+    assert_eq!(take(&w, &h, &cy, "take-3", &again), 409);
+    // The cy's receipt of the accept came from tareas@'s operation.
+    let accepted = mailbox(&h, &cy).into_iter().any(|e| {
+        e.from().local() == LIBRO
+            && e.content().and_then(|c| c.body.as_object().cloned()).is_some_and(|b| {
+                b.get("op").and_then(Value::as_str) == Some("accept")
+                    && b.get("from").and_then(Value::as_str) == Some("tareas@a.test")
+            })
+    });
+    assert!(accepted);
+    let rows = block_on(h.db.sqlite.query(stmt!("SELECT count(*) AS n FROM tareas_claims"))).unwrap();
+    assert_eq!(rows[0].int("n"), Some(1));
+}
+
+#[test]
+fn a_quote_that_differs_from_the_catalogue_is_refused() {
+    let w = World::new();
+    let h = tareas(&w);
+    let cy = Agent::new("cy@a.test", 72);
+    register(&h, &cy);
+    topup(&h, "tareas@a.test", 1000);
+    let hash = hex(&sha256(b"x"));
+    assert_eq!(add_task(&h, "x", 20, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    let good = catalogue_terms(&h, "x");
+    let mut other = good.clone();
+    other.insert("deadline".into(), "2030-01-01".into());
+    let mut wrong_task = good.clone();
+    wrong_task.insert("task".into(), "nope".into());
+    let cases = [
+        (quote_of(&w, &cy, &desk(), "d1", 21, Some(good.clone()), Some(verifica()), ContractKind::Escrow), 400),
+        (quote_of(&w, &cy, &desk(), "d2", 20, Some(other), Some(verifica()), ContractKind::Escrow), 400),
+        (quote_of(&w, &cy, &desk(), "d3", 20, Some(good.clone()), None, ContractKind::Escrow), 400),
+        (quote_of(&w, &cy, &desk(), "d4", 20, Some(good.clone()), Some(verifica()), ContractKind::Spot), 400),
+        (quote_of(&w, &cy, &desk(), "d5", 20, Some(wrong_task), Some(verifica()), ContractKind::Escrow), 404),
+    ];
+    for (i, (q, code)) in cases.iter().enumerate() {
+        assert_eq!(take(&w, &h, &cy, &format!("d-{i}"), q), *code, "case {i}");
+    }
+    // A quote someone else signed as cy's.
+    let mallory = Agent::new("mal@a.test", 73);
+    register(&h, &mallory);
+    let forged = quote_of(&w, &cy, &desk(), "d6", 20, Some(good), Some(verifica()), ContractKind::Escrow);
+    assert_eq!(take(&w, &h, &mallory, "d-6", &forged), 403);
+    assert_eq!(balance(&h, "tareas@a.test"), 1000, "nothing was held");
+    // Retired, the task is gone from the catalogue and from the desk.
+    assert_eq!(call(&h, "POST", "/tareas/x/retire", &[("authorization", ADMIN)], &Value::Null).status, 200);
+    assert_eq!(call(&h, "POST", "/tareas/x/retire", &[], &Value::Null).status, 401);
+    let page = json(&call(&h, "GET", "/tareas", &[], &Value::Null), 200);
+    assert!(page.as_object().unwrap()["tasks"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn the_caps_answer_409_per_agent_and_for_the_house() {
+    let w = World::new();
+    let h = tareas(&w);
+    topup(&h, "tareas@a.test", 1000);
+    let hash = hex(&sha256(b"x"));
+    for id in ["a", "b", "c", "d"] {
+        assert_eq!(add_task(&h, id, 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    }
+    let agents: Vec<Agent> = (0..3).map(|i| Agent::new(&format!("ag{i}@a.test"), 80 + i)).collect();
+    for a in &agents {
+        register(&h, a);
+    }
+    let n = Cell::new(0);
+    let take_and_finish = |who: &Agent, task: &str| -> u16 {
+        n.set(n.get() + 1);
+        let q = task_quote(&w, &h, who, &format!("c{}", n.get()), task, 10);
+        let code = take(&w, &h, who, &format!("take-c{}", n.get()), &q);
+        if code == 0 {
+            assert_eq!(deliver(&w, &h, who, &q.id, Some(&hash)), 0);
+            assert_eq!(contract(&h, &q.id)["state"].as_str(), Some("released"));
+        }
+        code
+    };
+    // ag0 takes two tasks today (its cap), the third is refused.
+    assert_eq!(take_and_finish(&agents[0], "a"), 0);
+    assert_eq!(take_and_finish(&agents[0], "b"), 0);
+    assert_eq!(take_and_finish(&agents[0], "c"), 409);
+    // ag1 takes one: the house's three for today are out; ag2 is refused.
+    assert_eq!(take_and_finish(&agents[1], "a"), 0);
+    assert_eq!(take_and_finish(&agents[2], "a"), 409);
+    let page = json(&call(&h, "GET", "/tareas", &[], &Value::Null), 200);
+    assert_eq!(page.as_object().unwrap()["left_today"].as_safe_integer(), Some(0));
+    // Tomorrow there is quota again.
+    w.clock.advance(86_400_000);
+    assert_eq!(take_and_finish(&agents[2], "a"), 0);
+}
+
+#[test]
+fn a_claim_that_lost_its_quota_in_a_race_undoes_the_accept() {
+    let w = World::new();
+    let h = tareas(&w);
+    topup(&h, "tareas@a.test", 1000);
+    let hash = hex(&sha256(b"x"));
+    assert_eq!(add_task(&h, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    let cy = Agent::new("cy@a.test", 72);
+    register(&h, &cy);
+    let q = task_quote(&w, &h, &cy, "race", "a", 10);
+    // Between the desk's check and the accept's batch, the house's quota for today is spent.
+    let day = w.clock.now().millis().div_euclid(86_400_000);
+    h.db.before_next_batch(move |db| {
+        for i in 0..3 {
+            let c = format!("other-{i}");
+            let stmts = vec![stmt!(
+                "INSERT INTO tareas_claims (contract, task, agent, day, at, within) VALUES (?, 'a', ?, ?, 0, 1)",
+                c.as_str(),
+                format!("x{i}@a.test"),
+                day
+            )];
+            block_on(nyx5_house::ports::Db::batch(db, stmts)).unwrap();
+        }
+    });
+    assert_eq!(take(&w, &h, &cy, "take-race", &q), 409);
+    assert_eq!(balance(&h, "tareas@a.test"), 1000, "nothing was held");
+    let rows =
+        block_on(h.db.sqlite.query(stmt!("SELECT count(*) AS n FROM libro_contracts WHERE id = 'race'"))).unwrap();
+    assert_eq!(rows[0].int("n"), Some(0));
+}
+
+#[test]
+fn a_desk_without_funds_answers_402_and_a_house_without_tareas_404() {
+    let w = World::new();
+    let h = tareas(&w);
+    let cy = Agent::new("cy@a.test", 72);
+    register(&h, &cy);
+    let hash = hex(&sha256(b"x"));
+    assert_eq!(add_task(&h, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    let q = task_quote(&w, &h, &cy, "poor", "a", 10);
+    assert_eq!(take(&w, &h, &cy, "take-poor", &q), 402);
+
+    let w2 = World::new();
+    let plain = house(&w2, true, false);
+    assert_eq!(call(&plain, "GET", "/tareas", &[], &Value::Null).status, 404);
+    assert_eq!(add_task(&plain, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 404);
+}
