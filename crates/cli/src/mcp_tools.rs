@@ -583,6 +583,7 @@ fn quote(setup: &Setup, args: &Object) -> Result<Value, Failure> {
         expires: opt_str(args, "expires")?,
         referrer,
         house: opt_str(args, "house")?,
+        plain: false,
     };
     libro::quote(&setup.ctx()?, &req)
 }

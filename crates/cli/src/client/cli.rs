@@ -16,8 +16,8 @@ use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
 use super::register::{self, RegisterRequest, SubagentRequest};
 use super::search::{self, SearchRequest};
 use super::send::{self, SendRequest, body_from_bytes, stderr_is_terminal};
-use super::settings;
 use super::{Ctx, when};
+use super::{settings, tareas};
 use crate::error::{Failure, Outcome};
 use crate::{io, sys};
 
@@ -149,6 +149,10 @@ pub(crate) enum ClientCommand {
     /// A federated index: ask it to crawl a house, or see what it crawls.
     #[command(subcommand)]
     Index(IndexCommand),
+    /// A house's paid work (tareas@): list the catalogue, take a task; the operator adds and
+    /// retires tasks.
+    #[command(subcommand)]
+    Tareas(TareasCommand),
     /// Email a person who has no Nyx5 address, through your house's email bridge; their reply
     /// comes back to your inbox, marked unverified.
     Email {
@@ -444,6 +448,66 @@ pub(crate) enum IndexCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub(crate) enum TareasCommand {
+    /// The catalogue: each task with its price, statement and whole test.
+    List {
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
+        house: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Take a task: sends tareas@ a quote with the catalogue's price, terms and arbiter.
+    Take {
+        /// The task's id
+        id: String,
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
+        house: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Add a task (the house's operator only).
+    Add {
+        /// Tokens paid for it, a whole number
+        #[arg(long, value_name = "N")]
+        price: i64,
+        /// What to do
+        #[arg(long)]
+        statement: String,
+        /// Its tests, as JSON: `[{"type":"http_status","url":"https://…"}, {"type":"sha256","expect":"…"}]`
+        #[arg(long, value_name = "JSON")]
+        verify: String,
+        /// Further terms, as a JSON object (a `deadline`, …)
+        #[arg(long, value_name = "JSON")]
+        terms: Option<String>,
+        /// The task's id [default: a new UUID]
+        #[arg(long)]
+        id: Option<String>,
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+        admin_token: Option<String>,
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
+        house: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Stop offering a task (the house's operator only); tasks in flight go on.
+    Retire {
+        id: String,
+        /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+        admin_token: Option<String>,
+        /// The house (a domain or URL) [default: the acting agent's]
+        #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
+        house: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub(crate) enum InviteCommand {
     /// Create an invitation code.
     New {
@@ -718,6 +782,43 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Index(IndexCommand::Add { domain, index, common }) => {
             let r = common.ctx().and_then(|ctx| search::add_house(&ctx, &index, &domain));
             emit(common.json, r, search::houses_human)
+        }
+        ClientCommand::Tareas(TareasCommand::List { house, common }) => {
+            let r = common.ctx().and_then(|ctx| tareas::list(&ctx, house.as_deref()));
+            emit(common.json, r, tareas::list_human)
+        }
+        ClientCommand::Tareas(TareasCommand::Take { id, house, common }) => {
+            let r = common.ctx().and_then(|ctx| tareas::take(&ctx, &id, house.as_deref()));
+            emit(common.json, r, tareas::take_human)
+        }
+        ClientCommand::Tareas(TareasCommand::Add {
+            price,
+            statement,
+            verify,
+            terms,
+            id,
+            admin_token: t,
+            house,
+            common,
+        }) => {
+            let r = (|| {
+                let verify =
+                    Value::parse_str(&verify).map_err(|e| Failure::usage(format!("--verify: {}", e.reason)))?;
+                let terms = match terms {
+                    None => None,
+                    Some(t) => match Value::parse_str(&t) {
+                        Ok(Value::Object(o)) => Some(o),
+                        _ => return Err(Failure::usage("--terms is a JSON object")),
+                    },
+                };
+                let task = tareas::NewTask { id: id.clone(), price, statement: statement.clone(), verify, terms };
+                tareas::add(&common.ctx()?, house.as_deref(), t.as_deref(), &task)
+            })();
+            emit(common.json, r, tareas::task_human)
+        }
+        ClientCommand::Tareas(TareasCommand::Retire { id, admin_token: t, house, common }) => {
+            let r = common.ctx().and_then(|ctx| tareas::retire(&ctx, house.as_deref(), t.as_deref(), &id));
+            emit(common.json, r, tareas::task_human)
         }
         ClientCommand::Index(IndexCommand::Houses { index, common }) => {
             let r = common.ctx().and_then(|ctx| search::houses(&ctx, &index));

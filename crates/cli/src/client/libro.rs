@@ -552,6 +552,9 @@ pub(crate) struct QuoteRequest {
     pub(crate) referrer: Option<(String, i64)>,
     /// The Libro that will hold the deal [default: the seller's own house].
     pub(crate) house: Option<String>,
+    /// Send it in clear: for a buyer that holds no encryption key and must read it, as the
+    /// house's `tareas@` (docs/SPEC.md §23).
+    pub(crate) plain: bool,
 }
 
 impl QuoteRequest {
@@ -649,6 +652,7 @@ pub(crate) fn quote(ctx: &Ctx, req: &QuoteRequest) -> Result<Value, Failure> {
         kind: Some("message".into()),
         request_key: Some(req.key(&house)),
         auto_stamp_max: send::AUTO_STAMP_MAX,
+        plain: req.plain,
         ..SendRequest::default()
     };
     let saved =

@@ -350,6 +350,7 @@ fn quote_request(a: &QuoteArgs) -> Result<QuoteRequest, Failure> {
         expires: a.expires.clone(),
         referrer: a.referrer.clone().zip(a.share),
         house: a.house.clone(),
+        plain: false,
     })
 }
 

@@ -136,6 +136,13 @@ impl World {
         self.a.start(self.dir.path(), &hosts);
     }
 
+    /// Stops house a and starts it again (same database and port) with `extra` options.
+    pub(crate) fn restart_a_with(&mut self, extra: &[&str]) {
+        self.a.kill();
+        let hosts = self.hosts.clone();
+        self.a.start_with(self.dir.path(), &hosts, extra);
+    }
+
     /// Stops house b and starts it again (same database and port) with `extra` options.
     pub(crate) fn restart_b_with(&mut self, extra: &[&str]) {
         self.b.kill();

@@ -1,0 +1,97 @@
+//! The house's own agents from the command line, against a real `nyx5 serve` (docs/SPEC.md §22,
+//! §23): the operator publishes a task, an agent lists the catalogue and takes it with
+//! `nyx5 tareas take`, delivers with its evidence, and the house's `verifica@` — run by
+//! `serve`'s own ticks — releases the escrow with its verdict written into the contract.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod common;
+mod houses;
+
+use std::time::{Duration, Instant};
+
+use houses::{TOKEN_A, World, obj, s};
+use nyx5_proto::crypto::{hex, sha256};
+use nyx5_proto::json::Value;
+
+fn contract_until(w: &World, id: &str, state: &str) -> nyx5_proto::json::Object {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = w.nyx5(&["contract", id, "--json"]).json();
+        if s(&c, "state") == state {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "contract {id} stayed {} (wanted {state})", s(&c, "state"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_task_taken_delivered_and_paid_by_the_command_line() {
+    let mut w = World::new("tareas-cli");
+    w.restart_a_with(&["--verifica", "--tareas"]);
+    w.nyx5(&["init", "sol@a.test", "--house", &w.a.url()]).ok();
+    w.nyx5(&["register", "--json"]).json();
+    w.nyx5(&["topup", "tareas@a.test", "100", "--house", "a.test", "--admin-token", TOKEN_A, "--json"]).json();
+
+    let evidence = w.dir.join("report.txt");
+    std::fs::write(&evidence, b"the translated report").unwrap();
+    let hash = hex(&sha256(b"the translated report"));
+    let verify = format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#);
+    let add = ["tareas", "add", "--id", "translate", "--price", "10", "--statement", "Translate the report"];
+    let added = w.nyx5(&[&add[..], &["--verify", &verify, "--admin-token", TOKEN_A, "--json"]].concat()).json();
+    assert_eq!(s(obj(&added, "task"), "id"), "translate");
+    // Without the operator's token the catalogue does not change.
+    let refused = w.nyx5(&[
+        "tareas",
+        "add",
+        "--price",
+        "1",
+        "--statement",
+        "x",
+        "--verify",
+        &verify,
+        "--admin-token",
+        "wrong",
+        "--json",
+    ]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+
+    let list = w.nyx5(&["tareas", "list", "--json"]).json();
+    assert_eq!(s(&list, "arbiter"), "verifica@a.test");
+    let tasks = list.get("tasks").and_then(Value::as_array).unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(s(obj(tasks[0].as_object().unwrap(), "terms"), "task"), "translate");
+
+    let taken = w.nyx5(&["tareas", "take", "translate", "--json"]).json();
+    assert_eq!(taken.get("sealed"), Some(&Value::Bool(false)), "tareas@ reads the quote in the clear");
+    let id = s(&taken, "quote_id");
+    let held = contract_until(&w, &id, "held");
+    assert_eq!(s(&held, "buyer"), "tareas@a.test");
+    assert_eq!(s(&held, "arbiter"), "verifica@a.test");
+
+    w.nyx5(&["deliver", &id, "--evidence", evidence.to_str().unwrap(), "--json"]).json();
+    let released = contract_until(&w, &id, "released");
+    let verdict = obj(&released, "verdict");
+    assert_eq!(s(verdict, "outcome"), "passed");
+    let b = w.nyx5(&["balance", "--json"]).json();
+    assert_eq!(b.get("balance").and_then(Value::as_safe_integer), Some(9), "10 less the house's 10 %");
+    // Paid once: the same task again is refused by the desk, with a 409 bounce.
+    let again = w.nyx5(&["tareas", "take", "translate", "--json"]).json();
+    let of = s(&again, "id");
+    let inbox = w.wait_inbox("sol@a.test", |items| {
+        items.iter().any(|i| i.as_object().is_some_and(|i| bounce_of(i) == Some(of.clone())))
+    });
+    let bounce = inbox.iter().filter_map(Value::as_object).find(|i| bounce_of(i) == Some(of.clone())).unwrap();
+    let body = obj(obj(bounce, "content"), "body");
+    assert_eq!(body.get("code").and_then(Value::as_safe_integer), Some(409), "{body:?}");
+}
+
+/// The envelope a postmaster's bounce in the inbox is about.
+fn bounce_of(item: &nyx5_proto::json::Object) -> Option<String> {
+    if item.get("from").and_then(Value::as_str) != Some("postmaster@a.test") {
+        return None;
+    }
+    let body = item.get("content")?.as_object()?.get("body")?.as_object()?;
+    body.get("of").and_then(Value::as_str).map(str::to_owned)
+}
