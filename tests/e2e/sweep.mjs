@@ -249,6 +249,38 @@ function routes(ctx) {
       idFields: ['id'],
     },
     {
+      // The index runs on the sweep's houses. A name that is no public house is refused before
+      // anything is fetched, so every variation stays refused and the index table stays empty.
+      m: 'POST',
+      p: '/index/houses',
+      auth: 'none',
+      body: { domain: 'localhost' },
+    },
+    {
+      m: 'GET',
+      p: '/index/houses',
+      auth: 'none',
+      poison: { query: { limit: '-1' } },
+      queries: [
+        ['limit', { offset: '-1' }],
+        ['offset', { limit: '-1' }],
+      ],
+    },
+    {
+      m: 'GET',
+      p: '/index/agents',
+      auth: 'none',
+      poison: { query: { limit: '-1' } },
+      queries: [
+        ['q', { limit: '-1' }],
+        ['capability', { offset: '-1' }],
+        ['accepts', { limit: '101' }],
+        ['house', { offset: 'x' }],
+        ['limit', { offset: '-1' }],
+        ['offset', { limit: '-1' }],
+      ],
+    },
+    {
       m: 'GET',
       p: '/libro/diario',
       auth: 'admin',
@@ -988,7 +1020,7 @@ async function serveRuntime() {
   const dbPath = join(dir, 'house.db');
   const child = spawn(
     bin,
-    ['serve', '--domain', HOUSE, '--db', dbPath, '--listen', `127.0.0.1:${port}`, '--registration', 'invite', '--tick-ms', '3600000'],
+    ['serve', '--domain', HOUSE, '--db', dbPath, '--listen', `127.0.0.1:${port}`, '--registration', 'invite', '--tick-ms', '3600000', '--index'],
     { env: { ...process.env, NYX5_ADMIN_TOKEN: adminToken }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let log = '';
@@ -1022,7 +1054,7 @@ async function workerRuntime() {
     port,
     inspectorPort: await freePort(),
     stateDir: state,
-    vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: adminToken },
+    vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: adminToken, NYX5_INDEX: 'on' },
   });
   let ok = false;
   try {

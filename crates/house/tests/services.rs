@@ -144,7 +144,7 @@ fn check_row(h: &TestHouse, id: &str) -> Option<(String, i64)> {
 fn notices(h: &TestHouse, who: &Agent) -> Vec<Object> {
     mailbox(h, who)
         .into_iter()
-        .filter(|e| e.from() == &verifica())
+        .filter(|e| *e.from() == verifica())
         .map(|e| e.content().unwrap().body.as_object().unwrap().clone())
         .collect()
 }
@@ -345,7 +345,7 @@ fn a_party_that_settles_first_ends_the_check() {
     w.tick_all();
     assert!(check_row(&h, "q-first").is_none());
     assert_eq!(contract(&h, "q-first")["state"].as_str(), Some("released"));
-    assert!(contract(&h, "q-first").get("verdict").is_none());
+    assert!(!contract(&h, "q-first").contains_key("verdict"));
 }
 
 #[test]

@@ -532,7 +532,7 @@ mod tests {
             assert_eq!(parse_tests(&terms(&b), None).unwrap_err().kind, ErrorKind::Malformed, "{b}");
         }
         let many =
-            format!(r#"{{"verify":[{}]}}"#, vec![r#"{"type":"http_status","url":"https://a.example/"}"#; 9].join(","));
+            format!(r#"{{"verify":[{}]}}"#, [r#"{"type":"http_status","url":"https://a.example/"}"#; 9].join(","));
         assert!(parse_tests(&terms(&many), None).is_err());
     }
 
