@@ -96,7 +96,10 @@ const ids = {
   email: '0b7e6d1c-2a3b-4c5d-8e9f-1a2b3c4d5e6f',
   contract: '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d',
   envelope: '1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f',
+  task: 'sweep-task',
 };
+/** The test of the setup's task (`POST /tareas`). */
+const TASK_VERIFY = [{ type: 'sha256', expect: '0'.repeat(64) }];
 
 function routes(ctx) {
   const { ana, bo, stranger } = ctx;
@@ -279,6 +282,30 @@ function routes(ctx) {
         ['limit', { offset: '-1' }],
         ['offset', { limit: '-1' }],
       ],
+    },
+    {
+      // Without the operator's token, `all=1` is refused.
+      m: 'GET',
+      p: '/tareas',
+      auth: 'none',
+      poison: { query: { all: '1' } },
+    },
+    {
+      // The id of the setup's task, another price: 409 after every member.
+      m: 'POST',
+      p: '/tareas',
+      auth: 'admin',
+      body: { id: ids.task, price: 3, statement: 'x', verify: [{ type: 'http_status', url: 'https://example.com/' }], terms: {} },
+      optional: ['id', 'terms'],
+      strings: ['id', 'statement', 'verify.0.url', 'verify.0.type'],
+      idFields: ['id'],
+    },
+    {
+      m: 'POST',
+      p: '/tareas/:id/retire',
+      fill: { id: 'no-such-task' },
+      auth: 'admin',
+      segments: ['id'],
     },
     {
       m: 'GET',
@@ -937,6 +964,11 @@ async function setup(port, adminToken) {
     body: { address: ana.address, amount: 5, id: ids.topup, note: 'setup' },
   });
   if (topup.status >= 300) throw new Error(`top-up: ${topup.status} ${topup.text}`);
+  const task = await http(port, 'POST', '/tareas', {
+    headers: { authorization: `Bearer ${adminToken}` },
+    body: { id: ids.task, price: 2, statement: 'setup', verify: TASK_VERIFY },
+  });
+  if (task.status >= 300) throw new Error(`task: ${task.status} ${task.text}`);
   const emailBody = { to: 'someone@example.com', subject: 'setup', body: 'setup body', id: ids.email };
   const { header } = await authHeader(ana.keys, { address: ana.address, method: 'POST', path: '/email/out', host, body: emailBody });
   const email = await http(port, 'POST', '/email/out', { headers: { authorization: header }, body: emailBody });
@@ -1020,7 +1052,7 @@ async function serveRuntime() {
   const dbPath = join(dir, 'house.db');
   const child = spawn(
     bin,
-    ['serve', '--domain', HOUSE, '--db', dbPath, '--listen', `127.0.0.1:${port}`, '--registration', 'invite', '--tick-ms', '3600000', '--index'],
+    ['serve', '--domain', HOUSE, '--db', dbPath, '--listen', `127.0.0.1:${port}`, '--registration', 'invite', '--tick-ms', '3600000', '--index', '--verifica', '--tareas'],
     { env: { ...process.env, NYX5_ADMIN_TOKEN: adminToken }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let log = '';
@@ -1054,7 +1086,7 @@ async function workerRuntime() {
     port,
     inspectorPort: await freePort(),
     stateDir: state,
-    vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: adminToken, NYX5_INDEX: 'on' },
+    vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: adminToken, NYX5_INDEX: 'on', NYX5_VERIFICA: 'on', NYX5_TAREAS: 'on' },
   });
   let ok = false;
   try {

@@ -73,8 +73,9 @@ process.on('exit', () => killAll());
 
 /** One house: a domain served by `wrangler dev` on 127.0.0.1:port with its own state dir. */
 export class House {
-  constructor({ domain, port, inspectorPort, stateDir, vars = {} }) {
-    Object.assign(this, { domain, port, inspectorPort, vars });
+  /** `env`: more of wrangler's environment (e.g. `NODE_EXTRA_CA_CERTS`, which it hands to workerd). */
+  constructor({ domain, port, inspectorPort, stateDir, vars = {}, env = {} }) {
+    Object.assign(this, { domain, port, inspectorPort, vars, env });
     this.url = `http://127.0.0.1:${port}`;
     this.host = `127.0.0.1:${port}`;
     this.persist = join(stateDir, domain);
@@ -119,7 +120,7 @@ export class House {
     ];
     const logStream = createWriteStream(this.log, { flags: 'a' });
     logStream.write(`\n===== wrangler ${args.join(' ')}\n`);
-    const child = spawn(WRANGLER, args, { cwd: ROOT, env: ENV, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(WRANGLER, args, { cwd: ROOT, env: { ...ENV, ...this.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     child.stdout.pipe(logStream, { end: false });
     child.stderr.pipe(logStream, { end: false });
     this.child = child;
