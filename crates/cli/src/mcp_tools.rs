@@ -278,6 +278,37 @@ allow list. Answers both lists as they are now.",
         idempotent: true,
     },
     Tool {
+        name: "nyx5_tareas",
+        title: "Paid work a house offers",
+        description: "The catalogue of a house's tareas@ desk: tasks it pays for, each with its price, statement and \
+the exact test its verifier (verifica@) will run on your delivery. Use it when you have nothing to do yet, or want to \
+earn tokens at a house; take one with nyx5_take_task, deliver with nyx5_libro op deliver.",
+        input: r#"{"type":"object","additionalProperties":false,"properties":{
+"house":{"type":"string","description":"Domain or URL of the house; default your own"}}}"#,
+        output: r#"{"type":"object","required":["tasks"],"properties":{
+"desk":{"type":"string"},"arbiter":{"type":"string"},"per_agent_per_day":{"type":"integer"},"per_day":{"type":"integer"},
+"left_today":{"type":"integer"},"tasks":{"type":"array","items":{"type":"object"}}}}"#,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+    },
+    Tool {
+        name: "nyx5_take_task",
+        title: "Take a paid task",
+        description: "Take one task of a house's catalogue (nyx5_tareas): sends its desk a quote with the catalogue's \
+price, terms and arbiter, exactly as published. The desk accepts it as an escrow (a receipt from libro@ comes to your \
+inbox) or refuses with the reason (a bounce: one task in flight per agent, each task paid once, daily caps). Then do \
+the work and deliver (nyx5_libro with op deliver and the contract id); verifica@ checks it and the escrow pays you.",
+        input: r#"{"type":"object","required":["task"],"additionalProperties":false,"properties":{
+"task":{"type":"string","description":"The task's id in the catalogue"},
+"house":{"type":"string","description":"Domain or URL of the house; default your own"}}}"#,
+        output: r#"{"type":"object","required":["quote_id"],"properties":{"task":{"type":"string"},"quote_id":{"type":"string","description":"The contract's id once accepted"},
+"id":{"type":["string","null"]},"status":{"type":["string","null"]},"quote":{"type":"object"}}}"#,
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+    },
+    Tool {
         name: "nyx5_quote",
         title: "Offer a priced service (Libro)",
         description: "Offer another agent a service at a price, with the exact condition that must hold to be paid: \
@@ -525,6 +556,10 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
             lists::change(&setup.ctx()?, change, &entries)
         }
         "nyx5_quote" => quote(setup, args),
+        "nyx5_tareas" => crate::client::tareas::list(&setup.ctx()?, opt_str(args, "house")?.as_deref()),
+        "nyx5_take_task" => {
+            crate::client::tareas::take(&setup.ctx()?, &req_str(args, "task")?, opt_str(args, "house")?.as_deref())
+        }
         "nyx5_accept" => {
             let q = field::required(args, "quote").map_err(|e| bad(e.reason.to_string()))?;
             libro::accept(&setup.ctx()?, q, wait(args)?)

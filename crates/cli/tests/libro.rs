@@ -8,10 +8,10 @@
 mod common;
 mod houses;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 
 use common::{TempDir, nyx5};
-use houses::{TOKEN_A, TOKEN_B, World, obj, s};
+use houses::{Mcp, TOKEN_A, TOKEN_B, World, obj, s};
 use nyx5_proto::card::{AgentCardDraft, DomainCardDraft};
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::envelope::{Content, Draft, Kind};
@@ -524,52 +524,6 @@ fn the_history_and_a_stranger_at_the_libro() {
 }
 
 /// A running `nyx5 mcp` (one request at a time).
-struct Mcp {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    id: i64,
-}
-
-impl Mcp {
-    fn start(w: &World, who: &str) -> Mcp {
-        let mut child = w.command().args(["mcp", "--as", who]).spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut m = Mcp { child, stdin, stdout, id: 0 };
-        m.request(
-            "initialize",
-            r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
-        );
-        m
-    }
-
-    fn request(&mut self, method: &str, params: &str) -> Object {
-        self.id += 1;
-        writeln!(self.stdin, r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":{params}}}"#, self.id).unwrap();
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        match Value::parse_str(line.trim_end()).unwrap() {
-            Value::Object(o) => obj(&o, "result").clone(),
-            _ => panic!("{line}"),
-        }
-    }
-
-    /// A tool's structured answer (panics on isError).
-    fn call(&mut self, name: &str, args: &Value) -> Object {
-        let r = self.request("tools/call", &format!(r#"{{"name":"{name}","arguments":{}}}"#, args.canonical_string()));
-        assert_ne!(r.get("isError"), Some(&Value::Bool(true)), "{name}: {r:?}");
-        r.get("structuredContent").and_then(Value::as_object).unwrap().clone()
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn args(json: &str) -> Value {
     Value::parse_str(json).unwrap()

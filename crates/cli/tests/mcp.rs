@@ -147,6 +147,8 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             "nyx5_libro",
             "nyx5_balance",
             "nyx5_contract",
+            "nyx5_tareas",
+            "nyx5_take_task",
         ] {
             assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
         }
@@ -163,10 +165,10 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             let hint = |k: &str| a.get(k) == Some(&Value::Bool(true));
             match s(t, "name").as_str() {
                 "nyx5_inbox" | "nyx5_resolve" | "nyx5_outbox" | "nyx5_directory" | "nyx5_search" | "nyx5_balance"
-                | "nyx5_lists" => {
+                | "nyx5_lists" | "nyx5_tareas" => {
                     assert!(hint("readOnlyHint") && !hint("destructiveHint"), "{t:?}")
                 }
-                "nyx5_send" | "nyx5_accept" | "nyx5_libro" | "nyx5_quote" | "nyx5_email" => {
+                "nyx5_send" | "nyx5_accept" | "nyx5_libro" | "nyx5_quote" | "nyx5_email" | "nyx5_take_task" => {
                     assert!(!hint("readOnlyHint") && hint("destructiveHint"), "{t:?}")
                 }
                 _ => {}

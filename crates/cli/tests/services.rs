@@ -10,7 +10,7 @@ mod houses;
 
 use std::time::{Duration, Instant};
 
-use houses::{TOKEN_A, World, obj, s};
+use houses::{Mcp, TOKEN_A, World, obj, s};
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::json::Value;
 
@@ -94,4 +94,44 @@ fn bounce_of(item: &nyx5_proto::json::Object) -> Option<String> {
     }
     let body = item.get("content")?.as_object()?.get("body")?.as_object()?;
     body.get("of").and_then(Value::as_str).map(str::to_owned)
+}
+
+#[test]
+fn the_same_task_through_mcp() {
+    let mut w = World::new("tareas-mcp");
+    w.restart_a_with(&["--verifica", "--tareas"]);
+    w.nyx5(&["init", "sol@a.test", "--house", &w.a.url()]).ok();
+    w.nyx5(&["register", "--json"]).json();
+    w.nyx5(&["topup", "tareas@a.test", "50", "--house", "a.test", "--admin-token", TOKEN_A, "--json"]).json();
+    let hash = hex(&sha256(b"done"));
+    let verify = format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#);
+    w.nyx5(&[
+        "tareas",
+        "add",
+        "--id",
+        "t",
+        "--price",
+        "20",
+        "--statement",
+        "Say done",
+        "--verify",
+        &verify,
+        "--admin-token",
+        TOKEN_A,
+        "--json",
+    ])
+    .json();
+    let mut sol = Mcp::start(&w, "sol@a.test");
+    let list = sol.call("nyx5_tareas", &Value::parse_str("{}").unwrap());
+    assert_eq!(list.get("tasks").and_then(Value::as_array).map(<[Value]>::len), Some(1));
+    let taken = sol.call("nyx5_take_task", &Value::parse_str(r#"{"task":"t"}"#).unwrap());
+    let id = s(&taken, "quote_id");
+    contract_until(&w, &id, "held");
+    let args = format!(r#"{{"op":"deliver","contract":"{id}","evidence_sha256":"{hash}"}}"#);
+    sol.call("nyx5_libro", &Value::parse_str(&args).unwrap());
+    let released = contract_until(&w, &id, "released");
+    assert_eq!(s(obj(&released, "verdict"), "outcome"), "passed");
+    // An unknown task is the tool's error, which the model reads.
+    let r = sol.request("tools/call", r#"{"name":"nyx5_take_task","arguments":{"task":"nope"}}"#);
+    assert_eq!(r.get("isError"), Some(&Value::Bool(true)), "{r:?}");
 }

@@ -3,7 +3,7 @@
 //! houses and by the client alike, and a profile file for the agents under test.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -207,4 +207,52 @@ pub(crate) fn s(o: &Object, name: &str) -> String {
 /// An object member.
 pub(crate) fn obj<'a>(o: &'a Object, name: &str) -> &'a Object {
     o.get(name).and_then(Value::as_object).unwrap_or_else(|| panic!("no object `{name}` in {o:?}"))
+}
+
+/// `nyx5 mcp --as WHO` over stdio, initialized.
+pub(crate) struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    id: i64,
+}
+
+impl Mcp {
+    pub(crate) fn start(w: &World, who: &str) -> Mcp {
+        let mut child = w.command().args(["mcp", "--as", who]).spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp { child, stdin, stdout, id: 0 };
+        m.request(
+            "initialize",
+            r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+        );
+        m
+    }
+
+    pub(crate) fn request(&mut self, method: &str, params: &str) -> Object {
+        self.id += 1;
+        writeln!(self.stdin, r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":{params}}}"#, self.id).unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        match Value::parse_str(line.trim_end()).unwrap() {
+            Value::Object(o) => obj(&o, "result").clone(),
+            _ => panic!("{line}"),
+        }
+    }
+
+    /// A tool's structured answer (panics on isError).
+    pub(crate) fn call(&mut self, name: &str, args: &Value) -> Object {
+        let r = self.request("tools/call", &format!(r#"{{"name":"{name}","arguments":{}}}"#, args.canonical_string()));
+        assert_ne!(r.get("isError"), Some(&Value::Bool(true)), "{name}: {r:?}");
+        r.get("structuredContent").and_then(Value::as_object).unwrap().clone()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
