@@ -6,6 +6,11 @@ use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::{Error, Timestamp, b64, limits};
 use worker::Env;
 
+/// Fetches one cron tick's checks by `verifica@` make on the Worker unless `NYX5_VERIFICA_FETCHES`
+/// says otherwise: a check is about six subrequests (its D1 statements and the Libro's), one
+/// fetch per test with a URL, within the Free plan's 50 per invocation.
+const VERIFICA_FETCHES: u32 = 2;
+
 /// Reads a var or secret by its name or its legacy alias; empty counts as unset.
 fn read(env: &Env, name: &str) -> Option<String> {
     let alias = name.strip_prefix("NYX5_").map(|rest| format!("CHASQUI_{rest}"));
@@ -75,10 +80,10 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
             .ok_or_else(|| invalid("NYX5_TICK_BATCH", "must be a positive integer"))?;
     } else {
         // Free plan: 50 subrequests per invocation, and a remote delivery costs about six; an
-        // index's crawl takes about fifteen of them (nyx5_house::index::FETCHES_PER_TICK).
-        let index = read(env, "NYX5_INDEX");
-        let crawls = matches!(index.as_deref().map(str::trim), Some("on" | "true" | "1" | "yes"));
-        c.tick_batch = if crawls { 4 } else { 6 };
+        // index's crawl takes about fifteen of them (nyx5_house::index::FETCHES_PER_TICK), and
+        // verifica@'s checks about twelve (two checks of one fetch each, `VERIFICA_FETCHES`).
+        let on = |name: &str| matches!(read(env, name).as_deref().map(str::trim), Some("on" | "true" | "1" | "yes"));
+        c.tick_batch = 6 - if on("NYX5_INDEX") { 2 } else { 0 } - if on("NYX5_VERIFICA") { 2 } else { 0 };
     }
     // The email bridge's provider (docs/SPEC.md "Email bridge"): without both, outbound email
     // stays pending. `NYX5_`-prefixed names work too; the URL is for tests and other regions.
@@ -128,6 +133,7 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
             .ok_or_else(|| invalid("NYX5_INDEX_FETCHES", "must be an integer from 1 to 1000"))?;
     }
     c.verifica_enabled = switch("NYX5_VERIFICA", false)?;
+    c.verifica_fetches = VERIFICA_FETCHES;
     if let Some(n) = read(env, "NYX5_VERIFICA_FETCHES") {
         c.verifica_fetches = n
             .trim()
