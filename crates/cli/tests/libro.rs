@@ -523,8 +523,6 @@ fn the_history_and_a_stranger_at_the_libro() {
     assert!(doc.is_some());
 }
 
-/// A running `nyx5 mcp` (one request at a time).
-
 fn args(json: &str) -> Value {
     Value::parse_str(json).unwrap()
 }

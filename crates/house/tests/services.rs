@@ -657,3 +657,80 @@ fn a_desk_without_funds_answers_402_and_a_house_without_tareas_404() {
     assert_eq!(call(&plain, "GET", "/tareas", &[], &Value::Null).status, 404);
     assert_eq!(add_task(&plain, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 404);
 }
+
+#[test]
+fn a_subagent_spends_its_roots_quota() {
+    let w = World::new();
+    let h = tareas(&w);
+    topup(&h, "tareas@a.test", 1000);
+    let hash = hex(&sha256(b"x"));
+    for id in ["a", "b"] {
+        assert_eq!(add_task(&h, id, 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    }
+    let ana = Agent::new("ana@a.test", 74);
+    register(&h, &ana);
+    let bot = Agent::new("bot.ana@a.test", 75);
+    let scope = nyx5_proto::card::Scope { types: None, to_domains: None, cap: None };
+    let d = nyx5_proto::card::Delegation::sign(
+        &ana.address,
+        &bot.address,
+        &bot.sig.public(),
+        &scope,
+        None,
+        h.now(),
+        &ana.sig,
+    )
+    .unwrap();
+    let body = bot.registration(&h, &[("delegation", d.to_value())]);
+    assert_eq!(call(&h, "POST", "/agents", &[("authorization", ADMIN)], &body).status, 201);
+    // ana's task in flight is its subagent's too.
+    let q = task_quote(&w, &h, &ana, "r1", "a", 10);
+    assert_eq!(take(&w, &h, &ana, "take-r1", &q), 0);
+    let q = task_quote(&w, &h, &bot, "r2", "b", 10);
+    assert_eq!(take(&w, &h, &bot, "take-r2", &q), 409, "one task in flight for ana and its subagents");
+    assert_eq!(deliver(&w, &h, &ana, "r1", Some(&hash)), 0);
+    // Task a was paid to ana: not to its subagent either; b is its second task of the day.
+    let q = task_quote(&w, &h, &bot, "r3", "a", 10);
+    assert_eq!(take(&w, &h, &bot, "take-r3", &q), 409);
+    let q = task_quote(&w, &h, &bot, "r4", "b", 10);
+    assert_eq!(take(&w, &h, &bot, "take-r4", &q), 0);
+    let rows = block_on(h.db.sqlite.query(stmt!("SELECT DISTINCT agent FROM tareas_claims"))).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].text("agent"), Some("ana@a.test"));
+}
+
+#[test]
+fn the_catalogue_is_bounded() {
+    let w = World::new();
+    let h = tareas(&w);
+    let hash = hex(&sha256(b"x"));
+    let verify = format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#);
+    for i in 0..nyx5_house::libro::tareas::MAX_TASKS {
+        assert_eq!(add_task(&h, &format!("t{i}"), 1, &verify), 201);
+    }
+    assert_eq!(add_task(&h, "one-more", 1, &verify), 409);
+    assert_eq!(call(&h, "POST", "/tareas/t0/retire", &[("authorization", ADMIN)], &Value::Null).status, 200);
+    assert_eq!(add_task(&h, "one-more", 1, &verify), 201);
+}
+
+#[test]
+fn the_largest_verdict_still_reaches_the_contract() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    serve(&w, "site.example", 200, b"ok");
+    // Eight tests with URLs near their most: the verdict repeats them all.
+    let long = "x".repeat(1600);
+    let tests: Vec<String> =
+        (0..8).map(|i| format!(r#"{{"type":"http_status","url":"https://site.example/{i}/{long}"}}"#)).collect();
+    let (q, code) = escrow(&w, &h, &ana, &bo, "q-big", &format!("[{}]", tests.join(",")));
+    assert_eq!(code, 0);
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    // Eight fetches take more than one tick's budget: the check runs alone, whole.
+    for _ in 0..3 {
+        w.tick_all();
+    }
+    let c = contract(&h, "q-big");
+    assert_eq!(c["state"].as_str(), Some("released"));
+    assert_eq!(c["verdict"].as_object().unwrap()["tests"].as_array().unwrap().len(), 8);
+}

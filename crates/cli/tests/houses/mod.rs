@@ -209,7 +209,7 @@ pub(crate) fn obj<'a>(o: &'a Object, name: &str) -> &'a Object {
     o.get(name).and_then(Value::as_object).unwrap_or_else(|| panic!("no object `{name}` in {o:?}"))
 }
 
-/// `nyx5 mcp --as WHO` over stdio, initialized.
+/// A running `nyx5 mcp --as WHO` over stdio, initialized (one request at a time).
 pub(crate) struct Mcp {
     child: std::process::Child,
     stdin: std::process::ChildStdin,

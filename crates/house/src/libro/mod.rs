@@ -431,8 +431,8 @@ impl<D: Db, N: Net> House<D, N> {
             let task = tareas::task_id(quote).ok_or_else(|| internal("a task without id"))?;
             stmts.push(crate::store::services::claim(
                 &quote.id,
+                &tareas::quota_holder(&quote.seller),
                 task,
-                quote.seller.as_str(),
                 env.from().as_str(),
                 now.millis().div_euclid(tareas::DAY_MS),
                 now.millis(),

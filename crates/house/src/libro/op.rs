@@ -117,8 +117,9 @@ fn time(o: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
     field::opt_str(o, name)?.map(Timestamp::parse).transpose()
 }
 
-/// Most bytes of a verdict (its canonical JSON).
-pub const MAX_VERDICT_BYTES: usize = 8192;
+/// Most bytes of a verdict (its canonical JSON): it repeats the contract's tests, which come
+/// from a quote of at most `MAX_QUOTE_BYTES`, and adds a result and a reason to each.
+pub const MAX_VERDICT_BYTES: usize = 2 * limits::MAX_QUOTE_BYTES;
 
 /// An arbiter's `verdict`: an object of at most [`MAX_VERDICT_BYTES`], whose `outcome` is
 /// `passed` or `failed` (an undecided verdict decides nothing, so it never operates).

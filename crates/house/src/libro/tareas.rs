@@ -129,6 +129,14 @@ pub fn within(q: Quota, per_agent: i64, per_day: i64) -> Result<(), Error> {
     Ok(())
 }
 
+/// The address whose quota a seller spends: a subagent (`bot.ana@h`) spends its root's
+/// (`ana@h`), so delegating does not multiply what one agent may take.
+pub fn quota_holder(seller: &Address) -> String {
+    let local = seller.local();
+    let root = local.rsplit('.').next().unwrap_or(local);
+    format!("{root}@{}", seller.domain())
+}
+
 /// The task id a quote's terms name.
 pub fn task_id(q: &Quote) -> Option<&str> {
     q.terms.as_ref()?.get("task")?.as_str()
@@ -217,7 +225,8 @@ impl<D: Db, N: Net> House<D, N> {
         let accept_id = self.derived_id("tarea", env.id(), &q.id);
         let done = crate::store::libro::op_done(&self.db, &accept_id).await?.is_some();
         if !done {
-            let row = store::quota(&self.db, desk.as_str(), env.from().as_str(), id, self.tareas_day()).await?;
+            let holder = quota_holder(env.from());
+            let row = store::quota(&self.db, desk.as_str(), &holder, id, self.tareas_day()).await?;
             let quota = Quota {
                 in_flight: row.int("in_flight").unwrap_or(0),
                 agent_today: row.int("agent_today").unwrap_or(0),

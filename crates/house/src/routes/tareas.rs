@@ -9,7 +9,7 @@ use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::libro::tareas::{MAX_STATEMENT_BYTES, MAX_TASKS, Task, task_terms};
 use crate::libro::verifica;
-use crate::ports::{Db, Net};
+use crate::ports::{Db, Net, PortError};
 use crate::store::services as store;
 use crate::{House, ok_body, port_error};
 
@@ -109,20 +109,20 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
         }
         return Ok(Response::json(200, &ok_body([("task", before.to_value())])));
     }
-    if store::offered(&house.db).await? >= MAX_TASKS {
-        return Err(Error::new(ErrorKind::Conflict, format!("{MAX_TASKS} tasks are offered; retire one first")));
-    }
     let changed = house
         .db
-        .batch(vec![store::add_task(&id, price, &task.statement, &task.terms, house.now().millis())])
+        .batch(store::add_task(&id, price, &task.statement, &task.terms, house.now().millis(), MAX_TASKS))
         .await
         .map_err(|e| match e {
-            crate::ports::PortError::Constraint { name } if name == "tareas.terms" => {
+            PortError::Constraint { name } if name == "tareas.terms" => {
                 Error::new(ErrorKind::Conflict, "another task has exactly these terms")
+            }
+            PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
+                Error::new(ErrorKind::Conflict, format!("{MAX_TASKS} tasks are offered; retire one first"))
             }
             e => port_error(e),
         })?;
-    let status = if changed.first() == Some(&1) { 201 } else { 200 };
+    let status = if changed.get(1) == Some(&1) { 201 } else { 200 };
     Ok(Response::json(status, &ok_body([("task", task.to_value())])))
 }
 

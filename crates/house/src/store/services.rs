@@ -74,17 +74,21 @@ pub async fn check<D: Db>(db: &D, contract: &str) -> Result<Option<Row>, Error> 
     one(db, stmt!("SELECT state, next_at, attempts, last FROM verifica_checks WHERE contract = ?1", contract)).await
 }
 
-/// Adds a task, or answers the row already there (`inserted` 0) when the id is taken.
-pub fn add_task(id: &str, price: i64, statement: &str, terms: &str, now: i64) -> Stmt {
-    stmt!(
-        "INSERT INTO tareas (id, price, statement, terms, added_at) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (id) DO NOTHING",
-        id,
-        price,
-        statement,
-        terms,
-        now
-    )
+/// Adds a task (changes nothing when the id is taken), after a guard that fewer than `max`
+/// tasks are offered.
+pub fn add_task(id: &str, price: i64, statement: &str, terms: &str, now: i64, max: i64) -> Vec<Stmt> {
+    vec![
+        crate::guard!("tareas_offered", "(SELECT count(*) FROM tareas WHERE retired_at IS NULL) < ?", max),
+        stmt!(
+            "INSERT INTO tareas (id, price, statement, terms, added_at) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (id) DO NOTHING",
+            id,
+            price,
+            statement,
+            terms,
+            now
+        ),
+    ]
 }
 
 /// How many tasks are offered now.
@@ -118,22 +122,34 @@ pub async fn task<D: Db>(db: &D, id: &str) -> Result<Option<Row>, Error> {
     one(db, stmt!("SELECT id, price, statement, terms, retired_at FROM tareas WHERE id = ?1", id)).await
 }
 
-/// What the quota of `agent` is made of on `day`, for the desk `desk` (its address): its escrows
-/// with the desk in flight, its claims that day, everyone's claims that day, and whether `task`
-/// was paid to it or is in flight (a claim whose contract was not refunded).
+/// What the quota of `agent` (a root agent's address: its subagents share its quota) is made of
+/// on `day`, for the desk `desk` (its address): escrows with the desk in flight whose seller is
+/// the agent or one of its subagents, its claims that day, everyone's claims that day, and
+/// whether `task` was paid to it or is in flight (a claim whose contract was not refunded).
 pub async fn quota<D: Db>(db: &D, desk: &str, agent: &str, task: &str, day: i64) -> Result<Row, Error> {
     Ok(one(db, quota_query(desk, agent, task, day)).await?.unwrap_or_default())
 }
 
+/// `seller` is `?2` or one of its subagents (`x.?2`, `y.x.?2`).
+macro_rules! of_root {
+    () => {
+        "(seller = ?2 OR (length(seller) > length(?2) AND substr(seller, -length(?2) - 1) = '.' || ?2))"
+    };
+}
+
 fn quota_query(desk: &str, agent: &str, task: &str, day: i64) -> Stmt {
     stmt!(
-        "SELECT
+        concat!(
+            "SELECT
            (SELECT count(*) FROM libro_contracts
-             WHERE buyer = ?1 AND seller = ?2 AND kind = 'escrow' AND state IN ('held', 'delivered')) AS in_flight,
+             WHERE buyer = ?1 AND kind = 'escrow' AND state IN ('held', 'delivered') AND ",
+            of_root!(),
+            ") AS in_flight,
            (SELECT count(*) FROM tareas_claims WHERE agent = ?2 AND day = ?4) AS agent_today,
            (SELECT count(*) FROM tareas_claims WHERE day = ?4) AS all_today,
            EXISTS (SELECT 1 FROM tareas_claims t JOIN libro_contracts c ON c.id = t.contract
-                    WHERE t.task = ?3 AND t.agent = ?2 AND c.state <> 'refunded') AS taken",
+                    WHERE t.task = ?3 AND t.agent = ?2 AND c.state <> 'refunded') AS taken"
+        ),
         desk,
         agent,
         task,
@@ -149,15 +165,16 @@ pub async fn claims_on<D: Db>(db: &D, day: i64) -> Result<i64, Error> {
         .unwrap_or(0))
 }
 
-/// The claim of `task` by `agent` under `contract`, for the accept's batch. Placed before the
-/// contract's own row, it sees the quota as it was: the CHECK `tareas_quota` undoes the whole
-/// accept when, by then, the agent has a task in flight, the agent's or the house's cap for `day`
-/// is reached, or the task was paid to the agent before.
+/// The claim of `task` by `agent` (a root agent's address) under `contract`, for the accept's
+/// batch. Placed before the contract's own row, it sees the quota as it was: the CHECK
+/// `tareas_quota` undoes the whole accept when, by then, the agent (or one of its subagents) has
+/// a task in flight, the agent's or the house's cap for `day` is reached, or the task was paid
+/// to the agent before.
 #[allow(clippy::too_many_arguments)]
 pub fn claim(
     contract: &str,
-    task: &str,
     agent: &str,
+    task: &str,
     desk: &str,
     day: i64,
     now: i64,
@@ -165,16 +182,20 @@ pub fn claim(
     per_day: i64,
 ) -> Stmt {
     stmt!(
-        "INSERT INTO tareas_claims (contract, task, agent, day, at, within) VALUES (?1, ?2, ?3, ?5, ?6, (
+        concat!(
+            "INSERT INTO tareas_claims (contract, task, agent, day, at, within) VALUES (?1, ?3, ?2, ?5, ?6, (
            SELECT NOT EXISTS (SELECT 1 FROM libro_contracts
-                               WHERE buyer = ?4 AND seller = ?3 AND kind = 'escrow' AND state IN ('held', 'delivered'))
-              AND (SELECT count(*) FROM tareas_claims WHERE agent = ?3 AND day = ?5) < ?7
+                               WHERE buyer = ?4 AND kind = 'escrow' AND state IN ('held', 'delivered') AND ",
+            of_root!(),
+            ")
+              AND (SELECT count(*) FROM tareas_claims WHERE agent = ?2 AND day = ?5) < ?7
               AND (SELECT count(*) FROM tareas_claims WHERE day = ?5) < ?8
               AND NOT EXISTS (SELECT 1 FROM tareas_claims t JOIN libro_contracts c ON c.id = t.contract
-                               WHERE t.task = ?2 AND t.agent = ?3 AND c.state <> 'refunded')))",
+                               WHERE t.task = ?3 AND t.agent = ?2 AND c.state <> 'refunded')))"
+        ),
         contract,
-        task,
         agent,
+        task,
         desk,
         day,
         now,
