@@ -91,8 +91,11 @@ pub(super) fn with_client(
 /// How long a connection refused mid-request is drained before it closes, so the client reads
 /// the refusal rather than a reset.
 const LINGER: Duration = Duration::from_millis(500);
-/// The most bytes drained then.
-const LINGER_BYTES: usize = 256 * 1024;
+/// The most bytes drained then: twice the largest request body, so a client refused for a body
+/// of about that size (413) finishes writing it and reads the answer before the close, rather
+/// than a reset that may discard the answer unread (the sweep saw it under load; the time bound
+/// above keeps a slow client from holding the connection).
+const LINGER_BYTES: usize = 4 * nyx5_proto::limits::MAX_ENVELOPE_BYTES;
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
 
