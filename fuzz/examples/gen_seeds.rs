@@ -225,6 +225,19 @@ fn main() {
     // an `Rc` cycle between the network's state and its houses.
     write(&root.join("libro_sequence"), "regress_world_leak", b"\n");
 
+    // verifica: terms.verify as quotes carry them (docs/SPEC.md §22).
+    let dir = root.join("verifica");
+    let hash = nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(b"deployed"));
+    write(&dir, "status.json", br#"{"verify":[{"type":"http_status","url":"https://site.example/"}]}"#);
+    write(
+        &dir,
+        "both.json",
+        format!(
+            r#"{{"deadline":"2030-01-01","task":"t1","verify":[{{"expect":204,"type":"http_status","url":"https://a.example/x"}},{{"expect":"{hash}","type":"sha256","url":"https://a.example/y"}},{{"expect":"{hash}","type":"sha256"}}]}}"#
+        )
+        .as_bytes(),
+    );
+
     // Every seed must be accepted by the parser its target exercises.
     for (target, accepts) in [
         ("canonical_json", (|b: &[u8]| Value::parse(b, MAX_ENVELOPE_BYTES).is_ok()) as fn(&[u8]) -> bool),
@@ -238,6 +251,10 @@ fn main() {
                 || nyx5_proto::quote::Quote::from_object(o.clone()).is_ok()
                 || nyx5_proto::receipt::Receipt::from_object(o.clone()).is_ok()
                 || nyx5_proto::libro::Entry::from_object(o).is_ok()
+        }),
+        ("verifica", |b| {
+            let Ok(Value::Object(o)) = Value::parse(b, MAX_ENVELOPE_BYTES) else { return false };
+            nyx5_house::libro::verifica::parse_tests(&o, None).is_ok()
         }),
     ] {
         for entry in std::fs::read_dir(root.join(target)).unwrap() {
