@@ -10,18 +10,20 @@
 //   b.test also runs `verifica@` and `tareas@` (NYX5_VERIFICA, NYX5_TAREAS; docs/SPEC.md §22,
 //   §23). Its operator publishes two tasks whose tests point at an https server on loopback
 //   (tests/e2e/tls: a test CA the houses trust through NODE_EXTRA_CA_CERTS, named in the hosts
-//   file so the outbound policy lets verifica@ reach it). Two agents take them with
-//   `nyx5 tareas take`, deliver with `nyx5 deliver`, and b.test's cron has verifica@ fetch the
-//   URLs: one escrow releases, one refunds, each with its verdict in the contract and the
-//   receipts in the agent's mailbox.
+//   file so the outbound policy lets verifica@ reach it), each URL naming the claim
+//   (`{contract}`). Two agents take them with `nyx5 tareas take`, deliver with `nyx5 deliver`,
+//   and b.test's cron has verifica@ fetch the URLs: one escrow releases, one refunds, each with
+//   its verdict in the contract and the receipts in the agent's mailbox. Then the same against
+//   a `nyx5 serve` house (s.test, `--tls-roots` the test CA), which runs verifica@ on its own
+//   timer.
 //
 //   node tests/e2e/services.mjs        (scripts/test runs it after two_houses.mjs)
 //
-// Ports: 18797–18800, inspectors 19239–19241 (NYX5_SERVICES_PORT moves the first). Prints each
+// Ports: 18797–18801, inspectors 19239–19241 (NYX5_SERVICES_PORT moves the first). Prints each
 // step with its timing; exits 1 on the first failure (logs and state kept), 0 when all passed.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
@@ -67,7 +69,7 @@ const evidence = https.createServer(
   { key: readFileSync(join(TLS, 'server.key')), cert: readFileSync(join(TLS, 'server.pem')) },
   (req, res) => {
     evidenceHits.push(req.url);
-    if (req.url === '/site') {
+    if (req.url.startsWith('/site/')) {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(DEPLOYED);
     } else {
@@ -142,6 +144,7 @@ async function cronUntil(who, id, state) {
 
 let failed = false;
 const cards = {};
+let serveChild = null;
 try {
   console.log(`nyx5 services e2e: three houses under wrangler dev; state in ${state}`);
 
@@ -246,10 +249,10 @@ try {
 
   const tasks = {
     site: [
-      { type: 'http_status', url: `${EVIDENCE}/site` },
-      { type: 'sha256', url: `${EVIDENCE}/site`, expect: sha256hex(DEPLOYED) },
+      { type: 'http_status', url: `${EVIDENCE}/site/{contract}` },
+      { type: 'sha256', url: `${EVIDENCE}/site/{contract}`, expect: sha256hex(DEPLOYED) },
     ],
-    missing: [{ type: 'http_status', url: `${EVIDENCE}/missing` }],
+    missing: [{ type: 'http_status', url: `${EVIDENCE}/missing/{contract}` }],
   };
   await step('b.test publishes two tasks for tareas@ (tests on https loopback the operator named) and funds the desk', async () => {
     const card = expectStatus(await call(b, 'GET', '/agents/verifica'), 200, 'verifica@ card');
@@ -307,7 +310,7 @@ try {
     assert.equal(refunded.contract.verdict.outcome, 'failed');
     assert.equal(refunded.contract.verdict.tests[0].status, 404);
     assert.deepEqual(released.contract.history.map((h) => [h.op, h.by]).at(-1), ['release', 'verifica@b.test']);
-    assert.deepEqual(evidenceHits.filter((u) => u === '/site').length, 2, 'each test fetched once');
+    assert.deepEqual(evidenceHits.filter((u) => u === `/site/${cy}`), [`/site/${cy}`, `/site/${cy}`], 'each test fetched once, at the claim\'s own URL');
     assert.equal(nyx5(['balance', '--as', 'cy@b.test']).balance, 27, '30 less the house\'s 10 %');
     assert.equal(nyx5(['balance', '--as', 'dee@b.test']).balance, 0);
     for (const [who, id] of [['cy@b.test', cy], ['dee@b.test', dee]]) {
@@ -320,6 +323,50 @@ try {
     }
     return `released after ${released.crons} cron(s), refunded after ${refunded.crons}; evidence server hit ${evidenceHits.length} times`;
   });
+
+  await step('the same on `nyx5 serve` (s.test, the test CA as --tls-roots): its own timer pays the task', async () => {
+    const port = PORT + 4;
+    const url = urlOf(port);
+    const token = b64u(random(24));
+    const serveHosts = { ...hosts, 'evidence.test': { url: EVIDENCE } };
+    writeFileSync(join(state, 's.hosts.json'), JSON.stringify(serveHosts));
+    writeFileSync(join(state, 'hosts.json'), JSON.stringify({ ...hosts, 's.test': { url } }));
+    const bin = join(ROOT, 'target/debug/nyx5');
+    const args = ['serve', '--domain', 's.test', '--db', join(state, 's.db'), '--listen', `127.0.0.1:${port}`, '--public-url', url];
+    args.push('--registration', 'invite', '--tick-ms', '200', '--hosts', join(state, 's.hosts.json'));
+    args.push('--verifica', '--tareas', '--tls-roots', join(TLS, 'ca.pem'));
+    serveChild = spawn(bin, args, { env: { ...ENV, NYX5_ADMIN_TOKEN: token }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    serveChild.stdout.on('data', (d) => (log += d));
+    serveChild.stderr.on('data', (d) => (log += d));
+    const s = { url, domain: 's.test' };
+    for (let i = 0; !log.includes('nyx5 serve: s.test at'); i++) {
+      assert.ok(i < 300, `nyx5 serve never got ready:\n${log}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const auth = { authorization: `Bearer ${token}` };
+    const body = { id: 'site', price: 30, statement: 'Deploy the site page', verify: tasks.site };
+    expectStatus(await call(s, 'POST', '/tareas', { body, headers: auth }), 201, 'task on serve');
+    expectStatus(await call(s, 'POST', '/libro/topup', { body: { address: 'tareas@s.test', amount: 100 }, headers: auth }), 200, 'fund');
+    const invite = expectStatus(await call(s, 'POST', '/invitations', { body: {}, headers: auth }), 201, 'invite');
+    nyx5(['init', 'eve@s.test', '--house', url]);
+    nyx5(['register', '--as', 'eve@s.test', '--invite', invite.invitation.code]);
+    const t = nyx5(['tareas', 'take', 'site', '--as', 'eve@s.test']);
+    for (let i = 0; nyx5(['contract', t.quote_id, '--as', 'eve@s.test']).state !== 'held'; i++) {
+      assert.ok(i < 100, 'the take was never accepted');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    nyx5(['deliver', t.quote_id, '--as', 'eve@s.test']);
+    let c;
+    for (let i = 0; (c = nyx5(['contract', t.quote_id, '--as', 'eve@s.test'])).state !== 'released'; i++) {
+      assert.ok(i < 150, `still ${c.state}: ${JSON.stringify(c.verdict ?? null)}\n${log}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(c.verdict.outcome, 'passed');
+    assert.ok(evidenceHits.includes(`/site/${t.quote_id}`), 'serve fetched the claim\'s own URL over https');
+    assert.equal(nyx5(['balance', '--as', 'eve@s.test']).balance, 27);
+    return `released by serve's timer; evidence server hit ${evidenceHits.length} times in all`;
+  });
 } catch (e) {
   failed = true;
   console.log('FAIL');
@@ -327,6 +374,7 @@ try {
   for (const h of houses) console.error(`\n--- last lines of ${h.log}\n${h.tail(40)}`);
 } finally {
   await Promise.allSettled(houses.map((h) => h.stop()));
+  serveChild?.kill('SIGTERM');
   evidence.close();
 }
 

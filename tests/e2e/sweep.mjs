@@ -99,7 +99,7 @@ const ids = {
   task: 'sweep-task',
 };
 /** The test of the setup's task (`POST /tareas`). */
-const TASK_VERIFY = [{ type: 'sha256', expect: '0'.repeat(64) }];
+const TASK_VERIFY = [{ type: 'sha256', url: 'https://work.example/{contract}', expect: '0'.repeat(64) }];
 
 function routes(ctx) {
   const { ana, bo, stranger } = ctx;
@@ -295,7 +295,7 @@ function routes(ctx) {
       m: 'POST',
       p: '/tareas',
       auth: 'admin',
-      body: { id: ids.task, price: 3, statement: 'x', verify: [{ type: 'http_status', url: 'https://example.com/' }], terms: {} },
+      body: { id: ids.task, price: 3, statement: 'x', verify: [{ type: 'http_status', url: 'https://example.com/{contract}' }], terms: {} },
       optional: ['id', 'terms'],
       strings: ['id', 'statement', 'verify.0.url', 'verify.0.type'],
       idFields: ['id'],

@@ -96,13 +96,28 @@ impl Client {
         Client { agent: Self::config(timeout).new_agent(), max_answer_bytes }
     }
 
-    /// As [`Client::new`], connecting only where `policy` allows once names are resolved.
-    pub(crate) fn guarded(timeout: Duration, max_answer_bytes: usize, policy: Policy) -> Client {
-        let agent = ureq::Agent::with_parts(Self::config(timeout), DefaultConnector::new(), PublicOnly(policy));
+    /// As [`Client::new`], connecting only where `policy` allows once names are resolved, and
+    /// trusting `roots` for https instead of the bundled Mozilla roots when given.
+    pub(crate) fn guarded(
+        timeout: Duration,
+        max_answer_bytes: usize,
+        policy: Policy,
+        roots: Option<&[ureq::tls::Certificate<'static>]>,
+    ) -> Client {
+        let mut config = Self::config_builder(timeout);
+        if let Some(roots) = roots {
+            let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(roots)).build();
+            config = config.tls_config(tls);
+        }
+        let agent = ureq::Agent::with_parts(config.build(), DefaultConnector::new(), PublicOnly(policy));
         Client { agent, max_answer_bytes }
     }
 
     fn config(timeout: Duration) -> ureq::config::Config {
+        Self::config_builder(timeout).build()
+    }
+
+    fn config_builder(timeout: Duration) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
         ureq::Agent::config_builder()
             // No proxy from the environment: through a proxy, ureq never resolves the target, and
             // the check after DNS (`PublicOnly`) would see nothing.
@@ -111,7 +126,6 @@ impl Client {
             .max_redirects(0)
             .http_status_as_error(false)
             .user_agent(concat!("nyx5/", env!("CARGO_PKG_VERSION")))
-            .build()
     }
 
     /// Sends one request and reads the whole answer. `Err` says why no answer came, as one line
@@ -193,9 +207,26 @@ pub(crate) struct HttpNet {
 impl HttpNet {
     /// The engine's network, checking `policy` again on every connect (the house checks it by
     /// URL before: see `nyx5_house::outbound`).
-    pub(crate) fn new(policy: Policy) -> HttpNet {
-        HttpNet { client: Client::guarded(TIMEOUT, MAX_ENGINE_ANSWER_BYTES, policy) }
+    /// `roots`, when given, are trusted for https instead of the bundled Mozilla roots.
+    pub(crate) fn with_roots(policy: Policy, roots: Option<&[ureq::tls::Certificate<'static>]>) -> HttpNet {
+        HttpNet { client: Client::guarded(TIMEOUT, MAX_ENGINE_ANSWER_BYTES, policy, roots) }
     }
+}
+
+/// The certificates of a PEM file (`nyx5 serve --tls-roots`): at least one.
+pub(crate) fn read_roots(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
+    let mut roots = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => roots.push(c),
+            Ok(_) => {}
+            Err(e) => return Err(format!("not PEM: {e}")),
+        }
+    }
+    if roots.is_empty() {
+        return Err("no certificate in it".into());
+    }
+    Ok(roots)
 }
 
 fn send_blocking(client: &Client, request: &OutRequest) -> Result<OutResponse, PortError> {
@@ -310,14 +341,14 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
-        let strict = Client::guarded(TIMEOUT, 1024, Policy::new([], false, false));
+        let strict = Client::guarded(TIMEOUT, 1024, Policy::new([], false, false), None);
         // `localhost` passes no check by URL here: only what it resolves to gives it away.
         let e = strict.request("GET", &format!("http://localhost:{port}/"), &[], b"").unwrap_err();
         assert!(matches!(&e, Fail::Refused(why) if !why.contains("localhost")), "{e}");
         assert!(listener.accept().is_err(), "something connected");
         // The operator may name the same place.
         let (url, _seen) = server(answer("200 OK", "", "ok"));
-        let named = Client::guarded(TIMEOUT, 1024, Policy::new([url.as_str()], false, false));
+        let named = Client::guarded(TIMEOUT, 1024, Policy::new([url.as_str()], false, false), None);
         assert_eq!(named.request("GET", &url, &[], b"").unwrap(), (200, b"ok".to_vec()));
     }
 
@@ -333,7 +364,7 @@ mod tests {
     fn the_port_works_inside_and_outside_a_runtime() {
         let out = OutRequest { method: "GET".into(), url: String::new(), headers: vec![], body: vec![] };
         let (url, _seen) = server(answer("200 OK", "", "hi"));
-        let open = || HttpNet::new(Policy::new([], true, true));
+        let open = || HttpNet::with_roots(Policy::new([], true, true), None);
         let outside = futures_block_on(open().send(OutRequest { url, ..out.clone() })).unwrap();
         assert_eq!(outside.body, b"hi");
         let (url, _seen) = server(answer("201 Created", "", ""));

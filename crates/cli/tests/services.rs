@@ -1,7 +1,8 @@
 //! The house's own agents from the command line, against a real `nyx5 serve` (docs/SPEC.md §22,
 //! §23): the operator publishes a task, an agent lists the catalogue and takes it with
-//! `nyx5 tareas take`, delivers with its evidence, and the house's `verifica@` — run by
-//! `serve`'s own ticks — releases the escrow with its verdict written into the contract.
+//! `nyx5 tareas take` (and through `nyx5 mcp`), a second take bounces with 409, and after the
+//! delivery the house's `verifica@` — run by `serve`'s own ticks — tells the agent its verdict.
+//! A verdict that pays, fetched over https, is tests/e2e/services.mjs's (a test CA).
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -27,17 +28,18 @@ fn contract_until(w: &World, id: &str, state: &str) -> nyx5_proto::json::Object 
 }
 
 #[test]
-fn a_task_taken_delivered_and_paid_by_the_command_line() {
+fn a_task_taken_and_delivered_by_the_command_line() {
     let mut w = World::new("tareas-cli");
     w.restart_a_with(&["--verifica", "--tareas"]);
     w.nyx5(&["init", "sol@a.test", "--house", &w.a.url()]).ok();
     w.nyx5(&["register", "--json"]).json();
     w.nyx5(&["topup", "tareas@a.test", "100", "--house", "a.test", "--admin-token", TOKEN_A, "--json"]).json();
 
-    let evidence = w.dir.join("report.txt");
-    std::fs::write(&evidence, b"the translated report").unwrap();
+    // The task's page is at a name no DNS answers here: verifica@ cannot reach it, so its
+    // verdict is undecided, which decides nothing (tests/e2e/services.mjs runs one that pays).
     let hash = hex(&sha256(b"the translated report"));
-    let verify = format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#);
+    let verify =
+        format!(r#"[{{"type":"sha256","url":"https://work.invalid.example/{{contract}}","expect":"{hash}"}}]"#);
     let add = ["tareas", "add", "--id", "translate", "--price", "10", "--statement", "Translate the report"];
     let added = w.nyx5(&[&add[..], &["--verify", &verify, "--admin-token", TOKEN_A, "--json"]].concat()).json();
     assert_eq!(s(obj(&added, "task"), "id"), "translate");
@@ -70,21 +72,26 @@ fn a_task_taken_delivered_and_paid_by_the_command_line() {
     assert_eq!(s(&held, "buyer"), "tareas@a.test");
     assert_eq!(s(&held, "arbiter"), "verifica@a.test");
 
-    w.nyx5(&["deliver", &id, "--evidence", evidence.to_str().unwrap(), "--json"]).json();
-    let released = contract_until(&w, &id, "released");
-    let verdict = obj(&released, "verdict");
-    assert_eq!(s(verdict, "outcome"), "passed");
-    let b = w.nyx5(&["balance", "--json"]).json();
-    assert_eq!(b.get("balance").and_then(Value::as_safe_integer), Some(9), "10 less the house's 10 %");
-    // Paid once: the same task again is refused by the desk, with a 409 bounce.
+    // One task in flight: a second take bounces with 409.
     let again = w.nyx5(&["tareas", "take", "translate", "--json"]).json();
     let of = s(&again, "id");
     let inbox = w.wait_inbox("sol@a.test", |items| {
-        items.iter().any(|i| i.as_object().is_some_and(|i| bounce_of(i) == Some(of.clone())))
+        items.iter().filter_map(Value::as_object).any(|i| bounce_of(i) == Some(of.clone()))
     });
     let bounce = inbox.iter().filter_map(Value::as_object).find(|i| bounce_of(i) == Some(of.clone())).unwrap();
-    let body = obj(obj(bounce, "content"), "body");
-    assert_eq!(body.get("code").and_then(Value::as_safe_integer), Some(409), "{body:?}");
+    assert_eq!(obj(obj(bounce, "content"), "body").get("code").and_then(Value::as_safe_integer), Some(409));
+
+    w.nyx5(&["deliver", &id, "--json"]).json();
+    let inbox = w.wait_inbox("sol@a.test", |items| items.iter().filter_map(Value::as_object).any(is_verdict));
+    let notice = inbox.iter().filter_map(Value::as_object).find(|i| is_verdict(i)).unwrap();
+    let body = obj(obj(notice, "content"), "body");
+    assert_eq!(s(obj(body, "verdict"), "outcome"), "undecided");
+    assert_eq!(s(&contract_until(&w, &id, "delivered"), "state"), "delivered", "an undecided verdict moves nothing");
+}
+
+/// Whether an inbox item is `verifica@`'s notice of a verdict.
+fn is_verdict(item: &nyx5_proto::json::Object) -> bool {
+    item.get("from").and_then(Value::as_str) == Some("verifica@a.test")
 }
 
 /// The envelope a postmaster's bounce in the inbox is about.
@@ -103,8 +110,7 @@ fn the_same_task_through_mcp() {
     w.nyx5(&["init", "sol@a.test", "--house", &w.a.url()]).ok();
     w.nyx5(&["register", "--json"]).json();
     w.nyx5(&["topup", "tareas@a.test", "50", "--house", "a.test", "--admin-token", TOKEN_A, "--json"]).json();
-    let hash = hex(&sha256(b"done"));
-    let verify = format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#);
+    let verify = r#"[{"type":"http_status","url":"https://work.invalid.example/{seller}"}]"#;
     w.nyx5(&[
         "tareas",
         "add",
@@ -115,7 +121,7 @@ fn the_same_task_through_mcp() {
         "--statement",
         "Say done",
         "--verify",
-        &verify,
+        verify,
         "--admin-token",
         TOKEN_A,
         "--json",
@@ -126,11 +132,11 @@ fn the_same_task_through_mcp() {
     assert_eq!(list.get("tasks").and_then(Value::as_array).map(<[Value]>::len), Some(1));
     let taken = sol.call("nyx5_take_task", &Value::parse_str(r#"{"task":"t"}"#).unwrap());
     let id = s(&taken, "quote_id");
-    contract_until(&w, &id, "held");
-    let args = format!(r#"{{"op":"deliver","contract":"{id}","evidence_sha256":"{hash}"}}"#);
+    let held = contract_until(&w, &id, "held");
+    assert_eq!(s(&held, "seller"), "sol@a.test");
+    let args = format!(r#"{{"op":"deliver","contract":"{id}"}}"#);
     sol.call("nyx5_libro", &Value::parse_str(&args).unwrap());
-    let released = contract_until(&w, &id, "released");
-    assert_eq!(s(obj(&released, "verdict"), "outcome"), "passed");
+    contract_until(&w, &id, "delivered");
     // An unknown task is the tool's error, which the model reads.
     let r = sol.request("tools/call", r#"{"name":"nyx5_take_task","arguments":{"task":"nope"}}"#);
     assert_eq!(r.get("isError"), Some(&Value::Bool(true)), "{r:?}");

@@ -441,6 +441,10 @@ impl<D: Db, N: Net> House<D, N> {
         if self.config.verifica_enabled {
             report.checks = self.run_checks(self.config.verifica_fetches).await.unwrap_or_default();
         }
+        // And the desk's: escrows taken and never delivered go back to it.
+        if self.config.tareas_enabled {
+            let _tareas = self.tareas_upkeep().await.ok();
+        }
         // And the index's crawl, within its own budget of fetches.
         if self.config.index_enabled {
             report.crawl = self.crawl_index(self.config.index_fetches).await.unwrap_or_default();

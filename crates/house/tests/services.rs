@@ -415,7 +415,14 @@ fn tareas(w: &World) -> Rc<TestHouse> {
     c.tareas_enabled = true;
     c.tareas_per_agent_per_day = 2;
     c.tareas_per_day = 3;
+    // Where the tasks' work is published: every path serves "x".
+    serve(w, "work.example", 200, b"x");
     w.start(c)
+}
+
+/// A task's test: the page at `https://work.example/<the contract's id>` hashes to `hash`.
+fn work(hash: &str) -> String {
+    format!(r#"[{{"type":"sha256","url":"https://work.example/{{contract}}","expect":"{hash}"}}]"#)
 }
 
 fn add_task(h: &TestHouse, id: &str, price: i64, verify: &str) -> u16 {
@@ -481,14 +488,10 @@ fn a_task_is_taken_judged_and_paid_once() {
     let cy = Agent::new("cy@a.test", 72);
     register(&h, &cy);
     topup(&h, "tareas@a.test", 1000);
-    let hash = hex(&sha256(b"hello world"));
-    assert_eq!(add_task(&h, "hello", 20, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
-    assert_eq!(
-        add_task(&h, "hello", 20, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)),
-        200,
-        "the same task again"
-    );
-    assert_eq!(add_task(&h, "hello", 21, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 409);
+    let hash = hex(&sha256(b"x"));
+    assert_eq!(add_task(&h, "hello", 20, &work(&hash)), 201);
+    assert_eq!(add_task(&h, "hello", 20, &work(&hash)), 200, "the same task again");
+    assert_eq!(add_task(&h, "hello", 21, &work(&hash)), 409);
     assert_eq!(add_task(&h, "bad", 5, r#"[{"type":"exit_0","argv":["true"]}]"#), 400);
     // The catalogue: public, each task whole.
     let page = json(&call(&h, "GET", "/tareas", &[], &Value::Null), 200);
@@ -511,11 +514,11 @@ fn a_task_is_taken_judged_and_paid_once() {
     assert_eq!(take(&w, &h, &cy, "take-1", &q), 0);
     assert_eq!(balance(&h, "tareas@a.test"), 980);
     // A second task while the first is in flight.
-    assert_eq!(add_task(&h, "other", 5, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    assert_eq!(add_task(&h, "other", 5, &work(&hash)), 201);
     let q2 = task_quote(&w, &h, &cy, "t2", "other", 5);
     assert_eq!(take(&w, &h, &cy, "take-2", &q2), 409);
     // Delivered with the right evidence: verifica@ releases.
-    assert_eq!(deliver(&w, &h, &cy, "t1", Some(&hash)), 0);
+    assert_eq!(deliver(&w, &h, &cy, "t1", None), 0);
     assert_eq!(contract(&h, "t1")["state"].as_str(), Some("released"));
     assert_eq!(balance(&h, "cy@a.test"), 18);
     // Paid once, even another day.
@@ -543,7 +546,7 @@ fn a_quote_that_differs_from_the_catalogue_is_refused() {
     register(&h, &cy);
     topup(&h, "tareas@a.test", 1000);
     let hash = hex(&sha256(b"x"));
-    assert_eq!(add_task(&h, "x", 20, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    assert_eq!(add_task(&h, "x", 20, &work(&hash)), 201);
     let good = catalogue_terms(&h, "x");
     let mut other = good.clone();
     other.insert("deadline".into(), "2030-01-01".into());
@@ -579,7 +582,7 @@ fn the_caps_answer_409_per_agent_and_for_the_house() {
     topup(&h, "tareas@a.test", 1000);
     let hash = hex(&sha256(b"x"));
     for id in ["a", "b", "c", "d"] {
-        assert_eq!(add_task(&h, id, 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+        assert_eq!(add_task(&h, id, 10, &work(&hash)), 201);
     }
     let agents: Vec<Agent> = (0..3).map(|i| Agent::new(&format!("ag{i}@a.test"), 80 + i)).collect();
     for a in &agents {
@@ -591,7 +594,7 @@ fn the_caps_answer_409_per_agent_and_for_the_house() {
         let q = task_quote(&w, &h, who, &format!("c{}", n.get()), task, 10);
         let code = take(&w, &h, who, &format!("take-c{}", n.get()), &q);
         if code == 0 {
-            assert_eq!(deliver(&w, &h, who, &q.id, Some(&hash)), 0);
+            assert_eq!(deliver(&w, &h, who, &q.id, None), 0);
             assert_eq!(contract(&h, &q.id)["state"].as_str(), Some("released"));
         }
         code
@@ -616,7 +619,7 @@ fn a_claim_that_lost_its_quota_in_a_race_undoes_the_accept() {
     let h = tareas(&w);
     topup(&h, "tareas@a.test", 1000);
     let hash = hex(&sha256(b"x"));
-    assert_eq!(add_task(&h, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    assert_eq!(add_task(&h, "a", 10, &work(&hash)), 201);
     let cy = Agent::new("cy@a.test", 72);
     register(&h, &cy);
     let q = task_quote(&w, &h, &cy, "race", "a", 10);
@@ -648,14 +651,14 @@ fn a_desk_without_funds_answers_402_and_a_house_without_tareas_404() {
     let cy = Agent::new("cy@a.test", 72);
     register(&h, &cy);
     let hash = hex(&sha256(b"x"));
-    assert_eq!(add_task(&h, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+    assert_eq!(add_task(&h, "a", 10, &work(&hash)), 201);
     let q = task_quote(&w, &h, &cy, "poor", "a", 10);
     assert_eq!(take(&w, &h, &cy, "take-poor", &q), 402);
 
     let w2 = World::new();
     let plain = house(&w2, true, false);
     assert_eq!(call(&plain, "GET", "/tareas", &[], &Value::Null).status, 404);
-    assert_eq!(add_task(&plain, "a", 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 404);
+    assert_eq!(add_task(&plain, "a", 10, &work(&hash)), 404);
 }
 
 #[test]
@@ -665,7 +668,7 @@ fn a_subagent_spends_its_roots_quota() {
     topup(&h, "tareas@a.test", 1000);
     let hash = hex(&sha256(b"x"));
     for id in ["a", "b"] {
-        assert_eq!(add_task(&h, id, 10, &format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#)), 201);
+        assert_eq!(add_task(&h, id, 10, &work(&hash)), 201);
     }
     let ana = Agent::new("ana@a.test", 74);
     register(&h, &ana);
@@ -688,7 +691,7 @@ fn a_subagent_spends_its_roots_quota() {
     assert_eq!(take(&w, &h, &ana, "take-r1", &q), 0);
     let q = task_quote(&w, &h, &bot, "r2", "b", 10);
     assert_eq!(take(&w, &h, &bot, "take-r2", &q), 409, "one task in flight for ana and its subagents");
-    assert_eq!(deliver(&w, &h, &ana, "r1", Some(&hash)), 0);
+    assert_eq!(deliver(&w, &h, &ana, "r1", None), 0);
     // Task a was paid to ana: not to its subagent either; b is its second task of the day.
     let q = task_quote(&w, &h, &bot, "r3", "a", 10);
     assert_eq!(take(&w, &h, &bot, "take-r3", &q), 409);
@@ -704,7 +707,7 @@ fn the_catalogue_is_bounded() {
     let w = World::new();
     let h = tareas(&w);
     let hash = hex(&sha256(b"x"));
-    let verify = format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#);
+    let verify = work(&hash);
     for i in 0..nyx5_house::libro::tareas::MAX_TASKS {
         assert_eq!(add_task(&h, &format!("t{i}"), 1, &verify), 201);
     }
@@ -719,18 +722,145 @@ fn the_largest_verdict_still_reaches_the_contract() {
     let h = house(&w, true, false);
     let (ana, bo) = people(&h);
     serve(&w, "site.example", 200, b"ok");
-    // Eight tests with URLs near their most: the verdict repeats them all.
-    let long = "x".repeat(1600);
-    let tests: Vec<String> =
-        (0..8).map(|i| format!(r#"{{"type":"http_status","url":"https://site.example/{i}/{long}"}}"#)).collect();
+    // As many tests as a contract may have, with URLs near their most: the verdict repeats them
+    // all, more than 8 KiB.
+    let long = "x".repeat(2000);
+    let tests: Vec<String> = (0..nyx5_house::libro::verifica::MAX_TESTS)
+        .map(|i| format!(r#"{{"type":"http_status","url":"https://site.example/{i}/{long}"}}"#))
+        .collect();
     let (q, code) = escrow(&w, &h, &ana, &bo, "q-big", &format!("[{}]", tests.join(",")));
     assert_eq!(code, 0);
     assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
-    // Eight fetches take more than one tick's budget: the check runs alone, whole.
+    // More fetches than one tick's budget: the check runs alone, whole.
     for _ in 0..3 {
         w.tick_all();
     }
     let c = contract(&h, "q-big");
     assert_eq!(c["state"].as_str(), Some("released"));
-    assert_eq!(c["verdict"].as_object().unwrap()["tests"].as_array().unwrap().len(), 8);
+    assert_eq!(c["verdict"].as_object().unwrap()["tests"].as_array().unwrap().len(), 4);
+    assert!(c["verdict"].canonical().len() > 8192);
+}
+
+#[test]
+fn a_task_pays_only_for_work_that_names_the_claim() {
+    let w = World::new();
+    let h = tareas(&w);
+    let hash = hex(&sha256(b"x"));
+    let cases = [
+        // The delivery's own hash, when the catalogue publishes what it must be.
+        format!(r#"[{{"type":"sha256","expect":"{hash}"}}]"#),
+        // A page every agent passes alike.
+        format!(r#"[{{"type":"sha256","url":"https://work.example/page","expect":"{hash}"}}]"#),
+        r#"[{"type":"http_status","url":"https://work.example/"}]"#.to_owned(),
+        // The claim in the host.
+        r#"[{"type":"http_status","url":"https://{contract}.work.example/"}]"#.to_owned(),
+    ];
+    for verify in &cases {
+        assert_eq!(add_task(&h, "t", 5, verify), 400, "{verify}");
+    }
+    assert_eq!(add_task(&h, "t", 5, r#"[{"type":"http_status","url":"https://work.example/u/{seller}"}]"#), 201);
+}
+
+#[test]
+fn the_tests_fetch_the_claims_own_urls() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let log = seen.clone();
+    w.fake("site.example", move |r| {
+        log.borrow_mut().push(r.url.clone());
+        OutResponse { status: 200, body: b"ok".to_vec() }
+    });
+    let (q, _) = escrow(
+        &w,
+        &h,
+        &ana,
+        &bo,
+        "q-own",
+        r#"[{"type":"http_status","url":"https://site.example/{seller}/{contract}?c={contract}"}]"#,
+    );
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    assert_eq!(*seen.borrow(), ["https://site.example/bo@a.test/q-own?c=q-own"]);
+    assert_eq!(contract(&h, "q-own")["state"].as_str(), Some("released"));
+    // The contract keeps the test as declared, its placeholders unfilled.
+    let t = contract(&h, "q-own")["terms"].as_object().unwrap()["verify"].canonical_string();
+    assert!(t.contains("{contract}"), "{t}");
+}
+
+#[test]
+fn the_desk_pays_this_houses_agents_only() {
+    let w = World::new();
+    let h = tareas(&w);
+    let b = w.house("b.test", Registration::Admin);
+    topup(&h, "tareas@a.test", 100);
+    assert_eq!(add_task(&h, "a", 10, &work(&hex(&sha256(b"x")))), 201);
+    let far = Agent::new("far@b.test", 76);
+    assert_eq!(far.register_admin(&b).status, 201);
+    let q = task_quote(&w, &h, &far, "far-1", "a", 10);
+    let d = Draft::new(
+        "take-far".into(),
+        far.address.clone(),
+        vec![desk()],
+        w.clock.now(),
+        Content::new(quote::MEDIA, Value::Object(q.object().clone())),
+    );
+    let env: Envelope = d.build().unwrap().sign(&far.sig).unwrap();
+    assert_eq!(far.send(&b, &env).status, 202);
+    w.tick_all();
+    assert_eq!(bounce(&b, &far, "take-far"), 403);
+    assert_eq!(balance(&h, "tareas@a.test"), 100);
+}
+
+#[test]
+fn a_task_taken_and_never_delivered_goes_back_to_the_desk() {
+    let w = World::new();
+    let h = tareas(&w);
+    topup(&h, "tareas@a.test", 100);
+    assert_eq!(add_task(&h, "a", 10, &work(&hex(&sha256(b"x")))), 201);
+    assert_eq!(add_task(&h, "b", 10, &work(&hex(&sha256(b"x")))), 201);
+    let cy = Agent::new("cy@a.test", 72);
+    register(&h, &cy);
+    let q = task_quote(&w, &h, &cy, "idle", "a", 10);
+    assert_eq!(take(&w, &h, &cy, "take-idle", &q), 0);
+    assert_eq!(balance(&h, "tareas@a.test"), 90);
+    w.clock.advance(nyx5_house::libro::tareas::HOLD_MS - 60_000);
+    w.tick_all();
+    assert_eq!(contract(&h, "idle")["state"].as_str(), Some("held"), "not before its hold ends");
+    w.clock.advance(120_000);
+    w.tick_all();
+    let c = contract(&h, "idle");
+    assert_eq!(c["state"].as_str(), Some("refunded"));
+    assert_eq!(
+        c["history"].as_array().unwrap().last().unwrap().as_object().unwrap()["by"].as_str(),
+        Some("tareas@a.test")
+    );
+    assert_eq!(balance(&h, "tareas@a.test"), 100);
+    // The agent is free again; the task it let go may be taken again (it was never paid).
+    let q = task_quote(&w, &h, &cy, "again", "a", 10);
+    assert_eq!(take(&w, &h, &cy, "take-again", &q), 0);
+}
+
+#[test]
+fn an_arbiter_speaks_for_itself_in_its_verdict() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let carla = Agent::new("carla@a.test", 77);
+    register(&h, &carla);
+    let q = quote_of(&w, &bo, &ana.address, "q-carla", 20, None, Some(carla.address.clone()), ContractKind::Escrow);
+    assert_eq!(accept(&w, &h, &ana, &q), 0);
+    let verdict = |verifier: &str| {
+        Value::Object(obj([
+            ("tipo", "veredicto".into()),
+            ("outcome", "passed".into()),
+            ("contract", "q-carla".into()),
+            ("verifier", verifier.into()),
+        ]))
+    };
+    let body = |v: Value| obj([("op", "release".into()), ("contract", "q-carla".into()), ("verdict", v)]);
+    assert_eq!(operate(&w, &h, &carla, "as-verifica", body(verdict("verifica@a.test"))), 400);
+    assert_eq!(contract(&h, "q-carla")["state"].as_str(), Some("held"));
+    assert_eq!(operate(&w, &h, &carla, "as-carla", body(verdict("carla@a.test"))), 0);
+    assert_eq!(contract(&h, "q-carla")["verdict"].as_object().unwrap()["verifier"].as_str(), Some("carla@a.test"));
 }

@@ -140,6 +140,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", env = "NYX5_VERIFICA_FETCHES", default_value_t = nyx5_house::libro::verifica::FETCHES_PER_TICK,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     verifica_fetches: u32,
+    /// A PEM file of certificates to trust for outbound https instead of the bundled Mozilla
+    /// roots: a private PKI, or a test CA (tests/e2e/tls).
+    #[arg(long, value_name = "FILE", env = "NYX5_TLS_ROOTS")]
+    tls_roots: Option<PathBuf>,
     /// Offer the catalogue's paid work through `tareas@` (spec §23; needs --verifica). Caps:
     /// NYX5_TAREAS_PER_AGENT_PER_DAY (default 1) and NYX5_TAREAS_PER_DAY (default 100).
     #[arg(long, env = "NYX5_TAREAS", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1, requires = "verifica")]
@@ -309,7 +313,18 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.allow_http = args.allow_private_network;
         // Quotas and rates, named as on the Worker (nyx5_house::config::LIMIT_SETTINGS).
         config.read_limits(|name| std::env::var(name).ok()).map_err(|e| Failure::usage(e.reason.to_string()))?;
-        let net = HttpNet::new(config.outbound_policy());
+        let roots = match &args.tls_roots {
+            None => None,
+            Some(path) => {
+                let pem =
+                    std::fs::read(path).map_err(|e| Failure::usage(format!("--tls-roots {}: {e}", path.display())))?;
+                Some(
+                    crate::net::read_roots(&pem)
+                        .map_err(|e| Failure::usage(format!("--tls-roots {}: {e}", path.display())))?,
+                )
+            }
+        };
+        let net = HttpNet::with_roots(config.outbound_policy(), roots.as_deref());
         let house = House::new(config, db, net, Box::new(SystemClock), Box::new(OsRandom))
             .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;
         let signals = server::Signals::install().map_err(|e| Failure::usage(format!("cannot catch signals: {e}")))?;

@@ -506,6 +506,12 @@ fn arbiters_verdict<'a>(
     if v.get("contract").and_then(Value::as_str) != Some(c.id.as_str()) {
         return Err(refuse(ErrorKind::Malformed, format!("the verdict is not about {}", c.id)));
     }
+    // What the contract keeps says who judged: the arbiter that sent it, in its own words.
+    if v.get("tipo").and_then(Value::as_str) != Some("veredicto")
+        || v.get("verifier").and_then(Value::as_str) != Some(me.as_str())
+    {
+        return Err(refuse(ErrorKind::Malformed, "a verdict is a `veredicto` whose `verifier` is its sender"));
+    }
     Ok(Some(v))
 }
 

@@ -205,12 +205,15 @@ impl<D: Db, N: Net> House<D, N> {
         let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, e.code(), &e.reason);
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could.
-        let rate = crate::store::agents::count_in_window(
-            &format!("libro:{}", crate::site::site(env.from().domain())),
-            at / 60_000,
-            self.config.inbound_per_domain_per_minute,
-        );
-        match self.db.batch(vec![write, rate]).await {
+        let mut stmts = vec![write];
+        if !self.is_system(env.from()) {
+            stmts.push(crate::store::agents::count_in_window(
+                &format!("libro:{}", crate::site::site(env.from().domain())),
+                at / 60_000,
+                self.config.inbound_per_domain_per_minute,
+            ));
+        }
+        match self.db.batch(stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Outcome::Rejected(too_many(env.from()))
             }
@@ -416,12 +419,15 @@ impl<D: Db, N: Net> House<D, N> {
             now.millis(),
             &receipt_text,
         ));
-        // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`).
-        stmts.push(crate::store::agents::count_in_window(
-            &format!("libro:{}", crate::site::site(env.from().domain())),
-            now.millis() / 60_000,
-            self.config.inbound_per_domain_per_minute,
-        ));
+        // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
+        // house's own agents (verdicts, the desk's acceptances) are not held to it.
+        if !self.is_system(env.from()) {
+            stmts.push(crate::store::agents::count_in_window(
+                &format!("libro:{}", crate::site::site(env.from().domain())),
+                now.millis() / 60_000,
+                self.config.inbound_per_domain_per_minute,
+            ));
+        }
         // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
         // before the contract's own row (docs/SPEC.md §23).
         if let Op::Accept { quote } = op
@@ -535,7 +541,7 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         for deadline in &d.deadlines {
-            for to in &deadline.to {
+            for to in deadline.to.iter().filter(|t| !self.is_system(t)) {
                 let mut body = deadline.body.clone();
                 body.insert("state".into(), "due".into());
                 let id = self.derived_id("deadline", env.id(), to.as_str());
@@ -579,7 +585,10 @@ impl<D: Db, N: Net> House<D, N> {
         let to = env.to().first().ok_or_else(|| internal("a receipt without recipient"))?;
         if to.domain() == self.config.domain {
             let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis(), "[]")])
+            // A recipient that blocked the sender (`libro@`, `verifica@`) hears nothing from it.
+            let blocks = Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
+                .canonical_string();
+            Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis(), &blocks)])
         } else {
             self.queue_from_libro(&env, now)
         }

@@ -32,6 +32,11 @@ pub const MAX_TASKS: i64 = 200;
 pub const MAX_STATEMENT_BYTES: usize = 4096;
 /// A day, in the quota's sense: UTC days since the epoch.
 pub const DAY_MS: i64 = 86_400_000;
+/// How long a task taken and never delivered holds the desk's money (and the agent's one slot):
+/// past it, the desk takes the escrow back (`refund`, which a buyer may do before delivery).
+pub const HOLD_MS: i64 = 7 * DAY_MS;
+/// Stale escrows the desk takes back per tick.
+pub const UPKEEP_BATCH: i64 = 10;
 
 /// A task as the catalogue keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +142,26 @@ pub fn quota_holder(seller: &Address) -> String {
     format!("{root}@{}", seller.domain())
 }
 
+/// Whether `verify` (a task's tests) can pay for work: every test with a URL (the delivery's own
+/// hash proves nothing when the catalogue publishes what it must be), and at least one that
+/// names the claim, so each agent passes by doing its own task rather than by pointing at
+/// someone else's.
+pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
+    use super::verifica::{CONTRACT_PLACEHOLDER, SELLER_PLACEHOLDER, Test, names_the_claim};
+    if tests.iter().any(|t| matches!(t, Test::Sha256 { url: None, .. })) {
+        return Err(Error::malformed(
+            "a task's sha256 test names a url: the catalogue publishes `expect`, so the delivery's own hash proves nothing",
+        ));
+    }
+    if !tests.iter().any(names_the_claim) {
+        return Err(Error::malformed(format!(
+            "at least one test's url names the claim ({CONTRACT_PLACEHOLDER} or {SELLER_PLACEHOLDER}): a test every agent \
+             passes alike pays for nothing"
+        )));
+    }
+    Ok(())
+}
+
 /// The task id a quote's terms name.
 pub fn task_id(q: &Quote) -> Option<&str> {
     q.terms.as_ref()?.get("task")?.as_str()
@@ -177,6 +202,40 @@ impl<D: Db, N: Net> House<D, N> {
         self.now().millis().div_euclid(DAY_MS)
     }
 
+    /// The desk takes back what it holds for tasks taken more than [`HOLD_MS`] ago and never
+    /// delivered, a few a tick, each with a `refund` from `tareas@` through `House::accept`.
+    /// Answers how many it took back.
+    pub async fn tareas_upkeep(&self) -> Result<u32, Error> {
+        let now = self.now();
+        let desk = self.tareas_address()?;
+        let libro = self.libro_address()?;
+        let stale =
+            store::stale_tasks(&self.db, desk.as_str(), now.millis().saturating_sub(HOLD_MS), UPKEEP_BATCH).await?;
+        let mut taken = 0;
+        for contract in stale {
+            let body = obj([
+                ("op", "refund".into()),
+                ("contract", contract.as_str().into()),
+                ("note", "taken and not delivered within the desk's hold".into()),
+            ]);
+            let id = self.derived_id("tarea-hold", &contract, desk.as_str());
+            let mut draft = Draft::new(
+                id,
+                desk.clone(),
+                vec![libro.clone()],
+                now,
+                Content::new(super::OP_MEDIA, Value::Object(body)),
+            );
+            draft.kind = Kind::Task;
+            let env = draft.build()?.sign(&self.config.key)?.verify(&self.tareas, now)?;
+            let answers = Box::pin(self.accept(&env, &self.tareas, std::slice::from_ref(&libro))).await?;
+            if matches!(answers.first().map(|(_, o)| o), Some(Outcome::Accepted)) {
+                taken += 1;
+            }
+        }
+        Ok(taken)
+    }
+
     /// An agent's quote for a task, sent to `tareas@`: compared with the catalogue, held to the
     /// quota, and accepted by `tareas@` through `libro@`. `Accepted` when the escrow holds now,
     /// `Duplicate` when this quote was taken before; `Rejected` with why otherwise.
@@ -201,6 +260,11 @@ impl<D: Db, N: Net> House<D, N> {
             .ok_or_else(|| Error::malformed(format!("tareas@ reads a quote in the clear ({})", quote::MEDIA)))?;
         let body = content.body.as_object().ok_or_else(|| Error::malformed("a quote is a JSON object"))?;
         let q = Quote::from_object(body.clone())?;
+        // Seeded work is for the agents who joined this house (spec §23): strangers from other
+        // houses, which mint addresses at will, would share its daily quota.
+        if env.from().domain() != self.config.domain {
+            return Err(Error::forbidden(format!("tareas@{} pays this house's own agents", self.config.domain)));
+        }
         if q.seller != *env.from() {
             return Err(Error::forbidden("a quote to tareas@ is sent by its seller"));
         }

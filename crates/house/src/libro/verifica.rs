@@ -29,8 +29,13 @@ use crate::store::services as store;
 pub const VERIFICA: &str = "verifica";
 /// The tests this house runs, on the Worker and on `nyx5 serve` alike.
 pub const TESTS: [&str; 2] = ["http_status", "sha256"];
-/// Most tests one contract declares.
-pub const MAX_TESTS: usize = 8;
+/// Most tests one contract declares (so one check is at most this many fetches).
+pub const MAX_TESTS: usize = 4;
+/// In a test's `url`, replaced when the test runs by the contract's id and by its seller's
+/// address: a test that names the claim is passed by doing that claim's work, not by pointing at
+/// what someone else did (docs/SPEC.md §22). Only in the path or the query, never in the host.
+pub const CONTRACT_PLACEHOLDER: &str = "{contract}";
+pub const SELLER_PLACEHOLDER: &str = "{seller}";
 /// Most bytes of a URL in a test.
 pub const MAX_URL_BYTES: usize = 2048;
 /// Most attempts at one check before an undecided verdict is final: about a day and a half of
@@ -83,17 +88,39 @@ fn malformed(reason: String) -> Error {
     Error::malformed(reason)
 }
 
+/// A test's URL with its placeholders filled in.
+pub fn fill(url: &str, contract: &str, seller: &str) -> String {
+    url.replace(CONTRACT_PLACEHOLDER, contract).replace(SELLER_PLACEHOLDER, seller)
+}
+
+/// Whether a test's URL names the claim (a placeholder).
+pub fn names_the_claim(test: &Test) -> bool {
+    match test {
+        Test::HttpStatus { url, .. } | Test::Sha256 { url: Some(url), .. } => {
+            url.contains(CONTRACT_PLACEHOLDER) || url.contains(SELLER_PLACEHOLDER)
+        }
+        Test::Sha256 { url: None, .. } => false,
+    }
+}
+
 fn url_of(o: &Object, i: usize, policy: Option<&Policy>) -> Result<String, Error> {
     let url = field::str(o, "url")?;
     if url.len() > MAX_URL_BYTES {
         return Err(malformed(format!("terms.verify[{i}].url is longer than {MAX_URL_BYTES} bytes")));
     }
-    let parsed = url::Url::parse(url).map_err(|_| malformed(format!("terms.verify[{i}].url is not a URL")))?;
+    let authority = url.split_once("://").map_or(url, |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest));
+    if authority.contains('{') {
+        return Err(malformed(format!("terms.verify[{i}].url may name the claim in its path or query, not its host")));
+    }
+    // Checked as it will be fetched: with an id and an address in the placeholders' places.
+    let sample = fill(url, "c0ffee00-0000-4000-8000-000000000000", "agent@example.org");
+    let parsed = url::Url::parse(&sample).map_err(|_| malformed(format!("terms.verify[{i}].url is not a URL")))?;
     if parsed.scheme() != "https" {
         return Err(malformed(format!("terms.verify[{i}].url must be https")));
     }
     if let Some(p) = policy {
-        p.check(url).map_err(|r| malformed(format!("terms.verify[{i}].url cannot be fetched by this house: {r}")))?;
+        p.check(&sample)
+            .map_err(|r| malformed(format!("terms.verify[{i}].url cannot be fetched by this house: {r}")))?;
     }
     Ok(url.to_owned())
 }
@@ -171,15 +198,15 @@ pub fn check_terms(
     parse_tests(terms, Some(policy)).map(|_| ())
 }
 
-/// The request a test sends, if any.
-pub fn request(test: &Test) -> Option<OutRequest> {
+/// The request a test sends for contract `contract` sold by `seller`, if any.
+pub fn request(test: &Test, contract: &str, seller: &str) -> Option<OutRequest> {
     let url = match test {
         Test::HttpStatus { url, .. } | Test::Sha256 { url: Some(url), .. } => url,
         Test::Sha256 { url: None, .. } => return None,
     };
     Some(OutRequest {
         method: "GET".into(),
-        url: url.clone(),
+        url: fill(url, contract, seller),
         headers: vec![("accept".into(), "*/*".into())],
         body: vec![],
     })
@@ -355,7 +382,9 @@ impl<D: Db, N: Net> House<D, N> {
             };
             let terms = record.get("terms").and_then(Value::as_object).cloned().unwrap_or_default();
             let tests = parse_tests(&terms, None);
-            let needs = tests.as_ref().map_or(0, |t| t.iter().filter(|t| request(t).is_some()).count());
+            let seller = record.get("seller").and_then(Value::as_str).unwrap_or_default();
+            let needs =
+                tests.as_ref().map_or(0, |t| t.iter().filter(|t| request(t, contract, seller).is_some()).count());
             let needs = u32::try_from(needs).unwrap_or(u32::MAX);
             if report.fetches.saturating_add(needs) > fetches && report.fetches > 0 {
                 break;
@@ -375,7 +404,7 @@ impl<D: Db, N: Net> House<D, N> {
                 Ok(tests) => {
                     let mut results = Vec::with_capacity(tests.len());
                     for t in tests {
-                        let answer = match request(t) {
+                        let answer = match request(t, contract, seller) {
                             Some(req) => {
                                 report.fetches += 1;
                                 Some(self.net.send(req).await)
@@ -428,7 +457,7 @@ impl<D: Db, N: Net> House<D, N> {
             body.insert("op".into(), "refund".into());
             body.insert("note".into(), "verifica@ found the delivery does not pass its tests".into());
         }
-        body.insert("verdict".into(), Value::Object(doc));
+        body.insert("verdict".into(), Value::Object(doc.clone()));
         // One verdict per contract: written twice (a tick that died after the Libro took it), it
         // is one operation, answered as done.
         let id = self.derived_id("verdict", contract, verifier.as_str());
@@ -437,14 +466,30 @@ impl<D: Db, N: Net> House<D, N> {
         draft.kind = Kind::Task;
         let env = draft.build()?.sign(&self.config.key)?.verify(&self.verifica, now)?;
         let answers = self.accept(&env, &self.verifica, &[libro]).await?;
-        let taken = match answers.first().map(|(_, o)| o) {
-            Some(Outcome::Accepted | Outcome::Duplicate) => true,
-            Some(Outcome::Rejected(e)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => return Ok(false),
-            // Refused for good: the contract moved on meanwhile; the check is over.
-            _ => false,
+        let done = match answers.into_iter().next().map(|(_, o)| o) {
+            Some(Outcome::Accepted | Outcome::Duplicate) => {
+                self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
+                return Ok(true);
+            }
+            // The Libro is busy or unavailable: the same verdict is sent again after a wait.
+            Some(Outcome::Rejected(e)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => {
+                let next_at = now.millis().saturating_add(retry_ms(attempts));
+                store::postpone_check(contract, attempts, next_at)
+            }
+            // Refused for good (the contract moved on meanwhile): the check ends, its last word
+            // kept with the refusal.
+            Some(Outcome::Rejected(e)) => {
+                let mut last = obj([("verdict", Value::Object(doc))]);
+                last.insert(
+                    "refused".into(),
+                    Value::Object(obj([("code", i64::from(e.code()).into()), ("reason", e.reason.as_ref().into())])),
+                );
+                store::undecided(contract, attempts, now.millis(), true, &Value::Object(last).canonical_string())
+            }
+            None => return Ok(false),
         };
-        self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
-        Ok(taken)
+        self.db.batch(vec![done]).await.map_err(crate::port_error)?;
+        Ok(false)
     }
 
     /// Keeps an undecided verdict with the check, due again later (or final after

@@ -69,6 +69,35 @@ pub fn undecided(contract: &str, attempts: i64, next_at: i64, give_up: bool, las
     )
 }
 
+/// The check is due again at `next_at`, its lease released (the Libro could not take its verdict
+/// now). Only the lease's holder writes it.
+pub fn postpone_check(contract: &str, attempts: i64, next_at: i64) -> Stmt {
+    stmt!(
+        "UPDATE verifica_checks SET lease_until = NULL, next_at = ?3 WHERE contract = ?1 AND attempts = ?2",
+        contract,
+        attempts,
+        next_at
+    )
+}
+
+/// The desk's escrows still `held` (taken, never delivered) since before `cutoff`, oldest first.
+pub async fn stale_tasks<D: Db>(db: &D, desk: &str, cutoff: i64, limit: i64) -> Result<Vec<String>, Error> {
+    Ok(query(
+        db,
+        stmt!(
+            "SELECT id FROM libro_contracts WHERE buyer = ?1 AND kind = 'escrow' AND state = 'held' AND created <= ?2
+              ORDER BY created, id LIMIT ?3",
+            desk,
+            cutoff,
+            limit
+        ),
+    )
+    .await?
+    .iter()
+    .filter_map(|r| r.text("id").map(str::to_owned))
+    .collect())
+}
+
 /// The check of `contract` as it stands (for the contract's parties).
 pub async fn check<D: Db>(db: &D, contract: &str) -> Result<Option<Row>, Error> {
     one(db, stmt!("SELECT state, next_at, attempts, last FROM verifica_checks WHERE contract = ?1", contract)).await
