@@ -435,6 +435,12 @@ fn add_task(h: &TestHouse, id: &str, price: i64, verify: &str) -> u16 {
     call(h, "POST", "/tareas", &[("authorization", ADMIN)], &Value::Object(body)).status
 }
 
+/// A quote id for the desk (a UUID), made from a name the test reads.
+fn qid(name: &str) -> String {
+    let h = hex(&sha256(name.as_bytes()));
+    format!("{}-{}-4{}-8{}-{}", &h[..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+}
+
 fn desk() -> Address {
     Address::parse("tareas@a.test").unwrap()
 }
@@ -504,26 +510,26 @@ fn a_task_is_taken_judged_and_paid_once() {
     assert_eq!(t["task"].as_str(), Some("hello"));
     assert_eq!(t["verify"].as_array().unwrap().len(), 1);
 
-    let q = task_quote(&w, &h, &cy, "t1", "hello", 20);
+    let q = task_quote(&w, &h, &cy, &qid("t1"), "hello", 20);
     assert_eq!(take(&w, &h, &cy, "take-1", &q), 0);
-    assert_eq!(balance(&h, "escrow:t1"), 20);
+    assert_eq!(balance(&h, &format!("escrow:{}", qid("t1"))), 20);
     assert_eq!(balance(&h, "tareas@a.test"), 980);
-    let c = contract(&h, "t1");
+    let c = contract(&h, &qid("t1"));
     assert_eq!((c["buyer"].as_str(), c["seller"].as_str()), (Some("tareas@a.test"), Some("cy@a.test")));
     // The same envelope again is the same take.
     assert_eq!(take(&w, &h, &cy, "take-1", &q), 0);
     assert_eq!(balance(&h, "tareas@a.test"), 980);
     // A second task while the first is in flight.
     assert_eq!(add_task(&h, "other", 5, &work(&hash)), 201);
-    let q2 = task_quote(&w, &h, &cy, "t2", "other", 5);
+    let q2 = task_quote(&w, &h, &cy, &qid("t2"), "other", 5);
     assert_eq!(take(&w, &h, &cy, "take-2", &q2), 409);
     // Delivered with the right evidence: verifica@ releases.
-    assert_eq!(deliver(&w, &h, &cy, "t1", None), 0);
-    assert_eq!(contract(&h, "t1")["state"].as_str(), Some("released"));
+    assert_eq!(deliver(&w, &h, &cy, &qid("t1"), None), 0);
+    assert_eq!(contract(&h, &qid("t1"))["state"].as_str(), Some("released"));
     assert_eq!(balance(&h, "cy@a.test"), 18);
     // Paid once, even another day.
     w.clock.advance(2 * 86_400_000);
-    let again = task_quote(&w, &h, &cy, "t3", "hello", 20);
+    let again = task_quote(&w, &h, &cy, &qid("t3"), "hello", 20);
     assert_eq!(take(&w, &h, &cy, "take-3", &again), 409);
     // The cy's receipt of the accept came from tareas@'s operation.
     let accepted = mailbox(&h, &cy).into_iter().any(|e| {
@@ -553,11 +559,13 @@ fn a_quote_that_differs_from_the_catalogue_is_refused() {
     let mut wrong_task = good.clone();
     wrong_task.insert("task".into(), "nope".into());
     let cases = [
-        (quote_of(&w, &cy, &desk(), "d1", 21, Some(good.clone()), Some(verifica()), ContractKind::Escrow), 400),
-        (quote_of(&w, &cy, &desk(), "d2", 20, Some(other), Some(verifica()), ContractKind::Escrow), 400),
-        (quote_of(&w, &cy, &desk(), "d3", 20, Some(good.clone()), None, ContractKind::Escrow), 400),
-        (quote_of(&w, &cy, &desk(), "d4", 20, Some(good.clone()), Some(verifica()), ContractKind::Spot), 400),
-        (quote_of(&w, &cy, &desk(), "d5", 20, Some(wrong_task), Some(verifica()), ContractKind::Escrow), 404),
+        (quote_of(&w, &cy, &desk(), &qid("d1"), 21, Some(good.clone()), Some(verifica()), ContractKind::Escrow), 400),
+        (quote_of(&w, &cy, &desk(), &qid("d2"), 20, Some(other), Some(verifica()), ContractKind::Escrow), 400),
+        (quote_of(&w, &cy, &desk(), &qid("d3"), 20, Some(good.clone()), None, ContractKind::Escrow), 400),
+        (quote_of(&w, &cy, &desk(), &qid("d4"), 20, Some(good.clone()), Some(verifica()), ContractKind::Spot), 400),
+        (quote_of(&w, &cy, &desk(), &qid("d5"), 20, Some(wrong_task), Some(verifica()), ContractKind::Escrow), 404),
+        // An id the seller chose to name a page that exists already.
+        (quote_of(&w, &cy, &desk(), "index.html", 20, Some(good.clone()), Some(verifica()), ContractKind::Escrow), 400),
     ];
     for (i, (q, code)) in cases.iter().enumerate() {
         assert_eq!(take(&w, &h, &cy, &format!("d-{i}"), q), *code, "case {i}");
@@ -565,7 +573,7 @@ fn a_quote_that_differs_from_the_catalogue_is_refused() {
     // A quote someone else signed as cy's.
     let mallory = Agent::new("mal@a.test", 73);
     register(&h, &mallory);
-    let forged = quote_of(&w, &cy, &desk(), "d6", 20, Some(good), Some(verifica()), ContractKind::Escrow);
+    let forged = quote_of(&w, &cy, &desk(), &qid("d6"), 20, Some(good), Some(verifica()), ContractKind::Escrow);
     assert_eq!(take(&w, &h, &mallory, "d-6", &forged), 403);
     assert_eq!(balance(&h, "tareas@a.test"), 1000, "nothing was held");
     // Retired, the task is gone from the catalogue and from the desk.
@@ -591,7 +599,7 @@ fn the_caps_answer_409_per_agent_and_for_the_house() {
     let n = Cell::new(0);
     let take_and_finish = |who: &Agent, task: &str| -> u16 {
         n.set(n.get() + 1);
-        let q = task_quote(&w, &h, who, &format!("c{}", n.get()), task, 10);
+        let q = task_quote(&w, &h, who, &qid(&format!("c{}", n.get())), task, 10);
         let code = take(&w, &h, who, &format!("take-c{}", n.get()), &q);
         if code == 0 {
             assert_eq!(deliver(&w, &h, who, &q.id, None), 0);
@@ -622,7 +630,7 @@ fn a_claim_that_lost_its_quota_in_a_race_undoes_the_accept() {
     assert_eq!(add_task(&h, "a", 10, &work(&hash)), 201);
     let cy = Agent::new("cy@a.test", 72);
     register(&h, &cy);
-    let q = task_quote(&w, &h, &cy, "race", "a", 10);
+    let q = task_quote(&w, &h, &cy, &qid("race"), "a", 10);
     // Between the desk's check and the accept's batch, the house's quota for today is spent.
     let day = w.clock.now().millis().div_euclid(86_400_000);
     h.db.before_next_batch(move |db| {
@@ -640,7 +648,8 @@ fn a_claim_that_lost_its_quota_in_a_race_undoes_the_accept() {
     assert_eq!(take(&w, &h, &cy, "take-race", &q), 409);
     assert_eq!(balance(&h, "tareas@a.test"), 1000, "nothing was held");
     let rows =
-        block_on(h.db.sqlite.query(stmt!("SELECT count(*) AS n FROM libro_contracts WHERE id = 'race'"))).unwrap();
+        block_on(h.db.sqlite.query(stmt!("SELECT count(*) AS n FROM libro_contracts WHERE id = ?", qid("race"))))
+            .unwrap();
     assert_eq!(rows[0].int("n"), Some(0));
 }
 
@@ -652,7 +661,7 @@ fn a_desk_without_funds_answers_402_and_a_house_without_tareas_404() {
     register(&h, &cy);
     let hash = hex(&sha256(b"x"));
     assert_eq!(add_task(&h, "a", 10, &work(&hash)), 201);
-    let q = task_quote(&w, &h, &cy, "poor", "a", 10);
+    let q = task_quote(&w, &h, &cy, &qid("poor"), "a", 10);
     assert_eq!(take(&w, &h, &cy, "take-poor", &q), 402);
 
     let w2 = World::new();
@@ -687,15 +696,15 @@ fn a_subagent_spends_its_roots_quota() {
     let body = bot.registration(&h, &[("delegation", d.to_value())]);
     assert_eq!(call(&h, "POST", "/agents", &[("authorization", ADMIN)], &body).status, 201);
     // ana's task in flight is its subagent's too.
-    let q = task_quote(&w, &h, &ana, "r1", "a", 10);
+    let q = task_quote(&w, &h, &ana, &qid("r1"), "a", 10);
     assert_eq!(take(&w, &h, &ana, "take-r1", &q), 0);
-    let q = task_quote(&w, &h, &bot, "r2", "b", 10);
+    let q = task_quote(&w, &h, &bot, &qid("r2"), "b", 10);
     assert_eq!(take(&w, &h, &bot, "take-r2", &q), 409, "one task in flight for ana and its subagents");
-    assert_eq!(deliver(&w, &h, &ana, "r1", None), 0);
+    assert_eq!(deliver(&w, &h, &ana, &qid("r1"), None), 0);
     // Task a was paid to ana: not to its subagent either; b is its second task of the day.
-    let q = task_quote(&w, &h, &bot, "r3", "a", 10);
+    let q = task_quote(&w, &h, &bot, &qid("r3"), "a", 10);
     assert_eq!(take(&w, &h, &bot, "take-r3", &q), 409);
-    let q = task_quote(&w, &h, &bot, "r4", "b", 10);
+    let q = task_quote(&w, &h, &bot, &qid("r4"), "b", 10);
     assert_eq!(take(&w, &h, &bot, "take-r4", &q), 0);
     let rows = block_on(h.db.sqlite.query(stmt!("SELECT DISTINCT agent FROM tareas_claims"))).unwrap();
     assert_eq!(rows.len(), 1);
@@ -797,7 +806,7 @@ fn the_desk_pays_this_houses_agents_only() {
     assert_eq!(add_task(&h, "a", 10, &work(&hex(&sha256(b"x")))), 201);
     let far = Agent::new("far@b.test", 76);
     assert_eq!(far.register_admin(&b).status, 201);
-    let q = task_quote(&w, &h, &far, "far-1", "a", 10);
+    let q = task_quote(&w, &h, &far, &qid("far-1"), "a", 10);
     let d = Draft::new(
         "take-far".into(),
         far.address.clone(),
@@ -821,15 +830,15 @@ fn a_task_taken_and_never_delivered_goes_back_to_the_desk() {
     assert_eq!(add_task(&h, "b", 10, &work(&hex(&sha256(b"x")))), 201);
     let cy = Agent::new("cy@a.test", 72);
     register(&h, &cy);
-    let q = task_quote(&w, &h, &cy, "idle", "a", 10);
+    let q = task_quote(&w, &h, &cy, &qid("idle"), "a", 10);
     assert_eq!(take(&w, &h, &cy, "take-idle", &q), 0);
     assert_eq!(balance(&h, "tareas@a.test"), 90);
     w.clock.advance(nyx5_house::libro::tareas::HOLD_MS - 60_000);
     w.tick_all();
-    assert_eq!(contract(&h, "idle")["state"].as_str(), Some("held"), "not before its hold ends");
+    assert_eq!(contract(&h, &qid("idle"))["state"].as_str(), Some("held"), "not before its hold ends");
     w.clock.advance(120_000);
     w.tick_all();
-    let c = contract(&h, "idle");
+    let c = contract(&h, &qid("idle"));
     assert_eq!(c["state"].as_str(), Some("refunded"));
     assert_eq!(
         c["history"].as_array().unwrap().last().unwrap().as_object().unwrap()["by"].as_str(),
@@ -837,7 +846,7 @@ fn a_task_taken_and_never_delivered_goes_back_to_the_desk() {
     );
     assert_eq!(balance(&h, "tareas@a.test"), 100);
     // The agent is free again; the task it let go may be taken again (it was never paid).
-    let q = task_quote(&w, &h, &cy, "again", "a", 10);
+    let q = task_quote(&w, &h, &cy, &qid("again"), "a", 10);
     assert_eq!(take(&w, &h, &cy, "take-again", &q), 0);
 }
 

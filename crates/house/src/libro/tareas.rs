@@ -162,6 +162,17 @@ pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether `id` is a UUID (`8-4-4-4-12` hex digits): the form a quote to the desk must have, as
+/// its id becomes the contract's, which a task's URLs may name (`{contract}`). A seller free to
+/// pick any id could name a page that exists already (`index.html`) and pass without working.
+pub fn is_uuid(id: &str) -> bool {
+    id.len() == 36
+        && id
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
+}
+
 /// The task id a quote's terms name.
 pub fn task_id(q: &Quote) -> Option<&str> {
     q.terms.as_ref()?.get("task")?.as_str()
@@ -271,6 +282,9 @@ impl<D: Db, N: Net> House<D, N> {
         if q.house != self.config.domain {
             return Err(Error::malformed(format!("the quote is for the Libro of {}, not this house's", q.house)));
         }
+        if !is_uuid(&q.id) {
+            return Err(Error::malformed("a quote to tareas@ has a UUID as its id: a task's URLs may name it"));
+        }
         let now = self.now();
         if nyx5_proto::sign::Signature::read(q.object(), "signature")?.kid != sender.sig() {
             return Err(Error::forbidden("the quote is not signed with its seller's current key"));
@@ -332,5 +346,18 @@ mod tests {
             assert_eq!(within(q, 1, 10).unwrap_err().kind, ErrorKind::Conflict, "{q:?}");
         }
         assert!(within(Quota { agent_today: 1, all_today: 9, ..free }, 2, 10).is_ok());
+    }
+
+    #[test]
+    fn only_uuids_name_claims() {
+        assert!(is_uuid("6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5f"));
+        for id in [
+            "index.html",
+            "6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5",
+            "6f1f2c8a1c7e-4d6b-9d3e-0a1b2c3d4e5f0",
+            "6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5g",
+        ] {
+            assert!(!is_uuid(id), "{id}");
+        }
     }
 }
