@@ -124,24 +124,19 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     // Mailbox quotas and rates (`NYX5_MAILBOX_MAX_ENVELOPES`, … : nyx5_house::config::LIMIT_SETTINGS).
     c.read_limits(|name| read(env, name)).map_err(|e| invalid("limits", e.reason))?;
     c.index_enabled = switch("NYX5_INDEX", false)?;
-    if let Some(n) = read(env, "NYX5_INDEX_FETCHES") {
-        c.index_fetches = n
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| invalid("NYX5_INDEX_FETCHES", "must be an integer from 1 to 1000"))?;
-    }
+    // A budget of outbound requests per tick: 1 to 1000, `default` when unset.
+    let fetches = |name: &str, default: u32| -> Result<u32, Error> {
+        read(env, name).map_or(Ok(default), |n| {
+            n.trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=1000).contains(n))
+                .ok_or_else(|| invalid(name, "must be an integer from 1 to 1000"))
+        })
+    };
+    c.index_fetches = fetches("NYX5_INDEX_FETCHES", c.index_fetches)?;
     c.verifica_enabled = switch("NYX5_VERIFICA", false)?;
-    c.verifica_fetches = VERIFICA_FETCHES;
-    if let Some(n) = read(env, "NYX5_VERIFICA_FETCHES") {
-        c.verifica_fetches = n
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| invalid("NYX5_VERIFICA_FETCHES", "must be an integer from 1 to 1000"))?;
-    }
+    c.verifica_fetches = fetches("NYX5_VERIFICA_FETCHES", VERIFICA_FETCHES)?;
     // `tareas@` pays against `verifica@`'s verdicts only: it needs the verifier.
     c.tareas_enabled = switch("NYX5_TAREAS", false)?;
     if c.tareas_enabled && !c.verifica_enabled {

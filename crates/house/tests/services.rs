@@ -420,6 +420,15 @@ fn tareas(w: &World) -> Rc<TestHouse> {
     w.start(c)
 }
 
+/// A house with the desk funded with 1000 tok, and one of its agents, cy.
+fn desk_and_agent(w: &World) -> (Rc<TestHouse>, Agent) {
+    let h = tareas(w);
+    let cy = Agent::new("cy@a.test", 72);
+    register(&h, &cy);
+    topup(&h, "tareas@a.test", 1000);
+    (h, cy)
+}
+
 /// A task's test: the page at `https://work.example/<the contract's id>` hashes to `hash`.
 fn work(hash: &str) -> String {
     format!(r#"[{{"type":"sha256","url":"https://work.example/{{contract}}","expect":"{hash}"}}]"#)
@@ -490,10 +499,7 @@ fn task_quote(w: &World, h: &TestHouse, who: &Agent, qid: &str, task: &str, pric
 #[test]
 fn a_task_is_taken_judged_and_paid_once() {
     let w = World::new();
-    let h = tareas(&w);
-    let cy = Agent::new("cy@a.test", 72);
-    register(&h, &cy);
-    topup(&h, "tareas@a.test", 1000);
+    let (h, cy) = desk_and_agent(&w);
     let hash = hex(&sha256(b"x"));
     assert_eq!(add_task(&h, "hello", 20, &work(&hash)), 201);
     assert_eq!(add_task(&h, "hello", 20, &work(&hash)), 200, "the same task again");
@@ -547,10 +553,7 @@ fn a_task_is_taken_judged_and_paid_once() {
 #[test]
 fn a_quote_that_differs_from_the_catalogue_is_refused() {
     let w = World::new();
-    let h = tareas(&w);
-    let cy = Agent::new("cy@a.test", 72);
-    register(&h, &cy);
-    topup(&h, "tareas@a.test", 1000);
+    let (h, cy) = desk_and_agent(&w);
     let hash = hex(&sha256(b"x"));
     assert_eq!(add_task(&h, "x", 20, &work(&hash)), 201);
     let good = catalogue_terms(&h, "x");
