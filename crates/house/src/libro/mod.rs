@@ -585,9 +585,9 @@ impl<D: Db, N: Net> House<D, N> {
         let to = env.to().first().ok_or_else(|| internal("a receipt without recipient"))?;
         if to.domain() == self.config.domain {
             let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-            // A recipient that blocked the sender (`libro@`, `verifica@`) hears nothing from it.
-            let blocks = Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
-                .canonical_string();
+            // A recipient that blocked the sender (`libro@`, `verifica@`) by its address hears
+            // nothing from it; blocking the house's domain (other agents' mail) is not that.
+            let blocks = Value::Array(vec![env.from().as_str().into()]).canonical_string();
             Ok(vec![store::deliver_local(to.local(), env.id(), env.from().as_str(), &text, now.millis(), &blocks)])
         } else {
             self.queue_from_libro(&env, now)

@@ -34,9 +34,9 @@ pub const MAX_STATEMENT_BYTES: usize = 4096;
 pub const DAY_MS: i64 = 86_400_000;
 /// How long a task taken and never delivered holds the desk's money (and the agent's one slot):
 /// past it, the desk takes the escrow back (`refund`, which a buyer may do before delivery).
-pub const HOLD_MS: i64 = 7 * DAY_MS;
-/// Stale escrows the desk takes back per tick.
-pub const UPKEEP_BATCH: i64 = 10;
+pub const HOLD_MS: i64 = 2 * DAY_MS;
+/// Stale escrows the desk takes back per tick (each an operation: a few subrequests).
+pub const UPKEEP_BATCH: i64 = 3;
 
 /// A task as the catalogue keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,16 +153,20 @@ pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
             "a task's sha256 test names a url: the catalogue publishes `expect`, so the delivery's own hash proves nothing",
         ));
     }
-    if !tests.iter().any(names_the_claim) {
+    // A claim's page that must be missing (404) is missing for every agent that did nothing.
+    let pays =
+        |t: &Test| names_the_claim(t) && !matches!(t, Test::HttpStatus { expect, .. } if !(200..300).contains(expect));
+    if !tests.iter().any(pays) {
         return Err(Error::malformed(format!(
-            "at least one test's url names the claim ({CONTRACT_PLACEHOLDER} or {SELLER_PLACEHOLDER}): a test every agent \
-             passes alike pays for nothing"
+            "at least one test's url names the claim ({CONTRACT_PLACEHOLDER} or {SELLER_PLACEHOLDER} in its path or query, \
+             an http_status expecting 2xx): a test every agent passes alike pays for nothing"
         )));
     }
     Ok(())
 }
 
-/// Whether `id` is a UUID (`8-4-4-4-12` hex digits): the form a quote to the desk must have, as
+/// Whether `id` is a UUID in lower case (`8-4-4-4-12` hex digits; one case, for hosts that read
+/// paths without it): the form a quote to the desk must have, as
 /// its id becomes the contract's, which a task's URLs may name (`{contract}`). A seller free to
 /// pick any id could name a page that exists already (`index.html`) and pass without working.
 pub fn is_uuid(id: &str) -> bool {
@@ -312,6 +316,14 @@ impl<D: Db, N: Net> House<D, N> {
                 taken: row.int("taken") == Some(1),
             };
             within(quota, self.config.tareas_per_agent_per_day, self.config.tareas_per_day)?;
+            // A desk without the price refuses before the Libro keeps a refusal for it.
+            let funds = crate::store::libro::balance(&self.db, desk.as_str()).await?;
+            if funds < task.price {
+                return Err(Error::new(
+                    ErrorKind::PaymentRequired,
+                    format!("{desk} has not the {} tok task {id} pays; ask the operator", task.price),
+                ));
+            }
         }
         let libro = self.libro_address()?;
         let body = obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);

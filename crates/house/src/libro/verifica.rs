@@ -93,34 +93,55 @@ pub fn fill(url: &str, contract: &str, seller: &str) -> String {
     url.replace(CONTRACT_PLACEHOLDER, contract).replace(SELLER_PLACEHOLDER, seller)
 }
 
-/// Whether a test's URL names the claim (a placeholder).
+/// Two claims, as different as claims get, for checking a URL before any claim exists.
+const SAMPLES: [(&str, &str); 2] = [
+    ("c0ffee00-0000-4000-8000-000000000000", "agent@example.org"),
+    ("0ddba11c-1111-4111-9111-111111111111", "x.y@z.example.net"),
+];
+
+/// Whether a test's URL names the claim: filled for two claims, it asks for two resources.
 pub fn names_the_claim(test: &Test) -> bool {
     match test {
         Test::HttpStatus { url, .. } | Test::Sha256 { url: Some(url), .. } => {
-            url.contains(CONTRACT_PLACEHOLDER) || url.contains(SELLER_PLACEHOLDER)
+            let [(c0, s0), (c1, s1)] = SAMPLES;
+            fill(url, c0, s0) != fill(url, c1, s1)
         }
         Test::Sha256 { url: None, .. } => false,
     }
 }
 
+/// Reads a test's `url`: `https`, at most [`MAX_URL_BYTES`], written as the URL parser writes it
+/// back (so the text fetched is the URL checked: no `https:/host`, tabs or backslashes that a
+/// parser reads as something else), no credentials and no fragment, and with its placeholders
+/// only where they change the path or the query: filled for any claim, the origin stays the
+/// same. With `policy`, the house must be allowed to fetch it.
 fn url_of(o: &Object, i: usize, policy: Option<&Policy>) -> Result<String, Error> {
     let url = field::str(o, "url")?;
+    let bad = |why: &str| malformed(format!("terms.verify[{i}].url {why}"));
     if url.len() > MAX_URL_BYTES {
-        return Err(malformed(format!("terms.verify[{i}].url is longer than {MAX_URL_BYTES} bytes")));
+        return Err(bad(&format!("is longer than {MAX_URL_BYTES} bytes")));
     }
-    let authority = url.split_once("://").map_or(url, |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest));
-    if authority.contains('{') {
-        return Err(malformed(format!("terms.verify[{i}].url may name the claim in its path or query, not its host")));
-    }
-    // Checked as it will be fetched: with an id and an address in the placeholders' places.
-    let sample = fill(url, "c0ffee00-0000-4000-8000-000000000000", "agent@example.org");
-    let parsed = url::Url::parse(&sample).map_err(|_| malformed(format!("terms.verify[{i}].url is not a URL")))?;
-    if parsed.scheme() != "https" {
-        return Err(malformed(format!("terms.verify[{i}].url must be https")));
-    }
-    if let Some(p) = policy {
-        p.check(&sample)
-            .map_err(|r| malformed(format!("terms.verify[{i}].url cannot be fetched by this house: {r}")))?;
+    let mut origin = None;
+    for (contract, seller) in SAMPLES {
+        let filled = fill(url, contract, seller);
+        let parsed = url::Url::parse(&filled).map_err(|_| bad("is not a URL"))?;
+        if parsed.scheme() != "https" {
+            return Err(bad("must be https"));
+        }
+        if parsed.as_str() != filled {
+            return Err(bad(&format!("must be written as a URL parser writes it: {}", parsed.as_str())));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() || parsed.fragment().is_some() {
+            return Err(bad("carries no credentials and no fragment"));
+        }
+        let this = parsed.origin().ascii_serialization();
+        if origin.as_ref().is_some_and(|o| *o != this) {
+            return Err(bad("may name the claim in its path or query, not its host or port"));
+        }
+        origin = Some(this);
+        if let Some(p) = policy {
+            p.check(&filled).map_err(|r| bad(&format!("cannot be fetched by this house: {r}")))?;
+        }
     }
     Ok(url.to_owned())
 }
@@ -471,7 +492,7 @@ impl<D: Db, N: Net> House<D, N> {
                 self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
                 return Ok(true);
             }
-            // The Libro is busy or unavailable: the same verdict is sent again after a wait.
+            // The Libro is busy or unavailable: the check runs again after a wait.
             Some(Outcome::Rejected(e)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => {
                 let next_at = now.millis().saturating_add(retry_ms(attempts));
                 store::postpone_check(contract, attempts, next_at)
@@ -579,6 +600,34 @@ mod tests {
         let many =
             format!(r#"{{"verify":[{}]}}"#, [r#"{"type":"http_status","url":"https://a.example/"}"#; 9].join(","));
         assert!(parse_tests(&terms(&many), None).is_err());
+    }
+
+    #[test]
+    fn a_url_is_checked_as_it_is_fetched() {
+        let one = |url: &str| terms(&format!(r#"{{"verify":[{{"type":"http_status","url":"{url}"}}]}}"#));
+        for ok in
+            ["https://a.example/p/{contract}", "https://a.example/u?s={seller}&c={contract}", "https://a.example/"]
+        {
+            assert!(parse_tests(&one(ok), None).is_ok(), "{ok}");
+        }
+        for bad in [
+            "https:/a.example/p",                 // read as https://a.example/p
+            "https:{contract}.a.example/x://y",   // the claim in the host, behind a fake authority
+            "https://{contract}.a.example/",      // the claim in the host
+            "https://a.example:{contract}/",      // or the port
+            "https://a.example{contract}/",       // glued to the host
+            "https://u@a.example/{contract}",     // credentials
+            "https://a.example/p#{contract}",     // a fragment is never sent
+            "https://A.example/{contract}",       // not as the parser writes it
+            "https://a.example/a b/{contract}",   // likewise
+            "https://a.example/\\\\x/{contract}", // a backslash is a slash to the parser
+        ] {
+            assert!(parse_tests(&one(bad), None).is_err(), "{bad}");
+        }
+        let named = |url: &str| names_the_claim(&Test::HttpStatus { url: url.into(), expect: 200 });
+        assert!(named("https://a.example/{seller}"));
+        assert!(!named("https://a.example/page"));
+        assert_eq!(fill("https://a.example/{seller}/{contract}", "c", "s@h"), "https://a.example/s@h/c");
     }
 
     #[test]
