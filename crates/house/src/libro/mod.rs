@@ -204,7 +204,8 @@ impl<D: Db, N: Net> House<D, N> {
         let at = self.now().millis();
         let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, e.code(), &e.reason);
         // A kept refusal counts towards the sending site's operations this minute, as a done
-        // operation does: refusals cannot fill the table faster than operations could.
+        // operation does: refusals cannot fill the table faster than operations could. The
+        // house's own agents' are not counted: each follows from a counted operation or mail.
         let mut stmts = vec![write];
         if !self.is_system(env.from()) {
             stmts.push(crate::store::agents::count_in_window(

@@ -150,7 +150,7 @@ pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
     use super::verifica::{CONTRACT_PLACEHOLDER, SELLER_PLACEHOLDER, Test, names_the_claim};
     if tests.iter().any(|t| matches!(t, Test::Sha256 { url: None, .. })) {
         return Err(Error::malformed(
-            "a task's sha256 test names a url: the catalogue publishes `expect`, so the delivery's own hash proves nothing",
+            "a task's sha256 test fetches a url: the catalogue publishes `expect`, so the delivery's own hash proves nothing",
         ));
     }
     // A claim's page that must be missing (404) is missing for every agent that did nothing.
@@ -165,10 +165,10 @@ pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether `id` is a UUID in lower case (`8-4-4-4-12` hex digits; one case, for hosts that read
-/// paths without it): the form a quote to the desk must have, as
-/// its id becomes the contract's, which a task's URLs may name (`{contract}`). A seller free to
-/// pick any id could name a page that exists already (`index.html`) and pass without working.
+/// Whether `id` is a UUID in lower case (`8-4-4-4-12` hex digits, in one case for the hosts that
+/// read paths without it): the form a quote to the desk must have, as its id becomes the
+/// contract's, which a task's URLs may name (`{contract}`). A seller free to pick any id could
+/// name a page that exists already (`index.html`) and pass without working.
 pub fn is_uuid(id: &str) -> bool {
     id.len() == 36
         && id
