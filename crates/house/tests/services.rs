@@ -296,6 +296,8 @@ fn missing_evidence_is_undecided_and_is_given_up_after_the_last_attempt() {
     let expect = hex(&sha256(b"the report"));
     let (q, _) = escrow(&w, &h, &ana, &bo, "q-ev", &format!(r#"[{{"type":"sha256","expect":"{expect}"}}]"#));
     assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    let refund = |id: &str| operate(&w, &h, &ana, id, obj([("op", "refund".into()), ("contract", "q-ev".into())]));
+    assert_eq!(refund("early-refund"), 403, "a buyer does not refund a delivery still being checked");
     for _ in 0..10 {
         w.clock.advance(13 * 3_600_000);
         w.tick_all();
@@ -315,6 +317,10 @@ fn missing_evidence_is_undecided_and_is_given_up_after_the_last_attempt() {
         .unwrap()
         .to_owned();
     assert!(reason.contains("evidence_sha256"), "{reason}");
+    // A delivery nobody could check is no delivery: now the buyer may take its money back.
+    assert_eq!(refund("late-refund"), 0);
+    assert_eq!(contract(&h, "q-ev")["state"].as_str(), Some("refunded"));
+    assert_eq!(balance(&h, "ana@a.test"), 100);
 }
 
 #[test]
@@ -875,4 +881,29 @@ fn an_arbiter_speaks_for_itself_in_its_verdict() {
     assert_eq!(contract(&h, "q-carla")["state"].as_str(), Some("held"));
     assert_eq!(operate(&w, &h, &carla, "as-carla", body(verdict("carla@a.test"))), 0);
     assert_eq!(contract(&h, "q-carla")["verdict"].as_object().unwrap()["verifier"].as_str(), Some("carla@a.test"));
+}
+
+#[test]
+fn a_task_verifica_gave_up_on_goes_back_to_the_desk() {
+    let w = World::new();
+    let (h, cy) = desk_and_agent(&w);
+    // Its page is where nothing answers: every check is undecided.
+    let verify = r#"[{"type":"http_status","url":"https://nowhere.example/{contract}"}]"#;
+    assert_eq!(add_task(&h, "a", 10, verify), 201);
+    let q = task_quote(&w, &h, &cy, &qid("given-up"), "a", 10);
+    assert_eq!(take(&w, &h, &cy, "take-given-up", &q), 0);
+    assert_eq!(deliver(&w, &h, &cy, &qid("given-up"), None), 0);
+    for _ in 0..7 {
+        let (_, attempts) = check_row(&h, &qid("given-up")).unwrap();
+        let state = contract(&h, &qid("given-up"))["state"].as_str().unwrap().to_owned();
+        assert!(state == "delivered" || attempts == nyx5_house::libro::verifica::MAX_ATTEMPTS, "{state} at {attempts}");
+        w.clock.advance(13 * 3_600_000);
+        w.tick_all();
+    }
+    assert_eq!(contract(&h, &qid("given-up"))["state"].as_str(), Some("refunded"));
+    assert_eq!(
+        check_row(&h, &qid("given-up")),
+        Some(("undecided".to_owned(), nyx5_house::libro::verifica::MAX_ATTEMPTS))
+    );
+    assert_eq!(balance(&h, "tareas@a.test"), 1000);
 }

@@ -319,6 +319,9 @@ pub struct Facts {
     pub known: bool,
     /// Active mandates the operator granted.
     pub active_mandates: i64,
+    /// The contract's delivery is one `verifica@` gave up checking (its last attempt undecided):
+    /// a delivery nobody could check, which its buyer may refund (docs/SPEC.md §22).
+    pub unchecked: bool,
 }
 
 impl Facts {
@@ -660,11 +663,15 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             if !matches!(c.state.as_str(), "held" | "delivered") {
                 return Err(refuse(ErrorKind::Conflict, format!("{contract} is {}: nothing to refund", c.state)));
             }
-            let allowed = c.is("seller", me) || c.is("arbiter", me) || (c.is("buyer", me) && c.state == "held");
+            let buyer_may = c.state == "held" || facts.unchecked;
+            let allowed = c.is("seller", me) || c.is("arbiter", me) || (c.is("buyer", me) && buyer_may);
             if !allowed {
                 return Err(refuse(
                     ErrorKind::Forbidden,
-                    format!("only the seller or the arbiter refunds {contract} (its buyer only before delivery)"),
+                    format!(
+                        "only the seller or the arbiter refunds {contract} (its buyer only before delivery, or once \
+                         verifica@ gave up checking it)"
+                    ),
                 ));
             }
             let escrow = escrow_account(&c.id);

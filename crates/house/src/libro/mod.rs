@@ -144,6 +144,7 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
         facts.chain = chain;
     }
     facts.known = row.int("known") == Some(1);
+    facts.unchecked = row.int("unchecked") == Some(1);
     facts.active_mandates = row.int("mandates").unwrap_or(0);
     let head = (row.int("head_n").unwrap_or(0), row.text("head_sha").unwrap_or(GENESIS).to_owned());
     let done = match parse_json(row.text("done")) {

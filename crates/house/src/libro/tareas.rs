@@ -218,7 +218,8 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// The desk takes back what it holds for tasks taken more than [`HOLD_MS`] ago and never
-    /// delivered, a few a tick, each with a `refund` from `tareas@` through `House::accept`.
+    /// delivered, or delivered and given up by `verifica@`, a few a tick, each with a `refund`
+    /// from `tareas@` through `House::accept`.
     /// Answers how many it took back.
     pub async fn tareas_upkeep(&self) -> Result<u32, Error> {
         let now = self.now();
@@ -231,7 +232,7 @@ impl<D: Db, N: Net> House<D, N> {
             let body = obj([
                 ("op", "refund".into()),
                 ("contract", contract.as_str().into()),
-                ("note", "taken and not delivered within the desk's hold".into()),
+                ("note", "not delivered within the desk's hold, or delivered and never checked".into()),
             ]);
             let id = self.derived_id("tarea-hold", &contract, desk.as_str());
             let mut draft = Draft::new(

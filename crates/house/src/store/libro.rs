@@ -51,6 +51,7 @@ pub async fn facts<D: Db>(
                                   WHERE m.id = ?4)) AS balances,
                (SELECT json_object('version', version, 'record', json(record)) FROM libro_contracts WHERE id = ?3) AS contract,
                EXISTS (SELECT 1 FROM libro_accounts WHERE account = ?5) AS known,
+               EXISTS (SELECT 1 FROM verifica_checks WHERE contract = ?3 AND state = 'undecided') AS unchecked,
                (SELECT count(*) FROM libro_mandates WHERE grantor = ?5 AND state = 'active') AS mandates,
                (SELECT json_group_array(json_object('version', version,
                          'record', json_set(json(record), '$.spent', spent, '$.state', state)))

@@ -80,12 +80,16 @@ pub fn postpone_check(contract: &str, attempts: i64, next_at: i64) -> Stmt {
     )
 }
 
-/// The desk's escrows still `held` (taken, never delivered) since before `cutoff`, oldest first.
+/// The desk's escrows it takes back, oldest first: still `held` (taken, never delivered) since
+/// before `cutoff`, or delivered and given up by `verifica@`.
 pub async fn stale_tasks<D: Db>(db: &D, desk: &str, cutoff: i64, limit: i64) -> Result<Vec<String>, Error> {
     Ok(query(
         db,
         stmt!(
-            "SELECT id FROM libro_contracts WHERE buyer = ?1 AND kind = 'escrow' AND state = 'held' AND created <= ?2
+            "SELECT id FROM libro_contracts c WHERE buyer = ?1 AND kind = 'escrow'
+                AND ((state = 'held' AND created <= ?2)
+                  OR (state = 'delivered'
+                      AND EXISTS (SELECT 1 FROM verifica_checks v WHERE v.contract = c.id AND v.state = 'undecided')))
               ORDER BY created, id LIMIT ?3",
             desk,
             cutoff,
