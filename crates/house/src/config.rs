@@ -303,6 +303,13 @@ impl Config {
         crate::outbound::Policy::new(urls, self.allow_private_network, self.allow_http)
     }
 
+    /// Where `verifica@`'s tests may point: public https, or an origin the hosts file names (not
+    /// the DNS-over-HTTPS endpoint or the email provider, which the house names for its own use).
+    pub fn verifica_policy(&self) -> crate::outbound::Policy {
+        let named = self.hosts.values().map(|h| h.url.as_str());
+        crate::outbound::Policy::new(named, self.allow_private_network, self.allow_http)
+    }
+
     /// A mailbox's quota, as the store counts it.
     pub fn quota(&self) -> crate::store::mailbox::Quota {
         crate::store::mailbox::Quota { max_envelopes: self.mailbox_max_envelopes, max_bytes: self.mailbox_max_bytes }

@@ -907,3 +907,28 @@ fn a_task_verifica_gave_up_on_goes_back_to_the_desk() {
     );
     assert_eq!(balance(&h, "tareas@a.test"), 1000);
 }
+
+#[test]
+fn the_tests_reach_private_origins_only_when_the_hosts_file_names_them() {
+    let w = World::new();
+    let mut c = w.config("a.test", Registration::Admin);
+    c.verifica_enabled = true;
+    c.allow_http = false;
+    // The operator names a private evidence server in its hosts file, and a private DNS resolver.
+    c.hosts.insert("evidence.test".into(), nyx5_house::config::HostEntry { url: "https://10.0.0.7".into(), sig: None });
+    c.doh_url = Some("https://10.0.0.53/dns-query".into());
+    let h = w.start(c);
+    let (ana, bo) = people(&h);
+    w.fake("10.0.0.7", |_| OutResponse { status: 200, body: b"ok".to_vec() });
+    let (_, code) =
+        escrow(&w, &h, &ana, &bo, "q-dns", r#"[{"type":"http_status","url":"https://10.0.0.53/{contract}"}]"#);
+    assert_eq!(code, 400, "the resolver is the house's, not a target for anyone's test");
+    let (_, code) =
+        escrow(&w, &h, &ana, &bo, "q-lan", r#"[{"type":"http_status","url":"https://10.0.0.8/{contract}"}]"#);
+    assert_eq!(code, 400, "a private address the operator did not name");
+    let (q, code) =
+        escrow(&w, &h, &ana, &bo, "q-named", r#"[{"type":"http_status","url":"https://10.0.0.7/{contract}"}]"#);
+    assert_eq!(code, 0);
+    assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+    assert_eq!(contract(&h, "q-named")["state"].as_str(), Some("released"));
+}

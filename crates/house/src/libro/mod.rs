@@ -370,7 +370,7 @@ impl<D: Db, N: Net> House<D, N> {
                 if !self.config.verifica_enabled {
                     return Err(Error::malformed(format!("this house runs no verifica@; {a} cannot arbitrate")));
                 }
-                verifica::check_terms(quote.contract, quote.terms.as_ref(), &self.net.policy)?;
+                verifica::check_terms(quote.contract, quote.terms.as_ref(), &self.config.verifica_policy())?;
             }
         }
         Ok(())

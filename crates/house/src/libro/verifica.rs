@@ -421,15 +421,20 @@ impl<D: Db, N: Net> House<D, N> {
             let attempts = attempts + 1;
             let evidence = record.get("evidence_sha256").and_then(Value::as_str);
             let declared = terms.get("verify").and_then(Value::as_array).map(<[Value]>::to_vec).unwrap_or_default();
+            let policy = self.config.verifica_policy();
             let results = match &tests {
                 Ok(tests) => {
                     let mut results = Vec::with_capacity(tests.len());
                     for t in tests {
                         let answer = match request(t, contract, seller) {
-                            Some(req) => {
-                                report.fetches += 1;
-                                Some(self.net.send(req).await)
-                            }
+                            // Checked again as it is sent: the tests' own policy, then the house's.
+                            Some(req) => Some(match policy.check(&req.url) {
+                                Err(r) => Err(PortError::Refused(r.0.to_owned())),
+                                Ok(()) => {
+                                    report.fetches += 1;
+                                    self.net.send(req).await
+                                }
+                            }),
                             None => None,
                         };
                         results.push(evaluate(t, answer.as_ref(), evidence));

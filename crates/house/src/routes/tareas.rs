@@ -96,7 +96,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
     let verify =
         body.get("verify").cloned().ok_or_else(|| Error::malformed("`verify` (the task's tests) is required"))?;
     let terms = task_terms(&id, verify, extra);
-    verifica::check_terms(nyx5_proto::quote::ContractKind::Escrow, Some(&terms), &house.net.policy)?;
+    verifica::check_terms(nyx5_proto::quote::ContractKind::Escrow, Some(&terms), &house.config.verifica_policy())?;
     crate::libro::tareas::pays_for_work(&verifica::parse_tests(&terms, None)?)?;
     let terms_text = Value::Object(terms).canonical_string();
     if terms_text.len() > nyx5_proto::limits::MAX_DOCUMENT_BYTES / 4 {
