@@ -23,6 +23,9 @@ pub(crate) struct Args {
     /// Agents each house registers at the start.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
     agents: u64,
+    /// The houses run verifica@, and some escrows are judged by it.
+    #[arg(long)]
+    services: bool,
 }
 
 /// Runs the seeds in order, one line each; stops at the first failure (exit 1).
@@ -30,7 +33,7 @@ pub(crate) fn run(args: &Args) -> Outcome {
     let houses = usize::try_from(args.houses).map_err(|_| Failure::usage("--houses is too large"))?;
     let agents = usize::try_from(args.agents).map_err(|_| Failure::usage("--agents is too large"))?;
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
-        let params = Params { seed, steps: args.steps, houses, agents };
+        let params = Params { seed, steps: args.steps, houses, agents, services: args.services };
         match run_seed(params) {
             Ok(summary) => io::write_stdout(format!("seed {seed}: {summary}\n").as_bytes())?,
             Err(failure) => {

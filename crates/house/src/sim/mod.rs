@@ -32,18 +32,26 @@ pub struct Params {
     pub houses: usize,
     /// Agents each house registers at the start (more register during the run).
     pub agents: usize,
+    /// The houses run `verifica@`, and some escrows name it arbiter with a test that fetches
+    /// another house's `/health` (so the network's faults reach its checks). Off, a seed plays
+    /// exactly as it did before verifica@ existed: the regression seeds stay what they were.
+    pub services: bool,
 }
 
 impl Params {
     pub fn new(seed: u64) -> Params {
-        Params { seed, steps: 80, houses: 3, agents: 3 }
+        Params { seed, steps: 80, houses: 3, agents: 3, services: false }
     }
 
     /// The command that runs this again.
     pub fn command(&self) -> String {
         format!(
-            "cargo run -p nyx5-cli -- simulate --seed {} --steps {} --houses {} --agents {}",
-            self.seed, self.steps, self.houses, self.agents
+            "cargo run -p nyx5-cli -- simulate --seed {} --steps {} --houses {} --agents {}{}",
+            self.seed,
+            self.steps,
+            self.houses,
+            self.agents,
+            if self.services { " --services" } else { "" }
         )
     }
 }
@@ -63,6 +71,8 @@ pub struct Summary {
     /// Libro operations sent, and entries in all journals at the end.
     pub operations: u64,
     pub entries: u64,
+    /// Contracts settled by `verifica@`'s verdict, at the end (with `services`).
+    pub verdicts: u64,
     /// Houses that died in the middle of a tick.
     pub deaths: u64,
     /// Replays sent (mail and operations, by agents and by houses).
@@ -76,7 +86,7 @@ impl fmt::Display for Summary {
         write!(
             f,
             "{} steps: {} envelopes accepted for {} recipients ({} delivered, {} bounced), {} emails, {} Libro \
-             operations ({} entries), {} replays, {} houses died mid-tick; network: {} requests, {} refused, {} \
+             operations ({} entries, {} verdicts), {} replays, {} houses died mid-tick; network: {} requests, {} refused, {} \
              dropped, {} answers lost, {} duplicated, {} held ({} delivered late)",
             self.steps,
             self.accepted,
@@ -86,6 +96,7 @@ impl fmt::Display for Summary {
             self.emails,
             self.operations,
             self.entries,
+            self.verdicts,
             self.replays,
             self.deaths,
             n.sent,
