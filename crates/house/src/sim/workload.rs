@@ -597,8 +597,8 @@ impl Sim {
         let id = self.next_id("q");
         let expires = Timestamp(now + self.rng.range(10, 600) * MINUTE);
         let Ok(contract) = ContractKind::parse(kind) else { return Ok(()) };
-        // With the services, some escrows are judged by the house's verifica@, fetching a house
-        // of the world (which weather may take down: an undecided check, tried again).
+        // With the services, most escrows (four in five) are judged by the house's verifica@,
+        // fetching a house of the world (which weather may take down: an undecided check).
         let judged = self.params.services && kind == "escrow" && self.rng.chance(800);
         let (terms, arbiter) = if judged {
             let target = self.random_house();
