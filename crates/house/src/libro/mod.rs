@@ -171,6 +171,49 @@ impl<D: Db, N: Net> House<D, N> {
         a.domain() == self.config.domain && SYSTEM.contains(&a.local())
     }
 
+    /// An operation by one of the house's own agents (`card`: `verifica@`, `tareas@`), envelope
+    /// `id`, body `body`: signed with the domain key and handed to `House::accept` like any
+    /// agent's, so it is answered, kept and deduplicated as theirs are (the Libro is never
+    /// operated from the inside). Answers the Libro's outcome.
+    pub(crate) async fn operate_as(
+        &self,
+        card: &Verified<AgentCard>,
+        id: String,
+        body: Object,
+        in_reply_to: Option<&str>,
+    ) -> Result<Outcome, Error> {
+        let now = self.now();
+        let libro = self.libro_address()?;
+        let mut draft = Draft::new(
+            id,
+            card.address().clone(),
+            vec![libro.clone()],
+            now,
+            Content::new(OP_MEDIA, Value::Object(body)),
+        );
+        draft.kind = Kind::Task;
+        draft.in_reply_to = in_reply_to.map(str::to_owned);
+        let env = draft.build()?.sign(&self.config.key)?.verify(card, now)?;
+        let answers = Box::pin(self.accept(&env, card, &[libro])).await?;
+        Ok(answers
+            .into_iter()
+            .next()
+            .map_or_else(|| Outcome::Rejected(internal("no answer from the Libro")), |(_, o)| o))
+    }
+
+    /// The statement counting an operation by `from` in its site's window of operations this
+    /// minute; none for the house's own agents, each of whose operations follows from a counted
+    /// operation or mail.
+    fn count_operation(&self, from: &Address, at: i64) -> Option<Stmt> {
+        (!self.is_system(from)).then(|| {
+            crate::store::agents::count_in_window(
+                &format!("libro:{}", crate::site::site(from.domain())),
+                at / 60_000,
+                self.config.inbound_per_domain_per_minute,
+            )
+        })
+    }
+
     /// The card of one of the house's own agents, by local part.
     pub fn system_card(&self, local: &str) -> Option<&Verified<AgentCard>> {
         match local {
@@ -207,14 +250,7 @@ impl<D: Db, N: Net> House<D, N> {
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
-        let mut stmts = vec![write];
-        if !self.is_system(env.from()) {
-            stmts.push(crate::store::agents::count_in_window(
-                &format!("libro:{}", crate::site::site(env.from().domain())),
-                at / 60_000,
-                self.config.inbound_per_domain_per_minute,
-            ));
-        }
+        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), at)).collect();
         match self.db.batch(stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Outcome::Rejected(too_many(env.from()))
@@ -423,13 +459,7 @@ impl<D: Db, N: Net> House<D, N> {
         ));
         // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
         // house's own agents (verdicts, the desk's acceptances) are not held to it.
-        if !self.is_system(env.from()) {
-            stmts.push(crate::store::agents::count_in_window(
-                &format!("libro:{}", crate::site::site(env.from().domain())),
-                now.millis() / 60_000,
-                self.config.inbound_per_domain_per_minute,
-            ));
-        }
+        stmts.extend(self.count_operation(env.from(), now.millis()));
         // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
         // before the contract's own row (docs/SPEC.md §23).
         if let Op::Accept { quote } = op

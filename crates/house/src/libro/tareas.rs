@@ -14,7 +14,6 @@
 //! from its own account, which the operator tops up like any other.
 
 use nyx5_proto::card::{AgentCard, AgentCardDraft};
-use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{self, ContractKind, Quote};
 use nyx5_proto::{Address, DomainCard, Envelope, Error, ErrorKind, Object, Timestamp, Value, Verified};
@@ -224,7 +223,6 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn tareas_upkeep(&self) -> Result<u32, Error> {
         let now = self.now();
         let desk = self.tareas_address()?;
-        let libro = self.libro_address()?;
         let stale =
             store::stale_tasks(&self.db, desk.as_str(), now.millis().saturating_sub(HOLD_MS), UPKEEP_BATCH).await?;
         let mut taken = 0;
@@ -235,17 +233,7 @@ impl<D: Db, N: Net> House<D, N> {
                 ("note", "not delivered within the desk's hold, or delivered and never checked".into()),
             ]);
             let id = self.derived_id("tarea-hold", &contract, desk.as_str());
-            let mut draft = Draft::new(
-                id,
-                desk.clone(),
-                vec![libro.clone()],
-                now,
-                Content::new(super::OP_MEDIA, Value::Object(body)),
-            );
-            draft.kind = Kind::Task;
-            let env = draft.build()?.sign(&self.config.key)?.verify(&self.tareas, now)?;
-            let answers = Box::pin(self.accept(&env, &self.tareas, std::slice::from_ref(&libro))).await?;
-            if matches!(answers.first().map(|(_, o)| o), Some(Outcome::Accepted)) {
+            if matches!(self.operate_as(&self.tareas, id, body, None).await?, Outcome::Accepted) {
                 taken += 1;
             }
         }
@@ -326,18 +314,8 @@ impl<D: Db, N: Net> House<D, N> {
                 ));
             }
         }
-        let libro = self.libro_address()?;
         let body = obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);
-        let mut draft =
-            Draft::new(accept_id, desk, vec![libro.clone()], now, Content::new(super::OP_MEDIA, Value::Object(body)));
-        draft.kind = Kind::Task;
-        draft.in_reply_to = Some(env.id().to_owned());
-        let accept = draft.build()?.sign(&self.config.key)?.verify(&self.tareas, now)?;
-        let answers = Box::pin(self.accept(&accept, &self.tareas, &[libro])).await?;
-        Ok(answers
-            .into_iter()
-            .next()
-            .map_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no answer from the Libro")), |(_, o)| o))
+        self.operate_as(&self.tareas, accept_id, body, Some(env.id())).await
     }
 }
 

@@ -475,7 +475,6 @@ impl<D: Db, N: Net> House<D, N> {
         now: Timestamp,
     ) -> Result<bool, Error> {
         let verifier = self.verifica_address()?;
-        let libro = self.libro_address()?;
         let mut body = obj([("contract", contract.into())]);
         if outcome == TestResult::Pass {
             body.insert("op".into(), "release".into());
@@ -487,24 +486,19 @@ impl<D: Db, N: Net> House<D, N> {
         // One verdict per contract: written twice (a tick that died after the Libro took it), it
         // is one operation, answered as done.
         let id = self.derived_id("verdict", contract, verifier.as_str());
-        let mut draft =
-            Draft::new(id, verifier, vec![libro.clone()], now, Content::new(super::OP_MEDIA, Value::Object(body)));
-        draft.kind = Kind::Task;
-        let env = draft.build()?.sign(&self.config.key)?.verify(&self.verifica, now)?;
-        let answers = self.accept(&env, &self.verifica, &[libro]).await?;
-        let done = match answers.into_iter().next().map(|(_, o)| o) {
-            Some(Outcome::Accepted | Outcome::Duplicate) => {
+        let done = match self.operate_as(&self.verifica, id, body, None).await? {
+            Outcome::Accepted | Outcome::Duplicate => {
                 self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
                 return Ok(true);
             }
             // The Libro is busy or unavailable: the check runs again after a wait.
-            Some(Outcome::Rejected(e)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => {
+            Outcome::Rejected(e) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => {
                 let next_at = now.millis().saturating_add(retry_ms(attempts));
                 store::postpone_check(contract, attempts, next_at)
             }
             // Refused for good (the contract moved on meanwhile): the check ends, its last word
             // kept with the refusal.
-            Some(Outcome::Rejected(e)) => {
+            Outcome::Rejected(e) => {
                 let mut last = obj([("verdict", Value::Object(doc))]);
                 last.insert(
                     "refused".into(),
@@ -512,7 +506,6 @@ impl<D: Db, N: Net> House<D, N> {
                 );
                 store::undecided(contract, attempts, now.millis(), true, &Value::Object(last).canonical_string())
             }
-            None => return Ok(false),
         };
         self.db.batch(vec![done]).await.map_err(crate::port_error)?;
         Ok(false)
