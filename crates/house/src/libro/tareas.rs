@@ -286,18 +286,23 @@ impl<D: Db, N: Net> House<D, N> {
         let desk = self.tareas_address()?;
         let verifier = self.verifica_address()?;
         let id = task_id(&q).ok_or_else(|| Error::malformed("the quote's terms name no task (`task`)"))?;
-        let task =
-            store::task(&self.db, id).await?.as_ref().and_then(Task::from_row).filter(|t| !t.retired).ok_or_else(
-                || Error::new(ErrorKind::NotFound, format!("no task {id} is offered here (GET /tareas)")),
-            )?;
-        compare(&q, &task, &desk, &verifier)?;
         // The same quote again (a retry, a late copy) is answered by the Libro as done before,
         // whatever the quota says now.
         let accept_id = self.derived_id("tarea", env.id(), &q.id);
-        let done = crate::store::libro::op_done(&self.db, &accept_id).await?.is_some();
-        if !done {
-            let holder = quota_holder(env.from());
-            let row = store::quota(&self.db, desk.as_str(), &holder, id, self.tareas_day()).await?;
+        let holder = quota_holder(env.from());
+        let query = store::DeskQuery {
+            desk: desk.as_str(),
+            agent: &holder,
+            task: id,
+            day: self.tareas_day(),
+            accept_id: &accept_id,
+        };
+        let row = store::desk_facts(&self.db, &query).await?;
+        let task = Task::from_row(&row)
+            .filter(|t| !t.retired)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no task {id} is offered here (GET /tareas)")))?;
+        compare(&q, &task, &desk, &verifier)?;
+        if row.int("done") != Some(1) {
             let quota = Quota {
                 in_flight: row.int("in_flight").unwrap_or(0),
                 agent_today: row.int("agent_today").unwrap_or(0),
@@ -306,8 +311,7 @@ impl<D: Db, N: Net> House<D, N> {
             };
             within(quota, self.config.tareas_per_agent_per_day, self.config.tareas_per_day)?;
             // A desk without the price refuses before the Libro keeps a refusal for it.
-            let funds = crate::store::libro::balance(&self.db, desk.as_str()).await?;
-            if funds < task.price {
+            if row.int("funds").unwrap_or(0) < task.price {
                 return Err(Error::new(
                     ErrorKind::PaymentRequired,
                     format!("{desk} has not the {} tok task {id} pays; ask the operator", task.price),

@@ -392,6 +392,8 @@ impl<D: Db, N: Net> House<D, N> {
         let mut report = ChecksReport::default();
         let now = self.now();
         let rows = store::due_checks(&self.db, now.millis(), i64::from(fetches.max(1))).await?;
+        let policy = self.config.verifica_policy();
+        let verifier = self.verifica_address()?;
         for row in rows {
             let (Some(contract), Some(attempts)) = (row.text("contract"), row.int("attempts")) else { continue };
             let record = row.text("record").and_then(|t| Value::parse_str(t).ok());
@@ -421,7 +423,6 @@ impl<D: Db, N: Net> House<D, N> {
             let attempts = attempts + 1;
             let evidence = record.get("evidence_sha256").and_then(Value::as_str);
             let declared = terms.get("verify").and_then(Value::as_array).map(<[Value]>::to_vec).unwrap_or_default();
-            let policy = self.config.verifica_policy();
             let results = match &tests {
                 Ok(tests) => {
                     let mut results = Vec::with_capacity(tests.len());
@@ -447,7 +448,6 @@ impl<D: Db, N: Net> House<D, N> {
                     vec![Checked { result: TestResult::Undecided, reason: e.reason.to_string(), seen: Object::new() }]
                 }
             };
-            let verifier = self.verifica_address()?;
             let doc = verdict(contract, &verifier, now, &declared, &results);
             match judge(&results) {
                 TestResult::Undecided => {

@@ -102,11 +102,6 @@ pub async fn stale_tasks<D: Db>(db: &D, desk: &str, cutoff: i64, limit: i64) -> 
     .collect())
 }
 
-/// The check of `contract` as it stands (for the contract's parties).
-pub async fn check<D: Db>(db: &D, contract: &str) -> Result<Option<Row>, Error> {
-    one(db, stmt!("SELECT state, next_at, attempts, last FROM verifica_checks WHERE contract = ?1", contract)).await
-}
-
 /// Adds a task (changes nothing when the id is taken), after a guard that fewer than `max`
 /// tasks are offered.
 pub fn add_task(id: &str, price: i64, statement: &str, terms: &str, now: i64, max: i64) -> Vec<Stmt> {
@@ -155,14 +150,6 @@ pub async fn task<D: Db>(db: &D, id: &str) -> Result<Option<Row>, Error> {
     one(db, stmt!("SELECT id, price, statement, terms, retired_at FROM tareas WHERE id = ?1", id)).await
 }
 
-/// What the quota of `agent` (a root agent's address: its subagents share its quota) is made of
-/// on `day`, for the desk `desk` (its address): escrows with the desk in flight whose seller is
-/// the agent or one of its subagents, its claims that day, everyone's claims that day, and
-/// whether `task` was paid to it or is in flight (a claim whose contract was not refunded).
-pub async fn quota<D: Db>(db: &D, desk: &str, agent: &str, task: &str, day: i64) -> Result<Row, Error> {
-    Ok(one(db, quota_query(desk, agent, task, day)).await?.unwrap_or_default())
-}
-
 /// `seller` is `?2` or one of its subagents (`x.?2`, `y.x.?2`).
 macro_rules! of_root {
     () => {
@@ -170,24 +157,51 @@ macro_rules! of_root {
     };
 }
 
-fn quota_query(desk: &str, agent: &str, task: &str, day: i64) -> Stmt {
-    stmt!(
-        concat!(
-            "SELECT
-           (SELECT count(*) FROM libro_contracts
-             WHERE buyer = ?1 AND kind = 'escrow' AND state IN ('held', 'delivered') AND ",
-            of_root!(),
-            ") AS in_flight,
-           (SELECT count(*) FROM tareas_claims WHERE agent = ?2 AND day = ?4) AS agent_today,
-           (SELECT count(*) FROM tareas_claims WHERE day = ?4) AS all_today,
-           EXISTS (SELECT 1 FROM tareas_claims t JOIN libro_contracts c ON c.id = t.contract
-                    WHERE t.task = ?3 AND t.agent = ?2 AND c.state <> 'refunded') AS taken"
+/// Everything a quote to the desk `desk` (its address) is decided on, in one read: the task
+/// `task` (`id, price, statement, terms, retired_at`, NULL when there is none), whether its
+/// acceptance `accept_id` was done before (`done`), the desk's balance (`funds`), and the quota of
+/// `agent` (a root agent's address: its subagents share its quota) on `day`: escrows with the desk
+/// in flight whose seller is the agent or one of its subagents (`in_flight`), its claims that day
+/// (`agent_today`), everyone's (`all_today`), and whether `task` was paid to it or is in flight
+/// (`taken`: a claim whose contract was not refunded).
+pub async fn desk_facts<D: Db>(db: &D, q: &DeskQuery<'_>) -> Result<Row, Error> {
+    Ok(one(
+        db,
+        stmt!(
+            concat!(
+                "SELECT t.id AS id, t.price AS price, t.statement AS statement, t.terms AS terms,
+                   t.retired_at AS retired_at,
+                   EXISTS (SELECT 1 FROM libro_ops WHERE envelope_id = ?5) AS done,
+                   coalesce((SELECT balance FROM libro_accounts WHERE account = ?1), 0) AS funds,
+                   (SELECT count(*) FROM libro_contracts
+                     WHERE buyer = ?1 AND kind = 'escrow' AND state IN ('held', 'delivered') AND ",
+                of_root!(),
+                ") AS in_flight,
+                   (SELECT count(*) FROM tareas_claims WHERE agent = ?2 AND day = ?4) AS agent_today,
+                   (SELECT count(*) FROM tareas_claims WHERE day = ?4) AS all_today,
+                   EXISTS (SELECT 1 FROM tareas_claims c JOIN libro_contracts k ON k.id = c.contract
+                            WHERE c.task = ?3 AND c.agent = ?2 AND k.state <> 'refunded') AS taken
+                 FROM (SELECT 1) LEFT JOIN tareas t ON t.id = ?3"
+            ),
+            q.desk,
+            q.agent,
+            q.task,
+            q.day,
+            q.accept_id
         ),
-        desk,
-        agent,
-        task,
-        day
     )
+    .await?
+    .unwrap_or_default())
+}
+
+/// What [`desk_facts`] reads for.
+#[derive(Debug, Clone, Copy)]
+pub struct DeskQuery<'a> {
+    pub desk: &'a str,
+    pub agent: &'a str,
+    pub task: &'a str,
+    pub day: i64,
+    pub accept_id: &'a str,
 }
 
 /// How many claims were made on `day`, everyone's.
