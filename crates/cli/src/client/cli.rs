@@ -447,6 +447,17 @@ pub(crate) enum IndexCommand {
     },
 }
 
+/// Who acts as a house's operator, for the operator's verbs.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Operator {
+    /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
+    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+    admin_token: Option<String>,
+    /// The house (a domain or URL) [default: the acting agent's]
+    #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
+    house: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum TareasCommand {
     /// The catalogue: each task with its price, statement and whole test.
@@ -475,7 +486,8 @@ pub(crate) enum TareasCommand {
         /// What to do
         #[arg(long)]
         statement: String,
-        /// Its tests, as JSON: `[{"type":"http_status","url":"https://…"}, {"type":"sha256","expect":"…"}]`
+        /// Its tests, as JSON, one URL naming the claim:
+        /// `[{"type":"sha256","url":"https://…/{contract}","expect":"<64 hex>"}]`
         #[arg(long, value_name = "JSON")]
         verify: String,
         /// Further terms, as a JSON object (a `deadline`, …)
@@ -484,24 +496,16 @@ pub(crate) enum TareasCommand {
         /// The task's id [default: a new UUID]
         #[arg(long)]
         id: Option<String>,
-        /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
-        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
-        admin_token: Option<String>,
-        /// The house (a domain or URL) [default: the acting agent's]
-        #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
-        house: Option<String>,
+        #[command(flatten)]
+        operator: Operator,
         #[command(flatten)]
         common: Common,
     },
     /// Stop offering a task (the house's operator only); tasks in flight go on.
     Retire {
         id: String,
-        /// The house's operator token [default: $NYX5_ADMIN_TOKEN, for your own house only]
-        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
-        admin_token: Option<String>,
-        /// The house (a domain or URL) [default: the acting agent's]
-        #[arg(long, visible_alias = "house-url", value_name = "HOUSE")]
-        house: Option<String>,
+        #[command(flatten)]
+        operator: Operator,
         #[command(flatten)]
         common: Common,
     },
@@ -791,16 +795,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             let r = common.ctx().and_then(|ctx| tareas::take(&ctx, &id, house.as_deref()));
             emit(common.json, r, tareas::take_human)
         }
-        ClientCommand::Tareas(TareasCommand::Add {
-            price,
-            statement,
-            verify,
-            terms,
-            id,
-            admin_token: t,
-            house,
-            common,
-        }) => {
+        ClientCommand::Tareas(TareasCommand::Add { price, statement, verify, terms, id, operator, common }) => {
             let r = (|| {
                 let verify =
                     Value::parse_str(&verify).map_err(|e| Failure::usage(format!("--verify: {}", e.reason)))?;
@@ -812,12 +807,13 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                     },
                 };
                 let task = tareas::NewTask { id: id.clone(), price, statement: statement.clone(), verify, terms };
-                tareas::add(&common.ctx()?, house.as_deref(), t.as_deref(), &task)
+                tareas::add(&common.ctx()?, operator.house.as_deref(), operator.admin_token.as_deref(), &task)
             })();
             emit(common.json, r, tareas::task_human)
         }
-        ClientCommand::Tareas(TareasCommand::Retire { id, admin_token: t, house, common }) => {
-            let r = common.ctx().and_then(|ctx| tareas::retire(&ctx, house.as_deref(), t.as_deref(), &id));
+        ClientCommand::Tareas(TareasCommand::Retire { id, operator, common }) => {
+            let (house, token) = (operator.house.as_deref(), operator.admin_token.as_deref());
+            let r = common.ctx().and_then(|ctx| tareas::retire(&ctx, house, token, &id));
             emit(common.json, r, tareas::task_human)
         }
         ClientCommand::Index(IndexCommand::Houses { index, common }) => {
