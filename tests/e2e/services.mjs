@@ -31,11 +31,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
-import { b64u, bodyBytes, newAgentKeys, random, verifyDomainCard, verifySignature } from '../lib/nyx5.mjs';
+import { b64u, newAgentKeys, random, verifyDomainCard, verifySignature } from '../lib/nyx5.mjs';
+import { call, makeSteps, secs } from '../lib/e2e.mjs';
 import { ENV, House, ROOT, WRANGLER } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
-const secs = (ms) => `${(ms / 1000).toFixed(2)}s`;
 const PORT = Number(process.env.NYX5_SERVICES_PORT ?? 18797);
 const state = mkdtempSync(join(tmpdir(), 'nyx5-services-'));
 const urlOf = (port) => `http://127.0.0.1:${port}`;
@@ -80,29 +80,9 @@ const evidence = https.createServer(
 );
 const houses = [idx, a, b];
 
-let stepNo = 0;
-async function step(title, fn) {
-  stepNo += 1;
-  const t = performance.now();
-  process.stdout.write(`[${secs(t - T0).padStart(7)}] ${String(stepNo).padStart(2)}. ${title} ... `);
-  const note = await fn();
-  console.log(`ok (${secs(performance.now() - t)})${note ? `\n            ${note}` : ''}`);
-}
+const steps = makeSteps(T0);
+const step = (title, fn) => steps.step(title, fn);
 
-async function call(h, method, path, { body, headers = {} } = {}) {
-  const init = { method, headers: { ...headers } };
-  if (body !== undefined) {
-    init.body = bodyBytes(body);
-    init.headers['content-type'] ??= 'application/json';
-  }
-  const r = await fetch(h.url + path, init);
-  const text = await r.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {}
-  return { status: r.status, text, json };
-}
 
 function expectStatus(res, status, what) {
   assert.equal(res.status, status, `${what}: expected ${status}, got ${res.status} ${res.text.slice(0, 300)}`);
@@ -384,4 +364,4 @@ if (failed) {
   process.exit(1);
 }
 rmSync(state, { recursive: true, force: true });
-console.log(`\nnyx5 services e2e: all ${stepNo} steps passed in ${total} (wall time)`);
+console.log(`\nnyx5 services e2e: all ${steps.count} steps passed in ${total} (wall time)`);

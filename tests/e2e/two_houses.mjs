@@ -37,7 +37,6 @@ import {
   NOTICE_MEDIA,
   authHeader,
   b64u,
-  bodyBytes,
   canon,
   draftEnvelope,
   newAgentKeys,
@@ -53,10 +52,10 @@ import {
   verifyDomainCard,
   verifySignature,
 } from '../lib/nyx5.mjs';
+import { call, makeSteps, secs } from '../lib/e2e.mjs';
 import { ENV, House, ROOT, WRANGLER, killAll } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
-const secs = (ms) => `${(ms / 1000).toFixed(2)}s`;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const PORT = Number(process.env.NYX5_E2E_PORT ?? 18787);
@@ -138,30 +137,9 @@ const b = new House({
 // ---------------------------------------------------------------------------------------------
 // Steps, HTTP, polling.
 
-let stepNo = 0;
-async function step(title, fn) {
-  stepNo += 1;
-  const t = performance.now();
-  process.stdout.write(`[${secs(t - T0).padStart(7)}] ${String(stepNo).padStart(2)}. ${title} ... `);
-  const note = await fn();
-  console.log(`ok (${secs(performance.now() - t)})${note ? `\n            ${note}` : ''}`);
-}
+const steps = makeSteps(T0);
+const step = (title, fn) => steps.step(title, fn);
 
-/** One request to a house: `{status, type, text, json}`. Objects are sent as canonical JSON. */
-async function call(house, method, path, { body, headers = {} } = {}) {
-  const init = { method, headers: { ...headers } };
-  if (body !== undefined) {
-    init.body = bodyBytes(body);
-    init.headers['content-type'] ??= 'application/json';
-  }
-  const r = await fetch(house.url + path, init);
-  const text = await r.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {}
-  return { status: r.status, type: r.headers.get('content-type'), text, json };
-}
 
 const admin = (house) => ({ authorization: `Bearer ${house === a ? tokenA : tokenB}` });
 
@@ -1554,4 +1532,4 @@ if (failed) {
   process.exit(1);
 }
 rmSync(state, { recursive: true, force: true });
-console.log(`\nnyx5 e2e: all ${stepNo} steps passed in ${total} (wall time)`);
+console.log(`\nnyx5 e2e: all ${steps.count} steps passed in ${total} (wall time)`);

@@ -20,16 +20,6 @@ fn register(h: &TestHouse, agent: &Agent, inbox: Option<Value>) {
     assert_eq!(call(h, "POST", "/agents", &[("authorization", &admin)], &body).status, 201);
 }
 
-fn topup(h: &TestHouse, who: &Agent, amount: i64) {
-    let admin = format!("Bearer admin-{}", h.config.domain);
-    let body = obj([("address", who.address.as_str().into()), ("amount", amount.into())]);
-    assert_eq!(call(h, "POST", "/libro/topup", &[("authorization", &admin)], &Value::Object(body)).status, 200);
-}
-
-fn balance(h: &TestHouse, account: &str) -> i64 {
-    block_on(nyx5_house::store::libro::balance(&h.db, account)).unwrap()
-}
-
 /// A clear message from `from` to `to` with `extra` members in its signed part.
 fn message(w: &World, from: &Agent, to: &Agent, id: &str, extra: Object) -> Envelope {
     let mut d = Draft::new(
@@ -41,17 +31,6 @@ fn message(w: &World, from: &Agent, to: &Agent, id: &str, extra: Object) -> Enve
     );
     d.extra = extra;
     d.build().unwrap().sign(&from.sig).unwrap()
-}
-
-/// The bounce code `who` got for envelope `id`, or 0 when it was delivered (no bounce).
-fn fate(h: &TestHouse, who: &Agent, id: &str) -> u16 {
-    for env in mailbox(h, who) {
-        let body = env.content().and_then(|c| c.body.as_object().cloned()).unwrap_or_default();
-        if env.from().local() == "postmaster" && body.get("of").and_then(Value::as_str) == Some(id) {
-            return u16::try_from(body["code"].as_safe_integer().unwrap()).unwrap();
-        }
-    }
-    0
 }
 
 /// A quote from `seller` to `buyer` at a.test, signed now.
@@ -130,15 +109,15 @@ fn a_stamp_is_charged_on_accept_and_refused_without_balance() {
     assert_eq!(bo.send(&h, &message(&w, &bo, &ana, "s-2", other)).status, 202);
     w.tick_all();
     for id in ["s-0", "s-1", "s-2", "s-3"] {
-        assert_eq!(fate(&h, &bo, id), 402, "{id}");
+        assert_eq!(bounce(&h, &bo, id), 402, "{id}");
         assert!(!holds(&h, &ana, id));
     }
     // With balance, the stamp is charged in the batch that stores the envelope, fee to the house,
     // and the entry's id sits beside it in the mailbox.
-    topup(&h, &bo, 25);
+    topup(&h, bo.address.as_str(), 25);
     assert_eq!(bo.send(&h, &message(&w, &bo, &ana, "s-4", stamp(10))).status, 202);
     w.tick_all();
-    assert_eq!(fate(&h, &bo, "s-4"), 0);
+    assert_eq!(bounce(&h, &bo, "s-4"), 0);
     assert!(holds(&h, &ana, "s-4"));
     assert_eq!((balance(&h, "bo@a.test"), balance(&h, "ana@a.test"), balance(&h, "casa@a.test")), (15, 9, -24));
     let page = json(&ana.get(&h, "/mailbox/ana?limit=10"), 200);
@@ -197,8 +176,8 @@ fn a_vouch_opens_an_allowlist_while_its_bond_stands() {
     let allow =
         |who: &str| Value::Object(obj([("allow", Value::Object(obj([("add", Value::Array(vec![who.into()]))])))]));
     assert_eq!(cy.post(&h, "/lists/cy", &allow("ana@a.test")).status, 200);
-    topup(&h, &ana, 20);
-    topup(&h, &eve, 20);
+    topup(&h, ana.address.as_str(), 20);
+    topup(&h, eve.address.as_str(), 20);
     let aval = |voucher: &str, bond: &str| {
         obj([(
             "extensions",
@@ -232,13 +211,13 @@ fn a_vouch_opens_an_allowlist_while_its_bond_stands() {
     }
     w.tick_all();
     for (id, _, code) in &sends {
-        assert_eq!(fate(&h, &dan, id), *code, "{id}");
+        assert_eq!(bounce(&h, &dan, id), *code, "{id}");
         assert_eq!(holds(&h, &cy, id), *code == 0, "{id}");
     }
     // The bond vouches for dan only.
     assert_eq!(eve.send(&h, &message(&w, &eve, &cy, "v-5", aval("ana@a.test", "bond-dan"))).status, 202);
     w.tick_all();
-    assert_eq!(fate(&h, &eve, "v-5"), 402);
+    assert_eq!(bounce(&h, &eve, "v-5"), 402);
     // cy finds dan's mail junk and forfeits the bond: it is cy's now, and the vouch opens nothing.
     operate(
         &w,
@@ -250,7 +229,7 @@ fn a_vouch_opens_an_allowlist_while_its_bond_stands() {
     assert_eq!((balance(&h, "cy@a.test"), balance(&h, "ana@a.test"), balance(&h, "escrow:bond-dan")), (5, 15, 0));
     assert_eq!(dan.send(&h, &message(&w, &dan, &cy, "v-6", aval("ana@a.test", "bond-dan"))).status, 202);
     w.tick_all();
-    assert_eq!(fate(&h, &dan, "v-6"), 402);
+    assert_eq!(bounce(&h, &dan, "v-6"), 402);
 }
 
 #[test]
@@ -262,7 +241,7 @@ fn an_escrow_deadline_sends_notices_to_both_parties_when_it_comes() {
     let bo = Agent::new("bo@b.test", 81);
     register(&a, &ana, None);
     register(&b, &bo, None);
-    topup(&a, &ana, 50);
+    topup(&a, ana.address.as_str(), 50);
     let deadline = nyx5_proto::Timestamp(w.clock.now().millis() + 3 * 3_600_000);
     let quote = quote_from(
         &w,
@@ -302,7 +281,7 @@ fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
     let vic = Agent::new("vic@a.test", 91);
     register(&h, &ana, None);
     register(&h, &vic, None);
-    topup(&h, &ana, 10);
+    topup(&h, ana.address.as_str(), 10);
     let expires = nyx5_proto::Timestamp(w.clock.now().millis() + 3_600_000);
     operate(
         &w,
@@ -342,7 +321,7 @@ fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
     d.kind = Kind::Task;
     assert_eq!(vic.send(&h, &d.build().unwrap().sign(&vic.sig).unwrap()).status, 202);
     w.tick_all();
-    assert_eq!(fate(&h, &vic, "forfeit-1"), 409);
+    assert_eq!(bounce(&h, &vic, "forfeit-1"), 409);
     assert_eq!(balance(&h, "ana@a.test"), 10);
 }
 
@@ -355,7 +334,7 @@ fn a_receipt_for_another_house_leaves_in_the_tick_that_did_the_operation() {
     let bo = Agent::new("bo@b.test", 96);
     register(&a, &ana, None);
     register(&b, &bo, None);
-    topup(&a, &ana, 50);
+    topup(&a, ana.address.as_str(), 50);
     let quote = quote_from(&w, &bo, &ana, "q-fast", nyx5_proto::quote::ContractKind::Spot, 10, "fast", None);
     let libro = Address::new(LIBRO, "a.test").unwrap();
     let mut d = Draft::new(
@@ -383,7 +362,7 @@ fn an_operation_from_another_house_asks_for_a_delivery_kick() {
     let b = w.house("b.test", Registration::Admin);
     let bo = Agent::new("bo@b.test", 97);
     register(&b, &bo, None);
-    topup(&a, &bo, 5);
+    topup(&a, bo.address.as_str(), 5);
     let libro = Address::new(LIBRO, "a.test").unwrap();
     let mut d = Draft::new(
         "bal-1".into(),
@@ -433,9 +412,9 @@ fn a_refused_operation_stays_refused_when_it_comes_again() {
     assert_eq!(bea.send(&b, &env).status, 202);
     w.tick_all();
     w.tick_all();
-    assert_eq!(fate(&b, &bea, "bond-1"), 402);
+    assert_eq!(bounce(&b, &bea, "bond-1"), 402);
     // Bea is topped up; the same envelope arrives again, as a copy the network held would.
-    topup(&a, &bea, 100);
+    topup(&a, bea.address.as_str(), 100);
     let relay = nyx5_proto::relay::RelayHeader::sign("b.test", &env, "a.test", &b.config.key).to_header();
     let again = call_raw(&a, "POST", "/inbound", &[(nyx5_proto::relay::HEADER, &relay)], env.canonical());
     let answer = json(&again, 402);

@@ -34,15 +34,6 @@ fn register(h: &TestHouse, agent: &Agent) {
     assert_eq!(agent.register_admin(h).status, 201);
 }
 
-fn topup(h: &TestHouse, address: &str, amount: i64) {
-    let body = obj([("address", address.into()), ("amount", amount.into())]);
-    assert_eq!(call(h, "POST", "/libro/topup", &[("authorization", ADMIN)], &Value::Object(body)).status, 200);
-}
-
-fn balance(h: &TestHouse, account: &str) -> i64 {
-    block_on(nyx5_house::store::libro::balance(&h.db, account)).unwrap()
-}
-
 fn terms(json: &str) -> Object {
     Value::parse_str(json).unwrap().as_object().unwrap().clone()
 }
@@ -485,17 +476,6 @@ fn take(w: &World, h: &TestHouse, who: &Agent, id: &str, q: &Quote) -> u16 {
     }
     w.tick_all();
     bounce(h, who, id)
-}
-
-/// The code of the bounce `who` holds for envelope `id`, 0 when there is none.
-fn bounce(h: &TestHouse, who: &Agent, id: &str) -> u16 {
-    for e in mailbox(h, who) {
-        let body = e.content().and_then(|c| c.body.as_object().cloned()).unwrap_or_default();
-        if e.from().local() == "postmaster" && body.get("of").and_then(Value::as_str) == Some(id) {
-            return u16::try_from(body["code"].as_safe_integer().unwrap()).unwrap();
-        }
-    }
-    0
 }
 
 fn task_quote(w: &World, h: &TestHouse, who: &Agent, qid: &str, task: &str, price: i64) -> Quote {

@@ -532,3 +532,27 @@ pub fn mailbox(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
         })
         .collect()
 }
+
+/// The operator tops `address` up with `amount` at `house` (`POST /libro/topup`).
+pub fn topup(house: &TestHouse, address: &str, amount: i64) {
+    let admin = format!("Bearer admin-{}", house.config.domain);
+    let body = nyx5_proto::json::obj([("address", address.into()), ("amount", amount.into())]);
+    assert_eq!(call(house, "POST", "/libro/topup", &[("authorization", &admin)], &Value::Object(body)).status, 200);
+}
+
+/// The balance of `account` in `house`'s Libro.
+pub fn balance(house: &TestHouse, account: &str) -> i64 {
+    block_on(nyx5_house::store::libro::balance(&house.db, account)).unwrap()
+}
+
+/// The code of the bounce `agent` holds from its postmaster for envelope `id`; 0 when it holds
+/// none (it was delivered, or not yet refused).
+pub fn bounce(house: &TestHouse, agent: &Agent, id: &str) -> u16 {
+    for env in mailbox(house, agent) {
+        let body = env.content().and_then(|c| c.body.as_object().cloned()).unwrap_or_default();
+        if env.from().local() == "postmaster" && body.get("of").and_then(Value::as_str) == Some(id) {
+            return u16::try_from(body["code"].as_safe_integer().unwrap()).unwrap();
+        }
+    }
+    0
+}
