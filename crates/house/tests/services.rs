@@ -12,6 +12,7 @@ use std::rc::Rc;
 
 use kit::*;
 use nyx5_house::Registration;
+use nyx5_house::libro::verifica::ChecksReport;
 use nyx5_house::libro::{LIBRO, OP_MEDIA};
 use nyx5_house::ports::{Db, OutResponse};
 use nyx5_house::stmt;
@@ -267,13 +268,15 @@ fn a_test_that_cannot_run_decides_nothing_until_it_can() {
     // A server that answers 503 is still undecided.
     serve(&w, "gone.example", 503, b"");
     w.clock.advance(61_000);
-    w.tick_all();
+    let report = block_on(h.run_checks(4)).unwrap();
+    assert_eq!(report, ChecksReport { decided: 0, undecided: 1, fetches: 1 });
     assert_eq!(check_row(&h, "q-wait"), Some(("due".to_owned(), 2)));
     assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("delivered"));
     // Once it serves the artifact, the next try releases.
     serve(&w, "gone.example", 200, b"artifact");
     w.clock.advance(10 * 60_000);
-    w.tick_all();
+    let report = block_on(h.run_checks(4)).unwrap();
+    assert_eq!(report, ChecksReport { decided: 1, undecided: 0, fetches: 1 });
     assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("released"));
     assert_eq!(balance(&h, "bo@a.test"), 45);
     assert!(check_row(&h, "q-wait").is_none());
