@@ -9,12 +9,15 @@
 use std::collections::BTreeSet;
 
 include!("src/psl_hash.rs");
+#[path = "build/spec.rs"]
+mod spec;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 const LIST: &str = "data/psl/public_suffix_list.dat";
 
 fn main() {
+    pages();
     println!("cargo::rerun-if-changed={LIST}");
     let text = std::fs::read_to_string(LIST).unwrap_or_else(|e| fail(&format!("cannot read {LIST}: {e}")));
 
@@ -117,4 +120,15 @@ fn main() {
 fn fail(why: &str) -> ! {
     eprintln!("nyx5-house build: {why}");
     std::process::exit(1)
+}
+
+/// `spec.html` and `llms.txt` from docs/SPEC.md, for `web.rs` to serve.
+fn pages() {
+    println!("cargo::rerun-if-changed={}", spec::SOURCE);
+    let md =
+        std::fs::read_to_string(spec::SOURCE).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", spec::SOURCE)));
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| fail("OUT_DIR is not set")));
+    for (name, text) in [("spec.html", spec::page(&md)), ("llms.txt", spec::llms(&md))] {
+        std::fs::write(out.join(name), text).unwrap_or_else(|e| fail(&format!("cannot write {name}: {e}")));
+    }
 }

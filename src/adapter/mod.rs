@@ -13,7 +13,6 @@ use nyx5_house::{House, Request as HouseRequest, Response as HouseResponse};
 use nyx5_proto::{Error, ErrorKind, limits};
 use worker::{Context, Env, ForwardableEmailMessage, Request, Response, ScheduleContext, ScheduledEvent, event};
 
-use crate::{LLMS_TXT, SPEC_HTML};
 use d1::D1Db;
 use fetch::{FetchNet, WorkerClock, WorkerRng};
 
@@ -57,7 +56,11 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
 
 fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
     let mut out = Response::from_bytes(resp.body.clone())?.with_status(resp.status);
-    out.headers_mut().set("content-type", resp.content_type)?;
+    let headers = out.headers_mut();
+    headers.set("content-type", resp.content_type)?;
+    for (name, value) in &resp.headers {
+        headers.set(name, value)?;
+    }
     Ok(out)
 }
 
@@ -102,13 +105,6 @@ fn start() {
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let path = req.path();
-    if req.method() == worker::Method::Get {
-        match path.as_str() {
-            "/spec" => return Response::from_html(SPEC_HTML),
-            "/llms.txt" => return Response::ok(LLMS_TXT),
-            _ => {}
-        }
-    }
     // The meter's header is for an operator measuring a house on this machine, never for a
     // stranger: what D1 billed (interleaved with other requests of the isolate) tells of traffic.
     let loopback = req.url().ok().is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));

@@ -337,9 +337,13 @@ function routes(ctx) {
         ['limit', { before: '-1' }, { local: 'ana' }],
       ],
     },
-    // The Worker's own pages (GET only); any other method reaches the house: 404.
-    { m: 'GET', p: '/spec', auth: 'none', poison: { method: 'POST' }, only: 'worker' },
-    { m: 'GET', p: '/llms.txt', auth: 'none', poison: { method: 'PATCH' }, only: 'worker' },
+    // The house's pages (issue 14): GET and HEAD only, any other method 405.
+    { m: 'GET', p: '/', auth: 'none', poison: { method: 'POST' } },
+    { m: 'GET', p: '/spec', auth: 'none', poison: { method: 'POST' } },
+    { m: 'GET', p: '/llms.txt', auth: 'none', poison: { method: 'PATCH' } },
+    { m: 'GET', p: '/style.css', auth: 'none', poison: { method: 'DELETE' } },
+    { m: 'GET', p: '/.well-known/agent-card.json', auth: 'none', poison: { method: 'PUT' } },
+    { m: 'GET', p: '/agents/:local/agent-card.json', fill: { local: 'nobody' }, auth: 'none', segments: ['local'] },
   ];
 }
 const envelopeStrings = [
@@ -368,7 +372,7 @@ function servedRoutes() {
   }
   const adapter = readFileSync(join(ROOT, 'src/adapter/mod.rs'), 'utf8');
   const worker = [...adapter.matchAll(/^\s*"(\/[^"]*)" => return Response::/gm)].map((m) => `GET ${m[1]}`);
-  if (out.length < 20 || worker.length < 2) throw new Error('could not read the routes from router.rs and src/adapter/mod.rs');
+  if (out.length < 20) throw new Error('could not read the routes from router.rs and src/adapter/mod.rs');
   return { house: out, worker };
 }
 
@@ -428,6 +432,8 @@ function parseAnswer(buf, ended = false) {
     if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
   }
   let rest = buf.subarray(end + 4);
+  // No body follows a 204 or a 304, whatever the headers say (RFC 9112 §6.3).
+  if (status === 204 || status === 304) return { status, headers, body: Buffer.alloc(0) };
   if (headers['content-length'] !== undefined) {
     const n = Number(headers['content-length']);
     if (rest.length < n) return null;
@@ -560,12 +566,14 @@ function casesFor(route, table) {
   const hasJson = route.body !== undefined && !route.raw;
 
   // Other methods: 405 (or 404 for the Worker's own pages, which the house does not know).
-  // Methods another route serves on the same path are that route's business.
+  // Methods another route serves on the same path are that route's business. OPTIONS is a CORS
+  // preflight on every route (204, nothing written), HEAD is GET without the body.
   const served = table.filter((r) => r.p === route.p).map((r) => r.m);
-  const methods = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter((m) => !served.includes(m));
+  const methods = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].filter((m) => !served.includes(m));
   for (const m of methods) {
     add('method', m, { method: m, fill: {}, auth: 'none', body: route.body, expect: route.only ? 404 : 405 });
   }
+  if (!route.only) add('method', 'OPTIONS', { method: 'OPTIONS', fill: {}, auth: 'none', preflight: true });
 
   // JSONTestSuite's n_ files as the body, with the route's own authentication, so the body is
   // what is judged (routes without a body carry them as well, refused by their poison).
@@ -854,6 +862,12 @@ class Sweep {
     }
     this.count(a.status);
     const text = a.body.toString('utf8');
+    if (c.preflight) {
+      if (a.status !== 204 || a.body.length || a.headers['access-control-allow-origin'] !== '*' || !/authorization/.test(a.headers['access-control-allow-headers'] ?? '')) {
+        fail(`a preflight answered ${a.status} ${JSON.stringify(a.headers)}: ${text.slice(0, 120)}`);
+      }
+      return;
+    }
     if (!(a.status >= 400 && a.status < 500)) return fail(`answered ${a.status}: ${text.slice(0, 200)}`);
     if (c.expect && a.status !== c.expect) return fail(`expected ${c.expect}, got ${a.status}: ${text.slice(0, 200)}`);
     if (!/^application\/json/.test(a.headers['content-type'] ?? '')) {

@@ -80,17 +80,36 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    /// Headers beyond the type and the length, names in lower case. `House::handle` adds the
+    /// ones every answer carries (`web::common_headers`); a page adds its cache validators and
+    /// its Content-Security-Policy.
+    pub headers: Vec<(&'static str, String)>,
     /// Run a queue tick after the response is sent (the Worker's `waitUntil`).
     pub kick: bool,
 }
 
 impl Response {
+    /// An answer with no headers beyond the type.
+    pub fn bytes(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
+        Response { status, content_type, body, headers: Vec::new(), kick: false }
+    }
+
     pub fn json(status: u16, value: &Value) -> Response {
-        Response { status, content_type: "application/json", body: value.canonical(), kick: false }
+        Response::bytes(status, "application/json", value.canonical())
     }
 
     pub fn text(status: u16, content_type: &'static str, body: &str) -> Response {
-        Response { status, content_type, body: body.as_bytes().to_vec(), kick: false }
+        Response::bytes(status, content_type, body.as_bytes().to_vec())
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Response {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// The value of a header this answer carries (not the type).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The one error shape: `{ok:false, code, error, reason}` with the code as status.

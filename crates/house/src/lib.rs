@@ -27,6 +27,7 @@ pub mod site;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
+pub mod web;
 
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;
@@ -37,8 +38,7 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Rng};
 
 /// Extensions this house declares in its domain card.
-pub const EXTENSIONS: &[&str] =
-    &["urn:nyx5:ext:mcp", "urn:nyx5:ext:a2a", email::EXT_EMAIL, libro::EXT_LIBRO, policy::EXT_AVAL];
+pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, policy::EXT_AVAL];
 
 /// Local parts no agent may register (spec §8b).
 pub const RESERVED: &[&str] = &[
@@ -173,11 +173,27 @@ impl<D: Db, N: Net> House<D, N> {
     /// Answers one request. Never panics on input; every failure is a JSON error. An answer
     /// after which mail waits in the queue (the Libro's receipts for other houses) asks for a
     /// delivery kick.
-    pub async fn handle(&self, req: Request) -> Response {
-        let resp = match router::route(self, &req).await {
-            Ok(resp) => resp,
-            Err(e) => Response::error(&e),
+    ///
+    /// `HEAD` is answered as `GET` (the adapter sends no body); `OPTIONS` on a route the house
+    /// has is a CORS preflight (204), elsewhere 404.
+    pub async fn handle(&self, mut req: Request) -> Response {
+        let resp = match req.method.as_str() {
+            "OPTIONS" => match router::route(self, &req).await {
+                Err(e) if e.kind == ErrorKind::MethodNotAllowed => web::preflight(),
+                Err(e) => Response::error(&e),
+                Ok(_) => web::preflight(),
+            },
+            method => {
+                if method == "HEAD" {
+                    req.method = "GET".into();
+                }
+                match router::route(self, &req).await {
+                    Ok(resp) => resp,
+                    Err(e) => Response::error(&e),
+                }
+            }
         };
+        let resp = web::finish(&req, resp);
         if self.queued.take() { resp.kick() } else { resp }
     }
 }

@@ -5,7 +5,7 @@ use nyx5_proto::{Error, ErrorKind};
 use crate::House;
 use crate::http::{Request, Response, no_route};
 use crate::ports::{Db, Net};
-use crate::routes;
+use crate::{routes, web};
 
 fn method_not_allowed(req: &Request) -> Error {
     Error::new(ErrorKind::MethodNotAllowed, format!("{} is not allowed on {}", req.method, req.path))
@@ -15,6 +15,25 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
     let segments: Vec<&str> = req.path.trim_start_matches('/').split('/').collect();
     let m = req.method.as_str();
     match (m, segments.as_slice()) {
+        ("GET", [""]) => web::home(house).await,
+        ("GET", ["spec"]) => Ok(web::page("text/html; charset=utf-8", web::SPEC_HTML.into(), web::DOCUMENT_MAX_AGE)),
+        ("GET", ["llms.txt"]) => {
+            Ok(web::page("text/plain; charset=utf-8", web::LLMS_TXT.into(), web::DOCUMENT_MAX_AGE))
+        }
+        ("GET", ["style.css"]) => {
+            Ok(web::page("text/css; charset=utf-8", web::STYLE_CSS.into(), web::DOCUMENT_MAX_AGE))
+        }
+        ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house).await,
+        ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, local).await,
+        (
+            _,
+            [""]
+            | ["spec"]
+            | ["llms.txt"]
+            | ["style.css"]
+            | [".well-known", "agent-card.json"]
+            | ["agents", _, "agent-card.json"],
+        ) => Err(method_not_allowed(req)),
         ("GET", [".well-known", "nyx5.json"]) => Ok(routes::well_known::get(house)),
         ("GET", ["health"]) => routes::health::get(house).await,
         ("GET", ["agents"]) => routes::agents::directory(house, req).await,

@@ -329,6 +329,7 @@ fn reason_phrase(status: u16) -> &'static str {
         201 => "Created",
         202 => "Accepted",
         204 => "No Content",
+        304 => "Not Modified",
         400 => "Bad Request",
         401 => "Unauthorized",
         402 => "Payment Required",
@@ -370,16 +371,24 @@ pub(super) fn http_date(ms: i64) -> String {
 /// An answer on the wire: status line, date, type, length (`connection: close` when the
 /// connection ends after it), and the body unless `head_only`.
 pub(super) fn answer(resp: &HouseResponse, close: bool, head_only: bool, now_ms: i64) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n{}\r\n",
-        resp.status,
-        reason_phrase(resp.status),
-        http_date(now_ms),
-        resp.content_type,
-        resp.body.len(),
-        if close { "connection: close\r\n" } else { "" }
-    )
-    .into_bytes();
+    let mut head =
+        format!("HTTP/1.1 {} {}\r\ndate: {}\r\n", resp.status, reason_phrase(resp.status), http_date(now_ms));
+    // 204 and 304 have no body, and RFC 9110 gives a 204 no length; a 304's validators are enough.
+    if !matches!(resp.status, 204 | 304) {
+        head.push_str(&format!("content-type: {}\r\ncontent-length: {}\r\n", resp.content_type, resp.body.len()));
+    }
+    for (name, value) in &resp.headers {
+        // The engine writes these names and values itself; a line break in one would be a bug,
+        // and is dropped rather than sent as a second header.
+        if !value.contains(['\r', '\n']) {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    if close {
+        head.push_str("connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
     if !head_only {
         out.extend_from_slice(&resp.body);
     }

@@ -30,7 +30,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Resp
     let card = store::card(&house.db, local)
         .await?
         .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {local}@{}", house.config.domain)))?;
-    Ok(Response { status: 200, content_type: "application/json", body: card.into_bytes(), kick: false })
+    Ok(Response::bytes(200, "application/json", card.into_bytes()))
 }
 
 /// A whole-number query parameter from 0 to `max`, `default` when absent (400 otherwise).

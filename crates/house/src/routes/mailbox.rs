@@ -56,7 +56,7 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     };
     let rows = if limit == 0 { Vec::new() } else { inbox::page(&house.db, local, bounds).await? };
     let body = write_page(&rows, limit)?;
-    Ok(Response { status: 200, content_type: "application/json", body, kick: false })
+    Ok(Response::bytes(200, "application/json", body))
 }
 
 /// The page's answer from the rows the store cut (`inbox::page`), for a request of `limit`:

@@ -1,0 +1,111 @@
+//! The house's protocol pages, rendered once at build time from `docs/SPEC.md`: `spec.html`
+//! (CommonMark with tables, by pulldown-cmark; every heading gets an id to link to, and a table
+//! of contents lists the sections) and `llms.txt` (llmstxt.org's shape: a title, a summary, links,
+//! then the protocol's own text). Raw HTML in the Markdown is shown as text, never passed on.
+
+use std::fmt::Write as _;
+
+use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd, html};
+
+pub(crate) const SOURCE: &str = "../../docs/SPEC.md";
+
+/// An id made of the heading's letters and digits, lower case, joined by dashes.
+fn slug(text: &str) -> String {
+    let s: String =
+        text.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    s.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The page's `<main>`: the rendered Markdown, with ids on headings, and the second-level
+/// headings as (id, text) for the table of contents.
+fn render(md: &str) -> (String, Vec<(String, String)>) {
+    let mut events: Vec<Event<'_>> = Vec::new();
+    let mut toc = Vec::new();
+    let mut used = std::collections::BTreeSet::new();
+    let mut heading: Option<(HeadingLevel, Vec<Event<'_>>)> = None;
+    for event in Parser::new_ext(md, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
+        // Our own text, but a page with a strict policy shows markup it did not write as text.
+        let event = match event {
+            Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
+            e => e,
+        };
+        match (&mut heading, event) {
+            (None, Event::Start(Tag::Heading { level, .. })) => heading = Some((level, Vec::new())),
+            (Some((level, inner)), Event::End(TagEnd::Heading(_))) => {
+                let text: String = inner
+                    .iter()
+                    .filter_map(|e| match e {
+                        Event::Text(t) | Event::Code(t) => Some(t.as_ref()),
+                        _ => None,
+                    })
+                    .collect();
+                let mut id = slug(&text);
+                let base = id.clone();
+                let mut n = 1;
+                while !used.insert(id.clone()) {
+                    n += 1;
+                    id = format!("{base}-{n}");
+                }
+                if *level == HeadingLevel::H2 {
+                    toc.push((id.clone(), text));
+                }
+                let level = *level;
+                events.push(Event::Start(Tag::Heading {
+                    level,
+                    id: Some(CowStr::from(id)),
+                    classes: Vec::new(),
+                    attrs: Vec::new(),
+                }));
+                events.append(inner);
+                events.push(Event::End(TagEnd::Heading(level)));
+                heading = None;
+            }
+            (Some((_, inner)), e) => inner.push(e),
+            (None, e) => events.push(e),
+        }
+    }
+    let mut body = String::new();
+    html::push_html(&mut body, events.into_iter());
+    (body, toc)
+}
+
+/// The whole spec page. Its style is the house's one stylesheet; it runs no script.
+pub(crate) fn page(md: &str) -> String {
+    let (body, toc) = render(md);
+    let mut nav = String::new();
+    for (id, text) in &toc {
+        let _ = write!(nav, "<li><a href=\"#{id}\">{}</a></li>", escape(text));
+    }
+    format!(
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>Nyx5/1 — the protocol</title>\n<link rel=\"stylesheet\" href=\"/style.css\">\n</head>\n\
+         <body>\n<a class=\"skip\" href=\"#main\">Skip to the text</a>\n\
+         <header><p><a href=\"/\">Home</a> · <a href=\"/llms.txt\">llms.txt</a></p></header>\n\
+         <nav aria-label=\"Sections\"><details><summary>Sections</summary><ol>{nav}</ol></details></nav>\n\
+         <main id=\"main\">\n{body}</main>\n</body>\n</html>\n"
+    )
+}
+
+/// `llms.txt`: what Nyx5 is, where a house keeps its documents, then the protocol itself, so an
+/// agent learns everything with one fetch.
+pub(crate) fn llms(md: &str) -> String {
+    format!(
+        "# Nyx5\n\n\
+         > Mail and a ledger for AI agents. An agent has an address `name@house`, keys its house \
+         certifies, and a mailbox that holds signed, end-to-end encrypted envelopes while it is away. \
+         Each house also keeps a double-entry ledger, the Libro.\n\n\
+         Every Nyx5 house answers the same paths. Use them relative to the house you fetched this from.\n\n\
+         ## Documents\n\n\
+         - [The protocol](/spec): this text as a web page\n\
+         - [Domain card](/.well-known/nyx5.json): the house's signed keys, policy and extensions\n\
+         - [A2A card of the house](/.well-known/agent-card.json): its listed agents for A2A tooling\n\
+         - [Directory](/agents): the cards of the agents that asked to be listed\n\
+         - [Browser client](/app): join the house and read mail without installing anything\n\n\
+         ## The protocol\n\n{md}"
+    )
+}

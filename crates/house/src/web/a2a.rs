@@ -1,0 +1,194 @@
+//! A2A agent cards (A2A 1.0 discovery, docs/SPEC.md "The house on the web"), derived from Nyx5
+//! cards so A2A tooling finds Nyx5 agents. A Nyx5 agent is reached by mail, not by an A2A
+//! JSON-RPC call: its one interface is the house's estafeta with the protocol binding `NYX5`, and
+//! the required extension `urn:nyx5:ext:a2a` says how (its address, its Nyx5 card, its keys).
+//! An A2A task travels as an envelope with media `application/a2a-task+json` (spec §11).
+
+use nyx5_proto::json::{Object, obj};
+use nyx5_proto::{AgentCard, Error, ErrorKind, Value};
+
+use super::home::{HOME_AGENTS, accepts, charge, description, listed};
+use super::page;
+use crate::House;
+use crate::http::Response;
+use crate::ports::{Db, Net};
+use crate::store::agents as store;
+
+/// The extension a Nyx5 card names in A2A, and the binding of its interface.
+pub const EXT_A2A: &str = "urn:nyx5:ext:a2a";
+pub const BINDING: &str = "NYX5";
+/// The A2A version these cards follow.
+pub const A2A_VERSION: &str = "1.0";
+/// The media type of an A2A task carried in an envelope.
+pub const TASK_MEDIA: &str = "application/a2a-task+json";
+
+/// How long a cache keeps an A2A card.
+const CARD_MAX_AGE: u32 = 300;
+
+/// Capability members that describe the card rather than name a skill.
+const NOT_SKILLS: &[&str] = &["listed", "description", "accepts", "name", "a2a", "mcp"];
+
+fn strings(list: &[&str]) -> Value {
+    Value::Array(list.iter().map(|s| (*s).into()).collect())
+}
+
+fn interface<D: Db, N: Net>(house: &House<D, N>) -> Value {
+    Value::Object(obj([
+        ("url", house.config.public_url.as_str().into()),
+        ("protocolBinding", BINDING.into()),
+        ("protocolVersion", "1".into()),
+    ]))
+}
+
+fn provider<D: Db, N: Net>(house: &House<D, N>) -> Value {
+    Value::Object(obj([
+        ("organization", house.config.domain.as_str().into()),
+        ("url", format!("{}/", house.config.public_url).into()),
+    ]))
+}
+
+fn capabilities(params: Object, description: &str) -> Value {
+    let ext = obj([
+        ("uri", EXT_A2A.into()),
+        ("description", description.into()),
+        ("required", Value::Bool(true)),
+        ("params", Value::Object(params)),
+    ]);
+    Value::Object(obj([
+        ("streaming", Value::Bool(false)),
+        ("pushNotifications", Value::Bool(false)),
+        ("extensions", Value::Array(vec![Value::Object(ext)])),
+    ]))
+}
+
+/// The skills an agent's capabilities name (each member that is not false), else one: mail.
+fn skills(card: &AgentCard) -> Vec<Value> {
+    let address = card.address().as_str();
+    let mut out: Vec<Value> = card
+        .capabilities()
+        .iter()
+        .filter(|(k, v)| !NOT_SKILLS.contains(&k.as_str()) && !matches!(v, Value::Bool(false) | Value::Null))
+        .take(32)
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                _ => format!("{k}, as {address} offers it"),
+            };
+            Value::Object(obj([
+                ("id", k.as_str().into()),
+                ("name", k.as_str().into()),
+                ("description", text.into()),
+                ("tags", strings(&["nyx5", k.as_str()])),
+            ]))
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(Value::Object(obj([
+            ("id", "mail".into()),
+            ("name", "Mail".into()),
+            ("description", format!("Write to {address} with a signed, sealed Nyx5 envelope.").into()),
+            ("tags", strings(&["nyx5", "mail"])),
+        ])));
+    }
+    out
+}
+
+fn modes(card: &AgentCard) -> Value {
+    let media = accepts(card);
+    if media.is_empty() { strings(&["text/plain", "application/json", TASK_MEDIA]) } else { strings(&media) }
+}
+
+/// The A2A card of one listed agent.
+pub fn agent_card<D: Db, N: Net>(house: &House<D, N>, card: &AgentCard) -> Value {
+    let address = card.address().as_str();
+    let url = &house.config.public_url;
+    let local = card.address().local();
+    let mut params = obj([
+        ("address", address.into()),
+        ("estafeta", url.as_str().into()),
+        ("card", format!("{url}/agents/{local}").into()),
+        ("domain_card", format!("{url}/.well-known/nyx5.json").into()),
+        ("sig", card.sig().to_b64().into()),
+        ("inbox", Value::Object(card.inbox().clone())),
+    ]);
+    if let Some(enc) = card.enc() {
+        params.insert("enc".into(), enc.to_b64().into());
+    }
+    let description = description(card)
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("A Nyx5 agent at {}; writing to it: {}.", house.config.domain, charge(card)));
+    Value::Object(obj([
+        ("name", address.into()),
+        ("description", description.into()),
+        ("version", card.valid_from().to_rfc3339().into()),
+        ("supportedInterfaces", Value::Array(vec![interface(house)])),
+        ("provider", provider(house)),
+        ("documentationUrl", format!("{url}/spec").into()),
+        (
+            "capabilities",
+            capabilities(
+                params,
+                "Reach this agent by Nyx5 mail: an envelope signed by the sender, sealed to the keys in its card.",
+            ),
+        ),
+        ("defaultInputModes", modes(card)),
+        ("defaultOutputModes", modes(card)),
+        ("skills", Value::Array(skills(card))),
+    ]))
+}
+
+/// The house's own A2A card: the house as a provider, each listed agent (of the directory's
+/// first page) as a skill that names its own card.
+pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> Value {
+    let url = &house.config.public_url;
+    let skills: Vec<Value> = agents
+        .iter()
+        .map(|c| {
+            let local = c.address().local();
+            let text = description(c).map(str::to_owned).unwrap_or_else(|| format!("writing to it: {}", charge(c)));
+            Value::Object(obj([
+                ("id", c.address().as_str().into()),
+                ("name", c.address().as_str().into()),
+                ("description", text.into()),
+                ("tags", strings(&["nyx5", "agent"])),
+                ("examples", strings(&[&format!("{url}/agents/{local}/agent-card.json")])),
+            ]))
+        })
+        .collect();
+    let params = obj([
+        ("domain", house.config.domain.as_str().into()),
+        ("estafeta", url.as_str().into()),
+        ("domain_card", format!("{url}/.well-known/nyx5.json").into()),
+        ("directory", format!("{url}/agents").into()),
+        ("registration", house.config.registration.as_str().into()),
+    ]);
+    Value::Object(obj([
+        ("name", house.config.domain.as_str().into()),
+        ("description", format!("The Nyx5 house {}: mail and a ledger for AI agents. Each skill is one of its listed agents, with its own card.", house.config.domain).into()),
+        ("version", house.card().issued().to_rfc3339().into()),
+        ("supportedInterfaces", Value::Array(vec![interface(house)])),
+        ("provider", provider(house)),
+        ("documentationUrl", format!("{url}/spec").into()),
+        ("capabilities", capabilities(params, "The agents of this house are reached by Nyx5 mail; each has its own A2A card.")),
+        ("defaultInputModes", strings(&["text/plain", "application/json", TASK_MEDIA])),
+        ("defaultOutputModes", strings(&["text/plain", "application/json", TASK_MEDIA])),
+        ("skills", Value::Array(skills)),
+    ]))
+}
+
+/// GET /agents/:local/agent-card.json — listed agents only: the card is for discovery.
+pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+    let missing = || Error::new(ErrorKind::NotFound, format!("no listed agent {local}@{}", house.config.domain));
+    let text = store::card(&house.db, local).await?.ok_or_else(missing)?;
+    let card = AgentCard::parse(text.as_bytes())?;
+    if !card.listed() {
+        return Err(missing());
+    }
+    Ok(page("application/json", agent_card(house, &card).canonical(), CARD_MAX_AGE))
+}
+
+/// GET /.well-known/agent-card.json — the house's own card.
+pub async fn get_house<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error> {
+    let agents = listed(house, HOME_AGENTS).await?;
+    Ok(page("application/json", house_card(house, &agents).canonical(), CARD_MAX_AGE))
+}

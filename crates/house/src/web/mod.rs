@@ -1,0 +1,122 @@
+//! The house on the web (issue 14, docs/SPEC.md "The house on the web"): the pages a person, a
+//! crawler or another agent framework reads at the house's own URL, and the headers every answer
+//! carries. Both runtimes serve them from here, so the same house state gives the same bytes.
+//!
+//! - `/` ([`home`]): what this house is, who is listed, how to join and how to write.
+//! - `/spec` and `/llms.txt`: docs/SPEC.md, rendered by the crate's build script.
+//! - `/style.css`: the one stylesheet; pages carry a policy that allows no other source.
+//! - `/agents/:local/agent-card.json` and `/.well-known/agent-card.json` ([`a2a`]).
+//!
+//! Pages are answered with an `ETag` (a digest of the bytes) and `Cache-Control`; a request whose
+//! `If-None-Match` names the tag gets 304. `HEAD` is `GET` without the body, and `OPTIONS` on a
+//! route answers a CORS preflight: the API takes no cookies, only signed tokens and the
+//! operator's bearer, so any origin may call it.
+
+pub mod a2a;
+mod home;
+
+pub use home::home;
+
+use nyx5_proto::crypto::{hex, sha256};
+
+use crate::http::{Request, Response};
+
+/// The protocol page and llms.txt, rendered from docs/SPEC.md at build time.
+pub const SPEC_HTML: &str = include_str!(concat!(env!("OUT_DIR"), "/spec.html"));
+pub const LLMS_TXT: &str = include_str!(concat!(env!("OUT_DIR"), "/llms.txt"));
+/// The stylesheet of every page.
+pub const STYLE_CSS: &str = include_str!("style.css");
+
+/// What an HTML page may load: its stylesheet, nothing else; no script, no frame, no form.
+pub const PAGE_POLICY: &str =
+    "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// How long a cache may keep a page before asking again (it revalidates with the tag).
+pub const HOME_MAX_AGE: u32 = 60;
+pub const DOCUMENT_MAX_AGE: u32 = 3600;
+
+/// A page: its bytes, a strong tag over them, how long it may be kept, and for HTML the policy.
+pub fn page(content_type: &'static str, body: Vec<u8>, max_age: u32) -> Response {
+    let digest = sha256(&body);
+    let tag = format!("\"{}\"", hex(digest.get(..16).unwrap_or(&digest)));
+    let resp = Response::bytes(200, content_type, body)
+        .with_header("etag", tag)
+        .with_header("cache-control", format!("public, max-age={max_age}"));
+    if content_type.starts_with("text/html") {
+        resp.with_header("content-security-policy", PAGE_POLICY).with_header("referrer-policy", "no-referrer")
+    } else {
+        resp
+    }
+}
+
+/// The methods a browser may use across origins, and the request headers it may send.
+const CORS_METHODS: &str = "GET, HEAD, POST, OPTIONS";
+const CORS_HEADERS: &str = "authorization, content-type";
+
+/// 204 to a CORS preflight for a route the house has.
+pub fn preflight() -> Response {
+    Response::bytes(204, "text/plain", Vec::new())
+        .with_header("access-control-allow-methods", CORS_METHODS)
+        .with_header("access-control-allow-headers", CORS_HEADERS)
+        .with_header("access-control-max-age", "86400")
+}
+
+/// What every answer carries, and 304 for a page the client already holds.
+pub fn finish(req: &Request, mut resp: Response) -> Response {
+    if resp.status == 200
+        && let (Some(tag), Some(held)) = (resp.header("etag"), req.header("if-none-match"))
+        && held.split(',').any(|t| t.trim() == tag || t.trim() == "*")
+    {
+        resp.status = 304;
+        resp.body.clear();
+    }
+    resp.headers.push(("access-control-allow-origin", "*".into()));
+    resp.headers.push(("x-content-type-options", "nosniff".into()));
+    resp
+}
+
+/// `text` with `&`, `<`, `>`, `"` and `'` written as entities: safe in text and in attributes.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_page_is_tagged_by_its_bytes_and_a_client_that_holds_it_gets_304() {
+        let a = page("text/plain; charset=utf-8", b"one".to_vec(), 60);
+        let b = page("text/plain; charset=utf-8", b"two".to_vec(), 60);
+        assert_ne!(a.header("etag"), b.header("etag"));
+        assert_eq!(a.header("cache-control"), Some("public, max-age=60"));
+        assert_eq!(a.header("content-security-policy"), None);
+        let tag = a.header("etag").unwrap().to_owned();
+        let held = Request::new("GET", "/", vec![("If-None-Match".into(), format!("\"x\", {tag}"))], vec![]);
+        let answered = finish(&held, a.clone());
+        assert_eq!((answered.status, answered.body.len()), (304, 0));
+        let stale = Request::new("GET", "/", vec![("If-None-Match".into(), "\"x\"".into())], vec![]);
+        assert_eq!(finish(&stale, a).status, 200);
+        let html = page("text/html; charset=utf-8", b"<p>".to_vec(), 60);
+        assert_eq!(html.header("content-security-policy"), Some(PAGE_POLICY));
+    }
+
+    #[test]
+    fn escaping_leaves_no_markup_and_no_controls() {
+        assert_eq!(escape("<a href=\"x\">'&'\u{7}</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+    }
+}
