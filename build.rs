@@ -17,8 +17,11 @@ fn main() {
     files.sort();
     let list = std::fs::read_to_string("crates/house/src/migrations.rs")
         .unwrap_or_else(|e| panic!("crates/house/src/migrations.rs: {e}"));
-    let embedded: Vec<&str> =
-        list.split("(\"").skip(1).filter_map(|s| s.split_once('"').map(|(name, _)| name)).collect();
+    // Each entry is a line `("NNNN_name.sql", include_str!(…)),`.
+    let embedded: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("(\"")?.split_once('"').map(|(name, _)| name))
+        .collect();
     if files != embedded {
         panic!("migrations/ holds {files:?} but the engine embeds {embedded:?}: add the file to both");
     }

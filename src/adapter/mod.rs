@@ -55,7 +55,10 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
 }
 
 fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
-    let mut out = Response::from_bytes(resp.body.clone())?.with_status(resp.status);
+    // A 204 or 304 has no body at all (a zero-length one is "technically incorrect" to workerd).
+    let out =
+        if matches!(resp.status, 204 | 304) { Response::empty()? } else { Response::from_bytes(resp.body.clone())? };
+    let mut out = out.with_status(resp.status);
     let headers = out.headers_mut();
     headers.set("content-type", resp.content_type)?;
     for (name, value) in &resp.headers {

@@ -342,6 +342,7 @@ function routes(ctx) {
     { m: 'GET', p: '/spec', auth: 'none', poison: { method: 'POST' } },
     { m: 'GET', p: '/llms.txt', auth: 'none', poison: { method: 'PATCH' } },
     { m: 'GET', p: '/style.css', auth: 'none', poison: { method: 'DELETE' } },
+    { m: 'GET', p: '/favicon.svg', auth: 'none', poison: { method: 'POST' } },
     { m: 'GET', p: '/.well-known/agent-card.json', auth: 'none', poison: { method: 'PUT' } },
     { m: 'GET', p: '/agents/:local/agent-card.json', fill: { local: 'nobody' }, auth: 'none', segments: ['local'] },
   ];

@@ -71,11 +71,35 @@ export function killAll(signal = 'SIGKILL') {
 }
 process.on('exit', () => killAll());
 
+/**
+ * wrangler.toml without its `[assets]` block, paths made absolute: what houses that need the cron
+ * hook run. Under `wrangler dev` with static assets, miniflare sends `/cdn-cgi/handler/scheduled`
+ * through the assets' RPC proxy, whose proxied `scheduled` is called on the wrong `this` and
+ * always answers 500 "exception" (miniflare 4 as wrangler 4.86 ships it). A deployed Worker's
+ * cron calls the Worker itself, assets or not. Only tests/e2e/browser.mjs needs the assets (the
+ * browser client), and it never needs the cron.
+ */
+export function configWithoutAssets() {
+  const text = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8');
+  const out = text
+    .replace(/^\[assets\]\n(?:[a-z_]+ = .*\n)*/m, '')
+    .replace(/^main = "(.*)"$/m, (_, p) => `main = "${join(ROOT, p)}"`)
+    .replace(/^command = "(.*)"$/m, (_, p) => `command = "${join(ROOT, p)}"`)
+    .replace(/^migrations_dir = "(.*)"$/m, (_, p) => `migrations_dir = "${join(ROOT, p)}"`);
+  if (out.includes('[assets]') || !out.includes(`main = "${ROOT}`)) throw new Error('could not rewrite wrangler.toml without [assets]');
+  const path = join(ROOT, 'build/wrangler-no-assets.toml');
+  mkdirSync(join(ROOT, 'build'), { recursive: true });
+  writeFileSync(path, out);
+  return path;
+}
+
 /** One house: a domain served by `wrangler dev` on 127.0.0.1:port with its own state dir. */
 export class House {
-  /** `env`: more of wrangler's environment (e.g. `NODE_EXTRA_CA_CERTS`, which it hands to workerd). */
-  constructor({ domain, port, inspectorPort, stateDir, vars = {}, env = {} }) {
+  /** `env`: more of wrangler's environment (e.g. `NODE_EXTRA_CA_CERTS`, which it hands to workerd).
+   * `assets`: serve the browser client too (and lose the cron hook: see `configWithoutAssets`). */
+  constructor({ domain, port, inspectorPort, stateDir, vars = {}, env = {}, assets = false }) {
     Object.assign(this, { domain, port, inspectorPort, vars, env });
+    this.config = assets ? join(ROOT, 'wrangler.toml') : configWithoutAssets();
     this.url = `http://127.0.0.1:${port}`;
     this.host = `127.0.0.1:${port}`;
     this.persist = join(stateDir, domain);
@@ -100,6 +124,8 @@ export class House {
     if (await listening(this.inspectorPort)) throw new Error(`inspector port ${this.inspectorPort} is taken`);
     const args = [
       'dev',
+      '--config',
+      this.config,
       '--local',
       '--ip',
       '127.0.0.1',

@@ -65,6 +65,17 @@ fn render(md: &str) -> (String, Vec<(String, String)>) {
                 heading = None;
             }
             (Some((_, inner)), e) => inner.push(e),
+            // A wide table scrolls in a region the keyboard can focus.
+            (None, Event::Start(Tag::Table(align))) => {
+                events.push(Event::Html(CowStr::from(
+                    "<div class=\"scroll\" tabindex=\"0\" role=\"region\" aria-label=\"Table\">",
+                )));
+                events.push(Event::Start(Tag::Table(align)));
+            }
+            (None, Event::End(TagEnd::Table)) => {
+                events.push(Event::End(TagEnd::Table));
+                events.push(Event::Html(CowStr::from("</div>")));
+            }
             (None, e) => events.push(e),
         }
     }
@@ -83,7 +94,7 @@ pub(crate) fn page(md: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Nyx5/1 — the protocol</title>\n<link rel=\"stylesheet\" href=\"/style.css\">\n</head>\n\
+         <title>Nyx5/1 — the protocol</title>\n<link rel=\"stylesheet\" href=\"/style.css\">\n<link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\n</head>\n\
          <body>\n<a class=\"skip\" href=\"#main\">Skip to the text</a>\n\
          <header><p><a href=\"/\">Home</a> · <a href=\"/llms.txt\">llms.txt</a></p></header>\n\
          <nav aria-label=\"Sections\"><details><summary>Sections</summary><ol>{nav}</ol></details></nav>\n\

@@ -23,6 +23,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("GET", ["style.css"]) => {
             Ok(web::page("text/css; charset=utf-8", web::STYLE_CSS.into(), web::DOCUMENT_MAX_AGE))
         }
+        ("GET", ["favicon.svg"]) => Ok(web::page("image/svg+xml", web::FAVICON_SVG.into(), web::DOCUMENT_MAX_AGE)),
         ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house).await,
         ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, local).await,
         (

@@ -76,6 +76,7 @@ fn render<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> String {
          <title>{d} — a Nyx5 house</title>\n\
          <meta name=\"description\" content=\"{d} keeps mail and a ledger for AI agents (Nyx5).\">\n\
          <link rel=\"stylesheet\" href=\"/style.css\">\n\
+         <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\n\
          <link rel=\"alternate\" type=\"text/plain\" href=\"/llms.txt\" title=\"llms.txt\">\n</head>\n<body>\n\
          <a class=\"skip\" href=\"#main\">Skip to the page</a>\n\
          <header>\n<p class=\"brand\">Nyx5</p>\n<nav aria-label=\"Main\"><ul>\
@@ -91,11 +92,11 @@ fn render<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> String {
     services(&mut h, house);
     let _ = write!(h, "<section aria-labelledby=\"email\">\n<h2 id=\"email\">Writing by email</h2>\n");
     if c.email_enabled {
-        let _ = write!(
+        let _ = writeln!(
             h,
             "<p>A person reaches any agent here with plain email to its address, such as \
              <code>name@{d}</code>. The message arrives unsigned and is marked so: the agent sees who \
-             the mail system says sent it, never a forged Nyx5 signature. Replies come back by email.</p>\n"
+             the mail system says sent it, never a forged Nyx5 signature. Replies come back by email.</p>"
         );
     } else {
         h.push_str("<p>This house does not take email; write through Nyx5.</p>\n");
@@ -154,9 +155,9 @@ fn agents_section(h: &mut String, agents: &[AgentCard]) {
             let list: Vec<String> = media.iter().map(|m| format!("<code>{}</code>", escape(m))).collect();
             let _ = write!(h, " Reads {}.", list.join(", "));
         }
-        let _ = write!(
+        let _ = writeln!(
             h,
-            " <a href=\"/agents/{local}\">Nyx5 card</a> · <a href=\"/agents/{local}/agent-card.json\">A2A card</a></p></li>\n"
+            " <a href=\"/agents/{local}\">Nyx5 card</a> · <a href=\"/agents/{local}/agent-card.json\">A2A card</a></p></li>"
         );
     }
     h.push_str("</ul>\n");
@@ -179,18 +180,18 @@ fn services<D: Db, N: Net>(h: &mut String, house: &House<D, N>) {
         c.fee_bps % 100
     );
     if c.verifica_enabled {
-        let _ = write!(
+        let _ = writeln!(
             h,
             "<dt><code>{}@{d}</code></dt><dd>Checks delivered work against the tests a contract names \
-             (HTTP status, SHA-256 of a document) and releases or refunds the escrow.</dd>\n",
+             (HTTP status, SHA-256 of a document) and releases or refunds the escrow.</dd>",
             libro::verifica::VERIFICA
         );
     }
     if c.tareas_enabled {
-        let _ = write!(
+        let _ = writeln!(
             h,
             "<dt><code>{}@{d}</code></dt><dd>Paid tasks for this house's agents: <a href=\"/tareas\">the \
-             catalogue</a>.</dd>\n",
+             catalogue</a>.</dd>",
             libro::tareas::TAREAS
         );
     }
@@ -210,9 +211,9 @@ fn keys<D: Db, N: Net>(h: &mut String, house: &House<D, N>) {
     );
     for k in house.card().keys() {
         let until = k.until.map(|u| format!(" (until {})", u.to_rfc3339())).unwrap_or_default();
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<li><code>{}</code>{}<br><span class=\"fp\">SHA-256 {}</span></li>\n",
+            "<li><code>{}</code>{}<br><span class=\"fp\">SHA-256 {}</span></li>",
             k.sig.to_b64(),
             escape(&until),
             fingerprint(&k.sig)

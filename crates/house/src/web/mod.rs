@@ -4,7 +4,8 @@
 //!
 //! - `/` ([`home`]): what this house is, who is listed, how to join and how to write.
 //! - `/spec` and `/llms.txt`: docs/SPEC.md, rendered by the crate's build script.
-//! - `/style.css`: the one stylesheet; pages carry a policy that allows no other source.
+//! - `/style.css` and `/favicon.svg`: the one stylesheet and the icon; pages carry a policy that
+//!   allows no other source.
 //! - `/agents/:local/agent-card.json` and `/.well-known/agent-card.json` ([`a2a`]).
 //!
 //! Pages are answered with an `ETag` (a digest of the bytes) and `Cache-Control`; a request whose
@@ -24,8 +25,9 @@ use crate::http::{Request, Response};
 /// The protocol page and llms.txt, rendered from docs/SPEC.md at build time.
 pub const SPEC_HTML: &str = include_str!(concat!(env!("OUT_DIR"), "/spec.html"));
 pub const LLMS_TXT: &str = include_str!(concat!(env!("OUT_DIR"), "/llms.txt"));
-/// The stylesheet of every page.
+/// The stylesheet of every page, and the house's icon.
 pub const STYLE_CSS: &str = include_str!("style.css");
+pub const FAVICON_SVG: &str = include_str!("favicon.svg");
 
 /// What an HTML page may load: its stylesheet, nothing else; no script, no frame, no form.
 pub const PAGE_POLICY: &str =

@@ -1,0 +1,347 @@
+// End-to-end in a real browser (issue 14): a person with only Chromium joins a house under
+// `wrangler dev`, talks to an agent the `nyx5` command runs, and sees a deal through, while the
+// page's protocol code is the project's Rust compiled to wasm (crates/web, scripts/build-app).
+//
+//   1. `/` (the engine's home page), then its "Join in the browser" link to `/app`;
+//   2. join with an invitation the operator made (keys made in the page, kept in IndexedDB
+//      under a passphrase);
+//   3. a sealed message to bot@web.test, which `nyx5 inbox` opens and verifies, and bot's
+//      reply read, verified and acknowledged in the page (the mailbox row gone from D1);
+//   4. a quote from bot accepted in the page, delivered by bot with `nyx5 deliver`, released in
+//      the page: the contract's state and both balances checked in the Libro;
+//   5. the profile exported from the page works with `nyx5` as it is, and imports back into a
+//      fresh browser;
+//   6. axe-core over `/` and `/app` (joined and not): no serious or critical violation;
+//   7. the same database under `nyx5 serve`: `/`, `/spec`, `/llms.txt`, `/style.css`, the
+//      domain card and the A2A cards are the Worker's bytes, and HEAD and OPTIONS answer.
+//
+// Every step writes a screenshot to tests/e2e/screens/. The test fails if the page logs an
+// error, throws, or a request fails or answers an error status.
+//
+//   node tests/e2e/browser.mjs        (scripts/test runs it; Chromium is Debian's `chromium`)
+//
+// Ports: 18807 (the Worker), 18808 (nyx5 serve), inspector 19250 (NYX5_BROWSER_PORT moves them).
+
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+
+import { b64u, random } from '../lib/nyx5.mjs';
+import { call, makeSteps } from '../lib/e2e.mjs';
+import { ENV, House, ROOT, WRANGLER } from '../lib/wrangler.mjs';
+
+const T0 = performance.now();
+const PORT = Number(process.env.NYX5_BROWSER_PORT ?? 18807);
+const SERVE_PORT = PORT + 1;
+const CHROMIUM = process.env.NYX5_CHROMIUM ?? '/usr/bin/chromium';
+const SCREENS = join(ROOT, 'tests/e2e/screens');
+const state = mkdtempSync(join(tmpdir(), 'nyx5-browser-'));
+const token = b64u(random(24));
+const DOMAIN = 'web.test';
+const PASS = 'correct horse battery';
+const house = new House({
+  domain: DOMAIN,
+  port: PORT,
+  inspectorPort: PORT + 443,
+  stateDir: state,
+  vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: token },
+  assets: true,
+});
+const admin = { authorization: `Bearer ${token}` };
+const steps = makeSteps(T0);
+const step = (title, fn) => steps.step(title, fn);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function expectStatus(res, status, what) {
+  assert.equal(res.status, status, `${what}: expected ${status}, got ${res.status} ${res.text.slice(0, 300)}`);
+  return res.json;
+}
+
+/** `nyx5 ARGS --json` as bot (or another profile), no DNS; answers the parsed output. */
+function nyx5(args, { profile = join(state, 'bot.json') } = {}) {
+  const r = spawnSync(join(ROOT, 'target/debug/nyx5'), [...args, '--json'], {
+    encoding: 'utf8',
+    env: { ...ENV, NYX5_AGENT: profile, NYX5_HOSTS: join(state, 'hosts.json'), NYX5_DOH: 'off' },
+  });
+  assert.equal(r.status, 0, `nyx5 ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** Polls `fn` until it answers something truthy. No cron here (see `configWithoutAssets`): mail
+ * to this house's own agents is delivered by the kick after each answer. */
+async function until(what, fn, { timeoutMs = 20_000 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(300);
+  }
+}
+
+/** The browser's problems: console errors, page errors, failed requests, error statuses. */
+const problems = [];
+function watch(page) {
+  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.method()} ${r.url()} ${r.failure()?.errorText}`));
+  page.on('response', (r) => r.status() >= 400 && problems.push(`answer ${r.status()}: ${r.request().method()} ${r.url()}`));
+}
+
+let shot = 0;
+async function screen(page, name) {
+  shot += 1;
+  await page.screenshot({ path: join(SCREENS, `${String(shot).padStart(2, '0')}-${name}.png`), fullPage: true });
+}
+
+/** axe-core in the page: the serious and critical violations (none is the pass). */
+async function axe(page, what) {
+  // Evaluated through the DevTools protocol, which the page's policy does not govern: the page
+  // itself still allows no inline script.
+  await page.evaluate(readFileSync(join(ROOT, 'node_modules/axe-core/axe.min.js'), 'utf8'));
+  const result = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const r = await axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  });
+  const bad = result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(bad, [], `${what}: axe found ${JSON.stringify(bad)}`);
+  return `${what}: ${result.length} minor or moderate findings, none serious`;
+}
+
+const status = (page) => page.locator('#status').innerText();
+
+let failed = false;
+let browser = null;
+let serveChild = null;
+try {
+  console.log(`nyx5 browser e2e: ${DOMAIN} under wrangler dev, Chromium ${CHROMIUM}; state in ${state}`);
+  rmSync(SCREENS, { recursive: true, force: true });
+  mkdirSync(SCREENS, { recursive: true });
+
+  await step('toolchain: Chromium, playwright-core, the built Worker and client, the nyx5 command', async () => {
+    assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install chromium (scripts/setup does)`);
+    assert.ok(existsSync(WRANGLER), `wrangler is missing (${WRANGLER}): run ./scripts/setup`);
+    const build = spawnSync(join(ROOT, 'scripts/build-worker'), { cwd: ROOT, encoding: 'utf8', env: ENV });
+    assert.equal(build.status, 0, `scripts/build-worker failed:\n${build.stdout}\n${build.stderr}`);
+    const cli = spawnSync('cargo', ['build', '--locked', '-p', 'nyx5-cli', '--bin', 'nyx5'], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(cli.status, 0, `cargo build nyx5 failed:\n${cli.stderr}`);
+    writeFileSync(join(state, 'hosts.json'), JSON.stringify({ [DOMAIN]: { url: house.url } }));
+    const sizes = readdirSync(join(ROOT, 'build/site/app/pkg')).filter((f) => f.endsWith('.wasm'));
+    assert.deepEqual(sizes, ['nyx5_web_bg.wasm']);
+  });
+
+  await step('start the house; bot@web.test registers with nyx5; the operator makes an invitation', async () => {
+    await house.migrate();
+    await house.start();
+    nyx5(['init', `bot@${DOMAIN}`, '--house', house.url]);
+    nyx5(['register', '--admin-token', token, '--listed', '--description', 'Answers and sells translations']);
+    const inv = expectStatus(await call(house, 'POST', '/invitations', { body: {}, headers: admin }), 201, 'POST /invitations');
+    house.invite = inv.invitation.code;
+  });
+
+  const { chromium } = await import('playwright-core');
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 420, height: 900 } });
+  const page = await context.newPage();
+  watch(page);
+
+  await step('the home page names the house and bot, and its join link opens the client', async () => {
+    await page.goto(`${house.url}/`);
+    assert.equal(await page.locator('h1').innerText(), DOMAIN);
+    assert.ok((await page.locator('main').innerText()).includes(`bot@${DOMAIN}`));
+    await screen(page, 'home');
+    const note = await axe(page, '/');
+    await page.getByRole('link', { name: 'Join in the browser' }).click();
+    await page.locator('#join').waitFor({ state: 'visible' });
+    assert.match(await status(page), /Ready: web\.test/);
+    await screen(page, 'join');
+    return note;
+  });
+
+  await step('join with the invitation: keys made in the page, the card certified by the house', async () => {
+    const note = await axe(page, '/app (not joined)');
+    const form = page.locator('#join-form');
+    await form.getByLabel('Name').fill('ana');
+    await form.getByLabel('Invitation code').fill(house.invite);
+    await form.getByLabel('Passphrase').fill(PASS);
+    await page.getByRole('button', { name: 'Make keys and join' }).click();
+    await page.locator('#agent').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#me').innerText(), `ana@${DOMAIN}`);
+    const card = expectStatus(await call(house, 'GET', '/agents/ana'), 200, 'GET /agents/ana');
+    const [rows] = await house.d1(`SELECT used FROM invitations WHERE code = '${house.invite}'`);
+    assert.equal(rows[0].used, 1, 'the invitation was used once');
+    assert.ok(card.sig && card.enc, 'ana has keys of her own');
+    await screen(page, 'joined');
+    return note;
+  });
+
+  let sent = null;
+  await step('ana sends bot a sealed message; nyx5 opens it and verifies her signature', async () => {
+    await page.getByLabel('To', { exact: true }).fill(`bot@${DOMAIN}`);
+    await page.getByLabel('Message').fill('Hola bot, ¿traduces esto?');
+    await page.getByRole('button', { name: 'Seal and send' }).click();
+    await until('the send', async () => /Sent, sealed/.test(await status(page)));
+    const msg = await until('the message in bot’s mailbox', async () => {
+      const box = nyx5(['inbox']);
+      return box.envelopes?.find((m) => m.from === `ana@${DOMAIN}`);
+    });
+    assert.equal(msg.trust, 'verified');
+    assert.equal(msg.sealed, true);
+    assert.equal(msg.content.body, 'Hola bot, ¿traduces esto?');
+    sent = msg;
+    await screen(page, 'sent');
+  });
+
+  await step('bot replies; ana reads it verified in the page and acknowledges it', async () => {
+    nyx5(['send', `ana@${DOMAIN}`, '--body', 'Sí: send me the text.', '--in-reply-to', sent.id]);
+    nyx5(['ack', sent.id]);
+    await until('the reply in the page', async () => {
+      await page.getByRole('button', { name: 'Check mail' }).click();
+      await sleep(200);
+      return (await page.locator('article.message').count()) === 1;
+    });
+    const article = page.locator('article.message');
+    assert.match(await article.innerText(), /Sí: send me the text\./);
+    assert.match(await article.innerText(), /signature verified/);
+    await screen(page, 'reply');
+    await article.getByRole('button', { name: 'Acknowledge' }).click();
+    await until('the mailbox empty', async () => /No mail waiting/.test(await page.locator('#inbox').innerText()));
+    const [rows] = await house.d1("SELECT count(*) AS n FROM mailbox WHERE local = 'ana' AND acked_at IS NULL");
+    assert.equal(rows[0].n, 0, 'the acknowledged envelope left the mailbox');
+  });
+
+  let contract = null;
+  await step('bot quotes an escrow; ana accepts it in the page and the Libro holds her tokens', async () => {
+    expectStatus(await call(house, 'POST', '/libro/topup', { body: { address: `ana@${DOMAIN}`, amount: 100 }, headers: admin }), 200, 'topup');
+    const q = nyx5(['quote', `ana@${DOMAIN}`, '--price', '30', '--concept', 'a translation', '--contract', 'escrow']);
+    contract = q.quote?.id ?? q.id;
+    await until('the quote in the page', async () => {
+      await page.getByRole('button', { name: 'Check mail' }).click();
+      await sleep(200);
+      return (await page.getByRole('button', { name: 'Accept quote' }).count()) === 1;
+    });
+    await screen(page, 'quote');
+    await page.getByRole('button', { name: 'Accept quote' }).click();
+    await until('the contract held', async () => nyx5(['contract', contract]).state === 'held');
+    await page.getByRole('button', { name: 'Check mail' }).click();
+    await until('the contract in the page', async () => /held/.test(await page.locator('#contracts').innerText()));
+    assert.equal(await page.locator('#balance').innerText(), '70');
+    await screen(page, 'held');
+  });
+
+  await step('bot delivers with nyx5; ana releases the escrow in the page; the Libro pays bot', async () => {
+    nyx5(['deliver', contract, '--evidence-sha256', 'ab'.repeat(32), '--note', 'done']);
+    await until('the delivery in the page', async () => {
+      await page.getByRole('button', { name: 'Check mail' }).click();
+      await sleep(200);
+      return /delivered/.test(await page.locator('#contracts').innerText());
+    });
+    await page.getByRole('button', { name: 'Release escrow' }).click();
+    await until('the release', async () => nyx5(['contract', contract]).state === 'released');
+    await page.getByRole('button', { name: 'Check mail' }).click();
+    await until('released in the page', async () => /released/.test(await page.locator('#contracts').innerText()));
+    const bot = nyx5(['balance']);
+    assert.ok(bot.balance > 0 && bot.balance < 30, `bot is paid less the house's fee: ${JSON.stringify(bot)}`);
+    await screen(page, 'released');
+    return `bot's balance ${bot.balance}`;
+  });
+
+  await step('axe-core over the joined client: no serious violation', async () => axe(page, '/app (joined)'));
+
+  await step('the exported profile works with nyx5 and imports into a fresh browser', async () => {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export profile' }).click()]);
+    const file = join(state, 'ana.json');
+    await download.saveAs(file);
+    // nyx5 signs with the exported keys: the house answers ana's own mailbox, and the Libro's
+    // receipts in it open and verify.
+    const box = nyx5(['inbox'], { profile: file });
+    assert.equal(box.agent, `ana@${DOMAIN}`);
+    assert.ok(box.envelopes.length > 0 && box.envelopes.every((e) => e.trust === 'verified'), JSON.stringify(box).slice(0, 400));
+    const fresh = await browser.newContext();
+    const p2 = await fresh.newPage();
+    watch(p2);
+    await p2.goto(`${house.url}/app/`);
+    await p2.locator('#join').waitFor({ state: 'visible' });
+    await p2.getByLabel('Profile file (agents.json)').setInputFiles(file);
+    await p2.getByLabel('New passphrase for this browser').fill('another passphrase');
+    await p2.getByRole('button', { name: 'Import' }).click();
+    await p2.locator('#agent').waitFor({ state: 'visible' });
+    assert.equal(await p2.locator('#me').innerText(), `ana@${DOMAIN}`);
+    await screen(p2, 'imported');
+    // Locked and unlocked again from IndexedDB with the new passphrase.
+    await p2.getByRole('button', { name: 'Lock' }).click();
+    await p2.locator('#unlock-form').getByLabel('Passphrase').fill('another passphrase');
+    await p2.getByRole('button', { name: 'Unlock' }).click();
+    await p2.locator('#agent').waitFor({ state: 'visible' });
+    await fresh.close();
+  });
+
+  await step('no console error, page error, failed request or error answer in the whole run', async () => {
+    assert.deepEqual(problems, []);
+    return `${shot} screenshots in tests/e2e/screens`;
+  });
+
+  const paths = ['/', '/spec', '/llms.txt', '/style.css', '/favicon.svg', '/.well-known/nyx5.json', '/.well-known/agent-card.json', '/agents/bot/agent-card.json'];
+  const worker = {};
+  await step('the Worker: pages, HEAD and a preflight', async () => {
+    for (const p of paths) {
+      const r = await fetch(house.url + p);
+      assert.equal(r.status, 200, p);
+      worker[p] = { bytes: Buffer.from(await r.arrayBuffer()), type: r.headers.get('content-type'), etag: r.headers.get('etag') };
+      const h = await fetch(house.url + p, { method: 'HEAD' });
+      assert.equal(h.status, 200, `HEAD ${p}`);
+      assert.equal((await h.arrayBuffer()).byteLength, 0);
+    }
+    const o = await fetch(`${house.url}/outbound`, { method: 'OPTIONS', headers: { origin: 'https://elsewhere.test', 'access-control-request-method': 'POST' } });
+    assert.equal(o.status, 204);
+    assert.equal(o.headers.get('access-control-allow-origin'), '*');
+    const app = await fetch(`${house.url}/app/`);
+    assert.match(app.headers.get('content-security-policy') ?? '', /script-src 'self' 'wasm-unsafe-eval'/);
+    await app.arrayBuffer();
+  });
+
+  await step('the same D1 database under nyx5 serve answers the same bytes', async () => {
+    await house.stop();
+    const dir = join(house.persist, 'v3/d1/miniflare-D1DatabaseObject');
+    const db = readdirSync(dir).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
+    assert.equal(db.length, 1, `one D1 database in ${dir}`);
+    serveChild = spawn(
+      join(ROOT, 'target/debug/nyx5'),
+      ['serve', '--domain', DOMAIN, '--db', join(dir, db[0]), '--listen', `127.0.0.1:${SERVE_PORT}`, '--public-url', house.url, '--registration', 'invite'],
+      { env: { ...ENV, NYX5_ADMIN_TOKEN: token }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let log = '';
+    serveChild.stdout.on('data', (d) => (log += d));
+    serveChild.stderr.on('data', (d) => (log += d));
+    const served = { url: `http://127.0.0.1:${SERVE_PORT}` };
+    await until('nyx5 serve', async () => (await call(served, 'GET', '/health').catch(() => ({}))).status === 200, { timeoutMs: 10_000 }).catch((e) => {
+      throw new Error(`${e.message}\n${log}`);
+    });
+    const differ = [];
+    for (const p of paths) {
+      const r = await fetch(served.url + p);
+      const bytes = Buffer.from(await r.arrayBuffer());
+      if (r.status !== 200 || !bytes.equals(worker[p].bytes) || r.headers.get('content-type') !== worker[p].type || r.headers.get('etag') !== worker[p].etag) {
+        differ.push(`${p}: ${r.status} ${bytes.length} bytes against the Worker's ${worker[p].bytes.length}`);
+      }
+    }
+    assert.deepEqual(differ, []);
+    return `${paths.length} documents, byte for byte and tag for tag`;
+  });
+} catch (e) {
+  failed = true;
+  console.log(`FAILED\n${e.stack ?? e}`);
+  console.log(`--- ${DOMAIN} log (last lines) ---\n${house.tail(40)}`);
+  if (problems.length) console.log(`--- browser problems ---\n${problems.join('\n')}`);
+} finally {
+  await browser?.close().catch(() => {});
+  serveChild?.kill('SIGTERM');
+  await house.stop().catch(() => {});
+}
+console.log(failed ? `\nbrowser e2e: FAILED after ${steps.count} steps (state kept in ${state})` : `\nbrowser e2e: ${steps.count} steps passed`);
+if (!failed) rmSync(state, { recursive: true, force: true });
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,465 @@
+// The browser client's shell. Everything the protocol does — keys, tokens, cards, sealing,
+// opening, signatures — is `nyx5-web`, the project's Rust compiled to WebAssembly (./pkg). This
+// file only fetches, stores and draws. Keys never leave the page: they are kept in IndexedDB,
+// encrypted with AES-GCM under a key derived from the passphrase (PBKDF2-SHA256, 600,000
+// rounds, WebCrypto; the derived key is not extractable), and exported only when asked to.
+
+import init, * as nyx5 from './pkg/nyx5_web.js';
+
+const $ = (id) => document.getElementById(id);
+const PBKDF2_ROUNDS = 600000;
+const enc = new TextEncoder();
+
+let wasmReady = null;
+/** What is unlocked: the profile, the key that locks it again, and the house's verified card. */
+const state = { profile: null, lock: null, house: null };
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers.
+
+function say(text, kind = '') {
+  const s = $('status');
+  s.textContent = text;
+  s.className = `status ${kind}`;
+}
+
+function show(section) {
+  for (const id of ['unlock', 'join', 'agent']) $(id).hidden = id !== section;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+/** Runs a button's work with the button disabled and any failure said in the status line. */
+function guarded(fn) {
+  return async (event) => {
+    event?.preventDefault?.();
+    const b = event?.submitter ?? event?.currentTarget;
+    if (b && 'disabled' in b) b.disabled = true;
+    try {
+      await fn(event);
+    } catch (e) {
+      say(e.message ?? String(e), 'bad');
+    } finally {
+      if (b && 'disabled' in b) b.disabled = false;
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The locked profile in IndexedDB.
+
+function idb() {
+  return new Promise((resolve, reject) => {
+    const r = indexedDB.open('nyx5', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('profile');
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+  });
+}
+
+async function idbDo(mode, fn) {
+  const db = await idb();
+  return new Promise((resolve, reject) => {
+    const tx = db.transaction('profile', mode);
+    const req = fn(tx.objectStore('profile'));
+    tx.oncomplete = () => resolve(req?.result);
+    tx.onerror = () => reject(tx.error);
+  });
+}
+
+const stored = () => idbDo('readonly', (s) => s.get('current'));
+
+async function lockKey(passphrase, salt) {
+  const base = await crypto.subtle.importKey('raw', enc.encode(passphrase), 'PBKDF2', false, ['deriveKey']);
+  return crypto.subtle.deriveKey(
+    { name: 'PBKDF2', salt, iterations: PBKDF2_ROUNDS, hash: 'SHA-256' },
+    base,
+    { name: 'AES-GCM', length: 256 },
+    false,
+    ['encrypt', 'decrypt'],
+  );
+}
+
+/** Writes the unlocked profile back, encrypted under the key it was unlocked with. */
+async function save() {
+  const { profile, lock } = state;
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const data = await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, lock.key, enc.encode(JSON.stringify(profile)));
+  const record = { v: 1, address: profile.agents[0].address, salt: lock.salt, iv, data };
+  await idbDo('readwrite', (s) => s.put(record, 'current'));
+}
+
+async function newLock(passphrase) {
+  const salt = crypto.getRandomValues(new Uint8Array(16));
+  return { salt, key: await lockKey(passphrase, salt) };
+}
+
+async function unlock(passphrase) {
+  const record = await stored();
+  const key = await lockKey(passphrase, record.salt);
+  let plain;
+  try {
+    plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: record.iv }, key, record.data);
+  } catch {
+    throw new Error('That passphrase does not open this profile.');
+  }
+  state.profile = JSON.parse(new TextDecoder().decode(plain));
+  state.lock = { salt: record.salt, key };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The house, over HTTP.
+
+const me = () => state.profile.agents[0];
+const keysOf = (a) => JSON.stringify(a.keys);
+
+async function answerOf(resp, what) {
+  const text = await resp.text();
+  let body = null;
+  try {
+    body = JSON.parse(text);
+  } catch {}
+  if (!resp.ok) {
+    const why = body?.reason ? `${body.error ?? resp.status}: ${body.reason}` : `HTTP ${resp.status}`;
+    throw new Error(`${what}: ${why}`);
+  }
+  return { text, body };
+}
+
+/** A request to this house signed with the agent's token (spec §8). */
+async function call(method, path, { query = '', body = '', what = `${method} ${path}` } = {}) {
+  const a = me();
+  const bytes = enc.encode(body);
+  const auth = nyx5.token(keysOf(a), a.address, method, path, query, location.host, bytes, Date.now());
+  const headers = { authorization: auth };
+  if (body) headers['content-type'] = 'application/json';
+  const resp = await fetch(path + (query ? `?${query}` : ''), { method, headers, body: body || undefined });
+  return answerOf(resp, what);
+}
+
+/** A domain card, verified against the pin this profile keeps for it (trust on first use). */
+async function domainCard(domain) {
+  const own = !state.house || state.house.domain === domain;
+  const url = own ? '/.well-known/nyx5.json' : `https://${domain}/.well-known/nyx5.json`;
+  const { text } = await answerOf(await fetch(url), `the card of ${domain}`);
+  const pins = state.profile?.pins ?? {};
+  const v = JSON.parse(nyx5.verify_domain(text, domain, pins[domain] ?? '', Date.now()));
+  if (state.profile && pins[domain] !== v.pin) {
+    state.profile.pins = { ...pins, [domain]: v.pin };
+    await save();
+  }
+  return { domain, text, card: v.card, estafeta: v.card.estafeta, pin: v.pin };
+}
+
+const cards = new Map();
+
+/** An agent's card and its house's card, both as text, verified together. */
+async function agentCard(address) {
+  if (cards.has(address)) return cards.get(address);
+  const at = address.lastIndexOf('@');
+  const [local, domain] = [address.slice(0, at), address.slice(at + 1)];
+  const house = domain === state.house.domain ? state.house : await domainCard(domain);
+  const base = house === state.house ? '' : house.estafeta;
+  const { text } = await answerOf(await fetch(`${base}/agents/${encodeURIComponent(local)}`), `the card of ${address}`);
+  const v = JSON.parse(nyx5.verify_agent(text, house.text, '', Date.now()));
+  const found = { card: text, domain: house.text, verified: v };
+  cards.set(address, found);
+  return found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Joining, unlocking, importing and exporting.
+
+async function join() {
+  const name = $('join-name').value.trim();
+  const invite = $('join-invite').value.trim();
+  const passphrase = $('join-pass').value;
+  const address = `${name}@${state.house.domain}`;
+  say(`Making keys for ${address}…`);
+  const keys = JSON.parse(nyx5.new_keys());
+  state.profile = { agents: [{ address, house: location.origin, keys, previous: [] }], pins: { [state.house.domain]: state.house.pin } };
+  state.lock = await newLock(passphrase);
+  const extra = { capabilities: { listed: $('join-listed').checked }, inbox: { policy: 'open' } };
+  if (invite) extra.invite = invite;
+  const body = nyx5.registration_body(JSON.stringify(keys), name, JSON.stringify(extra), Date.now());
+  try {
+    const { body: answer } = await call('POST', '/agents', { body, what: `registering ${address}` });
+    nyx5.verify_agent(JSON.stringify(answer.card), state.house.text, '', Date.now());
+  } catch (e) {
+    state.profile = null;
+    throw e;
+  }
+  await save();
+  say(`Joined as ${address}. Your keys are locked in this browser.`, 'ok');
+  await enter();
+}
+
+async function importProfile() {
+  const file = $('import-file').files[0];
+  const parsed = JSON.parse(nyx5.profile_import(await file.text()));
+  const agent = parsed.agents.find((a) => new URL(a.house).origin === location.origin);
+  if (!agent) {
+    const where = parsed.agents.map((a) => a.house).join(', ') || 'nowhere';
+    throw new Error(`No agent of this profile lives at ${location.origin} (it has agents at ${where}).`);
+  }
+  state.profile = { agents: [agent], pins: parsed.pins ?? {} };
+  state.lock = await newLock($('import-pass').value);
+  await save();
+  say(`Imported ${agent.address}.`, 'ok');
+  await enter();
+}
+
+function exportProfile() {
+  const text = nyx5.profile_export(JSON.stringify(state.profile.agents), JSON.stringify(state.profile.pins ?? {}));
+  const url = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+  const a = el('a', { href: url, download: 'agents.json' });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+  say('Exported: keep the file as you would the keys themselves (nyx5 --agent agents.json …).', 'ok');
+}
+
+async function enter() {
+  // The house again, now against the pin this profile keeps for it.
+  state.house = await domainCard(state.house.domain);
+  $('me').textContent = me().address;
+  show('agent');
+  await refresh();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mail, the outbox and the account.
+
+function describeTrust(m) {
+  const words = {
+    verified: 'signature verified',
+    unverified: 'not signed (came by email)',
+    invalid: 'signature invalid',
+    unchecked: "sender's card unavailable",
+  };
+  return words[m.trust] ?? m.trust;
+}
+
+function contentView(m) {
+  const c = m.content;
+  if (!c) return el('p', { class: 'bad' }, `Could not open: ${m.open_error ?? 'no content'}`);
+  const media = (c.media ?? '').split(';')[0].trim();
+  if (media.startsWith('text/') && typeof c.body === 'string') return el('pre', {}, c.body);
+  if (media === 'application/nyx5.cotizacion+json' && c.body) {
+    const q = c.body;
+    return el(
+      'div',
+      { class: 'quote' },
+      el('p', {}, `Quote from ${q.seller}: ${q.concept ?? ''} — ${q.price} ${q.currency ?? 'tok'} (${q.contract})`),
+      el('div', { class: 'row' }, el('button', { type: 'button', onclick: guarded(() => accept(q, m)) }, 'Accept quote')),
+    );
+  }
+  // The Libro's receipts and notices, and anything else structured: a line, the document folded.
+  const labels = {
+    'application/nyx5.recibo+json': 'Receipt from the Libro',
+    'application/nyx5.aviso+json': 'Notice from the Libro',
+    'application/nyx5.notice+json': 'Delivery notice',
+    'application/nyx5.veredicto+json': 'Verdict',
+  };
+  const b = c.body && typeof c.body === 'object' ? c.body : {};
+  const what = [b.op, b.contract, b.state, b.code, b.reason].filter((x) => typeof x === 'string' || typeof x === 'number').join(' · ');
+  return el(
+    'details',
+    {},
+    el('summary', {}, `${labels[media] ?? media}${what ? `: ${what}` : ''}`),
+    el('pre', {}, JSON.stringify(c.body, null, 2)),
+  );
+}
+
+async function openItems(items) {
+  const keys = JSON.stringify([me().keys, ...(me().previous ?? [])]);
+  const out = [];
+  for (const item of items) {
+    const itemText = JSON.stringify(item);
+    const peek = JSON.parse(nyx5.peek(itemText));
+    let card = '';
+    let domain = '';
+    if (peek.signed) {
+      try {
+        if (peek.notice) {
+          const d = peek.from.slice(peek.from.lastIndexOf('@') + 1);
+          domain = (d === state.house.domain ? state.house : await domainCard(d)).text;
+        } else {
+          const found = await agentCard(peek.from);
+          [card, domain] = [found.card, found.domain];
+        }
+      } catch {
+        // Left empty: the message is shown as "unchecked", never as verified.
+      }
+    }
+    out.push(JSON.parse(nyx5.open_item(keys, me().address, itemText, card, domain, Date.now())));
+  }
+  return out;
+}
+
+async function refresh() {
+  const a = me();
+  const local = a.address.slice(0, a.address.lastIndexOf('@'));
+  const { body } = await call('GET', `/mailbox/${local}`, { query: 'limit=50', what: 'reading the mailbox' });
+  const messages = await openItems(body.envelopes ?? []);
+  const box = $('inbox');
+  box.replaceChildren();
+  if (!messages.length) box.append(el('p', { class: 'muted' }, 'No mail waiting.'));
+  for (const m of messages) {
+    const trustClass = m.trust === 'verified' ? 'ok' : 'bad';
+    box.append(
+      el(
+        'article',
+        { class: 'message', 'aria-label': `Message from ${m.from}`, 'data-id': m.id },
+        el('header', {}, el('p', {}, el('strong', {}, m.from ?? '?'), ' · ', el('span', { class: trustClass }, describeTrust(m)), ` · ${m.created ?? ''}${m.sealed ? ' · sealed' : ''}`)),
+        contentView(m),
+        el(
+          'div',
+          { class: 'row' },
+          el('button', { type: 'button', class: 'secondary', onclick: () => replyTo(m) }, 'Reply'),
+          el('button', { type: 'button', onclick: guarded(() => ack(m.id)) }, 'Acknowledge'),
+        ),
+      ),
+    );
+  }
+  await Promise.all([outbox(local), account()]);
+  say(`${messages.length} message${messages.length === 1 ? '' : 's'} waiting.`, 'ok');
+}
+
+function replyTo(m) {
+  $('compose-to').value = m.from;
+  $('compose-reply').value = m.id ?? '';
+  $('compose-body').focus();
+}
+
+async function ack(id) {
+  const local = me().address.slice(0, me().address.lastIndexOf('@'));
+  await call('POST', `/mailbox/${local}/ack`, { body: JSON.stringify({ ids: [id] }), what: 'acknowledging' });
+  await refresh();
+  say('Acknowledged: the house has dropped it.', 'ok');
+}
+
+async function send() {
+  const to = $('compose-to').value.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+  const recipients = [];
+  for (const t of to) {
+    const found = await agentCard(t);
+    recipients.push({ card: JSON.parse(found.card), domain: JSON.parse(found.domain) });
+  }
+  const reply = $('compose-reply').value;
+  const built = JSON.parse(
+    nyx5.seal_message(keysOf(me()), me().address, JSON.stringify(recipients), $('compose-body').value, '', 'message', '', reply, Date.now()),
+  );
+  await call('POST', '/outbound', { body: built.text, what: 'sending' });
+  $('compose-body').value = '';
+  $('compose-reply').value = '';
+  say(`Sent, sealed to ${to.join(', ')}.`, 'ok');
+  await outbox(me().address.slice(0, me().address.lastIndexOf('@')));
+}
+
+async function operate(op, what) {
+  const built = JSON.parse(nyx5.libro_op(keysOf(me()), me().address, op.house ?? state.house.domain, JSON.stringify(op.body), Date.now()));
+  await call('POST', '/outbound', { body: built.text, what });
+}
+
+async function accept(quote) {
+  await operate({ house: quote.house, body: { op: 'accept', quote } }, 'accepting the quote');
+  say('Accepted: the Libro answers with a receipt in your mailbox.', 'ok');
+  await account();
+}
+
+async function release(id) {
+  await operate({ body: { op: 'release', contract: id } }, 'releasing the escrow');
+  say('Released: the Libro answers with a receipt in your mailbox.', 'ok');
+  await account();
+}
+
+async function outbox(local) {
+  const { body } = await call('GET', `/outbox/${local}`, { query: 'limit=20', what: 'reading the outbox' });
+  const list = $('outbox');
+  list.replaceChildren();
+  if (!body.envelopes?.length) return list.append(el('p', { class: 'muted' }, 'Nothing sent yet.'));
+  const ul = el('ul');
+  for (const e of body.envelopes) {
+    const jobs = (e.jobs ?? []).map((j) => `${j.domain ?? ''} ${j.state ?? ''}`.trim()).join(', ');
+    ul.append(el('li', { 'data-id': e.id }, el('code', {}, e.id), ` · ${e.queued ?? ''} · ${jobs || 'delivered here'}`));
+  }
+  list.append(ul);
+}
+
+async function account() {
+  const a = me().address;
+  const { body } = await call('GET', `/libro/cuenta/${encodeURIComponent(a)}`, { what: 'reading the account' });
+  $('balance').textContent = String(body.balance ?? 0);
+  const box = $('contracts');
+  box.replaceChildren();
+  if (!body.contracts?.length) return box.append(el('p', { class: 'muted' }, 'No contracts yet.'));
+  const table = el('table', {}, el('caption', {}, 'Contracts'), el('tr', {}, ...['Contract', 'Concept', 'Price', 'Other party', 'State', ''].map((h) => el('th', { scope: 'col' }, h))));
+  for (const c of body.contracts) {
+    const other = c.buyer === a ? c.seller : c.buyer;
+    const action = el('td');
+    if (c.buyer === a && (c.kind ?? c.contract) === 'escrow' && ['held', 'delivered'].includes(c.state)) {
+      action.append(el('button', { type: 'button', onclick: guarded(() => release(c.id)) }, 'Release escrow'));
+    }
+    table.append(el('tr', { 'data-id': c.id }, el('td', {}, el('code', {}, c.id)), el('td', {}, c.concept ?? ''), el('td', {}, String(c.price ?? '')), el('td', {}, other ?? ''), el('td', { class: 'state' }, c.state ?? ''), action));
+  }
+  box.append(el('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': 'Contracts' }, table));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start.
+
+async function start() {
+  wasmReady = init();
+  await wasmReady;
+  state.house = await domainCard(JSON.parse(await (await fetch('/.well-known/nyx5.json')).text()).domain);
+  const mode = state.house.card.policy?.registration ?? 'invite';
+  $('join-preview').textContent = `name@${state.house.domain}`;
+  $('join-name').addEventListener('input', () => {
+    $('join-preview').textContent = `${$('join-name').value || 'name'}@${state.house.domain}`;
+  });
+  if (mode === 'admin') $('join-invite').placeholder = 'this house registers agents through its operator';
+  $('join-form').addEventListener('submit', guarded(join));
+  $('import-form').addEventListener('submit', guarded(importProfile));
+  $('unlock-form').addEventListener('submit', guarded(async () => {
+    await unlock($('unlock-pass').value);
+    $('unlock-pass').value = '';
+    await enter();
+  }));
+  $('forget').addEventListener('click', guarded(async () => {
+    if (!confirm('Forget this agent in this browser? Without an exported profile its keys are gone.')) return;
+    await idbDo('readwrite', (s) => s.delete('current'));
+    show('join');
+  }));
+  $('refresh').addEventListener('click', guarded(refresh));
+  $('export').addEventListener('click', guarded(exportProfile));
+  $('lock').addEventListener('click', () => {
+    state.profile = null;
+    state.lock = null;
+    cards.clear();
+    $('inbox').replaceChildren();
+    show('unlock');
+    say('Locked.');
+  });
+  $('compose-form').addEventListener('submit', guarded(send));
+  const record = await stored();
+  if (record) {
+    $('unlock-address').textContent = record.address;
+    show('unlock');
+  } else {
+    show('join');
+  }
+  say(`Ready: ${state.house.domain}, version ${nyx5.version()}.`);
+}
+
+start().catch((e) => say(`The client could not start: ${e.message ?? e}`, 'bad'));
