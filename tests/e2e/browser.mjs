@@ -13,7 +13,8 @@
 //      fresh browser;
 //   6. axe-core over `/` and `/app` (joined and not): no serious or critical violation;
 //   7. the same database under `nyx5 serve`: `/`, `/spec`, `/llms.txt`, `/style.css`, the
-//      domain card and the A2A cards are the Worker's bytes, and HEAD and OPTIONS answer.
+//      domain card and the A2A cards are the Worker's bytes, and HEAD and OPTIONS answer; the
+//      client's files under `nyx5 serve --app` are the Worker's assets, under the same policy.
 //
 // Every step writes a screenshot to tests/e2e/screens/. The test fails if the page logs an
 // error, throws, or a request fails or answers an error status.
@@ -287,6 +288,8 @@ try {
 
   const paths = ['/', '/spec', '/llms.txt', '/style.css', '/favicon.svg', '/.well-known/nyx5.json', '/.well-known/agent-card.json', '/agents/bot/agent-card.json'];
   const worker = {};
+  // The client's files: static assets on the Worker, `--app` on nyx5 serve.
+  const APP = ['/app/', '/app/app.js', '/app/pkg/nyx5_web.js', '/app/pkg/nyx5_web_bg.wasm'];
   await step('the Worker: pages, HEAD and a preflight', async () => {
     for (const p of paths) {
       const r = await fetch(house.url + p);
@@ -299,9 +302,12 @@ try {
     const o = await fetch(`${house.url}/outbound`, { method: 'OPTIONS', headers: { origin: 'https://elsewhere.test', 'access-control-request-method': 'POST' } });
     assert.equal(o.status, 204);
     assert.equal(o.headers.get('access-control-allow-origin'), '*');
-    const app = await fetch(`${house.url}/app/`);
-    assert.match(app.headers.get('content-security-policy') ?? '', /script-src 'self' 'wasm-unsafe-eval'/);
-    await app.arrayBuffer();
+    for (const p of APP) {
+      const r = await fetch(house.url + p);
+      assert.equal(r.status, 200, p);
+      assert.match(r.headers.get('content-security-policy') ?? '', /script-src 'self' 'wasm-unsafe-eval'/, p);
+      worker[p] = { bytes: Buffer.from(await r.arrayBuffer()), csp: r.headers.get('content-security-policy') };
+    }
   });
 
   await step('the same D1 database under nyx5 serve answers the same bytes', async () => {
@@ -311,7 +317,7 @@ try {
     assert.equal(db.length, 1, `one D1 database in ${dir}`);
     serveChild = spawn(
       join(ROOT, 'target/debug/nyx5'),
-      ['serve', '--domain', DOMAIN, '--db', join(dir, db[0]), '--listen', `127.0.0.1:${SERVE_PORT}`, '--public-url', house.url, '--registration', 'invite'],
+      ['serve', '--domain', DOMAIN, '--db', join(dir, db[0]), '--listen', `127.0.0.1:${SERVE_PORT}`, '--public-url', house.url, '--registration', 'invite', '--app', join(ROOT, 'build/site')],
       { env: { ...ENV, NYX5_ADMIN_TOKEN: token }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let log = '';
@@ -329,8 +335,15 @@ try {
         differ.push(`${p}: ${r.status} ${bytes.length} bytes against the Worker's ${worker[p].bytes.length}`);
       }
     }
+    for (const p of APP) {
+      const r = await fetch(served.url + p);
+      const bytes = Buffer.from(await r.arrayBuffer());
+      if (r.status !== 200 || !bytes.equals(worker[p].bytes) || r.headers.get('content-security-policy') !== worker[p].csp) {
+        differ.push(`${p}: ${r.status} ${bytes.length} bytes, policy ${r.headers.get('content-security-policy')}`);
+      }
+    }
     assert.deepEqual(differ, []);
-    return `${paths.length} documents, byte for byte and tag for tag`;
+    return `${paths.length} documents byte for byte and tag for tag, and the client's ${APP.length} files under one policy`;
   });
 } catch (e) {
   failed = true;

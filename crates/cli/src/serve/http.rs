@@ -330,6 +330,7 @@ fn reason_phrase(status: u16) -> &'static str {
         202 => "Accepted",
         204 => "No Content",
         304 => "Not Modified",
+        308 => "Permanent Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
         402 => "Payment Required",

@@ -4,6 +4,7 @@
 //! `conn` serves each connection's HTTP/1.1 within its deadlines, and `http` reads and writes the
 //! bytes. The engine decides everything; nothing here knows a route.
 
+mod assets;
 mod conn;
 mod http;
 mod server;
@@ -144,6 +145,10 @@ pub(crate) struct Args {
     /// roots: a private PKI, or a test CA (tests/e2e/tls).
     #[arg(long, value_name = "FILE", env = "NYX5_TLS_ROOTS")]
     tls_roots: Option<PathBuf>,
+    /// Serve the browser client at /app from DIR (scripts/build-app writes it to build/site:
+    /// `app/` and its `_headers`), read once at start.
+    #[arg(long, value_name = "DIR", env = "NYX5_APP")]
+    app: Option<PathBuf>,
     /// Offer the catalogue's paid work through `tareas@` (spec §23; needs --verifica). Caps:
     /// NYX5_TAREAS_PER_AGENT_PER_DAY (default 1) and NYX5_TAREAS_PER_DAY (default 100).
     #[arg(long, env = "NYX5_TAREAS", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1, requires = "verifica")]
@@ -327,6 +332,10 @@ pub(crate) fn run(args: Args) -> Outcome {
         let net = HttpNet::with_roots(config.outbound_policy(), roots.as_deref());
         let house = House::new(config, db, net, Box::new(SystemClock), Box::new(OsRandom))
             .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;
+        let assets = match &args.app {
+            Some(dir) => assets::Assets::load(dir).map_err(|e| Failure::usage(format!("--app: {e}")))?,
+            None => assets::Assets::default(),
+        };
         let signals = server::Signals::install().map_err(|e| Failure::usage(format!("cannot catch signals: {e}")))?;
 
         if new_token {
@@ -342,7 +351,7 @@ pub(crate) fn run(args: Args) -> Outcome {
             client_header: args.client_address_header.map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()),
             ..conn::Limits::default()
         };
-        server::serve(house, listener, Duration::from_millis(args.tick_ms), limits, signals).await;
+        server::serve(house, assets, listener, Duration::from_millis(args.tick_ms), limits, signals).await;
         Ok(())
     });
     // A delivery still waiting on the network has its own deadline; the job is leased and is

@@ -12,6 +12,7 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::assets::Assets;
 use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
 use nyx5_proto::{Error, ErrorKind};
 use tokio::net::{TcpListener, TcpStream};
@@ -66,6 +67,8 @@ impl Signals {
 /// What the connection tasks and the ticker share.
 struct Shared {
     house: ServedHouse,
+    /// The browser client's files (`--app`), empty without it.
+    assets: Assets,
     /// Wakes the ticker; a kick while a tick runs leaves a permit, so one more tick follows.
     kick: Notify,
     /// Wakes the pusher (webhook pushes wait for the answer or the tick to be over).
@@ -85,6 +88,9 @@ impl Shared {
 impl Handler for Shared {
     /// Every request to the engine; a kick wakes the ticker.
     async fn handle(&self, req: HouseRequest) -> HouseResponse {
+        if let Some(resp) = self.assets.answer(&req) {
+            return resp;
+        }
         let resp = self.house.handle(req).await;
         if resp.kick {
             self.kick.notify_one();
@@ -98,12 +104,14 @@ impl Handler for Shared {
 /// [`GRACE`]) and the tick under way, and returns.
 pub(super) async fn serve(
     house: ServedHouse,
+    assets: Assets,
     listener: TcpListener,
     every: Duration,
     limits: Limits,
     mut signals: Signals,
 ) {
-    let shared = Rc::new(Shared { house, kick: Notify::new(), push: Notify::new(), stopping: Cell::new(false) });
+    let shared =
+        Rc::new(Shared { house, assets, kick: Notify::new(), push: Notify::new(), stopping: Cell::new(false) });
     let ticker = tokio::task::spawn_local(tick_loop(shared.clone(), every));
     let pusher = tokio::task::spawn_local(push_loop(shared.clone()));
     let signalled = async {

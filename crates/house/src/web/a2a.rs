@@ -2,7 +2,7 @@
 //! cards so A2A tooling finds Nyx5 agents. A Nyx5 agent is reached by mail, not by an A2A
 //! JSON-RPC call: its one interface is the house's estafeta with the protocol binding `NYX5`, and
 //! the required extension `urn:nyx5:ext:a2a` says how (its address, its Nyx5 card, its keys).
-//! An A2A task travels as an envelope with media `application/a2a-task+json` (spec §11).
+//! An A2A task travels as an envelope with media `application/a2a-task+json` (spec §10).
 
 use nyx5_proto::json::{Object, obj};
 use nyx5_proto::{AgentCard, Error, ErrorKind, Value};
