@@ -14,12 +14,14 @@ use nyx5_house::{Request as HouseRequest, Response as HouseResponse};
 const MAX_FILES: usize = 64;
 const MAX_BYTES: usize = 16 * 1024 * 1024;
 
+/// One `_headers` rule: a path, or a prefix ending in `*`, and the headers it adds.
+type Rule = (String, Vec<(&'static str, String)>);
+
 /// The files under `app/`, by request path, and the `_headers` rules.
 #[derive(Debug, Default)]
 pub(super) struct Assets {
     files: BTreeMap<String, (&'static str, Vec<u8>)>,
-    /// `(pattern, headers)`: a pattern is a path, or a prefix ending in `*`.
-    rules: Vec<(String, Vec<(&'static str, String)>)>,
+    rules: Vec<Rule>,
 }
 
 fn content_type(path: &str) -> &'static str {
@@ -38,8 +40,8 @@ fn content_type(path: &str) -> &'static str {
 
 /// The `_headers` format as Workers reads it: a line at the margin is a path pattern, indented
 /// `Name: value` lines below it are its headers, `#` starts a comment.
-fn parse_headers(text: &str) -> Result<Vec<(String, Vec<(&'static str, String)>)>, String> {
-    let mut rules: Vec<(String, Vec<(&'static str, String)>)> = Vec::new();
+fn parse_headers(text: &str) -> Result<Vec<Rule>, String> {
+    let mut rules: Vec<Rule> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
