@@ -71,7 +71,7 @@ fn error_response(e: &Error) -> worker::Result<Response> {
     if e.kind == ErrorKind::Internal {
         worker::console_error!("nyx5: {e}");
     }
-    to_worker(&HouseResponse::error(e))
+    to_worker(&nyx5_house::web::common(HouseResponse::error(e)))
 }
 
 async fn to_house(req: Request) -> Result<HouseRequest, Error> {

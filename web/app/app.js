@@ -146,18 +146,59 @@ async function call(method, path, { query = '', body = '', what = `${method} ${p
   return answerOf(resp, what);
 }
 
-/** A domain card, verified against the pin this profile keeps for it (trust on first use). */
-async function domainCard(domain) {
+/** How long another house has to answer, and the most of its answer that is read. */
+const FOREIGN_TIMEOUT_MS = 8000;
+const FOREIGN_MAX_BYTES = 256 * 1024;
+const MAX_PINS = 256;
+
+/** A card from another house: a deadline and a size cap, so a slow or huge answer from a
+ * stranger's house cannot hold the page. */
+async function foreign(url, what) {
+  const resp = await fetch(url, { signal: AbortSignal.timeout(FOREIGN_TIMEOUT_MS), referrerPolicy: 'no-referrer' });
+  const reader = resp.body.getReader();
+  const parts = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > FOREIGN_MAX_BYTES) {
+      await reader.cancel();
+      throw new Error(`${what}: the answer is over ${FOREIGN_MAX_BYTES} bytes`);
+    }
+    parts.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    bytes.set(p, at);
+    at += p.length;
+  }
+  return answerOf(new Response(bytes, { status: resp.status }), what);
+}
+
+/** A domain as cards and pins name it: lower case, no final dot. */
+const domainName = (d) => d.trim().toLowerCase().replace(/\.$/, '');
+
+/** A domain card, verified against the pin this profile keeps for it (trust on first use). The
+ * page trusts its own house anyway: that house serves this very script. */
+async function domainCard(name) {
+  const domain = domainName(name);
   const own = !state.house || state.house.domain === domain;
-  const url = own ? '/.well-known/nyx5.json' : `https://${domain}/.well-known/nyx5.json`;
-  const { text } = await answerOf(await fetch(url), `the card of ${domain}`);
+  const { text } = own
+    ? await answerOf(await fetch('/.well-known/nyx5.json'), `the card of ${domain}`)
+    : await foreign(`https://${domain}/.well-known/nyx5.json`, `the card of ${domain}`);
   const pins = state.profile?.pins ?? {};
   const v = JSON.parse(nyx5.verify_domain(text, domain, pins[domain] ?? '', Date.now()));
-  if (state.profile && pins[domain] !== v.pin) {
-    state.profile.pins = { ...pins, [domain]: v.pin };
+  if (state.profile && pins[v.domain] !== v.pin) {
+    const next = { ...pins, [v.domain]: v.pin };
+    const names = Object.keys(next);
+    // A bounded set: the oldest pin of another house goes first (never the page's own).
+    while (names.length > MAX_PINS) delete next[names.splice(names.findIndex((n) => n !== state.house?.domain), 1)[0]];
+    state.profile.pins = next;
     await save();
   }
-  return { domain, text, card: v.card, estafeta: v.card.estafeta, pin: v.pin };
+  return { domain: v.domain, text, card: v.card, estafeta: v.card.estafeta, pin: v.pin };
 }
 
 const cards = new Map();
@@ -166,10 +207,13 @@ const cards = new Map();
 async function agentCard(address) {
   if (cards.has(address)) return cards.get(address);
   const at = address.lastIndexOf('@');
-  const [local, domain] = [address.slice(0, at), address.slice(at + 1)];
+  const [local, domain] = [address.slice(0, at), domainName(address.slice(at + 1))];
   const house = domain === state.house.domain ? state.house : await domainCard(domain);
-  const base = house === state.house ? '' : house.estafeta;
-  const { text } = await answerOf(await fetch(`${base}/agents/${encodeURIComponent(local)}`), `the card of ${address}`);
+  const path = `/agents/${encodeURIComponent(local)}`;
+  const { text } =
+    house === state.house
+      ? await answerOf(await fetch(path), `the card of ${address}`)
+      : await foreign(house.estafeta + path, `the card of ${address}`);
   const v = JSON.parse(nyx5.verify_agent(text, house.text, '', Date.now()));
   const found = { card: text, domain: house.text, verified: v };
   cards.set(address, found);
@@ -183,6 +227,7 @@ async function join() {
   const name = $('join-name').value.trim();
   const invite = $('join-invite').value.trim();
   const passphrase = $('join-pass').value;
+  $('join-pass').value = '';
   const address = `${name}@${state.house.domain}`;
   say(`Making keys for ${address}…`);
   const keys = JSON.parse(nyx5.new_keys());
@@ -213,6 +258,7 @@ async function importProfile() {
   }
   state.profile = { agents: [agent], pins: parsed.pins ?? {} };
   state.lock = await newLock($('import-pass').value);
+  $('import-pass').value = '';
   await save();
   say(`Imported ${agent.address}.`, 'ok');
   await enter();
@@ -255,12 +301,14 @@ function contentView(m) {
   if (!c) return el('p', { class: 'bad' }, `Could not open: ${m.open_error ?? 'no content'}`);
   const media = (c.media ?? '').split(';')[0].trim();
   if (media.startsWith('text/') && typeof c.body === 'string') return el('pre', {}, c.body);
-  if (media === 'application/nyx5.cotizacion+json' && c.body) {
+  // A quote is offered for acceptance only in mail its seller verifiably signed (the Libro checks
+  // the quote's own signature again before any money moves).
+  if (media === 'application/nyx5.cotizacion+json' && c.body && m.trust === 'verified' && c.body.seller === m.from) {
     const q = c.body;
     return el(
       'div',
       { class: 'quote' },
-      el('p', {}, `Quote from ${q.seller}: ${q.concept ?? ''} — ${q.price} ${q.currency ?? 'tok'} (${q.contract})`),
+      el('p', {}, `Quote from ${m.from}: ${q.concept ?? ''} — ${q.price} ${q.currency ?? 'tok'} (${q.contract})`),
       el('div', { class: 'row' }, el('button', { type: 'button', onclick: guarded(() => accept(q, m)) }, 'Accept quote')),
     );
   }
@@ -283,8 +331,8 @@ function contentView(m) {
 
 async function openItems(items) {
   const keys = JSON.stringify([me().keys, ...(me().previous ?? [])]);
-  const out = [];
-  for (const item of items) {
+  // Side by side: one slow house delays only its own senders' mail.
+  return Promise.all(items.map(async (item) => {
     const itemText = JSON.stringify(item);
     const peek = JSON.parse(nyx5.peek(itemText));
     let card = '';
@@ -302,9 +350,8 @@ async function openItems(items) {
         // Left empty: the message is shown as "unchecked", never as verified.
       }
     }
-    out.push(JSON.parse(nyx5.open_item(keys, me().address, itemText, card, domain, Date.now())));
-  }
-  return out;
+    return JSON.parse(nyx5.open_item(keys, me().address, itemText, card, domain, Date.now()));
+  }));
 }
 
 async function refresh() {
@@ -350,7 +397,7 @@ async function ack(id) {
 }
 
 async function send() {
-  const to = $('compose-to').value.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+  const to = $('compose-to').value.split(',').map((s) => s.trim().toLowerCase().replace(/\.$/, '')).filter(Boolean);
   const recipients = [];
   for (const t of to) {
     const found = await agentCard(t);

@@ -226,3 +226,26 @@ fn the_domain_card_declares_only_extensions_the_house_serves() {
     // The house runs no MCP server: `nyx5 mcp` is the agent's own bridge, so it is not declared.
     assert!(!ext.iter().any(|e| e == "urn:nyx5:ext:mcp"));
 }
+
+#[test]
+fn the_home_page_states_a_policy_as_the_house_enforces_it_and_keeps_words_short() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Open);
+    let long = "word ".repeat(200);
+    register(
+        &h,
+        &Agent::new("hard@a.test", 1),
+        caps(true, &long),
+        Some(Value::Object(obj([("policy", "pow".into()), ("pow_bits", 40.into())]))),
+    );
+    register(
+        &h,
+        &Agent::new("cheap@a.test", 2),
+        caps(true, "x"),
+        Some(Value::Object(obj([("policy", "stamp".into())]))),
+    );
+    let page = text(&get(&h, "/", &[]));
+    assert!(page.contains("a proof of work of 32 bits"), "clamped as the house clamps it");
+    assert!(page.contains("a stamp of 1 tokens"), "the house's least price");
+    assert!(!page.contains(&long) && page.contains(&format!("{}…", &long[..280])));
+}

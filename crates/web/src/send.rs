@@ -79,6 +79,9 @@ fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, 
     Ok(cards)
 }
 
+/// The most proof-of-work bits the browser mints: about 4 M hashes, a few seconds of one tab.
+pub const BROWSER_MAX_POW_BITS: u32 = 22;
+
 /// The proof-of-work bits the recipients' inboxes ask (the largest), as `nyx5 send` reads them.
 fn pow_bits(cards: &[Verified<AgentCard>]) -> u32 {
     let bits = cards
@@ -180,6 +183,15 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
     rng.check()?;
     // The proof covers the sealed envelope, so it comes after sealing and before signing.
     let bits = pow_bits(&cards);
+    if bits > BROWSER_MAX_POW_BITS {
+        // The search runs on the page's own thread: 2^bits hashes on average, with no way to stop.
+        return Err(Error::new(
+            ErrorKind::PaymentRequired,
+            format!(
+                "a recipient asks a proof of work of {bits} bits; this browser mints at most {BROWSER_MAX_POW_BITS} (send it with nyx5)"
+            ),
+        ));
+    }
     if bits > 0 {
         let nonce = mint(&env.work_digest(), bits, &mut rng)?;
         env = env.with_pow(bits, &nonce).map_err(about("the envelope"))?;

@@ -853,3 +853,20 @@ fn keys_read_back_are_the_keys_written() {
     assert_eq!(SigPublic::parse(s(&o, "sig")).unwrap(), sig.public());
     assert_eq!(EncPublic::parse(s(&o, "enc")).unwrap(), enc.public());
 }
+
+#[test]
+fn a_proof_of_work_the_page_could_not_finish_is_refused_before_any_search() {
+    let a = House::new("a.example", 1);
+    let al = agent(&a, "al@a.example", None);
+    for (bits, ok) in [(22, true), (23, false), (32, false)] {
+        let bo = agent(&a, "bo@a.example", Some(obj([("policy", "pow".into()), ("pow_bits", bits.into())])));
+        let to = text(&Value::Array(vec![bo.recipient(&a)]));
+        let out = web::seal_message(&al.keys, "al@a.example", &to, "hi", "", "", "", "", NOW_MS);
+        if ok {
+            // 22 bits is allowed: not minted here (seconds of work), only not refused up front.
+            continue;
+        }
+        let why = out.unwrap_err();
+        assert!(why.starts_with("402 ") && why.contains(&format!("{bits} bits")), "{why}");
+    }
+}

@@ -204,7 +204,7 @@ async fn write(stream: &mut TcpStream, bytes: &[u8], limits: &Limits) -> bool {
 /// Answers `e` and closes: the refusal is written, the sending side shut, and what the client
 /// still sends is drained a moment, so it reads the refusal rather than a reset.
 async fn refuse(stream: &mut TcpStream, e: &Error, limits: &Limits) {
-    let bytes = http::answer(&HouseResponse::error(e), true, false, now_ms());
+    let bytes = http::answer(&nyx5_house::web::common(HouseResponse::error(e)), true, false, now_ms());
     if !write(stream, &bytes, limits).await {
         return;
     }

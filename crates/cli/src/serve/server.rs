@@ -255,7 +255,8 @@ fn admit<H: Handler + 'static>(
     open: &Rc<Open>,
 ) {
     if let Some(e) = open.refusal(ip, limits) {
-        let _ = stream.try_write(&http::answer(&HouseResponse::error(&e), true, false, now_ms()));
+        let _ =
+            stream.try_write(&http::answer(&nyx5_house::web::common(HouseResponse::error(&e)), true, false, now_ms()));
         return;
     }
     let _ = stream.set_nodelay(true);

@@ -115,7 +115,6 @@ pub fn agent_card<D: Db, N: Net>(house: &House<D, N>, card: &AgentCard) -> Value
         params.insert("enc".into(), enc.to_b64().into());
     }
     let description = description(card)
-        .map(str::to_owned)
         .unwrap_or_else(|| format!("A Nyx5 agent at {}; writing to it: {}.", house.config.domain, charge(card)));
     Value::Object(obj([
         ("name", address.into()),
@@ -145,7 +144,7 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
         .iter()
         .map(|c| {
             let local = c.address().local();
-            let text = description(c).map(str::to_owned).unwrap_or_else(|| format!("writing to it: {}", charge(c)));
+            let text = description(c).unwrap_or_else(|| format!("writing to it: {}", charge(c)));
             Value::Object(obj([
                 ("id", c.address().as_str().into()),
                 ("name", c.address().as_str().into()),

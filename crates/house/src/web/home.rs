@@ -9,6 +9,7 @@ use nyx5_proto::{AgentCard, Error, Value, limits};
 use super::{HOME_MAX_AGE, escape, page};
 use crate::config::Registration;
 use crate::http::Response;
+use crate::policy::Policy;
 use crate::ports::{Db, Net};
 use crate::store::agents as store;
 use crate::{House, libro};
@@ -29,32 +30,37 @@ pub(crate) fn fingerprint(key: &SigPublic) -> String {
     groups.join(" ")
 }
 
-/// What it costs a stranger to write to an agent, from its card's `inbox`.
+/// What it costs a stranger to write to an agent: its card's `inbox` as the house enforces it.
 pub(crate) fn charge(card: &AgentCard) -> String {
-    let inbox = card.inbox();
-    let text = |k: &str| inbox.get(k).and_then(Value::as_str);
-    let int = |k: &str| inbox.get(k).and_then(Value::as_safe_integer);
-    match text("policy").unwrap_or("open") {
-        "stamp" => format!(
-            "a stamp of {} tokens, paid at {}",
-            int("price").unwrap_or(0),
-            text("house").unwrap_or(card.address().domain())
-        ),
-        "pow" => format!("a proof of work of {} bits", int("pow_bits").unwrap_or(20)),
-        "allowlist" => "only senders it allows (or vouched for)".into(),
-        _ => "free to write to".into(),
+    match Policy::of(card.inbox()) {
+        Policy::Stamp { price } => {
+            let house = card.inbox().get("house").and_then(Value::as_str).unwrap_or(card.address().domain());
+            format!("a stamp of {price} tokens, paid at {house}")
+        }
+        Policy::Pow { bits } => format!("a proof of work of {bits} bits"),
+        Policy::Allowlist => "only senders it allows (or vouched for)".into(),
+        Policy::Open => "free to write to".into(),
+        Policy::Unknown(_) => "an inbox policy this house does not know".into(),
     }
 }
 
+/// The most characters of an agent's own description a page shows.
+pub(crate) const DESCRIPTION_CHARS: usize = 280;
+
 /// The card's own words about itself, if any.
-pub(crate) fn description(card: &AgentCard) -> Option<&str> {
-    card.capabilities().get("description").and_then(Value::as_str).filter(|d| !d.trim().is_empty())
+pub(crate) fn description(card: &AgentCard) -> Option<String> {
+    let d = card.capabilities().get("description").and_then(Value::as_str).filter(|d| !d.trim().is_empty())?;
+    let mut short: String = d.chars().take(DESCRIPTION_CHARS).collect();
+    if short.len() < d.len() {
+        short.push('…');
+    }
+    Some(short)
 }
 
 /// The media types an agent says it reads.
 pub(crate) fn accepts(card: &AgentCard) -> Vec<&str> {
     match card.capabilities().get("accepts") {
-        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).take(16).collect(),
         _ => Vec::new(),
     }
 }
@@ -147,7 +153,7 @@ fn agents_section(h: &mut String, agents: &[AgentCard]) {
         let local = escape(card.address().local());
         let _ = write!(h, "<li><p><strong><code>{a}</code></strong>");
         if let Some(text) = description(card) {
-            let _ = write!(h, " — {}", escape(text));
+            let _ = write!(h, " — {}", escape(&text));
         }
         let _ = write!(h, "</p><p>Writing to it: {}.", escape(&charge(card)));
         let media = accepts(card);

@@ -72,12 +72,17 @@ pub fn finish(req: &Request, mut resp: Response) -> Response {
         resp.status = 304;
         resp.body.clear();
     }
-    resp.headers.push(("access-control-allow-origin", "*".into()));
-    resp.headers.push(("x-content-type-options", "nosniff".into()));
-    resp
+    common(resp)
+}
+
+/// The headers every answer carries, refusals an adapter makes before the engine runs included.
+pub fn common(resp: Response) -> Response {
+    resp.with_header("access-control-allow-origin", "*").with_header("x-content-type-options", "nosniff")
 }
 
 /// `text` with `&`, `<`, `>`, `"` and `'` written as entities: safe in text and in attributes.
+/// Control characters and the bidirectional controls (which can make one agent's words read as
+/// another's) are dropped.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -87,7 +92,8 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() => {}
+            c if c.is_control()
+                || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {}
             c => out.push(c),
         }
     }
@@ -120,5 +126,6 @@ mod tests {
     #[test]
     fn escaping_leaves_no_markup_and_no_controls() {
         assert_eq!(escape("<a href=\"x\">'&'\u{7}</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(escape("evil\u{202e}gpj.exe\u{2066}"), "evilgpj.exe");
     }
 }
