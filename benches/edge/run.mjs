@@ -77,13 +77,15 @@ for (const [name, goal] of Object.entries(budgets.cpu.goals_us ?? {})) {
   console.log(`goal: ${name} ≤ ${goal} µs on the edge: ${met} here (${us[name].toFixed(1)} µs; absolute, not checked)`);
 }
 
-// The Worker's bundle: every file scripts/build-worker leaves in build/, raw and gzipped -9.
+// The Worker's bundle: every file scripts/build-worker leaves in build/, raw and gzipped -9, but
+// build/site: the browser client is static assets, served without the Worker and not counted in
+// its script size (scripts/build-app prints its own sizes).
 if (bundleDir) {
   const files = [];
   const walk = (d) => {
     for (const e of readdirSync(d)) {
       const p = join(d, e);
-      if (e.startsWith('.')) continue;
+      if (e.startsWith('.') || (d === bundleDir && e === 'site')) continue;
       if (statSync(p).isDirectory()) walk(p);
       else if (/\.(wasm|js|mjs)$/.test(e)) files.push(p);
     }
