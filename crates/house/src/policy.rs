@@ -12,7 +12,7 @@ use nyx5_proto::envelope::Kind;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Value, limits, pow};
 
 /// Bits asked by a `pow` inbox that does not say `pow_bits` (spec §9's example).
-pub const DEFAULT_POW_BITS: u32 = 16;
+pub const DEFAULT_POW_BITS: u32 = nyx5_proto::pow::DEFAULT_BITS;
 /// Most entries one agent's allow or block list may hold.
 pub const MAX_LIST_ENTRIES: usize = 1000;
 /// Most additions and removals in one `POST /lists/:local`.
@@ -42,14 +42,7 @@ impl Policy {
         match inbox.get("policy").and_then(Value::as_str) {
             None | Some("open") => Policy::Open,
             Some("allowlist") => Policy::Allowlist,
-            Some("pow") => {
-                let bits = inbox
-                    .get("pow_bits")
-                    .and_then(Value::as_safe_integer)
-                    .and_then(|b| u32::try_from(b).ok())
-                    .map_or(DEFAULT_POW_BITS, |b| b.min(limits::MAX_POW_BITS));
-                Policy::Pow { bits }
-            }
+            Some("pow") => Policy::Pow { bits: nyx5_proto::pow::bits_asked(inbox) },
             Some("stamp") => {
                 let price = inbox.get("price").and_then(Value::as_safe_integer).filter(|p| *p > 0).unwrap_or(1);
                 Policy::Stamp { price }

@@ -14,6 +14,8 @@
 //! | [`auth`], [`relay`], [`pow`] | §8, §6, §9 | agent tokens, relay header, proof of work |
 //! | [`quote`], [`receipt`] | §15, §20, §7 | quotes, Libro receipts, delivery notices |
 //! | [`libro`] | §14 | Libro entries, accounts, the journal audit |
+//! | [`ops`] | §16 | the Libro's operations as a client writes them |
+//! | [`mailbox`] | §8c | a mailbox item as a client shows it |
 //! | [`error`], [`limits`] | §6 | the error table and every limit |
 #![forbid(unsafe_code)]
 
@@ -27,6 +29,8 @@ pub mod error;
 pub mod json;
 pub mod libro;
 pub mod limits;
+pub mod mailbox;
+pub mod ops;
 pub mod pow;
 pub mod quote;
 pub mod receipt;

@@ -5,10 +5,28 @@
 //! nothing for any other.
 
 use crate::crypto::sha256;
+use crate::json::{Object, Value};
 use crate::limits;
 
 /// What every proof's hashed text starts with.
 pub const PREFIX: &str = "nyx5/1 pow:";
+
+/// Bits a `pow` inbox asks when it names none, or names no whole number (spec §9's example).
+pub const DEFAULT_BITS: u32 = 16;
+
+/// The bits an agent's card `inbox` asks of a stranger, as its house enforces them and as every
+/// sender mints them: none unless the policy is `pow`; then `pow_bits` when it is a whole number
+/// from 0, else [`DEFAULT_BITS`]; never more than [`limits::MAX_POW_BITS`].
+pub fn bits_asked(inbox: &Object) -> u32 {
+    if inbox.get("policy").and_then(Value::as_str) != Some("pow") {
+        return 0;
+    }
+    inbox
+        .get("pow_bits")
+        .and_then(Value::as_safe_integer)
+        .and_then(|b| u32::try_from(b).ok())
+        .map_or(DEFAULT_BITS, |b| b.min(limits::MAX_POW_BITS))
+}
 
 /// Leading zero bits of a digest.
 pub fn leading_zero_bits(digest: &[u8; 32]) -> u32 {
@@ -52,7 +70,22 @@ pub fn mint(work_digest: &str, bits: u32, start: u64, max_tries: u64) -> Option<
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    #[test]
+    fn the_bits_an_inbox_asks_are_read_one_way() {
+        let inbox = |json: &str| Value::parse(json.as_bytes(), 256).unwrap().as_object().unwrap().clone();
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"open","pow_bits":20}"#)), 0);
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"pow"}"#)), DEFAULT_BITS);
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"pow","pow_bits":20}"#)), 20);
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"pow","pow_bits":0}"#)), 0);
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"pow","pow_bits":40}"#)), limits::MAX_POW_BITS);
+        // Not a whole number from 0: the default, as the house asks it (never 0 bits).
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"pow","pow_bits":-5}"#)), DEFAULT_BITS);
+        assert_eq!(bits_asked(&inbox(r#"{"policy":"pow","pow_bits":"9"}"#)), DEFAULT_BITS);
+    }
 
     #[test]
     fn counts_leading_zero_bits() {

@@ -1,23 +1,16 @@
 //! Mailbox items in: checked against the sender's card (a postmaster's notice against its
-//! domain card) and opened, as `nyx5 inbox` shows them. Mail without a signature (it came by
+//! domain card) and opened into the view `nyx5 inbox` shows too (`nyx5_proto::mailbox::view`). Mail without a signature (it came by
 //! email) is `unverified`, never signed; a signature that fails is `invalid`; a sender whose
 //! cards the browser could not fetch is `unchecked`.
 
 use nyx5_proto::envelope::Payload;
-use nyx5_proto::json::{Object, Value, obj};
+use nyx5_proto::json::{Value, obj};
+use nyx5_proto::mailbox::{POSTMASTER, Trust};
 use nyx5_proto::{Address, Envelope, Error, Timestamp, seal};
 
 use crate::keys::Keys;
 use crate::trust::{agent_card, domain_card_text, parents};
 use crate::util::{about, address, object, value};
-
-/// The local part postmaster notices come from (docs/SPEC.md §7).
-const POSTMASTER: &str = "postmaster";
-/// The email bridge's extension (docs/SPEC.md, "Email bridge").
-const EXT_EMAIL: &str = "urn:nyx5:ext:email";
-
-/// `verified`, `unverified`, `invalid` or `unchecked`, with the reason.
-type Trust = (&'static str, Option<String>);
 
 fn invalid(why: impl Into<String>) -> Trust {
     ("invalid", Some(why.into()))
@@ -42,14 +35,7 @@ fn sender_card(text: &str) -> Result<(Value, Vec<Value>), Error> {
 
 /// Whether `env` was signed by its sender, as `nyx5 inbox` decides it.
 fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: Timestamp) -> Trust {
-    let Some(sig) = env.signature() else {
-        return (
-            "unverified",
-            Some(
-                "not signed: it came in without a Nyx5 signature (e.g. by email); anyone could have written it".into(),
-            ),
-        );
-    };
+    let Some(sig) = env.signature() else { return nyx5_proto::mailbox::unsigned() };
     let from = env.from();
     if domain_json.trim().is_empty() {
         return unchecked(format!("the domain card of {} was not given", from.domain()));
@@ -137,63 +123,12 @@ pub(crate) fn open_item(a: &Item<'_>, now: Timestamp) -> Result<Value, Error> {
     let keys = keys_list(a.keys_list)?;
     let me = address(a.address, "address")?;
     let item = object(a.item, "mailbox item")?;
-    let mut m = Object::new();
-    m.insert("seq".into(), item.get("seq").cloned().unwrap_or(Value::Null));
-    m.insert("received".into(), item.get("received").cloned().unwrap_or(Value::Null));
-    let raw = match item.get("envelope") {
-        Some(Value::Object(o)) => o.clone(),
-        _ => {
-            m.insert("trust".into(), "invalid".into());
-            m.insert("trust_reason".into(), "the mailbox item holds no envelope".into());
-            return Ok(Value::Object(m));
-        }
-    };
-    m.insert("id".into(), raw.get("id").cloned().unwrap_or(Value::Null));
-    m.insert("from".into(), raw.get("from").cloned().unwrap_or(Value::Null));
-    // Mail that came in by email: its real sender, subject and the house's verdicts, shown for
-    // what they are (recorded by the house, never verified).
-    if raw.get("via").and_then(Value::as_str) == Some("email")
-        && let Some(email) = raw.get("extensions").and_then(Value::as_object).and_then(|x| x.get(EXT_EMAIL))
-    {
-        m.insert("email".into(), email.clone());
-    }
-    let env = match Envelope::from_object(raw) {
-        Ok(e) => e,
-        Err(e) => {
-            m.insert("trust".into(), "invalid".into());
-            m.insert("trust_reason".into(), format!("malformed envelope: {}", e.reason).into());
-            return Ok(Value::Object(m));
-        }
-    };
-    m.insert("to".into(), Value::Array(env.to().iter().map(|a| a.as_str().into()).collect()));
-    m.insert("created".into(), env.created().to_rfc3339().into());
-    m.insert("type".into(), env.kind().as_str().into());
-    m.insert("thread".into(), env.thread().map(str::to_owned).into());
-    m.insert("in_reply_to".into(), env.in_reply_to().map(str::to_owned).into());
-    m.insert("sha256".into(), env.sha256_hex().into());
-    let notice = env.from().local() == POSTMASTER;
-    m.insert("notice".into(), Value::Bool(notice));
-    if notice {
-        // Which house says so: the agent's own, or another (a remote house's bounce or receipt).
-        m.insert("notice_house".into(), env.from().domain().into());
-        m.insert("own_house".into(), Value::Bool(env.from().domain() == me.domain()));
-    }
-    let (trust, why) = check(&env, notice, a.sender_card, a.sender_domain, now);
-    m.insert("trust".into(), trust.into());
-    if let Some(w) = why {
-        m.insert("trust_reason".into(), w.into());
-    }
-    m.insert("sealed".into(), Value::Bool(matches!(env.payload(), Payload::Sealed(_))));
-    match open(&env, &me, &keys) {
-        Ok(c) => {
-            m.insert("content".into(), c);
-        }
-        Err(why) => {
-            m.insert("content".into(), Value::Null);
-            m.insert("open_error".into(), why.into());
-        }
-    }
-    Ok(Value::Object(m))
+    Ok(nyx5_proto::mailbox::view(
+        &item,
+        &me,
+        |env, notice| check(env, notice, a.sender_card, a.sender_domain, now),
+        |env| open(env, &me, &keys),
+    ))
 }
 
 /// `peek`: who an item says it is from, unverified, so the browser knows which cards to fetch.

@@ -15,13 +15,11 @@ use crate::trust::{agent_card, domain_card, domain_name, parents};
 use crate::util::{OsRandom, about, address, object, value};
 
 /// The media type of a Libro operation (docs/SPEC.md §16).
-pub(crate) const OP_MEDIA: &str = "application/nyx5.libro+json";
+pub(crate) const OP_MEDIA: &str = nyx5_proto::ops::MEDIA;
 /// The local part of a house's Libro.
 pub(crate) const LIBRO_LOCAL: &str = "libro";
 /// The media type of a text body, as `nyx5 send` writes it.
 const TEXT_MEDIA: &str = "text/plain; charset=utf-8";
-/// Proof-of-work bits asked when a `pow` inbox names none (docs/SPEC.md §9b).
-const DEFAULT_POW_BITS: i64 = 16;
 /// Hashes tried per call of `pow::mint`.
 const POW_CHUNK: u64 = 1 << 16;
 
@@ -80,18 +78,11 @@ fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, 
 }
 
 /// The most proof-of-work bits the browser mints: about 4 M hashes, a few seconds of one tab.
-pub const BROWSER_MAX_POW_BITS: u32 = 22;
+pub(crate) const BROWSER_MAX_POW_BITS: u32 = 22;
 
-/// The proof-of-work bits the recipients' inboxes ask (the largest), as `nyx5 send` reads them.
+/// The proof-of-work bits the recipients' inboxes ask (the largest), as their houses read them.
 fn pow_bits(cards: &[Verified<AgentCard>]) -> u32 {
-    let bits = cards
-        .iter()
-        .filter(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("pow"))
-        .map(|c| c.inbox().get("pow_bits").and_then(Value::as_safe_integer).unwrap_or(DEFAULT_POW_BITS))
-        .max()
-        .unwrap_or(0)
-        .clamp(0, i64::from(limits::MAX_POW_BITS));
-    u32::try_from(bits).unwrap_or(limits::MAX_POW_BITS)
+    cards.iter().map(|c| nyx5_proto::pow::bits_asked(c.inbox())).max().unwrap_or(0)
 }
 
 /// A proof of work of `bits` for the envelope whose work digest is `digest`, searched from a
@@ -206,148 +197,11 @@ fn signed(env: Envelope, keys: &Keys) -> Result<Value, Error> {
     Ok(sent(&env))
 }
 
-/// How one member of an operation is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Member {
-    /// An id: contracts, mandates.
-    Id,
-    /// An address, written lower-cased.
-    Address,
-    /// Tokens: 1 to 2^53 − 1.
-    Amount,
-    /// A statement's length: 1 to 100.
-    Limit,
-    /// 64 hex digits, written lower-cased.
-    Sha256,
-    /// Non-empty words.
-    Text,
-    /// An RFC 3339 instant, written as `toISOString` writes it.
-    Time,
-    /// A mandate's scope `{concepts?: [text, …]}`, as it is.
-    Scope,
-    /// A signed quote, as it is.
-    Quote,
-}
-
-/// A member of an operation: its name, how it is read, whether it is required.
-type Spec = (&'static str, Member, bool);
-
-/// Every operation and its members (docs/SPEC.md §16, the table `nyx5`'s Libro verbs and MCP
-/// tools share).
-const OPS: &[(&str, &[Spec])] = &[
-    ("accept", &[("quote", Member::Quote, true)]),
-    (
-        "deliver",
-        &[("contract", Member::Id, true), ("evidence_sha256", Member::Sha256, false), ("note", Member::Text, false)],
-    ),
-    ("release", &[("contract", Member::Id, true)]),
-    ("refund", &[("contract", Member::Id, true), ("note", Member::Text, false)]),
-    (
-        "bond",
-        &[
-            ("amount", Member::Amount, true),
-            ("claim", Member::Text, true),
-            ("verifier", Member::Address, true),
-            ("beneficiary", Member::Address, false),
-            ("arbiter", Member::Address, false),
-            ("evidence_sha256", Member::Sha256, false),
-            ("expires", Member::Time, false),
-            ("vouchee", Member::Address, false),
-        ],
-    ),
-    ("forfeit", &[("contract", Member::Id, true), ("reason", Member::Text, true)]),
-    (
-        "mandate",
-        &[
-            ("grantee", Member::Address, true),
-            ("cap", Member::Amount, true),
-            ("scope", Member::Scope, false),
-            ("expires", Member::Time, false),
-            ("parent", Member::Id, false),
-        ],
-    ),
-    ("charge", &[("mandate", Member::Id, true), ("amount", Member::Amount, true), ("concept", Member::Text, true)]),
-    ("revoke", &[("mandate", Member::Id, true)]),
-    ("balance", &[]),
-    ("statement", &[("limit", Member::Limit, false)]),
-    ("contract", &[("contract", Member::Id, true)]),
-];
-
-/// Reads member `name` of operation `op` as `kind` says.
-fn member(op: &str, name: &str, kind: Member, v: &Value) -> Result<Value, Error> {
-    let bad = |what: &str| Error::malformed(format!("{op}: `{name}` must be {what}"));
-    let string = || v.as_str().map(str::trim).filter(|s| !s.is_empty());
-    let amount = |max: i64| v.as_safe_integer().filter(|n| (1..=max).contains(n));
-    Ok(match kind {
-        Member::Id => {
-            let id = string().ok_or_else(|| bad("an id"))?;
-            check_id(id).map_err(about(&format!("{op}: `{name}`")))?;
-            id.into()
-        }
-        Member::Address => {
-            let a = string().ok_or_else(|| bad("an address, name@domain"))?;
-            address(a, &format!("{op}: `{name}`"))?.as_str().into()
-        }
-        Member::Amount => amount(limits::MAX_AMOUNT).ok_or_else(|| bad("a positive whole number of tokens"))?.into(),
-        Member::Limit => amount(100).ok_or_else(|| bad("1 to 100"))?.into(),
-        Member::Sha256 => {
-            let h = string().ok_or_else(|| bad("a SHA-256 in hex"))?.to_ascii_lowercase();
-            if h.len() != 64 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
-                return Err(bad("a SHA-256 in hex (64 digits)"));
-            }
-            h.into()
-        }
-        Member::Text => v.as_str().filter(|s| !s.trim().is_empty()).ok_or_else(|| bad("some text"))?.into(),
-        Member::Time => {
-            let t = string().ok_or_else(|| bad("an RFC 3339 time"))?;
-            Timestamp::parse(t).map_err(about(&format!("{op}: `{name}`")))?.to_rfc3339().into()
-        }
-        Member::Scope => {
-            let o = v.as_object().ok_or_else(|| bad("an object {concepts?: [text, …]}"))?;
-            if let Some(k) = o.keys().find(|k| *k != "concepts") {
-                return Err(Error::malformed(format!("{op}: a mandate's scope names only `concepts`, not `{k}`")));
-            }
-            if let Some(c) = o.get("concepts") {
-                let list = c.as_array().ok_or_else(|| bad("an object {concepts: [text, …]}"))?;
-                if !list.iter().all(|c| c.as_str().is_some_and(|s| !s.trim().is_empty())) {
-                    return Err(bad("an object {concepts: [text, …]}"));
-                }
-            }
-            v.clone()
-        }
-        Member::Quote => {
-            let o = v.as_object().ok_or_else(|| bad("a signed quote (an object)"))?;
-            Quote::from_object(o.clone()).map_err(about(&format!("{op}: the quote")))?;
-            v.clone()
-        }
-    })
-}
-
-/// The body of an operation, `{op, …}`: a known op, its required members present, no member it
-/// does not take, `null` taken as absent.
+/// The body of an operation, `{op, …}`, by the table `nyx5` shares (`nyx5_proto::ops`); times
+/// only as RFC 3339 (a page has no `+30d`).
 fn op_body(args: &Object) -> Result<Object, Error> {
     let op = field::str(args, "op")?;
-    let names = || OPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
-    let (op, members) = OPS
-        .iter()
-        .find(|(name, _)| *name == op)
-        .ok_or_else(|| Error::malformed(format!("no operation {op:?}; the Libro's are {}", names())))?;
-    if let Some(k) = args.keys().find(|k| *k != "op" && !members.iter().any(|(m, _, _)| m == k)) {
-        return Err(Error::malformed(format!("{op} takes no `{k}`")));
-    }
-    let mut body = obj([("op", (*op).into())]);
-    for (name, kind, required) in members.iter() {
-        match args.get(*name) {
-            None | Some(Value::Null) if *required => {
-                return Err(Error::malformed(format!("{op} needs `{name}`")));
-            }
-            None | Some(Value::Null) => {}
-            Some(v) => {
-                body.insert((*name).to_owned(), member(op, name, *kind, v)?);
-            }
-        }
-    }
-    Ok(body)
+    nyx5_proto::ops::body(op, args, &|t| Timestamp::parse(t).map_err(|e| e.reason.to_string()))
 }
 
 /// An `accept` is the buyer's, at the Libro its quote names, before the quote expires (its

@@ -27,7 +27,7 @@ use crate::error::{EXIT_NETWORK, Failure};
 use crate::sys;
 
 /// The media type of an operation (docs/SPEC.md §16).
-pub(crate) const OP_MEDIA: &str = "application/nyx5.libro+json";
+pub(crate) const OP_MEDIA: &str = nyx5_proto::ops::MEDIA;
 /// The extension a vouch travels in (docs/SPEC.md §19).
 pub(crate) const AVAL_EXT: &str = "urn:nyx5:ext:aval";
 /// The local part of a house's Libro.
@@ -38,182 +38,15 @@ pub(crate) const DEFAULT_WAIT_S: u64 = 30;
 pub(crate) const MAX_WAIT_S: u64 = 3600;
 /// Between two reads of the mailbox while waiting.
 const POLL: Duration = Duration::from_millis(400);
-/// The most entries a `statement` asks for (docs/SPEC.md §16).
-const MAX_STATEMENT: i64 = 100;
 /// How deep `accept` looks for a quote inside what it was given (item → envelope → content).
 const MAX_NESTING: usize = 4;
 
-/// How one member of an operation's body is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// An id (`check_id`): contracts, mandates.
-    Id,
-    /// An address, lower-cased.
-    Address,
-    /// Tokens: an integer from 1 to 2^53 − 1.
-    Amount,
-    /// A statement's length: 1 to 100.
-    Limit,
-    /// 64 hex digits, lower-cased.
-    Sha256,
-    /// Words: a non-empty string.
-    Text,
-    /// An instant: RFC 3339 or `+30d`, written as RFC 3339.
-    Time,
-    /// A mandate's scope: `{concepts?: [text, …]}`.
-    Scope,
-    /// A signed quote, as it is.
-    Quote,
-}
-
-#[derive(Debug)]
-struct Member {
-    name: &'static str,
-    kind: Kind,
-    required: bool,
-}
-
-const fn need(name: &'static str, kind: Kind) -> Member {
-    Member { name, kind, required: true }
-}
-
-const fn may(name: &'static str, kind: Kind) -> Member {
-    Member { name, kind, required: false }
-}
-
-/// Every operation and the members of its body (docs/SPEC.md §16).
-const OPS: &[(&str, &[Member])] = &[
-    ("accept", &[need("quote", Kind::Quote)]),
-    ("deliver", &[need("contract", Kind::Id), may("evidence_sha256", Kind::Sha256), may("note", Kind::Text)]),
-    ("release", &[need("contract", Kind::Id)]),
-    ("refund", &[need("contract", Kind::Id), may("note", Kind::Text)]),
-    (
-        "bond",
-        &[
-            need("amount", Kind::Amount),
-            need("claim", Kind::Text),
-            need("verifier", Kind::Address),
-            may("beneficiary", Kind::Address),
-            may("arbiter", Kind::Address),
-            may("evidence_sha256", Kind::Sha256),
-            may("expires", Kind::Time),
-            may("vouchee", Kind::Address),
-        ],
-    ),
-    ("forfeit", &[need("contract", Kind::Id), need("reason", Kind::Text)]),
-    (
-        "mandate",
-        &[
-            need("grantee", Kind::Address),
-            need("cap", Kind::Amount),
-            may("scope", Kind::Scope),
-            may("expires", Kind::Time),
-            may("parent", Kind::Id),
-        ],
-    ),
-    ("charge", &[need("mandate", Kind::Id), need("amount", Kind::Amount), need("concept", Kind::Text)]),
-    ("revoke", &[need("mandate", Kind::Id)]),
-    ("balance", &[]),
-    ("statement", &[may("limit", Kind::Limit)]),
-    ("contract", &[need("contract", Kind::Id)]),
-];
-
-/// The names of every operation, for messages.
-pub(crate) fn op_names() -> String {
-    OPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-}
-
-/// Reads one member of an operation as its kind says.
-fn member(op: &str, m: &Member, v: &Value, now: Timestamp) -> Result<Value, Failure> {
-    let name = m.name;
-    let bad = |what: &str| Failure::usage(format!("{op}: `{name}` must be {what}"));
-    let string = || v.as_str().map(str::trim).filter(|s| !s.is_empty());
-    Ok(match m.kind {
-        Kind::Id => {
-            let id = string().ok_or_else(|| bad("an id"))?;
-            check_id(id).map_err(|e| Failure::usage(format!("{op}: `{name}`: {}", e.reason)))?;
-            id.into()
-        }
-        Kind::Address => {
-            let a = string().ok_or_else(|| bad("an address, name@domain"))?;
-            let a = Address::parse_lenient(a).map_err(|e| Failure::usage(format!("{op}: `{name}`: {}", e.reason)))?;
-            a.as_str().into()
-        }
-        Kind::Amount => {
-            let n = v.as_safe_integer().filter(|n| (1..=limits::MAX_AMOUNT).contains(n));
-            n.ok_or_else(|| bad("a positive whole number of tokens"))?.into()
-        }
-        Kind::Limit => {
-            let n = v.as_safe_integer().filter(|n| (1..=MAX_STATEMENT).contains(n));
-            n.ok_or_else(|| bad(&format!("1 to {MAX_STATEMENT}")))?.into()
-        }
-        Kind::Sha256 => {
-            let h = string().ok_or_else(|| bad("a SHA-256 in hex"))?.to_ascii_lowercase();
-            if h.len() != 64 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
-                return Err(bad("a SHA-256 in hex (64 digits)"));
-            }
-            h.into()
-        }
-        Kind::Text => {
-            let t = v.as_str().filter(|s| !s.trim().is_empty()).ok_or_else(|| bad("some text"))?;
-            t.into()
-        }
-        Kind::Time => {
-            let t = string().ok_or_else(|| bad("a time (RFC 3339, or +30d)"))?;
-            when::parse(t, now).map_err(|e| Failure::usage(format!("{op}: `{name}`: {e}")))?.to_rfc3339().into()
-        }
-        Kind::Scope => {
-            let o = v.as_object().ok_or_else(|| bad("an object {concepts?: [..]}"))?;
-            let mut scope = Object::new();
-            for (k, c) in o {
-                if k != "concepts" {
-                    return Err(Failure::usage(format!("{op}: a mandate's scope names only `concepts`, not `{k}`")));
-                }
-                let list = c.as_array().ok_or_else(|| bad("an object {concepts: [text, …]}"))?;
-                let mut concepts = Vec::new();
-                for c in list {
-                    let c = c.as_str().map(str::trim).filter(|s| !s.is_empty());
-                    concepts.push(Value::from(c.ok_or_else(|| bad("an object {concepts: [text, …]}"))?));
-                }
-                scope.insert("concepts".into(), Value::Array(concepts));
-            }
-            Value::Object(scope)
-        }
-        Kind::Quote => {
-            let o = v.as_object().ok_or_else(|| bad("a signed quote (an object)"))?;
-            Quote::from_object(o.clone()).map_err(|e| Failure::usage(format!("{op}: the quote: {}", e.reason)))?;
-            v.clone()
-        }
-    })
-}
-
 /// The body of operation `op` from `args` (its members, as docs/SPEC.md §16 names them): each
-/// checked, unknown ones refused, `null` taken as absent, times written as RFC 3339.
+/// checked and normalised by the one table clients share (`nyx5_proto::ops`); times may also be
+/// relative (`+30d`).
 pub(crate) fn op_body(op: &str, args: &Object, now: Timestamp) -> Result<Object, Failure> {
-    let (op, members) = OPS
-        .iter()
-        .find(|(name, _)| *name == op)
-        .ok_or_else(|| Failure::usage(format!("no operation {op:?}; the Libro's are {}", op_names())))?;
-    for k in args.keys() {
-        if k != "op" && !members.iter().any(|m| m.name == k) {
-            let takes: Vec<&str> = members.iter().map(|m| m.name).collect();
-            let takes = if takes.is_empty() { "nothing".to_owned() } else { takes.join(", ") };
-            return Err(Failure::usage(format!("{op} takes no `{k}` (it takes {takes})")));
-        }
-    }
-    let mut body = obj([("op", (*op).into())]);
-    for m in members.iter() {
-        match args.get(m.name) {
-            None | Some(Value::Null) if m.required => {
-                return Err(Failure::usage(format!("{op} needs `{}`", m.name)));
-            }
-            None | Some(Value::Null) => {}
-            Some(v) => {
-                body.insert(m.name.to_owned(), member(op, m, v, now)?);
-            }
-        }
-    }
-    Ok(body)
+    nyx5_proto::ops::body(op, args, &|t| when::parse(t, now).map_err(|e| e.to_string()))
+        .map_err(|e| Failure::usage(e.reason.to_string()))
 }
 
 /// `urn:nyx5:ext:aval` from `VOUCHER:BOND` (`nyx5 send --aval`).

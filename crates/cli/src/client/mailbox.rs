@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use nyx5_proto::envelope::Payload;
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{Envelope, seal};
 
@@ -20,100 +19,30 @@ use crate::error::Failure;
 use crate::io;
 use crate::sys;
 
-/// The local part postmaster notices come from (docs/SPEC.md §7).
-const POSTMASTER: &str = "postmaster";
-
-/// Checks and opens one mailbox item `{seq, received, envelope}` as `me`.
+/// Checks and opens one mailbox item `{seq, received, envelope}` as `me`: the view the browser
+/// shows too (`nyx5_proto::mailbox::view`), the sender's card found by the resolver.
 pub(crate) fn open_item(res: &Resolver<'_>, me: &AgentEntry, item: &Object) -> Value {
-    let mut m = Object::new();
-    m.insert("seq".into(), item.get("seq").cloned().unwrap_or(Value::Null));
-    m.insert("received".into(), item.get("received").cloned().unwrap_or(Value::Null));
-    let raw = match item.get("envelope") {
-        Some(Value::Object(o)) => o.clone(),
-        _ => {
-            m.insert("trust".into(), "invalid".into());
-            m.insert("trust_reason".into(), "the mailbox item holds no envelope".into());
-            return Value::Object(m);
-        }
-    };
-    m.insert("id".into(), raw.get("id").cloned().unwrap_or(Value::Null));
-    m.insert("from".into(), raw.get("from").cloned().unwrap_or(Value::Null));
-    // Mail that came in by email: its real sender, subject and the house's verdicts, shown for
-    // what they are (recorded by the house, never verified).
-    if raw.get("via").and_then(Value::as_str) == Some("email")
-        && let Some(email) =
-            raw.get("extensions").and_then(Value::as_object).and_then(|x| x.get(nyx5_house::email::EXT_EMAIL))
-    {
-        m.insert("email".into(), email.clone());
-    }
-    let env = match Envelope::from_object(raw) {
-        Ok(e) => e,
-        Err(e) => {
-            m.insert("trust".into(), "invalid".into());
-            m.insert("trust_reason".into(), format!("malformed envelope: {}", e.reason).into());
-            return Value::Object(m);
-        }
-    };
-    m.insert("to".into(), Value::Array(env.to().iter().map(|a| a.as_str().into()).collect()));
-    m.insert("created".into(), env.created().to_rfc3339().into());
-    m.insert("type".into(), env.kind().as_str().into());
-    m.insert("thread".into(), env.thread().map(str::to_owned).into());
-    m.insert("in_reply_to".into(), env.in_reply_to().map(str::to_owned).into());
-    m.insert("sha256".into(), env.sha256_hex().into());
-    let notice = env.from().local() == POSTMASTER;
-    m.insert("notice".into(), Value::Bool(notice));
-    if notice {
-        // Which house says so: the agent's own, or another (a remote house's bounce or receipt).
-        m.insert("notice_house".into(), env.from().domain().into());
-        m.insert("own_house".into(), Value::Bool(env.from().domain() == me.address.domain()));
-    }
-    let (trust, why) = check(res, &env, notice);
-    m.insert("trust".into(), trust.into());
-    if let Some(w) = why {
-        m.insert("trust_reason".into(), w.into());
-    }
-    let sealed = matches!(env.payload(), Payload::Sealed(_));
-    m.insert("sealed".into(), Value::Bool(sealed));
-    let content = match env.payload() {
-        Payload::Clear(c) => Ok(c.clone()),
-        Payload::Sealed(_) => {
+    nyx5_proto::mailbox::view(
+        item,
+        &me.address,
+        |env, notice| check(res, env, notice),
+        |env| {
             let mut last = String::from("no key");
-            let mut opened = None;
             for secret in me.enc_secrets() {
-                match seal::open(&env, &me.address, secret) {
-                    Ok(c) => {
-                        opened = Some(c);
-                        break;
-                    }
+                match seal::open(env, &me.address, secret) {
+                    Ok(c) => return Ok(c.to_value()),
                     Err(e) => last = e.reason.to_string(),
                 }
             }
-            opened.ok_or(last)
-        }
-    };
-    match content {
-        Ok(c) => {
-            m.insert("content".into(), c.to_value());
-        }
-        Err(why) => {
-            m.insert("content".into(), Value::Null);
-            m.insert("open_error".into(), why.into());
-        }
-    }
-    Value::Object(m)
+            Err(last)
+        },
+    )
 }
 
 /// `verified`, `unverified` (not signed), `invalid` (signed, but not by its sender) or
 /// `unchecked` (its sender's card could not be fetched now), with the reason.
 fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Option<String>) {
-    let Some(sig) = &env.signature() else {
-        return (
-            "unverified",
-            Some(
-                "not signed: it came in without a Nyx5 signature (e.g. by email); anyone could have written it".into(),
-            ),
-        );
-    };
+    let Some(sig) = &env.signature() else { return nyx5_proto::mailbox::unsigned() };
     let now = res.now();
     if notice {
         return match res.domain(env.from().domain()) {

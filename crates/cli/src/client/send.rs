@@ -29,7 +29,6 @@ use crate::error::Failure;
 use crate::sys::{self, OsRng};
 
 /// Proof-of-work bits asked when a `pow` inbox names none (docs/SPEC.md §9b).
-const DEFAULT_POW_BITS: i64 = 16;
 /// Hashes tried between two progress lines.
 const POW_CHUNK: u64 = 1 << 16;
 
@@ -230,14 +229,7 @@ fn build(
             lacking.join(", ")
         )));
     }
-    let bits = cards
-        .iter()
-        .filter(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("pow"))
-        .map(|c| c.inbox().get("pow_bits").and_then(Value::as_safe_integer).unwrap_or(DEFAULT_POW_BITS))
-        .max()
-        .unwrap_or(0)
-        .clamp(0, i64::from(limits::MAX_POW_BITS));
-    let bits = u32::try_from(bits).unwrap_or(limits::MAX_POW_BITS);
+    let bits = cards.iter().map(|c| nyx5_proto::pow::bits_asked(c.inbox())).max().unwrap_or(0);
     let body_media = media_of(req, &body);
     if !req.libro_op {
         not_for_a_libro(cards.iter().map(|c| c.address()), &body_media)?;

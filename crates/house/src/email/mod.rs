@@ -16,7 +16,7 @@ pub mod trust;
 pub use inbound::EmailOutcome;
 
 /// The extension's URI: the bridge's data lives under `extensions[EXT_EMAIL]`.
-pub const EXT_EMAIL: &str = "urn:nyx5:ext:email";
+pub const EXT_EMAIL: &str = nyx5_proto::mailbox::EXT_EMAIL;
 /// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
 pub const GATEWAY_LOCAL: &str = "email";
 /// Most attachments described per email (the rest are only counted).

@@ -41,7 +41,7 @@ pub const LIBRO: &str = "libro";
 /// The extension a house with a Libro declares.
 pub const EXT_LIBRO: &str = "urn:nyx5:ext:libro";
 /// The media of an operation.
-pub const OP_MEDIA: &str = "application/nyx5.libro+json";
+pub const OP_MEDIA: &str = nyx5_proto::ops::MEDIA;
 /// The media of a deadline notice.
 pub const NOTICE_MEDIA: &str = "application/nyx5.aviso+json";
 /// How many times an operation is read and decided again after losing a race.

@@ -1,0 +1,97 @@
+//! A mailbox item as a client shows it (docs/SPEC.md §8c): `{seq, received, envelope}` from
+//! `GET /mailbox/:local` turned into one JSON view — who, when, what kind, whether it is a house's
+//! notice, how far it can be trusted and, when it opens, its content. `nyx5 inbox` and the
+//! browser (`nyx5-web`) both build it with [`view`]; they differ only in how they find the
+//! sender's card (the CLI's resolver, the cards the page fetched), which they pass as `check`.
+
+use crate::envelope::Payload;
+use crate::json::{Object, Value};
+use crate::{Address, Envelope};
+
+/// The local part a house's notices (bounces, delivery receipts) come from (docs/SPEC.md §7).
+pub const POSTMASTER: &str = "postmaster";
+/// The email bridge's extension: an email's real sender, subject and the house's verdicts.
+pub const EXT_EMAIL: &str = "urn:nyx5:ext:email";
+
+/// How far a message can be trusted: `verified`, `unverified` (not signed), `invalid` (signed,
+/// but not by its sender) or `unchecked` (its sender's card could not be had), and why.
+pub type Trust = (&'static str, Option<String>);
+
+/// The trust of an envelope with no signature: anyone could have written it.
+pub fn unsigned() -> Trust {
+    (
+        "unverified",
+        Some("not signed: it came in without a Nyx5 signature (e.g. by email); anyone could have written it".into()),
+    )
+}
+
+/// The view of one mailbox item for `me`. `check(env, notice)` judges the signature of an
+/// envelope that has one (`notice`: from a house's postmaster, signed by a domain key);
+/// `open(env)` opens a sealed one with whatever keys the caller holds. Never fails: an item
+/// that holds no envelope, or a malformed one, is shown as `invalid` with the reason.
+pub fn view(
+    item: &Object,
+    me: &Address,
+    check: impl FnOnce(&Envelope, bool) -> Trust,
+    open: impl FnOnce(&Envelope) -> Result<Value, String>,
+) -> Value {
+    let mut m = Object::new();
+    m.insert("seq".into(), item.get("seq").cloned().unwrap_or(Value::Null));
+    m.insert("received".into(), item.get("received").cloned().unwrap_or(Value::Null));
+    let invalid = |mut m: Object, why: String| {
+        m.insert("trust".into(), "invalid".into());
+        m.insert("trust_reason".into(), why.into());
+        Value::Object(m)
+    };
+    let raw = match item.get("envelope") {
+        Some(Value::Object(o)) => o.clone(),
+        _ => return invalid(m, "the mailbox item holds no envelope".into()),
+    };
+    m.insert("id".into(), raw.get("id").cloned().unwrap_or(Value::Null));
+    m.insert("from".into(), raw.get("from").cloned().unwrap_or(Value::Null));
+    // Mail that came in by email: its real sender, subject and the house's verdicts, shown for
+    // what they are (recorded by the house, never verified).
+    if raw.get("via").and_then(Value::as_str) == Some("email")
+        && let Some(email) = raw.get("extensions").and_then(Value::as_object).and_then(|x| x.get(EXT_EMAIL))
+    {
+        m.insert("email".into(), email.clone());
+    }
+    let env = match Envelope::from_object(raw) {
+        Ok(e) => e,
+        Err(e) => return invalid(m, format!("malformed envelope: {}", e.reason)),
+    };
+    m.insert("to".into(), Value::Array(env.to().iter().map(|a| a.as_str().into()).collect()));
+    m.insert("created".into(), env.created().to_rfc3339().into());
+    m.insert("type".into(), env.kind().as_str().into());
+    m.insert("thread".into(), env.thread().map(str::to_owned).into());
+    m.insert("in_reply_to".into(), env.in_reply_to().map(str::to_owned).into());
+    m.insert("sha256".into(), env.sha256_hex().into());
+    let notice = env.from().local() == POSTMASTER;
+    m.insert("notice".into(), Value::Bool(notice));
+    if notice {
+        // Which house says so: the agent's own, or another (a remote house's bounce or receipt).
+        m.insert("notice_house".into(), env.from().domain().into());
+        m.insert("own_house".into(), Value::Bool(env.from().domain() == me.domain()));
+    }
+    let (trust, why) = if env.signature().is_some() { check(&env, notice) } else { unsigned() };
+    m.insert("trust".into(), trust.into());
+    if let Some(w) = why {
+        m.insert("trust_reason".into(), w.into());
+    }
+    let sealed = matches!(env.payload(), Payload::Sealed(_));
+    m.insert("sealed".into(), Value::Bool(sealed));
+    let content = match env.payload() {
+        Payload::Clear(c) => Ok(c.to_value()),
+        Payload::Sealed(_) => open(&env),
+    };
+    match content {
+        Ok(c) => {
+            m.insert("content".into(), c);
+        }
+        Err(why) => {
+            m.insert("content".into(), Value::Null);
+            m.insert("open_error".into(), why.into());
+        }
+    }
+    Value::Object(m)
+}
