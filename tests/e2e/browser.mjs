@@ -10,7 +10,7 @@
 //   4. a quote from bot accepted in the page, delivered by bot with `nyx5 deliver`, released in
 //      the page: the contract's state and both balances checked in the Libro;
 //   5. the profile exported from the page works with `nyx5` as it is, and imports back into a
-//      fresh browser;
+//      fresh browser; the operator registers an agent from the page with its token;
 //   6. axe-core over `/` and `/app` (joined and not): no serious or critical violation;
 //   7. the same database under `nyx5 serve`: `/`, `/spec`, `/llms.txt`, `/style.css`, the
 //      domain card and the A2A cards are the Worker's bytes, and HEAD and OPTIONS answer; the
@@ -279,6 +279,27 @@ try {
     await p2.getByRole('button', { name: 'Unlock' }).click();
     await p2.locator('#agent').waitFor({ state: 'visible' });
     await fresh.close();
+  });
+
+  await step('the operator joins an agent from the browser with its token, no invitation needed', async () => {
+    const ctx = await browser.newContext();
+    const p3 = await ctx.newPage();
+    watch(p3);
+    await p3.goto(`${house.url}/app/`);
+    await p3.locator('#join').waitFor({ state: 'visible' });
+    const form = p3.locator('#join-form');
+    await form.getByLabel('Name').fill('desk');
+    await form.getByText('I run this house').click();
+    await form.getByLabel('Operator token').fill(token);
+    await form.getByLabel('Passphrase').fill(PASS);
+    await form.getByRole('button', { name: 'Make keys and join' }).click();
+    await p3.locator('#agent').waitFor({ state: 'visible' });
+    assert.equal(await p3.locator('#me').innerText(), `desk@${DOMAIN}`);
+    assert.equal(await form.getByLabel('Operator token').inputValue(), '', 'the token is not kept in the page');
+    expectStatus(await call(house, 'GET', '/agents/desk'), 200, 'GET /agents/desk');
+    const [rows] = await house.d1(`SELECT used FROM invitations WHERE code = '${house.invite}'`);
+    assert.equal(rows[0].used, 1, 'no invitation was spent');
+    await ctx.close();
   });
 
   await step('no console error, page error, failed request or error answer in the whole run', async () => {

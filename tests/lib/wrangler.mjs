@@ -72,7 +72,7 @@ export function killAll(signal = 'SIGKILL') {
 process.on('exit', () => killAll());
 
 /**
- * wrangler.toml without its `[assets]` block, paths made absolute: what houses that need the cron
+ * wrangler.toml without its `[assets]` block (`.wrangler-no-assets.toml`): what houses that need the cron
  * hook run. Under `wrangler dev` with static assets, miniflare sends `/cdn-cgi/handler/scheduled`
  * through the assets' RPC proxy, whose proxied `scheduled` is called on the wrong `this` and
  * always answers 500 "exception" (miniflare 4 as wrangler 4.86 ships it). A deployed Worker's
@@ -81,15 +81,12 @@ process.on('exit', () => killAll());
  */
 export function configWithoutAssets() {
   const text = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8');
-  const out = text
-    .replace(/^\[assets\]\n(?:[a-z_]+ = .*\n)*/m, '')
-    .replace(/^main = "(.*)"$/m, (_, p) => `main = "${join(ROOT, p)}"`)
-    .replace(/^command = "(.*)"$/m, (_, p) => `command = "${join(ROOT, p)}"`)
-    .replace(/^migrations_dir = "(.*)"$/m, (_, p) => `migrations_dir = "${join(ROOT, p)}"`);
-  if (out.includes('[assets]') || !out.includes(`main = "${ROOT}`)) throw new Error('could not rewrite wrangler.toml without [assets]');
-  const path = join(ROOT, 'build/wrangler-no-assets.toml');
-  mkdirSync(join(ROOT, 'build'), { recursive: true });
-  writeFileSync(path, out);
+  const out = text.replace(/^\[assets\]\n(?:[a-z_]+ = .*\n)*/m, '');
+  if (out.includes('[assets]') || out === text) throw new Error('could not rewrite wrangler.toml without [assets]');
+  // Beside wrangler.toml, so every path in it means what it means there; written only when it
+  // changed, since wrangler dev reloads when its configuration file is touched.
+  const path = join(ROOT, '.wrangler-no-assets.toml');
+  if (!existsSync(path) || readFileSync(path, 'utf8') !== out) writeFileSync(path, out);
   return path;
 }
 

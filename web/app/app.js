@@ -135,11 +135,12 @@ async function answerOf(resp, what) {
   return { text, body };
 }
 
-/** A request to this house signed with the agent's token (spec §8). */
-async function call(method, path, { query = '', body = '', what = `${method} ${path}` } = {}) {
+/** A request to this house signed with the agent's token (spec §8), or with the operator's
+ * token when one is given (registration only). */
+async function call(method, path, { query = '', body = '', what = `${method} ${path}`, operator = '' } = {}) {
   const a = me();
   const bytes = enc.encode(body);
-  const auth = nyx5.token(keysOf(a), a.address, method, path, query, location.host, bytes, Date.now());
+  const auth = operator ? `Bearer ${operator}` : nyx5.token(keysOf(a), a.address, method, path, query, location.host, bytes, Date.now());
   const headers = { authorization: auth };
   if (body) headers['content-type'] = 'application/json';
   const resp = await fetch(path + (query ? `?${query}` : ''), { method, headers, body: body || undefined });
@@ -226,6 +227,8 @@ async function agentCard(address) {
 async function join() {
   const name = $('join-name').value.trim();
   const invite = $('join-invite').value.trim();
+  const operator = $('join-operator').value.trim();
+  $('join-operator').value = '';
   const passphrase = $('join-pass').value;
   $('join-pass').value = '';
   const address = `${name}@${state.house.domain}`;
@@ -237,7 +240,7 @@ async function join() {
   if (invite) extra.invite = invite;
   const body = nyx5.registration_body(JSON.stringify(keys), name, JSON.stringify(extra), Date.now());
   try {
-    const { body: answer } = await call('POST', '/agents', { body, what: `registering ${address}` });
+    const { body: answer } = await call('POST', '/agents', { body, operator, what: `registering ${address}` });
     nyx5.verify_agent(JSON.stringify(answer.card), state.house.text, '', Date.now());
   } catch (e) {
     state.profile = null;
@@ -368,7 +371,12 @@ async function refresh() {
       el(
         'article',
         { class: 'message', 'aria-label': `Message from ${m.from}`, 'data-id': m.id },
-        el('header', {}, el('p', {}, el('strong', {}, m.from ?? '?'), ' · ', el('span', { class: trustClass }, describeTrust(m)), ` · ${m.created ?? ''}${m.sealed ? ' · sealed' : ''}`)),
+        el(
+          'header',
+          {},
+          el('p', {}, el('strong', {}, m.from ?? '?'), ' · ', el('span', { class: trustClass }, describeTrust(m)), ' · ', when(m.created), m.sealed ? ' · sealed' : ''),
+        ),
+        m.email ? el('p', { class: 'muted' }, `By email from ${m.email.from ?? '?'}${m.email.subject ? `: “${m.email.subject}”` : ''} (the mail system's word, not a signature)`) : '',
         contentView(m),
         el(
           'div',
@@ -381,6 +389,13 @@ async function refresh() {
   }
   await Promise.all([outbox(local), account()]);
   say(`${messages.length} message${messages.length === 1 ? '' : 's'} waiting.`, 'ok');
+}
+
+/** A time as the reader's own clock shows it, the exact instant kept in `datetime`. */
+function when(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? String(iso) : el('time', { datetime: iso }, d.toLocaleString());
 }
 
 function replyTo(m) {
@@ -439,7 +454,7 @@ async function outbox(local) {
   const ul = el('ul');
   for (const e of body.envelopes) {
     const jobs = (e.jobs ?? []).map((j) => `${j.domain ?? ''} ${j.state ?? ''}`.trim()).join(', ');
-    ul.append(el('li', { 'data-id': e.id }, el('code', {}, e.id), ` · ${e.queued ?? ''} · ${jobs || 'delivered here'}`));
+    ul.append(el('li', { 'data-id': e.id }, el('code', {}, e.id), ' · ', when(e.queued), ` · ${jobs || 'delivered here'}`));
   }
   list.append(ul);
 }

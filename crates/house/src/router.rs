@@ -32,6 +32,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
             | ["spec"]
             | ["llms.txt"]
             | ["style.css"]
+            | ["favicon.svg"]
             | [".well-known", "agent-card.json"]
             | ["agents", _, "agent-card.json"],
         ) => Err(method_not_allowed(req)),

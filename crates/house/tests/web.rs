@@ -131,7 +131,20 @@ fn a_client_holding_the_page_gets_304_and_head_gets_the_same_headers() {
 fn a_preflight_is_answered_for_routes_the_house_has_and_only_those() {
     let w = World::new();
     let h = w.house("a.test", Registration::Open);
-    for path in ["/outbound", "/mailbox/x", "/mailbox/x/ack", "/agents", "/libro/cuenta/x@a.test", "/"] {
+    let pages = [
+        "/",
+        "/spec",
+        "/llms.txt",
+        "/style.css",
+        "/favicon.svg",
+        "/.well-known/agent-card.json",
+        "/agents/x/agent-card.json",
+    ];
+    for path in pages {
+        assert_eq!(call_raw(&h, "POST", path, &[], vec![]).status, 405, "{path}");
+    }
+    for path in ["/outbound", "/mailbox/x", "/mailbox/x/ack", "/agents", "/libro/cuenta/x@a.test"].iter().chain(&pages)
+    {
         let r = call_raw(&h, "OPTIONS", path, &[("origin", "https://elsewhere.test")], vec![]);
         assert_eq!(r.status, 204, "{path}");
         assert!(r.body.is_empty());

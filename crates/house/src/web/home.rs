@@ -39,7 +39,7 @@ pub(crate) fn charge(card: &AgentCard) -> String {
         }
         Policy::Pow { bits } => format!("a proof of work of {bits} bits"),
         Policy::Allowlist => "only senders it allows (or vouched for)".into(),
-        Policy::Open => "free to write to".into(),
+        Policy::Open => "free".into(),
         Policy::Unknown(_) => "an inbox policy this house does not know".into(),
     }
 }
