@@ -241,7 +241,8 @@ async function join() {
   const body = nyx5.registration_body(JSON.stringify(keys), name, JSON.stringify(extra), Date.now());
   try {
     const { body: answer } = await call('POST', '/agents', { body, operator, what: `registering ${address}` });
-    nyx5.verify_agent(JSON.stringify(answer.card), state.house.text, '', Date.now());
+    const card = JSON.parse(nyx5.verify_agent(JSON.stringify(answer.card), state.house.text, '', Date.now()));
+    if (card.address !== address || card.sig !== keys.sig) throw new Error('The house certified another address or key.');
   } catch (e) {
     state.profile = null;
     throw e;
