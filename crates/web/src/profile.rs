@@ -162,7 +162,8 @@ pub(crate) fn import(text: &str) -> Result<Value, Error> {
             Keys::from_object(next).map_err(about(&format!("{who} next")))?;
         }
         let agent = Agent {
-            house: field::str(a, "house").map_err(about(&who))?.trim_end_matches('/').to_owned(),
+            // Held to the rule export holds it to: what comes in must go out again.
+            house: house_url(field::str(a, "house").map_err(about(&who))?).map_err(about(&who))?,
             keys: Keys::from_object(a).map_err(about(&who))?,
             previous: previous_list(a, &who)?,
             address: addr,

@@ -870,3 +870,16 @@ fn a_proof_of_work_the_page_could_not_finish_is_refused_before_any_search() {
         assert!(why.starts_with("402 ") && why.contains(&format!("{bits} bits")), "{why}");
     }
 }
+
+#[test]
+fn a_profile_whose_house_is_no_house_url_is_refused_on_import_as_on_export() {
+    // Found by the `web_item` fuzz target: import took any `house`, which export then refused.
+    let (k, _, _) = keys();
+    let file =
+        web::profile_export(&text(&agents_value(&[("al@a.example", "https://a.example/", &k, &[])])), "").unwrap();
+    let again = web::profile_import(&file).unwrap();
+    assert!(again.contains(r#""house":"https://a.example""#), "{again}");
+    let broken = file.replacen("https://a.example", "hutps://a.example", 1);
+    let e = error_of(web::profile_import(&broken));
+    assert!(e.starts_with("400 malformed: al@a.example: house \"hutps://a.example\""), "{e}");
+}
