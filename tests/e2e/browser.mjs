@@ -6,7 +6,8 @@
 //   2. join with an invitation the operator made (keys made in the page, kept in IndexedDB
 //      under a passphrase);
 //   3. a sealed message to bot@web.test, which `nyx5 inbox` opens and verifies, and bot's
-//      reply read, verified and acknowledged in the page (the mailbox row gone from D1);
+//      reply read, verified and acknowledged in the page (the mailbox row gone from D1); mail
+//      from a subagent of bot verified through its delegation, and answered sealed to it;
 //   4. a quote from bot accepted in the page, delivered by bot with `nyx5 deliver`, released in
 //      the page: the contract's state and both balances checked in the Libro;
 //   5. the profile exported from the page works with `nyx5` as it is, and imports back into a
@@ -183,7 +184,7 @@ try {
   let sent = null;
   await step('ana sends bot a sealed message; nyx5 opens it and verifies her signature', async () => {
     await page.getByLabel('To', { exact: true }).fill(`bot@${DOMAIN}`);
-    await page.getByLabel('Message').fill('Hola bot, ¿traduces esto?');
+    await page.getByLabel('Message', { exact: true }).fill('Hola bot, ¿traduces esto?');
     await page.getByRole('button', { name: 'Seal and send' }).click();
     await until('the send', async () => /Sent, sealed/.test(await status(page)));
     const msg = await until('the message in bot’s mailbox', async () => {
@@ -213,6 +214,30 @@ try {
     await until('the mailbox empty', async () => /No mail waiting/.test(await page.locator('#inbox').innerText()));
     const [rows] = await house.d1("SELECT count(*) AS n FROM mailbox WHERE local = 'ana' AND acked_at IS NULL");
     assert.equal(rows[0].n, 0, 'the acknowledged envelope left the mailbox');
+  });
+
+  await step('a subagent of bot writes; the page verifies it through its delegation and seals the answer to it', async () => {
+    nyx5(['subagent', 'desk']);
+    const sub = `desk.bot@${DOMAIN}`;
+    nyx5(['send', `ana@${DOMAIN}`, '--body', 'From bot’s desk.', '--as', sub]);
+    await until('the subagent’s mail in the page', async () => {
+      await page.getByRole('button', { name: 'Check mail' }).click();
+      await sleep(200);
+      return (await page.locator('article.message').count()) === 1;
+    });
+    const article = page.locator('article.message');
+    assert.match(await article.innerText(), new RegExp(`${sub.replace('.', '\\.')}[^]*signature verified`));
+    await article.getByRole('button', { name: 'Reply' }).click();
+    await page.getByLabel('Message', { exact: true }).fill('Thanks, desk.');
+    await page.getByRole('button', { name: 'Seal and send' }).click();
+    await until('the send', async () => /Sent, sealed/.test(await status(page)));
+    const got = await until('ana’s answer in the subagent’s mailbox', async () =>
+      nyx5(['inbox', '--as', sub]).envelopes?.find((m) => m.from === `ana@${DOMAIN}`),
+    );
+    assert.equal(got.trust, 'verified');
+    assert.equal(got.content.body, 'Thanks, desk.');
+    await article.getByRole('button', { name: 'Acknowledge' }).click();
+    await until('the mailbox empty again', async () => /No mail waiting/.test(await page.locator('#inbox').innerText()));
   });
 
   let contract = null;

@@ -203,20 +203,32 @@ async function domainCard(name) {
 }
 
 const cards = new Map();
+/** How deep a delegation is followed, as the house's resolver follows it. */
+const MAX_DELEGATION = 8;
 
-/** An agent's card and its house's card, both as text, verified together. */
+/** The card of `address` as its house serves it (text), unverified. */
+async function cardText(address, house) {
+  const local = address.slice(0, address.lastIndexOf('@'));
+  const path = `/agents/${encodeURIComponent(local)}`;
+  const what = `the card of ${address}`;
+  return (house === state.house ? await answerOf(await fetch(path), what) : await foreign(house.estafeta + path, what)).text;
+}
+
+/** An agent's card and its house's card, both as text, verified together; a subagent's
+ * (`name.parent@house`) with the cards of its delegation, nearest first. */
 async function agentCard(address) {
   if (cards.has(address)) return cards.get(address);
   const at = address.lastIndexOf('@');
   const [local, domain] = [address.slice(0, at), domainName(address.slice(at + 1))];
   const house = domain === state.house.domain ? state.house : await domainCard(domain);
-  const path = `/agents/${encodeURIComponent(local)}`;
-  const { text } =
-    house === state.house
-      ? await answerOf(await fetch(path), `the card of ${address}`)
-      : await foreign(house.estafeta + path, `the card of ${address}`);
-  const v = JSON.parse(nyx5.verify_agent(text, house.text, '', Date.now()));
-  const found = { card: text, domain: house.text, verified: v };
+  const text = await cardText(`${local}@${domain}`, house);
+  const parents = [];
+  for (let l = local; l.includes('.') && parents.length < MAX_DELEGATION; ) {
+    l = l.slice(l.indexOf('.') + 1);
+    parents.push(JSON.parse(await cardText(`${l}@${domain}`, house)));
+  }
+  const v = JSON.parse(nyx5.verify_agent(text, house.text, parents.length ? JSON.stringify(parents) : '', Date.now()));
+  const found = { card: text, domain: house.text, parents, verified: v };
   cards.set(address, found);
   return found;
 }
@@ -348,7 +360,8 @@ async function openItems(items) {
           domain = (d === state.house.domain ? state.house : await domainCard(d)).text;
         } else {
           const found = await agentCard(peek.from);
-          [card, domain] = [found.card, found.domain];
+          card = found.parents.length ? JSON.stringify({ card: JSON.parse(found.card), parent: found.parents }) : found.card;
+          domain = found.domain;
         }
       } catch {
         // Left empty: the message is shown as "unchecked", never as verified.
@@ -417,7 +430,9 @@ async function send() {
   const recipients = [];
   for (const t of to) {
     const found = await agentCard(t);
-    recipients.push({ card: JSON.parse(found.card), domain: JSON.parse(found.domain) });
+    const r = { card: JSON.parse(found.card), domain: JSON.parse(found.domain) };
+    if (found.parents.length) r.parent = found.parents;
+    recipients.push(r);
   }
   const reply = $('compose-reply').value;
   const built = JSON.parse(
