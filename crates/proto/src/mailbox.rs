@@ -95,3 +95,88 @@ pub fn view(
     }
     Value::Object(m)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::*;
+    use crate::crypto::SigningKey;
+    use crate::envelope::{Content, Draft};
+    use crate::json::obj;
+    use crate::time::Timestamp;
+
+    fn envelope(from: &str, extra: &[(&str, Value)], signed: bool) -> Object {
+        let mut d = Draft::new(
+            "m-1".into(),
+            Address::parse(from).unwrap(),
+            vec![Address::parse("al@a.example").unwrap()],
+            Timestamp(1_800_000_000_000),
+            Content::new("text/plain", "hi".into()),
+        );
+        for (k, v) in extra {
+            d.extra.insert((*k).into(), v.clone());
+        }
+        let env = d.build().unwrap();
+        let env = if signed { env.sign(&SigningKey::from_seed([3; 32])).unwrap() } else { env };
+        env.to_value().as_object().unwrap().clone()
+    }
+
+    fn item(env: Object) -> Object {
+        obj([("seq", 7.into()), ("received", "2027-01-15T08:00:00.000Z".into()), ("envelope", Value::Object(env))])
+    }
+
+    fn show(item: &Object, trust: Trust) -> Object {
+        let me = Address::parse("al@a.example").unwrap();
+        let v = view(item, &me, |_, _| trust, |_| Err("no key".into()));
+        v.as_object().unwrap().clone()
+    }
+
+    fn s<'a>(o: &'a Object, k: &str) -> &'a str {
+        o.get(k).and_then(Value::as_str).unwrap_or("")
+    }
+
+    #[test]
+    fn a_signed_item_is_judged_by_the_caller_and_an_unsigned_one_is_unverified() {
+        let signed = show(&item(envelope("bo@b.example", &[], true)), ("verified", None));
+        assert_eq!((s(&signed, "trust"), signed.get("trust_reason")), ("verified", None));
+        assert_eq!(s(&signed, "from"), "bo@b.example");
+        assert_eq!(signed.get("seq"), Some(&Value::from(7)));
+        assert_eq!(signed.get("notice"), Some(&Value::Bool(false)));
+        assert_eq!(signed.get("content").and_then(|c| c.as_object()).map(|c| s(c, "body")), Some("hi"));
+        // Unsigned mail is never handed to the caller's judge, whatever it would say.
+        let unsigned = show(&item(envelope("bo@b.example", &[], false)), ("verified", None));
+        assert_eq!(s(&unsigned, "trust"), "unverified");
+        assert!(s(&unsigned, "trust_reason").starts_with("not signed"));
+        let refused = show(&item(envelope("bo@b.example", &[], true)), ("invalid", Some("not by bo".into())));
+        assert_eq!((s(&refused, "trust"), s(&refused, "trust_reason")), ("invalid", "not by bo"));
+    }
+
+    #[test]
+    fn notices_say_whose_house_and_email_is_shown_only_for_mail_that_came_by_email() {
+        let own = show(&item(envelope("postmaster@a.example", &[], true)), ("verified", None));
+        assert_eq!(own.get("notice"), Some(&Value::Bool(true)));
+        assert_eq!((s(&own, "notice_house"), own.get("own_house")), ("a.example", Some(&Value::Bool(true))));
+        let other = show(&item(envelope("postmaster@b.example", &[], true)), ("verified", None));
+        assert_eq!(other.get("own_house"), Some(&Value::Bool(false)));
+        let ext = Value::Object(obj([(EXT_EMAIL, Value::Object(obj([("from", "p@mail.example".into())])))]));
+        let by_email = show(
+            &item(envelope("p@a.example", &[("via", "email".into()), ("extensions", ext.clone())], false)),
+            ("verified", None),
+        );
+        assert_eq!(by_email.get("email").and_then(|e| e.as_object()).map(|e| s(e, "from")), Some("p@mail.example"));
+        let not_email = show(&item(envelope("p@a.example", &[("extensions", ext)], false)), ("verified", None));
+        assert_eq!(not_email.get("email"), None);
+    }
+
+    #[test]
+    fn what_holds_no_envelope_or_a_broken_one_is_invalid() {
+        let none = show(&obj([("seq", 1.into())]), ("verified", None));
+        assert_eq!((s(&none, "trust"), s(&none, "trust_reason")), ("invalid", "the mailbox item holds no envelope"));
+        let mut broken = envelope("bo@b.example", &[], true);
+        broken.insert("to".into(), Value::Null);
+        let broken = show(&item(broken), ("verified", None));
+        assert_eq!(s(&broken, "trust"), "invalid");
+        assert!(s(&broken, "trust_reason").starts_with("malformed envelope"));
+    }
+}

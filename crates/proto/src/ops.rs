@@ -95,11 +95,6 @@ pub fn names() -> String {
     OPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }
 
-/// The members operation `op` takes, if it is one.
-pub fn members(op: &str) -> Option<&'static [Member]> {
-    OPS.iter().find(|(name, _)| *name == op).map(|(_, m)| *m)
-}
-
 /// Reads one member of `op` as its kind says; `time` reads an instant as the caller allows.
 fn member(op: &str, m: &Member, v: &Value, time: &dyn Fn(&str) -> Result<Timestamp, String>) -> Result<Value, Error> {
     let name = m.name;
@@ -228,7 +223,17 @@ mod tests {
         assert_eq!(read("balance", r#"{"x":1}"#).unwrap_err(), "balance takes no `x` (it takes nothing)");
         assert!(read("statement", r#"{"limit":101}"#).unwrap_err().contains("1 to 100"));
         assert!(read("charge", r#"{"mandate":"m","amount":0,"concept":"c"}"#).unwrap_err().contains("positive whole"));
-        assert!(read("steal", "{}").unwrap_err().starts_with("no operation \"steal\""));
+        assert_eq!(
+            read("steal", "{}").unwrap_err(),
+            "no operation \"steal\"; the Libro's are accept, deliver, release, refund, bond, forfeit, mandate, \
+             charge, revoke, balance, statement, contract"
+        );
+        let hex = "AB".repeat(32);
+        assert_eq!(
+            read("deliver", &format!(r#"{{"contract":"c","evidence_sha256":"{hex}"}}"#)).unwrap(),
+            format!(r#"{{"contract":"c","evidence_sha256":"{}","op":"deliver"}}"#, hex.to_lowercase())
+        );
+        assert!(read("deliver", &format!(r#"{{"contract":"c","evidence_sha256":"{}"}}"#, "g".repeat(64))).is_err());
         assert_eq!(
             read("revoke", r#"{"mandate":"m","note":null}"#).unwrap_err(),
             "revoke takes no `note` (it takes mandate)"
