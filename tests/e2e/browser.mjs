@@ -227,6 +227,7 @@ try {
     });
     const article = page.locator('article.message');
     assert.match(await article.innerText(), new RegExp(`${sub.replace('.', '\\.')}[^]*signature verified`));
+    await screen(page, 'subagent');
     await article.getByRole('button', { name: 'Reply' }).click();
     await page.getByLabel('Message', { exact: true }).fill('Thanks, desk.');
     await page.getByRole('button', { name: 'Seal and send' }).click();
@@ -320,6 +321,7 @@ try {
     await form.getByRole('button', { name: 'Make keys and join' }).click();
     await p3.locator('#agent').waitFor({ state: 'visible' });
     assert.equal(await p3.locator('#me').innerText(), `desk@${DOMAIN}`);
+    await screen(p3, 'operator');
     assert.equal(await form.getByLabel('Operator token').inputValue(), '', 'the token is not kept in the page');
     expectStatus(await call(house, 'GET', '/agents/desk'), 200, 'GET /agents/desk');
     const [rows] = await house.d1(`SELECT used FROM invitations WHERE code = '${house.invite}'`);
