@@ -66,6 +66,10 @@ fn the_home_page_names_the_house_its_listed_agents_and_how_to_join() {
     assert!(page.contains("--invite CODE"));
     let key = h.card().keys()[0].sig;
     assert!(page.contains(&key.to_b64()));
+    // The fingerprint is the key's SHA-256 in groups of four hex digits.
+    let digest = nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(key.bytes()));
+    let grouped: Vec<&str> = (0..64).step_by(4).map(|i| &digest[i..i + 4]).collect();
+    assert!(page.contains(&format!("SHA-256 {}", grouped.join(" "))));
     assert!(page.contains("<a href=\"/agents/translator/agent-card.json\">A2A card</a>"));
     // A strict policy, a tag, a cache lifetime, and the headers every answer gets.
     assert_eq!(r.header("content-security-policy"), Some(web::PAGE_POLICY));
@@ -214,6 +218,9 @@ fn a_listed_agent_has_an_a2a_card_derived_from_its_nyx5_card() {
     let skills: Vec<&str> =
         c["skills"].as_array().unwrap().iter().map(|s| s.as_object().unwrap()["id"].as_str().unwrap()).collect();
     assert_eq!(skills, ["translate"]);
+    // A capability's text is its skill's description.
+    let skill = c["skills"].as_array().unwrap()[0].as_object().unwrap();
+    assert_eq!(skill["description"].as_str(), Some("Spanish to English"));
     assert_eq!(c["defaultInputModes"], Value::Array(vec!["text/plain".into()]));
     // Unlisted, unknown and the house's own agents have none.
     for who in ["hidden", "nobody", "libro"] {
@@ -261,4 +268,19 @@ fn the_home_page_states_a_policy_as_the_house_enforces_it_and_keeps_words_short(
     assert!(page.contains("a proof of work of 32 bits"), "clamped as the house clamps it");
     assert!(page.contains("a stamp of 1 tokens"), "the house's least price");
     assert!(!page.contains(&long) && page.contains(&format!("{}…", &long[..280])));
+    // An agent that names no media says nothing of what it reads.
+    let plain = Value::Object(obj([("listed", Value::Bool(true)), ("description", "plain".into())]));
+    register(&h, &Agent::new("plain@a.test", 3), plain, None);
+    let page = text(&get(&h, "/", &[]));
+    let entry = page.split("<code>plain@a.test</code>").nth(1).unwrap().split("</li>").next().unwrap();
+    assert!(entry.contains("Writing to it: free.") && !entry.contains("Reads"), "{entry}");
+    assert!(
+        page.split("<code>cheap@a.test</code>")
+            .nth(1)
+            .unwrap()
+            .split("</li>")
+            .next()
+            .unwrap()
+            .contains("Reads <code>text/plain</code>")
+    );
 }
