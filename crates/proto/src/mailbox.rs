@@ -4,9 +4,10 @@
 //! browser (`nyx5-web`) both build it with [`view`]; they differ only in how they find the
 //! sender's card (the CLI's resolver, the cards the page fetched), which they pass as `check`.
 
+use crate::crypto::EncSecret;
 use crate::envelope::Payload;
 use crate::json::{Object, Value};
-use crate::{Address, Envelope};
+use crate::{Address, Envelope, seal};
 
 /// The local part a house's notices (bounces, delivery receipts) come from (docs/SPEC.md §7).
 pub const POSTMASTER: &str = "postmaster";
@@ -23,6 +24,23 @@ pub fn unsigned() -> Trust {
         "unverified",
         Some("not signed: it came in without a Nyx5 signature (e.g. by email); anyone could have written it".into()),
     )
+}
+
+/// Opens a sealed envelope for `me` with each secret in turn (the current one first, then
+/// retired ones): its content, or why the last secret could not open it.
+pub fn open_with<'a>(
+    env: &Envelope,
+    me: &Address,
+    secrets: impl IntoIterator<Item = &'a EncSecret>,
+) -> Result<Value, String> {
+    let mut last = String::from("no key");
+    for secret in secrets {
+        match seal::open(env, me, secret) {
+            Ok(c) => return Ok(c.to_value()),
+            Err(e) => last = e.reason.to_string(),
+        }
+    }
+    Err(last)
 }
 
 /// The view of one mailbox item for `me`. `check(env, notice)` judges the signature of an
@@ -167,6 +185,25 @@ mod tests {
         assert_eq!(by_email.get("email").and_then(|e| e.as_object()).map(|e| s(e, "from")), Some("p@mail.example"));
         let not_email = show(&item(envelope("p@a.example", &[("extensions", ext)], false)), ("verified", None));
         assert_eq!(not_email.get("email"), None);
+    }
+
+    #[test]
+    fn sealed_mail_opens_with_whichever_secret_it_was_sealed_to() {
+        let al = Address::parse("al@a.example").unwrap();
+        let (old, new) = (EncSecret::from_bytes([5; 32]), EncSecret::from_bytes([6; 32]));
+        let env = Envelope::from_object(envelope("bo@b.example", &[], false)).unwrap();
+        let mut n = 0u8;
+        let mut rng = |b: &mut [u8]| {
+            b.iter_mut().for_each(|x| {
+                n = n.wrapping_add(1);
+                *x = n;
+            })
+        };
+        let sealed = seal::seal(env, &[(al.clone(), old.public())], &mut rng).unwrap();
+        let content = open_with(&sealed, &al, [&new, &old]).unwrap();
+        assert_eq!(content.as_object().map(|c| s(c, "body")), Some("hi"));
+        assert!(open_with(&sealed, &al, [&new]).is_err());
+        assert_eq!(open_with(&sealed, &al, []).unwrap_err(), "no key");
     }
 
     #[test]

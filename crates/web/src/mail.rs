@@ -3,10 +3,9 @@
 //! email) is `unverified`, never signed; a signature that fails is `invalid`; a sender whose
 //! cards the browser could not fetch is `unchecked`.
 
-use nyx5_proto::envelope::Payload;
 use nyx5_proto::json::{Value, obj};
 use nyx5_proto::mailbox::{POSTMASTER, Trust};
-use nyx5_proto::{Address, Envelope, Error, Timestamp, seal};
+use nyx5_proto::{Address, Envelope, Error, Timestamp};
 
 use crate::keys::Keys;
 use crate::trust::{agent_card, domain_card_text, parents};
@@ -76,23 +75,6 @@ fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: 
     }
 }
 
-/// Opens a sealed payload with each secret in turn (the current keys first).
-fn open(env: &Envelope, me: &Address, keys: &[Keys]) -> Result<Value, String> {
-    match env.payload() {
-        Payload::Clear(c) => Ok(c.to_value()),
-        Payload::Sealed(_) => {
-            let mut last = String::from("no key");
-            for k in keys {
-                match seal::open(env, me, &k.enc) {
-                    Ok(c) => return Ok(c.to_value()),
-                    Err(e) => last = e.reason.to_string(),
-                }
-            }
-            Err(last)
-        }
-    }
-}
-
 /// The keys that may open mail: an array of key objects, the current ones first.
 fn keys_list(text: &str) -> Result<Vec<Keys>, Error> {
     let list = value(text, "keys list")?;
@@ -127,7 +109,7 @@ pub(crate) fn open_item(a: &Item<'_>, now: Timestamp) -> Result<Value, Error> {
         &item,
         &me,
         |env, notice| check(env, notice, a.sender_card, a.sender_domain, now),
-        |env| open(env, &me, &keys),
+        |env| nyx5_proto::mailbox::open_with(env, &me, keys.iter().map(|k| &k.enc)),
     ))
 }
 

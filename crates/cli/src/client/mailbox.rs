@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
+use nyx5_proto::Envelope;
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Envelope, seal};
 
 use super::Ctx;
 use super::output::{indent, safe, show, text};
@@ -26,16 +26,7 @@ pub(crate) fn open_item(res: &Resolver<'_>, me: &AgentEntry, item: &Object) -> V
         item,
         &me.address,
         |env, notice| check(res, env, notice),
-        |env| {
-            let mut last = String::from("no key");
-            for secret in me.enc_secrets() {
-                match seal::open(env, &me.address, secret) {
-                    Ok(c) => return Ok(c.to_value()),
-                    Err(e) => last = e.reason.to_string(),
-                }
-            }
-            Err(last)
-        },
+        |env| nyx5_proto::mailbox::open_with(env, &me.address, me.enc_secrets()),
     )
 }
 
