@@ -121,7 +121,7 @@ fn main() {
     write(&dir, "agent.json", &agent.to_value().canonical());
     let sub_key = SigningKey::from_seed([6; 32]);
     let scope =
-        Scope { types: Some(vec!["message".into()]), to_domains: Some(vec!["example.org".into()]), cap: Some(100) };
+        Scope { types: Some(vec!["message".into()]), to_domains: Some(vec!["example.org".into()]), cap: Some(100), authority: None };
     let delegation =
         Delegation::sign(&ana, &sub, &sub_key.public(), &scope, Some(now.plus_ms(3_600_000)), now, &ana_key).unwrap();
     let mut sub_draft = AgentCardDraft::new(sub.clone(), sub_key.public(), None, now);

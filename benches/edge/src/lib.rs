@@ -349,8 +349,8 @@ fn libro_accept(f: &Fixture) -> usize {
     let LibroOp::Accept { quote } = &op else { panic!("accept") };
     (**quote).clone().verify(&f.bo_a_card, NOW).unwrap();
     let sha = env.sha256_hex();
-    let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now: NOW };
-    let rules = Rules { house: "a.test".into(), fee_bps: 100 };
+    let ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), NOW);
+    let rules = Rules { house: "a.test".into(), fee_bps: 100, approval_ttl_ms: 86_400_000 };
     let mut facts = Facts { known: true, ..Facts::default() };
     facts.balances.insert("ana@a.test".into(), 1_000_000);
     let entry_id = "00000000-0000-4000-8000-000000000001";

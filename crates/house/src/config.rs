@@ -223,6 +223,9 @@ pub struct Config {
     /// releases and stamps in basis points (`NYX5_FEE_BPS`, 0–10000).
     pub welcome: i64,
     pub fee_bps: i64,
+    /// How long a movement waits for a human's approval before its hold returns
+    /// (`NYX5_APPROVAL_SECONDS`, default one day; docs/SPEC.md §16b).
+    pub approval_ttl_ms: i64,
     /// Whether this house runs a federated index (`NYX5_INDEX`, `nyx5 serve --index`; spec §13):
     /// `/index/*` answers and each tick crawls the registered houses.
     pub index_enabled: bool,
@@ -280,6 +283,7 @@ impl Config {
             email_max_bytes: limits::MAX_ENVELOPE_BYTES,
             welcome: 0,
             fee_bps: 1_000,
+            approval_ttl_ms: 86_400_000,
             index_enabled: false,
             index_fetches: crate::index::FETCHES_PER_TICK,
             verifica_enabled: false,

@@ -309,6 +309,7 @@ impl<D: Db, N: Net> House<D, N> {
             let last = attempt + 1 == ACCEPT_ATTEMPTS;
             let libro = if needs_libro { Some(self.stamp_facts(env.from(), bond_id).await?) } else { None };
             let mut balance = libro.as_ref().map_or(0, |l| l.balance);
+            let mut stamp_uses = libro.as_ref().map_or(0, |l| l.uses);
             let mut head = libro.as_ref().map(|l| l.head.clone());
             // The first attempt decides with what the facts query read; after losing a race on
             // `rate_cap` or `mailbox_quota`, the windows and the usage are read again.
@@ -385,12 +386,28 @@ impl<D: Db, N: Net> House<D, N> {
                             sender.scope().and_then(|s| s.cap).unwrap_or(0)
                         )))
                     }
+                    // Under its delegation's authority, a stamp goes only if it may go alone: mail
+                    // cannot wait for a human, so an ask refuses it (docs/SPEC.md §16b).
+                    Decision::Stamped { amount } if let Some(e) = stamp_authority(sender, amount, stamp_uses) => {
+                        Decision::Reject(e)
+                    }
                     Decision::Stamped { amount } => match (self.local_address(local), head.clone()) {
                         (Ok(to), Some(h)) => {
                             let (entry_id, entry, stmt) = self.stamp_entry(env, &to, amount, h)?;
                             head = Some((entry.n, entry.sha256_hex()));
                             balance -= amount;
                             stmts.push(stmt);
+                            // Counted in the hour of the sender's own authority, if it limits one.
+                            if let Some(limit) =
+                                sender.scope().and_then(|s| s.authority.as_ref()).and_then(|a| a.max_per_hour)
+                            {
+                                // Guarded: deliveries at once lose the race and read again.
+                                let key = format!("{}:{local}", env.id());
+                                let subject = format!("card:{}", sender.address());
+                                let at = now.millis();
+                                stmts.extend(crate::store::libro::record_use(&subject, at, &key, amount, Some(limit)));
+                                stamp_uses += 1;
+                            }
                             stamp = Some(entry_id);
                             Decision::Accept { counted: true }
                         }
@@ -537,3 +554,25 @@ impl<D: Db, N: Net> House<D, N> {
 pub const MAX_PENDING_PUSHES: usize = 256;
 /// Most pushes waiting for one webhook URL.
 pub const MAX_PUSHES_PER_WEBHOOK: usize = 16;
+
+/// Why `sender`'s delegated authority refuses a stamp of `amount`, if it does: prohibited, or
+/// anything it would ask a human about (a stamp is costly, and mail does not wait).
+fn stamp_authority(sender: &AgentCard, amount: i64, hour_ops: i64) -> Option<Error> {
+    use nyx5_proto::authority::{Consequence, Intent, Verdict};
+    let authority = sender.scope()?.authority.as_ref()?;
+    let intent = Intent {
+        amount: Some(amount),
+        currency: Some(nyx5_proto::libro::CURRENCY),
+        consequence: Consequence::Costly,
+        hour_ops,
+        approved: false,
+    };
+    match authority.judge(&intent) {
+        Verdict::Allowed => None,
+        Verdict::Refused(e) => Some(Error::forbidden(format!("{}: its stamp: {}", sender.address(), e.reason))),
+        Verdict::Ask(why) => Some(Error::forbidden(format!(
+            "{}: its stamp would need approval ({why}), and mail does not wait for it",
+            sender.address()
+        ))),
+    }
+}

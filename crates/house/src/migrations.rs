@@ -12,4 +12,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0008_mailbox_seq.sql", include_str!("../../../migrations/0008_mailbox_seq.sql")),
     ("0009_index.sql", include_str!("../../../migrations/0009_index.sql")),
     ("0010_services.sql", include_str!("../../../migrations/0010_services.sql")),
+    ("0011_authority.sql", include_str!("../../../migrations/0011_authority.sql")),
 ];

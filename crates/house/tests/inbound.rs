@@ -475,7 +475,7 @@ fn dns_txt_records_locate_and_anchor_domains() {
 fn a_delegated_sender_is_verified_through_its_parent() {
     let p = pair();
     let helper = Agent::new("helper.alice@a.test", 15);
-    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: None };
+    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: None, authority: None };
     let d = Delegation::sign(
         &p.alice.address,
         &helper.address,

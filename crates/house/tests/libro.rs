@@ -9,14 +9,16 @@
 //!
 //! ```text
 //! house a.test [fee=BPS] [welcome=N]   the first house keeps the Libro under test
+//!       [approval=SECONDS]              how long an approval waits
 //! agent ana@a.test                      registered by its house's operator
 //! agent bot.ana@a.test cap=N            a subagent, delegated by ana with `scope.cap` N
+//!       [authority={…}]                 … and `scope.authority` (JSON without spaces)
 //! rotate ana@a.test                     ana rotates to a new key (the old one in its grace)
 //! block ana@a.test bo@b.test            ana puts bo on its block list
 //! topup ana@a.test 100 => 200 [balances]
 //! quote bo@b.test q1 buyer=ana@a.test contract=escrow price=40 concept=work [arbiter=…]
 //!       [referrer=… share=BPS] [expires=+1h] [terms={"deadline":"…"}] [house=a.test] [pad=N]
-//! ana@a.test accept quote=q1 [id=ENVELOPE] [key=old] [via=accept] => CODE [account=balance …]
+//! ana@a.test accept quote=q1 [id=ENVELOPE] [key=old] [via=accept] [until=+30m] => CODE [account=balance …]
 //!       [receipts=ana@a.test,bo@b.test] [lines=N] [state:ID=STATE] [spent:ID=N]
 //! clock +2h                             the shared clock moves
 //! tick                                  one queue tick on every house
@@ -28,13 +30,15 @@
 //! JSON when they can (`cap=5`, `scope={"concepts":["gpu"]}`), else they are strings, and `x*N`
 //! is N times `x` (`concept=x*257`, to pass a limit); a quote's `pad=N` adds `terms.pad`, N bytes;
 //! `quote=q1` is the quote the table signed as `q1`; `key=old` signs the operation with the key
-//! the agent rotated away from; `via=accept` hands the envelope straight to the Libro's house
+//! the agent rotated away from; `until=+30m` gives the envelope that `expires`; `via=accept` hands the envelope straight to the Libro's house
 //! (`House::accept`, or `/inbound` for a foreign operator) and reads the code from its answer
 //! rather than from a receipt or a bounce. Expectations beside balances: `receipts=…` lists exactly the
 //! table's agents whose mailboxes hold the operation's receipt (each checked against the house
 //! key, foreign ones after crossing houses); `lines=N` the lines of the entry the operation
 //! posted (0: none); `state:ID=S` a contract's state; `spent:ID=N` a mandate's `spent`, and
-//! `revoked:ID=1|0` whether it is revoked; `says=WORD` / `hides=WORD` that the refusal's reason
+//! `revoked:ID=1|0` whether it is revoked; `pending:ID=S` an approval's state (and its hold, if
+//! any, is held while pending and returned otherwise: an invariant); `allowed_by:OP=SUBJECT`
+//! and `approved_by:OP=ADDRESS`: the entry of operation OP names that authority, or approver; `says=WORD` / `hides=WORD` that the refusal's reason
 //! does / does not contain WORD. A quote whose referrer is its seller, or past the limits of a
 //! quote, is signed as such, for the Libro to refuse.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
@@ -159,7 +163,14 @@ impl Run {
         None
     }
 
-    fn send_op(&mut self, who: &str, body: Object, id: Option<String>, old: bool) -> (String, Envelope) {
+    fn send_op(
+        &mut self,
+        who: &str,
+        body: Object,
+        id: Option<String>,
+        old: bool,
+        until: Option<Timestamp>,
+    ) -> (String, Envelope) {
         self.seq += 1;
         let id = id.unwrap_or_else(|| format!("op-{}", self.seq));
         let agent = if old {
@@ -176,6 +187,7 @@ impl Run {
             Content::new(OP_MEDIA, Value::Object(body)),
         );
         draft.kind = Kind::Task;
+        draft.expires = until;
         let env = draft.build().unwrap().sign(&agent.sig).unwrap();
         (id, env)
     }
@@ -260,6 +272,35 @@ impl Run {
                             .unwrap();
                     let state = record.as_object().unwrap()["state"].as_str().unwrap().to_owned();
                     assert_eq!(state, want, "{}: `{line}`: state of {id}", self.file);
+                }
+                Some(("approved_by" | "allowed_by", id)) => {
+                    // The entry operation `id` posted says which authority let it move, and who
+                    // approved it.
+                    let entry = block_on(nyx5_house::store::libro::entry_for(&self.libro().db, id)).unwrap();
+                    let entry =
+                        Value::parse_str(&entry.unwrap_or_else(|| panic!("{line}: no entry for {id}"))).unwrap();
+                    let authority = entry.as_object().unwrap()["meta"].as_object().unwrap()["authority"].clone();
+                    let list =
+                        authority.as_object().unwrap()[what.split_once(':').unwrap().0].as_array().unwrap().to_vec();
+                    let names: Vec<String> = list
+                        .iter()
+                        .map(|v| {
+                            v.as_str().map_or_else(
+                                || v.as_object().unwrap()["of"].as_str().unwrap().to_owned(),
+                                str::to_owned,
+                            )
+                        })
+                        .collect();
+                    assert!(names.iter().any(|n| n == want), "{}: `{line}`: {what} of {id}: {names:?}", self.file);
+                }
+                Some(("pending", id)) => {
+                    let rows = block_on(nyx5_house::ports::Db::query(
+                        &self.libro().db,
+                        nyx5_house::stmt!("SELECT state FROM libro_pending WHERE id = ?", id),
+                    ))
+                    .unwrap();
+                    let state = rows.first().and_then(|r| r.text("state")).unwrap_or("none");
+                    assert_eq!(state, want, "{}: `{line}`: approval {id}", self.file);
                 }
                 Some(("spent" | "revoked", id)) => {
                     let rows = block_on(nyx5_house::ports::Db::query(
@@ -352,6 +393,18 @@ impl Run {
             let id = r.text("id").unwrap();
             assert_eq!(self.balance(&format!("escrow:{id}")), 0, "{}: after `{line}`: escrow of {id}", self.file);
         }
+        // A waiting approval holds what it would pay; a decided or expired one holds nothing.
+        let rows = block_on(nyx5_house::ports::Db::query(
+            &libro.db,
+            nyx5_house::stmt!("SELECT id, state, amount FROM libro_pending"),
+        ))
+        .unwrap();
+        for r in rows {
+            let id = r.text("id").unwrap();
+            let held = if r.text("state") == Some("pending") { r.int("amount").unwrap() } else { 0 };
+            let account = nyx5_house::libro::authority::hold_account(id);
+            assert_eq!(self.balance(&account), held, "{}: after `{line}`: the hold of {id}", self.file);
+        }
     }
 
     fn step(&mut self, line: &str) {
@@ -379,6 +432,7 @@ impl Run {
                     match k {
                         "fee" => config.fee_bps = v.parse().unwrap(),
                         "welcome" => config.welcome = v.parse().unwrap(),
+                        "approval" => config.approval_ttl_ms = v.parse::<i64>().unwrap() * 1_000,
                         _ => panic!("{line}: unknown house option {k}"),
                     }
                 }
@@ -392,11 +446,15 @@ impl Run {
                 let house = self.house_of(&agent.address);
                 let mut extra = Vec::new();
                 let mut cap = None;
+                let mut authority = None;
                 for kv in &words[2..] {
                     let (k, v) = kv.split_once('=').unwrap();
                     match k {
                         "inbox" => extra.push(("inbox", value(v))),
                         "cap" => cap = Some(v.parse::<i64>().unwrap()),
+                        "authority" => {
+                            authority = Some(nyx5_proto::authority::Authority::from_value(&value(v)).unwrap());
+                        }
                         _ => panic!("{line}: unknown agent option {k}"),
                     }
                 }
@@ -404,7 +462,7 @@ impl Run {
                 // the table's cap).
                 if let Some(parent) = agent.address.parent() {
                     let parent = self.agent(parent.as_str());
-                    let scope = Scope { types: None, to_domains: None, cap };
+                    let scope = Scope { types: None, to_domains: None, cap, authority };
                     let delegation = Delegation::sign(
                         &parent.address,
                         &agent.address,
@@ -417,7 +475,10 @@ impl Run {
                     .unwrap();
                     extra.push(("delegation", delegation.to_value()));
                 } else {
-                    assert!(cap.is_none(), "{line}: only a subagent (a dotted name) has a cap");
+                    assert!(
+                        cap.is_none() && authority.is_none(),
+                        "{line}: only a subagent (a dotted name) has a cap or an authority"
+                    );
                 }
                 let body = agent.registration(&house, &extra);
                 let admin = format!("Bearer admin-{}", house.config.domain);
@@ -561,6 +622,7 @@ impl Run {
                 let mut id = None;
                 let mut old = false;
                 let mut direct = false;
+                let mut until = None;
                 for kv in &words[2..] {
                     let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{line}: {kv} is not key=value"));
                     match k {
@@ -569,6 +631,7 @@ impl Run {
                             assert_eq!(v, "old", "{line}: key=old is the only choice");
                             old = true;
                         }
+                        "until" => until = Some(Timestamp(self.w.clock.now().millis() + duration_ms(v))),
                         "via" => {
                             assert_eq!(v, "accept", "{line}: via=accept is the only choice");
                             direct = true;
@@ -584,7 +647,7 @@ impl Run {
                         }
                     }
                 }
-                let (id, env) = self.send_op(who, body, id, old);
+                let (id, env) = self.send_op(who, body, id, old, until);
                 self.reason = None;
                 let code = if direct { self.hand_over(who, &env) } else { self.deliver(who, &id, &env) };
                 self.last = Some((who.to_owned(), env));
@@ -626,6 +689,11 @@ fn run(file: &str) {
             run.step(line);
         }
     }
+}
+
+#[test]
+fn authority_asks_before_money_moves() {
+    run("authority.txt");
 }
 
 #[test]

@@ -15,9 +15,7 @@ use nyx5_proto::{Address, Envelope, Object, Value};
 
 fn register(h: &TestHouse, agent: &Agent, inbox: Option<Value>) {
     let extra: Vec<(&str, Value)> = inbox.into_iter().map(|i| ("inbox", i)).collect();
-    let body = agent.registration(h, &extra);
-    let admin = format!("Bearer admin-{}", h.config.domain);
-    assert_eq!(call(h, "POST", "/agents", &[("authorization", &admin)], &body).status, 201);
+    register_with(h, agent, &extra);
 }
 
 /// A clear message from `from` to `to` with `extra` members in its signed part.
@@ -428,4 +426,53 @@ fn a_refused_operation_stays_refused_when_it_comes_again() {
         block_on(a.db.query(nyx5_house::stmt!("SELECT refused, receipt FROM libro_ops WHERE envelope_id = 'bond-1'")))
             .unwrap();
     assert_eq!((kept[0].int("refused"), kept[0].text("receipt")), (Some(402), Some("")));
+}
+
+#[test]
+fn a_subagents_stamps_keep_within_its_authority_and_its_hour() {
+    use nyx5_proto::authority::Authority;
+    use nyx5_proto::card::{Delegation, Scope};
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 70);
+    let bo = Agent::new("bo@a.test", 71);
+    register(&h, &ana, Some(Value::Object(obj([("policy", "stamp".into()), ("price", 5.into())]))));
+    register(&h, &bo, None);
+    // bot.bo may pay 10 a movement alone, once an hour.
+    let bot = Agent::new("bot.bo@a.test", 72);
+    let authority = Value::parse_str(
+        r#"{"level":"autonomous","consequence":"costly","max_amount":10,"currency":"tok","max_per_hour":1}"#,
+    )
+    .unwrap();
+    let scope = Scope { authority: Some(Authority::from_value(&authority).unwrap()), ..Scope::default() };
+    let d = Delegation::sign(&bo.address, &bot.address, &bot.sig.public(), &scope, None, h.now(), &bo.sig).unwrap();
+    register_with(&h, &bot, &[("delegation", d.to_value())]);
+    topup(&h, "bot.bo@a.test", 100);
+    let stamp =
+        |amount: i64| obj([("stamp", Value::Object(obj([("house", "a.test".into()), ("amount", amount.into())])))]);
+    // Above what it may pay alone: mail does not wait for a human, so it is refused.
+    assert_eq!(bot.send(&h, &message(&w, &bot, &ana, "b-1", stamp(20))).status, 202);
+    w.tick_all();
+    assert_eq!(bounce(&h, &bot, "b-1"), 403);
+    assert!(!holds(&h, &ana, "b-1"));
+    // Within it: paid.
+    assert_eq!(bot.send(&h, &message(&w, &bot, &ana, "b-2", stamp(5))).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "b-2"));
+    assert_eq!(balance(&h, "bot.bo@a.test"), 95);
+    // The hour holds one movement: the next stamp is refused, and an hour later it goes.
+    assert_eq!(bot.send(&h, &message(&w, &bot, &ana, "b-3", stamp(5))).status, 202);
+    w.tick_all();
+    assert_eq!(bounce(&h, &bot, "b-3"), 403);
+    w.clock.advance(3_600_001);
+    assert_eq!(bot.send(&h, &message(&w, &bot, &ana, "b-4", stamp(5))).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "b-4"));
+    assert_eq!(balance(&h, "bot.bo@a.test"), 90);
+}
+
+fn register_with(h: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) {
+    let body = agent.registration(h, extra);
+    let admin = format!("Bearer admin-{}", h.config.domain);
+    assert_eq!(call(h, "POST", "/agents", &[("authorization", &admin)], &body).status, 201);
 }

@@ -838,7 +838,7 @@ impl Case {
         if let Some(parent) = address.parent() {
             let parent = &self.members.iter().find(|m| m.address == parent).unwrap().agent;
             cap = Some(BOT_CAP);
-            let scope = Scope { types: None, to_domains: None, cap };
+            let scope = Scope { types: None, to_domains: None, cap, authority: None };
             let d =
                 Delegation::sign(&parent.address, &address, &agent.sig.public(), &scope, None, h.now(), &parent.sig)
                     .unwrap();

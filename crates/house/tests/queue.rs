@@ -619,7 +619,12 @@ fn outbound_refusals() {
 fn delegated_cards_send_only_within_scope() {
     let s = setup();
     let child = Agent::new("tester.ana@a.test", 30);
-    let scope = Scope { types: Some(vec!["message".into()]), to_domains: Some(vec!["a.test".into()]), cap: None };
+    let scope = Scope {
+        types: Some(vec!["message".into()]),
+        to_domains: Some(vec!["a.test".into()]),
+        cap: None,
+        authority: None,
+    };
     let d = Delegation::sign(&s.ana.address, &child.address, &child.sig.public(), &scope, None, s.a.now(), &s.ana.sig)
         .unwrap();
     let reg = child.registration(&s.a, &[("delegation", d.to_value())]);

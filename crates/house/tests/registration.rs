@@ -207,7 +207,12 @@ fn subagents_need_their_parents_delegation() {
     let parent = Agent::new("constructor@a.test", 10);
     parent.register_admin(&h);
     let child = Agent::new("tester.constructor@a.test", 11);
-    let scope = Scope { types: Some(vec!["message".into()]), to_domains: Some(vec!["a.test".into()]), cap: Some(100) };
+    let scope = Scope {
+        types: Some(vec!["message".into()]),
+        to_domains: Some(vec!["a.test".into()]),
+        cap: Some(100),
+        authority: None,
+    };
     let d = Delegation::sign(&parent.address, &child.address, &child.sig.public(), &scope, None, h.now(), &parent.sig)
         .unwrap();
     let v = json(&call(&h, "POST", "/agents", &[], &child.registration(&h, &[("delegation", d.to_value())])), 201);

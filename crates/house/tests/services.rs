@@ -674,7 +674,7 @@ fn a_subagent_spends_its_roots_quota() {
     let ana = Agent::new("ana@a.test", 74);
     register(&h, &ana);
     let bot = Agent::new("bot.ana@a.test", 75);
-    let scope = nyx5_proto::card::Scope { types: None, to_domains: None, cap: None };
+    let scope = nyx5_proto::card::Scope { types: None, to_domains: None, cap: None, authority: None };
     let d = nyx5_proto::card::Delegation::sign(
         &ana.address,
         &bot.address,

@@ -329,9 +329,17 @@ pub struct Scope {
     pub to_domains: Option<Vec<String>>,
     /// Most tokens it may commit in the Libro; `None` = no cap of its own.
     pub cap: Option<i64>,
+    /// How far its money-moving operations go alone (docs/SPEC.md §16b); `None` = as far as
+    /// its cap.
+    pub authority: Option<crate::authority::Authority>,
 }
 
 impl Scope {
+    /// Reads a scope (as a delegation carries it).
+    pub fn from_value(v: &Value) -> Result<Scope, Error> {
+        Scope::from_object(v.as_object().ok_or_else(|| Error::malformed("a scope is an object"))?)
+    }
+
     fn from_object(o: &Object) -> Result<Scope, Error> {
         let strings = |name: &str| -> Result<Option<Vec<String>>, Error> {
             field::opt_array(o, name)?
@@ -350,7 +358,11 @@ impl Scope {
         if cap.is_some_and(|c| c < 0) {
             return Err(Error::malformed("`scope.cap` must not be negative"));
         }
-        Ok(Scope { types: strings("types")?, to_domains: strings("to_domains")?, cap })
+        let authority = match o.get("authority") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(crate::authority::Authority::from_value(v)?),
+        };
+        Ok(Scope { types: strings("types")?, to_domains: strings("to_domains")?, cap, authority })
     }
 
     pub fn to_value(&self) -> Value {
@@ -365,6 +377,9 @@ impl Scope {
         if let Some(c) = self.cap {
             o.insert("cap".into(), c.into());
         }
+        if let Some(a) = &self.authority {
+            o.insert("authority".into(), a.to_value());
+        }
         Value::Object(o)
     }
 
@@ -376,7 +391,7 @@ impl Scope {
 
     /// Whether `self` stays within `parent`: every type and destination domain the child may
     /// use, the parent may too (a list is a subset of the parent's; "any" fits only under
-    /// "any"), and the child never gets more cap than its parent. Checked at every link, this
+    /// "any"), the child never gets more cap than its parent, and no looser authority. Checked at every link, this
     /// makes a card's own scope the intersection of its whole chain's.
     pub fn within(&self, parent: &Scope) -> bool {
         fn subset(child: Option<&Vec<String>>, parent: Option<&Vec<String>>) -> bool {
@@ -391,7 +406,13 @@ impl Scope {
             (None, Some(_)) => false,
             (Some(c), Some(p)) => c <= p,
         };
-        cap && subset(self.types.as_ref(), parent.types.as_ref())
+        let authority = match (&self.authority, &parent.authority) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(c), Some(p)) => c.within(p),
+        };
+        cap && authority
+            && subset(self.types.as_ref(), parent.types.as_ref())
             && subset(self.to_domains.as_ref(), parent.to_domains.as_ref())
     }
 }

@@ -15,12 +15,14 @@
 //! | [`quote`], [`receipt`] | §15, §20, §7 | quotes, Libro receipts, delivery notices |
 //! | [`libro`] | §14 | Libro entries, accounts, the journal audit |
 //! | [`ops`] | §16 | the Libro's operations as a client writes them |
+//! | [`authority`] | docs §16b | authority levels, consequences, limits, evidence kinds |
 //! | [`mailbox`] | §8c | a mailbox item as a client shows it |
 //! | [`error`], [`limits`] | §6 | the error table and every limit |
 #![forbid(unsafe_code)]
 
 pub mod address;
 pub mod auth;
+pub mod authority;
 pub mod b64;
 pub mod card;
 pub mod crypto;

@@ -35,6 +35,10 @@ pub enum Kind {
     Scope,
     /// A signed quote, as it is.
     Quote,
+    /// An authority (`authority::Authority`), checked.
+    Authority,
+    /// An evidence kind: source, calculation, user, external or inference.
+    Evidence,
 }
 
 /// One member: its name, how it is read, whether the operation needs it.
@@ -56,7 +60,15 @@ const fn may(name: &'static str, kind: Kind) -> Member {
 /// Every operation and the members of its body.
 pub const OPS: &[(&str, &[Member])] = &[
     ("accept", &[need("quote", Kind::Quote)]),
-    ("deliver", &[need("contract", Kind::Id), may("evidence_sha256", Kind::Sha256), may("note", Kind::Text)]),
+    (
+        "deliver",
+        &[
+            need("contract", Kind::Id),
+            may("evidence_sha256", Kind::Sha256),
+            may("evidence_kind", Kind::Evidence),
+            may("note", Kind::Text),
+        ],
+    ),
     ("release", &[need("contract", Kind::Id)]),
     ("refund", &[need("contract", Kind::Id), may("note", Kind::Text)]),
     (
@@ -68,6 +80,7 @@ pub const OPS: &[(&str, &[Member])] = &[
             may("beneficiary", Kind::Address),
             may("arbiter", Kind::Address),
             may("evidence_sha256", Kind::Sha256),
+            may("evidence_kind", Kind::Evidence),
             may("expires", Kind::Time),
             may("vouchee", Kind::Address),
         ],
@@ -81,6 +94,7 @@ pub const OPS: &[(&str, &[Member])] = &[
             may("scope", Kind::Scope),
             may("expires", Kind::Time),
             may("parent", Kind::Id),
+            may("authority", Kind::Authority),
         ],
     ),
     ("charge", &[need("mandate", Kind::Id), need("amount", Kind::Amount), need("concept", Kind::Text)]),
@@ -88,6 +102,8 @@ pub const OPS: &[(&str, &[Member])] = &[
     ("balance", &[]),
     ("statement", &[may("limit", Kind::Limit)]),
     ("contract", &[need("contract", Kind::Id)]),
+    ("approve", &[need("pending", Kind::Id)]),
+    ("decline", &[need("pending", Kind::Id), may("note", Kind::Text)]),
 ];
 
 /// The names of every operation, for messages.
@@ -142,6 +158,11 @@ fn member(op: &str, m: &Member, v: &Value, time: &dyn Fn(&str) -> Result<Timesta
                 scope.insert("concepts".into(), Value::Array(out));
             }
             Value::Object(scope)
+        }
+        Kind::Authority => crate::authority::Authority::from_value(v).map_err(|e| about(&e.reason))?.to_value(),
+        Kind::Evidence => {
+            let k = string().ok_or_else(|| bad("an evidence kind"))?.to_ascii_lowercase();
+            crate::authority::EvidenceKind::parse(&k).map_err(|e| about(&e.reason))?.as_str().into()
         }
         Kind::Quote => {
             let o = v.as_object().ok_or_else(|| bad("a signed quote (an object)"))?;
@@ -226,8 +247,22 @@ mod tests {
         assert_eq!(
             read("steal", "{}").unwrap_err(),
             "no operation \"steal\"; the Libro's are accept, deliver, release, refund, bond, forfeit, mandate, \
-             charge, revoke, balance, statement, contract"
+             charge, revoke, balance, statement, contract, approve, decline"
         );
+        assert_eq!(
+            read(
+                "mandate",
+                r#"{"grantee":"g@a.test","cap":3,"authority":{"level":"autonomous","consequence":"costly"}}"#
+            )
+            .unwrap_err(),
+            "mandate: `authority`: an authority that acts alone on costly movements needs a max_amount"
+        );
+        assert_eq!(
+            read("deliver", r#"{"contract":"c","evidence_kind":" Source "}"#).unwrap(),
+            r#"{"contract":"c","evidence_kind":"source","op":"deliver"}"#
+        );
+        assert!(read("deliver", r#"{"contract":"c","evidence_kind":"vibes"}"#).unwrap_err().contains("evidence kind"));
+        assert_eq!(read("approve", r#"{"pending":"p-1"}"#).unwrap(), r#"{"op":"approve","pending":"p-1"}"#);
         let hex = "AB".repeat(32);
         assert_eq!(
             read("deliver", &format!(r#"{{"contract":"c","evidence_sha256":"{hex}"}}"#)).unwrap(),

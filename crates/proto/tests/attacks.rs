@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use nyx5_proto::authority::Authority;
 use nyx5_proto::card::{AgentCardDraft, Delegation, DomainCardDraft, Scope};
 use nyx5_proto::crypto::{EncSecret, SigningKey, aes256gcm_open, aes256gcm_seal, hkdf_sha256};
 use nyx5_proto::envelope::{Content, Draft, Payload};
@@ -203,18 +204,19 @@ fn list(items: &[&str]) -> Option<Vec<String>> {
 
 #[test]
 fn a_delegation_never_widens_types_domains_or_cap() {
-    let parent = Scope { types: list(&["message", "task"]), to_domains: list(&["a.test"]), cap: Some(100) };
+    let parent =
+        Scope { types: list(&["message", "task"]), to_domains: list(&["a.test"]), cap: Some(100), authority: None };
     let within = [
-        Scope { types: list(&["message"]), to_domains: list(&["a.test"]), cap: Some(100) },
-        Scope { types: list(&[]), to_domains: list(&["a.test"]), cap: Some(0) },
+        Scope { types: list(&["message"]), to_domains: list(&["a.test"]), cap: Some(100), authority: None },
+        Scope { types: list(&[]), to_domains: list(&["a.test"]), cap: Some(0), authority: None },
     ];
     let wider = [
-        Scope { types: list(&["message", "result"]), to_domains: list(&["a.test"]), cap: Some(1) },
-        Scope { types: None, to_domains: list(&["a.test"]), cap: Some(1) },
-        Scope { types: list(&["task"]), to_domains: list(&["a.test", "b.test"]), cap: Some(1) },
-        Scope { types: list(&["task"]), to_domains: None, cap: Some(1) },
-        Scope { types: list(&["task"]), to_domains: list(&["a.test"]), cap: Some(101) },
-        Scope { types: list(&["task"]), to_domains: list(&["a.test"]), cap: None },
+        Scope { types: list(&["message", "result"]), to_domains: list(&["a.test"]), cap: Some(1), authority: None },
+        Scope { types: None, to_domains: list(&["a.test"]), cap: Some(1), authority: None },
+        Scope { types: list(&["task"]), to_domains: list(&["a.test", "b.test"]), cap: Some(1), authority: None },
+        Scope { types: list(&["task"]), to_domains: None, cap: Some(1), authority: None },
+        Scope { types: list(&["task"]), to_domains: list(&["a.test"]), cap: Some(101), authority: None },
+        Scope { types: list(&["task"]), to_domains: list(&["a.test"]), cap: None, authority: None },
     ];
     for s in &within {
         assert!(s.within(&parent), "{s:?}");
@@ -224,6 +226,25 @@ fn a_delegation_never_widens_types_domains_or_cap() {
     }
     // Under a full agent (no scope) anything fits.
     assert!(wider.iter().all(|s| s.within(&Scope::default())));
+    // Nor does a delegation loosen its parent's authority, or drop it.
+    let authority = |text: &str| Some(Authority::from_value(&Value::parse_str(text).unwrap()).unwrap());
+    let ruled = Scope {
+        authority: authority(r#"{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"tok"}"#),
+        ..parent.clone()
+    };
+    let stricter = Scope {
+        authority: authority(r#"{"level":"needs_approval","consequence":"costly","max_amount":10,"currency":"tok"}"#),
+        ..parent.clone()
+    };
+    let looser = Scope {
+        authority: authority(r#"{"level":"autonomous","consequence":"costly","max_amount":60,"currency":"tok"}"#),
+        ..parent.clone()
+    };
+    assert!(stricter.within(&ruled) && ruled.within(&parent));
+    assert!(!looser.within(&ruled) && !parent.within(&ruled));
+    // And it survives the card's round trip, so both houses read the same ceiling.
+    let again = Scope::from_value(&ruled.to_value()).unwrap();
+    assert_eq!(again, ruled);
 }
 
 #[test]
@@ -461,7 +482,7 @@ fn a_subagent_sends_only_what_its_delegation_allows() {
     let ceo_key = SigningKey::from_seed([2; 32]);
     let ceo = card(&house, "ceo@sigo.uk", &ceo_key, None).verify(&d, None, NOW).unwrap();
     let child = SigningKey::from_seed([4; 32]);
-    let scope = Scope { types: list(&["task"]), to_domains: list(&["x.test"]), cap: None };
+    let scope = Scope { types: list(&["task"]), to_domains: list(&["x.test"]), cap: None, authority: None };
     let del =
         Delegation::sign(&ceo.address().clone(), &addr("x.ceo@sigo.uk"), &child.public(), &scope, None, NOW, &ceo_key)
             .unwrap();

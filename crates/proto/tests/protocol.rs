@@ -216,8 +216,12 @@ fn previous_keys_sign_only_during_their_grace() {
 
 fn delegated(h: &House, parent: &Agent, child_addr: &str, cap: Option<i64>) -> AgentCard {
     let child = SigningKey::from_seed([77; 32]);
-    let scope =
-        Scope { types: Some(vec!["message".into(), "result".into()]), to_domains: Some(vec!["sigo.uk".into()]), cap };
+    let scope = Scope {
+        types: Some(vec!["message".into(), "result".into()]),
+        to_domains: Some(vec!["sigo.uk".into()]),
+        cap,
+        authority: None,
+    };
     let d = Delegation::sign(parent.card.address(), &addr(child_addr), &child.public(), &scope, None, NOW, &parent.sig)
         .unwrap();
     let mut draft = AgentCardDraft::new(addr(child_addr), child.public(), None, NOW);

@@ -372,7 +372,7 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         v.as_ref()
             .map(|l| l.iter().map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect::<Vec<_>>())
     };
-    let scope = Scope { types: norm(&req.types), to_domains: norm(&req.to_domains), cap: req.cap };
+    let scope = Scope { types: norm(&req.types), to_domains: norm(&req.to_domains), cap: req.cap, authority: None };
     if let Some(t) = &scope.types {
         for kind in t {
             nyx5_proto::envelope::Kind::parse(kind).map_err(|_| {

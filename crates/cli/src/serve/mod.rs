@@ -125,6 +125,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "BPS", env = "NYX5_FEE_BPS", default_value_t = 1000,
           value_parser = clap::value_parser!(i64).range(0..=nyx5_proto::limits::BPS_WHOLE))]
     fee_bps: i64,
+    /// How long a movement waits for a human's approval before its hold returns, in seconds.
+    #[arg(long, value_name = "SECONDS", env = "NYX5_APPROVAL_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(i64).range(1..=30 * 86_400))]
+    approval_seconds: i64,
     /// Run a federated index (spec §13): `/index/*` answers, and each tick crawls the houses
     /// registered with `POST /index/houses`.
     #[arg(long, env = "NYX5_INDEX", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1)]
@@ -310,6 +314,7 @@ pub(crate) fn run(args: Args) -> Outcome {
         config.require_relay = args.require_relay;
         config.welcome = args.welcome;
         config.fee_bps = args.fee_bps;
+        config.approval_ttl_ms = args.approval_seconds.saturating_mul(1_000);
         config.index_enabled = args.index;
         config.index_fetches = args.index_fetches;
         config.verifica_enabled = args.verifica;

@@ -13,6 +13,9 @@ use nyx5_proto::libro::{Line, check_lines, escrow_account, house_account};
 use nyx5_proto::quote::{ContractKind, Quote, Referrer};
 use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 
+use nyx5_proto::authority::Authority;
+
+use super::authority::{self as rule, Pending, PendingWrite, Use};
 use super::op::{Bond, MandateOp, Op};
 
 /// Most active mandates one grantor may hold granted.
@@ -31,6 +34,8 @@ pub fn stranger(who: &Address, rules: &Rules) -> Error {
 pub struct Rules {
     pub house: String,
     pub fee_bps: i64,
+    /// How long a movement waits for approval before its hold returns.
+    pub approval_ttl_ms: i64,
 }
 
 impl Rules {
@@ -246,6 +251,11 @@ pub struct Mandate {
     pub chain: Vec<String>,
     pub active: bool,
     pub contract: Option<String>,
+    /// How far its grantee goes alone; the ceiling of every sub-mandate under it.
+    pub authority: Option<Authority>,
+    /// Who decides what its authority asks, when not its grantor: the parent of a grantor whose
+    /// own card's authority was the ceiling (a subagent does not approve its own spending).
+    pub approver: Option<Address>,
     pub version: i64,
 }
 
@@ -255,7 +265,7 @@ impl Mandate {
             Some(c) => obj([("concepts", Value::Array(c.iter().map(|s| s.as_str().into()).collect()))]),
             None => Object::new(),
         };
-        Value::Object(obj([
+        let mut o = obj([
             ("id", self.id.as_str().into()),
             ("grantor", self.grantor.as_str().into()),
             ("grantee", self.grantee.as_str().into()),
@@ -268,7 +278,14 @@ impl Mandate {
             ("chain", Value::Array(self.chain.iter().map(|s| s.as_str().into()).collect())),
             ("state", if self.active { "active" } else { "revoked" }.into()),
             ("contract", self.contract.clone().into()),
-        ]))
+        ]);
+        if let Some(a) = &self.authority {
+            o.insert("authority".into(), a.to_value());
+        }
+        if let Some(a) = &self.approver {
+            o.insert("approver".into(), a.as_str().into());
+        }
+        Value::Object(o)
     }
 
     pub fn from_value(v: &Object, version: i64) -> Result<Mandate, Error> {
@@ -293,6 +310,8 @@ impl Mandate {
             chain: strings("chain").map_err(bad)?,
             active: field::str(v, "state").map_err(bad)? == "active",
             contract: field::opt_str(v, "contract").map_err(bad)?.map(str::to_owned),
+            authority: v.get("authority").map(Authority::from_value).transpose().map_err(bad)?,
+            approver: field::opt_str(v, "approver").map_err(bad)?.map(Address::parse).transpose().map_err(bad)?,
             version,
         })
     }
@@ -322,6 +341,13 @@ pub struct Facts {
     /// The contract's delivery is one `verifica@` gave up checking (its last attempt undecided):
     /// a delivery nobody could check, which its buyer may refund (docs/SPEC.md §22).
     pub unchecked: bool,
+    /// Movements each authority allowed in the past hour, by subject (`card:<address>`,
+    /// `mandate:<id>`).
+    pub uses: BTreeMap<String, i64>,
+    /// The pending approval the operation decides (approve, decline).
+    pub pending: Option<Pending>,
+    /// Approvals the operator has waiting.
+    pub pending_count: i64,
 }
 
 impl Facts {
@@ -338,6 +364,52 @@ pub struct Ctx {
     pub envelope: String,
     pub sha256: String,
     pub now: Timestamp,
+    /// The operator's own authority, when its card is delegated with one, and who delegated it.
+    pub card: Option<CardRule>,
+    /// The movement was approved by a human (`approve`): the gates lift, prohibition does not.
+    pub approved: Option<Approved>,
+    /// The operating envelope's own `expires`: an approval it waits for ends no later.
+    pub expires: Option<Timestamp>,
+}
+
+/// A delegated card's authority, and who approves what it asks: the nearest agent up its
+/// chain of delegations that is ruled by no authority of its own (a subagent never approves
+/// for a subagent it made).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CardRule {
+    pub authority: Authority,
+    pub delegator: Address,
+}
+
+impl CardRule {
+    pub fn to_value(&self) -> Value {
+        Value::Object(obj([("authority", self.authority.to_value()), ("approver", self.delegator.as_str().into())]))
+    }
+
+    pub fn from_value(v: &Object) -> Result<CardRule, Error> {
+        Ok(CardRule {
+            authority: Authority::from_value(field::required(v, "authority")?)?,
+            delegator: Address::parse(field::str(v, "approver")?)?,
+        })
+    }
+}
+
+/// Who approved a pending movement, and which.
+#[derive(Debug, Clone)]
+pub struct Approved {
+    pub pending: String,
+    pub by: Vec<Address>,
+    /// The `approve` envelope that completed it.
+    pub envelope: String,
+    /// The authorities whose asks were approved (`card:…`, `mandate:…`): only their gates lift.
+    pub asked: Vec<String>,
+}
+
+impl Ctx {
+    /// A context with no authority of the operator's own and no approval.
+    pub fn new(operator: Address, envelope: String, sha256: String, now: Timestamp) -> Ctx {
+        Ctx { operator, envelope, sha256, now, card: None, approved: None, expires: None }
+    }
 }
 
 /// An entry to post, before the house numbers and signs it.
@@ -371,6 +443,12 @@ pub enum MandateWrite {
         id: String,
         version: i64,
     },
+    /// `spent` of these mandates falls by `amount`: what a charge waiting for approval reserved,
+    /// given back (declined, expired). The approval's own guard makes it happen once.
+    Unspend {
+        links: Vec<String>,
+        amount: i64,
+    },
 }
 
 /// A deadline notice to send through the queue (docs/SPEC.md §16).
@@ -397,6 +475,10 @@ pub struct Decision {
     /// The contract `verifica@` now owes a check (a delivery of an escrow naming it arbiter with
     /// `terms.verify`; docs/SPEC.md §22).
     pub verify: Option<String>,
+    /// A movement waiting for approval, or one decided (docs/SPEC.md §16b).
+    pub pending: Option<PendingWrite>,
+    /// What the authorities with an hourly limit count of this movement.
+    pub uses: Vec<Use>,
 }
 
 /// A read the receipt needs that the kernel cannot do itself.
@@ -405,7 +487,7 @@ pub enum Read {
     Statement { account: String, limit: i64 },
 }
 
-fn refuse(kind: ErrorKind, reason: impl Into<String>) -> Error {
+pub(super) fn refuse(kind: ErrorKind, reason: impl Into<String>) -> Error {
     Error::new(kind, reason.into())
 }
 
@@ -464,7 +546,7 @@ fn contract_of<'a>(facts: &'a Facts, id: &str, me: &Address) -> Result<&'a Contr
 /// share, checked against it then, still fits), else the house's.
 fn rules_of(c: &Contract, rules: &Rules) -> Rules {
     let fee_bps = c.record.get("fee_bps").and_then(Value::as_safe_integer).unwrap_or(rules.fee_bps);
-    Rules { house: rules.house.clone(), fee_bps }
+    Rules { fee_bps, ..rules.clone() }
 }
 
 /// The contract's record after an event, with the entry id it posted (if any).
@@ -557,7 +639,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
     let mut d = Decision { parties: vec![me.clone()], ..Decision::default() };
     match op {
         Op::Accept { quote } => accept(quote, ctx, rules, facts, entry_id, &mut d)?,
-        Op::Deliver { contract, evidence_sha256, note } => {
+        Op::Deliver { contract, evidence_sha256, evidence_kind, note } => {
             let c = contract_of(facts, contract, me)?;
             if c.kind != Kind::Escrow {
                 return Err(refuse(
@@ -571,9 +653,19 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             if c.state != "held" {
                 return Err(refuse(ErrorKind::Conflict, format!("{contract} is {}, not held", c.state)));
             }
+            // What the terms ask a delivery to show for itself (docs/SPEC.md §16b).
+            let terms = c.record.get("terms").and_then(Value::as_object);
+            if let Some(policy) = nyx5_proto::authority::EvidencePolicy::of_terms(terms)? {
+                policy.admits(*evidence_kind, evidence_sha256.as_deref()).map_err(|e| {
+                    refuse(ErrorKind::Malformed, format!("{contract} cannot be delivered so: {}", e.reason))
+                })?;
+            }
             let mut extra = Object::new();
             if let Some(h) = evidence_sha256 {
                 extra.insert("evidence_sha256".into(), h.as_str().into());
+            }
+            if let Some(k) = evidence_kind {
+                extra.insert("evidence_kind".into(), k.as_str().into());
             }
             if let Some(n) = note {
                 extra.insert("note".into(), n.as_str().into());
@@ -581,6 +673,9 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let mut next = record_event(c, "delivered", ctx, "deliver", None, extra);
             if let Some(h) = evidence_sha256 {
                 next.record.insert("evidence_sha256".into(), h.as_str().into());
+            }
+            if let Some(k) = evidence_kind {
+                next.record.insert("evidence_kind".into(), k.as_str().into());
             }
             if verified_here(c, rules) {
                 d.verify = Some(c.id.clone());
@@ -744,6 +839,30 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let c = contract_of(facts, contract, me)?;
             d.receipt.insert("contract".into(), c.view());
         }
+        Op::Approve { .. } | Op::Decline { .. } => {
+            return Err(refuse(ErrorKind::Internal, "approvals are decided by libro::authority::approval"));
+        }
+    }
+    // Every authority over this movement judges it: refused, allowed now, or asked of a human
+    // first (a pending approval holding what it would move).
+    let gate = rule::gate(op, ctx, facts)?;
+    if ctx.approved.is_some()
+        && let Some(ask) = gate.asks.first()
+    {
+        // Approved for what it asked then; what asks now nobody has approved.
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("it asks for approval again ({}); decline it, and ask again", ask.reason),
+        ));
+    }
+    let mut d = if gate.asks.is_empty() {
+        gate.apply(&mut d);
+        d
+    } else {
+        rule::pending(op, ctx, rules, facts, d, gate.asks)?
+    };
+    if let Some(a) = &ctx.approved {
+        rule::mark_approved(&mut d, a);
     }
     if let Some(p) = &d.posting {
         check_lines(&p.lines)?;
@@ -827,6 +946,9 @@ fn accept(
     if facts.contract.as_ref().is_some_and(|c| c.id == quote.id) {
         return Err(refuse(ErrorKind::Conflict, format!("quote {} was accepted before", quote.id)));
     }
+    rule::check_contract_id(&quote.id)?;
+    // A contract never holds terms whose evidence policy nobody could keep or read.
+    nyx5_proto::authority::EvidencePolicy::of_terms(quote.terms.as_ref())?;
     let kind = kind_of(quote.contract);
     let mut record = base_record(&quote.id, kind, rules, quote.price, &quote.concept, ctx);
     record.insert("fee_bps".into(), rules.fee_bps.into());
@@ -879,6 +1001,9 @@ fn accept(
                 chain: vec![ctx.envelope.clone()],
                 active: true,
                 contract: Some(quote.id.clone()),
+                // The buyer's own ceiling bounds what it lets the seller charge.
+                authority: ctx.card.as_ref().map(|c| c.authority.clone()),
+                approver: ctx.card.as_ref().map(|c| c.delegator.clone()),
                 version: 1,
             };
             record.insert("mandate".into(), m.id.as_str().into());
@@ -939,6 +1064,7 @@ fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &m
     }
     need(facts, me.as_str(), b.amount)?;
     let id = ctx.envelope.clone();
+    rule::check_contract_id(&id)?;
     let mut record = base_record(&id, Kind::Bond, rules, b.amount, &b.claim, ctx);
     record.insert("bondholder".into(), me.as_str().into());
     record.insert("verifier".into(), b.verifier.as_str().into());
@@ -955,6 +1081,9 @@ fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &m
     record.insert("claim".into(), b.claim.as_str().into());
     record.insert("terms".into(), Value::Null);
     record.insert("evidence_sha256".into(), b.evidence_sha256.clone().into());
+    if let Some(k) = b.evidence_kind {
+        record.insert("evidence_kind".into(), k.as_str().into());
+    }
     record.insert("expires".into(), b.expires.map(|t| t.to_rfc3339()).into());
     record.insert("state".into(), "posted".into());
     let mut e = event(ctx, "bond");
@@ -999,6 +1128,18 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
         return Err(refuse(ErrorKind::Malformed, "a mandate's `expires` must be in the future"));
     }
     let id = ctx.envelope.clone();
+    // The grantee's authority: what the grantor declared, under every ceiling above it (the
+    // parent mandate's, the grantor's own card's); what it leaves unsaid comes from them.
+    let parent_rule = m.parent.as_ref().and_then(|_| facts.chain.last()).and_then(|p| p.authority.clone());
+    let mut authority = m.authority.clone();
+    for ceiling in [parent_rule, ctx.card.as_ref().map(|c| c.authority.clone())].into_iter().flatten() {
+        authority = Some(match authority {
+            Some(a) => {
+                a.under(&ceiling).map_err(|e| refuse(ErrorKind::Forbidden, format!("this mandate: {}", e.reason)))?
+            }
+            None => ceiling,
+        });
+    }
     let (root, chain, expires, concepts) = match &m.parent {
         None => (id.clone(), vec![id.clone()], m.expires, m.concepts.clone()),
         Some(parent_id) => {
@@ -1059,6 +1200,8 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
         chain,
         active: true,
         contract: None,
+        authority,
+        approver: ctx.card.as_ref().map(|c| c.delegator.clone()),
         version: 1,
     };
     push_party(&mut d.parties, Some(new.grantee.clone()));
@@ -1166,7 +1309,7 @@ mod tests {
     use super::*;
 
     fn rules(fee_bps: i64) -> Rules {
-        Rules { house: "a.test".into(), fee_bps }
+        Rules { house: "a.test".into(), fee_bps, approval_ttl_ms: 86_400_000 }
     }
 
     fn sum(lines: &[Line]) -> i64 {

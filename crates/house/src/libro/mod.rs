@@ -12,6 +12,7 @@
 //! race is read, decided and written again; a refusal goes back to `accept`, and the sender's
 //! house bounces it.
 
+pub mod authority;
 pub mod history;
 pub mod kernel;
 pub mod op;
@@ -33,7 +34,8 @@ use crate::store::libro as store;
 use crate::store::queue::{self as queue_store, NewJob, Outgoing};
 use crate::{House, port_error};
 
-use kernel::{ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
+use authority::{PendingWrite, Step};
+use kernel::{CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
 use op::Op;
 
 /// The Libro's local part.
@@ -48,10 +50,12 @@ pub const NOTICE_MEDIA: &str = "application/nyx5.aviso+json";
 pub const ATTEMPTS: usize = 4;
 /// Most bonds one tick returns, and most owed issues it posts.
 pub const UPKEEP_BATCH: i64 = 20;
+/// How long a decided or expired approval stays readable before the tick removes it.
+pub const KEEP_DECIDED_MS: i64 = 30 * 86_400_000;
 /// The house's own agents, signing with the domain key.
 pub const SYSTEM: [&str; 3] = [LIBRO, verifica::VERIFICA, tareas::TAREAS];
 /// The operations `libro@`'s card lists.
-pub const OPS: [&str; 12] = [
+pub const OPS: [&str; 14] = [
     "accept",
     "deliver",
     "release",
@@ -64,6 +68,8 @@ pub const OPS: [&str; 12] = [
     "balance",
     "statement",
     "contract",
+    "approve",
+    "decline",
 ];
 
 /// The card of `libro@<domain>`: the domain key as its `sig`, certified by itself, saying the
@@ -112,7 +118,20 @@ pub(crate) struct StampFacts {
     pub balance: i64,
     pub head: Head,
     pub bond: Option<kernel::Contract>,
+    /// Movements the sender's own card's authority allowed in the past hour.
+    pub uses: i64,
 }
+
+/// The operating envelope a pending approval keeps, from the row [`store::libro::facts`] read.
+fn pending_envelope(row: &crate::ports::Row) -> Option<String> {
+    match parse_json(row.text("pending")) {
+        Some(Value::Object(p)) => p.get("envelope").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// How many delegations up the approver of a card's authority is looked for.
+const MAX_DELEGATION_DEPTH: usize = 8;
 
 /// The facts an operation decides on, the head, and whether it was done before, from the row
 /// [`store::libro::facts`] read.
@@ -143,6 +162,18 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
         }
         facts.chain = chain;
     }
+    if let Some(Value::Object(p)) = parse_json(row.text("pending")) {
+        let version = p.get("version").and_then(Value::as_safe_integer).unwrap_or(0);
+        if let Some(Value::Object(record)) = p.get("record") {
+            facts.pending = Some(authority::Pending::from_value(record, version).map_err(|e| internal(&e.reason))?);
+        }
+    }
+    if let Some(Value::Object(u)) = parse_json(row.text("uses")) {
+        for (k, v) in u {
+            facts.uses.insert(k, v.as_safe_integer().unwrap_or(0));
+        }
+    }
+    facts.pending_count = row.int("pending_count").unwrap_or(0);
     facts.known = row.int("known") == Some(1);
     facts.unchecked = row.int("unchecked") == Some(1);
     facts.active_mandates = row.int("mandates").unwrap_or(0);
@@ -157,7 +188,11 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
 impl<D: Db, N: Net> House<D, N> {
     /// The rules the kernel applies here.
     pub fn libro_rules(&self) -> Rules {
-        Rules { house: self.config.domain.clone(), fee_bps: self.config.fee_bps }
+        Rules {
+            house: self.config.domain.clone(),
+            fee_bps: self.config.fee_bps,
+            approval_ttl_ms: self.config.approval_ttl_ms,
+        }
     }
 
     /// Whether `a` is this house's Libro.
@@ -276,22 +311,24 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<Outcome, Error> {
         let now = self.now();
         let sha = env.sha256_hex();
-        let ctx = Ctx { operator: env.from().clone(), envelope: env.id().to_owned(), sha256: sha.clone(), now };
+        let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), now);
+        ctx.expires = env.expires();
         let rules = self.libro_rules();
-        let accounts = {
-            let mut list = vec![Value::from(env.from().as_str())];
-            if let Some(c) = op.contract() {
-                list.push(escrow_account(c).into());
-            }
-            Value::Array(list).canonical_string()
-        };
+        let accounts = accounts_of(env.from(), op);
         let mut lost: Option<String> = None;
         let mut checked = false;
         for _ in 0..ATTEMPTS {
             // One read: whether it was done before, and everything the decision needs.
-            let row =
-                store::facts(&self.db, env.id(), &accounts, op.contract(), op.mandate(), env.from().as_str()).await?;
-            let (mut facts, head, done) = facts_of(&row)?;
+            let of = store::FactsOf {
+                accounts: &accounts,
+                contract: op.contract(),
+                mandate: op.mandate(),
+                operator: env.from().as_str(),
+                pending: op.pending(),
+                since: now.millis() - nyx5_proto::authority::HOUR_MS,
+            };
+            let row = store::facts(&self.db, env.id(), &of).await?;
+            let (mut facts, mut head, done) = facts_of(&row)?;
             if let Some(done) = done {
                 let refused = done
                     .get("refused")
@@ -316,10 +353,24 @@ impl<D: Db, N: Net> House<D, N> {
                     return Err(kernel::stranger(env.from(), &rules));
                 }
                 self.check_operator(env, card, op).await?;
+                // Who approves what the operator's own card asks: only for what its card judges.
+                if authority::judged_by_card(op) {
+                    ctx.card = self.card_rule(card).await?;
+                }
                 checked = true;
             }
             let entry_id = self.new_id();
-            let decision = kernel::decide(op, &ctx, &rules, &facts, &entry_id)?;
+            let decision = match op {
+                Op::Approve { .. } | Op::Decline { .. } => match authority::approval(op, &ctx, &facts)? {
+                    Step::Decided(d) => *d,
+                    Step::Complete(p) => {
+                        let (d, h) = self.approved(env, &p, pending_envelope(&row), &rules, &entry_id).await?;
+                        head = h;
+                        d
+                    }
+                },
+                _ => kernel::decide(op, &ctx, &rules, &facts, &entry_id)?,
+            };
             let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head).await?;
             match self.db.batch(stmts).await {
                 Ok(_) => {
@@ -508,6 +559,40 @@ impl<D: Db, N: Net> House<D, N> {
             }
             None => {}
         }
+        match &d.pending {
+            Some(PendingWrite::Insert(p)) => {
+                let record = text_of(&p.to_value())?;
+                let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+                let approvers =
+                    Value::Array(p.approvers().iter().map(|a| a.as_str().into()).collect()).canonical_string();
+                stmts.extend(store::insert_pending(
+                    &store::PendingRow {
+                        id: &p.id,
+                        operator: p.operator.as_str(),
+                        payer: p.hold.as_ref().map(|(a, _)| a.as_str()),
+                        amount: p.hold.as_ref().map_or(0, |(_, n)| *n),
+                        expires: p.expires.millis(),
+                        now: now.millis(),
+                        envelope: &text,
+                        record: &record,
+                        approvers: &approvers,
+                    },
+                    authority::MAX_PENDING,
+                ));
+            }
+            Some(PendingWrite::Update(p)) => {
+                let record = text_of(&p.to_value())?;
+                stmts.extend(store::update_pending(&p.id, p.version, &p.state, &record, now.millis()));
+            }
+            None => {}
+        }
+        for u in &d.uses {
+            // Counted under the envelope that moved (the original one, once approved).
+            let envelope = d.pending.as_ref().map_or(env.id(), |w| match w {
+                PendingWrite::Insert(p) | PendingWrite::Update(p) => p.id.as_str(),
+            });
+            stmts.extend(store::record_use(&u.subject, now.millis(), envelope, u.amount, u.limit));
+        }
         for m in &d.mandates {
             match m {
                 MandateWrite::Insert(m) => {
@@ -541,6 +626,7 @@ impl<D: Db, N: Net> House<D, N> {
                     }
                 }
                 MandateWrite::Revoke { id, version } => stmts.extend(store::revoke(id, *version)),
+                MandateWrite::Unspend { links, amount } => stmts.push(store::unspend(links, *amount)),
             }
         }
         let casa = house_account(&self.config.domain);
@@ -594,6 +680,90 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         Ok((stmts, queues))
+    }
+
+    /// The authority a delegated card holds, and who approves what it asks: its parent, or, when
+    /// that parent is itself ruled by an authority, the nearest agent up the chain that is not
+    /// (a subagent never approves for one it made).
+    async fn card_rule(&self, card: &AgentCard) -> Result<Option<CardRule>, Error> {
+        let Some(authority) = card.scope().and_then(|s| s.authority.clone()) else { return Ok(None) };
+        let mut by =
+            card.delegation().map(|d| d.by.clone()).ok_or_else(|| internal("a scope without its delegation"))?;
+        for _ in 0..MAX_DELEGATION_DEPTH {
+            let parent = self.resolve_agent(&by, false).await?;
+            match (parent.scope().and_then(|s| s.authority.as_ref()), parent.delegation()) {
+                (Some(_), Some(d)) => by = d.by.clone(),
+                _ => return Ok(Some(CardRule { authority, delegator: by })),
+            }
+        }
+        Err(Error::forbidden(format!(
+            "{}: no agent free of an authority within {MAX_DELEGATION_DEPTH} delegations to approve for it",
+            card.address()
+        )))
+    }
+
+    /// The decision of a movement whose every ask is now approved (pending `p`, its operating
+    /// envelope `text`): that envelope's operation decided again, under the approval, on what the
+    /// Libro holds now with the hold back in its payer's hands, and merged with the approval's
+    /// end. Answers it and the journal's head it read.
+    async fn approved(
+        &self,
+        approval: &Envelope,
+        p: &authority::Pending,
+        text: Option<String>,
+        rules: &Rules,
+        entry_id: &str,
+    ) -> Result<(Decision, Head), Error> {
+        let now = self.now();
+        let text = text.ok_or_else(|| internal("a pending approval without its envelope"))?;
+        let original = Envelope::parse(text.as_bytes(), nyx5_proto::limits::MAX_ENVELOPE_BYTES)
+            .map_err(|e| internal(&e.reason))?;
+        let op = read_op(&original)?;
+        // A movement its operator no longer wants after `expires` does not happen later.
+        original.check_not_expired(now).map_err(|_| {
+            Error::new(ErrorKind::Expired, format!("{} expired while it waited; decline it", original.id()))
+        })?;
+        // An offer that lapsed while it waited binds its seller no more.
+        if let Op::Accept { quote } = &op
+            && quote.expires.is_some_and(|e| now >= e)
+        {
+            return Err(Error::new(
+                ErrorKind::Expired,
+                format!("quote {} expired while it waited; decline it", quote.id),
+            ));
+        }
+        let accounts = {
+            let mut list = vec![Value::from(p.operator.as_str()), authority::hold_account(&p.id).into()];
+            if let Some(c) = op.contract() {
+                list.push(escrow_account(c).into());
+            }
+            Value::Array(list).canonical_string()
+        };
+        let of = store::FactsOf {
+            accounts: &accounts,
+            contract: op.contract(),
+            mandate: op.mandate(),
+            operator: p.operator.as_str(),
+            pending: Some(&p.id),
+            since: now.millis() - nyx5_proto::authority::HOUR_MS,
+        };
+        let row = store::facts(&self.db, approval.id(), &of).await?;
+        let (mut facts, head, _) = facts_of(&row)?;
+        facts.known = true;
+        let facts = authority::with_hold_returned(p, facts);
+        let ctx = authority::approved_ctx(p, approval.id(), now);
+        let d = kernel::decide(&op, &ctx, rules, &facts, entry_id)?;
+        Ok((authority::merge(p, &facts, d)?, head))
+    }
+
+    /// Statements sending `to` a notice from `libro@` (`application/nyx5.aviso+json`) about
+    /// `what` (a kind and the id it is about, from which its id is derived: sent twice, it is one).
+    fn notice(&self, what: (&str, &str), to: Address, body: Object, now: Timestamp) -> Result<Vec<Stmt>, Error> {
+        let id = self.derived_id(what.0, what.1, to.as_str());
+        let content = Content::new(NOTICE_MEDIA, Value::Object(body));
+        let mut draft = Draft::new(id, self.libro_address()?, vec![to], now, content);
+        draft.kind = Kind::Message;
+        self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)
     }
 
     fn libro_address(&self) -> Result<Address, Error> {
@@ -735,9 +905,18 @@ impl<D: Db, N: Net> House<D, N> {
     /// sender's balance, the journal's head and the vouching bond.
     pub(crate) async fn stamp_facts(&self, sender: &Address, bond: Option<&str>) -> Result<StampFacts, Error> {
         let accounts = Value::Array(vec![sender.as_str().into()]).canonical_string();
-        let row = store::facts(&self.db, "", &accounts, bond, None, sender.as_str()).await?;
+        let of = store::FactsOf {
+            accounts: &accounts,
+            contract: bond,
+            mandate: None,
+            operator: sender.as_str(),
+            pending: None,
+            since: self.now().millis() - nyx5_proto::authority::HOUR_MS,
+        };
+        let row = store::facts(&self.db, "", &of).await?;
         let (facts, head, _) = facts_of(&row)?;
-        Ok(StampFacts { balance: facts.balance(sender.as_str()), head, bond: facts.contract })
+        let uses = facts.uses.get(&format!("card:{sender}")).copied().unwrap_or(0);
+        Ok(StampFacts { balance: facts.balance(sender.as_str()), head, bond: facts.contract, uses })
     }
 
     /// The stamp of `amount` that `env`'s sender pays `to` (spec §19): a charge with the house's
@@ -820,16 +999,7 @@ impl<D: Db, N: Net> House<D, N> {
                     ("reason", "the bond expired and returned to its bondholder".into()),
                     ("asiento", entry.to_value()),
                 ]);
-                let id = self.derived_id("expiry", &c.id, holder.as_str());
-                let mut draft = Draft::new(
-                    id,
-                    self.libro_address()?,
-                    vec![holder],
-                    now,
-                    Content::new(NOTICE_MEDIA, Value::Object(body)),
-                );
-                draft.kind = Kind::Message;
-                stmts.extend(self.send_from_libro(draft.build()?.sign(&self.config.key)?, now)?);
+                stmts.extend(self.notice(("expiry", &c.id), holder, body, now)?);
             }
             match self.db.batch(stmts).await {
                 Ok(_) => done += 1,
@@ -838,8 +1008,67 @@ impl<D: Db, N: Net> House<D, N> {
                 Err(e) => return Err(port_error(e)),
             }
         }
+        done += self.expire_approvals().await?;
+        // Counts past their hour, and approvals decided a month ago, go.
+        let _ = self.db.batch(store::prune_authority(now.millis(), KEEP_DECIDED_MS, UPKEEP_BATCH)).await;
         Ok(done)
     }
+
+    /// Approvals nobody decided before their `expires`: each hold returns to its payer, and the
+    /// operator and every approver hear of it. Bounded per tick; answers how many.
+    async fn expire_approvals(&self) -> Result<usize, Error> {
+        let now = self.now();
+        let mut done = 0;
+        for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
+            let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
+            let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
+            let mut facts = Facts::default();
+            facts.balances.insert(authority::hold_account(&p.id), row.int("held").unwrap_or(0));
+            let Ok((posting, next)) = authority::expire(&p, &facts, now) else { continue };
+            let record = text_of(&next.to_value())?;
+            let mut stmts = Vec::from(store::update_pending(&p.id, p.version, &next.state, &record, now.millis()));
+            if let Some(MandateWrite::Unspend { links, amount }) = authority::unreserve(&next) {
+                stmts.push(store::unspend(&links, amount));
+            }
+            let mut entry = Value::Null;
+            if let Some(posting) = posting {
+                let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
+                let cause = format!("approval-expiry:{}", p.id);
+                let (e, stmt) = self.sign_entry(&posting, &self.new_id(), head, &cause)?;
+                entry = e.to_value();
+                stmts.insert(0, stmt);
+            }
+            for to in next.parties().into_iter().filter(|a| !self.is_system(a)) {
+                let body = obj([
+                    ("pending", next.to_value()),
+                    ("state", "expired".into()),
+                    ("reason", "nobody approved it in time; what it held returned".into()),
+                    ("asiento", entry.clone()),
+                ]);
+                stmts.extend(self.notice(("approval-expiry", &p.id), to, body, now)?);
+            }
+            match self.db.batch(stmts).await {
+                Ok(_) => done += 1,
+                // Decided or expired meanwhile: the next tick looks again.
+                Err(PortError::Constraint { .. }) => {}
+                Err(e) => return Err(port_error(e)),
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// The accounts an operation by `operator` may touch, as the facts query takes them: its own,
+/// the named contract's escrow, and the hold of the approval it decides.
+fn accounts_of(operator: &Address, op: &Op) -> String {
+    let mut list = vec![Value::from(operator.as_str())];
+    if let Some(c) = op.contract() {
+        list.push(escrow_account(c).into());
+    }
+    if let Some(p) = op.pending() {
+        list.push(authority::hold_account(p).into());
+    }
+    Value::Array(list).canonical_string()
 }
 
 /// The cause of `address`'s welcome gift.

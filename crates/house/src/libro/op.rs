@@ -1,6 +1,7 @@
 //! Operations (spec §16, docs/SPEC.md §16): the body `{op, …}` of an envelope to `libro@`, read
 //! into [`Op`]. Pure.
 
+use nyx5_proto::authority::{Authority, EvidenceKind};
 use nyx5_proto::json::field;
 use nyx5_proto::quote::Quote;
 use nyx5_proto::{Address, Error, Object, Timestamp, limits};
@@ -22,6 +23,7 @@ pub enum Op {
     Deliver {
         contract: String,
         evidence_sha256: Option<String>,
+        evidence_kind: Option<EvidenceKind>,
         note: Option<String>,
     },
     /// `verdict`: the arbiter's reasons, as `verifica@` sends them (docs/SPEC.md §22).
@@ -55,6 +57,15 @@ pub enum Op {
     Contract {
         contract: String,
     },
+    /// A grantor (or a subagent's parent) approves a movement its authority asked about.
+    Approve {
+        pending: String,
+    },
+    /// An approver declines it, or its operator withdraws it; the hold returns.
+    Decline {
+        pending: String,
+        note: Option<String>,
+    },
 }
 
 /// `bond {amount, claim, verifier, beneficiary?, arbiter?, evidence_sha256?, expires?, vouchee?}`.
@@ -66,6 +77,7 @@ pub struct Bond {
     pub beneficiary: Option<Address>,
     pub arbiter: Option<Address>,
     pub evidence_sha256: Option<String>,
+    pub evidence_kind: Option<EvidenceKind>,
     pub expires: Option<Timestamp>,
     pub vouchee: Option<Address>,
 }
@@ -78,6 +90,8 @@ pub struct MandateOp {
     pub concepts: Option<Vec<String>>,
     pub expires: Option<Timestamp>,
     pub parent: Option<String>,
+    /// How far its grantee goes alone (docs/SPEC.md §16b).
+    pub authority: Option<Authority>,
 }
 
 fn amount(o: &Object, name: &str) -> Result<i64, Error> {
@@ -117,6 +131,23 @@ fn time(o: &Object, name: &str) -> Result<Option<Timestamp>, Error> {
     field::opt_str(o, name)?.map(Timestamp::parse).transpose()
 }
 
+fn evidence_kind(o: &Object) -> Result<Option<EvidenceKind>, Error> {
+    field::opt_str(o, "evidence_kind")?.map(EvidenceKind::parse).transpose()
+}
+
+/// A mandate's authority: checked, and in `tok` if it caps an amount (the one currency here).
+fn authority(o: &Object) -> Result<Option<Authority>, Error> {
+    let Some(v) = o.get("authority") else { return Ok(None) };
+    let a = Authority::from_value(v)?;
+    if a.currency.as_deref().is_some_and(|c| c != nyx5_proto::libro::CURRENCY) {
+        return Err(Error::malformed(format!(
+            "this Libro keeps {}: an authority's cap is counted in it",
+            nyx5_proto::libro::CURRENCY
+        )));
+    }
+    Ok(Some(a))
+}
+
 /// Most bytes of a verdict (its canonical JSON): it repeats the contract's tests, which come
 /// from a quote of at most `MAX_QUOTE_BYTES`, and adds a result and a reason to each.
 pub const MAX_VERDICT_BYTES: usize = 2 * limits::MAX_QUOTE_BYTES;
@@ -153,6 +184,7 @@ impl Op {
             "deliver" => Op::Deliver {
                 contract: id(body, "contract")?,
                 evidence_sha256: sha256_hex(body, "evidence_sha256")?,
+                evidence_kind: evidence_kind(body)?,
                 note: text(body, "note")?,
             },
             "release" => Op::Release { contract: id(body, "contract")?, verdict: verdict(body)? },
@@ -166,6 +198,7 @@ impl Op {
                 beneficiary: address(body, "beneficiary")?,
                 arbiter: address(body, "arbiter")?,
                 evidence_sha256: sha256_hex(body, "evidence_sha256")?,
+                evidence_kind: evidence_kind(body)?,
                 expires: time(body, "expires")?,
                 vouchee: address(body, "vouchee")?,
             }),
@@ -199,6 +232,7 @@ impl Op {
                     parent: field::opt_str(body, "parent")?
                         .map(|p| nyx5_proto::address::check_id(p).map(|()| p.to_owned()))
                         .transpose()?,
+                    authority: authority(body)?,
                 })
             }
             "charge" => {
@@ -218,6 +252,8 @@ impl Op {
                 Op::Statement { limit }
             }
             "contract" => Op::Contract { contract: id(body, "contract")? },
+            "approve" => Op::Approve { pending: id(body, "pending")? },
+            "decline" => Op::Decline { pending: id(body, "pending")?, note: text(body, "note")? },
             other => return Err(Error::malformed(format!("unknown Libro operation {other:?}"))),
         })
     }
@@ -236,6 +272,8 @@ impl Op {
             Op::Balance => "balance",
             Op::Statement { .. } => "statement",
             Op::Contract { .. } => "contract",
+            Op::Approve { .. } => "approve",
+            Op::Decline { .. } => "decline",
         }
     }
 
@@ -272,6 +310,14 @@ impl Op {
             | Op::Refund { contract, .. }
             | Op::Forfeit { contract, .. }
             | Op::Contract { contract } => Some(contract),
+            _ => None,
+        }
+    }
+
+    /// The pending approval the operation decides, if any.
+    pub fn pending(&self) -> Option<&str> {
+        match self {
+            Op::Approve { pending } | Op::Decline { pending, .. } => Some(pending),
             _ => None,
         }
     }

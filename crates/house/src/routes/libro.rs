@@ -64,6 +64,16 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
         })
         .map(|m| m.to_value())
         .collect();
+    // Movements it asked approval for, or may decide, those still waiting first.
+    let pending: Vec<Value> = store::pending_of(&house.db, who, ACCOUNT_LIST_MAX)
+        .await?
+        .iter()
+        .filter_map(|r| {
+            let record = Value::parse_str(r.text("record")?).ok()?;
+            crate::libro::authority::Pending::from_value(record.as_object()?, r.int("version").unwrap_or(0)).ok()
+        })
+        .map(|p| p.to_value())
+        .collect();
     let entries = parsed(store::statement(&house.db, who, ACCOUNT_ENTRIES).await?);
     Ok(Response::json(
         200,
@@ -73,6 +83,7 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
             ("balance", balance.into()),
             ("contracts", Value::Array(contracts)),
             ("mandates", Value::Array(mandates)),
+            ("pending", Value::Array(pending)),
             ("entries", entries),
         ]),
     ))

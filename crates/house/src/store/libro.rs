@@ -25,18 +25,23 @@ pub const OP_DONE: &str = "libro_ops.envelope_id";
 /// An entry for this cause is already posted.
 pub const CAUSE_DONE: &str = "libro_entries.cause";
 
+/// What [`facts`] reads about: the accounts (a JSON list), the contract, the mandate, the
+/// operator, the pending approval, and the instant the past hour starts at.
+#[derive(Debug, Clone, Copy)]
+pub struct FactsOf<'a> {
+    pub accounts: &'a str,
+    pub contract: Option<&'a str>,
+    pub mandate: Option<&'a str>,
+    pub operator: &'a str,
+    pub pending: Option<&'a str>,
+    pub since: i64,
+}
+
 /// What an operation needs to read, in one query: whether the envelope was done before, the
 /// journal's head, the balances of `accounts` (a JSON list) and of the root grantor of
 /// `mandate`, the contract `contract`, every mandate in `mandate`'s chain, and whether
 /// `operator` has an account here and how many active mandates it granted.
-pub async fn facts<D: Db>(
-    db: &D,
-    op: &str,
-    accounts: &str,
-    contract: Option<&str>,
-    mandate: Option<&str>,
-    operator: &str,
-) -> Result<Row, Error> {
+pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Error> {
     Ok(one(
         db,
         stmt!(
@@ -56,12 +61,22 @@ pub async fn facts<D: Db>(
                (SELECT json_group_array(json_object('version', version,
                          'record', json_set(json(record), '$.spent', spent, '$.state', state)))
                   FROM libro_mandates
-                 WHERE id IN (SELECT value FROM json_each((SELECT chain FROM libro_mandates WHERE id = ?4)))) AS chain",
+                 WHERE id IN (SELECT value FROM json_each((SELECT chain FROM libro_mandates WHERE id = ?4)))) AS chain,
+               (SELECT json_object('version', version, 'record', json(record), 'envelope', envelope)
+                  FROM libro_pending WHERE id = ?6) AS pending,
+               (SELECT count(*) FROM libro_pending WHERE operator = ?5 AND state = 'pending') AS pending_count,
+               (SELECT json_group_object(subject, n) FROM
+                  (SELECT subject, count(*) AS n FROM libro_uses
+                    WHERE at > ?7 AND (subject = 'card:' || ?5 OR subject IN
+                      (SELECT 'mandate:' || value FROM json_each((SELECT chain FROM libro_mandates WHERE id = ?4))))
+                    GROUP BY subject)) AS uses",
             op,
-            accounts,
-            contract,
-            mandate,
-            operator
+            r.accounts,
+            r.contract,
+            r.mandate,
+            r.operator,
+            r.pending,
+            r.since
         ),
     )
     .await?
@@ -393,6 +408,16 @@ pub fn spend(id: &str, version: i64, amount: i64) -> [Stmt; 2] {
     ]
 }
 
+/// `spent` of the mandates `links` falls by `amount`: a waiting charge's reservation given back.
+pub fn unspend(links: &[String], amount: i64) -> Stmt {
+    let links = nyx5_proto::Value::Array(links.iter().map(|l| l.as_str().into()).collect()).canonical_string();
+    stmt!(
+        "UPDATE libro_mandates SET spent = spent - ?, version = version + 1 WHERE id IN (SELECT value FROM json_each(?))",
+        amount,
+        links
+    )
+}
+
 /// Mandate `id` (if it still has `version`) and every active mandate under it are revoked.
 pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
     [
@@ -446,4 +471,153 @@ pub fn mandates_within(grantor: &str, max: i64) -> Stmt {
         grantor,
         max
     )
+}
+
+/// The columns of a new pending approval.
+#[derive(Debug)]
+pub struct PendingRow<'a> {
+    pub id: &'a str,
+    pub operator: &'a str,
+    pub payer: Option<&'a str>,
+    pub amount: i64,
+    pub expires: i64,
+    pub now: i64,
+    pub envelope: &'a str,
+    pub record: &'a str,
+    /// JSON list of who may approve it.
+    pub approvers: &'a str,
+}
+
+/// A new pending approval, its approvers, and the guard that its operator has at most `max`
+/// waiting.
+pub fn insert_pending(p: &PendingRow<'_>, max: i64) -> [Stmt; 3] {
+    [
+        stmt!(
+            "INSERT INTO libro_pending (id, operator, state, payer, amount, expires, created, updated, envelope, record)
+             VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+            p.id,
+            p.operator,
+            p.payer,
+            p.amount,
+            p.expires,
+            p.now,
+            p.now,
+            p.envelope,
+            p.record
+        ),
+        stmt!(
+            "INSERT OR IGNORE INTO libro_pending_approvers (pending, approver) SELECT ?, value FROM json_each(?)",
+            p.id,
+            p.approvers
+        ),
+        guard!(
+            "pending_within",
+            "(SELECT count(*) FROM libro_pending WHERE operator = ? AND state = 'pending') <= ?",
+            p.operator,
+            max
+        ),
+    ]
+}
+
+/// Approval `id` as it becomes, if it still has `version` and is still pending.
+pub fn update_pending(id: &str, version: i64, state: &str, record: &str, now: i64) -> [Stmt; 2] {
+    [
+        guard!(
+            "libro_version",
+            "EXISTS (SELECT 1 FROM libro_pending WHERE id = ? AND version = ? AND state = 'pending')",
+            id,
+            version
+        ),
+        stmt!(
+            "UPDATE libro_pending SET state = ?, record = ?, updated = ?, version = version + 1 WHERE id = ?",
+            state,
+            record,
+            now,
+            id
+        ),
+    ]
+}
+
+/// A movement `subject`'s authority counts: the rows past the hour go, this one is written, and
+/// the hour may hold at most `limit` (else the batch lost a race: decide again). Without a limit
+/// (a movement a human approved past it) it is counted all the same.
+pub fn record_use(subject: &str, at: i64, envelope: &str, amount: i64, limit: Option<i64>) -> Vec<Stmt> {
+    let since = at - nyx5_proto::authority::HOUR_MS;
+    let mut out = vec![
+        stmt!("DELETE FROM libro_uses WHERE subject = ? AND at <= ?", subject, since),
+        stmt!(
+            "INSERT OR IGNORE INTO libro_uses (subject, at, envelope, amount) VALUES (?, ?, ?, ?)",
+            subject,
+            at,
+            envelope,
+            amount
+        ),
+    ];
+    if let Some(limit) = limit {
+        out.push(guard!(
+            "uses_within",
+            "(SELECT count(*) FROM libro_uses WHERE subject = ? AND at > ?) <= ?",
+            subject,
+            since,
+            limit
+        ));
+    }
+    out
+}
+
+/// The tick's tidying: counts older than the hour, and approvals decided or expired more than
+/// `keep_ms` ago, at most `limit` of each.
+pub fn prune_authority(now: i64, keep_ms: i64, limit: i64) -> Vec<Stmt> {
+    let before = now - keep_ms;
+    vec![
+        stmt!(
+            "DELETE FROM libro_uses WHERE (subject, envelope) IN
+               (SELECT subject, envelope FROM libro_uses WHERE at <= ? LIMIT ?)",
+            now - nyx5_proto::authority::HOUR_MS,
+            limit
+        ),
+        stmt!(
+            "DELETE FROM libro_pending_approvers WHERE pending IN
+               (SELECT id FROM libro_pending WHERE state <> 'pending' AND updated <= ? LIMIT ?)",
+            before,
+            limit
+        ),
+        stmt!(
+            "DELETE FROM libro_pending WHERE id IN
+               (SELECT id FROM libro_pending WHERE state <> 'pending' AND updated <= ?
+                  AND NOT EXISTS (SELECT 1 FROM libro_pending_approvers a WHERE a.pending = libro_pending.id) LIMIT ?)",
+            before,
+            limit
+        ),
+    ]
+}
+
+/// Pending approvals past their `expires`, oldest first, with the balance of their hold.
+pub async fn pending_due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT p.record, p.version,
+                    (SELECT balance FROM libro_accounts WHERE account = json_extract(p.record, '$.hold.held_in')) AS held
+               FROM libro_pending p WHERE p.state = 'pending' AND p.expires <= ? ORDER BY p.expires LIMIT ?",
+            now,
+            limit
+        ),
+    )
+    .await
+}
+
+/// Approvals `who` asked for or may decide, newest first.
+pub async fn pending_of<D: Db>(db: &D, who: &str, limit: i64) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT record, version FROM libro_pending
+              WHERE operator = ?1 OR id IN (SELECT pending FROM libro_pending_approvers WHERE approver = ?1)
+              ORDER BY state = 'pending' DESC, created DESC, id LIMIT ?2",
+            who,
+            limit
+        ),
+    )
+    .await
 }

@@ -9,7 +9,7 @@ use crate::common::{admin, refused, register, register_by, served_card};
 use crate::kit::*;
 
 fn delegation(parent: &Agent, child: &Agent, cap: i64, house: &TestHouse) -> Value {
-    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(cap) };
+    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(cap), authority: None };
     Delegation::sign(&parent.address, &child.address, &child.sig.public(), &scope, None, house.now(), &parent.sig)
         .unwrap()
         .to_value()

@@ -83,7 +83,7 @@ impl Remote {
         let mut draft = AgentCardDraft::new(address.clone(), key.public(), None, now);
         draft.valid_until = until;
         draft.delegation = parent.map(|(by, parent_key)| {
-            let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(10) };
+            let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(10), authority: None };
             Delegation::sign(by, &address, &key.public(), &scope, None, now, parent_key).unwrap()
         });
         let card = draft.certify(&self.key).unwrap();

@@ -32,11 +32,13 @@ fn a_grandchild_cannot_be_given_types_or_domains_its_parent_lacks() {
     let alice = Agent::new("alice@a.test", 10);
     enrol(&a, &alice, &[]);
     let helper = Agent::new("helper.alice@a.test", 11);
-    let narrow = Scope { types: types(&["message"]), to_domains: types(&["a.test"]), cap: None };
+    let narrow = Scope { types: types(&["message"]), to_domains: types(&["a.test"]), cap: None, authority: None };
     json(&delegate(&a, &alice, &helper, narrow), 201);
 
-    let wider_types = Scope { types: types(&["message", "task"]), to_domains: types(&["a.test"]), cap: None };
-    let wider_domains = Scope { types: types(&["message"]), to_domains: types(&["a.test", "b.test"]), cap: None };
+    let wider_types =
+        Scope { types: types(&["message", "task"]), to_domains: types(&["a.test"]), cap: None, authority: None };
+    let wider_domains =
+        Scope { types: types(&["message"]), to_domains: types(&["a.test", "b.test"]), cap: None, authority: None };
     let any = Scope::default();
     for (i, scope) in [wider_types, wider_domains, any].into_iter().enumerate() {
         let grandchild = Agent::new("sub.helper.alice@a.test", 12 + i as u8);
@@ -48,7 +50,12 @@ fn a_grandchild_cannot_be_given_types_or_domains_its_parent_lacks() {
     // Within the parent's scope it works.
     let fine = Agent::new("sub.helper.alice@a.test", 20);
     json(
-        &delegate(&a, &helper, &fine, Scope { types: types(&["message"]), to_domains: types(&["a.test"]), cap: None }),
+        &delegate(
+            &a,
+            &helper,
+            &fine,
+            Scope { types: types(&["message"]), to_domains: types(&["a.test"]), cap: None, authority: None },
+        ),
         201,
     );
 }
@@ -61,7 +68,7 @@ fn the_receiving_house_refuses_mail_outside_the_senders_delegation() {
     enrol(&a, &alice, &[]);
     enrol(&b, &bob, &[]);
     let local_only = Agent::new("local.alice@a.test", 11);
-    let scope = Scope { types: None, to_domains: types(&["a.test"]), cap: None };
+    let scope = Scope { types: None, to_domains: types(&["a.test"]), cap: None, authority: None };
     json(&delegate(&a, &alice, &local_only, scope), 201);
 
     let env = envelope(&local_only, "s1", &[&bob.address], |_| {});
@@ -77,7 +84,15 @@ fn the_receiving_house_refuses_mail_outside_the_senders_delegation() {
 
     // A type the delegation leaves out is refused the same way, even to an allowed domain.
     let messages_only = Agent::new("msg.alice@a.test", 12);
-    json(&delegate(&a, &alice, &messages_only, Scope { types: types(&["message"]), to_domains: None, cap: None }), 201);
+    json(
+        &delegate(
+            &a,
+            &alice,
+            &messages_only,
+            Scope { types: types(&["message"]), to_domains: None, cap: None, authority: None },
+        ),
+        201,
+    );
     let task = envelope(&messages_only, "s2", &[&bob.address], |d| d.kind = nyx5_proto::envelope::Kind::Task);
     assert_eq!(deliver(&a, &b, &task).status, 403);
     let message = envelope(&messages_only, "s3", &[&bob.address], |_| {});
@@ -123,7 +138,7 @@ fn a_subagent_cannot_escape_its_delegation_through_the_email_bridge() {
     let ceo = Agent::new("ceo@a.test", 10);
     enrol(&a, &ceo, &[]);
     let assistant = Agent::new("assistant.ceo@a.test", 11);
-    let scope = Scope { types: types(&["task"]), to_domains: types(&["partner.test"]), cap: None };
+    let scope = Scope { types: types(&["task"]), to_domains: types(&["partner.test"]), cap: None, authority: None };
     json(&delegate(&a, &ceo, &assistant, scope), 201);
     let email = |to: &str| Value::Object(nyx5_proto::json::obj([("to", to.into()), ("body", "hi".into())]));
     // Neither a domain its delegation leaves out, nor a type it leaves out (email is a message).
@@ -132,7 +147,7 @@ fn a_subagent_cannot_escape_its_delegation_through_the_email_bridge() {
     assert_eq!(assistant.post(&a, "/email/out", &email("boss@partner.test")).status, 403);
     // A subagent allowed to write messages there may.
     let writer = Agent::new("writer.ceo@a.test", 12);
-    let scope = Scope { types: types(&["message"]), to_domains: types(&["partner.test"]), cap: None };
+    let scope = Scope { types: types(&["message"]), to_domains: types(&["partner.test"]), cap: None, authority: None };
     json(&delegate(&a, &ceo, &writer, scope), 201);
     assert_eq!(writer.post(&a, "/email/out", &email("boss@partner.test")).status, 202);
     assert_eq!(writer.post(&a, "/email/out", &email("anyone@gmail.example")).status, 403);

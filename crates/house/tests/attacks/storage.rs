@@ -342,7 +342,7 @@ fn an_agent_over_its_outbound_rate_gets_429() {
 
     // Subagents share their root's minute: enrolling them does not multiply the rate.
     w.clock.advance(MINUTE);
-    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(10) };
+    let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(10), authority: None };
     let mut subs = Vec::new();
     for (i, name) in ["s1.ana@a.test", "s2.ana@a.test"].into_iter().enumerate() {
         let sub = Agent::new(name, 50 + u8::try_from(i).unwrap());

@@ -520,17 +520,25 @@ pub fn json(resp: &Response, status: u16) -> Value {
 
 /// The envelopes waiting in `agent`'s mailbox (GET /mailbox, first 200), oldest first.
 pub fn mailbox(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
-    let v = json(&agent.get(house, &format!("/mailbox/{}?limit=200", agent.address.local())), 200);
-    let page = v.as_object().expect("a JSON object");
-    page["envelopes"]
-        .as_array()
-        .expect("envelopes")
-        .iter()
-        .map(|e| {
+    // Every page: a page stops at a byte budget as well as at its limit.
+    let mut out = Vec::new();
+    let mut after: Option<i64> = None;
+    loop {
+        let path = match after {
+            Some(a) => format!("/mailbox/{}?limit=200&after={a}", agent.address.local()),
+            None => format!("/mailbox/{}?limit=200", agent.address.local()),
+        };
+        let v = json(&agent.get(house, &path), 200);
+        let page = v.as_object().expect("a JSON object");
+        out.extend(page["envelopes"].as_array().expect("envelopes").iter().map(|e| {
             let item = e.as_object().expect("an item");
             Envelope::from_object(item["envelope"].as_object().expect("an envelope").clone()).expect("a valid envelope")
-        })
-        .collect()
+        }));
+        match page.get("next").and_then(Value::as_safe_integer) {
+            Some(n) if Some(n) != after => after = Some(n),
+            _ => return out,
+        }
+    }
 }
 
 /// The operator tops `address` up with `amount` at `house` (`POST /libro/topup`).

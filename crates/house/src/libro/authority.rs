@@ -1,0 +1,939 @@
+//! Authority in the Libro (docs/SPEC.md §16b): every money-moving operation judged by the
+//! authorities over it, and the movements that wait for a human. Pure, like the kernel.
+//!
+//! [`gate`] finds the authorities over an operation — the operator's own (a delegated card's
+//! `scope.authority`) for `accept`, `bond`, `mandate` and a buyer's `release`, every link's of a
+//! mandate's chain for `charge` — and judges it under each ([`Authority::judge`]). A refusal
+//! refuses the operation; an ask turns the kernel's decision into a [`Pending`] approval
+//! ([`pending`]) that holds what the movement would pay in `escrow:hold.<id>` (and, for a
+//! charge, reserves its amount in the chain's `spent`). [`approval`] decides `approve` and `decline`;
+//! once every ask is approved, the house decides the original operation again with the
+//! approval in its context and [`merge`] makes one entry of the hold's return and the movement.
+//! [`expire`] returns the hold of an approval nobody decided in time.
+
+use nyx5_proto::authority::{Authority, Consequence, Intent, Verdict};
+use nyx5_proto::crypto::{hex, sha256};
+use nyx5_proto::json::{field, obj};
+use nyx5_proto::libro::{CURRENCY, ESCROW_PREFIX, Line};
+use nyx5_proto::quote::ContractKind;
+use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value};
+
+use super::kernel::{
+    Approved, CardRule, Ctx, Decision, Facts, Kind, MandateWrite, Posting, Rules, fold, move_all, refuse,
+};
+use super::op::Op;
+
+/// Most approvals one operator may have waiting (409 beyond).
+pub const MAX_PENDING: i64 = 100;
+
+/// What starts every hold account's id; no contract's id may start so ([`check_contract_id`]).
+pub const HOLD_PREFIX: &str = "hold.";
+
+/// The account that holds what a pending movement would pay: `escrow:hold.<id>`, or, for an id
+/// too long to name an account, `escrow:hold.-<hash>` (no id starts with `-`, so the two forms
+/// never meet).
+pub fn hold_account(id: &str) -> String {
+    let named = format!("{HOLD_PREFIX}{id}");
+    if nyx5_proto::address::check_id(&named).is_ok() {
+        format!("{ESCROW_PREFIX}{named}")
+    } else {
+        format!("{ESCROW_PREFIX}{HOLD_PREFIX}-{}", hex(&sha256(id.as_bytes())).get(..32).unwrap_or_default())
+    }
+}
+
+/// A contract's id may not be one whose escrow account would be a hold's (400).
+pub fn check_contract_id(id: &str) -> Result<(), Error> {
+    if id.starts_with(HOLD_PREFIX) {
+        return Err(refuse(ErrorKind::Malformed, format!("a contract's id may not start with {HOLD_PREFIX:?}")));
+    }
+    Ok(())
+}
+
+/// What one authority asked of a human.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// Whose authority: `card:<address>` or `mandate:<id>`.
+    pub of: String,
+    pub reason: String,
+    /// Who may approve it: the subagent's parent; the grantor of the link or any above it.
+    pub approvers: Vec<Address>,
+    pub authority: Authority,
+}
+
+impl Ask {
+    fn to_value(&self) -> Value {
+        Value::Object(obj([
+            ("of", self.of.as_str().into()),
+            ("reason", self.reason.as_str().into()),
+            ("approvers", addresses(&self.approvers)),
+            ("authority", self.authority.to_value()),
+        ]))
+    }
+
+    fn from_value(v: &Value) -> Result<Ask, Error> {
+        let o = v.as_object().ok_or_else(|| stored("ask"))?;
+        Ok(Ask {
+            of: field::str(o, "of")?.to_owned(),
+            reason: field::str(o, "reason")?.to_owned(),
+            approvers: read_addresses(o, "approvers")?,
+            authority: Authority::from_value(field::required(o, "authority")?)?,
+        })
+    }
+}
+
+fn addresses(list: &[Address]) -> Value {
+    Value::Array(list.iter().map(|a| a.as_str().into()).collect())
+}
+
+fn read_addresses(o: &Object, name: &str) -> Result<Vec<Address>, Error> {
+    field::array(o, name)?.iter().map(|a| Address::parse(a.as_str().unwrap_or_default())).collect()
+}
+
+fn stored(what: &str) -> Error {
+    Error::new(ErrorKind::Internal, format!("stored approval: {what}"))
+}
+
+/// A movement waiting for approval (docs/SPEC.md §16b), as the house keeps it and receipts
+/// show it. Its id is the operating envelope's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub id: String,
+    pub house: String,
+    pub operator: Address,
+    pub op: String,
+    pub op_sha256: String,
+    /// What it holds: the account that would pay, and how much (none for a grant).
+    pub hold: Option<(String, i64)>,
+    pub concept: String,
+    /// What the movement is, for whoever decides: counterparty, amount or cap, quote, parent.
+    pub summary: Object,
+    /// The operator's own card's rule when it asked, kept for the movement's decision once
+    /// approved (a mandate it grants keeps its ceiling and its approver).
+    pub card: Option<CardRule>,
+    /// What a waiting charge reserved of its chain's caps: the links, and the amount counted in
+    /// their `spent` until it is decided (given back when declined or expired).
+    pub reserved: Option<(Vec<String>, i64)>,
+    pub asks: Vec<Ask>,
+    pub approved_by: Vec<Address>,
+    /// `pending`, `approved`, `declined` or `expired`.
+    pub state: String,
+    pub created: Timestamp,
+    pub expires: Timestamp,
+    pub decided_by: Option<Address>,
+    pub note: Option<String>,
+    pub version: i64,
+}
+
+impl Pending {
+    pub fn to_value(&self) -> Value {
+        let hold = match &self.hold {
+            Some((account, amount)) => Value::Object(obj([
+                ("account", account.as_str().into()),
+                ("amount", (*amount).into()),
+                ("held_in", hold_account(&self.id).into()),
+            ])),
+            None => Value::Null,
+        };
+        let mut o = obj([
+            ("id", self.id.as_str().into()),
+            ("house", self.house.as_str().into()),
+            ("operator", self.operator.as_str().into()),
+            ("op", self.op.as_str().into()),
+            ("op_sha256", self.op_sha256.as_str().into()),
+            ("hold", hold),
+            ("concept", self.concept.as_str().into()),
+            ("summary", Value::Object(self.summary.clone())),
+            ("asks", Value::Array(self.asks.iter().map(Ask::to_value).collect())),
+            ("approved_by", addresses(&self.approved_by)),
+            ("awaiting", addresses(&self.awaiting())),
+            ("state", self.state.as_str().into()),
+            ("created", self.created.to_rfc3339().into()),
+            ("expires", self.expires.to_rfc3339().into()),
+        ]);
+        if let Some(c) = &self.card {
+            o.insert("card".into(), c.to_value());
+        }
+        if let Some((links, amount)) = &self.reserved {
+            let links = Value::Array(links.iter().map(|l| l.as_str().into()).collect());
+            o.insert("reserved".into(), Value::Object(obj([("links", links), ("amount", (*amount).into())])));
+        }
+        if let Some(d) = &self.decided_by {
+            o.insert("decided_by".into(), d.as_str().into());
+        }
+        if let Some(n) = &self.note {
+            o.insert("note".into(), n.as_str().into());
+        }
+        Value::Object(o)
+    }
+
+    pub fn from_value(v: &Object, version: i64) -> Result<Pending, Error> {
+        let time = |name: &str| Timestamp::parse(field::str(v, name)?);
+        let hold = match v.get("hold") {
+            Some(Value::Object(h)) => Some((field::str(h, "account")?.to_owned(), field::integer(h, "amount")?)),
+            _ => None,
+        };
+        let asks = field::array(v, "asks")?.iter().map(Ask::from_value).collect::<Result<Vec<_>, _>>()?;
+        Ok(Pending {
+            id: field::str(v, "id")?.to_owned(),
+            house: field::str(v, "house")?.to_owned(),
+            operator: Address::parse(field::str(v, "operator")?)?,
+            op: field::str(v, "op")?.to_owned(),
+            op_sha256: field::str(v, "op_sha256")?.to_owned(),
+            hold,
+            concept: field::str(v, "concept")?.to_owned(),
+            summary: field::opt_object(v, "summary")?.cloned().unwrap_or_default(),
+            card: field::opt_object(v, "card")?.map(CardRule::from_value).transpose()?,
+            reserved: match field::opt_object(v, "reserved")? {
+                Some(r) => Some((
+                    field::array(r, "links")?.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+                    field::integer(r, "amount")?,
+                )),
+                None => None,
+            },
+            asks,
+            approved_by: read_addresses(v, "approved_by")?,
+            state: field::str(v, "state")?.to_owned(),
+            created: time("created")?,
+            expires: time("expires")?,
+            decided_by: field::opt_str(v, "decided_by")?.map(Address::parse).transpose()?,
+            note: field::opt_str(v, "note")?.map(str::to_owned),
+            version,
+        })
+    }
+
+    /// Everyone who may approve one of its asks, each once.
+    pub fn approvers(&self) -> Vec<Address> {
+        let mut out: Vec<Address> = Vec::new();
+        for a in self.asks.iter().flat_map(|a| a.approvers.iter()) {
+            if !out.contains(a) {
+                out.push(a.clone());
+            }
+        }
+        out
+    }
+
+    /// The operator and every approver: who may see it (to anyone else it does not exist).
+    pub fn parties(&self) -> Vec<Address> {
+        let mut out = vec![self.operator.clone()];
+        for a in self.approvers() {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// The asks nobody who may approve them has approved yet.
+    fn open_asks(&self) -> impl Iterator<Item = &Ask> {
+        self.asks.iter().filter(|a| !a.approvers.iter().any(|x| self.approved_by.contains(x)))
+    }
+
+    /// Who could approve what is still open.
+    pub fn awaiting(&self) -> Vec<Address> {
+        let mut out: Vec<Address> = Vec::new();
+        for a in self.open_asks().flat_map(|a| a.approvers.iter()) {
+            if !out.contains(a) {
+                out.push(a.clone());
+            }
+        }
+        out
+    }
+}
+
+/// What changes in the approvals table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PendingWrite {
+    Insert(Box<Pending>),
+    /// The approval as it becomes; the batch guards that it still has its version.
+    Update(Box<Pending>),
+}
+
+/// A movement an authority with an hourly limit counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Use {
+    pub subject: String,
+    pub amount: i64,
+    /// Its `max_per_hour`: the batch refuses a count past it (a race lost); none for a movement
+    /// a human approved past it.
+    pub limit: Option<i64>,
+}
+
+/// One authority that allowed the movement, as the entry and the receipt show it.
+#[derive(Debug, Clone)]
+struct Applied {
+    of: String,
+    authority: Authority,
+    hour_ops: i64,
+}
+
+/// What the authorities over an operation said.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    pub asks: Vec<Ask>,
+    applied: Vec<Applied>,
+    uses: Vec<Use>,
+}
+
+impl Gate {
+    /// Writes who allowed the movement into its entry and receipt, and what the hour counts.
+    pub fn apply(&self, d: &mut Decision) {
+        if self.applied.is_empty() {
+            return;
+        }
+        let rules = self
+            .applied
+            .iter()
+            .map(|a| {
+                let mut o = match a.authority.to_value() {
+                    Value::Object(o) => o,
+                    _ => Object::new(),
+                };
+                o.insert("of".into(), a.of.as_str().into());
+                o.insert("hour_ops".into(), (a.hour_ops + 1).into());
+                Value::Object(o)
+            })
+            .collect();
+        let v = Value::Object(obj([("allowed_by", Value::Array(rules))]));
+        if let Some(p) = &mut d.posting {
+            p.meta.insert("authority".into(), v.clone());
+        }
+        d.receipt.insert("authority".into(), v);
+        d.uses.clone_from(&self.uses);
+    }
+}
+
+/// What an operation by `me` commits, and how grave it is, when an authority judges it.
+fn movement(op: &Op, me: &Address, facts: &Facts) -> Option<(i64, Consequence)> {
+    Some(match op {
+        Op::Accept { quote } => (
+            quote.price,
+            match quote.contract {
+                // An escrow is the buyer's again only until its seller delivers; then only a release
+                // or the seller's refund ends it, and a seller who never acts keeps it held.
+                ContractKind::Escrow | ContractKind::Spot | ContractKind::Metered => Consequence::Costly,
+            },
+        ),
+        Op::Bond(b) => (b.amount, Consequence::Costly),
+        // A grant moves nothing until charged, and is revoked at will.
+        Op::Mandate(m) => (m.cap, Consequence::Reversible),
+        Op::Charge { amount, .. } => (*amount, Consequence::Costly),
+        // A buyer releasing its escrow pays the seller: what was reversible while held is not.
+        Op::Release { contract, .. } => {
+            let c =
+                facts.contract.as_ref().filter(|c| &c.id == contract && c.kind == Kind::Escrow && c.is("buyer", me))?;
+            (c.amount, Consequence::Costly)
+        }
+        _ => return None,
+    })
+}
+
+/// Whether the operator's own card's authority judges `op` (a release: when it is the buyer's);
+/// the house looks for who approves a card's asks only for these.
+pub fn judged_by_card(op: &Op) -> bool {
+    matches!(op, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Release { .. })
+}
+
+/// Judges `op` under every authority over it (see the module's notes).
+pub fn gate(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Gate, Error> {
+    let Some((amount, consequence)) = movement(op, &ctx.operator, facts) else { return Ok(Gate::default()) };
+    let mut over: Vec<(String, &Authority, Vec<Address>, String)> = Vec::new();
+    match op {
+        Op::Charge { .. } => {
+            for (i, link) in facts.chain.iter().enumerate() {
+                if let Some(a) = &link.authority {
+                    let mut approvers: Vec<Address> = Vec::new();
+                    for l in facts.chain.iter().take(i + 1) {
+                        let who = l.approver.as_ref().unwrap_or(&l.grantor);
+                        if !approvers.contains(who) {
+                            approvers.push(who.clone());
+                        }
+                    }
+                    over.push((format!("mandate:{}", link.id), a, approvers, format!("mandate {}", link.id)));
+                }
+            }
+        }
+        _ if judged_by_card(op) => {
+            if let Some(c) = &ctx.card {
+                let who = format!("the authority {} holds from {}", ctx.operator, c.delegator);
+                over.push((format!("card:{}", ctx.operator), &c.authority, vec![c.delegator.clone()], who));
+            }
+        }
+        _ => {}
+    }
+    let mut gate = Gate::default();
+    for (of, authority, mut approvers, what) in over {
+        // Its operator never approves its own movement (a cycle of mandates could name it).
+        approvers.retain(|a| *a != ctx.operator);
+        let hour_ops = facts.uses.get(&of).copied().unwrap_or(0);
+        // An approval lifts the gates of the authorities that asked, no other's.
+        let approved = ctx.approved.as_ref().is_some_and(|a| a.asked.contains(&of));
+        let intent = Intent { amount: Some(amount), currency: Some(CURRENCY), consequence, hour_ops, approved };
+        match authority.judge(&intent) {
+            Verdict::Refused(e) => return Err(refuse(ErrorKind::Forbidden, format!("{what}: {}", e.reason))),
+            Verdict::Ask(_) if approvers.is_empty() => {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("{what} asks for approval, and nobody but its operator could give it"),
+                ));
+            }
+            Verdict::Ask(reason) => {
+                gate.asks.push(Ask { of, reason: format!("{what}: {reason}"), approvers, authority: authority.clone() })
+            }
+            Verdict::Allowed => {
+                if let Some(limit) = authority.max_per_hour {
+                    let limit = (!approved).then_some(limit);
+                    gate.uses.push(Use { subject: of.clone(), amount, limit });
+                }
+                gate.applied.push(Applied { of, authority: authority.clone(), hour_ops });
+            }
+        }
+    }
+    Ok(gate)
+}
+
+/// The kernel's decision `d` turned into a movement waiting for approval: nothing happens but a
+/// hold of what it would pay (the posting's one debit) and the approval's row; the operator and
+/// everyone who may approve get the receipt.
+pub fn pending(
+    op: &Op,
+    ctx: &Ctx,
+    rules: &Rules,
+    facts: &Facts,
+    d: Decision,
+    asks: Vec<Ask>,
+) -> Result<Decision, Error> {
+    if facts.pending_count >= MAX_PENDING {
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("{} has {MAX_PENDING} movements waiting for approval; let some be decided first", ctx.operator),
+        ));
+    }
+    let debits: Vec<&Line> = d.posting.iter().flat_map(|p| p.lines.iter()).filter(|l| l.delta < 0).collect();
+    let hold = match debits.as_slice() {
+        [] => None,
+        // What a contract holds already stays held: a release waits without moving it.
+        [one] if one.account.starts_with(ESCROW_PREFIX) => None,
+        [one] => Some((one.account.clone(), -one.delta)),
+        _ => return Err(refuse(ErrorKind::Internal, "a movement with two payers cannot wait for approval")),
+    };
+    let concept = d.posting.as_ref().map(|p| p.concept.clone()).unwrap_or_else(|| op.name().to_owned());
+    // A waiting charge counts in its chain's `spent` already, so waiting charges never hold more
+    // than the caps allow; the same guards as a charge's keep it from racing one.
+    let spend: Vec<MandateWrite> =
+        d.mandates.iter().filter(|m| matches!(m, MandateWrite::Spend { .. })).cloned().collect();
+    let reserved = spend.iter().find_map(|m| match m {
+        MandateWrite::Spend { links, amount } => Some((links.iter().map(|(id, _)| id.clone()).collect(), *amount)),
+        _ => None,
+    });
+    let p = Pending {
+        id: ctx.envelope.clone(),
+        house: rules.house.clone(),
+        operator: ctx.operator.clone(),
+        op: op.name().to_owned(),
+        op_sha256: ctx.sha256.clone(),
+        hold: hold.clone(),
+        concept: concept.clone(),
+        summary: summary(op, ctx, facts),
+        card: ctx.card.clone(),
+        reserved,
+        asks,
+        approved_by: Vec::new(),
+        state: "pending".into(),
+        created: ctx.now,
+        // The house's time for a decision, or the envelope's own `expires` if that comes first.
+        expires: Timestamp::from_millis(ctx.now.millis().saturating_add(rules.approval_ttl_ms))
+            .min(ctx.expires.unwrap_or(Timestamp(i64::MAX))),
+        decided_by: None,
+        note: None,
+        version: 1,
+    };
+    let asked = Value::Object(obj([("asks", Value::Array(p.asks.iter().map(Ask::to_value).collect()))]));
+    let posting = hold.map(|(account, amount)| Posting {
+        concept,
+        lines: move_all(&account, &hold_account(&p.id), amount),
+        meta: obj([("primitive", "hold".into()), ("pending", p.id.as_str().into()), ("authority", asked)]),
+        refs: obj([
+            ("op", ctx.envelope.as_str().into()),
+            ("op_sha256", ctx.sha256.as_str().into()),
+            ("pending", p.id.as_str().into()),
+        ]),
+    });
+    let receipt = obj([("pending", p.to_value())]);
+    Ok(Decision {
+        posting,
+        parties: p.parties(),
+        receipt,
+        pending: Some(PendingWrite::Insert(Box::new(p))),
+        mandates: spend,
+        ..Decision::default()
+    })
+}
+
+/// What a movement is, in a few members, for whoever is asked to approve it.
+fn summary(op: &Op, ctx: &Ctx, facts: &Facts) -> Object {
+    let short = |t: &str| -> Value { t.chars().take(200).collect::<String>().into() };
+    match op {
+        Op::Accept { quote } => {
+            let mut o = obj([
+                ("quote", quote.id.as_str().into()),
+                ("contract", quote.contract.as_str().into()),
+                ("price", quote.price.into()),
+                ("seller", quote.seller.as_str().into()),
+                ("concept", short(&quote.concept)),
+            ]);
+            if let Some(a) = &quote.arbiter {
+                o.insert("arbiter".into(), a.as_str().into());
+            }
+            o
+        }
+        Op::Bond(b) => {
+            let mut o = obj([
+                ("amount", b.amount.into()),
+                ("verifier", b.verifier.as_str().into()),
+                ("claim", short(&b.claim)),
+            ]);
+            if let Some(a) = &b.beneficiary {
+                o.insert("beneficiary".into(), a.as_str().into());
+            }
+            if let Some(a) = &b.arbiter {
+                o.insert("arbiter".into(), a.as_str().into());
+            }
+            o
+        }
+        Op::Mandate(m) => {
+            let mut o = obj([("grantee", m.grantee.as_str().into()), ("cap", m.cap.into())]);
+            if let Some(p) = &m.parent {
+                o.insert("parent".into(), p.as_str().into());
+            }
+            if let Some(a) = &m.authority {
+                o.insert("authority".into(), a.to_value());
+            }
+            o
+        }
+        Op::Charge { mandate, amount, concept } => {
+            let mut o = obj([
+                ("mandate", mandate.as_str().into()),
+                ("amount", (*amount).into()),
+                ("to", ctx.operator.as_str().into()),
+                ("concept", short(concept)),
+            ]);
+            if let Some(root) = facts.chain.first() {
+                o.insert("payer".into(), root.grantor.as_str().into());
+            }
+            o
+        }
+        Op::Release { contract, .. } => {
+            let mut o = obj([("contract", contract.as_str().into())]);
+            if let Some(c) = facts.contract.as_ref() {
+                o.insert("amount".into(), c.amount.into());
+                if let Some(s) = c.get("seller") {
+                    o.insert("to".into(), s.as_str().into());
+                }
+            }
+            o
+        }
+        _ => Object::new(),
+    }
+}
+
+/// Writes an approval's names into the entry and receipt of the movement it allowed.
+pub fn mark_approved(d: &mut Decision, a: &Approved) {
+    let note = Value::Object(obj([
+        ("approved_by", addresses(&a.by)),
+        ("pending", a.pending.as_str().into()),
+        ("approval", a.envelope.as_str().into()),
+    ]));
+    let merge = |into: &mut Object| match into.get_mut("authority") {
+        Some(Value::Object(o)) => {
+            if let Value::Object(n) = note.clone() {
+                o.extend(n);
+            }
+        }
+        _ => {
+            into.insert("authority".into(), note.clone());
+        }
+    };
+    if let Some(p) = &mut d.posting {
+        merge(&mut p.meta);
+        p.refs.insert("approval".into(), a.envelope.as_str().into());
+    }
+    merge(&mut d.receipt);
+}
+
+/// What `approve` or `decline` leads to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Written as it is: a decline (the hold returns), or an approval that leaves asks open.
+    Decided(Box<Decision>),
+    /// Every ask is approved: the house decides the original operation again under
+    /// [`approved_ctx`], then [`merge`]s it.
+    Complete(Box<Pending>),
+}
+
+/// The pending approval `id`, for one of its parties (404 to anyone else).
+fn pending_of<'a>(facts: &'a Facts, id: &str, me: &Address) -> Result<&'a Pending, Error> {
+    facts
+        .pending
+        .as_ref()
+        .filter(|p| p.id == id && p.parties().contains(me))
+        .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no approval {id} waits here")))
+}
+
+fn open(p: &Pending, now: Timestamp) -> Result<&Pending, Error> {
+    if p.state != "pending" {
+        return Err(refuse(ErrorKind::Conflict, format!("approval {} is {} already", p.id, p.state)));
+    }
+    if now >= p.expires {
+        return Err(refuse(ErrorKind::Expired, format!("approval {} has expired; its hold returns", p.id)));
+    }
+    Ok(p)
+}
+
+/// Decides `approve` or `decline` by `ctx.operator`.
+pub fn approval(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Step, Error> {
+    let me = &ctx.operator;
+    match op {
+        Op::Approve { pending } => {
+            let p = open(pending_of(facts, pending, me)?, ctx.now)?;
+            if !p.approvers().contains(me) {
+                return Err(refuse(
+                    ErrorKind::Forbidden,
+                    format!("{me} asked for approval {pending}; only {} may give it", list(&p.approvers())),
+                ));
+            }
+            if p.approved_by.contains(me) {
+                return Err(refuse(ErrorKind::Conflict, format!("{me} approved {pending} already")));
+            }
+            let mut next = p.clone();
+            next.approved_by.push(me.clone());
+            if next.awaiting().is_empty() {
+                next.state = "approved".into();
+                next.decided_by = Some(me.clone());
+                return Ok(Step::Complete(Box::new(next)));
+            }
+            let mut d = Decision { parties: next.parties(), ..Decision::default() };
+            d.receipt.insert("pending".into(), next.to_value());
+            d.pending = Some(PendingWrite::Update(Box::new(next)));
+            Ok(Step::Decided(Box::new(d)))
+        }
+        Op::Decline { pending, note } => {
+            let p = open(pending_of(facts, pending, me)?, ctx.now)?;
+            let mut next = p.clone();
+            next.state = "declined".into();
+            next.decided_by = Some(me.clone());
+            next.note.clone_from(note);
+            let mut d = Decision { parties: next.parties(), ..Decision::default() };
+            d.posting = returned(
+                &next,
+                facts,
+                obj([("op", ctx.envelope.as_str().into()), ("op_sha256", ctx.sha256.as_str().into())]),
+            )?;
+            d.mandates.extend(unreserve(&next));
+            d.receipt.insert("pending".into(), next.to_value());
+            d.pending = Some(PendingWrite::Update(Box::new(next)));
+            Ok(Step::Decided(Box::new(d)))
+        }
+        _ => Err(refuse(ErrorKind::Internal, "not an approval")),
+    }
+}
+
+fn list(a: &[Address]) -> String {
+    a.iter().map(Address::as_str).collect::<Vec<_>>().join(", ")
+}
+
+/// The entry returning an approval's hold to its payer (declined, expired), if it held anything.
+fn returned(p: &Pending, facts: &Facts, mut refs: Object) -> Result<Option<Posting>, Error> {
+    let Some((account, amount)) = &p.hold else { return Ok(None) };
+    let held = hold_account(&p.id);
+    if facts.balance(&held) < *amount {
+        return Err(refuse(ErrorKind::Internal, format!("the hold of {} is not in {held}", p.id)));
+    }
+    refs.insert("pending".into(), p.id.as_str().into());
+    Ok(Some(Posting {
+        concept: p.concept.clone(),
+        lines: move_all(&held, account, *amount),
+        meta: obj([
+            ("primitive", "refund".into()),
+            ("pending", p.id.as_str().into()),
+            ("state", p.state.as_str().into()),
+        ]),
+        refs,
+    }))
+}
+
+/// What a decided (declined, expired) charge gives back of its chain's `spent`.
+pub fn unreserve(p: &Pending) -> Option<MandateWrite> {
+    p.reserved.as_ref().map(|(links, amount)| MandateWrite::Unspend { links: links.clone(), amount: *amount })
+}
+
+/// The context the original operation is decided again in, once approved: its operator, its
+/// envelope, now, and who approved (its own authority was judged when it asked).
+pub fn approved_ctx(p: &Pending, envelope: &str, now: Timestamp) -> Ctx {
+    let mut ctx = Ctx::new(p.operator.clone(), p.id.clone(), p.op_sha256.clone(), now);
+    ctx.card.clone_from(&p.card);
+    ctx.approved = Some(Approved {
+        pending: p.id.clone(),
+        by: p.approved_by.clone(),
+        envelope: envelope.to_owned(),
+        asked: p.asks.iter().map(|a| a.of.clone()).collect(),
+    });
+    ctx
+}
+
+/// The facts the original operation is decided on again: its payer has the hold back.
+pub fn with_hold_returned(p: &Pending, mut facts: Facts) -> Facts {
+    if let Some((account, amount)) = &p.hold {
+        *facts.balances.entry(account.clone()).or_insert(0) += amount;
+    }
+    if let Some((links, amount)) = &p.reserved {
+        for m in facts.chain.iter_mut().filter(|m| links.contains(&m.id)) {
+            m.spent -= amount;
+        }
+    }
+    facts
+}
+
+/// One decision for a completed approval: the original operation's, its entry paid from the hold
+/// (the hold's return and the movement folded into one entry), the approval written approved,
+/// and every party of both told.
+pub fn merge(p: &Pending, facts: &Facts, mut d: Decision) -> Result<Decision, Error> {
+    if let Some((account, amount)) = &p.hold {
+        let held = hold_account(&p.id);
+        if facts.balance(&held) < *amount {
+            return Err(refuse(ErrorKind::Internal, format!("the hold of {} is not in {held}", p.id)));
+        }
+        let posting =
+            d.posting.as_mut().ok_or_else(|| refuse(ErrorKind::Internal, "an approved movement that moves nothing"))?;
+        let mut lines = move_all(&held, account, *amount);
+        lines.append(&mut posting.lines);
+        posting.lines = fold(lines);
+        posting.refs.insert("pending".into(), p.id.as_str().into());
+    }
+    // What the charge reserved is spent now: its guards stay, its amount is not added twice.
+    if p.reserved.is_some() {
+        for m in &mut d.mandates {
+            if let MandateWrite::Spend { amount, .. } = m {
+                *amount = 0;
+            }
+        }
+    }
+    for a in p.parties() {
+        if !d.parties.contains(&a) {
+            d.parties.push(a);
+        }
+    }
+    d.receipt.insert("pending".into(), p.to_value());
+    d.pending = Some(PendingWrite::Update(Box::new(p.clone())));
+    Ok(d)
+}
+
+/// An approval nobody decided before `expires`: the hold returns (by the house, no operator).
+pub fn expire(p: &Pending, facts: &Facts, now: Timestamp) -> Result<(Option<Posting>, Pending), Error> {
+    if p.state != "pending" || now < p.expires {
+        return Err(refuse(ErrorKind::Conflict, format!("approval {} is not due to expire", p.id)));
+    }
+    let mut next = p.clone();
+    next.state = "expired".into();
+    let posting = returned(&next, facts, obj([("key", format!("approval-expiry:{}", p.id).into())]))?;
+    Ok((posting, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libro::kernel::{Mandate, decide};
+    use nyx5_proto::libro::escrow_account;
+
+    fn at(s: &str) -> Address {
+        Address::parse(s).unwrap()
+    }
+
+    fn rules() -> Rules {
+        Rules { house: "a.test".into(), fee_bps: 1000, approval_ttl_ms: 3_600_000 }
+    }
+
+    fn authority(text: &str) -> Authority {
+        Authority::from_value(&Value::parse_str(text).unwrap()).unwrap()
+    }
+
+    fn mandate(id: &str, grantor: &str, grantee: &str, chain: &[&str], a: Option<&str>) -> Mandate {
+        Mandate {
+            id: id.into(),
+            grantor: at(grantor),
+            grantee: at(grantee),
+            cap: 1000,
+            spent: 0,
+            concepts: None,
+            expires: None,
+            parent: chain.len().checked_sub(2).and_then(|i| chain.get(i)).map(|p| (*p).to_owned()),
+            root: chain[0].into(),
+            chain: chain.iter().map(|c| (*c).to_owned()).collect(),
+            active: true,
+            contract: None,
+            authority: a.map(authority),
+            approver: None,
+            version: 1,
+        }
+    }
+
+    /// ana → cy (m1, 50 alone) → eve (m2, 20 alone); eve charges.
+    fn chain_facts() -> Facts {
+        let mut f = Facts { known: true, ..Facts::default() };
+        f.chain = vec![
+            mandate(
+                "m1",
+                "ana@a.test",
+                "cy@a.test",
+                &["m1"],
+                Some(r#"{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"tok"}"#),
+            ),
+            mandate(
+                "m2",
+                "cy@a.test",
+                "eve@a.test",
+                &["m1", "m2"],
+                Some(r#"{"level":"autonomous","consequence":"costly","max_amount":20,"currency":"tok"}"#),
+            ),
+        ];
+        f.balances.insert("ana@a.test".into(), 500);
+        f
+    }
+
+    fn charge(amount: i64) -> Op {
+        Op::Charge { mandate: "m2".into(), amount, concept: "gpu".into() }
+    }
+
+    fn ctx(who: &str, id: &str) -> Ctx {
+        Ctx::new(at(who), id.into(), "ab".repeat(32), Timestamp(1_800_000_000_000))
+    }
+
+    #[test]
+    fn hold_accounts_never_name_a_contract_and_always_name_an_account() {
+        assert_eq!(hold_account("c2"), "escrow:hold.c2");
+        let long = "x".repeat(128);
+        let named = hold_account(&long);
+        assert!(named.starts_with("escrow:hold.-") && named.len() == "escrow:hold.-".len() + 32, "{named}");
+        // A contract may not take a hold's name.
+        assert_eq!(check_contract_id("hold.c2").unwrap_err().code(), 400);
+        assert!(check_contract_id("c2").is_ok());
+        for id in ["c2", long.as_str()] {
+            assert!(nyx5_proto::libro::check_account(&hold_account(id)).is_ok());
+            assert_ne!(hold_account(id), escrow_account(id));
+        }
+    }
+
+    #[test]
+    fn a_charge_past_both_caps_asks_each_link_of_its_own_approvers() {
+        let facts = chain_facts();
+        let gate = gate(&charge(60), &ctx("eve@a.test", "c1"), &facts).unwrap();
+        let asks: Vec<(&str, Vec<&str>)> =
+            gate.asks.iter().map(|a| (a.of.as_str(), a.approvers.iter().map(Address::as_str).collect())).collect();
+        assert_eq!(asks, vec![("mandate:m1", vec!["ana@a.test"]), ("mandate:m2", vec!["ana@a.test", "cy@a.test"])]);
+        // Within both, nothing asks; between them, only the lower link.
+        assert!(gate_of(10).asks.is_empty());
+        assert_eq!(gate_of(30).asks.iter().map(|a| a.of.as_str()).collect::<Vec<_>>(), vec!["mandate:m2"]);
+    }
+
+    fn gate_of(amount: i64) -> Gate {
+        gate(&charge(amount), &ctx("eve@a.test", "c1"), &chain_facts()).unwrap()
+    }
+
+    #[test]
+    fn a_waiting_charge_holds_its_debit_and_an_approval_pays_from_it_in_one_entry() {
+        let facts = chain_facts();
+        let d = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap();
+        let Some(PendingWrite::Insert(p)) = &d.pending else { panic!("a pending approval: {d:?}") };
+        assert_eq!(p.hold, Some(("ana@a.test".to_owned(), 60)));
+        let hold = d.posting.as_ref().unwrap();
+        assert_eq!(hold.lines, vec![Line::new("ana@a.test", -60), Line::new("escrow:hold.c1", 60)]);
+        // Nothing else is written while it waits, but its amount counts in the chain's caps.
+        assert!(d.contract.is_none());
+        assert!(matches!(&d.mandates[..], [MandateWrite::Spend { amount: 60, links }] if links.len() == 2));
+        assert_eq!(p.reserved, Some((vec!["m1".to_owned(), "m2".to_owned()], 60)));
+        assert_eq!(
+            d.parties.iter().map(Address::as_str).collect::<Vec<_>>(),
+            ["eve@a.test", "ana@a.test", "cy@a.test"]
+        );
+        // cy's yes leaves ana's ask open; ana's completes it.
+        let mut facts = facts;
+        facts.pending = Some((**p).clone());
+        let Step::Decided(after_cy) =
+            approval(&Op::Approve { pending: "c1".into() }, &ctx("cy@a.test", "a1"), &facts).unwrap()
+        else {
+            panic!("cy alone does not complete it")
+        };
+        let Some(PendingWrite::Update(p1)) = &after_cy.pending else { panic!() };
+        assert_eq!(p1.awaiting(), vec![at("ana@a.test")]);
+        assert_eq!(after_cy.posting, None);
+        facts.pending = Some((**p1).clone());
+        let e = approval(&Op::Approve { pending: "c1".into() }, &ctx("eve@a.test", "a2"), &facts).unwrap_err();
+        assert_eq!(e.code(), 403);
+        let e = approval(&Op::Approve { pending: "c1".into() }, &ctx("bo@b.test", "a2"), &facts).unwrap_err();
+        assert_eq!(e.code(), 404);
+        let Step::Complete(done) =
+            approval(&Op::Approve { pending: "c1".into() }, &ctx("ana@a.test", "a2"), &facts).unwrap()
+        else {
+            panic!("ana completes it")
+        };
+        assert_eq!(done.state, "approved");
+        // Decided again under the approval, on facts with the hold back with ana and in the hold.
+        facts.balances.insert("ana@a.test".into(), 440);
+        facts.balances.insert(hold_account("c1"), 60);
+        for m in &mut facts.chain {
+            m.spent = 60;
+        }
+        let again = with_hold_returned(&done, facts.clone());
+        assert!(again.chain.iter().all(|m| m.spent == 0), "the reservation is the charge's own");
+        let d = decide(&charge(60), &approved_ctx(&done, "a2", Timestamp(1_800_000_000_500)), &rules(), &again, "e2")
+            .unwrap();
+        let d = merge(&done, &again, d).unwrap();
+        let posting = d.posting.unwrap();
+        assert_eq!(
+            posting.lines,
+            vec![Line::new("escrow:hold.c1", -60), Line::new("eve@a.test", 54), Line::new("casa@a.test", 6)],
+            "ana's line folds away: she paid when the hold was placed"
+        );
+        assert_eq!(posting.refs.get("pending").and_then(Value::as_str), Some("c1"));
+        assert_eq!(posting.refs.get("approval").and_then(Value::as_str), Some("a2"));
+        // Reserved when it asked, it is not spent twice: the guards stay, the amount is 0.
+        assert!(matches!(&d.mandates[..], [MandateWrite::Spend { amount: 0, .. }]));
+        // A hold that is not where it should be is never paid from.
+        let mut short = again.clone();
+        short.balances.insert(hold_account("c1"), 59);
+        let d = decide(&charge(60), &approved_ctx(&done, "a2", Timestamp(1_800_000_000_500)), &rules(), &short, "e2")
+            .unwrap();
+        assert!(merge(&done, &short, d).is_err());
+    }
+
+    #[test]
+    fn a_prohibited_link_refuses_even_an_approved_charge() {
+        let mut facts = chain_facts();
+        facts.chain[0].authority = Some(authority(r#"{"level":"prohibited","consequence":"reversible"}"#));
+        let mut c = ctx("eve@a.test", "c1");
+        assert_eq!(gate(&charge(1), &c, &facts).unwrap_err().code(), 403);
+        c.approved = Some(Approved {
+            pending: "c1".into(),
+            by: vec![at("ana@a.test")],
+            envelope: "a1".into(),
+            asked: vec!["mandate:m1".into()],
+        });
+        assert_eq!(gate(&charge(1), &c, &facts).unwrap_err().code(), 403);
+    }
+
+    #[test]
+    fn an_approval_expires_once_and_returns_what_it_held() {
+        let facts = chain_facts();
+        let d = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap();
+        let Some(PendingWrite::Insert(p)) = d.pending else { panic!() };
+        let mut held = Facts::default();
+        held.balances.insert(hold_account("c1"), 60);
+        assert!(expire(&p, &held, p.created).is_err(), "not before its time");
+        let (posting, next) = expire(&p, &held, p.expires).unwrap();
+        assert_eq!(next.state, "expired");
+        assert_eq!(posting.unwrap().lines, vec![Line::new("escrow:hold.c1", -60), Line::new("ana@a.test", 60)]);
+        assert!(expire(&next, &held, p.expires).is_err(), "and only once");
+        // Round trip through the stored record.
+        let again = Pending::from_value(next.to_value().as_object().unwrap(), 2).unwrap();
+        assert_eq!(again, Pending { version: 2, ..next });
+    }
+}

@@ -1,0 +1,42 @@
+-- Authority (docs/SPEC.md §16b): movements that wait for a human's approval, and what the
+-- authorities with an hourly limit counted.
+
+-- A movement an authority asked about: the operating envelope (`envelope`, canonical JSON, decided
+-- again once approved), what it holds in `escrow:hold.<id>` (`payer`, `amount`), and its record
+-- (asks, approvers, who approved). `version` rises with every change, as contracts' does. At most
+-- 100 wait per operator (a guard in the batch that writes one), each holding the money it would
+-- pay, so strangers grow this table only as far as someone's balance and that bound allow.
+CREATE TABLE libro_pending (
+  id       TEXT PRIMARY KEY,
+  operator TEXT NOT NULL,
+  state    TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'declined', 'expired')),
+  payer    TEXT,
+  amount   INTEGER NOT NULL DEFAULT 0 CHECK (amount >= 0),
+  expires  INTEGER NOT NULL,
+  created  INTEGER NOT NULL,
+  updated  INTEGER NOT NULL,
+  version  INTEGER NOT NULL DEFAULT 1,
+  envelope TEXT NOT NULL,
+  record   TEXT NOT NULL
+) STRICT;
+CREATE INDEX libro_pending_operator ON libro_pending (operator, state);
+CREATE INDEX libro_pending_due ON libro_pending (expires) WHERE state = 'pending';
+
+-- Who may decide which approval: one row per approver, for the reads of `GET /libro/cuenta`.
+CREATE TABLE libro_pending_approvers (
+  pending  TEXT NOT NULL REFERENCES libro_pending (id),
+  approver TEXT NOT NULL,
+  PRIMARY KEY (approver, pending)
+) STRICT, WITHOUT ROWID;
+
+-- Movements an authority with `max_per_hour` allowed, by subject (`card:<address>`,
+-- `mandate:<id>`). The batch that writes one deletes that subject's rows older than an hour and
+-- guards that the hour holds no more than the limit, so a subject keeps at most its limit.
+CREATE TABLE libro_uses (
+  subject  TEXT NOT NULL,
+  at       INTEGER NOT NULL,
+  envelope TEXT NOT NULL,
+  amount   INTEGER NOT NULL,
+  PRIMARY KEY (subject, envelope)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX libro_uses_at ON libro_uses (subject, at);
