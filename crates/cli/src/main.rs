@@ -14,6 +14,7 @@ mod keyfile;
 mod keys;
 mod mcp;
 mod mcp_tools;
+mod mcp_wrap;
 mod net;
 mod open;
 mod seal;
@@ -118,6 +119,12 @@ enum Command {
     Libro(client::libro_cli::LibroCommand),
     /// Serve the agent's mail as tools to an MCP client, over standard input and output.
     Mcp(mcp::McpArgs),
+    /// List the wrapped MCP calls (`nyx5 mcp --wrap`) waiting for a person's approval.
+    McpApprovals(mcp_wrap::ListArgs),
+    /// Approve one waiting wrapped MCP call: that call only, never the next.
+    McpApprove(mcp_wrap::DecideArgs),
+    /// Decline one waiting wrapped MCP call: it is answered with an error and never runs.
+    McpDecline(mcp_wrap::DecideArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -172,6 +179,9 @@ fn run(command: Command) -> Outcome {
         Command::Client(command) => client::cli::run(command),
         Command::Libro(command) => client::libro_cli::run(command),
         Command::Mcp(args) => mcp::run(args),
+        Command::McpApprovals(args) => mcp_wrap::list(&args),
+        Command::McpApprove(args) => mcp_wrap::decide(&args, true),
+        Command::McpDecline(args) => mcp_wrap::decide(&args, false),
     }
 }
 

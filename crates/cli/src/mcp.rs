@@ -4,6 +4,7 @@
 //! Requests are answered in order; notifications (no `id`) and responses are ignored; nothing
 //! but JSON-RPC messages is ever written to standard output (diagnostics go to standard error).
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 
 use clap::Args;
@@ -18,12 +19,13 @@ pub(crate) const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"
 /// The first version with tool output schemas and structured content.
 const STRUCTURED_SINCE: &str = "2025-06-18";
 /// The longest line (message) read; longer ones are refused as parse errors.
-const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
+pub(crate) const PARSE_ERROR: i64 = -32700;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 
 /// `nyx5 mcp`'s options.
 #[derive(Debug, Clone, Args)]
@@ -37,16 +39,50 @@ pub(crate) struct McpArgs {
     /// Hosts file `{"<domain>":{"url":…,"sig":…}}` [default: $NYX5_HOSTS]
     #[arg(long, value_name = "FILE")]
     hosts: Option<std::path::PathBuf>,
+    /// Serve instead the tools of the MCP server started by `-- CMD ARGS…`, each under its
+    /// authority in FILE (docs/SPEC.md "Wrapping another MCP server")
+    #[arg(long, value_name = "FILE", requires = "command", conflicts_with_all = ["agent", "as_address", "hosts"])]
+    wrap: Option<std::path::PathBuf>,
+    /// With --wrap: where calls waiting for approval are written for `nyx5 mcp-approve`
+    /// [default: $XDG_STATE_HOME/nyx5/approvals, else ~/.local/state/nyx5/approvals]
+    #[arg(long, value_name = "DIR", requires = "wrap")]
+    approvals: Option<std::path::PathBuf>,
+    /// With --wrap: how long a call waits for a human before it is refused [default: 600]
+    #[arg(long = "approval-timeout", value_name = "SECONDS", requires = "wrap")]
+    approval_timeout: Option<u64>,
+    /// With --wrap: the MCP server to wrap and its arguments, after `--`
+    #[arg(last = true, value_name = "CMD", requires = "wrap")]
+    command: Vec<String>,
 }
 
-/// The server's state: where tools act from, and the negotiated protocol version.
+/// The server's state: where tools act from, the negotiated protocol version, and whether the
+/// client can ask its human (`elicitation`).
 #[derive(Debug)]
 pub(crate) struct Server {
     setup: Setup,
     version: &'static str,
+    elicitation: bool,
 }
 
-fn error(id: Value, code: i64, message: &str) -> Value {
+/// How the server asks the client's human something (`elicitation/create`) while it handles a
+/// call: the request goes out, and the client's answer comes back.
+pub(crate) trait Human {
+    /// The `result` of `elicitation/create` with `params`, or why there is none.
+    fn ask(&mut self, params: Value) -> Result<Object, String>;
+}
+
+/// No way to ask (the tests' server).
+#[cfg(test)]
+pub(crate) struct Nobody;
+
+#[cfg(test)]
+impl Human for Nobody {
+    fn ask(&mut self, _: Value) -> Result<Object, String> {
+        Err("this client cannot ask its human".into())
+    }
+}
+
+pub(crate) fn error(id: Value, code: i64, message: &str) -> Value {
     Value::Object(obj([
         ("jsonrpc", "2.0".into()),
         ("id", id),
@@ -54,17 +90,23 @@ fn error(id: Value, code: i64, message: &str) -> Value {
     ]))
 }
 
-fn result(id: Value, result: Value) -> Value {
+pub(crate) fn result(id: Value, result: Value) -> Value {
     Value::Object(obj([("jsonrpc", "2.0".into()), ("id", id), ("result", result)]))
 }
 
 impl Server {
     pub(crate) fn new(setup: Setup) -> Server {
-        Server { setup, version: VERSIONS[0] }
+        Server { setup, version: VERSIONS[0], elicitation: false }
     }
 
     /// Answers one line; `None` when nothing is to be answered (a notification, a response).
+    #[cfg(test)]
     pub(crate) fn handle_line(&mut self, line: &[u8]) -> Option<Value> {
+        self.handle(line, &mut Nobody)
+    }
+
+    /// Answers one line, asking `human` when a tool needs its human's word.
+    pub(crate) fn handle(&mut self, line: &[u8], human: &mut dyn Human) -> Option<Value> {
         let msg = match Value::parse(line, MAX_LINE_BYTES) {
             Ok(v) => v,
             Err(e) => return Some(error(Value::Null, PARSE_ERROR, &format!("parse error: {}", e.reason))),
@@ -110,7 +152,7 @@ impl Server {
             "initialize" => result(id, self.initialize(&params)),
             "ping" => result(id, Value::Object(Object::new())),
             "tools/list" => result(id, mcp_tools::list(self.structured())),
-            "tools/call" => match self.call(&params) {
+            "tools/call" => match self.call(&params, human) {
                 Ok(r) => result(id, r),
                 Err(message) => error(id, INVALID_PARAMS, &message),
             },
@@ -125,6 +167,10 @@ impl Server {
     fn initialize(&mut self, params: &Object) -> Value {
         let asked = field::opt_str(params, "protocolVersion").ok().flatten().unwrap_or("");
         self.version = VERSIONS.into_iter().find(|v| *v == asked).unwrap_or(VERSIONS[0]);
+        self.elicitation = params
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .is_some_and(|c| matches!(c.get("elicitation"), Some(Value::Object(_))));
         Value::Object(obj([
             ("protocolVersion", self.version.into()),
             (
@@ -163,7 +209,7 @@ impl Server {
 
     /// `tools/call`: a result (with `isError` for a failed tool), or a protocol error message
     /// for an unknown tool or malformed params.
-    fn call(&self, params: &Object) -> Result<Value, String> {
+    fn call(&self, params: &Object, human: &mut dyn Human) -> Result<Value, String> {
         let name = field::opt_str(params, "name").ok().flatten().ok_or("invalid params: `name` must be a string")?;
         if !mcp_tools::exists(name) {
             return Err(format!("unknown tool: {name}"));
@@ -173,7 +219,12 @@ impl Server {
             Some(Value::Object(a)) => a.clone(),
             Some(_) => return Err("invalid params: `arguments` must be an object".into()),
         };
-        Ok(match mcp_tools::call(&self.setup, name, &args) {
+        let answer = if name == mcp_tools::APPROVE {
+            self.approve(&args, human)
+        } else {
+            mcp_tools::call(&self.setup, name, &args)
+        };
+        Ok(match answer {
             Ok(v) => {
                 let text = v.canonical_string();
                 let mut o = obj([
@@ -193,6 +244,43 @@ impl Server {
     }
 }
 
+impl Server {
+    /// `nyx5_approve`: approved only on the human's word, asked through the client
+    /// (`elicitation/create`), never on the model's (docs/SPEC.md §16b).
+    fn approve(&self, args: &Object, human: &mut dyn Human) -> Result<Value, Failure> {
+        let (id, house, shown) = mcp_tools::approval_to_ask(&self.setup, args)?;
+        if !self.elicitation {
+            return Err(Failure::usage(format!(
+                "approving needs your human's word, and this MCP client cannot ask them (it declared no \
+                 elicitation): they approve with `nyx5 approve {id}` in a terminal"
+            )));
+        }
+        let mut params = obj([
+            ("message", format!("Your agent asks you to approve this movement of money:\n{shown}").into()),
+            (
+                "requestedSchema",
+                Value::parse_str(
+                    r#"{"type":"object","properties":{"approve":{"type":"boolean","title":"Approve",
+                    "description":"Yes: it happens now, paid from what it holds. No: it keeps waiting (decline it to return the hold)."}},
+                    "required":["approve"]}"#,
+                )
+                .map_err(|e| Failure::usage(e.reason.to_string()))?,
+            ),
+        ]);
+        if self.version >= "2025-11-25" {
+            params.insert("mode".into(), "form".into());
+        }
+        let answer = human.ask(Value::Object(params)).map_err(|why| Failure::usage(format!("not approved: {why}")))?;
+        let yes = answer.get("action").and_then(Value::as_str) == Some("accept")
+            && answer.get("content").and_then(Value::as_object).and_then(|c| c.get("approve"))
+                == Some(&Value::Bool(true));
+        if !yes {
+            return Err(Failure::usage(format!("your human did not approve {id}; it still waits")));
+        }
+        mcp_tools::approve(&self.setup, &id, house.as_deref(), args)
+    }
+}
+
 /// A tool result with `isError: true` and the reason.
 fn failed(f: &Failure) -> Value {
     Value::Object(obj([
@@ -203,7 +291,7 @@ fn failed(f: &Failure) -> Value {
 
 /// Reads one line of at most [`MAX_LINE_BYTES`]; `Ok(None)` at the end of input. A longer line
 /// is read to its end and returned as `Err` (answered as a parse error).
-fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>, ()>>> {
+pub(crate) fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>, ()>>> {
     let mut line = Vec::new();
     let mut over = false;
     loop {
@@ -239,24 +327,129 @@ fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>,
 
 /// Runs the server until standard input ends.
 pub(crate) fn run(args: McpArgs) -> Outcome {
+    if let Some(file) = args.wrap {
+        let timeout =
+            std::time::Duration::from_secs(args.approval_timeout.unwrap_or(crate::mcp_wrap::DEFAULT_TIMEOUT_S));
+        let wrap = crate::mcp_wrap::WrapArgs { file, approvals: args.approvals, timeout, command: args.command };
+        return crate::mcp_wrap::run(wrap);
+    }
     let mut server = Server::new(Setup { agent: args.agent, as_address: args.as_address, hosts: args.hosts });
     let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    let mut out = std::io::stdout().lock();
+    let mut io = Stdio {
+        input: stdin.lock(),
+        out: std::io::stdout().lock(),
+        queued: VecDeque::new(),
+        asked: 0,
+        current: None,
+        cancelled: false,
+    };
     loop {
-        let line = read_line(&mut input).map_err(|e| Failure::usage(format!("cannot read standard input: {e}")))?;
+        let line = match io.queued.pop_front() {
+            Some(l) => Some(l),
+            None => read_line(&mut io.input).map_err(|e| Failure::usage(format!("cannot read standard input: {e}")))?,
+        };
         let answer = match line {
             None => return Ok(()),
             Some(Err(())) => Some(error(Value::Null, PARSE_ERROR, "parse error: message too large")),
             Some(Ok(l)) if l.iter().all(u8::is_ascii_whitespace) => None,
-            Some(Ok(l)) => server.handle_line(&l),
+            Some(Ok(l)) => {
+                // The request being answered, so that its cancellation is heard while it asks.
+                io.current = match Value::parse(&l, MAX_LINE_BYTES) {
+                    Ok(Value::Object(o)) => o.get("id").cloned(),
+                    _ => None,
+                };
+                io.cancelled = false;
+                server.handle(&l, &mut io)
+            }
         };
+        // A request the client cancelled is not answered.
+        if std::mem::take(&mut io.cancelled) {
+            continue;
+        }
         if let Some(a) = answer {
-            let mut bytes = a.canonical();
-            bytes.push(b'\n');
-            out.write_all(&bytes)
-                .and_then(|()| out.flush())
-                .map_err(|e| Failure::usage(format!("cannot write standard output: {e}")))?;
+            io.write(&a).map_err(|e| Failure::usage(format!("cannot write standard output: {e}")))?;
+        }
+    }
+}
+
+/// Most lines kept aside while the server waits for its human's answer.
+const MAX_QUEUED: usize = 1024;
+
+/// Standard input and output, with the lines that arrived while a question was out.
+struct Stdio<'a> {
+    input: std::io::StdinLock<'a>,
+    out: std::io::StdoutLock<'a>,
+    queued: VecDeque<Result<Vec<u8>, ()>>,
+    asked: u64,
+    /// The id of the request being handled, and whether the client cancelled it meanwhile.
+    current: Option<Value>,
+    cancelled: bool,
+}
+
+impl Stdio<'_> {
+    fn write(&mut self, v: &Value) -> std::io::Result<()> {
+        let mut bytes = v.canonical();
+        bytes.push(b'\n');
+        self.out.write_all(&bytes).and_then(|()| self.out.flush())
+    }
+}
+
+impl Human for Stdio<'_> {
+    /// Sends `elicitation/create` under an id of ours (`nyx5-ask-N`, never one of the client's)
+    /// and reads until its answer; every other line is kept, in order, for afterwards.
+    fn ask(&mut self, params: Value) -> Result<Object, String> {
+        self.asked += 1;
+        let id = format!("nyx5-ask-{}", self.asked);
+        let request = Value::Object(obj([
+            ("jsonrpc", "2.0".into()),
+            ("id", id.as_str().into()),
+            ("method", "elicitation/create".into()),
+            ("params", params),
+        ]));
+        self.write(&request).map_err(|e| format!("cannot write standard output: {e}"))?;
+        loop {
+            let line = read_line(&mut self.input).map_err(|e| format!("cannot read standard input: {e}"))?;
+            let Some(line) = line else { return Err("the client went away".into()) };
+            let msg = match &line {
+                Ok(l) => match Value::parse(l, MAX_LINE_BYTES) {
+                    Ok(Value::Object(m)) => Some(m),
+                    _ => None,
+                },
+                Err(()) => None,
+            };
+            // The call that asks was cancelled: stop asking (and tell the client), answer nothing.
+            if let Some(m) = &msg
+                && m.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && self.current.is_some()
+                && m.get("params").and_then(Value::as_object).and_then(|p| p.get("requestId")) == self.current.as_ref()
+            {
+                self.cancelled = true;
+                let params = obj([("requestId", id.as_str().into()), ("reason", "the call was cancelled".into())]);
+                let note = obj([
+                    ("jsonrpc", "2.0".into()),
+                    ("method", "notifications/cancelled".into()),
+                    ("params", Value::Object(params)),
+                ]);
+                let _ = self.write(&Value::Object(note));
+                return Err("the call was cancelled".into());
+            }
+            if let Some(msg) = msg
+                && msg.get("id").and_then(Value::as_str) == Some(id.as_str())
+                && !msg.contains_key("method")
+            {
+                return match (msg.get("result"), msg.get("error")) {
+                    (Some(Value::Object(r)), _) => Ok(r.clone()),
+                    (_, Some(e)) => Err(format!(
+                        "the client could not ask: {}",
+                        e.as_object().and_then(|e| e.get("message")).and_then(Value::as_str).unwrap_or("an error")
+                    )),
+                    _ => Err("the client answered nothing".into()),
+                };
+            }
+            if self.queued.len() >= MAX_QUEUED {
+                return Err("too much arrived while waiting for the human".into());
+            }
+            self.queued.push_back(line);
         }
     }
 }

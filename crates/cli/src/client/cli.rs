@@ -320,6 +320,10 @@ pub(crate) struct SubagentArgs {
     /// Most tokens it may commit in the Libro
     #[arg(long, value_name = "N")]
     cap: Option<i64>,
+    /// How far its payments go alone: an authority as JSON, or @FILE (docs/SPEC.md §16b), e.g.
+    /// '{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"tok"}'
+    #[arg(long, value_name = "JSON")]
+    authority: Option<String>,
     /// When the delegation ends (RFC 3339 or +30d)
     #[arg(long, value_name = "WHEN")]
     valid_until: Option<String>,
@@ -569,6 +573,17 @@ fn time(text: Option<&str>, name: &str) -> Result<Option<nyx5_proto::Timestamp>,
     text.map(|t| when::parse(t, now).map_err(|e| Failure::usage(format!("--{name}: {e}")))).transpose()
 }
 
+/// `--authority JSON|@FILE`: an authority, read and checked (docs/SPEC.md §16b).
+pub(crate) fn authority_arg(text: &str) -> Result<nyx5_proto::authority::Authority, Failure> {
+    let json = match text.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read {path}: {e}")))?,
+        None => text.to_owned(),
+    };
+    nyx5_proto::Value::parse_str(&json)
+        .and_then(|v| nyx5_proto::authority::Authority::from_value(&v))
+        .map_err(|e| Failure::usage(format!("--authority: {}", e.reason)))
+}
+
 fn read_all(path: Option<&std::path::Path>) -> Result<Vec<u8>, Failure> {
     let cap = u64::try_from(nyx5_proto::limits::MAX_ENVELOPE_BYTES + 1).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
@@ -681,6 +696,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                     types: a.scope_types.clone(),
                     to_domains: a.to_domains.clone(),
                     cap: a.cap,
+                    authority: a.authority.as_deref().map(authority_arg).transpose()?,
                     valid_until: time(a.valid_until.as_deref(), "valid-until")?,
                 };
                 register::subagent(&ctx, &req)

@@ -54,6 +54,10 @@ pub(crate) enum LibroCommand {
         /// A file whose SHA-256 is the evidence's
         #[arg(long, value_name = "FILE")]
         evidence: Option<std::path::PathBuf>,
+        /// Where the evidence comes from: source, calculation, user, external or inference (the
+        /// terms may require one)
+        #[arg(long, value_name = "KIND")]
+        evidence_kind: Option<String>,
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
@@ -94,6 +98,38 @@ pub(crate) enum LibroCommand {
         amount: i64,
         #[arg(long)]
         concept: String,
+        #[command(flatten)]
+        op: OpOptions,
+    },
+    /// Movements waiting for approval that you asked for or may decide, at a Libro (read
+    /// directly with your signature).
+    Approvals {
+        /// The house's domain (a URL only for your own house) [default: your own]
+        #[arg(long)]
+        house: Option<String>,
+        /// Decided and expired ones too
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Approve a movement an authority you set asked you about: it happens now, paid from what
+    /// it held (this moves money). Shows it and asks first on a terminal, unless --yes.
+    Approve {
+        /// The approval's id (`nyx5 approvals`)
+        id: String,
+        /// Approve without asking on the terminal
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        op: OpOptions,
+    },
+    /// Decline a movement waiting for approval (yours to decide, or your own request): what it
+    /// held returns to its payer.
+    Decline {
+        id: String,
+        #[arg(long)]
+        note: Option<String>,
         #[command(flatten)]
         op: OpOptions,
     },
@@ -258,6 +294,9 @@ pub(crate) struct BondArgs {
     arbiter: Option<String>,
     #[arg(long, value_name = "HEX")]
     evidence_sha256: Option<String>,
+    /// Where the claim's evidence comes from: source, calculation, user, external or inference
+    #[arg(long, value_name = "KIND")]
+    evidence_kind: Option<String>,
     /// When the bond returns to you by itself (RFC 3339 or +30d)
     #[arg(long, value_name = "WHEN")]
     expires: Option<String>,
@@ -284,6 +323,11 @@ pub(crate) struct MandateArgs {
     /// A mandate you hold, to delegate part of it
     #[arg(long, value_name = "ID")]
     parent: Option<String>,
+    /// How far the grantee goes alone: an authority as JSON, or @FILE (docs/SPEC.md §16b), e.g.
+    /// '{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"tok"}': above
+    /// 50 a charge waits for your `nyx5 approve`
+    #[arg(long, value_name = "JSON")]
+    authority: Option<String>,
     #[command(flatten)]
     op: OpOptions,
 }
@@ -373,7 +417,7 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
             })();
             emit(op.common.json, r, human)
         }
-        LibroCommand::Deliver { contract, evidence_sha256, evidence, note, op } => {
+        LibroCommand::Deliver { contract, evidence_sha256, evidence, evidence_kind, note, op } => {
             let r = (|| {
                 let evidence = match (&evidence_sha256, &evidence) {
                     (Some(h), _) => Some(Value::from(h.as_str())),
@@ -383,6 +427,7 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
                 let args = members([
                     ("contract", Some(contract.as_str().into())),
                     ("evidence_sha256", evidence),
+                    ("evidence_kind", some_str(&evidence_kind)),
                     ("note", some_str(&note)),
                 ]);
                 operate("deliver", args, &op)
@@ -406,6 +451,7 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
                 ("beneficiary", some_str(&a.beneficiary)),
                 ("arbiter", some_str(&a.arbiter)),
                 ("evidence_sha256", some_str(&a.evidence_sha256)),
+                ("evidence_kind", some_str(&a.evidence_kind)),
                 ("expires", some_str(&a.expires)),
                 ("vouchee", some_str(&a.vouchee)),
             ]);
@@ -422,14 +468,18 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
                 let list = c.iter().map(|c| Value::from(c.as_str())).collect();
                 Value::Object(obj([("concepts", Value::Array(list))]))
             });
-            let args = members([
-                ("grantee", Some(a.grantee.as_str().into())),
-                ("cap", Some(a.cap.into())),
-                ("scope", scope),
-                ("expires", some_str(&a.expires)),
-                ("parent", some_str(&a.parent)),
-            ]);
-            let r = operate("mandate", args, &a.op);
+            let r = (|| {
+                let authority = a.authority.as_deref().map(super::cli::authority_arg).transpose()?;
+                let args = members([
+                    ("grantee", Some(a.grantee.as_str().into())),
+                    ("cap", Some(a.cap.into())),
+                    ("scope", scope),
+                    ("expires", some_str(&a.expires)),
+                    ("parent", some_str(&a.parent)),
+                    ("authority", authority.map(|x| x.to_value())),
+                ]);
+                operate("mandate", args, &a.op)
+            })();
             emit(a.op.common.json, r, human)
         }
         LibroCommand::Charge { mandate, amount, concept, op } => {
@@ -439,6 +489,25 @@ pub(crate) fn run(command: LibroCommand) -> Outcome {
                 ("concept", concept.as_str().into()),
             ]);
             let r = operate("charge", args, &op);
+            emit(op.common.json, r, human)
+        }
+        LibroCommand::Approvals { house, all, common } => {
+            let r = common.ctx().and_then(|ctx| libro_read::approvals(&ctx, house.as_deref(), all));
+            emit(common.json, r, libro_read::approvals_human)
+        }
+        LibroCommand::Approve { id, yes, op } => {
+            let r = (|| {
+                if !yes {
+                    let ctx = op.common.ctx()?;
+                    libro_read::confirm_approval(&ctx, op.house.as_deref(), &id)?;
+                }
+                operate("approve", obj([("pending", id.as_str().into())]), &op)
+            })();
+            emit(op.common.json, r, human)
+        }
+        LibroCommand::Decline { id, note, op } => {
+            let args = members([("pending", Some(id.as_str().into())), ("note", some_str(&note))]);
+            let r = operate("decline", args, &op);
             emit(op.common.json, r, human)
         }
         LibroCommand::Revoke { mandate, op } => {

@@ -11,7 +11,7 @@ use nyx5_proto::{Address, libro, limits};
 use super::directory::{operator_hint, operator_house};
 use super::http::{house_url, read_object, send};
 use super::libro::{contract_line, house_domain, lines, mandate_line};
-use super::output::{pretty, safe, show, text};
+use super::output::{one_line, pretty, safe, show, text};
 use super::profile::AgentEntry;
 use super::{Ctx, house_target};
 use crate::error::Failure;
@@ -98,6 +98,126 @@ pub(crate) fn balance_human(v: &Value) -> String {
         }
     }
     s
+}
+
+/// `nyx5 approvals`: the movements waiting for approval that the agent asked for or may decide
+/// (`pending` of `GET /libro/cuenta/:address`); `all` keeps decided and expired ones too.
+pub(crate) fn approvals(ctx: &Ctx, house: Option<&str>, all: bool) -> Result<Value, Failure> {
+    let account = balance(ctx, house, None)?;
+    let o = account.as_object().cloned().unwrap_or_default();
+    let list: Vec<Value> = o
+        .get("pending")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| all || p.as_object().and_then(|p| p.get("state")).and_then(Value::as_str) == Some("pending"))
+        .cloned()
+        .collect();
+    Ok(Value::Object(obj([
+        ("house", o.get("house").cloned().unwrap_or(Value::Null)),
+        ("account", o.get("account").cloned().unwrap_or(Value::Null)),
+        ("pending", Value::Array(list)),
+    ])))
+}
+
+/// One approval as a person reads it before deciding: what would move, who asked, why its
+/// authority asked, who still has to say yes, and until when.
+pub(crate) fn approval_text(p: &Object) -> String {
+    let hold = p.get("hold").and_then(Value::as_object);
+    let what = match hold {
+        Some(h) => format!("{} tok from {}", show(h, "amount"), safe(text(h, "account"))),
+        None => "nothing held".to_owned(),
+    };
+    let mut s = format!(
+        "{} [{}] {} by {}: {what}, for \"{}\"\n",
+        one_line(text(p, "id")),
+        one_line(text(p, "state")),
+        one_line(text(p, "op")),
+        one_line(text(p, "operator")),
+        one_line(text(p, "concept"))
+    );
+    if let Some(what) = p.get("summary").and_then(Value::as_object).filter(|o| !o.is_empty()) {
+        let parts: Vec<String> = what
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(t) => format!("{k}: {}", one_line(t)),
+                other => format!("{k}: {}", one_line(&other.canonical_string())),
+            })
+            .collect();
+        s.push_str(&format!("  what: {}\n", parts.join("; ")));
+    }
+    for a in p.get("asks").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {
+        s.push_str(&format!("  asks: {}\n", one_line(text(a, "reason"))));
+        if let Some(r) =
+            a.get("authority").and_then(Value::as_object).and_then(|x| x.get("rationale")).and_then(Value::as_str)
+        {
+            s.push_str(&format!("  because: {}\n", one_line(r)));
+        }
+    }
+    let names = |name: &str| -> String {
+        p.get(name)
+            .and_then(Value::as_array)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Value::as_str)
+            .map(safe)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let waiting = names("awaiting");
+    if !waiting.is_empty() && text(p, "state") == "pending" {
+        s.push_str(&format!("  waits on: {waiting}; until {}\n", safe(text(p, "expires"))));
+    }
+    let approved = names("approved_by");
+    if !approved.is_empty() {
+        s.push_str(&format!("  approved by: {approved}\n"));
+    }
+    s
+}
+
+pub(crate) fn approvals_human(v: &Value) -> String {
+    let o = v.as_object().cloned().unwrap_or_default();
+    let list = o.get("pending").and_then(Value::as_array).unwrap_or_default();
+    if list.is_empty() {
+        return format!("nothing waits for approval at {}\n", safe(text(&o, "house")));
+    }
+    list.iter().filter_map(Value::as_object).map(approval_text).collect()
+}
+
+/// The approval `id` still waiting that the agent may see, as `nyx5 approvals` lists it.
+pub(crate) fn waiting_approval(ctx: &Ctx, house: Option<&str>, id: &str) -> Result<Object, Failure> {
+    approvals(ctx, house, false)?
+        .as_object()
+        .and_then(|o| o.get("pending"))
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_object)
+        .find(|p| text(p, "id") == id)
+        .cloned()
+        .ok_or_else(|| Failure::usage(format!("no approval {id} waits for you (nyx5 approvals)")))
+}
+
+/// Before `nyx5 approve ID`: shows the approval and asks on the terminal; refuses when nothing
+/// reads the question (no terminal: give --yes) or the answer is not yes.
+pub(crate) fn confirm_approval(ctx: &Ctx, house: Option<&str>, id: &str) -> Result<(), Failure> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let found = waiting_approval(ctx, house, id)?;
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::usage("approve asks on a terminal; with no terminal, give --yes"));
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{}Approve it? [y/N] ", approval_text(&found));
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::usage(format!("cannot read the answer: {e}")))?;
+    match answer.trim() {
+        "y" | "Y" | "yes" | "YES" | "Yes" => Ok(()),
+        _ => Err(Failure::usage("not approved")),
+    }
 }
 
 /// `nyx5 contract ID`: a contract the agent is party to.

@@ -69,6 +69,39 @@ pub(crate) fn safe(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
 }
 
+/// `text` made safe to show on one line of a prompt a person decides on: line breaks and tabs
+/// written as `\n`, `\t`, `\r`, other control characters and the invisible ones that reorder
+/// or hide text (bidi controls, zero-width characters) as `?`. Nothing another party wrote can
+/// forge a line, or show one thing and say another.
+pub(crate) fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || invisible(c) => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Characters that change how text around them is shown without showing themselves.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 /// `text` indented by `n` spaces on every line.
 pub(crate) fn indent(text: &str, n: usize) -> String {
     let pad = " ".repeat(n);
@@ -95,5 +128,18 @@ mod tests {
             "{\n  \"a\": \"é\\n\",\n  \"b\": [\n    1,\n    {\n      \"x\": null\n    }\n  ],\n  \"c\": {}\n}\n"
         );
         assert_eq!(safe("a\u{1b}[2Jb\nc"), "a?[2Jb\nc");
+    }
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    use super::one_line;
+
+    #[test]
+    fn nothing_forges_a_line_or_hides_itself() {
+        assert_eq!(one_line("a\n  until: x\tb\r"), "a\\n  until: x\\tb\\r");
+        assert_eq!(one_line("pay \u{202E}001\u{200B}"), "pay ?001?");
+        assert_eq!(one_line("\u{1b}[2J"), "?[2J");
+        assert_eq!(one_line("ñandú 5 tok"), "ñandú 5 tok");
     }
 }

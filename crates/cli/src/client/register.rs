@@ -352,6 +352,8 @@ pub(crate) struct SubagentRequest {
     pub(crate) types: Option<Vec<String>>,
     pub(crate) to_domains: Option<Vec<String>>,
     pub(crate) cap: Option<i64>,
+    /// How far its money-moving operations go alone (docs/SPEC.md §16b).
+    pub(crate) authority: Option<nyx5_proto::authority::Authority>,
     pub(crate) valid_until: Option<Timestamp>,
 }
 
@@ -372,7 +374,12 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         v.as_ref()
             .map(|l| l.iter().map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect::<Vec<_>>())
     };
-    let scope = Scope { types: norm(&req.types), to_domains: norm(&req.to_domains), cap: req.cap, authority: None };
+    let scope = Scope {
+        types: norm(&req.types),
+        to_domains: norm(&req.to_domains),
+        cap: req.cap,
+        authority: req.authority.clone(),
+    };
     if let Some(t) = &scope.types {
         for kind in t {
             nyx5_proto::envelope::Kind::parse(kind).map_err(|_| {

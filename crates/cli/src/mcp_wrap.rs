@@ -1,0 +1,1464 @@
+//! `nyx5 mcp --wrap AUTHORITY.json -- CMD ARGS…`: another MCP server's tools, served through the
+//! authorities a person wrote for them (docs/SPEC.md "Wrapping another MCP server").
+//!
+//! The wrapped server is a child speaking JSON-RPC lines on its standard input and output. Every
+//! message passes through as it is, except: a `tools/list` answer loses the tools its authority
+//! prohibits, and the others carry hints set from their authority; a `tools/call` is judged
+//! first ([`Authority::judge`]) — refused, it never reaches the child; to be approved, it waits
+//! for a human (by `elicitation/create` when the client offers elicitation, else by a file that
+//! `nyx5 mcp-approve` or `nyx5 mcp-decline` decides) while every other message keeps flowing.
+//! Requests the child sends the client go out under ids of ours (`nyx5-wrap-c-N`) and their
+//! answers come back under the child's; our own requests are `nyx5-wrap-e-N`. The server's own
+//! hints never decide anything: they only earn a warning when they disagree with the authority.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use nyx5_proto::authority::{Authority, Consequence, HOUR_MS, Intent, Level, MAX_PER_HOUR, Verdict};
+use nyx5_proto::crypto::{hex, sha256};
+use nyx5_proto::json::{Object, field, obj};
+use nyx5_proto::{Timestamp, Value};
+
+use crate::client::output::one_line as safe;
+use crate::error::{EXIT_NETWORK, Failure, Outcome};
+use crate::mcp::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MAX_LINE_BYTES, PARSE_ERROR, error, read_line};
+use crate::sys::OsRng;
+
+/// The largest authority file read.
+const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// The members an authority file may have.
+const FILE_MEMBERS: [&str; 4] = ["tools", "patterns", "default", "amounts"];
+/// How often a waiting call looks for a decision file.
+const POLL: Duration = Duration::from_millis(200);
+/// How long the child may take to exit once its input is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
+/// The most characters of a call's arguments shown to whoever approves it.
+const SHOWN_VALUE: usize = 160;
+/// The most characters of an argument's name shown.
+const SHOWN_KEY: usize = 64;
+/// The default `--approval-timeout`, in seconds.
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 600;
+/// The most calls that wait for a human at once; beyond them a call is refused.
+const MAX_WAITING: usize = 64;
+/// The most requests of the server's that the client has not answered.
+const MAX_CHILD_REQUESTS: usize = 1024;
+/// The prefix of every id we put on a request to the client.
+const OUR_IDS: &str = "nyx5-wrap-";
+
+// ---------------------------------------------------------------------------------------------
+// The authority file: rules by tool name (pure).
+
+/// Where a tool's amount is among its arguments: `{"argument": "amount", "currency"?: "tok"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AmountArg {
+    pub(crate) argument: String,
+    pub(crate) currency: Option<String>,
+}
+
+/// A parsed AUTHORITY.json.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Rules {
+    tools: BTreeMap<String, Authority>,
+    /// Name prefixes (the pattern without its trailing `*`) and their authorities.
+    patterns: Vec<(String, Authority)>,
+    default: Option<Authority>,
+    amounts: BTreeMap<String, AmountArg>,
+}
+
+/// What holds for one tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rule {
+    /// The strictest of its exact entry and every matching pattern, else the default, else
+    /// prohibited.
+    pub(crate) authority: Authority,
+    /// The tool's consequence: the gravest any of those entries names.
+    pub(crate) consequence: Consequence,
+    pub(crate) amount: Option<AmountArg>,
+}
+
+/// What a tool no entry names gets when the file has no `default`.
+fn unnamed() -> Authority {
+    Authority {
+        level: Level::Prohibited,
+        consequence: Consequence::Irreversible,
+        max_amount: None,
+        currency: None,
+        max_per_hour: None,
+        rationale: Some("not named in the authority file, which has no default".to_owned()),
+    }
+}
+
+impl Rules {
+    /// Reads and checks an authority file's JSON.
+    pub(crate) fn from_value(v: &Value) -> Result<Rules, String> {
+        let o = v.as_object().ok_or("the authority file is one JSON object")?;
+        if let Some(k) = o.keys().find(|k| !FILE_MEMBERS.contains(&k.as_str())) {
+            return Err(format!("the authority file has no member {k:?} (only tools, patterns, default, amounts)"));
+        }
+        let by_name = |member: &str| -> Result<BTreeMap<String, Authority>, String> {
+            match o.get(member) {
+                None => Ok(BTreeMap::new()),
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(name, a)| {
+                        if name.is_empty() {
+                            return Err(format!("`{member}` names a tool with an empty name"));
+                        }
+                        Authority::from_value(a)
+                            .map(|a| (name.clone(), a))
+                            .map_err(|e| format!("{member}.{name}: {}", e.reason))
+                    })
+                    .collect(),
+                Some(_) => Err(format!("`{member}` is an object of authorities by tool name")),
+            }
+        };
+        let tools = by_name("tools")?;
+        let mut patterns = Vec::new();
+        for (p, a) in by_name("patterns")? {
+            let prefix = p.strip_suffix('*').filter(|prefix| !prefix.contains('*')).ok_or_else(|| {
+                format!("patterns.{p}: a pattern is a name with one `*`, at its end (e.g. \"delete_*\")")
+            })?;
+            patterns.push((prefix.to_owned(), a));
+        }
+        let default = match o.get("default") {
+            None => None,
+            Some(a) => Some(Authority::from_value(a).map_err(|e| format!("default: {}", e.reason))?),
+        };
+        let mut amounts = BTreeMap::new();
+        match o.get("amounts") {
+            None => {}
+            Some(Value::Object(m)) => {
+                for (name, a) in m {
+                    amounts.insert(name.clone(), amount_arg(a).map_err(|why| format!("amounts.{name}: {why}"))?);
+                }
+            }
+            Some(_) => return Err("`amounts` is an object of {argument, currency?} by tool name".to_owned()),
+        }
+        let rules = Rules { tools, patterns, default, amounts };
+        rules.check_named()?;
+        Ok(rules)
+    }
+
+    /// What can be checked before any tool is listed: a tool named with a cap must say where
+    /// its amount is, and in the cap's currency.
+    fn check_named(&self) -> Result<(), String> {
+        let names: HashSet<&String> = self.tools.keys().chain(self.amounts.keys()).collect();
+        for name in names {
+            let rule = self.rule(name);
+            let a = &rule.authority;
+            if a.level == Level::Prohibited {
+                continue;
+            }
+            match (&rule.amount, a.max_amount) {
+                (None, Some(max)) if self.tools.contains_key(name) => {
+                    return Err(format!(
+                        "tools.{name}: its authority caps amounts at {max}, so `amounts.{name}` must name the \
+                         argument that carries its amount"
+                    ));
+                }
+                (Some(AmountArg { currency: Some(c), .. }), Some(_)) if a.currency.as_deref() != Some(c) => {
+                    return Err(format!(
+                        "amounts.{name}: its currency {c} is not the one its authority counts ({})",
+                        a.currency.as_deref().unwrap_or_default()
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The rule for `tool`.
+    pub(crate) fn rule(&self, tool: &str) -> Rule {
+        let mut found: Option<(Authority, Consequence)> = self.tools.get(tool).map(|a| (a.clone(), a.consequence));
+        for (prefix, a) in &self.patterns {
+            if tool.starts_with(prefix.as_str()) {
+                found = Some(match found {
+                    Some((f, c)) => (f.strictest(a), c.max(a.consequence)),
+                    None => (a.clone(), a.consequence),
+                });
+            }
+        }
+        let (authority, consequence) = found
+            .or_else(|| self.default.clone().map(|a| (a.clone(), a.consequence)))
+            .unwrap_or_else(|| (unnamed(), Consequence::Irreversible));
+        Rule { authority, consequence, amount: self.amounts.get(tool).cloned() }
+    }
+}
+
+fn amount_arg(v: &Value) -> Result<AmountArg, String> {
+    let o = v.as_object().ok_or("it is {argument, currency?}")?;
+    if let Some(k) = o.keys().find(|k| !["argument", "currency"].contains(&k.as_str())) {
+        return Err(format!("it has no member {k:?} (only argument, currency)"));
+    }
+    let argument = field::str(o, "argument").map_err(|e| e.reason)?;
+    if argument.is_empty() {
+        return Err("its argument is a name".to_owned());
+    }
+    let currency = field::opt_str(o, "currency").map_err(|e| e.reason)?.map(str::to_owned);
+    Ok(AmountArg { argument: argument.to_owned(), currency })
+}
+
+/// Judges one call of a tool under its rule; `hour_ops` is how many calls of it went ahead in
+/// the past hour, `approved` whether a human approved this very call (it never lifts
+/// `prohibited`). A cap the call's amount cannot be read against is asked, never ignored.
+pub(crate) fn judge(rule: &Rule, args: &Object, hour_ops: i64, approved: bool) -> Verdict {
+    let a = &rule.authority;
+    let mut unreadable = None;
+    let (amount, currency) = match &rule.amount {
+        None => {
+            if a.max_amount.is_some() {
+                unreadable = Some("its authority caps amounts and the authority file names no amount argument for it");
+            }
+            (None, None)
+        }
+        Some(arg) => match args.get(&arg.argument).map(Value::as_safe_integer) {
+            Some(Some(n)) if n >= 0 => (Some(n), arg.currency.as_deref().or(a.currency.as_deref())),
+            _ => {
+                if a.max_amount.is_some() {
+                    unreadable = Some("its amount argument is missing or not a whole number of at least 0");
+                }
+                (None, None)
+            }
+        },
+    };
+    let intent = Intent { amount, currency, consequence: rule.consequence, hour_ops, approved };
+    match a.judge(&intent) {
+        Verdict::Allowed if !approved => match unreadable {
+            Some(why) => Verdict::Ask(why.to_owned()),
+            None => Verdict::Allowed,
+        },
+        v => v,
+    }
+}
+
+/// A listed tool as the client sees it: hints set from its rule and `_meta["nyx5/authority"]`;
+/// and the warnings its server's own hints earn where they disagree (they decide nothing).
+pub(crate) fn annotate(tool: &Object, rule: &Rule) -> (Object, Vec<String>) {
+    let mut t = tool.clone();
+    let server = t.get("annotations").and_then(Value::as_object).cloned().unwrap_or_default();
+    let hint = |k: &str| match server.get(k) {
+        Some(Value::Bool(b)) => Some(*b),
+        _ => None,
+    };
+    let a = &rule.authority;
+    let reversible = rule.consequence == Consequence::Reversible;
+    let mut warnings = Vec::new();
+    if hint("destructiveHint") == Some(true) && a.level == Level::Autonomous && reversible {
+        warnings
+            .push("its server says it is destructive, and its authority lets it act alone as reversible".to_owned());
+    }
+    if hint("readOnlyHint") == Some(true) && !reversible {
+        warnings.push(format!(
+            "its server says it only reads, and its authority treats it as {}",
+            rule.consequence.as_str()
+        ));
+    }
+    if hint("destructiveHint") == Some(false) && rule.consequence == Consequence::Irreversible {
+        warnings.push("its server says it is not destructive, and its authority treats it as irreversible".to_owned());
+    }
+    let mut annotations = server.clone();
+    annotations.insert("readOnlyHint".into(), Value::Bool(reversible && hint("readOnlyHint") == Some(true)));
+    annotations.insert("destructiveHint".into(), Value::Bool(!reversible));
+    annotations.insert("idempotentHint".into(), Value::Bool(reversible && hint("idempotentHint") == Some(true)));
+    t.insert("annotations".into(), Value::Object(annotations));
+    let mut meta = t.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default();
+    meta.insert("nyx5/authority".into(), authority_meta(rule));
+    t.insert("_meta".into(), Value::Object(meta));
+    let mut notes = Vec::new();
+    if a.level == Level::NeedsApproval {
+        notes.push("every call waits for a human's approval".to_owned());
+    }
+    if let Some(max) = a.max_amount {
+        notes.push(format!(
+            "above {max} {} per call, a human approves first",
+            a.currency.as_deref().unwrap_or_default()
+        ));
+    }
+    if let Some(n) = a.max_per_hour {
+        notes.push(format!("beyond {n} calls an hour, a human approves first"));
+    }
+    if !notes.is_empty() {
+        let before = t.get("description").and_then(Value::as_str).unwrap_or_default();
+        let sep = if before.is_empty() { "" } else { "\n\n" };
+        t.insert("description".into(), format!("{before}{sep}(Nyx5: {}.)", notes.join("; ")).into());
+    }
+    (t, warnings)
+}
+
+/// `_meta["nyx5/authority"]`: the rule's authority, the tool's consequence and its amount argument.
+fn authority_meta(rule: &Rule) -> Value {
+    let mut o = match rule.authority.to_value() {
+        Value::Object(o) => o,
+        _ => Object::new(),
+    };
+    o.insert("consequence".into(), rule.consequence.as_str().into());
+    if let Some(arg) = &rule.amount {
+        o.insert("amount_argument".into(), arg.argument.as_str().into());
+    }
+    Value::Object(o)
+}
+
+/// The canonical SHA-256 of a call's arguments, as a pending approval names them.
+fn arguments_sha256(args: &Object) -> String {
+    hex(&sha256(&Value::Object(args.clone()).canonical()))
+}
+
+/// A call's arguments as a person reads them before deciding: every member, each value cut to
+/// [`SHOWN_VALUE`] characters, control characters made visible, and how much was left out.
+fn shown_arguments(args: &Object) -> String {
+    let mut hidden = 0usize;
+    let parts: Vec<String> = args
+        .iter()
+        .map(|(k, v)| {
+            let text = v.canonical_string();
+            let cut = shorten(&text, SHOWN_VALUE);
+            hidden += text.len().saturating_sub(cut.len());
+            format!("{}={}", safe(&shorten(k, SHOWN_KEY)), safe(&cut))
+        })
+        .collect();
+    let mut out = if parts.is_empty() { "no arguments".to_owned() } else { parts.join(", ") };
+    if hidden > 0 {
+        out.push_str(&format!(" ({hidden} bytes of values not shown)"));
+    }
+    out
+}
+
+/// At most `max` characters of `text`, with an ellipsis when cut.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((i, _)) => format!("{}…", text.get(..i).unwrap_or_default()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state directory: pending approvals, their decisions, and the hour's calls.
+
+/// Where pending approvals live: `--approvals`, else `$XDG_STATE_HOME/nyx5/approvals`, else
+/// `~/.local/state/nyx5/approvals`.
+pub(crate) fn default_dir(flag: Option<&Path>) -> Result<PathBuf, Failure> {
+    if let Some(p) = flag {
+        return Ok(p.to_owned());
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(x) = env("XDG_STATE_HOME") {
+        return Ok(PathBuf::from(x).join("nyx5").join("approvals"));
+    }
+    if let Some(h) = env("HOME") {
+        return Ok(PathBuf::from(h).join(".local").join("state").join("nyx5").join("approvals"));
+    }
+    Err(Failure::usage("no place for approvals: pass --approvals DIR or set XDG_STATE_HOME"))
+}
+
+/// The approvals directory. Requests are `<id>.request.json`, decisions `<id>.decision.json`
+/// (made once: linked into place, never overwritten), the hour's calls `calls-<key>.json`.
+#[derive(Debug)]
+pub(crate) struct Store {
+    dir: PathBuf,
+}
+
+/// An approval's id: 16 lowercase hex digits.
+fn check_approval_id(id: &str) -> Result<(), Failure> {
+    if id.len() == 16 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(Failure::usage(format!("{id:?} is not an approval id (16 hex digits, as nyx5 mcp-approvals lists them)")))
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::sys::now().map(Timestamp::millis).unwrap_or_default()
+}
+
+impl Store {
+    /// Opens (with `create`, makes, 0700) the directory.
+    pub(crate) fn open(flag: Option<&Path>, create: bool) -> Result<Store, Failure> {
+        let dir = default_dir(flag)?;
+        if create && !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        if !dir.is_dir() {
+            return Err(Failure::usage(format!("{} is not a directory of approvals", dir.display())));
+        }
+        Ok(Store { dir })
+    }
+
+    fn request_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.request.json"))
+    }
+
+    fn decision_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.decision.json"))
+    }
+
+    /// Writes `value` to a fresh 0600 file beside `path`, then puts it in place: renamed over
+    /// `path`, or (`once`) linked, failing if `path` exists.
+    fn write(&self, path: &Path, value: &Value, once: bool) -> std::io::Result<()> {
+        let mut bytes = value.canonical();
+        bytes.push(b'\n');
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = self.dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
+        let written = (|| {
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            if once { std::fs::hard_link(&tmp, path) } else { std::fs::rename(&tmp, path) }
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        written
+    }
+
+    fn read(path: &Path) -> Option<Object> {
+        let bytes = std::fs::read(path).ok()?;
+        match Value::parse(&bytes, MAX_FILE_BYTES) {
+            Ok(Value::Object(o)) => Some(o),
+            _ => None,
+        }
+    }
+
+    fn decision(&self, id: &str) -> Option<Object> {
+        Store::read(&self.decision_path(id))
+    }
+
+    /// Records a decision unless one was made: `Err` names the one that was.
+    fn decide_once(
+        &self,
+        id: &str,
+        decision: &str,
+        arguments_sha256: &str,
+        code: Option<&str>,
+    ) -> Result<(), Option<Object>> {
+        let mut o = obj([
+            ("id", id.into()),
+            ("decision", decision.into()),
+            ("arguments_sha256", arguments_sha256.into()),
+            ("time", Timestamp::from_millis(now_ms()).to_rfc3339().into()),
+        ]);
+        if let Some(c) = code {
+            o.insert("code".into(), c.into());
+        }
+        let v = Value::Object(o);
+        match self.write(&self.decision_path(id), &v, true) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.decision(id)),
+        }
+    }
+
+    /// Removes a request and its decision.
+    fn close(&self, id: &str) {
+        let _ = std::fs::remove_file(self.request_path(id));
+        let _ = std::fs::remove_file(self.decision_path(id));
+    }
+
+    /// The requests still waiting for a decision, oldest first (not those past their time,
+    /// left by a proxy that stopped).
+    pub(crate) fn pending(&self) -> Result<Vec<Object>, Failure> {
+        let now = Timestamp::from_millis(now_ms());
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", self.dir.display())))?;
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_suffix(".request.json") else { continue };
+            if check_approval_id(id).is_err() || self.decision_path(id).exists() {
+                continue;
+            }
+            let Some(o) = Store::read(&e.path()) else { continue };
+            let expires = o.get("expires").and_then(Value::as_str).and_then(|t| Timestamp::parse(t).ok());
+            if expires.is_some_and(|t| t >= now) {
+                out.push(o);
+            }
+        }
+        out.sort_by(|a, b| {
+            let t = |o: &Object| o.get("created").and_then(Value::as_str).unwrap_or_default().to_owned();
+            t(a).cmp(&t(b))
+        });
+        Ok(out)
+    }
+
+    /// A person's decision on a pending request (`nyx5 mcp-approve`, `nyx5 mcp-decline`): an
+    /// approval names the code the proxy printed, and only a request nobody changed is approved.
+    pub(crate) fn decide(&self, id: &str, approve: bool, code: Option<&str>) -> Result<Object, Failure> {
+        check_approval_id(id)?;
+        let request = Store::read(&self.request_path(id))
+            .ok_or_else(|| Failure::usage(format!("no pending approval {id} in {}", self.dir.display())))?;
+        let sha = request.get("arguments_sha256").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if approve {
+            let code = code.ok_or_else(|| {
+                Failure::usage("approving needs --code, the code the waiting proxy printed beside the id")
+            })?;
+            if Some(hex(&sha256(code.as_bytes())).as_str()) != request.get("code_sha256").and_then(Value::as_str) {
+                return Err(Failure::usage(format!("that is not the code of approval {id}")));
+            }
+            if !untouched(&request) {
+                return Err(Failure::usage(format!(
+                    "approval {id} was changed since the proxy wrote it; not approved"
+                )));
+            }
+        }
+        let decision = if approve { "approve" } else { "decline" };
+        match self.decide_once(id, decision, &sha, code) {
+            Ok(()) => Ok(request),
+            Err(Some(d)) => Err(Failure::usage(format!(
+                "approval {id} was already decided: {}",
+                d.get("decision").and_then(Value::as_str).unwrap_or("?")
+            ))),
+            Err(None) => Err(Failure::usage(format!("cannot write the decision for {id} in {}", self.dir.display()))),
+        }
+    }
+
+    /// The file counting a wrapped server's calls (one per command line, so a restart keeps
+    /// its hour and another server's tools of the same name do not share it).
+    fn calls_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("calls-{key}.json"))
+    }
+
+    /// Runs `f` on the calls file's `{tool: [ms…]}` (pruned to the past hour) under a lock,
+    /// writing back what it changed.
+    fn with_calls<T>(&self, key: &str, f: impl FnOnce(&mut Object, i64) -> (T, bool)) -> T {
+        let path = self.calls_path(key);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(self.dir.join(format!("calls-{key}.json.lock")));
+        let lock = lock.ok().filter(|l| l.lock().is_ok());
+        let now = now_ms();
+        let mut calls = Store::read(&path).unwrap_or_default();
+        for v in calls.values_mut() {
+            if let Value::Array(times) = v {
+                times.retain(|t| t.as_safe_integer().is_some_and(|t| now - t < HOUR_MS && t <= now));
+            }
+        }
+        calls.retain(|_, v| v.as_array().is_some_and(|a| !a.is_empty()));
+        let (out, changed) = f(&mut calls, now);
+        if changed && let Err(e) = self.write(&path, &Value::Object(calls), false) {
+            eprintln!("nyx5 mcp --wrap: cannot record the hour's calls in {}: {e}", path.display());
+        }
+        if let Some(l) = lock {
+            let _ = l.unlock();
+        }
+        out
+    }
+
+    /// How many calls of `tool` went ahead in the past hour.
+    fn hour_ops(&self, key: &str, tool: &str) -> i64 {
+        self.with_calls(key, |calls, _| {
+            let n = calls.get(tool).and_then(Value::as_array).map_or(0, <[Value]>::len);
+            (i64::try_from(n).unwrap_or(i64::MAX), false)
+        })
+    }
+
+    /// Counts one call of `tool` that went ahead (only where a rate is capped: nothing else
+    /// reads the count).
+    fn record_call(&self, key: &str, tool: &str, rule: &Rule) {
+        if rule.authority.max_per_hour.is_none() {
+            return;
+        }
+        self.with_calls(key, |calls, now| {
+            let times = calls.entry(tool.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(t) = times {
+                t.push(now.into());
+                let over = t.len().saturating_sub(usize::try_from(MAX_PER_HOUR).unwrap_or(usize::MAX));
+                t.drain(..over);
+            }
+            ((), true)
+        });
+    }
+}
+
+/// A number no other call in this process gets.
+fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI verbs that decide out of band.
+
+/// `nyx5 mcp-approvals`'s options.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ListArgs {
+    /// The approvals directory [default: $XDG_STATE_HOME/nyx5/approvals, else
+    /// ~/.local/state/nyx5/approvals]
+    #[arg(long, value_name = "DIR")]
+    approvals: Option<PathBuf>,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+/// `nyx5 mcp-approve` and `nyx5 mcp-decline`'s options.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DecideArgs {
+    /// The approval's id, as `nyx5 mcp-approvals` lists it
+    id: String,
+    /// To approve: the code the waiting proxy printed on its standard error beside the id (it
+    /// is on no file, so neither the wrapped server nor the model can approve)
+    #[arg(long, value_name = "CODE")]
+    code: Option<String>,
+    /// The approvals directory [default: $XDG_STATE_HOME/nyx5/approvals, else
+    /// ~/.local/state/nyx5/approvals]
+    #[arg(long, value_name = "DIR")]
+    approvals: Option<PathBuf>,
+}
+
+/// `nyx5 mcp-approvals`: the wrapped calls waiting for a person.
+pub(crate) fn list(args: &ListArgs) -> Outcome {
+    let dir = default_dir(args.approvals.as_deref())?;
+    // No directory yet: no proxy ever asked.
+    let pending = if dir.exists() { Store::open(Some(&dir), false)?.pending()? } else { Vec::new() };
+    if args.json {
+        let v = Value::Object(obj([("pending", Value::Array(pending.into_iter().map(Value::Object).collect()))]));
+        return crate::io::write_json_line(&v);
+    }
+    let mut text = String::new();
+    if pending.is_empty() {
+        text.push_str("no wrapped call is waiting for approval\n");
+    }
+    for p in &pending {
+        let s = |k: &str| safe(p.get(k).and_then(Value::as_str).unwrap_or_default());
+        let args = p.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+        text.push_str(&format!(
+            "{}  {}  {}\n  why: {}\n  arguments: {}\n  until {}\n",
+            s("id"),
+            s("tool"),
+            s("created"),
+            s("reason"),
+            shown_arguments(&args),
+            s("expires")
+        ));
+        if let Some(r) = p.get("rationale").and_then(Value::as_str) {
+            text.push_str(&format!("  rationale: {}\n", safe(r)));
+        }
+        if !untouched(p) {
+            text.push_str("  WARNING: this file was changed since the proxy wrote it; do not approve it\n");
+        }
+    }
+    crate::io::write_text(&text)
+}
+
+/// `nyx5 mcp-approve ID` / `nyx5 mcp-decline ID`: decides one waiting call, once.
+pub(crate) fn decide(args: &DecideArgs, approve: bool) -> Outcome {
+    let store = Store::open(args.approvals.as_deref(), false)?;
+    let request = store.decide(&args.id, approve, args.code.as_deref())?;
+    let tool = request.get("tool").and_then(Value::as_str).unwrap_or_default();
+    let what = if approve { "approved" } else { "declined" };
+    crate::io::write_text(&format!("{what} {} ({tool}), this call only\n", args.id))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The proxy.
+
+/// What `nyx5 mcp --wrap` was given.
+#[derive(Debug)]
+pub(crate) struct WrapArgs {
+    pub(crate) file: PathBuf,
+    pub(crate) approvals: Option<PathBuf>,
+    pub(crate) timeout: Duration,
+    pub(crate) command: Vec<String>,
+}
+
+/// What a waiting call hears.
+#[derive(Debug)]
+enum Event {
+    /// The client's answer to our elicitation.
+    Answer(Object),
+    /// The client cancelled the call.
+    Cancelled,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    id: Value,
+    tx: mpsc::Sender<Event>,
+    /// Its request file, while it waits out of band.
+    approval: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The client declared the `elicitation` capability.
+    elicitation: bool,
+    /// Our input ended: the child's exit is expected.
+    closing: bool,
+    /// Client requests the child has not answered: by id key, their id and method.
+    in_flight: HashMap<String, (Value, String)>,
+    /// Calls waiting for a human, by id key.
+    waiting: HashMap<String, Waiting>,
+    /// The child's requests to the client: by our id, the child's.
+    child_requests: HashMap<String, Value>,
+    /// Our elicitations: by our id, the id key of the call they are for.
+    elicitations: HashMap<String, String>,
+    /// Tools already warned about.
+    warned: HashSet<String>,
+    next: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    rules: Rules,
+    store: Store,
+    /// Which calls file counts this server's calls.
+    calls_key: String,
+    timeout: Duration,
+    out: Mutex<std::io::Stdout>,
+    child_in: Mutex<Option<ChildStdin>>,
+    child: Mutex<Option<Child>>,
+    state: Mutex<State>,
+}
+
+/// A lock, even if a thread panicked holding it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// An id as a key: `1` and `"1"` differ.
+fn key(id: &Value) -> String {
+    id.canonical_string()
+}
+
+fn tool_result(text: &str, is_error: bool) -> Value {
+    Value::Object(obj([
+        ("content", Value::Array(vec![Value::Object(obj([("type", "text".into()), ("text", text.into())]))])),
+        ("isError", Value::Bool(is_error)),
+    ]))
+}
+
+fn response(id: Value, result: Value) -> Value {
+    crate::mcp::result(id, result)
+}
+
+impl Shared {
+    fn to_client(&self, msg: &Value) {
+        self.to_client_raw(&msg.canonical());
+    }
+
+    fn to_client_raw(&self, bytes: &[u8]) {
+        let mut out = lock(&self.out);
+        let written = out.write_all(bytes).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+        if let Err(e) = written {
+            eprintln!("nyx5 mcp --wrap: cannot write standard output: {e}");
+        }
+    }
+
+    /// Writes a line to the child; false if it is gone.
+    fn to_child_raw(&self, bytes: &[u8]) -> bool {
+        let mut input = lock(&self.child_in);
+        let Some(w) = input.as_mut() else { return false };
+        w.write_all(bytes).and_then(|()| w.write_all(b"\n")).and_then(|()| w.flush()).is_ok()
+    }
+
+    fn next_id(&self, kind: &str) -> String {
+        let mut st = lock(&self.state);
+        st.next += 1;
+        format!("{OUR_IDS}{kind}-{}", st.next)
+    }
+
+    /// Sends a client request to the child, remembering it until the child answers.
+    fn forward(&self, id: &Value, method: &str, raw: &[u8]) {
+        lock(&self.state).in_flight.insert(key(id), (id.clone(), method.to_owned()));
+        if !self.to_child_raw(raw) {
+            lock(&self.state).in_flight.remove(&key(id));
+            self.to_client(&error(id.clone(), INTERNAL_ERROR, "the wrapped server is gone"));
+        }
+    }
+
+    fn refuse(&self, id: Value, tool: &str, why: &str) {
+        eprintln!("nyx5 mcp --wrap: {tool}: {why}");
+        self.to_client(&response(id, tool_result(&format!("nyx5: {tool}: {why}"), true)));
+    }
+}
+
+/// One line from the client.
+fn from_client(sh: &Arc<Shared>, line: &[u8]) {
+    let msg = match Value::parse(line, MAX_LINE_BYTES) {
+        Ok(Value::Object(o)) => o,
+        Ok(_) => {
+            return sh.to_client(&error(Value::Null, INVALID_REQUEST, "invalid request: a message is one JSON object"));
+        }
+        Err(e) => return sh.to_client(&error(Value::Null, PARSE_ERROR, &format!("parse error: {}", e.reason))),
+    };
+    let id = match msg.get("id") {
+        None => None,
+        Some(v @ (Value::String(_) | Value::Number(_))) => Some(v.clone()),
+        Some(Value::Null) if !msg.contains_key("method") => None,
+        Some(_) => {
+            return sh.to_client(&error(
+                Value::Null,
+                INVALID_REQUEST,
+                "invalid request: `id` must be a string or number",
+            ));
+        }
+    };
+    if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        let id = id.unwrap_or(Value::Null);
+        return sh.to_client(&error(id, INVALID_REQUEST, "invalid request: `jsonrpc` must be \"2.0\""));
+    }
+    let method = match msg.get("method") {
+        Some(Value::String(m)) => m.clone(),
+        Some(_) => {
+            let id = id.unwrap_or(Value::Null);
+            return sh.to_client(&error(id, INVALID_REQUEST, "invalid request: `method` must be a string"));
+        }
+        None if msg.contains_key("result") || msg.contains_key("error") => return client_response(sh, id, msg),
+        None => {
+            return sh.to_client(&error(id.unwrap_or(Value::Null), INVALID_REQUEST, "invalid request: no `method`"));
+        }
+    };
+    let params = msg.get("params").and_then(Value::as_object).cloned().unwrap_or_default();
+    let Some(id) = id else {
+        // A notification: a cancellation of a call that waits for a human stays here.
+        if method == "notifications/cancelled"
+            && let Some(req) = params.get("requestId")
+            && let Some(w) = lock(&sh.state).waiting.get(&key(req))
+        {
+            let _ = w.tx.send(Event::Cancelled);
+            return;
+        }
+        if !sh.to_child_raw(line) {
+            eprintln!("nyx5 mcp --wrap: the wrapped server is gone; {method} dropped");
+        }
+        return;
+    };
+    match method.as_str() {
+        "initialize" => {
+            let caps = params.get("capabilities").and_then(Value::as_object);
+            let elicitation = caps.and_then(|c| c.get("elicitation")).and_then(Value::as_object);
+            // 2025-11-25 splits elicitation into form and url modes; an empty object is form.
+            let form = elicitation.is_some_and(|e| e.is_empty() || e.contains_key("form"));
+            lock(&sh.state).elicitation = form;
+            sh.forward(&id, &method, line);
+        }
+        "tools/call" => call(sh, id, &params, line),
+        _ => sh.forward(&id, &method, line),
+    }
+}
+
+/// A response from the client: to a request of the child's (mapped back) or to our elicitation.
+fn client_response(sh: &Arc<Shared>, id: Option<Value>, mut msg: Object) {
+    let ours = id.as_ref().and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut st = lock(&sh.state);
+    if let Some(child_id) = st.child_requests.remove(&ours) {
+        drop(st);
+        msg.insert("id".into(), child_id);
+        if !sh.to_child_raw(&Value::Object(msg).canonical()) {
+            eprintln!("nyx5 mcp --wrap: the wrapped server is gone; an answer to it dropped");
+        }
+        return;
+    }
+    if let Some(call) = st.elicitations.remove(&ours) {
+        if let Some(w) = st.waiting.get(&call) {
+            let _ = w.tx.send(Event::Answer(msg));
+        }
+        return;
+    }
+    drop(st);
+    eprintln!(
+        "nyx5 mcp --wrap: an answer to no request of ours (id {}) dropped",
+        id.map(|i| key(&i)).unwrap_or_default()
+    );
+}
+
+/// `tools/call`: judged before anything reaches the child.
+fn call(sh: &Arc<Shared>, id: Value, params: &Object, raw: &[u8]) {
+    let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
+        return sh.to_client(&error(id, INVALID_PARAMS, "invalid params: `name` must be a string"));
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Object::new(),
+        Some(Value::Object(a)) => a.clone(),
+        Some(_) => return sh.to_client(&error(id, INVALID_PARAMS, "invalid params: `arguments` must be an object")),
+    };
+    let rule = sh.rules.rule(&name);
+    let hour_ops = match rule.authority.max_per_hour {
+        Some(_) => sh.store.hour_ops(&sh.calls_key, &name),
+        None => 0,
+    };
+    match judge(&rule, &args, hour_ops, false) {
+        Verdict::Refused(e) => sh.refuse(id, &name, &format!("refused: {}", e.reason)),
+        Verdict::Allowed => {
+            sh.store.record_call(&sh.calls_key, &name, &rule);
+            sh.forward(&id, "tools/call", raw);
+        }
+        Verdict::Ask(reason) => {
+            let (tx, rx) = mpsc::channel();
+            let k = key(&id);
+            let (dup, full) = {
+                let st = lock(&sh.state);
+                (st.waiting.contains_key(&k), st.waiting.len() >= MAX_WAITING)
+            };
+            if dup {
+                let why = "invalid request: this id already waits for approval";
+                return sh.to_client(&error(id, INVALID_REQUEST, why));
+            }
+            if full {
+                let why = format!("needs a human's approval, and {MAX_WAITING} calls already wait for one");
+                return sh.refuse(id, &name, &why);
+            }
+            lock(&sh.state).waiting.insert(k.clone(), Waiting { id: id.clone(), tx, approval: None });
+            let call = AskedCall { id, key: k, name, args, rule, reason, raw: raw.to_vec() };
+            let sh = Arc::clone(sh);
+            std::thread::spawn(move || wait_for_human(&sh, call, &rx));
+        }
+    }
+}
+
+/// A call waiting for a human.
+#[derive(Debug)]
+struct AskedCall {
+    id: Value,
+    key: String,
+    name: String,
+    args: Object,
+    rule: Rule,
+    reason: String,
+    raw: Vec<u8>,
+}
+
+/// How a wait ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    Approved,
+    Declined(&'static str),
+    Expired,
+    Cancelled,
+}
+
+/// Waits for a human's yes or no on one call (on its own thread), then forwards or answers it.
+fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
+    let deadline = Instant::now() + sh.timeout;
+    let sha = arguments_sha256(&c.args);
+    let shown = shown_arguments(&c.args);
+    let mut elicitation = if lock(&sh.state).elicitation { Some(elicit(sh, &c, &shown)) } else { None };
+    let mut code_sha: Option<String> = None;
+    let mut approval = match elicitation {
+        Some(_) => None,
+        None => out_of_band(sh, &c, &sha, &mut code_sha),
+    };
+    if elicitation.is_none() && approval.is_none() {
+        lock(&sh.state).waiting.remove(&c.key);
+        return sh.refuse(c.id, &c.name, "needs a human's approval, and no approval request could be written");
+    }
+    let outcome = loop {
+        match rx.recv_timeout(POLL) {
+            Ok(Event::Cancelled) => break Ended::Cancelled,
+            Ok(Event::Answer(answer)) => {
+                if answer.contains_key("error") || !answer.contains_key("result") {
+                    // The client could not ask: the human decides out of band instead.
+                    elicitation = None;
+                    approval = out_of_band(sh, &c, &sha, &mut code_sha);
+                    if approval.is_none() {
+                        break Ended::Declined("no approval request could be written");
+                    }
+                    continue;
+                }
+                let result = answer.get("result").and_then(Value::as_object).cloned().unwrap_or_default();
+                let accepted = result.get("action").and_then(Value::as_str) == Some("accept");
+                let yes = result.get("content").and_then(Value::as_object).and_then(|o| o.get("approve"))
+                    == Some(&Value::Bool(true));
+                break if accepted && yes { Ended::Approved } else { Ended::Declined("declined by the human") };
+            }
+            Err(RecvTimeoutError::Disconnected) => break Ended::Cancelled,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if let Some(a) = &approval
+            && let Some(d) = sh.store.decision(a)
+        {
+            break decided(&d, &sha, code_sha.as_deref());
+        }
+        if Instant::now() >= deadline {
+            // Closing the request races a person deciding it: whoever writes first decides.
+            if let Some(a) = &approval
+                && let Err(Some(d)) = sh.store.decide_once(a, "expired", &sha, None)
+            {
+                break decided(&d, &sha, code_sha.as_deref());
+            }
+            break Ended::Expired;
+        }
+    };
+    if let Some(a) = &approval {
+        if outcome == Ended::Cancelled {
+            let _ = sh.store.decide_once(a, "cancelled", &sha, None);
+        }
+        sh.store.close(a);
+    }
+    if let Some(e) = &elicitation {
+        lock(&sh.state).elicitations.remove(e);
+        if matches!(outcome, Ended::Cancelled | Ended::Expired) {
+            let params = obj([("requestId", e.as_str().into()), ("reason", "no longer needed".into())]);
+            sh.to_client(&notification("notifications/cancelled", params));
+        }
+    }
+    // Whoever removes the call from `waiting` answers it (the child's death may have).
+    if lock(&sh.state).waiting.remove(&c.key).is_none() {
+        return;
+    }
+    match outcome {
+        Ended::Approved => match judge(&c.rule, &c.args, 0, true) {
+            Verdict::Allowed => {
+                eprintln!("nyx5 mcp --wrap: {}: approved by a human, this call only", c.name);
+                sh.store.record_call(&sh.calls_key, &c.name, &c.rule);
+                sh.forward(&c.id, "tools/call", &c.raw);
+            }
+            Verdict::Refused(e) => sh.refuse(c.id, &c.name, &format!("refused: {}", e.reason)),
+            Verdict::Ask(why) => sh.refuse(c.id, &c.name, &format!("still not allowed: {why}")),
+        },
+        Ended::Declined(why) => sh.refuse(c.id, &c.name, why),
+        Ended::Expired => sh.refuse(c.id, &c.name, &format!("not approved in time ({} s)", sh.timeout.as_secs())),
+        Ended::Cancelled => eprintln!("nyx5 mcp --wrap: {}: cancelled while waiting for approval", c.name),
+    }
+}
+
+/// A decision file read: only an approval of these very arguments, naming the code this proxy
+/// printed (whose hash only it holds in memory), is a yes.
+fn decided(d: &Object, sha: &str, code_sha: Option<&str>) -> Ended {
+    let same = d.get("arguments_sha256").and_then(Value::as_str) == Some(sha);
+    let code = d.get("code").and_then(Value::as_str).map(|c| hex(&sha256(c.as_bytes())));
+    match d.get("decision").and_then(Value::as_str) {
+        Some("approve") if same && code.is_some() && code.as_deref() == code_sha => Ended::Approved,
+        Some("expired") => Ended::Expired,
+        Some("cancelled") => Ended::Cancelled,
+        _ => Ended::Declined("declined by the human"),
+    }
+}
+
+fn notification(method: &str, params: Object) -> Value {
+    Value::Object(obj([("jsonrpc", "2.0".into()), ("method", method.into()), ("params", Value::Object(params))]))
+}
+
+/// Asks the client's human (`elicitation/create`, 2025-06-18's form); our request's id.
+fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> String {
+    let our = sh.next_id("e");
+    lock(&sh.state).elicitations.insert(our.clone(), c.key.clone());
+    let mut message = format!(
+        "The agent wants to call the tool {} with {shown}. It needs your approval: {}.",
+        safe(&c.name),
+        c.reason
+    );
+    if let Some(r) = &c.rule.authority.rationale {
+        message.push_str(&format!(" Its authority says: {r}."));
+    }
+    message.push_str(" Approving lets this one call through, no other.");
+    let schema = Value::parse_str(
+        r#"{"type":"object","properties":{"approve":{"type":"boolean","title":"Approve this call","description":"Yes lets this one call through; the next one is asked again"}},"required":["approve"]}"#,
+    )
+    .unwrap_or(Value::Null);
+    let params = obj([("message", message.into()), ("requestedSchema", schema)]);
+    let mut req = match notification("elicitation/create", params) {
+        Value::Object(o) => o,
+        _ => Object::new(),
+    };
+    req.insert("id".into(), our.as_str().into());
+    sh.to_client(&Value::Object(req));
+    our
+}
+
+/// Writes the call's request file and says on standard error how to decide it; its id. The
+/// approval code goes only to standard error (the person's terminal), its hash to `code_sha`:
+/// what can write the directory (the wrapped server, a model with a file tool) cannot approve.
+fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option<String>) -> Option<String> {
+    let mut rng = OsRng::new();
+    let id = hex(&rng.bytes::<8>());
+    let code = hex(&rng.bytes::<8>());
+    if rng.check().is_err() {
+        return None;
+    }
+    let hashed = hex(&sha256(code.as_bytes()));
+    let now = now_ms();
+    let expires = now.saturating_add(i64::try_from(sh.timeout.as_millis()).unwrap_or(i64::MAX));
+    let mut o = obj([
+        ("id", id.as_str().into()),
+        ("tool", c.name.as_str().into()),
+        ("arguments", Value::Object(c.args.clone())),
+        ("arguments_sha256", sha.into()),
+        ("code_sha256", hashed.as_str().into()),
+        ("reason", c.reason.as_str().into()),
+        ("authority", authority_meta(&c.rule)),
+        ("created", Timestamp::from_millis(now).to_rfc3339().into()),
+        ("expires", Timestamp::from_millis(expires).to_rfc3339().into()),
+        ("pid", i64::from(std::process::id()).into()),
+    ]);
+    if let Some(r) = &c.rule.authority.rationale {
+        o.insert("rationale".into(), r.as_str().into());
+    }
+    if let Err(e) = sh.store.write(&sh.store.request_path(&id), &Value::Object(o), true) {
+        eprintln!("nyx5 mcp --wrap: cannot write an approval request in {}: {e}", sh.store.dir.display());
+        return None;
+    }
+    if let Some(w) = lock(&sh.state).waiting.get_mut(&c.key) {
+        w.approval = Some(id.clone());
+    }
+    *code_sha = Some(hashed);
+    let dir = sh.store.dir.display();
+    let said = format!(
+        "nyx5 mcp --wrap: {} waits for a human ({}) with {}. Approve this one call with `nyx5 mcp-approve {id} --code \
+         {code} --approvals {dir}` or refuse it with `nyx5 mcp-decline {id} --approvals {dir}` within {} s.",
+        safe(&c.name),
+        safe(&c.reason),
+        shown_arguments(&c.args),
+        sh.timeout.as_secs()
+    );
+    // The person's terminal when there is one (nothing else reads what is shown there), else
+    // standard error (`NYX5_APPROVAL_CODES=stderr` chooses standard error always).
+    let to_stderr = std::env::var("NYX5_APPROVAL_CODES").is_ok_and(|v| v == "stderr");
+    let shown = !to_stderr
+        && std::fs::OpenOptions::new().write(true).open("/dev/tty").and_then(|mut tty| writeln!(tty, "{said}")).is_ok();
+    if !shown {
+        eprintln!("{said}");
+    }
+    Some(id)
+}
+
+/// Whether a request file still says what its proxy wrote: its arguments hash to its
+/// `arguments_sha256` (a file rewritten to show a person other arguments is not approved).
+fn untouched(request: &Object) -> bool {
+    let args = request.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+    request.get("arguments_sha256").and_then(Value::as_str) == Some(arguments_sha256(&args).as_str())
+}
+
+/// One line from the child.
+fn from_child(sh: &Arc<Shared>, line: &[u8]) {
+    let mut msg = match Value::parse(line, MAX_LINE_BYTES) {
+        Ok(Value::Object(o)) => o,
+        _ => {
+            let shown = shorten(&String::from_utf8_lossy(line), 120);
+            return eprintln!("nyx5 mcp --wrap: the wrapped server wrote something that is not JSON-RPC: {shown}");
+        }
+    };
+    if let Some(method) = msg.get("method").and_then(Value::as_str).map(str::to_owned) {
+        match msg.get("id").cloned() {
+            Some(child_id) => {
+                // A request of the child's: out under an id of ours, its answer mapped back.
+                if lock(&sh.state).child_requests.len() >= MAX_CHILD_REQUESTS {
+                    let why = format!("{MAX_CHILD_REQUESTS} requests to the client are already unanswered");
+                    sh.to_child_raw(&error(child_id, INTERNAL_ERROR, &why).canonical());
+                    return;
+                }
+                let our = sh.next_id("c");
+                lock(&sh.state).child_requests.insert(our.clone(), child_id);
+                msg.insert("id".into(), our.into());
+                sh.to_client(&Value::Object(msg));
+            }
+            None => {
+                if method == "notifications/cancelled"
+                    && let Some(Value::Object(params)) = msg.get_mut("params")
+                    && let Some(req) = params.get("requestId").cloned()
+                {
+                    let mut st = lock(&sh.state);
+                    let ours = st.child_requests.iter().find(|(_, v)| **v == req).map(|(k, _)| k.clone());
+                    if let Some(ours) = ours {
+                        st.child_requests.remove(&ours);
+                        params.insert("requestId".into(), ours.into());
+                    }
+                    drop(st);
+                    return sh.to_client(&Value::Object(msg));
+                }
+                sh.to_client_raw(line);
+            }
+        }
+        return;
+    }
+    let Some(id) = msg.get("id").cloned() else {
+        return eprintln!("nyx5 mcp --wrap: the wrapped server answered without an id; dropped");
+    };
+    let Some((_, method)) = lock(&sh.state).in_flight.remove(&key(&id)) else {
+        return eprintln!("nyx5 mcp --wrap: the wrapped server answered {}, which nobody asked; dropped", key(&id));
+    };
+    if method == "tools/list"
+        && let Some(Value::Object(result)) = msg.get_mut("result")
+        && let Some(Value::Array(tools)) = result.get_mut("tools")
+    {
+        let listed = std::mem::take(tools);
+        let mut st = lock(&sh.state);
+        for t in listed {
+            let Value::Object(t) = t else { continue };
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let rule = sh.rules.rule(&name);
+            let first = st.warned.insert(name.clone());
+            if rule.authority.level == Level::Prohibited {
+                if first {
+                    eprintln!("nyx5 mcp --wrap: withheld {name:?}: its authority prohibits it");
+                }
+                continue;
+            }
+            let (t, warnings) = annotate(&t, &rule);
+            if first {
+                for w in warnings {
+                    eprintln!("nyx5 mcp --wrap: warning: {name}: {w} (the authority decides)");
+                }
+            }
+            tools.push(Value::Object(t));
+        }
+        drop(st);
+        return sh.to_client(&Value::Object(msg));
+    }
+    sh.to_client_raw(line);
+}
+
+/// The child's output ended. Expected once our input ended; otherwise every open request is
+/// answered with an error and the command exits non-zero.
+fn child_gone(sh: &Arc<Shared>) {
+    if lock(&sh.state).closing {
+        return;
+    }
+    let status = reap(sh);
+    let mut st = lock(&sh.state);
+    if st.closing {
+        return;
+    }
+    let open: Vec<Value> = st.in_flight.drain().map(|(_, (id, _))| id).collect();
+    let waiting: Vec<Waiting> = st.waiting.drain().map(|(_, w)| w).collect();
+    drop(st);
+    let why = match status {
+        Some(s) => format!("the wrapped server exited ({s}) before answering"),
+        None => "the wrapped server closed its output before answering".to_owned(),
+    };
+    for id in open.into_iter().chain(waiting.iter().map(|w| w.id.clone())) {
+        sh.to_client(&error(id, INTERNAL_ERROR, &why));
+    }
+    for w in &waiting {
+        if let Some(a) = &w.approval {
+            sh.store.close(a);
+        }
+    }
+    let shown = status.map(|s| format!(" ({s})")).unwrap_or_default();
+    eprintln!("nyx5: the wrapped server exited{shown}");
+    std::process::exit(i32::from(EXIT_NETWORK));
+}
+
+/// Waits a moment for the child to exit, then kills it; its exit status.
+fn reap(sh: &Shared) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + EXIT_GRACE;
+    loop {
+        let mut child = lock(&sh.child);
+        let c = child.as_mut()?;
+        match c.try_wait() {
+            Ok(Some(s)) => return Some(s),
+            Err(_) => return None,
+            Ok(None) if Instant::now() >= until => {
+                let _ = c.kill();
+                return c.wait().ok();
+            }
+            Ok(None) => {}
+        }
+        drop(child);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Loads and checks the authority file.
+pub(crate) fn load_rules(path: &Path) -> Result<Rules, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
+    let v = Value::parse(&bytes, MAX_FILE_BYTES)
+        .map_err(|e| Failure::usage(format!("the authority file {}: {}", path.display(), e.reason)))?;
+    Rules::from_value(&v).map_err(|why| Failure::usage(format!("the authority file {}: {why}", path.display())))
+}
+
+/// Runs the proxy until standard input ends (exit 0) or the child dies (exit 3).
+pub(crate) fn run(args: WrapArgs) -> Outcome {
+    let rules = load_rules(&args.file)?;
+    let store = Store::open(args.approvals.as_deref(), true)?;
+    let Some((program, rest)) = args.command.split_first() else {
+        return Err(Failure::usage("nyx5 mcp --wrap needs the server to wrap after `--`: -- CMD ARGS…"));
+    };
+    let calls_key = {
+        let cmd = Value::Array(args.command.iter().map(|a| Value::from(a.as_str())).collect());
+        hex(sha256(&cmd.canonical()).get(..8).unwrap_or_default())
+    };
+    let mut child = Command::new(program)
+        .args(rest)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        // Its own pipe, relayed line by line: the server never holds the proxy's standard error,
+        // where approval codes may be written.
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::usage(format!("cannot start {program}: {e}")))?;
+    if let Some(err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in BufReader::new(err).split(b'\n').map_while(Result::ok) {
+                eprintln!("{}", safe(&String::from_utf8_lossy(&line)));
+            }
+        });
+    }
+    let (Some(child_in), Some(child_out)) = (child.stdin.take(), child.stdout.take()) else {
+        let _ = child.kill();
+        return Err(Failure::usage(format!("cannot talk to {program}")));
+    };
+    let sh = Arc::new(Shared {
+        rules,
+        store,
+        calls_key,
+        timeout: args.timeout,
+        out: Mutex::new(std::io::stdout()),
+        child_in: Mutex::new(Some(child_in)),
+        child: Mutex::new(Some(child)),
+        state: Mutex::new(State::default()),
+    });
+    let reader = {
+        let sh = Arc::clone(&sh);
+        std::thread::spawn(move || {
+            let mut input = BufReader::new(child_out);
+            loop {
+                match read_line(&mut input) {
+                    Ok(Some(Ok(l))) if l.iter().all(u8::is_ascii_whitespace) => {}
+                    Ok(Some(Ok(l))) => from_child(&sh, &l),
+                    Ok(Some(Err(()))) => {
+                        eprintln!("nyx5 mcp --wrap: the wrapped server wrote a line over 4 MiB; dropped")
+                    }
+                    Ok(None) | Err(_) => return child_gone(&sh),
+                }
+            }
+        })
+    };
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    loop {
+        match read_line(&mut input) {
+            Ok(Some(Ok(l))) if l.iter().all(u8::is_ascii_whitespace) => {}
+            Ok(Some(Ok(l))) => from_client(&sh, &l),
+            Ok(Some(Err(()))) => sh.to_client(&error(Value::Null, PARSE_ERROR, "parse error: message too large")),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    // Our input ended: close the child's, give it a moment to exit, and leave.
+    let waiting: Vec<Option<String>> = {
+        let mut st = lock(&sh.state);
+        st.closing = true;
+        st.waiting.drain().map(|(_, w)| w.approval).collect()
+    };
+    for a in waiting.into_iter().flatten() {
+        sh.store.close(&a);
+    }
+    lock(&sh.child_in).take();
+    reap(&sh);
+    // The reader is not joined: a grandchild may hold the child's output open.
+    drop(reader);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(text: &str) -> Result<Rules, String> {
+        Rules::from_value(&Value::parse_str(text).map_err(|e| e.reason)?)
+    }
+
+    fn args(text: &str) -> Object {
+        Value::parse_str(text).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default()
+    }
+
+    const FILE: &str = r#"{
+      "tools": {
+        "echo": {"level":"autonomous","consequence":"reversible","max_per_hour":2},
+        "transfer": {"level":"autonomous","consequence":"costly","max_amount":100,"currency":"tok"},
+        "delete_tmp": {"level":"autonomous","consequence":"reversible"}
+      },
+      "patterns": {"delete_*": {"level":"needs_approval","consequence":"irreversible","rationale":"deletions"},
+                   "drop*": {"level":"prohibited","consequence":"irreversible"}},
+      "amounts": {"transfer": {"argument":"amount","currency":"tok"}}
+    }"#;
+
+    #[test]
+    fn a_tool_gets_the_strictest_of_its_entries_and_nothing_unnamed_runs() {
+        let r = rules(FILE).unwrap_or_default();
+        assert_eq!(r.rule("echo").authority.level, Level::Autonomous);
+        // The exact entry and the pattern: the strictest level, the gravest consequence.
+        let tmp = r.rule("delete_tmp");
+        assert_eq!((tmp.authority.level, tmp.consequence), (Level::NeedsApproval, Consequence::Irreversible));
+        assert_eq!(r.rule("delete_all").authority.rationale.as_deref(), Some("deletions"));
+        assert_eq!(r.rule("drop_table").authority.level, Level::Prohibited);
+        assert_eq!(r.rule("other").authority.level, Level::Prohibited);
+        let with_default =
+            rules(r#"{"default":{"level":"needs_approval","consequence":"irreversible"}}"#).unwrap_or_default();
+        assert_eq!(with_default.rule("other").authority.level, Level::NeedsApproval);
+    }
+
+    #[test]
+    fn calls_are_judged_by_level_amount_and_hour() {
+        let r = rules(FILE).unwrap_or_default();
+        assert_eq!(judge(&r.rule("echo"), &args("{}"), 1, false), Verdict::Allowed);
+        assert!(matches!(judge(&r.rule("echo"), &args("{}"), 2, false), Verdict::Ask(_)));
+        let t = r.rule("transfer");
+        assert_eq!(judge(&t, &args(r#"{"amount":100}"#), 0, false), Verdict::Allowed);
+        assert!(matches!(judge(&t, &args(r#"{"amount":101}"#), 0, false), Verdict::Ask(w) if w.contains("above")));
+        for unreadable in [r#"{}"#, r#"{"amount":"5"}"#, r#"{"amount":1.5}"#, r#"{"amount":-1}"#] {
+            assert!(matches!(judge(&t, &args(unreadable), 0, false), Verdict::Ask(_)), "{unreadable}");
+        }
+        assert_eq!(judge(&t, &args(r#"{"amount":5000}"#), 0, true), Verdict::Allowed);
+        assert!(matches!(judge(&r.rule("delete_x"), &args("{}"), 0, false), Verdict::Ask(_)));
+        // A yes never lifts a prohibition.
+        assert!(matches!(judge(&r.rule("drop"), &args("{}"), 0, true), Verdict::Refused(_)));
+        assert!(matches!(judge(&r.rule("unnamed"), &args("{}"), 0, true), Verdict::Refused(_)));
+    }
+
+    #[test]
+    fn bad_files_say_what_is_wrong() {
+        for (bad, says) in [
+            (r#"[]"#, "one JSON object"),
+            (r#"{"tool":{}}"#, "no member"),
+            (r#"{"tools":{"x":{"level":"autonomous","consequence":"irreversible"}}}"#, "tools.x"),
+            (r#"{"tools":{"x":{"level":"autonomous","consequence":"costly"}}}"#, "max_amount"),
+            (r#"{"patterns":{"a*b*":{"level":"prohibited","consequence":"costly"}}}"#, "pattern"),
+            (r#"{"patterns":{"ab":{"level":"prohibited","consequence":"costly"}}}"#, "pattern"),
+            (r#"{"default":{"level":"never","consequence":"costly"}}"#, "default"),
+            (
+                r#"{"tools":{"pay":{"level":"autonomous","consequence":"costly","max_amount":5,"currency":"tok"}}}"#,
+                "amounts.pay",
+            ),
+            (
+                r#"{"tools":{"pay":{"level":"autonomous","consequence":"costly","max_amount":5,"currency":"tok"}},
+                   "amounts":{"pay":{"argument":"n","currency":"usd"}}}"#,
+                "currency",
+            ),
+            (r#"{"amounts":{"pay":{"arg":"n"}}}"#, "amounts.pay"),
+        ] {
+            match rules(bad) {
+                Ok(_) => panic!("accepted {bad}"),
+                Err(why) => assert!(why.contains(says), "{bad}: {why}"),
+            }
+        }
+    }
+
+    #[test]
+    fn listed_tools_carry_the_authority_and_incoherent_hints_warn() {
+        let r = rules(FILE).unwrap_or_default();
+        let tool = args(r#"{"name":"echo","description":"Echo","annotations":{"destructiveHint":true,"title":"E"}}"#);
+        let (t, warnings) = annotate(&tool, &r.rule("echo"));
+        let ann = t.get("annotations").and_then(Value::as_object).cloned().unwrap_or_default();
+        assert_eq!(ann.get("destructiveHint"), Some(&Value::Bool(false)));
+        assert_eq!(ann.get("title"), Some(&Value::from("E")));
+        assert_eq!(warnings.len(), 1);
+        let meta = Value::Object(t.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default());
+        assert!(meta.canonical_string().contains(r#""nyx5/authority":{"consequence":"reversible""#));
+        let (t, warnings) =
+            annotate(&args(r#"{"name":"transfer","annotations":{"readOnlyHint":true}}"#), &r.rule("transfer"));
+        assert_eq!(warnings.len(), 1);
+        let ann = t.get("annotations").and_then(Value::as_object).cloned().unwrap_or_default();
+        assert_eq!(ann.get("readOnlyHint"), Some(&Value::Bool(false)));
+        assert_eq!(ann.get("destructiveHint"), Some(&Value::Bool(true)));
+        assert!(t.get("description").and_then(Value::as_str).unwrap_or_default().contains("above 100 tok"));
+    }
+
+    #[test]
+    fn shortens_at_characters() {
+        assert_eq!(shorten("ñandú", 3), "ñan…");
+        assert_eq!(shorten("abc", 3), "abc");
+    }
+}

@@ -1,0 +1,542 @@
+//! `nyx5 mcp --wrap AUTHORITY.json -- node fixtures/mcp_server.js LOG`, driven as an MCP client
+//! drives it: what tools/list withholds and how it annotates the rest; an autonomous call runs; a
+//! prohibited one never reaches the server (its log says so); a call above its cap waits until
+//! `nyx5 mcp-approve`, once; a declined, timed-out or cancelled one never runs; the elicitation
+//! path; the hourly limit across a restart; the server's own requests routed back; the server's
+//! death; bad authority files. Every wait is on a condition, with a generous deadline.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use common::TempDir;
+use nyx5_proto::Value;
+use nyx5_proto::json::Object;
+
+/// Long enough for a loaded machine; every wait ends as soon as its condition holds.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+const AUTHORITY: &str = r#"{
+  "tools": {
+    "echo": {"level":"autonomous","consequence":"reversible"},
+    "tick": {"level":"autonomous","consequence":"reversible","max_per_hour":2},
+    "transfer": {"level":"autonomous","consequence":"costly","max_amount":100,"currency":"tok","rationale":"small payments only"},
+    "publish": {"level":"needs_approval","consequence":"irreversible","rationale":"what is published stays published"},
+    "ask_back": {"level":"autonomous","consequence":"reversible"},
+    "die": {"level":"autonomous","consequence":"reversible"}
+  },
+  "patterns": {"delete_*": {"level":"prohibited","consequence":"irreversible","rationale":"never delete"}},
+  "amounts": {"transfer": {"argument":"amount","currency":"tok"}}
+}"#;
+
+fn nyx5() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nyx5"))
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.js")
+}
+
+fn parse(text: &str) -> Object {
+    match Value::parse_str(text) {
+        Ok(Value::Object(o)) => o,
+        other => panic!("not a JSON object: {text:?} ({other:?})"),
+    }
+}
+
+fn get<'a>(o: &'a Object, path: &[&str]) -> &'a Value {
+    let mut v = o.get(path[0]).unwrap_or_else(|| panic!("no {} in {o:?}", path[0]));
+    for k in &path[1..] {
+        v = v.as_object().and_then(|o| o.get(*k)).unwrap_or_else(|| panic!("no {k} in {v:?}"));
+    }
+    v
+}
+
+fn text_of(answer: &Object) -> String {
+    let content = get(answer, &["result", "content"]).as_array().unwrap();
+    content[0].as_object().unwrap().get("text").unwrap().as_str().unwrap().to_owned()
+}
+
+fn is_error(answer: &Object) -> bool {
+    get(answer, &["result", "isError"]) == &Value::Bool(true)
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < until, "gave up waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One test's directory: the authority file, the approvals and the server's call log.
+struct Place {
+    dir: TempDir,
+}
+
+impl Place {
+    fn new(name: &str, authority: &str) -> Place {
+        let dir = TempDir::new(name);
+        std::fs::write(dir.join("authority.json"), authority).unwrap();
+        Place { dir }
+    }
+
+    fn approvals(&self) -> PathBuf {
+        self.dir.join("approvals")
+    }
+
+    /// The tools the server was called with, in order.
+    fn calls(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.dir.join("calls.log")).unwrap_or_default();
+        text.lines().map(|l| parse(l).get("name").unwrap().as_str().unwrap().to_owned()).collect()
+    }
+
+    fn stderr(&self, n: usize) -> String {
+        std::fs::read_to_string(self.dir.join(&format!("stderr-{n}.txt"))).unwrap_or_default()
+    }
+
+    /// The approval code proxy `n` printed for `approval` (on its standard error only).
+    fn code(&self, n: usize, approval: &str) -> String {
+        let marker = format!("mcp-approve {approval} --code ");
+        let mut code = String::new();
+        wait_until(&format!("the code of {approval} is printed"), || {
+            let said = self.stderr(n);
+            match said.split_once(&marker) {
+                Some((_, rest)) => {
+                    code = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+                    !code.is_empty()
+                }
+                None => false,
+            }
+        });
+        code
+    }
+
+    /// `nyx5 mcp-approve ID --code CODE` as a person at proxy `n`'s terminal runs it.
+    fn approve(&self, n: usize, approval: &str) -> Output {
+        let code = self.code(n, approval);
+        self.verb(&["mcp-approve", approval, "--code", &code])
+    }
+
+    /// `nyx5 <verb> … --approvals DIR`.
+    fn verb(&self, args: &[&str]) -> Output {
+        nyx5().args(args).arg("--approvals").arg(self.approvals()).output().unwrap()
+    }
+
+    /// What `nyx5 mcp-approvals --json` lists.
+    fn pending(&self) -> Vec<Object> {
+        if !self.approvals().exists() {
+            return Vec::new();
+        }
+        let out = self.verb(&["mcp-approvals", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let o = parse(String::from_utf8(out.stdout).unwrap().trim());
+        get(&o, &["pending"]).as_array().unwrap().iter().map(|v| v.as_object().unwrap().clone()).collect()
+    }
+
+    /// Waits for exactly one pending approval, of `tool`; its id.
+    fn one_pending(&self, tool: &str) -> String {
+        let mut found = Vec::new();
+        wait_until(&format!("{tool} waits for approval"), || {
+            found = self.pending();
+            !found.is_empty()
+        });
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(get(&found[0], &["tool"]).as_str(), Some(tool));
+        get(&found[0], &["id"]).as_str().unwrap().to_owned()
+    }
+}
+
+/// A running `nyx5 mcp --wrap`.
+struct Wrap {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Object>,
+    next_id: i64,
+}
+
+impl Drop for Wrap {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Wrap {
+    /// Starts the proxy in front of the fixture; `n` names its stderr file.
+    fn start(p: &Place, n: usize, extra: &[&str]) -> Wrap {
+        let stderr = std::fs::File::create(p.dir.join(&format!("stderr-{n}.txt"))).unwrap();
+        let mut child = nyx5()
+            .arg("mcp")
+            .arg("--wrap")
+            .arg(p.dir.join("authority.json"))
+            .arg("--approvals")
+            .arg(p.approvals())
+            .args(extra)
+            .arg("--")
+            .arg("node")
+            .arg(fixture())
+            .arg(p.dir.join("calls.log"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .env("NYX5_APPROVAL_CODES", "stderr")
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                let msg = parse(&line);
+                assert_eq!(msg.get("jsonrpc").and_then(Value::as_str), Some("2.0"), "{line}");
+                if tx.send(msg).is_err() {
+                    return;
+                }
+            }
+        });
+        Wrap { child, stdin, rx, next_id: 0 }
+    }
+
+    fn line(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message from the proxy.
+    fn read(&mut self) -> Object {
+        self.rx.recv_timeout(PATIENCE).expect("a message from nyx5 mcp --wrap")
+    }
+
+    /// Sends a request; its id.
+    fn send(&mut self, method: &str, params: &str) -> i64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#));
+        id
+    }
+
+    /// The next message, which must answer `id`.
+    fn answer(&mut self, id: i64) -> Object {
+        let a = self.read();
+        assert_eq!(a.get("id").and_then(Value::as_safe_integer), Some(id), "{a:?}");
+        a
+    }
+
+    fn request(&mut self, method: &str, params: &str) -> Object {
+        let id = self.send(method, params);
+        self.answer(id)
+    }
+
+    fn initialize(&mut self, capabilities: &str) {
+        let r = self.request(
+            "initialize",
+            &format!(r#"{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"t","version":"1"}}}}"#),
+        );
+        assert_eq!(get(&r, &["result", "serverInfo", "name"]).as_str(), Some("fixture"));
+        self.line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
+    fn call(&mut self, tool: &str, args: &str) -> i64 {
+        self.send("tools/call", &format!(r#"{{"name":"{tool}","arguments":{args}}}"#))
+    }
+
+    /// Proves the proxy still serves, and that nothing was said before the pong.
+    fn ping(&mut self) {
+        let pong = self.request("ping", "{}");
+        assert!(pong.contains_key("result"), "{pong:?}");
+    }
+}
+
+#[test]
+fn lists_withhold_the_prohibited_and_annotate_the_rest() {
+    let p = Place::new("wrap-list", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    let list = w.request("tools/list", "{}");
+    let tools = get(&list, &["result", "tools"]).as_array().unwrap();
+    let names: Vec<&str> =
+        tools.iter().map(|t| t.as_object().unwrap().get("name").unwrap().as_str().unwrap()).collect();
+    // delete_file matches a prohibited pattern; secret is named nowhere and there is no default.
+    assert_eq!(names, ["echo", "tick", "transfer", "publish", "ask_back", "die"]);
+    let tool = |name: &str| tools.iter().map(|t| t.as_object().unwrap()).find(|t| t.get("name") == Some(&name.into()));
+    let echo = tool("echo").unwrap();
+    assert_eq!(get(echo, &["annotations", "destructiveHint"]), &Value::Bool(false));
+    assert_eq!(get(echo, &["_meta", "nyx5/authority", "level"]).as_str(), Some("autonomous"));
+    assert!(echo.contains_key("inputSchema"));
+    let transfer = tool("transfer").unwrap();
+    assert_eq!(get(transfer, &["annotations", "destructiveHint"]), &Value::Bool(true));
+    assert_eq!(get(transfer, &["_meta", "nyx5/authority", "max_amount"]).as_safe_integer(), Some(100));
+    assert_eq!(get(transfer, &["_meta", "nyx5/authority", "amount_argument"]).as_str(), Some("amount"));
+    assert_eq!(get(transfer, &["inputSchema", "required"]), &Value::Array(vec!["amount".into()]));
+    let publish = tool("publish").unwrap();
+    assert_eq!(get(publish, &["_meta", "nyx5/authority", "level"]).as_str(), Some("needs_approval"));
+    assert!(get(publish, &["description"]).as_str().unwrap().contains("waits for a human"));
+    drop(w);
+    let said = p.stderr(0);
+    assert!(said.contains("withheld \"delete_file\"") && said.contains("withheld \"secret\""), "{said}");
+    // The server calls echo destructive, its authority lets it act alone: a warning, no change.
+    assert!(said.contains("warning: echo"), "{said}");
+}
+
+#[test]
+fn an_autonomous_call_runs_and_a_prohibited_one_never_reaches_the_server() {
+    let p = Place::new("wrap-run", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    let id = w.call("echo", r#"{"say":"hi"}"#);
+    let echo = w.answer(id);
+    assert!(!is_error(&echo));
+    assert_eq!(text_of(&echo), r#"echo ran with {"say":"hi"}"#);
+    let id = w.call("transfer", r#"{"amount":100}"#);
+    assert!(text_of(&w.answer(id)).starts_with("transfer ran"));
+    for tool in ["delete_file", "secret"] {
+        let id = w.call(tool, "{}");
+        let refused = w.answer(id);
+        assert!(is_error(&refused), "{refused:?}");
+        assert!(text_of(&refused).contains("prohibited"), "{refused:?}");
+    }
+    let id = w.send("tools/call", r#"{"name":7}"#);
+    assert!(w.answer(id).contains_key("error"));
+    w.line("{not json");
+    assert!(w.read().contains_key("error"));
+    w.ping();
+    assert_eq!(p.calls(), ["echo", "transfer"]);
+}
+
+#[test]
+fn a_call_above_its_cap_waits_for_a_human_and_a_yes_holds_once() {
+    let p = Place::new("wrap-oob", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    // Nothing is approved on the model's word: an argument saying so changes nothing.
+    let first = w.call("transfer", r#"{"amount":500,"approved":true}"#);
+    let approval = p.one_pending("transfer");
+    w.ping();
+    assert!(p.calls().is_empty());
+    let listed = p.verb(&["mcp-approvals"]);
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(listed.contains(&approval) && listed.contains("500 tok is above the 100 tok"), "{listed}");
+    assert!(listed.contains("small payments only"), "{listed}");
+    // What can write the approvals directory cannot approve: not without the code (which is on
+    // no file), not with a forged decision file, not with another code.
+    assert!(!p.verb(&["mcp-approve", &approval]).status.success());
+    assert!(!p.verb(&["mcp-approve", &approval, "--code", "00000000"]).status.success());
+    let request =
+        parse(std::fs::read_to_string(p.approvals().join(format!("{approval}.request.json"))).unwrap().trim());
+    assert!(!request.contains_key("code"), "the code is on no file: {request:?}");
+    let forged = format!(
+        r#"{{"id":"{approval}","decision":"approve","arguments_sha256":"{}","code":"00000000"}}"#,
+        get(&request, &["arguments_sha256"]).as_str().unwrap()
+    );
+    std::fs::write(p.approvals().join(format!("{approval}.decision.json")), forged).unwrap();
+    let refused = w.answer(first);
+    assert!(is_error(&refused), "a forged decision is a no: {refused:?}");
+    assert!(p.calls().is_empty());
+    let first = w.call("transfer", r#"{"amount":500,"approved":true}"#);
+    let approval = p.one_pending("transfer");
+    // A request rewritten to show other arguments is flagged, and not approved.
+    let path = p.approvals().join(format!("{approval}.request.json"));
+    let original = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, original.replace("500", "5")).unwrap();
+    let listed = String::from_utf8(p.verb(&["mcp-approvals"]).stdout).unwrap();
+    assert!(listed.contains("WARNING"), "{listed}");
+    assert!(!p.approve(0, &approval).status.success());
+    std::fs::write(&path, &original).unwrap();
+    let out = p.approve(0, &approval);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ran = w.answer(first);
+    assert!(!is_error(&ran));
+    assert!(text_of(&ran).starts_with("transfer ran"));
+    assert_eq!(p.calls(), ["transfer"]);
+    // A decision is made once.
+    assert!(!p.approve(0, &approval).status.success());
+    assert!(!p.verb(&["mcp-decline", "../etc/passwd"]).status.success());
+
+    // The yes does not carry over to the same call again; this one is declined.
+    let second = w.call("transfer", r#"{"amount":500,"approved":true}"#);
+    let again = p.one_pending("transfer");
+    assert_ne!(again, approval);
+    assert!(p.verb(&["mcp-decline", &again]).status.success());
+    let declined = w.answer(second);
+    assert!(is_error(&declined));
+    assert!(text_of(&declined).contains("declined by the human"), "{declined:?}");
+
+    // A call the client cancels while it waits is never answered and never runs.
+    let third = w.call("publish", "{}");
+    p.one_pending("publish");
+    w.line(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{third}}}}}"#));
+    wait_until("the cancelled call stops waiting", || p.pending().is_empty());
+    w.ping();
+    assert_eq!(p.calls(), ["transfer"]);
+    assert!(p.stderr(0).contains("nyx5 mcp-approve"));
+}
+
+#[test]
+fn a_call_nobody_approves_in_time_is_refused() {
+    let p = Place::new("wrap-timeout", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &["--approval-timeout", "1"]);
+    w.initialize("{}");
+    let id = w.call("publish", r#"{"text":"hello"}"#);
+    let late = w.answer(id);
+    assert!(is_error(&late));
+    assert!(text_of(&late).contains("not approved in time"), "{late:?}");
+    assert!(p.pending().is_empty());
+    assert!(p.calls().is_empty());
+}
+
+#[test]
+fn a_client_with_elicitation_asks_its_human() {
+    let p = Place::new("wrap-elicit", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize(r#"{"elicitation":{}}"#);
+    let ask = |w: &mut Wrap, answer: &str| -> Object {
+        let id = w.call("publish", r#"{"text":"hello"}"#);
+        let asked = w.read();
+        assert_eq!(get(&asked, &["method"]).as_str(), Some("elicitation/create"));
+        let our = get(&asked, &["id"]).as_str().unwrap().to_owned();
+        assert!(our.starts_with("nyx5-wrap-"), "{our}");
+        let message = get(&asked, &["params", "message"]).as_str().unwrap();
+        assert!(message.contains("publish") && message.contains("hello"), "{message}");
+        assert!(message.contains("what is published stays published"), "{message}");
+        assert_eq!(get(&asked, &["params", "requestedSchema", "required"]), &Value::Array(vec!["approve".into()]));
+        assert_eq!(
+            get(&asked, &["params", "requestedSchema", "properties", "approve", "type"]).as_str(),
+            Some("boolean")
+        );
+        w.line(&format!(r#"{{"jsonrpc":"2.0","id":"{our}","result":{answer}}}"#));
+        w.answer(id)
+    };
+    let ran = ask(&mut w, r#"{"action":"accept","content":{"approve":true}}"#);
+    assert!(!is_error(&ran), "{ran:?}");
+    assert_eq!(p.calls(), ["publish"]);
+    for no in
+        [r#"{"action":"accept","content":{"approve":false}}"#, r#"{"action":"decline"}"#, r#"{"action":"cancel"}"#]
+    {
+        let refused = ask(&mut w, no);
+        assert!(is_error(&refused));
+        assert!(text_of(&refused).contains("declined by the human"), "{refused:?}");
+    }
+    // A client that cannot ask after all (an error answer): the human decides out of band.
+    let id = w.call("publish", r#"{"text":"again"}"#);
+    let asked = w.read();
+    let our = get(&asked, &["id"]).as_str().unwrap().to_owned();
+    w.line(&format!(r#"{{"jsonrpc":"2.0","id":"{our}","error":{{"code":-32601,"message":"no"}}}}"#));
+    let approval = p.one_pending("publish");
+    w.ping();
+    assert!(p.approve(0, &approval).status.success());
+    assert!(!is_error(&w.answer(id)));
+    assert_eq!(p.calls(), ["publish", "publish"]);
+    // An answer to a request nobody made is dropped.
+    w.line(r#"{"jsonrpc":"2.0","id":"nyx5-wrap-e-999","result":{"action":"accept","content":{"approve":true}}}"#);
+    w.ping();
+    assert_eq!(p.calls(), ["publish", "publish"]);
+    assert!(p.pending().is_empty());
+}
+
+#[test]
+fn the_hourly_limit_asks_on_the_next_call_even_after_a_restart() {
+    let p = Place::new("wrap-hour", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    for _ in 0..2 {
+        let id = w.call("tick", "{}");
+        assert!(!is_error(&w.answer(id)));
+    }
+    let third = w.call("tick", "{}");
+    let approval = p.one_pending("tick");
+    assert!(p.verb(&["mcp-decline", &approval]).status.success());
+    assert!(is_error(&w.answer(third)));
+    drop(w);
+    // The hour's count lives in the approvals directory: a restart does not reset it.
+    let mut w = Wrap::start(&p, 1, &[]);
+    w.initialize("{}");
+    let fourth = w.call("tick", "{}");
+    let approval = p.one_pending("tick");
+    assert!(p.approve(1, &approval).status.success());
+    assert!(!is_error(&w.answer(fourth)));
+    assert_eq!(p.calls(), ["tick", "tick", "tick"]);
+}
+
+#[test]
+fn the_servers_own_requests_go_out_under_our_ids_and_come_back() {
+    let p = Place::new("wrap-route", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    // The fixture numbers its requests from 1, as the client does: ids would collide unmapped.
+    let first = w.call("ask_back", "{}");
+    assert_eq!(first, 1);
+    let asked = w.read();
+    assert_eq!(get(&asked, &["method"]).as_str(), Some("sampling/createMessage"));
+    let our = get(&asked, &["id"]).as_str().unwrap().to_owned();
+    assert!(our.starts_with("nyx5-wrap-"), "{our}");
+    w.line(&format!(r#"{{"jsonrpc":"2.0","id":"{our}","result":{{"x":1}}}}"#));
+    let answered = w.answer(first);
+    assert_eq!(text_of(&answered), r#"the client said {"x":1}"#);
+}
+
+#[test]
+fn the_servers_death_answers_what_is_open_and_exits_non_zero() {
+    let p = Place::new("wrap-death", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    let waiting = w.call("publish", "{}");
+    p.one_pending("publish");
+    let dies = w.call("die", "{}");
+    let mut answered = vec![w.read(), w.read()];
+    answered.sort_by_key(|a| a.get("id").and_then(Value::as_safe_integer));
+    assert_eq!(answered[0].get("id").and_then(Value::as_safe_integer), Some(waiting));
+    assert_eq!(answered[1].get("id").and_then(Value::as_safe_integer), Some(dies));
+    for a in &answered {
+        assert_eq!(get(a, &["error", "code"]).as_safe_integer(), Some(-32603), "{a:?}");
+    }
+    let until = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(s) = w.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < until, "nyx5 mcp --wrap outlived its server");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+    assert!(p.pending().is_empty());
+}
+
+#[test]
+fn a_bad_authority_file_fails_at_startup() {
+    for (bad, says) in [
+        (r#"{"tools":{"pay":{"level":"autonomous","consequence":"irreversible"}}}"#, "tools.pay"),
+        (r#"{"tools":{"pay":{"level":"autonomous","consequence":"costly","max_amount":5}}}"#, "currency"),
+        (r#"{"tools":{},"defaults":{}}"#, "no member \"defaults\""),
+        (r#"{"tools":"#, "authority file"),
+    ] {
+        let p = Place::new("wrap-bad", bad);
+        let out = nyx5()
+            .arg("mcp")
+            .arg("--wrap")
+            .arg(p.dir.join("authority.json"))
+            .arg("--approvals")
+            .arg(p.approvals())
+            .args(["--", "node"])
+            .arg(fixture())
+            .arg(p.dir.join("calls.log"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains(says), "{bad}: {said}");
+        assert!(out.stdout.is_empty());
+    }
+    let p = Place::new("wrap-nocmd", AUTHORITY);
+    let out = nyx5().arg("mcp").arg("--wrap").arg(p.dir.join("authority.json")).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
