@@ -100,6 +100,9 @@ const ids = {
 };
 /** The test of the setup's task (`POST /tareas`). */
 const TASK_VERIFY = [{ type: 'sha256', url: 'https://work.example/{contract}', expect: '0'.repeat(64) }];
+// The example App Card with its name changed after signing: a card no catalogue lists, whatever
+// else a request says.
+const FORGED_CARD = { ...JSON.parse(readFileSync(join(ROOT, 'examples/apps/echo/app.json'), 'utf8')), name: 'Not the echo' };
 
 function routes(ctx) {
   const { ana, bo, stranger } = ctx;
@@ -306,6 +309,19 @@ function routes(ctx) {
       fill: { id: 'no-such-task' },
       auth: 'admin',
       segments: ['id'],
+    },
+    // The app catalogue (docs/SPEC.md "Apps — Pinned"): public reads, the operator's removal.
+    { m: 'GET', p: '/apps', auth: 'none', poison: { method: 'PUT' } },
+    { m: 'GET', p: '/apps/:id', fill: { id: 'no-such-app' }, auth: 'none', segments: ['id'] },
+    { m: 'DELETE', p: '/apps/:id', fill: { id: 'no-such-app' }, auth: 'admin', segments: ['id'] },
+    {
+      // A card whose signature does not verify: refused after every member, and nothing listed.
+      m: 'POST',
+      p: '/apps',
+      auth: 'admin',
+      body: { card: FORGED_CARD, url: 'https://apps.example/echo/app.json' },
+      optional: ['url'],
+      strings: ['url', 'card.name', 'card.id', 'card.version', 'card.sig'],
     },
     {
       m: 'GET',
@@ -541,10 +557,12 @@ function setPath(obj, path, value) {
 function getPath(obj, path) {
   return path.split('.').reduce((o, k) => (o == null ? undefined : o[k]), obj);
 }
-/** Every member path of `obj` (objects and arrays inside, the signature's members too). */
+/** Every member path of `obj` (objects and arrays inside, the signature's members too); a
+ * member whose name holds a dot (an App Card's file names) has no path, and is left as it is. */
 function memberPaths(obj, prefix = '') {
   const out = [];
   for (const [k, v] of Object.entries(obj)) {
+    if (k.includes('.')) continue;
     const p = prefix ? `${prefix}.${k}` : k;
     out.push(p);
     if (v !== null && typeof v === 'object') out.push(...memberPaths(v, p));

@@ -6,6 +6,8 @@
 //! not verify or an envelope that does not open, 2 bad usage or input, 3 a house or resolver
 //! that cannot be reached (or answers 5xx), 4 a request the house refused (4xx).
 
+mod app;
+mod app_broker;
 mod canon;
 mod client;
 mod error;
@@ -125,6 +127,9 @@ enum Command {
     McpApprove(mcp_wrap::DecideArgs),
     /// Decline one waiting wrapped MCP call: it is answered with an error and never runs.
     McpDecline(mcp_wrap::DecideArgs),
+    /// Apps: verify an App Card and its files, sign one, or run one under a per-run broker.
+    #[command(subcommand)]
+    App(app::AppCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -182,6 +187,7 @@ fn run(command: Command) -> Outcome {
         Command::McpApprovals(args) => mcp_wrap::list(&args),
         Command::McpApprove(args) => mcp_wrap::decide(&args, true),
         Command::McpDecline(args) => mcp_wrap::decide(&args, false),
+        Command::App(command) => app::run(command),
     }
 }
 

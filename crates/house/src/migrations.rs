@@ -13,4 +13,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0009_index.sql", include_str!("../../../migrations/0009_index.sql")),
     ("0010_services.sql", include_str!("../../../migrations/0010_services.sql")),
     ("0011_authority.sql", include_str!("../../../migrations/0011_authority.sql")),
+    ("0012_apps.sql", include_str!("../../../migrations/0012_apps.sql")),
 ];

@@ -67,11 +67,15 @@ pub enum Context {
     Historial,
     /// A federated index's answer to a search, signed by the index's house (spec §13).
     IndexAnswer,
+    /// An App Card, signed by its author (docs/SPEC.md "Apps — Pinned").
+    AppCard,
+    /// A house's catalogue of App Cards (`GET /apps`), signed by its domain key.
+    AppCatalogue,
 }
 
 impl Context {
     /// Every kind, for tests that check none verifies as another.
-    pub const ALL: [Context; 15] = [
+    pub const ALL: [Context; 17] = [
         Context::DomainCard,
         Context::AgentCard,
         Context::Delegation,
@@ -87,6 +91,8 @@ impl Context {
         Context::Entry,
         Context::Historial,
         Context::IndexAnswer,
+        Context::AppCard,
+        Context::AppCatalogue,
     ];
 
     /// The label this kind's signatures start with.
@@ -107,6 +113,8 @@ impl Context {
             Context::Entry => "nyx5/1 asiento",
             Context::Historial => "nyx5/1 historial",
             Context::IndexAnswer => "nyx5/1 index-answer",
+            Context::AppCard => "nyx5/1 app",
+            Context::AppCatalogue => "nyx5/1 app-catalogue",
         }
     }
 

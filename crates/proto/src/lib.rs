@@ -17,10 +17,12 @@
 //! | [`ops`] | §16 | the Libro's operations as a client writes them |
 //! | [`authority`] | docs §16b | authority levels, consequences, limits, evidence kinds |
 //! | [`mailbox`] | §8c | a mailbox item as a client shows it |
+//! | [`app`] | docs "Apps" | App Cards, primitives, the broker's lines, catalogues |
 //! | [`error`], [`limits`] | §6 | the error table and every limit |
 #![forbid(unsafe_code)]
 
 pub mod address;
+pub mod app;
 pub mod auth;
 pub mod authority;
 pub mod b64;

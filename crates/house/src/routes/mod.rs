@@ -1,6 +1,7 @@
 //! One file per endpoint (or per noun with its verbs). Each starts with the routes it serves.
 
 pub mod agents;
+pub mod apps;
 pub mod email;
 pub mod health;
 pub mod inbound;

@@ -2,6 +2,7 @@
 //! single queries; writes are returned as statement lists for one atomic `Db::batch`.
 
 pub mod agents;
+pub mod apps;
 pub mod domain_keys;
 pub mod email;
 pub mod guard;
