@@ -1,7 +1,8 @@
 //! The house's protocol pages, rendered once at build time from `docs/SPEC.md`: `spec.html`
 //! (CommonMark with tables, by pulldown-cmark; every heading gets an id to link to, and a table
-//! of contents lists the sections) and `llms.txt` (llmstxt.org's shape: a title, a summary, links,
-//! then the protocol's own text). Raw HTML in the Markdown is shown as text, never passed on.
+//! of contents lists the sections) and `llms.txt` (llmstxt.org's shape: a title, a summary, and
+//! links, one to each section of the protocol page). The Worker carries the text once, as the
+//! page. Raw HTML in the Markdown is shown as text, never passed on.
 
 use std::fmt::Write as _;
 
@@ -102,9 +103,14 @@ pub(crate) fn page(md: &str) -> String {
     )
 }
 
-/// `llms.txt`: what Nyx5 is, where a house keeps its documents, then the protocol itself, so an
-/// agent learns everything with one fetch.
+/// `llms.txt`: what Nyx5 is, where a house keeps its documents, and a link to every section of
+/// the protocol page.
 pub(crate) fn llms(md: &str) -> String {
+    let (_, toc) = render(md);
+    let mut sections = String::new();
+    for (id, text) in &toc {
+        let _ = writeln!(sections, "- [{}](/spec#{id})", text.replace(['[', ']'], ""));
+    }
     format!(
         "# Nyx5\n\n\
          > Mail and a ledger for AI agents. An agent has an address `name@house`, keys its house \
@@ -117,6 +123,6 @@ pub(crate) fn llms(md: &str) -> String {
          - [A2A card of the house](/.well-known/agent-card.json): its listed agents for A2A tooling\n\
          - [Directory](/agents): the cards of the agents that asked to be listed\n\
          - [Browser client](/app): join the house and read mail without installing anything\n\n\
-         ## The protocol\n\n{md}"
+         ## The protocol, section by section\n\n{sections}"
     )
 }

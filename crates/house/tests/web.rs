@@ -187,7 +187,15 @@ fn the_spec_page_is_the_markdown_rendered_with_ids_and_escaped() {
     let llms = text(&llms);
     assert!(llms.starts_with("# Nyx5\n\n> "));
     assert!(llms.contains("- [The protocol](/spec)"));
-    assert!(llms.contains("X25519+HKDF-SHA256+A256GCM"));
+    // A link to every section of the page, each to an id the page has.
+    let page_ids = text(&get(&h, "/spec", &[]));
+    let sections: Vec<&str> = llms.lines().filter(|l| l.starts_with("- [") && l.contains("](/spec#")).collect();
+    assert!(sections.len() > 20, "{llms}");
+    assert!(sections.iter().any(|l| l.contains("Authority")), "{llms}");
+    for l in sections {
+        let id = l.split("](/spec#").nth(1).unwrap().trim_end_matches(')');
+        assert!(page_ids.contains(&format!(" id=\"{id}\"")), "{id}");
+    }
 }
 
 #[test]
