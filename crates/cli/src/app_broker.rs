@@ -2,7 +2,7 @@
 //! a clean environment, and a per-run broker on a Unix socket in a fresh 0700 directory (path in
 //! `NYX5_BROKER`, a fresh token in `NYX5_APP_TOKEN`). Each line is decided by
 //! `nyx5_proto::app::decide_request`; a granted call runs the agent's own verb (send, inbox,
-//! card, lists, remind, invite) and answers its JSON as `text`. A stamp passes the run's
+//! card, lists, remind, invite, register) and answers its JSON as `text`. A stamp passes the run's
 //! authority first; without one the app moves no money. The broker ends with the child.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -22,7 +22,7 @@ use crate::client::Ctx;
 use crate::client::cli::authority_arg;
 use crate::client::directory::{self, InviteRequest};
 use crate::client::send::{self, SendRequest};
-use crate::client::{lists, mailbox};
+use crate::client::{lists, mailbox, register};
 use crate::error::{Failure, Outcome};
 use crate::sys::{self, OsRng};
 
@@ -338,6 +338,12 @@ impl Broker {
                 };
                 let req = InviteRequest { uses: opt_int(p, "uses")?, expires: None, note: opt_str(p, "note")? };
                 Ok(directory::invite_new(&ctx, None, token, &req)?)
+            }
+            Primitive::InviteAccept => {
+                let address = req_str(p, "address")?;
+                let code = req_str(p, "invitation")?;
+                let house = opt_str(p, "house")?;
+                Ok(register::accept_invitation(ctx, &address, house.as_deref(), &code)?)
             }
         }
     }

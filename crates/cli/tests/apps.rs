@@ -195,3 +195,57 @@ fn an_app_verifies_from_a_url_and_a_tampered_one_does_not() {
     let (err, _) = w.nyx5(&["app", "verify", &format!("{base}/none/app.json")]).fails_with(1);
     assert!(err.contains("404"), "{err}");
 }
+
+#[test]
+fn an_app_redeems_an_invitation_for_a_new_agent_and_leaves_nothing_when_refused() {
+    let w = World::new("apps-invite");
+    w.two_agents();
+    // The example, declaring both invitation primitives, signed by another author.
+    let dir = TempDir::new("app-invite");
+    let copy = dir.join("inviter");
+    copy_dir(&example(), &copy);
+    let card = std::fs::read_to_string(copy.join("app.json")).unwrap();
+    let card = card.replace("\"whoami\"", "\"whoami\",\"invite_create\",\"invite_accept\"");
+    std::fs::write(copy.join("app.json"), card).unwrap();
+    nyx5(&["keys", "new", "--out", dir.join("k.json").to_str().unwrap()], b"").ok();
+    nyx5(&["app", "sign", copy.to_str().unwrap(), "--key", dir.join("k.json").to_str().unwrap()], b"").ok();
+    let app = copy.to_str().unwrap();
+    let raw = |who: &str, extra: &[&str], method: &str, params: &str| {
+        let mut all = vec!["app", "run", app, "--as", who];
+        all.extend_from_slice(extra);
+        all.extend_from_slice(&["--", "raw", method, params]);
+        object(w.nyx5(&all).ok().trim())
+    };
+    let text = |a: &nyx5_proto::json::Object| object(&s(a, "text"));
+
+    // bo's app, given b.test's token, makes an invitation; ana's app redeems it for cy@b.test.
+    let made = raw("bo@b.test", &["--admin-token", houses::TOKEN_B], "invite_create", "{}");
+    assert_eq!(made["ok"], Value::Bool(true), "{made:?}");
+    let code = s(&text(&made), "code");
+    let params = format!(r#"{{"address":"cy@b.test","house":"{}","invitation":"{code}"}}"#, w.b.url());
+    let joined = raw("ana@a.test", &[], "invite_accept", &params);
+    assert_eq!(joined["ok"], Value::Bool(true), "{joined:?}");
+    let joined = text(&joined);
+    assert_eq!(s(&joined, "address"), "cy@b.test");
+    assert_eq!(s(&joined, "registered_via"), format!("invite:{code}"));
+    // cy is a real agent of b.test now, its keys in the profile: it reads its own (empty) inbox.
+    let card = w.nyx5(&["card", "cy@b.test", "--json"]).json();
+    assert_eq!(s(&card, "address"), "cy@b.test");
+    w.nyx5(&["inbox", "--as", "cy@b.test", "--json"]).json();
+
+    // The same address again: refused, and cy's keys are not replaced.
+    let before = std::fs::read(&w.profile).unwrap();
+    let again = raw("ana@a.test", &[], "invite_accept", &params);
+    assert_eq!(s(&again, "error"), "error", "{again:?}");
+    assert!(s(&again, "message").contains("already"), "{again:?}");
+    assert_eq!(std::fs::read(&w.profile).unwrap(), before);
+    // A used or unknown invitation: the house refuses, and the fresh entry is taken out again.
+    let bad = format!(r#"{{"address":"dz@b.test","house":"{}","invitation":"{code}x"}}"#, w.b.url());
+    let refused = raw("ana@a.test", &[], "invite_accept", &bad);
+    assert_eq!(s(&refused, "error"), "error", "{refused:?}");
+    assert_eq!(std::fs::read(&w.profile).unwrap(), before);
+    w.nyx5(&["inbox", "--as", "dz@b.test"]).fails_with(2);
+    // Undeclared, it is denied like any other primitive.
+    let denied = object(run_app(&w, "ana@a.test", &[], &["raw", "invite_accept", &params]).ok().trim());
+    assert_eq!(s(&denied, "error"), "capability_denied");
+}

@@ -94,10 +94,13 @@ pub enum Primitive {
     Remember,
     /// `invite new`: an invitation code of the agent's house (the house token, given to `app run`).
     InviteCreate,
+    /// `init` + `register --invite`: an invitation redeemed for a new agent of the user's, its
+    /// fresh keys kept in the profile beside the others (never replacing one).
+    InviteAccept,
 }
 
 impl Primitive {
-    pub const ALL: [Primitive; 7] = [
+    pub const ALL: [Primitive; 8] = [
         Primitive::SendMessage,
         Primitive::ReadInbox,
         Primitive::WaitForMessage,
@@ -105,6 +108,7 @@ impl Primitive {
         Primitive::ListConnections,
         Primitive::Remember,
         Primitive::InviteCreate,
+        Primitive::InviteAccept,
     ];
 
     /// The name a card declares and the broker method it grants.
@@ -117,6 +121,7 @@ impl Primitive {
             Primitive::ListConnections => "list_connections",
             Primitive::Remember => "remember",
             Primitive::InviteCreate => "invite_create",
+            Primitive::InviteAccept => "invite_accept",
         }
     }
 
@@ -130,6 +135,7 @@ impl Primitive {
             Primitive::ListConnections => "nyx5 lists (allow)",
             Primitive::Remember => "nyx5 remind",
             Primitive::InviteCreate => "nyx5 invite new",
+            Primitive::InviteAccept => "nyx5 init + nyx5 register --invite",
         }
     }
 
@@ -145,13 +151,12 @@ impl Primitive {
 
 /// The seed format's names that Nyx5 has no meaning for, and why: a card declaring one is
 /// refused (`unknown_primitive`), never granted in part.
-pub const REFUSED: [(&str, &str); 9] = [
+pub const REFUSED: [(&str, &str); 8] = [
     ("recall", "Nyx5 keeps no memory store; notes made with `remember` come back through `read_inbox`"),
     ("get_persona", "Nyx5 agents have cards, not personas"),
     ("set_persona", "Nyx5 agents have cards, not personas"),
     ("set_profile", "a card changes only by registering again, which an app never does for its agent"),
     ("coord", "Nyx5 has no coordination service"),
-    ("invite_accept", "redeeming an invitation registers a new agent; an app acts as an existing one"),
     ("beatless", "Nyx5 does not start apps by itself when mail arrives"),
     ("persona", "Nyx5 agents have cards, not personas"),
     ("rooms", "Nyx5 has no rooms; mail has threads"),

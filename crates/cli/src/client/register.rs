@@ -219,6 +219,33 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
     Ok(answer(&card, status, text(&answer_obj, "registered_via")))
 }
 
+/// An invitation redeemed for a new agent (the apps' `invite_accept`): fresh keys for `address`
+/// in the profile, beside the others (an address it holds already is refused, never replaced),
+/// then `register --invite` as that agent at `house` (default: the acting agent's). When the
+/// house refuses, the fresh entry is taken out again, so nothing is left half done.
+pub(crate) fn accept_invitation(
+    mut ctx: Ctx,
+    address: &str,
+    house: Option<&str>,
+    code: &str,
+) -> Result<Value, Failure> {
+    let house = match house {
+        Some(h) => h.to_owned(),
+        None => ctx.me()?.house,
+    };
+    let made = init(&ctx, address, &house)?;
+    let fresh = Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    let sig = text(made.as_object().unwrap_or(&Object::new()), "sig").to_owned();
+    ctx.as_address = Some(fresh.clone());
+    let req = RegisterRequest { invite: Some(code.to_owned()), ..RegisterRequest::default() };
+    register(&ctx, &req).inspect_err(|_| {
+        let _ = Profile::update(&ctx.profile_path, |p| {
+            p.agents.retain(|a| !(a.address == fresh && a.keys.sig_public().to_b64() == sig));
+            Ok(())
+        });
+    })
+}
+
 pub(crate) fn register_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let verb = if o.get("created") == Some(&Value::Bool(true)) { "registered" } else { "updated" };
