@@ -47,6 +47,13 @@ const SHOWN_KEY: usize = 64;
 pub(crate) const DEFAULT_TIMEOUT_S: u64 = 600;
 /// The most calls that wait for a human at once; beyond them a call is refused.
 const MAX_WAITING: usize = 64;
+/// The longest tool name a call may give: longer names are refused before they are judged, so
+/// nobody grows the hour's counts with invented names.
+const MAX_TOOL_NAME: usize = 128;
+/// Most tool names one hour's counts hold; a call of a new name beyond them is asked of a human.
+const MAX_COUNTED_TOOLS: usize = 256;
+/// How long a call waits for the counts' lock before it fails closed (asks a human).
+const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// The most requests of the server's that the client has not answered.
 const MAX_CHILD_REQUESTS: usize = 1024;
 /// The prefix of every id we put on a request to the client.
@@ -363,6 +370,17 @@ pub(crate) fn default_dir(flag: Option<&Path>) -> Result<PathBuf, Failure> {
 #[derive(Debug)]
 pub(crate) struct Store {
     dir: PathBuf,
+    /// This process's own counts, `{tool: [ms…]}`: the larger of these and the file's is the
+    /// hour's, so a calls file deleted or spoiled under a running proxy resets nothing.
+    seen: Mutex<BTreeMap<String, Vec<i64>>>,
+}
+
+/// The hour's counts as read from the calls file.
+enum Counts {
+    Read(Object),
+    /// The file exists but could not be read, parsed or locked: every capped tool is taken to be
+    /// at its limit (asked of a human) until it is written again.
+    Spoiled,
 }
 
 /// An approval's id: 16 lowercase hex digits.
@@ -389,10 +407,18 @@ impl Store {
                 .create(&dir)
                 .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
         }
-        if !dir.is_dir() {
+        let meta = std::fs::metadata(&dir).ok().filter(std::fs::Metadata::is_dir);
+        let Some(meta) = meta else {
             return Err(Failure::usage(format!("{} is not a directory of approvals", dir.display())));
+        };
+        // Whoever else can enter it could read the requests, decline calls and spoil the counts.
+        if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0 {
+            return Err(Failure::usage(format!(
+                "{} is open to other users; approvals need a directory only you can use (chmod 700)",
+                dir.display()
+            )));
         }
-        Ok(Store { dir })
+        Ok(Store { dir, seen: Mutex::new(BTreeMap::new()) })
     }
 
     fn request_path(&self, id: &str) -> PathBuf {
@@ -526,27 +552,56 @@ impl Store {
     }
 
     /// Runs `f` on the calls file's `{tool: [ms…]}` (pruned to the past hour) under a lock,
-    /// writing back what it changed.
-    fn with_calls<T>(&self, key: &str, f: impl FnOnce(&mut Object, i64) -> (T, bool)) -> T {
+    /// writing back what it changed. A file that cannot be read or locked in time is
+    /// [`Counts::Spoiled`]; a write then starts it again from this process's own counts.
+    fn with_calls<T>(&self, key: &str, f: impl FnOnce(&mut Counts, i64) -> (T, bool)) -> T {
         let path = self.calls_path(key);
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .mode(0o600)
-            .open(self.dir.join(format!("calls-{key}.json.lock")));
-        let lock = lock.ok().filter(|l| l.lock().is_ok());
+            .open(self.dir.join(format!("calls-{key}.json.lock")))
+            .ok()
+            .filter(|l| {
+                let deadline = Instant::now() + LOCK_WAIT;
+                loop {
+                    match l.try_lock() {
+                        Ok(()) => return true,
+                        Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(_) => return false,
+                    }
+                }
+            });
         let now = now_ms();
-        let mut calls = Store::read(&path).unwrap_or_default();
-        for v in calls.values_mut() {
-            if let Value::Array(times) = v {
-                times.retain(|t| t.as_safe_integer().is_some_and(|t| now - t < HOUR_MS && t <= now));
+        let mut counts = match (&lock, std::fs::read(&path)) {
+            (None, _) => Counts::Spoiled,
+            (Some(_), Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Counts::Read(Object::new()),
+            (Some(_), Ok(bytes)) => match Value::parse(&bytes, MAX_FILE_BYTES) {
+                Ok(Value::Object(o)) => Counts::Read(o),
+                _ => Counts::Spoiled,
+            },
+            (Some(_), Err(_)) => Counts::Spoiled,
+        };
+        if let Counts::Read(calls) = &mut counts {
+            for v in calls.values_mut() {
+                if let Value::Array(times) = v {
+                    times.retain(|t| t.as_safe_integer().is_some_and(|t| now - t < HOUR_MS && t <= now));
+                }
             }
+            calls.retain(|_, v| v.as_array().is_some_and(|a| !a.is_empty()));
         }
-        calls.retain(|_, v| v.as_array().is_some_and(|a| !a.is_empty()));
-        let (out, changed) = f(&mut calls, now);
-        if changed && let Err(e) = self.write(&path, &Value::Object(calls), false) {
-            eprintln!("nyx5 mcp --wrap: cannot record the hour's calls in {}: {e}", path.display());
+        let (out, changed) = f(&mut counts, now);
+        if changed && lock.is_some() {
+            let calls = match counts {
+                Counts::Read(calls) => calls,
+                Counts::Spoiled => self.seen_as_object(now),
+            };
+            if let Err(e) = self.write(&path, &Value::Object(calls), false) {
+                eprintln!("nyx5 mcp --wrap: cannot record the hour's calls in {}: {e}", path.display());
+            }
         }
         if let Some(l) = lock {
             let _ = l.unlock();
@@ -554,12 +609,27 @@ impl Store {
         out
     }
 
-    /// How many calls of `tool` went ahead in the past hour.
+    /// This process's counts of the past hour, as the calls file holds them.
+    fn seen_as_object(&self, now: i64) -> Object {
+        let mut seen = lock(&self.seen);
+        seen.values_mut().for_each(|t| t.retain(|t| now - t < HOUR_MS));
+        seen.retain(|_, t| !t.is_empty());
+        seen.iter().map(|(k, t)| (k.clone(), Value::Array(t.iter().map(|&t| t.into()).collect()))).collect()
+    }
+
+    /// How many calls of `tool` went ahead in the past hour: the larger of the file's count and
+    /// this process's own; "at the limit" when the file is spoiled or holds too many names.
     fn hour_ops(&self, key: &str, tool: &str) -> i64 {
-        self.with_calls(key, |calls, _| {
-            let n = calls.get(tool).and_then(Value::as_array).map_or(0, <[Value]>::len);
-            (i64::try_from(n).unwrap_or(i64::MAX), false)
-        })
+        let from_file = self.with_calls(key, |counts, _| match counts {
+            Counts::Read(calls) if calls.contains_key(tool) || calls.len() < MAX_COUNTED_TOOLS => {
+                let n = calls.get(tool).and_then(Value::as_array).map_or(0, <[Value]>::len);
+                (i64::try_from(n).unwrap_or(i64::MAX), false)
+            }
+            _ => (i64::MAX, false),
+        });
+        let now = now_ms();
+        let mine = lock(&self.seen).get(tool).map_or(0, |t| t.iter().filter(|&&t| now - t < HOUR_MS).count());
+        from_file.max(i64::try_from(mine).unwrap_or(i64::MAX))
     }
 
     /// Counts one call of `tool` that went ahead (only where a rate is capped: nothing else
@@ -568,11 +638,22 @@ impl Store {
         if rule.authority.max_per_hour.is_none() {
             return;
         }
-        self.with_calls(key, |calls, now| {
+        let cap = usize::try_from(MAX_PER_HOUR).unwrap_or(usize::MAX);
+        let now = now_ms();
+        {
+            let mut seen = lock(&self.seen);
+            let t = seen.entry(tool.to_owned()).or_default();
+            t.retain(|t| now - t < HOUR_MS);
+            t.push(now);
+            let over = t.len().saturating_sub(cap);
+            t.drain(..over);
+        }
+        self.with_calls(key, |counts, now| {
+            let Counts::Read(calls) = counts else { return ((), true) };
             let times = calls.entry(tool.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(t) = times {
                 t.push(now.into());
-                let over = t.len().saturating_sub(usize::try_from(MAX_PER_HOUR).unwrap_or(usize::MAX));
+                let over = t.len().saturating_sub(cap);
                 t.drain(..over);
             }
             ((), true)
@@ -821,6 +902,12 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
     };
     let params = msg.get("params").and_then(Value::as_object).cloned().unwrap_or_default();
     let Some(id) = id else {
+        // A `tools/call` without an id is not a call JSON-RPC allows, and must not reach a server
+        // that would run it unjudged.
+        if method == "tools/call" {
+            eprintln!("nyx5 mcp --wrap: a tools/call without an id dropped");
+            return;
+        }
         // A notification: a cancellation of a call that waits for a human stays here.
         if method == "notifications/cancelled"
             && let Some(req) = params.get("requestId")
@@ -878,6 +965,10 @@ fn call(sh: &Arc<Shared>, id: Value, params: &Object, raw: &[u8]) {
     let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
         return sh.to_client(&error(id, INVALID_PARAMS, "invalid params: `name` must be a string"));
     };
+    if name.len() > MAX_TOOL_NAME {
+        let why = format!("invalid params: a tool's name is at most {MAX_TOOL_NAME} bytes");
+        return sh.to_client(&error(id, INVALID_PARAMS, &why));
+    }
     let args = match params.get("arguments") {
         None | Some(Value::Null) => Object::new(),
         Some(Value::Object(a)) => a.clone(),
@@ -951,7 +1042,11 @@ fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
     };
     if elicitation.is_none() && approval.is_none() {
         lock(&sh.state).waiting.remove(&c.key);
-        return sh.refuse(c.id, &c.name, "needs a human's approval, and no approval request could be written");
+        return sh.refuse(
+            c.id,
+            &c.name,
+            "needs a human's approval, and no human could be asked (see the proxy's standard error)",
+        );
     }
     let outcome = loop {
         match rx.recv_timeout(POLL) {
@@ -1071,6 +1166,19 @@ fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> String {
 /// approval code goes only to standard error (the person's terminal), its hash to `code_sha`:
 /// what can write the directory (the wrapped server, a model with a file tool) cannot approve.
 fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option<String>) -> Option<String> {
+    // The code is shown on the person's terminal. Without one, standard error only when the
+    // person chose it (`NYX5_APPROVAL_CODES=stderr`): clients started from a desktop keep their
+    // servers' standard error in log files a model with a file tool may read.
+    let to_stderr = std::env::var("NYX5_APPROVAL_CODES").is_ok_and(|v| v == "stderr");
+    let tty = if to_stderr { None } else { std::fs::OpenOptions::new().write(true).open("/dev/tty").ok() };
+    if !to_stderr && tty.is_none() {
+        eprintln!(
+            "nyx5 mcp --wrap: {} needs a human's approval, and there is no terminal to show its code on \
+             (set NYX5_APPROVAL_CODES=stderr to show codes on standard error, or use a client that asks by elicitation)",
+            safe(&c.name)
+        );
+        return None;
+    }
     let mut rng = OsRng::new();
     let id = hex(&rng.bytes::<8>());
     let code = hex(&rng.bytes::<8>());
@@ -1112,13 +1220,16 @@ fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option
         shown_arguments(&c.args),
         sh.timeout.as_secs()
     );
-    // The person's terminal when there is one (nothing else reads what is shown there), else
-    // standard error (`NYX5_APPROVAL_CODES=stderr` chooses standard error always).
-    let to_stderr = std::env::var("NYX5_APPROVAL_CODES").is_ok_and(|v| v == "stderr");
-    let shown = !to_stderr
-        && std::fs::OpenOptions::new().write(true).open("/dev/tty").and_then(|mut tty| writeln!(tty, "{said}")).is_ok();
-    if !shown {
-        eprintln!("{said}");
+    // The person's terminal (nothing else reads what is shown there), or standard error when
+    // `NYX5_APPROVAL_CODES=stderr` chose it.
+    match tty.map(|mut tty| writeln!(tty, "{said}")) {
+        Some(Ok(())) => {}
+        Some(Err(_)) => {
+            eprintln!("nyx5 mcp --wrap: cannot show the approval code of {} on the terminal", safe(&c.name));
+            sh.store.close(&id);
+            return None;
+        }
+        None => eprintln!("{said}"),
     }
     Some(id)
 }

@@ -307,6 +307,11 @@ fn an_autonomous_call_runs_and_a_prohibited_one_never_reaches_the_server() {
     }
     let id = w.send("tools/call", r#"{"name":7}"#);
     assert!(w.answer(id).contains_key("error"));
+    // A name past 128 bytes is refused before it is judged or counted.
+    let id = w.call(&"tick".repeat(33), "{}");
+    assert!(w.answer(id).contains_key("error"));
+    // A tools/call without an id never reaches the server unjudged (nor at all).
+    w.line(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","arguments":{"say":"unseen"}}}"#);
     w.line("{not json");
     assert!(w.read().contains_key("error"));
     w.ping();
@@ -539,4 +544,65 @@ fn a_bad_authority_file_fails_at_startup() {
     let p = Place::new("wrap-nocmd", AUTHORITY);
     let out = nyx5().arg("mcp").arg("--wrap").arg(p.dir.join("authority.json")).stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_hour_is_kept_when_its_file_is_deleted_or_spoiled() {
+    let p = Place::new("wrap-spoiled", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    for _ in 0..2 {
+        let id = w.call("tick", "{}");
+        assert!(!is_error(&w.answer(id)));
+    }
+    // Something that can write the directory deletes the counts: the proxy still remembers.
+    let counts: Vec<PathBuf> = std::fs::read_dir(p.approvals())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|f| f.to_string_lossy().ends_with(".json") && f.to_string_lossy().contains("calls-"))
+        .collect();
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    std::fs::remove_file(&counts[0]).unwrap();
+    let third = w.call("tick", "{}");
+    let approval = p.one_pending("tick");
+    assert!(p.verb(&["mcp-decline", &approval]).status.success());
+    assert!(is_error(&w.answer(third)));
+    drop(w);
+    // A spoiled file after a restart: every capped tool asks until it is written again.
+    std::fs::write(&counts[0], b"{\"tick\": [").unwrap();
+    let mut w = Wrap::start(&p, 1, &[]);
+    w.initialize("{}");
+    let fourth = w.call("tick", "{}");
+    let approval = p.one_pending("tick");
+    assert!(p.verb(&["mcp-decline", &approval]).status.success());
+    assert!(is_error(&w.answer(fourth)));
+    // An uncapped tool is not held back by it.
+    let id = w.call("echo", "{}");
+    assert!(!is_error(&w.answer(id)));
+    assert_eq!(p.calls(), ["tick", "tick", "echo"]);
+}
+
+#[test]
+fn an_approvals_directory_others_can_enter_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Place::new("wrap-open-dir", AUTHORITY);
+    std::fs::create_dir(p.approvals()).unwrap();
+    std::fs::set_permissions(p.approvals(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = nyx5()
+        .arg("mcp")
+        .arg("--wrap")
+        .arg(p.dir.join("authority.json"))
+        .arg("--approvals")
+        .arg(p.approvals())
+        .args(["--", "node"])
+        .arg(fixture())
+        .arg(p.dir.join("calls.log"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 700"), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let listed = p.verb(&["mcp-approvals"]);
+    assert_eq!(listed.status.code(), Some(2), "{listed:?}");
 }
