@@ -3,9 +3,10 @@
 
 -- A movement an authority asked about: the operating envelope (`envelope`, canonical JSON, decided
 -- again once approved), what it holds in `escrow:hold.<id>` (`payer`, `amount`), and its record
--- (asks, approvers, who approved). `version` rises with every change, as contracts' does. At most
--- 100 wait per operator (a guard in the batch that writes one), each holding the money it would
--- pay, so strangers grow this table only as far as someone's balance and that bound allow.
+-- (asks, approvers, who approved). `version` rises with every change, as contracts' does. Guards
+-- in the batch that writes one keep at most 100 waiting and 1,000 in all per operator (decided
+-- rows go after 30 days), and no envelope over 64 KiB is kept, so an operator grows this table by
+-- at most 64 MiB however it asks; operators themselves are bounded as registrations are.
 CREATE TABLE libro_pending (
   id       TEXT PRIMARY KEY,
   operator TEXT NOT NULL,

@@ -124,8 +124,12 @@ fn text(o: &Object, name: &str) -> String {
     o.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
-/// Reads at most `max` bytes of `path` (more is an error).
+/// Reads at most `max` bytes of `path` (more is an error), which must be a regular file: a FIFO
+/// or a device under an app's name would hang the read or never end it.
 pub(crate) fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>, String> {
+    if !std::fs::metadata(path).map_err(|e| e.to_string())?.is_file() {
+        return Err("not a regular file".into());
+    }
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     f.take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))

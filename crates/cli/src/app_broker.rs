@@ -342,8 +342,7 @@ impl Broker {
             Primitive::InviteAccept => {
                 let address = req_str(p, "address")?;
                 let code = req_str(p, "invitation")?;
-                let house = opt_str(p, "house")?;
-                Ok(register::accept_invitation(ctx, &address, house.as_deref(), &code)?)
+                Ok(register::accept_invitation(ctx, &address, &code)?)
             }
         }
     }

@@ -65,6 +65,12 @@ fn the_example_verifies_and_a_tampered_copy_does_not() {
     std::fs::remove_file(copy.join("README.md")).unwrap();
     let (err, _) = nyx5(&["app", "verify", copy.to_str().unwrap()], b"").fails_with(1);
     assert!(err.contains("README.md") && err.contains("missing"), "{err}");
+    // A FIFO under a listed name is not read (it would never end): missing, at once.
+    let made = std::process::Command::new("mkfifo").arg(copy.join("README.md")).status().unwrap();
+    assert!(made.success());
+    let (err, _) = nyx5(&["app", "verify", copy.to_str().unwrap()], b"").fails_with(1);
+    assert!(err.contains("README.md") && err.contains("missing"), "{err}");
+    std::fs::remove_file(copy.join("README.md")).unwrap();
 
     // The card itself changed (a primitive added): the signature no longer verifies.
     copy_dir(&ex, &copy);
@@ -222,7 +228,7 @@ fn an_app_redeems_an_invitation_for_a_new_agent_and_leaves_nothing_when_refused(
     let made = raw("bo@b.test", &["--admin-token", houses::TOKEN_B], "invite_create", "{}");
     assert_eq!(made["ok"], Value::Bool(true), "{made:?}");
     let code = s(&text(&made), "code");
-    let params = format!(r#"{{"address":"cy@b.test","house":"{}","invitation":"{code}"}}"#, w.b.url());
+    let params = format!(r#"{{"address":"cy@b.test","invitation":"{code}"}}"#);
     let joined = raw("ana@a.test", &[], "invite_accept", &params);
     assert_eq!(joined["ok"], Value::Bool(true), "{joined:?}");
     let joined = text(&joined);
@@ -240,7 +246,11 @@ fn an_app_redeems_an_invitation_for_a_new_agent_and_leaves_nothing_when_refused(
     assert!(s(&again, "message").contains("already"), "{again:?}");
     assert_eq!(std::fs::read(&w.profile).unwrap(), before);
     // A used or unknown invitation: the house refuses, and the fresh entry is taken out again.
-    let bad = format!(r#"{{"address":"dz@b.test","house":"{}","invitation":"{code}x"}}"#, w.b.url());
+    let bad = format!(r#"{{"address":"dz@b.test","invitation":"{code}x"}}"#);
+    // A domain that names no house: nothing is registered anywhere, nothing is kept.
+    let nowhere = raw("ana@a.test", &[], "invite_accept", r#"{"address":"eve@nowhere.test","invitation":"x"}"#);
+    assert_eq!(s(&nowhere, "error"), "error", "{nowhere:?}");
+    assert_eq!(std::fs::read(&w.profile).unwrap(), before);
     let refused = raw("ana@a.test", &[], "invite_accept", &bad);
     assert_eq!(s(&refused, "error"), "error", "{refused:?}");
     assert_eq!(std::fs::read(&w.profile).unwrap(), before);

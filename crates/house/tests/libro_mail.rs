@@ -476,3 +476,52 @@ fn register_with(h: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) {
     let admin = format!("Bearer admin-{}", h.config.domain);
     assert_eq!(call(h, "POST", "/agents", &[("authorization", &admin)], &body).status, 201);
 }
+
+#[test]
+fn an_operation_too_large_to_keep_never_waits_for_approval() {
+    use nyx5_proto::authority::Authority;
+    use nyx5_proto::card::{Delegation, Scope};
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 80);
+    let bo = Agent::new("bo@a.test", 81);
+    register(&h, &ana, None);
+    register(&h, &bo, None);
+    // Everything bot.bo does with money waits for bo.
+    let bot = Agent::new("bot.bo@a.test", 82);
+    let authority = Value::parse_str(r#"{"level":"needs_approval","consequence":"costly"}"#).unwrap();
+    let scope = Scope { authority: Some(Authority::from_value(&authority).unwrap()), ..Scope::default() };
+    let d = Delegation::sign(&bo.address, &bot.address, &bot.sig.public(), &scope, None, h.now(), &bo.sig).unwrap();
+    register_with(&h, &bot, &[("delegation", d.to_value())]);
+    topup(&h, "bot.bo@a.test", 100);
+    let bond = |pad: usize| {
+        obj([
+            ("op", "bond".into()),
+            ("amount", 30.into()),
+            ("claim", "it holds".into()),
+            ("verifier", ana.address.as_str().into()),
+            ("pad", "x".repeat(pad).into()),
+        ])
+    };
+    let pending =
+        || block_on(h.db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM libro_pending"))).unwrap()[0].int("n");
+    // Kept whole to be decided again, a waiting operation is at most 64 KiB: refused, nothing held.
+    let libro = Address::new(LIBRO, "a.test").unwrap();
+    let mut big = Draft::new(
+        "big-1".into(),
+        bot.address.clone(),
+        vec![libro],
+        w.clock.now(),
+        Content::new(OP_MEDIA, Value::Object(bond(70_000))),
+    );
+    big.kind = Kind::Task;
+    assert_eq!(bot.send(&h, &big.build().unwrap().sign(&bot.sig).unwrap()).status, 202);
+    w.tick_all();
+    assert_eq!(bounce(&h, &bot, "big-1"), 413);
+    assert_eq!(pending(), Some(0));
+    assert_eq!(balance(&h, "bot.bo@a.test"), 100);
+    // The same bond, small, waits with its 30 held.
+    operate(&w, &h, &bot, "small-1", bond(10));
+    assert_eq!(pending(), Some(1));
+    assert_eq!(balance(&h, "bot.bo@a.test"), 70);
+}

@@ -221,20 +221,13 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
 
 /// An invitation redeemed for a new agent (the apps' `invite_accept`): fresh keys for `address`
 /// in the profile, beside the others (an address it holds already is refused, never replaced),
-/// then `register --invite` as that agent at `house` (default: the acting agent's). When the
-/// house refuses, the fresh entry is taken out again, so nothing is left half done.
-pub(crate) fn accept_invitation(
-    mut ctx: Ctx,
-    address: &str,
-    house: Option<&str>,
-    code: &str,
-) -> Result<Value, Failure> {
-    let house = match house {
-        Some(h) => h.to_owned(),
-        None => ctx.me()?.house,
-    };
-    let made = init(&ctx, address, &house)?;
+/// then `register --invite` as that agent at the house its domain names, found and verified as
+/// every house is (never a URL the caller gives). When the house refuses, the fresh entry is
+/// taken out again, so nothing is left half done.
+pub(crate) fn accept_invitation(mut ctx: Ctx, address: &str, code: &str) -> Result<Value, Failure> {
     let fresh = Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    let (house, _) = super::house_target(&ctx.resolver(None, sys::now()?)?, fresh.domain())?;
+    let made = init(&ctx, address, &house)?;
     let sig = text(made.as_object().unwrap_or(&Object::new()), "sig").to_owned();
     ctx.as_address = Some(fresh.clone());
     let req = RegisterRequest { invite: Some(code.to_owned()), ..RegisterRequest::default() };

@@ -25,6 +25,12 @@ use super::op::Op;
 
 /// Most approvals one operator may have waiting (409 beyond).
 pub const MAX_PENDING: i64 = 100;
+/// Most approvals one operator's movements may have in the table at once, waiting or decided
+/// (decided ones are kept [`super::KEEP_DECIDED_MS`]); 409 beyond.
+pub const MAX_APPROVALS_KEPT: i64 = 1_000;
+/// The largest operating envelope that may wait for approval (it is kept whole, to be decided
+/// again); 413 beyond. Operations are small: a quote's terms are the largest part.
+pub const MAX_PENDING_ENVELOPE_BYTES: usize = 64 * 1024;
 
 /// What starts every hold account's id; no contract's id may start so ([`check_contract_id`]).
 pub const HOLD_PREFIX: &str = "hold.";
@@ -406,6 +412,12 @@ pub fn pending(
         return Err(refuse(
             ErrorKind::Conflict,
             format!("{} has {MAX_PENDING} movements waiting for approval; let some be decided first", ctx.operator),
+        ));
+    }
+    if facts.approvals_kept >= MAX_APPROVALS_KEPT {
+        return Err(refuse(
+            ErrorKind::Conflict,
+            format!("{} has asked for {MAX_APPROVALS_KEPT} approvals in the past 30 days", ctx.operator),
         ));
     }
     let debits: Vec<&Line> = d.posting.iter().flat_map(|p| p.lines.iter()).filter(|l| l.delta < 0).collect();
@@ -903,6 +915,24 @@ mod tests {
         let d = decide(&charge(60), &approved_ctx(&done, "a2", Timestamp(1_800_000_000_500)), &rules(), &short, "e2")
             .unwrap();
         assert!(merge(&done, &short, d).is_err());
+    }
+
+    #[test]
+    fn an_operator_waits_on_at_most_so_many_approvals_and_keeps_at_most_so_many() {
+        let mut facts = chain_facts();
+        facts.pending_count = MAX_PENDING - 1;
+        facts.approvals_kept = MAX_APPROVALS_KEPT - 1;
+        let d = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap();
+        assert!(matches!(d.pending, Some(PendingWrite::Insert(_))));
+        facts.pending_count = MAX_PENDING;
+        let e = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap_err();
+        assert_eq!((e.code(), e.reason.contains("waiting")), (409, true), "{e:?}");
+        facts.pending_count = 0;
+        facts.approvals_kept = MAX_APPROVALS_KEPT;
+        let e = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap_err();
+        assert_eq!((e.code(), e.reason.contains("past 30 days")), (409, true), "{e:?}");
+        // What asks nobody is not bounded by either.
+        assert!(decide(&charge(10), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").is_ok());
     }
 
     #[test]

@@ -348,6 +348,8 @@ pub struct Facts {
     pub pending: Option<Pending>,
     /// Approvals the operator has waiting.
     pub pending_count: i64,
+    /// Approvals of the operator's movements kept, waiting or decided.
+    pub approvals_kept: i64,
 }
 
 impl Facts {

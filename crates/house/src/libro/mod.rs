@@ -174,6 +174,7 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
         }
     }
     facts.pending_count = row.int("pending_count").unwrap_or(0);
+    facts.approvals_kept = row.int("approvals_kept").unwrap_or(0);
     facts.known = row.int("known") == Some(1);
     facts.unchecked = row.int("unchecked") == Some(1);
     facts.active_mandates = row.int("mandates").unwrap_or(0);
@@ -563,6 +564,13 @@ impl<D: Db, N: Net> House<D, N> {
             Some(PendingWrite::Insert(p)) => {
                 let record = text_of(&p.to_value())?;
                 let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+                if text.len() > authority::MAX_PENDING_ENVELOPE_BYTES {
+                    let max = authority::MAX_PENDING_ENVELOPE_BYTES;
+                    return Err(Error::new(
+                        ErrorKind::TooLarge,
+                        format!("an operation that waits for approval is kept whole, and at most {max} bytes"),
+                    ));
+                }
                 let approvers =
                     Value::Array(p.approvers().iter().map(|a| a.as_str().into()).collect()).canonical_string();
                 stmts.extend(store::insert_pending(
@@ -578,6 +586,7 @@ impl<D: Db, N: Net> House<D, N> {
                         approvers: &approvers,
                     },
                     authority::MAX_PENDING,
+                    authority::MAX_APPROVALS_KEPT,
                 ));
             }
             Some(PendingWrite::Update(p)) => {

@@ -65,6 +65,7 @@ pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Erro
                (SELECT json_object('version', version, 'record', json(record), 'envelope', envelope)
                   FROM libro_pending WHERE id = ?6) AS pending,
                (SELECT count(*) FROM libro_pending WHERE operator = ?5 AND state = 'pending') AS pending_count,
+               (SELECT count(*) FROM libro_pending WHERE operator = ?5) AS approvals_kept,
                (SELECT json_group_object(subject, n) FROM
                   (SELECT subject, count(*) AS n FROM libro_uses
                     WHERE at > ?7 AND (subject = 'card:' || ?5 OR subject IN
@@ -490,7 +491,7 @@ pub struct PendingRow<'a> {
 
 /// A new pending approval, its approvers, and the guard that its operator has at most `max`
 /// waiting.
-pub fn insert_pending(p: &PendingRow<'_>, max: i64) -> [Stmt; 3] {
+pub fn insert_pending(p: &PendingRow<'_>, max: i64, max_kept: i64) -> [Stmt; 4] {
     [
         stmt!(
             "INSERT INTO libro_pending (id, operator, state, payer, amount, expires, created, updated, envelope, record)
@@ -515,6 +516,12 @@ pub fn insert_pending(p: &PendingRow<'_>, max: i64) -> [Stmt; 3] {
             "(SELECT count(*) FROM libro_pending WHERE operator = ? AND state = 'pending') <= ?",
             p.operator,
             max
+        ),
+        guard!(
+            "approvals_kept_within",
+            "(SELECT count(*) FROM libro_pending WHERE operator = ?) <= ?",
+            p.operator,
+            max_kept
         ),
     ]
 }
