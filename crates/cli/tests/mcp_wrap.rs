@@ -140,6 +140,23 @@ impl Place {
         get(&o, &["pending"]).as_array().unwrap().iter().map(|v| v.as_object().unwrap().clone()).collect()
     }
 
+    /// `nyx5 mcp --wrap` here with no client (standard input closed), run to its end: for the
+    /// refusals at startup.
+    fn start_to_fail(&self) -> Output {
+        nyx5()
+            .arg("mcp")
+            .arg("--wrap")
+            .arg(self.dir.join("authority.json"))
+            .arg("--approvals")
+            .arg(self.approvals())
+            .args(["--", "node"])
+            .arg(fixture())
+            .arg(self.dir.join("calls.log"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
     /// Waits for exactly one pending approval, of `tool`; its id.
     fn one_pending(&self, tool: &str) -> String {
         let mut found = Vec::new();
@@ -524,18 +541,7 @@ fn a_bad_authority_file_fails_at_startup() {
         (r#"{"tools":"#, "authority file"),
     ] {
         let p = Place::new("wrap-bad", bad);
-        let out = nyx5()
-            .arg("mcp")
-            .arg("--wrap")
-            .arg(p.dir.join("authority.json"))
-            .arg("--approvals")
-            .arg(p.approvals())
-            .args(["--", "node"])
-            .arg(fixture())
-            .arg(p.dir.join("calls.log"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = p.start_to_fail();
         assert_eq!(out.status.code(), Some(2), "{bad}");
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(said.contains(says), "{bad}: {said}");
@@ -588,18 +594,7 @@ fn an_approvals_directory_others_can_enter_is_refused() {
     let p = Place::new("wrap-open-dir", AUTHORITY);
     std::fs::create_dir(p.approvals()).unwrap();
     std::fs::set_permissions(p.approvals(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = nyx5()
-        .arg("mcp")
-        .arg("--wrap")
-        .arg(p.dir.join("authority.json"))
-        .arg("--approvals")
-        .arg(p.approvals())
-        .args(["--", "node"])
-        .arg(fixture())
-        .arg(p.dir.join("calls.log"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = p.start_to_fail();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 700"), "{out:?}");
     assert!(out.stdout.is_empty());
