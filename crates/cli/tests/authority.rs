@@ -232,3 +232,23 @@ impl Contains for Object {
         Value::Object(self.clone()).canonical_string().contains(needle)
     }
 }
+
+#[test]
+fn a_subagent_under_an_authority_is_kept_apart_from_its_approver() {
+    let w = world("authority-out");
+    let rule = r#"{"level":"needs_approval","consequence":"costly"}"#;
+    // In the approver's own profile: made, with a warning saying why that is unwise.
+    let near = w.nyx5(&["subagent", "near", "--authority", rule, "--json"]).json();
+    assert_eq!(s(&near, "address"), "near.sol@a.test");
+    assert!(s(&near, "warning").contains("--out"), "{near:?}");
+    // In a profile of its own: no warning, and sol's profile never holds its keys.
+    let apart = w.dir.join("bot-profile.json");
+    let far = w.nyx5(&["subagent", "far", "--authority", rule, "--out", apart.to_str().unwrap(), "--json"]).json();
+    assert!(!far.contains_key("warning"), "{far:?}");
+    assert_eq!(s(&far, "profile"), apart.display().to_string());
+    let mine = std::fs::read_to_string(&w.profile).unwrap();
+    assert!(mine.contains("near.sol@a.test") && !mine.contains("far.sol@a.test"));
+    // The subagent acts from its own file: its card verifies through sol's delegation.
+    let inbox = w.nyx5(&["inbox", "--agent", apart.to_str().unwrap(), "--as", "far.sol@a.test", "--json"]).json();
+    assert!(inbox.contains_key("envelopes"), "{inbox:?}");
+}

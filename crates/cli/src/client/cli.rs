@@ -327,6 +327,10 @@ pub(crate) struct SubagentArgs {
     /// When the delegation ends (RFC 3339 or +30d)
     #[arg(long, value_name = "WHEN")]
     valid_until: Option<String>,
+    /// Keep the subagent's keys in this profile file, not yours: an agent run from a profile
+    /// that also holds your keys can approve what its authority asks of you
+    #[arg(long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -698,6 +702,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                     cap: a.cap,
                     authority: a.authority.as_deref().map(authority_arg).transpose()?,
                     valid_until: time(a.valid_until.as_deref(), "valid-until")?,
+                    out: a.out.clone(),
                 };
                 register::subagent(&ctx, &req)
             });

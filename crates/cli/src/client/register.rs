@@ -375,6 +375,8 @@ pub(crate) struct SubagentRequest {
     /// How far its money-moving operations go alone (docs/SPEC.md §16b).
     pub(crate) authority: Option<nyx5_proto::authority::Authority>,
     pub(crate) valid_until: Option<Timestamp>,
+    /// The profile file its keys go to [default: the acting agent's].
+    pub(crate) out: Option<std::path::PathBuf>,
 }
 
 /// `nyx5 subagent NAME`: keys for `NAME.<local>@<domain>` saved in the profile, a delegation
@@ -410,7 +412,8 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
     let mut rng = OsRng::new();
     let fresh = KeyFile::generate(&mut rng);
     rng.check()?;
-    let entry = Profile::update(&ctx.profile_path, |p| {
+    let target = req.out.clone().unwrap_or_else(|| ctx.profile_path.clone());
+    let entry = Profile::update(&target, |p| {
         if let Some(a) = p.agents.iter().find(|a| a.address == child) {
             return Ok(a.clone());
         }
@@ -441,7 +444,12 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
     if let Value::Object(o) = &mut v {
         o.insert("parent".into(), parent.address.as_str().into());
         o.insert("scope".into(), scope.to_value());
-        o.insert("profile".into(), ctx.profile_path.display().to_string().into());
+        o.insert("profile".into(), target.display().to_string().into());
+        if scope.authority.is_some() && req.out.is_none() {
+            let why = "its keys share a profile with yours: an agent run from it can approve what its authority \
+                       asks of you; keep them apart with --out FILE";
+            o.insert("warning".into(), why.into());
+        }
     }
     Ok(v)
 }
@@ -449,13 +457,17 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
 pub(crate) fn subagent_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let scope = o.get("scope").map(Value::canonical_string).unwrap_or_default();
-    format!(
+    let mut s = format!(
         "{} registered as a subagent of {} with scope {scope}\n  its keys are in {}; act as it with --as {}\n",
         text(&o, "address"),
         text(&o, "parent"),
         text(&o, "profile"),
         text(&o, "address")
-    )
+    );
+    if let Some(w) = o.get("warning").and_then(Value::as_str) {
+        s.push_str(&format!("  warning: {w}\n"));
+    }
+    s
 }
 
 #[cfg(test)]
