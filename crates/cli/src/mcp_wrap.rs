@@ -62,11 +62,15 @@ const OUR_IDS: &str = "nyx5-wrap-";
 // ---------------------------------------------------------------------------------------------
 // The authority file: rules by tool name (pure).
 
-/// Where a tool's amount is among its arguments: `{"argument": "amount", "currency"?: "tok"}`.
+/// Where a tool's amount is among its arguments: `{"argument": "amount", "currency"?: "tok",
+/// "currency_argument"?: "currency"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AmountArg {
     pub(crate) argument: String,
     pub(crate) currency: Option<String>,
+    /// The argument that says what currency the call pays in, for a tool that takes one: a call
+    /// in another currency than its cap's is asked of a human.
+    pub(crate) currency_argument: Option<String>,
 }
 
 /// A parsed AUTHORITY.json.
@@ -202,15 +206,19 @@ impl Rules {
 
 fn amount_arg(v: &Value) -> Result<AmountArg, String> {
     let o = v.as_object().ok_or("it is {argument, currency?}")?;
-    if let Some(k) = o.keys().find(|k| !["argument", "currency"].contains(&k.as_str())) {
-        return Err(format!("it has no member {k:?} (only argument, currency)"));
+    if let Some(k) = o.keys().find(|k| !["argument", "currency", "currency_argument"].contains(&k.as_str())) {
+        return Err(format!("it has no member {k:?} (only argument, currency, currency_argument)"));
     }
     let argument = field::str(o, "argument").map_err(|e| e.reason)?;
     if argument.is_empty() {
         return Err("its argument is a name".to_owned());
     }
     let currency = field::opt_str(o, "currency").map_err(|e| e.reason)?.map(str::to_owned);
-    Ok(AmountArg { argument: argument.to_owned(), currency })
+    let currency_argument = field::opt_str(o, "currency_argument").map_err(|e| e.reason)?.map(str::to_owned);
+    if currency_argument.as_deref().is_some_and(|c| c.is_empty() || c == argument) {
+        return Err("its currency_argument is the name of another argument".to_owned());
+    }
+    Ok(AmountArg { argument: argument.to_owned(), currency, currency_argument })
 }
 
 /// Judges one call of a tool under its rule; `hour_ops` is how many calls of it went ahead in
@@ -227,7 +235,18 @@ pub(crate) fn judge(rule: &Rule, args: &Object, hour_ops: i64, approved: bool) -
             (None, None)
         }
         Some(arg) => match args.get(&arg.argument).map(Value::as_safe_integer) {
-            Some(Some(n)) if n >= 0 => (Some(n), arg.currency.as_deref().or(a.currency.as_deref())),
+            Some(Some(n)) if n >= 0 => {
+                let cap = arg.currency.as_deref().or(a.currency.as_deref());
+                match arg.currency_argument.as_ref().map(|c| args.get(c).and_then(Value::as_str)) {
+                    // The call says what it pays in: judged against the cap only in the cap's own.
+                    Some(Some(paid)) if cap.is_some_and(|c| c.eq_ignore_ascii_case(paid)) => (Some(n), cap),
+                    Some(_) if a.max_amount.is_some() => {
+                        unreadable = Some("it pays in a currency other than its cap's (or names none)");
+                        (None, None)
+                    }
+                    _ => (Some(n), cap),
+                }
+            }
             _ => {
                 if a.max_amount.is_some() {
                     unreadable = Some("its amount argument is missing or not a whole number of at least 0");
@@ -309,6 +328,9 @@ fn authority_meta(rule: &Rule) -> Value {
     o.insert("consequence".into(), rule.consequence.as_str().into());
     if let Some(arg) = &rule.amount {
         o.insert("amount_argument".into(), arg.argument.as_str().into());
+        if let Some(c) = &arg.currency_argument {
+            o.insert("currency_argument".into(), c.as_str().into());
+        }
     }
     Value::Object(o)
 }
@@ -1517,6 +1539,28 @@ mod tests {
         // A yes never lifts a prohibition.
         assert!(matches!(judge(&r.rule("drop"), &args("{}"), 0, true), Verdict::Refused(_)));
         assert!(matches!(judge(&r.rule("unnamed"), &args("{}"), 0, true), Verdict::Refused(_)));
+    }
+
+    #[test]
+    fn a_call_that_names_its_currency_is_judged_only_in_its_caps() {
+        let r = rules(
+            r#"{"tools":{"pay":{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"USD"}},
+                "amounts":{"pay":{"argument":"amount","currency_argument":"currency"}}}"#,
+        )
+        .unwrap();
+        let pay = r.rule("pay");
+        assert_eq!(judge(&pay, &args(r#"{"amount":50,"currency":"usd"}"#), 0, false), Verdict::Allowed);
+        assert!(matches!(judge(&pay, &args(r#"{"amount":51,"currency":"USD"}"#), 0, false), Verdict::Ask(_)));
+        // 50 of another currency, or of none said, is not 50 of the cap's: a human decides.
+        for other in [r#"{"amount":50,"currency":"BTC"}"#, r#"{"amount":50}"#, r#"{"amount":5,"currency":7}"#] {
+            assert!(
+                matches!(judge(&pay, &args(other), 0, false), Verdict::Ask(w) if w.contains("currency")),
+                "{other}"
+            );
+            assert_eq!(judge(&pay, &args(other), 0, true), Verdict::Allowed, "{other}");
+        }
+        let same = r#"{"tools":{},"amounts":{"pay":{"argument":"amount","currency_argument":"amount"}}}"#;
+        assert!(rules(same).unwrap_err().contains("currency_argument"));
     }
 
     #[test]
