@@ -809,6 +809,13 @@ mod tests {
         again.verify().unwrap();
         assert_eq!(card.author_did(), did_key(&key().public()));
         assert_eq!(card.sha256_hex().len(), 64);
+        assert_eq!((card.id(), card.name(), card.version(), card.main()), ("echo", "Echo", "1.0.0", Some("main.mjs")));
+        assert_eq!(card.primitives(), ["send_message", "whoami"]);
+        assert_eq!(card.files().collect::<Vec<_>>(), ["README.md", "main.mjs"]);
+        // An `author` already in the draft must be the signing key's.
+        let other = did_key(&SigningKey::from_seed([8; 32]).public());
+        assert!(signed(with("author", other.into())).unwrap_err().reason.contains("another key"));
+        assert!(signed(with("author", did_key(&key().public()).into())).is_ok());
     }
 
     #[test]
@@ -933,6 +940,103 @@ mod tests {
     }
 
     #[test]
+    fn the_bounds_of_a_card_are_exact() {
+        // id: 1 to 64 bytes, first a letter or a digit.
+        for ok in ["a", "7up", &"a".repeat(MAX_ID_BYTES)] {
+            assert_eq!(check_app_id(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "-a", ".a", "A", &"a".repeat(MAX_ID_BYTES + 1)] {
+            assert!(check_app_id(bad).is_err(), "{bad}");
+        }
+        // version: at most 64 bytes.
+        let long = format!("1.0.0-{}", "a".repeat(MAX_VERSION_BYTES - 6));
+        assert_eq!(check_semver(&long), Ok(()));
+        assert!(check_semver(&format!("{long}a")).is_err());
+        assert!(check_semver("").is_err());
+        // a path: 1 to 256 bytes.
+        let path = "a".repeat(MAX_PATH_BYTES);
+        assert_eq!(check_path(&path), Ok(()));
+        assert!(check_path(&format!("{path}a")).is_err());
+        assert!(check_path("").is_err());
+        // name: 1 to 64 bytes (tagline and description the same way).
+        assert!(signed(with("name", "n".repeat(MAX_NAME_BYTES).into())).is_ok());
+        assert!(signed(with("name", "n".repeat(MAX_NAME_BYTES + 1).into())).is_err());
+        // primitives: at most 32 names (checked against the table when verifying), each 1 to 64 bytes.
+        let names = |n: usize, len: usize| Value::Array((0..n).map(|i| format!("{i:0>len$}").into()).collect());
+        assert!(signed(with("primitives", names(MAX_PRIMITIVES, 2))).is_ok());
+        assert!(signed(with("primitives", names(MAX_PRIMITIVES + 1, 2))).is_err());
+        assert!(signed(with("primitives", names(1, 64))).is_ok());
+        assert!(signed(with("primitives", names(1, 65))).is_err());
+        assert!(signed(with("primitives", Value::Array(vec!["".into()]))).is_err());
+        // entry.integrity: 1 to 256 files.
+        let listing = |n: usize| {
+            let integrity: Object = (0..n).map(|i| (format!("f{i}"), integrity_of(b"").into())).collect();
+            Value::Object(obj([("integrity", Value::Object(integrity))]))
+        };
+        assert!(signed(with("entry", listing(MAX_FILES))).is_ok());
+        assert!(signed(with("entry", listing(MAX_FILES + 1))).is_err());
+        assert!(signed(with("entry", listing(0))).is_err());
+        // The card: its longest description fits; past 64 KiB it is too large to read.
+        let long = signed(with("description", "d".repeat(MAX_DESCRIPTION_BYTES).into())).unwrap();
+        let bytes = long.to_value().canonical();
+        assert!(bytes.len() > 4096);
+        assert_eq!(AppCard::parse(&bytes).unwrap(), long);
+        let huge = signed(with("notes", "n".repeat(MAX_CARD_BYTES).into())).unwrap();
+        assert_eq!(AppCard::parse(&huge.to_value().canonical()).unwrap_err().kind, ErrorKind::TooLarge);
+        // Exactly 64 KiB is read.
+        let small = signed(with("notes", "".into())).unwrap().to_value().canonical().len();
+        let exact = signed(with("notes", "n".repeat(MAX_CARD_BYTES - small).into())).unwrap();
+        assert_eq!(exact.to_value().canonical().len(), MAX_CARD_BYTES);
+        assert_eq!(AppCard::parse(&exact.to_value().canonical()).unwrap(), exact);
+    }
+
+    #[test]
+    fn files_are_read_up_to_8_mib_each_and_32_in_all() {
+        let big = vec![b'x'; MAX_FILE_BYTES];
+        let names = ["a.bin", "b.bin", "c.bin", "d.bin"];
+        let integrity: Object = names.iter().map(|n| ((*n).to_owned(), integrity_of(&big).into())).collect();
+        let entry = obj([("main", "a.bin".into()), ("integrity", Value::Object(integrity))]);
+        let card = signed(with("entry", Value::Object(entry))).unwrap();
+        assert_eq!(card.check_files(|_| Some(big.clone())), Ok(()));
+        // One byte more in a file, or in all of them together, is too large (and never hashed).
+        let f = card.check_files(|p| Some(if p == "a.bin" { vec![b'x'; MAX_FILE_BYTES + 1] } else { big.clone() }));
+        assert_eq!(f.unwrap_err().problem, FileProblem::TooLarge);
+        let integrity: Object = names
+            .iter()
+            .chain(["e.bin"].iter())
+            .map(|n| ((*n).to_owned(), integrity_of(if *n == "e.bin" { b"y" } else { &big }).into()))
+            .collect();
+        let entry = obj([("main", "a.bin".into()), ("integrity", Value::Object(integrity))]);
+        let card = signed(with("entry", Value::Object(entry))).unwrap();
+        let f = card.check_files(|p| Some(if p == "e.bin" { b"y".to_vec() } else { big.clone() })).unwrap_err();
+        assert_eq!((f.path.as_str(), f.problem.clone()), ("e.bin", FileProblem::TooLarge));
+        // What each failure says, and the error it is.
+        assert_eq!(f.to_string(), "file \"e.bin\" is over the size limit");
+        assert_eq!(Error::from(f).kind, ErrorKind::TooLarge);
+        let missing = FileFailure { path: "m".into(), problem: FileProblem::Missing };
+        assert_eq!(missing.to_string(), "file \"m\" is listed in entry.integrity but missing");
+        assert_eq!(Error::from(missing).kind, ErrorKind::Forbidden);
+        let differs = FileFailure { path: "d".into(), problem: FileProblem::Differs { actual: "ab".into() } };
+        assert_eq!(differs.to_string(), "file \"d\" does not match entry.integrity (its sha256 is ab)");
+    }
+
+    #[test]
+    fn each_primitive_names_its_verb_and_only_a_send_moves_money() {
+        let verbs: Vec<&str> = Primitive::ALL.iter().map(|p| p.verb()).collect();
+        assert!(verbs.iter().all(|v| v.starts_with("nyx5 ")), "{verbs:?}");
+        assert_eq!(Primitive::SendMessage.verb(), "nyx5 send");
+        assert_eq!(Primitive::InviteAccept.verb(), "nyx5 init + nyx5 register --invite");
+        let money: Vec<Primitive> = Primitive::ALL.into_iter().filter(|p| p.moves_money()).collect();
+        assert_eq!(money, [Primitive::SendMessage]);
+        // A refused name says why, in the card's refusal too.
+        let why = refusal("rooms").unwrap();
+        assert!(why.contains("threads"));
+        let card = signed(with("primitives", Value::Array(vec!["rooms".into()]))).unwrap();
+        assert!(card.verify().unwrap_err().reason.contains(why));
+        assert_eq!(refusal("send_message"), None);
+    }
+
+    #[test]
     fn files_that_differ_or_are_missing_are_named() {
         let card = signed(draft()).unwrap();
         let f = card.check_files(|p| if p == "main.mjs" { Some(b"console.log(2)".to_vec()) } else { files(p) });
@@ -1004,6 +1108,33 @@ mod tests {
         assert_eq!(r.id, Value::from("q"));
         let a = answer_err(&r.id, r.code, &r.message);
         assert_eq!(a.as_object().unwrap().get("error").unwrap().as_str(), Some("capability_denied"));
+    }
+
+    #[test]
+    fn the_broker_holds_to_its_bounds_exactly() {
+        let granted = [Primitive::Whoami];
+        let line = |s: &str| decide_request(s.as_bytes(), "tok", &granted);
+        // A line of exactly 64 KiB is read; one byte more is too large.
+        let head = r#"{"token":"tok","id":1,"method":"whoami","params":{"x":"@"}}"#;
+        let fill = "a".repeat(MAX_BROKER_LINE_BYTES - head.len() + 1);
+        let exact = head.replace('@', &fill);
+        assert_eq!(exact.len(), MAX_BROKER_LINE_BYTES);
+        assert_eq!(line(&exact).unwrap().primitive, Primitive::Whoami);
+        let over = head.replace('@', &format!("{fill}a"));
+        assert_eq!(line(&over).unwrap_err().code, BrokerCode::TooLarge);
+        // Ids: a string of at most 128 bytes, or an integer.
+        let id = |v: &str| line(&format!(r#"{{"token":"tok","id":{v},"method":"whoami"}}"#));
+        assert!(id(&format!("\"{}\"", "i".repeat(128))).is_ok());
+        assert_eq!(id(&format!("\"{}\"", "i".repeat(129))).unwrap_err().code, BrokerCode::BadRequest);
+        assert_eq!(id("1.5").unwrap_err().code, BrokerCode::BadRequest);
+        // Tokens are equal only when every byte is (two differences never cancel out).
+        let swapped = decide_request(br#"{"token":"ab","id":1,"method":"whoami"}"#, "ba", &granted);
+        assert_eq!(swapped.unwrap_err().code, BrokerCode::BadToken);
+        // An unknown method is named without its control characters.
+        let r = line(r#"{"token":"tok","id":1,"method":"la\u001b[31mnch"}"#).unwrap_err();
+        assert_eq!((r.code, r.message.as_str()), (BrokerCode::UnknownPrimitive, "`la[31mnch` is not a Nyx5 primitive"));
+        // The numbers the spec pins: 64 KiB a request, 1 MiB an answer's text.
+        assert_eq!((MAX_BROKER_LINE_BYTES, MAX_BROKER_TEXT_BYTES), (65_536, 1_048_576));
     }
 
     #[test]
