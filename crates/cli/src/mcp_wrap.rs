@@ -1184,9 +1184,10 @@ fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> String {
     our
 }
 
-/// Writes the call's request file and says on standard error how to decide it; its id. The
-/// approval code goes only to standard error (the person's terminal), its hash to `code_sha`:
-/// what can write the directory (the wrapped server, a model with a file tool) cannot approve.
+/// Writes the call's request file and tells the person how to decide it; its id (`None` when
+/// nobody can be told). The approval code goes only to the person's terminal (or, when they chose
+/// it, standard error), its hash to `code_sha`: what can write the directory (the wrapped server,
+/// a model with a file tool) cannot approve.
 fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option<String>) -> Option<String> {
     // The code is shown on the person's terminal. Without one, standard error only when the
     // person chose it (`NYX5_APPROVAL_CODES=stderr`): clients started from a desktop keep their

@@ -489,8 +489,8 @@ pub struct PendingRow<'a> {
     pub approvers: &'a str,
 }
 
-/// A new pending approval, its approvers, and the guard that its operator has at most `max`
-/// waiting.
+/// A new pending approval, its approvers, and the guards that its operator has at most `max`
+/// waiting and at most `max_kept` kept in all.
 pub fn insert_pending(p: &PendingRow<'_>, max: i64, max_kept: i64) -> [Stmt; 4] {
     [
         stmt!(
