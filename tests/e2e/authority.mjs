@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 
 import { b64u, random } from '../lib/nyx5.mjs';
 import { makeSteps, secs } from '../lib/e2e.mjs';
-import { ENV, House, ROOT, WRANGLER } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, buildWorkerAndCli } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
 const PORT = Number(process.env.NYX5_AUTHORITY_PORT ?? 18803);
@@ -302,11 +302,7 @@ let failed = false;
 try {
   console.log(`nyx5 authority e2e: two Worker houses, then two nyx5 serve houses; state in ${state}`);
   await step('toolchain: wrangler, the built Worker and the nyx5 command', async () => {
-    assert.ok(existsSync(WRANGLER), `wrangler is missing (${WRANGLER}): run ./scripts/setup`);
-    const build = spawnSync(join(ROOT, 'scripts/build-worker'), { cwd: ROOT, encoding: 'utf8', env: ENV });
-    assert.equal(build.status, 0, `scripts/build-worker failed:\n${build.stdout}\n${build.stderr}`);
-    const cli = spawnSync('cargo', ['build', '--locked', '-p', 'nyx5-cli', '--bin', 'nyx5'], { cwd: ROOT, encoding: 'utf8' });
-    assert.equal(cli.status, 0, `cargo build nyx5 failed:\n${cli.stderr}`);
+    buildWorkerAndCli();
   });
   for (const [p, make] of [
     [worker, () => [workerHouse(worker, 'a.test'), workerHouse(worker, 'b.test', { NYX5_APPROVAL_SECONDS: '2' })]],

@@ -25,7 +25,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +33,7 @@ import { performance } from 'node:perf_hooks';
 
 import { b64u, newAgentKeys, random, verifyDomainCard, verifySignature } from '../lib/nyx5.mjs';
 import { call, makeSteps, secs } from '../lib/e2e.mjs';
-import { ENV, House, ROOT, WRANGLER } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, buildWorkerAndCli } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
 const PORT = Number(process.env.NYX5_SERVICES_PORT ?? 18797);
@@ -129,11 +129,7 @@ try {
   console.log(`nyx5 services e2e: three houses under wrangler dev; state in ${state}`);
 
   await step('toolchain: wrangler, the built Worker and the nyx5 command', async () => {
-    assert.ok(existsSync(WRANGLER), `wrangler is missing (${WRANGLER}): run ./scripts/setup`);
-    const build = spawnSync(join(ROOT, 'scripts/build-worker'), { cwd: ROOT, encoding: 'utf8', env: ENV });
-    assert.equal(build.status, 0, `scripts/build-worker failed:\n${build.stdout}\n${build.stderr}`);
-    const cli = spawnSync('cargo', ['build', '--locked', '-p', 'nyx5-cli', '--bin', 'nyx5'], { cwd: ROOT, encoding: 'utf8' });
-    assert.equal(cli.status, 0, `cargo build nyx5 failed:\n${cli.stderr}`);
+    buildWorkerAndCli();
     writeFileSync(join(state, 'hosts.json'), JSON.stringify(hosts));
     await new Promise((resolve, reject) => evidence.listen(EVIDENCE_PORT, '127.0.0.1', resolve).on('error', reject));
   });

@@ -3,7 +3,7 @@
 // Each house runs in its own process group (spawned detached) so stopping it ends workerd too.
 // Everything listens on and talks to 127.0.0.1 only.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join, resolve } from 'node:path';
@@ -24,6 +24,16 @@ export const ENV = {
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** What a Worker end-to-end script needs before its first house: wrangler installed, the Worker
+ * built (scripts/build-worker) and the `nyx5` command built. Throws with the build's output. */
+export function buildWorkerAndCli() {
+  if (!existsSync(WRANGLER)) throw new Error(`wrangler is missing (${WRANGLER}): run ./scripts/setup`);
+  const build = spawnSync(join(ROOT, 'scripts/build-worker'), { cwd: ROOT, encoding: 'utf8', env: ENV });
+  if (build.status !== 0) throw new Error(`scripts/build-worker failed:\n${build.stdout}\n${build.stderr}`);
+  const cli = spawnSync('cargo', ['build', '--locked', '-p', 'nyx5-cli', '--bin', 'nyx5'], { cwd: ROOT, encoding: 'utf8' });
+  if (cli.status !== 0) throw new Error(`cargo build nyx5 failed:\n${cli.stderr}`);
+}
 
 /** Runs wrangler to completion; answers stdout, throws with the output on a non-zero exit. */
 export function wrangler(args, { timeoutMs = 120_000 } = {}) {
