@@ -11,7 +11,7 @@ mod houses;
 
 use std::io::{BufRead, BufReader, Write};
 
-use houses::{Mcp, TOKEN_A, TOKEN_B, World, obj, s};
+use houses::{Mcp, TOKEN_A, World, obj, s};
 use nyx5_proto::json::{Object, Value};
 
 fn int(o: &Object, name: &str) -> i64 {
@@ -21,11 +21,7 @@ fn int(o: &Object, name: &str) -> i64 {
 /// sol@a.test (whose human approves) and bo@b.test (the agent that spends), sol with 200 tok.
 fn world(name: &str) -> World {
     let w = World::new(name);
-    w.nyx5(&["init", "sol@a.test", "--house", &w.a.url()]).ok();
-    w.nyx5(&["init", "bo@b.test", "--house", &w.b.url()]).ok();
-    w.nyx5(&["register", "--json"]).json();
-    let invite = w.nyx5(&["invite", "new", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
-    w.nyx5(&["register", "--as", "bo@b.test", "--invite", &s(&invite, "code"), "--json"]).json();
+    w.two_agents_as("sol@a.test");
     w.nyx5(&["topup", "sol@a.test", "200", "--house", "a.test", "--admin-token", TOKEN_A, "--json"]).json();
     w
 }

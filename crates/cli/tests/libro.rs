@@ -402,11 +402,7 @@ fn send_pays_the_stamp_a_card_asks() {
 /// The world of a deal: `sol@a.test` sells, `bo@b.test` buys at a.test's Libro.
 fn deal_world(name: &str) -> World {
     let w = World::new(name);
-    w.nyx5(&["init", "sol@a.test", "--house", &w.a.url()]).ok();
-    w.nyx5(&["init", "bo@b.test", "--house", &w.b.url()]).ok();
-    w.nyx5(&["register", "--json"]).json();
-    let invite = w.nyx5(&["invite", "new", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
-    w.nyx5(&["register", "--as", "bo@b.test", "--invite", &s(&invite, "code"), "--json"]).json();
+    w.two_agents_as("sol@a.test");
     w
 }
 

@@ -176,7 +176,13 @@ impl World {
 
     /// `ana@a.test` registered (open) and `bo@b.test` registered with an invitation.
     pub(crate) fn two_agents(&self) {
-        self.nyx5(&["init", "ana@a.test", "--house", &self.a.url()]).ok();
+        self.two_agents_as("ana@a.test");
+    }
+
+    /// `first` (an address at a.test, the profile's first agent) registered, and `bo@b.test`
+    /// registered with an invitation.
+    pub(crate) fn two_agents_as(&self, first: &str) {
+        self.nyx5(&["init", first, "--house", &self.a.url()]).ok();
         self.nyx5(&["init", "bo@b.test", "--house", &self.b.url()]).ok();
         self.nyx5(&["register", "--json"]).json();
         let invite = self.nyx5(&["invite", "new", "--house", "b.test", "--admin-token", TOKEN_B, "--json"]).json();
