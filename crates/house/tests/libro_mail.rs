@@ -430,8 +430,6 @@ fn a_refused_operation_stays_refused_when_it_comes_again() {
 
 #[test]
 fn a_subagents_stamps_keep_within_its_authority_and_its_hour() {
-    use nyx5_proto::authority::Authority;
-    use nyx5_proto::card::{Delegation, Scope};
     let w = World::new();
     let h = w.house("a.test", Registration::Admin);
     let ana = Agent::new("ana@a.test", 70);
@@ -439,14 +437,13 @@ fn a_subagents_stamps_keep_within_its_authority_and_its_hour() {
     register(&h, &ana, Some(Value::Object(obj([("policy", "stamp".into()), ("price", 5.into())]))));
     register(&h, &bo, None);
     // bot.bo may pay 10 a movement alone, once an hour.
-    let bot = Agent::new("bot.bo@a.test", 72);
-    let authority = Value::parse_str(
+    let bot = subagent_under(
+        &h,
+        &bo,
+        "bot.bo@a.test",
+        72,
         r#"{"level":"autonomous","consequence":"costly","max_amount":10,"currency":"tok","max_per_hour":1}"#,
-    )
-    .unwrap();
-    let scope = Scope { authority: Some(Authority::from_value(&authority).unwrap()), ..Scope::default() };
-    let d = Delegation::sign(&bo.address, &bot.address, &bot.sig.public(), &scope, None, h.now(), &bo.sig).unwrap();
-    register_with(&h, &bot, &[("delegation", d.to_value())]);
+    );
     topup(&h, "bot.bo@a.test", 100);
     let stamp =
         |amount: i64| obj([("stamp", Value::Object(obj([("house", "a.test".into()), ("amount", amount.into())])))]);
@@ -471,6 +468,19 @@ fn a_subagents_stamps_keep_within_its_authority_and_its_hour() {
     assert_eq!(balance(&h, "bot.bo@a.test"), 90);
 }
 
+/// `address`, a subagent of `parent` whose delegation carries `authority` (JSON), registered.
+fn subagent_under(h: &TestHouse, parent: &Agent, address: &str, seed: u8, authority: &str) -> Agent {
+    use nyx5_proto::authority::Authority;
+    use nyx5_proto::card::{Delegation, Scope};
+    let child = Agent::new(address, seed);
+    let authority = Authority::from_value(&Value::parse_str(authority).unwrap()).unwrap();
+    let scope = Scope { authority: Some(authority), ..Scope::default() };
+    let d = Delegation::sign(&parent.address, &child.address, &child.sig.public(), &scope, None, h.now(), &parent.sig)
+        .unwrap();
+    register_with(h, &child, &[("delegation", d.to_value())]);
+    child
+}
+
 fn register_with(h: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) {
     let body = agent.registration(h, extra);
     let admin = format!("Bearer admin-{}", h.config.domain);
@@ -479,8 +489,6 @@ fn register_with(h: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) {
 
 #[test]
 fn an_operation_too_large_to_keep_never_waits_for_approval() {
-    use nyx5_proto::authority::Authority;
-    use nyx5_proto::card::{Delegation, Scope};
     let w = World::new();
     let h = w.house("a.test", Registration::Admin);
     let ana = Agent::new("ana@a.test", 80);
@@ -488,11 +496,7 @@ fn an_operation_too_large_to_keep_never_waits_for_approval() {
     register(&h, &ana, None);
     register(&h, &bo, None);
     // Everything bot.bo does with money waits for bo.
-    let bot = Agent::new("bot.bo@a.test", 82);
-    let authority = Value::parse_str(r#"{"level":"needs_approval","consequence":"costly"}"#).unwrap();
-    let scope = Scope { authority: Some(Authority::from_value(&authority).unwrap()), ..Scope::default() };
-    let d = Delegation::sign(&bo.address, &bot.address, &bot.sig.public(), &scope, None, h.now(), &bo.sig).unwrap();
-    register_with(&h, &bot, &[("delegation", d.to_value())]);
+    let bot = subagent_under(&h, &bo, "bot.bo@a.test", 82, r#"{"level":"needs_approval","consequence":"costly"}"#);
     topup(&h, "bot.bo@a.test", 100);
     let bond = |pad: usize| {
         obj([
