@@ -3,7 +3,6 @@
 //! catalogue's pin); `sign` writes `entry.integrity` and `sig` with an agent key file; `run`
 //! verifies and then starts the app under a per-run broker (`app_broker.rs`).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
@@ -124,20 +123,6 @@ fn text(o: &Object, name: &str) -> String {
     o.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
-/// Reads at most `max` bytes of `path` (more is an error), which must be a regular file: a FIFO
-/// or a device under an app's name would hang the read or never end it.
-pub(crate) fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>, String> {
-    if !std::fs::metadata(path).map_err(|e| e.to_string())?.is_file() {
-        return Err("not a regular file".into());
-    }
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    f.take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
-    if buf.len() > max { Err(format!("larger than {max} bytes")) } else { Ok(buf) }
-}
-
 /// Where an app's files come from.
 enum Source {
     Dir(PathBuf),
@@ -161,7 +146,7 @@ impl Source {
     /// A file of the app by its (checked) relative path; `None` when missing or too large.
     fn read(&self, path: &str, max: usize) -> Option<Vec<u8>> {
         match self {
-            Source::Dir(d) => read_capped(&d.join(path), max).ok(),
+            Source::Dir(d) => crate::io::read_capped(&d.join(path), max).ok(),
             Source::Url(base) => fetch(base, &format!("{base}{path}"), max).ok(),
         }
     }
@@ -184,7 +169,7 @@ fn fetch(base: &str, url: &str, max: usize) -> Result<Vec<u8>, Failure> {
 /// Reads and parses the card of `source` (a card that does not parse is rejected, exit 1).
 fn load(source: &Source, shown: &str) -> Result<AppCard, Failure> {
     let bytes = match source {
-        Source::Dir(d) => read_capped(&d.join("app.json"), MAX_CARD_BYTES)
+        Source::Dir(d) => crate::io::read_capped(&d.join("app.json"), MAX_CARD_BYTES)
             .map_err(|e| Failure::usage(format!("cannot read {}: {e}", d.join("app.json").display())))?,
         Source::Url(base) => fetch(base, &format!("{base}app.json"), MAX_CARD_BYTES)?,
     };
@@ -334,7 +319,7 @@ fn human(v: &Value) -> String {
 fn sign(dir: &Path, key_path: &Path) -> Result<Object, Failure> {
     let keys = KeyFile::read(key_path)?;
     let path = dir.join("app.json");
-    let bytes = read_capped(&path, MAX_CARD_BYTES)
+    let bytes = crate::io::read_capped(&path, MAX_CARD_BYTES)
         .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
     let mut draft =
         Value::parse_object(&bytes, MAX_CARD_BYTES, "app.json").map_err(|e| Failure::input("app.json", &e))?;
@@ -358,7 +343,7 @@ fn sign(dir: &Path, key_path: &Path) -> Result<Object, Failure> {
     for p in paths {
         app::check_path(&p).map_err(|e| Failure::input("app.json", &e))?;
         let file = dir.join(&p);
-        let bytes = read_capped(&file, MAX_FILE_BYTES)
+        let bytes = crate::io::read_capped(&file, MAX_FILE_BYTES)
             .map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))?;
         integrity.insert(p, integrity_of(&bytes).into());
     }

@@ -146,7 +146,7 @@ fn private_copy(source: &Path, card: &nyx5_proto::app::AppCard, run_dir: &Path) 
     use std::os::unix::fs::OpenOptionsExt;
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     card.check_files(|p| {
-        let bytes = crate::app::read_capped(&source.join(p), nyx5_proto::app::MAX_FILE_BYTES).ok()?;
+        let bytes = crate::io::read_capped(&source.join(p), nyx5_proto::app::MAX_FILE_BYTES).ok()?;
         files.push((p.to_owned(), bytes.clone()));
         Some(bytes)
     })

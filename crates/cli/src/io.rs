@@ -1,6 +1,7 @@
 //! Standard input and output: bounded reads, and the writes every verb ends with.
 
 use std::io::{Read, Write};
+use std::path::Path;
 
 use nyx5_proto::Value;
 
@@ -37,4 +38,19 @@ pub(crate) fn write_json_line(value: &Value) -> Outcome {
 /// Writes `text` as it is (it carries its own newlines).
 pub(crate) fn write_text(text: &str) -> Outcome {
     write_stdout(text.as_bytes())
+}
+
+/// Reads at most `max` bytes of `path` (more is an error), which must be a regular file: a FIFO
+/// or a device put where a file is expected (by an app, or by whatever can write a directory
+/// `nyx5` reads) would hang the read or never end it.
+pub(crate) fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>, String> {
+    if !std::fs::metadata(path).map_err(|e| e.to_string())?.is_file() {
+        return Err("not a regular file".into());
+    }
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    f.take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| e.to_string())?;
+    if buf.len() > max { Err(format!("larger than {max} bytes")) } else { Ok(buf) }
 }

@@ -48,7 +48,8 @@ pub(crate) struct McpArgs {
     #[arg(long, value_name = "DIR", requires = "wrap")]
     approvals: Option<std::path::PathBuf>,
     /// With --wrap: how long a call waits for a human before it is refused [default: 600]
-    #[arg(long = "approval-timeout", value_name = "SECONDS", requires = "wrap")]
+    #[arg(long = "approval-timeout", value_name = "SECONDS", requires = "wrap",
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
     approval_timeout: Option<u64>,
     /// With --wrap: the MCP server to wrap and its arguments, after `--`
     #[arg(last = true, value_name = "CMD", requires = "wrap")]

@@ -469,7 +469,7 @@ impl Store {
     }
 
     fn read(path: &Path) -> Option<Object> {
-        let bytes = std::fs::read(path).ok()?;
+        let bytes = crate::io::read_capped(path, MAX_FILE_BYTES).ok()?;
         match Value::parse(&bytes, MAX_FILE_BYTES) {
             Ok(Value::Object(o)) => Some(o),
             _ => None,
@@ -598,14 +598,15 @@ impl Store {
                 }
             });
         let now = now_ms();
-        let mut counts = match (&lock, std::fs::read(&path)) {
-            (None, _) => Counts::Spoiled,
-            (Some(_), Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Counts::Read(Object::new()),
-            (Some(_), Ok(bytes)) => match Value::parse(&bytes, MAX_FILE_BYTES) {
-                Ok(Value::Object(o)) => Counts::Read(o),
+        let mut counts = match &lock {
+            None => Counts::Spoiled,
+            Some(_) if path.symlink_metadata().is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {
+                Counts::Read(Object::new())
+            }
+            Some(_) => match crate::io::read_capped(&path, MAX_FILE_BYTES).map(|b| Value::parse(&b, MAX_FILE_BYTES)) {
+                Ok(Ok(Value::Object(o))) => Counts::Read(o),
                 _ => Counts::Spoiled,
             },
-            (Some(_), Err(_)) => Counts::Spoiled,
         };
         if let Counts::Read(calls) = &mut counts {
             for v in calls.values_mut() {
@@ -1396,7 +1397,8 @@ fn reap(sh: &Shared) -> Option<std::process::ExitStatus> {
 
 /// Loads and checks the authority file.
 pub(crate) fn load_rules(path: &Path) -> Result<Rules, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = crate::io::read_capped(path, MAX_FILE_BYTES)
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
     let v = Value::parse(&bytes, MAX_FILE_BYTES)
         .map_err(|e| Failure::usage(format!("the authority file {}: {}", path.display(), e.reason)))?;
     Rules::from_value(&v).map_err(|why| Failure::usage(format!("the authority file {}: {why}", path.display())))

@@ -589,6 +589,16 @@ fn the_hour_is_kept_when_its_file_is_deleted_or_spoiled() {
 }
 
 #[test]
+fn an_authority_file_that_is_not_a_regular_file_is_refused_at_once() {
+    let p = Place::new("wrap-fifo", AUTHORITY);
+    std::fs::remove_file(p.dir.join("authority.json")).unwrap();
+    assert!(Command::new("mkfifo").arg(p.dir.join("authority.json")).status().unwrap().success());
+    let out = p.start_to_fail();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"), "{out:?}");
+}
+
+#[test]
 fn an_approvals_directory_others_can_enter_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let p = Place::new("wrap-open-dir", AUTHORITY);

@@ -580,7 +580,10 @@ fn time(text: Option<&str>, name: &str) -> Result<Option<nyx5_proto::Timestamp>,
 /// `--authority JSON|@FILE`: an authority, read and checked (docs/SPEC.md §16b).
 pub(crate) fn authority_arg(text: &str) -> Result<nyx5_proto::authority::Authority, Failure> {
     let json = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read {path}: {e}")))?,
+        Some(path) => crate::io::read_capped(std::path::Path::new(path), nyx5_proto::limits::MAX_ENVELOPE_BYTES)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| Failure::usage(format!("cannot read {path} (a UTF-8 file of at most 1 MiB)")))?,
         None => text.to_owned(),
     };
     nyx5_proto::Value::parse_str(&json)

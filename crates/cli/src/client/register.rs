@@ -222,8 +222,9 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
 /// An invitation redeemed for a new agent (the apps' `invite_accept`): fresh keys for `address`
 /// in the profile, beside the others (an address it holds already is refused, never replaced),
 /// then `register --invite` as that agent at the house its domain names, found and verified as
-/// every house is (never a URL the caller gives). When the house refuses, the fresh entry is
-/// taken out again, so nothing is left half done.
+/// every house is (never a URL the caller gives). When the house refuses for good (a 4xx that
+/// is no timeout or rate limit), the fresh entry is taken out again, so nothing is left half
+/// done; after a network failure or a 5xx the house may have registered it, so its keys stay.
 pub(crate) fn accept_invitation(mut ctx: Ctx, address: &str, code: &str) -> Result<Value, Failure> {
     let fresh = Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
     let (house, _) = super::house_target(&ctx.resolver(None, sys::now()?)?, fresh.domain())?;
@@ -231,7 +232,10 @@ pub(crate) fn accept_invitation(mut ctx: Ctx, address: &str, code: &str) -> Resu
     let sig = text(made.as_object().unwrap_or(&Object::new()), "sig").to_owned();
     ctx.as_address = Some(fresh.clone());
     let req = RegisterRequest { invite: Some(code.to_owned()), ..RegisterRequest::default() };
-    register(&ctx, &req).inspect_err(|_| {
+    register(&ctx, &req).inspect_err(|f| {
+        if !super::send::final_refusal(f.status()) {
+            return;
+        }
         let _ = Profile::update(&ctx.profile_path, |p| {
             p.agents.retain(|a| !(a.address == fresh && a.keys.sig_public().to_b64() == sig));
             Ok(())

@@ -367,7 +367,7 @@ pub(crate) fn saved_body(me: &super::profile::AgentEntry, req: &SendRequest) -> 
 }
 
 /// Whether a refusal with `status` is final: the same envelope would be refused again.
-fn final_refusal(status: Option<u16>) -> bool {
+pub(crate) fn final_refusal(status: Option<u16>) -> bool {
     matches!(status, Some(s) if (400..500).contains(&s) && !matches!(s, 401 | 408 | 429))
 }
 
