@@ -1,7 +1,8 @@
-//! `nyx5 app verify|sign|run`: App Cards (docs/SPEC.md "Apps — Pinned"). `verify` checks a card
-//! in a directory or at a URL (signature, every listed file, the primitives, optionally a
+//! `nyx5 app verify|sign|run|publish`: App Cards (docs/SPEC.md "Apps — Pinned"). `verify` checks
+//! a card in a directory or at a URL (signature, every listed file, the primitives, optionally a
 //! catalogue's pin); `sign` writes `entry.integrity` and `sig` with an agent key file; `run`
-//! verifies and then starts the app under a per-run broker (`app_broker.rs`).
+//! verifies and then starts the app under a per-run broker (`app_broker.rs`); `publish` lists a
+//! card in (or removes it from) a house's catalogue with the operator's token.
 
 use std::path::{Path, PathBuf};
 

@@ -127,7 +127,8 @@ enum Command {
     McpApprove(mcp_wrap::DecideArgs),
     /// Decline one waiting wrapped MCP call: it is answered with an error and never runs.
     McpDecline(mcp_wrap::DecideArgs),
-    /// Apps: verify an App Card and its files, sign one, or run one under a per-run broker.
+    /// Apps: verify an App Card and its files, sign one, run one under a per-run broker, or list
+    /// one in a house's catalogue.
     #[command(subcommand)]
     App(app::AppCommand),
 }

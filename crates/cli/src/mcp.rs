@@ -1,8 +1,11 @@
 //! `nyx5 mcp` — a Model Context Protocol server on standard input and output: JSON-RPC 2.0,
 //! one message per line, exposing the agent's mail as tools (see `mcp_tools`).
 //!
-//! Requests are answered in order; notifications (no `id`) and responses are ignored; nothing
-//! but JSON-RPC messages is ever written to standard output (diagnostics go to standard error).
+//! Requests are answered in order, but for a call cancelled while it asks the client's human
+//! (`Human`: `elicitation/create` under `nyx5-ask-N`), which is not answered; responses to those
+//! questions are taken by the call waiting for them, other responses and notifications (no `id`)
+//! are ignored. Nothing but JSON-RPC messages is ever written to standard output (diagnostics go
+//! to standard error).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};

@@ -658,7 +658,8 @@ fn tokens_equal(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Decides one request line: the token (constant-time), then the shape, then the method against
+/// Decides one request line: its size and JSON, its `id` (so refusals can answer it), the token
+/// (constant-time), then the other members, then the method against
 /// what the run `granted`: a granted method is a call; a Nyx5 primitive not granted is
 /// `capability_denied`; anything else `unknown_primitive`. Pure.
 pub fn decide_request(line: &[u8], token: &str, granted: &[Primitive]) -> Result<BrokerCall, BrokerRefusal> {

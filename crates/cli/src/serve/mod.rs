@@ -127,7 +127,7 @@ pub(crate) struct Args {
     fee_bps: i64,
     /// How long a movement waits for a human's approval before its hold returns, in seconds.
     #[arg(long, value_name = "SECONDS", env = "NYX5_APPROVAL_SECONDS", default_value_t = 86_400,
-          value_parser = clap::value_parser!(i64).range(1..=30 * 86_400))]
+          value_parser = clap::value_parser!(i64).range(1..=nyx5_house::libro::authority::MAX_APPROVAL_SECONDS))]
     approval_seconds: i64,
     /// Run a federated index (spec §13): `/index/*` answers, and each tick crawls the houses
     /// registered with `POST /index/houses`.

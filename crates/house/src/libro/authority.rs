@@ -23,6 +23,9 @@ use super::kernel::{
 };
 use super::op::Op;
 
+/// The longest an approval may wait, in seconds (`NYX5_APPROVAL_SECONDS`, 1 to this; a day by
+/// default): past it, its hold returns.
+pub const MAX_APPROVAL_SECONDS: i64 = 30 * 86_400;
 /// Most approvals one operator may have waiting (409 beyond).
 pub const MAX_PENDING: i64 = 100;
 /// Most approvals one operator's movements may have in the table at once, waiting or decided
@@ -411,7 +414,10 @@ pub fn pending(
     if facts.pending_count >= MAX_PENDING {
         return Err(refuse(
             ErrorKind::Conflict,
-            format!("{} has {MAX_PENDING} movements waiting for approval; let some be decided first", ctx.operator),
+            format!(
+                "{} has {MAX_PENDING} movements waiting for approval; once some are decided, ask again with a new envelope",
+                ctx.operator
+            ),
         ));
     }
     if facts.approvals_kept >= MAX_APPROVALS_KEPT {

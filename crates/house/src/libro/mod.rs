@@ -976,8 +976,10 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(true)
     }
 
-    /// The tick's share of the Libro: issues owed (welcome gifts) are posted, and bonds past
-    /// their `expires` return to their bondholders. Bounded per tick. Answers how many.
+    /// The tick's share of the Libro: issues owed (welcome gifts) are posted, bonds past their
+    /// `expires` return to their bondholders, approvals nobody decided in time return their holds
+    /// (`expire_approvals`), and counts past their hour and approvals decided a month ago go.
+    /// Bounded per tick. Answers how many movements it made.
     pub async fn libro_upkeep(&self) -> Result<usize, Error> {
         let mut done = 0;
         for row in store::due(&self.db, UPKEEP_BATCH).await? {
