@@ -123,8 +123,9 @@ fn spending_above_a_limit_waits_for_a_human() {
 
     // bo cannot approve its own spending; nor can sol's `approve` go through with nobody at the
     // terminal to say yes.
-    let refused = w.nyx5(&["approve", &id, "--as", "bo@b.test", "--house", "a.test", "--yes", "--wait", "60"]);
-    assert_ne!(refused.code, 0);
+    let (e, doc) =
+        w.nyx5(&["approve", &id, "--as", "bo@b.test", "--house", "a.test", "--yes", "--wait", "60"]).fails_with(4);
+    assert!(e.contains("only sol@a.test may give it"), "the house refused it: {e} {doc:?}");
     let e = w.nyx5(&["approve", &id, "--house", "a.test"]).fails(2);
     assert!(e.contains("--yes"), "{e}");
     assert_eq!(s(&approvals(&w, "sol@a.test")[0], "state"), "pending");

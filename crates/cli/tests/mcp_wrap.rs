@@ -380,8 +380,9 @@ fn a_call_above_its_cap_waits_for_a_human_and_a_yes_holds_once() {
     assert!(!is_error(&ran));
     assert!(text_of(&ran).starts_with("transfer ran"));
     assert_eq!(p.calls(), ["transfer"]);
-    // A decision is made once.
-    assert!(!p.approve(0, &approval).status.success());
+    // Answered, the request is gone: nothing is left to approve again.
+    let again = p.approve(0, &approval);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("no pending approval"), "{again:?}");
     assert!(!p.verb(&["mcp-decline", "../etc/passwd"]).status.success());
 
     // The yes does not carry over to the same call again; this one is declined.
@@ -412,8 +413,40 @@ fn a_call_nobody_approves_in_time_is_refused() {
     let late = w.answer(id);
     assert!(is_error(&late));
     assert!(text_of(&late).contains("not approved in time"), "{late:?}");
-    assert!(p.pending().is_empty());
+    // Nothing of it is left in the directory, expired or not.
+    let left: Vec<String> = std::fs::read_dir(p.approvals())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".request.json") || n.ends_with(".decision.json"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     assert!(p.calls().is_empty());
+}
+
+#[test]
+fn a_decision_is_written_once() {
+    use std::os::unix::fs::DirBuilderExt;
+    let p = Place::new("wrap-once", AUTHORITY);
+    std::fs::DirBuilder::new().mode(0o700).create(p.approvals()).unwrap();
+    // A request as a waiting proxy writes it (its code's hash is of "c0de").
+    let id = "0123456789abcdef";
+    let code_sha = "3803b47609a2a464054659b14a0cdfba92830fb46ee70c03a336d5554b9acad4";
+    let request = format!(
+        r#"{{"id":"{id}","tool":"publish","arguments":{{}},"arguments_sha256":"44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","code_sha256":"{code_sha}","reason":"r","authority":{{}},"created":"2026-01-01T00:00:00Z","expires":"2099-01-01T00:00:00Z","pid":1}}"#
+    );
+    std::fs::write(p.approvals().join(format!("{id}.request.json")), request).unwrap();
+    assert_eq!(p.pending().len(), 1);
+    let first = p.verb(&["mcp-decline", id]);
+    assert!(first.status.success(), "{first:?}");
+    assert!(p.pending().is_empty());
+    for args in [vec!["mcp-decline", id], vec!["mcp-approve", id, "--code", "c0de"]] {
+        let again = p.verb(&args);
+        assert!(!again.status.success());
+        let said = String::from_utf8_lossy(&again.stderr);
+        assert!(said.contains("already decided: decline"), "{args:?}: {said}");
+    }
+    let decision = std::fs::read_to_string(p.approvals().join(format!("{id}.decision.json"))).unwrap();
+    assert!(decision.contains(r#""decision":"decline""#), "{decision}");
 }
 
 #[test]
