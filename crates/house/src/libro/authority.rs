@@ -312,6 +312,11 @@ impl Gate {
 }
 
 /// What an operation by `me` commits, and how grave it is, when an authority judges it.
+/// Whether `op` is of a kind an authority may make wait ([`movement`] names what it moves).
+pub fn may_wait(op: &Op) -> bool {
+    matches!(op, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Charge { .. } | Op::Release { .. })
+}
+
 fn movement(op: &Op, me: &Address, facts: &Facts) -> Option<(i64, Consequence)> {
     Some(match op {
         Op::Accept { quote } => (
@@ -939,6 +944,9 @@ mod tests {
         assert_eq!((e.code(), e.reason.contains("past 30 days")), (409, true), "{e:?}");
         // What asks nobody is not bounded by either.
         assert!(decide(&charge(10), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").is_ok());
+        // The house counts an operator's approvals only for an operation that may wait.
+        assert!(may_wait(&charge(10)));
+        assert!(!may_wait(&Op::Balance) && !may_wait(&Op::Revoke { mandate: "m1".into() }));
     }
 
     #[test]

@@ -327,6 +327,7 @@ impl<D: Db, N: Net> House<D, N> {
                 operator: env.from().as_str(),
                 pending: op.pending(),
                 since: now.millis() - nyx5_proto::authority::HOUR_MS,
+                count_approvals: authority::may_wait(&op),
             };
             let row = store::facts(&self.db, env.id(), &of).await?;
             let (mut facts, mut head, done) = facts_of(&row)?;
@@ -755,6 +756,8 @@ impl<D: Db, N: Net> House<D, N> {
             operator: p.operator.as_str(),
             pending: Some(&p.id),
             since: now.millis() - nyx5_proto::authority::HOUR_MS,
+            // Decided again under its approval: it completes or is refused, never waits again.
+            count_approvals: false,
         };
         let row = store::facts(&self.db, approval.id(), &of).await?;
         let (mut facts, head, _) = facts_of(&row)?;
@@ -921,6 +924,8 @@ impl<D: Db, N: Net> House<D, N> {
             operator: sender.as_str(),
             pending: None,
             since: self.now().millis() - nyx5_proto::authority::HOUR_MS,
+            // A stamp never waits: an ask refuses it.
+            count_approvals: false,
         };
         let row = store::facts(&self.db, "", &of).await?;
         let (facts, head, _) = facts_of(&row)?;

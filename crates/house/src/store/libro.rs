@@ -26,7 +26,9 @@ pub const OP_DONE: &str = "libro_ops.envelope_id";
 pub const CAUSE_DONE: &str = "libro_entries.cause";
 
 /// What [`facts`] reads about: the accounts (a JSON list), the contract, the mandate, the
-/// operator, the pending approval, and the instant the past hour starts at.
+/// operator, the pending approval, the instant the past hour starts at, and whether to count the
+/// operator's approvals (only an operation that may wait needs them: the counts read up to
+/// ~1,100 index rows, which D1 bills).
 #[derive(Debug, Clone, Copy)]
 pub struct FactsOf<'a> {
     pub accounts: &'a str,
@@ -35,12 +37,15 @@ pub struct FactsOf<'a> {
     pub operator: &'a str,
     pub pending: Option<&'a str>,
     pub since: i64,
+    pub count_approvals: bool,
 }
 
 /// What an operation needs to read, in one query: whether the envelope was done before, the
 /// journal's head, the balances of `accounts` (a JSON list) and of the root grantor of
-/// `mandate`, the contract `contract`, every mandate in `mandate`'s chain, and whether
-/// `operator` has an account here and how many active mandates it granted.
+/// `mandate`, the contract `contract`, every mandate in `mandate`'s chain, whether `operator`
+/// has an account here and how many active mandates it granted, the pending approval `pending`
+/// with its envelope, the operator's approvals waiting and kept (when asked), and the hour's
+/// uses of the operator's card and of `mandate`'s chain.
 pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Error> {
     Ok(one(
         db,
@@ -64,8 +69,9 @@ pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Erro
                  WHERE id IN (SELECT value FROM json_each((SELECT chain FROM libro_mandates WHERE id = ?4)))) AS chain,
                (SELECT json_object('version', version, 'record', json(record), 'envelope', envelope)
                   FROM libro_pending WHERE id = ?6) AS pending,
-               (SELECT count(*) FROM libro_pending WHERE operator = ?5 AND state = 'pending') AS pending_count,
-               (SELECT count(*) FROM libro_pending WHERE operator = ?5) AS approvals_kept,
+               CASE WHEN ?8 THEN (SELECT count(*) FROM libro_pending WHERE operator = ?5 AND state = 'pending')
+                    ELSE 0 END AS pending_count,
+               CASE WHEN ?8 THEN (SELECT count(*) FROM libro_pending WHERE operator = ?5) ELSE 0 END AS approvals_kept,
                (SELECT json_group_object(subject, n) FROM
                   (SELECT subject, count(*) AS n FROM libro_uses
                     WHERE at > ?7 AND (subject = 'card:' || ?5 OR subject IN
@@ -77,7 +83,8 @@ pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Erro
             r.mandate,
             r.operator,
             r.pending,
-            r.since
+            r.since,
+            r.count_approvals
         ),
     )
     .await?
