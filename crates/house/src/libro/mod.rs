@@ -327,7 +327,7 @@ impl<D: Db, N: Net> House<D, N> {
                 operator: env.from().as_str(),
                 pending: op.pending(),
                 since: now.millis() - nyx5_proto::authority::HOUR_MS,
-                count_approvals: authority::may_wait(&op),
+                count_approvals: authority::may_wait(op),
             };
             let row = store::facts(&self.db, env.id(), &of).await?;
             let (mut facts, mut head, done) = facts_of(&row)?;
