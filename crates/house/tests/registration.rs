@@ -56,6 +56,33 @@ fn admin_mode_registers_only_through_the_operator() {
     assert_eq!(rows[0].text("via"), Some("admin"));
 }
 
+/// Each agent is given the next mailbox number as it is registered; past the last number a house
+/// can give (2^23 − 1, its mailbox's range of keys) a registration is refused with a reason, and
+/// leaves nothing behind.
+#[test]
+fn every_agent_gets_a_mailbox_number_and_a_house_out_of_numbers_says_so() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let number = |local: &str| -> Option<i64> {
+        block_on(h.db.query(stmt!("SELECT mbox FROM agents WHERE local = ?", local)))
+            .unwrap()
+            .first()
+            .and_then(|r| r.int("mbox"))
+    };
+    assert_eq!(Agent::new("ana@a.test", 10).register_admin(&h).status, 201);
+    assert_eq!(Agent::new("bo@a.test", 11).register_admin(&h).status, 201);
+    assert_eq!((number("ana"), number("bo")), (Some(1), Some(2)));
+    block_on(h.db.batch(vec![stmt!("UPDATE agents SET mbox = 8388607 WHERE local = 'bo'")])).unwrap();
+    let why = json(&Agent::new("cy@a.test", 12).register_admin(&h), 409);
+    assert_eq!(
+        why.as_object().unwrap()["reason"].as_str(),
+        Some("this house holds as many agents as it can give mailboxes to")
+    );
+    assert_eq!(number("cy"), None);
+    let kept = block_on(h.db.query(stmt!("SELECT count(*) AS n FROM registrations WHERE local = 'cy'"))).unwrap();
+    assert_eq!(kept[0].int("n"), Some(0));
+}
+
 #[test]
 fn invite_mode_uses_codes_with_uses_and_expiry() {
     let w = World::new();
@@ -326,11 +353,13 @@ fn mailbox_pages_and_acks_idempotently() {
     for i in 0..5 {
         let env = ana.draft(&format!("e{i}"), &[&ana.address], "hi").sign(&ana.sig).unwrap();
         let text = env.to_value().canonical_string();
-        block_on(h.db.batch(vec![stmt!(
-            "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', ?, 'ana@a.test', ?, ?)",
+        block_on(h.db.batch(vec![nyx5_house::store::libro::deliver_local(
+            "ana",
             env.id(),
-            text,
-            i
+            "ana@a.test",
+            &text,
+            i,
+            "[]",
         )]))
         .unwrap();
     }

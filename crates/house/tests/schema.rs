@@ -19,6 +19,7 @@ fn refused(db: &SqliteDb, stmts: Vec<nyx5_house::ports::Stmt>, constraint: &str)
 
 fn count(db: &SqliteDb, table: &'static str) -> i64 {
     let sql: &'static str = match table {
+        "agents" => "SELECT count(*) AS n FROM agents",
         "mailbox" => "SELECT count(*) AS n FROM mailbox",
         "nonces" => "SELECT count(*) AS n FROM nonces",
         "registrations" => "SELECT count(*) AS n FROM registrations",
@@ -27,16 +28,27 @@ fn count(db: &SqliteDb, table: &'static str) -> i64 {
     block_on(db.query(stmt!(sql))).unwrap()[0].int("n").unwrap()
 }
 
+/// An agent row, as a registration would leave it (the schema numbers its mailbox).
+fn agent(local: &str) -> nyx5_house::ports::Stmt {
+    stmt!(
+        "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES (?, '{}', 's', 'open', 0, 0)",
+        local
+    )
+}
+
 #[test]
 fn invariants_live_in_the_schema() {
     let db = SqliteDb::memory().unwrap();
-    let mail = || {
+    block_on(db.batch(vec![agent("ana")])).unwrap();
+    let mail = |seq: i64| {
         stmt!(
-            "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', 'e1', 'bo@b', '{}', 1)"
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at) VALUES (?, 'ana', 'e1', 'bo@b', '{}', 1)",
+            seq
         )
     };
-    block_on(db.batch(vec![mail()])).unwrap();
-    refused(&db, vec![mail()], "mailbox.local, mailbox.envelope_id");
+    let first = 1 << nyx5_house::store::mailbox::SEQ_BITS;
+    block_on(db.batch(vec![mail(first + 1)])).unwrap();
+    refused(&db, vec![mail(first + 2)], "mailbox.local, mailbox.envelope_id");
 
     let nonce = || stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('ana@a', 'n-0123456789abcdef', 5)");
     block_on(db.batch(vec![nonce()])).unwrap();
@@ -84,14 +96,17 @@ fn a_failed_guard_undoes_the_whole_batch() {
         &db,
         vec![
             stmt!("INSERT INTO registrations (local, via, sig, at) VALUES ('x', 'open', 's', 1)"),
+            agent("x"),
             stmt!(
-                "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('x', 'e9', 's', '{}', 1)"
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at) VALUES (?, 'x', 'e9', 's', '{}', 1)",
+                (1_i64 << nyx5_house::store::mailbox::SEQ_BITS) + 1
             ),
             stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('a', 'n', 1)"),
         ],
         "nonces.address, nonces.nonce",
     );
     assert_eq!(count(&db, "registrations"), 0);
+    assert_eq!(count(&db, "agents"), 0);
     assert_eq!(count(&db, "mailbox"), 0);
     assert_eq!(count(&db, "nonces"), 1);
 }
@@ -166,17 +181,21 @@ fn the_libro_schema_refuses_what_must_never_be() {
     refused(&db, vec![stmt!("UPDATE libro_mandates SET spent = 6 WHERE id = 'm1'")], "mandate_spent");
 }
 
+/// Applies the migrations from `from` (the first, with `None`) up to `until`, which is left out.
+fn migrate(c: &rusqlite::Connection, from: Option<&str>, until: &str) {
+    let at = |name: &str| nyx5_house::migrations::MIGRATIONS.iter().position(|(n, _)| *n == name).unwrap();
+    for (_, sql) in &nyx5_house::migrations::MIGRATIONS[from.map_or(0, at)..at(until)] {
+        c.execute_batch(sql).unwrap();
+    }
+}
+
 /// Migration 0008 copies the mailbox without AUTOINCREMENT: every row keeps its columns and its
 /// `seq`, the next envelope comes after the highest, an id is still held once per mailbox, and
 /// no row can be deleted (a deleted highest row would hand its `seq` out again).
 #[test]
 fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
-    let at = nyx5_house::migrations::MIGRATIONS.iter().position(|(n, _)| *n == "0008_mailbox_seq.sql").unwrap();
-    let (before, after) = nyx5_house::migrations::MIGRATIONS.split_at(at);
     let c = rusqlite::Connection::open_in_memory().unwrap();
-    for (_, sql) in before {
-        c.execute_batch(sql).unwrap();
-    }
+    migrate(&c, None, "0008_mailbox_seq.sql");
     c.execute_batch(
         "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at, acked_at, bytes, stamp) VALUES
            ('ana', 'e1', 'bo@b.test', '{\"a\":1}', 10, NULL, 7, NULL),
@@ -196,9 +215,7 @@ fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
     };
     let old = snapshot(&c);
     assert!(old[0].starts_with("Integer(2)|"), "AUTOINCREMENT did not reuse seq 1: {old:?}");
-    for (_, sql) in after {
-        c.execute_batch(sql).unwrap();
-    }
+    migrate(&c, Some("0008_mailbox_seq.sql"), "0013_mailbox_ranges.sql");
     assert_eq!(snapshot(&c), old);
 
     c.execute(
@@ -224,4 +241,108 @@ fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(indexes, ["mailbox_acked", "mailbox_pending"]);
+}
+
+/// Migration 0013 moves each mailbox into a range of `seq`s of its own: every row keeps its
+/// columns, its old `seq` becomes its `n` (so a client's `after` still holds), agents are
+/// numbered, and the rows of a local no agent holds go to range 0. Afterwards every new agent is
+/// numbered by the schema itself, an envelope inserted by the engine's statement takes its
+/// mailbox's highest `n` plus one, and the page index is gone (nothing but the table's key
+/// orders a mailbox).
+#[test]
+fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
+    let path = std::env::temp_dir().join(format!("nyx5-migration-0013-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    {
+        // A house as the release before 0013 left it, recorded as `SqliteDb` records migrations.
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE,
+               applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);",
+        )
+        .unwrap();
+        migrate(&c, None, "0013_mailbox_ranges.sql");
+        for (name, _) in nyx5_house::migrations::MIGRATIONS.iter().take_while(|(n, _)| *n != "0013_mailbox_ranges.sql")
+        {
+            c.execute("INSERT INTO d1_migrations (name) VALUES (?1)", [name]).unwrap();
+        }
+        c.execute_batch(
+            "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES
+               ('cy', '{}', 's', 'open', 0, 0), ('ana', '{}', 's', 'open', 0, 0);
+             INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at, acked_at, bytes, stamp) VALUES
+               ('ana', 'e1', 'bo@b.test', '{\"a\":1}', 10, NULL, 7, NULL),
+               ('cy', 'e2', 'bo@b.test', '', 11, 20, 0, 'stamp'),
+               ('gone', 'e3', 'postmaster@a.test', '{}', 12, NULL, NULL, NULL),
+               ('ana', 'e4', 'bo@b.test', '{}', 13, NULL, 2, NULL);",
+        )
+        .unwrap();
+    }
+    let db = SqliteDb::open(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let all = |sql: &'static str| block_on(db.query(stmt!(sql))).unwrap();
+    let rows: Vec<(i64, String)> = all(
+        "SELECT seq, local || '|' || envelope_id || '|' || sender || '|' || received_at || '|' ||
+                coalesce(acked_at, '-') || '|' || coalesce(bytes, '-') || '|' || coalesce(stamp, '-') || '|' || envelope AS r
+         FROM mailbox ORDER BY seq",
+    )
+    .iter()
+    .map(|r| (r.int("seq").unwrap(), r.text("r").unwrap().to_owned()))
+    .collect();
+    let span = 1_i64 << nyx5_house::store::mailbox::SEQ_BITS;
+    assert_eq!(
+        rows,
+        [
+            (3, "gone|e3|postmaster@a.test|12|-|-|-|{}".to_owned()),
+            (span + 2, "cy|e2|bo@b.test|11|20|0|stamp|".to_owned()),
+            (2 * span + 1, "ana|e1|bo@b.test|10|-|7|-|{\"a\":1}".to_owned()),
+            (2 * span + 4, "ana|e4|bo@b.test|13|-|2|-|{}".to_owned()),
+        ]
+    );
+    let numbers = || -> Vec<(String, i64)> {
+        all("SELECT local, mbox FROM agents ORDER BY mbox")
+            .iter()
+            .map(|r| (r.text("local").unwrap().to_owned(), r.int("mbox").unwrap()))
+            .collect()
+    };
+    assert_eq!(numbers(), [("cy".to_owned(), 1), ("ana".to_owned(), 2)]);
+    block_on(db.batch(vec![stmt!(
+        "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES ('bo', '{}', 's', 'open', 0, 0)"
+    )]))
+    .unwrap();
+    assert_eq!(numbers()[2], ("bo".to_owned(), 3));
+
+    // The engine's insert: ana's next envelope is her highest plus one; bo's first is 1.
+    let quota = nyx5_house::store::mailbox::Quota { max_envelopes: 10, max_bytes: 1000 };
+    for (local, id) in [("ana", "e5"), ("bo", "e6")] {
+        block_on(db.batch(nyx5_house::store::mailbox::insert(local, id, "x@b.test", "{}", 20, quota).into())).unwrap();
+    }
+    let seq = |id: &str| -> i64 {
+        block_on(db.query(stmt!("SELECT seq FROM mailbox WHERE envelope_id = ?", id))).unwrap()[0].int("seq").unwrap()
+    };
+    assert_eq!((seq("e5"), seq("e6")), (2 * span + 5, 3 * span + 1));
+    // Anything else that writes the mailbox must name a seq of the agent's own range.
+    for (seq, local) in
+        [(None, "bo"), (Some(0), "bo"), (Some(2 * span + 9), "bo"), (Some(3 * span), "bo"), (Some(9), "gone")]
+    {
+        let put = stmt!(
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at) VALUES (?, ?, 'e9', 'x', '{}', 1)",
+            seq.map_or(nyx5_house::ports::SqlValue::Null, nyx5_house::ports::SqlValue::Int),
+            local
+        );
+        match block_on(db.batch(vec![put])) {
+            Err(nyx5_house::ports::PortError::Constraint { name }) => {
+                assert!(name.starts_with("mailbox_range"), "{name}")
+            }
+            other => panic!("{seq:?} for {local}: {other:?}"),
+        }
+    }
+    block_on(db.batch(vec![stmt!(
+        "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at) VALUES (?, 'bo', 'e9', 'x', '{}', 1)",
+        3 * span + 9
+    )]))
+    .unwrap();
+    let indexes = all(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'mailbox' AND sql IS NOT NULL ORDER BY name",
+    );
+    assert_eq!(indexes.iter().map(|r| r.text("name").unwrap()).collect::<Vec<_>>(), ["mailbox_acked"]);
 }

@@ -498,6 +498,9 @@ fn refused(name: &str, update: bool, address: &Address) -> Error {
             ErrorKind::Conflict,
             format!("{address} was registered meanwhile; only its owner or the house may update it"),
         ),
+        constraint::MAILBOX_NUMBER => {
+            Error::new(ErrorKind::Conflict, "this house holds as many agents as it can give mailboxes to")
+        }
         other => port_error(PortError::Constraint { name: other.to_owned() }),
     }
 }

@@ -3,7 +3,8 @@
 //! After every step: every Libro sums to zero, no balance but `casa@`'s is negative, a
 //! mandate's `spent` stays within its cap and covers its sub-mandates', a finished contract's
 //! escrow holds nothing, the journal audits (signatures, numbers, links, sums) and agrees with
-//! the balances; no mailbox holds an envelope twice and each mailbox's usage row is what it
+//! the balances; no mailbox holds an envelope twice, each envelope lies in its mailbox's range of
+//! `seq`s with none waiting at or below the mailbox's floor, and each mailbox's usage row is what it
 //! holds (envelopes not yet acknowledged, bytes of bodies still kept); leases and deadlines of queued jobs stay within their bounds; no envelope is both
 //! delivered and bounced, nor bounced twice, for one recipient. Once the network healed and the
 //! queues drained: each accepted envelope reached each recipient exactly once or was bounced to
@@ -153,6 +154,26 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
         rows(house, stmt!("SELECT local, envelope_id FROM mailbox GROUP BY local, envelope_id HAVING count(*) > 1"))?;
     if let Some(r) = twice.first() {
         return Err(format!("{}'s mailbox holds {} twice", text(r, "local")?, text(r, "envelope_id")?));
+    }
+    let astray = rows(
+        house,
+        stmt!(
+            "SELECT m.local AS local, m.envelope_id AS envelope_id, m.seq AS seq, a.mbox AS mbox,
+                    coalesce(u.floor, 0) AS floor
+               FROM mailbox m LEFT JOIN agents a ON a.local = m.local LEFT JOIN mailbox_usage u ON u.local = m.local
+              WHERE a.mbox IS NULL OR m.seq >> 40 != a.mbox OR m.seq - (a.mbox << 40) < 1
+                 OR (m.acked_at IS NULL AND m.seq - (a.mbox << 40) <= coalesce(u.floor, 0))"
+        ),
+    )?;
+    if let Some(r) = astray.first() {
+        return Err(format!(
+            "{}'s envelope {} has seq {} (mailbox {:?}, floor {}): outside its mailbox's range, or waiting below its floor",
+            text(r, "local")?,
+            text(r, "envelope_id")?,
+            int(r, "seq")?,
+            r.int("mbox"),
+            int(r, "floor")?
+        ));
     }
     let off = rows(
         house,

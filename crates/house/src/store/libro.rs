@@ -447,11 +447,15 @@ pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
 /// exists and its block list holds none of `blocks` (a JSON list: the operator's entries).
 pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, blocks: &str) -> Stmt {
     stmt!(
-        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at)
-         SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM agents WHERE local = ?1)
-           AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
-                            AND entry IN (SELECT value FROM json_each(?6)))
-         ON CONFLICT (local, envelope_id) DO NOTHING",
+        concat!(
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at)
+             SELECT ",
+            crate::store::mailbox::next_seq!(),
+            ", a.local, ?2, ?3, ?4, ?5 FROM agents AS a
+             WHERE a.local = ?1 AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
+                                                AND entry IN (SELECT value FROM json_each(?6)))
+             ON CONFLICT (local, envelope_id) DO NOTHING"
+        ),
         local,
         envelope_id,
         sender,

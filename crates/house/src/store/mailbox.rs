@@ -105,10 +105,30 @@ pub struct Quota {
     pub max_bytes: i64,
 }
 
+/// A mailbox's envelopes have `seq`s of their own range, `(mbox << SEQ_BITS) + n`: `agents.mbox`
+/// numbers the mailbox and `n`, from 1, is the `seq` its pages show (migration 0013). Keeping a
+/// mailbox together in the table's own key is what lets a page do without an index of its own,
+/// which every accepted envelope would write.
+pub const SEQ_BITS: u32 = 40;
+/// The highest `n` of a mailbox.
+pub const SEQ_MAX: i64 = (1 << SEQ_BITS) - 1;
+
+/// SQL, over an `agents AS a` row: the `seq` of the next envelope of `a`'s mailbox, its highest
+/// plus one (rows are never deleted, so `n` only grows). One seek down the table's key.
+macro_rules! next_seq {
+    () => {
+        "max(coalesce((SELECT m.seq FROM mailbox AS m WHERE m.seq < (a.mbox + 1) << 40
+                       ORDER BY m.seq DESC LIMIT 1), 0), a.mbox << 40) + 1"
+    };
+}
+pub(crate) use next_seq;
+
 /// Puts an envelope in a mailbox, counted towards its quota: two statements. The first counts it
 /// in `mailbox_usage` unless the mailbox holds that id already, and fails the batch
 /// (`constraint::MAILBOX_QUOTA`) when that would pass `quota`; the second inserts it, changing
 /// zero rows when it was there already (a duplicate). The row count of the second tells which.
+/// Four rows written in all (D1 counts index entries): the usage row, the envelope's row and its
+/// `UNIQUE (local, envelope_id)` entry, here; the sender's rate window, beside it.
 pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, quota: Quota) -> [Stmt; 2] {
     let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
     [
@@ -125,14 +145,19 @@ pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now:
             envelope_id
         ),
         stmt!(
-            "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at, bytes) VALUES (?, ?, ?, ?, ?, ?)
-             ON CONFLICT (local, envelope_id) DO NOTHING",
-            local,
+            concat!(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, envelope)
+                 SELECT ",
+                next_seq!(),
+                ", a.local, ?, ?, ?, ?, ? FROM agents AS a WHERE a.local = ?
+                 ON CONFLICT (local, envelope_id) DO NOTHING"
+            ),
             envelope_id,
             sender,
-            envelope,
             now,
-            bytes
+            bytes,
+            envelope,
+            local
         ),
     ]
 }

@@ -31,6 +31,8 @@ pub mod constraint {
     pub const NONCE_USED: &str = "nonces.address, nonces.nonce";
     /// `agents`: a name is registered once; a second first registration fails.
     pub const AGENT_TAKEN: &str = "agents.local";
+    /// `agents.mbox`: a house numbers at most 2^23 − 1 mailboxes (migration 0013).
+    pub const MAILBOX_NUMBER: &str = "mailbox_number";
     /// `guards`: an assertion of [`super::guard`] did not hold.
     pub const GUARD: &str = "guard";
     /// `mailbox_usage`: a mailbox may not hold more than its quota.

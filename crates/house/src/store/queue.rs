@@ -144,15 +144,19 @@ pub struct Held {
 /// same id already there is left alone.
 pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
     stmt!(
-        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at)
-         SELECT ?, ?, ?, ?, ?
-         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')
-         ON CONFLICT (local, envelope_id) DO NOTHING",
-        local,
+        concat!(
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at)
+             SELECT ",
+            crate::store::mailbox::next_seq!(),
+            ", a.local, ?, ?, ?, ? FROM agents AS a
+             WHERE a.local = ? AND EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')
+             ON CONFLICT (local, envelope_id) DO NOTHING"
+        ),
         notice_id,
         sender,
         envelope,
         now,
+        local,
         held.job,
         held.lease
     )

@@ -98,11 +98,8 @@ fn old_key_still_reads_and_acks_the_mailbox_within_grace_only() {
     let (h, old, new) = rotated(&w);
     let env = new.draft("e1", &[&new.address], "hi").sign(&new.sig).unwrap();
     let text = env.to_value().canonical_string();
-    block_on(h.db.batch(vec![stmt!(
-        "INSERT INTO mailbox (local, envelope_id, sender, envelope, received_at) VALUES ('ana', 'e1', 'ana@a.test', ?, 0)",
-        text
-    )]))
-    .unwrap();
+    block_on(h.db.batch(vec![nyx5_house::store::libro::deliver_local("ana", "e1", "ana@a.test", &text, 0, "[]")]))
+        .unwrap();
     assert_eq!(mailbox(&h, &old).len(), 1);
     let ack = Value::Object(obj([("ids", Value::Array(vec!["e1".into()]))]));
     let v = json(&old.post(&h, "/mailbox/ana/ack", &ack), 200);

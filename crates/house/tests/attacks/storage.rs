@@ -206,6 +206,57 @@ fn an_acknowledged_body_is_dropped_after_the_window_and_its_id_stays_a_duplicate
     assert!(mailbox(&b, &bob).is_empty());
 }
 
+/// A mailbox has no index of its own for pages (an accepted envelope writes four rows): a page
+/// walks the mailbox's range of the table's key from its floor, below which every envelope is
+/// acknowledged. The floor follows acknowledgements in order, waits at the oldest envelope still
+/// waiting when they come out of order, and reaches the last one when none waits; pages show
+/// exactly what waits, numbered from 1 in each mailbox.
+#[test]
+fn a_page_starts_at_the_floor_that_acknowledgements_raise() {
+    let (_w, a, b, ana, bob) = pair(|_| {});
+    let send = |id: &str| assert_eq!(deliver(&a, &b, &signed(&ana, id, &bob.address, "hi")).status, 202);
+    for i in 1..=6 {
+        send(&format!("m{i}"));
+    }
+    let floor = || count(&b, "SELECT floor AS n FROM mailbox_usage WHERE local = 'bob'");
+    let page = |after: i64| -> Vec<(i64, String)> {
+        let v = json(&bob.get(&b, &format!("/mailbox/bob?after={after}")), 200);
+        v.as_object().unwrap()["envelopes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| {
+                let o = item.as_object().unwrap();
+                let id = o["envelope"].as_object().unwrap()["id"].as_str().unwrap().to_owned();
+                (o["seq"].as_safe_integer().unwrap(), id)
+            })
+            .collect()
+    };
+    let shown = |after: i64| page(after).into_iter().map(|(_, id)| id).collect::<Vec<_>>();
+    assert_eq!(page(0), (1..=6).map(|i| (i, format!("m{i}"))).collect::<Vec<_>>());
+    assert_eq!(floor(), 0);
+
+    assert_eq!(ack(&b, &bob, &["m1", "m2"]), 2);
+    assert_eq!(floor(), 2);
+    assert_eq!(shown(0), ["m3", "m4", "m5", "m6"]);
+    assert_eq!(ack(&b, &bob, &["m5"]), 1);
+    assert_eq!(floor(), 2, "m3 still waits");
+    assert_eq!(shown(0), ["m3", "m4", "m6"]);
+    assert_eq!(shown(3), ["m4", "m6"], "after a seq, whatever the floor");
+    assert_eq!(ack(&b, &bob, &["m3", "m4"]), 2);
+    assert_eq!(floor(), 5, "past m5, acknowledged earlier, up to m6");
+    assert_eq!(ack(&b, &bob, &["m6", "m1"]), 1);
+    assert_eq!(floor(), 6, "none waits: the last");
+    assert!(page(0).is_empty());
+
+    send("m7");
+    assert_eq!(page(0), [(7, "m7".to_owned())]);
+    assert_eq!(page(7), []);
+    // A seq past any a mailbox can have is just after everything.
+    assert_eq!(page(i64::MAX), []);
+    assert_eq!(floor(), 6);
+}
+
 /// The attacker's house of names: every `r<i>.evil.example` a house of its own, one key.
 struct Evil {
     key: SigningKey,
