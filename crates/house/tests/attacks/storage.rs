@@ -252,9 +252,21 @@ fn a_page_starts_at_the_floor_that_acknowledgements_raise() {
     send("m7");
     assert_eq!(page(0), [(7, "m7".to_owned())]);
     assert_eq!(page(7), []);
-    // A seq past any a mailbox can have is just after everything.
+    // The next mailbox's range starts where bob's ends: a seq past any a mailbox can have is
+    // just after everything in it, never into cy's.
+    let cy = Agent::new("cy@b.test", 3);
+    assert_eq!(cy.register_admin(&b).status, 201);
+    for id in ["c1", "c2", "c3"] {
+        assert_eq!(deliver(&a, &b, &signed(&ana, id, &cy.address, "hi")).status, 202);
+    }
     assert_eq!(page(i64::MAX), []);
+    assert_eq!(page((1 << 40) - 2), []);
+    assert_eq!(page(0), [(7, "m7".to_owned())]);
     assert_eq!(floor(), 6);
+    // The page takes the floor's word: one set past m7 by hand hides it (nothing but an ack
+    // ever moves it, and only past what is acknowledged).
+    block_on(b.db.batch(vec![stmt!("UPDATE mailbox_usage SET floor = 7 WHERE local = 'bob'")])).unwrap();
+    assert_eq!(page(0), []);
 }
 
 /// The attacker's house of names: every `r<i>.evil.example` a house of its own, one key.
