@@ -932,3 +932,68 @@ impl Sim {
         self.check()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+    use crate::sim::world::run;
+    use crate::stmt;
+
+    /// A world after enough steps that some house's mailbox holds a counted envelope still
+    /// waiting and its Libro has an account in credit, with that house's domain.
+    fn busy(seed: u64) -> (Sim, String) {
+        let mut sim = Sim::new(Params::new(seed)).unwrap();
+        for _ in 0..400 {
+            sim.step().unwrap_or_else(|f| panic!("{f}"));
+            for domain in sim.world.domains() {
+                let house = sim.world.house(&domain).unwrap();
+                let ready = |sql: &'static str| run(house.db.sqlite.query(stmt!(sql))).unwrap().unwrap().len() == 1;
+                if ready("SELECT 1 FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1")
+                    && ready("SELECT 1 FROM libro_accounts WHERE balance > 0 LIMIT 1")
+                {
+                    return (sim, domain);
+                }
+            }
+        }
+        panic!("seed {seed}: no house with mail waiting and money after 400 steps");
+    }
+
+    /// What the checks say of the world once `sql` has been run on the busy house's database.
+    fn planted(sql: &'static str) -> String {
+        let (mut sim, domain) = busy(5);
+        check::after_step(&sim.world, &mut sim.tracked).unwrap();
+        let house = sim.world.house(&domain).unwrap();
+        assert_eq!(run(house.db.sqlite.batch(vec![stmt!(sql)])).unwrap().unwrap(), [1], "{sql}");
+        match check::after_step(&sim.world, &mut sim.tracked) {
+            Err(e) => e,
+            Ok(_) => panic!("the checks passed a world where {sql}"),
+        }
+    }
+
+    /// The checks can fail: each wrong planted in a house's database is named by them.
+    #[test]
+    fn the_checks_name_a_wrong_planted_in_a_house() {
+        let usage = planted(
+            "UPDATE mailbox_usage SET envelopes = envelopes + 1
+             WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
+        );
+        assert!(usage.contains("mailbox usage counts"), "{usage}");
+        let floor = planted(
+            "UPDATE mailbox_usage SET floor = 1099511627775
+             WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
+        );
+        assert!(floor.contains("waiting below its floor"), "{floor}");
+        let astray = planted(
+            "UPDATE mailbox SET seq = seq + 1099511627776
+             WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
+        );
+        assert!(astray.contains("outside its mailbox's range"), "{astray}");
+        let sum = planted(
+            "UPDATE libro_accounts SET balance = balance + 1
+             WHERE account = (SELECT account FROM libro_accounts WHERE balance > 0 LIMIT 1)",
+        );
+        assert!(sum.contains("sum"), "{sum}");
+    }
+}
