@@ -15,4 +15,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0011_authority.sql", include_str!("../../../migrations/0011_authority.sql")),
     ("0012_apps.sql", include_str!("../../../migrations/0012_apps.sql")),
     ("0013_mailbox_ranges.sql", include_str!("../../../migrations/0013_mailbox_ranges.sql")),
+    ("0014_tick_purges.sql", include_str!("../../../migrations/0014_tick_purges.sql")),
 ];

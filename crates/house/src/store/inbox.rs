@@ -112,7 +112,7 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
                               WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
                               ORDER BY acked_at, seq LIMIT ?)
              UPDATE mailbox_usage SET
-               bytes = bytes - (SELECT coalesce(sum(d.bytes), 0) FROM dropped AS d WHERE d.local = mailbox_usage.local)
+               bytes = bytes - (SELECT coalesce(sum(dropped.bytes), 0) FROM dropped WHERE dropped.local = mailbox_usage.local)
              WHERE local IN (SELECT local FROM dropped)",
             before,
             limit
