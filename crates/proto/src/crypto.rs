@@ -535,6 +535,8 @@ pub fn check_sha256_hex(s: &str, name: &str) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
     use super::*;
 
     #[test]
@@ -611,5 +613,109 @@ mod tests {
         let (ct, tag) = aes256gcm_seal(&[1; 32], &[2; 12], b"aad", b"secret");
         assert_eq!(aes256gcm_open(&[1; 32], &[2; 12], b"aad", &ct, &tag).as_deref(), Some(&b"secret"[..]));
         assert_eq!(aes256gcm_open(&[1; 32], &[2; 12], b"aaD", &ct, &tag), None);
+    }
+
+    /// An [`Entropy`] that counts up from `start`, one byte at a time.
+    fn counter(start: u8) -> impl FnMut(&mut [u8]) {
+        let mut next = start;
+        move |buf: &mut [u8]| {
+            for b in buf {
+                *b = next;
+                next = next.wrapping_add(1);
+            }
+        }
+    }
+
+    #[test]
+    fn random_returns_the_bytes_the_entropy_fills_in() {
+        let mut rng = counter(0x10);
+        let first: [u8; 4] = random(&mut rng);
+        let second: [u8; 4] = random(&mut rng);
+        assert_eq!(first, [0x10, 0x11, 0x12, 0x13]);
+        assert_eq!(second, [0x14, 0x15, 0x16, 0x17], "each draw takes fresh bytes");
+        let mut buf = [0u8; 3];
+        counter(0xfe).fill(&mut buf);
+        assert_eq!(buf, [0xfe, 0xff, 0x00], "a closure is an entropy source filling the whole buffer");
+    }
+
+    #[test]
+    fn generated_keys_are_made_from_the_entropy_and_give_their_secret_back() {
+        let seed: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let key = SigningKey::generate(&mut counter(0));
+        assert_eq!(key.seed(), seed);
+        assert_eq!(SigningKey::from_seed(key.seed()).public(), key.public());
+        assert_ne!(SigningKey::generate(&mut counter(1)).public(), key.public());
+        let secret = EncSecret::generate(&mut counter(0));
+        assert_eq!(secret.bytes(), seed, "kept as given: clamping is X25519's business");
+        assert_eq!(EncSecret::from_bytes(secret.bytes()).public(), secret.public());
+    }
+
+    #[test]
+    fn debug_output_shows_public_keys_only() {
+        let seed: [u8; 32] = std::array::from_fn(|i| 0x40 + i as u8);
+        let key = SigningKey::from_seed(seed);
+        let public = key.public().to_b64();
+        let secret = EncSecret::from_bytes(seed);
+        let enc_public = secret.public().to_b64();
+        let shown = [
+            (format!("{key:?}"), format!("SigningKey({public})")),
+            (format!("{:?}", key.public()), format!("SigPublic({public})")),
+            (format!("{:?}", key.public().prepare().unwrap()), format!("PreparedKey({public})")),
+            (format!("{secret:?}"), format!("EncSecret({enc_public})")),
+            (format!("{:?}", secret.public()), format!("EncPublic({enc_public})")),
+            (format!("{:?}", KeyCache::default()), "KeyCache".to_owned()),
+        ];
+        for (debug, expected) in shown {
+            assert_eq!(debug, expected);
+            for secret_text in [hex(&seed), b64::encode(&seed)] {
+                assert!(!debug.contains(&secret_text), "{debug} shows the secret");
+            }
+        }
+        assert_ne!(public, b64::encode(&seed));
+    }
+
+    #[test]
+    fn canonical_y_refuses_exactly_the_nineteen_values_from_p_up_whatever_the_sign_bit() {
+        // p = 2^255 - 19 is ed ff .. ff 7f, little-endian.
+        let y = |low: u8, top: u8| {
+            let mut b = [0xff; 32];
+            b[0] = low;
+            b[31] = top;
+            b
+        };
+        for sign in [0x00, 0x80] {
+            assert!(canonical_y(&y(0xec, 0x7f | sign)), "p - 1");
+            for low in 0xed..=0xff {
+                assert!(!canonical_y(&y(low, 0x7f | sign)), "p + {}, sign {sign:#x}", low - 0xed);
+            }
+            assert!(canonical_y(&y(0xff, 0x7e | sign)), "2^255 - 1 - 2^248");
+            let mut below = y(0xff, 0x7f | sign);
+            below[15] = 0xfe;
+            assert!(canonical_y(&below), "2^255 - 1 - 2^120");
+            assert!(canonical_y(&y(0xff, sign)), "2^248 - 1");
+        }
+        assert!(canonical_y(&[0; 32]));
+        assert!(canonical_y(SigningKey::from_seed([7; 32]).public().bytes()));
+    }
+
+    #[test]
+    fn check_sha256_hex_takes_exactly_64_lowercase_hex_digits() {
+        let digest = hex(&sha256(b"hola"));
+        assert_eq!(check_sha256_hex(&digest, "body_sha256"), Ok(()));
+        assert_eq!(check_sha256_hex(&"0123456789abcdef".repeat(4), "x"), Ok(()));
+        let refused = [
+            digest[..63].to_owned(),
+            format!("{digest}0"),
+            digest.to_uppercase(),
+            format!("A{}", &digest[1..]),
+            format!("g{}", &digest[1..]),
+            format!("{} ", &digest[..63]),
+            String::new(),
+            "é".repeat(32),
+        ];
+        for text in refused {
+            let error = check_sha256_hex(&text, "body_sha256").unwrap_err();
+            assert_eq!(error, Error::malformed("`body_sha256` must be 64 lowercase hex digits"), "{text:?}");
+        }
     }
 }

@@ -558,3 +558,166 @@ pub(crate) fn b64_field<const N: usize>(o: &Object, name: &str, ctx: &str) -> Re
     b64::decode_array(field::str(o, name)?)
         .ok_or_else(|| Error::malformed(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::json::obj;
+
+    const NOW: Timestamp = Timestamp(1_800_000_000_000);
+
+    fn addr(text: &str) -> Address {
+        Address::parse(text).unwrap()
+    }
+
+    fn draft() -> Draft {
+        Draft::new(
+            "m-1".into(),
+            addr("ana@a.example"),
+            vec![addr("bo@b.example")],
+            NOW,
+            Content::new("text/plain", "hola".into()),
+        )
+    }
+
+    /// The envelope of [`draft`] with `members` set on its object.
+    fn with(members: &[(&str, Value)]) -> Result<Envelope, Error> {
+        let mut raw = draft().build().unwrap().into_object();
+        for (k, v) in members {
+            raw.insert((*k).to_owned(), v.clone());
+        }
+        Envelope::from_object(raw)
+    }
+
+    fn content(media: &str) -> Result<Content, Error> {
+        Content::from_value(&Value::Object(obj([("media", media.into()), ("body", "hola".into())])))
+    }
+
+    #[test]
+    fn content_media_is_1_to_255_characters() {
+        let refused = Err(Error::malformed("`content.media` must be 1 to 255 characters"));
+        assert_eq!(content(""), refused);
+        assert_eq!(content("m").unwrap().media, "m");
+        assert_eq!(content(&"m".repeat(255)).unwrap().media, "m".repeat(255));
+        assert_eq!(content(&"m".repeat(256)), refused);
+    }
+
+    #[test]
+    fn content_keeps_its_unknown_members_apart_from_media_and_body() {
+        let value =
+            Value::Object(obj([("media", "text/plain".into()), ("body", "hola".into()), ("lang", "es".into())]));
+        let content = Content::from_value(&value).unwrap();
+        assert_eq!(content.media, "text/plain");
+        assert_eq!(content.body, Value::from("hola"));
+        assert_eq!(content.extra, obj([("lang", "es".into())]));
+        assert_eq!(content.to_value(), value);
+    }
+
+    #[test]
+    fn the_optional_members_read_back_as_written() {
+        let mut d = draft();
+        d.expires = Some(Timestamp(NOW.0 + 60_000));
+        d.deliver_after = Some(Timestamp(NOW.0 + 1_000));
+        d.thread = Some("t-1".into());
+        d.in_reply_to = Some("m-0".into());
+        d.extra.insert("stamp".into(), obj([("house", "b.example".into()), ("amount", 3.into())]).into());
+        d.extra.insert("receipt".into(), "delivered".into());
+        let env = d.build().unwrap();
+        assert_eq!(env.expires(), Some(Timestamp(NOW.0 + 60_000)));
+        assert_eq!(env.deliver_after(), Some(Timestamp(NOW.0 + 1_000)));
+        assert_eq!(env.thread(), Some("t-1"));
+        assert_eq!(env.in_reply_to(), Some("m-0"));
+        assert_eq!(env.stamp(), Some(&Stamp { house: "b.example".into(), amount: 3 }));
+        assert!(env.wants_delivery_receipt());
+
+        let bare = draft().build().unwrap();
+        assert_eq!((bare.expires(), bare.deliver_after(), bare.thread(), bare.stamp()), (None, None, None, None));
+        assert!(!bare.wants_delivery_receipt());
+        assert!(!with(&[("receipt", "read".into())]).unwrap().wants_delivery_receipt());
+    }
+
+    #[test]
+    fn a_pow_nonce_is_1_to_64_characters() {
+        let pow = |nonce: &str| with(&[("pow", obj([("bits", 8.into()), ("nonce", nonce.into())]).into())]);
+        let refused = Err(Error::malformed("`pow.nonce` must be 1 to 64 characters"));
+        assert_eq!(pow(""), refused);
+        assert_eq!(pow("n").unwrap().pow(), Some(&Pow { bits: 8, nonce: "n".into() }));
+        assert_eq!(pow(&"n".repeat(64)).unwrap().pow(), Some(&Pow { bits: 8, nonce: "n".repeat(64) }));
+        assert_eq!(pow(&"n".repeat(65)), refused);
+    }
+
+    #[test]
+    fn an_intro_may_be_exactly_4096_bytes() {
+        let intro = |body_len: usize| {
+            let mut d = draft();
+            d.kind = Kind::Intro;
+            d.content = Content::new("text/plain", "x".repeat(body_len).into());
+            d.build().unwrap()
+        };
+        let overhead = intro(0).canonical_str().len();
+        let fits = intro(limits::MAX_INTRO_BYTES - overhead);
+        assert_eq!(fits.canonical_str().len(), limits::MAX_INTRO_BYTES);
+        assert_eq!(fits.check_size(usize::MAX), Ok(()));
+        assert_eq!(fits.check_size(limits::MAX_INTRO_BYTES), Ok(()));
+        let over = intro(limits::MAX_INTRO_BYTES - overhead + 1);
+        assert_eq!(over.check_size(usize::MAX).unwrap_err().kind, ErrorKind::TooLarge);
+        assert_eq!(fits.check_size(limits::MAX_INTRO_BYTES - 1).unwrap_err().kind, ErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn an_unsigned_envelope_is_refused_as_not_signed() {
+        let key = SigningKey::from_seed([3; 32]);
+        let unsigned = draft().build().unwrap();
+        assert_eq!(
+            unsigned.clone().verify_with_key(&key.public()).unwrap_err(),
+            Error::forbidden("envelope is not signed")
+        );
+        assert!(unsigned.sign(&key).unwrap().verify_with_key(&key.public()).is_ok());
+    }
+
+    fn attachment(sha256: &str, bytes: Option<i64>) -> Value {
+        let mut a = obj([("url", "https://b.example/f".into()), ("sha256", sha256.into())]);
+        if let Some(b) = bytes {
+            a.insert("bytes".into(), b.into());
+        }
+        a.into()
+    }
+
+    #[test]
+    fn attachments_are_at_most_64_each_with_a_lowercase_sha256_and_no_negative_size() {
+        let digest = hex(&sha256(b"f"));
+        let list = |items: Vec<Value>| with(&[("attachments", Value::Array(items))]).map(|_| ());
+        let many = |n: usize| list(vec![attachment(&digest, Some(1)); n]);
+        assert_eq!(many(0), Ok(()));
+        assert_eq!(many(1), Ok(()));
+        assert_eq!(many(limits::MAX_ATTACHMENTS), Ok(()));
+        assert_eq!(many(limits::MAX_ATTACHMENTS + 1), Err(Error::malformed("too many attachments")));
+
+        let bad_digest = Err(Error::malformed("`attachments[].sha256` must be 64 lowercase hex digits"));
+        assert_eq!(list(vec![attachment(&digest, None)]), Ok(()));
+        assert_eq!(list(vec![attachment(&digest[..63], None)]), bad_digest);
+        assert_eq!(list(vec![attachment(&format!("{digest}0"), None)]), bad_digest);
+        assert_eq!(list(vec![attachment(&digest.to_uppercase(), None)]), bad_digest);
+        assert_eq!(list(vec![attachment(&"g".repeat(64), None)]), bad_digest);
+
+        let negative = Err(Error::malformed("`attachments[].bytes` must not be negative"));
+        assert_eq!(list(vec![attachment(&digest, Some(0))]), Ok(()));
+        assert_eq!(list(vec![attachment(&digest, Some(1))]), Ok(()));
+        assert_eq!(list(vec![attachment(&digest, Some(-1))]), negative);
+        assert_eq!(list(vec![attachment(&digest, Some(0)), attachment(&digest, Some(-1))]), negative);
+    }
+
+    #[test]
+    fn an_envelope_equals_and_prints_as_its_copy_once_its_work_digest_is_worked_out() {
+        let env = draft().build().unwrap();
+        let worked = env.clone();
+        let digest = worked.work_digest();
+        assert_eq!(worked, env);
+        let printed = format!("{worked:?}");
+        assert_eq!(printed, format!("{env:?}"));
+        assert!(printed.contains("work_digest: WorkDigest }"), "{printed}");
+        assert!(!printed.contains(&digest), "{printed}");
+    }
+}
