@@ -199,4 +199,44 @@ mod tests {
         assert_eq!(u, "ffffffff-ffff-4fff-bfff-ffffffffffff");
         assert!(check_id(&u).is_ok());
     }
+
+    #[test]
+    fn an_address_and_a_reference_to_one_are_equal_exactly_when_their_texts_are_both_ways() {
+        let ana = Address::parse("ana@x.y").unwrap();
+        let (same, bo) = (Address::parse("ana@x.y").unwrap(), Address::parse("bo@x.y").unwrap());
+        // `&Address == Address`, as `card.address() == addr` reads.
+        let r: &Address = &ana;
+        assert!(r == same);
+        assert!(r != bo);
+        // `Address == &Address`, as `addr == card.address()` reads.
+        assert!(same == r);
+        assert!(bo != r);
+    }
+
+    #[test]
+    fn the_bounds_of_a_domain_and_of_its_labels_are_exact() {
+        let l63 = "a".repeat(63);
+        let d253 = format!("{l63}.{l63}.{l63}.{}", "b".repeat(61));
+        assert_eq!(d253.len(), 253);
+        assert_eq!(check_domain(&d253), Ok(()));
+        assert!(Address::parse(&format!("ana@{d253}")).is_ok());
+        let d254 = format!("{l63}.{l63}.{l63}.{}", "b".repeat(62));
+        assert_eq!(check_domain(&d254), Err("domain empty or longer than 253"));
+        assert!(Address::parse(&format!("ana@{d254}")).is_err());
+        assert_eq!(check_domain(""), Err("domain empty or longer than 253"));
+        assert_eq!(check_domain(&l63), Ok(()));
+        assert_eq!(check_domain(&format!("x.{l63}a")), Err("domain label empty or longer than 63"));
+        assert_eq!(check_domain("x..y"), Err("domain label empty or longer than 63"));
+    }
+
+    #[test]
+    fn a_domain_holds_lowercase_letters_digits_and_inner_hyphens() {
+        for ok in ["x-1.y2", "0-0.9", "a--b.c", "localhost"] {
+            assert_eq!(check_domain(ok), Ok(()), "{ok}");
+        }
+        for bad in ["x_1.y", "X.y", "x.y!", "x y.z"] {
+            assert_eq!(check_domain(bad), Err("domain may hold only lowercase a-z 0-9 - and dots"), "{bad}");
+        }
+        assert_eq!(check_domain("x.y-"), Err("domain label starts or ends with '-'"));
+    }
 }

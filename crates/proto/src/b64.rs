@@ -150,4 +150,15 @@ mod tests {
         assert_eq!(decode("_-8"), Some(vec![0xff, 0xef]));
         assert_eq!(encode(&[0xfb, 0xff]), "-_8");
     }
+
+    #[test]
+    fn a_text_one_character_past_a_whole_quad_is_refused_even_when_that_character_is_zero() {
+        // One character holds 6 bits, not a byte: no length 4k + 1 encodes anything, whatever
+        // the character (`A` is all zero bits, so only the length can refuse it).
+        for text in ["A", "Z", "_", "Zm9vA", "AAAAA", "Zm9vYmFyA", "Zm9vYmFyQ"] {
+            assert_eq!(decode(text), None, "{text}");
+        }
+        assert_eq!(decode("AA"), Some(vec![0]));
+        assert_eq!(decode("Zm9vAA"), Some(b"foo\0".to_vec()));
+    }
 }

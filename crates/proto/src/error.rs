@@ -189,4 +189,13 @@ mod tests {
         assert!(!wire.contains("hunter2"));
         assert_eq!(wire, r#"{"code":500,"error":"internal","ok":false,"reason":"internal error"}"#);
     }
+
+    #[test]
+    fn an_error_displays_as_its_code_its_slug_and_its_reason() {
+        let e = Error::forbidden("the quote is not signed by its seller");
+        assert_eq!(e.to_string(), "403 (forbidden): the quote is not signed by its seller");
+        assert_eq!(Error::new(ErrorKind::HeadersTooLarge, "x").to_string(), "431 (headers_too_large): x");
+        // Unlike the wire form, the text keeps an internal reason: it is for logs.
+        assert_eq!(Error::new(ErrorKind::Internal, "disk full").to_string(), "500 (internal): disk full");
+    }
 }

@@ -350,4 +350,70 @@ mod tests {
         let err = audit("a.test", &[key().public()], &[e.to_value()]).unwrap_err();
         assert!(err.reason.contains("ana@a.test"), "{}", err.reason);
     }
+
+    #[test]
+    fn an_audit_accepts_an_agent_balance_that_comes_back_to_exactly_zero() {
+        let first =
+            draft(vec![Line::new("casa@a.test", -5), Line::new("ana@a.test", 5)]).sign(1, GENESIS, &key()).unwrap();
+        let mut back = draft(vec![Line::new("ana@a.test", -5), Line::new("casa@a.test", 5)]);
+        back.id = "e-2".into();
+        let second = back.sign(2, &first.sha256_hex(), &key()).unwrap();
+        let r = audit("a.test", &[key().public()], &[first.to_value(), second.to_value()]).unwrap();
+        assert_eq!(r.entries, 2);
+        assert_eq!(r.balances.get("ana@a.test"), Some(&0));
+        assert_eq!(r.issued, 0);
+        assert_eq!(r.head, second.sha256_hex());
+    }
+
+    #[test]
+    fn an_escrow_account_is_the_prefix_and_the_contract_id() {
+        assert_eq!(escrow_account("c-1"), "escrow:c-1");
+        assert_eq!(check_account(&escrow_account("c-1")), Ok(()));
+        assert_eq!(house_account("a.test"), "casa@a.test");
+    }
+
+    #[test]
+    fn an_entry_has_at_most_sixteen_lines() {
+        // n - 1 agents get 1 each from the house.
+        let lines = |n: i64| -> Vec<Line> {
+            let mut v: Vec<Line> = (1..n).map(|i| Line::new(format!("a{i}@a.test"), 1)).collect();
+            v.push(Line::new("casa@a.test", 1 - n));
+            v
+        };
+        assert_eq!(MAX_LINES, 16);
+        assert_eq!(lines(16).len(), 16);
+        assert_eq!(check_lines(&lines(16)), Ok(()));
+        assert_eq!(check_lines(&lines(17)).unwrap_err().reason, "an entry has 1 to 16 lines");
+        assert_eq!(check_lines(&lines(1)).unwrap_err().reason, "a line moves 1 to 2^53 - 1 tokens");
+    }
+
+    #[test]
+    fn a_line_moves_at_most_the_largest_amount() {
+        let max = limits::MAX_AMOUNT;
+        assert_eq!(check_lines(&[Line::new("casa@a.test", -max), Line::new("ana@a.test", max)]), Ok(()));
+        for over in [max + 1, i64::MAX] {
+            let err = check_lines(&[Line::new("casa@a.test", -over), Line::new("ana@a.test", over)]).unwrap_err();
+            assert_eq!(err.reason, "a line moves 1 to 2^53 - 1 tokens", "{over}");
+        }
+        let err = check_lines(&[Line::new("casa@a.test", i64::MIN), Line::new("ana@a.test", 1)]).unwrap_err();
+        assert_eq!(err.reason, "a line moves 1 to 2^53 - 1 tokens");
+    }
+
+    #[test]
+    fn an_entry_gives_back_its_meta_refs_and_whole_canonical_text() {
+        let mut d = draft(vec![Line::new("casa@a.test", -5), Line::new("ana@a.test", 5)]);
+        d.refs = obj([("quote", "q-1".into())]);
+        let e = d.sign(1, GENESIS, &key()).unwrap();
+        assert_eq!(e.meta(), &obj([("primitive", "issue".into())]));
+        assert_eq!(e.refs(), &obj([("quote", "q-1".into())]));
+        let sig = field::object(e.object(), "signature").unwrap();
+        let (kid, value) = (field::str(sig, "kid").unwrap(), field::str(sig, "value").unwrap());
+        assert_eq!(
+            e.canonical_string(),
+            format!(
+                r#"{{"at":"2023-11-14T22:13:20.000Z","concept":"welcome","house":"a.test","id":"e-1","lines":[{{"account":"casa@a.test","delta":-5}},{{"account":"ana@a.test","delta":5}}],"meta":{{"primitive":"issue"}},"n":1,"prev":"{GENESIS}","refs":{{"quote":"q-1"}},"signature":{{"alg":"Ed25519","kid":"{kid}","value":"{value}"}},"tipo":"asiento"}}"#
+            )
+        );
+        assert_eq!(hex(&sha256(e.canonical_string().as_bytes())), e.sha256_hex());
+    }
 }

@@ -47,3 +47,25 @@ pub const MAX_CONCEPT_BYTES: usize = 256;
 pub const BPS_WHOLE: i64 = 10_000;
 /// How long a card stays cached (spec §2).
 pub const CARD_CACHE_MS: i64 = 5 * 60 * 1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limits_the_spec_names_have_its_values() {
+        // docs/SPEC.md §5: envelopes are at most `policy.max_bytes`, "default 1 MiB".
+        assert_eq!(MAX_ENVELOPE_BYTES, 1_048_576);
+        // §5, pinned: "an `intro` is at most 4096 bytes of canonical JSON".
+        assert_eq!(MAX_INTRO_BYTES, 4096);
+        // §6.1: fetched "documents over 64 KiB, 403"; "Limits": "small documents 64 KiB".
+        assert_eq!(MAX_DOCUMENT_BYTES, 65_536);
+        // §15: "A quote is at most 16 KiB of canonical JSON (413) and its `concept` at most 256 bytes".
+        assert_eq!(MAX_QUOTE_BYTES, 16_384);
+        assert_eq!(MAX_CONCEPT_BYTES, 256);
+        // §8: a token is accepted "within 5 minutes either side of `ts`".
+        assert_eq!(AUTH_WINDOW_MS, 300_000);
+        // §6.1: "Verified cards are reused for 5 minutes from their fetch"; "Limits": "card cache 5 minutes".
+        assert_eq!(CARD_CACHE_MS, 300_000);
+    }
+}

@@ -211,3 +211,93 @@ impl Quote {
         Value::Object(self.raw.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp(1_700_000_000_000);
+
+    fn key() -> SigningKey {
+        SigningKey::from_seed([7; 32])
+    }
+
+    fn draft() -> QuoteDraft {
+        QuoteDraft {
+            id: "q-1".into(),
+            house: "a.test".into(),
+            seller: Address::parse("ana@a.test").unwrap(),
+            buyer: Address::parse("bo@a.test").unwrap(),
+            contract: ContractKind::Spot,
+            price: 40,
+            currency: "tok".into(),
+            concept: "a review".into(),
+            terms: None,
+            arbiter: None,
+            referrer: None,
+            issued: NOW,
+            expires: None,
+            extra: Object::new(),
+        }
+    }
+
+    #[test]
+    fn a_quote_is_at_most_16384_bytes_of_canonical_json() {
+        // The signature's length is fixed, so `pad` grows the signed quote byte for byte.
+        let padded = |n: usize| {
+            let mut d = draft();
+            d.extra = obj([("pad", "x".repeat(n).into())]);
+            d.sign(&key())
+        };
+        let base = canonical_object(padded(0).unwrap().object()).len();
+        let fits = padded(limits::MAX_QUOTE_BYTES - base).unwrap();
+        assert_eq!(canonical_object(fits.object()).len(), 16_384);
+        assert_eq!(Quote::from_object(fits.object().clone()).unwrap(), fits);
+        let err = padded(limits::MAX_QUOTE_BYTES - base + 1).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::TooLarge);
+        assert_eq!(err.reason, "a quote may be 16384 bytes of canonical JSON");
+    }
+
+    #[test]
+    fn a_quotes_concept_is_at_most_256_bytes_not_characters() {
+        let mut d = draft();
+        d.concept = "é".repeat(128);
+        assert_eq!(d.clone().sign(&key()).unwrap().concept.len(), 256);
+        d.concept.push('x');
+        let err = d.sign(&key()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Malformed);
+        assert_eq!(err.reason, "a quote's `concept` may be 256 bytes");
+    }
+
+    #[test]
+    fn a_quotes_price_is_1_to_the_largest_amount() {
+        for ok in [1, 40, limits::MAX_AMOUNT] {
+            let mut d = draft();
+            d.price = ok;
+            assert_eq!(d.sign(&key()).unwrap().price, ok);
+        }
+        for bad in [0, -1, -limits::MAX_AMOUNT] {
+            let mut d = draft();
+            d.price = bad;
+            assert_eq!(d.sign(&key()).unwrap_err().reason, "`price` must be a positive integer", "{bad}");
+        }
+        // Past the largest amount the number is no safe integer: refused before the check.
+        let mut d = draft();
+        d.price = limits::MAX_AMOUNT + 1;
+        assert_eq!(d.sign(&key()).unwrap_err().kind, ErrorKind::Malformed);
+    }
+
+    #[test]
+    fn a_quote_verifies_with_its_sellers_key_and_no_other() {
+        let q = draft().sign(&key()).unwrap();
+        assert_eq!(q.clone().verify_with_key(&key().public(), NOW).unwrap().into_inner(), q);
+        let err = q.clone().verify_with_key(&SigningKey::from_seed([8; 32]).public(), NOW).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Forbidden);
+        let mut d = draft();
+        d.expires = Some(Timestamp(NOW.0 + 1));
+        let q = d.sign(&key()).unwrap();
+        assert!(q.clone().verify_with_key(&key().public(), NOW).is_ok());
+        let err = q.verify_with_key(&key().public(), Timestamp(NOW.0 + 1)).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Expired);
+    }
+}
