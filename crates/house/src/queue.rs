@@ -412,6 +412,12 @@ impl<D: Db, N: Net> House<D, N> {
         purge.extend(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
         purge.extend(crate::store::upkeep(now.millis()));
         purge.push(crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
+        // The authority's counts past their hour, and approvals decided a month ago.
+        purge.extend(crate::store::libro::prune_authority(
+            now.millis(),
+            crate::libro::KEEP_DECIDED_MS,
+            crate::libro::UPKEEP_BATCH,
+        ));
         self.db.batch(purge).await.map_err(port_error)?;
         let mut report = TickReport::default();
         // Each domain's health as this tick learns it: an earlier turn may find it failing.

@@ -798,3 +798,48 @@ fn an_envelope_that_arrived_unanswered_is_not_bounced_when_it_expires() {
     // (An attempt that surely never arrived — the host down — leaves the deadline as it was:
     // `expiry_in_the_queue_bounces_at_once`.)
 }
+
+/// The tick forgets what the authority keeps for a while: counts of money movements once their
+/// hour has passed, and approvals a month after they were decided (with their approvers); a
+/// count within its hour and an approval still waiting, or decided within the month, stay.
+#[test]
+fn the_tick_forgets_authority_counts_after_their_hour_and_decided_approvals_after_a_month() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let now = a.now().millis();
+    let month = nyx5_house::libro::KEEP_DECIDED_MS;
+    let hour = nyx5_proto::authority::HOUR_MS;
+    let mut put = vec![
+        stmt!(
+            "INSERT INTO libro_uses (subject, at, envelope, amount) VALUES ('ana@a.test', ?, 'old', 1)",
+            now - hour - 1
+        ),
+        stmt!(
+            "INSERT INTO libro_uses (subject, at, envelope, amount) VALUES ('ana@a.test', ?, 'new', 1)",
+            now - hour + MINUTE
+        ),
+    ];
+    for (id, state, updated) in [
+        ("gone", "approved", now - month - 1),
+        ("kept", "declined", now - month + MINUTE),
+        ("waits", "pending", now - 2 * month),
+    ] {
+        put.push(stmt!(
+            "INSERT INTO libro_pending (id, operator, state, expires, created, updated, envelope, record)
+             VALUES (?, 'ana@a.test', ?, ?, 0, ?, '{}', '{}')",
+            id,
+            state,
+            now + month,
+            updated
+        ));
+        put.push(stmt!("INSERT INTO libro_pending_approvers (pending, approver) VALUES (?, 'bo@a.test')", id));
+    }
+    block_on(a.db.batch(put)).unwrap();
+    w.tick_all();
+    let ids = |sql: &'static str| -> Vec<String> {
+        block_on(a.db.query(stmt!(sql))).unwrap().iter().map(|r| r.text("id").unwrap().to_owned()).collect()
+    };
+    assert_eq!(ids("SELECT envelope AS id FROM libro_uses ORDER BY envelope"), ["new"]);
+    assert_eq!(ids("SELECT id FROM libro_pending ORDER BY id"), ["kept", "waits"]);
+    assert_eq!(ids("SELECT pending AS id FROM libro_pending_approvers ORDER BY pending"), ["kept", "waits"]);
+}

@@ -1025,8 +1025,6 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         done += self.expire_approvals().await?;
-        // Counts past their hour, and approvals decided a month ago, go.
-        let _ = self.db.batch(store::prune_authority(now.millis(), KEEP_DECIDED_MS, UPKEEP_BATCH)).await;
         Ok(done)
     }
 
