@@ -1,26 +1,32 @@
 -- An accepted envelope writes four rows, not five (issue 12 §5, D1 rows): the index
 -- `mailbox_pending (local, seq, …)`, written by every insert, is gone. Each agent's mailbox now
--- owns a range of `seq`s instead, so the table's own key keeps a mailbox's envelopes together
--- and in order, which is all a page needs:
+-- owns a range of `seq`s instead, so the table's own key keeps a mailbox's waiting envelopes
+-- together and in order, which is all a page needs:
 --
---   seq = (mbox << 40) + n
+--   seq = (mbox << 30) + n       while the envelope waits
+--   seq = -((mbox << 30) + n)    once it is acknowledged
 --
--- `agents.mbox` numbers the mailbox (1 to 2^23 − 1, given once at registration, never reused:
--- agents are never deleted) and `n` counts its envelopes from 1. `n` is the `seq` the API shows;
--- an envelope takes the mailbox's highest `n` plus one (rows are never deleted:
--- `mailbox_rows_kept`), so `n` only grows and a reader's `after` never misses one.
+-- `agents.mbox` numbers the mailbox (1 to 2^23 − 1, given once as the agent is inserted, never
+-- reused: agents are never deleted) and `n` counts its envelopes from 1; `n` is the `seq` the
+-- API shows. Every whole `seq` stays below 2^53 in size, so D1 can hand one to JavaScript (a
+-- statement's `meta.last_row_id`) as an exact number. An envelope takes the mailbox's highest `n`,
+-- waiting or acknowledged, plus one (rows are never deleted: `mailbox_rows_kept`), so `n` only
+-- grows and a reader's `after` never misses one.
 --
--- Acknowledged rows stay in the range (their ids guard against a second delivery), so a page
--- skips them from `mailbox_usage.floor`: every `n` up to it is acknowledged. Acknowledging keeps
--- the floor, at the cost of reading the acknowledged rows it passes, once.
+-- An acknowledged row moves to the mirror of its range below zero (its id still guards against a
+-- second delivery), so a page walks waiting envelopes only, however many were acknowledged
+-- before, after or between them.
 --
 -- Rows already stored keep their `seq` as `n` (a global counter is increasing within each
--- mailbox too), so cursors that clients hold stay valid. Rows of a local no agent holds (none
--- are written so, but an operator may have) go to range 0, which no agent owns. The text
+-- mailbox too), so cursors that clients hold stay valid; a house that had stored 2^30 envelopes
+-- would fail this migration on the key rather than mix mailboxes. Rows of a local no agent holds
+-- (none are written so, but an operator may have) go to range 0, which no agent owns. The text
 -- (`envelope`) becomes the last column, so reading a row's size and state never walks the
 -- overflow pages of a large envelope.
 ALTER TABLE agents ADD COLUMN mbox INTEGER CONSTRAINT mailbox_number CHECK (mbox BETWEEN 1 AND 8388607);
-UPDATE agents SET mbox = rowid;
+UPDATE agents SET mbox = r.n
+  FROM (SELECT rowid AS id, row_number() OVER (ORDER BY rowid) AS n FROM agents) AS r
+  WHERE agents.rowid = r.id;
 CREATE UNIQUE INDEX agents_mbox ON agents (mbox);
 
 CREATE TABLE mailbox_copy (
@@ -36,8 +42,8 @@ CREATE TABLE mailbox_copy (
   UNIQUE (local, envelope_id)
 ) STRICT;
 INSERT INTO mailbox_copy (seq, local, envelope_id, sender, received_at, acked_at, bytes, stamp, envelope)
-  SELECT (coalesce(a.mbox, 0) << 40) + m.seq, m.local, m.envelope_id, m.sender, m.received_at, m.acked_at,
-         m.bytes, m.stamp, m.envelope
+  SELECT CASE WHEN m.acked_at IS NULL THEN 1 ELSE -1 END * ((coalesce(a.mbox, 0) << 30) + m.seq),
+         m.local, m.envelope_id, m.sender, m.received_at, m.acked_at, m.bytes, m.stamp, m.envelope
   FROM mailbox AS m LEFT JOIN agents AS a ON a.local = m.local;
 DROP TABLE mailbox;
 ALTER TABLE mailbox_copy RENAME TO mailbox;
@@ -51,14 +57,11 @@ END;
 -- mailbox's, would be one no page of its agent ever shows. (The engine's inserts take their
 -- `seq` from the agent's row; this is the schema saying so to everything else.)
 CREATE TRIGGER mailbox_in_range BEFORE INSERT ON mailbox
-WHEN NEW.seq IS NULL OR NEW.seq <= 0 OR NEW.seq & 1099511627775 = 0
-  OR NEW.seq >> 40 IS NOT (SELECT mbox FROM agents WHERE local = NEW.local)
+WHEN NEW.seq IS NULL OR NEW.seq <= 0 OR NEW.seq & 1073741823 = 0
+  OR NEW.seq >> 30 IS NOT (SELECT mbox FROM agents WHERE local = NEW.local)
 BEGIN
   SELECT RAISE(ABORT, 'mailbox_range: an envelope goes into its own mailbox''s range of seq');
 END;
-
--- Every `n` of the mailbox up to `floor` is acknowledged (0: none known to be).
-ALTER TABLE mailbox_usage ADD COLUMN floor INTEGER NOT NULL DEFAULT 0;
 
 -- Every agent gets its number as it is inserted, whatever inserts it: the next after the
 -- highest given (agents are never deleted, so none is given twice).

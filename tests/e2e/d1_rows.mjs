@@ -141,6 +141,10 @@ try {
   const page = ok(await as(bo, 'GET', '/mailbox/bo?limit=50'), 200, 'GET /mailbox');
   assert.equal(page.json.envelopes.length, 50);
   record('mailbox_page_50', [page.meter], 'GET /mailbox/bo?limit=50 at b.test: token nonce, card, one page');
+  const ids = page.json.envelopes.map((e) => e.envelope.id);
+  const acked = ok(await as(bo, 'POST', '/mailbox/bo/ack', { body: { ids } }), 200, 'POST /mailbox/bo/ack');
+  assert.equal(acked.json.acked, 50);
+  record('mailbox_ack_50', [acked.meter], 'POST /mailbox/bo/ack of the 50 at b.test: token nonce, card, usage, the rows moved');
 
   let mark = logSize(a);
   await a.scheduled();

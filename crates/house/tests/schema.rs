@@ -246,7 +246,8 @@ fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
 }
 
 /// Migration 0013 moves each mailbox into a range of `seq`s of its own: every row keeps its
-/// columns, its old `seq` becomes its `n` (so a client's `after` still holds), agents are
+/// columns, its old `seq` becomes its `n` (so a client's `after` still holds; an acknowledged row
+/// goes to the range's mirror below zero), agents are
 /// numbered, and the rows of a local no agent holds go to range 0. Afterwards every new agent is
 /// numbered by the schema itself, an envelope inserted by the engine's statement takes its
 /// mailbox's highest `n` plus one, and the page index is gone (nothing but the table's key
@@ -294,8 +295,8 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
     assert_eq!(
         rows,
         [
+            (-(span + 2), "cy|e2|bo@b.test|11|20|0|stamp|".to_owned()),
             (3, "gone|e3|postmaster@a.test|12|-|-|-|{}".to_owned()),
-            (span + 2, "cy|e2|bo@b.test|11|20|0|stamp|".to_owned()),
             (2 * span + 1, "ana|e1|bo@b.test|10|-|7|-|{\"a\":1}".to_owned()),
             (2 * span + 4, "ana|e4|bo@b.test|13|-|2|-|{}".to_owned()),
         ]

@@ -4,7 +4,8 @@
 //! mandate's `spent` stays within its cap and covers its sub-mandates', a finished contract's
 //! escrow holds nothing, the journal audits (signatures, numbers, links, sums) and agrees with
 //! the balances; no mailbox holds an envelope twice, each envelope lies in its mailbox's range of
-//! `seq`s with none waiting at or below the mailbox's floor, and each mailbox's usage row is what it
+//! `seq`s if it waits and in the range's mirror below zero if it was acknowledged, and each
+//! mailbox's usage row is what it
 //! holds (envelopes not yet acknowledged, bytes of bodies still kept); leases and deadlines of queued jobs stay within their bounds; no envelope is both
 //! delivered and bounced, nor bounced twice, for one recipient. Once the network healed and the
 //! queues drained: each accepted envelope reached each recipient exactly once or was bounced to
@@ -158,21 +159,19 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     let astray = rows(
         house,
         stmt!(
-            "SELECT m.local AS local, m.envelope_id AS envelope_id, m.seq AS seq, a.mbox AS mbox,
-                    coalesce(u.floor, 0) AS floor
-               FROM mailbox m LEFT JOIN agents a ON a.local = m.local LEFT JOIN mailbox_usage u ON u.local = m.local
-              WHERE a.mbox IS NULL OR m.seq >> 40 != a.mbox OR m.seq - (a.mbox << 40) < 1
-                 OR (m.acked_at IS NULL AND m.seq - (a.mbox << 40) <= coalesce(u.floor, 0))"
+            "SELECT m.local AS local, m.envelope_id AS envelope_id, m.seq AS seq, a.mbox AS mbox
+               FROM mailbox m LEFT JOIN agents a ON a.local = m.local
+              WHERE a.mbox IS NULL OR abs(m.seq) >> 30 != a.mbox OR abs(m.seq) & 1073741823 = 0
+                 OR (m.acked_at IS NULL) != (m.seq > 0)"
         ),
     )?;
     if let Some(r) = astray.first() {
         return Err(format!(
-            "{}'s envelope {} has seq {} (mailbox {:?}, floor {}): outside its mailbox's range, or waiting below its floor",
+            "{}'s envelope {} has seq {} (mailbox {:?}): outside its mailbox's range, or on the wrong side of it",
             text(r, "local")?,
             text(r, "envelope_id")?,
             int(r, "seq")?,
             r.int("mbox"),
-            int(r, "floor")?
         ));
     }
     let off = rows(

@@ -972,7 +972,9 @@ mod tests {
         }
     }
 
-    /// The checks can fail: each wrong planted in a house's database is named by them.
+    /// The checks can fail: each wrong planted in a house's database is named by them (a usage
+    /// count off by one, a waiting envelope moved where only acknowledged ones go, one moved into
+    /// the next mailbox's range, a balance changed outside the journal).
     #[test]
     fn the_checks_name_a_wrong_planted_in_a_house() {
         let usage = planted(
@@ -980,13 +982,13 @@ mod tests {
              WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
         );
         assert!(usage.contains("mailbox usage counts"), "{usage}");
-        let floor = planted(
-            "UPDATE mailbox_usage SET floor = 1099511627775
-             WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
+        let hidden = planted(
+            "UPDATE mailbox SET seq = -seq
+             WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
         );
-        assert!(floor.contains("waiting below its floor"), "{floor}");
+        assert!(hidden.contains("on the wrong side"), "{hidden}");
         let astray = planted(
-            "UPDATE mailbox SET seq = seq + 1099511627776
+            "UPDATE mailbox SET seq = seq + 1073741824
              WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
         );
         assert!(astray.contains("outside its mailbox's range"), "{astray}");

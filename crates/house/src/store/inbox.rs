@@ -27,31 +27,30 @@ pub struct PageBounds {
 /// first: at most `limit`, and no more than fit in `bytes` (but at least one). Each row has
 /// `seq` (the `n`), `envelope`, `received_at`, `stamp`, and `candidates`, how many envelopes (up
 /// to `limit`) were waiting after `after`: fewer rows than that means the bytes cut the page
-/// short. The candidates are a walk along the mailbox's own range of the table's key, from past
-/// `after` and the mailbox's `floor` (below which all is acknowledged); their sizes and the cut
-/// come from the columns before the text, so an envelope's text is read only once it is in the
-/// page and a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes.
+/// short. The candidates are a walk along the mailbox's own range of the table's key, which holds
+/// waiting envelopes only (acknowledged ones have moved below zero); their sizes and the cut come
+/// from the columns before the text, so an envelope's text is read only once it is in the page
+/// and a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes.
 pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "WITH box AS (SELECT a.mbox << 40 AS base, max(?, coalesce(u.floor, 0)) AS past
-                          FROM agents AS a LEFT JOIN mailbox_usage AS u ON u.local = a.local WHERE a.local = ?)
+            "WITH box AS (SELECT a.mbox << 30 AS base FROM agents AS a WHERE a.local = ?)
              SELECT p.seq - p.base AS seq, p.candidates AS candidates, m.envelope AS envelope,
                     m.received_at AS received_at, m.stamp AS stamp
              FROM (SELECT seq, base, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n,
                           count(*) OVER () AS candidates
                    FROM (SELECT c.seq AS seq, x.base AS base, coalesce(c.bytes, ?) + ? AS size
                          FROM box AS x CROSS JOIN mailbox AS c
-                         WHERE c.seq > x.base + x.past AND c.seq <= x.base + ? AND c.acked_at IS NULL
+                         WHERE c.seq > x.base + ? AND c.seq <= x.base + ?
                          ORDER BY c.seq LIMIT ?)) AS p
              CROSS JOIN mailbox AS m ON m.seq = p.seq
              WHERE p.n = 1 OR p.running <= ?
              ORDER BY p.seq",
-            b.after.clamp(0, mailbox::SEQ_MAX),
             local,
             b.unrecorded,
             b.overhead,
+            b.after.clamp(0, mailbox::SEQ_MAX),
             mailbox::SEQ_MAX,
             b.limit,
             b.bytes
@@ -61,37 +60,25 @@ pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>,
 }
 
 /// Acknowledges the envelopes `ids` (a JSON array of distinct ids) in `local`'s mailbox: the
-/// first statement takes them off the mailbox's count of waiting envelopes and moves its `floor`
-/// up to just before the first envelope still waiting (or to its last, when none is); the second
-/// marks them. Their bytes stay counted until [`drop_bodies`] drops them: a mailbox's byte quota
-/// bounds what it stores, and an agent that acknowledges at once must not open it to an unending
-/// stream. A second ack changes nothing; the second statement's row count is how many were newly
-/// acknowledged. The floor's walk reads each acknowledged row it passes once, ever.
+/// first statement takes them off the mailbox's count of waiting envelopes; the second marks
+/// them and moves them to the mirror of the mailbox's range below zero, out of every page's way.
+/// Their bytes stay counted until [`drop_bodies`] drops them: a mailbox's byte quota bounds what
+/// it stores, and an agent that acknowledges at once must not open it to an unending stream. A
+/// second ack changes nothing; the second statement's row count is how many were newly
+/// acknowledged.
 pub fn ack(local: &str, ids: &str, now: i64) -> [Stmt; 2] {
     [
         stmt!(
-            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, floor)
-             SELECT a.local, 0, 0, 0, 0,
-                    coalesce((SELECT w.seq - 1 FROM mailbox AS w
-                              WHERE w.seq > (a.mbox << 40) + coalesce(u.floor, 0) AND w.seq <= (a.mbox << 40) + ?
-                                AND w.acked_at IS NULL AND w.envelope_id NOT IN (SELECT value FROM json_each(?))
-                              ORDER BY w.seq LIMIT 1),
-                             max(coalesce((SELECT l.seq FROM mailbox AS l WHERE l.seq <= (a.mbox << 40) + ?
-                                           ORDER BY l.seq DESC LIMIT 1), 0), a.mbox << 40)) - (a.mbox << 40)
-             FROM agents AS a LEFT JOIN mailbox_usage AS u ON u.local = a.local WHERE a.local = ?
-             ON CONFLICT (local) DO UPDATE SET
+            "UPDATE mailbox_usage SET
                envelopes = envelopes - (SELECT count(m.bytes) FROM json_each(?) AS j CROSS JOIN mailbox AS m
-                                        ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL),
-               floor = excluded.floor",
-            mailbox::SEQ_MAX,
+                                        ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL)
+             WHERE local = ?",
             ids,
-            mailbox::SEQ_MAX,
             local,
-            ids,
             local
         ),
         stmt!(
-            "UPDATE mailbox SET acked_at = ?
+            "UPDATE mailbox SET acked_at = ?, seq = -seq
              WHERE seq IN (SELECT m.seq FROM json_each(?) AS j CROSS JOIN mailbox AS m
                            ON m.local = ? AND m.envelope_id = j.value WHERE m.acked_at IS NULL)",
             now,

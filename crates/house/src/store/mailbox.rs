@@ -105,20 +105,27 @@ pub struct Quota {
     pub max_bytes: i64,
 }
 
-/// A mailbox's envelopes have `seq`s of their own range, `(mbox << SEQ_BITS) + n`: `agents.mbox`
-/// numbers the mailbox and `n`, from 1, is the `seq` its pages show (migration 0013). Keeping a
-/// mailbox together in the table's own key is what lets a page do without an index of its own,
-/// which every accepted envelope would write.
-pub const SEQ_BITS: u32 = 40;
+/// A mailbox's waiting envelopes have `seq`s of their own range, `(mbox << SEQ_BITS) + n`, and
+/// acknowledged ones its mirror below zero: `agents.mbox` numbers the mailbox and `n`, from 1, is
+/// the `seq` its pages show (migration 0013). Keeping a mailbox's waiting envelopes together in
+/// the table's own key is what lets a page do without an index of its own, which every accepted
+/// envelope would write. 2^23 − 1 mailboxes of 2^30 envelopes keep every whole `seq` within
+/// 2^53, a number D1 can hand to JavaScript exactly.
+pub const SEQ_BITS: u32 = 30;
 /// The highest `n` of a mailbox.
 pub const SEQ_MAX: i64 = (1 << SEQ_BITS) - 1;
 
 /// SQL, over an `agents AS a` row: the `seq` of the next envelope of `a`'s mailbox, its highest
-/// plus one (rows are never deleted, so `n` only grows). One seek down the table's key.
+/// `n`, waiting or acknowledged, plus one (rows are never deleted, so `n` only grows). Two seeks
+/// down the table's key.
 macro_rules! next_seq {
     () => {
-        "max(coalesce((SELECT m.seq FROM mailbox AS m WHERE m.seq < (a.mbox + 1) << 40
-                       ORDER BY m.seq DESC LIMIT 1), 0), a.mbox << 40) + 1"
+        "(a.mbox << 30) + 1 + max(
+           coalesce((SELECT m.seq FROM mailbox AS m WHERE m.seq <= (a.mbox << 30) + 1073741823
+                     ORDER BY m.seq DESC LIMIT 1), 0) - (a.mbox << 30),
+           coalesce((SELECT -m.seq FROM mailbox AS m WHERE m.seq >= -((a.mbox << 30) + 1073741823)
+                     ORDER BY m.seq LIMIT 1), 0) - (a.mbox << 30),
+           0)"
     };
 }
 pub(crate) use next_seq;
