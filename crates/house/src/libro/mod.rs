@@ -983,15 +983,12 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The tick's share of the Libro: issues owed (welcome gifts) are posted, bonds past their
     /// `expires` return to their bondholders, approvals nobody decided in time return their holds
-    /// (`expire_approvals`), and counts past their hour and approvals decided a month ago go.
-    /// Bounded per tick. Answers how many movements it made.
-    pub async fn libro_upkeep(&self) -> Result<usize, Error> {
-        let mut done = 0;
+    /// (`expire_approvals`). Bounded per tick. (The authority's old counts and decided approvals
+    /// go with the tick's purge batch: `store::libro::prune_authority`.)
+    pub async fn libro_upkeep(&self) -> Result<(), Error> {
         for row in store::due(&self.db, UPKEEP_BATCH).await? {
             // One row that cannot post waits; it holds up neither the others nor the bonds.
-            if self.post_due_row(&row).await.unwrap_or(false) {
-                done += 1;
-            }
+            let _posted = self.post_due_row(&row).await;
         }
         let now = self.now();
         let rules = self.libro_rules();
@@ -1018,21 +1015,18 @@ impl<D: Db, N: Net> House<D, N> {
                 stmts.extend(self.notice(("expiry", &c.id), holder, body, now)?);
             }
             match self.db.batch(stmts).await {
-                Ok(_) => done += 1,
                 // Lost to an operation or another tick: the next tick looks again.
-                Err(PortError::Constraint { .. }) => {}
+                Ok(_) | Err(PortError::Constraint { .. }) => {}
                 Err(e) => return Err(port_error(e)),
             }
         }
-        done += self.expire_approvals().await?;
-        Ok(done)
+        self.expire_approvals().await
     }
 
     /// Approvals nobody decided before their `expires`: each hold returns to its payer, and the
-    /// operator and every approver hear of it. Bounded per tick; answers how many.
-    async fn expire_approvals(&self) -> Result<usize, Error> {
+    /// operator and every approver hear of it. Bounded per tick.
+    async fn expire_approvals(&self) -> Result<(), Error> {
         let now = self.now();
-        let mut done = 0;
         for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
@@ -1062,13 +1056,12 @@ impl<D: Db, N: Net> House<D, N> {
                 stmts.extend(self.notice(("approval-expiry", &p.id), to, body, now)?);
             }
             match self.db.batch(stmts).await {
-                Ok(_) => done += 1,
                 // Decided or expired meanwhile: the next tick looks again.
-                Err(PortError::Constraint { .. }) => {}
+                Ok(_) | Err(PortError::Constraint { .. }) => {}
                 Err(e) => return Err(port_error(e)),
             }
         }
-        Ok(done)
+        Ok(())
     }
 }
 
