@@ -760,3 +760,202 @@ impl AgentCard {
         Ok(crate::sign::Signature::read(&self.raw, "certification")?.kid)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const NOW: Timestamp = Timestamp(1_788_548_400_000); // 2026-09-04T19:00:00Z
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey::from_seed([seed; 32])
+    }
+
+    fn addr(text: &str) -> Address {
+        Address::parse(text).unwrap()
+    }
+
+    /// sigo.uk's card draft with `other` further keys (seeds 10, 11, …).
+    fn domain_draft(other: u8) -> DomainCardDraft {
+        DomainCardDraft {
+            domain: "sigo.uk".into(),
+            estafeta: "https://mail.sigo.uk/e".into(),
+            other_keys: (0..other).map(|i| DomainKey::new(key(10 + i).public(), None)).collect(),
+            previous: vec![],
+            policy: obj([("inbound", "verified".into()), ("max_bytes", 65_536.into())]),
+            extensions: vec!["urn:nyx5:ext:libro".into(), "urn:nyx5:ext:pow".into()],
+            issued: NOW,
+        }
+    }
+
+    fn domain_card() -> DomainCard {
+        domain_draft(0).sign(&key(1), NOW).unwrap()
+    }
+
+    fn agent_draft(address: &str) -> AgentCardDraft {
+        AgentCardDraft::new(addr(address), key(2).public(), None, NOW)
+    }
+
+    /// The card's object with `name` set to `value`.
+    fn with<T>(raw: &Object, name: &str, value: Value, parse: fn(Object) -> Result<T, Error>) -> Result<T, Error> {
+        let mut raw = raw.clone();
+        raw.insert(name.into(), value);
+        parse(raw)
+    }
+
+    #[test]
+    fn cards_of_another_nyx5_version_are_refused() {
+        let refused = Error::malformed("unsupported nyx5 version \"2\"");
+        let domain = domain_card();
+        assert_eq!(with(domain.object(), "nyx5", "2".into(), DomainCard::from_object), Err(refused.clone()));
+        assert!(with(domain.object(), "nyx5", "1".into(), DomainCard::from_object).is_ok());
+        let agent = agent_draft("ana@sigo.uk").certify(&key(1)).unwrap();
+        assert_eq!(with(agent.object(), "nyx5", "2".into(), AgentCard::from_object), Err(refused));
+        assert!(with(agent.object(), "nyx5", "1".into(), AgentCard::from_object).is_ok());
+        let mut bare = agent.object().clone();
+        bare.remove("nyx5");
+        assert_eq!(AgentCard::from_object(bare).unwrap_err().kind, ErrorKind::Malformed);
+    }
+
+    #[test]
+    fn domain_card_reads_back_what_was_signed() {
+        let card = domain_draft(1).sign(&key(1), NOW).unwrap();
+        assert_eq!(card.domain(), "sigo.uk");
+        assert_eq!(card.estafeta(), "https://mail.sigo.uk/e");
+        assert_eq!(card.policy(), &obj([("inbound", "verified".into()), ("max_bytes", 65_536.into())]));
+        assert_eq!(card.extensions(), ["urn:nyx5:ext:libro", "urn:nyx5:ext:pow"]);
+        assert_eq!(card.issued(), NOW);
+        assert_eq!(card.keys().iter().map(|k| k.sig).collect::<Vec<_>>(), [key(1).public(), key(10).public()]);
+        // Without `policy` and `extensions`, both read as empty.
+        let mut draft = domain_draft(0);
+        (draft.policy, draft.extensions) = (Object::new(), vec![]);
+        let mut raw = draft.sign(&key(1), NOW).unwrap().object().clone();
+        raw.remove("policy");
+        raw.remove("extensions");
+        let bare = DomainCard::from_object(raw).unwrap();
+        assert_eq!((bare.policy(), bare.extensions()), (&Object::new(), &[][..]));
+    }
+
+    #[test]
+    fn domain_card_lists_1_to_8_keys() {
+        assert_eq!(limits::MAX_KEYS, 8);
+        let refused = Err(Error::malformed("`keys` must list 1 to 8 keys"));
+        let eight = domain_draft(7).sign(&key(1), NOW).unwrap();
+        assert_eq!(eight.keys().len(), 8);
+        assert!(eight.clone().verify(Some(&key(1).public())).is_ok());
+        assert_eq!(domain_draft(8).sign(&key(1), NOW), refused);
+        assert_eq!(with(eight.object(), "keys", Value::Array(vec![]), DomainCard::from_object), refused);
+        let one = domain_card();
+        assert_eq!(one.keys().len(), 1);
+    }
+
+    #[test]
+    fn domain_card_has_each_of_its_keys_and_no_other() {
+        let card = domain_draft(2).sign(&key(1), NOW).unwrap();
+        for seed in [1, 10, 11] {
+            assert!(card.has_key(&key(seed).public()), "key {seed}");
+        }
+        for seed in [2, 12] {
+            assert!(!card.has_key(&key(seed).public()), "key {seed}");
+        }
+        let single = domain_card();
+        assert!(single.has_key(&key(1).public()));
+        assert!(!single.has_key(&key(10).public()));
+    }
+
+    #[test]
+    fn max_bytes_is_the_policy_s_up_to_the_envelope_limit() {
+        let with_policy = |max: Option<Value>| {
+            let mut draft = domain_draft(0);
+            draft.policy = max.map(|m| obj([("max_bytes", m)])).unwrap_or_default();
+            draft.sign(&key(1), NOW).unwrap().max_bytes()
+        };
+        let limit = limits::MAX_ENVELOPE_BYTES;
+        assert_eq!(domain_card().max_bytes(), 65_536);
+        assert_eq!(with_policy(Some(0.into())), 0);
+        assert_eq!(with_policy(Some(1.into())), 1);
+        assert_eq!(with_policy(Some(1000.into())), 1000);
+        assert_eq!(with_policy(Some(Value::from(i64::try_from(limit).unwrap()))), limit);
+        assert_eq!(with_policy(Some(Value::from(i64::try_from(limit).unwrap() + 1))), limit);
+        assert_eq!(with_policy(None), limit);
+        assert_eq!(with_policy(Some((-1).into())), limit);
+        assert_eq!(with_policy(Some("1000".into())), limit);
+    }
+
+    #[test]
+    fn scope_cap_may_be_zero_but_not_negative() {
+        let scope = |text: &str| Scope::from_value(&Value::parse_str(text).unwrap());
+        assert_eq!(scope(r#"{"cap":0}"#).unwrap().cap, Some(0));
+        assert_eq!(scope(r#"{"cap":1}"#).unwrap().cap, Some(1));
+        assert_eq!(scope(r#"{}"#).unwrap(), Scope::default());
+        assert_eq!(scope(r#"{"cap":-1}"#), Err(Error::malformed("`scope.cap` must not be negative")));
+    }
+
+    #[test]
+    fn agent_card_reads_back_what_was_certified() {
+        let child = addr("tester.ana@sigo.uk");
+        let scope = Scope { cap: Some(7), ..Scope::default() };
+        let until = NOW.plus_ms(3_600_000);
+        let d = Delegation::sign(&addr("ana@sigo.uk"), &child, &key(3).public(), &scope, Some(until), NOW, &key(2))
+            .unwrap();
+        let mut draft = AgentCardDraft::new(child.clone(), key(3).public(), None, NOW);
+        draft.capabilities = obj([("listed", true.into()), ("tools", "none".into())]);
+        draft.inbox = obj([("policy", "contacts".into())]);
+        draft.valid_until = Some(until);
+        draft.delegation = Some(d.clone());
+        let card = draft.certify(&key(1)).unwrap();
+        assert_eq!(card.address(), &child);
+        assert_eq!(card.capabilities(), &obj([("listed", true.into()), ("tools", "none".into())]));
+        assert_eq!(card.inbox(), &obj([("policy", "contacts".into())]));
+        assert_eq!((card.valid_from(), card.valid_until()), (NOW, Some(until)));
+        assert_eq!(card.delegation(), Some(&d));
+        assert_eq!(card.delegation().map(|d| (&d.by, d.scope.cap)), Some((&addr("ana@sigo.uk"), Some(7))));
+
+        let plain = agent_draft("ana@sigo.uk").certify(&key(1)).unwrap();
+        assert_eq!(plain.capabilities(), &Object::new());
+        assert_eq!(plain.inbox(), &obj([("policy", "open".into())]));
+        assert_eq!((plain.valid_until(), plain.delegation()), (None, None));
+    }
+
+    #[test]
+    fn agent_card_lists_at_most_8_previous_keys() {
+        assert_eq!(limits::MAX_PREVIOUS_KEYS, 8);
+        let with_previous = |n: u8| {
+            let mut draft = agent_draft("ana@sigo.uk");
+            draft.previous = (0..n).map(|i| PreviousKey { sig: key(20 + i).public(), until: NOW }).collect();
+            draft.certify(&key(1))
+        };
+        assert_eq!(with_previous(8).unwrap().previous().len(), 8);
+        assert_eq!(with_previous(9), Err(Error::malformed("too many `previous` keys")));
+    }
+
+    #[test]
+    fn an_agent_is_listed_only_when_its_capabilities_say_listed_true() {
+        let listed = |value: Option<Value>| {
+            let mut draft = agent_draft("ana@sigo.uk");
+            draft.capabilities = value.map(|v| obj([("listed", v)])).unwrap_or_default();
+            draft.certify(&key(1)).unwrap().listed()
+        };
+        assert!(listed(Some(true.into())));
+        assert!(!listed(Some(false.into())));
+        assert!(!listed(Some("true".into())));
+        assert!(!listed(Some(1.into())));
+        assert!(!listed(None));
+    }
+
+    #[test]
+    fn an_agent_card_is_valid_from_five_minutes_before_valid_from_until_just_before_valid_until() {
+        let domain = domain_card().verify(Some(&key(1).public())).unwrap();
+        let mut draft = agent_draft("ana@sigo.uk");
+        draft.valid_until = Some(NOW.plus_ms(60_000));
+        let card = draft.certify(&key(1)).unwrap();
+        let at = |now: Timestamp| card.clone().verify(&domain, None, now).map(|_| ());
+        assert_eq!(limits::CLOCK_SKEW_MS, 300_000);
+        assert_eq!(at(NOW.plus_ms(-300_000)), Ok(()));
+        assert_eq!(at(NOW.plus_ms(-300_001)), Err(Error::forbidden("card of ana@sigo.uk is not valid yet")));
+        assert_eq!(at(NOW.plus_ms(59_999)), Ok(()));
+        assert_eq!(at(NOW.plus_ms(60_000)), Err(Error::forbidden("card of ana@sigo.uk has expired")));
+    }
+}
