@@ -156,3 +156,21 @@ pub fn small_body(req: &Request) -> Result<&[u8], Error> {
     }
     Ok(&req.body)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A small document's body may be exactly [`limits::MAX_DOCUMENT_BYTES`]; one byte more is
+    /// 413, before anything reads it.
+    #[test]
+    fn a_small_body_is_at_most_the_document_limit_exactly() {
+        let at = |n: usize| small_body(&Request::new("POST", "/x", Vec::new(), vec![b' '; n])).map(<[u8]>::len);
+        assert_eq!(at(limits::MAX_DOCUMENT_BYTES).unwrap(), limits::MAX_DOCUMENT_BYTES);
+        assert_eq!(at(0).unwrap(), 0);
+        let over = at(limits::MAX_DOCUMENT_BYTES + 1).unwrap_err();
+        assert_eq!((over.kind, &*over.reason), (ErrorKind::TooLarge, "body too large"));
+    }
+}
