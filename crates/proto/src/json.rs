@@ -774,6 +774,40 @@ mod tests {
     }
 
     #[test]
+    fn nested_objects_count_toward_the_depth_limit_like_arrays() {
+        let nested = |n: usize| "{\"a\":".repeat(n) + "1" + &"}".repeat(n);
+        let mut at_limit = Value::Number(1.0);
+        for _ in 0..limits::MAX_JSON_DEPTH {
+            at_limit = Value::Object(obj([("a", at_limit)]));
+        }
+        assert_eq!(Value::parse_str(&nested(32)), Ok(at_limit));
+        // The 33rd '{' is refused where it stands: after 32 times `{"a":`, at byte 160.
+        let e = Value::parse_str(&nested(33)).unwrap_err();
+        assert_eq!(
+            (e.kind, e.reason.as_ref()),
+            (ErrorKind::Malformed, "invalid JSON at byte 160: nesting deeper than 32")
+        );
+        // Objects and arrays share one count.
+        let mixed = "[{\"a\":".repeat(16) + "[1]" + &"}]".repeat(16);
+        let e = Value::parse_str(&mixed).unwrap_err();
+        assert_eq!(e.reason, "invalid JSON at byte 96: nesting deeper than 32");
+        assert!(Value::parse_str(&("[{\"a\":".repeat(16) + "1" + &"}]".repeat(16))).is_ok());
+    }
+
+    #[test]
+    fn opt_bool_gives_a_present_boolean_none_for_absent_or_null_and_refuses_other_values() {
+        let o = obj([("yes", true.into()), ("no", false.into()), ("nothing", Value::Null), ("text", "true".into())]);
+        assert_eq!(field::opt_bool(&o, "yes"), Ok(Some(true)));
+        assert_eq!(field::opt_bool(&o, "no"), Ok(Some(false)));
+        assert_eq!(field::opt_bool(&o, "nothing"), Ok(None));
+        assert_eq!(field::opt_bool(&o, "absent"), Ok(None));
+        let e = field::opt_bool(&o, "text").unwrap_err();
+        assert_eq!((e.kind, e.reason.as_ref()), (ErrorKind::Malformed, "field `text` must be a boolean"));
+        let e = field::opt_bool(&obj([("n", 1.into())]), "n").unwrap_err();
+        assert_eq!(e.reason, "field `n` must be a boolean");
+    }
+
+    #[test]
     fn numbers_follow_es6() {
         assert_eq!(format_number(1e21), "1e+21");
         assert_eq!(format_number(1e20), "100000000000000000000");
