@@ -6,7 +6,7 @@ use nyx5_proto::Value;
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::json::obj;
 
-use crate::common::{admin, agents_named, refused, register, rows};
+use crate::common::{admin, agents_named, refused, register, register_by, rows};
 use crate::kit::*;
 
 fn invitations(h: &TestHouse, authorization: &str) -> u16 {
@@ -119,4 +119,43 @@ fn registration_ts_is_good_for_five_minutes_and_not_a_millisecond_more() {
     w.clock.advance(1);
     assert_eq!(call(&h, "POST", "/agents", &[], &bo_body).status, 403);
     assert_eq!((agents_named(&h, "ana"), agents_named(&h, "bo")), (1, 0));
+}
+
+/// A Libro's account is read by its owner's token, local or foreign (spec §16): a foreign agent
+/// is proven through its own house's card, which the reading house fetches again once when the
+/// token's key is not the cached card's (the agent rotated), and never otherwise; a token of one
+/// agent never reads another's account, and a local agent's token is judged by the local card.
+#[test]
+fn a_foreign_agent_reads_its_own_account_even_just_after_it_rotated_and_no_other() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 1);
+    let bo = Agent::new("bo@b.test", 2);
+    assert_eq!(ana.register_admin(&a).status, 201);
+    assert_eq!(bo.register_admin(&b).status, 201);
+    let account = |who: &Agent, of: &str| who.get(&a, &format!("/libro/cuenta/{of}"));
+    let read = |r: nyx5_house::http::Response| json(&r, 200).as_object().unwrap()["account"].clone();
+    assert_eq!(read(account(&ana, "ana@a.test")), Value::from("ana@a.test"));
+    assert_eq!(read(account(&bo, "bo@b.test")), Value::from("bo@b.test"));
+    let fetched = || w.sent_to("b.test/agents/bo");
+    let before = fetched();
+    assert_eq!(read(account(&bo, "bo@b.test")), Value::from("bo@b.test"));
+    assert_eq!(fetched(), before, "a known key: the cached card, nothing fetched");
+    assert!(refused(&account(&bo, "ana@a.test"), 403).contains("only its own account"));
+    assert!(refused(&account(&ana, "bo@b.test"), 403).contains("only its own account"));
+    // bo rotates his key; a.test still holds the old card, and fetches it once.
+    let bo2 = Agent::new("bo@b.test", 3);
+    assert_eq!(register_by(&b, &bo, &bo2, &[]).status, 200);
+    assert_eq!(read(account(&bo2, "bo@b.test")), Value::from("bo@b.test"));
+    let after = fetched();
+    assert_eq!(after, before + 1, "the rotated card was fetched again, once");
+    // The old key, now a previous key in its grace, is known and not enough (403): nothing to
+    // fetch again for that.
+    assert!(refused(&account(&bo, "bo@b.test"), 403).contains("current key"));
+    assert_eq!(fetched(), after);
+    // A key no card of bo's ever had is refused as unauthenticated, after one more fetch.
+    let impostor = Agent::new("bo@b.test", 4);
+    assert_eq!(account(&impostor, "bo@b.test").status, 401);
+    assert_eq!(fetched(), after + 1);
 }
