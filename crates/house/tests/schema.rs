@@ -245,6 +245,36 @@ fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
     assert_eq!(indexes, ["mailbox_acked", "mailbox_pending"]);
 }
 
+/// Migration 0013 refuses, changing nothing, a house whose envelopes were numbered past one
+/// range (2^30): copied, such a row would land in the next mailbox's range.
+#[test]
+fn migration_0013_refuses_a_seq_too_large_for_a_range() {
+    for (seq, fits) in [(1_i64 << 30, false), ((1 << 30) - 1, true)] {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        migrate(&c, None, "0013_mailbox_ranges.sql");
+        c.execute_batch("INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES ('ana', '{}', 's', 'open', 0, 0)")
+            .unwrap();
+        c.execute(
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at) VALUES (?1, 'ana', 'e1', 'x', '{}', 1)",
+            [seq],
+        )
+        .unwrap();
+        let sql = nyx5_house::migrations::MIGRATIONS.iter().find(|(n, _)| *n == "0013_mailbox_ranges.sql").unwrap().1;
+        let outcome = c.execute_batch(&format!("BEGIN; {sql} COMMIT;"));
+        let stored: i64 = c.query_row("SELECT seq FROM mailbox", [], |r| r.get(0)).unwrap();
+        if fits {
+            outcome.unwrap();
+            assert_eq!(stored, (1 << 30) + seq);
+        } else {
+            assert!(outcome.unwrap_err().to_string().contains("seq_fits_in_a_range"));
+            c.execute_batch("ROLLBACK").unwrap();
+            assert_eq!(stored, seq);
+            let mbox = c.prepare("SELECT mbox FROM agents");
+            assert!(mbox.is_err(), "the agents table was changed");
+        }
+    }
+}
+
 /// Migration 0013 moves each mailbox into a range of `seq`s of its own: every row keeps its
 /// columns, its old `seq` becomes its `n` (so a client's `after` still holds; an acknowledged row
 /// goes to the range's mirror below zero), agents are

@@ -30,7 +30,10 @@ pub struct PageBounds {
 /// short. The candidates are a walk along the mailbox's own range of the table's key, which holds
 /// waiting envelopes only (acknowledged ones have moved below zero); their sizes and the cut come
 /// from the columns before the text, so an envelope's text is read only once it is in the page
-/// and a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes.
+/// and a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes. The walk also names
+/// `local`, which costs no read (the row is in hand) and keeps a row that reached another
+/// mailbox's range by any way but the engine's insert (`mailbox_in_range` refuses those) out of
+/// this agent's page.
 pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>, Error> {
     query(
         db,
@@ -42,7 +45,7 @@ pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>,
                           count(*) OVER () AS candidates
                    FROM (SELECT c.seq AS seq, x.base AS base, coalesce(c.bytes, ?) + ? AS size
                          FROM box AS x CROSS JOIN mailbox AS c
-                         WHERE c.seq > x.base + ? AND c.seq <= x.base + ?
+                         WHERE c.seq > x.base + ? AND c.seq <= x.base + ? AND c.local = ?
                          ORDER BY c.seq LIMIT ?)) AS p
              CROSS JOIN mailbox AS m ON m.seq = p.seq
              WHERE p.n = 1 OR p.running <= ?
@@ -52,6 +55,7 @@ pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>,
             b.overhead,
             b.after.clamp(0, mailbox::SEQ_MAX),
             mailbox::SEQ_MAX,
+            local,
             b.limit,
             b.bytes
         ),
