@@ -414,6 +414,13 @@ thread_local! {
     static FIXTURE: RefCell<Option<Fixture>> = const { RefCell::new(None) };
 }
 
+/// The first site lookup of an isolate, which builds the Public Suffix List's table
+/// (`nyx5_house::site`); `run.mjs` times it once, before anything else has looked a site up.
+#[wasm_bindgen]
+pub fn first_site() -> u32 {
+    nyx5_house::site::site(black_box("mail.example.co.uk")).len() as u32
+}
+
 /// The operations' names, comma-separated, in their index order.
 #[wasm_bindgen]
 pub fn names() -> String {

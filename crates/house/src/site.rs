@@ -4,15 +4,13 @@
 //! the sender can mint by the thousand.
 //!
 //! The list is `data/psl/public_suffix_list.dat` (where it comes from, and how to update it:
-//! `data/psl/README.md`), compiled by `build.rs` into one hash table of every name a rule
-//! mentions and what the rules say of it: one lookup per label of the name, nothing parsed at
-//! run time.
+//! `data/psl/README.md`), compiled by `build.rs` into a compact list (`PSL_CODED`) of every name a
+//! rule mentions and what the rules say of it. The first lookup builds a hash table from it
+//! (about 215 KB of the isolate's memory, built once); every lookup after that is one probe
+//! sequence per label of the name, nothing parsed.
 
-// `PSL_BLOB`, every name a rule mentions, in byte order, one after another; `PSL_OFFSETS`,
-// where each starts (and one more: where the last ends); `PSL_RULES`, what the rules say of each;
-// `PSL_TABLE`, open addressing (`psl_hash`, linear probing) holding a name's place plus one, 0 for
-// an empty slot; `PSL_LONGEST_RUN`, its longest run of occupied slots; `DEEPEST`, the most labels
-// any rule matches.
+// `PSL_CODED`, the names front-coded (see build.rs); `PSL_NAMES`, how many; `DEEPEST`, the most
+// labels any rule matches.
 include!(concat!(env!("OUT_DIR"), "/psl.rs"));
 include!("psl_hash.rs");
 
@@ -66,24 +64,94 @@ fn public_suffix(domain: &str) -> &str {
 /// What the rules say of `name`: `PSL_PLAIN`, `PSL_WILDCARD`, `PSL_EXCEPTION` bits, 0 for a name
 /// no rule mentions.
 fn rules_for(name: &str) -> u8 {
-    let slots = PSL_TABLE.len();
-    let start = usize::try_from(psl_hash(name) % slots as u64).unwrap_or(0);
-    for i in 0..=PSL_LONGEST_RUN {
-        let Some(place) = PSL_TABLE.get((start + i) % slots).and_then(|&p| usize::from(p).checked_sub(1)) else {
+    let table = table();
+    let slots = table.slots.len();
+    let start = usize::try_from(psl_hash(name) % slots.max(1) as u64).unwrap_or(0);
+    for i in 0..=table.longest_run {
+        let Some(place) = table.slots.get((start + i) % slots).and_then(|&p| usize::from(p).checked_sub(1)) else {
             return 0;
         };
-        if psl_name(place) == Some(name) {
-            return PSL_RULES.get(place).copied().unwrap_or(0);
+        if table.name(place) == Some(name) {
+            return table.rules.get(place).copied().unwrap_or(0);
         }
     }
     0
 }
 
-/// The name at `place` in the byte order of [`PSL_BLOB`].
-fn psl_name(place: usize) -> Option<&'static str> {
-    let start = usize::try_from(*PSL_OFFSETS.get(place)?).ok()?;
-    let end = usize::try_from(*PSL_OFFSETS.get(place + 1)?).ok()?;
-    PSL_BLOB.get(start..end)
+/// The list as lookups search it, built from `PSL_CODED` at first use.
+struct Table {
+    /// Every name, one after another, in `PSL_CODED`'s order.
+    names: String,
+    /// Where each name starts in `names`, and one more: where the last ends.
+    offsets: Vec<u32>,
+    /// What the rules say of each name.
+    rules: Vec<u8>,
+    /// Open addressing (`psl_hash`, linear probing): a name's place plus one, 0 for an empty slot.
+    /// Half as many slots again as names, so runs of occupied slots stay in the tens.
+    slots: Vec<u16>,
+    /// The longest run of occupied slots, wrapping around: no search goes further, whatever name
+    /// a sender chooses.
+    longest_run: usize,
+}
+
+fn table() -> &'static Table {
+    static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+    TABLE.get_or_init(Table::build)
+}
+
+impl Table {
+    fn build() -> Table {
+        let mut names = Vec::with_capacity(PSL_CODED.len() * 2);
+        let mut offsets = Vec::with_capacity(PSL_NAMES + 1);
+        let mut rules = Vec::with_capacity(PSL_NAMES);
+        offsets.push(0);
+        // Each entry: how many bytes at its end are the previous name's last, rules, the other
+        // bytes, `\n` (build.rs).
+        let mut rest = PSL_CODED;
+        let mut previous = 0..0;
+        while let [shared, rule, tail @ ..] = rest {
+            let end = tail.iter().position(|&b| b == b'\n').unwrap_or(tail.len());
+            let (own, after) = tail.split_at(end);
+            rest = after.get(1..).unwrap_or_default();
+            let start = names.len();
+            names.extend_from_slice(own);
+            let shared = usize::from(*shared).min(previous.len());
+            names.extend_from_within(previous.end - shared..previous.end);
+            previous = start..names.len();
+            offsets.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
+            rules.push(*rule);
+        }
+        // build.rs wrote ASCII names; were it not so, no name would match and every name would
+        // be its own suffix's site.
+        let names = String::from_utf8(names).unwrap_or_default();
+        let mut table = Table { names, offsets, rules, slots: vec![0; PSL_NAMES * 3 / 2 + 1], longest_run: 0 };
+        let len = table.slots.len();
+        for place in 0..table.rules.len() {
+            let Some(name) = table.name(place) else { continue };
+            let mut at = usize::try_from(psl_hash(name) % len as u64).unwrap_or(0);
+            while table.slots.get(at).is_some_and(|&p| p != 0) {
+                at = (at + 1) % len;
+            }
+            if let Some(slot) = table.slots.get_mut(at) {
+                *slot = u16::try_from(place + 1).unwrap_or(0);
+            }
+        }
+        // Walk the circle once from an empty slot (there is one: a third of them are).
+        let empty = table.slots.iter().position(|&p| p == 0).unwrap_or(0);
+        let mut run = 0;
+        for i in 1..=len {
+            run = if table.slots.get((empty + i) % len).is_some_and(|&p| p != 0) { run + 1 } else { 0 };
+            table.longest_run = table.longest_run.max(run);
+        }
+        table
+    }
+
+    /// The name at `place`.
+    fn name(&self, place: usize) -> Option<&str> {
+        let start = usize::try_from(*self.offsets.get(place)?).ok()?;
+        let end = usize::try_from(*self.offsets.get(place + 1)?).ok()?;
+        self.names.get(start..end)
+    }
 }
 
 /// `domain` and each name above it, longest first (`a.b.c`, `b.c`, `c`).
@@ -174,17 +242,45 @@ mod tests {
         assert_eq!(site("x.y.blogspot.com"), "y.blogspot.com", "private blogspot.com");
         assert_eq!(site("a.b.xn--55qx5d.cn"), "b.xn--55qx5d.cn", "公司.cn");
         assert_eq!(site("a.b.example.com."), "example.com", "a trailing dot");
-        let names: Vec<&str> = (0..PSL_RULES.len()).map(|i| psl_name(i).unwrap()).collect();
-        assert!(names.len() > 9000 && names.is_sorted());
-        assert_eq!(PSL_TABLE.iter().filter(|&&p| p != 0).count(), names.len());
+        let table = table();
+        let names: Vec<&str> = (0..table.rules.len()).map(|i| table.name(i).unwrap()).collect();
+        assert!(names.len() > 9000 && names.len() == PSL_NAMES);
+        assert_eq!(table.slots.iter().filter(|&&p| p != 0).count(), names.len());
+        assert!((1..100).contains(&table.longest_run), "{}", table.longest_run);
         // Every name is found from its own slot, and no name is found where none is.
-        assert!(names.iter().zip(PSL_RULES).all(|(name, rules)| rules != 0 && rules_for(name) == rules));
-        assert_eq!(PSL_RULES.iter().filter(|&&rules| rules & PSL_EXCEPTION != 0).count(), 8);
+        assert!(names.iter().zip(&table.rules).all(|(name, &rules)| rules != 0 && rules_for(name) == rules));
+        assert_eq!(table.rules.iter().filter(|&&rules| rules & PSL_EXCEPTION != 0).count(), 8);
         assert_eq!(rules_for("not-a-suffix.example"), 0);
         assert_eq!(rules_for(""), 0);
         assert_eq!(rules_for("com"), PSL_PLAIN);
         assert_eq!(rules_for("kobe.jp"), PSL_WILDCARD);
         assert_eq!(rules_for("city.kobe.jp"), PSL_EXCEPTION);
+    }
+
+    /// Every rule of the list comes back from the compiled form as the list wrote it: each line's
+    /// name, decoded from `PSL_CODED`, carries that line's kind of rule, and no name is there that
+    /// no line gave.
+    #[test]
+    fn every_rule_of_the_list_survives_the_coding() {
+        let mut want = std::collections::BTreeMap::<String, u8>::new();
+        for line in include_str!("../data/psl/public_suffix_list.dat").lines() {
+            let rule = line.split_whitespace().next().unwrap_or("");
+            if rule.is_empty() || rule.starts_with("//") {
+                continue;
+            }
+            let (bit, name) = match (rule.strip_prefix("*."), rule.strip_prefix('!')) {
+                (Some(parent), _) => (PSL_WILDCARD, parent),
+                (_, Some(name)) => (PSL_EXCEPTION, name),
+                _ => (PSL_PLAIN, rule),
+            };
+            *want.entry(idna::domain_to_ascii_strict(name).unwrap()).or_default() |= bit;
+        }
+        let table = table();
+        let got: std::collections::BTreeMap<String, u8> =
+            (0..table.rules.len()).map(|i| (table.name(i).unwrap().to_owned(), table.rules[i])).collect();
+        assert_eq!(got.len(), table.rules.len(), "a name twice");
+        assert!(want == got, "{} rules in the list, {} names compiled", want.len(), got.len());
+        assert!(want.iter().all(|(name, &rules)| rules_for(name) == rules));
     }
 
     #[test]
