@@ -288,6 +288,27 @@ mod tests {
         }
     }
 
+    /// Hosts are ASCII (ARCHITECTURE.md, "ASCII hosts only"): `url` runs without a Unicode back
+    /// end (`idna_adapter` 1.0, pinned in Cargo.lock), so a host written in Unicode is not a URL
+    /// here, fullwidth digits never become an address, and the `xn--` form of the same name
+    /// passes. Should the pin be lost, the first of these fails (and the Worker grows ~40 KB).
+    #[test]
+    fn hosts_are_ascii_or_not_urls() {
+        let p = strict();
+        for url in [
+            "https://bücher.example/",
+            "https://１２７.0.0.1/",
+            "https://EX\u{AD}AMPLE.com/",
+            "https://EX%C2%ADAMPLE.com/",
+        ] {
+            assert_eq!(p.check(url), Err(Refusal("not a URL")), "{url}");
+            assert_eq!(p.check_learnt(url), Err(Refusal("not a URL")), "{url}");
+        }
+        assert_eq!(p.check("https://xn--bcher-kva.example/inbound"), Ok(()));
+        assert_eq!(p.check("https://MAIL.Example.COM/inbound"), Ok(()));
+        assert!(p.check("https://xn--zz.example/").is_err(), "a broken xn-- label");
+    }
+
     #[test]
     fn the_operators_origins_may_be_anything_but_only_those_origins() {
         let p = strict();
