@@ -18,16 +18,20 @@
 -- before, after or between them.
 --
 -- Rows already stored keep their `seq` as `n` (a global counter is increasing within each
--- mailbox too), so cursors that clients hold stay valid. A house that had stored 2^30 envelopes
+-- mailbox too), so cursors that clients hold stay valid. A house that had stored 2^30 envelopes,
+-- or holds a row whose `seq` is not positive (the engine never wrote one; an operator may have),
 -- fails this migration on `m13_guard`'s check (nothing is changed) rather than moving a row into
--- the next mailbox's range. Rows of a local no agent holds (the engine writes none, but an
+-- another mailbox's range or onto a range's base. Rows of a local no agent holds (the engine writes none, but an
 -- operator may have) go to range 0, which no agent owns and no page reads; if that name is
 -- registered later, they still hold their ids (`UNIQUE (local, envelope_id)`), so an envelope
 -- with one of those ids is answered as already delivered. The text (`envelope`) becomes the
 -- last column, so reading a row's size and state never walks the overflow pages of a large
 -- envelope.
-CREATE TABLE m13_guard (highest INTEGER CONSTRAINT seq_fits_in_a_range CHECK (highest < 1073741824)) STRICT;
-INSERT INTO m13_guard SELECT coalesce(max(abs(seq)), 0) FROM mailbox;
+CREATE TABLE m13_guard (
+  lowest INTEGER, highest INTEGER,
+  CONSTRAINT seq_fits_in_a_range CHECK (lowest > 0 AND highest < 1073741824)
+) STRICT;
+INSERT INTO m13_guard SELECT coalesce(min(seq), 1), coalesce(max(seq), 0) FROM mailbox;
 DROP TABLE m13_guard;
 ALTER TABLE agents ADD COLUMN mbox INTEGER CONSTRAINT mailbox_number CHECK (mbox BETWEEN 1 AND 8388607);
 UPDATE agents SET mbox = r.n

@@ -305,6 +305,10 @@ mod tests {
             assert_eq!(p.check_learnt(url), Err(Refusal("not a URL")), "{url}");
         }
         assert_eq!(p.check("https://xn--bcher-kva.example/inbound"), Ok(()));
+        // An `xn--` label is taken as written, even one whose Unicode a browser would refuse (a
+        // right-to-left mark): a name like any other, which fetch will refuse; never a panic.
+        assert_eq!(p.check("https://xn--3ug.example/"), Ok(()));
+        assert_eq!(p.check("https://xn--a-ygn.example/"), Ok(()));
         assert_eq!(p.check("https://MAIL.Example.COM/inbound"), Ok(()));
         assert!(p.check("https://xn--zz.example/").is_err(), "a broken xn-- label");
     }

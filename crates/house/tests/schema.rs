@@ -246,10 +246,11 @@ fn the_mailbox_keeps_its_rows_and_order_across_migration_0008() {
 }
 
 /// Migration 0013 refuses, changing nothing, a house whose envelopes were numbered past one
-/// range (2^30): copied, such a row would land in the next mailbox's range.
+/// range (2^30) or not above zero: copied, such a row would land in another mailbox's range (or
+/// on a range's base), and push that mailbox's next number to the end of its range.
 #[test]
-fn migration_0013_refuses_a_seq_too_large_for_a_range() {
-    for (seq, fits) in [(1_i64 << 30, false), ((1 << 30) - 1, true)] {
+fn migration_0013_refuses_a_seq_that_fits_no_range() {
+    for (seq, fits) in [(1_i64 << 30, false), ((1 << 30) - 1, true), (0, false), (-5, false), (1, true)] {
         let c = rusqlite::Connection::open_in_memory().unwrap();
         migrate(&c, None, "0013_mailbox_ranges.sql");
         c.execute_batch("INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES ('ana', '{}', 's', 'open', 0, 0)")
