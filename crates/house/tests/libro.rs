@@ -258,6 +258,20 @@ impl Run {
                     let reason = self.reason.as_deref().unwrap_or_else(|| panic!("{}: `{line}`: no reason", self.file));
                     assert_eq!(reason.contains(want), what == "says", "{}: `{line}`: the reason {reason:?}", self.file);
                 }
+                // The entry the operation posted says which primitive moved the money, and
+                // points back at the operation: its envelope id and that envelope's hash.
+                _ if what == "primitive" => {
+                    let entry = block_on(nyx5_house::store::libro::entry_for(&self.libro().db, op())).unwrap();
+                    let entry = Value::parse_str(&entry.unwrap_or_else(|| panic!("{line}: no entry"))).unwrap();
+                    let entry = entry.as_object().unwrap();
+                    let member = |o: &str, m: &str| {
+                        entry[o].as_object().and_then(|o| o.get(m)).and_then(Value::as_str).map(str::to_owned)
+                    };
+                    assert_eq!(member("meta", "primitive").as_deref(), Some(want), "{}: `{line}`", self.file);
+                    let (_, env) = self.last.as_ref().unwrap();
+                    assert_eq!((env.id(), member("refs", "op").as_deref()), (op(), Some(op())), "{line}: refs.op");
+                    assert_eq!(member("refs", "op_sha256"), Some(env.sha256_hex()), "{line}: refs.op_sha256");
+                }
                 _ if what == "lines" => {
                     let entry = block_on(nyx5_house::store::libro::entry_for(&self.libro().db, op())).unwrap();
                     let lines = entry.map_or(0, |t| {
@@ -340,6 +354,17 @@ impl Run {
                 assert_eq!(env.from().domain(), self.libro().config.domain);
                 let env = env.verify_with_key(&key).expect("a receipt envelope the house signed");
                 let body = env.content().unwrap().body.as_object().unwrap().clone();
+                // A receipt that shows a mandate shows it as the house keeps it after the operation.
+                if let Some(m) = body.get("mandate").and_then(Value::as_object) {
+                    let id = m["id"].as_str().unwrap();
+                    let rows = block_on(nyx5_house::ports::Db::query(
+                        &self.libro().db,
+                        nyx5_house::stmt!("SELECT spent FROM libro_mandates WHERE id = ?", id),
+                    ))
+                    .unwrap();
+                    let kept = rows.first().and_then(|r| r.int("spent"));
+                    assert_eq!(m["spent"].as_safe_integer(), kept, "{}: `{line}`: {name}'s receipt of {op}", self.file);
+                }
                 let receipt = nyx5_proto::receipt::Receipt::from_object(body).unwrap();
                 assert_eq!(receipt.of, op);
                 receipt.verify(&[key]).expect("a receipt the house signed");
@@ -521,6 +546,17 @@ impl Run {
             }
             "clock" => {
                 self.w.clock.advance(duration_ms(words[1]));
+                None
+            }
+            // `fee a.test 0`: the operator restarts the house with another fee (basis points).
+            "fee" => {
+                let at = self.houses.iter().position(|h| h.config.domain == words[1]).expect("a house of the table");
+                let old = self.houses.remove(at);
+                let mut config = old.config.clone();
+                config.fee_bps = words[2].parse().unwrap();
+                drop(old);
+                let h = self.w.restart(config);
+                self.houses.insert(at, h);
                 None
             }
             "tick" => {
@@ -741,6 +777,11 @@ fn welcome_gifts_and_idempotent_topups() {
 
 fn a_misdirected_quote_is_bounced() {
     run("misdirected_quote.txt");
+}
+
+#[test]
+fn a_contract_settles_under_the_fee_it_was_accepted_under() {
+    run("fee_change.txt");
 }
 
 #[test]

@@ -271,6 +271,36 @@ fn an_escrow_deadline_sends_notices_to_both_parties_when_it_comes() {
     }
 }
 
+/// A deadline that has come by the moment the escrow is accepted sends no notice: there is no
+/// deadline left to warn of.
+#[test]
+fn a_deadline_that_has_come_at_acceptance_sends_no_notice() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 80);
+    let bo = Agent::new("bo@a.test", 81);
+    register(&a, &ana, None);
+    register(&a, &bo, None);
+    topup(&a, ana.address.as_str(), 50);
+    let now = w.clock.now();
+    assert_eq!(now.millis() % 1_000, 0, "the deadline below is this very instant");
+    let terms = obj([("deadline", now.to_rfc3339().into())]);
+    let kind = nyx5_proto::quote::ContractKind::Escrow;
+    let quote = quote_from(&w, &bo, &ana, "q-now", kind, 30, "report", Some(terms));
+    operate(&w, &a, &ana, "accept-now", obj([("op", "accept".into()), ("quote", quote.to_value())]));
+    assert_eq!(balance(&a, "escrow:q-now"), 30, "accepted");
+    w.clock.advance(1_000);
+    for _ in 0..3 {
+        w.tick_all();
+    }
+    for who in [&ana, &bo] {
+        let notices = mailbox(&a, who).into_iter().filter(|e| {
+            e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA)
+        });
+        assert_eq!(notices.count(), 0, "{}", who.address);
+    }
+}
+
 #[test]
 fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
     let w = World::new();

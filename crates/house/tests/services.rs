@@ -407,6 +407,36 @@ fn only_the_arbiter_gives_a_verdict_and_it_must_say_what_it_does() {
     assert_eq!(contract(&h, "q-v")["state"].as_str(), Some("held"));
 }
 
+/// verifica@ owes a check only to an escrow that names this house's verifica@ and declares
+/// `terms.verify`: delivered, an escrow judged by someone else (whatever its terms say), by
+/// another house's verifica@, or by nobody leaves no check behind; the one it owes does.
+#[test]
+fn verifica_checks_only_what_names_it_here() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let carla = Agent::new("carla@a.test", 77);
+    register(&h, &carla);
+    let tests = r#"{"verify":[{"type":"http_status","url":"https://site.example/"}]}"#;
+    let cases = [
+        ("n1", Some(terms(tests)), Some(carla.address.clone())),
+        ("n2", None, Some(carla.address.clone())),
+        ("n3", Some(terms(tests)), Some(Address::parse("verifica@b.test").unwrap())),
+        ("n4", Some(terms(tests)), None),
+    ];
+    for (id, t, arbiter) in cases {
+        let q = quote_of(&w, &bo, &ana.address, id, 5, t, arbiter, ContractKind::Escrow);
+        assert_eq!(accept(&w, &h, &ana, &q), 0, "{id}");
+        assert_eq!(deliver(&w, &h, &bo, id, None), 0, "{id}");
+        assert_eq!(contract(&h, id)["state"].as_str(), Some("delivered"), "{id}");
+        assert_eq!(check_row(&h, id), None, "{id}: a check nobody owes");
+    }
+    let (_, code) = escrow(&w, &h, &ana, &bo, "n5", r#"[{"type":"http_status","url":"https://site.example/"}]"#);
+    assert_eq!(code, 0);
+    assert_eq!(deliver(&w, &h, &bo, "n5", None), 0);
+    assert!(check_row(&h, "n5").is_some(), "the check verifica@ owes");
+}
+
 // ---- tareas@ ----
 
 fn tareas(w: &World) -> Rc<TestHouse> {

@@ -126,7 +126,6 @@ impl Kind {
 /// The `acp` view of a contract's state (§17's table).
 pub fn acp(kind: Kind, state: &str) -> Value {
     let (phase, outcome) = match (kind, state) {
-        (_, "accepted") => ("Open", None),
         (_, "held" | "posted" | "active") => ("Funded", None),
         (_, "delivered") => ("Submitted", None),
         (Kind::Bond, "released") => ("Terminal", Some("returned")),
@@ -134,6 +133,7 @@ pub fn acp(kind: Kind, state: &str) -> Value {
         (_, "refunded") => ("Terminal", Some("refunded")),
         (_, "settled") => ("Terminal", Some("paid")),
         (_, "forfeited") => ("Terminal", Some("forfeited")),
+        // `accepted`, and any state the table does not name.
         _ => ("Open", None),
     };
     let mut o = obj([("phase", phase.into())]);
@@ -1373,6 +1373,85 @@ mod tests {
         assert_eq!(phase(Kind::Bond, "forfeited")["outcome"].as_str(), Some("forfeited"));
         assert_eq!(phase(Kind::Escrow, "refunded")["outcome"].as_str(), Some("refunded"));
         assert!(!phase(Kind::Metered, "active").contains_key("outcome"));
+        assert_eq!(phase(Kind::Escrow, "accepted")["phase"].as_str(), Some("Open"));
+    }
+
+    fn at(t: &str) -> Timestamp {
+        Timestamp::parse(t).unwrap()
+    }
+
+    /// The tick returns a bond only when it is one, still posted, and past its end.
+    #[test]
+    fn only_a_posted_bond_past_its_end_is_returned() {
+        let now = at("2026-09-04T12:00:00Z");
+        let bond = |kind, state: &str, expires: Option<&str>| {
+            let mut record = obj([("bondholder", "ana@a.test".into()), ("state", state.into())]);
+            if let Some(e) = expires {
+                record.insert("expires".into(), e.into());
+            }
+            Contract { id: "b1".into(), kind, state: state.into(), amount: 10, version: 1, record }
+        };
+        let (past, future) = (Some("2026-09-04T11:00:00Z"), Some("2026-09-04T13:00:00Z"));
+        let (posting, after) = expire_bond(&bond(Kind::Bond, "posted", past), &rules(0), now, "e1").unwrap();
+        assert_eq!(posting.lines, vec![Line::new("escrow:b1", -10), Line::new("ana@a.test", 10)]);
+        assert_eq!(after.state, "released");
+        for c in [
+            bond(Kind::Escrow, "posted", past),
+            bond(Kind::Bond, "released", past),
+            bond(Kind::Bond, "forfeited", past),
+            bond(Kind::Bond, "posted", future),
+            bond(Kind::Bond, "posted", None),
+        ] {
+            let refused = expire_bond(&c, &rules(0), now, "e1").unwrap_err();
+            assert_eq!(refused.kind, ErrorKind::Conflict, "{:?} {}", c.kind, c.state);
+        }
+    }
+
+    /// A charge runs only on a whole chain as the store read it: its first link the mandate's
+    /// root, and as many links as the mandate names. A chain that misses either is the house's
+    /// fault (500), never a charge.
+    #[test]
+    fn a_charge_needs_the_whole_chain_it_names() {
+        let now = at("2026-09-04T12:00:00Z");
+        let addr = |a: &str| Address::parse(a).unwrap();
+        let link = |id: &str, grantor: &str, grantee: &str, chain: &[&str]| Mandate {
+            id: id.into(),
+            grantor: addr(grantor),
+            grantee: addr(grantee),
+            cap: 100,
+            spent: 0,
+            concepts: None,
+            expires: None,
+            parent: (chain.len() > 1).then(|| chain[chain.len() - 2].to_owned()),
+            root: chain[0].into(),
+            chain: chain.iter().map(|c| (*c).to_owned()).collect(),
+            active: true,
+            contract: None,
+            authority: None,
+            approver: None,
+            version: 1,
+        };
+        let root = link("r1", "ana@a.test", "cy@a.test", &["r1"]);
+        let op = Op::Charge { mandate: "r2".into(), amount: 10, concept: "gpu".into() };
+        let ctx = Ctx::new(addr("bo@a.test"), "op1".into(), "00".repeat(32), now);
+        let facts = |chain: Vec<Mandate>| Facts {
+            balances: [("ana@a.test".to_owned(), 50)].into(),
+            chain,
+            known: true,
+            ..Facts::default()
+        };
+        let whole = facts(vec![root.clone(), link("r2", "cy@a.test", "bo@a.test", &["r1", "r2"])]);
+        let d = decide(&op, &ctx, &rules(0), &whole, "e1").unwrap();
+        assert_eq!(d.posting.unwrap().lines, vec![Line::new("ana@a.test", -10), Line::new("bo@a.test", 10)]);
+        // The root right, a link missing; every link there, the first not the root.
+        let short = facts(vec![root.clone(), link("r2", "cy@a.test", "bo@a.test", &["r1", "rx", "r2"])]);
+        let rootless = facts(vec![
+            link("r0", "ana@a.test", "cy@a.test", &["r0"]),
+            link("r2", "cy@a.test", "bo@a.test", &["r1", "r2"]),
+        ]);
+        for f in [short, rootless] {
+            assert_eq!(decide(&op, &ctx, &rules(0), &f, "e1").unwrap_err().kind, ErrorKind::Internal);
+        }
     }
 
     #[test]
