@@ -252,11 +252,7 @@ fn an_escrow_deadline_sends_notices_to_both_parties_when_it_comes() {
         Some(obj([("deadline", deadline.to_rfc3339().into())])),
     );
     operate(&w, &a, &ana, "accept-1", obj([("op", "accept".into()), ("quote", quote.to_value())]));
-    let notice = |h: &TestHouse, who: &Agent| {
-        mailbox(h, who).into_iter().find(|e| {
-            e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA)
-        })
-    };
+    let notice = |h: &TestHouse, who: &Agent| libro_notices(h, who).into_iter().next();
     w.tick_all();
     assert!(notice(&a, &ana).is_none() && notice(&b, &bo).is_none(), "not before the deadline");
     w.clock.advance(3 * 3_600_000 + 1_000);
@@ -294,11 +290,18 @@ fn a_deadline_that_has_come_at_acceptance_sends_no_notice() {
         w.tick_all();
     }
     for who in [&ana, &bo] {
-        let notices = mailbox(&a, who).into_iter().filter(|e| {
-            e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA)
-        });
-        assert_eq!(notices.count(), 0, "{}", who.address);
+        assert_eq!(libro_notices(&a, who).len(), 0, "{}", who.address);
     }
+}
+
+/// The Libro's notices (a deadline come, a bond returned) in `who`'s mailbox.
+fn libro_notices(h: &TestHouse, who: &Agent) -> Vec<Envelope> {
+    mailbox(h, who)
+        .into_iter()
+        .filter(|e| {
+            e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA)
+        })
+        .collect()
 }
 
 #[test]
@@ -330,10 +333,7 @@ fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
     w.clock.advance(3_600_000);
     w.tick_all();
     assert_eq!((balance(&h, "ana@a.test"), balance(&h, "escrow:bond-1")), (10, 0));
-    let notice = mailbox(&h, &ana)
-        .into_iter()
-        .find(|e| e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA))
-        .expect("a notice of the return");
+    let notice = libro_notices(&h, &ana).into_iter().next().expect("a notice of the return");
     let body = notice.content().unwrap().body.as_object().unwrap().clone();
     assert_eq!((body["contract"].as_str(), body["state"].as_str()), (Some("bond-1"), Some("released")));
     // Released by expiry, it can be forfeited no more; a second tick changes nothing.
