@@ -9,8 +9,8 @@
 //! (about 215 KB of the isolate's memory, built once); every lookup after that is one probe
 //! sequence per label of the name, nothing parsed.
 
-// `PSL_CODED`, the names front-coded (see build.rs); `PSL_NAMES`, how many; `DEEPEST`, the most
-// labels any rule matches.
+// `PSL_CODED`, the names, each coded against the name before it (see build.rs); `PSL_NAMES`, how
+// many; `DEEPEST`, the most labels any rule matches.
 include!(concat!(env!("OUT_DIR"), "/psl.rs"));
 include!("psl_hash.rs");
 
@@ -126,7 +126,9 @@ impl Table {
         let names = String::from_utf8(names).unwrap_or_default();
         let mut table = Table { names, offsets, rules, slots: vec![0; PSL_NAMES * 3 / 2 + 1], longest_run: 0 };
         let len = table.slots.len();
-        for place in 0..table.rules.len() {
+        // At most `PSL_NAMES` names go in, so a third of the slots stay empty and every probe
+        // sequence ends.
+        for place in 0..table.rules.len().min(PSL_NAMES) {
             let Some(name) = table.name(place) else { continue };
             let mut at = usize::try_from(psl_hash(name) % len as u64).unwrap_or(0);
             while table.slots.get(at).is_some_and(|&p| p != 0) {
