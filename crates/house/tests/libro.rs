@@ -21,6 +21,7 @@
 //! ana@a.test accept quote=q1 [id=ENVELOPE] [key=old] [via=accept] [until=+30m] => CODE [account=balance …]
 //!       [receipts=ana@a.test,bo@b.test] [lines=N] [state:ID=STATE] [spent:ID=N]
 //! clock +2h                             the shared clock moves
+//! fee a.test 0                          the house restarts with another fee (basis points)
 //! tick                                  one queue tick on every house
 //! replay => 200 [balances]              the last operation's envelope, delivered again
 //! ```
@@ -39,7 +40,9 @@
 //! `revoked:ID=1|0` whether it is revoked; `pending:ID=S` an approval's state (and its hold, if
 //! any, is held while pending and returned otherwise: an invariant); `allowed_by:OP=SUBJECT`
 //! and `approved_by:OP=ADDRESS`: the entry of operation OP names that authority, or approver; `says=WORD` / `hides=WORD` that the refusal's reason
-//! does / does not contain WORD. A quote whose referrer is its seller, or past the limits of a
+//! does / does not contain WORD; `primitive=P` that the entry the operation posted has
+//! `meta.primitive` P and `refs` naming the operation's envelope and its hash. A receipt that
+//! shows a mandate must show the `spent` the house keeps. A quote whose referrer is its seller, or past the limits of a
 //! quote, is signed as such, for the Libro to refuse.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
