@@ -40,7 +40,8 @@
 //! `revoked:ID=1|0` whether it is revoked; `pending:ID=S` an approval's state (and its hold, if
 //! any, is held while pending and returned otherwise: an invariant); `allowed_by:OP=SUBJECT`
 //! and `approved_by:OP=ADDRESS`: the entry of operation OP names that authority, or approver; `says=WORD` / `hides=WORD` that the refusal's reason
-//! does / does not contain WORD; `primitive=P` that the entry the operation posted has
+//! does / does not contain WORD; `asks:ID=a,b` the members of what approval ID shows its
+//! approver (its `summary`); `primitive=P` that the entry the operation posted has
 //! `meta.primitive` P and `refs` naming the operation's envelope and its hash. A receipt that
 //! shows a mandate must show the `spent` the house keeps. A quote whose referrer is its seller, or past the limits of a
 //! quote, is signed as such, for the Libro to refuse.
@@ -318,6 +319,20 @@ impl Run {
                     .unwrap();
                     let state = rows.first().and_then(|r| r.text("state")).unwrap_or("none");
                     assert_eq!(state, want, "{}: `{line}`: approval {id}", self.file);
+                }
+                // What the approver is shown of a waiting movement: the members of its summary.
+                Some(("asks", id)) => {
+                    let rows = block_on(nyx5_house::ports::Db::query(
+                        &self.libro().db,
+                        nyx5_house::stmt!("SELECT record FROM libro_pending WHERE id = ?", id),
+                    ))
+                    .unwrap();
+                    let record = Value::parse_str(rows[0].text("record").unwrap()).unwrap();
+                    let summary = record.as_object().unwrap()["summary"].as_object().unwrap().clone();
+                    let got: Vec<&str> = summary.keys().map(String::as_str).collect();
+                    let mut want: Vec<&str> = want.split(',').collect();
+                    want.sort_unstable();
+                    assert_eq!(got, want, "{}: `{line}`: what approval {id} shows", self.file);
                 }
                 Some(("spent" | "revoked", id)) => {
                     let rows = block_on(nyx5_house::ports::Db::query(
