@@ -388,6 +388,31 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
 /// tables are read whole by design: `rate_windows` (a few minutes of windows; an index on
 /// `window` would cost a row written per envelope) and `domain_health` (a row per failing
 /// destination).
+/// SQLite's plan for `s`, a line per step.
+fn plan(c: &rusqlite::Connection, s: &nyx5_house::ports::Stmt) -> Vec<String> {
+    let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", s.sql)).unwrap();
+    let params = s.params.iter().map(|p| match p {
+        nyx5_house::ports::SqlValue::Null => rusqlite::types::Value::Null,
+        nyx5_house::ports::SqlValue::Int(i) => rusqlite::types::Value::Integer(*i),
+        nyx5_house::ports::SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
+    });
+    plan.query_map(rusqlite::params_from_iter(params), |r| r.get(3)).unwrap().map(Result::unwrap).collect()
+}
+
+/// A page walks its mailbox's range of the table's key (waiting envelopes only), never the
+/// `(local, envelope_id)` index, which holds every envelope the agent ever had, acknowledged ones
+/// included, and would have to be sorted.
+#[test]
+fn a_page_walks_its_range_of_the_key() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let bounds =
+        nyx5_house::store::inbox::PageBounds { after: 0, limit: 50, bytes: 1 << 20, overhead: 100, unrecorded: 1024 };
+    let details = plan(&c, &nyx5_house::store::inbox::page_query("ana", bounds));
+    assert!(details.iter().any(|d| d == "SEARCH c USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"), "{details:?}");
+    assert!(!details.iter().any(|d| d.contains("sqlite_autoindex_mailbox")), "{details:?}");
+}
+
 #[test]
 fn the_ticks_purges_read_no_growing_table_whole() {
     let c = rusqlite::Connection::open_in_memory().unwrap();
@@ -399,14 +424,7 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     stmts.push(nyx5_house::store::email::purge_out(now, 100));
     stmts.extend(nyx5_house::store::libro::prune_authority(now, 3_600_000, 100));
     for s in &stmts {
-        let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", s.sql)).unwrap();
-        let params = s.params.iter().map(|p| match p {
-            nyx5_house::ports::SqlValue::Null => rusqlite::types::Value::Null,
-            nyx5_house::ports::SqlValue::Int(i) => rusqlite::types::Value::Integer(*i),
-            nyx5_house::ports::SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
-        });
-        let details: Vec<String> =
-            plan.query_map(rusqlite::params_from_iter(params), |r| r.get(3)).unwrap().map(Result::unwrap).collect();
+        let details = plan(&c, s);
         // What a statement may read whole: the two small tables, and its own CTE's few rows.
         let mut small = vec!["rate_windows", "domain_health"];
         if let Some(cte) = s.sql.trim_start().strip_prefix("WITH ") {

@@ -31,36 +31,39 @@ pub struct PageBounds {
 /// waiting envelopes only (acknowledged ones have moved below zero); their sizes and the cut come
 /// from the columns before the text, so an envelope's text is read only once it is in the page
 /// and a mailbox of 1 MiB envelopes costs one page, not `limit` envelopes. The walk also names
-/// `local`, which costs no read (the row is in hand) and keeps a row that reached another
-/// mailbox's range by any way but the engine's insert (`mailbox_in_range` refuses those) out of
-/// this agent's page.
+/// `local` (see [`page_query`]), which costs no read, the row being in hand, and keeps a row that
+/// reached another mailbox's range by any way but the engine's insert (`mailbox_in_range`
+/// refuses those) out of this agent's page.
 pub async fn page<D: Db>(db: &D, local: &str, b: PageBounds) -> Result<Vec<Row>, Error> {
-    query(
-        db,
-        stmt!(
-            "WITH box AS (SELECT a.mbox << 30 AS base FROM agents AS a WHERE a.local = ?)
-             SELECT p.seq - p.base AS seq, p.candidates AS candidates, m.envelope AS envelope,
-                    m.received_at AS received_at, m.stamp AS stamp
-             FROM (SELECT seq, base, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n,
-                          count(*) OVER () AS candidates
-                   FROM (SELECT c.seq AS seq, x.base AS base, coalesce(c.bytes, ?) + ? AS size
-                         FROM box AS x CROSS JOIN mailbox AS c
-                         WHERE c.seq > x.base + ? AND c.seq <= x.base + ? AND c.local = ?
-                         ORDER BY c.seq LIMIT ?)) AS p
-             CROSS JOIN mailbox AS m ON m.seq = p.seq
-             WHERE p.n = 1 OR p.running <= ?
-             ORDER BY p.seq",
-            local,
-            b.unrecorded,
-            b.overhead,
-            b.after.clamp(0, mailbox::SEQ_MAX),
-            mailbox::SEQ_MAX,
-            local,
-            b.limit,
-            b.bytes
-        ),
+    query(db, page_query(local, b)).await
+}
+
+/// [`page`]'s statement. The walk names `local` as `+c.local`: the unary plus keeps SQLite from
+/// taking the `(local, envelope_id)` index for it, which would read every row the agent ever had
+/// and sort them, where the key's range reads only what waits (`schema.rs` checks the plan).
+pub fn page_query(local: &str, b: PageBounds) -> Stmt {
+    stmt!(
+        "WITH box AS (SELECT a.mbox << 30 AS base FROM agents AS a WHERE a.local = ?)
+         SELECT p.seq - p.base AS seq, p.candidates AS candidates, m.envelope AS envelope,
+                m.received_at AS received_at, m.stamp AS stamp
+         FROM (SELECT seq, base, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n,
+                      count(*) OVER () AS candidates
+               FROM (SELECT c.seq AS seq, x.base AS base, coalesce(c.bytes, ?) + ? AS size
+                     FROM box AS x CROSS JOIN mailbox AS c
+                     WHERE c.seq > x.base + ? AND c.seq <= x.base + ? AND +c.local = ?
+                     ORDER BY c.seq LIMIT ?)) AS p
+         CROSS JOIN mailbox AS m ON m.seq = p.seq
+         WHERE p.n = 1 OR p.running <= ?
+         ORDER BY p.seq",
+        local,
+        b.unrecorded,
+        b.overhead,
+        b.after.clamp(0, mailbox::SEQ_MAX),
+        mailbox::SEQ_MAX,
+        local,
+        b.limit,
+        b.bytes
     )
-    .await
 }
 
 /// Acknowledges the envelopes `ids` (a JSON array of distinct ids) in `local`'s mailbox: the
