@@ -66,7 +66,8 @@ fn public_suffix(domain: &str) -> &str {
 fn rules_for(name: &str) -> u8 {
     let table = table();
     let slots = table.slots.len();
-    let start = usize::try_from(psl_hash(name) % slots.max(1) as u64).unwrap_or(0);
+    // Never 0 slots: the table has half as many again as names, plus one.
+    let start = usize::try_from(psl_hash(name) % slots as u64).unwrap_or(0);
     for i in 0..=table.longest_run {
         let Some(place) = table.slots.get((start + i) % slots).and_then(|&p| usize::from(p).checked_sub(1)) else {
             return 0;

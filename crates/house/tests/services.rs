@@ -407,16 +407,23 @@ fn only_the_arbiter_gives_a_verdict_and_it_must_say_what_it_does() {
     assert_eq!(contract(&h, "q-v")["state"].as_str(), Some("held"));
 }
 
+/// A house running verifica@, with ana (topped up), bo, and carla, a third agent who may
+/// arbitrate in verifica@'s place.
+fn with_carla(w: &World) -> (Rc<TestHouse>, Agent, Agent, Agent) {
+    let h = house(w, true, false);
+    let (ana, bo) = people(&h);
+    let carla = Agent::new("carla@a.test", 77);
+    register(&h, &carla);
+    (h, ana, bo, carla)
+}
+
 /// verifica@ owes a check only to an escrow that names this house's verifica@ and declares
 /// `terms.verify`: delivered, an escrow judged by someone else (whatever its terms say), by
 /// another house's verifica@, or by nobody leaves no check behind; the one it owes does.
 #[test]
 fn verifica_checks_only_what_names_it_here() {
     let w = World::new();
-    let h = house(&w, true, false);
-    let (ana, bo) = people(&h);
-    let carla = Agent::new("carla@a.test", 77);
-    register(&h, &carla);
+    let (h, ana, bo, carla) = with_carla(&w);
     let tests = r#"{"verify":[{"type":"http_status","url":"https://site.example/"}]}"#;
     let cases = [
         ("n1", Some(terms(tests)), Some(carla.address.clone())),
@@ -875,10 +882,7 @@ fn a_task_taken_and_never_delivered_goes_back_to_the_desk() {
 #[test]
 fn an_arbiter_speaks_for_itself_in_its_verdict() {
     let w = World::new();
-    let h = house(&w, true, false);
-    let (ana, bo) = people(&h);
-    let carla = Agent::new("carla@a.test", 77);
-    register(&h, &carla);
+    let (h, ana, bo, carla) = with_carla(&w);
     let q = quote_of(&w, &bo, &ana.address, "q-carla", 20, None, Some(carla.address.clone()), ContractKind::Escrow);
     assert_eq!(accept(&w, &h, &ana, &q), 0);
     let verdict = |verifier: &str| {
