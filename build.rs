@@ -2,8 +2,8 @@
 //! package links embeds its own list of them (crates/house/src/migrations.rs) for `nyx5 serve`,
 //! the tests and the simulator. A file in one and not in the other would give D1 houses and
 //! SQLite houses different schemas, so the build stops unless the directory holds exactly the
-//! embedded files, numbered 0001, 0002, … in order. (The protocol pages are rendered by the
-//! engine's own build script, crates/house/build/spec.rs, since both runtimes serve them.)
+//! embedded files, numbered 0001, 0002, … in order. (The protocol pages are rendered by
+//! crates/pages: the engine embeds them natively, scripts/build-app writes them as static assets.)
 #![allow(clippy::panic)]
 
 fn main() {

@@ -8,8 +8,6 @@
 
 use std::collections::BTreeSet;
 
-#[path = "build/spec.rs"]
-mod spec;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -119,13 +117,17 @@ fn fail(why: &str) -> ! {
     std::process::exit(1)
 }
 
-/// `spec.html` and `llms.txt` from docs/SPEC.md, for `web.rs` to serve.
+/// `spec.html` and `llms.txt` from docs/SPEC.md, for `web` to embed. Not for wasm32: the Worker
+/// serves them as static assets (scripts/build-app writes them with `nyx5-pages`).
 fn pages() {
-    println!("cargo::rerun-if-changed={}", spec::SOURCE);
-    let md =
-        std::fs::read_to_string(spec::SOURCE).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", spec::SOURCE)));
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32") {
+        return;
+    }
+    const SOURCE: &str = "../../docs/SPEC.md";
+    println!("cargo::rerun-if-changed={SOURCE}");
+    let md = std::fs::read_to_string(SOURCE).unwrap_or_else(|e| fail(&format!("cannot read {SOURCE}: {e}")));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| fail("OUT_DIR is not set")));
-    for (name, text) in [("spec.html", spec::page(&md)), ("llms.txt", spec::llms(&md))] {
+    for (name, text) in [("spec.html", nyx5_pages::page(&md)), ("llms.txt", nyx5_pages::llms(&md))] {
         std::fs::write(out.join(name), text).unwrap_or_else(|e| fail(&format!("cannot write {name}: {e}")));
     }
 }

@@ -334,10 +334,15 @@ try {
     return `${shot} screenshots in tests/e2e/screens`;
   });
 
-  const paths = ['/', '/spec', '/llms.txt', '/style.css', '/favicon.svg', '/.well-known/nyx5.json', '/.well-known/agent-card.json', '/agents/bot/agent-card.json'];
+  const paths = ['/', '/style.css', '/favicon.svg', '/.well-known/nyx5.json', '/.well-known/agent-card.json', '/agents/bot/agent-card.json'];
   const worker = {};
   // The client's files: static assets on the Worker, `--app` on nyx5 serve.
   const APP = ['/app/', '/app/app.js', '/app/pkg/nyx5_web.js', '/app/pkg/nyx5_web_bg.wasm'];
+  // The protocol pages: static assets on the Worker (tagged by the platform), the engine's own
+  // under nyx5 serve; the same bytes under the same headers, each runtime with its own tag.
+  const DOCS = ['/spec', '/llms.txt'];
+  const DOC_HEADERS = ['content-type', 'content-security-policy', 'referrer-policy', 'cache-control', 'access-control-allow-origin', 'x-content-type-options'];
+  const docHeaders = (r) => DOC_HEADERS.map((h) => `${h}: ${r.headers.get(h)}`).join('\n');
   await step('the Worker: pages, HEAD and a preflight', async () => {
     for (const p of paths) {
       const r = await fetch(house.url + p);
@@ -350,6 +355,13 @@ try {
     const o = await fetch(`${house.url}/outbound`, { method: 'OPTIONS', headers: { origin: 'https://elsewhere.test', 'access-control-request-method': 'POST' } });
     assert.equal(o.status, 204);
     assert.equal(o.headers.get('access-control-allow-origin'), '*');
+    for (const p of DOCS) {
+      const r = await fetch(house.url + p);
+      assert.equal(r.status, 200, p);
+      worker[p] = { bytes: Buffer.from(await r.arrayBuffer()), headers: docHeaders(r) };
+      const again = await fetch(house.url + p, { headers: { 'if-none-match': r.headers.get('etag') } });
+      assert.equal(again.status, 304, `${p} with its tag`);
+    }
     for (const p of APP) {
       const r = await fetch(house.url + p);
       assert.equal(r.status, 200, p);
@@ -383,6 +395,13 @@ try {
         differ.push(`${p}: ${r.status} ${bytes.length} bytes against the Worker's ${worker[p].bytes.length}`);
       }
     }
+    for (const p of DOCS) {
+      const r = await fetch(served.url + p);
+      const bytes = Buffer.from(await r.arrayBuffer());
+      if (r.status !== 200 || !bytes.equals(worker[p].bytes) || docHeaders(r) !== worker[p].headers) {
+        differ.push(`${p}: ${r.status} ${bytes.length} bytes against the Worker's ${worker[p].bytes.length}, headers\n${docHeaders(r)}\nagainst\n${worker[p].headers}`);
+      }
+    }
     for (const p of APP) {
       const r = await fetch(served.url + p);
       const bytes = Buffer.from(await r.arrayBuffer());
@@ -391,7 +410,7 @@ try {
       }
     }
     assert.deepEqual(differ, []);
-    return `${paths.length} documents byte for byte and tag for tag, and the client's ${APP.length} files under one policy`;
+    return `${paths.length} documents byte for byte and tag for tag, the ${DOCS.length} protocol pages byte for byte and header for header, and the client's ${APP.length} files under one policy`;
   });
 } catch (e) {
   failed = true;

@@ -355,8 +355,11 @@ function routes(ctx) {
     },
     // The house's pages (issue 14): GET and HEAD only, any other method 405.
     { m: 'GET', p: '/', auth: 'none', poison: { method: 'POST' } },
-    { m: 'GET', p: '/spec', auth: 'none', poison: { method: 'POST' } },
-    { m: 'GET', p: '/llms.txt', auth: 'none', poison: { method: 'PATCH' } },
+    // `assetOnWorker`: on the Worker the protocol pages are static assets (scripts/build-app),
+    // answered by the platform before the Worker runs, as /app/* is (another method gets the
+    // platform's bodiless 405, and nothing reaches the engine or D1), so they are swept on serve.
+    { m: 'GET', p: '/spec', auth: 'none', poison: { method: 'POST' }, assetOnWorker: true },
+    { m: 'GET', p: '/llms.txt', auth: 'none', poison: { method: 'PATCH' }, assetOnWorker: true },
     { m: 'GET', p: '/style.css', auth: 'none', poison: { method: 'DELETE' } },
     { m: 'GET', p: '/favicon.svg', auth: 'none', poison: { method: 'POST' } },
     { m: 'GET', p: '/.well-known/agent-card.json', auth: 'none', poison: { method: 'PUT' } },
@@ -1028,7 +1031,7 @@ async function runSweep(runtime, port, dbPath, adminToken) {
 
   naughtySlot = 0;
   naughtyUsed.clear();
-  const table = routes(ctx).filter((r) => !r.only || r.only === runtime);
+  const table = routes(ctx).filter((r) => (!r.only || r.only === runtime) && !(r.assetOnWorker && runtime === 'worker'));
   const byName = new Map(table.map((r) => [`${r.m} ${r.p}`, r]));
   const all = table.flatMap((r) => casesFor(r, table)).concat(globalCases());
   // NYX5_SWEEP_ONLY=<regex> keeps the cases whose `route [family] what` matches (to replay a few).

@@ -16,10 +16,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
     let m = req.method.as_str();
     match (m, segments.as_slice()) {
         ("GET", [""]) => web::home(house).await,
-        ("GET", ["spec"]) => Ok(web::page("text/html; charset=utf-8", web::SPEC_HTML.into(), web::DOCUMENT_MAX_AGE)),
-        ("GET", ["llms.txt"]) => {
-            Ok(web::page("text/plain; charset=utf-8", web::LLMS_TXT.into(), web::DOCUMENT_MAX_AGE))
-        }
+        ("GET", ["spec"]) => web::document(req, "text/html; charset=utf-8", web::SPEC_HTML),
+        ("GET", ["llms.txt"]) => web::document(req, "text/plain; charset=utf-8", web::LLMS_TXT),
         ("GET", ["style.css"]) => {
             Ok(web::page("text/css; charset=utf-8", web::STYLE_CSS.into(), web::DOCUMENT_MAX_AGE))
         }

@@ -292,3 +292,40 @@ fn the_home_page_states_a_policy_as_the_house_enforces_it_and_keeps_words_short(
             .contains("Reads <code>text/plain</code>")
     );
 }
+
+/// The Worker serves /spec and /llms.txt as static assets (scripts/build-app), with the headers
+/// `web/_headers` gives them; those must be what the engine sends with the same pages under
+/// `nyx5 serve`, or the two runtimes would answer one document under two policies.
+#[test]
+fn the_workers_static_pages_carry_the_headers_the_engine_sends() {
+    let rules = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../web/_headers")).unwrap();
+    let mut blocks: Vec<(&str, Vec<(String, &str)>)> = Vec::new();
+    for line in rules.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+        match (line.strip_prefix("  "), blocks.last_mut()) {
+            (Some(header), Some((_, headers))) => {
+                let (name, value) = header.split_once(": ").unwrap();
+                headers.push((name.to_ascii_lowercase(), value));
+            }
+            _ => blocks.push((line, Vec::new())),
+        }
+    }
+    let w = World::new();
+    let h = w.house("a.test", Registration::Open);
+    for path in ["/spec", "/llms.txt"] {
+        let (_, headers) =
+            blocks.iter().find(|(p, _)| *p == path).unwrap_or_else(|| panic!("web/_headers names no {path}"));
+        let engine = get(&h, path, &[]);
+        assert_eq!(engine.status, 200);
+        for name in [
+            "content-security-policy",
+            "referrer-policy",
+            "x-content-type-options",
+            "access-control-allow-origin",
+            "cache-control",
+        ] {
+            let asset = headers.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+            assert_eq!(asset, engine.header(name), "{path}: {name}");
+        }
+    }
+    assert_eq!(web::SPEC_HTML.map(str::len), Some(text(&get(&h, "/spec", &[])).len()));
+}

@@ -3,7 +3,9 @@
 //! carries. Both runtimes serve them from here, so the same house state gives the same bytes.
 //!
 //! - `/` ([`home`]): what this house is, who is listed, how to join and how to write.
-//! - `/spec` and `/llms.txt`: docs/SPEC.md, rendered by the crate's build script.
+//! - `/spec` and `/llms.txt`: docs/SPEC.md, rendered by `nyx5-pages`. Native builds embed them;
+//!   on the Worker they are static assets (`build/site`, with their headers in `web/_headers`),
+//!   answered before the Worker runs, so its wasm carries none of the text.
 //! - `/style.css` and `/favicon.svg`: the one stylesheet and the icon; pages carry a policy that
 //!   allows no other source.
 //! - `/agents/:local/agent-card.json` and `/.well-known/agent-card.json` ([`a2a`]).
@@ -19,12 +21,20 @@ mod home;
 pub use home::home;
 
 use nyx5_proto::crypto::{hex, sha256};
+use nyx5_proto::{Error, ErrorKind};
 
 use crate::http::{Request, Response};
 
-/// The protocol page and llms.txt, rendered from docs/SPEC.md at build time.
-pub const SPEC_HTML: &str = include_str!(concat!(env!("OUT_DIR"), "/spec.html"));
-pub const LLMS_TXT: &str = include_str!(concat!(env!("OUT_DIR"), "/llms.txt"));
+/// The protocol page and llms.txt, rendered from docs/SPEC.md by the build script: embedded in
+/// native builds, absent on wasm32, where the Worker's static assets hold them.
+#[cfg(not(target_arch = "wasm32"))]
+pub const SPEC_HTML: Option<&str> = Some(include_str!(concat!(env!("OUT_DIR"), "/spec.html")));
+#[cfg(not(target_arch = "wasm32"))]
+pub const LLMS_TXT: Option<&str> = Some(include_str!(concat!(env!("OUT_DIR"), "/llms.txt")));
+#[cfg(target_arch = "wasm32")]
+pub const SPEC_HTML: Option<&str> = None;
+#[cfg(target_arch = "wasm32")]
+pub const LLMS_TXT: Option<&str> = None;
 /// The stylesheet of every page, and the house's icon.
 pub const STYLE_CSS: &str = include_str!("style.css");
 pub const FAVICON_SVG: &str = include_str!("favicon.svg");
@@ -48,6 +58,17 @@ pub fn page(content_type: &'static str, body: Vec<u8>, max_age: u32) -> Response
         resp.with_header("content-security-policy", PAGE_POLICY).with_header("referrer-policy", "no-referrer")
     } else {
         resp
+    }
+}
+
+/// A protocol document, or 404 where this build leaves it to the static assets and they lack it.
+pub fn document(req: &Request, content_type: &'static str, text: Option<&str>) -> Result<Response, Error> {
+    match text {
+        Some(text) => Ok(page(content_type, text.into(), DOCUMENT_MAX_AGE)),
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{} is one of the Worker's static assets, and they lack it", req.path),
+        )),
     }
 }
 

@@ -1,14 +1,16 @@
-//! The house's protocol pages, rendered once at build time from `docs/SPEC.md`: `spec.html`
-//! (CommonMark with tables, by pulldown-cmark; every heading gets an id to link to, and a table
-//! of contents lists the sections) and `llms.txt` (llmstxt.org's shape: a title, a summary, and
-//! links, one to each section of the protocol page). The Worker carries the text once, as the
-//! page. Raw HTML in the Markdown is shown as text, never passed on.
+//! The protocol's pages, rendered from `docs/SPEC.md`: `spec.html` (CommonMark with tables, by
+//! pulldown-cmark; every heading gets an id to link to, and a table of contents lists the
+//! sections) and `llms.txt` (llmstxt.org's shape: a title, a summary, and links, one to each
+//! section of the protocol page). Raw HTML in the Markdown is shown as text, never passed on.
+//!
+//! Two users: the house's build script, which embeds both in native builds (`nyx5 serve`), and
+//! the `nyx5-pages` binary, which writes them among the Worker's static assets
+//! (scripts/build-app), so the wasm carries none of the text (ARCHITECTURE.md, "The protocol
+//! pages are static assets on the Worker").
 
 use std::fmt::Write as _;
 
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd, html};
-
-pub(crate) const SOURCE: &str = "../../docs/SPEC.md";
 
 /// An id made of the heading's letters and digits, lower case, joined by dashes.
 fn slug(text: &str) -> String {
@@ -86,7 +88,7 @@ fn render(md: &str) -> (String, Vec<(String, String)>) {
 }
 
 /// The whole spec page. Its style is the house's one stylesheet; it runs no script.
-pub(crate) fn page(md: &str) -> String {
+pub fn page(md: &str) -> String {
     let (body, toc) = render(md);
     let mut nav = String::new();
     for (id, text) in &toc {
@@ -105,7 +107,7 @@ pub(crate) fn page(md: &str) -> String {
 
 /// `llms.txt`: what Nyx5 is, where a house keeps its documents, and a link to every section of
 /// the protocol page.
-pub(crate) fn llms(md: &str) -> String {
+pub fn llms(md: &str) -> String {
     let (_, toc) = render(md);
     let mut sections = String::new();
     for (id, text) in &toc {
