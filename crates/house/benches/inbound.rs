@@ -16,8 +16,10 @@
 #[path = "../tests/kit/mod.rs"]
 mod kit;
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use kit::*;
@@ -27,6 +29,37 @@ use nyx5_proto::sign::Signature;
 use nyx5_proto::{Envelope, json::canonical_without};
 
 const ENVELOPES: usize = 3_000;
+
+/// The system allocator, counting allocations and the bytes they ask for (reallocations count
+/// as one each), so the bench can say what one envelope costs the heap.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed to `System` unchanged; the counters are only added to.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Relaxed);
+        ALLOCATED.fetch_add(layout.size() as u64, Relaxed);
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Relaxed);
+        ALLOCATED.fetch_add(new_size as u64, Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
 const ROUNDS: usize = 3;
 
 fn envelopes(from: &Agent, to: &Agent, n: usize, tag: &str) -> Vec<Envelope> {
@@ -120,12 +153,34 @@ fn rows_changed_per_envelope(n: usize) -> f64 {
     (b.db.sqlite.total_changes().unwrap() - before) as f64 / n as f64
 }
 
+/// Heap allocations and bytes asked for per accepted envelope, over `n` after the warm-up (the
+/// engine's share beside the signatures is mostly these: benches/README.md, "the engine's share").
+fn allocations_per_envelope(with_relay: bool, n: usize) -> (f64, f64) {
+    let Setup { _world, b, requests, .. } = setup(with_relay, 8, n);
+    let mut requests = requests.into_iter();
+    assert_eq!(block_on(b.handle(requests.next().unwrap())).status, 202);
+    let (count, bytes) = (ALLOCATIONS.load(Relaxed), ALLOCATED.load(Relaxed));
+    for r in requests {
+        assert_eq!(block_on(b.handle(r)).status, 202);
+    }
+    let per = |now: u64, then: u64| (now - then) as f64 / n as f64;
+    (per(ALLOCATIONS.load(Relaxed), count), per(ALLOCATED.load(Relaxed), bytes))
+}
+
+fn print_allocations(n: usize) {
+    for (with_relay, what) in [(true, "with relay header"), (false, "relay not required")] {
+        let (count, bytes) = allocations_per_envelope(with_relay, n);
+        println!("heap per accepted envelope, {what}: {count:.0} allocations, {bytes:.0} bytes");
+    }
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         // Under `cargo test --all-targets`: a few envelopes each way, checked, as a smoke test.
         inbound_rate(true, 0, 3);
         inbound_rate(false, 0, 3);
         println!("rows changed per accepted envelope (SQLite total_changes): {}", rows_changed_per_envelope(10));
+        print_allocations(10);
         return;
     }
     let (mut raw, mut prepared, mut relayed, mut direct, mut size) = (0f64, 0f64, 0f64, 0f64, 0);
@@ -146,4 +201,5 @@ fn main() {
     println!("{:<44} {:>10.0} {:>9.1}", "POST /inbound, relay not required (1 sig)", direct, 1e6 / direct);
     println!("ratio to raw verify: with relay {:.2}, without {:.2}", relayed / raw, direct / raw);
     println!("rows changed per accepted envelope (SQLite total_changes): {}", rows_changed_per_envelope(100));
+    print_allocations(100);
 }

@@ -741,9 +741,21 @@ pub mod field {
     }
 }
 
-/// Builds an [`Object`] from `(key, value)` pairs: `obj([("a", 1.into())])`.
+/// Builds an [`Object`] from `(key, value)` pairs: `obj([("a", 1.into())])`; a key given twice
+/// keeps its last value.
 pub fn obj<const N: usize>(pairs: [(&str, Value); N]) -> Object {
-    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    object_of(&mut pairs.into_iter())
+}
+
+/// `obj`'s work, written once for every `N`: `collect()` into a map sorts its input first, and
+/// each array length made its own copy of the sort (~2 KB of wasm apiece; benches/README.md,
+/// "Bundle").
+fn object_of(pairs: &mut dyn Iterator<Item = (&str, Value)>) -> Object {
+    let mut object = Object::new();
+    for (k, v) in pairs {
+        object.insert(k.to_owned(), v);
+    }
+    object
 }
 
 #[cfg(test)]
@@ -752,6 +764,13 @@ mod tests {
 
     fn canon(s: &str) -> String {
         Value::parse_str(s).map(|v| v.canonical_string()).unwrap_or_else(|e| format!("ERR {e}"))
+    }
+
+    #[test]
+    fn obj_keeps_every_key_once_with_its_last_value() {
+        let o = obj([("b", 1.into()), ("a", 2.into()), ("b", 3.into())]);
+        assert_eq!(Value::Object(o).canonical_string(), r#"{"a":2,"b":3}"#);
+        assert!(obj([]).is_empty());
     }
 
     #[test]
