@@ -11,6 +11,7 @@ import { gzipSync } from 'node:zlib';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
+import { createPrivateKey, sign } from 'node:crypto';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const budgetsPath = join(here, '..', 'budgets.json');
@@ -25,6 +26,22 @@ const SAMPLE_MS = 250;
 const ROUNDS = 7;
 
 const bench = createRequire(import.meta.url)(modulePath);
+// The Worker signs with workerd's Ed25519 (src/adapter/ed25519.rs); here Node's stands in, each
+// private key imported once, so what signs costs here what it costs there. Verification stays in
+// wasm: the reference of every ratio. NYX5_EDGE_WASM_SIGN=1 leaves signing in wasm (without the
+// curve's tables, crates/proto/Cargo.toml), to see what that would cost.
+const keys = new Map();
+const wasmSign = process.env.NYX5_EDGE_WASM_SIGN === '1';
+if (wasmSign) console.log('edge: NYX5_EDGE_WASM_SIGN=1: signing in wasm');
+const refused = wasmSign ? '' : bench.native_signer((seed, pub, message) => {
+  const id = Buffer.from(pub).toString('hex');
+  if (!keys.has(id)) {
+    const jwk = { kty: 'OKP', crv: 'Ed25519', d: Buffer.from(seed).toString('base64url'), x: Buffer.from(pub).toString('base64url') };
+    keys.set(id, createPrivateKey({ key: jwk, format: 'jwk' }));
+  }
+  return sign(null, message, keys.get(id));
+});
+if (refused) throw new Error(`edge: Node's Ed25519 signer was refused: ${refused}`);
 // Once per isolate: the first site lookup builds the Public Suffix List's table (site.rs).
 const firstSiteStart = process.hrtime.bigint();
 if (bench.first_site() !== 'example.co.uk'.length) throw new Error('first_site: wrong site');

@@ -444,6 +444,40 @@ pub fn setup() -> String {
     info
 }
 
+thread_local! {
+    /// The JavaScript signer `native_signer` was given.
+    static SIGNER: RefCell<Option<js_sys::Function>> = const { RefCell::new(None) };
+}
+
+/// Hands Ed25519 signing to `sign(seed, public, message) → Uint8Array` (run.mjs gives Node's
+/// `node:crypto`), through proto's known signatures, as the Worker hands it to workerd's
+/// (src/adapter/ed25519.rs): so the operations that sign cost here what they cost there, while
+/// verification stays in wasm and stays the ratios' reference. Answers "" when taken, else why
+/// it was not.
+#[wasm_bindgen]
+pub fn native_signer(sign: js_sys::Function) -> String {
+    SIGNER.with(|s| *s.borrow_mut() = Some(sign));
+    nyx5_proto::crypto::set_native_sign(call_signer).err().unwrap_or_default()
+}
+
+fn call_signer(seed: &[u8; 32], public: &[u8; 32], message: &[u8]) -> Option<[u8; 64]> {
+    use js_sys::Uint8Array;
+    use wasm_bindgen::{JsCast, JsValue};
+    SIGNER.with(|s| {
+        let s = s.borrow();
+        let sign = s.as_ref()?;
+        let (seed, public, message) =
+            (Uint8Array::from(&seed[..]), Uint8Array::from(&public[..]), Uint8Array::from(message));
+        let out: Uint8Array = sign.call3(&JsValue::NULL, &seed, &public, &message).ok()?.dyn_into().ok()?;
+        let mut signature = [0u8; 64];
+        if out.length() as usize != signature.len() {
+            return None;
+        }
+        out.copy_to(&mut signature);
+        Some(signature)
+    })
+}
+
 /// Runs operation `index` `iterations` times; answers a checksum of what it produced.
 #[wasm_bindgen]
 pub fn run(index: u32, iterations: u32) -> u32 {

@@ -420,10 +420,93 @@ impl SigningKey {
     }
 
     /// Signs the bare bytes, without a context label: for standard test vectors only. Every
-    /// protocol signature goes through [`SigningKey::sign`].
+    /// protocol signature goes through [`SigningKey::sign`]. By the native signer when one is set
+    /// ([`set_native_sign`]) and answers, else by ed25519-dalek: Ed25519 signatures are
+    /// deterministic, so both give the same bytes.
     pub fn sign_raw(&self, message: &[u8]) -> [u8; 64] {
+        let native =
+            NATIVE_SIGN.get().and_then(|sign| sign(&self.0.to_bytes(), self.0.verifying_key().as_bytes(), message));
+        native.unwrap_or_else(|| self.sign_in_rust(message))
+    }
+
+    fn sign_in_rust(&self, message: &[u8]) -> [u8; 64] {
         self.0.sign(message).to_bytes()
     }
+}
+
+/// An RFC 8032 Ed25519 signer outside Rust: workerd's (BoringSSL, through `node:crypto`). On
+/// wasm32 the curve crate is built without its precomputed tables (~36 KB of the Worker's
+/// gzipped wasm; Cargo.toml of this crate), so a signature made in wasm costs a variable-base
+/// multiplication; made natively it costs less than either. Given the seed and its public key;
+/// `None` when it could not sign: Rust then signs.
+pub type NativeSign = fn(seed: &[u8; 32], public: &[u8; 32], message: &[u8]) -> Option<[u8; 64]>;
+
+static NATIVE_SIGN: std::sync::OnceLock<NativeSign> = std::sync::OnceLock::new();
+
+/// Hands Ed25519 signing to `sign` for the rest of the process, once it has made exactly the
+/// known signatures below; refused (with the first that differed) when it has not, or when a
+/// signer is set already. Ed25519 is deterministic (RFC 8032 §5.1.6), so a signer that makes
+/// RFC 8032's signatures and Rust's own on a protocol-sized message makes the same bytes as
+/// ed25519-dalek on any message; `tests/e2e/ed25519_workerd.mjs` checks workerd's on more.
+pub fn set_native_sign(sign: NativeSign) -> Result<(), String> {
+    known_signatures(sign)?;
+    NATIVE_SIGN.set(sign).map_err(|_| "a native signer is set already".to_owned())
+}
+
+/// RFC 8032 §7.1, TESTs 1, 2 and 3 (tests/vectors/nist-rfc/asymmetric/Ed25519/sign.input, its
+/// first three lines): seed, public key, message, signature.
+const RFC8032_KNOWN: [(&str, &str, &str, &str); 3] = [
+    (
+        "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+        "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+        "",
+        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+    ),
+    (
+        "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+        "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
+        "72",
+        "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+    ),
+    (
+        "c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
+        "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025",
+        "af82",
+        "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a",
+    ),
+];
+
+/// Asks `sign` for RFC 8032's three signatures and for Rust's own over a framed message of the
+/// size an envelope has, under two keys. Every signature must be given, and be those bytes.
+fn known_signatures(sign: NativeSign) -> Result<(), String> {
+    let mut cases = Vec::new();
+    for (i, (seed, public, message, signature)) in RFC8032_KNOWN.iter().enumerate() {
+        let decoded =
+            (unhex_array::<32>(seed), unhex_array::<32>(public), unhex(message), unhex_array::<64>(signature));
+        let (Some(seed), Some(public), Some(message), Some(signature)) = decoded else {
+            return Err("a known signature does not decode".to_owned());
+        };
+        cases.push((format!("RFC 8032 test {}", i + 1), seed, public, message, signature));
+    }
+    let message = Context::Envelope.frame(&[b'x'; 1200]);
+    for seed in [[0x6e; 32], [0x35; 32]] {
+        let key = SigningKey::from_seed(seed);
+        let expected = key.sign_in_rust(&message);
+        cases.push((
+            format!("a framed message under key {}", key.public().to_b64()),
+            seed,
+            *key.public().bytes(),
+            message.clone(),
+            expected,
+        ));
+    }
+    for (what, seed, public, message, expected) in cases {
+        match sign(&seed, &public, &message) {
+            Some(signature) if signature == expected => {}
+            other => return Err(format!("{what}: signed {:?}, not {}", other.map(|s| hex(&s)), hex(&expected))),
+        }
+    }
+    Ok(())
 }
 
 /// An X25519 public key: the `enc` of a card, the `epk` of a sealed envelope.
