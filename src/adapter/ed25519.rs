@@ -12,6 +12,7 @@ use nyx5_proto::crypto::{SigPublic, SigningKey};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Error, ErrorKind, Value};
 use wasm_bindgen::{JsCast, JsValue};
+use zeroize::Zeroizing;
 
 /// What this module uses of `node:crypto`.
 struct Node {
@@ -79,51 +80,79 @@ fn node_crypto() -> Option<Node> {
     })
 }
 
-/// `{key: {kty: "OKP", crv: "Ed25519", x, d?}, format: "jwk"}`, the members in base64url.
-fn jwk(public: &[u8; 32], seed: Option<&[u8; 32]>) -> Option<JsValue> {
+/// `{key: {kty: "OKP", crv: "Ed25519", x}, format: "jwk"}`, `x` in base64url.
+fn public_jwk(public: &[u8; 32]) -> Option<JsValue> {
     let jwk = Object::new();
     Reflect::set(&jwk, &"kty".into(), &"OKP".into()).ok()?;
     Reflect::set(&jwk, &"crv".into(), &"Ed25519".into()).ok()?;
     Reflect::set(&jwk, &"x".into(), &nyx5_proto::b64::encode(public).into()).ok()?;
-    if let Some(seed) = seed {
-        Reflect::set(&jwk, &"d".into(), &nyx5_proto::b64::encode(seed).into()).ok()?;
-    }
     let spec = Object::new();
     Reflect::set(&spec, &"key".into(), &jwk).ok()?;
     Reflect::set(&spec, &"format".into(), &"jwk".into()).ok()?;
     Some(spec.into())
 }
 
-/// `crypto.sign(null, message, privateKey)`, the key imported once and kept; `None` when anything
-/// throws or the answer is not 64 bytes: Rust then signs.
-fn native_sign(seed: &[u8; 32], public: &[u8; 32], message: &[u8]) -> Option<[u8; 64]> {
+/// RFC 8410's PKCS#8 encoding of an Ed25519 private key, before its 32-byte seed.
+const PKCS8_PREFIX: [u8; 16] =
+    [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20];
+
+/// The private key as a `node:crypto` key object, imported from PKCS#8 bytes that are wiped on
+/// both sides once read (a JWK would have put the seed in a JavaScript string, which nothing
+/// can wipe).
+fn import_private(node: &Node, seed: &dyn Fn(&mut [u8; 32])) -> Option<JsValue> {
+    let mut der = Zeroizing::new([0u8; 48]);
+    let (prefix, rest) = der.split_at_mut(PKCS8_PREFIX.len());
+    prefix.copy_from_slice(&PKCS8_PREFIX);
+    let mut key = Zeroizing::new([0u8; 32]);
+    seed(&mut key);
+    rest.copy_from_slice(&key[..]);
+    let bytes = Uint8Array::from(&der[..]);
+    let spec = Object::new();
+    let imported = (|| {
+        Reflect::set(&spec, &"key".into(), &bytes).ok()?;
+        Reflect::set(&spec, &"format".into(), &"der".into()).ok()?;
+        Reflect::set(&spec, &"type".into(), &"pkcs8".into()).ok()?;
+        node.create_private.call1(&JsValue::NULL, &spec).ok()
+    })();
+    bytes.fill(0, 0, bytes.length());
+    imported
+}
+
+/// `crypto.sign(null, message, privateKey)`; `None` when anything throws or the answer is not 64
+/// bytes: Rust then signs. Each key is imported once and kept; its first signature is verified
+/// (workerd's verifier), and a key whose first signature fails is dropped and never used.
+fn native_sign(public: &[u8; 32], seed: &dyn Fn(&mut [u8; 32]), message: &[u8]) -> Option<[u8; 64]> {
     NODE.with(|n| {
         let node = n.borrow();
         let node = node.as_ref()?;
         let kept = KEYS.with(|k| k.borrow().iter().find(|(p, _)| p == public).map(|(_, key)| key.clone()));
-        let key = match kept {
-            Some(key) => key,
-            None => {
-                let key = node.create_private.call1(&JsValue::NULL, &jwk(public, Some(seed))?).ok()?;
-                KEYS.with(|k| {
-                    let mut keys = k.borrow_mut();
-                    if keys.len() >= KEYS_KEPT {
-                        keys.remove(0);
-                    }
-                    keys.push((*public, key.clone()));
-                });
-                key
-            }
+        let (key, new) = match kept {
+            Some(key) => (key, false),
+            None => (import_private(node, seed)?, true),
         };
         let args = Array::of3(&JsValue::NULL, &Uint8Array::from(message), &key);
-        let signature: Uint8Array = node.sign.apply(&JsValue::NULL, &args).ok()?.dyn_into().ok()?;
-        let mut out = [0u8; 64];
-        if signature.length() as usize != out.len() {
+        let answer: Uint8Array = node.sign.apply(&JsValue::NULL, &args).ok()?.dyn_into().ok()?;
+        let mut signature = [0u8; 64];
+        if answer.length() as usize != signature.len() {
             return None;
         }
-        signature.copy_to(&mut out);
+        answer.copy_to(&mut signature);
+        if new {
+            let verifier = node.create_public.call1(&JsValue::NULL, &public_jwk(public)?).ok()?;
+            let args = Array::of4(&JsValue::NULL, &Uint8Array::from(message), &verifier, &answer);
+            if node.verify.apply(&JsValue::NULL, &args).ok()?.as_bool() != Some(true) {
+                return None;
+            }
+            KEYS.with(|k| {
+                let mut keys = k.borrow_mut();
+                if keys.len() >= KEYS_KEPT {
+                    keys.remove(0);
+                }
+                keys.push((*public, key));
+            });
+        }
         SIGNED.with(|s| s.set(s.get().saturating_add(1)));
-        Some(out)
+        Some(signature)
     })
 }
 
@@ -133,7 +162,7 @@ fn native_verify(key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> Option
     NODE.with(|n| {
         let node = n.borrow();
         let node = node.as_ref()?;
-        let public = node.create_public.call1(&JsValue::NULL, &jwk(key, None)?).ok()?;
+        let public = node.create_public.call1(&JsValue::NULL, &public_jwk(key)?).ok()?;
         let args = Array::of4(&JsValue::NULL, &Uint8Array::from(message), &public, &Uint8Array::from(&signature[..]));
         let answer = node.verify.apply(&JsValue::NULL, &args).ok()?.as_bool()?;
         ANSWERED.with(|a| a.set(a.get().saturating_add(1)));

@@ -460,14 +460,17 @@ pub fn native_signer(sign: js_sys::Function) -> String {
     nyx5_proto::crypto::set_native_sign(call_signer).err().unwrap_or_default()
 }
 
-fn call_signer(seed: &[u8; 32], public: &[u8; 32], message: &[u8]) -> Option<[u8; 64]> {
+fn call_signer(public: &[u8; 32], seed: &dyn Fn(&mut [u8; 32]), message: &[u8]) -> Option<[u8; 64]> {
     use js_sys::Uint8Array;
     use wasm_bindgen::{JsCast, JsValue};
     SIGNER.with(|s| {
         let s = s.borrow();
         let sign = s.as_ref()?;
+        // A bench's keys: handed over every time; the script keeps them by public key.
+        let mut bytes = [0u8; 32];
+        seed(&mut bytes);
         let (seed, public, message) =
-            (Uint8Array::from(&seed[..]), Uint8Array::from(&public[..]), Uint8Array::from(message));
+            (Uint8Array::from(&bytes[..]), Uint8Array::from(&public[..]), Uint8Array::from(message));
         let out: Uint8Array = sign.call3(&JsValue::NULL, &seed, &public, &message).ok()?.dyn_into().ok()?;
         let mut signature = [0u8; 64];
         if out.length() as usize != signature.len() {

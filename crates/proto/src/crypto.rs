@@ -424,8 +424,8 @@ impl SigningKey {
     /// ([`set_native_sign`]) and answers, else by ed25519-dalek: Ed25519 signatures are
     /// deterministic, so both give the same bytes.
     pub fn sign_raw(&self, message: &[u8]) -> [u8; 64] {
-        let native =
-            NATIVE_SIGN.get().and_then(|sign| sign(&self.0.to_bytes(), self.0.verifying_key().as_bytes(), message));
+        let seed = |out: &mut [u8; 32]| out.copy_from_slice(self.0.as_bytes());
+        let native = NATIVE_SIGN.get().and_then(|sign| sign(self.0.verifying_key().as_bytes(), &seed, message));
         native.unwrap_or_else(|| self.sign_in_rust(message))
     }
 
@@ -437,17 +437,22 @@ impl SigningKey {
 /// An RFC 8032 Ed25519 signer outside Rust: workerd's (BoringSSL, through `node:crypto`). On
 /// wasm32 the curve crate is built without its precomputed tables (~36 KB of the Worker's
 /// gzipped wasm; Cargo.toml of this crate), so a signature made in wasm costs a variable-base
-/// multiplication; made natively it costs less than either. Given the seed and its public key;
-/// `None` when it could not sign: Rust then signs.
-pub type NativeSign = fn(seed: &[u8; 32], public: &[u8; 32], message: &[u8]) -> Option<[u8; 64]>;
+/// multiplication; made natively it costs less than either. Given the public key, and `seed`,
+/// which writes the key's seed into a buffer the signer owns (and wipes): a signer that keeps
+/// its keys asks for a seed only the first time it meets its public key. `None` when it could
+/// not sign: Rust then signs.
+pub type NativeSign = fn(public: &[u8; 32], seed: &dyn Fn(&mut [u8; 32]), message: &[u8]) -> Option<[u8; 64]>;
 
 static NATIVE_SIGN: std::sync::OnceLock<NativeSign> = std::sync::OnceLock::new();
 
 /// Hands Ed25519 signing to `sign` for the rest of the process, once it has made exactly the
 /// known signatures below; refused (with the first that differed) when it has not, or when a
-/// signer is set already. Ed25519 is deterministic (RFC 8032 §5.1.6), so a signer that makes
-/// RFC 8032's signatures and Rust's own on a protocol-sized message makes the same bytes as
-/// ed25519-dalek on any message; `tests/e2e/ed25519_workerd.mjs` checks workerd's on more.
+/// signer is set already. Ed25519 is deterministic (RFC 8032 §5.1.6): a signer that makes RFC
+/// 8032's signatures and Rust's own on a protocol-sized message is wired right (the seed, the
+/// message and the answer go where they should) and is no hedged or randomised variant, whose
+/// signatures would differ. That it is right on every other message is what it is chosen for
+/// (BoringSSL); `tests/e2e/ed25519_workerd.mjs` holds workerd's to all of `sign.input`, and the
+/// Worker's signer checks its first signature under each key it imports.
 pub fn set_native_sign(sign: NativeSign) -> Result<(), String> {
     known_signatures(sign)?;
     NATIVE_SIGN.set(sign).map_err(|_| "a native signer is set already".to_owned())
@@ -501,7 +506,7 @@ fn known_signatures(sign: NativeSign) -> Result<(), String> {
         ));
     }
     for (what, seed, public, message, expected) in cases {
-        match sign(&seed, &public, &message) {
+        match sign(&public, &|out: &mut [u8; 32]| *out = seed, &message) {
             Some(signature) if signature == expected => {}
             other => return Err(format!("{what}: signed {:?}, not {}", other.map(|s| hex(&s)), hex(&expected))),
         }

@@ -20,12 +20,19 @@ fn dalek(seed: &[u8; 32], message: &[u8]) -> [u8; 64] {
     ed25519_dalek::SigningKey::from_bytes(seed).sign(message).to_bytes()
 }
 
+/// The seed a signer is handed.
+fn seed_of(seed: &dyn Fn(&mut [u8; 32])) -> [u8; 32] {
+    let mut out = [0; 32];
+    seed(&mut out);
+    out
+}
+
 /// Right, and once installed unable to sign every fifth time (so the fallback is exercised).
-fn honest(seed: &[u8; 32], _public: &[u8; 32], message: &[u8]) -> Option<[u8; 64]> {
+fn honest(_public: &[u8; 32], seed: &dyn Fn(&mut [u8; 32]), message: &[u8]) -> Option<[u8; 64]> {
     if ASKED.fetch_add(1, Ordering::Relaxed) % 5 == 4 && SILENT_NOW_AND_THEN.load(Ordering::Relaxed) {
         return None;
     }
-    Some(dalek(seed, message))
+    Some(dalek(&seed_of(seed), message))
 }
 
 #[test]
@@ -34,13 +41,13 @@ fn only_a_signer_that_makes_rusts_signatures_is_taken_and_then_it_signs() {
         (|_, _, _| None, "RFC 8032 test 1"),
         (|_, _, _| Some([0; 64]), "RFC 8032 test 1"),
         // Right on short messages only: the envelope-sized one tells.
-        (|s, _, m| if m.len() < 100 { Some(dalek(s, m)) } else { Some([1; 64]) }, "a framed message"),
+        (|_, s, m| if m.len() < 100 { Some(dalek(&seed_of(s), m)) } else { Some([1; 64]) }, "a framed message"),
         // Signs under another key than the one it is given.
-        (|s, _, m| Some(dalek(&[s[0] ^ 1; 32], m)), "RFC 8032 test 1"),
+        (|_, s, m| Some(dalek(&[seed_of(s)[0] ^ 1; 32], m)), "RFC 8032 test 1"),
         // A bit of S wrong.
         (
-            |s, _, m| {
-                let mut sig = dalek(s, m);
+            |_, s, m| {
+                let mut sig = dalek(&seed_of(s), m);
                 sig[40] ^= 1;
                 Some(sig)
             },
