@@ -980,4 +980,103 @@ mod tests {
         let again = Pending::from_value(next.to_value().as_object().unwrap(), 2).unwrap();
         assert_eq!(again, Pending { version: 2, ..next });
     }
+
+    /// A link whose only approver is the charge's own operator refuses the charge (403): nobody
+    /// else could approve it. Kills `gate`: the guard `approvers.is_empty()` → `false` (an ask
+    /// nobody may answer, left waiting).
+    #[test]
+    fn an_ask_only_its_operator_could_approve_refuses_the_charge() {
+        // ana → cy (m1, 50 alone) → ana (m2): ana charging 60 through m2 passes m1's cap, and m1's
+        // approver is its grantor, ana.
+        let mut facts = chain_facts();
+        facts.chain[1] = mandate("m2", "cy@a.test", "ana@a.test", &["m1", "m2"], None);
+        let e = gate(&charge(60), &ctx("ana@a.test", "c1"), &facts).unwrap_err();
+        assert_eq!(e.code(), 403);
+        assert!(e.reason.ends_with("asks for approval, and nobody but its operator could give it"), "{e:?}");
+    }
+
+    /// The receipt of a movement that waits is the approval itself. Kills `pending`: delete the
+    /// field `receipt` of its decision.
+    #[test]
+    fn a_waiting_movements_receipt_is_its_approval() {
+        let d = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &chain_facts(), "e1").unwrap();
+        let Some(PendingWrite::Insert(p)) = &d.pending else { panic!("a pending approval: {d:?}") };
+        assert_eq!(d.receipt, obj([("pending", p.to_value())]));
+    }
+
+    /// Each authority that allowed a movement is named in its entry and receipt, whole, with
+    /// whose it is and the hour's movements with this one. Kills `Gate::apply`: `hour_ops + 1` →
+    /// `- 1` or `* 1`, and delete the arm `Value::Object(o)`.
+    #[test]
+    fn an_entry_names_each_authority_that_allowed_it_and_its_hour() {
+        let mut facts = chain_facts();
+        facts.uses.insert("mandate:m1".into(), 3);
+        let g = gate(&charge(10), &ctx("eve@a.test", "c1"), &facts).unwrap();
+        let mut d = decide(&charge(10), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap();
+        assert!(g.asks.is_empty());
+        let shown = |link: usize, n: i64| {
+            let Value::Object(mut o) = facts.chain[link].authority.as_ref().unwrap().to_value() else {
+                panic!("an authority is an object")
+            };
+            o.insert("of".into(), format!("mandate:{}", facts.chain[link].id).into());
+            o.insert("hour_ops".into(), n.into());
+            Value::Object(o)
+        };
+        let want = Value::Object(obj([("allowed_by", Value::Array(vec![shown(0, 4), shown(1, 1)]))]));
+        assert_eq!(d.receipt.get("authority"), Some(&want));
+        assert_eq!(d.posting.as_ref().unwrap().meta.get("authority"), Some(&want));
+        // `apply` again on a fresh decision writes the same.
+        d.receipt = Object::new();
+        g.apply(&mut d);
+        assert_eq!(d.receipt.get("authority"), Some(&want));
+    }
+
+    /// An approval is noted beside the authorities that allowed the movement, not in their
+    /// place. Kills `mark_approved`: delete the arm `Some(Value::Object(o))` (the note replacing
+    /// `allowed_by`).
+    #[test]
+    fn an_approval_is_noted_beside_the_authorities_that_allowed_the_movement() {
+        let allowed = Value::Object(obj([("allowed_by", Value::Array(vec!["x".into()]))]));
+        let mut d = Decision::default();
+        d.receipt.insert("authority".into(), allowed.clone());
+        d.posting = Some(Posting {
+            concept: "gpu".into(),
+            lines: Vec::new(),
+            meta: obj([("authority", allowed)]),
+            refs: Object::new(),
+        });
+        let a = Approved { pending: "c1".into(), by: vec![at("ana@a.test")], envelope: "a2".into(), asked: Vec::new() };
+        mark_approved(&mut d, &a);
+        let want = Value::Object(obj([
+            ("allowed_by", Value::Array(vec!["x".into()])),
+            ("approved_by", Value::Array(vec!["ana@a.test".into()])),
+            ("pending", "c1".into()),
+            ("approval", "a2".into()),
+        ]));
+        assert_eq!(d.receipt.get("authority"), Some(&want));
+        let p = d.posting.unwrap();
+        assert_eq!(p.meta.get("authority"), Some(&want));
+        assert_eq!(p.refs.get("approval").and_then(Value::as_str), Some("a2"));
+    }
+
+    /// A hold returns only from an account that holds at least its amount. Kills `returned`:
+    /// `<` → `>`.
+    #[test]
+    fn a_hold_returns_only_when_its_account_holds_its_amount() {
+        let d = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &chain_facts(), "e1").unwrap();
+        let Some(PendingWrite::Insert(p)) = d.pending else { panic!() };
+        for (held, returns) in [(59, false), (60, true), (61, true)] {
+            let mut facts = Facts::default();
+            facts.balances.insert(hold_account("c1"), held);
+            assert_eq!(expire(&p, &facts, p.expires).is_ok(), returns, "{held} held");
+        }
+    }
+
+    /// An approval waits at most 30 days. The CLI (`--approval-seconds`) and the Worker
+    /// (`NYX5_APPROVAL_SECONDS`) bound the setting by it; their tests are outside this crate.
+    /// Kills `MAX_APPROVAL_SECONDS`: `*` → `+` or `/`.
+    #[test]
+    fn an_approval_waits_at_most_thirty_days() {
+        assert_eq!(MAX_APPROVAL_SECONDS, 2_592_000);
+    }
 }
