@@ -781,6 +781,44 @@ mod tests {
         }
     }
 
+    /// A refusal that is not a 2xx still settles every recipient: the ones it names with their
+    /// own code and reason, the others with the answer's. Kills `from_answer`'s `ok && …` → `||`
+    /// and its `None if ok` guard → `true` (both made such an answer a temporary failure, and
+    /// the mail was retried for days).
+    #[test]
+    fn a_refusal_names_some_recipients_and_answers_for_the_rest() {
+        let to = [a("x@b.test"), a("y@b.test")];
+        let body = br#"{"ok":false,"code":403,"reason":"not from your house","rejected":[{"to":"x@b.test","code":404,"reason":"no x"}]}"#;
+        assert_eq!(
+            Delivery::from_answer(403, body, &to),
+            Delivery::Delivered(vec![
+                (to[0].clone(), Verdict::Rejected { code: 404, reason: "no x".into() }),
+                (to[1].clone(), Verdict::Rejected { code: 403, reason: "not from your house".into() })
+            ])
+        );
+    }
+
+    /// What a failure of our own says on the wire: "internal error", never its reason (which may
+    /// name tables or paths); any other refusal says why. Kills `wire_reason` → `""`/`"xyzzy"`
+    /// and its `==` → `!=`.
+    #[test]
+    fn an_internal_failure_is_told_without_its_reason() {
+        let internal = Error::new(ErrorKind::Internal, "no such table: outbox_v2");
+        assert_eq!(error_delivery(&internal), Delivery::Temporary("500 internal error".into()));
+        let refused = Error::forbidden("the relay is not signed by b.test");
+        assert_eq!(error_delivery(&refused), Delivery::Permanent(403, "the relay is not signed by b.test".into()));
+    }
+
+    /// A recipient is pending until it is delivered or bounced itself: another recipient's bounce
+    /// settles nobody else. Kills `Progress::settled`'s `b.to == *a` → `!=`.
+    #[test]
+    fn only_a_recipients_own_bounce_settles_it() {
+        let mut j = job(&["x@b.test", "y@b.test", "z@b.test"]);
+        j.progress.bounced.push(Bounce { to: a("x@b.test"), code: 404, reason: "no x".into() });
+        j.progress.delivered.push(a("z@b.test"));
+        assert_eq!(j.pending(), vec![a("y@b.test")]);
+    }
+
     #[test]
     fn plans_follow_deliveries() {
         let r = Retry::default();

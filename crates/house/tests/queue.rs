@@ -421,6 +421,51 @@ fn refused_recipients_bounce_and_the_rest_are_delivered() {
     assert_eq!(mailbox(&s.a, &s.ana).len(), 3);
 }
 
+/// Bounces are told once per code and reason: two recipients refused for two reasons (each
+/// "no agent" names its address) get a notice each, so neither reads the other's reason. Kills
+/// `notices`' grouping `*c == b.code && *r == b.reason` with `&&` → `||` or the reason's `==` →
+/// `!=` (one notice for both, under the first reason).
+#[test]
+fn bounces_with_different_reasons_are_told_apart() {
+    let s = setup();
+    let (x, y) = (Address::parse("x@b.test").unwrap(), Address::parse("y@b.test").unwrap());
+    let env = s.ana.draft("two-refusals", &[&x, &y], "hi").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &env), 202);
+    assert_eq!(s.w.tick_all().bounced, 1);
+    let mut told: Vec<(Value, String)> = mailbox(&s.a, &s.ana)
+        .iter()
+        .map(|n| {
+            let body = check_notice(&s.a, n, &env, "bounced");
+            assert_eq!(body["code"].as_safe_integer(), Some(404));
+            (body["recipients"].clone(), text(&body, "reason"))
+        })
+        .collect();
+    told.sort_by_key(|(_, reason)| reason.clone());
+    assert_eq!(
+        told,
+        [
+            (Value::Array(vec!["x@b.test".into()]), "no agent x@b.test".to_owned()),
+            (Value::Array(vec!["y@b.test".into()]), "no agent y@b.test".to_owned()),
+        ]
+    );
+}
+
+/// A finished envelope stays listed in its sender's outbox for seven days, then the tick purges
+/// it. Kills `OUTBOX_KEEP_MS`'s `7 * 24` → `7 + 24` (a day and a few milliseconds).
+#[test]
+fn a_finished_envelope_is_listed_for_a_week() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "kept", &[&s.bo.address], "hi")), 202);
+    assert_eq!(s.w.tick_all().delivered, 1);
+    let listed = |s: &Setup| outbox(&s.a, &s.ana).iter().any(|e| o(e)["id"].as_str() == Some("kept"));
+    s.w.clock.advance(6 * 24 * 3_600_000);
+    s.w.tick_all();
+    assert!(listed(&s), "purged before its week");
+    s.w.clock.advance(24 * 3_600_000 + MINUTE);
+    s.w.tick_all();
+    assert!(!listed(&s), "still listed after its week");
+}
+
 #[test]
 fn leases_keep_ticks_apart() {
     let s = setup();
@@ -729,6 +774,14 @@ fn an_envelope_over_the_destinations_limit_bounces_unsent() {
     let body = check_notice(&a, &notices[0], &env, "bounced");
     assert_eq!(body["code"].as_safe_integer(), Some(413));
     assert!(mailbox(&b, &bo).is_empty());
+
+    // Exactly the card's 2048 bytes is within it: sent and delivered (`deliver_there`'s `>`).
+    let base = signed(&ana, "fits", &[&bo.address], "").canonical().len();
+    let fits = signed(&ana, "fits", &[&bo.address], &"x".repeat(2048 - base));
+    assert_eq!(fits.canonical().len(), 2048);
+    json(&ana.send(&a, &fits), 202);
+    assert_eq!(w.tick_all().delivered, 1);
+    assert_eq!(ids(&mailbox(&b, &bo)), ["fits"]);
 }
 
 #[test]
