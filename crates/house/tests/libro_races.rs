@@ -44,6 +44,23 @@ fn house(w: &World, cap: i64) -> Rc<TestHouse> {
     w.start(c)
 }
 
+/// A house whose sites may do `cap` operations a minute, with ana@ registered.
+fn with_ana(cap: i64) -> (World, Rc<TestHouse>, Agent) {
+    let w = World::new();
+    let h = house(&w, cap);
+    let ana = Agent::new("ana@a.test", 11);
+    register(&h, &ana, &[]);
+    (w, h, ana)
+}
+
+/// The same with bo@ registered too.
+fn with_ana_and_bo(cap: i64) -> (World, Rc<TestHouse>, Agent, Agent) {
+    let (w, h, ana) = with_ana(cap);
+    let bo = Agent::new("bo@a.test", 12);
+    register(&h, &bo, &[]);
+    (w, h, ana, bo)
+}
+
 fn register(h: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) {
     let body = agent.registration(h, extra);
     let admin = format!("Bearer admin-{}", h.config.domain);
@@ -227,11 +244,7 @@ fn authority_of(h: &TestHouse, cause: &str) -> Object {
 /// `keep_refusal`: the `RATE_CAP` guard → `false`, `==` → `!=` (the kernel's 402 answered instead).
 #[test]
 fn a_site_does_its_operations_per_minute_and_at_its_cap_every_answer_is_429() {
-    let w = World::new();
-    let h = house(&w, 2);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(2);
     assert_eq!(hand(&h, &op(&w, &ana, "r-1", balance_op())), "done");
     w.clock.advance(SECOND);
     assert_eq!(hand(&h, &op(&w, &ana, "r-2", balance_op())), "done");
@@ -256,10 +269,7 @@ fn a_site_does_its_operations_per_minute_and_at_its_cap_every_answer_is_429() {
 /// constraint, 409, kept in the new minute's window).
 #[test]
 fn an_operation_over_the_cap_is_never_kept_even_when_the_minute_turns_under_it() {
-    let w = World::new();
-    let h = house(&w, 1);
-    let ana = Agent::new("ana@a.test", 11);
-    register(&h, &ana, &[]);
+    let (w, h, ana) = with_ana(1);
     assert_eq!(hand(&h, &op(&w, &ana, "t-1", balance_op())), "done");
     let second = op(&w, &ana, "t-2", balance_op());
     // The minute turns between the operation's batch and anything after it.
@@ -280,11 +290,7 @@ fn an_operation_over_the_cap_is_never_kept_even_when_the_minute_turns_under_it()
 /// refused, and counted through `keep_refusal` before it answers "done before").
 #[test]
 fn an_operation_done_before_is_answered_from_its_row_and_not_counted_again() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(100);
     topup(&h, "ana@a.test", 10);
     let env = op(&w, &ana, "k-1", bond_op(10, &bo));
     assert_eq!(hand(&h, &env), "done");
@@ -305,10 +311,7 @@ fn an_operation_done_before_is_answered_from_its_row_and_not_counted_again() {
 /// `keep_refusal`, which answers the same but counts the operation twice).
 #[test]
 fn two_copies_at_once_are_done_once_and_counted_once() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let ana = Agent::new("ana@a.test", 11);
-    register(&h, &ana, &[]);
+    let (w, h, ana) = with_ana(100);
     let env = op(&w, &ana, "c-1", balance_op());
     let card = card_of(&h, &ana.address);
     let v = env.verify(&card, h.now()).unwrap();
@@ -328,10 +331,7 @@ fn two_copies_at_once_are_done_once_and_counted_once() {
 /// delete the arm `Ok(Some(row))` (each answers the late copy's own 410).
 #[test]
 fn a_late_copy_refused_while_another_copy_was_done_answers_done_before() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let ana = Agent::new("ana@a.test", 11);
-    register(&h, &ana, &[]);
+    let (w, h, ana) = with_ana(100);
     let env = op_until(&w, &ana, "x-1", balance_op(), Some(Timestamp(START + 30 * SECOND)));
     let card = card_of(&h, &ana.address);
     let v = env.verify(&card, h.now()).unwrap();
@@ -383,11 +383,7 @@ fn a_temporary_refusal_is_not_kept_and_the_envelope_goes_later() {
 /// → `false` (read as a lost race: four attempts, then 503, not kept).
 #[test]
 fn a_bond_under_a_taken_contract_id_is_refused_for_good() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(100);
     topup(&h, "ana@a.test", 100);
     let q = quote(&w, &bo, &ana, "b-1", ContractKind::Spot, 5, None);
     assert_eq!(hand(&h, &op(&w, &ana, "acc-b1", accept_op(&q))), "done");
@@ -417,10 +413,7 @@ fn fail_ops(h: &TestHouse, when: &str, name: &str) {
 /// 503); `keep_refusal`: the `RATE_CAP` guard → `true` (a failed write answered as 429).
 #[test]
 fn a_constraint_no_race_explains_refuses_at_once() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let ana = Agent::new("ana@a.test", 11);
-    register(&h, &ana, &[]);
+    let (w, h, ana) = with_ana(100);
     fail_ops(&h, "NEW.envelope_id = 'u-1'", "house_test");
     assert_eq!(hand(&h, &op(&w, &ana, "u-1", balance_op())), "409 refused by a constraint: house_test");
     assert!(ops(&h).is_empty());
@@ -433,11 +426,7 @@ fn a_constraint_no_race_explains_refuses_at_once() {
 /// Kills `operate_checked`: delete the arm `Some("balance_negative")` of the last lost race.
 #[test]
 fn an_operation_that_loses_every_attempt_on_the_balance_is_refused_with_402() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(100);
     topup(&h, "ana@a.test", 100);
     // Each attempt's batch fails as if another movement had just spent ana's balance.
     fail_ops(&h, "NEW.refused IS NULL", "balance_negative");
@@ -546,10 +535,7 @@ fn a_task_whose_quota_went_in_a_race_is_refused_with_the_desks_reason() {
 /// `false`, `||` → `&&`, `==` → `!=` (each answers 409 to the second).
 #[test]
 fn two_issues_under_one_cause_at_once_post_one_entry_and_both_answer_it() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let ana = Agent::new("ana@a.test", 11);
-    register(&h, &ana, &[]);
+    let (_w, h, ana) = with_ana(100);
     let to = ana.address.clone();
     h.db.stall(true);
     let second = async {
@@ -571,10 +557,7 @@ fn two_issues_under_one_cause_at_once_post_one_entry_and_both_answer_it() {
 /// 503).
 #[test]
 fn an_issue_whose_companion_statement_fails_is_refused_at_once() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let ana = Agent::new("ana@a.test", 11);
-    register(&h, &ana, &[]);
+    let (_w, h, ana) = with_ana(100);
     // A window whose cap is 0: counting once in it fails `rate_cap`.
     let also = vec![nyx5_house::store::agents::count_in_window("test", 1, 0)];
     let e = block_on(h.issue("topup:t-2", &ana.address, 5, "top-up", also)).unwrap_err();
@@ -789,11 +772,7 @@ fn an_arbiter_subagent_releases_without_waiting() {
 /// Kills `judged_by_card` → `true` (the card's rule looked up and kept for a charge).
 #[test]
 fn a_waiting_charge_keeps_no_card_rule() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(100);
     let bot = subagent(&h, &bo, "bot.bo@a.test", 14, HOURLY);
     topup(&h, "ana@a.test", 100);
     let grant = obj([
@@ -819,11 +798,7 @@ fn a_waiting_charge_keeps_no_card_rule() {
 /// Kills `expire_approvals`: delete `!` in the filter of the notices' recipients.
 #[test]
 fn an_expired_approval_is_told_to_its_operator_and_its_approver() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(100);
     let bot = subagent(&h, &bo, "bot.bo@a.test", 14, r#"{"level":"needs_approval","consequence":"costly"}"#);
     topup(&h, "bot.bo@a.test", 100);
     assert_eq!(hand(&h, &op(&w, &bot, "bd-1", bond_op(30, &ana))), "done");
@@ -849,11 +824,7 @@ fn an_expired_approval_is_told_to_its_operator_and_its_approver() {
 /// Kills `write_decision`: `>` → `>=`; `MAX_PENDING_ENVELOPE_BYTES`: `*` → `+`.
 #[test]
 fn an_operation_of_exactly_64_kib_waits_and_one_byte_more_does_not() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@a.test", 12));
-    register(&h, &ana, &[]);
-    register(&h, &bo, &[]);
+    let (w, h, ana, bo) = with_ana_and_bo(100);
     let bot = subagent(&h, &bo, "bot.bo@a.test", 14, r#"{"level":"needs_approval","consequence":"costly"}"#);
     topup(&h, "bot.bo@a.test", 100);
     let padded = |id: &str, pad: usize| {
