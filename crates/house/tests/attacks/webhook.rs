@@ -7,9 +7,12 @@
 //! it. Now `null` clears it, a new key clears what the update does not set again, and the owner
 //! reads it at `GET /agents/:local/settings`.
 
+use nyx5_house::Request;
+use nyx5_house::mailbox::{MAX_PENDING_PUSHES, MAX_PUSHES_PER_WEBHOOK};
 use nyx5_house::ports::OutResponse;
 use nyx5_proto::json::Object;
-use nyx5_proto::{Value, limits};
+use nyx5_proto::relay::RelayHeader;
+use nyx5_proto::{Envelope, Value, limits};
 
 use crate::common::*;
 use crate::kit::*;
@@ -144,4 +147,57 @@ fn settings_are_shown_to_the_owner_and_refused_to_everyone_else() {
     assert_eq!(by_operator.as_object().unwrap()["webhook"].as_str(), Some(OWNER));
     refused(&call_raw(&b, "GET", "/agents/nobody/settings", &[("authorization", &admin(&b))], vec![]), 404);
     refused(&call_raw(&b, "POST", "/agents/ana/settings", &[("authorization", &admin(&b))], vec![]), 405);
+}
+
+/// `env` relayed from `from` to `to` as a request, handed to the house without sending the
+/// pushes it queues (the adapters send them once the answer is out).
+fn relayed(from: &TestHouse, to: &TestHouse, env: &Envelope) -> Request {
+    let header = RelayHeader::sign(&from.config.domain, env, &to.config.domain, &from.config.key).to_header();
+    Request::new("POST", "/inbound", vec![("x-nyx5-relay".into(), header)], env.canonical())
+}
+
+/// Pushes wait in the process until the answer is out, so strangers' mail cannot grow them
+/// without bound: at most `MAX_PUSHES_PER_WEBHOOK` for one webhook, and `MAX_PENDING_PUSHES`
+/// in all; the rest are dropped and the mailbox keeps every envelope. `has_pushes` tells the
+/// adapters whether there is anything to send. Kills `push`'s two `<` → `<=` and `==` → `!=`,
+/// and `has_pushes` → `true`/`false`, `delete !`.
+#[test]
+fn pushes_waiting_to_be_sent_are_bounded() {
+    let (w, a, b, alice, ana) = world(&[("webhook", OWNER.into())]);
+    let n = MAX_PUSHES_PER_WEBHOOK + 4;
+    assert!(!b.has_pushes());
+    for i in 0..n {
+        let env = envelope(&alice, &format!("p{i}"), &[&ana.address], |_| {});
+        assert_eq!(block_on(b.handle(relayed(&a, &b, &env))).status, 202);
+        assert!(b.has_pushes());
+    }
+    block_on(b.send_pushes());
+    assert!(!b.has_pushes());
+    assert_eq!(w.sent_to("owner.test"), MAX_PUSHES_PER_WEBHOOK, "one webhook's pushes are bounded");
+    assert_eq!(mailbox(&b, &ana).len(), n);
+
+    // In all: 16 agents with a webhook each fill the 256 places; the 17th agent's push is
+    // dropped, while the first agent's webhook, another URL, was not counted against it.
+    let hooks = MAX_PENDING_PUSHES / MAX_PUSHES_PER_WEBHOOK;
+    let agents: Vec<Agent> = (0..=hooks)
+        .map(|i| {
+            let agent = Agent::new(&format!("hook{i}@b.test"), 40 + u8::try_from(i).unwrap());
+            w.fake(&format!("hook{i}.test"), |_| OutResponse { status: 200, body: vec![] });
+            json(&enrol(&b, &agent, &[("webhook", format!("http://hook{i}.test/").into())]), 201);
+            agent
+        })
+        .collect();
+    for (i, agent) in agents.iter().enumerate() {
+        let per = if i < hooks { MAX_PUSHES_PER_WEBHOOK } else { 1 };
+        for j in 0..per {
+            let env = envelope(&alice, &format!("h{i}-{j}"), &[&agent.address], |_| {});
+            assert_eq!(block_on(b.handle(relayed(&a, &b, &env))).status, 202);
+        }
+    }
+    block_on(b.send_pushes());
+    for i in 0..hooks {
+        assert_eq!(w.sent_to(&format!("hook{i}.test")), MAX_PUSHES_PER_WEBHOOK, "hook{i}");
+    }
+    assert_eq!(w.sent_to(&format!("hook{hooks}.test")), 0, "past the bound in all");
+    assert_eq!(mailbox(&b, &agents[hooks]).len(), 1);
 }
