@@ -466,6 +466,29 @@ fn a_finished_envelope_is_listed_for_a_week() {
     assert!(!listed(&s), "still listed after its week");
 }
 
+/// `GET /health` tells the queue's depth and how long its oldest due job has waited. Kills
+/// `store::queue::depth` → an empty row (always 0 and null).
+#[test]
+fn health_tells_the_queue_depth_and_the_oldest_due_job() {
+    let s = setup();
+    let health = |s: &Setup| {
+        let v = json(&call_raw(&s.a, "GET", "/health", &[], vec![]), 200);
+        (o(&v)["queue_depth"].as_safe_integer(), o(&v)["oldest_due_ms"].as_safe_integer())
+    };
+    assert_eq!(health(&s), (Some(0), None));
+    s.w.down("b.test", true);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "waits", &[&s.bo.address], "hi")), 202);
+    s.w.tick_all();
+    let next = job_row(&s.a, "waits").1;
+    assert!(next > s.a.now().millis(), "a retry is planned");
+    assert_eq!(health(&s), (Some(1), None), "pending, not yet due");
+    s.w.clock.advance(next - s.a.now().millis() + 5 * SECOND);
+    assert_eq!(health(&s), (Some(1), Some(5 * SECOND)), "due five seconds ago");
+    s.w.down("b.test", false);
+    s.w.tick_all();
+    assert_eq!(health(&s), (Some(0), None));
+}
+
 #[test]
 fn leases_keep_ticks_apart() {
     let s = setup();
