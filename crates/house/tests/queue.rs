@@ -489,6 +489,28 @@ fn health_tells_the_queue_depth_and_the_oldest_due_job() {
     assert_eq!(health(&s), (Some(0), None));
 }
 
+/// A job whose every recipient is already settled (its progress written, its state not yet) is
+/// finished by the next tick without another attempt: nothing is posted for nobody. Kills
+/// `work`'s `attempting` (`&&` → `||`) and its `None if !attempting` guard → `false`.
+#[test]
+fn a_job_with_nobody_left_is_finished_without_an_attempt() {
+    let s = setup();
+    s.w.down("b.test", true);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "settled", &[&s.bo.address], "hi")), 202);
+    s.w.tick_all();
+    assert_eq!(job_row(&s.a, "settled").0, "pending");
+    // Its one recipient is settled in its progress, as if a tick had died after writing it.
+    let progress = r#"{"bounced":[],"delivered":["bo@b.test"]}"#;
+    block_on(s.a.db.query(stmt!("UPDATE jobs SET result = ? WHERE envelope_id = 'settled'", progress))).unwrap();
+    s.w.down("b.test", false);
+    let posted = s.w.sent_to("b.test/inbound");
+    s.w.clock.advance(HOUR);
+    let r = s.w.tick_all();
+    assert_eq!((r.attempted, s.w.sent_to("b.test/inbound")), (0, posted), "no attempt for nobody");
+    assert_eq!(job_row(&s.a, "settled").0, "delivered");
+    assert!(mailbox(&s.b, &s.bo).is_empty());
+}
+
 #[test]
 fn leases_keep_ticks_apart() {
     let s = setup();
