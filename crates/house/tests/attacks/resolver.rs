@@ -433,3 +433,40 @@ fn a_previous_key_list_naming_the_current_key_does_not_stall_re_certification() 
     assert_eq!(block_on(b.recertify_some(b.now())).unwrap(), 1, "zz is moved to the current key");
     assert_eq!(block_on(b.recertify_some(b.now())).unwrap(), 0);
 }
+
+/// A destination that refuses two recipients under two codes, giving no reason of their own (so
+/// each takes the answer's): the sender hears of each code in a notice of its own, never one
+/// code standing for the other. Kills `queue::notices`' grouping `*c == b.code` → `!=`.
+#[test]
+fn refusals_under_two_codes_and_one_reason_are_told_apart() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let key = SigningKey::from_seed([77; 32]);
+    let card = card_by("c.test", &key, vec![], w.clock.now()).to_value().canonical();
+    let refusal = br#"{"ok":false,"code":403,"reason":"not today","rejected":[{"to":"x@c.test","code":404},{"to":"y@c.test","code":403}]}"#;
+    w.fake("c.test", move |req: &OutRequest| match req.url.ends_with("/.well-known/nyx5.json") {
+        true => OutResponse { status: 200, body: card.clone() },
+        false => OutResponse { status: 403, body: refusal.to_vec() },
+    });
+    let ana = Agent::new("ana@a.test", 10);
+    register(&a, &ana);
+    let (x, y) = (nyx5_proto::Address::parse("x@c.test").unwrap(), nyx5_proto::Address::parse("y@c.test").unwrap());
+    assert_eq!(ana.send(&a, &msg(&ana, "two-codes", &[&x, &y], "hi")).status, 202);
+    assert_eq!(w.tick_all().bounced, 1);
+    let mut told: Vec<(i64, Value, String)> = mailbox(&a, &ana)
+        .iter()
+        .map(|n| {
+            let body = n.content().unwrap().body.as_object().unwrap().clone();
+            let code = body["code"].as_safe_integer().unwrap();
+            (code, body["recipients"].clone(), body["reason"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    told.sort_by_key(|t| t.0);
+    assert_eq!(
+        told,
+        [
+            (403, Value::Array(vec!["y@c.test".into()]), "not today".to_owned()),
+            (404, Value::Array(vec!["x@c.test".into()]), "not today".to_owned()),
+        ]
+    );
+}
