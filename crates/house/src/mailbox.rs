@@ -576,3 +576,27 @@ fn stamp_authority(sender: &AgentCard, amount: i64, hour_ops: i64) -> Option<Err
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quota's edges: the last envelope that fits, by count and by bytes, is taken; one more
+    /// of either is refused (429), and so is one over both. Kills every mutant of `quota_full`
+    /// (`>` → `>=` or `==` on either side, `||` → `&&`, the whole → `None`).
+    #[test]
+    fn a_mailbox_takes_up_to_its_quota_and_not_one_more() {
+        let quota = store::mailbox::Quota { max_envelopes: 10, max_bytes: 100 };
+        let full = |envelopes, bytes, size| quota_full("bo", Held { envelopes, bytes }, size, quota);
+        assert!(full(9, 90, 10).is_none(), "the tenth envelope, the hundredth byte");
+        assert!(full(0, 0, 100).is_none());
+        for (envelopes, bytes, size) in [(10, 0, 1), (0, 91, 10), (0, 0, 101), (10, 100, 10), (12, 0, 1), (0, 150, 1)] {
+            let e = full(envelopes, bytes, size).unwrap_or_else(|| panic!("{envelopes} {bytes} {size}"));
+            assert_eq!(e.code(), 429);
+            assert_eq!(
+                e.reason,
+                "the mailbox of bo is full (at most 10 envelopes and 100 bytes waiting); try again later"
+            );
+        }
+    }
+}
