@@ -497,3 +497,45 @@ fn a_full_pin_table_shuts_no_new_domain_out_and_keeps_every_pin() {
         "nothing pinned, nothing pushed out"
     );
 }
+
+/// An envelope to two mailboxes whose batch loses a race on one of them — its sender's minute
+/// there filled, or the mailbox filled, by another delivery between the read and the write —
+/// reads again and is taken by the other: the loser's refusal is its own, not everyone's. The
+/// competing delivery is played by a hook that fills bob's share just before the batch. Kills
+/// `accept`'s `last && lost_rate` / `last && lost_quota` → `||` (every recipient refused on the
+/// first retry) and the two race guards → `false` (the batch's failure answered as an error).
+#[test]
+fn a_lost_race_for_one_mailbox_is_that_mailboxs_refusal_alone() {
+    for (race, cause) in [("rate", "too many"), ("quota", "is full")] {
+        let (_w, a, b, ana, bob) = pair(|c| {
+            c.inbound_per_domain_per_minute = 5;
+            c.mailbox_max_envelopes = 5;
+        });
+        let cy = Agent::new("cy@b.test", 3);
+        assert_eq!(cy.register_admin(&b).status, 201);
+        // One envelope first, so b.test holds a.test's cards and the next batch is the accept's.
+        assert_eq!(deliver(&a, &b, &signed(&ana, &format!("warm-{race}"), &cy.address, "0")).status, 202);
+        let fill: &'static str = match race {
+            "rate" => "INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('inbound:bob:a.test', ?, 5, 5)
+                       ON CONFLICT (bucket, window) DO UPDATE SET count = 5",
+            _ => "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes) VALUES ('bob', 5, 0, 5, 1000000)
+                  ON CONFLICT (local) DO UPDATE SET envelopes = 5",
+        };
+        let window = b.now().millis() / 60_000;
+        b.db.before_next_batch(move |db| {
+            let stmt = if fill.contains("rate_windows") { stmt!(fill, window) } else { stmt!(fill) };
+            block_on(db.batch(vec![stmt])).unwrap();
+        });
+        let env = ana.draft(&format!("lost-{race}"), &[&bob.address, &cy.address], "hi").sign(&ana.sig).unwrap();
+        let answer = json(&deliver(&a, &b, &env), 202);
+        let answer = answer.as_object().unwrap();
+        assert_eq!(answer["accepted"], Value::Array(vec!["cy@b.test".into()]), "{race}: {answer:?}");
+        let rejected = answer["rejected"].as_array().unwrap();
+        assert_eq!(rejected.len(), 1, "{race}");
+        let r = rejected[0].as_object().unwrap();
+        assert_eq!((r["to"].as_str(), r["code"].as_safe_integer()), (Some("bob@b.test"), Some(429)), "{race}");
+        assert!(r["reason"].as_str().unwrap().contains(cause), "{race}: {r:?}");
+        assert_eq!(mailbox(&b, &cy).len(), 2);
+        assert!(mailbox(&b, &bob).is_empty());
+    }
+}
