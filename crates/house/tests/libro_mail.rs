@@ -559,3 +559,106 @@ fn an_operation_too_large_to_keep_never_waits_for_approval() {
     assert_eq!(pending(), Some(1));
     assert_eq!(balance(&h, "bot.bo@a.test"), 70);
 }
+
+/// A clear message from `from` to several recipients with `extra` members in its signed part.
+fn message_to(w: &World, from: &Agent, to: &[&Agent], id: &str, extra: Object) -> Envelope {
+    let mut d = Draft::new(
+        id.into(),
+        from.address.clone(),
+        to.iter().map(|a| a.address.clone()).collect(),
+        w.clock.now(),
+        Content::new("text/plain", "hello".into()),
+    );
+    d.extra = extra;
+    d.build().unwrap().sign(&from.sig).unwrap()
+}
+
+fn stamp_of(amount: i64) -> Object {
+    obj([("stamp", Value::Object(obj([("house", "a.test".into()), ("amount", amount.into())])))])
+}
+
+/// A stamped envelope to two mailboxes that ask for stamps is paid once for each, from what the
+/// first payment left: with 15 the second is refused (402) and the first is kept; with 30 both
+/// are paid. Kills `accept`'s `balance -= amount` → `+=` (both decided, the batch refused by the
+/// balance's guard, and the whole delivery refused) or `/=` (the second refused with 20 left).
+#[test]
+fn a_stamp_to_two_mailboxes_is_paid_from_what_the_first_left() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let (ana, cy, bo) = (Agent::new("ana@a.test", 80), Agent::new("cy@a.test", 81), Agent::new("bo@a.test", 82));
+    for agent in [&ana, &cy] {
+        register(&h, agent, Some(Value::Object(obj([("policy", "stamp".into()), ("price", 10.into())]))));
+    }
+    register(&h, &bo, None);
+    topup(&h, "bo@a.test", 15);
+    assert_eq!(bo.send(&h, &message_to(&w, &bo, &[&ana, &cy], "two-15", stamp_of(10))).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "two-15"));
+    assert!(!holds(&h, &cy, "two-15"));
+    assert_eq!(bounce(&h, &bo, "two-15"), 402);
+    assert_eq!(balance(&h, "bo@a.test"), 5);
+    topup(&h, "bo@a.test", 25);
+    assert_eq!(bo.send(&h, &message_to(&w, &bo, &[&ana, &cy], "two-30", stamp_of(10))).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "two-30") && holds(&h, &cy, "two-30"));
+    assert_eq!(balance(&h, "bo@a.test"), 10);
+}
+
+/// A delegated sender's stamp is within its card's cap: exactly the cap is paid, one more is
+/// refused (403) with the cap named. Kills `accept`'s cap guard → `false` and its `>` → `>=`,
+/// `==`, `<`.
+#[test]
+fn a_delegated_senders_stamp_is_paid_up_to_its_cap() {
+    use nyx5_proto::card::{Delegation, Scope};
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let (ana, bo) = (Agent::new("ana@a.test", 83), Agent::new("bo@a.test", 84));
+    register(&h, &ana, Some(Value::Object(obj([("policy", "stamp".into()), ("price", 5.into())]))));
+    register(&h, &bo, None);
+    let bot = Agent::new("bot.bo@a.test", 85);
+    let scope = Scope { cap: Some(10), ..Scope::default() };
+    let d = Delegation::sign(&bo.address, &bot.address, &bot.sig.public(), &scope, None, h.now(), &bo.sig).unwrap();
+    register_with(&h, &bot, &[("delegation", d.to_value())]);
+    topup(&h, "bot.bo@a.test", 100);
+    assert_eq!(bot.send(&h, &message(&w, &bot, &ana, "cap-10", stamp_of(10))).status, 202);
+    assert_eq!(bot.send(&h, &message(&w, &bot, &ana, "cap-11", stamp_of(11))).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "cap-10"));
+    assert!(!holds(&h, &ana, "cap-11"));
+    assert_eq!(bounce(&h, &bot, "cap-11"), 403);
+    assert_eq!(balance(&h, "bot.bo@a.test"), 90);
+    let told = mailbox(&h, &bot)
+        .into_iter()
+        .find(|e| e.from().local() == "postmaster")
+        .and_then(|e| e.content().and_then(|c| c.body.as_object()?.get("reason")?.as_str().map(str::to_owned)))
+        .unwrap();
+    assert_eq!(told, "bot.bo@a.test is delegated with a cap of 10 tok; its stamp is 11");
+}
+
+/// A subagent allowed one movement an hour stamps one envelope to two mailboxes: the first stamp
+/// is its movement, the second would be another and is refused (403). Kills `accept`'s
+/// `stamp_uses += 1` → `-=` or `*=`.
+#[test]
+fn one_envelope_to_two_mailboxes_is_two_stamps_in_the_subagents_hour() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let (ana, cy, bo) = (Agent::new("ana@a.test", 86), Agent::new("cy@a.test", 87), Agent::new("bo@a.test", 88));
+    for agent in [&ana, &cy] {
+        register(&h, agent, Some(Value::Object(obj([("policy", "stamp".into()), ("price", 5.into())]))));
+    }
+    register(&h, &bo, None);
+    let bot = subagent_under(
+        &h,
+        &bo,
+        "bot.bo@a.test",
+        89,
+        r#"{"level":"autonomous","consequence":"costly","max_amount":10,"currency":"tok","max_per_hour":1}"#,
+    );
+    topup(&h, "bot.bo@a.test", 100);
+    assert_eq!(bot.send(&h, &message_to(&w, &bot, &[&ana, &cy], "hour-2", stamp_of(5))).status, 202);
+    w.tick_all();
+    assert!(holds(&h, &ana, "hour-2"));
+    assert!(!holds(&h, &cy, "hour-2"));
+    assert_eq!(bounce(&h, &bot, "hour-2"), 403);
+    assert_eq!(balance(&h, "bot.bo@a.test"), 95);
+}
