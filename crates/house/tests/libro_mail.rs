@@ -662,3 +662,79 @@ fn one_envelope_to_two_mailboxes_is_two_stamps_in_the_subagents_hour() {
     assert_eq!(bounce(&h, &bot, "hour-2"), 403);
     assert_eq!(balance(&h, "bot.bo@a.test"), 95);
 }
+
+/// What `House::accept` answers when every batch that stores ana's copy fails on a constraint (a
+/// TEMP trigger raises it), for each kind of failure, with and without stamps to pay: a lost race
+/// on her minute or her quota is read again and, lost on every attempt, ends in 429 for every
+/// recipient that still needed a count or room (the batch cannot say whose it was, and cy's
+/// copy goes with hers); a race on the Libro (only when stamps or a vouch need it) is
+/// tried again and ends in 402 for the balance, 503 for the journal; any other constraint ends
+/// the delivery at once with 409. Kills `accept`'s `attempt + 1` → `* 1` (never the last
+/// attempt: nobody decided), the three race guards → `true`/`false`, their `&&`, `||`, `==` and
+/// `!` mutants, and the `balance_negative` arm.
+#[test]
+fn a_batch_that_fails_on_every_attempt_ends_by_what_failed() {
+    let cases: [(&str, bool, &str, Result<(u16, &str), (u16, &str)>); 6] = [
+        ("her minute", false, "CHECK constraint failed: rate_cap", Ok((429, "too many"))),
+        ("her quota", false, "CHECK constraint failed: mailbox_quota", Ok((429, "is full"))),
+        ("another constraint", false, "CHECK constraint failed: house_test", Err((409, "house_test"))),
+        (
+            "a Libro race without the Libro",
+            false,
+            "CHECK constraint failed: balance_negative",
+            Err((409, "balance_negative")),
+        ),
+        (
+            "the balance, stamped",
+            true,
+            "CHECK constraint failed: balance_negative",
+            Err((402, "not enough balance for the stamp")),
+        ),
+        (
+            "the journal, stamped",
+            true,
+            "UNIQUE constraint failed: libro_entries.cause",
+            Err((503, "the Libro is busy; try again")),
+        ),
+    ];
+    for (what, stamped, raise, expected) in cases {
+        let w = World::new();
+        let h = w.house("a.test", Registration::Admin);
+        let (ana, cy, bo) = (Agent::new("ana@a.test", 90), Agent::new("cy@a.test", 91), Agent::new("bo@a.test", 92));
+        let policy = stamped.then(|| Value::Object(obj([("policy", "stamp".into()), ("price", 5.into())])));
+        register(&h, &ana, policy.clone());
+        register(&h, &cy, policy);
+        register(&h, &bo, None);
+        topup(&h, "bo@a.test", 100);
+        let sql = format!(
+            "CREATE TEMP TRIGGER fail_ana BEFORE INSERT ON mailbox WHEN NEW.local = 'ana'
+             BEGIN SELECT RAISE(ABORT, '{raise}'); END"
+        );
+        let sql: &'static str = Box::leak(sql.into_boxed_str());
+        block_on(h.db.sqlite.batch(vec![nyx5_house::ports::Stmt::new(sql, Vec::new())])).unwrap();
+        let env = message_to(&w, &bo, &[&ana, &cy], "fails", if stamped { stamp_of(5) } else { Object::new() });
+        let card = block_on(h.local_card("bo")).unwrap().unwrap();
+        let verified = env.verify(&card, h.now()).unwrap();
+        let answer = block_on(h.accept(&verified, &card, &[ana.address.clone(), cy.address.clone()]));
+        match (answer, expected) {
+            (Ok(outcomes), Ok((code, reason))) => {
+                assert_eq!(outcomes.len(), 2, "{what}: {outcomes:?}");
+                for (to, outcome) in outcomes {
+                    match outcome {
+                        nyx5_house::mailbox::Outcome::Rejected(e) => {
+                            assert_eq!(e.code(), code, "{what}: {to}");
+                            assert!(e.reason.contains(reason), "{what}: {e:?}");
+                        }
+                        other => panic!("{what}: {to} {other:?}"),
+                    }
+                }
+            }
+            (Err(e), Err((code, reason))) => {
+                assert_eq!(e.code(), code, "{what}: {e:?}");
+                assert!(e.reason.contains(reason), "{what}: {e:?}");
+            }
+            (got, _) => panic!("{what}: {got:?}"),
+        }
+        assert!(!holds(&h, &ana, "fails") && !holds(&h, &cy, "fails"), "{what}: nothing kept");
+    }
+}
