@@ -674,7 +674,10 @@ fn one_envelope_to_two_mailboxes_is_two_stamps_in_the_subagents_hour() {
 /// `!` mutants, and the `balance_negative` arm.
 #[test]
 fn a_batch_that_fails_on_every_attempt_ends_by_what_failed() {
-    let cases: [(&str, bool, &str, Result<(u16, &str), (u16, &str)>); 6] = [
+    // What fails, whether stamps are paid, the constraint raised, and the answer: `Ok` for every
+    // recipient refused with this code and words, `Err` for the whole delivery.
+    type Case<'a> = (&'a str, bool, &'a str, Result<(u16, &'a str), (u16, &'a str)>);
+    let cases: [Case<'_>; 6] = [
         ("her minute", false, "CHECK constraint failed: rate_cap", Ok((429, "too many"))),
         ("her quota", false, "CHECK constraint failed: mailbox_quota", Ok((429, "is full"))),
         ("another constraint", false, "CHECK constraint failed: house_test", Err((409, "house_test"))),
