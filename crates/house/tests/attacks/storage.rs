@@ -539,3 +539,21 @@ fn a_lost_race_for_one_mailbox_is_that_mailboxs_refusal_alone() {
         assert!(mailbox(&b, &bob).is_empty());
     }
 }
+
+/// A sending site's envelopes to one mailbox are counted per minute of the clock: two at the
+/// cap of two fill it, a third a second later is refused (429), and the next minute takes more.
+/// Kills `accept`'s `window = now / 60_000` → `*` (every millisecond its own window).
+#[test]
+fn a_sites_minute_is_a_minute_of_the_clock() {
+    let (w, a, b, ana, bob) = pair(|c| c.inbound_per_domain_per_minute = 2);
+    // At the start of a minute, so the three below share it.
+    let into_minute = b.now().millis() % MINUTE;
+    w.clock.advance(MINUTE - into_minute);
+    let send = |id: &str| deliver(&a, &b, &signed(&ana, id, &bob.address, "hi")).status;
+    assert_eq!((send("m1"), send("m2")), (202, 202));
+    w.clock.advance(SECOND);
+    assert_eq!(send("m3"), 429);
+    w.clock.advance(MINUTE);
+    assert_eq!(send("m4"), 202);
+    assert_eq!(mailbox(&b, &bob).len(), 3);
+}
