@@ -61,6 +61,18 @@ fn with_ana_and_bo(cap: i64) -> (World, Rc<TestHouse>, Agent, Agent) {
     (w, h, ana, bo)
 }
 
+/// ana@a.test with 100 to spend, and bo@, a seller at another house, b.test.
+fn buyer_and_remote_seller() -> (World, Rc<TestHouse>, Rc<TestHouse>, Agent, Agent) {
+    let w = World::new();
+    let h = house(&w, 100);
+    let b = w.house("b.test", Registration::Admin);
+    let (ana, bo) = (Agent::new("ana@a.test", 11), Agent::new("bo@b.test", 12));
+    register(&h, &ana, &[]);
+    register(&b, &bo, &[]);
+    topup(&h, "ana@a.test", 100);
+    (w, h, b, ana, bo)
+}
+
 fn register(h: &TestHouse, agent: &Agent, extra: &[(&str, Value)]) {
     let body = agent.registration(h, extra);
     let admin = format!("Bearer admin-{}", h.config.domain);
@@ -358,14 +370,7 @@ fn a_late_copy_refused_while_another_copy_was_done_answers_done_before() {
 /// and `||` → `&&` (the 503 kept as the envelope's answer for good).
 #[test]
 fn a_temporary_refusal_is_not_kept_and_the_envelope_goes_later() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let b = w.house("b.test", Registration::Admin);
-    let ana = Agent::new("ana@a.test", 11);
-    let bo = Agent::new("bo@b.test", 12);
-    register(&h, &ana, &[]);
-    register(&b, &bo, &[]);
-    topup(&h, "ana@a.test", 100);
+    let (w, h, _b, ana, bo) = buyer_and_remote_seller();
     let env = op(&w, &ana, "acc-1", accept_op(&quote(&w, &bo, &ana, "q-1", ContractKind::Spot, 10, None)));
     w.down("b.test", true);
     let first = hand(&h, &env);
@@ -884,14 +889,7 @@ fn a_decided_approval_is_kept_for_thirty_days() {
 /// when it already accepts the key: the new key is refused with 403).
 #[test]
 fn a_quote_under_the_sellers_new_key_refreshes_its_card() {
-    let w = World::new();
-    let h = house(&w, 100);
-    let b = w.house("b.test", Registration::Admin);
-    let ana = Agent::new("ana@a.test", 11);
-    let bo = Agent::new("bo@b.test", 12);
-    register(&h, &ana, &[]);
-    register(&b, &bo, &[]);
-    topup(&h, "ana@a.test", 100);
+    let (w, h, b, ana, bo) = buyer_and_remote_seller();
     let q1 = quote(&w, &bo, &ana, "q-1", ContractKind::Spot, 5, None);
     assert_eq!(hand(&h, &op(&w, &ana, "acc-1", accept_op(&q1))), "done");
     // bo rotates to a new key at its house.
