@@ -1,12 +1,9 @@
 #![allow(clippy::print_stdout)] // cargo reads a build script's directives from its stdout
-#![allow(clippy::indexing_slicing)] // a build script: a wrong index stops the build, loudly
-//! Compiles the Public Suffix List (`data/psl/public_suffix_list.dat`) into a compact list for
-//! `site.rs`: every name a rule mentions — a plain rule, the parent of a wildcard rule (`*.ck` →
-//! `ck`), an exception rule (`!www.ck` → `www.ck`) — with what the rules say of it, and
-//! `DEEPEST`, the most labels a rule matches. Rules are written as the house sees names: ASCII,
-//! lower case, internationalised labels in their `xn--` form. A malformed line fails the build.
-
-use std::collections::BTreeSet;
+//! Compiles the Public Suffix List (`data/psl/public_suffix_list.dat`) into the compact list
+//! `site.rs` reads (`nyx5_pages::psl` codes it): embedded in native builds; on wasm32 only its
+//! length and checksum, since the Worker loads the list from its static assets (scripts/build-app
+//! writes it there with `nyx5-pages`). A malformed line fails the build. Native builds also embed
+//! the protocol pages.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -17,99 +14,25 @@ fn main() {
     pages();
     println!("cargo::rerun-if-changed={LIST}");
     let text = std::fs::read_to_string(LIST).unwrap_or_else(|e| fail(&format!("cannot read {LIST}: {e}")));
-
-    let (mut plain, mut wildcard, mut exception) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    for (n, line) in text.lines().enumerate() {
-        // A rule is the line up to its first white space; comments and blank lines are not rules.
-        let rule = line.split_whitespace().next().unwrap_or("");
-        if rule.is_empty() || rule.starts_with("//") {
-            continue;
-        }
-        let (set, name) = if let Some(parent) = rule.strip_prefix("*.") {
-            (&mut wildcard, parent)
-        } else if let Some(name) = rule.strip_prefix('!') {
-            (&mut exception, name)
-        } else {
-            (&mut plain, rule)
-        };
-        // `idna` 0.5 (Cargo.toml says why not 1): its strict mode leaves some label checks out, so
-        // the result must also be a name the house could meet (`check_domain`'s alphabet and
-        // label shape), or the build stops.
-        let ascii = idna::domain_to_ascii_strict(name)
-            .ok()
-            .filter(|a| a.split('.').all(house_label))
-            .unwrap_or_else(|| fail(&format!("{LIST}:{}: not a rule: {line}", n + 1)));
-        set.insert(ascii);
-    }
-
-    // The most labels a rule can match: a longer name is looked up by its last this-many labels.
-    let labels = |name: &String| name.split('.').count();
-    let deepest = (plain.iter().map(labels))
-        .chain(wildcard.iter().map(|parent| labels(parent) + 1))
-        .chain(exception.iter().map(labels))
-        .max()
-        .unwrap_or(1);
-
-    // Every exception sits under a wildcard (`!city.kobe.jp` under `*.kobe.jp`): site.rs relies on
-    // it, so a list that breaks it stops the build.
-    for name in &exception {
-        let parent = name.split_once('.').map_or("", |(_, p)| p);
-        if !wildcard.contains(parent) {
-            fail(&format!("exception rule !{name} is not under a wildcard rule"));
-        }
-    }
-
-    // Every name a rule mentions, with what the rules say of it: `PSL_PLAIN` (a rule),
-    // `PSL_WILDCARD` (`*.` + it is a rule), `PSL_EXCEPTION` (`!` + it is).
-    let mut flags = std::collections::BTreeMap::<String, u8>::new();
-    for (set, bit) in [(&plain, 1u8), (&wildcard, 2), (&exception, 4)] {
-        for name in set {
-            *flags.entry(reversed(name)).or_default() |= bit;
-        }
-    }
-    // In the byte order of the names with their labels reversed (`jp.kobe.city`), so that names
-    // under one suffix sit together, each name written as what it does not share with the end of
-    // the one before: per name, how many bytes at its end are the previous name's last bytes (at
-    // most 255), what the rules say of it, its other bytes, and a line feed (no name has one).
-    // Gzipped, the Worker carries ~38 KB for the list this way, against ~82 KB for the table
-    // site.rs builds from it at first use (names, offsets, slots); the shared ends are copied,
-    // so decoding is one pass with no label turned around.
-    if flags.len() >= usize::from(u16::MAX) {
-        fail("too many names for a 16-bit table");
-    }
-    let mut coded = Vec::new();
-    let mut previous: &[u8] = b"";
-    let names: Vec<(String, u8)> = flags.iter().map(|(rev, rules)| (reversed(rev), *rules)).collect();
-    for (name, rules) in &names {
-        let name = name.as_bytes();
-        let shared = name.iter().rev().zip(previous.iter().rev()).take(255).take_while(|(a, b)| a == b).count();
-        coded.push(u8::try_from(shared).unwrap_or(u8::MAX));
-        coded.push(*rules);
-        coded.extend_from_slice(&name[..name.len() - shared]);
-        coded.push(b'\n');
-        previous = name;
-    }
+    let coded = nyx5_pages::psl::code(&text).unwrap_or_else(|e| fail(&format!("{LIST}: {e}")));
+    let wasm = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_else(|| fail("OUT_DIR is not set")));
     let mut rust = String::from("// Generated by build.rs from data/psl/public_suffix_list.dat.\n");
-    let _ = writeln!(rust, "const DEEPEST: usize = {deepest};");
-    let _ = writeln!(rust, "const PSL_NAMES: usize = {};", flags.len());
-    let _ = writeln!(rust, "static PSL_CODED: &[u8] = include_bytes!(concat!(env!(\"OUT_DIR\"), \"/psl.bin\"));");
-    for (name, bytes) in [("psl.rs", rust.as_bytes()), ("psl.bin", &coded)] {
+    let _ = writeln!(rust, "const DEEPEST: usize = {};", coded.deepest);
+    let _ = writeln!(rust, "const PSL_NAMES: usize = {};", coded.names);
+    let _ = writeln!(rust, "const PSL_FNV64: u64 = {:#x};", coded.fnv64);
+    let _ = writeln!(rust, "const PSL_BYTES: usize = {};", coded.bytes.len());
+    if wasm {
+        let _ = writeln!(rust, "static PSL_EMBEDDED: Option<&[u8]> = None;");
+    } else {
+        let _ = writeln!(
+            rust,
+            "static PSL_EMBEDDED: Option<&[u8]> = Some(include_bytes!(concat!(env!(\"OUT_DIR\"), \"/psl.bin\")));"
+        );
+    }
+    for (name, bytes) in [("psl.rs", rust.as_bytes()), ("psl.bin", &coded.bytes)] {
         std::fs::write(out.join(name), bytes).unwrap_or_else(|e| fail(&format!("cannot write {name}: {e}")));
     }
-}
-
-/// A label as the house writes names: 1–63 bytes of `a-z0-9-`, no hyphen at either end.
-fn house_label(label: &str) -> bool {
-    (1..=63).contains(&label.len())
-        && !label.starts_with('-')
-        && !label.ends_with('-')
-        && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-/// `name` with its labels in reverse order (`city.kobe.jp` → `jp.kobe.city`, and back).
-fn reversed(name: &str) -> String {
-    name.rsplit('.').collect::<Vec<_>>().join(".")
 }
 
 fn fail(why: &str) -> ! {

@@ -30,6 +30,7 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     if let Some(h) = HOUSE.with(|h| h.borrow().clone()) {
         return Ok(h);
     }
+    suffix_list(env).await?;
     let db = env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?;
     let meter = env::metering(env).then(Default::default);
     let db = D1Db { db, meter };
@@ -52,6 +53,33 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     let house = Rc::new(House::new(config, db, FetchNet, Box::new(WorkerClock), Box::new(WorkerRng))?);
     HOUSE.with(|h| *h.borrow_mut() = Some(house.clone()));
     Ok(house)
+}
+
+/// The Public Suffix List, which the wasm leaves out (ARCHITECTURE.md, "Sites from the list
+/// itself"): read once per isolate from the static assets, before the house is built, and taken
+/// only if it is the list this build was made with. Without it no event is served: limits and
+/// blocks key on sites.
+async fn suffix_list(env: &Env) -> Result<(), Error> {
+    use nyx5_house::site;
+    if site::loaded() {
+        return Ok(());
+    }
+    let unavailable = |why: String| Error::new(ErrorKind::Unavailable, format!("Public Suffix List asset: {why}"));
+    let assets = env.assets("ASSETS").map_err(|e| Error::new(ErrorKind::Internal, format!("ASSETS binding: {e}")))?;
+    // The assets binding answers by path; the host is not looked at.
+    let resp = assets.fetch(format!("https://assets.invalid{}", site::ASSET_PATH), None).await;
+    let mut resp = resp.map_err(|e| unavailable(e.to_string()))?;
+    if resp.status_code() != 200 {
+        return Err(unavailable(format!("status {}", resp.status_code())));
+    }
+    // A body cut short is caught by `install`'s digest.
+    let bytes = fetch::read_capped(resp.stream(), site::ASSET_BYTES).await.map_err(|e| match e {
+        fetch::Capped::TooLarge => {
+            Error::new(ErrorKind::Internal, "Public Suffix List asset: larger than this build's")
+        }
+        fetch::Capped::Unreadable(why) => unavailable(why),
+    })?;
+    site::install(&bytes)
 }
 
 fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {

@@ -50,7 +50,6 @@ const house = new House({
   inspectorPort: PORT + 443,
   stateDir: state,
   vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: token },
-  assets: true,
 });
 const admin = { authorization: `Bearer ${token}` };
 const steps = makeSteps(T0);
@@ -72,8 +71,8 @@ function nyx5(args, { profile = join(state, 'bot.json') } = {}) {
   return JSON.parse(r.stdout);
 }
 
-/** Polls `fn` until it answers something truthy. No cron here (see `configWithoutAssets`): mail
- * to this house's own agents is delivered by the kick after each answer. */
+/** Polls `fn` until it answers something truthy. No cron here: mail to this house's own agents
+ * is delivered by the kick after each answer. */
 async function until(what, fn, { timeoutMs = 20_000 } = {}) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -81,32 +81,14 @@ export function killAll(signal = 'SIGKILL') {
 }
 process.on('exit', () => killAll());
 
-/**
- * wrangler.toml without its `[assets]` block (`.wrangler-no-assets.toml`): what houses that need the cron
- * hook run. Under `wrangler dev` with static assets, miniflare sends `/cdn-cgi/handler/scheduled`
- * through the assets' RPC proxy, whose proxied `scheduled` is called on the wrong `this` and
- * always answers 500 "exception" (miniflare 4 as wrangler 4.86 ships it). A deployed Worker's
- * cron calls the Worker itself, assets or not. Only tests/e2e/browser.mjs needs the assets (the
- * browser client), and it never needs the cron.
- */
-export function configWithoutAssets() {
-  const text = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8');
-  const out = text.replace(/^\[assets\]\n(?:[a-z_]+ = .*\n)*/m, '');
-  if (out.includes('[assets]') || out === text) throw new Error('could not rewrite wrangler.toml without [assets]');
-  // Beside wrangler.toml, so every path in it means what it means there; written only when it
-  // changed, since wrangler dev reloads when its configuration file is touched.
-  const path = join(ROOT, '.wrangler-no-assets.toml');
-  if (!existsSync(path) || readFileSync(path, 'utf8') !== out) writeFileSync(path, out);
-  return path;
-}
-
 /** One house: a domain served by `wrangler dev` on 127.0.0.1:port with its own state dir. */
 export class House {
-  /** `env`: more of wrangler's environment (e.g. `NODE_EXTRA_CA_CERTS`, which it hands to workerd).
-   * `assets`: serve the browser client too (and lose the cron hook: see `configWithoutAssets`). */
-  constructor({ domain, port, inspectorPort, stateDir, vars = {}, env = {}, assets = false }) {
+  /** `env`: more of wrangler's environment (e.g. `NODE_EXTRA_CA_CERTS`, which it hands to workerd). */
+  constructor({ domain, port, inspectorPort, stateDir, vars = {}, env = {} }) {
     Object.assign(this, { domain, port, inspectorPort, vars, env });
-    this.config = assets ? join(ROOT, 'wrangler.toml') : configWithoutAssets();
+    // wrangler.toml itself, static assets included: the Worker reads the Public Suffix List
+    // from them at its first event, as it does deployed.
+    this.config = join(ROOT, 'wrangler.toml');
     this.url = `http://127.0.0.1:${port}`;
     this.host = `127.0.0.1:${port}`;
     this.persist = join(stateDir, domain);
@@ -145,6 +127,8 @@ export class House {
       '--env-file',
       this.envFile,
       '--show-interactive-dev-session=false',
+      // `/__scheduled` (see `scheduled`).
+      '--test-scheduled',
       '--var',
       `NYX5_DOMAIN:${this.domain}`,
       '--var',
@@ -207,9 +191,13 @@ export class House {
     return readFileSync(this.log, 'utf8').split('\n').slice(-lines).join('\n');
   }
 
-  /** Runs the scheduled handler once (what the cron trigger does), as wrangler dev exposes it. */
+  /** Runs the scheduled handler once (what the cron trigger does), through `--test-scheduled`'s
+   * `/__scheduled`, which wrangler's middleware answers inside the Worker. Not miniflare's
+   * `/cdn-cgi/handler/scheduled`: with static assets it goes through the assets' RPC proxy, whose
+   * proxied `scheduled` is called on the wrong `this` and always answers 500 (miniflare 4 as
+   * wrangler 4.86 ships it; a deployed Worker's cron calls the Worker itself). */
   async scheduled() {
-    const r = await fetch(`${this.url}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent('* * * * *')}`);
+    const r = await fetch(`${this.url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`);
     await r.arrayBuffer();
     if (r.status !== 200) throw new Error(`scheduled handler on ${this.domain} answered ${r.status}`);
   }

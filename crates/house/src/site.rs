@@ -4,15 +4,25 @@
 //! the sender can mint by the thousand.
 //!
 //! The list is `data/psl/public_suffix_list.dat` (where it comes from, and how to update it:
-//! `data/psl/README.md`), compiled by `build.rs` into a compact list (`PSL_CODED`) of every name a
-//! rule mentions and what the rules say of it. The first lookup builds a hash table from it
-//! (about 215 KB of the isolate's memory, built once); every lookup after that is one probe
-//! sequence per label of the name, nothing parsed.
+//! `data/psl/README.md`), coded by `nyx5_pages::psl` at build time into a compact list of every
+//! name a rule mentions and what the rules say of it. Native builds embed it (`PSL_EMBEDDED`);
+//! the Worker loads the same bytes from its static assets at its first event and hands them to
+//! [`install`], which takes them only if their SHA-256 is the one this build was made with. The
+//! first lookup (or `install`) builds a hash table from it (about 215 KB of the isolate's
+//! memory, built once); every lookup after that is one probe sequence per label of the name,
+//! nothing parsed. Until a list is there (a wasm32 build whose caller has not installed one),
+//! only the implicit rule `*` holds: every name's site is its last two labels.
 
-// `PSL_CODED`, the names, each coded against the name before it (see build.rs); `PSL_NAMES`, how
-// many; `DEEPEST`, the most labels any rule matches.
+// `PSL_EMBEDDED`, the coded names (native builds), `PSL_NAMES`, how many, `PSL_BYTES` and
+// `PSL_FNV64`, the coded list's length and checksum; `DEEPEST`, the most labels any rule matches.
 include!(concat!(env!("OUT_DIR"), "/psl.rs"));
-include!("psl_hash.rs");
+
+/// FNV-1a (64-bit): where a name's search in the table starts, and the coded list's checksum.
+/// Not a secret-keyed hash: a name an attacker chooses can only land on a slot, and the longest
+/// run of occupied slots in the table (measured as it is built) bounds the search.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
 
 /// What the rules say of a name (bits of [`rules_for`]).
 const PSL_PLAIN: u8 = 1;
@@ -54,7 +64,7 @@ fn public_suffix(domain: &str) -> &str {
         let under_wildcard = names.peek().is_some_and(|(_, parent)| parent & PSL_WILDCARD != 0);
         if longest.is_none() && (rules & PSL_PLAIN != 0 || under_wildcard) {
             // Keep looking for an exception further up (there is none in the list today: each
-            // sits right under its wildcard, which build.rs checks).
+            // sits right under its wildcard, which `nyx5_pages::psl` checks).
             longest = Some(name);
         }
     }
@@ -64,10 +74,10 @@ fn public_suffix(domain: &str) -> &str {
 /// What the rules say of `name`: `PSL_PLAIN`, `PSL_WILDCARD`, `PSL_EXCEPTION` bits, 0 for a name
 /// no rule mentions.
 fn rules_for(name: &str) -> u8 {
-    let table = table();
+    let Some(table) = table() else { return 0 };
     let slots = table.slots.len();
     // Never 0 slots: the table has half as many again as names, plus one.
-    let start = usize::try_from(psl_hash(name) % slots as u64).unwrap_or(0);
+    let start = usize::try_from(fnv1a(name.as_bytes()) % slots as u64).unwrap_or(0);
     for i in 0..=table.longest_run {
         let Some(place) = table.slots.get((start + i) % slots).and_then(|&p| usize::from(p).checked_sub(1)) else {
             return 0;
@@ -79,15 +89,15 @@ fn rules_for(name: &str) -> u8 {
     0
 }
 
-/// The list as lookups search it, built from `PSL_CODED` at first use.
+/// The list as lookups search it, built from the coded list at first use.
 struct Table {
-    /// Every name, one after another, in `PSL_CODED`'s order.
+    /// Every name, one after another, in the coded list's order.
     names: String,
     /// Where each name starts in `names`, and one more: where the last ends.
     offsets: Vec<u32>,
     /// What the rules say of each name.
     rules: Vec<u8>,
-    /// Open addressing (`psl_hash`, linear probing): a name's place plus one, 0 for an empty slot.
+    /// Open addressing (`fnv1a`, linear probing): a name's place plus one, 0 for an empty slot.
     /// Half as many slots again as names, so runs of occupied slots stay in the tens.
     slots: Vec<u16>,
     /// The longest run of occupied slots, wrapping around: no search goes further, whatever name
@@ -95,20 +105,61 @@ struct Table {
     longest_run: usize,
 }
 
-fn table() -> &'static Table {
-    static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
-    TABLE.get_or_init(Table::build)
+static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+
+/// The table, built from the embedded list at first use; on wasm32, the installed one, if any.
+fn table() -> Option<&'static Table> {
+    match PSL_EMBEDDED {
+        Some(coded) => Some(TABLE.get_or_init(|| Table::build(coded))),
+        None => TABLE.get(),
+    }
+}
+
+/// Whether lookups have the list (always, in a native build).
+pub fn loaded() -> bool {
+    table().is_some()
+}
+
+/// Where the Worker finds the coded list among its static assets (`nyx5_pages::psl::ASSET_PATH`,
+/// which scripts/build-app writes).
+pub const ASSET_PATH: &str = "/_nyx5/psl.bin";
+
+/// The coded list's length in this build: what [`install`] takes, and all a reader of the asset
+/// needs to buffer.
+pub const ASSET_BYTES: usize = PSL_BYTES;
+
+/// Takes the coded list (the Worker's static asset at [`ASSET_PATH`]) if it is the one this build
+/// was made with: its length and FNV-1a checksum. Another list is refused, whatever it says: a
+/// stale asset, or one of another build, must not decide whose names share a site. A list
+/// already there stays.
+///
+/// A checksum, not SHA-256: the asset is the operator's own, deployed with the Worker, so what
+/// the check catches is a mistake, not a forgery; and every new isolate pays for it before its
+/// first event. SHA-256 of the ~99 KB list took 4–7 ms there (V8 running sha2's code for the
+/// first time), FNV-1a a fraction of a millisecond (benches/README.md, "Bundle").
+pub fn install(coded: &[u8]) -> Result<(), nyx5_proto::Error> {
+    if coded.len() != PSL_BYTES || fnv1a(coded) != PSL_FNV64 {
+        return Err(nyx5_proto::Error::new(
+            nyx5_proto::ErrorKind::Internal,
+            format!(
+                "the Public Suffix List asset ({} bytes) is not the one this build was made with ({PSL_BYTES} bytes, FNV-1a {PSL_FNV64:016x})",
+                coded.len()
+            ),
+        ));
+    }
+    TABLE.get_or_init(|| Table::build(coded));
+    Ok(())
 }
 
 impl Table {
-    fn build() -> Table {
-        let mut names = Vec::with_capacity(PSL_CODED.len() * 2);
+    fn build(coded: &[u8]) -> Table {
+        let mut names = Vec::with_capacity(coded.len() * 2);
         let mut offsets = Vec::with_capacity(PSL_NAMES + 1);
         let mut rules = Vec::with_capacity(PSL_NAMES);
         offsets.push(0);
         // Each entry: how many bytes at its end are the previous name's last, rules, the other
-        // bytes, `\n` (build.rs).
-        let mut rest = PSL_CODED;
+        // bytes, `\n` (`nyx5_pages::psl`).
+        let mut rest = coded;
         let mut previous = 0..0;
         while let [shared, rule, tail @ ..] = rest {
             let end = tail.iter().position(|&b| b == b'\n').unwrap_or(tail.len());
@@ -122,7 +173,7 @@ impl Table {
             offsets.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
             rules.push(*rule);
         }
-        // build.rs wrote ASCII names; were it not so, no name would match and every name would
+        // `nyx5_pages::psl` wrote ASCII names; were it not so, no name would match and every name would
         // be its own suffix's site.
         let names = String::from_utf8(names).unwrap_or_default();
         let mut table = Table { names, offsets, rules, slots: vec![0; PSL_NAMES * 3 / 2 + 1], longest_run: 0 };
@@ -131,7 +182,7 @@ impl Table {
         // sequence ends.
         for place in 0..table.rules.len().min(PSL_NAMES) {
             let Some(name) = table.name(place) else { continue };
-            let mut at = usize::try_from(psl_hash(name) % len as u64).unwrap_or(0);
+            let mut at = usize::try_from(fnv1a(name.as_bytes()) % len as u64).unwrap_or(0);
             while table.slots.get(at).is_some_and(|&p| p != 0) {
                 at = (at + 1) % len;
             }
@@ -245,7 +296,7 @@ mod tests {
         assert_eq!(site("x.y.blogspot.com"), "y.blogspot.com", "private blogspot.com");
         assert_eq!(site("a.b.xn--55qx5d.cn"), "b.xn--55qx5d.cn", "公司.cn");
         assert_eq!(site("a.b.example.com."), "example.com", "a trailing dot");
-        let table = table();
+        let table = table().unwrap();
         let names: Vec<&str> = (0..table.rules.len()).map(|i| table.name(i).unwrap()).collect();
         assert!(names.len() > 9000 && names.len() == PSL_NAMES);
         assert_eq!(table.slots.iter().filter(|&&p| p != 0).count(), names.len());
@@ -261,7 +312,7 @@ mod tests {
     }
 
     /// Every rule of the list comes back from the compiled form as the list wrote it: each line's
-    /// name, decoded from `PSL_CODED`, carries that line's kind of rule, and no name is there that
+    /// name, decoded from the embedded list, carries that line's kind of rule, and no name is there that
     /// no line gave.
     #[test]
     fn every_rule_of_the_list_survives_the_coding() {
@@ -278,12 +329,32 @@ mod tests {
             };
             *want.entry(idna::domain_to_ascii_strict(name).unwrap()).or_default() |= bit;
         }
-        let table = table();
+        let table = table().unwrap();
         let got: std::collections::BTreeMap<String, u8> =
             (0..table.rules.len()).map(|i| (table.name(i).unwrap().to_owned(), table.rules[i])).collect();
         assert_eq!(got.len(), table.rules.len(), "a name twice");
         assert!(want == got, "{} rules in the list, {} names compiled", want.len(), got.len());
         assert!(want.iter().all(|(name, &rules)| rules_for(name) == rules));
+    }
+
+    /// The Worker's asset is what `nyx5-pages` writes; `install` takes exactly the bytes this
+    /// build was made with and nothing else.
+    #[test]
+    fn install_takes_only_the_list_this_build_was_made_with() {
+        let asset = nyx5_pages::psl::code(include_str!("../data/psl/public_suffix_list.dat")).unwrap().bytes;
+        assert_eq!(Some(asset.as_slice()), PSL_EMBEDDED);
+        assert_eq!(ASSET_PATH, nyx5_pages::psl::ASSET_PATH);
+        assert!(install(&asset).is_ok());
+        let mut flipped = asset.clone();
+        flipped[asset.len() / 2] ^= 1;
+        let refused = install(&flipped).unwrap_err();
+        assert_eq!(refused.kind, nyx5_proto::ErrorKind::Internal);
+        assert!(refused.reason.contains(&format!("{PSL_FNV64:016x}")), "{refused}");
+        assert!(install(&asset[..asset.len() - 1]).is_err());
+        assert!(install(&[asset.as_slice(), b"x\n"].concat()).is_err());
+        assert!(install(b"").is_err());
+        assert!(loaded());
+        assert_eq!(site("a.b.c.kobe.jp"), "b.c.kobe.jp");
     }
 
     #[test]

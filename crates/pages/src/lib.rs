@@ -7,6 +7,10 @@
 //! the `nyx5-pages` binary, which writes them among the Worker's static assets
 //! (scripts/build-app), so the wasm carries none of the text (ARCHITECTURE.md, "The protocol
 //! pages are static assets on the Worker").
+//!
+//! The same goes for the Public Suffix List, coded by [`psl`].
+
+pub mod psl;
 
 use std::fmt::Write as _;
 
