@@ -352,6 +352,97 @@ mod tests {
         }
     }
 
+    /// Each IPv4 range the policy refuses, at both of its ends, and the addresses just outside
+    /// them, which are public (each written with zero octets where it can be, so that a rule
+    /// matching on the wrong octets shows).
+    #[test]
+    fn every_private_ipv4_range_ends_where_it_should() {
+        let ranges = [
+            ("0.0.0.0", "0.255.255.255", None, Some("1.0.0.0")),
+            ("10.0.0.0", "10.255.255.255", Some("9.255.255.255"), Some("11.0.0.0")),
+            ("100.64.0.0", "100.127.255.255", Some("100.63.255.255"), Some("100.128.0.0")),
+            ("127.0.0.0", "127.255.255.255", Some("126.255.255.255"), Some("128.0.0.0")),
+            ("169.254.0.0", "169.254.255.255", Some("169.253.255.255"), Some("169.255.0.0")),
+            ("172.16.0.0", "172.31.255.255", Some("172.15.255.255"), Some("172.32.0.0")),
+            ("192.0.0.0", "192.0.0.255", Some("191.255.255.255"), Some("192.0.1.0")),
+            ("192.0.2.0", "192.0.2.255", Some("192.0.1.255"), Some("192.0.3.0")),
+            ("192.88.99.0", "192.88.99.255", Some("192.88.98.255"), Some("192.88.100.0")),
+            ("192.168.0.0", "192.168.255.255", Some("192.167.255.255"), Some("192.169.0.0")),
+            ("198.18.0.0", "198.19.255.255", Some("198.17.255.255"), Some("198.20.0.0")),
+            ("198.51.100.0", "198.51.100.255", Some("198.51.99.255"), Some("198.51.101.0")),
+            ("203.0.113.0", "203.0.113.255", Some("203.0.112.255"), Some("203.0.114.0")),
+            ("224.0.0.0", "255.255.255.255", Some("223.255.255.255"), None),
+        ];
+        for (first, last, below, above) in ranges {
+            for ip in [first, last] {
+                assert!(!ip_is_public(ip.parse().unwrap()), "{ip} is in {first}–{last}");
+            }
+            for ip in [below, above].into_iter().flatten() {
+                assert!(ip_is_public(ip.parse().unwrap()), "{ip} is outside {first}–{last}");
+            }
+        }
+        // Octets that match a range's other octets elsewhere: only the whole prefix counts.
+        for ip in ["1.0.0.5", "11.0.2.1", "8.88.99.1", "9.168.1.1", "8.18.0.1", "8.51.100.1", "8.0.113.1", "192.1.0.1"]
+        {
+            assert!(ip_is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    /// IPv6: each reserved block at its edges, and IPv4 carried inside IPv6 judged by the
+    /// address it carries, public ones included (a rule that loses the carried address shows).
+    #[test]
+    fn every_reserved_ipv6_block_and_every_carried_ipv4_address() {
+        let private = [
+            "::",
+            "::1",
+            "::a00:1",
+            "::ffff:a00:1",
+            "64:ff9b::a00:1",
+            "2002:a00:1::",
+            "fc00::",
+            "fdff:ffff::1",
+            "fe80::",
+            "febf:ffff::1",
+            "fec0::1",
+            "feff::1",
+            "ff00::",
+            "ffff::1",
+            "2001:db8::1",
+            "2001:db8:ffff::1",
+            "100::",
+            "100::ffff:ffff:ffff:ffff",
+            "64:ff9b:1::1",
+            "0:1::1",
+        ];
+        for ip in private {
+            assert!(!ip_is_public(ip.parse().unwrap()), "{ip} is reserved");
+        }
+        let public = [
+            "::808:808",        // IPv4-compatible 8.8.8.8
+            "::ffff:808:808",   // IPv4-mapped 8.8.8.8
+            "64:ff9b::808:404", // NAT64 of 8.8.4.4
+            "2002:808:808::1",  // 6to4 of 8.8.8.8
+            "fbff:ffff::1",     // below fc00::/7
+            "2001:db9::1",      // beside the documentation block
+            "2001:b8::1",       // 2001:db8's halves apart
+            "db8::1",
+            "100:0:0:1::1", // past 100::/64
+            "101::",
+            "64:ff9a::1",
+            "1::1",
+        ];
+        for ip in public {
+            assert!(ip_is_public(ip.parse().unwrap()), "{ip} is public");
+        }
+    }
+
+    #[test]
+    fn a_learnt_url_with_only_a_user_name_is_refused_and_says_why() {
+        let refused = strict().check_learnt("https://user@mail.example.com/").unwrap_err();
+        assert_eq!(refused.to_string(), "a URL learnt from a peer must not carry credentials");
+        assert!(strict().check_learnt("https://:pw@mail.example.com/").is_err());
+    }
+
     #[test]
     fn addresses_by_range() {
         let public =
