@@ -201,10 +201,14 @@ impl Memo {
         if let Ok(mut m) = self.domains.lock() {
             m.remove(domain);
         }
-        let suffix = format!("@{domain}");
-        if let Ok(mut m) = self.agents.lock() {
-            m.retain(|k, _| !k.ends_with(&suffix));
-        }
+        memo_forget(&self.agents, &format!("@{domain}"));
+    }
+}
+
+/// Drops the entries whose key ends with `suffix`.
+fn memo_forget<T>(map: &Entries<T>, suffix: &str) {
+    if let Ok(mut map) = map.lock() {
+        map.retain(|k, _| !k.ends_with(suffix));
     }
 }
 
@@ -784,6 +788,61 @@ mod tests {
         assert!(parse_txt("v=nyx51; url=https://x; sig=nope").is_err());
         assert!(parse_txt("v=nyx51; url=https://x; url=https://y").is_err());
         assert_eq!(join_txt(r#""a\"b" "c""#), "a\"bc");
+    }
+
+    fn keys<T>(map: &Entries<T>) -> Vec<String> {
+        map.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// A remembered card is good for exactly `CARD_CACHE_MS` from its fetch, and never before it
+    /// (a clock that went back).
+    #[test]
+    fn the_memo_keeps_a_card_for_its_five_minutes_exactly() {
+        let map = Entries::<u8>::default();
+        memo_put(&map, "a.test", 1_000, 1_000, 7);
+        assert_eq!(memo_get(&map, "a.test", 1_000), Some(7));
+        assert_eq!(memo_get(&map, "a.test", 1_000 + limits::CARD_CACHE_MS - 1), Some(7));
+        assert_eq!(memo_get(&map, "a.test", 1_000 + limits::CARD_CACHE_MS), None);
+        assert_eq!(memo_get(&map, "a.test", 999), None);
+        assert_eq!(memo_get(&map, "b.test", 1_000), None);
+    }
+
+    /// The memo holds at most `MEMO_MAX_ENTRIES`: when full, the stale entries go first, and if
+    /// none is stale, all of them; the new one is always kept.
+    #[test]
+    fn a_full_memo_drops_the_stale_entries_first_then_everything() {
+        let map = Entries::<usize>::default();
+        let fresh_at = limits::CARD_CACHE_MS;
+        for i in 0..MEMO_MAX_ENTRIES - 2 {
+            memo_put(&map, &format!("old{i}"), 0, 0, i);
+        }
+        memo_put(&map, "edge", 1, 1, 0);
+        memo_put(&map, "young", fresh_at, fresh_at, 0);
+        assert_eq!(map.lock().unwrap().len(), MEMO_MAX_ENTRIES);
+        // Full: at `fresh_at` every `old…` entry is exactly five minutes old, so stale; `edge`
+        // is one millisecond short of it.
+        memo_put(&map, "new", fresh_at, fresh_at, 1);
+        assert_eq!(keys(&map), ["edge", "new", "young"]);
+        // Below the bound nothing is dropped, stale or not.
+        memo_put(&map, "later", fresh_at * 3, fresh_at * 3, 2);
+        assert_eq!(keys(&map), ["edge", "later", "new", "young"]);
+        // Full of fresh entries: all go but the new one.
+        let map = Entries::<usize>::default();
+        for i in 0..MEMO_MAX_ENTRIES {
+            memo_put(&map, &format!("k{i}"), 5, 5, i);
+        }
+        memo_put(&map, "last", 5, 5, 0);
+        assert_eq!(keys(&map), ["last"]);
+    }
+
+    #[test]
+    fn forgetting_a_domain_drops_its_agents_only() {
+        let map = Entries::<u8>::default();
+        for key in ["ana@a.test", "bo@a.test", "cy@b.a.test", "dee@xa.test", "eve@b.test"] {
+            memo_put(&map, key, 0, 0, 0);
+        }
+        memo_forget(&map, "@a.test");
+        assert_eq!(keys(&map), ["cy@b.a.test", "dee@xa.test", "eve@b.test"]);
     }
 
     #[test]

@@ -414,6 +414,54 @@ fn tofu_pins_the_first_key_and_refuses_a_change_until_confirmed() {
     assert!(pinned[0]["pending"].is_null());
 }
 
+/// Confirming a domain's new key drops every card remembered under the old one, at once: mail
+/// from the old house, whose cards the five-minute memo would still believe, is refused right
+/// after the confirmation; other domains' cards stay remembered.
+#[test]
+fn confirming_a_new_key_forgets_the_cards_of_the_old_one() {
+    let w = World::new();
+    let b = w.house("b.test", Registration::Admin);
+    let a = w.house("a.test", Registration::Admin);
+    let c = w.house("c.test", Registration::Admin);
+    let alice = Agent::new("alice@a.test", 10);
+    let cy = Agent::new("cy@c.test", 12);
+    let bob = Agent::new("bob@b.test", 20);
+    register(&a, &alice, &[]);
+    register(&c, &cy, &[]);
+    register(&b, &bob, &[]);
+    json_body(&deliver(&a, &b, &message(&alice, "e1", &[&bob.address])), 202);
+
+    // a.test comes back with another key, and alice with another key under it: refused, and
+    // the key waits for the operator.
+    let a2 = w.house("a.test", Registration::Admin);
+    let alice2 = Agent::new("alice@a.test", 11);
+    register(&a2, &alice2, &[]);
+    w.clock.advance(6 * MINUTE);
+    assert_eq!(deliver(&a2, &b, &message(&alice2, "e2", &[&bob.address])).status, 403);
+    let pending = pins(&b).into_iter().find(|p| p["domain"].as_str() == Some("a.test")).unwrap();
+    assert_eq!(pending["pending"].as_str(), Some(a2.config.key.public().to_b64().as_str()));
+
+    // The old house answers on the name again for a while: still the pinned key, so its cards
+    // are fetched and remembered, and c.test's too.
+    w.serve(&a);
+    json_body(&deliver(&a, &b, &message(&alice, "e3", &[&bob.address])), 202);
+    json_body(&deliver(&c, &b, &message(&cy, "c1", &[&bob.address])), 202);
+
+    let right = format!(r#"{{"sig":"{}"}}"#, a2.config.key.public().to_b64());
+    let confirmed = call_raw(&b, "POST", "/pins/a.test/confirm", &[("authorization", &admin(&b))], right.into_bytes());
+    assert_eq!(confirmed.status, 200);
+    // Within the same minute: the old house's cards are gone with its key.
+    let fetches = w.sent_to("http://a.test/");
+    assert_eq!(deliver(&a, &b, &message(&alice, "e4", &[&bob.address])).status, 403);
+    assert!(w.sent_to("http://a.test/") > fetches, "a.test's card was fetched again");
+    w.serve(&a2);
+    json_body(&deliver(&a2, &b, &message(&alice2, "e5", &[&bob.address])), 202);
+    // c.test's cards stay: cy is heard without a fetch.
+    let fetches = w.sent_to("http://c.test/");
+    json_body(&deliver(&c, &b, &message(&cy, "c2", &[&bob.address])), 202);
+    assert_eq!(w.sent_to("http://c.test/"), fetches);
+}
+
 #[test]
 fn dns_txt_records_locate_and_anchor_domains() {
     let w = World::new();

@@ -344,6 +344,12 @@ impl World {
         house
     }
 
+    /// Puts `house` back on the network for its domain, in place of whatever serves it now (an
+    /// old house and a new one taking turns on one name).
+    pub fn serve(&self, house: &Rc<TestHouse>) {
+        self.net.0.borrow_mut().houses.insert(house.config.domain.clone(), house.clone());
+    }
+
     /// A house with defaults and the given registration mode.
     pub fn house(&self, domain: &str, registration: Registration) -> Rc<TestHouse> {
         self.start(self.config(domain, registration))
