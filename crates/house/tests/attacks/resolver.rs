@@ -470,3 +470,33 @@ fn refusals_under_two_codes_and_one_reason_are_told_apart() {
         ]
     );
 }
+
+/// A sender's domain that can be no public house (`localhost`, a private-use suffix, one label)
+/// is refused by name: before the resolver spends its site's budget of new names, and before
+/// anything is sent to it. A public name spends one.
+#[test]
+fn a_domain_that_is_no_public_house_is_refused_before_any_budget_or_fetch() {
+    let w = World::new();
+    let b = w.house("b.test", Registration::Admin);
+    let bob = Agent::new("bob@b.test", 20);
+    register(&b, &bob);
+    let windows = || {
+        let rows = block_on(b.db.query(stmt!("SELECT bucket FROM rate_windows WHERE bucket LIKE 'resolve:%'")));
+        rows.unwrap().iter().map(|r| r.text("bucket").unwrap_or_default().to_owned()).collect::<Vec<_>>()
+    };
+    let key = SigningKey::from_seed([77; 32]);
+    for domain in ["printer.local", "api.localhost", "metadata.google.internal", "nas.home.arpa"] {
+        let eve = Agent::new(&format!("eve@{domain}"), 21);
+        let resp = deliver_by(&key, domain, &b, &msg(&eve, &format!("e-{domain}"), &[&bob.address], "hi"));
+        assert_eq!(resp.status, 403, "{domain}");
+        assert!(reason(&resp).contains(&format!("{domain} is not a public house domain")), "{}", reason(&resp));
+        assert_eq!(w.sent_to(domain), 0, "{domain}");
+    }
+    assert_eq!(windows(), Vec::<String>::new());
+    // A public name nobody serves: one new name spent under its site, and a fetch tried.
+    let eve = Agent::new("eve@mail.nowhere.example", 21);
+    let resp = deliver_by(&key, "mail.nowhere.example", &b, &msg(&eve, "e-public", &[&bob.address], "hi"));
+    assert_ne!(resp.status, 202);
+    assert_eq!(windows(), ["resolve:nowhere.example"]);
+    assert!(w.sent_to("nowhere.example") > 0);
+}
