@@ -837,6 +837,8 @@ mod tests {
 
     #[test]
     fn forgetting_a_domain_drops_its_agents_only() {
+        // Nor does the memo's debug text show what it holds.
+        assert_eq!(format!("{:?}", Memo::default()), "Memo");
         let map = Entries::<u8>::default();
         for key in ["ana@a.test", "bo@a.test", "cy@b.a.test", "dee@xa.test", "eve@b.test"] {
             memo_put(&map, key, 0, 0, 0);
