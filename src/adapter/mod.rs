@@ -64,22 +64,33 @@ async fn suffix_list(env: &Env) -> Result<(), Error> {
     if site::loaded() {
         return Ok(());
     }
-    let unavailable = |why: String| Error::new(ErrorKind::Unavailable, format!("Public Suffix List asset: {why}"));
-    let assets = env.assets("ASSETS").map_err(|e| Error::new(ErrorKind::Internal, format!("ASSETS binding: {e}")))?;
-    // The assets binding answers by path; the host is not looked at.
-    let resp = assets.fetch(format!("https://assets.invalid{}", site::ASSET_PATH), None).await;
-    let mut resp = resp.map_err(|e| unavailable(e.to_string()))?;
-    if resp.status_code() != 200 {
-        return Err(unavailable(format!("status {}", resp.status_code())));
-    }
-    // A body cut short is caught by `install`'s digest.
-    let bytes = fetch::read_capped(resp.stream(), site::ASSET_BYTES).await.map_err(|e| match e {
-        fetch::Capped::TooLarge => {
-            Error::new(ErrorKind::Internal, "Public Suffix List asset: larger than this build's")
+    let read = async {
+        let assets = env.assets("ASSETS").map_err(|e| format!("ASSETS binding: {e}"))?;
+        // The assets binding answers by path; the host is not looked at.
+        let mut resp = assets.fetch(format!("https://assets.invalid{}", site::ASSET_PATH), None).await;
+        let resp = resp.as_mut().map_err(|e| e.to_string())?;
+        if resp.status_code() != 200 {
+            return Err(format!("status {}", resp.status_code()));
         }
-        fetch::Capped::Unreadable(why) => unavailable(why),
-    })?;
-    site::install(&bytes)
+        let bytes = fetch::read_capped(resp.stream(), site::ASSET_BYTES).await.map_err(|e| match e {
+            fetch::Capped::TooLarge => format!("larger than this build's {} bytes", site::ASSET_BYTES),
+            fetch::Capped::Unreadable(why) => why,
+        })?;
+        // A body cut short (`read_capped` ends quietly on an aborted stream) is a failed read,
+        // not another build's list.
+        if bytes.len() < site::ASSET_BYTES {
+            return Err(format!("{} of {} bytes read", bytes.len(), site::ASSET_BYTES));
+        }
+        Ok(bytes)
+    };
+    match read.await {
+        Ok(bytes) => site::install(&bytes),
+        // The reason is the operator's, in the log; the client hears to come back.
+        Err(why) => {
+            worker::console_error!("nyx5: Public Suffix List asset {}: {why}", site::ASSET_PATH);
+            Err(Error::new(ErrorKind::Unavailable, "the house could not load its Public Suffix List; try again later"))
+        }
+    }
 }
 
 fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {

@@ -91,6 +91,11 @@ impl<D, N> std::fmt::Debug for House<D, N> {
 impl<D: Db, N: Net> House<D, N> {
     /// Builds the house and signs its domain card.
     pub fn new(config: Config, db: D, net: N, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Result<Self, Error> {
+        // Sites decide limits, blocks and pin caps: no house without the list (a wasm32 caller
+        // installs it first, `site::install`).
+        if !site::loaded() {
+            return Err(Error::new(ErrorKind::Internal, "the Public Suffix List is not loaded (site::install)"));
+        }
         let mut policy = config.policy_extra.clone();
         policy.insert("inbound".into(), "verified".into());
         policy.insert("max_bytes".into(), (config.max_bytes as i64).into());

@@ -168,8 +168,9 @@ pub fn check_house_domain(domain: &str) -> Result<(), Refusal> {
 
 /// Whether `ip` is reachable on the public internet: not loopback, private (RFC 1918, CGNAT,
 /// IPv6 ULA), link-local (which holds cloud metadata at 169.254.169.254), unspecified,
-/// multicast, broadcast, documentation, benchmarking or reserved; IPv4 inside IPv6 (mapped,
-/// compatible, NAT64, 6to4) is judged by the IPv4 address it carries.
+/// multicast, broadcast, documentation, benchmarking, IETF protocol assignments (Teredo among
+/// them) or reserved; IPv4 inside IPv6 (mapped, compatible, NAT64, 6to4) is judged by the IPv4
+/// address it carries.
 pub fn ip_is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4_is_public(v4),
@@ -214,7 +215,11 @@ fn v6_is_public(ip: Ipv6Addr) -> bool {
                 || (first & 0xffc0) == 0xfe80                   // link-local, fe80::/10
                 || (first & 0xffc0) == 0xfec0                   // site-local (deprecated)
                 || (first & 0xff00) == 0xff00                   // multicast
+                || (first == 0x2001 && second < 0x0200)         // IETF protocol assignments, 2001::/23
+                                                                // (Teredo, benchmarking, ORCHID)
                 || (first == 0x2001 && second == 0x0db8)        // documentation
+                || (first == 0x3fff && second < 0x1000)         // documentation, 3fff::/20
+                || first == 0x5f00                              // SRv6 SIDs, 5f00::/16
                 || (first == 0x0100 && s[1..4] == [0, 0, 0])    // discard-only, 100::/64
                 || (first == 0x64 && second == 0xff9b)          // local-use NAT64, 64:ff9b:1::/48
                 || first == 0; // the rest of ::/16 is reserved
@@ -411,6 +416,14 @@ mod tests {
             "2001:db8:ffff::1",
             "100::",
             "100::ffff:ffff:ffff:ffff",
+            "2001::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2", // Teredo, carrying 192.0.2.45
+            "2001:2::1",
+            "2001:10::1",
+            "2001:1ff:ffff::1",
+            "3fff::1",
+            "3fff:fff::1",
+            "5f00::1",
             "64:ff9b:1::1",
             "0:1::1",
         ];
@@ -424,10 +437,13 @@ mod tests {
             "2002:808:808::1",  // 6to4 of 8.8.8.8
             "fbff:ffff::1",     // below fc00::/7
             "2001:db9::1",      // beside the documentation block
-            "2001:b8::1",       // 2001:db8's halves apart
+            "2001:200::1",      // past 2001::/23
+            "2001:4860::8888",
             "db8::1",
             "100:0:0:1::1", // past 100::/64
             "101::",
+            "3fff:1000::1",
+            "5f01::1",
             "64:ff9a::1",
             "1::1",
         ];

@@ -7,11 +7,11 @@
 //! `data/psl/README.md`), coded by `nyx5_pages::psl` at build time into a compact list of every
 //! name a rule mentions and what the rules say of it. Native builds embed it (`PSL_EMBEDDED`);
 //! the Worker loads the same bytes from its static assets at its first event and hands them to
-//! [`install`], which takes them only if their SHA-256 is the one this build was made with. The
-//! first lookup (or `install`) builds a hash table from it (about 215 KB of the isolate's
-//! memory, built once); every lookup after that is one probe sequence per label of the name,
-//! nothing parsed. Until a list is there (a wasm32 build whose caller has not installed one),
-//! only the implicit rule `*` holds: every name's site is its last two labels.
+//! [`install`], which takes them only if their length and checksum are the ones this build was
+//! made with. The first lookup (or `install`) builds a hash table from it (about 215 KB of the
+//! isolate's memory, built once); every lookup after that is one probe sequence per label of the
+//! name, nothing parsed. Until a list is there only the implicit rule `*` would hold (every
+//! name's site its last two labels), so `House::new` refuses to build a house without one.
 
 // `PSL_EMBEDDED`, the coded names (native builds), `PSL_NAMES`, how many, `PSL_BYTES` and
 // `PSL_FNV64`, the coded list's length and checksum; `DEEPEST`, the most labels any rule matches.
