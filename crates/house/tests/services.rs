@@ -650,8 +650,12 @@ fn the_caps_answer_409_per_agent_and_for_the_house() {
     assert_eq!(take_and_finish(&agents[2], "a"), 0);
 }
 
+/// The house's quota for today is spent by others while the take is on its way (the hook runs
+/// before the first batch, which is the sender's outbox): the desk's check refuses it and
+/// nothing is held. The race that reaches the claim's own guard, after the check, is
+/// `libro_races::a_task_whose_quota_went_in_a_race_is_refused_with_the_desks_reason`.
 #[test]
-fn a_claim_that_lost_its_quota_in_a_race_undoes_the_accept() {
+fn a_take_after_the_days_quota_went_to_others_is_refused_and_holds_nothing() {
     let w = World::new();
     let h = tareas(&w);
     topup(&h, "tareas@a.test", 1000);
@@ -660,7 +664,7 @@ fn a_claim_that_lost_its_quota_in_a_race_undoes_the_accept() {
     let cy = Agent::new("cy@a.test", 72);
     register(&h, &cy);
     let q = task_quote(&w, &h, &cy, &qid("race"), "a", 10);
-    // Between the desk's check and the accept's batch, the house's quota for today is spent.
+    // Before the take reaches the desk, the house's quota for today is spent.
     let day = w.clock.now().millis().div_euclid(86_400_000);
     h.db.before_next_batch(move |db| {
         for i in 0..3 {
