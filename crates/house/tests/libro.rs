@@ -54,10 +54,10 @@ use std::rc::Rc;
 
 use kit::*;
 use nyx5_house::Registration;
-use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::libro::LIBRO;
 use nyx5_proto::card::{Delegation, Scope};
 use nyx5_proto::crypto::Context;
-use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::envelope::Kind;
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, QuoteDraft, Referrer};
 use nyx5_proto::sign::sign_object;
@@ -182,15 +182,7 @@ impl Run {
         } else {
             self.agent(who)
         };
-        let libro = Address::new(LIBRO, &self.libro().config.domain).unwrap();
-        let mut draft = Draft::new(
-            id.clone(),
-            agent.address.clone(),
-            vec![libro],
-            self.w.clock.now(),
-            Content::new(OP_MEDIA, Value::Object(body)),
-        );
-        draft.kind = Kind::Task;
+        let mut draft = libro_op(&agent.address, &self.libro().config.domain, &id, self.w.clock.now(), body);
         draft.expires = until;
         let env = draft.build().unwrap().sign(&agent.sig).unwrap();
         (id, env)

@@ -6,12 +6,12 @@ mod kit;
 
 use kit::*;
 use nyx5_house::Registration;
-use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::libro::LIBRO;
 use nyx5_house::policy::EXT_AVAL;
 use nyx5_house::ports::Db;
-use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Address, Envelope, Object, Value};
+use nyx5_proto::{Envelope, Object, Value};
 
 fn register(h: &TestHouse, agent: &Agent, inbox: Option<Value>) {
     let extra: Vec<(&str, Value)> = inbox.into_iter().map(|i| ("inbox", i)).collect();
@@ -68,17 +68,7 @@ fn holds(h: &TestHouse, who: &Agent, id: &str) -> bool {
 }
 
 fn operate(w: &World, h: &TestHouse, who: &Agent, id: &str, body: Object) {
-    let libro = Address::new(LIBRO, &h.config.domain).unwrap();
-    let mut d = Draft::new(
-        id.into(),
-        who.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(body)),
-    );
-    d.kind = Kind::Task;
-    let env = d.build().unwrap().sign(&who.sig).unwrap();
-    assert_eq!(who.send(h, &env).status, 202);
+    assert_eq!(who.send(h, &signed_op(w, who, &h.config.domain, id, body)).status, 202);
     w.tick_all();
     assert!(
         mailbox(h, who).iter().any(|e| e.from().local() == LIBRO && e.in_reply_to() == Some(id)),
@@ -338,16 +328,7 @@ fn an_expired_bond_returns_to_its_bondholder_with_a_notice() {
     assert_eq!((body["contract"].as_str(), body["state"].as_str()), (Some("bond-1"), Some("released")));
     // Released by expiry, it can be forfeited no more; a second tick changes nothing.
     let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "late".into())]);
-    let libro = Address::new(LIBRO, "a.test").unwrap();
-    let mut d = Draft::new(
-        "forfeit-1".into(),
-        vic.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(forfeit)),
-    );
-    d.kind = Kind::Task;
-    assert_eq!(vic.send(&h, &d.build().unwrap().sign(&vic.sig).unwrap()).status, 202);
+    assert_eq!(vic.send(&h, &signed_op(&w, &vic, "a.test", "forfeit-1", forfeit)).status, 202);
     w.tick_all();
     assert_eq!(bounce(&h, &vic, "forfeit-1"), 409);
     assert_eq!(balance(&h, "ana@a.test"), 10);
@@ -364,16 +345,8 @@ fn a_receipt_for_another_house_leaves_in_the_tick_that_did_the_operation() {
     register(&b, &bo, None);
     topup(&a, ana.address.as_str(), 50);
     let quote = quote_from(&w, &bo, &ana, "q-fast", nyx5_proto::quote::ContractKind::Spot, 10, "fast", None);
-    let libro = Address::new(LIBRO, "a.test").unwrap();
-    let mut d = Draft::new(
-        "acc-fast".into(),
-        ana.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(obj([("op", "accept".into()), ("quote", quote.to_value())]))),
-    );
-    d.kind = Kind::Task;
-    let resp = ana.send(&a, &d.build().unwrap().sign(&ana.sig).unwrap());
+    let accept = obj([("op", "accept".into()), ("quote", quote.to_value())]);
+    let resp = ana.send(&a, &signed_op(&w, &ana, "a.test", "acc-fast", accept));
     assert_eq!(resp.status, 202);
     // One tick of a.test does the operation and sends bo's receipt on to b.test.
     block_on(a.tick()).unwrap();
@@ -391,16 +364,7 @@ fn an_operation_from_another_house_asks_for_a_delivery_kick() {
     let bo = Agent::new("bo@b.test", 97);
     register(&b, &bo, None);
     topup(&a, bo.address.as_str(), 5);
-    let libro = Address::new(LIBRO, "a.test").unwrap();
-    let mut d = Draft::new(
-        "bal-1".into(),
-        bo.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(obj([("op", "balance".into())]))),
-    );
-    d.kind = Kind::Task;
-    let env = d.build().unwrap().sign(&bo.sig).unwrap();
+    let env = signed_op(&w, &bo, "a.test", "bal-1", obj([("op", "balance".into())]));
     let relay = nyx5_proto::relay::RelayHeader::sign("b.test", &env, "a.test", &b.config.key).to_header();
     let resp = call_raw(&a, "POST", "/inbound", &[(nyx5_proto::relay::HEADER, &relay)], env.canonical());
     assert_eq!(resp.status, 202);
@@ -421,22 +385,13 @@ fn a_refused_operation_stays_refused_when_it_comes_again() {
     let bea = Agent::new("bea@b.test", 11);
     register(&a, &ana, None);
     register(&b, &bea, None);
-    let libro = Address::new(LIBRO, "a.test").unwrap();
     let body = obj([
         ("op", "bond".into()),
         ("amount", 30.into()),
         ("claim", "it holds".into()),
         ("verifier", ana.address.as_str().into()),
     ]);
-    let mut d = Draft::new(
-        "bond-1".into(),
-        bea.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(body)),
-    );
-    d.kind = Kind::Task;
-    let env = d.build().unwrap().sign(&bea.sig).unwrap();
+    let env = signed_op(&w, &bea, "a.test", "bond-1", body);
     assert_eq!(bea.send(&b, &env).status, 202);
     w.tick_all();
     w.tick_all();
@@ -540,16 +495,7 @@ fn an_operation_too_large_to_keep_never_waits_for_approval() {
     let pending =
         || block_on(h.db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM libro_pending"))).unwrap()[0].int("n");
     // Kept whole to be decided again, a waiting operation is at most 64 KiB: refused, nothing held.
-    let libro = Address::new(LIBRO, "a.test").unwrap();
-    let mut big = Draft::new(
-        "big-1".into(),
-        bot.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(bond(70_000))),
-    );
-    big.kind = Kind::Task;
-    assert_eq!(bot.send(&h, &big.build().unwrap().sign(&bot.sig).unwrap()).status, 202);
+    assert_eq!(bot.send(&h, &signed_op(&w, &bot, "a.test", "big-1", bond(70_000))).status, 202);
     w.tick_all();
     assert_eq!(bounce(&h, &bot, "big-1"), 413);
     assert_eq!(pending(), Some(0));

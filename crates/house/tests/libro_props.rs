@@ -34,13 +34,13 @@ use std::rc::Rc;
 
 use kit::*;
 use nyx5_house::Registration;
-use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::libro::LIBRO;
 use nyx5_house::mailbox::Outcome;
 use nyx5_house::ports::Db;
 use nyx5_house::stmt;
 use nyx5_proto::card::{AgentCard, Delegation, Scope};
 use nyx5_proto::crypto::Context;
-use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::envelope::Kind;
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, QuoteDraft, Referrer};
 use nyx5_proto::sign::sign_object;
@@ -900,16 +900,7 @@ impl Case {
     fn envelope(&mut self, who: usize, id: &str, body: Object, old: bool) -> Envelope {
         let m = &self.members[who];
         let key = if old { &m.old.as_ref().unwrap().sig } else { &m.agent.sig };
-        let libro = Address::new(LIBRO, A).unwrap();
-        let mut draft = Draft::new(
-            id.to_owned(),
-            m.address.clone(),
-            vec![libro],
-            self.w.clock.now(),
-            Content::new(OP_MEDIA, Value::Object(body)),
-        );
-        draft.kind = Kind::Task;
-        draft.build().unwrap().sign(key).unwrap()
+        libro_op(&m.address, A, id, self.w.clock.now(), body).build().unwrap().sign(key).unwrap()
     }
 
     /// Hands `env` to the Libro's house directly: `House::accept` with the operator's card as

@@ -19,13 +19,13 @@ use std::task::{Context, Poll};
 
 use kit::*;
 use nyx5_house::Registration;
-use nyx5_house::libro::{LIBRO, NOTICE_MEDIA, OP_MEDIA};
+use nyx5_house::libro::NOTICE_MEDIA;
 use nyx5_house::mailbox::Outcome;
 use nyx5_house::ports::Db;
 use nyx5_house::stmt;
 use nyx5_proto::authority::Authority;
 use nyx5_proto::card::{AgentCard, Delegation, Scope};
-use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, Quote, QuoteDraft};
 use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, Verified};
@@ -94,15 +94,7 @@ fn subagent(h: &TestHouse, parent: &Agent, address: &str, seed: u8, authority: &
 
 /// An operation by `who` for the Libro of `a.test`, signed now, that `expires` if given.
 fn op_until(w: &World, who: &Agent, id: &str, body: Object, expires: Option<Timestamp>) -> Envelope {
-    let libro = Address::new(LIBRO, A).unwrap();
-    let mut d = Draft::new(
-        id.into(),
-        who.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(body)),
-    );
-    d.kind = Kind::Task;
+    let mut d = libro_op(&who.address, A, id, w.clock.now(), body);
     d.expires = expires;
     d.build().unwrap().sign(&who.sig).unwrap()
 }

@@ -12,12 +12,12 @@ use std::rc::Rc;
 
 use kit::*;
 use nyx5_house::Registration;
+use nyx5_house::libro::LIBRO;
 use nyx5_house::libro::verifica::ChecksReport;
-use nyx5_house::libro::{LIBRO, OP_MEDIA};
 use nyx5_house::ports::{Db, OutResponse};
 use nyx5_house::stmt;
 use nyx5_proto::crypto::{hex, sha256};
-use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{self, ContractKind, Quote, QuoteDraft};
 use nyx5_proto::{Address, Envelope, Object, Value};
@@ -77,17 +77,7 @@ fn quote_of(
 /// Sends an operation through `/outbound` and answers its status there and the refusal's code in
 /// the operator's mailbox (0 when a receipt came).
 fn operate(w: &World, h: &TestHouse, who: &Agent, id: &str, body: Object) -> u16 {
-    let libro = Address::new(LIBRO, "a.test").unwrap();
-    let mut d = Draft::new(
-        id.into(),
-        who.address.clone(),
-        vec![libro],
-        w.clock.now(),
-        Content::new(OP_MEDIA, Value::Object(body)),
-    );
-    d.kind = Kind::Task;
-    let env = d.build().unwrap().sign(&who.sig).unwrap();
-    let r = who.send(h, &env);
+    let r = who.send(h, &signed_op(w, who, "a.test", id, body));
     assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
     w.tick_all();
     for e in mailbox(h, who) {

@@ -2,10 +2,9 @@
 //! closed now. Operations are envelopes to `libro@`, delivered straight to the house as the
 //! sending house's queue would (`deliver_op`), so each test reads the Libro's own answer.
 
-use nyx5_house::libro::{LIBRO, OP_MEDIA};
+use nyx5_house::libro::LIBRO;
 use nyx5_house::mailbox::Outcome;
 use nyx5_house::policy::EXT_AVAL;
-use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, QuoteDraft};
 use nyx5_proto::{Address, Envelope, Object, Timestamp, Value};
@@ -23,16 +22,7 @@ fn balance(h: &TestHouse, account: &str) -> i64 {
 }
 
 fn op_envelope(who: &Agent, id: &str, house: &str, body: Object) -> Envelope {
-    let libro = Address::new(LIBRO, house).unwrap();
-    let mut d = Draft::new(
-        id.into(),
-        who.address.clone(),
-        vec![libro],
-        Timestamp(START),
-        Content::new(OP_MEDIA, Value::Object(body)),
-    );
-    d.kind = Kind::Task;
-    d.build().unwrap().sign(&who.sig).unwrap()
+    libro_op(&who.address, house, id, Timestamp(START), body).build().unwrap().sign(&who.sig).unwrap()
 }
 
 /// Hands an operation signed by `key` (the agent's own unless given) to the Libro at `h` and

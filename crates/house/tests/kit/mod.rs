@@ -18,8 +18,8 @@ use nyx5_house::sqlite::SqliteDb;
 use nyx5_house::{Config, House, Registration};
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::crypto::{EncSecret, SigningKey};
-use nyx5_proto::envelope::{Content, Draft};
-use nyx5_proto::{Address, Envelope, Timestamp, Value, seal};
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, seal};
 
 /// 2026-09-04T19:00:00Z: where every test's clock starts.
 pub const START: i64 = 1_788_548_400_000;
@@ -545,6 +545,26 @@ pub fn mailbox(house: &TestHouse, agent: &Agent) -> Vec<Envelope> {
             _ => return out,
         }
     }
+}
+
+/// The draft of an operation for the Libro of `domain` (`libro@<domain>`: a task carrying
+/// `OP_MEDIA`) from `from` at `now`, for the caller to sign (`.build()`, then `.sign(key)`).
+pub fn libro_op(from: &Address, domain: &str, id: &str, now: Timestamp, body: Object) -> Draft {
+    let libro = Address::new(nyx5_house::libro::LIBRO, domain).unwrap();
+    let mut d = Draft::new(
+        id.into(),
+        from.clone(),
+        vec![libro],
+        now,
+        Content::new(nyx5_house::libro::OP_MEDIA, Value::Object(body)),
+    );
+    d.kind = Kind::Task;
+    d
+}
+
+/// An operation by `who` for the Libro of `domain`, signed with `who`'s key now.
+pub fn signed_op(w: &World, who: &Agent, domain: &str, id: &str, body: Object) -> Envelope {
+    libro_op(&who.address, domain, id, w.clock.now(), body).build().unwrap().sign(&who.sig).unwrap()
 }
 
 /// The operator tops `address` up with `amount` at `house` (`POST /libro/topup`).
