@@ -132,3 +132,46 @@ impl Response {
 pub fn no_route(req: &Request) -> Error {
     Error::new(ErrorKind::NotFound, format!("no route {} {}", req.method, req.path))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_decodes_pairs_in_order_and_keeps_what_it_cannot_decode() {
+        let q = parse_query("a=1&b=x%20y+z&&c&d=%zz&e=%4&f=%C3%B1&g=%ff&a=2&h=a=b");
+        let pairs: Vec<(&str, &str)> = q.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            pairs,
+            [
+                ("a", "1"),
+                ("b", "x y z"),
+                ("c", ""),
+                ("d", "%zz"),
+                ("e", "%4"),
+                ("f", "ñ"),
+                ("g", "\u{fffd}"),
+                ("a", "2"),
+                ("h", "a=b")
+            ]
+        );
+        assert_eq!(percent_decode("a%2Bb+c%25"), "a+b c%");
+        assert_eq!(parse_query(""), []);
+    }
+
+    #[test]
+    fn a_request_keeps_its_raw_query_and_finds_the_first_of_a_name() {
+        let headers = vec![("X-Nyx5-Relay".to_owned(), "r".to_owned())];
+        let req = Request::new("post", "/mailbox/ana?after=b%2Bc&after=2", headers, b"{}".to_vec());
+        assert_eq!(
+            (req.method.as_str(), req.path.as_str(), req.raw_query.as_str()),
+            ("POST", "/mailbox/ana", "after=b%2Bc&after=2")
+        );
+        assert_eq!(req.query("after"), Some("b+c"));
+        assert_eq!(req.query("before"), None);
+        assert_eq!(req.header("x-nyx5-relay"), Some("r"));
+        assert_eq!(req.headers[0].0, "x-nyx5-relay");
+        let plain = Request::new("GET", "/health", vec![], vec![]);
+        assert_eq!((plain.raw_query.as_str(), plain.query.len()), ("", 0));
+    }
+}
