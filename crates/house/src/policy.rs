@@ -285,6 +285,7 @@ pub fn list_entry(text: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::libro::kernel::Contract;
     use nyx5_proto::Timestamp;
     use nyx5_proto::envelope::{Content, Draft};
     use nyx5_proto::json::obj;
@@ -338,6 +339,98 @@ mod tests {
         assert_eq!(Policy::of(&obj([("policy", "pow".into())])), Policy::Pow { bits: DEFAULT_POW_BITS });
         assert_eq!(Policy::of(&obj([("policy", "pow".into()), ("pow_bits", 40.into())])), Policy::Pow { bits: 32 });
         assert_eq!(Policy::of(&obj([("policy", "pow".into()), ("pow_bits", 8.into())])), Policy::Pow { bits: 8 });
+    }
+
+    /// A stamp's price is at least 1: 0, a negative price or none asks 1.
+    #[test]
+    fn a_stamp_costs_at_least_one() {
+        let stamp = |price: Value| Policy::of(&obj([("policy", "stamp".into()), ("price", price)]));
+        assert_eq!(stamp(0.into()), Policy::Stamp { price: 1 });
+        assert_eq!(stamp((-5).into()), Policy::Stamp { price: 1 });
+        assert_eq!(stamp(Value::Null), Policy::Stamp { price: 1 });
+        assert_eq!(stamp(1.into()), Policy::Stamp { price: 1 });
+        assert_eq!(stamp(7.into()), Policy::Stamp { price: 7 });
+    }
+
+    /// A bond of this house, posted by `voucher` for `sender`, with `recipient` as verifier and
+    /// beneficiary, expiring at `expires`.
+    fn bond(kind: &str, voucher: &str, sender: &str, recipient: &str, expires: Option<Timestamp>) -> Contract {
+        let mut record = obj([
+            ("id", "bond-1".into()),
+            ("kind", kind.into()),
+            ("state", "posted".into()),
+            ("amount", 50.into()),
+            ("bondholder", voucher.into()),
+            ("vouchee", sender.into()),
+            ("verifier", recipient.into()),
+            ("beneficiary", recipient.into()),
+        ]);
+        if let Some(t) = expires {
+            record.insert("expires".into(), t.to_string().into());
+        }
+        Contract::from_record(record, 1).unwrap()
+    }
+
+    /// Only a bond vouches, and only one that stands seven days more (604,800,000 ms): a contract
+    /// of another kind with the same parties and state is no bond.
+    #[test]
+    fn a_vouch_needs_a_bond_that_stands_seven_days_more() {
+        let (ana, eve, cy) = (
+            Address::parse("ana@a.test").unwrap(),
+            Address::parse("eve@e.test").unwrap(),
+            Address::parse("cy@a.test").unwrap(),
+        );
+        let now = Timestamp(1_000_000_000_000);
+        let judge = |b: &Contract| vouch(&ana, Some(b), &eve, &cy, true, now);
+        let week = 604_800_000;
+        assert_eq!(VOUCH_MIN_LIFE_MS, week);
+        let standing = bond("bond", "ana@a.test", "eve@e.test", "cy@a.test", Some(Timestamp(now.millis() + week)));
+        assert_eq!(judge(&standing), Vouch::Valid);
+        let short = bond("bond", "ana@a.test", "eve@e.test", "cy@a.test", Some(Timestamp(now.millis() + week - 1)));
+        assert_eq!(judge(&short), Vouch::Refused(VouchFault::Expired));
+        assert_eq!(judge(&bond("bond", "ana@a.test", "eve@e.test", "cy@a.test", None)), Vouch::Valid);
+        for kind in ["escrow", "spot", "metered"] {
+            let other = bond(kind, "ana@a.test", "eve@e.test", "cy@a.test", None);
+            assert_eq!(judge(&other), Vouch::Refused(VouchFault::NoBond), "{kind}");
+        }
+    }
+
+    /// Each fault says what it is, and the refusal carries it.
+    #[test]
+    fn a_refused_vouch_says_why() {
+        let from = Address::parse("a@x.test").unwrap();
+        let mut d = Draft::new(
+            "e1".into(),
+            from.clone(),
+            vec![Address::parse("b@y.test").unwrap()],
+            Timestamp(0),
+            Content::new("text/plain", "hi".into()),
+        );
+        let aval = obj([("voucher", "v@y.test".into()), ("bond", "bond-1".into())]);
+        d.extra.insert("extensions".into(), Value::Object(obj([(EXT_AVAL, Value::Object(aval))])));
+        let msg = d.build().unwrap();
+        let facts = Facts { vouch: Vouch::Refused(VouchFault::NotPosted), ..FREE };
+        match decide(&Policy::Allowlist, &msg, &from, &facts, "y.test") {
+            Decision::Reject(e) => {
+                assert_eq!(e.code(), 402);
+                assert_eq!(e.reason, format!("{EXT_AVAL}: the vouching bond is no longer posted"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let reasons = [
+            VouchFault::Malformed,
+            VouchFault::NoBond,
+            VouchFault::NotPosted,
+            VouchFault::Expired,
+            VouchFault::NotVoucher,
+            VouchFault::NotVouchee,
+            VouchFault::NotRecipients,
+            VouchFault::VoucherNotAllowed,
+        ]
+        .map(VouchFault::reason);
+        let distinct: std::collections::BTreeSet<_> = reasons.iter().collect();
+        assert_eq!(distinct.len(), reasons.len());
+        assert!(reasons.iter().all(|r| r.starts_with("the vouch")));
     }
 
     #[test]
