@@ -393,6 +393,38 @@ mod tests {
             let other = bond(kind, "ana@a.test", "eve@e.test", "cy@a.test", None);
             assert_eq!(judge(&other), Vouch::Refused(VouchFault::NoBond), "{kind}");
         }
+        // An arbiter other than the recipient could forfeit it elsewhere; the recipient is fine.
+        let mut arbitrated = bond("bond", "ana@a.test", "eve@e.test", "cy@a.test", None);
+        arbitrated.record.insert("arbiter".into(), "dee@a.test".into());
+        assert_eq!(judge(&arbitrated), Vouch::Refused(VouchFault::NotRecipients));
+        arbitrated.record.insert("arbiter".into(), "cy@a.test".into());
+        assert_eq!(judge(&arbitrated), Vouch::Valid);
+    }
+
+    /// A stamp counts only where it is paid: at the recipient's house, for the price at least.
+    #[test]
+    fn a_stamp_paid_at_another_house_opens_nothing() {
+        let from = Address::parse("a@x.test").unwrap();
+        let stamped = |house: &str, amount: i64| {
+            let mut d = Draft::new(
+                "e1".into(),
+                from.clone(),
+                vec![Address::parse("b@y.test").unwrap()],
+                Timestamp(0),
+                Content::new("text/plain", "hi".into()),
+            );
+            d.extra.insert("stamp".into(), Value::Object(obj([("house", house.into()), ("amount", amount.into())])));
+            d.build().unwrap()
+        };
+        let rich = Facts { balance: 100, ..FREE };
+        let verdict = |env: &Envelope| match decide(&Policy::Stamp { price: 3 }, env, &from, &rich, "y.test") {
+            Decision::Reject(e) => format!("{} {}", e.code(), e.reason),
+            Decision::Stamped { .. } => "stamped".into(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(verdict(&stamped("x.test", 5)), "402 the stamp must be paid at y.test, not x.test");
+        assert_eq!(verdict(&stamped("y.test", 2)), "402 the stamp is 2 tok; this mailbox asks 3");
+        assert_eq!(verdict(&stamped("y.test", 3)), "stamped");
     }
 
     /// Each fault says what it is, and the refusal carries it.
