@@ -151,7 +151,14 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     // stranger: what D1 billed (interleaved with other requests of the isolate) tells of traffic.
     let loopback = req.url().ok().is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
     // Tests only: the switch is the gate (a Host header can say "localhost" to a dev server).
-    if path == "/_selftest/ed25519" && req.method() == worker::Method::Post && loopback && env::selftest(&env) {
+    let selftest = req.method() == worker::Method::Post && loopback && env::selftest(&env);
+    if path == "/_selftest/site" && selftest {
+        return match site_selftest(req, &env).await {
+            Ok(json) => Response::ok(json),
+            Err(e) => error_response(&e),
+        };
+    }
+    if path == "/_selftest/ed25519" && selftest {
         let body = match fetch::read_stream_capped(req.inner().body(), ed25519::SELFTEST_MAX_BYTES).await {
             Ok(body) => body,
             Err(_) => {
@@ -198,6 +205,19 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         }
     }
     Ok(out)
+}
+
+/// `POST /_selftest/site` (only with `NYX5_SELFTEST=on`, only from loopback): the site of each
+/// line of the body, as a JSON array, after loading the Public Suffix List as every event does:
+/// tests/e2e/ed25519_workerd.mjs holds the Worker to the list's own test cases with it.
+async fn site_selftest(req: Request, env: &Env) -> Result<String, Error> {
+    let body = fetch::read_stream_capped(req.inner().body(), 64 * 1024)
+        .await
+        .map_err(|_| Error::new(ErrorKind::TooLarge, "self-test body over 64 KiB or unreadable"))?;
+    suffix_list(env).await?;
+    let names = String::from_utf8_lossy(&body);
+    let sites = names.lines().map(|name| nyx5_house::site::site(name).into()).collect();
+    Ok(nyx5_proto::Value::Array(sites).canonical_string())
 }
 
 /// The answer's header carrying what D1 billed for the request, when metering is on.

@@ -7,7 +7,9 @@
 // must have given them. The Worker also signs with workerd's Ed25519 (its wasm has no
 // precomputed tables, crates/proto/Cargo.toml): every line of RFC 8032's `sign.input` signed
 // through the same route must give the line's signature, made by workerd. Then prints what a
-// verification and a signature cost there, timed from outside.
+// verification and a signature cost there, timed from outside. First, the same way
+// (`POST /_selftest/site`), the Worker's sites: the Public Suffix List's own test cases answered
+// from the list the Worker reads from its static assets (src/adapter/mod.rs, `suffix_list`).
 //
 //   node tests/e2e/ed25519_workerd.mjs     (after scripts/build-worker; scripts/test runs it)
 //
@@ -17,6 +19,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { domainToASCII } from 'node:url';
 
 import { House, ROOT } from '../lib/wrangler.mjs';
 
@@ -67,6 +70,23 @@ function signCases() {
     });
 }
 
+/** The Public Suffix List's own test cases (crates/house/data/psl/test_psl.txt) as the house
+ * reads names (lower case, `xn--` labels), and a name of its private section: [name, site]. A
+ * name with no registrable domain is its own site; names with a leading dot are no domains and
+ * are skipped, as site.rs's own test does. */
+function siteCases() {
+  const text = readFileSync(join(ROOT, 'crates/house/data/psl/test_psl.txt'), 'utf8');
+  const out = [['x.house.workers.dev', 'house.workers.dev']];
+  for (const m of text.matchAll(/^checkPublicSuffix\('([^']*)', (null|'[^']*')\);$/gm)) {
+    if (m[1].startsWith('.')) continue;
+    const name = domainToASCII(m[1]);
+    assert.ok(name, `test_psl.txt: ${m[1]} has no ASCII form`);
+    out.push([name, m[2] === 'null' ? name : domainToASCII(m[2].slice(1, -1))]);
+  }
+  assert.ok(out.length > 60, `only ${out.length} cases read`);
+  return out;
+}
+
 async function verify(house, list) {
   return selftest(house, list.map((c) => [c.key, c.msg, c.sig]));
 }
@@ -87,6 +107,14 @@ let failed = false;
 try {
   await house.migrate();
   await house.start();
+  const sites = siteCases();
+  const asked = await fetch(`${house.url}/_selftest/site`, { method: 'POST', body: sites.map((c) => c[0]).join('\n') });
+  const answered = await asked.text();
+  assert.equal(asked.status, 200, answered.slice(0, 300));
+  const got = JSON.parse(answered);
+  assert.deepEqual(sites.filter((c, i) => got[i] !== c[1]), [], 'sites that differ from the list\'s test cases');
+  console.log(`site: the Public Suffix List's ${sites.length - 1} test cases and a private suffix, answered from the Worker's asset`);
+
   const all = cases();
   const first = await verify(house, all);
   assert.equal(first.answers.length, all.length);
