@@ -301,6 +301,22 @@ mod tests {
         assert!(names.len() > 9000 && names.len() == PSL_NAMES);
         assert_eq!(table.slots.iter().filter(|&&p| p != 0).count(), names.len());
         assert!((1..100).contains(&table.longest_run), "{}", table.longest_run);
+        // The longest run of occupied slots around the circle, counted another way: over the
+        // slots twice in a row, every run that wraps is whole once.
+        let twice = table.slots.iter().chain(&table.slots);
+        let longest = twice
+            .scan(0, |run, &p| {
+                Some(if p != 0 {
+                    *run += 1;
+                    *run
+                } else {
+                    *run = 0;
+                    0
+                })
+            })
+            .max()
+            .unwrap();
+        assert_eq!(table.longest_run, longest);
         // Every name is found from its own slot, and no name is found where none is.
         assert!(names.iter().zip(&table.rules).all(|(name, &rules)| rules != 0 && rules_for(name) == rules));
         assert_eq!(table.rules.iter().filter(|&&rules| rules & PSL_EXCEPTION != 0).count(), 8);
