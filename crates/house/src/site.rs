@@ -395,5 +395,7 @@ mod tests {
         assert_eq!(lineage("evil.example"), ["evil.example"]);
         assert_eq!(lineage("mail.example.co.uk"), ["mail.example.co.uk", "example.co.uk"]);
         assert_eq!(lineage("localhost"), ["localhost"]);
+        // A trailing dot: the site is compared without it, and nothing above the site joins.
+        assert_eq!(lineage("a.example.com."), ["a.example.com.", "example.com."]);
     }
 }

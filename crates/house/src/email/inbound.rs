@@ -275,3 +275,23 @@ fn rate_limited(authenticated_domain: Option<&str>) -> Error {
 fn clip(text: &str) -> String {
     parse::clip_chars(text, 100)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block list matches the domain's parents down to its site; an allow list only the
+    /// address and its own domain (a subdomain is another party's to vouch for).
+    #[test]
+    fn block_entries_reach_the_site_and_allow_entries_do_not() {
+        let sender = || ["m@a.r1.evil.example".to_owned()];
+        assert_eq!(
+            entries(sender(), true),
+            ["m@a.r1.evil.example", "a.r1.evil.example", "r1.evil.example", "evil.example"]
+        );
+        assert_eq!(entries(sender(), false), ["m@a.r1.evil.example", "a.r1.evil.example"]);
+        // Each entry once, whatever claims it twice.
+        let twice = ["m@x.example".to_owned(), "n@x.example".to_owned(), "m@x.example".to_owned()];
+        assert_eq!(entries(twice, true), ["m@x.example", "x.example", "n@x.example"]);
+    }
+}
