@@ -383,6 +383,16 @@ fn the_email_size_cap_can_be_lower_than_the_envelope_limit() {
     let big = mail("big@x", "hi", &"y".repeat(1_000));
     assert_eq!(code(receive(&house, &big, "bob@example.com", "ana@h.test")), 413);
     assert_eq!(mailbox(&house, &ana).len(), 1);
+    // The raw message's cap holds at exactly its size: a message of 1,000 bytes passes it (and
+    // is then refused as an envelope over the same cap), one of 1,001 does not.
+    let pad = 1_000 - mail("edge@x", "hi", "").len();
+    let edge = mail("edge@x", "hi", &"z".repeat(pad));
+    assert_eq!(edge.len(), 1_000);
+    let reason = |raw: &[u8]| receive(&house, raw, "bob@example.com", "ana@h.test").unwrap_err().reason.into_owned();
+    assert!(reason(&edge).starts_with("envelope of "), "{}", reason(&edge));
+    let over = mail("over@x", "hi", &"z".repeat(pad + 1));
+    assert_eq!(reason(&over), "message of 1001 bytes exceeds this house's limit of 1000");
+    assert_eq!(mailbox(&house, &ana).len(), 1);
 }
 
 /// How many envelopes `local`'s mailbox holds, and how many the rate windows counted for it.
