@@ -447,3 +447,17 @@ fn an_expired_card_takes_no_email() {
     assert_eq!((e.code(), e.reason.as_ref()), (404, "the card of eve@h.test has expired"));
     assert_eq!(held_and_counted(&house, "eve").0, 1);
 }
+
+/// The gateway and the house's own names take no email, whether or not an agent could have
+/// such a name: 404 before anything is parsed or stored.
+#[test]
+fn the_gateway_and_the_reserved_names_take_no_email() {
+    let (_world, house, ana) = setup();
+    for to in ["email@h.test", "libro@h.test", "postmaster@h.test", "casa@h.test", "libro+tag@h.test"] {
+        let refused = receive(&house, &mail(&format!("r-{to}"), "hi", "hello"), "bob@example.com", to).unwrap_err();
+        assert_eq!(refused.code(), 404, "{to}");
+        assert!(refused.reason.ends_with("takes no email"), "{to}: {}", refused.reason);
+    }
+    assert_eq!(mailbox(&house, &ana).len(), 0);
+    assert_eq!(code(receive(&house, &mail("ok@x", "hi", "hello"), "bob@example.com", "ana@h.test")), 202);
+}
