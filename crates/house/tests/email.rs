@@ -452,7 +452,7 @@ fn an_expired_card_takes_no_email() {
 /// such a name: 404 before anything is parsed or stored.
 #[test]
 fn the_gateway_and_the_reserved_names_take_no_email() {
-    let (_world, house, ana) = setup();
+    let (world, house, ana) = setup();
     for to in ["email@h.test", "libro@h.test", "postmaster@h.test", "casa@h.test", "libro+tag@h.test"] {
         let refused = receive(&house, &mail(&format!("r-{to}"), "hi", "hello"), "bob@example.com", to).unwrap_err();
         assert_eq!(refused.code(), 404, "{to}");
@@ -460,4 +460,10 @@ fn the_gateway_and_the_reserved_names_take_no_email() {
     }
     assert_eq!(mailbox(&house, &ana).len(), 0);
     assert_eq!(code(receive(&house, &mail("ok@x", "hi", "hello"), "bob@example.com", "ana@h.test")), 202);
+    // What was taken counts in this minute's window, as signed mail does.
+    use nyx5_house::ports::Db;
+    let rows = block_on(house.db.query(nyx5_house::stmt!("SELECT bucket, window FROM rate_windows"))).unwrap();
+    let windows: Vec<(String, i64)> =
+        rows.iter().map(|r| (r.text("bucket").unwrap().to_owned(), r.int("window").unwrap())).collect();
+    assert_eq!(windows, [("email:ana:domain:example.com".to_owned(), world.clock.now().millis() / 60_000)]);
 }
