@@ -467,3 +467,38 @@ fn the_gateway_and_the_reserved_names_take_no_email() {
         rows.iter().map(|r| (r.text("bucket").unwrap().to_owned(), r.int("window").unwrap())).collect();
     assert_eq!(windows, [("email:ana:domain:example.com".to_owned(), world.clock.now().millis() / 60_000)]);
 }
+
+/// The rate and the mailbox filled by others between the house's read and its batch: each is
+/// refused for what it is (429 with its own reason), and nothing is stored.
+#[test]
+fn an_email_that_loses_a_race_for_the_rate_or_the_mailbox_is_refused_for_that() {
+    for (race, cause) in [("rate", "too many emails from example.com"), ("quota", "full")] {
+        let (world, house, ana) = setup();
+        let window = world.clock.now().millis() / 60_000;
+        let cap = house.config.email_per_sender_per_minute;
+        let max = house.config.quota().max_envelopes;
+        house.db.before_next_batch(move |db| {
+            let fill = if race == "rate" {
+                nyx5_house::stmt!(
+                    "INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('email:ana:domain:example.com', ?, ?, ?)",
+                    window,
+                    cap,
+                    cap
+                )
+            } else {
+                nyx5_house::stmt!(
+                    "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes) VALUES ('ana', ?, 0, ?, 100000000)
+                     ON CONFLICT (local) DO UPDATE SET envelopes = excluded.envelopes",
+                    max,
+                    max
+                )
+            };
+            block_on(nyx5_house::ports::Db::batch(db, vec![fill])).unwrap();
+        });
+        let refused =
+            receive(&house, &mail(&format!("{race}@x"), "hi", "hello"), "bob@example.com", "ana@h.test").unwrap_err();
+        assert_eq!(refused.code(), 429, "{race}: {refused}");
+        assert!(refused.reason.contains(cause), "{race}: {refused}");
+        assert_eq!(mailbox(&house, &ana).len(), 0, "{race}");
+    }
+}
