@@ -502,3 +502,15 @@ fn an_email_that_loses_a_race_for_the_rate_or_the_mailbox_is_refused_for_that() 
         assert_eq!(mailbox(&house, &ana).len(), 0, "{race}");
     }
 }
+
+/// A recipient that is no address is named in the refusal, at most 100 characters of it.
+#[test]
+fn a_recipient_that_is_no_address_is_named_clipped() {
+    let (_world, house, _ana) = setup();
+    let raw = mail("nobody@x", "hi", "hello");
+    let refused = receive(&house, &raw, "bob@example.com", "not an address").unwrap_err();
+    assert_eq!((refused.code(), refused.reason.as_ref()), (404, "no such recipient \"not an address\""));
+    let long = "x".repeat(300);
+    let refused = receive(&house, &raw, "bob@example.com", &long).unwrap_err();
+    assert_eq!(refused.reason, format!("no such recipient {:?}", "x".repeat(100)));
+}
