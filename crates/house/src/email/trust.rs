@@ -215,6 +215,27 @@ mod tests {
         dmarc_pass(&read, &ids(trusted), domain)
     }
 
+    /// A comment may nest; all of it is skipped, so nothing inside it reads as a property.
+    #[test]
+    fn nested_comments_hide_what_they_hold() {
+        let r = read("mx.h.test; dmarc=pass (note (nested) header.from=evil.example) header.from=example.com").unwrap();
+        assert_eq!(r.results.len(), 1);
+        assert_eq!(r.results[0].props, [("header.from".to_owned(), "example.com".to_owned())]);
+        assert!(!r.results[0].malformed);
+    }
+
+    /// An entry that does not start with a method is malformed; an empty quoted authserv-id is
+    /// none at all.
+    #[test]
+    fn an_entry_without_a_method_is_malformed_and_an_empty_id_is_none() {
+        let r = read("mx.h.test; \"x\"=pass").unwrap();
+        assert_eq!(r.results.len(), 1);
+        assert!(r.results[0].malformed);
+        assert_eq!((r.results[0].method.as_str(), r.results[0].result.as_str()), ("", ""));
+        assert!(read("\"\"; dmarc=pass header.from=example.com").is_none());
+        assert_eq!(read("\"MX.h.test\"; dmarc=pass").unwrap().authserv_id, "mx.h.test");
+    }
+
     #[test]
     fn reads_the_rfc_8601_examples() {
         // RFC 8601 Appendix B. Service provided, nothing authenticated.
