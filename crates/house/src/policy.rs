@@ -302,6 +302,19 @@ mod tests {
         d.build().unwrap()
     }
 
+    /// A message from a@x.test to b@y.test with one more member in its signed part.
+    fn message_with(name: &str, value: Value) -> Envelope {
+        let mut d = Draft::new(
+            "e1".into(),
+            Address::parse("a@x.test").unwrap(),
+            vec![Address::parse("b@y.test").unwrap()],
+            Timestamp(0),
+            Content::new("text/plain", "hi".into()),
+        );
+        d.extra.insert(name.into(), value);
+        d.build().unwrap()
+    }
+
     const FREE: Facts =
         Facts { blocked: false, allowed: false, rate_count: 0, rate_cap: 2, balance: 0, vouch: Vouch::Absent };
 
@@ -406,15 +419,7 @@ mod tests {
     fn a_stamp_paid_at_another_house_opens_nothing() {
         let from = Address::parse("a@x.test").unwrap();
         let stamped = |house: &str, amount: i64| {
-            let mut d = Draft::new(
-                "e1".into(),
-                from.clone(),
-                vec![Address::parse("b@y.test").unwrap()],
-                Timestamp(0),
-                Content::new("text/plain", "hi".into()),
-            );
-            d.extra.insert("stamp".into(), Value::Object(obj([("house", house.into()), ("amount", amount.into())])));
-            d.build().unwrap()
+            message_with("stamp", Value::Object(obj([("house", house.into()), ("amount", amount.into())])))
         };
         let rich = Facts { balance: 100, ..FREE };
         let verdict = |env: &Envelope| match decide(&Policy::Stamp { price: 3 }, env, &from, &rich, "y.test") {
@@ -431,16 +436,8 @@ mod tests {
     #[test]
     fn a_refused_vouch_says_why() {
         let from = Address::parse("a@x.test").unwrap();
-        let mut d = Draft::new(
-            "e1".into(),
-            from.clone(),
-            vec![Address::parse("b@y.test").unwrap()],
-            Timestamp(0),
-            Content::new("text/plain", "hi".into()),
-        );
         let aval = obj([("voucher", "v@y.test".into()), ("bond", "bond-1".into())]);
-        d.extra.insert("extensions".into(), Value::Object(obj([(EXT_AVAL, Value::Object(aval))])));
-        let msg = d.build().unwrap();
+        let msg = message_with("extensions", Value::Object(obj([(EXT_AVAL, Value::Object(aval))])));
         let facts = Facts { vouch: Vouch::Refused(VouchFault::NotPosted), ..FREE };
         match decide(&Policy::Allowlist, &msg, &from, &facts, "y.test") {
             Decision::Reject(e) => {
