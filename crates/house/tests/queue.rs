@@ -941,3 +941,19 @@ fn the_tick_forgets_authority_counts_after_their_hour_and_decided_approvals_afte
     assert_eq!(ids("SELECT id FROM libro_pending ORDER BY id"), ["kept", "waits"]);
     assert_eq!(ids("SELECT pending AS id FROM libro_pending_approvers ORDER BY pending"), ["kept", "waits"]);
 }
+
+/// A send counts in the sender's rate window of this minute of the clock, as inbound mail counts
+/// in the receiver's.
+#[test]
+fn a_send_counts_in_this_minutes_outbound_window() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "w1", &[&s.bo.address], "hi")), 202);
+    let rows =
+        block_on(s.a.db.query(stmt!("SELECT bucket, window, count FROM rate_windows WHERE bucket LIKE 'outbound:%'")))
+            .unwrap();
+    let windows: Vec<(String, i64, i64)> = rows
+        .iter()
+        .map(|r| (r.text("bucket").unwrap().to_owned(), r.int("window").unwrap(), r.int("count").unwrap()))
+        .collect();
+    assert_eq!(windows, [("outbound:ana".to_owned(), s.w.clock.now().millis() / 60_000, 1)]);
+}

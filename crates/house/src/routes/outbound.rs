@@ -154,3 +154,19 @@ async fn resent<D: Db, N: Net>(
         ]),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `deliver_after` may be exactly 30 days ahead, and not a millisecond more.
+    #[test]
+    fn deliver_after_reaches_thirty_days_exactly() {
+        let now = Timestamp(1_796_083_200_000);
+        assert_eq!(MAX_DELIVER_AFTER_MS, 2_592_000_000);
+        assert!(check_due(Timestamp(now.millis() + MAX_DELIVER_AFTER_MS), now).is_ok());
+        let refused = check_due(Timestamp(now.millis() + MAX_DELIVER_AFTER_MS + 1), now).unwrap_err();
+        assert_eq!(refused.code(), 400);
+        assert!(refused.reason.starts_with("`deliver_after` may be at most 30 days ahead"), "{refused}");
+    }
+}
