@@ -378,6 +378,9 @@ fn rotated_domain_key_keeps_agents_working_and_recertifies() {
     block_on(b2.db.batch(vec![stmt!("UPDATE agents SET card = ? WHERE local = 'x9'", tampered.as_str())])).unwrap();
     w.tick_all();
     assert_eq!(stale(&b2), 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK);
+    // At exactly its `until` the old key is past: a pass then re-certifies nothing.
+    assert_eq!(block_on(b2.recertify_some(until)).unwrap(), 0);
+    assert_eq!(stale(&b2), 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK);
     // The next pass re-certifies the rest but the tampered card, and says how many it did.
     let done = block_on(b2.recertify_some(b2.now())).unwrap();
     assert_eq!(done as i64, 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK - 1);
