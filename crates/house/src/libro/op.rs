@@ -382,4 +382,76 @@ mod tests {
             assert_eq!(e.code(), 400, "{bad}: {}", e.reason);
         }
     }
+
+    fn charge(amount: i64) -> Result<Op, Error> {
+        parse(&format!(r#"{{"op":"charge","mandate":"m","amount":{amount},"concept":"x"}}"#))
+    }
+
+    #[test]
+    fn amounts_run_from_one_to_the_largest_safe_integer() {
+        assert!(matches!(charge(1), Ok(Op::Charge { amount: 1, .. })));
+        assert!(matches!(charge(limits::MAX_AMOUNT), Ok(Op::Charge { amount: limits::MAX_AMOUNT, .. })));
+        assert!(matches!(charge(limits::MAX_AMOUNT - 1), Ok(Op::Charge { .. })));
+        assert_eq!(charge(0).unwrap_err().code(), 400);
+    }
+
+    #[test]
+    fn a_note_may_be_exactly_its_most_bytes() {
+        let deliver = |n: usize| parse(&format!(r#"{{"op":"deliver","contract":"c","note":"{}"}}"#, "n".repeat(n)));
+        let Op::Deliver { note, .. } = deliver(MAX_TEXT_BYTES).unwrap() else { panic!("a deliver") };
+        assert_eq!(note.map(|n| n.len()), Some(MAX_TEXT_BYTES));
+        assert!(matches!(deliver(MAX_TEXT_BYTES - 1), Ok(Op::Deliver { .. })));
+        assert_eq!(deliver(MAX_TEXT_BYTES + 1).unwrap_err().code(), 400);
+    }
+
+    fn mandate_scoped(concepts: &[String]) -> Result<Op, Error> {
+        let list = Value::Array(concepts.iter().map(|c| Value::String(c.clone())).collect()).canonical_string();
+        parse(&format!(r#"{{"op":"mandate","grantee":"b@x.test","cap":5,"scope":{{"concepts":{list}}}}}"#))
+    }
+
+    #[test]
+    fn a_scope_lists_up_to_its_most_concepts_each_a_short_nonempty_string() {
+        let many = |n: usize| (0..n).map(|i| format!("c{i}")).collect::<Vec<_>>();
+        let Op::Mandate(m) = mandate_scoped(&many(MAX_CONCEPTS)).unwrap() else { panic!("a mandate") };
+        assert_eq!(m.concepts.map(|c| c.len()), Some(MAX_CONCEPTS));
+        assert!(mandate_scoped(&many(MAX_CONCEPTS - 1)).is_ok());
+        assert_eq!(mandate_scoped(&many(MAX_CONCEPTS + 1)).unwrap_err().code(), 400);
+        assert!(mandate_scoped(&["x".repeat(256)]).is_ok());
+        for bad in [String::new(), "x".repeat(257)] {
+            assert_eq!(mandate_scoped(std::slice::from_ref(&bad)).unwrap_err().code(), 400, "{}", bad.len());
+        }
+        let not_strings = parse(r#"{"op":"mandate","grantee":"b@x.test","cap":5,"scope":{"concepts":[7]}}"#);
+        assert_eq!(not_strings.unwrap_err().code(), 400);
+    }
+
+    #[test]
+    fn a_charges_concept_and_a_statements_limit_have_bounds_included() {
+        let charge =
+            |concept: &str| parse(&format!(r#"{{"op":"charge","mandate":"m","amount":1,"concept":"{concept}"}}"#));
+        let long = "k".repeat(limits::MAX_CONCEPT_BYTES);
+        assert!(matches!(charge(&long), Ok(Op::Charge { concept, .. }) if concept == long));
+        assert_eq!(charge(&format!("{long}k")).unwrap_err().code(), 400);
+        let statement = |limit: i64| parse(&format!(r#"{{"op":"statement","limit":{limit}}}"#));
+        assert_eq!(statement(1).unwrap(), Op::Statement { limit: 1 });
+        assert_eq!(statement(STATEMENT_MAX).unwrap(), Op::Statement { limit: STATEMENT_MAX });
+        for bad in [0, STATEMENT_MAX + 1] {
+            assert_eq!(statement(bad).unwrap_err().code(), 400, "{bad}");
+        }
+    }
+
+    /// A verdict's canonical text of exactly `len` bytes.
+    fn verdict_of(len: usize) -> String {
+        let bare = r#"{"outcome":"passed","pad":""}"#.len();
+        format!(r#"{{"outcome":"passed","pad":"{}"}}"#, "p".repeat(len - bare))
+    }
+
+    #[test]
+    fn a_verdict_may_be_twice_a_quotes_bytes() {
+        let release =
+            |len: usize| parse(&format!(r#"{{"op":"release","contract":"c","verdict":{}}}"#, verdict_of(len)));
+        assert_eq!(verdict_of(MAX_VERDICT_BYTES).len(), MAX_VERDICT_BYTES);
+        assert!(matches!(release(MAX_VERDICT_BYTES), Ok(Op::Release { verdict: Some(_), .. })));
+        assert!(matches!(release(limits::MAX_QUOTE_BYTES + 100), Ok(Op::Release { verdict: Some(_), .. })));
+        assert_eq!(release(MAX_VERDICT_BYTES + 1).unwrap_err().code(), 400);
+    }
 }
