@@ -16,4 +16,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0012_apps.sql", include_str!("../../../migrations/0012_apps.sql")),
     ("0013_mailbox_ranges.sql", include_str!("../../../migrations/0013_mailbox_ranges.sql")),
     ("0014_tick_purges.sql", include_str!("../../../migrations/0014_tick_purges.sql")),
+    ("0015_card_cache_slots.sql", include_str!("../../../migrations/0015_card_cache_slots.sql")),
 ];

@@ -438,3 +438,51 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     }
     assert_eq!(stmts.len(), 12, "every purge of the tick was looked at");
 }
+
+/// A card fetched is cached in one slot: neither the lookup nor either insert reads the cache
+/// whole (until migration 0015 each insert counted the table, up to 10,000 rows per card fetched).
+#[test]
+fn the_card_cache_is_read_and_written_a_slot_at_a_time() {
+    use nyx5_house::store::resolver as cache;
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    for s in [
+        cache::cached_query("ana@x.test", 0),
+        cache::cache("ana@x.test", "{}", "https://x.test", 1),
+        cache::cache_if_pinned("x.test", "{}", "https://x.test", 1, "sig"),
+    ] {
+        let details = plan(&c, &s);
+        assert!(
+            !details.iter().any(|d| d.starts_with("SCAN") && d != "SCAN CONSTANT ROW"),
+            "{}\nreads a table whole: {details:?}",
+            s.sql
+        );
+    }
+    let lookup = plan(&c, &cache::cached_query("ana@x.test", 0));
+    assert!(lookup.iter().any(|d| d.starts_with("SEARCH card_cache USING INTEGER PRIMARY KEY")), "{lookup:?}");
+}
+
+/// The cache keeps one card per slot (migration 0015).
+#[test]
+fn a_card_takes_its_slot_over_and_is_read_only_under_its_own_key() {
+    use nyx5_house::store::resolver::{cache, cached, slot};
+    let db = SqliteDb::memory().unwrap();
+    let first = "a0@x.test";
+    let rival = (1..).map(|i| format!("a{i}@x.test")).find(|k| slot(k) == slot(first)).unwrap_or_default();
+    let other = (1..).map(|i| format!("b{i}@x.test")).find(|k| slot(k) != slot(first)).unwrap_or_default();
+    block_on(db.batch(vec![cache(first, "card-1", "u1", 10), cache(&other, "card-o", "uo", 10)])).unwrap();
+    let text = |key: &str| block_on(cached(&db, key, 0)).unwrap().and_then(|r| r.text("card").map(str::to_owned));
+    assert_eq!(text(first).as_deref(), Some("card-1"));
+    assert_eq!(text(&rival), None, "a key that shares the slot does not read another's card");
+    // The same key again refreshes its row; the rival's card then takes the slot over.
+    block_on(db.batch(vec![cache(first, "card-2", "u2", 20)])).unwrap();
+    assert_eq!(text(first).as_deref(), Some("card-2"));
+    block_on(db.batch(vec![cache(&rival, "card-r", "ur", 30)])).unwrap();
+    assert_eq!(text(&rival).as_deref(), Some("card-r"));
+    assert_eq!(text(first), None);
+    assert_eq!(text(&other).as_deref(), Some("card-o"), "other slots are untouched");
+    let rows = block_on(db.query(stmt!("SELECT count(*) AS n FROM card_cache"))).unwrap();
+    assert_eq!(rows.first().and_then(|r| r.get("n")), Some(&nyx5_house::ports::SqlValue::Int(2)));
+    // Only fresh rows are read.
+    assert_eq!(block_on(cached(&db, &rival, 30)).unwrap(), None);
+}

@@ -87,48 +87,64 @@ pub fn confirm_pin(domain: &str, expected: Option<&str>) -> Stmt {
     )
 }
 
-/// A cached card for `key` (a domain or an address) fetched after `fresh_after`.
-pub async fn cached<D: Db>(db: &D, key: &str, fresh_after: i64) -> Result<Option<Row>, Error> {
-    one(db, stmt!("SELECT card, url, fetched_at FROM card_cache WHERE key = ? AND fetched_at > ?", key, fresh_after))
-        .await
+/// The slots of the card cache, and so its most rows (migration 0015).
+pub const CACHE_SLOTS: u64 = 10_000;
+
+/// The slot of `key` in the card cache: the first eight bytes of its SHA-256, modulo
+/// [`CACHE_SLOTS`]. Two keys in one slot take turns; each turn costs a fetch, never a wrong card
+/// (a row is used only for the key it names).
+pub fn slot(key: &str) -> i64 {
+    let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = nyx5_proto::crypto::sha256(key.as_bytes());
+    let n = u64::from_be_bytes([b0, b1, b2, b3, b4, b5, b6, b7]) % CACHE_SLOTS;
+    i64::try_from(n).unwrap_or_default()
 }
 
-/// Caches a verified card (its canonical text), unless the cache holds [`CACHE_MAX_ROWS`] other
-/// keys already (then nothing is written: the cache only saves fetches).
-pub fn cache(key: &str, card: &str, url: &str, now: i64) -> Stmt {
+/// A cached card for `key` (a domain or an address) fetched after `fresh_after`.
+pub async fn cached<D: Db>(db: &D, key: &str, fresh_after: i64) -> Result<Option<Row>, Error> {
+    one(db, cached_query(key, fresh_after)).await
+}
+
+/// The query of [`cached`]: one row, found by its slot.
+pub fn cached_query(key: &str, fresh_after: i64) -> Stmt {
     stmt!(
-        "INSERT INTO card_cache (key, card, url, fetched_at)
-         SELECT ?, ?, ?, ? WHERE (SELECT count(*) FROM card_cache) < ? OR EXISTS (SELECT 1 FROM card_cache WHERE key = ?)
-         ON CONFLICT (key) DO UPDATE SET card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
+        "SELECT card, url, fetched_at FROM card_cache WHERE slot = ? AND key = ? AND fetched_at > ?",
+        slot(key),
         key,
-        card,
-        url,
-        now,
-        CACHE_MAX_ROWS,
-        key
+        fresh_after
     )
 }
 
-/// Most rows the card cache holds; each lives five minutes ([`purge`], from the tick).
-pub const CACHE_MAX_ROWS: i64 = 10_000;
+/// Caches a verified card (its canonical text) in its key's slot, in place of whatever the slot
+/// held.
+pub fn cache(key: &str, card: &str, url: &str, now: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO card_cache (slot, key, card, url, fetched_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (slot) DO UPDATE
+           SET key = excluded.key, card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
+        slot(key),
+        key,
+        card,
+        url,
+        now
+    )
+}
 
 /// Caches a domain card only while `domain` is pinned to `sig` (the TOFU path: a pin another
-/// request set a moment earlier to a different key keeps this card out of the cache), and
-/// within [`CACHE_MAX_ROWS`] as [`cache`].
+/// request set a moment earlier to a different key keeps this card out of the cache), in its
+/// slot as [`cache`].
 pub fn cache_if_pinned(domain: &str, card: &str, url: &str, now: i64, sig: &str) -> Stmt {
     stmt!(
-        "INSERT INTO card_cache (key, card, url, fetched_at)
-         SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM pins WHERE domain = ? AND sig = ?)
-           AND ((SELECT count(*) FROM card_cache) < ? OR EXISTS (SELECT 1 FROM card_cache WHERE key = ?))
-         ON CONFLICT (key) DO UPDATE SET card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
+        "INSERT INTO card_cache (slot, key, card, url, fetched_at)
+         SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM pins WHERE domain = ? AND sig = ?)
+         ON CONFLICT (slot) DO UPDATE
+           SET key = excluded.key, card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
+        slot(domain),
         domain,
         card,
         url,
         now,
         domain,
-        sig,
-        CACHE_MAX_ROWS,
-        domain
+        sig
     )
 }
 
@@ -140,4 +156,19 @@ pub fn forget_domain(domain: &str) -> Stmt {
 /// Drops cache rows past their five minutes (for the periodic tick).
 pub fn purge(now: i64) -> Stmt {
     stmt!("DELETE FROM card_cache WHERE fetched_at <= ?", now - limits::CARD_CACHE_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_spread_keys_over_the_whole_range_and_never_past_it() {
+        let slots: std::collections::BTreeSet<i64> = (0..20_000).map(|i| slot(&format!("a{i}@x.test"))).collect();
+        assert!(slots.iter().all(|s| (0..10_000).contains(s)), "{:?}", (slots.first(), slots.last()));
+        // 20,000 keys over 10,000 slots leave about e^-2 of them empty.
+        assert!(slots.len() > 8_000, "{} slots used", slots.len());
+        assert_eq!(slot("ana@x.test"), slot("ana@x.test"));
+        assert_ne!(slot("ana@x.test"), slot("bob@x.test"));
+    }
 }

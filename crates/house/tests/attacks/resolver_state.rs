@@ -12,7 +12,6 @@ use nyx5_house::config::HostEntry;
 use nyx5_house::ports::{Db, OutRequest, OutResponse};
 use nyx5_house::resolver::{CacheEntry, CachedCard, DbPins, Memo, PinStore, Resolved, Resolver, Sources};
 use nyx5_house::sqlite::SqliteDb;
-use nyx5_house::stmt;
 use nyx5_proto::card::handover_message;
 use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, DomainCard, DomainCardDraft, DomainKey, Scope};
 use nyx5_proto::crypto::{Context, SigPublic, SigningKey};
@@ -242,20 +241,8 @@ fn a_cache_row_holding_another_domains_or_agents_card_is_not_trusted() {
     let now_ms = now.millis();
     let mallory_text = mallory.to_value().canonical_string();
     block_on(f.db.batch(vec![
-        stmt!(
-            "INSERT INTO card_cache (key, card, url, fetched_at) VALUES (?, ?, ?, ?)",
-            DOMAIN,
-            other,
-            "http://s.test",
-            now_ms
-        ),
-        stmt!(
-            "INSERT INTO card_cache (key, card, url, fetched_at) VALUES (?, ?, ?, ?)",
-            "alice@r.test",
-            mallory_text,
-            "http://r.test",
-            now_ms
-        ),
+        nyx5_house::store::resolver::cache(DOMAIN, &other, "http://s.test", now_ms),
+        nyx5_house::store::resolver::cache("alice@r.test", &mallory_text, "http://r.test", now_ms),
     ]))
     .unwrap();
 
