@@ -55,6 +55,8 @@ pub struct TickReport {
     pub crawl: crate::index::CrawlReport,
     /// `verifica@`'s checks, when this house runs it.
     pub checks: crate::libro::verifica::ChecksReport,
+    /// Escrows `tareas@` took back (tasks never delivered, or given up), when this house runs it.
+    pub reclaimed: u32,
 }
 
 /// What one recipient's house said about it.
@@ -449,7 +451,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         // And the desk's: escrows taken and never delivered go back to it.
         if self.config.tareas_enabled {
-            let _tareas = self.tareas_upkeep().await.ok();
+            report.reclaimed = self.tareas_upkeep().await.unwrap_or_default();
         }
         // And the index's crawl, within its own budget of fetches.
         if self.config.index_enabled {

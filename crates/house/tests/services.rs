@@ -859,10 +859,10 @@ fn a_task_taken_and_never_delivered_goes_back_to_the_desk() {
     // docs/SPEC.md §23: "not delivered within 2 days".
     let two_days = 2 * 86_400_000;
     w.clock.advance(two_days - 60_000);
-    w.tick_all();
+    assert_eq!(w.tick_all().reclaimed, 0);
     assert_eq!(contract(&h, &qid("idle"))["state"].as_str(), Some("held"), "not before its hold ends");
     w.clock.advance(120_000);
-    w.tick_all();
+    assert_eq!(w.tick_all().reclaimed, 1);
     let c = contract(&h, &qid("idle"));
     assert_eq!(c["state"].as_str(), Some("refunded"));
     assert_eq!(

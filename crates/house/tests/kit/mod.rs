@@ -389,6 +389,7 @@ impl World {
             total.delivered += r.delivered;
             total.retried += r.retried;
             total.bounced += r.bounced;
+            total.reclaimed += r.reclaimed;
         }
         total
     }
