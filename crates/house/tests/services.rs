@@ -566,6 +566,34 @@ fn a_task_is_taken_judged_and_paid_once() {
     assert_eq!(rows[0].int("n"), Some(1));
 }
 
+/// A take delivered twice (its sender's house never heard the first answer) is answered as the
+/// first was, though the first has spent the agent's slot since.
+#[test]
+fn the_same_take_delivered_again_is_answered_as_done_whatever_the_quota_says() {
+    let w = World::new();
+    let (h, cy) = desk_and_agent(&w);
+    assert_eq!(add_task(&h, "a", 10, &work(&hex(&sha256(b"x")))), 201);
+    let q = task_quote(&w, &h, &cy, &qid("twice"), "a", 10);
+    let env: Envelope = Draft::new(
+        "take-twice".into(),
+        cy.address.clone(),
+        vec![desk()],
+        w.clock.now(),
+        Content::new(quote::MEDIA, Value::Object(q.object().clone())),
+    )
+    .build()
+    .unwrap()
+    .sign(&cy.sig)
+    .unwrap();
+    let card = block_on(h.local_card("cy")).unwrap().unwrap();
+    let verified = env.verify(&card, h.now()).unwrap();
+    let first = block_on(h.accept(&verified, &card, verified.to())).unwrap();
+    assert_eq!(first[0].1, nyx5_house::mailbox::Outcome::Accepted);
+    let again = block_on(h.accept(&verified, &card, verified.to())).unwrap();
+    assert_eq!(again[0].1, nyx5_house::mailbox::Outcome::Duplicate);
+    assert_eq!(balance(&h, "tareas@a.test"), 990);
+}
+
 #[test]
 fn a_quote_that_differs_from_the_catalogue_is_refused() {
     let w = World::new();
@@ -686,6 +714,12 @@ fn a_desk_without_funds_answers_402_and_a_house_without_tareas_404() {
     assert_eq!(add_task(&h, "a", 10, &work(&hash)), 201);
     let q = task_quote(&w, &h, &cy, &qid("poor"), "a", 10);
     assert_eq!(take(&w, &h, &cy, "take-poor", &q), 402);
+    // Exactly the price is enough.
+    topup(&h, "tareas@a.test", 10);
+    let q = task_quote(&w, &h, &cy, &qid("exact"), "a", 10);
+    assert_eq!(take(&w, &h, &cy, "take-exact", &q), 0);
+    assert_eq!(balance(&h, "tareas@a.test"), 0);
+    assert_eq!(balance(&h, &format!("escrow:{}", qid("exact"))), 10);
 
     let w2 = World::new();
     let plain = house(&w2, true, false);
