@@ -598,6 +598,20 @@ mod tests {
         let many =
             format!(r#"{{"verify":[{}]}}"#, [r#"{"type":"http_status","url":"https://a.example/"}"#; 9].join(","));
         assert!(parse_tests(&terms(&many), None).is_err());
+        let listing = |n: usize| {
+            let one = r#"{"type":"http_status","url":"https://a.example/"}"#;
+            terms(&format!(r#"{{"verify":[{}]}}"#, vec![one; n].join(",")))
+        };
+        assert_eq!(parse_tests(&listing(MAX_TESTS), None).unwrap().len(), MAX_TESTS);
+        assert!(parse_tests(&listing(MAX_TESTS + 1), None).is_err());
+        let expecting = |status: i64| {
+            terms(&format!(r#"{{"verify":[{{"type":"http_status","url":"https://a.example/","expect":{status}}}]}}"#))
+        };
+        for status in [100, 599] {
+            let tests = parse_tests(&expecting(status), None).unwrap();
+            assert_eq!(tests, [Test::HttpStatus { url: "https://a.example/".into(), expect: status as u16 }]);
+        }
+        assert!(parse_tests(&expecting(600), None).is_err());
     }
 
     #[test]
@@ -622,6 +636,9 @@ mod tests {
         ] {
             assert!(parse_tests(&one(bad), None).is_err(), "{bad}");
         }
+        let long = |n: usize| format!("https://a.example/{}", "p".repeat(n - "https://a.example/".len()));
+        assert!(parse_tests(&one(&long(MAX_URL_BYTES)), None).is_ok());
+        assert!(parse_tests(&one(&long(MAX_URL_BYTES + 1)), None).is_err());
         let named = |url: &str| names_the_claim(&Test::HttpStatus { url: url.into(), expect: 200 });
         assert!(named("https://a.example/{seller}"));
         assert!(!named("https://a.example/page"));
@@ -645,13 +662,25 @@ mod tests {
         let status = Test::HttpStatus { url: url.clone(), expect: 204 };
         assert_eq!(evaluate(&status, Some(&ok(204, b"")), None).result, TestResult::Pass);
         assert_eq!(evaluate(&status, Some(&ok(200, b"")), None).result, TestResult::Fail);
-        assert_eq!(evaluate(&status, Some(&Err(PortError::Failed("t".into()))), None).result, TestResult::Undecided);
+        let failed = evaluate(&status, Some(&Err(PortError::Failed("tcp reset by 10.1.2.3".into()))), None);
+        assert_eq!(failed.result, TestResult::Undecided);
+        assert_eq!(failed.reason, "the URL could not be reached (network, timeout or too large an answer)");
+        let refused = evaluate(&status, Some(&Err(PortError::Refused("a private address".into()))), None);
+        assert_eq!(refused.result, TestResult::Undecided);
+        assert_eq!(refused.reason, "the house may not fetch it: a private address");
         let body = Test::Sha256 { expect: hex(&sha256(b"deployed")), url: Some(url) };
         assert_eq!(evaluate(&body, Some(&ok(200, b"deployed")), None).result, TestResult::Pass);
         assert_eq!(evaluate(&body, Some(&ok(200, b"other")), None).result, TestResult::Fail);
         assert_eq!(evaluate(&body, Some(&ok(404, b"deployed")), None).result, TestResult::Fail);
         assert_eq!(evaluate(&body, Some(&ok(503, b"deployed")), None).result, TestResult::Undecided);
         assert_eq!(evaluate(&body, Some(&ok(429, b"deployed")), None).result, TestResult::Undecided);
+        // Any 2xx carries the body; 3xx and the other 4xx fail; 5xx waits.
+        assert_eq!(evaluate(&body, Some(&ok(299, b"deployed")), None).result, TestResult::Pass);
+        assert_eq!(evaluate(&body, Some(&ok(300, b"deployed")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&body, Some(&ok(199, b"deployed")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&body, Some(&ok(428, b"deployed")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&body, Some(&ok(499, b"deployed")), None).result, TestResult::Fail);
+        assert_eq!(evaluate(&body, Some(&ok(500, b"deployed")), None).result, TestResult::Undecided);
         let evidence = Test::Sha256 { expect: hex(&sha256(b"e")), url: None };
         assert_eq!(evaluate(&evidence, None, None).result, TestResult::Undecided);
         assert_eq!(evaluate(&evidence, None, Some(&hex(&sha256(b"e")))).result, TestResult::Pass);
