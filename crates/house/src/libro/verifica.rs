@@ -687,6 +687,16 @@ mod tests {
         assert_eq!(evaluate(&evidence, None, Some(&hex(&sha256(b"f")))).result, TestResult::Fail);
     }
 
+    /// docs/SPEC.md §22: waits of 1 min, 10 min, 1 h, 6 h and 12 h, and none after the sixth.
+    #[test]
+    fn an_undecided_check_waits_as_the_spec_says() {
+        let min = 60_000;
+        let waits: Vec<i64> = (1..=5).map(retry_ms).collect();
+        assert_eq!(waits, [min, 10 * min, 60 * min, 360 * min, 720 * min]);
+        assert_eq!(retry_ms(0), min);
+        assert_eq!(MAX_ATTEMPTS, 6);
+    }
+
     #[test]
     fn undecided_outweighs_a_failure_and_a_failure_a_pass() {
         let c = |result| Checked { result, reason: String::new(), seen: Object::new() };
