@@ -272,6 +272,39 @@ fn a_test_that_cannot_run_decides_nothing_until_it_can() {
     assert!(check_row(&h, "q-wait").is_none());
 }
 
+/// A pass of the checks makes at most its budget of fetches, except that its first check always
+/// runs, whatever it needs (or a check of more tests than the budget would never run).
+#[test]
+fn a_pass_of_the_checks_stays_within_its_fetches() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    topup(&h, "ana@a.test", 100);
+    // Three escrows of two fetches each, first undecided: later.example answers nobody yet.
+    let two = r#"[{"type":"http_status","url":"https://later.example/a"},{"type":"http_status","url":"https://later.example/b"}]"#;
+    for id in ["q-b1", "q-b2", "q-b3"] {
+        let (q, code) = escrow(&w, &h, &ana, &bo, id, two);
+        assert_eq!(code, 0);
+        assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
+        assert_eq!(check_row(&h, id), Some(("due".to_owned(), 1)));
+    }
+    serve(&w, "later.example", 200, b"");
+    w.clock.advance(61_000);
+    let released =
+        || ["q-b1", "q-b2", "q-b3"].iter().filter(|id| contract(&h, id)["state"].as_str() == Some("released")).count();
+    // Four fetches: two checks; the third would make six.
+    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport { decided: 2, undecided: 0, fetches: 4 });
+    assert_eq!(released(), 2);
+    // One fetch: the first check still runs, on its two.
+    assert_eq!(block_on(h.run_checks(1)).unwrap(), ChecksReport { decided: 1, undecided: 0, fetches: 2 });
+    assert_eq!(released(), 3);
+    assert_eq!(
+        w.sent_to("later.example/"),
+        6 + 6,
+        "two fetches per check: three undecided first tries, then the three that passed"
+    );
+}
+
 #[test]
 fn missing_evidence_is_undecided_and_is_given_up_after_the_last_attempt() {
     let w = World::new();
