@@ -305,6 +305,87 @@ fn a_pass_of_the_checks_stays_within_its_fetches() {
     );
 }
 
+/// The escrow of a check that came out undecided once, `race.example` then serving its page:
+/// the check is due again, its test's fetch answered by `on_fetch` first.
+fn check_due_again(w: &World, h: &Rc<TestHouse>, ana: &Agent, bo: &Agent, on_fetch: impl Fn() + 'static) {
+    let (q, _) = escrow(w, h, ana, bo, "q-race", r#"[{"type":"http_status","url":"https://race.example/"}]"#);
+    assert_eq!(deliver(w, h, bo, &q.id, None), 0);
+    assert_eq!(check_row(h, "q-race"), Some(("due".to_owned(), 1)));
+    w.fake("race.example", move |_| {
+        on_fetch();
+        OutResponse { status: 200, body: vec![] }
+    });
+    w.clock.advance(61_000);
+}
+
+/// The Libro refuses a verdict for good when the contract moved on while its tests ran: the
+/// check ends there, the refusal kept with it, and is never tried again.
+#[test]
+fn a_verdict_the_libro_refuses_for_good_ends_the_check() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let release =
+        signed_op(&w, &ana, "a.test", "ana-rel", obj([("op", "release".into()), ("contract", "q-race".into())]));
+    let (inner, buyer) = (h.clone(), ana.address.clone());
+    check_due_again(&w, &h, &ana, &bo, move || {
+        // The buyer releases while verifica@ is fetching.
+        let card = block_on(inner.local_card(buyer.local())).unwrap().unwrap();
+        let v = release.clone().verify(&card, inner.now()).unwrap();
+        let out = block_on(inner.accept(&v, &card, v.to())).unwrap();
+        assert_eq!(out[0].1, nyx5_house::mailbox::Outcome::Accepted);
+    });
+    let report = block_on(h.run_checks(4)).unwrap();
+    assert_eq!(report, ChecksReport { decided: 0, undecided: 0, fetches: 1 });
+    assert_eq!(check_row(&h, "q-race"), Some(("undecided".to_owned(), 2)), "ended, not postponed");
+    let rows =
+        block_on(h.db.sqlite.query(stmt!("SELECT last FROM verifica_checks WHERE contract = 'q-race'"))).unwrap();
+    let last = Value::parse_str(rows[0].text("last").unwrap()).unwrap();
+    assert_eq!(last.as_object().unwrap()["refused"].as_object().unwrap()["code"].as_safe_integer(), Some(409));
+    let c = contract(&h, "q-race");
+    assert_eq!(c["state"].as_str(), Some("released"));
+    assert!(!c.contains_key("verdict"), "the buyer's release stands alone");
+    // Due no more.
+    w.clock.advance(86_400_000);
+    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport::default());
+}
+
+/// The Libro cannot take a verdict just now (its database refused the write): the check is put
+/// off by its wait and decides next time.
+#[test]
+fn a_verdict_the_libro_cannot_take_now_is_tried_again() {
+    let w = World::new();
+    let h = house(&w, true, false);
+    let (ana, bo) = people(&h);
+    let inner = h.clone();
+    let failed = Rc::new(std::cell::Cell::new(false));
+    let once = failed.clone();
+    check_due_again(&w, &h, &ana, &bo, move || {
+        if once.replace(true) {
+            return;
+        }
+        // The Libro's write after this fetch fails; the writes after it do not.
+        let again = inner.clone();
+        inner.db.before_next_batch(move |db| {
+            block_on(db.query(stmt!("PRAGMA query_only = ON"))).unwrap();
+            again.db.before_next_batch(|db| {
+                block_on(db.query(stmt!("PRAGMA query_only = OFF"))).unwrap();
+            });
+        });
+    });
+    let report = block_on(h.run_checks(4)).unwrap();
+    assert!(failed.get());
+    assert_eq!(report, ChecksReport { decided: 0, undecided: 0, fetches: 1 });
+    assert_eq!(check_row(&h, "q-race"), Some(("due".to_owned(), 2)), "put off, not ended");
+    assert_eq!(contract(&h, "q-race")["state"].as_str(), Some("delivered"));
+    // Not before its wait of 10 minutes; then it releases.
+    w.clock.advance(9 * 60_000);
+    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport::default());
+    w.clock.advance(60_000);
+    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport { decided: 1, undecided: 0, fetches: 1 });
+    assert_eq!(contract(&h, "q-race")["state"].as_str(), Some("released"));
+}
+
 #[test]
 fn missing_evidence_is_undecided_and_is_given_up_after_the_last_attempt() {
     let w = World::new();
