@@ -687,3 +687,39 @@ fn a_batch_that_fails_on_every_attempt_ends_by_what_failed() {
         assert!(!holds(&h, &ana, "fails") && !holds(&h, &cy, "fails"), "{what}: nothing kept");
     }
 }
+
+/// The deltas for `account` of a list of entries, in the list's order.
+fn deltas(entries: &[Value], account: &str) -> Vec<i64> {
+    entries
+        .iter()
+        .map(|e| {
+            let lines = e.as_object().unwrap()["lines"].as_array().unwrap();
+            let line = lines.iter().map(|l| l.as_object().unwrap()).find(|l| l["account"].as_str() == Some(account));
+            line.expect("the entry names the account")["delta"].as_safe_integer().unwrap()
+        })
+        .collect()
+}
+
+/// A `statement` answers the newest entries that name its account, newest first, as many as it
+/// asks for; the account's page shows them too.
+#[test]
+fn a_statement_holds_the_newest_entries_naming_the_account() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let (ana, bo) = (Agent::new("ana@a.test", 1), Agent::new("bo@a.test", 2));
+    register(&h, &ana, None);
+    register(&h, &bo, None);
+    for amount in [10, 20, 30] {
+        topup(&h, "ana@a.test", amount);
+    }
+    topup(&h, "bo@a.test", 5);
+    operate(&w, &h, &ana, "st-1", obj([("op", "statement".into()), ("limit", 2.into())]));
+    let receipt = mailbox(&h, &ana).into_iter().find(|e| e.in_reply_to() == Some("st-1")).unwrap();
+    let body = receipt.content().unwrap().body.as_object().unwrap().clone();
+    let listed = body["statement"].as_array().unwrap();
+    assert_eq!(deltas(listed, "ana@a.test"), [30, 20], "{body:?}");
+
+    let page = json(&ana.get(&h, "/libro/cuenta/ana@a.test"), 200);
+    let entries = page.as_object().unwrap()["entries"].as_array().unwrap();
+    assert_eq!(deltas(entries, "ana@a.test")[..3], [30, 20, 10]);
+}
