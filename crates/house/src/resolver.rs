@@ -275,7 +275,7 @@ pub const MAX_PINS_PER_SITE: i64 = 64;
 /// out, nor push an existing pin out to re-open trust on first use for it.
 pub const MAX_PINS: i64 = 100_000;
 
-/// The house's [`PinStore`]: the `pins` and `card_cache` tables.
+/// The house's [`PinStore`]: the `pins` and `card_slots` tables.
 #[derive(Debug)]
 pub struct DbPins<'a, D>(pub &'a D);
 

@@ -339,7 +339,7 @@ fn cards_are_cached_for_five_minutes() {
     json_body(&deliver(&p.a, &p.b, &message(&p.alice, "e9", &[&p.bob.address])), 202);
     assert_eq!(p.w.sent_to("a.test/.well-known/nyx5.json"), 2);
     assert_eq!(p.w.sent_to("a.test/agents/alice"), 2);
-    let rows = block_on(p.b.db.query(stmt!("SELECT key FROM card_cache ORDER BY key"))).unwrap();
+    let rows = block_on(p.b.db.query(stmt!("SELECT key FROM card_slots ORDER BY key"))).unwrap();
     let keys: Vec<_> = rows.iter().map(|r| r.text("key").unwrap().to_owned()).collect();
     assert_eq!(keys, ["a.test", "alice@a.test"]);
 }

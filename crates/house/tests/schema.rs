@@ -459,7 +459,7 @@ fn the_card_cache_is_read_and_written_a_slot_at_a_time() {
         );
     }
     let lookup = plan(&c, &cache::cached_query("ana@x.test", 0));
-    assert!(lookup.iter().any(|d| d.starts_with("SEARCH card_cache USING INTEGER PRIMARY KEY")), "{lookup:?}");
+    assert!(lookup.iter().any(|d| d.starts_with("SEARCH card_slots USING INTEGER PRIMARY KEY")), "{lookup:?}");
 }
 
 /// The cache keeps one card per slot (migration 0015).
@@ -481,8 +481,11 @@ fn a_card_takes_its_slot_over_and_is_read_only_under_its_own_key() {
     assert_eq!(text(&rival).as_deref(), Some("card-r"));
     assert_eq!(text(first), None);
     assert_eq!(text(&other).as_deref(), Some("card-o"), "other slots are untouched");
-    let rows = block_on(db.query(stmt!("SELECT count(*) AS n FROM card_cache"))).unwrap();
+    let rows = block_on(db.query(stmt!("SELECT count(*) AS n FROM card_slots"))).unwrap();
     assert_eq!(rows.first().and_then(|r| r.get("n")), Some(&nyx5_house::ports::SqlValue::Int(2)));
+    // The schema holds the slot to its range, whatever writes it.
+    let outside = stmt!("INSERT INTO card_slots (slot, key, card, url, fetched_at) VALUES (10000, 'k', '{}', 'u', 1)");
+    assert!(matches!(block_on(db.batch(vec![outside])), Err(PortError::Constraint { .. })));
     // Only fresh rows are read.
     assert_eq!(block_on(cached(&db, &rival, 30)).unwrap(), None);
 }

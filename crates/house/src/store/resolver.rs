@@ -91,8 +91,9 @@ pub fn confirm_pin(domain: &str, expected: Option<&str>) -> Stmt {
 pub const CACHE_SLOTS: u64 = 10_000;
 
 /// The slot of `key` in the card cache: the first eight bytes of its SHA-256, modulo
-/// [`CACHE_SLOTS`]. Two keys in one slot take turns; each turn costs a fetch, never a wrong card
-/// (a row is used only for the key it names).
+/// [`CACHE_SLOTS`]. Two keys in one slot take turns: a turn costs a fetch (and, for a domain
+/// with no pin, one of its site's new names a minute), never a wrong card (a row is read only
+/// under the key it names).
 pub fn slot(key: &str) -> i64 {
     let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = nyx5_proto::crypto::sha256(key.as_bytes());
     let n = u64::from_be_bytes([b0, b1, b2, b3, b4, b5, b6, b7]) % CACHE_SLOTS;
@@ -107,7 +108,7 @@ pub async fn cached<D: Db>(db: &D, key: &str, fresh_after: i64) -> Result<Option
 /// The query of [`cached`]: one row, found by its slot.
 pub fn cached_query(key: &str, fresh_after: i64) -> Stmt {
     stmt!(
-        "SELECT card, url, fetched_at FROM card_cache WHERE slot = ? AND key = ? AND fetched_at > ?",
+        "SELECT card, url, fetched_at FROM card_slots WHERE slot = ? AND key = ? AND fetched_at > ?",
         slot(key),
         key,
         fresh_after
@@ -118,7 +119,7 @@ pub fn cached_query(key: &str, fresh_after: i64) -> Stmt {
 /// held.
 pub fn cache(key: &str, card: &str, url: &str, now: i64) -> Stmt {
     stmt!(
-        "INSERT INTO card_cache (slot, key, card, url, fetched_at) VALUES (?, ?, ?, ?, ?)
+        "INSERT INTO card_slots (slot, key, card, url, fetched_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (slot) DO UPDATE
            SET key = excluded.key, card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
         slot(key),
@@ -134,7 +135,7 @@ pub fn cache(key: &str, card: &str, url: &str, now: i64) -> Stmt {
 /// slot as [`cache`].
 pub fn cache_if_pinned(domain: &str, card: &str, url: &str, now: i64, sig: &str) -> Stmt {
     stmt!(
-        "INSERT INTO card_cache (slot, key, card, url, fetched_at)
+        "INSERT INTO card_slots (slot, key, card, url, fetched_at)
          SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM pins WHERE domain = ? AND sig = ?)
          ON CONFLICT (slot) DO UPDATE
            SET key = excluded.key, card = excluded.card, url = excluded.url, fetched_at = excluded.fetched_at",
@@ -150,12 +151,12 @@ pub fn cache_if_pinned(domain: &str, card: &str, url: &str, now: i64, sig: &str)
 
 /// Forgets the cached cards of `domain` and of every agent at it.
 pub fn forget_domain(domain: &str) -> Stmt {
-    stmt!("DELETE FROM card_cache WHERE key = ? OR key LIKE ?", domain, format!("%@{domain}"))
+    stmt!("DELETE FROM card_slots WHERE key = ? OR key LIKE ?", domain, format!("%@{domain}"))
 }
 
 /// Drops cache rows past their five minutes (for the periodic tick).
 pub fn purge(now: i64) -> Stmt {
-    stmt!("DELETE FROM card_cache WHERE fetched_at <= ?", now - limits::CARD_CACHE_MS)
+    stmt!("DELETE FROM card_slots WHERE fetched_at <= ?", now - limits::CARD_CACHE_MS)
 }
 
 #[cfg(test)]

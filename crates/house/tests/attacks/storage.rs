@@ -334,7 +334,7 @@ fn a_flood_of_subdomains_is_one_site_that_grows_no_table_without_bound() {
     assert_eq!(statuses.get(&429), Some(&990), "{statuses:?}");
     assert_eq!(mailbox(&b, &bob).len(), 10);
     let pins = || count(&b, "SELECT count(*) AS n FROM pins");
-    let cached = || count(&b, "SELECT count(*) AS n FROM card_cache");
+    let cached = || count(&b, "SELECT count(*) AS n FROM card_slots");
     assert_eq!(pins(), budget as i64);
     assert!(cached() <= 2 * budget as i64, "{} cached cards", cached());
     assert_eq!(w.sent_to("evil.example/.well-known"), budget, "names past the budget are not even fetched");
