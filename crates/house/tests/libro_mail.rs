@@ -723,3 +723,52 @@ fn a_statement_holds_the_newest_entries_naming_the_account() {
     let entries = page.as_object().unwrap()["entries"].as_array().unwrap();
     assert_eq!(deltas(entries, "ana@a.test")[..3], [30, 20, 10]);
 }
+
+/// The account page lists the contracts and mandates the agent is party to, and the public
+/// history counts what it sold and bought.
+#[test]
+fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
+    use nyx5_proto::quote::ContractKind;
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let (ana, bo, cy) = (Agent::new("ana@a.test", 1), Agent::new("bo@a.test", 2), Agent::new("cy@a.test", 3));
+    for a in [&ana, &bo, &cy] {
+        register(&h, a, None);
+    }
+    topup(&h, "ana@a.test", 100);
+    let accept =
+        |q: nyx5_proto::quote::Quote| obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);
+    // ana buys twice from bo: one spot, one escrow she releases.
+    operate(&w, &h, &ana, "acc-spot", accept(quote_from(&w, &bo, &ana, "q-spot", ContractKind::Spot, 10, "a", None)));
+    operate(&w, &h, &ana, "acc-esc", accept(quote_from(&w, &bo, &ana, "q-esc", ContractKind::Escrow, 20, "b", None)));
+    operate(&w, &h, &ana, "rel-esc", obj([("op", "release".into()), ("contract", "q-esc".into())]));
+    // And grants cy a mandate.
+    let mandate = obj([("op", "mandate".into()), ("grantee", "cy@a.test".into()), ("cap", 7.into())]);
+    operate(&w, &h, &ana, "m-cy", mandate);
+
+    let page = json(&ana.get(&h, "/libro/cuenta/ana@a.test"), 200);
+    let page = page.as_object().unwrap();
+    let mut contracts: Vec<&str> =
+        page["contracts"].as_array().unwrap().iter().map(|c| c.as_object().unwrap()["id"].as_str().unwrap()).collect();
+    contracts.sort_unstable();
+    assert_eq!(contracts, ["q-esc", "q-spot"]);
+    let mandates = page["mandates"].as_array().unwrap();
+    assert_eq!(mandates.len(), 1, "{mandates:?}");
+    let m = mandates[0].as_object().unwrap();
+    assert_eq!((m["grantee"].as_str(), m["cap"].as_safe_integer()), (Some("cy@a.test"), Some(7)));
+    // cy holds the mandate too; bo holds none.
+    let of = |who: &Agent| {
+        let page = json(&who.get(&h, &format!("/libro/cuenta/{}", who.address)), 200);
+        page.as_object().unwrap()["mandates"].as_array().unwrap().len()
+    };
+    assert_eq!((of(&cy), of(&bo)), (1, 0));
+
+    let history = |local: &str| json(&call_raw(&h, "GET", &format!("/agents/{local}/historial"), &[], vec![]), 200);
+    let seller = history("bo");
+    let selling = seller.as_object().unwrap()["vendiendo"].as_object().unwrap();
+    assert_eq!(selling["contratos"].as_safe_integer(), Some(2));
+    assert_eq!(selling["liberados"].as_safe_integer(), Some(2), "a spot settled counts as paid");
+    let buyer = history("ana");
+    let buying = buyer.as_object().unwrap()["comprando"].as_object().unwrap();
+    assert_eq!((buying["contratos"].as_safe_integer(), buying["tokens"].as_safe_integer()), (Some(2), Some(30)));
+}
