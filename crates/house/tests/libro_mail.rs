@@ -504,6 +504,15 @@ fn an_operation_too_large_to_keep_never_waits_for_approval() {
     operate(&w, &h, &bot, "small-1", bond(10));
     assert_eq!(pending(), Some(1));
     assert_eq!(balance(&h, "bot.bo@a.test"), 70);
+    // Both the subagent and the approver see it waiting on their account pages; ana does not.
+    let waiting = |who: &Agent| {
+        let page = json(&who.get(&h, &format!("/libro/cuenta/{}", who.address)), 200);
+        let list = page.as_object().unwrap()["pending"].as_array().unwrap().clone();
+        list.iter().map(|p| p.as_object().unwrap()["state"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(waiting(&bot), ["pending"]);
+    assert_eq!(waiting(&bo), ["pending"]);
+    assert!(waiting(&ana).is_empty());
 }
 
 /// A clear message from `from` to several recipients with `extra` members in its signed part.
