@@ -771,6 +771,13 @@ fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
         page.as_object().unwrap()["mandates"].as_array().unwrap().len()
     };
     assert_eq!((of(&cy), of(&bo)), (1, 0));
+    // A contract, for its parties only: to anyone else it is not there.
+    for who in [&ana, &bo] {
+        let page = json(&who.get(&h, "/libro/contrato/q-esc"), 200);
+        let c = page.as_object().unwrap()["contract"].as_object().unwrap().clone();
+        assert_eq!((c["id"].as_str(), c["state"].as_str()), (Some("q-esc"), Some("released")), "{}", who.address);
+    }
+    assert_eq!(cy.get(&h, "/libro/contrato/q-esc").status, 404);
 
     let history = |local: &str| json(&call_raw(&h, "GET", &format!("/agents/{local}/historial"), &[], vec![]), 200);
     let seller = history("bo");

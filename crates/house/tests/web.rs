@@ -329,3 +329,59 @@ fn the_workers_static_pages_carry_the_headers_the_engine_sends() {
     }
     assert_eq!(web::SPEC_HTML.map(str::len), Some(text(&get(&h, "/spec", &[])).len()));
 }
+
+/// Every path the router knows answers a method it does not take with 405, in the error shape;
+/// a path it does not know is 404, whatever the method.
+#[test]
+fn every_known_path_refuses_other_methods_with_405() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let wrong = [
+        ("PUT", "/"),
+        ("POST", "/spec"),
+        ("POST", "/llms.txt"),
+        ("POST", "/style.css"),
+        ("POST", "/favicon.svg"),
+        ("POST", "/.well-known/agent-card.json"),
+        ("POST", "/agents/ana/agent-card.json"),
+        ("POST", "/.well-known/nyx5.json"),
+        ("POST", "/health"),
+        ("DELETE", "/agents"),
+        ("POST", "/agents/ana"),
+        ("POST", "/agents/ana/settings"),
+        ("POST", "/agents/ana/historial"),
+        ("DELETE", "/invitations"),
+        ("POST", "/mailbox/ana"),
+        ("GET", "/mailbox/ana/ack"),
+        ("GET", "/inbound"),
+        ("PUT", "/lists/ana"),
+        ("POST", "/pins"),
+        ("GET", "/pins/b.test/confirm"),
+        ("GET", "/email/in"),
+        ("GET", "/email/out"),
+        ("POST", "/libro/cuenta/ana@a.test"),
+        ("POST", "/libro/contrato/c1"),
+        ("GET", "/libro/topup"),
+        ("POST", "/libro/diario"),
+        ("DELETE", "/index/houses"),
+        ("POST", "/index/agents"),
+        ("DELETE", "/tareas"),
+        ("GET", "/tareas/t1/retire"),
+        ("PUT", "/apps"),
+        ("POST", "/apps/x"),
+        ("GET", "/outbound"),
+        ("POST", "/outbox/ana"),
+    ];
+    for (method, path) in wrong {
+        let r = call_raw(&h, method, path, &[], vec![]);
+        assert_eq!(r.status, 405, "{method} {path}");
+        let body = r.value().unwrap();
+        let reason = body.as_object().unwrap()["reason"].as_str().unwrap().to_owned();
+        assert_eq!(reason, format!("{method} is not allowed on {path}"));
+    }
+    for (method, path) in
+        [("GET", "/nope"), ("POST", "/agents/ana/nope"), ("GET", "/libro"), ("GET", "/tareas/t1"), ("PUT", "/apps/x/y")]
+    {
+        assert_eq!(call_raw(&h, method, path, &[], vec![]).status, 404, "{method} {path}");
+    }
+}
