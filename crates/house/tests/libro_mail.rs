@@ -507,7 +507,7 @@ fn an_operation_too_large_to_keep_never_waits_for_approval() {
     // Both the subagent and the approver see it waiting on their account pages; ana does not.
     let waiting = |who: &Agent| {
         let page = json(&who.get(&h, &format!("/libro/cuenta/{}", who.address)), 200);
-        let list = page.as_object().unwrap()["pending"].as_array().unwrap().clone();
+        let list = page.as_object().unwrap()["pending"].as_array().unwrap();
         list.iter().map(|p| p.as_object().unwrap()["state"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
     };
     assert_eq!(waiting(&bot), ["pending"]);
