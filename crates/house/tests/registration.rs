@@ -185,7 +185,11 @@ fn updates_only_by_owner_and_rotation_keeps_a_grace_key() {
     assert_eq!(card.previous().len(), 1);
     assert_eq!(card.previous()[0].sig, ana.sig.public());
     let card = card.verify(h.card(), None, h.now()).unwrap();
+    // Seven days of grace (routes/agents.rs, ROTATION_GRACE_MS; docs/SPEC.md counts on it), to the
+    // millisecond.
+    assert_eq!(card.previous()[0].until, h.now().plus_ms(7 * DAY));
     assert!(card.accepts_key(&ana.sig.public(), h.now()));
+    assert!(card.accepts_key(&ana.sig.public(), h.now().plus_ms(6 * DAY)));
     assert!(!card.accepts_key(&ana.sig.public(), h.now().plus_ms(8 * DAY)));
     // The old key still authenticates during the grace period; a replayed token never does.
     assert_eq!(ana.get(&h, "/mailbox/ana").status, 200);
