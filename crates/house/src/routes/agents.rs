@@ -504,3 +504,52 @@ fn refused(name: &str, update: bool, address: &Address) -> Error {
         other => port_error(PortError::Constraint { name: other.to_owned() }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use nyx5_proto::crypto::SigningKey;
+    use nyx5_proto::json::obj;
+
+    #[test]
+    fn the_directory_indexes_what_a_card_offers_and_searches_its_strings() {
+        let key = SigningKey::from_seed([7; 32]);
+        let mut draft = AgentCardDraft::new(Address::parse("ana@a.test").unwrap(), key.public(), None, Timestamp(0));
+        draft.capabilities = obj([
+            ("listed", true.into()),
+            ("accepts", Value::Array(vec!["Text/Plain".into(), 3.into(), "application/JSON".into()])),
+            ("lang", "ES".into()),
+            ("GPU", true.into()),
+            ("off", false.into()),
+            ("none", Value::Null),
+            ("description", "Translates Poems".into()),
+        ]);
+        let ix = index(&draft.certify(&key).unwrap());
+        assert!(ix.listed);
+        // Every capability it has, lower-cased, but `listed` and those set to false or null.
+        assert_eq!(ix.caps, " gpu accepts description lang ", "in the card's order of keys");
+        assert_eq!(ix.accepts, " text/plain application/json ");
+        // The address, then every string capability (the description a second time).
+        assert_eq!(ix.search, "ana@a.test translates poems es translates poems");
+    }
+
+    fn enrolment_dropping(n: usize) -> Result<Enrolment, Error> {
+        let keys: Vec<Value> =
+            (0..n).map(|i| SigningKey::from_seed([u8::try_from(i).unwrap(); 32]).public().to_b64().into()).collect();
+        let body = obj([
+            ("local", "ana".into()),
+            ("sig", SigningKey::from_seed([99; 32]).public().to_b64().into()),
+            ("drop_previous", Value::Array(keys)),
+        ]);
+        parse_enrolment(&body, Timestamp(0), &Policy::new([""; 0], false, false))
+    }
+
+    #[test]
+    fn a_registration_drops_at_most_every_previous_key_and_the_one_replaced() {
+        let too_many = enrolment_dropping(limits::MAX_PREVIOUS_KEYS + 2).err().unwrap();
+        assert_eq!(too_many.reason, "`drop_previous` lists too many keys");
+        let most = enrolment_dropping(limits::MAX_PREVIOUS_KEYS + 1).unwrap();
+        assert_eq!(most.drop_previous.len(), limits::MAX_PREVIOUS_KEYS + 1);
+    }
+}
