@@ -133,7 +133,11 @@ fn open_mode_caps_registrations_per_minute() {
     assert_eq!(call(&h, "POST", "/agents", &[], &late.registration(&h, &[])).status, 429);
     // Nothing half-written: the refused agent does not exist.
     assert_eq!(call_raw(&h, "GET", "/agents/late", &[], vec![]).status, 404);
-    w.clock.advance(MINUTE);
+    // The last millisecond of the same minute is still that minute.
+    let into = w.clock.now().millis().rem_euclid(MINUTE);
+    w.clock.advance(MINUTE - 1 - into);
+    assert_eq!(call(&h, "POST", "/agents", &[], &late.registration(&h, &[])).status, 429);
+    w.clock.advance(1);
     assert_eq!(call(&h, "POST", "/agents", &[], &late.registration(&h, &[])).status, 201);
 }
 
@@ -405,4 +409,18 @@ impl LocalCard for TestHouse {
     fn block_local_card(&self, local: &str) -> nyx5_proto::Verified<AgentCard> {
         block_on(self.local_card(local)).unwrap().unwrap()
     }
+}
+
+#[test]
+fn an_invited_agent_gets_the_houses_welcome_and_its_invitations() {
+    let w = World::new();
+    let mut c = w.config("a.test", Registration::Invite);
+    c.welcome = 5;
+    let h = w.start(c);
+    let body = Value::Object(obj([("uses", 1.into()), ("welcome", 10.into())]));
+    let inv = json(&call(&h, "POST", "/invitations", &[("authorization", &admin(&h))], &body), 201);
+    let code = inv.as_object().unwrap()["invitation"].as_object().unwrap()["code"].as_str().unwrap().to_owned();
+    let ana = Agent::new("ana@a.test", 10);
+    json(&call(&h, "POST", "/agents", &[], &ana.registration(&h, &[("invite", code.as_str().into())])), 201);
+    assert_eq!(balance(&h, "ana@a.test"), 15);
 }

@@ -534,6 +534,19 @@ mod tests {
         assert_eq!(ix.search, "ana@a.test translates poems es translates poems");
     }
 
+    #[test]
+    fn a_client_is_its_address_an_ipv6_one_its_64() {
+        let from =
+            |value: &str| client(&Request::new("POST", "/agents", vec![(CLIENT_HEADER.into(), value.into())], vec![]));
+        assert_eq!(from("203.0.113.9").as_deref(), Some("203.0.113.9"));
+        assert_eq!(from(" 2001:db8:1:2:3:4:5:6 ").as_deref(), Some("2001:db8:1:2::/64"));
+        // Not an address: the text itself, at most 64 characters; nothing at all is no client.
+        assert_eq!(from("proxy-7").as_deref(), Some("proxy-7"));
+        assert_eq!(from(&"x".repeat(100)).map(|c| c.len()), Some(64));
+        assert_eq!(from("   "), None);
+        assert_eq!(client(&Request::new("POST", "/agents", vec![], vec![])), None);
+    }
+
     fn enrolment_dropping(n: usize) -> Result<Enrolment, Error> {
         let keys: Vec<Value> =
             (0..n).map(|i| SigningKey::from_seed([u8::try_from(i).unwrap(); 32]).public().to_b64().into()).collect();
