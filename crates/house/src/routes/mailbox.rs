@@ -142,3 +142,58 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     let acked = changes.last().copied().unwrap_or(0);
     Ok(Response::json(200, &ok_body([("acked", i64::try_from(acked).unwrap_or(i64::MAX).into())])))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::ports::SqlValue;
+
+    /// A stored envelope of exactly `len` bytes, at `seq`, with the store's count of candidates.
+    fn row(len: usize, seq: i64, candidates: i64) -> Row {
+        let pad = "p".repeat(len - r#"{"p":""}"#.len());
+        Row {
+            columns: vec![
+                ("envelope".into(), SqlValue::Text(format!(r#"{{"p":"{pad}"}}"#))),
+                ("seq".into(), SqlValue::Int(seq)),
+                ("received_at".into(), SqlValue::Int(0)),
+                ("candidates".into(), SqlValue::Int(candidates)),
+            ],
+        }
+    }
+
+    fn seqs(page: &[u8]) -> (Vec<i64>, Value) {
+        let v = Value::parse(page, usize::MAX).unwrap();
+        let o = v.as_object().unwrap();
+        let list = o["envelopes"].as_array().unwrap();
+        (list.iter().map(|e| e.as_object().unwrap()["seq"].as_safe_integer().unwrap()).collect(), o["next"].clone())
+    }
+
+    #[test]
+    fn a_page_holds_to_its_bytes_exactly_and_always_holds_the_first_envelope() {
+        let budget = PAGE_MAX_BYTES - PAGE_FRAME_BYTES;
+        // The first item's text, and what is left of the budget after it and a comma.
+        let first = row(1_000_000, 1, 3);
+        let first_item = item(first.text("envelope").unwrap(), 1, 0, None).unwrap();
+        let frame = item(r#"{"p":""}"#, 2, 0, None).unwrap().len() - r#"{"p":""}"#.len();
+        let room = budget - first_item.len() - 1;
+        // A second that fills the page to the byte is taken; one byte more is left for the next.
+        let fits = [first.clone(), row(room - frame, 2, 3), row(10, 3, 3)];
+        let (taken, next) = seqs(&write_page(&fits, 50).unwrap());
+        assert_eq!(taken, [1, 2]);
+        assert_eq!(next.as_safe_integer(), Some(2), "more may follow");
+        let over = [first, row(room - frame + 1, 2, 3)];
+        let (taken, next) = seqs(&write_page(&over, 50).unwrap());
+        assert_eq!(taken, [1]);
+        assert_eq!(next.as_safe_integer(), Some(1));
+        // A first envelope larger than the whole budget is still read, alone.
+        let (taken, _) = seqs(&write_page(&[row(budget + 10, 7, 2), row(10, 8, 2)], 50).unwrap());
+        assert_eq!(taken, [7]);
+        // Everything the store found, and fewer than asked: nothing follows.
+        let (taken, next) = seqs(&write_page(&[row(10, 4, 2), row(10, 5, 2)], 50).unwrap());
+        assert_eq!((taken, next), (vec![4, 5], Value::Null));
+        // As many as asked: more may follow.
+        let (_, next) = seqs(&write_page(&[row(10, 4, 2), row(10, 5, 2)], 2).unwrap());
+        assert_eq!(next.as_safe_integer(), Some(5));
+    }
+}

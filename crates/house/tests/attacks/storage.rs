@@ -104,6 +104,31 @@ fn a_mailbox_of_1_mib_envelopes_is_read_page_by_page_within_the_byte_budget() {
     assert!((30..=32).contains(&pages), "two 1 MiB envelopes a page: {pages} pages");
 }
 
+/// The store cuts a page by each envelope's recorded size plus what wraps it in the answer (at
+/// most 236 bytes); two envelopes of 1,048,000 bytes fill one page with room for their frames,
+/// so a page holds both (a larger allowance per envelope would read them one at a time).
+#[test]
+fn two_envelopes_that_fill_a_page_to_its_frames_are_read_together() {
+    let (_w, a, b, ana, bob) = pair(|_| {});
+    let bare = signed(&ana, "fill0", &bob.address, "").canonical().len();
+    let size = 1_048_000;
+    for i in 0..3 {
+        let env = signed(&ana, &format!("fill{i}"), &bob.address, &"f".repeat(size - bare));
+        assert_eq!(env.canonical().len(), size);
+        assert_eq!(deliver(&a, &b, &env).status, 202);
+    }
+    let page = json(&bob.get(&b, "/mailbox/bob?limit=200"), 200);
+    let o = page.as_object().unwrap();
+    let ids: Vec<&str> = o["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_object().unwrap()["envelope"].as_object().unwrap()["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["fill0", "fill1"]);
+    assert!(o["next"].as_safe_integer().is_some());
+}
+
 #[test]
 fn a_full_mailbox_refuses_for_now_and_the_sender_retries_instead_of_bouncing() {
     let (w, a, b, ana, bob) = pair(|c| c.mailbox_max_envelopes = 2);
