@@ -192,6 +192,11 @@ mod tests {
         // Everything the store found, and fewer than asked: nothing follows.
         let (taken, next) = seqs(&write_page(&[row(10, 4, 2), row(10, 5, 2)], 50).unwrap());
         assert_eq!((taken, next), (vec![4, 5], Value::Null));
+        // A stored text that is not one object from brace to brace is read and written again.
+        let trailing = item("{\"a\":1} ", 9, 0, None).unwrap();
+        assert!(trailing.starts_with(r#"{"envelope":{"a":1},"received""#), "{trailing}");
+        let leading = item(" {\"a\":1}", 9, 0, None).unwrap();
+        assert!(leading.starts_with(r#"{"envelope":{"a":1},"received""#), "{leading}");
         // As many as asked: more may follow.
         let (_, next) = seqs(&write_page(&[row(10, 4, 2), row(10, 5, 2)], 2).unwrap());
         assert_eq!(next.as_safe_integer(), Some(5));

@@ -104,6 +104,20 @@ fn a_mailbox_of_1_mib_envelopes_is_read_page_by_page_within_the_byte_budget() {
     assert!((30..=32).contains(&pages), "two 1 MiB envelopes a page: {pages} pages");
 }
 
+#[test]
+fn an_ack_lists_from_one_to_500_ids() {
+    let (_w, _a, b, _ana, bob) = pair(|_| {});
+    let ids: Vec<String> = (0..=nyx5_house::routes::mailbox::ACK_MAX).map(|i| format!("id-{i}")).collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let most = nyx5_house::routes::mailbox::ACK_MAX;
+    assert_eq!(most, 500);
+    assert_eq!(ack(&b, &bob, &refs[..most]), 0, "500 unknown ids: none acked, none refused");
+    let body =
+        |ids: &[&str]| Value::Object(obj([("ids", Value::Array(ids.iter().map(|i| Value::from(*i)).collect()))]));
+    assert_eq!(bob.post(&b, "/mailbox/bob/ack", &body(&refs)).status, 400, "501");
+    assert_eq!(bob.post(&b, "/mailbox/bob/ack", &body(&[])).status, 400, "none");
+}
+
 /// The store cuts a page by each envelope's recorded size plus what wraps it in the answer (at
 /// most 236 bytes); two envelopes of 1,048,000 bytes fill one page with room for their frames,
 /// so a page holds both (a larger allowance per envelope would read them one at a time).
