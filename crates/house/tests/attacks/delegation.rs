@@ -172,6 +172,9 @@ fn subagents_are_enrolled_at_a_bounded_rate_per_parent() {
         json(&enrol(i), 201);
     }
     refused(&enrol(3), 429);
-    w.clock.advance(MINUTE);
+    // Its last millisecond is the same minute.
+    w.clock.advance(MINUTE - 1 - w.clock.now().millis().rem_euclid(MINUTE));
+    refused(&enrol(3), 429);
+    w.clock.advance(1);
     json(&enrol(4), 201);
 }
