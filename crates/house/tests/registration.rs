@@ -134,8 +134,7 @@ fn open_mode_caps_registrations_per_minute() {
     // Nothing half-written: the refused agent does not exist.
     assert_eq!(call_raw(&h, "GET", "/agents/late", &[], vec![]).status, 404);
     // The last millisecond of the same minute is still that minute.
-    let into = w.clock.now().millis().rem_euclid(MINUTE);
-    w.clock.advance(MINUTE - 1 - into);
+    w.clock.to_end_of_minute();
     assert_eq!(call(&h, "POST", "/agents", &[], &late.registration(&h, &[])).status, 429);
     w.clock.advance(1);
     assert_eq!(call(&h, "POST", "/agents", &[], &late.registration(&h, &[])).status, 201);

@@ -173,7 +173,7 @@ fn subagents_are_enrolled_at_a_bounded_rate_per_parent() {
     }
     refused(&enrol(3), 429);
     // Its last millisecond is the same minute.
-    w.clock.advance(MINUTE - 1 - w.clock.now().millis().rem_euclid(MINUTE));
+    w.clock.to_end_of_minute();
     refused(&enrol(3), 429);
     w.clock.advance(1);
     json(&enrol(4), 201);

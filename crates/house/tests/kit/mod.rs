@@ -93,6 +93,10 @@ impl TestClock {
     pub fn now(&self) -> Timestamp {
         Timestamp(self.0.get())
     }
+    /// Moves to the last millisecond of the current minute (still the same rate window).
+    pub fn to_end_of_minute(&self) {
+        self.advance(MINUTE - 1 - self.0.get().rem_euclid(MINUTE));
+    }
 }
 
 impl Clock for TestClock {
