@@ -483,9 +483,14 @@ fn a_card_takes_its_slot_over_and_is_read_only_under_its_own_key() {
     assert_eq!(text(&other).as_deref(), Some("card-o"), "other slots are untouched");
     let rows = block_on(db.query(stmt!("SELECT count(*) AS n FROM card_slots"))).unwrap();
     assert_eq!(rows.first().and_then(|r| r.get("n")), Some(&nyx5_house::ports::SqlValue::Int(2)));
-    // The schema holds the slot to its range, whatever writes it.
-    let outside = stmt!("INSERT INTO card_slots (slot, key, card, url, fetched_at) VALUES (10000, 'k', '{}', 'u', 1)");
-    assert!(matches!(block_on(db.batch(vec![outside])), Err(PortError::Constraint { .. })));
+    // The schema holds the slot to the range `slot` gives, whatever writes it.
+    let at = |slot: u64| {
+        let slot = i64::try_from(slot).unwrap();
+        stmt!("INSERT INTO card_slots (slot, key, card, url, fetched_at) VALUES (?, 'k', '{}', 'u', 1)", slot)
+    };
+    let slots = nyx5_house::store::resolver::CACHE_SLOTS;
+    block_on(db.batch(vec![at(slots - 1)])).unwrap();
+    assert!(matches!(block_on(db.batch(vec![at(slots)])), Err(PortError::Constraint { .. })));
     // Only fresh rows are read.
     assert_eq!(block_on(cached(&db, &rival, 30)).unwrap(), None);
 }
