@@ -451,9 +451,66 @@ mod tests {
         assert_eq!(mail_address("a@b.test\r\nBcc: x@y.test"), None);
         assert_eq!(mail_address("a b@c.test"), None);
         assert_eq!(mail_address("nobody"), None);
+        // The domain must have a dot and be a domain: both, not either.
+        assert_eq!(mail_address("a@localhost"), None);
+        assert_eq!(mail_address("a@under_score.test"), None);
+        assert_eq!(mail_address("a@-dash.test"), None);
         assert_eq!(header_text(" hi\r\n\tthere\0 ").as_deref(), Some("hi there"));
         assert_eq!(header_text(" \r\n "), None);
         assert_eq!(header_text(&"é".repeat(5000)).map(|t| t.chars().count()), Some(MAX_HEADER_CHARS));
+    }
+
+    #[test]
+    fn the_body_is_clipped_on_a_character_boundary() {
+        assert_eq!(clip_bytes("abc", 3), ("abc".to_owned(), false));
+        assert_eq!(clip_bytes("abcd", 3), ("abc".to_owned(), true));
+        assert_eq!(clip_bytes("", 0), (String::new(), false));
+        // "é" is two bytes: a cut inside it moves back to before it.
+        assert_eq!(clip_bytes("aé", 2), ("a".to_owned(), true));
+        assert_eq!(clip_bytes("aéb", 3), ("aé".to_owned(), true));
+        assert_eq!(clip_bytes("€", 2), (String::new(), true));
+        assert_eq!(clip_bytes("x€y", 3), ("x".to_owned(), true));
+        assert_eq!(clip_bytes("x€y", 4), ("x€".to_owned(), true));
+    }
+
+    #[test]
+    fn threading_headers_are_kept_one_or_many() {
+        let p = parsed("From: a@b.test\r\nIn-Reply-To: <one@x.test>\r\nReferences: <r1@x.test>\r\n\r\nhi\r\n");
+        assert_eq!(p.in_reply_to.as_deref(), Some("one@x.test"));
+        assert_eq!(p.references, ["r1@x.test"]);
+        let p = parsed("In-Reply-To: <one@x.test> <two@x.test>\r\nReferences: <r1@x.test> <r2@x.test>\r\n\r\nhi\r\n");
+        assert_eq!(p.in_reply_to.as_deref(), Some("one@x.test"));
+        assert_eq!(p.references, ["r1@x.test", "r2@x.test"]);
+        let many: String = (0..MAX_REFERENCES + 3).map(|i| format!(" <r{i}@x.test>")).collect();
+        let p = parsed(&format!("References:{many}\r\n\r\nhi\r\n"));
+        assert_eq!(p.references.len(), MAX_REFERENCES);
+        assert_eq!(p.references.first().map(String::as_str), Some("r0@x.test"));
+    }
+
+    #[test]
+    fn every_attachment_is_counted_and_the_first_ones_described() {
+        let message = |n: usize| {
+            let mut m = String::from(
+                "From: a@b.test\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\
+                 Content-Type: text/plain\r\n\r\nsee the files\r\n",
+            );
+            for i in 0..n {
+                m.push_str(&format!(
+                    "--b\r\nContent-Type: application/octet-stream\r\n\
+                     Content-Disposition: attachment; filename=\"f{i}.bin\"\r\n\r\nbytes {i}\r\n"
+                ));
+            }
+            m.push_str("--b--\r\n");
+            m
+        };
+        let p = parsed(&message(3));
+        assert_eq!((p.attachment_count, p.attachments.len()), (3, 3));
+        assert_eq!(p.attachments.first().and_then(|a| a.name.as_deref()), Some("f0.bin"));
+        assert_eq!(p.text, "see the files");
+        let p = parsed(&message(MAX_ATTACHMENTS + 2));
+        assert_eq!((p.attachment_count, p.attachments.len()), (MAX_ATTACHMENTS + 2, MAX_ATTACHMENTS));
+        let last = format!("f{}.bin", MAX_ATTACHMENTS - 1);
+        assert_eq!(p.attachments.last().and_then(|a| a.name.as_deref()), Some(last.as_str()));
     }
 
     fn parsed(raw: &str) -> Parsed {
