@@ -178,6 +178,11 @@ fn updates_only_by_owner_and_rotation_keeps_a_grace_key() {
     // Someone else cannot take the name, even with a valid signed body of their own key.
     let mallory = Agent::new("ana@a.test", 11);
     assert_eq!(call(&h, "POST", "/agents", &[], &mallory.registration(&h, &[])).status, 409);
+    // Where the card cannot be read again to say why, the answer is that, not a refusal: the
+    // first read decides the update, the second (failed here) would explain a refusal.
+    h.db.fail_read("SELECT card FROM agents WHERE local = ?", 1);
+    let r = call(&h, "POST", "/agents", &[], &mallory.registration(&h, &[]));
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
     // The owner rotates: token by the old key, body signed by the new key.
     let new = Agent::new("ana@a.test", 12);
     let body = new.registration(&h, &[]);

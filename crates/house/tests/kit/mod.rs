@@ -124,17 +124,38 @@ pub type TestHouse = House<KitDb, MemNet>;
 pub type BatchHook = Box<dyn FnOnce(&SqliteDb)>;
 
 /// The houses' database: SQLite, which can be told to make every query and batch wait once
-/// (so that [`block_on_both`] interleaves two requests between their reads and their writes) and
-/// to run a hook just before the next batch.
+/// (so that [`block_on_both`] interleaves two requests between their reads and their writes), to
+/// run a hook just before the next batch, and to fail one chosen read.
 pub struct KitDb {
     pub sqlite: SqliteDb,
     stall: Cell<bool>,
     before_batch: RefCell<Option<BatchHook>>,
+    /// The SQL text a read must be, and how many such reads to let through before failing one.
+    fail_read: RefCell<Option<(&'static str, u32)>>,
 }
 
 impl KitDb {
     pub fn new(sqlite: SqliteDb) -> KitDb {
-        KitDb { sqlite, stall: Cell::new(false), before_batch: RefCell::new(None) }
+        KitDb { sqlite, stall: Cell::new(false), before_batch: RefCell::new(None), fail_read: RefCell::new(None) }
+    }
+    /// The read of exactly `sql` after `skip` others of it fails, as an unavailable database does.
+    pub fn fail_read(&self, sql: &'static str, skip: u32) {
+        *self.fail_read.borrow_mut() = Some((sql, skip));
+    }
+    /// Whether a read of `sql` is the one to fail (counting it down otherwise).
+    fn failing(&self, sql: &str) -> bool {
+        let mut armed = self.fail_read.borrow_mut();
+        match armed.as_mut() {
+            Some((chosen, 0)) if *chosen == sql => {
+                *armed = None;
+                true
+            }
+            Some((chosen, skip)) if *chosen == sql => {
+                *skip -= 1;
+                false
+            }
+            _ => false,
+        }
     }
     /// From now on, every query and batch waits once before it runs (or no longer does).
     pub fn stall(&self, on: bool) {
@@ -150,6 +171,9 @@ impl Db for KitDb {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         if self.stall.get() {
             YieldOnce(false).await;
+        }
+        if self.failing(stmt.sql) {
+            return Err(PortError::Failed("the test failed this read".into()));
         }
         self.sqlite.query(stmt).await
     }
