@@ -373,3 +373,46 @@ fn only_a_history_signed_by_the_origin_for_that_agent_counts() {
     assert_eq!(index::released_sales(&resigned, &ana.address, &domain, now), None, "signed by a stranger");
     assert_eq!(index::released_sales(b"[]", &ana.address, &domain, now), None);
 }
+
+#[test]
+fn the_crawl_keeps_the_times_the_spec_gives() {
+    const MIN: i64 = 60 * 1000;
+    const HOUR: i64 = 60 * MIN;
+    const DAY: i64 = 24 * HOUR;
+    // Retries: ten minutes, doubling, to a day (docs/SPEC.md §13).
+    let waits: Vec<i64> = [-1, 0, 1, 2, 7, 8, 16, 100].into_iter().map(index::retry_after).collect();
+    assert_eq!(waits, [10 * MIN, 10 * MIN, 20 * MIN, 40 * MIN, 1280 * MIN, DAY, DAY, DAY]);
+
+    let t = town(5);
+    assert_eq!(register(&t.idx, "a.test").0, 201);
+    crawl(&t.idx);
+    assert_eq!(t.w.sent_to("/historial"), 1, "the listed card's history, read in the first pass");
+    // A pass ends an hour before the next begins.
+    t.w.clock.advance(HOUR - 1);
+    assert_eq!(crawl(&t.idx).steps, 0, "not before the hour");
+    t.w.clock.advance(1);
+    assert!(crawl(&t.idx).steps > 0, "due at the hour");
+    // A history is read again once it is older than a day: not in the passes of the first day.
+    for _ in 1..24 {
+        t.w.clock.advance(HOUR);
+        crawl(&t.idx);
+    }
+    assert_eq!(t.w.sent_to("/historial"), 1, "24 hours old, not older");
+    t.w.clock.advance(HOUR);
+    crawl(&t.idx);
+    assert_eq!(t.w.sent_to("/historial"), 2);
+
+    // A house unreachable for a week without a verified pass is forgotten, not sooner.
+    let verified = t.w.clock.now().millis();
+    t.w.down("a.test", true);
+    t.w.clock.advance(HOUR);
+    assert_eq!(crawl(&t.idx).failed, 1);
+    t.w.clock.advance(verified + 7 * DAY - t.w.clock.now().millis());
+    assert_eq!(crawl(&t.idx).failed, 1);
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), 1, "a week to the millisecond");
+    assert_eq!(found(&search(&t.idx, "")), ["translator@a.test"], "its cards are kept meanwhile");
+    t.w.clock.advance(DAY);
+    crawl(&t.idx);
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), 0);
+    assert!(found(&search(&t.idx, "")).is_empty());
+}
