@@ -416,3 +416,23 @@ fn the_crawl_keeps_the_times_the_spec_gives() {
     assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), 0);
     assert!(found(&search(&t.idx, "")).is_empty());
 }
+
+#[test]
+fn a_tick_takes_at_most_its_steps() {
+    let w = World::new();
+    let idx = index_house(&w, "idx.test", 1_000);
+    // Seventy houses due now, none of which answers: each step is one failed fetch.
+    let now = w.clock.now().millis();
+    for i in 0..70 {
+        run(
+            &idx,
+            &format!(
+                "INSERT INTO index_houses (domain, url, added_at, next_at) VALUES ('h{i}.test', 'https://h{i}.test', {now}, {now})"
+            ),
+        );
+    }
+    let r = block_on(idx.crawl_index(1_000)).unwrap();
+    assert_eq!((r.steps, r.failed), (index::MAX_STEPS, index::MAX_STEPS), "{r:?}");
+    let r = block_on(idx.crawl_index(1_000)).unwrap();
+    assert_eq!((r.steps, r.failed), (6, 6), "the rest, the next tick");
+}
