@@ -176,6 +176,12 @@ fn registration_is_gated_by_a_verified_domain_card_and_bounded() {
     );
     assert_eq!(call_raw(&t.a, "GET", "/index/agents", &[], vec![]).status, 404);
     assert_eq!(call_raw(&t.idx, "DELETE", "/index/agents", &[], vec![]).status, 405);
+    // A search term is at most 256 bytes (docs/SPEC.md §13).
+    for name in ["q", "capability", "accepts", "house"] {
+        let at =
+            |n: usize| call_raw(&t.idx, "GET", &format!("/index/agents?{name}={}", "x".repeat(n)), &[], vec![]).status;
+        assert_eq!((at(256), at(257)), (200, 400), "{name}");
+    }
     // A house whose domain card is signed by a key other than the one the index knows for it.
     t.w.fake("evil.test", |_| nyx5_house::ports::OutResponse { status: 200, body: b"{}".to_vec() });
     assert!(register(&t.idx, "evil.test").0 >= 400);
@@ -188,7 +194,13 @@ fn registration_is_gated_by_a_verified_domain_card_and_bounded() {
             &format!("INSERT INTO index_houses (domain, url, added_at, next_at) VALUES ('h{i}.example', 'x', 0, 9e15)"),
         );
     }
-    assert_eq!(register(&t.idx, "b.test").0, 409);
+    let (status, refusal) = register(&t.idx, "b.test");
+    assert_eq!(status, 409);
+    assert_eq!(
+        refusal["reason"].as_str(),
+        Some("this index crawls 1000 houses already and takes no more"),
+        "the bound is named, not the constraint"
+    );
     assert_eq!(register(&t.idx, "a.test").0, 200);
     assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), index::MAX_HOUSES);
 }
@@ -435,4 +447,93 @@ fn a_tick_takes_at_most_its_steps() {
     assert_eq!((r.steps, r.failed), (index::MAX_STEPS, index::MAX_STEPS), "{r:?}");
     let r = block_on(idx.crawl_index(1_000)).unwrap();
     assert_eq!((r.steps, r.failed), (6, 6), "the rest, the next tick");
+}
+
+/// A card as its house holds it, as a directory shows it.
+fn card_of(house: &TestHouse, local: &str) -> Value {
+    block_on(house.local_card(local)).unwrap().unwrap().to_value()
+}
+
+#[test]
+fn a_pass_drops_what_fails_to_verify_and_keeps_what_it_cannot_check_now() {
+    use nyx5_house::ports::OutResponse;
+    use nyx5_proto::card::{Delegation, Scope};
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let w = World::new();
+    let b = w.house("b.test", Registration::Open);
+    let c = w.house("c.test", Registration::Open);
+    let boss = Agent::new("boss@b.test", 20);
+    assert_eq!(join(&b, &boss, caps(true, "runs things", &["work"])), 201);
+    let helper = Agent::new("helper.boss@b.test", 21);
+    let d = Delegation::sign(
+        &boss.address,
+        &helper.address,
+        &helper.sig.public(),
+        &Scope::default(),
+        None,
+        b.now(),
+        &boss.sig,
+    )
+    .unwrap();
+    let body =
+        helper.registration(&b, &[("delegation", d.to_value()), ("capabilities", caps(true, "helps", &["work"]))]);
+    assert_eq!(call(&b, "POST", "/agents", &[], &body).status, 201);
+    assert_eq!(join(&b, &Agent::new("solo@b.test", 22), caps(true, "alone", &["work"])), 201);
+    assert_eq!(join(&b, &Agent::new("quiet@b.test", 23), caps(false, "unlisted", &["work"])), 201);
+    assert_eq!(join(&c, &Agent::new("other@c.test", 24), caps(true, "elsewhere", &["work"])), 201);
+    let idx = index_house(&w, "idx.test", 20);
+    assert_eq!(register(&idx, "b.test").0, 201);
+    assert_eq!(register(&idx, "c.test").0, 201);
+    crawl(&idx);
+    let all = ["boss@b.test", "helper.boss@b.test", "other@c.test", "solo@b.test"];
+    assert_eq!(found(&search(&idx, "")), all);
+
+    // b.test turns hostile: its directory shows solo's card doctored, quiet's real card though
+    // it is unlisted, and c.test's real card; the boss's own card cannot be fetched for now (so
+    // its helper's delegation cannot be checked), nor any history.
+    let mut doctored = card_of(&b, "solo").as_object().unwrap().clone();
+    doctored.insert("capabilities".into(), caps(true, "doctored", &["work"]));
+    let page = vec![
+        card_of(&b, "boss"),
+        card_of(&b, "helper.boss"),
+        Value::Object(doctored),
+        card_of(&b, "quiet"),
+        card_of(&c, "other"),
+    ];
+    let page = Value::Object(obj([("house", "b.test".into()), ("agents", Value::Array(page))])).canonical();
+    let domain_card = b.card().to_value().canonical();
+    let history = Rc::new(Cell::new(503u16));
+    let status = history.clone();
+    w.fake("b.test", move |req| {
+        let (status, body) = if req.url.contains("/.well-known/") {
+            (200, domain_card.clone())
+        } else if req.url.contains("/agents?") {
+            (200, page.clone())
+        } else if req.url.contains("/historial") {
+            (status.get(), b"{}".to_vec())
+        } else {
+            (503, b"{}".to_vec())
+        };
+        OutResponse { status, body }
+    });
+    w.clock.advance(index::RECRAWL_MS);
+    crawl(&idx);
+    assert_eq!(
+        found(&search(&idx, "")),
+        ["boss@b.test", "helper.boss@b.test", "other@c.test"],
+        "the doctored card is dropped; the helper, unchecked for now, stays; quiet and c.test's card are not b's to add or drop"
+    );
+
+    // Histories: an unreachable one keeps the last reading; one that is gone counts none.
+    run(&idx, "UPDATE index_cards SET history = 5 WHERE address = 'boss@b.test'");
+    let boss_history =
+        || count(&idx, "SELECT coalesce(history, -1) AS n FROM index_cards WHERE address = 'boss@b.test'");
+    w.clock.advance(index::HISTORY_MS + index::RECRAWL_MS);
+    crawl(&idx);
+    assert_eq!(boss_history(), 5, "a 503 keeps what was read");
+    history.set(404);
+    w.clock.advance(index::HISTORY_MS + index::RECRAWL_MS);
+    crawl(&idx);
+    assert_eq!(boss_history(), -1, "a 404 says there is none");
 }
