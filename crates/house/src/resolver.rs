@@ -254,6 +254,13 @@ pub trait PinStore {
     async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error>;
     /// Caches a verified card.
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error>;
+    /// Caches a domain card verified against the pin `pin`, only while the domain is still
+    /// pinned to it: a pin the operator confirmed or forgot between the read and this write keeps
+    /// the card out of the cache. A store nobody else writes to may cache it plainly.
+    async fn cache_pinned(&self, pin: &SigPublic, card: CacheEntry<'_>) -> Result<(), Error> {
+        let _ = pin;
+        self.cache(card).await
+    }
     /// Whether the resolver may go and fetch `domain`, a name it holds no fresh card for, at
     /// `now`: the house spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`] (429 past
     /// them), so a stranger minting names under one site cannot make it fetch, verify and pin
@@ -349,6 +356,11 @@ impl<D: Db> PinStore for DbPins<'_, D> {
 
     async fn cache(&self, c: CacheEntry<'_>) -> Result<(), Error> {
         self.0.batch(vec![store::resolver::cache(c.key, c.card, c.url, c.at)]).await.map_err(port_error).map(drop)
+    }
+
+    async fn cache_pinned(&self, pin: &SigPublic, c: CacheEntry<'_>) -> Result<(), Error> {
+        let stmt = store::resolver::cache_if_pinned(c.key, c.card, c.url, c.at, &pin.to_b64());
+        self.0.batch(vec![stmt]).await.map_err(port_error).map(drop)
     }
 }
 
@@ -599,9 +611,16 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             // A DNS anchor must agree with a TOFU pin, or continue from it.
             (Some(anchor), _) => {
                 let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
-                let Some(pin) = self.store.pin(domain).await?.filter(|p| *p != anchor) else {
-                    self.store.cache(entry).await?;
-                    return Ok(done(card, "dns"));
+                let pin = match self.store.pin(domain).await? {
+                    None => {
+                        self.store.cache(entry).await?;
+                        return Ok(done(card, "dns"));
+                    }
+                    Some(pin) if pin == anchor => {
+                        self.store.cache_pinned(&pin, entry).await?;
+                        return Ok(done(card, "dns"));
+                    }
+                    Some(pin) => pin,
                 };
                 match card.into_inner().verify_continuing(&pin, self.now) {
                     Ok((card, _)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
@@ -638,7 +657,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 };
                 match card.clone().verify_continuing(&pin, self.now) {
                     Ok((card, false)) => {
-                        self.store.cache(entry).await?;
+                        self.store.cache_pinned(&pin, entry).await?;
                         Ok(done(card, "pin"))
                     }
                     Ok((card, true)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {

@@ -347,6 +347,15 @@ fn a_dns_anchor_continuing_from_the_pin_moves_it() {
     let r = f.domain(&Memo::default(), DOMAIN).unwrap();
     assert_eq!((r.via, r.anchor), ("dns", "rotation"));
     assert_eq!(f.pin(DOMAIN), Some(new.public()), "the pin followed the handover");
+
+    // DNS and the pin agree, but the operator pins another key between the read and the write:
+    // the card is not cached past the pin it agreed with.
+    f.w.clock.advance(limits::CARD_CACHE_MS + SECOND);
+    let other = SigningKey::from_seed([9; 32]).public();
+    let r = block_on(f.resolver(&Memo::default(), Meddled { pins: DbPins(&f.db), to: other }).domain(DOMAIN, false));
+    assert_eq!(r.map(|r| (r.via, r.anchor)).unwrap(), ("dns", "dns"));
+    let fresh = block_on(DbPins(&f.db).cached(DOMAIN, f.w.clock.now().millis() - limits::CARD_CACHE_MS)).unwrap();
+    assert!(fresh.is_none(), "no cache row for a pin that moved");
 }
 
 #[test]
@@ -407,4 +416,69 @@ fn a_houses_answer_to_a_card_fetch_maps_to_one_kind() {
         assert_eq!(err.kind, kind, "{status}: {}", err.reason);
         assert!(f.pin(DOMAIN).is_none(), "{status} pinned something");
     }
+}
+
+/// The house's pin store, with the operator acting between a resolution's read of the pin and
+/// its write: each pin read is followed at once by the pin moving to `to`.
+struct Meddled<'a> {
+    pins: DbPins<'a, SqliteDb>,
+    to: SigPublic,
+}
+
+impl PinStore for Meddled<'_> {
+    async fn pin(&self, domain: &str) -> Result<Option<SigPublic>, Error> {
+        let pin = self.pins.pin(domain).await?;
+        let to = self.to.to_b64();
+        let moved = nyx5_house::stmt!("UPDATE pins SET sig = ? WHERE domain = ?", to, domain.to_owned());
+        self.pins.0.batch(vec![moved]).await.unwrap();
+        Ok(pin)
+    }
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+        self.pins.first_pin(domain, key, card).await
+    }
+    async fn move_pin(&self, d: &str, from: &SigPublic, to: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+        self.pins.move_pin(d, from, to, card).await
+    }
+    async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
+        self.pins.refuse(domain, key, now).await
+    }
+    async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error> {
+        self.pins.cached(key, fresh_after).await
+    }
+    async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {
+        self.pins.cache(card).await
+    }
+    async fn cache_pinned(&self, pin: &SigPublic, card: CacheEntry<'_>) -> Result<(), Error> {
+        self.pins.cache_pinned(pin, card).await
+    }
+}
+
+#[test]
+fn a_pin_changed_during_a_resolution_keeps_its_card_out_of_the_cache() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().anchor, "first-use");
+    let cached = || {
+        let rows =
+            block_on(f.db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM card_slots WHERE key = ?", DOMAIN)));
+        rows.unwrap()[0].int("n").unwrap()
+    };
+    assert_eq!(cached(), 1);
+    block_on(f.db.batch(vec![nyx5_house::stmt!("DELETE FROM card_slots")])).unwrap();
+
+    // The card continues from the pin the resolution read, but the operator confirmed another
+    // key meanwhile: the answer stands for this request; the cache does not carry it on.
+    let other = SigningKey::from_seed([9; 32]).public();
+    let meddled = Meddled { pins: DbPins(&f.db), to: other };
+    let r = block_on(f.resolver(&Memo::default(), meddled).domain(DOMAIN, false)).unwrap();
+    assert_eq!(r.via, "well-known");
+    assert_eq!(r.anchor, "pin");
+    assert_eq!(cached(), 0, "cached only while the pin is the one the card was checked against");
+    assert_eq!(f.pin(DOMAIN), Some(other));
+    // The next resolution meets the operator's pin, and the card that does not continue from it
+    // is refused, not served from the cache.
+    let e = f.domain(&Memo::default(), DOMAIN).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Forbidden, "{e:?}");
 }
