@@ -178,6 +178,37 @@ mod tests {
     }
 
     #[test]
+    fn every_member_counts_what_it_names() {
+        let vouching = |f: Fact| Fact { vouching: true, ..f };
+        let s = summarize(&[
+            fact("escrow", "released", 40, true, false),
+            fact("spot", "settled", 10, true, false),
+            fact("escrow", "refunded", 5, true, false),
+            fact("metered", "active", 8, true, false),
+            fact("escrow", "released", 12, false, false),
+            fact("spot", "refunded", 3, false, false),
+            fact("bond", "posted", 7, false, true),
+            fact("bond", "posted", 4, false, true),
+            vouching(fact("bond", "forfeited", 3, false, true)),
+            vouching(fact("bond", "released", 2, false, true)),
+            fact("bond", "released", 6, false, true),
+            // A bond someone else holds says nothing of this agent's word.
+            fact("bond", "forfeited", 100, false, false),
+            fact("bond", "posted", 100, false, false),
+        ]);
+        let expected = Value::parse(
+            br#"{"vendiendo": {"contratos": 3, "liberados": 2, "devueltos": 1, "tokens": 50},
+                 "comprando": {"contratos": 2, "tokens": 12},
+                 "afirmando": {"fianzas": 3, "intactas": 2, "ejecutadas": 1, "tokens": 11},
+                 "avalando": {"avales": 2, "intactos": 1, "ejecutados": 1},
+                 "resumen": {"cumplimiento": 0.6667, "veracidad": 0.6667, "tokens_en_juego_ahora": 11}}"#,
+            4096,
+        )
+        .unwrap();
+        assert_eq!(Value::Object(s), expected);
+    }
+
+    #[test]
     fn what_nobody_judged_counts_for_nothing() {
         let expired = Fact { expired: true, ..fact("bond", "released", 5, false, true) };
         let cancelled = Fact { cancelled: true, ..fact("escrow", "refunded", 9, true, false) };
