@@ -17,6 +17,7 @@
 //! re-verified when read, since only `verify` makes a `Verified` card).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nyx5_proto::address::check_domain;
@@ -162,6 +163,8 @@ type Entries<T> = Mutex<BTreeMap<String, (i64, T)>>;
 pub struct Memo {
     domains: Entries<Resolved>,
     agents: Entries<Arc<Verified<AgentCard>>>,
+    /// Counts [`Memo::forget_domain`] calls.
+    forgotten: AtomicU64,
 }
 
 impl std::fmt::Debug for Memo {
@@ -196,12 +199,32 @@ fn memo_put<T>(map: &Entries<T>, key: &str, at: i64, now: i64, value: T) {
 }
 
 impl Memo {
-    /// Forgets `domain`'s card and its agents' cards.
+    /// Forgets `domain`'s card and its agents' cards. A resolution under way meanwhile (it may
+    /// have read the pin this forgetting follows) keeps what it finds out of the memo.
     pub fn forget_domain(&self, domain: &str) {
+        self.forgotten.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut m) = self.domains.lock() {
             m.remove(domain);
         }
         memo_forget(&self.agents, &format!("@{domain}"));
+    }
+
+    /// How many times anything was forgotten: a resolution reads it before its first read and
+    /// memoises its answer only if it has not moved.
+    fn generation(&self) -> u64 {
+        self.forgotten.load(Ordering::Relaxed)
+    }
+
+    fn put_domain(&self, generation: u64, domain: &str, at: i64, now: i64, r: Resolved) {
+        if self.generation() == generation {
+            memo_put(&self.domains, domain, at, now, r);
+        }
+    }
+
+    fn put_agent(&self, generation: u64, key: &str, at: i64, now: i64, card: Arc<Verified<AgentCard>>) {
+        if self.generation() == generation {
+            memo_put(&self.agents, key, at, now, card);
+        }
     }
 }
 
@@ -227,6 +250,10 @@ pub struct CachedCard {
     pub card: String,
     pub url: String,
     pub at: i64,
+    /// The key the card's domain is pinned to as the card is read, when the store knows: a
+    /// cached domain card signed by another key is not trusted (the pin moved after it was
+    /// cached). A store that checks this itself, or keeps no pins, says `None`.
+    pub pin: Option<String>,
 }
 
 /// Where trust on first use is kept: pinned domain keys, refused keys waiting for someone to
@@ -255,8 +282,8 @@ pub trait PinStore {
     /// Caches a verified card.
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error>;
     /// Caches a domain card verified against the pin `pin`, only while the domain is still
-    /// pinned to it: a pin the operator confirmed or forgot between the read and this write keeps
-    /// the card out of the cache. A store nobody else writes to may cache it plainly.
+    /// pinned to it: a key the operator confirmed between the read and this write keeps the card
+    /// out of the cache. A store nobody else writes to may cache it plainly.
     async fn cache_pinned(&self, pin: &SigPublic, card: CacheEntry<'_>) -> Result<(), Error> {
         let _ = pin;
         self.cache(card).await
@@ -350,6 +377,7 @@ impl<D: Db> PinStore for DbPins<'_, D> {
                 card: r.text("card")?.to_owned(),
                 url: r.text("url")?.to_owned(),
                 at: r.int("fetched_at")?,
+                pin: r.text("pin").map(str::to_owned),
             })
         }))
     }
@@ -426,25 +454,29 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
     pub async fn domain(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
         check_domain(domain).map_err(|why| Error::malformed(format!("domain {domain:?}: {why}")))?;
         let now = self.now.millis();
+        let generation = self.memo.generation();
         if !refresh {
             if let Some(r) = memo_get(&self.memo.domains, domain, now) {
                 return Ok(r);
             }
             if let Some(row) = self.store.cached(domain, now - limits::CARD_CACHE_MS).await? {
                 let anchor = self.sources.hosts.get(domain).and_then(|h| h.sig);
+                // Signed by the key the domain is pinned to now, unless the operator's hosts
+                // file anchors it (its last word, as in `fetch_domain`).
+                let pinned = |k: &SigPublic| anchor.is_some() || row.pin.as_ref().is_none_or(|p| *p == k.to_b64());
                 if let Ok(card) = DomainCard::parse(row.card.as_bytes())
                     && let Ok(card) = card.verify(anchor.as_ref())
                     && card.domain() == domain
-                    && card.signer().is_ok_and(|k| card.accepts_key(&k, self.now))
+                    && card.signer().is_ok_and(|k| card.accepts_key(&k, self.now) && pinned(&k))
                 {
                     let r = Resolved { url: row.url, card: Arc::new(card), via: "cache", anchor: "cache" };
-                    memo_put(&self.memo.domains, domain, row.at, now, r.clone());
+                    self.memo.put_domain(generation, domain, row.at, now, r.clone());
                     return Ok(r);
                 }
             }
         }
         let r = self.fetch_domain(domain).await?;
-        memo_put(&self.memo.domains, domain, now, now, r.clone());
+        self.memo.put_domain(generation, domain, now, now, r.clone());
         Ok(r)
     }
 
@@ -465,6 +497,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             return Err(Error::forbidden(format!("delegation of {address} is nested too deep")));
         }
         let now = self.now;
+        let generation = self.memo.generation();
         let key = address.as_str();
         let current = |c: &Arc<Verified<AgentCard>>| c.valid_until().is_none_or(|u| now < u);
         if !refresh {
@@ -478,7 +511,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 && let Ok(card) = self.verify_at(card, &domain, false, depth).await
             {
                 let card = Arc::new(card);
-                memo_put(&self.memo.agents, key, row.at, now.millis(), card.clone());
+                self.memo.put_agent(generation, key, row.at, now.millis(), card.clone());
                 return Ok(card);
             }
         }
@@ -492,7 +525,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let card = Arc::new(self.verify_at(card, &domain, refresh, depth).await?);
         let text = card_text(&card.to_value());
         self.store.cache(CacheEntry { key, card: &text, url: &domain.url, at: now.millis() }).await?;
-        memo_put(&self.memo.agents, key, now.millis(), now.millis(), card.clone());
+        self.memo.put_agent(generation, key, now.millis(), now.millis(), card.clone());
         Ok(card)
     }
 

@@ -237,7 +237,7 @@ impl PinStore for &ProfilePins {
         if !fresh {
             self.used_stale.borrow_mut().insert(key.to_owned(), k.at);
         }
-        Ok(Some(CachedCard { card: k.card, url: k.url, at: k.at }))
+        Ok(Some(CachedCard { card: k.card, url: k.url, at: k.at, pin: None }))
     }
 
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {

@@ -100,15 +100,18 @@ pub fn slot(key: &str) -> i64 {
     i64::try_from(n).unwrap_or_default()
 }
 
-/// A cached card for `key` (a domain or an address) fetched after `fresh_after`.
+/// A cached card for `key` (a domain or an address) fetched after `fresh_after`, with the key
+/// its domain is pinned to now (`pin`, for a domain that has a pin).
 pub async fn cached<D: Db>(db: &D, key: &str, fresh_after: i64) -> Result<Option<Row>, Error> {
     one(db, cached_query(key, fresh_after)).await
 }
 
-/// The query of [`cached`]: one row, found by its slot.
+/// The query of [`cached`]: one row, found by its slot, and the pin of its key, by the pin's key.
 pub fn cached_query(key: &str, fresh_after: i64) -> Stmt {
     stmt!(
-        "SELECT card, url, fetched_at FROM card_slots WHERE slot = ? AND key = ? AND fetched_at > ?",
+        "SELECT card_slots.card AS card, card_slots.url AS url, card_slots.fetched_at AS fetched_at, pins.sig AS pin
+           FROM card_slots LEFT JOIN pins ON pins.domain = card_slots.key
+          WHERE card_slots.slot = ? AND card_slots.key = ? AND card_slots.fetched_at > ?",
         slot(key),
         key,
         fresh_after

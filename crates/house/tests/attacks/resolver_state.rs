@@ -352,7 +352,8 @@ fn a_dns_anchor_continuing_from_the_pin_moves_it() {
     // the card is not cached past the pin it agreed with.
     f.w.clock.advance(limits::CARD_CACHE_MS + SECOND);
     let other = SigningKey::from_seed([9; 32]).public();
-    let r = block_on(f.resolver(&Memo::default(), Meddled { pins: DbPins(&f.db), to: other }).domain(DOMAIN, false));
+    let memo = Memo::default();
+    let r = block_on(f.resolver(&memo, Meddled { pins: DbPins(&f.db), to: other, memo: &memo }).domain(DOMAIN, false));
     assert_eq!(r.map(|r| (r.via, r.anchor)).unwrap(), ("dns", "dns"));
     let fresh = block_on(DbPins(&f.db).cached(DOMAIN, f.w.clock.now().millis() - limits::CARD_CACHE_MS)).unwrap();
     assert!(fresh.is_none(), "no cache row for a pin that moved");
@@ -419,10 +420,12 @@ fn a_houses_answer_to_a_card_fetch_maps_to_one_kind() {
 }
 
 /// The house's pin store, with the operator acting between a resolution's read of the pin and
-/// its write: each pin read is followed at once by the pin moving to `to`.
+/// its write: each pin read is followed at once by the pin moving to `to`, and the memo of the
+/// process forgetting the domain, as `House::confirm_pin` does.
 struct Meddled<'a> {
     pins: DbPins<'a, SqliteDb>,
     to: SigPublic,
+    memo: &'a Memo,
 }
 
 impl PinStore for Meddled<'_> {
@@ -431,6 +434,7 @@ impl PinStore for Meddled<'_> {
         let to = self.to.to_b64();
         let moved = nyx5_house::stmt!("UPDATE pins SET sig = ? WHERE domain = ?", to, domain.to_owned());
         self.pins.0.batch(vec![moved]).await.unwrap();
+        self.memo.forget_domain(domain);
         Ok(pin)
     }
     async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
@@ -469,16 +473,36 @@ fn a_pin_changed_during_a_resolution_keeps_its_card_out_of_the_cache() {
     block_on(f.db.batch(vec![nyx5_house::stmt!("DELETE FROM card_slots")])).unwrap();
 
     // The card continues from the pin the resolution read, but the operator confirmed another
-    // key meanwhile: the answer stands for this request; the cache does not carry it on.
+    // key meanwhile: the answer stands for this request; neither the cache nor the memo of the
+    // process carries it on.
     let other = SigningKey::from_seed([9; 32]).public();
-    let meddled = Meddled { pins: DbPins(&f.db), to: other };
-    let r = block_on(f.resolver(&Memo::default(), meddled).domain(DOMAIN, false)).unwrap();
+    let memo = Memo::default();
+    let meddled = Meddled { pins: DbPins(&f.db), to: other, memo: &memo };
+    let r = block_on(f.resolver(&memo, meddled).domain(DOMAIN, false)).unwrap();
     assert_eq!(r.via, "well-known");
     assert_eq!(r.anchor, "pin");
     assert_eq!(cached(), 0, "cached only while the pin is the one the card was checked against");
     assert_eq!(f.pin(DOMAIN), Some(other));
-    // The next resolution meets the operator's pin, and the card that does not continue from it
-    // is refused, not served from the cache.
+    // The next resolution, in the same process, meets the operator's pin, and the card that does
+    // not continue from it is refused, not served from the memo or the cache.
+    let e = f.domain(&memo, DOMAIN).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Forbidden, "{e:?}");
+}
+
+#[test]
+fn a_cached_card_is_not_trusted_past_a_pin_that_moved() {
+    let f = Fixture::new();
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().anchor, "first-use");
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().via, "cache");
+    // However the row got there, a card signed by a key the domain is no longer pinned to is
+    // not taken from the cache: the resolution goes to the source and meets the pin.
+    let other = SigningKey::from_seed([9; 32]).public().to_b64();
+    let moved = nyx5_house::stmt!("UPDATE pins SET sig = ? WHERE domain = ?", other, DOMAIN);
+    block_on(f.db.batch(vec![moved])).unwrap();
     let e = f.domain(&Memo::default(), DOMAIN).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Forbidden, "{e:?}");
+    assert_eq!(f.sent(DOMAIN), 2, "fetched again, not served from the cache");
 }
