@@ -779,12 +779,103 @@ fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
     }
     assert_eq!(cy.get(&h, "/libro/contrato/q-esc").status, 404);
 
+    // ana bonds her word twice with cy as verifier; cy releases one bond, the other stands.
+    let bond = |claim: &str| {
+        obj([("op", "bond".into()), ("amount", 5.into()), ("claim", claim.into()), ("verifier", "cy@a.test".into())])
+    };
+    operate(&w, &h, &ana, "bond-1", bond("the first holds"));
+    operate(&w, &h, &ana, "bond-2", bond("the second holds"));
+    operate(&w, &h, &cy, "rel-bond", obj([("op", "release".into()), ("contract", "bond-1".into())]));
+
     let history = |local: &str| json(&call_raw(&h, "GET", &format!("/agents/{local}/historial"), &[], vec![]), 200);
+    let counts = |doc: &Value, member: &str| -> Vec<(String, i64)> {
+        let o = doc.as_object().unwrap()[member].as_object().unwrap();
+        o.iter().map(|(k, v)| (k.clone(), v.as_safe_integer().unwrap_or(-1))).collect()
+    };
+    let pairs =
+        |list: &[(&str, i64)]| -> Vec<(String, i64)> { list.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() };
     let seller = history("bo");
     let selling = seller.as_object().unwrap()["vendiendo"].as_object().unwrap();
     assert_eq!(selling["contratos"].as_safe_integer(), Some(2));
     assert_eq!(selling["liberados"].as_safe_integer(), Some(2), "a spot settled counts as paid");
+    assert_eq!(counts(&seller, "comprando"), pairs(&[("contratos", 0), ("tokens", 0)]), "bo bought nothing");
+    assert_eq!(counts(&seller, "afirmando")[0], ("ejecutadas".to_owned(), 0));
+    assert_eq!(counts(&seller, "afirmando")[1], ("fianzas".to_owned(), 0), "bo bonded nothing");
     let buyer = history("ana");
     let buying = buyer.as_object().unwrap()["comprando"].as_object().unwrap();
     assert_eq!((buying["contratos"].as_safe_integer(), buying["tokens"].as_safe_integer()), (Some(2), Some(30)));
+    assert_eq!(counts(&buyer, "vendiendo")[0], ("contratos".to_owned(), 0), "ana sold nothing");
+    assert_eq!(
+        counts(&buyer, "afirmando"),
+        pairs(&[("ejecutadas", 0), ("fianzas", 1), ("intactas", 1), ("tokens", 5)]),
+        "the released bond"
+    );
+    let summary = buyer.as_object().unwrap()["resumen"].as_object().unwrap();
+    assert_eq!(summary["tokens_en_juego_ahora"].as_safe_integer(), Some(5), "the bond that stands");
+}
+
+/// The account page is its agent's or the operator's; top-ups hold their bounds; the journal
+/// pages from where the last page ended.
+#[test]
+fn accounts_topups_and_the_journal_hold_their_bounds() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let (ana, bo) = (Agent::new("ana@a.test", 1), Agent::new("bo@a.test", 2));
+    register(&h, &ana, None);
+    register(&h, &bo, None);
+    let admin = format!("Bearer admin-{}", h.config.domain);
+    assert_eq!(call_raw(&h, "GET", "/libro/cuenta/ana@a.test", &[], vec![]).status, 401);
+    assert_eq!(bo.get(&h, "/libro/cuenta/ana@a.test").status, 403);
+    assert_eq!(ana.get(&h, "/libro/cuenta/ana@a.test").status, 200);
+    assert_eq!(call_raw(&h, "GET", "/libro/cuenta/ana@a.test", &[("authorization", &admin)], vec![]).status, 200);
+
+    let topup_with = |amount: i64, note: &str| {
+        let body = obj([("address", "ana@a.test".into()), ("amount", amount.into()), ("note", note.into())]);
+        call(&h, "POST", "/libro/topup", &[("authorization", &admin)], &Value::Object(body)).status
+    };
+    let max = nyx5_proto::limits::MAX_AMOUNT;
+    let longest = "n".repeat(nyx5_house::libro::op::MAX_TEXT_BYTES);
+    assert_eq!(topup_with(max, &longest), 200, "the largest amount, the longest note");
+    assert_eq!(topup_with(max + 1, "x"), 400);
+    assert_eq!(topup_with(1, &format!("{longest}n")), 400);
+    assert_eq!(balance(&h, "ana@a.test"), max);
+
+    // Five entries (the two welcome gifts, if any, and the top-ups): pages of two.
+    topup(&h, "bo@a.test", 3);
+    topup(&h, "bo@a.test", 4);
+    let page = |after: i64| {
+        let v = json(
+            &call_raw(&h, "GET", &format!("/libro/diario?after={after}&limit=2"), &[("authorization", &admin)], vec![]),
+            200,
+        );
+        let o = v.as_object().unwrap().clone();
+        let ns: Vec<i64> = o["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_object().unwrap()["n"].as_safe_integer().unwrap())
+            .collect();
+        (ns, o["next"].as_safe_integer())
+    };
+    let total = block_on(h.db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM libro_entries"))).unwrap()[0]
+        .int("n")
+        .unwrap();
+    let (mut after, mut seen) = (0, Vec::new());
+    loop {
+        let (ns, next) = page(after);
+        assert!(ns.len() <= 2);
+        seen.extend(ns.iter().copied());
+        match next {
+            Some(n) => {
+                assert_eq!((ns.len(), n), (2, after + 2), "a full page says where the next starts");
+                after = n;
+            }
+            None => {
+                assert!(ns.len() < 2, "only a short page ends the journal");
+                break;
+            }
+        }
+    }
+    assert_eq!(seen, (1..=total).collect::<Vec<_>>(), "every entry once, in order");
+    assert!(total >= 3);
 }
