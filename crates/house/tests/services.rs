@@ -1093,3 +1093,36 @@ fn the_tests_reach_private_origins_only_when_the_hosts_file_names_them() {
     assert_eq!(deliver(&w, &h, &bo, &q.id, None), 0);
     assert_eq!(contract(&h, "q-named")["state"].as_str(), Some("released"));
 }
+
+/// A task's price, statement and terms are checked at their bounds.
+#[test]
+fn a_task_is_refused_past_its_bounds() {
+    use nyx5_house::libro::tareas::MAX_STATEMENT_BYTES;
+    let w = World::new();
+    let (h, _) = desk_and_agent(&w);
+    let verify = Value::parse_str(&work(&hex(&sha256(b"x")))).unwrap();
+    let add = |id: &str, price: i64, statement: &str, terms: Option<Object>| {
+        let mut body = obj([
+            ("id", id.into()),
+            ("price", price.into()),
+            ("statement", statement.into()),
+            ("verify", verify.clone()),
+        ]);
+        if let Some(t) = terms {
+            body.insert("terms".into(), Value::Object(t));
+        }
+        call(&h, "POST", "/tareas", &[("authorization", ADMIN)], &Value::Object(body)).status
+    };
+    let max = nyx5_proto::limits::MAX_AMOUNT;
+    assert_eq!(add("p0", 0, "s", None), 400);
+    assert_eq!(add("p-max", max + 1, "s", None), 400);
+    assert_eq!(add("p-top", max, "s", None), 201, "the largest price");
+    assert_eq!(add("s-blank", 1, "  ", None), 400);
+    assert_eq!(add("s-long", 1, &"s".repeat(MAX_STATEMENT_BYTES + 1), None), 400);
+    assert_eq!(add("s-top", 1, &"s".repeat(MAX_STATEMENT_BYTES), None), 201, "the longest statement");
+    // The house writes `task` and `verify` into the terms; anything else is the operator's.
+    assert_eq!(add("t-task", 1, "s", Some(obj([("task", "other".into())]))), 400);
+    assert_eq!(add("t-verify", 1, "s", Some(obj([("verify", Value::Array(vec![]))]))), 400);
+    assert_eq!(add("t-own", 1, "s", Some(obj([("deadline_days", 3.into())]))), 201);
+    assert_eq!(catalogue_terms(&h, "t-own")["deadline_days"].as_safe_integer(), Some(3));
+}
