@@ -1125,4 +1125,12 @@ fn a_task_is_refused_past_its_bounds() {
     assert_eq!(add("t-verify", 1, "s", Some(obj([("verify", Value::Array(vec![]))]))), 400);
     assert_eq!(add("t-own", 1, "s", Some(obj([("deadline_days", 3.into())]))), 201);
     assert_eq!(catalogue_terms(&h, "t-own")["deadline_days"].as_safe_integer(), Some(3));
+    // The terms as kept are at most a quarter of a document (16 KiB of canonical JSON).
+    let note = |n: usize| Some(obj([("note", "x".repeat(n).into())]));
+    assert_eq!(add("n-a", 1, "s", note(1)), 201);
+    let base = Value::Object(catalogue_terms(&h, "n-a")).canonical_string().len();
+    let fits = 16 * 1024 - base + 1;
+    assert_eq!(add("n-b", 1, "s", note(fits + 1)), 400);
+    assert_eq!(add("n-c", 1, "s", note(fits)), 201);
+    assert_eq!(Value::Object(catalogue_terms(&h, "n-c")).canonical_string().len(), 16 * 1024);
 }
