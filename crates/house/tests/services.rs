@@ -891,7 +891,15 @@ fn the_catalogue_is_bounded() {
     for i in 0..nyx5_house::libro::tareas::MAX_TASKS {
         assert_eq!(add_task(&h, &format!("t{i}"), 1, &verify), 201);
     }
-    assert_eq!(add_task(&h, "one-more", 1, &verify), 409);
+    let body = obj([
+        ("id", "one-more".into()),
+        ("price", 1.into()),
+        ("statement", "s".into()),
+        ("verify", Value::parse_str(&verify).unwrap()),
+    ]);
+    let refused = json(&call(&h, "POST", "/tareas", &[("authorization", ADMIN)], &Value::Object(body)), 409);
+    let reason = refused.as_object().unwrap()["reason"].as_str().unwrap().to_owned();
+    assert!(reason.ends_with("tasks are offered; retire one first"), "{reason}");
     assert_eq!(call(&h, "POST", "/tareas/t0/retire", &[("authorization", ADMIN)], &Value::Null).status, 200);
     assert_eq!(add_task(&h, "one-more", 1, &verify), 201);
 }

@@ -115,9 +115,8 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
         .batch(store::add_task(&id, price, &task.statement, &task.terms, house.now().millis(), MAX_TASKS))
         .await
         .map_err(|e| match e {
-            PortError::Constraint { name } if name == "tareas.terms" => {
-                Error::new(ErrorKind::Conflict, "another task has exactly these terms")
-            }
+            // (The terms name the task's id, so no two tasks' terms are alike: `tareas.terms`,
+            // UNIQUE, cannot refuse an insert this route makes.)
             PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
                 Error::new(ErrorKind::Conflict, format!("{MAX_TASKS} tasks are offered; retire one first"))
             }

@@ -119,14 +119,6 @@ pub fn add_task(id: &str, price: i64, statement: &str, terms: &str, now: i64, ma
     ]
 }
 
-/// How many tasks are offered now.
-pub async fn offered<D: Db>(db: &D) -> Result<i64, Error> {
-    Ok(one(db, stmt!("SELECT count(*) AS n FROM tareas WHERE retired_at IS NULL"))
-        .await?
-        .and_then(|r| r.int("n"))
-        .unwrap_or(0))
-}
-
 /// Retires a task: it is no longer offered. Changes nothing for a task retired before.
 pub fn retire_task(id: &str, now: i64) -> Stmt {
     stmt!("UPDATE tareas SET retired_at = ?2 WHERE id = ?1 AND retired_at IS NULL", id, now)
