@@ -366,6 +366,46 @@ mod tests {
         assert!(parse_authserv_ids("\"mx\"").is_err());
         let many = (0..=MAX_EMAIL_AUTHSERV_IDS).map(|i| format!("mx{i}.test")).collect::<Vec<_>>().join(",");
         assert!(parse_authserv_ids(&many).is_err());
+        let most = (0..MAX_EMAIL_AUTHSERV_IDS).map(|i| format!("mx{i}.test")).collect::<Vec<_>>().join(",");
+        assert_eq!(parse_authserv_ids(&most).map(|ids| ids.len()).ok(), Some(MAX_EMAIL_AUTHSERV_IDS));
+    }
+
+    #[test]
+    fn every_limit_is_read_into_its_own_setting() {
+        let mut c = Config::new("a.test", "http://a", SigningKey::from_seed([1; 32]), Timestamp(0));
+        let values: Vec<(&str, String)> =
+            LIMIT_SETTINGS.iter().enumerate().map(|(i, (name, ..))| (*name, (i + 1).to_string())).collect();
+        c.read_limits(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())).unwrap();
+        let read = [
+            c.mailbox_max_envelopes,
+            c.mailbox_max_bytes,
+            c.outbound_per_agent_per_minute,
+            c.open_registrations_per_minute,
+            c.inbound_per_domain_per_minute,
+            c.tareas_per_agent_per_day,
+            c.tareas_per_day,
+        ];
+        assert_eq!(read.len(), LIMIT_SETTINGS.len());
+        assert_eq!(read, [1, 2, 3, 4, 5, 6, 7]);
+        // A mailbox may hold up to a TiB of envelopes, not a byte more.
+        let bytes = |v: &'static str| move |name: &str| (name == "NYX5_MAILBOX_MAX_BYTES").then(|| v.to_owned());
+        c.read_limits(bytes("1099511627776")).unwrap();
+        assert_eq!(c.mailbox_max_bytes, 1 << 40);
+        assert!(c.read_limits(bytes("1099511627777")).is_err());
+    }
+
+    #[test]
+    fn verifica_may_reach_the_hosts_files_origins_and_no_other_the_house_names() {
+        let mut c = Config::new("a.test", "http://a", SigningKey::from_seed([1; 32]), Timestamp(0));
+        c.hosts.insert("b.test".into(), HostEntry { url: "http://127.0.0.1:8788".into(), sig: None });
+        c.doh_url = Some("http://127.0.0.1:9000/dns".into());
+        c.email_provider_url = "http://127.0.0.1:9100".into();
+        let verifica = c.verifica_policy();
+        assert!(verifica.check("http://127.0.0.1:8788/work").is_ok());
+        assert!(verifica.check("http://127.0.0.1:9000/dns").is_err());
+        assert!(verifica.check("http://127.0.0.1:9100/send").is_err());
+        let house = c.outbound_policy();
+        assert!(house.check("http://127.0.0.1:9000/dns").is_ok() && house.check("http://127.0.0.1:9100/send").is_ok());
     }
 
     #[test]
