@@ -281,3 +281,14 @@ fn a_reply_to_an_email_whose_body_was_dropped_still_goes_out() {
         out(&[("to", "pat@example.com".into()), ("body", "Late, but yes.".into()), ("in_reply_to", got.id().into())]);
     json(&ana.post(&house, "/email/out", &req), 202);
 }
+
+#[test]
+fn a_pass_over_the_outbox_says_how_many_it_tried() {
+    let (_world, house, ana, provider) = world(true);
+    for to in ["pat@example.com", "sam@example.com"] {
+        assert_eq!(ana.post(&house, "/email/out", &out(&[("to", to.into()), ("body", "hi".into())])).status, 202);
+    }
+    assert_eq!(block_on(house.send_emails(house.now())).unwrap(), 2);
+    assert_eq!(provider.seen.borrow().len(), 2);
+    assert_eq!(block_on(house.send_emails(house.now())).unwrap(), 0, "both sent: nothing left to try");
+}

@@ -189,6 +189,19 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_takes_a_key_and_a_sender() {
+        let mut c = Config::new("h.test", "http://h", nyx5_proto::crypto::SigningKey::from_seed([1; 32]), Timestamp(0));
+        assert!(!has_provider(&c));
+        c.resend_key = Some("re_key".into());
+        assert!(!has_provider(&c), "a key without a sender");
+        c.resend_key = None;
+        c.email_sender = Some("mail@h.test".into());
+        assert!(!has_provider(&c), "a sender without a key");
+        c.resend_key = Some("re_key".into());
+        assert!(has_provider(&c));
+    }
+
+    #[test]
     fn from_names_the_agent() {
         assert_eq!(from_header("mail@h.test", "ana@h.test"), "\"ana@h.test\" <mail@h.test>");
         assert_eq!(from_header("Nyx5 <mail@h.test>", "ana@h.test"), "Nyx5 <mail@h.test>");

@@ -183,3 +183,19 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
 
 /// What an email waits for at a house without a provider.
 pub const NO_PROVIDER: &str = "this house has no email provider configured: the email stays pending until it has one";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_id_is_printable_ascii_without_brackets_and_fits_a_header() {
+        assert_eq!(message_id("abc@x.test").as_deref(), Some("<abc@x.test>"));
+        let longest = "m".repeat(998);
+        assert_eq!(message_id(&longest), Some(format!("<{longest}>")));
+        for bad in ["", "a b", "a<b", "a>b", "caf\u{e9}", "a\tb"] {
+            assert_eq!(message_id(bad), None, "{bad:?}");
+        }
+        assert_eq!(message_id(&"m".repeat(999)), None);
+    }
+}
