@@ -347,6 +347,8 @@ fn a_dns_anchor_continuing_from_the_pin_moves_it() {
     let r = f.domain(&Memo::default(), DOMAIN).unwrap();
     assert_eq!((r.via, r.anchor), ("dns", "rotation"));
     assert_eq!(f.pin(DOMAIN), Some(new.public()), "the pin followed the handover");
+    // The card cached with the moved pin is signed by it: another process takes it from the cache.
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().via, "cache");
 
     // DNS and the pin agree, but the operator pins another key between the read and the write:
     // the card is not cached past the pin it agreed with.
