@@ -283,6 +283,17 @@ fn a_reply_to_an_email_whose_body_was_dropped_still_goes_out() {
 }
 
 #[test]
+fn a_new_email_asks_for_a_tick_only_where_a_provider_can_send_it() {
+    let body = out(&[("id", "e-1".into()), ("to", "pat@example.com".into()), ("body", "hi".into())]);
+    let (_w, house, ana, _p) = world(true);
+    assert!(ana.post(&house, "/email/out", &body).kick, "new, and a provider to send it: a tick now");
+    assert!(!ana.post(&house, "/email/out", &body).kick, "the same email again: nothing new to send");
+    let (_w, house, ana, _p) = world(false);
+    let r = ana.post(&house, "/email/out", &body);
+    assert_eq!((r.status, r.kick), (202, false), "no provider: it waits");
+}
+
+#[test]
 fn a_pass_over_the_outbox_says_how_many_it_tried() {
     let (_world, house, ana, provider) = world(true);
     for to in ["pat@example.com", "sam@example.com"] {

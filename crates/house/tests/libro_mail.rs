@@ -812,6 +812,8 @@ fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
     );
     let summary = buyer.as_object().unwrap()["resumen"].as_object().unwrap();
     assert_eq!(summary["tokens_en_juego_ahora"].as_safe_integer(), Some(5), "the bond that stands");
+    // `since`: when the agent registered (the clock has not moved since).
+    assert_eq!(buyer.as_object().unwrap()["since"].as_str(), Some(w.clock.now().to_rfc3339().as_str()));
 }
 
 /// The account page is its agent's or the operator's; top-ups hold their bounds; the journal

@@ -235,8 +235,24 @@ fn tokens_are_bound_to_path_method_host_and_time() {
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[], vec![]).status, 401);
     assert_eq!(call_raw(&h, "GET", "/mailbox/ana", &[("authorization", "Nyx5 x.y")], vec![]).status, 401);
     // Only the token that verified (bo's, refused afterwards as not the owner) used its nonce.
-    let n = block_on(h.db.query(stmt!("SELECT count(*) AS n FROM nonces"))).unwrap();
-    assert_eq!(n[0].int("n"), Some(1));
+    let count = |sql: &'static str| block_on(h.db.query(stmt!(sql))).unwrap()[0].int("n");
+    assert_eq!(count("SELECT count(*) AS n FROM nonces"), Some(1));
+    // A tick forgets nonces whose token could no longer be used, and rate windows five minutes
+    // behind; it keeps the rest.
+    let minute = w.clock.now().millis() / MINUTE;
+    for (bucket, window) in [("old", minute - 6), ("recent", minute - 5)] {
+        let row = stmt!("INSERT INTO rate_windows (bucket, window, count, cap) VALUES (?, ?, 1, 9)", bucket, window);
+        block_on(h.db.batch(vec![row])).unwrap();
+    }
+    assert_eq!(ana.get(&h, "/mailbox/ana").status, 200, "a fresh token's nonce");
+    assert_eq!(count("SELECT count(*) AS n FROM nonces"), Some(2));
+    w.tick_all();
+    assert_eq!(count("SELECT count(*) AS n FROM nonces"), Some(1), "bo's is past its window, ana's is not");
+    assert_eq!(count("SELECT count(*) AS n FROM rate_windows WHERE bucket IN ('old', 'recent')"), Some(1));
+    assert_eq!(count("SELECT count(*) AS n FROM rate_windows WHERE bucket = 'recent'"), Some(1));
+    w.clock.advance(11 * MINUTE);
+    w.tick_all();
+    assert_eq!(count("SELECT count(*) AS n FROM nonces"), Some(0));
 }
 
 #[test]

@@ -17,12 +17,6 @@ pub async fn card<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
         .and_then(|r| r.text("card").map(str::to_owned)))
 }
 
-pub async fn webhook<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
-    Ok(one(db, stmt!("SELECT webhook FROM agents WHERE local = ?", local))
-        .await?
-        .and_then(|r| r.text("webhook").map(str::to_owned)))
-}
-
 /// An agent's private settings in one query: a row per list entry (`webhook`, `kind`,
 /// `entry`), or one row with NULL `kind` and `entry` when both lists are empty; no row when
 /// there is no such agent.
