@@ -511,6 +511,14 @@ mod tests {
         assert_eq!((p.attachment_count, p.attachments.len()), (MAX_ATTACHMENTS + 2, MAX_ATTACHMENTS));
         let last = format!("f{}.bin", MAX_ATTACHMENTS - 1);
         assert_eq!(p.attachments.last().and_then(|a| a.name.as_deref()), Some(last.as_str()));
+        // The extension states the count only when it says more than the list.
+        let (gateway, to) = (Address::parse("email@h.test").unwrap(), Address::parse("ana@h.test").unwrap());
+        let arrival =
+            Arrival { gateway: &gateway, to: &to, envelope_from: None, authenticated_domain: None, now: Timestamp(0) };
+        let count = |p: &Parsed| p.extension(&arrival).as_object().unwrap().get("attachment_count").cloned();
+        assert_eq!(count(&p), Some(Value::from((MAX_ATTACHMENTS + 2) as i64)));
+        assert_eq!(count(&parsed(&message(MAX_ATTACHMENTS))), None);
+        assert_eq!(count(&parsed(&message(1))), None);
     }
 
     fn parsed(raw: &str) -> Parsed {
