@@ -537,3 +537,18 @@ fn a_pass_drops_what_fails_to_verify_and_keeps_what_it_cannot_check_now() {
     crawl(&idx);
     assert_eq!(boss_history(), -1, "a 404 says there is none");
 }
+
+#[test]
+fn a_house_last_verified_long_ago_gets_one_more_try_before_it_is_forgotten() {
+    let t = town(5);
+    assert_eq!(register(&t.idx, "a.test").0, 201);
+    crawl(&t.idx);
+    // The index does not run for eight days; then a.test does not answer its first try.
+    t.w.clock.advance(8 * 24 * index::RECRAWL_MS);
+    t.w.down("a.test", true);
+    assert_eq!(crawl(&t.idx).failed, 1);
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), 1, "one failure forgets nothing");
+    t.w.clock.advance(index::retry_after(1));
+    assert_eq!(crawl(&t.idx).failed, 1);
+    assert_eq!(count(&t.idx, "SELECT count(*) AS n FROM index_houses"), 0, "the second forgets it");
+}
