@@ -191,6 +191,7 @@ mod tests {
             fact("bond", "posted", 4, false, true),
             vouching(fact("bond", "forfeited", 3, false, true)),
             vouching(fact("bond", "released", 2, false, true)),
+            vouching(fact("bond", "released", 1, false, true)),
             fact("bond", "released", 6, false, true),
             // A bond someone else holds says nothing of this agent's word.
             fact("bond", "forfeited", 100, false, false),
@@ -199,9 +200,9 @@ mod tests {
         let expected = Value::parse(
             br#"{"vendiendo": {"contratos": 3, "liberados": 2, "devueltos": 1, "tokens": 50},
                  "comprando": {"contratos": 2, "tokens": 12},
-                 "afirmando": {"fianzas": 3, "intactas": 2, "ejecutadas": 1, "tokens": 11},
-                 "avalando": {"avales": 2, "intactos": 1, "ejecutados": 1},
-                 "resumen": {"cumplimiento": 0.6667, "veracidad": 0.6667, "tokens_en_juego_ahora": 11}}"#,
+                 "afirmando": {"fianzas": 4, "intactas": 3, "ejecutadas": 1, "tokens": 12},
+                 "avalando": {"avales": 3, "intactos": 2, "ejecutados": 1},
+                 "resumen": {"cumplimiento": 0.6667, "veracidad": 0.75, "tokens_en_juego_ahora": 11}}"#,
             4096,
         )
         .unwrap();
