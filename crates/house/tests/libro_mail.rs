@@ -810,6 +810,11 @@ fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
         pairs(&[("ejecutadas", 0), ("fianzas", 1), ("intactas", 1), ("tokens", 5)]),
         "the released bond"
     );
+    assert_eq!(
+        counts(&buyer, "avalando"),
+        pairs(&[("avales", 0), ("ejecutados", 0), ("intactos", 0)]),
+        "bonds that vouch for nobody"
+    );
     let summary = buyer.as_object().unwrap()["resumen"].as_object().unwrap();
     assert_eq!(summary["tokens_en_juego_ahora"].as_safe_integer(), Some(5), "the bond that stands");
     // `since`: when the agent registered (the clock has not moved since).
