@@ -234,6 +234,8 @@ fn requests_are_checked_and_idempotent_by_id() {
         ),
         400,
     );
+    // At most 32 KiB (docs/SPEC.md, "Email bridge").
+    assert_eq!(nyx5_house::email::MAX_OUT_BODY_BYTES, 32 * 1024);
     let big = "x".repeat(nyx5_house::email::MAX_OUT_BODY_BYTES + 1);
     json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", big.into())])), 413);
     let exact = "x".repeat(nyx5_house::email::MAX_OUT_BODY_BYTES);
