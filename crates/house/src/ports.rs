@@ -189,7 +189,24 @@ pub trait Rng {
 
 #[cfg(test)]
 mod tests {
-    use super::constraint_name;
+    use super::{PortError, constraint_name};
+
+    #[test]
+    fn a_port_error_says_what_kind_it_is() {
+        let texts: Vec<String> = [
+            PortError::Constraint { name: "rate_cap".into() },
+            PortError::Failed("x".into()),
+            PortError::Unreached("y".into()),
+            PortError::Refused("z".into()),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            texts,
+            ["constraint failed: rate_cap", "failed: x", "unreachable: y", "refused by the outbound policy: z"]
+        );
+    }
 
     #[test]
     fn constraint_names_from_sqlite_and_d1_messages() {

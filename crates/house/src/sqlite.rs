@@ -138,3 +138,35 @@ impl Db for SqliteDb {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stmt;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut f = std::pin::pin!(f);
+        loop {
+            if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+
+    #[test]
+    fn a_constraint_is_named_and_any_other_failure_is_a_failure() {
+        let db = SqliteDb::memory().unwrap();
+        let before = db.total_changes().unwrap();
+        let row =
+            |window: i64| stmt!("INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('b', ?, 1, 1)", window);
+        block_on(db.batch(vec![row(1), row(2)])).unwrap();
+        assert_eq!(db.total_changes().unwrap() - before, 2, "two rows written");
+        let twice = block_on(db.batch(vec![row(1)])).unwrap_err();
+        assert_eq!(twice, PortError::Constraint { name: "rate_windows.bucket, rate_windows.window".into() });
+        let over = block_on(db.batch(vec![stmt!("UPDATE rate_windows SET count = 2 WHERE window = 1")])).unwrap_err();
+        assert_eq!(over, PortError::Constraint { name: "rate_cap".into() });
+        let broken = block_on(db.query(stmt!("SELECT * FROM no_such_table"))).unwrap_err();
+        assert!(matches!(broken, PortError::Failed(_)), "{broken:?}");
+    }
+}

@@ -113,6 +113,14 @@ fn only_the_operator_lists_and_only_cards_that_verify() {
     let body = Value::Object(obj([("card", Value::Object(raw))]));
     assert_eq!(call(&h, "POST", "/apps", &[ADMIN], &body).status, 400);
     assert_eq!(post(&h, &[ADMIN], &c, Some("ftp://x.test/app.json")).status, 400);
+    assert_eq!(post(&h, &[ADMIN], &c, Some("https://x.test/an app.json")).status, 400);
+    assert_eq!(post(&h, &[ADMIN], &c, Some("https://x.test/app\n.json")).status, 400);
+    // At most 1,024 bytes.
+    let url = |n: usize| format!("https://x.test/{}", "a".repeat(n - "https://x.test/".len()));
+    assert_eq!(post(&h, &[ADMIN], &c, Some(&url(1025))).status, 400);
+    assert_eq!(catalogue(&h)["apps"], Value::Array(vec![]));
+    assert_eq!(post(&h, &[ADMIN], &c, Some(&url(1024))).status, 201);
+    assert_eq!(call_raw(&h, "DELETE", "/apps/chess", &[ADMIN], vec![]).status, 200);
     let body = Value::Object(obj([("card", c.to_value()), ("extra", 1.into())]));
     assert_eq!(call(&h, "POST", "/apps", &[ADMIN], &body).status, 400);
     assert_eq!(call_raw(&h, "GET", "/apps/Not%20an%20id", &[], vec![]).status, 400);
@@ -131,6 +139,8 @@ fn the_catalogue_is_bounded() {
     }
     let over = post(&h, &[ADMIN], &card("one-more", "1.0.0", &[]), None);
     assert_eq!(over.status, 409);
+    let reason = over.value().unwrap().as_object().unwrap()["reason"].as_str().unwrap().to_owned();
+    assert_eq!(reason, format!("{max} apps are listed; remove one first"));
     // Replacing a listed app stays possible at the bound.
     assert_eq!(post(&h, &[ADMIN], &card("app0", "2.0.0", &[]), None).status, 201);
     assert_eq!(catalogue(&h)["apps"].as_array().unwrap().len(), max);
