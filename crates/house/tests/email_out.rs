@@ -84,6 +84,7 @@ fn without_a_provider_email_stays_pending() {
     let list = emails(&house, &ana);
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["state"].as_str(), Some("pending"));
+    assert_eq!(list[0]["next_attempt"], Value::Null, "no provider: no attempt is due");
     assert_eq!(list[0]["to"].as_str(), Some("pat@example.com"));
     assert_eq!(list[0]["subject"].as_str(), Some("Message from ana@h.test"));
     assert!(list[0]["reason"].as_str().unwrap().contains("no email provider"));
@@ -119,6 +120,8 @@ fn the_provider_gets_the_right_request_and_the_outbox_says_sent() {
     let list = emails(&house, &ana);
     assert_eq!(list[0]["state"].as_str(), Some("sent"));
     assert_eq!(list[0]["provider_id"].as_str(), Some("re_1"));
+    assert_eq!(list[0]["next_attempt"], Value::Null, "sent: nothing is due");
+    assert!(!list[0].contains_key("reason"));
     // Sent once: later ticks leave it alone.
     world.clock.advance(120_000);
     world.tick_all();
@@ -164,6 +167,9 @@ fn failures_retry_or_fail_with_a_reason() {
     let list = emails(&house, &ana);
     assert_eq!(list[0]["state"].as_str(), Some("retrying"));
     assert_eq!(list[0]["last_error"].as_str(), Some("provider 503: said 503"));
+    // A retry is due at a time, and a house with a provider owes no reason for the wait.
+    assert!(list[0]["next_attempt"].as_str().is_some(), "{:?}", list[0]);
+    assert!(!list[0].contains_key("reason"));
     // Not before the backoff.
     world.tick_all();
     assert_eq!(provider.seen.borrow().len(), 1);

@@ -844,3 +844,26 @@ fn the_operators_hosts_url_wins_over_the_estafeta_a_card_names() {
     assert_eq!(held(&b, "bob"), 1);
     assert_eq!(w.sent_to("unreachable.test"), 0);
 }
+
+#[test]
+fn a_list_holds_its_bound_exactly_and_each_list_its_own() {
+    use nyx5_house::policy::{MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
+    let p = pair();
+    let names = |from: usize, n: usize| -> Vec<String> { (from..from + n).map(|i| format!("d{i}.test")).collect() };
+    let post = |kind: &str, entries: &[String]| {
+        let entries: Vec<&str> = entries.iter().map(String::as_str).collect();
+        p.bob.post(&p.b, "/lists/bob", &change(kind, "add", &entries)).status
+    };
+    // A hundred changes at once, not one more.
+    assert_eq!(post("allow", &names(0, MAX_LIST_CHANGES)), 200);
+    assert_eq!(post("allow", &names(MAX_LIST_CHANGES, MAX_LIST_CHANGES + 1)), 413);
+    // Filled to its bound exactly: a thousand entries stand, one more is refused.
+    for start in (MAX_LIST_CHANGES..MAX_LIST_ENTRIES).step_by(MAX_LIST_CHANGES) {
+        assert_eq!(post("allow", &names(start, MAX_LIST_CHANGES)), 200, "{start}");
+    }
+    let v = json(&p.bob.get(&p.b, "/lists/bob"), 200);
+    assert_eq!(strings(v.as_object().unwrap(), "allow").len(), MAX_LIST_ENTRIES);
+    assert_eq!(post("allow", &names(MAX_LIST_ENTRIES, 1)), 413);
+    // The full allowlist takes nothing from the blocklist's room.
+    assert_eq!(post("block", &names(5_000, 1)), 200);
+}
