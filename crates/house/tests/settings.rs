@@ -82,6 +82,19 @@ fn rotating_the_stored_domain_key_keeps_the_old_one_until_its_end() {
     let (_, previous) = block_on(rotate_domain_key(&db, [4; 32], Timestamp(2_000), 5)).unwrap();
     assert_eq!(previous.iter().map(|p| p.key.seed()).collect::<Vec<_>>(), [[3; 32], [1; 32]]);
 
+    // A key at its end to the millisecond is past it; the rest stand.
+    let (_, previous) = block_on(rotate_domain_key(&db, [5; 32], Timestamp(2_005), 5)).unwrap();
+    assert_eq!(previous.iter().map(|p| p.key.seed()).collect::<Vec<_>>(), [[4; 32], [1; 32]]);
+    // Seven previous keys at most, the newest kept.
+    for (i, seed) in (6u8..=12).enumerate() {
+        let at = 3_000 + i64::try_from(i).unwrap();
+        block_on(rotate_domain_key(&db, [seed; 32], Timestamp(at), ROTATION_GRACE_MS)).unwrap();
+    }
+    let kept: Vec<u8> = block_on(previous_domain_keys(&db)).unwrap().iter().map(|p| p.key.seed()[0]).collect();
+    assert_eq!(kept, [11, 10, 9, 8, 7, 6, 5]);
+    // The grace the operator's rotation gives is 30 days (docs/SPEC.md).
+    assert_eq!(ROTATION_GRACE_MS, 30 * 24 * 60 * 60 * 1000);
+
     // The operator's format reads back what it writes, and refuses bad entries.
     assert_eq!(parse_previous_keys(&previous_keys_text(&previous)).unwrap().len(), 2);
     assert!(parse_previous_keys(r#"[{"key":"short","until":"2026-01-01"}]"#).is_err());
