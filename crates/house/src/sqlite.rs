@@ -144,13 +144,12 @@ mod tests {
     use super::*;
     use crate::stmt;
 
+    /// SQLite answers at once: one poll finishes any of its futures.
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        let mut f = std::pin::pin!(f);
-        loop {
-            if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-                return v;
-            }
+        match std::pin::pin!(f).poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("SqliteDb's futures are ready when first polled"),
         }
     }
 
