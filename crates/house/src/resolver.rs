@@ -215,15 +215,10 @@ impl Memo {
         self.forgotten.load(Ordering::Relaxed)
     }
 
-    fn put_domain(&self, generation: u64, domain: &str, at: i64, now: i64, r: Resolved) {
+    /// Memoises `value` in `map` unless something was forgotten since `generation` was read.
+    fn put<T>(&self, generation: u64, map: &Entries<T>, key: &str, at: i64, now: i64, value: T) {
         if self.generation() == generation {
-            memo_put(&self.domains, domain, at, now, r);
-        }
-    }
-
-    fn put_agent(&self, generation: u64, key: &str, at: i64, now: i64, card: Arc<Verified<AgentCard>>) {
-        if self.generation() == generation {
-            memo_put(&self.agents, key, at, now, card);
+            memo_put(map, key, at, now, value);
         }
     }
 }
@@ -252,7 +247,7 @@ pub struct CachedCard {
     pub at: i64,
     /// The key the card's domain is pinned to as the card is read, when the store knows: a
     /// cached domain card signed by another key is not trusted (the pin moved after it was
-    /// cached). A store that checks this itself, or keeps no pins, says `None`.
+    /// cached). A store that keeps no pins says `None`.
     pub pin: Option<String>,
 }
 
@@ -470,13 +465,13 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     && card.signer().is_ok_and(|k| card.accepts_key(&k, self.now) && pinned(&k))
                 {
                     let r = Resolved { url: row.url, card: Arc::new(card), via: "cache", anchor: "cache" };
-                    self.memo.put_domain(generation, domain, row.at, now, r.clone());
+                    self.memo.put(generation, &self.memo.domains, domain, row.at, now, r.clone());
                     return Ok(r);
                 }
             }
         }
         let r = self.fetch_domain(domain).await?;
-        self.memo.put_domain(generation, domain, now, now, r.clone());
+        self.memo.put(generation, &self.memo.domains, domain, now, now, r.clone());
         Ok(r)
     }
 
@@ -511,7 +506,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 && let Ok(card) = self.verify_at(card, &domain, false, depth).await
             {
                 let card = Arc::new(card);
-                self.memo.put_agent(generation, key, row.at, now.millis(), card.clone());
+                self.memo.put(generation, &self.memo.agents, key, row.at, now.millis(), card.clone());
                 return Ok(card);
             }
         }
@@ -525,7 +520,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let card = Arc::new(self.verify_at(card, &domain, refresh, depth).await?);
         let text = card_text(&card.to_value());
         self.store.cache(CacheEntry { key, card: &text, url: &domain.url, at: now.millis() }).await?;
-        self.memo.put_agent(generation, key, now.millis(), now.millis(), card.clone());
+        self.memo.put(generation, &self.memo.agents, key, now.millis(), now.millis(), card.clone());
         Ok(card)
     }
 

@@ -214,8 +214,8 @@ impl PinStore for &ProfilePins {
     }
 
     /// A kept card fetched after `fresh_after` — or, on the offline try, any kept card younger
-    /// than [`MAX_STALE_MS`]; the engine verifies it again (`valid_until` included). A kept
-    /// domain card must be signed by the domain's pin, when it has one.
+    /// than [`MAX_STALE_MS`]; the engine verifies it again (`valid_until` included) and holds a
+    /// kept domain card to the domain's pin, which this answers with it.
     async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error> {
         if !self.readable(key) {
             return Ok(None);
@@ -228,16 +228,11 @@ impl PinStore for &ProfilePins {
         if self.named.borrow().get(key).is_some_and(|url| url.trim_end_matches('/') != k.url) {
             return Ok(None);
         }
-        if !key.contains('@')
-            && let Some(pin) = self.pins.borrow().get(key)
-            && DomainCard::parse(k.card.as_bytes()).and_then(|c| c.signer()).map(|s| s.to_b64()).as_ref() != Ok(pin)
-        {
-            return Ok(None);
-        }
         if !fresh {
             self.used_stale.borrow_mut().insert(key.to_owned(), k.at);
         }
-        Ok(Some(CachedCard { card: k.card, url: k.url, at: k.at, pin: None }))
+        let pin = if key.contains('@') { None } else { self.pins.borrow().get(key).cloned() };
+        Ok(Some(CachedCard { card: k.card, url: k.url, at: k.at, pin }))
     }
 
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {
@@ -545,7 +540,10 @@ mod tests {
         assert!(kept(&p, "bo@b.test"), "within five minutes");
         assert!(!kept(&p, "old@b.test"), "older: fetched anew");
         assert!(!kept(&p, "me@a.test"), "the own domain is never read from the file");
-        assert!(!kept(&p, "b.test"), "a domain card not signed by its pin");
+        // A kept domain card comes with the domain's pin, which the resolver holds it to.
+        let pinned = block_on((&p).cached("b.test", NOW - CARD_CACHE_MS)).unwrap().and_then(|c| c.pin);
+        assert_eq!(pinned, p.pins.borrow().get("b.test").cloned());
+        assert!(pinned.is_some());
         assert!(!kept(&p, "c.test"), "a domain the hosts file puts elsewhere");
         p.stale.set(true);
         assert!(kept(&p, "old@b.test"), "offline, an older card");
