@@ -52,7 +52,7 @@ pub(crate) enum AppCommand {
         #[arg(long)]
         remove: bool,
         /// The house's operator token [default: $NYX5_ADMIN_TOKEN].
-        #[arg(long, value_name = "TOKEN")]
+        #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
         admin_token: Option<String>,
         #[command(flatten)]
         common: Common,
@@ -86,7 +86,7 @@ pub(crate) struct RunArgs {
     pub(crate) authority: Option<String>,
     /// The house's operator token, for an app that declares `invite_create` [default: none, and
     /// such calls are denied].
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
     pub(crate) admin_token: Option<String>,
     #[command(flatten)]
     pub(crate) common: Common,

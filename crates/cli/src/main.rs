@@ -216,3 +216,33 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Tokens, keys and codes are base64url or hex: a random one starts with `-` one time in
+    /// 64 and must still be read as a value, on every command that takes one.
+    #[test]
+    fn every_secret_or_key_option_takes_a_leading_hyphen() {
+        const RANDOM: [&str; 6] = ["TOKEN", "ADMIN_TOKEN", "KEY", "SIG_PUB", "CODE", "ADDRESS=ENC_PUB"];
+        fn walk(c: &clap::Command, path: &str, seen: &mut usize, wrong: &mut Vec<String>) {
+            for a in c.get_arguments().filter(|a| a.get_action().takes_values()) {
+                let names = a.get_value_names().unwrap_or_default();
+                if names.iter().any(|n| RANDOM.contains(&n.as_str())) {
+                    *seen += 1;
+                    if !a.is_allow_hyphen_values_set() {
+                        wrong.push(format!("{path} --{}", a.get_id()));
+                    }
+                }
+            }
+            for s in c.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), seen, wrong);
+            }
+        }
+        let (mut seen, mut wrong) = (0, Vec::new());
+        walk(&super::Cli::command(), "nyx5", &mut seen, &mut wrong);
+        assert!(seen >= 12, "only {seen} options carry a token or key: the walk is not reaching them");
+        assert!(wrong.is_empty(), "{wrong:?}");
+    }
+}

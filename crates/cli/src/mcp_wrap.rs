@@ -712,7 +712,7 @@ pub(crate) struct DecideArgs {
     id: String,
     /// To approve: the code the waiting proxy printed on its standard error beside the id (it
     /// is on no file, so neither the wrapped server nor the model can approve)
-    #[arg(long, value_name = "CODE")]
+    #[arg(long, value_name = "CODE", allow_hyphen_values = true)]
     code: Option<String>,
     /// The approvals directory [default: $XDG_STATE_HOME/nyx5/approvals, else
     /// ~/.local/state/nyx5/approvals]

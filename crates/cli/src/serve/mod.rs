@@ -68,7 +68,7 @@ pub(crate) struct Args {
     #[arg(long, env = "NYX5_ALLOW_PRIVATE_NETWORK", value_parser = clap::builder::FalseyValueParser::new())]
     allow_private_network: bool,
     /// The email bridge's provider key (Resend); with --email-sender, agents' email goes out.
-    #[arg(long, value_name = "KEY", env = "NYX5_RESEND_KEY", hide_env_values = true)]
+    #[arg(long, value_name = "KEY", env = "NYX5_RESEND_KEY", hide_env_values = true, allow_hyphen_values = true)]
     resend_key: Option<String>,
     /// The sender address email goes out from (a domain verified with the provider).
     #[arg(long, value_name = "ADDRESS")]
