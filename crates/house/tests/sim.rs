@@ -58,13 +58,16 @@ fn seeds_keep_every_invariant() {
     let sum = |f: fn(&Summary) -> u64| all.iter().map(f).sum::<u64>();
     println!(
         "{n} seeds: {} envelopes accepted, {} recipients delivered, {} bounced, {} emails, {} Libro operations, \
-         {} entries, {} replays, {} deaths mid-tick, {} requests held and {} delivered late",
+         {} entries, {} sub-mandates ({} charged), {} replays, {} deaths mid-tick, {} requests held and {} \
+         delivered late",
         sum(|s| s.accepted),
         sum(|s| s.delivered),
         sum(|s| s.bounced),
         sum(|s| s.emails),
         sum(|s| s.operations),
         sum(|s| s.entries),
+        sum(|s| s.sub_mandates),
+        sum(|s| s.charged_sub_mandates),
         sum(|s| s.replays),
         sum(|s| s.deaths),
         sum(|s| s.net.delayed),
@@ -79,9 +82,14 @@ fn seeds_keep_every_invariant() {
             ("entries", sum(|s| s.entries)),
             ("deaths", sum(|s| s.deaths)),
             ("late deliveries", sum(|s| s.net.late)),
+            ("sub-mandates", sum(|s| s.sub_mandates)),
         ] {
             assert!(got > 0, "no {what} in {n} seeds");
         }
+    }
+    // A charge along a chain needs its root's payer in funds: a few in every 200 seeds.
+    if n >= 200 {
+        assert!(sum(|s| s.charged_sub_mandates) > 0, "no sub-mandate charged in {n} seeds");
     }
 }
 

@@ -73,6 +73,9 @@ pub struct Summary {
     pub entries: u64,
     /// Contracts settled by `verifica@`'s verdict, at the end (with `services`).
     pub verdicts: u64,
+    /// Sub-mandates at the end, and those charged (so charged along a chain).
+    pub sub_mandates: u64,
+    pub charged_sub_mandates: u64,
     /// Houses that died in the middle of a tick.
     pub deaths: u64,
     /// Replays sent (mail and operations, by agents and by houses).
@@ -86,7 +89,7 @@ impl fmt::Display for Summary {
         write!(
             f,
             "{} steps: {} envelopes accepted for {} recipients ({} delivered, {} bounced), {} emails, {} Libro \
-             operations ({} entries, {} verdicts), {} replays, {} houses died mid-tick; network: {} requests, {} refused, {} \
+             operations ({} entries, {} verdicts, {} sub-mandates, {} of them charged), {} replays, {} houses died mid-tick; network: {} requests, {} refused, {} \
              dropped, {} answers lost, {} duplicated, {} held ({} delivered late)",
             self.steps,
             self.accepted,
@@ -97,6 +100,8 @@ impl fmt::Display for Summary {
             self.operations,
             self.entries,
             self.verdicts,
+            self.sub_mandates,
+            self.charged_sub_mandates,
             self.replays,
             self.deaths,
             n.sent,

@@ -36,13 +36,14 @@ struct Deal {
     seller: usize,
 }
 
-/// A mandate some operation may name.
+/// A mandate some operation may name, and the cap it was asked with.
 #[derive(Debug, Clone)]
 struct Grant {
     house: String,
     id: String,
     grantor: usize,
     grantee: usize,
+    cap: i64,
 }
 
 /// One simulation run in progress.
@@ -507,22 +508,31 @@ impl Sim {
                 self.operate(who, &deal.house, body, None)
             }
             65..=74 => {
+                // Often a sub-mandate: the grantee of a live mandate delegates under it, at its
+                // house and within its cap (what is spent of it may still make the house refuse),
+                // so chains grow and charges run along them.
+                let live: Vec<Grant> = self.grants.iter().filter(|g| self.live(g)).cloned().collect();
+                let parent = self.rng.pick(&live).filter(|_| self.rng.chance(600)).cloned();
+                let (me, house) = match &parent {
+                    Some(p) => (p.grantee, p.house.clone()),
+                    None => (me, house),
+                };
                 let Some(grantee) = self.other_registered(me) else { return Ok(()) };
-                let mut body = obj([
-                    ("op", "mandate".into()),
-                    ("grantee", self.address(grantee).into()),
-                    ("cap", self.rng.range(5, 80).into()),
-                ]);
-                // Now and then a sub-mandate of one this agent holds at that house.
-                let held: Vec<Grant> =
-                    self.grants.iter().filter(|g| g.grantee == me && g.house == house).cloned().collect();
-                if let Some(parent) = self.rng.pick(&held).filter(|_| self.rng.chance(500)) {
-                    body.insert("parent".into(), parent.id.as_str().into());
+                let mut cap = self.rng.range(5, 80);
+                let mut body = obj([("op", "mandate".into()), ("grantee", self.address(grantee).into())]);
+                if let Some(p) = parent {
+                    cap = 1 + cap % p.cap.max(1);
+                    body.insert("parent".into(), p.id.as_str().into());
                 }
-                self.operate(me, &house, body, Some((grantee, None)))
+                body.insert("cap".into(), cap.into());
+                self.operate(me, &house, body, Some((grantee, cap)))
             }
             75..=86 => {
-                let Some(g) = self.rng.pick(&self.grants).cloned() else { return Ok(()) };
+                // Mostly a mandate that exists, the newest (so the sub-mandates) more often;
+                // now and then any, refused or not yet made.
+                let live: Vec<Grant> = self.grants.iter().rev().filter(|g| self.live(g)).take(3).cloned().collect();
+                let pool = if self.rng.chance(700) && !live.is_empty() { &live } else { &self.grants };
+                let Some(g) = self.rng.pick(pool).cloned() else { return Ok(()) };
                 let body = obj([
                     ("op", "charge".into()),
                     ("mandate", g.id.as_str().into()),
@@ -640,26 +650,20 @@ impl Sim {
         if kind == "escrow" {
             self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer, seller });
         }
-        let grant = (kind == "metered").then_some((seller, Some(id)));
+        let grant = (kind == "metered").then_some((seller, price));
         self.operate(buyer, house, body, grant)
     }
 
     /// Sends an operation to the Libro of `house` through the operator's own house; with
-    /// `grant`, the operation may create a mandate for that grantee (named by the envelope's id,
-    /// or by `id` for a metered contract).
-    fn operate(
-        &mut self,
-        who: usize,
-        house: &str,
-        body: Object,
-        grant: Option<(usize, Option<String>)>,
-    ) -> Result<(), Failure> {
+    /// `grant` (a grantee and a cap), the operation may create a mandate for that grantee, named
+    /// by the envelope's id (a metered contract's mandate too).
+    fn operate(&mut self, who: usize, house: &str, body: Object, grant: Option<(usize, i64)>) -> Result<(), Failure> {
         let id = self.next_id("op");
         let now = self.world.now();
         let Some(agent) = self.agents.get(who) else { return Ok(()) };
         let env = agent.operation(id.clone(), house, body, now).map_err(|e| self.fail(e))?;
-        if let Some((grantee, _)) = grant {
-            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee });
+        if let Some((grantee, cap)) = grant {
+            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee, cap });
         }
         if env.content().and_then(|c| c.body.as_object()?.get("op")?.as_str().map(str::to_owned)).as_deref()
             == Some("bond")
@@ -749,31 +753,38 @@ impl Sim {
         self.summary.delivered = tally.delivered;
         self.summary.bounced = tally.bounced;
         self.summary.net = self.world.stats();
-        let mut entries = 0;
+        self.summary.entries = self.count(crate::stmt!("SELECT count(*) AS n FROM libro_entries"));
+        self.summary.verdicts = self.count(crate::stmt!(
+            "SELECT count(*) AS n FROM libro_contracts WHERE json_extract(record, '$.verdict') IS NOT NULL"
+        ));
+        self.summary.sub_mandates =
+            self.count(crate::stmt!("SELECT count(*) AS n FROM libro_mandates WHERE parent IS NOT NULL"));
+        self.summary.charged_sub_mandates =
+            self.count(crate::stmt!("SELECT count(*) AS n FROM libro_mandates WHERE parent IS NOT NULL AND spent > 0"));
+        Ok(self.summary)
+    }
+
+    /// Whether `g`'s mandate exists at its house and is active (the operation that made it may
+    /// have been refused, or still be on its way).
+    fn live(&self, g: &Grant) -> bool {
+        let Some(h) = self.world.house(&g.house) else { return false };
+        let q = crate::stmt!("SELECT 1 FROM libro_mandates WHERE id = ? AND state = 'active'", g.id.as_str());
+        super::world::run(h.db.sqlite.query(q)).and_then(Result::ok).is_some_and(|r| !r.is_empty())
+    }
+
+    /// `n` of a `count(*) AS n` query, summed over the houses.
+    fn count(&self, stmt: crate::ports::Stmt) -> u64 {
+        let mut total = 0;
         for domain in self.world.domains() {
             if let Some(h) = self.world.house(&domain) {
-                let n = super::world::run(h.db.sqlite.query(crate::stmt!("SELECT count(*) AS n FROM libro_entries")))
+                let n = super::world::run(h.db.sqlite.query(stmt.clone()))
                     .and_then(Result::ok)
                     .and_then(|r| r.first().and_then(|r| r.int("n")))
                     .unwrap_or(0);
-                entries += u64::try_from(n).unwrap_or(0);
+                total += u64::try_from(n).unwrap_or(0);
             }
         }
-        self.summary.entries = entries;
-        let mut verdicts = 0;
-        for domain in self.world.domains() {
-            if let Some(h) = self.world.house(&domain) {
-                let n = super::world::run(h.db.sqlite.query(crate::stmt!(
-                    "SELECT count(*) AS n FROM libro_contracts WHERE json_extract(record, '$.verdict') IS NOT NULL"
-                )))
-                .and_then(Result::ok)
-                .and_then(|r| r.first().and_then(|r| r.int("n")))
-                .unwrap_or(0);
-                verdicts += u64::try_from(n).unwrap_or(0);
-            }
-        }
-        self.summary.verdicts = verdicts;
-        Ok(self.summary)
+        total
     }
 }
 
@@ -900,7 +911,7 @@ impl Sim {
                 if let Some(p) = parent.and_then(|p| nth(&self.grants, p)) {
                     body.insert("parent".into(), p.id.as_str().into());
                 }
-                self.operate(grantor, &house, body, Some((grantee, None)))?;
+                self.operate(grantor, &house, body, Some((grantee, i64::from(cap))))?;
             }
             Scripted::Charge { grant, amount } => {
                 let Some(g) = nth(&self.grants, grant) else { return self.check() };
@@ -941,37 +952,46 @@ mod tests {
     use crate::sim::world::run;
     use crate::stmt;
 
-    /// A world after enough steps that some house's mailbox holds a counted envelope still
-    /// waiting and its Libro has an account in credit, with that house's domain.
-    fn busy(seed: u64) -> (Sim, String) {
+    /// A world after enough steps that some house's database answers a row to each of `needs`,
+    /// with that house's domain.
+    fn busy(seed: u64, needs: &[&'static str]) -> (Sim, String) {
         let mut sim = Sim::new(Params::new(seed)).unwrap();
-        for _ in 0..400 {
+        for _ in 0..600 {
             sim.step().unwrap_or_else(|f| panic!("{f}"));
             for domain in sim.world.domains() {
                 let house = sim.world.house(&domain).unwrap();
                 let ready = |sql: &'static str| run(house.db.sqlite.query(stmt!(sql))).unwrap().unwrap().len() == 1;
-                if ready("SELECT 1 FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1")
-                    && ready("SELECT 1 FROM libro_accounts WHERE balance > 0 LIMIT 1")
-                {
+                if needs.iter().all(|sql| ready(sql)) {
                     return (sim, domain);
                 }
             }
         }
-        panic!("seed {seed}: no house with mail waiting and money after 400 steps");
+        panic!("seed {seed}: no house with {needs:?} after 600 steps");
     }
 
-    /// What the checks say of the world once `sql` has been run on the busy house's database.
-    fn planted(sql: &'static str) -> String {
-        let (mut sim, domain) = busy(5);
+    const WAITING: &str = "SELECT 1 FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1";
+    const CREDIT: &str = "SELECT 1 FROM libro_accounts WHERE balance > 0 AND account NOT LIKE 'escrow:%' LIMIT 1";
+
+    /// What the checks say of a world whose house answers `needs` once `wrongs` have been run
+    /// on its database, each changing one row, with its CHECK constraints off.
+    fn planted_in(seed: u64, needs: &[&'static str], wrongs: &[&'static str]) -> String {
+        let (mut sim, domain) = busy(seed, needs);
         check::after_step(&sim.world, &mut sim.tracked).unwrap();
         let house = sim.world.house(&domain).unwrap();
-        assert_eq!(run(house.db.sqlite.batch(vec![stmt!(sql)])).unwrap().unwrap(), [1], "{sql}");
+        // Past the schema's own CHECKs (a mandate's spent within its cap is one): the sim's
+        // checks are there for what gets by them.
+        run(house.db.sqlite.batch(vec![stmt!("PRAGMA ignore_check_constraints = ON")])).unwrap().unwrap();
+        let stmts = wrongs.iter().map(|sql| stmt!(*sql)).collect();
+        assert_eq!(run(house.db.sqlite.batch(stmts)).unwrap().unwrap(), vec![1; wrongs.len()], "{wrongs:?}");
         match check::after_step(&sim.world, &mut sim.tracked) {
             Err(e) => e,
-            Ok(_) => panic!("the checks passed a world where {sql}"),
+            Ok(_) => panic!("the checks passed a world where {wrongs:?}"),
         }
     }
 
+    fn planted(sql: &'static str) -> String {
+        planted_in(5, &[WAITING, CREDIT], &[sql])
+    }
     /// The checks can fail: each wrong planted in a house's database is named by them (a usage
     /// count off by one, a waiting envelope moved where only acknowledged ones go, one moved into
     /// the next mailbox's range, a balance changed outside the journal).
@@ -997,5 +1017,87 @@ mod tests {
              WHERE account = (SELECT account FROM libro_accounts WHERE balance > 0 LIMIT 1)",
         );
         assert!(sum.contains("sum"), "{sum}");
+    }
+
+    /// The Libro's checks, each met by the wrong it is there for.
+    #[test]
+    fn the_ledger_checks_name_what_breaks_them() {
+        // A unit moved between two accounts outside the journal: the sum holds, the journal's
+        // sums do not, and no entry was added to make the audit run again.
+        let moved = planted_in(
+            5,
+            &[WAITING, CREDIT],
+            &[
+                "UPDATE libro_accounts SET balance = balance - 1
+                 WHERE account = (SELECT account FROM libro_accounts
+                                   WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)",
+                "UPDATE libro_accounts SET balance = balance + 1
+                 WHERE account = (SELECT account FROM libro_accounts
+                                   WHERE balance < 0 ORDER BY account LIMIT 1)",
+            ],
+        );
+        assert!(moved.contains("are not the accounts'"), "{moved}");
+        // An agent below zero (past the schema's own guard, which only `may_owe` lets by), the
+        // house's account made whole so the sum still holds.
+        let below = planted_in(
+            5,
+            &[WAITING, CREDIT],
+            &[
+                "UPDATE libro_accounts SET balance = balance + 1 + (SELECT balance FROM libro_accounts
+                   WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)
+                 WHERE account LIKE 'casa@%'",
+                "UPDATE libro_accounts SET balance = -1, may_owe = 1
+                 WHERE account = (SELECT account FROM libro_accounts
+                                   WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)",
+            ],
+        );
+        assert!(below.contains(" is at -1"), "{below}");
+        // A contract marked finished while its escrow still holds money.
+        let held = planted_in(
+            5,
+            &["SELECT 1 FROM libro_accounts WHERE account LIKE 'escrow:%' AND balance > 0 LIMIT 1"],
+            &["UPDATE libro_contracts SET state = 'released'
+               WHERE 'escrow:' || id = (SELECT account FROM libro_accounts
+                                         WHERE account LIKE 'escrow:%' AND balance > 0 LIMIT 1)"],
+        );
+        assert!(held.contains("released contract") && held.contains("still holds"), "{held}");
+        // A mandate past its cap, and one whose sub-mandates spent more than it did.
+        let over = planted_in(
+            5,
+            &["SELECT 1 FROM libro_mandates LIMIT 1"],
+            &["UPDATE libro_mandates SET spent = cap + 1 WHERE id = (SELECT id FROM libro_mandates LIMIT 1)"],
+        );
+        assert!(over.contains("mandate") && over.contains("spent"), "{over}");
+        // (Seed 23 has a sub-mandate by its 94th step; its cap is raised so that only its
+        // parent is wrong.)
+        let under = planted_in(
+            23,
+            &["SELECT 1 FROM libro_mandates WHERE parent IS NOT NULL LIMIT 1"],
+            &["UPDATE libro_mandates
+                  SET spent = 1 + (SELECT p.spent FROM libro_mandates p WHERE p.id = libro_mandates.parent),
+                      cap = 1000000
+                WHERE id = (SELECT id FROM libro_mandates WHERE parent IS NOT NULL LIMIT 1)"],
+        );
+        assert!(under.contains("by its sub-mandates"), "{under}");
+    }
+
+    /// The queue's and the pins' checks.
+    #[test]
+    fn the_queue_checks_name_what_breaks_them() {
+        let pending = "SELECT 1 FROM jobs WHERE state = 'pending' LIMIT 1";
+        let leased = planted_in(
+            5,
+            &[pending],
+            &["UPDATE jobs SET lease_until = 4000000000000
+               WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
+        );
+        assert!(leased.contains("lease until 4000000000000"), "{leased}");
+        let late = planted_in(
+            5,
+            &[pending],
+            &["UPDATE jobs SET deadline = not_before + 100000000000
+               WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
+        );
+        assert!(late.contains("deadline"), "{late}");
     }
 }
