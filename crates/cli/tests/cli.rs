@@ -409,3 +409,21 @@ fn secrets_starting_with_a_hyphen_are_values() {
         assert!(!run.stderr.contains("unexpected argument"), "{args:?}: {}", run.stderr);
     }
 }
+
+/// `nyx5 simulate` runs seeds one line each, and the command a failure prints to run it again is
+/// one it takes.
+#[test]
+fn simulate_runs_the_command_a_failure_prints() {
+    let params =
+        nyx5_house::sim::Params { steps: 6, houses: 2, agents: 2, services: true, ..nyx5_house::sim::Params::new(3) };
+    let command = params.command();
+    let (_, args) = command.split_once(" -- ").unwrap();
+    let run = nyx5(&args.split(' ').collect::<Vec<_>>(), b"");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("seed 3: 6 steps: ") && run.stdout.lines().count() == 1, "{}", run.stdout);
+    let run = nyx5(&["simulate", "--seed", "4", "--seeds", "2", "--steps", "3", "--houses", "1"], b"");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(lines.len() == 2 && lines[0].starts_with("seed 4: 3 steps: ") && lines[1].starts_with("seed 5: 3 steps: "));
+    nyx5(&["simulate", "--houses", "17"], b"").fails_with(2);
+}

@@ -144,3 +144,66 @@ pub fn run(params: Params) -> Result<Summary, Failure> {
     }
     sim.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_says_where_what_how_it_came_and_how_to_run_it_again() {
+        let params = Params { services: true, houses: 2, ..Params::new(7) };
+        assert_eq!(
+            params.command(),
+            "cargo run -p nyx5-cli -- simulate --seed 7 --steps 80 --houses 2 --agents 3 --services"
+        );
+        assert!(Params::new(7).command().ends_with("--agents 3"), "no --services when it is off");
+        let failure = Failure {
+            params,
+            step: 12,
+            what: "the balances sum to 1".into(),
+            recent: vec!["step 11: a sends".into(), "step 12: tick".into()],
+        };
+        assert_eq!(
+            failure.to_string(),
+            format!(
+                "seed 7 failed at step 12: the balances sum to 1\nlast steps:\n  step 11: a sends\n  step 12: tick\n\
+                 reproduce: {}",
+                params.command()
+            )
+        );
+    }
+
+    #[test]
+    fn a_summary_names_every_count() {
+        let s = Summary {
+            steps: 1,
+            accepted: 2,
+            recipients: 3,
+            delivered: 4,
+            bounced: 5,
+            emails: 6,
+            operations: 7,
+            entries: 8,
+            verdicts: 9,
+            sub_mandates: 10,
+            charged_sub_mandates: 11,
+            deaths: 12,
+            replays: 13,
+            net: world::NetStats {
+                sent: 14,
+                refused: 15,
+                dropped: 16,
+                lost_answers: 17,
+                duplicated: 18,
+                delayed: 19,
+                late: 20,
+            },
+        };
+        assert_eq!(
+            s.to_string(),
+            "1 steps: 2 envelopes accepted for 3 recipients (4 delivered, 5 bounced), 6 emails, 7 Libro operations \
+             (8 entries, 9 verdicts, 10 sub-mandates, 11 of them charged), 13 replays, 12 houses died mid-tick; \
+             network: 14 requests, 15 refused, 16 dropped, 17 answers lost, 18 duplicated, 19 held (20 delivered late)"
+        );
+    }
+}
