@@ -125,7 +125,7 @@ fn a_world_frees_its_houses_when_it_ends() {
 
 /// The same world with `verifica@` judging some escrows (`Params::services`): its checks meet
 /// the network's faults, its verdicts race the parties' own releases and refunds, and every
-/// invariant still holds. Kept apart so the seeds above play as they always did.
+/// invariant still holds. Kept apart so the seeds above play as if verifica@ did not exist.
 #[test]
 fn seeds_with_verifica_keep_every_invariant() {
     let first = env_number("NYX5_SIM_FIRST", 1);

@@ -34,7 +34,7 @@ pub struct Params {
     pub agents: usize,
     /// The houses run `verifica@`, and some escrows name it arbiter with a test that fetches
     /// another house's `/health` (so the network's faults reach its checks). Off, a seed plays
-    /// exactly as it did before verifica@ existed: the regression seeds stay what they were.
+    /// as if verifica@ did not exist: no draw of the seed goes to it.
     pub services: bool,
 }
 
