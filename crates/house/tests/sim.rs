@@ -82,6 +82,12 @@ fn seeds_keep_every_invariant() {
             ("entries", sum(|s| s.entries)),
             ("deaths", sum(|s| s.deaths)),
             ("late deliveries", sum(|s| s.net.late)),
+            ("requests refused by a cut link or a house down", sum(|s| s.net.refused)),
+            ("requests dropped", sum(|s| s.net.dropped)),
+            ("answers lost", sum(|s| s.net.lost_answers)),
+            ("requests duplicated", sum(|s| s.net.duplicated)),
+            ("replays", sum(|s| s.replays)),
+            ("Libro operations", sum(|s| s.operations)),
             ("sub-mandates", sum(|s| s.sub_mandates)),
         ] {
             assert!(got > 0, "no {what} in {n} seeds");

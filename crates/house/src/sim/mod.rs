@@ -191,6 +191,7 @@ mod tests {
             replays: 13,
             net: world::NetStats {
                 sent: 14,
+                arrived: 21,
                 refused: 15,
                 dropped: 16,
                 lost_answers: 17,

@@ -161,6 +161,8 @@ pub struct Faults {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NetStats {
     pub sent: u64,
+    /// Requests a house handled (a duplicate twice, a late one when it lands).
+    pub arrived: u64,
     pub refused: u64,
     pub dropped: u64,
     pub lost_answers: u64,
@@ -272,6 +274,7 @@ impl Net for SimNet {
             Route::Deliver { house, times, lose } => {
                 let mut last = None;
                 for _ in 0..times {
+                    self.state.borrow_mut().stats.arrived += 1;
                     last = Some(deliver(&house, &request, &path).await);
                 }
                 match last {
@@ -433,6 +436,7 @@ impl World {
             if st.down.get(&host).is_some_and(|until| *until > now) { None } else { st.houses.get(&host).cloned() }
         };
         if let Some(house) = house {
+            self.state.borrow_mut().stats.arrived += 1;
             let (_, path) = split_url(&request.url);
             let _late = run(deliver(&house, &request, &path));
         }
@@ -459,5 +463,161 @@ impl World {
             house.send_pushes().await;
             resp
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use nyx5_proto::crypto::SigningKey;
+
+    use super::*;
+
+    const START: i64 = 1_788_548_400_000;
+
+    /// The generator is splitmix64 exactly: a seed replays the same run on every build.
+    #[test]
+    fn the_generator_is_splitmix64() {
+        let mut rng = Prng::new(0);
+        let first: Vec<u64> = (0..4).map(|_| rng.next_u64()).collect();
+        assert_eq!(first, [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f, 0xf88b_b8a8_724c_81ec]);
+        let mut a = Prng::new(0);
+        let bytes = a.bytes32();
+        assert_eq!(bytes.get(..8).unwrap(), &0xe220_a839_7b1d_cdafu64.to_le_bytes());
+        assert_eq!(bytes.get(24..).unwrap(), &0xf88b_b8a8_724c_81ecu64.to_le_bytes());
+        let mut filled = [0u8; 11];
+        SimRng(RefCell::new(Prng::new(0))).fill(&mut filled);
+        assert_eq!(filled.get(..8).unwrap(), &0xe220_a839_7b1d_cdafu64.to_le_bytes());
+        assert_eq!(filled.get(8..).unwrap(), 0x6e78_9e6a_a1b9_65f4u64.to_le_bytes().get(..3).unwrap());
+    }
+
+    #[test]
+    fn draws_stay_in_their_bounds_and_reach_both_ends() {
+        let mut rng = Prng::new(42);
+        assert_eq!(rng.below(0), 0);
+        assert_eq!(rng.pick::<u8>(&[]), None);
+        let (mut lo, mut hi, mut below, mut yes) = (false, false, [false; 3], 0);
+        for _ in 0..2_000 {
+            let r = rng.range(5, 8);
+            assert!((5..=8).contains(&r), "{r}");
+            lo |= r == 5;
+            hi |= r == 8;
+            let b = rng.below(3);
+            *below.get_mut(b).unwrap() = true;
+            yes += u32::from(rng.chance(250));
+            assert!(!rng.chance(0));
+            assert!(rng.chance(1000));
+        }
+        assert!(lo && hi && below == [true; 3]);
+        assert!((400..600).contains(&yes), "chance(250) came {yes} times in 2000");
+        assert_eq!(rng.range(7, 7), 7);
+        assert_eq!(rng.pick(&[9]), Some(&9));
+    }
+
+    /// Two houses, h0 and h1 (h1 `skew` ms ahead), and h0's view of the network.
+    fn two(skew: i64) -> (World, SimNet) {
+        let mut world = World::new(START, 3);
+        for (i, name) in ["h0.test", "h1.test"].into_iter().enumerate() {
+            let key = SigningKey::from_seed([u8::try_from(i).unwrap() + 1; 32]);
+            let mut config = Config::new(name, &format!("http://{name}"), key, Timestamp(START));
+            config.allow_http = true;
+            world.start(config, if i == 1 { skew } else { 0 }, SqliteDb::memory().unwrap()).unwrap();
+        }
+        let net = SimNet { state: world.state.clone(), world: world.clock.clone(), from: "h0.test".into() };
+        (world, net)
+    }
+
+    fn health(net: &SimNet, host: &str) -> Result<OutResponse, PortError> {
+        let request = OutRequest {
+            method: "GET".into(),
+            url: format!("http://{host}/health"),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        run(net.send(request)).unwrap()
+    }
+
+    fn faults(drop: u32, lose_answer: u32, duplicate: u32, delay: u32) -> Faults {
+        Faults { drop, lose_answer, duplicate, delay }
+    }
+
+    #[test]
+    fn the_network_does_each_fault_it_is_told_to() {
+        let (world, net) = two(0);
+        assert_eq!(health(&net, "h1.test").unwrap().status, 200);
+        assert!(matches!(health(&net, "h9.test"), Err(PortError::Unreached(m)) if m.contains("no such host")));
+        world.set_faults(faults(1000, 0, 0, 0));
+        assert!(matches!(health(&net, "h1.test"), Err(PortError::Unreached(m)) if m.contains("dropped")));
+        world.set_faults(faults(0, 1000, 0, 0));
+        assert!(matches!(health(&net, "h1.test"), Err(PortError::Failed(m)) if m.contains("answer lost")));
+        world.set_faults(faults(0, 0, 1000, 0));
+        assert_eq!(health(&net, "h1.test").unwrap().status, 200);
+        world.set_faults(faults(0, 0, 0, 1000));
+        assert!(matches!(health(&net, "h1.test"), Err(PortError::Failed(m)) if m.contains("timed out")));
+        assert_eq!(world.held(), 1);
+        let s = world.stats();
+        // One plain, one dropped, one lost answer (arrived), one duplicate (arrived twice), one held.
+        assert_eq!(
+            (s.sent, s.refused, s.dropped, s.lost_answers, s.duplicated, s.delayed, s.arrived, s.late),
+            (6, 1, 1, 1, 1, 1, 4, 0)
+        );
+        world.deliver_held(1);
+        assert_eq!((world.held(), world.stats().late), (1, 0), "no second request is held");
+        world.deliver_held(0);
+        assert_eq!((world.held(), world.stats().late, world.stats().arrived), (0, 1, 5));
+        world.set_faults(faults(0, 0, 0, 1000));
+        let _ = health(&net, "h1.test");
+        world.heal();
+        assert_eq!(world.held(), 0, "healing lets nothing held land later");
+        assert_eq!(health(&net, "h1.test").unwrap().status, 200);
+    }
+
+    #[test]
+    fn cut_links_and_houses_down_refuse_until_mended() {
+        let (world, net) = two(0);
+        world.cut("h1.test", "h0.test", true);
+        assert!(matches!(health(&net, "h1.test"), Err(PortError::Unreached(m)) if m.contains("unreachable")));
+        world.cut("h0.test", "h1.test", false);
+        assert_eq!(health(&net, "h1.test").unwrap().status, 200);
+        world.down_until("h1.test", START + 1_000);
+        assert!(world.is_down("h1.test") && !world.is_down("h0.test"));
+        assert!(health(&net, "h1.test").is_err());
+        assert!(world.call("h1.test", Request::new("GET", "/health", Vec::new(), Vec::new())).is_none());
+        // Nor can a house that is down send.
+        world.down_until("h0.test", START + 500);
+        world.down_until("h1.test", START);
+        assert!(health(&net, "h1.test").is_err());
+        world.advance(500);
+        assert!(!world.is_down("h0.test"), "down until a time means up at that time");
+        assert_eq!(health(&net, "h1.test").unwrap().status, 200);
+        assert_eq!(world.stats().refused, 3);
+        // A request held for a house that is down when it lands is lost.
+        world.set_faults(faults(0, 0, 0, 1000));
+        let _ = health(&net, "h1.test");
+        world.down_until("h1.test", START + 10_000);
+        let arrived = world.stats().arrived;
+        world.deliver_held(0);
+        assert_eq!((world.held(), world.stats().late, world.stats().arrived), (0, 1, arrived));
+    }
+
+    #[test]
+    fn each_house_keeps_its_skew_and_a_tick_that_dies_starts_it_again() {
+        let (mut world, _) = two(60_000);
+        let h1 = world.house("h1.test").unwrap();
+        assert_eq!(h1.now().millis(), world.now() + 60_000);
+        world.advance(5);
+        assert_eq!(h1.now().millis(), START + 60_005);
+        drop(h1);
+        assert_eq!(world.domains(), ["h0.test", "h1.test"]);
+        assert!(world.tick("h1.test", None).unwrap());
+        let before = Rc::as_ptr(&world.house("h1.test").unwrap());
+        assert!(!world.tick("h1.test", Some(0)).unwrap(), "a house told to die at its first call dies");
+        let after = world.house("h1.test").unwrap();
+        assert_ne!(Rc::as_ptr(&after), before, "it was started again");
+        assert_eq!(after.now().millis(), START + 60_005, "with its skew");
+        assert_eq!(after.db.dies_after.get(), None);
+        assert!(world.tick("h1.test", None).unwrap());
+        assert!(world.tick("h9.test", None).is_err());
     }
 }
