@@ -1099,5 +1099,26 @@ mod tests {
                WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
         );
         assert!(late.contains("deadline"), "{late}");
+        // One site's pins past the resolver's bound (a house of many names filling the table).
+        let (mut sim, domain) = busy(5, &[pending]);
+        check::after_step(&sim.world, &mut sim.tracked).unwrap();
+        let house = sim.world.house(&domain).unwrap();
+        let fill = |n: i64| {
+            stmt!(
+                "INSERT INTO pins (domain, site, sig, first_seen)
+                 WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
+                 SELECT 'p' || i || '.pinned.test', 'pinned.test', 'key', 0 FROM k",
+                n
+            )
+        };
+        let bound = crate::resolver::MAX_PINS_PER_SITE;
+        assert_eq!(run(house.db.sqlite.batch(vec![fill(bound)])).unwrap().unwrap(), [u64::try_from(bound).unwrap()]);
+        check::after_step(&sim.world, &mut sim.tracked).expect("the bound itself is allowed");
+        let one_more = stmt!(
+            "INSERT INTO pins (domain, site, sig, first_seen) VALUES ('one.pinned.test', 'pinned.test', 'key', 0)"
+        );
+        assert_eq!(run(house.db.sqlite.batch(vec![one_more])).unwrap().unwrap(), [1]);
+        let pins = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
+        assert!(pins.contains(&format!("{} pins for the site pinned.test", bound + 1)), "{pins}");
     }
 }
