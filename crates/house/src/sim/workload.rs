@@ -1121,4 +1121,77 @@ mod tests {
         let pins = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(pins.contains(&format!("{} pins for the site pinned.test", bound + 1)), "{pins}");
     }
+
+    /// The delivery checks: a recipient both holding an envelope and its sender told it bounced,
+    /// a bounce told twice, and at rest mail or email that never arrived.
+    #[test]
+    fn the_delivery_checks_name_what_breaks_them() {
+        // A sender told twice, in its own mailbox, that one envelope bounced for one recipient
+        // (one that also had mail delivered to an agent of another house).
+        const TWO_NOTICES: &str = "SELECT m.local FROM mailbox m WHERE m.sender LIKE 'postmaster@%'
+              AND EXISTS (SELECT 1 FROM outbox o JOIN jobs j ON j.envelope_id = o.envelope_id
+                           WHERE o.sender = m.local || '@' || substr(m.sender, 12) AND j.state = 'delivered'
+                             AND j.recipients NOT LIKE '%\"libro@%')
+            GROUP BY m.local HAVING count(*) >= 2 LIMIT 1";
+        let (mut sim, domain) = busy(5, &[TWO_NOTICES]);
+        check::after_step(&sim.world, &mut sim.tracked).unwrap();
+        let house = sim.world.house(&domain).unwrap();
+        let query = |q: crate::ports::Stmt| run(house.db.sqlite.query(q)).unwrap().unwrap();
+        let local = query(stmt!(TWO_NOTICES)).first().and_then(|r| r.text("local").map(str::to_owned)).unwrap();
+        let postmaster = format!("postmaster@{domain}");
+        let notices = query(stmt!(
+            "SELECT envelope_id, envelope FROM mailbox WHERE local = ? AND sender = ? ORDER BY seq",
+            local.as_str(),
+            postmaster.as_str()
+        ));
+        let first = Value::parse_str(notices[0].text("envelope").unwrap()).unwrap();
+        let body = first.as_object().unwrap()["content"].as_object().unwrap()["body"].as_object().unwrap().clone();
+        let (of, recipients) = (body["of"].as_str().unwrap().to_owned(), body["recipients"].canonical_string());
+        let copy = stmt!(
+            "UPDATE mailbox SET envelope = json_set(envelope, '$.content.body.of', ?, '$.content.body.recipients', json(?))
+              WHERE local = ? AND envelope_id = ?",
+            of.as_str(),
+            recipients.as_str(),
+            local.as_str(),
+            notices[1].text("envelope_id").unwrap()
+        );
+        assert_eq!(run(house.db.sqlite.batch(vec![copy])).unwrap().unwrap(), [1]);
+        let twice = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
+        assert!(twice.contains(&format!("{of} from {local}@{domain} bounced 2 times")), "{twice}");
+
+        // The first notice now names an envelope of the same sender that did arrive.
+        let sender = format!("{local}@{domain}");
+        let delivered = sim.tracked.sent.iter().find_map(|sent| {
+            (sent.env.from().as_str() == sender && sent.env.id() != of).then_some(())?;
+            sent.to.iter().find_map(|to| {
+                let house = sim.world.house(to.domain())?;
+                let q = stmt!("SELECT 1 FROM mailbox WHERE local = ? AND envelope_id = ?", to.local(), sent.env.id());
+                let held = !run(house.db.sqlite.query(q)).unwrap().unwrap().is_empty();
+                held.then(|| (sent.env.id().to_owned(), to.as_str().to_owned()))
+            })
+        });
+        let (id, to) = delivered.expect("the sender of two bounces also had mail delivered");
+        let both = stmt!(
+            "UPDATE mailbox SET envelope = json_set(envelope, '$.content.body.of', ?, '$.content.body.recipients', json_array(?))
+              WHERE local = ? AND envelope_id = ?",
+            id.as_str(),
+            to.as_str(),
+            local.as_str(),
+            notices[0].text("envelope_id").unwrap()
+        );
+        assert_eq!(run(house.db.sqlite.batch(vec![both])).unwrap().unwrap(), [1]);
+        let err = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
+        assert!(err.contains(&format!("{id} from {sender} was delivered to {to} and bounced")), "{err}");
+
+        // At rest, but with mail still on its way: named, where a step's check lets it wait.
+        let (mut sim, _) = busy(5, &["SELECT 1 FROM jobs WHERE state = 'pending' LIMIT 1"]);
+        check::after_step(&sim.world, &mut sim.tracked).unwrap();
+        let early = check::at_rest(&sim.world, &mut sim.tracked).unwrap_err();
+        assert!(early.contains("was neither delivered to") && early.contains("nor bounced"), "{early}");
+        // An email the bridge accepted that is not in its mailbox.
+        let (mut sim, domain) = busy(5, &[WAITING]);
+        sim.tracked.emails.push((domain.clone(), "nobody".into(), "not-an-id".into()));
+        let lost = check::at_rest(&sim.world, &mut sim.tracked).unwrap_err();
+        assert_eq!(lost, format!("the email not-an-id accepted for nobody@{domain} is in its mailbox 0 times"));
+    }
 }
