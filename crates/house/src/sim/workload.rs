@@ -1194,4 +1194,39 @@ mod tests {
         let lost = check::at_rest(&sim.world, &mut sim.tracked).unwrap_err();
         assert_eq!(lost, format!("the email not-an-id accepted for nobody@{domain} is in its mailbox 0 times"));
     }
+
+    /// How much is pending, and when the next job is due in world time, over every house (each
+    /// with its own clock) — what the draining at the end waits on.
+    #[test]
+    fn pending_counts_every_house_and_finds_the_earliest_due_job() {
+        let mut sim = Sim::new(Params::new(5)).unwrap();
+        let by_house = |sim: &Sim| -> Vec<(i64, Option<i64>)> {
+            sim.world
+                .domains()
+                .iter()
+                .map(|d| {
+                    let house = sim.world.house(d).unwrap();
+                    let skew = house.now().millis() - sim.world.now();
+                    let q = stmt!("SELECT next_attempt, lease_until FROM jobs WHERE state = 'pending'");
+                    let rows = run(house.db.sqlite.query(q)).unwrap().unwrap();
+                    let due = rows
+                        .iter()
+                        .map(|r| r.int("next_attempt").unwrap().max(r.int("lease_until").unwrap()) - skew)
+                        .min();
+                    (i64::try_from(rows.len()).unwrap(), due)
+                })
+                .collect()
+        };
+        for _ in 0..600 {
+            sim.step().unwrap_or_else(|f| panic!("{f}"));
+            let houses = by_house(&sim);
+            if houses.iter().filter(|(n, _)| *n > 0).count() >= 2 {
+                let n = houses.iter().map(|(n, _)| n).sum::<i64>();
+                let due = houses.iter().filter_map(|(_, d)| *d).min();
+                assert_eq!(check::pending(&sim.world).unwrap(), (n, due));
+                return;
+            }
+        }
+        panic!("seed 5: never two houses with jobs pending");
+    }
 }
