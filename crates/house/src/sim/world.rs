@@ -617,7 +617,12 @@ mod tests {
         assert_ne!(Rc::as_ptr(&after), before, "it was started again");
         assert_eq!(after.now().millis(), START + 60_005, "with its skew");
         assert_eq!(after.db.dies_after.get(), None);
+        drop(after);
         assert!(world.tick("h1.test", None).unwrap());
+        // Told to die after one call, an idle tick (which makes several) dies; after a thousand,
+        // it ends first.
+        assert!(!world.tick("h1.test", Some(1)).unwrap());
+        assert!(world.tick("h1.test", Some(1_000)).unwrap());
         assert!(world.tick("h9.test", None).is_err());
     }
 }
