@@ -515,10 +515,10 @@ mod tests {
         assert_eq!(rng.pick(&[9]), Some(&9));
     }
 
-    /// Two houses, h0 and h1 (h1 `skew` ms ahead), and h0's view of the network.
-    fn two(skew: i64) -> (World, SimNet) {
+    /// Three houses, h0, h1 (`skew` ms ahead) and h2, and h0's view of the network.
+    fn three(skew: i64) -> (World, SimNet) {
         let mut world = World::new(START, 3);
-        for (i, name) in ["h0.test", "h1.test"].into_iter().enumerate() {
+        for (i, name) in ["h0.test", "h1.test", "h2.test"].into_iter().enumerate() {
             let key = SigningKey::from_seed([u8::try_from(i).unwrap() + 1; 32]);
             let mut config = Config::new(name, &format!("http://{name}"), key, Timestamp(START));
             config.allow_http = true;
@@ -544,7 +544,7 @@ mod tests {
 
     #[test]
     fn the_network_does_each_fault_it_is_told_to() {
-        let (world, net) = two(0);
+        let (world, net) = three(0);
         assert_eq!(health(&net, "h1.test").unwrap().status, 200);
         assert!(matches!(health(&net, "h9.test"), Err(PortError::Unreached(m)) if m.contains("no such host")));
         world.set_faults(faults(1000, 0, 0, 0));
@@ -575,12 +575,13 @@ mod tests {
 
     #[test]
     fn cut_links_and_houses_down_refuse_until_mended() {
-        let (world, net) = two(0);
+        let (world, net) = three(0);
         // (Their debug forms, which a failing test prints, name them without the houses' state.)
         assert_eq!(format!("{net:?}"), r#"SimNet { from: "h0.test" }"#);
-        assert_eq!(format!("{world:?}"), format!(r#"World {{ now: {START}, houses: ["h0.test", "h1.test"] }}"#));
+        assert_eq!(format!("{world:?}"), format!(r#"World {{ now: {START}, houses: ["h0.test", "h1.test", "h2.test"] }}"#));
         world.cut("h1.test", "h0.test", true);
         assert!(matches!(health(&net, "h1.test"), Err(PortError::Unreached(m)) if m.contains("unreachable")));
+        assert_eq!(health(&net, "h2.test").unwrap().status, 200, "one link cut, not all");
         world.cut("h0.test", "h1.test", false);
         assert_eq!(health(&net, "h1.test").unwrap().status, 200);
         world.down_until("h1.test", START + 1_000);
@@ -606,13 +607,13 @@ mod tests {
 
     #[test]
     fn each_house_keeps_its_skew_and_a_tick_that_dies_starts_it_again() {
-        let (mut world, _) = two(60_000);
+        let (mut world, _) = three(60_000);
         let h1 = world.house("h1.test").unwrap();
         assert_eq!(h1.now().millis(), world.now() + 60_000);
         world.advance(5);
         assert_eq!(h1.now().millis(), START + 60_005);
         drop(h1);
-        assert_eq!(world.domains(), ["h0.test", "h1.test"]);
+        assert_eq!(world.domains(), ["h0.test", "h1.test", "h2.test"]);
         assert!(world.tick("h1.test", None).unwrap());
         let before = Rc::as_ptr(&world.house("h1.test").unwrap());
         assert!(!world.tick("h1.test", Some(0)).unwrap(), "a house told to die at its first call dies");
