@@ -19,6 +19,34 @@ use nyx5_proto::crypto::SigningKey;
 /// Seeds that once failed, kept as they were found (see tests/README.md for what each found).
 const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
+/// Everything the workload and the weather count in `Summary::did`, in order.
+const DID: [&str; 24] = [
+    "accept sent",
+    "ack",
+    "bond sent",
+    "charge sent",
+    "deferred mail",
+    "deliver sent",
+    "email again",
+    "expiring mail",
+    "faults change",
+    "hours pass",
+    "house down",
+    "key rotation",
+    "link cut",
+    "link joined",
+    "mandate sent",
+    "refund sent",
+    "registration",
+    "relayed again by its house",
+    "release sent",
+    "revoke sent",
+    "sealed mail",
+    "sent again by its agent",
+    "sub-mandate sent",
+    "top-up",
+];
+
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -92,6 +120,20 @@ fn seeds_keep_every_invariant() {
         ] {
             assert!(got > 0, "no {what} in {n} seeds");
         }
+    }
+    // Every kind of thing the workload and the weather do, done.
+    let mut did = std::collections::BTreeMap::<&str, u64>::new();
+    for s in &all {
+        for (what, n) in &s.did {
+            *did.entry(what).or_default() += n;
+        }
+    }
+    println!("{n} seeds did: {did:?}");
+    if n >= 50 {
+        for what in DID {
+            assert!(did.get(what).copied().unwrap_or(0) > 0, "nothing of {what:?} in {n} seeds: {did:?}");
+        }
+        assert_eq!(did.keys().copied().collect::<Vec<_>>(), DID, "a kind counted that DID does not list");
     }
     // A charge along a chain needs its root's payer in funds: a few in every 200 seeds.
     if n >= 200 {

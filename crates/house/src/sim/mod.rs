@@ -81,6 +81,10 @@ pub struct Summary {
     /// Replays sent (mail and operations, by agents and by houses).
     pub replays: u64,
     pub net: world::NetStats,
+    /// What the workload and the weather did, by kind ("key rotation", "sealed mail", "link
+    /// cut", "charge sent", …): what was accepted, or what happened. A kind that never comes
+    /// up in many seeds is a part of the workload that stopped.
+    pub did: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl fmt::Display for Summary {
@@ -199,6 +203,7 @@ mod tests {
                 delayed: 19,
                 late: 20,
             },
+            did: Default::default(),
         };
         assert_eq!(
             s.to_string(),

@@ -46,6 +46,11 @@ struct Grant {
     cap: i64,
 }
 
+/// Whether an operation's body names a parent mandate.
+fn body_has_parent(env: &Envelope) -> bool {
+    env.content().and_then(|c| c.body.as_object()?.get("parent")).is_some()
+}
+
 /// One simulation run in progress.
 #[derive(Debug)]
 pub struct Sim {
@@ -136,6 +141,11 @@ impl Sim {
             what: what.into(),
             recent: self.recent.iter().cloned().collect(),
         }
+    }
+
+    /// Counts one thing the workload or the weather did (`Summary::did`).
+    fn did(&mut self, what: &'static str) {
+        *self.summary.did.entry(what).or_default() += 1;
     }
 
     fn note(&mut self, line: String) {
@@ -245,6 +255,9 @@ impl Sim {
         self.answered("a registration", resp.as_ref())?;
         let status = resp.as_ref().map(|r| r.status);
         agent.registered = status == Some(201);
+        if agent.registered {
+            self.did("registration");
+        }
         self.note(format!("register {}: {status:?}", agent.address));
         self.agents.push(agent);
         Ok(())
@@ -266,6 +279,9 @@ impl Sim {
             } else {
                 agent.sig = old;
             }
+        }
+        if status == Some(200) {
+            self.did("key rotation");
         }
         self.note(format!("rotate {}: {status:?}", self.address(i)));
         Ok(())
@@ -314,11 +330,23 @@ impl Sim {
                 return Ok(());
             }
         };
-        self.submit(from, env, to, "mail")
+        if self.submit(from, env, to, "mail")? {
+            for (what, yes) in [
+                ("sealed mail", sealed),
+                ("deferred mail", deliver_after.is_some()),
+                ("expiring mail", expires.is_some()),
+            ] {
+                if yes {
+                    self.did(what);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `POST /outbound` of `env` by agent `from`; an accepted envelope is followed to its end.
-    fn submit(&mut self, from: usize, env: Envelope, to: Vec<Address>, what: &str) -> Result<(), Failure> {
+    /// Answers whether it was accepted.
+    fn submit(&mut self, from: usize, env: Envelope, to: Vec<Address>, what: &str) -> Result<bool, Failure> {
         let resp = self.as_agent(from, None, "POST", "/outbound", env.canonical());
         self.answered("POST /outbound", resp.as_ref())?;
         let status = resp.as_ref().map(|r| r.status);
@@ -330,7 +358,7 @@ impl Sim {
             self.replayable.push((from, env.clone()));
             self.tracked.sent.push(Sent { env, to });
         }
-        Ok(())
+        Ok(status == Some(202))
     }
 
     fn read_and_ack(&mut self) -> Result<(), Failure> {
@@ -369,6 +397,7 @@ impl Sim {
         let status = resp.as_ref().map(|r| r.status);
         self.note(format!("{address} acks {}: {status:?}", take.len()));
         if status == Some(200) {
+            self.did("ack");
             self.tracked.acked.entry(address).or_default().extend(take);
         }
         Ok(())
@@ -398,8 +427,12 @@ impl Sim {
     }
 
     fn time_passes(&mut self) {
-        let ms =
-            if self.rng.chance(150) { self.rng.range(30, 8 * 60) * MINUTE } else { self.rng.range(1, 600) * SECOND };
+        let ms = if self.rng.chance(150) {
+            self.did("hours pass");
+            self.rng.range(30, 8 * 60) * MINUTE
+        } else {
+            self.rng.range(1, 600) * SECOND
+        };
         self.world.advance(ms);
         self.note(format!("the clock moves {} s", ms / SECOND));
     }
@@ -410,6 +443,7 @@ impl Sim {
                 let mut level = || *self.rng.pick(&[0, 0, 20, 60, 150]).unwrap_or(&0);
                 let f = Faults { drop: level(), lose_answer: level(), duplicate: level(), delay: level() };
                 self.world.set_faults(f);
+                self.did("faults change");
                 self.note(format!("the network: {f:?}"));
             }
             1 => {
@@ -417,6 +451,7 @@ impl Sim {
                 if a != b {
                     let cut = self.rng.chance(600);
                     self.world.cut(&a, &b, cut);
+                    self.did(if cut { "link cut" } else { "link joined" });
                     self.note(format!("{a} and {b}: {}", if cut { "cut off" } else { "joined" }));
                 }
             }
@@ -426,6 +461,7 @@ impl Sim {
                 if downs == 0 {
                     let until = self.world.now() + self.rng.range(10, 2 * 24 * 60) * MINUTE;
                     self.world.down_until(&domain, until);
+                    self.did("house down");
                     self.note(format!("{domain} goes down for {} min", (until - self.world.now()) / MINUTE));
                 }
             }
@@ -446,6 +482,7 @@ impl Sim {
             let i = self.rng.below(self.emails.len());
             let Some(e) = self.emails.get(i).cloned() else { return Ok(()) };
             self.summary.replays += 1;
+            self.did("email again");
             e
         } else {
             let to = match self.rng.below(10) {
@@ -582,6 +619,9 @@ impl Sim {
         };
         let resp = self.admin(&house, "POST", "/libro/topup", body);
         self.answered("POST /libro/topup", resp.as_ref())?;
+        if resp.as_ref().is_some_and(|r| r.status == 200) {
+            self.did("top-up");
+        }
         self.note(format!("top-up at {house}: {:?}", resp.map(|r| r.status)));
         Ok(())
     }
@@ -670,9 +710,25 @@ impl Sim {
         {
             self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer: who, seller: who });
         }
+        let op = env.content().and_then(|c| c.body.as_object()?.get("op")?.as_str().map(str::to_owned));
+        let op: &'static str = match op.as_deref() {
+            Some("mandate") if body_has_parent(&env) => "sub-mandate sent",
+            Some("mandate") => "mandate sent",
+            Some("accept") => "accept sent",
+            Some("deliver") => "deliver sent",
+            Some("release") => "release sent",
+            Some("refund") => "refund sent",
+            Some("charge") => "charge sent",
+            Some("revoke") => "revoke sent",
+            Some("bond") => "bond sent",
+            _ => "other operation sent",
+        };
         let to = env.to().to_vec();
         self.summary.operations += 1;
-        self.submit(who, env, to, "operation")
+        if self.submit(who, env, to, "operation")? {
+            self.did(op);
+        }
+        Ok(())
     }
 
     /// Sends an envelope again: its sender to its own house, or its house to the destination's
@@ -695,6 +751,7 @@ impl Sim {
             if status == Some(202) {
                 return Err(self.fail(format!("{} was accepted a second time", env.id())));
             }
+            self.did("sent again by its agent");
             return Ok(());
         }
         let from = env.from().domain().to_owned();
@@ -720,6 +777,7 @@ impl Sim {
         let req = Request::new("POST", "/inbound", vec![(HEADER.to_owned(), relay)], env.canonical());
         let resp = self.world.call(&dest, req);
         self.answered("POST /inbound again", resp.as_ref())?;
+        self.did("relayed again by its house");
         self.note(format!("{from} relays {} to {dest} again: {:?}", env.id(), resp.map(|r| r.status)));
         Ok(())
     }

@@ -578,7 +578,10 @@ mod tests {
         let (world, net) = three(0);
         // (Their debug forms, which a failing test prints, name them without the houses' state.)
         assert_eq!(format!("{net:?}"), r#"SimNet { from: "h0.test" }"#);
-        assert_eq!(format!("{world:?}"), format!(r#"World {{ now: {START}, houses: ["h0.test", "h1.test", "h2.test"] }}"#));
+        assert_eq!(
+            format!("{world:?}"),
+            format!(r#"World {{ now: {START}, houses: ["h0.test", "h1.test", "h2.test"] }}"#)
+        );
         world.cut("h1.test", "h0.test", true);
         assert!(matches!(health(&net, "h1.test"), Err(PortError::Unreached(m)) if m.contains("unreachable")));
         assert_eq!(health(&net, "h2.test").unwrap().status, 200, "one link cut, not all");
