@@ -606,6 +606,11 @@ mod tests {
         let arrived = world.stats().arrived;
         world.deliver_held(0);
         assert_eq!((world.held(), world.stats().late, world.stats().arrived), (0, 1, arrived));
+        // Down until now is up: the late request lands.
+        world.down_until("h1.test", world.now());
+        assert!(matches!(health(&net, "h1.test"), Err(PortError::Failed(m)) if m.contains("timed out")));
+        world.deliver_held(0);
+        assert_eq!((world.held(), world.stats().late, world.stats().arrived), (0, 2, arrived + 1));
     }
 
     #[test]
