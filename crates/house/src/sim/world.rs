@@ -515,9 +515,34 @@ mod tests {
         assert_eq!(rng.pick(&[9]), Some(&9));
     }
 
+    /// Each house draws its own stream, the same one each time the world is made again.
+    #[test]
+    fn houses_draw_streams_of_their_own() {
+        for seed in [0, 1, 3, u64::MAX] {
+            let first = |world: &World| -> Vec<[u8; 8]> {
+                world
+                    .domains()
+                    .iter()
+                    .map(|d| {
+                        let mut b = [0u8; 8];
+                        world.house(d).unwrap().rng.fill(&mut b);
+                        b
+                    })
+                    .collect()
+            };
+            let (a, b) = (first(&three_from(seed, 0).0), first(&three_from(seed, 0).0));
+            assert_eq!(a, b, "seed {seed}: a world made again draws again what it drew");
+            assert!(a[0] != a[1] && a[1] != a[2] && a[0] != a[2], "seed {seed}: two houses draw alike: {a:?}");
+        }
+    }
+
     /// Three houses, h0, h1 (`skew` ms ahead) and h2, and h0's view of the network.
     fn three(skew: i64) -> (World, SimNet) {
-        let mut world = World::new(START, 3);
+        three_from(3, skew)
+    }
+
+    fn three_from(seed: u64, skew: i64) -> (World, SimNet) {
+        let mut world = World::new(START, seed);
         for (i, name) in ["h0.test", "h1.test", "h2.test"].into_iter().enumerate() {
             let key = SigningKey::from_seed([u8::try_from(i).unwrap() + 1; 32]);
             let mut config = Config::new(name, &format!("http://{name}"), key, Timestamp(START));
