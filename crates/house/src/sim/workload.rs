@@ -1287,4 +1287,22 @@ mod tests {
         }
         panic!("seed 5: never two houses with jobs pending");
     }
+
+    /// A failure carries the last 40 steps, oldest first, each with its step and the time
+    /// since the start.
+    #[test]
+    fn a_failure_carries_the_last_steps() {
+        let mut sim = Sim::new(Params::new(9)).unwrap();
+        for _ in 0..60 {
+            sim.step().unwrap_or_else(|f| panic!("{f}"));
+        }
+        let failure = sim.fail("planted");
+        assert_eq!((failure.step, failure.what.as_str(), failure.recent.len()), (60, "planted", RECENT));
+        let step_of = |line: &str| line.strip_prefix('[')?.split(' ').next()?.parse::<u64>().ok();
+        let steps: Vec<u64> = failure.recent.iter().map(|l| step_of(l).unwrap()).collect();
+        assert!(steps.windows(2).all(|w| w[0] <= w[1]) && steps.last() == Some(&60), "{:?}", failure.recent);
+        let seconds = (sim.world.now() - START) / SECOND;
+        assert!(failure.recent.last().unwrap().starts_with(&format!("[60 +{seconds}s] ")), "{:?}", failure.recent);
+    }
 }
+
