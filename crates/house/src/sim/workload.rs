@@ -1060,6 +1060,15 @@ mod tests {
              WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
         );
         assert!(usage.contains("mailbox usage counts"), "{usage}");
+        // The run itself names it at its next step, not only at its end.
+        let (mut sim, _) = busy(5, &[WAITING, CREDIT]);
+        let house = sim.world.house(&sim.world.domains()[0]).unwrap();
+        let wrong =
+            stmt!("UPDATE mailbox_usage SET envelopes = envelopes + 7 WHERE local = (SELECT min(local) FROM agents)");
+        assert_eq!(run(house.db.sqlite.batch(vec![wrong])).unwrap().unwrap(), [1]);
+        drop(house);
+        let failure = sim.step().unwrap_err();
+        assert!(failure.what.contains("mailbox usage counts"), "{failure}");
         let hidden = planted(
             "UPDATE mailbox SET seq = -seq
              WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
@@ -1304,5 +1313,29 @@ mod tests {
         let seconds = (sim.world.now() - START) / SECOND;
         assert!(failure.recent.last().unwrap().starts_with(&format!("[60 +{seconds}s] ")), "{:?}", failure.recent);
     }
-}
 
+    /// A 500 from any house fails the run; other answers, and none (a house down), do not.
+    #[test]
+    fn an_answer_of_500_fails_the_run() {
+        let sim = Sim::new(Params::new(1)).unwrap();
+        let answer = |status| Response::bytes(status, "application/json", b"{}".to_vec());
+        let failure = sim.answered("POST /outbound", Some(&answer(500))).unwrap_err();
+        assert_eq!(failure.what, "POST /outbound was answered 500: {}");
+        for status in [200, 202, 400, 403, 409, 503] {
+            sim.answered("POST /outbound", Some(&answer(status))).unwrap();
+        }
+        sim.answered("POST /outbound", None).unwrap();
+    }
+
+    /// The workload acts as many agents, not one.
+    #[test]
+    fn many_agents_send() {
+        let mut sim = Sim::new(Params::new(5)).unwrap();
+        for _ in 0..200 {
+            sim.step().unwrap_or_else(|f| panic!("{f}"));
+        }
+        let senders: std::collections::BTreeSet<&str> =
+            sim.tracked.sent.iter().map(|s| s.env.from().as_str()).collect();
+        assert!(senders.len() >= 6, "{senders:?}");
+    }
+}
