@@ -20,7 +20,7 @@ use nyx5_proto::crypto::SigningKey;
 const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
 /// Everything the workload and the weather count in `Summary::did`, in order.
-const DID: [&str; 24] = [
+const DID: [&str; 25] = [
     "accept sent",
     "ack",
     "bond sent",
@@ -37,13 +37,14 @@ const DID: [&str; 24] = [
     "link joined",
     "mandate sent",
     "refund sent",
-    "registration",
+    "registration during the run",
     "relayed again by its house",
     "release sent",
     "revoke sent",
     "sealed mail",
     "sent again by its agent",
     "sub-mandate sent",
+    "tick told to die",
     "top-up",
 ];
 
@@ -110,6 +111,7 @@ fn seeds_keep_every_invariant() {
             ("entries", sum(|s| s.entries)),
             ("deaths", sum(|s| s.deaths)),
             ("late deliveries", sum(|s| s.net.late)),
+            ("envelopes accepted", sum(|s| s.accepted)),
             ("requests refused by a cut link or a house down", sum(|s| s.net.refused)),
             ("requests dropped", sum(|s| s.net.dropped)),
             ("answers lost", sum(|s| s.net.lost_answers)),
@@ -121,6 +123,9 @@ fn seeds_keep_every_invariant() {
             assert!(got > 0, "no {what} in {n} seeds");
         }
     }
+    // Each accepted envelope has a recipient; a house dies only when a tick was told to.
+    assert!(sum(|s| s.recipients) >= sum(|s| s.accepted));
+    assert!(all.iter().all(|s| s.deaths <= s.did.get("tick told to die").copied().unwrap_or(0)));
     // Every kind of thing the workload and the weather do, done.
     let mut did = std::collections::BTreeMap::<&str, u64>::new();
     for s in &all {

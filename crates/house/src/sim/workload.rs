@@ -69,6 +69,8 @@ pub struct Sim {
     topups: Vec<(String, Vec<u8>)>,
     emails: Vec<(String, String, Vec<u8>)>,
     summary: Summary,
+    /// Requests of a registered agent with its current key that its house answered 401.
+    unrecognised: u64,
 }
 
 fn house_name(i: usize) -> String {
@@ -99,6 +101,7 @@ impl Sim {
             topups: Vec::new(),
             emails: Vec::new(),
             summary: Summary::default(),
+            unrecognised: 0,
         };
         for (i, key) in keys.iter().enumerate() {
             let domain = house_name(i);
@@ -157,6 +160,9 @@ impl Sim {
     }
 
     fn check(&mut self) -> Result<(), Failure> {
+        if self.unrecognised > 0 {
+            return Err(self.fail("a registered agent signing with its current key was answered 401"));
+        }
         match check::after_step(&self.world, &mut self.tracked) {
             Ok(_) => Ok(()),
             Err(e) => Err(self.fail(e)),
@@ -190,7 +196,12 @@ impl Sim {
         let agent = self.agents.get_mut(i)?;
         let domain = agent.domain().to_owned();
         let req = agent.request_by(key, now, method, target, body);
-        self.world.call(&domain, req)
+        let resp = self.world.call(&domain, req);
+        // A registered agent signing with the key its house holds is never refused for it.
+        if key.is_none() && resp.as_ref().is_some_and(|r| r.status == 401) {
+            self.unrecognised += 1;
+        }
+        resp
     }
 
     fn registered(&mut self) -> Option<usize> {
@@ -255,8 +266,8 @@ impl Sim {
         self.answered("a registration", resp.as_ref())?;
         let status = resp.as_ref().map(|r| r.status);
         agent.registered = status == Some(201);
-        if agent.registered {
-            self.did("registration");
+        if agent.registered && self.step > 0 {
+            self.did("registration during the run");
         }
         self.note(format!("register {}: {status:?}", agent.address));
         self.agents.push(agent);
@@ -409,6 +420,9 @@ impl Sim {
             return Ok(());
         }
         let dies = self.rng.chance(120).then(|| u32::try_from(self.rng.below(40)).unwrap_or(0));
+        if dies.is_some() {
+            self.did("tick told to die");
+        }
         let finished = self.world.tick(&domain, dies).map_err(|e| self.fail(e))?;
         if !finished {
             self.summary.deaths += 1;
