@@ -196,6 +196,7 @@ mod tests {
             net: world::NetStats {
                 sent: 14,
                 arrived: 21,
+                cut_off: 22,
                 refused: 15,
                 dropped: 16,
                 lost_answers: 17,

@@ -22,6 +22,8 @@ use crate::{Config, Registration};
 pub(super) const START: i64 = 1_788_548_400_000;
 const SECOND: i64 = 1_000;
 const MINUTE: i64 = 60 * SECOND;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
 /// Steps kept for a failure's report.
 const RECENT: usize = 40;
 /// Rounds of ticks the healed world gets to drain its queues.
@@ -441,12 +443,11 @@ impl Sim {
     }
 
     fn time_passes(&mut self) {
-        let ms = if self.rng.chance(150) {
-            self.did("hours pass");
-            self.rng.range(30, 8 * 60) * MINUTE
-        } else {
-            self.rng.range(1, 600) * SECOND
-        };
+        let ms =
+            if self.rng.chance(150) { self.rng.range(30, 8 * 60) * MINUTE } else { self.rng.range(1, 600) * SECOND };
+        if ms >= HOUR {
+            self.did("an hour or more passes");
+        }
         self.world.advance(ms);
         self.note(format!("the clock moves {} s", ms / SECOND));
     }
@@ -475,7 +476,12 @@ impl Sim {
                 if downs == 0 {
                     let until = self.world.now() + self.rng.range(10, 2 * 24 * 60) * MINUTE;
                     self.world.down_until(&domain, until);
-                    self.did("house down");
+                    if self.world.is_down(&domain) {
+                        self.did("house down");
+                    }
+                    if until - self.world.now() >= DAY {
+                        self.did("house down for a day or more");
+                    }
                     self.note(format!("{domain} goes down for {} min", (until - self.world.now()) / MINUTE));
                 }
             }

@@ -163,6 +163,8 @@ pub struct NetStats {
     pub sent: u64,
     /// Requests a house handled (a duplicate twice, a late one when it lands).
     pub arrived: u64,
+    /// Of the refused: those between two houses that were up, over a cut link.
+    pub cut_off: u64,
     pub refused: u64,
     pub dropped: u64,
     pub lost_answers: u64,
@@ -221,8 +223,10 @@ impl SimNet {
         let now = self.world.get();
         st.stats.sent += 1;
         let down = |st: &NetState, h: &str| st.down.get(h).is_some_and(|until| *until > now);
-        if down(&st, &self.from) || down(&st, host) || st.cut.contains(&pair(&self.from, host)) {
+        let is_down = down(&st, &self.from) || down(&st, host);
+        if is_down || st.cut.contains(&pair(&self.from, host)) {
             st.stats.refused += 1;
+            st.stats.cut_off += u64::from(!is_down);
             return Route::Refused("unreachable");
         }
         let Some(house) = st.houses.get(host).cloned() else {
@@ -610,6 +614,7 @@ mod tests {
         world.cut("h1.test", "h0.test", true);
         assert!(matches!(health(&net, "h1.test"), Err(PortError::Unreached(m)) if m.contains("unreachable")));
         assert_eq!(health(&net, "h2.test").unwrap().status, 200, "one link cut, not all");
+        assert_eq!((world.stats().refused, world.stats().cut_off), (1, 1));
         world.cut("h0.test", "h1.test", false);
         assert_eq!(health(&net, "h1.test").unwrap().status, 200);
         world.down_until("h1.test", START + 1_000);
@@ -623,7 +628,7 @@ mod tests {
         world.advance(500);
         assert!(!world.is_down("h0.test"), "down until a time means up at that time");
         assert_eq!(health(&net, "h1.test").unwrap().status, 200);
-        assert_eq!(world.stats().refused, 3);
+        assert_eq!((world.stats().refused, world.stats().cut_off), (3, 1), "a house down is not a cut");
         // A request held for a house that is down when it lands is lost.
         world.set_faults(faults(0, 0, 0, 1000));
         let _ = health(&net, "h1.test");
