@@ -20,7 +20,7 @@ use nyx5_proto::crypto::SigningKey;
 const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
 /// Everything the workload and the weather count in `Summary::did`, in order.
-const DID: [&str; 26] = [
+const DID: [&str; 27] = [
     "accept sent",
     "ack",
     "an hour or more passes",
@@ -29,6 +29,7 @@ const DID: [&str; 26] = [
     "deferred mail",
     "deliver sent",
     "email again",
+    "email to nobody",
     "expiring mail",
     "faults change",
     "house down",

@@ -39,6 +39,13 @@ pub struct Tracked {
     audited: BTreeMap<String, (usize, BTreeMap<String, i64>)>,
 }
 
+impl Tracked {
+    /// Whether the bridge already accepted email `id` for `local@domain`.
+    pub fn accepted_email(&self, domain: &str, local: &str, id: &str) -> bool {
+        self.emails.iter().any(|(d, l, i)| d == domain && l == local && i == id)
+    }
+}
+
 /// How the recipients of the accepted envelopes stand.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tally {
@@ -321,4 +328,19 @@ fn delivery(world: &World, tracked: &Tracked, at_rest: bool) -> Result<Tally, St
         }
     }
     Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_email_is_known_by_its_domain_local_part_and_id_together() {
+        let mut t = Tracked::default();
+        t.emails.push(("h0.test".into(), "a1".into(), "e-1".into()));
+        assert!(t.accepted_email("h0.test", "a1", "e-1"));
+        for (d, l, i) in [("h1.test", "a1", "e-1"), ("h0.test", "a2", "e-1"), ("h0.test", "a1", "e-2")] {
+            assert!(!t.accepted_email(d, l, i), "{d} {l} {i}");
+        }
+    }
 }

@@ -510,7 +510,10 @@ impl Sim {
             e
         } else {
             let to = match self.rng.below(10) {
-                0 => format!("nobody@{}", self.random_house()),
+                0 => {
+                    self.did("email to nobody");
+                    format!("nobody@{}", self.random_house())
+                }
                 _ => {
                     let j = self.rng.below(self.agents.len());
                     self.address(j)
@@ -539,7 +542,7 @@ impl Sim {
             let (Some(id), Some((local, _))) = (id, to.split_once('@')) else {
                 return Err(self.fail("an email was accepted without an id"));
             };
-            if self.tracked.emails.iter().any(|(d, l, i)| *d == domain && l == local && *i == id) {
+            if self.tracked.accepted_email(&domain, local, &id) {
                 return Err(self.fail(format!("the email {id} was accepted twice")));
             }
             self.summary.emails += 1;
