@@ -20,7 +20,7 @@ use nyx5_proto::crypto::SigningKey;
 const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
 /// Everything the workload and the weather count in `Summary::did`, in order.
-const DID: [&str; 27] = [
+const DID: [&str; 28] = [
     "accept sent",
     "ack",
     "an hour or more passes",
@@ -48,6 +48,7 @@ const DID: [&str; 27] = [
     "sub-mandate sent",
     "tick told to die",
     "top-up",
+    "top-up again",
 ];
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -192,8 +193,10 @@ fn seeds_with_verifica_keep_every_invariant() {
         .map(|seed| run(Params { services: true, ..params(seed) }).unwrap_or_else(|f| panic!("\n{f}\n")))
         .collect();
     let verdicts: u64 = all.iter().map(|s| s.verdicts).sum();
+    let judged: u64 = all.iter().filter_map(|s| s.did.get("escrow judged by verifica@")).sum();
     println!("{n} seeds with verifica@: {verdicts} contracts settled by its verdicts");
     if n >= 50 {
         assert!(verdicts > 0, "no verdict in {n} seeds: the workload stopped reaching verifica@");
+        assert!(judged >= verdicts, "{judged} escrows named verifica@, {verdicts} verdicts");
     }
 }

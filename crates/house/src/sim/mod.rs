@@ -78,7 +78,7 @@ pub struct Summary {
     pub charged_sub_mandates: u64,
     /// Houses that died in the middle of a tick.
     pub deaths: u64,
-    /// Replays sent (mail and operations, by agents and by houses).
+    /// Replays sent (mail, operations, top-ups and emails, by agents and by houses).
     pub replays: u64,
     pub net: world::NetStats,
     /// What the workload and the weather did, by kind ("key rotation", "sealed mail", "link

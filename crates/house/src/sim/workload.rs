@@ -505,7 +505,6 @@ impl Sim {
         let (domain, to, raw) = if !self.emails.is_empty() && self.rng.chance(200) {
             let i = self.rng.below(self.emails.len());
             let Some(e) = self.emails.get(i).cloned() else { return Ok(()) };
-            self.summary.replays += 1;
             self.did("email again");
             e
         } else {
@@ -627,7 +626,7 @@ impl Sim {
 
     fn topup(&mut self, me: usize, house: &str) -> Result<(), Failure> {
         let (house, body) = if !self.topups.is_empty() && self.rng.chance(200) {
-            self.summary.replays += 1;
+            self.did("top-up again");
             let i = self.rng.below(self.topups.len());
             match self.topups.get(i).cloned() {
                 Some(t) => t,
@@ -677,6 +676,9 @@ impl Sim {
         // With the services, most escrows (four in five) are judged by the house's verifica@,
         // fetching a house of the world (which weather may take down: an undecided check).
         let judged = self.params.services && kind == "escrow" && self.rng.chance(800);
+        if judged {
+            self.did("escrow judged by verifica@");
+        }
         let (terms, arbiter) = if judged {
             let target = self.random_house();
             let verify = Value::Array(vec![Value::Object(obj([
@@ -769,7 +771,6 @@ impl Sim {
     /// Sends `env` again: by its sender to its own house (`own`), or by that house to the
     /// destination's `/inbound` with a fresh relay header.
     fn send_again(&mut self, who: usize, env: &Envelope, own: bool) -> Result<(), Failure> {
-        self.summary.replays += 1;
         if own {
             let resp = self.as_agent(who, None, "POST", "/outbound", env.canonical());
             self.answered("POST /outbound again", resp.as_ref())?;
@@ -842,6 +843,10 @@ impl Sim {
         self.summary.verdicts = self.count(crate::stmt!(
             "SELECT count(*) AS n FROM libro_contracts WHERE json_extract(record, '$.verdict') IS NOT NULL"
         ));
+        self.summary.replays = ["email again", "top-up again", "sent again by its agent", "relayed again by its house"]
+            .iter()
+            .filter_map(|k| self.summary.did.get(k))
+            .sum();
         self.summary.sub_mandates =
             self.count(crate::stmt!("SELECT count(*) AS n FROM libro_mandates WHERE parent IS NOT NULL"));
         self.summary.charged_sub_mandates =
