@@ -1101,6 +1101,9 @@ mod tests {
         drop(house);
         let failure = sim.step().unwrap_err();
         assert!(failure.what.contains("mailbox usage counts"), "{failure}");
+        // Found once the network healed, it is reported after the last step.
+        let failure = sim.finish().unwrap_err();
+        assert!(failure.what.contains("mailbox usage counts") && failure.step == 81, "{failure}");
         let hidden = planted(
             "UPDATE mailbox SET seq = -seq
              WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
