@@ -1373,4 +1373,52 @@ mod tests {
             sim.tracked.sent.iter().map(|s| s.env.from().as_str()).collect();
         assert!(senders.len() >= 6, "{senders:?}");
     }
+
+    /// A script (what the `libro_sequence` fuzz target runs) plays the Libro as written: an
+    /// escrow delivered and released, a mandate, a sub-mandate charged along its chain, a
+    /// revocation, a replay, a bond and a spot purchase.
+    #[test]
+    fn a_script_plays_the_libro_as_written() {
+        use Scripted::*;
+        let script = [
+            TopUp { who: 0, amount: 500 },
+            Accept { buyer: 0, seller: 1, kind: 1, price: 40 },
+            Tick,
+            Deliver { deal: 0 },
+            Release { deal: 0 },
+            Tick,
+            Mandate { grantor: 0, grantee: 2, cap: 50, parent: None },
+            Tick,
+            Mandate { grantor: 2, grantee: 3, cap: 20, parent: Some(0) },
+            Tick,
+            Charge { grant: 1, amount: 5 },
+            Tick,
+            Revoke { grant: 0 },
+            Replay { which: 0 },
+            Wait { minutes: 10 },
+            Bond { who: 1, verifier: 0, amount: 10, minutes: 60 },
+            Accept { buyer: 0, seller: 1, kind: 0, price: 7 },
+            Tick,
+        ];
+        let summary = run_script(&script).unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(summary.operations, 9, "{summary}");
+        let did: Vec<(&str, u64)> = summary.did.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(
+            did,
+            [
+                ("accept sent", 2),
+                ("bond sent", 1),
+                ("charge sent", 1),
+                ("deliver sent", 1),
+                ("mandate sent", 1),
+                ("release sent", 1),
+                ("revoke sent", 1),
+                ("sent again by its agent", 1),
+                ("sub-mandate sent", 1),
+            ]
+        );
+        assert_eq!((summary.sub_mandates, summary.charged_sub_mandates, summary.replays), (1, 1, 1), "{summary}");
+        assert!(summary.entries >= 6, "{summary}");
+        assert_eq!(run_script(&[]).unwrap().operations, 0);
+    }
 }
