@@ -16,7 +16,8 @@ use nyx5_house::sqlite::SqliteDb;
 use nyx5_proto::Timestamp;
 use nyx5_proto::crypto::SigningKey;
 
-/// Seeds that once failed, kept as they were found (see tests/README.md for what each found).
+/// Seeds that once failed (tests/README.md says what each found). The workload has changed since,
+/// so they no longer replay those runs; each bug they found has a test of its own.
 const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
 /// Everything the workload and the weather count in `Summary::did`, in order.
@@ -33,7 +34,7 @@ const DID: [&str; 28] = [
     "expiring mail",
     "faults change",
     "house down",
-    "house down for a day or more",
+    "house taken down for a day or more",
     "key rotation",
     "link cut",
     "link joined",
@@ -53,6 +54,11 @@ const DID: [&str; 28] = [
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Whether the seeds run at least the default 80 steps, for which the coverage figures hold.
+fn full_length() -> bool {
+    env_number("NYX5_SIM_STEPS", 80) >= 80
 }
 
 fn params(seed: u64) -> Params {
@@ -106,7 +112,7 @@ fn seeds_keep_every_invariant() {
         sum(|s| s.net.late),
     );
     // The runs exercised what they claim to (a workload that silently stopped would pass).
-    if n >= 50 {
+    if n >= 50 && full_length() {
         for (what, got) in [
             ("delivered", sum(|s| s.delivered)),
             ("bounced", sum(|s| s.bounced)),
@@ -138,16 +144,14 @@ fn seeds_keep_every_invariant() {
         }
     }
     println!("{n} seeds did: {did:?}");
-    if n >= 50 {
+    if n >= 50 && full_length() {
         for what in DID {
             assert!(did.get(what).copied().unwrap_or(0) > 0, "nothing of {what:?} in {n} seeds: {did:?}");
         }
         assert_eq!(did.keys().copied().collect::<Vec<_>>(), DID, "a kind counted that DID does not list");
     }
-    // A charge along a chain needs its root's payer in funds: a few in every 200 seeds.
-    if n >= 200 {
-        assert!(sum(|s| s.charged_sub_mandates) > 0, "no sub-mandate charged in {n} seeds");
-    }
+    // (A charge along a chain needs its root's payer in funds: about one in 200 seeds, too few
+    // to require of any 200; the count is printed above.)
 }
 
 #[test]
@@ -195,7 +199,7 @@ fn seeds_with_verifica_keep_every_invariant() {
     let verdicts: u64 = all.iter().map(|s| s.verdicts).sum();
     let judged: u64 = all.iter().filter_map(|s| s.did.get("escrow judged by verifica@")).sum();
     println!("{n} seeds with verifica@: {verdicts} contracts settled by its verdicts");
-    if n >= 50 {
+    if n >= 50 && full_length() {
         assert!(verdicts > 0, "no verdict in {n} seeds: the workload stopped reaching verifica@");
         assert!(judged >= verdicts, "{judged} escrows named verifica@, {verdicts} verdicts");
     }

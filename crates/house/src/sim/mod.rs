@@ -82,8 +82,10 @@ pub struct Summary {
     pub replays: u64,
     pub net: world::NetStats,
     /// What the workload and the weather did, by kind ("key rotation", "sealed mail", "link
-    /// cut", "charge sent", …): what was accepted, or what happened. A kind that never comes
-    /// up in many seeds is a part of the workload that stopped.
+    /// cut", "charge sent", …): mail and operations when their house accepted them, rotations
+    /// and registrations when they took, replays and emails when they were sent, faults, cuts
+    /// and outages when they were set. A kind that never comes up in many seeds is a part of
+    /// the workload that stopped.
     pub did: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -123,7 +125,7 @@ impl fmt::Display for Summary {
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub params: Params,
-    /// The step after which it was found (`steps + 1` once the network healed).
+    /// The step after which it was found (one past the last step once the network healed).
     pub step: u64,
     pub what: String,
     pub recent: Vec<String>,

@@ -170,6 +170,7 @@ pub struct NetStats {
     pub lost_answers: u64,
     pub duplicated: u64,
     pub delayed: u64,
+    /// Held requests released later: landed, or lost to a house down by then.
     pub late: u64,
 }
 
@@ -426,7 +427,8 @@ impl World {
     }
 
     /// Delivers the `i`-th request the network held, late (its answer goes nowhere). A house
-    /// that is down or cut off loses it.
+    /// that is down by then loses it (a cut made since does not: the request was already on its
+    /// way).
     pub fn deliver_held(&self, i: usize) {
         let taken = {
             let mut st = self.state.borrow_mut();
