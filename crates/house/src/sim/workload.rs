@@ -1398,9 +1398,14 @@ mod tests {
             Tick,
             Revoke { grant: 0 },
             Replay { which: 0 },
+            // An odd `which` asks its house to relay again: with one house, nowhere to.
+            Replay { which: 1 },
             Wait { minutes: 10 },
             Bond { who: 1, verifier: 0, amount: 10, minutes: 60 },
             Accept { buyer: 0, seller: 1, kind: 0, price: 7 },
+            Tick,
+            // Two hours on, the bond has expired and a tick returns it to its bondholder.
+            Wait { minutes: 120 },
             Tick,
         ];
         let summary = run_script(&script).unwrap_or_else(|f| panic!("{f}"));
@@ -1422,8 +1427,8 @@ mod tests {
         );
         assert_eq!((summary.sub_mandates, summary.charged_sub_mandates, summary.replays), (1, 1, 1), "{summary}");
         // A top-up, the escrow's hold and release, the charge, the bond and the purchase, with
-        // the house's fees.
-        assert_eq!((summary.steps, summary.entries), (18, 10), "{summary}");
+        // the house's fees, and the bond returned when it expired.
+        assert_eq!((summary.steps, summary.entries), (21, 11), "{summary}");
         assert_eq!(run_script(&[]).unwrap().operations, 0);
     }
 }
