@@ -1252,15 +1252,19 @@ mod tests {
         let first = Value::parse_str(notices[0].text("envelope").unwrap()).unwrap();
         let body = first.as_object().unwrap()["content"].as_object().unwrap()["body"].as_object().unwrap().clone();
         let (of, recipients) = (body["of"].as_str().unwrap().to_owned(), body["recipients"].canonical_string());
-        let copy = stmt!(
-            "UPDATE mailbox SET envelope = json_set(envelope, '$.content.body.of', ?, '$.content.body.recipients', json(?))
-              WHERE local = ? AND envelope_id = ?",
-            of.as_str(),
-            recipients.as_str(),
-            local.as_str(),
-            notices[1].text("envelope_id").unwrap()
-        );
-        assert_eq!(run(house.db.sqlite.batch(vec![copy])).unwrap().unwrap(), [1]);
+        // Makes notice `n` say that `of` bounced for `recipients` (a JSON array).
+        let retarget = |n: usize, of: &str, recipients: &str| {
+            let rewrite = stmt!(
+                "UPDATE mailbox SET envelope = json_set(envelope, '$.content.body.of', ?, '$.content.body.recipients', json(?))
+                  WHERE local = ? AND envelope_id = ?",
+                of,
+                recipients,
+                local.as_str(),
+                notices[n].text("envelope_id").unwrap()
+            );
+            assert_eq!(run(house.db.sqlite.batch(vec![rewrite])).unwrap().unwrap(), [1]);
+        };
+        retarget(1, &of, &recipients);
         let twice = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(twice.contains(&format!("{of} from {local}@{domain} bounced 2 times")), "{twice}");
 
@@ -1276,15 +1280,7 @@ mod tests {
             })
         });
         let (id, to) = delivered.expect("the sender of two bounces also had mail delivered");
-        let both = stmt!(
-            "UPDATE mailbox SET envelope = json_set(envelope, '$.content.body.of', ?, '$.content.body.recipients', json_array(?))
-              WHERE local = ? AND envelope_id = ?",
-            id.as_str(),
-            to.as_str(),
-            local.as_str(),
-            notices[0].text("envelope_id").unwrap()
-        );
-        assert_eq!(run(house.db.sqlite.batch(vec![both])).unwrap().unwrap(), [1]);
+        retarget(0, &id, &Value::Array(vec![to.as_str().into()]).canonical_string());
         let err = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(err.contains(&format!("{id} from {sender} was delivered to {to} and bounced")), "{err}");
 
