@@ -83,25 +83,21 @@ fn prepare(db: &D1Database, stmt: &Stmt) -> Result<worker::D1PreparedStatement, 
 }
 
 fn row(value: serde_json::Value) -> Row {
-    let columns = match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    serde_json::Value::Null => SqlValue::Null,
-                    serde_json::Value::Number(n) => {
-                        SqlValue::Int(n.as_i64().unwrap_or_else(|| n.as_f64().map_or(0, |f| f as i64)))
-                    }
-                    serde_json::Value::String(s) => SqlValue::Text(s),
-                    serde_json::Value::Bool(b) => SqlValue::Int(i64::from(b)),
-                    other => SqlValue::Text(other.to_string()),
-                };
-                (k, v)
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    Row { columns }
+    match value {
+        serde_json::Value::Object(map) => Row::from_pairs(map.into_iter().map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::Null => SqlValue::Null,
+                serde_json::Value::Number(n) => {
+                    SqlValue::Int(n.as_i64().unwrap_or_else(|| n.as_f64().map_or(0, |f| f as i64)))
+                }
+                serde_json::Value::String(s) => SqlValue::Text(s),
+                serde_json::Value::Bool(b) => SqlValue::Int(i64::from(b)),
+                other => SqlValue::Text(other.to_string()),
+            };
+            (k, v)
+        })),
+        _ => Row::default(),
+    }
 }
 
 impl Db for D1Db {

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use kit::*;
-use nyx5_house::{Registration, Request};
+use nyx5_house::{Db, Registration, Request};
 use nyx5_proto::relay::RelayHeader;
 use nyx5_proto::sign::Signature;
 use nyx5_proto::{Envelope, json::canonical_without};
@@ -118,6 +118,28 @@ fn inbound_rate(with_relay: bool, round: usize, n: usize) -> (f64, usize) {
     (n as f64 / secs, size)
 }
 
+/// The yardstick of the engine's share (issue 12): envelope rows per second written to `bo`'s
+/// mailbox through the SQLite port, one INSERT per transaction, the statement the engine writes
+/// an accepted envelope's row with (`store::mailbox::insert`, its second half), text of the
+/// size the other rows send. Nothing else: no parse, no verify, no facts read, no usage or rate
+/// window.
+fn insert_rate(round: usize, n: usize) -> f64 {
+    let Setup { _world, b, size, .. } = setup(false, round, 0);
+    let text = "x".repeat(size);
+    let quota = b.config.quota();
+    let ids: Vec<String> = (0..n).map(|i| format!("insert-{round}-{i}")).collect();
+    let one = |id: &str| {
+        let [_usage, insert] = nyx5_house::store::mailbox::insert("bo", id, "ana@a.test", &text, 1, quota);
+        assert_eq!(block_on(b.db.sqlite.batch(vec![insert])).unwrap(), [1]);
+    };
+    one("insert-warm");
+    let start = Instant::now();
+    for id in &ids {
+        one(id);
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
 /// Raw strict Ed25519 verifications per second over the bytes an envelope signature covers:
 /// `SigPublic::verify` (the key decoded each time), and with the key decoded once, as a house
 /// does for the cards it keeps.
@@ -174,16 +196,35 @@ fn print_allocations(n: usize) {
     }
 }
 
+/// The steady-state loop alone, for a profiler: `valgrind --tool=callgrind
+/// --toggle-collect='*steady_state*' target/release/deps/inbound-… --profile N` counts only
+/// the engine handling `N` envelopes (no relay header) after the warm-up.
+#[inline(never)]
+fn steady_state(b: &TestHouse, requests: impl Iterator<Item = Request>) {
+    for r in requests {
+        assert_eq!(block_on(b.handle(r)).status, 202);
+    }
+}
+
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(n) = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)) {
+        let Setup { _world, b, requests, .. } = setup(false, 7, n.parse().unwrap());
+        let mut requests = requests.into_iter();
+        assert_eq!(block_on(b.handle(requests.next().unwrap())).status, 202);
+        steady_state(&b, requests);
+        return;
+    }
+    if !args.iter().any(|a| a == "--bench") {
         // Under `cargo test --all-targets`: a few envelopes each way, checked, as a smoke test.
         inbound_rate(true, 0, 3);
         inbound_rate(false, 0, 3);
+        insert_rate(0, 3);
         println!("rows changed per accepted envelope (SQLite total_changes): {}", rows_changed_per_envelope(10));
         print_allocations(10);
         return;
     }
-    let (mut raw, mut prepared, mut relayed, mut direct, mut size) = (0f64, 0f64, 0f64, 0f64, 0);
+    let (mut raw, mut prepared, mut relayed, mut direct, mut insert, mut size) = (0f64, 0f64, 0f64, 0f64, 0f64, 0);
     for round in 0..ROUNDS {
         let (r, p) = raw_verify_rates();
         raw = raw.max(r);
@@ -192,6 +233,7 @@ fn main() {
         relayed = relayed.max(r);
         size = s;
         direct = direct.max(inbound_rate(false, round, ENVELOPES).0);
+        insert = insert.max(insert_rate(round, ENVELOPES));
     }
     println!("inbound into SQLite, {ENVELOPES} envelopes of {size} bytes, one core, best of {ROUNDS} rounds");
     println!("{:<44} {:>10} {:>9}", "path", "env/s", "µs/env");
@@ -199,7 +241,11 @@ fn main() {
     println!("{:<44} {:>10.0} {:>9.1}", "raw Ed25519 verify, key decoded once", prepared, 1e6 / prepared);
     println!("{:<44} {:>10.0} {:>9.1}", "POST /inbound with relay header (2 sigs)", relayed, 1e6 / relayed);
     println!("{:<44} {:>10.0} {:>9.1}", "POST /inbound, relay not required (1 sig)", direct, 1e6 / direct);
+    println!("{:<44} {:>10.0} {:>9.1}", "one INSERT of the envelope's row", insert, 1e6 / insert);
     println!("ratio to raw verify: with relay {:.2}, without {:.2}", relayed / raw, direct / raw);
+    // The route less the verifies it must make (with the key decoded once, as a house keeps it).
+    let share = 1e6 / direct - 1e6 / prepared;
+    println!("engine's share beside its verify: {share:.1} µs, {:.1} INSERTs", share * insert / 1e6);
     println!("rows changed per accepted envelope (SQLite total_changes): {}", rows_changed_per_envelope(100));
     print_allocations(100);
 }

@@ -4,6 +4,7 @@
 #![allow(async_fn_in_trait)] // Single-threaded runtimes (workerd, the test kit): no Send bound.
 
 use std::fmt;
+use std::rc::Rc;
 
 use nyx5_proto::Timestamp;
 
@@ -66,15 +67,37 @@ macro_rules! stmt {
     };
 }
 
-/// A result row: column names and values, in select order.
+/// The column names of a query's rows, shared by every row it returns.
+pub type Columns = Rc<[Box<str>]>;
+
+/// A result row: its values, and the column names they have (in the order the port gives them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Row {
-    pub columns: Vec<(String, SqlValue)>,
+    names: Columns,
+    values: Vec<SqlValue>,
 }
 
 impl Row {
+    /// A row of `values` named by `names`, one name each (a port reading many rows shares one
+    /// `names` among them).
+    pub fn new(names: Columns, values: Vec<SqlValue>) -> Row {
+        debug_assert_eq!(names.len(), values.len(), "a name for each value");
+        Row { names, values }
+    }
+
+    /// A row from name–value pairs.
+    pub fn from_pairs<N: Into<Box<str>>>(pairs: impl IntoIterator<Item = (N, SqlValue)>) -> Row {
+        let (names, values): (Vec<Box<str>>, Vec<SqlValue>) = pairs.into_iter().map(|(n, v)| (n.into(), v)).unzip();
+        Row { names: names.into(), values }
+    }
+
+    /// Each column's name and value.
+    pub fn columns(&self) -> impl Iterator<Item = (&str, &SqlValue)> {
+        self.names.iter().map(|n| &**n).zip(&self.values)
+    }
+
     pub fn get(&self, name: &str) -> Option<&SqlValue> {
-        self.columns.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.columns().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     pub fn int(&self, name: &str) -> Option<i64> {

@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::types::ValueRef;
-use rusqlite::{Connection, ErrorCode, params_from_iter};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, ErrorCode, ToSql, params_from_iter};
 
 use crate::migrations::MIGRATIONS;
-use crate::ports::{Db, PortError, Row, SqlValue, Stmt, constraint_name};
+use crate::ports::{Columns, Db, PortError, Row, SqlValue, Stmt, constraint_name};
 
 /// A SQLite database behind a mutex (one writer, like D1).
 #[derive(Debug)]
@@ -30,11 +30,30 @@ fn port_error(e: rusqlite::Error) -> PortError {
     }
 }
 
-fn to_sql(v: &SqlValue) -> rusqlite::types::Value {
-    match v {
-        SqlValue::Null => rusqlite::types::Value::Null,
-        SqlValue::Int(i) => rusqlite::types::Value::Integer(*i),
-        SqlValue::Text(s) => rusqlite::types::Value::Text(s.clone()),
+/// A parameter bound as it is: SQLite copies text it keeps (`SQLITE_TRANSIENT`), so nothing is
+/// copied here first.
+struct Param<'a>(&'a SqlValue);
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self.0 {
+            SqlValue::Null => ValueRef::Null,
+            SqlValue::Int(i) => ValueRef::Integer(*i),
+            SqlValue::Text(s) => ValueRef::Text(s.as_bytes()),
+        }))
+    }
+}
+
+fn params(stmt: &Stmt) -> impl rusqlite::Params + '_ {
+    params_from_iter(stmt.params.iter().map(Param))
+}
+
+/// Text as it is read: valid UTF-8 copied once, anything else with U+FFFD for what is not (the
+/// engine only writes UTF-8).
+fn text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     }
 }
 
@@ -85,21 +104,20 @@ impl SqliteDb {
 
 fn read_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, rusqlite::Error> {
     let mut prepared = conn.prepare_cached(stmt.sql)?;
-    let names: Vec<String> = prepared.column_names().into_iter().map(str::to_owned).collect();
-    let mut rows = prepared.query(params_from_iter(stmt.params.iter().map(to_sql)))?;
+    let names: Columns = prepared.column_names().into_iter().map(Box::from).collect();
+    let mut rows = prepared.query(params(stmt))?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
-        let mut columns = Vec::with_capacity(names.len());
-        for (i, name) in names.iter().enumerate() {
-            let v = match r.get_ref(i)? {
+        let mut values = Vec::with_capacity(names.len());
+        for i in 0..names.len() {
+            values.push(match r.get_ref(i)? {
                 ValueRef::Null => SqlValue::Null,
                 ValueRef::Integer(n) => SqlValue::Int(n),
                 ValueRef::Real(f) => SqlValue::Int(f as i64),
-                ValueRef::Text(t) | ValueRef::Blob(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
-            };
-            columns.push((name.clone(), v));
+                ValueRef::Text(t) | ValueRef::Blob(t) => SqlValue::Text(text(t)),
+            });
         }
-        out.push(Row { columns });
+        out.push(Row::new(names.clone(), values));
     }
     Ok(out)
 }
@@ -109,7 +127,7 @@ fn run_batch(conn: &Connection, stmts: &[Stmt]) -> Result<Vec<u64>, rusqlite::Er
     let mut changes = Vec::with_capacity(stmts.len());
     for s in stmts {
         let mut prepared = conn.prepare_cached(s.sql)?;
-        let n = prepared.execute(params_from_iter(s.params.iter().map(to_sql)))?;
+        let n = prepared.execute(params(s))?;
         changes.push(n as u64);
     }
     conn.prepare_cached("COMMIT")?.execute([])?;
@@ -167,5 +185,31 @@ mod tests {
         assert_eq!(over, PortError::Constraint { name: "rate_cap".into() });
         let broken = block_on(db.query(stmt!("SELECT * FROM no_such_table"))).unwrap_err();
         assert!(matches!(broken, PortError::Failed(_)), "{broken:?}");
+    }
+
+    #[test]
+    fn values_go_in_and_come_out_as_they_are() {
+        let db = SqliteDb::memory().unwrap();
+        let rows = block_on(db.query(stmt!(
+            "SELECT ? AS t, ? AS i, ? AS n, CAST(x'61ff62' AS TEXT) AS bad, 2.9 AS real UNION ALL SELECT 'b', 2, 3, '', 0",
+            "ä \"a\" \u{0}",
+            -7i64,
+            None::<&str>
+        )))
+        .unwrap();
+        let values: Vec<(&str, &SqlValue)> = rows[0].columns().collect();
+        assert_eq!(
+            values,
+            [
+                ("t", &SqlValue::Text("ä \"a\" \u{0}".into())),
+                ("i", &SqlValue::Int(-7)),
+                ("n", &SqlValue::Null),
+                // Not UTF-8: the byte that is not becomes U+FFFD, the rest stays.
+                ("bad", &SqlValue::Text("a\u{fffd}b".into())),
+                ("real", &SqlValue::Int(2)),
+            ]
+        );
+        assert_eq!((rows[1].text("t"), rows[1].int("i"), rows[1].int("n")), (Some("b"), Some(2), Some(3)));
+        assert_eq!(rows[1].get("none"), None);
     }
 }

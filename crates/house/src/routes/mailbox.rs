@@ -152,14 +152,12 @@ mod tests {
     /// A stored envelope of exactly `len` bytes, at `seq`, with the store's count of candidates.
     fn row(len: usize, seq: i64, candidates: i64) -> Row {
         let pad = "p".repeat(len - r#"{"p":""}"#.len());
-        Row {
-            columns: vec![
-                ("envelope".into(), SqlValue::Text(format!(r#"{{"p":"{pad}"}}"#))),
-                ("seq".into(), SqlValue::Int(seq)),
-                ("received_at".into(), SqlValue::Int(0)),
-                ("candidates".into(), SqlValue::Int(candidates)),
-            ],
-        }
+        Row::from_pairs([
+            ("envelope", SqlValue::Text(format!(r#"{{"p":"{pad}"}}"#))),
+            ("seq", SqlValue::Int(seq)),
+            ("received_at", SqlValue::Int(0)),
+            ("candidates", SqlValue::Int(candidates)),
+        ])
     }
 
     fn seqs(page: &[u8]) -> (Vec<i64>, Value) {
