@@ -48,6 +48,18 @@ struct Grant {
     grantor: usize,
     grantee: usize,
     cap: i64,
+    /// Who pays a charge under it: the grantor of its chain's root mandate (its own grantor for
+    /// a root, the buyer for a metered contract's mandate).
+    payer: usize,
+}
+
+/// What an operation may grant: a mandate to `grantee` capped at `cap`, charges under it paid
+/// by `payer`.
+#[derive(Debug, Clone, Copy)]
+struct Granted {
+    grantee: usize,
+    cap: i64,
+    payer: usize,
 }
 
 /// Whether an operation's body names a parent mandate.
@@ -559,8 +571,8 @@ impl Sim {
         let now = self.world.now();
         match self.rng.below(100) {
             0..=11 => self.topup(me, &house),
-            12..=39 => self.quote_and_accept(me, &house),
-            40..=64 => {
+            12..=35 => self.quote_and_accept(me, &house),
+            36..=60 => {
                 let Some(deal) = self.rng.pick(&self.deals).cloned() else { return Ok(()) };
                 let (op, who) = match self.rng.below(4) {
                     0 | 1 => ("deliver", deal.seller),
@@ -570,15 +582,15 @@ impl Sim {
                 let body = obj([("op", op.into()), ("contract", deal.id.as_str().into())]);
                 self.operate(who, &deal.house, body, None)
             }
-            65..=74 => {
+            61..=72 => {
                 // Often a sub-mandate: the grantee of a live mandate delegates under it, at its
                 // house and within its cap (what is spent of it may still make the house refuse),
                 // so chains grow and charges run along them.
                 let live: Vec<Grant> = self.grants.iter().filter(|g| self.live(g)).cloned().collect();
                 let parent = self.rng.pick(&live).filter(|_| self.rng.chance(600)).cloned();
-                let (me, house) = match &parent {
-                    Some(p) => (p.grantee, p.house.clone()),
-                    None => (me, house),
+                let (me, house, payer) = match &parent {
+                    Some(p) => (p.grantee, p.house.clone(), p.payer),
+                    None => (me, house, me),
                 };
                 let Some(grantee) = self.other_registered(me) else { return Ok(()) };
                 let mut cap = self.rng.range(5, 80);
@@ -588,23 +600,40 @@ impl Sim {
                     body.insert("parent".into(), p.id.as_str().into());
                 }
                 body.insert("cap".into(), cap.into());
-                self.operate(me, &house, body, Some((grantee, cap)))
+                self.operate(me, &house, body, Some(Granted { grantee, cap, payer }))
             }
-            75..=86 => {
-                // Mostly a mandate that exists, the newest (so the sub-mandates) more often;
-                // now and then any, refused or not yet made.
-                let live: Vec<Grant> = self.grants.iter().rev().filter(|g| self.live(g)).take(3).cloned().collect();
-                let pool = if self.rng.chance(700) && !live.is_empty() { &live } else { &self.grants };
+            73..=88 => {
+                // Mostly a mandate that exists: a sub-mandate often (so charges run along
+                // chains), else the newest; now and then any, refused or not yet made.
+                let live: Vec<Grant> = self.grants.iter().rev().filter(|g| self.live(g)).cloned().collect();
+                let subs: Vec<Grant> = live.iter().filter(|g| g.payer != g.grantor).cloned().collect();
+                let newest: Vec<Grant> = live.into_iter().take(3).collect();
+                let pool = if !subs.is_empty() && self.rng.chance(500) {
+                    &subs
+                } else if !newest.is_empty() && self.rng.chance(700) {
+                    &newest
+                } else {
+                    &self.grants
+                };
                 let Some(g) = self.rng.pick(pool).cloned() else { return Ok(()) };
+                // Along a chain the root's grantor pays, and nobody else funds it: often it is
+                // topped up first (at the chain's house), so charges along chains are paid and
+                // `spent` climbs every link.
+                if g.payer != g.grantor && self.rng.chance(800) && self.fresh_topup(g.payer, &g.house)? {
+                    self.did("chain's payer topped up");
+                }
+                // Mostly within the mandate's cap (what is spent of it may still refuse it).
+                let amount =
+                    if self.rng.chance(700) { self.rng.range(1, g.cap.clamp(1, 30)) } else { self.rng.range(1, 30) };
                 let body = obj([
                     ("op", "charge".into()),
                     ("mandate", g.id.as_str().into()),
-                    ("amount", self.rng.range(1, 30).into()),
+                    ("amount", amount.into()),
                     ("concept", "work".into()),
                 ]);
                 self.operate(g.grantee, &g.house, body, None)
             }
-            87..=91 => {
+            89..=92 => {
                 let Some(g) = self.rng.pick(&self.grants).cloned() else { return Ok(()) };
                 let body = obj([("op", "revoke".into()), ("mandate", g.id.as_str().into())]);
                 self.operate(g.grantor, &g.house, body, None)
@@ -624,32 +653,39 @@ impl Sim {
         }
     }
 
+    /// A top-up of `me` at `house`, or now and then one made before, sent again.
     fn topup(&mut self, me: usize, house: &str) -> Result<(), Failure> {
-        let (house, body) = if !self.topups.is_empty() && self.rng.chance(200) {
+        if !self.topups.is_empty() && self.rng.chance(200) {
             self.did("top-up again");
             let i = self.rng.below(self.topups.len());
-            match self.topups.get(i).cloned() {
-                Some(t) => t,
-                None => return Ok(()),
-            }
-        } else {
-            let id = self.next_id("t");
-            let body = Value::Object(obj([
-                ("address", self.address(me).into()),
-                ("amount", self.rng.range(10, 200).into()),
-                ("id", id.into()),
-            ]))
-            .canonical();
-            self.topups.push((house.to_owned(), body.clone()));
-            (house.to_owned(), body)
-        };
-        let resp = self.admin(&house, "POST", "/libro/topup", body);
+            let Some((house, body)) = self.topups.get(i).cloned() else { return Ok(()) };
+            return self.send_topup(&house, body).map(drop);
+        }
+        self.fresh_topup(me, house).map(drop)
+    }
+
+    /// A new top-up of `me` at `house`; whether the house took it.
+    fn fresh_topup(&mut self, me: usize, house: &str) -> Result<bool, Failure> {
+        let id = self.next_id("t");
+        let body = Value::Object(obj([
+            ("address", self.address(me).into()),
+            ("amount", self.rng.range(10, 200).into()),
+            ("id", id.into()),
+        ]))
+        .canonical();
+        self.topups.push((house.to_owned(), body.clone()));
+        self.send_topup(house, body)
+    }
+
+    fn send_topup(&mut self, house: &str, body: Vec<u8>) -> Result<bool, Failure> {
+        let resp = self.admin(house, "POST", "/libro/topup", body);
         self.answered("POST /libro/topup", resp.as_ref())?;
-        if resp.as_ref().is_some_and(|r| r.status == 200) {
+        let took = resp.as_ref().is_some_and(|r| r.status == 200);
+        if took {
             self.did("top-up");
         }
         self.note(format!("top-up at {house}: {:?}", resp.map(|r| r.status)));
-        Ok(())
+        Ok(took)
     }
 
     fn quote_and_accept(&mut self, buyer: usize, house: &str) -> Result<(), Failure> {
@@ -719,20 +755,20 @@ impl Sim {
         if kind == "escrow" {
             self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer, seller });
         }
-        let grant = (kind == "metered").then_some((seller, price));
+        let grant = (kind == "metered").then_some(Granted { grantee: seller, cap: price, payer: buyer });
         self.operate(buyer, house, body, grant)
     }
 
     /// Sends an operation to the Libro of `house` through the operator's own house; with
-    /// `grant` (a grantee and a cap), the operation may create a mandate for that grantee, named
-    /// by the envelope's id (a metered contract's mandate too).
-    fn operate(&mut self, who: usize, house: &str, body: Object, grant: Option<(usize, i64)>) -> Result<(), Failure> {
+    /// `grant`, the operation may create a mandate for its grantee, named by the envelope's id
+    /// (a metered contract's mandate too).
+    fn operate(&mut self, who: usize, house: &str, body: Object, grant: Option<Granted>) -> Result<(), Failure> {
         let id = self.next_id("op");
         let now = self.world.now();
         let Some(agent) = self.agents.get(who) else { return Ok(()) };
         let env = agent.operation(id.clone(), house, body, now).map_err(|e| self.fail(e))?;
-        if let Some((grantee, cap)) = grant {
-            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee, cap });
+        if let Some(Granted { grantee, cap, payer }) = grant {
+            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee, cap, payer });
         }
         if env.content().and_then(|c| c.body.as_object()?.get("op")?.as_str().map(str::to_owned)).as_deref()
             == Some("bond")
@@ -1000,10 +1036,12 @@ impl Sim {
                     ("grantee", self.address(grantee).into()),
                     ("cap", i64::from(cap).into()),
                 ]);
+                let mut payer = grantor;
                 if let Some(p) = parent.and_then(|p| nth(&self.grants, p)) {
                     body.insert("parent".into(), p.id.as_str().into());
+                    payer = p.payer;
                 }
-                self.operate(grantor, &house, body, Some((grantee, i64::from(cap))))?;
+                self.operate(grantor, &house, body, Some(Granted { grantee, cap: i64::from(cap), payer }))?;
             }
             Scripted::Charge { grant, amount } => {
                 let Some(g) = nth(&self.grants, grant) else { return self.check() };
@@ -1112,8 +1150,9 @@ mod tests {
              WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
         );
         assert!(hidden.contains("on the wrong side"), "{hidden}");
+        // Into the next mailbox's range, past any `n` it holds.
         let astray = planted(
-            "UPDATE mailbox SET seq = seq + 1073741824
+            "UPDATE mailbox SET seq = seq + 1073741824 + 1000000
              WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
         );
         assert!(astray.contains("outside its mailbox's range"), "{astray}");
