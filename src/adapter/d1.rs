@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 
-use nyx5_house::ports::{Db, PortError, Row, SqlValue, Stmt, constraint_name};
+use nyx5_house::ports::{Columns, Db, PortError, Row, SqlValue, Stmt, constraint_name};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1Result};
 
@@ -82,30 +82,37 @@ fn prepare(db: &D1Database, stmt: &Stmt) -> Result<worker::D1PreparedStatement, 
     db.prepare(stmt.sql).bind(&params).map_err(error)
 }
 
-fn row(value: serde_json::Value) -> Row {
-    match value {
-        serde_json::Value::Object(map) => Row::from_pairs(map.into_iter().map(|(k, v)| {
-            let v = match v {
-                serde_json::Value::Null => SqlValue::Null,
-                serde_json::Value::Number(n) => {
-                    SqlValue::Int(n.as_i64().unwrap_or_else(|| n.as_f64().map_or(0, |f| f as i64)))
-                }
-                serde_json::Value::String(s) => SqlValue::Text(s),
-                serde_json::Value::Bool(b) => SqlValue::Int(i64::from(b)),
-                other => SqlValue::Text(other.to_string()),
-            };
-            (k, v)
-        })),
-        _ => Row::default(),
+fn value(v: serde_json::Value) -> SqlValue {
+    match v {
+        serde_json::Value::Null => SqlValue::Null,
+        serde_json::Value::Number(n) => SqlValue::Int(n.as_i64().unwrap_or_else(|| n.as_f64().map_or(0, |f| f as i64))),
+        serde_json::Value::String(s) => SqlValue::Text(s),
+        serde_json::Value::Bool(b) => SqlValue::Int(i64::from(b)),
+        other => SqlValue::Text(other.to_string()),
     }
+}
+
+/// D1's rows (an object each, its members in name order), sharing one list of column names
+/// while the rows have the same (as a query's do).
+fn rows(objects: Vec<serde_json::Value>) -> Vec<Row> {
+    let mut names: Columns = Columns::default();
+    objects
+        .into_iter()
+        .map(|o| {
+            let serde_json::Value::Object(map) = o else { return Row::default() };
+            if !map.keys().map(String::as_str).eq(names.iter().map(|n| &**n)) {
+                names = map.keys().map(|k| Box::from(k.as_str())).collect();
+            }
+            Row::new(names.clone(), map.into_iter().map(|(_, v)| value(v)).collect())
+        })
+        .collect()
 }
 
 impl Db for D1Db {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         let result = prepare(&self.db, &stmt)?.all().await.map_err(error)?;
         self.count(std::slice::from_ref(&result), false);
-        let rows: Vec<serde_json::Value> = result.results().map_err(error)?;
-        Ok(rows.into_iter().map(row).collect())
+        Ok(rows(result.results().map_err(error)?))
     }
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
