@@ -177,15 +177,13 @@ pub fn fixture() -> Fixture {
     let page = (0..PAGE)
         .map(|i| {
             let text = mail(&bo, &ana, &format!("p-{i}")).build().unwrap().sign(&bo_key).unwrap().canonical();
-            Row {
-                columns: vec![
-                    ("seq".into(), SqlValue::Int(i as i64 + 1)),
-                    ("envelope".into(), SqlValue::Text(String::from_utf8(text).unwrap())),
-                    ("received_at".into(), SqlValue::Int(NOW.millis())),
-                    ("stamp".into(), SqlValue::Null),
-                    ("candidates".into(), SqlValue::Int(PAGE as i64)),
-                ],
-            }
+            Row::from_pairs([
+                ("seq", SqlValue::Int(i as i64 + 1)),
+                ("envelope", SqlValue::Text(String::from_utf8(text).unwrap())),
+                ("received_at", SqlValue::Int(NOW.millis())),
+                ("stamp", SqlValue::Null),
+                ("candidates", SqlValue::Int(PAGE as i64)),
+            ])
         })
         .collect();
 

@@ -603,8 +603,9 @@ impl Sim {
                 self.operate(me, &house, body, Some(Granted { grantee, cap, payer }))
             }
             73..=88 => {
-                // Mostly a mandate that exists: a sub-mandate often (so charges run along
-                // chains), else the newest; now and then any, refused or not yet made.
+                // Mostly a mandate that exists: often one whose payer is not its grantor (a
+                // sub-mandate, so charges run along chains), else the newest; now and then any,
+                // refused or not yet made.
                 let live: Vec<Grant> = self.grants.iter().rev().filter(|g| self.live(g)).cloned().collect();
                 let subs: Vec<Grant> = live.iter().filter(|g| g.payer != g.grantor).cloned().collect();
                 let newest: Vec<Grant> = live.into_iter().take(3).collect();
