@@ -158,6 +158,37 @@ fn sends_across_houses_and_at_home() {
     assert_eq!(outbox(&s.a, &s.ana).len(), 1);
 }
 
+/// A house queues an envelope once, for good: it forgets a finished envelope a week after its
+/// jobs end (the tick purges its outbox row), so it takes none created more than 6 days ago, nor
+/// one created more than 5 minutes ahead of its clock (found by the `libro_sequence` fuzz target:
+/// an operation sent again after the purge was queued and delivered a second time).
+#[test]
+fn an_envelope_too_old_to_be_remembered_is_not_queued() {
+    let s = setup();
+    let env = signed(&s.ana, "e1", &[&s.bo.address], "once");
+    json(&s.ana.send(&s.a, &env), 202);
+    assert_eq!(s.w.tick_all().delivered, 1);
+    // Eight days on, the tick forgets it; the same envelope again is refused, not queued.
+    s.w.clock.advance(8 * DAY);
+    s.w.tick_all();
+    assert!(outbox(&s.a, &s.ana).is_empty(), "the outbox row was purged");
+    let again = json(&s.ana.send(&s.a, &env), 400);
+    assert!(text(o(&again), "reason").starts_with("`created` is more than 6 days ago"), "{again:?}");
+    assert_eq!((job_count(&s.a, "pending"), s.w.tick_all().attempted), (0, 0));
+    assert_eq!(mailbox(&s.b, &s.bo).len(), 1);
+    // Fresh envelopes go: one created now, one exactly 6 days old; not one a minute ahead of
+    // the tolerance.
+    let now = s.a.now().millis();
+    let fresh = s.ana.draft_at("e2", &[&s.bo.address], "now", Timestamp(now)).sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &fresh), 202);
+    let six = s.ana.draft_at("e3", &[&s.bo.address], "old", Timestamp(now - 6 * DAY)).sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &six), 202);
+    let ahead = s.ana.draft_at("e4", &[&s.bo.address], "ahead", Timestamp(now + 6 * MINUTE)).sign(&s.ana.sig).unwrap();
+    let refused = json(&s.ana.send(&s.a, &ahead), 400);
+    assert!(text(o(&refused), "reason").starts_with("`created` is more than 5 minutes ahead"), "{refused:?}");
+    assert_eq!(outbox(&s.a, &s.ana).len(), 2);
+}
+
 #[test]
 fn replies_thread_back() {
     let s = setup();

@@ -28,6 +28,38 @@ pub fn check_due(due: Timestamp, now: Timestamp) -> Result<(), Error> {
     Ok(())
 }
 
+/// The oldest an envelope's `created` may be when it is queued: 6 days. The house remembers what
+/// it queued for [`crate::queue::OUTBOX_KEEP_MS`] (7 days) after the last job ends, and answers
+/// the same envelope again "exists"; past that it has forgotten it, so an older envelope could
+/// be queued a second time. (Found by the `libro_sequence` fuzz target.)
+pub const MAX_CREATED_AGE_MS: i64 = 6 * 24 * 3_600_000;
+// A purged row was queued more than 7 days ago, so its envelope was created more than 7 days
+// less the clock tolerance ago: past the limit, whatever the two constants become.
+const _: () = assert!(crate::queue::OUTBOX_KEEP_MS - nyx5_proto::limits::CLOCK_SKEW_MS > MAX_CREATED_AGE_MS);
+
+/// Refuses an envelope created more than [`MAX_CREATED_AGE_MS`] before `now`, or more than the
+/// clock tolerance ([`nyx5_proto::limits::CLOCK_SKEW_MS`], 5 minutes) after it (400). Pure.
+///
+/// Together with the outbox's purge (rows queued more than 7 days ago whose jobs ended more than
+/// 7 days ago), this is what makes "the same envelope again queues nothing" hold for good: an
+/// envelope queued at `t` was created before `t` + 5 min, is forgotten only after `t` + 7 days,
+/// and by then is more than 6 days old.
+pub fn check_created(created: Timestamp, now: Timestamp) -> Result<(), Error> {
+    if created.millis() > now.millis().saturating_add(nyx5_proto::limits::CLOCK_SKEW_MS) {
+        return Err(Error::malformed(format!(
+            "`created` is more than 5 minutes ahead of this house's clock ({}); check the sender's clock",
+            now.to_rfc3339()
+        )));
+    }
+    if created.millis() < now.millis().saturating_sub(MAX_CREATED_AGE_MS) {
+        return Err(Error::malformed(format!(
+            "`created` is more than {} days ago: a house queues only fresh envelopes; sign it again under a new id",
+            MAX_CREATED_AGE_MS / (24 * 3_600_000)
+        )));
+    }
+    Ok(())
+}
+
 /// `to` grouped by domain, in order of first appearance.
 pub fn by_domain(to: &[Address]) -> Vec<(String, Vec<Address>)> {
     let mut groups: Vec<(String, Vec<Address>)> = Vec::new();
@@ -54,6 +86,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     }
     let env = env.verify(&card, now)?;
     env.check_not_expired(now)?;
+    check_created(env.created(), now)?;
     let groups = by_domain(env.to());
     for (domain, _) in &groups {
         card.check_send(env.kind().as_str(), domain)?;
@@ -158,6 +191,21 @@ async fn resent<D: Db, N: Net>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `created` may be 6 days old or 5 minutes ahead, and not a millisecond more either way.
+    #[test]
+    fn created_is_at_most_six_days_old_and_five_minutes_ahead() {
+        let now = Timestamp(1_796_083_200_000);
+        assert_eq!((MAX_CREATED_AGE_MS, nyx5_proto::limits::CLOCK_SKEW_MS), (518_400_000, 300_000));
+        assert!(check_created(Timestamp(now.millis() - MAX_CREATED_AGE_MS), now).is_ok());
+        assert!(check_created(Timestamp(now.millis() + 300_000), now).is_ok());
+        let old = check_created(Timestamp(now.millis() - MAX_CREATED_AGE_MS - 1), now).unwrap_err();
+        assert_eq!(old.code(), 400);
+        assert!(old.reason.starts_with("`created` is more than 6 days ago"), "{old}");
+        let ahead = check_created(Timestamp(now.millis() + 300_001), now).unwrap_err();
+        assert_eq!(ahead.code(), 400);
+        assert!(ahead.reason.starts_with("`created` is more than 5 minutes ahead"), "{ahead}");
+    }
 
     /// `deliver_after` may be exactly 30 days ahead, and not a millisecond more.
     #[test]

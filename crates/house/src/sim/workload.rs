@@ -1413,6 +1413,25 @@ mod tests {
         assert!(senders.len() >= 6, "{senders:?}");
     }
 
+    /// Found by `libro_sequence` (`fuzz/seeds/libro_sequence/regress_resend_after_purge`): an
+    /// operation its agent sent again after the house had forgotten it (a week after its job
+    /// ended, the tick purges the outbox row) was queued a second time. An envelope that old is
+    /// now refused (`routes::outbound::check_created`), so it is never queued twice.
+    #[test]
+    fn an_envelope_sent_again_after_the_outbox_forgot_it_is_not_queued_again() {
+        use Scripted::*;
+        let script = [
+            Mandate { grantor: 0, grantee: 1, cap: 10, parent: None },
+            Tick,
+            // Eight days on, the tick purges the outbox row of the finished job.
+            Wait { minutes: 8 * 24 * 60 },
+            Tick,
+            Replay { which: 0 },
+        ];
+        let summary = run_script(&script).unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(summary.did.get("sent again by its agent"), Some(&1), "{summary}");
+    }
+
     /// A script (what the `libro_sequence` fuzz target runs) plays the Libro as written: an
     /// escrow delivered and released, a mandate, a sub-mandate charged along its chain, a
     /// revocation, a replay, a bond and a spot purchase.

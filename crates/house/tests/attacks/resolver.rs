@@ -404,7 +404,8 @@ fn rotated_domain_key_keeps_agents_working_and_recertifies() {
     // After the grace, nothing depends on the old key.
     w.clock.advance(31 * DAY);
     json(&bob.get(&b2, "/mailbox/bob"), 200);
-    json(&alice.send(&a, &msg(&alice, "e3", &[&bob.address], "a month later")), 202);
+    let later = alice.draft_at("e3", &[&bob.address], "a month later", w.clock.now()).sign(&alice.sig).unwrap();
+    json(&alice.send(&a, &later), 202);
     w.tick_all();
     assert_eq!(mailbox(&b2, &bob).len(), 3);
     for suffix in ["", "-wal", "-shm"] {

@@ -488,13 +488,19 @@ impl Agent {
         call(house, "POST", "/agents", &[("authorization", &format!("Bearer admin-{}", house.config.domain))], &body)
     }
 
-    /// A clear envelope from this agent.
+    /// A clear envelope from this agent, created at the kit's start.
     pub fn draft(&self, id: &str, to: &[&Address], body: &str) -> Envelope {
+        self.draft_at(id, to, body, Timestamp(START))
+    }
+
+    /// A clear envelope from this agent, created at `created` (a house queues an envelope at
+    /// most 6 days old: one sent after the clock moved that far is drafted at the clock).
+    pub fn draft_at(&self, id: &str, to: &[&Address], body: &str, created: Timestamp) -> Envelope {
         Draft::new(
             id.into(),
             self.address.clone(),
             to.iter().map(|a| (*a).clone()).collect(),
-            Timestamp(START),
+            created,
             Content::new("text/plain", body.into()),
         )
         .build()
