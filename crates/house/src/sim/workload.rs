@@ -657,9 +657,9 @@ impl Sim {
     /// A top-up of `me` at `house`, or now and then one made before, sent again.
     fn topup(&mut self, me: usize, house: &str) -> Result<(), Failure> {
         if !self.topups.is_empty() && self.rng.chance(200) {
-            self.did("top-up again");
             let i = self.rng.below(self.topups.len());
             let Some((house, body)) = self.topups.get(i).cloned() else { return Ok(()) };
+            self.did("top-up again");
             return self.send_topup(&house, body).map(drop);
         }
         self.fresh_topup(me, house).map(drop)
