@@ -97,7 +97,8 @@ impl Row {
     }
 
     pub fn get(&self, name: &str) -> Option<&SqlValue> {
-        self.columns().find(|(n, _)| *n == name).map(|(_, v)| v)
+        let at = self.names.iter().position(|n| **n == *name)?;
+        self.values.get(at)
     }
 
     pub fn int(&self, name: &str) -> Option<i64> {
