@@ -187,6 +187,23 @@ fn an_envelope_too_old_to_be_remembered_is_not_queued() {
     let refused = json(&s.ana.send(&s.a, &ahead), 400);
     assert!(text(o(&refused), "reason").starts_with("`created` is more than 5 minutes ahead"), "{refused:?}");
     assert_eq!(outbox(&s.a, &s.ana).len(), 2);
+    // One the house still holds (deferred ten days) is answered "exists" a week on, however old:
+    // a client retrying a lost answer learns it was queued, and is not told to sign it anew.
+    let later = envelope(&s.ana, "e5", &[&s.bo.address], |d| {
+        d.created = Timestamp(now);
+        d.deliver_after = Some(Timestamp(now + 10 * DAY));
+    });
+    json(&s.ana.send(&s.a, &later), 202);
+    s.w.clock.advance(7 * DAY);
+    s.w.tick_all();
+    let v = json(&s.ana.send(&s.a, &later), 200);
+    assert_eq!(o(&v)["exists"], Value::Bool(true));
+    // And another envelope under that id is still a conflict.
+    let other = envelope(&s.ana, "e5", &[&s.bo.address], |d| {
+        d.created = Timestamp(now);
+        d.deliver_after = Some(Timestamp(now + 11 * DAY));
+    });
+    assert_eq!(s.ana.send(&s.a, &other).status, 409);
 }
 
 #[test]

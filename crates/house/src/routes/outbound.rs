@@ -53,7 +53,8 @@ pub fn check_created(created: Timestamp, now: Timestamp) -> Result<(), Error> {
     }
     if created.millis() < now.millis().saturating_sub(MAX_CREATED_AGE_MS) {
         return Err(Error::malformed(format!(
-            "`created` is more than {} days ago: a house queues only fresh envelopes; sign it again under a new id",
+            "`created` is more than {} days ago: a house queues only fresh envelopes; sign it again \
+             under the same id (a copy delivered before is then recognised by its id)",
             MAX_CREATED_AGE_MS / (24 * 3_600_000)
         )));
     }
@@ -86,7 +87,14 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     }
     let env = env.verify(&card, now)?;
     env.check_not_expired(now)?;
-    check_created(env.created(), now)?;
+    if let Err(stale) = check_created(env.created(), now) {
+        // One the house still holds is answered as any resend is ("exists", or 409); only one it
+        // may have forgotten is refused, so a client retrying a lost answer learns it was queued.
+        return match store::outbox_entry(&house.db, env.id()).await? {
+            Some(row) => held(house, &row, env.id(), card.address(), &env.sha256_hex()).await,
+            None => Err(stale),
+        };
+    }
     let groups = by_domain(env.to());
     for (domain, _) in &groups {
         card.check_send(env.kind().as_str(), domain)?;
@@ -165,6 +173,18 @@ async fn resent<D: Db, N: Net>(
     let Some(row) = store::outbox_entry(&house.db, id).await? else {
         return Err(port_error(PortError::Constraint { name: constraint }));
     };
+    held(house, &row, id, sender, sha256).await
+}
+
+/// The answer to an envelope whose id the outbox holds (`row`): the same envelope from the same
+/// sender is "exists" with its jobs (200); anything else under that id is a conflict (409).
+async fn held<D: Db, N: Net>(
+    house: &House<D, N>,
+    row: &crate::ports::Row,
+    id: &str,
+    sender: &Address,
+    sha256: &str,
+) -> Result<Response, Error> {
     if row.text("sender") != Some(sender.as_str()) || row.text("sha256") != Some(sha256) {
         return Err(Error::new(ErrorKind::Conflict, format!("envelope id {id} is already used for another envelope")));
     }
