@@ -62,11 +62,6 @@ struct Granted {
     payer: usize,
 }
 
-/// Whether an operation's body names a parent mandate.
-fn body_has_parent(env: &Envelope) -> bool {
-    env.content().and_then(|c| c.body.as_object()?.get("parent")).is_some()
-}
-
 /// One simulation run in progress.
 #[derive(Debug)]
 pub struct Sim {
@@ -678,6 +673,7 @@ impl Sim {
         self.send_topup(house, body)
     }
 
+    /// `POST /libro/topup` of `body` at `house` (as its operator); whether the house took it.
     fn send_topup(&mut self, house: &str, body: Vec<u8>) -> Result<bool, Failure> {
         let resp = self.admin(house, "POST", "/libro/topup", body);
         self.answered("POST /libro/topup", resp.as_ref())?;
@@ -766,19 +762,9 @@ impl Sim {
     fn operate(&mut self, who: usize, house: &str, body: Object, grant: Option<Granted>) -> Result<(), Failure> {
         let id = self.next_id("op");
         let now = self.world.now();
-        let Some(agent) = self.agents.get(who) else { return Ok(()) };
-        let env = agent.operation(id.clone(), house, body, now).map_err(|e| self.fail(e))?;
-        if let Some(Granted { grantee, cap, payer }) = grant {
-            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee, cap, payer });
-        }
-        if env.content().and_then(|c| c.body.as_object()?.get("op")?.as_str().map(str::to_owned)).as_deref()
-            == Some("bond")
-        {
-            self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer: who, seller: who });
-        }
-        let op = env.content().and_then(|c| c.body.as_object()?.get("op")?.as_str().map(str::to_owned));
-        let op: &'static str = match op.as_deref() {
-            Some("mandate") if body_has_parent(&env) => "sub-mandate sent",
+        // What it is, from the body it is made of (counted once its house accepts it).
+        let op: &'static str = match body.get("op").and_then(Value::as_str) {
+            Some("mandate") if body.contains_key("parent") => "sub-mandate sent",
             Some("mandate") => "mandate sent",
             Some("accept") => "accept sent",
             Some("deliver") => "deliver sent",
@@ -789,6 +775,14 @@ impl Sim {
             Some("bond") => "bond sent",
             _ => "other operation sent",
         };
+        let Some(agent) = self.agents.get(who) else { return Ok(()) };
+        let env = agent.operation(id.clone(), house, body, now).map_err(|e| self.fail(e))?;
+        if let Some(Granted { grantee, cap, payer }) = grant {
+            self.grants.push(Grant { house: house.to_owned(), id: id.clone(), grantor: who, grantee, cap, payer });
+        }
+        if op == "bond sent" {
+            self.deals.push(Deal { house: house.to_owned(), id: id.clone(), buyer: who, seller: who });
+        }
         let to = env.to().to_vec();
         self.summary.operations += 1;
         if self.submit(who, env, to, "operation")? {
