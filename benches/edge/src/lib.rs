@@ -179,7 +179,7 @@ pub fn fixture() -> Fixture {
             let text = mail(&bo, &ana, &format!("p-{i}")).build().unwrap().sign(&bo_key).unwrap().canonical();
             Row::from_pairs([
                 ("seq", SqlValue::Int(i as i64 + 1)),
-                ("envelope", SqlValue::Text(String::from_utf8(text).unwrap())),
+                ("envelope", SqlValue::Text(String::from_utf8(text).expect("canonical JSON is UTF-8"))),
                 ("received_at", SqlValue::Int(NOW.millis())),
                 ("stamp", SqlValue::Null),
                 ("candidates", SqlValue::Int(PAGE as i64)),

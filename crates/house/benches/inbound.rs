@@ -130,7 +130,8 @@ fn insert_rate(round: usize, n: usize) -> f64 {
     let ids: Vec<String> = (0..n).map(|i| format!("insert-{round}-{i}")).collect();
     let one = |id: &str| {
         let [_usage, insert] = nyx5_house::store::mailbox::insert("bo", id, "ana@a.test", &text, 1, quota);
-        assert_eq!(block_on(b.db.sqlite.batch(vec![insert])).unwrap(), [1]);
+        let changed = block_on(b.db.sqlite.batch(vec![insert])).expect("a new id in bo's mailbox inserts");
+        assert_eq!(changed, [1]);
     };
     one("insert-warm");
     let start = Instant::now();
@@ -209,9 +210,11 @@ fn steady_state(b: &TestHouse, requests: impl Iterator<Item = Request>) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(n) = args.iter().position(|a| a == "--profile").and_then(|i| args.get(i + 1)) {
-        let Setup { _world, b, requests, .. } = setup(false, 7, n.parse().unwrap());
+        let n = n.parse().expect("--profile takes a number of envelopes");
+        let Setup { _world, b, requests, .. } = setup(false, 7, n);
         let mut requests = requests.into_iter();
-        assert_eq!(block_on(b.handle(requests.next().unwrap())).status, 202);
+        let warm = requests.next().expect("setup makes one envelope more than asked, to warm up");
+        assert_eq!(block_on(b.handle(warm)).status, 202);
         steady_state(&b, requests);
         return;
     }
