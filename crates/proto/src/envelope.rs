@@ -8,7 +8,9 @@ use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::error::{Error, ErrorKind};
 use std::ops::Range;
 
-use crate::json::{Object, Value, canonical_marking, canonical_object, field, framed_without_span};
+use crate::json::{
+    AlreadyCanonical, Object, Value, canonical_marking, canonical_object, field, framed_without_span, parse_marking,
+};
 use crate::limits;
 use crate::seal::Sealed;
 use crate::sign::{Signature, Verified, verify_signature};
@@ -278,10 +280,13 @@ impl Envelope {
 
 impl Envelope {
     /// Parses an envelope from bytes, refusing more than `max_bytes`.
+    ///
+    /// Bytes that are canonical already (as every house and agent sends them) are kept as the
+    /// envelope's canonical text; anything else is written out canonically.
     pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Envelope, Error> {
-        match Value::parse(bytes, max_bytes)? {
-            Value::Object(o) => {
-                let env = Envelope::from_object(o)?;
+        match parse_marking(bytes, max_bytes, "signature")? {
+            (Value::Object(o), canonical) => {
+                let env = Envelope::checked(o, canonical)?;
                 env.check_size(max_bytes)?;
                 Ok(env)
             }
@@ -291,6 +296,12 @@ impl Envelope {
 
     /// Checks every member the protocol defines; keeps the rest untouched.
     pub fn from_object(raw: Object) -> Result<Envelope, Error> {
+        Envelope::checked(raw, None)
+    }
+
+    /// [`Envelope::from_object`], with the canonical text and its signature's span when the
+    /// parser found them in the input.
+    fn checked(raw: Object, canonical: Option<AlreadyCanonical<'_>>) -> Result<Envelope, Error> {
         match field::str(&raw, "nyx5")? {
             VERSION => {}
             other => {
@@ -365,7 +376,10 @@ impl Envelope {
             None => None,
             Some(_) => Some(Signature::read(&raw, "signature")?),
         };
-        let (canonical, signature_span) = canonical_marking(&raw, "signature");
+        let (canonical, signature_span) = match canonical {
+            Some(c) => (c.text.to_owned(), c.span),
+            None => canonical_marking(&raw, "signature"),
+        };
         Ok(Envelope {
             id,
             from,
@@ -593,6 +607,23 @@ mod tests {
 
     fn content(media: &str) -> Result<Content, Error> {
         Content::from_value(&Value::Object(obj([("media", media.into()), ("body", "hola".into())])))
+    }
+
+    /// A signed envelope read from its canonical bytes keeps them as they came; read from any
+    /// other writing of the same document, it writes them again: the same envelope either way,
+    /// the signature's span included (`PartialEq` compares every field).
+    #[test]
+    fn canonical_bytes_are_kept_as_they_came() {
+        let env = draft().build().unwrap().sign(&SigningKey::from_seed([3; 32])).unwrap();
+        let bytes = env.canonical();
+        let (_, taken) = parse_marking(&bytes, limits::MAX_ENVELOPE_BYTES, "signature").unwrap();
+        assert!(taken.is_some_and(|t| t.span.is_some()));
+        let spaced = String::from_utf8(bytes.clone()).unwrap().replacen(',', ", ", 1);
+        let from_spaced = Envelope::parse(spaced.as_bytes(), limits::MAX_ENVELOPE_BYTES).unwrap();
+        let from_canonical = Envelope::parse(&bytes, limits::MAX_ENVELOPE_BYTES).unwrap();
+        assert_eq!(from_canonical, env);
+        assert_eq!(from_spaced, env);
+        assert_eq!(from_spaced.canonical(), bytes);
     }
 
     #[test]

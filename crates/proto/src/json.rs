@@ -6,6 +6,7 @@
 //! byte limit. [`Value::canonical`] writes what JavaScript's sorted, compact `JSON.stringify`
 //! writes: keys ordered by UTF-16 code units, ES6 number formatting, minimal string escaping.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -43,14 +44,7 @@ impl Value {
         }
         let text =
             std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
-        let mut parser = Parser { text: text.as_bytes(), source: text, pos: 0 };
-        parser.skip_ws();
-        let value = parser.value(0)?;
-        parser.skip_ws();
-        if parser.pos != parser.text.len() {
-            return Err(parser.fail("trailing characters after the JSON value"));
-        }
-        Ok(value)
+        Ok(Parser::new(text, None).document()?.0)
     }
 
     /// Parses a document that must be a JSON object; `what` names it in the error.
@@ -185,6 +179,11 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
+/// Whether `a` comes before `b` in canonical order (UTF-16 code units).
+fn in_utf16_order(a: &str, b: &str) -> bool {
+    if sorts_as_utf16(a) && sorts_as_utf16(b) { a < b } else { cmp_utf16(a, b) == Ordering::Less }
+}
+
 /// Whether `key` sorts the same by UTF-8 bytes (an [`Object`]'s order) as by UTF-16 code units.
 /// The two orders differ only between characters at U+E000..U+FFFF and beyond U+FFFF, whose UTF-8
 /// forms start with a byte of 0xEE or more; keys without such a byte agree in both.
@@ -263,10 +262,43 @@ pub fn canonical_without(map: &Object, skip: &str) -> Vec<u8> {
 /// The canonical text of an object, with what a signature in its top-level member `name` covers:
 /// the canonical text without that member, as [`canonical_without`] writes it, is the text with
 /// the returned byte range removed (`None`: there is no such member; the text is all of it).
-pub(crate) fn canonical_marking(map: &Object, name: &str) -> (String, Option<Range<usize>>) {
+pub fn canonical_marking(map: &Object, name: &str) -> (String, Option<Range<usize>>) {
     let mut out = String::new();
     let span = write_object_marking(map, None, Some(name), &mut out);
     (out, span)
+}
+
+/// A JSON text that [`parse_marking`] found to be canonical already, as it came.
+#[derive(Debug)]
+pub struct AlreadyCanonical<'a> {
+    /// The input: exactly what [`canonical_marking`] would write for the parsed value.
+    pub text: &'a str,
+    /// Where the top-level member named by the caller is in `text`, as [`canonical_marking`]
+    /// gives it.
+    pub span: Option<Range<usize>>,
+}
+
+/// Parses `input` as [`Value::parse`] does, and notes in the same pass whether it is written
+/// canonically already: no whitespace, keys in UTF-16 order, strings escaped only where the
+/// canonical form escapes, numbers as ES6 writes them. Then its text is its canonical text, with
+/// the top-level member `mark` marked as [`canonical_marking`] marks it, and nothing need be
+/// written again (an envelope that comes from a house or an agent always is). `None`: it is
+/// not; write it with [`canonical_marking`].
+pub fn parse_marking<'a>(
+    input: &'a [u8],
+    max_bytes: usize,
+    mark: &str,
+) -> Result<(Value, Option<AlreadyCanonical<'a>>), Error> {
+    if input.len() > max_bytes {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("body of {} bytes exceeds the limit of {max_bytes}", input.len()),
+        ));
+    }
+    let text =
+        std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
+    let (value, canonical, span) = Parser::new(text, Some(mark)).document()?;
+    Ok((value, canonical.then_some(AlreadyCanonical { text, span })))
 }
 
 /// `label`, a zero byte, then `text` without the byte range `span` (from [`canonical_marking`]),
@@ -426,15 +458,37 @@ fn equals_decimal(abs: f64, c: u64, t: i32) -> bool {
     lhs >> lz == rhs >> rz && i64::from(exp2) + i64::from(lz) == i64::from(t) + i64::from(rz)
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'm> {
     text: &'a [u8],
     /// The same input as text: runs between ASCII delimiters are sliced out of it (a slice at an
     /// ASCII byte is always a character boundary), with no second UTF-8 validation.
     source: &'a str,
     pos: usize,
+    /// Whether everything read so far is written as the canonical form writes it. Watched only
+    /// when the caller asked for a member to be marked ([`parse_marking`]).
+    canonical: bool,
+    /// The top-level member whose span [`parse_marking`] reports.
+    mark: Option<&'m str>,
+    /// Where `mark` is in the input, by [`write_members`]'s rule (meaningful if `canonical`).
+    span: Option<Range<usize>>,
 }
 
-impl Parser<'_> {
+impl<'a, 'm> Parser<'a, 'm> {
+    fn new(source: &'a str, mark: Option<&'m str>) -> Self {
+        Parser { text: source.as_bytes(), source, pos: 0, canonical: mark.is_some(), mark, span: None }
+    }
+
+    /// The whole input as one value; whether it was canonical, and where `mark` is.
+    fn document(mut self) -> Result<(Value, bool, Option<Range<usize>>), Error> {
+        self.skip_ws();
+        let value = self.value(0)?;
+        self.skip_ws();
+        if self.pos != self.text.len() {
+            return Err(self.fail("trailing characters after the JSON value"));
+        }
+        Ok((value, self.canonical, self.span))
+    }
+
     fn fail(&self, what: &str) -> Error {
         Error::new(ErrorKind::Malformed, format!("invalid JSON at byte {}: {what}", self.pos))
     }
@@ -446,6 +500,7 @@ impl Parser<'_> {
     fn skip_ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.pos += 1;
+            self.canonical = false;
         }
     }
 
@@ -490,6 +545,12 @@ impl Parser<'_> {
             self.pos += 1;
             return Ok(Value::Object(map));
         }
+        // The top-level object's members are where `mark` may be.
+        let marking = if depth == 1 { self.mark } else { None };
+        // The previous key, while the text is canonical: as written when it has no escape (an
+        // escape is always longer than what it stands for), else decoded.
+        let mut previous: Option<Cow<'a, str>> = None;
+        let mut index = 0usize;
         loop {
             self.skip_ws();
             if self.peek() != Some(b'"') {
@@ -497,6 +558,13 @@ impl Parser<'_> {
             }
             let key_at = self.pos;
             let key = self.string()?;
+            if self.canonical {
+                self.canonical = previous.as_deref().is_none_or(|p| in_utf16_order(p, &key));
+                previous = match self.source.get(key_at + 1..self.pos - 1) {
+                    Some(written) if written.len() == key.len() => Some(Cow::Borrowed(written)),
+                    _ => Some(Cow::Owned(key.clone())),
+                };
+            }
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.fail("expected ':'"));
@@ -504,6 +572,17 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_ws();
             let item = self.value(depth)?;
+            if let Some(mark) = marking {
+                // As `write_members` marks it: with the comma before it, or if first, the one after.
+                if key == mark {
+                    self.span = Some(if index > 0 { key_at.saturating_sub(1)..self.pos } else { key_at..self.pos });
+                } else if index == 1
+                    && let Some(span) = self.span.as_mut()
+                {
+                    span.end = key_at;
+                }
+            }
+            index += 1;
             match map.entry(key) {
                 Entry::Vacant(slot) => {
                     slot.insert(item);
@@ -591,7 +670,10 @@ impl Parser<'_> {
                     match esc {
                         b'"' => out.push('"'),
                         b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
+                        b'/' => {
+                            self.canonical = false;
+                            out.push('/');
+                        }
                         b'b' => out.push('\u{8}'),
                         b'f' => out.push('\u{c}'),
                         b'n' => out.push('\n'),
@@ -614,6 +696,14 @@ impl Parser<'_> {
                             } else {
                                 hi
                             };
+                            // The canonical form writes `\u` only for controls that have no short
+                            // escape, in lower-case hex.
+                            if self.canonical {
+                                let hex = self.text.get(self.pos - 4..self.pos).unwrap_or_default();
+                                self.canonical = code < 0x20
+                                    && !matches!(code, 0x8 | 0x9 | 0xA | 0xC | 0xD)
+                                    && !hex.iter().any(u8::is_ascii_uppercase);
+                            }
                             out.push(char::from_u32(code).ok_or_else(|| self.fail("bad code point"))?);
                         }
                         _ => return Err(self.fail("unknown escape")),
@@ -674,6 +764,12 @@ impl Parser<'_> {
         if integral && n.abs() > MAX_SAFE_INTEGER as f64 && format_number(n) != literal {
             self.pos = start;
             return Err(self.fail("integer literal beyond 2^53 that loses precision"));
+        }
+        // A safe integer is written as its digits (the grammar allows no leading zero), but for
+        // `-0`; anything else is compared with what ES6 writes.
+        if self.canonical {
+            let plain = integral && n.abs() <= MAX_SAFE_INTEGER as f64 && literal != "-0";
+            self.canonical = plain || format_number(n) == literal;
         }
         Ok(Value::Number(n))
     }
@@ -911,6 +1007,51 @@ mod tests {
             let mut expected = b"label\0".to_vec();
             expected.extend(canonical_without(&map, "signature"));
             assert_eq!(framed_without_span("label", &text, span.as_ref()), expected, "{doc}");
+        }
+    }
+
+    /// A text is taken as canonical exactly when it is its own canonical form, and then its mark
+    /// is where [`canonical_marking`] puts it.
+    #[test]
+    fn text_already_canonical_is_taken_as_it_is() {
+        let docs = [
+            (r#"{"signature":{"v":1}}"#, true),
+            (r#"{"signature":1,"z":2}"#, true),
+            (r#"{"a":1,"signature":[1,{"signature":2}]}"#, true),
+            (r#"{"a":1,"signature":"s","z":{"signature":3}}"#, true),
+            (r#"{"a":-1.5,"b":"x\n\u001f\"\\","c":[true,false,null,1e+21,0.000001],"d":{}}"#, true),
+            ("{\"signature\":2,\"\u{1f600}\":1,\"\u{fb01}\":3}", true),
+            ("{\"\u{1f600}\":1,\"signature\":2,\"\u{fb01}\":3}", false),
+            (r#"{"\n":1,"\u001f":2,"a":3}"#, true),
+            (r#"{}"#, true),
+            (r#"[1,"signature",{"signature":[]}]"#, true),
+            (r#"{"a":1, "b":2}"#, false),
+            (" {}", false),
+            ("{}\n", false),
+            ("[1,\t2]", false),
+            (r#"{"b":1,"a":2}"#, false),
+            (r#"{"a":1,"a\u0000":2,"\n":3}"#, false),
+            ("{\"\u{fb01}\":3,\"\u{1f600}\":1}", false),
+            (r#"{"a":"\/"}"#, false),
+            (r#"{"a":"\u0041"}"#, false),
+            (r#"{"a":"\u001F"}"#, false),
+            (r#"{"a":"\u000a"}"#, false),
+            (r#"{"a":"\ud83d\ude00"}"#, false),
+            (r#"{"a":1.0}"#, false),
+            (r#"{"a":1E2}"#, false),
+            (r#"{"a":1e2}"#, false),
+            (r#"{"a":-0}"#, false),
+            (r#"{"a":1e21}"#, false),
+            (r#"{"a\u0062":1}"#, false),
+            (r#"{"a":{"c":1,"b":2}}"#, false),
+        ];
+        for (doc, as_is) in docs {
+            let (value, taken) = parse_marking(doc.as_bytes(), 1 << 10, "signature").unwrap();
+            assert_eq!(value.canonical_string() == doc, as_is, "{doc}");
+            assert_eq!(taken.is_some(), as_is, "{doc}");
+            if let (Some(t), Value::Object(map)) = (taken, &value) {
+                assert_eq!((t.text.to_owned(), t.span), canonical_marking(map, "signature"), "{doc}");
+            }
         }
     }
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::{read, read_text, unhex};
 use nyx5_proto::Value;
-use nyx5_proto::json::format_number;
+use nyx5_proto::json::{format_number, parse_marking};
 
 /// The six documents of the reference implementation's `testdata/input`.
 const TESTDATA: [&str; 6] = ["arrays", "french", "structures", "unicode", "values", "weird"];
@@ -35,6 +35,11 @@ fn jcs_testdata_canonicalizes_to_expected_bytes() {
         let canonical = value.canonical();
         assert_eq!(String::from_utf8_lossy(&canonical), String::from_utf8_lossy(&output), "{name}");
         assert_eq!(canonical, output, "{name}: bytes differ");
+
+        // The expected output is taken as canonical as it comes; the input (indented) is not.
+        let (_, taken) = parse_marking(&output, 1 << 20, "x").unwrap();
+        assert_eq!(taken.map(|t| t.text.as_bytes()), Some(&output[..]), "{name}: output not taken as it is");
+        assert!(parse_marking(&input, 1 << 20, "x").unwrap().1.is_none(), "{name}: input taken as canonical");
 
         // Canonical output is a fixed point: parsing it again gives the same bytes.
         let again = Value::parse(&canonical, 1 << 20).expect("canonical output reparses");
@@ -75,6 +80,20 @@ fn es6_number_formatting_10000_lines() {
         match Value::parse(expected.as_bytes(), 64) {
             Ok(Value::Number(back)) if back.to_bits() == n.to_bits() || (n == 0.0 && back == 0.0) => {}
             other => failures.push(format!("line {}: {expected:?} reads back as {other:?}", i + 1)),
+        }
+        // ... and is taken as canonical as it is written, and not when written otherwise.
+        if parse_marking(expected.as_bytes(), 64, "x").map(|(_, t)| t.is_some()).ok() != Some(true) {
+            failures.push(format!("line {}: {expected:?} not taken as canonical", i + 1));
+        }
+        let other = if expected.contains('e') {
+            expected.replace('e', "E")
+        } else if expected.contains('.') {
+            format!("{expected}0")
+        } else {
+            format!("{expected}.0")
+        };
+        if parse_marking(other.as_bytes(), 64, "x").map(|(_, t)| t.is_some()).ok() != Some(false) {
+            failures.push(format!("line {}: {other:?} taken as canonical", i + 1));
         }
         run += 1;
     }

@@ -6,6 +6,7 @@
 
 mod common;
 
+use nyx5_proto::json::parse_marking;
 use nyx5_proto::{ErrorKind, Value};
 
 const MAX: usize = 1 << 20;
@@ -73,6 +74,7 @@ fn json_test_suite_parsing() {
     names.sort();
 
     let (mut y, mut n, mut i) = (0, 0, 0);
+    let mut taken_as_is = 0;
     let mut problems = Vec::new();
     for name in &names {
         let bytes = std::fs::read(dir.join(name)).unwrap();
@@ -89,6 +91,15 @@ fn json_test_suite_parsing() {
                 Value::parse(&canonical, MAX).unwrap_or_else(|e| panic!("{name}: canonical form rejected: {e}"));
             assert_eq!(&again, value, "{name}");
             assert_eq!(again.canonical(), canonical, "{name}");
+            // Input is taken as canonical as it came exactly when it is its canonical form.
+            let (_, taken) = parse_marking(&bytes, MAX, "x").unwrap();
+            assert_eq!(taken.is_some(), bytes == canonical, "{name}");
+            if let Some(taken) = taken {
+                assert_eq!(taken.text.as_bytes(), canonical, "{name}: taken as canonical, but is not");
+                taken_as_is += 1;
+            }
+            let (_, taken) = parse_marking(&canonical, MAX, "x").unwrap();
+            assert!(taken.is_some(), "{name}: its canonical form is not taken as canonical");
         }
         let accepted = result.is_ok();
         let expected = if name.starts_with("y_") {
@@ -113,6 +124,8 @@ fn json_test_suite_parsing() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert_eq!((y, n, i), (95, 188, 35));
+    // The compact `y_` files (`[1]`, `{"a":"b"}`, ...) and a few accepted `i_` ones.
+    assert_eq!(taken_as_is, 43);
     // Every pinned name exists, so the lists cannot go stale silently.
     for name in Y_REJECTED.iter().chain(I_PINNED.iter().map(|(f, _)| f)) {
         assert!(names.iter().any(|n| n == name), "{name} is pinned but missing");
