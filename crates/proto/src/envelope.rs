@@ -624,6 +624,8 @@ mod tests {
         assert_eq!(from_canonical, env);
         assert_eq!(from_spaced, env);
         assert_eq!(from_spaced.canonical(), bytes);
+        let key = SigningKey::from_seed([3; 32]).public();
+        assert!(from_canonical.verify_with_key(&key).is_ok());
     }
 
     #[test]
