@@ -36,15 +36,7 @@ pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 impl Value {
     /// Parses `input` strictly, refusing anything longer than `max_bytes`.
     pub fn parse(input: &[u8], max_bytes: usize) -> Result<Value, Error> {
-        if input.len() > max_bytes {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("body of {} bytes exceeds the limit of {max_bytes}", input.len()),
-            ));
-        }
-        let text =
-            std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
-        Ok(Parser::new(text, None).document()?.0)
+        Ok(Parser::new(json_text(input, max_bytes)?, None).document()?.0)
     }
 
     /// Parses a document that must be a JSON object; `what` names it in the error.
@@ -268,6 +260,19 @@ pub fn canonical_marking(map: &Object, name: &str) -> (String, Option<Range<usiz
     (out, span)
 }
 
+/// `input` as text to parse: at most `max_bytes` (413) and UTF-8 (400).
+fn json_text(input: &[u8], max_bytes: usize) -> Result<&str, Error> {
+    if input.len() > max_bytes {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("body of {} bytes exceeds the limit of {max_bytes}", input.len()),
+        ));
+    }
+    let text =
+        std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
+    Ok(text)
+}
+
 /// A JSON text that [`parse_marking`] found to be canonical already, as it came.
 #[derive(Debug)]
 pub struct AlreadyCanonical<'a> {
@@ -289,14 +294,7 @@ pub fn parse_marking<'a>(
     max_bytes: usize,
     mark: &str,
 ) -> Result<(Value, Option<AlreadyCanonical<'a>>), Error> {
-    if input.len() > max_bytes {
-        return Err(Error::new(
-            ErrorKind::TooLarge,
-            format!("body of {} bytes exceeds the limit of {max_bytes}", input.len()),
-        ));
-    }
-    let text =
-        std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
+    let text = json_text(input, max_bytes)?;
     let (value, canonical, span) = Parser::new(text, Some(mark)).document()?;
     Ok((value, canonical.then_some(AlreadyCanonical { text, span })))
 }
