@@ -1034,6 +1034,10 @@ mod tests {
             (r#"{"a":"\/"}"#, false),
             (r#"{"a":"\u0041"}"#, false),
             (r#"{"a":"\u001F"}"#, false),
+            // Only the escape's own four digits are checked for upper case, not the text before.
+            (r#"{"a":"ABCDEFGH\u001f"}"#, true),
+            // The space is the first character written as it is.
+            (r#"{"a":"\u0020"}"#, false),
             (r#"{"a":"\u000a"}"#, false),
             (r#"{"a":"\u0008"}"#, false),
             (r#"{"a":"\u0009"}"#, false),
