@@ -1,6 +1,6 @@
 //! What an operator sets for a house. Every knob has the spec's default.
 
-use std::collections::BTreeMap;
+use nyx5_proto::vecmap::VecMap;
 
 pub use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::{SigPublic, SigningKey};
@@ -43,10 +43,10 @@ pub struct HostEntry {
 
 /// Parses the hosts file format used everywhere:
 /// `{"<domain>": {"url": "<estafeta base URL>", "sig": "<optional pinned domain key>"}}`.
-pub fn parse_hosts(text: &str) -> Result<BTreeMap<String, HostEntry>, Error> {
+pub fn parse_hosts(text: &str) -> Result<VecMap<String, HostEntry>, Error> {
     let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
     let o = v.as_object().ok_or_else(|| Error::malformed("hosts must be a JSON object"))?;
-    let mut out = BTreeMap::new();
+    let mut out = VecMap::new();
     for (domain, entry) in o {
         nyx5_proto::address::check_domain(domain).map_err(|why| Error::malformed(format!("hosts: {domain}: {why}")))?;
         let e = entry.as_object().ok_or_else(|| Error::malformed(format!("hosts: {domain} must be an object")))?;
@@ -200,7 +200,7 @@ pub struct Config {
     /// refused with 429 until there is room again (`mailbox::quota_full`).
     pub mailbox_max_envelopes: i64,
     pub mailbox_max_bytes: i64,
-    pub hosts: BTreeMap<String, HostEntry>,
+    pub hosts: VecMap<String, HostEntry>,
     /// A DNS-over-HTTPS JSON endpoint (`…/dns-query`), for `_nyx5.<domain>` TXT lookups.
     pub doh_url: Option<String>,
     /// Test setups only: URLs learnt from peers (estafetas, DNS records, webhooks) may be plain
@@ -273,7 +273,7 @@ impl Config {
             mailbox_max_envelopes: MAILBOX_MAX_ENVELOPES,
             mailbox_max_bytes: MAILBOX_MAX_BYTES,
             email_authserv_ids: Vec::new(),
-            hosts: BTreeMap::new(),
+            hosts: VecMap::new(),
             doh_url: None,
             allow_http: false,
             allow_private_network: false,

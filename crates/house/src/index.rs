@@ -14,6 +14,7 @@
 //! ([`Metered`]); a step that runs out of budget halfway writes nothing and is done again by the
 //! next tick.
 
+use nyx5_proto::vecmap::VecSet;
 use std::cell::Cell;
 
 use nyx5_proto::card::AgentCard;
@@ -215,7 +216,7 @@ impl<D: Db, N: Net> House<D, N> {
         let shown = cards.iter().take(usize::try_from(PAGE).unwrap_or(0));
         let mut seen = 0i64;
         // A page may show an address twice: one good copy is kept, whatever else it shows.
-        let mut kept = std::collections::BTreeSet::new();
+        let mut kept = VecSet::new();
         for c in shown {
             seen += 1;
             let Some(o) = c.as_object() else { continue };

@@ -8,7 +8,7 @@
 //! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
 //! rate window, and a block of a domain blocks its subdomains.
 
-use std::collections::{BTreeMap, BTreeSet};
+use nyx5_proto::vecmap::{VecMap, VecSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -118,7 +118,7 @@ struct Inbox {
 /// The inbox of each local agent, with the exact stored card text it was read from: the same
 /// text gives the same answer, so a card is parsed again only when it changed.
 #[derive(Default)]
-pub(crate) struct PolicyMemo(Mutex<BTreeMap<String, (String, Inbox)>>);
+pub(crate) struct PolicyMemo(Mutex<VecMap<String, (String, Inbox)>>);
 
 impl PolicyMemo {
     /// The `inbox.policy` of `local`'s stored card `card` at `now`: an error when the card does
@@ -178,10 +178,10 @@ impl<D: Db, N: Net> House<D, N> {
             return Err(Error::forbidden(format!("card of {} cannot send for {}", sender.address(), env.from())));
         }
         let now = self.now();
-        let mut decided: BTreeMap<String, Outcome> = BTreeMap::new();
-        let mut locals: BTreeSet<&str> =
+        let mut decided: VecMap<String, Outcome> = VecMap::new();
+        let mut locals: VecSet<&str> =
             recipients.iter().filter(|a| a.domain() == self.config.domain).map(Address::local).collect();
-        let finish = |decided: &BTreeMap<String, Outcome>| {
+        let finish = |decided: &VecMap<String, Outcome>| {
             recipients
                 .iter()
                 .map(|a| {
@@ -245,7 +245,7 @@ impl<D: Db, N: Net> House<D, N> {
             window,
         };
         let facts = store::mailbox::inbound_facts(&self.db, &lookup).await?;
-        let known: BTreeMap<String, Recipient> = facts
+        let known: VecMap<String, Recipient> = facts
             .into_iter()
             .filter_map(|r| {
                 let recipient = Recipient {
@@ -313,7 +313,7 @@ impl<D: Db, N: Net> House<D, N> {
             let mut head = libro.as_ref().map(|l| l.head.clone());
             // The first attempt decides with what the facts query read; after losing a race on
             // `rate_cap` or `mailbox_quota`, the windows and the usage are read again.
-            let fresh: Option<(BTreeMap<String, i64>, BTreeMap<String, Held>)> = if attempt == 0 {
+            let fresh: Option<(VecMap<String, i64>, VecMap<String, Held>)> = if attempt == 0 {
                 None
             } else {
                 let rows =

@@ -16,7 +16,7 @@
 //! again on every connect (see the CLI's `net.rs`); the Worker cannot see addresses, and relies on
 //! the check by name and scheme here.
 
-use std::collections::BTreeSet;
+use nyx5_proto::vecmap::VecSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use url::{Host, Url};
@@ -40,9 +40,9 @@ const PRIVATE_SUFFIXES: [&str; 5] = ["localhost", "local", "home.arpa", "interna
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     /// Origins (`scheme://host[:port]`) the operator named: any scheme, any address.
-    operator: BTreeSet<String>,
+    operator: VecSet<String>,
     /// Those origins as `scheme://host:port`, for the check after DNS.
-    operator_hosts: BTreeSet<String>,
+    operator_hosts: VecSet<String>,
     /// Private and loopback targets allowed everywhere (test setups only).
     pub allow_private: bool,
     /// Plain `http` allowed for learnt URLs (test setups only).

@@ -8,7 +8,7 @@
 //! Decide, then do: [`Delivery`] is what the destination said, [`plan`] turns it into the next
 //! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
 
-use std::collections::BTreeMap;
+use nyx5_proto::vecmap::VecMap;
 
 use nyx5_proto::address::uuid_v4;
 use nyx5_proto::crypto::Context;
@@ -423,7 +423,7 @@ impl<D: Db, N: Net> House<D, N> {
         self.db.batch(purge).await.map_err(port_error)?;
         let mut report = TickReport::default();
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
-        let mut health: BTreeMap<String, Option<Health>> = BTreeMap::new();
+        let mut health: VecMap<String, Option<Health>> = VecMap::new();
         // A second pass when the first delivered operations to the Libro that queued receipts
         // for other houses: they go out in this tick, not the next.
         for _pass in 0..2 {

@@ -16,7 +16,7 @@
 //! verified, no signature checked again) and in the store (the canonical text; re-parsed and
 //! re-verified when read, since only `verify` makes a `Verified` card).
 
-use std::collections::BTreeMap;
+use nyx5_proto::vecmap::VecMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -104,7 +104,7 @@ pub fn join_txt(data: &str) -> String {
 /// unknown parameters are ignored; `url` must be http(s); a bad `sig` is refused (403).
 pub fn parse_txt(txt: &str) -> Result<Option<DnsRecord>, Error> {
     let bad = |why: &str| Error::forbidden(format!("bad {DNS_PREFIX} TXT record: {why}"));
-    let mut params = BTreeMap::new();
+    let mut params = VecMap::new();
     for part in txt.split(';') {
         let part = part.trim();
         if part.is_empty() {
@@ -155,7 +155,7 @@ pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
 }
 
 /// Cached values by key, each with the time it was fetched.
-type Entries<T> = Mutex<BTreeMap<String, (i64, T)>>;
+type Entries<T> = Mutex<VecMap<String, (i64, T)>>;
 
 /// Verified cards kept in this process for their five minutes, keyed by domain or address. A hit
 /// hands out the shared card (an `Arc`), not a deep copy of its document.
@@ -391,9 +391,9 @@ impl<D: Db> PinStore for DbPins<'_, D> {
 #[derive(Debug, Clone, Copy)]
 pub struct Sources<'a> {
     /// The hosts overrides (their `sig` anchors the key).
-    pub hosts: &'a BTreeMap<String, HostEntry>,
+    pub hosts: &'a VecMap<String, HostEntry>,
     /// Locations the caller knows, after hosts: domain → (URL, name of the source). No anchor.
-    pub known: &'a BTreeMap<String, (String, &'static str)>,
+    pub known: &'a VecMap<String, (String, &'static str)>,
     /// The DNS-over-HTTPS JSON endpoint (https only; see [`check_doh_url`]).
     pub doh: Option<&'a str>,
     /// Whether the well-known fallback is `http://<domain>` (test setups; see
@@ -748,7 +748,7 @@ impl<D: Db, N: Net> House<D, N> {
     /// The resolver over `net` (the house's own, or one that wraps it, such as the crawl's
     /// metered network) and this house's database, memo and configuration.
     pub(crate) fn resolver_over<'a, M: Net>(&'a self, net: &'a M) -> Resolver<'a, M, DbPins<'a, D>> {
-        static NONE: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
+        static NONE: VecMap<String, (String, &'static str)> = VecMap::new();
         Resolver {
             net,
             store: DbPins(&self.db),

@@ -7,7 +7,7 @@
 //! [`Context::AppCard`]'s label, a zero byte and the canonical card without `sig`: the label is
 //! ours, not the seed format's, so an App Card signature can never be taken for another document.
 
-use std::collections::BTreeMap;
+use crate::vecmap::VecMap;
 
 use crate::b64;
 use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
@@ -372,7 +372,7 @@ pub struct AppCard {
     version: String,
     category: Category,
     primitives: Vec<String>,
-    integrity: BTreeMap<String, [u8; 32]>,
+    integrity: VecMap<String, [u8; 32]>,
     main: Option<String>,
     author: SigPublic,
     sig: [u8; 64],
@@ -455,7 +455,7 @@ impl AppCard {
         if listed.is_empty() || listed.len() > MAX_FILES {
             return Err(Error::malformed(format!("entry.integrity lists 1 to {MAX_FILES} files")));
         }
-        let mut integrity = BTreeMap::new();
+        let mut integrity = VecMap::new();
         for (path, v) in listed {
             check_path(path)?;
             let d = v.as_str().ok_or_else(|| Error::malformed("entry.integrity's values are strings"))?;

@@ -8,16 +8,16 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::fmt::Write as _;
 use std::ops::Range;
 
 use crate::error::{Error, ErrorKind};
 use crate::limits;
+use crate::vecmap::VecMap;
 
-/// A JSON object. Keys are unique by construction; canonical order is applied when writing.
-pub type Object = BTreeMap<String, Value>;
+/// A JSON object: its members in key order (UTF-8 bytes), keys unique by construction; canonical
+/// order (UTF-16) is applied when writing.
+pub type Object = VecMap<String, Value>;
 
 /// A JSON value. Numbers are IEEE-754 doubles, exactly as JavaScript holds them.
 #[derive(Debug, Clone, PartialEq)]
@@ -537,11 +537,15 @@ impl<'a, 'm> Parser<'a, 'm> {
     fn object(&mut self, depth: usize) -> Result<Value, Error> {
         self.check_depth(depth)?;
         self.pos += 1; // '{'
-        let mut map = Object::new();
+        // The members as they come, and once one comes out of order, where each later key was:
+        // a duplicate is then found when the object ends, by one sort, and named at its place.
+        let mut members: Vec<(String, Value)> = Vec::new();
+        let mut unordered_from: Option<usize> = None;
+        let mut unordered_at: Vec<usize> = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(Value::Object(map));
+            return Ok(Value::Object(Object::new()));
         }
         // The top-level object's members are where `mark` may be.
         let marking = if depth == 1 { self.mark } else { None };
@@ -581,21 +585,34 @@ impl<'a, 'm> Parser<'a, 'm> {
                 }
             }
             index += 1;
-            match map.entry(key) {
-                Entry::Vacant(slot) => {
-                    slot.insert(item);
-                }
-                Entry::Occupied(taken) => {
-                    self.pos = key_at;
-                    return Err(self.fail(&format!("duplicate key {:?}", taken.key())));
+            if unordered_from.is_none() {
+                match members.last().map(|(last, _)| last.as_str().cmp(&key)) {
+                    None | Some(Ordering::Less) => {}
+                    Some(Ordering::Equal) => {
+                        self.pos = key_at;
+                        return Err(self.fail(&format!("duplicate key {key:?}")));
+                    }
+                    Some(Ordering::Greater) => unordered_from = Some(members.len()),
                 }
             }
+            if unordered_from.is_some() {
+                unordered_at.push(key_at);
+            }
+            members.push((key, item));
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Value::Object(map));
+                    return match Object::try_from_vec(members) {
+                        Ok(map) => Ok(Value::Object(map)),
+                        Err((repeat, key)) => {
+                            // Only a member out of order repeats a key: those before are ascending.
+                            let at = unordered_from.and_then(|from| unordered_at.get(repeat.checked_sub(from)?));
+                            self.pos = at.copied().unwrap_or(self.pos);
+                            Err(self.fail(&format!("duplicate key {key:?}")))
+                        }
+                    };
                 }
                 _ => return Err(self.fail("expected ',' or '}'")),
             }
@@ -884,6 +901,39 @@ mod tests {
         assert!(Value::parse_str(&ok).is_ok());
         let e = Value::parse(b"[1,2,3]", 3).unwrap_err();
         assert_eq!(e.kind, ErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn a_duplicate_is_named_where_it_stands_in_any_order() {
+        let reason = |text: &str| Value::parse_str(text).unwrap_err().reason;
+        // In order, the repeat is seen at once; out of order, when the object ends.
+        assert_eq!(reason(r#"{"a":1,"b":2,"b":3}"#), r#"invalid JSON at byte 13: duplicate key "b""#);
+        assert_eq!(reason(r#"{"b":1,"a":2,"b":3}"#), r#"invalid JSON at byte 13: duplicate key "b""#);
+        // Two keys repeated out of order: the first repeat in the text is the one named.
+        assert_eq!(reason(r#"{"c":1,"b":2,"a":3,"b":4,"c":5}"#), r#"invalid JSON at byte 19: duplicate key "b""#);
+        assert_eq!(reason(r#"{"c":1,"b":2,"c":3,"b":4}"#), r#"invalid JSON at byte 13: duplicate key "c""#);
+        assert_eq!(reason(r#"{"x":{"z":0,"y":1,"z":2}}"#), r#"invalid JSON at byte 18: duplicate key "z""#);
+    }
+
+    #[test]
+    fn members_in_any_order_read_as_one_sorted_object() {
+        let sorted = Value::parse_str(r#"{"a":1,"b":{"c":2,"d":3},"e":4}"#).unwrap();
+        for text in [r#"{"e":4,"b":{"d":3,"c":2},"a":1}"#, r#"{"b":{"c":2,"d":3},"a":1,"e":4}"#] {
+            assert_eq!(Value::parse_str(text).unwrap(), sorted, "{text}");
+        }
+        // 100,000 members in descending order: sorted once when the object ends, not moved
+        // one insert at a time (which would be ~5·10⁹ moves).
+        let keys: Vec<String> = (0..100_000).rev().map(|i| format!("\"k{i:06}\":0")).collect();
+        let text = format!("{{{}}}", keys.join(","));
+        let map = Value::parse(text.as_bytes(), text.len()).unwrap().as_object().unwrap().clone();
+        assert_eq!(map.len(), 100_000);
+        assert!(
+            map.keys().map(String::as_str).eq((0..100_000)
+                .map(|i| format!("k{i:06}"))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(String::as_str))
+        );
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod relay;
 pub mod seal;
 pub mod sign;
 pub mod time;
+pub mod vecmap;
 
 pub use address::Address;
 pub use card::{AgentCard, DomainCard};

@@ -13,7 +13,7 @@
 //! envelope, and [`open`] refuses a content key that does not match it. Every recipient of one
 //! signed envelope therefore reads the same text (receipts cite envelope hashes).
 
-use std::collections::BTreeMap;
+use crate::vecmap::VecMap;
 
 use crate::address::Address;
 use crate::b64;
@@ -56,7 +56,7 @@ pub struct Sealed {
     pub tag: [u8; 16],
     /// The commitment to the content key ([`commitment`]).
     pub commit: [u8; 32],
-    pub keys: BTreeMap<Address, WrappedKey>,
+    pub keys: VecMap<Address, WrappedKey>,
 }
 
 impl Sealed {
@@ -75,7 +75,7 @@ impl Sealed {
         if key_map.is_empty() || key_map.len() > limits::MAX_RECIPIENTS + 1 {
             return Err(Error::malformed("`encrypted.keys` must wrap the key for at least one recipient"));
         }
-        let mut keys = BTreeMap::new();
+        let mut keys = VecMap::new();
         for (addr, wrapped) in key_map {
             let addr = Address::parse(addr)?;
             if !to.contains(&addr) && addr != *from {
@@ -155,7 +155,7 @@ pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn En
     let (ct, tag) = aes256gcm_seal(&cek, &iv, &aad, &content);
     let ephemeral = EncSecret::generate(rng);
     let epk = ephemeral.public().to_b64();
-    let mut keys = BTreeMap::new();
+    let mut keys = VecMap::new();
     for (addr, enc) in recipients {
         let shared = ephemeral
             .agree(enc)

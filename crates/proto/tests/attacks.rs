@@ -3,8 +3,6 @@
 //! The house-level attacks (through public routes) are in `crates/house/tests/attacks/`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
-use std::collections::BTreeMap;
-
 use nyx5_proto::authority::Authority;
 use nyx5_proto::card::{AgentCardDraft, Delegation, DomainCardDraft, Scope};
 use nyx5_proto::crypto::{EncSecret, SigningKey, aes256gcm_open, aes256gcm_seal, hkdf_sha256};
@@ -151,7 +149,7 @@ fn one_sealed_envelope_cannot_open_to_two_texts() {
         let (wct, wtag) = aes256gcm_seal(&kek, &iv, &aad, cek);
         WrappedKey { iv, ct: wct.try_into().unwrap(), tag: wtag }
     };
-    let keys = BTreeMap::from([
+    let keys = nyx5_proto::vecmap::VecMap::from([
         (addr("bob@sigo.uk"), wrap(&bob, &k_bob, [1; 12])),
         (addr("carol@sigo.uk"), wrap(&carol, &k_carol, [2; 12])),
     ]);

@@ -382,7 +382,6 @@ pub(crate) fn check_limit(limit: Option<i64>, max: i64) -> Result<Option<i64>, F
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use nyx5_proto::crypto::SigningKey;
     use nyx5_proto::envelope::{Content, Draft};
@@ -410,7 +409,7 @@ mod tests {
         let now = Timestamp(1_800_000_000_000);
         let domain_key = SigningKey::from_seed([40; 32]);
         let net = HouseB::serving(&domain_card(&domain_key, Timestamp(now.millis() - 1000)));
-        let mut hosts = BTreeMap::new();
+        let mut hosts = nyx5_proto::vecmap::VecMap::new();
         let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) };
         hosts.insert("b.test".to_owned(), entry);
         let res = Resolver::bare(&net, &hosts, now);
@@ -455,7 +454,7 @@ mod tests {
                 .unwrap()
         };
         let trust = |net: &dyn Transport, anchor: SigningKey, from: &str| {
-            let mut hosts = BTreeMap::new();
+            let mut hosts = nyx5_proto::vecmap::VecMap::new();
             let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(anchor.public()) };
             hosts.insert("b.test".to_owned(), entry);
             let m = open_item(&Resolver::bare(net, &hosts, now), &me, &item(&signed(from)));
@@ -473,7 +472,7 @@ mod tests {
 
     #[test]
     fn unsigned_mail_is_unverified_and_never_shown_as_signed() {
-        let hosts = BTreeMap::new();
+        let hosts = nyx5_proto::vecmap::VecMap::new();
         let res = Resolver::bare(&Offline, &hosts, Timestamp(1_800_000_000_000));
         let mut n = 0u8;
         let mut rng = |b: &mut [u8]| {

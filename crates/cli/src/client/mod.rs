@@ -27,7 +27,6 @@ pub(crate) mod tareas;
 pub(crate) mod testing;
 pub(crate) mod when;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use nyx5_house::config::{HostEntry, parse_hosts};
@@ -49,7 +48,7 @@ const MAX_HOSTS_BYTES: usize = 1024 * 1024;
 pub(crate) struct Ctx {
     pub(crate) profile_path: PathBuf,
     pub(crate) as_address: Option<Address>,
-    pub(crate) hosts: BTreeMap<String, HostEntry>,
+    pub(crate) hosts: nyx5_proto::vecmap::VecMap<String, HostEntry>,
     pub(crate) doh: Option<String>,
     pub(crate) net: Box<dyn Transport>,
     pub(crate) repin: bool,
@@ -72,7 +71,7 @@ impl Ctx {
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("NYX5_HOSTS").filter(|v| !v.is_empty()).map(PathBuf::from));
         let hosts = match hosts_path {
-            None => BTreeMap::new(),
+            None => nyx5_proto::vecmap::VecMap::new(),
             Some(p) => read_hosts(&p)?,
         };
         let doh = match std::env::var("NYX5_DOH") {
@@ -160,7 +159,7 @@ impl Ctx {
     }
 }
 
-fn read_hosts(path: &Path) -> Result<BTreeMap<String, HostEntry>, Failure> {
+fn read_hosts(path: &Path) -> Result<nyx5_proto::vecmap::VecMap<String, HostEntry>, Failure> {
     let shown = path.display();
     let text =
         std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("cannot read hosts file {shown}: {e}")))?;

@@ -478,8 +478,6 @@ pub(crate) fn subagent_human(v: &Value) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-    use std::collections::BTreeMap;
-
     use nyx5_house::config::HostEntry;
     use nyx5_proto::card::AgentCardDraft;
     use nyx5_proto::crypto::SigningKey;
@@ -500,7 +498,7 @@ mod tests {
             .certify(&domain_key)
             .unwrap();
         let answer = obj([("ok", true.into()), ("card", card.to_value())]);
-        let mut hosts = BTreeMap::new();
+        let mut hosts = nyx5_proto::vecmap::VecMap::new();
         hosts.insert("b.test".into(), HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) });
         let ctx = Ctx {
             profile_path: std::env::temp_dir().join(format!("nyx5-register-test-{}", std::process::id())),

@@ -245,7 +245,7 @@ impl PinStore for &ProfilePins {
 /// the card file.
 pub(crate) struct Resolver<'a> {
     net: &'a dyn Transport,
-    hosts: &'a BTreeMap<String, HostEntry>,
+    hosts: &'a nyx5_proto::vecmap::VecMap<String, HostEntry>,
     doh: Option<&'a str>,
     /// The acting agent's domain and house URL, if any.
     own: Option<(String, String)>,
@@ -268,7 +268,7 @@ impl std::fmt::Debug for Resolver<'_> {
 #[derive(Debug)]
 pub(crate) struct Setup<'a> {
     pub(crate) net: &'a dyn Transport,
-    pub(crate) hosts: &'a BTreeMap<String, HostEntry>,
+    pub(crate) hosts: &'a nyx5_proto::vecmap::VecMap<String, HostEntry>,
     pub(crate) doh: Option<&'a str>,
     pub(crate) own: Option<(String, String)>,
     pub(crate) profile: Option<(PathBuf, BTreeMap<String, String>)>,
@@ -307,7 +307,11 @@ fn failure(what: &str, domain: &str, e: &Error) -> Failure {
 impl<'a> Resolver<'a> {
     /// For tests: a resolver with no profile, no DNS and no house of its own, reading nothing kept.
     #[cfg(test)]
-    pub(crate) fn bare(net: &'a dyn Transport, hosts: &'a BTreeMap<String, HostEntry>, now: Timestamp) -> Resolver<'a> {
+    pub(crate) fn bare(
+        net: &'a dyn Transport,
+        hosts: &'a nyx5_proto::vecmap::VecMap<String, HostEntry>,
+        now: Timestamp,
+    ) -> Resolver<'a> {
         Resolver::new(Setup { net, hosts, doh: None, own: None, profile: None, repin: false, fresh: true, now })
     }
 
@@ -366,7 +370,7 @@ impl<'a> Resolver<'a> {
         offline: bool,
         f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<TransportNet<'a>>, &ProfilePins>) -> T,
     ) -> T {
-        let mut known = BTreeMap::new();
+        let mut known = nyx5_proto::vecmap::VecMap::new();
         if let Some((domain, url)) = &self.own {
             known.insert(domain.clone(), (url.clone(), "profile"));
         }
@@ -490,7 +494,7 @@ mod tests {
         let now = Timestamp(1_800_000_000_000);
         let key = SigningKey::from_seed([40; 32]);
         let net = HouseB::serving(&domain_card(&key, now));
-        let hosts = BTreeMap::new();
+        let hosts = nyx5_proto::vecmap::VecMap::new();
         let res = Resolver::bare(&net, &hosts, now);
         res.at("b.test", "http://b");
         let d = res.domain("b.test").unwrap();

@@ -6,7 +6,7 @@
 //! entry and writes it all in one guarded batch (`libro/mod.rs`), and the schema refuses again
 //! what must never be.
 
-use std::collections::BTreeMap;
+use nyx5_proto::vecmap::VecMap;
 
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::libro::{Line, check_lines, escrow_account, house_account};
@@ -329,7 +329,7 @@ impl Mandate {
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
     /// Balances of the accounts the operation may touch (absent = 0).
-    pub balances: BTreeMap<String, i64>,
+    pub balances: VecMap<String, i64>,
     /// The contract the operation names (for `accept`: one with the quote's id, if any).
     pub contract: Option<Contract>,
     /// The mandate the operation names and every mandate above it, root first.
@@ -343,7 +343,7 @@ pub struct Facts {
     pub unchecked: bool,
     /// Movements each authority allowed in the past hour, by subject (`card:<address>`,
     /// `mandate:<id>`).
-    pub uses: BTreeMap<String, i64>,
+    pub uses: VecMap<String, i64>,
     /// The pending approval the operation decides (approve, decline).
     pub pending: Option<Pending>,
     /// Approvals the operator has waiting.

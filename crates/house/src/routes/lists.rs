@@ -6,7 +6,7 @@
 //! (`domain` or `@domain`). Removals apply before additions; the answer is the lists as they are.
 
 use nyx5_proto::auth::Keys;
-use std::collections::BTreeSet;
+use nyx5_proto::vecmap::VecSet;
 
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, ErrorKind, Object, Value};
@@ -47,7 +47,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
             return Err(Error::malformed(format!("{both:?} is both added to and removed from `{kind}`")));
         }
         changes += add.len() + remove.len();
-        let mut list: BTreeSet<&str> =
+        let mut list: VecSet<&str> =
             current.iter().filter(|r| r.text("kind") == Some(kind)).filter_map(|r| r.text("entry")).collect();
         for e in &remove {
             list.remove(e.as_str());
@@ -73,7 +73,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     lists(house, local).await
 }
 
-fn entries(change: &Object, name: &str, kind: &str) -> Result<BTreeSet<String>, Error> {
+fn entries(change: &Object, name: &str, kind: &str) -> Result<VecSet<String>, Error> {
     field::opt_array(change, name)?
         .unwrap_or_default()
         .iter()

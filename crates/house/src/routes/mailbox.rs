@@ -2,6 +2,7 @@
 
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::field;
+use nyx5_proto::vecmap::VecSet;
 use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
@@ -131,7 +132,7 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     if ids.is_empty() || ids.len() > ACK_MAX {
         return Err(Error::malformed(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));
     }
-    let mut distinct = std::collections::BTreeSet::new();
+    let mut distinct = VecSet::new();
     for id in ids {
         let id = id.as_str().ok_or_else(|| Error::malformed("`ids` lists strings"))?;
         check_id(id)?;

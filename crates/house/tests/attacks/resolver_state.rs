@@ -120,8 +120,8 @@ impl PinStore for NoCache<'_> {
 struct Fixture {
     w: World,
     db: SqliteDb,
-    hosts: BTreeMap<String, HostEntry>,
-    known: BTreeMap<String, (String, &'static str)>,
+    hosts: nyx5_proto::vecmap::VecMap<String, HostEntry>,
+    known: nyx5_proto::vecmap::VecMap<String, (String, &'static str)>,
     doh: Option<String>,
     repin: Cell<bool>,
 }
@@ -131,8 +131,8 @@ impl Fixture {
         Fixture {
             w: World::new(),
             db: SqliteDb::memory().unwrap(),
-            hosts: BTreeMap::new(),
-            known: BTreeMap::new(),
+            hosts: nyx5_proto::vecmap::VecMap::new(),
+            known: nyx5_proto::vecmap::VecMap::new(),
             doh: None,
             repin: Cell::new(false),
         }
