@@ -227,6 +227,7 @@ impl<K: Ord, V> VecMap<K, V> {
         if entries.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0)) {
             return None;
         }
+        // Ties keep arrival order (the sort is stable), which the callers rely on.
         Some(sorted_order(entries.len(), &|a, b| match (entries.get(a), entries.get(b)) {
             (Some(x), Some(y)) => x.0.cmp(&y.0),
             _ => Ordering::Equal,
@@ -239,22 +240,54 @@ impl<K: Ord, V> VecMap<K, V> {
 
     /// The entries in `order`, but those `keep` says no to.
     fn permuted(entries: Vec<(K, V)>, order: &[usize], keep: &[bool]) -> Self {
-        let mut slots: Vec<Option<(K, V)>> = entries.into_iter().map(Some).collect();
-        let entries = order
-            .iter()
-            .filter(|&&at| keep.get(at).copied().unwrap_or(false))
-            .filter_map(|&at| slots.get_mut(at).and_then(Option::take))
-            .collect();
-        VecMap { entries }
+        let kept = order.iter().copied().filter(|&at| keep.get(at).copied().unwrap_or(false));
+        VecMap { entries: take_in(entries, kept) }
     }
 }
 
-/// The order that sorts `n` items by `cmp` (ties in their given order), as positions: item
-/// `order[0]` comes first. One sort instantiation serves every map and set type, which is the
-/// point: a sort per element type is a few KB of wasm each.
+/// `items` sorted by `cmp`, stably, through [`sorted_order`] (no sort instantiated for `T`).
+pub fn sort_by<T>(items: Vec<T>, cmp: impl Fn(&T, &T) -> Ordering) -> Vec<T> {
+    let order = sorted_order(items.len(), &|a, b| match (items.get(a), items.get(b)) {
+        (Some(x), Some(y)) => cmp(x, y),
+        _ => Ordering::Equal,
+    });
+    take_in(items, order.into_iter())
+}
+
+/// The items at the positions `order` names, in that order (each position at most once).
+fn take_in<T>(items: Vec<T>, order: impl Iterator<Item = usize>) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    order.filter_map(|at| slots.get_mut(at).and_then(Option::take)).collect()
+}
+
+/// The order that sorts `n` items by `cmp`, stable (equal items keep their given order), as
+/// positions: item `order[0]` comes first. One sort serves every map and set type and every other
+/// sort the engine makes, which is the point: the standard library's sorts are a few KB of wasm
+/// per element type. A bottom-up merge sort: `n log n` comparisons at most, one buffer.
 pub fn sorted_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_unstable_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
+    let mut merged: Vec<usize> = Vec::with_capacity(n);
+    let mut width = 1;
+    while width < n {
+        merged.clear();
+        for run in order.chunks(2 * width) {
+            let (mut left, mut right) = run.split_at(width.min(run.len()));
+            // Take from the right only when strictly less, so equal items keep their order.
+            while let ([a, rest_a @ ..], [b, rest_b @ ..]) = (left, right) {
+                if cmp(*b, *a) == Ordering::Less {
+                    merged.push(*b);
+                    right = rest_b;
+                } else {
+                    merged.push(*a);
+                    left = rest_a;
+                }
+            }
+            merged.extend_from_slice(left);
+            merged.extend_from_slice(right);
+        }
+        std::mem::swap(&mut order, &mut merged);
+        width *= 2;
+    }
     order
 }
 
@@ -602,6 +635,22 @@ mod tests {
             let model: BTreeSet<u64> = items.iter().map(|(k, _)| *k).collect();
             assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn sorted_order_is_a_stable_sort() {
+        for seed in 0..300u64 {
+            let mut state = seed;
+            let items: Vec<u64> = (0..lcg(&mut state) % 70).map(|_| lcg(&mut state) % 9).collect();
+            let order = sorted_order(items.len(), &|a, b| items[a].cmp(&items[b]));
+            let mut model: Vec<usize> = (0..items.len()).collect();
+            model.sort_by_key(|&i| items[i]);
+            assert_eq!(order, model, "seed {seed}: {items:?}");
+        }
+        assert_eq!(sorted_order(0, &|_, _| Ordering::Equal), Vec::<usize>::new());
+        assert_eq!(sorted_order(3, &|a, b| b.cmp(&a)), vec![2, 1, 0]);
+        let words = vec!["pear", "fig", "apple", "kiwi", "plum"];
+        assert_eq!(sort_by(words, |a, b| a.len().cmp(&b.len())), vec!["fig", "pear", "kiwi", "plum", "apple"]);
     }
 
     #[test]

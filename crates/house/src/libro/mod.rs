@@ -158,7 +158,8 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
         }
         // Root first: the order of the last link's own chain.
         if let Some(order) = chain.iter().max_by_key(|m| m.chain.len()).map(|m| m.chain.clone()) {
-            chain.sort_by_key(|m| order.iter().position(|id| id == &m.id).unwrap_or(usize::MAX));
+            let rank = |m: &kernel::Mandate| order.iter().position(|id| id == &m.id).unwrap_or(usize::MAX);
+            chain = nyx5_proto::vecmap::sort_by(chain, |a, b| rank(a).cmp(&rank(b)));
         }
         facts.chain = chain;
     }
