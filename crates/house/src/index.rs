@@ -11,22 +11,20 @@
 //! for the ranking. A domain card that no longer verifies drops every card of its house.
 //!
 //! A tick spends at most [`crate::Config::index_fetches`] outbound requests on the crawl
-//! ([`Metered`]); a step that runs out of budget halfway writes nothing and is done again by the
+//! ([`Budget`]); a step that runs out of budget halfway writes nothing and is done again by the
 //! next tick.
-
-use nyx5_proto::vecmap::VecSet;
-use std::cell::Cell;
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Value, field};
 use nyx5_proto::sign::verify_object;
+use nyx5_proto::vecmap::VecSet;
 use nyx5_proto::{Address, Error, ErrorKind, Timestamp, limits};
 
 use crate::House;
 use crate::http::Request;
-use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
-use crate::resolver::Resolved;
+use crate::ports::{Db, Net};
+use crate::resolver::{Budget, Resolved};
 use crate::store::index::{self as store, CardRow, HouseRow};
 
 /// Cards asked for per directory page.
@@ -57,27 +55,6 @@ pub const MAX_STEPS: u32 = 64;
 pub const RANKING: &str = "text score (3: a capability named q, 2: q in the address, 1: q elsewhere in the card), \
 then released sales in the origin's signed history, then address";
 
-/// A network that answers at most `left` requests, then refuses without sending, remembering that
-/// it did so (`spent`): the crawl's budget of subrequests for one tick.
-#[derive(Debug)]
-pub struct Metered<'a, N> {
-    pub net: &'a N,
-    pub left: &'a Cell<u32>,
-    pub spent: &'a Cell<bool>,
-}
-
-impl<N: Net> Net for Metered<'_, N> {
-    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
-        let left = self.left.get();
-        if left == 0 {
-            self.spent.set(true);
-            return Err(PortError::Unreached("this tick's crawl budget is spent".into()));
-        }
-        self.left.set(left - 1);
-        self.net.send(request).await
-    }
-}
-
 /// What one tick's crawl did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CrawlReport {
@@ -104,17 +81,15 @@ impl<D: Db, N: Net> House<D, N> {
     /// One tick's share of the crawl: steps over the due houses until the budget of fetches or
     /// of steps is spent or nothing is due.
     pub async fn crawl_index(&self, fetches: u32) -> Result<CrawlReport, Error> {
-        let left = Cell::new(fetches);
-        let spent = Cell::new(false);
-        let net = Metered { net: &self.net, left: &left, spent: &spent };
+        let budget = Budget::new(fetches);
         let mut report = CrawlReport::default();
         while report.steps < MAX_STEPS {
             let now = self.now().millis();
             let Some(h) = store::due(&self.db, now).await? else { break };
             report.steps += 1;
-            let before = left.get();
-            let outcome = self.step(&net, &h, now, &mut report).await?;
-            report.fetches += before - left.get();
+            let before = budget.left();
+            let outcome = self.step(&budget, &h, now, &mut report).await?;
+            report.fetches += before - budget.left();
             if matches!(outcome, Outcome::OutOfBudget) {
                 break;
             }
@@ -122,20 +97,14 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(report)
     }
 
-    async fn step<M: Net>(
-        &self,
-        net: &Metered<'_, M>,
-        h: &HouseRow,
-        now: i64,
-        report: &mut CrawlReport,
-    ) -> Result<Outcome, Error> {
+    async fn step(&self, budget: &Budget, h: &HouseRow, now: i64, report: &mut CrawlReport) -> Result<Outcome, Error> {
         let result = match h.phase.as_str() {
-            "cards" => self.read_page(net, h, now).await,
-            "history" => self.read_history(net, h, now).await,
-            _ => self.begin(net, h, now).await,
+            "cards" => self.read_page(budget, h, now).await,
+            "history" => self.read_history(budget, h, now).await,
+            _ => self.begin(budget, h, now).await,
         };
         let writes = match result {
-            _ if net.spent.get() => return Ok(Outcome::OutOfBudget),
+            _ if budget.spent() => return Ok(Outcome::OutOfBudget),
             Ok(writes) => writes,
             Err(e) => {
                 report.failed += 1;
@@ -162,16 +131,16 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// The domain this house crawls, resolved afresh (`refresh`) or from the caches.
-    async fn crawl_domain<M: Net>(&self, net: &Metered<'_, M>, domain: &str, refresh: bool) -> Result<Resolved, Error> {
+    async fn crawl_domain(&self, budget: &Budget, domain: &str, refresh: bool) -> Result<Resolved, Error> {
         if domain == self.config.domain {
             return self.resolve_domain(domain).await;
         }
-        self.resolver_over(net).domain(domain, refresh).await
+        self.resolver_within(Some(budget)).domain(domain, refresh).await
     }
 
     /// GETs `path` at the crawled house: the house's own routes answer its own domain without a
     /// fetch.
-    async fn crawl_get<M: Net>(&self, net: &Metered<'_, M>, h: &HouseRow, path: &str) -> Result<Vec<u8>, Error> {
+    async fn crawl_get(&self, budget: &Budget, h: &HouseRow, path: &str) -> Result<Vec<u8>, Error> {
         let what = format!("{path} of {}", h.domain);
         if h.domain == self.config.domain {
             let resp = Box::pin(self.handle(Request::new("GET", path, vec![], vec![]))).await;
@@ -181,26 +150,16 @@ impl<D: Db, N: Net> House<D, N> {
                 s => Err(Error::new(ErrorKind::Unavailable, format!("{what}: answered {s}"))),
             };
         }
-        self.resolver_over(net).fetch(format!("{}{path}", h.url), &what).await
+        self.resolver_within(Some(budget)).fetch(format!("{}{path}", h.url), &what).await
     }
 
-    async fn begin<M: Net>(
-        &self,
-        net: &Metered<'_, M>,
-        h: &HouseRow,
-        now: i64,
-    ) -> Result<Vec<crate::ports::Stmt>, Error> {
-        let domain = self.crawl_domain(net, &h.domain, true).await?;
+    async fn begin(&self, budget: &Budget, h: &HouseRow, now: i64) -> Result<Vec<crate::ports::Stmt>, Error> {
+        let domain = self.crawl_domain(budget, &h.domain, true).await?;
         Ok(vec![store::begin_pass(h, &domain.url, now)])
     }
 
-    async fn read_page<M: Net>(
-        &self,
-        net: &Metered<'_, M>,
-        h: &HouseRow,
-        now: i64,
-    ) -> Result<Vec<crate::ports::Stmt>, Error> {
-        let body = self.crawl_get(net, h, &format!("/agents?limit={PAGE}&offset={}", h.cursor)).await?;
+    async fn read_page(&self, budget: &Budget, h: &HouseRow, now: i64) -> Result<Vec<crate::ports::Stmt>, Error> {
+        let body = self.crawl_get(budget, h, &format!("/agents?limit={PAGE}&offset={}", h.cursor)).await?;
         let page = Value::parse(&body, limits::MAX_DOCUMENT_BYTES)
             .map_err(|e| Error::forbidden(format!("the directory of {}: {}", h.domain, e.reason)))?;
         let page = page
@@ -210,7 +169,7 @@ impl<D: Db, N: Net> House<D, N> {
             return Err(Error::forbidden(format!("the directory at {} does not say it is {}", h.url, h.domain)));
         }
         let cards = field::opt_array(page, "agents")?.unwrap_or_default();
-        let domain = self.crawl_domain(net, &h.domain, false).await?;
+        let domain = self.crawl_domain(budget, &h.domain, false).await?;
         let pass = h.pass;
         let mut writes = Vec::new();
         let shown = cards.iter().take(usize::try_from(PAGE).unwrap_or(0));
@@ -225,7 +184,7 @@ impl<D: Db, N: Net> House<D, N> {
             if address.domain() != h.domain || !card.listed() {
                 continue;
             }
-            match self.verify_crawled(net, card, &domain).await {
+            match self.verify_crawled(budget, card, &domain).await {
                 Ok(card) => {
                     kept.insert(address.as_str().to_owned());
                     let text = card.to_value().canonical_string();
@@ -259,9 +218,9 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(writes)
     }
 
-    async fn verify_crawled<M: Net>(
+    async fn verify_crawled(
         &self,
-        net: &Metered<'_, M>,
+        budget: &Budget,
         card: AgentCard,
         domain: &Resolved,
     ) -> Result<nyx5_proto::sign::Verified<AgentCard>, Error> {
@@ -273,24 +232,19 @@ impl<D: Db, N: Net> House<D, N> {
                 .filter(|c| c.to_value() == card.to_value())
                 .ok_or_else(|| Error::forbidden(format!("{} is not the card this house holds", card.address())));
         }
-        self.resolver_over(net).verify_card(card, domain).await
+        self.resolver_within(Some(budget)).verify_card(card, domain).await
     }
 
-    async fn read_history<M: Net>(
-        &self,
-        net: &Metered<'_, M>,
-        h: &HouseRow,
-        now: i64,
-    ) -> Result<Vec<crate::ports::Stmt>, Error> {
+    async fn read_history(&self, budget: &Budget, h: &HouseRow, now: i64) -> Result<Vec<crate::ports::Stmt>, Error> {
         let Some(address) = store::history_due(&self.db, &h.domain, now.saturating_sub(HISTORY_MS)).await? else {
             return Ok(vec![store::advance(h, "start", 0, now.saturating_add(RECRAWL_MS))]);
         };
         let Ok(who) = Address::parse(&address) else {
             return Ok(vec![store::drop_card(&address)]);
         };
-        match self.crawl_get(net, h, &format!("/agents/{}/historial", who.local())).await {
+        match self.crawl_get(budget, h, &format!("/agents/{}/historial", who.local())).await {
             Ok(body) => {
-                let domain = self.crawl_domain(net, &h.domain, false).await?;
+                let domain = self.crawl_domain(budget, &h.domain, false).await?;
                 Ok(vec![store::set_history(&address, released_sales(&body, &who, &domain, self.now()), now)])
             }
             // Unreachable now: the last reading stands, and the pass goes on.

@@ -16,7 +16,7 @@
 //! verified, no signature checked again) and in the store (the canonical text; re-parsed and
 //! re-verified when read, since only `verify` makes a `Verified` card).
 
-use nyx5_proto::vecmap::VecMap;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -24,11 +24,12 @@ use nyx5_proto::address::check_domain;
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::field;
+use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified, limits};
 
 use crate::config::HostEntry;
 use crate::mailbox::PolicyMemo;
-use crate::ports::{Db, Net, OutRequest, PortError};
+use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::{House, outbound, port_error, store};
 
 /// Most delegation levels followed when resolving a remote subagent's parents.
@@ -152,6 +153,44 @@ pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
         }
     }
     Ok(found)
+}
+
+/// A number of outbound requests to spend (the index crawl's, per tick): each request takes
+/// one, and once none is left a request is refused without being sent, and the budget
+/// remembers that it was.
+#[derive(Debug)]
+pub struct Budget {
+    left: Cell<u32>,
+    spent: Cell<bool>,
+}
+
+impl Budget {
+    pub fn new(requests: u32) -> Budget {
+        Budget { left: Cell::new(requests), spent: Cell::new(false) }
+    }
+
+    /// The requests still allowed.
+    pub fn left(&self) -> u32 {
+        self.left.get()
+    }
+
+    /// Whether a request was refused for want of budget.
+    pub fn spent(&self) -> bool {
+        self.spent.get()
+    }
+
+    fn take(&self) -> Result<(), PortError> {
+        match self.left.get().checked_sub(1) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => {
+                self.spent.set(true);
+                Err(PortError::Unreached("this tick's crawl budget is spent".into()))
+            }
+        }
+    }
 }
 
 /// Cached values by key, each with the time it was fetched.
@@ -405,6 +444,8 @@ pub struct Sources<'a> {
 #[derive(Debug)]
 pub struct Resolver<'a, N, S> {
     pub net: &'a N,
+    /// A budget the requests must come out of (the index crawl's), if any.
+    pub budget: Option<&'a Budget>,
     pub store: S,
     pub memo: &'a Memo,
     pub sources: Sources<'a>,
@@ -568,7 +609,6 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             let sep = if doh.contains('?') { '&' } else { '?' };
             let url = format!("{doh}{sep}name={DNS_PREFIX}{domain}&type=TXT");
             let resp = self
-                .net
                 .send(OutRequest {
                     method: "GET".into(),
                     url,
@@ -714,11 +754,18 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
     }
 
+    /// Sends `request` over `Net`, out of the budget if there is one.
+    async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
+        if let Some(budget) = self.budget {
+            budget.take()?;
+        }
+        self.net.send(request).await
+    }
+
     /// GET `url` over `Net`. Transport failures and 5xx, 421, 429 or redirects are temporary
     /// (503); 404 and 410 are 404; other answers are refused (403).
     pub(crate) async fn fetch(&self, url: String, what: &str) -> Result<Vec<u8>, Error> {
         let resp = self
-            .net
             .send(OutRequest {
                 method: "GET".into(),
                 url: url.clone(),
@@ -742,15 +789,20 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
 impl<D: Db, N: Net> House<D, N> {
     /// The resolver over this house's network, database, memo and configuration.
     pub(crate) fn resolver(&self) -> Resolver<'_, outbound::Guarded<N>, DbPins<'_, D>> {
-        self.resolver_over(&self.net)
+        self.resolver_within(None)
     }
 
-    /// The resolver over `net` (the house's own, or one that wraps it, such as the crawl's
-    /// metered network) and this house's database, memo and configuration.
-    pub(crate) fn resolver_over<'a, M: Net>(&'a self, net: &'a M) -> Resolver<'a, M, DbPins<'a, D>> {
+    /// The same, its requests out of `budget` when there is one (the index crawl's). One
+    /// resolver type for both: a wrapper network for the crawl made the Worker carry the whole
+    /// resolver twice (benches/README.md, "Bundle").
+    pub(crate) fn resolver_within<'a>(
+        &'a self,
+        budget: Option<&'a Budget>,
+    ) -> Resolver<'a, outbound::Guarded<N>, DbPins<'a, D>> {
         static NONE: VecMap<String, (String, &'static str)> = VecMap::new();
         Resolver {
-            net,
+            net: &self.net,
+            budget,
             store: DbPins(&self.db),
             memo: &self.cards.memo,
             sources: Sources {
@@ -835,6 +887,20 @@ mod tests {
         assert!(parse_txt("v=nyx51; url=https://x; sig=nope").is_err());
         assert!(parse_txt("v=nyx51; url=https://x; url=https://y").is_err());
         assert_eq!(join_txt(r#""a\"b" "c""#), "a\"bc");
+    }
+
+    #[test]
+    fn a_budget_gives_what_it_holds_then_refuses_and_remembers() {
+        let budget = Budget::new(2);
+        assert!(budget.take().is_ok());
+        assert_eq!((budget.left(), budget.spent()), (1, false));
+        assert!(budget.take().is_ok());
+        assert_eq!((budget.left(), budget.spent()), (0, false));
+        assert!(matches!(budget.take(), Err(PortError::Unreached(_))));
+        assert_eq!((budget.left(), budget.spent()), (0, true));
+        let none = Budget::new(0);
+        assert!(none.take().is_err());
+        assert!(none.spent());
     }
 
     fn keys<T>(map: &Entries<T>) -> Vec<String> {

@@ -383,6 +383,7 @@ impl<'a> Resolver<'a> {
         let net = Guarded { net: TransportNet { net: self.net, offline }, policy };
         let r = core::Resolver {
             net: &net,
+            budget: None,
             store: &self.pins,
             memo: &self.memo,
             sources: Sources { hosts: self.hosts, known: &known, doh: self.doh, allow_http: false },

@@ -145,6 +145,7 @@ impl Fixture {
     fn resolver<'a, S: PinStore>(&'a self, memo: &'a Memo, store: S) -> Resolver<'a, MemNet, S> {
         Resolver {
             net: &self.w.net,
+            budget: None,
             store,
             memo,
             sources: self.sources(),
