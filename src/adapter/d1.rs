@@ -158,7 +158,8 @@ impl<'de> Visitor<'de> for CellReader {
     }
 
     fn visit_f64<E>(self, f: f64) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Int(f as i64)))
+        // SQLite stores no NaN or infinity; were one to come, it reads as NULL, not a number.
+        Ok(Cell(if f.is_finite() { SqlValue::Int(f as i64) } else { SqlValue::Null }))
     }
 
     fn visit_str<E>(self, s: &str) -> Result<Cell, E> {

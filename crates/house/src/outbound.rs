@@ -16,9 +16,9 @@
 //! again on every connect (see the CLI's `net.rs`); the Worker cannot see addresses, and relies on
 //! the check by name and scheme here.
 
-use nyx5_proto::vecmap::VecSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use nyx5_proto::vecmap::VecSet;
 use url::{Host, Url};
 
 use crate::ports::{Net, OutRequest, OutResponse, PortError};

@@ -8,13 +8,12 @@
 //! Decide, then do: [`Delivery`] is what the destination said, [`plan`] turns it into the next
 //! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
 
-use nyx5_proto::vecmap::VecMap;
-
 use nyx5_proto::address::uuid_v4;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::crypto::sha256;
 use nyx5_proto::receipt::{self, Notice};
 use nyx5_proto::relay::{self, RelayHeader};
+use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Timestamp, Value, limits};
 
 use crate::config::Retry;

@@ -7,12 +7,11 @@
 //! [`Context::AppCard`]'s label, a zero byte and the canonical card without `sig`: the label is
 //! ours, not the seed format's, so an App Card signature can never be taken for another document.
 
-use crate::vecmap::VecMap;
-
 use crate::b64;
 use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::json::{Object, Value, canonical_without, field};
 use crate::sign::Verified;
+use crate::vecmap::VecMap;
 use crate::{Error, ErrorKind};
 
 /// The `schema` every card carries.

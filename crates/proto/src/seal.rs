@@ -13,8 +13,6 @@
 //! envelope, and [`open`] refuses a content key that does not match it. Every recipient of one
 //! signed envelope therefore reads the same text (receipts cite envelope hashes).
 
-use crate::vecmap::VecMap;
-
 use crate::address::Address;
 use crate::b64;
 use crate::crypto::{EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random, sha256};
@@ -22,6 +20,7 @@ use crate::envelope::{Content, Envelope, Payload, b64_field};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
 use crate::limits;
+use crate::vecmap::VecMap;
 
 /// The `alg` of a sealed envelope.
 pub const ALG_SEALED: &str = "X25519+HKDF-SHA256+A256GCM";

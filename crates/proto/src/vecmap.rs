@@ -12,7 +12,10 @@
 //! replacing the value and keeping the key. What differs is cost. Lookups are `O(log n)`; an
 //! insert is `O(1)` at the end (input that arrives in order, as canonical JSON and `ORDER BY`
 //! rows do) and `O(n)` elsewhere. Building from an iterator never pays `O(n²)`: items arriving
-//! out of order are sorted once, by [`sorted_order`], one sort for every map type.
+//! out of order are sorted once, by [`sorted_order`], one sort for every map type. A loop of
+//! inserts does pay it for items out of order, so what strangers grow one insert at a time is
+//! either bounded (a memo, a list) or collected first and built with `from_iter` or
+//! [`VecMap::try_from_vec`].
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;

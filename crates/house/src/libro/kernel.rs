@@ -6,11 +6,10 @@
 //! entry and writes it all in one guarded batch (`libro/mod.rs`), and the schema refuses again
 //! what must never be.
 
-use nyx5_proto::vecmap::VecMap;
-
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::libro::{Line, check_lines, escrow_account, house_account};
 use nyx5_proto::quote::{ContractKind, Quote, Referrer};
+use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
 
 use nyx5_proto::authority::Authority;

@@ -6,9 +6,9 @@
 //! (`domain` or `@domain`). Removals apply before additions; the answer is the lists as they are.
 
 use nyx5_proto::auth::Keys;
-use nyx5_proto::vecmap::VecSet;
 
 use nyx5_proto::json::field;
+use nyx5_proto::vecmap::VecSet;
 use nyx5_proto::{Error, ErrorKind, Object, Value};
 
 use crate::auth::json_body;
