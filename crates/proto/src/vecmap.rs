@@ -116,14 +116,6 @@ impl<K: Ord, V> VecMap<K, V> {
         self.entries.get(at).map(|(_, v)| v)
     }
 
-    pub fn get_key_value<Q: Ord + ?Sized>(&self, key: &Q) -> Option<(&K, &V)>
-    where
-        K: Borrow<Q>,
-    {
-        let at = self.find(key).ok()?;
-        self.entries.get(at).map(|(k, v)| (k, v))
-    }
-
     pub fn get_mut<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,
@@ -160,14 +152,6 @@ impl<K: Ord, V> VecMap<K, V> {
     {
         let at = self.find(key).ok()?;
         Some(self.entries.remove(at).1)
-    }
-
-    pub fn remove_entry<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<(K, V)>
-    where
-        K: Borrow<Q>,
-    {
-        let at = self.find(key).ok()?;
-        Some(self.entries.remove(at))
     }
 
     /// The slot for `key`, to read, fill or change in one search.
@@ -319,11 +303,12 @@ impl<K: Ord, V, const N: usize> From<[(K, V); N]> for VecMap<K, V> {
     }
 }
 
+/// As one `insert` per item (a later value replaces an earlier one), but sorted once.
 impl<K: Ord, V> Extend<(K, V)> for VecMap<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, items: I) {
-        for (k, v) in items {
-            self.insert(k, v);
-        }
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.extend(items);
+        *self = VecMap::from_vec(entries);
     }
 }
 
@@ -499,10 +484,6 @@ impl<T> VecSet<T> {
     pub fn last(&self) -> Option<&T> {
         self.map.last_key_value().map(|(k, _)| k)
     }
-
-    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
-        self.map.retain(|k, _| keep(k));
-    }
 }
 
 impl<T: Ord> VecSet<T> {
@@ -555,14 +536,6 @@ impl<T: Ord> FromIterator<T> for VecSet<T> {
 impl<T: Ord, const N: usize> From<[T; N]> for VecSet<T> {
     fn from(items: [T; N]) -> Self {
         items.into_iter().collect()
-    }
-}
-
-impl<T: Ord> Extend<T> for VecSet<T> {
-    fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
-        for t in items {
-            self.insert(t);
-        }
     }
 }
 
@@ -690,7 +663,13 @@ mod tests {
         }
         assert_eq!(map.remove("b"), Some(20));
         assert_eq!(map.iter().collect::<Vec<_>>(), vec![(&"a", &11), (&"c", &0)]);
-        assert_eq!(map.first_key_value(), Some((&"a", &11)));
+        assert_eq!(map.iter().len(), 2);
+        assert_eq!(map.iter().rev().collect::<Vec<_>>(), vec![(&"c", &0), (&"a", &11)]);
+        map.extend([("d", 4), ("a", 1), ("b", 2), ("a", 5)]);
+        assert_eq!(map.iter().collect::<Vec<_>>(), vec![(&"a", &5), (&"b", &2), (&"c", &0), (&"d", &4)]);
+        map.retain(|k, _| *k != "b" && *k != "d");
+        assert_eq!(map.first_key_value(), Some((&"a", &5)));
+        *map.get_mut("a").unwrap() = 11;
         assert_eq!(map.last_key_value(), Some((&"c", &0)));
         assert_eq!(format!("{map:?}"), r#"{"a": 11, "c": 0}"#);
     }
@@ -698,6 +677,8 @@ mod tests {
     #[test]
     fn sets_insert_once_and_compare() {
         let mut set = VecSet::from([3, 1, 2]);
+        assert_eq!((set.len(), set.is_empty()), (3, false));
+        assert_eq!((VecSet::<u8>::new().len(), VecSet::<u8>::new().is_empty()), (0, true));
         assert!(!set.insert(2));
         assert!(set.insert(0));
         assert!(set.remove(&1));
