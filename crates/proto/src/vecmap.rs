@@ -3,8 +3,8 @@
 //!
 //! Why: size on the Worker. Every `BTreeMap<K, V>` the Worker names costs its own copy of the
 //! B-tree (node splits, merges and steals, the iterators, and `from_iter`'s stable sort), about
-//! 3–4 KB of wasm each; with a JSON object and twenty other maps that was ~70 KB of the
-//! gzipped bundle (benches/README.md, "Bundle"). A sorted vector needs a binary search and a
+//! 3–4 KB of wasm each; with a JSON object and twenty other maps that was ~48 KB of the
+//! gzipped wasm (benches/README.md, "The sixth cut"). A sorted vector needs a binary search and a
 //! `memmove`, and its maps are the engine's usual ones: an envelope's members, a recipient list,
 //! an account's balances, a handful to a few thousand entries, read far more than written.
 //!
