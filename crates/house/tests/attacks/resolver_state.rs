@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::kit::*;
 use nyx5_house::config::HostEntry;
 use nyx5_house::ports::{Db, OutRequest, OutResponse};
-use nyx5_house::resolver::{CacheEntry, CachedCard, DbPins, Memo, PinStore, Resolved, Resolver, Sources};
+use nyx5_house::resolver::{Budget, CacheEntry, CachedCard, DbPins, Memo, PinStore, Resolved, Resolver, Sources};
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_proto::card::handover_message;
 use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, DomainCard, DomainCardDraft, DomainKey, Scope};
@@ -323,6 +323,43 @@ pub(crate) fn serve_dns(w: &World, record: Option<String>) {
     }
     .canonical();
     w.fake("dns.test", move |_| OutResponse { status: 200, body: body.clone() });
+}
+
+/// A budgeted resolver (the index crawl's) spends one unit per request it sends, the DNS lookup
+/// and a delegated card's fetch included, and refuses without sending once none is left.
+#[test]
+fn a_budget_pays_for_every_request_and_refuses_past_it() {
+    let mut f = Fixture::new();
+    f.doh = Some("https://dns.test/resolve".into());
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    serve_dns(&f.w, None);
+    let remote = serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    remote.agent("alice@r.test", &SigningKey::from_seed([2; 32]), None, None, now);
+    let alice = Address::parse("alice@r.test").unwrap();
+    let memo = Memo::default();
+    let budgeted = |budget| Resolver { budget: Some(budget), ..f.resolver(&memo, DbPins(&f.db)) };
+    let sent = || f.w.sent_to("://dns.test/") + f.sent(DOMAIN);
+
+    // The DNS lookup, the domain card and the agent card: two units are not enough.
+    let two = Budget::new(2);
+    let e = block_on(budgeted(&two).agent(&alice, false)).map(|_| ()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unavailable, "{}", e.reason);
+    assert_eq!((two.left(), two.spent()), (0, true));
+    assert_eq!((f.w.sent_to("://dns.test/"), f.sent(DOMAIN)), (1, 1), "the third request was never sent");
+
+    // Enough of them: every request sent came out of the budget, and none was refused.
+    let (before, plenty) = (sent(), Budget::new(10));
+    block_on(budgeted(&plenty).agent(&alice, false)).unwrap();
+    assert!(!plenty.spent());
+    assert_eq!(sent() - before, 10 - plenty.left() as usize);
+    assert!(plenty.left() < 10);
+
+    // With none at all, nothing is sent.
+    let (before, none) = (sent(), Budget::new(0));
+    assert!(block_on(budgeted(&none).domain(DOMAIN, true)).is_err());
+    assert!(none.spent());
+    assert_eq!(sent(), before);
 }
 
 #[test]
