@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use crate::error::{Error, ErrorKind};
 use crate::limits;
-use crate::vecmap::{VecMap, sorted_order};
+use crate::vecmap::{VecMap, sort_by};
 
 /// A JSON object: its members in key order (UTF-8 bytes), keys unique by construction; canonical
 /// order (UTF-16) is applied when writing.
@@ -202,12 +202,8 @@ fn write_object_marking(
         // The map's own order is already the canonical one: no need to collect and sort.
         write_members(entries, mark, out)
     } else {
-        let members: Vec<(&String, &Value)> = entries.collect();
-        let order = sorted_order(members.len(), &|a, b| match (members.get(a), members.get(b)) {
-            (Some(x), Some(y)) => cmp_utf16(x.0, y.0),
-            _ => Ordering::Equal,
-        });
-        write_members(order.iter().filter_map(|&at| members.get(at).copied()), mark, out)
+        let sorted = sort_by(entries.collect(), |a: &(&String, &Value), b| cmp_utf16(a.0, b.0));
+        write_members(sorted.into_iter(), mark, out)
     };
     out.push('}');
     span
