@@ -8,6 +8,7 @@
 //!
 //! [`House::receive_email`]: crate::House::receive_email
 
+pub mod html;
 pub mod inbound;
 pub mod outbound;
 pub mod parse;

@@ -14,6 +14,7 @@ use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Envelope, Error, Object, Timestamp, Value};
 
+use super::html;
 use super::trust::{self, AuthResults};
 use super::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NAME_CHARS, MAX_REFERENCES};
 
@@ -207,6 +208,17 @@ fn mailbox(a: Option<&mail_parser::Address<'_>>) -> Option<Mailbox> {
     (address.is_some() || name.is_some()).then_some(Mailbox { address, name })
 }
 
+/// The body an agent reads: the first text part mail-parser chose, an HTML one rendered as text
+/// by [`html::to_text`] (mail-parser's own converter costs the Worker 22 KB: see that module).
+fn body_text(message: &mail_parser::Message<'_>) -> String {
+    let part = message.text_body.first().and_then(|&i| message.parts.get(i as usize));
+    match part.map(|p| &p.body) {
+        Some(mail_parser::PartType::Text(text)) => text.to_string(),
+        Some(mail_parser::PartType::Html(html)) => html::to_text(html),
+        _ => String::new(),
+    }
+}
+
 /// Parses a raw message. `max_text_bytes` bounds the kept body. A message mail-parser cannot read
 /// at all (empty input) is refused (400).
 pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
@@ -245,7 +257,7 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
     let authentication = authentication_results.first().and_then(|a| a.as_ref()).and_then(summary);
     let from_headers = message.headers().iter().filter(|h| h.name == mail_parser::HeaderName::From).count();
     let single_from = from_headers == 1 && message.from().is_some_and(|a| a.iter().count() == 1);
-    let body = message.body_text(0).map(|t| t.replace("\r\n", "\n")).unwrap_or_default();
+    let body = body_text(&message).replace("\r\n", "\n");
     let (text, truncated) = clip_bytes(&body, max_text_bytes);
     let mut attachments = Vec::new();
     let mut attachment_count = 0usize;
