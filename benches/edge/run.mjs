@@ -50,6 +50,27 @@ const firstSiteStart = process.hrtime.bigint();
 const firstSite = bench.first_site(psl);
 const firstSiteUs = Number(process.hrtime.bigint() - firstSiteStart) / 1e3;
 if (firstSite) throw new Error(`first_site: ${firstSite}`);
+// The canonical form's numbers on wasm32 (crates/proto/src/json.rs, `write_number`): integers
+// below 2^53 are written in Rust, the rest by the host's String(n); both must be what JavaScript
+// writes (RFC 8785 defines the form by it). Edge cases, then doubles from random bit patterns.
+{
+  const cases = [1, -1, 0.1, -0.5, 1e21, 1e-7, 123e-20, 2 ** 53, 2 ** 53 - 1, -(2 ** 53) + 1, 2 ** 53 + 2, 9007199254740993,
+    1e20, 1e-6, 5e-324, 1.7976931348623157e308, 333333333.3333333, 1424953923781206.2, 4.5, 0.000001, 1e300 * 10];
+  const view = new DataView(new ArrayBuffer(8));
+  let seed = 0x2545f491n;
+  for (let i = 0; i < 20000; i++) {
+    seed = (seed * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+    view.setBigUint64(0, seed);
+    const x = view.getFloat64(0);
+    if (Number.isFinite(x)) cases.push(x, Number(seed >> 11n) * (seed & 1n ? 1 : -1), Number(seed >> 9n));
+  }
+  for (const x of cases) {
+    const want = Number.isFinite(x) ? (Object.is(x, -0) ? '0' : String(x)) : 'null';
+    const got = bench.format_number(x);
+    if (got !== want) throw new Error(`format_number(${want}) gave ${got}`);
+  }
+  console.log(`edge: ${cases.length} numbers written as JavaScript writes them`);
+}
 console.log(`edge: ${bench.setup()}`);
 const names = bench.names().split(',');
 

@@ -1,13 +1,13 @@
-//! `Db` on D1: queries with `all()`, atomic batches with `D1Database::batch`; and, when the
-//! operator asks (`NYX5_D1_METER=on`), a meter of what D1 bills, read from each result's `meta`.
+//! `Db` on D1: queries with `all()`, atomic batches with `batch()`, called on the binding itself
+//! and their results read property by property; and, when the operator asks
+//! (`NYX5_D1_METER=on`), a meter of what D1 bills, read from each result's `meta`.
 
 use std::cell::Cell as Counter;
-use std::fmt;
 
 use nyx5_house::ports::{Columns, Db, PortError, Row, SqlValue, Stmt, constraint_name};
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use wasm_bindgen::JsValue;
-use worker::{D1Database, D1Result};
+use wasm_bindgen::{JsCast, JsValue};
+use worker::D1Database;
+use worker::wasm_bindgen_futures::JsFuture;
 
 /// The D1 binding as the engine's database.
 pub(crate) struct D1Db {
@@ -45,7 +45,7 @@ impl D1Db {
         self.meter.as_ref().map(|m| m.replace(Meter::default()))
     }
 
-    fn count(&self, results: &[D1Result], batch: bool) {
+    fn count(&self, results: &[JsValue], batch: bool) {
         let Some(m) = &self.meter else { return };
         let mut now = m.get();
         if batch {
@@ -54,9 +54,9 @@ impl D1Db {
         } else {
             now.queries += 1;
         }
-        for meta in results.iter().filter_map(|r| r.meta().ok().flatten()) {
-            now.rows_read += meta.rows_read.unwrap_or(0) as u64;
-            now.rows_written += meta.rows_written.unwrap_or(0) as u64;
+        for result in results {
+            now.rows_read += meta_count(result, "rows_read");
+            now.rows_written += meta_count(result, "rows_written");
         }
         m.set(now);
     }
@@ -71,130 +71,126 @@ fn bind(v: &SqlValue) -> JsValue {
     }
 }
 
-fn error(e: worker::Error) -> PortError {
-    let text = e.to_string();
+/// A failure as the engine sees it: a failed constraint by its name (the guards of a batch
+/// report themselves so), anything else as its text.
+fn failed(text: String) -> PortError {
     match constraint_name(&text) {
         Some(name) => PortError::Constraint { name: name.to_owned() },
         None => PortError::Failed(text),
     }
 }
 
+/// What D1 threw, as text: an `Error`'s message and its cause's (D1 writes
+/// `D1_ERROR: UNIQUE constraint failed: t.c: SQLITE_CONSTRAINT`, the cause the same without the
+/// prefix), or whatever else was thrown as JavaScript would print it.
+fn thrown(e: JsValue) -> PortError {
+    let Some(error) = e.dyn_ref::<js_sys::Error>() else {
+        return failed(e.as_string().unwrap_or_else(|| format!("{e:?}")));
+    };
+    let mut text = String::from(error.message());
+    if let Some(cause) = error.cause().dyn_ref::<js_sys::Error>() {
+        text.push_str("; cause: ");
+        text.push_str(&String::from(cause.message()));
+    }
+    failed(text)
+}
+
 fn prepare(db: &D1Database, stmt: &Stmt) -> Result<worker::D1PreparedStatement, PortError> {
     let params: Vec<JsValue> = stmt.params.iter().map(bind).collect();
-    db.prepare(stmt.sql).bind(&params).map_err(error)
+    db.prepare(stmt.sql).bind(&params).map_err(|e| failed(e.to_string()))
 }
 
-/// One row as D1 hands it over, a JS object: its columns in the query's order, read straight
-/// into the engine's values. (Read as a `serde_json::Value` it went through a `BTreeMap` per
-/// row and a copy of serde_json's whole value reader: ~4 KB of the gzipped wasm, and a map
-/// allocated per row.)
-struct D1Row(Vec<(Box<str>, SqlValue)>);
-
-impl<'de> Deserialize<'de> for D1Row {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(RowReader)
-    }
+/// Calls the method `name` of `target` with `args` and awaits the promise it returns. D1's
+/// binding is called directly, not through workers-rs's `D1Result`, which reads rows and `meta`
+/// with serde (its deserializer and errors, and with them Rust's float formatting: ~6 KB of the
+/// gzipped wasm for what a few property reads do).
+async fn call(target: &JsValue, name: &str, args: &js_sys::Array) -> Result<JsValue, PortError> {
+    let method: js_sys::Function = js_sys::Reflect::get(target, &JsValue::from_str(name))
+        .and_then(|m| m.dyn_into().map_err(|_| JsValue::from_str("not a function")))
+        .map_err(|e| failed(format!("D1 binding has no {name}(): {e:?}")))?;
+    let promise: js_sys::Promise = method.apply(target, args).map_err(thrown)?.unchecked_into();
+    JsFuture::from(promise).await.map_err(thrown)
 }
 
-struct RowReader;
-
-impl<'de> Visitor<'de> for RowReader {
-    type Value = D1Row;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a row: an object of columns")
+/// A member of a JavaScript object, `undefined` when it has none (or is no object).
+fn member(object: &JsValue, name: &str) -> JsValue {
+    if !object.is_object() {
+        return JsValue::UNDEFINED;
     }
+    js_sys::Reflect::get(object, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
+}
 
-    fn visit_map<A: MapAccess<'de>>(self, mut columns: A) -> Result<D1Row, A::Error> {
-        let mut row = Vec::new();
-        while let Some((name, Cell(value))) = columns.next_entry::<String, Cell>()? {
-            row.push((name.into_boxed_str(), value));
-        }
-        Ok(D1Row(row))
-    }
+/// A count in a result's `meta` (`changes`, `rows_read`, `rows_written`); 0 when absent.
+fn meta_count(result: &JsValue, name: &str) -> u64 {
+    member(&member(result, "meta"), name).as_f64().filter(|n| n.is_finite() && *n >= 0.0).map_or(0, |n| n as u64)
 }
 
 /// One column's value. D1 gives SQLite's NULL, integers and reals as JS numbers, and text;
 /// the schema has no BLOB column. A real is truncated to an integer, as the engine reads none.
-struct Cell(SqlValue);
-
-impl<'de> Deserialize<'de> for Cell {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CellReader)
-    }
-}
-
-struct CellReader;
-
-impl<'de> Visitor<'de> for CellReader {
-    type Value = Cell;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("null, a number, text or a boolean")
-    }
-
-    fn visit_unit<E>(self) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Null))
-    }
-
-    fn visit_none<E>(self) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Null))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Cell, D::Error> {
-        Cell::deserialize(d)
-    }
-
-    fn visit_bool<E>(self, b: bool) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Int(i64::from(b))))
-    }
-
-    fn visit_i64<E>(self, i: i64) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Int(i)))
-    }
-
-    fn visit_u64<E>(self, u: u64) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Int(i64::try_from(u).unwrap_or(i64::MAX))))
-    }
-
-    fn visit_f64<E>(self, f: f64) -> Result<Cell, E> {
+fn cell(v: JsValue) -> Result<SqlValue, PortError> {
+    if v.is_null() || v.is_undefined() {
+        Ok(SqlValue::Null)
+    } else if let Some(n) = v.as_f64() {
         // SQLite stores no NaN or infinity; were one to come, it reads as NULL, not a number.
-        Ok(Cell(if f.is_finite() { SqlValue::Int(f as i64) } else { SqlValue::Null }))
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Text(s.to_owned())))
-    }
-
-    fn visit_string<E>(self, s: String) -> Result<Cell, E> {
-        Ok(Cell(SqlValue::Text(s)))
+        Ok(if n.is_finite() { SqlValue::Int(n as i64) } else { SqlValue::Null })
+    } else if let Some(s) = v.as_string() {
+        Ok(SqlValue::Text(s))
+    } else if let Some(b) = v.as_bool() {
+        Ok(SqlValue::Int(i64::from(b)))
+    } else {
+        Err(PortError::Failed("D1 gave a column that is not null, a number, text or a boolean".to_owned()))
     }
 }
 
-/// D1's rows, sharing one list of column names while the rows have the same (as a query's do).
-fn rows(read: Vec<D1Row>) -> Vec<Row> {
+/// A result's rows (each a JS object of its columns, in the query's order), sharing one list of
+/// column names while the rows have the same (as a query's do).
+fn rows(result: &JsValue) -> Result<Vec<Row>, PortError> {
+    let results = member(result, "results");
+    if results.is_undefined() || results.is_null() {
+        return Ok(Vec::new());
+    }
+    let results: js_sys::Array = results.dyn_into().map_err(|_| failed("D1's results are not a list".to_owned()))?;
     let mut names: Columns = Columns::default();
-    read.into_iter()
-        .map(|D1Row(columns)| {
-            if !columns.iter().map(|(n, _)| &**n).eq(names.iter().map(|n| &**n)) {
-                names = columns.iter().map(|(n, _)| n.clone()).collect();
-            }
-            Row::new(names.clone(), columns.into_iter().map(|(_, v)| v).collect())
-        })
-        .collect()
+    let mut out = Vec::with_capacity(results.length() as usize);
+    for row in results.iter() {
+        if !row.is_object() {
+            return Err(failed("a row D1 gave is not an object".to_owned()));
+        }
+        let mut columns = Vec::new();
+        let mut values = Vec::new();
+        for entry in js_sys::Object::entries(row.unchecked_ref()).iter() {
+            let entry: js_sys::Array = entry.unchecked_into();
+            columns.push(entry.get(0).as_string().unwrap_or_default());
+            values.push(cell(entry.get(1))?);
+        }
+        if !columns.iter().map(String::as_str).eq(names.iter().map(|n| &**n)) {
+            names = columns.into_iter().map(String::into_boxed_str).collect();
+        }
+        out.push(Row::new(names.clone(), values));
+    }
+    Ok(out)
 }
 
 impl Db for D1Db {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
-        let result = prepare(&self.db, &stmt)?.all().await.map_err(error)?;
+        let prepared = prepare(&self.db, &stmt)?;
+        let result = call(prepared.inner(), "all", &js_sys::Array::new()).await?;
         self.count(std::slice::from_ref(&result), false);
-        Ok(rows(result.results::<D1Row>().map_err(error)?))
+        rows(&result)
     }
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         let prepared = stmts.iter().map(|s| prepare(&self.db, s)).collect::<Result<Vec<_>, _>>()?;
-        let results = self.db.batch(prepared).await.map_err(error)?;
+        let list: js_sys::Array = prepared.iter().map(|p| JsValue::from(p.inner())).collect();
+        let results = call(self.db.as_ref(), "batch", &js_sys::Array::of1(&list)).await?;
+        let results: Vec<JsValue> = results
+            .dyn_into::<js_sys::Array>()
+            .map_err(|_| failed("D1's batch gave no list of results".to_owned()))?
+            .to_vec();
+        if results.len() != stmts.len() {
+            return Err(failed(format!("D1's batch gave {} results for {} statements", results.len(), stmts.len())));
+        }
         self.count(&results, true);
-        Ok(results.iter().map(|r| r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0) as u64).collect())
+        Ok(results.iter().map(|r| meta_count(r, "changes")).collect())
     }
 }

@@ -5,7 +5,7 @@ use nyx5_house::outbound::{MAX_ANSWER_BYTES, TIMEOUT_MS};
 use nyx5_house::ports::{Clock, Net, OutRequest, OutResponse, PortError, Rng};
 use nyx5_proto::Timestamp;
 use wasm_bindgen::JsValue;
-use worker::{AbortSignal, ByteStream, Fetch, Headers, Method, Request, RequestInit, RequestRedirect};
+use worker::{AbortSignal, ByteStream, Fetch, Headers, Request};
 
 /// Outbound HTTP through the Workers runtime, as `nyx5 serve`'s client does it: a deadline over
 /// the whole exchange, redirects handed back rather than followed, and the answer read as a
@@ -74,14 +74,17 @@ impl Net for FetchNet {
         for (k, v) in &request.headers {
             headers.set(k, v).map_err(failed)?;
         }
-        let mut init = RequestInit::new();
-        init.with_method(Method::from(request.method.clone()))
-            .with_headers(headers)
-            .with_redirect(RequestRedirect::Manual);
+        // web-sys's own init, not workers-rs's: converting that one sets every member it has
+        // (10 KB of the wasm), where a request sets four.
+        let init = web_sys::RequestInit::new();
+        init.set_method(&request.method);
+        init.set_headers(&headers.0);
+        init.set_redirect(web_sys::RequestRedirect::Manual);
         if !request.body.is_empty() {
-            init.with_body(Some(JsValue::from(js_sys::Uint8Array::from(request.body.as_slice()))));
+            init.set_body(&JsValue::from(js_sys::Uint8Array::from(request.body.as_slice())));
         }
-        let req = Request::new_with_init(&request.url, &init).map_err(failed)?;
+        let req =
+            Request::from(web_sys::Request::new_with_str_and_init(&request.url, &init).map_err(|e| failed(e.into()))?);
         // One deadline for connecting, the answer's head and its whole body.
         let signal = AbortSignal::from(web_sys::AbortSignal::timeout_with_u32(TIMEOUT_MS));
         let mut resp = Fetch::Request(req).send_with_signal(&signal).await.map_err(failed)?;

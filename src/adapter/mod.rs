@@ -9,6 +9,7 @@ mod fetch;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use nyx5_house::weburl::WebUrl;
 use nyx5_house::{House, Request as HouseRequest, Response as HouseResponse};
 use nyx5_proto::{Error, ErrorKind, limits};
 use worker::{Context, Env, ForwardableEmailMessage, Request, Response, ScheduleContext, ScheduledEvent, event};
@@ -66,8 +67,12 @@ async fn suffix_list(env: &Env) -> Result<(), Error> {
     }
     let read = async {
         let assets = env.assets("ASSETS").map_err(|e| format!("ASSETS binding: {e}"))?;
-        // The assets binding answers by path; the host is not looked at.
-        let mut resp = assets.fetch(format!("https://assets.invalid{}", site::ASSET_PATH), None).await;
+        // The assets binding answers by path; the host is not looked at. A request of our own,
+        // not `Fetcher::fetch`'s URL and options, which links workers-rs's `RequestInit`
+        // conversion (10 KB of the wasm) for options this never gives.
+        let url = format!("https://assets.invalid{}", site::ASSET_PATH);
+        let request = web_sys::Request::new_with_str(&url).map_err(|e| format!("{e:?}"))?;
+        let mut resp = assets.fetch_request(Request::from(request)).await;
         let resp = resp.as_mut().map_err(|e| e.to_string())?;
         if resp.status_code() != 200 {
             return Err(format!("status {}", resp.status_code()));
@@ -118,11 +123,10 @@ async fn to_house(req: Request) -> Result<HouseRequest, Error> {
     if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
         return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
     }
-    let url = req.url().map_err(|e| Error::malformed(format!("bad URL: {e}")))?;
-    let target = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    };
+    let url = req.inner().url();
+    let target = WebUrl::parse(&url)
+        .and_then(|u| u.path_and_query().map(str::to_owned))
+        .ok_or_else(|| Error::malformed(format!("bad URL: {url}")))?;
     let headers = req.headers().entries().collect();
     let method = req.method().to_string();
     // Streamed and capped: a chunked body declares no length, and must not be buffered whole.
@@ -149,7 +153,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let path = req.path();
     // The meter's header is for an operator measuring a house on this machine, never for a
     // stranger: what D1 billed (interleaved with other requests of the isolate) tells of traffic.
-    let loopback = req.url().ok().is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
+    let loopback = WebUrl::parse(&req.inner().url())
+        .is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
     // Tests only: the switch is the gate (a Host header can say "localhost" to a dev server).
     let selftest = req.method() == worker::Method::Post && loopback && env::selftest(&env);
     if path == "/_selftest/site" && selftest {

@@ -121,11 +121,13 @@ try {
   const bo = await agent('bo', b);
 
   // Outbound at a.test, delivered by the kick to b.test's /inbound: one envelope at a time, so
-  // each request and tick is measured alone.
+  // each request and tick is measured alone. The isolate has one meter: the next request waits
+  // for this one's kick to log its figures, or the two would count into each other's.
   const outbound = [];
   for (let i = 0; i < ENVELOPES; i++) {
     const env = await signEnvelope(draftEnvelope(ana.address, [bo.address], { media: 'text/plain', body: 'x'.repeat(900) }), ana.keys);
     outbound.push(ok(await as(ana, 'POST', '/outbound', { body: env }), 202, 'POST /outbound').meter);
+    for (let wait = 0; wait < 100 && lines(a).filter((l) => l.what === 'kick').length <= i; wait++) await sleep(50);
   }
   record('outbound_accept', outbound, 'POST /outbound at a.test: token nonce, sender card, outbox row, job, rate windows');
   for (let i = 0; i < 100; i++) {

@@ -428,6 +428,14 @@ pub fn first_site(coded: &[u8]) -> String {
 }
 
 /// The operations' names, comma-separated, in their index order.
+/// The canonical form's number as the wasm build writes it (`nyx5_proto::json::format_number`:
+/// integers below 2^53 in Rust, the rest by the host's `String(n)`), for run.mjs to hold against
+/// JavaScript's own over edge cases and random doubles before it times anything.
+#[wasm_bindgen]
+pub fn format_number(n: f64) -> String {
+    nyx5_proto::json::format_number(n)
+}
+
 #[wasm_bindgen]
 pub fn names() -> String {
     OPS.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(",")

@@ -28,6 +28,7 @@ pub mod site;
 pub mod sqlite;
 pub mod store;
 pub mod web;
+pub mod weburl;
 
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;

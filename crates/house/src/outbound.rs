@@ -7,8 +7,9 @@
 //! - An origin the operator named (the hosts file, the DNS-over-HTTPS endpoint, the email
 //!   provider; for the client, the house it was pointed at) may be anything.
 //! - Every other URL is *learnt*: it must be `https` and its host must be public, by name and by
-//!   address. IP literals are read as the WHATWG URL standard reads them (the parser workerd's
-//!   `fetch` uses), so `http://2130706433/` is 127.0.0.1 here as it is there.
+//!   address. IP literals are read as the WHATWG URL standard reads them, by the parser of the
+//!   platform's own `fetch` ([`crate::weburl`]: workerd's `URL` on the Worker), so
+//!   `http://2130706433/` is 127.0.0.1 here as it is there.
 //! - Test setups turn the rules off explicitly ([`Policy::allow_private`], [`Policy::allow_http`]).
 //!
 //! [`Guarded`] puts the policy in front of a [`Net`]: the house sends every request through it.
@@ -19,9 +20,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nyx5_proto::vecmap::VecSet;
-use url::{Host, Url};
 
 use crate::ports::{Net, OutRequest, OutResponse, PortError};
+use crate::weburl::{Host, WebUrl};
 
 /// The longest any outbound request may take, from connecting to the last byte of the answer.
 pub const TIMEOUT_MS: u32 = 10_000;
@@ -72,18 +73,18 @@ impl Policy {
 
     /// Trusts the origin of `url` as the operator's.
     pub fn trust(&mut self, url: &str) {
-        if let Ok(u) = Url::parse(url)
+        if let Some(u) = WebUrl::parse(url)
             && let Some(host) = u.host_str()
             && let Some(port) = u.port_or_known_default()
         {
-            self.operator.insert(u.origin().ascii_serialization());
+            self.operator.insert(u.origin().to_owned());
             self.operator_hosts.insert(format!("{}://{host}:{port}", u.scheme()));
         }
     }
 
     /// Whether `url`'s origin is one the operator named.
     pub fn operator_named(&self, url: &str) -> bool {
-        Url::parse(url).is_ok_and(|u| self.operator.contains(&u.origin().ascii_serialization()))
+        WebUrl::parse(url).is_some_and(|u| self.operator.contains(u.origin()))
     }
 
     /// Whether a `scheme` connection to `host:port` may reach a private address (the check
@@ -100,8 +101,8 @@ impl Policy {
     /// Decides whether the engine may send a request to `url`: the operator's origins, or a
     /// learnt URL that passes [`Policy::check_learnt`].
     pub fn check(&self, url: &str) -> Result<(), Refusal> {
-        let u = Url::parse(url).map_err(|_| Refusal("not a URL"))?;
-        if matches!(u.scheme(), "http" | "https") && self.operator.contains(&u.origin().ascii_serialization()) {
+        let u = WebUrl::parse(url).ok_or(Refusal("not a URL"))?;
+        if matches!(u.scheme(), "http" | "https") && self.operator.contains(u.origin()) {
             return Ok(());
         }
         check_learnt(&u, self.allow_http, self.allow_private)
@@ -111,19 +112,19 @@ impl Policy {
     /// public `https`, with no exemption for the operator's origins, which are for reaching
     /// houses, DNS and the email provider, not for whatever an agent wants to POST to.
     pub fn check_learnt(&self, url: &str) -> Result<(), Refusal> {
-        let u = Url::parse(url).map_err(|_| Refusal("not a URL"))?;
+        let u = WebUrl::parse(url).ok_or(Refusal("not a URL"))?;
         check_learnt(&u, self.allow_http, self.allow_private)
     }
 }
 
-fn check_learnt(u: &Url, allow_http: bool, allow_private: bool) -> Result<(), Refusal> {
+fn check_learnt(u: &WebUrl, allow_http: bool, allow_private: bool) -> Result<(), Refusal> {
     if !matches!(u.scheme(), "http" | "https") {
         return Err(Refusal("only http(s) URLs are fetched"));
     }
     if u.scheme() != "https" && !allow_http {
         return Err(Refusal("a URL learnt from a peer must be https"));
     }
-    if !u.username().is_empty() || u.password().is_some() {
+    if u.has_credentials() {
         return Err(Refusal("a URL learnt from a peer must not carry credentials"));
     }
     if allow_private {
@@ -131,8 +132,8 @@ fn check_learnt(u: &Url, allow_http: bool, allow_private: bool) -> Result<(), Re
     }
     match u.host() {
         Some(Host::Domain(name)) => check_public_name(name),
-        Some(Host::Ipv4(ip)) => check_public_ip(IpAddr::V4(ip)),
-        Some(Host::Ipv6(ip)) => check_public_ip(IpAddr::V6(ip)),
+        Some(Host::Ipv4(ip)) => check_public_ip(IpAddr::V4(*ip)),
+        Some(Host::Ipv6(ip)) => check_public_ip(IpAddr::V6(*ip)),
         None => Err(Refusal("the URL has no host")),
     }
 }
@@ -159,7 +160,7 @@ fn check_public_name(name: &str) -> Result<(), Refusal> {
 /// address such as `127.0.0.1` or `2130706433`, not a private-use name). The operator's hosts file
 /// can still name any domain.
 pub fn check_house_domain(domain: &str) -> Result<(), Refusal> {
-    match Url::parse(&format!("https://{domain}/")).ok().and_then(|u| u.host().map(|h| h.to_owned())) {
+    match WebUrl::parse(&format!("https://{domain}/")).and_then(|u| u.host().cloned()) {
         Some(Host::Domain(name)) => check_public_name(&name),
         Some(Host::Ipv4(_) | Host::Ipv6(_)) => Err(Refusal("an address is not a house domain")),
         None => Err(Refusal("not a host name")),

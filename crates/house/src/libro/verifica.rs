@@ -24,6 +24,7 @@ use crate::mailbox::Outcome;
 use crate::outbound::Policy;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::store::services as store;
+use crate::weburl::WebUrl;
 
 /// `verifica@`'s local part.
 pub const VERIFICA: &str = "verifica";
@@ -124,17 +125,17 @@ fn url_of(o: &Object, i: usize, policy: Option<&Policy>) -> Result<String, Error
     let mut origin = None;
     for (contract, seller) in SAMPLES {
         let filled = fill(url, contract, seller);
-        let parsed = url::Url::parse(&filled).map_err(|_| bad("is not a URL"))?;
+        let parsed = WebUrl::parse(&filled).ok_or_else(|| bad("is not a URL"))?;
         if parsed.scheme() != "https" {
             return Err(bad("must be https"));
         }
         if parsed.as_str() != filled {
             return Err(bad(&format!("must be written as a URL parser writes it: {}", parsed.as_str())));
         }
-        if !parsed.username().is_empty() || parsed.password().is_some() || parsed.fragment().is_some() {
+        if parsed.has_credentials() || parsed.has_fragment() {
             return Err(bad("carries no credentials and no fragment"));
         }
-        let this = parsed.origin().ascii_serialization();
+        let this = parsed.origin().to_owned();
         if origin.as_ref().is_some_and(|o| *o != this) {
             return Err(bad("may name the claim in its path or query, not its host or port"));
         }
