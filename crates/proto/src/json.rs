@@ -382,19 +382,25 @@ fn write_number(n: f64, out: &mut String) {
 /// Any other finite number, on wasm32 by the host's own `String(n)`: ECMAScript's
 /// Number::toString is what RFC 8785 defines the form by, and every wasm32 build of Nyx5 runs
 /// inside a JavaScript engine (workerd, Node, a browser). Rust's float formatting, which the
-/// native writer below builds on, is ~9 KB of the Worker's gzipped wasm.
-#[cfg(target_arch = "wasm32")]
+/// native writer ([`write_shortest`]) builds on, is ~9 KB of the Worker's gzipped wasm.
 fn write_other_number(n: f64, out: &mut String) {
-    #[wasm_bindgen::prelude::wasm_bindgen]
-    extern "C" {
-        #[wasm_bindgen(js_name = String)]
-        fn js_string(n: f64) -> String;
-    }
+    #[cfg(target_arch = "wasm32")]
     out.push_str(&js_string(n));
+    #[cfg(not(target_arch = "wasm32"))]
+    write_shortest(n, out);
 }
 
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = String)]
+    fn js_string(n: f64) -> String;
+}
+
+/// ECMAScript's Number::toString in Rust: the shortest digits that round-trip, ties to even,
+/// laid out as ES2019 §7.1.12.1 lays them out.
 #[cfg(not(target_arch = "wasm32"))]
-fn write_other_number(n: f64, out: &mut String) {
+fn write_shortest(n: f64, out: &mut String) {
     if n < 0.0 {
         out.push('-');
     }
