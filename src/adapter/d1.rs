@@ -55,8 +55,8 @@ impl D1Db {
             now.queries += 1;
         }
         for result in results {
-            now.rows_read += meta_count(result, "rows_read");
-            now.rows_written += meta_count(result, "rows_written");
+            now.rows_read += meta_count(result, "rows_read").unwrap_or(0);
+            now.rows_written += meta_count(result, "rows_written").unwrap_or(0);
         }
         m.set(now);
     }
@@ -80,16 +80,17 @@ fn failed(text: String) -> PortError {
     }
 }
 
-/// What D1 threw, as text: an `Error`'s message and its cause's (D1 writes
+/// What D1 threw, as text: an `Error`'s message and, on a line of its own, its cause's (D1 writes
 /// `D1_ERROR: UNIQUE constraint failed: t.c: SQLITE_CONSTRAINT`, the cause the same without the
-/// prefix), or whatever else was thrown as JavaScript would print it.
+/// prefix; the line break ends a constraint's name for `constraint_name` should the suffix ever
+/// be missing), or whatever else was thrown as JavaScript would print it.
 fn thrown(e: JsValue) -> PortError {
     let Some(error) = e.dyn_ref::<js_sys::Error>() else {
         return failed(e.as_string().unwrap_or_else(|| format!("{e:?}")));
     };
     let mut text = String::from(error.message());
     if let Some(cause) = error.cause().dyn_ref::<js_sys::Error>() {
-        text.push_str("; cause: ");
+        text.push('\n');
         text.push_str(&String::from(cause.message()));
     }
     failed(text)
@@ -108,8 +109,10 @@ async fn call(target: &JsValue, name: &str, args: &js_sys::Array) -> Result<JsVa
     let method: js_sys::Function = js_sys::Reflect::get(target, &JsValue::from_str(name))
         .and_then(|m| m.dyn_into().map_err(|_| JsValue::from_str("not a function")))
         .map_err(|e| failed(format!("D1 binding has no {name}(): {e:?}")))?;
-    let promise: js_sys::Promise = method.apply(target, args).map_err(thrown)?.unchecked_into();
-    JsFuture::from(promise).await.map_err(thrown)
+    // `Promise.resolve` of what came back: a binding that answered without a promise is read as
+    // its value, never cast blindly.
+    let answer = method.apply(target, args).map_err(thrown)?;
+    JsFuture::from(js_sys::Promise::resolve(&answer)).await.map_err(thrown)
 }
 
 /// A member of a JavaScript object, `undefined` when it has none (or is no object).
@@ -120,9 +123,9 @@ fn member(object: &JsValue, name: &str) -> JsValue {
     js_sys::Reflect::get(object, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
 }
 
-/// A count in a result's `meta` (`changes`, `rows_read`, `rows_written`); 0 when absent.
-fn meta_count(result: &JsValue, name: &str) -> u64 {
-    member(&member(result, "meta"), name).as_f64().filter(|n| n.is_finite() && *n >= 0.0).map_or(0, |n| n as u64)
+/// A count in a result's `meta` (`changes`, `rows_read`, `rows_written`), when it is one.
+fn meta_count(result: &JsValue, name: &str) -> Option<u64> {
+    member(&member(result, "meta"), name).as_f64().filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64)
 }
 
 /// One column's value. D1 gives SQLite's NULL, integers and reals as JS numbers, and text;
@@ -191,6 +194,14 @@ impl Db for D1Db {
             return Err(failed(format!("D1's batch gave {} results for {} statements", results.len(), stmts.len())));
         }
         self.count(&results, true);
-        Ok(results.iter().map(|r| meta_count(r, "changes")).collect())
+        // The guards' undo rests on these counts: a result that does not say it succeeded, or
+        // gives no count, fails the batch rather than reading as "nothing changed".
+        results
+            .iter()
+            .map(|r| match (member(r, "success").as_bool(), meta_count(r, "changes")) {
+                (Some(true), Some(changes)) => Ok(changes),
+                _ => Err(failed("D1's batch gave a result without success and a change count".to_owned())),
+            })
+            .collect()
     }
 }

@@ -243,6 +243,8 @@ mod tests {
             ("Error: D1_ERROR: CHECK constraint failed: guard: SQLITE_CONSTRAINT_CHECK", Some("guard")),
             ("D1_ERROR: FOREIGN KEY constraint failed: SQLITE_CONSTRAINT", Some("FOREIGN KEY")),
             ("CHECK constraint failed: invitation_uses\nmore", Some("invitation_uses")),
+            // The Worker's adapter puts D1's cause on a line of its own after the message.
+            ("D1_ERROR: CHECK constraint failed: guard\nCHECK constraint failed: guard", Some("guard")),
             ("no such table: guards", None),
             ("network connection lost", None),
             ("CHECK constraint failed: ", None),

@@ -133,12 +133,13 @@ pub fn to_text(html: &str) -> String {
                     i += 1;
                 }
                 Markup::Comment(end) | Markup::Other(end) => i = end,
-                Markup::Tag { name, closing, end, self_closing } => {
+                Markup::Tag { name, closing, end } => {
                     i = end;
                     let is = |list: &[&str]| list.iter().any(|n| n.eq_ignore_ascii_case(name));
                     if name.eq_ignore_ascii_case("br") {
                         out.line_break();
-                    } else if is(&UNREAD) && !closing && !self_closing {
+                    } else if is(&UNREAD) && !closing {
+                        // `<script/>` opens a script all the same: HTML ignores the slash there.
                         i = after_closing(html, i, name);
                     } else if is(&BLOCKS) {
                         out.end_line();
@@ -155,6 +156,9 @@ pub fn to_text(html: &str) -> String {
             b'&' => {
                 let (c, len) = reference(html.get(i..).unwrap_or_default());
                 match c {
+                    // `&#10;` is white space like any other; in `<pre>` a line break.
+                    Some(c) if c.is_ascii_whitespace() && pre == 0 => out.space = true,
+                    Some('\n') => out.line_break(),
                     Some(c) => out.word(c.encode_utf8(&mut [0; 4])),
                     None => out.word("&"),
                 }
@@ -246,15 +250,24 @@ enum Markup<'a> {
     /// `<!…>` or `<?…>`; the position after its `>`.
     Other(usize),
     /// A start or end tag, and the position after its `>`.
-    Tag { name: &'a str, closing: bool, self_closing: bool, end: usize },
+    Tag { name: &'a str, closing: bool, end: usize },
 }
 
 fn markup(html: &str, at: usize) -> Markup<'_> {
     let bytes = html.as_bytes();
     let rest = bytes.get(at + 1..).unwrap_or_default();
     if rest.starts_with(b"!--") {
+        // As HTML reads them: `<!-->` and `<!--->` are empty comments, and `--!>` ends one too.
         let body = at + 4;
-        let end = find(bytes, body, b"-->").map_or(bytes.len(), |p| p + 3);
+        let end = match bytes.get(body..) {
+            Some([b'>', ..]) => body + 1,
+            Some([b'-', b'>', ..]) => body + 2,
+            _ => [find(bytes, body, b"-->").map(|p| p + 3), find(bytes, body, b"--!>").map(|p| p + 4)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(bytes.len()),
+        };
         return Markup::Comment(end);
     }
     let (closing, name_at) = if rest.first() == Some(&b'/') { (true, at + 2) } else { (false, at + 1) };
@@ -269,8 +282,7 @@ fn markup(html: &str, at: usize) -> Markup<'_> {
                 .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b':' | b'-' | b'_')))
                 .map_or(bytes.len(), |p| name_at + p);
             let end = tag_end(bytes, name_end);
-            let self_closing = end >= 2 && bytes.get(end - 2) == Some(&b'/');
-            Markup::Tag { name: html.get(name_at..name_end).unwrap_or_default(), closing, self_closing, end }
+            Markup::Tag { name: html.get(name_at..name_end).unwrap_or_default(), closing, end }
         }
         // `</>` and `</ …>`: not text, not an element.
         Some(_) if closing => {
@@ -327,6 +339,18 @@ fn find(bytes: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
     bytes.get(from..)?.windows(needle.len()).position(|w| w == needle).map(|p| from + p)
 }
 
+/// A numeric reference from 128 to 159 names, as HTML reads it, the Windows-1252 character of
+/// that byte (`&#146;` is `’`, not the C1 control U+0092); the five bytes that code page leaves
+/// unassigned stay as they are, as does every other number.
+fn windows_1252(code: u32) -> u32 {
+    const HIGH: [u16; 32] = [
+        0x20ac, 0x81, 0x201a, 0x192, 0x201e, 0x2026, 0x2020, 0x2021, 0x2c6, 0x2030, 0x160, 0x2039, 0x152, 0x8d, 0x17d,
+        0x8f, 0x90, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013, 0x2014, 0x2dc, 0x2122, 0x161, 0x203a, 0x153, 0x9d,
+        0x17e, 0x178,
+    ];
+    code.checked_sub(0x80).and_then(|i| HIGH.get(i as usize)).map_or(code, |&c| u32::from(c))
+}
+
 /// The character reference at the start of `s` (which starts with `&`): the character, or `None`
 /// when it is none, and how many bytes it takes (1 for a lone `&`).
 fn reference(s: &str) -> (Option<char>, usize) {
@@ -345,7 +369,8 @@ fn reference(s: &str) -> (Option<char>, usize) {
             .fold(0u32, |n, c| n.saturating_mul(radix).saturating_add((*c as char).to_digit(radix).unwrap_or(0)));
         let end = start + digits;
         let len = if b.get(end) == Some(&b';') { end + 1 } else { end };
-        let c = (code != 0).then(|| char::from_u32(code)).flatten().unwrap_or(char::REPLACEMENT_CHARACTER);
+        let c =
+            (code != 0).then(|| char::from_u32(windows_1252(code))).flatten().unwrap_or(char::REPLACEMENT_CHARACTER);
         return (Some(c), len);
     }
     let name_len = b.iter().skip(1).take(9).take_while(|c| c.is_ascii_alphanumeric()).count();
@@ -410,12 +435,13 @@ mod tests {
             ("<script>if (a</b) { y = '</scrip' }</script>y", "y"),
             ("<STYLE>p{}</Style >z", "z"),
             ("<template><p>t</p></template>w", "w"),
-            ("<script/>kept", "kept"),
+            ("<script/>x</script>kept", "kept"),
             ("<style>never closed", ""),
             ("a<!-- <p>hidden</p> -->b", "ab"),
             ("<!--[if mso]>x<![endif]-->y<![if !vml]>v<![endif]>", "yv"),
             ("<!doctype html><html><?xml version=\"1.0\"?>z</html>", "z"),
             ("a<!-- never closed", "a"),
+            ("a<!-->b<!--->c<!-- d --!>e", "abce"),
             ("a</>b</ x>c", "abc"),
         ];
         for (html, text) in cases {
@@ -436,6 +462,11 @@ mod tests {
         assert_eq!(to_text("caf&eacute; &amp; cr&Egrave;me &#8364;5 &#x1F600;&#X41;&#65x"), "café & crÈme €5 😀AAx");
         assert_eq!(to_text("&#0; &#xD800; &#99999999999999999999; &#1114112;"), "\u{fffd} \u{fffd} \u{fffd} \u{fffd}");
         assert_eq!(to_text("a&nbsp;b&lang;c&rang;"), "a\u{a0}b\u{27e8}c\u{27e9}");
+        // 128 to 159 as Windows-1252 reads them, as HTML does; its five holes as they are.
+        assert_eq!(to_text("&#146;&#x96;&#128;&#159;&#129;&#x9D;"), "\u{2019}\u{2013}\u{20ac}\u{178}\u{81}\u{9d}");
+        // A reference to white space is white space; in `<pre>`, `&#10;` breaks the line.
+        assert_eq!(to_text("a&#10;&#10;&#9;b&#32;&#x20; c"), "a b c");
+        assert_eq!(to_text("<pre>a&#10;b</pre>"), "a\nb");
         // Not HTML 4, not a name, no semicolon, no digits: as written.
         assert_eq!(
             to_text("&NotSquareSubset; &bogus; & alone &amp &#; &#x; &thetasymbol;"),
