@@ -118,15 +118,15 @@ fn error_response(e: &Error) -> worker::Result<Response> {
     to_worker(&nyx5_house::web::common(HouseResponse::error(e)))
 }
 
-async fn to_house(req: Request) -> Result<HouseRequest, Error> {
+/// The engine's request: `url` is the request's own, parsed once by [`fetch`].
+async fn to_house(req: Request, url: Option<&WebUrl>) -> Result<HouseRequest, Error> {
     let declared = req.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
         return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
     }
-    let url = req.inner().url();
-    let target = WebUrl::parse(&url)
+    let target = url
         .and_then(|u| u.path_and_query().map(str::to_owned))
-        .ok_or_else(|| Error::malformed(format!("bad URL: {url}")))?;
+        .ok_or_else(|| Error::malformed(format!("bad URL: {}", req.inner().url())))?;
     let headers = req.headers().entries().collect();
     let method = req.method().to_string();
     // Streamed and capped: a chunked body declares no length, and must not be buffered whole.
@@ -153,8 +153,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let path = req.path();
     // The meter's header is for an operator measuring a house on this machine, never for a
     // stranger: what D1 billed (interleaved with other requests of the isolate) tells of traffic.
-    let loopback = WebUrl::parse(&req.inner().url())
-        .is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
+    let url = WebUrl::parse(&req.inner().url());
+    let loopback = url.as_ref().is_some_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
     // Tests only: the switch is the gate (a Host header can say "localhost" to a dev server).
     let selftest = req.method() == worker::Method::Post && loopback && env::selftest(&env);
     if path == "/_selftest/site" && selftest {
@@ -179,7 +179,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         Ok(h) => h,
         Err(e) => return error_response(&e),
     };
-    let hreq = match to_house(req).await {
+    let hreq = match to_house(req, url.as_ref()).await {
         Ok(r) => r,
         Err(e) => return error_response(&e),
     };
