@@ -273,9 +273,7 @@ fn markup(html: &str, at: usize) -> Markup<'_> {
     }
     let (closing, name_at) = if rest.first() == Some(&b'/') { (true, at + 2) } else { (false, at + 1) };
     match bytes.get(name_at) {
-        Some(b'!' | b'?') if !closing => {
-            Markup::Other(bytes.iter().skip(name_at).position(|&b| b == b'>').map_or(bytes.len(), |p| name_at + p + 1))
-        }
+        Some(b'!' | b'?') if !closing => Markup::Other(after_gt(bytes, name_at)),
         Some(c) if c.is_ascii_alphabetic() => {
             let name_end = bytes
                 .iter()
@@ -286,9 +284,7 @@ fn markup(html: &str, at: usize) -> Markup<'_> {
             Markup::Tag { name: html.get(name_at..name_end).unwrap_or_default(), closing, end }
         }
         // `</>` and `</ …>`: not text, not an element.
-        Some(_) if closing => {
-            Markup::Other(bytes.iter().skip(name_at).position(|&b| b == b'>').map_or(bytes.len(), |p| name_at + p + 1))
-        }
+        Some(_) if closing => Markup::Other(after_gt(bytes, name_at)),
         _ => Markup::Text,
     }
 }
@@ -329,6 +325,11 @@ fn after_closing(html: &str, from: usize, name: &str) -> usize {
         i = p + 2;
     }
     bytes.len()
+}
+
+/// The position after the first `>` from `from` on; the end of the input when there is none.
+fn after_gt(bytes: &[u8], from: usize) -> usize {
+    bytes.iter().skip(from).position(|&b| b == b'>').map_or(bytes.len(), |p| from + p + 1)
 }
 
 /// Where the next `<` or `&` is, from `from` on.
