@@ -210,13 +210,35 @@ fn mailbox(a: Option<&mail_parser::Address<'_>>) -> Option<Mailbox> {
 
 /// The body an agent reads: the first text part mail-parser chose, an HTML one rendered as text
 /// by [`html::to_text`] (mail-parser's own converter costs the Worker 22 KB: see that module).
-fn body_text(message: &mail_parser::Message<'_>) -> String {
+///
+/// When mail-parser found no text part, the first part whose `Content-Type` cannot be read
+/// ([`defaults_to_plain`]) is the body: RFC 2045 §5.2 reads such a part as `text/plain`, where
+/// mail-parser keeps it as an attachment and the person's words would reach the agent as nothing.
+/// Returns the text and, when it came from such a part, that part (not then an attachment).
+fn body_text<'m>(message: &'m mail_parser::Message<'m>) -> (String, Option<&'m mail_parser::MessagePart<'m>>) {
     let part = message.text_body.first().and_then(|&i| message.parts.get(i as usize));
     match part.map(|p| &p.body) {
-        Some(mail_parser::PartType::Text(text)) => text.to_string(),
-        Some(mail_parser::PartType::Html(html)) => html::to_text(html),
-        _ => String::new(),
+        Some(mail_parser::PartType::Text(text)) => (text.to_string(), None),
+        Some(mail_parser::PartType::Html(html)) => (html::to_text(html), None),
+        _ => match message.parts.iter().find(|p| defaults_to_plain(p)) {
+            Some(p) => (String::from_utf8_lossy(p.contents()).into_owned(), Some(p)),
+            None => (String::new(), None),
+        },
     }
+}
+
+/// A leaf part that RFC 2045 §5.2 reads as `text/plain` although mail-parser does not: its
+/// `Content-Type` has no subtype (`text`, `multipart`, or a word that is no type at all), or is
+/// a `multipart/*` without the boundary that makes it one. A part its sender marked as an
+/// attachment stays an attachment.
+fn defaults_to_plain(part: &mail_parser::MessagePart<'_>) -> bool {
+    let leaf = !matches!(part.body, mail_parser::PartType::Multipart(_) | mail_parser::PartType::Message(_));
+    let attached = part.content_disposition().is_some_and(|d| d.ctype().eq_ignore_ascii_case("attachment"));
+    let unreadable = part.content_type().is_some_and(|ct| {
+        ct.subtype().is_none_or(|s| s.trim().is_empty())
+            || (ct.ctype().eq_ignore_ascii_case("multipart") && ct.attribute("boundary").is_none())
+    });
+    leaf && unreadable && !attached
 }
 
 /// Parses a raw message. `max_text_bytes` bounds the kept body. A message mail-parser cannot read
@@ -257,11 +279,12 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
     let authentication = authentication_results.first().and_then(|a| a.as_ref()).and_then(summary);
     let from_headers = message.headers().iter().filter(|h| h.name == mail_parser::HeaderName::From).count();
     let single_from = from_headers == 1 && message.from().is_some_and(|a| a.iter().count() == 1);
-    let body = body_text(&message).replace("\r\n", "\n");
+    let (body, body_part) = body_text(&message);
+    let body = body.replace("\r\n", "\n");
     let (text, truncated) = clip_bytes(&body, max_text_bytes);
     let mut attachments = Vec::new();
     let mut attachment_count = 0usize;
-    for part in message.attachments() {
+    for part in message.attachments().filter(|p| !body_part.is_some_and(|b| std::ptr::eq(*p, b))) {
         attachment_count += 1;
         if attachments.len() >= MAX_ATTACHMENTS {
             continue;
@@ -483,6 +506,28 @@ mod tests {
         assert_eq!(clip_bytes("€", 2), (String::new(), true));
         assert_eq!(clip_bytes("x€y", 3), ("x".to_owned(), true));
         assert_eq!(clip_bytes("x€y", 4), ("x€".to_owned(), true));
+    }
+
+    #[test]
+    fn a_content_type_that_cannot_be_read_is_plain_text() {
+        // RFC 2045 §5.2: no subtype, or no type at all, reads as text/plain; the words arrive.
+        for ct in ["text", "TEXT", "text/", "garbage", "application", "multipart", "multipart/mixed", "text/ ; x=y"] {
+            let p = parsed(&format!("From: a@b.test\r\nContent-Type: {ct}\r\n\r\nhello there\r\n"));
+            assert_eq!((p.text.as_str(), p.attachment_count), ("hello there\n", 0), "Content-Type: {ct}");
+        }
+        // Inside a multipart message too, with a real attachment beside it still described.
+        let p = parsed(
+            "From: a@b.test\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text\r\n\r\n\
+             the words\r\n--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=x.pdf\r\n\r\n\
+             %PDF\r\n--b--\r\n",
+        );
+        assert_eq!(p.text.trim_end(), "the words");
+        assert_eq!((p.attachment_count, p.attachments.first().map(|a| a.media.as_str())), (1, Some("application/pdf")));
+        // A part its sender attached stays an attachment; a readable binary type is no text.
+        let p = parsed("From: a@b.test\r\nContent-Type: text\r\nContent-Disposition: attachment\r\n\r\nx\r\n");
+        assert_eq!((p.text.as_str(), p.attachment_count), ("", 1));
+        let p = parsed("From: a@b.test\r\nContent-Type: application/octet-stream\r\n\r\nx\r\n");
+        assert_eq!((p.text.as_str(), p.attachment_count), ("", 1));
     }
 
     #[test]
