@@ -16,7 +16,7 @@
 //
 //   node tests/e2e/authority.mjs        (scripts/test runs it after services.mjs)
 //
-// Ports: 18803–18806, inspectors 19245–19246 (NYX5_AUTHORITY_PORT moves the first). Prints each
+// Ports: free ones, found at start (NYX5_AUTHORITY_PORT=N fixes them at N + 0…3, 442, 443). Prints each
 // step with its timing; exits 1 on the first failure (logs and state kept), 0 when all passed.
 
 import assert from 'node:assert/strict';
@@ -28,10 +28,12 @@ import { performance } from 'node:perf_hooks';
 
 import { b64u, random } from '../lib/nyx5.mjs';
 import { makeSteps, secs } from '../lib/e2e.mjs';
-import { ENV, House, ROOT, buildWorkerAndCli } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, buildWorkerAndCli, portsFor } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
-const PORT = Number(process.env.NYX5_AUTHORITY_PORT ?? 18803);
+const PORT = await portsFor('NYX5_AUTHORITY_PORT', [0, 1, 2, 3, 442, 443]);
+/** The inspector of each Worker house, by its port. */
+const INSPECTOR = { [PORT(0)]: PORT(442), [PORT(1)]: PORT(443) };
 const state = mkdtempSync(join(tmpdir(), 'nyx5-authority-'));
 const BIN = join(ROOT, 'target/debug/nyx5');
 const urlOf = (port) => `http://127.0.0.1:${port}`;
@@ -54,7 +56,7 @@ function workerHouse(p, domain, vars = {}) {
   const h = new House({
     domain,
     port,
-    inspectorPort: port + 442,
+    inspectorPort: INSPECTOR[port],
     stateDir: p.dir,
     vars: {
       NYX5_REGISTRATION: 'open',
@@ -295,8 +297,8 @@ async function scenario(p, a, b) {
   });
 }
 
-const worker = pair('worker', { 'a.test': PORT, 'b.test': PORT + 1 });
-const serve = pair('serve', { 'a.test': PORT + 2, 'b.test': PORT + 3 });
+const worker = pair('worker', { 'a.test': PORT(0), 'b.test': PORT(1) });
+const serve = pair('serve', { 'a.test': PORT(2), 'b.test': PORT(3) });
 const running = [];
 let failed = false;
 try {

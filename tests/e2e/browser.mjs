@@ -22,7 +22,8 @@
 //
 //   node tests/e2e/browser.mjs        (scripts/test runs it; Chromium is Debian's `chromium`)
 //
-// Ports: 18807 (the Worker), 18808 (nyx5 serve), inspector 19250 (NYX5_BROWSER_PORT moves them).
+// Ports: free ones, found at start, for the Worker, nyx5 serve and the inspector (NYX5_BROWSER_PORT=N
+// fixes them at N, N + 1, N + 443).
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -33,11 +34,11 @@ import { performance } from 'node:perf_hooks';
 
 import { b64u, random } from '../lib/nyx5.mjs';
 import { call, makeSteps } from '../lib/e2e.mjs';
-import { ENV, House, ROOT, WRANGLER } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, WRANGLER, portsFor } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
-const PORT = Number(process.env.NYX5_BROWSER_PORT ?? 18807);
-const SERVE_PORT = PORT + 1;
+const PORT = await portsFor('NYX5_BROWSER_PORT', [0, 1, 443]);
+const SERVE_PORT = PORT(1);
 const CHROMIUM = process.env.NYX5_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENS = join(ROOT, 'tests/e2e/screens');
 const state = mkdtempSync(join(tmpdir(), 'nyx5-browser-'));
@@ -46,8 +47,8 @@ const DOMAIN = 'web.test';
 const PASS = 'correct horse battery';
 const house = new House({
   domain: DOMAIN,
-  port: PORT,
-  inspectorPort: PORT + 443,
+  port: PORT(0),
+  inspectorPort: PORT(443),
   stateDir: state,
   vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: token },
 });

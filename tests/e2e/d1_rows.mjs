@@ -6,7 +6,7 @@
 //
 //   node tests/e2e/d1_rows.mjs [--write]     (after scripts/build-worker; not part of scripts/test)
 //
-// Ports 18797/18798, inspectors 19239/19240 (NYX5_D1_PORT moves them).
+// Ports: free ones, found at start (NYX5_D1_PORT=N fixes them at N, N + 1, N + 442, N + 443).
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,12 +23,12 @@ import {
   signDocument,
   signEnvelope,
 } from '../lib/nyx5.mjs';
-import { House, ROOT } from '../lib/wrangler.mjs';
+import { House, ROOT, portsFor } from '../lib/wrangler.mjs';
 
 const write = process.argv.includes('--write');
 const budgetsPath = join(ROOT, 'benches/budgets.json');
 const budgets = JSON.parse(readFileSync(budgetsPath, 'utf8'));
-const PORT = Number(process.env.NYX5_D1_PORT ?? 18797);
+const PORT = await portsFor('NYX5_D1_PORT', [0, 1, 442, 443]);
 const ENVELOPES = 50;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const state = mkdtempSync(join(tmpdir(), 'nyx5-d1-'));
@@ -36,22 +36,22 @@ const token = { a: b64u(random(24)), b: b64u(random(24)) };
 const url = (port) => `http://127.0.0.1:${port}`;
 const a = new House({
   domain: 'a.test',
-  port: PORT,
-  inspectorPort: PORT + 442,
+  port: PORT(0),
+  inspectorPort: PORT(442),
   stateDir: state,
   vars: {
     NYX5_ADMIN_TOKEN: token.a,
-    NYX5_HOSTS: JSON.stringify({ 'b.test': { url: url(PORT + 1) } }),
+    NYX5_HOSTS: JSON.stringify({ 'b.test': { url: url(PORT(1)) } }),
     NYX5_D1_METER: 'on',
     NYX5_OUTBOUND_PER_MINUTE: '200',
   },
 });
 const b = new House({
   domain: 'b.test',
-  port: PORT + 1,
-  inspectorPort: PORT + 443,
+  port: PORT(1),
+  inspectorPort: PORT(443),
   stateDir: state,
-  vars: { NYX5_ADMIN_TOKEN: token.b, NYX5_HOSTS: JSON.stringify({ 'a.test': { url: url(PORT) } }), NYX5_D1_METER: 'on' },
+  vars: { NYX5_ADMIN_TOKEN: token.b, NYX5_HOSTS: JSON.stringify({ 'a.test': { url: url(PORT(0)) } }), NYX5_D1_METER: 'on' },
 });
 
 const parse = (line) => Object.fromEntries([...line.matchAll(/(\w+)=(\d+)/g)].map(([, k, v]) => [k, Number(v)]));

@@ -13,7 +13,7 @@
 //
 //   node tests/e2e/ed25519_workerd.mjs     (after scripts/build-worker; scripts/test runs it)
 //
-// Port 18795, inspector 19237 (NYX5_ED25519_PORT moves them).
+// Ports: free ones, found at start (NYX5_ED25519_PORT=N fixes them at N and N + 442).
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -21,9 +21,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { domainToASCII } from 'node:url';
 
-import { House, ROOT } from '../lib/wrangler.mjs';
+import { House, ROOT, portsFor } from '../lib/wrangler.mjs';
 
-const PORT = Number(process.env.NYX5_ED25519_PORT ?? 18795);
+const PORT = await portsFor('NYX5_ED25519_PORT', [0, 442]);
 const vectors = (rel) => JSON.parse(readFileSync(join(ROOT, 'tests/vectors', rel), 'utf8'));
 const b64 = (hex) => Buffer.from(hex, 'hex').toString('base64url');
 
@@ -102,7 +102,7 @@ async function selftest(house, body) {
 }
 
 const state = mkdtempSync(join(tmpdir(), 'nyx5-ed25519-'));
-const house = new House({ domain: 'a.test', port: PORT, inspectorPort: PORT + 442, stateDir: state, vars: { NYX5_SELFTEST: 'on' } });
+const house = new House({ domain: 'a.test', port: PORT(0), inspectorPort: PORT(442), stateDir: state, vars: { NYX5_SELFTEST: 'on' } });
 let failed = false;
 try {
   await house.migrate();

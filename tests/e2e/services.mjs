@@ -19,7 +19,7 @@
 //
 //   node tests/e2e/services.mjs        (scripts/test runs it after two_houses.mjs)
 //
-// Ports: 18797–18801, inspectors 19239–19241 (NYX5_SERVICES_PORT moves the first). Prints each
+// Ports: free ones, found at start (NYX5_SERVICES_PORT=N fixes them at N + 0…4, 442…444). Prints each
 // step with its timing; exits 1 on the first failure (logs and state kept), 0 when all passed.
 
 import assert from 'node:assert/strict';
@@ -33,16 +33,17 @@ import { performance } from 'node:perf_hooks';
 
 import { b64u, newAgentKeys, random, verifyDomainCard, verifySignature } from '../lib/nyx5.mjs';
 import { call, makeSteps, secs } from '../lib/e2e.mjs';
-import { ENV, House, ROOT, buildWorkerAndCli } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, buildWorkerAndCli, portsFor } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
-const PORT = Number(process.env.NYX5_SERVICES_PORT ?? 18797);
+const PORT = await portsFor('NYX5_SERVICES_PORT', [0, 1, 2, 3, 4, 442, 443, 444]);
 const state = mkdtempSync(join(tmpdir(), 'nyx5-services-'));
 const urlOf = (port) => `http://127.0.0.1:${port}`;
-const ports = { 'idx.test': PORT, 'a.test': PORT + 1, 'b.test': PORT + 2 };
+const ports = { 'idx.test': PORT(0), 'a.test': PORT(1), 'b.test': PORT(2) };
+const inspectors = { 'idx.test': PORT(442), 'a.test': PORT(443), 'b.test': PORT(444) };
 const hosts = Object.fromEntries(Object.entries(ports).map(([d, p]) => [d, { url: urlOf(p) }]));
 // The evidence server: https on loopback with the test certificate, named by the operator.
-const EVIDENCE_PORT = PORT + 3;
+const EVIDENCE_PORT = PORT(3);
 const EVIDENCE = `https://127.0.0.1:${EVIDENCE_PORT}`;
 const TLS = join(ROOT, 'tests/e2e/tls');
 const DEPLOYED = 'the deployed site, version 2\n';
@@ -55,7 +56,7 @@ function house(domain, vars = {}) {
   return new House({
     domain,
     port: ports[domain],
-    inspectorPort: ports[domain] + 442,
+    inspectorPort: inspectors[domain],
     stateDir: state,
     vars: { NYX5_REGISTRATION: 'invite', NYX5_ADMIN_TOKEN: tokens[domain], NYX5_HOSTS: JSON.stringify(others), ...vars },
     env: { NODE_EXTRA_CA_CERTS: join(TLS, 'ca.pem') },
@@ -301,7 +302,7 @@ try {
   });
 
   await step('the same on `nyx5 serve` (s.test, the test CA as --tls-roots): its own timer pays the task', async () => {
-    const port = PORT + 4;
+    const port = PORT(4);
     const url = urlOf(port);
     const token = b64u(random(24));
     const serveHosts = { ...hosts, 'evidence.test': { url: EVIDENCE } };

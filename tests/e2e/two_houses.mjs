@@ -19,9 +19,8 @@
 //
 //   node tests/e2e/two_houses.mjs        (scripts/test runs it after building the Worker)
 //
-// Ports: 18787/18788, the email provider 18789, hang.test 18790, junk.test 18791, inspectors
-// 19229/19230 (NYX5_E2E_PORT moves the
-// first; the others follow).
+// Ports: free ones, found at start, for the two houses, the email provider, hang.test, junk.test
+// and two inspectors (NYX5_E2E_PORT=N fixes them at N + 0…4, 442, 443).
 // Prints each step with its timing and the total wall time; exits 1 on the first failure (the
 // houses' logs and state are kept then), 0 when every step passed. A missing toolchain fails.
 
@@ -53,20 +52,20 @@ import {
   verifySignature,
 } from '../lib/nyx5.mjs';
 import { call, makeSteps, secs } from '../lib/e2e.mjs';
-import { ENV, House, ROOT, WRANGLER, killAll } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, WRANGLER, killAll, portsFor } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const PORT = Number(process.env.NYX5_E2E_PORT ?? 18787);
+const PORT = await portsFor('NYX5_E2E_PORT', [0, 1, 2, 3, 4, 442, 443]);
 const state = mkdtempSync(join(tmpdir(), 'nyx5-e2e-'));
 const urlOf = (port) => `http://127.0.0.1:${port}`;
 const tokenA = b64u(random(24));
 const tokenB = b64u(random(24));
 const a = new House({
   domain: 'a.test',
-  port: PORT,
-  inspectorPort: PORT + 442,
+  port: PORT(0),
+  inspectorPort: PORT(442),
   stateDir: state,
   vars: {
     NYX5_REGISTRATION: 'invite',
@@ -74,14 +73,14 @@ const a = new House({
     // b.test, and two hostile destinations played below: one that never answers, one that
     // answers every request with a web page (the operator's hosts file may name 127.0.0.1).
     NYX5_HOSTS: JSON.stringify({
-      'b.test': { url: urlOf(PORT + 1) },
-      'hang.test': { url: urlOf(PORT + 3) },
-      'junk.test': { url: urlOf(PORT + 4) },
+      'b.test': { url: urlOf(PORT(1)) },
+      'hang.test': { url: urlOf(PORT(3)) },
+      'junk.test': { url: urlOf(PORT(4)) },
     }),
     // The email bridge's provider: a local stand-in for Resend (below).
     RESEND_KEY: 're_e2e_key',
     EMAIL_SENDER: 'mail@a.test',
-    NYX5_EMAIL_PROVIDER_URL: `${urlOf(PORT + 2)}/emails`,
+    NYX5_EMAIL_PROVIDER_URL: `${urlOf(PORT(2))}/emails`,
     // The 60 large envelopes below come from one agent within a minute.
     NYX5_OUTBOUND_PER_MINUTE: '200',
   },
@@ -97,10 +96,10 @@ const provider = createServer((req, res) => {
     res.end(JSON.stringify({ id: `re_${providerRequests.length}` }));
   });
 });
-await new Promise((resolve) => provider.listen(PORT + 2, '127.0.0.1', resolve));
+await new Promise((resolve) => provider.listen(PORT(2), '127.0.0.1', resolve));
 // hang.test takes every request and never answers.
 const hang = createServer(() => {});
-await new Promise((resolve) => hang.listen(PORT + 3, '127.0.0.1', resolve));
+await new Promise((resolve) => hang.listen(PORT(3), '127.0.0.1', resolve));
 // junk.test has a well-formed domain card, and answers everything else 200 with a web page, as
 // a captive portal or a default server would. Its card is made once b.test's is known (below).
 let junkCard;
@@ -116,21 +115,21 @@ const junk = createServer((req, res) => {
     }
   });
 });
-await new Promise((resolve) => junk.listen(PORT + 4, '127.0.0.1', resolve));
+await new Promise((resolve) => junk.listen(PORT(4), '127.0.0.1', resolve));
 // b.test signs with a domain key the suite knows (the NYX5_DOMAIN_KEY secret, as production
 // sets it), so the Libro steps can replay an envelope to a.test as b.test would after losing the
 // answer; a.test keeps the key it made in D1.
 const domainKeysB = await newAgentKeys();
 const b = new House({
   domain: 'b.test',
-  port: PORT + 1,
-  inspectorPort: PORT + 443,
+  port: PORT(1),
+  inspectorPort: PORT(443),
   stateDir: state,
   vars: {
     NYX5_REGISTRATION: 'invite',
     NYX5_ADMIN_TOKEN: tokenB,
     NYX5_DOMAIN_KEY: domainKeysB.sigSecret,
-    NYX5_HOSTS: JSON.stringify({ 'a.test': { url: urlOf(PORT) } }),
+    NYX5_HOSTS: JSON.stringify({ 'a.test': { url: urlOf(PORT(0)) } }),
   },
 });
 
@@ -667,7 +666,7 @@ try {
     const model = expectStatus(await call(b, 'GET', '/.well-known/nyx5.json'), 200, 'b.test card');
     const { signature: _dropped, ...unsigned } = model;
     junkCard = await signDocument(
-      { ...unsigned, domain: 'junk.test', estafeta: urlOf(PORT + 4), keys: [{ sig: junkKeys.sig }] },
+      { ...unsigned, domain: 'junk.test', estafeta: urlOf(PORT(4)), keys: [{ sig: junkKeys.sig }] },
       junkKeys,
       'signature',
       'domain-card',

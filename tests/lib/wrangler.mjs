@@ -61,6 +61,36 @@ export function wrangler(args, { timeoutMs = 120_000 } = {}) {
   });
 }
 
+/**
+ * Loopback ports for one test, found free rather than fixed: a machine that already runs
+ * something on a given port must not fail the suite. `offsets` name the ports a test needs
+ * (its old fixed layout: 0, 1, 442 for an inspector, …); the answer maps each to a port that
+ * was free a moment ago, all distinct. `env`, when set, moves the block to fixed ports from it
+ * (base + offset), for reproducing a run by hand.
+ */
+export async function portsFor(envName, offsets) {
+  const base = process.env[envName];
+  if (base) return (k) => Number(base) + k;
+  // All held open at once, so that no two offsets get the same port.
+  const servers = await Promise.all(
+    offsets.map(
+      () =>
+        new Promise((resolve, reject) => {
+          const s = net.createServer();
+          s.on('error', reject);
+          s.listen(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
+  );
+  const ports = new Map(offsets.map((o, i) => [o, servers[i].address().port]));
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return (k) => {
+    const port = ports.get(k);
+    if (port === undefined) throw new Error(`portsFor(${envName}): no port asked for offset ${k}`);
+    return port;
+  };
+}
+
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 export function listening(port) {
   return new Promise((r) => {
