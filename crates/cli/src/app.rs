@@ -230,9 +230,10 @@ fn verify(a: &VerifyArgs) -> Result<Value, Failure> {
     {
         return Err(Failure::rejected(format!("{}: the card's sha256 is {}, not {want}", a.source, card.sha256_hex())));
     }
-    if let Some(house) = &a.catalogue {
-        catalogue(&a.common.ctx()?, house, &card)?;
-    }
+    let anchor = match &a.catalogue {
+        Some(house) => Some(catalogue(&a.common.ctx()?, house, &card)?),
+        None => None,
+    };
     let grants = card
         .grants()
         .into_iter()
@@ -250,15 +251,18 @@ fn verify(a: &VerifyArgs) -> Result<Value, Failure> {
         ("unlisted", Value::Array(unlisted.into_iter().map(Value::from).collect())),
         ("grants", Value::Array(grants)),
     ]);
-    if let Some(house) = &a.catalogue {
+    if let (Some(house), Some(anchor)) = (&a.catalogue, anchor) {
         o.insert("catalogue".into(), house.as_str().into());
+        o.insert("catalogue_anchor".into(), anchor.into());
     }
     Ok(Value::Object(o))
 }
 
 /// Fetches `house`'s catalogue, checks its signature by the house's domain key (its card
-/// resolved as every card is), and that it pins this very card.
-fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<(), Failure> {
+/// resolved as every card is), and that it pins this very card; what that key was checked
+/// against (`none` for a house named by URL whose domain the profile holds no pin for: the
+/// profile keeps nothing from it).
+fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<&'static str, Failure> {
     let now = sys::now()?;
     let res = ctx.resolver(None, now)?;
     let (url, named) = house_target(&res, house)?;
@@ -275,7 +279,8 @@ fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<(), Failure> {
     let d = res.domain(&domain)?;
     verify_object(&doc, "signature", Context::AppCatalogue, |k| d.card.accepts_key(k, now))
         .map_err(|_| Failure::rejected(format!("{what}: not signed by {domain}, or altered on the way")))?;
-    app::check_catalogue(&doc, card).map_err(|e| Failure::rejected(format!("{what}: {}", e.reason)))
+    app::check_catalogue(&doc, card).map_err(|e| Failure::rejected(format!("{what}: {}", e.reason)))?;
+    Ok(d.anchor)
 }
 
 fn human(v: &Value) -> String {
@@ -308,6 +313,9 @@ fn human(v: &Value) -> String {
     }
     if let Some(c) = o.get("catalogue").and_then(Value::as_str) {
         s.push_str(&format!("  catalogue listed by {c}, same sha256\n"));
+        if text(&o, "catalogue_anchor") == "none" {
+            s.push_str("            (its domain key was checked against nothing; nothing was pinned)\n");
+        }
     }
     s.push_str("  grants\n");
     for g in o.get("grants").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {
