@@ -829,12 +829,12 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             Ok((card, false)) => Ok((card, "pin")),
             Ok((card, true)) => Ok((card, "rotation")),
             Err(e) if e.kind.is_temporary() => Err(e),
-            Err(e) => Err(Error::forbidden(format!(
+            // Not the pin's reason: it speaks of a pin that moved, which this is not.
+            Err(_) => Err(Error::forbidden(format!(
                 "{what} at the URL given is signed by {}, and the key held for {domain} ({}) neither signed it nor \
-                 handed over to it ({}); a URL given for another purpose changes nothing kept for {domain}",
+                 handed over to it; a URL given for another purpose changes nothing kept for {domain}",
                 kid.to_b64(),
-                pin.to_b64(),
-                e.reason
+                pin.to_b64()
             ))),
         }
     }

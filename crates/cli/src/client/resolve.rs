@@ -534,6 +534,55 @@ mod tests {
         assert_eq!((d.via, d.anchor), ("url", "none"));
     }
 
+    /// A house named by URL for another purpose (`directory URL`…) is used for the command:
+    /// without a pin it is checked against nothing and pins nothing, keeps nothing; with one it
+    /// is held to it, and the pin stays.
+    #[test]
+    fn a_house_named_by_url_pins_and_keeps_nothing_and_is_held_to_the_pin() {
+        let now = Timestamp(NOW);
+        let dir = std::env::temp_dir().join(format!("nyx5-given-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let profile = dir.join("agents.json");
+        let (served, other) = (SigningKey::from_seed([40; 32]), SigningKey::from_seed([41; 32]));
+        let net = HouseB::serving(&domain_card(&served, now));
+        let hosts = nyx5_proto::vecmap::VecMap::new();
+        let resolver = |pins: BTreeMap<String, String>| {
+            Resolver::new(Setup {
+                net: &net,
+                hosts: &hosts,
+                doh: None,
+                own: None,
+                profile: Some((profile.clone(), pins)),
+                repin: false,
+                fresh: false,
+                now,
+            })
+        };
+        let res = resolver(BTreeMap::new());
+        res.at("b.test", "http://b");
+        let d = res.domain("b.test").unwrap();
+        assert_eq!((d.via, d.anchor), ("url", "none"));
+        assert!(res.pins.pins.borrow().is_empty());
+        assert!(!profile.exists(), "nothing is written to the profile");
+        assert!(CardFile::beside(&profile).load().is_empty(), "nothing is kept");
+
+        // Pinned to another key (from the domain's own chain, earlier): refused, pin unchanged.
+        let pinned = BTreeMap::from([("b.test".to_owned(), other.public().to_b64())]);
+        let res = resolver(pinned.clone());
+        res.at("b.test", "http://b");
+        let f = res.domain("b.test").unwrap_err();
+        assert_eq!(f.code(), EXIT_REJECTED);
+        assert!(f.one_line().contains("URL given") && !f.one_line().contains("--repin"), "{}", f.one_line());
+        assert_eq!(*res.pins.pins.borrow(), pinned);
+        // Pinned to the key it serves: held to it and passes, still keeping nothing.
+        let res = resolver(BTreeMap::from([("b.test".to_owned(), served.public().to_b64())]));
+        res.at("b.test", "http://b");
+        assert_eq!(res.domain("b.test").unwrap().anchor, "pin");
+        assert!(!profile.exists() && CardFile::beside(&profile).load().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     const NOW: i64 = 1_800_000_000_000;
     const MINUTE: i64 = 60_000;
 
