@@ -140,7 +140,7 @@ impl ProfilePins {
     /// found on the domain's own chain gets here ([`ChainCard`]). Whether the pin was written.
     fn keep_domain(&self, pin: Option<(Option<&SigPublic>, &SigPublic)>, card: ChainCard<'_>) -> Result<bool, Error> {
         let done = match pin {
-            Some((from, to)) => self.set(card.entry().key, from, to)?,
+            Some((from, to)) => self.set(&card, from, to)?,
             None => true,
         };
         if done {
@@ -149,8 +149,10 @@ impl ProfilePins {
         Ok(done)
     }
 
-    /// Writes `domain → to` when the pin is `from` (or absent, for `None`); whether it did.
-    fn set(&self, domain: &str, from: Option<&SigPublic>, to: &SigPublic) -> Result<bool, Error> {
+    /// Writes `domain → to`, for the domain of `card`, when the pin is `from` (or absent, for
+    /// `None`); whether it did.
+    fn set(&self, card: &ChainCard<'_>, from: Option<&SigPublic>, to: &SigPublic) -> Result<bool, Error> {
+        let domain = card.entry().key;
         let (from, to) = (from.map(SigPublic::to_b64), to.to_b64());
         let matches = |p: &BTreeMap<String, String>| p.get(domain).cloned() == from;
         let done = match &self.path {
