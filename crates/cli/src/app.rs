@@ -1,8 +1,9 @@
 //! `nyx5 app verify|sign|run|publish`: App Cards (docs/SPEC.md "Apps — Pinned"). `verify` checks
 //! a card in a directory or at a URL (signature, every listed file, the primitives, optionally a
 //! catalogue's pin); `sign` writes `entry.integrity` and `sig` with an agent key file; `run`
-//! verifies and then starts the app under a per-run broker (`app_broker.rs`); `publish` lists a
-//! card in (or removes it from) a house's catalogue with the operator's token.
+//! verifies, holds the card's author to the one pinned for its id in the profile (pinned on the
+//! first run: [`author_pin`]), and then starts the app under a per-run broker (`app_broker.rs`);
+//! `publish` lists a card in (or removes it from) a house's catalogue with the operator's token.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +15,7 @@ use nyx5_proto::sign::verify_object;
 
 use crate::client::cli::{Common, emit};
 use crate::client::http::{read_object, send};
+use crate::client::profile::AppPin;
 use crate::client::{Ctx, house_target};
 use crate::error::{Failure, Outcome};
 use crate::keyfile::KeyFile;
@@ -58,7 +60,9 @@ pub(crate) enum AppCommand {
         common: Common,
     },
     /// Verify DIR, then run its entry.main with ARGS under a per-run broker acting as the
-    /// profile's agent; the app's exit status is passed on.
+    /// profile's agent; the app's exit status is passed on. The first run pins the app's
+    /// author (per app id, in the profile); a card by another author is refused unless
+    /// --trust-new-author, --author or --sha256 says to take it.
     Run(RunArgs),
 }
 
@@ -88,6 +92,17 @@ pub(crate) struct RunArgs {
     /// such calls are denied].
     #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
     pub(crate) admin_token: Option<String>,
+    /// The author the card must be signed by (its did:key, as `app verify` shows it, or the
+    /// base64url key); pinned for this app, replacing any other.
+    #[arg(long, value_name = "DID")]
+    pub(crate) author: Option<String>,
+    /// The SHA-256 (hex) the card must have (as `app verify` shows it): that very card is taken
+    /// and its author pinned for this app, replacing any other.
+    #[arg(long, value_name = "HEX")]
+    pub(crate) sha256: Option<String>,
+    /// Take a card signed by another author than the one pinned for this app, and pin it.
+    #[arg(long)]
+    pub(crate) trust_new_author: bool,
     #[command(flatten)]
     pub(crate) common: Common,
     /// Arguments for the app.
@@ -118,6 +133,82 @@ pub(crate) fn run(command: AppCommand) -> Outcome {
             emit(common.json, r, |v| format!("{}\n", v.canonical_string()))
         }
     }
+}
+
+/// What `app run` does about the app's author, decided from the pin the profile holds for its
+/// id ([`decide_author`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AuthorStep {
+    /// The card's author is the one pinned: nothing to write.
+    Same,
+    /// Pin `to`, where the pin is `from` now (`None`: the first run).
+    Pin { from: Option<AppPin>, to: AppPin },
+}
+
+/// Decides whether a card with `author` (did:key) and `sha256` may run under the app pin
+/// `pinned`: a first run pins its author; a card by the pinned author runs; another author
+/// only when the user said so (`--trust-new-author`, or `--author`/`--sha256` naming exactly
+/// this author or this card), and is pinned then. `--author` and `--sha256` are checked first.
+pub(crate) fn decide_author(
+    id: &str,
+    pinned: Option<&AppPin>,
+    author: &str,
+    sha256: &str,
+    a: &RunArgs,
+) -> Result<AuthorStep, Failure> {
+    if let Some(want) = &a.sha256
+        && !want.eq_ignore_ascii_case(sha256)
+    {
+        return Err(Failure::rejected(format!("app {id}: the card's sha256 is {sha256}, not {want}")));
+    }
+    if let Some(want) = &a.author {
+        let key = app::parse_did_key(want)
+            .or_else(|_| nyx5_proto::crypto::SigPublic::parse(want))
+            .map_err(|_| Failure::usage(format!("--author {want:?} is neither a did:key nor a base64url key")))?;
+        if app::did_key(&key) != author {
+            return Err(Failure::rejected(format!("app {id} is signed by {author}, not by {}", app::did_key(&key))));
+        }
+    }
+    let to = AppPin { author: author.to_owned(), sha256: sha256.to_owned() };
+    let explicit = a.trust_new_author || a.author.is_some() || a.sha256.is_some();
+    match pinned {
+        None => Ok(AuthorStep::Pin { from: None, to }),
+        Some(p) if p.author == author => Ok(AuthorStep::Same),
+        Some(p) if explicit => Ok(AuthorStep::Pin { from: Some(p.clone()), to }),
+        Some(p) => Err(Failure::rejected(format!(
+            "app {id} is signed by {author}, but this profile pins its author {} (since its first run); \
+             refused",
+            p.author
+        ))
+        .hint(format!(
+            "if you checked that {author} may publish {id}, run it again with --trust-new-author (or \
+             --author {author})"
+        ))),
+    }
+}
+
+/// Holds the verified `card`'s author to the pin for its id in the profile at `path`, pinning
+/// it on the first run (or when the user said to take another author): decided by
+/// [`decide_author`], then written under the profile's lock only while the pin is still the one
+/// decided on. Says on stderr when it pins.
+pub(crate) fn author_pin(path: &Path, card: &AppCard, a: &RunArgs) -> Result<(), Failure> {
+    let (id, author, sha256) = (card.id(), card.author_did(), card.sha256_hex());
+    let pinned = crate::client::profile::Profile::load(path)?.apps.get(id).cloned();
+    let AuthorStep::Pin { from, to } = decide_author(id, pinned.as_ref(), &author, &sha256, a)? else {
+        return Ok(());
+    };
+    crate::client::profile::Profile::update(path, |p| {
+        if p.apps.get(id) != from.as_ref() {
+            return Err(Failure::usage(format!("the author pinned for app {id} changed meanwhile; run it again")));
+        }
+        p.apps.insert(id.to_owned(), to.clone());
+        Ok(())
+    })?;
+    match from {
+        None => eprintln!("nyx5: app {id}: its author {author} is pinned in the profile (first run)"),
+        Some(old) => eprintln!("nyx5: app {id}: its author pinned is now {author} (was {})", old.author),
+    }
+    Ok(())
 }
 
 fn text(o: &Object, name: &str) -> String {
@@ -230,9 +321,10 @@ fn verify(a: &VerifyArgs) -> Result<Value, Failure> {
     {
         return Err(Failure::rejected(format!("{}: the card's sha256 is {}, not {want}", a.source, card.sha256_hex())));
     }
-    if let Some(house) = &a.catalogue {
-        catalogue(&a.common.ctx()?, house, &card)?;
-    }
+    let anchor = match &a.catalogue {
+        Some(house) => Some(catalogue(&a.common.ctx()?, house, &card)?),
+        None => None,
+    };
     let grants = card
         .grants()
         .into_iter()
@@ -250,15 +342,18 @@ fn verify(a: &VerifyArgs) -> Result<Value, Failure> {
         ("unlisted", Value::Array(unlisted.into_iter().map(Value::from).collect())),
         ("grants", Value::Array(grants)),
     ]);
-    if let Some(house) = &a.catalogue {
+    if let (Some(house), Some(anchor)) = (&a.catalogue, anchor) {
         o.insert("catalogue".into(), house.as_str().into());
+        o.insert("catalogue_anchor".into(), anchor.into());
     }
     Ok(Value::Object(o))
 }
 
 /// Fetches `house`'s catalogue, checks its signature by the house's domain key (its card
-/// resolved as every card is), and that it pins this very card.
-fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<(), Failure> {
+/// resolved as every card is), and that it pins this very card; what that key was checked
+/// against (`none` for a house named by URL whose domain the profile holds no pin for: the
+/// profile keeps nothing from it).
+fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<&'static str, Failure> {
     let now = sys::now()?;
     let res = ctx.resolver(None, now)?;
     let (url, named) = house_target(&res, house)?;
@@ -275,7 +370,8 @@ fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<(), Failure> {
     let d = res.domain(&domain)?;
     verify_object(&doc, "signature", Context::AppCatalogue, |k| d.card.accepts_key(k, now))
         .map_err(|_| Failure::rejected(format!("{what}: not signed by {domain}, or altered on the way")))?;
-    app::check_catalogue(&doc, card).map_err(|e| Failure::rejected(format!("{what}: {}", e.reason)))
+    app::check_catalogue(&doc, card).map_err(|e| Failure::rejected(format!("{what}: {}", e.reason)))?;
+    Ok(d.anchor)
 }
 
 fn human(v: &Value) -> String {
@@ -308,6 +404,9 @@ fn human(v: &Value) -> String {
     }
     if let Some(c) = o.get("catalogue").and_then(Value::as_str) {
         s.push_str(&format!("  catalogue listed by {c}, same sha256\n"));
+        if text(&o, "catalogue_anchor") == "none" {
+            s.push_str("            (its domain key was checked against nothing; nothing was pinned)\n");
+        }
     }
     s.push_str("  grants\n");
     for g in o.get("grants").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {

@@ -86,8 +86,11 @@ pub(crate) fn run(a: &RunArgs) -> Outcome {
         admin_token: a.admin_token.clone(),
         paid: Mutex::new(Vec::new()),
     });
-    // Fail before starting anything when the profile cannot act.
-    broker.ctx()?.me()?;
+    // Fail before starting anything when the profile cannot act, or the author is not the one
+    // pinned for this app.
+    let ctx = broker.ctx()?;
+    ctx.me()?;
+    crate::app::author_pin(&ctx.profile_path, &card, a)?;
     let b = Arc::clone(&broker);
     std::thread::spawn(move || {
         for stream in listener.incoming().take(MAX_CONNECTIONS).flatten() {

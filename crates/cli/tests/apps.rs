@@ -206,12 +206,15 @@ fn an_app_verifies_from_a_url_and_a_tampered_one_does_not() {
 fn an_app_redeems_an_invitation_for_a_new_agent_and_leaves_nothing_when_refused() {
     let w = World::new("apps-invite");
     w.two_agents();
-    // The example, declaring both invitation primitives, signed by another author.
+    // The example, declaring both invitation primitives, signed by another author as another
+    // app (an app's author is pinned by its id).
     let dir = TempDir::new("app-invite");
     let copy = dir.join("inviter");
     copy_dir(&example(), &copy);
     let card = std::fs::read_to_string(copy.join("app.json")).unwrap();
-    let card = card.replace("\"whoami\"", "\"whoami\",\"invite_create\",\"invite_accept\"");
+    let card = card
+        .replace("\"whoami\"", "\"whoami\",\"invite_create\",\"invite_accept\"")
+        .replace("\"id\":\"echo\"", "\"id\":\"inviter\"");
     std::fs::write(copy.join("app.json"), card).unwrap();
     nyx5(&["keys", "new", "--out", dir.join("k.json").to_str().unwrap()], b"").ok();
     nyx5(&["app", "sign", copy.to_str().unwrap(), "--key", dir.join("k.json").to_str().unwrap()], b"").ok();
@@ -258,4 +261,73 @@ fn an_app_redeems_an_invitation_for_a_new_agent_and_leaves_nothing_when_refused(
     // Undeclared, it is denied like any other primitive.
     let denied = object(run_app(&w, "ana@a.test", &[], &["raw", "invite_accept", &params]).ok().trim());
     assert_eq!(s(&denied, "error"), "capability_denied");
+}
+
+/// The `apps` pins of the profile at `profile`: app id → author.
+fn app_pins(profile: &Path) -> Vec<(String, String)> {
+    let doc = object(&std::fs::read_to_string(profile).unwrap());
+    let apps = doc.get("apps").and_then(Value::as_object).cloned().unwrap_or_default();
+    apps.iter().map(|(id, p)| (id.clone(), s(p.as_object().unwrap(), "author"))).collect()
+}
+
+#[test]
+fn an_app_author_is_pinned_on_its_first_run_and_another_is_refused_unless_the_user_says_so() {
+    let w = World::new("apps-author");
+    w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).ok();
+    w.nyx5(&["register", "--json"]).json();
+    let ex = example();
+    let ex = ex.to_str().unwrap();
+    let original = w.nyx5(&["app", "verify", ex, "--json"]).json();
+    let (author, sha) = (s(&original, "author"), s(&original, "sha256"));
+    let run = |dir: &str, extra: &[&str]| {
+        let mut all = vec!["app", "run", dir, "--as", "ana@a.test"];
+        all.extend_from_slice(extra);
+        all.extend_from_slice(&["--", "whoami"]);
+        w.nyx5(&all)
+    };
+
+    // The first run pins the author, and says so; the next runs change nothing.
+    let first = run(ex, &[]);
+    assert!(first.stderr.contains("pinned") && first.stderr.contains(&author), "{}", first.stderr);
+    assert_eq!(first.ok().trim(), "ana@a.test");
+    assert_eq!(app_pins(&w.profile), [("echo".to_owned(), author.clone())]);
+    let before = std::fs::read(&w.profile).unwrap();
+    run(ex, &[]).ok();
+    assert_eq!(std::fs::read(&w.profile).unwrap(), before);
+
+    // The same app re-signed by another key: refused, naming both keys; nothing runs or moves.
+    let dir = TempDir::new("app-author");
+    let copy = dir.join("echo");
+    copy_dir(&example(), &copy);
+    nyx5(&["keys", "new", "--out", dir.join("k.json").to_str().unwrap()], b"").ok();
+    nyx5(&["app", "sign", copy.to_str().unwrap(), "--key", dir.join("k.json").to_str().unwrap()], b"").ok();
+    let copy = copy.to_str().unwrap();
+    let forged = w.nyx5(&["app", "verify", copy, "--json"]).json();
+    let (other, other_sha) = (s(&forged, "author"), s(&forged, "sha256"));
+    assert_ne!(other, author);
+    let (err, _) = run(copy, &[]).fails_with(1);
+    assert!(err.contains(&author) && err.contains(&other) && err.contains("--trust-new-author"), "{err}");
+    assert_eq!(std::fs::read(&w.profile).unwrap(), before);
+
+    // --author and --sha256 must match the card; then they pin its author explicitly.
+    let (err, _) = run(copy, &["--author", &author]).fails_with(1);
+    assert!(err.contains(&other) && err.contains(&author), "{err}");
+    let (err, _) = run(copy, &["--sha256", &sha]).fails_with(1);
+    assert!(err.contains("sha256"), "{err}");
+    run(copy, &["--author", "nonsense"]).fails_with(2);
+    assert_eq!(std::fs::read(&w.profile).unwrap(), before);
+    let moved = run(copy, &["--author", &other]);
+    assert!(moved.stderr.contains(&other) && moved.stderr.contains(&author), "{}", moved.stderr);
+    assert_eq!(moved.ok().trim(), "ana@a.test");
+    assert_eq!(app_pins(&w.profile), [("echo".to_owned(), other.clone())]);
+    // Now the original author is the stranger, until its very card is named.
+    let (err, _) = run(ex, &[]).fails_with(1);
+    assert!(err.contains(&author) && err.contains(&other), "{err}");
+    run(ex, &["--sha256", &sha]).ok();
+    assert_eq!(app_pins(&w.profile), [("echo".to_owned(), author.clone())]);
+    // --trust-new-author takes whichever author the card has, and pins it.
+    run(copy, &["--trust-new-author"]).ok();
+    assert_eq!(app_pins(&w.profile), [("echo".to_owned(), other.clone())]);
+    run(copy, &["--sha256", &other_sha]).ok();
+    assert_eq!(app_pins(&w.profile), [("echo".to_owned(), other)]);
 }

@@ -10,6 +10,10 @@
 //! moves; anything else, including a DNS anchor contradicting the pin, is refused (403) and the
 //! key is recorded as pending for the operator.
 //!
+//! A house at a URL given for another purpose ([`Sources::given`]) is no part of that chain: its
+//! card serves the one resolution, held to a pin if there is one, and is never pinned nor kept
+//! (a store takes only a [`ChainCard`]).
+//!
 //! The decisions live in [`Resolver`], over the `Net` port and a [`PinStore`]: the house keeps
 //! pins and the card cache in its database ([`DbPins`]), the client its pins in the profile.
 //! Verified cards are cached for [`limits::CARD_CACHE_MS`] twice over: in a [`Memo`] (trusted as
@@ -64,7 +68,8 @@ pub struct Resolved {
     pub via: &'static str,
     /// What the card's key was checked against: `self`, `hosts`, `dns`, `pin`, `first-use`
     /// (pinned now), `unpinned` (trusted as on first use, the pin table being full), `rotation`
-    /// (followed a handover from the pin), `repin` (the user accepted a changed key), or `cache`.
+    /// (followed a handover from the pin), `repin` (the user accepted a changed key), `cache`, or
+    /// `none` (found at a URL given for another purpose, with no pin to hold it to).
     pub anchor: &'static str,
 }
 
@@ -279,6 +284,32 @@ pub struct CacheEntry<'a> {
     pub at: i64,
 }
 
+/// A domain card found on its domain's own resolution chain — the hosts file, a house the caller
+/// keeps as the domain's own ([`Sources::known`]), the DNS record, or the domain's well-known
+/// URL — never at a URL given for another purpose ([`Sources::given`]). Only the resolver makes
+/// one (its field is private, and it needs an [`OnChain`] from [`Resolver::locate`]), so a
+/// [`PinStore`] is asked to pin or keep a domain card only with the proof of where it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct ChainCard<'a> {
+    entry: CacheEntry<'a>,
+}
+
+impl<'a> ChainCard<'a> {
+    fn of(_: &OnChain, entry: CacheEntry<'a>) -> ChainCard<'a> {
+        ChainCard { entry }
+    }
+
+    /// The card to pin or keep: its domain, canonical text, estafeta URL and time.
+    pub fn entry(&self) -> CacheEntry<'a> {
+        self.entry
+    }
+}
+
+/// That a location is on its domain's own chain (see [`ChainCard`]); made by
+/// [`Resolver::locate`] alone.
+#[derive(Debug, Clone, Copy)]
+struct OnChain(());
+
 /// A cached card as the store gives it back (to be parsed and verified again).
 #[derive(Debug, Clone)]
 pub struct CachedCard {
@@ -293,14 +324,15 @@ pub struct CachedCard {
 
 /// Where trust on first use is kept: pinned domain keys, refused keys waiting for someone to
 /// look at them, and (optionally) the card cache. Every write that depends on a pin is guarded
-/// by it, so two resolutions racing cannot both decide.
+/// by it, so two resolutions racing cannot both decide. A domain card is pinned or kept only as a
+/// [`ChainCard`]: found on the domain's own chain.
 #[allow(async_fn_in_trait)] // Single-threaded runtimes (workerd, the test kit, a CLI verb): no Send bound.
 pub trait PinStore {
     /// The key pinned for `domain`, if any.
     async fn pin(&self, domain: &str) -> Result<Option<SigPublic>, Error>;
     /// Pins `key` for `domain` unless it has a pin already (caching `card` with it). `true`
     /// when this call pinned it.
-    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error>;
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: ChainCard<'_>) -> Result<bool, Error>;
     /// Moves `domain`'s pin from `from` to `to` (and caches `card`), only while it is still
     /// `from`. `true` when it moved.
     async fn move_pin(
@@ -308,20 +340,25 @@ pub trait PinStore {
         domain: &str,
         from: &SigPublic,
         to: &SigPublic,
-        card: CacheEntry<'_>,
+        card: ChainCard<'_>,
     ) -> Result<bool, Error>;
     /// Records `key` as refused for `domain` (pending, for the operator).
     async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error>;
     /// A cached card for `key` fetched after `fresh_after`.
     async fn cached(&self, key: &str, fresh_after: i64) -> Result<Option<CachedCard>, Error>;
-    /// Caches a verified card.
+    /// Caches a verified agent card (the resolver hands domain cards to
+    /// [`PinStore::cache_domain`] alone).
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error>;
+    /// Caches a verified domain card found on its own chain.
+    async fn cache_domain(&self, card: ChainCard<'_>) -> Result<(), Error> {
+        self.cache(card.entry()).await
+    }
     /// Caches a domain card verified against the pin `pin`, only while the domain is still
     /// pinned to it: a key the operator confirmed between the read and this write keeps the card
     /// out of the cache. A store nobody else writes to may cache it plainly.
-    async fn cache_pinned(&self, pin: &SigPublic, card: CacheEntry<'_>) -> Result<(), Error> {
+    async fn cache_pinned(&self, pin: &SigPublic, card: ChainCard<'_>) -> Result<(), Error> {
         let _ = pin;
-        self.cache(card).await
+        self.cache_domain(card).await
     }
     /// Whether the resolver may go and fetch `domain`, a name it holds no fresh card for, at
     /// `now`: the house spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`] (429 past
@@ -354,7 +391,8 @@ impl<D: Db> PinStore for DbPins<'_, D> {
         Ok(row.and_then(|r| r.text("sig").and_then(|s| SigPublic::parse(s).ok())))
     }
 
-    async fn first_pin(&self, domain: &str, key: &SigPublic, c: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn first_pin(&self, domain: &str, key: &SigPublic, c: ChainCard<'_>) -> Result<bool, Error> {
+        let c = c.entry();
         let kid = key.to_b64();
         let site = crate::site::site(domain);
         let mut stmts = Vec::from(store::resolver::insert_pin(domain, site, &kid, c.at, MAX_PINS_PER_SITE, MAX_PINS));
@@ -385,7 +423,8 @@ impl<D: Db> PinStore for DbPins<'_, D> {
         }
     }
 
-    async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, c: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn move_pin(&self, domain: &str, from: &SigPublic, to: &SigPublic, c: ChainCard<'_>) -> Result<bool, Error> {
+        let c = c.entry();
         let (from, to) = (from.to_b64(), to.to_b64());
         let changes = self
             .0
@@ -421,7 +460,8 @@ impl<D: Db> PinStore for DbPins<'_, D> {
         self.0.batch(vec![store::resolver::cache(c.key, c.card, c.url, c.at)]).await.map_err(port_error).map(drop)
     }
 
-    async fn cache_pinned(&self, pin: &SigPublic, c: CacheEntry<'_>) -> Result<(), Error> {
+    async fn cache_pinned(&self, pin: &SigPublic, c: ChainCard<'_>) -> Result<(), Error> {
+        let c = c.entry();
         let stmt = store::resolver::cache_if_pinned(c.key, c.card, c.url, c.at, &pin.to_b64());
         self.0.batch(vec![stmt]).await.map_err(port_error).map(drop)
     }
@@ -432,8 +472,14 @@ impl<D: Db> PinStore for DbPins<'_, D> {
 pub struct Sources<'a> {
     /// The hosts overrides (their `sig` anchors the key).
     pub hosts: &'a VecMap<String, HostEntry>,
-    /// Locations the caller knows, after hosts: domain → (URL, name of the source). No anchor.
+    /// Locations the caller keeps as the domain's own house, after hosts: domain → (URL, name of
+    /// the source). No anchor.
     pub known: &'a VecMap<String, (String, &'static str)>,
+    /// Houses named by a URL given for another purpose (the client's `directory URL`, `search
+    /// --index URL`, `app verify --catalogue URL`): domain → URL, after `known`. The server there
+    /// only says it is that domain, so its card is used for this resolution alone: held to the
+    /// domain's pin when there is one, and never pinned, moved nor kept (via `url`).
+    pub given: &'a VecMap<String, String>,
     /// The DNS-over-HTTPS JSON endpoint (https only; see [`check_doh_url`]).
     pub doh: Option<&'a str>,
     /// Whether the well-known fallback is `http://<domain>` (test setups; see
@@ -462,6 +508,8 @@ struct Located {
     url: String,
     anchor: Option<SigPublic>,
     via: &'static str,
+    /// Set when the location is on the domain's own chain; `None` for a given URL.
+    chain: Option<OnChain>,
 }
 
 /// A request that got no answer: refused by the outbound policy (403, permanent), or a
@@ -595,11 +643,15 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
 
     /// Where `domain`'s card lives: hosts, known locations, DNS over HTTPS, the domain itself.
     async fn locate(&self, domain: &str) -> Result<Located, Error> {
+        let chain = Some(OnChain(()));
         if let Some(h) = self.sources.hosts.get(domain) {
-            return Ok(Located { url: h.url.clone(), anchor: h.sig, via: "hosts" });
+            return Ok(Located { url: h.url.clone(), anchor: h.sig, via: "hosts", chain });
         }
         if let Some((url, via)) = self.sources.known.get(domain) {
-            return Ok(Located { url: url.clone(), anchor: None, via });
+            return Ok(Located { url: url.clone(), anchor: None, via, chain });
+        }
+        if let Some(url) = self.sources.given.get(domain) {
+            return Ok(Located { url: url.clone(), anchor: None, via: "url", chain: None });
         }
         // Anything further is looked up on the public internet: `localhost` or `127.0.0.1` is
         // a house only when the hosts file says so.
@@ -625,11 +677,11 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 ));
             }
             if let Some(record) = parse_doh(&resp.body)? {
-                return Ok(Located { url: record.url, anchor: record.sig, via: "dns" });
+                return Ok(Located { url: record.url, anchor: record.sig, via: "dns", chain });
             }
         }
         let scheme = if self.sources.allow_http { "http" } else { "https" };
-        Ok(Located { url: format!("{scheme}://{domain}"), anchor: None, via: "well-known" })
+        Ok(Located { url: format!("{scheme}://{domain}"), anchor: None, via: "well-known", chain })
     }
 
     /// Fetches and checks `domain`'s card against its anchor and pin (see the module's text).
@@ -639,7 +691,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let now = self.now.millis();
         if !self.sources.hosts.contains_key(domain) {
             // A name that can be no public house is refused before it spends any budget.
-            if !self.sources.known.contains_key(domain) {
+            if !self.sources.known.contains_key(domain) && !self.sources.given.contains_key(domain) {
                 outbound::check_house_domain(domain)
                     .map_err(|r| Error::forbidden(format!("{domain} is not a public house domain: {r}")))?;
             }
@@ -660,7 +712,6 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         };
         let kid = card.signer().map_err(refuse(&what))?;
         let text = card_text(&card.to_value());
-        let entry = CacheEntry { key: domain, card: &text, url: &url, at: now };
         let done = |card: Verified<DomainCard>, anchor: &'static str| Resolved {
             url: url.clone(),
             card: Arc::new(card),
@@ -670,11 +721,16 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         if !card.accepts_key(&kid, self.now) {
             return Err(Error::forbidden(format!("{what} is signed by a key that is not listed, or past its end")));
         }
+        let Some(chain) = located.chain else {
+            let (card, anchor) = self.given_card(domain, card, &kid, &what).await?;
+            return Ok(done(card, anchor));
+        };
+        let entry = ChainCard::of(&chain, CacheEntry { key: domain, card: &text, url: &url, at: now });
         match (located.anchor, located.via) {
             // The operator's hosts file is the last word.
             (Some(anchor), "hosts") => {
                 let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
-                self.store.cache(entry).await?;
+                self.store.cache_domain(entry).await?;
                 Ok(done(card, "hosts"))
             }
             // A DNS anchor must agree with a TOFU pin, or continue from it.
@@ -682,7 +738,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
                 let pin = match self.store.pin(domain).await? {
                     None => {
-                        self.store.cache(entry).await?;
+                        self.store.cache_domain(entry).await?;
                         return Ok(done(card, "dns"));
                     }
                     Some(pin) if pin == anchor => {
@@ -755,6 +811,34 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
     }
 
+    /// A card found at a URL given for another purpose ([`Sources::given`]): the server there only
+    /// says it is `domain`. Used for this resolution alone (anchor `none`), held to the domain's
+    /// pin when it has one (`pin`, or `rotation` for a handover from it), and never pinned,
+    /// moved, recorded as refused nor kept: a stranger's URL decides nothing about `domain`.
+    async fn given_card(
+        &self,
+        domain: &str,
+        card: DomainCard,
+        kid: &SigPublic,
+        what: &str,
+    ) -> Result<(Verified<DomainCard>, &'static str), Error> {
+        let Some(pin) = self.store.pin(domain).await? else {
+            return Ok((card.verify(None).map_err(refuse(what))?, "none"));
+        };
+        match card.verify_continuing(&pin, self.now) {
+            Ok((card, false)) => Ok((card, "pin")),
+            Ok((card, true)) => Ok((card, "rotation")),
+            Err(e) if e.kind.is_temporary() => Err(e),
+            // Not the pin's reason: it speaks of a pin that moved, which this is not.
+            Err(_) => Err(Error::forbidden(format!(
+                "{what} at the URL given is signed by {}, and the key held for {domain} ({}) neither signed it nor \
+                 handed over to it; a URL given for another purpose changes nothing kept for {domain}",
+                kid.to_b64(),
+                pin.to_b64()
+            ))),
+        }
+    }
+
     /// Sends `request` over `Net`, out of the budget if there is one.
     async fn send(&self, request: OutRequest) -> Result<OutResponse, PortError> {
         if let Some(budget) = self.budget {
@@ -801,6 +885,7 @@ impl<D: Db, N: Net> House<D, N> {
         budget: Option<&'a Budget>,
     ) -> Resolver<'a, outbound::Guarded<N>, DbPins<'a, D>> {
         static NONE: VecMap<String, (String, &'static str)> = VecMap::new();
+        static NO_URLS: VecMap<String, String> = VecMap::new();
         Resolver {
             net: &self.net,
             budget,
@@ -809,6 +894,7 @@ impl<D: Db, N: Net> House<D, N> {
             sources: Sources {
                 hosts: &self.config.hosts,
                 known: &NONE,
+                given: &NO_URLS,
                 doh: self.config.doh_url.as_deref(),
                 allow_http: self.config.allow_http,
             },

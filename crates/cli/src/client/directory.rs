@@ -165,6 +165,7 @@ pub(crate) fn directory(ctx: &Ctx, req: &DirectoryRequest) -> Result<Value, Fail
     Ok(Value::Object(obj([
         ("house", domain_name.as_str().into()),
         ("url", url.as_str().into()),
+        ("anchor", domain.anchor.into()),
         ("agents", Value::Array(agents)),
         ("unverified", Value::Array(refused)),
         ("limit", answer.get("limit").cloned().unwrap_or(Value::Null)),
@@ -176,6 +177,13 @@ pub(crate) fn directory_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let agents = o.get("agents").and_then(Value::as_array).unwrap_or_default();
     let mut s = format!("{} ({} listed agents shown, each card verified)\n", text(&o, "house"), agents.len());
+    if text(&o, "anchor") == "none" {
+        s.push_str(&format!(
+            "  (the house at {} says it is {}; nothing vouches for that, and nothing was pinned)\n",
+            text(&o, "url"),
+            text(&o, "house")
+        ));
+    }
     for a in agents {
         let Some(a) = a.as_object() else { continue };
         let caps = a.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();

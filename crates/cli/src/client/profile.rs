@@ -4,8 +4,12 @@
 //!
 //! ```text
 //! {"agents":[{"address","house","sig","enc","sig_secret","enc_secret","pending":{},
-//!             "previous"?:[…], "next"?:{…}}], "kind":"agent-profile", "nyx5":"1", "pins":{}}
+//!             "previous"?:[…], "next"?:{…}}], "kind":"agent-profile", "nyx5":"1", "pins":{},
+//!  "apps"?:{"<app id>":{"author":"did:key:…","sha256":"<card's, when pinned>"}}}
 //! ```
+//!
+//! `pins` holds domain keys found on each domain's own chain (`client::resolve`); `apps` the
+//! author of each app `nyx5 app run` ran, pinned on its first run (`app::author_pin`).
 //!
 //! Every change is read-modify-write under an exclusive lock on `<file>.lock`, written to a
 //! fresh 0600 file beside it and renamed over it, so concurrent `nyx5` processes (an `inbox
@@ -263,7 +267,31 @@ pub(crate) struct Profile {
     pub(crate) agents: Vec<AgentEntry>,
     /// Domain keys pinned on first use: domain → Ed25519 key (base64url).
     pub(crate) pins: BTreeMap<String, String>,
+    /// App authors pinned on an app's first run: app id → its author.
+    pub(crate) apps: BTreeMap<String, AppPin>,
     extra: Object,
+}
+
+/// The author pinned for one app id, and the card's SHA-256 when it was pinned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppPin {
+    /// The author's `did:key`.
+    pub(crate) author: String,
+    pub(crate) sha256: String,
+}
+
+impl AppPin {
+    fn to_value(&self) -> Value {
+        Value::Object(obj([("author", self.author.as_str().into()), ("sha256", self.sha256.as_str().into())]))
+    }
+
+    fn from_value(id: &str, v: &Value) -> Result<AppPin, String> {
+        let o = v.as_object().ok_or_else(|| format!("apps.{id} is an object"))?;
+        let text = |name: &str| field::str(o, name).map(str::to_owned).map_err(|e| format!("apps.{id}: {}", e.reason));
+        let author = text("author")?;
+        nyx5_proto::app::parse_did_key(&author).map_err(|e| format!("apps.{id}.author: {}", e.reason))?;
+        Ok(AppPin { author, sha256: text("sha256")? })
+    }
 }
 
 impl Profile {
@@ -274,6 +302,10 @@ impl Profile {
         o.insert("agents".into(), Value::Array(self.agents.iter().map(AgentEntry::to_value).collect()));
         let pins = self.pins.iter().map(|(d, k)| (d.clone(), Value::from(k.as_str()))).collect();
         o.insert("pins".into(), Value::Object(pins));
+        if !self.apps.is_empty() {
+            let apps = self.apps.iter().map(|(id, p)| (id.clone(), p.to_value())).collect();
+            o.insert("apps".into(), Value::Object(apps));
+        }
         Value::Object(o)
     }
 
@@ -300,12 +332,16 @@ impl Profile {
             SigPublic::parse(key).map_err(|e| format!("pin of {domain}: {}", e.reason))?;
             pins.insert(domain.clone(), key.to_owned());
         }
+        let mut apps = BTreeMap::new();
+        for (id, pin) in field::opt_object(o, "apps").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
+            apps.insert(id.clone(), AppPin::from_value(id, pin)?);
+        }
         let extra = o
             .iter()
-            .filter(|(k, _)| !["nyx5", "kind", "agents", "pins"].contains(&k.as_str()))
+            .filter(|(k, _)| !["nyx5", "kind", "agents", "pins", "apps"].contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        Ok(Profile { agents, pins, extra })
+        Ok(Profile { agents, pins, apps, extra })
     }
 
     /// The agent named by `as_address`, else the first.

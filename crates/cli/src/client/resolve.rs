@@ -12,6 +12,13 @@
 //! a kept card still within its `valid_until` (and [`MAX_STALE_MS`]) is used, and stderr says so.
 //! The acting agent's own domain is never read from the file: its house is the one every verb
 //! talks to, and its own card changes under it (`register`, `rotate-key`).
+//!
+//! A domain's key is pinned in the profile, and its card kept, only when the card came from
+//! that domain's own chain: the one way in is [`ProfilePins::keep_domain`], which takes a
+//! [`ChainCard`] that only the engine's resolver makes. A house named by a URL given for
+//! another purpose (`directory URL`, `search --index URL`, `app verify --catalogue URL`:
+//! [`Resolver::at`]) serves that one command; whatever the server there claims to be, the
+//! profile does not change.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -24,7 +31,7 @@ use std::task::{Context, Poll, Waker};
 use nyx5_house::config::HostEntry;
 use nyx5_house::outbound::{Guarded, Policy};
 use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
-use nyx5_house::resolver::{self as core, CacheEntry, CachedCard, Memo, PinStore, Resolved, Sources};
+use nyx5_house::resolver::{self as core, CacheEntry, CachedCard, ChainCard, Memo, PinStore, Resolved, Sources};
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::obj;
@@ -44,7 +51,8 @@ pub(crate) struct Domain {
     pub(crate) via: &'static str,
     /// What the card's key was checked against: `hosts`, `dns`, `pin`, `first-use` (pinned
     /// now), `rotation` (followed the pinned key's handover), `repin`, or `none` (no profile to
-    /// pin it in).
+    /// pin it in, or found at a URL given for another purpose with no pin to hold it to:
+    /// nothing vouches that the house there is the domain's).
     pub(crate) anchor: &'static str,
 }
 
@@ -126,8 +134,25 @@ fn profile_error(f: &Failure) -> Error {
 }
 
 impl ProfilePins {
-    /// Writes `domain → to` when the pin is `from` (or absent, for `None`); whether it did.
-    fn set(&self, domain: &str, from: Option<&SigPublic>, to: &SigPublic) -> Result<bool, Error> {
+    /// The one way a domain card reaches the profile: with `pin`, the pin of its domain moved
+    /// from `from` (or set where there is none, for `None`) to `to`, guarded by the pin as it is
+    /// in the file; then the card kept (when the pin was written, or without `pin`). Only a card
+    /// found on the domain's own chain gets here ([`ChainCard`]). Whether the pin was written.
+    fn keep_domain(&self, pin: Option<(Option<&SigPublic>, &SigPublic)>, card: ChainCard<'_>) -> Result<bool, Error> {
+        let done = match pin {
+            Some((from, to)) => self.set(&card, from, to)?,
+            None => true,
+        };
+        if done {
+            self.keep(&card.entry());
+        }
+        Ok(done)
+    }
+
+    /// Writes `domain → to`, for the domain of `card`, when the pin is `from` (or absent, for
+    /// `None`); whether it did.
+    fn set(&self, card: &ChainCard<'_>, from: Option<&SigPublic>, to: &SigPublic) -> Result<bool, Error> {
+        let domain = card.entry().key;
         let (from, to) = (from.map(SigPublic::to_b64), to.to_b64());
         let matches = |p: &BTreeMap<String, String>| p.get(domain).cloned() == from;
         let done = match &self.path {
@@ -187,12 +212,9 @@ impl PinStore for &ProfilePins {
         Ok(self.pins.borrow().get(domain).and_then(|k| SigPublic::parse(k).ok()))
     }
 
-    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
-        let done = self.set(domain, None, key)?;
-        if done {
-            self.keep(&card);
-        }
-        Ok(done)
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: ChainCard<'_>) -> Result<bool, Error> {
+        debug_assert_eq!(domain, card.entry().key);
+        self.keep_domain(Some((None, key)), card)
     }
 
     async fn move_pin(
@@ -200,13 +222,10 @@ impl PinStore for &ProfilePins {
         domain: &str,
         from: &SigPublic,
         to: &SigPublic,
-        card: CacheEntry<'_>,
+        card: ChainCard<'_>,
     ) -> Result<bool, Error> {
-        let done = self.set(domain, Some(from), to)?;
-        if done {
-            self.keep(&card);
-        }
-        Ok(done)
+        debug_assert_eq!(domain, card.entry().key);
+        self.keep_domain(Some((Some(from), to)), card)
     }
 
     async fn refuse(&self, _: &str, _: &SigPublic, _: i64) -> Result<(), Error> {
@@ -235,9 +254,17 @@ impl PinStore for &ProfilePins {
         Ok(Some(CachedCard { card: k.card, url: k.url, at: k.at, pin }))
     }
 
+    /// Keeps an agent card (the resolver verifies it again, against its domain as resolved
+    /// then, when it is read). A domain card comes through [`ProfilePins::keep_domain`] alone.
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {
-        self.keep(&card);
+        if card.key.contains('@') {
+            self.keep(&card);
+        }
         Ok(())
+    }
+
+    async fn cache_domain(&self, card: ChainCard<'_>) -> Result<(), Error> {
+        self.keep_domain(None, card).map(drop)
     }
 }
 
@@ -345,8 +372,11 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// Looks for `domain`'s card at `url` (a house the user named by its URL) unless the hosts
-    /// file says otherwise. Nothing anchors it there: the key is pinned on first use.
+    /// Looks for `domain`'s card at `url` (a house the user named by its URL for this command:
+    /// its directory, index or catalogue, whose answer names `domain`) unless the hosts file says
+    /// otherwise. The server there only says it is `domain`: its card is held to the domain's pin
+    /// when the profile has one, and otherwise checked against nothing (anchor `none`); it is
+    /// never pinned nor kept.
     pub(crate) fn at(&self, domain: &str, url: &str) {
         self.given.borrow_mut().insert(domain.to_owned(), url.to_owned());
         if !self.hosts.contains_key(domain) {
@@ -374,11 +404,15 @@ impl<'a> Resolver<'a> {
         if let Some((domain, url)) = &self.own {
             known.insert(domain.clone(), (url.clone(), "profile"));
         }
-        for (domain, url) in self.given.borrow().iter() {
-            known.insert(domain.clone(), (url.clone(), "url"));
-        }
+        let given: nyx5_proto::vecmap::VecMap<String, String> =
+            self.given.borrow().iter().map(|(d, u)| (d.clone(), u.clone())).collect();
         // The user named these houses; what cards and DNS say is held to the outbound policy.
-        let named = self.hosts.values().map(|h| h.url.as_str()).chain(known.values().map(|(u, _)| u.as_str()));
+        let named = self
+            .hosts
+            .values()
+            .map(|h| h.url.as_str())
+            .chain(known.values().map(|(u, _)| u.as_str()))
+            .chain(given.values().map(String::as_str));
         let policy = Policy::new(named.chain(self.doh), false, false);
         let net = Guarded { net: TransportNet { net: self.net, offline }, policy };
         let r = core::Resolver {
@@ -386,7 +420,7 @@ impl<'a> Resolver<'a> {
             budget: None,
             store: &self.pins,
             memo: &self.memo,
-            sources: Sources { hosts: self.hosts, known: &known, doh: self.doh, allow_http: false },
+            sources: Sources { hosts: self.hosts, known: &known, given: &given, doh: self.doh, allow_http: false },
             repin: self.repin,
             now: self.now,
         };
@@ -500,6 +534,55 @@ mod tests {
         res.at("b.test", "http://b");
         let d = res.domain("b.test").unwrap();
         assert_eq!((d.via, d.anchor), ("url", "none"));
+    }
+
+    /// A house named by URL for another purpose (`directory URL`…) is used for the command:
+    /// without a pin it is checked against nothing and pins nothing, keeps nothing; with one it
+    /// is held to it, and the pin stays.
+    #[test]
+    fn a_house_named_by_url_pins_and_keeps_nothing_and_is_held_to_the_pin() {
+        let now = Timestamp(NOW);
+        let dir = std::env::temp_dir().join(format!("nyx5-given-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let profile = dir.join("agents.json");
+        let (served, other) = (SigningKey::from_seed([40; 32]), SigningKey::from_seed([41; 32]));
+        let net = HouseB::serving(&domain_card(&served, now));
+        let hosts = nyx5_proto::vecmap::VecMap::new();
+        let resolver = |pins: BTreeMap<String, String>| {
+            Resolver::new(Setup {
+                net: &net,
+                hosts: &hosts,
+                doh: None,
+                own: None,
+                profile: Some((profile.clone(), pins)),
+                repin: false,
+                fresh: false,
+                now,
+            })
+        };
+        let res = resolver(BTreeMap::new());
+        res.at("b.test", "http://b");
+        let d = res.domain("b.test").unwrap();
+        assert_eq!((d.via, d.anchor), ("url", "none"));
+        assert!(res.pins.pins.borrow().is_empty());
+        assert!(!profile.exists(), "nothing is written to the profile");
+        assert!(CardFile::beside(&profile).load().is_empty(), "nothing is kept");
+
+        // Pinned to another key (from the domain's own chain, earlier): refused, pin unchanged.
+        let pinned = BTreeMap::from([("b.test".to_owned(), other.public().to_b64())]);
+        let res = resolver(pinned.clone());
+        res.at("b.test", "http://b");
+        let f = res.domain("b.test").unwrap_err();
+        assert_eq!(f.code(), EXIT_REJECTED);
+        assert!(f.one_line().contains("URL given") && !f.one_line().contains("--repin"), "{}", f.one_line());
+        assert_eq!(*res.pins.pins.borrow(), pinned);
+        // Pinned to the key it serves: held to it and passes, still keeping nothing.
+        let res = resolver(BTreeMap::from([("b.test".to_owned(), served.public().to_b64())]));
+        res.at("b.test", "http://b");
+        assert_eq!(res.domain("b.test").unwrap().anchor, "pin");
+        assert!(!profile.exists() && CardFile::beside(&profile).load().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     const NOW: i64 = 1_800_000_000_000;

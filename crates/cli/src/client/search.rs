@@ -174,6 +174,7 @@ pub(crate) fn search(ctx: &Ctx, req: &SearchRequest) -> Result<Value, Failure> {
     Ok(Value::Object(obj([
         ("index", index.as_str().into()),
         ("url", url.as_str().into()),
+        ("anchor", domain.anchor.into()),
         ("signed", Value::Bool(true)),
         ("ranking", answer.get("ranking").cloned().unwrap_or(Value::Null)),
         ("agents", Value::Array(agents)),
@@ -195,6 +196,13 @@ pub(crate) fn search_human(v: &Value) -> String {
         text(&o, "index"),
         agents.len()
     );
+    if text(&o, "anchor") == "none" {
+        s.push_str(&format!(
+            "  (the index at {} says it is {}; nothing vouches for that, and nothing was pinned)\n",
+            text(&o, "url"),
+            text(&o, "index")
+        ));
+    }
     for a in agents {
         let Some(a) = a.as_object() else { continue };
         let caps = a.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();

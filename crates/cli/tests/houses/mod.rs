@@ -99,6 +99,23 @@ impl Drop for House {
     }
 }
 
+/// One more house, `nyx5 serve --domain DOMAIN` (open registration, operator token
+/// [`TOKEN_A`]) on a free port, its database in `dir` (created), reading `hosts`, with `extra`
+/// options. Two houses of one domain need two directories.
+pub(crate) fn spawn(dir: &std::path::Path, domain: &str, hosts: &std::path::Path, extra: &[&str]) -> House {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut h = House {
+        domain: domain.to_owned(),
+        port: free_port(),
+        registration: "open",
+        token: TOKEN_A,
+        child: None,
+        _lines: None,
+    };
+    h.start_with(dir, hosts, extra);
+    h
+}
+
 /// Two houses, their hosts file and a profile.
 pub(crate) struct World {
     pub(crate) dir: TempDir,

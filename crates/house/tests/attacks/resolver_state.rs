@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use crate::kit::*;
 use nyx5_house::config::HostEntry;
 use nyx5_house::ports::{Db, OutRequest, OutResponse};
-use nyx5_house::resolver::{Budget, CacheEntry, CachedCard, DbPins, Memo, PinStore, Resolved, Resolver, Sources};
+use nyx5_house::resolver::{
+    Budget, CacheEntry, CachedCard, ChainCard, DbPins, Memo, PinStore, Resolved, Resolver, Sources,
+};
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_proto::card::handover_message;
 use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, DomainCard, DomainCardDraft, DomainKey, Scope};
@@ -99,10 +101,10 @@ impl PinStore for NoCache<'_> {
     async fn pin(&self, domain: &str) -> Result<Option<SigPublic>, Error> {
         self.0.pin(domain).await
     }
-    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: ChainCard<'_>) -> Result<bool, Error> {
         self.0.first_pin(domain, key, card).await
     }
-    async fn move_pin(&self, d: &str, from: &SigPublic, to: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn move_pin(&self, d: &str, from: &SigPublic, to: &SigPublic, card: ChainCard<'_>) -> Result<bool, Error> {
         self.0.move_pin(d, from, to, card).await
     }
     async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
@@ -122,6 +124,7 @@ struct Fixture {
     db: SqliteDb,
     hosts: nyx5_proto::vecmap::VecMap<String, HostEntry>,
     known: nyx5_proto::vecmap::VecMap<String, (String, &'static str)>,
+    given: nyx5_proto::vecmap::VecMap<String, String>,
     doh: Option<String>,
     repin: Cell<bool>,
 }
@@ -133,13 +136,20 @@ impl Fixture {
             db: SqliteDb::memory().unwrap(),
             hosts: nyx5_proto::vecmap::VecMap::new(),
             known: nyx5_proto::vecmap::VecMap::new(),
+            given: nyx5_proto::vecmap::VecMap::new(),
             doh: None,
             repin: Cell::new(false),
         }
     }
 
     fn sources(&self) -> Sources<'_> {
-        Sources { hosts: &self.hosts, known: &self.known, doh: self.doh.as_deref(), allow_http: true }
+        Sources {
+            hosts: &self.hosts,
+            known: &self.known,
+            given: &self.given,
+            doh: self.doh.as_deref(),
+            allow_http: true,
+        }
     }
 
     fn resolver<'a, S: PinStore>(&'a self, memo: &'a Memo, store: S) -> Resolver<'a, MemNet, S> {
@@ -477,10 +487,10 @@ impl PinStore for Meddled<'_> {
         self.memo.forget_domain(domain);
         Ok(pin)
     }
-    async fn first_pin(&self, domain: &str, key: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn first_pin(&self, domain: &str, key: &SigPublic, card: ChainCard<'_>) -> Result<bool, Error> {
         self.pins.first_pin(domain, key, card).await
     }
-    async fn move_pin(&self, d: &str, from: &SigPublic, to: &SigPublic, card: CacheEntry<'_>) -> Result<bool, Error> {
+    async fn move_pin(&self, d: &str, from: &SigPublic, to: &SigPublic, card: ChainCard<'_>) -> Result<bool, Error> {
         self.pins.move_pin(d, from, to, card).await
     }
     async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
@@ -492,7 +502,7 @@ impl PinStore for Meddled<'_> {
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {
         self.pins.cache(card).await
     }
-    async fn cache_pinned(&self, pin: &SigPublic, card: CacheEntry<'_>) -> Result<(), Error> {
+    async fn cache_pinned(&self, pin: &SigPublic, card: ChainCard<'_>) -> Result<(), Error> {
         self.pins.cache_pinned(pin, card).await
     }
 }
