@@ -19,6 +19,7 @@ mod mcp_tools;
 mod mcp_wrap;
 mod net;
 mod open;
+mod sanitise;
 mod seal;
 mod serve;
 mod simulate;

@@ -1,0 +1,85 @@
+//! The one sanitiser for text another party controls, before it reaches a terminal.
+//!
+//! Everything the CLI prints that a peer wrote (a house's envelopes, cards, directory and search
+//! results, app names, error reasons from servers, a wrapped MCP server's output and tool list, the
+//! approvals it files) goes through [`text`] or [`line`]. Controls (C0, DEL, C1) and the invisible
+//! characters that reorder or hide text (bidi embeddings, overrides and isolates, the marks
+//! U+200E/U+200F, zero-width characters) are shown escaped as `\u{…}`, so nobody can move the
+//! cursor, retitle the window, ring the bell, forge a line beside an approval code, or show one
+//! thing and say another. A backslash is left as it is: an escape a peer typed stays visible text.
+
+/// Whether `c` is shown escaped: a control (C0, DEL, C1) or an invisible character that changes
+/// how the text around it is shown.
+pub(crate) fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
+}
+
+fn escape(c: char, out: &mut String) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+    }
+}
+
+/// `text` for a terminal, keeping its line breaks and tabs: every other character [`hidden`]
+/// is shown escaped.
+pub(crate) fn text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if hidden(c) => escape(c, &mut out),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` on one line of a prompt a person decides on: line breaks and tabs too are shown
+/// escaped (`\n`, `\r`, `\t`), so nothing another party wrote can forge a line.
+pub(crate) fn line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hidden(c) { escape(c, &mut out) } else { out.push(c) }
+    }
+    out
+}
+
+/// Bytes a peer wrote (not necessarily UTF-8) on one line: invalid UTF-8 is replaced, the rest
+/// as [`line`].
+pub(crate) fn bytes_line(bytes: &[u8]) -> String {
+    line(&String::from_utf8_lossy(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_and_bidi_are_shown_escaped() {
+        assert_eq!(text("a\u{1b}[2Jb\nc\td\u{7}"), "a\\u{1b}[2Jb\nc\td\\u{7}");
+        assert_eq!(line("a\n  until: x\tb\r"), "a\\n  until: x\\tb\\r");
+        assert_eq!(line("pay \u{202E}001\u{200B}"), "pay \\u{202e}001\\u{200b}");
+        for c in ['\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{85}', '\u{9b}', '\u{7f}']
+        {
+            let shown = line(&format!("x{c}y"));
+            assert!(shown.starts_with("x\\u{") && !shown.contains(c), "{c:?}: {shown}");
+            assert!(!text(&format!("x{c}y")).contains(c), "{c:?}");
+        }
+        assert_eq!(line("ñandú 5 tok"), "ñandú 5 tok");
+        assert_eq!(bytes_line(b"\x1b]0;t\x07\xff"), "\\u{1b}]0;t\\u{7}\u{FFFD}");
+    }
+}
