@@ -35,9 +35,11 @@ pub(crate) fn write_json_line(value: &Value) -> Outcome {
     write_stdout(&bytes)
 }
 
-/// Writes `text` as it is (it carries its own newlines).
+/// Writes text for people (it carries its own newlines) through the one sanitiser,
+/// [`crate::sanitise::text`]: whatever a verb's text holds that a peer wrote and was not already
+/// made safe, no control or bidi character of it reaches the terminal.
 pub(crate) fn write_text(text: &str) -> Outcome {
-    write_stdout(text.as_bytes())
+    write_stdout(crate::sanitise::text(text).as_bytes())
 }
 
 /// Reads at most `max` bytes of `path` (more is an error), which must be a regular file: a FIFO

@@ -83,3 +83,15 @@ mod tests {
         assert_eq!(bytes_line(b"\x1b]0;t\x07\xff"), "\\u{1b}]0;t\\u{7}\u{FFFD}");
     }
 }
+
+#[cfg(test)]
+mod write_text_tests {
+    #[test]
+    fn text_for_people_goes_through_the_sanitiser() {
+        // What `io::write_text` writes: already-escaped text stays as it is (the sanitiser is
+        // idempotent), raw controls and bidi characters do not survive.
+        let once = super::text("subject \u{1b}[2J\u{202e}x\nnext");
+        assert_eq!(super::text(&once), once);
+        assert!(!once.contains('\u{1b}') && !once.contains('\u{202e}') && once.contains('\n'));
+    }
+}
