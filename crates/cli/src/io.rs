@@ -28,7 +28,9 @@ pub(crate) fn write_stdout(bytes: &[u8]) -> Outcome {
         .map_err(|e| Failure::usage(format!("cannot write standard output: {e}")))
 }
 
-/// Writes the canonical JSON of `value` and a newline.
+/// Writes the canonical JSON of `value` and a newline. Its bytes are canonical JSON, which
+/// programs compare and hash as they are, so they are not sanitised: C0 controls are escaped
+/// by JSON itself, and text for people goes through [`write_text`].
 pub(crate) fn write_json_line(value: &Value) -> Outcome {
     let mut bytes = value.canonical();
     bytes.push(b'\n');

@@ -935,30 +935,10 @@ pub(crate) fn judged_line(line: &[u8]) -> Result<&[u8], String> {
 
 /// What goes on the wire for a message the proxy parsed and judged: its canonical JSON, with
 /// the characters some readers take for a line end (U+0085, U+2028, U+2029, only ever inside
-/// strings there) written as escapes. Never the bytes a peer sent.
+/// strings there) and the other controls canonical JSON leaves raw written as escapes
+/// ([`crate::sanitise::json`]). Never the bytes a peer sent.
 pub(crate) fn wire(msg: &Value) -> Vec<u8> {
-    let canonical = msg.canonical();
-    let mut out = Vec::with_capacity(canonical.len());
-    let mut i = 0;
-    while let Some(&b) = canonical.get(i) {
-        let escaped: Option<(&[u8], usize)> = match (b, canonical.get(i + 1), canonical.get(i + 2)) {
-            (0xc2, Some(0x85), _) => Some((b"\\u0085", 2)),
-            (0xe2, Some(0x80), Some(0xa8)) => Some((b"\\u2028", 3)),
-            (0xe2, Some(0x80), Some(0xa9)) => Some((b"\\u2029", 3)),
-            _ => None,
-        };
-        match escaped {
-            Some((e, n)) => {
-                out.extend_from_slice(e);
-                i += n;
-            }
-            None => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
+    crate::sanitise::json(msg)
 }
 
 impl Shared {
@@ -1747,6 +1727,16 @@ mod tests {
         assert_eq!(ann.get("readOnlyHint"), Some(&Value::Bool(false)));
         assert_eq!(ann.get("destructiveHint"), Some(&Value::Bool(true)));
         assert!(t.get("description").and_then(Value::as_str).unwrap_or_default().contains("above 100 tok"));
+    }
+
+    #[test]
+    fn a_line_with_a_raw_control_is_refused_and_only_the_parsed_message_goes_on() {
+        assert_eq!(judged_line(b"{\"a\":1}\r"), Ok(&b"{\"a\":1}"[..]));
+        for bad in [&b"{\"a\":\r1}"[..], b"{\"a\":1}\r\r", b"{\"a\":\t1}", b"{\"a\":1}\x00", b"\x7f{}", b"{}\x0b"] {
+            assert!(judged_line(bad).is_err(), "{bad:?}");
+        }
+        let v = Value::parse_str("{\"y\" : 1, \"x\":\"a\u{2028}b\u{85}\"}").unwrap();
+        assert_eq!(wire(&v), br#"{"x":"a\u2028b\u0085","y":1}"#);
     }
 
     #[test]

@@ -64,6 +64,25 @@ pub(crate) fn bytes_line(bytes: &[u8]) -> String {
     line(&String::from_utf8_lossy(bytes))
 }
 
+/// `value` as canonical JSON for a terminal or a line-based reader: the same JSON value, with
+/// every [`hidden`] character that canonical JSON leaves raw (DEL, C1, bidi and zero-width
+/// characters, U+2028/U+2029) written as a `\uXXXX` escape. Such characters occur only inside
+/// strings, so whoever parses the output reads the same value, and whoever looks at it (or
+/// splits it into lines at U+0085 or U+2028) sees no control.
+pub(crate) fn json(value: &nyx5_proto::Value) -> Vec<u8> {
+    let canonical = value.canonical_string();
+    let mut out = String::with_capacity(canonical.len());
+    for c in canonical.chars() {
+        if c >= '\u{7f}' && hidden(c) {
+            // Every hidden character is in the Basic Multilingual Plane: one escape each.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +100,14 @@ mod tests {
         }
         assert_eq!(line("ñandú 5 tok"), "ñandú 5 tok");
         assert_eq!(bytes_line(b"\x1b]0;t\x07\xff"), "\\u{1b}]0;t\\u{7}\u{FFFD}");
+    }
+
+    #[test]
+    fn json_keeps_its_value_and_shows_no_control() {
+        let v = nyx5_proto::Value::parse_str(r#"{"a\u202e":"x\u001b\u0085\u2028\u009b\u007fñ"}"#).unwrap();
+        let out = String::from_utf8(json(&v)).unwrap();
+        assert_eq!(out, r#"{"a\u202e":"x\u001b\u0085\u2028\u009b\u007fñ"}"#);
+        assert_eq!(nyx5_proto::Value::parse_str(&out).unwrap(), v);
     }
 }
 
