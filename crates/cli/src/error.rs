@@ -103,13 +103,26 @@ impl Failure {
         ExitCode::from(self.code)
     }
 
-    /// The reason (and what to do next) on one line: control characters (newlines included)
-    /// become spaces.
+    /// The reason (and what to do next) on one line: line breaks and tabs become spaces, and
+    /// the rest goes through the one sanitiser ([`crate::sanitise::line`]), since a reason may
+    /// quote what a house or a server said.
     pub(crate) fn one_line(&self) -> String {
         let text = match &self.hint {
             Some(h) => format!("{}; {h}", self.reason),
             None => self.reason.clone(),
         };
-        text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+        crate::sanitise::line(&text.replace(['\n', '\r', '\t'], " "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Failure;
+
+    #[test]
+    fn a_reason_a_server_wrote_reaches_the_terminal_escaped() {
+        let f = Failure::usage("the house said: ok\u{202e}gnp.exe\u{1b}]0;owned\u{7}\nnext").hint("try \u{2066}again");
+        let shown = f.one_line();
+        assert_eq!(shown, "the house said: ok\\u{202e}gnp.exe\\u{1b}]0;owned\\u{7} next; try \\u{2066}again");
     }
 }

@@ -28,16 +28,20 @@ pub(crate) fn write_stdout(bytes: &[u8]) -> Outcome {
         .map_err(|e| Failure::usage(format!("cannot write standard output: {e}")))
 }
 
-/// Writes the canonical JSON of `value` and a newline.
+/// Writes the canonical JSON of `value` and a newline. Its bytes are canonical JSON, which
+/// programs compare and hash as they are, so they are not sanitised: C0 controls are escaped
+/// by JSON itself, and text for people goes through [`write_text`].
 pub(crate) fn write_json_line(value: &Value) -> Outcome {
     let mut bytes = value.canonical();
     bytes.push(b'\n');
     write_stdout(&bytes)
 }
 
-/// Writes `text` as it is (it carries its own newlines).
+/// Writes text for people (it carries its own newlines) through the one sanitiser,
+/// [`crate::sanitise::text`]: whatever a verb's text holds that a peer wrote and was not already
+/// made safe, no control or bidi character of it reaches the terminal.
 pub(crate) fn write_text(text: &str) -> Outcome {
-    write_stdout(text.as_bytes())
+    write_stdout(crate::sanitise::text(text).as_bytes())
 }
 
 /// Reads at most `max` bytes of `path` (more is an error), which must be a regular file: a FIFO

@@ -19,6 +19,7 @@ mod mcp_tools;
 mod mcp_wrap;
 mod net;
 mod open;
+mod sanitise;
 mod seal;
 mod serve;
 mod simulate;
@@ -211,7 +212,7 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
             let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
             let first = first.join(" ");
             let reason = first.strip_prefix("error: ").unwrap_or(&first);
-            eprintln!("nyx5: {reason} (see `nyx5 help`)");
+            eprintln!("nyx5: {} (see `nyx5 help`)", sanitise::line(reason));
             ExitCode::from(EXIT_USAGE)
         }
     }

@@ -340,6 +340,50 @@ fn arguments_sha256(args: &Object) -> String {
     hex(&sha256(&Value::Object(args.clone()).canonical()))
 }
 
+/// The members a request file has: all of them but `request_sha256` and `binding` are hashed
+/// into `request_sha256`, and that hash is bound to the approval code by `binding`.
+const REQUEST_MEMBERS: [&str; 13] = [
+    "id",
+    "tool",
+    "arguments",
+    "arguments_sha256",
+    "code_sha256",
+    "reason",
+    "authority",
+    "rationale",
+    "created",
+    "expires",
+    "pid",
+    "request_sha256",
+    "binding",
+];
+
+/// The SHA-256 of everything a request file says (every member but `request_sha256` and
+/// `binding`, canonical JSON): what a person's decision is bound to.
+fn request_sha256(request: &Object) -> String {
+    let mut bound = request.clone();
+    bound.remove("request_sha256");
+    bound.remove("binding");
+    hex(&sha256(&Value::Object(bound).canonical()))
+}
+
+/// Ties a request's hash to its approval code: only whoever holds the code (the proxy, and the
+/// person it showed the code to) can make a binding for a request, so a request rewritten by
+/// whatever can write the directory no longer matches the code the person types.
+fn binding(code: &str, request_sha: &str) -> String {
+    hex(&sha256(format!("nyx5 mcp approval\n{code}\n{request_sha}").as_bytes()))
+}
+
+/// Whether a request file is as a proxy wrote it, as far as can be told without its code: only
+/// the members a proxy writes, hashing to its `request_sha256`, and its arguments to its
+/// `arguments_sha256`.
+fn consistent(request: &Object) -> bool {
+    let args = request.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+    request.keys().all(|k| REQUEST_MEMBERS.contains(&k.as_str()))
+        && request.get("request_sha256").and_then(Value::as_str) == Some(request_sha256(request).as_str())
+        && request.get("arguments_sha256").and_then(Value::as_str) == Some(arguments_sha256(&args).as_str())
+}
+
 /// A call's arguments as a person reads them before deciding: every member, each value cut to
 /// [`SHOWN_VALUE`] characters, control characters made visible, and how much was left out.
 fn shown_arguments(args: &Object) -> String {
@@ -485,13 +529,13 @@ impl Store {
         &self,
         id: &str,
         decision: &str,
-        arguments_sha256: &str,
+        request_sha256: &str,
         code: Option<&str>,
     ) -> Result<(), Option<Object>> {
         let mut o = obj([
             ("id", id.into()),
             ("decision", decision.into()),
-            ("arguments_sha256", arguments_sha256.into()),
+            ("request_sha256", request_sha256.into()),
             ("time", Timestamp::from_millis(now_ms()).to_rfc3339().into()),
         ]);
         if let Some(c) = code {
@@ -537,12 +581,20 @@ impl Store {
     }
 
     /// A person's decision on a pending request (`nyx5 mcp-approve`, `nyx5 mcp-decline`): an
-    /// approval names the code the proxy printed, and only a request nobody changed is approved.
+    /// approval names the code the proxy printed, and only a request nobody changed is approved:
+    /// the whole request (tool, arguments, reason, rationale, authority, times) must hash to what
+    /// the proxy bound to that code. The decision names the hash of the request it decided.
     pub(crate) fn decide(&self, id: &str, approve: bool, code: Option<&str>) -> Result<Object, Failure> {
         check_approval_id(id)?;
         let request = Store::read(&self.request_path(id))
             .ok_or_else(|| Failure::usage(format!("no pending approval {id} in {}", self.dir.display())))?;
-        let sha = request.get("arguments_sha256").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let sha = request_sha256(&request);
+        if let Some(d) = self.decision(id) {
+            return Err(Failure::usage(format!(
+                "approval {id} was already decided: {}",
+                safe(d.get("decision").and_then(Value::as_str).unwrap_or("?"))
+            )));
+        }
         if approve {
             let code = code.ok_or_else(|| {
                 Failure::usage("approving needs --code, the code the waiting proxy printed beside the id")
@@ -550,9 +602,12 @@ impl Store {
             if Some(hex(&sha256(code.as_bytes())).as_str()) != request.get("code_sha256").and_then(Value::as_str) {
                 return Err(Failure::usage(format!("that is not the code of approval {id}")));
             }
-            if !untouched(&request) {
+            if !consistent(&request)
+                || request.get("binding").and_then(Value::as_str) != Some(binding(code, &sha).as_str())
+            {
                 return Err(Failure::usage(format!(
-                    "approval {id} was changed since the proxy wrote it; not approved"
+                    "approval {id} was changed since the proxy wrote it (it no longer matches its code): not \
+                     approved; decline it with `nyx5 mcp-decline {id}`"
                 )));
             }
         }
@@ -725,6 +780,19 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
     let dir = default_dir(args.approvals.as_deref())?;
     // No directory yet: no proxy ever asked.
     let pending = if dir.exists() { Store::open(Some(&dir), false)?.pending()? } else { Vec::new() };
+    // Only what is bound is shown: a request that is not as a proxy wrote it shows its id and
+    // that it was changed, nothing it says.
+    let pending: Vec<Object> = pending
+        .into_iter()
+        .map(|p| {
+            if consistent(&p) {
+                p
+            } else {
+                let id = p.get("id").cloned().unwrap_or(Value::Null);
+                obj([("id", id), ("changed", Value::Bool(true))])
+            }
+        })
+        .collect();
     if args.json {
         let v = Value::Object(obj([("pending", Value::Array(pending.into_iter().map(Value::Object).collect()))]));
         return crate::io::write_json_line(&v);
@@ -735,6 +803,13 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
     }
     for p in &pending {
         let s = |k: &str| safe(p.get(k).and_then(Value::as_str).unwrap_or_default());
+        if p.contains_key("changed") {
+            text.push_str(&format!(
+                "{}  WARNING: this request was changed since the proxy wrote it; do not approve it\n",
+                s("id")
+            ));
+            continue;
+        }
         let args = p.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
         text.push_str(&format!(
             "{}  {}  {}\n  why: {}\n  arguments: {}\n  until {}\n",
@@ -748,9 +823,6 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
         if let Some(r) = p.get("rationale").and_then(Value::as_str) {
             text.push_str(&format!("  rationale: {}\n", safe(r)));
         }
-        if !untouched(p) {
-            text.push_str("  WARNING: this file was changed since the proxy wrote it; do not approve it\n");
-        }
     }
     crate::io::write_text(&text)
 }
@@ -759,9 +831,9 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
 pub(crate) fn decide(args: &DecideArgs, approve: bool) -> Outcome {
     let store = Store::open(args.approvals.as_deref(), false)?;
     let request = store.decide(&args.id, approve, args.code.as_deref())?;
-    let tool = request.get("tool").and_then(Value::as_str).unwrap_or_default();
+    let tool = safe(request.get("tool").and_then(Value::as_str).unwrap_or_default());
     let what = if approve { "approved" } else { "declined" };
-    crate::io::write_text(&format!("{what} {} ({tool}), this call only\n", args.id))
+    crate::io::write_text(&format!("{what} {} ({tool}), this call only\n", safe(&args.id)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -846,9 +918,32 @@ fn response(id: Value, result: Value) -> Value {
     crate::mcp::result(id, result)
 }
 
+/// A line as the proxy reads it, or why it is refused: the line may end in CR LF, and holds no
+/// other control byte. Raw controls are never allowed inside JSON strings; outside them, some
+/// readers (the Python SDK's among them) end a line at a lone CR where ours sees whitespace, so
+/// a line that holds one could be two messages to the server and one to us.
+pub(crate) fn judged_line(line: &[u8]) -> Result<&[u8], String> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    match line.iter().position(|b| *b < 0x20 || *b == 0x7f) {
+        None => Ok(line),
+        Some(at) => Err(format!(
+            "parse error: a raw control character (byte 0x{:02x} at {at}) outside a JSON string",
+            line.get(at).copied().unwrap_or_default()
+        )),
+    }
+}
+
+/// What goes on the wire for a message the proxy parsed and judged: its canonical JSON, with
+/// the characters some readers take for a line end (U+0085, U+2028, U+2029, only ever inside
+/// strings there) and the other controls canonical JSON leaves raw written as escapes
+/// ([`crate::sanitise::json`]). Never the bytes a peer sent.
+pub(crate) fn wire(msg: &Value) -> Vec<u8> {
+    crate::sanitise::json(msg)
+}
+
 impl Shared {
     fn to_client(&self, msg: &Value) {
-        self.to_client_raw(&msg.canonical());
+        self.to_client_raw(&wire(msg));
     }
 
     fn to_client_raw(&self, bytes: &[u8]) {
@@ -882,13 +977,18 @@ impl Shared {
     }
 
     fn refuse(&self, id: Value, tool: &str, why: &str) {
-        eprintln!("nyx5 mcp --wrap: {tool}: {why}");
+        eprintln!("nyx5 mcp --wrap: {}: {}", safe(tool), safe(why));
         self.to_client(&response(id, tool_result(&format!("nyx5: {tool}: {why}"), true)));
     }
 }
 
-/// One line from the client.
+/// One line from the client. Whatever reaches the child is the re-serialisation of the message
+/// parsed and judged here ([`wire`]), never the line itself.
 fn from_client(sh: &Arc<Shared>, line: &[u8]) {
+    let line = match judged_line(line) {
+        Ok(l) => l,
+        Err(why) => return sh.to_client(&error(Value::Null, PARSE_ERROR, &why)),
+    };
     let msg = match Value::parse(line, MAX_LINE_BYTES) {
         Ok(Value::Object(o)) => o,
         Ok(_) => {
@@ -924,6 +1024,7 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
         }
     };
     let params = msg.get("params").and_then(Value::as_object).cloned().unwrap_or_default();
+    let bytes = wire(&Value::Object(msg));
     let Some(id) = id else {
         // A `tools/call` without an id is not a call JSON-RPC allows, and must not reach a server
         // that would run it unjudged.
@@ -939,8 +1040,12 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
             let _ = w.tx.send(Event::Cancelled);
             return;
         }
-        if !sh.to_child_raw(line) {
-            eprintln!("nyx5 mcp --wrap: the wrapped server is gone; {method} dropped");
+        // Only notifications go on without an id: nothing else can be run unanswered.
+        if !method.starts_with("notifications/") {
+            return eprintln!("nyx5 mcp --wrap: a {} without an id (not a notification) dropped", safe(&method));
+        }
+        if !sh.to_child_raw(&bytes) {
+            eprintln!("nyx5 mcp --wrap: the wrapped server is gone; {} dropped", safe(&method));
         }
         return;
     };
@@ -951,10 +1056,10 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
             // 2025-11-25 splits elicitation into form and url modes; an empty object is form.
             let form = elicitation.is_some_and(|e| e.is_empty() || e.contains_key("form"));
             lock(&sh.state).elicitation = form;
-            sh.forward(&id, &method, line);
+            sh.forward(&id, &method, &bytes);
         }
-        "tools/call" => call(sh, id, &params, line),
-        _ => sh.forward(&id, &method, line),
+        "tools/call" => call(sh, id, &params, &bytes),
+        _ => sh.forward(&id, &method, &bytes),
     }
 }
 
@@ -965,7 +1070,7 @@ fn client_response(sh: &Arc<Shared>, id: Option<Value>, mut msg: Object) {
     if let Some(child_id) = st.child_requests.remove(&ours) {
         drop(st);
         msg.insert("id".into(), child_id);
-        if !sh.to_child_raw(&Value::Object(msg).canonical()) {
+        if !sh.to_child_raw(&wire(&Value::Object(msg))) {
             eprintln!("nyx5 mcp --wrap: the wrapped server is gone; an answer to it dropped");
         }
         return;
@@ -979,11 +1084,12 @@ fn client_response(sh: &Arc<Shared>, id: Option<Value>, mut msg: Object) {
     drop(st);
     eprintln!(
         "nyx5 mcp --wrap: an answer to no request of ours (id {}) dropped",
-        id.map(|i| key(&i)).unwrap_or_default()
+        safe(&shorten(&id.map(|i| key(&i)).unwrap_or_default(), 120))
     );
 }
 
-/// `tools/call`: judged before anything reaches the child.
+/// `tools/call`: judged before anything reaches the child; `raw` is the [`wire`] form of the
+/// very message judged.
 fn call(sh: &Arc<Shared>, id: Value, params: &Object, raw: &[u8]) {
     let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
         return sh.to_client(&error(id, INVALID_PARAMS, "invalid params: `name` must be a string"));
@@ -1055,13 +1161,12 @@ enum Ended {
 /// Waits for a human's yes or no on one call (on its own thread), then forwards or answers it.
 fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
     let deadline = Instant::now() + sh.timeout;
-    let sha = arguments_sha256(&c.args);
     let shown = shown_arguments(&c.args);
     let mut elicitation = if lock(&sh.state).elicitation { Some(elicit(sh, &c, &shown)) } else { None };
-    let mut code_sha: Option<String> = None;
+    let mut bound = Bound::default();
     let mut approval = match elicitation {
         Some(_) => None,
-        None => out_of_band(sh, &c, &sha, &mut code_sha),
+        None => out_of_band(sh, &c, &mut bound),
     };
     if elicitation.is_none() && approval.is_none() {
         lock(&sh.state).waiting.remove(&c.key);
@@ -1078,7 +1183,7 @@ fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
                 if answer.contains_key("error") || !answer.contains_key("result") {
                     // The client could not ask: the human decides out of band instead.
                     elicitation = None;
-                    approval = out_of_band(sh, &c, &sha, &mut code_sha);
+                    approval = out_of_band(sh, &c, &mut bound);
                     if approval.is_none() {
                         break Ended::Declined("no approval request could be written");
                     }
@@ -1096,21 +1201,21 @@ fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
         if let Some(a) = &approval
             && let Some(d) = sh.store.decision(a)
         {
-            break decided(&d, &sha, code_sha.as_deref());
+            break decided(&d, &bound);
         }
         if Instant::now() >= deadline {
             // Closing the request races a person deciding it: whoever writes first decides.
             if let Some(a) = &approval
-                && let Err(Some(d)) = sh.store.decide_once(a, "expired", &sha, None)
+                && let Err(Some(d)) = sh.store.decide_once(a, "expired", &bound.request_sha, None)
             {
-                break decided(&d, &sha, code_sha.as_deref());
+                break decided(&d, &bound);
             }
             break Ended::Expired;
         }
     };
     if let Some(a) = &approval {
         if outcome == Ended::Cancelled {
-            let _ = sh.store.decide_once(a, "cancelled", &sha, None);
+            let _ = sh.store.decide_once(a, "cancelled", &bound.request_sha, None);
         }
         sh.store.close(a);
     }
@@ -1128,7 +1233,7 @@ fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
     match outcome {
         Ended::Approved => match judge(&c.rule, &c.args, 0, true) {
             Verdict::Allowed => {
-                eprintln!("nyx5 mcp --wrap: {}: approved by a human, this call only", c.name);
+                eprintln!("nyx5 mcp --wrap: {}: approved by a human, this call only", safe(&c.name));
                 sh.store.record_call(&sh.calls_key, &c.name, &c.rule);
                 sh.forward(&c.id, "tools/call", &c.raw);
             }
@@ -1137,17 +1242,28 @@ fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
         },
         Ended::Declined(why) => sh.refuse(c.id, &c.name, why),
         Ended::Expired => sh.refuse(c.id, &c.name, &format!("not approved in time ({} s)", sh.timeout.as_secs())),
-        Ended::Cancelled => eprintln!("nyx5 mcp --wrap: {}: cancelled while waiting for approval", c.name),
+        Ended::Cancelled => eprintln!("nyx5 mcp --wrap: {}: cancelled while waiting for approval", safe(&c.name)),
     }
 }
 
-/// A decision file read: only an approval of these very arguments, naming the code this proxy
-/// printed (whose hash only it holds in memory), is a yes.
-fn decided(d: &Object, sha: &str, code_sha: Option<&str>) -> Ended {
-    let same = d.get("arguments_sha256").and_then(Value::as_str) == Some(sha);
+/// What the proxy holds in memory of the request it wrote: the hashes of its code and of the
+/// whole request.
+#[derive(Debug, Default)]
+struct Bound {
+    code_sha: String,
+    request_sha: String,
+}
+
+/// A decision file read: only an approval of this very request (its whole hash, as this proxy
+/// wrote it), naming the code this proxy printed (whose hash only it holds in memory), is a yes.
+fn decided(d: &Object, bound: &Bound) -> Ended {
+    let same = !bound.request_sha.is_empty()
+        && d.get("request_sha256").and_then(Value::as_str) == Some(bound.request_sha.as_str());
     let code = d.get("code").and_then(Value::as_str).map(|c| hex(&sha256(c.as_bytes())));
     match d.get("decision").and_then(Value::as_str) {
-        Some("approve") if same && code.is_some() && code.as_deref() == code_sha => Ended::Approved,
+        Some("approve") if same && !bound.code_sha.is_empty() && code.as_deref() == Some(bound.code_sha.as_str()) => {
+            Ended::Approved
+        }
         Some("expired") => Ended::Expired,
         Some("cancelled") => Ended::Cancelled,
         _ => Ended::Declined("declined by the human"),
@@ -1187,9 +1303,9 @@ fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> String {
 
 /// Writes the call's request file and tells the person how to decide it; its id (`None` when
 /// nobody can be told). The approval code goes only to the person's terminal (or, when they chose
-/// it, standard error), its hash to `code_sha`: what can write the directory (the wrapped server,
-/// a model with a file tool) cannot approve.
-fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option<String>) -> Option<String> {
+/// it, standard error), its hash and the whole request's to `bound`: what can write the directory
+/// (the wrapped server, a model with a file tool) can neither approve nor change what is approved.
+fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, bound: &mut Bound) -> Option<String> {
     // The code is shown on the person's terminal. Without one, standard error only when the
     // person chose it (`NYX5_APPROVAL_CODES=stderr`): clients started from a desktop keep their
     // servers' standard error in log files a model with a file tool may read.
@@ -1216,7 +1332,7 @@ fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option
         ("id", id.as_str().into()),
         ("tool", c.name.as_str().into()),
         ("arguments", Value::Object(c.args.clone())),
-        ("arguments_sha256", sha.into()),
+        ("arguments_sha256", arguments_sha256(&c.args).into()),
         ("code_sha256", hashed.as_str().into()),
         ("reason", c.reason.as_str().into()),
         ("authority", authority_meta(&c.rule)),
@@ -1227,6 +1343,9 @@ fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option
     if let Some(r) = &c.rule.authority.rationale {
         o.insert("rationale".into(), r.as_str().into());
     }
+    let request_sha = request_sha256(&o);
+    o.insert("request_sha256".into(), request_sha.as_str().into());
+    o.insert("binding".into(), binding(&code, &request_sha).into());
     if let Err(e) = sh.store.write(&sh.store.request_path(&id), &Value::Object(o), true) {
         eprintln!("nyx5 mcp --wrap: cannot write an approval request in {}: {e}", sh.store.dir.display());
         return None;
@@ -1234,7 +1353,7 @@ fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option
     if let Some(w) = lock(&sh.state).waiting.get_mut(&c.key) {
         w.approval = Some(id.clone());
     }
-    *code_sha = Some(hashed);
+    *bound = Bound { code_sha: hashed, request_sha };
     let dir = sh.store.dir.display();
     let said = format!(
         "nyx5 mcp --wrap: {} waits for a human ({}) with {}. Approve this one call with `nyx5 mcp-approve {id} --code \
@@ -1258,19 +1377,14 @@ fn out_of_band(sh: &Arc<Shared>, c: &AskedCall, sha: &str, code_sha: &mut Option
     Some(id)
 }
 
-/// Whether a request file still says what its proxy wrote: its arguments hash to its
-/// `arguments_sha256` (a file rewritten to show a person other arguments is not approved).
-fn untouched(request: &Object) -> bool {
-    let args = request.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
-    request.get("arguments_sha256").and_then(Value::as_str) == Some(arguments_sha256(&args).as_str())
-}
-
-/// One line from the child.
+/// One line from the child: like the client's, what reaches the client is the re-serialisation
+/// of the message parsed here.
 fn from_child(sh: &Arc<Shared>, line: &[u8]) {
-    let mut msg = match Value::parse(line, MAX_LINE_BYTES) {
-        Ok(Value::Object(o)) => o,
+    let parsed = judged_line(line).ok().map(|l| Value::parse(l, MAX_LINE_BYTES));
+    let mut msg = match parsed {
+        Some(Ok(Value::Object(o))) => o,
         _ => {
-            let shown = shorten(&String::from_utf8_lossy(line), 120);
+            let shown = shorten(&crate::sanitise::bytes_line(line), 120);
             return eprintln!("nyx5 mcp --wrap: the wrapped server wrote something that is not JSON-RPC: {shown}");
         }
     };
@@ -1302,7 +1416,7 @@ fn from_child(sh: &Arc<Shared>, line: &[u8]) {
                     drop(st);
                     return sh.to_client(&Value::Object(msg));
                 }
-                sh.to_client_raw(line);
+                sh.to_client(&Value::Object(msg));
             }
         }
         return;
@@ -1311,7 +1425,8 @@ fn from_child(sh: &Arc<Shared>, line: &[u8]) {
         return eprintln!("nyx5 mcp --wrap: the wrapped server answered without an id; dropped");
     };
     let Some((_, method)) = lock(&sh.state).in_flight.remove(&key(&id)) else {
-        return eprintln!("nyx5 mcp --wrap: the wrapped server answered {}, which nobody asked; dropped", key(&id));
+        let shown = safe(&shorten(&key(&id), 120));
+        return eprintln!("nyx5 mcp --wrap: the wrapped server answered {shown}, which nobody asked; dropped");
     };
     if method == "tools/list"
         && let Some(Value::Object(result)) = msg.get_mut("result")
@@ -1326,14 +1441,14 @@ fn from_child(sh: &Arc<Shared>, line: &[u8]) {
             let first = st.warned.insert(name.clone());
             if rule.authority.level == Level::Prohibited {
                 if first {
-                    eprintln!("nyx5 mcp --wrap: withheld {name:?}: its authority prohibits it");
+                    eprintln!("nyx5 mcp --wrap: withheld \"{}\": its authority prohibits it", safe(&name));
                 }
                 continue;
             }
             let (t, warnings) = annotate(&t, &rule);
             if first {
                 for w in warnings {
-                    eprintln!("nyx5 mcp --wrap: warning: {name}: {w} (the authority decides)");
+                    eprintln!("nyx5 mcp --wrap: warning: {}: {w} (the authority decides)", safe(&name));
                 }
             }
             tools.push(Value::Object(t));
@@ -1341,7 +1456,7 @@ fn from_child(sh: &Arc<Shared>, line: &[u8]) {
         drop(st);
         return sh.to_client(&Value::Object(msg));
     }
-    sh.to_client_raw(line);
+    sh.to_client(&Value::Object(msg));
 }
 
 /// The child's output ended. Expected once our input ended; otherwise every open request is
@@ -1455,7 +1570,7 @@ pub(crate) fn run(args: WrapArgs) -> Outcome {
                     Ok(Some(Ok(l))) if l.iter().all(u8::is_ascii_whitespace) => {}
                     Ok(Some(Ok(l))) => from_child(&sh, &l),
                     Ok(Some(Err(()))) => {
-                        eprintln!("nyx5 mcp --wrap: the wrapped server wrote a line over 4 MiB; dropped")
+                        eprintln!("nyx5 mcp --wrap: the wrapped server wrote a line over 4 MiB; dropped");
                     }
                     Ok(None) | Err(_) => return child_gone(&sh),
                 }
@@ -1612,6 +1727,16 @@ mod tests {
         assert_eq!(ann.get("readOnlyHint"), Some(&Value::Bool(false)));
         assert_eq!(ann.get("destructiveHint"), Some(&Value::Bool(true)));
         assert!(t.get("description").and_then(Value::as_str).unwrap_or_default().contains("above 100 tok"));
+    }
+
+    #[test]
+    fn a_line_with_a_raw_control_is_refused_and_only_the_parsed_message_goes_on() {
+        assert_eq!(judged_line(b"{\"a\":1}\r"), Ok(&b"{\"a\":1}"[..]));
+        for bad in [&b"{\"a\":\r1}"[..], b"{\"a\":1}\r\r", b"{\"a\":\t1}", b"{\"a\":1}\x00", b"\x7f{}", b"{}\x0b"] {
+            assert!(judged_line(bad).is_err(), "{bad:?}");
+        }
+        let v = Value::parse_str("{\"y\" : 1, \"x\":\"a\u{2028}b\u{85}\"}").unwrap();
+        assert_eq!(wire(&v), br#"{"x":"a\u2028b\u0085","y":1}"#);
     }
 
     #[test]

@@ -63,8 +63,11 @@ fn text_of(answer: &Object) -> String {
     content[0].as_object().unwrap().get("text").unwrap().as_str().unwrap().to_owned()
 }
 
+/// Whether an answer is an error (`isError` may be left out of a success, as the TypeScript SDK
+/// does).
 fn is_error(answer: &Object) -> bool {
-    get(answer, &["result", "isError"]) == &Value::Bool(true)
+    let result = get(answer, &["result"]).as_object().unwrap();
+    result.get("isError") == Some(&Value::Bool(true))
 }
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -188,6 +191,11 @@ impl Drop for Wrap {
 impl Wrap {
     /// Starts the proxy in front of the fixture; `n` names its stderr file.
     fn start(p: &Place, n: usize, extra: &[&str]) -> Wrap {
+        Wrap::start_server(p, n, extra, &["node".into(), fixture().into()])
+    }
+
+    /// Starts the proxy in front of `server` (a command line, the call log's path added).
+    fn start_server(p: &Place, n: usize, extra: &[&str], server: &[std::ffi::OsString]) -> Wrap {
         let stderr = std::fs::File::create(p.dir.join(&format!("stderr-{n}.txt"))).unwrap();
         let mut child = nyx5()
             .arg("mcp")
@@ -197,8 +205,7 @@ impl Wrap {
             .arg(p.approvals())
             .args(extra)
             .arg("--")
-            .arg("node")
-            .arg(fixture())
+            .args(server)
             .arg(p.dir.join("calls.log"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -643,4 +650,236 @@ fn an_approvals_directory_others_can_enter_is_refused() {
     assert!(out.stdout.is_empty());
     let listed = p.verb(&["mcp-approvals"]);
     assert_eq!(listed.status.code(), Some(2), "{listed:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The official SDKs as the wrapped server (issue 34 §1).
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The official SDK's server of `kind` ("python": PyPI `mcp` in `.venv-mcp`, or the Python in
+/// `NYX5_MCP_PYTHON`; "typescript": npm `@modelcontextprotocol/sdk` in node_modules) as a command
+/// line, or `None` when that SDK is not installed here. In CI (CI=true) a missing SDK fails the
+/// test: scripts/test installs both (scripts/mcp-sdks).
+fn sdk_server(kind: &str) -> Option<Vec<std::ffi::OsString>> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let (found, command): (bool, Vec<std::ffi::OsString>) = match kind {
+        "python" => {
+            let python = std::env::var_os("NYX5_MCP_PYTHON")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root().join(".venv-mcp/bin/python"));
+            let ok = Command::new(&python)
+                .args(["-c", "import mcp"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            (ok, vec![python.into(), fixtures.join("mcp_sdk_server.py").into()])
+        }
+        _ => {
+            let ok = root().join("node_modules/@modelcontextprotocol/sdk/package.json").exists()
+                && root().join("node_modules/zod/package.json").exists();
+            (ok, vec!["node".into(), fixtures.join("mcp_sdk_server.mjs").into()])
+        }
+    };
+    if found {
+        return Some(command);
+    }
+    let why = format!(
+        "the official {kind} MCP SDK is not installed (run scripts/mcp-sdks: pip `mcp` into .venv-mcp, npm \
+         @modelcontextprotocol/sdk into node_modules)"
+    );
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(!ci, "{why}");
+    eprintln!("\n!!!!!!!! SKIPPED: {why} !!!!!!!!\n");
+    None
+}
+
+const SDK_AUTHORITY: &str = r#"{
+  "tools": {
+    "echo": {"level":"autonomous","consequence":"reversible"},
+    "transfer": {"level":"autonomous","consequence":"costly","max_amount":100,"currency":"tok"},
+    "publish": {"level":"needs_approval","consequence":"irreversible","rationale":"what is published stays published"}
+  },
+  "patterns": {"delete_*": {"level":"prohibited","consequence":"irreversible"}},
+  "amounts": {"transfer": {"argument":"amount","currency":"tok"}}
+}"#;
+
+fn call_line(id: &str, tool: &str, args: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#)
+}
+
+/// The attack of issue 34 §1 against `nyx5 mcp --wrap` in front of an official SDK's server: a
+/// judged call carrying unjudged ones behind lone CRs (which the Python SDK reads as line ends),
+/// a notification carrying one, and the other shapes that could carry a call. Only the calls the
+/// proxy judged and let through may reach the server.
+fn smuggling_is_refused(kind: &str) {
+    let Some(server) = sdk_server(kind) else { return };
+    let p = Place::new(&format!("wrap-smuggle-{kind}"), SDK_AUTHORITY);
+    let mut w = Wrap::start_server(&p, 0, &[], &server);
+    let init = w.request(
+        "initialize",
+        r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+    );
+    assert!(get(&init, &["result", "serverInfo", "name"]).as_str().unwrap().starts_with("fixture-"), "{init:?}");
+    w.line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let delete = call_line("90", "delete_x", r#"{"what":"everything"}"#);
+    let wire = call_line("91", "transfer", r#"{"amount":5000}"#);
+    let publish = call_line("92", "publish", r#"{"text":"unapproved"}"#);
+    // One line to the proxy; to the Python SDK, five, two of them calls.
+    let echo = call_line("1000", "echo", r#"{"say":"carrier"}"#);
+    let carrier = format!("{},\"x\":\r{delete}\r,\"z\":\r{wire}\r}}", echo.strip_suffix('}').unwrap());
+    let hostile = [
+        carrier,
+        // The same inside a notification, which has no answer to wait for.
+        format!("{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{}},\"x\":\r{publish}\r}}"),
+        // Other controls outside strings.
+        "{\"jsonrpc\":\"2.0\",\r\"id\":1001,\"method\":\"ping\"}".to_owned(),
+        format!("{}\t", call_line("1002", "echo", r#"{"say":"tab"}"#)),
+        // Shapes that could carry a call: a batch, an id neither string nor number, duplicate
+        // members (a reader keeping the last would see delete_x).
+        format!("[{delete}]"),
+        call_line(r#"{"n":1}"#, "delete_x", "{}"),
+        r#"{"jsonrpc":"2.0","id":1003,"method":"tools/call","params":{"name":"echo","arguments":{"say":"dup"}},"params":{"name":"delete_x","arguments":{}}}"#.to_owned(),
+    ];
+    for line in &hostile {
+        w.line(line);
+    }
+    // A call as a notification, a call under a method that is not a notification's: dropped.
+    w.line(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"delete_x","arguments":{}}}"#);
+    w.line(r#"{"jsonrpc":"2.0","method":"tools/callx","params":{"name":"delete_x","arguments":{}}}"#);
+    // Everything the proxy says until the server answers a ping sent after them (and the
+    // answers to the judged calls after it), kept apart from those answers.
+    let mut said = Vec::new();
+    let mut until = |w: &mut Wrap, id: i64| loop {
+        let m = w.read();
+        if m.get("id").and_then(Value::as_safe_integer) == Some(id) {
+            return m;
+        }
+        said.push(m);
+    };
+    let ping = w.send("ping", "{}");
+    until(&mut w, ping);
+    // The judged calls still work: echo runs, a transfer within the cap runs, delete_x is refused.
+    let id = w.call("echo", r#"{"say":"judged"}"#);
+    assert!(!is_error(&until(&mut w, id)));
+    let id = w.call("transfer", r#"{"amount":50}"#);
+    assert!(!is_error(&until(&mut w, id)));
+    let id = w.call("delete_x", r#"{"what":"x"}"#);
+    assert!(is_error(&until(&mut w, id)));
+    let ping = w.send("ping", "{}");
+    until(&mut w, ping);
+    drop(w);
+    let calls = p.calls();
+    eprintln!("{kind}: the server ran {calls:?}");
+    eprintln!("{kind}: the proxy answered the hostile lines with {said:?}");
+    // Nothing unjudged ran: no delete, no transfer of 5000, no publish nobody approved.
+    assert!(!calls.iter().any(|c| c == "delete_x" || c == "publish"), "{calls:?}");
+    let log = std::fs::read_to_string(p.dir.join("calls.log")).unwrap_or_default();
+    assert!(!log.contains("5000") && !log.contains("carrier") && !log.contains("unapproved"), "{log}");
+    assert_eq!(calls.iter().filter(|c| *c == "transfer").count(), 1, "{calls:?}");
+    assert_eq!(calls, ["echo", "transfer"]);
+    // Each hostile line was refused with an error, none answered as if it ran.
+    assert_eq!(said.len(), hostile.len(), "{said:?}");
+    assert!(said.iter().all(|m| m.contains_key("error") && m.get("id") == Some(&Value::Null)), "{said:?}");
+}
+
+#[test]
+fn nothing_unjudged_reaches_the_python_sdk_server() {
+    smuggling_is_refused("python");
+}
+
+#[test]
+fn nothing_unjudged_reaches_the_typescript_sdk_server() {
+    smuggling_is_refused("typescript");
+}
+
+/// Rewrites a pending request as whatever can write the approvals directory could: `change`
+/// edits its members, and its two plain hashes are made to match again (only the binding, which
+/// needs the code, cannot be).
+fn rewrite_request(p: &Place, approval: &str, change: impl FnOnce(&mut Object)) {
+    let path = p.approvals().join(format!("{approval}.request.json"));
+    let mut request = parse(std::fs::read_to_string(&path).unwrap().trim());
+    change(&mut request);
+    let args = Value::Object(get(&request, &["arguments"]).as_object().unwrap().clone());
+    request.insert("arguments_sha256".into(), sha256_hex(&args.canonical()).into());
+    let mut hashed = request.clone();
+    hashed.remove("request_sha256");
+    hashed.remove("binding");
+    request.insert("request_sha256".into(), sha256_hex(&Value::Object(hashed).canonical()).into());
+    std::fs::write(&path, Value::Object(request).canonical()).unwrap();
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(bytes))
+}
+
+#[test]
+fn an_approval_binds_the_whole_request() {
+    let p = Place::new("wrap-bound", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    // The tool's name, reason and rationale rewritten (hashes made to match): the person's code
+    // does not approve what they were not shown, and nothing reports "approved (echo)".
+    let first = w.call("publish", r#"{"text":"for good"}"#);
+    let approval = p.one_pending("publish");
+    let code = p.code(0, &approval);
+    rewrite_request(&p, &approval, |r| {
+        r.insert("tool".into(), "echo".into());
+        r.insert("reason".into(), "harmless".into());
+        r.insert("rationale".into(), "just an echo".into());
+    });
+    let listed = p.pending();
+    assert_eq!(get(&listed[0], &["tool"]).as_str(), Some("echo"), "self-consistent, so listed: {listed:?}");
+    let out = p.verb(&["mcp-approve", &approval, "--code", &code]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(said.contains("was changed since the proxy wrote it"), "{said}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("approved"));
+    // Only the reason changed, its hash left stale: listed as changed, showing nothing it says.
+    let path = p.approvals().join(format!("{approval}.request.json"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("harmless", "harmless too")).unwrap();
+    let listed = p.pending();
+    assert_eq!(listed[0].get("changed"), Some(&Value::Bool(true)), "{listed:?}");
+    assert!(!listed[0].contains_key("tool") && !listed[0].contains_key("reason"), "{listed:?}");
+    let shown = String::from_utf8(p.verb(&["mcp-approvals"]).stdout).unwrap();
+    assert!(shown.contains("WARNING") && !shown.contains("harmless"), "{shown}");
+    assert!(!p.verb(&["mcp-approve", &approval, "--code", &code]).status.success());
+    assert!(p.verb(&["mcp-decline", &approval]).status.success());
+    assert!(is_error(&w.answer(first)));
+    // An untouched request is approved, and runs.
+    let second = w.call("publish", r#"{"text":"for good"}"#);
+    let approval = p.one_pending("publish");
+    let out = p.approve(0, &approval);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(publish)"));
+    assert!(!is_error(&w.answer(second)));
+    assert_eq!(p.calls(), ["publish"]);
+}
+
+#[test]
+fn a_peers_text_reaches_standard_error_escaped() {
+    let p = Place::new("wrap-escapes", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    // The fixture lists a tool whose name holds ESC and BEL, says as much on its standard error
+    // and its output; the client calls tools named so.
+    w.request("tools/list", "{}");
+    let id = w.call("evil\\u001b]0;owned\\u0007\\u001b[2J\\u202e", "{}");
+    assert!(is_error(&w.answer(id)));
+    let id = w.call("die\\u001b[31m", "{}");
+    assert!(is_error(&w.answer(id)));
+    w.ping();
+    drop(w);
+    let said = std::fs::read(p.dir.join("stderr-0.txt")).unwrap();
+    let text = String::from_utf8_lossy(&said);
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}'] {
+        assert!(!text.contains(bad), "{bad:?} reached standard error: {text:?}");
+    }
+    assert!(text.contains("\\u{1b}]0;owned\\u{7}"), "{text}");
+    assert!(text.contains("the fixture says \\u{1b}[31mhello\\u{7}"), "{text}");
 }

@@ -647,7 +647,7 @@ mod tests {
         let shown = approval_text(p.as_object().unwrap());
         assert_eq!(
             shown,
-            "p1 [pending] charge by bo@b.test: 80 tok from sol@a.test?, for \"gpu\\nApprove: yes\"\n  \
+            "p1 [pending] charge by bo@b.test: 80 tok from sol@a.test\\u{202e}, for \"gpu\\nApprove: yes\"\n  \
              what: payee: bo@b.test\\nok\n  asks: above 20\n  waits on: sol@a.test\\n  approved by: me; \
              until 2026-12-03T00:00:00Z\n"
         );

@@ -63,43 +63,16 @@ pub(crate) fn show(o: &Object, name: &str) -> String {
     }
 }
 
-/// Text from someone else, made safe for a terminal: control characters other than newline
-/// and tab become `?`, so an envelope cannot move the cursor or rewrite the screen.
+/// Text from someone else, made safe for a terminal (line breaks and tabs kept): the one
+/// sanitiser, [`crate::sanitise::text`].
 pub(crate) fn safe(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
+    crate::sanitise::text(text)
 }
 
-/// `text` made safe to show on one line of a prompt a person decides on: line breaks and tabs
-/// written as `\n`, `\t`, `\r`, other control characters and the invisible ones that reorder
-/// or hide text (bidi controls, zero-width characters) as `?`. Nothing another party wrote can
-/// forge a line, or show one thing and say another.
+/// `text` made safe to show on one line of a prompt a person decides on: the one sanitiser,
+/// [`crate::sanitise::line`].
 pub(crate) fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() || invisible(c) => out.push('?'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Characters that change how text around them is shown without showing themselves.
-fn invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00AD}'
-            | '\u{061C}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{FEFF}'
-    )
+    crate::sanitise::line(text)
 }
 
 /// `text` indented by `n` spaces on every line.
@@ -127,7 +100,7 @@ mod tests {
             pretty(&v),
             "{\n  \"a\": \"é\\n\",\n  \"b\": [\n    1,\n    {\n      \"x\": null\n    }\n  ],\n  \"c\": {}\n}\n"
         );
-        assert_eq!(safe("a\u{1b}[2Jb\nc"), "a?[2Jb\nc");
+        assert_eq!(safe("a\u{1b}[2Jb\nc"), "a\\u{1b}[2Jb\nc");
     }
 }
 
@@ -138,8 +111,8 @@ mod one_line_tests {
     #[test]
     fn nothing_forges_a_line_or_hides_itself() {
         assert_eq!(one_line("a\n  until: x\tb\r"), "a\\n  until: x\\tb\\r");
-        assert_eq!(one_line("pay \u{202E}001\u{200B}"), "pay ?001?");
-        assert_eq!(one_line("\u{1b}[2J"), "?[2J");
+        assert_eq!(one_line("pay \u{202E}001\u{200B}"), "pay \\u{202e}001\\u{200b}");
+        assert_eq!(one_line("\u{1b}[2J"), "\\u{1b}[2J");
         assert_eq!(one_line("ñandú 5 tok"), "ñandú 5 tok");
     }
 }

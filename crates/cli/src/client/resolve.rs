@@ -470,7 +470,7 @@ impl<'a> Resolver<'a> {
                 eprintln!(
                     "nyx5: {what} could not be fetched now ({}); using the one verified at {} and kept since \
                      (valid {until})",
-                    e.reason,
+                    crate::sanitise::line(&e.reason),
                     at.to_rfc3339()
                 );
                 Ok(((*c).clone(), Some(at)))
