@@ -392,7 +392,13 @@ pub(super) async fn serve<H: Handler>(
         let (head, body) = match read {
             Ok(request) => request,
             Err(Halt::Gone) => return,
-            Err(Halt::Refuse(e)) => return refuse(&mut stream, &e, limits).await,
+            // Refusing, it may still be evicted (a client that reads nothing keeps a write waiting).
+            Err(Halt::Refuse(e)) => {
+                return tokio::select! {
+                    () = refuse(&mut stream, &e, limits) => {}
+                    () = ticket.evicted() => {}
+                };
+            }
             Err(Halt::Evicted) => return shed(&stream, false),
         };
         ticket.set_phase(Phase::Busy);
