@@ -57,6 +57,14 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU time the process has used (user and system), in clock ticks (usually 1/100 s).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    after.split_whitespace().skip(11).take(2).filter_map(|v| v.parse::<u64>().ok()).sum()
+}
+
 /// One attacking connection, opened again whenever it ends, until `stop`.
 async fn attacker(from: Ipv4Addr, to: SocketAddr, kind: usize, stop: Arc<AtomicBool>, opened: Arc<AtomicUsize>) {
     let mut filler = vec![b'a'; 64 * 1024];
@@ -229,6 +237,7 @@ fn eight_addresses_cannot_hold_the_server_nor_its_memory() {
         i += 1;
     }
     let hwm = status_kib(pid, "VmHWM:");
+    let cpu = cpu_ticks(pid);
     stop.store(true, Ordering::Relaxed);
     let _ = attack.join();
     drop(serve);
@@ -251,7 +260,7 @@ fn eight_addresses_cannot_hold_the_server_nor_its_memory() {
         percentile(&times, 99),
     );
     println!(
-        "flood: serve RSS baseline {baseline} KiB, after warm-up {during_warm_up} KiB, peak sampled {peak_rss} KiB, VmHWM {hwm} KiB; attacker connections opened {}",
+        "flood: serve RSS baseline {baseline} KiB, after warm-up {during_warm_up} KiB, peak sampled {peak_rss} KiB, VmHWM {hwm} KiB; serve CPU {cpu} ticks; attacker connections opened {}",
         opened.load(Ordering::Relaxed)
     );
     assert!(total >= 50, "the legitimate client made too few requests ({total})");

@@ -401,6 +401,10 @@ pub(super) async fn serve<H: Handler>(
             }
             Err(Halt::Evicted) => return shed(&stream, false),
         };
+        // Evicted just as the request was read: its place is another's already.
+        if ticket.is_evicted() {
+            return shed(&stream, false);
+        }
         ticket.set_phase(Phase::Busy);
         first = false;
         let head_only = head.head_only();

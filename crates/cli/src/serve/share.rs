@@ -310,6 +310,11 @@ impl Ticket {
         }
     }
 
+    /// Whether the registry has evicted this connection.
+    pub(super) fn is_evicted(&self) -> bool {
+        self.registry.inner.borrow().conns.get(&self.id).is_none_or(|e| e.evicted)
+    }
+
     /// Ready once the connection has been evicted (at once if it was before this was called).
     pub(super) async fn evicted(&self) {
         self.wake.notified().await;
