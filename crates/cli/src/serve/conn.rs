@@ -44,7 +44,8 @@ pub(super) struct Limits {
     pub(super) write_timeout: Duration,
     /// The largest request body (413 beyond).
     pub(super) max_body_bytes: usize,
-    /// Connections served at once; more are answered 503 and closed.
+    /// Connections served at once; when all are held, a newcomer takes one (`share`) or is
+    /// answered 503.
     pub(super) max_connections: usize,
     /// Connections from one IPv4 address or IPv6 /64 at once (0: no such limit); more are
     /// answered 429.

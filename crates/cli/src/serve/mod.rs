@@ -103,7 +103,9 @@ pub(crate) struct Args {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     require_relay: bool,
-    /// Connections served at once; more are answered 503 and closed. Keep it well under the
+    /// Connections served at once. When all are held, a new one takes the place of an idle or
+    /// silent one, or of one of the client holding the most; else it is answered 503 and closed
+    /// (evicted connections keep their descriptor a moment longer). Keep it well under the
     /// process's open-file limit (`ulimit -n`, often 1024): the database and deliveries need
     /// descriptors too.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
