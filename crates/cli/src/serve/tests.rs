@@ -398,7 +398,7 @@ fn bodies_being_read_share_one_budget_and_a_smaller_holder_takes_from_the_bigges
 }
 
 /// Issue 34 §2: heads sent a byte at a time held a connection for the whole head timeout. After
-/// its first second a head or a body must come at 1 KiB a second on average: a byte every
+/// its first two seconds a head or a body must come at 1 KiB a second on average: a byte every
 /// 100 ms is refused (408) long before the minute the timeouts allow here.
 #[test]
 fn a_head_or_body_slower_than_the_minimum_rate_is_408() {
