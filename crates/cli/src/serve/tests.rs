@@ -280,7 +280,7 @@ fn connections_are_capped_per_address_and_in_all() {
     drop(held);
 
     // Connections sending their heads (20 KiB so far, so the minimum rate allows them 20 s)
-    // hold every slot; the holder's own next connection is refused.
+    // hold every slot; the holder's own next connection is refused (it holds the most).
     let server = Server::start(Limits { max_connections: 3, max_per_ip: 0, ..Limits::default() });
     let partial = format!("GET / HTTP/1.1\r\nhost: a\r\nx-long: {}", "y".repeat(20 * 1024));
     let mut held: Vec<TcpStream> = (0..3)
@@ -339,16 +339,13 @@ fn behind_a_proxy_the_operators_header_names_the_client() {
 }
 
 /// Issue 34 §2: eight addresses held every slot without sending a byte. When every slot is held,
-/// a client holding none takes the place of a connection of the one holding the most; the
-/// biggest holder itself is refused, and the connection it loses hears 503.
+/// a client holding none takes the place of a connection of the one holding the most, which
+/// hears 503. (The holder's own next connection is refused: see the test above.)
 #[test]
 fn a_full_server_makes_room_for_a_new_client_from_the_biggest_holder() {
     let server = Server::start(Limits { max_connections: 4, max_per_ip: 0, max_per_site: 0, ..Limits::default() });
+    // The kernel hands connections over in the order they were made: these four come first.
     let mut held: Vec<TcpStream> = (0..4).map(|_| server.connect_from("127.0.0.2")).collect();
-    // The holder's own fifth is refused: so all four are counted.
-    let mut fifth = server.connect_from("127.0.0.2");
-    let o = json_error(&answer(&mut fifth), 503, "unavailable");
-    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("connections"));
     // Another client is served all the same.
     let (a, _) = exchange(&server, b"GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n");
     assert_eq!(a.0, 200, "{:?}", String::from_utf8_lossy(&a.2));
