@@ -6,9 +6,15 @@
 //! The deadlines ([`Limits`]): a new connection has `header_timeout` to send its first request
 //! head; between requests a connection may sit idle `idle_timeout`, then has `header_timeout`
 //! for the head once its first byte came; a body has `body_timeout` from the end of its head;
-//! an answer `write_timeout`. An idle connection that runs out of time is closed without a
-//! word (a client may be sending its next request just then); one that ran out mid-request
-//! gets 408.
+//! an answer `write_timeout`. Once its first byte came, a head or a body must also keep up at
+//! least [`MIN_RATE`] bytes a second on average after its first two seconds. An idle connection that
+//! runs out of time is closed without a word (a client may be sending its next request just
+//! then); one that ran out mid-request gets 408.
+//!
+//! Each connection holds a [`Ticket`] of the server's [`share`](super::share) registry: it says
+//! what the connection is doing (so the registry knows what it may evict), reserves a body's
+//! memory before allocating it, and wakes the connection when it is evicted; an evicted
+//! connection stops at once (503, or quietly between requests).
 
 use std::cell::Cell;
 use std::net::IpAddr;
@@ -22,6 +28,7 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::http::{self, Chunked, Framing, Head};
+use super::share::{Phase, Ticket};
 
 /// What one server allows its clients.
 #[derive(Debug, Clone)]
@@ -37,10 +44,17 @@ pub(super) struct Limits {
     pub(super) write_timeout: Duration,
     /// The largest request body (413 beyond).
     pub(super) max_body_bytes: usize,
-    /// Connections served at once; more are answered 503 and closed.
+    /// Connections served at once; when all are held, a newcomer takes one (`share`) or is
+    /// answered 503.
     pub(super) max_connections: usize,
-    /// Connections from one IP address at once (0: no such limit); more are answered 429.
+    /// Connections from one IPv4 address or IPv6 /64 at once (0: no such limit); more are
+    /// answered 429.
     pub(super) max_per_ip: usize,
+    /// Connections from one IPv6 /48 at once (0: no such limit); more are answered 429.
+    pub(super) max_per_site: usize,
+    /// Bytes of request bodies being read at once, across all connections (503 beyond, once
+    /// no bigger holder can be made to give some back).
+    pub(super) body_budget: usize,
     /// Behind a reverse proxy, the (lower-case) header it writes the client's address in; else
     /// the connection's own address is the client's (see [`with_client`]).
     pub(super) client_header: Option<String>,
@@ -56,6 +70,8 @@ impl Default for Limits {
             max_body_bytes: http::MAX_REQUEST_BYTES,
             max_connections: 256,
             max_per_ip: 32,
+            max_per_site: 4 * 32,
+            body_budget: BODY_BUDGET,
             client_header: None,
         }
     }
@@ -98,6 +114,24 @@ const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 4 * nyx5_proto::limits::MAX_ENVELOPE_BYTES;
 /// Bytes read at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// The slowest a head or a body may arrive, in bytes a second on average, after
+/// [`RATE_GRACE`] from its first byte (a head) or from the end of its head (a body).
+pub(super) const MIN_RATE: u64 = 1024;
+/// The time a head or body has before [`MIN_RATE`] applies.
+/// Two seconds rather than one: a client writing a small body in pieces (the e2e sweep's "slow
+/// body", six pieces 150 ms apart) must not meet the rate on a loaded host's late timers.
+const RATE_GRACE: Duration = Duration::from_secs(2);
+/// The default budget for request bodies being read at once: sixteen of the largest.
+pub(super) const BODY_BUDGET: usize = 16 * http::MAX_REQUEST_BYTES;
+/// The smallest step a body buffer grows by (unless its length says it needs less).
+const BODY_STEP: usize = 64 * 1024;
+
+/// When a head or body that started at `start` and has brought `received` bytes falls below
+/// [`MIN_RATE`]: [`RATE_GRACE`] after its start, plus a second for every [`MIN_RATE`] bytes.
+pub(super) fn rate_deadline(start: Instant, received: usize) -> Instant {
+    let ms = u64::try_from(received).unwrap_or(u64::MAX).saturating_mul(1000) / MIN_RATE;
+    start + RATE_GRACE + Duration::from_millis(ms)
+}
 
 /// What answers a request: the engine, or a stand-in in tests.
 pub(super) trait Handler {
@@ -129,68 +163,110 @@ pub(super) fn now_ms() -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
-/// Why a connection stops reading: the client is gone (nothing to say), or a refusal to send.
+/// Why a connection stops reading: the client is gone (nothing to say), a refusal to send, or
+/// the registry evicted it.
 enum Halt {
     Gone,
     Refuse(Error),
+    Evicted,
 }
 
-/// Reads what has arrived (at least one byte) onto `buf`; `Gone` at the end of the stream.
-async fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), Halt> {
+/// Reads what has arrived (at least one byte, at most `most`) onto `buf`; `Gone` at the end of
+/// the stream.
+async fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, most: usize) -> Result<(), Halt> {
     let mut chunk = [0u8; READ_CHUNK];
-    match stream.read(&mut chunk).await {
+    let room = chunk.get_mut(..most.clamp(1, READ_CHUNK)).unwrap_or_default();
+    match stream.read(room).await {
         Ok(0) | Err(_) => Err(Halt::Gone),
         Ok(n) => {
-            buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+            buf.extend_from_slice(room.get(..n).unwrap_or_default());
             Ok(())
         }
     }
 }
 
-/// Reads until `deadline`, or the refusal `late` when it passes first.
-async fn read_by(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant, late: &str) -> Result<(), Halt> {
-    match timeout_at(deadline, read_some(stream, buf)).await {
-        Ok(r) => r,
-        Err(_) => Err(Halt::Refuse(Error::new(ErrorKind::Timeout, late.to_owned()))),
+/// How long a head or a body may take: until `deadline`, and no slower than [`MIN_RATE`] from
+/// `start` on.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    start: Instant,
+    deadline: Instant,
+    late: &'static str,
+}
+
+impl Pace {
+    /// Reads at most `most` bytes onto `buf`, `received` having come so far; the refusal (408)
+    /// when the deadline or the minimum rate passes first.
+    async fn read(&self, stream: &mut TcpStream, buf: &mut Vec<u8>, most: usize, received: usize) -> Result<(), Halt> {
+        let by = self.deadline.min(rate_deadline(self.start, received));
+        match timeout_at(by, read_some(stream, buf, most)).await {
+            Ok(r) => r,
+            Err(_) if by < self.deadline => Err(Halt::Refuse(Error::new(
+                ErrorKind::Timeout,
+                format!("{}: it came slower than {MIN_RATE} bytes a second", self.late),
+            ))),
+            Err(_) => Err(Halt::Refuse(Error::new(ErrorKind::Timeout, self.late.to_owned()))),
+        }
     }
 }
 
-/// The body `head` announces: from what is buffered, then from the stream, by `deadline`.
-/// Bytes after it stay in `buf` (the next request).
+/// Makes room in `body` for `need` more bytes, no more than `max` in all, reserving the memory
+/// from the budget before it is allocated. It grows by doubling (at least [`BODY_STEP`]), so a
+/// body is copied a few times at most.
+async fn room(body: &mut Vec<u8>, need: usize, max: usize, ticket: &Ticket) -> Result<(), Halt> {
+    let have = body.capacity();
+    if need <= have - body.len() {
+        return Ok(());
+    }
+    let want = body.len().saturating_add(need);
+    let cap = want.max(have.saturating_mul(2)).max(BODY_STEP).min(max.max(want));
+    ticket.reserve(cap - have).await.map_err(Halt::Refuse)?;
+    body.reserve_exact(cap - body.len());
+    Ok(())
+}
+
+/// The body `head` announces: from what is buffered, then from the stream, at its pace. Bytes
+/// after it stay in `buf` (the next request). Its memory is reserved as it grows.
 async fn read_body(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
     head: &Head,
-    deadline: Instant,
+    pace: Pace,
     max: usize,
+    ticket: &Ticket,
 ) -> Result<Vec<u8>, Halt> {
-    const LATE: &str = "request body not received in time";
     match head.body {
         Framing::Empty => Ok(Vec::new()),
         Framing::Length(n) => {
-            // Read into a body of exactly the length checked already; what a read brings past
-            // it (a pipelined request) goes back to `buf`.
-            let mut body = Vec::with_capacity(n);
-            body.extend(buf.drain(..n.min(buf.len())));
+            // What a read brings is never past the length (a pipelined request stays unread).
+            let mut body = Vec::new();
+            let buffered = n.min(buf.len());
+            room(&mut body, buffered, n, ticket).await?;
+            body.extend(buf.drain(..buffered));
             while body.len() < n {
-                read_by(stream, &mut body, deadline, LATE).await?;
-            }
-            if body.len() > n {
-                let rest: Vec<u8> = body.drain(n..).collect();
-                buf.splice(0..0, rest);
+                room(&mut body, 1, n, ticket).await?;
+                let most = (body.capacity() - body.len()).min(n - body.len());
+                let received = body.len();
+                pace.read(stream, &mut body, most, received).await?;
             }
             Ok(body)
         }
         Framing::Chunked => {
             let mut decoder = Chunked::new(max);
             let mut body = Vec::new();
+            let mut received = buf.len();
             loop {
+                // The decoder adds no more data than it is given, and none past `max`.
+                let need = buf.len().min(max.saturating_sub(body.len()));
+                room(&mut body, need, max, ticket).await?;
                 let taken = decoder.feed(buf, &mut body).map_err(Halt::Refuse)?;
                 buf.drain(..taken);
                 if decoder.done() {
                     return Ok(body);
                 }
-                read_by(stream, buf, deadline, LATE).await?;
+                let before = buf.len();
+                pace.read(stream, buf, READ_CHUNK, received).await?;
+                received += buf.len() - before;
             }
         }
     }
@@ -201,10 +277,20 @@ async fn write(stream: &mut TcpStream, bytes: &[u8], limits: &Limits) -> bool {
     matches!(timeout(limits.write_timeout, stream.write_all(bytes)).await, Ok(Ok(())))
 }
 
+/// The answer refusing a request or a connection with `e`, closing it; a 503 says when to try
+/// again.
+pub(super) fn refusal(e: &Error) -> Vec<u8> {
+    let mut resp = nyx5_house::web::common(HouseResponse::error(e));
+    if e.code() == 503 {
+        resp.headers.push(("retry-after", "1".to_owned()));
+    }
+    http::answer(&resp, true, false, now_ms())
+}
+
 /// Answers `e` and closes: the refusal is written, the sending side shut, and what the client
 /// still sends is drained a moment, so it reads the refusal rather than a reset.
 async fn refuse(stream: &mut TcpStream, e: &Error, limits: &Limits) {
-    let bytes = http::answer(&nyx5_house::web::common(HouseResponse::error(e)), true, false, now_ms());
+    let bytes = refusal(e);
     if !write(stream, &bytes, limits).await {
         return;
     }
@@ -222,9 +308,23 @@ async fn refuse(stream: &mut TcpStream, e: &Error, limits: &Limits) {
     .await;
 }
 
+/// An evicted connection: told so (503) if it is not between requests, without waiting, and closed.
+fn shed(stream: &TcpStream, quietly: bool) {
+    if !quietly {
+        let e = Error::new(ErrorKind::Unavailable, "this house needed this connection for another client; try again");
+        let _ = stream.try_write(&refusal(&e));
+    }
+}
+
 /// Serves one connection until the client closes it, a deadline passes, a request cannot be
-/// read, or the server stops.
-pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits: &Limits, stop: &Stop) {
+/// read, the server stops, or the registry evicts it.
+pub(super) async fn serve<H: Handler>(
+    mut stream: TcpStream,
+    handler: &H,
+    limits: &Limits,
+    stop: &Stop,
+    ticket: &Ticket,
+) {
     let started = Instant::now();
     // Canonical: on a dual-stack listener an IPv4 client arrives as `::ffff:a.b.c.d`.
     let peer = stream.peer_addr().ok().map(|a| a.ip().to_canonical());
@@ -239,17 +339,22 @@ pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits
                 return;
             }
             tokio::select! {
-                read = timeout(wait, read_some(&mut stream, &mut buf)) => match read {
+                read = timeout(wait, read_some(&mut stream, &mut buf, READ_CHUNK)) => match read {
                     Ok(Ok(())) => {}
                     // Idle too long, or gone: close without a word.
                     Ok(Err(_)) | Err(_) => return,
                 },
                 () = stopped => return,
+                // A new connection hears why; one kept alive between requests closes quietly.
+                () = ticket.evicted() => return shed(&stream, !first),
             }
             (if first { started } else { Instant::now() }) + limits.header_timeout
         } else {
             Instant::now() + limits.header_timeout
         };
+        ticket.set_phase(Phase::Head);
+        let head_pace =
+            Pace { start: Instant::now(), deadline: head_deadline, late: "request head not received in time" };
         let read = async {
             // The head is parsed once its end has arrived (or it has grown too large), not again
             // after every read: a client sending a byte at a time costs linear time, not quadratic.
@@ -258,13 +363,15 @@ pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits
                 let ended = http::head_ends(&buf, scanned);
                 scanned = buf.len();
                 if !ended && buf.len() < http::MAX_HEAD_BYTES {
-                    read_by(&mut stream, &mut buf, head_deadline, "request head not received in time").await?;
+                    let received = buf.len();
+                    head_pace.read(&mut stream, &mut buf, READ_CHUNK, received).await?;
                     continue;
                 }
                 match http::parse_head(&buf, limits.max_body_bytes) {
                     Ok(Some(head)) => break head,
                     Ok(None) => {
-                        read_by(&mut stream, &mut buf, head_deadline, "request head not received in time").await?
+                        let received = buf.len();
+                        head_pace.read(&mut stream, &mut buf, READ_CHUNK, received).await?
                     }
                     Err(e) => return Err(Halt::Refuse(e)),
                 }
@@ -274,15 +381,34 @@ pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits
             {
                 return Err(Halt::Gone);
             }
-            let deadline = Instant::now() + limits.body_timeout;
-            let body = read_body(&mut stream, &mut buf, &head, deadline, limits.max_body_bytes).await?;
+            ticket.set_phase(Phase::Body);
+            let now = Instant::now();
+            let pace =
+                Pace { start: now, deadline: now + limits.body_timeout, late: "request body not received in time" };
+            let body = read_body(&mut stream, &mut buf, &head, pace, limits.max_body_bytes, ticket).await?;
             Ok((head, body))
         };
-        let (head, body) = match read.await {
+        let read = tokio::select! {
+            read = read => read,
+            () = ticket.evicted() => Err(Halt::Evicted),
+        };
+        let (head, body) = match read {
             Ok(request) => request,
             Err(Halt::Gone) => return,
-            Err(Halt::Refuse(e)) => return refuse(&mut stream, &e, limits).await,
+            // Refusing, it may still be evicted (a client that reads nothing keeps a write waiting).
+            Err(Halt::Refuse(e)) => {
+                return tokio::select! {
+                    () = refuse(&mut stream, &e, limits) => {}
+                    () = ticket.evicted() => {}
+                };
+            }
+            Err(Halt::Evicted) => return shed(&stream, false),
         };
+        // Evicted just as the request was read: its place is another's already.
+        if ticket.is_evicted() {
+            return shed(&stream, false);
+        }
+        ticket.set_phase(Phase::Busy);
         first = false;
         let head_only = head.head_only();
         let keep_alive = head.keep_alive;
@@ -290,13 +416,24 @@ pub(super) async fn serve<H: Handler>(mut stream: TcpStream, handler: &H, limits
         buf.shrink_to(READ_CHUNK);
         let headers = with_client(head.headers, peer, limits.client_header.as_deref());
         let resp = handler.handle(HouseRequest::new(&head.method, &head.target, headers, body)).await;
+        // The body went with the request to the engine, which is done: its memory is free again.
+        ticket.release();
         let close = !keep_alive || stop.stopping();
-        if !write(&mut stream, &http::answer(&resp, close, head_only, now_ms()), limits).await {
+        // A client that does not read its answer may lose the connection to another.
+        ticket.set_phase(Phase::Answer);
+        let bytes = http::answer(&resp, close, head_only, now_ms());
+        drop(resp);
+        let written = tokio::select! {
+            written = write(&mut stream, &bytes, limits) => written,
+            () = ticket.evicted() => false,
+        };
+        if !written {
             return;
         }
         if close {
             let _ = timeout(limits.write_timeout, stream.shutdown()).await;
             return;
         }
+        ticket.set_phase(Phase::Idle);
     }
 }

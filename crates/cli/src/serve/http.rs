@@ -253,6 +253,12 @@ impl Chunked {
             return Err(malformed("a line of the chunked body does not end in CRLF"));
         }
         self.line.truncate(self.line.len() - 2);
+        // Nothing in a size line, its extensions or a trailer may be a control character but a
+        // tab (RFC 9112 §7.1.1, RFC 9110 §5.5): a reader that took a bare CR as a line end would
+        // frame the body differently from this one.
+        if self.line.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(malformed("a line of the chunked body holds a control character (a bare CR?)"));
+        }
         Ok((true, taken))
     }
 
@@ -520,6 +526,32 @@ mod tests {
         assert_eq!(code(b"3\nabc\r\n0\r\n\r\n"), 400, "CRLF exactly");
         assert_eq!(code(b"41\r\n"), 413, "over the limit before any data");
         assert_eq!(code(b"ffffffffffffffffffffffff\r\n"), 400);
+    }
+
+    /// Issue 34 §2: a bare CR in a chunk line or its extension was taken as data of the line; a
+    /// reader that ends lines at a CR frames the body otherwise. Refused, whole or byte by byte.
+    #[test]
+    fn a_bare_cr_or_other_control_in_a_chunk_line_is_refused() {
+        let bad: [&[u8]; 7] = [
+            b"3;ext=1\r\r\nabc\r\n0\r\n\r\n",
+            b"3;a\rb=1\r\nabc\r\n0\r\n\r\n",
+            b"3\r;x\r\nabc\r\n0\r\n\r\n",
+            b"3;e=\"a\rb\"\r\nabc\r\n0\r\n\r\n",
+            b"0;x\r\r\n\r\n",
+            b"0\r\nx-t: a\rb\r\n\r\n",
+            b"3;e=\0\r\nabc\r\n0\r\n\r\n",
+        ];
+        for body in bad {
+            let mut whole = Chunked::new(64);
+            let at_once = whole.feed(body, &mut Vec::new()).map(|_| whole.done());
+            let mut apart = Chunked::new(64);
+            let mut out = Vec::new();
+            let byte_by_byte = body.chunks(1).find_map(|b| apart.feed(b, &mut out).err());
+            assert_eq!(at_once.unwrap_err().code(), 400, "{:?}", String::from_utf8_lossy(body));
+            assert_eq!(byte_by_byte.unwrap().code(), 400, "{:?}", String::from_utf8_lossy(body));
+        }
+        // A tab is whitespace there, and an extension is still read and dropped.
+        assert_eq!(decode(&[b"3;\tx=\"a b\"\r\nabc\r\n0\r\nx-t: a\tb\r\n\r\n"]).unwrap().0, b"abc");
     }
 
     /// Found by fuzz/serve_http: trailers of four 4,000-byte lines and one of 5,000 were refused

@@ -8,6 +8,7 @@ mod assets;
 mod conn;
 mod http;
 mod server;
+mod share;
 #[cfg(test)]
 mod tests;
 
@@ -102,13 +103,17 @@ pub(crate) struct Args {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     require_relay: bool,
-    /// Connections served at once; more are answered 503 and closed. Keep it well under the
+    /// Connections served at once. When all are held, a new one takes the place of an idle or
+    /// silent one, or of one of the client holding the most; else it is answered 503 and closed
+    /// (evicted connections keep their descriptor a moment longer). Keep it well under the
     /// process's open-file limit (`ulimit -n`, often 1024): the database and deliveries need
     /// descriptors too.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
-    /// Connections from one IPv4 address, or one IPv6 /64, at once (0: no limit); more are
-    /// answered 429 and closed. Behind a reverse proxy every connection comes from the proxy: raise it, or 0.
+    /// Connections from one IPv4 address, or one IPv6 /64, at once, and four times as many from
+    /// one IPv6 /48 (0: no limit); more are answered 429 and closed. When every connection is
+    /// held, a new one takes the place of one of the client holding the most. Behind a reverse
+    /// proxy every connection comes from the proxy: raise it, or 0.
     #[arg(long, value_name = "N", default_value_t = 32)]
     max_connections_per_ip: u64,
     /// Behind a reverse proxy: the header it writes the client's address in (e.g.
@@ -353,6 +358,8 @@ pub(crate) fn run(args: Args) -> Outcome {
         let limits = conn::Limits {
             max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
             max_per_ip: usize::try_from(args.max_connections_per_ip).unwrap_or(usize::MAX),
+            // A /48 (one site) may hold four /64s' worth: 0 for no per-address cap means none here.
+            max_per_site: usize::try_from(args.max_connections_per_ip.saturating_mul(4)).unwrap_or(usize::MAX),
             client_header: args.client_address_header.map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()),
             ..conn::Limits::default()
         };

@@ -2,11 +2,11 @@
 //! engine is `!Send`, single-threaded as in workerd). Each connection is one local task speaking
 //! HTTP/1.1 (`conn.rs`) and sharing an `Rc` of the house; one more task works the queue every
 //! tick and right after any answer that asks for a kick; signals stop it all gracefully. At most
-//! `max_connections` connections are served at once, and `max_per_ip` from one address: more are
-//! answered (503, 429) and closed at once.
+//! `max_connections` connections are served at once, `max_per_ip` from one address and
+//! `max_per_site` from one IPv6 /48; when every slot is held, a newcomer takes one from the
+//! client holding the most (`share`), else it is answered 503 and closed.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::net::IpAddr;
 use std::pin::pin;
 use std::rc::Rc;
@@ -14,14 +14,13 @@ use std::time::Duration;
 
 use super::assets::Assets;
 use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
-use nyx5_proto::{Error, ErrorKind};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::time::{Instant, timeout_at};
 
 use super::ServedHouse;
-use super::conn::{self, Handler, Limits, Stop, now_ms};
-use super::http;
+use super::conn::{self, Handler, Limits, Stop};
+use super::share::{Caps, Registry};
 
 /// How long a stop waits for open requests, and for a tick under way, to finish.
 const GRACE: Duration = Duration::from_secs(5);
@@ -128,80 +127,6 @@ pub(super) async fn serve(
     let _ = tokio::time::timeout(GRACE, pusher).await;
 }
 
-/// Connections open now, in all and per address, and a wake-up when one closes.
-#[derive(Default)]
-struct Open {
-    counts: RefCell<(usize, HashMap<IpAddr, usize>)>,
-    closed: Notify,
-}
-
-impl Open {
-    fn total(&self) -> usize {
-        self.counts.borrow().0
-    }
-
-    /// Why a new connection from `ip` is refused, if it is.
-    fn refusal(&self, ip: IpAddr, limits: &Limits) -> Option<Error> {
-        let counts = self.counts.borrow();
-        if counts.0 >= limits.max_connections {
-            return Some(Error::new(
-                ErrorKind::Unavailable,
-                "this house serves as many connections as it can now; try again in a moment",
-            ));
-        }
-        let from_ip = counts.1.get(&ip).copied().unwrap_or(0);
-        if limits.max_per_ip > 0 && from_ip >= limits.max_per_ip {
-            return Some(Error::new(
-                ErrorKind::RateLimited,
-                format!("too many connections from your address (at most {} at once)", limits.max_per_ip),
-            ));
-        }
-        None
-    }
-}
-
-/// Where connections are counted from: an IPv4 address, or an IPv6 address's /64 (one
-/// subscriber's usual allocation, so rotating addresses inside it gains nothing).
-fn group(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
-        v4 => v4,
-    }
-}
-
-/// A connection counted in [`Open`] until it is dropped.
-struct Counted {
-    open: Rc<Open>,
-    ip: IpAddr,
-}
-
-impl Counted {
-    fn new(open: Rc<Open>, ip: IpAddr) -> Counted {
-        {
-            let mut counts = open.counts.borrow_mut();
-            counts.0 += 1;
-            *counts.1.entry(ip).or_insert(0) += 1;
-        }
-        Counted { open, ip }
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        {
-            let mut counts = self.open.counts.borrow_mut();
-            counts.0 = counts.0.saturating_sub(1);
-            if let Some(n) = counts.1.get_mut(&self.ip) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    counts.1.remove(&self.ip);
-                }
-            }
-        }
-        self.open.closed.notify_one();
-    }
-}
-
 /// Serves connections with `handler` until `stop_when` is ready; then stops accepting, closes
 /// idle connections, lets requests under way finish (up to [`GRACE`]) and answers what
 /// `stop_when` gave.
@@ -213,13 +138,18 @@ pub(super) async fn run<H: Handler + 'static, T>(
 ) -> T {
     let limits = Rc::new(limits);
     let stop = Rc::new(Stop::default());
-    let open = Rc::new(Open::default());
+    let registry = Rc::new(Registry::new(Caps {
+        connections: limits.max_connections,
+        per_address: limits.max_per_ip,
+        per_site: limits.max_per_site,
+        body_budget: limits.body_budget,
+    }));
     let mut stop_when = pin!(stop_when);
     let why = loop {
         tokio::select! {
             why = &mut stop_when => break why,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => admit(stream, group(peer.ip()), &handler, &limits, &stop, &open),
+                Ok((stream, peer)) => admit(stream, peer.ip(), &handler, &limits, &stop, &registry),
                 Err(e) => {
                     // Out of file descriptors and the like: wait a moment rather than spin.
                     eprintln!("nyx5 serve: accept: {e}");
@@ -232,8 +162,8 @@ pub(super) async fn run<H: Handler + 'static, T>(
     stop.stop();
     let deadline = Instant::now() + GRACE;
     loop {
-        let closed = open.closed.notified();
-        if open.total() == 0 {
+        let closed = registry.closed.notified();
+        if registry.running() == 0 {
             break;
         }
         if timeout_at(deadline, closed).await.is_err() {
@@ -244,27 +174,30 @@ pub(super) async fn run<H: Handler + 'static, T>(
     why
 }
 
-/// Serves a new connection on its own task, or refuses it (503 over the whole cap, 429 over the
-/// cap per address): the refusal is written if the socket takes it at once, and it closes.
+/// Serves a new connection on its own task, or refuses it (429 over a client's caps, 503 when
+/// every slot is held and none may be taken for it; see `share`): the refusal is written if
+/// the socket takes it at once, and it closes.
 fn admit<H: Handler + 'static>(
     stream: TcpStream,
     ip: IpAddr,
     handler: &Rc<H>,
     limits: &Rc<Limits>,
     stop: &Rc<Stop>,
-    open: &Rc<Open>,
+    registry: &Rc<Registry>,
 ) {
-    if let Some(e) = open.refusal(ip, limits) {
-        let _ =
-            stream.try_write(&http::answer(&nyx5_house::web::common(HouseResponse::error(&e)), true, false, now_ms()));
-        return;
-    }
+    let ticket = match registry.admit(ip) {
+        Ok(ticket) => ticket,
+        Err(e) => {
+            let _ = stream.try_write(&conn::refusal(&e));
+            return;
+        }
+    };
     let _ = stream.set_nodelay(true);
-    let counted = Counted::new(open.clone(), ip);
     let (handler, limits, stop) = (handler.clone(), limits.clone(), stop.clone());
     tokio::task::spawn_local(async move {
-        conn::serve(stream, handler.as_ref(), &limits, &stop).await;
-        drop(counted);
+        conn::serve(stream, handler.as_ref(), &limits, &stop, &ticket).await;
+        // The connection and its buffers are gone; now its place and its memory are given back.
+        drop(ticket);
     });
 }
 

@@ -63,6 +63,19 @@ impl Server {
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         s
     }
+
+    /// A connection from another loopback address (127.0.0.0/8 is all this host's).
+    fn connect_from(&self, ip: &str) -> TcpStream {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let s = runtime.block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(SocketAddr::new(ip.parse().unwrap(), 0)).unwrap();
+            socket.connect(self.addr).await.unwrap().into_std().unwrap()
+        });
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
 }
 
 impl Drop for Server {
@@ -266,13 +279,34 @@ fn connections_are_capped_per_address_and_in_all() {
     served_again(&server);
     drop(held);
 
+    // Connections sending their heads (20 KiB so far, so the minimum rate allows them 20 s)
+    // hold every slot; the holder's own next connection is refused (it holds the most).
     let server = Server::start(Limits { max_connections: 3, max_per_ip: 0, ..Limits::default() });
-    let mut held = hold(&server, 3);
+    let partial = format!("GET / HTTP/1.1\r\nhost: a\r\nx-long: {}", "y".repeat(20 * 1024));
+    let mut held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = server.connect();
+            s.write_all(partial.as_bytes()).unwrap();
+            s
+        })
+        .collect();
     let (a, mut s) = exchange(&server, b"");
     json_error(&a, 503, "unavailable");
     assert_closed(&mut s);
     drop(held.pop());
     served_again(&server);
+}
+
+/// When every slot is held, connections kept alive between requests are the first to go: they
+/// are closed quietly (as an idle connection is), and the newcomer is served.
+#[test]
+fn idle_connections_make_way_when_every_slot_is_held() {
+    let server = Server::start(Limits { max_connections: 3, max_per_ip: 0, ..Limits::default() });
+    let mut held = hold(&server, 3);
+    let (a, _) = exchange(&server, b"GET /new HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n");
+    assert_eq!(a.0, 200);
+    // The oldest idle one went, without a word.
+    assert_closed(&mut held[0]);
 }
 
 #[test]
@@ -302,4 +336,96 @@ fn behind_a_proxy_the_operators_header_names_the_client() {
     assert_eq!(client(with_client(spoofed, peer, Some("x-forwarded-for"))), ["192.0.2.7"]);
     // A proxy header that is missing leaves no client at all (the house-wide limit only).
     assert!(client(with_client(h(&[("cf-connecting-ip", "1.2.3.4")]), peer, Some("x-real-ip"))).is_empty());
+}
+
+/// Issue 34 §2: eight addresses held every slot without sending a byte. When every slot is held,
+/// a client holding none takes the place of a connection of the one holding the most, which
+/// hears 503. (The holder's own next connection is refused: see the test above.)
+#[test]
+fn a_full_server_makes_room_for_a_new_client_from_the_biggest_holder() {
+    let server = Server::start(Limits { max_connections: 4, max_per_ip: 0, max_per_site: 0, ..Limits::default() });
+    // The kernel hands connections over in the order they were made: these four come first.
+    let mut held: Vec<TcpStream> = (0..4).map(|_| server.connect_from("127.0.0.2")).collect();
+    // Another client is served all the same.
+    let (a, _) = exchange(&server, b"GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n");
+    assert_eq!(a.0, 200, "{:?}", String::from_utf8_lossy(&a.2));
+    // The oldest silent connection made way, and was told so.
+    let evicted = answer(&mut held[0]);
+    json_error(&evicted, 503, "unavailable");
+    assert!(evicted.1.contains("retry-after: 1"), "{}", evicted.1);
+    assert_closed(&mut held[0]);
+}
+
+/// Issue 34 §2: slowly sent 2 MiB bodies took half a gigabyte. Bodies being read share one
+/// budget: past it a request is refused (503) unless a bigger holder can give some back, and a
+/// client holding less takes from the biggest holder.
+#[test]
+fn bodies_being_read_share_one_budget_and_a_smaller_holder_takes_from_the_biggest() {
+    let server = Server::start(Limits { body_budget: 48 * 1024, ..Limits::default() });
+    // 127.0.0.2 starts two 40 KiB bodies and stops half way: the first to arrive gets 40 KiB of
+    // the budget; the other does not fit, and no one holds more than its client: 503.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut readers = Vec::new();
+    for path in ["/a", "/b"] {
+        let mut s = server.connect_from("127.0.0.2");
+        s.write_all(format!("POST {path} HTTP/1.1\r\nhost: a\r\ncontent-length: 40960\r\n\r\n").as_bytes()).unwrap();
+        s.write_all(&[b'a'; 20 * 1024]).unwrap();
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || tx.send(answer(&mut s)).unwrap()));
+    }
+    drop(tx);
+    let refused = rx.recv_timeout(Duration::from_secs(30)).expect("neither body was refused");
+    let o = json_error(&refused, 503, "unavailable");
+    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("bodies"), "{o:?}");
+    assert!(refused.1.contains("retry-after: 1"), "{}", refused.1);
+    // A 16 KiB body from another client does not fit either, but takes the holder's place.
+    let body = vec![b'z'; 16 * 1024];
+    let mut request = format!("POST /c HTTP/1.1\r\nhost: a\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+    request.extend_from_slice(&body);
+    let (a, _) = exchange(&server, &request);
+    assert_eq!(a.0, 200, "{:?}", String::from_utf8_lossy(&a.2));
+    let echoed = Value::parse(&a.2, 1 << 20).unwrap();
+    assert_eq!(echoed.as_object().unwrap().get("body").and_then(Value::as_str).map(str::len), Some(body.len()));
+    let o =
+        json_error(&rx.recv_timeout(Duration::from_secs(30)).expect("the holder was not evicted"), 503, "unavailable");
+    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("another client"), "{o:?}");
+    for r in readers {
+        let _ = r.join();
+    }
+}
+
+/// Issue 34 §2: heads sent a byte at a time held a connection for the whole head timeout. After
+/// its first two seconds a head or a body must come at 1 KiB a second on average: a byte every
+/// 100 ms is refused (408) long before the minute the timeouts allow here.
+#[test]
+fn a_head_or_body_slower_than_the_minimum_rate_is_408() {
+    let minute = Duration::from_secs(60);
+    let server = Server::start(Limits {
+        header_timeout: minute,
+        body_timeout: minute,
+        idle_timeout: minute,
+        ..Limits::default()
+    });
+    let starts: [&[u8]; 2] =
+        [b"GET / HTTP/1.1\r\nhost: a\r\nx-slow: ", b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 1000\r\n\r\n"];
+    for (start, part) in starts.into_iter().zip(["head", "body"]) {
+        let mut s = server.connect();
+        s.write_all(start).unwrap();
+        let mut writer = s.try_clone().unwrap();
+        // A byte every 100 ms, for at most 20 s, until the server closes.
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..200 {
+                std::thread::sleep(Duration::from_millis(100));
+                if writer.write_all(b"y").is_err() {
+                    return;
+                }
+            }
+        });
+        let a = answer(&mut s);
+        let o = json_error(&a, 408, "timeout");
+        let reason = o.get("reason").and_then(Value::as_str).unwrap();
+        assert!(reason.contains(part) && reason.contains("1024 bytes a second"), "{reason}");
+        drop(s);
+        trickle.join().unwrap();
+    }
 }
