@@ -297,8 +297,14 @@ pub(crate) fn operate_human(v: &Value) -> String {
             text(&o, "id")
         );
     };
+    // The receipt says what became of the movement: only `done` means it happened.
+    let status = match text(r, "status") {
+        "pending" => "waits for approval (only a hold moved)",
+        "declined" => "was declined (nothing moved)",
+        _ => "done",
+    };
     let mut s = format!(
-        "{} done at {}: receipt {} verified\n",
+        "{} {status} at {}: receipt {} verified\n",
         text(&o, "op"),
         text(&o, "house"),
         show(&o, "receipt_envelope")

@@ -499,6 +499,7 @@ impl<D: Db, N: Net> House<D, N> {
             &env.sha256_hex(),
             env.from(),
             now,
+            authority::receipt_status(d),
             extra,
             &self.config.key,
         )?;
