@@ -289,3 +289,77 @@ fn a_buyers_cancellation_and_an_expired_bond_count_for_nothing_in_history() {
     let a = buyer.as_object().unwrap()["afirmando"].as_object().unwrap().clone();
     assert_eq!((a["fianzas"].as_safe_integer(), a["intactas"].as_safe_integer()), (Some(0), Some(0)));
 }
+
+/// Issue 34 §4: five "intact" bonds of 5,000 tok cost nothing. A bondholder taking its own bond
+/// back once it expired counted as intact, and a verifier that is the bondholder's puppet (its
+/// subagent) released bonds at once. Only a verdict by a judge free of the bondholder counts,
+/// and only a bond such a judge could forfeit is at stake.
+#[test]
+fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
+    let w = World::new();
+    let h = w.house("a.test", nyx5_house::Registration::Admin);
+    let p = people(&h, &[("ana@a.test", 51), ("cy@a.test", 52)]);
+    let (ana, cy) = (&p[0], &p[1]);
+    // ana's puppet: a subagent she delegates, registered by the operator.
+    let puppet = Agent::new("v.ana@a.test", 53);
+    let d = nyx5_proto::card::Delegation::sign(
+        &ana.address,
+        &puppet.address,
+        &puppet.sig.public(),
+        &nyx5_proto::card::Scope::default(),
+        None,
+        h.now(),
+        &ana.sig,
+    )
+    .unwrap();
+    let body = puppet.registration(&h, &[("delegation", d.to_value())]);
+    json(&call(&h, "POST", "/agents", &[("authorization", &admin(&h))], &body), 201);
+    topup(&h, "ana@a.test", 60_000);
+    let bond = |verifier: &str, expires: Option<i64>| {
+        let mut b = obj([
+            ("op", "bond".into()),
+            ("amount", 5_000.into()),
+            ("claim", "my work is sound".into()),
+            ("verifier", verifier.into()),
+        ]);
+        if let Some(at) = expires {
+            b.insert("expires".into(), Timestamp(at).to_rfc3339().into());
+        }
+        b
+    };
+    let release = |c: &str| obj([("op", "release".into()), ("contract", c.into())]);
+    // Five bonds the puppet releases at once, and one it keeps standing.
+    for i in 0..5 {
+        assert_eq!(op(&h, ana, &format!("pb-{i}"), bond("v.ana@a.test", None)), 200);
+        assert_eq!(op(&h, &puppet, &format!("pr-{i}"), release(&format!("pb-{i}"))), 200);
+    }
+    assert_eq!(op(&h, ana, "pb-standing", bond("v.ana@a.test", None)), 200);
+    // A bond cy verifies, taken back by ana herself once it expired (before the tick came).
+    let soon = START + 1_000;
+    assert_eq!(op(&h, ana, "xb-1", bond("cy@a.test", Some(soon))), 200);
+    w.clock.advance(2_000);
+    let now = |who: &Agent, id: &str, body: Object| {
+        let env = libro_op(&who.address, "a.test", id, w.clock.now(), body).build().unwrap().sign(&who.sig).unwrap();
+        code(&operate_with(&h, who, &env))
+    };
+    assert_eq!(now(ana, "xr-1", release("xb-1")), 200);
+    let state = |id: &str| {
+        let row = block_on(nyx5_house::store::libro::contract(&h.db, id)).unwrap().unwrap();
+        let record = Value::parse_str(row.text("record").unwrap()).unwrap();
+        record.as_object().unwrap()["state"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(state("xb-1"), "released", "ana took it back herself");
+    // One bond cy judged: released by cy, who is free of ana. It alone counts.
+    assert_eq!(now(ana, "cb-1", bond("cy@a.test", None)), 200);
+    assert_eq!(now(cy, "cr-1", release("cb-1")), 200);
+    // One standing bond cy could forfeit: at stake, unlike the puppet's.
+    assert_eq!(now(ana, "cb-2", bond("cy@a.test", None)), 200);
+
+    let doc = json(&call_raw(&h, "GET", "/agents/ana/historial", &[], vec![]), 200);
+    let member = |m: &str, k: &str| doc.as_object().unwrap()[m].as_object().unwrap()[k].clone();
+    let counted = ["fianzas", "intactas", "ejecutadas", "tokens"].map(|k| member("afirmando", k).as_safe_integer());
+    println!("ana's afirmando: {counted:?}");
+    assert_eq!(counted, [Some(1), Some(1), Some(0), Some(5_000)], "only cy's verdict counts");
+    assert_eq!(member("resumen", "veracidad"), Value::Number(1.0));
+    assert_eq!(member("resumen", "tokens_en_juego_ahora").as_safe_integer(), Some(5_000), "only cy's standing bond");
+}
