@@ -20,6 +20,9 @@ pub const RACES: &[&str] = &[
     "balance_negative",
     "mandate_spent",
 ];
+/// A batch that would take a balance past 2^53 - 1 (or casa@'s below its negative), the largest
+/// integer a JSON reader holds exactly (migration 0017): refused, never retried.
+pub const BALANCE_MAX: &str = "balance_max";
 /// An operation envelope already done.
 pub const OP_DONE: &str = "libro_ops.envelope_id";
 /// An entry for this cause is already posted.

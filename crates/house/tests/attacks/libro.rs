@@ -363,3 +363,48 @@ fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
     assert_eq!(member("resumen", "veracidad"), Value::Number(1.0));
     assert_eq!(member("resumen", "tokens_en_juego_ahora").as_safe_integer(), Some(5_000), "only cy's standing bond");
 }
+
+/// Issue 34 §4: a balance above 2^53 - 1 read as 0 and froze the account. No movement may take a
+/// balance past it: casa@ may owe at most that much (so what everyone else holds never passes
+/// it), and the batch that would is refused whole with a named reason (409), nothing moved.
+#[test]
+fn no_balance_passes_what_json_holds_exactly() {
+    let w = World::new();
+    let h = w.house("a.test", nyx5_house::Registration::Admin);
+    let p = people(&h, &[("ana@a.test", 54), ("bo@a.test", 55)]);
+    let (ana, bo) = (&p[0], &p[1]);
+    let max = nyx5_proto::limits::MAX_AMOUNT;
+    let topup_code = |who: &str, amount: i64| {
+        let body = obj([("address", who.into()), ("amount", amount.into())]);
+        call(&h, "POST", "/libro/topup", &[("authorization", &admin(&h))], &Value::Object(body))
+    };
+    let before = (balance(&h, "ana@a.test"), balance(&h, "bo@a.test"));
+    let issued = -balance(&h, "casa@a.test");
+    assert_eq!(topup_code("bo@a.test", 10).status, 200);
+    // All casa@ may still issue, and not one token more.
+    let room = max - issued - 10;
+    let refused = topup_code("ana@a.test", room + 1);
+    assert_eq!(refused.status, 409);
+    let e = refused.value().unwrap();
+    let e = e.as_object().unwrap();
+    assert_eq!(e["error"].as_str(), Some("conflict"));
+    assert!(e["reason"].as_str().unwrap().contains("2^53 - 1"), "{e:?}");
+    assert_eq!(balance(&h, "ana@a.test"), before.0, "nothing moved");
+    assert_eq!(topup_code("ana@a.test", room).status, 200);
+    assert_eq!(balance(&h, "casa@a.test"), -max);
+    assert_eq!(balance(&h, "ana@a.test"), before.0 + room);
+    assert_eq!(topup_code("bo@a.test", 1).status, 409, "casa@ owes all it may");
+    // Near the top every account still reads and moves: bo buys from ana, ana bonds.
+    let q = quote(ana, &bo.address, "q-top", ContractKind::Spot, |_| {});
+    assert_eq!(op(&h, bo, "acc-top", obj([("op", "accept".into()), ("quote", q)])), 200);
+    let got = balance(&h, "ana@a.test");
+    assert!(got > before.0 + room && got <= max, "{got}");
+    let bond = obj([
+        ("op", "bond".into()),
+        ("amount", (got - 1).into()),
+        ("claim", "sound".into()),
+        ("verifier", "bo@a.test".into()),
+    ]);
+    assert_eq!(op(&h, ana, "bond-top", bond), 200, "an account near the top is not frozen");
+    assert_eq!(balance(&h, "ana@a.test"), 1);
+}
