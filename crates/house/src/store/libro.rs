@@ -432,7 +432,7 @@ pub fn unspend(links: &[String], amount: i64) -> Stmt {
 }
 
 /// Mandate `id` (if it still has `version`) and every active mandate under it are revoked.
-pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
+pub fn revoke(id: &str, version: i64, below: i64) -> [Stmt; 3] {
     [
         guard!(
             "libro_version",
@@ -440,12 +440,46 @@ pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
             id,
             version
         ),
+        // The mandates under it are those read (and told): one granted meanwhile fails the batch,
+        // which is read and decided again.
+        guard!(
+            "libro_below",
+            "(WITH RECURSIVE under(id) AS (
+                SELECT id FROM libro_mandates WHERE parent = ?1 AND state = 'active'
+                UNION ALL
+                SELECT m.id FROM libro_mandates m JOIN under u ON m.parent = u.id WHERE m.state = 'active')
+              SELECT count(*) FROM under) = ?2",
+            id,
+            below
+        ),
         stmt!(
             "UPDATE libro_mandates SET state = 'revoked', version = version + 1
               WHERE state = 'active' AND (id = ?1 OR EXISTS (SELECT 1 FROM json_each(chain) WHERE value = ?1))",
             id
         ),
     ]
+}
+
+/// The active mandates under mandate `id` (through `parent`, at any depth): `n`, how many, and
+/// `holders`, a JSON list of their distinct grantees, nearest first, at most `limit`.
+pub async fn below<D: Db>(db: &D, id: &str, limit: i64) -> Result<Option<Row>, Error> {
+    one(
+        db,
+        stmt!(
+            "WITH RECURSIVE under(id, depth) AS (
+                SELECT id, 1 FROM libro_mandates WHERE parent = ?1 AND state = 'active'
+                UNION ALL
+                SELECT m.id, u.depth + 1 FROM libro_mandates m JOIN under u ON m.parent = u.id
+                 WHERE m.state = 'active')
+             SELECT (SELECT count(*) FROM under) AS n,
+                    (SELECT json_group_array(grantee) FROM
+                       (SELECT m.grantee, min(u.depth) AS d FROM under u JOIN libro_mandates m ON m.id = u.id
+                         GROUP BY m.grantee ORDER BY d, m.grantee LIMIT ?2)) AS holders",
+            id,
+            limit
+        ),
+    )
+    .await
 }
 
 /// A receipt into a local agent's mailbox (the house's own mail: no quota), if the agent
