@@ -246,6 +246,9 @@ fn answer_in(
             ("receipt", r.to_value()),
             ("receipt_envelope", m.get("id").cloned().unwrap_or(Value::Null)),
             ("receipt_verified", Value::Bool(true)),
+            // What became of the movement: only `done` means it happened (a verified `pending`
+            // receipt proves a hold, not a payment).
+            ("receipt_status", r.status.as_str().into()),
         ]))));
     }
     // A bounce: a verified notice of this very envelope (its SHA-256) from the agent's own
