@@ -323,10 +323,8 @@ fn verify_receipt_fails_on_a_movement_that_is_not_done() {
     let quote = p.quote.as_object().unwrap();
     let signed = |status: nyx5_proto::receipt::Status| {
         // What a waiting accept's receipt carries: a hold that looks like a payment.
-        let hold = object([
-            ("meta", Value::Object(object([("primitive", "hold".into())]))),
-            ("lines", Value::Array(vec![])),
-        ]);
+        let hold =
+            object([("meta", Value::Object(object([("primitive", "hold".into())]))), ("lines", Value::Array(vec![]))]);
         let extra = object([
             ("cotizacion_sha256", Quote::from_object(quote.clone()).unwrap().sha256_hex().into()),
             ("asiento", Value::Object(hold)),
@@ -347,8 +345,21 @@ fn verify_receipt_fails_on_a_movement_that_is_not_done() {
     };
     let (e, q) = (write("e.json", &p.op), write("q.json", &p.quote));
     let verify = |r: &str, more: &[&str]| {
-        let mut a =
-            vec!["verify", "--receipt", r, "--op", &e, "--quote", &q, "--house-key", &hk, "--key", &bk, "--seller-key", &sk];
+        let mut a = vec![
+            "verify",
+            "--receipt",
+            r,
+            "--op",
+            &e,
+            "--quote",
+            &q,
+            "--house-key",
+            &hk,
+            "--key",
+            &bk,
+            "--seller-key",
+            &sk,
+        ];
         a.extend_from_slice(more);
         nyx5(&a, b"")
     };

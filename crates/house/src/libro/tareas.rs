@@ -175,7 +175,9 @@ pub fn is_uuid(id: &str) -> bool {
             .enumerate()
             // Lower case only, as pinned: `is_ascii_hexdigit` takes `A-F` too, and the same UUID
             // in upper case is another contract id naming the same page on a case-blind host.
-            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { matches!(b, b'0'..=b'9' | b'a'..=b'f') })
+            .all(
+                |(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { matches!(b, b'0'..=b'9' | b'a'..=b'f') },
+            )
 }
 
 /// The task id a quote's terms name.

@@ -358,7 +358,6 @@ fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
     let doc = json(&call_raw(&h, "GET", "/agents/ana/historial", &[], vec![]), 200);
     let member = |m: &str, k: &str| doc.as_object().unwrap()[m].as_object().unwrap()[k].clone();
     let counted = ["fianzas", "intactas", "ejecutadas", "tokens"].map(|k| member("afirmando", k).as_safe_integer());
-    println!("ana's afirmando: {counted:?}");
     assert_eq!(counted, [Some(1), Some(1), Some(0), Some(5_000)], "only cy's verdict counts");
     assert_eq!(member("resumen", "veracidad"), Value::Number(1.0));
     assert_eq!(member("resumen", "tokens_en_juego_ahora").as_safe_integer(), Some(5_000), "only cy's standing bond");
