@@ -6,8 +6,6 @@
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Object, Value};
 
-use crate::site::site;
-
 /// One contract as the history sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fact {
@@ -41,17 +39,12 @@ pub fn root(a: &Address) -> Address {
     a
 }
 
-/// Whether `judge` is free of `holder` as far as the house `house` can tell from names alone:
-/// not the holder itself, nor any agent of its delegation tree (same root: its subagents, its
-/// parent, their siblings), nor an agent of the holder's own site when that site is not this
-/// house's (a house the holder runs could mint it). An agent of this house in another tree
-/// registered here as any agent does, under this house's rules.
+/// Whether `judge` is free of `holder` as far as the house `house` can vouch, from names alone:
+/// an agent of this house (registered under its own rules; an agent of another site may be one
+/// its holder minted on a house it runs, which this house cannot tell), and not of the holder's
+/// delegation tree (same root: the holder itself, its subagents, its parent and their siblings).
 pub fn independent(holder: &Address, judge: &Address, house: &str) -> bool {
-    if root(holder) == root(judge) {
-        return false;
-    }
-    let holder_site = site(holder.domain());
-    !(holder_site == site(judge.domain()) && holder_site != site(house))
+    judge.domain() == house && root(holder) != root(judge)
 }
 
 /// Whether a bond's closing step was a judgement: a `release` or `forfeit` by its verifier or
@@ -282,24 +275,24 @@ mod tests {
     }
 
     #[test]
-    fn a_judge_is_free_of_the_holder_only_outside_its_tree_and_its_own_site() {
-        let holder = a("bo@b.test");
+    fn a_judge_is_free_of_the_holder_only_at_this_house_and_outside_its_tree() {
         let house = "h.test";
-        // Itself, its subagents, its parent's tree: kin.
-        for kin in ["bo@b.test", "v.bo@b.test", "x.v.bo@b.test"] {
-            assert!(!independent(&holder, &a(kin), house), "{kin}");
-            assert!(!independent(&a(kin), &holder, house), "{kin}");
-        }
-        assert!(!independent(&a("v.bo@b.test"), &a("w.bo@b.test"), house));
-        // Anyone at a foreign holder's own site: its house could mint it.
-        assert!(!independent(&holder, &a("cy@b.test"), house));
-        assert!(!independent(&holder, &a("cy@mail.b.test"), house));
-        // This house's agents of another tree, and other sites' agents: free.
-        assert!(independent(&holder, &a("cy@h.test"), house));
-        assert!(independent(&holder, &a("cy@c.test"), house));
         let local = a("ana@h.test");
+        // Itself, its subagents, its parent's tree: kin, wherever the holder is.
+        for kin in ["ana@h.test", "v.ana@h.test", "x.v.ana@h.test"] {
+            assert!(!independent(&local, &a(kin), house), "{kin}");
+            assert!(!independent(&a(kin), &local, house), "{kin}");
+        }
+        assert!(!independent(&a("v.ana@h.test"), &a("w.ana@h.test"), house));
+        // Another tree of this house: free, for a local holder and a foreign one alike.
         assert!(independent(&local, &a("cy@h.test"), house));
-        assert!(!independent(&local, &a("bot.ana@h.test"), house));
+        assert!(independent(&local, &a("x.cy@h.test"), house));
+        assert!(independent(&a("bo@b.test"), &a("cy@h.test"), house));
+        // Another house's agent: this house cannot tell it from one the holder minted there.
+        for foreign in ["cy@b.test", "cy@c.test", "cy@mail.h.test", "cy@h.test.evil"] {
+            assert!(!independent(&local, &a(foreign), house), "{foreign}");
+            assert!(!independent(&a("bo@b.test"), &a(foreign), house), "{foreign}");
+        }
     }
 
     #[test]

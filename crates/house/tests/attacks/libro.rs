@@ -292,12 +292,12 @@ fn a_buyers_cancellation_and_an_expired_bond_count_for_nothing_in_history() {
 
 /// Issue 34 §4: five "intact" bonds of 5,000 tok cost nothing. A bondholder taking its own bond
 /// back once it expired counted as intact, and a verifier that is the bondholder's puppet (its
-/// subagent) released bonds at once. Only a verdict by a judge free of the bondholder counts,
-/// and only a bond such a judge could forfeit is at stake.
+/// subagent, or an agent of a house it runs) released bonds at once. Only a verdict by a judge
+/// free of the bondholder (of this house, outside its tree) counts, and only a bond such a judge
+/// could forfeit is at stake.
 #[test]
 fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
-    let w = World::new();
-    let h = w.house("a.test", nyx5_house::Registration::Admin);
+    let (w, h, b) = two_houses();
     let p = people(&h, &[("ana@a.test", 51), ("cy@a.test", 52)]);
     let (ana, cy) = (&p[0], &p[1]);
     // ana's puppet: a subagent she delegates, registered by the operator.
@@ -334,6 +334,14 @@ fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
         assert_eq!(op(&h, &puppet, &format!("pr-{i}"), release(&format!("pb-{i}"))), 200);
     }
     assert_eq!(op(&h, ana, "pb-standing", bond("v.ana@a.test", None)), 200);
+    // A puppet on a house ana could run herself (b.test): a stranger here, it may release what
+    // names it, and does at once. This house cannot tell it from a free judge: it counts nothing.
+    let far = Agent::new("pup@b.test", 56);
+    json(&enrol(&b, &far, &[]), 201);
+    for i in 0..2 {
+        assert_eq!(op(&h, ana, &format!("fb-{i}"), bond("pup@b.test", None)), 200);
+        assert_eq!(op(&h, &far, &format!("fr-{i}"), release(&format!("fb-{i}"))), 200);
+    }
     // A bond cy verifies, taken back by ana herself once it expired (before the tick came).
     let soon = START + 1_000;
     assert_eq!(op(&h, ana, "xb-1", bond("cy@a.test", Some(soon))), 200);
