@@ -537,6 +537,8 @@ fn an_escrow_deal_across_two_houses() {
     assert_eq!(s(&accepted, "house"), "a.test");
     let r = obj(&accepted, "receipt");
     assert_eq!(s(r, "of"), s(&accepted, "id"));
+    assert_eq!(s(r, "status"), "done", "the house says it happened");
+    assert_eq!(s(&accepted, "receipt_status"), "done");
     assert_eq!(s(obj(r, "contract"), "state"), "held");
     assert_eq!(s(r, "cotizacion_sha256"), s(&q, "quote_sha256"));
     assert_eq!(balance(&w, "bo@b.test"), bo0 - 40);
