@@ -12,8 +12,11 @@ WHEN NEW.balance > 9007199254740991 OR NEW.balance < -9007199254740991
 BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: balance_max');
 END;
+-- A balance already past the bound (written before this migration) may still move back towards
+-- it: only a step further out is refused.
 CREATE TRIGGER libro_balance_max_update BEFORE UPDATE OF balance ON libro_accounts
-WHEN NEW.balance > 9007199254740991 OR NEW.balance < -9007199254740991
+WHEN (NEW.balance > 9007199254740991 AND NEW.balance > OLD.balance)
+  OR (NEW.balance < -9007199254740991 AND NEW.balance < OLD.balance)
 BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: balance_max');
 END;
