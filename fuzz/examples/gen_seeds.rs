@@ -214,6 +214,7 @@ fn main() {
         &"a".repeat(64),
         &ana,
         now,
+        nyx5_proto::receipt::Status::Done,
         obj([("asiento", entry.to_value()), ("cotizacion_sha256", quote.sha256_hex().into())]),
         &domain_key,
     )

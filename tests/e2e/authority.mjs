@@ -179,7 +179,12 @@ async function scenario(p, a, b) {
     assert.equal(c.receipt.authority.allowed_by[0].of, `mandate:${m1}`);
     assert.equal(c.receipt.asiento.meta.authority.allowed_by[0].of, `mandate:${m1}`);
     assert.equal(balance('sol@a.test'), 290);
-    const pending = charge(m1, 50).receipt.pending;
+    const waits = charge(m1, 50);
+    // A receipt says what became of its movement: this one waits, only a hold moved.
+    assert.equal(waits.receipt.status, 'pending');
+    assert.equal(waits.receipt_status, 'pending');
+    assert.equal(c.receipt.status, 'done');
+    const pending = waits.receipt.pending;
     assert.equal(pending.state, 'pending');
     assert.deepEqual(pending.awaiting, ['sol@a.test']);
     assert.equal(balance('sol@a.test'), 240);
@@ -191,6 +196,7 @@ async function scenario(p, a, b) {
     approve(pending.id, 'bo@b.test', 4); // never its own spending
     const r = approve(pending.id);
     assert.equal(r.receipt.pending.state, 'approved');
+    assert.equal(r.receipt.status, 'done');
     assert.deepEqual(r.receipt.asiento.meta.authority.approved_by, ['sol@a.test']);
     assert.equal(balance('sol@a.test'), 240);
     assert.equal(balance('bo@b.test'), 54);
@@ -199,7 +205,9 @@ async function scenario(p, a, b) {
   await step(`${R}: declined, the hold returns; needs_approval waits for everything; prohibited never`, async () => {
     const c = charge(m1, 30).receipt.pending;
     assert.equal(balance('sol@a.test'), 210);
-    assert.equal(decline(c.id).receipt.pending.state, 'declined');
+    const d = decline(c.id);
+    assert.equal(d.receipt.pending.state, 'declined');
+    assert.equal(d.receipt.status, 'declined');
     assert.equal(balance('sol@a.test'), 240);
     const m2 = mandate('sol@a.test', 'bo@b.test', 100, '{"level":"needs_approval","consequence":"costly"}');
     const w = charge(m2, 1).receipt.pending;

@@ -311,6 +311,7 @@ async function receiptOf(who, op) {
   assert.equal(receipt.house, 'a.test');
   assert.equal(receipt.of, op.id, `${what}: of`);
   assert.equal(receipt.op, op.content.body.op);
+  assert.equal(receipt.status, 'done', `${what}: status`);
   assert.equal(receipt.from, op.from);
   assert.equal(receipt.op_sha256, await sha256hex(canon(op)), `${what}: op_sha256 is the operation's hash`);
   assert.equal(receipt.signature.kid, keyA);

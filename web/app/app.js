@@ -336,7 +336,8 @@ function contentView(m) {
     'application/nyx5.veredicto+json': 'Verdict',
   };
   const b = c.body && typeof c.body === 'object' ? c.body : {};
-  const what = [b.op, b.contract, b.state, b.code, b.reason].filter((x) => typeof x === 'string' || typeof x === 'number').join(' · ');
+  // A receipt's status comes second: only `done` means the movement happened.
+  const what = [b.op, b.status, b.contract, b.state, b.code, b.reason].filter((x) => typeof x === 'string' || typeof x === 'number').join(' · ');
   return el(
     'details',
     {},

@@ -370,7 +370,18 @@ fn libro_accept(f: &Fixture) -> usize {
     let lines = lines_value(&entry.lines).canonical_string();
     let mut extra = d.receipt.clone();
     extra.insert("asiento".into(), entry.to_value());
-    let receipt = Receipt::sign("a.test", env.id(), "accept", &sha, env.from(), NOW, extra, &f.a_key).unwrap();
+    let receipt = Receipt::sign(
+        "a.test",
+        env.id(),
+        "accept",
+        &sha,
+        env.from(),
+        NOW,
+        nyx5_proto::receipt::Status::Done,
+        extra,
+        &f.a_key,
+    )
+    .unwrap();
     let receipt_text = receipt.to_value().canonical_string();
     let libro = Address::new(LIBRO, "a.test").unwrap();
     let mut total = entry_sha.len() + lines.len() + receipt_text.len();

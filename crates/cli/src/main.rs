@@ -93,8 +93,9 @@ enum Command {
     /// (or the quote inside an `accept` operation): the seller's signature (by --seller-key or
     /// --seller-card) and its SHA-256 equal to R's `cotizacion_sha256`. Each file may also be a
     /// document that holds the one wanted (`nyx5 accept --wait --json`'s answer holds the
-    /// operation and the receipt; an inbox item, its envelope). Prints every check; exit 1
-    /// when one fails. Nothing is fetched.
+    /// operation and the receipt; an inbox item, its envelope). The receipt's `status` must be
+    /// `done` (a `pending` movement moved only a hold, a `declined` one nothing) unless
+    /// `--allow-status` names it. Prints every check; exit 1 when one fails. Nothing is fetched.
     Verify {
         /// The Ed25519 key (base64url) that must have signed it: an agent's, or a domain's for
         /// an agent card's certification; with --receipt, the operator's key (the sender of

@@ -29,6 +29,7 @@ const OPERATED: &str = r#"{"type":"object","required":["op","id"],"properties":{
 "envelope":{"type":["object","null"],"description":"The signed operation"},"note":{"type":"string"},
 "receipt":{"type":"object","description":"The house's signed receipt (tipo recibo), when waited for"},
 "receipt_envelope":{"type":["string","null"]},"receipt_verified":{"type":"boolean"},
+"receipt_status":{"type":"string","enum":["done","pending","declined"],"description":"What became of the movement: only done means it happened (pending: it waits for approval, only a hold moved)"},
 "quote_id":{"type":"string"},"quote_sha256":{"type":"string"},"seller":{"type":"string"},"price":{"type":"integer"},"contract_kind":{"type":"string"}}}"#;
 
 /// One tool: name, title, description, input and output schemas (JSON text) and annotations.

@@ -123,6 +123,11 @@ pub(crate) struct ProofArgs {
     /// the certification of --seller-card
     #[arg(long, value_name = "FILE", requires = "seller_card")]
     seller_house_card: Option<PathBuf>,
+    /// A status the receipt may state besides `done` (`pending`: the movement waits for approval
+    /// and only a hold moved; `declined`: nothing moved); repeatable. Without it, a receipt that
+    /// does not say `done` does not prove the movement happened, and the proof fails
+    #[arg(long, value_name = "STATUS", requires = "receipt")]
+    allow_status: Vec<String>,
 }
 
 /// How deep a document is searched for the part wanted (answer → envelope → content → body).
@@ -327,6 +332,41 @@ fn same(what: &str, got: &str, want: &str, whose: &str) -> Result<String, String
     if got == want { Ok(format!("{what} {got}")) } else { Err(format!("{what} {got}, but {whose} says {want}")) }
 }
 
+/// The statuses a proof accepts: `done`, and those `--allow-status` names.
+fn allowed_statuses(given: &[String]) -> Result<Vec<receipt::Status>, Failure> {
+    let mut out = vec![receipt::Status::Done];
+    for g in given {
+        let s = receipt::Status::parse(g).ok_or_else(|| {
+            let names: Vec<&str> = receipt::Status::ALL.iter().map(|s| s.as_str()).collect();
+            Failure::usage(format!("--allow-status is one of {}", names.join(", ")))
+        })?;
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+fn status_list(allowed: &[receipt::Status]) -> String {
+    allowed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" or ")
+}
+
+/// Whether the receipt's status is one accepted, said in words either way.
+fn status_check(status: receipt::Status, allowed: &[receipt::Status]) -> Result<String, String> {
+    let what = match status {
+        receipt::Status::Done => "done: the movement happened as the receipt says",
+        receipt::Status::Pending => {
+            "pending: the movement waits for approval; nothing moved but a hold, and it may never happen"
+        }
+        receipt::Status::Declined => "declined: the movement was declined and did not happen",
+    };
+    if allowed.contains(&status) {
+        Ok(format!("status {what}"))
+    } else {
+        Err(format!("status {what} (allow it with --allow-status {})", status.as_str()))
+    }
+}
+
 /// `nyx5 verify --receipt R --op E [--quote Q]`: see `ProofArgs`.
 pub(crate) fn proof(a: &ProofArgs, key: Option<&str>) -> Outcome {
     let Some(receipt_path) = &a.receipt else { return Err(Failure::usage("give --receipt FILE")) };
@@ -338,7 +378,21 @@ pub(crate) fn proof(a: &ProofArgs, key: Option<&str>) -> Outcome {
     let raw = find(&doc, &path, &|o| tipo(o, receipt::TIPO), 0)
         .ok_or_else(|| Failure::usage(format!("{}: no receipt (`tipo: recibo`) in it", receipt_path.display())))?;
     let r = Receipt::from_object(raw.clone()).map_err(|e| Failure::input("the receipt", &e))?;
+    let allowed = allowed_statuses(&a.allow_status)?;
     let mut checks = Checks(Vec::new());
+    // A receipt proves a movement only when it says it was done: a waiting one moved a hold, a
+    // declined one nothing. Checked first, and said whatever the signatures show.
+    let label = if allowed.contains(&r.status) {
+        format!("the receipt's status is {}", status_list(&allowed))
+    } else {
+        format!(
+            "the receipt's status is {}, but it says status {} (--allow-status {} accepts it)",
+            status_list(&allowed),
+            r.status.as_str(),
+            r.status.as_str()
+        )
+    };
+    checks.record(label, status_check(r.status, &allowed));
     let (house, house_card) = house_signers(a, &r, &mut checks)?;
     checks.record(
         format!("the receipt of {} ({}) is {}", r.of, r.op, house.claim(&raw)),
@@ -451,6 +505,7 @@ pub(crate) fn proof(a: &ProofArgs, key: Option<&str>) -> Outcome {
     let mut out = obj([
         ("ok", Value::Bool(failed.is_empty())),
         ("receipt", r.of.as_str().into()),
+        ("status", r.status.as_str().into()),
         ("checks", Value::Array(checks.0)),
     ]);
     if failed.is_empty() {

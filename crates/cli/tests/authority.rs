@@ -103,7 +103,26 @@ fn spending_above_a_limit_waits_for_a_human() {
     assert_eq!(balance(&w, "sol@a.test"), 190);
 
     // Above it, it waits: 50 held from sol, nothing paid.
-    let r = charge(&w, &mandate, 50);
+    let amount = "50";
+    let args = ["charge", &mandate, "--amount", amount, "--concept", "gpu", "--house", "a.test", "--as", "bo@b.test"];
+    let answer = w.nyx5(&[&args[..], &["--wait", "60", "--json"]].concat()).json();
+    assert_eq!(s(&answer, "receipt_status"), "pending", "the receipt does not say it happened");
+    let r = obj(&answer, "receipt").clone();
+    assert_eq!(s(&r, "status"), "pending");
+    // Its receipt, genuine in every signature, proves no payment (issue 34 §4): `verify --receipt`
+    // says so and fails, unless asked to accept a waiting movement.
+    let file = w.dir.join("waiting.json");
+    std::fs::write(&file, Value::Object(answer.clone()).canonical_string()).unwrap();
+    let f = file.to_str().unwrap();
+    let house_key = s(obj(&w.nyx5(&["resolve", "sol@a.test", "--json"]).json(), "domain"), "key");
+    let bo_key = s(&w.nyx5(&["card", "bo@b.test", "--json"]).json(), "sig");
+    let proof = ["verify", "--receipt", f, "--op", f, "--house-key", &house_key, "--key", &bo_key];
+    let (err, doc) = w.nyx5(&proof).fails_with(1);
+    let doc = doc.unwrap();
+    assert_eq!((doc.get("ok"), doc.get("status")), (Some(&Value::Bool(false)), Some(&Value::from("pending"))));
+    assert!(err.contains("status pending"), "{err}");
+    let ok = w.nyx5(&[&proof[..], &["--allow-status", "pending"]].concat()).json();
+    assert_eq!(ok.get("ok"), Some(&Value::Bool(true)), "{ok:?}");
     let pending = obj(&r, "pending");
     let id = s(pending, "id");
     assert_eq!(s(pending, "state"), "pending");

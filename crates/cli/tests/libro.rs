@@ -16,9 +16,9 @@ use nyx5_proto::card::{AgentCardDraft, DomainCardDraft};
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{Object, Value, obj as object};
-use nyx5_proto::quote::{ContractKind, QuoteDraft};
+use nyx5_proto::quote::{ContractKind, Quote, QuoteDraft};
 use nyx5_proto::receipt::Receipt;
-use nyx5_proto::{Address, Timestamp};
+use nyx5_proto::{Address, Envelope, Timestamp};
 
 fn int(o: &Object, name: &str) -> i64 {
     o.get(name).and_then(Value::as_safe_integer).unwrap_or_else(|| panic!("no integer `{name}` in {o:?}"))
@@ -78,6 +78,7 @@ fn proof_by(seller: &SigningKey, buyer: &SigningKey, house: &SigningKey) -> Proo
         &op.sha256_hex(),
         &Address::parse("bo@b.test").unwrap(),
         now,
+        nyx5_proto::receipt::Status::Done,
         extra,
         &house,
     )
@@ -117,7 +118,8 @@ fn verify_receipt_checks_the_three_signatures_offline() {
     let ok = run(args(&r, &e, &q, &hk, &bk, &sk)).json();
     assert_eq!(ok.get("ok"), Some(&Value::Bool(true)), "{ok:?}");
     let checks = ok.get("checks").and_then(Value::as_array).unwrap();
-    assert_eq!(checks.len(), 10, "{checks:?}");
+    assert_eq!(checks.len(), 11, "{checks:?}");
+    assert_eq!(ok.get("status"), Some(&Value::from("done")));
     // Raw keys prove only the keys, never the names.
     let text = Value::Array(checks.to_vec()).canonical_string();
     assert!(text.contains("signed by the key given (--house-key)"), "{text}");
@@ -127,7 +129,7 @@ fn verify_receipt_checks_the_three_signatures_offline() {
     let all = write("all.json", &Value::Object(object([("envelope", p.op.clone()), ("receipt", p.receipt.clone())])));
     let a = ["verify", "--receipt", &all, "--op", &all, "--house-key", &hk, "--key", &bk, "--seller-key", &sk];
     let ok = nyx5(&a, b"").json();
-    assert_eq!(ok.get("checks").and_then(Value::as_array).unwrap().len(), 10);
+    assert_eq!(ok.get("checks").and_then(Value::as_array).unwrap().len(), 11);
 
     // Each failure is named, and exits 1.
     let other = SigningKey::from_seed([9; 32]).public().to_b64();
@@ -292,6 +294,7 @@ fn verify_receipt_fails_a_check_it_could_not_make() {
         &op.sha256_hex(),
         &bo,
         Timestamp(1_800_000_000_000),
+        nyx5_proto::receipt::Status::Done,
         extra,
         &p.house,
     )
@@ -301,6 +304,97 @@ fn verify_receipt_fails_a_check_it_could_not_make() {
         nyx5(&["verify", "--receipt", &r, "--op", &e, "--house-key", &hk, "--key", &bk], b"").fails_with(1);
     assert_eq!(doc.unwrap().get("ok"), Some(&Value::Bool(false)));
     assert!(err.contains("the quote the receipt names"), "{err}");
+}
+
+/// A receipt proves a movement only when it says it was done: one for a movement waiting for
+/// approval (its `asiento` a hold) or declined fails unless `--allow-status` names its status,
+/// and one that states no status (or one unknown) is no receipt at all. Every signature holds.
+#[test]
+fn verify_receipt_fails_on_a_movement_that_is_not_done() {
+    let dir = TempDir::new("libro-verify-status");
+    let p = proof();
+    let write = |name: &str, v: &Value| {
+        let path = dir.join(name);
+        std::fs::write(&path, v.canonical_string()).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (hk, bk, sk) = (p.house.public().to_b64(), p.buyer.public().to_b64(), p.seller.public().to_b64());
+    let op = Envelope::from_object(p.op.as_object().unwrap().clone()).unwrap();
+    let quote = p.quote.as_object().unwrap();
+    let signed = |status: nyx5_proto::receipt::Status| {
+        // What a waiting accept's receipt carries: a hold that looks like a payment.
+        let hold =
+            object([("meta", Value::Object(object([("primitive", "hold".into())]))), ("lines", Value::Array(vec![]))]);
+        let extra = object([
+            ("cotizacion_sha256", Quote::from_object(quote.clone()).unwrap().sha256_hex().into()),
+            ("asiento", Value::Object(hold)),
+        ]);
+        Receipt::sign(
+            "a.test",
+            op.id(),
+            "accept",
+            &op.sha256_hex(),
+            op.from(),
+            Timestamp(1_800_000_000_000),
+            status,
+            extra,
+            &p.house,
+        )
+        .unwrap()
+        .to_value()
+    };
+    let (e, q) = (write("e.json", &p.op), write("q.json", &p.quote));
+    let verify = |r: &str, more: &[&str]| {
+        let mut a = vec![
+            "verify",
+            "--receipt",
+            r,
+            "--op",
+            &e,
+            "--quote",
+            &q,
+            "--house-key",
+            &hk,
+            "--key",
+            &bk,
+            "--seller-key",
+            &sk,
+        ];
+        a.extend_from_slice(more);
+        nyx5(&a, b"")
+    };
+    for (status, name) in
+        [(nyx5_proto::receipt::Status::Pending, "pending"), (nyx5_proto::receipt::Status::Declined, "declined")]
+    {
+        let r = write(&format!("{name}.json"), &signed(status));
+        let (err, doc) = verify(&r, &[]).fails_with(1);
+        let doc = doc.unwrap();
+        assert_eq!(doc.get("ok"), Some(&Value::Bool(false)), "{name}");
+        assert_eq!(doc.get("status"), Some(&Value::from(name)), "{name}");
+        assert!(err.contains(&format!("status {name}")) && err.contains("--allow-status"), "{name}: {err}");
+        // Asked for, it is said and allowed; another status allowed does not allow this one.
+        let ok = verify(&r, &["--allow-status", name]).json();
+        assert_eq!(ok.get("ok"), Some(&Value::Bool(true)), "{name}: {ok:?}");
+        assert_eq!(ok.get("status"), Some(&Value::from(name)));
+        let other = if name == "pending" { "declined" } else { "pending" };
+        verify(&r, &["--allow-status", other]).fails_with(1);
+    }
+    let done = write("done.json", &signed(nyx5_proto::receipt::Status::Done));
+    assert_eq!(verify(&done, &[]).json().get("ok"), Some(&Value::Bool(true)));
+    assert!(verify(&done, &["--allow-status", "maybe"]).fails(2).contains("--allow-status"));
+    // A receipt signed without a status (as a house before it signed one) or with an unknown one.
+    for status in [None, Some("ok")] {
+        let mut doc = signed(nyx5_proto::receipt::Status::Done).as_object().unwrap().clone();
+        doc.remove("signature");
+        match status {
+            Some(s) => doc.insert("status".into(), s.into()),
+            None => doc.remove("status"),
+        };
+        nyx5_proto::sign::sign_object(&mut doc, "signature", nyx5_proto::crypto::Context::Receipt, &p.house);
+        let r = write("bare.json", &Value::Object(doc));
+        let err = verify(&r, &[]).fails(2);
+        assert!(err.contains("status"), "{status:?}: {err}");
+    }
 }
 
 /// A tiny house that lies: it serves a journal of `house` and a domain card of `house` signed
@@ -443,6 +537,8 @@ fn an_escrow_deal_across_two_houses() {
     assert_eq!(s(&accepted, "house"), "a.test");
     let r = obj(&accepted, "receipt");
     assert_eq!(s(r, "of"), s(&accepted, "id"));
+    assert_eq!(s(r, "status"), "done", "the house says it happened");
+    assert_eq!(s(&accepted, "receipt_status"), "done");
     assert_eq!(s(obj(r, "contract"), "state"), "held");
     assert_eq!(s(r, "cotizacion_sha256"), s(&q, "quote_sha256"));
     assert_eq!(balance(&w, "bo@b.test"), bo0 - 40);

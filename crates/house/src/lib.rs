@@ -207,6 +207,11 @@ impl<D: Db, N: Net> House<D, N> {
 /// A port failure as a protocol error: the caller sees 503 (retry later), never our internals.
 pub fn port_error(e: PortError) -> Error {
     match e {
+        // A movement that would take a balance past what JSON holds exactly (migration 0017).
+        PortError::Constraint { name } if name == store::libro::BALANCE_MAX => Error::new(
+            ErrorKind::Conflict,
+            "this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved",
+        ),
         PortError::Constraint { name } => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {name}")),
         PortError::Failed(_) | PortError::Unreached(_) => {
             Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again")

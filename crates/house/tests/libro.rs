@@ -41,7 +41,8 @@
 //! any, is held while pending and returned otherwise: an invariant); `allowed_by:OP=SUBJECT`
 //! and `approved_by:OP=ADDRESS`: the entry of operation OP names that authority, or approver; `says=WORD` / `hides=WORD` that the refusal's reason
 //! does / does not contain WORD; `asks:ID=a,b` the members of what approval ID shows its
-//! approver (its `summary`); `primitive=P` that the entry the operation posted has
+//! approver (its `summary`); `status=S` that every receipt of the operation says `status` S
+//! (done, pending, declined); `primitive=P` that the entry the operation posted has
 //! `meta.primitive` P and `refs` naming the operation's envelope and its hash. A receipt that
 //! shows a mandate must show the `spent` the house keeps. A quote whose referrer is its seller, or past the limits of a
 //! quote, is signed as such, for the Libro to refuse.
@@ -249,6 +250,7 @@ impl Run {
             let (what, want) = e.rsplit_once('=').unwrap_or_else(|| panic!("{line}: balance {e}"));
             match what.split_once(':') {
                 _ if what == "receipts" => self.check_receipts(line, op(), want),
+                _ if what == "status" => self.check_status(line, op(), want),
                 _ if what == "says" || what == "hides" => {
                     let _ = op();
                     let reason = self.reason.as_deref().unwrap_or_else(|| panic!("{}: `{line}`: no reason", self.file));
@@ -383,6 +385,27 @@ impl Run {
         for w in want {
             assert!(self.agents.contains_key(w), "{}: `{line}`: {w} is not one of the table's agents", self.file);
         }
+    }
+
+    /// Every receipt of operation `op`, in every mailbox, says `status` (at least one does).
+    fn check_status(&self, line: &str, op: &str, status: &str) {
+        let key = self.libro().config.key.public();
+        let mut seen = 0;
+        for agent in self.agents.values() {
+            let house = self.house_of(&agent.address);
+            for env in mailbox(&house, agent)
+                .into_iter()
+                .filter(|e| e.from().local() == LIBRO && e.kind() == Kind::Receipt && e.in_reply_to() == Some(op))
+            {
+                let body = env.content().unwrap().body.as_object().unwrap().clone();
+                let receipt = nyx5_proto::receipt::Receipt::from_object(body)
+                    .unwrap_or_else(|e| panic!("{}: `{line}`: a receipt of {op}: {}", self.file, e.reason));
+                receipt.clone().verify(&[key]).expect("a receipt the house signed");
+                assert_eq!(receipt.status.as_str(), status, "{}: `{line}`: the status of {op}", self.file);
+                seen += 1;
+            }
+        }
+        assert!(seen > 0, "{}: `{line}`: no receipt of {op}", self.file);
     }
 
     fn invariants(&self, line: &str) {

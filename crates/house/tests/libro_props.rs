@@ -716,6 +716,9 @@ impl Model {
                 for (mid, other) in self.mandates.iter_mut() {
                     if other.active && (mid == id || other.chain.contains(id)) {
                         other.active = false;
+                        // Everyone the cascade stops hears of it (issue 34 §4), as the direct
+                        // holder does; the model never holds 100 of them.
+                        parties.insert(other.grantee.clone());
                     }
                 }
                 parties.insert(m.grantor.clone());

@@ -896,3 +896,41 @@ fn a_quote_under_the_sellers_new_key_refreshes_its_card() {
     assert_eq!(told(block_on(h.operate(&v, &card))), "done");
     assert_eq!(balance(&h, "ana@a.test"), 90);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A revoke and a sub-mandate at once (issue 34 §4)
+
+/// cy grants eve a sub-mandate under ana's mandate while ana revokes that mandate: both read
+/// before either writes, and the grant writes between the revoke's reads and its batch, which
+/// then finds one more
+/// mandate under it than it read (and told): its guard fails, it reads again, and eve, whose
+/// sub-mandate the cascade stops, gets the revoke's receipt as cy does.
+#[test]
+fn a_sub_mandate_granted_while_its_parent_is_revoked_hears_of_the_revoke() {
+    let (w, h, ana, cy) = with_ana_and_bo(100);
+    let eve = Agent::new("eve@a.test", 13);
+    register(&h, &eve, &[]);
+    let grant = obj([("op", "mandate".into()), ("grantee", cy.address.as_str().into()), ("cap", 10.into())]);
+    assert_eq!(hand(&h, &op(&w, &ana, "m-1", grant)), "done");
+    let sub = obj([
+        ("op", "mandate".into()),
+        ("grantee", eve.address.as_str().into()),
+        ("cap", 5.into()),
+        ("parent", "m-1".into()),
+    ]);
+    let sub = op(&w, &cy, "m-2", sub);
+    let revoke = op(&w, &ana, "r-1", obj([("op", "revoke".into()), ("mandate", "m-1".into())]));
+    let (cy_card, ana_card) = (card_of(&h, &cy.address), card_of(&h, &ana.address));
+    let (sub, revoke) = (sub.verify(&cy_card, h.now()).unwrap(), revoke.verify(&ana_card, h.now()).unwrap());
+    h.db.stall(true);
+    // The revoke reads what is under the mandate (nothing yet) just before the grant's batch.
+    let (b, a) = block_on_both(h.operate(&revoke, &ana_card), h.operate(&sub, &cy_card));
+    h.db.stall(false);
+    assert_eq!((told(a), told(b)), ("done".to_owned(), "done".to_owned()));
+    let states = ints(&h, stmt!("SELECT state = 'revoked' AS r FROM libro_mandates ORDER BY id"), "r");
+    assert_eq!(states, [1, 1], "the cascade took the sub-mandate");
+    let receipts = |who: &Agent| {
+        mailbox(&h, who).into_iter().filter(|e| e.from().local() == "libro" && e.in_reply_to() == Some("r-1")).count()
+    };
+    assert_eq!((receipts(&ana), receipts(&cy), receipts(&eve)), (1, 1, 1), "everyone the revoke stopped heard of it");
+}

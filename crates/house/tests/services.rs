@@ -727,6 +727,20 @@ fn a_quote_that_differs_from_the_catalogue_is_refused() {
         (quote_of(&w, &cy, &desk(), &qid("d5"), 20, Some(wrong_task), Some(verifica()), ContractKind::Escrow), 404),
         // An id the seller chose to name a page that exists already.
         (quote_of(&w, &cy, &desk(), "index.html", 20, Some(good.clone()), Some(verifica()), ContractKind::Escrow), 400),
+        // A UUID in upper case: lower case only, as pinned (issue 34 §4).
+        (
+            quote_of(
+                &w,
+                &cy,
+                &desk(),
+                &qid("d7").to_ascii_uppercase(),
+                20,
+                Some(good.clone()),
+                Some(verifica()),
+                ContractKind::Escrow,
+            ),
+            400,
+        ),
     ];
     for (i, (q, code)) in cases.iter().enumerate() {
         assert_eq!(take(&w, &h, &cy, &format!("d-{i}"), q), *code, "case {i}");
@@ -735,7 +749,7 @@ fn a_quote_that_differs_from_the_catalogue_is_refused() {
     let mallory = Agent::new("mal@a.test", 73);
     register(&h, &mallory);
     let forged = quote_of(&w, &cy, &desk(), &qid("d6"), 20, Some(good), Some(verifica()), ContractKind::Escrow);
-    assert_eq!(take(&w, &h, &mallory, "d-6", &forged), 403);
+    assert_eq!(take(&w, &h, &mallory, "d-forged", &forged), 403);
     assert_eq!(balance(&h, "tareas@a.test"), 1000, "nothing was held");
     // Retired, the task is gone from the catalogue and from the desk.
     assert_eq!(call(&h, "POST", "/tareas/x/retire", &[("authorization", ADMIN)], &Value::Null).status, 200);

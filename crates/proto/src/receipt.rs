@@ -16,7 +16,36 @@ pub const MEDIA: &str = "application/nyx5.recibo+json";
 /// Media type of a delivery notice (bounce or acknowledgement) from a postmaster.
 pub const NOTICE_MEDIA: &str = "application/nyx5.notice+json";
 
-/// A Libro receipt: `{tipo, house, of, op, op_sha256, from, issued, …, signature}`. The
+/// What became of the movement a receipt answers for (its `status` member). A receipt is a proof
+/// that money moved only when it says `done`: a movement waiting for approval has moved nothing
+/// but a hold, and a declined one got its hold back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Done as the receipt says.
+    Done,
+    /// Waiting for approval (spec §16b): only a hold moved, if anything.
+    Pending,
+    /// Declined: what was held went back; nothing else moved.
+    Declined,
+}
+
+impl Status {
+    pub const ALL: [Status; 3] = [Status::Done, Status::Pending, Status::Declined];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Status::Done => "done",
+            Status::Pending => "pending",
+            Status::Declined => "declined",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// A Libro receipt: `{tipo, house, of, op, op_sha256, from, issued, status, …, signature}`. The
 /// optional members (`contract`, `mandate`, `asiento`, `cotizacion_sha256`, `chain`, …) are kept
 /// as they are and signed.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,12 +58,15 @@ pub struct Receipt {
     /// Who operated.
     pub from: Address,
     pub issued: Timestamp,
+    /// What became of the movement: only `done` proves it happened.
+    pub status: Status,
     raw: Object,
 }
 
 impl Receipt {
-    /// The house signs a receipt for operation `op` (envelope `of`, hash `op_sha256`) by `from`;
-    /// `extra` carries the rest (`contract`, `asiento`, `chain`, …).
+    /// The house signs a receipt for operation `op` (envelope `of`, hash `op_sha256`) by `from`,
+    /// saying what became of it (`status`); `extra` carries the rest (`contract`, `asiento`,
+    /// `chain`, …).
     #[allow(clippy::too_many_arguments)]
     pub fn sign(
         house: &str,
@@ -43,6 +75,7 @@ impl Receipt {
         op_sha256: &str,
         from: &Address,
         issued: Timestamp,
+        status: Status,
         extra: Object,
         house_key: &SigningKey,
     ) -> Result<Receipt, Error> {
@@ -55,6 +88,7 @@ impl Receipt {
             ("op_sha256", op_sha256.into()),
             ("from", from.as_str().into()),
             ("issued", issued.to_rfc3339().into()),
+            ("status", status.as_str().into()),
         ] {
             doc.insert(k.to_owned(), v);
         }
@@ -72,6 +106,10 @@ impl Receipt {
         check_id(&of)?;
         let op_sha256 = field::str(&raw, "op_sha256")?.to_owned();
         check_sha256_hex(&op_sha256, "op_sha256")?;
+        // A receipt without a status could be a movement that waits or was declined: it proves
+        // nothing, so it is not read as a receipt at all.
+        let status = Status::parse(field::str(&raw, "status")?)
+            .ok_or_else(|| Error::malformed("a receipt's status is done, pending or declined"))?;
         if let Some(q) = field::opt_str(&raw, "cotizacion_sha256")? {
             check_sha256_hex(q, "cotizacion_sha256")?;
         }
@@ -82,6 +120,7 @@ impl Receipt {
             op_sha256,
             from: Address::parse(field::str(&raw, "from")?)?,
             issued: Timestamp::parse(field::str(&raw, "issued")?)?,
+            status,
             raw,
         })
     }

@@ -7,7 +7,7 @@ use nyx5_proto::crypto::{Context, EncSecret, SigningKey};
 use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
 use nyx5_proto::json::{self, obj};
 use nyx5_proto::quote::{ContractKind, Quote, QuoteDraft, Referrer};
-use nyx5_proto::receipt::{Notice, Receipt, notice};
+use nyx5_proto::receipt::{self, Notice, Receipt, notice};
 use nyx5_proto::relay::RelayHeader;
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::{
@@ -646,9 +646,31 @@ fn receipts_and_delivery_notices() {
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
     let op = message(&ana, &[&bo], "op").sign(&ana.sig).unwrap();
     let extra = obj([("contract", "c-1".into()), ("chain", Value::Array(vec!["m-1".into()]))]);
-    let r =
-        Receipt::sign("sigo.uk", op.id(), "accept", &op.sha256_hex(), ana.card.address(), NOW, extra, &h.key).unwrap();
+    let r = Receipt::sign(
+        "sigo.uk",
+        op.id(),
+        "accept",
+        &op.sha256_hex(),
+        ana.card.address(),
+        NOW,
+        receipt::Status::Done,
+        extra,
+        &h.key,
+    )
+    .unwrap();
     let keys = [h.key.public()];
+    assert_eq!(r.status, receipt::Status::Done);
+    assert_eq!(r.object().get("status"), Some(&Value::from("done")));
+    // A receipt states what became of its movement: one without a status, or with one it does
+    // not know, is not a receipt.
+    for bad in [None, Some("ok"), Some("DONE")] {
+        let mut o = r.object().clone();
+        match bad {
+            Some(b) => o.insert("status".into(), b.into()),
+            None => o.remove("status"),
+        };
+        assert!(Receipt::from_object(o).is_err(), "{bad:?}");
+    }
     assert!(Receipt::from_object(r.object().clone()).unwrap().verify(&keys).is_ok());
     let mut forged = r.object().clone();
     forged.insert("contract".into(), "c-2".into());

@@ -246,6 +246,9 @@ fn answer_in(
             ("receipt", r.to_value()),
             ("receipt_envelope", m.get("id").cloned().unwrap_or(Value::Null)),
             ("receipt_verified", Value::Bool(true)),
+            // What became of the movement: only `done` means it happened (a verified `pending`
+            // receipt proves a hold, not a payment).
+            ("receipt_status", r.status.as_str().into()),
         ]))));
     }
     // A bounce: a verified notice of this very envelope (its SHA-256) from the agent's own
@@ -297,8 +300,14 @@ pub(crate) fn operate_human(v: &Value) -> String {
             text(&o, "id")
         );
     };
+    // The receipt says what became of the movement: only `done` means it happened.
+    let status = match text(r, "status") {
+        "pending" => "waits for approval (only a hold moved)",
+        "declined" => "was declined (nothing moved)",
+        _ => "done",
+    };
     let mut s = format!(
-        "{} done at {}: receipt {} verified\n",
+        "{} {status} at {}: receipt {} verified\n",
         text(&o, "op"),
         text(&o, "house"),
         show(&o, "receipt_envelope")

@@ -16,6 +16,7 @@ use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::libro::{CURRENCY, ESCROW_PREFIX, Line};
 use nyx5_proto::quote::ContractKind;
+use nyx5_proto::receipt;
 use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value};
 
 use super::kernel::{
@@ -255,6 +256,21 @@ pub enum PendingWrite {
     Insert(Box<Pending>),
     /// The approval as it becomes; the batch guards that it still has its version.
     Update(Box<Pending>),
+}
+
+/// What a decision's receipt says became of its movement: `done` unless the decision leaves an
+/// approval waiting (`pending`: only a hold moved) or declines one (`declined`: the hold went
+/// back). An approval that completes is the movement done.
+pub fn receipt_status(d: &Decision) -> receipt::Status {
+    match &d.pending {
+        Some(PendingWrite::Insert(p) | PendingWrite::Update(p)) => match p.state.as_str() {
+            "approved" => receipt::Status::Done,
+            "pending" => receipt::Status::Pending,
+            // Declined, or anything else an approval can end as: nothing moved.
+            _ => receipt::Status::Declined,
+        },
+        None => receipt::Status::Done,
+    }
 }
 
 /// A movement an authority with an hourly limit counts.

@@ -1,9 +1,10 @@
 //! An agent's public history (spec §21, docs/SPEC.md §21): counts over its contracts, pure.
 //! Only terminal contracts count (tokens that moved), 0 of 0 is `null`, and nothing names a
-//! counterparty or a concept.
+//! counterparty or a concept. A bond counts only when a judge free of its bondholder closed it
+//! (docs/decisions/34-libro-b.md).
 
 use nyx5_proto::json::obj;
-use nyx5_proto::{Object, Value};
+use nyx5_proto::{Address, Object, Value};
 
 /// One contract as the history sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,10 +18,55 @@ pub struct Fact {
     pub bonding: bool,
     /// The bond vouches for someone.
     pub vouching: bool,
-    /// A bond that went back to its bondholder because it expired: nobody judged the claim.
-    pub expired: bool,
+    /// A bond closed by a judge free of its bondholder ([`judged`]): released or forfeited by
+    /// its verifier or arbiter, neither its bondholder's kin. A bond that went back because it
+    /// expired, or that its bondholder took back, or that a puppet released, was judged by
+    /// nobody.
+    pub judged: bool,
+    /// A posted bond someone free of its bondholder could forfeit ([`exposed`]).
+    pub exposed: bool,
     /// An escrow its buyer took back before any delivery: nobody judged the seller.
     pub cancelled: bool,
+}
+
+/// The agent at the top of `a`'s delegations: a dotted name is always a subagent's (spec §1), so
+/// `x.y.bob@d`'s root is `bob@d`, whatever house it lives at.
+pub fn root(a: &Address) -> Address {
+    let mut a = a.clone();
+    while let Some(parent) = a.parent() {
+        a = parent;
+    }
+    a
+}
+
+/// Whether `judge` is free of `holder` as far as the house `house` can vouch, from names alone:
+/// an agent of this house (registered under its own rules; an agent of another site may be one
+/// its holder minted on a house it runs, which this house cannot tell), and not of the holder's
+/// delegation tree (same root: the holder itself, its subagents, its parent and their siblings).
+pub fn independent(holder: &Address, judge: &Address, house: &str) -> bool {
+    judge.domain() == house && root(holder) != root(judge)
+}
+
+/// Whether a bond's closing step was a judgement: a `release` or `forfeit` by its verifier or
+/// its arbiter, that agent [`independent`] of the bondholder. The bondholder's own release after
+/// `expires` and the house's expiry are not; neither is a puppet's verdict.
+pub fn judged(
+    holder: &Address,
+    verifier: Option<&Address>,
+    arbiter: Option<&Address>,
+    closing_op: &str,
+    closed_by: &Address,
+    house: &str,
+) -> bool {
+    matches!(closing_op, "release" | "forfeit")
+        && (verifier == Some(closed_by) || arbiter == Some(closed_by))
+        && independent(holder, closed_by, house)
+}
+
+/// Whether a posted bond is at stake: its verifier or its arbiter is [`independent`] of the
+/// bondholder, so someone it does not control could forfeit it.
+pub fn exposed(holder: &Address, verifier: Option<&Address>, arbiter: Option<&Address>, house: &str) -> bool {
+    [verifier, arbiter].into_iter().flatten().any(|j| independent(holder, j, house))
 }
 
 fn ratio(num: i64, den: i64) -> Value {
@@ -44,8 +90,9 @@ pub fn summarize(facts: &[Fact]) -> Object {
         let terminal = super::kernel::terminal(state);
         match f.kind.as_str() {
             // Facts nobody judged say nothing about anyone: a buyer's cancellation before any
-            // delivery (free to make, so it cannot count against a seller), a bond left to expire.
-            _ if f.cancelled || f.expired => {}
+            // delivery (free to make, so it cannot count against a seller); a bond left to
+            // expire, taken back by its bondholder, or closed by the bondholder's puppet.
+            _ if f.cancelled => {}
             "spot" | "escrow" | "metered" if terminal => {
                 if f.selling {
                     sold += 1;
@@ -67,8 +114,10 @@ pub fn summarize(facts: &[Fact]) -> Object {
             }
             "bond" if f.bonding => {
                 if state == "posted" {
-                    at_stake = at_stake.saturating_add(f.amount);
-                } else if terminal {
+                    if f.exposed {
+                        at_stake = at_stake.saturating_add(f.amount);
+                    }
+                } else if terminal && f.judged {
                     bonds += 1;
                     bond_tokens = bond_tokens.saturating_add(f.amount);
                     if state == "forfeited" {
@@ -140,7 +189,8 @@ mod tests {
             buying: !selling && !bonding,
             bonding,
             vouching: false,
-            expired: false,
+            judged: true,
+            exposed: true,
             cancelled: false,
         }
     }
@@ -211,12 +261,55 @@ mod tests {
 
     #[test]
     fn what_nobody_judged_counts_for_nothing() {
-        let expired = Fact { expired: true, ..fact("bond", "released", 5, false, true) };
+        let expired = Fact { judged: false, ..fact("bond", "released", 5, false, true) };
         let cancelled = Fact { cancelled: true, ..fact("escrow", "refunded", 9, true, false) };
         let s = summarize(&[expired, cancelled]);
         assert_eq!(at(&s, &["afirmando", "fianzas"]), &Value::from(0_i64));
         assert_eq!(at(&s, &["vendiendo", "devueltos"]), &Value::from(0_i64));
         assert_eq!(at(&s, &["resumen", "veracidad"]), &Value::Null);
         assert_eq!(at(&s, &["resumen", "cumplimiento"]), &Value::Null);
+    }
+
+    fn a(text: &str) -> Address {
+        Address::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_judge_is_free_of_the_holder_only_at_this_house_and_outside_its_tree() {
+        let house = "h.test";
+        let local = a("ana@h.test");
+        // Itself, its subagents, its parent's tree: kin, wherever the holder is.
+        for kin in ["ana@h.test", "v.ana@h.test", "x.v.ana@h.test"] {
+            assert!(!independent(&local, &a(kin), house), "{kin}");
+            assert!(!independent(&a(kin), &local, house), "{kin}");
+        }
+        assert!(!independent(&a("v.ana@h.test"), &a("w.ana@h.test"), house));
+        // Another tree of this house: free, for a local holder and a foreign one alike.
+        assert!(independent(&local, &a("cy@h.test"), house));
+        assert!(independent(&local, &a("x.cy@h.test"), house));
+        assert!(independent(&a("bo@b.test"), &a("cy@h.test"), house));
+        // Another house's agent: this house cannot tell it from one the holder minted there.
+        for foreign in ["cy@b.test", "cy@c.test", "cy@mail.h.test", "cy@h.test.evil"] {
+            assert!(!independent(&local, &a(foreign), house), "{foreign}");
+            assert!(!independent(&a("bo@b.test"), &a(foreign), house), "{foreign}");
+        }
+    }
+
+    #[test]
+    fn only_a_free_judges_verdict_judges_a_bond() {
+        let (holder, house) = (a("ana@h.test"), "h.test");
+        let (cy, puppet) = (a("cy@h.test"), a("v.ana@h.test"));
+        assert!(judged(&holder, Some(&cy), None, "release", &cy, house));
+        assert!(judged(&holder, Some(&cy), None, "forfeit", &cy, house));
+        assert!(judged(&holder, Some(&puppet), Some(&cy), "release", &cy, house));
+        // The holder taking it back after expiry, the house's expiry, a puppet's release.
+        assert!(!judged(&holder, Some(&cy), None, "release", &holder, house));
+        assert!(!judged(&holder, Some(&cy), None, "expire", &a("libro@h.test"), house));
+        assert!(!judged(&holder, Some(&puppet), None, "release", &puppet, house));
+        assert!(!judged(&holder, Some(&holder), None, "release", &holder, house));
+        // Someone who is not its verifier or arbiter closed it: no verdict.
+        assert!(!judged(&holder, Some(&cy), None, "release", &a("eve@h.test"), house));
+        assert!(exposed(&holder, Some(&puppet), Some(&cy), house));
+        assert!(!exposed(&holder, Some(&puppet), None, house));
     }
 }

@@ -19,6 +19,9 @@ use super::op::{Bond, MandateOp, Op};
 
 /// Most active mandates one grantor may hold granted.
 pub const MAX_ACTIVE_MANDATES: i64 = 1000;
+/// Most holders of mandates under a revoked one that are sent its receipt (distinct grantees,
+/// nearest first); the others learn it at their next charge (409).
+pub const MAX_CASCADE_NOTICES: i64 = 100;
 
 /// The refusal of a creating operation by a stranger to this Libro (402).
 pub fn stranger(who: &Address, rules: &Rules) -> Error {
@@ -349,6 +352,10 @@ pub struct Facts {
     pub pending_count: i64,
     /// Approvals of the operator's movements kept, waiting or decided.
     pub approvals_kept: i64,
+    /// For a revoke: the grantees of the active mandates under the one named (at most
+    /// [`MAX_CASCADE_NOTICES`], distinct), and how many active mandates are under it in all.
+    pub below: Vec<Address>,
+    pub below_count: i64,
 }
 
 impl Facts {
@@ -439,10 +446,12 @@ pub enum MandateWrite {
         links: Vec<(String, i64)>,
         amount: i64,
     },
-    /// This mandate and everything under it are revoked (guarded by its version).
+    /// This mandate and everything under it are revoked (guarded by its version, and by the
+    /// number of active mandates under it: those told of it are those revoked).
     Revoke {
         id: String,
         version: i64,
+        below: i64,
     },
     /// `spent` of these mandates falls by `amount`: what a charge waiting for approval reserved,
     /// given back (declined, expired). The approval's own guard makes it happen once.
@@ -824,9 +833,14 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             }
             let mut revoked = m.clone();
             revoked.active = false;
-            d.mandates.push(MandateWrite::Revoke { id: m.id.clone(), version: m.version });
+            d.mandates.push(MandateWrite::Revoke { id: m.id.clone(), version: m.version, below: facts.below_count });
             push_party(&mut d.parties, Some(m.grantor.clone()));
             push_party(&mut d.parties, Some(m.grantee.clone()));
+            // The cascade stops every mandate under it: their holders hear of it as the direct
+            // holder does (their grantors are holders above them, or the revoked one's grantee).
+            for holder in &facts.below {
+                push_party(&mut d.parties, Some(holder.clone()));
+            }
             d.receipt.insert("mandate".into(), revoked.to_value());
         }
         Op::Balance => {

@@ -350,6 +350,20 @@ impl<D: Db, N: Net> House<D, N> {
             env.check_not_expired(now)?;
             // This house's agents have an account here by being registered.
             facts.known |= env.from().domain() == self.config.domain;
+            // A revoke stops every mandate under the one it names: their holders hear of it.
+            if let Op::Revoke { mandate } = op {
+                let below = store::below(&self.db, mandate, kernel::MAX_CASCADE_NOTICES).await?;
+                facts.below_count = below.as_ref().and_then(|r| r.int("n")).unwrap_or(0);
+                facts.below = below
+                    .as_ref()
+                    .and_then(|r| r.text("holders"))
+                    .and_then(|t| Value::parse_str(t).ok())
+                    .and_then(|v| v.as_array().map(<[Value]>::to_vec))
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|v| v.as_str().and_then(|a| Address::parse(a).ok()))
+                    .collect();
+            }
             if !checked {
                 // A stranger's creating operation is refused before anything is fetched for it.
                 if !facts.known && op.creates() {
@@ -499,6 +513,7 @@ impl<D: Db, N: Net> House<D, N> {
             &env.sha256_hex(),
             env.from(),
             now,
+            authority::receipt_status(d),
             extra,
             &self.config.key,
         )?;
@@ -636,7 +651,7 @@ impl<D: Db, N: Net> House<D, N> {
                         stmts.extend(store::spend(id, *version, *amount));
                     }
                 }
-                MandateWrite::Revoke { id, version } => stmts.extend(store::revoke(id, *version)),
+                MandateWrite::Revoke { id, version, below } => stmts.extend(store::revoke(id, *version, *below)),
                 MandateWrite::Unspend { links, amount } => stmts.push(store::unspend(links, *amount)),
             }
         }

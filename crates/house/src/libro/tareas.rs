@@ -173,7 +173,11 @@ pub fn is_uuid(id: &str) -> bool {
         && id
             .bytes()
             .enumerate()
-            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
+            // Lower case only, as pinned: `is_ascii_hexdigit` takes `A-F` too, and the same UUID
+            // in upper case is another contract id naming the same page on a case-blind host.
+            .all(
+                |(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { matches!(b, b'0'..=b'9' | b'a'..=b'f') },
+            )
 }
 
 /// The task id a quote's terms name.
@@ -276,7 +280,9 @@ impl<D: Db, N: Net> House<D, N> {
             return Err(Error::malformed(format!("the quote is for the Libro of {}, not this house's", q.house)));
         }
         if !is_uuid(&q.id) {
-            return Err(Error::malformed("a quote to tareas@ has a UUID as its id: a task's URLs may name it"));
+            return Err(Error::malformed(
+                "a quote to tareas@ has a UUID in lower case as its id: a task's URLs may name it",
+            ));
         }
         let now = self.now();
         if nyx5_proto::sign::Signature::read(q.object(), "signature")?.kid != sender.sig() {
@@ -351,6 +357,8 @@ mod tests {
             "6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5",
             "6f1f2c8a1c7e-4d6b-9d3e-0a1b2c3d4e5f0",
             "6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5g",
+            "6F1F2C8A-1C7E-4D6B-9D3E-0A1B2C3D4E5F",
+            "6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5F",
         ] {
             assert!(!is_uuid(id), "{id}");
         }

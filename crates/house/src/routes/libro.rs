@@ -15,7 +15,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response, percent_decode};
-use crate::libro::history::{Fact, summarize};
+use crate::libro::history::{self, Fact, summarize};
 use crate::libro::kernel::{Contract, Mandate};
 use crate::ports::{Db, Net, Row};
 use crate::routes::agents::page_param;
@@ -171,6 +171,24 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<
         .await?
         .iter()
         .filter_map(|r| {
+            // A bond's parties and who closed it, for whether a judge free of its bondholder
+            // closed it; anything unreadable judges nothing.
+            let who = |name: &str| r.text(name).and_then(|t| Address::parse(t).ok());
+            let (holder, verifier, arbiter) = (who("bondholder"), who("verifier"), who("arbiter"));
+            let house_domain = house.config.domain.as_str();
+            let judged = match (&holder, who("closed_by")) {
+                (Some(h), Some(by)) => history::judged(
+                    h,
+                    verifier.as_ref(),
+                    arbiter.as_ref(),
+                    r.text("closing_op").unwrap_or_default(),
+                    &by,
+                    house_domain,
+                ),
+                _ => false,
+            };
+            let exposed =
+                holder.as_ref().is_some_and(|h| history::exposed(h, verifier.as_ref(), arbiter.as_ref(), house_domain));
             Some(Fact {
                 kind: r.text("kind")?.to_owned(),
                 state: r.text("state")?.to_owned(),
@@ -179,7 +197,8 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<
                 buying: r.int("buying") == Some(1),
                 bonding: r.int("bonding") == Some(1),
                 vouching: r.int("vouching") == Some(1),
-                expired: r.int("expired") == Some(1),
+                judged,
+                exposed,
                 cancelled: r.int("cancelled") == Some(1),
             })
         })

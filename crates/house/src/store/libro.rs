@@ -20,6 +20,9 @@ pub const RACES: &[&str] = &[
     "balance_negative",
     "mandate_spent",
 ];
+/// A batch that would take a balance past 2^53 - 1 (or casa@'s below its negative), the largest
+/// integer a JSON reader holds exactly (migration 0017): refused, never retried.
+pub const BALANCE_MAX: &str = "balance_max";
 /// An operation envelope already done.
 pub const OP_DONE: &str = "libro_ops.envelope_id";
 /// An entry for this cause is already posted.
@@ -190,7 +193,9 @@ pub async fn history_rows<D: Db>(db: &D, who: &str) -> Result<Vec<Row>, Error> {
         stmt!(
             "SELECT kind, state, amount, seller = ?1 AS selling, buyer = ?1 AS buying,
                     bondholder = ?1 AS bonding, vouchee IS NOT NULL AS vouching,
-                    json_extract(record, '$.history[#-1].op') = 'expire' AS expired,
+                    bondholder, verifier, arbiter,
+                    json_extract(record, '$.history[#-1].op') AS closing_op,
+                    json_extract(record, '$.history[#-1].by') AS closed_by,
                     (state = 'refunded' AND json_extract(record, '$.history[#-1].by') = buyer
                      AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(record, '$.history'))
                                       WHERE json_extract(value, '$.op') = 'deliver')) AS cancelled
@@ -427,7 +432,7 @@ pub fn unspend(links: &[String], amount: i64) -> Stmt {
 }
 
 /// Mandate `id` (if it still has `version`) and every active mandate under it are revoked.
-pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
+pub fn revoke(id: &str, version: i64, below: i64) -> [Stmt; 3] {
     [
         guard!(
             "libro_version",
@@ -435,12 +440,46 @@ pub fn revoke(id: &str, version: i64) -> [Stmt; 2] {
             id,
             version
         ),
+        // The mandates under it are those read (and told): one granted meanwhile fails the batch,
+        // which is read and decided again.
+        guard!(
+            "libro_below",
+            "(WITH RECURSIVE under(id) AS (
+                SELECT id FROM libro_mandates WHERE parent = ?1 AND state = 'active'
+                UNION ALL
+                SELECT m.id FROM libro_mandates m JOIN under u ON m.parent = u.id WHERE m.state = 'active')
+              SELECT count(*) FROM under) = ?2",
+            id,
+            below
+        ),
         stmt!(
             "UPDATE libro_mandates SET state = 'revoked', version = version + 1
               WHERE state = 'active' AND (id = ?1 OR EXISTS (SELECT 1 FROM json_each(chain) WHERE value = ?1))",
             id
         ),
     ]
+}
+
+/// The active mandates under mandate `id` (through `parent`, at any depth): `n`, how many, and
+/// `holders`, a JSON list of their distinct grantees, nearest first, at most `limit`.
+pub async fn below<D: Db>(db: &D, id: &str, limit: i64) -> Result<Option<Row>, Error> {
+    one(
+        db,
+        stmt!(
+            "WITH RECURSIVE under(id, depth) AS (
+                SELECT id, 1 FROM libro_mandates WHERE parent = ?1 AND state = 'active'
+                UNION ALL
+                SELECT m.id, u.depth + 1 FROM libro_mandates m JOIN under u ON m.parent = u.id
+                 WHERE m.state = 'active')
+             SELECT (SELECT count(*) FROM under) AS n,
+                    (SELECT json_group_array(grantee) FROM
+                       (SELECT m.grantee, min(u.depth) AS d FROM under u JOIN libro_mandates m ON m.id = u.id
+                         GROUP BY m.grantee ORDER BY d, m.grantee LIMIT ?2)) AS holders",
+            id,
+            limit
+        ),
+    )
+    .await
 }
 
 /// A receipt into a local agent's mailbox (the house's own mail: no quota), if the agent

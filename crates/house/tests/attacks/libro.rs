@@ -289,3 +289,129 @@ fn a_buyers_cancellation_and_an_expired_bond_count_for_nothing_in_history() {
     let a = buyer.as_object().unwrap()["afirmando"].as_object().unwrap().clone();
     assert_eq!((a["fianzas"].as_safe_integer(), a["intactas"].as_safe_integer()), (Some(0), Some(0)));
 }
+
+/// Issue 34 §4: five "intact" bonds of 5,000 tok cost nothing. A bondholder taking its own bond
+/// back once it expired counted as intact, and a verifier that is the bondholder's puppet (its
+/// subagent, or an agent of a house it runs) released bonds at once. Only a verdict by a judge
+/// free of the bondholder (of this house, outside its tree) counts, and only a bond such a judge
+/// could forfeit is at stake.
+#[test]
+fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
+    let (w, h, b) = two_houses();
+    let p = people(&h, &[("ana@a.test", 51), ("cy@a.test", 52)]);
+    let (ana, cy) = (&p[0], &p[1]);
+    // ana's puppet: a subagent she delegates, registered by the operator.
+    let puppet = Agent::new("v.ana@a.test", 53);
+    let d = nyx5_proto::card::Delegation::sign(
+        &ana.address,
+        &puppet.address,
+        &puppet.sig.public(),
+        &nyx5_proto::card::Scope::default(),
+        None,
+        h.now(),
+        &ana.sig,
+    )
+    .unwrap();
+    let body = puppet.registration(&h, &[("delegation", d.to_value())]);
+    json(&call(&h, "POST", "/agents", &[("authorization", &admin(&h))], &body), 201);
+    topup(&h, "ana@a.test", 60_000);
+    let bond = |verifier: &str, expires: Option<i64>| {
+        let mut b = obj([
+            ("op", "bond".into()),
+            ("amount", 5_000.into()),
+            ("claim", "my work is sound".into()),
+            ("verifier", verifier.into()),
+        ]);
+        if let Some(at) = expires {
+            b.insert("expires".into(), Timestamp(at).to_rfc3339().into());
+        }
+        b
+    };
+    let release = |c: &str| obj([("op", "release".into()), ("contract", c.into())]);
+    // Five bonds the puppet releases at once, and one it keeps standing.
+    for i in 0..5 {
+        assert_eq!(op(&h, ana, &format!("pb-{i}"), bond("v.ana@a.test", None)), 200);
+        assert_eq!(op(&h, &puppet, &format!("pr-{i}"), release(&format!("pb-{i}"))), 200);
+    }
+    assert_eq!(op(&h, ana, "pb-standing", bond("v.ana@a.test", None)), 200);
+    // A puppet on a house ana could run herself (b.test): a stranger here, it may release what
+    // names it, and does at once. This house cannot tell it from a free judge: it counts nothing.
+    let far = Agent::new("pup@b.test", 56);
+    json(&enrol(&b, &far, &[]), 201);
+    for i in 0..2 {
+        assert_eq!(op(&h, ana, &format!("fb-{i}"), bond("pup@b.test", None)), 200);
+        assert_eq!(op(&h, &far, &format!("fr-{i}"), release(&format!("fb-{i}"))), 200);
+    }
+    // A bond cy verifies, taken back by ana herself once it expired (before the tick came).
+    let soon = START + 1_000;
+    assert_eq!(op(&h, ana, "xb-1", bond("cy@a.test", Some(soon))), 200);
+    w.clock.advance(2_000);
+    let now = |who: &Agent, id: &str, body: Object| {
+        let env = libro_op(&who.address, "a.test", id, w.clock.now(), body).build().unwrap().sign(&who.sig).unwrap();
+        code(&operate_with(&h, who, &env))
+    };
+    assert_eq!(now(ana, "xr-1", release("xb-1")), 200);
+    let state = |id: &str| {
+        let row = block_on(nyx5_house::store::libro::contract(&h.db, id)).unwrap().unwrap();
+        let record = Value::parse_str(row.text("record").unwrap()).unwrap();
+        record.as_object().unwrap()["state"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(state("xb-1"), "released", "ana took it back herself");
+    // One bond cy judged: released by cy, who is free of ana. It alone counts.
+    assert_eq!(now(ana, "cb-1", bond("cy@a.test", None)), 200);
+    assert_eq!(now(cy, "cr-1", release("cb-1")), 200);
+    // One standing bond cy could forfeit: at stake, unlike the puppet's.
+    assert_eq!(now(ana, "cb-2", bond("cy@a.test", None)), 200);
+
+    let doc = json(&call_raw(&h, "GET", "/agents/ana/historial", &[], vec![]), 200);
+    let member = |m: &str, k: &str| doc.as_object().unwrap()[m].as_object().unwrap()[k].clone();
+    let counted = ["fianzas", "intactas", "ejecutadas", "tokens"].map(|k| member("afirmando", k).as_safe_integer());
+    assert_eq!(counted, [Some(1), Some(1), Some(0), Some(5_000)], "only cy's verdict counts");
+    assert_eq!(member("resumen", "veracidad"), Value::Number(1.0));
+    assert_eq!(member("resumen", "tokens_en_juego_ahora").as_safe_integer(), Some(5_000), "only cy's standing bond");
+}
+
+/// Issue 34 §4: a balance above 2^53 - 1 read as 0 and froze the account. No movement may take a
+/// balance past it: casa@ may owe at most that much (so what everyone else holds never passes
+/// it), and the batch that would is refused whole with a named reason (409), nothing moved.
+#[test]
+fn no_balance_passes_what_json_holds_exactly() {
+    let w = World::new();
+    let h = w.house("a.test", nyx5_house::Registration::Admin);
+    let p = people(&h, &[("ana@a.test", 54), ("bo@a.test", 55)]);
+    let (ana, bo) = (&p[0], &p[1]);
+    let max = nyx5_proto::limits::MAX_AMOUNT;
+    let topup_code = |who: &str, amount: i64| {
+        let body = obj([("address", who.into()), ("amount", amount.into())]);
+        call(&h, "POST", "/libro/topup", &[("authorization", &admin(&h))], &Value::Object(body))
+    };
+    let before = (balance(&h, "ana@a.test"), balance(&h, "bo@a.test"));
+    let issued = -balance(&h, "casa@a.test");
+    assert_eq!(topup_code("bo@a.test", 10).status, 200);
+    // All casa@ may still issue, and not one token more.
+    let room = max - issued - 10;
+    let refused = topup_code("ana@a.test", room + 1);
+    assert_eq!(refused.status, 409);
+    let e = refused.value().unwrap();
+    let e = e.as_object().unwrap();
+    assert_eq!(e["error"].as_str(), Some("conflict"));
+    assert!(e["reason"].as_str().unwrap().contains("2^53 - 1"), "{e:?}");
+    assert_eq!(balance(&h, "ana@a.test"), before.0, "nothing moved");
+    assert_eq!(topup_code("ana@a.test", room).status, 200);
+    assert_eq!(balance(&h, "casa@a.test"), -max);
+    assert_eq!(balance(&h, "ana@a.test"), before.0 + room);
+    assert_eq!(topup_code("bo@a.test", 1).status, 409, "casa@ owes all it may");
+    // Near the top every account still reads and moves: bo buys from ana, ana bonds.
+    let q = quote(ana, &bo.address, "q-top", ContractKind::Spot, |_| {});
+    assert_eq!(op(&h, bo, "acc-top", obj([("op", "accept".into()), ("quote", q)])), 200);
+    let got = balance(&h, "ana@a.test");
+    assert!(got > before.0 + room && got <= max, "{got}");
+    let bond = obj([
+        ("op", "bond".into()),
+        ("amount", (got - 1).into()),
+        ("claim", "sound".into()),
+        ("verifier", "bo@a.test".into()),
+    ]);
+    assert_eq!(op(&h, ana, "bond-top", bond), 200, "an account near the top is not frozen");
+    assert_eq!(balance(&h, "ana@a.test"), 1);
+}

@@ -142,9 +142,18 @@ fn no_signature_verifies_as_a_document_of_another_kind() {
     let notice = mailbox(&h, &mallory).into_iter().find(|e| e.from().local() == "postmaster").expect("a bounce");
     all.push(member(notice.object(), "signature", Context::Envelope));
     // A Libro receipt.
-    let receipt =
-        Receipt::sign("h.test", "e1", "pay", &"0".repeat(64), &mallory.address, h.now(), Object::new(), &h.config.key)
-            .unwrap();
+    let receipt = Receipt::sign(
+        "h.test",
+        "e1",
+        "pay",
+        &"0".repeat(64),
+        &mallory.address,
+        h.now(),
+        nyx5_proto::receipt::Status::Done,
+        Object::new(),
+        &h.config.key,
+    )
+    .unwrap();
     all.push(member(receipt.object(), "signature", Context::Receipt));
     // A push, as the webhook got it: mallory writes to herself.
     json(&mallory.send(&h, &envelope(&mallory, "e2", &[&mallory.address], |_| {})), 202);
