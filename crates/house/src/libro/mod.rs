@@ -238,17 +238,49 @@ impl<D: Db, N: Net> House<D, N> {
             .map_or_else(|| Outcome::Rejected(internal("no answer from the Libro")), |(_, o)| o))
     }
 
-    /// The statement counting an operation by `from` in its site's window of operations this
+    /// The statement counting an operation `op` by `from` in its window of operations this
     /// minute; none for the house's own agents, each of whose operations follows from a counted
-    /// operation or mail.
-    fn count_operation(&self, from: &Address, at: i64) -> Option<Stmt> {
+    /// operation or mail. A local agent is counted with its subagents, under its root agent's
+    /// address; an agent of another house under its sending site. Reads, settlements and the
+    /// rest count apart ([`Op::budget`]): one agent's flood of statements leaves every other
+    /// agent's budget, and its own settlements, as they were.
+    fn count_operation(&self, from: &Address, op: &Op, at: i64) -> Option<Stmt> {
         (!self.is_system(from)).then(|| {
             crate::store::agents::count_in_window(
-                &format!("libro:{}", crate::site::site(from.domain())),
+                &self.operation_bucket(from, op),
                 at / 60_000,
                 self.config.inbound_per_domain_per_minute,
             )
         })
+    }
+
+    /// The window [`House::count_operation`] counts in: `libro:<budget>:<who>`, where `who` is
+    /// a local agent's root address (`a.b.ana@h` → `ana@h`) or another house's site.
+    pub fn operation_bucket(&self, from: &Address, op: &Op) -> String {
+        format!("libro:{}:{}", op.budget(), self.operation_counter(from))
+    }
+
+    /// Who an operation by `from` is counted against: a local agent's root address, or the
+    /// sending site of an agent of another house.
+    fn operation_counter(&self, from: &Address) -> String {
+        if from.domain() == self.config.domain {
+            let local = from.local();
+            format!("{}@{}", local.rsplit('.').next().unwrap_or(local), from.domain())
+        } else {
+            crate::site::site(from.domain()).to_owned()
+        }
+    }
+
+    /// The refusal when `from` has used its budget of `op`'s kind for this minute.
+    fn too_many(&self, from: &Address, op: &Op) -> Error {
+        Error::new(
+            ErrorKind::RateLimited,
+            format!(
+                "too many {} operations from {} this minute; try again shortly",
+                op.budget(),
+                self.operation_counter(from)
+            ),
+        )
     }
 
     /// The card of one of the house's own agents, by local part.
@@ -287,10 +319,10 @@ impl<D: Db, N: Net> House<D, N> {
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
-        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), at)).collect();
+        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at)).collect();
         match self.db.batch(stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                Outcome::Rejected(too_many(env.from()))
+                Outcome::Rejected(self.too_many(env.from(), op))
             }
             Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
                 Ok(Some(row)) => {
@@ -374,7 +406,8 @@ impl<D: Db, N: Net> House<D, N> {
                 },
                 _ => kernel::decide(op, &ctx, &rules, &facts, &entry_id)?,
             };
-            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head).await?;
+            let consenting = consenting(&facts, &decision);
+            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head, &consenting).await?;
             match self.db.batch(stmts).await {
                 Ok(_) => {
                     if queues {
@@ -388,7 +421,7 @@ impl<D: Db, N: Net> House<D, N> {
                     return done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                    return Err(too_many(env.from()));
+                    return Err(self.too_many(env.from(), op));
                 }
                 // Another claim took the desk's quota between its check and this batch.
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::TAREAS_QUOTA => {
@@ -475,6 +508,7 @@ impl<D: Db, N: Net> House<D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
+        consenting: &[Address],
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
         let mut queues = false;
@@ -513,7 +547,7 @@ impl<D: Db, N: Net> House<D, N> {
         ));
         // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
         // house's own agents (verdicts, the desk's acceptances) are not held to it.
-        stmts.extend(self.count_operation(env.from(), now.millis()));
+        stmts.extend(self.count_operation(env.from(), op, now.millis()));
         // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
         // before the contract's own row (docs/SPEC.md §23).
         if let Op::Accept { quote } = op
@@ -641,7 +675,22 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         let casa = house_account(&self.config.domain);
+        // Whoever did not agree to hear from the operator hears of its operation only as its
+        // mail would reach them: their inbox's policy decides (issue 34).
+        let strangers: Vec<&str> = d
+            .parties
+            .iter()
+            .filter(|p| p.domain() == self.config.domain && *p != env.from() && !consenting.contains(p))
+            .filter(|p| p.as_str() != casa && !self.is_system(p))
+            .map(Address::local)
+            .collect();
+        let closed = self.closed_inboxes(env, &strangers).await?;
+        let blocks = Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
+            .canonical_string();
         for party in d.parties.iter().filter(|p| p.as_str() != casa && !self.is_system(p)) {
+            if party.domain() == self.config.domain && closed.iter().any(|c| c == party.local()) {
+                continue;
+            }
             let content = Content::new(receipt::MEDIA, receipt.to_value());
             let id = self.derived_id("receipt", env.id(), party.as_str());
             let mut draft = Draft::new(id, self.libro_address()?, vec![party.clone()], now, content);
@@ -650,20 +699,16 @@ impl<D: Db, N: Net> House<D, N> {
             draft.thread = env.thread().map(str::to_owned);
             let signed = draft.build()?.sign(&self.config.key)?;
             if party.domain() == self.config.domain {
-                // A party who blocked the operator hears nothing from its operations.
+                // A party who blocked the operator (or an agent above it) hears nothing from its
+                // operations; anyone but the operator only within its mailbox's quota.
                 let text =
                     String::from_utf8(signed.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-                let blocks =
-                    Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
-                        .canonical_string();
-                stmts.push(store::deliver_local(
-                    party.local(),
-                    signed.id(),
-                    signed.from().as_str(),
-                    &text,
-                    now.millis(),
-                    &blocks,
-                ));
+                let (local, id, from, at) = (party.local(), signed.id(), signed.from().as_str(), now.millis());
+                if party == env.from() {
+                    stmts.push(store::deliver_local(local, id, from, &text, at, &blocks));
+                } else {
+                    stmts.extend(store::deliver_counted(local, id, from, &text, at, &blocks, self.config.quota()));
+                }
             } else {
                 stmts.extend(self.queue_from_libro(&signed, now)?);
                 queues = true;
@@ -1066,6 +1111,29 @@ impl<D: Db, N: Net> House<D, N> {
     }
 }
 
+/// The parties of decision `d` who agreed to hear from its operator, whatever their inbox
+/// says: the buyer and the seller of a contract made from a quote (the seller signed it for the
+/// buyer, the buyer accepted it), a bond's bondholder, the grantors of the mandate chain an
+/// operation names (they granted to its grantees) and the parties of the approval it decides.
+/// Anyone else it names (a bond's verifier or beneficiary, an arbiter, a referrer, a mandate's
+/// grantee) never asked for it, and hears of it as the operator's mail would reach them. Pure.
+fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
+    let mut out = Vec::new();
+    let written = match &d.contract {
+        Some(ContractWrite::Insert(c) | ContractWrite::Update(c)) => Some(c),
+        None => None,
+    };
+    if let Some(c) = written.or(facts.contract.as_ref()) {
+        let names: &[&str] = if c.kind == kernel::Kind::Bond { &["bondholder"] } else { &["buyer", "seller"] };
+        out.extend(names.iter().filter_map(|n| c.get(n)));
+    }
+    out.extend(facts.chain.iter().map(|m| m.grantor.clone()));
+    if let Some(p) = &facts.pending {
+        out.extend(p.parties());
+    }
+    out
+}
+
 /// The accounts an operation by `operator` may touch, as the facts query takes them: its own,
 /// the named contract's escrow, and the hold of the approval it decides.
 fn accounts_of(operator: &Address, op: &Op) -> String {
@@ -1082,16 +1150,6 @@ fn accounts_of(operator: &Address, op: &Op) -> String {
 /// The cause of `address`'s welcome gift.
 pub fn welcome_cause(address: &Address) -> String {
     format!("welcome:{address}")
-}
-
-/// An operation done before under this envelope id: the same envelope from the same operator is
-/// a duplicate (nothing changes); anything else under that id is a conflict.
-/// The refusal when `from`'s site has used its operations for this minute.
-fn too_many(from: &Address) -> Error {
-    Error::new(
-        ErrorKind::RateLimited,
-        format!("too many operations from {} this minute; try again shortly", from.domain()),
-    )
 }
 
 /// The operation an envelope carries: a clear `task` with the Libro's media type and a body
@@ -1111,6 +1169,8 @@ fn read_op(env: &Envelope) -> Result<Op, Error> {
     Op::parse(body)
 }
 
+/// An operation done before under this envelope id: the same envelope from the same operator is
+/// a duplicate (nothing changes); anything else under that id is a conflict.
 fn done_before(
     operator: Option<&str>,
     sha256: Option<&str>,

@@ -465,6 +465,63 @@ pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &st
     )
 }
 
+/// A receipt or notice from `libro@` about an operation of `sender`'s (`operator`), for a local
+/// party other than the operator: delivered as mail from the operator would be, within the
+/// mailbox's quota and past its block list (`blocks`, the operator's entries), or not at all —
+/// never failing the batch, so a full or closed mailbox holds up no settlement. Two statements:
+/// the envelope (with its `bytes`, so the quota counts it until it is acknowledged) when the
+/// agent exists, blocks none of `blocks` and has room; then its count in `mailbox_usage`, only
+/// if the first wrote it (an envelope id derived from the operation is written once).
+pub fn deliver_counted(
+    local: &str,
+    envelope_id: &str,
+    sender: &str,
+    envelope: &str,
+    now: i64,
+    blocks: &str,
+    quota: crate::store::mailbox::Quota,
+) -> [Stmt; 2] {
+    let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
+    [
+        stmt!(
+            concat!(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, envelope)
+                 SELECT ",
+                crate::store::mailbox::next_seq!(),
+                ", a.local, ?2, ?3, ?5, ?7, ?4 FROM agents AS a
+                 LEFT JOIN mailbox_usage AS u ON u.local = a.local
+                 WHERE a.local = ?1
+                   AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
+                                   AND entry IN (SELECT value FROM json_each(?6)))
+                   AND coalesce(u.envelopes, 0) + 1 <= ?8 AND coalesce(u.bytes, 0) + ?7 <= ?9
+                 ON CONFLICT (local, envelope_id) DO NOTHING"
+            ),
+            local,
+            envelope_id,
+            sender,
+            envelope,
+            now,
+            blocks,
+            bytes,
+            quota.max_envelopes,
+            quota.max_bytes
+        ),
+        stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes)
+             SELECT ?1, 1, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM mailbox WHERE local = ?1 AND envelope_id = ?2
+                                                      AND received_at = ?6 AND bytes = ?3)
+             ON CONFLICT (local) DO UPDATE SET envelopes = envelopes + 1, bytes = bytes + excluded.bytes,
+               max_envelopes = excluded.max_envelopes, max_bytes = excluded.max_bytes",
+            local,
+            envelope_id,
+            bytes,
+            quota.max_envelopes,
+            quota.max_bytes,
+            now
+        ),
+    ]
+}
+
 /// A guard that fails the batch unless every mandate of `chain` (a JSON list of ids) is active.
 pub fn chain_active(chain: &str) -> Stmt {
     guard!(
