@@ -295,3 +295,84 @@ fn a_block_of_an_agent_holds_its_subagents_mail() {
 
 #[allow(dead_code)]
 fn unused(_: Timestamp) {}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals kept
+
+/// cy offers the desk (`tareas@`) a task while the desk has not its price: refused 402. The
+/// operator tops the desk up; the same envelope comes again (a late copy): refused again, with
+/// the same code, and nothing is taken. (Before: the desk's 402 was answered before the Libro
+/// kept it, and the late copy was taken after the top-up.)
+#[test]
+fn an_accept_refused_for_want_of_money_stays_refused_after_a_top_up() {
+    use nyx5_proto::crypto::{hex, sha256};
+    let w = World::new();
+    let mut c = w.config(A, Registration::Admin);
+    c.verifica_enabled = true;
+    c.tareas_enabled = true;
+    w.fake("work.example", |_| nyx5_house::ports::OutResponse { status: 200, body: b"x".to_vec() });
+    let h = w.start(c);
+    let cy = agent(&h, "cy@a.test", 7);
+    let verify =
+        format!(r#"[{{"type":"sha256","url":"https://work.example/{{contract}}","expect":"{}"}}]"#, hex(&sha256(b"x")));
+    let task = obj([
+        ("id", "a".into()),
+        ("price", 10.into()),
+        ("statement", "do task a".into()),
+        ("verify", Value::parse_str(&verify).unwrap()),
+    ]);
+    let admin = "Bearer admin-a.test";
+    assert_eq!(call(&h, "POST", "/tareas", &[("authorization", admin)], &Value::Object(task)).status, 201);
+    let listed = json(&call(&h, "GET", "/tareas", &[], &Value::Null), 200);
+    let terms = listed.as_object().unwrap()["tasks"].as_array().unwrap()[0].as_object().unwrap()["terms"]
+        .as_object()
+        .unwrap()
+        .clone();
+    let desk = nyx5_proto::Address::parse("tareas@a.test").unwrap();
+    let q = QuoteDraft {
+        id: "0f1e2d3c-4b5a-4968-8776-65544332211f".into(),
+        house: A.into(),
+        seller: cy.address.clone(),
+        buyer: desk.clone(),
+        contract: ContractKind::Escrow,
+        price: 10,
+        currency: "tok".into(),
+        concept: "task a".into(),
+        terms: Some(terms),
+        arbiter: Some(nyx5_proto::Address::parse("verifica@a.test").unwrap()),
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&cy.sig)
+    .unwrap();
+    let env = Draft::new(
+        "take-1".into(),
+        cy.address.clone(),
+        vec![desk.clone()],
+        w.clock.now(),
+        Content::new(nyx5_proto::quote::MEDIA, Value::Object(q.object().clone())),
+    )
+    .build()
+    .unwrap()
+    .sign(&cy.sig)
+    .unwrap();
+    assert_eq!(cy.send(&h, &env).status, 202);
+    w.tick_all();
+    assert_eq!(bounce(&h, &cy, "take-1"), 402);
+
+    topup(&h, "tareas@a.test", 100);
+    // The same envelope again, as a copy the network held would bring it.
+    let card = block_on(h.local_card("cy")).unwrap().unwrap();
+    let v = env.clone().verify(&card, h.now()).unwrap();
+    let answers = block_on(h.accept(&v, &card, std::slice::from_ref(&desk))).unwrap();
+    let code = match &answers[0].1 {
+        nyx5_house::mailbox::Outcome::Rejected(e) => e.code(),
+        other => panic!("the late copy was {other:?}"),
+    };
+    assert_eq!(code, 402);
+    assert_eq!(balance(&h, "tareas@a.test"), 100, "nothing was taken");
+    let contracts = block_on(h.db.query(stmt!("SELECT count(*) AS n FROM libro_contracts"))).unwrap();
+    assert_eq!(contracts[0].int("n"), Some(0));
+}
