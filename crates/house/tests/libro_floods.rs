@@ -293,9 +293,6 @@ fn a_block_of_an_agent_holds_its_subagents_mail() {
     assert_eq!(bounce(&h, &bot, "m-1"), 403);
 }
 
-#[allow(dead_code)]
-fn unused(_: Timestamp) {}
-
 // ---------------------------------------------------------------------------------------------
 // Refusals kept
 
@@ -375,4 +372,145 @@ fn an_accept_refused_for_want_of_money_stays_refused_after_a_top_up() {
     assert_eq!(balance(&h, "tareas@a.test"), 100, "nothing was taken");
     let contracts = block_on(h.db.query(stmt!("SELECT count(*) AS n FROM libro_contracts"))).unwrap();
     assert_eq!(contracts[0].int("n"), Some(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time: judged when first received
+
+fn bond_op(amount: i64, verifier: &str, expires: Timestamp) -> Object {
+    obj([
+        ("op", "bond".into()),
+        ("amount", amount.into()),
+        ("claim", "the service stays up".into()),
+        ("verifier", verifier.into()),
+        ("expires", expires.to_rfc3339().into()),
+    ])
+}
+
+/// ana posts a bond that vera verifies, and floods the Libro with reads as it nears its expiry;
+/// vera hands in her forfeit a second before the bond expires, ana her release (a bondholder's
+/// take-back) a second after. The house's tick comes later still: the forfeit is judged at the
+/// time the house received it, before the expiry, and the bond is forfeited; ana's release finds
+/// it so. (Before: the flood held the forfeit with 429 until the bond expired, and ana got it
+/// back; and even unflooded, a forfeit the tick worked after the expiry was refused as late.)
+#[test]
+fn a_forfeit_received_before_the_bond_expires_forfeits_it_however_late_the_tick() {
+    let w = World::new();
+    let mut c = w.config(A, Registration::Admin);
+    c.inbound_per_domain_per_minute = 30;
+    let h = w.start(c);
+    let ana = agent(&h, "ana@a.test", 1);
+    let vera = agent(&h, "vera@a.test", 2);
+    topup(&h, "ana@a.test", 100);
+    let expires = Timestamp(w.clock.now().millis() + 2 * MINUTE);
+    queue_op(&w, &h, &ana, "bond-1", bond_op(50, "vera@a.test", expires));
+    w.tick_all();
+    assert_eq!(state(&h, "bond-1"), "posted");
+    assert_eq!(balance(&h, "ana@a.test"), 50);
+
+    w.clock.advance(2 * MINUTE - 2 * SECOND);
+    for i in 0..40 {
+        queue_op(&w, &h, &ana, &format!("read-{i}"), obj([("op", "balance".into())]));
+    }
+    w.clock.advance(SECOND);
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    queue_op(&w, &h, &vera, "forfeit-1", forfeit);
+    w.clock.advance(2 * SECOND);
+    queue_op(&w, &h, &ana, "take-back", obj([("op", "release".into()), ("contract", "bond-1".into())]));
+    w.clock.advance(10 * SECOND);
+    w.tick_all();
+    println!("forfeit: done {}; bond {}", done(&h, "forfeit-1"), state(&h, "bond-1"));
+    assert!(done(&h, "forfeit-1"), "the forfeit is done: {:?}", kept_refusal(&h, "forfeit-1"));
+    assert_eq!(state(&h, "bond-1"), "forfeited");
+    assert_eq!(balance(&h, "ana@a.test"), 50, "ana did not get the bond back");
+    for _ in 0..3 {
+        w.tick_all();
+    }
+    assert_eq!(state(&h, "bond-1"), "forfeited");
+    assert_eq!(balance(&h, "ana@a.test"), 50);
+}
+
+/// `env` from `b` relayed to `a`'s `/inbound`: 202, or the code `a` refused it with.
+fn relay(a: &TestHouse, b: &TestHouse, env: &Envelope) -> u16 {
+    let header = nyx5_proto::relay::RelayHeader::sign(&b.config.domain, env, &a.config.domain, &b.config.key);
+    let resp = call_raw(a, "POST", "/inbound", &[(nyx5_proto::relay::HEADER, &header.to_header())], env.canonical());
+    if resp.status == 202 {
+        return 202;
+    }
+    let v = Value::parse_str(std::str::from_utf8(&resp.body).unwrap()).unwrap();
+    let rejected = v.as_object().unwrap()["rejected"].as_array().unwrap()[0].as_object().unwrap().clone();
+    u16::try_from(rejected["code"].as_safe_integer().unwrap()).unwrap()
+}
+
+/// A verifier at another house whose site is at its cap of settlements: its forfeit, a second
+/// before the bond expires, is refused 429; its house tries again after the expiry, and the
+/// forfeit is judged at its first arrival: the bond is forfeited.
+#[test]
+fn a_forfeit_refused_429_before_the_expiry_is_judged_at_its_first_arrival() {
+    let w = World::new();
+    let mut c = w.config(A, Registration::Admin);
+    c.inbound_per_domain_per_minute = 2;
+    let a = w.start(c);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = agent(&a, "ana@a.test", 1);
+    let bea = agent(&b, "bea@b.test", 2);
+    topup(&a, "ana@a.test", 100);
+    let expires = Timestamp(w.clock.now().millis() + 2 * MINUTE);
+    queue_op(&w, &a, &ana, "bond-1", bond_op(50, "bea@b.test", expires));
+    w.tick_all();
+    assert_eq!(state(&a, "bond-1"), "posted");
+
+    w.clock.advance(2 * MINUTE - 5 * SECOND);
+    // b.test spends its settlements this minute (two forfeits of bonds that do not exist: 404).
+    for i in 0..2 {
+        let none = obj([("op", "forfeit".into()), ("contract", format!("none-{i}").into()), ("reason", "x".into())]);
+        assert_eq!(relay(&a, &b, &signed_op(&w, &bea, A, &format!("f-{i}"), none)), 404);
+    }
+    w.clock.advance(4 * SECOND);
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    let env = signed_op(&w, &bea, A, "forfeit-1", forfeit);
+    assert_eq!(relay(&a, &b, &env), 429);
+    // The next minute, past the expiry, the same envelope comes again.
+    w.clock.advance(MINUTE);
+    assert_eq!(relay(&a, &b, &env), 202);
+    assert_eq!(state(&a, "bond-1"), "forfeited");
+    assert_eq!(balance(&a, "ana@a.test"), 50);
+}
+
+/// An operation lives an hour: bea's accept, refused 429 while its site was at its cap (a
+/// refusal for a passing reason, not kept), comes again after bea is topped up and an hour has
+/// gone: refused for good (410, kept), and again the same. A copy signed more than an hour
+/// before it first arrives is refused so too. (Before: the late copy went through after the
+/// top-up, long after bea's house had told it the accept bounced.)
+#[test]
+fn an_operation_refused_for_a_passing_reason_never_goes_through_after_its_hour() {
+    let w = World::new();
+    let mut c = w.config(A, Registration::Admin);
+    c.inbound_per_domain_per_minute = 1;
+    let a = w.start(c);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = agent(&a, "ana@a.test", 1);
+    let bea = agent(&b, "bea@b.test", 2);
+    topup(&a, "bea@b.test", 1);
+    // b.test's one creating operation this minute.
+    let first = bond_op(1, "ana@a.test", Timestamp(w.clock.now().millis() + 10 * MINUTE));
+    assert_eq!(relay(&a, &b, &signed_op(&w, &bea, A, "bond-0", first)), 202);
+    let q = quote(&w, &ana, &bea, "sale-1", ContractKind::Spot, 50);
+    let env = signed_op(&w, &bea, A, "acc-1", accept_op(&q));
+    assert_eq!(relay(&a, &b, &env), 429);
+    topup(&a, "bea@b.test", 100);
+    w.clock.advance(61 * MINUTE);
+    assert_eq!(relay(&a, &b, &env), 410);
+    assert_eq!(kept_refusal(&a, "acc-1").map(|r| r.0), Some(410));
+    w.clock.advance(MINUTE);
+    assert_eq!(relay(&a, &b, &env), 410);
+    assert_eq!(balance(&a, "bea@b.test"), 100);
+    assert!(!done(&a, "acc-1"));
+    // Signed an hour ago and never seen here: refused so too.
+    let old = signed_op(&w, &bea, A, "acc-2", accept_op(&quote(&w, &ana, &bea, "sale-2", ContractKind::Spot, 5)));
+    w.clock.advance(66 * MINUTE);
+    w.tick_all();
+    assert_eq!(relay(&a, &b, &old), 410);
+    assert_eq!(kept_refusal(&a, "acc-2").map(|r| r.0), Some(410));
+    assert!(!done(&a, "acc-2"));
 }

@@ -303,11 +303,48 @@ impl<D: Db, N: Net> House<D, N> {
             Ok(op) => op,
             Err(e) => return Outcome::Rejected(e),
         };
-        match self.operate_checked(env, card, &op).await {
+        let outcome = match self.operate_checked(env, card, &op).await {
             Ok(outcome) => outcome,
             Err(e) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => Outcome::Rejected(e),
             Err(e) => self.keep_refusal(env, &op, e).await,
+        };
+        // Refused for a passing reason (a refusal for good at the cap included): not kept, so
+        // its first arrival is, for the retry to be judged at.
+        if let Outcome::Rejected(e) = &outcome
+            && (e.kind.is_temporary() || e.kind == ErrorKind::Internal)
+        {
+            self.remember_received(env).await;
         }
+        outcome
+    }
+
+    /// When the house first received `env`, at the latest now: the time its job became due, when
+    /// one of the house's agents queued it; else the first arrival [`House::remember_received`]
+    /// kept; else now. And whether the house queued it (an operation it did not queue lives
+    /// [`OP_LIFE_MS`] from then).
+    async fn received(&self, env: &Envelope, now: Timestamp) -> Result<(Timestamp, bool), Error> {
+        let row = store::received(&self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
+        let queued = row.as_ref().and_then(|r| r.int("queued"));
+        let arrived = row.as_ref().and_then(|r| r.int("arrived"));
+        let at = queued.or(arrived).map_or(now.millis(), |at| at.min(now.millis()));
+        Ok((Timestamp(at), queued.is_some()))
+    }
+
+    /// Remembers when an operation of another house's agent, refused for a passing reason, first
+    /// arrived: its retry is judged at that time. At most `inbound_per_domain_per_minute` such
+    /// rows a minute per sending site; past that, or when the write fails, nothing is kept.
+    async fn remember_received(&self, env: &Envelope) {
+        if env.from().domain() == self.config.domain {
+            return;
+        }
+        let now = self.now().millis();
+        let bucket = format!("libro:received:{}", crate::site::site(env.from().domain()));
+        let cap = self.config.inbound_per_domain_per_minute;
+        let stmts = vec![
+            store::remember_received(env.id(), &env.sha256_hex(), now),
+            crate::store::agents::count_in_window(&bucket, now / 60_000, cap),
+        ];
+        let _kept = self.db.batch(stmts).await;
     }
 
     /// Writes `e` as the answer to `env`; when the envelope has an answer already (another copy
@@ -345,7 +382,10 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<Outcome, Error> {
         let now = self.now();
         let sha = env.sha256_hex();
-        let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), now);
+        // Judged at the time the house first received it: a flood, the queue or a retry never
+        // makes a deadline pass under an operation (docs/SPEC.md §16).
+        let (received, queued) = self.received(env, now).await?;
+        let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), received);
         ctx.expires = env.expires();
         let rules = self.libro_rules();
         let accounts = accounts_of(env.from(), op);
@@ -380,6 +420,10 @@ impl<D: Db, N: Net> House<D, N> {
             // Past `expires`, an operation not done before is refused (what was done, or refused,
             // is answered as it was above, so a sender asking again learns the truth).
             env.check_not_expired(now)?;
+            // So is one that outlived its hour (kept: it never goes through later).
+            if !queued {
+                check_life(env, received, now)?;
+            }
             // This house's agents have an account here by being registered.
             facts.known |= env.from().domain() == self.config.domain;
             if !checked {
@@ -1132,6 +1176,33 @@ fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
         out.extend(p.parties());
     }
     out
+}
+
+/// How long an operation of another house's agent lives: it is done within this time of its
+/// `created` and of its first arrival here, or refused for good (410, kept). A refusal for a
+/// passing reason (429, 503) is not kept, so this is what ends it: a copy that comes later —
+/// after its sender was told it bounced, after a top-up — never goes through (docs/SPEC.md §16).
+/// The house's own agents' operations end with their job in its queue, whose outbox answers
+/// the same envelope again "exists".
+pub const OP_LIFE_MS: i64 = 3_600_000;
+
+/// Refuses an operation first received more than [`OP_LIFE_MS`] after its `created` (the clock
+/// tolerance aside), or decided more than that after it was first received. Pure.
+fn check_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(), Error> {
+    let created = env.created().millis();
+    let stale = received.millis() > created.saturating_add(OP_LIFE_MS + nyx5_proto::limits::CLOCK_SKEW_MS);
+    let late = now.millis() > received.millis().saturating_add(OP_LIFE_MS);
+    if stale || late {
+        return Err(Error::new(
+            ErrorKind::Expired,
+            format!(
+                "operation {} was signed or first received here more than an hour ago: an operation lives an \
+                 hour; sign it again under a new id",
+                env.id()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The accounts an operation by `operator` may touch, as the facts query takes them: its own,

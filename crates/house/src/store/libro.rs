@@ -522,6 +522,45 @@ pub fn deliver_counted(
     ]
 }
 
+/// When this house first received operation `envelope_id` (of hash `sha256`), if it remembers:
+/// the time its job for `domain` (this house) became due, when one of its agents queued it;
+/// the first arrival [`remember_received`] kept, when another house's retry brings it again.
+pub async fn received<D: Db>(db: &D, envelope_id: &str, sha256: &str, domain: &str) -> Result<Option<Row>, Error> {
+    one(
+        db,
+        stmt!(
+            "SELECT (SELECT min(j.not_before) FROM outbox AS o JOIN jobs AS j ON j.envelope_id = o.envelope_id
+                     WHERE o.envelope_id = ?1 AND o.sha256 = ?2 AND j.domain = ?3) AS queued,
+                    (SELECT at FROM libro_received WHERE envelope_id = ?1 AND sha256 = ?2) AS arrived",
+            envelope_id,
+            sha256,
+            domain
+        ),
+    )
+    .await
+}
+
+/// Remembers that operation `envelope_id` (of hash `sha256`) first arrived `at` (the first
+/// arrival stays).
+pub fn remember_received(envelope_id: &str, sha256: &str, at: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_received (envelope_id, sha256, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        envelope_id,
+        sha256,
+        at
+    )
+}
+
+/// Forgets up to `limit` first arrivals from before `before`, oldest first.
+pub fn forget_received(before: i64, limit: i64) -> Stmt {
+    stmt!(
+        "DELETE FROM libro_received WHERE (envelope_id, sha256) IN
+           (SELECT envelope_id, sha256 FROM libro_received WHERE at < ? ORDER BY at LIMIT ?)",
+        before,
+        limit
+    )
+}
+
 /// A guard that fails the batch unless every mandate of `chain` (a JSON list of ids) is active.
 pub fn chain_active(chain: &str) -> Stmt {
     guard!(
