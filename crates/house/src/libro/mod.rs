@@ -421,7 +421,7 @@ impl<D: Db, N: Net> House<D, N> {
             // is answered as it was above, so a sender asking again learns the truth).
             env.check_not_expired(now)?;
             // So is one that outlived its hour (kept: it never goes through later).
-            if !queued {
+            if !queued && env.from().domain() != self.config.domain {
                 check_life(env, received, now)?;
             }
             // This house's agents have an account here by being registered.
