@@ -14,7 +14,7 @@
 //! - An operation lives an hour from its first receipt: a copy that comes later is refused for
 //!   good (410, kept), so an accept refused while its sender had no money never goes through
 //!   after a top-up.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic, clippy::print_stdout)]
 
 mod kit;
 
