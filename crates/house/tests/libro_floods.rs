@@ -253,6 +253,7 @@ fn receipts_to_others_keep_to_their_inbox_policy_quota_and_blocks() {
     }
     let grants = block_on(h.db.query(stmt!("SELECT count(*) AS n FROM libro_mandates"))).unwrap()[0].int("n");
     println!("mandates granted: {grants:?}");
+    assert_eq!(grants, Some(60), "every grant is done: what it could not deliver holds up nothing");
     for who in [&vic, &fay, &gus] {
         let got = libro_mail(&h, who).len();
         println!("{}: {got} receipts from the Libro", who.address);
