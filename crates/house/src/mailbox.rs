@@ -227,7 +227,7 @@ impl<D: Db, N: Net> House<D, N> {
         let quota = self.config.quota();
         let window = now.millis() / 60_000;
         let sender_site = crate::site::site(env.from().domain());
-        let blocks = policy::block_entries(env.from());
+        let blocks = blocked_entries(env);
         let allows = policy::sender_entries(env.from());
         let aval = policy::aval(env);
         let vouchers = match &aval {
@@ -593,6 +593,30 @@ impl<D: Db, N: Net> House<D, N> {
         })
         .await;
     }
+}
+
+/// The block-list entries that hold `env`: its sender's ([`policy::block_entries`]) and, for a
+/// Libro's receipt, its operator's (the receipt's `from`): a receipt is what the operator made
+/// the Libro send, and a recipient who blocked the operator hears nothing of its operations from
+/// any house (issue 34). The receipt need not be verified for this: its text can only add
+/// entries, and so only hold more. Pure.
+fn blocked_entries(env: &Envelope) -> Vec<String> {
+    let mut blocks = policy::block_entries(env.from());
+    let operator = env
+        .content()
+        .filter(|c| env.kind() == nyx5_proto::envelope::Kind::Receipt && c.media == nyx5_proto::receipt::MEDIA)
+        .and_then(|c| c.body.as_object())
+        .and_then(|b| b.get("from"))
+        .and_then(Value::as_str)
+        .and_then(|from| Address::parse(from).ok());
+    if let Some(operator) = operator {
+        for entry in policy::block_entries(&operator) {
+            if !blocks.contains(&entry) {
+                blocks.push(entry);
+            }
+        }
+    }
+    blocks
 }
 
 /// Most webhook pushes waiting in one process to be sent.

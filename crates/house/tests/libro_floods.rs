@@ -515,3 +515,54 @@ fn an_operation_refused_for_a_passing_reason_never_goes_through_after_its_hour()
     assert_eq!(kept_refusal(&a, "acc-2").map(|r| r.0), Some(410));
     assert!(!done(&a, "acc-2"));
 }
+
+/// mallory@a.test grants mandates to zed@b.test, who blocked mallory: the receipts come to
+/// b.test from `libro@a.test`, and b.test holds them by their operator (the receipt's `from`) as
+/// it would hold mallory's mail. (Before: zed's block named mallory, not `libro@a.test`, and all
+/// five arrived.) A seller at b.test still hears of its sale to someone it did not block.
+#[test]
+fn another_houses_receipts_keep_to_the_block_of_their_operator() {
+    let w = World::new();
+    let a = w.house(A, Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let mallory = agent(&a, "mallory@a.test", 1);
+    let bot = subagent(&a, &mallory, "bot.mallory@a.test", 3);
+    let ed = agent(&a, "ed@a.test", 4);
+    let zed = agent(&b, "zed@b.test", 2);
+    let block = obj([("block", Value::Object(obj([("add", Value::Array(vec!["mallory@a.test".into()]))])))]);
+    json(&zed.post(&b, "/lists/zed", &Value::Object(block)), 200);
+    for i in 0..5 {
+        let body = || obj([("op", "mandate".into()), ("grantee", "zed@b.test".into()), ("cap", 1.into())]);
+        queue_op(&w, &a, &mallory, &format!("grant-{i}"), body());
+        queue_op(&w, &a, &bot, &format!("bot-grant-{i}"), body());
+    }
+    w.tick_all();
+    w.tick_all();
+    assert!(done(&a, "grant-4") && done(&a, "bot-grant-4"));
+    assert_eq!(libro_mail(&b, &zed).len(), 0, "zed hears nothing of mallory's grants, nor its subagent's");
+    // zed sells to ed, whom it did not block.
+    topup(&a, "ed@a.test", 10);
+    let q = QuoteDraft {
+        id: "sale-z".into(),
+        house: A.into(),
+        seller: zed.address.clone(),
+        buyer: ed.address.clone(),
+        contract: ContractKind::Spot,
+        price: 5,
+        currency: "tok".into(),
+        concept: "work".into(),
+        terms: None,
+        arbiter: None,
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&zed.sig)
+    .unwrap();
+    queue_op(&w, &a, &ed, "acc-z", accept_op(&q));
+    w.tick_all();
+    w.tick_all();
+    assert!(done(&a, "acc-z"));
+    assert_eq!(libro_mail(&b, &zed).len(), 1, "the seller hears of its sale");
+}
