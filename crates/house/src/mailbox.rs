@@ -227,7 +227,7 @@ impl<D: Db, N: Net> House<D, N> {
         let quota = self.config.quota();
         let window = now.millis() / 60_000;
         let sender_site = crate::site::site(env.from().domain());
-        let blocks = policy::block_entries(env.from());
+        let blocks = blocked_entries(env);
         let allows = policy::sender_entries(env.from());
         let aval = policy::aval(env);
         let vouchers = match &aval {
@@ -496,6 +496,51 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(finish(&decided))
     }
 
+    /// The local agents among `locals` whose inbox would not take `env` from its sender now: a
+    /// block (of the sender, an agent above it, or its site), or a card's `inbox.policy` that
+    /// refuses it or asks a stamp, proof of work or an intro it does not carry (docs/SPEC.md
+    /// §9b). What the Libro delivers to anyone but an operation's operator is bounded so
+    /// (docs/SPEC.md §16, "What an operation delivers to others"); the quota is checked by the
+    /// write itself ([`crate::store::libro::deliver_counted`]). Rates are not counted: the
+    /// operation was counted at the Libro's door.
+    pub(crate) async fn closed_inboxes(&self, env: &Envelope, locals: &[&str]) -> Result<Vec<String>, Error> {
+        if locals.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let blocks = policy::block_entries(env.from());
+        let allows = policy::sender_entries(env.from());
+        let lookup = store::mailbox::Lookup {
+            locals: &json_list(locals.iter().copied()),
+            envelope_id: env.id(),
+            blocks: &json_list(blocks.iter().map(String::as_str)),
+            allows: &json_list(allows.iter().map(String::as_str)),
+            vouchers: "[]",
+            bucket_prefix: BUCKET_PREFIX,
+            bucket_suffix: &bucket_suffix(crate::site::site(env.from().domain())),
+            window: now.millis() / 60_000,
+        };
+        let rows = store::mailbox::inbound_facts(&self.db, &lookup).await?;
+        let mut open = Vec::new();
+        for r in &rows {
+            let (Some(local), Some(card)) = (r.text("local"), r.text("card")) else { continue };
+            let Ok(policy) = self.cards.policies.policy(local, card, now) else { continue };
+            let facts = Facts {
+                blocked: r.int("blocked") != Some(0),
+                allowed: r.int("allowed") == Some(1),
+                rate_count: 0,
+                rate_cap: i64::MAX,
+                balance: 0,
+                vouch: policy::Vouch::Absent,
+            };
+            if matches!(policy::decide(&policy, env, env.from(), &facts, &self.config.domain), Decision::Accept { .. })
+            {
+                open.push(local);
+            }
+        }
+        Ok(locals.iter().filter(|l| !open.contains(l)).map(|l| (*l).to_owned()).collect())
+    }
+
     /// Queues a push of the envelope to a webhook, inside the house's push wrapper (docs/SPEC.md
     /// §9d): `{"type": "nyx5.push", "house", "to", "pushed", "envelope"}`, its canonical bytes
     /// signed by the domain key as a push. The house chose every top-level member, so no envelope
@@ -548,6 +593,30 @@ impl<D: Db, N: Net> House<D, N> {
         })
         .await;
     }
+}
+
+/// The block-list entries that hold `env`: its sender's ([`policy::block_entries`]) and, for a
+/// Libro's receipt, its operator's (the receipt's `from`): a receipt is what the operator made
+/// the Libro send, and a recipient who blocked the operator hears nothing of its operations from
+/// any house (issue 34). The receipt need not be verified for this: its text can only add
+/// entries, and so only hold more. Pure.
+fn blocked_entries(env: &Envelope) -> Vec<String> {
+    let mut blocks = policy::block_entries(env.from());
+    let operator = env
+        .content()
+        .filter(|c| env.kind() == nyx5_proto::envelope::Kind::Receipt && c.media == nyx5_proto::receipt::MEDIA)
+        .and_then(|c| c.body.as_object())
+        .and_then(|b| b.get("from"))
+        .and_then(Value::as_str)
+        .and_then(|from| Address::parse(from).ok());
+    if let Some(operator) = operator {
+        for entry in policy::block_entries(&operator) {
+            if !blocks.contains(&entry) {
+                blocks.push(entry);
+            }
+        }
+    }
+    blocks
 }
 
 /// Most webhook pushes waiting in one process to be sent.

@@ -17,5 +17,6 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0013_mailbox_ranges.sql", include_str!("../../../migrations/0013_mailbox_ranges.sql")),
     ("0014_tick_purges.sql", include_str!("../../../migrations/0014_tick_purges.sql")),
     ("0015_card_cache_slots.sql", include_str!("../../../migrations/0015_card_cache_slots.sql")),
+    ("0016_libro_received.sql", include_str!("../../../migrations/0016_libro_received.sql")),
     ("0017_libro_balance_max.sql", include_str!("../../../migrations/0017_libro_balance_max.sql")),
 ];

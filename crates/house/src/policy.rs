@@ -258,11 +258,21 @@ pub fn sender_entries(sender: &Address) -> [String; 2] {
     [sender.as_str().to_owned(), sender.domain().to_owned()]
 }
 
-/// The block-list entries that match `sender`: its address, its domain and every parent of the
-/// domain down to its site ([`crate::site::lineage`]), so a block of `evil.example` also holds
-/// mail from `x.evil.example` and any other name its owner mints. A public suffix never matches.
+/// The block-list entries that match `sender`: its address, the address of every agent above it
+/// (a subagent `a.b.ceo@d` is `b.ceo@d`'s and `ceo@d`'s: a block of its root holds every
+/// subagent the root enrols, docs/SPEC.md §1), its domain and every parent of the domain down to
+/// its site ([`crate::site::lineage`]), so a block of `evil.example` also holds mail from
+/// `x.evil.example` and any other name its owner mints. A public suffix never matches.
 pub fn block_entries(sender: &Address) -> Vec<String> {
-    std::iter::once(sender.as_str()).chain(crate::site::lineage(sender.domain())).map(str::to_owned).collect()
+    let local = sender.local();
+    let parents = local
+        .match_indices('.')
+        .filter_map(|(i, _)| local.get(i + 1..))
+        .map(|parent| format!("{parent}@{}", sender.domain()));
+    std::iter::once(sender.as_str().to_owned())
+        .chain(parents)
+        .chain(crate::site::lineage(sender.domain()).into_iter().map(str::to_owned))
+        .collect()
 }
 
 /// Normalizes a list entry as people type it: an address (`a@b`) or a domain (`b` or `@b`),
@@ -471,6 +481,13 @@ mod tests {
         );
         assert_eq!(sender_entries(&from), ["m@a.r1.evil.example", "a.r1.evil.example"]);
         assert_eq!(block_entries(&Address::parse("m@x.co.uk").unwrap()), ["m@x.co.uk", "x.co.uk"]);
+    }
+
+    #[test]
+    fn a_block_of_an_agent_holds_its_subagents() {
+        let from = Address::parse("a.b.ceo@x.test").unwrap();
+        assert_eq!(block_entries(&from), ["a.b.ceo@x.test", "b.ceo@x.test", "ceo@x.test", "x.test"]);
+        assert_eq!(sender_entries(&from), ["a.b.ceo@x.test", "x.test"]);
     }
 
     #[test]

@@ -419,6 +419,11 @@ impl<D: Db, N: Net> House<D, N> {
             crate::libro::KEEP_DECIDED_MS,
             crate::libro::UPKEEP_BATCH,
         ));
+        // First arrivals of operations past their life (issue 34).
+        purge.push(crate::store::libro::forget_received(
+            now.millis().saturating_sub(2 * crate::libro::OP_LIFE_MS),
+            PURGE_BATCH,
+        ));
         self.db.batch(purge).await.map_err(port_error)?;
         let mut report = TickReport::default();
         // Each domain's health as this tick learns it: an earlier turn may find it failing.

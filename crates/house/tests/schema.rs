@@ -423,6 +423,7 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     stmts.extend(nyx5_house::store::upkeep(now));
     stmts.push(nyx5_house::store::email::purge_out(now, 100));
     stmts.extend(nyx5_house::store::libro::prune_authority(now, 3_600_000, 100));
+    stmts.push(nyx5_house::store::libro::forget_received(now, 100));
     for s in &stmts {
         let details = plan(&c, s);
         // What a statement may read whole: the two small tables, and its own CTE's few rows.
@@ -436,7 +437,7 @@ fn the_ticks_purges_read_no_growing_table_whole() {
             .collect();
         assert!(whole.is_empty(), "{}\nreads a table whole: {whole:?} (plan {details:?})", s.sql);
     }
-    assert_eq!(stmts.len(), 12, "every purge of the tick was looked at");
+    assert_eq!(stmts.len(), 13, "every purge of the tick was looked at");
 }
 
 /// A card fetched is cached in one slot: neither the lookup nor either insert reads the cache

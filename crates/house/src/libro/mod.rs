@@ -238,17 +238,49 @@ impl<D: Db, N: Net> House<D, N> {
             .map_or_else(|| Outcome::Rejected(internal("no answer from the Libro")), |(_, o)| o))
     }
 
-    /// The statement counting an operation by `from` in its site's window of operations this
+    /// The statement counting an operation `op` by `from` in its window of operations this
     /// minute; none for the house's own agents, each of whose operations follows from a counted
-    /// operation or mail.
-    fn count_operation(&self, from: &Address, at: i64) -> Option<Stmt> {
+    /// operation or mail. A local agent is counted with its subagents, under its root agent's
+    /// address; an agent of another house under its sending site. Reads, settlements and the
+    /// rest count apart ([`Op::budget`]): one agent's flood of statements leaves every other
+    /// agent's budget, and its own settlements, as they were.
+    fn count_operation(&self, from: &Address, op: &Op, at: i64) -> Option<Stmt> {
         (!self.is_system(from)).then(|| {
             crate::store::agents::count_in_window(
-                &format!("libro:{}", crate::site::site(from.domain())),
+                &self.operation_bucket(from, op),
                 at / 60_000,
                 self.config.inbound_per_domain_per_minute,
             )
         })
+    }
+
+    /// The window [`House::count_operation`] counts in: `libro:<budget>:<who>`, where `who` is
+    /// a local agent's root address (`a.b.ana@h` → `ana@h`) or another house's site.
+    pub fn operation_bucket(&self, from: &Address, op: &Op) -> String {
+        format!("libro:{}:{}", op.budget(), self.operation_counter(from))
+    }
+
+    /// Who an operation by `from` is counted against: a local agent's root address, or the
+    /// sending site of an agent of another house.
+    fn operation_counter(&self, from: &Address) -> String {
+        if from.domain() == self.config.domain {
+            let local = from.local();
+            format!("{}@{}", local.rsplit('.').next().unwrap_or(local), from.domain())
+        } else {
+            crate::site::site(from.domain()).to_owned()
+        }
+    }
+
+    /// The refusal when `from` has used its budget of `op`'s kind for this minute.
+    fn too_many(&self, from: &Address, op: &Op) -> Error {
+        Error::new(
+            ErrorKind::RateLimited,
+            format!(
+                "too many {} operations from {} this minute; try again shortly",
+                op.budget(),
+                self.operation_counter(from)
+            ),
+        )
     }
 
     /// The card of one of the house's own agents, by local part.
@@ -271,11 +303,48 @@ impl<D: Db, N: Net> House<D, N> {
             Ok(op) => op,
             Err(e) => return Outcome::Rejected(e),
         };
-        match self.operate_checked(env, card, &op).await {
+        let outcome = match self.operate_checked(env, card, &op).await {
             Ok(outcome) => outcome,
             Err(e) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => Outcome::Rejected(e),
             Err(e) => self.keep_refusal(env, &op, e).await,
+        };
+        // Refused for a passing reason (a refusal for good at the cap included): not kept, so
+        // its first arrival is, for the retry to be judged at.
+        if let Outcome::Rejected(e) = &outcome
+            && (e.kind.is_temporary() || e.kind == ErrorKind::Internal)
+        {
+            self.remember_received(env).await;
         }
+        outcome
+    }
+
+    /// When the house first received `env`, at the latest now: the time its job became due, when
+    /// one of the house's agents queued it; else the first arrival [`House::remember_received`]
+    /// kept; else now. And whether the house queued it (an operation it did not queue lives
+    /// [`OP_LIFE_MS`] from then).
+    async fn received(&self, env: &Envelope, now: Timestamp) -> Result<(Timestamp, bool), Error> {
+        let row = store::received(&self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
+        let queued = row.as_ref().and_then(|r| r.int("queued"));
+        let arrived = row.as_ref().and_then(|r| r.int("arrived"));
+        let at = queued.or(arrived).map_or(now.millis(), |at| at.min(now.millis()));
+        Ok((Timestamp(at), queued.is_some()))
+    }
+
+    /// Remembers when an operation of another house's agent, refused for a passing reason, first
+    /// arrived: its retry is judged at that time. At most `inbound_per_domain_per_minute` such
+    /// rows a minute per sending site; past that, or when the write fails, nothing is kept.
+    async fn remember_received(&self, env: &Envelope) {
+        if env.from().domain() == self.config.domain {
+            return;
+        }
+        let now = self.now().millis();
+        let bucket = format!("libro:received:{}", crate::site::site(env.from().domain()));
+        let cap = self.config.inbound_per_domain_per_minute;
+        let stmts = vec![
+            store::remember_received(env.id(), &env.sha256_hex(), now),
+            crate::store::agents::count_in_window(&bucket, now / 60_000, cap),
+        ];
+        let _kept = self.db.batch(stmts).await;
     }
 
     /// Writes `e` as the answer to `env`; when the envelope has an answer already (another copy
@@ -287,10 +356,10 @@ impl<D: Db, N: Net> House<D, N> {
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
-        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), at)).collect();
+        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at)).collect();
         match self.db.batch(stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                Outcome::Rejected(too_many(env.from()))
+                Outcome::Rejected(self.too_many(env.from(), op))
             }
             Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
                 Ok(Some(row)) => {
@@ -313,7 +382,10 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<Outcome, Error> {
         let now = self.now();
         let sha = env.sha256_hex();
-        let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), now);
+        // Judged at the time the house first received it: a flood, the queue or a retry never
+        // makes a deadline pass under an operation (docs/SPEC.md §16).
+        let (received, queued) = self.received(env, now).await?;
+        let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), received);
         ctx.expires = env.expires();
         let rules = self.libro_rules();
         let accounts = accounts_of(env.from(), op);
@@ -348,6 +420,10 @@ impl<D: Db, N: Net> House<D, N> {
             // Past `expires`, an operation not done before is refused (what was done, or refused,
             // is answered as it was above, so a sender asking again learns the truth).
             env.check_not_expired(now)?;
+            // So is one that outlived its hour (kept: it never goes through later).
+            if !queued && env.from().domain() != self.config.domain {
+                check_life(env, received, now)?;
+            }
             // This house's agents have an account here by being registered.
             facts.known |= env.from().domain() == self.config.domain;
             // A revoke stops every mandate under the one it names: their holders hear of it.
@@ -388,7 +464,8 @@ impl<D: Db, N: Net> House<D, N> {
                 },
                 _ => kernel::decide(op, &ctx, &rules, &facts, &entry_id)?,
             };
-            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head).await?;
+            let consenting = consenting(&facts, &decision);
+            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head, &consenting).await?;
             match self.db.batch(stmts).await {
                 Ok(_) => {
                     if queues {
@@ -402,7 +479,7 @@ impl<D: Db, N: Net> House<D, N> {
                     return done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                    return Err(too_many(env.from()));
+                    return Err(self.too_many(env.from(), op));
                 }
                 // Another claim took the desk's quota between its check and this batch.
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::TAREAS_QUOTA => {
@@ -489,6 +566,7 @@ impl<D: Db, N: Net> House<D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
+        consenting: &[Address],
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
         let mut queues = false;
@@ -528,7 +606,7 @@ impl<D: Db, N: Net> House<D, N> {
         ));
         // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
         // house's own agents (verdicts, the desk's acceptances) are not held to it.
-        stmts.extend(self.count_operation(env.from(), now.millis()));
+        stmts.extend(self.count_operation(env.from(), op, now.millis()));
         // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
         // before the contract's own row (docs/SPEC.md §23).
         if let Op::Accept { quote } = op
@@ -656,7 +734,22 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         let casa = house_account(&self.config.domain);
+        // Whoever did not agree to hear from the operator hears of its operation only as its
+        // mail would reach them: their inbox's policy decides (issue 34).
+        let strangers: Vec<&str> = d
+            .parties
+            .iter()
+            .filter(|p| p.domain() == self.config.domain && *p != env.from() && !consenting.contains(p))
+            .filter(|p| p.as_str() != casa && !self.is_system(p))
+            .map(Address::local)
+            .collect();
+        let closed = self.closed_inboxes(env, &strangers).await?;
+        let blocks = Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
+            .canonical_string();
         for party in d.parties.iter().filter(|p| p.as_str() != casa && !self.is_system(p)) {
+            if party.domain() == self.config.domain && closed.iter().any(|c| c == party.local()) {
+                continue;
+            }
             let content = Content::new(receipt::MEDIA, receipt.to_value());
             let id = self.derived_id("receipt", env.id(), party.as_str());
             let mut draft = Draft::new(id, self.libro_address()?, vec![party.clone()], now, content);
@@ -665,20 +758,16 @@ impl<D: Db, N: Net> House<D, N> {
             draft.thread = env.thread().map(str::to_owned);
             let signed = draft.build()?.sign(&self.config.key)?;
             if party.domain() == self.config.domain {
-                // A party who blocked the operator hears nothing from its operations.
+                // A party who blocked the operator (or an agent above it) hears nothing from its
+                // operations; anyone but the operator only within its mailbox's quota.
                 let text =
                     String::from_utf8(signed.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-                let blocks =
-                    Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
-                        .canonical_string();
-                stmts.push(store::deliver_local(
-                    party.local(),
-                    signed.id(),
-                    signed.from().as_str(),
-                    &text,
-                    now.millis(),
-                    &blocks,
-                ));
+                let (local, id, from, at) = (party.local(), signed.id(), signed.from().as_str(), now.millis());
+                if party == env.from() {
+                    stmts.push(store::deliver_local(local, id, from, &text, at, &blocks));
+                } else {
+                    stmts.extend(store::deliver_counted(local, id, from, &text, at, &blocks, self.config.quota()));
+                }
             } else {
                 stmts.extend(self.queue_from_libro(&signed, now)?);
                 queues = true;
@@ -1081,6 +1170,56 @@ impl<D: Db, N: Net> House<D, N> {
     }
 }
 
+/// The parties of decision `d` who agreed to hear from its operator, whatever their inbox
+/// says: the buyer and the seller of a contract made from a quote (the seller signed it for the
+/// buyer, the buyer accepted it), a bond's bondholder, the grantors of the mandate chain an
+/// operation names (they granted to its grantees) and the parties of the approval it decides.
+/// Anyone else it names (a bond's verifier or beneficiary, an arbiter, a referrer, a mandate's
+/// grantee) never asked for it, and hears of it as the operator's mail would reach them. Pure.
+fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
+    let mut out = Vec::new();
+    let written = match &d.contract {
+        Some(ContractWrite::Insert(c) | ContractWrite::Update(c)) => Some(c),
+        None => None,
+    };
+    if let Some(c) = written.or(facts.contract.as_ref()) {
+        let names: &[&str] = if c.kind == kernel::Kind::Bond { &["bondholder"] } else { &["buyer", "seller"] };
+        out.extend(names.iter().filter_map(|n| c.get(n)));
+    }
+    out.extend(facts.chain.iter().map(|m| m.grantor.clone()));
+    if let Some(p) = &facts.pending {
+        out.extend(p.parties());
+    }
+    out
+}
+
+/// How long an operation of another house's agent lives: it is done within this time of its
+/// `created` and of its first arrival here, or refused for good (410, kept). A refusal for a
+/// passing reason (429, 503) is not kept, so this is what ends it: a copy that comes later —
+/// after its sender was told it bounced, after a top-up — never goes through (docs/SPEC.md §16).
+/// The house's own agents' operations end with their job in its queue, whose outbox answers
+/// the same envelope again "exists".
+pub const OP_LIFE_MS: i64 = 3_600_000;
+
+/// Refuses an operation first received more than [`OP_LIFE_MS`] after its `created` (the clock
+/// tolerance aside), or decided more than that after it was first received. Pure.
+fn check_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(), Error> {
+    let created = env.created().millis();
+    let stale = received.millis() > created.saturating_add(OP_LIFE_MS + nyx5_proto::limits::CLOCK_SKEW_MS);
+    let late = now.millis() > received.millis().saturating_add(OP_LIFE_MS);
+    if stale || late {
+        return Err(Error::new(
+            ErrorKind::Expired,
+            format!(
+                "operation {} was signed or first received here more than an hour ago: an operation lives an \
+                 hour; sign it again under a new id",
+                env.id()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The accounts an operation by `operator` may touch, as the facts query takes them: its own,
 /// the named contract's escrow, and the hold of the approval it decides.
 fn accounts_of(operator: &Address, op: &Op) -> String {
@@ -1097,16 +1236,6 @@ fn accounts_of(operator: &Address, op: &Op) -> String {
 /// The cause of `address`'s welcome gift.
 pub fn welcome_cause(address: &Address) -> String {
     format!("welcome:{address}")
-}
-
-/// An operation done before under this envelope id: the same envelope from the same operator is
-/// a duplicate (nothing changes); anything else under that id is a conflict.
-/// The refusal when `from`'s site has used its operations for this minute.
-fn too_many(from: &Address) -> Error {
-    Error::new(
-        ErrorKind::RateLimited,
-        format!("too many operations from {} this minute; try again shortly", from.domain()),
-    )
 }
 
 /// The operation an envelope carries: a clear `task` with the Libro's media type and a body
@@ -1126,6 +1255,8 @@ fn read_op(env: &Envelope) -> Result<Op, Error> {
     Op::parse(body)
 }
 
+/// An operation done before under this envelope id: the same envelope from the same operator is
+/// a duplicate (nothing changes); anything else under that id is a conflict.
 fn done_before(
     operator: Option<&str>,
     sha256: Option<&str>,

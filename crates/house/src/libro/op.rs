@@ -295,6 +295,23 @@ impl Op {
         matches!(self, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Balance | Op::Statement { .. })
     }
 
+    /// The budget the operation spends at the house's door (docs/SPEC.md §16, "Operations a
+    /// minute"): reads, settlements (what acts on a contract, a mandate or an approval that
+    /// exists) and the rest each have their own, so a flood of one never starves another.
+    pub fn budget(&self) -> &'static str {
+        match self {
+            Op::Balance | Op::Statement { .. } | Op::Contract { .. } => "read",
+            Op::Deliver { .. }
+            | Op::Release { .. }
+            | Op::Refund { .. }
+            | Op::Forfeit { .. }
+            | Op::Revoke { .. }
+            | Op::Approve { .. }
+            | Op::Decline { .. } => "settle",
+            Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Charge { .. } => "create",
+        }
+    }
+
     /// Whether the operation changes anything (only reads may be signed with a key in its
     /// rotation grace).
     pub fn writes(&self) -> bool {

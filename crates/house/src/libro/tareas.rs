@@ -316,13 +316,9 @@ impl<D: Db, N: Net> House<D, N> {
                 taken: row.int("taken") == Some(1),
             };
             within(quota, self.config.tareas_per_agent_per_day, self.config.tareas_per_day)?;
-            // A desk without the price refuses before the Libro keeps a refusal for it.
-            if row.int("funds").unwrap_or(0) < task.price {
-                return Err(Error::new(
-                    ErrorKind::PaymentRequired,
-                    format!("{desk} has not the {} tok task {id} pays; ask the operator", task.price),
-                ));
-            }
+            // A desk without the price is refused by the Libro, which keeps the refusal: the same
+            // quote again, after the operator tops the desk up, is refused again rather than
+            // taken (issue 34; a quote signed afresh is a new take).
         }
         let body = obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);
         self.operate_as(&self.tareas, accept_id, body, Some(env.id())).await

@@ -504,6 +504,102 @@ pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &st
     )
 }
 
+/// A receipt or notice from `libro@` about an operation of `sender`'s (`operator`), for a local
+/// party other than the operator: delivered as mail from the operator would be, within the
+/// mailbox's quota and past its block list (`blocks`, the operator's entries), or not at all —
+/// never failing the batch, so a full or closed mailbox holds up no settlement. Two statements:
+/// the envelope (with its `bytes`, so the quota counts it until it is acknowledged) when the
+/// agent exists, blocks none of `blocks` and has room; then its count in `mailbox_usage`, only
+/// if the first wrote it (an envelope id derived from the operation is written once).
+pub fn deliver_counted(
+    local: &str,
+    envelope_id: &str,
+    sender: &str,
+    envelope: &str,
+    now: i64,
+    blocks: &str,
+    quota: crate::store::mailbox::Quota,
+) -> [Stmt; 2] {
+    let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
+    [
+        stmt!(
+            concat!(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, envelope)
+                 SELECT ",
+                crate::store::mailbox::next_seq!(),
+                ", a.local, ?2, ?3, ?5, ?7, ?4 FROM agents AS a
+                 LEFT JOIN mailbox_usage AS u ON u.local = a.local
+                 WHERE a.local = ?1
+                   AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
+                                   AND entry IN (SELECT value FROM json_each(?6)))
+                   AND coalesce(u.envelopes, 0) + 1 <= ?8 AND coalesce(u.bytes, 0) + ?7 <= ?9
+                 ON CONFLICT (local, envelope_id) DO NOTHING"
+            ),
+            local,
+            envelope_id,
+            sender,
+            envelope,
+            now,
+            blocks,
+            bytes,
+            quota.max_envelopes,
+            quota.max_bytes
+        ),
+        stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes)
+             SELECT ?1, 1, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM mailbox WHERE local = ?1 AND envelope_id = ?2
+                                                      AND received_at = ?6 AND bytes = ?3)
+             ON CONFLICT (local) DO UPDATE SET envelopes = envelopes + 1, bytes = bytes + excluded.bytes,
+               max_envelopes = excluded.max_envelopes, max_bytes = excluded.max_bytes",
+            local,
+            envelope_id,
+            bytes,
+            quota.max_envelopes,
+            quota.max_bytes,
+            now
+        ),
+    ]
+}
+
+/// When this house first received operation `envelope_id` (of hash `sha256`), if it remembers:
+/// the time its job for `domain` (this house) became due, when one of its agents queued it;
+/// the first arrival [`remember_received`] kept, when another house's retry brings it again.
+pub async fn received<D: Db>(db: &D, envelope_id: &str, sha256: &str, domain: &str) -> Result<Option<Row>, Error> {
+    one(
+        db,
+        stmt!(
+            "SELECT (SELECT min(j.not_before) FROM outbox AS o JOIN jobs AS j ON j.envelope_id = o.envelope_id
+                     WHERE o.envelope_id = ?1 AND o.sha256 = ?2 AND j.domain = ?3) AS queued,
+                    (SELECT at FROM libro_received WHERE envelope_id = ?1 AND sha256 = ?2) AS arrived",
+            envelope_id,
+            sha256,
+            domain
+        ),
+    )
+    .await
+}
+
+/// Remembers that operation `envelope_id` (of hash `sha256`) first arrived `at` (the first
+/// arrival stays).
+pub fn remember_received(envelope_id: &str, sha256: &str, at: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO libro_received (envelope_id, sha256, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        envelope_id,
+        sha256,
+        at
+    )
+}
+
+/// Forgets up to `limit` first arrivals from before `before`, oldest first.
+pub fn forget_received(before: i64, limit: i64) -> Stmt {
+    stmt!(
+        "DELETE FROM libro_received WHERE (envelope_id, sha256) IN
+           (SELECT envelope_id, sha256 FROM libro_received WHERE at < ? ORDER BY at LIMIT ?)",
+        before,
+        limit
+    )
+}
+
 /// A guard that fails the batch unless every mandate of `chain` (a JSON list of ids) is active.
 pub fn chain_active(chain: &str) -> Stmt {
     guard!(
