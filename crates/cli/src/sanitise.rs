@@ -2,27 +2,64 @@
 //!
 //! Everything the CLI prints that a peer wrote (a house's envelopes, cards, directory and search
 //! results, app names, error reasons from servers, a wrapped MCP server's output and tool list, the
-//! approvals it files) goes through [`text`] or [`line`]. Controls (C0, DEL, C1) and the invisible
-//! characters that reorder or hide text (bidi embeddings, overrides and isolates, the marks
-//! U+200E/U+200F, zero-width characters) are shown escaped as `\u{…}`, so nobody can move the
+//! approvals it files) goes through [`text`] or [`line`]. Controls (C0, DEL, C1) and every
+//! invisible character (General_Category Cf, Zl, Zp and Default_Ignorable_Code_Point: bidi
+//! controls, zero-width characters, tag characters, variation selectors, fillers, …) are shown
+//! escaped as `\u{…}`, so nobody can move the
 //! cursor, retitle the window, ring the bell, forge a line beside an approval code, or show one
 //! thing and say another. A backslash is left as it is: an escape a peer typed stays visible text.
 
-/// Whether `c` is shown escaped: a control (C0, DEL, C1) or an invisible character that changes
-/// how the text around it is shown.
+/// The characters shown escaped besides controls: every character of General_Category Cf
+/// (format), Zl and Zp (line and paragraph separators), and every Default_Ignorable_Code_Point,
+/// as Unicode 16.0.0 lists them (`UnicodeData.txt`, `DerivedCoreProperties.txt`; the same ranges
+/// as regex-syntax 0.8's `FORMAT`, `LINE_SEPARATOR`, `PARAGRAPH_SEPARATOR` and
+/// `DEFAULT_IGNORABLE_CODE_POINT` tables), merged. They draw nothing, or reorder, join or
+/// restyle what is around them: tag characters, variation selectors, Hangul fillers, the
+/// combining grapheme joiner, bidi controls, zero-width characters, the Arabic number signs.
+/// Sorted and disjoint.
+const INVISIBLE: [(char, char); 25] = [
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{0600}', '\u{0605}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{06DD}', '\u{06DD}'),
+    ('\u{070F}', '\u{070F}'),
+    ('\u{0890}', '\u{0891}'),
+    ('\u{08E2}', '\u{08E2}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{2028}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFFB}'),
+    ('\u{110BD}', '\u{110BD}'),
+    ('\u{110CD}', '\u{110CD}'),
+    ('\u{13430}', '\u{1343F}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
+
+/// Whether `c` is shown escaped: a control (C0, DEL, C1) or one of the [`INVISIBLE`]
+/// characters.
 pub(crate) fn hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{00AD}'
-                | '\u{061C}'
-                | '\u{180E}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{FEFF}'
-        )
+    c.is_control() || INVISIBLE.binary_search_by(|&(lo, hi)| cmp_range(c, lo, hi)).is_ok()
+}
+
+/// Where the range `lo..=hi` lies relative to `c`, for a binary search.
+fn cmp_range(c: char, lo: char, hi: char) -> std::cmp::Ordering {
+    if hi < c {
+        std::cmp::Ordering::Less
+    } else if lo > c {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Equal
+    }
 }
 
 fn escape(c: char, out: &mut String) {
@@ -74,8 +111,11 @@ pub(crate) fn json(value: &nyx5_proto::Value) -> Vec<u8> {
     let mut out = String::with_capacity(canonical.len());
     for c in canonical.chars() {
         if c >= '\u{7f}' && hidden(c) {
-            // Every hidden character is in the Basic Multilingual Plane: one escape each.
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            // Outside the Basic Multilingual Plane (tag characters, say) as a surrogate pair.
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }
@@ -100,6 +140,63 @@ mod tests {
         }
         assert_eq!(line("ñandú 5 tok"), "ñandú 5 tok");
         assert_eq!(bytes_line(b"\x1b]0;t\x07\xff"), "\\u{1b}]0;t\\u{7}\u{FFFD}");
+    }
+
+    #[test]
+    fn every_format_separator_and_default_ignorable_character_is_shown_escaped() {
+        // Tag characters (an invisible copy of ASCII), the other deprecated format characters,
+        // Hangul fillers, the combining grapheme joiner, variation selectors, Mongolian ones,
+        // Arabic number signs, Egyptian format controls, the shorthand format controls.
+        for c in [
+            '\u{E0001}',
+            '\u{E0041}',
+            '\u{E007F}',
+            '\u{E0100}',
+            '\u{E01EF}',
+            '\u{206A}',
+            '\u{206F}',
+            '\u{3164}',
+            '\u{115F}',
+            '\u{1160}',
+            '\u{FFA0}',
+            '\u{034F}',
+            '\u{FE00}',
+            '\u{FE0F}',
+            '\u{180B}',
+            '\u{180F}',
+            '\u{17B4}',
+            '\u{0600}',
+            '\u{06DD}',
+            '\u{08E2}',
+            '\u{13430}',
+            '\u{1BCA0}',
+            '\u{1D173}',
+            '\u{FFF9}',
+            '\u{FFF0}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{110BD}',
+        ] {
+            assert!(hidden(c), "{c:?}");
+            assert!(!line(&format!("x{c}y")).contains(c), "{c:?}");
+            assert!(!text(&format!("x{c}y")).contains(c), "{c:?}");
+        }
+        assert_eq!(line("ok\u{E0041}\u{E0042}"), "ok\\u{e0041}\\u{e0042}");
+        // Visible neighbours of those ranges stay as they are.
+        for c in ['\u{034E}', '\u{3165}', '\u{FE10}', '\u{FFFC}', '\u{E1000}', '\u{1D172}', 'ᄀ', 'ñ', '中', '😀']
+        {
+            assert!(!hidden(c), "{c:?}");
+        }
+        let sorted = INVISIBLE.windows(2).all(|w| matches!(w, [a, b] if a.0 <= a.1 && a.1 < b.0));
+        assert!(sorted);
+    }
+
+    #[test]
+    fn json_escapes_invisible_characters_beyond_the_first_plane_as_surrogate_pairs() {
+        let v = nyx5_proto::Value::from("a\u{E0041}\u{FE0F}b");
+        let out = String::from_utf8(json(&v)).unwrap();
+        assert_eq!(out, r#""a\udb40\udc41\ufe0fb""#);
+        assert_eq!(nyx5_proto::Value::parse_str(&out).unwrap(), v);
     }
 
     #[test]
