@@ -34,7 +34,7 @@ use crate::sys::OsRng;
 /// The largest authority file read.
 const MAX_FILE_BYTES: usize = 1024 * 1024;
 /// The members an authority file may have.
-const FILE_MEMBERS: [&str; 4] = ["tools", "patterns", "default", "amounts"];
+const FILE_MEMBERS: [&str; 5] = ["tools", "patterns", "default", "amounts", "approve_by_elicitation"];
 /// How often a waiting call looks for a decision file.
 const POLL: Duration = Duration::from_millis(200);
 /// How long the child may take to exit once its input is closed.
@@ -81,6 +81,10 @@ pub(crate) struct Rules {
     patterns: Vec<(String, Authority)>,
     default: Option<Authority>,
     amounts: BTreeMap<String, AmountArg>,
+    /// `approve_by_elicitation: true`: the owner lets the MCP client's own interface ask the
+    /// human (an `elicitation/create` answer approves). Off, only the out-of-band code does:
+    /// whoever writes the client's stream could otherwise approve its own calls.
+    by_elicitation: bool,
 }
 
 /// What holds for one tool.
@@ -111,7 +115,9 @@ impl Rules {
     pub(crate) fn from_value(v: &Value) -> Result<Rules, String> {
         let o = v.as_object().ok_or("the authority file is one JSON object")?;
         if let Some(k) = o.keys().find(|k| !FILE_MEMBERS.contains(&k.as_str())) {
-            return Err(format!("the authority file has no member {k:?} (only tools, patterns, default, amounts)"));
+            return Err(format!(
+                "the authority file has no member {k:?} (only tools, patterns, default, amounts, approve_by_elicitation)"
+            ));
         }
         let by_name = |member: &str| -> Result<BTreeMap<String, Authority>, String> {
             match o.get(member) {
@@ -152,7 +158,8 @@ impl Rules {
             }
             Some(_) => return Err("`amounts` is an object of {argument, currency?} by tool name".to_owned()),
         }
-        let rules = Rules { tools, patterns, default, amounts };
+        let by_elicitation = field::opt_bool(o, "approve_by_elicitation").map_err(|e| e.reason)?.unwrap_or(false);
+        let rules = Rules { tools, patterns, default, amounts, by_elicitation };
         rules.check_named()?;
         Ok(rules)
     }
@@ -580,43 +587,51 @@ impl Store {
         Ok(out)
     }
 
-    /// A person's decision on a pending request (`nyx5 mcp-approve`, `nyx5 mcp-decline`): an
-    /// approval names the code the proxy printed, and only a request nobody changed is approved:
-    /// the whole request (tool, arguments, reason, rationale, authority, times) must hash to what
-    /// the proxy bound to that code. The decision names the hash of the request it decided.
-    pub(crate) fn decide(&self, id: &str, approve: bool, code: Option<&str>) -> Result<Object, Failure> {
+    /// A pending request checked against its approval code, before anything is decided: only
+    /// a request nobody changed passes, the whole request (tool, arguments, reason, rationale,
+    /// authority, times) hashing to what the proxy bound to that code. The request and its hash.
+    pub(crate) fn verified(&self, id: &str, code: Option<&str>) -> Result<(Object, String), Failure> {
+        let (request, sha) = self.undecided(id)?;
+        let code = code.ok_or_else(|| {
+            Failure::usage("approving needs --code, the code the waiting proxy printed beside the id")
+        })?;
+        if Some(hex(&sha256(code.as_bytes())).as_str()) != request.get("code_sha256").and_then(Value::as_str) {
+            return Err(Failure::usage(format!("that is not the code of approval {id}")));
+        }
+        if !consistent(&request) || request.get("binding").and_then(Value::as_str) != Some(binding(code, &sha).as_str())
+        {
+            return Err(Failure::usage(format!(
+                "approval {id} was changed since the proxy wrote it (it no longer matches its code): not \
+                 approved; decline it with `nyx5 mcp-decline {id}`"
+            )));
+        }
+        Ok((request, sha))
+    }
+
+    /// A pending request not yet decided, and its hash (unverified).
+    fn undecided(&self, id: &str) -> Result<(Object, String), Failure> {
         check_approval_id(id)?;
         let request = Store::read(&self.request_path(id))
             .ok_or_else(|| Failure::usage(format!("no pending approval {id} in {}", self.dir.display())))?;
-        let sha = request_sha256(&request);
         if let Some(d) = self.decision(id) {
             return Err(Failure::usage(format!(
                 "approval {id} was already decided: {}",
                 safe(d.get("decision").and_then(Value::as_str).unwrap_or("?"))
             )));
         }
-        if approve {
-            let code = code.ok_or_else(|| {
-                Failure::usage("approving needs --code, the code the waiting proxy printed beside the id")
-            })?;
-            if Some(hex(&sha256(code.as_bytes())).as_str()) != request.get("code_sha256").and_then(Value::as_str) {
-                return Err(Failure::usage(format!("that is not the code of approval {id}")));
-            }
-            if !consistent(&request)
-                || request.get("binding").and_then(Value::as_str) != Some(binding(code, &sha).as_str())
-            {
-                return Err(Failure::usage(format!(
-                    "approval {id} was changed since the proxy wrote it (it no longer matches its code): not \
-                     approved; decline it with `nyx5 mcp-decline {id}`"
-                )));
-            }
-        }
+        let sha = request_sha256(&request);
+        Ok((request, sha))
+    }
+
+    /// Writes a person's decision on request `id`, whose hash is `sha` (`nyx5 mcp-approve`,
+    /// after [`Store::verified`], or `nyx5 mcp-decline`), once.
+    pub(crate) fn record_decision(&self, id: &str, approve: bool, sha: &str, code: Option<&str>) -> Outcome {
         let decision = if approve { "approve" } else { "decline" };
-        match self.decide_once(id, decision, &sha, code) {
-            Ok(()) => Ok(request),
+        match self.decide_once(id, decision, sha, code) {
+            Ok(()) => Ok(()),
             Err(Some(d)) => Err(Failure::usage(format!(
                 "approval {id} was already decided: {}",
-                d.get("decision").and_then(Value::as_str).unwrap_or("?")
+                safe(d.get("decision").and_then(Value::as_str).unwrap_or("?"))
             ))),
             Err(None) => Err(Failure::usage(format!("cannot write the decision for {id} in {}", self.dir.display()))),
         }
@@ -695,23 +710,48 @@ impl Store {
         seen.iter().map(|(k, t)| (k.clone(), Value::Array(t.iter().map(|&t| t.into()).collect()))).collect()
     }
 
-    /// How many calls of `tool` went ahead in the past hour: the larger of the file's count and
-    /// this process's own; "at the limit" when the file is spoiled or holds too many names.
-    fn hour_ops(&self, key: &str, tool: &str) -> i64 {
-        let from_file = self.with_calls(key, |counts, _| match counts {
-            Counts::Read(calls) if calls.contains_key(tool) || calls.len() < MAX_COUNTED_TOOLS => {
-                let n = calls.get(tool).and_then(Value::as_array).map_or(0, <[Value]>::len);
-                (i64::try_from(n).unwrap_or(i64::MAX), false)
+    /// Judges a call of `tool` that no human approved and, when it goes ahead, counts it: the
+    /// hour's count read, the verdict and the count written under one lock of the calls file, so
+    /// two proxies of the same server cannot both take the last call an hour allows. The count
+    /// is the larger of the file's and this process's own; "at the limit" when the file is
+    /// spoiled or holds too many names.
+    fn admit(&self, key: &str, tool: &str, rule: &Rule, args: &Object) -> Verdict {
+        if rule.authority.max_per_hour.is_none() {
+            return judge(rule, args, 0, false);
+        }
+        let cap = usize::try_from(MAX_PER_HOUR).unwrap_or(usize::MAX);
+        self.with_calls(key, |counts, now| {
+            let from_file = match counts {
+                Counts::Read(calls) if calls.contains_key(tool) || calls.len() < MAX_COUNTED_TOOLS => {
+                    let n = calls.get(tool).and_then(Value::as_array).map_or(0, <[Value]>::len);
+                    i64::try_from(n).unwrap_or(i64::MAX)
+                }
+                _ => i64::MAX,
+            };
+            let mut seen = lock(&self.seen);
+            let mine = seen.get(tool).map_or(0, |t| t.iter().filter(|&&t| now - t < HOUR_MS).count());
+            let hour_ops = from_file.max(i64::try_from(mine).unwrap_or(i64::MAX));
+            let verdict = judge(rule, args, hour_ops, false);
+            if verdict != Verdict::Allowed {
+                return (verdict, false);
             }
-            _ => (i64::MAX, false),
-        });
-        let now = now_ms();
-        let mine = lock(&self.seen).get(tool).map_or(0, |t| t.iter().filter(|&&t| now - t < HOUR_MS).count());
-        from_file.max(i64::try_from(mine).unwrap_or(i64::MAX))
+            let t = seen.entry(tool.to_owned()).or_default();
+            t.retain(|t| now - t < HOUR_MS);
+            t.push(now);
+            t.drain(..t.len().saturating_sub(cap));
+            drop(seen);
+            if let Counts::Read(calls) = counts
+                && let Value::Array(t) = calls.entry(tool.to_owned()).or_insert_with(|| Value::Array(Vec::new()))
+            {
+                t.push(now.into());
+                t.drain(..t.len().saturating_sub(cap));
+            }
+            (verdict, true)
+        })
     }
 
-    /// Counts one call of `tool` that went ahead (only where a rate is capped: nothing else
-    /// reads the count).
+    /// Counts one call of `tool` that a human approved (only where a rate is capped: nothing
+    /// else reads the count).
     fn record_call(&self, key: &str, tool: &str, rule: &Rule) {
         if rule.authority.max_per_hour.is_none() {
             return;
@@ -765,6 +805,11 @@ pub(crate) struct ListArgs {
 pub(crate) struct DecideArgs {
     /// The approval's id, as `nyx5 mcp-approvals` lists it
     id: String,
+    /// Approve without asking: what is approved (checked against the code) is still printed
+    /// before the decision is written. Without it, `mcp-approve` asks y/N on its terminal, and
+    /// refuses when its standard input is not one
+    #[arg(long)]
+    yes: bool,
     /// To approve: the code the waiting proxy printed on its standard error beside the id (it
     /// is on no file, so neither the wrapped server nor the model can approve)
     #[arg(long, value_name = "CODE", allow_hyphen_values = true)]
@@ -780,12 +825,14 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
     let dir = default_dir(args.approvals.as_deref())?;
     // No directory yet: no proxy ever asked.
     let pending = if dir.exists() { Store::open(Some(&dir), false)?.pending()? } else { Vec::new() };
-    // Only what is bound is shown: a request that is not as a proxy wrote it shows its id and
-    // that it was changed, nothing it says.
+    // A request that is not as a proxy wrote it shows its id and that it was changed, nothing it
+    // says; the others are marked unverified: without the code, a rewrite whose plain hashes
+    // were recomputed cannot be told apart.
     let pending: Vec<Object> = pending
         .into_iter()
-        .map(|p| {
+        .map(|mut p| {
             if consistent(&p) {
+                p.insert("verified".into(), Value::Bool(false));
                 p
             } else {
                 let id = p.get("id").cloned().unwrap_or(Value::Null);
@@ -800,6 +847,12 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
     let mut text = String::new();
     if pending.is_empty() {
         text.push_str("no wrapped call is waiting for approval\n");
+    } else {
+        text.push_str(
+            "UNVERIFIED: what follows is what the request files say, and whatever can write this directory can \
+             rewrite them; `nyx5 mcp-approve ID --code CODE` checks a request against its code and shows it before \
+             anything is approved\n",
+        );
     }
     for p in &pending {
         let s = |k: &str| safe(p.get(k).and_then(Value::as_str).unwrap_or_default());
@@ -812,7 +865,7 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
         }
         let args = p.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
         text.push_str(&format!(
-            "{}  {}  {}\n  why: {}\n  arguments: {}\n  until {}\n",
+            "{}  {}  {}  (unverified)\n  why: {}\n  arguments: {}\n  until {}\n",
             s("id"),
             s("tool"),
             s("created"),
@@ -827,13 +880,58 @@ pub(crate) fn list(args: &ListArgs) -> Outcome {
     crate::io::write_text(&text)
 }
 
-/// `nyx5 mcp-approve ID` / `nyx5 mcp-decline ID`: decides one waiting call, once.
+/// `nyx5 mcp-approve ID` / `nyx5 mcp-decline ID`: decides one waiting call, once. An approval
+/// first shows the request as checked against the code (tool, arguments, amount, reason), then
+/// asks y/N on the terminal (or, with `--yes`, goes on), and only then writes the decision.
 pub(crate) fn decide(args: &DecideArgs, approve: bool) -> Outcome {
     let store = Store::open(args.approvals.as_deref(), false)?;
-    let request = store.decide(&args.id, approve, args.code.as_deref())?;
+    let id = safe(&args.id);
+    if !approve {
+        let (request, sha) = store.undecided(&args.id)?;
+        store.record_decision(&args.id, false, &sha, None)?;
+        let tool = safe(request.get("tool").and_then(Value::as_str).unwrap_or_default());
+        return crate::io::write_text(&format!("declined {id} ({tool}), this call only\n"));
+    }
+    let (request, sha) = store.verified(&args.id, args.code.as_deref())?;
+    crate::io::write_text(&format!("approval {id}, as its code verifies it:\n{}", verified_summary(&request)))?;
+    if !args.yes {
+        use std::io::{BufRead as _, IsTerminal as _, Read as _};
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return Err(Failure::usage(format!(
+                "not approved: mcp-approve asks on its terminal, and its standard input is not one; pass --yes \
+                 to approve {id} as shown above"
+            )));
+        }
+        eprint!("Approve this one call? [y/N] ");
+        let mut said = String::new();
+        let _ = stdin.lock().take(64).read_line(&mut said);
+        if !matches!(said.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+            return Err(Failure::usage(format!("not approved: nothing was written; {id} still waits")));
+        }
+    }
+    store.record_decision(&args.id, true, &sha, args.code.as_deref())?;
     let tool = safe(request.get("tool").and_then(Value::as_str).unwrap_or_default());
-    let what = if approve { "approved" } else { "declined" };
-    crate::io::write_text(&format!("{what} {} ({tool}), this call only\n", safe(&args.id)))
+    crate::io::write_text(&format!("approved {id} ({tool}), this call only\n"))
+}
+
+/// What a person approves, from a request [`Store::verified`] checked: its tool, arguments,
+/// amount (where its authority names an amount argument), reason and rationale.
+fn verified_summary(request: &Object) -> String {
+    let s = |k: &str| safe(request.get(k).and_then(Value::as_str).unwrap_or_default());
+    let args = request.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut out = format!("  tool: {}\n  arguments: {}\n", s("tool"), shown_arguments(&args));
+    let authority = request.get("authority").and_then(Value::as_object);
+    if let Some(arg) = authority.and_then(|a| a.get("amount_argument")).and_then(Value::as_str) {
+        let amount = args.get(arg).map_or_else(|| "none".to_owned(), Value::canonical_string);
+        let currency = authority.and_then(|a| a.get("currency")).and_then(Value::as_str).unwrap_or_default();
+        out.push_str(&format!("  amount: {} {}\n", safe(&shorten(&amount, SHOWN_VALUE)), safe(currency)));
+    }
+    out.push_str(&format!("  why: {}\n", s("reason")));
+    if request.contains_key("rationale") {
+        out.push_str(&format!("  rationale: {}\n", s("rationale")));
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -871,7 +969,8 @@ struct State {
     elicitation: bool,
     /// Our input ended: the child's exit is expected.
     closing: bool,
-    /// Client requests the child has not answered: by id key, their id and method.
+    /// Client requests the child has not answered: by the id we gave them (`nyx5-wrap-s-N`),
+    /// the client's id and the method.
     in_flight: HashMap<String, (Value, String)>,
     /// Calls waiting for a human, by id key.
     waiting: HashMap<String, Waiting>,
@@ -967,11 +1066,14 @@ impl Shared {
         format!("{OUR_IDS}{kind}-{}", st.next)
     }
 
-    /// Sends a client request to the child, remembering it until the child answers.
-    fn forward(&self, id: &Value, method: &str, raw: &[u8]) {
-        lock(&self.state).in_flight.insert(key(id), (id.clone(), method.to_owned()));
-        if !self.to_child_raw(raw) {
-            lock(&self.state).in_flight.remove(&key(id));
+    /// Sends a client request to the child under an id of ours (so no id the client reuses can
+    /// take another request's answer, or its judgement), remembering it until the child answers.
+    fn forward(&self, id: &Value, method: &str, mut msg: Object) {
+        let our = self.next_id("s");
+        msg.insert("id".into(), our.as_str().into());
+        lock(&self.state).in_flight.insert(our.clone(), (id.clone(), method.to_owned()));
+        if !self.to_child_raw(&wire(&Value::Object(msg))) {
+            lock(&self.state).in_flight.remove(&our);
             self.to_client(&error(id.clone(), INTERNAL_ERROR, "the wrapped server is gone"));
         }
     }
@@ -1024,7 +1126,6 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
         }
     };
     let params = msg.get("params").and_then(Value::as_object).cloned().unwrap_or_default();
-    let bytes = wire(&Value::Object(msg));
     let Some(id) = id else {
         // A `tools/call` without an id is not a call JSON-RPC allows, and must not reach a server
         // that would run it unjudged.
@@ -1044,7 +1145,20 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
         if !method.starts_with("notifications/") {
             return eprintln!("nyx5 mcp --wrap: a {} without an id (not a notification) dropped", safe(&method));
         }
-        if !sh.to_child_raw(&bytes) {
+        let mut msg = msg;
+        // A cancellation names the request by the id the server knows it by.
+        if method == "notifications/cancelled"
+            && let Some(Value::Object(p)) = msg.get_mut("params")
+            && let Some(req) = p.get("requestId").map(key)
+        {
+            let st = lock(&sh.state);
+            let ours = st.in_flight.iter().filter(|(_, (c, _))| key(c) == req).map(|(o, _)| o.clone()).max();
+            drop(st);
+            if let Some(ours) = ours {
+                p.insert("requestId".into(), ours.into());
+            }
+        }
+        if !sh.to_child_raw(&wire(&Value::Object(msg))) {
             eprintln!("nyx5 mcp --wrap: the wrapped server is gone; {} dropped", safe(&method));
         }
         return;
@@ -1055,11 +1169,17 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
             let elicitation = caps.and_then(|c| c.get("elicitation")).and_then(Value::as_object);
             // 2025-11-25 splits elicitation into form and url modes; an empty object is form.
             let form = elicitation.is_some_and(|e| e.is_empty() || e.contains_key("form"));
-            lock(&sh.state).elicitation = form;
-            sh.forward(&id, &method, &bytes);
+            if form && !sh.rules.by_elicitation {
+                eprintln!(
+                    "nyx5 mcp --wrap: the client offers elicitation; approvals are still asked out of band, since the \
+                     authority file does not set approve_by_elicitation"
+                );
+            }
+            lock(&sh.state).elicitation = form && sh.rules.by_elicitation;
+            sh.forward(&id, &method, msg);
         }
-        "tools/call" => call(sh, id, &params, &bytes),
-        _ => sh.forward(&id, &method, &bytes),
+        "tools/call" => call(sh, id, &params, msg),
+        _ => sh.forward(&id, &method, msg),
     }
 }
 
@@ -1088,9 +1208,8 @@ fn client_response(sh: &Arc<Shared>, id: Option<Value>, mut msg: Object) {
     );
 }
 
-/// `tools/call`: judged before anything reaches the child; `raw` is the [`wire`] form of the
-/// very message judged.
-fn call(sh: &Arc<Shared>, id: Value, params: &Object, raw: &[u8]) {
+/// `tools/call`: judged before anything reaches the child; `msg` is the very message judged.
+fn call(sh: &Arc<Shared>, id: Value, params: &Object, msg: Object) {
     let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
         return sh.to_client(&error(id, INVALID_PARAMS, "invalid params: `name` must be a string"));
     };
@@ -1104,16 +1223,9 @@ fn call(sh: &Arc<Shared>, id: Value, params: &Object, raw: &[u8]) {
         Some(_) => return sh.to_client(&error(id, INVALID_PARAMS, "invalid params: `arguments` must be an object")),
     };
     let rule = sh.rules.rule(&name);
-    let hour_ops = match rule.authority.max_per_hour {
-        Some(_) => sh.store.hour_ops(&sh.calls_key, &name),
-        None => 0,
-    };
-    match judge(&rule, &args, hour_ops, false) {
+    match sh.store.admit(&sh.calls_key, &name, &rule, &args) {
         Verdict::Refused(e) => sh.refuse(id, &name, &format!("refused: {}", e.reason)),
-        Verdict::Allowed => {
-            sh.store.record_call(&sh.calls_key, &name, &rule);
-            sh.forward(&id, "tools/call", raw);
-        }
+        Verdict::Allowed => sh.forward(&id, "tools/call", msg),
         Verdict::Ask(reason) => {
             let (tx, rx) = mpsc::channel();
             let k = key(&id);
@@ -1130,7 +1242,7 @@ fn call(sh: &Arc<Shared>, id: Value, params: &Object, raw: &[u8]) {
                 return sh.refuse(id, &name, &why);
             }
             lock(&sh.state).waiting.insert(k.clone(), Waiting { id: id.clone(), tx, approval: None });
-            let call = AskedCall { id, key: k, name, args, rule, reason, raw: raw.to_vec() };
+            let call = AskedCall { id, key: k, name, args, rule, reason, msg };
             let sh = Arc::clone(sh);
             std::thread::spawn(move || wait_for_human(&sh, call, &rx));
         }
@@ -1146,7 +1258,7 @@ struct AskedCall {
     args: Object,
     rule: Rule,
     reason: String,
-    raw: Vec<u8>,
+    msg: Object,
 }
 
 /// How a wait ended.
@@ -1162,7 +1274,8 @@ enum Ended {
 fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
     let deadline = Instant::now() + sh.timeout;
     let shown = shown_arguments(&c.args);
-    let mut elicitation = if lock(&sh.state).elicitation { Some(elicit(sh, &c, &shown)) } else { None };
+    let asks_client = lock(&sh.state).elicitation;
+    let mut elicitation = if asks_client { elicit(sh, &c, &shown) } else { None };
     let mut bound = Bound::default();
     let mut approval = match elicitation {
         Some(_) => None,
@@ -1235,7 +1348,7 @@ fn wait_for_human(sh: &Arc<Shared>, c: AskedCall, rx: &mpsc::Receiver<Event>) {
             Verdict::Allowed => {
                 eprintln!("nyx5 mcp --wrap: {}: approved by a human, this call only", safe(&c.name));
                 sh.store.record_call(&sh.calls_key, &c.name, &c.rule);
-                sh.forward(&c.id, "tools/call", &c.raw);
+                sh.forward(&c.id, "tools/call", c.msg);
             }
             Verdict::Refused(e) => sh.refuse(c.id, &c.name, &format!("refused: {}", e.reason)),
             Verdict::Ask(why) => sh.refuse(c.id, &c.name, &format!("still not allowed: {why}")),
@@ -1265,7 +1378,8 @@ fn decided(d: &Object, bound: &Bound) -> Ended {
             Ended::Approved
         }
         Some("expired") => Ended::Expired,
-        Some("cancelled") => Ended::Cancelled,
+        // Only the client cancels a call quietly (its own notification, never a file): any other
+        // decision, "cancelled" included, is a no that the client is told of.
         _ => Ended::Declined("declined by the human"),
     }
 }
@@ -1274,9 +1388,13 @@ fn notification(method: &str, params: Object) -> Value {
     Value::Object(obj([("jsonrpc", "2.0".into()), ("method", method.into()), ("params", Value::Object(params))]))
 }
 
-/// Asks the client's human (`elicitation/create`, 2025-06-18's form); our request's id.
-fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> String {
-    let our = sh.next_id("e");
+/// Asks the client's human (`elicitation/create`, 2025-06-18's form), only where the owner
+/// opted in (`approve_by_elicitation`); our request's id, 16 random bytes (hex) that nobody
+/// writing the client's stream can guess ahead of the request. `None` without randomness.
+fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> Option<String> {
+    let mut rng = OsRng::new();
+    let our = format!("{OUR_IDS}e-{}", hex(&rng.bytes::<16>()));
+    rng.check().ok()?;
     lock(&sh.state).elicitations.insert(our.clone(), c.key.clone());
     let mut message = format!(
         "The agent wants to call the tool {} with {shown}. It needs your approval: {}.",
@@ -1298,7 +1416,7 @@ fn elicit(sh: &Arc<Shared>, c: &AskedCall, shown: &str) -> String {
     };
     req.insert("id".into(), our.as_str().into());
     sh.to_client(&Value::Object(req));
-    our
+    Some(our)
 }
 
 /// Writes the call's request file and tells the person how to decide it; its id (`None` when
@@ -1412,6 +1530,9 @@ fn from_child(sh: &Arc<Shared>, line: &[u8]) {
                     if let Some(ours) = ours {
                         st.child_requests.remove(&ours);
                         params.insert("requestId".into(), ours.into());
+                    } else if let Some((client_id, _)) = req.as_str().and_then(|r| st.in_flight.get(r)) {
+                        // The server gives up a request of the client's: named by the client's id.
+                        params.insert("requestId".into(), client_id.clone());
                     }
                     drop(st);
                     return sh.to_client(&Value::Object(msg));
@@ -1424,10 +1545,12 @@ fn from_child(sh: &Arc<Shared>, line: &[u8]) {
     let Some(id) = msg.get("id").cloned() else {
         return eprintln!("nyx5 mcp --wrap: the wrapped server answered without an id; dropped");
     };
-    let Some((_, method)) = lock(&sh.state).in_flight.remove(&key(&id)) else {
+    let asked = id.as_str().and_then(|ours| lock(&sh.state).in_flight.remove(ours));
+    let Some((client_id, method)) = asked else {
         let shown = safe(&shorten(&key(&id), 120));
         return eprintln!("nyx5 mcp --wrap: the wrapped server answered {shown}, which nobody asked; dropped");
     };
+    msg.insert("id".into(), client_id);
     if method == "tools/list"
         && let Some(Value::Object(result)) = msg.get_mut("result")
         && let Some(Value::Array(tools)) = result.get_mut("tools")
@@ -1541,9 +1664,18 @@ pub(crate) fn run(args: WrapArgs) -> Outcome {
         .map_err(|e| Failure::usage(format!("cannot start {program}: {e}")))?;
     if let Some(err) = child.stderr.take() {
         std::thread::spawn(move || {
-            use std::io::BufRead as _;
-            for line in BufReader::new(err).split(b'\n').map_while(Result::ok) {
-                eprintln!("{}", safe(&String::from_utf8_lossy(&line)));
+            // Lines capped as every other line read (4 MiB): an endless one is dropped, not held.
+            let mut input = BufReader::new(err);
+            loop {
+                match read_line(&mut input) {
+                    Ok(Some(Ok(line))) => eprintln!("{}", safe(&String::from_utf8_lossy(&line))),
+                    Ok(Some(Err(()))) => {
+                        eprintln!(
+                            "nyx5 mcp --wrap: the wrapped server wrote a line over 4 MiB on its standard error; dropped"
+                        );
+                    }
+                    Ok(None) | Err(_) => return,
+                }
             }
         });
     }
@@ -1737,6 +1869,38 @@ mod tests {
         }
         let v = Value::parse_str("{\"y\" : 1, \"x\":\"a\u{2028}b\u{85}\"}").unwrap();
         assert_eq!(wire(&v), br#"{"x":"a\u2028b\u0085","y":1}"#);
+    }
+
+    #[test]
+    fn two_proxies_never_both_take_the_last_call_of_the_hour() {
+        // Separate stores on one directory, as proxies in separate processes of one server: each
+        // round, 8 of them race for a tool allowed twice an hour, 3 calls each.
+        use std::os::unix::fs::DirBuilderExt as _;
+        let dir = std::env::temp_dir().join(format!("nyx5-admit-{}-{}", std::process::id(), unique()));
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).unwrap();
+        let rule = rules(FILE).unwrap().rule("echo");
+        let mut over = 0;
+        for round in 0..20 {
+            let key = format!("round{round}");
+            let barrier = Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (dir, key, rule, barrier) = (dir.clone(), key.clone(), rule.clone(), Arc::clone(&barrier));
+                    std::thread::spawn(move || {
+                        let store = Store::open(Some(&dir), false).unwrap();
+                        barrier.wait();
+                        (0..3).filter(|_| store.admit(&key, "echo", &rule, &Object::new()) == Verdict::Allowed).count()
+                    })
+                })
+                .collect();
+            let allowed: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+            println!("round {round}: {allowed} went ahead");
+            if allowed > 2 {
+                over += 1;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(over, 0, "rounds where more calls went ahead than the hour allows");
     }
 
     #[test]

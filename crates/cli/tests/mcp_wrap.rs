@@ -121,10 +121,10 @@ impl Place {
         code
     }
 
-    /// `nyx5 mcp-approve ID --code CODE` as a person at proxy `n`'s terminal runs it.
+    /// `nyx5 mcp-approve ID --code CODE --yes` as a person at proxy `n`'s terminal runs it.
     fn approve(&self, n: usize, approval: &str) -> Output {
         let code = self.code(n, approval);
-        self.verb(&["mcp-approve", approval, "--code", &code])
+        self.verb(&["mcp-approve", approval, "--code", &code, "--yes"])
     }
 
     /// `nyx5 <verb> … --approvals DIR`.
@@ -456,9 +456,14 @@ fn a_decision_is_written_once() {
     assert!(decision.contains(r#""decision":"decline""#), "{decision}");
 }
 
+/// [`AUTHORITY`] with the owner's opt-in to approvals by the client's elicitation.
+fn by_elicitation() -> String {
+    AUTHORITY.replacen('{', r#"{"approve_by_elicitation": true,"#, 1)
+}
+
 #[test]
 fn a_client_with_elicitation_asks_its_human() {
-    let p = Place::new("wrap-elicit", AUTHORITY);
+    let p = Place::new("wrap-elicit", &by_elicitation());
     let mut w = Wrap::start(&p, 0, &[]);
     w.initialize(r#"{"elicitation":{}}"#);
     let ask = |w: &mut Wrap, answer: &str| -> Object {
@@ -466,7 +471,9 @@ fn a_client_with_elicitation_asks_its_human() {
         let asked = w.read();
         assert_eq!(get(&asked, &["method"]).as_str(), Some("elicitation/create"));
         let our = get(&asked, &["id"]).as_str().unwrap().to_owned();
-        assert!(our.starts_with("nyx5-wrap-"), "{our}");
+        // 16 random bytes: nobody writing the client's stream answers it before it is asked.
+        let random = our.strip_prefix("nyx5-wrap-e-").unwrap_or_default();
+        assert!(random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit()), "{our}");
         let message = get(&asked, &["params", "message"]).as_str().unwrap();
         assert!(message.contains("publish") && message.contains("hello"), "{message}");
         assert!(message.contains("what is published stays published"), "{message}");
@@ -832,9 +839,13 @@ fn an_approval_binds_the_whole_request() {
         r.insert("reason".into(), "harmless".into());
         r.insert("rationale".into(), "just an echo".into());
     });
+    // Without the code the listing cannot tell, and says so.
     let listed = p.pending();
     assert_eq!(get(&listed[0], &["tool"]).as_str(), Some("echo"), "self-consistent, so listed: {listed:?}");
-    let out = p.verb(&["mcp-approve", &approval, "--code", &code]);
+    assert_eq!(listed[0].get("verified"), Some(&Value::Bool(false)), "{listed:?}");
+    let shown = String::from_utf8(p.verb(&["mcp-approvals"]).stdout).unwrap();
+    assert!(shown.contains("UNVERIFIED") && shown.contains("echo") && shown.contains("(unverified)"), "{shown}");
+    let out = p.verb(&["mcp-approve", &approval, "--code", &code, "--yes"]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(said.contains("was changed since the proxy wrote it"), "{said}");
@@ -848,7 +859,7 @@ fn an_approval_binds_the_whole_request() {
     assert!(!listed[0].contains_key("tool") && !listed[0].contains_key("reason"), "{listed:?}");
     let shown = String::from_utf8(p.verb(&["mcp-approvals"]).stdout).unwrap();
     assert!(shown.contains("WARNING") && !shown.contains("harmless"), "{shown}");
-    assert!(!p.verb(&["mcp-approve", &approval, "--code", &code]).status.success());
+    assert!(!p.verb(&["mcp-approve", &approval, "--code", &code, "--yes"]).status.success());
     assert!(p.verb(&["mcp-decline", &approval]).status.success());
     assert!(is_error(&w.answer(first)));
     // An untouched request is approved, and runs.
@@ -882,4 +893,156 @@ fn a_peers_text_reaches_standard_error_escaped() {
     }
     assert!(text.contains("\\u{1b}]0;owned\\u{7}"), "{text}");
     assert!(text.contains("the fixture says \\u{1b}[31mhello\\u{7}"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hostile review of issue 34 §1.
+
+#[test]
+fn an_elicitation_answer_approves_nothing_unless_the_owner_opted_in() {
+    // M1: whoever writes the client's stream declares elicitation and answers the request it
+    // expects. Without the owner's opt-in nothing is asked of the client: the call waits for the
+    // out-of-band code, and answers under any id are dropped.
+    let p = Place::new("wrap-elicit-forged", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize(r#"{"elicitation":{}}"#);
+    let id = w.call("publish", r#"{"text":"unasked"}"#);
+    let approval = p.one_pending("publish");
+    for n in 0..8 {
+        w.line(&format!(
+            r#"{{"jsonrpc":"2.0","id":"nyx5-wrap-e-{n}","result":{{"action":"accept","content":{{"approve":true}}}}}}"#
+        ));
+    }
+    // No elicitation/create came before the pong, and nothing ran.
+    w.ping();
+    assert!(p.calls().is_empty());
+    assert_eq!(p.one_pending("publish"), approval);
+    assert!(p.stderr(0).contains("approve_by_elicitation"), "{}", p.stderr(0));
+    assert!(p.verb(&["mcp-decline", &approval]).status.success());
+    assert!(is_error(&w.answer(id)));
+    assert!(p.calls().is_empty());
+}
+
+#[test]
+fn mcp_approve_shows_what_its_code_verifies_and_asks_before_it_writes() {
+    // M2: what is approved is the request as checked against the code, shown before the
+    // decision is written; without a terminal to ask on, only --yes approves.
+    let p = Place::new("wrap-approve-shows", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    let id = w.call("transfer", r#"{"amount":500,"memo":"rent"}"#);
+    let approval = p.one_pending("transfer");
+    let code = p.code(0, &approval);
+    let decision = p.approvals().join(format!("{approval}.decision.json"));
+    let out = p.verb(&["mcp-approve", &approval, "--code", &code]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"), "{out:?}");
+    assert!(!decision.exists());
+    assert_eq!(p.one_pending("transfer"), approval);
+    // On a terminal: asked, and a no writes nothing.
+    if let Some(out) = on_a_terminal(&p, &["mcp-approve", &approval, "--code", &code], "n\n") {
+        assert!(out.contains("tool: transfer") && out.contains("Approve this one call? [y/N]"), "{out}");
+        assert!(out.contains("not approved"), "{out}");
+        assert!(!decision.exists());
+    }
+    let out = p.verb(&["mcp-approve", &approval, "--code", &code, "--yes"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8(out.stdout).unwrap();
+    let shown = said.find("tool: transfer").unwrap_or(usize::MAX);
+    assert!(said.contains(r#"amount=500, memo="rent""#), "{said}");
+    assert!(said.contains("amount: 500 tok") && said.contains("above the 100 tok"), "{said}");
+    assert!(shown < said.find("approved ").unwrap(), "{said}");
+    assert!(!is_error(&w.answer(id)));
+    assert_eq!(p.calls(), ["transfer"]);
+    // Again on a terminal, a yes approves.
+    let id = w.call("publish", r#"{"text":"x"}"#);
+    let approval = p.one_pending("publish");
+    let code = p.code(0, &approval);
+    match on_a_terminal(&p, &["mcp-approve", &approval, "--code", &code], "y\n") {
+        Some(out) => assert!(out.contains("tool: publish") && out.contains(&format!("approved {approval}")), "{out}"),
+        None => assert!(p.verb(&["mcp-approve", &approval, "--code", &code, "--yes"]).status.success()),
+    }
+    assert!(!is_error(&w.answer(id)));
+    assert_eq!(p.calls(), ["transfer", "publish"]);
+}
+
+/// `nyx5 ARGS --approvals DIR` on a pseudo-terminal (util-linux `script`), typing `typed`; what
+/// the terminal showed, or `None` where `script` is not installed.
+fn on_a_terminal(p: &Place, args: &[&str], typed: &str) -> Option<String> {
+    let mut line = vec![env!("CARGO_BIN_EXE_nyx5").to_owned()];
+    line.extend(args.iter().map(|a| (*a).to_owned()));
+    line.push("--approvals".to_owned());
+    line.push(p.approvals().to_string_lossy().into_owned());
+    let quoted: Vec<String> = line.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect();
+    let mut child = Command::new("script")
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(typed.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_reused_id_cannot_take_another_requests_answer() {
+    // L2: a tools/list and a ping under the same id: each is answered as what it was, and the
+    // list only ever filtered.
+    let p = Place::new("wrap-same-id", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    w.line(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#);
+    w.line(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    let answers = [w.read(), w.read()];
+    let list = answers.iter().find(|a| get(a, &["result"]).as_object().unwrap().contains_key("tools")).unwrap();
+    let pong = answers.iter().find(|a| get(a, &["result"]).as_object().unwrap().is_empty());
+    assert!(pong.is_some(), "{answers:?}");
+    for a in &answers {
+        assert_eq!(a.get("id").and_then(Value::as_safe_integer), Some(7), "{a:?}");
+    }
+    for t in get(list, &["result", "tools"]).as_array().unwrap() {
+        let t = t.as_object().unwrap();
+        assert!(!get(t, &["name"]).as_str().unwrap().starts_with("delete_"), "{t:?}");
+        assert!(t.get("_meta").and_then(Value::as_object).is_some_and(|m| m.contains_key("nyx5/authority")), "{t:?}");
+    }
+}
+
+#[test]
+fn an_endless_line_on_the_servers_standard_error_is_dropped_not_held() {
+    // L3: 6 MiB without a line end on the server's standard error; then a short line.
+    let p = Place::new("wrap-long-stderr", AUTHORITY);
+    let script =
+        r#"head -c 6291456 /dev/zero | tr '\0' a >&2; printf '\nafter the long line\n' >&2; exec node "$1" "$2""#;
+    let server: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into(), "sh".into(), fixture().into()];
+    let mut w = Wrap::start_server(&p, 0, &[], &server);
+    w.initialize("{}");
+    w.ping();
+    wait_until("the line after the long one is relayed", || p.stderr(0).contains("after the long line"));
+    drop(w);
+    let said = std::fs::metadata(p.dir.join("stderr-0.txt")).unwrap().len();
+    println!("standard error: {said} bytes");
+    assert!(said < 1024 * 1024, "{said} bytes of standard error: the long line was held and relayed");
+    assert!(p.stderr(0).contains("over 4 MiB on its standard error"));
+}
+
+#[test]
+fn a_cancelled_decision_file_is_answered_as_a_no() {
+    // L5: a decision file saying "cancelled" (from whatever can write the directory) ends the
+    // wait with an answer, as any decision that is not an approval does.
+    let p = Place::new("wrap-cancel-file", AUTHORITY);
+    let mut w = Wrap::start(&p, 0, &[]);
+    w.initialize("{}");
+    let id = w.call("publish", r#"{"text":"x"}"#);
+    let approval = p.one_pending("publish");
+    let decision = format!(r#"{{"id":"{approval}","decision":"cancelled","request_sha256":"","time":""}}"#);
+    std::fs::write(p.approvals().join(format!("{approval}.decision.json")), decision).unwrap();
+    let answered = w.answer(id);
+    assert!(is_error(&answered), "{answered:?}");
+    assert!(text_of(&answered).contains("declined"), "{answered:?}");
+    w.ping();
+    assert!(p.calls().is_empty());
 }
