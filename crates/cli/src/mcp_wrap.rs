@@ -1874,22 +1874,22 @@ mod tests {
     #[test]
     fn two_proxies_never_both_take_the_last_call_of_the_hour() {
         // Separate stores on one directory, as proxies in separate processes of one server: each
-        // round, 8 of them race for a tool allowed twice an hour, 3 calls each.
+        // round, 16 of them race for a tool allowed twice an hour, 2 calls each.
         use std::os::unix::fs::DirBuilderExt as _;
         let dir = std::env::temp_dir().join(format!("nyx5-admit-{}-{}", std::process::id(), unique()));
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).unwrap();
         let rule = rules(FILE).unwrap().rule("echo");
         let mut over = 0;
-        for round in 0..20 {
+        for round in 0..60 {
             let key = format!("round{round}");
-            let barrier = Arc::new(std::sync::Barrier::new(8));
-            let threads: Vec<_> = (0..8)
+            let barrier = Arc::new(std::sync::Barrier::new(16));
+            let threads: Vec<_> = (0..16)
                 .map(|_| {
                     let (dir, key, rule, barrier) = (dir.clone(), key.clone(), rule.clone(), Arc::clone(&barrier));
                     std::thread::spawn(move || {
                         let store = Store::open(Some(&dir), false).unwrap();
                         barrier.wait();
-                        (0..3).filter(|_| store.admit(&key, "echo", &rule, &Object::new()) == Verdict::Allowed).count()
+                        (0..2).filter(|_| store.admit(&key, "echo", &rule, &Object::new()) == Verdict::Allowed).count()
                     })
                 })
                 .collect();
