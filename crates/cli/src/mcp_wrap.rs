@@ -1894,7 +1894,7 @@ mod tests {
                 })
                 .collect();
             let allowed: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
-            println!("round {round}: {allowed} went ahead");
+            eprintln!("round {round}: {allowed} went ahead");
             if allowed > 2 {
                 over += 1;
             }

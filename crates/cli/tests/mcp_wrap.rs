@@ -1024,7 +1024,7 @@ fn an_endless_line_on_the_servers_standard_error_is_dropped_not_held() {
     wait_until("the line after the long one is relayed", || p.stderr(0).contains("after the long line"));
     drop(w);
     let said = std::fs::metadata(p.dir.join("stderr-0.txt")).unwrap().len();
-    println!("standard error: {said} bytes");
+    eprintln!("standard error: {said} bytes");
     assert!(said < 1024 * 1024, "{said} bytes of standard error: the long line was held and relayed");
     assert!(p.stderr(0).contains("over 4 MiB on its standard error"));
 }
