@@ -434,6 +434,25 @@ fn a_domain_key_rotation_bounces_nothing() {
     }
 }
 
+/// Issue 35 §2, the client's kept cards: bo's client keeps ana's card when it reads her mail;
+/// ana rotates her key and writes again within the card's five minutes. bo's client meets a
+/// signature by a key the kept card does not accept, fetches the card anew once, and the
+/// envelope reads as verified (before: INVALID until the kept card aged out).
+#[test]
+fn a_kept_card_is_fetched_anew_for_a_key_it_does_not_know() {
+    let w = World::new("kept-rotation");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "before", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["rotate-key", "--json"]).json();
+    let second = s(&w.nyx5(&["send", "bo@b.test", "--body", "after", "--json"]).json(), "id");
+    let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&second));
+    for id in [&first, &second] {
+        let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == *id).unwrap();
+        assert_eq!(s(m, "trust"), "verified", "{m:?}");
+    }
+}
+
 /// The webhook is the owner's (issue 10 §4): `nyx5 settings` shows it with the lists and the
 /// quotas, `register --no-webhook` clears it, and a rotation drops it unless `rotate-key
 /// --webhook` names one.

@@ -36,7 +36,7 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     let Some(sig) = &env.signature() else { return nyx5_proto::mailbox::unsigned() };
     let now = res.now();
     if notice {
-        return match res.domain(env.from().domain()) {
+        return match res.domain_knowing(env.from().domain(), &sig.kid) {
             Ok(d) if d.card.accepts_key(&sig.kid, now) => match env.clone().verify_with_key(&sig.kid) {
                 Ok(_) => ("verified", None),
                 Err(e) => ("invalid", Some(e.reason.to_string())),
@@ -46,7 +46,7 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
             Err(f) => ("invalid", Some(f.one_line())),
         };
     }
-    match res.agent(env.from()) {
+    match res.agent_knowing(env.from(), &sig.kid) {
         Ok(card) => match env.clone().verify(&card, now) {
             Ok(_) => ("verified", None),
             Err(e) => ("invalid", Some(format!("the signature is not by {}: {}", env.from(), e.reason))),
