@@ -603,13 +603,14 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
     }
 
     /// The estafeta and verified card of `domain`, to check something signed by `kid`: when the
-    /// card held (cached) does not accept `kid` — the domain rotated its key since — it is fetched
+    /// card held (cached) does not list `kid` — the domain rotated its key since — it is fetched
     /// anew, once per `kid` per cache window ([`PinStore::admit_refresh`]; a refusal is
-    /// temporary). A fresh card that does not accept `kid` either is answered as it is: the
+    /// temporary). A key the held card lists but has ended is no reason to look again (what
+    /// ended, ended). A fresh card that does not list `kid` either is answered as it is: the
     /// caller's check refuses it.
     pub async fn domain_knowing(&self, domain: &str, kid: &SigPublic) -> Result<Resolved, Error> {
         let held = self.domain(domain, false).await?;
-        if held.card.accepts_key(kid, self.now) {
+        if held.card.has_key(kid) {
             return Ok(held);
         }
         self.store.admit_refresh(domain, kid, self.now.millis()).await?;
@@ -673,7 +674,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         // Certified by a key the domain card held does not list: the domain rotated its key
         // since that card was cached (its house certifies its cards again with the new one).
         let domain = match card.certifier() {
-            Ok(kid) if !refresh && !domain.card.accepts_key(&kid, now) => {
+            Ok(kid) if !refresh && !domain.card.has_key(&kid) => {
                 self.domain_knowing(address.domain(), &kid).await?
             }
             _ => domain,
