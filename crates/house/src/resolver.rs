@@ -674,9 +674,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         // Certified by a key the domain card held does not list: the domain rotated its key
         // since that card was cached (its house certifies its cards again with the new one).
         let domain = match card.certifier() {
-            Ok(kid) if !refresh && !domain.card.has_key(&kid) => {
-                self.domain_knowing(address.domain(), &kid).await?
-            }
+            Ok(kid) if !refresh && !domain.card.has_key(&kid) => self.domain_knowing(address.domain(), &kid).await?,
             _ => domain,
         };
         let card = Arc::new(self.verify_at(card, &domain, refresh, depth).await?);

@@ -962,7 +962,7 @@ fn unknown_domain_keys_refresh_the_card_once_each_within_the_site_budget() {
         *codes.entry(forged(seed, &format!("g{seed}")).status).or_default() += 1;
     }
     let spent = fetched() - before;
-    println!("60 made-up keys: {codes:?}, {spent} fetches");
+    eprintln!("60 made-up keys: {codes:?}, {spent} fetches");
     assert!(spent <= 30, "{spent} fetches");
     assert!(codes.keys().all(|c| *c == 403 || *c == 503), "{codes:?}");
     assert_eq!(held(&b, "bob"), 1);
