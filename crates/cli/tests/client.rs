@@ -379,6 +379,80 @@ fn the_client_follows_a_handover_and_refuses_other_key_changes() {
     assert!(err.contains("https://"), "{err}");
 }
 
+/// The states of every job `who` queued, once none is waiting any more (each `delivered` or
+/// `bounced`).
+fn settled_jobs(w: &World, who: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = w.nyx5(&["outbox", "--as", who, "--json"]).json();
+        let states: Vec<String> = out
+            .get("envelopes")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .flat_map(|e| e.as_object().unwrap().get("jobs").and_then(Value::as_array).unwrap())
+            .map(|j| s(j.as_object().unwrap(), "state"))
+            .collect();
+        if states.iter().all(|s| s == "delivered" || s == "bounced") {
+            return states;
+        }
+        assert!(Instant::now() < deadline, "the queue of {who} never settled: {states:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 35 §2: a domain-key rotation bounces nothing. ana and bo write to each other, so each
+/// house holds the other's domain card; a.test restarts with `--rotate-domain-key` and both
+/// write again at once: b.test meets a relay header under a key its cached card does not list,
+/// fetches the card anew, follows the handover, and everything is delivered, verified, with no
+/// bounce.
+#[test]
+fn a_domain_key_rotation_bounces_nothing() {
+    let mut w = World::new("rotation");
+    w.two_agents();
+    let send = |w: &World, from: &str, to: &str, body: &str| {
+        s(&w.nyx5(&["send", "--as", from, to, "--body", body, "--json"]).json(), "id")
+    };
+    let before = [send(&w, "ana@a.test", "bo@b.test", "before"), send(&w, "bo@b.test", "ana@a.test", "before")];
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&before[0]));
+    w.wait_inbox("ana@a.test", |l| ids(l).contains(&before[1]));
+
+    w.restart_a_with(&["--rotate-domain-key"]);
+    let after = [send(&w, "ana@a.test", "bo@b.test", "after"), send(&w, "bo@b.test", "ana@a.test", "after")];
+    for (who, id) in [("bo@b.test", &after[0]), ("ana@a.test", &after[1])] {
+        let inbox = w.wait_inbox(who, |l| ids(l).contains(id));
+        let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == *id).unwrap();
+        assert_eq!(s(m, "trust"), "verified", "{m:?}");
+    }
+    for who in ["ana@a.test", "bo@b.test"] {
+        let states = settled_jobs(&w, who);
+        assert_eq!(states, ["delivered", "delivered"], "{who}");
+        let inbox = w.nyx5(&["inbox", "--as", who, "--json"]).json();
+        let list = inbox.get("envelopes").and_then(Value::as_array).unwrap();
+        let notices = list.iter().filter_map(Value::as_object).filter(|m| s(m, "from").starts_with("postmaster@"));
+        assert_eq!(notices.count(), 0, "no bounce for {who}: {list:?}");
+    }
+}
+
+/// Issue 35 §2, the client's kept cards: bo's client keeps ana's card when it reads her mail;
+/// ana rotates her key and writes again within the card's five minutes. bo's client meets a
+/// signature by a key the kept card does not accept, fetches the card anew once, and the
+/// envelope reads as verified (before: INVALID until the kept card aged out).
+#[test]
+fn a_kept_card_is_fetched_anew_for_a_key_it_does_not_know() {
+    let w = World::new("kept-rotation");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "before", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["rotate-key", "--json"]).json();
+    let second = s(&w.nyx5(&["send", "bo@b.test", "--body", "after", "--json"]).json(), "id");
+    let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&second));
+    for id in [&first, &second] {
+        let m = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == *id).unwrap();
+        assert_eq!(s(m, "trust"), "verified", "{m:?}");
+    }
+}
+
 /// The webhook is the owner's (issue 10 §4): `nyx5 settings` shows it with the lists and the
 /// quotas, `register --no-webhook` clears it, and a rotation drops it unless `rotate-key
 /// --webhook` names one.

@@ -368,6 +368,18 @@ pub trait PinStore {
         let _ = (domain, now);
         Ok(())
     }
+    /// Whether the resolver may fetch the card of `key` (a domain or an address) anew, past its
+    /// caches, because something is signed by `kid`, a key the card held does not accept (a
+    /// rotation, or a forgery): once per `kid` per [`limits::CARD_CACHE_MS`] window, and each
+    /// such fetch spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`], so a stranger
+    /// writing under made-up keys cannot make the house fetch a card without end. Refused with
+    /// a temporary error (503 this key was looked for already, 429 the site's budget is spent):
+    /// the card a later fetch gets may know the key. Any refresh goes by default (the client's
+    /// profile: one command, its own user's).
+    async fn admit_refresh(&self, key: &str, kid: &SigPublic, now: i64) -> Result<(), Error> {
+        let _ = (key, kid, now);
+        Ok(())
+    }
 }
 
 /// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
@@ -435,6 +447,31 @@ impl<D: Db> PinStore for DbPins<'_, D> {
             .await
             .map_err(port_error)?;
         Ok(changes.first() == Some(&1))
+    }
+
+    async fn admit_refresh(&self, key: &str, kid: &SigPublic, now: i64) -> Result<(), Error> {
+        let domain = key.rsplit_once('@').map_or(key, |(_, d)| d);
+        let site = crate::site::site(domain);
+        let cap = NEW_NAMES_PER_SITE_PER_MINUTE;
+        // The window of the card cache this falls in, named by its first minute (rate windows
+        // are minutes, and are purged as such).
+        let window = now / limits::CARD_CACHE_MS * (limits::CARD_CACHE_MS / 60_000);
+        let stmts = vec![
+            store::resolver::count_refresh(&format!("refresh:{key} {}", kid.to_b64()), window, 1),
+            store::resolver::count_refresh(&format!("resolve:{site}"), now / 60_000, cap),
+        ];
+        match self.0.batch(stmts).await {
+            Ok(_) => Ok(()),
+            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the card of {key} does not list the key {} and was fetched anew for it a moment ago, or {site} \
+                     spent its {cap} fetches this minute; try again later",
+                    kid.to_b64()
+                ),
+            )),
+            Err(e) => Err(port_error(e)),
+        }
     }
 
     async fn refuse(&self, domain: &str, key: &SigPublic, now: i64) -> Result<(), Error> {
@@ -565,6 +602,33 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         Ok(r)
     }
 
+    /// The estafeta and verified card of `domain`, to check something signed by `kid`: when the
+    /// card held (cached) does not list `kid` — the domain rotated its key since — it is fetched
+    /// anew, once per `kid` per cache window ([`PinStore::admit_refresh`]; a refusal is
+    /// temporary). A key the held card lists but has ended is no reason to look again (what
+    /// ended, ended). A fresh card that does not list `kid` either is answered as it is: the
+    /// caller's check refuses it.
+    pub async fn domain_knowing(&self, domain: &str, kid: &SigPublic) -> Result<Resolved, Error> {
+        let held = self.domain(domain, false).await?;
+        if held.card.has_key(kid) {
+            return Ok(held);
+        }
+        self.store.admit_refresh(domain, kid, self.now.millis()).await?;
+        self.domain(domain, true).await
+    }
+
+    /// The verified card of the remote agent `address`, to check something signed by `kid`: as
+    /// [`Resolver::domain_knowing`], the card held is fetched anew (with its whole chain) when it
+    /// does not accept `kid` — the agent rotated its key — once per `kid` per cache window.
+    pub async fn agent_knowing(&self, address: &Address, kid: &SigPublic) -> Result<Arc<Verified<AgentCard>>, Error> {
+        let held = self.agent(address, false).await?;
+        if held.accepts_key(kid, self.now) {
+            return Ok(held);
+        }
+        self.store.admit_refresh(address.as_str(), kid, self.now.millis()).await?;
+        self.agent(address, true).await
+    }
+
     /// The verified card of the remote agent `address`, fetched from its estafeta and verified
     /// against its domain (and parent) cards. Cached for five minutes unless `refresh`, which
     /// refetches the whole chain.
@@ -607,6 +671,12 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         if card.address() != *address {
             return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address())));
         }
+        // Certified by a key the domain card held does not list: the domain rotated its key
+        // since that card was cached (its house certifies its cards again with the new one).
+        let domain = match card.certifier() {
+            Ok(kid) if !refresh && !domain.card.has_key(&kid) => self.domain_knowing(address.domain(), &kid).await?,
+            _ => domain,
+        };
         let card = Arc::new(self.verify_at(card, &domain, refresh, depth).await?);
         let text = card_text(&card.to_value());
         self.store.cache(CacheEntry { key, card: &text, url: &domain.url, at: now.millis() }).await?;
@@ -919,6 +989,29 @@ impl<D: Db, N: Net> House<D, N> {
             });
         }
         self.resolver().domain(domain, refresh).await
+    }
+
+    /// As [`House::resolve_domain`], to check something signed by `kid`: a cached card that does
+    /// not accept `kid` is fetched anew, within bounds ([`Resolver::domain_knowing`]).
+    pub async fn resolve_domain_knowing(&self, domain: &str, kid: &SigPublic) -> Result<Resolved, Error> {
+        if domain == self.config.domain {
+            return self.resolve_domain(domain).await;
+        }
+        self.resolver().domain_knowing(domain, kid).await
+    }
+
+    /// As [`House::resolve_agent`], to check something signed by `kid`: a remote card that does
+    /// not accept `kid` is fetched anew with its chain, within bounds
+    /// ([`Resolver::agent_knowing`]).
+    pub async fn resolve_agent_knowing(
+        &self,
+        address: &Address,
+        kid: &SigPublic,
+    ) -> Result<Arc<Verified<AgentCard>>, Error> {
+        if address.domain() == self.config.domain {
+            return self.resolve_agent(address, false).await;
+        }
+        self.resolver().agent_knowing(address, kid).await
     }
 
     /// The verified card of `address`: local agents from this house, remote ones fetched from

@@ -867,3 +867,110 @@ fn a_list_holds_its_bound_exactly_and_each_list_its_own() {
     // The full allowlist takes nothing from the blocklist's room.
     assert_eq!(post("block", &names(5_000, 1)), 200);
 }
+
+/// Issue 35 §2: a.test (trusted on first use by b.test, not pinned in its hosts) and b.test,
+/// alice and bob registered, and b holding a's domain card from a first envelope.
+fn tofu_pair() -> (World, Rc<TestHouse>, Rc<TestHouse>, Agent, Agent) {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let mut cb = w.config("b.test", Registration::Admin);
+    cb.hosts.insert("a.test".into(), nyx5_house::config::HostEntry { url: "http://a.test".into(), sig: None });
+    let b = w.start(cb);
+    let (alice, bob) = (Agent::new("alice@a.test", 10), Agent::new("bob@b.test", 20));
+    register(&a, &alice, &[]);
+    register(&b, &bob, &[]);
+    json_body(&deliver(&a, &b, &message(&alice, "first", &[&bob.address])), 202);
+    (w, a, b, alice, bob)
+}
+
+/// Restarts a.test under a new domain key, the old one listed with its handover for 30 days
+/// (`nyx5 serve --rotate-domain-key`, or a Worker's new `NYX5_DOMAIN_KEY`).
+fn rotate_domain_key(w: &World, a: Rc<TestHouse>) -> Rc<TestHouse> {
+    let old = a.config.key.clone();
+    drop(a);
+    let mut config = w.config("a.test", Registration::Admin);
+    config.previous_keys =
+        vec![nyx5_house::config::PreviousDomainKey { key: old, created: None, until: w.clock.now().plus_ms(30 * DAY) }];
+    w.restart(config)
+}
+
+/// A relay header under a domain key the peer's cached card does not list makes the peer fetch
+/// that card anew (once) and follow the handover: the first envelope after a rotation is
+/// delivered, not refused for good.
+#[test]
+fn a_domain_key_rotation_is_followed_at_the_first_envelope_after_it() {
+    let (w, a, b, alice, bob) = tofu_pair();
+    let fetched = || w.sent_to("a.test/.well-known/nyx5.json");
+    let before = fetched();
+    let a = rotate_domain_key(&w, a);
+    w.clock.advance(1_000);
+    let resp = deliver(&a, &b, &message(&alice, "after", &[&bob.address]));
+    assert_eq!(resp.status, 202, "{}", reason(&resp));
+    assert_eq!(fetched(), before + 1, "the card is fetched anew once");
+    json_body(&deliver(&a, &b, &message(&alice, "after-2", &[&bob.address])), 202);
+    assert_eq!(fetched(), before + 1, "and then read from the cache");
+    let pin = block_on(b.db.query(stmt!("SELECT sig FROM pins WHERE domain = 'a.test'"))).unwrap();
+    assert_eq!(pin[0].text("sig"), Some(a.config.key.public().to_b64().as_str()), "the pin followed the handover");
+    assert_eq!(held(&b, "bob"), 3);
+}
+
+/// An agent card certified by the new domain key, met while the peer holds the domain card from
+/// before the rotation: the domain card is fetched anew and the agent card verifies.
+#[test]
+fn a_certification_by_a_rotated_domain_key_is_followed() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let mut cb = w.config("b.test", Registration::Admin);
+    cb.hosts.insert("a.test".into(), nyx5_house::config::HostEntry { url: "http://a.test".into(), sig: None });
+    let b = w.start(cb);
+    let alice = Agent::new("alice@a.test", 10);
+    register(&a, &alice, &[]);
+    // b holds a's domain card (not alice's); a rotates and certifies alice's card again.
+    block_on(b.resolve_domain("a.test")).unwrap();
+    let a = rotate_domain_key(&w, a);
+    w.clock.advance(1_000);
+    assert_eq!(block_on(a.recertify_some(w.clock.now())).unwrap(), 1);
+    let card = block_on(b.resolve_agent(&alice.address, false)).unwrap();
+    assert_eq!(card.certifier().unwrap(), a.config.key.public());
+    assert_eq!(block_on(b.resolve_domain("a.test")).unwrap().card.signer().unwrap(), a.config.key.public());
+}
+
+/// The refresh is bounded: relay headers under made-up keys make the peer fetch the card once
+/// per key per cache window, and at most 30 times a minute for the site, however many keys; a
+/// refusal the peer did not fetch a card for is temporary (503/429), one it did is 403.
+#[test]
+fn unknown_domain_keys_refresh_the_card_once_each_within_the_site_budget() {
+    let (w, _a, b, alice, bob) = tofu_pair();
+    let fetched = || w.sent_to("a.test/.well-known/nyx5.json");
+    let before = fetched();
+    let forged = |seed: u8, id: &str| {
+        let env = message(&alice, id, &[&bob.address]);
+        let key = SigningKey::from_seed([seed; 32]);
+        let header = RelayHeader::sign("a.test", &env, "b.test", &key).to_header();
+        call_raw(&b, "POST", "/inbound", &[("x-nyx5-relay", &header)], env.canonical())
+    };
+    // A key the fresh card does not list either: refused for good, after one fetch.
+    assert_eq!(forged(100, "f0").status, 403);
+    assert_eq!(fetched(), before + 1);
+    // The same key again within the window: no fetch, and temporary.
+    let again = forged(100, "f1");
+    assert_eq!(again.status, 503, "{}", reason(&again));
+    assert_eq!(fetched(), before + 1);
+    // Many made-up keys within one minute: at most the site's 30 fetches.
+    let mut codes = std::collections::BTreeMap::<u16, usize>::new();
+    for seed in 101..=160u8 {
+        *codes.entry(forged(seed, &format!("g{seed}")).status).or_default() += 1;
+    }
+    let spent = fetched() - before;
+    eprintln!("60 made-up keys: {codes:?}, {spent} fetches");
+    assert!(spent <= 30, "{spent} fetches");
+    assert!(codes.keys().all(|c| *c == 403 || *c == 503), "{codes:?}");
+    assert_eq!(held(&b, "bob"), 1);
+    // The next window: the same key is looked for once more (the card held has expired too,
+    // and is fetched first).
+    w.clock.advance(5 * MINUTE);
+    assert_eq!(forged(100, "f2").status, 403);
+    assert_eq!(fetched(), before + spent + 2);
+    assert_eq!(forged(100, "f3").status, 503);
+    assert_eq!(fetched(), before + spent + 2);
+}

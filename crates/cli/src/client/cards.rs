@@ -24,9 +24,12 @@ use super::profile::{open_lock, read_json, write_private};
 pub(crate) const KIND: &str = "card-cache";
 /// Most cards kept; the ones fetched longest ago leave first.
 pub(crate) const MAX_CARDS: usize = 256;
-/// The oldest card used when its house cannot be reached, for cards without a `valid_until`
-/// of their own (those with one are used until then at most).
-pub(crate) const MAX_STALE_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+/// The oldest card used when its house cannot be reached (those with a `valid_until` of their
+/// own are used until then at most): hours, not days. A kept card says what the recipient
+/// asked when it was fetched (its key, its inbox policy); the longer it is kept, the likelier an
+/// envelope sealed to it is refused for a reason a fresh card would have avoided (docs/
+/// decisions/35-rotation.md).
+pub(crate) const MAX_STALE_MS: i64 = 6 * 60 * 60 * 1000;
 /// The largest card file read.
 const MAX_FILE_BYTES: usize = MAX_CARDS * 2 * limits::MAX_DOCUMENT_BYTES;
 

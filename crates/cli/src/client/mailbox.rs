@@ -36,7 +36,7 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     let Some(sig) = &env.signature() else { return nyx5_proto::mailbox::unsigned() };
     let now = res.now();
     if notice {
-        return match res.domain(env.from().domain()) {
+        return match res.domain_knowing(env.from().domain(), &sig.kid) {
             Ok(d) if d.card.accepts_key(&sig.kid, now) => match env.clone().verify_with_key(&sig.kid) {
                 Ok(_) => ("verified", None),
                 Err(e) => ("invalid", Some(e.reason.to_string())),
@@ -46,7 +46,7 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
             Err(f) => ("invalid", Some(f.one_line())),
         };
     }
-    match res.agent(env.from()) {
+    match res.agent_knowing(env.from(), &sig.kid) {
         Ok(card) => match env.clone().verify(&card, now) {
             Ok(_) => ("verified", None),
             Err(e) => ("invalid", Some(format!("the signature is not by {}: {}", env.from(), e.reason))),
@@ -433,6 +433,72 @@ mod tests {
         };
         assert_eq!(trust(&domain_key), "verified");
         assert_eq!(trust(&SigningKey::from_seed([41; 32])), "invalid", "a notice signed by a stranger's key");
+    }
+
+    /// b.test's house, its domain card switchable (a rotation under the client's feet).
+    struct Rotating(std::cell::RefCell<Vec<u8>>);
+
+    impl Transport for Rotating {
+        fn call(&self, _: &str, url: &str, _: &[(&str, &str)], _: &[u8]) -> Result<(u16, Vec<u8>), String> {
+            match url {
+                "http://b/.well-known/nyx5.json" => Ok((200, self.0.borrow().clone())),
+                _ => Ok((404, b"{}".to_vec())),
+            }
+        }
+    }
+
+    /// Issue 35 §2: a notice signed by a domain key the card the client holds does not list (the
+    /// house rotated its key since the card was read) is checked against the card fetched anew,
+    /// whose handover the client follows: verified, not INVALID for the card's five minutes.
+    #[test]
+    fn a_notice_under_a_rotated_domain_key_is_checked_against_a_fresh_card() {
+        let now = Timestamp(1_800_000_000_000);
+        let (old, new) = (SigningKey::from_seed([40; 32]), SigningKey::from_seed([42; 32]));
+        let net =
+            Rotating(std::cell::RefCell::new(domain_card(&old, Timestamp(now.millis() - 1000)).to_value().canonical()));
+        let mut hosts = nyx5_proto::vecmap::VecMap::new();
+        hosts.insert("b.test".to_owned(), nyx5_house::config::HostEntry { url: "http://b".into(), sig: None });
+        let res = Resolver::bare(&net, &hosts, now);
+        let me = AgentEntry::new(
+            Address::parse("bo@b.test").unwrap(),
+            "http://b".into(),
+            KeyFile::generate(&mut |b: &mut [u8]| b.fill(3)),
+        );
+        let content = Content::new("text/plain", "bounced".into());
+        let notice = Draft::new(
+            "n1".into(),
+            Address::parse("postmaster@b.test").unwrap(),
+            vec![me.address.clone()],
+            now,
+            content,
+        )
+        .build()
+        .unwrap();
+        let trust = |key: &SigningKey| {
+            let m = open_item(&res, &me, &item(&notice.clone().sign(key).unwrap()));
+            m.as_object().unwrap().get("trust").and_then(Value::as_str).unwrap().to_owned()
+        };
+        assert_eq!(trust(&old), "verified");
+        // b.test rotates: the new key signs, the old one is listed with its handover.
+        let rotated = nyx5_proto::card::DomainCardDraft {
+            domain: "b.test".into(),
+            estafeta: "http://b".into(),
+            other_keys: vec![],
+            previous: vec![nyx5_proto::card::PreviousDomainKey {
+                key: old.clone(),
+                created: None,
+                until: Timestamp(now.millis() + 86_400_000),
+            }],
+            policy: nyx5_proto::json::Object::new(),
+            extensions: vec![],
+            issued: now,
+        }
+        .sign(&new, now)
+        .unwrap();
+        *net.0.borrow_mut() = rotated.to_value().canonical();
+        assert_eq!(trust(&new), "verified");
+        assert_eq!(trust(&old), "verified", "the old key within its grace");
+        assert_eq!(trust(&SigningKey::from_seed([41; 32])), "invalid", "a stranger's key, after one more look");
     }
 
     #[test]

@@ -283,6 +283,9 @@ pub(crate) struct Resolver<'a> {
     memo: Memo,
     /// Houses named by URL on the command line: domain → URL, consulted after the hosts file.
     given: RefCell<BTreeMap<String, String>>,
+    /// Cards fetched anew in this command for a key they did not accept: `<key> <kid>`. Each is
+    /// fetched so once per command, however many envelopes name that key.
+    refreshed: RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Resolver<'_> {
@@ -369,7 +372,13 @@ impl<'a> Resolver<'a> {
             now: s.now,
             memo: Memo::default(),
             given: RefCell::new(BTreeMap::new()),
+            refreshed: RefCell::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Whether a card of `key` may still be fetched anew in this command for `kid` (once).
+    fn first_refresh(&self, key: &str, kid: &SigPublic) -> bool {
+        self.refreshed.borrow_mut().insert(format!("{key} {}", kid.to_b64()))
     }
 
     /// Looks for `domain`'s card at `url` (a house the user named by its URL for this command:
@@ -432,10 +441,23 @@ impl<'a> Resolver<'a> {
 
     /// The verified card of `domain` and where its estafeta answers.
     pub(crate) fn domain(&self, domain: &str) -> Result<Domain, Failure> {
+        self.domain_for(domain, None)
+    }
+
+    /// As [`Resolver::domain`], to check something signed by `kid` (a notice): a kept card that
+    /// does not accept `kid` — the domain rotated its key since — is fetched anew, once.
+    pub(crate) fn domain_knowing(&self, domain: &str, kid: &SigPublic) -> Result<Domain, Failure> {
+        self.domain_for(domain, Some(kid))
+    }
+
+    fn domain_for(&self, domain: &str, kid: Option<&SigPublic>) -> Result<Domain, Failure> {
         nyx5_proto::address::check_domain(domain)
             .map_err(|why| Failure::usage(format!("{domain:?} is not a domain: {why}")))?;
         let r = self
-            .with(async |r| r.domain(domain, false).await)
+            .with(async |r| match kid {
+                Some(kid) if self.first_refresh(domain, kid) => r.domain_knowing(domain, kid).await,
+                _ => r.domain(domain, false).await,
+            })
             .map_err(|e| failure(&format!("the domain card of {domain}"), domain, &e))?;
         let anchor = match r.anchor {
             "first-use" | "repin" if self.pins.path.is_none() => "none",
@@ -447,6 +469,15 @@ impl<'a> Resolver<'a> {
     /// The verified card of `address` (with its parents' for a subagent).
     pub(crate) fn agent(&self, address: &Address) -> Result<Verified<AgentCard>, Failure> {
         self.with(async |r| r.agent(address, false).await)
+            .map(|c| (*c).clone())
+            .map_err(|e| failure(&format!("the card of {address}"), address.domain(), &e))
+    }
+
+    /// As [`Resolver::agent`], to check something signed by `kid` (an envelope): a kept card
+    /// that does not accept `kid` — the agent rotated its key since — is fetched anew, once.
+    pub(crate) fn agent_knowing(&self, address: &Address, kid: &SigPublic) -> Result<Verified<AgentCard>, Failure> {
+        let once = self.first_refresh(address.as_str(), kid);
+        self.with(async |r| if once { r.agent_knowing(address, kid).await } else { r.agent(address, false).await })
             .map(|c| (*c).clone())
             .map_err(|e| failure(&format!("the card of {address}"), address.domain(), &e))
     }
@@ -619,6 +650,7 @@ mod tests {
             ("bo@b.test", "http://b", MINUTE),
             ("old@b.test", "http://b", 10 * MINUTE),
             ("ancient@b.test", "http://b", MAX_STALE_MS + MINUTE),
+            ("yesterday@b.test", "http://b", 24 * 60 * MINUTE),
             ("me@a.test", "http://a", MINUTE),
             ("b.test", "http://b", MINUTE),
             ("c.test", "http://elsewhere", MINUTE),
@@ -637,6 +669,8 @@ mod tests {
         assert!(kept(&p, "old@b.test"), "offline, an older card");
         assert_eq!(p.used_stale("old@b.test"), Some(NOW - 10 * MINUTE));
         assert!(!kept(&p, "ancient@b.test"), "never older than MAX_STALE_MS");
+        // Issue 35 §2: hours, not days (a card from yesterday may ask for what it no longer does).
+        assert!(!kept(&p, "yesterday@b.test"), "a card kept a day is not sealed to");
         assert_eq!(p.used_stale("bo@b.test"), None);
 
         // Another command reads what this one kept; `card` and `resolve` read nothing.

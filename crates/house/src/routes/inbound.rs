@@ -2,8 +2,9 @@
 //!
 //! Another house relays an envelope: parse (400/413), signature present (403), recipients here
 //! (421), relay header by the sender's domain for this destination (403; required when
-//! `require_relay`), the sender's card resolved through its domain (refreshed once when the
-//! signing key is unknown: key rotation), the envelope verified, the sender's delegation scope
+//! `require_relay`; the sending domain's card fetched anew once when the header's key is one it
+//! does not list: a domain-key rotation), the sender's card resolved through its domain
+//! (refreshed once when the signing key is unknown: key rotation), the envelope verified, the sender's delegation scope
 //! (when it is a subagent) checked for this type and this domain, then [`House::accept`] decides
 //! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
 //! here already; otherwise the first rejection's code. The lists always come along.
@@ -49,7 +50,11 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
                     env.from().domain()
                 )));
             }
-            let sending = house.resolve_domain(&header.domain).await.map_err(unverifiable("the sending house"))?;
+            // A key the cached card does not list: the sending house may have rotated its key.
+            let sending = house
+                .resolve_domain_knowing(&header.domain, &header.kid)
+                .await
+                .map_err(unverifiable("the sending house"))?;
             header.verify(&sending.card, &env, domain, house.now())?;
         }
         None if house.config.require_relay => {
@@ -60,11 +65,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
 
     let now = house.now();
     let who = format!("sender {}", env.from());
-    let mut card = house.resolve_agent(env.from(), false).await.map_err(unverifiable(&who))?;
-    if !card.accepts_key(&signature.kid, now) {
-        // An unknown key: the card may have rotated since we cached it. Refresh once.
-        card = house.resolve_agent(env.from(), true).await.map_err(unverifiable(&who))?;
-    }
+    // An unknown key: the card may have rotated since we cached it, and is fetched anew once.
+    let card = house.resolve_agent_knowing(env.from(), &signature.kid).await.map_err(unverifiable(&who))?;
     let env = env.verify(&card, now)?;
     // A subagent's delegation binds it here too: the sending house is not trusted to check it.
     card.check_send(env.kind().as_str(), domain)?;

@@ -57,6 +57,18 @@ pub fn count_new_name(domain: &str, bucket: &str, window: i64, cap: i64) -> Stmt
     )
 }
 
+/// Counts one forced fetch of a card in `bucket` for `window`, at most `cap` (the rate cap
+/// refuses the batch past it): see `PinStore::admit_refresh`.
+pub fn count_refresh(bucket: &str, window: i64, cap: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO rate_windows (bucket, window, count, cap) VALUES (?, ?, 1, ?)
+         ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
+        bucket,
+        window,
+        cap
+    )
+}
+
 /// Moves the pin of `domain` from `from` to `to` (a rotation it followed, or a repin), only
 /// while it is still `from`; a pending key is cleared. Zero rows: the pin changed meanwhile.
 pub fn move_pin(domain: &str, from: &str, to: &str) -> Stmt {
