@@ -64,7 +64,10 @@ impl<D: Db, N: Net> House<D, N> {
         let rows = store::domain_keys::stale(&self.db, &previous.canonical_string(), RECERTIFY_PER_TICK).await?;
         // The next pass starts after this one's last card, or from the start once a pass
         // reached the end: a card that cannot be certified again is read once a round.
-        let last = rows.last().and_then(|r| r.text("local")).filter(|_| i64::try_from(rows.len()).is_ok_and(|n| n >= RECERTIFY_PER_TICK));
+        let last = rows
+            .last()
+            .and_then(|r| r.text("local"))
+            .filter(|_| i64::try_from(rows.len()).is_ok_and(|n| n >= RECERTIFY_PER_TICK));
         let mut stmts = vec![store::domain_keys::move_cursor(last, now.millis())];
         for row in &rows {
             let (Some(local), Some(old)) = (row.text("local"), row.text("card")) else { continue };

@@ -61,7 +61,15 @@ fn table_rows(h: &TestHouse) -> BTreeMap<String, i64> {
 }
 
 /// A quote from `seller` to `buyer` at `house`, signed now.
-fn quote(w: &World, house: &str, seller: &Agent, buyer: &Agent, id: &str, kind: ContractKind, terms: Option<Object>) -> Quote {
+fn quote(
+    w: &World,
+    house: &str,
+    seller: &Agent,
+    buyer: &Agent,
+    id: &str,
+    kind: ContractKind,
+    terms: Option<Object>,
+) -> Quote {
     QuoteDraft {
         id: id.into(),
         house: house.into(),
@@ -117,7 +125,9 @@ fn read_and_ack(h: &TestHouse, who: &Agent) -> usize {
 fn notices(h: &TestHouse, who: &Agent) -> Vec<Object> {
     mailbox(h, who)
         .into_iter()
-        .filter(|e| e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA))
+        .filter(|e| {
+            e.from().local() == LIBRO && e.content().is_some_and(|c| c.media == nyx5_house::libro::NOTICE_MEDIA)
+        })
         .filter_map(|e| e.content().and_then(|c| c.body.as_object().cloned()))
         .collect()
 }
@@ -140,7 +150,8 @@ fn card_updates_keep_a_bounded_record_of_registrations() {
         let about = Value::Object(obj([("description", format!("version {i}").into())]));
         assert_eq!(register_by(&h, &ana, &ana, &[("capabilities", about)]), 200);
     }
-    let kept = block_on(h.db.query(stmt!("SELECT via, at FROM registrations WHERE local = 'ana' ORDER BY id"))).unwrap();
+    let kept =
+        block_on(h.db.query(stmt!("SELECT via, at FROM registrations WHERE local = 'ana' ORDER BY id"))).unwrap();
     println!("ana's registrations kept: {}", kept.len());
     assert_eq!(kept.len() as i64, nyx5_house::store::agents::REGISTRATIONS_KEPT);
     // The first (how the name was enrolled) and the latest updates.
@@ -281,13 +292,18 @@ fn tampered_cards_do_not_stall_re_certification() {
         let mut card = AgentCard::parse(text.as_bytes()).unwrap().object().clone();
         card.insert("capabilities".into(), Value::Object(obj([("description", "changed".into())])));
         let changed = Value::Object(card).canonical_string();
-        block_on(b.db.batch(vec![stmt!("UPDATE agents SET card = ? WHERE local = ?", changed.as_str(), local.as_str())]))
-            .unwrap();
+        block_on(b.db.batch(vec![stmt!(
+            "UPDATE agents SET card = ? WHERE local = ?",
+            changed.as_str(),
+            local.as_str()
+        )]))
+        .unwrap();
     }
     drop(b);
     let mut config = w.config("b.test", Registration::Admin);
     let current = config.key.public().to_b64();
-    config.previous_keys = vec![PreviousDomainKey { key: old, created: None, until: Timestamp(w.clock.now().millis() + DAY) }];
+    config.previous_keys =
+        vec![PreviousDomainKey { key: old, created: None, until: Timestamp(w.clock.now().millis() + DAY) }];
     let b = w.restart(config);
     let mut done = 0;
     for _ in 0..4 {
@@ -348,7 +364,10 @@ fn a_settled_escrow_sends_no_deadline_notice() {
     assert_eq!(told(&a, &cy), ["q-open:due"]);
     assert!(told(&b, &bo).is_empty(), "{:?}", told(&b, &bo));
     // Nothing half-cancelled is left in the queue.
-    assert_eq!(count(&a.db, "SELECT count(*) AS n FROM outbox WHERE envelope_id NOT IN (SELECT envelope_id FROM jobs)"), 0);
+    assert_eq!(
+        count(&a.db, "SELECT count(*) AS n FROM outbox WHERE envelope_id NOT IN (SELECT envelope_id FROM jobs)"),
+        0
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,9 +440,21 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
                 let deadline = Timestamp(w.clock.now().millis() + 2 * DAY).to_rfc3339();
                 let terms = (kind == ContractKind::Escrow).then(|| obj([("deadline", deadline.into())]));
                 let q = quote(&w, &h.config.domain, seller, buyer, &id, kind, terms);
-                operate(&w, h, buyer, &format!("acc-{n}"), obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]));
+                operate(
+                    &w,
+                    h,
+                    buyer,
+                    &format!("acc-{n}"),
+                    obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]),
+                );
                 if kind == ContractKind::Escrow && n % 4 == 1 {
-                    operate(&w, h, buyer, &format!("rel-{n}"), obj([("op", "release".into()), ("contract", id.into())]));
+                    operate(
+                        &w,
+                        h,
+                        buyer,
+                        &format!("rel-{n}"),
+                        obj([("op", "release".into()), ("contract", id.into())]),
+                    );
                 }
                 work += 1;
             }
@@ -481,10 +512,12 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
                     ));
                 }
             } else if after > before + before / 10 + 10 {
-                broken.push(format!("{}: {t} did not plateau: days 10–19 at most {before}, days 20–30 {after}", h.config.domain));
+                broken.push(format!(
+                    "{}: {t} did not plateau: days 10–19 at most {before}, days 20–30 {after}",
+                    h.config.domain
+                ));
             }
         }
     }
     assert!(broken.is_empty(), "{broken:#?}");
 }
-

@@ -391,7 +391,8 @@ fn a_flood_of_subdomains_is_one_site_that_grows_no_table_without_bound() {
     assert_eq!(pins(), nyx5_house::resolver::MAX_PINS_PER_SITE);
     // Past its bound the site is not refused: its own oldest pin makes room (issue 35 §3).
     w.clock.advance(MINUTE);
-    let first_minute = || count(&b, "SELECT count(*) AS n FROM pins WHERE first_seen = (SELECT min(first_seen) FROM pins)");
+    let first_minute =
+        || count(&b, "SELECT count(*) AS n FROM pins WHERE first_seen = (SELECT min(first_seen) FROM pins)");
     let before = first_minute();
     let past = evil.send(&w, &b, i + 1, &bob.address);
     assert_eq!(past.status, 202);
