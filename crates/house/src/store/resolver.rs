@@ -16,37 +16,29 @@ pub async fn pins<D: Db>(db: &D) -> Result<Vec<Row>, Error> {
     query(db, stmt!("SELECT domain, sig, first_seen, pending, pending_at FROM pins ORDER BY domain")).await
 }
 
-/// Pins the first key seen for `domain` (of site `site`), in one batch: when `domain` has no pin
-/// and its site holds `per_site` pins already, the site's oldest pin is forgotten to make room
-/// (a party that mints names under its site only ever pushes out its own site's pins, and the
-/// bound costs no one a refusal); then the insert, which keeps a pin already there, and pins
-/// nothing while the table holds `total` (read from the counter row `row_counts.pins` that
-/// migration 0020's triggers keep, not by counting the table). The insert's row count says
-/// whether it pinned.
-pub fn insert_pin(domain: &str, site: &str, sig: &str, now: i64, per_site: i64, total: i64) -> [Stmt; 2] {
-    [
-        stmt!(
-            "DELETE FROM pins WHERE domain IN (
-               SELECT domain FROM pins WHERE site = ? ORDER BY first_seen, domain
-                LIMIT max(0, (SELECT count(*) FROM (SELECT 1 FROM pins WHERE site = ? LIMIT ?)) - ? + 1))
-             AND NOT EXISTS (SELECT 1 FROM pins WHERE domain = ?)",
-            site,
-            site,
-            per_site.saturating_add(1),
-            per_site,
-            domain
-        ),
-        stmt!(
-            "INSERT INTO pins (domain, site, sig, first_seen)
-             SELECT ?, ?, ?, ? WHERE (SELECT n FROM row_counts WHERE name = 'pins') < ?
-             ON CONFLICT (domain) DO NOTHING",
-            domain,
-            site,
-            sig,
-            now,
-            total
-        ),
-    ]
+/// Pins the first key seen for `domain` (of site `site`), keeping a pin already there: nothing
+/// is pinned while the site holds `per_site` pins (read through `pins_site`, at most `per_site`
+/// rows) or the table holds `total` (the counter row `row_counts.pins` that migration 0020's
+/// triggers keep, not a count of the table). The row count says whether it pinned; a domain
+/// not pinned for room is trusted as on first use, unpinned, never refused, and no pin is ever
+/// pushed out to make room (that would open trust on first use again for a domain already
+/// trusted).
+pub fn insert_pin(domain: &str, site: &str, sig: &str, now: i64, per_site: i64, total: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO pins (domain, site, sig, first_seen)
+         SELECT ?, ?, ?, ?
+          WHERE (SELECT n FROM row_counts WHERE name = 'pins') < ?
+            AND (SELECT count(*) FROM (SELECT 1 FROM pins WHERE site = ? LIMIT ?)) < ?
+         ON CONFLICT (domain) DO NOTHING",
+        domain,
+        site,
+        sig,
+        now,
+        total,
+        site,
+        per_site,
+        per_site
+    )
 }
 
 /// Pins given their site in one tick (see [`fill_pin_sites`]).
