@@ -96,19 +96,19 @@ fn operate(w: &World, h: &TestHouse, who: &Agent, id: &str, body: Object) {
     w.tick_all();
 }
 
-/// A clear message from `from` to `to`, created now.
-fn message(w: &World, from: &Agent, to: &[&Agent], id: &str) -> Envelope {
-    Draft::new(
+/// A clear message from `from` to `to`, created now, due `after` ms from now (0: at once).
+fn message(w: &World, from: &Agent, to: &[&Agent], id: &str, after: i64) -> Envelope {
+    let mut d = Draft::new(
         id.into(),
         from.address.clone(),
         to.iter().map(|a| a.address.clone()).collect(),
         w.clock.now(),
         Content::new("text/plain", "hello there".into()),
-    )
-    .build()
-    .unwrap()
-    .sign(&from.sig)
-    .unwrap()
+    );
+    if after > 0 {
+        d.deliver_after = Some(Timestamp(w.clock.now().millis() + after));
+    }
+    d.build().unwrap().sign(&from.sig).unwrap()
 }
 
 /// Reads `who`'s whole mailbox and acknowledges all of it.
@@ -386,8 +386,9 @@ const GROW_WITH_USE: &[(&str, &str)] = &[
 type Counts = BTreeMap<String, Vec<i64>>;
 
 /// 30 simulated days of a steady population (two houses, four agents each) sending local and
-/// remote mail, reading and acknowledging it, trading (spot and escrow with deadlines), updating
-/// cards and rotating keys, with the tick running every 10 minutes. Every table's rows are
+/// remote mail (some deferred a day), reading and acknowledging it, trading (spot and escrow with
+/// deadlines, some released before them), updating cards and lists and rotating keys, with the
+/// tick running every 20 minutes. Every table's rows are
 /// printed each day. A table plateaus when its largest count over days 20–30 is no more than its
 /// largest over days 10–19 plus a margin (10 % + 10 rows); the tables of [`GROW_WITH_USE`] are
 /// named, and may grow, but only by a bounded number of rows per unit of work each day.
@@ -423,7 +424,9 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
                 let (_, ref local_peer) = agents[(k + 1) % agents.len()];
                 let (_, ref remote_peer) = agents[(k + AGENTS) % agents.len()];
                 n += 1;
-                let env = message(&w, from, &[local_peer, remote_peer], &format!("m-{n}"));
+                // One envelope in eight is deferred by a day.
+                let after = if n % 8 == 0 { DAY } else { 0 };
+                let env = message(&w, from, &[local_peer, remote_peer], &format!("m-{n}"), after);
                 assert_eq!(from.send(&houses[hi], &env).status, 202);
                 work += 2;
             }
@@ -456,19 +459,23 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
                 }
                 work += 1;
             }
-            // The day's ticks: every 10 minutes for six hours.
-            for _ in 0..36 {
-                w.clock.advance(10 * MINUTE);
+            // The day's ticks: every 20 minutes for six hours.
+            for _ in 0..18 {
+                w.clock.advance(20 * MINUTE);
                 w.tick_all();
             }
             for (hi, agent) in &agents {
                 read_and_ack(&houses[*hi], agent);
             }
         }
-        // Each day every agent updates its card, and one rotates its key.
+        // Each day every agent updates its card and changes its block list (today's stranger
+        // in, yesterday's out), and one rotates its key.
         for (hi, agent) in &agents {
             let about = Value::Object(obj([("description", format!("day {day}").into())]));
             assert_eq!(register_by(&houses[*hi], agent, agent, &[("capabilities", about)]), 200);
+            let change = format!(r#"{{"block":{{"add":["spam{day}.test"],"remove":["spam{}.test"]}}}}"#, day - 1);
+            let path = format!("/lists/{}", agent.address.local());
+            json(&agent.post(&houses[*hi], &path, &Value::parse_str(&change).unwrap()), 200);
         }
         let r = (day * 3) % agents.len();
         let (hi, ref old) = agents[r];
