@@ -425,7 +425,7 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
                 let (_, ref remote_peer) = agents[(k + AGENTS) % agents.len()];
                 n += 1;
                 // One envelope in eight is deferred by a day.
-                let after = if n % 8 == 0 { DAY } else { 0 };
+                let after = if n.is_multiple_of(8) { DAY } else { 0 };
                 let env = message(&w, from, &[local_peer, remote_peer], &format!("m-{n}"), after);
                 assert_eq!(from.send(&houses[hi], &env).status, 202);
                 work += 2;
