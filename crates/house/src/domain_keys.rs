@@ -62,17 +62,20 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let previous = Value::Array(keys);
         let rows = store::domain_keys::stale(&self.db, &previous.canonical_string(), RECERTIFY_PER_TICK).await?;
-        let mut stmts = Vec::new();
+        // The next pass starts after this one's last card, or from the start once a pass
+        // reached the end: a card that cannot be certified again is read once a round.
+        let last = rows
+            .last()
+            .and_then(|r| r.text("local"))
+            .filter(|_| i64::try_from(rows.len()).is_ok_and(|n| n >= RECERTIFY_PER_TICK));
+        let mut stmts = vec![store::domain_keys::move_cursor(last, now.millis())];
         for row in &rows {
             let (Some(local), Some(old)) = (row.text("local"), row.text("card")) else { continue };
             if let Ok(Some(new)) = self.recertified(old) {
                 stmts.push(store::domain_keys::recertify(local, old, &new, now.millis()));
             }
         }
-        if stmts.is_empty() {
-            return Ok(0);
-        }
         let changes = self.db.batch(stmts).await.map_err(port_error)?;
-        Ok(changes.iter().filter(|c| **c == 1).count())
+        Ok(changes.iter().skip(1).filter(|c| **c == 1).count())
     }
 }

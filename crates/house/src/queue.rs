@@ -447,6 +447,9 @@ impl<D: Db, N: Net> House<D, N> {
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery: a
         // failure here waits for the next tick rather than failing this one.
         let _recertified = self.recertify_some(now).await.ok();
+        // Pins made before migration 0005 are given their site, a few a tick (issue 35 §3).
+        let _sites =
+            crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await.ok();
         // So is the Libro's: welcome gifts owed, bonds that expired.
         let _libro = self.libro_upkeep().await.ok();
         // And `verifica@`'s checks, within theirs.

@@ -386,7 +386,8 @@ pub trait PinStore {
 /// domains aside.
 pub const NEW_NAMES_PER_SITE_PER_MINUTE: i64 = 30;
 /// Most pins for the domains of one site: a party that mints names cannot make the house pin
-/// more than these (a house that needs more of one site anchors them in DNS, which pins nothing).
+/// more than these; past them a new domain of the site is trusted unpinned, as past
+/// [`MAX_PINS`] (a house that needs more of one site anchors them in DNS, which pins nothing).
 pub const MAX_PINS_PER_SITE: i64 = 64;
 /// Most pins in all. Past it a new domain is not refused but trusted unpinned (anchor
 /// `unpinned`): strangers who fill the table from many sites must not shut every new domain
@@ -407,18 +408,12 @@ impl<D: Db> PinStore for DbPins<'_, D> {
         let c = c.entry();
         let kid = key.to_b64();
         let site = crate::site::site(domain);
-        let mut stmts = Vec::from(store::resolver::insert_pin(domain, site, &kid, c.at, MAX_PINS_PER_SITE, MAX_PINS));
-        stmts.push(store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &kid));
-        match self.0.batch(stmts).await {
-            Ok(changes) => Ok(changes.get(1) == Some(&1)),
-            Err(PortError::Constraint { name }) if name == store::constraint::GUARD => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "this house pins no more new domains of {site} (at most {MAX_PINS_PER_SITE} a site); try again later"
-                ),
-            )),
-            Err(e) => Err(port_error(e)),
-        }
+        let stmts = vec![
+            store::resolver::insert_pin(domain, site, &kid, c.at, MAX_PINS_PER_SITE, MAX_PINS),
+            store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &kid),
+        ];
+        let changes = self.0.batch(stmts).await.map_err(port_error)?;
+        Ok(changes.first() == Some(&1))
     }
 
     async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
@@ -842,7 +837,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                             return Ok(done(verified, "first-use"));
                         }
                         // Another resolution pinned a key a moment ago: hold this card to that
-                        // pin. No pin at all: the table is full, and the card is trusted as on
+                        // pin. No pin at all: the table (or the site's share of it) is full, and the card is trusted as on
                         // first use without being pinned (see `MAX_PINS`).
                         match self.store.pin(domain).await? {
                             Some(pin) => pin,

@@ -464,6 +464,9 @@ pub enum MandateWrite {
 /// A deadline notice to send through the queue (docs/SPEC.md §16).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Deadline {
+    /// The contract it is the deadline of: the notices' ids derive from it, so that settling
+    /// the contract can cancel them (`libro::deadline_notice_ids`).
+    pub contract: String,
     pub at: Timestamp,
     pub to: Vec<Address>,
     pub body: Object,
@@ -1043,6 +1046,7 @@ fn accept(
         && deadline > ctx.now
     {
         d.deadlines.push(Deadline {
+            contract: quote.id.clone(),
             at: deadline,
             to: vec![quote.buyer.clone(), quote.seller.clone()],
             body: obj([("contract", quote.id.as_str().into()), ("deadline", deadline.to_rfc3339().into())]),

@@ -652,6 +652,12 @@ impl<D: Db, N: Net> House<D, N> {
             Some(ContractWrite::Update(c)) => {
                 let record = text_of(&Value::Object(c.record.clone()))?;
                 stmts.extend(store::update_contract(&c.id, c.version, &c.state, &record, now.millis()));
+                // A settled escrow has no deadline left to warn of: its notices still queued go
+                // (issue 35 §4), in the batch that settles it.
+                if c.kind == kernel::Kind::Escrow && kernel::terminal(&c.state) {
+                    let ids = Value::Array(self.deadline_notice_ids(c).into_iter().map(Value::from).collect());
+                    stmts.extend(store::cancel_queued(&ids.canonical_string()));
+                }
             }
             None => {}
         }
@@ -777,7 +783,7 @@ impl<D: Db, N: Net> House<D, N> {
             for to in deadline.to.iter().filter(|t| !self.is_system(t)) {
                 let mut body = deadline.body.clone();
                 body.insert("state".into(), "due".into());
-                let id = self.derived_id("deadline", env.id(), to.as_str());
+                let id = self.derived_id("deadline", &deadline.contract, to.as_str());
                 let mut draft = Draft::new(
                     id,
                     self.libro_address()?,
@@ -889,6 +895,28 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// An id derived from what a document is about, with the domain key: written twice it is
     /// one, and nobody else can predict it.
+    /// The ids the deadline notices of contract `c` were given: one per buyer and seller, derived
+    /// from the contract's id, and (for notices queued before they were) from the envelope
+    /// that accepted it.
+    fn deadline_notice_ids(&self, c: &kernel::Contract) -> Vec<String> {
+        let accepted = c
+            .record
+            .get("history")
+            .and_then(Value::as_array)
+            .and_then(|h| {
+                h.iter().filter_map(Value::as_object).find(|e| e.get("op").and_then(Value::as_str) == Some("accept"))
+            })
+            .and_then(|e| e.get("envelope").and_then(Value::as_str));
+        let mut ids = Vec::new();
+        for party in ["buyer", "seller"].iter().filter_map(|n| c.record.get(*n).and_then(Value::as_str)) {
+            ids.push(self.derived_id("deadline", &c.id, party));
+            if let Some(envelope) = accepted {
+                ids.push(self.derived_id("deadline", envelope, party));
+            }
+        }
+        ids
+    }
+
     fn derived_id(&self, what: &str, of: &str, to: &str) -> String {
         let seed = self.config.key.sign(Context::NoticeId, format!("nyx5 {what}:{of}:{to}").as_bytes());
         let mut bytes = [0u8; 16];

@@ -427,7 +427,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
     match &stored {
         None => stmts.extend(store::insert(&new)),
-        Some(replaces) => stmts.extend(store::update(&new, replaces, keep_webhook)),
+        Some(replaces) => stmts.extend(store::update(&new, replaces, keep_webhook, e.reset)),
     }
     // A new name earns the house's welcome gift and its invitation's (subagents none: a parent
     // could enrol them by the minute), owed in this batch and posted to the Libro right after.

@@ -655,10 +655,13 @@ mod tests {
         drop(h1);
         assert_eq!(world.domains(), ["h0.test", "h1.test", "h2.test"]);
         assert!(world.tick("h1.test", None).unwrap());
-        let before = Rc::as_ptr(&world.house("h1.test").unwrap());
+        // A weak reference keeps the old allocation (not the house), so the new house cannot be
+        // given its address and compare equal by chance.
+        let before = Rc::downgrade(&world.house("h1.test").unwrap());
         assert!(!world.tick("h1.test", Some(0)).unwrap(), "a house told to die at its first call dies");
         let after = world.house("h1.test").unwrap();
-        assert_ne!(Rc::as_ptr(&after), before, "it was started again");
+        assert_ne!(Rc::as_ptr(&after), before.as_ptr(), "it was started again");
+        assert!(before.upgrade().is_none(), "the old house is gone");
         assert_eq!(after.now().millis(), START + 60_005, "with its skew");
         assert_eq!(after.db.dies_after.get(), None);
         drop(after);

@@ -57,7 +57,7 @@ pub struct NewCard<'a> {
 /// A first registration: an insert that fails the batch (`constraint::AGENT_TAKEN`) when the
 /// name was taken meanwhile, and the record of it.
 pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
-    vec![
+    let mut stmts = vec![
         stmt!(
             "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -73,16 +73,19 @@ pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
             c.now,
             c.now
         ),
-        record(c),
-    ]
+    ];
+    stmts.extend(record(c));
+    stmts
 }
 
 /// An update of the card whose stored text is `replaces`: a guard fails the batch
 /// (`constraint::GUARD`) when the stored card is no longer that one, so of two updates decided
 /// on the same card only the first is written. `keep_webhook` leaves the stored webhook as it
-/// is; otherwise it becomes `c.webhook` (`None` clears it).
-pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> {
-    vec![
+/// is; otherwise it becomes `c.webhook` (`None` clears it). `reset` (the operator's: the new key
+/// alone, nothing carried forward) also empties the agent's allow and block lists, which a thief
+/// holding the old key could have set as well as the webhook.
+pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool, reset: bool) -> Vec<Stmt> {
+    let mut stmts = vec![
         crate::guard!(
             "card_unchanged",
             "EXISTS (SELECT 1 FROM agents WHERE local = ? AND card = ?)",
@@ -105,12 +108,35 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool) -> Vec<Stmt> 
             c.local,
             replaces
         ),
-        record(c),
-    ]
+    ];
+    if reset {
+        stmts.push(stmt!("DELETE FROM lists WHERE local = ?", c.local));
+    }
+    stmts.extend(record(c));
+    stmts
 }
 
-fn record(c: &NewCard<'_>) -> Stmt {
-    stmt!("INSERT INTO registrations (local, via, sig, at) VALUES (?, ?, ?, ?)", c.local, c.via, c.sig, c.now)
+/// Registrations the house keeps of one agent: its first (how the name was enrolled) and its
+/// latest `REGISTRATIONS_KEPT - 1` (who changed the card lately, by which key). Older updates
+/// are forgotten as a new one is recorded: a card updated every minute for a year is still
+/// these rows (issue 35 §3).
+pub const REGISTRATIONS_KEPT: i64 = 8;
+
+/// The record of a registration, and the forgetting of that agent's registrations past
+/// [`REGISTRATIONS_KEPT`] (read through `registrations_local`: this agent's rows only, newest
+/// first; never the first one).
+fn record(c: &NewCard<'_>) -> [Stmt; 2] {
+    [
+        stmt!("INSERT INTO registrations (local, via, sig, at) VALUES (?, ?, ?, ?)", c.local, c.via, c.sig, c.now),
+        stmt!(
+            "DELETE FROM registrations WHERE id IN (
+               SELECT id FROM registrations WHERE local = ? ORDER BY id DESC LIMIT -1 OFFSET ?)
+             AND id <> (SELECT min(id) FROM registrations WHERE local = ?)",
+            c.local,
+            REGISTRATIONS_KEPT - 1,
+            c.local
+        ),
+    ]
 }
 
 /// Uses one invitation: a guard fails the batch (`constraint::GUARD`) when the code is unknown,

@@ -774,3 +774,17 @@ pub async fn pending_of<D: Db>(db: &D, who: &str, limit: i64) -> Result<Vec<Row>
     )
     .await
 }
+
+/// Cancels the envelopes `ids` (a JSON array) the Libro queued and has not delivered yet: their
+/// pending jobs, then each envelope no job is left for. A job already delivered or bounced
+/// stays, and so does its envelope (what was told is not recalled).
+pub fn cancel_queued(ids: &str) -> [Stmt; 2] {
+    [
+        stmt!("DELETE FROM jobs WHERE state = 'pending' AND envelope_id IN (SELECT value FROM json_each(?))", ids),
+        stmt!(
+            "DELETE FROM outbox WHERE envelope_id IN (SELECT value FROM json_each(?))
+               AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.envelope_id = outbox.envelope_id)",
+            ids
+        ),
+    ]
+}

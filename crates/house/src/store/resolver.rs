@@ -16,30 +16,56 @@ pub async fn pins<D: Db>(db: &D) -> Result<Vec<Row>, Error> {
     query(db, stmt!("SELECT domain, sig, first_seen, pending, pending_at FROM pins ORDER BY domain")).await
 }
 
-/// Pins the first key seen for `domain` (of site `site`): a guard fails the batch
-/// (`constraint::GUARD`) when `domain` has no pin and its site holds `per_site` pins already;
-/// then the insert, which keeps a pin already there, and pins nothing while the table holds
-/// `total` (the row count says whether it pinned).
-pub fn insert_pin(domain: &str, site: &str, sig: &str, now: i64, per_site: i64, total: i64) -> [Stmt; 2] {
-    [
-        crate::guard!(
-            "pin_room",
-            "EXISTS (SELECT 1 FROM pins WHERE domain = ?) OR (SELECT count(*) FROM pins WHERE site = ?) < ?",
-            domain,
-            site,
-            per_site
-        ),
-        stmt!(
-            "INSERT INTO pins (domain, site, sig, first_seen)
-             SELECT ?, ?, ?, ? WHERE (SELECT count(*) FROM pins) < ?
-             ON CONFLICT (domain) DO NOTHING",
-            domain,
-            site,
-            sig,
-            now,
-            total
-        ),
-    ]
+/// Pins the first key seen for `domain` (of site `site`), keeping a pin already there: nothing
+/// is pinned while the site holds `per_site` pins (read through `pins_site`, at most `per_site`
+/// rows) or the table holds `total` (the counter row `row_counts.pins` that migration 0020's
+/// triggers keep, not a count of the table). The row count says whether it pinned; a domain
+/// not pinned for room is trusted as on first use, unpinned, never refused, and no pin is ever
+/// pushed out to make room (that would open trust on first use again for a domain already
+/// trusted).
+pub fn insert_pin(domain: &str, site: &str, sig: &str, now: i64, per_site: i64, total: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO pins (domain, site, sig, first_seen)
+         SELECT ?, ?, ?, ?
+          WHERE (SELECT n FROM row_counts WHERE name = 'pins') < ?
+            AND (SELECT count(*) FROM (SELECT 1 FROM pins WHERE site = ? LIMIT ?)) < ?
+         ON CONFLICT (domain) DO NOTHING",
+        domain,
+        site,
+        sig,
+        now,
+        total,
+        site,
+        per_site,
+        per_site
+    )
+}
+
+/// Pins given their site in one tick (see [`fill_pin_sites`]).
+pub const PIN_SITES_PER_TICK: i64 = 64;
+
+/// Gives up to `limit` pins made before migration 0005, which recorded no site, the site of
+/// their domain (`site.rs`), in one batch; answers how many. Each write is guarded by the site
+/// still missing, and the site is a function of the domain alone, so two ticks at once write
+/// the same thing. Found through `pins_site` (NULL first): it reads the rows it fills.
+pub async fn fill_pin_sites<D: Db>(db: &D, limit: i64) -> Result<usize, Error> {
+    let rows = query(db, stmt!("SELECT domain FROM pins WHERE site IS NULL LIMIT ?", limit)).await?;
+    let stmts: Vec<Stmt> = rows
+        .iter()
+        .filter_map(|r| r.text("domain"))
+        .map(|domain| set_pin_site(domain, crate::site::site(domain)))
+        .collect();
+    if stmts.is_empty() {
+        return Ok(0);
+    }
+    let changes = db.batch(stmts).await.map_err(crate::port_error)?;
+    Ok(changes.iter().filter(|c| **c == 1).count())
+}
+
+/// Records the site of a pin that has none (a pin made before migration 0005), so that it
+/// counts towards its site's bound as every later pin does.
+pub fn set_pin_site(domain: &str, site: &str) -> Stmt {
+    stmt!("UPDATE pins SET site = ? WHERE domain = ? AND site IS NULL", site, domain)
 }
 
 /// Counts one fetch of a name the resolver knows no fresh card for against its site's window
