@@ -19,5 +19,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0015_card_cache_slots.sql", include_str!("../../../migrations/0015_card_cache_slots.sql")),
     ("0016_libro_received.sql", include_str!("../../../migrations/0016_libro_received.sql")),
     ("0017_libro_balance_max.sql", include_str!("../../../migrations/0017_libro_balance_max.sql")),
-    ("0020_tables_bounded.sql", include_str!("../../../migrations/0020_tables_bounded.sql")),
+    ("0018_tables_bounded.sql", include_str!("../../../migrations/0018_tables_bounded.sql")),
 ];

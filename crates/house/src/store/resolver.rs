@@ -18,7 +18,7 @@ pub async fn pins<D: Db>(db: &D) -> Result<Vec<Row>, Error> {
 
 /// Pins the first key seen for `domain` (of site `site`), keeping a pin already there: nothing
 /// is pinned while the site holds `per_site` pins (read through `pins_site`, at most `per_site`
-/// rows) or the table holds `total` (the counter row `row_counts.pins` that migration 0020's
+/// rows) or the table holds `total` (the counter row `row_counts.pins` that migration 0018's
 /// triggers keep, not a count of the table). The row count says whether it pinned; a domain
 /// not pinned for room is trusted as on first use, unpinned, never refused, and no pin is ever
 /// pushed out to make room (that would open trust on first use again for a domain already
