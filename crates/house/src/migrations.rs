@@ -19,4 +19,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0015_card_cache_slots.sql", include_str!("../../../migrations/0015_card_cache_slots.sql")),
     ("0016_libro_received.sql", include_str!("../../../migrations/0016_libro_received.sql")),
     ("0017_libro_balance_max.sql", include_str!("../../../migrations/0017_libro_balance_max.sql")),
+    ("0021_libro_received_names.sql", include_str!("../../../migrations/0021_libro_received_names.sql")),
 ];

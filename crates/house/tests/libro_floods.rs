@@ -566,3 +566,148 @@ fn another_houses_receipts_keep_to_the_block_of_their_operator() {
     assert!(done(&a, "acc-z"));
     assert_eq!(libro_mail(&b, &zed).len(), 1, "the seller hears of its sale");
 }
+
+/// Two agents flood the Libro through 20 subagents each (60 reads a minute per root, spread over
+/// them): the queue gives turns per root, so a third agent's refund is still done in the first
+/// tick (review of issue 34, H1a).
+#[test]
+fn subagents_do_not_multiply_their_roots_turns_in_the_queue() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    let bo = agent(&h, "bo@a.test", 2);
+    let carla = agent(&h, "carla@a.test", 3);
+    let dan = agent(&h, "dan@a.test", 4);
+    topup(&h, "dan@a.test", 100);
+    queue_op(&w, &h, &dan, "acc-1", accept_op(&quote(&w, &carla, &dan, "job-1", ContractKind::Escrow, 40)));
+    w.tick_all();
+    assert_eq!(state(&h, "job-1"), "held");
+    let mut subs = Vec::new();
+    let mut seed = 10u8;
+    for root in [&ana, &bo] {
+        for i in 0..20 {
+            let addr = format!("s{i}.{}", root.address.as_str());
+            subs.push(subagent(&h, root, &addr, seed));
+            seed += 1;
+            if i % 10 == 9 {
+                w.clock.advance(MINUTE);
+            }
+        }
+    }
+    w.clock.advance(MINUTE);
+    for i in 0..3 {
+        for s in &subs {
+            let id = format!("{}-read-{i}", s.address.local());
+            queue_op(&w, &h, s, &id, obj([("op", "statement".into()), ("limit", 1.into())]));
+        }
+    }
+    w.clock.advance(1);
+    queue_op(&w, &h, &carla, "refund-1", obj([("op", "refund".into()), ("contract", "job-1".into())]));
+    let mut ticks = 0;
+    while !done(&h, "refund-1") && ticks < 20 {
+        w.tick_all();
+        w.clock.advance(SECOND);
+        ticks += 1;
+    }
+    println!("{} subagents flooding: the refund was done after {ticks} tick(s)", subs.len());
+    assert!(ticks <= 1, "the refund waited {ticks} ticks behind the flood");
+    assert_eq!(state(&h, "job-1"), "refunded");
+}
+
+/// The bondholder enrols 40 subagents and has each queue a read just before the expiry; the
+/// verifier's forfeit, queued a second before it, waits behind them. The tick that returns
+/// expired bonds does not return this one while the forfeit waits: the forfeit is decided first
+/// and forfeits it (review of issue 34, H1b).
+#[test]
+fn the_tick_returns_no_bond_while_a_forfeit_received_before_its_expiry_waits() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    let vera = agent(&h, "vera@a.test", 2);
+    topup(&h, "ana@a.test", 100);
+    let mut subs = Vec::new();
+    for i in 0..40u8 {
+        subs.push(subagent(&h, &ana, &format!("s{i}.ana@a.test"), 10 + i));
+        if i % 10 == 9 {
+            w.clock.advance(MINUTE);
+        }
+    }
+    let expires = Timestamp(w.clock.now().millis() + 2 * MINUTE);
+    queue_op(&w, &h, &ana, "bond-1", bond_op(50, "vera@a.test", expires));
+    w.tick_all();
+    assert_eq!(state(&h, "bond-1"), "posted");
+    w.clock.advance(2 * MINUTE - 2 * SECOND);
+    for s in &subs {
+        queue_op(&w, &h, s, &format!("{}-read", s.address.local()), obj([("op", "balance".into())]));
+    }
+    w.clock.advance(SECOND);
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    queue_op(&w, &h, &vera, "forfeit-1", forfeit);
+    w.clock.advance(10 * SECOND);
+    for _ in 0..4 {
+        w.tick_all();
+        w.clock.advance(SECOND);
+    }
+    println!(
+        "forfeit done {}, refusal {:?}; bond {}; ana holds {}",
+        done(&h, "forfeit-1"),
+        kept_refusal(&h, "forfeit-1"),
+        state(&h, "bond-1"),
+        balance(&h, "ana@a.test")
+    );
+    assert!(done(&h, "forfeit-1"), "the forfeit was refused: {:?}", kept_refusal(&h, "forfeit-1"));
+    assert_eq!(state(&h, "bond-1"), "forfeited");
+    assert_eq!(balance(&h, "ana@a.test"), 50, "the bond did not return to its holder");
+}
+
+/// A wall of reads scheduled with `deliver_after` at each of the last 20 seconds before the
+/// expiry, ticks every second; the verifier's forfeit queued half a second before the expiry
+/// still forfeits the bond (review of issue 34, H1c).
+#[test]
+fn a_wall_of_deferred_reads_does_not_let_the_bond_expire_under_a_forfeit() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    let vera = agent(&h, "vera@a.test", 2);
+    topup(&h, "ana@a.test", 100);
+    let mut subs = Vec::new();
+    for i in 0..40u8 {
+        subs.push(subagent(&h, &ana, &format!("s{i}.ana@a.test"), 10 + i));
+        if i % 10 == 9 {
+            w.clock.advance(MINUTE);
+        }
+    }
+    let expires = Timestamp(w.clock.now().millis() + 25 * MINUTE);
+    queue_op(&w, &h, &ana, "bond-1", bond_op(50, "vera@a.test", expires));
+    w.tick_all();
+    for k in 1..=20i64 {
+        for s in &subs {
+            let body = obj([("op", "balance".into())]);
+            let mut d = libro_op(&s.address, A, &format!("{}-w{k}", s.address.local()), w.clock.now(), body);
+            d.deliver_after = Some(Timestamp(expires.millis() - k * SECOND));
+            let env = d.build().unwrap().sign(&s.sig).unwrap();
+            assert_eq!(s.send(&h, &env).status, 202);
+        }
+        w.clock.advance(MINUTE);
+    }
+    let now = w.clock.now().millis();
+    w.clock.advance(expires.millis() - 20 * SECOND - now);
+    for _ in 0..20 {
+        w.tick_all();
+        w.clock.advance(SECOND);
+    }
+    w.clock.advance(-(SECOND / 2));
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    queue_op(&w, &h, &vera, "forfeit-1", forfeit);
+    for _ in 0..10 {
+        w.clock.advance(SECOND);
+        w.tick_all();
+    }
+    println!(
+        "forfeit done {}, refusal {:?}; bond {}",
+        done(&h, "forfeit-1"),
+        kept_refusal(&h, "forfeit-1"),
+        state(&h, "bond-1")
+    );
+    assert_eq!(state(&h, "bond-1"), "forfeited");
+}

@@ -313,7 +313,7 @@ impl<D: Db, N: Net> House<D, N> {
         if let Outcome::Rejected(e) = &outcome
             && (e.kind.is_temporary() || e.kind == ErrorKind::Internal)
         {
-            self.remember_received(env).await;
+            self.remember_received(env, &op).await;
         }
         outcome
     }
@@ -333,7 +333,7 @@ impl<D: Db, N: Net> House<D, N> {
     /// Remembers when an operation of another house's agent, refused for a passing reason, first
     /// arrived: its retry is judged at that time. At most `inbound_per_domain_per_minute` such
     /// rows a minute per sending site; past that, or when the write fails, nothing is kept.
-    async fn remember_received(&self, env: &Envelope) {
+    async fn remember_received(&self, env: &Envelope, op: &Op) {
         if env.from().domain() == self.config.domain {
             return;
         }
@@ -341,7 +341,7 @@ impl<D: Db, N: Net> House<D, N> {
         let bucket = format!("libro:received:{}", crate::site::site(env.from().domain()));
         let cap = self.config.inbound_per_domain_per_minute;
         let stmts = vec![
-            store::remember_received(env.id(), &env.sha256_hex(), now),
+            store::remember_received(env.id(), &env.sha256_hex(), now, names(op)),
             crate::store::agents::count_in_window(&bucket, now / 60_000, cap),
         ];
         let _kept = self.db.batch(stmts).await;
@@ -1086,9 +1086,22 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(true)
     }
 
+    /// Where the upkeep looks for operations that arrived before a deadline and still wait: the
+    /// house's queue to its Libro, and first arrivals of another house's settlements still within
+    /// their life. The upkeep never acts on a deadline such an operation names: it is decided
+    /// first, at the time it was received (issue 34).
+    pub(crate) fn waiting<'a>(&'a self, libro: &'a Address, now: Timestamp) -> store::Waiting<'a> {
+        store::Waiting {
+            domain: &self.config.domain,
+            libro: libro.as_str(),
+            since: now.millis().saturating_sub(OP_LIFE_MS),
+        }
+    }
+
     /// The tick's share of the Libro: issues owed (welcome gifts) are posted, bonds past their
     /// `expires` return to their bondholders, approvals nobody decided in time return their holds
-    /// (`expire_approvals`). Bounded per tick. (The authority's old counts and decided approvals
+    /// (`expire_approvals`), each only once no operation received before its deadline and naming
+    /// it still waits ([`House::waiting`]). Bounded per tick. (The authority's old counts and decided approvals
     /// go with the tick's purge batch: `store::libro::prune_authority`.)
     pub async fn libro_upkeep(&self) -> Result<(), Error> {
         for row in store::due(&self.db, UPKEEP_BATCH).await? {
@@ -1097,7 +1110,9 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let now = self.now();
         let rules = self.libro_rules();
-        for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
+        let libro = self.libro_address()?;
+        let waiting = self.waiting(&libro, now);
+        for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
             let entry_id = self.new_id();
@@ -1132,7 +1147,8 @@ impl<D: Db, N: Net> House<D, N> {
     /// operator and every approver hear of it. Bounded per tick.
     async fn expire_approvals(&self) -> Result<(), Error> {
         let now = self.now();
-        for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
+        let libro = self.libro_address()?;
+        for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
             let mut facts = Facts::default();
@@ -1191,6 +1207,16 @@ fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
         out.extend(p.parties());
     }
     out
+}
+
+/// What a settlement names whose deadline the tick's upkeep must not pass while it waits: the
+/// contract (a bond's expiry, a desk's hold) or the approval (its expiry) it is about. Pure.
+fn names(op: &Op) -> Option<&str> {
+    match op {
+        Op::Deliver { .. } | Op::Release { .. } | Op::Refund { .. } | Op::Forfeit { .. } => op.contract(),
+        Op::Approve { .. } | Op::Decline { .. } => op.pending(),
+        _ => None,
+    }
 }
 
 /// How long an operation of another house's agent lives: it is done within this time of its

@@ -207,15 +207,64 @@ pub async fn history_rows<D: Db>(db: &D, who: &str) -> Result<Vec<Row>, Error> {
     .await
 }
 
-/// Bonds past their `expires` still posted, oldest first.
-pub async fn bonds_due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+/// Where the tick's upkeep looks for operations still waiting: this house's `domain`, its
+/// Libro's address, and the earliest first arrival (`since`) of another house's operation that
+/// may still be decided (its life).
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting<'a> {
+    pub domain: &'a str,
+    pub libro: &'a str,
+    pub since: i64,
+}
+
+/// The SQL of "an operation received before deadline `$deadline` naming `$id` (in its body's
+/// `$key`) waits undecided": a job of this house's agents to its Libro still pending that was
+/// due before the deadline (`?3` the domain, `?4` the Libro), or a first arrival of another
+/// house's settlement kept in `libro_received` before the deadline, within its life (`?5`), and
+/// not decided since. A read (`contract`) holds nothing up.
+macro_rules! waiting {
+    ($key:literal, $id:literal, $deadline:literal) => {
+        concat!(
+            "(EXISTS (SELECT 1 FROM jobs wj JOIN outbox wo ON wo.envelope_id = wj.envelope_id
+                      WHERE wj.domain = ?3 AND wj.state = 'pending' AND wj.not_before < ",
+            $deadline,
+            "
+                        AND json_extract(wo.envelope, '$.content.body.",
+            $key,
+            "') = ",
+            $id,
+            "
+                        AND json_extract(wo.envelope, '$.content.body.op') <> 'contract'
+                        AND EXISTS (SELECT 1 FROM json_each(wj.recipients) WHERE value = ?4))
+              OR EXISTS (SELECT 1 FROM libro_received wr
+                          WHERE wr.names = ",
+            $id,
+            " AND wr.at < ",
+            $deadline,
+            " AND wr.at >= ?5
+                            AND NOT EXISTS (SELECT 1 FROM libro_ops wx WHERE wx.envelope_id = wr.envelope_id)))"
+        )
+    };
+}
+pub(crate) use waiting;
+
+/// Bonds past their `expires` still posted, oldest first; not one that an operation received
+/// before it expired still waits to decide (a verifier's forfeit in the queue goes first, issue 34).
+pub async fn bonds_due<D: Db>(db: &D, now: i64, limit: i64, w: Waiting<'_>) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT record, version FROM libro_contracts
-              WHERE kind = 'bond' AND state = 'posted' AND expires <= ? ORDER BY expires LIMIT ?",
+            concat!(
+                "SELECT record, version FROM libro_contracts c
+                  WHERE kind = 'bond' AND state = 'posted' AND expires <= ?1 AND NOT ",
+                waiting!("contract", "c.id", "c.expires"),
+                " ORDER BY expires LIMIT ?2"
+            ),
             now,
-            limit
+            limit,
+            w.domain,
+            w.libro,
+            w.since
         ),
     )
     .await
@@ -580,13 +629,14 @@ pub async fn received<D: Db>(db: &D, envelope_id: &str, sha256: &str, domain: &s
 }
 
 /// Remembers that operation `envelope_id` (of hash `sha256`) first arrived `at` (the first
-/// arrival stays).
-pub fn remember_received(envelope_id: &str, sha256: &str, at: i64) -> Stmt {
+/// arrival stays), naming `names` (the contract or approval a settlement is about).
+pub fn remember_received(envelope_id: &str, sha256: &str, at: i64, names: Option<&str>) -> Stmt {
     stmt!(
-        "INSERT INTO libro_received (envelope_id, sha256, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO libro_received (envelope_id, sha256, at, names) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
         envelope_id,
         sha256,
-        at
+        at,
+        names
     )
 }
 
@@ -745,16 +795,24 @@ pub fn prune_authority(now: i64, keep_ms: i64, limit: i64) -> Vec<Stmt> {
     ]
 }
 
-/// Pending approvals past their `expires`, oldest first, with the balance of their hold.
-pub async fn pending_due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+/// Pending approvals past their `expires`, oldest first, with the balance of their hold; not one
+/// that an `approve` or `decline` received before it expired still waits to decide.
+pub async fn pending_due<D: Db>(db: &D, now: i64, limit: i64, w: Waiting<'_>) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT p.record, p.version,
+            concat!(
+                "SELECT p.record, p.version,
                     (SELECT balance FROM libro_accounts WHERE account = json_extract(p.record, '$.hold.held_in')) AS held
-               FROM libro_pending p WHERE p.state = 'pending' AND p.expires <= ? ORDER BY p.expires LIMIT ?",
+               FROM libro_pending p WHERE p.state = 'pending' AND p.expires <= ?1 AND NOT ",
+                waiting!("pending", "p.id", "p.expires"),
+                " ORDER BY p.expires LIMIT ?2"
+            ),
             now,
-            limit
+            limit,
+            w.domain,
+            w.libro,
+            w.since
         ),
     )
     .await
