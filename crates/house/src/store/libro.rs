@@ -193,14 +193,15 @@ pub async fn history_rows<D: Db>(db: &D, who: &str) -> Result<Vec<Row>, Error> {
         stmt!(
             "SELECT kind, state, amount, seller = ?1 AS selling, buyer = ?1 AS buying,
                     bondholder = ?1 AS bonding, vouchee IS NOT NULL AS vouching,
-                    bondholder, verifier, arbiter,
+                    bondholder, verifier, arbiter, created, expires, updated,
                     json_extract(record, '$.history[#-1].op') AS closing_op,
                     json_extract(record, '$.history[#-1].by') AS closed_by,
                     (state = 'refunded' AND json_extract(record, '$.history[#-1].by') = buyer
                      AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(record, '$.history'))
                                       WHERE json_extract(value, '$.op') = 'deliver')) AS cancelled
                FROM libro_contracts
-              WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1",
+              WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1
+              ORDER BY updated, id",
             who
         ),
     )
