@@ -840,7 +840,6 @@ fn an_expired_approvals_notice_keeps_to_the_block_of_its_operator() {
             .filter(|e| e.content().is_some_and(|c| c.media == NOTICE_MEDIA))
             .count()
     };
-    println!("expiry notices: bot {}, bo (who blocked bot) {}", notices(&bot), notices(&bo));
     assert_eq!(notices(&bot), 1);
     assert_eq!(notices(&bo), 0, "a block of the operator holds its approval's expiry notice");
 }

@@ -490,7 +490,8 @@ impl<D: Db, N: Net> House<D, N> {
             };
             let consenting = consenting(&facts, &decision);
             let named = named_in(&facts, env.from());
-            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head, &consenting, named).await?;
+            let (stmts, queues) =
+                self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named)).await?;
             match self.db.batch(stmts).await {
                 Ok(_) => {
                     if queues {
@@ -583,7 +584,9 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices;
-    /// and whether it queues mail due now (a receipt for another house).
+    /// and whether it queues mail due now (a receipt for another house). `consenting`: the
+    /// parties who agreed to hear from the operator; `named`: the operator is a party of what it
+    /// settles ([`House::count_operation`]).
     async fn write_decision(
         &self,
         env: &Envelope,
@@ -591,8 +594,7 @@ impl<D: Db, N: Net> House<D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
-        consenting: &[Address],
-        named: bool,
+        (consenting, named): (&[Address], bool),
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
         let mut queues = false;
@@ -802,8 +804,7 @@ impl<D: Db, N: Net> House<D, N> {
                         &text,
                         at,
                         &blocks,
-                        self.config.quota(),
-                        lane,
+                        (self.config.quota(), lane),
                     ));
                 }
             } else {
@@ -1232,8 +1233,7 @@ impl<D: Db, N: Net> House<D, N> {
                         &text,
                         now.millis(),
                         &blocks,
-                        self.config.quota(),
-                        store::Lane::AGREED,
+                        (self.config.quota(), store::Lane::AGREED),
                     ));
                 } else {
                     stmts.extend(self.queue_from_libro(&signed, now)?);

@@ -590,8 +590,7 @@ pub fn deliver_counted(
     envelope: &str,
     now: i64,
     blocks: &str,
-    quota: crate::store::mailbox::Quota,
-    lane: Lane,
+    (quota, lane): (crate::store::mailbox::Quota, Lane),
 ) -> [Stmt; 2] {
     let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
     [

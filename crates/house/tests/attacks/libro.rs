@@ -447,7 +447,6 @@ fn one_puppet_root_cannot_inflate_a_history() {
         let m = doc.as_object().unwrap()["afirmando"].as_object().unwrap().clone();
         ["fianzas", "intactas", "ejecutadas", "tokens"].map(|k| m[k].as_safe_integer().unwrap())
     };
-    println!("released at once: {:?}", afirmando());
     assert_eq!(afirmando(), [0, 0, 0, 0], "bonds released at once risked nothing");
     for i in 0..2 {
         assert_eq!(now(ana, &format!("hb-{i}"), bond.clone()), 200);
@@ -456,6 +455,5 @@ fn one_puppet_root_cannot_inflate_a_history() {
     for i in 0..2 {
         assert_eq!(now(pup, &format!("hr-{i}"), release(&format!("hb-{i}"))), 200);
     }
-    println!("two held a day, one judge: {:?}", afirmando());
     assert_eq!(afirmando(), [1, 1, 0, 5_000], "one judge vouches once");
 }
