@@ -119,12 +119,11 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
                 r#"SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
                     j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
              FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, id) AS turn
-                   FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, s.root
+                   FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, "#,
+                root_of!("s.sender"),
+                r#"
                                                         ORDER BY d.next_attempt, d.id) AS sender_turn
-                         FROM jobs d JOIN (SELECT envelope_id, "#,
-                root_of!("sender"),
-                r#" AS root FROM outbox) s
-                           ON s.envelope_id = d.envelope_id
+                         FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
                          WHERE d.state = 'pending' AND d.next_attempt <= ? AND d.lease_until < ?)) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
