@@ -222,7 +222,8 @@ pub struct Waiting<'a> {
 /// `$key`) waits undecided": a job of this house's agents to its Libro still pending that was
 /// due before the deadline (`?3` the domain, `?4` the Libro), or a first arrival of another
 /// house's settlement kept in `libro_received` before the deadline, and not decided since; either
-/// within its life (received at or after `?5`: an operation lives an hour, local or foreign). A read (`contract`) holds nothing up.
+/// within its life (received at or after `?5`: an operation lives an hour, local or foreign).
+/// A read (`contract`) holds nothing up.
 macro_rules! waiting {
     ($key:literal, $id:literal, $deadline:literal) => {
         concat!(
