@@ -468,6 +468,14 @@ fn a_forfeit_refused_429_before_the_expiry_is_judged_at_its_first_arrival() {
         assert_eq!(relay(&a, &b, &signed_op(&w, &bea, A, &format!("f-{i}"), none)), 404);
     }
     w.clock.advance(4 * SECOND);
+    // A settlement of what names its sender counts under its own address (issue 34 review, M1):
+    // that window is at its cap this minute too.
+    let minute = w.clock.now().millis() / MINUTE;
+    let full = stmt!(
+        "INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('libro:settle:bea@b.test', ?, 2, 2)",
+        minute
+    );
+    block_on(a.db.batch(vec![full])).unwrap();
     let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
     let env = signed_op(&w, &bea, A, "forfeit-1", forfeit);
     assert_eq!(relay(&a, &b, &env), 429);
@@ -565,4 +573,316 @@ fn another_houses_receipts_keep_to_the_block_of_their_operator() {
     w.tick_all();
     assert!(done(&a, "acc-z"));
     assert_eq!(libro_mail(&b, &zed).len(), 1, "the seller hears of its sale");
+}
+
+/// Two agents flood the Libro through 20 subagents each (60 reads a minute per root, spread over
+/// them): the queue gives turns per root, so a third agent's refund is still done in the first
+/// tick (review of issue 34, H1a).
+#[test]
+fn subagents_do_not_multiply_their_roots_turns_in_the_queue() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    let bo = agent(&h, "bo@a.test", 2);
+    let carla = agent(&h, "carla@a.test", 3);
+    let dan = agent(&h, "dan@a.test", 4);
+    topup(&h, "dan@a.test", 100);
+    queue_op(&w, &h, &dan, "acc-1", accept_op(&quote(&w, &carla, &dan, "job-1", ContractKind::Escrow, 40)));
+    w.tick_all();
+    assert_eq!(state(&h, "job-1"), "held");
+    let mut subs = Vec::new();
+    let mut seed = 10u8;
+    for root in [&ana, &bo] {
+        for i in 0..20 {
+            let addr = format!("s{i}.{}", root.address.as_str());
+            subs.push(subagent(&h, root, &addr, seed));
+            seed += 1;
+            if i % 10 == 9 {
+                w.clock.advance(MINUTE);
+            }
+        }
+    }
+    w.clock.advance(MINUTE);
+    for i in 0..3 {
+        for s in &subs {
+            let id = format!("{}-read-{i}", s.address.local());
+            queue_op(&w, &h, s, &id, obj([("op", "statement".into()), ("limit", 1.into())]));
+        }
+    }
+    w.clock.advance(1);
+    queue_op(&w, &h, &carla, "refund-1", obj([("op", "refund".into()), ("contract", "job-1".into())]));
+    let mut ticks = 0;
+    while !done(&h, "refund-1") && ticks < 20 {
+        w.tick_all();
+        w.clock.advance(SECOND);
+        ticks += 1;
+    }
+    println!("{} subagents flooding: the refund was done after {ticks} tick(s)", subs.len());
+    assert!(ticks <= 1, "the refund waited {ticks} ticks behind the flood");
+    assert_eq!(state(&h, "job-1"), "refunded");
+}
+
+/// The bondholder enrols 40 subagents and has each queue a read just before the expiry; the
+/// verifier's forfeit, queued a second before it, waits behind them. The tick that returns
+/// expired bonds does not return this one while the forfeit waits: the forfeit is decided first
+/// and forfeits it (review of issue 34, H1b).
+#[test]
+fn the_tick_returns_no_bond_while_a_forfeit_received_before_its_expiry_waits() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    let vera = agent(&h, "vera@a.test", 2);
+    topup(&h, "ana@a.test", 100);
+    let mut subs = Vec::new();
+    for i in 0..40u8 {
+        subs.push(subagent(&h, &ana, &format!("s{i}.ana@a.test"), 10 + i));
+        if i % 10 == 9 {
+            w.clock.advance(MINUTE);
+        }
+    }
+    let expires = Timestamp(w.clock.now().millis() + 2 * MINUTE);
+    queue_op(&w, &h, &ana, "bond-1", bond_op(50, "vera@a.test", expires));
+    w.tick_all();
+    assert_eq!(state(&h, "bond-1"), "posted");
+    w.clock.advance(2 * MINUTE - 2 * SECOND);
+    for s in &subs {
+        queue_op(&w, &h, s, &format!("{}-read", s.address.local()), obj([("op", "balance".into())]));
+    }
+    w.clock.advance(SECOND);
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    queue_op(&w, &h, &vera, "forfeit-1", forfeit);
+    w.clock.advance(10 * SECOND);
+    for _ in 0..4 {
+        w.tick_all();
+        w.clock.advance(SECOND);
+    }
+    println!(
+        "forfeit done {}, refusal {:?}; bond {}; ana holds {}",
+        done(&h, "forfeit-1"),
+        kept_refusal(&h, "forfeit-1"),
+        state(&h, "bond-1"),
+        balance(&h, "ana@a.test")
+    );
+    assert!(done(&h, "forfeit-1"), "the forfeit was refused: {:?}", kept_refusal(&h, "forfeit-1"));
+    assert_eq!(state(&h, "bond-1"), "forfeited");
+    assert_eq!(balance(&h, "ana@a.test"), 50, "the bond did not return to its holder");
+}
+
+/// A wall of reads scheduled with `deliver_after` at each of the last 20 seconds before the
+/// expiry, ticks every second; the verifier's forfeit queued half a second before the expiry
+/// still forfeits the bond (review of issue 34, H1c).
+#[test]
+fn a_wall_of_deferred_reads_does_not_let_the_bond_expire_under_a_forfeit() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    let vera = agent(&h, "vera@a.test", 2);
+    topup(&h, "ana@a.test", 100);
+    let mut subs = Vec::new();
+    for i in 0..40u8 {
+        subs.push(subagent(&h, &ana, &format!("s{i}.ana@a.test"), 10 + i));
+        if i % 10 == 9 {
+            w.clock.advance(MINUTE);
+        }
+    }
+    let expires = Timestamp(w.clock.now().millis() + 25 * MINUTE);
+    queue_op(&w, &h, &ana, "bond-1", bond_op(50, "vera@a.test", expires));
+    w.tick_all();
+    for k in 1..=20i64 {
+        for s in &subs {
+            let body = obj([("op", "balance".into())]);
+            let mut d = libro_op(&s.address, A, &format!("{}-w{k}", s.address.local()), w.clock.now(), body);
+            d.deliver_after = Some(Timestamp(expires.millis() - k * SECOND));
+            let env = d.build().unwrap().sign(&s.sig).unwrap();
+            assert_eq!(s.send(&h, &env).status, 202);
+        }
+        w.clock.advance(MINUTE);
+    }
+    let now = w.clock.now().millis();
+    w.clock.advance(expires.millis() - 20 * SECOND - now);
+    for _ in 0..20 {
+        w.tick_all();
+        w.clock.advance(SECOND);
+    }
+    w.clock.advance(-(SECOND / 2));
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    queue_op(&w, &h, &vera, "forfeit-1", forfeit);
+    for _ in 0..10 {
+        w.clock.advance(SECOND);
+        w.tick_all();
+    }
+    println!(
+        "forfeit done {}, refusal {:?}; bond {}",
+        done(&h, "forfeit-1"),
+        kept_refusal(&h, "forfeit-1"),
+        state(&h, "bond-1")
+    );
+    assert_eq!(state(&h, "bond-1"), "forfeited");
+}
+
+/// Another agent of the verifier's own site spends the site's settlement budget and its
+/// first-arrival window with forfeits of bonds that do not exist (404, then 429); the verifier's
+/// real forfeit, four seconds before the expiry, is still done: a settlement of what names its
+/// sender counts under the sender's own address (review of issue 34, M1).
+#[test]
+fn an_agent_of_the_same_site_cannot_spend_the_verifiers_settlement_budget() {
+    let w = World::new();
+    let a = w.start(w.config(A, Registration::Admin));
+    let b = w.house("b.test", Registration::Admin);
+    let ana = agent(&a, "ana@a.test", 1);
+    let bea = agent(&b, "bea@b.test", 2);
+    let mal = agent(&b, "mal@b.test", 3);
+    topup(&a, "ana@a.test", 100);
+    let expires = Timestamp(w.clock.now().millis() + 2 * MINUTE);
+    queue_op(&w, &a, &ana, "bond-1", bond_op(50, "bea@b.test", expires));
+    w.tick_all();
+    assert_eq!(state(&a, "bond-1"), "posted");
+    w.clock.advance(2 * MINUTE - 5 * SECOND);
+    let cap = a.config.inbound_per_domain_per_minute;
+    let mut codes = std::collections::BTreeMap::new();
+    for i in 0..(2 * cap + 5) {
+        let none = obj([("op", "forfeit".into()), ("contract", format!("none-{i}").into()), ("reason", "x".into())]);
+        *codes.entry(relay(&a, &b, &signed_op(&w, &mal, A, &format!("m-{i}"), none))).or_insert(0) += 1;
+    }
+    assert!(codes.get(&429).copied().unwrap_or(0) > 0, "mal reached the site's cap: {codes:?}");
+    w.clock.advance(SECOND);
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    let env = signed_op(&w, &bea, A, "forfeit-1", forfeit);
+    let first = relay(&a, &b, &env);
+    w.clock.advance(10 * SECOND);
+    w.tick_all();
+    println!("mal's codes {codes:?}; bea's forfeit {first}; bond {}", state(&a, "bond-1"));
+    assert_eq!(first, 202, "the verifier's forfeit is done");
+    assert_eq!(state(&a, "bond-1"), "forfeited");
+}
+
+/// A verifier's forfeit refused 429 (its own address at its cap) four seconds before the expiry,
+/// while another agent of its site filled the site's first-arrival window: its first arrival is
+/// still remembered, the tick does not return the bond while it may come back, and its retry
+/// after the expiry forfeits it (review of issue 34, M1 and H1).
+#[test]
+fn a_settlement_naming_its_sender_is_remembered_and_holds_the_expiry() {
+    let w = World::new();
+    let a = w.start(w.config(A, Registration::Admin));
+    let b = w.house("b.test", Registration::Admin);
+    let ana = agent(&a, "ana@a.test", 1);
+    let bea = agent(&b, "bea@b.test", 2);
+    let mal = agent(&b, "mal@b.test", 3);
+    topup(&a, "ana@a.test", 100);
+    let expires = Timestamp(w.clock.now().millis() + 2 * MINUTE);
+    queue_op(&w, &a, &ana, "bond-1", bond_op(50, "bea@b.test", expires));
+    w.tick_all();
+    w.clock.advance(2 * MINUTE - 5 * SECOND);
+    let cap = a.config.inbound_per_domain_per_minute;
+    for i in 0..(2 * cap + 5) {
+        let none = obj([("op", "forfeit".into()), ("contract", format!("none-{i}").into()), ("reason", "x".into())]);
+        relay(&a, &b, &signed_op(&w, &mal, A, &format!("m-{i}"), none));
+    }
+    // bea's own address is at its settlement budget this minute.
+    let bucket = format!("libro:settle:{}", bea.address);
+    let minute = w.clock.now().millis() / MINUTE;
+    block_on(a.db.batch(vec![stmt!(
+        "INSERT INTO rate_windows (bucket, window, count, cap) VALUES (?, ?, ?, ?)",
+        bucket.as_str(),
+        minute,
+        cap,
+        cap
+    )]))
+    .unwrap();
+    let forfeit = obj([("op", "forfeit".into()), ("contract", "bond-1".into()), ("reason", "it went down".into())]);
+    let env = signed_op(&w, &bea, A, "forfeit-1", forfeit);
+    let first = relay(&a, &b, &env);
+    let remembered =
+        block_on(a.db.query(stmt!("SELECT count(*) AS n FROM libro_received WHERE envelope_id = 'forfeit-1'")))
+            .unwrap()[0]
+            .int("n")
+            .unwrap();
+    w.clock.advance(10 * SECOND);
+    w.tick_all();
+    let between = state(&a, "bond-1");
+    w.clock.advance(MINUTE);
+    let again = relay(&a, &b, &env);
+    println!("bea first {first}, remembered {remembered}; bond after the tick {between}; retry {again}");
+    assert_eq!(first, 429);
+    assert_eq!(remembered, 1, "the first arrival of a settlement naming its sender is remembered");
+    assert_eq!(between, "posted", "the tick does not return a bond a remembered forfeit names");
+    assert_eq!(again, 202);
+    assert_eq!(state(&a, "bond-1"), "forfeited");
+}
+
+/// A seller whose mailbox others filled still hears of its sale, and a bondholder of the forfeit
+/// of its bond: the Libro has a bounded lane past the quota for parties who agreed to hear from
+/// the operator (review of issue 34, M3). A stranger still hears nothing past its quota.
+#[test]
+fn a_full_mailbox_still_gets_the_receipts_its_owner_agreed_to() {
+    let w = World::new();
+    let mut c = w.config(A, Registration::Admin);
+    c.mailbox_max_envelopes = 3;
+    let h = w.start(c);
+    let fay = agent(&h, "fay@a.test", 4);
+    let ed = agent(&h, "ed@a.test", 6);
+    let spam = agent(&h, "spam@a.test", 7);
+    for i in 0..3 {
+        let d = Draft::new(
+            format!("m-{i}"),
+            spam.address.clone(),
+            vec![fay.address.clone()],
+            w.clock.now(),
+            Content::new("text/plain", "hello".into()),
+        );
+        assert_eq!(spam.send(&h, &d.build().unwrap().sign(&spam.sig).unwrap()).status, 202);
+    }
+    w.tick_all();
+    assert_eq!(mailbox(&h, &fay).len(), 3);
+    topup(&h, "ed@a.test", 10);
+    queue_op(&w, &h, &ed, "acc-v", accept_op(&quote(&w, &fay, &ed, "sale-1", ContractKind::Spot, 5)));
+    w.tick_all();
+    assert!(done(&h, "acc-v"), "{:?}", kept_refusal(&h, "acc-v"));
+    let sale = libro_mail(&h, &fay).len();
+    topup(&h, "fay@a.test", 100);
+    let bond =
+        obj([("op", "bond".into()), ("amount", 50.into()), ("claim", "x".into()), ("verifier", "ed@a.test".into())]);
+    queue_op(&w, &h, &fay, "bond-f", bond);
+    w.tick_all();
+    let before = libro_mail(&h, &fay).len();
+    queue_op(
+        &w,
+        &h,
+        &ed,
+        "forfeit-f",
+        obj([("op", "forfeit".into()), ("contract", "bond-f".into()), ("reason", "r".into())]),
+    );
+    w.tick_all();
+    let after = libro_mail(&h, &fay).len();
+    println!("fay: {sale} receipt(s) of the sale; Libro mail {before} before the forfeit, {after} after");
+    assert_eq!(state(&h, "bond-f"), "forfeited");
+    assert_eq!(sale, 1, "the seller hears of its sale");
+    assert_eq!(after, before + 1, "the bondholder hears of the forfeit");
+    // A stranger to ed (a mandate's grantee) still hears nothing past its quota.
+    let grant = obj([("op", "mandate".into()), ("grantee", "fay@a.test".into()), ("cap", 1.into())]);
+    queue_op(&w, &h, &ed, "grant-f", grant);
+    w.tick_all();
+    assert!(done(&h, "grant-f"));
+    assert_eq!(libro_mail(&h, &fay).len(), after, "a grant fay never asked for stays out of a full mailbox");
+}
+
+/// An operation of this house's agent that waited in the queue more than an hour (here: no tick
+/// ran) is refused 410 and the refusal kept, as another house's is (review of issue 34, L3).
+#[test]
+fn a_local_operation_lives_an_hour_in_the_queue() {
+    let w = World::new();
+    let h = w.start(w.config(A, Registration::Admin));
+    let ana = agent(&h, "ana@a.test", 1);
+    queue_op(&w, &h, &ana, "old-read", obj([("op", "balance".into())]));
+    queue_op(&w, &h, &ana, "new-read", obj([("op", "balance".into())]));
+    w.clock.advance(59 * MINUTE);
+    w.tick_all();
+    assert!(done(&h, "old-read") || done(&h, "new-read"));
+    queue_op(&w, &h, &ana, "late-read", obj([("op", "balance".into())]));
+    w.clock.advance(61 * MINUTE);
+    w.tick_all();
+    let refusal = kept_refusal(&h, "late-read");
+    println!("late-read: done {}, refusal {refusal:?}", done(&h, "late-read"));
+    assert!(!done(&h, "late-read"));
+    assert_eq!(refusal.map(|(code, _)| code), Some(410));
 }

@@ -785,6 +785,8 @@ fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
     };
     operate(&w, &h, &ana, "bond-1", bond("the first holds"));
     operate(&w, &h, &ana, "bond-2", bond("the second holds"));
+    // A release counts the bond intact once it was held a day (docs/SPEC.md §21).
+    w.clock.advance(86_400_000);
     operate(&w, &h, &cy, "rel-bond", obj([("op", "release".into()), ("contract", "bond-1".into())]));
 
     let history = |local: &str| json(&call_raw(&h, "GET", &format!("/agents/{local}/historial"), &[], vec![]), 200);
@@ -817,8 +819,9 @@ fn the_account_page_and_the_history_show_what_the_agent_took_part_in() {
     );
     let summary = buyer.as_object().unwrap()["resumen"].as_object().unwrap();
     assert_eq!(summary["tokens_en_juego_ahora"].as_safe_integer(), Some(5), "the bond that stands");
-    // `since`: when the agent registered (the clock has not moved since).
-    assert_eq!(buyer.as_object().unwrap()["since"].as_str(), Some(w.clock.now().to_rfc3339().as_str()));
+    // `since`: when the agent registered (the clock moved a day since, for the bond's release).
+    let registered = nyx5_proto::Timestamp(w.clock.now().millis() - 86_400_000);
+    assert_eq!(buyer.as_object().unwrap()["since"].as_str(), Some(registered.to_rfc3339().as_str()));
 }
 
 /// The account page is its agent's or the operator's; top-ups hold their bounds; the journal

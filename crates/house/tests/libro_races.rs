@@ -820,6 +820,30 @@ fn an_expired_approval_is_told_to_its_operator_and_its_approver() {
     }
 }
 
+/// An approval's expiry reaches its parties as the operator's operations do: an approver who
+/// blocked the operator hears nothing of it, the operator still does (review of issue 34, L1).
+#[test]
+fn an_expired_approvals_notice_keeps_to_the_block_of_its_operator() {
+    let (w, h, ana, bo) = with_ana_and_bo(100);
+    let bot = subagent(&h, &bo, "bot.bo@a.test", 14, r#"{"level":"needs_approval","consequence":"costly"}"#);
+    topup(&h, "bot.bo@a.test", 100);
+    assert_eq!(hand(&h, &op(&w, &bot, "bd-1", bond_op(30, &ana))), "done");
+    let block = obj([("block", Value::Object(obj([("add", Value::Array(vec!["bot.bo@a.test".into()]))])))]);
+    json(&bo.post(&h, "/lists/bo", &Value::Object(block)), 200);
+    w.clock.advance(h.config.approval_ttl_ms + SECOND);
+    block_on(h.libro_upkeep()).unwrap();
+    assert_eq!(balance(&h, "bot.bo@a.test"), 100);
+    let notices = |who: &Agent| {
+        mailbox(&h, who)
+            .into_iter()
+            .filter(|e| e.from().as_str() == "libro@a.test")
+            .filter(|e| e.content().is_some_and(|c| c.media == NOTICE_MEDIA))
+            .count()
+    };
+    assert_eq!(notices(&bot), 1);
+    assert_eq!(notices(&bo), 0, "a block of the operator holds its approval's expiry notice");
+}
+
 /// An operation that waits is kept whole up to exactly 64 KiB of canonical envelope: one of
 /// 65,536 bytes waits, one of 65,537 is refused with 413.
 ///

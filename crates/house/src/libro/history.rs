@@ -27,6 +27,24 @@ pub struct Fact {
     pub exposed: bool,
     /// An escrow its buyer took back before any delivery: nobody judged the seller.
     pub cancelled: bool,
+    /// A bond held long enough before its release for its capital to have been at stake
+    /// ([`held_long_enough`]).
+    pub held: bool,
+    /// The root of the judge who closed a bond ([`root`]), when one did.
+    pub judge: Option<String>,
+}
+
+/// The least time a bond is held before a release counts it intact: a day.
+pub const MIN_HELD_MS: i64 = 86_400_000;
+
+/// Whether a bond posted at `created` and released at `closed` was held long enough for the
+/// release to say anything: at least [`MIN_HELD_MS`], and at least half its term when it has
+/// one (`expires`). A release at once risks no capital; one puppet judge would otherwise make
+/// any number of bonds intact for nothing (issue 34 review, M2). Pure.
+pub fn held_long_enough(created: i64, expires: Option<i64>, closed: i64) -> bool {
+    let held = closed.saturating_sub(created);
+    let half_term = expires.map_or(0, |e| e.saturating_sub(created) / 2);
+    held >= MIN_HELD_MS && held >= half_term
 }
 
 /// The agent at the top of `a`'s delegations: a dotted name is always a subagent's (spec §1), so
@@ -85,6 +103,9 @@ pub fn summarize(facts: &[Fact]) -> Object {
     let (mut bought, mut bought_tokens) = (0i64, 0i64);
     let (mut bonds, mut intact, mut forfeited, mut bond_tokens, mut at_stake) = (0i64, 0i64, 0i64, 0i64, 0i64);
     let (mut vouches, mut v_intact, mut v_forfeited) = (0i64, 0i64, 0i64);
+    // Judges whose release already counted a bond intact: each judge (with its subagents) vouches
+    // for the holder's word once, however many bonds it releases.
+    let mut judges: Vec<&str> = Vec::new();
     for f in facts {
         let state = f.state.as_str();
         let terminal = super::kernel::terminal(state);
@@ -118,6 +139,13 @@ pub fn summarize(facts: &[Fact]) -> Object {
                         at_stake = at_stake.saturating_add(f.amount);
                     }
                 } else if terminal && f.judged {
+                    if state != "forfeited" {
+                        let judge = f.judge.as_deref().unwrap_or_default();
+                        if !f.held || judges.contains(&judge) {
+                            continue;
+                        }
+                        judges.push(judge);
+                    }
                     bonds += 1;
                     bond_tokens = bond_tokens.saturating_add(f.amount);
                     if state == "forfeited" {
@@ -192,6 +220,8 @@ mod tests {
             judged: true,
             exposed: true,
             cancelled: false,
+            held: true,
+            judge: Some(format!("judge-{amount}@h.test")),
         }
     }
 
@@ -201,6 +231,28 @@ mod tests {
             v = v.as_object().unwrap().get(*p).unwrap();
         }
         v
+    }
+
+    #[test]
+    fn a_release_counts_once_per_judge_and_only_after_capital_was_at_stake() {
+        let by = |judge: &str, f: Fact| Fact { judge: Some(judge.into()), ..f };
+        let s = summarize(&[
+            by("pup@h.test", fact("bond", "released", 5, false, true)),
+            by("pup@h.test", fact("bond", "released", 6, false, true)),
+            Fact { held: false, ..by("cy@h.test", fact("bond", "released", 7, false, true)) },
+            by("pup@h.test", fact("bond", "forfeited", 8, false, true)),
+            by("pup@h.test", fact("bond", "forfeited", 9, false, true)),
+        ]);
+        assert_eq!(at(&s, &["afirmando", "fianzas"]), &Value::from(3_i64));
+        assert_eq!(at(&s, &["afirmando", "intactas"]), &Value::from(1_i64));
+        assert_eq!(at(&s, &["afirmando", "ejecutadas"]), &Value::from(2_i64));
+        assert_eq!(at(&s, &["afirmando", "tokens"]), &Value::from(22_i64));
+        let day = MIN_HELD_MS;
+        assert!(held_long_enough(0, None, day));
+        assert!(!held_long_enough(0, None, day - 1));
+        assert!(!held_long_enough(0, Some(10 * day), 4 * day));
+        assert!(held_long_enough(0, Some(10 * day), 5 * day));
+        assert!(!held_long_enough(0, Some(day / 2), day / 2 - 1));
     }
 
     #[test]

@@ -104,6 +104,11 @@ fn text_of(v: &Value) -> Result<String, Error> {
     String::from_utf8(v.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))
 }
 
+/// An envelope's canonical text.
+fn text_of_envelope(env: &Envelope) -> Result<String, Error> {
+    String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))
+}
+
 /// What a stored JSON column holds, parsed.
 fn parse_json(text: Option<&str>) -> Option<Value> {
     text.and_then(|t| Value::parse_str(t).ok())
@@ -244,10 +249,16 @@ impl<D: Db, N: Net> House<D, N> {
     /// address; an agent of another house under its sending site. Reads, settlements and the
     /// rest count apart ([`Op::budget`]): one agent's flood of statements leaves every other
     /// agent's budget, and its own settlements, as they were.
-    fn count_operation(&self, from: &Address, op: &Op, at: i64) -> Option<Stmt> {
+    ///
+    /// A settlement by another house's agent that a contract or approval it decides names
+    /// (`named`: the verifier's forfeit, the seller's delivery) counts under the agent's own
+    /// address: another agent of its site, spending the site's budget on refusals, cannot spend
+    /// it (issue 34 review, M1). Each such address is named by something on this Libro, so the
+    /// windows one site can open are as many as the things naming its agents.
+    fn count_operation(&self, from: &Address, op: &Op, at: i64, named: bool) -> Option<Stmt> {
         (!self.is_system(from)).then(|| {
             crate::store::agents::count_in_window(
-                &self.operation_bucket(from, op),
+                &self.operation_bucket(from, op, named),
                 at / 60_000,
                 self.config.inbound_per_domain_per_minute,
             )
@@ -256,14 +267,16 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The window [`House::count_operation`] counts in: `libro:<budget>:<who>`, where `who` is
     /// a local agent's root address (`a.b.ana@h` → `ana@h`) or another house's site.
-    pub fn operation_bucket(&self, from: &Address, op: &Op) -> String {
-        format!("libro:{}:{}", op.budget(), self.operation_counter(from))
+    pub fn operation_bucket(&self, from: &Address, op: &Op, named: bool) -> String {
+        format!("libro:{}:{}", op.budget(), self.operation_counter(from, op, named))
     }
 
-    /// Who an operation by `from` is counted against: a local agent's root address, or the
-    /// sending site of an agent of another house.
-    fn operation_counter(&self, from: &Address) -> String {
-        if from.domain() == self.config.domain {
+    /// Who an operation by `from` is counted against: a local agent's root address; the address
+    /// of another house's agent settling what names it (`named`); else its sending site.
+    fn operation_counter(&self, from: &Address, op: &Op, named: bool) -> String {
+        if named && op.budget() == "settle" && from.domain() != self.config.domain {
+            from.as_str().to_owned()
+        } else if from.domain() == self.config.domain {
             let local = from.local();
             format!("{}@{}", local.rsplit('.').next().unwrap_or(local), from.domain())
         } else {
@@ -272,13 +285,13 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// The refusal when `from` has used its budget of `op`'s kind for this minute.
-    fn too_many(&self, from: &Address, op: &Op) -> Error {
+    fn too_many(&self, from: &Address, op: &Op, named: bool) -> Error {
         Error::new(
             ErrorKind::RateLimited,
             format!(
                 "too many {} operations from {} this minute; try again shortly",
                 op.budget(),
-                self.operation_counter(from)
+                self.operation_counter(from, op, named)
             ),
         )
     }
@@ -313,7 +326,7 @@ impl<D: Db, N: Net> House<D, N> {
         if let Outcome::Rejected(e) = &outcome
             && (e.kind.is_temporary() || e.kind == ErrorKind::Internal)
         {
-            self.remember_received(env).await;
+            self.remember_received(env, &op).await;
         }
         outcome
     }
@@ -333,15 +346,22 @@ impl<D: Db, N: Net> House<D, N> {
     /// Remembers when an operation of another house's agent, refused for a passing reason, first
     /// arrived: its retry is judged at that time. At most `inbound_per_domain_per_minute` such
     /// rows a minute per sending site; past that, or when the write fails, nothing is kept.
-    async fn remember_received(&self, env: &Envelope) {
+    async fn remember_received(&self, env: &Envelope, op: &Op) {
         if env.from().domain() == self.config.domain {
             return;
         }
         let now = self.now().millis();
-        let bucket = format!("libro:received:{}", crate::site::site(env.from().domain()));
+        // A settlement of something that names its sender is always remembered, within a window
+        // of its own address: other agents of its site cannot fill it (issue 34 review, M1).
+        let named = match names(op) {
+            Some(id) => store::names_party(&self.db, id, env.from().as_str()).await.unwrap_or(false),
+            None => false,
+        };
+        let who = if named { env.from().as_str() } else { crate::site::site(env.from().domain()) };
+        let bucket = format!("libro:received:{who}");
         let cap = self.config.inbound_per_domain_per_minute;
         let stmts = vec![
-            store::remember_received(env.id(), &env.sha256_hex(), now),
+            store::remember_received(env.id(), &env.sha256_hex(), now, names(op)),
             crate::store::agents::count_in_window(&bucket, now / 60_000, cap),
         ];
         let _kept = self.db.batch(stmts).await;
@@ -356,10 +376,10 @@ impl<D: Db, N: Net> House<D, N> {
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
-        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at)).collect();
+        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at, false)).collect();
         match self.db.batch(stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                Outcome::Rejected(self.too_many(env.from(), op))
+                Outcome::Rejected(self.too_many(env.from(), op, false))
             }
             Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
                 Ok(Some(row)) => {
@@ -423,6 +443,10 @@ impl<D: Db, N: Net> House<D, N> {
             // So is one that outlived its hour (kept: it never goes through later).
             if !queued && env.from().domain() != self.config.domain {
                 check_life(env, received, now)?;
+            } else if queued {
+                // A local operation lives as long from the time its job became due (issue 34
+                // review, L3): one retried for days keeps no early time to be judged at.
+                check_queued_life(env, received, now)?;
             }
             // This house's agents have an account here by being registered.
             facts.known |= env.from().domain() == self.config.domain;
@@ -465,7 +489,9 @@ impl<D: Db, N: Net> House<D, N> {
                 _ => kernel::decide(op, &ctx, &rules, &facts, &entry_id)?,
             };
             let consenting = consenting(&facts, &decision);
-            let (stmts, queues) = self.write_decision(env, op, &decision, &entry_id, head, &consenting).await?;
+            let named = named_in(&facts, env.from());
+            let (stmts, queues) =
+                self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named)).await?;
             match self.db.batch(stmts).await {
                 Ok(_) => {
                     if queues {
@@ -479,7 +505,7 @@ impl<D: Db, N: Net> House<D, N> {
                     return done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
-                    return Err(self.too_many(env.from(), op));
+                    return Err(self.too_many(env.from(), op, named));
                 }
                 // Another claim took the desk's quota between its check and this batch.
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::TAREAS_QUOTA => {
@@ -558,7 +584,9 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices;
-    /// and whether it queues mail due now (a receipt for another house).
+    /// and whether it queues mail due now (a receipt for another house). `consenting`: the
+    /// parties who agreed to hear from the operator; `named`: the operator is a party of what it
+    /// settles ([`House::count_operation`]).
     async fn write_decision(
         &self,
         env: &Envelope,
@@ -566,7 +594,7 @@ impl<D: Db, N: Net> House<D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
-        consenting: &[Address],
+        (consenting, named): (&[Address], bool),
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
         let mut queues = false;
@@ -606,7 +634,7 @@ impl<D: Db, N: Net> House<D, N> {
         ));
         // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
         // house's own agents (verdicts, the desk's acceptances) are not held to it.
-        stmts.extend(self.count_operation(env.from(), op, now.millis()));
+        stmts.extend(self.count_operation(env.from(), op, now.millis(), named));
         // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
         // before the contract's own row (docs/SPEC.md §23).
         if let Op::Accept { quote } = op
@@ -772,7 +800,18 @@ impl<D: Db, N: Net> House<D, N> {
                 if party == env.from() {
                     stmts.push(store::deliver_local(local, id, from, &text, at, &blocks));
                 } else {
-                    stmts.extend(store::deliver_counted(local, id, from, &text, at, &blocks, self.config.quota()));
+                    // A party who agreed to hear from the operator has the Libro's lane past its quota:
+                    // a mailbox others filled does not lose its sale or its bond's forfeit.
+                    let lane = if consenting.contains(party) { store::Lane::AGREED } else { store::Lane::NONE };
+                    stmts.extend(store::deliver_counted(
+                        local,
+                        id,
+                        from,
+                        &text,
+                        at,
+                        &blocks,
+                        (self.config.quota(), lane),
+                    ));
                 }
             } else {
                 stmts.extend(self.queue_from_libro(&signed, now)?);
@@ -1114,9 +1153,22 @@ impl<D: Db, N: Net> House<D, N> {
         Ok(true)
     }
 
+    /// Where the upkeep looks for operations that arrived before a deadline and still wait: the
+    /// house's queue to its Libro, and first arrivals of another house's settlements still within
+    /// their life. The upkeep never acts on a deadline such an operation names: it is decided
+    /// first, at the time it was received (issue 34).
+    pub(crate) fn waiting<'a>(&'a self, libro: &'a Address, now: Timestamp) -> store::Waiting<'a> {
+        store::Waiting {
+            domain: &self.config.domain,
+            libro: libro.as_str(),
+            since: now.millis().saturating_sub(OP_LIFE_MS),
+        }
+    }
+
     /// The tick's share of the Libro: issues owed (welcome gifts) are posted, bonds past their
     /// `expires` return to their bondholders, approvals nobody decided in time return their holds
-    /// (`expire_approvals`). Bounded per tick. (The authority's old counts and decided approvals
+    /// (`expire_approvals`), each only once no operation received before its deadline and naming
+    /// it still waits ([`House::waiting`]). Bounded per tick. (The authority's old counts and decided approvals
     /// go with the tick's purge batch: `store::libro::prune_authority`.)
     pub async fn libro_upkeep(&self) -> Result<(), Error> {
         for row in store::due(&self.db, UPKEEP_BATCH).await? {
@@ -1125,7 +1177,9 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let now = self.now();
         let rules = self.libro_rules();
-        for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
+        let libro = self.libro_address()?;
+        let waiting = self.waiting(&libro, now);
+        for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
             let entry_id = self.new_id();
@@ -1160,7 +1214,8 @@ impl<D: Db, N: Net> House<D, N> {
     /// operator and every approver hear of it. Bounded per tick.
     async fn expire_approvals(&self) -> Result<(), Error> {
         let now = self.now();
-        for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH).await? {
+        let libro = self.libro_address()?;
+        for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await? {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
             let mut facts = Facts::default();
@@ -1179,6 +1234,12 @@ impl<D: Db, N: Net> House<D, N> {
                 entry = e.to_value();
                 stmts.insert(0, stmt);
             }
+            // Its parties hear of it as they hear of the operator's operations: past their block
+            // of the operator (or of an agent above it) nothing, and within their quota and the
+            // Libro's lane (they agreed to it: issue 34 review, L1).
+            let mut entries = crate::policy::block_entries(&next.operator);
+            entries.push(libro.as_str().to_owned());
+            let blocks = Value::Array(entries.into_iter().map(Value::from).collect()).canonical_string();
             for to in next.parties().into_iter().filter(|a| !self.is_system(a)) {
                 let body = obj([
                     ("pending", next.to_value()),
@@ -1186,7 +1247,25 @@ impl<D: Db, N: Net> House<D, N> {
                     ("reason", "nobody approved it in time; what it held returned".into()),
                     ("asiento", entry.clone()),
                 ]);
-                stmts.extend(self.notice(("approval-expiry", &p.id), to, body, now)?);
+                let id = self.derived_id("approval-expiry", &p.id, to.as_str());
+                let content = Content::new(NOTICE_MEDIA, Value::Object(body));
+                let mut draft = Draft::new(id, libro.clone(), vec![to.clone()], now, content);
+                draft.kind = Kind::Message;
+                let signed = draft.build()?.sign(&self.config.key)?;
+                if to.domain() == self.config.domain {
+                    let text = text_of_envelope(&signed)?;
+                    stmts.extend(store::deliver_counted(
+                        to.local(),
+                        signed.id(),
+                        signed.from().as_str(),
+                        &text,
+                        now.millis(),
+                        &blocks,
+                        (self.config.quota(), store::Lane::AGREED),
+                    ));
+                } else {
+                    stmts.extend(self.queue_from_libro(&signed, now)?);
+                }
             }
             match self.db.batch(stmts).await {
                 // Decided or expired meanwhile: the next tick looks again.
@@ -1221,12 +1300,30 @@ fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
     out
 }
 
+/// Whether `who` is a party of the contract or approval the facts hold (a foreign agent settling
+/// what names it counts under its own address). Pure.
+fn named_in(facts: &Facts, who: &Address) -> bool {
+    const ROLES: [&str; 6] = ["seller", "buyer", "bondholder", "verifier", "beneficiary", "arbiter"];
+    facts.contract.as_ref().is_some_and(|c| ROLES.iter().any(|r| c.is(r, who)))
+        || facts.pending.as_ref().is_some_and(|p| p.parties().contains(who))
+}
+
+/// What a settlement names whose deadline the tick's upkeep must not pass while it waits: the
+/// contract (a bond's expiry, a desk's hold) or the approval (its expiry) it is about. Pure.
+fn names(op: &Op) -> Option<&str> {
+    match op {
+        Op::Deliver { .. } | Op::Release { .. } | Op::Refund { .. } | Op::Forfeit { .. } => op.contract(),
+        Op::Approve { .. } | Op::Decline { .. } => op.pending(),
+        _ => None,
+    }
+}
+
 /// How long an operation of another house's agent lives: it is done within this time of its
 /// `created` and of its first arrival here, or refused for good (410, kept). A refusal for a
 /// passing reason (429, 503) is not kept, so this is what ends it: a copy that comes later —
 /// after its sender was told it bounced, after a top-up — never goes through (docs/SPEC.md §16).
-/// The house's own agents' operations end with their job in its queue, whose outbox answers
-/// the same envelope again "exists".
+/// The house's own agents' operations live as long from the time their job became due
+/// ([`check_queued_life`]); the outbox answers the same envelope again "exists".
 pub const OP_LIFE_MS: i64 = 3_600_000;
 
 /// Refuses an operation first received more than [`OP_LIFE_MS`] after its `created` (the clock
@@ -1241,6 +1338,22 @@ fn check_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(),
             format!(
                 "operation {} was signed or first received here more than an hour ago: an operation lives an \
                  hour; sign it again under a new id",
+                env.id()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses an operation of this house's agents decided more than [`OP_LIFE_MS`] after its job
+/// became due (its `deliver_after`, or when `/outbound` took it). Pure.
+fn check_queued_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(), Error> {
+    if now.millis() > received.millis().saturating_add(OP_LIFE_MS) {
+        return Err(Error::new(
+            ErrorKind::Expired,
+            format!(
+                "operation {} waited in this house's queue more than an hour: an operation lives an hour; \
+                 sign it again under a new id",
                 env.id()
             ),
         ));

@@ -227,8 +227,12 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn tareas_upkeep(&self) -> Result<u32, Error> {
         let now = self.now();
         let desk = self.tareas_address()?;
+        // A seller's `deliver` queued within the hold is decided before the hold is taken back.
+        let libro = Address::new(crate::libro::LIBRO, &self.config.domain)?;
+        let cutoff = now.millis().saturating_sub(HOLD_MS);
         let stale =
-            store::stale_tasks(&self.db, desk.as_str(), now.millis().saturating_sub(HOLD_MS), UPKEEP_BATCH).await?;
+            store::stale_tasks(&self.db, desk.as_str(), cutoff, UPKEEP_BATCH, HOLD_MS, self.waiting(&libro, now))
+                .await?;
         let mut taken = 0;
         for contract in stale {
             let body = obj([

@@ -189,6 +189,11 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<
             };
             let exposed =
                 holder.as_ref().is_some_and(|h| history::exposed(h, verifier.as_ref(), arbiter.as_ref(), house_domain));
+            let held = r
+                .int("created")
+                .zip(r.int("updated"))
+                .is_some_and(|(created, closed)| history::held_long_enough(created, r.int("expires"), closed));
+            let judge = who("closed_by").map(|by| history::root(&by).as_str().to_owned());
             Some(Fact {
                 kind: r.text("kind")?.to_owned(),
                 state: r.text("state")?.to_owned(),
@@ -200,6 +205,8 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<
                 judged,
                 exposed,
                 cancelled: r.int("cancelled") == Some(1),
+                held,
+                judge,
             })
         })
         .collect();

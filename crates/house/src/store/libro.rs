@@ -193,29 +193,81 @@ pub async fn history_rows<D: Db>(db: &D, who: &str) -> Result<Vec<Row>, Error> {
         stmt!(
             "SELECT kind, state, amount, seller = ?1 AS selling, buyer = ?1 AS buying,
                     bondholder = ?1 AS bonding, vouchee IS NOT NULL AS vouching,
-                    bondholder, verifier, arbiter,
+                    bondholder, verifier, arbiter, created, expires, updated,
                     json_extract(record, '$.history[#-1].op') AS closing_op,
                     json_extract(record, '$.history[#-1].by') AS closed_by,
                     (state = 'refunded' AND json_extract(record, '$.history[#-1].by') = buyer
                      AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(record, '$.history'))
                                       WHERE json_extract(value, '$.op') = 'deliver')) AS cancelled
                FROM libro_contracts
-              WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1",
+              WHERE seller = ?1 OR buyer = ?1 OR bondholder = ?1
+              ORDER BY updated, id",
             who
         ),
     )
     .await
 }
 
-/// Bonds past their `expires` still posted, oldest first.
-pub async fn bonds_due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+/// Where the tick's upkeep looks for operations still waiting: this house's `domain`, its
+/// Libro's address, and the earliest first arrival (`since`) of another house's operation that
+/// may still be decided (its life).
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting<'a> {
+    pub domain: &'a str,
+    pub libro: &'a str,
+    pub since: i64,
+}
+
+/// The SQL of "an operation received before deadline `$deadline` naming `$id` (in its body's
+/// `$key`) waits undecided": a job of this house's agents to its Libro still pending that was
+/// due before the deadline (`?3` the domain, `?4` the Libro), or a first arrival of another
+/// house's settlement kept in `libro_received` before the deadline, and not decided since; either
+/// within its life (received at or after `?5`: an operation lives an hour, local or foreign).
+/// A read (`contract`) holds nothing up.
+macro_rules! waiting {
+    ($key:literal, $id:literal, $deadline:literal) => {
+        concat!(
+            "(EXISTS (SELECT 1 FROM jobs wj JOIN outbox wo ON wo.envelope_id = wj.envelope_id
+                      WHERE wj.domain = ?3 AND wj.state = 'pending' AND wj.not_before < ",
+            $deadline,
+            "
+                        AND wj.not_before >= ?5
+                        AND json_extract(wo.envelope, '$.content.body.",
+            $key,
+            "') = ",
+            $id,
+            "
+                        AND json_extract(wo.envelope, '$.content.body.op') <> 'contract'
+                        AND EXISTS (SELECT 1 FROM json_each(wj.recipients) WHERE value = ?4))
+              OR EXISTS (SELECT 1 FROM libro_received wr
+                          WHERE wr.names = ",
+            $id,
+            " AND wr.at < ",
+            $deadline,
+            " AND wr.at >= ?5
+                            AND NOT EXISTS (SELECT 1 FROM libro_ops wx WHERE wx.envelope_id = wr.envelope_id)))"
+        )
+    };
+}
+pub(crate) use waiting;
+
+/// Bonds past their `expires` still posted, oldest first; not one that an operation received
+/// before it expired still waits to decide (a verifier's forfeit in the queue goes first, issue 34).
+pub async fn bonds_due<D: Db>(db: &D, now: i64, limit: i64, w: Waiting<'_>) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT record, version FROM libro_contracts
-              WHERE kind = 'bond' AND state = 'posted' AND expires <= ? ORDER BY expires LIMIT ?",
+            concat!(
+                "SELECT record, version FROM libro_contracts c
+                  WHERE kind = 'bond' AND state = 'posted' AND expires <= ?1 AND NOT ",
+                waiting!("contract", "c.id", "c.expires"),
+                " ORDER BY expires LIMIT ?2"
+            ),
             now,
-            limit
+            limit,
+            w.domain,
+            w.libro,
+            w.since
         ),
     )
     .await
@@ -504,13 +556,34 @@ pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &st
     )
 }
 
+/// Room past a mailbox's quota that [`deliver_counted`] may use: none for a stranger to the
+/// operator; [`Lane::AGREED`] for a party who agreed to hear from it (issue 34 review, M3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    pub envelopes: i64,
+    pub bytes: i64,
+}
+
+impl Lane {
+    /// No room past the quota.
+    pub const NONE: Lane = Lane { envelopes: 0, bytes: 0 };
+    /// The Libro's reserved lane: receipts and notices a party agreed to (its sale, the forfeit of
+    /// its bond, the expiry of an approval it is party to) still arrive when others filled its
+    /// mailbox, up to 100 envelopes and 4 MiB past the quota. Bounded, because what a party agreed
+    /// to hear can still be many (a grantee's charges under a mandate); the party empties it by
+    /// acknowledging as it does its quota.
+    pub const AGREED: Lane = Lane { envelopes: 100, bytes: 4 << 20 };
+}
+
 /// A receipt or notice from `libro@` about an operation of `sender`'s (`operator`), for a local
 /// party other than the operator: delivered as mail from the operator would be, within the
-/// mailbox's quota and past its block list (`blocks`, the operator's entries), or not at all —
+/// mailbox's quota (and `lane` past it) and past its block list (`blocks`, the operator's entries), or not at all —
 /// never failing the batch, so a full or closed mailbox holds up no settlement. Two statements:
 /// the envelope (with its `bytes`, so the quota counts it until it is acknowledged) when the
 /// agent exists, blocks none of `blocks` and has room; then its count in `mailbox_usage`, only
-/// if the first wrote it (an envelope id derived from the operation is written once).
+/// if the first wrote it (an envelope id derived from the operation is written once). What the
+/// lane took past the quota stays counted: the usage row's caps rise to hold it (acknowledging
+/// only lowers the counts), and mail finds the mailbox full until it is acknowledged.
 pub fn deliver_counted(
     local: &str,
     envelope_id: &str,
@@ -518,7 +591,7 @@ pub fn deliver_counted(
     envelope: &str,
     now: i64,
     blocks: &str,
-    quota: crate::store::mailbox::Quota,
+    (quota, lane): (crate::store::mailbox::Quota, Lane),
 ) -> [Stmt; 2] {
     let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
     [
@@ -532,7 +605,7 @@ pub fn deliver_counted(
                  WHERE a.local = ?1
                    AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
                                    AND entry IN (SELECT value FROM json_each(?6)))
-                   AND coalesce(u.envelopes, 0) + 1 <= ?8 AND coalesce(u.bytes, 0) + ?7 <= ?9
+                   AND coalesce(u.envelopes, 0) + 1 <= ?8 + ?10 AND coalesce(u.bytes, 0) + ?7 <= ?9 + ?11
                  ON CONFLICT (local, envelope_id) DO NOTHING"
             ),
             local,
@@ -543,14 +616,17 @@ pub fn deliver_counted(
             blocks,
             bytes,
             quota.max_envelopes,
-            quota.max_bytes
+            quota.max_bytes,
+            lane.envelopes,
+            lane.bytes
         ),
         stmt!(
             "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes)
-             SELECT ?1, 1, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM mailbox WHERE local = ?1 AND envelope_id = ?2
-                                                      AND received_at = ?6 AND bytes = ?3)
+             SELECT ?1, 1, ?3, max(?4, 1), max(?5, ?3)
+              WHERE EXISTS (SELECT 1 FROM mailbox WHERE local = ?1 AND envelope_id = ?2 AND received_at = ?6 AND bytes = ?3)
              ON CONFLICT (local) DO UPDATE SET envelopes = envelopes + 1, bytes = bytes + excluded.bytes,
-               max_envelopes = excluded.max_envelopes, max_bytes = excluded.max_bytes",
+               max_envelopes = max(excluded.max_envelopes, envelopes + 1),
+               max_bytes = max(excluded.max_bytes, bytes + excluded.bytes)",
             local,
             envelope_id,
             bytes,
@@ -580,14 +656,33 @@ pub async fn received<D: Db>(db: &D, envelope_id: &str, sha256: &str, domain: &s
 }
 
 /// Remembers that operation `envelope_id` (of hash `sha256`) first arrived `at` (the first
-/// arrival stays).
-pub fn remember_received(envelope_id: &str, sha256: &str, at: i64) -> Stmt {
+/// arrival stays), naming `names` (the contract or approval a settlement is about).
+pub fn remember_received(envelope_id: &str, sha256: &str, at: i64, names: Option<&str>) -> Stmt {
     stmt!(
-        "INSERT INTO libro_received (envelope_id, sha256, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO libro_received (envelope_id, sha256, at, names) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
         envelope_id,
         sha256,
-        at
+        at,
+        names
     )
+}
+
+/// Whether contract or approval `id` names `who` as one of its parties.
+pub async fn names_party<D: Db>(db: &D, id: &str, who: &str) -> Result<bool, Error> {
+    let row = one(
+        db,
+        stmt!(
+            "SELECT (EXISTS (SELECT 1 FROM libro_contracts WHERE id = ?1
+                             AND ?2 IN (seller, buyer, bondholder, verifier, beneficiary, arbiter))
+                  OR EXISTS (SELECT 1 FROM libro_pending p WHERE p.id = ?1 AND (p.operator = ?2
+                             OR EXISTS (SELECT 1 FROM libro_pending_approvers a WHERE a.pending = p.id AND a.approver = ?2))))
+                   AS named",
+            id,
+            who
+        ),
+    )
+    .await?;
+    Ok(row.and_then(|r| r.int("named")) == Some(1))
 }
 
 /// Forgets up to `limit` first arrivals from before `before`, oldest first.
@@ -745,16 +840,24 @@ pub fn prune_authority(now: i64, keep_ms: i64, limit: i64) -> Vec<Stmt> {
     ]
 }
 
-/// Pending approvals past their `expires`, oldest first, with the balance of their hold.
-pub async fn pending_due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
+/// Pending approvals past their `expires`, oldest first, with the balance of their hold; not one
+/// that an `approve` or `decline` received before it expired still waits to decide.
+pub async fn pending_due<D: Db>(db: &D, now: i64, limit: i64, w: Waiting<'_>) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT p.record, p.version,
+            concat!(
+                "SELECT p.record, p.version,
                     (SELECT balance FROM libro_accounts WHERE account = json_extract(p.record, '$.hold.held_in')) AS held
-               FROM libro_pending p WHERE p.state = 'pending' AND p.expires <= ? ORDER BY p.expires LIMIT ?",
+               FROM libro_pending p WHERE p.state = 'pending' AND p.expires <= ?1 AND NOT ",
+                waiting!("pending", "p.id", "p.expires"),
+                " ORDER BY p.expires LIMIT ?2"
+            ),
             now,
-            limit
+            limit,
+            w.domain,
+            w.libro,
+            w.since
         ),
     )
     .await

@@ -74,28 +74,61 @@ pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error
         .await
 }
 
+/// The SQL of the root agent of address column `$col` (`a.b.ana@h` → `ana@h`): the last label
+/// of the local part, at the same domain. A dotted local part is always a subagent's (spec §6),
+/// so this is the agent whose tree the address belongs to, as `/outbound` and the Libro's
+/// budgets count it.
+macro_rules! root_of {
+    ($col:literal) => {
+        concat!(
+            "(substr(substr(",
+            $col,
+            ", 1, instr(",
+            $col,
+            ", '@') - 1), length(rtrim(substr(",
+            $col,
+            ", 1, instr(",
+            $col,
+            ", '@') - 1), replace(substr(",
+            $col,
+            ", 1, instr(",
+            $col,
+            ", '@') - 1), '.', ''))) + 1) || substr(",
+            $col,
+            ", instr(",
+            $col,
+            ", '@')))"
+        )
+    };
+}
+
 /// Up to `limit` jobs that are pending, due and not leased, with their envelope's expiry and
 /// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
 /// domain's earliest job first (those tried least before others, so a destination that killed
 /// the last tick goes last), then each one's second, …; one domain's backlog cannot fill the
 /// tick. Within a destination, senders take turns the same way (each sender's earliest job,
-/// then each one's second, …): one sender's backlog cannot hold up another's job for more than
-/// a turn — two agents flooding their own house's Libro leave a third's refund in the first
-/// turn of the next tick (issue 34).
+/// then each one's second, …), a sender counted with its subagents under its root agent
+/// (`root_of!`): one agent's backlog cannot hold up another's job for more than a turn, however
+/// many subagents it spreads it over — two agents flooding their own house's Libro leave a
+/// third's refund in the first turn of the next tick (issue 34).
 pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
+            concat!(
+                r#"SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
                     j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
              FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, id) AS turn
-                   FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, s.sender
+                   FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, "#,
+                root_of!("s.sender"),
+                r#"
                                                         ORDER BY d.next_attempt, d.id) AS sender_turn
                          FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
                          WHERE d.state = 'pending' AND d.next_attempt <= ? AND d.lease_until < ?)) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
-             ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?",
+             ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?"#
+            ),
             now,
             now,
             limit

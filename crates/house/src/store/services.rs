@@ -81,19 +81,35 @@ pub fn postpone_check(contract: &str, attempts: i64, next_at: i64) -> Stmt {
 }
 
 /// The desk's escrows it takes back, oldest first: still `held` (taken, never delivered) since
-/// before `cutoff`, or delivered and given up by `verifica@`.
-pub async fn stale_tasks<D: Db>(db: &D, desk: &str, cutoff: i64, limit: i64) -> Result<Vec<String>, Error> {
+/// before `cutoff` with no seller's operation received within the hold still waiting, or
+/// delivered and given up by `verifica@`.
+pub async fn stale_tasks<D: Db>(
+    db: &D,
+    desk: &str,
+    cutoff: i64,
+    limit: i64,
+    hold_ms: i64,
+    w: crate::store::libro::Waiting<'_>,
+) -> Result<Vec<String>, Error> {
     Ok(query(
         db,
         stmt!(
-            "SELECT id FROM libro_contracts c WHERE buyer = ?1 AND kind = 'escrow'
-                AND ((state = 'held' AND created <= ?2)
+            concat!(
+                "SELECT id FROM libro_contracts c WHERE buyer = ?1 AND kind = 'escrow'
+                AND ((state = 'held' AND created <= ?2 AND NOT ",
+                crate::store::libro::waiting!("contract", "c.id", "(c.created + ?7)"),
+                ")
                   OR (state = 'delivered'
                       AND EXISTS (SELECT 1 FROM verifica_checks v WHERE v.contract = c.id AND v.state = 'undecided')))
-              ORDER BY created, id LIMIT ?3",
+              ORDER BY created, id LIMIT ?6"
+            ),
             desk,
             cutoff,
-            limit
+            w.domain,
+            w.libro,
+            w.since,
+            limit,
+            hold_ms
         ),
     )
     .await?

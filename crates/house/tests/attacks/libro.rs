@@ -359,6 +359,7 @@ fn bonds_nobody_free_of_their_holder_judged_count_for_nothing_in_history() {
     assert_eq!(state("xb-1"), "released", "ana took it back herself");
     // One bond cy judged: released by cy, who is free of ana. It alone counts.
     assert_eq!(now(ana, "cb-1", bond("cy@a.test", None)), 200);
+    w.clock.advance(nyx5_house::libro::history::MIN_HELD_MS);
     assert_eq!(now(cy, "cr-1", release("cb-1")), 200);
     // One standing bond cy could forfeit: at stake, unlike the puppet's.
     assert_eq!(now(ana, "cb-2", bond("cy@a.test", None)), 200);
@@ -414,4 +415,45 @@ fn no_balance_passes_what_json_holds_exactly() {
     ]);
     assert_eq!(op(&h, ana, "bond-top", bond), 200, "an account near the top is not frozen");
     assert_eq!(balance(&h, "ana@a.test"), 1);
+}
+
+/// Issue 34 review (M2): one puppet root on the same house (an ordinary registration) released
+/// five bonds of 5,000 at once, and ana's history said 5 intact, 25,000 tok. A release counts a
+/// bond intact only after it was held a day (and half its term), and each judge counts once:
+/// the five count nothing, and two more held a day count one.
+#[test]
+fn one_puppet_root_cannot_inflate_a_history() {
+    let (w, h, _b) = two_houses();
+    let p = people(&h, &[("ana@a.test", 61), ("pup@a.test", 62)]);
+    let (ana, pup) = (&p[0], &p[1]);
+    topup(&h, "ana@a.test", 10_000);
+    let bond = obj([
+        ("op", "bond".into()),
+        ("amount", 5_000.into()),
+        ("claim", "my work is sound".into()),
+        ("verifier", "pup@a.test".into()),
+    ]);
+    let release = |c: &str| obj([("op", "release".into()), ("contract", c.into())]);
+    let now = |who: &Agent, id: &str, body: Object| {
+        let env = libro_op(&who.address, "a.test", id, w.clock.now(), body).build().unwrap().sign(&who.sig).unwrap();
+        code(&operate_with(&h, who, &env))
+    };
+    for i in 0..5 {
+        assert_eq!(now(ana, &format!("qb-{i}"), bond.clone()), 200);
+        assert_eq!(now(pup, &format!("qr-{i}"), release(&format!("qb-{i}"))), 200);
+    }
+    let afirmando = || {
+        let doc = json(&call_raw(&h, "GET", "/agents/ana/historial", &[], vec![]), 200);
+        let m = doc.as_object().unwrap()["afirmando"].as_object().unwrap().clone();
+        ["fianzas", "intactas", "ejecutadas", "tokens"].map(|k| m[k].as_safe_integer().unwrap())
+    };
+    assert_eq!(afirmando(), [0, 0, 0, 0], "bonds released at once risked nothing");
+    for i in 0..2 {
+        assert_eq!(now(ana, &format!("hb-{i}"), bond.clone()), 200);
+    }
+    w.clock.advance(nyx5_house::libro::history::MIN_HELD_MS);
+    for i in 0..2 {
+        assert_eq!(now(pup, &format!("hr-{i}"), release(&format!("hb-{i}"))), 200);
+    }
+    assert_eq!(afirmando(), [1, 1, 0, 5_000], "one judge vouches once");
 }
