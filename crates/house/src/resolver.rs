@@ -807,7 +807,14 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
         let located = self.locate(domain).await?;
         let what = format!("domain card of {domain}");
-        let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await?;
+        // Admitted per site like an agent card: a house that hangs holds few requests.
+        let fetching = self.memo.start_fetch(crate::site::site(domain), now)?;
+        let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await;
+        if body.as_ref().is_err_and(|e| e.kind == ErrorKind::Unavailable) {
+            fetching.down(now);
+        }
+        drop(fetching);
+        let body = body?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
         if card.domain() != domain {
             return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain())));

@@ -441,7 +441,7 @@ impl Ticket {
                 // Past the budget only when forced, or when this connection is all there is
                 // (a single body or answer larger than the whole budget).
                 let alone = pool == Pool::Answer && used == mine;
-                let forced = must && evicted;
+                let forced = (must || pool == Pool::Answer) && evicted;
                 if n <= free || alone || forced {
                     *inner.used(pool) += n;
                     if let Some(e) = inner.conns.get_mut(&self.id) {
@@ -465,7 +465,9 @@ impl Ticket {
                         inner.evict(v);
                     }
                     evicted = true;
-                    if must {
+                    // An answer is built already: waiting would hold it longer than the
+                    // victims hold theirs (they end at once). Bodies wait, not yet allocated.
+                    if must || pool == Pool::Answer {
                         continue;
                     }
                 }
