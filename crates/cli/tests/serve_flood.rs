@@ -20,8 +20,8 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
@@ -319,7 +319,9 @@ fn report(name: &str, results: &[(u16, Duration)]) -> f64 {
 }
 
 /// Runs `attack` on a thread of its own with a current-thread runtime until `stop`.
-fn attack_thread<F: Future<Output = ()> + 'static>(attack: impl FnOnce() -> F + Send + 'static) -> std::thread::JoinHandle<()> {
+fn attack_thread<F: Future<Output = ()> + 'static>(
+    attack: impl FnOnce() -> F + Send + 'static,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let local = tokio::task::LocalSet::new();

@@ -314,7 +314,9 @@ pub fn site_admission(s: &mut SiteFetches, site: &str, now: i64) -> Result<(), E
     if s.count >= AGENT_CARDS_PER_SITE_PER_MINUTE {
         return Err(Error::new(
             ErrorKind::RateLimited,
-            format!("too many agent cards of {site} fetched this minute (at most {AGENT_CARDS_PER_SITE_PER_MINUTE}); try again shortly"),
+            format!(
+                "too many agent cards of {site} fetched this minute (at most {AGENT_CARDS_PER_SITE_PER_MINUTE}); try again shortly"
+            ),
         ));
     }
     s.count += 1;
@@ -360,7 +362,10 @@ impl Memo {
             let minute = now.div_euclid(60_000);
             sites.retain(|_, s| s.in_flight > 0 || s.minute == minute || now < s.down_until);
             if sites.len() >= MEMO_MAX_ENTRIES {
-                return Err(Error::new(ErrorKind::Unavailable, "too many sites are being fetched from; try again shortly"));
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "too many sites are being fetched from; try again shortly",
+                ));
             }
         }
         site_admission(sites.entry(site.to_owned()).or_default(), site, now)?;

@@ -1,5 +1,5 @@
 //! What the connections of `nyx5 serve` share, and who gets it when it runs out: the connection
-//! slots and the memory of request bodies being read. Issue 34 §2: with first come, first
+//! slots, the memory of request bodies, and the memory of answers waiting to be written. Issue 34 §2: with first come, first
 //! served, eight addresses held every slot without sending a byte, and slow 2 MiB bodies took
 //! half a gigabyte.
 //!
@@ -85,7 +85,8 @@ pub(super) enum Phase {
     Body,
     /// Writing an answer.
     Answer,
-    /// The engine is answering: never evicted.
+    /// The engine is answering: never evicted for a slot (a client has only a few), but its
+    /// body's memory may be taken.
     Busy,
 }
 
@@ -358,8 +359,15 @@ impl Registry {
         let id = inner.next;
         inner.next += 1;
         let wake = Rc::new(Notify::new());
-        let entry =
-            Entry { keys, phase: Phase::Fresh, since: Instant::now(), bytes: 0, answer: 0, evicted: false, wake: wake.clone() };
+        let entry = Entry {
+            keys,
+            phase: Phase::Fresh,
+            since: Instant::now(),
+            bytes: 0,
+            answer: 0,
+            evicted: false,
+            wake: wake.clone(),
+        };
         inner.conns.insert(id, entry);
         inner.total += 1;
         *inner.narrow.entry(keys.narrow).or_insert(0) += 1;
@@ -553,7 +561,8 @@ mod tests {
 
     #[test]
     fn admission_caps_an_address_and_a_site_and_says_when_to_evict() {
-        let caps = Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0, answer_budget: 0, busy_per_client: 0 };
+        let caps =
+            Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0, answer_budget: 0, busy_per_client: 0 };
         assert_eq!(admission(&caps, 0, 0, 0), Ok(false));
         assert_eq!(admission(&caps, 3, 3, 3).unwrap_err().code(), 429);
         assert_eq!(admission(&caps, 5, 1, 5).unwrap_err().code(), 429, "a site's /64s together");
@@ -606,7 +615,8 @@ mod tests {
 
     #[test]
     fn a_client_has_a_few_requests_with_the_engine_at_once() {
-        let caps = Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0, answer_budget: 0, busy_per_client: 4 };
+        let caps =
+            Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0, answer_budget: 0, busy_per_client: 4 };
         assert_eq!(busy_admission(&caps, 3), Ok(()));
         assert_eq!(busy_admission(&caps, 4).unwrap_err().code(), 429);
         assert_eq!(busy_admission(&Caps { busy_per_client: 0, ..caps }, 400), Ok(()), "0: no cap");
@@ -650,7 +660,10 @@ mod tests {
         assert_eq!(budget_victims(&held, ip("10.0.0.1"), 100, 0, Pool::Body), vec![0]);
         // More than one body when one is not enough, while the holder still holds more.
         assert_eq!(budget_victims(&held, ip("10.0.0.1"), 5 * mb / 2, 0, Pool::Body), vec![0, 1]);
-        assert!(budget_victims(&held, ip("10.0.0.1"), 3 * mb, 0, Pool::Body).is_empty(), "it would hold no more than 3 MiB");
+        assert!(
+            budget_victims(&held, ip("10.0.0.1"), 3 * mb, 0, Pool::Body).is_empty(),
+            "it would hold no more than 3 MiB"
+        );
         // 10.0.0.8 holds 2 MiB; wanting 64 KiB more, it may still take from 10.0.0.9 (5 MiB).
         assert_eq!(budget_victims(&held, ip("10.0.0.8"), 64 * 1024, 0, Pool::Body), vec![0]);
         // The biggest holder takes from no one.
