@@ -277,30 +277,18 @@ pub const AGENT_CARDS_PER_SITE_PER_MINUTE: u32 = 120;
 /// Agent-card fetches from one site under way at once: a house that never answers holds at
 /// most these requests waiting on it.
 pub const AGENT_FETCHES_PER_SITE: u32 = 4;
-/// How long, from the start of an agent-card fetch its house did not answer (unreachable, 5xx,
-/// 429), a site is not asked for another: the fetch's own 10 s timeout, and 10 s more.
-pub const SITE_DOWN_MS: i64 = 20_000;
-
-/// What one site's agent-card fetches are doing: this minute's count, those under way, and until
-/// when its house is taken as down.
+/// What one site's card fetches are doing: this minute's count and those under way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SiteFetches {
     pub minute: i64,
     pub count: u32,
     pub in_flight: u32,
-    pub down_until: i64,
 }
 
 /// Whether one more agent card may be fetched from `site` at `now` (then counted in `s`), or
-/// the refusal: 503 while its house is down or [`AGENT_FETCHES_PER_SITE`] are under way, 429
-/// past [`AGENT_CARDS_PER_SITE_PER_MINUTE`].
+/// the refusal: 503 while [`AGENT_FETCHES_PER_SITE`] are under way, 429 past
+/// [`AGENT_CARDS_PER_SITE_PER_MINUTE`].
 pub fn site_admission(s: &mut SiteFetches, site: &str, now: i64) -> Result<(), Error> {
-    if now < s.down_until {
-        return Err(Error::new(
-            ErrorKind::Unavailable,
-            format!("the house of {site} did not answer lately; try again in a few seconds"),
-        ));
-    }
     if s.in_flight >= AGENT_FETCHES_PER_SITE {
         return Err(Error::new(
             ErrorKind::Unavailable,
@@ -330,17 +318,6 @@ struct Fetching<'a> {
     site: String,
 }
 
-impl Fetching<'_> {
-    /// The site's house did not answer: no more fetches from it for [`SITE_DOWN_MS`].
-    fn down(&self, now: i64) {
-        if let Ok(mut sites) = self.memo.sites.lock()
-            && let Some(s) = sites.get_mut(self.site.as_str())
-        {
-            s.down_until = now.saturating_add(SITE_DOWN_MS);
-        }
-    }
-}
-
 impl Drop for Fetching<'_> {
     fn drop(&mut self) {
         if let Ok(mut sites) = self.memo.sites.lock()
@@ -358,9 +335,9 @@ impl Memo {
             return Err(Error::new(ErrorKind::Unavailable, "try again in a moment"));
         };
         if sites.len() >= MEMO_MAX_ENTRIES && !sites.contains_key(site) {
-            // Forget the sites with nothing under way, nothing counted this minute, not down.
+            // Forget the sites with nothing under way and nothing counted this minute.
             let minute = now.div_euclid(60_000);
-            sites.retain(|_, s| s.in_flight > 0 || s.minute == minute || now < s.down_until);
+            sites.retain(|_, s| s.in_flight > 0 || s.minute == minute);
             if sites.len() >= MEMO_MAX_ENTRIES {
                 return Err(Error::new(
                     ErrorKind::Unavailable,
@@ -707,13 +684,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
         let domain = self.domain(address.domain(), refresh).await?;
         let url = format!("{}/agents/{}", domain.url, address.local());
-        // Admitted per site, as new domain names are: a few under way, so many a minute, and
-        // none for a while from a house that did not answer.
+        // Admitted per site, as new domain names are: a few under way, so many a minute.
         let fetching = self.memo.start_fetch(crate::site::site(address.domain()), now.millis())?;
         let body = self.fetch(url, &format!("card of {address}")).await;
-        if body.as_ref().is_err_and(|e| e.kind == ErrorKind::Unavailable) {
-            fetching.down(now.millis());
-        }
         drop(fetching);
         let body = body?;
         let card = AgentCard::parse(&body).map_err(refuse(&format!("card of {address}")))?;
@@ -815,9 +788,6 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         // Admitted per site like an agent card: a house that hangs holds few requests.
         let fetching = self.memo.start_fetch(crate::site::site(domain), now)?;
         let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await;
-        if body.as_ref().is_err_and(|e| e.kind == ErrorKind::Unavailable) {
-            fetching.down(now);
-        }
         drop(fetching);
         let body = body?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
@@ -1131,12 +1101,7 @@ mod tests {
         assert_eq!(e.code(), 503, "{}", e.reason);
         assert!(memo.start_fetch("other.test", t).is_ok(), "another site is not held up");
         drop(held);
-        // One that went unanswered: none from that site for a while, then again.
-        let f = memo.start_fetch("evil.test", t).unwrap();
-        f.down(t);
-        drop(f);
-        assert_eq!(memo.start_fetch("evil.test", t + SITE_DOWN_MS - 1).err().unwrap().code(), 503);
-        drop(memo.start_fetch("evil.test", t + SITE_DOWN_MS).unwrap());
+        drop(memo.start_fetch("evil.test", t).unwrap());
         // So many a minute.
         let mut s = SiteFetches::default();
         for _ in 0..AGENT_CARDS_PER_SITE_PER_MINUTE {
