@@ -208,6 +208,8 @@ type Entries<T> = Mutex<VecMap<String, (i64, T)>>;
 pub struct Memo {
     domains: Entries<Resolved>,
     agents: Entries<Arc<Verified<AgentCard>>>,
+    /// Agent-card fetches per site (see [`site_admission`]).
+    sites: Mutex<VecMap<String, SiteFetches>>,
     /// Counts [`Memo::forget_domain`] calls.
     forgotten: AtomicU64,
 }
@@ -265,6 +267,86 @@ impl Memo {
         if self.generation() == generation {
             memo_put(map, key, at, now, value);
         }
+    }
+}
+
+/// Agent cards fetched from one site (`site.rs`) per minute: a stranger minting local parts
+/// under one domain cannot make the house fetch without end (domain names have their own
+/// admission, [`NEW_NAMES_PER_SITE_PER_MINUTE`]).
+pub const AGENT_CARDS_PER_SITE_PER_MINUTE: u32 = 120;
+/// Agent-card fetches from one site under way at once: a house that never answers holds at
+/// most these requests waiting on it.
+pub const AGENT_FETCHES_PER_SITE: u32 = 4;
+/// What one site's card fetches are doing: this minute's count and those under way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SiteFetches {
+    pub minute: i64,
+    pub count: u32,
+    pub in_flight: u32,
+}
+
+/// Whether one more agent card may be fetched from `site` at `now` (then counted in `s`), or
+/// the refusal: 503 while [`AGENT_FETCHES_PER_SITE`] are under way, 429 past
+/// [`AGENT_CARDS_PER_SITE_PER_MINUTE`].
+pub fn site_admission(s: &mut SiteFetches, site: &str, now: i64) -> Result<(), Error> {
+    if s.in_flight >= AGENT_FETCHES_PER_SITE {
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!("{AGENT_FETCHES_PER_SITE} agent cards of {site} are being fetched already; try again in a moment"),
+        ));
+    }
+    let minute = now.div_euclid(60_000);
+    if s.minute != minute {
+        (s.minute, s.count) = (minute, 0);
+    }
+    if s.count >= AGENT_CARDS_PER_SITE_PER_MINUTE {
+        return Err(Error::new(
+            ErrorKind::RateLimited,
+            format!(
+                "too many agent cards of {site} fetched this minute (at most {AGENT_CARDS_PER_SITE_PER_MINUTE}); try again shortly"
+            ),
+        ));
+    }
+    s.count += 1;
+    s.in_flight += 1;
+    Ok(())
+}
+
+/// An agent-card fetch under way, counted in its site's [`SiteFetches`] until dropped.
+struct Fetching<'a> {
+    memo: &'a Memo,
+    site: String,
+}
+
+impl Drop for Fetching<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut sites) = self.memo.sites.lock()
+            && let Some(s) = sites.get_mut(self.site.as_str())
+        {
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+    }
+}
+
+impl Memo {
+    /// Admits an agent-card fetch from `site` ([`site_admission`]), in one lock.
+    fn start_fetch(&self, site: &str, now: i64) -> Result<Fetching<'_>, Error> {
+        let Ok(mut sites) = self.sites.lock() else {
+            return Err(Error::new(ErrorKind::Unavailable, "try again in a moment"));
+        };
+        if sites.len() >= MEMO_MAX_ENTRIES && !sites.contains_key(site) {
+            // Forget the sites with nothing under way and nothing counted this minute.
+            let minute = now.div_euclid(60_000);
+            sites.retain(|_, s| s.in_flight > 0 || s.minute == minute);
+            if sites.len() >= MEMO_MAX_ENTRIES {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "too many sites are being fetched from; try again shortly",
+                ));
+            }
+        }
+        site_admission(sites.entry(site.to_owned()).or_default(), site, now)?;
+        Ok(Fetching { memo: self, site: site.to_owned() })
     }
 }
 
@@ -661,7 +743,11 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
         let domain = self.domain(address.domain(), refresh).await?;
         let url = format!("{}/agents/{}", domain.url, address.local());
-        let body = self.fetch(url, &format!("card of {address}")).await?;
+        // Admitted per site, as new domain names are: a few under way, so many a minute.
+        let fetching = self.memo.start_fetch(crate::site::site(address.domain()), now.millis())?;
+        let body = self.fetch(url, &format!("card of {address}")).await;
+        drop(fetching);
+        let body = body?;
         let card = AgentCard::parse(&body).map_err(refuse(&format!("card of {address}")))?;
         if card.address() != *address {
             return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address())));
@@ -764,7 +850,11 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
         let located = self.locate(domain).await?;
         let what = format!("domain card of {domain}");
-        let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await?;
+        // Admitted per site like an agent card: a house that hangs holds few requests.
+        let fetching = self.memo.start_fetch(crate::site::site(domain), now)?;
+        let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await;
+        drop(fetching);
+        let body = body?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
         if card.domain() != domain {
             return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain())));
@@ -1089,6 +1179,27 @@ mod tests {
 
     /// A remembered card is good for exactly `CARD_CACHE_MS` from its fetch, and never before it
     /// (a clock that went back).
+    #[test]
+    fn agent_card_fetches_are_admitted_per_site_a_few_at_once_so_many_a_minute() {
+        // Issue 34 H1: fresh local parts under one domain were unlimited fetches of 10 s each.
+        let memo = Memo::default();
+        let t = 1_000_000 * 60_000;
+        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("evil.test", t).unwrap()).collect();
+        let e = memo.start_fetch("evil.test", t).err().unwrap();
+        assert_eq!(e.code(), 503, "{}", e.reason);
+        assert!(memo.start_fetch("other.test", t).is_ok(), "another site is not held up");
+        drop(held);
+        drop(memo.start_fetch("evil.test", t).unwrap());
+        // So many a minute.
+        let mut s = SiteFetches::default();
+        for _ in 0..AGENT_CARDS_PER_SITE_PER_MINUTE {
+            site_admission(&mut s, "a.test", t).unwrap();
+            s.in_flight = 0;
+        }
+        assert_eq!(site_admission(&mut s, "a.test", t + 59_999).unwrap_err().code(), 429);
+        assert!(site_admission(&mut s, "a.test", t + 60_000).is_ok(), "a new minute");
+    }
+
     #[test]
     fn the_memo_keeps_a_card_for_its_five_minutes_exactly() {
         let map = Entries::<u8>::default();

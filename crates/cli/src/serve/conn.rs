@@ -55,6 +55,12 @@ pub(super) struct Limits {
     /// Bytes of request bodies being read at once, across all connections (503 beyond, once
     /// no bigger holder can be made to give some back).
     pub(super) body_budget: usize,
+    /// Bytes of answers waiting to be written at once, across all connections (a safe
+    /// request's answer over it is 503, once no bigger holder can be made to give some back).
+    pub(super) answer_budget: usize,
+    /// Requests from one IPv4 address or IPv6 /48 the engine answers at once (0: no such
+    /// limit); more are answered 429.
+    pub(super) max_busy_per_client: usize,
     /// Behind a reverse proxy, the (lower-case) header it writes the client's address in; else
     /// the connection's own address is the client's (see [`with_client`]).
     pub(super) client_header: Option<String>,
@@ -72,6 +78,8 @@ impl Default for Limits {
             max_per_ip: 32,
             max_per_site: 4 * 32,
             body_budget: BODY_BUDGET,
+            answer_budget: ANSWER_BUDGET,
+            max_busy_per_client: BUSY_PER_CLIENT,
             client_header: None,
         }
     }
@@ -123,6 +131,12 @@ pub(super) const MIN_RATE: u64 = 1024;
 const RATE_GRACE: Duration = Duration::from_secs(2);
 /// The default budget for request bodies being read at once: sixteen of the largest.
 pub(super) const BODY_BUDGET: usize = 16 * http::MAX_REQUEST_BYTES;
+/// The default budget for answers waiting to be written at once (16 MiB: eight answers the
+/// size of the largest request).
+pub(super) const ANSWER_BUDGET: usize = 8 * http::MAX_REQUEST_BYTES;
+/// The default number of requests of one client the engine answers at once. A few: a request
+/// may wait on a house the client runs (an agent card fetched to check its token).
+pub(super) const BUSY_PER_CLIENT: usize = 8;
 /// The smallest step a body buffer grows by (unless its length says it needs less).
 const BODY_STEP: usize = 64 * 1024;
 
@@ -408,14 +422,26 @@ pub(super) async fn serve<H: Handler>(
         if ticket.is_evicted() {
             return shed(&stream, false);
         }
-        ticket.set_phase(Phase::Busy);
+        // A client has only a few requests with the engine at once.
+        if let Err(e) = ticket.busy() {
+            return tokio::select! {
+                () = refuse(&mut stream, &e, limits) => {}
+                () = ticket.evicted() => {}
+            };
+        }
         first = false;
         let head_only = head.head_only();
         let keep_alive = head.keep_alive;
         // A connection kept alive holds no more than what is buffered for the next request.
         buf.shrink_to(READ_CHUNK);
         let headers = with_client(head.headers, peer, limits.client_header.as_deref());
-        let resp = handler.handle(HouseRequest::new(&head.method, &head.target, headers, body)).await;
+        let safe = matches!(head.method.as_str(), "GET" | "HEAD");
+        // The body stays reserved while the engine holds it; if a smaller holder needs that
+        // memory, the engine's work is dropped (its state changes are single guarded batches).
+        let resp = tokio::select! {
+            resp = handler.handle(HouseRequest::new(&head.method, &head.target, headers, body)) => resp,
+            () = ticket.evicted() => return shed(&stream, false),
+        };
         // The body went with the request to the engine, which is done: its memory is free again.
         ticket.release();
         let close = !keep_alive || stop.stopping();
@@ -423,10 +449,25 @@ pub(super) async fn serve<H: Handler>(
         ticket.set_phase(Phase::Answer);
         let bytes = http::answer(&resp, close, head_only, now_ms());
         drop(resp);
+        // The answer's memory, until it is written: a safe request's answer that does not fit
+        // is refused; any other goes anyway (what it changed is done).
+        let reserved = tokio::select! {
+            r = ticket.reserve_answer(bytes.len(), !safe) => r,
+            () = ticket.evicted() => return shed(&stream, false),
+        };
+        if let Err(e) = reserved {
+            drop(bytes);
+            return tokio::select! {
+                () = refuse(&mut stream, &e, limits) => {}
+                () = ticket.evicted() => {}
+            };
+        }
         let written = tokio::select! {
             written = write(&mut stream, &bytes, limits) => written,
             () = ticket.evicted() => false,
         };
+        drop(bytes);
+        ticket.release_answer();
         if !written {
             return;
         }

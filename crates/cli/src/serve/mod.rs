@@ -360,6 +360,8 @@ pub(crate) fn run(args: Args) -> Outcome {
             max_per_ip: usize::try_from(args.max_connections_per_ip).unwrap_or(usize::MAX),
             // A /48 (one site) may hold four /64s' worth: 0 for no per-address cap means none here.
             max_per_site: usize::try_from(args.max_connections_per_ip.saturating_mul(4)).unwrap_or(usize::MAX),
+            // Behind a proxy (no per-address cap) every request has the proxy's address.
+            max_busy_per_client: if args.max_connections_per_ip == 0 { 0 } else { conn::BUSY_PER_CLIENT },
             client_header: args.client_address_header.map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()),
             ..conn::Limits::default()
         };

@@ -143,6 +143,8 @@ pub(super) async fn run<H: Handler + 'static, T>(
         per_address: limits.max_per_ip,
         per_site: limits.max_per_site,
         body_budget: limits.body_budget,
+        answer_budget: limits.answer_budget,
+        busy_per_client: limits.max_busy_per_client,
     }));
     let mut stop_when = pin!(stop_when);
     let why = loop {

@@ -1,5 +1,5 @@
 //! What the connections of `nyx5 serve` share, and who gets it when it runs out: the connection
-//! slots and the memory of request bodies being read. Issue 34 §2: with first come, first
+//! slots, the memory of request bodies, and the memory of answers waiting to be written. Issue 34 §2: with first come, first
 //! served, eight addresses held every slot without sending a byte, and slow 2 MiB bodies took
 //! half a gigabyte.
 //!
@@ -13,13 +13,23 @@
 //!   the most slots, provided that client holds at least two more than the newcomer's (so two
 //!   clients never take turns evicting each other): one that has sent nothing yet, then one
 //!   reading a head, a body, writing an answer. A connection whose request the engine is
-//!   answering is never evicted. With no such connection the newcomer is refused (503).
+//!   answering is never evicted for its slot; instead a client may have only
+//!   [`Caps::busy_per_client`] requests with the engine at once (429 beyond), so requests the
+//!   engine is slow to answer (it waits on a house the client runs) cannot hold every slot. With
+//!   no such connection the newcomer is refused (503).
 //! - **Bodies.** Every byte of body buffer is reserved from one budget before it is allocated,
 //!   so bodies in flight never take more than the budget, by construction. When it is spent, a
 //!   reservation takes from the client holding the most body bytes if that one holds more than
 //!   the requester would with its reservation; the evicted connections are shed (their memory
 //!   goes when their task ends) and the reservation waits a moment for it. Otherwise it is
-//!   refused (503 with `retry-after`).
+//!   refused (503 with `retry-after`). A body handed to the engine keeps its reservation until
+//!   the engine has answered, and can be taken like one being read (the engine's work for it
+//!   is dropped): a request waiting on the engine must not pin the budget.
+//! - **Answers.** An answer waiting to be written holds its bytes of a second budget, taken the
+//!   same way from the client holding the most unsent answer bytes (connections writing them are
+//!   shed). A safe request (GET, HEAD) whose answer does not fit is answered 503 instead; any
+//!   other request's answer is written anyway (its change is made; a retry must not repeat it),
+//!   and so is an answer when no other is unsent.
 //!
 //! The choices are pure functions ([`admission`], [`slot_victim`], [`budget_victims`]) over a
 //! snapshot; [`Registry`] applies them in one borrow, so nothing is decided across an await.
@@ -75,7 +85,8 @@ pub(super) enum Phase {
     Body,
     /// Writing an answer.
     Answer,
-    /// The engine is answering: never evicted.
+    /// The engine is answering: never evicted for a slot (a client has only a few), but its
+    /// body's memory may be taken.
     Busy,
 }
 
@@ -93,6 +104,10 @@ pub(super) struct Caps {
     pub(super) per_site: usize,
     /// Bytes of request body buffers at once, across all connections.
     pub(super) body_budget: usize,
+    /// Bytes of answers waiting to be written at once, across all connections.
+    pub(super) answer_budget: usize,
+    /// Requests of one wide key the engine answers at once (0: no cap).
+    pub(super) busy_per_client: usize,
 }
 
 /// One connection, as the choices see it.
@@ -104,6 +119,53 @@ pub(super) struct Holder {
     pub(super) phase: Phase,
     /// Body bytes reserved.
     pub(super) bytes: usize,
+    /// Answer bytes reserved.
+    pub(super) answer: usize,
+}
+
+/// The two memory budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pool {
+    /// Request bodies, read or handed to the engine.
+    Body,
+    /// Answers waiting to be written.
+    Answer,
+}
+
+impl Pool {
+    fn held(self, h: &Holder) -> usize {
+        match self {
+            Pool::Body => h.bytes,
+            Pool::Answer => h.answer,
+        }
+    }
+
+    /// Whether a connection in `phase` may give up its bytes of this pool.
+    fn takeable(self, phase: Phase) -> bool {
+        match self {
+            Pool::Body => matches!(phase, Phase::Body | Phase::Busy),
+            Pool::Answer => phase == Phase::Answer,
+        }
+    }
+
+    fn refusal(self) -> Error {
+        match self {
+            Pool::Body => unavailable("is reading as many request bodies as it can hold now"),
+            Pool::Answer => unavailable("holds as many unsent answers as it can now"),
+        }
+    }
+}
+
+/// Whether one more request of a client that has `busy` with the engine now may go to it; or
+/// the refusal (429).
+pub(super) fn busy_admission(caps: &Caps, busy: usize) -> Result<(), Error> {
+    if caps.busy_per_client > 0 && busy >= caps.busy_per_client {
+        return Err(Error::new(
+            ErrorKind::RateLimited,
+            format!("too many of your requests are being answered already (at most {} at once)", caps.busy_per_client),
+        ));
+    }
+    Ok(())
 }
 
 fn unavailable(what: &str) -> Error {
@@ -151,22 +213,22 @@ pub(super) fn slot_victim(holders: &[Holder], wide: IpAddr) -> Option<u64> {
         .map(|(h, _)| h.id)
 }
 
-/// The connections whose body memory goes to a reservation of `need` bytes from `wide` when
-/// only `free` bytes of the budget are left: from the client holding the most, while it holds
-/// more than the requester would, largest bodies first. Empty when that cannot free enough.
-pub(super) fn budget_victims(holders: &[Holder], wide: IpAddr, need: usize, free: usize) -> Vec<u64> {
+/// The connections whose memory of `pool` goes to a reservation of `need` bytes from `wide`
+/// when only `free` bytes of the budget are left: from the client holding the most, while it
+/// holds more than the requester would, largest first. Empty when that cannot free enough.
+pub(super) fn budget_victims(holders: &[Holder], wide: IpAddr, need: usize, free: usize, pool: Pool) -> Vec<u64> {
     let mut held: HashMap<IpAddr, usize> = HashMap::new();
     for h in holders {
-        *held.entry(h.wide).or_insert(0) += h.bytes;
+        *held.entry(h.wide).or_insert(0) += pool.held(h);
     }
     let mine = held.get(&wide).copied().unwrap_or(0).saturating_add(need);
-    // Each client's bodies being read, the largest (then the oldest) last, to be popped first.
+    // Each client's takeable holdings, the largest (then the oldest) last, to be popped first.
     let mut candidates: HashMap<IpAddr, Vec<&Holder>> = HashMap::new();
-    for h in holders.iter().filter(|h| h.phase == Phase::Body && h.bytes > 0 && h.wide != wide) {
+    for h in holders.iter().filter(|h| pool.takeable(h.phase) && pool.held(h) > 0 && h.wide != wide) {
         candidates.entry(h.wide).or_default().push(h);
     }
     for list in candidates.values_mut() {
-        list.sort_by_key(|h| (h.bytes, std::cmp::Reverse(h.id)));
+        list.sort_by_key(|h| (pool.held(h), std::cmp::Reverse(h.id)));
     }
     let mut victims = Vec::new();
     let mut freed = free;
@@ -183,9 +245,9 @@ pub(super) fn budget_victims(holders: &[Holder], wide: IpAddr, need: usize, free
         }
         let Some(victim) = candidates.get_mut(&top).and_then(Vec::pop) else { return Vec::new() };
         victims.push(victim.id);
-        freed = freed.saturating_add(victim.bytes);
+        freed = freed.saturating_add(pool.held(victim));
         if let Some(v) = held.get_mut(&top) {
-            *v = v.saturating_sub(victim.bytes);
+            *v = v.saturating_sub(pool.held(victim));
         }
     }
     victims
@@ -197,6 +259,7 @@ struct Entry {
     /// When it was let in.
     since: Instant,
     bytes: usize,
+    answer: usize,
     /// Evicted: no longer counted in the slots, waiting for its task to end.
     evicted: bool,
     wake: Rc<Notify>,
@@ -212,6 +275,8 @@ struct Inner {
     wide: HashMap<IpAddr, usize>,
     /// Body bytes reserved, evicted connections' included until their task ends.
     bytes: usize,
+    /// Answer bytes reserved, the same way.
+    answers: usize,
 }
 
 fn decrement(map: &mut HashMap<IpAddr, usize>, key: IpAddr) {
@@ -231,9 +296,17 @@ impl Inner {
             .filter(|(_, e)| !e.evicted)
             .map(|(&id, e)| {
                 let silent = e.phase == Phase::Fresh && now.saturating_duration_since(e.since) >= SILENT_GRACE;
-                Holder { id, wide: e.keys.wide, phase: if silent { Phase::Silent } else { e.phase }, bytes: e.bytes }
+                let phase = if silent { Phase::Silent } else { e.phase };
+                Holder { id, wide: e.keys.wide, phase, bytes: e.bytes, answer: e.answer }
             })
             .collect()
+    }
+
+    fn used(&mut self, pool: Pool) -> &mut usize {
+        match pool {
+            Pool::Body => &mut self.bytes,
+            Pool::Answer => &mut self.answers,
+        }
     }
 
     /// Takes connection `id` out of the slots and tells its task to stop.
@@ -286,8 +359,15 @@ impl Registry {
         let id = inner.next;
         inner.next += 1;
         let wake = Rc::new(Notify::new());
-        let entry =
-            Entry { keys, phase: Phase::Fresh, since: Instant::now(), bytes: 0, evicted: false, wake: wake.clone() };
+        let entry = Entry {
+            keys,
+            phase: Phase::Fresh,
+            since: Instant::now(),
+            bytes: 0,
+            answer: 0,
+            evicted: false,
+            wake: wake.clone(),
+        };
         inner.conns.insert(id, entry);
         inner.total += 1;
         *inner.narrow.entry(keys.narrow).or_insert(0) += 1;
@@ -320,50 +400,110 @@ impl Ticket {
         self.wake.notified().await;
     }
 
+    /// Hands this connection's request to the engine (phase [`Phase::Busy`]), unless its client
+    /// has as many there as it may; then the refusal (429).
+    pub(super) fn busy(&self) -> Result<(), Error> {
+        let mut inner = self.registry.inner.borrow_mut();
+        let Some(wide) = inner.conns.get(&self.id).map(|e| e.keys.wide) else { return Ok(()) };
+        let busy = inner.conns.values().filter(|e| !e.evicted && e.keys.wide == wide && e.phase == Phase::Busy).count();
+        busy_admission(&self.registry.caps, busy)?;
+        if let Some(e) = inner.conns.get_mut(&self.id) {
+            e.phase = Phase::Busy;
+        }
+        Ok(())
+    }
+
     /// Reserves `n` more bytes of the body budget for this connection, before they are
     /// allocated; or the refusal (503).
     pub(super) async fn reserve(&self, n: usize) -> Result<(), Error> {
+        self.take(Pool::Body, n, false).await
+    }
+
+    /// Reserves the `n` bytes of an answer about to be written; or the refusal (503), unless
+    /// `must` (the answer goes whether it fits or not: its request changed something).
+    pub(super) async fn reserve_answer(&self, n: usize, must: bool) -> Result<(), Error> {
+        self.take(Pool::Answer, n, must).await
+    }
+
+    /// Reserves `n` bytes of `pool`, taking them from a bigger holder if the budget is spent
+    /// (see the module's rules). With `must`, or when nothing else is held, they are reserved
+    /// even past the budget once no one can give them back.
+    async fn take(&self, pool: Pool, n: usize, must: bool) -> Result<(), Error> {
         let registry = &self.registry;
+        let budget = match pool {
+            Pool::Body => registry.caps.body_budget,
+            Pool::Answer => registry.caps.answer_budget,
+        };
         let deadline = Instant::now() + RESERVE_WAIT;
         let mut evicted = false;
         loop {
             let released = registry.released.notified();
             {
                 let mut inner = registry.inner.borrow_mut();
-                let free = registry.caps.body_budget.saturating_sub(inner.bytes);
-                if n <= free {
-                    inner.bytes += n;
+                let used = *inner.used(pool);
+                let free = budget.saturating_sub(used);
+                let mine = inner.conns.get(&self.id).map_or(0, |e| match pool {
+                    Pool::Body => e.bytes,
+                    Pool::Answer => e.answer,
+                });
+                // Past the budget only when forced, or when this connection is all there is
+                // (a single body or answer larger than the whole budget).
+                let alone = pool == Pool::Answer && used == mine;
+                let forced = (must || pool == Pool::Answer) && evicted;
+                if n <= free || alone || forced {
+                    *inner.used(pool) += n;
                     if let Some(e) = inner.conns.get_mut(&self.id) {
-                        e.bytes += n;
+                        match pool {
+                            Pool::Body => e.bytes += n,
+                            Pool::Answer => e.answer += n,
+                        }
                     }
                     return Ok(());
                 }
                 if !evicted {
                     let wide = inner.conns.get(&self.id).map(|e| e.keys.wide);
                     let victims = match wide {
-                        Some(wide) => budget_victims(&inner.holders(), wide, n, free),
+                        Some(wide) => budget_victims(&inner.holders(), wide, n, free, pool),
                         None => Vec::new(),
                     };
-                    if victims.is_empty() {
-                        return Err(unavailable("is reading as many request bodies as it can hold now"));
+                    if victims.is_empty() && !must {
+                        return Err(pool.refusal());
                     }
                     for v in victims {
                         inner.evict(v);
                     }
                     evicted = true;
+                    // An answer is built already: waiting would hold it longer than the
+                    // victims hold theirs (they end at once). Bodies wait, not yet allocated.
+                    if must || pool == Pool::Answer {
+                        continue;
+                    }
                 }
             }
             if timeout_at(deadline, released).await.is_err() {
-                return Err(unavailable("is reading as many request bodies as it can hold now"));
+                return Err(pool.refusal());
             }
         }
     }
 
     /// Gives back every body byte this connection holds (its request is answered).
     pub(super) fn release(&self) {
+        self.give_back(Pool::Body);
+    }
+
+    /// Gives back the bytes of the answer this connection wrote.
+    pub(super) fn release_answer(&self) {
+        self.give_back(Pool::Answer);
+    }
+
+    fn give_back(&self, pool: Pool) {
         let mut inner = self.registry.inner.borrow_mut();
-        let held = inner.conns.get_mut(&self.id).map_or(0, |e| std::mem::take(&mut e.bytes));
-        inner.bytes = inner.bytes.saturating_sub(held);
+        let held = inner.conns.get_mut(&self.id).map_or(0, |e| match pool {
+            Pool::Body => std::mem::take(&mut e.bytes),
+            Pool::Answer => std::mem::take(&mut e.answer),
+        });
+        let used = inner.used(pool);
+        *used = used.saturating_sub(held);
         drop(inner);
         if held > 0 {
             self.registry.released.notify_waiters();
@@ -374,6 +514,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.release();
+        self.release_answer();
         {
             let mut inner = self.registry.inner.borrow_mut();
             if inner.conns.get(&self.id).is_some_and(|e| !e.evicted) {
@@ -396,7 +537,11 @@ mod tests {
     }
 
     fn h(id: u64, wide: &str, phase: Phase, bytes: usize) -> Holder {
-        Holder { id, wide: ip(wide), phase, bytes }
+        Holder { id, wide: ip(wide), phase, bytes, answer: 0 }
+    }
+
+    fn a(id: u64, wide: &str, phase: Phase, answer: usize) -> Holder {
+        Holder { id, wide: ip(wide), phase, bytes: 0, answer }
     }
 
     #[test]
@@ -416,7 +561,8 @@ mod tests {
 
     #[test]
     fn admission_caps_an_address_and_a_site_and_says_when_to_evict() {
-        let caps = Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0 };
+        let caps =
+            Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0, answer_budget: 0, busy_per_client: 0 };
         assert_eq!(admission(&caps, 0, 0, 0), Ok(false));
         assert_eq!(admission(&caps, 3, 3, 3).unwrap_err().code(), 429);
         assert_eq!(admission(&caps, 5, 1, 5).unwrap_err().code(), 429, "a site's /64s together");
@@ -468,27 +614,62 @@ mod tests {
     }
 
     #[test]
+    fn a_client_has_a_few_requests_with_the_engine_at_once() {
+        let caps =
+            Caps { connections: 10, per_address: 3, per_site: 5, body_budget: 0, answer_budget: 0, busy_per_client: 4 };
+        assert_eq!(busy_admission(&caps, 3), Ok(()));
+        assert_eq!(busy_admission(&caps, 4).unwrap_err().code(), 429);
+        assert_eq!(busy_admission(&Caps { busy_per_client: 0, ..caps }, 400), Ok(()), "0: no cap");
+    }
+
+    #[test]
+    fn a_body_the_engine_holds_is_taken_like_one_being_read() {
+        let mb = 1 << 20;
+        // Issue 34 H1: bodies of requests waiting on the engine held the whole budget.
+        let busy = [h(0, "10.0.0.9", Phase::Busy, 2 * mb), h(1, "10.0.0.9", Phase::Busy, mb)];
+        assert_eq!(budget_victims(&busy, ip("10.0.0.1"), 100, 0, Pool::Body), vec![0]);
+        assert!(budget_victims(&busy, ip("10.0.0.9"), 100, 0, Pool::Body).is_empty());
+    }
+
+    #[test]
+    fn unsent_answers_go_from_the_biggest_holder_writing_them() {
+        let kb = 1024;
+        let held = [
+            a(0, "10.0.0.9", Phase::Answer, 175 * kb),
+            a(1, "10.0.0.9", Phase::Answer, 175 * kb),
+            a(2, "10.0.0.9", Phase::Busy, 0),
+            a(3, "10.0.0.8", Phase::Answer, 175 * kb),
+        ];
+        assert_eq!(budget_victims(&held, ip("10.0.0.1"), 10 * kb, 0, Pool::Answer), vec![0]);
+        assert_eq!(budget_victims(&held, ip("10.0.0.8"), 10 * kb, 0, Pool::Answer), vec![0]);
+        assert!(budget_victims(&held, ip("10.0.0.9"), 10 * kb, 0, Pool::Answer).is_empty());
+        // Body bytes are not answer bytes.
+        assert!(budget_victims(&held, ip("10.0.0.1"), 10 * kb, 0, Pool::Body).is_empty());
+    }
+
+    #[test]
     fn body_memory_goes_from_the_biggest_holder_to_a_smaller_one_only() {
         let mb = 1 << 20;
         let held = [
             h(0, "10.0.0.9", Phase::Body, 2 * mb),
             h(1, "10.0.0.9", Phase::Body, mb),
-            h(2, "10.0.0.9", Phase::Busy, 2 * mb),
+            h(2, "10.0.0.9", Phase::Answer, 2 * mb),
             h(3, "10.0.0.8", Phase::Body, 2 * mb),
         ];
         // A small request from a newcomer frees the biggest holder's largest body.
-        assert_eq!(budget_victims(&held, ip("10.0.0.1"), 100, 0), vec![0]);
+        assert_eq!(budget_victims(&held, ip("10.0.0.1"), 100, 0, Pool::Body), vec![0]);
         // More than one body when one is not enough, while the holder still holds more.
-        assert_eq!(budget_victims(&held, ip("10.0.0.1"), 5 * mb / 2, 0), vec![0, 1]);
-        assert!(budget_victims(&held, ip("10.0.0.1"), 3 * mb, 0).is_empty(), "it would hold no more than 3 MiB");
+        assert_eq!(budget_victims(&held, ip("10.0.0.1"), 5 * mb / 2, 0, Pool::Body), vec![0, 1]);
+        assert!(
+            budget_victims(&held, ip("10.0.0.1"), 3 * mb, 0, Pool::Body).is_empty(),
+            "it would hold no more than 3 MiB"
+        );
         // 10.0.0.8 holds 2 MiB; wanting 64 KiB more, it may still take from 10.0.0.9 (5 MiB).
-        assert_eq!(budget_victims(&held, ip("10.0.0.8"), 64 * 1024, 0), vec![0]);
-        // The biggest holder takes from no one; a busy body is never taken.
-        assert!(budget_victims(&held, ip("10.0.0.9"), 100, 0).is_empty());
-        let busy = [h(0, "10.0.0.9", Phase::Busy, 4 * mb)];
-        assert!(budget_victims(&busy, ip("10.0.0.1"), 100, 0).is_empty());
+        assert_eq!(budget_victims(&held, ip("10.0.0.8"), 64 * 1024, 0, Pool::Body), vec![0]);
+        // The biggest holder takes from no one.
+        assert!(budget_victims(&held, ip("10.0.0.9"), 100, 0, Pool::Body).is_empty());
         // Two equal holders do not take from each other.
         let equal = [h(0, "10.0.0.9", Phase::Body, mb), h(1, "10.0.0.8", Phase::Body, mb)];
-        assert!(budget_victims(&equal, ip("10.0.0.8"), 100, 0).is_empty());
+        assert!(budget_victims(&equal, ip("10.0.0.8"), 100, 0, Pool::Body).is_empty());
     }
 }

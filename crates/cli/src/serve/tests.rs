@@ -429,3 +429,49 @@ fn a_head_or_body_slower_than_the_minimum_rate_is_408() {
         trickle.join().unwrap();
     }
 }
+
+/// Issue 34 L4: answers nobody reads were not budgeted (256 connections pipelining requests for
+/// a large answer held one each). Unsent answers share one budget: a GET whose answer does not
+/// fit is 503 unless a bigger holder of unsent answers gives some back; a client holding less
+/// takes from the biggest holder.
+#[test]
+fn unsent_answers_share_one_budget_and_a_smaller_holder_takes_from_the_biggest() {
+    let mib = 1 << 20;
+    let server = Server::start(Limits {
+        max_body_bytes: 8 * mib,
+        body_budget: 64 * mib,
+        answer_budget: 7 * mib,
+        ..Limits::default()
+    });
+    // The echo's answer holds the body: a GET with a body of n bytes gets an answer of ~n.
+    let get = |path: &str, n: usize| {
+        let mut r = format!("GET {path} HTTP/1.1\r\nhost: a\r\ncontent-length: {n}\r\n\r\n").into_bytes();
+        r.extend(std::iter::repeat_n(b'a', n));
+        r
+    };
+    // 127.0.0.2 asks for a 6 MiB answer and reads none of it: more than the kernel's buffers
+    // take, the rest waits in the server, holding 6 MiB of the budget.
+    let mut holder = server.connect_from("127.0.0.2");
+    let writer = {
+        let mut w = holder.try_clone().unwrap();
+        let req = get("/a", 6 * mib);
+        std::thread::spawn(move || w.write_all(&req).unwrap())
+    };
+    writer.join().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Its second 6 MiB answer does not fit, and it is the biggest holder itself: 503.
+    let mut second = server.connect_from("127.0.0.2");
+    second.write_all(&get("/b", 6 * mib)).unwrap();
+    let a = answer(&mut second);
+    let o = json_error(&a, 503, "unavailable");
+    assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("unsent answers"), "{o:?}");
+    // Another client's 2 MiB answer does not fit either, but takes the holder's place.
+    let mut other = server.connect_from("127.0.0.3");
+    other.write_all(&get("/c", 2 * mib)).unwrap();
+    let a = answer(&mut other);
+    assert_eq!(a.0, 200, "{:?}", String::from_utf8_lossy(&a.2[..a.2.len().min(200)]));
+    // The holder's answer was cut short: it gets less than it asked for.
+    let mut got = Vec::new();
+    let _ = holder.read_to_end(&mut got);
+    assert!(got.len() < 6 * mib, "the holder got its whole answer ({} bytes)", got.len());
+}
