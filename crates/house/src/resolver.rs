@@ -208,8 +208,8 @@ type Entries<T> = Mutex<VecMap<String, (i64, T)>>;
 pub struct Memo {
     domains: Entries<Resolved>,
     agents: Entries<Arc<Verified<AgentCard>>>,
-    /// Agent-card fetches per site (see [`site_admission`]).
-    sites: Mutex<VecMap<String, SiteFetches>>,
+    /// Card fetches under way per site (see [`site_admission`]).
+    sites: Mutex<VecMap<String, u32>>,
     /// Counts [`Memo::forget_domain`] calls.
     forgotten: AtomicU64,
 }
@@ -270,83 +270,62 @@ impl Memo {
     }
 }
 
-/// Agent cards fetched from one site (`site.rs`) per minute: a stranger minting local parts
-/// under one domain cannot make the house fetch without end (domain names have their own
-/// admission, [`NEW_NAMES_PER_SITE_PER_MINUTE`]).
-pub const AGENT_CARDS_PER_SITE_PER_MINUTE: u32 = 120;
-/// Agent-card fetches from one site under way at once: a house that never answers holds at
-/// most these requests waiting on it.
+/// Card fetches from one site (`site.rs`) under way at once: a house that never answers holds
+/// at most these requests waiting on it. There is no per-site count per minute: anyone may name
+/// a site, so such a count would let a stranger spend a peer's budget and cut the house off from
+/// it; new names have their own admission ([`NEW_NAMES_PER_SITE_PER_MINUTE`]).
 pub const AGENT_FETCHES_PER_SITE: u32 = 4;
-/// What one site's card fetches are doing: this minute's count and those under way.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SiteFetches {
-    pub minute: i64,
-    pub count: u32,
-    pub in_flight: u32,
-}
 
-/// Whether one more agent card may be fetched from `site` at `now` (then counted in `s`), or
-/// the refusal: 503 while [`AGENT_FETCHES_PER_SITE`] are under way, 429 past
-/// [`AGENT_CARDS_PER_SITE_PER_MINUTE`].
-pub fn site_admission(s: &mut SiteFetches, site: &str, now: i64) -> Result<(), Error> {
-    if s.in_flight >= AGENT_FETCHES_PER_SITE {
+/// Whether one more card may be fetched from `site` while `in_flight` are under way (then
+/// counted), or the refusal: 503 while [`AGENT_FETCHES_PER_SITE`] are under way.
+pub fn site_admission(in_flight: &mut u32, site: &str) -> Result<(), Error> {
+    if *in_flight >= AGENT_FETCHES_PER_SITE {
         return Err(Error::new(
             ErrorKind::Unavailable,
-            format!("{AGENT_FETCHES_PER_SITE} agent cards of {site} are being fetched already; try again in a moment"),
+            format!("{AGENT_FETCHES_PER_SITE} cards of {site} are being fetched already; try again in a moment"),
         ));
     }
-    let minute = now.div_euclid(60_000);
-    if s.minute != minute {
-        (s.minute, s.count) = (minute, 0);
-    }
-    if s.count >= AGENT_CARDS_PER_SITE_PER_MINUTE {
-        return Err(Error::new(
-            ErrorKind::RateLimited,
-            format!(
-                "too many agent cards of {site} fetched this minute (at most {AGENT_CARDS_PER_SITE_PER_MINUTE}); try again shortly"
-            ),
-        ));
-    }
-    s.count += 1;
-    s.in_flight += 1;
+    *in_flight += 1;
     Ok(())
 }
 
-/// An agent-card fetch under way, counted in its site's [`SiteFetches`] until dropped.
+/// A card fetch under way, counted in its site's fetches until dropped (`None`: untracked).
 struct Fetching<'a> {
     memo: &'a Memo,
-    site: String,
+    site: Option<String>,
 }
 
 impl Drop for Fetching<'_> {
     fn drop(&mut self) {
-        if let Ok(mut sites) = self.memo.sites.lock()
-            && let Some(s) = sites.get_mut(self.site.as_str())
+        if let Some(site) = &self.site
+            && let Ok(mut sites) = self.memo.sites.lock()
+            && let Some(n) = sites.get_mut(site.as_str())
         {
-            s.in_flight = s.in_flight.saturating_sub(1);
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                sites.remove(site.as_str());
+            }
         }
     }
 }
 
 impl Memo {
-    /// Admits an agent-card fetch from `site` ([`site_admission`]), in one lock.
-    fn start_fetch(&self, site: &str, now: i64) -> Result<Fetching<'_>, Error> {
+    /// Admits a card fetch from `site` ([`site_admission`]), in one lock. The map holds only
+    /// sites with fetches under way; were [`MEMO_MAX_ENTRIES`] sites hanging at once, a fetch
+    /// from yet another goes untracked rather than refused, so made-up sites never shut out
+    /// a real one.
+    fn start_fetch(&self, site: &str) -> Result<Fetching<'_>, Error> {
         let Ok(mut sites) = self.sites.lock() else {
-            return Err(Error::new(ErrorKind::Unavailable, "try again in a moment"));
+            return Ok(Fetching { memo: self, site: None });
         };
         if sites.len() >= MEMO_MAX_ENTRIES && !sites.contains_key(site) {
-            // Forget the sites with nothing under way and nothing counted this minute.
-            let minute = now.div_euclid(60_000);
-            sites.retain(|_, s| s.in_flight > 0 || s.minute == minute);
+            sites.retain(|_, n| *n > 0);
             if sites.len() >= MEMO_MAX_ENTRIES {
-                return Err(Error::new(
-                    ErrorKind::Unavailable,
-                    "too many sites are being fetched from; try again shortly",
-                ));
+                return Ok(Fetching { memo: self, site: None });
             }
         }
-        site_admission(sites.entry(site.to_owned()).or_default(), site, now)?;
-        Ok(Fetching { memo: self, site: site.to_owned() })
+        site_admission(sites.entry(site.to_owned()).or_default(), site)?;
+        Ok(Fetching { memo: self, site: Some(site.to_owned()) })
     }
 }
 
@@ -743,8 +722,8 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         }
         let domain = self.domain(address.domain(), refresh).await?;
         let url = format!("{}/agents/{}", domain.url, address.local());
-        // Admitted per site, as new domain names are: a few under way, so many a minute.
-        let fetching = self.memo.start_fetch(crate::site::site(address.domain()), now.millis())?;
+        // Admitted per site: a few under way at once.
+        let fetching = self.memo.start_fetch(crate::site::site(address.domain()))?;
         let body = self.fetch(url, &format!("card of {address}")).await;
         drop(fetching);
         let body = body?;
@@ -851,7 +830,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let located = self.locate(domain).await?;
         let what = format!("domain card of {domain}");
         // Admitted per site like an agent card: a house that hangs holds few requests.
-        let fetching = self.memo.start_fetch(crate::site::site(domain), now)?;
+        let fetching = self.memo.start_fetch(crate::site::site(domain))?;
         let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await;
         drop(fetching);
         let body = body?;
@@ -1183,21 +1162,40 @@ mod tests {
     fn agent_card_fetches_are_admitted_per_site_a_few_at_once_so_many_a_minute() {
         // Issue 34 H1: fresh local parts under one domain were unlimited fetches of 10 s each.
         let memo = Memo::default();
-        let t = 1_000_000 * 60_000;
-        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("evil.test", t).unwrap()).collect();
-        let e = memo.start_fetch("evil.test", t).err().unwrap();
+        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("evil.test").unwrap()).collect();
+        let e = memo.start_fetch("evil.test").err().unwrap();
         assert_eq!(e.code(), 503, "{}", e.reason);
-        assert!(memo.start_fetch("other.test", t).is_ok(), "another site is not held up");
+        assert!(memo.start_fetch("other.test").is_ok(), "another site is not held up");
         drop(held);
-        drop(memo.start_fetch("evil.test", t).unwrap());
-        // So many a minute.
-        let mut s = SiteFetches::default();
-        for _ in 0..AGENT_CARDS_PER_SITE_PER_MINUTE {
-            site_admission(&mut s, "a.test", t).unwrap();
-            s.in_flight = 0;
+        drop(memo.start_fetch("evil.test").unwrap());
+        // A responsive site is fetched from as often as anyone names it: no count a stranger
+        // could spend for it (hostile review H2a).
+        for _ in 0..1000 {
+            drop(memo.start_fetch("peer.test").unwrap());
         }
-        assert_eq!(site_admission(&mut s, "a.test", t + 59_999).unwrap_err().code(), 429);
-        assert!(site_admission(&mut s, "a.test", t + 60_000).is_ok(), "a new minute");
+        assert!(memo.sites.lock().unwrap().is_empty(), "nothing under way is remembered");
+    }
+
+    #[test]
+    fn made_up_sites_never_shut_a_real_one_out() {
+        // Hostile review H1: a full map of sites answered 503 to any other site.
+        let memo = Memo::default();
+        // Sites that hang, all the map holds (and more), each with a fetch under way.
+        let held: Vec<_> =
+            (0..MEMO_MAX_ENTRIES + 10).map(|i| memo.start_fetch(&format!("r{i}.com")).unwrap()).collect();
+        assert_eq!(memo.sites.lock().unwrap().len(), MEMO_MAX_ENTRIES);
+        for _ in 0..10 {
+            drop(memo.start_fetch("peer.test").expect("a real site is admitted"));
+        }
+        drop(held);
+        assert!(memo.sites.lock().unwrap().is_empty());
+        // Made-up sites fetched from and done (answered at once) leave nothing behind.
+        for i in 0..MEMO_MAX_ENTRIES * 2 {
+            drop(memo.start_fetch(&format!("s{i}.com")).unwrap());
+        }
+        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("peer.test").unwrap()).collect();
+        assert_eq!(memo.start_fetch("peer.test").err().unwrap().code(), 503, "the cap still holds");
+        drop(held);
     }
 
     #[test]
