@@ -431,17 +431,21 @@ pub trait PinStore {
     }
     /// Whether the resolver may fetch the card of `key` (a domain or an address) anew, past its
     /// caches, because something is signed by `kid`, a key the card held does not accept (a
-    /// rotation, or a forgery): once per `kid` per [`limits::CARD_CACHE_MS`] window, and each
-    /// such fetch spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`], so a stranger
-    /// writing under made-up keys cannot make the house fetch a card without end. Refused with
-    /// a temporary error (503 this key was looked for already, 429 the site's budget is spent):
-    /// the card a later fetch gets may know the key. Any refresh goes by default (the client's
-    /// profile: one command, its own user's).
+    /// rotation, or a forgery): once per [`REFRESH_WINDOW_MS`] per `key`, whatever the `kid`,
+    /// so a stranger writing under made-up keys makes the house fetch the real card (from the
+    /// domain's own chain) a couple of times a minute at most, and spends no budget of the
+    /// site's new names. Refused with a temporary error (503): the card a later fetch gets may
+    /// know the key. Any refresh goes by default (the client's profile: one command, its own
+    /// user's).
     async fn admit_refresh(&self, key: &str, kid: &SigPublic, now: i64) -> Result<(), Error> {
         let _ = (key, kid, now);
         Ok(())
     }
 }
+
+/// A card is fetched anew for a key it does not list (`PinStore::admit_refresh`) at most once
+/// per this window, whatever the key. A divisor of a minute.
+pub const REFRESH_WINDOW_MS: i64 = 30_000;
 
 /// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
 /// domains aside.
@@ -506,24 +510,18 @@ impl<D: Db> PinStore for DbPins<'_, D> {
     }
 
     async fn admit_refresh(&self, key: &str, kid: &SigPublic, now: i64) -> Result<(), Error> {
-        let domain = key.rsplit_once('@').map_or(key, |(_, d)| d);
-        let site = crate::site::site(domain);
-        let cap = NEW_NAMES_PER_SITE_PER_MINUTE;
-        // The window of the card cache this falls in, named by its first minute (rate windows
-        // are minutes, and are purged as such).
-        let window = now / limits::CARD_CACHE_MS * (limits::CARD_CACHE_MS / 60_000);
-        let stmts = vec![
-            store::resolver::count_refresh(&format!("refresh:{key} {}", kid.to_b64()), window, 1),
-            store::resolver::count_refresh(&format!("resolve:{site}"), now / 60_000, cap),
-        ];
-        match self.0.batch(stmts).await {
+        // One refresh of `key`'s card per half minute, whatever the key: rate windows are
+        // minutes (and purged as such), so the half is named in the bucket.
+        let half = now.div_euclid(REFRESH_WINDOW_MS).rem_euclid(60_000 / REFRESH_WINDOW_MS);
+        let stmt = store::resolver::count_refresh(&format!("refresh:{key} {half}"), now.div_euclid(60_000), 1);
+        match self.0.batch(vec![stmt]).await {
             Ok(_) => Ok(()),
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(
-                    "the card of {key} does not list the key {} and was fetched anew for it a moment ago, or {site} \
-                     spent its {cap} fetches this minute; try again later",
-                    kid.to_b64()
+                    "the card of {key} does not list the key {} and was fetched anew a moment ago; try again in {} s",
+                    kid.to_b64(),
+                    REFRESH_WINDOW_MS / 1000
                 ),
             )),
             Err(e) => Err(port_error(e)),
