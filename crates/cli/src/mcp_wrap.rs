@@ -1002,6 +1002,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// An id as a key: `1` and `"1"` differ.
+/// The latest of our ids (`nyx5-wrap-s-N`): the one with the greatest N, compared as a number
+/// (as text, s-9 came after s-10).
+fn latest<'a>(ours: impl Iterator<Item = &'a str>) -> Option<String> {
+    ours.max_by_key(|o| o.rsplit('-').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0)).map(str::to_owned)
+}
+
 fn key(id: &Value) -> String {
     id.canonical_string()
 }
@@ -1152,7 +1158,7 @@ fn from_client(sh: &Arc<Shared>, line: &[u8]) {
             && let Some(req) = p.get("requestId").map(key)
         {
             let st = lock(&sh.state);
-            let ours = st.in_flight.iter().filter(|(_, (c, _))| key(c) == req).map(|(o, _)| o.clone()).max();
+            let ours = latest(st.in_flight.iter().filter(|(_, (c, _))| key(c) == req).map(|(o, _)| o.as_str()));
             drop(st);
             if let Some(ours) = ours {
                 p.insert("requestId".into(), ours.into());
@@ -1741,6 +1747,14 @@ mod tests {
 
     fn rules(text: &str) -> Result<Rules, String> {
         Rules::from_value(&Value::parse_str(text).map_err(|e| e.reason)?)
+    }
+
+    #[test]
+    fn a_cancellation_names_the_latest_of_our_ids_by_number() {
+        // Hostile review L5: compared as text, nyx5-wrap-s-9 came after nyx5-wrap-s-10.
+        let ids = ["nyx5-wrap-s-9", "nyx5-wrap-s-10", "nyx5-wrap-s-2"];
+        assert_eq!(latest(ids.into_iter()).as_deref(), Some("nyx5-wrap-s-10"));
+        assert_eq!(latest(std::iter::empty()), None);
     }
 
     fn args(text: &str) -> Object {

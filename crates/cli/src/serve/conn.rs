@@ -96,13 +96,7 @@ pub(super) fn with_client(
 ) -> Vec<(String, String)> {
     use nyx5_house::routes::agents::CLIENT_HEADER;
     let client = match proxy_header {
-        Some(name) => headers
-            .iter()
-            .rev()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| v.rsplit(',').next())
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty()),
+        Some(name) => header_client(&headers, name),
         None => peer.map(|ip| ip.to_string()),
     };
     headers.retain(|(k, _)| !k.eq_ignore_ascii_case(CLIENT_HEADER));
@@ -110,6 +104,17 @@ pub(super) fn with_client(
         headers.push((CLIENT_HEADER.to_owned(), client));
     }
     headers
+}
+
+/// The client address the proxy's header `name` gives (its last entry), if any.
+pub(super) fn header_client(headers: &[(String, String)], name: &str) -> Option<String> {
+    headers
+        .iter()
+        .rev()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| v.rsplit(',').next())
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
 }
 
 /// How long a connection refused mid-request is drained before it closes, so the client reads
@@ -423,7 +428,13 @@ pub(super) async fn serve<H: Handler>(
             return shed(&stream, false);
         }
         // A client has only a few requests with the engine at once.
-        if let Err(e) = ticket.busy() {
+        // Behind a proxy, the client is the one its header names.
+        let client = limits
+            .client_header
+            .as_deref()
+            .and_then(|name| header_client(&head.headers, name))
+            .and_then(|v| v.parse::<IpAddr>().ok());
+        if let Err(e) = ticket.busy(client) {
             return tokio::select! {
                 () = refuse(&mut stream, &e, limits) => {}
                 () = ticket.evicted() => {}

@@ -355,14 +355,20 @@ pub(crate) fn run(args: Args) -> Outcome {
         }
         eprintln!("nyx5 serve: domain key {}", house.config.key.public().to_b64());
         write_text(&format!("nyx5 serve: {} at {}\n", house.config.domain, house.config.public_url))?;
+        let client_header = args.client_address_header.map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty());
         let limits = conn::Limits {
             max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
             max_per_ip: usize::try_from(args.max_connections_per_ip).unwrap_or(usize::MAX),
             // A /48 (one site) may hold four /64s' worth: 0 for no per-address cap means none here.
             max_per_site: usize::try_from(args.max_connections_per_ip.saturating_mul(4)).unwrap_or(usize::MAX),
-            // Behind a proxy (no per-address cap) every request has the proxy's address.
-            max_busy_per_client: if args.max_connections_per_ip == 0 { 0 } else { conn::BUSY_PER_CLIENT },
-            client_header: args.client_address_header.map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()),
+            // Behind a proxy (no per-address cap) every connection has the proxy's address: the
+            // client is then the one its header names, and without one there is no cap.
+            max_busy_per_client: if args.max_connections_per_ip == 0 && client_header.is_none() {
+                0
+            } else {
+                conn::BUSY_PER_CLIENT
+            },
+            client_header,
             ..conn::Limits::default()
         };
         server::serve(house, assets, listener, Duration::from_millis(args.tick_ms), limits, signals).await;

@@ -255,6 +255,8 @@ pub(super) fn budget_victims(holders: &[Holder], wide: IpAddr, need: usize, free
 
 struct Entry {
     keys: Keys,
+    /// Whose requests with the engine this one counts among (see [`Ticket::busy`]).
+    client: IpAddr,
     phase: Phase,
     /// When it was let in.
     since: Instant,
@@ -361,6 +363,7 @@ impl Registry {
         let wake = Rc::new(Notify::new());
         let entry = Entry {
             keys,
+            client: keys.wide,
             phase: Phase::Fresh,
             since: Instant::now(),
             bytes: 0,
@@ -401,14 +404,18 @@ impl Ticket {
     }
 
     /// Hands this connection's request to the engine (phase [`Phase::Busy`]), unless its client
-    /// has as many there as it may; then the refusal (429).
-    pub(super) fn busy(&self) -> Result<(), Error> {
+    /// has as many there as it may; then the refusal (429). The client is `client` (the address
+    /// a trusted proxy's header names, counted by its wide key) when given, else the
+    /// connection's address: behind a proxy every connection has the proxy's.
+    pub(super) fn busy(&self, client: Option<IpAddr>) -> Result<(), Error> {
         let mut inner = self.registry.inner.borrow_mut();
-        let Some(wide) = inner.conns.get(&self.id).map(|e| e.keys.wide) else { return Ok(()) };
-        let busy = inner.conns.values().filter(|e| !e.evicted && e.keys.wide == wide && e.phase == Phase::Busy).count();
+        let Some(own) = inner.conns.get(&self.id).map(|e| e.keys.wide) else { return Ok(()) };
+        let client = client.map_or(own, |ip| keys(ip).wide);
+        let busy = inner.conns.values().filter(|e| !e.evicted && e.client == client && e.phase == Phase::Busy).count();
         busy_admission(&self.registry.caps, busy)?;
         if let Some(e) = inner.conns.get_mut(&self.id) {
             e.phase = Phase::Busy;
+            e.client = client;
         }
         Ok(())
     }
@@ -620,6 +627,31 @@ mod tests {
         assert_eq!(busy_admission(&caps, 3), Ok(()));
         assert_eq!(busy_admission(&caps, 4).unwrap_err().code(), 429);
         assert_eq!(busy_admission(&Caps { busy_per_client: 0, ..caps }, 400), Ok(()), "0: no cap");
+    }
+
+    #[test]
+    fn behind_a_proxy_each_client_the_header_names_has_its_own_few_with_the_engine() {
+        // Hostile review M1: keyed on the connection's address, everyone behind a proxy shared 8.
+        let caps = Caps {
+            connections: 100,
+            per_address: 0,
+            per_site: 0,
+            body_budget: 0,
+            answer_budget: 0,
+            busy_per_client: 4,
+        };
+        let registry = Rc::new(Registry::new(caps));
+        let proxy = ip("127.0.0.1");
+        let tickets: Vec<Ticket> = (0..20).map(|_| registry.admit(proxy).unwrap()).collect();
+        for (i, t) in tickets.iter().take(16).enumerate() {
+            t.busy(Some(ip(&format!("192.0.2.{i}")))).expect("each client its own few");
+        }
+        for t in &tickets[16..20] {
+            t.busy(Some(ip("198.51.100.7"))).unwrap();
+        }
+        let extra = registry.admit(proxy).unwrap();
+        assert_eq!(extra.busy(Some(ip("198.51.100.7"))).unwrap_err().code(), 429, "one client still has 4");
+        assert!(extra.busy(Some(ip("198.51.100.8"))).is_ok());
     }
 
     #[test]
