@@ -208,8 +208,11 @@ type Entries<T> = Mutex<VecMap<String, (i64, T)>>;
 pub struct Memo {
     domains: Entries<Resolved>,
     agents: Entries<Arc<Verified<AgentCard>>>,
-    /// Card fetches under way per site (see [`site_admission`]).
-    sites: Mutex<VecMap<String, u32>>,
+    /// Card fetches under way per site (see [`site_admission`]): each one's number and when it
+    /// started, so that a slot frees itself after [`FETCH_SLOT_MS`].
+    sites: Mutex<VecMap<String, Vec<(u64, i64)>>>,
+    /// Numbers the fetches in `sites`.
+    fetches: AtomicU64,
     /// Counts [`Memo::forget_domain`] calls.
     forgotten: AtomicU64,
 }
@@ -276,33 +279,44 @@ impl Memo {
 /// it; new names have their own admission ([`NEW_NAMES_PER_SITE_PER_MINUTE`]).
 pub const AGENT_FETCHES_PER_SITE: u32 = 4;
 
-/// Whether one more card may be fetched from `site` while `in_flight` are under way (then
-/// counted), or the refusal: 503 while [`AGENT_FETCHES_PER_SITE`] are under way.
-pub fn site_admission(in_flight: &mut u32, site: &str) -> Result<(), Error> {
-    if *in_flight >= AGENT_FETCHES_PER_SITE {
+/// How long a card fetch holds its site's slot at most: three times the outbound deadline. Past
+/// it the slot is free again whether or not the fetch's future was ever dropped: a Worker whose
+/// client went away may neither poll nor drop it again, and a count that only `Drop` gave back
+/// would then hold the site's slots for the isolate's life.
+pub const FETCH_SLOT_MS: i64 = 3 * crate::outbound::TIMEOUT_MS as i64;
+
+/// Admits one more card fetch from `site` given the fetches under way there (started at the
+/// times in `under_way`, those older than [`FETCH_SLOT_MS`] before `now` no longer counted), or
+/// the refusal: 503 while [`AGENT_FETCHES_PER_SITE`] are under way.
+pub fn site_admission(under_way: &mut Vec<(u64, i64)>, site: &str, id: u64, now: i64) -> Result<(), Error> {
+    under_way.retain(|&(_, started)| {
+        started > now.saturating_sub(FETCH_SLOT_MS) && started <= now.saturating_add(FETCH_SLOT_MS)
+    });
+    if under_way.len() >= AGENT_FETCHES_PER_SITE as usize {
         return Err(Error::new(
             ErrorKind::Unavailable,
             format!("{AGENT_FETCHES_PER_SITE} cards of {site} are being fetched already; try again in a moment"),
         ));
     }
-    *in_flight += 1;
+    under_way.push((id, now));
     Ok(())
 }
 
-/// A card fetch under way, counted in its site's fetches until dropped (`None`: untracked).
+/// A card fetch under way, counted in its site's fetches until dropped or [`FETCH_SLOT_MS`] old
+/// (`None`: untracked).
 struct Fetching<'a> {
     memo: &'a Memo,
-    site: Option<String>,
+    site: Option<(String, u64)>,
 }
 
 impl Drop for Fetching<'_> {
     fn drop(&mut self) {
-        if let Some(site) = &self.site
+        if let Some((site, id)) = &self.site
             && let Ok(mut sites) = self.memo.sites.lock()
-            && let Some(n) = sites.get_mut(site.as_str())
+            && let Some(under_way) = sites.get_mut(site.as_str())
         {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+            under_way.retain(|(n, _)| n != id);
+            if under_way.is_empty() {
                 sites.remove(site.as_str());
             }
         }
@@ -310,22 +324,24 @@ impl Drop for Fetching<'_> {
 }
 
 impl Memo {
-    /// Admits a card fetch from `site` ([`site_admission`]), in one lock. The map holds only
-    /// sites with fetches under way; were [`MEMO_MAX_ENTRIES`] sites hanging at once, a fetch
-    /// from yet another goes untracked rather than refused, so made-up sites never shut out
-    /// a real one.
-    fn start_fetch(&self, site: &str) -> Result<Fetching<'_>, Error> {
+    /// Admits a card fetch from `site` at `now` ([`site_admission`]), in one lock. The map holds
+    /// only sites with fetches under way; were [`MEMO_MAX_ENTRIES`] sites hanging at once, a
+    /// fetch from yet another goes untracked rather than refused, so made-up sites never shut
+    /// out a real one.
+    fn start_fetch(&self, site: &str, now: i64) -> Result<Fetching<'_>, Error> {
         let Ok(mut sites) = self.sites.lock() else {
             return Ok(Fetching { memo: self, site: None });
         };
         if sites.len() >= MEMO_MAX_ENTRIES && !sites.contains_key(site) {
-            sites.retain(|_, n| *n > 0);
+            let fresh = now.saturating_sub(FETCH_SLOT_MS);
+            sites.retain(|_, under_way| under_way.iter().any(|&(_, started)| started > fresh));
             if sites.len() >= MEMO_MAX_ENTRIES {
                 return Ok(Fetching { memo: self, site: None });
             }
         }
-        site_admission(sites.entry(site.to_owned()).or_default(), site)?;
-        Ok(Fetching { memo: self, site: Some(site.to_owned()) })
+        let id = self.fetches.fetch_add(1, Ordering::Relaxed);
+        site_admission(sites.entry(site.to_owned()).or_default(), site, id, now)?;
+        Ok(Fetching { memo: self, site: Some((site.to_owned(), id)) })
     }
 }
 
@@ -721,7 +737,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let domain = self.domain(address.domain(), refresh).await?;
         let url = format!("{}/agents/{}", domain.url, address.local());
         // Admitted per site: a few under way at once.
-        let fetching = self.memo.start_fetch(crate::site::site(address.domain()))?;
+        let fetching = self.memo.start_fetch(crate::site::site(address.domain()), now.millis())?;
         let body = self.fetch(url, &format!("card of {address}")).await;
         drop(fetching);
         let body = body?;
@@ -828,7 +844,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let located = self.locate(domain).await?;
         let what = format!("domain card of {domain}");
         // Admitted per site like an agent card: a house that hangs holds few requests.
-        let fetching = self.memo.start_fetch(crate::site::site(domain))?;
+        let fetching = self.memo.start_fetch(crate::site::site(domain), now)?;
         let body = self.fetch(format!("{}/.well-known/nyx5.json", located.url), &what).await;
         drop(fetching);
         let body = body?;
@@ -1160,16 +1176,16 @@ mod tests {
     fn agent_card_fetches_are_admitted_per_site_a_few_at_once_so_many_a_minute() {
         // Issue 34 H1: fresh local parts under one domain were unlimited fetches of 10 s each.
         let memo = Memo::default();
-        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("evil.test").unwrap()).collect();
-        let e = memo.start_fetch("evil.test").err().unwrap();
+        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("evil.test", 0).unwrap()).collect();
+        let e = memo.start_fetch("evil.test", 0).err().unwrap();
         assert_eq!(e.code(), 503, "{}", e.reason);
-        assert!(memo.start_fetch("other.test").is_ok(), "another site is not held up");
+        assert!(memo.start_fetch("other.test", 0).is_ok(), "another site is not held up");
         drop(held);
-        drop(memo.start_fetch("evil.test").unwrap());
+        drop(memo.start_fetch("evil.test", 0).unwrap());
         // A responsive site is fetched from as often as anyone names it: no count a stranger
         // could spend for it (hostile review H2a).
         for _ in 0..1000 {
-            drop(memo.start_fetch("peer.test").unwrap());
+            drop(memo.start_fetch("peer.test", 0).unwrap());
         }
         assert!(memo.sites.lock().unwrap().is_empty(), "nothing under way is remembered");
     }
@@ -1180,20 +1196,37 @@ mod tests {
         let memo = Memo::default();
         // Sites that hang, all the map holds (and more), each with a fetch under way.
         let held: Vec<_> =
-            (0..MEMO_MAX_ENTRIES + 10).map(|i| memo.start_fetch(&format!("r{i}.com")).unwrap()).collect();
+            (0..MEMO_MAX_ENTRIES + 10).map(|i| memo.start_fetch(&format!("r{i}.com"), 0).unwrap()).collect();
         assert_eq!(memo.sites.lock().unwrap().len(), MEMO_MAX_ENTRIES);
         for _ in 0..10 {
-            drop(memo.start_fetch("peer.test").expect("a real site is admitted"));
+            drop(memo.start_fetch("peer.test", 0).expect("a real site is admitted"));
         }
         drop(held);
         assert!(memo.sites.lock().unwrap().is_empty());
         // Made-up sites fetched from and done (answered at once) leave nothing behind.
         for i in 0..MEMO_MAX_ENTRIES * 2 {
-            drop(memo.start_fetch(&format!("s{i}.com")).unwrap());
+            drop(memo.start_fetch(&format!("s{i}.com"), 0).unwrap());
         }
-        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("peer.test").unwrap()).collect();
-        assert_eq!(memo.start_fetch("peer.test").err().unwrap().code(), 503, "the cap still holds");
+        let held: Vec<_> = (0..AGENT_FETCHES_PER_SITE).map(|_| memo.start_fetch("peer.test", 0).unwrap()).collect();
+        assert_eq!(memo.start_fetch("peer.test", 0).err().unwrap().code(), 503, "the cap still holds");
         drop(held);
+    }
+
+    #[test]
+    fn a_fetch_never_dropped_frees_its_slot_after_a_while() {
+        // Third review (d): on a Worker whose client went away, a fetch's future may never be
+        // polled or dropped again; a slot only `Drop` gave back would then be held for good.
+        let memo = Memo::default();
+        for _ in 0..AGENT_FETCHES_PER_SITE {
+            std::mem::forget(memo.start_fetch("peer.test", 0).unwrap());
+        }
+        assert_eq!(memo.start_fetch("peer.test", FETCH_SLOT_MS - 1).err().unwrap().code(), 503, "held until then");
+        drop(memo.start_fetch("peer.test", FETCH_SLOT_MS).expect("free again past the slot's time"));
+        // A clock set back far does not keep a slot held either.
+        std::mem::forget(memo.start_fetch("back.test", 10 * FETCH_SLOT_MS).unwrap());
+        for _ in 0..AGENT_FETCHES_PER_SITE {
+            std::mem::forget(memo.start_fetch("back.test", 0).unwrap());
+        }
     }
 
     #[test]
