@@ -66,6 +66,11 @@ pub struct Summary {
     /// Of those recipients: delivered, and bounced to the sender.
     pub delivered: u64,
     pub bounced: u64,
+    /// Of those recipients: reported "undetermined (it may have been delivered)" to the sender
+    /// (an attempt went unanswered and no answer came before the house stopped asking), and of
+    /// those, delivered in fact.
+    pub undetermined: u64,
+    pub undetermined_delivered: u64,
     /// Emails accepted by the bridge.
     pub emails: u64,
     /// Libro operations sent, and entries in all journals at the end.
@@ -94,7 +99,8 @@ impl fmt::Display for Summary {
         let n = &self.net;
         write!(
             f,
-            "{} steps: {} envelopes accepted for {} recipients ({} delivered, {} bounced), {} emails, {} Libro \
+            "{} steps: {} envelopes accepted for {} recipients ({} delivered, {} bounced, {} undetermined of which \
+             {} delivered), {} emails, {} Libro \
              operations ({} entries, {} verdicts, {} sub-mandates, {} of them charged), {} replays, {} houses died mid-tick; network: {} requests, {} refused, {} \
              dropped, {} answers lost, {} duplicated, {} held ({} delivered late)",
             self.steps,
@@ -102,6 +108,8 @@ impl fmt::Display for Summary {
             self.recipients,
             self.delivered,
             self.bounced,
+            self.undetermined,
+            self.undetermined_delivered,
             self.emails,
             self.operations,
             self.entries,
@@ -187,6 +195,8 @@ mod tests {
             recipients: 3,
             delivered: 4,
             bounced: 5,
+            undetermined: 23,
+            undetermined_delivered: 24,
             emails: 6,
             operations: 7,
             entries: 8,
@@ -210,7 +220,8 @@ mod tests {
         };
         assert_eq!(
             s.to_string(),
-            "1 steps: 2 envelopes accepted for 3 recipients (4 delivered, 5 bounced), 6 emails, 7 Libro operations \
+            "1 steps: 2 envelopes accepted for 3 recipients (4 delivered, 5 bounced, 23 undetermined of which 24 \
+             delivered), 6 emails, 7 Libro operations \
              (8 entries, 9 verdicts, 10 sub-mandates, 11 of them charged), 13 replays, 12 houses died mid-tick; \
              network: 14 requests, 15 refused, 16 dropped, 17 answers lost, 18 duplicated, 19 held (20 delivered late)"
         );
