@@ -1005,3 +1005,53 @@ fn a_send_counts_in_this_minutes_outbound_window() {
         .collect();
     assert_eq!(windows, [("outbound:ana".to_owned(), s.w.clock.now().millis() / 60_000, 1)]);
 }
+
+/// Issue 35 §1: an attempt arrived but its answer was lost, and the destination then stayed out
+/// of reach for the whole give-up time. The sender must not be told "not delivered" (it was):
+/// the notice, the outbox and the job say "undetermined (it may have been delivered)", never
+/// "bounced". A recipient of another job, that no attempt reached, still bounces.
+#[test]
+fn an_envelope_that_arrived_unanswered_and_then_got_no_answer_for_days_is_undetermined() {
+    let s = setup();
+    let far = Address::parse("far@c.test").unwrap();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+    let env = signed(&s.ana, "brief", &[&s.bo.address, &far], "hello");
+    json(&s.ana.send(&s.a, &env), 202);
+    s.w.lose_answers("b.test", 1);
+    s.w.down("c.test", true);
+    s.w.tick_all();
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "brief"], "the first attempt arrived");
+    let maybe = jobs(&s.a, &s.ana, "brief");
+    assert_eq!(maybe[0]["maybe"], Value::Array(vec![s.bo.address.as_str().into()]), "{maybe:?}");
+    s.w.down("b.test", true);
+    for _ in 0..(73 * 4) {
+        s.w.clock.advance(15 * MINUTE);
+        s.w.tick_all();
+    }
+    assert_eq!(job_count(&s.a, "pending"), 0, "both jobs ended");
+    let notices = mailbox(&s.a, &s.ana);
+    let statuses: Vec<(String, Value)> = notices
+        .iter()
+        .map(|n| {
+            let body = n.content().unwrap().body.as_object().unwrap().clone();
+            (text(&body, "status"), body["recipients"].clone())
+        })
+        .collect();
+    let bo = Value::Array(vec![s.bo.address.as_str().into()]);
+    let far_list = Value::Array(vec![far.as_str().into()]);
+    assert!(statuses.contains(&("undetermined".to_owned(), bo.clone())), "{statuses:?}");
+    assert!(statuses.contains(&("bounced".to_owned(), far_list)), "{statuses:?}");
+    assert!(!statuses.contains(&("bounced".to_owned(), bo)), "told bounced what was delivered: {statuses:?}");
+    let notice =
+        notices.iter().find(|n| n.content().unwrap().body.canonical_string().contains("undetermined")).unwrap();
+    let body = check_notice(&s.a, notice, &env, "undetermined");
+    assert!(text(&body, "reason").starts_with("undetermined (it may have been delivered)"), "{body:?}");
+    let shown = jobs(&s.a, &s.ana, "brief");
+    let b_job = shown.iter().find(|j| text(j, "domain") == "b.test").unwrap();
+    assert_eq!(text(b_job, "state"), "undetermined", "{b_job:?}");
+    assert_eq!(b_job["undetermined"], Value::Array(vec![s.bo.address.as_str().into()]));
+    assert!(text(b_job, "reason").contains("it may have been delivered"), "{b_job:?}");
+    let c_job = shown.iter().find(|j| text(j, "domain") == "c.test").unwrap();
+    assert_eq!(text(c_job, "state"), "bounced", "{c_job:?}");
+}

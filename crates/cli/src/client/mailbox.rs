@@ -345,9 +345,19 @@ pub(crate) fn outbox_human(v: &Value) -> String {
                     safe(&show(j, "last_error"))
                 ),
                 "bounced" => format!("BOUNCED {}: {}", show(j, "code"), safe(&show(j, "reason"))),
+                "undetermined" => format!("UNDETERMINED (it may have been delivered): {}", safe(&show(j, "reason"))),
                 other => other.to_owned(),
             };
             s.push_str(&format!("  {} {}: {detail}\n", text(j, "domain"), show(j, "recipients")));
+            // Recipients an unanswered attempt may have reached, that no answer settled: never
+            // reported as not delivered (docs/SPEC.md §7b).
+            for to in
+                j.get("undetermined").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_str)
+            {
+                if state != "undetermined" {
+                    s.push_str(&format!("    undetermined {}: it may have been delivered\n", safe(to)));
+                }
+            }
             for b in j.get("bounced").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object)
             {
                 if state != "bounced" {
