@@ -1055,3 +1055,46 @@ fn an_envelope_that_arrived_unanswered_and_then_got_no_answer_for_days_is_undete
     let c_job = shown.iter().find(|j| text(j, "domain") == "c.test").unwrap();
     assert_eq!(text(c_job, "state"), "bounced", "{c_job:?}");
 }
+
+/// Issue 35 §4: a house whose clock ran more than a day ahead purged, from there, what it had
+/// queued a week before that; set right, it took a resend of one of those envelopes (still
+/// within the 6 days `created` may be old) and queued it a second time. It remembers how far
+/// back it may have forgotten, and refuses what it cannot tell from new (400), while a fresh
+/// envelope goes as ever.
+#[test]
+fn a_clock_that_ran_days_ahead_and_was_set_right_queues_nothing_twice() {
+    let s = setup();
+    let env = signed(&s.ana, "once", &[&s.bo.address], "hi");
+    json(&s.ana.send(&s.a, &env), 202);
+    assert_eq!(s.w.tick_all().delivered, 1);
+    s.w.clock.advance(5 * DAY);
+    let jump = 2 * DAY + HOUR;
+    s.w.clock.advance(jump);
+    s.w.tick_all();
+    let held = block_on(s.a.db.query(stmt!("SELECT count(*) AS n FROM outbox WHERE envelope_id = 'once'"))).unwrap();
+    assert_eq!(held[0].int("n"), Some(0), "the tick, a week on by its clock, forgot it");
+    s.w.clock.advance(-jump);
+    let again = s.ana.send(&s.a, &env);
+    let v = json(&again, 400);
+    assert!(text(o(&v), "reason").contains("may have forgotten"), "{v:?}");
+    assert_eq!(job_count(&s.a, "pending"), 0, "nothing queued twice");
+    // A new envelope, created now, goes.
+    let fresh = s.ana.draft_at("fresh", &[&s.bo.address], "hi", s.a.now()).sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &fresh), 202);
+}
+
+/// Issue 35 §1: a tick whose clock ran days ahead died holding a job's lease; set right, the
+/// lease (days ahead of any lease a tick takes) holds nothing, and the job goes at once rather
+/// than days later.
+#[test]
+fn a_lease_taken_while_the_clock_ran_ahead_holds_nothing_once_it_is_set_right() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "held", &[&s.bo.address], "hi")), 202);
+    let id =
+        block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'held'"))).unwrap()[0].int("id").unwrap();
+    let ahead = s.a.now().millis() + 3 * DAY;
+    let taken = block_on(s.a.db.batch(vec![lease(id, ahead, ahead + 120_000, None, None)])).unwrap();
+    assert_eq!(taken, [1], "leased by a tick three days ahead, which then died");
+    assert_eq!(s.w.tick_all().delivered, 1, "the job went now, not in three days");
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["held"]);
+}

@@ -21,13 +21,17 @@ use nyx5_proto::crypto::SigningKey;
 const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 
 /// Everything the workload and the weather count in `Summary::did`, in order.
-const DID: [&str; 29] = [
+const DID: [&str; 35] = [
     "accept sent",
     "ack",
     "an hour or more passes",
     "bond sent",
     "chain's payer topped up",
     "charge sent",
+    "clock jumps a day or more",
+    "clock jumps back",
+    "clock jumps forward",
+    "clock set right",
     "deferred mail",
     "deliver sent",
     "email again",
@@ -35,7 +39,9 @@ const DID: [&str; 29] = [
     "expiring mail",
     "faults change",
     "house down",
+    "house down past the bounce window",
     "house taken down for a day or more",
+    "key reset by the operator",
     "key rotation",
     "link cut",
     "link joined",

@@ -74,6 +74,36 @@ pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error
         .await
 }
 
+/// Whether a job's lease is free at `now`: lapsed, or further ahead than any lease a tick takes
+/// ([`crate::queue::LEASE_MS`]) — one taken while the clock ran ahead (a clock that jumped days
+/// forward, then was set right), which would otherwise hold the job for those days. Binds `now`
+/// twice.
+macro_rules! lease_free {
+    () => {
+        "(lease_until < ? OR lease_until > ? + 120000)"
+    };
+}
+const _: () = assert!(crate::queue::LEASE_MS == 120_000, "lease_free! spells LEASE_MS out");
+
+/// The name of the `settings` row holding the outbox's forgetting horizon: every envelope queued
+/// (by this house's clock) before it may have been purged. It only grows, hour by hour.
+pub const FORGOTTEN_BEFORE: &str = "outbox_forgotten_before";
+
+/// A guard for [`enqueue`]'s batch (after the outbox row): an envelope created at `created` is
+/// taken only if the house cannot have forgotten it — created more than the clock tolerance after
+/// the forgetting horizon. The outbox row of an envelope queued at `t` has `created` before
+/// `t` + 5 min, so one created later than the horizon + 5 min was never purged. Without it, a
+/// clock that jumped a day or more ahead (the tick purging a week back from there) and was set
+/// right let a resend of an envelope still within its 6 days be queued a second time.
+pub fn remembers(created: i64) -> Stmt {
+    crate::guard!(
+        "outbox_remembers",
+        "? > coalesce((SELECT CAST(value AS INTEGER) FROM settings WHERE name = 'outbox_forgotten_before'), 0) + ?",
+        created,
+        nyx5_proto::limits::CLOCK_SKEW_MS
+    )
+}
+
 /// Up to `limit` jobs that are pending, due and not leased, with their envelope's expiry and
 /// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
 /// domain's earliest job first (those tried least before others, so a destination that killed
@@ -86,12 +116,13 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
             "SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
                     j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
              FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY next_attempt, id) AS turn
-                   FROM jobs WHERE state = 'pending' AND next_attempt <= ? AND lease_until < ?) j
+                   FROM jobs WHERE state = 'pending' AND next_attempt <= ? AND (lease_until < ? OR lease_until > ?)) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
              ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?",
             now,
             now,
+            now.saturating_add(crate::queue::LEASE_MS),
             limit
         ),
     )
@@ -118,16 +149,24 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 /// the tick die with it), and then expiry alone must not bounce it blind — the destination's
 /// answer does (it holds the envelope, or refuses it as expired: docs/SPEC.md §7b). An attempt
 /// that ends with an answer gives the deadline back ([`retry`]).
+///
+/// A lease further ahead than a tick ever takes one was taken while the clock ran ahead, and is
+/// free (see `due`).
 pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: Option<i64>) -> Stmt {
     stmt!(
-        "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
+        concat!(
+            "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
                          deadline = max(deadline, coalesce(not_before + ?, deadline))
-         WHERE id = ? AND state = 'pending' AND lease_until < ? AND next_attempt <= ?",
+         WHERE id = ? AND state = 'pending' AND ",
+            lease_free!(),
+            " AND next_attempt <= ?"
+        ),
         until,
         i64::from(attempt.is_some()),
         attempt,
         give_up_ms,
         job,
+        now,
         now,
         now
     )
@@ -251,9 +290,19 @@ pub fn domain_recovered(held: Held, domain: &str, now: i64) -> Vec<Stmt> {
 }
 
 /// Forgets finished envelopes older than `before` (at most `limit` per call) and the health of
-/// domains nothing is waiting for.
+/// domains nothing is waiting for, and moves the forgetting horizon ([`FORGOTTEN_BEFORE`]) up to
+/// `before` rounded up to the hour (so it is written once an hour, not every tick).
 pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
+    const HOUR: i64 = 3_600_000;
+    let horizon = before.saturating_add(HOUR - 1).div_euclid(HOUR).saturating_mul(HOUR);
     vec![
+        stmt!(
+            "INSERT INTO settings (name, value, created_at) VALUES ('outbox_forgotten_before', ?, ?)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value
+             WHERE CAST(excluded.value AS INTEGER) > CAST(settings.value AS INTEGER)",
+            horizon.to_string(),
+            before
+        ),
         stmt!(
             "DELETE FROM jobs WHERE envelope_id IN (
                SELECT o.envelope_id FROM outbox o WHERE o.created_at < ? AND NOT EXISTS (
