@@ -41,6 +41,9 @@ pub struct Tracked {
     /// first time: a notice's body is dropped a week after its agent acknowledged it (its row
     /// stays), so what it said is remembered rather than read again.
     pub(super) notices: BTreeMap<(String, String, String), Option<Seen>>,
+    /// The latest time each house's clock has shown at a check (a clock that jumped ahead and
+    /// was set right has shown a later time than it shows now).
+    latest: BTreeMap<String, i64>,
 }
 
 /// What a bounce or "undetermined" notice said (`None` in [`Tracked::notices`]: a delivery
@@ -122,7 +125,9 @@ pub fn after_step(world: &World, tracked: &mut Tracked) -> Result<Tally, String>
         let at = |e: String| format!("{domain}: {e}");
         ledger(&house, &domain, &mut tracked.audited).map_err(at)?;
         mailboxes(&house).map_err(at)?;
-        queue(&house).map_err(at)?;
+        let latest = tracked.latest.entry(domain.clone()).or_insert(i64::MIN);
+        *latest = (*latest).max(house.now().millis());
+        queue(&house, *latest).map_err(at)?;
     }
     delivery(world, tracked, false)
 }
@@ -259,15 +264,17 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     Ok(())
 }
 
-fn queue(house: &SimHouse) -> Result<(), String> {
-    let now = house.now().millis();
+/// `latest`: the latest time the house's clock has shown. A lease is never further ahead of it
+/// than a tick takes one (a lease taken while the clock ran ahead lies ahead of the clock set
+/// right, and holds nothing: `store::queue::lease`).
+fn queue(house: &SimHouse, latest: i64) -> Result<(), String> {
     let give_up = house.config.retry.give_up_after_ms;
     let bad = rows(
         house,
         stmt!(
             "SELECT id, envelope_id, lease_until, deadline, not_before FROM jobs
               WHERE state = 'pending' AND (lease_until > ? OR deadline > not_before + ?)",
-            now.saturating_add(crate::queue::LEASE_MS),
+            latest.saturating_add(crate::queue::LEASE_MS),
             give_up
         ),
     )?;

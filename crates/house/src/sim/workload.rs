@@ -878,7 +878,9 @@ impl Sim {
         )))
         .and_then(Result::ok)
         .is_some_and(|rows| !rows.is_empty());
-        if !ended {
+        // And only of one that left for it: a job that ended without ever reaching the wire (a
+        // destination down past the bounce window, its card never fetched) has no copy on the way.
+        if !ended || !self.world.left(&dest, &env.canonical()) {
             return Ok(());
         }
         let relay = RelayHeader::sign(&from, env, &dest, &sender.config.key).to_header();

@@ -186,6 +186,9 @@ struct NetState {
     rng: Option<Prng>,
     /// Requests held in the network: (destination host, request).
     held: Vec<(String, OutRequest)>,
+    /// Every request that left for a house (delivered, answer lost, or held): its host and a hash
+    /// of its body. Only such a request can arrive again late.
+    left: BTreeSet<(String, u64)>,
     stats: NetStats,
 }
 
@@ -201,6 +204,13 @@ impl std::fmt::Debug for SimNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimNet").field("from", &self.from).finish()
     }
+}
+
+fn body_hash(body: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut h);
+    h.finish()
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -237,6 +247,7 @@ impl SimNet {
         };
         let faults = st.faults;
         let Some(mut rng) = st.rng.take() else {
+            st.left.insert((host.to_owned(), body_hash(&request.body)));
             return Route::Deliver { house, times: 1, lose: false };
         };
         let route = if rng.chance(faults.drop) {
@@ -260,6 +271,9 @@ impl SimNet {
             Route::Deliver { house, times, lose }
         };
         st.rng = Some(rng);
+        if !matches!(route, Route::Refused(_)) {
+            st.left.insert((host.to_owned(), body_hash(&request.body)));
+        }
         route
     }
 }
@@ -438,6 +452,11 @@ impl World {
     }
     pub fn held(&self) -> usize {
         self.state.borrow().held.len()
+    }
+    /// Whether a request with this `body` ever left for `host` and was not lost before it
+    /// arrived (delivered, answer lost, or held).
+    pub fn left(&self, host: &str, body: &[u8]) -> bool {
+        self.state.borrow().left.contains(&(host.to_owned(), body_hash(body)))
     }
 
     /// Delivers the `i`-th request the network held, late (its answer goes nowhere). A house
