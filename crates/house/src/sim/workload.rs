@@ -878,9 +878,13 @@ impl Sim {
         )))
         .and_then(Result::ok)
         .is_some_and(|rows| !rows.is_empty());
-        // And only of one that left for it: a job that ended without ever reaching the wire (a
-        // destination down past the bounce window, its card never fetched) has no copy on the way.
-        if !ended || !self.world.left(&dest, &env.canonical()) {
+        // And only of one that left for it, within the hour: a job that ended without ever
+        // reaching the wire (a destination down past the bounce window, its card never fetched)
+        // has no copy on the way, and no network holds a copy for days (a destination that
+        // refused it and days later, its clock set right or a card refreshed, would take it, is
+        // not a network's doing).
+        let on_the_way = self.world.left(&dest, &env.canonical()).is_some_and(|at| self.world.now() - at <= HOUR);
+        if !ended || !on_the_way {
             return Ok(());
         }
         let relay = RelayHeader::sign(&from, env, &dest, &sender.config.key).to_header();

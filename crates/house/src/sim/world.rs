@@ -186,9 +186,9 @@ struct NetState {
     rng: Option<Prng>,
     /// Requests held in the network: (destination host, request).
     held: Vec<(String, OutRequest)>,
-    /// Every request that left for a house (delivered, answer lost, or held): its host and a hash
-    /// of its body. Only such a request can arrive again late.
-    left: BTreeSet<(String, u64)>,
+    /// Every request that left for a house (delivered, answer lost, or held), by its host and a
+    /// hash of its body: when it last left (world time). Only such a request can arrive again late.
+    left: BTreeMap<(String, u64), i64>,
     stats: NetStats,
 }
 
@@ -247,7 +247,7 @@ impl SimNet {
         };
         let faults = st.faults;
         let Some(mut rng) = st.rng.take() else {
-            st.left.insert((host.to_owned(), body_hash(&request.body)));
+            st.left.insert((host.to_owned(), body_hash(&request.body)), now);
             return Route::Deliver { house, times: 1, lose: false };
         };
         let route = if rng.chance(faults.drop) {
@@ -272,7 +272,7 @@ impl SimNet {
         };
         st.rng = Some(rng);
         if !matches!(route, Route::Refused(_)) {
-            st.left.insert((host.to_owned(), body_hash(&request.body)));
+            st.left.insert((host.to_owned(), body_hash(&request.body)), now);
         }
         route
     }
@@ -453,10 +453,10 @@ impl World {
     pub fn held(&self) -> usize {
         self.state.borrow().held.len()
     }
-    /// Whether a request with this `body` ever left for `host` and was not lost before it
-    /// arrived (delivered, answer lost, or held).
-    pub fn left(&self, host: &str, body: &[u8]) -> bool {
-        self.state.borrow().left.contains(&(host.to_owned(), body_hash(body)))
+    /// When a request with this `body` last left for `host` and was not lost before it arrived
+    /// (delivered, answer lost, or held), in world time.
+    pub fn left(&self, host: &str, body: &[u8]) -> Option<i64> {
+        self.state.borrow().left.get(&(host.to_owned(), body_hash(body))).copied()
     }
 
     /// Delivers the `i`-th request the network held, late (its answer goes nowhere). A house
