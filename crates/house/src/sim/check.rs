@@ -7,9 +7,10 @@
 //! `seq`s if it waits and in the range's mirror below zero if it was acknowledged, and each
 //! mailbox's usage row is what it
 //! holds (envelopes not yet acknowledged, bytes of bodies still kept); leases and deadlines of queued jobs stay within their bounds; no envelope is both
-//! delivered and bounced, nor bounced twice, for one recipient. Once the network healed and the
+//! delivered and bounced, nor reported twice (bounced or "undetermined"), for one recipient. Once the network healed and the
 //! queues drained: each accepted envelope reached each recipient exactly once or was bounced to
-//! its sender, and each accepted email is in its mailbox once.
+//! its sender (or reported "undetermined": an attempt may have reached it, and no answer came),
+//! and each accepted email is in its mailbox once.
 
 use std::collections::{BTreeMap, BTreeSet};
 

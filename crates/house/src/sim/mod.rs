@@ -1,14 +1,16 @@
 //! A deterministic simulator of many houses (issue 12 §1): several houses and their agents in
 //! one process, on real SQLite with the shared migrations, with one seed driving everything —
 //! the clock (and each house's skew), the network's faults (drops, lost answers, duplicates,
-//! requests held and delivered late, so reordered; links cut; a house down for up to two days;
+//! requests held and delivered late, so reordered; links cut; a house down for up to five days,
+//! past the bounce window; a house's clock jumping days forward or back and set right later;
 //! a house that dies in the middle of a tick and starts again on its database) and the workload
 //! (registrations, key rotations, mail sealed and clear, deferred and expiring, reads and acks,
 //! email in, the Libro's operations over the wire, replays of all of these).
 //!
 //! After every step the invariants of [`check`] hold, and once the network heals and the queues
 //! drain, every envelope a house accepted is in each recipient's mailbox exactly once or bounced
-//! to its sender, never both. A failure names its seed and step, shows the last steps, and prints
+//! to its sender, never both — or reported "undetermined" when an attempt may have reached it
+//! and no answer came (never with a bounce). A failure names its seed and step, shows the last steps, and prints
 //! the one command that runs it again (`nyx5 simulate --seed …`).
 //!
 //! Built with the `sim` feature (which needs `sqlite`): `cargo test -p nyx5-house --features sim
