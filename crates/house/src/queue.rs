@@ -399,10 +399,11 @@ pub fn plan(
                 unanswered: matches!(delivery, Delivery::Unanswered(_)),
             };
         }
-        // A refusal of the whole envelope (or our own give-up at the deadline) says nothing of
-        // what an earlier unanswered attempt delivered: the destination did not look (it refuses
-        // a relay or a signature before it looks for the id), or nobody answered at all. Only a
-        // recipient no attempt may have reached bounces; the others are undetermined.
+        // A refusal (or our own give-up at the deadline) says nothing of what an earlier
+        // unanswered attempt delivered: the destination did not look (it refuses a relay or a
+        // signature before it looks for the id), that copy may land later, or nobody answered
+        // at all. Only a recipient no attempt may have reached bounces; the others are
+        // undetermined.
         Delivery::Permanent(code, reason) => {
             refusal = Some(format!("{code} {reason}"));
             for to in pending {
@@ -420,6 +421,14 @@ pub fn plan(
                     None | Some(Verdict::Accepted) => delivered.push(to.clone()),
                     Some(Verdict::Rejected { code, reason }) if is_temporary(*code) => {
                         waiting.push(format!("{to}: {code} {reason}"));
+                    }
+                    // Even a refusal by name says only that the id was not there *yet*: an
+                    // earlier copy may still be on its way (seed 55: held in the network, it
+                    // landed after a destination whose clock ran ahead refused the next one as
+                    // expired).
+                    Some(Verdict::Rejected { code, reason }) if job.progress.maybe.contains(to) => {
+                        refusal.get_or_insert_with(|| format!("{code} {reason}"));
+                        undetermined.push(to.clone());
                     }
                     Some(Verdict::Rejected { code, reason }) => {
                         bounced.push(Bounce { to: to.clone(), code: *code, reason: reason.clone() });
@@ -930,10 +939,10 @@ mod tests {
         assert_eq!(Progress::parse(Some(&p.progress.to_value().canonical_string())), p.progress);
     }
 
-    /// Issue 35 §1: a recipient an unanswered attempt may have reached is never bounced by a
-    /// refusal of the whole envelope nor by the give-up time: it ends "undetermined". A
-    /// recipient the destination itself refused (after looking for the id) still bounces, and
-    /// one no attempt reached bounces as before; an answer that it holds it delivers it.
+    /// Issue 35 §1: a recipient an unanswered attempt may have reached is never bounced — by a
+    /// refusal of the whole envelope, by one naming it (the unanswered copy may land later), nor
+    /// by the give-up time: it ends "undetermined". One no attempt reached bounces as before; an
+    /// answer that the destination holds it delivers it.
     #[test]
     fn a_recipient_an_attempt_may_have_reached_is_never_bounced_without_an_answer() {
         let r = Retry::default();
@@ -969,13 +978,21 @@ mod tests {
         assert_eq!(mixed.undetermined, [a("x@b.test")]);
         assert_eq!(mixed.bounced, [Bounce { to: a("y@b.test"), code: 410, reason: "expired".into() }]);
         assert_eq!(mixed.step, Step::Finish { error: Some("410 expired".into()) });
-        // The destination answers for each: x held it (delivered), y refused by name (bounced).
+        // The destination answers for each: x held it (delivered); y it refuses by name, which
+        // an earlier copy still on its way may yet contradict (undetermined); z, which no
+        // attempt reached, bounces.
+        let j3 = Job { recipients: vec![a("x@b.test"), a("y@b.test"), a("z@b.test")], ..j2.clone() };
         let answered = Delivery::Delivered(vec![
             (a("x@b.test"), Verdict::Accepted),
-            (a("y@b.test"), Verdict::Rejected { code: 404, reason: "no y".into() }),
+            (a("y@b.test"), Verdict::Rejected { code: 410, reason: "expired".into() }),
+            (a("z@b.test"), Verdict::Rejected { code: 404, reason: "no z".into() }),
         ]);
-        let p = plan(&j2, &j2.pending(), answered, None, 0, &r);
-        assert_eq!((p.delivered.len(), p.bounced.len(), p.undetermined.len()), (1, 1, 0));
+        let p = plan(&j3, &j3.pending(), answered, None, 0, &r);
+        assert_eq!(p.delivered, [a("x@b.test")]);
+        assert_eq!(p.undetermined, [a("y@b.test")]);
+        assert_eq!(p.bounced, [Bounce { to: a("z@b.test"), code: 404, reason: "no z".into() }]);
+        let why = p.undetermined_why.as_deref().unwrap_or_default();
+        assert!(why.ends_with("an attempt went unanswered, then 410 expired"), "{why}");
         let dup = plan(&j2, &j2.pending(), Delivery::Duplicate, None, 0, &r);
         assert_eq!(dup.delivered.len(), 2);
         // What a job remembers round-trips through `jobs.result`, and a job without any of it
