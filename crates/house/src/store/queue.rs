@@ -47,8 +47,43 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
         out.expires,
         out.now
     ));
-    for j in jobs {
-        stmts.push(stmt!(
+    stmts.extend(job_rows(out, jobs));
+    stmts
+}
+
+/// [`enqueue`] for an agent's envelope created at `created`, taken only if the house cannot have
+/// forgotten it: created more than the clock tolerance after the forgetting horizon
+/// ([`FORGOTTEN_BEFORE`]). An envelope queued at `t` has `created` before `t` + 5 min, so one
+/// created later than the horizon + 5 min was never purged. Otherwise the outbox row's
+/// `created_at` is NULL, and its NOT NULL constraint ([`FORGOTTEN`]) fails the batch — a check
+/// that costs no row written (one read). SQLite checks NOT NULL before the UNIQUE id, so the
+/// caller looks the id up before it answers so: one the house still holds is "exists". Without it, a clock that jumped a day or more ahead (the tick purging a week back
+/// from there) and was set right let a resend still within the 6 days `created` may be old be
+/// queued a second time.
+pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64) -> Vec<Stmt> {
+    let mut stmts = Vec::with_capacity(jobs.len() + 1);
+    stmts.push(stmt!(
+        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at)
+         VALUES (?, ?, ?, ?, ?, CASE WHEN ? > coalesce((SELECT CAST(value AS INTEGER) FROM settings
+                                                        WHERE name = 'outbox_forgotten_before'), 0) + ?
+                                     THEN ? END)",
+        out.envelope_id,
+        out.sender,
+        out.envelope,
+        out.sha256,
+        out.expires,
+        created,
+        nyx5_proto::limits::CLOCK_SKEW_MS,
+        out.now
+    ));
+    stmts.extend(job_rows(out, jobs));
+    stmts
+}
+
+/// One `jobs` row per destination of a new outbox row.
+fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item = Stmt> + 'a {
+    jobs.iter().map(|j| {
+        stmt!(
             "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
              VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)",
             out.envelope_id,
@@ -58,9 +93,8 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
             out.not_before,
             out.deadline,
             out.now
-        ));
-    }
-    stmts
+        )
+    })
 }
 
 /// Who sent envelope `id` and its hash, if this house queued it.
@@ -89,20 +123,8 @@ const _: () = assert!(crate::queue::LEASE_MS == 120_000, "lease_free! spells LEA
 /// (by this house's clock) before it may have been purged. It only grows, hour by hour.
 pub const FORGOTTEN_BEFORE: &str = "outbox_forgotten_before";
 
-/// A guard for [`enqueue`]'s batch (after the outbox row): an envelope created at `created` is
-/// taken only if the house cannot have forgotten it — created more than the clock tolerance after
-/// the forgetting horizon. The outbox row of an envelope queued at `t` has `created` before
-/// `t` + 5 min, so one created later than the horizon + 5 min was never purged. Without it, a
-/// clock that jumped a day or more ahead (the tick purging a week back from there) and was set
-/// right let a resend of an envelope still within its 6 days be queued a second time.
-pub fn remembers(created: i64) -> Stmt {
-    crate::guard!(
-        "outbox_remembers",
-        "? > coalesce((SELECT CAST(value AS INTEGER) FROM settings WHERE name = 'outbox_forgotten_before'), 0) + ?",
-        created,
-        nyx5_proto::limits::CLOCK_SKEW_MS
-    )
-}
+/// The constraint [`enqueue_remembered`] fails with for an envelope the house may have forgotten.
+pub const FORGOTTEN: &str = "outbox.created_at";
 
 /// Up to `limit` jobs that are pending, due and not leased, with their envelope's expiry and
 /// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
