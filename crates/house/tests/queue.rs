@@ -1098,3 +1098,20 @@ fn a_lease_taken_while_the_clock_ran_ahead_holds_nothing_once_it_is_set_right() 
     assert_eq!(s.w.tick_all().delivered, 1, "the job went now, not in three days");
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["held"]);
 }
+
+/// The forgetting horizon refuses only what the house may have forgotten: an envelope it still
+/// holds (here deferred, so never purged) sent again past the horizon is "exists", as ever.
+#[test]
+fn an_envelope_still_held_past_the_forgetting_horizon_is_answered_exists() {
+    let s = setup();
+    let later = Timestamp(START + 20 * DAY);
+    let env = envelope(&s.ana, "deferred", &[&s.bo.address], |d| d.deliver_after = Some(later));
+    json(&s.ana.send(&s.a, &env), 202);
+    let jump = 9 * DAY;
+    s.w.clock.advance(jump);
+    s.w.tick_all();
+    s.w.clock.advance(-jump + DAY);
+    let again = json(&s.ana.send(&s.a, &env), 200);
+    assert_eq!(o(&again)["exists"], Value::Bool(true), "{again:?}");
+    assert_eq!(job_count(&s.a, "pending"), 1);
+}
