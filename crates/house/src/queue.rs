@@ -175,11 +175,32 @@ pub struct Bounce {
     pub reason: String,
 }
 
-/// What a job has settled so far (`jobs.result`): `{delivered: [...], bounced: [{to, code, reason}]}`.
+/// What a job has settled so far (`jobs.result`): `{delivered: [...], bounced: [{to, code,
+/// reason}], maybe?: [...], undetermined?: [...]}`.
+///
+/// `maybe` is not a settlement: it names the recipients some attempt may have reached (it went
+/// unanswered after the request left), which the house may never report as not delivered. When
+/// the job ends without an answer for them they are `undetermined`, never `bounced`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
     pub delivered: Vec<Address>,
     pub bounced: Vec<Bounce>,
+    pub maybe: Vec<Address>,
+    pub undetermined: Vec<Address>,
+}
+
+/// The addresses of a JSON array of strings (what is not one is left out).
+fn addresses(o: &Object, name: &str) -> Vec<Address> {
+    o.get(name)
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|a| a.as_str().and_then(|a| Address::parse(a).ok()))
+        .collect()
+}
+
+fn address_list(list: &[Address]) -> Value {
+    Value::Array(list.iter().map(|a| a.as_str().into()).collect())
 }
 
 impl Progress {
@@ -188,13 +209,7 @@ impl Progress {
         let Some(Value::Object(o)) = text.and_then(|t| Value::parse_str(t).ok()) else {
             return Progress::default();
         };
-        let delivered = o
-            .get("delivered")
-            .and_then(Value::as_array)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|a| a.as_str().and_then(|a| Address::parse(a).ok()))
-            .collect();
+        let delivered = addresses(&o, "delivered");
         let bounced = o
             .get("bounced")
             .and_then(Value::as_array)
@@ -209,7 +224,7 @@ impl Progress {
                 })
             })
             .collect();
-        Progress { delivered, bounced }
+        Progress { delivered, bounced, maybe: addresses(&o, "maybe"), undetermined: addresses(&o, "undetermined") }
     }
 
     pub fn to_value(&self) -> Value {
@@ -224,14 +239,18 @@ impl Progress {
                 ]))
             })
             .collect();
-        Value::Object(nyx5_proto::json::obj([
-            ("delivered", Value::Array(self.delivered.iter().map(|a| a.as_str().into()).collect())),
-            ("bounced", Value::Array(bounced)),
-        ]))
+        let mut o =
+            nyx5_proto::json::obj([("delivered", address_list(&self.delivered)), ("bounced", Value::Array(bounced))]);
+        for (name, list) in [("maybe", &self.maybe), ("undetermined", &self.undetermined)] {
+            if !list.is_empty() {
+                o.insert(name.into(), address_list(list));
+            }
+        }
+        Value::Object(o)
     }
 
     fn settled(&self, a: &Address) -> bool {
-        self.delivered.contains(a) || self.bounced.iter().any(|b| b.to == *a)
+        self.delivered.contains(a) || self.bounced.iter().any(|b| b.to == *a) || self.undetermined.contains(a)
     }
 }
 
@@ -316,6 +335,11 @@ pub struct Plan {
     pub delivered: Vec<Address>,
     /// Newly bounced in this step (bounce notices name them).
     pub bounced: Vec<Bounce>,
+    /// Newly undetermined in this step: refused or given up without an answer about them, after
+    /// an attempt that may have reached them (an "undetermined" notice names them).
+    pub undetermined: Vec<Address>,
+    /// Why `undetermined` are (the refusal or give-up that ended them), when there are any.
+    pub undetermined_why: Option<String>,
     pub step: Step,
     pub domain: DomainEffect,
     /// The attempt got no answer ([`Delivery::Unanswered`]): it may have arrived, and the job
@@ -349,22 +373,46 @@ pub fn plan(
     let mut progress = job.progress.clone();
     let mut delivered = Vec::new();
     let mut bounced = Vec::new();
+    let mut undetermined = Vec::new();
+    let mut refusal = None;
     let mut waiting = Vec::new();
     match delivery {
         Delivery::Temporary(ref reason) | Delivery::Unanswered(ref reason) => {
             let failures = health.map_or(1, |h| h.failures.saturating_add(1));
             let next_probe = now.saturating_add(retry.backoff_ms(failures));
+            if matches!(delivery, Delivery::Unanswered(_)) {
+                // It left and no answer came: it may have reached every recipient it named.
+                for to in pending {
+                    if !progress.maybe.contains(to) {
+                        progress.maybe.push(to.clone());
+                    }
+                }
+            }
             return Plan {
                 progress,
                 delivered,
                 bounced,
+                undetermined,
+                undetermined_why: None,
                 step: Step::Retry { next_attempt: next_probe.min(job.deadline), error: reason.clone() },
                 domain: DomainEffect::Failed(Health { failures, next_probe }, reason.clone()),
                 unanswered: matches!(delivery, Delivery::Unanswered(_)),
             };
         }
+        // A refusal (or our own give-up at the deadline) says nothing of what an earlier
+        // unanswered attempt delivered: the destination did not look (it refuses a relay or a
+        // signature before it looks for the id), that copy may land later, or nobody answered
+        // at all. Only a recipient no attempt may have reached bounces; the others are
+        // undetermined.
         Delivery::Permanent(code, reason) => {
-            bounced = pending.iter().map(|to| Bounce { to: to.clone(), code, reason: reason.clone() }).collect();
+            refusal = Some(format!("{code} {reason}"));
+            for to in pending {
+                if job.progress.maybe.contains(to) {
+                    undetermined.push(to.clone());
+                } else {
+                    bounced.push(Bounce { to: to.clone(), code, reason: reason.clone() });
+                }
+            }
         }
         Delivery::Duplicate => delivered = pending.to_vec(),
         Delivery::Delivered(verdicts) => {
@@ -373,6 +421,14 @@ pub fn plan(
                     None | Some(Verdict::Accepted) => delivered.push(to.clone()),
                     Some(Verdict::Rejected { code, reason }) if is_temporary(*code) => {
                         waiting.push(format!("{to}: {code} {reason}"));
+                    }
+                    // Even a refusal by name says only that the id was not there *yet*: an
+                    // earlier copy may still be on its way (seed 55: held in the network, it
+                    // landed after a destination whose clock ran ahead refused the next one as
+                    // expired).
+                    Some(Verdict::Rejected { code, reason }) if job.progress.maybe.contains(to) => {
+                        refusal.get_or_insert_with(|| format!("{code} {reason}"));
+                        undetermined.push(to.clone());
                     }
                     Some(Verdict::Rejected { code, reason }) => {
                         bounced.push(Bounce { to: to.clone(), code: *code, reason: reason.clone() });
@@ -383,13 +439,25 @@ pub fn plan(
     }
     progress.delivered.extend(delivered.iter().cloned());
     progress.bounced.extend(bounced.iter().cloned());
+    progress.undetermined.extend(undetermined.iter().cloned());
+    let undetermined_why = refusal.filter(|_| !undetermined.is_empty()).map(|r| undetermined_reason(&r));
     let step = if waiting.is_empty() {
-        Step::Finish { error: bounced.first().map(|b| format!("{} {}", b.code, b.reason)) }
+        let error = bounced.first().map(|b| format!("{} {}", b.code, b.reason));
+        Step::Finish { error: error.or_else(|| undetermined_why.clone()) }
     } else {
         Step::Retry { next_attempt: retry_at(job, now, retry), error: clip(&waiting.join("; ")) }
     };
     let domain = if health.is_some() { DomainEffect::Recovered } else { DomainEffect::Unchanged };
-    Plan { progress, delivered, bounced, step, domain, unanswered: false }
+    Plan { progress, delivered, bounced, undetermined, undetermined_why, step, domain, unanswered: false }
+}
+
+/// What the outbox and an "undetermined" notice say of a recipient that may have been delivered.
+pub const UNDETERMINED: &str = "undetermined (it may have been delivered)";
+
+/// Why recipients are undetermined, given the refusal or give-up (`<code> <reason>`) that ended
+/// the job after an attempt that went unanswered.
+pub fn undetermined_reason(refusal: &str) -> String {
+    clip(&format!("{UNDETERMINED}: an attempt went unanswered, then {refusal}"))
 }
 
 /// Why a job past its deadline bounces: its envelope expired (410), or the give-up time passed.
@@ -628,6 +696,10 @@ impl<D: Db, N: Net> House<D, N> {
             .into_iter()
             .map(|(code, reason, recipients)| Notice::Bounced { recipients, code, reason: reason.to_owned() })
             .collect();
+        if !plan.undetermined.is_empty() {
+            let reason = plan.undetermined_why.clone().unwrap_or_else(|| UNDETERMINED.to_owned());
+            notices.push(Notice::Undetermined { recipients: plan.undetermined.clone(), reason });
+        }
         if env.wants_delivery_receipt() && !plan.delivered.is_empty() {
             notices.push(Notice::Delivered { recipients: plan.delivered.clone() });
         }
@@ -649,6 +721,7 @@ impl<D: Db, N: Net> House<D, N> {
         let (status, recipients) = match n {
             Notice::Delivered { recipients } => ("delivered", recipients),
             Notice::Bounced { recipients, .. } => ("bounced", recipients),
+            Notice::Undetermined { recipients, .. } => ("undetermined", recipients),
         };
         let names: Vec<&str> = recipients.iter().map(Address::as_str).collect();
         let seed = self
@@ -872,6 +945,68 @@ mod tests {
         assert_eq!(p.step, Step::Finish { error: Some("403 no".into()) });
         // Progress round-trips through its JSON.
         assert_eq!(Progress::parse(Some(&p.progress.to_value().canonical_string())), p.progress);
+    }
+
+    /// Issue 35 §1: a recipient an unanswered attempt may have reached is never bounced — by a
+    /// refusal of the whole envelope, by one naming it (the unanswered copy may land later), nor
+    /// by the give-up time: it ends "undetermined". One no attempt reached bounces as before; an
+    /// answer that the destination holds it delivers it.
+    #[test]
+    fn a_recipient_an_attempt_may_have_reached_is_never_bounced_without_an_answer() {
+        let r = Retry::default();
+        let j = job(&["x@b.test", "y@b.test"]);
+        let p = plan(&j, &j.pending(), Delivery::Unanswered("no answer".into()), None, 0, &r);
+        assert_eq!(p.progress.maybe, [a("x@b.test"), a("y@b.test")]);
+        assert!(p.unanswered && matches!(p.step, Step::Retry { .. }));
+        // A plain temporary failure (it never left) marks nobody.
+        let t = plan(&j, &j.pending(), Delivery::Temporary("unreachable".into()), None, 0, &r);
+        assert!(t.progress.maybe.is_empty());
+        let j2 = Job { progress: p.progress.clone(), attempts: 1, ..j.clone() };
+        assert_eq!(j2.pending(), j.pending(), "maybe settles nobody");
+        // The give-up time passes with no answer: undetermined, not bounced.
+        let given_up = plan(&j2, &j2.pending(), late(&j2, 2_000_000, &r), None, 2_000_000, &r);
+        assert!(given_up.bounced.is_empty() && given_up.progress.bounced.is_empty(), "{given_up:?}");
+        assert_eq!(given_up.undetermined, [a("x@b.test"), a("y@b.test")]);
+        assert_eq!(given_up.progress.undetermined, given_up.undetermined);
+        let Step::Finish { error: Some(why) } = &given_up.step else { panic!("{:?}", given_up.step) };
+        assert!(
+            why.starts_with("undetermined (it may have been delivered): an attempt went unanswered, then 503"),
+            "{why}"
+        );
+        assert_eq!(given_up.undetermined_why.as_deref(), Some(why.as_str()));
+        assert_eq!(given_up.final_state(), "bounced", "stored as ended without a delivery");
+        let settled = Job { progress: given_up.progress.clone(), ..j2.clone() };
+        assert!(settled.pending().is_empty());
+        // A 403 of the whole envelope (a signature the destination no longer takes): the same.
+        let refused = plan(&j2, &j2.pending(), Delivery::Permanent(403, "no".into()), None, 0, &r);
+        assert_eq!((refused.bounced.len(), refused.undetermined.len()), (0, 2));
+        // Only x may have been reached: y bounces, x is undetermined.
+        let only_x = Job { progress: Progress { maybe: vec![a("x@b.test")], ..Progress::default() }, ..j.clone() };
+        let mixed = plan(&only_x, &only_x.pending(), Delivery::Permanent(410, "expired".into()), None, 0, &r);
+        assert_eq!(mixed.undetermined, [a("x@b.test")]);
+        assert_eq!(mixed.bounced, [Bounce { to: a("y@b.test"), code: 410, reason: "expired".into() }]);
+        assert_eq!(mixed.step, Step::Finish { error: Some("410 expired".into()) });
+        // The destination answers for each: x held it (delivered); y it refuses by name, which
+        // an earlier copy still on its way may yet contradict (undetermined); z, which no
+        // attempt reached, bounces.
+        let j3 = Job { recipients: vec![a("x@b.test"), a("y@b.test"), a("z@b.test")], ..j2.clone() };
+        let answered = Delivery::Delivered(vec![
+            (a("x@b.test"), Verdict::Accepted),
+            (a("y@b.test"), Verdict::Rejected { code: 410, reason: "expired".into() }),
+            (a("z@b.test"), Verdict::Rejected { code: 404, reason: "no z".into() }),
+        ]);
+        let p = plan(&j3, &j3.pending(), answered, None, 0, &r);
+        assert_eq!(p.delivered, [a("x@b.test")]);
+        assert_eq!(p.undetermined, [a("y@b.test")]);
+        assert_eq!(p.bounced, [Bounce { to: a("z@b.test"), code: 404, reason: "no z".into() }]);
+        let why = p.undetermined_why.as_deref().unwrap_or_default();
+        assert!(why.ends_with("an attempt went unanswered, then 410 expired"), "{why}");
+        let dup = plan(&j2, &j2.pending(), Delivery::Duplicate, None, 0, &r);
+        assert_eq!(dup.delivered.len(), 2);
+        // What a job remembers round-trips through `jobs.result`, and a job without any of it
+        // writes what it always wrote.
+        assert_eq!(Progress::parse(Some(&given_up.progress.to_value().canonical_string())), given_up.progress);
+        assert_eq!(Progress::default().to_value().canonical_string(), r#"{"bounced":[],"delivered":[]}"#);
     }
 
     #[test]

@@ -1005,3 +1005,113 @@ fn a_send_counts_in_this_minutes_outbound_window() {
         .collect();
     assert_eq!(windows, [("outbound:ana".to_owned(), s.w.clock.now().millis() / 60_000, 1)]);
 }
+
+/// Issue 35 §1: an attempt arrived but its answer was lost, and the destination then stayed out
+/// of reach for the whole give-up time. The sender must not be told "not delivered" (it was):
+/// the notice, the outbox and the job say "undetermined (it may have been delivered)", never
+/// "bounced". A recipient of another job, that no attempt reached, still bounces.
+#[test]
+fn an_envelope_that_arrived_unanswered_and_then_got_no_answer_for_days_is_undetermined() {
+    let s = setup();
+    let far = Address::parse("far@c.test").unwrap();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "0")), 202);
+    s.w.tick_all();
+    let env = signed(&s.ana, "brief", &[&s.bo.address, &far], "hello");
+    json(&s.ana.send(&s.a, &env), 202);
+    s.w.lose_answers("b.test", 1);
+    s.w.down("c.test", true);
+    s.w.tick_all();
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["warm", "brief"], "the first attempt arrived");
+    let maybe = jobs(&s.a, &s.ana, "brief");
+    assert_eq!(maybe[0]["maybe"], Value::Array(vec![s.bo.address.as_str().into()]), "{maybe:?}");
+    s.w.down("b.test", true);
+    for _ in 0..(73 * 4) {
+        s.w.clock.advance(15 * MINUTE);
+        s.w.tick_all();
+    }
+    assert_eq!(job_count(&s.a, "pending"), 0, "both jobs ended");
+    let notices = mailbox(&s.a, &s.ana);
+    let statuses: Vec<(String, Value)> = notices
+        .iter()
+        .map(|n| {
+            let body = n.content().unwrap().body.as_object().unwrap().clone();
+            (text(&body, "status"), body["recipients"].clone())
+        })
+        .collect();
+    let bo = Value::Array(vec![s.bo.address.as_str().into()]);
+    let far_list = Value::Array(vec![far.as_str().into()]);
+    assert!(statuses.contains(&("undetermined".to_owned(), bo.clone())), "{statuses:?}");
+    assert!(statuses.contains(&("bounced".to_owned(), far_list)), "{statuses:?}");
+    assert!(!statuses.contains(&("bounced".to_owned(), bo)), "told bounced what was delivered: {statuses:?}");
+    let notice =
+        notices.iter().find(|n| n.content().unwrap().body.canonical_string().contains("undetermined")).unwrap();
+    let body = check_notice(&s.a, notice, &env, "undetermined");
+    assert!(text(&body, "reason").starts_with("undetermined (it may have been delivered)"), "{body:?}");
+    let shown = jobs(&s.a, &s.ana, "brief");
+    let b_job = shown.iter().find(|j| text(j, "domain") == "b.test").unwrap();
+    assert_eq!(text(b_job, "state"), "undetermined", "{b_job:?}");
+    assert_eq!(b_job["undetermined"], Value::Array(vec![s.bo.address.as_str().into()]));
+    assert!(text(b_job, "reason").contains("it may have been delivered"), "{b_job:?}");
+    let c_job = shown.iter().find(|j| text(j, "domain") == "c.test").unwrap();
+    assert_eq!(text(c_job, "state"), "bounced", "{c_job:?}");
+}
+
+/// Issue 35 §4: a house whose clock ran more than a day ahead purged, from there, what it had
+/// queued a week before that; set right, it took a resend of one of those envelopes (still
+/// within the 6 days `created` may be old) and queued it a second time. It remembers how far
+/// back it may have forgotten, and refuses what it cannot tell from new (400), while a fresh
+/// envelope goes as ever.
+#[test]
+fn a_clock_that_ran_days_ahead_and_was_set_right_queues_nothing_twice() {
+    let s = setup();
+    let env = signed(&s.ana, "once", &[&s.bo.address], "hi");
+    json(&s.ana.send(&s.a, &env), 202);
+    assert_eq!(s.w.tick_all().delivered, 1);
+    s.w.clock.advance(5 * DAY);
+    let jump = 2 * DAY + HOUR;
+    s.w.clock.advance(jump);
+    s.w.tick_all();
+    let held = block_on(s.a.db.query(stmt!("SELECT count(*) AS n FROM outbox WHERE envelope_id = 'once'"))).unwrap();
+    assert_eq!(held[0].int("n"), Some(0), "the tick, a week on by its clock, forgot it");
+    s.w.clock.advance(-jump);
+    let again = s.ana.send(&s.a, &env);
+    let v = json(&again, 400);
+    assert!(text(o(&v), "reason").contains("may have forgotten"), "{v:?}");
+    assert_eq!(job_count(&s.a, "pending"), 0, "nothing queued twice");
+    // A new envelope, created now, goes.
+    let fresh = s.ana.draft_at("fresh", &[&s.bo.address], "hi", s.a.now()).sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &fresh), 202);
+}
+
+/// Issue 35 §1: a tick whose clock ran days ahead died holding a job's lease; set right, the
+/// lease (days ahead of any lease a tick takes) holds nothing, and the job goes at once rather
+/// than days later.
+#[test]
+fn a_lease_taken_while_the_clock_ran_ahead_holds_nothing_once_it_is_set_right() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "held", &[&s.bo.address], "hi")), 202);
+    let id =
+        block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'held'"))).unwrap()[0].int("id").unwrap();
+    let ahead = s.a.now().millis() + 3 * DAY;
+    let taken = block_on(s.a.db.batch(vec![lease(id, ahead, ahead + 120_000, None, None)])).unwrap();
+    assert_eq!(taken, [1], "leased by a tick three days ahead, which then died");
+    assert_eq!(s.w.tick_all().delivered, 1, "the job went now, not in three days");
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["held"]);
+}
+
+/// The forgetting horizon refuses only what the house may have forgotten: an envelope it still
+/// holds (here deferred, so never purged) sent again past the horizon is "exists", as ever.
+#[test]
+fn an_envelope_still_held_past_the_forgetting_horizon_is_answered_exists() {
+    let s = setup();
+    let later = Timestamp(START + 20 * DAY);
+    let env = envelope(&s.ana, "deferred", &[&s.bo.address], |d| d.deliver_after = Some(later));
+    json(&s.ana.send(&s.a, &env), 202);
+    let jump = 9 * DAY;
+    s.w.clock.advance(jump);
+    s.w.tick_all();
+    s.w.clock.advance(-jump + DAY);
+    let again = json(&s.ana.send(&s.a, &env), 200);
+    assert_eq!(o(&again)["exists"], Value::Bool(true), "{again:?}");
+    assert_eq!(job_count(&s.a, "pending"), 1);
+}

@@ -653,9 +653,12 @@ impl AgentCard {
             |kid| domain.accepts_key(kid, now),
             |kid, framed, signature| domain.verify_framed_by(kid, framed, signature),
         )?;
-        // Clocks disagree: another house's "now" may be a little ahead of ours.
+        // Clocks disagree: another house's "now" may be a little ahead of ours. Further ahead,
+        // the card is not valid *yet*: a refusal time mends (our clock may be the one behind),
+        // so temporary (503), never a bounce for good (issue 35: a house whose clock jumped back
+        // refused mail it then took as a late copy once set right).
         if now.plus_ms(crate::limits::CLOCK_SKEW_MS) < self.valid_from {
-            return Err(Error::forbidden(format!("card of {} is not valid yet", self.address)));
+            return Err(Error::new(ErrorKind::Unavailable, format!("card of {} is not valid yet", self.address)));
         }
         if self.valid_until.is_some_and(|until| now >= until) {
             return Err(Error::forbidden(format!("card of {} has expired", self.address)));
@@ -954,7 +957,12 @@ mod tests {
         let at = |now: Timestamp| card.clone().verify(&domain, None, now).map(|_| ());
         assert_eq!(limits::CLOCK_SKEW_MS, 300_000);
         assert_eq!(at(NOW.plus_ms(-300_000)), Ok(()));
-        assert_eq!(at(NOW.plus_ms(-300_001)), Err(Error::forbidden("card of ana@sigo.uk is not valid yet")));
+        let early = at(NOW.plus_ms(-300_001)).unwrap_err();
+        assert_eq!(
+            (early.kind, early.reason.as_ref()),
+            (ErrorKind::Unavailable, "card of ana@sigo.uk is not valid yet")
+        );
+        assert!(early.kind.is_temporary(), "a card not valid yet is a refusal time mends");
         assert_eq!(at(NOW.plus_ms(59_999)), Ok(()));
         assert_eq!(at(NOW.plus_ms(60_000)), Err(Error::forbidden("card of ana@sigo.uk has expired")));
     }

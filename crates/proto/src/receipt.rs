@@ -147,6 +147,10 @@ pub enum Notice {
     Delivered { recipients: Vec<Address> },
     /// Not delivered to these recipients, with the wire code and reason.
     Bounced { recipients: Vec<Address>, code: u16, reason: String },
+    /// Neither delivered nor bounced, for good: an attempt went unanswered (it may have reached
+    /// these recipients) and no later answer said either way before the house stopped asking.
+    /// Never sent for a recipient the house bounced, nor with a bounce for the same one.
+    Undetermined { recipients: Vec<Address>, reason: String },
 }
 
 /// Builds the signed notice envelope `postmaster@<domain>` sends to the original sender:
@@ -170,6 +174,11 @@ pub fn notice(
             body.insert("status".into(), "bounced".into());
             body.insert("recipients".into(), list(recipients));
             body.insert("code".into(), i64::from(*code).into());
+            body.insert("reason".into(), reason.as_str().into());
+        }
+        Notice::Undetermined { recipients, reason } => {
+            body.insert("status".into(), "undetermined".into());
+            body.insert("recipients".into(), list(recipients));
             body.insert("reason".into(), reason.as_str().into());
         }
     }

@@ -121,7 +121,7 @@ pub(crate) enum ClientCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// What happened to what you sent: delivered, retrying, bounced; and what is saved unsent.
+    /// What happened to what you sent: delivered, retrying, bounced, undetermined; and what is saved unsent.
     Outbox {
         /// Envelopes per page (0-100)
         #[arg(long)]

@@ -345,9 +345,19 @@ pub(crate) fn outbox_human(v: &Value) -> String {
                     safe(&show(j, "last_error"))
                 ),
                 "bounced" => format!("BOUNCED {}: {}", show(j, "code"), safe(&show(j, "reason"))),
+                "undetermined" => format!("UNDETERMINED (it may have been delivered): {}", safe(&show(j, "reason"))),
                 other => other.to_owned(),
             };
             s.push_str(&format!("  {} {}: {detail}\n", text(j, "domain"), show(j, "recipients")));
+            // Recipients an unanswered attempt may have reached, that no answer settled: never
+            // reported as not delivered (docs/SPEC.md §7b).
+            for to in
+                j.get("undetermined").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_str)
+            {
+                if state != "undetermined" {
+                    s.push_str(&format!("    undetermined {}: it may have been delivered\n", safe(to)));
+                }
+            }
             for b in j.get("bounced").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object)
             {
                 if state != "bounced" {
@@ -384,6 +394,28 @@ pub(crate) fn check_limit(limit: Option<i64>, max: i64) -> Result<Option<i64>, F
 mod tests {
 
     use nyx5_proto::crypto::SigningKey;
+
+    /// Issue 35 §1: an envelope an attempt may have reached, that no answer settled, is shown as
+    /// undetermined ("it may have been delivered"), never as bounced: the whole job, or the
+    /// recipients of a job that delivered to others.
+    #[test]
+    fn the_outbox_says_undetermined_never_bounced_of_what_may_have_arrived() {
+        let page = Value::parse_str(
+            r#"{"agent":"ana@a.test","envelopes":[{"id":"m1","queued":"2026-09-04T19:00:00.000Z","jobs":[
+              {"domain":"b.test","recipients":["bo@b.test"],"state":"undetermined","undetermined":["bo@b.test"],
+               "reason":"undetermined (it may have been delivered): an attempt went unanswered, then 503 down"},
+              {"domain":"c.test","recipients":["cy@c.test","di@c.test"],"state":"delivered","delivered":["cy@c.test"],
+               "undetermined":["di@c.test"],"finished":"2026-09-07T19:00:00.000Z"}]}],"next":null}"#,
+        )
+        .unwrap();
+        let shown = outbox_human(&page);
+        assert!(
+            shown.contains("b.test [\"bo@b.test\"]: UNDETERMINED (it may have been delivered): undetermined"),
+            "{shown}"
+        );
+        assert!(shown.contains("    undetermined di@c.test: it may have been delivered\n"), "{shown}");
+        assert!(!shown.contains("BOUNCED"), "{shown}");
+    }
     use nyx5_proto::envelope::{Content, Draft};
     use nyx5_proto::{Address, Timestamp};
 

@@ -122,7 +122,9 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .collect();
     // The outbox row first: the same envelope again fails on its id and answers "exists" without
     // counting; only a new envelope counts towards the agent's minute.
-    let mut stmts = store::enqueue(&out, &jobs);
+    // Not one the house may have forgotten either (queued before its forgetting horizon, which a
+    // clock that ran days ahead moved past the 6 days `check_created` allows).
+    let mut stmts = store::enqueue_remembered(&out, &jobs, env.created().millis());
     // A subagent's sends count towards its root agent's minute as well: an agent cannot multiply
     // its rate by enrolling subagents (`a.b.ceo` → `ceo`).
     let cap = house.config.outbound_per_agent_per_minute;
@@ -138,6 +140,17 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             return Err(Error::new(
                 ErrorKind::RateLimited,
                 format!("{} may send {cap} envelopes a minute (with its subagents); try again shortly", card.address()),
+            ));
+        }
+        Err(PortError::Constraint { name }) if name == store::FORGOTTEN => {
+            // (SQLite checks NOT NULL before the UNIQUE id: one it still holds is "exists".)
+            if let Some(row) = store::outbox_entry(&house.db, env.id()).await? {
+                return held(house, &row, env.id(), card.address(), &sha256).await;
+            }
+            return Err(Error::malformed(
+                "`created` is older than what this house may have forgotten (its clock ran ahead since): a house \
+                 queues only envelopes it cannot have queued before; sign it again under the same id (a copy \
+                 delivered before is then recognised by its id)",
             ));
         }
         Err(PortError::Constraint { name }) => return resent(house, env.id(), card.address(), &sha256, name).await,

@@ -33,8 +33,12 @@ fn job(r: &Row) -> Value {
     let state = r.text("state").unwrap_or("pending");
     let attempts = r.int("attempts").unwrap_or(0);
     let progress = Progress::parse(r.text("result"));
+    // A job that ended with nobody's delivery confirmed is stored `bounced`; when an attempt may
+    // have reached someone it did not bounce, it is `undetermined` (docs/SPEC.md §7b).
+    let undetermined = state == "bounced" && !progress.undetermined.is_empty();
     let shown = match state {
         "pending" if attempts > 0 => "retrying",
+        _ if undetermined => "undetermined",
         other => other,
     };
     let pending = state == "pending";
@@ -52,9 +56,14 @@ fn job(r: &Row) -> Value {
     }
     if let (false, Some(b)) = (pending, progress.bounced.first())
         && state == "bounced"
+        && !undetermined
     {
         o.insert("code".into(), i64::from(b.code).into());
         o.insert("reason".into(), b.reason.as_str().into());
+    }
+    if undetermined {
+        let why = r.text("last_error").unwrap_or(crate::queue::UNDETERMINED);
+        o.insert("reason".into(), why.into());
     }
     Value::Object(o)
 }

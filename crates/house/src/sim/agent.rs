@@ -61,12 +61,21 @@ impl SimAgent {
 
     /// Its registration (or, by the old key's token, its rotation to `self.sig`).
     pub(super) fn registration(&self, now: i64) -> Vec<u8> {
+        self.registration_with(now, false)
+    }
+
+    /// Its registration; with `reset`, the operator's reset to `self.sig` (every previous key
+    /// dropped at once: an agent that lost its key).
+    pub(super) fn registration_with(&self, now: i64, reset: bool) -> Vec<u8> {
         let mut o = obj([
             ("local", self.address.local().into()),
             ("sig", self.sig.public().to_b64().into()),
             ("enc", self.enc.public().to_b64().into()),
             ("ts", Timestamp(now).to_rfc3339().into()),
         ]);
+        if reset {
+            o.insert("reset".into(), true.into());
+        }
         sign_object(&mut o, "signature", Context::Registration, &self.sig);
         Value::Object(o).canonical()
     }

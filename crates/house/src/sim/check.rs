@@ -7,9 +7,10 @@
 //! `seq`s if it waits and in the range's mirror below zero if it was acknowledged, and each
 //! mailbox's usage row is what it
 //! holds (envelopes not yet acknowledged, bytes of bodies still kept); leases and deadlines of queued jobs stay within their bounds; no envelope is both
-//! delivered and bounced, nor bounced twice, for one recipient. Once the network healed and the
+//! delivered and bounced, nor reported twice (bounced or "undetermined"), for one recipient. Once the network healed and the
 //! queues drained: each accepted envelope reached each recipient exactly once or was bounced to
-//! its sender, and each accepted email is in its mailbox once.
+//! its sender (or reported "undetermined": an attempt may have reached it, and no answer came),
+//! and each accepted email is in its mailbox once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +38,53 @@ pub struct Tracked {
     /// Each house's journal when it was last audited: its length, and the balances it sums to
     /// (accounts at zero left out).
     audited: BTreeMap<String, (usize, BTreeMap<String, i64>)>,
+    /// Every postmaster notice seen in a mailbox, by (domain, local, notice id), as read the
+    /// first time: a notice's body is dropped a week after its agent acknowledged it (its row
+    /// stays), so what it said is remembered rather than read again.
+    pub(super) notices: BTreeMap<(String, String, String), Option<Seen>>,
+    /// The latest time each house's clock has shown at a check (a clock that jumped ahead and
+    /// was set right has shown a later time than it shows now).
+    latest: BTreeMap<String, i64>,
+}
+
+/// What a bounce or "undetermined" notice said (`None` in [`Tracked::notices`]: a delivery
+/// receipt, or anything else).
+#[derive(Debug, Clone)]
+pub(super) struct Seen {
+    undetermined: bool,
+    of: String,
+    why: String,
+    recipients: Vec<String>,
+}
+
+impl Seen {
+    /// Reads a postmaster notice's stored text.
+    fn read(text: &str) -> Result<Option<Seen>, String> {
+        let v = Value::parse_str(text).map_err(|e| format!("a notice is not JSON: {}", e.reason))?;
+        let body = v.as_object().and_then(|o| o.get("content")).and_then(Value::as_object).and_then(|c| c.get("body"));
+        let Some(body) = body.and_then(Value::as_object) else { return Ok(None) };
+        let undetermined = match body.get("status").and_then(Value::as_str) {
+            Some("bounced") => false,
+            Some("undetermined") => true,
+            _ => return Ok(None),
+        };
+        Ok(Some(Seen {
+            undetermined,
+            of: body.get("of").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            why: format!(
+                "{} {}",
+                body.get("code").and_then(Value::as_safe_integer).unwrap_or_default(),
+                body.get("reason").and_then(Value::as_str).unwrap_or_default()
+            ),
+            recipients: body
+                .get("recipients")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|to| to.as_str().unwrap_or_default().to_owned())
+                .collect(),
+        }))
+    }
 }
 
 impl Tracked {
@@ -51,6 +99,9 @@ impl Tracked {
 pub struct Tally {
     pub delivered: u64,
     pub bounced: u64,
+    /// Reported "undetermined (it may have been delivered)", and of those, delivered in fact.
+    pub undetermined: u64,
+    pub undetermined_delivered: u64,
 }
 
 fn rows(house: &SimHouse, stmt: Stmt) -> Result<Vec<Row>, String> {
@@ -75,7 +126,9 @@ pub fn after_step(world: &World, tracked: &mut Tracked) -> Result<Tally, String>
         let at = |e: String| format!("{domain}: {e}");
         ledger(&house, &domain, &mut tracked.audited).map_err(at)?;
         mailboxes(&house).map_err(at)?;
-        queue(&house).map_err(at)?;
+        let latest = tracked.latest.entry(domain.clone()).or_insert(i64::MIN);
+        *latest = (*latest).max(house.now().millis());
+        queue(&house, *latest).map_err(at)?;
     }
     delivery(world, tracked, false)
 }
@@ -212,15 +265,17 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     Ok(())
 }
 
-fn queue(house: &SimHouse) -> Result<(), String> {
-    let now = house.now().millis();
+/// `latest`: the latest time the house's clock has shown. A lease is never further ahead of it
+/// than a tick takes one (a lease taken while the clock ran ahead lies ahead of the clock set
+/// right, and holds nothing: `store::queue::lease`).
+fn queue(house: &SimHouse, latest: i64) -> Result<(), String> {
     let give_up = house.config.retry.give_up_after_ms;
     let bad = rows(
         house,
         stmt!(
             "SELECT id, envelope_id, lease_until, deadline, not_before FROM jobs
               WHERE state = 'pending' AND (lease_until > ? OR deadline > not_before + ?)",
-            now.saturating_add(crate::queue::LEASE_MS),
+            latest.saturating_add(crate::queue::LEASE_MS),
             give_up
         ),
     )?;
@@ -269,12 +324,14 @@ pub fn pending(world: &World) -> Result<(i64, Option<i64>), String> {
 }
 
 /// What each recipient of an accepted envelope holds, and what its sender was told; at rest,
-/// every recipient must be one or the other.
-fn delivery(world: &World, tracked: &Tracked, at_rest: bool) -> Result<Tally, String> {
+/// every recipient must be delivered, bounced, or reported undetermined — never delivered and
+/// bounced, and never told twice.
+fn delivery(world: &World, tracked: &mut Tracked, at_rest: bool) -> Result<Tally, String> {
     // Delivered: (address, envelope id) in a mailbox, or an operation a Libro did.
     let mut delivered: BTreeSet<(String, String)> = BTreeSet::new();
-    // Bounced: (sender, envelope id, recipient) → notices saying so.
-    let mut bounced: BTreeMap<(String, String, String), (u32, String)> = BTreeMap::new();
+    // Bounced: (sender, envelope id, recipient) → bounce notices, "undetermined" notices, and
+    // what the last one said.
+    let mut bounced: BTreeMap<(String, String, String), (u32, u32, String)> = BTreeMap::new();
     for domain in world.domains() {
         let house = world.house(&domain).ok_or_else(|| format!("{domain} is gone"))?;
         for r in rows(&house, stmt!("SELECT local, envelope_id FROM mailbox"))? {
@@ -284,26 +341,37 @@ fn delivery(world: &World, tracked: &Tracked, at_rest: bool) -> Result<Tally, St
             delivered.insert((format!("libro@{domain}"), text(&r, "envelope_id")?.to_owned()));
         }
         let postmaster = format!("postmaster@{domain}");
-        for r in rows(&house, stmt!("SELECT local, envelope FROM mailbox WHERE sender = ?", postmaster.as_str()))? {
-            let sender = format!("{}@{domain}", text(&r, "local")?);
-            let v = Value::parse_str(text(&r, "envelope")?).map_err(|e| e.reason.into_owned())?;
-            let body =
-                v.as_object().and_then(|o| o.get("content")).and_then(Value::as_object).and_then(|c| c.get("body"));
-            let Some(body) = body.and_then(Value::as_object) else { continue };
-            if body.get("status").and_then(Value::as_str) != Some("bounced") {
-                continue;
-            }
-            let of = body.get("of").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let why = format!(
-                "{} {}",
-                body.get("code").and_then(Value::as_safe_integer).unwrap_or_default(),
-                body.get("reason").and_then(Value::as_str).unwrap_or_default()
-            );
-            for to in body.get("recipients").and_then(Value::as_array).into_iter().flatten() {
-                let to = to.as_str().unwrap_or_default().to_owned();
-                let seen = bounced.entry((sender.clone(), of.clone(), to)).or_insert((0, String::new()));
-                seen.0 += 1;
-                seen.1.clone_from(&why);
+        let notices = rows(
+            &house,
+            stmt!("SELECT local, envelope_id, envelope FROM mailbox WHERE sender = ?", postmaster.as_str()),
+        )?;
+        for r in notices {
+            let (local, id) = (text(&r, "local")?, text(&r, "envelope_id")?);
+            let key = (domain.clone(), local.to_owned(), id.to_owned());
+            let seen = match tracked.notices.get(&key) {
+                Some(seen) => seen.clone(),
+                None => {
+                    // Each step is checked, and a body is dropped a week after an ack (a step of
+                    // its own): no notice can lose its body before it was first read.
+                    let body = text(&r, "envelope")?;
+                    if body.is_empty() {
+                        return Err(format!("the notice {id} to {local}@{domain} lost its body before it was read"));
+                    }
+                    let seen = Seen::read(body)?;
+                    tracked.notices.insert(key, seen.clone());
+                    seen
+                }
+            };
+            let Some(seen) = seen else { continue };
+            let sender = format!("{local}@{domain}");
+            for to in seen.recipients {
+                let n = bounced.entry((sender.clone(), seen.of.clone(), to)).or_insert((0, 0, String::new()));
+                if seen.undetermined {
+                    n.1 += 1;
+                } else {
+                    n.0 += 1;
+                }
+                n.2.clone_from(&seen.why);
             }
         }
     }
@@ -313,17 +381,28 @@ fn delivery(world: &World, tracked: &Tracked, at_rest: bool) -> Result<Tally, St
         for to in &s.to {
             let id = s.env.id().to_owned();
             let got = delivered.contains(&(to.as_str().to_owned(), id.clone()));
-            let (notices, why) =
+            let (notices, undetermined, why) =
                 bounced.get(&(from.clone(), id.clone(), to.as_str().to_owned())).cloned().unwrap_or_default();
-            match (got, notices) {
-                (true, 0) => tally.delivered += 1,
-                (false, 1) => tally.bounced += 1,
-                (true, _) => return Err(format!("{id} from {from} was delivered to {to} and bounced ({why})")),
-                (false, 0) if at_rest => {
+            match (got, notices, undetermined) {
+                (true, 0, 0) => tally.delivered += 1,
+                (false, 1, 0) => tally.bounced += 1,
+                (_, 0, 1) => {
+                    tally.undetermined += 1;
+                    tally.undetermined_delivered += u64::from(got);
+                }
+                (true, n, _) if n > 0 => {
+                    return Err(format!("{id} from {from} was delivered to {to} and bounced ({why})"));
+                }
+                (false, 0, 0) if at_rest => {
                     return Err(format!("{id} from {from} was neither delivered to {to} nor bounced"));
                 }
-                (false, 0) => {}
-                (false, n) => return Err(format!("{id} from {from} bounced {n} times for {to} (the last: {why})")),
+                (false, 0, 0) => {}
+                (_, n, u) => {
+                    return Err(format!(
+                        "{id} from {from} was reported {n} times bounced and {u} times undetermined for {to} \
+                         (the last: {why})"
+                    ));
+                }
             }
         }
     }

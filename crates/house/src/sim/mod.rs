@@ -1,14 +1,16 @@
 //! A deterministic simulator of many houses (issue 12 §1): several houses and their agents in
 //! one process, on real SQLite with the shared migrations, with one seed driving everything —
 //! the clock (and each house's skew), the network's faults (drops, lost answers, duplicates,
-//! requests held and delivered late, so reordered; links cut; a house down for up to two days;
+//! requests held and delivered late, so reordered; links cut; a house down for up to five days,
+//! past the bounce window; a house's clock jumping days forward or back and set right later;
 //! a house that dies in the middle of a tick and starts again on its database) and the workload
 //! (registrations, key rotations, mail sealed and clear, deferred and expiring, reads and acks,
 //! email in, the Libro's operations over the wire, replays of all of these).
 //!
 //! After every step the invariants of [`check`] hold, and once the network heals and the queues
 //! drain, every envelope a house accepted is in each recipient's mailbox exactly once or bounced
-//! to its sender, never both. A failure names its seed and step, shows the last steps, and prints
+//! to its sender, never both — or reported "undetermined" when an attempt may have reached it
+//! and no answer came (never with a bounce). A failure names its seed and step, shows the last steps, and prints
 //! the one command that runs it again (`nyx5 simulate --seed …`).
 //!
 //! Built with the `sim` feature (which needs `sqlite`): `cargo test -p nyx5-house --features sim
@@ -66,6 +68,11 @@ pub struct Summary {
     /// Of those recipients: delivered, and bounced to the sender.
     pub delivered: u64,
     pub bounced: u64,
+    /// Of those recipients: reported "undetermined (it may have been delivered)" to the sender
+    /// (an attempt went unanswered and no answer came before the house stopped asking), and of
+    /// those, delivered in fact.
+    pub undetermined: u64,
+    pub undetermined_delivered: u64,
     /// Emails accepted by the bridge.
     pub emails: u64,
     /// Libro operations sent, and entries in all journals at the end.
@@ -94,7 +101,8 @@ impl fmt::Display for Summary {
         let n = &self.net;
         write!(
             f,
-            "{} steps: {} envelopes accepted for {} recipients ({} delivered, {} bounced), {} emails, {} Libro \
+            "{} steps: {} envelopes accepted for {} recipients ({} delivered, {} bounced, {} undetermined of which \
+             {} delivered), {} emails, {} Libro \
              operations ({} entries, {} verdicts, {} sub-mandates, {} of them charged), {} replays, {} houses died mid-tick; network: {} requests, {} refused, {} \
              dropped, {} answers lost, {} duplicated, {} held ({} delivered late)",
             self.steps,
@@ -102,6 +110,8 @@ impl fmt::Display for Summary {
             self.recipients,
             self.delivered,
             self.bounced,
+            self.undetermined,
+            self.undetermined_delivered,
             self.emails,
             self.operations,
             self.entries,
@@ -187,6 +197,8 @@ mod tests {
             recipients: 3,
             delivered: 4,
             bounced: 5,
+            undetermined: 23,
+            undetermined_delivered: 24,
             emails: 6,
             operations: 7,
             entries: 8,
@@ -210,7 +222,8 @@ mod tests {
         };
         assert_eq!(
             s.to_string(),
-            "1 steps: 2 envelopes accepted for 3 recipients (4 delivered, 5 bounced), 6 emails, 7 Libro operations \
+            "1 steps: 2 envelopes accepted for 3 recipients (4 delivered, 5 bounced, 23 undetermined of which 24 \
+             delivered), 6 emails, 7 Libro operations \
              (8 entries, 9 verdicts, 10 sub-mandates, 11 of them charged), 13 replays, 12 houses died mid-tick; \
              network: 14 requests, 15 refused, 16 dropped, 17 answers lost, 18 duplicated, 19 held (20 delivered late)"
         );

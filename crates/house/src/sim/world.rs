@@ -64,16 +64,17 @@ impl Prng {
     }
 }
 
-/// A house's clock: the world's time plus the house's own skew.
+/// A house's clock: the world's time plus the house's own skew, which a clock jump changes
+/// (days forward or back, and later set right).
 #[derive(Debug, Clone)]
 pub struct SimClock {
     world: Rc<Cell<i64>>,
-    skew: i64,
+    skew: Rc<Cell<i64>>,
 }
 
 impl Clock for SimClock {
     fn now(&self) -> Timestamp {
-        Timestamp(self.world.get().saturating_add(self.skew))
+        Timestamp(self.world.get().saturating_add(self.skew.get()))
     }
 }
 
@@ -185,6 +186,9 @@ struct NetState {
     rng: Option<Prng>,
     /// Requests held in the network: (destination host, request).
     held: Vec<(String, OutRequest)>,
+    /// Every request that left for a house (delivered, answer lost, or held), by its host and a
+    /// hash of its body: when it last left (world time). Only such a request can arrive again late.
+    left: BTreeMap<(String, u64), i64>,
     stats: NetStats,
 }
 
@@ -200,6 +204,13 @@ impl std::fmt::Debug for SimNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimNet").field("from", &self.from).finish()
     }
+}
+
+fn body_hash(body: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut h);
+    h.finish()
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -236,6 +247,7 @@ impl SimNet {
         };
         let faults = st.faults;
         let Some(mut rng) = st.rng.take() else {
+            st.left.insert((host.to_owned(), body_hash(&request.body)), now);
             return Route::Deliver { house, times: 1, lose: false };
         };
         let route = if rng.chance(faults.drop) {
@@ -259,6 +271,9 @@ impl SimNet {
             Route::Deliver { house, times, lose }
         };
         st.rng = Some(rng);
+        if !matches!(route, Route::Refused(_)) {
+            st.left.insert((host.to_owned(), body_hash(&request.body)), now);
+        }
         route
     }
 }
@@ -296,7 +311,7 @@ pub struct World {
     pub clock: Rc<Cell<i64>>,
     state: Rc<RefCell<NetState>>,
     configs: BTreeMap<String, Config>,
-    skews: BTreeMap<String, i64>,
+    skews: BTreeMap<String, Rc<Cell<i64>>>,
     seed: u64,
 }
 
@@ -343,7 +358,8 @@ impl World {
     pub fn start(&mut self, config: Config, skew: i64, sqlite: SqliteDb) -> Result<Rc<SimHouse>, String> {
         let domain = config.domain.clone();
         let net = SimNet { state: self.state.clone(), world: self.clock.clone(), from: domain.clone() };
-        let clock = SimClock { world: self.clock.clone(), skew };
+        let skew = self.skews.get(&domain).cloned().unwrap_or_else(|| Rc::new(Cell::new(skew)));
+        let clock = SimClock { world: self.clock.clone(), skew: skew.clone() };
         // Each start draws from its own stream: the seed, how far the run is, and the name.
         let salt =
             domain.bytes().fold(self.state.borrow().stats.sent, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
@@ -371,7 +387,7 @@ impl World {
         let old = self.state.borrow_mut().houses.remove(domain).ok_or_else(|| format!("no house {domain}"))?;
         let house = Rc::try_unwrap(old).map_err(|_| format!("{domain} is still in use"))?;
         let config = self.configs.get(domain).cloned().ok_or_else(|| format!("no config for {domain}"))?;
-        let skew = self.skews.get(domain).copied().unwrap_or(0);
+        let skew = self.skews.get(domain).map_or(0, |s| s.get());
         let House { db, .. } = house;
         self.start(config, skew, db.sqlite)
     }
@@ -395,6 +411,18 @@ impl World {
                 self.restart(domain)?;
                 Ok(false)
             }
+        }
+    }
+
+    /// How far `domain`'s clock is off the world's.
+    pub fn skew(&self, domain: &str) -> i64 {
+        self.skews.get(domain).map_or(0, |s| s.get())
+    }
+    /// Sets `domain`'s clock `skew` ms off the world's: a clock that jumps (forward or back), or
+    /// is set right. The house notices only by reading it.
+    pub fn set_skew(&self, domain: &str, skew: i64) {
+        if let Some(s) = self.skews.get(domain) {
+            s.set(skew);
         }
     }
 
@@ -424,6 +452,11 @@ impl World {
     }
     pub fn held(&self) -> usize {
         self.state.borrow().held.len()
+    }
+    /// When a request with this `body` last left for `host` and was not lost before it arrived
+    /// (delivered, answer lost, or held), in world time.
+    pub fn left(&self, host: &str, body: &[u8]) -> Option<i64> {
+        self.state.borrow().left.get(&(host.to_owned(), body_hash(body))).copied()
     }
 
     /// Delivers the `i`-th request the network held, late (its answer goes nowhere). A house

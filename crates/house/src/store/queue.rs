@@ -47,8 +47,43 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
         out.expires,
         out.now
     ));
-    for j in jobs {
-        stmts.push(stmt!(
+    stmts.extend(job_rows(out, jobs));
+    stmts
+}
+
+/// [`enqueue`] for an agent's envelope created at `created`, taken only if the house cannot have
+/// forgotten it: created more than the clock tolerance after the forgetting horizon
+/// ([`FORGOTTEN_BEFORE`]). An envelope queued at `t` has `created` before `t` + 5 min, so one
+/// created later than the horizon + 5 min was never purged. Otherwise the outbox row's
+/// `created_at` is NULL, and its NOT NULL constraint ([`FORGOTTEN`]) fails the batch — a check
+/// that costs no row written (one read). SQLite checks NOT NULL before the UNIQUE id, so the
+/// caller looks the id up before it answers so: one the house still holds is "exists". Without it, a clock that jumped a day or more ahead (the tick purging a week back
+/// from there) and was set right let a resend still within the 6 days `created` may be old be
+/// queued a second time.
+pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64) -> Vec<Stmt> {
+    let mut stmts = Vec::with_capacity(jobs.len() + 1);
+    stmts.push(stmt!(
+        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at)
+         VALUES (?, ?, ?, ?, ?, CASE WHEN ? > coalesce((SELECT CAST(value AS INTEGER) FROM settings
+                                                        WHERE name = 'outbox_forgotten_before'), 0) + ?
+                                     THEN ? END)",
+        out.envelope_id,
+        out.sender,
+        out.envelope,
+        out.sha256,
+        out.expires,
+        created,
+        nyx5_proto::limits::CLOCK_SKEW_MS,
+        out.now
+    ));
+    stmts.extend(job_rows(out, jobs));
+    stmts
+}
+
+/// One `jobs` row per destination of a new outbox row.
+fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item = Stmt> + 'a {
+    jobs.iter().map(|j| {
+        stmt!(
             "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
              VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)",
             out.envelope_id,
@@ -58,9 +93,8 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
             out.not_before,
             out.deadline,
             out.now
-        ));
-    }
-    stmts
+        )
+    })
 }
 
 /// Who sent envelope `id` and its hash, if this house queued it.
@@ -102,6 +136,24 @@ macro_rules! root_of {
     };
 }
 
+/// Whether a job's lease is free at `now`: lapsed, or further ahead than any lease a tick takes
+/// ([`crate::queue::LEASE_MS`]) — one taken while the clock ran ahead (a clock that jumped days
+/// forward, then was set right), which would otherwise hold the job for those days. Binds `now`
+/// twice.
+macro_rules! lease_free {
+    () => {
+        "(lease_until < ? OR lease_until > ? + 120000)"
+    };
+}
+const _: () = assert!(crate::queue::LEASE_MS == 120_000, "lease_free! spells LEASE_MS out");
+
+/// The name of the `settings` row holding the outbox's forgetting horizon: every envelope queued
+/// (by this house's clock) before it may have been purged. It only grows, hour by hour.
+pub const FORGOTTEN_BEFORE: &str = "outbox_forgotten_before";
+
+/// The constraint [`enqueue_remembered`] fails with for an envelope the house may have forgotten.
+pub const FORGOTTEN: &str = "outbox.created_at";
+
 /// Up to `limit` jobs that are pending, due and not leased, with their envelope's expiry and
 /// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
 /// domain's earliest job first (those tried least before others, so a destination that killed
@@ -124,13 +176,14 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
                 r#"
                                                         ORDER BY d.next_attempt, d.id) AS sender_turn
                          FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
-                         WHERE d.state = 'pending' AND d.next_attempt <= ? AND d.lease_until < ?)) j
+                         WHERE d.state = 'pending' AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
              ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?"#
             ),
             now,
             now,
+            now.saturating_add(crate::queue::LEASE_MS),
             limit
         ),
     )
@@ -157,16 +210,24 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 /// the tick die with it), and then expiry alone must not bounce it blind — the destination's
 /// answer does (it holds the envelope, or refuses it as expired: docs/SPEC.md §7b). An attempt
 /// that ends with an answer gives the deadline back ([`retry`]).
+///
+/// A lease further ahead than a tick ever takes one was taken while the clock ran ahead, and is
+/// free (see `due`).
 pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: Option<i64>) -> Stmt {
     stmt!(
-        "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
+        concat!(
+            "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
                          deadline = max(deadline, coalesce(not_before + ?, deadline))
-         WHERE id = ? AND state = 'pending' AND lease_until < ? AND next_attempt <= ?",
+         WHERE id = ? AND state = 'pending' AND ",
+            lease_free!(),
+            " AND next_attempt <= ?"
+        ),
         until,
         i64::from(attempt.is_some()),
         attempt,
         give_up_ms,
         job,
+        now,
         now,
         now
     )
@@ -290,9 +351,19 @@ pub fn domain_recovered(held: Held, domain: &str, now: i64) -> Vec<Stmt> {
 }
 
 /// Forgets finished envelopes older than `before` (at most `limit` per call) and the health of
-/// domains nothing is waiting for.
+/// domains nothing is waiting for, and moves the forgetting horizon ([`FORGOTTEN_BEFORE`]) up to
+/// `before` rounded up to the hour (so it is written once an hour, not every tick).
 pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
+    const HOUR: i64 = 3_600_000;
+    let horizon = before.saturating_add(HOUR - 1).div_euclid(HOUR).saturating_mul(HOUR);
     vec![
+        stmt!(
+            "INSERT INTO settings (name, value, created_at) VALUES ('outbox_forgotten_before', ?, ?)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value
+             WHERE CAST(excluded.value AS INTEGER) > CAST(settings.value AS INTEGER)",
+            horizon.to_string(),
+            before
+        ),
         stmt!(
             "DELETE FROM jobs WHERE envelope_id IN (
                SELECT o.envelope_id FROM outbox o WHERE o.created_at < ? AND NOT EXISTS (
