@@ -103,7 +103,7 @@ pub(crate) fn bytes_line(bytes: &[u8]) -> String {
 
 /// `value` as canonical JSON for a terminal or a line-based reader: the same JSON value, with
 /// every [`hidden`] character that canonical JSON leaves raw (DEL, C1, bidi and zero-width
-/// characters, U+2028/U+2029) written as a `\uXXXX` escape. Such characters occur only inside
+/// characters, U+2028/U+2029) written as a `\u` escape of four hex digits. Such characters occur only inside
 /// strings, so whoever parses the output reads the same value, and whoever looks at it (or
 /// splits it into lines at U+0085 or U+2028) sees no control.
 pub(crate) fn json(value: &nyx5_proto::Value) -> Vec<u8> {
