@@ -1361,7 +1361,7 @@ mod tests {
         };
         retarget(1, &of, &recipients);
         // (The checks remember a notice as first read: forget them, so the rewrite is read.)
-        sim.tracked.notices.clear();
+        sim.tracked.forget();
         let twice = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(twice.contains(&format!("{of} from {local}@{domain} was reported 2 times bounced")), "{twice}");
 
@@ -1378,7 +1378,7 @@ mod tests {
         });
         let (id, to) = delivered.expect("the sender of two bounces also had mail delivered");
         retarget(0, &id, &Value::Array(vec![to.as_str().into()]).canonical_string());
-        sim.tracked.notices.clear();
+        sim.tracked.forget();
         let err = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(err.contains(&format!("{id} from {sender} was delivered to {to} and bounced")), "{err}");
 
@@ -1389,7 +1389,7 @@ mod tests {
         assert!(run(house.db.sqlite.batch(vec![drop_all.clone()])).unwrap().unwrap()[0] >= 2);
         let still = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(still.contains("was delivered to") && still.contains("and bounced"), "what was read is kept: {still}");
-        sim.tracked.notices.clear();
+        sim.tracked.forget();
         let lost = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(lost.contains("lost its body before it was read"), "{lost}");
 
