@@ -76,6 +76,23 @@ pub fn parse_previous_keys(text: &str) -> Result<Vec<PreviousDomainKey>, Error> 
         .collect()
 }
 
+/// The previous keys after `old` (made at `created`) hands over to a new key at `now`: `old`
+/// first, listed for `grace_ms`, then those of `previous` not yet ended (and not `old` itself),
+/// at most [`limits::MAX_KEYS`] − 1 in all.
+pub fn rotated_previous(
+    old: &SigningKey,
+    created: Timestamp,
+    previous: Vec<PreviousDomainKey>,
+    now: Timestamp,
+    grace_ms: i64,
+) -> Vec<PreviousDomainKey> {
+    let mut list: Vec<PreviousDomainKey> =
+        previous.into_iter().filter(|p| p.until > now && p.key.public() != old.public()).collect();
+    list.insert(0, PreviousDomainKey { key: old.clone(), created: Some(created), until: now.plus_ms(grace_ms) });
+    list.truncate(limits::MAX_KEYS - 1);
+    list
+}
+
 /// Writes previous domain keys in the format [`parse_previous_keys`] reads.
 pub fn previous_keys_text(keys: &[PreviousDomainKey]) -> String {
     let list = keys
@@ -253,6 +270,17 @@ pub struct Config {
 }
 
 impl Config {
+    /// The `valid_from` of the house's own agents' cards (`libro@`, `verifica@`, `tareas@`):
+    /// the creation of the earliest domain key its card lists. A key rotated while the clock ran
+    /// days ahead is "created" in the future; once the clock is set right, cards valid only from
+    /// then would be refused by every peer as not valid yet (503) for days — past the bounce
+    /// window (issue 35, simulator seed 245). The house's own agents speak with the domain key,
+    /// which the domain card lists with its handover, so dating them from the oldest listed key
+    /// claims nothing a peer could not check.
+    pub fn system_cards_since(&self) -> Timestamp {
+        self.previous_keys.iter().filter_map(|p| p.created).fold(self.key_created, Timestamp::min)
+    }
+
     /// A house with the spec's defaults.
     pub fn new(domain: &str, public_url: &str, key: SigningKey, key_created: Timestamp) -> Config {
         Config {

@@ -129,9 +129,10 @@ impl<D: Db, N: Net> House<D, N> {
         }
         .sign(&config.key, config.key_created)?
         .verify(Some(&config.key.public()))?;
-        let libro = libro::libro_card(&card, &config.key, config.key_created, config.fee_bps)?;
-        let verifica = libro::verifica::verifica_card(&card, &config.key, config.key_created)?;
-        let tareas = libro::tareas::tareas_card(&card, &config.key, config.key_created)?;
+        let since = config.system_cards_since();
+        let libro = libro::libro_card(&card, &config.key, since, config.fee_bps)?;
+        let verifica = libro::verifica::verifica_card(&card, &config.key, since)?;
+        let tareas = libro::tareas::tareas_card(&card, &config.key, since)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
         Ok(House {

@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::{Address, Envelope, Value};
 
 use super::world::{SimHouse, World, run};
@@ -35,6 +36,8 @@ pub struct Tracked {
     pub emails: Vec<(String, String, String)>,
     /// Ids each agent acknowledged (by address).
     pub acked: BTreeMap<String, BTreeSet<String>>,
+    /// Every domain key each house has had, oldest first (its journal is signed by them).
+    pub domain_keys: BTreeMap<String, Vec<SigPublic>>,
     /// Each house's journal as far as it was read, parsed, and the balances it sums to
     /// (accounts at zero left out).
     journals: BTreeMap<String, Journal>,
@@ -169,7 +172,8 @@ pub fn after_step(world: &World, tracked: &mut Tracked) -> Result<Tally, String>
         }
         changed = true;
         let at = |e: String| format!("{domain}: {e}");
-        ledger(&house, &domain, tracked.journals.entry(domain.clone()).or_default()).map_err(at)?;
+        let journal = tracked.journals.entry(domain.clone()).or_default();
+        ledger(&house, &domain, tracked.domain_keys.get(&domain), journal).map_err(at)?;
         mailboxes(&house).map_err(at)?;
         queue(&house, latest).map_err(at)?;
         let view = read_view(&house, &domain, changes, &mut tracked.notices)?;
@@ -206,7 +210,13 @@ pub fn at_rest(world: &World, tracked: &mut Tracked) -> Result<Tally, String> {
     delivery(tracked, true)
 }
 
-fn ledger(house: &SimHouse, domain: &str, journal: &mut Journal) -> Result<(), String> {
+/// `domain_keys`: every key the house has signed with (its current one alone when `None`).
+fn ledger(
+    house: &SimHouse,
+    domain: &str,
+    domain_keys: Option<&Vec<SigPublic>>,
+    journal: &mut Journal,
+) -> Result<(), String> {
     let casa = nyx5_proto::libro::house_account(domain);
     let mut balances = BTreeMap::new();
     for r in rows(house, stmt!("SELECT account, balance FROM libro_accounts"))? {
@@ -261,7 +271,9 @@ fn ledger(house: &SimHouse, domain: &str, journal: &mut Journal) -> Result<(), S
             }
             journal.entries.push(Value::parse_str(entry).map_err(|e| format!("an entry is not JSON: {}", e.reason))?);
         }
-        let report = nyx5_proto::libro::audit(domain, &[house.config.key.public()], &journal.entries)
+        let current = [house.config.key.public()];
+        let keys = domain_keys.map_or(&current[..], Vec::as_slice);
+        let report = nyx5_proto::libro::audit(domain, keys, &journal.entries)
             .map_err(|e| format!("the journal does not audit: {}", e.reason))?;
         journal.sums = report.balances;
         journal.sums.retain(|_, b| *b != 0);
@@ -355,6 +367,37 @@ fn queue(house: &SimHouse, latest: i64) -> Result<(), String> {
         return Err(format!("{} pins for the site {}", int(r, "n")?, text(r, "site")?));
     }
     Ok(())
+}
+
+/// The first few pending jobs of every house, said for a failure: where each goes, how often it
+/// was tried and why it failed last.
+pub fn pending_jobs(world: &World) -> String {
+    let mut out = Vec::new();
+    for domain in world.domains() {
+        let Some(house) = world.house(&domain) else { continue };
+        let jobs = rows(
+            &house,
+            stmt!(
+                "SELECT envelope_id, domain, attempts, last_error, next_attempt, lease_until, deadline FROM jobs
+                  WHERE state = 'pending' ORDER BY next_attempt LIMIT 5"
+            ),
+        )
+        .unwrap_or_default();
+        for j in jobs {
+            out.push(format!(
+                "  {domain}: {} to {}, {} attempts, next {:?}, lease {:?}, deadline {:?} (now {}): {}",
+                j.text("envelope_id").unwrap_or_default(),
+                j.text("domain").unwrap_or_default(),
+                j.int("attempts").unwrap_or_default(),
+                j.int("next_attempt"),
+                j.int("lease_until"),
+                j.int("deadline"),
+                house.now().millis(),
+                j.text("last_error").unwrap_or("-"),
+            ));
+        }
+    }
+    out.join("\n")
 }
 
 /// Each house's pending jobs, and the earliest time (world time) one of them is due.

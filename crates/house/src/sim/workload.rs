@@ -16,6 +16,7 @@ use super::{Failure, Params, Summary};
 use crate::http::{Request, Response};
 use crate::ports::Db;
 use crate::sqlite::SqliteDb;
+use crate::config::rotated_previous;
 use crate::{Config, Registration};
 
 /// 2026-09-04T19:00:00Z: where every run's clock starts.
@@ -84,6 +85,12 @@ pub struct Sim {
     unrecognised: u64,
     /// Each house's clock skew as it started (a clock jump moves it; setting it right restores).
     skews: std::collections::BTreeMap<String, i64>,
+    /// The draws of domain-key rotations, a stream of their own: which houses its peers know
+    /// by their first card rather than a key in `hosts`, and when one of those rotates its key.
+    rotations: Prng,
+    /// The houses its peers pinned on first use (no key in their `hosts`): only those rotate
+    /// (a peer that names a house's key in `hosts` needs its operator to change it).
+    unpinned: Vec<String>,
 }
 
 fn house_name(i: usize) -> String {
@@ -116,7 +123,14 @@ impl Sim {
             summary: Summary::default(),
             unrecognised: 0,
             skews: std::collections::BTreeMap::new(),
+            rotations: Prng::new(params.seed ^ 0x6e79_7835_726f_7461),
+            unpinned: Vec::new(),
         };
+        for i in 0..houses {
+            if sim.rotations.chance(500) {
+                sim.unpinned.push(house_name(i));
+            }
+        }
         for (i, key) in keys.iter().enumerate() {
             let domain = house_name(i);
             let mut c = Config::new(&domain, &format!("http://{domain}"), key.clone(), Timestamp(START));
@@ -129,12 +143,11 @@ impl Sim {
             for (j, other) in keys.iter().enumerate() {
                 let d = house_name(j);
                 if d != domain {
-                    c.hosts.insert(
-                        d.clone(),
-                        crate::config::HostEntry { url: format!("http://{d}"), sig: Some(other.public()) },
-                    );
+                    let sig = (!sim.unpinned.contains(&d)).then(|| other.public());
+                    c.hosts.insert(d.clone(), crate::config::HostEntry { url: format!("http://{d}"), sig });
                 }
             }
+            sim.tracked.domain_keys.insert(domain.clone(), vec![key.public()]);
             // Clocks disagree by up to a minute each way, well within the spec's five.
             let skew = sim.rng.range(-MINUTE, MINUTE);
             let db = SqliteDb::memory().map_err(|e| sim.fail(format!("no database: {e:?}")))?;
@@ -274,6 +287,9 @@ impl Sim {
         }
         if self.rng.chance(300) {
             self.tick_all(None)?;
+        }
+        if self.rotations.chance(1) {
+            self.rotate_domain_key()?;
         }
         self.summary.steps = self.step;
         self.check()
@@ -522,6 +538,26 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// An operator restarts a house with a new domain key, the old one listed for the grace
+    /// period (`nyx5 serve --rotate-domain-key`): its peers hold its card cached, and must
+    /// bounce nothing signed by the new key.
+    fn rotate_domain_key(&mut self) -> Result<(), Failure> {
+        let Some(domain) = self.rotations.pick(&self.unpinned).cloned() else { return Ok(()) };
+        let house = self.world.house(&domain).ok_or_else(|| self.fail(format!("no house {domain}")))?;
+        let (mut config, now) = (house.config.clone(), house.now());
+        drop(house);
+        let key = SigningKey::from_seed(self.rotations.bytes32());
+        let grace = crate::store::settings::ROTATION_GRACE_MS;
+        config.previous_keys = rotated_previous(&config.key, config.key_created, config.previous_keys, now, grace);
+        config.key = key.clone();
+        config.key_created = now;
+        self.world.restart_with(config).map_err(|e| self.fail(e))?;
+        self.tracked.domain_keys.entry(domain.clone()).or_default().push(key.public());
+        self.did("domain key rotated");
+        self.note(format!("{domain} rotates its domain key to {}", key.public().to_b64()));
+        Ok(())
     }
 
     /// A house's clock jumps: forward up to ten days (the tick then purges, drops bodies and lets
@@ -917,7 +953,8 @@ impl Sim {
             }
             rounds += 1;
             if rounds > DRAIN_ROUNDS {
-                return Err(self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks")));
+                let jobs = check::pending_jobs(&self.world);
+                return Err(self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks:\n{jobs}")));
             }
             if let Some(due) = due.filter(|d| *d > self.world.now()) {
                 self.world.advance(due - self.world.now());

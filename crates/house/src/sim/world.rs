@@ -392,6 +392,17 @@ impl World {
         self.start(config, skew, db.sqlite)
     }
 
+    /// Stops the house `config` names and starts it again on its database with `config`: an
+    /// operator restarting a house with a new domain key.
+    pub fn restart_with(&mut self, config: Config) -> Result<Rc<SimHouse>, String> {
+        let domain = config.domain.clone();
+        if !self.configs.contains_key(&domain) {
+            return Err(format!("no house {domain}"));
+        }
+        self.configs.insert(domain.clone(), config);
+        self.restart(&domain)
+    }
+
     /// Runs one tick of `domain`'s queue; with `dies_after`, the house dies after that many
     /// database calls (and is started again). Answers whether the tick ran to its end.
     pub fn tick(&mut self, domain: &str, dies_after: Option<u32>) -> Result<bool, String> {

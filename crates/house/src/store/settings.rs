@@ -6,7 +6,7 @@ use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::{Error, Timestamp, b64};
 
-use crate::config::{parse_previous_keys, previous_keys_text};
+use crate::config::{parse_previous_keys, previous_keys_text, rotated_previous};
 
 use crate::ports::Db;
 use crate::{port_error, stmt};
@@ -79,13 +79,7 @@ pub async fn rotate_domain_key<D: Db>(
     grace_ms: i64,
 ) -> Result<(SigningKey, Vec<PreviousDomainKey>), Error> {
     let (old, created) = domain_key(db, fresh_seed, now).await?;
-    let mut previous: Vec<PreviousDomainKey> = previous_domain_keys(db)
-        .await?
-        .into_iter()
-        .filter(|p| p.until > now && p.key.public() != old.public())
-        .collect();
-    previous.insert(0, PreviousDomainKey { key: old.clone(), created: Some(created), until: now.plus_ms(grace_ms) });
-    previous.truncate(nyx5_proto::limits::MAX_KEYS - 1);
+    let previous = rotated_previous(&old, created, previous_domain_keys(db).await?, now, grace_ms);
     let old_seed = b64::encode(&old.seed());
     let changes = db
         .batch(vec![
