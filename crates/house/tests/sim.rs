@@ -24,8 +24,10 @@ const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 /// tests/README.md, "The simulator over weeks"): seed 2 read a notice whose body the week's purge
 /// had dropped (`invalid JSON at byte 0`, step 2455); seed 12, a card "not valid yet" at a house
 /// whose clock ran back bounced for good, then a copy was taken; seed 55, a copy held in the
-/// network landed after the next attempt was refused by name, and the refusal had bounced it.
-const LONG_REGRESSIONS: &[u64] = &[2, 12, 55];
+/// network landed after the next attempt was refused by name, and the refusal had bounced it; seed
+/// 245, a house rotated its domain key while its clock ran days ahead, and once the clock was set
+/// right every peer refused its Libro's card as not valid yet until the drain gave up.
+const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245];
 /// Steps of a long-horizon run: about three simulated weeks.
 const LONG_STEPS: u64 = 3000;
 
