@@ -437,10 +437,24 @@ pub trait PinStore {
         let _ = pin;
         self.cache_domain(card).await
     }
+    /// Caches a domain card that verified without a pin (anchored in DNS), and remembers its
+    /// name as one that verified ([`PinStore::known`]).
+    async fn cache_known(&self, card: ChainCard<'_>) -> Result<(), Error> {
+        self.cache_domain(card).await
+    }
+    /// Remembers that `domain` showed a card that verified at `now` though nothing pins its key
+    /// (a site past its share of pins): for [`KNOWN_MS`], fetching it again spends none of its
+    /// site's new names ([`PinStore::admit`]). Nothing by default.
+    async fn known(&self, domain: &str, now: i64) -> Result<(), Error> {
+        let _ = (domain, now);
+        Ok(())
+    }
     /// Whether the resolver may go and fetch `domain`, a name it holds no fresh card for, at
     /// `now`: the house spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`] (429 past
     /// them), so a stranger minting names under one site cannot make it fetch, verify and pin
-    /// without end. Any name goes by default (the client's profile).
+    /// without end. A name pinned, or known ([`PinStore::known`]), spends nothing: a stranger
+    /// spending a site's budget on made-up names cannot cut the house off from a peer it knows
+    /// there. Any name goes by default (the client's profile).
     async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
         let _ = (domain, now);
         Ok(())
@@ -464,12 +478,20 @@ pub trait PinStore {
 pub const REFRESH_WINDOW_MS: i64 = 30_000;
 
 /// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
-/// domains aside.
+/// domains and names known without a pin (`known_names`) aside.
 pub const NEW_NAMES_PER_SITE_PER_MINUTE: i64 = 30;
 /// Most pins for the domains of one site: a party that mints names cannot make the house pin
 /// more than these; past them a new domain of the site is trusted unpinned, as past
 /// [`MAX_PINS`] (a house that needs more of one site anchors them in DNS, which pins nothing).
 pub const MAX_PINS_PER_SITE: i64 = 64;
+/// Names known without a pin (`known_names`, migration 0020) per site, and in all: as for pins,
+/// a name past either bound spends its site's budget as any new name does.
+pub const MAX_KNOWN_PER_SITE: i64 = 64;
+pub const MAX_KNOWN: i64 = 100_000;
+/// How long a name whose card verified without a pin stays known: 30 days after its last
+/// verification (a peer the house writes to is verified again every few minutes).
+pub const KNOWN_MS: i64 = 30 * 24 * 3_600_000;
+
 /// Most pins in all. Past it a new domain is not refused but trusted unpinned (anchor
 /// `unpinned`): strangers who fill the table from many sites must not shut every new domain
 /// out, nor push an existing pin out to re-open trust on first use for it.
@@ -570,6 +592,22 @@ impl<D: Db> PinStore for DbPins<'_, D> {
     async fn cache_pinned(&self, pin: &SigPublic, c: ChainCard<'_>) -> Result<(), Error> {
         let c = c.entry();
         let stmt = store::resolver::cache_if_pinned(c.key, c.card, c.url, c.at, &pin.to_b64());
+        self.0.batch(vec![stmt]).await.map_err(port_error).map(drop)
+    }
+
+    async fn cache_known(&self, c: ChainCard<'_>) -> Result<(), Error> {
+        let c = c.entry();
+        let site = crate::site::site(c.key);
+        let stmts = vec![
+            store::resolver::cache(c.key, c.card, c.url, c.at),
+            store::resolver::remember_name(c.key, site, c.at, MAX_KNOWN_PER_SITE, MAX_KNOWN),
+        ];
+        self.0.batch(stmts).await.map_err(port_error).map(drop)
+    }
+
+    async fn known(&self, domain: &str, now: i64) -> Result<(), Error> {
+        let site = crate::site::site(domain);
+        let stmt = store::resolver::remember_name(domain, site, now, MAX_KNOWN_PER_SITE, MAX_KNOWN);
         self.0.batch(vec![stmt]).await.map_err(port_error).map(drop)
     }
 }
@@ -886,7 +924,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
                 let pin = match self.store.pin(domain).await? {
                     None => {
-                        self.store.cache_domain(entry).await?;
+                        self.store.cache_known(entry).await?;
                         return Ok(done(card, "dns"));
                     }
                     Some(pin) if pin == anchor => {
@@ -924,7 +962,10 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                         // first use without being pinned (see `MAX_PINS`).
                         match self.store.pin(domain).await? {
                             Some(pin) => pin,
-                            None => return Ok(done(verified, "unpinned")),
+                            None => {
+                                self.store.known(domain, now).await?;
+                                return Ok(done(verified, "unpinned"));
+                            }
                         }
                     }
                 };

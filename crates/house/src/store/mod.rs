@@ -43,13 +43,14 @@ pub mod constraint {
 
 /// The upkeep of tables strangers fill, for the periodic tick: the bodies of envelopes
 /// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
-/// tick), and cached cards past their five minutes.
+/// tick), cached cards past their five minutes, and names not verified for [`crate::resolver::KNOWN_MS`].
 pub fn upkeep(now: i64) -> Vec<Stmt> {
     let mut stmts = Vec::from(inbox::drop_bodies(
         now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS),
         crate::mailbox::BODY_DROP_BATCH,
     ));
     stmts.push(resolver::purge(now));
+    stmts.push(resolver::forget_names(now, crate::resolver::KNOWN_MS));
     stmts
 }
 

@@ -70,16 +70,39 @@ pub fn set_pin_site(domain: &str, site: &str) -> Stmt {
 
 /// Counts one fetch of a name the resolver knows no fresh card for against its site's window
 /// `bucket` (`resolve:<site>`) for minute `window`; the CHECK `rate_cap` fails the batch past
-/// `cap`. A pinned domain costs nothing: the budget is for names the house has never trusted.
+/// `cap`. A pinned domain costs nothing, nor one whose card verified lately without a pin
+/// (`known_names`): the budget is for names the house has never trusted.
 pub fn count_new_name(domain: &str, bucket: &str, window: i64, cap: i64) -> Stmt {
     stmt!(
         "INSERT INTO rate_windows (bucket, window, count, cap)
          SELECT ?, ?, 1, ? WHERE NOT EXISTS (SELECT 1 FROM pins WHERE domain = ?)
+                             AND NOT EXISTS (SELECT 1 FROM known_names WHERE domain = ?)
          ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
         bucket,
         window,
         cap,
+        domain,
         domain
+    )
+}
+
+/// Records that `domain` (of site `site`) showed a card that verified at `now` without a pin
+/// (see migration 0020): a name already known has its time renewed; a new one is recorded only
+/// while its site holds fewer than `per_site` and the table fewer than `total` (the counter row
+/// `row_counts.known_names`), and nothing is pushed out to make room.
+pub fn remember_name(domain: &str, site: &str, now: i64, per_site: i64, total: i64) -> Stmt {
+    stmt!(
+        "INSERT INTO known_names (domain, site, seen_at)
+         SELECT ?1, ?2, ?3
+          WHERE EXISTS (SELECT 1 FROM known_names WHERE domain = ?1)
+             OR ((SELECT n FROM row_counts WHERE name = 'known_names') < ?4
+                 AND (SELECT count(*) FROM (SELECT 1 FROM known_names WHERE site = ?2 LIMIT ?5)) < ?5)
+         ON CONFLICT (domain) DO UPDATE SET seen_at = excluded.seen_at",
+        domain,
+        site,
+        now,
+        total,
+        per_site
     )
 }
 
@@ -198,6 +221,11 @@ pub fn forget_domain(domain: &str) -> Stmt {
 /// Drops cache rows past their five minutes (for the periodic tick).
 pub fn purge(now: i64) -> Stmt {
     stmt!("DELETE FROM card_slots WHERE fetched_at <= ?", now - limits::CARD_CACHE_MS)
+}
+
+/// Forgets names whose card last verified more than `keep_ms` ago (for the periodic tick).
+pub fn forget_names(now: i64, keep_ms: i64) -> Stmt {
+    stmt!("DELETE FROM known_names WHERE seen_at <= ?", now.saturating_sub(keep_ms))
 }
 
 #[cfg(test)]

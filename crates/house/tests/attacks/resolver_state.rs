@@ -409,6 +409,68 @@ fn a_dns_anchor_continuing_from_the_pin_moves_it() {
     assert!(fresh.is_none(), "no cache row for a pin that moved");
 }
 
+/// A peer anchored in DNS pins nothing. Once its cached card expired, fetching it again spent
+/// one of its site's new names a minute, so a stranger who made the house look up made-up names
+/// under that site (each fails) had it refused (429) for as long as the flood lasted, a key
+/// rotation's refresh included. A name whose card verified is known for `KNOWN_MS`: it spends
+/// nothing, and the made-up names still do.
+#[test]
+fn made_up_names_under_a_site_do_not_cut_off_the_peer_known_there() {
+    let mut f = Fixture::new();
+    f.doh = Some("https://dns.test/resolve".into());
+    let now = f.w.clock.now();
+    let key = SigningKey::from_seed([1; 32]);
+    serve_dns(&f.w, Some(format!("v=nyx51; url=http://r.test; sig={}", key.public().to_b64())));
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &key, vec![], now), &key);
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().via, "dns");
+    assert_eq!(f.pin(DOMAIN), None, "a DNS anchor pins nothing");
+
+    // Minutes later the cache has expired; in one minute a stranger spends the site's budget on
+    // names that answer with another domain's card.
+    f.w.clock.advance(limits::CARD_CACHE_MS + 1_000);
+    let budget = nyx5_house::resolver::NEW_NAMES_PER_SITE_PER_MINUTE;
+    for i in 0..budget {
+        let e = f.domain(&Memo::default(), &format!("x{i}.{DOMAIN}")).map(|_| ()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Forbidden, "{}", e.reason);
+    }
+    let past = f.domain(&Memo::default(), &format!("x{budget}.{DOMAIN}")).map(|_| ()).unwrap_err();
+    assert_eq!(past.kind, ErrorKind::RateLimited, "{}", past.reason);
+    // The peer itself is fetched and verified again.
+    let fetched = f.sent(DOMAIN);
+    let r = f.domain(&Memo::default(), DOMAIN).unwrap();
+    assert_eq!((r.via, f.sent(DOMAIN) - fetched), ("dns", 1));
+
+    // Known names are forgotten a while after their last verification.
+    let known = || {
+        let n = block_on(f.db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM known_names"))).unwrap();
+        n[0].int("n").unwrap()
+    };
+    assert_eq!(known(), 1, "made-up names are not known");
+    let later = f.w.clock.now().millis() + nyx5_house::resolver::KNOWN_MS + 1;
+    block_on(f.db.batch(nyx5_house::store::upkeep(later))).unwrap();
+    assert_eq!(known(), 0);
+}
+
+/// Names known without a pin are bounded per site and in all, as pins are: a site's owner with
+/// many names fills its own share, and nothing recorded is pushed out.
+#[test]
+fn known_names_are_bounded_per_site() {
+    let f = Fixture::new();
+    let per_site = nyx5_house::resolver::MAX_KNOWN_PER_SITE;
+    let remember = |domain: &str, site: &str| {
+        let stmt = nyx5_house::store::resolver::remember_name(domain, site, 1, per_site, 100_000);
+        block_on(f.db.batch(vec![stmt])).unwrap()[0]
+    };
+    for i in 0..per_site {
+        assert_eq!(remember(&format!("n{i}.big.test"), "big.test"), 1);
+    }
+    assert_eq!(remember("one-more.big.test", "big.test"), 0, "past the site's share");
+    assert_eq!(remember("n0.big.test", "big.test"), 1, "a known name has its time renewed");
+    assert_eq!(remember("other.test", "other.test"), 1, "another site has its own share");
+    let total = block_on(f.db.batch(vec![nyx5_house::store::resolver::remember_name("t.test", "t.test", 1, 64, 65)]));
+    assert_eq!(total.unwrap()[0], 0, "past the table's bound (the counter row, not a count)");
+}
+
 #[test]
 fn repin_accepts_a_changed_key_only_when_asked() {
     let f = Fixture::new();
