@@ -675,6 +675,22 @@ fn refuse(what: &str) -> impl Fn(Error) -> Error + '_ {
     }
 }
 
+/// Verifies a domain card against the key the operator's hosts file names for it, if any: a card
+/// signed by that key, or by a key it handed over to (listed with a handover still within its
+/// `until`, as a pin on first use follows a rotation). An operator who pinned a peer's key in
+/// `hosts` should not see the peer's mail bounce the day it rotates with a handover (issue 35
+/// §2); past the handover's end the card is refused until the file names the new key.
+fn verify_hosts_anchored(
+    card: DomainCard,
+    anchor: Option<&SigPublic>,
+    now: Timestamp,
+) -> Result<Verified<DomainCard>, Error> {
+    match anchor {
+        None => card.verify(None),
+        Some(anchor) => card.verify_continuing(anchor, now).map(|(card, _)| card),
+    }
+}
+
 fn card_text(v: &Value) -> String {
     v.canonical_string()
 }
@@ -695,7 +711,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 // file anchors it (its last word, as in `fetch_domain`).
                 let pinned = |k: &SigPublic| anchor.is_some() || row.pin.as_ref().is_none_or(|p| *p == k.to_b64());
                 if let Ok(card) = DomainCard::parse(row.card.as_bytes())
-                    && let Ok(card) = card.verify(anchor.as_ref())
+                    && let Ok(card) = verify_hosts_anchored(card, anchor.as_ref(), self.now)
                     && card.domain() == domain
                     && card.signer().is_ok_and(|k| card.accepts_key(&k, self.now) && pinned(&k))
                 {
@@ -913,9 +929,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         };
         let entry = ChainCard::of(&chain, CacheEntry { key: domain, card: &text, url: &url, at: now });
         match (located.anchor, located.via) {
-            // The operator's hosts file is the last word.
+            // The operator's hosts file is the last word: its key, or a key it handed over to.
             (Some(anchor), "hosts") => {
-                let card = card.verify(Some(&anchor)).map_err(refuse(&what))?;
+                let card = verify_hosts_anchored(card, Some(&anchor), self.now).map_err(refuse(&what))?;
                 self.store.cache_domain(entry).await?;
                 Ok(done(card, "hosts"))
             }

@@ -471,6 +471,43 @@ fn known_names_are_bounded_per_site() {
     assert_eq!(total.unwrap()[0], 0, "past the table's bound (the counter row, not a count)");
 }
 
+/// An operator who names a peer's key in `hosts` keeps reaching the peer across the peer's
+/// rotation while the old key's handover lasts (issue 35 §2: a rotation bounces nothing), as a
+/// pin on first use does; a new key without a handover from the named one, or after it ended,
+/// is refused as before.
+#[test]
+fn a_hosts_key_follows_its_handover_and_nothing_else() {
+    let mut f = Fixture::new();
+    let now = f.w.clock.now();
+    let old = SigningKey::from_seed([1; 32]);
+    f.hosts.insert(DOMAIN.into(), HostEntry { url: "http://r.test".into(), sig: Some(old.public()) });
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &old, vec![], now), &old);
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().via, "hosts");
+
+    // A new key that the named one never handed over to.
+    let new = SigningKey::from_seed([2; 32]);
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &new, vec![], now), &new);
+    f.w.clock.advance(limits::CARD_CACHE_MS + 1_000);
+    let e = f.domain(&Memo::default(), DOMAIN).map(|_| ()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Forbidden, "{}", e.reason);
+
+    // The rotation done right: the named key hands over to the new one for 30 days.
+    let until = Timestamp(now.millis() + 30 * DAY);
+    let handover = old.sign(Context::DomainKeyHandover, &handover_message(DOMAIN, &old.public(), &new.public(), until));
+    let listed = DomainKey { until: Some(until), handover: Some(handover), ..DomainKey::new(old.public(), None) };
+    serve(&f.w, DOMAIN, &domain_card(DOMAIN, "http://r.test", &new, vec![listed], now), &new);
+    let r = f.domain(&Memo::default(), DOMAIN).unwrap();
+    assert_eq!(r.via, "hosts");
+    assert!(r.card.accepts_key(&new.public(), f.w.clock.now()));
+    // From the cache too.
+    assert_eq!(f.domain(&Memo::default(), DOMAIN).unwrap().via, "cache");
+
+    // Past the handover's end the file must name the new key.
+    f.w.clock.advance(30 * DAY);
+    let e = f.domain(&Memo::default(), DOMAIN).map(|_| ()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Forbidden, "{}", e.reason);
+}
+
 #[test]
 fn repin_accepts_a_changed_key_only_when_asked() {
     let f = Fixture::new();
