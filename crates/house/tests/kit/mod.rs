@@ -132,11 +132,23 @@ pub struct KitDb {
     before_batch: RefCell<Option<BatchHook>>,
     /// The SQL text a read must be, and how many such reads to let through before failing one.
     fail_read: RefCell<Option<(&'static str, u32)>>,
+    /// Queries and batches run so far: each is one round trip to D1 on the Worker.
+    calls: Cell<u64>,
 }
 
 impl KitDb {
     pub fn new(sqlite: SqliteDb) -> KitDb {
-        KitDb { sqlite, stall: Cell::new(false), before_batch: RefCell::new(None), fail_read: RefCell::new(None) }
+        KitDb {
+            sqlite,
+            stall: Cell::new(false),
+            before_batch: RefCell::new(None),
+            fail_read: RefCell::new(None),
+            calls: Cell::new(0),
+        }
+    }
+    /// Queries and batches run so far (each a round trip to the database on the Worker).
+    pub fn calls(&self) -> u64 {
+        self.calls.get()
     }
     /// The read of exactly `sql` after `skip` others of it fails, as an unavailable database does.
     pub fn fail_read(&self, sql: &'static str, skip: u32) {
@@ -169,6 +181,7 @@ impl KitDb {
 
 impl Db for KitDb {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.calls.set(self.calls.get() + 1);
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -178,6 +191,7 @@ impl Db for KitDb {
         self.sqlite.query(stmt).await
     }
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        self.calls.set(self.calls.get() + 1);
         if self.stall.get() {
             YieldOnce(false).await;
         }
