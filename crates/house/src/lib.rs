@@ -81,6 +81,9 @@ pub struct House<D, N> {
     /// The Libro queued mail due now (receipts for other houses) since this was last taken: the
     /// answer asks for a delivery kick, and a tick works the queue once more.
     queued: std::cell::Cell<bool>,
+    /// When (by the house's clock) a tick last ran the purges of its upkeep: at most once a
+    /// minute per process (`queue::UPKEEP_EVERY_MS`), not at every kick.
+    upkept: std::cell::Cell<Option<i64>>,
 }
 
 impl<D, N> std::fmt::Debug for House<D, N> {
@@ -148,6 +151,7 @@ impl<D: Db, N: Net> House<D, N> {
             cards,
             pushes,
             queued: Default::default(),
+            upkept: Default::default(),
         })
     }
 

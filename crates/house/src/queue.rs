@@ -471,29 +471,51 @@ pub fn late(job: &Job, now: i64, retry: &Retry) -> Delivery {
     }
 }
 
+/// How often a process runs the tick's purges (by the house's clock): the Worker's cron ticks
+/// once a minute, but every accepted send kicks a tick too, and the purges' ~15 statements (each
+/// reading what it drops through an index) need not run at each of them.
+pub const UPKEEP_EVERY_MS: i64 = 60_000;
+
+/// Whether a tick at `now` runs the purges, the last having run at `last` (none yet in this
+/// process: yes). A clock set back runs them at once rather than waiting for it to catch up.
+pub fn upkeep_due(last: Option<i64>, now: i64) -> bool {
+    last.is_none_or(|last| now < last || now >= last.saturating_add(UPKEEP_EVERY_MS))
+}
+
 impl<D: Db, N: Net> House<D, N> {
-    /// Works the queue once: purges old nonces, rate windows and finished envelopes, then takes
-    /// up to `config.tick_batch` (default [`TICK_BATCH`]) due jobs and delivers, retries, postpones or bounces each. Safe to run
-    /// twice at once and to repeat: every job is leased before it is worked.
-    pub async fn tick(&self) -> Result<TickReport, Error> {
-        let now = self.now();
+    /// The purges of the tick's upkeep, in one batch: old nonces and rate windows, finished
+    /// envelopes and their jobs, the bodies of acknowledged mail, expired cached cards, sent
+    /// email, the authority's counts past their hour (approvals decided a month ago), and first
+    /// arrivals of operations past their life (issue 34).
+    fn upkeep_purges(&self, now: Timestamp) -> Vec<crate::ports::Stmt> {
         let mut purge = crate::store::agents::purge(now.millis());
         purge.extend(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
         purge.extend(crate::store::upkeep(now.millis()));
         purge.push(crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
-        // The authority's counts past their hour, and approvals decided a month ago.
         purge.extend(crate::store::libro::prune_authority(
             now.millis(),
             crate::libro::KEEP_DECIDED_MS,
             crate::libro::UPKEEP_BATCH,
         ));
-        // First arrivals of operations past their life (issue 34).
         purge.push(crate::store::libro::forget_received(
             now.millis().saturating_sub(2 * crate::libro::OP_LIFE_MS),
             PURGE_BATCH,
         ));
-        self.db.batch(purge).await.map_err(port_error)?;
+        purge
+    }
+
+    /// Works the queue once: purges old nonces, rate windows and finished envelopes (at most
+    /// once a minute: [`upkeep_due`]), then takes up to `config.tick_batch` (default
+    /// [`TICK_BATCH`]) due jobs and delivers, retries, postpones or bounces each. Safe to run
+    /// twice at once and to repeat: every job is leased before it is worked.
+    pub async fn tick(&self) -> Result<TickReport, Error> {
+        let now = self.now();
+        if upkeep_due(self.upkept.get(), now.millis()) {
+            self.db.batch(self.upkeep_purges(now)).await.map_err(port_error)?;
+            self.upkept.set(Some(now.millis()));
+        }
         let mut report = TickReport::default();
+
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
         let mut health: VecMap<String, Option<Health>> = VecMap::new();
         // A second pass when the first delivered operations to the Libro that queued receipts
@@ -807,6 +829,15 @@ impl<D: Db, N: Net> House<D, N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upkeep_runs_once_a_minute_and_at_once_after_the_clock_went_back() {
+        assert!(upkeep_due(None, 0), "a new process purges at its first tick");
+        assert!(!upkeep_due(Some(1_000), 1_000 + UPKEEP_EVERY_MS - 1));
+        assert!(upkeep_due(Some(1_000), 1_000 + UPKEEP_EVERY_MS));
+        assert!(upkeep_due(Some(1_000), 999), "a clock set back does not wait for it to catch up");
+        assert!(upkeep_due(Some(i64::MAX), i64::MAX - 1));
+    }
 
     fn a(s: &str) -> Address {
         Address::parse(s).unwrap()

@@ -687,7 +687,19 @@ fn verify_hosts_anchored(
 ) -> Result<Verified<DomainCard>, Error> {
     match anchor {
         None => card.verify(None),
-        Some(anchor) => card.verify_continuing(anchor, now).map(|(card, _)| card),
+        Some(anchor) => {
+            let domain = card.domain().to_owned();
+            card.verify_continuing(anchor, now).map(|(card, _)| card).map_err(|e| {
+                if e.kind.is_temporary() {
+                    return e;
+                }
+                Error::forbidden(format!(
+                    "domain card of {domain} is not signed by its anchored key (the hosts file's), nor by a key it \
+                     handed over to: {}",
+                    e.reason
+                ))
+            })
+        }
     }
 }
 

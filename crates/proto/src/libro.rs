@@ -226,36 +226,84 @@ pub struct Report {
 /// lines that sum to zero, and leaves no balance but `casa@<house>`'s negative. The first
 /// failure is the error, naming the entry.
 pub fn audit(house: &str, keys: &[SigPublic], entries: &[Value]) -> Result<Report, Error> {
-    let casa = house_account(house);
-    let mut balances: BTreeMap<String, i64> = BTreeMap::new();
-    let mut head = GENESIS.to_owned();
-    for (i, v) in entries.iter().enumerate() {
-        let want = i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1);
+    let mut auditor = Auditor::new(house);
+    for v in entries {
+        auditor.push(keys, v)?;
+    }
+    Ok(auditor.report())
+}
+
+/// [`audit`] one entry at a time, for a journal that grows: what has been checked so far is
+/// kept, and each entry pushed is checked against it, so a reader following a journal checks
+/// each entry once.
+#[derive(Debug, Clone)]
+pub struct Auditor {
+    house: String,
+    casa: String,
+    balances: BTreeMap<String, i64>,
+    entries: usize,
+    head: String,
+}
+
+impl Auditor {
+    /// An audit of `house`'s journal before its first entry.
+    pub fn new(house: &str) -> Auditor {
+        Auditor {
+            house: house.to_owned(),
+            casa: house_account(house),
+            balances: BTreeMap::new(),
+            entries: 0,
+            head: GENESIS.to_owned(),
+        }
+    }
+
+    /// Checks `v` as the next entry (see [`audit`]) and takes it in. A failure leaves what was
+    /// checked before as it was.
+    pub fn push(&mut self, keys: &[SigPublic], v: &Value) -> Result<(), Error> {
+        let want = i64::try_from(self.entries).unwrap_or(i64::MAX).saturating_add(1);
         let at = |why: String| Error::new(ErrorKind::Forbidden, format!("entry {want}: {why}"));
         let raw = v.as_object().ok_or_else(|| at("not an object".into()))?.clone();
         let entry = Entry::from_object(raw).map_err(|e| at(e.reason.into_owned()))?;
         if entry.n != want {
             return Err(at(format!("numbered {}", entry.n)));
         }
-        if entry.house != house {
+        if entry.house != self.house {
             return Err(at(format!("belongs to {}", entry.house)));
         }
-        if entry.prev != head {
+        if entry.prev != self.head {
             return Err(at("does not link to the entry before it (`prev`)".into()));
         }
         let sha = entry.sha256_hex();
         let entry = entry.verify(keys).map_err(|e| at(format!("signature: {}", e.reason)))?;
+        // Each line's new balance, checked before any is taken in.
+        let mut after: Vec<(&str, i64)> = Vec::with_capacity(entry.lines.len());
         for l in &entry.lines {
-            let b = balances.entry(l.account.clone()).or_insert(0);
-            *b = b.checked_add(l.delta).ok_or_else(|| at(format!("{} overflows", l.account)))?;
-            if *b < 0 && l.account != casa {
-                return Err(at(format!("leaves {} at {}", l.account, *b)));
+            let before = after.iter().rev().find(|(a, _)| *a == l.account).map(|(_, b)| *b);
+            let before = before.unwrap_or_else(|| self.balances.get(&l.account).copied().unwrap_or(0));
+            let b = before.checked_add(l.delta).ok_or_else(|| at(format!("{} overflows", l.account)))?;
+            if b < 0 && l.account != self.casa {
+                return Err(at(format!("leaves {} at {b}", l.account)));
             }
+            after.push((&l.account, b));
         }
-        head = sha;
+        for (account, b) in after {
+            self.balances.insert(account.to_owned(), b);
+        }
+        self.entries += 1;
+        self.head = sha;
+        Ok(())
     }
-    let issued = balances.get(&casa).copied().unwrap_or(0).checked_neg().unwrap_or(i64::MAX);
-    Ok(Report { entries: entries.len(), balances, issued, head })
+
+    /// What the entries taken in so far add up to.
+    pub fn report(&self) -> Report {
+        let issued = self.balances.get(&self.casa).copied().unwrap_or(0).checked_neg().unwrap_or(i64::MAX);
+        Report { entries: self.entries, balances: self.balances.clone(), issued, head: self.head.clone() }
+    }
+
+    /// How many entries were taken in.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
 }
 
 #[cfg(test)]
@@ -316,6 +364,23 @@ mod tests {
         let mut raw = e.object().clone();
         raw.insert("concept".into(), "other".into());
         assert!(Entry::from_object(raw).unwrap().verify(&[key().public()]).is_err());
+    }
+
+    #[test]
+    fn an_auditor_fed_entry_by_entry_reports_what_the_whole_audit_does_and_keeps_its_state_on_a_failure() {
+        let j = journal(4);
+        let mut auditor = Auditor::new("a.test");
+        for v in &j[..2] {
+            auditor.push(&[key().public()], v).unwrap();
+        }
+        // The fourth entry out of turn, or one signed by another key, is refused and changes nothing.
+        assert!(auditor.push(&[key().public()], &j[3]).is_err());
+        assert!(auditor.push(&[SigningKey::from_seed([8; 32]).public()], &j[2]).is_err());
+        assert_eq!(auditor.entries(), 2);
+        for v in &j[2..] {
+            auditor.push(&[key().public()], v).unwrap();
+        }
+        assert_eq!(auditor.report(), audit("a.test", &[key().public()], &j).unwrap());
     }
 
     #[test]

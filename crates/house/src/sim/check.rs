@@ -53,12 +53,17 @@ pub struct Tracked {
     tally: Option<(usize, Tally)>,
 }
 
-/// A house's journal: its entries read so far (parsed), and the balances they sum to.
-#[derive(Debug, Default)]
+/// A house's journal as far as the checks read it: audited entry by entry, each once.
+#[derive(Debug)]
 struct Journal {
-    entries: Vec<Value>,
+    auditor: nyx5_proto::libro::Auditor,
+    /// The balances the entries sum to (accounts at zero left out).
     sums: BTreeMap<String, i64>,
 }
+
+/// What a sender was told of one recipient of one envelope: how many notices said it bounced,
+/// how many said "undetermined", and what the last one said.
+type Told = (u32, u32, String);
 
 /// What the delivery checks read from one house at its last full check. Every invariant of a
 /// house is a function of its database (and of the latest time its clock showed, which only
@@ -71,8 +76,8 @@ struct View {
     /// Envelope ids held by each address (an agent's mailbox, or `libro@` for the operations
     /// its Libro did).
     delivered: BTreeMap<String, BTreeSet<String>>,
-    /// Notices each sender holds: (envelope, recipient) → (bounced, undetermined, the last's why).
-    told: BTreeMap<String, BTreeMap<(String, String), (u32, u32, String)>>,
+    /// Notices each sender holds: envelope → recipient → what they said.
+    told: BTreeMap<String, BTreeMap<String, BTreeMap<String, Told>>>,
 }
 
 impl Tracked {
@@ -172,7 +177,10 @@ pub fn after_step(world: &World, tracked: &mut Tracked) -> Result<Tally, String>
         }
         changed = true;
         let at = |e: String| format!("{domain}: {e}");
-        let journal = tracked.journals.entry(domain.clone()).or_default();
+        let journal = tracked
+            .journals
+            .entry(domain.clone())
+            .or_insert_with(|| Journal { auditor: nyx5_proto::libro::Auditor::new(&domain), sums: BTreeMap::new() });
         ledger(&house, &domain, tracked.domain_keys.get(&domain), journal).map_err(at)?;
         mailboxes(&house).map_err(at)?;
         queue(&house, latest).map_err(at)?;
@@ -258,24 +266,21 @@ fn ledger(
         }
     }
     // The journal is read from where the last check stopped (it only grows: a trigger chains
-    // each entry to the one before), and audited whole again when it grew; the accounts meet its
-    // sums every time (a balance moved outside the journal is named at once, not at the next
-    // entry).
-    let after = i64::try_from(journal.entries.len()).map_err(|_| "a journal past i64")?;
-    let new = rows(house, stmt!("SELECT n, entry FROM libro_entries WHERE n > ? ORDER BY n", after))?;
+    // each entry to the one before), each new entry audited against what came before it (its
+    // number, link, signature and balances); the accounts meet its sums every time (a balance
+    // moved outside the journal is named at once, not at the next entry). `at_rest` audits each
+    // journal again from its first entry.
+    let after = i64::try_from(journal.auditor.entries()).map_err(|_| "a journal past i64")?;
+    let new = rows(house, stmt!("SELECT entry FROM libro_entries WHERE n > ? ORDER BY n", after))?;
     if !new.is_empty() {
-        for r in &new {
-            let (n, entry) = (int(r, "n")?, text(r, "entry")?);
-            if usize::try_from(n).ok() != Some(journal.entries.len() + 1) {
-                return Err(format!("the journal's entry {n} follows entry {}", journal.entries.len()));
-            }
-            journal.entries.push(Value::parse_str(entry).map_err(|e| format!("an entry is not JSON: {}", e.reason))?);
-        }
         let current = [house.config.key.public()];
         let keys = domain_keys.map_or(&current[..], Vec::as_slice);
-        let report = nyx5_proto::libro::audit(domain, keys, &journal.entries)
-            .map_err(|e| format!("the journal does not audit: {}", e.reason))?;
-        journal.sums = report.balances;
+        for r in &new {
+            let entry =
+                Value::parse_str(text(r, "entry")?).map_err(|e| format!("an entry is not JSON: {}", e.reason))?;
+            journal.auditor.push(keys, &entry).map_err(|e| format!("the journal does not audit: {}", e.reason))?;
+        }
+        journal.sums = journal.auditor.report().balances;
         journal.sums.retain(|_, b| *b != 0);
     }
     if journal.sums != balances {
@@ -461,7 +466,7 @@ fn read_view(
         let Some(seen) = seen else { continue };
         let told = view.told.entry(format!("{local}@{domain}")).or_default();
         for to in seen.recipients {
-            let n = told.entry((seen.of.clone(), to)).or_insert((0, 0, String::new()));
+            let n = told.entry(seen.of.clone()).or_default().entry(to).or_insert((0, 0, String::new()));
             if seen.undetermined {
                 n.1 += 1;
             } else {
@@ -489,7 +494,7 @@ fn delivery(tracked: &Tracked, at_rest: bool) -> Result<Tally, String> {
                 .and_then(|v| v.delivered.get(to.as_str()))
                 .is_some_and(|ids| ids.contains(id));
             let (notices, undetermined, why) =
-                told.and_then(|t| t.get(&(id.to_owned(), to.as_str().to_owned()))).unwrap_or(&none);
+                told.and_then(|t| t.get(id)).and_then(|t| t.get(to.as_str())).unwrap_or(&none);
             match (got, *notices, *undetermined) {
                 (true, 0, 0) => tally.delivered += 1,
                 (false, 1, 0) => tally.bounced += 1,
