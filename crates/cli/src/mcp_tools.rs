@@ -586,7 +586,8 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
         }
         "nyx5_inbox" => {
             let limit = mailbox::check_limit(Some(opt_int(args, "limit")?.unwrap_or(20)), mailbox::INBOX_MAX_LIMIT)?;
-            let v = mailbox::inbox(&setup.ctx()?, limit, opt_int(args, "after")?)?;
+            // A stamp a mended 402 asks is never paid unasked from MCP (0), as for a send.
+            let v = mailbox::inbox(&setup.ctx()?, limit, opt_int(args, "after")?, 0)?;
             Ok(untrusted(v))
         }
         "nyx5_ack" => {

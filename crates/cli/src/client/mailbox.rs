@@ -56,10 +56,33 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     }
 }
 
-/// One page of the mailbox, checked and opened.
-pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
+/// The body of mailbox item `m` (as [`open_item`] shows it) when it is a bounce the agent can
+/// believe: a verified notice with `status: "bounced"` from the postmaster of the agent's own
+/// house, the only one that bounces what the agent sent (docs/SPEC.md §16). Another house's
+/// postmaster, or an unverified notice, is not believed.
+pub(crate) fn own_bounce<'a>(me: &AgentEntry, m: &'a Object) -> Option<&'a Object> {
+    let from = text(m, "from");
+    let postmaster = from.split_once('@').is_some_and(|(l, d)| l == "postmaster" && d == me.address.domain());
+    if !postmaster || text(m, "trust") != "verified" {
+        return None;
+    }
+    let body = m.get("content").and_then(Value::as_object).and_then(|c| c.get("body")).and_then(Value::as_object)?;
+    (text(body, "status") == "bounced").then_some(body)
+}
+
+/// One page of the mailbox, checked and opened; and each 402 bounce on it that a stale card
+/// caused mended once (`client::stale`), paying a stamp the fresh card asks only up to
+/// `auto_stamp_max` (the CLI's `AUTO_STAMP_MAX`; 0 from MCP and apps). What was done is listed
+/// in `stale_cards`.
+pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>, auto_stamp_max: i64) -> Result<Value, Failure> {
     let me = ctx.me()?;
-    page(ctx, &me, limit, after)
+    let mut v = page(ctx, &me, limit, after)?;
+    if let Value::Object(o) = &mut v {
+        let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
+        let done = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
+        o.insert("stale_cards".into(), Value::Array(done));
+    }
+    Ok(v)
 }
 
 pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
@@ -191,10 +214,18 @@ pub(crate) fn message_human(v: &Value) -> String {
 pub(crate) fn inbox_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
+    let stale: String = o
+        .get("stale_cards")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .map(super::stale::outcome_human)
+        .collect();
     if list.is_empty() {
-        return format!("{}: no envelopes waiting\n", text(&o, "agent"));
+        return format!("{}: no envelopes waiting\n{stale}", text(&o, "agent"));
     }
     let mut s: String = list.iter().map(|m| message_human(m) + "\n").collect();
+    s.push_str(&stale);
     if let Some(n) = o.get("next").and_then(Value::as_safe_integer) {
         s.push_str(&format!("more: nyx5 inbox --after {n}\n"));
     }
