@@ -843,3 +843,50 @@ fn a_402_the_fresh_card_does_not_explain_is_not_resent() {
     assert_eq!(states, ["bounced", "bounced", "bounced"]);
     assert!(mailbox_ids(&w, "bo@b.test").is_empty(), "bo got nothing he was not paid for");
 }
+
+/// Issue 35 §2: MCP's inbox tool reads through the same path and mends the same 402s, but pays
+/// no stamp unasked (as its send tool); the CLI pays one up to what `send` pays unasked. bo
+/// starts asking a stamp of 1 while ana's client holds his open card: her envelope carries
+/// none and is refused (402). Read from MCP, the bounce is not resent and the answer names the
+/// command that pays; read by `nyx5 inbox`, it is resent once with the stamp.
+#[test]
+fn a_stamp_a_stale_card_hid_is_paid_unasked_only_within_sends_limit() {
+    let w = World::new("stale402-mcp");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "first", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "1", "--json"]).json();
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "no stamp", "--json"]).json();
+    assert_eq!(sent.get("stamp"), Some(&Value::Null), "sealed for the open card ana's client holds");
+    let id = s(&sent, "id");
+
+    let mut mcp = houses::Mcp::start(&w, "ana@a.test");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let page = mcp.call("nyx5_inbox", &Value::parse_str("{}").unwrap());
+        let done = page.get("stale_cards").and_then(Value::as_array).unwrap().to_vec();
+        if !done.is_empty() {
+            break done;
+        }
+        assert!(Instant::now() < deadline, "no 402 was mended from MCP: {page:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    };
+    assert_eq!(done.len(), 1, "{done:?}");
+    let m = done[0].as_object().unwrap();
+    assert_eq!((s(m, "state"), s(m, "of")), ("needs_stamp".to_owned(), id.clone()), "{m:?}");
+    assert_eq!(s(m, "command"), format!("nyx5 send --again {id} bo@b.test --stamp 1"));
+    drop(mcp);
+
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("resent".to_owned(), id.clone()), "{done:?}");
+    let new = s(&done[0], "id");
+    let stamp = obj(obj(&done[0], "sent"), "stamp");
+    assert_eq!((s(stamp, "house"), stamp.get("amount").and_then(Value::as_safe_integer)), ("b.test".into(), Some(1)));
+    // ana has no token at b.test: the new envelope is refused too, for the balance this time,
+    // which its fresh card does not explain: not resent again.
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("unchanged".to_owned(), new), "{done:?}");
+    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+    assert_eq!(settled_jobs(&w, "ana@a.test"), ["bounced", "bounced", "delivered"], "newest first");
+}

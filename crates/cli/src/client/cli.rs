@@ -776,9 +776,10 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                 Err(f) => return emit(common.json, Err(f), mailbox::inbox_human),
             };
             if follow {
-                let r = common
-                    .ctx()
-                    .and_then(|ctx| mailbox::follow(&ctx, limit, common.json, Duration::from_secs(interval.max(1))));
+                let r = common.ctx().and_then(|ctx| {
+                    let interval = Duration::from_secs(interval.max(1));
+                    mailbox::follow(&ctx, limit, common.json, interval, super::send::AUTO_STAMP_MAX)
+                });
                 return r.inspect_err(|f| {
                     if common.json {
                         let _ = io::write_json_line(&f.to_value());

@@ -80,7 +80,7 @@ pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>, auto_stam
     if let Value::Object(o) = &mut v {
         let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
         let done = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
-        o.insert("stale_cards".into(), Value::Array(done));
+        o.insert("stale_cards".into(), Value::Array(done.into_iter().map(|(_, v)| v).collect()));
     }
     Ok(v)
 }
@@ -109,8 +109,16 @@ pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option
 }
 
 /// `nyx5 inbox --follow`: prints each new envelope as it arrives, until interrupted. With
-/// `json`, one JSON document per line.
-pub(crate) fn follow(ctx: &Ctx, limit: Option<i64>, json: bool, interval: Duration) -> Result<(), Failure> {
+/// `json`, one JSON document per line. A 402 bounce a stale card caused is mended as `inbox`
+/// does (paying a stamp only up to `auto_stamp_max`); what was done follows the notice's text,
+/// or is its document's `stale_card` member.
+pub(crate) fn follow(
+    ctx: &Ctx,
+    limit: Option<i64>,
+    json: bool,
+    interval: Duration,
+    auto_stamp_max: i64,
+) -> Result<(), Failure> {
     let me = ctx.me()?;
     let mut after: Option<i64> = None;
     loop {
@@ -124,11 +132,22 @@ pub(crate) fn follow(ctx: &Ctx, limit: Option<i64>, json: bool, interval: Durati
             Err(f) => return Err(f),
         };
         let list = v.as_object().and_then(|o| o.get("envelopes")).and_then(Value::as_array).unwrap_or_default();
-        for m in list {
-            if json {
-                io::write_json_line(m)?;
-            } else {
-                io::write_text(&message_human(m))?;
+        let mut mended = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
+        for (i, m) in list.iter().enumerate() {
+            let done = mended.iter().position(|(at, _)| *at == i).map(|k| mended.swap_remove(k).1);
+            match (json, m, done) {
+                (true, Value::Object(o), Some(done)) => {
+                    let mut o = o.clone();
+                    o.insert("stale_card".into(), done);
+                    io::write_json_line(&Value::Object(o))?;
+                }
+                (true, _, _) => io::write_json_line(m)?,
+                (false, _, done) => {
+                    io::write_text(&message_human(m))?;
+                    if let Some(done) = done {
+                        io::write_text(&super::stale::outcome_human(&done))?;
+                    }
+                }
             }
             if let Some(seq) = m.as_object().and_then(|o| o.get("seq")).and_then(Value::as_safe_integer) {
                 after = Some(after.map_or(seq, |a| a.max(seq)));

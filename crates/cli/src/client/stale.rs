@@ -236,12 +236,12 @@ fn outcome(state: &str, b: &Bounce, to: &[Address], asks: &[(Address, Lack)]) ->
 /// id?, command?, reason?}`, `state` being `resent` (as `id`), `unchanged` (the fresh cards ask
 /// nothing the envelope lacked), `needs_stamp` (`command` pays it), `saved` (rebuilt as `id` but
 /// not taken by the house now: `command` sends it) or `failed` (`reason`; looked at again on the
-/// next read). Nothing here fails the read.
-pub(crate) fn after_bounces(ctx: &Ctx, me: &AgentEntry, items: &[Value], auto_stamp_max: i64) -> Vec<Value> {
+/// next read), each with the index of its notice in `items`. Nothing here fails the read.
+pub(crate) fn after_bounces(ctx: &Ctx, me: &AgentEntry, items: &[Value], auto_stamp_max: i64) -> Vec<(usize, Value)> {
     let Ok(now) = sys::now() else { return Vec::new() };
     let mut out = Vec::new();
-    for m in items.iter().filter_map(Value::as_object) {
-        let Some(b) = bounce_402(me, m) else { continue };
+    for (i, m) in items.iter().enumerate() {
+        let Some(b) = m.as_object().and_then(|m| bounce_402(me, m)) else { continue };
         // The profile as it is now: an earlier notice on this page may have handled it.
         let Ok(me) = ctx.profile().and_then(|p| p.agent(Some(&me.address), &ctx.profile_path).cloned()) else {
             continue;
@@ -252,7 +252,7 @@ pub(crate) fn after_bounces(ctx: &Ctx, me: &AgentEntry, items: &[Value], auto_st
             o.insert("reason".into(), f.one_line().into());
             Some(o)
         });
-        out.extend(done.map(Value::Object));
+        out.extend(done.map(|o| (i, Value::Object(o))));
     }
     out
 }
@@ -472,6 +472,36 @@ mod tests {
         for p in [r#"{}"#, r#"{"policy":"open"}"#, r#"{"policy":"allowlist"}"#, r#"{"policy":"later"}"#] {
             assert_eq!(lacks(&env(0, None), &bo(), &inbox(p)), None, "{p}");
         }
+    }
+
+    /// What `nyx5 inbox` says of each outcome, every member through the one sanitiser.
+    #[test]
+    fn the_outcomes_read_as_sentences_with_nothing_a_terminal_obeys() {
+        let b = Bounce { of: "m1".into(), sha256: "s".into(), recipients: vec!["bo@b.test".into()] };
+        let mut resent = outcome("resent", &b, &[bo()], &[(bo(), Lack::Pow { bits: 20 })]);
+        resent.insert("id".into(), "m2".into());
+        assert_eq!(
+            outcome_human(&Value::Object(resent)),
+            "resent m1 as m2 to bo@b.test: its card changed since it was sealed (it now asks proof of work of 20 \
+             bits)\n"
+        );
+        let stamp = Lack::Stamp { house: "b.test".into(), price: 50 };
+        let mut needs = outcome("needs_stamp", &b, &[bo()], &[(bo(), stamp)]);
+        let st = Stamp { house: "b.test".into(), amount: 50 };
+        needs.insert("command".into(), again_command("m1", &[bo()], &st).into());
+        let text = outcome_human(&Value::Object(needs));
+        assert!(text.contains("it now asks a stamp of 50 tokens paid at b.test"), "{text}");
+        assert!(text.ends_with(": nyx5 send --again m1 bo@b.test --stamp 50\n"), "{text}");
+        let mut failed = outcome("failed", &b, &[bo()], &[]);
+        failed.insert("reason".into(), "house says \u{1b}[2J\u{7}hi\u{202e}".into());
+        let text = outcome_human(&Value::Object(failed));
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'), "{text:?}");
+        assert!(text.contains("\\u{1b}[2J"), "shown escaped: {text:?}");
+        let unchanged = outcome_human(&Value::Object(outcome("unchanged", &b, &[bo()], &[])));
+        assert!(
+            unchanged.contains("m1 was refused (402) by bo@b.test, whose card asks nothing it lacked"),
+            "{unchanged}"
+        );
     }
 
     #[test]
