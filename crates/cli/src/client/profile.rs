@@ -109,7 +109,7 @@ pub(crate) fn trim_kept(sent: &mut BTreeMap<String, Sent>, now: Timestamp) {
             Some((s, size))
         })
         .collect();
-    kept.sort_by(|a, b| b.0.at.cmp(&a.0.at));
+    kept.sort_by_key(|k| std::cmp::Reverse(k.0.at));
     let mut total = 0usize;
     for (s, size) in kept {
         let live = now.millis().saturating_sub(s.at.millis()) <= KEEP_ENVELOPE_MS;

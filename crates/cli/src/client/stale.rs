@@ -107,7 +107,7 @@ fn to_handle(me: &AgentEntry, b: &Bounce, now: Timestamp) -> Option<(Envelope, V
         return None;
     }
     let env = Envelope::from_object(s.envelope.clone()?).ok()?;
-    if env.id() != b.of || env.sha256_hex() != b.sha256 || env.from() != &me.address {
+    if env.id() != b.of || env.sha256_hex() != b.sha256 || *env.from() != me.address {
         return None;
     }
     let mut to: Vec<Address> = Vec::new();
@@ -186,13 +186,17 @@ enum Resend {
     Saved(Failure),
 }
 
-/// Claims `to` for a new envelope, then builds and sends it with `req` against fresh cards.
+/// Claims `to` for a new envelope, then builds and sends it with `req` against fresh cards. When
+/// nothing was saved, the claim is undone after a network failure (the next read tries again),
+/// and after any failure when `retry_any` (`--again`, whose user fixes what failed); a resend
+/// refused for good on reading is not tried again on every read.
 fn resend(
     ctx: &Ctx,
     me: &AgentEntry,
     of: &str,
     to: &[Address],
     mut req: SendRequest,
+    retry_any: bool,
 ) -> Result<(String, Resend), Failure> {
     let id = super::http::new_id()?;
     if !claim(ctx, me, of, to, Some(&id))? {
@@ -206,11 +210,12 @@ fn resend(
                 .agent(Some(&me.address), &ctx.profile_path)
                 .is_ok_and(|a| a.pending.contains_key(&id));
             if saved {
-                Ok((id, Resend::Saved(f)))
-            } else {
-                unclaim(ctx, me, of, &id)?;
-                Ok((id, Resend::NotSent(Some(f))))
+                return Ok((id, Resend::Saved(f)));
             }
+            if retry_any || f.code() == crate::error::EXIT_NETWORK {
+                unclaim(ctx, me, of, &id)?;
+            }
+            Ok((id, Resend::NotSent(Some(f))))
         }
     }
 }
@@ -235,8 +240,9 @@ fn outcome(state: &str, b: &Bounce, to: &[Address], asks: &[(Address, Lack)]) ->
 /// as the module documentation says, answering what was done for each: `{of, to, state, asks,
 /// id?, command?, reason?}`, `state` being `resent` (as `id`), `unchanged` (the fresh cards ask
 /// nothing the envelope lacked), `needs_stamp` (`command` pays it), `saved` (rebuilt as `id` but
-/// not taken by the house now: `command` sends it) or `failed` (`reason`; looked at again on the
-/// next read), each with the index of its notice in `items`. Nothing here fails the read.
+/// not taken by the house now: `command` sends it) or `failed` (`reason`; `retry`: whether the
+/// next read looks again — after a network failure, not after a refusal for good), each with the
+/// index of its notice in `items`. Nothing here fails the read.
 pub(crate) fn after_bounces(ctx: &Ctx, me: &AgentEntry, items: &[Value], auto_stamp_max: i64) -> Vec<(usize, Value)> {
     let Ok(now) = sys::now() else { return Vec::new() };
     let mut out = Vec::new();
@@ -250,6 +256,9 @@ pub(crate) fn after_bounces(ctx: &Ctx, me: &AgentEntry, items: &[Value], auto_st
         let done = handle(ctx, &me, &b, &env, &to, now, auto_stamp_max).unwrap_or_else(|f| {
             let mut o = outcome("failed", &b, &to, &[]);
             o.insert("reason".into(), f.one_line().into());
+            let again = ctx.profile().ok().and_then(|p| p.agent(Some(&me.address), &ctx.profile_path).ok().cloned());
+            let retry = again.is_some_and(|me| to_handle(&me, &b, now).is_some());
+            o.insert("retry".into(), Value::Bool(retry));
             Some(o)
         });
         out.extend(done.map(|o| (i, Value::Object(o))));
@@ -285,7 +294,7 @@ fn handle(
             return Ok(Some(o));
         }
     }
-    let (id, sent) = resend(ctx, me, &b.of, to, SendRequest { auto_stamp_max, ..req })?;
+    let (id, sent) = resend(ctx, me, &b.of, to, SendRequest { auto_stamp_max, ..req }, false)?;
     Ok(match sent {
         Resend::Sent(answer) => {
             let mut o = outcome("resent", b, to, &asks);
@@ -353,7 +362,7 @@ pub(crate) fn again(
         return Err(Failure::usage("name the recipients to send it to again"));
     }
     let req = SendRequest { stamp, auto_stamp_max, ..request_for(&me, &env, &recipients)? };
-    let (id, sent) = resend(ctx, &me, of, &recipients, req)?;
+    let (id, sent) = resend(ctx, &me, of, &recipients, req, true)?;
     match sent {
         Resend::Sent(Value::Object(mut answer)) => {
             answer.insert("again_of".into(), of.into());
@@ -405,9 +414,13 @@ pub(crate) fn outcome_human(v: &Value) -> String {
             show(o, "command")
         ),
         _ => format!(
-            "{of} was refused (402) by {to}; its card could not be checked afresh now ({}): looked at again on the \
-             next read\n",
-            show(o, "reason")
+            "{of} was refused (402) by {to}, and could not be sent again now ({}): {}\n",
+            show(o, "reason"),
+            if o.get("retry") == Some(&Value::Bool(true)) {
+                "looked at again on the next read"
+            } else {
+                "not tried again"
+            }
         ),
     }
 }
