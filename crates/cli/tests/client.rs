@@ -883,10 +883,15 @@ fn a_stamp_a_stale_card_hid_is_paid_unasked_only_within_sends_limit() {
     let new = s(&done[0], "id");
     let stamp = obj(obj(&done[0], "sent"), "stamp");
     assert_eq!((s(stamp, "house"), stamp.get("amount").and_then(Value::as_safe_integer)), ("b.test".into(), Some(1)));
-    // ana has no token at b.test: the new envelope is refused too, for the balance this time,
-    // which its fresh card does not explain: not resent again.
+    // ana has no token at b.test: the new envelope is refused too. bo raises his price before
+    // ana reads that bounce, so the card changed again: a resend is not resent unasked; the
+    // read names the command.
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "2", "--json"]).json();
     let done = first_mend(&w, "ana@a.test");
-    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("unchanged".to_owned(), new), "{done:?}");
-    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("needs_again".to_owned(), new.clone()), "{done:?}");
+    assert_eq!(s(&done[0], "resend_of"), id);
+    assert_eq!(s(&done[0], "command"), format!("nyx5 send --again {new} bo@b.test --stamp 2"));
+    let text = w.nyx5(&["inbox"]).ok();
+    assert!(text.contains("so it is not sent a third time unasked"), "{text}");
     assert_eq!(settled_jobs(&w, "ana@a.test"), ["bounced", "bounced", "delivered"], "newest first");
 }

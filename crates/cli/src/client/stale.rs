@@ -18,7 +18,8 @@
 //!
 //! Each recipient is handled once per envelope: the profile records it (`Sent::retried`) under
 //! its lock *before* the new envelope is sent, so reading the notice again, a second notice, or
-//! two readers at once never send a second copy.
+//! two readers at once never send a second copy. A resend is never resent unasked (its bounce
+//! names the `--again` command instead), so a card that changes at every look costs one resend.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::envelope::Stamp;
@@ -220,10 +221,11 @@ fn resend(
     }
 }
 
-/// The command that sends envelope `of` again to `to` paying `stamp`.
-fn again_command(of: &str, to: &[Address], stamp: &Stamp) -> String {
+/// The command that sends envelope `of` again to `to`, paying `stamp`.
+fn again_command(of: &str, to: &[Address], stamp: Option<&Stamp>) -> String {
     let to: Vec<&str> = to.iter().map(Address::as_str).collect();
-    format!("nyx5 send --again {of} {} --stamp {}", to.join(" "), stamp.amount)
+    let stamp = stamp.map(|st| format!(" --stamp {}", st.amount)).unwrap_or_default();
+    format!("nyx5 send --again {of} {}{stamp}", to.join(" "))
 }
 
 /// One outcome of [`after_bounces`], for `--json` (and [`outcome_human`]).
@@ -239,7 +241,8 @@ fn outcome(state: &str, b: &Bounce, to: &[Address], asks: &[(Address, Lack)]) ->
 /// Handles each 402 bounce on a mailbox page (items as [`super::mailbox::open_item`] shows them)
 /// as the module documentation says, answering what was done for each: `{of, to, state, asks,
 /// id?, command?, reason?}`, `state` being `resent` (as `id`), `unchanged` (the fresh cards ask
-/// nothing the envelope lacked), `needs_stamp` (`command` pays it), `saved` (rebuilt as `id` but
+/// nothing the envelope lacked), `needs_stamp` (`command` pays it), `needs_again` (it is itself a
+/// resend, of `resend_of`: not resent unasked; `command` does it), `saved` (rebuilt as `id` but
 /// not taken by the house now: `command` sends it) or `failed` (`reason`; `retry`: whether the
 /// next read looks again — after a network failure, not after a refusal for good), each with the
 /// index of its notice in `items`. Nothing here fails the read.
@@ -285,12 +288,22 @@ fn handle(
     if asks.is_empty() {
         return Ok(claim(ctx, me, &b.of, to, None)?.then(|| outcome("unchanged", b, to, &asks)));
     }
+    // A resend is not resent: a recipient whose card changes again at every look does not get
+    // an envelope (nor proof of work) from the sender without end.
+    let resend_of = me.sent.iter().find(|(_, s)| s.retried.iter().any(|r| r.resent_as.as_deref() == Some(&b.of)));
+    if let Some((first, _)) = resend_of {
+        let stamp = send::stamp_for(&cards, None)?;
+        let mut o = outcome("needs_again", b, to, &asks);
+        o.insert("resend_of".into(), first.as_str().into());
+        o.insert("command".into(), again_command(&b.of, to, stamp.as_ref()).into());
+        return Ok(Some(o));
+    }
     let req = request_for(me, env, to)?;
     if let Some(st) = send::stamp_for(&cards, None)? {
         let paying = cards.iter().filter(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("stamp")).count();
         if send::unnamed_stamp(&st, paying, auto_stamp_max).is_err() {
             let mut o = outcome("needs_stamp", b, to, &asks);
-            o.insert("command".into(), again_command(&b.of, to, &st).into());
+            o.insert("command".into(), again_command(&b.of, to, Some(&st)).into());
             return Ok(Some(o));
         }
     }
@@ -407,6 +420,12 @@ pub(crate) fn outcome_human(v: &Value) -> String {
              again: {}\n",
             show(o, "command")
         ),
+        "needs_again" => format!(
+            "{of} was refused (402) by {to}: {changed}; it was itself sent again for {} after a bounce, so it is not \
+             sent a third time unasked: {}\n",
+            show(o, "resend_of"),
+            show(o, "command")
+        ),
         "saved" => format!(
             "{of} was rebuilt as {} for {to} ({changed}), but your house did not take it now ({}): {}\n",
             show(o, "id"),
@@ -501,7 +520,7 @@ mod tests {
         let stamp = Lack::Stamp { house: "b.test".into(), price: 50 };
         let mut needs = outcome("needs_stamp", &b, &[bo()], &[(bo(), stamp)]);
         let st = Stamp { house: "b.test".into(), amount: 50 };
-        needs.insert("command".into(), again_command("m1", &[bo()], &st).into());
+        needs.insert("command".into(), again_command("m1", &[bo()], Some(&st)).into());
         let text = outcome_human(&Value::Object(needs));
         assert!(text.contains("it now asks a stamp of 50 tokens paid at b.test"), "{text}");
         assert!(text.ends_with(": nyx5 send --again m1 bo@b.test --stamp 50\n"), "{text}");
