@@ -895,3 +895,53 @@ fn a_stamp_a_stale_card_hid_is_paid_unasked_only_within_sends_limit() {
     assert!(text.contains("so it is not sent a third time unasked"), "{text}");
     assert_eq!(settled_jobs(&w, "ana@a.test"), ["bounced", "bounced", "delivered"], "newest first");
 }
+
+/// Issue 35 §2: `nyx5 inbox --follow` mends a 402 from a stale card as it reads, once: its JSON
+/// line for the bounce carries `stale_card`, and bo gets the message once.
+#[test]
+fn inbox_follow_mends_a_402_from_a_stale_card_once() {
+    use std::io::BufRead;
+    let w = World::new("stale402-follow");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "first", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "pow", "--pow-bits", "8", "--json"]).json();
+    let id = s(&w.nyx5(&["send", "bo@b.test", "--body", "followed", "--json"]).json(), "id");
+
+    let mut c = w.command();
+    c.args(["inbox", "--follow", "--interval", "1", "--json"]);
+    let mut child = c.spawn().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mended = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            panic!("inbox --follow never mended the 402");
+        };
+        let m = common::object(&line);
+        if let Some(done) = m.get("stale_card").and_then(Value::as_object) {
+            assert_eq!(s(&m, "from"), "postmaster@a.test");
+            break done.clone();
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((s(&mended, "state"), s(&mended, "of")), ("resent".to_owned(), id.clone()), "{mended:?}");
+    let new = s(&mended, "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&new));
+    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+    settled_jobs(&w, "ana@a.test");
+    let got = mailbox_ids(&w, "bo@b.test");
+    assert_eq!(got.iter().filter(|i| **i == new).count(), 1, "{got:?}");
+    assert!(!got.contains(&id), "{got:?}");
+}
