@@ -642,6 +642,51 @@ mod tests {
         assert_eq!(KEEP_ENVELOPE_MS, 96 * HOUR, "the 72-hour bounce window and a day");
     }
 
+    /// What the bound costs: every change rewrites the profile, so with 2 MiB of envelopes kept
+    /// (the most) an update reads and writes that much. Measured and printed, not asserted on
+    /// time; the file stays within the bound whatever is sent.
+    #[test]
+    fn a_profile_at_the_kept_bound_stays_there_and_updates_are_measured() {
+        let dir = std::env::temp_dir().join(format!("nyx5-kept-bound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("agents.json");
+        let address = Address::parse("ana@a.test").unwrap();
+        let keys = KeyFile::generate(&mut |b: &mut [u8]| b.fill(3));
+        Profile::update(&path, |p| {
+            p.agents.push(AgentEntry::new(address.clone(), "http://a".into(), keys));
+            Ok(())
+        })
+        .unwrap();
+        let started = std::time::Instant::now();
+        for n in 0..40 {
+            Profile::update(&path, |p| {
+                let a = p.agent_mut(&address).unwrap();
+                let id = format!("m{n}");
+                let envelope = obj([("pad", "x".repeat(200 * 1024).as_str().into())]);
+                let pending = Pending { envelope, request: String::new(), saved: NOW, summary: String::new() };
+                a.pending.insert(id.clone(), pending);
+                a.mark_sent(&id, "s", vec!["bo@b.test".into()], Timestamp(NOW.millis() + i64::from(n)));
+                Ok(())
+            })
+            .unwrap();
+        }
+        let each = started.elapsed() / 40;
+        let size = std::fs::metadata(&path).unwrap().len();
+        println!("profile of {size} bytes at the kept bound: {each:?} per update (read, change, write, sync)");
+        let kept = Profile::load(&path)
+            .unwrap()
+            .agents
+            .first()
+            .unwrap()
+            .sent
+            .values()
+            .filter(|s| s.envelope.is_some())
+            .count();
+        assert_eq!(kept, 10, "ten envelopes of 200 KiB fit in 2 MiB");
+        assert!(size < 3 * 1024 * 1024, "{size}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// `mark_sent` keeps the envelope it moves from `pending`; a profile written before
     /// envelopes were kept still reads, and what is kept reads back as written.
     #[test]
