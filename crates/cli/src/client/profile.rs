@@ -672,7 +672,7 @@ mod tests {
         }
         let each = started.elapsed() / 40;
         let size = std::fs::metadata(&path).unwrap().len();
-        println!("profile of {size} bytes at the kept bound: {each:?} per update (read, change, write, sync)");
+        eprintln!("profile of {size} bytes at the kept bound: {each:?} per update (read, change, write, sync)");
         let kept = Profile::load(&path)
             .unwrap()
             .agents
