@@ -295,7 +295,7 @@ impl Broker {
             }
             Primitive::ReadInbox => {
                 let limit = mailbox::check_limit(opt_int(p, "limit")?.or(Some(20)), mailbox::INBOX_MAX_LIMIT)?;
-                Ok(mailbox::inbox(&ctx, limit, opt_int(p, "after")?)?)
+                Ok(mailbox::inbox(&ctx, limit, opt_int(p, "after")?, 0)?)
             }
             Primitive::WaitForMessage => {
                 let timeout = opt_int(p, "timeout_s")?.unwrap_or(30);
@@ -305,7 +305,7 @@ impl Broker {
                 let after = opt_int(p, "after")?;
                 let deadline = Instant::now() + Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
                 loop {
-                    let page = mailbox::inbox(&ctx, Some(20), after)?;
+                    let page = mailbox::inbox(&ctx, Some(20), after, 0)?;
                     let any = page
                         .as_object()
                         .and_then(|o| o.get("envelopes"))

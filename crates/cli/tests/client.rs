@@ -700,3 +700,248 @@ fn search_asks_an_index_and_verifies_every_card() {
     let none = w.nyx5(&["search", "--index", "b.test", "--house", "a.test", "--json"]).json();
     assert_eq!(none.get("agents").and_then(Value::as_array).map(<[Value]>::len), Some(1));
 }
+
+/// Reads `who`'s mailbox (`nyx5 inbox --json`) until a read says it mended a 402
+/// (`stale_cards`), and answers what that read said.
+fn first_mend(w: &World, who: &str) -> Vec<Object> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let inbox = w.nyx5(&["inbox", "--as", who, "--json"]).json();
+        let done = inbox.get("stale_cards").and_then(Value::as_array).expect("stale_cards in every read");
+        if !done.is_empty() {
+            return done.iter().map(|o| o.as_object().unwrap().clone()).collect();
+        }
+        assert!(Instant::now() < deadline, "no 402 was mended for {who}: {inbox:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// The ids in `who`'s mailbox, each as often as it is there.
+fn mailbox_ids(w: &World, who: &str) -> Vec<String> {
+    let inbox = w.nyx5(&["inbox", "--as", who, "--json"]).json();
+    ids(inbox.get("envelopes").and_then(Value::as_array).unwrap())
+}
+
+/// Issue 35 §2: a 402 caused by a stale card is refreshed and resent once. ana's client holds
+/// bo's card (fetched a moment ago, open inbox); bo then asks strangers for proof of work. ana's
+/// next send is sealed for the card she holds, without proof, and bo's house refuses it (402):
+/// ana's house bounces it. The read of ana's mailbox that meets the bounce fetches bo's card
+/// afresh and sends the same message once more, as a new envelope with the proof of work the
+/// card asks; bo gets it exactly once, and reading again resends nothing.
+#[test]
+fn a_402_from_a_stale_card_is_resent_once_with_what_the_fresh_card_asks() {
+    let w = World::new("stale402");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "first", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "pow", "--pow-bits", "10", "--json"]).json();
+
+    let args = ["send", "bo@b.test", "--body", "second\nline", "--type", "task", "--thread", "t9", "--json"];
+    let sent = w.nyx5(&args).json();
+    assert_eq!(sent.get("pow_bits"), Some(&Value::Null), "sealed for the card ana's client holds: {sent:?}");
+    let id = s(&sent, "id");
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!(done.len(), 1, "{done:?}");
+    let m = &done[0];
+    assert_eq!((s(m, "state"), s(m, "of")), ("resent".to_owned(), id.clone()), "{m:?}");
+    assert_eq!(strings(m, "to"), ["bo@b.test"]);
+    let asks = m.get("asks").and_then(Value::as_array).unwrap();
+    assert_eq!(asks.len(), 1);
+    let ask = asks[0].as_object().unwrap();
+    assert_eq!(
+        (s(ask, "address"), ask.get("pow_bits").and_then(Value::as_safe_integer)),
+        ("bo@b.test".into(), Some(10))
+    );
+    let new = s(m, "id");
+    assert_ne!(new, id);
+    assert_eq!(obj(m, "sent").get("pow_bits").and_then(Value::as_safe_integer), Some(10));
+
+    // bo reads the same message, verified, with its type and thread, under the new id.
+    let inbox = w.wait_inbox("bo@b.test", |l| ids(l).contains(&new));
+    let got = inbox.iter().filter_map(Value::as_object).find(|m| s(m, "id") == new).unwrap();
+    assert_eq!(s(got, "trust"), "verified");
+    assert_eq!(got.get("sealed"), Some(&Value::Bool(true)));
+    assert_eq!((s(got, "type"), s(got, "thread")), ("task".into(), "t9".into()));
+    assert_eq!(s(obj(got, "content"), "body"), "second\nline");
+
+    // Reading again, as text or JSON, resends nothing: the profile records the resend.
+    let text = w.nyx5(&["inbox"]).ok();
+    assert!(text.contains("postmaster@a.test") && !text.contains("resent"), "{text}");
+    let again = w.nyx5(&["inbox", "--json"]).json();
+    assert_eq!(again.get("stale_cards"), Some(&Value::Array(vec![])));
+    let (err, _) = w.nyx5(&["send", "--again", &id, "bo@b.test", "--json"]).fails_with(2);
+    assert!(err.contains(&format!("already sent again to bo@b.test, as {new}")), "{err}");
+    let states = settled_jobs(&w, "ana@a.test");
+    assert_eq!(states.iter().filter(|s| *s == "bounced").count(), 1, "{states:?}");
+    let mut got = mailbox_ids(&w, "bo@b.test");
+    got.sort();
+    let mut want = vec![first, new];
+    want.sort();
+    assert_eq!(got, want, "each message exactly once, the refused envelope never");
+    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+}
+
+/// Issue 35 §2: a 402 the fresh card does not explain is not resent. bo asks a stamp of 1 and
+/// ana's client knows it: her envelope pays it, but she has no tokens at b.test, so it is
+/// refused (402) all the same. The read that meets the bounce finds bo's card asks nothing the
+/// envelope lacked: nothing is sent, once and for all. Then bo raises his price above what is
+/// paid without asking: the next bounce is not resent either, and the read says what bo asks
+/// and the command that pays it, which sends one new envelope with that stamp.
+#[test]
+fn a_402_the_fresh_card_does_not_explain_is_not_resent() {
+    let w = World::new("stale402-stamp");
+    w.two_agents();
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "1", "--json"]).json();
+    w.nyx5(&["card", "bo@b.test", "--json"]).json();
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "stamped, unfunded", "--json"]).json();
+    assert_eq!(obj(&sent, "stamp").get("amount").and_then(Value::as_safe_integer), Some(1));
+    let id = s(&sent, "id");
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("unchanged".to_owned(), id.clone()));
+    assert_eq!(done[0].get("asks"), Some(&Value::Array(vec![])));
+    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+    let text = w.nyx5(&["inbox"]).ok();
+    assert!(text.contains("postmaster@a.test") && !text.contains("(402)"), "{text}");
+
+    // bo now asks 50 tokens, more than a send pays unasked; ana's client still holds the card
+    // that asked 1.
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "50", "--json"]).json();
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "underpaid", "--json"]).json();
+    assert_eq!(obj(&sent, "stamp").get("amount").and_then(Value::as_safe_integer), Some(1));
+    let id = s(&sent, "id");
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!(done.len(), 1, "{done:?}");
+    let m = &done[0];
+    assert_eq!((s(m, "state"), s(m, "of")), ("needs_stamp".to_owned(), id.clone()), "{m:?}");
+    let command = s(m, "command");
+    assert_eq!(command, format!("nyx5 send --again {id} bo@b.test --stamp 50"));
+    let ask = obj(m.get("asks").and_then(Value::as_array).unwrap()[0].as_object().unwrap(), "stamp").clone();
+    assert_eq!((s(&ask, "house"), ask.get("amount").and_then(Value::as_safe_integer)), ("b.test".into(), Some(50)));
+    // Not recorded: the next read says it again, in words too.
+    let text = w.nyx5(&["inbox"]).ok();
+    assert!(
+        text.contains(&format!(
+            "{id} was refused (402) by bo@b.test: its card changed since it was sealed (it now asks a stamp of 50 \
+             tokens paid at b.test), more than is paid without asking; to pay it and send it again: {command}"
+        )),
+        "{text}"
+    );
+    // The command sends one new envelope with that stamp, once.
+    let args: Vec<&str> = command.split(' ').skip(1).chain(["--json"]).collect();
+    let again = w.nyx5(&args).json();
+    assert_eq!(s(&again, "again_of"), id);
+    assert_ne!(s(&again, "id"), id);
+    assert_eq!(obj(&again, "stamp").get("amount").and_then(Value::as_safe_integer), Some(50));
+    let (err, _) = w.nyx5(&args).fails_with(2);
+    assert!(err.contains("already sent again"), "{err}");
+    // ana has no 50 tokens at b.test either: that one is refused too, and not resent.
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("unchanged".to_owned(), s(&again, "id")), "{done:?}");
+    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+    let states = settled_jobs(&w, "ana@a.test");
+    assert_eq!(states, ["bounced", "bounced", "bounced"]);
+    assert!(mailbox_ids(&w, "bo@b.test").is_empty(), "bo got nothing he was not paid for");
+}
+
+/// Issue 35 §2: MCP's inbox tool reads through the same path and mends the same 402s, but pays
+/// no stamp unasked (as its send tool); the CLI pays one up to what `send` pays unasked. bo
+/// starts asking a stamp of 1 while ana's client holds his open card: her envelope carries
+/// none and is refused (402). Read from MCP, the bounce is not resent and the answer names the
+/// command that pays; read by `nyx5 inbox`, it is resent once with the stamp.
+#[test]
+fn a_stamp_a_stale_card_hid_is_paid_unasked_only_within_sends_limit() {
+    let w = World::new("stale402-mcp");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "first", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "1", "--json"]).json();
+    let sent = w.nyx5(&["send", "bo@b.test", "--body", "no stamp", "--json"]).json();
+    assert_eq!(sent.get("stamp"), Some(&Value::Null), "sealed for the open card ana's client holds");
+    let id = s(&sent, "id");
+
+    let mut mcp = houses::Mcp::start(&w, "ana@a.test");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let page = mcp.call("nyx5_inbox", &Value::parse_str("{}").unwrap());
+        let done = page.get("stale_cards").and_then(Value::as_array).unwrap().to_vec();
+        if !done.is_empty() {
+            break done;
+        }
+        assert!(Instant::now() < deadline, "no 402 was mended from MCP: {page:?}");
+        std::thread::sleep(Duration::from_millis(150));
+    };
+    assert_eq!(done.len(), 1, "{done:?}");
+    let m = done[0].as_object().unwrap();
+    assert_eq!((s(m, "state"), s(m, "of")), ("needs_stamp".to_owned(), id.clone()), "{m:?}");
+    assert_eq!(s(m, "command"), format!("nyx5 send --again {id} bo@b.test --stamp 1"));
+    drop(mcp);
+
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("resent".to_owned(), id.clone()), "{done:?}");
+    let new = s(&done[0], "id");
+    let stamp = obj(obj(&done[0], "sent"), "stamp");
+    assert_eq!((s(stamp, "house"), stamp.get("amount").and_then(Value::as_safe_integer)), ("b.test".into(), Some(1)));
+    // ana has no token at b.test: the new envelope is refused too. bo raises his price before
+    // ana reads that bounce, so the card changed again: a resend is not resent unasked; the
+    // read names the command.
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "2", "--json"]).json();
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("needs_again".to_owned(), new.clone()), "{done:?}");
+    assert_eq!(s(&done[0], "resend_of"), id);
+    assert_eq!(s(&done[0], "command"), format!("nyx5 send --again {new} bo@b.test --stamp 2"));
+    let text = w.nyx5(&["inbox"]).ok();
+    assert!(text.contains("so it is not sent a third time unasked"), "{text}");
+    assert_eq!(settled_jobs(&w, "ana@a.test"), ["bounced", "bounced", "delivered"], "newest first");
+}
+
+/// Issue 35 §2: `nyx5 inbox --follow` mends a 402 from a stale card as it reads, once: its JSON
+/// line for the bounce carries `stale_card`, and bo gets the message once.
+#[test]
+fn inbox_follow_mends_a_402_from_a_stale_card_once() {
+    use std::io::BufRead;
+    let w = World::new("stale402-follow");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "first", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "pow", "--pow-bits", "8", "--json"]).json();
+    let id = s(&w.nyx5(&["send", "bo@b.test", "--body", "followed", "--json"]).json(), "id");
+
+    let mut c = w.command();
+    c.args(["inbox", "--follow", "--interval", "1", "--json"]);
+    let mut child = c.spawn().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mended = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            panic!("inbox --follow never mended the 402");
+        };
+        let m = common::object(&line);
+        if let Some(done) = m.get("stale_card").and_then(Value::as_object) {
+            assert_eq!(s(&m, "from"), "postmaster@a.test");
+            break done.clone();
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((s(&mended, "state"), s(&mended, "of")), ("resent".to_owned(), id.clone()), "{mended:?}");
+    let new = s(&mended, "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&new));
+    assert_eq!(w.nyx5(&["inbox", "--json"]).json().get("stale_cards"), Some(&Value::Array(vec![])));
+    settled_jobs(&w, "ana@a.test");
+    let got = mailbox_ids(&w, "bo@b.test");
+    assert_eq!(got.iter().filter(|i| **i == new).count(), 1, "{got:?}");
+    assert!(!got.contains(&id), "{got:?}");
+}

@@ -17,7 +17,7 @@ use super::register::{self, RegisterRequest, SubagentRequest};
 use super::search::{self, SearchRequest};
 use super::send::{self, SendRequest, body_from_bytes, stderr_is_terminal};
 use super::{Ctx, when};
-use super::{settings, tareas};
+use super::{settings, stale, tareas};
 use crate::error::{Failure, Outcome};
 use crate::{io, sys};
 
@@ -418,6 +418,11 @@ pub(crate) struct SendArgs {
     /// Use this envelope id; with an envelope saved under it, send that one again
     #[arg(long)]
     id: Option<String>,
+    /// Send the envelope ID (kept in the profile for 4 days after it was sent) again to TO, as
+    /// a new envelope made for what their cards ask now: after a 402 bounce `nyx5 inbox` names
+    /// this when the stamp asked is more than is paid without --stamp
+    #[arg(long, value_name = "ID", conflicts_with_all = ["body", "file", "id", "discard", "media", "kind", "thread", "in_reply_to", "deliver_after", "expires", "receipt", "plain", "aval"])]
+    again: Option<String>,
     /// Drop the saved envelope --id instead of sending it
     #[arg(long, requires = "id")]
     discard: bool,
@@ -750,6 +755,16 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             let r = a.common.ctx().and_then(|ctx| search::search(&ctx, &req));
             emit(a.common.json, r, search::search_human)
         }
+        ClientCommand::Send(a) if a.again.is_some() => {
+            let of = a.again.clone().unwrap_or_default();
+            let r = a.common.ctx().and_then(|ctx| {
+                if a.to.iter().any(|t| t == "-") {
+                    return Err(Failure::usage("--again sends the kept envelope's own body; give no -"));
+                }
+                stale::again(&ctx, &of, &a.to, a.stamp, super::send::AUTO_STAMP_MAX)
+            });
+            emit(a.common.json, r, send::send_human)
+        }
         ClientCommand::Send(a) => {
             let progress = stderr_is_terminal() && !a.common.json;
             let r = a.common.ctx().and_then(|ctx| send::send(&ctx, &send_request(&a)?, progress));
@@ -761,16 +776,17 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                 Err(f) => return emit(common.json, Err(f), mailbox::inbox_human),
             };
             if follow {
-                let r = common
-                    .ctx()
-                    .and_then(|ctx| mailbox::follow(&ctx, limit, common.json, Duration::from_secs(interval.max(1))));
+                let r = common.ctx().and_then(|ctx| {
+                    let interval = Duration::from_secs(interval.max(1));
+                    mailbox::follow(&ctx, limit, common.json, interval, super::send::AUTO_STAMP_MAX)
+                });
                 return r.inspect_err(|f| {
                     if common.json {
                         let _ = io::write_json_line(&f.to_value());
                     }
                 });
             }
-            let r = common.ctx().and_then(|ctx| mailbox::inbox(&ctx, limit, after));
+            let r = common.ctx().and_then(|ctx| mailbox::inbox(&ctx, limit, after, super::send::AUTO_STAMP_MAX));
             emit(common.json, r, mailbox::inbox_human)
         }
         ClientCommand::Ack { ids, common } => {

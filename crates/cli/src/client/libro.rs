@@ -255,13 +255,9 @@ fn answer_in(
     // house's postmaster, the only one that bounces what the agent sent (§16). Another house's
     // postmaster, or an unverified notice, is not believed: a Libro that did the operation
     // could otherwise answer "refused" and be paid twice.
-    let postmaster = from.split_once('@').is_some_and(|(l, d)| l == "postmaster" && d == me.address.domain());
-    if postmaster
-        && text(m, "trust") == "verified"
-        && let Some(b) = body
+    if let Some(b) = super::mailbox::own_bounce(me, m)
         && text(b, "of") == id
         && (sha256.is_empty() || text(b, "sha256") == sha256)
-        && text(b, "status") == "bounced"
     {
         let code = b.get("code").and_then(Value::as_safe_integer).and_then(|c| u16::try_from(c).ok()).unwrap_or(400);
         return Ok(Some(Answer::Bounce { code, reason: safe(text(b, "reason")) }));

@@ -56,10 +56,33 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     }
 }
 
-/// One page of the mailbox, checked and opened.
-pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
+/// The body of mailbox item `m` (as [`open_item`] shows it) when it is a bounce the agent can
+/// believe: a verified notice with `status: "bounced"` from the postmaster of the agent's own
+/// house, the only one that bounces what the agent sent (docs/SPEC.md §16). Another house's
+/// postmaster, or an unverified notice, is not believed.
+pub(crate) fn own_bounce<'a>(me: &AgentEntry, m: &'a Object) -> Option<&'a Object> {
+    let from = text(m, "from");
+    let postmaster = from.split_once('@').is_some_and(|(l, d)| l == "postmaster" && d == me.address.domain());
+    if !postmaster || text(m, "trust") != "verified" {
+        return None;
+    }
+    let body = m.get("content").and_then(Value::as_object).and_then(|c| c.get("body")).and_then(Value::as_object)?;
+    (text(body, "status") == "bounced").then_some(body)
+}
+
+/// One page of the mailbox, checked and opened; and each 402 bounce on it that a stale card
+/// caused mended once (`client::stale`), paying a stamp the fresh card asks only up to
+/// `auto_stamp_max` (the CLI's `AUTO_STAMP_MAX`; 0 from MCP and apps). What was done is listed
+/// in `stale_cards`.
+pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>, auto_stamp_max: i64) -> Result<Value, Failure> {
     let me = ctx.me()?;
-    page(ctx, &me, limit, after)
+    let mut v = page(ctx, &me, limit, after)?;
+    if let Value::Object(o) = &mut v {
+        let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
+        let done = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
+        o.insert("stale_cards".into(), Value::Array(done.into_iter().map(|(_, v)| v).collect()));
+    }
+    Ok(v)
 }
 
 pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
@@ -86,8 +109,16 @@ pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option
 }
 
 /// `nyx5 inbox --follow`: prints each new envelope as it arrives, until interrupted. With
-/// `json`, one JSON document per line.
-pub(crate) fn follow(ctx: &Ctx, limit: Option<i64>, json: bool, interval: Duration) -> Result<(), Failure> {
+/// `json`, one JSON document per line. A 402 bounce a stale card caused is mended as `inbox`
+/// does (paying a stamp only up to `auto_stamp_max`); what was done follows the notice's text,
+/// or is its document's `stale_card` member.
+pub(crate) fn follow(
+    ctx: &Ctx,
+    limit: Option<i64>,
+    json: bool,
+    interval: Duration,
+    auto_stamp_max: i64,
+) -> Result<(), Failure> {
     let me = ctx.me()?;
     let mut after: Option<i64> = None;
     loop {
@@ -101,11 +132,22 @@ pub(crate) fn follow(ctx: &Ctx, limit: Option<i64>, json: bool, interval: Durati
             Err(f) => return Err(f),
         };
         let list = v.as_object().and_then(|o| o.get("envelopes")).and_then(Value::as_array).unwrap_or_default();
-        for m in list {
-            if json {
-                io::write_json_line(m)?;
-            } else {
-                io::write_text(&message_human(m))?;
+        let mut mended = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
+        for (i, m) in list.iter().enumerate() {
+            let done = mended.iter().position(|(at, _)| *at == i).map(|k| mended.swap_remove(k).1);
+            match (json, m, done) {
+                (true, Value::Object(o), Some(done)) => {
+                    let mut o = o.clone();
+                    o.insert("stale_card".into(), done);
+                    io::write_json_line(&Value::Object(o))?;
+                }
+                (true, _, _) => io::write_json_line(m)?,
+                (false, _, done) => {
+                    io::write_text(&message_human(m))?;
+                    if let Some(done) = done {
+                        io::write_text(&super::stale::outcome_human(&done))?;
+                    }
+                }
             }
             if let Some(seq) = m.as_object().and_then(|o| o.get("seq")).and_then(Value::as_safe_integer) {
                 after = Some(after.map_or(seq, |a| a.max(seq)));
@@ -191,10 +233,18 @@ pub(crate) fn message_human(v: &Value) -> String {
 pub(crate) fn inbox_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
+    let stale: String = o
+        .get("stale_cards")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .map(super::stale::outcome_human)
+        .collect();
     if list.is_empty() {
-        return format!("{}: no envelopes waiting\n", text(&o, "agent"));
+        return format!("{}: no envelopes waiting\n{stale}", text(&o, "agent"));
     }
     let mut s: String = list.iter().map(|m| message_human(m) + "\n").collect();
+    s.push_str(&stale);
     if let Some(n) = o.get("next").and_then(Value::as_safe_integer) {
         s.push_str(&format!("more: nyx5 inbox --after {n}\n"));
     }

@@ -22,6 +22,7 @@ pub(crate) mod resolve;
 pub(crate) mod search;
 pub(crate) mod send;
 pub(crate) mod settings;
+pub(crate) mod stale;
 pub(crate) mod tareas;
 #[cfg(test)]
 pub(crate) mod testing;

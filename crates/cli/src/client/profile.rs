@@ -41,6 +41,13 @@ pub(crate) const MAX_SENT: usize = 64;
 pub(crate) const MAX_PREVIOUS: usize = 8;
 /// Most characters of a body's first line kept in the local record of what was sent.
 pub(crate) const SUMMARY_CHARS: usize = 80;
+/// How long the signed envelope of a send is kept, to rebuild it when a 402 bounce says the
+/// recipient's card had changed (docs/decisions/35-stale-card.md): the 72-hour bounce window and
+/// a day more.
+pub(crate) const KEEP_ENVELOPE_MS: i64 = 4 * 24 * 3_600_000;
+/// The most bytes (canonical JSON) of sent envelopes kept in all, per agent; the oldest leave
+/// first, and an envelope alone larger than this is not kept.
+pub(crate) const MAX_KEPT_ENVELOPE_BYTES: usize = 2 * 1024 * 1024;
 
 /// An envelope signed and saved before it was sent.
 #[derive(Debug, Clone)]
@@ -67,6 +74,51 @@ pub(crate) struct Sent {
     /// The first line of a text body (at most [`SUMMARY_CHARS`] characters), else the body's
     /// media type.
     pub(crate) summary: String,
+    /// The signed envelope, while it can still bounce ([`KEEP_ENVELOPE_MS`], within
+    /// [`MAX_KEPT_ENVELOPE_BYTES`]: see [`trim_kept`]). Profiles written before it have none.
+    pub(crate) envelope: Option<Object>,
+    /// The recipients a 402 bounce of it was handled for, each once (`client::stale`).
+    pub(crate) retried: Vec<Retried>,
+}
+
+/// What reading a 402 bounce of a sent envelope did for its recipients `to`: resent them a new
+/// envelope `resent_as`, or (`None`) nothing, since their cards fetched afresh asked nothing the
+/// envelope lacked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Retried {
+    pub(crate) to: Vec<String>,
+    pub(crate) resent_as: Option<String>,
+}
+
+impl Sent {
+    /// Whether a 402 bounce for `to` was handled already.
+    pub(crate) fn retried_for(&self, to: &str) -> bool {
+        self.retried.iter().any(|r| r.to.iter().any(|t| t == to))
+    }
+}
+
+/// Drops the kept envelopes that can no longer bounce (sent more than [`KEEP_ENVELOPE_MS`]
+/// before `now`), then keeps the newest that fit in [`MAX_KEPT_ENVELOPE_BYTES`] together: the
+/// oldest leave first, and one alone larger than the bound is never kept. The rest of each
+/// entry stays.
+pub(crate) fn trim_kept(sent: &mut BTreeMap<String, Sent>, now: Timestamp) {
+    let mut kept: Vec<(&mut Sent, usize)> = sent
+        .values_mut()
+        .filter_map(|s| {
+            let size = s.envelope.as_ref().map(|e| Value::Object(e.clone()).canonical().len())?;
+            Some((s, size))
+        })
+        .collect();
+    kept.sort_by_key(|k| std::cmp::Reverse(k.0.at));
+    let mut total = 0usize;
+    for (s, size) in kept {
+        let live = now.millis().saturating_sub(s.at.millis()) <= KEEP_ENVELOPE_MS;
+        if live && total.saturating_add(size) <= MAX_KEPT_ENVELOPE_BYTES {
+            total = total.saturating_add(size);
+        } else {
+            s.envelope = None;
+        }
+    }
 }
 
 /// One agent of the profile.
@@ -100,11 +152,17 @@ impl AgentEntry {
         }
     }
 
-    /// Moves `id` (sent to `to`) from `pending` to `sent`, forgetting the oldest sent ids beyond
-    /// [`MAX_SENT`].
+    /// Moves `id` (sent to `to`) from `pending` to `sent`, with its envelope kept while it can
+    /// bounce ([`trim_kept`]), forgetting the oldest sent ids beyond [`MAX_SENT`].
     pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, to: Vec<String>, at: Timestamp) {
-        let (request, summary) = self.pending.remove(id).map(|p| (p.request, p.summary)).unwrap_or_default();
-        self.sent.insert(id.to_owned(), Sent { request, sha256: sha256.to_owned(), at, to, summary });
+        let (request, summary, envelope) = match self.pending.remove(id) {
+            Some(p) => (p.request, p.summary, Some(p.envelope)),
+            None => Default::default(),
+        };
+        let retried = Vec::new();
+        self.sent
+            .insert(id.to_owned(), Sent { request, sha256: sha256.to_owned(), at, to, summary, envelope, retried });
+        trim_kept(&mut self.sent, at);
         while self.sent.len() > MAX_SENT {
             let oldest = self.sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
             match oldest {
@@ -159,13 +217,29 @@ impl AgentEntry {
             .sent
             .iter()
             .map(|(id, s)| {
-                let v = obj([
+                let mut v = obj([
                     ("request", s.request.as_str().into()),
                     ("sha256", s.sha256.as_str().into()),
                     ("at", s.at.to_rfc3339().into()),
                     ("to", Value::Array(s.to.iter().map(|t| t.as_str().into()).collect())),
                     ("summary", s.summary.as_str().into()),
                 ]);
+                if let Some(e) = &s.envelope {
+                    v.insert("envelope".into(), Value::Object(e.clone()));
+                }
+                if !s.retried.is_empty() {
+                    let list = s
+                        .retried
+                        .iter()
+                        .map(|r| {
+                            Value::Object(obj([
+                                ("to", Value::Array(r.to.iter().map(|t| t.as_str().into()).collect())),
+                                ("resent_as", r.resent_as.as_deref().map_or(Value::Null, Value::from)),
+                            ]))
+                        })
+                        .collect();
+                    v.insert("retried".into(), Value::Array(list));
+                }
                 (id.clone(), Value::Object(v))
             })
             .collect();
@@ -224,7 +298,17 @@ impl AgentEntry {
                 .map(str::to_owned)
                 .collect();
             let summary = t("summary")?;
-            sent.insert(id.clone(), Sent { request: t("request")?, sha256: t("sha256")?, at, to, summary });
+            let envelope = field::opt_object(s, "envelope").map_err(|e| e.reason.to_string())?.cloned();
+            let mut retried = Vec::new();
+            for r in field::opt_array(s, "retried").map_err(|e| e.reason.to_string())?.unwrap_or_default() {
+                let r = r.as_object().ok_or("each retried entry is an object")?;
+                let to = field::opt_array(r, "to").map_err(|e| e.reason.to_string())?.unwrap_or_default();
+                let to = to.iter().filter_map(Value::as_str).map(str::to_owned).collect();
+                let resent_as = field::opt_str(r, "resent_as").map_err(|e| e.reason.to_string())?.map(str::to_owned);
+                retried.push(Retried { to, resent_as });
+            }
+            let (request, sha256) = (t("request")?, t("sha256")?);
+            sent.insert(id.clone(), Sent { request, sha256, at, to, summary, envelope, retried });
         }
         const KNOWN: [&str; 10] =
             ["address", "house", "sig", "enc", "sig_secret", "enc_secret", "previous", "next", "pending", "sent"];
@@ -486,4 +570,163 @@ pub(crate) fn default_path(flag: Option<&Path>) -> Result<PathBuf, Failure> {
         return Ok(PathBuf::from(h).join(".config").join("nyx5").join("agents.json"));
     }
     Err(Failure::usage("no profile location: pass --agent FILE or set NYX5_AGENT"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const NOW: Timestamp = Timestamp(1_800_000_000_000);
+    const HOUR: i64 = 3_600_000;
+
+    /// A sent entry `hours` old whose envelope is `bytes` long in canonical JSON.
+    fn sent(hours: i64, bytes: usize) -> Sent {
+        let pad = "x".repeat(bytes - r#"{"pad":""}"#.len());
+        let envelope = obj([("pad", pad.as_str().into())]);
+        assert_eq!(Value::Object(envelope.clone()).canonical().len(), bytes);
+        Sent {
+            request: String::new(),
+            sha256: String::new(),
+            at: Timestamp(NOW.millis() - hours * HOUR),
+            to: vec!["bo@b.test".into()],
+            summary: String::new(),
+            envelope: Some(envelope),
+            retried: Vec::new(),
+        }
+    }
+
+    fn kept(list: &BTreeMap<String, Sent>) -> Vec<&str> {
+        list.iter().filter(|(_, s)| s.envelope.is_some()).map(|(k, _)| k.as_str()).collect()
+    }
+
+    /// Issue 35 §2: the envelopes kept to mend a 402 are those that can still bounce (4 days),
+    /// at most 2 MiB in all, the newest first; one alone larger than that is never kept. The
+    /// entries themselves stay.
+    #[test]
+    fn sent_envelopes_are_kept_four_days_within_two_mebibytes_newest_first() {
+        let mib = 1024 * 1024;
+        let mut list: BTreeMap<String, Sent> = [
+            ("a-now", sent(0, 600 * 1024)),
+            ("b-1h", sent(1, 600 * 1024)),
+            ("c-2h", sent(2, 600 * 1024)),
+            ("d-3h", sent(3, 600 * 1024)),
+            ("e-4h", sent(4, 1000)),
+            ("f-95h", sent(95, 1000)),
+            ("g-97h", sent(97, 1000)),
+        ]
+        .into_iter()
+        .map(|(k, s)| (k.to_owned(), s))
+        .collect();
+        trim_kept(&mut list, NOW);
+        // 3 × 600 KiB + 2 × 1000 bytes fit in 2 MiB; the fourth 600 KiB does not, nor the one
+        // past four days.
+        assert_eq!(kept(&list), ["a-now", "b-1h", "c-2h", "e-4h", "f-95h"]);
+        assert_eq!(list.len(), 7, "the entries stay, without their envelopes");
+        let total: usize =
+            list.values().filter_map(|s| s.envelope.clone()).map(|e| Value::Object(e).canonical().len()).sum();
+        assert!(total <= MAX_KEPT_ENVELOPE_BYTES, "{total}");
+
+        // A newer envelope pushes the oldest out.
+        list.insert("h-new".into(), sent(0, mib));
+        trim_kept(&mut list, NOW);
+        assert_eq!(kept(&list), ["a-now", "e-4h", "f-95h", "h-new"]);
+        // One alone larger than the bound is not kept, and costs the others nothing.
+        list.insert("i-huge".into(), sent(0, MAX_KEPT_ENVELOPE_BYTES + 1));
+        trim_kept(&mut list, NOW);
+        assert_eq!(kept(&list), ["a-now", "e-4h", "f-95h", "h-new"]);
+        // Two hours on, f is past four days.
+        trim_kept(&mut list, Timestamp(NOW.millis() + 2 * HOUR));
+        assert_eq!(kept(&list), ["a-now", "e-4h", "h-new"]);
+        assert_eq!(KEEP_ENVELOPE_MS, 96 * HOUR, "the 72-hour bounce window and a day");
+    }
+
+    /// What the bound costs: every change rewrites the profile, so with 2 MiB of envelopes kept
+    /// (the most) an update reads and writes that much. Measured and printed, not asserted on
+    /// time; the file stays within the bound whatever is sent.
+    #[test]
+    fn a_profile_at_the_kept_bound_stays_there_and_updates_are_measured() {
+        let dir = std::env::temp_dir().join(format!("nyx5-kept-bound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("agents.json");
+        let address = Address::parse("ana@a.test").unwrap();
+        let keys = KeyFile::generate(&mut |b: &mut [u8]| b.fill(3));
+        Profile::update(&path, |p| {
+            p.agents.push(AgentEntry::new(address.clone(), "http://a".into(), keys));
+            Ok(())
+        })
+        .unwrap();
+        let started = std::time::Instant::now();
+        for n in 0..40 {
+            Profile::update(&path, |p| {
+                let a = p.agent_mut(&address).unwrap();
+                let id = format!("m{n}");
+                let envelope = obj([("pad", "x".repeat(200 * 1024).as_str().into())]);
+                let pending = Pending { envelope, request: String::new(), saved: NOW, summary: String::new() };
+                a.pending.insert(id.clone(), pending);
+                a.mark_sent(&id, "s", vec!["bo@b.test".into()], Timestamp(NOW.millis() + i64::from(n)));
+                Ok(())
+            })
+            .unwrap();
+        }
+        let each = started.elapsed() / 40;
+        let size = std::fs::metadata(&path).unwrap().len();
+        eprintln!("profile of {size} bytes at the kept bound: {each:?} per update (read, change, write, sync)");
+        let kept = Profile::load(&path)
+            .unwrap()
+            .agents
+            .first()
+            .unwrap()
+            .sent
+            .values()
+            .filter(|s| s.envelope.is_some())
+            .count();
+        assert_eq!(kept, 10, "ten envelopes of 200 KiB fit in 2 MiB");
+        assert!(size < 3 * 1024 * 1024, "{size}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `mark_sent` keeps the envelope it moves from `pending`; a profile written before
+    /// envelopes were kept still reads, and what is kept reads back as written.
+    #[test]
+    fn sent_envelopes_and_retries_read_back_and_old_profiles_still_read() {
+        let mut a = AgentEntry::new(
+            Address::parse("ana@a.test").unwrap(),
+            "http://a".into(),
+            KeyFile::generate(&mut |b: &mut [u8]| b.fill(3)),
+        );
+        let envelope = obj([("id", "m1".into())]);
+        let pending = Pending { envelope: envelope.clone(), request: "r".into(), saved: NOW, summary: "hola".into() };
+        a.pending.insert("m1".into(), pending);
+        a.mark_sent("m1", "s1", vec!["bo@b.test".into()], NOW);
+        assert!(a.pending.is_empty());
+        assert_eq!(a.sent.get("m1").and_then(|s| s.envelope.clone()), Some(envelope.clone()));
+        let retried = Retried { to: vec!["bo@b.test".into()], resent_as: Some("m2".into()) };
+        a.sent.get_mut("m1").unwrap().retried =
+            vec![retried.clone(), Retried { to: vec!["cy@c.test".into()], resent_as: None }];
+        let back = AgentEntry::from_value(&a.to_value()).unwrap();
+        let s = back.sent.get("m1").unwrap();
+        assert_eq!(s.envelope, Some(envelope));
+        assert_eq!(s.retried.first(), Some(&retried));
+        assert!(s.retried_for("bo@b.test") && s.retried_for("cy@c.test") && !s.retried_for("di@d.test"));
+
+        // As an older client wrote it: no `envelope`, no `retried`.
+        let mut old = a.to_value().as_object().unwrap().clone();
+        let entry = obj([
+            ("request", "r".into()),
+            ("sha256", "s1".into()),
+            ("at", NOW.to_rfc3339().into()),
+            ("to", Value::Array(vec!["bo@b.test".into()])),
+            ("summary", "hola".into()),
+        ]);
+        old.insert("sent".into(), Value::Object(obj([("m1", Value::Object(entry))])));
+        let back = AgentEntry::from_value(&Value::Object(old)).unwrap();
+        let s = back.sent.get("m1").unwrap();
+        assert_eq!((s.envelope.clone(), s.retried.is_empty(), s.summary.as_str()), (None, true, "hola"));
+        let written = back.to_value();
+        let m1 = written.as_object().and_then(|o| o.get("sent")).and_then(Value::as_object).unwrap();
+        let m1 = m1.get("m1").and_then(Value::as_object).unwrap();
+        assert!(!m1.contains_key("envelope") && !m1.contains_key("retried"), "written as before: {m1:?}");
+    }
 }

@@ -161,12 +161,17 @@ fn summary(body: &Value, media: &str) -> String {
 /// house could not be reached.
 type Recipient = (Verified<AgentCard>, Option<Timestamp>);
 
-/// The recipients' verified cards, in order, without repeats.
+/// The recipients' verified cards, in order, without repeats: as [`Resolver::agent_or_kept`]
+/// finds them, or with `fresh` as their houses serve them now (no kept card, in the card file or
+/// from an outage).
+///
+/// [`Resolver::agent_or_kept`]: super::resolve::Resolver::agent_or_kept
 fn recipients(
     ctx: &Ctx,
     me: &super::profile::AgentEntry,
     to: &[String],
     now: Timestamp,
+    fresh: bool,
 ) -> Result<Vec<Recipient>, Failure> {
     let mut addrs: Vec<Address> = Vec::new();
     for t in to {
@@ -178,6 +183,13 @@ fn recipients(
     if addrs.is_empty() || addrs.len() > limits::MAX_RECIPIENTS {
         return Err(Failure::usage(format!("give 1 to {} recipients", limits::MAX_RECIPIENTS)));
     }
+    if fresh {
+        let res = ctx.fresh_resolver(Some(me), now)?;
+        return addrs
+            .iter()
+            .map(|a| res.agent(a).map(|c| (c, None)).map_err(|f| f.context(&format!("recipient {a}"))))
+            .collect();
+    }
     let res = ctx.resolver(Some(me), now)?;
     addrs.iter().map(|a| res.agent_or_kept(a).map_err(|f| f.context(&format!("recipient {a}")))).collect()
 }
@@ -188,7 +200,8 @@ struct Built {
     kept: Vec<(Address, Timestamp)>,
 }
 
-/// Builds, seals, proves and signs a new envelope for `req`.
+/// Builds, seals, proves and signs a new envelope for `req` (against the recipients' cards as
+/// their houses serve them now with `fresh`: see [`recipients`]).
 fn build(
     ctx: &Ctx,
     me: &super::profile::AgentEntry,
@@ -196,12 +209,13 @@ fn build(
     id: String,
     now: Timestamp,
     progress: bool,
+    fresh: bool,
 ) -> Result<Built, Failure> {
     let body = req
         .body
         .clone()
         .ok_or_else(|| Failure::usage("give the body: --body TEXT, --file FILE or - for standard input"))?;
-    let resolved = recipients(ctx, me, &req.to, now)?;
+    let resolved = recipients(ctx, me, &req.to, now, fresh)?;
     let kept = resolved.iter().filter_map(|(c, at)| at.map(|at| (c.address().clone(), at))).collect();
     let cards: Vec<Verified<AgentCard>> = resolved.into_iter().map(|(c, _)| c).collect();
     let kind = Kind::parse(req.kind.as_deref().unwrap_or("message"))
@@ -296,7 +310,7 @@ fn not_for_a_libro<'a>(to: impl IntoIterator<Item = &'a Address>, media: &str) -
 
 /// A stamp the sender did not name is paid only when it is small (at most `max`) and charged
 /// once: a stamp is charged for each recipient that asks for one.
-fn unnamed_stamp(st: &Stamp, paying: usize, max: i64) -> Result<(), Failure> {
+pub(crate) fn unnamed_stamp(st: &Stamp, paying: usize, max: i64) -> Result<(), Failure> {
     if st.amount > max || paying > 1 {
         return Err(Failure::rejected(format!(
             "the recipients ask for stamps ({} tok at {}, charged to you for each of the {paying} recipient(s) who \
@@ -383,6 +397,16 @@ pub(crate) fn send_envelope(
     req: &SendRequest,
     progress: bool,
 ) -> Result<(Value, Option<Envelope>), Failure> {
+    send_with(ctx, req, progress, false)
+}
+
+/// As [`send_envelope`], sealing to the recipients' cards as their houses serve them now, never
+/// to a kept one (a resend after a 402 that a stale card caused: `client::stale`).
+pub(crate) fn send_with_fresh_cards(ctx: &Ctx, req: &SendRequest) -> Result<(Value, Option<Envelope>), Failure> {
+    send_with(ctx, req, false, true)
+}
+
+fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Result<(Value, Option<Envelope>), Failure> {
     let me = ctx.me()?;
     if let Some(id) = &req.id {
         check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)))?;
@@ -444,7 +468,7 @@ pub(crate) fn send_envelope(
                 Some(id) => id.clone(),
                 None => new_id()?,
             };
-            let Built { env, kept } = build(ctx, &me, req, id.clone(), now, progress)?;
+            let Built { env, kept } = build(ctx, &me, req, id.clone(), now, progress, fresh)?;
             let body = req.body.as_ref().unwrap_or(&Value::Null);
             let summary = summary(body, &media_of(req, body));
             let pending = Pending { envelope: env.object().clone(), request: fingerprint, saved: now, summary };
@@ -565,6 +589,9 @@ pub(crate) fn send_human(v: &Value) -> String {
     s.push_str(")\n");
     if o.get("resent") == Some(&Value::Bool(true)) {
         s.push_str("  (this is the envelope an earlier attempt saved, sent again)\n");
+    }
+    if let Some(of) = o.get("again_of").and_then(Value::as_str) {
+        s.push_str(&format!("  (a new envelope with the body of {of}, made for what the recipients' cards ask now)\n"));
     }
     for k in o.get("kept_cards").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_object) {
         s.push_str(&format!(
