@@ -122,7 +122,10 @@ says what was done and, for a stamp, the command that pays it.",
 "id":{"type":"string"},"resend_of":{"type":"string"},
 "asks":{"type":"array","items":{"type":"object"}},"command":{"type":"string"},"reason":{"type":"string"},
 "retry":{"type":"boolean"}}}}}}"#,
-        read_only: true,
+        // Not read-only: a 402 a stale card caused sends the agent's own message once more
+        // (never a stamp from here). Nothing is lost or overwritten, and reading again resends
+        // nothing.
+        read_only: false,
         destructive: false,
         idempotent: true,
         moves_money: false,

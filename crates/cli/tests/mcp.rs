@@ -164,10 +164,12 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             let a = obj(t, "annotations");
             let hint = |k: &str| a.get(k) == Some(&Value::Bool(true));
             match s(t, "name").as_str() {
-                "nyx5_inbox" | "nyx5_resolve" | "nyx5_outbox" | "nyx5_directory" | "nyx5_search" | "nyx5_balance"
-                | "nyx5_lists" | "nyx5_tareas" => {
+                "nyx5_resolve" | "nyx5_outbox" | "nyx5_directory" | "nyx5_search" | "nyx5_balance" | "nyx5_lists"
+                | "nyx5_tareas" => {
                     assert!(hint("readOnlyHint") && !hint("destructiveHint"), "{t:?}")
                 }
+                // Reading may send the agent's own message once more (a 402 a stale card caused).
+                "nyx5_inbox" => assert!(!hint("readOnlyHint") && !hint("destructiveHint") && hint("idempotentHint")),
                 "nyx5_send" | "nyx5_accept" | "nyx5_libro" | "nyx5_quote" | "nyx5_email" | "nyx5_take_task" => {
                     assert!(!hint("readOnlyHint") && hint("destructiveHint"), "{t:?}")
                 }
