@@ -17,13 +17,58 @@ pub(crate) trait Transport {
     fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String>;
 }
 
-/// The binary's HTTP client (`crate::net`: rustls, a deadline, no redirects).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Http;
+/// The binary's HTTP client (`crate::net`: rustls, a deadline, no redirects). It keeps the last
+/// `nyx5-bookmark` each house answered with and sends it back on the next request to that
+/// house, so that what one request wrote the next one reads (docs/SPEC.md "Reading your own
+/// writes"), for as long as the process lives: one command, or the MCP bridge's session.
+#[derive(Debug, Default)]
+pub(crate) struct Http {
+    bookmarks: Bookmarks,
+}
 
 impl Transport for Http {
     fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String> {
-        crate::net::request(method, url, headers, body)
+        self.bookmarks.around(url, headers, |headers| {
+            crate::net::request_keeping(method, url, headers, body, nyx5_house::bookmark::HEADER)
+        })
+    }
+}
+
+/// The last bookmark of each house (by `host[:port]`), as it sent it: sealed, opaque here.
+#[derive(Debug, Default)]
+pub(crate) struct Bookmarks {
+    by_host: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl Bookmarks {
+    /// Runs `send` with `headers` and the bookmark of `url`'s house, if one is kept; then keeps
+    /// the one the answer carried. Only a value a house could have sent is kept (base64url, within
+    /// the bound of `nyx5_house::bookmark`), and only for the house that sent it.
+    pub(crate) fn around<T>(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        send: impl FnOnce(&[(&str, &str)]) -> Result<(u16, T, Option<String>), String>,
+    ) -> Result<(u16, T), String> {
+        let host = host_of(url);
+        let kept = self.by_host.lock().ok().and_then(|m| m.iter().find(|(h, _)| *h == host).map(|(_, b)| b.clone()));
+        let mut all: Vec<(&str, &str)> = headers.to_vec();
+        if let Some(b) = &kept {
+            all.push((nyx5_house::bookmark::HEADER, b));
+        }
+        let (status, body, answered) = send(&all)?;
+        let valid = |b: &String| {
+            !b.is_empty()
+                && b.len() <= nyx5_house::bookmark::MAX_HEADER_CHARS
+                && b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        };
+        if let (Some(b), Ok(mut m)) = (answered.filter(valid), self.by_host.lock()) {
+            match m.iter_mut().find(|(h, _)| *h == host) {
+                Some(entry) => entry.1 = b,
+                None => m.push((host, b)),
+            }
+        }
+        Ok((status, body))
     }
 }
 
@@ -148,5 +193,43 @@ pub(crate) fn next_step(status: u16) -> &'static str {
         429 => "too many requests: wait a minute and run the same command again",
         500..=599 => "the house has trouble: run the same command again later",
         _ => "unexpected answer: check the house URL",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const HEADER: &str = nyx5_house::bookmark::HEADER;
+
+    /// One exchange through `b`: what was sent as the bookmark, and the answer carrying `answered`.
+    fn exchange(b: &Bookmarks, url: &str, answered: Option<&str>) -> Option<String> {
+        let mut sent = None;
+        b.around(url, &[("authorization", "x")], |headers| {
+            assert_eq!(headers.first(), Some(&("authorization", "x")));
+            sent = headers.iter().find(|(n, _)| *n == HEADER).map(|(_, v)| (*v).to_owned());
+            Ok((200, (), answered.map(str::to_owned)))
+        })
+        .unwrap();
+        sent
+    }
+
+    #[test]
+    fn the_last_bookmark_of_a_house_goes_back_to_that_house_only() {
+        let b = Bookmarks::default();
+        assert_eq!(exchange(&b, "https://a.test/outbound", Some("Zm9v_-1")), None);
+        // The next request to a.test (the write's reader) carries it; b.test never sees it.
+        assert_eq!(exchange(&b, "https://a.test/outbox/ana?limit=1", Some("YmFy")).as_deref(), Some("Zm9v_-1"));
+        assert_eq!(exchange(&b, "https://b.test/agents/bo", None), None);
+        // The newest is kept; an answer without one leaves it.
+        assert_eq!(exchange(&b, "https://a.test/mailbox/ana", None).as_deref(), Some("YmFy"));
+        assert_eq!(exchange(&b, "https://A.test/mailbox/ana", None).as_deref(), Some("YmFy"));
+        // What no house sends is not kept: not base64url, or past the bound.
+        let long = "A".repeat(nyx5_house::bookmark::MAX_HEADER_CHARS + 1);
+        for bad in ["a b", "x\r\ny", "", long.as_str()] {
+            exchange(&b, "https://a.test/x", Some(bad));
+            assert_eq!(exchange(&b, "https://a.test/x", None).as_deref(), Some("YmFy"), "{bad:.20}");
+        }
     }
 }

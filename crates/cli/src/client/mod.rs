@@ -84,7 +84,7 @@ impl Ctx {
             }
             Err(_) => Some(DEFAULT_DOH.to_owned()),
         };
-        Ok(Ctx { profile_path, as_address, hosts, doh, net: Box::new(http::Http), repin: false })
+        Ok(Ctx { profile_path, as_address, hosts, doh, net: Box::new(http::Http::default()), repin: false })
     }
 
     pub(crate) fn profile(&self) -> Result<Profile, Failure> {
