@@ -155,6 +155,8 @@ fn a_preflight_is_answered_for_routes_the_house_has_and_only_those() {
         assert_eq!(r.header("access-control-allow-origin"), Some("*"));
         let allowed = r.header("access-control-allow-headers").unwrap();
         assert!(allowed.contains("authorization") && allowed.contains("content-type"));
+        // A browser may send back the bookmark it was given (docs/SPEC.md "Reading your own writes").
+        assert!(allowed.contains("nyx5-bookmark"));
         assert!(r.header("access-control-allow-methods").unwrap().contains("POST"));
     }
     let r = call_raw(&h, "OPTIONS", "/nowhere", &[], vec![]);
