@@ -10,14 +10,15 @@
 // Ports: free ones, found at start (NYX5_BOOKMARKS_PORT=N fixes them at N and N + 442).
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import { makeSteps } from '../lib/e2e.mjs';
 import { authHeader, b64u, bodyBytes, draftEnvelope, newAgentKeys, random, signEnvelope } from '../lib/nyx5.mjs';
-import { House, portsFor } from '../lib/wrangler.mjs';
+import { ENV, House, ROOT, buildWorkerAndCli, portsFor } from '../lib/wrangler.mjs';
 
 const HEADER = 'nyx5-bookmark';
 const PORT = await portsFor('NYX5_BOOKMARKS_PORT', [0, 442]);
@@ -31,6 +32,18 @@ const a = new House({
   vars: { NYX5_ADMIN_TOKEN: admin },
 });
 const steps = makeSteps(performance.now());
+const BIN = process.env.NYX5_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(ROOT, 'target'), 'debug/nyx5');
+const PROFILE = join(state, 'profile.json');
+
+/** `nyx5 ARGS --json` with a.test in its hosts file and no DNS: one process per command. */
+function nyx5(args) {
+  const r = spawnSync(BIN, [...args, '--json'], {
+    encoding: 'utf8',
+    env: { ...ENV, NYX5_AGENT: PROFILE, NYX5_HOSTS: join(state, 'hosts.json'), NYX5_DOH: 'off' },
+  });
+  assert.equal(r.status, 0, `nyx5 ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
 
 /** A GET (or any body-less request); `bookmark` is sent as the header when given. Answers
  * `{status, json, bookmark, expose}`. */
@@ -77,6 +90,8 @@ function sealed(b, what) {
 let failed = false;
 try {
   await steps.step('start a.test under wrangler dev', async () => {
+    buildWorkerAndCli();
+    writeFileSync(join(state, 'hosts.json'), JSON.stringify({ 'a.test': { url: a.url } }));
     await a.migrate();
     await a.start();
   });
@@ -140,6 +155,22 @@ try {
       await new Promise((r) => setTimeout(r, 100));
     }
     assert.ok(page.json.envelopes.some((e) => e.envelope.id === env.id), 'the mailbox page shows the envelope');
+  });
+
+  await steps.step('nyx5 send, then nyx5 outbox (two processes): the outbox shows the send', async () => {
+    const invite = await post('/invitations', {}, { authorization: `Bearer ${admin}` });
+    ok(invite, 201, 'an invitation');
+    nyx5(['init', 'cli@a.test', '--house', a.url]);
+    nyx5(['register', '--as', 'cli@a.test', '--invite', invite.json.invitation.code]);
+    const sent = nyx5(['send', 'cli@a.test', '--body', 'a note to myself', '--as', 'cli@a.test']);
+    // The write's bookmark is kept beside the profile, for this house only, sealed.
+    const file = `${PROFILE}.bookmarks`;
+    assert.ok(existsSync(file), 'the bookmark file beside the profile');
+    const kept = JSON.parse(readFileSync(file, 'utf8'));
+    assert.equal(kept.kind, 'bookmarks');
+    sealed(kept.bookmarks[a.host], 'the kept bookmark');
+    const outbox = nyx5(['outbox', '--as', 'cli@a.test']);
+    assert.ok(outbox.envelopes.some((e) => e.id === sent.id), `the outbox lists ${sent.id}: ${JSON.stringify(outbox).slice(0, 300)}`);
   });
 } catch (e) {
   failed = true;
