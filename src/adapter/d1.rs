@@ -1,10 +1,19 @@
-//! `Db` on D1: queries with `all()`, atomic batches with `batch()`, called on the binding itself
-//! and their results read property by property; and, when the operator asks
-//! (`NYX5_D1_METER=on`), a meter of what D1 bills, read from each result's `meta`.
+//! `Db` on D1: queries with `all()`, atomic batches with `batch()`, and their results read
+//! property by property; and, when the operator asks (`NYX5_D1_METER=on`), a meter of what D1
+//! bills, read from each result's `meta`.
+//!
+//! Reads that must be the latest (`query`) go to the binding itself, which D1 always sends to
+//! the primary. Reads that may be a moment stale (`query_stale`) go through the Sessions API,
+//! `withSession(<the request's bookmark> | "first-unconstrained")`: with read replication on, a
+//! replica no older than the bookmark serves them. Batches go through a `"first-primary"`
+//! session, which sends them where they always went (the primary) and tells the bookmark of the
+//! write; the newest such bookmark of the isolate is kept, so that every answer after a write
+//! carries a bookmark no older than it (docs/SPEC.md "Reading your own writes").
 
 use std::cell::Cell as Counter;
+use std::cell::RefCell;
 
-use nyx5_house::ports::{Columns, Db, PortError, Row, SqlValue, Stmt, constraint_name};
+use nyx5_house::ports::{Columns, Db, PortError, Reads, Row, SqlValue, Stmt, constraint_name};
 use wasm_bindgen::{JsCast, JsValue};
 use worker::D1Database;
 use worker::wasm_bindgen_futures::JsFuture;
@@ -14,6 +23,19 @@ pub(crate) struct D1Db {
     pub(crate) db: D1Database,
     /// Sums of D1's billing units since the last [`D1Db::take`]; `None` unless metering is on.
     pub(crate) meter: Option<Counter<Meter>>,
+    /// The newest bookmark of a write this isolate made (D1's bookmarks sort as text, oldest
+    /// first). Only ever grows: another request's write in it is a point that exists, so an
+    /// answer that carries it is at worst a little newer than it had to be.
+    pub(crate) written: RefCell<Option<String>>,
+}
+
+/// The newer of two bookmarks as D1 orders them (as text: its binding keeps the greater by
+/// `localeCompare`, and its bookmarks are fixed-width hexadecimal).
+fn newer(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b > a { b } else { a }),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Round trips and D1's billing units (`meta.rows_read`, `meta.rows_written`) as D1 reports
@@ -101,18 +123,41 @@ fn prepare(db: &D1Database, stmt: &Stmt) -> Result<worker::D1PreparedStatement, 
     db.prepare(stmt.sql).bind(&params).map_err(|e| failed(e.to_string()))
 }
 
+/// `session.prepare(sql).bind(...params)`, called on the session object itself (workers-rs's
+/// `D1DatabaseSession::prepare` panics should the binding throw).
+fn prepare_in(session: &JsValue, stmt: &Stmt) -> Result<JsValue, PortError> {
+    let prepared = invoke(session, "prepare", &js_sys::Array::of1(&JsValue::from_str(stmt.sql)))?;
+    let params: js_sys::Array = stmt.params.iter().map(bind).collect();
+    invoke(&prepared, "bind", &params)
+}
+
+/// A session of the Sessions API: `"first-primary"`, `"first-unconstrained"` or a bookmark.
+fn session(db: &D1Database, from: &str) -> Result<worker::D1DatabaseSession, PortError> {
+    db.with_session(Some(from)).map_err(|e| failed(format!("D1 withSession: {e}")))
+}
+
+/// The newest bookmark a session has seen, if it has seen one.
+fn bookmark_of(session: &worker::D1DatabaseSession) -> Option<String> {
+    session.get_bookmark().ok().flatten().filter(|b| !b.trim().is_empty())
+}
+
 /// Calls the method `name` of `target` with `args` and awaits the promise it returns. D1's
 /// binding is called directly, not through workers-rs's `D1Result`, which reads rows and `meta`
 /// with serde (its deserializer and errors, and with them Rust's float formatting: ~6 KB of the
 /// gzipped wasm for what a few property reads do).
 async fn call(target: &JsValue, name: &str, args: &js_sys::Array) -> Result<JsValue, PortError> {
+    let answer = invoke(target, name, args)?;
+    // `Promise.resolve` of what came back: a binding that answered without a promise is read as
+    // its value, never cast blindly.
+    JsFuture::from(js_sys::Promise::resolve(&answer)).await.map_err(thrown)
+}
+
+/// Calls the method `name` of `target` with `args`: what it returns, or what it threw.
+fn invoke(target: &JsValue, name: &str, args: &js_sys::Array) -> Result<JsValue, PortError> {
     let method: js_sys::Function = js_sys::Reflect::get(target, &JsValue::from_str(name))
         .and_then(|m| m.dyn_into().map_err(|_| JsValue::from_str("not a function")))
         .map_err(|e| failed(format!("D1 binding has no {name}(): {e:?}")))?;
-    // `Promise.resolve` of what came back: a binding that answered without a promise is read as
-    // its value, never cast blindly.
-    let answer = method.apply(target, args).map_err(thrown)?;
-    JsFuture::from(js_sys::Promise::resolve(&answer)).await.map_err(thrown)
+    method.apply(target, args).map_err(thrown)
 }
 
 /// A member of a JavaScript object, `undefined` when it has none (or is no object).
@@ -183,9 +228,14 @@ impl Db for D1Db {
     }
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
-        let prepared = stmts.iter().map(|s| prepare(&self.db, s)).collect::<Result<Vec<_>, _>>()?;
-        let list: js_sys::Array = prepared.iter().map(|p| JsValue::from(p.inner())).collect();
-        let results = call(self.db.as_ref(), "batch", &js_sys::Array::of1(&list)).await?;
+        // On the primary, as the binding itself would send it; the session tells the bookmark.
+        let primary = session(&self.db, "first-primary")?;
+        let list = stmts.iter().map(|s| prepare_in(primary.as_ref(), s)).collect::<Result<js_sys::Array, _>>()?;
+        let results = call(primary.as_ref(), "batch", &js_sys::Array::of1(&list)).await?;
+        if let Some(b) = bookmark_of(&primary) {
+            let mut written = self.written.borrow_mut();
+            *written = newer(written.take(), Some(b));
+        }
         let results: Vec<JsValue> = results
             .dyn_into::<js_sys::Array>()
             .map_err(|_| failed("D1's batch gave no list of results".to_owned()))?
@@ -203,5 +253,21 @@ impl Db for D1Db {
                 _ => Err(failed("D1's batch gave a result without success and a change count".to_owned())),
             })
             .collect()
+    }
+
+    async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        let after = reads.bookmark();
+        let session = session(&self.db, after.as_deref().unwrap_or("first-unconstrained"))?;
+        let prepared = prepare_in(session.as_ref(), &stmt)?;
+        let result = call(&prepared, "all", &js_sys::Array::new()).await?;
+        self.count(std::slice::from_ref(&result), false);
+        if let Some(seen) = newer(reads.bookmark(), bookmark_of(&session)) {
+            reads.set(seen);
+        }
+        rows(&result)
+    }
+
+    fn bookmark(&self, reads: &Reads) -> Option<String> {
+        newer(reads.bookmark(), self.written.borrow().clone())
     }
 }

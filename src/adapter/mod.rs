@@ -34,7 +34,7 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     suffix_list(env).await?;
     let db = env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?;
     let meter = env::metering(env).then(Default::default);
-    let db = D1Db { db, meter };
+    let db = D1Db { db, meter, written: Default::default() };
     let now = nyx5_house::ports::Clock::now(&WorkerClock);
     let (key, created) = match env::domain_key(env)? {
         // A key from the secret carries no creation time: the card says when this isolate signed it.

@@ -137,6 +137,18 @@ impl Client {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<(u16, Vec<u8>), Fail> {
+        self.exchange(method, url, headers, body, None).map(|(status, answer, _)| (status, answer))
+    }
+
+    /// As [`Client::request`], and the value of the answer's header `keep`, when asked and there.
+    pub(crate) fn exchange(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        keep: Option<&str>,
+    ) -> Result<(u16, Vec<u8>, Option<String>), Fail> {
         let fail = |why: &dyn std::fmt::Display| Fail::Transport(format!("{method} {url}: {why}"));
         let fail_run = |e: ureq::Error| match &e {
             // The rule only: the URL and what the name resolved to stay here.
@@ -163,6 +175,7 @@ impl Client {
         };
         let mut response = result?;
         let status = response.status().as_u16();
+        let kept = keep.and_then(|name| response.headers().get(name)).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let cap = u64::try_from(self.max_answer_bytes).unwrap_or(u64::MAX);
         let mut answer = Vec::new();
         response
@@ -174,7 +187,7 @@ impl Client {
         if answer.len() > self.max_answer_bytes {
             return Err(fail(&format!("answer larger than {} bytes", self.max_answer_bytes)));
         }
-        Ok((status, answer))
+        Ok((status, answer, kept))
     }
 }
 
@@ -194,6 +207,17 @@ pub(crate) fn request(
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), String> {
     client().request(method, url, headers, body).map_err(|e| e.to_string())
+}
+
+/// As [`request`], and the value of the answer's header `keep` when it has one.
+pub(crate) fn request_keeping(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    keep: &str,
+) -> Result<(u16, Vec<u8>, Option<String>), String> {
+    client().exchange(method, url, headers, body, Some(keep)).map_err(|e| e.to_string())
 }
 
 /// The engine's `Net` port over [`Client`]. Inside a tokio runtime each request runs on the

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod bookmark;
 pub mod config;
 pub mod domain_keys;
 pub mod email;
@@ -36,7 +37,7 @@ use nyx5_proto::{Error, ErrorKind, Timestamp, Value, Verified};
 
 pub use config::{Config, Registration};
 pub use http::{Request, Response};
-pub use ports::{Clock, Db, Net, PortError, Rng};
+pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 
 /// Extensions this house declares in its domain card.
 pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, policy::EXT_AVAL];
@@ -84,6 +85,8 @@ pub struct House<D, N> {
     /// When (by the house's clock) a tick last ran the purges of its upkeep: at most once a
     /// minute per process (`queue::UPKEEP_EVERY_MS`), not at every kick.
     upkept: std::cell::Cell<Option<i64>>,
+    /// What the `nyx5-bookmark` header is sealed with (see `bookmark`).
+    bookmark_key: bookmark::BookmarkKey,
 }
 
 impl<D, N> std::fmt::Debug for House<D, N> {
@@ -138,6 +141,7 @@ impl<D: Db, N: Net> House<D, N> {
         let tareas = libro::tareas::tareas_card(&card, &config.key, since)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
+        let bookmark_key = bookmark::BookmarkKey::derive(&config.key.seed());
         Ok(House {
             config,
             db,
@@ -152,6 +156,7 @@ impl<D: Db, N: Net> House<D, N> {
             pushes,
             queued: Default::default(),
             upkept: Default::default(),
+            bookmark_key,
         })
     }
 
@@ -187,9 +192,17 @@ impl<D: Db, N: Net> House<D, N> {
     ///
     /// `HEAD` is answered as `GET` (the adapter sends no body); `OPTIONS` on a route the house
     /// has is a CORS preflight (204), elsewhere 404.
+    ///
+    /// Reads that may be a moment stale start from the request's `nyx5-bookmark` (a malformed one
+    /// is 400), and the answer carries the newest bookmark the database knows, sealed
+    /// (docs/SPEC.md "Reading your own writes").
     pub async fn handle(&self, mut req: Request) -> Response {
+        let reads = match bookmark::open(&self.bookmark_key, req.header(bookmark::HEADER)) {
+            Ok(after) => Reads::after(after),
+            Err(e) => return web::finish(&req, Response::error(&e)),
+        };
         let resp = match req.method.as_str() {
-            "OPTIONS" => match router::route(self, &req).await {
+            "OPTIONS" => match router::route(self, &req, &reads).await {
                 Err(e) if e.kind == ErrorKind::MethodNotAllowed => web::preflight(),
                 Err(e) => Response::error(&e),
                 Ok(_) => web::preflight(),
@@ -198,14 +211,31 @@ impl<D: Db, N: Net> House<D, N> {
                 if method == "HEAD" {
                     req.method = "GET".into();
                 }
-                match router::route(self, &req).await {
+                match router::route(self, &req, &reads).await {
                     Ok(resp) => resp,
                     Err(e) => Response::error(&e),
                 }
             }
         };
-        let resp = web::finish(&req, resp);
+        let resp = self.with_bookmark(web::finish(&req, resp), &reads);
         if self.queued.take() { resp.kick() } else { resp }
+    }
+
+    /// The database seen through one request's stale-tolerant reads: what a route hands the store
+    /// for cards, the directory, history, index answers, the home page and mailbox pages.
+    pub fn stale<'a>(&'a self, reads: &'a Reads) -> ports::Stale<'a, D> {
+        ports::Stale { db: &self.db, reads }
+    }
+
+    /// `resp` with the newest bookmark the database knows after `reads`, sealed, when it has one.
+    fn with_bookmark(&self, resp: Response, reads: &Reads) -> Response {
+        let sealed = self.db.bookmark(reads).and_then(|b| bookmark::seal(&self.bookmark_key, self.random(), &b));
+        match sealed {
+            Some(sealed) => resp
+                .with_header(bookmark::HEADER, sealed)
+                .with_header("access-control-expose-headers", bookmark::HEADER),
+            None => resp,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! an in-memory or real network.
 #![allow(async_fn_in_trait)] // Single-threaded runtimes (workerd, the test kit): no Send bound.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
 
@@ -174,10 +175,76 @@ pub fn constraint_name(message: &str) -> Option<&str> {
 }
 
 /// The database: SQLite's dialect. `batch` is atomic: all statements apply, or none.
+///
+/// `query` and `batch` use the primary: what it answers is the latest state, so a decision read
+/// there and guarded in the batch that follows sees every write before it. A read that may be a
+/// moment stale (docs/SPEC.md "Reading your own writes") is [`Db::query_stale`]: a database with
+/// read replicas serves it from one no older than the request's [`Reads`]; one without (SQLite)
+/// from its one connection, which is what the defaults do.
 pub trait Db {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError>;
     /// Runs the statements in one transaction and returns each one's count of changed rows.
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError>;
+    /// A read that may be a moment stale, though never older than `reads`' bookmark (nor than
+    /// any read before it in `reads`, which it then advances).
+    async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        let _ = reads;
+        self.query(stmt).await
+    }
+    /// The bookmark to hand the client at the end of a request that read through `reads`: no
+    /// older than `reads`' nor than any write this database has made. A database without
+    /// replicas has no bookmarks of its own and gives back what the client sent.
+    fn bookmark(&self, reads: &Reads) -> Option<String> {
+        reads.bookmark()
+    }
+}
+
+/// One request's reads that may be a moment stale: the point the database has to have reached
+/// before it serves them (the client's bookmark, when it sent one) and then the newest point
+/// they have seen. What a point is, and which of two is newer, only the database knows: the
+/// engine carries its bookmark as opaque text.
+#[derive(Debug, Default)]
+pub struct Reads {
+    bookmark: RefCell<Option<String>>,
+}
+
+impl Reads {
+    /// Reads starting no older than `bookmark` (anywhere, when `None`).
+    pub fn after(bookmark: Option<String>) -> Reads {
+        Reads { bookmark: RefCell::new(bookmark) }
+    }
+
+    /// The newest point seen so far.
+    pub fn bookmark(&self) -> Option<String> {
+        self.bookmark.borrow().clone()
+    }
+
+    /// Records a newer point (the database compares).
+    pub fn set(&self, bookmark: String) {
+        *self.bookmark.borrow_mut() = Some(bookmark);
+    }
+}
+
+/// A database seen through one request's [`Reads`]: its `query` is [`Db::query_stale`], so a
+/// store function reads a moment stale when a route hands it this; writes go to the primary.
+#[derive(Debug)]
+pub struct Stale<'a, D> {
+    pub db: &'a D,
+    pub reads: &'a Reads,
+}
+
+impl<D: Db> Db for Stale<'_, D> {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.db.query_stale(self.reads, stmt).await
+    }
+
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        self.db.batch(stmts).await
+    }
+
+    fn bookmark(&self, reads: &Reads) -> Option<String> {
+        self.db.bookmark(reads)
+    }
 }
 
 /// An HTTP request the house sends (deliveries, card fetches, DNS-over-HTTPS, webhooks).

@@ -4,26 +4,28 @@ use nyx5_proto::{Error, ErrorKind};
 
 use crate::House;
 use crate::http::{Request, Response, no_route};
-use crate::ports::{Db, Net};
+use crate::ports::{Db, Net, Reads};
 use crate::{routes, web};
 
 fn method_not_allowed(req: &Request) -> Error {
     Error::new(ErrorKind::MethodNotAllowed, format!("{} is not allowed on {}", req.method, req.path))
 }
 
-pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+/// `reads` are the request's reads that may be a moment stale: the routes that serve them (cards,
+/// the directory, history, index answers, the home page, mailbox and outbox pages) take them.
+pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &Reads) -> Result<Response, Error> {
     let segments: Vec<&str> = req.path.trim_start_matches('/').split('/').collect();
     let m = req.method.as_str();
     match (m, segments.as_slice()) {
-        ("GET", [""]) => web::home(house).await,
+        ("GET", [""]) => web::home(house, reads).await,
         ("GET", ["spec"]) => web::document(req, "text/html; charset=utf-8", web::SPEC_HTML),
         ("GET", ["llms.txt"]) => web::document(req, "text/plain; charset=utf-8", web::LLMS_TXT),
         ("GET", ["style.css"]) => {
             Ok(web::page("text/css; charset=utf-8", web::STYLE_CSS.into(), web::DOCUMENT_MAX_AGE))
         }
         ("GET", ["favicon.svg"]) => Ok(web::page("image/svg+xml", web::FAVICON_SVG.into(), web::DOCUMENT_MAX_AGE)),
-        ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house).await,
-        ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, local).await,
+        ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house, reads).await,
+        ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, reads, local).await,
         (
             _,
             [""]
@@ -36,14 +38,14 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ) => Err(method_not_allowed(req)),
         ("GET", [".well-known", "nyx5.json"]) => Ok(routes::well_known::get(house)),
         ("GET", ["health"]) => routes::health::get(house).await,
-        ("GET", ["agents"]) => routes::agents::directory(house, req).await,
+        ("GET", ["agents"]) => routes::agents::directory(house, req, reads).await,
         ("POST", ["agents"]) => routes::agents::register(house, req).await,
-        ("GET", ["agents", local]) => routes::agents::get(house, local).await,
+        ("GET", ["agents", local]) => routes::agents::get(house, reads, local).await,
         ("GET", ["agents", local, "settings"]) => routes::settings::get(house, req, local).await,
-        ("GET", ["agents", local, "historial"]) => routes::libro::history(house, local).await,
+        ("GET", ["agents", local, "historial"]) => routes::libro::history(house, reads, local).await,
         ("GET", ["invitations"]) => routes::invitations::list(house, req).await,
         ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
-        ("GET", ["mailbox", local]) => routes::mailbox::read(house, req, local).await,
+        ("GET", ["mailbox", local]) => routes::mailbox::read(house, req, reads, local).await,
         ("POST", ["mailbox", local, "ack"]) => routes::mailbox::ack(house, req, local).await,
         (
             _,
@@ -74,8 +76,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
             Err(method_not_allowed(req))
         }
         ("POST", ["index", "houses"]) => routes::index::register(house, req).await,
-        ("GET", ["index", "houses"]) => routes::index::houses(house, req).await,
-        ("GET", ["index", "agents"]) => routes::index::search(house, req).await,
+        ("GET", ["index", "houses"]) => routes::index::houses(house, req, reads).await,
+        ("GET", ["index", "agents"]) => routes::index::search(house, req, reads).await,
         (_, ["index", "houses"] | ["index", "agents"]) => Err(method_not_allowed(req)),
         ("GET", ["tareas"]) => routes::tareas::list(house, req).await,
         ("POST", ["tareas"]) => routes::tareas::add(house, req).await,
@@ -87,7 +89,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         ("DELETE", ["apps", id]) => routes::apps::remove(house, req, id).await,
         (_, ["apps"] | ["apps", _]) => Err(method_not_allowed(req)),
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
-        ("GET", ["outbox", local]) => routes::outbox::get(house, req, local).await,
+        ("GET", ["outbox", local]) => routes::outbox::get(house, req, reads, local).await,
         (_, ["outbound"] | ["outbox", _]) => Err(method_not_allowed(req)),
         _ => Err(no_route(req)),
     }

@@ -155,6 +155,8 @@ fn a_preflight_is_answered_for_routes_the_house_has_and_only_those() {
         assert_eq!(r.header("access-control-allow-origin"), Some("*"));
         let allowed = r.header("access-control-allow-headers").unwrap();
         assert!(allowed.contains("authorization") && allowed.contains("content-type"));
+        // A browser may send back the bookmark it was given (docs/SPEC.md "Reading your own writes").
+        assert!(allowed.contains("nyx5-bookmark"));
         assert!(r.header("access-control-allow-methods").unwrap().contains("POST"));
     }
     let r = call_raw(&h, "OPTIONS", "/nowhere", &[], vec![]);
@@ -384,4 +386,64 @@ fn every_known_path_refuses_other_methods_with_405() {
     {
         assert_eq!(call_raw(&h, method, path, &[], vec![]).status, 404, "{method} {path}");
     }
+}
+
+const BOOKMARK: &str = "nyx5-bookmark";
+
+#[test]
+fn stale_reads_come_from_a_replica_and_the_bookmark_reads_its_own_writes() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Invite);
+    let other = w.house("b.test", Registration::Invite);
+    // Without replicas (nyx5 serve) an answer has no bookmark to give.
+    assert_eq!(get(&other, "/", &[]).header(BOOKMARK), None);
+    h.db.lag();
+    other.db.lag();
+    let ana = Agent::new("ana@a.test", 1);
+    let admin = format!("Bearer admin-{}", h.config.domain);
+    let r = call(
+        &h,
+        "POST",
+        "/agents",
+        &[("authorization", &admin)],
+        &ana.registration(&h, &[("capabilities", caps(true, "x"))]),
+    );
+    assert_eq!(r.status, 201);
+    let written = r.header(BOOKMARK).expect("a write's answer carries a bookmark").to_owned();
+    assert_eq!(r.header("access-control-expose-headers"), Some(BOOKMARK));
+    // Routes that may be a moment stale read the replica, which has not caught up…
+    for path in ["/agents/ana", "/agents/ana/agent-card.json", "/agents/ana/historial"] {
+        assert_eq!(get(&h, path, &[]).status, 404, "{path}");
+    }
+    let directory = json(&get(&h, "/agents", &[]), 200);
+    assert_eq!(directory.as_object().unwrap()["agents"], Value::Array(vec![]));
+    assert!(!text(&get(&h, "/", &[])).contains("ana@a.test"));
+    // …while what decides stays on the primary: the owner's token checks there, and the page
+    // (read through the replica) answers.
+    let page = json(&ana.get(&h, "/mailbox/ana"), 200);
+    assert_eq!(page.as_object().unwrap()["envelopes"], Value::Array(vec![]));
+    // Another house's bookmark is not one this house gave: ignored, the read as stale as without.
+    let b = Agent::new("bo@b.test", 2);
+    let admin_b = format!("Bearer admin-{}", other.config.domain);
+    let rb = call(&other, "POST", "/agents", &[("authorization", &admin_b)], &b.registration(&other, &[]));
+    let foreign = rb.header(BOOKMARK).unwrap().to_owned();
+    let r = get(&h, "/agents/ana", &[(BOOKMARK, &foreign)]);
+    assert_eq!(r.status, 404);
+    assert!(r.header(BOOKMARK).is_some(), "the answer hands out a bookmark of this house");
+    // A malformed one is refused by name, on any route.
+    for bad in ["not a bookmark!", &"A".repeat(nyx5_house::bookmark::MAX_HEADER_CHARS + 1)] {
+        for (method, path) in [("GET", "/agents/ana"), ("GET", "/health"), ("POST", "/agents")] {
+            let r = call_raw(&h, method, path, &[(BOOKMARK, bad)], vec![]);
+            let body = json(&r, 400);
+            assert_eq!(body.as_object().unwrap()["error"], Value::from("malformed"), "{method} {path}");
+        }
+    }
+    // The write's bookmark brings the read up to the write, and the answer carries one again
+    // (sealed afresh: the same point never reads the same twice).
+    let r = get(&h, "/agents/ana", &[(BOOKMARK, &written)]);
+    assert_eq!(r.status, 200);
+    let again = r.header(BOOKMARK).unwrap();
+    assert_ne!(again, written);
+    let r = get(&h, "/agents/ana/agent-card.json", &[(BOOKMARK, again)]);
+    assert_eq!(r.status, 200);
 }

@@ -39,7 +39,7 @@ pub(crate) fn email_in(house: &str, token: &str, to: &str, from: Option<&str>, r
     let auth = format!("Bearer {token}");
     let what = "delivering the email";
     let headers = [("authorization", auth.as_str()), ("content-type", "message/rfc822")];
-    let (status, answer) = send(&Http, "POST", &url, &headers, raw, what)?;
+    let (status, answer) = send(&Http::default(), "POST", &url, &headers, raw, what)?;
     let o = read_object(status, &answer, what)?;
     let id = field::opt_str(&o, "id").ok().flatten().unwrap_or_default().to_owned();
     let duplicate = o.get("duplicate") == Some(&Value::Bool(true));

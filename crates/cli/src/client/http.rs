@@ -5,6 +5,8 @@
 use nyx5_proto::address::uuid_v4;
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::crypto::SigningKey;
+use std::path::{Path, PathBuf};
+
 use nyx5_proto::json::{Object, Value, field};
 use nyx5_proto::{Address, Timestamp, b64};
 
@@ -17,13 +19,136 @@ pub(crate) trait Transport {
     fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String>;
 }
 
-/// The binary's HTTP client (`crate::net`: rustls, a deadline, no redirects).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Http;
+/// The binary's HTTP client (`crate::net`: rustls, a deadline, no redirects). It keeps the last
+/// `nyx5-bookmark` each house answered with and sends it back on the next request to that
+/// house, so that what one request wrote the next one reads (docs/SPEC.md "Reading your own
+/// writes"): in memory for the process, and, for a profile's commands, in a file beside the
+/// profile after each write, so that `nyx5 send` then `nyx5 outbox` read their own writes.
+#[derive(Debug, Default)]
+pub(crate) struct Http {
+    bookmarks: Bookmarks,
+}
+
+impl Http {
+    /// A client whose bookmarks outlive the command, beside the profile at `profile`.
+    pub(crate) fn beside(profile: &Path) -> Http {
+        Http { bookmarks: Bookmarks::beside(profile) }
+    }
+}
 
 impl Transport for Http {
     fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String> {
-        crate::net::request(method, url, headers, body)
+        self.bookmarks.around(method, url, headers, |headers| {
+            crate::net::request_keeping(method, url, headers, body, nyx5_house::bookmark::HEADER)
+        })
+    }
+}
+
+/// The `kind` of a bookmark file.
+const BOOKMARKS_KIND: &str = "bookmarks";
+/// Most houses whose bookmark is kept; the one kept longest leaves first.
+const MAX_BOOKMARKS: usize = 64;
+/// The largest bookmark file read.
+const MAX_BOOKMARKS_FILE: usize = MAX_BOOKMARKS * (nyx5_house::bookmark::MAX_HEADER_CHARS + 300);
+
+/// The last bookmark of each house (by `host[:port]`), as it sent it: sealed, opaque here. With
+/// a file (`<profile>.bookmarks`, `{"bookmarks":{"<host>":"<value>"},"kind":"bookmarks",
+/// "nyx5":"1"}`), it starts from the file and writes the bookmark a write's answer carried to it.
+/// The file is a cache: missing or unreadable is empty, a failed write is forgotten (a read then
+/// is at worst a moment stale).
+#[derive(Debug, Default)]
+pub(crate) struct Bookmarks {
+    by_host: std::sync::Mutex<Vec<(String, String)>>,
+    file: Option<PathBuf>,
+}
+
+/// Whether `b` is a value a house could have sent: base64url, within the header's bound.
+fn bookmark_shaped(b: &str) -> bool {
+    !b.is_empty()
+        && b.len() <= nyx5_house::bookmark::MAX_HEADER_CHARS
+        && b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+/// `list` with `host`'s bookmark set to `b`, newest last, at most [`MAX_BOOKMARKS`].
+fn put(list: &mut Vec<(String, String)>, host: &str, b: String) {
+    list.retain(|(h, _)| h != host);
+    list.push((host.to_owned(), b));
+    let over = list.len().saturating_sub(MAX_BOOKMARKS);
+    list.drain(..over);
+}
+
+impl Bookmarks {
+    /// Bookmarks kept in `<profile>.bookmarks`, starting from what it holds.
+    pub(crate) fn beside(profile: &Path) -> Bookmarks {
+        let mut name = profile.as_os_str().to_owned();
+        name.push(".bookmarks");
+        let file = PathBuf::from(name);
+        let held = Self::load(&file);
+        Bookmarks { by_host: std::sync::Mutex::new(held), file: Some(file) }
+    }
+
+    fn load(file: &Path) -> Vec<(String, String)> {
+        if !file.exists() {
+            return Vec::new();
+        }
+        let Ok(Value::Object(o)) = super::profile::read_json(file, MAX_BOOKMARKS_FILE) else { return Vec::new() };
+        let ours = field::str(&o, "kind").ok() == Some(BOOKMARKS_KIND)
+            && field::str(&o, "nyx5").ok() == Some(crate::keyfile::VERSION);
+        let Some(list) = field::object(&o, "bookmarks").ok().filter(|_| ours) else { return Vec::new() };
+        let mut held = Vec::new();
+        for (host, b) in list {
+            if let Some(b) = b.as_str().filter(|b| bookmark_shaped(b)) {
+                put(&mut held, host, b.to_owned());
+            }
+        }
+        held
+    }
+
+    /// Writes `host`'s bookmark `b` into the file, under its lock, keeping the other houses'.
+    fn persist(&self, host: &str, b: &str) {
+        let Some(file) = &self.file else { return };
+        let Ok(lock) = super::profile::open_lock(file) else { return };
+        if lock.lock().is_err() {
+            return;
+        }
+        let mut held = Self::load(file);
+        put(&mut held, host, b.to_owned());
+        let list: Object = held.into_iter().map(|(h, b)| (h, Value::from(b))).collect();
+        let value = Value::Object(nyx5_proto::json::obj([
+            ("nyx5", crate::keyfile::VERSION.into()),
+            ("kind", BOOKMARKS_KIND.into()),
+            ("bookmarks", Value::Object(list)),
+        ]));
+        let _ = super::profile::write_private(file, &value);
+        let _ = lock.unlock();
+    }
+
+    /// Runs `send` with `headers` and the bookmark of `url`'s house, if one is kept; then keeps
+    /// the one the answer carried (in the file too after a write: any method but GET and HEAD).
+    /// Only a value a house could have sent is kept, and only for the house that sent it.
+    pub(crate) fn around<T>(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        send: impl FnOnce(&[(&str, &str)]) -> Result<(u16, T, Option<String>), String>,
+    ) -> Result<(u16, T), String> {
+        let host = host_of(url);
+        let kept = self.by_host.lock().ok().and_then(|m| m.iter().find(|(h, _)| *h == host).map(|(_, b)| b.clone()));
+        let mut all: Vec<(&str, &str)> = headers.to_vec();
+        if let Some(b) = &kept {
+            all.push((nyx5_house::bookmark::HEADER, b));
+        }
+        let (status, body, answered) = send(&all)?;
+        if let Some(b) = answered.filter(|b| bookmark_shaped(b)) {
+            if let Ok(mut m) = self.by_host.lock() {
+                put(&mut m, &host, b.clone());
+            }
+            if !matches!(method, "GET" | "HEAD") {
+                self.persist(&host, &b);
+            }
+        }
+        Ok((status, body))
     }
 }
 
@@ -148,5 +273,69 @@ pub(crate) fn next_step(status: u16) -> &'static str {
         429 => "too many requests: wait a minute and run the same command again",
         500..=599 => "the house has trouble: run the same command again later",
         _ => "unexpected answer: check the house URL",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const HEADER: &str = nyx5_house::bookmark::HEADER;
+
+    /// One exchange through `b`: what was sent as the bookmark, and the answer carrying `answered`.
+    fn exchange(b: &Bookmarks, url: &str, answered: Option<&str>) -> Option<String> {
+        exchange_as(b, "GET", url, answered)
+    }
+
+    fn exchange_as(b: &Bookmarks, method: &str, url: &str, answered: Option<&str>) -> Option<String> {
+        let mut sent = None;
+        b.around(method, url, &[("authorization", "x")], |headers| {
+            assert_eq!(headers.first(), Some(&("authorization", "x")));
+            sent = headers.iter().find(|(n, _)| *n == HEADER).map(|(_, v)| (*v).to_owned());
+            Ok((200, (), answered.map(str::to_owned)))
+        })
+        .unwrap();
+        sent
+    }
+
+    #[test]
+    fn the_last_bookmark_of_a_house_goes_back_to_that_house_only() {
+        let b = Bookmarks::default();
+        assert_eq!(exchange(&b, "https://a.test/outbound", Some("Zm9v_-1")), None);
+        // The next request to a.test (the write's reader) carries it; b.test never sees it.
+        assert_eq!(exchange(&b, "https://a.test/outbox/ana?limit=1", Some("YmFy")).as_deref(), Some("Zm9v_-1"));
+        assert_eq!(exchange(&b, "https://b.test/agents/bo", None), None);
+        // The newest is kept; an answer without one leaves it.
+        assert_eq!(exchange(&b, "https://a.test/mailbox/ana", None).as_deref(), Some("YmFy"));
+        assert_eq!(exchange(&b, "https://A.test/mailbox/ana", None).as_deref(), Some("YmFy"));
+        // What no house sends is not kept: not base64url, or past the bound.
+        let long = "A".repeat(nyx5_house::bookmark::MAX_HEADER_CHARS + 1);
+        for bad in ["a b", "x\r\ny", "", long.as_str()] {
+            exchange(&b, "https://a.test/x", Some(bad));
+            assert_eq!(exchange(&b, "https://a.test/x", None).as_deref(), Some("YmFy"), "{bad:.20}");
+        }
+    }
+
+    #[test]
+    fn a_writes_bookmark_outlives_the_command_beside_the_profile() {
+        let dir = std::env::temp_dir().join(format!("nyx5-bookmarks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let profile = dir.join("profile.json");
+        let first = Bookmarks::beside(&profile);
+        // A read's bookmark stays in the process; a write's goes to the file.
+        exchange_as(&first, "GET", "https://a.test/agents", Some("cmVhZA"));
+        assert!(!dir.join("profile.json.bookmarks").exists());
+        exchange_as(&first, "POST", "https://a.test/outbound", Some("d3JpdGU"));
+        exchange_as(&first, "POST", "https://b.test/outbound", Some("Yg"));
+        // The next command (`nyx5 outbox` after `nyx5 send`) starts from it.
+        let next = Bookmarks::beside(&profile);
+        assert_eq!(exchange(&next, "https://a.test/outbox/ana", None).as_deref(), Some("d3JpdGU"));
+        assert_eq!(exchange(&next, "https://b.test/x", None).as_deref(), Some("Yg"));
+        // Whatever else is in the file is no bookmark.
+        std::fs::write(dir.join("profile.json.bookmarks"), b"{\"kind\":\"other\",\"bookmarks\":{\"a.test\":\"x\"}}")
+            .unwrap();
+        assert_eq!(exchange(&Bookmarks::beside(&profile), "https://a.test/x", None), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

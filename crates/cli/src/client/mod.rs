@@ -85,7 +85,8 @@ impl Ctx {
             }
             Err(_) => Some(DEFAULT_DOH.to_owned()),
         };
-        Ok(Ctx { profile_path, as_address, hosts, doh, net: Box::new(http::Http), repin: false })
+        let net = Box::new(http::Http::beside(&profile_path));
+        Ok(Ctx { profile_path, as_address, hosts, doh, net, repin: false })
     }
 
     pub(crate) fn profile(&self) -> Result<Profile, Failure> {

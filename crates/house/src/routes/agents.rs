@@ -11,7 +11,7 @@ use crate::auth::json_body;
 use crate::config::Registration;
 use crate::http::{Request, Response};
 use crate::outbound::Policy;
-use crate::ports::{Db, Net, PortError};
+use crate::ports::{Db, Net, PortError, Reads};
 use crate::store::agents::{self as store, Index};
 use crate::store::constraint;
 use crate::{House, RESERVED, ok_body, port_error};
@@ -23,11 +23,11 @@ pub const DIRECTORY_DEFAULT_LIMIT: i64 = 20;
 pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 
 /// GET /agents/:local — any certified card, listed or not.
-pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+pub async fn get<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
     if let Some(card) = house.system_card(local) {
         return Ok(Response::json(200, &card.to_value()));
     }
-    let card = store::card(&house.db, local)
+    let card = store::card(&house.stale(reads), local)
         .await?
         .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {local}@{}", house.config.domain)))?;
     Ok(Response::bytes(200, "application/json", card.into_bytes()))
@@ -46,12 +46,18 @@ pub(crate) fn page_param(req: &Request, name: &str, default: i64, max: i64) -> R
 }
 
 /// GET /agents — the cards that asked to be listed.
-pub async fn directory<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+pub async fn directory<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &Reads) -> Result<Response, Error> {
     let limit = page_param(req, "limit", DIRECTORY_DEFAULT_LIMIT, DIRECTORY_MAX_LIMIT)?;
     let offset = page_param(req, "offset", 0, i64::from(u32::MAX))?;
-    let cards =
-        store::directory(&house.db, req.query("q"), req.query("accepts"), req.query("capability"), limit, offset)
-            .await?;
+    let cards = store::directory(
+        &house.stale(reads),
+        req.query("q"),
+        req.query("accepts"),
+        req.query("capability"),
+        limit,
+        offset,
+    )
+    .await?;
     let agents =
         cards.iter().map(|c| Value::parse(c.as_bytes(), limits::MAX_DOCUMENT_BYTES)).collect::<Result<Vec<_>, _>>()?;
     Ok(Response::json(

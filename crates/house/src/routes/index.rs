@@ -10,7 +10,7 @@ use nyx5_proto::{Error, ErrorKind, Timestamp, Value, limits};
 use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::index::{MAX_HOUSES, RANKING};
-use crate::ports::{Db, Net, PortError, Row};
+use crate::ports::{Db, Net, PortError, Reads, Row};
 use crate::routes::agents::{DIRECTORY_DEFAULT_LIMIT, DIRECTORY_MAX_LIMIT, page_param};
 use crate::store::index as store;
 use crate::{House, ok_body, port_error};
@@ -57,11 +57,11 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
 }
 
 /// GET /index/houses?limit&offset: what the index crawls and how the last pass went.
-pub async fn houses<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+pub async fn houses<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &Reads) -> Result<Response, Error> {
     require_index(house)?;
     let limit = page_param(req, "limit", DIRECTORY_MAX_LIMIT, DIRECTORY_MAX_LIMIT)?;
     let offset = page_param(req, "offset", 0, MAX_HOUSES)?;
-    let rows = store::houses(&house.db, limit, offset).await?;
+    let rows = store::houses(&house.stale(reads), limit, offset).await?;
     Ok(Response::json(
         200,
         &ok_body([
@@ -91,7 +91,7 @@ fn house_value(r: &Row) -> Value {
 
 /// GET /index/agents?q&capability&accepts&house&limit&offset: the cards found, ranked as
 /// [`RANKING`] says, each with `_house`; the answer signed by this house (`nyx5/1 index-answer`).
-pub async fn search<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+pub async fn search<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &Reads) -> Result<Response, Error> {
     require_index(house)?;
     let limit = page_param(req, "limit", DIRECTORY_DEFAULT_LIMIT, DIRECTORY_MAX_LIMIT)?;
     let offset = page_param(req, "offset", 0, i64::from(u32::MAX))?;
@@ -115,7 +115,7 @@ pub async fn search<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result
         offset,
         now: now.millis(),
     };
-    let found = store::search(&house.db, &s).await?;
+    let found = store::search(&house.stale(reads), &s).await?;
     let mut agents = Vec::with_capacity(found.len());
     for (card, origin) in found {
         let Ok(Value::Object(mut o)) = Value::parse(card.as_bytes(), limits::MAX_DOCUMENT_BYTES) else { continue };

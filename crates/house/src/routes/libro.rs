@@ -17,7 +17,7 @@ use crate::auth::json_body;
 use crate::http::{Request, Response, percent_decode};
 use crate::libro::history::{self, Fact, summarize};
 use crate::libro::kernel::{Contract, Mandate};
-use crate::ports::{Db, Net, Row};
+use crate::ports::{Db, Net, Reads, Row};
 use crate::routes::agents::page_param;
 use crate::store::libro as store;
 use crate::{House, ok_body};
@@ -162,12 +162,13 @@ pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resul
 }
 
 /// GET /agents/:local/historial
-pub async fn history<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
     let address = house.local_address(local)?;
-    let since = crate::store::agents::created_at(&house.db, local)
+    let stale = house.stale(reads);
+    let since = crate::store::agents::created_at(&stale, local)
         .await?
         .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")))?;
-    let facts: Vec<Fact> = store::history_rows(&house.db, address.as_str())
+    let facts: Vec<Fact> = store::history_rows(&stale, address.as_str())
         .await?
         .iter()
         .filter_map(|r| {

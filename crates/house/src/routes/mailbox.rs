@@ -7,7 +7,7 @@ use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net, Row};
+use crate::ports::{Db, Net, Reads, Row};
 use crate::store::inbox;
 use crate::{House, ok_body, port_error};
 
@@ -35,7 +35,15 @@ const UNRECORDED_BYTES: i64 = 64 * 1024;
 /// around the stored canonical text of each envelope, never parsed and written again, in the
 /// canonical form `Response::json` would give: `{"envelopes":[{"envelope":…,"received":…,
 /// "seq":…}],"next":<seq>|null,"ok":true}`. `next` is the last `seq` when more may follow.
-pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
+///
+/// The owner is authenticated on the primary; the page is read through `reads`, a moment stale
+/// at most, never older than the bookmark the request carried.
+pub async fn read<D: Db, N: Net>(
+    house: &House<D, N>,
+    req: &Request,
+    reads: &Reads,
+    local: &str,
+) -> Result<Response, Error> {
     house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
     let number = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
         req.query(name).map_or(Ok(default), |v| {
@@ -55,7 +63,7 @@ pub async fn read<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
         overhead: ITEM_FRAME_BYTES as i64,
         unrecorded: UNRECORDED_BYTES,
     };
-    let rows = if limit == 0 { Vec::new() } else { inbox::page(&house.db, local, bounds).await? };
+    let rows = if limit == 0 { Vec::new() } else { inbox::page(&house.stale(reads), local, bounds).await? };
     let body = write_page(&rows, limit)?;
     Ok(Response::bytes(200, "application/json", body))
 }

@@ -6,7 +6,7 @@ use nyx5_proto::json::obj;
 use nyx5_proto::{Error, Object, Timestamp, Value};
 
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net, Row};
+use crate::ports::{Db, Net, Reads, Row};
 use crate::queue::Progress;
 use crate::store::queue as store;
 use crate::{House, ok_body};
@@ -97,12 +97,19 @@ fn email(r: &Row, provider: bool) -> Value {
     Value::Object(o)
 }
 
-/// GET /outbox/:local?before=<seq>&limit=<n> — owner only.
-pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
+/// GET /outbox/:local?before=<seq>&limit=<n> — owner only (authenticated on the primary); the
+/// page is read through `reads`, a moment stale at most.
+pub async fn get<D: Db, N: Net>(
+    house: &House<D, N>,
+    req: &Request,
+    reads: &Reads,
+    local: &str,
+) -> Result<Response, Error> {
+    let stale = house.stale(reads);
     let card = house.authenticate_owner(req, local, Keys::Current).await?;
     let before = number(req, "before", i64::MAX, i64::MAX)?;
     let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
-    let rows = store::outbox_page(&house.db, card.address().as_str(), before, limit).await?;
+    let rows = store::outbox_page(&stale, card.address().as_str(), before, limit).await?;
     let mut envelopes: Vec<(i64, Object)> = Vec::new();
     for r in &rows {
         let seq = r.int("seq").unwrap_or(0);
@@ -131,7 +138,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
         && let Value::Object(o) = &mut answer
     {
         let provider = crate::email::outbound::has_provider(&house.config);
-        let rows = crate::store::email::out_page(&house.db, card.address().as_str(), limit).await?;
+        let rows = crate::store::email::out_page(&stale, card.address().as_str(), limit).await?;
         o.insert("emails".into(), Value::Array(rows.iter().map(|r| email(r, provider)).collect()));
     }
     Ok(Response::json(200, &answer))

@@ -11,7 +11,7 @@ use super::home::{HOME_AGENTS, accepts, charge, description, listed};
 use super::page;
 use crate::House;
 use crate::http::Response;
-use crate::ports::{Db, Net};
+use crate::ports::{Db, Net, Reads};
 use crate::store::agents as store;
 
 /// The extension a Nyx5 card names in A2A, and the binding of its interface.
@@ -176,9 +176,9 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
 }
 
 /// GET /agents/:local/agent-card.json — listed agents only: the card is for discovery.
-pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
+pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
     let missing = || Error::new(ErrorKind::NotFound, format!("no listed agent {local}@{}", house.config.domain));
-    let text = store::card(&house.db, local).await?.ok_or_else(missing)?;
+    let text = store::card(&house.stale(reads), local).await?.ok_or_else(missing)?;
     let card = AgentCard::parse(text.as_bytes())?;
     if !card.listed() {
         return Err(missing());
@@ -187,7 +187,7 @@ pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Resul
 }
 
 /// GET /.well-known/agent-card.json — the house's own card.
-pub async fn get_house<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error> {
-    let agents = listed(house, HOME_AGENTS).await?;
+pub async fn get_house<D: Db, N: Net>(house: &House<D, N>, reads: &Reads) -> Result<Response, Error> {
+    let agents = listed(house, reads, HOME_AGENTS).await?;
     Ok(page("application/json", house_card(house, &agents).canonical(), CARD_MAX_AGE))
 }

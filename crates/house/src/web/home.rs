@@ -10,7 +10,7 @@ use super::{HOME_MAX_AGE, escape, page};
 use crate::config::Registration;
 use crate::http::Response;
 use crate::policy::Policy;
-use crate::ports::{Db, Net};
+use crate::ports::{Db, Net, Reads};
 use crate::store::agents as store;
 use crate::{House, libro};
 
@@ -18,8 +18,12 @@ use crate::{House, libro};
 pub(crate) const HOME_AGENTS: i64 = 50;
 
 /// The listed agents of the directory's first page, as cards.
-pub(crate) async fn listed<D: Db, N: Net>(house: &House<D, N>, limit: i64) -> Result<Vec<AgentCard>, Error> {
-    let texts = store::directory(&house.db, None, None, None, limit, 0).await?;
+pub(crate) async fn listed<D: Db, N: Net>(
+    house: &House<D, N>,
+    reads: &Reads,
+    limit: i64,
+) -> Result<Vec<AgentCard>, Error> {
+    let texts = store::directory(&house.stale(reads), None, None, None, limit, 0).await?;
     Ok(texts.iter().filter_map(|t| AgentCard::parse(t.as_bytes()).ok()).collect())
 }
 
@@ -66,8 +70,8 @@ pub(crate) fn accepts(card: &AgentCard) -> Vec<&str> {
 }
 
 /// GET / — the house's home page.
-pub async fn home<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error> {
-    let agents = listed(house, HOME_AGENTS).await?;
+pub async fn home<D: Db, N: Net>(house: &House<D, N>, reads: &Reads) -> Result<Response, Error> {
+    let agents = listed(house, reads, HOME_AGENTS).await?;
     Ok(page("text/html; charset=utf-8", render(house, &agents).into_bytes(), HOME_MAX_AGE))
 }
 

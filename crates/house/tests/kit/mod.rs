@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use nyx5_house::http::{Request, Response};
-use nyx5_house::ports::{Clock, Db, Net, OutRequest, OutResponse, PortError, Rng, Row, Stmt};
+use nyx5_house::ports::{Clock, Db, Net, OutRequest, OutResponse, PortError, Reads, Rng, Row, Stmt};
 use nyx5_house::queue::TickReport;
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_house::{Config, House, Registration};
@@ -134,6 +134,32 @@ pub struct KitDb {
     fail_read: RefCell<Option<(&'static str, u32)>>,
     /// Queries and batches run so far: each is one round trip to D1 on the Worker.
     calls: Cell<u64>,
+    /// A read replica that lags behind (see [`KitDb::lag`]), when the test asked for one.
+    replica: RefCell<Option<Replica>>,
+    /// Batches committed: the primary's bookmark is this count.
+    written: Cell<u64>,
+}
+
+/// A read replica as D1 keeps one: a copy of the primary that applies its writes only when a
+/// read's bookmark asks for them (D1's replica holds such a read until it has caught up).
+struct Replica {
+    db: Rc<SqliteDb>,
+    path: std::path::PathBuf,
+    /// The primary's batches it has not applied yet, oldest first, each with the count it makes.
+    pending: std::collections::VecDeque<(u64, Vec<Stmt>)>,
+    /// The count of batches its state reflects.
+    applied: u64,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A bookmark of the kit's replicated database: the count of batches, sortable as text.
+fn kit_bookmark(count: u64) -> String {
+    format!("{count:020}")
 }
 
 impl KitDb {
@@ -144,11 +170,27 @@ impl KitDb {
             before_batch: RefCell::new(None),
             fail_read: RefCell::new(None),
             calls: Cell::new(0),
+            replica: RefCell::new(None),
+            written: Cell::new(0),
         }
     }
     /// Queries and batches run so far (each a round trip to the database on the Worker).
     pub fn calls(&self) -> u64 {
         self.calls.get()
+    }
+
+    /// From now on, reads that may be stale come from a replica that starts as a copy of the
+    /// primary and applies its later writes only when a read's bookmark asks for them.
+    pub fn lag(&self) {
+        static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("nyx5-kit-replica-{}-{n}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let copy = nyx5_house::ports::Stmt::new("VACUUM INTO ?", vec![path.to_string_lossy().into_owned().into()]);
+        block_on(self.sqlite.query(copy)).unwrap();
+        let db = Rc::new(SqliteDb::open(&path).unwrap());
+        let applied = self.written.get();
+        *self.replica.borrow_mut() = Some(Replica { db, path, pending: Default::default(), applied });
     }
     /// The read of exactly `sql` after `skip` others of it fails, as an unavailable database does.
     pub fn fail_read(&self, sql: &'static str, skip: u32) {
@@ -199,7 +241,47 @@ impl Db for KitDb {
         if let Some(hook) = hook {
             hook(&self.sqlite);
         }
-        self.sqlite.batch(stmts).await
+        let replicated = self.replica.borrow().is_some().then(|| stmts.clone());
+        let changes = self.sqlite.batch(stmts).await?;
+        self.written.set(self.written.get() + 1);
+        if let (Some(stmts), Some(r)) = (replicated, self.replica.borrow_mut().as_mut()) {
+            r.pending.push_back((self.written.get(), stmts));
+        }
+        Ok(changes)
+    }
+
+    async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        let Some(db) = self.replica.borrow().as_ref().map(|r| r.db.clone()) else {
+            return self.query(stmt).await;
+        };
+        self.calls.set(self.calls.get() + 1);
+        // Catch up as far as the bookmark asks (a bookmark this database never gave asks nothing).
+        let want = reads.bookmark().and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
+        loop {
+            let next = {
+                let mut replica = self.replica.borrow_mut();
+                let r = replica.as_mut().unwrap();
+                if r.applied >= want {
+                    break;
+                }
+                r.pending.pop_front()
+            };
+            let Some((count, stmts)) = next else { break };
+            db.batch(stmts).await?;
+            self.replica.borrow_mut().as_mut().unwrap().applied = count;
+        }
+        let rows = db.query(stmt).await?;
+        let applied = self.replica.borrow().as_ref().unwrap().applied;
+        reads.set(kit_bookmark(applied.max(want)));
+        Ok(rows)
+    }
+
+    fn bookmark(&self, reads: &Reads) -> Option<String> {
+        if self.replica.borrow().is_none() {
+            return reads.bookmark();
+        }
+        let seen = reads.bookmark().and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
+        Some(kit_bookmark(seen.max(self.written.get())))
     }
 }
 
