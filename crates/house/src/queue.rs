@@ -471,15 +471,24 @@ pub fn late(job: &Job, now: i64, retry: &Retry) -> Delivery {
     }
 }
 
-/// How often a process runs the tick's purges (by the house's clock): the Worker's cron ticks
-/// once a minute, but every accepted send kicks a tick too, and the purges' ~15 statements (each
-/// reading what it drops through an index) need not run at each of them.
+/// How often a process runs the tick's purges (by the house's clock): once per minute of the
+/// clock (the Worker's cron ticks once a minute, with jitter), not at every kick — every accepted
+/// send kicks a tick, and the purges are ~15 statements, each reading what it drops.
 pub const UPKEEP_EVERY_MS: i64 = 60_000;
 
-/// Whether a tick at `now` runs the purges, the last having run at `last` (none yet in this
-/// process: yes). A clock set back runs them at once rather than waiting for it to catch up.
+/// Whether a tick at `now` runs the purges, the last run having been at `last` (none yet in
+/// this process: yes): once per minute of the clock, and at once after the clock was set back.
 pub fn upkeep_due(last: Option<i64>, now: i64) -> bool {
-    last.is_none_or(|last| now < last || now >= last.saturating_add(UPKEEP_EVERY_MS))
+    last.is_none_or(|last| now < last || now.div_euclid(UPKEEP_EVERY_MS) != last.div_euclid(UPKEEP_EVERY_MS))
+}
+
+/// Whether a purge batch left work behind: a capped statement (each removes at most
+/// [`PURGE_BATCH`], or the mailbox's `BODY_DROP_BATCH`, rows) removed as many as its cap. The
+/// next tick then purges again rather than waiting for the next minute, so the purges keep up
+/// with any traffic, as they did when every tick ran them (hostile review of issue 35, M2).
+fn left_a_backlog(changes: &[u64]) -> bool {
+    let cap = u64::try_from(PURGE_BATCH.min(crate::mailbox::BODY_DROP_BATCH)).unwrap_or(u64::MAX);
+    changes.iter().any(|n| *n >= cap)
 }
 
 impl<D: Db, N: Net> House<D, N> {
@@ -511,8 +520,8 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn tick(&self) -> Result<TickReport, Error> {
         let now = self.now();
         if upkeep_due(self.upkept.get(), now.millis()) {
-            self.db.batch(self.upkeep_purges(now)).await.map_err(port_error)?;
-            self.upkept.set(Some(now.millis()));
+            let changes = self.db.batch(self.upkeep_purges(now)).await.map_err(port_error)?;
+            self.upkept.set((!left_a_backlog(&changes)).then_some(now.millis()));
         }
         let mut report = TickReport::default();
 
@@ -833,10 +842,16 @@ mod tests {
     #[test]
     fn the_upkeep_runs_once_a_minute_and_at_once_after_the_clock_went_back() {
         assert!(upkeep_due(None, 0), "a new process purges at its first tick");
-        assert!(!upkeep_due(Some(1_000), 1_000 + UPKEEP_EVERY_MS - 1));
-        assert!(upkeep_due(Some(1_000), 1_000 + UPKEEP_EVERY_MS));
+        assert!(!upkeep_due(Some(60_000), 60_000 + UPKEEP_EVERY_MS - 1));
+        assert!(upkeep_due(Some(60_000), 60_000 + UPKEEP_EVERY_MS));
+        // Per minute of the clock: a cron a little early still finds its minute new.
+        assert!(upkeep_due(Some(119_900), 120_000));
+        assert!(!upkeep_due(Some(120_000), 179_999));
         assert!(upkeep_due(Some(1_000), 999), "a clock set back does not wait for it to catch up");
         assert!(upkeep_due(Some(i64::MAX), i64::MAX - 1));
+        // A capped purge that removed its whole cap leaves the upkeep due at the next tick.
+        assert!(left_a_backlog(&[0, 3, PURGE_BATCH as u64]));
+        assert!(!left_a_backlog(&[0, 3, PURGE_BATCH as u64 - 1]));
     }
 
     fn a(s: &str) -> Address {

@@ -452,9 +452,10 @@ pub trait PinStore {
     /// Whether the resolver may go and fetch `domain`, a name it holds no fresh card for, at
     /// `now`: the house spends one of its site's [`NEW_NAMES_PER_SITE_PER_MINUTE`] (429 past
     /// them), so a stranger minting names under one site cannot make it fetch, verify and pin
-    /// without end. A name pinned, or known ([`PinStore::known`]), spends nothing: a stranger
-    /// spending a site's budget on made-up names cannot cut the house off from a peer it knows
-    /// there. Any name goes by default (the client's profile).
+    /// without end. A name pinned spends nothing; one known ([`PinStore::known`]) spends the
+    /// site's budget of known names instead: a stranger spending a site's budget on made-up
+    /// names cannot cut the house off from a peer it knows there. Any name goes by default (the
+    /// client's profile).
     async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
         let _ = (domain, now);
         Ok(())
@@ -478,12 +479,17 @@ pub trait PinStore {
 pub const REFRESH_WINDOW_MS: i64 = 30_000;
 
 /// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
-/// domains and names known without a pin (`known_names`) aside.
+/// domains and names known without a pin (`known_names`, [`KNOWN_FETCHES_PER_SITE_PER_MINUTE`])
+/// aside.
 pub const NEW_NAMES_PER_SITE_PER_MINUTE: i64 = 30;
 /// Most pins for the domains of one site: a party that mints names cannot make the house pin
 /// more than these; past them a new domain of the site is trusted unpinned, as past
 /// [`MAX_PINS`] (a house that needs more of one site anchors them in DNS, which pins nothing).
 pub const MAX_PINS_PER_SITE: i64 = 64;
+/// Fetches a minute of names under one site that are known without a pin (`known_names`): a
+/// budget of their own, apart from the site's new names. A peer's names each refetch once per
+/// cached five minutes, so 64 known names of a site need about 13 a minute.
+pub const KNOWN_FETCHES_PER_SITE_PER_MINUTE: i64 = 60;
 /// Names known without a pin (`known_names`, migration 0020) per site, and in all: as for pins,
 /// a name past either bound spends its site's budget as any new name does.
 pub const MAX_KNOWN_PER_SITE: i64 = 64;
@@ -521,13 +527,15 @@ impl<D: Db> PinStore for DbPins<'_, D> {
 
     async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
         let site = crate::site::site(domain);
-        let bucket = format!("resolve:{site}");
-        let cap = NEW_NAMES_PER_SITE_PER_MINUTE;
-        match self.0.batch(vec![store::resolver::count_new_name(domain, &bucket, now / 60_000, cap)]).await {
+        let (cap, known) = (NEW_NAMES_PER_SITE_PER_MINUTE, KNOWN_FETCHES_PER_SITE_PER_MINUTE);
+        match self.0.batch(store::resolver::count_new_name(domain, site, now / 60_000, cap, known)).await {
             Ok(_) => Ok(()),
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Error::new(
                 ErrorKind::RateLimited,
-                format!("too many new names under {site} this minute (at most {cap}); try again shortly"),
+                format!(
+                    "too many card fetches under {site} this minute (at most {cap} new names, and {known} of \
+                     names known there); try again shortly"
+                ),
             )),
             Err(e) => Err(port_error(e)),
         }

@@ -68,22 +68,39 @@ pub fn set_pin_site(domain: &str, site: &str) -> Stmt {
     stmt!("UPDATE pins SET site = ? WHERE domain = ? AND site IS NULL", site, domain)
 }
 
-/// Counts one fetch of a name the resolver knows no fresh card for against its site's window
-/// `bucket` (`resolve:<site>`) for minute `window`; the CHECK `rate_cap` fails the batch past
-/// `cap`. A pinned domain costs nothing, nor one whose card verified lately without a pin
-/// (`known_names`): the budget is for names the house has never trusted.
-pub fn count_new_name(domain: &str, bucket: &str, window: i64, cap: i64) -> Stmt {
-    stmt!(
-        "INSERT INTO rate_windows (bucket, window, count, cap)
-         SELECT ?, ?, 1, ? WHERE NOT EXISTS (SELECT 1 FROM pins WHERE domain = ?)
-                             AND NOT EXISTS (SELECT 1 FROM known_names WHERE domain = ?)
-         ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
-        bucket,
-        window,
-        cap,
-        domain,
-        domain
-    )
+/// Counts one fetch of a name the resolver knows no fresh card for, in one batch: a new name
+/// against its site's window `resolve:<site>` (at most `cap` a minute), a name known without a
+/// pin (`known_names`) against the site's separate window `known:<site>` (at most `known_cap`),
+/// a pinned one against nothing; the CHECK `rate_cap` fails the batch past either cap. A
+/// stranger spending the site's new names cannot touch the budget of the names that verified
+/// there (only the site's owner can make a name verify), and a name that verified once still
+/// costs something each time its cache has expired (hostile review of issue 35, L1: a known name
+/// whose DNS record was then pointed elsewhere made the house fetch without a bound).
+pub fn count_new_name(domain: &str, site: &str, window: i64, cap: i64, known_cap: i64) -> Vec<Stmt> {
+    vec![
+        stmt!(
+            "INSERT INTO rate_windows (bucket, window, count, cap)
+             SELECT ?, ?, 1, ? WHERE NOT EXISTS (SELECT 1 FROM pins WHERE domain = ?)
+                                 AND NOT EXISTS (SELECT 1 FROM known_names WHERE domain = ?)
+             ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
+            format!("resolve:{site}"),
+            window,
+            cap,
+            domain,
+            domain
+        ),
+        stmt!(
+            "INSERT INTO rate_windows (bucket, window, count, cap)
+             SELECT ?, ?, 1, ? WHERE NOT EXISTS (SELECT 1 FROM pins WHERE domain = ?)
+                                 AND EXISTS (SELECT 1 FROM known_names WHERE domain = ?)
+             ON CONFLICT (bucket, window) DO UPDATE SET count = count + 1",
+            format!("known:{site}"),
+            window,
+            known_cap,
+            domain,
+            domain
+        ),
+    ]
 }
 
 /// Records that `domain` (of site `site`) showed a card that verified at `now` without a pin

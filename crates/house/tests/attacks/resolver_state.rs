@@ -439,6 +439,15 @@ fn made_up_names_under_a_site_do_not_cut_off_the_peer_known_there() {
     let fetched = f.sent(DOMAIN);
     let r = f.domain(&Memo::default(), DOMAIN).unwrap();
     assert_eq!((r.via, f.sent(DOMAIN) - fetched), ("dns", 1));
+    // Its fetches have a budget of their own: a known name whose cache keeps missing (its DNS
+    // record pointed elsewhere since) cannot make the house fetch without a bound.
+    let known_budget = nyx5_house::resolver::KNOWN_FETCHES_PER_SITE_PER_MINUTE;
+    let memo = Memo::default();
+    for _ in 1..known_budget {
+        block_on(f.resolver(&memo, DbPins(&f.db)).domain(DOMAIN, true)).unwrap();
+    }
+    let e = block_on(f.resolver(&memo, DbPins(&f.db)).domain(DOMAIN, true)).map(|_| ()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::RateLimited, "{}", e.reason);
 
     // Known names are forgotten a while after their last verification.
     let known = || {
