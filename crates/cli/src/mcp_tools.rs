@@ -118,7 +118,7 @@ says what was done and, for a stamp, the command that pays it.",
 "open_error":{"type":"string"}}}},
 "stale_cards":{"type":"array","items":{"type":"object","properties":{
 "of":{"type":"string"},"to":{"type":"array","items":{"type":"string"}},
-"state":{"type":"string","enum":["resent","unchanged","needs_stamp","needs_again","saved","failed"]},
+"state":{"type":"string","enum":["resent","unchanged","needs_stamp","needs_work","needs_again","saved","failed"]},
 "id":{"type":"string"},"resend_of":{"type":"string"},
 "asks":{"type":"array","items":{"type":"object"}},"command":{"type":"string"},"reason":{"type":"string"},
 "retry":{"type":"boolean"}}}}}}"#,
@@ -593,6 +593,7 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
                 auto_stamp_max: 0,
                 libro_op: false,
                 request_key: None,
+                resend_of: None,
             };
             send::send(&setup.ctx()?, &req, false)
         }

@@ -945,3 +945,48 @@ fn inbox_follow_mends_a_402_from_a_stale_card_once() {
     assert_eq!(got.iter().filter(|i| **i == new).count(), 1, "{got:?}");
     assert!(!got.contains(&id), "{got:?}");
 }
+
+/// A resend is never resent unasked, though its original has left the profile: 64 later sends
+/// push the original (and its record of the resend) out of `sent`, while the resend itself is
+/// kept four days. Without `resend_of` on the resend, its next 402 was taken for a first bounce
+/// and sent — and paid — again, every 64 sends (hostile review of issue 35, M1).
+#[test]
+fn a_resend_is_not_resent_after_its_original_left_the_profile() {
+    let mut w = World::new("resend-chain");
+    // Sixty-odd sends within the test's minute.
+    w.set_env_a("NYX5_OUTBOUND_PER_MINUTE", "1000");
+    w.two_agents();
+    let first = s(&w.nyx5(&["send", "bo@b.test", "--body", "first", "--json"]).json(), "id");
+    w.wait_inbox("bo@b.test", |l| ids(l).contains(&first));
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "1", "--json"]).json();
+    let id = s(&w.nyx5(&["send", "bo@b.test", "--body", "no stamp", "--json"]).json(), "id");
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("resent".to_owned(), id.clone()), "{done:?}");
+    let new = s(&done[0], "id");
+    // ana has no tokens at b.test: `new` bounces (402); bo raises his price meanwhile.
+    w.nyx5(&["register", "--as", "bo@b.test", "--policy", "stamp", "--price", "2", "--json"]).json();
+    let done = first_mend(&w, "ana@a.test");
+    assert_eq!((s(&done[0], "state"), s(&done[0], "of")), ("needs_again".to_owned(), new.clone()), "{done:?}");
+
+    // ana goes on with her work until `id` (the original) has left `sent`.
+    let sent_ids = || -> Vec<String> {
+        let p = Value::parse(&std::fs::read(&w.profile).unwrap(), 1 << 27).unwrap();
+        let agents = p.as_object().unwrap().get("agents").and_then(Value::as_array).unwrap().clone();
+        let ana = agents.iter().filter_map(Value::as_object).find(|a| s(a, "address") == "ana@a.test").unwrap().clone();
+        ana.get("sent").and_then(Value::as_object).map(|o| o.keys().cloned().collect()).unwrap_or_default()
+    };
+    let mut n = 0;
+    while sent_ids().contains(&id) {
+        w.nyx5(&["send", "ana@a.test", "--body", &format!("note {n}"), "--json"]).json();
+        n += 1;
+        assert!(n < 80, "the original never left `sent`");
+    }
+    assert!(sent_ids().contains(&new), "the resend is still kept");
+    // The bounce of `new`, read again: still not resent.
+    let inbox = w.nyx5(&["inbox", "--json", "--limit", "200"]).json();
+    let done = inbox.get("stale_cards").and_then(Value::as_array).map(<[Value]>::to_vec).unwrap_or_default();
+    assert!(
+        done.iter().filter_map(Value::as_object).all(|m| s(m, "state") != "resent"),
+        "after {n} sends a resend was resent unasked: {done:?}"
+    );
+}

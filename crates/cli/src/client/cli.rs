@@ -683,6 +683,7 @@ fn send_request(a: &SendArgs) -> Result<SendRequest, Failure> {
         auto_stamp_max: super::send::AUTO_STAMP_MAX,
         libro_op: false,
         request_key: None,
+        resend_of: None,
     })
 }
 

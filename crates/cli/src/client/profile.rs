@@ -60,6 +60,8 @@ pub(crate) struct Pending {
     /// What it says, in a line: the body's first line, or its media type (see
     /// [`Sent::summary`]).
     pub(crate) summary: String,
+    /// The envelope this one sends again after a 402 a stale card caused (`client::stale`).
+    pub(crate) resend_of: Option<String>,
 }
 
 /// An envelope the house accepted: what it was made for, remembered for retries, and the local
@@ -79,6 +81,9 @@ pub(crate) struct Sent {
     pub(crate) envelope: Option<Object>,
     /// The recipients a 402 bounce of it was handled for, each once (`client::stale`).
     pub(crate) retried: Vec<Retried>,
+    /// The envelope it sends again (`client::stale`): a resend is never resent unasked, however
+    /// long ago its original left `sent`.
+    pub(crate) resend_of: Option<String>,
 }
 
 /// What reading a 402 bounce of a sent envelope did for its recipients `to`: resent them a new
@@ -155,13 +160,12 @@ impl AgentEntry {
     /// Moves `id` (sent to `to`) from `pending` to `sent`, with its envelope kept while it can
     /// bounce ([`trim_kept`]), forgetting the oldest sent ids beyond [`MAX_SENT`].
     pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, to: Vec<String>, at: Timestamp) {
-        let (request, summary, envelope) = match self.pending.remove(id) {
-            Some(p) => (p.request, p.summary, Some(p.envelope)),
+        let (request, summary, envelope, resend_of) = match self.pending.remove(id) {
+            Some(p) => (p.request, p.summary, Some(p.envelope), p.resend_of),
             None => Default::default(),
         };
-        let retried = Vec::new();
-        self.sent
-            .insert(id.to_owned(), Sent { request, sha256: sha256.to_owned(), at, to, summary, envelope, retried });
+        let (sha256, retried) = (sha256.to_owned(), Vec::new());
+        self.sent.insert(id.to_owned(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
         trim_kept(&mut self.sent, at);
         while self.sent.len() > MAX_SENT {
             let oldest = self.sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
@@ -203,12 +207,15 @@ impl AgentEntry {
             .pending
             .iter()
             .map(|(id, p)| {
-                let v = obj([
+                let mut v = obj([
                     ("envelope", Value::Object(p.envelope.clone())),
                     ("request", p.request.as_str().into()),
                     ("saved", p.saved.to_rfc3339().into()),
                     ("summary", p.summary.as_str().into()),
                 ]);
+                if let Some(of) = &p.resend_of {
+                    v.insert("resend_of".into(), of.as_str().into());
+                }
                 (id.clone(), Value::Object(v))
             })
             .collect();
@@ -226,6 +233,9 @@ impl AgentEntry {
                 ]);
                 if let Some(e) = &s.envelope {
                     v.insert("envelope".into(), Value::Object(e.clone()));
+                }
+                if let Some(of) = &s.resend_of {
+                    v.insert("resend_of".into(), of.as_str().into());
                 }
                 if !s.retried.is_empty() {
                     let list = s
@@ -281,7 +291,8 @@ impl AgentEntry {
                 .map_err(|e| e.reason.to_string())?
                 .unwrap_or(Timestamp(0));
             let summary = field::opt_str(p, "summary").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
-            pending.insert(id.clone(), Pending { envelope, request, saved, summary });
+            let resend_of = field::opt_str(p, "resend_of").map_err(|e| e.reason.to_string())?.map(str::to_owned);
+            pending.insert(id.clone(), Pending { envelope, request, saved, summary, resend_of });
         }
         let mut sent = BTreeMap::new();
         for (id, s) in field::opt_object(o, "sent").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
@@ -308,7 +319,8 @@ impl AgentEntry {
                 retried.push(Retried { to, resent_as });
             }
             let (request, sha256) = (t("request")?, t("sha256")?);
-            sent.insert(id.clone(), Sent { request, sha256, at, to, summary, envelope, retried });
+            let resend_of = field::opt_str(s, "resend_of").map_err(|e| e.reason.to_string())?.map(str::to_owned);
+            sent.insert(id.clone(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
         }
         const KNOWN: [&str; 10] =
             ["address", "house", "sig", "enc", "sig_secret", "enc_secret", "previous", "next", "pending", "sent"];
@@ -594,6 +606,7 @@ mod tests {
             summary: String::new(),
             envelope: Some(envelope),
             retried: Vec::new(),
+            resend_of: None,
         }
     }
 
@@ -663,7 +676,8 @@ mod tests {
                 let a = p.agent_mut(&address).unwrap();
                 let id = format!("m{n}");
                 let envelope = obj([("pad", "x".repeat(200 * 1024).as_str().into())]);
-                let pending = Pending { envelope, request: String::new(), saved: NOW, summary: String::new() };
+                let pending =
+                    Pending { envelope, request: String::new(), saved: NOW, summary: String::new(), resend_of: None };
                 a.pending.insert(id.clone(), pending);
                 a.mark_sent(&id, "s", vec!["bo@b.test".into()], Timestamp(NOW.millis() + i64::from(n)));
                 Ok(())
@@ -697,7 +711,13 @@ mod tests {
             KeyFile::generate(&mut |b: &mut [u8]| b.fill(3)),
         );
         let envelope = obj([("id", "m1".into())]);
-        let pending = Pending { envelope: envelope.clone(), request: "r".into(), saved: NOW, summary: "hola".into() };
+        let pending = Pending {
+            envelope: envelope.clone(),
+            request: "r".into(),
+            saved: NOW,
+            summary: "hola".into(),
+            resend_of: None,
+        };
         a.pending.insert("m1".into(), pending);
         a.mark_sent("m1", "s1", vec!["bo@b.test".into()], NOW);
         assert!(a.pending.is_empty());

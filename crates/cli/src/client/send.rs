@@ -61,6 +61,9 @@ pub(crate) struct SendRequest {
     /// What the request is, when the body is made fresh each time (a quote has a new id and
     /// time): fingerprinted instead of the body, so a repeated command finds the saved envelope.
     pub(crate) request_key: Option<Value>,
+    /// The envelope this one sends again after a 402 a stale card caused (`client::stale`),
+    /// recorded with it in the profile.
+    pub(crate) resend_of: Option<String>,
 }
 
 impl SendRequest {
@@ -471,7 +474,9 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
             let Built { env, kept } = build(ctx, &me, req, id.clone(), now, progress, fresh)?;
             let body = req.body.as_ref().unwrap_or(&Value::Null);
             let summary = summary(body, &media_of(req, body));
-            let pending = Pending { envelope: env.object().clone(), request: fingerprint, saved: now, summary };
+            let resend_of = req.resend_of.clone();
+            let pending =
+                Pending { envelope: env.object().clone(), request: fingerprint, saved: now, summary, resend_of };
             let env = Profile::update(&ctx.profile_path, |p| {
                 let a = p
                     .agent_mut(&me.address)

@@ -33,6 +33,8 @@ pub(crate) struct House {
     token: &'static str,
     child: Option<Child>,
     _lines: Option<Receiver<String>>,
+    /// Environment the house is started with, beyond the defaults (see [`World::set_env_a`]).
+    env: Vec<(String, String)>,
 }
 
 impl House {
@@ -56,6 +58,7 @@ impl House {
             .arg(hosts)
             // Every test client is 127.0.0.1: give it the whole open-registration budget.
             .env("NYX5_OPEN_REGISTRATIONS_PER_MINUTE", "1000")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -111,6 +114,7 @@ pub(crate) fn spawn(dir: &std::path::Path, domain: &str, hosts: &std::path::Path
         token: TOKEN_A,
         child: None,
         _lines: None,
+        env: Vec::new(),
     };
     h.start_with(dir, hosts, extra);
     h
@@ -137,6 +141,7 @@ impl World {
             token,
             child: None,
             _lines: None,
+            env: Vec::new(),
         };
         let mut a = house("a.test", "open", TOKEN_A);
         let mut b = house("b.test", "invite", TOKEN_B);
@@ -151,6 +156,14 @@ impl World {
     pub(crate) fn restart_a(&mut self) {
         let hosts = self.hosts.clone();
         self.a.start(self.dir.path(), &hosts);
+    }
+
+    /// Stops house a and starts it again (same database and port) with `name=value` in its
+    /// environment (a quota, say), kept for later restarts.
+    pub(crate) fn set_env_a(&mut self, name: &str, value: &str) {
+        self.a.kill();
+        self.a.env.push((name.to_owned(), value.to_owned()));
+        self.restart_a();
     }
 
     /// Stops house a and starts it again (same database and port) with `extra` options.
