@@ -971,7 +971,7 @@ fn a_resend_is_not_resent_after_its_original_left_the_profile() {
     // ana goes on with her work until `id` (the original) has left `sent`.
     let sent_ids = || -> Vec<String> {
         let p = Value::parse(&std::fs::read(&w.profile).unwrap(), 1 << 27).unwrap();
-        let agents = p.as_object().unwrap().get("agents").and_then(Value::as_array).unwrap().clone();
+        let agents = p.as_object().unwrap().get("agents").and_then(Value::as_array).unwrap();
         let ana = agents.iter().filter_map(Value::as_object).find(|a| s(a, "address") == "ana@a.test").unwrap().clone();
         ana.get("sent").and_then(Value::as_object).map(|o| o.keys().cloned().collect()).unwrap_or_default()
     };
