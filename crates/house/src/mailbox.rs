@@ -200,7 +200,16 @@ impl<D: Db, N: Net> House<D, N> {
         // An expired envelope is refused, except by a mailbox that holds it already: that answer
         // is "delivered", so a sender whose earlier attempt arrived unbeknownst to it (its
         // answer lost) never bounces what was delivered (the simulator's seed 119).
-        let expired = env.check_not_expired(now).err();
+        // Expired lately by this house's clock: a refusal its clock may be wrong about (run ahead
+        // days and not yet set right), so temporary — the sender's house ends the job at the
+        // envelope's expiry by its own clock (simulator seed 633).
+        let expired = env.check_not_expired(now).err().map(|e| match env.expires() {
+            Some(end) if nyx5_proto::limits::ended_lately(end, now) => Error::new(
+                ErrorKind::Unavailable,
+                format!("envelope {} expired by this house's clock, lately; try again later", env.id()),
+            ),
+            _ => e,
+        });
         // An operation for the Libro is done, not stored (libro/mod.rs).
         // (`operate` answers an operation done or refused before as it was, even past `expires`.)
         if locals.remove(crate::libro::LIBRO) {

@@ -249,6 +249,18 @@ impl Progress {
         Value::Object(o)
     }
 
+    /// This progress with `to` named `maybe` too: what a job's result says while an attempt to
+    /// them is out ([`store::lease`]).
+    pub fn with_maybe(&self, to: &[Address]) -> Progress {
+        let mut p = self.clone();
+        for a in to {
+            if !p.maybe.contains(a) {
+                p.maybe.push(a.clone());
+            }
+        }
+        p
+    }
+
     fn settled(&self, a: &Address) -> bool {
         self.delivered.contains(a) || self.bounced.iter().any(|b| b.to == *a) || self.undetermined.contains(a)
     }
@@ -605,9 +617,10 @@ impl<D: Db, N: Net> House<D, N> {
         let lease = now.millis().saturating_add(LEASE_MS);
         let if_it_dies = attempting.then(|| retry_at(&job, now.millis(), &self.config.retry));
         let give_up = attempting.then_some(self.config.retry.give_up_after_ms);
+        let out = attempting.then(|| job.progress.with_maybe(&pending).to_value().canonical_string());
         let taken = self
             .db
-            .batch(vec![store::lease(job.id, now.millis(), lease, if_it_dies, give_up)])
+            .batch(vec![store::lease(job.id, now.millis(), lease, if_it_dies, give_up, out.as_deref())])
             .await
             .map_err(port_error)?;
         if taken.first() != Some(&1) {

@@ -26,8 +26,12 @@ const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 /// whose clock ran back bounced for good, then a copy was taken; seed 55, a copy held in the
 /// network landed after the next attempt was refused by name, and the refusal had bounced it; seed
 /// 245, a house rotated its domain key while its clock ran days ahead, and once the clock was set
-/// right every peer refused its Libro's card as not valid yet until the drain gave up.
-const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245];
+/// right every peer refused its Libro's card as not valid yet until the drain gave up; seed 349,
+/// a house whose clock ran days ahead refused a sender's rotated-out key for good, then took a
+/// copy once set right; seed 549 (and 571, 665, 750), a tick died after its own Libro did an
+/// operation, and the job gave up days later as "no attempt succeeded"; seed 633, a house days
+/// ahead refused an envelope as expired for good, then took a copy once set right.
+const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245, 349, 549, 633];
 /// Steps of a long-horizon run: about three simulated weeks.
 const LONG_STEPS: u64 = 3000;
 

@@ -29,6 +29,16 @@ pub const AUTH_WINDOW_MS: i64 = 5 * 60 * 1000;
 /// How far apart two houses' clocks may be: a card that becomes valid no more than this ahead of
 /// the verifier's clock is valid (docs/SPEC.md, "Clocks"). The same as the tokens' window.
 pub const CLOCK_SKEW_MS: i64 = AUTH_WINDOW_MS;
+/// How long after an end (an envelope's `expires`, a previous key's `until`) a house receiving
+/// from another house refuses by that end only temporarily (503): its own clock may be the one
+/// that ran ahead, and a copy taken once it is set right must not meet a bounce already told
+/// for good (docs/SPEC.md, "Clocks"). The sender's house ends the job by its own clock.
+pub const TIME_REFUSAL_DOUBT_MS: i64 = 10 * 24 * 3_600_000;
+
+/// Whether `end` passed at `now`, but less than [`TIME_REFUSAL_DOUBT_MS`] before it.
+pub fn ended_lately(end: crate::Timestamp, now: crate::Timestamp) -> bool {
+    end <= now && now.millis().saturating_sub(end.millis()) < TIME_REFUSAL_DOUBT_MS
+}
 /// Shortest and longest auth nonce.
 pub const MIN_NONCE_LEN: usize = 16;
 pub const MAX_NONCE_LEN: usize = 64;

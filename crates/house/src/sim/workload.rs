@@ -179,12 +179,18 @@ impl Sim {
         *self.summary.did.entry(what).or_default() += 1;
     }
 
+    /// Keeps `line` among the last [`RECENT`] a failure shows; with `NYX5_SIM_TRACE` set, every
+    /// line also goes to standard error as it happens (for reading a failing seed whole).
     fn note(&mut self, line: String) {
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
         let at = self.world.now().saturating_sub(START);
-        self.recent.push_back(format!("[{} +{}s] {line}", self.step, at / SECOND));
+        let line = format!("[{} +{}s] {line}", self.step, at / SECOND);
+        if std::env::var_os("NYX5_SIM_TRACE").is_some() {
+            eprintln!("{line}");
+        }
+        self.recent.push_back(line);
     }
 
     fn check(&mut self) -> Result<(), Failure> {

@@ -213,11 +213,17 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 ///
 /// A lease further ahead than a tick ever takes one was taken while the clock ran ahead, and is
 /// free (see `due`).
-pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: Option<i64>) -> Stmt {
+///
+/// With `out` (an attempt's), `result` becomes it: the job's progress with the recipients the
+/// attempt goes to named `maybe` while it is out. An attempt that ends with an answer writes the
+/// result it settles; one whose tick dies leaves them `maybe`, so the job never reports them not
+/// delivered (it may have reached them: a tick that died after its own Libro did an operation,
+/// simulator seed 549).
+pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: Option<i64>, out: Option<&str>) -> Stmt {
     stmt!(
         concat!(
             "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
-                         deadline = max(deadline, coalesce(not_before + ?, deadline))
+                         deadline = max(deadline, coalesce(not_before + ?, deadline)), result = coalesce(?, result)
          WHERE id = ? AND state = 'pending' AND ",
             lease_free!(),
             " AND next_attempt <= ?"
@@ -226,6 +232,7 @@ pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: O
         i64::from(attempt.is_some()),
         attempt,
         give_up_ms,
+        out,
         job,
         now,
         now,
