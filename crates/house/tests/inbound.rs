@@ -323,8 +323,13 @@ fn key_rotation_is_followed_with_one_refresh_and_a_grace() {
     p.w.clock.advance(30_000);
     assert_eq!(deliver(&p.a, &p.b, &message(&stranger, "e4", &[&p.bob.address])).status, 403);
     assert_eq!(p.w.sent_to("a.test/agents/alice"), fetched + 2);
-    // Past the grace (seven days), the old key is refused.
+    // Past the grace (seven days), the old key is refused: for ten days after its end only
+    // temporarily (this house's clock may be the one ahead), then for good.
     p.w.clock.advance(8 * DAY);
+    let lately = deliver(&p.a, &p.b, &message(&p.alice, "e5", &[&p.bob.address]));
+    assert_eq!(lately.status, 503, "{}", reason(&lately));
+    assert!(reason(&lately).contains("passed lately"), "{}", reason(&lately));
+    p.w.clock.advance(nyx5_proto::limits::TIME_REFUSAL_DOUBT_MS);
     assert_eq!(deliver(&p.a, &p.b, &message(&p.alice, "e5", &[&p.bob.address])).status, 403);
     json_body(&deliver(&p.a, &p.b, &message(&rotated, "e6", &[&p.bob.address])), 202);
     assert_eq!(held(&p.b, "bob"), 4);
@@ -693,7 +698,13 @@ fn expired_envelopes_are_410() {
     let env = envelope(&p.alice, "e1", &[&p.bob.address], "soon stale", |d| {
         d.expires = Some(Timestamp(START + MINUTE));
     });
+    // Expired lately by this house's clock: temporary (the clock may be the one ahead).
     p.w.clock.advance(2 * MINUTE);
+    let resp = deliver(&p.a, &p.b, &env);
+    assert_eq!(resp.status, 503);
+    assert_eq!(held(&p.b, "bob"), 0);
+    // Long ago: for good.
+    p.w.clock.advance(nyx5_proto::limits::TIME_REFUSAL_DOUBT_MS);
     let resp = deliver(&p.a, &p.b, &env);
     assert_eq!(resp.status, 410);
     assert_eq!(rejected(&body(&resp)), [("bob@b.test".to_owned(), 410)]);
