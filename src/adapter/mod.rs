@@ -89,7 +89,7 @@ async fn suffix_list(env: &Env) -> Result<(), Error> {
         Ok(bytes)
     };
     match read.await {
-        Ok(bytes) => site::install(&bytes),
+        Ok(bytes) => site::install(bytes),
         // The reason is the operator's, in the log; the client hears to come back.
         Err(why) => {
             worker::console_error!("nyx5: Public Suffix List asset {}: {why}", site::ASSET_PATH);

@@ -13,10 +13,10 @@ use super::agent::SimAgent;
 use super::check::{self, Sent, Tracked};
 use super::world::{Faults, Prng, World};
 use super::{Failure, Params, Summary};
+use crate::config::rotated_previous;
 use crate::http::{Request, Response};
 use crate::ports::Db;
 use crate::sqlite::SqliteDb;
-use crate::config::rotated_previous;
 use crate::{Config, Registration};
 
 /// 2026-09-04T19:00:00Z: where every run's clock starts.
@@ -954,7 +954,9 @@ impl Sim {
             rounds += 1;
             if rounds > DRAIN_ROUNDS {
                 let jobs = check::pending_jobs(&self.world);
-                return Err(self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks:\n{jobs}")));
+                return Err(
+                    self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks:\n{jobs}"))
+                );
             }
             if let Some(due) = due.filter(|d| *d > self.world.now()) {
                 self.world.advance(due - self.world.now());
