@@ -274,7 +274,8 @@ async fn email(message: ForwardableEmailMessage, env: Env, ctx: Context) -> work
     if message.raw_size() > max as f64 {
         // A count of bytes, written as one: `{}` of the `f64` workerd gives would link Rust's
         // float formatting, 7.6 KB of the gzipped wasm, for this message alone.
-        let reason = format!("nyx5: message of {} bytes exceeds this house's limit of {max}", message.raw_size() as u64);
+        let reason =
+            format!("nyx5: message of {} bytes exceeds this house's limit of {max}", message.raw_size() as u64);
         return reject(&message, &reason).await;
     }
     let raw = message.raw_bytes().await?;
