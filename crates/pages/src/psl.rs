@@ -131,8 +131,8 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 /// The table's checksum (as `nyx5_house::site` computes it): its length, then each 8 bytes as a
 /// little-endian word (the last padded with zeros), each mixed in by xor, a multiplication by an
 /// odd constant and an xorshift. Each step is a bijection of the state, so a table that differs
-/// in one word always differs in its checksum; over 8 bytes at a time it costs a cold isolate an
-/// eighth of what FNV-1a's byte loop did.
+/// in one word always differs in its checksum; 8 bytes at a time, it costs a cold isolate a fifth
+/// to a tenth of what FNV-1a's byte loop did (benches/README.md, "A cold isolate").
 pub fn checksum(bytes: &[u8]) -> u64 {
     let mix = |h: u64, word: u64| {
         let h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
