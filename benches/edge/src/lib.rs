@@ -244,16 +244,25 @@ pub fn fixture() -> Fixture {
 /// card, the envelope's signature against the sender's cached card, the delegation scope, the
 /// sender's site (its rate bucket) and the §6 answer.
 fn inbound(f: &Fixture, relay: bool) -> usize {
-    let env = Envelope::parse(&f.mail, limits::MAX_ENVELOPE_BYTES).unwrap();
+    inbound_with(&f.mail, &f.a_card, &f.ana_card, relay.then_some(f.relay.as_str()))
+}
+
+fn inbound_with(
+    mail: &[u8],
+    a_card: &Verified<DomainCard>,
+    ana_card: &Verified<AgentCard>,
+    relay: Option<&str>,
+) -> usize {
+    let env = Envelope::parse(mail, limits::MAX_ENVELOPE_BYTES).unwrap();
     assert!(env.signature().is_some());
     let recipients: Vec<Address> = env.to().iter().filter(|a| a.domain() == "b.test").cloned().collect();
-    if relay {
-        let header = RelayHeader::parse(&f.relay).unwrap();
+    if let Some(relay) = relay {
+        let header = RelayHeader::parse(relay).unwrap();
         assert_eq!(header.domain, env.from().domain());
-        header.verify(&f.a_card, &env, "b.test", NOW).unwrap();
+        header.verify(a_card, &env, "b.test", NOW).unwrap();
     }
-    let env = env.verify(&f.ana_card, NOW).unwrap();
-    f.ana_card.check_send(env.kind().as_str(), "b.test").unwrap();
+    let env = env.verify(ana_card, NOW).unwrap();
+    ana_card.check_send(env.kind().as_str(), "b.test").unwrap();
     let site = nyx5_house::site::site(env.from().domain()).len();
     let answer = inbound::answer(recipients.into_iter().map(|a| (a, Outcome::Accepted)).collect());
     answer.body.len() + site
@@ -424,11 +433,12 @@ thread_local! {
 }
 
 /// What the Worker does once per isolate before its first event: take the coded Public Suffix
-/// List it read from its static assets (`nyx5_house::site::install`: its checksum checked, the
-/// table built), then look a site up. `run.mjs` hands over the bytes `nyx5-pages` wrote and
-/// times the call once; an empty string means the list was taken.
+/// List it read from its static assets (`nyx5_house::site::install`: its length and checksum
+/// checked, the bytes kept as they are), then look a site up. `cold.mjs` hands over the bytes
+/// `nyx5-pages` wrote (wasm-bindgen copies them into the module's memory, as the adapter's read
+/// does) and times the call; an empty string means the list was taken.
 #[wasm_bindgen]
-pub fn first_site(coded: &[u8]) -> String {
+pub fn first_site(coded: Vec<u8>) -> String {
     if let Err(e) = nyx5_house::site::install(black_box(coded)) {
         return e.to_string();
     }
@@ -438,7 +448,33 @@ pub fn first_site(coded: &[u8]) -> String {
     }
 }
 
-/// The operations' names, comma-separated, in their index order.
+/// What a cold isolate's first inbound envelope reads, for run.mjs to hand to a fresh process
+/// (`cold_inbound`): a.test's domain card and ana's card as b.test keeps them in its cache
+/// (text), and ana's mail to bo, one per line (canonical JSON holds no line feed). `setup()`
+/// first.
+#[wasm_bindgen]
+pub fn cold_fixture() -> Vec<u8> {
+    FIXTURE.with(|c| {
+        let f = c.borrow();
+        let f = f.as_ref().expect("setup() first");
+        let a_card = f.a_card.to_value().canonical_string();
+        [a_card.as_bytes(), f.ana_stored.as_bytes(), &f.mail].join(&b'\n')
+    })
+}
+
+/// One inbound envelope as a fresh isolate meets it, on what `cold_fixture` wrote: the cached
+/// domain and agent cards read and verified (an isolate's memo starts empty), then `inbound`.
+/// run.mjs calls it first in a fresh process, right after `first_site`, and then again warm; the
+/// answer is a size, so nothing is optimised away.
+#[wasm_bindgen]
+pub fn cold_inbound(fixture: &[u8]) -> usize {
+    let mut parts = fixture.split(|&b| b == b'\n');
+    let (a_card, ana_card, mail) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+    let a_card = DomainCard::parse(a_card).unwrap().verify(None).unwrap();
+    let ana_card = AgentCard::parse(ana_card).unwrap().verify(&a_card, None, NOW).unwrap();
+    inbound_with(mail, &a_card, &ana_card, None)
+}
+
 /// The canonical form's number as the wasm build writes it (`nyx5_proto::json::format_number`:
 /// integers below 2^53 in Rust, the rest by the host's `String(n)`), for run.mjs to hold against
 /// JavaScript's own over edge cases and random doubles before it times anything.
@@ -447,6 +483,7 @@ pub fn format_number(n: f64) -> String {
     nyx5_proto::json::format_number(n)
 }
 
+/// The operations' names, comma-separated, in their index order.
 #[wasm_bindgen]
 pub fn names() -> String {
     OPS.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(",")
@@ -483,6 +520,34 @@ thread_local! {
 pub fn native_signer(sign: js_sys::Function) -> String {
     SIGNER.with(|s| *s.borrow_mut() = Some(sign));
     nyx5_proto::crypto::set_native_sign(call_signer).err().unwrap_or_default()
+}
+
+thread_local! {
+    /// The JavaScript verifier `native_verifier` was given.
+    static VERIFIER: RefCell<Option<js_sys::Function>> = const { RefCell::new(None) };
+}
+
+/// Hands Ed25519's equation to `verify(public, message, signature) → bool` (cold.mjs gives
+/// Node's `node:crypto`), as the Worker's start event hands it to workerd's
+/// (src/adapter/ed25519.rs, `install`: proto's known answers asked first, so this runs at start
+/// in a cold process as it does in a fresh isolate). Only cold.mjs uses it: the main run keeps
+/// verifying in wasm, the reference of every ratio. Answers "" when taken, else why it was not.
+#[wasm_bindgen]
+pub fn native_verifier(verify: js_sys::Function) -> String {
+    VERIFIER.with(|v| *v.borrow_mut() = Some(verify));
+    nyx5_proto::crypto::set_native_verify(call_verifier).err().unwrap_or_default()
+}
+
+fn call_verifier(public: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> Option<bool> {
+    use js_sys::Uint8Array;
+    use wasm_bindgen::JsValue;
+    VERIFIER.with(|v| {
+        let v = v.borrow();
+        let verify = v.as_ref()?;
+        let (public, message, signature) =
+            (Uint8Array::from(&public[..]), Uint8Array::from(message), Uint8Array::from(&signature[..]));
+        verify.call3(&JsValue::NULL, &public, &message, &signature).ok()?.as_bool()
+    })
 }
 
 fn call_signer(public: &[u8; 32], seed: &dyn Fn(&mut [u8; 32]), message: &[u8]) -> Option<[u8; 64]> {

@@ -4,24 +4,46 @@
 //! the sender can mint by the thousand.
 //!
 //! The list is `data/psl/public_suffix_list.dat` (where it comes from, and how to update it:
-//! `data/psl/README.md`), coded by `nyx5_pages::psl` at build time into a compact list of every
-//! name a rule mentions and what the rules say of it. Native builds embed it (`PSL_EMBEDDED`);
-//! the Worker loads the same bytes from its static assets at its first event and hands them to
-//! [`install`], which takes them only if their length and checksum are the ones this build was
-//! made with. The first lookup (or `install`) builds a hash table from it (about 215 KB of the
-//! isolate's memory, built once); every lookup after that is one probe sequence per label of the
-//! name, nothing parsed. Until a list is there only the implicit rule `*` would hold (every
-//! name's site its last two labels), so `House::new` refuses to build a house without one.
+//! `data/psl/README.md`), coded by `nyx5_pages::psl` at build time into the finished lookup
+//! table: an open-addressing hash table of every name a rule mentions and what the rules say of
+//! it. Native builds embed it (`PSL_EMBEDDED`); the Worker loads the same bytes from its static
+//! assets at its first event and hands them to [`install`], which keeps them only if their length
+//! and checksum are the ones this build was made with. Nothing is built from them: a lookup reads
+//! the slots and the one entry it compares where the bytes lie ([`Table`] only borrows them),
+//! one probe sequence per label of the name. So a fresh isolate pays for the checksum and a
+//! copy, not for a table built (which was ~8 ms of a cold isolate's CPU under load, against
+//! the Free plan's 10 ms per invocation; benches/README.md, "A cold isolate"). Until a list is
+//! there only the implicit rule `*` would hold (every name's site its last two labels), so
+//! `House::new` refuses to build a house without one.
 
-// `PSL_EMBEDDED`, the coded names (native builds), `PSL_NAMES`, how many, `PSL_BYTES` and
-// `PSL_FNV64`, the coded list's length and checksum; `DEEPEST`, the most labels any rule matches.
+// `PSL_EMBEDDED`, the table (native builds); `PSL_NAMES`, how many names it holds, `PSL_SLOTS`,
+// how many slots, `PSL_LONGEST_RUN`, the longest run of occupied slots; `PSL_BYTES` and
+// `PSL_CHECKSUM`, its length and checksum; `DEEPEST`, the most labels any rule matches.
 include!(concat!(env!("OUT_DIR"), "/psl.rs"));
 
-/// FNV-1a (64-bit): where a name's search in the table starts, and the coded list's checksum.
+/// FNV-1a (64-bit): where a name's search in the table starts (`nyx5_pages::psl::fnv1a`).
 /// Not a secret-keyed hash: a name an attacker chooses can only land on a slot, and the longest
-/// run of occupied slots in the table (measured as it is built) bounds the search.
+/// run of occupied slots in the table (measured when it is coded) bounds the search.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The table's checksum, 8 bytes at a time (`nyx5_pages::psl::checksum` says how; the two are
+/// held equal by `install_takes_only_the_table_this_build_was_made_with`).
+fn checksum(bytes: &[u8]) -> u64 {
+    let mix = |h: u64, word: u64| {
+        let h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^ (h >> 29)
+    };
+    // Whole words, each one load: no call per word (at opt-level "z" `copy_from_slice` is one,
+    // which made a cold isolate's checksum ~7× slower).
+    let (words, rest) = bytes.as_chunks::<8>();
+    let h = words.iter().fold(mix(0xcbf2_9ce4_8422_2325, bytes.len() as u64), |h, w| mix(h, u64::from_le_bytes(*w)));
+    let mut last = [0u8; 8];
+    for (to, from) in last.iter_mut().zip(rest) {
+        *to = *from;
+    }
+    mix(h, u64::from_le_bytes(last))
 }
 
 /// What the rules say of a name (bits of [`rules_for`]).
@@ -72,47 +94,60 @@ fn public_suffix(domain: &str) -> &str {
 }
 
 /// What the rules say of `name`: `PSL_PLAIN`, `PSL_WILDCARD`, `PSL_EXCEPTION` bits, 0 for a name
-/// no rule mentions.
+/// no rule mentions (or when no list is loaded).
 fn rules_for(name: &str) -> u8 {
-    let Some(table) = table() else { return 0 };
-    let slots = table.slots.len();
-    // Never 0 slots: the table has half as many again as names, plus one.
-    let start = usize::try_from(fnv1a(name.as_bytes()) % slots as u64).unwrap_or(0);
-    for i in 0..=table.longest_run {
-        let Some(place) = table.slots.get((start + i) % slots).and_then(|&p| usize::from(p).checked_sub(1)) else {
-            return 0;
-        };
-        if table.name(place) == Some(name) {
-            return table.rules.get(place).copied().unwrap_or(0);
+    table().map_or(0, |table| table.rules_for(name))
+}
+
+/// The coded table where its bytes lie (`nyx5_pages::psl::Coded` says how they are laid out):
+/// a lookup reads the slots of its probe sequence and the entries it compares, nothing else, and
+/// nothing is built or copied to make one.
+#[derive(Clone, Copy)]
+struct Table<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Table<'a> {
+    /// What the rules say of `name`, 0 for a name the table does not hold. Reads at most
+    /// `PSL_LONGEST_RUN + 1` slots; bytes that are not a table this build made (which `install`
+    /// keeps out) only ever give 0 or a wrong answer, never a panic or a longer search.
+    fn rules_for(self, name: &str) -> u8 {
+        // `PSL_SLOTS` is never 0: half as many again as names, plus one.
+        let start = usize::try_from(fnv1a(name.as_bytes()) % PSL_SLOTS as u64).unwrap_or(0);
+        for i in 0..=PSL_LONGEST_RUN {
+            match self.slot((start + i) % PSL_SLOTS) {
+                Some(0) | None => return 0,
+                Some(at) => {
+                    if let Some((entry, rules)) = self.entry(at)
+                        && entry == name.as_bytes()
+                    {
+                        return rules;
+                    }
+                }
+            }
         }
+        0
     }
-    0
+
+    /// Slot `i`: where its entry starts, 0 when it is empty.
+    fn slot(self, i: usize) -> Option<usize> {
+        let bytes = self.bytes.get(i.checked_mul(4)?..)?.first_chunk::<4>()?;
+        usize::try_from(u32::from_le_bytes(*bytes)).ok()
+    }
+
+    /// The entry at `at`: its name's bytes and its rules.
+    fn entry(self, at: usize) -> Option<(&'a [u8], u8)> {
+        let [len, rules, rest @ ..] = self.bytes.get(at..)? else { return None };
+        Some((rest.get(..usize::from(*len))?, *rules))
+    }
 }
 
-/// The list as lookups search it, built from the coded list at first use.
-struct Table {
-    /// Every name, one after another, in the coded list's order.
-    names: String,
-    /// Where each name starts in `names`, and one more: where the last ends.
-    offsets: Vec<u32>,
-    /// What the rules say of each name.
-    rules: Vec<u8>,
-    /// Open addressing (`fnv1a`, linear probing): a name's place plus one, 0 for an empty slot.
-    /// Half as many slots again as names, so runs of occupied slots stay in the tens.
-    slots: Vec<u16>,
-    /// The longest run of occupied slots, wrapping around: no search goes further, whatever name
-    /// a sender chooses.
-    longest_run: usize,
-}
+/// The table the Worker installed (wasm32; native builds use the embedded one).
+static INSTALLED: std::sync::OnceLock<Box<[u8]>> = std::sync::OnceLock::new();
 
-static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
-
-/// The table, built from the embedded list at first use; on wasm32, the installed one, if any.
-fn table() -> Option<&'static Table> {
-    match PSL_EMBEDDED {
-        Some(coded) => Some(TABLE.get_or_init(|| Table::build(coded))),
-        None => TABLE.get(),
-    }
+/// The table: the embedded one, else the installed one, if any.
+fn table() -> Option<Table<'static>> {
+    PSL_EMBEDDED.or_else(|| INSTALLED.get().map(|b| &b[..])).map(|bytes| Table { bytes })
 }
 
 /// Whether lookups have the list (always, in a native build).
@@ -120,92 +155,36 @@ pub fn loaded() -> bool {
     table().is_some()
 }
 
-/// Where the Worker finds the coded list among its static assets (`nyx5_pages::psl::ASSET_PATH`,
+/// Where the Worker finds the coded table among its static assets (`nyx5_pages::psl::ASSET_PATH`,
 /// which scripts/build-app writes).
 pub const ASSET_PATH: &str = "/_nyx5/psl.bin";
 
-/// The coded list's length in this build: what [`install`] takes, and all a reader of the asset
+/// The coded table's length in this build: what [`install`] takes, and all a reader of the asset
 /// needs to buffer.
 pub const ASSET_BYTES: usize = PSL_BYTES;
 
-/// Takes the coded list (the Worker's static asset at [`ASSET_PATH`]) if it is the one this build
-/// was made with: its length and FNV-1a checksum. Another list is refused, whatever it says: a
-/// stale asset, or one of another build, must not decide whose names share a site. A list
-/// already there stays.
+/// Keeps the coded table (the Worker's static asset at [`ASSET_PATH`]) if it is the one this
+/// build was made with: its length and checksum. Another is refused, whatever it says: a stale
+/// asset, or one of another build, must not decide whose names share a site. A table already
+/// there stays. The bytes are kept as they came and read in place from then on.
 ///
 /// A checksum, not SHA-256: the asset is the operator's own, deployed with the Worker, so what
 /// the check catches is a mistake, not a forgery; and every new isolate pays for it before its
-/// first event. SHA-256 of the ~99 KB list took 4–7 ms there (V8 running sha2's code for the
-/// first time), FNV-1a a fraction of a millisecond (benches/README.md, "Bundle").
-pub fn install(coded: &[u8]) -> Result<(), nyx5_proto::Error> {
-    if coded.len() != PSL_BYTES || fnv1a(coded) != PSL_FNV64 {
+/// first event. SHA-256 of the list took 4–7 ms there (V8 running sha2's code for the first
+/// time); over this table FNV-1a, a byte at a time, took 0.36–0.72 ms of a cold isolate under
+/// load, this checksum 0.07 ms (benches/README.md, "A cold isolate").
+pub fn install(coded: Vec<u8>) -> Result<(), nyx5_proto::Error> {
+    if coded.len() != PSL_BYTES || checksum(&coded) != PSL_CHECKSUM {
         return Err(nyx5_proto::Error::new(
             nyx5_proto::ErrorKind::Internal,
             format!(
-                "the Public Suffix List asset ({} bytes) is not the one this build was made with ({PSL_BYTES} bytes, FNV-1a {PSL_FNV64:016x})",
+                "the Public Suffix List asset ({} bytes) is not the one this build was made with ({PSL_BYTES} bytes, checksum {PSL_CHECKSUM:016x})",
                 coded.len()
             ),
         ));
     }
-    TABLE.get_or_init(|| Table::build(coded));
+    INSTALLED.get_or_init(|| coded.into_boxed_slice());
     Ok(())
-}
-
-impl Table {
-    fn build(coded: &[u8]) -> Table {
-        let mut names = Vec::with_capacity(coded.len() * 2);
-        let mut offsets = Vec::with_capacity(PSL_NAMES + 1);
-        let mut rules = Vec::with_capacity(PSL_NAMES);
-        offsets.push(0);
-        // Each entry: how many bytes at its end are the previous name's last, rules, the other
-        // bytes, `\n` (`nyx5_pages::psl`).
-        let mut rest = coded;
-        let mut previous = 0..0;
-        while let [shared, rule, tail @ ..] = rest {
-            let end = tail.iter().position(|&b| b == b'\n').unwrap_or(tail.len());
-            let (own, after) = tail.split_at(end);
-            rest = after.get(1..).unwrap_or_default();
-            let start = names.len();
-            names.extend_from_slice(own);
-            let shared = usize::from(*shared).min(previous.len());
-            names.extend_from_within(previous.end - shared..previous.end);
-            previous = start..names.len();
-            offsets.push(u32::try_from(names.len()).unwrap_or(u32::MAX));
-            rules.push(*rule);
-        }
-        // `nyx5_pages::psl` wrote ASCII names; were it not so, no name would match and every name would
-        // be its own suffix's site.
-        let names = String::from_utf8(names).unwrap_or_default();
-        let mut table = Table { names, offsets, rules, slots: vec![0; PSL_NAMES * 3 / 2 + 1], longest_run: 0 };
-        let len = table.slots.len();
-        // At most `PSL_NAMES` names go in, so a third of the slots stay empty and every probe
-        // sequence ends.
-        for place in 0..table.rules.len().min(PSL_NAMES) {
-            let Some(name) = table.name(place) else { continue };
-            let mut at = usize::try_from(fnv1a(name.as_bytes()) % len as u64).unwrap_or(0);
-            while table.slots.get(at).is_some_and(|&p| p != 0) {
-                at = (at + 1) % len;
-            }
-            if let Some(slot) = table.slots.get_mut(at) {
-                *slot = u16::try_from(place + 1).unwrap_or(0);
-            }
-        }
-        // Walk the circle once from an empty slot (there is one: a third of them are).
-        let empty = table.slots.iter().position(|&p| p == 0).unwrap_or(0);
-        let mut run = 0;
-        for i in 1..=len {
-            run = if table.slots.get((empty + i) % len).is_some_and(|&p| p != 0) { run + 1 } else { 0 };
-            table.longest_run = table.longest_run.max(run);
-        }
-        table
-    }
-
-    /// The name at `place`.
-    fn name(&self, place: usize) -> Option<&str> {
-        let start = usize::try_from(*self.offsets.get(place)?).ok()?;
-        let end = usize::try_from(*self.offsets.get(place + 1)?).ok()?;
-        self.names.get(start..end)
-    }
 }
 
 /// `domain` and each name above it, longest first (`a.b.c`, `b.c`, `c`).
@@ -297,29 +276,23 @@ mod tests {
         assert_eq!(site("a.b.xn--55qx5d.cn"), "b.xn--55qx5d.cn", "公司.cn");
         assert_eq!(site("a.b.example.com."), "example.com", "a trailing dot");
         let table = table().unwrap();
-        let names: Vec<&str> = (0..table.rules.len()).map(|i| table.name(i).unwrap()).collect();
-        assert!(names.len() > 9000 && names.len() == PSL_NAMES);
-        assert_eq!(table.slots.iter().filter(|&&p| p != 0).count(), names.len());
-        assert!((1..100).contains(&table.longest_run), "{}", table.longest_run);
-        // The longest run of occupied slots around the circle, counted another way: over the
-        // slots twice in a row, every run that wraps is whole once.
-        let twice = table.slots.iter().chain(&table.slots);
-        let longest = twice
-            .scan(0, |run, &p| {
-                Some(if p != 0 {
-                    *run += 1;
-                    *run
-                } else {
-                    *run = 0;
-                    0
-                })
+        let entries = entries(table);
+        assert!(entries.len() > 9000 && entries.len() == PSL_NAMES);
+        assert!((1..100).contains(&PSL_LONGEST_RUN), "{PSL_LONGEST_RUN}");
+        // The longest run of occupied slots around the circle, counted here: over the slots
+        // twice in a row, every run that wraps is whole once.
+        let occupied: Vec<bool> = (0..PSL_SLOTS).map(|i| table.slot(i).unwrap() != 0).collect();
+        let longest = (occupied.iter().chain(&occupied))
+            .scan(0, |run, &full| {
+                *run = if full { *run + 1 } else { 0 };
+                Some(*run)
             })
             .max()
             .unwrap();
-        assert_eq!(table.longest_run, longest);
+        assert_eq!(PSL_LONGEST_RUN, longest);
         // Every name is found from its own slot, and no name is found where none is.
-        assert!(names.iter().zip(&table.rules).all(|(name, &rules)| rules != 0 && rules_for(name) == rules));
-        assert_eq!(table.rules.iter().filter(|&&rules| rules & PSL_EXCEPTION != 0).count(), 8);
+        assert!(entries.iter().all(|(name, rules)| *rules != 0 && rules_for(name) == *rules));
+        assert_eq!(entries.iter().filter(|(_, rules)| rules & PSL_EXCEPTION != 0).count(), 8);
         assert_eq!(rules_for("not-a-suffix.example"), 0);
         assert_eq!(rules_for(""), 0);
         assert_eq!(rules_for("com"), PSL_PLAIN);
@@ -345,31 +318,80 @@ mod tests {
             };
             *want.entry(idna::domain_to_ascii_strict(name).unwrap()).or_default() |= bit;
         }
-        let table = table().unwrap();
-        let got: std::collections::BTreeMap<String, u8> =
-            (0..table.rules.len()).map(|i| (table.name(i).unwrap().to_owned(), table.rules[i])).collect();
-        assert_eq!(got.len(), table.rules.len(), "a name twice");
+        let entries = entries(table().unwrap());
+        let got: std::collections::BTreeMap<String, u8> = entries.iter().cloned().collect();
+        assert_eq!(got.len(), entries.len(), "a name twice");
         assert!(want == got, "{} rules in the list, {} names compiled", want.len(), got.len());
         assert!(want.iter().all(|(name, &rules)| rules_for(name) == rules));
     }
 
+    /// Every name in the table and its rules, slot by slot.
+    fn entries(table: Table<'_>) -> Vec<(String, u8)> {
+        (0..PSL_SLOTS)
+            .map(|i| table.slot(i).unwrap())
+            .filter(|&at| at != 0)
+            .map(|at| table.entry(at).map(|(name, rules)| (String::from_utf8(name.to_vec()).unwrap(), rules)).unwrap())
+            .collect()
+    }
+
+    fn asset() -> Vec<u8> {
+        nyx5_pages::psl::code(include_str!("../data/psl/public_suffix_list.dat")).unwrap().bytes
+    }
+
     /// The Worker's asset is what `nyx5-pages` writes; `install` takes exactly the bytes this
-    /// build was made with and nothing else.
+    /// build was made with and nothing else, and keeps them as they are.
     #[test]
-    fn install_takes_only_the_list_this_build_was_made_with() {
-        let asset = nyx5_pages::psl::code(include_str!("../data/psl/public_suffix_list.dat")).unwrap().bytes;
+    fn install_takes_only_the_table_this_build_was_made_with() {
+        let asset = asset();
         assert_eq!(Some(asset.as_slice()), PSL_EMBEDDED);
         assert_eq!(ASSET_PATH, nyx5_pages::psl::ASSET_PATH);
-        assert!(install(&asset).is_ok());
-        let mut flipped = asset.clone();
-        flipped[asset.len() / 2] ^= 1;
-        let refused = install(&flipped).unwrap_err();
-        assert_eq!(refused.kind, nyx5_proto::ErrorKind::Internal);
-        assert!(refused.reason.contains(&format!("{PSL_FNV64:016x}")), "{refused}");
-        assert!(install(&asset[..asset.len() - 1]).is_err());
-        assert!(install(&[asset.as_slice(), b"x\n"].concat()).is_err());
-        assert!(install(b"").is_err());
+        assert_eq!(checksum(&asset), nyx5_pages::psl::checksum(&asset));
+        assert_eq!(PSL_CHECKSUM, nyx5_pages::psl::checksum(&asset));
+        assert!(
+            ["", "a", "kobe.jp", "xn--55qx5d.cn"]
+                .iter()
+                .all(|n| fnv1a(n.as_bytes()) == nyx5_pages::psl::fnv1a(n.as_bytes()))
+        );
+        // Another build's table: one bit anywhere, a byte more or less, nothing at all.
+        for at in [0, 3, PSL_SLOTS * 4 - 1, PSL_SLOTS * 4 + 1, asset.len() / 2, asset.len() - 1] {
+            let mut flipped = asset.clone();
+            flipped[at] ^= 0x20;
+            let refused = install(flipped).unwrap_err();
+            assert_eq!(refused.kind, nyx5_proto::ErrorKind::Internal);
+            assert!(refused.reason.contains(&format!("{PSL_CHECKSUM:016x}")), "{refused}");
+        }
+        assert!(install(asset[..asset.len() - 1].to_vec()).is_err());
+        assert!(install([asset.as_slice(), &[0]].concat()).is_err());
+        assert!(install(vec![]).is_err());
+        assert!(INSTALLED.get().is_none_or(|kept| kept[..] == asset[..]), "a refused table was kept");
+        assert!(install(asset.clone()).is_ok());
+        assert_eq!(INSTALLED.get().map(|kept| &kept[..]), Some(asset.as_slice()));
         assert_eq!(site("a.b.c.kobe.jp"), "b.c.kobe.jp");
+    }
+
+    /// A lookup reads the installed bytes where they lie: a table is a borrow of them and nothing
+    /// else (nothing to build at start), and it answers on any copy of the bytes, the installed
+    /// one included. Bytes that are no table give wrong answers at worst, never a panic.
+    #[test]
+    fn a_lookup_reads_the_installed_bytes_in_place() {
+        const { assert!(size_of::<Table<'static>>() == size_of::<&[u8]>()) };
+        let asset = asset();
+        install(asset.clone()).unwrap();
+        for bytes in [asset.as_slice(), INSTALLED.get().unwrap()] {
+            let table = Table { bytes };
+            assert_eq!(table.rules_for("com"), PSL_PLAIN);
+            assert_eq!(table.rules_for("kobe.jp"), PSL_WILDCARD);
+            assert_eq!(table.rules_for("city.kobe.jp"), PSL_EXCEPTION);
+            assert_eq!(table.rules_for("example.com"), 0);
+            assert_eq!(entries(table).len(), PSL_NAMES);
+        }
+        let garbage = [vec![], vec![0xff; 64], vec![7; PSL_SLOTS * 4 + 3], asset[..asset.len() / 2].to_vec()];
+        for bytes in &garbage {
+            let table = Table { bytes };
+            for name in ["com", "kobe.jp", "", "a.b.c.d.e.f.g.h"] {
+                let _ = table.rules_for(name);
+            }
+        }
     }
 
     #[test]

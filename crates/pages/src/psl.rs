@@ -1,11 +1,12 @@
 //! The Public Suffix List (`crates/house/data/psl/public_suffix_list.dat`) coded for
 //! `nyx5_house::site`: every name a rule mentions — a plain rule, the parent of a wildcard rule
-//! (`*.ck` → `ck`), an exception rule (`!www.ck` → `www.ck`) — with what the rules say of it,
-//! and the most labels a rule matches. Rules are written as the house sees names: ASCII, lower
-//! case, internationalised labels in their `xn--` form.
+//! (`*.ck` → `ck`), an exception rule (`!www.ck` → `www.ck`) — with what the rules say of it, in
+//! the finished hash table that `site` searches where the bytes lie, and the most labels a rule
+//! matches. Rules are written as the house sees names: ASCII, lower case, internationalised
+//! labels in their `xn--` form.
 //!
-//! Two users, one coding: the house's build script (native builds embed the list; wasm32 builds
-//! keep only its digest) and the `nyx5-pages` binary, which writes the same bytes among the
+//! Two users, one coding: the house's build script (native builds embed the table; wasm32 builds
+//! keep only its shape, length and checksum) and the `nyx5-pages` binary, which writes the same bytes among the
 //! Worker's static assets for the Worker to load at its first event (ARCHITECTURE.md, "Sites
 //! from the list itself").
 
@@ -17,18 +18,27 @@ pub const ASSET_PATH: &str = "/_nyx5/psl.bin";
 /// The list, coded.
 #[derive(Debug, Clone)]
 pub struct Coded {
-    /// Per name, in the byte order of the names with their labels reversed (`jp.kobe.city`, so
-    /// that names under one suffix sit together): how many bytes at its end are the previous
-    /// name's last bytes (at most 255), what the rules say of it (1 a rule, 2 `*.` + it is one,
-    /// 4 `!` + it is one), its other bytes, and a line feed (no name has one).
+    /// The finished lookup table, which `nyx5_house::site` reads in place (nothing is built from
+    /// it at start): first `slots` little-endian `u32`s, an open-addressing table (a name's
+    /// search starts at [`fnv1a`] of it modulo `slots` and goes on slot by slot, wrapping), each
+    /// slot 0 when empty, else where its name's entry starts in `bytes`; then the entries, one
+    /// per name in the byte order of the names with their labels reversed: the name's length,
+    /// what the rules say of it (1 a rule, 2 `*.` + it is one, 4 `!` + it is one), and its
+    /// bytes.
     pub bytes: Vec<u8>,
     /// How many names.
     pub names: usize,
+    /// How many slots: half as many again as names, plus one, so a third of them stay empty and
+    /// runs of occupied slots stay in the tens.
+    pub slots: usize,
+    /// The longest run of occupied slots, wrapping around: no search goes further, whatever
+    /// name a sender chooses.
+    pub longest_run: usize,
     /// The most labels a rule can match.
     pub deepest: usize,
-    /// FNV-1a (64-bit) of `bytes`: how the Worker tells that the asset it read is the list it
-    /// was built with (`nyx5_house::site::install` says why not SHA-256).
-    pub fnv64: u64,
+    /// [`checksum`] of `bytes`: how the Worker tells that the asset it read is the table it was
+    /// built with (`nyx5_house::site::install` says why not SHA-256).
+    pub checksum: u64,
 }
 
 /// Codes the list's text; a line that is no rule the house could meet, or an exception rule not
@@ -78,32 +88,65 @@ pub fn code(text: &str) -> Result<Coded, String> {
             *flags.entry(reversed(name)).or_default() |= bit;
         }
     }
-    // site.rs numbers the names in 16 bits.
-    if flags.len() >= usize::from(u16::MAX) {
-        return Err("too many names for a 16-bit table".into());
-    }
-    // Each name written as what it does not share with the end of the one before: gzipped, the
-    // list is ~38 KB this way, against ~82 KB for the table site.rs builds from it at first use
-    // (names, offsets, slots); the shared ends are copied, so decoding is one pass with no label
-    // turned around.
-    let mut bytes = Vec::new();
-    let mut previous = String::new();
+    let names = flags.len();
+    let slots = names * 3 / 2 + 1;
+    // The entries after the slots: so no entry starts at 0, which marks an empty slot.
+    let mut bytes = vec![0u8; slots * 4];
+    let mut table = vec![0u32; slots];
     for (rev, rules) in &flags {
         let name = reversed(rev);
-        let shared = (name.bytes().rev().zip(previous.bytes().rev()).take(255)).take_while(|(a, b)| a == b).count();
-        bytes.push(u8::try_from(shared).unwrap_or(u8::MAX));
+        let at = u32::try_from(bytes.len()).map_err(|_| "the table is over 4 GiB".to_owned())?;
+        // A name the house could meet is at most 253 bytes (four labels of 63 and their dots).
+        bytes.push(u8::try_from(name.len()).map_err(|_| format!("{name}: longer than 255 bytes"))?);
         bytes.push(*rules);
-        bytes.extend_from_slice(name.as_bytes().get(..name.len() - shared).unwrap_or_default());
-        bytes.push(b'\n');
-        previous = name;
+        bytes.extend_from_slice(name.as_bytes());
+        let mut slot = usize::try_from(fnv1a(name.as_bytes()) % slots as u64).unwrap_or(0);
+        // A third of the slots stay empty, so this ends.
+        while table.get(slot).is_some_and(|&s| s != 0) {
+            slot = (slot + 1) % slots;
+        }
+        if let Some(s) = table.get_mut(slot) {
+            *s = at;
+        }
     }
-    let fnv64 = fnv1a(&bytes);
-    Ok(Coded { bytes, names: flags.len(), deepest, fnv64 })
+    for (slot, at) in bytes.chunks_exact_mut(4).zip(&table) {
+        slot.copy_from_slice(&at.to_le_bytes());
+    }
+    // Walk the circle once from an empty slot (there is one: a third of them are).
+    let empty = table.iter().position(|&s| s == 0).unwrap_or(0);
+    let (mut run, mut longest_run) = (0, 0);
+    for i in 1..=slots {
+        run = if table.get((empty + i) % slots).is_some_and(|&s| s != 0) { run + 1 } else { 0 };
+        longest_run = longest_run.max(run);
+    }
+    let checksum = checksum(&bytes);
+    Ok(Coded { bytes, names, slots, longest_run, deepest, checksum })
 }
 
-/// FNV-1a, 64 bits (as `nyx5_house::site` computes it).
+/// FNV-1a, 64 bits (as `nyx5_house::site` computes it): where a name's search starts.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The table's checksum (as `nyx5_house::site` computes it): its length, then each 8 bytes as a
+/// little-endian word (the last padded with zeros), each mixed in by xor, a multiplication by an
+/// odd constant and an xorshift. Each step is a bijection of the state, so a table that differs
+/// in one word always differs in its checksum; 8 bytes at a time, it costs a cold isolate a fifth
+/// to a tenth of what FNV-1a's byte loop did (benches/README.md, "A cold isolate").
+pub fn checksum(bytes: &[u8]) -> u64 {
+    let mix = |h: u64, word: u64| {
+        let h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^ (h >> 29)
+    };
+    // Whole words, each one load: no call per word (at opt-level "z" `copy_from_slice` is one,
+    // which made a cold isolate's checksum ~7× slower).
+    let (words, rest) = bytes.as_chunks::<8>();
+    let h = words.iter().fold(mix(0xcbf2_9ce4_8422_2325, bytes.len() as u64), |h, w| mix(h, u64::from_le_bytes(*w)));
+    let mut last = [0u8; 8];
+    for (to, from) in last.iter_mut().zip(rest) {
+        *to = *from;
+    }
+    mix(h, u64::from_le_bytes(last))
 }
 
 /// A label as the house writes names: 1–63 bytes of `a-z0-9-`, no hyphen at either end.
@@ -124,15 +167,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_share_their_ends_and_carry_their_rules() {
+    fn the_table_holds_each_name_in_its_slot_with_its_rules() {
         let coded = code("// a comment\n\nuk\nco.uk\n*.kobe.jp\n!city.kobe.jp\n").unwrap_or_else(|e| panic!("{e}"));
-        // Reversed order: jp.kobe, jp.kobe.city, uk, uk.co; `city.kobe.jp` shares `kobe.jp`
-        // with the name before it, `co.uk` shares `uk`.
-        assert_eq!(coded.bytes, b"\x00\x02kobe.jp\n\x07\x04city.\n\x00\x01uk\n\x02\x01co.\n");
-        assert_eq!((coded.names, coded.deepest), (4, 3));
-        assert_eq!(coded.fnv64, fnv1a(&coded.bytes));
+        assert_eq!((coded.names, coded.slots, coded.deepest), (4, 7, 3));
+        // Reversed order: jp.kobe, jp.kobe.city, uk, uk.co; each entry its length, its rules,
+        // its bytes, after 7 slots of 4 bytes.
+        let entries = b"\x07\x02kobe.jp\x0c\x04city.kobe.jp\x02\x01uk\x05\x01co.uk";
+        assert_eq!(&coded.bytes[28..], entries);
+        let slot = |i: usize| u32::from_le_bytes(coded.bytes[i * 4..i * 4 + 4].try_into().unwrap()) as usize;
+        let mut found = std::collections::BTreeMap::new();
+        for name in ["kobe.jp", "city.kobe.jp", "uk", "co.uk"] {
+            let start = (fnv1a(name.as_bytes()) % 7) as usize;
+            let at = (0..=coded.longest_run)
+                .map(|i| slot((start + i) % 7))
+                .find(|&at| at != 0 && &coded.bytes[at + 2..at + 2 + coded.bytes[at] as usize] == name.as_bytes())
+                .unwrap_or_else(|| panic!("{name} not found"));
+            found.insert(name, coded.bytes[at + 1]);
+        }
+        assert_eq!(found, [("city.kobe.jp", 4), ("co.uk", 1), ("kobe.jp", 2), ("uk", 1)].into());
+        assert_eq!((0..7).filter(|&i| slot(i) != 0).count(), 4);
+        assert_eq!(coded.checksum, checksum(&coded.bytes));
         // FNV-1a's own test values (draft-eastlake-fnv): "" and "a".
         assert_eq!((fnv1a(b""), fnv1a(b"a")), (0xcbf2_9ce4_8422_2325, 0xaf63_dc4c_8601_ec8c));
+    }
+
+    #[test]
+    fn the_checksum_changes_with_any_bit_and_with_the_length() {
+        let bytes: Vec<u8> = (0..61u8).collect();
+        let sum = checksum(&bytes);
+        for i in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[i / 8] ^= 1 << (i % 8);
+            assert_ne!(checksum(&flipped), sum, "bit {i}");
+        }
+        // Trailing zeros are not padding: the length is in the sum.
+        assert_ne!(checksum(&[bytes.as_slice(), &[0]].concat()), sum);
+        assert_ne!(checksum(&bytes[..60]), sum);
+        assert_ne!(checksum(b""), checksum(&[0]));
     }
 
     #[test]
@@ -141,6 +212,6 @@ mod tests {
         assert!(code("!www.ck\n").is_err_and(|e| e.contains("!www.ck")));
         // Unicode rules become their `xn--` names.
         let coded = code("公司.cn\n").unwrap_or_else(|e| panic!("{e}"));
-        assert!(coded.bytes.windows(7).any(|w| w == b"xn--55q"));
+        assert!(coded.bytes.windows(10).any(|w| w == b"xn--55qx5d"));
     }
 }
