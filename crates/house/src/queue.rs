@@ -357,6 +357,8 @@ pub struct Plan {
     /// The attempt got no answer ([`Delivery::Unanswered`]): it may have arrived, and the job
     /// keeps the deadline its lease gave it (`store::queue::lease`) rather than its own.
     pub unanswered: bool,
+    /// The destination itself answered the attempt (set by the tick: `plan` does not know).
+    pub answered: bool,
 }
 
 impl Plan {
@@ -409,6 +411,7 @@ pub fn plan(
                 step: Step::Retry { next_attempt: next_probe.min(job.deadline), error: reason.clone() },
                 domain: DomainEffect::Failed(Health { failures, next_probe }, reason.clone()),
                 unanswered: matches!(delivery, Delivery::Unanswered(_)),
+                answered: false,
             };
         }
         // A refusal (or our own give-up at the deadline) says nothing of what an earlier
@@ -460,7 +463,17 @@ pub fn plan(
         Step::Retry { next_attempt: retry_at(job, now, retry), error: clip(&waiting.join("; ")) }
     };
     let domain = if health.is_some() { DomainEffect::Recovered } else { DomainEffect::Unchanged };
-    Plan { progress, delivered, bounced, undetermined, undetermined_why, step, domain, unanswered: false }
+    Plan {
+        progress,
+        delivered,
+        bounced,
+        undetermined,
+        undetermined_why,
+        step,
+        domain,
+        unanswered: false,
+        answered: false,
+    }
 }
 
 /// What the outbox and an "undetermined" notice say of a recipient that may have been delivered.
@@ -494,34 +507,39 @@ pub fn upkeep_due(last: Option<i64>, now: i64) -> bool {
     last.is_none_or(|last| now < last || now.div_euclid(UPKEEP_EVERY_MS) != last.div_euclid(UPKEEP_EVERY_MS))
 }
 
-/// Whether a purge batch left work behind: a capped statement (each removes at most
-/// [`PURGE_BATCH`], or the mailbox's `BODY_DROP_BATCH`, rows) removed as many as its cap. The
-/// next tick then purges again rather than waiting for the next minute, so the purges keep up
-/// with any traffic, as they did when every tick ran them (hostile review of issue 35, M2).
-fn left_a_backlog(changes: &[u64]) -> bool {
-    let cap = u64::try_from(PURGE_BATCH.min(crate::mailbox::BODY_DROP_BATCH)).unwrap_or(u64::MAX);
-    changes.iter().any(|n| *n >= cap)
+/// Whether a purge batch left work behind: a capped statement removed as many rows as its own
+/// cap (`caps`, one per statement, `None` for one without a cap). The next tick then purges
+/// again rather than waiting for the next minute, so the purges keep up with any traffic, as
+/// they did when every tick ran them (hostile reviews of issue 35, M2 and L7).
+fn left_a_backlog(changes: &[u64], caps: &[Option<i64>]) -> bool {
+    changes.iter().zip(caps).any(|(n, cap)| cap.is_some_and(|cap| i64::try_from(*n).unwrap_or(i64::MAX) >= cap))
 }
 
 impl<D: Db, N: Net> House<D, N> {
-    /// The purges of the tick's upkeep, in one batch: old nonces and rate windows, finished
-    /// envelopes and their jobs, the bodies of acknowledged mail, expired cached cards, sent
-    /// email, the authority's counts past their hour (approvals decided a month ago), and first
-    /// arrivals of operations past their life (issue 34).
-    fn upkeep_purges(&self, now: Timestamp) -> Vec<crate::ports::Stmt> {
-        let mut purge = crate::store::agents::purge(now.millis());
-        purge.extend(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
+    /// The purges of the tick's upkeep, in one batch, each with its cap (`None`: it removes all
+    /// it finds): old nonces and rate windows, finished envelopes and their jobs, the bodies of
+    /// acknowledged mail, expired cached cards and known names, sent email, the authority's
+    /// counts past their hour (approvals decided a month ago), and first arrivals of operations
+    /// past their life (issue 34).
+    fn upkeep_purges(&self, now: Timestamp) -> Vec<(crate::ports::Stmt, Option<i64>)> {
+        let uncapped = |list: Vec<crate::ports::Stmt>| list.into_iter().map(|s| (s, None)).collect::<Vec<_>>();
+        let capped = |list: Vec<crate::ports::Stmt>, cap: i64| list.into_iter().map(move |s| (s, Some(cap)));
+        let mut purge = uncapped(crate::store::agents::purge(now.millis()));
+        purge.extend(capped(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH), PURGE_BATCH));
         purge.extend(crate::store::upkeep(now.millis()));
-        purge.push(crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH));
-        purge.extend(crate::store::libro::prune_authority(
+        let sent = crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH);
+        purge.push((sent, Some(PURGE_BATCH)));
+        let authority = crate::store::libro::prune_authority(
             now.millis(),
             crate::libro::KEEP_DECIDED_MS,
             crate::libro::UPKEEP_BATCH,
-        ));
-        purge.push(crate::store::libro::forget_received(
+        );
+        purge.extend(capped(authority, crate::libro::UPKEEP_BATCH));
+        let received = crate::store::libro::forget_received(
             now.millis().saturating_sub(2 * crate::libro::OP_LIFE_MS),
             PURGE_BATCH,
-        ));
+        );
+        purge.push((received, Some(PURGE_BATCH)));
         purge
     }
 
@@ -532,8 +550,9 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn tick(&self) -> Result<TickReport, Error> {
         let now = self.now();
         if upkeep_due(self.upkept.get(), now.millis()) {
-            let changes = self.db.batch(self.upkeep_purges(now)).await.map_err(port_error)?;
-            self.upkept.set((!left_a_backlog(&changes)).then_some(now.millis()));
+            let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
+            let changes = self.db.batch(stmts).await.map_err(port_error)?;
+            self.upkept.set((!left_a_backlog(&changes, &caps)).then_some(now.millis()));
         }
         let mut report = TickReport::default();
 
@@ -620,7 +639,15 @@ impl<D: Db, N: Net> House<D, N> {
         let out = attempting.then(|| job.progress.with_maybe(&pending).to_value().canonical_string());
         let taken = self
             .db
-            .batch(vec![store::lease(job.id, now.millis(), lease, if_it_dies, give_up, out.as_deref())])
+            .batch(vec![store::lease(
+                job.id,
+                now.millis(),
+                lease,
+                if_it_dies,
+                give_up,
+                out.as_deref(),
+                Some(job.attempts),
+            )])
             .await
             .map_err(port_error)?;
         if taken.first() != Some(&1) {
@@ -637,16 +664,20 @@ impl<D: Db, N: Net> House<D, N> {
             self.apply(held, &job, None, &plan, now, report).await?;
             return Ok(health);
         };
-        let (delivery, attempted) = match decided {
-            Some(d) => (d, false),
-            None if !attempting => (Delivery::Delivered(Vec::new()), false),
-            None => (self.deliver(&job.domain, &env, &pending, now).await, true),
+        let (delivery, attempted, answered) = match decided {
+            Some(d) => (d, false, false),
+            None if !attempting => (Delivery::Delivered(Vec::new()), false, false),
+            None => {
+                let (d, answered) = self.deliver(&job.domain, &env, &pending, now).await;
+                (d, true, answered)
+            }
         };
         if attempted {
             report.attempted += 1;
         }
         let health_in = if attempted { health } else { None };
-        let plan = plan(&job, &pending, delivery, health_in, now.millis(), &self.config.retry);
+        let mut plan = plan(&job, &pending, delivery, health_in, now.millis(), &self.config.retry);
+        plan.answered = answered;
         self.apply(held, &job, Some(&env), &plan, now, report).await?;
         Ok(match &plan.domain {
             DomainEffect::Failed(h, _) => Some(*h),
@@ -698,9 +729,17 @@ impl<D: Db, N: Net> House<D, N> {
         stmts.push(match &plan.step {
             // The lease moved the deadline to the give-up time while the attempt was out. An
             // answer (or a request that surely never arrived) gives the job its deadline back;
-            // without one, it may have arrived, and expiry alone no longer bounces it.
+            // without one, it may have arrived, and expiry alone no longer bounces it. An answer
+            // of the destination itself gives back the envelope's expiry too, though an earlier
+            // attempt went unanswered: it has been heard from since (a recipient that attempt may
+            // have reached ends undetermined at expiry, never bounced; seed 116 retried an expired
+            // envelope until the give-up time, each answer "expired lately").
             Step::Retry { next_attempt, error } => {
-                let deadline = (!plan.unanswered).then_some(job.deadline);
+                let deadline = match (plan.unanswered, plan.answered) {
+                    (true, _) => None,
+                    (false, true) => Some(job.expires.map_or(job.deadline, |e| job.deadline.min(e))),
+                    (false, false) => Some(job.deadline),
+                };
                 store::retry(held, *next_attempt, error, &result, deadline)
             }
             Step::Finish { error } => store::finish(held, state, error.as_deref(), &result, now.millis()),
@@ -781,9 +820,11 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// One attempt to hand `env` to `recipients` at `domain`: directly for this house, else
     /// `POST <estafeta>/inbound` with the relay header.
-    async fn deliver(&self, domain: &str, env: &Envelope, recipients: &[Address], now: Timestamp) -> Delivery {
+    /// Delivers `env` to `recipients` at `domain`: how it went, and whether the destination
+    /// itself answered (this house, or a Nyx5 answer over HTTP) rather than being unreachable.
+    async fn deliver(&self, domain: &str, env: &Envelope, recipients: &[Address], now: Timestamp) -> (Delivery, bool) {
         if domain == self.config.domain {
-            self.deliver_here(env, recipients, now).await
+            (self.deliver_here(env, recipients, now).await, true)
         } else {
             self.deliver_there(domain, env, recipients).await
         }
@@ -816,18 +857,16 @@ impl<D: Db, N: Net> House<D, N> {
         }
     }
 
-    async fn deliver_there(&self, domain: &str, env: &Envelope, recipients: &[Address]) -> Delivery {
+    async fn deliver_there(&self, domain: &str, env: &Envelope, recipients: &[Address]) -> (Delivery, bool) {
         let resolved = match self.resolve_domain(domain).await {
             Ok(r) => r,
-            Err(e) => return error_delivery(&e),
+            Err(e) => return (error_delivery(&e), false),
         };
         let body = env.canonical();
         let max = resolved.card.max_bytes();
         if body.len() > max {
-            return Delivery::Permanent(
-                ErrorKind::TooLarge.code(),
-                format!("envelope of {} bytes exceeds {domain}'s limit of {max}", body.len()),
-            );
+            let why = format!("envelope of {} bytes exceeds {domain}'s limit of {max}", body.len());
+            return (Delivery::Permanent(ErrorKind::TooLarge.code(), why), false);
         }
         let header = RelayHeader::sign(&self.config.domain, env, domain, &self.config.key).to_header();
         let request = OutRequest {
@@ -837,13 +876,16 @@ impl<D: Db, N: Net> House<D, N> {
             body,
         };
         match self.net.send(request).await {
-            Ok(answer) => Delivery::from_answer(answer.status, &answer.body, recipients),
-            Err(PortError::Refused(why)) => {
-                Delivery::Permanent(ErrorKind::Forbidden.code(), format!("refused by the outbound policy: {why}"))
-            }
+            Ok(answer) => (Delivery::from_answer(answer.status, &answer.body, recipients), true),
+            Err(PortError::Refused(why)) => (
+                Delivery::Permanent(ErrorKind::Forbidden.code(), format!("refused by the outbound policy: {why}")),
+                false,
+            ),
             // What failed, not the transport's text: that would tell a sender what answers where.
-            Err(PortError::Unreached(_)) => Delivery::Temporary(format!("the house of {domain} is unreachable")),
-            Err(_) => Delivery::Unanswered(format!("the house of {domain} did not answer")),
+            Err(PortError::Unreached(_)) => {
+                (Delivery::Temporary(format!("the house of {domain} is unreachable")), false)
+            }
+            Err(_) => (Delivery::Unanswered(format!("the house of {domain} did not answer")), false),
         }
     }
 }
@@ -862,9 +904,12 @@ mod tests {
         assert!(!upkeep_due(Some(120_000), 179_999));
         assert!(upkeep_due(Some(1_000), 999), "a clock set back does not wait for it to catch up");
         assert!(upkeep_due(Some(i64::MAX), i64::MAX - 1));
-        // A capped purge that removed its whole cap leaves the upkeep due at the next tick.
-        assert!(left_a_backlog(&[0, 3, PURGE_BATCH as u64]));
-        assert!(!left_a_backlog(&[0, 3, PURGE_BATCH as u64 - 1]));
+        // A capped purge that removed its whole cap leaves the upkeep due at the next tick; an
+        // uncapped one, however many it removed, does not.
+        let caps = [None, Some(20), Some(PURGE_BATCH)];
+        assert!(left_a_backlog(&[0, 20, 0], &caps));
+        assert!(left_a_backlog(&[0, 3, PURGE_BATCH as u64], &caps));
+        assert!(!left_a_backlog(&[5_000, 19, PURGE_BATCH as u64 - 1], &caps));
     }
 
     fn a(s: &str) -> Address {

@@ -594,11 +594,14 @@ fn leases_keep_ticks_apart() {
     let id =
         block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'stale'"))).unwrap()[0].int("id").unwrap();
     let now = s.a.now().millis();
-    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None, None, None)])).unwrap(), [1]);
-    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None, None, None)])).unwrap(), [0]);
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None, None, None, None)])).unwrap(), [1]);
+    assert_eq!(block_on(s.a.db.batch(vec![lease(id, now, now + 30 * SECOND, None, None, None, None)])).unwrap(), [0]);
     s.w.clock.advance(31 * SECOND);
     let later = s.a.now().millis();
-    assert_eq!(block_on(s.a.db.batch(vec![lease(id, later, later + 30 * SECOND, None, None, None)])).unwrap(), [1]);
+    assert_eq!(
+        block_on(s.a.db.batch(vec![lease(id, later, later + 30 * SECOND, None, None, None, None)])).unwrap(),
+        [1]
+    );
     let stale = Held { job: id, lease: now + 30 * SECOND };
     let stmts = vec![
         nyx5_house::store::queue::insert_notice(stale, "ana", "n-1", "postmaster@a.test", "{}", later),
@@ -1093,7 +1096,7 @@ fn a_lease_taken_while_the_clock_ran_ahead_holds_nothing_once_it_is_set_right() 
     let id =
         block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'held'"))).unwrap()[0].int("id").unwrap();
     let ahead = s.a.now().millis() + 3 * DAY;
-    let taken = block_on(s.a.db.batch(vec![lease(id, ahead, ahead + 120_000, None, None, None)])).unwrap();
+    let taken = block_on(s.a.db.batch(vec![lease(id, ahead, ahead + 120_000, None, None, None, None)])).unwrap();
     assert_eq!(taken, [1], "leased by a tick three days ahead, which then died");
     assert_eq!(s.w.tick_all().delivered, 1, "the job went now, not in three days");
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["held"]);

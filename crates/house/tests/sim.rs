@@ -30,8 +30,10 @@ const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 /// a house whose clock ran days ahead refused a sender's rotated-out key for good, then took a
 /// copy once set right; seed 549 (and 571, 665, 750), a tick died after its own Libro did an
 /// operation, and the job gave up days later as "no attempt succeeded"; seed 633, a house days
-/// ahead refused an envelope as expired for good, then took a copy once set right.
-const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245, 349, 549, 633];
+/// ahead refused an envelope as expired for good, then took a copy once set right; seed 116 (and
+/// 133, 279, 334, 379, 397, 409, 431, 638, 659), an expired envelope was retried until the give-up
+/// time while its destination answered "expired lately".
+const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245, 349, 549, 633, 116];
 /// Steps of a long-horizon run: about three simulated weeks.
 const LONG_STEPS: u64 = 3000;
 

@@ -22,12 +22,16 @@ pub const ROTATION_GRACE_MS: i64 = 7 * 24 * 3_600_000;
 pub const DIRECTORY_DEFAULT_LIMIT: i64 = 20;
 pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 
-/// GET /agents/:local — any certified card, listed or not.
+/// GET /agents/:local — any certified card, listed or not. Read on the primary, never a
+/// replica: other houses verify signatures against this card, and the refetch that follows a
+/// key reset or rotation must not be served the card from before it (hostile review of issue
+/// 36 §2, M1: a thief's reset key accepted through a lagging replica).
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
+    let _ = reads;
     if let Some(card) = house.system_card(local) {
         return Ok(Response::json(200, &card.to_value()));
     }
-    let card = store::card(&house.stale(reads), local)
+    let card = store::card(&house.db, local)
         .await?
         .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {local}@{}", house.config.domain)))?;
     Ok(Response::bytes(200, "application/json", card.into_bytes()))

@@ -70,8 +70,13 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // Signed by a previous key of the sender whose end passed lately by this house's clock: a
     // refusal the clock may be wrong about, so temporary (simulator seed 349: a house days ahead
     // refused the key, bounced, and took a copy once set right).
-    let lately =
-        card.previous().iter().any(|p| p.sig == signature.kid && nyx5_proto::limits::ended_lately(p.until, now));
+    // Only a signature that does verify by that key: a forgery naming it stays a 403 (hostile
+    // review, L3).
+    let lately = card.previous().iter().any(|p| {
+        p.sig == signature.kid
+            && nyx5_proto::limits::ended_lately(p.until, now)
+            && env.clone().verify_with_key(&p.sig).is_ok()
+    });
     let env = env.verify(&card, now).map_err(|e| match e.kind {
         ErrorKind::Forbidden if lately => Error::new(
             ErrorKind::Unavailable,

@@ -41,16 +41,17 @@ pub mod constraint {
     pub const TAREAS_QUOTA: &str = "tareas_quota";
 }
 
-/// The upkeep of tables strangers fill, for the periodic tick: the bodies of envelopes
+/// The upkeep of tables strangers fill, for the periodic tick, each statement with its cap
+/// (`None`: it removes all it finds): the bodies of envelopes
 /// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
 /// tick), cached cards past their five minutes, and names not verified for [`crate::resolver::KNOWN_MS`].
-pub fn upkeep(now: i64) -> Vec<Stmt> {
-    let mut stmts = Vec::from(inbox::drop_bodies(
-        now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS),
-        crate::mailbox::BODY_DROP_BATCH,
-    ));
-    stmts.push(resolver::purge(now));
-    stmts.push(resolver::forget_names(now, crate::resolver::KNOWN_MS));
+pub fn upkeep(now: i64) -> Vec<(Stmt, Option<i64>)> {
+    let bodies =
+        inbox::drop_bodies(now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS), crate::mailbox::BODY_DROP_BATCH);
+    let mut stmts: Vec<(Stmt, Option<i64>)> =
+        bodies.into_iter().map(|s| (s, Some(crate::mailbox::BODY_DROP_BATCH))).collect();
+    stmts.push((resolver::purge(now), None));
+    stmts.push((resolver::forget_names(now, crate::resolver::KNOWN_MS), None));
     stmts
 }
 

@@ -219,12 +219,24 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 /// result it settles; one whose tick dies leaves them `maybe`, so the job never reports them not
 /// delivered (it may have reached them: a tick that died after its own Libro did an operation,
 /// simulator seed 549).
-pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: Option<i64>, out: Option<&str>) -> Stmt {
+///
+/// With `seen` (the attempts the caller read the job with), only while no other tick has
+/// attempted it since: a tick that read the job before another's unanswered attempt must not
+/// plan from a progress without that attempt's `maybe` (hostile review of issue 35).
+pub fn lease(
+    job: i64,
+    now: i64,
+    until: i64,
+    attempt: Option<i64>,
+    give_up_ms: Option<i64>,
+    out: Option<&str>,
+    seen: Option<i64>,
+) -> Stmt {
     stmt!(
         concat!(
             "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
                          deadline = max(deadline, coalesce(not_before + ?, deadline)), result = coalesce(?, result)
-         WHERE id = ? AND state = 'pending' AND ",
+         WHERE id = ? AND state = 'pending' AND (? IS NULL OR attempts = ?) AND ",
             lease_free!(),
             " AND next_attempt <= ?"
         ),
@@ -234,6 +246,8 @@ pub fn lease(job: i64, now: i64, until: i64, attempt: Option<i64>, give_up_ms: O
         give_up_ms,
         out,
         job,
+        seen,
+        seen,
         now,
         now,
         now
