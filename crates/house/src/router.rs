@@ -25,7 +25,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
         }
         ("GET", ["favicon.svg"]) => Ok(web::page("image/svg+xml", web::FAVICON_SVG.into(), web::DOCUMENT_MAX_AGE)),
         ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house, reads).await,
-        ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, reads, local).await,
+        ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, local).await,
         (
             _,
             [""]
@@ -40,7 +40,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
         ("GET", ["health"]) => routes::health::get(house).await,
         ("GET", ["agents"]) => routes::agents::directory(house, req, reads).await,
         ("POST", ["agents"]) => routes::agents::register(house, req).await,
-        ("GET", ["agents", local]) => routes::agents::get(house, reads, local).await,
+        ("GET", ["agents", local]) => routes::agents::get(house, local).await,
         ("GET", ["agents", local, "settings"]) => routes::settings::get(house, req, local).await,
         ("GET", ["agents", local, "historial"]) => routes::libro::history(house, reads, local).await,
         ("GET", ["invitations"]) => routes::invitations::list(house, req).await,

@@ -26,8 +26,7 @@ pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 /// replica: other houses verify signatures against this card, and the refetch that follows a
 /// key reset or rotation must not be served the card from before it (hostile review of issue
 /// 36 §2, M1: a thief's reset key accepted through a lagging replica).
-pub async fn get<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
-    let _ = reads;
+pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
     if let Some(card) = house.system_card(local) {
         return Ok(Response::json(200, &card.to_value()));
     }

@@ -176,10 +176,9 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
 }
 
 /// GET /agents/:local/agent-card.json — listed agents only: the card is for discovery.
-pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
+pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
     let missing = || Error::new(ErrorKind::NotFound, format!("no listed agent {local}@{}", house.config.domain));
     // On the primary, as GET /agents/:local: the card after a reset, never before it.
-    let _ = reads;
     let text = store::card(&house.db, local).await?.ok_or_else(missing)?;
     let card = AgentCard::parse(text.as_bytes())?;
     if !card.listed() {
