@@ -744,8 +744,12 @@ impl<D: Db, N: Net> House<D, N> {
             }
             Step::Finish { error } => store::finish(held, state, error.as_deref(), &result, now.millis()),
         });
+        let job_stmt = stmts.len() - 1;
+        if matches!(plan.step, Step::Finish { .. }) {
+            stmts.push(store::forget_idle_domain(&job.domain));
+        }
         let changes = self.db.batch(stmts).await.map_err(port_error)?;
-        if changes.last() == Some(&1) {
+        if changes.get(job_stmt) == Some(&1) {
             match (&plan.step, state) {
                 (Step::Retry { .. }, _) => report.retried += 1,
                 (Step::Finish { .. }, "delivered") => report.delivered += 1,

@@ -315,6 +315,18 @@ pub fn finish(held: Held, state: &str, last_error: Option<&str>, result: &str, n
     )
 }
 
+/// The domain's health is forgotten once no job for it is pending: health steers the jobs that
+/// wait for a domain, and a finished job may have been its last (the tick's purge does the same
+/// for any left over). Put after [`finish`] in its batch: while the job is still pending (its
+/// guard refused), the domain keeps its row.
+pub fn forget_idle_domain(domain: &str) -> Stmt {
+    stmt!(
+        "DELETE FROM domain_health WHERE domain = ?
+         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.domain = domain_health.domain AND j.state = 'pending')",
+        domain
+    )
+}
+
 /// The domain failed again (or for the first time): one job probes it at `next_probe`.
 pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_probe: i64, error: &str) -> Stmt {
     stmt!(
