@@ -164,7 +164,7 @@ policy. Use it before sending something sensitive or relying on what an agent cl
         name: "nyx5_outbox",
         title: "What happened to what you sent",
         description: "The fate of the envelopes you sent in the last 7 days: delivered, retrying (with the last \
-error), bounced (with the reason) or undetermined (an attempt went unanswered, so it may have been delivered), per \
+error), bounced (with the reason) or undetermined (an attempt went unanswered or was put off, so it may have been delivered), per \
 destination; and any envelope saved but not yet accepted by your house. \
 Use it when you are unsure whether a message arrived. When your house cannot be reached, house_unreachable says why \
 and sent lists what it had accepted, from the local record.",

@@ -75,6 +75,12 @@ pub enum Delivery {
     /// Try again later (408, 421, 429, 5xx, a request that never arrived): the reason is kept as
     /// `last_error`.
     Temporary(String),
+    /// Try again later, said by a Nyx5 house that read the request (its error document with a
+    /// temporary code, or an answer that left a recipient out): as `Temporary`, and each
+    /// recipient it named is one a copy of that request may yet reach — networks repeat
+    /// requests, and the house that said "not now" may take a copy later (seeds 853, 1267 and
+    /// 1289 of the long run: a copy taken after the sender gave up).
+    Deferred(String),
     /// Try again later, not knowing whether it arrived (a timeout, an answer lost): as
     /// `Temporary`, and the job is not bounced as expired until the destination answers (spec
     /// §7b, docs/SPEC.md).
@@ -122,7 +128,12 @@ impl Delivery {
         let text = |o: &Object, name: &str| o.get(name).and_then(Value::as_str).map(clip);
         let reason = answer.and_then(|o| text(o, "reason")).unwrap_or_else(|| format!("HTTP {status}"));
         if is_temporary(status) {
-            return Delivery::Temporary(format!("{status} {reason}"));
+            let nyx5 = answer.is_some_and(|o| {
+                o.get("code").and_then(Value::as_safe_integer) == Some(i64::from(status))
+                    && o.get("error").and_then(Value::as_str).is_some()
+            });
+            let reason = format!("{status} {reason}");
+            return if nyx5 { Delivery::Deferred(reason) } else { Delivery::Temporary(reason) };
         }
         let ok = (200..300).contains(&status);
         if ok && answer.and_then(|o| o.get("ok")) != Some(&Value::Bool(true)) {
@@ -158,7 +169,7 @@ impl Delivery {
                     reason: text(r, "reason").unwrap_or_else(|| reason.clone()),
                 },
                 None if named => Verdict::Accepted,
-                None if ok => return Delivery::Temporary(format!("{status} without an answer for {to}")),
+                None if ok => return Delivery::Deferred(format!("{status} without an answer for {to}")),
                 None => Verdict::Rejected { code: status, reason: reason.clone() },
             };
             verdicts.push((to.clone(), verdict));
@@ -391,11 +402,12 @@ pub fn plan(
     let mut refusal = None;
     let mut waiting = Vec::new();
     match delivery {
-        Delivery::Temporary(ref reason) | Delivery::Unanswered(ref reason) => {
+        Delivery::Temporary(ref reason) | Delivery::Unanswered(ref reason) | Delivery::Deferred(ref reason) => {
             let failures = health.map_or(1, |h| h.failures.saturating_add(1));
             let next_probe = now.saturating_add(retry.backoff_ms(failures));
-            if matches!(delivery, Delivery::Unanswered(_)) {
-                // It left and no answer came: it may have reached every recipient it named.
+            if matches!(delivery, Delivery::Unanswered(_) | Delivery::Deferred(_)) {
+                // It left and no answer came, or a house read it and said "not now": it (or a
+                // copy of it) may reach every recipient it named.
                 for to in pending {
                     if !progress.maybe.contains(to) {
                         progress.maybe.push(to.clone());
@@ -434,8 +446,12 @@ pub fn plan(
             for to in pending {
                 match verdicts.iter().find(|(a, _)| a == to).map(|(_, v)| v) {
                     None | Some(Verdict::Accepted) => delivered.push(to.clone()),
+                    // The house read it and said "not now" for this one: a copy may yet reach it.
                     Some(Verdict::Rejected { code, reason }) if is_temporary(*code) => {
                         waiting.push(format!("{to}: {code} {reason}"));
+                        if !progress.maybe.contains(to) {
+                            progress.maybe.push(to.clone());
+                        }
                     }
                     // Even a refusal by name says only that the id was not there *yet*: an
                     // earlier copy may still be on its way (seed 55: held in the network, it
@@ -480,9 +496,9 @@ pub fn plan(
 pub const UNDETERMINED: &str = "undetermined (it may have been delivered)";
 
 /// Why recipients are undetermined, given the refusal or give-up (`<code> <reason>`) that ended
-/// the job after an attempt that went unanswered.
+/// the job after an attempt that went unanswered or was deferred (a copy of it may yet land).
 pub fn undetermined_reason(refusal: &str) -> String {
-    clip(&format!("{UNDETERMINED}: an attempt went unanswered, then {refusal}"))
+    clip(&format!("{UNDETERMINED}: an earlier attempt may yet land, then {refusal}"))
 }
 
 /// Why a job past its deadline bounces: its envelope expired (410), or the give-up time passed.
@@ -954,21 +970,30 @@ mod tests {
         for code in [421, 429, 500, 503, 302] {
             assert!(matches!(Delivery::from_answer(code, b"<html>", &to), Delivery::Temporary(_)), "{code}");
         }
+        // "Not now" from a Nyx5 house (its error document, the code the status): it read the
+        // request, and a copy may yet be taken. A document whose code is not the status is not
+        // one (a proxy relaying some other answer).
+        let later = br#"{"ok":false,"code":503,"error":"unavailable","reason":"card unreachable"}"#;
+        assert_eq!(Delivery::from_answer(503, later, &to), Delivery::Deferred("503 card unreachable".into()));
+        assert!(matches!(Delivery::from_answer(502, later, &to), Delivery::Temporary(_)));
+        assert!(matches!(Delivery::from_answer(503, br#"{"code":503}"#, &to), Delivery::Temporary(_)));
         for code in [400, 402, 404, 409, 410, 413] {
             assert!(matches!(Delivery::from_answer(code, b"", &to), Delivery::Permanent(c, _) if c == code));
         }
         // A 2xx that is not a Nyx5 answer naming every recipient delivers nothing.
-        let not_answers: [&[u8]; 5] = [
+        let not_answers: [&[u8]; 4] = [
             b"",
             b"<html>Welcome to nginx!</html>",
             br#"{"ok":false,"code":202,"accepted":["x@b.test"]}"#,
             br#"{"code":202,"accepted":["x@b.test","y@b.test"]}"#,
-            br#"{"ok":true,"code":202,"accepted":["x@b.test"]}"#,
         ];
         for body in not_answers {
             let d = Delivery::from_answer(202, body, &to);
             assert!(matches!(d, Delivery::Temporary(_)), "{}: {d:?}", String::from_utf8_lossy(body));
         }
+        // A Nyx5 answer that leaves a recipient out read the request: deferred.
+        let partial = br#"{"ok":true,"code":202,"accepted":["x@b.test"]}"#;
+        assert!(matches!(Delivery::from_answer(202, partial, &to), Delivery::Deferred(_)));
     }
 
     /// A refusal that is not a 2xx still settles every recipient: the ones it names with their
@@ -1035,17 +1060,24 @@ mod tests {
         assert_eq!(p.bounced.len(), 1);
         assert_eq!(p.final_state(), "delivered");
         assert_eq!(p.domain, DomainEffect::Recovered);
-        // A per-recipient 429 waits; the accepted one is settled.
+        // A per-recipient 429 waits; the accepted one is settled. The house read the request and
+        // said "not now" for y: a copy may yet reach it, so a later refusal leaves it undetermined.
         let d = Delivery::Delivered(vec![
             (a("x@b.test"), Verdict::Accepted),
             (a("y@b.test"), Verdict::Rejected { code: 429, reason: "slow down".into() }),
         ]);
         let p = plan(&j, &pending, d, None, 0, &r);
         assert!(matches!(p.step, Step::Retry { next_attempt: 1_000, .. }));
+        assert_eq!(p.progress.maybe, [a("y@b.test")]);
         let j2 = Job { progress: p.progress.clone(), attempts: 1, ..j.clone() };
         assert_eq!(j2.pending(), vec![a("y@b.test")]);
-        // Permanent: everyone pending bounces.
         let p = plan(&j2, &j2.pending(), Delivery::Permanent(403, "no".into()), None, 0, &r);
+        assert_eq!(p.final_state(), "delivered");
+        assert!(p.progress.bounced.is_empty());
+        assert_eq!(p.progress.undetermined, [a("y@b.test")]);
+        // Permanent, with no earlier attempt in doubt: everyone pending bounces.
+        let fresh = Job { progress: Progress { delivered: vec![a("x@b.test")], ..Progress::default() }, ..j.clone() };
+        let p = plan(&fresh, &fresh.pending(), Delivery::Permanent(403, "no".into()), None, 0, &r);
         assert_eq!(p.final_state(), "delivered");
         assert_eq!(p.progress.bounced.len(), 1);
         let p = plan(&j, &pending, Delivery::Permanent(403, "no".into()), None, 0, &r);
@@ -1069,6 +1101,15 @@ mod tests {
         // A plain temporary failure (it never left) marks nobody.
         let t = plan(&j, &j.pending(), Delivery::Temporary("unreachable".into()), None, 0, &r);
         assert!(t.progress.maybe.is_empty());
+        // A house that read it and said "not now" marks everyone it named, as the unanswered
+        // attempt does (a copy may yet be taken), but its answer gives the deadline back.
+        let d = plan(&j, &j.pending(), Delivery::Deferred("503 card unreachable".into()), None, 0, &r);
+        assert_eq!(d.progress.maybe, p.progress.maybe);
+        assert!(!d.unanswered && matches!(d.step, Step::Retry { .. }));
+        let deferred = Job { progress: d.progress.clone(), attempts: 1, ..j.clone() };
+        let gave_up = plan(&deferred, &deferred.pending(), late(&deferred, 2_000_000, &r), None, 2_000_000, &r);
+        assert!(gave_up.bounced.is_empty(), "a deferred recipient bounced at the give-up time: {gave_up:?}");
+        assert_eq!(gave_up.undetermined, [a("x@b.test"), a("y@b.test")]);
         let j2 = Job { progress: p.progress.clone(), attempts: 1, ..j.clone() };
         assert_eq!(j2.pending(), j.pending(), "maybe settles nobody");
         // The give-up time passes with no answer: undetermined, not bounced.
@@ -1078,7 +1119,7 @@ mod tests {
         assert_eq!(given_up.progress.undetermined, given_up.undetermined);
         let Step::Finish { error: Some(why) } = &given_up.step else { panic!("{:?}", given_up.step) };
         assert!(
-            why.starts_with("undetermined (it may have been delivered): an attempt went unanswered, then 503"),
+            why.starts_with("undetermined (it may have been delivered): an earlier attempt may yet land, then 503"),
             "{why}"
         );
         assert_eq!(given_up.undetermined_why.as_deref(), Some(why.as_str()));
@@ -1108,7 +1149,7 @@ mod tests {
         assert_eq!(p.undetermined, [a("y@b.test")]);
         assert_eq!(p.bounced, [Bounce { to: a("z@b.test"), code: 404, reason: "no z".into() }]);
         let why = p.undetermined_why.as_deref().unwrap_or_default();
-        assert!(why.ends_with("an attempt went unanswered, then 410 expired"), "{why}");
+        assert!(why.ends_with("an earlier attempt may yet land, then 410 expired"), "{why}");
         let dup = plan(&j2, &j2.pending(), Delivery::Duplicate, None, 0, &r);
         assert_eq!(dup.delivered.len(), 2);
         // What a job remembers round-trips through `jobs.result`, and a job without any of it

@@ -32,8 +32,10 @@ const REGRESSIONS: &[u64] = &[16, 119, 162, 2362];
 /// operation, and the job gave up days later as "no attempt succeeded"; seed 633, a house days
 /// ahead refused an envelope as expired for good, then took a copy once set right; seed 116 (and
 /// 133, 279, 334, 379, 397, 409, 431, 638, 659), an expired envelope was retried until the give-up
-/// time while its destination answered "expired lately".
-const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245, 349, 549, 633, 116];
+/// time while its destination answered "expired lately"; seed 1289 (and 853, 1267), a house
+/// answered "not now" (it could not fetch the sender's domain card) until the sender gave up and
+/// bounced, then took a copy of the last attempt.
+const LONG_REGRESSIONS: &[u64] = &[2, 12, 55, 245, 349, 549, 633, 116, 1289];
 /// Steps of a long-horizon run: about three simulated weeks.
 const LONG_STEPS: u64 = 3000;
 

@@ -147,8 +147,9 @@ pub enum Notice {
     Delivered { recipients: Vec<Address> },
     /// Not delivered to these recipients, with the wire code and reason.
     Bounced { recipients: Vec<Address>, code: u16, reason: String },
-    /// Neither delivered nor bounced, for good: an attempt went unanswered (it may have reached
-    /// these recipients) and no later answer said either way before the house stopped asking.
+    /// Neither delivered nor bounced, for good: an attempt went unanswered, or the destination
+    /// read one and said "not now" (a copy of it may yet be taken), and no later answer said it
+    /// holds the envelope before the house stopped asking.
     /// Never sent for a recipient the house bounced, nor with a bounce for the same one.
     Undetermined { recipients: Vec<Address>, reason: String },
 }

@@ -69,7 +69,8 @@ pub struct Summary {
     pub delivered: u64,
     pub bounced: u64,
     /// Of those recipients: reported "undetermined (it may have been delivered)" to the sender
-    /// (an attempt went unanswered and no answer came before the house stopped asking), and of
+    /// (an attempt went unanswered, or a house said "not now", and no answer that it holds the
+    /// envelope came before the sender stopped asking), and of
     /// those, delivered in fact.
     pub undetermined: u64,
     pub undetermined_delivered: u64,
