@@ -13,10 +13,10 @@ use super::agent::SimAgent;
 use super::check::{self, Sent, Tracked};
 use super::world::{Faults, Prng, World};
 use super::{Failure, Params, Summary};
+use crate::config::rotated_previous;
 use crate::http::{Request, Response};
 use crate::ports::Db;
 use crate::sqlite::SqliteDb;
-use crate::config::rotated_previous;
 use crate::{Config, Registration};
 
 /// 2026-09-04T19:00:00Z: where every run's clock starts.
@@ -954,7 +954,9 @@ impl Sim {
             rounds += 1;
             if rounds > DRAIN_ROUNDS {
                 let jobs = check::pending_jobs(&self.world);
-                return Err(self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks:\n{jobs}")));
+                return Err(
+                    self.fail(format!("{pending} jobs still pending after {DRAIN_ROUNDS} rounds of ticks:\n{jobs}"))
+                );
             }
             if let Some(due) = due.filter(|d| *d > self.world.now()) {
                 self.world.advance(due - self.world.now());
@@ -1192,7 +1194,7 @@ mod tests {
         panic!("seed {seed}: no house with {needs:?} after 600 steps");
     }
 
-    const WAITING: &str = "SELECT 1 FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1";
+    const WAITING: &str = "SELECT 1 FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL LIMIT 1";
     const CREDIT: &str = "SELECT 1 FROM libro_accounts WHERE balance > 0 AND account NOT LIKE 'escrow:%' LIMIT 1";
 
     /// What the checks say of a world whose house answers `needs` once `wrongs` have been run
@@ -1222,7 +1224,7 @@ mod tests {
     fn the_checks_name_a_wrong_planted_in_a_house() {
         let usage = planted(
             "UPDATE mailbox_usage SET envelopes = envelopes + 1
-             WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
+             WHERE local = (SELECT local FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL LIMIT 1)",
         );
         assert!(usage.contains("mailbox usage counts"), "{usage}");
         // The run itself names it at its next step, not only at its end.
@@ -1240,13 +1242,13 @@ mod tests {
         assert!(failure.what.contains("mailbox usage counts") && failure.step == last + 1, "{failure}");
         let hidden = planted(
             "UPDATE mailbox SET seq = -seq
-             WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
+             WHERE seq = (SELECT max(seq) FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL)",
         );
         assert!(hidden.contains("on the wrong side"), "{hidden}");
         // Into the next mailbox's range, past any `n` it holds.
         let astray = planted(
             "UPDATE mailbox SET seq = seq + 1073741824 + 1000000
-             WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
+             WHERE seq = (SELECT max(seq) FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL)",
         );
         assert!(astray.contains("outside its mailbox's range"), "{astray}");
         let sum = planted(

@@ -37,18 +37,21 @@ pub mod constraint {
     pub const GUARD: &str = "guard";
     /// `mailbox_usage`: a mailbox may not hold more than its quota.
     pub const MAILBOX_QUOTA: &str = "mailbox_quota";
+    /// `mailbox_usage.acked_through`: an acknowledgment's decision met a watermark, or envelopes,
+    /// another acknowledgment had changed since it read them (migration 0020).
+    pub const MAILBOX_ACK_RACED: &str = "mailbox_ack_raced";
     /// `tareas_claims`: a task taken past the desk's quota (migration 0010).
     pub const TAREAS_QUOTA: &str = "tareas_quota";
 }
 
 /// The upkeep of tables strangers fill, for the periodic tick: the bodies of envelopes
 /// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
-/// tick), and cached cards past their five minutes.
+/// tick: moved ones by their `acked_at`, the rest by the watermark raises that acknowledged
+/// them), and cached cards past their five minutes.
 pub fn upkeep(now: i64) -> Vec<Stmt> {
-    let mut stmts = Vec::from(inbox::drop_bodies(
-        now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS),
-        crate::mailbox::BODY_DROP_BATCH,
-    ));
+    let before = now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS);
+    let mut stmts = Vec::from(inbox::drop_bodies(before, crate::mailbox::BODY_DROP_BATCH));
+    stmts.extend(inbox::drop_ranges(before, crate::mailbox::BODY_DROP_RANGES));
     stmts.push(resolver::purge(now));
     stmts
 }

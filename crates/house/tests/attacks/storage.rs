@@ -323,6 +323,92 @@ fn a_page_walks_only_what_waits_however_it_was_acknowledged() {
     assert_eq!(page(0), [(8, "m8".to_owned())]);
 }
 
+/// Acknowledging what was read, in order, rewrites no envelope's row (issue 36 §1): the
+/// mailbox's watermark rises over them, one row, where each row used to move below zero (three
+/// rows written per envelope on D1: the row, its `UNIQUE` entry, its `mailbox_acked` entry). The
+/// rows changed by the ack are counted by SQLite itself (`total_changes()`): the usage row, the
+/// raise, the token's nonce — not one per envelope. Still acknowledged all the same: the page is
+/// empty, a redelivery is a duplicate, and the bodies go 7 days later by the raise.
+#[test]
+fn acknowledging_a_page_in_order_rewrites_no_envelope() {
+    let (w, a, b, ana, bob) = pair(|_| {});
+    let ids: Vec<String> = (1..=40).map(|i| format!("p{i}")).collect();
+    for id in &ids {
+        assert_eq!(deliver(&a, &b, &signed(&ana, id, &bob.address, "hello")).status, 202);
+    }
+    let changes = || count(&b, "SELECT total_changes() AS n");
+    let before = changes();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert_eq!(ack(&b, &bob, &refs), 40);
+    let written = changes() - before;
+    println!("rows changed by an ack of 40 in order: {written}");
+    assert!(written <= 4, "an ack of 40 in order changed {written} rows");
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND seq < 0"), 0, "none moved");
+    assert!(mailbox(&b, &bob).is_empty(), "nothing waits");
+    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+    assert_eq!(ack(&b, &bob, &refs), 0, "twice changes nothing");
+    let again = deliver(&a, &b, &signed(&ana, "p7", &bob.address, "hello"));
+    assert_eq!(json(&again, 200).as_object().unwrap()["duplicate"], Value::Bool(true));
+    // A new envelope comes after the watermark and waits.
+    assert_eq!(deliver(&a, &b, &signed(&ana, "p41", &bob.address, "hello")).status, 202);
+    assert_eq!(mailbox(&b, &bob).len(), 1);
+    // Seven days on, the raise drops their bodies and their bytes, and is forgotten.
+    w.clock.advance(7 * 86_400_000 + MINUTE);
+    w.tick_all();
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND envelope != ''"), 1);
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox_acks"), 0);
+    assert_eq!(count(&b, "SELECT bytes AS n FROM mailbox_usage WHERE local = 'bob'"), mailbox_bytes(&b, "p41"));
+}
+
+fn mailbox_bytes(house: &TestHouse, id: &str) -> i64 {
+    block_on(house.db.query(stmt!("SELECT bytes AS n FROM mailbox WHERE envelope_id = ?", id))).unwrap()[0]
+        .int("n")
+        .unwrap()
+}
+
+/// Two acknowledgments of one mailbox at once: the one decided from what the other changed is
+/// undone whole by its guard (`mailbox_ack_raced`), and the route reads and decides again, so
+/// the count is taken off once and the answer counts only what it acknowledged.
+#[test]
+fn an_acknowledgment_decided_on_a_stale_read_is_undone() {
+    use nyx5_house::store::inbox;
+    let (_w, a, b, ana, bob) = pair(|_| {});
+    for id in ["r1", "r2", "r3"] {
+        assert_eq!(deliver(&a, &b, &signed(&ana, id, &bob.address, "hello")).status, 202);
+    }
+    let ids = r#"["r1","r2"]"#;
+    let facts = |ids: &str| {
+        let rows = block_on(inbox::ack_facts(&b.db, "bob", ids)).unwrap();
+        let waiting: Vec<(String, i64, bool)> = rows
+            .iter()
+            .map(|r| (r.text("id").unwrap().to_owned(), r.int("n").unwrap(), r.int("counted").unwrap() != 0))
+            .collect();
+        let read = rows.first().and_then(|r| r.int("w")).unwrap_or(0);
+        nyx5_house::mailbox::plan_ack(read, rows.first().and_then(|r| r.int("other")), &waiting)
+    };
+    let stale = facts(ids);
+    assert_eq!((stale.through, stale.acked), (2, 2));
+    // Another acknowledgment of r1 gets in between.
+    assert_eq!(ack(&b, &bob, &["r1"]), 1);
+    let quota = b.config.quota();
+    match block_on(b.db.batch(inbox::ack("bob", ids, &stale, 0, quota))) {
+        Err(nyx5_house::ports::PortError::Constraint { name }) => assert_eq!(name, "mailbox_ack_raced"),
+        other => panic!("the stale ack went through: {other:?}"),
+    }
+    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 2, "r2, r3 wait");
+    // One moved out of order under a watermark that did not move is caught as well.
+    let stale = facts(r#"["r3"]"#);
+    assert_eq!(stale.moved.as_deref(), Some(r#"["r3"]"#));
+    assert_eq!(ack(&b, &bob, &["r3"]), 1);
+    match block_on(b.db.batch(inbox::ack("bob", r#"["r3"]"#, &stale, 0, quota))) {
+        Err(nyx5_house::ports::PortError::Constraint { name }) => assert_eq!(name, "mailbox_ack_raced"),
+        other => panic!("the stale ack went through: {other:?}"),
+    }
+    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1, "r2 waits");
+    assert_eq!(ack(&b, &bob, &["r1", "r2", "r3"]), 1);
+    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+}
+
 /// The attacker's house of names: every `r<i>.evil.example` a house of its own, one key.
 struct Evil {
     key: SigningKey,
