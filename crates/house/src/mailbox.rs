@@ -3,8 +3,9 @@
 //! [`House::accept`] reads what it needs in one query (per recipient: card, whether it already
 //! holds the envelope, list hits, rate window, what the mailbox holds), decides per recipient with
 //! [`policy::decide`] and [`quota_full`], then writes one batch: a rate-window count (guarded by
-//! the `rate_cap` CHECK), the mailbox's usage (guarded by the `mailbox_quota` CHECK) and an
-//! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
+//! the `rate_cap` CHECK) and an `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, which
+//! carries its mailbox's tally on (guarded by the `mailbox_quota` CHECK) and whose row count
+//! tells a duplicate.
 //! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
 //! rate window, and a block of a domain blocks its subdomains.
 
@@ -449,7 +450,7 @@ impl<D: Db, N: Net> House<D, N> {
                         if counted {
                             stmts.push(store::agents::count_in_window(bucket, window, cap));
                         }
-                        let [usage, insert] = store::mailbox::insert(
+                        let insert = store::mailbox::insert(
                             local,
                             env.id(),
                             env.from().as_str(),
@@ -457,7 +458,6 @@ impl<D: Db, N: Net> House<D, N> {
                             now.millis(),
                             quota,
                         );
-                        stmts.push(usage);
                         inserts.push((*local, stmts.len()));
                         stmts.push(insert);
                         if let Some(entry_id) = stamp {

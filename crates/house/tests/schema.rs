@@ -348,7 +348,7 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
     // The engine's insert: ana's next envelope is her highest plus one; bo's first is 1.
     let quota = nyx5_house::store::mailbox::Quota { max_envelopes: 10, max_bytes: 1000 };
     for (local, id) in [("ana", "e5"), ("bo", "e6")] {
-        block_on(db.batch(nyx5_house::store::mailbox::insert(local, id, "x@b.test", "{}", 20, quota).into())).unwrap();
+        block_on(db.batch(vec![nyx5_house::store::mailbox::insert(local, id, "x@b.test", "{}", 20, quota)])).unwrap();
     }
     let seq = |id: &str| -> i64 {
         block_on(db.query(stmt!("SELECT seq FROM mailbox WHERE envelope_id = ?", id))).unwrap()[0].int("seq").unwrap()
@@ -499,4 +499,87 @@ fn a_card_takes_its_slot_over_and_is_read_only_under_its_own_key() {
     assert!(matches!(block_on(db.batch(vec![at(slots)])), Err(PortError::Constraint { .. })));
     // Only fresh rows are read.
     assert_eq!(block_on(cached(&db, &rival, 30)).unwrap(), None);
+}
+
+/// Migration 0021 moves a mailbox's count from its usage row into its newest envelope's tally:
+/// what each mailbox holds (waiting envelopes, kept bytes) is the same number before and after.
+/// Afterwards an envelope the engine inserts carries the tally one on, and one inserted by a
+/// Worker from before 0021 (no tally, counted in the usage row as it always did) is counted once.
+#[test]
+fn migration_0021_keeps_what_each_mailbox_holds() {
+    let path = std::env::temp_dir().join(format!("nyx5-migration-0021-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let span = 1_i64 << nyx5_house::store::mailbox::SEQ_BITS;
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE,
+               applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);",
+        )
+        .unwrap();
+        migrate(&c, None, "0021_mailbox_tally.sql");
+        for (name, _) in nyx5_house::migrations::MIGRATIONS.iter().take_while(|(n, _)| *n != "0021_mailbox_tally.sql") {
+            c.execute("INSERT INTO d1_migrations (name) VALUES (?1)", [name]).unwrap();
+        }
+        c.execute_batch(
+            "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES
+               ('ana', '{}', 's', 'open', 0, 0), ('cy', '{}', 's', 'open', 0, 0), ('dee', '{}', 's', 'open', 0, 0);",
+        )
+        .unwrap();
+        // ana: 1 waiting (7 bytes), 2 acknowledged (one kept, 5 bytes; one dropped), a notice
+        // newest; 3 rows counted ever, usage 1 envelope and 12 bytes. cy: a notice only. dee:
+        // one acknowledged out of order, newest, below zero.
+        let ins = |seq: i64, local: &str, id: &str, acked: Option<i64>, bytes: Option<i64>| {
+            c.execute(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, acked_at, bytes)
+                 VALUES (?1, ?2, ?3, 'bo@b.test', '{}', 1, ?4, ?5)",
+                rusqlite::params![seq.abs(), local, id, acked, bytes],
+            )
+            .unwrap();
+            // Acknowledged out of order: moved below zero, as the engine does.
+            if seq < 0 {
+                c.execute("UPDATE mailbox SET seq = -seq WHERE envelope_id = ?1", [id]).unwrap();
+            }
+        };
+        ins(span + 1, "ana", "a1", None, Some(7));
+        ins(-(span + 2), "ana", "a2", Some(5), Some(5));
+        ins(-(span + 3), "ana", "a3", Some(5), Some(0));
+        ins(span + 4, "ana", "a4", None, None);
+        ins(2 * span + 1, "cy", "c1", None, None);
+        ins(3 * span + 1, "dee", "d1", None, Some(3));
+        ins(-(3 * span + 2), "dee", "d2", Some(9), Some(4));
+        c.execute_batch(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes) VALUES
+               ('ana', 1, 12, 10, 1000), ('dee', 1, 7, 10, 1000);",
+        )
+        .unwrap();
+    }
+    let db = SqliteDb::open(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let held = |local: &str| {
+        let rows = block_on(nyx5_house::store::mailbox::usage(&db, &format!("[\"{local}\"]"))).unwrap();
+        (rows[0].int("envelopes").unwrap(), rows[0].int("bytes").unwrap())
+    };
+    assert_eq!([held("ana"), held("cy"), held("dee")], [(1, 12), (0, 0), (1, 7)]);
+    let quota = nyx5_house::store::mailbox::Quota { max_envelopes: 10, max_bytes: 1000 };
+    block_on(db.batch(vec![nyx5_house::store::mailbox::insert("ana", "a5", "x@b.test", "{\"c\":3}", 20, quota)]))
+        .unwrap();
+    assert_eq!(held("ana"), (2, 19));
+    block_on(db.batch(vec![nyx5_house::store::mailbox::insert("dee", "d3", "x@b.test", "{}", 20, quota)])).unwrap();
+    assert_eq!(held("dee"), (2, 9));
+    // A Worker from before 0021: its own insert, and its count in the usage row.
+    block_on(db.batch(vec![
+        stmt!(
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, bytes)
+             VALUES (? + 6, 'ana', 'old', 'x@b.test', '{}', 21, 2)",
+            span
+        ),
+        stmt!("UPDATE mailbox_usage SET envelopes = envelopes + 1, bytes = bytes + 2 WHERE local = 'ana'"),
+    ]))
+    .unwrap();
+    assert_eq!(held("ana"), (3, 21));
+    block_on(db.batch(vec![nyx5_house::store::mailbox::insert("ana", "a7", "x@b.test", "{}", 22, quota)])).unwrap();
+    assert_eq!(held("ana"), (4, 23));
+    let n = block_on(db.query(stmt!("SELECT seq - ? AS n FROM mailbox WHERE envelope_id = 'a7'", span))).unwrap();
+    assert_eq!(n[0].int("n"), Some(7), "after the old Worker's row");
 }

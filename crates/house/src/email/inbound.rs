@@ -232,14 +232,7 @@ impl<D: Db, N: Net> House<D, N> {
             stmts.push(store::agents::count_in_window(&standing.bucket(to.local()), window, cap));
         }
         // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
-        stmts.extend(store::mailbox::insert(
-            to.local(),
-            &id,
-            gateway.as_str(),
-            env.canonical_str(),
-            now.millis(),
-            quota,
-        ));
+        stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis(), quota));
         let changes = match self.db.batch(stmts).await {
             Ok(c) => c,
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {

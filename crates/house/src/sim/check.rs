@@ -311,15 +311,26 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     let off = rows(
         house,
         stmt!(
-            "SELECT coalesce(u.local, m.local) AS local, coalesce(u.envelopes, 0) AS counted, coalesce(m.n, 0) AS held,
-                    coalesce(u.bytes, 0) AS counted_bytes, coalesce(m.bytes, 0) AS held_bytes
-               FROM mailbox_usage u
-               FULL JOIN (SELECT m.local AS local,
+            concat!(
+            "WITH x AS MATERIALIZED (
+             SELECT a.local AS local, coalesce(u.envelopes, 0) AS off_n, coalesce(u.bytes, 0) AS off_bytes, ",
+            crate::store::mailbox::tally!(),
+            " AS t FROM agents a LEFT JOIN mailbox_usage u ON u.local = a.local)
+             SELECT x.local AS local, x.off_n + coalesce(json_extract(x.t, '$[1]'), 0) AS counted,
+                    coalesce(m.n, 0) AS held,
+                    x.off_bytes + coalesce(json_extract(x.t, '$[2]'), 0) AS counted_bytes,
+                    coalesce(m.bytes, 0) AS held_bytes
+               FROM x
+               LEFT JOIN (SELECT m.local AS local,
                                  count(*) FILTER (WHERE m.seq > 0 AND m.seq & 1073741823 > coalesce(w.acked_through, 0)) AS n,
                                  sum(m.bytes) AS bytes
                             FROM mailbox m LEFT JOIN mailbox_usage w ON w.local = m.local
-                           WHERE m.bytes IS NOT NULL GROUP BY m.local) m ON m.local = u.local
-              WHERE coalesce(u.envelopes, 0) != coalesce(m.n, 0) OR coalesce(u.bytes, 0) != coalesce(m.bytes, 0)"
+                           WHERE m.bytes IS NOT NULL GROUP BY m.local) m ON m.local = x.local
+              WHERE counted != held OR counted_bytes != held_bytes
+             UNION ALL
+             SELECT u.local, u.envelopes, 0, u.bytes, 0 FROM mailbox_usage u
+              WHERE NOT EXISTS (SELECT 1 FROM agents a WHERE a.local = u.local) AND (u.envelopes != 0 OR u.bytes != 0)"
+            )
         ),
     )?;
     if let Some(r) = off.first() {
@@ -330,6 +341,17 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
             int(r, "counted_bytes")?,
             int(r, "held")?,
             int(r, "held_bytes")?
+        ));
+    }
+    // Every row the engine writes carries its mailbox's tally on (migration 0021): one without
+    // it would leave what a mailbox holds to rows the quota no longer counts.
+    let untallied =
+        rows(house, stmt!("SELECT local, envelope_id FROM mailbox WHERE total_n IS NULL OR total_bytes IS NULL"))?;
+    if let Some(r) = untallied.first() {
+        return Err(format!(
+            "{}'s envelope {} was written without its mailbox's tally",
+            text(r, "local")?,
+            text(r, "envelope_id")?
         ));
     }
     // A watermark never passes the highest `n` its mailbox gave (an envelope accepted later would

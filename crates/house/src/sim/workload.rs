@@ -1223,15 +1223,15 @@ mod tests {
     #[test]
     fn the_checks_name_a_wrong_planted_in_a_house() {
         let usage = planted(
-            "UPDATE mailbox_usage SET envelopes = envelopes + 1
-             WHERE local = (SELECT local FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL LIMIT 1)",
+            "UPDATE mailbox SET total_n = total_n + 1
+             WHERE abs(seq) = (SELECT max(abs(seq)) FROM mailbox WHERE bytes IS NOT NULL)",
         );
         assert!(usage.contains("mailbox usage counts"), "{usage}");
         // The run itself names it at its next step, not only at its end.
         let (mut sim, _) = busy(5, &[WAITING, CREDIT]);
         let house = sim.world.house(&sim.world.domains()[0]).unwrap();
         let wrong =
-            stmt!("UPDATE mailbox_usage SET envelopes = envelopes + 7 WHERE local = (SELECT min(local) FROM agents)");
+            stmt!("UPDATE mailbox SET total_n = total_n + 7 WHERE abs(seq) = (SELECT max(abs(seq)) FROM mailbox)");
         assert_eq!(run(house.db.sqlite.batch(vec![wrong])).unwrap().unwrap(), [1]);
         drop(house);
         let failure = sim.step().unwrap_err();

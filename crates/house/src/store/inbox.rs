@@ -118,7 +118,8 @@ pub struct AckPlan {
 
 /// Acknowledges what `plan` decided for `ids` (the same JSON array [`ack_facts`] read) in
 /// `local`'s mailbox, at `now`. The first statement is the guard and the count: the mailbox's
-/// usage takes the acknowledged envelopes off its count and its watermark rises to
+/// usage takes the acknowledged envelopes off what it holds (its tally stays: migration 0021)
+/// and its watermark rises to
 /// `plan.through`, unless the watermark or what waits among `ids` changed since they were read
 /// (then `mailbox_ack_raced` undoes the batch). The second remembers when the raise happened (for
 /// [`drop_bodies`]); the third moves the envelopes past an envelope still waiting below zero, as
@@ -131,7 +132,7 @@ pub fn ack(local: &str, ids: &str, plan: &AckPlan, now: i64, quota: mailbox::Quo
     }
     let mut stmts = vec![stmt!(
         "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through)
-         VALUES (?1, 0, 0, ?2, ?3, ?4)
+         VALUES (?1, -?5, 0, ?2, ?3, ?4)
          ON CONFLICT (local) DO UPDATE SET envelopes = envelopes - ?5,
            acked_through = CASE
              WHEN acked_through = ?6

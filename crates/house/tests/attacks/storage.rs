@@ -27,6 +27,13 @@ fn count(house: &TestHouse, sql: &'static str) -> i64 {
     block_on(house.db.query(stmt!(sql))).unwrap()[0].int("n").unwrap()
 }
 
+/// What `local`'s mailbox holds towards its quota, envelopes and bytes: its tally less what
+/// `mailbox_usage` says acknowledgments and dropped bodies took off (migration 0021).
+fn held(house: &TestHouse, local: &str) -> (i64, i64) {
+    let rows = block_on(nyx5_house::store::mailbox::usage(&house.db, &format!("[\"{local}\"]"))).unwrap();
+    (rows[0].int("envelopes").unwrap(), rows[0].int("bytes").unwrap())
+}
+
 /// Houses a.test (ana) and b.test (bob), b.test started from `config`.
 fn pair(edit: impl FnOnce(&mut nyx5_house::Config)) -> (World, Rc<TestHouse>, Rc<TestHouse>, Agent, Agent) {
     let w = World::new();
@@ -203,7 +210,7 @@ fn two_deliveries_racing_for_the_last_place_take_it_once() {
     statuses.sort_unstable();
     assert_eq!(statuses, [202, 429]);
     assert_eq!(mailbox(&b, &bob).len(), 1);
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1);
+    assert_eq!(held(&b, "bob").0, 1);
 }
 
 #[test]
@@ -222,7 +229,7 @@ fn one_envelope_delivered_twice_at_once_is_taken_once() {
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 202], "the second copy must not be accepted again");
     assert_eq!(mailbox(&b, &bob).len(), 1);
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1);
+    assert_eq!(held(&b, "bob").0, 1);
     assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE envelope_id = 'twice'"), 1);
 }
 
@@ -345,7 +352,7 @@ fn acknowledging_a_page_in_order_rewrites_no_envelope() {
     assert!(written <= 4, "an ack of 40 in order changed {written} rows");
     assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND seq < 0"), 0, "none moved");
     assert!(mailbox(&b, &bob).is_empty(), "nothing waits");
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+    assert_eq!(held(&b, "bob").0, 0);
     assert_eq!(ack(&b, &bob, &refs), 0, "twice changes nothing");
     let again = deliver(&a, &b, &signed(&ana, "p7", &bob.address, "hello"));
     assert_eq!(json(&again, 200).as_object().unwrap()["duplicate"], Value::Bool(true));
@@ -357,13 +364,38 @@ fn acknowledging_a_page_in_order_rewrites_no_envelope() {
     w.tick_all();
     assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND envelope != ''"), 1);
     assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox_acks"), 0);
-    assert_eq!(count(&b, "SELECT bytes AS n FROM mailbox_usage WHERE local = 'bob'"), mailbox_bytes(&b, "p41"));
+    assert_eq!(held(&b, "bob").1, mailbox_bytes(&b, "p41"));
 }
 
 fn mailbox_bytes(house: &TestHouse, id: &str) -> i64 {
     block_on(house.db.query(stmt!("SELECT bytes AS n FROM mailbox WHERE envelope_id = ?", id))).unwrap()[0]
         .int("n")
         .unwrap()
+}
+
+/// An accepted envelope changes two rows (issue 36 §1): its own, and its sender's rate window.
+/// The mailbox's count is the envelope's row itself, a running tally, where it used to be a usage
+/// row rewritten by every envelope (on D1, four rows written with the `UNIQUE` entry; now three).
+/// The quota still holds to the envelope: the sixth of a five-envelope mailbox is refused, and an
+/// acknowledgment makes room again.
+#[test]
+fn an_accepted_envelope_rewrites_no_usage_row() {
+    let (_w, a, b, ana, bob) = pair(|c| c.mailbox_max_envelopes = 5);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "t0", &bob.address, "warm")).status, 202);
+    let changes = || count(&b, "SELECT total_changes() AS n");
+    for i in 1..=4 {
+        let before = changes();
+        assert_eq!(deliver(&a, &b, &signed(&ana, &format!("t{i}"), &bob.address, "hello")).status, 202);
+        let written = changes() - before;
+        assert_eq!(written, 2, "envelope {i} changed {written} rows");
+    }
+    assert_eq!(held(&b, "bob").0, 5);
+    let full = deliver(&a, &b, &signed(&ana, "t5", &bob.address, "hello"));
+    assert_eq!(full.status, 429, "{}", reason(&full));
+    assert_eq!(ack(&b, &bob, &["t0", "t1"]), 2);
+    assert_eq!(held(&b, "bob").0, 3);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "t5", &bob.address, "hello")).status, 202);
+    assert_eq!(held(&b, "bob").0, 4);
 }
 
 /// Two acknowledgments of one mailbox at once: the one decided from what the other changed is
@@ -395,7 +427,7 @@ fn an_acknowledgment_decided_on_a_stale_read_is_undone() {
         Err(nyx5_house::ports::PortError::Constraint { name }) => assert_eq!(name, "mailbox_ack_raced"),
         other => panic!("the stale ack went through: {other:?}"),
     }
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 2, "r2, r3 wait");
+    assert_eq!(held(&b, "bob").0, 2, "r2, r3 wait");
     // One moved out of order under a watermark that did not move is caught as well.
     let stale = facts(r#"["r3"]"#);
     assert_eq!(stale.moved.as_deref(), Some(r#"["r3"]"#));
@@ -404,9 +436,9 @@ fn an_acknowledgment_decided_on_a_stale_read_is_undone() {
         Err(nyx5_house::ports::PortError::Constraint { name }) => assert_eq!(name, "mailbox_ack_raced"),
         other => panic!("the stale ack went through: {other:?}"),
     }
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1, "r2 waits");
+    assert_eq!(held(&b, "bob").0, 1, "r2 waits");
     assert_eq!(ack(&b, &bob, &["r1", "r2", "r3"]), 1);
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+    assert_eq!(held(&b, "bob").0, 0);
 }
 
 /// The attacker's house of names: every `r<i>.evil.example` a house of its own, one key.
@@ -603,7 +635,7 @@ fn acknowledging_at_once_does_not_open_the_mailbox_to_an_unending_stream() {
     // Once the tick has dropped the body, the room is free again.
     w.clock.advance(nyx5_house::mailbox::ACKED_BODY_KEEP_MS + MINUTE);
     w.tick_all();
-    assert_eq!(count(&b, "SELECT bytes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+    assert_eq!(held(&b, "bob").1, 0);
     assert_eq!(deliver(&a, &b, &signed(&ana, "s2", &bob.address, &body)).status, 202);
 }
 
