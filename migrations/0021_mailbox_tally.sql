@@ -25,3 +25,18 @@ UPDATE mailbox SET total_n = t.n, total_bytes = t.b
 UPDATE mailbox_usage SET envelopes = envelopes - t.n, bytes = bytes - t.b
   FROM m21_tally AS t WHERE t.local = mailbox_usage.local;
 DROP TABLE m21_tally;
+
+-- Every authenticated request (a page, an ack, a send) writes its token's nonce; the index
+-- `nonces_expiry (keep_until)` made that two rows written, for the tick's purge alone. The table
+-- holds only the nonces of the last few minutes (a token's window), so the purge now reads it
+-- whole, as it reads `rate_windows`: ~10 minutes of requests read once a minute, where each
+-- request wrote a row more (D1's Free plan allows 50 rows read for each row written).
+DROP INDEX nonces_expiry;
+
+-- A delivery job's `jobs_domain (domain, state)` entry was written when the job was queued and
+-- twice more when it ended (its `state` is in the key), for the queries of a destination's
+-- pending jobs alone (a failing domain's jobs postponed, a recovered one's made due, its health
+-- forgotten). An index of pending jobs only serves them all, and an ending job only deletes its
+-- entry: a row written less per envelope sent.
+CREATE INDEX jobs_pending_domain ON jobs (domain) WHERE state = 'pending';
+DROP INDEX jobs_domain;

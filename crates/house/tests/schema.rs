@@ -384,10 +384,11 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
 /// The tick's purges run every minute on tables that grow with traffic: each finds its rows
 /// through an index, never by reading the whole table (D1 bills every row read). The purges of
 /// the outbox (twice a tick), the card cache, the email bridge's outgoing mail and the
-/// authority's hourly counts read all of theirs until migration 0014. Two small
+/// authority's hourly counts read all of theirs until migration 0014. Three small
 /// tables are read whole by design: `rate_windows` (a few minutes of windows; an index on
-/// `window` would cost a row written per envelope) and `domain_health` (a row per failing
-/// destination).
+/// `window` would cost a row written per envelope), `nonces` (the last few minutes of tokens;
+/// its index `nonces_expiry` cost a row written per authenticated request until migration 0021)
+/// and `domain_health` (a row per failing destination).
 /// SQLite's plan for `s`, a line per step.
 fn plan(c: &rusqlite::Connection, s: &nyx5_house::ports::Stmt) -> Vec<String> {
     let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", s.sql)).unwrap();
@@ -427,7 +428,7 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     for s in &stmts {
         let details = plan(&c, s);
         // What a statement may read whole: the two small tables, and its own CTE's few rows.
-        let mut small = vec!["rate_windows", "domain_health"];
+        let mut small = vec!["rate_windows", "nonces", "domain_health"];
         if let Some(cte) = s.sql.trim_start().strip_prefix("WITH ") {
             small.extend(cte.split_whitespace().next());
             // And the CTEs after the first (`…), name AS …`).
@@ -582,4 +583,36 @@ fn migration_0021_keeps_what_each_mailbox_holds() {
     assert_eq!(held("ana"), (4, 23));
     let n = block_on(db.query(stmt!("SELECT seq - ? AS n FROM mailbox WHERE envelope_id = 'a7'", span))).unwrap();
     assert_eq!(n[0].int("n"), Some(7), "after the old Worker's row");
+}
+
+/// A token's nonce is one row written (D1 counts index entries as rows): the table has its key
+/// and nothing else, and the tick's purge reads the few minutes of nonces it holds whole
+/// (migration 0021 dropped `nonces_expiry`, which every authenticated request wrote).
+#[test]
+fn a_nonce_writes_its_row_and_no_index() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let mut s = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'nonces' AND sql IS NOT NULL")
+        .unwrap();
+    let indexes: Vec<String> = s.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    assert!(indexes.is_empty(), "{indexes:?}");
+}
+
+/// A job that ends writes its row and takes its entries out of the indexes of pending jobs, and
+/// writes no other index: every index of `jobs` but its key is over pending jobs only (migration
+/// 0021 replaced `jobs_domain (domain, state)`, whose entry an ending job rewrote).
+#[test]
+fn the_indexes_of_jobs_hold_pending_jobs_only() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let mut s = c
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL")
+        .unwrap();
+    let indexes: Vec<(String, String)> =
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    for (name, sql) in indexes {
+        assert!(sql.ends_with("WHERE state = 'pending'"), "{name}: {sql}");
+    }
 }
