@@ -348,7 +348,7 @@ fn acknowledging_a_page_in_order_rewrites_no_envelope() {
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     assert_eq!(ack(&b, &bob, &refs), 40);
     let written = changes() - before;
-    println!("rows changed by an ack of 40 in order: {written}");
+    eprintln!("rows changed by an ack of 40 in order: {written}");
     assert!(written <= 4, "an ack of 40 in order changed {written} rows");
     assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND seq < 0"), 0, "none moved");
     assert!(mailbox(&b, &bob).is_empty(), "nothing waits");
