@@ -9,8 +9,8 @@
 //! anyone, any other policy only from authenticated senders on its allowlist: 403), the rate
 //! (429; per authenticated From site, else one bucket for all unauthenticated mail to the
 //! mailbox), the mailbox's quota (429, temporary: the MTA keeps the mail queued), then one batch:
-//! the rate count (guarded by the `rate_cap` CHECK), the mailbox's usage (guarded by the
-//! `mailbox_quota` CHECK) and the unsigned envelope. A recipient with a webhook gets the new envelope pushed, as for signed mail.
+//! the rate count (guarded by the `rate_cap` CHECK) and the unsigned envelope, which carries its
+//! mailbox's tally on (guarded by the `mailbox_quota` CHECK). A recipient with a webhook gets the new envelope pushed, as for signed mail.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Value};
