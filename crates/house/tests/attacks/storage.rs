@@ -258,9 +258,10 @@ fn an_acknowledged_body_is_dropped_after_the_window_and_its_id_stays_a_duplicate
     assert!(mailbox(&b, &bob).is_empty());
 }
 
-/// A mailbox has no index of its own for pages (an accepted envelope writes four rows): a page
-/// walks the mailbox's range of the table's key, which holds only what waits, since an
-/// acknowledged envelope moves to the range's mirror below zero. However the acknowledgements
+/// A mailbox has no index of its own for pages (an accepted envelope writes three rows): a page
+/// walks the mailbox's range of the table's key past its watermark, which holds only what waits,
+/// since an acknowledged envelope is under the watermark or has moved to the range's mirror below
+/// zero. However the acknowledgements
 /// come (in order, out of order, of the oldest last), a page reads the waiting envelopes and
 /// nothing else, numbered from 1 in each mailbox, and a new envelope comes after every one ever
 /// taken, acknowledged or not.
