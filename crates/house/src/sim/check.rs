@@ -72,8 +72,11 @@ struct View {
     /// its Libro did).
     delivered: BTreeMap<String, BTreeSet<String>>,
     /// Notices each sender holds: (envelope, recipient) → (bounced, undetermined, the last's why).
-    told: BTreeMap<String, BTreeMap<(String, String), (u32, u32, String)>>,
+    told: BTreeMap<String, Told>,
 }
+
+/// The notices one sender holds, by (envelope, recipient): (bounced, undetermined, the last's why).
+type Told = BTreeMap<(String, String), (u32, u32, String)>;
 
 impl Tracked {
     /// Forgets what the checks read (notices as first read included), so the next check reads
