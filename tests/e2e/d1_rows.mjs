@@ -4,7 +4,13 @@
 // `nyx5 d1: <what> …` in the house's log for every request and tick. Two houses, a.test and
 // b.test, as in two_houses.mjs; checks the figures against benches/budgets.json ("d1").
 //
-//   node tests/e2e/d1_rows.mjs [--write]     (after scripts/build-worker; not part of scripts/test)
+//   node tests/e2e/d1_rows.mjs [--write]     (after scripts/build-worker; a step of scripts/test)
+//
+// Goals (issue 36 §1, budgets.json "d1".goals): an inbound envelope accepted, read in a page of
+// 50 and acknowledged writes at most `inbound_read_acked` rows in all, so that a Free-plan house
+// (`free_plan_rows_written_per_day`) carries at least `free_plan_inbound_per_day` of them a day
+// (checked); an outbound envelope accepted and delivered, and a Libro operation, are printed
+// against theirs (`outbound_delivered`, `libro_operation`).
 //
 // Ports: free ones, found at start (NYX5_D1_PORT=N fixes them at N, N + 1, N + 442, N + 443).
 
@@ -223,6 +229,25 @@ for (const [name, f] of Object.entries(figures)) {
 const perEnvelope = figures.inbound_accept.rows_written;
 const goal = budgets.d1.goal_rows_written_per_inbound;
 console.log(`goal: ≤ ${goal} rows written per accepted envelope: ${perEnvelope <= goal ? 'met' : 'not met'} (${perEnvelope})`);
+// An envelope's life: accepted, then read and acknowledged with 49 others.
+const goals = budgets.d1.goals;
+const life = perEnvelope + (figures.mailbox_page_50.rows_written + figures.mailbox_ack_50.rows_written) / ENVELOPES;
+const perDay = Math.floor(goals.free_plan_rows_written_per_day / life);
+const lifeMet = life <= goals.inbound_read_acked && perDay >= goals.free_plan_inbound_per_day;
+console.log(
+  `goal: ≤ ${goals.inbound_read_acked} rows written per inbound envelope accepted, read in a page of ${ENVELOPES} and ` +
+    `acknowledged: ${lifeMet ? 'met' : 'not met'} (${perEnvelope} + (${figures.mailbox_page_50.rows_written} + ` +
+    `${figures.mailbox_ack_50.rows_written}) / ${ENVELOPES} = ${life.toFixed(2)}; ${goals.free_plan_rows_written_per_day} / ` +
+    `${life.toFixed(2)} = ${perDay} a day on the Free plan, goal ≥ ${goals.free_plan_inbound_per_day})`,
+);
+if (!lifeMet) problems.push(`an inbound envelope's life writes ${life.toFixed(2)} rows (goal ${goals.inbound_read_acked})`);
+const outbound = figures.outbound_accept.rows_written + figures.tick_deliver_one.rows_written;
+console.log(
+  `goal: ≤ ${goals.outbound_delivered} rows written per outbound envelope accepted and delivered: ` +
+    `${outbound <= goals.outbound_delivered ? 'met' : 'not met'} (${figures.outbound_accept.rows_written} + ${figures.tick_deliver_one.rows_written} = ${outbound})`,
+);
+const libro = figures.libro_accept_spot.rows_written;
+console.log(`goal: ≤ ${goals.libro_operation} rows written per Libro operation: ${libro <= goals.libro_operation ? 'met' : 'not met'} (${libro})`);
 if (write) {
   budgets.d1.rows_written = Object.fromEntries(Object.entries(figures).map(([n, f]) => [n, f.rows_written]));
   budgets.d1.rows_read = Object.fromEntries(Object.entries(figures).map(([n, f]) => [n, f.rows_read]));

@@ -1292,9 +1292,13 @@ try {
           SELECT seq FROM mailbox WHERE local NOT IN (SELECT local FROM agents)
             OR json_extract(envelope, '$.id') != envelope_id OR json_extract(envelope, '$.from') != sender
             OR NOT EXISTS (SELECT 1 FROM json_each(mailbox.envelope, '$.to') WHERE value = mailbox.local || '@${d}')`,
-        'each mailbox row lies in its agent’s range of seq, waiting above zero, acknowledged below': `
+        'each mailbox row lies in its agent’s range of seq, acknowledged out of order below zero': `
           SELECT m.seq FROM mailbox AS m JOIN agents AS a ON a.local = m.local
            WHERE abs(m.seq) >> 30 != a.mbox OR abs(m.seq) & 1073741823 = 0 OR (m.acked_at IS NULL) != (m.seq > 0)`,
+        'no watermark passes its mailbox’s newest envelope, and every row carries its mailbox’s tally': `
+          SELECT u.local FROM mailbox_usage AS u
+           WHERE u.acked_through > coalesce((SELECT max(abs(m.seq) & 1073741823) FROM mailbox AS m WHERE m.local = u.local), 0)
+          UNION ALL SELECT local FROM mailbox WHERE total_n IS NULL`,
         'a job is pending exactly when it has not finished': `
           SELECT id FROM jobs WHERE (state = 'pending') != (finished_at IS NULL)`,
         'finished jobs gave their lease back': `
@@ -1366,7 +1370,8 @@ try {
         [
           'PRAGMA quick_check',
           'SELECT local, registered_via FROM agents ORDER BY local',
-          'SELECT local, envelope_id, sender, acked_at IS NOT NULL AS acked FROM mailbox ORDER BY abs(seq)',
+          // Acknowledged: moved below zero, or under its mailbox's watermark (migration 0020).
+          'SELECT local, envelope_id, sender, (seq < 0 OR seq & 1073741823 <= coalesce((SELECT u.acked_through FROM mailbox_usage AS u WHERE u.local = mailbox.local), 0)) AS acked FROM mailbox ORDER BY abs(seq)',
           'SELECT envelope_id, state, attempts FROM jobs ORDER BY id',
           'SELECT envelope_id, envelope, sha256 FROM outbox ORDER BY seq',
           'SELECT domain, sig, pending FROM pins',

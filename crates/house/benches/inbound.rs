@@ -120,7 +120,7 @@ fn inbound_rate(with_relay: bool, round: usize, n: usize) -> (f64, usize) {
 
 /// The yardstick of the engine's share (issue 12): envelope rows per second written to `bo`'s
 /// mailbox through the SQLite port, one INSERT per transaction, the statement the engine writes
-/// an accepted envelope's row with (`store::mailbox::insert`, its second half), text of the
+/// an accepted envelope's row with (`store::mailbox::insert`), text of the
 /// size the other rows send. Nothing else: no parse, no verify, no facts read, no usage or rate
 /// window.
 fn insert_rate(round: usize, n: usize) -> f64 {
@@ -129,7 +129,7 @@ fn insert_rate(round: usize, n: usize) -> f64 {
     let quota = b.config.quota();
     let ids: Vec<String> = (0..n).map(|i| format!("insert-{round}-{i}")).collect();
     let one = |id: &str| {
-        let [_usage, insert] = nyx5_house::store::mailbox::insert("bo", id, "ana@a.test", &text, 1, quota);
+        let insert = nyx5_house::store::mailbox::insert("bo", id, "ana@a.test", &text, 1, quota);
         let changed = block_on(b.db.sqlite.batch(vec![insert])).expect("a new id in bo's mailbox inserts");
         assert_eq!(changed, [1]);
     };

@@ -13,6 +13,19 @@ fn unauthenticated(reason: &str) -> Error {
     Error::new(ErrorKind::Unauthenticated, reason.to_owned())
 }
 
+/// The statement that stores a token's nonce as used (a second use breaks its key).
+fn spend_nonce(claim: &NonceClaim) -> crate::ports::Stmt {
+    store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis())
+}
+
+/// The error of a batch that spent a token's nonce: 401 when the token was used before.
+pub fn nonce_error(e: PortError) -> Error {
+    match e {
+        PortError::Constraint { name } if name == constraint::NONCE_USED => unauthenticated("token already used"),
+        e => port_error(e),
+    }
+}
+
 impl<D: Db, N: Net> House<D, N> {
     /// The verified card of a local agent, with its parent's for a delegated card.
     pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
@@ -39,6 +52,33 @@ impl<D: Db, N: Net> House<D, N> {
     /// and body), signed by a key `keys` allows (403 for a replaced key where only the current
     /// one will do), with a nonce never seen before.
     pub async fn authenticate(&self, req: &Request, keys: Keys) -> Result<Verified<AgentCard>, Error> {
+        let (card, nonce) = self.authenticate_unspent(req, keys).await?;
+        self.db.batch(vec![nonce]).await.map_err(nonce_error)?;
+        Ok(card)
+    }
+
+    /// As [`Self::authenticate_owner`], but the token's nonce is not yet spent: the statement
+    /// that spends it is returned, for the route to put first in the batch that does what the
+    /// request asks (one round trip fewer; a replayed token then fails that batch whole, and
+    /// [`nonce_error`] tells it 401). A route that writes nothing must still run it.
+    pub async fn authenticate_owner_unspent(
+        &self,
+        req: &Request,
+        local: &str,
+        keys: Keys,
+    ) -> Result<(Verified<AgentCard>, crate::ports::Stmt), Error> {
+        let (card, nonce) = self.authenticate_unspent(req, keys).await?;
+        if card.address().local() != local {
+            return Err(Error::forbidden(format!("{} may not act for {local}", card.address())));
+        }
+        Ok((card, nonce))
+    }
+
+    async fn authenticate_unspent(
+        &self,
+        req: &Request,
+        keys: Keys,
+    ) -> Result<(Verified<AgentCard>, crate::ports::Stmt), Error> {
         let header =
             req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
         let parsed = AuthHeader::parse(header)?;
@@ -56,20 +96,12 @@ impl<D: Db, N: Net> House<D, N> {
             .ok_or_else(|| unauthenticated("no such agent here"))?;
         let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
         let claim = parsed.verify(&card, &target, keys, self.now())?;
-        self.use_nonce(claim).await?;
-        Ok(card)
+        Ok((card, spend_nonce(&claim)))
     }
 
     /// Stores a token's nonce as used; a second use is refused (401).
     async fn use_nonce(&self, claim: NonceClaim) -> Result<(), Error> {
-        let stmt = store::agents::use_nonce(claim.address.as_str(), &claim.nonce, claim.keep_until.millis());
-        match self.db.batch(vec![stmt]).await {
-            Ok(_) => Ok(()),
-            Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
-                Err(unauthenticated("token already used"))
-            }
-            Err(e) => Err(port_error(e)),
-        }
+        self.db.batch(vec![spend_nonce(&claim)]).await.map(drop).map_err(nonce_error)
     }
 
     /// Authenticates any verifiable agent, local or foreign (the Libro's direct reads, spec

@@ -3,8 +3,9 @@
 //! [`House::accept`] reads what it needs in one query (per recipient: card, whether it already
 //! holds the envelope, list hits, rate window, what the mailbox holds), decides per recipient with
 //! [`policy::decide`] and [`quota_full`], then writes one batch: a rate-window count (guarded by
-//! the `rate_cap` CHECK), the mailbox's usage (guarded by the `mailbox_quota` CHECK) and an
-//! `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, whose row count tells a duplicate.
+//! the `rate_cap` CHECK) and an `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, which
+//! carries its mailbox's tally on (guarded by the `mailbox_quota` CHECK) and whose row count
+//! tells a duplicate.
 //! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
 //! rate window, and a block of a domain blocks its subdomains.
 
@@ -52,8 +53,33 @@ pub const ACCEPT_ATTEMPTS: usize = 3;
 /// How long an acknowledged envelope keeps its body; then the tick drops it (the row, and so its
 /// id for duplicates, stays).
 pub const ACKED_BODY_KEEP_MS: i64 = 7 * 24 * 3_600_000;
-/// Most bodies one tick drops.
+/// Most bodies of envelopes acknowledged past one still waiting (moved below zero) one tick drops.
 pub const BODY_DROP_BATCH: i64 = 100;
+/// Most watermark raises whose bodies one tick drops (each spans at most 500 rows above zero):
+/// 92,160 raises a day, more than a house on D1's Free plan could write.
+pub const BODY_DROP_RANGES: i64 = 64;
+/// How many times an acknowledgment reads and decides again after another changed its mailbox
+/// under it.
+pub const ACK_ATTEMPTS: usize = 3;
+
+/// What acknowledging does with the envelopes of an ack still waiting (`waiting`: `(id, n,
+/// counted)` in `n` order, every `n` above `read`) in a mailbox whose watermark is `read` and whose
+/// oldest envelope waiting that the ack does not name is `other`. The watermark rises over the
+/// named envelopes below `other` (all of them, when `other` is `None`): every envelope between the
+/// old watermark and the new one is named or already acknowledged, so nothing still waiting falls
+/// under it. The named envelopes above the new watermark (past `other`) are moved below zero one
+/// by one. Pure.
+pub fn plan_ack(read: i64, other: Option<i64>, waiting: &[(String, i64, bool)]) -> store::inbox::AckPlan {
+    let through = waiting.iter().map(|(_, n, _)| *n).filter(|n| other.is_none_or(|o| *n < o)).fold(read, i64::max);
+    let moved: Vec<&str> = waiting.iter().filter(|(_, n, _)| *n > through).map(|(id, _, _)| id.as_str()).collect();
+    store::inbox::AckPlan {
+        read,
+        through,
+        moved: (!moved.is_empty()).then(|| json_list(moved)),
+        acked: i64::try_from(waiting.len()).unwrap_or(i64::MAX),
+        counted: i64::try_from(waiting.iter().filter(|(_, _, counted)| *counted).count()).unwrap_or(i64::MAX),
+    }
+}
 
 /// What a mailbox holds: envelopes waiting to be acknowledged, and the bytes it stores (those
 /// envelopes, and acknowledged ones until their bodies are dropped).
@@ -433,7 +459,7 @@ impl<D: Db, N: Net> House<D, N> {
                         if counted {
                             stmts.push(store::agents::count_in_window(bucket, window, cap));
                         }
-                        let [usage, insert] = store::mailbox::insert(
+                        let insert = store::mailbox::insert(
                             local,
                             env.id(),
                             env.from().as_str(),
@@ -441,7 +467,6 @@ impl<D: Db, N: Net> House<D, N> {
                             now.millis(),
                             quota,
                         );
-                        stmts.push(usage);
                         inserts.push((*local, stmts.len()));
                         stmts.push(insert);
                         if let Some(entry_id) = stamp {
@@ -658,6 +683,32 @@ fn stamp_authority(sender: &AgentCard, amount: i64, hour_ops: i64) -> Option<Err
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The watermark rises over the named envelopes up to the first one waiting that the ack does
+    /// not name, and never past it; what is named beyond moves one by one.
+    #[test]
+    fn an_ack_raises_the_watermark_over_what_it_names_in_order() {
+        let w = |items: &[(&str, i64)]| items.iter().map(|(id, n)| ((*id).to_owned(), *n, true)).collect::<Vec<_>>();
+        // A page read in order and acknowledged whole: one raise, nothing moved.
+        let plan = plan_ack(4, None, &w(&[("a", 5), ("b", 6), ("c", 9)]));
+        assert_eq!((plan.through, plan.moved.as_deref(), plan.acked, plan.counted), (9, None, 3, 3));
+        // 7 waits and is not named: the watermark stops below it; 9 moves.
+        let plan = plan_ack(4, Some(7), &w(&[("a", 5), ("b", 6), ("c", 9)]));
+        assert_eq!((plan.through, plan.moved.as_deref()), (6, Some(r#"["c"]"#)));
+        // The oldest waiting is not named: nothing rises.
+        let plan = plan_ack(4, Some(5), &w(&[("b", 6), ("c", 9)]));
+        assert_eq!((plan.through, plan.moved.as_deref()), (4, Some(r#"["b","c"]"#)));
+        // Nothing waiting among the ids: nothing to write.
+        let plan = plan_ack(4, Some(5), &[]);
+        assert_eq!((plan.through, plan.moved.as_deref(), plan.acked), (4, None, 0));
+        assert!(
+            store::inbox::ack("bo", "[]", &plan, 0, store::mailbox::Quota { max_envelopes: 1, max_bytes: 1 })
+                .is_empty()
+        );
+        // Notices do not count towards the quota.
+        let plan = plan_ack(0, None, &[("n".to_owned(), 1, false), ("e".to_owned(), 2, true)]);
+        assert_eq!((plan.acked, plan.counted, plan.through), (2, 1, 2));
+    }
 
     /// The quota's edges: the last envelope that fits, by count and by bytes, is taken; one more
     /// of either is refused (429), and so is one over both. Kills every mutant of `quota_full`

@@ -22,4 +22,6 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0018_tables_bounded.sql", include_str!("../../../migrations/0018_tables_bounded.sql")),
     ("0019_libro_received_names.sql", include_str!("../../../migrations/0019_libro_received_names.sql")),
     ("0020_known_names.sql", include_str!("../../../migrations/0020_known_names.sql")),
+    ("0021_mailbox_watermark.sql", include_str!("../../../migrations/0021_mailbox_watermark.sql")),
+    ("0022_mailbox_tally.sql", include_str!("../../../migrations/0022_mailbox_tally.sql")),
 ];

@@ -348,7 +348,7 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
     // The engine's insert: ana's next envelope is her highest plus one; bo's first is 1.
     let quota = nyx5_house::store::mailbox::Quota { max_envelopes: 10, max_bytes: 1000 };
     for (local, id) in [("ana", "e5"), ("bo", "e6")] {
-        block_on(db.batch(nyx5_house::store::mailbox::insert(local, id, "x@b.test", "{}", 20, quota).into())).unwrap();
+        block_on(db.batch(vec![nyx5_house::store::mailbox::insert(local, id, "x@b.test", "{}", 20, quota)])).unwrap();
     }
     let seq = |id: &str| -> i64 {
         block_on(db.query(stmt!("SELECT seq FROM mailbox WHERE envelope_id = ?", id))).unwrap()[0].int("seq").unwrap()
@@ -384,10 +384,11 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
 /// The tick's purges run every minute on tables that grow with traffic: each finds its rows
 /// through an index, never by reading the whole table (D1 bills every row read). The purges of
 /// the outbox (twice a tick), the card cache, the email bridge's outgoing mail and the
-/// authority's hourly counts read all of theirs until migration 0014. Two small
+/// authority's hourly counts read all of theirs until migration 0014. Three small
 /// tables are read whole by design: `rate_windows` (a few minutes of windows; an index on
-/// `window` would cost a row written per envelope) and `domain_health` (a row per failing
-/// destination).
+/// `window` would cost a row written per envelope), `nonces` (the last few minutes of tokens;
+/// its index `nonces_expiry` cost a row written per authenticated request until migration 0022)
+/// and `domain_health` (a row per failing destination).
 /// SQLite's plan for `s`, a line per step.
 fn plan(c: &rusqlite::Connection, s: &nyx5_house::ports::Stmt) -> Vec<String> {
     let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", s.sql)).unwrap();
@@ -410,7 +411,7 @@ fn a_page_walks_its_range_of_the_key() {
         nyx5_house::store::inbox::PageBounds { after: 0, limit: 50, bytes: 1 << 20, overhead: 100, unrecorded: 1024 };
     let details = plan(&c, &nyx5_house::store::inbox::page_query("ana", bounds));
     assert!(details.iter().any(|d| d == "SEARCH c USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"), "{details:?}");
-    assert!(!details.iter().any(|d| d.contains("sqlite_autoindex_mailbox")), "{details:?}");
+    assert!(!details.iter().any(|d| d.contains("sqlite_autoindex_mailbox_1")), "{details:?}");
 }
 
 #[test]
@@ -427,9 +428,12 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     for s in &stmts {
         let details = plan(&c, s);
         // What a statement may read whole: the two small tables, and its own CTE's few rows.
-        let mut small = vec!["rate_windows", "domain_health"];
+        let mut small = vec!["rate_windows", "nonces", "domain_health"];
         if let Some(cte) = s.sql.trim_start().strip_prefix("WITH ") {
             small.extend(cte.split_whitespace().next());
+            // And the CTEs after the first (`…), name AS …`).
+            let words: Vec<&str> = cte.split_whitespace().collect();
+            small.extend(words.windows(3).filter(|w| w[0].ends_with("),") && w[2] == "AS").map(|w| w[1]));
         }
         let whole: Vec<&String> = details
             .iter()
@@ -438,8 +442,9 @@ fn the_ticks_purges_read_no_growing_table_whole() {
         assert!(whole.is_empty(), "{}\nreads a table whole: {whole:?} (plan {details:?})", s.sql);
     }
     // (14 since issue 35: the Libro's first-received times, and the outbox's forgetting horizon,
-    // an upsert of one `settings` row; 15 with the names known without a pin.)
-    assert_eq!(stmts.len(), 15, "every purge of the tick was looked at");
+    // an upsert of one `settings` row; 15 with the names known without a pin; 18 since issue 36 §1:
+    // the bodies of watermark raises.)
+    assert_eq!(stmts.len(), 18, "every purge of the tick was looked at");
 }
 
 /// A card fetched is cached in one slot: neither the lookup nor either insert reads the cache
@@ -496,4 +501,119 @@ fn a_card_takes_its_slot_over_and_is_read_only_under_its_own_key() {
     assert!(matches!(block_on(db.batch(vec![at(slots)])), Err(PortError::Constraint { .. })));
     // Only fresh rows are read.
     assert_eq!(block_on(cached(&db, &rival, 30)).unwrap(), None);
+}
+
+/// Migration 0022 moves a mailbox's count from its usage row into its newest envelope's tally:
+/// what each mailbox holds (waiting envelopes, kept bytes) is the same number before and after.
+/// Afterwards an envelope the engine inserts carries the tally one on, and one inserted by a
+/// Worker from before 0022 (no tally, counted in the usage row as it always did) is counted once.
+#[test]
+fn migration_0022_keeps_what_each_mailbox_holds() {
+    let path = std::env::temp_dir().join(format!("nyx5-migration-0022-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let span = 1_i64 << nyx5_house::store::mailbox::SEQ_BITS;
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE,
+               applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);",
+        )
+        .unwrap();
+        migrate(&c, None, "0022_mailbox_tally.sql");
+        for (name, _) in nyx5_house::migrations::MIGRATIONS.iter().take_while(|(n, _)| *n != "0022_mailbox_tally.sql") {
+            c.execute("INSERT INTO d1_migrations (name) VALUES (?1)", [name]).unwrap();
+        }
+        c.execute_batch(
+            "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at) VALUES
+               ('ana', '{}', 's', 'open', 0, 0), ('cy', '{}', 's', 'open', 0, 0), ('dee', '{}', 's', 'open', 0, 0);",
+        )
+        .unwrap();
+        // ana: 1 waiting (7 bytes), 2 acknowledged (one kept, 5 bytes; one dropped), a notice
+        // newest; 3 rows counted ever, usage 1 envelope and 12 bytes. cy: a notice only. dee:
+        // one acknowledged out of order, newest, below zero.
+        let ins = |seq: i64, local: &str, id: &str, acked: Option<i64>, bytes: Option<i64>| {
+            c.execute(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, acked_at, bytes)
+                 VALUES (?1, ?2, ?3, 'bo@b.test', '{}', 1, ?4, ?5)",
+                rusqlite::params![seq.abs(), local, id, acked, bytes],
+            )
+            .unwrap();
+            // Acknowledged out of order: moved below zero, as the engine does.
+            if seq < 0 {
+                c.execute("UPDATE mailbox SET seq = -seq WHERE envelope_id = ?1", [id]).unwrap();
+            }
+        };
+        ins(span + 1, "ana", "a1", None, Some(7));
+        ins(-(span + 2), "ana", "a2", Some(5), Some(5));
+        ins(-(span + 3), "ana", "a3", Some(5), Some(0));
+        ins(span + 4, "ana", "a4", None, None);
+        ins(2 * span + 1, "cy", "c1", None, None);
+        ins(3 * span + 1, "dee", "d1", None, Some(3));
+        ins(-(3 * span + 2), "dee", "d2", Some(9), Some(4));
+        c.execute_batch(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes) VALUES
+               ('ana', 1, 12, 10, 1000), ('dee', 1, 7, 10, 1000);",
+        )
+        .unwrap();
+    }
+    let db = SqliteDb::open(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let held = |local: &str| {
+        let rows = block_on(nyx5_house::store::mailbox::usage(&db, &format!("[\"{local}\"]"))).unwrap();
+        (rows[0].int("envelopes").unwrap(), rows[0].int("bytes").unwrap())
+    };
+    assert_eq!([held("ana"), held("cy"), held("dee")], [(1, 12), (0, 0), (1, 7)]);
+    let quota = nyx5_house::store::mailbox::Quota { max_envelopes: 10, max_bytes: 1000 };
+    block_on(db.batch(vec![nyx5_house::store::mailbox::insert("ana", "a5", "x@b.test", "{\"c\":3}", 20, quota)]))
+        .unwrap();
+    assert_eq!(held("ana"), (2, 19));
+    block_on(db.batch(vec![nyx5_house::store::mailbox::insert("dee", "d3", "x@b.test", "{}", 20, quota)])).unwrap();
+    assert_eq!(held("dee"), (2, 9));
+    // A Worker from before 0022: its own insert, and its count in the usage row.
+    block_on(db.batch(vec![
+        stmt!(
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, bytes)
+             VALUES (? + 6, 'ana', 'old', 'x@b.test', '{}', 21, 2)",
+            span
+        ),
+        stmt!("UPDATE mailbox_usage SET envelopes = envelopes + 1, bytes = bytes + 2 WHERE local = 'ana'"),
+    ]))
+    .unwrap();
+    assert_eq!(held("ana"), (3, 21));
+    block_on(db.batch(vec![nyx5_house::store::mailbox::insert("ana", "a7", "x@b.test", "{}", 22, quota)])).unwrap();
+    assert_eq!(held("ana"), (4, 23));
+    let n = block_on(db.query(stmt!("SELECT seq - ? AS n FROM mailbox WHERE envelope_id = 'a7'", span))).unwrap();
+    assert_eq!(n[0].int("n"), Some(7), "after the old Worker's row");
+}
+
+/// A token's nonce is one row written (D1 counts index entries as rows): the table has its key
+/// and nothing else, and the tick's purge reads the few minutes of nonces it holds whole
+/// (migration 0022 dropped `nonces_expiry`, which every authenticated request wrote).
+#[test]
+fn a_nonce_writes_its_row_and_no_index() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let mut s = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'nonces' AND sql IS NOT NULL")
+        .unwrap();
+    let indexes: Vec<String> = s.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    assert!(indexes.is_empty(), "{indexes:?}");
+}
+
+/// A job that ends writes its row and takes its entries out of the indexes of pending jobs, and
+/// writes no other index: every index of `jobs` but its key is over pending jobs only (migration
+/// 0022 replaced `jobs_domain (domain, state)`, whose entry an ending job rewrote).
+#[test]
+fn the_indexes_of_jobs_hold_pending_jobs_only() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let mut s = c
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' AND sql IS NOT NULL")
+        .unwrap();
+    let indexes: Vec<(String, String)> =
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    for (name, sql) in indexes {
+        assert!(sql.ends_with("WHERE state = 'pending'"), "{name}: {sql}");
+    }
 }

@@ -9,8 +9,8 @@
 //! anyone, any other policy only from authenticated senders on its allowlist: 403), the rate
 //! (429; per authenticated From site, else one bucket for all unauthenticated mail to the
 //! mailbox), the mailbox's quota (429, temporary: the MTA keeps the mail queued), then one batch:
-//! the rate count (guarded by the `rate_cap` CHECK), the mailbox's usage (guarded by the
-//! `mailbox_quota` CHECK) and the unsigned envelope. A recipient with a webhook gets the new envelope pushed, as for signed mail.
+//! the rate count (guarded by the `rate_cap` CHECK) and the unsigned envelope, which carries its
+//! mailbox's tally on (guarded by the `mailbox_quota` CHECK). A recipient with a webhook gets the new envelope pushed, as for signed mail.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Value};
@@ -232,14 +232,7 @@ impl<D: Db, N: Net> House<D, N> {
             stmts.push(store::agents::count_in_window(&standing.bucket(to.local()), window, cap));
         }
         // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
-        stmts.extend(store::mailbox::insert(
-            to.local(),
-            &id,
-            gateway.as_str(),
-            env.canonical_str(),
-            now.millis(),
-            quota,
-        ));
+        stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis(), quota));
         let changes = match self.db.batch(stmts).await {
             Ok(c) => c,
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {

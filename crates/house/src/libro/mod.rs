@@ -803,7 +803,7 @@ impl<D: Db, N: Net> House<D, N> {
                     // A party who agreed to hear from the operator has the Libro's lane past its quota:
                     // a mailbox others filled does not lose its sale or its bond's forfeit.
                     let lane = if consenting.contains(party) { store::Lane::AGREED } else { store::Lane::NONE };
-                    stmts.extend(store::deliver_counted(
+                    stmts.push(store::deliver_counted(
                         local,
                         id,
                         from,
@@ -1254,7 +1254,7 @@ impl<D: Db, N: Net> House<D, N> {
                 let signed = draft.build()?.sign(&self.config.key)?;
                 if to.domain() == self.config.domain {
                     let text = text_of_envelope(&signed)?;
-                    stmts.extend(store::deliver_counted(
+                    stmts.push(store::deliver_counted(
                         to.local(),
                         signed.id(),
                         signed.from().as_str(),

@@ -7,9 +7,9 @@ use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net, Reads, Row};
-use crate::store::inbox;
-use crate::{House, ok_body, port_error};
+use crate::ports::{Db, Net, PortError, Reads, Row};
+use crate::store::{constraint, inbox};
+use crate::{House, ok_body};
 
 /// Mailbox page size: default and most.
 pub const PAGE_DEFAULT: i64 = 50;
@@ -134,7 +134,8 @@ fn item(stored: &str, seq: i64, received: i64, stamp: Option<&str>) -> Result<St
 
 /// POST /mailbox/:local/ack `{"ids": [...]}` — idempotent; answers how many were newly acked.
 pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
+    // The token's nonce is spent in the batch that acknowledges (a replay fails it whole).
+    let (_, nonce) = house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
     let body = json_body(req)?;
     let ids = field::array(&body, "ids")?;
     if ids.is_empty() || ids.len() > ACK_MAX {
@@ -147,9 +148,23 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
         distinct.insert(id);
     }
     let list = Value::Array(distinct.into_iter().map(Value::from).collect()).canonical_string();
-    let changes = house.db.batch(inbox::ack(local, &list, house.now().millis()).into()).await.map_err(port_error)?;
-    let acked = changes.last().copied().unwrap_or(0);
-    Ok(Response::json(200, &ok_body([("acked", i64::try_from(acked).unwrap_or(i64::MAX).into())])))
+    for _ in 0..crate::mailbox::ACK_ATTEMPTS {
+        let rows = inbox::ack_facts(&house.db, local, &list).await?;
+        let read = rows.first().and_then(|r| r.int("w")).unwrap_or(0);
+        let other = rows.first().and_then(|r| r.int("other"));
+        let waiting: Vec<(String, i64, bool)> =
+            rows.iter().filter_map(|r| Some((r.text("id")?.to_owned(), r.int("n")?, r.int("counted")? != 0))).collect();
+        let plan = crate::mailbox::plan_ack(read, other, &waiting);
+        let mut stmts = vec![nonce.clone()];
+        stmts.extend(inbox::ack(local, &list, &plan, house.now().millis(), house.config.quota()));
+        match house.db.batch(stmts).await {
+            Ok(_) => {}
+            Err(PortError::Constraint { name }) if name == constraint::MAILBOX_ACK_RACED => continue,
+            Err(e) => return Err(crate::auth::nonce_error(e)),
+        }
+        return Ok(Response::json(200, &ok_body([("acked", plan.acked.into())])));
+    }
+    Err(Error::new(ErrorKind::Unavailable, "the mailbox is being acknowledged by another request; try again"))
 }
 
 #[cfg(test)]

@@ -316,12 +316,26 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     let off = rows(
         house,
         stmt!(
-            "SELECT coalesce(u.local, m.local) AS local, coalesce(u.envelopes, 0) AS counted, coalesce(m.n, 0) AS held,
-                    coalesce(u.bytes, 0) AS counted_bytes, coalesce(m.bytes, 0) AS held_bytes
-               FROM mailbox_usage u
-               FULL JOIN (SELECT local, count(*) FILTER (WHERE acked_at IS NULL) AS n, sum(bytes) AS bytes
-                            FROM mailbox WHERE bytes IS NOT NULL GROUP BY local) m ON m.local = u.local
-              WHERE coalesce(u.envelopes, 0) != coalesce(m.n, 0) OR coalesce(u.bytes, 0) != coalesce(m.bytes, 0)"
+            concat!(
+            "WITH x AS MATERIALIZED (
+             SELECT a.local AS local, coalesce(u.envelopes, 0) AS off_n, coalesce(u.bytes, 0) AS off_bytes, ",
+            crate::store::mailbox::tally!(),
+            " AS t FROM agents a LEFT JOIN mailbox_usage u ON u.local = a.local)
+             SELECT x.local AS local, x.off_n + coalesce(json_extract(x.t, '$[1]'), 0) AS counted,
+                    coalesce(m.n, 0) AS held,
+                    x.off_bytes + coalesce(json_extract(x.t, '$[2]'), 0) AS counted_bytes,
+                    coalesce(m.bytes, 0) AS held_bytes
+               FROM x
+               LEFT JOIN (SELECT m.local AS local,
+                                 count(*) FILTER (WHERE m.seq > 0 AND m.seq & 1073741823 > coalesce(w.acked_through, 0)) AS n,
+                                 sum(m.bytes) AS bytes
+                            FROM mailbox m LEFT JOIN mailbox_usage w ON w.local = m.local
+                           WHERE m.bytes IS NOT NULL GROUP BY m.local) m ON m.local = x.local
+              WHERE counted != held OR counted_bytes != held_bytes
+             UNION ALL
+             SELECT u.local, u.envelopes, 0, u.bytes, 0 FROM mailbox_usage u
+              WHERE NOT EXISTS (SELECT 1 FROM agents a WHERE a.local = u.local) AND (u.envelopes != 0 OR u.bytes != 0)"
+            )
         ),
     )?;
     if let Some(r) = off.first() {
@@ -332,6 +346,58 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
             int(r, "counted_bytes")?,
             int(r, "held")?,
             int(r, "held_bytes")?
+        ));
+    }
+    // Every row the engine writes carries its mailbox's tally on (migration 0022): one without
+    // it would leave what a mailbox holds to rows the quota no longer counts.
+    let untallied =
+        rows(house, stmt!("SELECT local, envelope_id FROM mailbox WHERE total_n IS NULL OR total_bytes IS NULL"))?;
+    if let Some(r) = untallied.first() {
+        return Err(format!(
+            "{}'s envelope {} was written without its mailbox's tally",
+            text(r, "local")?,
+            text(r, "envelope_id")?
+        ));
+    }
+    // A watermark never passes the highest `n` its mailbox gave (an envelope accepted later would
+    // be born acknowledged), and every body it keeps under it lies in a raise the tick will drop
+    // it by (or it would be kept, and counted, for ever).
+    let ahead = rows(
+        house,
+        stmt!(
+            "SELECT u.local AS local, u.acked_through AS w,
+                    coalesce((SELECT max(abs(m.seq) & 1073741823) FROM mailbox m WHERE m.local = u.local), 0) AS highest
+               FROM mailbox_usage u WHERE u.acked_through > highest"
+        ),
+    )?;
+    if let Some(r) = ahead.first() {
+        return Err(format!(
+            "{}'s watermark {} is past the highest envelope it was given, {}",
+            text(r, "local")?,
+            int(r, "w")?,
+            int(r, "highest")?
+        ));
+    }
+    let unraised = rows(
+        house,
+        stmt!(
+            "SELECT m.local AS local, m.envelope_id AS envelope_id
+               FROM mailbox m JOIN mailbox_usage u ON u.local = m.local
+              WHERE m.seq > 0 AND m.seq & 1073741823 <= u.acked_through AND m.bytes IS NOT 0
+                AND NOT EXISTS (SELECT 1 FROM mailbox_acks r WHERE r.local = m.local
+                                AND m.seq & 1073741823 BETWEEN r.lo AND r.through)
+             UNION ALL
+             SELECT r.local, '(a raise ' || r.lo || '..' || r.through || ')'
+               FROM mailbox_acks r LEFT JOIN mailbox_usage u ON u.local = r.local
+              WHERE r.through > coalesce(u.acked_through, 0)"
+        ),
+    )?;
+    if let Some(r) = unraised.first() {
+        return Err(format!(
+            "{}'s envelope {} is acknowledged under its watermark with its body kept and no raise to drop it by, \
+             or a raise is past the watermark",
+            text(r, "local")?,
+            text(r, "envelope_id")?
         ));
     }
     Ok(())

@@ -1200,7 +1200,7 @@ mod tests {
         panic!("seed {seed}: no house with {needs:?} after 600 steps");
     }
 
-    const WAITING: &str = "SELECT 1 FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1";
+    const WAITING: &str = "SELECT 1 FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL LIMIT 1";
     const CREDIT: &str = "SELECT 1 FROM libro_accounts WHERE balance > 0 AND account NOT LIKE 'escrow:%' LIMIT 1";
 
     /// What the checks say of a world whose house answers `needs` once `wrongs` have been run
@@ -1229,15 +1229,15 @@ mod tests {
     #[test]
     fn the_checks_name_a_wrong_planted_in_a_house() {
         let usage = planted(
-            "UPDATE mailbox_usage SET envelopes = envelopes + 1
-             WHERE local = (SELECT local FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL LIMIT 1)",
+            "UPDATE mailbox SET total_n = total_n + 1
+             WHERE abs(seq) = (SELECT max(abs(seq)) FROM mailbox WHERE bytes IS NOT NULL)",
         );
         assert!(usage.contains("mailbox usage counts"), "{usage}");
         // The run itself names it at its next step, not only at its end.
         let (mut sim, _) = busy(5, &[WAITING, CREDIT]);
         let house = sim.world.house(&sim.world.domains()[0]).unwrap();
         let wrong =
-            stmt!("UPDATE mailbox_usage SET envelopes = envelopes + 7 WHERE local = (SELECT min(local) FROM agents)");
+            stmt!("UPDATE mailbox SET total_n = total_n + 7 WHERE abs(seq) = (SELECT max(abs(seq)) FROM mailbox)");
         assert_eq!(run(house.db.sqlite.batch(vec![wrong])).unwrap().unwrap(), [1]);
         drop(house);
         let failure = sim.step().unwrap_err();
@@ -1248,13 +1248,13 @@ mod tests {
         assert!(failure.what.contains("mailbox usage counts") && failure.step == last + 1, "{failure}");
         let hidden = planted(
             "UPDATE mailbox SET seq = -seq
-             WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
+             WHERE seq = (SELECT max(seq) FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL)",
         );
         assert!(hidden.contains("on the wrong side"), "{hidden}");
         // Into the next mailbox's range, past any `n` it holds.
         let astray = planted(
             "UPDATE mailbox SET seq = seq + 1073741824 + 1000000
-             WHERE seq = (SELECT max(seq) FROM mailbox WHERE acked_at IS NULL AND bytes IS NOT NULL)",
+             WHERE seq = (SELECT max(seq) FROM mailbox WHERE seq > 0 AND seq & 1073741823 > coalesce((SELECT u.acked_through FROM mailbox_usage u WHERE u.local = mailbox.local), 0) AND bytes IS NOT NULL)",
         );
         assert!(astray.contains("outside its mailbox's range"), "{astray}");
         let sum = planted(

@@ -539,12 +539,11 @@ pub async fn below<D: Db>(db: &D, id: &str, limit: i64) -> Result<Option<Row>, E
 pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, blocks: &str) -> Stmt {
     stmt!(
         concat!(
-            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at)
-             SELECT ",
-            crate::store::mailbox::next_seq!(),
-            ", a.local, ?2, ?3, ?4, ?5 FROM agents AS a
-             WHERE a.local = ?1 AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
-                                                AND entry IN (SELECT value FROM json_each(?6)))
+            crate::store::mailbox::mailbox_q!(),
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes)
+             SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q
+             WHERE NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
+                               AND entry IN (SELECT value FROM json_each(?6)))
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
         local,
@@ -578,12 +577,11 @@ impl Lane {
 /// A receipt or notice from `libro@` about an operation of `sender`'s (`operator`), for a local
 /// party other than the operator: delivered as mail from the operator would be, within the
 /// mailbox's quota (and `lane` past it) and past its block list (`blocks`, the operator's entries), or not at all —
-/// never failing the batch, so a full or closed mailbox holds up no settlement. Two statements:
-/// the envelope (with its `bytes`, so the quota counts it until it is acknowledged) when the
-/// agent exists, blocks none of `blocks` and has room; then its count in `mailbox_usage`, only
-/// if the first wrote it (an envelope id derived from the operation is written once). What the
-/// lane took past the quota stays counted: the usage row's caps rise to hold it (acknowledging
-/// only lowers the counts), and mail finds the mailbox full until it is acknowledged.
+/// never failing the batch, so a full or closed mailbox holds up no settlement. One statement: the
+/// envelope (with its `bytes`, so the quota counts it until it is acknowledged, and the mailbox's
+/// tally one envelope and its bytes more) when the agent exists, blocks none of `blocks` and has
+/// room. What the lane took past the quota stays counted (acknowledging only lowers what a mailbox
+/// holds), and mail finds the mailbox full until it is acknowledged.
 pub fn deliver_counted(
     local: &str,
     envelope_id: &str,
@@ -592,49 +590,30 @@ pub fn deliver_counted(
     now: i64,
     blocks: &str,
     (quota, lane): (crate::store::mailbox::Quota, Lane),
-) -> [Stmt; 2] {
+) -> Stmt {
     let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
-    [
-        stmt!(
-            concat!(
-                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, envelope)
-                 SELECT ",
-                crate::store::mailbox::next_seq!(),
-                ", a.local, ?2, ?3, ?5, ?7, ?4 FROM agents AS a
-                 LEFT JOIN mailbox_usage AS u ON u.local = a.local
-                 WHERE a.local = ?1
-                   AND NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
-                                   AND entry IN (SELECT value FROM json_each(?6)))
-                   AND coalesce(u.envelopes, 0) + 1 <= ?8 + ?10 AND coalesce(u.bytes, 0) + ?7 <= ?9 + ?11
-                 ON CONFLICT (local, envelope_id) DO NOTHING"
-            ),
-            local,
-            envelope_id,
-            sender,
-            envelope,
-            now,
-            blocks,
-            bytes,
-            quota.max_envelopes,
-            quota.max_bytes,
-            lane.envelopes,
-            lane.bytes
+    stmt!(
+        concat!(
+            crate::store::mailbox::mailbox_q!(),
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, total_n, total_bytes, envelope)
+             SELECT q.seq, q.local, ?2, ?3, ?5, ?7, q.tn + 1, q.tb + ?7, ?4 FROM q
+             WHERE NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
+                               AND entry IN (SELECT value FROM json_each(?6)))
+               AND q.held_n + 1 <= ?8 + ?10 AND q.held_bytes + ?7 <= ?9 + ?11
+             ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
-        stmt!(
-            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes)
-             SELECT ?1, 1, ?3, max(?4, 1), max(?5, ?3)
-              WHERE EXISTS (SELECT 1 FROM mailbox WHERE local = ?1 AND envelope_id = ?2 AND received_at = ?6 AND bytes = ?3)
-             ON CONFLICT (local) DO UPDATE SET envelopes = envelopes + 1, bytes = bytes + excluded.bytes,
-               max_envelopes = max(excluded.max_envelopes, envelopes + 1),
-               max_bytes = max(excluded.max_bytes, bytes + excluded.bytes)",
-            local,
-            envelope_id,
-            bytes,
-            quota.max_envelopes,
-            quota.max_bytes,
-            now
-        ),
-    ]
+        local,
+        envelope_id,
+        sender,
+        envelope,
+        now,
+        blocks,
+        bytes,
+        quota.max_envelopes,
+        quota.max_bytes,
+        lane.envelopes,
+        lane.bytes
+    )
 }
 
 /// When this house first received operation `envelope_id` (of hash `sha256`), if it remembers:

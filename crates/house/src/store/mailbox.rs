@@ -18,12 +18,15 @@ use crate::stmt;
 /// the sender's address, its domain and the domain's parents down to its site), and `allowed`,
 /// whether its allow list holds one of `allows` (1 or 0); `rate_count`, the count of its rate
 /// window `bucket_prefix || local || bucket_suffix` for minute `window` (or NULL); and
-/// `held_envelopes`, `held_bytes`, what its mailbox holds unacknowledged (NULL: nothing yet).
+/// `held_envelopes`, `held_bytes`, what its mailbox holds towards its quota (its tally less what
+/// `mailbox_usage` says was taken off).
 pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT a.local AS local, a.card AS card, a.webhook AS webhook,
+            concat!(
+                "WITH x AS MATERIALIZED (
+             SELECT a.local AS local, a.card AS card, a.webhook AS webhook,
                (SELECT m.sender FROM mailbox AS m WHERE m.local = a.local AND m.envelope_id = ?) AS holder,
                EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
                        ON l.local = a.local AND l.kind = 'block' AND l.entry = e.value) AS blocked,
@@ -33,9 +36,16 @@ pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Er
                        ON l.local = a.local AND l.kind = 'allow' AND l.entry = e.value) AS voucher_allowed,
                (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? || a.local || ? AND r.window = ?)
                  AS rate_count,
-               u.envelopes AS held_envelopes, u.bytes AS held_bytes
+               coalesce(u.envelopes, 0) AS off_n, coalesce(u.bytes, 0) AS off_bytes, ",
+                crate::store::mailbox::tally!(),
+                " AS t
              FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value
-             LEFT JOIN mailbox_usage AS u ON u.local = a.local",
+             LEFT JOIN mailbox_usage AS u ON u.local = a.local)
+             SELECT local, card, webhook, holder, blocked, allowed, voucher_allowed, rate_count,
+                    off_n + coalesce(json_extract(t, '$[1]'), 0) AS held_envelopes,
+                    off_bytes + coalesce(json_extract(t, '$[2]'), 0) AS held_bytes
+               FROM x"
+            ),
             l.envelope_id,
             l.blocks,
             l.allows,
@@ -84,14 +94,23 @@ pub async fn rate_counts<D: Db>(db: &D, buckets: &str, window: i64) -> Result<Ve
     .await
 }
 
-/// `local`, `envelopes`, `bytes` held unacknowledged by the mailboxes named in `locals` (a JSON
-/// array); a mailbox that never held anything has no row.
+/// `local`, `envelopes`, `bytes` held by the mailboxes of the agents named in `locals` (a JSON
+/// array): their tallies less what `mailbox_usage` says was taken off.
 pub async fn usage<D: Db>(db: &D, locals: &str) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            "SELECT u.local AS local, u.envelopes AS envelopes, u.bytes AS bytes
-             FROM json_each(?) AS j CROSS JOIN mailbox_usage AS u ON u.local = j.value",
+            concat!(
+                "WITH x AS MATERIALIZED (
+                 SELECT a.local AS local, coalesce(u.envelopes, 0) AS off_n, coalesce(u.bytes, 0) AS off_bytes, ",
+                crate::store::mailbox::tally!(),
+                " AS t
+                 FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value
+                 LEFT JOIN mailbox_usage AS u ON u.local = a.local)
+                 SELECT local, off_n + coalesce(json_extract(t, '$[1]'), 0) AS envelopes,
+                        off_bytes + coalesce(json_extract(t, '$[2]'), 0) AS bytes
+                   FROM x"
+            ),
             locals
         ),
     )
@@ -130,43 +149,75 @@ macro_rules! next_seq {
 }
 pub(crate) use next_seq;
 
-/// Puts an envelope in a mailbox, counted towards its quota: two statements. The first counts it
-/// in `mailbox_usage` unless the mailbox holds that id already, and fails the batch
-/// (`constraint::MAILBOX_QUOTA`) when that would pass `quota`; the second inserts it, changing
-/// zero rows when it was there already (a duplicate). The row count of the second tells which.
-/// Four rows written in all (D1 counts index entries): the usage row, the envelope's row and its
-/// `UNIQUE (local, envelope_id)` entry, here; the sender's rate window, beside it.
-pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, quota: Quota) -> [Stmt; 2] {
+/// SQL, over an `agents AS a` row: the running tally of `a`'s mailbox as JSON `[n, total_n,
+/// total_bytes]` from its newest row that carries one (migration 0022), or NULL when none does:
+/// the envelopes counted towards the quota ever given to it, and their bytes as stored then. Two
+/// seeks down the table's key (the newest row above zero and the newest below), each of which
+/// walks past rows without a tally (written by a Worker from before 0022) to the first with one.
+macro_rules! tally {
+    () => {
+        "(SELECT CASE WHEN coalesce(json_extract(p, '$[0]'), 0) >= coalesce(json_extract(q, '$[0]'), 0) THEN p ELSE q END
+          FROM (SELECT
+            (SELECT json_array(m.seq - (a.mbox << 30), m.total_n, m.total_bytes) FROM mailbox AS m
+              WHERE m.seq > (a.mbox << 30) AND m.seq <= (a.mbox << 30) + 1073741823 AND m.total_n IS NOT NULL
+              ORDER BY m.seq DESC LIMIT 1) AS p,
+            (SELECT json_array(-m.seq - (a.mbox << 30), m.total_n, m.total_bytes) FROM mailbox AS m
+              WHERE m.seq < -(a.mbox << 30) AND m.seq >= -((a.mbox << 30) + 1073741823) AND m.total_n IS NOT NULL
+              ORDER BY m.seq LIMIT 1) AS q))"
+    };
+}
+pub(crate) use tally;
+
+/// A `WITH` clause naming `q`: the mailbox of the agent `?1`, one row (none for no such agent)
+/// with `local`, `seq` (the next envelope's), `tn` and `tb` (its tally, see [`tally`]), and `held_n`
+/// and `held_bytes`, what it holds now (the tally less what acknowledgments and dropped bodies
+/// took off, in `mailbox_usage`). Every insert into `mailbox` starts from it, to carry the tally on.
+macro_rules! mailbox_q {
+    () => {
+        concat!(
+            "WITH r AS MATERIALIZED (SELECT a.local AS local, ",
+            $crate::store::mailbox::next_seq!(),
+            " AS seq, ",
+            $crate::store::mailbox::tally!(),
+            " AS t, coalesce(u.envelopes, 0) AS off_n, coalesce(u.bytes, 0) AS off_bytes
+               FROM agents AS a LEFT JOIN mailbox_usage AS u ON u.local = a.local WHERE a.local = ?1),
+             q AS (SELECT local, seq, coalesce(json_extract(t, '$[1]'), 0) AS tn, coalesce(json_extract(t, '$[2]'), 0) AS tb,
+                          coalesce(json_extract(t, '$[1]'), 0) + off_n AS held_n,
+                          coalesce(json_extract(t, '$[2]'), 0) + off_bytes AS held_bytes
+                     FROM r) "
+        )
+    };
+}
+pub(crate) use mailbox_q;
+
+/// Puts an envelope in a mailbox, counted towards its quota: one statement, which changes zero
+/// rows when the mailbox held that id already (a duplicate), and fails the batch
+/// (`constraint::MAILBOX_QUOTA`, on `within`) when one more envelope of its size would pass
+/// `quota`. The row carries the mailbox's tally on, one envelope and its bytes more. Three rows
+/// written in all (D1 counts index entries): the envelope's row and its `UNIQUE (local,
+/// envelope_id)` entry, here; the sender's rate window, beside it.
+pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now: i64, quota: Quota) -> Stmt {
     let bytes = i64::try_from(envelope.len()).unwrap_or(i64::MAX);
-    [
-        stmt!(
-            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes)
-             SELECT ?, 1, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM mailbox WHERE local = ? AND envelope_id = ?)
-             ON CONFLICT (local) DO UPDATE SET envelopes = envelopes + 1, bytes = bytes + excluded.bytes,
-               max_envelopes = excluded.max_envelopes, max_bytes = excluded.max_bytes",
-            local,
-            bytes,
-            quota.max_envelopes,
-            quota.max_bytes,
-            local,
-            envelope_id
+    stmt!(
+        concat!(
+            mailbox_q!(),
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, total_n, total_bytes, within, envelope)
+             SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn + 1, q.tb + ?5,
+                    CASE WHEN EXISTS (SELECT 1 FROM mailbox WHERE local = ?1 AND envelope_id = ?2) THEN NULL
+                         ELSE q.held_n + 1 <= ?7 AND q.held_bytes + ?5 <= ?8 END,
+                    ?6
+               FROM q WHERE true
+             ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
-        stmt!(
-            concat!(
-                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, bytes, envelope)
-                 SELECT ",
-                next_seq!(),
-                ", a.local, ?, ?, ?, ?, ? FROM agents AS a WHERE a.local = ?
-                 ON CONFLICT (local, envelope_id) DO NOTHING"
-            ),
-            envelope_id,
-            sender,
-            now,
-            bytes,
-            envelope,
-            local
-        ),
-    ]
+        local,
+        envelope_id,
+        sender,
+        now,
+        bytes,
+        envelope,
+        quota.max_envelopes,
+        quota.max_bytes
+    )
 }
 
 /// `kind`, `entry` of an agent's lists, in order.

@@ -37,6 +37,9 @@ pub mod constraint {
     pub const GUARD: &str = "guard";
     /// `mailbox_usage`: a mailbox may not hold more than its quota.
     pub const MAILBOX_QUOTA: &str = "mailbox_quota";
+    /// `mailbox_usage.acked_through`: an acknowledgment's decision met a watermark, or envelopes,
+    /// another acknowledgment had changed since it read them (migration 0021).
+    pub const MAILBOX_ACK_RACED: &str = "mailbox_ack_raced";
     /// `tareas_claims`: a task taken past the desk's quota (migration 0010).
     pub const TAREAS_QUOTA: &str = "tareas_quota";
 }
@@ -44,12 +47,22 @@ pub mod constraint {
 /// The upkeep of tables strangers fill, for the periodic tick, each statement with its cap
 /// (`None`: it removes all it finds): the bodies of envelopes
 /// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
-/// tick), cached cards past their five minutes, and names not verified for [`crate::resolver::KNOWN_MS`].
+/// tick: moved ones by their `acked_at`, the rest by the watermark raises that acknowledged
+/// them), cached cards past their five minutes, and names not verified for
+/// [`crate::resolver::KNOWN_MS`].
 pub fn upkeep(now: i64) -> Vec<(Stmt, Option<i64>)> {
-    let bodies =
-        inbox::drop_bodies(now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS), crate::mailbox::BODY_DROP_BATCH);
-    let mut stmts: Vec<(Stmt, Option<i64>)> =
-        bodies.into_iter().map(|s| (s, Some(crate::mailbox::BODY_DROP_BATCH))).collect();
+    use crate::mailbox::{BODY_DROP_BATCH, BODY_DROP_RANGES};
+    let before = now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS);
+    let [usage, bodies] = inbox::drop_bodies(before, BODY_DROP_BATCH);
+    let [range_usage, range_bodies, raises] = inbox::drop_ranges(before, BODY_DROP_RANGES);
+    // The statements whose count can reach their cap are the ones that mark a backlog.
+    let mut stmts = vec![
+        (usage, None),
+        (bodies, Some(BODY_DROP_BATCH)),
+        (range_usage, None),
+        (range_bodies, None),
+        (raises, Some(BODY_DROP_RANGES)),
+    ];
     stmts.push((resolver::purge(now), None));
     stmts.push((resolver::forget_names(now, crate::resolver::KNOWN_MS), None));
     stmts

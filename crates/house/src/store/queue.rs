@@ -266,18 +266,17 @@ pub struct Held {
 pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
     stmt!(
         concat!(
-            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at)
-             SELECT ",
-            crate::store::mailbox::next_seq!(),
-            ", a.local, ?, ?, ?, ? FROM agents AS a
-             WHERE a.local = ? AND EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')
+            crate::store::mailbox::mailbox_q!(),
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes)
+             SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q
+             WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?6 AND g.lease_until = ?7 AND g.state = 'pending')
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
+        local,
         notice_id,
         sender,
         envelope,
         now,
-        local,
         held.job,
         held.lease
     )

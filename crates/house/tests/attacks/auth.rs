@@ -159,3 +159,46 @@ fn a_foreign_agent_reads_its_own_account_even_just_after_it_rotated_and_no_other
     assert_eq!(account(&impostor, "bo@b.test").status, 401);
     assert_eq!(fetched(), after + 1);
 }
+
+/// The ack spends its token's nonce in the batch that acknowledges (issue 36 §5: one round trip
+/// fewer). A replay of the same request is 401 and acknowledges nothing more; an ack of nothing
+/// still spends its nonce, and a malformed one spends none (it never reaches the batch).
+#[test]
+fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    json(&ana.register_admin(&h), 201);
+    for id in ["m1", "m2"] {
+        let env = ana.draft(id, &[&ana.address], "to myself").sign(&ana.sig).unwrap();
+        json(&ana.send(&h, &env), 202);
+    }
+    w.tick_all();
+    assert_eq!(mailbox(&h, &ana).len(), 2);
+    let path = "/mailbox/ana/ack";
+    let ack = |ids: &[&str]| {
+        let body = Value::Object(obj([("ids", Value::Array(ids.iter().map(|i| Value::from(*i)).collect()))]));
+        let token = ana.token(&h, "POST", path, &body.canonical());
+        (token, body)
+    };
+    let (token, body) = ack(&["m1"]);
+    let first = call(&h, "POST", path, &[("authorization", &token)], &body);
+    let acked = |resp: &nyx5_house::http::Response| json(resp, 200).as_object().unwrap()["acked"].as_safe_integer();
+    assert_eq!(acked(&first), Some(1));
+    let again = call(&h, "POST", path, &[("authorization", &token)], &body);
+    assert_eq!(refused(&again, 401), "token already used");
+    assert_eq!(mailbox(&h, &ana).len(), 1);
+    // Nothing to acknowledge (m1 is gone): the nonce is spent all the same.
+    let nonces = |n: &'static str| rows(&h, "SELECT count(*) AS n FROM nonces WHERE address = ?", n);
+    let before = nonces("ana@a.test");
+    let (token, body) = ack(&["m1"]);
+    assert_eq!(acked(&call(&h, "POST", path, &[("authorization", &token)], &body)), Some(0));
+    assert_eq!(nonces("ana@a.test"), before + 1);
+    assert_eq!(call(&h, "POST", path, &[("authorization", &token)], &body).status, 401);
+    // A malformed ack is refused before the batch: no nonce spent, nothing acknowledged.
+    let bad = Value::Object(obj([("ids", Value::Array(vec![]))]));
+    let token = ana.token(&h, "POST", path, &bad.canonical());
+    assert_eq!(call(&h, "POST", path, &[("authorization", &token)], &bad).status, 400);
+    assert_eq!(nonces("ana@a.test"), before + 1);
+    assert_eq!(mailbox(&h, &ana).len(), 1);
+}

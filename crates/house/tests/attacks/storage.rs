@@ -27,6 +27,13 @@ fn count(house: &TestHouse, sql: &'static str) -> i64 {
     block_on(house.db.query(stmt!(sql))).unwrap()[0].int("n").unwrap()
 }
 
+/// What `local`'s mailbox holds towards its quota, envelopes and bytes: its tally less what
+/// `mailbox_usage` says acknowledgments and dropped bodies took off (migration 0022).
+fn held(house: &TestHouse, local: &str) -> (i64, i64) {
+    let rows = block_on(nyx5_house::store::mailbox::usage(&house.db, &format!("[\"{local}\"]"))).unwrap();
+    (rows[0].int("envelopes").unwrap(), rows[0].int("bytes").unwrap())
+}
+
 /// Houses a.test (ana) and b.test (bob), b.test started from `config`.
 fn pair(edit: impl FnOnce(&mut nyx5_house::Config)) -> (World, Rc<TestHouse>, Rc<TestHouse>, Agent, Agent) {
     let w = World::new();
@@ -203,7 +210,7 @@ fn two_deliveries_racing_for_the_last_place_take_it_once() {
     statuses.sort_unstable();
     assert_eq!(statuses, [202, 429]);
     assert_eq!(mailbox(&b, &bob).len(), 1);
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1);
+    assert_eq!(held(&b, "bob").0, 1);
 }
 
 #[test]
@@ -222,7 +229,7 @@ fn one_envelope_delivered_twice_at_once_is_taken_once() {
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 202], "the second copy must not be accepted again");
     assert_eq!(mailbox(&b, &bob).len(), 1);
-    assert_eq!(count(&b, "SELECT envelopes AS n FROM mailbox_usage WHERE local = 'bob'"), 1);
+    assert_eq!(held(&b, "bob").0, 1);
     assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE envelope_id = 'twice'"), 1);
 }
 
@@ -251,9 +258,10 @@ fn an_acknowledged_body_is_dropped_after_the_window_and_its_id_stays_a_duplicate
     assert!(mailbox(&b, &bob).is_empty());
 }
 
-/// A mailbox has no index of its own for pages (an accepted envelope writes four rows): a page
-/// walks the mailbox's range of the table's key, which holds only what waits, since an
-/// acknowledged envelope moves to the range's mirror below zero. However the acknowledgements
+/// A mailbox has no index of its own for pages (an accepted envelope writes three rows): a page
+/// walks the mailbox's range of the table's key past its watermark, which holds only what waits,
+/// since an acknowledged envelope is under the watermark or has moved to the range's mirror below
+/// zero. However the acknowledgements
 /// come (in order, out of order, of the oldest last), a page reads the waiting envelopes and
 /// nothing else, numbered from 1 in each mailbox, and a new envelope comes after every one ever
 /// taken, acknowledged or not.
@@ -321,6 +329,117 @@ fn a_page_walks_only_what_waits_however_it_was_acknowledged() {
     assert_eq!(page(i64::MAX), []);
     assert_eq!(page((1 << 30) - 2), []);
     assert_eq!(page(0), [(8, "m8".to_owned())]);
+}
+
+/// Acknowledging what was read, in order, rewrites no envelope's row (issue 36 §1): the
+/// mailbox's watermark rises over them, one row, where each row used to move below zero (three
+/// rows written per envelope on D1: the row, its `UNIQUE` entry, its `mailbox_acked` entry). The
+/// rows changed by the ack are counted by SQLite itself (`total_changes()`): the usage row, the
+/// raise, the token's nonce — not one per envelope. Still acknowledged all the same: the page is
+/// empty, a redelivery is a duplicate, and the bodies go 7 days later by the raise.
+#[test]
+fn acknowledging_a_page_in_order_rewrites_no_envelope() {
+    let (w, a, b, ana, bob) = pair(|_| {});
+    let ids: Vec<String> = (1..=40).map(|i| format!("p{i}")).collect();
+    for id in &ids {
+        assert_eq!(deliver(&a, &b, &signed(&ana, id, &bob.address, "hello")).status, 202);
+    }
+    let changes = || count(&b, "SELECT total_changes() AS n");
+    let before = changes();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert_eq!(ack(&b, &bob, &refs), 40);
+    let written = changes() - before;
+    eprintln!("rows changed by an ack of 40 in order: {written}");
+    assert!(written <= 4, "an ack of 40 in order changed {written} rows");
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND seq < 0"), 0, "none moved");
+    assert!(mailbox(&b, &bob).is_empty(), "nothing waits");
+    assert_eq!(held(&b, "bob").0, 0);
+    assert_eq!(ack(&b, &bob, &refs), 0, "twice changes nothing");
+    let again = deliver(&a, &b, &signed(&ana, "p7", &bob.address, "hello"));
+    assert_eq!(json(&again, 200).as_object().unwrap()["duplicate"], Value::Bool(true));
+    // A new envelope comes after the watermark and waits.
+    assert_eq!(deliver(&a, &b, &signed(&ana, "p41", &bob.address, "hello")).status, 202);
+    assert_eq!(mailbox(&b, &bob).len(), 1);
+    // Seven days on, the raise drops their bodies and their bytes, and is forgotten.
+    w.clock.advance(7 * 86_400_000 + MINUTE);
+    w.tick_all();
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox WHERE local = 'bob' AND envelope != ''"), 1);
+    assert_eq!(count(&b, "SELECT count(*) AS n FROM mailbox_acks"), 0);
+    assert_eq!(held(&b, "bob").1, mailbox_bytes(&b, "p41"));
+}
+
+fn mailbox_bytes(house: &TestHouse, id: &str) -> i64 {
+    block_on(house.db.query(stmt!("SELECT bytes AS n FROM mailbox WHERE envelope_id = ?", id))).unwrap()[0]
+        .int("n")
+        .unwrap()
+}
+
+/// An accepted envelope changes two rows (issue 36 §1): its own, and its sender's rate window.
+/// The mailbox's count is the envelope's row itself, a running tally, where it used to be a usage
+/// row rewritten by every envelope (on D1, four rows written with the `UNIQUE` entry; now three).
+/// The quota still holds to the envelope: the sixth of a five-envelope mailbox is refused, and an
+/// acknowledgment makes room again.
+#[test]
+fn an_accepted_envelope_rewrites_no_usage_row() {
+    let (_w, a, b, ana, bob) = pair(|c| c.mailbox_max_envelopes = 5);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "t0", &bob.address, "warm")).status, 202);
+    let changes = || count(&b, "SELECT total_changes() AS n");
+    for i in 1..=4 {
+        let before = changes();
+        assert_eq!(deliver(&a, &b, &signed(&ana, &format!("t{i}"), &bob.address, "hello")).status, 202);
+        let written = changes() - before;
+        assert_eq!(written, 2, "envelope {i} changed {written} rows");
+    }
+    assert_eq!(held(&b, "bob").0, 5);
+    let full = deliver(&a, &b, &signed(&ana, "t5", &bob.address, "hello"));
+    assert_eq!(full.status, 429, "{}", reason(&full));
+    assert_eq!(ack(&b, &bob, &["t0", "t1"]), 2);
+    assert_eq!(held(&b, "bob").0, 3);
+    assert_eq!(deliver(&a, &b, &signed(&ana, "t5", &bob.address, "hello")).status, 202);
+    assert_eq!(held(&b, "bob").0, 4);
+}
+
+/// Two acknowledgments of one mailbox at once: the one decided from what the other changed is
+/// undone whole by its guard (`mailbox_ack_raced`), and the route reads and decides again, so
+/// the count is taken off once and the answer counts only what it acknowledged.
+#[test]
+fn an_acknowledgment_decided_on_a_stale_read_is_undone() {
+    use nyx5_house::store::inbox;
+    let (_w, a, b, ana, bob) = pair(|_| {});
+    for id in ["r1", "r2", "r3"] {
+        assert_eq!(deliver(&a, &b, &signed(&ana, id, &bob.address, "hello")).status, 202);
+    }
+    let ids = r#"["r1","r2"]"#;
+    let facts = |ids: &str| {
+        let rows = block_on(inbox::ack_facts(&b.db, "bob", ids)).unwrap();
+        let waiting: Vec<(String, i64, bool)> = rows
+            .iter()
+            .map(|r| (r.text("id").unwrap().to_owned(), r.int("n").unwrap(), r.int("counted").unwrap() != 0))
+            .collect();
+        let read = rows.first().and_then(|r| r.int("w")).unwrap_or(0);
+        nyx5_house::mailbox::plan_ack(read, rows.first().and_then(|r| r.int("other")), &waiting)
+    };
+    let stale = facts(ids);
+    assert_eq!((stale.through, stale.acked), (2, 2));
+    // Another acknowledgment of r1 gets in between.
+    assert_eq!(ack(&b, &bob, &["r1"]), 1);
+    let quota = b.config.quota();
+    match block_on(b.db.batch(inbox::ack("bob", ids, &stale, 0, quota))) {
+        Err(nyx5_house::ports::PortError::Constraint { name }) => assert_eq!(name, "mailbox_ack_raced"),
+        other => panic!("the stale ack went through: {other:?}"),
+    }
+    assert_eq!(held(&b, "bob").0, 2, "r2, r3 wait");
+    // One moved out of order under a watermark that did not move is caught as well.
+    let stale = facts(r#"["r3"]"#);
+    assert_eq!(stale.moved.as_deref(), Some(r#"["r3"]"#));
+    assert_eq!(ack(&b, &bob, &["r3"]), 1);
+    match block_on(b.db.batch(inbox::ack("bob", r#"["r3"]"#, &stale, 0, quota))) {
+        Err(nyx5_house::ports::PortError::Constraint { name }) => assert_eq!(name, "mailbox_ack_raced"),
+        other => panic!("the stale ack went through: {other:?}"),
+    }
+    assert_eq!(held(&b, "bob").0, 1, "r2 waits");
+    assert_eq!(ack(&b, &bob, &["r1", "r2", "r3"]), 1);
+    assert_eq!(held(&b, "bob").0, 0);
 }
 
 /// The attacker's house of names: every `r<i>.evil.example` a house of its own, one key.
@@ -517,7 +636,7 @@ fn acknowledging_at_once_does_not_open_the_mailbox_to_an_unending_stream() {
     // Once the tick has dropped the body, the room is free again.
     w.clock.advance(nyx5_house::mailbox::ACKED_BODY_KEEP_MS + MINUTE);
     w.tick_all();
-    assert_eq!(count(&b, "SELECT bytes AS n FROM mailbox_usage WHERE local = 'bob'"), 0);
+    assert_eq!(held(&b, "bob").1, 0);
     assert_eq!(deliver(&a, &b, &signed(&ana, "s2", &bob.address, &body)).status, 202);
 }
 
