@@ -146,6 +146,11 @@ async fn to_house(req: Request, url: Option<&WebUrl>) -> Result<HouseRequest, Er
 fn start() {
     console_error_panic_hook::set_once();
     ed25519::install();
+    // The hot paths' code compiled now, in the start's own budget, not in the first request's
+    // CPU (crates/house/src/warm.rs; issue 36 §4).
+    if let Err(e) = nyx5_house::warm::run() {
+        worker::console_warn!("nyx5: the start's warm-up stopped ({}); the first request compiles its code", e.reason);
+    }
 }
 
 #[event(fetch)]

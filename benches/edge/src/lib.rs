@@ -462,6 +462,13 @@ pub fn cold_fixture() -> Vec<u8> {
     })
 }
 
+/// What the Worker's start event runs before any request (`nyx5_house::warm`): "" when every
+/// step went, else why one did not.
+#[wasm_bindgen]
+pub fn warm_start() -> String {
+    nyx5_house::warm::run().err().map(|e| e.reason.into_owned()).unwrap_or_default()
+}
+
 /// One inbound envelope as a fresh isolate meets it, on what `cold_fixture` wrote: the cached
 /// domain and agent cards read and verified (an isolate's memo starts empty), then `inbound`.
 /// run.mjs calls it first in a fresh process, right after `first_site`, and then again warm; the

@@ -28,6 +28,7 @@ pub mod site;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
+pub mod warm;
 pub mod web;
 pub mod weburl;
 
