@@ -255,6 +255,19 @@ impl Db for D1Db {
             .collect()
     }
 
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        // On the primary, as a batch of one: the session tells the bookmark of the write.
+        let primary = session(&self.db, "first-primary")?;
+        let prepared = prepare_in(primary.as_ref(), &stmt)?;
+        let result = call(&prepared, "all", &js_sys::Array::new()).await?;
+        if let Some(b) = bookmark_of(&primary) {
+            let mut written = self.written.borrow_mut();
+            *written = newer(written.take(), Some(b));
+        }
+        self.count(std::slice::from_ref(&result), true);
+        rows(&result)
+    }
+
     async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         let after = reads.bookmark();
         let session = session(&self.db, after.as_deref().unwrap_or("first-unconstrained"))?;

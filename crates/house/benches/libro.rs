@@ -112,6 +112,13 @@ impl Db for Counting {
         self.counts.set(c);
         self.inner.batch(stmts).await
     }
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        let mut c = self.counts.get();
+        c.batches += 1;
+        c.statements += 1;
+        self.counts.set(c);
+        self.inner.write_returning(stmt).await
+    }
 }
 
 type BenchHouse = House<Counting, MemNet>;

@@ -74,7 +74,9 @@ impl<D: Db, N: Net> House<D, N> {
         Ok((card, nonce))
     }
 
-    async fn authenticate_unspent(
+    /// As [`Self::authenticate`], but the nonce is not yet spent (see
+    /// [`Self::authenticate_owner_unspent`]).
+    pub async fn authenticate_unspent(
         &self,
         req: &Request,
         keys: Keys,

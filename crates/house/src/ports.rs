@@ -185,6 +185,10 @@ pub trait Db {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError>;
     /// Runs the statements in one transaction and returns each one's count of changed rows.
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError>;
+    /// Runs one write with a `RETURNING` clause, on the primary, and returns its rows: a write
+    /// and the read that follows it in one round trip (the queue's lease, issue 36 §5). It is a
+    /// write as a batch of one is (bookmarks, replicas).
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError>;
     /// A read that may be a moment stale, though never older than `reads`' bookmark (nor than
     /// any read before it in `reads`, which it then advances).
     async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
@@ -240,6 +244,10 @@ impl<D: Db> Db for Stale<'_, D> {
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         self.db.batch(stmts).await
+    }
+
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.db.write_returning(stmt).await
     }
 
     fn bookmark(&self, reads: &Reads) -> Option<String> {

@@ -565,7 +565,10 @@ impl<D: Db, N: Net> House<D, N> {
     /// twice at once and to repeat: every job is leased before it is worked.
     pub async fn tick(&self) -> Result<TickReport, Error> {
         let now = self.now();
-        if upkeep_due(self.upkept.get(), now.millis()) {
+        // The purges, and the periodic work after the deliveries, once a minute: a kick (every
+        // accepted send ticks) delivers and nothing else (issue 36 §5: its round trips).
+        let periodic = upkeep_due(self.upkept.get(), now.millis());
+        if periodic {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
             let changes = self.db.batch(stmts).await.map_err(port_error)?;
             self.upkept.set((!left_a_backlog(&changes, &caps)).then_some(now.millis()));
@@ -590,15 +593,12 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         self.send_emails(now).await?;
-        // Certifying stored cards again with a rotated domain key is upkeep, not delivery: a
-        // failure here waits for the next tick rather than failing this one.
-        let _recertified = self.recertify_some(now).await.ok();
-        // Pins made before migration 0005 are given their site, a few a tick (issue 35 §3).
-        let _sites =
-            crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await.ok();
-        // So is the Libro's: welcome gifts owed, bonds that expired.
-        let _libro = self.libro_upkeep().await.ok();
-        // And `verifica@`'s checks, within theirs.
+        if periodic {
+            self.periodic_upkeep(now).await;
+        }
+        // The services' own work, each within its budget of fetches a tick (a house runs them
+        // only when the operator turned them on).
+        // `verifica@`'s checks.
         if self.config.verifica_enabled {
             report.checks = self.run_checks(self.config.verifica_fetches).await.unwrap_or_default();
         }
@@ -611,6 +611,18 @@ impl<D: Db, N: Net> House<D, N> {
             report.crawl = self.crawl_index(self.config.index_fetches).await.unwrap_or_default();
         }
         Ok(report)
+    }
+
+    /// What a tick does once a minute beside its purges (with them: [`upkeep_due`]), none of it
+    /// failing the tick: whatever fails waits for the next minute.
+    async fn periodic_upkeep(&self, now: Timestamp) {
+        // Certifying stored cards again with a rotated domain key is upkeep, not delivery.
+        let _recertified = self.recertify_some(now).await.ok();
+        // Pins made before migration 0005 are given their site, a few a minute (issue 35 §3).
+        let _sites =
+            crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await.ok();
+        // So is the Libro's: welcome gifts owed, bonds that expired, approvals nobody decided.
+        let _libro = self.libro_upkeep().await.ok();
     }
 
     /// One job's turn, given its domain's `health` so far: late, it bounces; while the domain
@@ -653,9 +665,10 @@ impl<D: Db, N: Net> House<D, N> {
         let if_it_dies = attempting.then(|| retry_at(&job, now.millis(), &self.config.retry));
         let give_up = attempting.then_some(self.config.retry.give_up_after_ms);
         let out = attempting.then(|| job.progress.with_maybe(&pending).to_value().canonical_string());
+        // The lease and the envelope it is for, in one round trip.
         let taken = self
             .db
-            .batch(vec![store::lease(
+            .write_returning(store::lease(
                 job.id,
                 now.millis(),
                 lease,
@@ -663,16 +676,14 @@ impl<D: Db, N: Net> House<D, N> {
                 give_up,
                 out.as_deref(),
                 Some(job.attempts),
-            )])
+            ))
             .await
             .map_err(port_error)?;
-        if taken.first() != Some(&1) {
+        let Some(row) = taken.first() else {
             return Ok(health); // another tick has it, or it changed since we looked
-        }
+        };
         let held = Held { job: job.id, lease };
-        let env = store::envelope(&self.db, &job.envelope_id)
-            .await?
-            .and_then(|text| Envelope::parse(text.as_bytes(), text.len()).ok());
+        let env = row.text("envelope").and_then(|text| Envelope::parse(text.as_bytes(), text.len()).ok());
         let Some(env) = env else {
             // Our own row is unreadable: end the job rather than retry it forever.
             let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());

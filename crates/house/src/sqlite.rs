@@ -140,6 +140,12 @@ impl Db for SqliteDb {
         read_rows(&conn, &stmt).map_err(port_error)
     }
 
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        // One statement in autocommit: it applies whole once its rows are read, or not at all.
+        let conn = self.lock()?;
+        read_rows(&conn, &stmt).map_err(port_error)
+    }
+
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         let conn = self.lock()?;
         // BEGIN and COMMIT as cached statements (a rusqlite Transaction parses both each time).

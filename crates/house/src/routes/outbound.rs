@@ -79,7 +79,10 @@ fn addresses(list: &[Address]) -> Value {
 
 /// POST /outbound — authenticate, check the envelope is the agent's own and allowed, queue it.
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    let card = house.authenticate(req, Keys::Current).await?;
+    // The token's nonce is spent in the batch that queues (one round trip fewer, issue 36 §5): a
+    // replay fails that batch whole. A request refused before it, or answered "exists", changes
+    // nothing and spends nothing.
+    let (card, nonce) = house.authenticate_unspent(req, Keys::Current).await?;
     let now = house.now();
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     if env.from() != card.address() {
@@ -124,7 +127,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // counting; only a new envelope counts towards the agent's minute.
     // Not one the house may have forgotten either (queued before its forgetting horizon, which a
     // clock that ran days ahead moved past the 6 days `check_created` allows).
-    let mut stmts = store::enqueue_remembered(&out, &jobs, env.created().millis());
+    let mut stmts = vec![nonce];
+    stmts.extend(store::enqueue_remembered(&out, &jobs, env.created().millis()));
     // A subagent's sends count towards its root agent's minute as well: an agent cannot multiply
     // its rate by enrolling subagents (`a.b.ceo` → `ceo`).
     let cap = house.config.outbound_per_agent_per_minute;
@@ -136,6 +140,9 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     }
     match house.db.batch(stmts).await {
         Ok(_) => {}
+        Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
+            return Err(crate::auth::nonce_error(PortError::Constraint { name }));
+        }
         Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
             return Err(Error::new(
                 ErrorKind::RateLimited,

@@ -125,6 +125,10 @@ impl Db for SimDb {
         self.gate().await;
         self.sqlite.batch(stmts).await
     }
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.gate().await;
+        self.sqlite.write_returning(stmt).await
+    }
 }
 
 struct NoopWake;
@@ -710,8 +714,9 @@ mod tests {
         assert_eq!(after.db.dies_after.get(), None);
         drop(after);
         assert!(world.tick("h1.test", None).unwrap());
-        // Told to die after one call, an idle tick (which makes several) dies; after a thousand,
-        // it ends first.
+        // Told to die after one call, an idle tick (which makes several, its minute's upkeep
+        // included) dies; after a thousand, it ends first.
+        world.advance(60_000);
         assert!(!world.tick("h1.test", Some(1)).unwrap());
         assert!(world.tick("h1.test", Some(1_000)).unwrap());
         assert!(world.tick("h9.test", None).is_err());

@@ -190,13 +190,6 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
     .await
 }
 
-/// The stored canonical envelope.
-pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>, Error> {
-    Ok(one(db, stmt!("SELECT envelope FROM outbox WHERE envelope_id = ?", envelope_id))
-        .await?
-        .and_then(|r| r.text("envelope").map(str::to_owned)))
-}
-
 /// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
 /// pending, or it is not due.
 ///
@@ -223,6 +216,9 @@ pub async fn envelope<D: Db>(db: &D, envelope_id: &str) -> Result<Option<String>
 /// With `seen` (the attempts the caller read the job with), only while no other tick has
 /// attempted it since: a tick that read the job before another's unanswered attempt must not
 /// plan from a progress without that attempt's `maybe` (hostile review of issue 35).
+///
+/// A write with `RETURNING` ([`crate::ports::Db::write_returning`]): one row, the job's
+/// `envelope` (NULL if the outbox lost it), when the lease was taken; none when it was not.
 pub fn lease(
     job: i64,
     now: i64,
@@ -238,7 +234,8 @@ pub fn lease(
                          deadline = max(deadline, coalesce(not_before + ?, deadline)), result = coalesce(?, result)
          WHERE id = ? AND state = 'pending' AND (? IS NULL OR attempts = ?) AND ",
             lease_free!(),
-            " AND next_attempt <= ?"
+            " AND next_attempt <= ?
+         RETURNING (SELECT o.envelope FROM outbox o WHERE o.envelope_id = jobs.envelope_id) AS envelope"
         ),
         until,
         i64::from(attempt.is_some()),

@@ -146,7 +146,8 @@ struct Replica {
     db: Rc<SqliteDb>,
     path: std::path::PathBuf,
     /// The primary's batches it has not applied yet, oldest first, each with the count it makes.
-    pending: std::collections::VecDeque<(u64, Vec<Stmt>)>,
+    /// Writes not applied yet: a batch, or (`true`) one write with `RETURNING`.
+    pending: std::collections::VecDeque<(u64, Vec<Stmt>, bool)>,
     /// The count of batches its state reflects.
     applied: u64,
 }
@@ -245,9 +246,23 @@ impl Db for KitDb {
         let changes = self.sqlite.batch(stmts).await?;
         self.written.set(self.written.get() + 1);
         if let (Some(stmts), Some(r)) = (replicated, self.replica.borrow_mut().as_mut()) {
-            r.pending.push_back((self.written.get(), stmts));
+            r.pending.push_back((self.written.get(), stmts, false));
         }
         Ok(changes)
+    }
+
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.calls.set(self.calls.get() + 1);
+        if self.stall.get() {
+            YieldOnce(false).await;
+        }
+        let replicated = self.replica.borrow().is_some().then(|| stmt.clone());
+        let rows = self.sqlite.write_returning(stmt).await?;
+        self.written.set(self.written.get() + 1);
+        if let (Some(stmt), Some(r)) = (replicated, self.replica.borrow_mut().as_mut()) {
+            r.pending.push_back((self.written.get(), vec![stmt], true));
+        }
+        Ok(rows)
     }
 
     async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
@@ -266,8 +281,15 @@ impl Db for KitDb {
                 }
                 r.pending.pop_front()
             };
-            let Some((count, stmts)) = next else { break };
-            db.batch(stmts).await?;
+            let Some((count, mut stmts, returning)) = next else { break };
+            match stmts.pop() {
+                Some(stmt) if returning => drop(db.write_returning(stmt).await?),
+                Some(last) => {
+                    stmts.push(last);
+                    db.batch(stmts).await?;
+                }
+                None => {}
+            }
             self.replica.borrow_mut().as_mut().unwrap().applied = count;
         }
         let rows = db.query(stmt).await?;
