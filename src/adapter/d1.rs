@@ -265,6 +265,12 @@ impl Db for D1Db {
             *written = newer(written.take(), Some(b));
         }
         self.count(std::slice::from_ref(&result), true);
+        // As strict as a batch: a write whose result does not say it succeeded, or gives no list
+        // of rows, fails rather than reading as "no row" (which a lease would take for "not
+        // taken" while it may have been).
+        if member(&result, "success").as_bool() != Some(true) || !js_sys::Array::is_array(&member(&result, "results")) {
+            return Err(failed("D1 gave a write's result without success and a list of rows".to_owned()));
+        }
         rows(&result)
     }
 

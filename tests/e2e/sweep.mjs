@@ -173,11 +173,14 @@ function routes(ctx) {
       ],
     },
     {
+      // Refused (400: `5` is no id) before the batch that would spend its token: a replay is 400
+      // again; a replayed ack that took effect is 401 (crates/house/tests/attacks/auth.rs).
       m: 'POST',
       p: '/mailbox/:local/ack',
       fill: { local: 'ana' },
       auth: 'agent',
       segments: ['local'],
+      replayExpect: 400,
       body: { ids: [ids.envelope, 5] },
       poisonPaths: ['ids.1'],
       strings: ['ids.0'],
@@ -334,10 +337,14 @@ function routes(ctx) {
       ],
     },
     {
-      // Ana's envelope whose signature is another envelope's: 403 once it is read.
+      // Ana's envelope whose signature is another envelope's: 403 once it is read. Its token is
+      // spent only by a send that takes effect (docs/SPEC.md §8), so a replay of this refused one
+      // is refused the same way; a replayed send that was queued is 401
+      // (crates/house/tests/attacks/auth.rs).
       m: 'POST',
       p: '/outbound',
       auth: 'agent',
+      replayExpect: 403,
       body: ctx.outboundEnvelope,
       optional: ['expires', 'deliver_after', 'thread', 'in_reply_to'],
       strings: envelopeStrings,

@@ -76,7 +76,7 @@ pub enum Delivery {
     /// `last_error`.
     Temporary(String),
     /// Try again later, said by a Nyx5 house that read the request (its error document with a
-    /// temporary code, or an answer that left a recipient out): as `Temporary`, and each
+    /// temporary code): as `Temporary`, and each
     /// recipient it named is one a copy of that request may yet reach — networks repeat
     /// requests, and the house that said "not now" may take a copy later (seeds 853, 1267 and
     /// 1289 of the long run: a copy taken after the sender gave up).
@@ -169,7 +169,12 @@ impl Delivery {
                     reason: text(r, "reason").unwrap_or_else(|| reason.clone()),
                 },
                 None if named => Verdict::Accepted,
-                None if ok => return Delivery::Deferred(format!("{status} without an answer for {to}")),
+                // A Nyx5 answer that leaves this one out read the request and said nothing of
+                // it: "not now" for it alone, and what it said of the others stands.
+                None if ok => Verdict::Rejected {
+                    code: ErrorKind::Unavailable.code(),
+                    reason: format!("{status} without an answer for {to}"),
+                },
                 None => Verdict::Rejected { code: status, reason: reason.clone() },
             };
             verdicts.push((to.clone(), verdict));
@@ -559,19 +564,22 @@ impl<D: Db, N: Net> House<D, N> {
         purge
     }
 
-    /// Works the queue once: purges old nonces, rate windows and finished envelopes (at most
-    /// once a minute: [`upkeep_due`]), then takes up to `config.tick_batch` (default
-    /// [`TICK_BATCH`]) due jobs and delivers, retries, postpones or bounces each. Safe to run
-    /// twice at once and to repeat: every job is leased before it is worked.
+    /// Works the queue once: purges old nonces, rate windows and finished envelopes and does the
+    /// time-driven upkeep (at most once a minute: [`upkeep_due`]), then takes up to
+    /// `config.tick_batch` (default [`TICK_BATCH`]) due jobs and delivers, retries, postpones or
+    /// bounces each. Safe to run twice at once and to repeat: every job is leased before it is
+    /// worked.
     pub async fn tick(&self) -> Result<TickReport, Error> {
         let now = self.now();
-        // The purges, and the periodic work after the deliveries, once a minute: a kick (every
-        // accepted send ticks) delivers and nothing else (issue 36 §5: its round trips).
-        let periodic = upkeep_due(self.upkept.get(), now.millis());
-        if periodic {
+        // The purges and the periodic work once a minute, before the deliveries (which a
+        // hanging destination can hold until the runtime ends the invocation): a kick (every
+        // accepted send ticks) otherwise delivers and nothing else (issue 36 §5). The minute
+        // counts as done only once both finished without leaving work behind.
+        if upkeep_due(self.upkept.get(), now.millis()) {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
             let changes = self.db.batch(stmts).await.map_err(port_error)?;
-            self.upkept.set((!left_a_backlog(&changes, &caps)).then_some(now.millis()));
+            let more = self.periodic_upkeep(now).await;
+            self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
         }
         let mut report = TickReport::default();
 
@@ -593,9 +601,6 @@ impl<D: Db, N: Net> House<D, N> {
             }
         }
         self.send_emails(now).await?;
-        if periodic {
-            self.periodic_upkeep(now).await;
-        }
         // The services' own work, each within its budget of fetches a tick (a house runs them
         // only when the operator turned them on).
         // `verifica@`'s checks.
@@ -614,15 +619,21 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// What a tick does once a minute beside its purges (with them: [`upkeep_due`]), none of it
-    /// failing the tick: whatever fails waits for the next minute.
-    async fn periodic_upkeep(&self, now: Timestamp) {
+    /// failing the tick. Answers whether any part left work behind (a whole batch taken, or a
+    /// failure): the next tick then runs it again, as a purge's backlog does.
+    async fn periodic_upkeep(&self, now: Timestamp) -> bool {
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery.
-        let _recertified = self.recertify_some(now).await.ok();
+        let recertified = self.recertify_some(now).await;
+        let recertify_more = recertified
+            .as_ref()
+            .map_or(true, |n| i64::try_from(*n).is_ok_and(|n| n >= crate::domain_keys::RECERTIFY_PER_TICK));
         // Pins made before migration 0005 are given their site, a few a minute (issue 35 §3).
-        let _sites =
-            crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await.ok();
+        let sites = crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await;
         // So is the Libro's: welcome gifts owed, bonds that expired, approvals nobody decided.
-        let _libro = self.libro_upkeep().await.ok();
+        let libro_more = self.libro_upkeep().await.unwrap_or(true);
+        let sites_more =
+            sites.map_or(true, |n| i64::try_from(n).is_ok_and(|n| n >= crate::store::resolver::PIN_SITES_PER_TICK));
+        recertify_more || sites_more || libro_more
     }
 
     /// One job's turn, given its domain's `health` so far: late, it bounces; while the domain
@@ -1002,9 +1013,16 @@ mod tests {
             let d = Delivery::from_answer(202, body, &to);
             assert!(matches!(d, Delivery::Temporary(_)), "{}: {d:?}", String::from_utf8_lossy(body));
         }
-        // A Nyx5 answer that leaves a recipient out read the request: deferred.
+        // A Nyx5 answer that leaves a recipient out read the request: "not now" for that one
+        // (a temporary refusal by name), and what it said of the others stands.
         let partial = br#"{"ok":true,"code":202,"accepted":["x@b.test"]}"#;
-        assert!(matches!(Delivery::from_answer(202, partial, &to), Delivery::Deferred(_)));
+        assert_eq!(
+            Delivery::from_answer(202, partial, &to),
+            Delivery::Delivered(vec![
+                (to[0].clone(), Verdict::Accepted),
+                (to[1].clone(), Verdict::Rejected { code: 503, reason: "202 without an answer for y@b.test".into() }),
+            ])
+        );
     }
 
     /// A refusal that is not a 2xx still settles every recipient: the ones it names with their

@@ -1170,16 +1170,37 @@ impl<D: Db, N: Net> House<D, N> {
     /// (`expire_approvals`), each only once no operation received before its deadline and naming
     /// it still waits ([`House::waiting`]). Bounded per tick. (The authority's old counts and decided approvals
     /// go with the tick's purge batch: `store::libro::prune_authority`.)
-    pub async fn libro_upkeep(&self) -> Result<(), Error> {
-        for row in store::due(&self.db, UPKEEP_BATCH).await? {
-            // One row that cannot post waits; it holds up neither the others nor the bonds.
-            let _posted = self.post_due_row(&row).await;
-        }
+    ///
+    /// Each of the three runs whatever the others did. Answers whether any left work behind (it
+    /// took a whole batch, or failed): the tick then runs the upkeep again at its next turn
+    /// rather than the next minute (hostile review of issue 36, M1).
+    pub async fn libro_upkeep(&self) -> Result<bool, Error> {
+        let full = |n: usize| i64::try_from(n).is_ok_and(|n| n >= UPKEEP_BATCH);
+        let dues = match store::due(&self.db, UPKEEP_BATCH).await {
+            Ok(rows) => {
+                for row in &rows {
+                    // One row that cannot post waits; it holds up neither the others nor the bonds.
+                    let _posted = self.post_due_row(row).await;
+                }
+                Ok(full(rows.len()))
+            }
+            Err(e) => Err(e),
+        };
+        let bonds = self.expire_bonds().await;
+        let approvals = self.expire_approvals().await;
+        Ok(dues? | bonds? | approvals?)
+    }
+
+    /// Bonds past their `expires` return to their bondholders. Bounded per tick; answers
+    /// whether it took a whole batch.
+    async fn expire_bonds(&self) -> Result<bool, Error> {
         let now = self.now();
         let rules = self.libro_rules();
         let libro = self.libro_address()?;
         let waiting = self.waiting(&libro, now);
-        for row in store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await? {
+        let due = store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await?;
+        let full = i64::try_from(due.len()).is_ok_and(|n| n >= UPKEEP_BATCH);
+        for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
             let entry_id = self.new_id();
@@ -1207,15 +1228,18 @@ impl<D: Db, N: Net> House<D, N> {
                 Err(e) => return Err(port_error(e)),
             }
         }
-        self.expire_approvals().await
+        Ok(full)
     }
 
     /// Approvals nobody decided before their `expires`: each hold returns to its payer, and the
-    /// operator and every approver hear of it. Bounded per tick.
-    async fn expire_approvals(&self) -> Result<(), Error> {
+    /// operator and every approver hear of it. Bounded per tick; answers whether it took a whole
+    /// batch.
+    async fn expire_approvals(&self) -> Result<bool, Error> {
         let now = self.now();
         let libro = self.libro_address()?;
-        for row in store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await? {
+        let due = store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await?;
+        let full = i64::try_from(due.len()).is_ok_and(|n| n >= UPKEEP_BATCH);
+        for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
             let mut facts = Facts::default();
@@ -1273,7 +1297,7 @@ impl<D: Db, N: Net> House<D, N> {
                 Err(e) => return Err(port_error(e)),
             }
         }
-        Ok(())
+        Ok(full)
     }
 }
 

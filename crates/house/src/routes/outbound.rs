@@ -160,7 +160,11 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
                  delivered before is then recognised by its id)",
             ));
         }
-        Err(PortError::Constraint { name }) => return resent(house, env.id(), card.address(), &sha256, name).await,
+        // Only the outbox's id says "sent before": any other constraint is a failure, never
+        // "exists" (hostile review of issue 36, L2).
+        Err(PortError::Constraint { name }) if name == constraint::OUTBOX_ID => {
+            return resent(house, env.id(), card.address(), &sha256, name).await;
+        }
         Err(e) => return Err(port_error(e)),
     }
     let next = nyx5_proto::Timestamp(not_before).to_rfc3339();

@@ -29,6 +29,8 @@ pub mod constraint {
     pub const INVITATION_USES: &str = "invitation_uses";
     /// `nonces`: a token's nonce is used once.
     pub const NONCE_USED: &str = "nonces.address, nonces.nonce";
+    /// An envelope id the outbox holds already (a resend, or another envelope under that id).
+    pub const OUTBOX_ID: &str = "outbox.envelope_id";
     /// `agents`: a name is registered once; a second first registration fails.
     pub const AGENT_TAKEN: &str = "agents.local";
     /// `agents.mbox`: a house numbers at most 2^23 − 1 mailboxes (migration 0013).

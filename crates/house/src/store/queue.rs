@@ -164,31 +164,24 @@ pub const FORGOTTEN: &str = "outbox.created_at";
 /// many subagents it spreads it over — two agents flooding their own house's Libro leave a
 /// third's refund in the first turn of the next tick (issue 34).
 pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
-    query(
-        db,
-        stmt!(
-            concat!(
-                r#"SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
+    query(db, stmt!(DUE_SQL, now, now, now.saturating_add(crate::queue::LEASE_MS), limit)).await
+}
+
+/// The text of [`due`]'s query (tests fail it by its text).
+pub const DUE_SQL: &str = concat!(
+    r#"SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
                     j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
              FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, id) AS turn
                    FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, "#,
-                root_of!("s.sender"),
-                r#"
+    root_of!("s.sender"),
+    r#"
                                                         ORDER BY d.next_attempt, d.id) AS sender_turn
                          FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
                          WHERE d.state = 'pending' AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
              ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?"#
-            ),
-            now,
-            now,
-            now.saturating_add(crate::queue::LEASE_MS),
-            limit
-        ),
-    )
-    .await
-}
+);
 
 /// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
 /// pending, or it is not due.

@@ -202,3 +202,43 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     assert_eq!(nonces("ana@a.test"), before + 1);
     assert_eq!(mailbox(&h, &ana).len(), 1);
 }
+
+/// A send spends its token's nonce in the batch that queues it: the same request again is 401,
+/// never "exists" (which would tell a replayer what was queued). A send refused before that batch
+/// (here over the agent's minute) spends nothing: the same token may be sent again.
+#[test]
+fn a_send_token_works_once_and_only_a_send_that_took_effect_spends_it() {
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    json(&ana.register_admin(&h), 201);
+    let env = ana.draft("once", &[&ana.address], "hi").sign(&ana.sig).unwrap();
+    let body = env.canonical();
+    let token = ana.token(&h, "POST", "/outbound", &body);
+    let send = || call_raw(&h, "POST", "/outbound", &[("authorization", &token)], body.clone());
+    assert_eq!(send().status, 202);
+    let again = send();
+    assert_eq!(refused(&again, 401), "token already used");
+    // The same envelope with a fresh token is "exists" (200), as ever.
+    assert_eq!(ana.send(&h, &env).status, 200);
+
+    // Over the minute's cap: refused with 429, nothing queued, the nonce unspent.
+    let nonces = || rows(&h, "SELECT count(*) AS n FROM nonces WHERE address = ?", "ana@a.test");
+    let mut n = 1;
+    let (capped, token) = loop {
+        let env = ana.draft(&format!("many-{n}"), &[&ana.address], "hi").sign(&ana.sig).unwrap();
+        let body = env.canonical();
+        let token = ana.token(&h, "POST", "/outbound", &body);
+        let r = call_raw(&h, "POST", "/outbound", &[("authorization", &token)], body.clone());
+        if r.status == 429 {
+            break (body, token);
+        }
+        assert_eq!(r.status, 202);
+        n += 1;
+        assert!(n < 1_000, "no cap on sends a minute");
+    };
+    let before = nonces();
+    let r = call_raw(&h, "POST", "/outbound", &[("authorization", &token)], capped.clone());
+    assert_eq!(r.status, 429, "the same refused send again is refused as it was, not as a replay");
+    assert_eq!(nonces(), before);
+}
