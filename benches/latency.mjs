@@ -21,7 +21,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { authHeader, b64u, bodyBytes, draftEnvelope, newAgentKeys, random, signEnvelope } from '../tests/lib/nyx5.mjs';
+import { call } from '../tests/lib/e2e.mjs';
+import { authHeader, b64u, draftEnvelope, newAgentKeys, random, signEnvelope } from '../tests/lib/nyx5.mjs';
 import { ENV, House, ROOT, portsFor } from '../tests/lib/wrangler.mjs';
 
 const ROUNDS = Number(process.argv[2] ?? 40);
@@ -44,17 +45,6 @@ const worker = new House({
   vars: { NYX5_ADMIN_TOKEN: tokens.worker, NYX5_OUTBOUND_PER_MINUTE: '1000' },
 });
 const serve = { domain: 's.test', port: PORT(1), url: url(PORT(1)), host: `127.0.0.1:${PORT(1)}`, child: null };
-
-async function call(house, method, path, { body, headers = {} } = {}) {
-  const init = { method, headers: { ...headers } };
-  if (body !== undefined) {
-    init.body = bodyBytes(body);
-    init.headers['content-type'] = 'application/json';
-  }
-  const r = await fetch(house.url + path, init);
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : null };
-}
 
 async function as(who, method, path, opts = {}) {
   const { header } = await authHeader(who.keys, { address: who.address, method, path, host: who.house.host, body: opts.body });
