@@ -173,14 +173,14 @@ function routes(ctx) {
       ],
     },
     {
-      // Refused (400: `5` is no id) before the batch that would spend its token: a replay is 400
-      // again; a replayed ack that took effect is 401 (crates/house/tests/attacks/auth.rs).
+      // Refused before the batch that would spend its token: a replay is refused as the first
+      // use was; a replayed ack that took effect is 401 (crates/house/tests/attacks/auth.rs).
       m: 'POST',
       p: '/mailbox/:local/ack',
       fill: { local: 'ana' },
       auth: 'agent',
       segments: ['local'],
-      replayExpect: 400,
+      replayExpect: 'same',
       body: { ids: [ids.envelope, 5] },
       poisonPaths: ['ids.1'],
       strings: ['ids.0'],
@@ -338,13 +338,13 @@ function routes(ctx) {
     },
     {
       // Ana's envelope whose signature is another envelope's: 403 once it is read. Its token is
-      // spent only by a send that takes effect (docs/SPEC.md §8), so a replay of this refused one
-      // is refused the same way; a replayed send that was queued is 401
-      // (crates/house/tests/attacks/auth.rs).
+      // spent only by a send that takes effect (docs/SPEC.md §8), so a replay of a refused one is
+      // refused as the first use was; a replayed send that was queued is 401
+      // (crates/house/tests/attacks/auth.rs, tests/e2e/two_houses.mjs).
       m: 'POST',
       p: '/outbound',
       auth: 'agent',
-      replayExpect: 403,
+      replayExpect: 'same',
       body: ctx.outboundEnvelope,
       optional: ['expires', 'deliver_after', 'thread', 'in_reply_to'],
       strings: envelopeStrings,
@@ -862,7 +862,10 @@ class Sweep {
       const first = await once();
       this.judge(c, first, 'first use');
       const second = await once();
-      return this.judge({ ...c, expect: route.replayExpect ?? 401 }, second, 'replay');
+      // `same`: a route whose token is spent only by a request that takes effect answers a
+      // replay of a refused one as it answered the first use.
+      const replayed = route.replayExpect === 'same' ? first.status : route.replayExpect ?? 401;
+      return this.judge({ ...c, expect: replayed }, second, 'replay');
     }
     return this.judge(c, await once());
   }

@@ -489,7 +489,7 @@ try {
     oldKeepUntil = Date.parse(ts) + 300_000;
   });
 
-  await step('ana seals a message for bo and sends it (POST /outbound); a resend is "exists"', async () => {
+  await step('ana seals a message for bo and sends it (POST /outbound); a resend is "exists", a replay 401', async () => {
     const boCard = expectStatus(await call(b, 'GET', '/agents/bo'), 200, 'GET b/agents/bo');
     assert.ok(await verifySignature(boCard, 'certification', keyB, 'agent-card'), "bo's card verifies with b.test's key");
     const content = { media: 'text/plain', body: 'hola bo, ¿nos vemos el martes? 😀' };
@@ -500,7 +500,12 @@ try {
     ]);
     const env = await signEnvelope(sealed, ana.keys);
     sent.first = { env, content };
-    const r = expectStatus(await as(ana, 'POST', '/outbound', { body: env }), 202, 'POST /outbound');
+    // The token is spent in the batch that queued the envelope (D1's UNIQUE failure on the
+    // nonce read as such): the very same request again is 401, never "exists".
+    const { header } = await authHeader(ana.keys, { address: ana.address, method: 'POST', path: '/outbound', host: a.host, body: env });
+    const once = () => call(a, 'POST', '/outbound', { body: env, headers: { authorization: header } });
+    const r = expectStatus(await once(), 202, 'POST /outbound');
+    expectError(await once(), 401, 'unauthenticated', 'the same request replayed');
     assert.equal(r.id, env.id);
     assert.deepEqual(
       r.jobs.map((j) => [j.domain, j.recipients]),
