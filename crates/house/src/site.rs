@@ -28,23 +28,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-/// The table's checksum, 8 bytes at a time (`nyx5_pages::psl::checksum` says how; the two are
-/// held equal by `install_takes_only_the_table_this_build_was_made_with`).
-fn checksum(bytes: &[u8]) -> u64 {
-    let mix = |h: u64, word: u64| {
-        let h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        h ^ (h >> 29)
-    };
-    // Whole words, each one load: no call per word (at opt-level "z" `copy_from_slice` is one,
-    // which made a cold isolate's checksum ~7× slower).
-    let (words, rest) = bytes.as_chunks::<8>();
-    let h = words.iter().fold(mix(0xcbf2_9ce4_8422_2325, bytes.len() as u64), |h, w| mix(h, u64::from_le_bytes(*w)));
-    let mut last = [0u8; 8];
-    for (to, from) in last.iter_mut().zip(rest) {
-        *to = *from;
-    }
-    mix(h, u64::from_le_bytes(last))
-}
+include!("psl_checksum.rs");
 
 /// What the rules say of a name (bits of [`rules_for`]).
 const PSL_PLAIN: u8 = 1;
@@ -345,7 +329,6 @@ mod tests {
         let asset = asset();
         assert_eq!(Some(asset.as_slice()), PSL_EMBEDDED);
         assert_eq!(ASSET_PATH, nyx5_pages::psl::ASSET_PATH);
-        assert_eq!(checksum(&asset), nyx5_pages::psl::checksum(&asset));
         assert_eq!(PSL_CHECKSUM, nyx5_pages::psl::checksum(&asset));
         assert!(
             ["", "a", "kobe.jp", "xn--55qx5d.cn"]
