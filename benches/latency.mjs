@@ -112,7 +112,7 @@ try {
   await Promise.all([worker.start(), startServe()]);
   const w = await agent(worker, tokens.worker);
   const s = await agent(serve, tokens.serve);
-  for (let i = 0; i < WARMUP; i++) await Promise.all([round(w), round(s)].map((p) => p));
+  for (let i = 0; i < WARMUP; i++) await Promise.all([round(w), round(s)]);
   const times = { worker: [], serve: [] };
   for (let i = 0; i < ROUNDS; i++) {
     // Alternate which goes first, so neither always meets the other's tail.

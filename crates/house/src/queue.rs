@@ -528,6 +528,12 @@ pub fn upkeep_due(last: Option<i64>, now: i64) -> bool {
     last.is_none_or(|last| now < last || now.div_euclid(UPKEEP_EVERY_MS) != last.div_euclid(UPKEEP_EVERY_MS))
 }
 
+/// Whether a turn of upkeep that handled `n` items took its whole batch of `cap`, so more may
+/// wait: the next tick runs it again rather than the next minute.
+pub(crate) fn took_whole_batch(n: usize, cap: i64) -> bool {
+    i64::try_from(n).is_ok_and(|n| n >= cap)
+}
+
 /// Whether a purge batch left work behind: a capped statement removed as many rows as its own
 /// cap (`caps`, one per statement, `None` for one without a cap). The next tick then purges
 /// again rather than waiting for the next minute, so the purges keep up with any traffic, as
@@ -624,15 +630,13 @@ impl<D: Db, N: Net> House<D, N> {
     async fn periodic_upkeep(&self, now: Timestamp) -> bool {
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery.
         let recertified = self.recertify_some(now).await;
-        let recertify_more = recertified
-            .as_ref()
-            .map_or(true, |n| i64::try_from(*n).is_ok_and(|n| n >= crate::domain_keys::RECERTIFY_PER_TICK));
+        let recertify_more =
+            recertified.as_ref().map_or(true, |n| took_whole_batch(*n, crate::domain_keys::RECERTIFY_PER_TICK));
         // Pins made before migration 0005 are given their site, a few a minute (issue 35 §3).
         let sites = crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await;
         // So is the Libro's: welcome gifts owed, bonds that expired, approvals nobody decided.
         let libro_more = self.libro_upkeep().await.unwrap_or(true);
-        let sites_more =
-            sites.map_or(true, |n| i64::try_from(n).is_ok_and(|n| n >= crate::store::resolver::PIN_SITES_PER_TICK));
+        let sites_more = sites.map_or(true, |n| took_whole_batch(n, crate::store::resolver::PIN_SITES_PER_TICK));
         recertify_more || sites_more || libro_more
     }
 

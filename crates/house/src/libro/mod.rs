@@ -1175,14 +1175,13 @@ impl<D: Db, N: Net> House<D, N> {
     /// took a whole batch, or failed): the tick then runs the upkeep again at its next turn
     /// rather than the next minute (hostile review of issue 36, M1).
     pub async fn libro_upkeep(&self) -> Result<bool, Error> {
-        let full = |n: usize| i64::try_from(n).is_ok_and(|n| n >= UPKEEP_BATCH);
         let dues = match store::due(&self.db, UPKEEP_BATCH).await {
             Ok(rows) => {
                 for row in &rows {
                     // One row that cannot post waits; it holds up neither the others nor the bonds.
                     let _posted = self.post_due_row(row).await;
                 }
-                Ok(full(rows.len()))
+                Ok(crate::queue::took_whole_batch(rows.len(), UPKEEP_BATCH))
             }
             Err(e) => Err(e),
         };
@@ -1199,7 +1198,7 @@ impl<D: Db, N: Net> House<D, N> {
         let libro = self.libro_address()?;
         let waiting = self.waiting(&libro, now);
         let due = store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await?;
-        let full = i64::try_from(due.len()).is_ok_and(|n| n >= UPKEEP_BATCH);
+        let full = crate::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
@@ -1238,7 +1237,7 @@ impl<D: Db, N: Net> House<D, N> {
         let now = self.now();
         let libro = self.libro_address()?;
         let due = store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await?;
-        let full = i64::try_from(due.len()).is_ok_and(|n| n >= UPKEEP_BATCH);
+        let full = crate::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
