@@ -12,6 +12,7 @@ pub mod domain_keys;
 pub mod email;
 pub mod http;
 pub mod index;
+pub mod join;
 pub mod libro;
 pub mod mailbox;
 pub mod migrations;

@@ -7,6 +7,7 @@ use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
+use crate::join::both;
 use crate::ports::{Db, Net, PortError, Reads, Row};
 use crate::store::{constraint, inbox};
 use crate::{House, ok_body};
@@ -44,7 +45,7 @@ pub async fn read<D: Db, N: Net>(
     reads: &Reads,
     local: &str,
 ) -> Result<Response, Error> {
-    house.authenticate_owner(req, local, Keys::CurrentOrGrace).await?;
+    let (_, nonce) = house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
     let number = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
         req.query(name).map_or(Ok(default), |v| {
             v.parse::<i64>()
@@ -63,8 +64,14 @@ pub async fn read<D: Db, N: Net>(
         overhead: ITEM_FRAME_BYTES as i64,
         unrecorded: UNRECORDED_BYTES,
     };
-    let rows = if limit == 0 { Vec::new() } else { inbox::page(&house.stale(reads), local, bounds).await? };
-    let body = write_page(&rows, limit)?;
+    // The token's nonce is spent while the page is read: two requests in flight, one round trip's
+    // wait. A replayed token fails the spend, and the page read beside it is never answered.
+    let page = async {
+        if limit == 0 { Ok(Vec::new()) } else { inbox::page(&house.stale(reads), local, bounds).await }
+    };
+    let (spent, rows) = both(house.db.batch(vec![nonce]), page).await;
+    spent.map_err(crate::auth::nonce_error)?;
+    let body = write_page(&rows?, limit)?;
     Ok(Response::bytes(200, "application/json", body))
 }
 
@@ -134,22 +141,21 @@ fn item(stored: &str, seq: i64, received: i64, stamp: Option<&str>) -> Result<St
 
 /// POST /mailbox/:local/ack `{"ids": [...]}` — idempotent; answers how many were newly acked.
 pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    // The token's nonce is spent in the batch that acknowledges (a replay fails it whole).
-    let (_, nonce) = house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
-    let body = json_body(req)?;
-    let ids = field::array(&body, "ids")?;
-    if ids.is_empty() || ids.len() > ACK_MAX {
-        return Err(Error::malformed(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));
-    }
-    let mut distinct = VecSet::new();
-    for id in ids {
-        let id = id.as_str().ok_or_else(|| Error::malformed("`ids` lists strings"))?;
-        check_id(id)?;
-        distinct.insert(id);
-    }
-    let list = Value::Array(distinct.into_iter().map(Value::from).collect()).canonical_string();
-    for _ in 0..crate::mailbox::ACK_ATTEMPTS {
+    // The owner's card and the acknowledgment's facts are read together (one round trip's wait);
+    // the facts are used, and any fault in the body told, only once the token has verified. The
+    // token's nonce is spent in the batch that acknowledges (a replay fails it whole).
+    let facts = async {
+        let list = ack_list(req)?;
         let rows = inbox::ack_facts(&house.db, local, &list).await?;
+        Ok::<_, Error>((list, rows))
+    };
+    let (owner, first) = both(house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace), facts).await;
+    let (_, nonce) = owner?;
+    let (list, mut rows) = first?;
+    for attempt in 0..crate::mailbox::ACK_ATTEMPTS {
+        if attempt > 0 {
+            rows = inbox::ack_facts(&house.db, local, &list).await?;
+        }
         let read = rows.first().and_then(|r| r.int("w")).unwrap_or(0);
         let other = rows.first().and_then(|r| r.int("other"));
         let waiting: Vec<(String, i64, bool)> =
@@ -165,6 +171,22 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
         return Ok(Response::json(200, &ok_body([("acked", plan.acked.into())])));
     }
     Err(Error::new(ErrorKind::Unavailable, "the mailbox is being acknowledged by another request; try again"))
+}
+
+/// The ids an acknowledgment's body lists, distinct, as the JSON array the store reads.
+fn ack_list(req: &Request) -> Result<String, Error> {
+    let body = json_body(req)?;
+    let ids = field::array(&body, "ids")?;
+    if ids.is_empty() || ids.len() > ACK_MAX {
+        return Err(Error::malformed(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));
+    }
+    let mut distinct = VecSet::new();
+    for id in ids {
+        let id = id.as_str().ok_or_else(|| Error::malformed("`ids` lists strings"))?;
+        check_id(id)?;
+        distinct.insert(id);
+    }
+    Ok(Value::Array(distinct.into_iter().map(Value::from).collect()).canonical_string())
 }
 
 #[cfg(test)]

@@ -201,6 +201,12 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     assert_eq!(call(&h, "POST", path, &[("authorization", &token)], &bad).status, 400);
     assert_eq!(nonces("ana@a.test"), before + 1);
     assert_eq!(mailbox(&h, &ana).len(), 1);
+    // The body is read beside the owner's card, but a token that does not verify is told first:
+    // a malformed ack under a token for another request is 401, not 400.
+    let elsewhere = ana.token(&h, "POST", "/mailbox/ana/ack?x=1", &bad.canonical());
+    let name = |resp: &nyx5_house::http::Response| json(resp, 401).as_object().unwrap()["error"].as_str().unwrap().to_owned();
+    assert_eq!(name(&call(&h, "POST", path, &[("authorization", &elsewhere)], &bad)), "unauthenticated");
+    assert_eq!(name(&call(&h, "POST", path, &[], &bad)), "unauthenticated");
 }
 
 /// A send spends its token's nonce in the batch that queues it: the same request again is 401,

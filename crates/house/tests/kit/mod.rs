@@ -134,10 +134,23 @@ pub struct KitDb {
     fail_read: RefCell<Option<(&'static str, u32)>>,
     /// Queries and batches run so far: each is one round trip to D1 on the Worker.
     calls: Cell<u64>,
+    /// Calls in flight now, and the waits for the database so far: a call that starts while
+    /// another is in flight shares its wait (`join::both`), so it starts no new one.
+    in_flight: Rc<Cell<u32>>,
+    waits: Cell<u64>,
     /// A read replica that lags behind (see [`KitDb::lag`]), when the test asked for one.
     replica: RefCell<Option<Replica>>,
     /// Batches committed: the primary's bookmark is this count.
     written: Cell<u64>,
+}
+
+/// A call of [`KitDb`]'s in flight, until dropped.
+struct InFlight(Rc<Cell<u32>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
 }
 
 /// A read replica as D1 keeps one: a copy of the primary that applies its writes only when a
@@ -171,6 +184,8 @@ impl KitDb {
             before_batch: RefCell::new(None),
             fail_read: RefCell::new(None),
             calls: Cell::new(0),
+            in_flight: Rc::default(),
+            waits: Cell::new(0),
             replica: RefCell::new(None),
             written: Cell::new(0),
         }
@@ -178,6 +193,22 @@ impl KitDb {
     /// Queries and batches run so far (each a round trip to the database on the Worker).
     pub fn calls(&self) -> u64 {
         self.calls.get()
+    }
+
+    /// The waits for the database so far: round trips in sequence, two in flight together
+    /// counted once. Only with [`KitDb::stall`] on does a call wait for the next to start.
+    pub fn waits(&self) -> u64 {
+        self.waits.get()
+    }
+
+    /// Counts a call in: a new wait if none is in flight. In flight until the guard drops.
+    fn call(&self) -> InFlight {
+        self.calls.set(self.calls.get() + 1);
+        if self.in_flight.get() == 0 {
+            self.waits.set(self.waits.get() + 1);
+        }
+        self.in_flight.set(self.in_flight.get() + 1);
+        InFlight(self.in_flight.clone())
     }
 
     /// From now on, reads that may be stale come from a replica that starts as a copy of the
@@ -224,7 +255,7 @@ impl KitDb {
 
 impl Db for KitDb {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
-        self.calls.set(self.calls.get() + 1);
+        let _call = self.call();
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -234,7 +265,7 @@ impl Db for KitDb {
         self.sqlite.query(stmt).await
     }
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
-        self.calls.set(self.calls.get() + 1);
+        let _call = self.call();
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -252,7 +283,7 @@ impl Db for KitDb {
     }
 
     async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
-        self.calls.set(self.calls.get() + 1);
+        let _call = self.call();
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -269,7 +300,7 @@ impl Db for KitDb {
         let Some(db) = self.replica.borrow().as_ref().map(|r| r.db.clone()) else {
             return self.query(stmt).await;
         };
-        self.calls.set(self.calls.get() + 1);
+        let _call = self.call();
         // Catch up as far as the bookmark asks (a bookmark this database never gave asks nothing).
         let want = reads.bookmark().and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
         loop {
