@@ -250,7 +250,11 @@ fn tokens_are_bound_to_path_method_host_and_time() {
     assert_eq!(ana.get(&h, "/mailbox/ana").status, 200, "a fresh token's nonce");
     assert_eq!(count("SELECT count(*) AS n FROM nonces"), Some(2));
     w.tick_all();
-    assert_eq!(count("SELECT count(*) AS n FROM nonces"), Some(1), "the first is past its window, the fresh one is not");
+    assert_eq!(
+        count("SELECT count(*) AS n FROM nonces"),
+        Some(1),
+        "the first is past its window, the fresh one is not"
+    );
     assert_eq!(count("SELECT count(*) AS n FROM rate_windows WHERE bucket IN ('old', 'recent')"), Some(1));
     assert_eq!(count("SELECT count(*) AS n FROM rate_windows WHERE bucket = 'recent'"), Some(1));
     w.clock.advance(11 * MINUTE);

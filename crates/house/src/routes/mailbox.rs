@@ -66,9 +66,8 @@ pub async fn read<D: Db, N: Net>(
     };
     // The token's nonce is spent while the page is read: two requests in flight, one round trip's
     // wait. A replayed token fails the spend, and the page read beside it is never answered.
-    let page = async {
-        if limit == 0 { Ok(Vec::new()) } else { inbox::page(&house.stale(reads), local, bounds).await }
-    };
+    let page =
+        async { if limit == 0 { Ok(Vec::new()) } else { inbox::page(&house.stale(reads), local, bounds).await } };
     let (spent, rows) = both(house.db.batch(vec![nonce]), page).await;
     spent.map_err(crate::auth::nonce_error)?;
     let body = write_page(&rows?, limit)?;

@@ -204,7 +204,8 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     // The body is read beside the owner's card, but a token that does not verify is told first:
     // a malformed ack under a token for another request is 401, not 400.
     let elsewhere = ana.token(&h, "POST", "/mailbox/ana/ack?x=1", &bad.canonical());
-    let name = |resp: &nyx5_house::http::Response| json(resp, 401).as_object().unwrap()["error"].as_str().unwrap().to_owned();
+    let name =
+        |resp: &nyx5_house::http::Response| json(resp, 401).as_object().unwrap()["error"].as_str().unwrap().to_owned();
     assert_eq!(name(&call(&h, "POST", path, &[("authorization", &elsewhere)], &bad)), "unauthenticated");
     assert_eq!(name(&call(&h, "POST", path, &[], &bad)), "unauthenticated");
 }
