@@ -1,0 +1,494 @@
+//! The house's layers, read from its source (issue 37 §3; rust-analyzer's tidy tests are the
+//! model). Each module of `crates/house/src` has a layer in [`LAYERS`]; a module may name one of
+//! its own layer or below, never above: the rules decide without the store, the store knows no
+//! service, no service calls a route. The test reads every `crate::…` and `super::…` path in the
+//! code (comments left out) and fails on an arrow that runs back up, or on a circle of modules.
+//!
+//! The arrows and circles the code has today are listed in [`KNOWN_UPWARD`] and [`KNOWN_CIRCLES`]:
+//! the debt issue 37 pays off. The lists only shrink: a new arrow up fails the test, and so does a
+//! listed one that is gone (take it off the list, so it cannot come back unseen).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::print_stdout, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Layers, lowest first, by module path (the longest prefix that is listed wins). `crate` is
+/// the crate root (`lib.rs`: `House` and its helpers), an engine module for now.
+const LAYERS: &[(&str, &str)] = &[
+    // Ports and plain utilities: no rule, no SQL, no engine.
+    ("ports", "base"),
+    ("join", "base"),
+    ("weburl", "base"),
+    ("psl_checksum", "base"),
+    ("site", "base"),
+    ("migrations", "base"),
+    ("sqlite", "base"),
+    ("http", "base"),
+    ("bookmark", "base"),
+    ("config", "base"),
+    // Rules: pure decisions over facts.
+    ("policy", "rules"),
+    ("libro::kernel", "rules"),
+    ("libro::authority", "rules"),
+    ("libro::op", "rules"),
+    ("email::parse", "rules"),
+    ("email::html", "rules"),
+    ("email::trust", "rules"),
+    ("outbound", "rules"),
+    // SQL, and nothing above it.
+    ("store", "store"),
+    // The engine's services.
+    ("crate", "engine"),
+    ("auth", "engine"),
+    ("mailbox", "engine"),
+    ("queue", "engine"),
+    ("resolver", "engine"),
+    ("domain_keys", "engine"),
+    ("index", "engine"),
+    ("libro", "engine"),
+    ("email", "engine"),
+    ("warm", "engine"),
+    // What answers requests.
+    ("routes", "routes"),
+    ("router", "routes"),
+    ("web", "routes"),
+    // The simulator drives everything.
+    ("sim", "top"),
+];
+
+const ORDER: &[&str] = &["base", "rules", "store", "engine", "routes", "top"];
+
+/// Arrows up that the code has today: `from -> to`, each a module path.
+const KNOWN_UPWARD: &[&str] = &[
+    "config -> email",
+    "config -> index",
+    "config -> libro::verifica",
+    "config -> outbound",
+    "config -> queue",
+    "config -> store::mailbox",
+    "email::parse -> email",
+    "index -> routes::agents",
+    "libro -> routes::outbound",
+    "libro::kernel -> libro::verifica",
+    "store -> crate",
+    "store -> mailbox",
+    "store -> resolver",
+    "store::queue -> queue",
+    "store::resolver -> crate",
+    "store::settings -> crate",
+    "warm -> routes::inbound",
+];
+
+/// Circles of modules in one layer that the code has today, each as its modules, sorted.
+const KNOWN_CIRCLES: &[&str] =
+    &["index libro libro::tareas libro::verifica mailbox queue resolver", "libro::authority libro::kernel"];
+
+fn layer_of(module: &str) -> &'static str {
+    LAYERS
+        .iter()
+        .filter(|(prefix, _)| module == *prefix || module.starts_with(&format!("{prefix}::")))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map_or_else(|| panic!("{module} has no layer in LAYERS"), |(_, layer)| *layer)
+}
+
+fn rank(layer: &str) -> usize {
+    ORDER.iter().position(|l| *l == layer).unwrap()
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The module a file is: `store/mailbox.rs` → `store::mailbox`, `lib.rs` → `crate`, a
+/// `mod.rs` → its folder's module (`store/mod.rs` → `store::mod`, so that a folder's own file is
+/// told from the modules in it).
+fn module_of(root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
+    let path: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if path == ["lib"] { "crate".to_owned() } else { path.join("::") }
+}
+
+/// The code of a file without its comments (`//` to the end of the line, `/* … */`), and with
+/// string literals kept (a path in a string is no arrow, but SQL never names a module).
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    let mut in_str = false;
+    while i < b.len() {
+        if in_str {
+            if b[i] == b'\\' {
+                i += 2;
+                continue;
+            }
+            if b[i] == b'"' {
+                in_str = false;
+            }
+            i += 1;
+            continue;
+        }
+        match (b[i], b.get(i + 1)) {
+            (b'/', Some(b'/')) => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            (b'/', Some(b'*')) => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+            }
+            (b'"', _) => {
+                in_str = true;
+                out.push(' ');
+                i += 1;
+            }
+            (b'\'', _) if b.get(i + 2) == Some(&b'\'') => {
+                // A char literal such as '"' (a lifetime has no closing quote there).
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c as char);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn ident(s: &str) -> &str {
+    let end = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The modules a path after `crate::` names: its leading lower-case segments that are modules
+/// (`store::mailbox::insert` → `store::mailbox`; `House` → `crate`). `known` holds every module.
+fn target(rest: &str, known: &BTreeSet<String>) -> String {
+    let mut path = String::new();
+    let mut cur = rest;
+    loop {
+        let seg = ident(cur);
+        if seg.is_empty() {
+            break;
+        }
+        let next = if path.is_empty() { seg.to_owned() } else { format!("{path}::{seg}") };
+        if known.contains(&next) || known.contains(&format!("{next}::mod")) {
+            path = next;
+            match cur[seg.len()..].strip_prefix("::") {
+                Some(r) => cur = r,
+                None => break,
+            }
+        } else {
+            break;
+        }
+    }
+    if path.is_empty() {
+        let item = ident(rest);
+        ROOT_ITEMS.iter().find(|(name, _)| *name == item).map_or("crate", |(_, module)| module).to_owned()
+    } else if known.contains(&format!("{path}::mod")) {
+        // A folder named as a whole: its own file.
+        format!("{path}::mod")
+    } else {
+        path
+    }
+}
+
+/// The paths a group names: `a, b::{c, d}` (without its braces) → `a`, `b::c`, `b::d`.
+fn expand(prefix: &str, group: &str, out: &mut Vec<String>) {
+    let mut depth = 0;
+    let mut item = String::new();
+    let mut items = Vec::new();
+    for c in group.chars() {
+        match c {
+            '{' => {
+                depth += 1;
+                item.push(c);
+            }
+            '}' => {
+                depth -= 1;
+                item.push(c);
+            }
+            ',' if depth == 0 => items.push(std::mem::take(&mut item)),
+            _ => item.push(c),
+        }
+    }
+    items.push(item);
+    for item in items {
+        let item: String = item.chars().filter(|c| !c.is_whitespace()).collect();
+        match item.split_once('{') {
+            Some((head, rest)) => expand(&format!("{prefix}{head}"), rest.strip_suffix('}').unwrap_or(rest), out),
+            None if !item.is_empty() => out.push(format!("{prefix}{item}")),
+            None => {}
+        }
+    }
+}
+
+/// Every `crate::…` path in `code`, the groups of a `use` opened: `crate::{a, b::{c}}` → `a`,
+/// `b::c`.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        // `$crate::` (a macro's) is the crate too.
+        let rest = &code[at + "crate::".len()..];
+        let head = rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')).next().unwrap();
+        match rest[head.len()..].strip_prefix('{') {
+            Some(group) => {
+                let mut depth = 1;
+                let end = group
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        depth == 0
+                    })
+                    .map_or(group.len(), |(i, _)| i);
+                expand(head, &group[..end], &mut out);
+            }
+            None if !head.is_empty() => out.push(head.to_owned()),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The byte ranges of the modules a file writes inline (`mod name { … }`).
+fn inline_modules(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + 4..];
+        let name = ident(rest);
+        let Some(body) = rest[name.len()..].trim_start().strip_prefix('{') else { continue };
+        let open = code.len() - body.len();
+        let mut depth = 1;
+        let close = body
+            .char_indices()
+            .find(|&(_, c)| {
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })
+            .map_or(code.len(), |(i, _)| open + i);
+        out.push(open..close);
+    }
+    out
+}
+
+/// Items of the crate root that are defined elsewhere: exported macros and re-exports.
+const ROOT_ITEMS: &[(&str, &str)] = &[
+    ("stmt", "ports"),
+    ("guard", "store::guard"),
+    ("Config", "config"),
+    ("Registration", "config"),
+    ("Request", "http"),
+    ("Response", "http"),
+    ("Clock", "ports"),
+    ("Db", "ports"),
+    ("Net", "ports"),
+    ("PortError", "ports"),
+    ("Reads", "ports"),
+    ("Rng", "ports"),
+];
+
+/// The arrows of the house's modules: module → the modules it names.
+fn arrows() -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = sources(&root);
+    let known: BTreeSet<String> = files.iter().map(|f| module_of(&root, f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let from = module_of(&root, file);
+        let text = std::fs::read_to_string(file).unwrap();
+        // A file's tests (at its end, by the house's style) may name anything.
+        let text = text.split("#[cfg(test)]").next().unwrap();
+        let code = code_of(text);
+        let mut to = BTreeSet::new();
+        for path in crate_paths(&code) {
+            to.insert(target(&path, &known));
+        }
+        // `super::x` from `a::b` names `a::x`; inside a module written inline in the file
+        // (`mod platform { … }`), `super` is the file's own module.
+        let inline = inline_modules(&code);
+        let parent = from.rsplit_once("::").map_or("", |(p, _)| p);
+        for (at, _) in code.match_indices("super::") {
+            let rest = &code[at + "super::".len()..];
+            let base = if inline.iter().any(|r| r.contains(&at)) { from.trim_end_matches("::mod") } else { parent };
+            let full = if base.is_empty() { rest.to_owned() } else { format!("{base}::{rest}") };
+            to.insert(target(&full, &known));
+        }
+        to.remove(&from);
+        if from.ends_with("::mod") {
+            // A folder's own file naming the modules in it is no arrow.
+            let folder = from.trim_end_matches("::mod");
+            to.retain(|t| !t.starts_with(&format!("{folder}::")));
+        }
+        graph.insert(from, to);
+    }
+    graph
+}
+
+fn upward(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (from, tos) in graph {
+        for to in tos {
+            let (lf, lt) = (layer_of(from.trim_end_matches("::mod")), layer_of(to.trim_end_matches("::mod")));
+            if rank(lt) > rank(lf) {
+                out.insert(format!("{} -> {}", from.trim_end_matches("::mod"), to.trim_end_matches("::mod")));
+            }
+        }
+    }
+    out
+}
+
+/// Circles among modules of one layer: the strongly connected components of more than one.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    // Tarjan's algorithm, small enough to write out.
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        next: usize,
+        out: Vec<Vec<&'a str>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        t.index.insert(v, t.next);
+        t.low.insert(v, t.next);
+        t.next += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        let layer = layer_of(v.trim_end_matches("::mod"));
+        let g = t.g;
+        for w in g.get(v).into_iter().flatten() {
+            if !g.contains_key(w.as_str()) || layer_of(w.trim_end_matches("::mod")) != layer {
+                continue;
+            }
+            if !t.index.contains_key(w.as_str()) {
+                visit(t, w);
+                let lw = t.low[w.as_str()];
+                let lv = t.low[v];
+                t.low.insert(v, lv.min(lw));
+            } else if t.on.contains(w.as_str()) {
+                let iw = t.index[w.as_str()];
+                let lv = t.low[v];
+                t.low.insert(v, lv.min(iw));
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+        .into_iter()
+        .map(|mut c| {
+            c.sort_unstable();
+            c.iter().map(|m| m.trim_end_matches("::mod")).collect::<Vec<_>>().join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn every_module_has_a_layer() {
+    for module in arrows().keys() {
+        layer_of(module.trim_end_matches("::mod"));
+    }
+}
+
+#[test]
+fn no_new_arrow_runs_up_the_layers_and_none_listed_is_gone() {
+    let found = upward(&arrows());
+    let known: BTreeSet<String> = KNOWN_UPWARD.iter().map(|s| (*s).to_owned()).collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&found).collect();
+    println!("arrows up the layers: {} (issue 37 takes them to 0)", found.len());
+    assert!(new.is_empty(), "arrows up the layers (a module naming one above it): {new:#?}");
+    assert!(gone.is_empty(), "no longer in the code: take them off KNOWN_UPWARD: {gone:#?}");
+}
+
+#[test]
+fn no_new_circle_of_modules_and_none_listed_is_gone() {
+    let found = circles(&arrows());
+    let known: BTreeSet<String> = KNOWN_CIRCLES.iter().map(|s| (*s).to_owned()).collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&found).collect();
+    println!("circles of modules: {}", found.len());
+    assert!(new.is_empty(), "modules in a circle: {new:#?}");
+    assert!(gone.is_empty(), "no longer in the code: take them off KNOWN_CIRCLES: {gone:#?}");
+}
+
+#[test]
+fn the_reader_finds_arrows_and_ignores_comments() {
+    let code = code_of(
+        "use crate::{House, store::{inbox, mailbox}, ports::Db};\n// crate::routes::x\nlet s = \"crate::web\"; crate::queue::plan(x);",
+    );
+    let paths = crate_paths(&code);
+    assert_eq!(paths, ["House", "store::inbox", "store::mailbox", "ports::Db", "queue::plan"]);
+    let known: BTreeSet<String> =
+        ["store::mod", "store::inbox", "ports", "queue"].iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(target("House", &known), "crate");
+    assert_eq!(target("store::inbox::page", &known), "store::inbox");
+    assert_eq!(target("store::constraint::X", &known), "store::mod");
+    assert_eq!(target("queue::plan", &known), "queue");
+}
+
+#[test]
+#[ignore = "prints the lists, to copy into KNOWN_UPWARD and KNOWN_CIRCLES"]
+fn print_the_lists() {
+    let g = arrows();
+    for a in upward(&g) {
+        println!("    \"{a}\",");
+    }
+    for c in circles(&g) {
+        println!("    \"{c}\",");
+    }
+}
