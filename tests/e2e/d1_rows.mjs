@@ -4,7 +4,9 @@
 // `nyx5 d1: <what> …` in the house's log for every request and tick. Two houses, a.test and
 // b.test, as in two_houses.mjs; checks the figures against benches/budgets.json ("d1").
 //
-//   node tests/e2e/d1_rows.mjs [--write]     (after scripts/build-worker; a step of scripts/test)
+//   node tests/e2e/d1_rows.mjs [--write]     (after scripts/build-worker; a step of scripts/test;
+//                                            --write keeps the figures, and README's capacity
+//                                            table from them: benches/capacity.mjs)
 //
 // Goals (issue 36 §1, budgets.json "d1".goals): an inbound envelope accepted, read in a page of
 // 50 and acknowledged writes at most `inbound_read_acked` rows in all, so that a Free-plan house
@@ -29,6 +31,7 @@ import {
   signDocument,
   signEnvelope,
 } from '../lib/nyx5.mjs';
+import { writeReadme } from '../../benches/capacity.mjs';
 import { House, ROOT, portsFor } from '../lib/wrangler.mjs';
 
 const write = process.argv.includes('--write');
@@ -252,7 +255,8 @@ if (write) {
   budgets.d1.rows_written = Object.fromEntries(Object.entries(figures).map(([n, f]) => [n, f.rows_written]));
   budgets.d1.rows_read = Object.fromEntries(Object.entries(figures).map(([n, f]) => [n, f.rows_read]));
   writeFileSync(budgetsPath, JSON.stringify(budgets, null, 2) + '\n');
-  console.log(`d1: wrote this run's figures to ${budgetsPath}`);
+  writeReadme();
+  console.log(`d1: wrote this run's figures to ${budgetsPath}, and README's capacity table from them`);
 }
 if (problems.length) {
   console.error(`d1: over budget:\n  ${problems.join('\n  ')}`);
