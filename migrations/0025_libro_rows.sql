@@ -11,10 +11,16 @@
 --    hold on the line. `libro_accounts` becomes a view of each account's newest line, with the
 --    columns it had (and that line's `n`): readers outside the hot paths (audits, the simulator, a Worker from before
 --    this migration until `wrangler deploy`) read it as before.
--- 2. `libro_entries.id` loses its `UNIQUE`: no query reads an entry by id, and the id is a fresh
---    UUID per entry; one index entry per posting. `cause` keeps its `UNIQUE` (one entry per cause).
--- 3. `libro_ops` and 4. `libro_contracts` are keyed by their text id WITHOUT ROWID: a rowid table
---    with a `TEXT PRIMARY KEY` writes the row and, apart, its key's index entry.
+-- 2. The journal's indexes: `libro_entries.id` loses its `UNIQUE` (no query reads an entry by id,
+--    and the id is a fresh UUID per entry), and `cause` keeps its `UNIQUE` only where nothing else
+--    makes it one: an operation's entry has the operating envelope's id as its cause (an id has no
+--    `:`, spec §1) and is written in the batch that inserts that id into `libro_ops`, whose key
+--    refuses it twice; every other cause (`topup:…`, `welcome:…`, `stamp:…`, `expiry:…`,
+--    `approval-expiry:…`) has a `:` and its entry in the partial index `libro_entries_cause`,
+--    which `post_once` reads. One entry per cause still; two index entries fewer per operation.
+-- 3. `libro_ops`, 4. `libro_contracts` and 5. `rate_windows` (which counts every operation, as it
+--    counts mail) are keyed WITHOUT ROWID: a rowid table with a text or composite `PRIMARY KEY`
+--    writes the row and, apart, its key's index entry.
 --
 -- Every table is rebuilt under its own name with its own columns: a Worker from before this
 -- migration writes the same statements against it, and the triggers (now on the new tables)
@@ -66,11 +72,11 @@ BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: balance_max');
 END;
 
--- 2. The journal, without the index of its ids.
+-- 2. The journal, without the index of its ids, and causes indexed where `libro_ops` is not their key.
 CREATE TABLE libro_entries_0025 (
   n      INTEGER PRIMARY KEY,
   id     TEXT NOT NULL,
-  cause  TEXT NOT NULL UNIQUE,
+  cause  TEXT NOT NULL,
   house  TEXT NOT NULL,
   at     INTEGER NOT NULL,
   prev   TEXT NOT NULL,
@@ -82,6 +88,7 @@ INSERT INTO libro_entries_0025 (n, id, cause, house, at, prev, sha256, lines, en
   SELECT n, id, cause, house, at, prev, sha256, lines, entry FROM libro_entries ORDER BY n;
 DROP TABLE libro_entries;
 ALTER TABLE libro_entries_0025 RENAME TO libro_entries;
+CREATE UNIQUE INDEX libro_entries_cause ON libro_entries (cause) WHERE instr(cause, ':') > 0;
 
 -- An entry sums to zero and names each account once.
 CREATE TRIGGER libro_entry_balanced BEFORE INSERT ON libro_entries
@@ -174,3 +181,16 @@ CREATE INDEX libro_contracts_beneficiary ON libro_contracts (beneficiary, update
 CREATE INDEX libro_contracts_arbiter ON libro_contracts (arbiter, updated) WHERE arbiter IS NOT NULL;
 CREATE INDEX libro_contracts_vouchee ON libro_contracts (vouchee, updated) WHERE vouchee IS NOT NULL;
 CREATE INDEX libro_bonds_due ON libro_contracts (expires) WHERE kind = 'bond' AND state = 'posted';
+
+-- 5. Counters per window, keyed by (bucket, window): a window's first count is one row.
+CREATE TABLE rate_windows_0025 (
+  bucket  TEXT NOT NULL,
+  window  INTEGER NOT NULL,
+  count   INTEGER NOT NULL,
+  cap     INTEGER NOT NULL,
+  PRIMARY KEY (bucket, window),
+  CONSTRAINT rate_cap CHECK (count <= cap)
+) STRICT, WITHOUT ROWID;
+INSERT INTO rate_windows_0025 (bucket, window, count, cap) SELECT bucket, window, count, cap FROM rate_windows;
+DROP TABLE rate_windows;
+ALTER TABLE rate_windows_0025 RENAME TO rate_windows;

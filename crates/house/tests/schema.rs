@@ -155,12 +155,13 @@ fn the_libro_schema_refuses_what_must_never_be() {
     // The first entry links to 64 zeros and is number 1.
     refused(&db, vec![entry(2, ZERO, ONE, "c1", gift)], "entry_chain");
     refused(&db, vec![entry(1, ONE, ONE, "c1", gift)], "entry_chain");
-    block_on(db.batch(vec![entry(1, ZERO, ONE, "c1", gift)])).unwrap();
+    block_on(db.batch(vec![entry(1, ZERO, ONE, "topup:c1", gift)])).unwrap();
     assert_eq!((balance(&db, "ana@a.test"), balance(&db, "casa@a.test")), (Some(10), Some(-10)));
-    // The next must link to it by hash, take the next number, and have a cause of its own.
+    // The next must link to it by hash, take the next number, and have a cause of its own (a
+    // cause no envelope is, with a `:`; an operation's entry is kept once by its `libro_ops` row).
     refused(&db, vec![entry(2, ZERO, ONE, "c2", gift)], "entry_chain");
     refused(&db, vec![entry(3, ONE, ONE, "c2", gift)], "entry_chain");
-    refused(&db, vec![entry(2, ONE, ONE, "c1", gift)], "libro_entries.cause");
+    refused(&db, vec![entry(2, ONE, ONE, "topup:c1", gift)], "libro_entries.cause");
     // Nobody but the house goes below zero, whatever the entry says; the batch is undone whole.
     let spend = r#"[{"account":"ana@a.test","delta":-11},{"account":"bo@a.test","delta":11}]"#;
     refused(&db, vec![entry(2, ONE, ONE, "c2", spend)], "balance_negative");
@@ -619,9 +620,10 @@ fn the_indexes_of_jobs_hold_pending_jobs_only() {
 }
 
 /// Migration 0025 moves each account's balance onto its lines (and `libro_accounts` becomes the
-/// view of each account's newest line), drops the journal's index of entry ids, and keys
-/// `libro_ops` and `libro_contracts` WITHOUT ROWID: what every account holds, every line's
-/// running balance, every operation and contract are the same before and after; the schema still
+/// view of each account's newest line), drops the journal's index of entry ids, indexes only the
+/// causes no envelope is (an operation's is kept once by `libro_ops`), and keys `libro_ops`,
+/// `libro_contracts` and `rate_windows` WITHOUT ROWID: what every account holds, every line's
+/// running balance, every operation, contract and rate window are the same before and after; the schema still
 /// refuses an overdraft, a balance past 2^53 - 1, a second entry for one cause and a broken chain;
 /// and an entry posted afterwards (as a Worker from before 0025 posts it too) moves each line on
 /// from the balance before it.
@@ -646,7 +648,8 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
         "INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt) VALUES ('op-2', 'ana@a.test', 'accept', 's2', 2, '{\"r\":2}');
          INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt, refused, reason) VALUES ('op-9', 'bo@b.test', 'release', 's9', 9, '', 403, 'no');
          INSERT INTO libro_contracts (id, kind, state, seller, buyer, amount, created, updated, version, record)
-           VALUES ('k1', 'escrow', 'held', 'cy@a.test', 'ana@a.test', 50, 3, 3, 2, '{\"id\":\"k1\"}');".into(),
+           VALUES ('k1', 'escrow', 'held', 'cy@a.test', 'ana@a.test', 50, 3, 3, 2, '{\"id\":\"k1\"}');
+         INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('libro:settle:ana@a.test', 7, 2, 3);".into(),
     ].concat())
     .unwrap();
     let rows = |c: &rusqlite::Connection, sql: &str| -> Vec<String> {
@@ -657,10 +660,12 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
     let ops = "SELECT json_array(envelope_id, operator, op, sha256, at, receipt, refused, reason) FROM libro_ops ORDER BY envelope_id";
     let contracts = "SELECT json_array(id, kind, state, seller, buyer, amount, created, updated, version, record) FROM libro_contracts ORDER BY id";
     let journal = "SELECT json_array(n, id, cause, sha256, lines) FROM libro_entries ORDER BY n";
-    let before: Vec<Vec<String>> = [accounts, ops, contracts, journal].iter().map(|q| rows(&c, q)).collect();
+    let windows = "SELECT json_array(bucket, window, count, cap) FROM rate_windows";
+    let all = [accounts, ops, contracts, journal, windows];
+    let before: Vec<Vec<String>> = all.iter().map(|q| rows(&c, q)).collect();
     assert_eq!(before[0].len(), 4);
     migrate(&c, Some("0025_libro_rows.sql"), "end");
-    let after: Vec<Vec<String>> = [accounts, ops, contracts, journal].iter().map(|q| rows(&c, q)).collect();
+    let after: Vec<Vec<String>> = all.iter().map(|q| rows(&c, q)).collect();
     assert_eq!(before, after);
     let lines = rows(&c, "SELECT json_array(account, n, balance) FROM libro_lines ORDER BY account, n");
     assert_eq!(
@@ -677,15 +682,17 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
     );
     let kinds = "SELECT type || ' ' || name FROM sqlite_master WHERE name IN ('libro_accounts', 'libro_ops', 'libro_contracts') ORDER BY name";
     assert_eq!(rows(&c, kinds), ["view libro_accounts", "table libro_contracts", "table libro_ops"]);
-    let indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('libro_entries', 'libro_ops', 'libro_contracts', 'libro_lines') AND sql IS NULL ORDER BY name";
-    assert_eq!(rows(&c, indexes), ["sqlite_autoindex_libro_entries_1"], "cause's UNIQUE alone");
+    // No index apart from a table's key, but the contracts' by party and the causes no envelope is.
+    let indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('libro_entries', 'libro_ops', 'libro_lines', 'rate_windows')";
+    assert_eq!(rows(&c, indexes), ["libro_entries_cause"]);
     let fails = |sql: &str| c.execute_batch(sql).unwrap_err().to_string();
     // An overdraft, a balance past 2^53 - 1, a cause twice, a broken chain: refused.
     assert!(fails(&entry(4, "op-4", &l(&[("ana@a.test", -851), ("cy@a.test", 851)]))).contains("balance_negative"));
     let huge = 9_007_199_254_740_991_i64;
     assert!(fails(&entry(4, "op-4", &l(&[("casa@a.test", -huge), ("cy@a.test", huge)]))).contains("balance_max"));
-    assert!(fails(&entry(4, "op-3", &l(&[("ana@a.test", -1), ("cy@a.test", 1)]))).contains("libro_entries.cause"));
+    assert!(fails(&entry(4, "topup:1", &l(&[("casa@a.test", -1), ("cy@a.test", 1)]))).contains("libro_entries.cause"));
     assert!(fails(&entry(5, "op-5", &l(&[("ana@a.test", -1), ("cy@a.test", 1)]))).contains("entry_chain"));
+    assert!(fails("UPDATE rate_windows SET count = 4").contains("rate_cap"));
     assert!(fails("INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt) VALUES ('op-2', 'x', 'y', 'z', 1, '')").contains("libro_ops.envelope_id"));
     assert_eq!(rows(&c, accounts), after[0], "nothing moved");
     // A posting afterwards: each line from the balance before it, a new account from zero.

@@ -112,9 +112,22 @@ pub async fn op_done<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row>, Er
     .await
 }
 
-/// The entry posted for `cause`, if any.
+/// The entry posted for `cause`, if any. A cause no envelope is (it has a `:`) is in the partial
+/// index `libro_entries_cause` (migration 0025); an operation's entry (its cause the envelope's
+/// id) is the one its receipt in `libro_ops` carries (`asiento`), read by its number.
 pub async fn entry_for<D: Db>(db: &D, cause: &str) -> Result<Option<String>, Error> {
-    Ok(one(db, stmt!("SELECT entry FROM libro_entries WHERE cause = ?", cause))
+    Ok(one(
+        db,
+        stmt!(
+            "SELECT entry FROM libro_entries WHERE cause = ?1 AND instr(cause, ':') > 0
+             UNION ALL
+             SELECT e.entry FROM libro_ops o
+               JOIN libro_entries e ON e.n = CASE WHEN json_valid(o.receipt) THEN json_extract(o.receipt, '$.asiento.n') END
+              WHERE o.envelope_id = ?1 AND instr(?1, ':') = 0 AND e.cause = ?1
+             LIMIT 1",
+            cause
+        )
+    )
         .await?
         .and_then(|r| r.text("entry").map(str::to_owned)))
 }
