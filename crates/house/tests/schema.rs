@@ -155,12 +155,13 @@ fn the_libro_schema_refuses_what_must_never_be() {
     // The first entry links to 64 zeros and is number 1.
     refused(&db, vec![entry(2, ZERO, ONE, "c1", gift)], "entry_chain");
     refused(&db, vec![entry(1, ONE, ONE, "c1", gift)], "entry_chain");
-    block_on(db.batch(vec![entry(1, ZERO, ONE, "c1", gift)])).unwrap();
+    block_on(db.batch(vec![entry(1, ZERO, ONE, "topup:c1", gift)])).unwrap();
     assert_eq!((balance(&db, "ana@a.test"), balance(&db, "casa@a.test")), (Some(10), Some(-10)));
-    // The next must link to it by hash, take the next number, and have a cause of its own.
+    // The next must link to it by hash, take the next number, and have a cause of its own (a
+    // cause no envelope is, with a `:`; an operation's entry is kept once by its `libro_ops` row).
     refused(&db, vec![entry(2, ZERO, ONE, "c2", gift)], "entry_chain");
     refused(&db, vec![entry(3, ONE, ONE, "c2", gift)], "entry_chain");
-    refused(&db, vec![entry(2, ONE, ONE, "c1", gift)], "libro_entries.cause");
+    refused(&db, vec![entry(2, ONE, ONE, "topup:c1", gift)], "libro_entries.cause");
     // Nobody but the house goes below zero, whatever the entry says; the batch is undone whole.
     let spend = r#"[{"account":"ana@a.test","delta":-11},{"account":"bo@a.test","delta":11}]"#;
     refused(&db, vec![entry(2, ONE, ONE, "c2", spend)], "balance_negative");
@@ -616,4 +617,94 @@ fn the_indexes_of_jobs_hold_pending_jobs_only() {
     for (name, sql) in indexes {
         assert!(sql.ends_with("WHERE state = 'pending'"), "{name}: {sql}");
     }
+}
+
+/// Migration 0025 moves each account's balance onto its lines (and `libro_accounts` becomes the
+/// view of each account's newest line), drops the journal's index of entry ids, indexes only the
+/// causes no envelope is (an operation's is kept once by `libro_ops`), and keys `libro_ops`,
+/// `libro_contracts` and `rate_windows` WITHOUT ROWID: what every account holds, every line's
+/// running balance, every operation, contract and rate window are the same before and after; the schema still
+/// refuses an overdraft, a balance past 2^53 - 1, a second entry for one cause and a broken chain;
+/// and an entry posted afterwards (as a Worker from before 0025 posts it too) moves each line on
+/// from the balance before it.
+#[test]
+fn migration_0025_keeps_every_balance_operation_and_contract() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "0025_libro_rows.sql");
+    let zero = "0".repeat(64);
+    let entry = |n: i64, cause: &str, lines: &str| {
+        let prev = if n == 1 { zero.clone() } else { format!("h{}", n - 1) };
+        format!(
+            "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry)
+             VALUES ({n}, 'id{n}', '{cause}', 'a.test', {n}, '{prev}', 'h{n}', '{lines}', '{{}}');"
+        )
+    };
+    let line = |a: &str, d: i64| format!("{{\"account\":\"{a}\",\"delta\":{d}}}");
+    let l = |ls: &[(&str, i64)]| format!("[{}]", ls.iter().map(|(a, d)| line(a, *d)).collect::<Vec<_>>().join(","));
+    c.execute_batch(&[
+        entry(1, "topup:1", &l(&[("casa@a.test", -1000), ("ana@a.test", 1000)])),
+        entry(2, "op-2", &l(&[("ana@a.test", -100), ("cy@a.test", 99), ("casa@a.test", 1)])),
+        entry(3, "op-3", &l(&[("ana@a.test", -50), ("escrow:k1", 50)])),
+        "INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt) VALUES ('op-2', 'ana@a.test', 'accept', 's2', 2, '{\"r\":2}');
+         INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt, refused, reason) VALUES ('op-9', 'bo@b.test', 'release', 's9', 9, '', 403, 'no');
+         INSERT INTO libro_contracts (id, kind, state, seller, buyer, amount, created, updated, version, record)
+           VALUES ('k1', 'escrow', 'held', 'cy@a.test', 'ana@a.test', 50, 3, 3, 2, '{\"id\":\"k1\"}');
+         INSERT INTO rate_windows (bucket, window, count, cap) VALUES ('libro:settle:ana@a.test', 7, 2, 3);".into(),
+    ].concat())
+    .unwrap();
+    let rows = |c: &rusqlite::Connection, sql: &str| -> Vec<String> {
+        let mut s = c.prepare(sql).unwrap();
+        s.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+    };
+    let accounts = "SELECT json_array(account, balance, may_owe) FROM libro_accounts ORDER BY account";
+    let ops = "SELECT json_array(envelope_id, operator, op, sha256, at, receipt, refused, reason) FROM libro_ops ORDER BY envelope_id";
+    let contracts = "SELECT json_array(id, kind, state, seller, buyer, amount, created, updated, version, record) FROM libro_contracts ORDER BY id";
+    let journal = "SELECT json_array(n, id, cause, sha256, lines) FROM libro_entries ORDER BY n";
+    let windows = "SELECT json_array(bucket, window, count, cap) FROM rate_windows";
+    let all = [accounts, ops, contracts, journal, windows];
+    let before: Vec<Vec<String>> = all.iter().map(|q| rows(&c, q)).collect();
+    assert_eq!(before[0].len(), 4);
+    migrate(&c, Some("0025_libro_rows.sql"), "end");
+    let after: Vec<Vec<String>> = all.iter().map(|q| rows(&c, q)).collect();
+    assert_eq!(before, after);
+    let lines = rows(&c, "SELECT json_array(account, n, balance) FROM libro_lines ORDER BY account, n");
+    assert_eq!(
+        lines,
+        [
+            r#"["ana@a.test",1,1000]"#,
+            r#"["ana@a.test",2,900]"#,
+            r#"["ana@a.test",3,850]"#,
+            r#"["casa@a.test",1,-1000]"#,
+            r#"["casa@a.test",2,-999]"#,
+            r#"["cy@a.test",2,99]"#,
+            r#"["escrow:k1",3,50]"#,
+        ]
+    );
+    let kinds = "SELECT type || ' ' || name FROM sqlite_master WHERE name IN ('libro_accounts', 'libro_ops', 'libro_contracts') ORDER BY name";
+    assert_eq!(rows(&c, kinds), ["view libro_accounts", "table libro_contracts", "table libro_ops"]);
+    // No index apart from a table's key, but the contracts' by party and the causes no envelope is.
+    let indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('libro_entries', 'libro_ops', 'libro_lines', 'rate_windows')";
+    assert_eq!(rows(&c, indexes), ["libro_entries_cause"]);
+    let fails = |sql: &str| c.execute_batch(sql).unwrap_err().to_string();
+    // An overdraft, a balance past 2^53 - 1, a cause twice, a broken chain: refused.
+    assert!(fails(&entry(4, "op-4", &l(&[("ana@a.test", -851), ("cy@a.test", 851)]))).contains("balance_negative"));
+    let huge = 9_007_199_254_740_991_i64;
+    assert!(fails(&entry(4, "op-4", &l(&[("casa@a.test", -huge), ("cy@a.test", huge)]))).contains("balance_max"));
+    assert!(fails(&entry(4, "topup:1", &l(&[("casa@a.test", -1), ("cy@a.test", 1)]))).contains("libro_entries.cause"));
+    assert!(fails(&entry(5, "op-5", &l(&[("ana@a.test", -1), ("cy@a.test", 1)]))).contains("entry_chain"));
+    assert!(fails("UPDATE rate_windows SET count = 4").contains("rate_cap"));
+    assert!(fails("INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt) VALUES ('op-2', 'x', 'y', 'z', 1, '')").contains("libro_ops.envelope_id"));
+    assert_eq!(rows(&c, accounts), after[0], "nothing moved");
+    // A posting afterwards: each line from the balance before it, a new account from zero.
+    c.execute_batch(&entry(4, "op-4", &l(&[("ana@a.test", -850), ("dee@a.test", 849), ("casa@a.test", 1)]))).unwrap();
+    assert_eq!(
+        rows(&c, accounts),
+        [
+            r#"["ana@a.test",0,0]"#,
+            r#"["casa@a.test",-998,1]"#,
+            r#"["cy@a.test",99,0]"#,
+            r#"["dee@a.test",849,0]"#,
+            r#"["escrow:k1",50,0]"#,
+        ]
+    );
 }

@@ -376,10 +376,9 @@ fn a_settled_escrow_sends_no_deadline_notice() {
 const GROW_WITH_USE: &[(&str, &str)] = &[
     ("mailbox", "an envelope's id stays a duplicate for ever (its body is dropped 7 days after the ack)"),
     ("libro_entries", "the journal is append-only and hash-chained"),
-    ("libro_lines", "the journal's lines, one per account an entry moves"),
+    ("libro_lines", "the journal's lines, one per account an entry moves, each with the account's balance after it"),
     ("libro_ops", "an operation's id and receipt answer its replays for ever"),
     ("libro_contracts", "a contract is the parties' record of what was agreed and how it ended"),
-    ("libro_accounts", "an escrow's account `escrow:<id>`, one per escrow contract, is kept as its contract is"),
 ];
 
 /// Rows of every table of each house at the end of each day.

@@ -1044,7 +1044,14 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// Posts an entry no envelope caused (a top-up, a welcome gift), once per `cause`, with
     /// `also` in the same batch. Answers the entry, posted now or before.
+    ///
+    /// The cause has a `:`, as no envelope id does: once per cause is then kept by the journal's
+    /// index of such causes (`libro_entries_cause`, migration 0025), where an operation's entry is
+    /// kept once by its envelope's row in `libro_ops`.
     pub async fn post_once(&self, cause: &str, posting: &Posting, also: Vec<Stmt>) -> Result<Value, Error> {
+        if !cause.contains(':') {
+            return Err(internal("an entry no envelope caused needs a cause with a ':'"));
+        }
         for _ in 0..ATTEMPTS {
             if let Some(text) = store::entry_for(&self.db, cause).await? {
                 if !also.is_empty() {

@@ -1258,8 +1258,8 @@ mod tests {
         );
         assert!(astray.contains("outside its mailbox's range"), "{astray}");
         let sum = planted(
-            "UPDATE libro_accounts SET balance = balance + 1
-             WHERE account = (SELECT account FROM libro_accounts WHERE balance > 0 LIMIT 1)",
+            "UPDATE libro_lines SET balance = balance + 1
+             WHERE (account, n) = (SELECT account, n FROM libro_accounts WHERE balance > 0 LIMIT 1)",
         );
         assert!(sum.contains("sum"), "{sum}");
     }
@@ -1273,11 +1273,11 @@ mod tests {
             5,
             &[WAITING, CREDIT],
             &[
-                "UPDATE libro_accounts SET balance = balance - 1
-                 WHERE account = (SELECT account FROM libro_accounts
+                "UPDATE libro_lines SET balance = balance - 1
+                 WHERE (account, n) = (SELECT account, n FROM libro_accounts
                                    WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)",
-                "UPDATE libro_accounts SET balance = balance + 1
-                 WHERE account = (SELECT account FROM libro_accounts
+                "UPDATE libro_lines SET balance = balance + 1
+                 WHERE (account, n) = (SELECT account, n FROM libro_accounts
                                    WHERE balance < 0 ORDER BY account LIMIT 1)",
             ],
         );
@@ -1288,11 +1288,11 @@ mod tests {
             5,
             &[WAITING, CREDIT],
             &[
-                "UPDATE libro_accounts SET balance = balance + 1 + (SELECT balance FROM libro_accounts
+                "UPDATE libro_lines SET balance = balance + 1 + (SELECT balance FROM libro_accounts
                    WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)
-                 WHERE account LIKE 'casa@%'",
-                "UPDATE libro_accounts SET balance = -1, may_owe = 1
-                 WHERE account = (SELECT account FROM libro_accounts
+                 WHERE (account, n) = (SELECT account, n FROM libro_accounts WHERE account LIKE 'casa@%')",
+                "UPDATE libro_lines SET balance = -1, may_owe = 1
+                 WHERE (account, n) = (SELECT account, n FROM libro_accounts
                                    WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)",
             ],
         );

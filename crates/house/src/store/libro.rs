@@ -58,12 +58,14 @@ pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Erro
                   FROM libro_ops WHERE envelope_id = ?1) AS done,
                (SELECT n FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_n,
                (SELECT sha256 FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_sha,
-               (SELECT json_group_object(account, balance) FROM libro_accounts
-                 WHERE account IN (SELECT value FROM json_each(?2))
-                    OR account = (SELECT r.grantor FROM libro_mandates m JOIN libro_mandates r ON r.id = m.root
-                                  WHERE m.id = ?4)) AS balances,
+               (SELECT json_group_object(a, b) FROM
+                  (SELECT a, (SELECT balance FROM libro_lines WHERE account = a ORDER BY n DESC LIMIT 1) AS b
+                     FROM (SELECT value AS a FROM json_each(?2)
+                           UNION SELECT r.grantor FROM libro_mandates m JOIN libro_mandates r ON r.id = m.root
+                                  WHERE m.id = ?4))
+                 WHERE b IS NOT NULL) AS balances,
                (SELECT json_object('version', version, 'record', json(record)) FROM libro_contracts WHERE id = ?3) AS contract,
-               EXISTS (SELECT 1 FROM libro_accounts WHERE account = ?5) AS known,
+               EXISTS (SELECT 1 FROM libro_lines WHERE account = ?5) AS known,
                EXISTS (SELECT 1 FROM verifica_checks WHERE contract = ?3 AND state = 'undecided') AS unchecked,
                (SELECT count(*) FROM libro_mandates WHERE grantor = ?5 AND state = 'active') AS mandates,
                (SELECT json_group_array(json_object('version', version,
@@ -110,9 +112,22 @@ pub async fn op_done<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row>, Er
     .await
 }
 
-/// The entry posted for `cause`, if any.
+/// The entry posted for `cause`, if any. A cause no envelope is (it has a `:`) is in the partial
+/// index `libro_entries_cause` (migration 0025); an operation's entry (its cause the envelope's
+/// id) is the one its receipt in `libro_ops` carries (`asiento`), read by its number.
 pub async fn entry_for<D: Db>(db: &D, cause: &str) -> Result<Option<String>, Error> {
-    Ok(one(db, stmt!("SELECT entry FROM libro_entries WHERE cause = ?", cause))
+    Ok(one(
+        db,
+        stmt!(
+            "SELECT entry FROM libro_entries WHERE cause = ?1 AND instr(cause, ':') > 0
+             UNION ALL
+             SELECT e.entry FROM libro_ops o
+               JOIN libro_entries e ON e.n = CASE WHEN json_valid(o.receipt) THEN json_extract(o.receipt, '$.asiento.n') END
+              WHERE o.envelope_id = ?1 AND instr(?1, ':') = 0 AND e.cause = ?1
+             LIMIT 1",
+            cause
+        )
+    )
         .await?
         .and_then(|r| r.text("entry").map(str::to_owned)))
 }
@@ -145,7 +160,7 @@ pub async fn journal<D: Db>(db: &D, after: i64, limit: i64) -> Result<Vec<String
 
 /// An account's balance.
 pub async fn balance<D: Db>(db: &D, account: &str) -> Result<i64, Error> {
-    Ok(one(db, stmt!("SELECT balance FROM libro_accounts WHERE account = ?", account))
+    Ok(one(db, stmt!("SELECT balance FROM libro_lines WHERE account = ? ORDER BY n DESC LIMIT 1", account))
         .await?
         .and_then(|r| r.int("balance"))
         .unwrap_or(0))
@@ -827,7 +842,8 @@ pub async fn pending_due<D: Db>(db: &D, now: i64, limit: i64, w: Waiting<'_>) ->
         stmt!(
             concat!(
                 "SELECT p.record, p.version,
-                    (SELECT balance FROM libro_accounts WHERE account = json_extract(p.record, '$.hold.held_in')) AS held
+                    (SELECT balance FROM libro_lines WHERE account = json_extract(p.record, '$.hold.held_in')
+                      ORDER BY n DESC LIMIT 1) AS held
                FROM libro_pending p WHERE p.state = 'pending' AND p.expires <= ?1 AND NOT ",
                 waiting!("pending", "p.id", "p.expires"),
                 " ORDER BY p.expires LIMIT ?2"

@@ -180,7 +180,7 @@ pub async fn desk_facts<D: Db>(db: &D, q: &DeskQuery<'_>) -> Result<Row, Error> 
                 "SELECT t.id AS id, t.price AS price, t.statement AS statement, t.terms AS terms,
                    t.retired_at AS retired_at,
                    EXISTS (SELECT 1 FROM libro_ops WHERE envelope_id = ?5) AS done,
-                   coalesce((SELECT balance FROM libro_accounts WHERE account = ?1), 0) AS funds,
+                   coalesce((SELECT balance FROM libro_lines WHERE account = ?1 ORDER BY n DESC LIMIT 1), 0) AS funds,
                    (SELECT count(*) FROM libro_contracts
                      WHERE buyer = ?1 AND kind = 'escrow' AND state IN ('held', 'delivered') AND ",
                 of_root!(),

@@ -1,0 +1,1 @@
+-- Placeholder for migration 0024 (another branch of issue 36); the lead replaces it at merge.
