@@ -769,6 +769,10 @@ fn migration_0024_keeps_the_outbox_its_jobs_and_nonces() {
     assert_eq!(ids(order.clone(), "envelope_id"), ["old", "sub", "cy", "new", "w"]);
     let rates: Vec<Option<i64>> = order.iter().map(|r| r.int("rate_n")).collect();
     assert_eq!(rates, [None, None, None, Some(1), None]);
+    // No AUTOINCREMENT: no `sqlite_sequence` row is rewritten per envelope.
+    let sequence =
+        block_on(db.query(stmt!("SELECT count(*) AS n FROM sqlite_sequence WHERE name = 'outbox'"))).unwrap();
+    assert_eq!(sequence[0].int("n"), Some(0));
     let mut due = ids(block_on(queue::due(&db, now, 10)).unwrap(), "envelope_id");
     due.sort();
     assert_eq!(due, ["new", "sub", "w"]);
