@@ -652,6 +652,8 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
     let now = 1_800_000_000_000;
     let due = plan(&c, &stmt!(queue::DUE_SQL, now, now, now, now, 10));
     assert!(due.iter().any(|d| d == "SEARCH d USING INDEX jobs_pending (not_before<?)"), "{due:?}");
+    let postpone = plan(&c, &queue::postpone_domain("b.test", now, now));
+    assert_eq!(postpone, ["SEARCH jobs USING INDEX jobs_pending (not_before<?)"]);
     let page = plan(&c, &queue::outbox_page_query("s1.ana@a.test", i64::MAX, 50));
     assert!(
         page.iter().any(|d| d.starts_with("SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq<?)")),

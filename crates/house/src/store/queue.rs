@@ -390,13 +390,16 @@ pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_pro
 }
 
 /// Moves the domain's unleased pending jobs due before `until` to `until` (never past their
-/// deadline), so they wait for the probe instead of hitting a failing destination.
+/// deadline), so they wait for the probe instead of hitting a failing destination. (They read
+/// `jobs_pending` from its start up to `until`: a job's `not_before` is never after its
+/// `next_attempt`.)
 pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
     stmt!(
         "UPDATE jobs SET next_attempt = min(?, deadline)
-         WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt < ?",
+         WHERE domain = ? AND state = 'pending' AND not_before < ? AND lease_until < ? AND next_attempt < ?",
         until,
         domain,
+        until,
         now,
         until
     )
