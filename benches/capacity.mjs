@@ -55,12 +55,13 @@ export function capacity(d1) {
     `| its body dropped 7 days after the ack (by the schema; not measured) | ~${BODY_DROP} | ~1 |`,
     '',
     ...wrap(
-    `So a Free-plan house takes ${fmt(FREE_WRITTEN)} / ${fix(life)} ≈ **${fmt(round(FREE_WRITTEN / life, 100))}** inbound ` +
+      `So a Free-plan house takes ${fmt(FREE_WRITTEN)} / ${fix(life)} ≈ **${fmt(round(FREE_WRITTEN / life, 100))}** inbound ` +
       `envelopes a day read and acknowledged, ~${fmt(round(FREE_WRITTEN / (life + BODY_DROP), 100))} counting the body ` +
       `drop a week later; writes bind (reads would allow ${fmt(FREE_READ / 1_000_000)} M / ${Math.round(lifeRead)} ≈ ` +
       `${fmt(round(FREE_READ / lifeRead, 1000))}). An outbound envelope writes ${w.outbound_accept} rows to accept and ` +
-      `${w.tick_deliver_one} to deliver (${outbound} in all), and a Libro operation (a spot \`accept\`) ` +
-      `${w.libro_accept_spot}, from the same allowance. A Paid house's ~${fmt(round(PAID_WRITTEN, 10_000))} rows written ` +
+      `${w.tick_deliver_one} to deliver (${outbound} in all: ~${fmt(round(FREE_WRITTEN / outbound, 100))} a day on ` +
+      `their own), and a Libro operation (a spot \`accept\`) ${w.libro_accept_spot}, from the same allowance. ` +
+      `A Paid house's ~${fmt(round(PAID_WRITTEN, 10_000))} rows written ` +
       `a day included (50 M a month) carry ~${fmt(round(PAID_WRITTEN / life, 1000))} inbound envelopes a day read and ` +
       `acknowledged (~${fmt(round(PAID_WRITTEN / (life + BODY_DROP), 1000))} with the body drop).`,
     ),

@@ -1,1 +1,1 @@
--- Placeholder for migration 0023 (another branch of issue 36); the lead replaces it at merge.
+-- Placeholder for migration 0023 (another branch of issue 36); replaced when the branches merge.

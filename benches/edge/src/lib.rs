@@ -310,8 +310,8 @@ fn outbound(f: &Fixture) -> usize {
         .iter()
         .map(|(domain, l)| NewJob { domain: domain.clone(), recipients: list(l).canonical_string() })
         .collect();
-    let mut stmts = queue_store::enqueue(&out, &jobs);
-    stmts.push(nyx5_house::store::agents::count_in_window("outbound:ana", NOW.millis() / 60_000, 60));
+    // The outbox row counts the send in its agent's minute (migration 0024).
+    let stmts = queue_store::enqueue_remembered(&out, &jobs, NOW.millis(), 60);
     let listed = groups
         .iter()
         .map(|(domain, l)| {

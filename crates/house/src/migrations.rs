@@ -25,6 +25,6 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0021_mailbox_watermark.sql", include_str!("../../../migrations/0021_mailbox_watermark.sql")),
     ("0022_mailbox_tally.sql", include_str!("../../../migrations/0022_mailbox_tally.sql")),
     ("0023_placeholder.sql", include_str!("../../../migrations/0023_placeholder.sql")),
-    ("0024_placeholder.sql", include_str!("../../../migrations/0024_placeholder.sql")),
+    ("0024_outbound_rows.sql", include_str!("../../../migrations/0024_outbound_rows.sql")),
     ("0025_libro_rows.sql", include_str!("../../../migrations/0025_libro_rows.sql")),
 ];

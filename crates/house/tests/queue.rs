@@ -999,20 +999,49 @@ fn the_tick_forgets_authority_counts_after_their_hour_and_decided_approvals_afte
     assert_eq!(ids("SELECT pending AS id FROM libro_pending_approvers ORDER BY pending"), ["kept", "waits"]);
 }
 
-/// A send counts in the sender's rate window of this minute of the clock, as inbound mail counts
-/// in the receiver's.
+/// A send counts in its root agent's minute of the clock from its own outbox row (`rate_n`, the
+/// how-manyth of the minute), with no `rate_windows` row to rewrite (migration 0024): a row
+/// written fewer per envelope on D1. Another agent counts in its own minute.
 #[test]
 fn a_send_counts_in_this_minutes_outbound_window() {
     let s = setup();
     json(&s.ana.send(&s.a, &signed(&s.ana, "w1", &[&s.bo.address], "hi")), 202);
+    json(&s.cy.send(&s.a, &signed(&s.cy, "w2", &[&s.bo.address], "hi")), 202);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "w3", &[&s.bo.address], "hi")), 202);
+    let windows = block_on(s.a.db.query(stmt!("SELECT count(*) AS n FROM rate_windows"))).unwrap();
+    assert_eq!(windows[0].int("n"), Some(0), "no window row is written");
     let rows =
-        block_on(s.a.db.query(stmt!("SELECT bucket, window, count FROM rate_windows WHERE bucket LIKE 'outbound:%'")))
-            .unwrap();
-    let windows: Vec<(String, i64, i64)> = rows
-        .iter()
-        .map(|r| (r.text("bucket").unwrap().to_owned(), r.int("window").unwrap(), r.int("count").unwrap()))
-        .collect();
-    assert_eq!(windows, [("outbound:ana".to_owned(), s.w.clock.now().millis() / 60_000, 1)]);
+        block_on(s.a.db.query(stmt!("SELECT envelope_id, rate_n, seq, created_at FROM outbox ORDER BY seq"))).unwrap();
+    let counted: Vec<(String, i64)> =
+        rows.iter().map(|r| (r.text("envelope_id").unwrap().to_owned(), r.int("rate_n").unwrap())).collect();
+    assert_eq!(counted, [("w1".to_owned(), 1), ("w2".to_owned(), 1), ("w3".to_owned(), 2)]);
+    // The key is in the order of time: the purge and the count read it by ranges.
+    for r in &rows {
+        assert!(r.int("seq").unwrap() >= r.int("created_at").unwrap() * nyx5_house::store::queue::SEQ_PER_MS);
+    }
+}
+
+/// Issue 36 §1 (migration 0024): an envelope queued for one destination changes three rows (its
+/// token's nonce, its outbox row and its job; a `rate_windows` row was a fourth), and the tick
+/// that delivers it two (the job's lease and its end). D1 counts index entries too:
+/// `schema::an_outbound_envelope_writes_its_rows_and_three_index_entries` holds those, and
+/// docs/decisions/36-outrows.md has the figures.
+#[test]
+fn an_outbound_envelope_changes_three_rows_and_its_delivery_two() {
+    let s = setup();
+    // The first delivery to b.test also pins its key and caches its card.
+    json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "hi")), 202);
+    assert_eq!(block_on(s.a.tick()).unwrap().delivered, 1);
+    let changes = || block_on(s.a.db.query(stmt!("SELECT total_changes() AS n"))).unwrap()[0].int("n").unwrap();
+    for i in 0..3 {
+        let before = changes();
+        json(&s.ana.send(&s.a, &signed(&s.ana, &format!("c{i}"), &[&s.bo.address], "hi")), 202);
+        assert_eq!(changes() - before, 3, "send {i}");
+        let before = changes();
+        assert_eq!(block_on(s.a.tick()).unwrap().delivered, 1);
+        assert_eq!(changes() - before, 2, "delivery {i}");
+    }
+    assert_eq!(mailbox(&s.b, &s.bo).len(), 4);
 }
 
 /// Issue 35 §1: an attempt arrived but its answer was lost, and the destination then stayed out

@@ -389,7 +389,10 @@ fn migration_0013_gives_each_mailbox_a_range_of_its_own() {
 /// tables are read whole by design: `rate_windows` (a few minutes of windows; an index on
 /// `window` would cost a row written per envelope), `nonces` (the last few minutes of tokens;
 /// its index `nonces_expiry` cost a row written per authenticated request until migration 0022)
-/// and `domain_health` (a row per failing destination).
+/// and `domain_health` (a row per failing destination). And one index is walked for each failing
+/// destination: `jobs_pending`, the pending jobs, to find one of that destination's (an index by
+/// domain cost a row written per job queued until migration 0024; only failing destinations have
+/// a `domain_health` row to look for).
 /// SQLite's plan for `s`, a line per step.
 fn plan(c: &rusqlite::Connection, s: &nyx5_house::ports::Stmt) -> Vec<String> {
     let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", s.sql)).unwrap();
@@ -439,6 +442,9 @@ fn the_ticks_purges_read_no_growing_table_whole() {
         let whole: Vec<&String> = details
             .iter()
             .filter(|d| d.strip_prefix("SCAN ").is_some_and(|t| !small.contains(&t.split(' ').next().unwrap_or(t))))
+            .filter(|d| {
+                !(s.sql.starts_with("DELETE FROM domain_health") && d.as_str() == "SCAN j USING INDEX jobs_pending")
+            })
             .collect();
         assert!(whole.is_empty(), "{}\nreads a table whole: {whole:?} (plan {details:?})", s.sql);
     }
@@ -601,9 +607,11 @@ fn a_nonce_writes_its_row_and_no_index() {
     assert!(indexes.is_empty(), "{indexes:?}");
 }
 
-/// A job that ends writes its row and takes its entries out of the indexes of pending jobs, and
+/// A job that ends writes its row and takes its entry out of the index of pending jobs, and
 /// writes no other index: every index of `jobs` but its key is over pending jobs only (migration
-/// 0022 replaced `jobs_domain (domain, state)`, whose entry an ending job rewrote).
+/// 0022 replaced `jobs_domain (domain, state)`, whose entry an ending job rewrote), and none is
+/// on a column a lease or a retry changes (migration 0024 replaced `jobs_due (next_attempt)`,
+/// whose entry every lease rewrote, and `jobs_pending_domain`, an entry per job queued).
 #[test]
 fn the_indexes_of_jobs_hold_pending_jobs_only() {
     let c = rusqlite::Connection::open_in_memory().unwrap();
@@ -613,9 +621,11 @@ fn the_indexes_of_jobs_hold_pending_jobs_only() {
         .unwrap();
     let indexes: Vec<(String, String)> =
         s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
-    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert_eq!(indexes.len(), 1, "{indexes:?}");
     for (name, sql) in indexes {
         assert!(sql.ends_with("WHERE state = 'pending'"), "{name}: {sql}");
+        assert_eq!(name, "jobs_pending");
+        assert!(sql.contains("(not_before)"), "{name}: {sql}");
     }
 }
 
@@ -707,4 +717,159 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
             r#"["escrow:k1",50,0]"#,
         ]
     );
+
+/// Issue 36 §1, an outbound envelope's rows (migration 0024): the outbox has its key, its `UNIQUE`
+/// id and one index, `outbox_root` (root agent, `seq`), which serves both the sender's pages and
+/// the count of its tree's sends this minute; `nonces` is keyed by its pair with no rowid beside
+/// it. Each hot read walks a range: the due jobs `jobs_pending`, a page and the count
+/// `outbox_root`, the purge the outbox's key. A new index is a deliberate change of this test.
+#[test]
+fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
+    use nyx5_house::store::queue;
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let indexes = |table: &str| -> Vec<String> {
+        let mut s =
+            c.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name").unwrap();
+        s.query_map([table], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(indexes("outbox"), ["outbox_root", "sqlite_autoindex_outbox_1"]);
+    assert_eq!(indexes("jobs"), ["jobs_pending", "sqlite_autoindex_jobs_1"]);
+    let without_rowid: i64 =
+        c.query_row("SELECT wr FROM pragma_table_list WHERE name = 'nonces'", [], |r| r.get(0)).unwrap();
+    assert_eq!(without_rowid, 1, "a nonce is its key alone");
+
+    let now = 1_800_000_000_000;
+    let due = plan(&c, &stmt!(queue::DUE_SQL, now, now, now, now, 10));
+    assert!(due.iter().any(|d| d == "SEARCH d USING INDEX jobs_pending (not_before<?)"), "{due:?}");
+    let postpone = plan(&c, &queue::postpone_domain("b.test", now, now));
+    assert_eq!(postpone, ["SEARCH jobs USING INDEX jobs_pending (not_before<?)"]);
+    let page = plan(&c, &queue::outbox_page_query("s1.ana@a.test", i64::MAX, 50));
+    assert!(
+        page.iter().any(|d| d.starts_with("SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq<?)")),
+        "{page:?}"
+    );
+    let out = queue::Outgoing {
+        envelope_id: "e",
+        sender: "s1.ana@a.test",
+        envelope: "{}",
+        sha256: "x",
+        expires: None,
+        now,
+        not_before: now,
+        deadline: now + 1,
+    };
+    let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into() };
+    let insert = queue::enqueue_remembered(&out, &[job], now, 10);
+    let count = plan(&c, &insert[0]);
+    assert!(count.iter().any(|d| d == "SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq>?)"), "{count:?}");
+    for s in queue::purge(now, 100) {
+        let details = plan(&c, &s);
+        assert!(!details.iter().any(|d| d.contains("outbox_created") || d == "SCAN o"), "{details:?}");
+    }
+}
+
+/// Migration 0024 keeps every outbox row, job and nonce: an old pending job is due, an old row is
+/// on its sender's page and purged once finished a week, a nonce is still spent, and a new
+/// envelope comes after every old one. A Worker from before 0024 (until `wrangler deploy`) still
+/// queues: its row takes the next `seq`, and its job is due.
+#[test]
+fn migration_0024_keeps_the_outbox_its_jobs_and_nonces() {
+    use nyx5_house::store::queue;
+    let path = std::env::temp_dir().join(format!("nyx5-migration-0024-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let day = 86_400_000_i64;
+    let now = 1_800_000_000_000_i64;
+    let before_0024 = "0023_placeholder.sql";
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE,
+               applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);",
+        )
+        .unwrap();
+        migrate(&c, None, before_0024);
+        for (name, _) in nyx5_house::migrations::MIGRATIONS.iter().take_while(|(n, _)| *n != before_0024) {
+            c.execute("INSERT INTO d1_migrations (name) VALUES (?1)", [name]).unwrap();
+        }
+        c.execute_batch(&format!(
+            "INSERT INTO outbox (envelope_id, sender, envelope, sha256, created_at) VALUES
+               ('old', 'ana@a.test', '{{}}', 'x', {old}),
+               ('sub', 's1.ana@a.test', '{{}}', 'x', {recent}),
+               ('cy', 'cy@a.test', '{{}}', 'x', {recent});
+             INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline,
+                               created_at, finished_at) VALUES
+               ('old', 'b.test', '[]', 'delivered', {old}, {old}, {old_deadline}, {old}, {old}),
+               ('sub', 'b.test', '[]', 'pending', {retry}, {recent}, {deadline}, {recent}, NULL),
+               ('cy', 'c.test', '[]', 'pending', {later}, {later}, {deadline}, {recent}, NULL);
+             INSERT INTO nonces (address, nonce, keep_until) VALUES ('ana@a.test', 'n1', {deadline});",
+            old = now - 9 * day,
+            old_deadline = now - 8 * day,
+            recent = now - 60_000,
+            retry = now - 1_000,
+            later = now + day,
+            deadline = now + 3 * day,
+        ))
+        .unwrap();
+    }
+    let db = SqliteDb::open(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let ids = |rows: Vec<nyx5_house::ports::Row>, col: &str| -> Vec<String> {
+        rows.iter().map(|r| r.text(col).unwrap().to_owned()).collect()
+    };
+    // Only the job due now, not the one due tomorrow.
+    assert_eq!(ids(block_on(queue::due(&db, now, 10)).unwrap(), "envelope_id"), ["sub"]);
+    assert_eq!(ids(block_on(queue::outbox_page(&db, "s1.ana@a.test", i64::MAX, 10)).unwrap(), "envelope_id"), ["sub"]);
+    assert_eq!(ids(block_on(queue::outbox_page(&db, "ana@a.test", i64::MAX, 10)).unwrap(), "envelope_id"), ["old"]);
+    // The nonce is still spent.
+    match block_on(
+        db.batch(vec![stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('ana@a.test', 'n1', 0)")]),
+    ) {
+        Err(PortError::Constraint { name }) => assert_eq!(name, nyx5_house::store::constraint::NONCE_USED),
+        other => panic!("a spent nonce again: {other:?}"),
+    }
+    // A new envelope comes after every old one, counted in its root's minute from one.
+    let out = queue::Outgoing {
+        envelope_id: "new",
+        sender: "ana@a.test",
+        envelope: "{}",
+        sha256: "x",
+        expires: None,
+        now,
+        not_before: now,
+        deadline: now + day,
+    };
+    let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into() };
+    block_on(db.batch(queue::enqueue_remembered(&out, &[job], now, 10))).unwrap();
+    // A Worker from before 0024 inserts as it always did.
+    block_on(db.batch(vec![
+        stmt!(
+            "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at) VALUES ('w', 'cy@a.test', '{}', 'x', NULL, ?)",
+            now
+        ),
+        stmt!(
+            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
+             VALUES ('w', 'b.test', '[]', 'pending', ?, ?, ?, ?)",
+            now,
+            now,
+            now + day,
+            now
+        ),
+    ]))
+    .unwrap();
+    let order = block_on(db.query(stmt!("SELECT envelope_id, rate_n FROM outbox ORDER BY seq"))).unwrap();
+    assert_eq!(ids(order.clone(), "envelope_id"), ["old", "sub", "cy", "new", "w"]);
+    let rates: Vec<Option<i64>> = order.iter().map(|r| r.int("rate_n")).collect();
+    assert_eq!(rates, [None, None, None, Some(1), None]);
+    // No AUTOINCREMENT: no `sqlite_sequence` row is rewritten per envelope.
+    let sequence =
+        block_on(db.query(stmt!("SELECT count(*) AS n FROM sqlite_sequence WHERE name = 'outbox'"))).unwrap();
+    assert_eq!(sequence[0].int("n"), Some(0));
+    let mut due = ids(block_on(queue::due(&db, now, 10)).unwrap(), "envelope_id");
+    due.sort();
+    assert_eq!(due, ["new", "sub", "w"]);
+    // The purge forgets the old finished envelope (a week past) and nothing else.
+    block_on(db.batch(queue::purge(now - 7 * day, 100))).unwrap();
+    let left = block_on(db.query(stmt!("SELECT envelope_id FROM outbox ORDER BY seq"))).unwrap();
+    assert_eq!(ids(left, "envelope_id"), ["sub", "cy", "new", "w"]);
 }

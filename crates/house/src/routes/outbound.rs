@@ -123,27 +123,25 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .iter()
         .map(|(domain, list)| NewJob { domain: domain.clone(), recipients: addresses(list).canonical_string() })
         .collect();
-    // The outbox row first: the same envelope again fails on its id and answers "exists" without
-    // counting; only a new envelope counts towards the agent's minute.
-    // Not one the house may have forgotten either (queued before its forgetting horizon, which a
-    // clock that ran days ahead moved past the 6 days `check_created` allows).
-    let mut stmts = vec![nonce];
-    stmts.extend(store::enqueue_remembered(&out, &jobs, env.created().millis()));
-    // A subagent's sends count towards its root agent's minute as well: an agent cannot multiply
-    // its rate by enrolling subagents (`a.b.ceo` → `ceo`).
+    // The outbox row counts itself towards the agent's minute: only a new envelope counts (the
+    // same envelope again fails on its id and answers "exists"), and a subagent's sends count
+    // towards its root agent's minute: an agent cannot multiply its rate by enrolling subagents
+    // (`a.b.ceo` → `ceo`). Not one the house may have forgotten either (queued before its
+    // forgetting horizon, which a clock that ran days ahead moved past the 6 days
+    // `check_created` allows).
     let cap = house.config.outbound_per_agent_per_minute;
-    let local = card.address().local();
-    let root = local.rsplit('.').next().unwrap_or(local);
-    for who in if root == local { vec![local] } else { vec![local, root] } {
-        let bucket = format!("outbound:{who}");
-        stmts.push(crate::store::agents::count_in_window(&bucket, now.millis() / 60_000, cap));
-    }
+    let mut stmts = vec![nonce];
+    stmts.extend(store::enqueue_remembered(&out, &jobs, env.created().millis(), cap));
     match house.db.batch(stmts).await {
         Ok(_) => {}
         Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
             return Err(crate::auth::nonce_error(PortError::Constraint { name }));
         }
-        Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
+        Err(PortError::Constraint { name }) if name == store::RATE => {
+            // (SQLite checks the CHECK before the UNIQUE id: one it still holds is "exists".)
+            if let Some(row) = store::outbox_entry(&house.db, env.id()).await? {
+                return held(house, &row, env.id(), card.address(), &sha256).await;
+            }
             return Err(Error::new(
                 ErrorKind::RateLimited,
                 format!("{} may send {cap} envelopes a minute (with its subagents); try again shortly", card.address()),

@@ -405,25 +405,27 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
 
 /// `latest`: the latest time the house's clock has shown. A lease is never further ahead of it
 /// than a tick takes one (a lease taken while the clock ran ahead lies ahead of the clock set
-/// right, and holds nothing: `store::queue::lease`).
+/// right, and holds nothing: `store::queue::lease`). A pending job is never due before its
+/// `not_before`: the due scan finds jobs by it (`jobs_pending`, migration 0024).
 fn queue(house: &SimHouse, latest: i64) -> Result<(), String> {
     let give_up = house.config.retry.give_up_after_ms;
     let bad = rows(
         house,
         stmt!(
-            "SELECT id, envelope_id, lease_until, deadline, not_before FROM jobs
-              WHERE state = 'pending' AND (lease_until > ? OR deadline > not_before + ?)",
+            "SELECT id, envelope_id, lease_until, deadline, not_before, next_attempt FROM jobs
+              WHERE state = 'pending' AND (lease_until > ? OR deadline > not_before + ? OR next_attempt < not_before)",
             latest.saturating_add(crate::queue::LEASE_MS),
             give_up
         ),
     )?;
     if let Some(r) = bad.first() {
         return Err(format!(
-            "job {} of {}: lease until {}, deadline {} for a start at {}",
+            "job {} of {}: lease until {}, deadline {}, next attempt {} for a start at {}",
             int(r, "id")?,
             text(r, "envelope_id")?,
             int(r, "lease_until")?,
             int(r, "deadline")?,
+            int(r, "next_attempt")?,
             int(r, "not_before")?
         ));
     }

@@ -1344,6 +1344,14 @@ mod tests {
                WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
         );
         assert!(late.contains("deadline"), "{late}");
+        // Due before its start: the due scan, which finds jobs by `not_before`, would miss it.
+        let early = planted_in(
+            5,
+            &[pending],
+            &["UPDATE jobs SET next_attempt = not_before - 1
+               WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
+        );
+        assert!(early.contains("next attempt"), "{early}");
         // One site's pins past the resolver's bound (a house of many names filling the table).
         let (mut sim, domain) = busy(5, &[pending]);
         check::after_step(&sim.world, &mut sim.tracked).unwrap();

@@ -34,12 +34,59 @@ pub struct Outgoing<'a> {
     pub deadline: i64,
 }
 
+/// The SQL of the root agent of address column `$col` (`a.b.ana@h` → `ana@h`): the last label
+/// of the local part, at the same domain. A dotted local part is always a subagent's (spec §6),
+/// so this is the agent whose tree the address belongs to, as `/outbound` and the Libro's
+/// budgets count it.
+macro_rules! root_of {
+    ($col:literal) => {
+        concat!(
+            "(substr(substr(",
+            $col,
+            ", 1, instr(",
+            $col,
+            ", '@') - 1), length(rtrim(substr(",
+            $col,
+            ", 1, instr(",
+            $col,
+            ", '@') - 1), replace(substr(",
+            $col,
+            ", 1, instr(",
+            $col,
+            ", '@') - 1), '.', ''))) + 1) || substr(",
+            $col,
+            ", instr(",
+            $col,
+            ", '@')))"
+        )
+    };
+}
+
+/// How much an outbox `seq` grows per millisecond: a row's `seq` is its `created_at` times this
+/// (or one more than the last `seq`, if that is higher: a burst, or a clock set back), so the key
+/// is in the order of time and the purge and the rate count read it by ranges.
+pub const SEQ_PER_MS: i64 = 1024;
+
+/// The SQL of a new outbox row's `seq` (binds the row's time in ms × [`SEQ_PER_MS`]): never below
+/// one already given (the last `seq` is one seek down the key).
+macro_rules! next_seq {
+    () => {
+        "(SELECT max(?, coalesce(max(seq), 0) + 1) FROM outbox)"
+    };
+}
+
 /// The outbox row and one job per destination domain. The UNIQUE envelope id makes a resend
-/// fail the whole batch, so nothing is queued twice.
+/// fail the whole batch, so nothing is queued twice. Not counted towards any agent's minute (the
+/// house's own envelopes: the Libro's).
 pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
     let mut stmts = Vec::with_capacity(jobs.len() + 1);
     stmts.push(stmt!(
-        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        concat!(
+            "INSERT INTO outbox (seq, envelope_id, sender, envelope, sha256, expires, created_at) VALUES (",
+            next_seq!(),
+            ", ?, ?, ?, ?, ?, ?)"
+        ),
+        out.now.saturating_mul(SEQ_PER_MS),
         out.envelope_id,
         out.sender,
         out.envelope,
@@ -51,6 +98,14 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
     stmts
 }
 
+/// The root agent of `address` (`a.b.ana@h` → `ana@h`), as [`root_of!`] spells it in SQL.
+pub fn root_address(address: &str) -> String {
+    match address.split_once('@') {
+        Some((local, domain)) => format!("{}@{domain}", local.rsplit('.').next().unwrap_or(local)),
+        None => address.to_owned(),
+    }
+}
+
 /// [`enqueue`] for an agent's envelope created at `created`, taken only if the house cannot have
 /// forgotten it: created more than the clock tolerance after the forgetting horizon
 /// ([`FORGOTTEN_BEFORE`]). An envelope queued at `t` has `created` before `t` + 5 min, so one
@@ -60,13 +115,31 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
 /// caller looks the id up before it answers so: one the house still holds is "exists". Without it, a clock that jumped a day or more ahead (the tick purging a week back
 /// from there) and was set right let a resend still within the 6 days `created` may be old be
 /// queued a second time.
-pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64) -> Vec<Stmt> {
+///
+/// The sender's root agent (with its subagents: `root_of!`) queues at most `cap` envelopes a
+/// minute of the house's clock: the insert counts the tree's rows created in this minute (read
+/// through `outbox_root`, at most `cap` of them) and numbers its own (`rate_n`); past the cap
+/// that is 0, which the CHECK [`RATE`] refuses. No row is written to count (a `rate_windows` row
+/// was, until migration 0024). SQLite checks it after NOT NULL and before the UNIQUE id: the
+/// caller looks the id up before it answers 429.
+pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap: i64) -> Vec<Stmt> {
+    const MINUTE: i64 = 60_000;
+    let minute = out.now.div_euclid(MINUTE).saturating_mul(MINUTE);
     let mut stmts = Vec::with_capacity(jobs.len() + 1);
     stmts.push(stmt!(
-        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at)
-         VALUES (?, ?, ?, ?, ?, CASE WHEN ? > coalesce((SELECT CAST(value AS INTEGER) FROM settings
+        concat!(
+            "INSERT INTO outbox (seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n)
+             VALUES (",
+            next_seq!(),
+            ", ?, ?, ?, ?, ?, CASE WHEN ? > coalesce((SELECT CAST(value AS INTEGER) FROM settings
                                                         WHERE name = 'outbox_forgotten_before'), 0) + ?
-                                     THEN ? END)",
+                                     THEN ? END,
+                     (SELECT CASE WHEN count(*) < ? THEN count(*) + 1 ELSE 0 END FROM outbox
+                      WHERE ",
+            root_of!("sender"),
+            " = ? AND seq >= ? AND created_at >= ? AND created_at < ?))"
+        ),
+        out.now.saturating_mul(SEQ_PER_MS),
         out.envelope_id,
         out.sender,
         out.envelope,
@@ -74,7 +147,12 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64) -> 
         out.expires,
         created,
         nyx5_proto::limits::CLOCK_SKEW_MS,
-        out.now
+        out.now,
+        cap,
+        root_address(out.sender),
+        minute.saturating_mul(SEQ_PER_MS),
+        minute,
+        minute.saturating_add(MINUTE)
     ));
     stmts.extend(job_rows(out, jobs));
     stmts
@@ -108,34 +186,6 @@ pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error
         .await
 }
 
-/// The SQL of the root agent of address column `$col` (`a.b.ana@h` → `ana@h`): the last label
-/// of the local part, at the same domain. A dotted local part is always a subagent's (spec §6),
-/// so this is the agent whose tree the address belongs to, as `/outbound` and the Libro's
-/// budgets count it.
-macro_rules! root_of {
-    ($col:literal) => {
-        concat!(
-            "(substr(substr(",
-            $col,
-            ", 1, instr(",
-            $col,
-            ", '@') - 1), length(rtrim(substr(",
-            $col,
-            ", 1, instr(",
-            $col,
-            ", '@') - 1), replace(substr(",
-            $col,
-            ", 1, instr(",
-            $col,
-            ", '@') - 1), '.', ''))) + 1) || substr(",
-            $col,
-            ", instr(",
-            $col,
-            ", '@')))"
-        )
-    };
-}
-
 /// Whether a job's lease is free at `now`: lapsed, or further ahead than any lease a tick takes
 /// ([`crate::queue::LEASE_MS`]) — one taken while the clock ran ahead (a clock that jumped days
 /// forward, then was set right), which would otherwise hold the job for those days. Binds `now`
@@ -154,7 +204,12 @@ pub const FORGOTTEN_BEFORE: &str = "outbox_forgotten_before";
 /// The constraint [`enqueue_remembered`] fails with for an envelope the house may have forgotten.
 pub const FORGOTTEN: &str = "outbox.created_at";
 
-/// Up to `limit` jobs that are pending, due and not leased, with their envelope's expiry and
+/// The constraint [`enqueue_remembered`] fails with for an envelope past its agent's minute.
+pub const RATE: &str = "outbox_rate";
+
+/// Up to `limit` jobs that are pending, due and not leased (found through `jobs_pending`, by
+/// `not_before`: a pending job's `next_attempt` is never before its `not_before`, which nothing
+/// changes, so every due job is among those whose `not_before` passed), with their envelope's expiry and
 /// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
 /// domain's earliest job first (those tried least before others, so a destination that killed
 /// the last tick goes last), then each one's second, …; one domain's backlog cannot fill the
@@ -164,7 +219,7 @@ pub const FORGOTTEN: &str = "outbox.created_at";
 /// many subagents it spreads it over — two agents flooding their own house's Libro leave a
 /// third's refund in the first turn of the next tick (issue 34).
 pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
-    query(db, stmt!(DUE_SQL, now, now, now.saturating_add(crate::queue::LEASE_MS), limit)).await
+    query(db, stmt!(DUE_SQL, now, now, now, now.saturating_add(crate::queue::LEASE_MS), limit)).await
 }
 
 /// The text of [`due`]'s query (tests fail it by its text).
@@ -177,7 +232,7 @@ pub const DUE_SQL: &str = concat!(
     r#"
                                                         ORDER BY d.next_attempt, d.id) AS sender_turn
                          FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
-                         WHERE d.state = 'pending' AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
+                         WHERE d.state = 'pending' AND d.not_before <= ? AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
              ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?"#
@@ -335,13 +390,16 @@ pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_pro
 }
 
 /// Moves the domain's unleased pending jobs due before `until` to `until` (never past their
-/// deadline), so they wait for the probe instead of hitting a failing destination.
+/// deadline), so they wait for the probe instead of hitting a failing destination. (They read
+/// `jobs_pending` from its start up to `until`: a job's `not_before` is never after its
+/// `next_attempt`.)
 pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
     stmt!(
         "UPDATE jobs SET next_attempt = min(?, deadline)
-         WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt < ?",
+         WHERE domain = ? AND state = 'pending' AND not_before < ? AND lease_until < ? AND next_attempt < ?",
         until,
         domain,
+        until,
         now,
         until
     )
@@ -372,7 +430,9 @@ pub fn domain_recovered(held: Held, domain: &str, now: i64) -> Vec<Stmt> {
     ]
 }
 
-/// Forgets finished envelopes older than `before` (at most `limit` per call) and the health of
+/// Forgets finished envelopes older than `before` (at most `limit` per call; they are found by the
+/// range of the outbox's key below `before` × [`SEQ_PER_MS`], which holds every row created
+/// before `before`) and the health of
 /// domains nothing is waiting for, and moves the forgetting horizon ([`FORGOTTEN_BEFORE`]) up to
 /// `before` rounded up to the hour (so it is written once an hour, not every tick).
 pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
@@ -388,19 +448,21 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
         ),
         stmt!(
             "DELETE FROM jobs WHERE envelope_id IN (
-               SELECT o.envelope_id FROM outbox o WHERE o.created_at < ? AND NOT EXISTS (
+               SELECT o.envelope_id FROM outbox o WHERE o.seq < ? AND o.created_at < ? AND NOT EXISTS (
                  SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id
                  AND (j.state = 'pending' OR j.finished_at >= ?))
                LIMIT ?)",
+            before.saturating_mul(SEQ_PER_MS),
             before,
             before,
             limit
         ),
         stmt!(
             "DELETE FROM outbox WHERE envelope_id IN (
-               SELECT o.envelope_id FROM outbox o WHERE o.created_at < ?
+               SELECT o.envelope_id FROM outbox o WHERE o.seq < ? AND o.created_at < ?
                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)
                LIMIT ?)",
+            before.saturating_mul(SEQ_PER_MS),
             before,
             limit
         ),
@@ -413,21 +475,28 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
 
 /// A page of `sender`'s envelopes, newest first, below `before` (a `seq`), each row one job.
 pub async fn outbox_page<D: Db>(db: &D, sender: &str, before: i64, limit: i64) -> Result<Vec<Row>, Error> {
-    query(
-        db,
-        stmt!(
+    query(db, outbox_page_query(sender, before, limit)).await
+}
+
+/// [`outbox_page`]'s statement: it walks `outbox_root` (the sender's root agent, then `seq`)
+/// down from `before`, skipping the rows of the root's other subagents.
+pub fn outbox_page_query(sender: &str, before: i64, limit: i64) -> Stmt {
+    stmt!(
+        concat!(
             "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state,
                     j.attempts, j.next_attempt, j.last_error, j.result, j.finished_at
              FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox
-                   WHERE sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
+                   WHERE ",
+            root_of!("sender"),
+            " = ? AND sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
              JOIN jobs j ON j.envelope_id = o.envelope_id
-             ORDER BY o.seq DESC, j.id",
-            sender,
-            before,
-            limit
+             ORDER BY o.seq DESC, j.id"
         ),
+        root_address(sender),
+        sender,
+        before,
+        limit
     )
-    .await
 }
 
 /// Queue depth and the oldest due time among pending jobs, for `GET /health`.

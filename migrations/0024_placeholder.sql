@@ -1,1 +1,0 @@
--- Placeholder for migration 0024 (another branch of issue 36); the lead replaces it at merge.
