@@ -717,6 +717,7 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
             r#"["escrow:k1",50,0]"#,
         ]
     );
+}
 
 /// Issue 36 §1, an outbound envelope's rows (migration 0024): the outbox has its key, its `UNIQUE`
 /// id and one index, `outbox_root` (root agent, `seq`), which serves both the sender's pages and
