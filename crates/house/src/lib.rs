@@ -22,6 +22,7 @@ pub mod queue;
 pub mod resolver;
 mod router;
 pub mod routes;
+pub mod shards;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod site;

@@ -24,4 +24,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0020_known_names.sql", include_str!("../../../migrations/0020_known_names.sql")),
     ("0021_mailbox_watermark.sql", include_str!("../../../migrations/0021_mailbox_watermark.sql")),
     ("0022_mailbox_tally.sql", include_str!("../../../migrations/0022_mailbox_tally.sql")),
+    ("0023_mailbox_shards.sql", include_str!("../../../migrations/0023_mailbox_shards.sql")),
 ];

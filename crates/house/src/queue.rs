@@ -584,7 +584,9 @@ impl<D: Db, N: Net> House<D, N> {
         if upkeep_due(self.upkept.get(), now.millis()) {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
             let changes = self.db.batch(stmts).await.map_err(port_error)?;
-            let more = self.periodic_upkeep(now).await;
+            // Mailbox shards: hand-offs a crash left, and those applied, settled (crate::shards).
+            let handoffs = self.db.settle().await.unwrap_or(0);
+            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
             self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
         }
         let mut report = TickReport::default();

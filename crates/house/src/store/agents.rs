@@ -59,8 +59,8 @@ pub struct NewCard<'a> {
 pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
     let mut stmts = vec![
         stmt!(
-            "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at, shard)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             c.local,
             c.card,
             c.sig,
@@ -71,8 +71,11 @@ pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
             c.webhook,
             c.via,
             c.now,
-            c.now
-        ),
+            c.now,
+            0
+        )
+        // The database that will hold its mailbox, by the port's stable rule (crate::shards).
+        .at(crate::ports::Place::Placing { local: c.local.to_owned(), param: 11 }),
     ];
     stmts.extend(record(c));
     stmts
@@ -110,7 +113,7 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool, reset: bool) 
         ),
     ];
     if reset {
-        stmts.push(stmt!("DELETE FROM lists WHERE local = ?", c.local));
+        stmts.push(stmt!("DELETE FROM lists WHERE local = ?", c.local).in_mailbox(c.local));
     }
     stmts.extend(record(c));
     stmts

@@ -3,7 +3,7 @@
 
 use nyx5_proto::Error;
 
-use crate::ports::{Db, Row, Stmt};
+use crate::ports::{Db, Place, Row, Stmt};
 use crate::stmt;
 
 use super::{mailbox, query};
@@ -66,6 +66,7 @@ pub fn page_query(local: &str, b: PageBounds) -> Stmt {
         b.limit,
         b.bytes
     )
+    .in_mailbox(local)
 }
 
 /// What acknowledging `ids` (a JSON array of distinct ids) in `local`'s mailbox starts from: one
@@ -96,7 +97,8 @@ pub async fn ack_facts<D: Db>(db: &D, local: &str, ids: &str) -> Result<Vec<Row>
             local,
             ids,
             mailbox::SEQ_MAX
-        ),
+        )
+        .in_mailbox(local),
     )
     .await
 }
@@ -169,7 +171,7 @@ pub fn ack(local: &str, ids: &str, plan: &AckPlan, now: i64, quota: mailbox::Quo
             local
         ));
     }
-    stmts
+    stmts.into_iter().map(|s| s.in_mailbox(local)).collect()
 }
 
 /// Drops the bodies of at most `limit` envelopes acknowledged before `before`, oldest first: the
@@ -187,14 +189,16 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
              WHERE local IN (SELECT local FROM dropped)",
             before,
             limit
-        ),
+        )
+        .at(Place::Every),
         stmt!(
             "UPDATE mailbox SET envelope = '', bytes = 0
              WHERE seq IN (SELECT seq FROM mailbox WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
                            ORDER BY acked_at, seq LIMIT ?)",
             before,
             limit
-        ),
+        )
+        .at(Place::Every),
     ]
 }
 
@@ -232,18 +236,21 @@ pub fn drop_ranges(before: i64, ranges: i64) -> [Stmt; 3] {
             ),
             before,
             ranges
-        ),
+        )
+        .at(Place::Every),
         stmt!(
             concat!(drop_range_rows!(), "UPDATE mailbox SET envelope = '', bytes = 0 WHERE seq IN (SELECT seq FROM dropped)"),
             before,
             ranges
-        ),
+        )
+        .at(Place::Every),
         stmt!(
             "DELETE FROM mailbox_acks WHERE (at, local, through) IN
                (SELECT at, local, through FROM mailbox_acks WHERE at < ? ORDER BY at, local, through LIMIT ?)",
             before,
             ranges
-        ),
+        )
+        .at(Place::Every),
     ]
 }
 

@@ -553,6 +553,7 @@ pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &st
         now,
         blocks
     )
+    .in_mailbox(local)
 }
 
 /// Room past a mailbox's quota that [`deliver_counted`] may use: none for a stranger to the
@@ -614,6 +615,7 @@ pub fn deliver_counted(
         lane.envelopes,
         lane.bytes
     )
+    .in_mailbox(local)
 }
 
 /// When this house first received operation `envelope_id` (of hash `sha256`), if it remembers:

@@ -1,0 +1,989 @@
+//! Mailbox shards (issue 36 §3, docs/decisions/36-shards.md): a [`Db`] over several databases,
+//! the primary first. The registry, the Libro and the queue live on the primary; an agent's
+//! mailbox (its `mailbox`, `mailbox_usage`, `mailbox_acks` rows and its lists) lives on the
+//! database `agents.shard` names, chosen at registration by [`placement`] and changed only by
+//! [`Shards::move_mailbox`]. The store marks each statement with its [`Place`]; this port alone
+//! turns places into databases, so nothing above the store knows how many there are.
+//!
+//! Every database has every migration. A shard keeps a thin copy of each agent placed on it (its
+//! `local` and `mbox`: what the mailbox SQL and the `mailbox_in_range` trigger read), written in
+//! front of every batch sent there (`ON CONFLICT DO NOTHING`: no round trip of its own).
+//!
+//! A batch that touches one database runs there as one atomic batch. One that touches the
+//! primary and a shard (a paid stamp, a counted rate window and the envelope) cannot be one
+//! transaction: the primary's part carries, atomically with it, a hand-off row per shard
+//! statement (`shard_handoffs`); the shard's statements are applied right after, each with a
+//! marker (`shard_applied`) that makes it apply once; [`Db::settle`] (the tick) applies what a
+//! crash left and forgets the hand-offs applied. With one database, every call goes straight to
+//! it: nothing is resolved, copied or handed off.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+
+use nyx5_proto::json::Value;
+
+use crate::ports::{Db, Place, PortError, Reads, Row, SqlValue, Stmt};
+use crate::stmt;
+
+/// The shard a new agent is placed on among `count` databases: FNV-1a of its local part, mod
+/// `count`. Pure and stable: the result is stored at registration, so adding a database later
+/// moves nobody (new agents spread over all of them).
+pub fn placement(local: &str, count: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in local.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    match u64::try_from(count) {
+        Ok(n) if n > 1 => usize::try_from(h % n).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// What is known of an agent: its shard and its mailbox number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Home {
+    shard: usize,
+    mbox: i64,
+}
+
+/// The constraint a shard answers for a write to a mailbox that is moving away (migration 0023).
+pub const MOVING: &str = "mailbox_moving";
+
+/// Hand-offs [`Db::settle`] takes up in one call.
+pub const SETTLE_BATCH: i64 = 64;
+
+/// The databases of a house: index 0 is the primary, 1.. the shards.
+#[derive(Debug)]
+pub struct Shards<D> {
+    dbs: Vec<D>,
+    homes: Mutex<HashMap<String, Home>>,
+}
+
+fn failed(what: &str) -> PortError {
+    PortError::Failed(what.to_owned())
+}
+
+fn is_moving(e: &PortError) -> bool {
+    matches!(e, PortError::Constraint { name } if name.contains(MOVING))
+}
+
+fn json_locals<'a>(locals: impl IntoIterator<Item = &'a str>) -> String {
+    Value::Array(locals.into_iter().map(|l| Value::String(l.to_owned())).collect()).canonical_string()
+}
+
+/// SQL text read back from a hand-off, as the `&'static str` a [`Stmt`] holds: each distinct
+/// text is kept once (the engine's statements are a fixed set).
+fn intern(sql: String) -> &'static str {
+    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let texts = TEXTS.get_or_init(|| Mutex::new(HashSet::new()));
+    let Ok(mut set) = texts.lock() else {
+        return Box::leak(sql.into_boxed_str());
+    };
+    if let Some(s) = set.get(sql.as_str()) {
+        return s;
+    }
+    let s: &'static str = Box::leak(sql.into_boxed_str());
+    set.insert(s);
+    s
+}
+
+/// A statement as a hand-off keeps it: `{"sql", "params"}`, integers as `"i:N"` (an `i64` is
+/// wider than a JSON number holds exactly), text as `"t:…"`.
+fn encode(stmt: &Stmt) -> String {
+    let params = stmt
+        .params
+        .iter()
+        .map(|p| match p {
+            SqlValue::Null => Value::Null,
+            SqlValue::Int(i) => Value::String(format!("i:{i}")),
+            SqlValue::Text(t) => Value::String(format!("t:{t}")),
+        })
+        .collect();
+    Value::Object(nyx5_proto::json::obj([
+        ("sql", Value::String(stmt.sql.to_owned())),
+        ("params", Value::Array(params)),
+    ]))
+    .canonical_string()
+}
+
+fn decode(text: &str) -> Option<Stmt> {
+    let v = Value::parse_str(text).ok()?;
+    let o = v.as_object()?;
+    let sql = o.get("sql")?.as_str()?.to_owned();
+    let mut params = Vec::new();
+    for p in o.get("params")?.as_array()? {
+        params.push(match p {
+            Value::Null => SqlValue::Null,
+            Value::String(s) => match s.split_at_checked(2)? {
+                ("i:", n) => SqlValue::Int(n.parse().ok()?),
+                ("t:", t) => SqlValue::Text(t.to_owned()),
+                _ => return None,
+            },
+            _ => return None,
+        });
+    }
+    Some(Stmt::new(intern(sql), params))
+}
+
+/// The statement as it applies from a hand-off: its [`Stmt::handoff`] parameters set.
+fn handed_off(stmt: &Stmt) -> Stmt {
+    let mut s = Stmt::new(stmt.sql, stmt.params.clone());
+    for (i, v) in &stmt.handoff {
+        if let Some(p) = s.params.get_mut(*i) {
+            *p = v.clone();
+        }
+    }
+    s
+}
+
+/// The thin copy of an agent on the shard that holds its mailbox.
+fn copy_agent(local: &str, home: Home) -> Stmt {
+    stmt!(
+        "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, mbox, shard)
+         VALUES (?, '', '', 'shard', 0, 0, ?, ?) ON CONFLICT (local) DO NOTHING",
+        local,
+        home.mbox,
+        i64::try_from(home.shard).unwrap_or(0)
+    )
+}
+
+fn marker(key: &str) -> Stmt {
+    stmt!("INSERT INTO shard_applied (key) VALUES (?)", key)
+}
+
+fn applied_already(e: &PortError) -> bool {
+    matches!(e, PortError::Constraint { name } if name.contains("shard_applied"))
+}
+
+/// What a move did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Moved {
+    pub from: usize,
+    pub to: usize,
+    /// Envelope rows copied (or found copied) to the target.
+    pub envelopes: u64,
+}
+
+impl<D: Db> Shards<D> {
+    /// A house over `dbs`, the primary first; `None` for none.
+    pub fn new(dbs: Vec<D>) -> Option<Shards<D>> {
+        (!dbs.is_empty()).then(|| Shards { dbs, homes: Mutex::new(HashMap::new()) })
+    }
+
+    /// A house of one database: every call goes straight to it.
+    pub fn one(db: D) -> Shards<D> {
+        Shards { dbs: vec![db], homes: Mutex::new(HashMap::new()) }
+    }
+
+    /// How many databases: 1 for the primary alone.
+    pub fn count(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// The database at `index` (0: the primary).
+    pub fn get(&self, index: usize) -> Option<&D> {
+        self.dbs.get(index)
+    }
+
+    fn db(&self, index: usize) -> Result<&D, PortError> {
+        self.dbs.get(index).ok_or_else(|| failed("an agent is placed on a shard this house does not have"))
+    }
+
+    fn primary(&self) -> Result<&D, PortError> {
+        self.db(0)
+    }
+
+    fn cached(&self, local: &str) -> Option<Home> {
+        self.homes.lock().ok()?.get(local).copied()
+    }
+
+    /// Forgets where `local` lives (a move, or a shard that said it is moving).
+    pub fn forget(&self, local: &str) {
+        if let Ok(mut homes) = self.homes.lock() {
+            homes.remove(local);
+        }
+    }
+
+    /// Where each of `locals` lives: one read of the primary for those not known yet. An agent
+    /// that does not exist lives on the primary (and is not remembered: it may register).
+    async fn resolve(&self, locals: &[&str]) -> Result<HashMap<String, Home>, PortError> {
+        let mut found = HashMap::new();
+        let mut missing = Vec::new();
+        for l in locals {
+            match self.cached(l) {
+                Some(h) => {
+                    found.insert((*l).to_owned(), h);
+                }
+                None if !missing.contains(l) => missing.push(*l),
+                None => {}
+            }
+        }
+        if !missing.is_empty() {
+            let rows = self
+                .primary()?
+                .query(stmt!(
+                    "SELECT a.local AS local, a.shard AS shard, a.mbox AS mbox
+                     FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value",
+                    json_locals(missing.iter().copied())
+                ))
+                .await?;
+            for r in rows {
+                let (Some(local), Some(shard), Some(mbox)) = (r.text("local"), r.int("shard"), r.int("mbox")) else {
+                    continue;
+                };
+                let home = Home { shard: usize::try_from(shard).unwrap_or(usize::MAX), mbox };
+                if let Ok(mut homes) = self.homes.lock() {
+                    homes.insert(local.to_owned(), home);
+                }
+                found.insert(local.to_owned(), home);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn home(&self, local: &str) -> Result<Option<Home>, PortError> {
+        Ok(self.resolve(&[local]).await?.remove(local))
+    }
+
+    /// A read of one mailbox, or of many split by database ([`Place::Spread`]), or of all.
+    async fn read(&self, stmt: Stmt, reads: Option<&Reads>) -> Result<Vec<Row>, PortError> {
+        if self.dbs.len() == 1 {
+            let db = self.primary()?;
+            return match reads {
+                Some(r) => db.query_stale(r, stmt).await,
+                None => db.query(stmt).await,
+            };
+        }
+        match stmt.place.clone() {
+            Place::Primary | Place::Placing { .. } => self.primary()?.query(stmt).await,
+            Place::Mailbox(local) => {
+                let shard = self.home(&local).await?.map_or(0, |h| h.shard);
+                let rows = self.db(shard)?.query(stmt.clone()).await?;
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+                // Nothing there: the mailbox may have moved since this process learnt where it
+                // was (a move forgets the rows it copied away). Ask the primary once more.
+                self.forget(&local);
+                match self.home(&local).await?.map_or(0, |h| h.shard) {
+                    now if now != shard => self.db(now)?.query(stmt).await,
+                    _ => Ok(rows),
+                }
+            }
+            Place::Every => {
+                let mut rows = Vec::new();
+                for db in &self.dbs {
+                    rows.extend(db.query(stmt.clone()).await?);
+                }
+                Ok(rows)
+            }
+            Place::Spread(index) => {
+                let locals: Vec<String> = stmt
+                    .params
+                    .get(index)
+                    .and_then(|p| match p {
+                        SqlValue::Text(t) => Value::parse_str(t).ok(),
+                        _ => None,
+                    })
+                    .and_then(|v| {
+                        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                    })
+                    .unwrap_or_default();
+                let names: Vec<&str> = locals.iter().map(String::as_str).collect();
+                let homes = self.resolve(&names).await?;
+                let mut parts: Vec<Vec<&str>> = vec![Vec::new(); self.dbs.len()];
+                for l in &names {
+                    let shard = homes.get(*l).map_or(0, |h| h.shard);
+                    parts.get_mut(shard).ok_or_else(|| failed("an agent on a missing shard"))?.push(l);
+                }
+                let mut rows = Vec::new();
+                for (shard, part) in parts.iter().enumerate() {
+                    if part.is_empty() {
+                        continue;
+                    }
+                    let mut s = stmt.clone();
+                    if let Some(p) = s.params.get_mut(index) {
+                        *p = SqlValue::Text(json_locals(part.iter().copied()));
+                    }
+                    rows.extend(self.db(shard)?.query(s).await?);
+                }
+                Ok(rows)
+            }
+        }
+    }
+
+    /// One atomic batch on `shard`, the thin copies of the agents it names in front; retried
+    /// once after a shard answered that a mailbox is moving (where a move ended, the agent's new
+    /// shard takes it). Counts of the caller's statements only.
+    async fn batch_on(&self, shard: usize, stmts: Vec<Stmt>, locals: &[String]) -> Result<Vec<u64>, PortError> {
+        let copies: Vec<Stmt> = if shard == 0 {
+            Vec::new()
+        } else {
+            let names: Vec<&str> = locals.iter().map(String::as_str).collect();
+            let homes = self.resolve(&names).await?;
+            names.iter().filter_map(|l| homes.get(*l).map(|h| copy_agent(l, *h))).collect()
+        };
+        let skip = copies.len();
+        let mut all = copies;
+        all.extend(stmts);
+        let changes = self.db(shard)?.batch(all).await?;
+        Ok(changes.into_iter().skip(skip).collect())
+    }
+
+    /// The statements' places resolved: each one's database (Every: the primary here).
+    async fn targets(&self, stmts: &mut [Stmt]) -> Result<Vec<usize>, PortError> {
+        let locals: Vec<String> = stmts
+            .iter()
+            .filter_map(|s| match &s.place {
+                Place::Mailbox(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        let names: Vec<&str> = locals.iter().map(String::as_str).collect();
+        let homes = if names.is_empty() { HashMap::new() } else { self.resolve(&names).await? };
+        let count = self.dbs.len();
+        Ok(stmts
+            .iter_mut()
+            .map(|s| match &s.place {
+                Place::Mailbox(l) => homes.get(l).map_or(0, |h| h.shard),
+                Place::Placing { local, param } => {
+                    let shard = placement(local, count);
+                    if let Some(p) = s.params.get_mut(*param) {
+                        *p = SqlValue::Int(i64::try_from(shard).unwrap_or(0));
+                    }
+                    0
+                }
+                _ => 0,
+            })
+            .collect())
+    }
+
+    async fn batch_sharded(&self, mut stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        let mut targets = self.targets(&mut stmts).await?;
+        let mut retried = false;
+        loop {
+            let mut shards: Vec<usize> = targets.clone();
+            shards.sort_unstable();
+            shards.dedup();
+            let every: Vec<Stmt> = stmts.iter().filter(|s| s.place == Place::Every).cloned().collect();
+            let locals = |only: usize| -> Vec<String> {
+                stmts
+                    .iter()
+                    .zip(&targets)
+                    .filter(|(_, t)| **t == only)
+                    .filter_map(|(s, _)| match &s.place {
+                        Place::Mailbox(l) => Some(l.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let result = match shards.as_slice() {
+                [one] => self.batch_on(*one, stmts.clone(), &locals(*one)).await,
+                _ => return self.handoff(stmts, &targets).await,
+            };
+            match result {
+                Err(e) if is_moving(&e) && !retried => {
+                    retried = true;
+                    for l in locals(shards.first().copied().unwrap_or(0)) {
+                        self.forget(&l);
+                    }
+                    let before = targets.clone();
+                    targets = self.targets(&mut stmts).await?;
+                    if targets == before {
+                        return Err(failed("a mailbox is moving to another database; try again"));
+                    }
+                }
+                Err(e) if is_moving(&e) => return Err(failed("a mailbox is moving to another database; try again")),
+                Err(e) => return Err(e),
+                Ok(mut changes) => {
+                    // Upkeep runs on every shard too, each on its own; a count is the largest.
+                    if !every.is_empty() {
+                        for shard in 1..self.dbs.len() {
+                            if let Ok(more) = self.batch_on(shard, every.clone(), &[]).await {
+                                let mut k = more.into_iter();
+                                for (c, s) in changes.iter_mut().zip(&stmts) {
+                                    if s.place == Place::Every {
+                                        *c = (*c).max(k.next().unwrap_or(0));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    return Ok(changes);
+                }
+            }
+        }
+    }
+
+    /// A batch over the primary and shards: the primary's part with a hand-off row for each
+    /// shard statement, in one batch; then each shard's statements, each with its marker.
+    async fn handoff(&self, stmts: Vec<Stmt>, targets: &[usize]) -> Result<Vec<u64>, PortError> {
+        let mut primary = Vec::new();
+        let mut primary_at = Vec::new();
+        // (index in stmts, shard, local, key, statement as applied)
+        let mut handed = Vec::new();
+        for (i, (s, t)) in stmts.iter().zip(targets).enumerate() {
+            match (&s.place, *t) {
+                (Place::Mailbox(local), shard) if shard != 0 => {
+                    let applied = handed_off(s);
+                    let text = encode(&applied);
+                    let key =
+                        nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(format!("{local}\n{text}").as_bytes()));
+                    let row = match &s.gate {
+                        Some(gate) => {
+                            let mut g = Stmt::new(gate.sql, gate.params.clone());
+                            for (at, v) in [(0, key.clone()), (1, local.clone()), (2, text.clone())] {
+                                if let Some(p) = g.params.get_mut(at) {
+                                    *p = SqlValue::Text(v);
+                                }
+                            }
+                            g
+                        }
+                        None => stmt!(
+                            "INSERT INTO shard_handoffs (key, local, stmt) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                            key.as_str(),
+                            local.as_str(),
+                            text.as_str()
+                        ),
+                    };
+                    handed.push((i, shard, local.clone(), key, applied, primary.len()));
+                    primary.push(row);
+                }
+                _ => {
+                    primary_at.push((i, primary.len()));
+                    primary.push(Stmt::new(s.sql, s.params.clone()));
+                }
+            }
+        }
+        let changes = self.primary()?.batch(primary).await?;
+        let mut out = vec![0u64; stmts.len()];
+        for (i, at) in primary_at {
+            out[i] = changes.get(at).copied().unwrap_or(0);
+        }
+        // Apply each shard's part, in the batch's order; what fails waits for `settle`.
+        let mut by_shard: Vec<usize> = handed.iter().map(|h| h.1).collect();
+        by_shard.sort_unstable();
+        by_shard.dedup();
+        for shard in by_shard {
+            let mine: Vec<&(usize, usize, String, String, Stmt, usize)> =
+                handed.iter().filter(|h| h.1 == shard && changes.get(h.5) == Some(&1)).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let mut batch = Vec::new();
+            let mut at = Vec::new();
+            for h in &mine {
+                batch.push(marker(&h.3));
+                at.push((h.0, batch.len()));
+                batch.push(h.4.clone());
+            }
+            let locals: Vec<String> = mine.iter().map(|h| h.2.clone()).collect();
+            match self.batch_on(shard, batch, &locals).await {
+                Ok(c) => {
+                    for (i, k) in at {
+                        out[i] = c.get(k).copied().unwrap_or(0);
+                    }
+                }
+                Err(e) => {
+                    if is_moving(&e) {
+                        for l in &locals {
+                            self.forget(l);
+                        }
+                    }
+                    // Committed on the primary: it will be applied.
+                    for (i, _) in at {
+                        out[i] = 1;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies the hand-offs left on the primary (at most [`SETTLE_BATCH`]) and forgets those
+    /// applied: how many it forgot.
+    async fn settle_sharded(&self) -> Result<u64, PortError> {
+        let rows = self
+            .primary()?
+            .query(stmt!("SELECT key, local, stmt FROM shard_handoffs ORDER BY rowid LIMIT ?", SETTLE_BATCH))
+            .await?;
+        let mut settled = 0;
+        for r in rows {
+            let (Some(key), Some(local), Some(text)) = (r.text("key"), r.text("local"), r.text("stmt")) else {
+                continue;
+            };
+            let Some(s) = decode(text) else { continue };
+            self.forget(local);
+            let shard = self.home(local).await?.map_or(0, |h| h.shard);
+            let done = match self.batch_on(shard, vec![marker(key), s], &[local.to_owned()]).await {
+                Ok(_) => true,
+                Err(e) => applied_already(&e),
+            };
+            if done {
+                self.primary()?.batch(vec![stmt!("DELETE FROM shard_handoffs WHERE key = ?", key)]).await?;
+                settled += 1;
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Moves `local`'s mailbox to database `to`, losing nothing: its hand-offs are settled; the
+    /// source takes no more writes for it (`shard_moving`: a write there answers
+    /// [`MOVING`], which the port turns into a retry at the new place or a 503); its rows are
+    /// copied to the target (idempotent: rerun after an interruption, it copies what is left); the
+    /// primary flips `agents.shard`; then the source forgets the rows. Rerun once done, it only
+    /// finishes what an interrupted run left on other databases.
+    pub async fn move_mailbox(&self, local: &str, to: usize) -> Result<Moved, PortError> {
+        self.db(to)?;
+        self.forget(local);
+        let home = self.home(local).await?.ok_or_else(|| failed("no such agent"))?;
+        let from = home.shard;
+        let mut moved = Moved { from, to, envelopes: 0 };
+        if from != to {
+            self.settle_sharded().await?;
+            let source = self.db(from)?;
+            let target = self.db(to)?;
+            source
+                .batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES (?) ON CONFLICT (local) DO NOTHING", local)])
+                .await?;
+            let copy = Home { shard: to, mbox: home.mbox };
+            target
+                .batch(vec![stmt!("DELETE FROM shard_moving WHERE local = ?", local), copy_agent(local, copy)])
+                .await?;
+            moved.envelopes = copy_rows(source, target, local).await?;
+            self.primary()?.batch(vec![stmt!("UPDATE agents SET shard = ? WHERE local = ?", to as i64, local)]).await?;
+            self.forget(local);
+        }
+        // The rows left wherever a move away started: forgotten once the target holds them.
+        for (shard, db) in self.dbs.iter().enumerate() {
+            if shard == to {
+                continue;
+            }
+            let marked = db.query(stmt!("SELECT 1 AS m FROM shard_moving WHERE local = ?", local)).await?;
+            if marked.is_empty() {
+                continue;
+            }
+            if shard != from {
+                // An earlier run flipped the agent before forgetting these: they are copied.
+                moved.envelopes += copy_rows(db, self.db(to)?, local).await?;
+            }
+            db.batch(vec![
+                stmt!("UPDATE shard_moving SET copied = 1 WHERE local = ?", local),
+                stmt!("DELETE FROM mailbox WHERE local = ?", local),
+                stmt!("DELETE FROM mailbox_usage WHERE local = ?", local),
+                stmt!("DELETE FROM mailbox_acks WHERE local = ?", local),
+                stmt!("DELETE FROM lists WHERE local = ?", local),
+            ])
+            .await?;
+        }
+        Ok(moved)
+    }
+}
+
+/// Envelope rows copied per batch of a move.
+const MOVE_CHUNK: i64 = 32;
+
+/// Copies `local`'s mailbox rows, usage, watermark raises and lists from `source` to `target`,
+/// which already holds its thin copy: each write is `ON CONFLICT DO NOTHING` (or sets the row to
+/// the source's, which takes no writes meanwhile), so a rerun copies only what is missing. How
+/// many envelope rows the source holds.
+async fn copy_rows<D: Db>(source: &D, target: &D, local: &str) -> Result<u64, PortError> {
+    let mut after = String::new();
+    let mut n = 0u64;
+    loop {
+        let rows = source
+            .query(stmt!(
+                "SELECT seq, envelope_id, sender, received_at, acked_at, bytes, stamp, total_n, total_bytes, within, envelope
+                 FROM mailbox WHERE local = ? AND envelope_id > ? ORDER BY envelope_id LIMIT ?",
+                local,
+                after.as_str(),
+                MOVE_CHUNK
+            ))
+            .await?;
+        if rows.is_empty() {
+            break;
+        }
+        let mut batch = Vec::new();
+        for r in &rows {
+            let seq = r.int("seq").unwrap_or(0);
+            let id = r.text("envelope_id").unwrap_or_default();
+            let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+            batch.push(Stmt::new(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, acked_at, bytes, stamp, total_n,
+                                      total_bytes, within, envelope)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (local, envelope_id) DO NOTHING",
+                vec![
+                    SqlValue::Int(seq.abs()),
+                    local.into(),
+                    id.into(),
+                    get("sender"),
+                    get("received_at"),
+                    get("acked_at"),
+                    get("bytes"),
+                    get("stamp"),
+                    get("total_n"),
+                    get("total_bytes"),
+                    get("within"),
+                    get("envelope"),
+                ],
+            ));
+            if seq < 0 {
+                batch.push(stmt!(
+                    "UPDATE mailbox SET seq = ? WHERE local = ? AND envelope_id = ? AND seq = ?",
+                    seq,
+                    local,
+                    id,
+                    -seq
+                ));
+            }
+            n += 1;
+        }
+        target.batch(batch).await?;
+        after = rows.last().and_then(|r| r.text("envelope_id")).unwrap_or_default().to_owned();
+    }
+    let mut batch = Vec::new();
+    for r in source
+        .query(stmt!(
+            "SELECT envelopes, bytes, max_envelopes, max_bytes, acked_through FROM mailbox_usage WHERE local = ?",
+            local
+        ))
+        .await?
+    {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (local) DO UPDATE SET envelopes = ?2, bytes = ?3, max_envelopes = ?4, max_bytes = ?5,
+               acked_through = ?6",
+            vec![
+                local.into(),
+                get("envelopes"),
+                get("bytes"),
+                get("max_envelopes"),
+                get("max_bytes"),
+                get("acked_through"),
+            ],
+        ));
+    }
+    for r in source.query(stmt!("SELECT at, lo, through FROM mailbox_acks WHERE local = ?", local)).await? {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO mailbox_acks (at, local, lo, through) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            vec![get("at"), local.into(), get("lo"), get("through")],
+        ));
+    }
+    for r in source.query(stmt!("SELECT kind, entry FROM lists WHERE local = ?", local)).await? {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO lists (local, kind, entry) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            vec![local.into(), get("kind"), get("entry")],
+        ));
+    }
+    if !batch.is_empty() {
+        target.batch(batch).await?;
+    }
+    Ok(n)
+}
+
+impl<D: Db> Db for Shards<D> {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.read(stmt, None).await
+    }
+
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        if self.dbs.len() == 1 {
+            return self.primary()?.batch(stmts).await;
+        }
+        self.batch_sharded(stmts).await
+    }
+
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        // The queue's lease: the primary's.
+        self.primary()?.write_returning(stmt).await
+    }
+
+    async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        if self.dbs.len() == 1 {
+            return self.primary()?.query_stale(reads, stmt).await;
+        }
+        // A bookmark names a point of one database: with shards, reads go to each primary.
+        self.read(stmt, None).await
+    }
+
+    fn bookmark(&self, reads: &Reads) -> Option<String> {
+        match self.dbs.first() {
+            Some(db) if self.dbs.len() == 1 => db.bookmark(reads),
+            _ => reads.bookmark(),
+        }
+    }
+
+    fn sharded(&self) -> bool {
+        self.dbs.len() > 1
+    }
+
+    async fn settle(&self) -> Result<u64, PortError> {
+        if self.dbs.len() == 1 {
+            return Ok(0);
+        }
+        self.settle_sharded().await
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::sqlite::SqliteDb;
+    use crate::store;
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+    use std::rc::Rc;
+
+    /// SQLite answers at once: one poll finishes any of these futures.
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match std::pin::pin!(f).poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("ready when first polled"),
+        }
+    }
+
+    const QUOTA: store::mailbox::Quota = store::mailbox::Quota { max_envelopes: 100, max_bytes: 1 << 20 };
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nyx5-shards-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn files(d: &Path, n: usize) -> Shards<SqliteDb> {
+        Shards::new((0..n).map(|i| SqliteDb::open(&d.join(format!("{i}.db"))).unwrap()).collect()).unwrap()
+    }
+
+    fn register(house: &Shards<SqliteDb>, local: &str, shard: i64) {
+        block_on(house.batch(vec![stmt!(
+            "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, shard)
+             VALUES (?, 'card', 'sig', 'test', 0, 0, ?)",
+            local,
+            shard
+        )]))
+        .unwrap();
+    }
+
+    /// An accept as the inbound path writes it: the sender's rate window (the primary) and the
+    /// envelope (the mailbox). Its count for the envelope.
+    fn accept<D: Db>(house: &D, local: &str, id: &str) -> Result<u64, PortError> {
+        let stmts = vec![
+            store::agents::count_in_window(&format!("in:{local}:example"), 1, 1000),
+            store::mailbox::insert(local, id, "al@example", &format!("{{\"id\":\"{id}\"}}"), 5, QUOTA),
+        ];
+        Ok(block_on(house.batch(stmts))?.get(1).copied().unwrap_or(0))
+    }
+
+    fn ids<D: Db>(house: &D, local: &str) -> Vec<String> {
+        let bounds = store::inbox::PageBounds { after: 0, limit: 100, bytes: 1 << 30, overhead: 0, unrecorded: 0 };
+        block_on(house.query(store::inbox::page_query(local, bounds)))
+            .unwrap()
+            .iter()
+            .map(|r| r.text("envelope").unwrap().to_owned())
+            .collect()
+    }
+
+    fn count(db: &SqliteDb, sql: &'static str) -> i64 {
+        block_on(db.query(Stmt::new(sql, vec![]))).unwrap()[0].int("n").unwrap()
+    }
+
+    fn new_card(local: &str) -> Vec<Stmt> {
+        let index =
+            store::agents::Index { listed: false, search: String::new(), accepts: String::new(), caps: String::new() };
+        let card =
+            store::agents::NewCard { local, card: "c", sig: "s", index: &index, webhook: None, via: "test", now: 0 };
+        store::agents::insert(&card)
+    }
+
+    #[test]
+    fn placement_is_stable_and_spreads() {
+        assert_eq!(placement("anyone", 1), 0);
+        assert_eq!(placement("anyone", 0), 0);
+        assert_eq!(placement("bo", 3), placement("bo", 3), "the same rule gives the same shard");
+        for n in 2..=4 {
+            let mut seen = vec![0; n];
+            for i in 0..2000 {
+                seen[placement(&format!("agent{i}"), n)] += 1;
+            }
+            println!("{n} shards: {seen:?}");
+            for s in &seen {
+                assert!(*s > 2000 / n / 2 && *s < 2000 / n * 2, "{n} shards spread {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn registration_records_the_rule_and_one_database_is_untouched() {
+        let d = dir("place");
+        let house = files(&d, 3);
+        let names: Vec<String> = (0..30).map(|i| format!("a{i}")).collect();
+        for n in &names {
+            block_on(house.batch(new_card(n))).unwrap();
+        }
+        for n in &names {
+            let rows =
+                block_on(house.get(0).unwrap().query(stmt!("SELECT shard FROM agents WHERE local = ?", n.as_str())))
+                    .unwrap();
+            assert_eq!(rows[0].int("shard"), Some(placement(n, 3) as i64), "{n}");
+        }
+        // One database: the port passes every statement through, placing everyone on it.
+        let one = files(&dir("one"), 1);
+        block_on(one.batch(new_card("zed"))).unwrap();
+        assert_eq!(accept(&one, "zed", "e1").unwrap(), 1);
+        assert_eq!(ids(&one, "zed").len(), 1);
+        assert_eq!(count(one.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
+    }
+
+    #[test]
+    fn mailbox_statements_go_where_the_mailbox_is() {
+        let d = dir("route");
+        let house = files(&d, 2);
+        register(&house, "al", 0);
+        register(&house, "bo", 1);
+        // A batch of one mailbox on a shard: one atomic batch there, no hand-off.
+        let only_shard = vec![store::mailbox::insert("bo", "b1", "x@example", "{}", 1, QUOTA)];
+        assert_eq!(block_on(house.batch(only_shard)).unwrap(), [1]);
+        // The registry and a mailbox on a shard: both applied, the hand-off left for the tick.
+        assert_eq!(accept(&house, "bo", "b2").unwrap(), 1);
+        assert_eq!(accept(&house, "bo", "b2").unwrap(), 0, "a duplicate is a duplicate");
+        assert_eq!(accept(&house, "al", "a1").unwrap(), 1);
+        let (primary, shard) = (house.get(0).unwrap(), house.get(1).unwrap());
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 2);
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox WHERE local = 'al'"), 0);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM rate_windows"), 2, "rate windows on the primary");
+        assert_eq!(ids(&house, "bo").len(), 2);
+        assert_eq!(ids(&house, "al").len(), 1);
+        // What each holds, read where each is.
+        let usage = block_on(house.query(
+            Stmt::new(
+                "SELECT local, count(*) AS n FROM json_each(?) AS j CROSS JOIN mailbox AS m ON m.local = j.value GROUP BY local",
+                vec![SqlValue::from("[\"al\",\"bo\"]")],
+            )
+            .at(Place::Spread(0)),
+        ))
+        .unwrap();
+        assert_eq!(usage.len(), 2);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 1);
+        assert_eq!(block_on(house.settle()).unwrap(), 1, "the applied hand-off is forgotten");
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0);
+        assert_eq!(ids(&house, "bo").len(), 2, "settling applied nothing twice");
+    }
+
+    #[test]
+    fn a_hand_off_cut_short_is_applied_by_the_tick() {
+        let d = dir("crash");
+        let house = files(&d, 2);
+        register(&house, "bo", 1);
+        let shard = house.get(1).unwrap();
+        // The shard refuses the mailbox's writes (as while it moves): the primary's part commits.
+        block_on(shard.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        assert_eq!(accept(&house, "bo", "b1").unwrap(), 1, "committed on the primary: it will be applied");
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox"), 0);
+        assert_eq!(block_on(house.settle()).unwrap(), 0, "still refused: kept");
+        block_on(shard.batch(vec![stmt!("DELETE FROM shard_moving WHERE local = 'bo'")])).unwrap();
+        assert_eq!(block_on(house.settle()).unwrap(), 1);
+        assert_eq!(ids(&house, "bo").len(), 1);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
+    }
+
+    /// A `Db` that runs `hook` before a batch whose first statement's SQL contains `when`.
+    struct Hooked {
+        db: SqliteDb,
+        hooks: Rc<RefCell<Vec<(&'static str, Box<dyn Fn()>)>>>,
+    }
+
+    impl Db for Hooked {
+        async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.db.query(stmt).await
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            let first = stmts.first().map_or("", |s| s.sql);
+            for (when, hook) in self.hooks.borrow().iter() {
+                if first.contains(when) {
+                    hook();
+                }
+            }
+            self.db.batch(stmts).await
+        }
+        async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.db.write_returning(stmt).await
+        }
+    }
+
+    #[test]
+    fn a_move_loses_nothing_before_during_or_after() {
+        for (from, to) in [(1, 0), (0, 1)] {
+            let d = dir(&format!("move{from}{to}"));
+            // The server (a process of its own) and the operator's command, on the same files.
+            let server = Rc::new(files(&d, 2));
+            register(&server, "bo", from);
+            register(&server, "al", from);
+            let hooks = Rc::new(RefCell::new(Vec::new()));
+            let operator = Shards::new(
+                (0..2)
+                    .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                    .collect(),
+            )
+            .unwrap();
+            assert_eq!(accept(&*server, "bo", "before").unwrap(), 1);
+            block_on(server.batch(vec![store::mailbox::add_entry("bo", "block", "spam@example", 10)])).unwrap();
+            let late = Rc::new(RefCell::new(Vec::new()));
+            let (s, l) = (server.clone(), late.clone());
+            // While the source takes no writes: a batch of the registry and a mailbox on a shard
+            // is handed off; one on a single database is refused (a 503) and sent again after.
+            hooks.borrow_mut().push((
+                "INSERT INTO mailbox (seq, local, envelope_id",
+                Box::new(move || {
+                    let mixed = accept(&*s, "bo", "during");
+                    let alone =
+                        block_on(s.batch(vec![store::mailbox::insert("bo", "alone", "x@example", "{}", 1, QUOTA)]));
+                    println!("during: {mixed:?} {alone:?}");
+                    l.borrow_mut().push((mixed.is_ok(), alone.is_ok()));
+                }),
+            ));
+            let moved = block_on(operator.move_mailbox("bo", to)).unwrap();
+            assert_eq!((moved.from, moved.to, moved.envelopes), (from as usize, to, 1));
+            hooks.borrow_mut().clear();
+            let outcomes = late.borrow().clone();
+            assert_eq!(outcomes.len(), 1, "the hook ran during the move");
+            let (mixed, alone) = outcomes[0];
+            // A mailbox on a shard: the registry's part commits and the envelope waits in a hand-off.
+            assert_eq!(mixed, from != 0, "{outcomes:?}");
+            assert!(!alone, "a write to the moving mailbox alone is refused");
+            if !mixed {
+                assert_eq!(accept(&*server, "bo", "during").unwrap(), 1, "sent again");
+            }
+            let alone = store::mailbox::insert("bo", "alone", "x@example", "{}", 1, QUOTA);
+            assert_eq!(block_on(server.batch(vec![alone])).unwrap(), [1], "sent again");
+            assert_eq!(accept(&*server, "bo", "after").unwrap(), 1);
+            block_on(server.settle()).unwrap();
+            let mut got = ids(&*server, "bo");
+            got.sort();
+            assert_eq!(got, ["{\"id\":\"after\"}", "{\"id\":\"before\"}", "{\"id\":\"during\"}", "{}"], "each once");
+            let (source, target) = (server.get(from as usize).unwrap(), server.get(to).unwrap());
+            assert_eq!(
+                count(source, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"),
+                0,
+                "the source forgot them"
+            );
+            assert_eq!(count(target, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 4);
+            assert_eq!(count(target, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 1, "its lists moved too");
+            // Rerun: nothing more to do, nothing doubled.
+            let again = block_on(operator.move_mailbox("bo", to)).unwrap();
+            assert_eq!(again.envelopes, 0);
+            assert_eq!(ids(&*server, "bo").len(), 4);
+            // The other agent on the source is untouched.
+            assert_eq!(accept(&*server, "al", "x").unwrap(), 1);
+            assert_eq!(ids(&*server, "al").len(), 1);
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+}
