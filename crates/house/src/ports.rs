@@ -62,6 +62,11 @@ pub struct Stmt {
     /// the primary's part of the batch: an `INSERT INTO shard_handoffs (key, local, stmt)
     /// SELECT ?1, ?2, ?3 WHERE …` whose first three parameters the sharding port fills.
     pub gate: Option<Box<Stmt>>,
+    /// In a batch that also writes the primary, this mailbox statement is not handed off: it
+    /// runs first, with the batch's other statements for its database, as one atomic batch
+    /// whose failure (a guard that lost a race) fails the whole batch before the primary's part
+    /// is written. For writes whose guard must decide, such as an acknowledgment's.
+    pub ahead: bool,
 }
 
 /// Where a statement runs: what the sharding port ([`crate::shards::Shards`]) routes by. With
@@ -85,7 +90,7 @@ pub enum Place {
 
 impl Stmt {
     pub fn new(sql: &'static str, params: Vec<SqlValue>) -> Stmt {
-        Stmt { sql, params, place: Place::Primary, handoff: Vec::new(), gate: None }
+        Stmt { sql, params, place: Place::Primary, handoff: Vec::new(), gate: None, ahead: false }
     }
 
     /// The statement, run at `place`.
@@ -105,6 +110,13 @@ impl Stmt {
     #[must_use]
     pub fn on_handoff(mut self, index: usize, value: impl Into<SqlValue>) -> Stmt {
         self.handoff.push((index, value.into()));
+        self
+    }
+
+    /// The statement, run before the primary's part rather than handed off ([`Stmt::ahead`]).
+    #[must_use]
+    pub fn ahead(mut self) -> Stmt {
+        self.ahead = true;
         self
     }
 

@@ -419,12 +419,51 @@ impl<D: Db> Shards<D> {
     /// A batch over the primary and shards: the primary's part with a hand-off row for each
     /// shard statement, in one batch; then each shard's statements, each with its marker.
     async fn handoff(&self, stmts: Vec<Stmt>, targets: &[usize]) -> Result<Vec<u64>, PortError> {
+        let mut out = vec![0u64; stmts.len()];
+        // Statements that decide (their guard may fail the batch) go first, atomically per
+        // database: their failure leaves nothing written.
+        let mut ahead_shards: Vec<usize> =
+            stmts.iter().zip(targets).filter(|(s, t)| s.ahead && **t != 0).map(|(_, t)| *t).collect();
+        ahead_shards.sort_unstable();
+        ahead_shards.dedup();
+        for shard in ahead_shards {
+            let mine: Vec<(usize, &Stmt)> = stmts
+                .iter()
+                .zip(targets)
+                .enumerate()
+                .filter(|(_, (s, t))| s.ahead && **t == shard)
+                .map(|(i, (s, _))| (i, s))
+                .collect();
+            let locals: Vec<String> = mine
+                .iter()
+                .filter_map(|(_, s)| match &s.place {
+                    Place::Mailbox(l) => Some(l.clone()),
+                    _ => None,
+                })
+                .collect();
+            let batch = mine.iter().map(|(_, s)| Stmt::new(s.sql, s.params.clone())).collect();
+            let changes = match self.batch_on(shard, batch, &locals).await {
+                Err(e) if is_moving(&e) => {
+                    for l in &locals {
+                        self.forget(l);
+                    }
+                    return Err(failed("a mailbox is moving to another database; try again"));
+                }
+                r => r?,
+            };
+            for ((i, _), c) in mine.iter().zip(changes) {
+                if let Some(o) = out.get_mut(*i) {
+                    *o = c;
+                }
+            }
+        }
         let mut primary = Vec::new();
         let mut primary_at = Vec::new();
         // (index in stmts, shard, local, key, statement as applied)
         let mut handed = Vec::new();
         for (i, (s, t)) in stmts.iter().zip(targets).enumerate() {
             match (&s.place, *t) {
+                (Place::Mailbox(_), shard) if shard != 0 && s.ahead => {}
                 (Place::Mailbox(local), shard) if shard != 0 => {
                     let applied = handed_off(s);
                     let text = encode(&applied);
@@ -457,9 +496,10 @@ impl<D: Db> Shards<D> {
             }
         }
         let changes = self.primary()?.batch(primary).await?;
-        let mut out = vec![0u64; stmts.len()];
         for (i, at) in primary_at {
-            out[i] = changes.get(at).copied().unwrap_or(0);
+            if let Some(o) = out.get_mut(i) {
+                *o = changes.get(at).copied().unwrap_or(0);
+            }
         }
         // Apply each shard's part, in the batch's order; what fails waits for `settle`.
         let mut by_shard: Vec<usize> = handed.iter().map(|h| h.1).collect();
@@ -482,7 +522,9 @@ impl<D: Db> Shards<D> {
             match self.batch_on(shard, batch, &locals).await {
                 Ok(c) => {
                     for (i, k) in at {
-                        out[i] = c.get(k).copied().unwrap_or(0);
+                        if let Some(o) = out.get_mut(i) {
+                            *o = c.get(k).copied().unwrap_or(0);
+                        }
                     }
                 }
                 Err(e) => {
@@ -493,7 +535,9 @@ impl<D: Db> Shards<D> {
                     }
                     // Committed on the primary: it will be applied.
                     for (i, _) in at {
-                        out[i] = 1;
+                        if let Some(o) = out.get_mut(i) {
+                            *o = 1;
+                        }
                     }
                 }
             }

@@ -171,7 +171,9 @@ pub fn ack(local: &str, ids: &str, plan: &AckPlan, now: i64, quota: mailbox::Quo
             local
         ));
     }
-    stmts.into_iter().map(|s| s.in_mailbox(local)).collect()
+    // Its guard decides on what was read: run before the nonce the route spends with it, never
+    // handed off (crate::shards).
+    stmts.into_iter().map(|s| s.in_mailbox(local).ahead()).collect()
 }
 
 /// Drops the bodies of at most `limit` envelopes acknowledged before `before`, oldest first: the
