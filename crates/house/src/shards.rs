@@ -176,6 +176,11 @@ impl<D: Db> Shards<D> {
         Shards { dbs: vec![db], homes: Mutex::new(HashMap::new()) }
     }
 
+    /// The databases, the primary first.
+    pub fn into_inner(self) -> Vec<D> {
+        self.dbs
+    }
+
     /// How many databases: 1 for the primary alone.
     pub fn count(&self) -> usize {
         self.dbs.len()
