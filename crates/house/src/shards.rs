@@ -934,6 +934,18 @@ mod tests {
     }
 
     #[test]
+    fn an_agents_settings_read_its_lists_where_its_mailbox_is() {
+        let house = files(&dir("settings"), 2);
+        register(&house, "bo", 1);
+        block_on(house.batch(vec![store::mailbox::add_entry("bo", "block", "spam@example", 10)])).unwrap();
+        let rows = block_on(store::agents::settings(&house, "bo")).unwrap();
+        let entries: Vec<Option<&str>> = rows.iter().map(|r| r.text("entry")).collect();
+        assert_eq!(entries, [Some("spam@example")]);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM lists"), 0, "on the shard, not the primary");
+        assert!(block_on(store::agents::settings(&house, "nobody")).unwrap().is_empty());
+    }
+
+    #[test]
     fn a_hand_off_cut_short_is_applied_by_the_tick() {
         let d = dir("crash");
         let house = files(&d, 2);

@@ -21,7 +21,7 @@ pub async fn card<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
 /// `entry`), or one row with NULL `kind` and `entry` when both lists are empty; no row when
 /// there is no such agent.
 pub async fn settings<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
-    query(
+    let rows = query(
         db,
         stmt!(
             "SELECT a.webhook AS webhook, l.kind AS kind, l.entry AS entry
@@ -30,7 +30,29 @@ pub async fn settings<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
             local
         ),
     )
-    .await
+    .await?;
+    if !db.sharded() {
+        return Ok(rows);
+    }
+    // The lists live with the mailbox (crate::shards): the webhook from the registry, the
+    // entries from where the mailbox is.
+    let Some(webhook) = rows.first().map(|r| r.get("webhook").cloned().unwrap_or(crate::ports::SqlValue::Null)) else {
+        return Ok(Vec::new());
+    };
+    let entries = super::mailbox::lists(db, local).await?;
+    let row = |kind: crate::ports::SqlValue, entry: crate::ports::SqlValue| {
+        Row::from_pairs([("webhook", webhook.clone()), ("kind", kind), ("entry", entry)])
+    };
+    if entries.is_empty() {
+        return Ok(vec![row(crate::ports::SqlValue::Null, crate::ports::SqlValue::Null)]);
+    }
+    Ok(entries
+        .iter()
+        .map(|e| {
+            let get = |c: &str| e.get(c).cloned().unwrap_or(crate::ports::SqlValue::Null);
+            row(get("kind"), get("entry"))
+        })
+        .collect())
 }
 
 /// What the directory indexes about a card.
