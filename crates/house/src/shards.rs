@@ -946,6 +946,34 @@ mod tests {
     }
 
     #[test]
+    fn an_ack_that_lost_its_race_writes_nothing_anywhere() {
+        let house = files(&dir("ackrace"), 2);
+        register(&house, "bo", 1);
+        assert_eq!(accept(&house, "bo", "e1").unwrap(), 1);
+        let usage = stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes) VALUES ('bo', 0, 0, 100, 100000)"
+        )
+        .in_mailbox("bo");
+        block_on(house.batch(vec![usage])).unwrap();
+        // Decided on a watermark (5) that is not the mailbox's (0): its guard fails the batch.
+        let plan = store::inbox::AckPlan { read: 5, through: 6, moved: None, acked: 1, counted: 1 };
+        let mut stmts = vec![stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('bo@x', 'n1', 1)")];
+        stmts.extend(store::inbox::ack("bo", "[\"e1\"]", &plan, 0, QUOTA));
+        let lost = block_on(house.batch(stmts)).unwrap_err();
+        assert_eq!(lost, PortError::Constraint { name: store::constraint::MAILBOX_ACK_RACED.into() });
+        let primary = house.get(0).unwrap();
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM nonces"), 0, "the nonce is not spent");
+        assert_eq!(
+            count(
+                primary,
+                "SELECT count(*) AS n FROM shard_handoffs WHERE local = 'bo' AND stmt LIKE '%acked_through%'"
+            ),
+            0
+        );
+        assert_eq!(ids(&house, "bo").len(), 1, "still waiting");
+    }
+
+    #[test]
     fn a_hand_off_cut_short_is_applied_by_the_tick() {
         let d = dir("crash");
         let house = files(&d, 2);
