@@ -974,6 +974,29 @@ mod tests {
     }
 
     #[test]
+    fn a_handed_off_envelope_is_not_lost_to_the_quota() {
+        let house = files(&dir("quota"), 2);
+        register(&house, "bo", 1);
+        let one = store::mailbox::Quota { max_envelopes: 1, max_bytes: 1 << 20 };
+        // Two accepts decided on a mailbox with room, the second racing the first: both were
+        // counted on the primary, so both are delivered (the quota refuses the next decision).
+        for id in ["e1", "e2"] {
+            let stmts = vec![
+                store::agents::count_in_window("in:bo:example", 1, 1000),
+                store::mailbox::insert("bo", id, "al@example", "{}", 5, one),
+            ];
+            assert_eq!(block_on(house.batch(stmts)).unwrap(), [1, 1]);
+        }
+        block_on(house.settle()).unwrap();
+        assert_eq!(ids(&house, "bo").len(), 2);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0, "none left waiting");
+        // On one database the same race is the batch's to lose: nothing was paid.
+        let alone = vec![store::mailbox::insert("bo", "e3", "al@example", "{}", 5, one)];
+        let refused = block_on(house.batch(alone)).unwrap_err();
+        assert_eq!(refused, PortError::Constraint { name: store::constraint::MAILBOX_QUOTA.into() });
+    }
+
+    #[test]
     fn a_hand_off_cut_short_is_applied_by_the_tick() {
         let d = dir("crash");
         let house = files(&d, 2);
