@@ -784,7 +784,7 @@ impl<D: Db> Db for Shards<D> {
     }
 }
 
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::sqlite::SqliteDb;
@@ -868,7 +868,7 @@ mod tests {
                 let name = if i % 2 == 0 { format!("{i}-bot") } else { format!("agent{i}") };
                 seen[placement(&name, n)] += 1;
             }
-            println!("{n} shards: {seen:?}");
+            eprintln!("{n} shards: {seen:?}");
             for s in &seen {
                 assert!(*s > 2000 / n / 2 && *s < 2000 / n * 2, "{n} shards spread {seen:?}");
             }
@@ -1013,10 +1013,13 @@ mod tests {
         assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
     }
 
-    /// A `Db` that runs `hook` before a batch whose first statement's SQL contains `when`.
+    /// What runs before a batch whose first statement's SQL contains the text.
+    type Hooks = Rc<RefCell<Vec<(&'static str, Box<dyn Fn()>)>>>;
+
+    /// A `Db` that runs its hooks before the batches they name.
     struct Hooked {
         db: SqliteDb,
-        hooks: Rc<RefCell<Vec<(&'static str, Box<dyn Fn()>)>>>,
+        hooks: Hooks,
     }
 
     impl Db for Hooked {
@@ -1064,7 +1067,7 @@ mod tests {
                     let mixed = accept(&*s, "bo", "during");
                     let alone =
                         block_on(s.batch(vec![store::mailbox::insert("bo", "alone", "x@example", "{}", 1, QUOTA)]));
-                    println!("during: {mixed:?} {alone:?}");
+                    eprintln!("during: {mixed:?} {alone:?}");
                     l.borrow_mut().push((mixed.is_ok(), alone.is_ok()));
                 }),
             ));
@@ -1170,7 +1173,7 @@ mod tests {
             assert_eq!(accept(&h, local, "e").unwrap(), 1);
             measured.push(calls.get());
         }
-        println!(
+        eprintln!(
             "round trips of an accept: one database {}, two with the mailbox on the primary {}, on a shard {}",
             measured[0], measured[1], measured[2]
         );
