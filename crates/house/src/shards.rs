@@ -370,6 +370,9 @@ impl<D: Db> Shards<D> {
     }
 
     async fn batch_sharded(&self, mut stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        if stmts.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut targets = self.targets(&mut stmts).await?;
         let mut retried = false;
         loop {
@@ -994,6 +997,28 @@ mod tests {
         let alone = vec![store::mailbox::insert("bo", "e3", "al@example", "{}", 5, one)];
         let refused = block_on(house.batch(alone)).unwrap_err();
         assert_eq!(refused, PortError::Constraint { name: store::constraint::MAILBOX_QUOTA.into() });
+    }
+
+    #[test]
+    fn a_notice_is_handed_off_only_while_its_lease_is_held() {
+        let house = files(&dir("notice"), 2);
+        register(&house, "bo", 1);
+        let primary = house.get(0).unwrap();
+        block_on(primary.query(stmt!("PRAGMA foreign_keys = OFF"))).unwrap();
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO jobs (id, envelope_id, domain, recipients, state, next_attempt, not_before, deadline, lease_until, created_at)
+             VALUES (1, 'e', 'b.test', '[]', 'pending', 0, 0, 0, 5, 0)"
+        )]))
+        .unwrap();
+        let notice = |lease: i64| {
+            let held = store::queue::Held { job: 1, lease };
+            store::queue::insert_notice(held, "bo", &format!("n{lease}"), "postmaster@a.test", "{}", 1)
+        };
+        let job = || stmt!("UPDATE jobs SET attempts = attempts + 1 WHERE id = 1");
+        assert_eq!(block_on(house.batch(vec![notice(5), job()])).unwrap(), [1, 1], "the lease is held: delivered");
+        assert_eq!(block_on(house.batch(vec![notice(4), job()])).unwrap(), [0, 1], "a lease lost: nothing handed off");
+        assert_eq!(ids(&house, "bo"), ["{}"]);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs WHERE stmt LIKE '%n4%'"), 0);
     }
 
     #[test]
