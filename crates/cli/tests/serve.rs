@@ -542,4 +542,25 @@ fn a_house_over_two_files_sends_reads_acks_and_moves_a_mailbox() {
     assert_eq!(ack(&a, &bo, &["shards-3", "shards-4"])["acked"], Value::from(2_i64));
     assert!(mailbox(&a, &bo).is_empty());
     assert_eq!(rows_in(&primary, &bo_local), 3);
+
+    // The operator's route moves it back, in the running house; only the operator may.
+    let body = Value::Object(obj([("local", Value::from(bo_local.as_str())), ("to", Value::from(1_i64))])).canonical();
+    let bearer = format!("Bearer {token}");
+    let refused = http(port, "POST", "/shards/move", &[], &body);
+    assert!(matches!(refused.0, 401 | 403), "{}", refused.0);
+    let far = Value::Object(obj([("local", Value::from(bo_local.as_str())), ("to", Value::from(2_i64))])).canonical();
+    assert_eq!(
+        json(&http(port, "POST", "/shards/move", &[("authorization", &bearer)], &far), 400)["error"],
+        Value::from("malformed")
+    );
+    let moved = json(&http(port, "POST", "/shards/move", &[("authorization", &bearer)], &body), 200);
+    assert_eq!(
+        (moved["from"].clone(), moved["to"].clone(), moved["envelopes"].clone()),
+        (Value::from(0_i64), Value::from(1_i64), Value::from(3_i64))
+    );
+    assert_eq!((rows_in(&primary, &bo_local), rows_in(&shard, &bo_local)), (0, 3));
+    send(&a, &ana, &bo, "shards-5", "back on the shard");
+    let ids: Vec<String> = mailbox_of(&a, &bo, 1).iter().map(|e| e.id().to_owned()).collect();
+    assert_eq!(ids, ["shards-5"]);
+    assert_eq!(rows_in(&shard, &bo_local), 4);
 }

@@ -279,6 +279,16 @@ pub trait Db {
     async fn settle(&self) -> Result<u64, PortError> {
         Ok(0)
     }
+    /// How many databases hold mailboxes (the primary counts): 1 but for a sharding port.
+    fn databases(&self) -> usize {
+        1
+    }
+    /// Moves `local`'s mailbox to database `to`: `(from, to, envelopes)`. Only a sharding port
+    /// moves anything ([`crate::shards::Shards::move_mailbox`]); a single database has nowhere to.
+    async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
+        let _ = (local, to);
+        Err(PortError::Failed("this house has one database".into()))
+    }
 }
 
 /// One request's reads that may be a moment stale: the point the database has to have reached

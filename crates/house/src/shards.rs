@@ -785,6 +785,15 @@ impl<D: Db> Db for Shards<D> {
         }
         self.settle_sharded().await
     }
+
+    fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
+        let m = Shards::move_mailbox(self, local, to).await?;
+        Ok((m.from, m.to, m.envelopes))
+    }
 }
 
 #[cfg(test)]

@@ -180,6 +180,12 @@ impl Db for SimDb {
     async fn settle(&self) -> Result<u64, PortError> {
         self.shards.settle().await
     }
+    fn databases(&self) -> usize {
+        self.shards.count()
+    }
+    async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
+        Db::move_mailbox(&self.shards, local, to).await
+    }
 }
 
 struct NoopWake;
