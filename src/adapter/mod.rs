@@ -59,7 +59,8 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
         let Ok(shard) = env.d1(&format!("DB_SHARD_{n}")) else { break };
         dbs.push(D1Db { db: shard, meter: env::metering(env).then(Default::default), written: Default::default() });
     }
-    let db = Shards::new(dbs).ok_or_else(|| Error::new(ErrorKind::Internal, "no D1 database"))?;
+    let db = Shards::new(dbs, Box::new(WorkerClock), Box::new(WorkerRng))
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "no D1 database"))?;
     let now = nyx5_house::ports::Clock::now(&WorkerClock);
     let (key, created) = match env::domain_key(env)? {
         // A key from the secret carries no creation time: the card says when this isolate signed it.
@@ -270,8 +271,13 @@ async fn scheduled(_event: ScheduledEvent, env: Env, ctx: ScheduleContext) {
     match house(&env).await {
         Ok(h) => {
             take(&h.db);
-            if let Err(e) = h.tick().await {
-                worker::console_error!("nyx5: scheduled tick: {e}");
+            match h.tick().await {
+                Err(e) => worker::console_error!("nyx5: scheduled tick: {e}"),
+                Ok(r) => {
+                    if let Some(why) = r.settle_error {
+                        worker::console_error!("nyx5: settling mailbox shard hand-offs: {why}");
+                    }
+                }
             }
             log_tick(&h, "tick");
             if h.has_pushes() {

@@ -20,9 +20,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
+use nyx5_proto::b64;
 use nyx5_proto::json::Value;
 
-use crate::ports::{Db, Place, PortError, Reads, Row, SqlValue, Stmt};
+use crate::ports::{Clock, Db, Place, PortError, Reads, Rng, Row, SqlValue, Stmt};
 use crate::stmt;
 
 /// The shard a new agent is placed on among `count` databases: FNV-1a of its local part, mixed,
@@ -55,18 +56,57 @@ struct Home {
 /// The constraint a shard answers for a write to a mailbox that is moving away (migration 0023).
 pub const MOVING: &str = "mailbox_moving";
 
-/// Hand-offs [`Db::settle`] takes up in one call.
+/// Hand-offs [`Db::settle`] takes up in one call (at most; see [`SETTLE_BYTES`]).
 pub const SETTLE_BATCH: i64 = 64;
 
+/// The stored statements one [`Db::settle`] reads, in bytes: past the first, hand-offs are taken
+/// only while their sum stays within this.
+pub const SETTLE_BYTES: i64 = 8 << 20;
+
+/// Tries of a hand-off before the tick gives up on it (moves it to `shard_dead`). A shard that
+/// answers the mailbox is moving does not count a try.
+pub const SETTLE_ATTEMPTS: i64 = 12;
+
+/// Dead hand-offs kept for the operator; older ones are forgotten.
+pub const DEAD_KEPT: i64 = 1000;
+
+/// `shard_applied` markers one [`Db::settle`] checks against the primary, per shard.
+const APPLIED_SWEEP: i64 = 256;
+
+/// Agents whose placement a process remembers, at most; the oldest are forgotten first.
+pub const HOMES_MAX: usize = 4096;
+
+/// How long a remembered placement is trusted, in milliseconds: a move by another process or
+/// isolate is seen within it (and at once by any write, which the source refuses).
+pub const HOMES_TTL_MS: i64 = 60_000;
+
+/// A handed-off mailbox insert may pass the quota its decision read by this many envelopes, and
+/// this many times the largest envelope in bytes: accepts racing to a nearly full mailbox, each
+/// paid or counted on the primary, are not lost; many at once are (bounded overrun, spec §8b).
+pub const HANDOFF_SLACK: i64 = 8;
+
 /// The databases of a house: index 0 is the primary, 1.. the shards.
-#[derive(Debug)]
 pub struct Shards<D> {
     dbs: Vec<D>,
-    homes: Mutex<HashMap<String, Home>>,
+    homes: Mutex<HashMap<String, (Home, i64)>>,
+    clock: Box<dyn Clock>,
+    rng: Box<dyn Rng>,
+}
+
+impl<D: std::fmt::Debug> std::fmt::Debug for Shards<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shards").field("dbs", &self.dbs).finish_non_exhaustive()
+    }
 }
 
 fn failed(what: &str) -> PortError {
     PortError::Failed(what.to_owned())
+}
+
+/// The answer for a write that met a mailbox moving between databases: temporary (a 503
+/// `mailbox_moving` with Retry-After, [`crate::port_error`]), never a permanent refusal.
+pub fn moving() -> PortError {
+    PortError::Constraint { name: MOVING.to_owned() }
 }
 
 fn is_moving(e: &PortError) -> bool {
@@ -94,7 +134,9 @@ fn intern(sql: String) -> &'static str {
 }
 
 /// A statement as a hand-off keeps it: `{"sql", "params"}`, integers as `"i:N"` (an `i64` is
-/// wider than a JSON number holds exactly), text as `"t:…"`.
+/// wider than a JSON number holds exactly), text as `"b:"` and its base64url: never escaped, so
+/// the row is at most 4/3 of the parameters (an envelope of 1 MiB of quotes stays far within
+/// D1's 2,000,000 bytes a row, where JSON's escapes would double it).
 fn encode(stmt: &Stmt) -> String {
     let params = stmt
         .params
@@ -102,7 +144,7 @@ fn encode(stmt: &Stmt) -> String {
         .map(|p| match p {
             SqlValue::Null => Value::Null,
             SqlValue::Int(i) => Value::String(format!("i:{i}")),
-            SqlValue::Text(t) => Value::String(format!("t:{t}")),
+            SqlValue::Text(t) => Value::String(format!("b:{}", b64::encode(t.as_bytes()))),
         })
         .collect();
     Value::Object(nyx5_proto::json::obj([
@@ -122,7 +164,7 @@ fn decode(text: &str) -> Option<Stmt> {
             Value::Null => SqlValue::Null,
             Value::String(s) => match s.split_at_checked(2)? {
                 ("i:", n) => SqlValue::Int(n.parse().ok()?),
-                ("t:", t) => SqlValue::Text(t.to_owned()),
+                ("b:", t) => SqlValue::Text(String::from_utf8(b64::decode(t)?).ok()?),
                 _ => return None,
             },
             _ => return None,
@@ -153,8 +195,10 @@ fn copy_agent(local: &str, home: Home) -> Stmt {
     )
 }
 
-fn marker(key: &str) -> Stmt {
-    stmt!("INSERT INTO shard_applied (key) VALUES (?)", key)
+/// The marker written on a shard with a hand-off's statement: it applies once. A shard refuses it
+/// for a mailbox moving away (trigger `shard_applied_moving`).
+fn marker(key: &str, local: &str) -> Stmt {
+    stmt!("INSERT INTO shard_applied (key, local, at) VALUES (?, ?, unixepoch())", key, local)
 }
 
 fn applied_already(e: &PortError) -> bool {
@@ -171,14 +215,43 @@ pub struct Moved {
 }
 
 impl<D: Db> Shards<D> {
-    /// A house over `dbs`, the primary first; `None` for none.
-    pub fn new(dbs: Vec<D>) -> Option<Shards<D>> {
-        (!dbs.is_empty()).then(|| Shards { dbs, homes: Mutex::new(HashMap::new()) })
+    /// A house over `dbs`, the primary first; `None` for none. The clock times what placements
+    /// are remembered; the randomness names each hand-off (unique, never a digest of its text).
+    pub fn new(dbs: Vec<D>, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Option<Shards<D>> {
+        (!dbs.is_empty()).then(|| Shards { dbs, homes: Mutex::new(HashMap::new()), clock, rng })
     }
 
     /// A house of one database: every call goes straight to it.
-    pub fn one(db: D) -> Shards<D> {
-        Shards { dbs: vec![db], homes: Mutex::new(HashMap::new()) }
+    pub fn one(db: D, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Shards<D> {
+        Shards { dbs: vec![db], homes: Mutex::new(HashMap::new()), clock, rng }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now().0
+    }
+
+    /// A new hand-off's key: 16 random bytes.
+    fn new_key(&self) -> String {
+        let mut b = [0u8; 16];
+        self.rng.fill(&mut b);
+        nyx5_proto::crypto::hex(&b)
+    }
+
+    fn remember(&self, local: &str, home: Home) {
+        let now = self.now_ms();
+        if let Ok(mut homes) = self.homes.lock() {
+            if homes.len() >= HOMES_MAX && !homes.contains_key(local) {
+                homes.retain(|_, (_, at)| now.saturating_sub(*at) < HOMES_TTL_MS);
+                while homes.len() >= HOMES_MAX {
+                    let oldest = homes.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone());
+                    match oldest {
+                        Some(k) => homes.remove(&k),
+                        None => break,
+                    };
+                }
+            }
+            homes.insert(local.to_owned(), (home, now));
+        }
     }
 
     /// The databases, the primary first.
@@ -205,7 +278,16 @@ impl<D: Db> Shards<D> {
     }
 
     fn cached(&self, local: &str) -> Option<Home> {
-        self.homes.lock().ok()?.get(local).copied()
+        let now = self.now_ms();
+        let mut homes = self.homes.lock().ok()?;
+        match homes.get(local).copied() {
+            Some((home, at)) if now.saturating_sub(at) < HOMES_TTL_MS && at <= now => Some(home),
+            Some(_) => {
+                homes.remove(local);
+                None
+            }
+            None => None,
+        }
     }
 
     /// Forgets where `local` lives (a move, or a shard that said it is moving).
@@ -243,9 +325,7 @@ impl<D: Db> Shards<D> {
                     continue;
                 };
                 let home = Home { shard: usize::try_from(shard).unwrap_or(usize::MAX), mbox };
-                if let Ok(mut homes) = self.homes.lock() {
-                    homes.insert(local.to_owned(), home);
-                }
+                self.remember(local, home);
                 found.insert(local.to_owned(), home);
             }
         }
@@ -308,6 +388,7 @@ impl<D: Db> Shards<D> {
                     parts.get_mut(shard).ok_or_else(|| failed("an agent on a missing shard"))?.push(l);
                 }
                 let mut rows = Vec::new();
+                let mut missing = Vec::new();
                 for (shard, part) in parts.iter().enumerate() {
                     if part.is_empty() {
                         continue;
@@ -316,7 +397,41 @@ impl<D: Db> Shards<D> {
                     if let Some(p) = s.params.get_mut(index) {
                         *p = SqlValue::Text(json_locals(part.iter().copied()));
                     }
-                    rows.extend(self.db(shard)?.query(s).await?);
+                    let got = self.db(shard)?.query(s).await?;
+                    // A local with no row where this process thought it lives: the mailbox may
+                    // have moved (a move deletes the source's thin copy). Asked again below.
+                    for l in part {
+                        if !got.iter().any(|r| r.text("local") == Some(*l)) {
+                            missing.push((*l, shard));
+                        }
+                    }
+                    rows.extend(got);
+                }
+                if !missing.is_empty() {
+                    for (l, _) in &missing {
+                        self.forget(l);
+                    }
+                    let names: Vec<&str> = missing.iter().map(|(l, _)| *l).collect();
+                    let now = self.resolve(&names).await?;
+                    let mut again: Vec<Vec<&str>> = vec![Vec::new(); self.dbs.len()];
+                    for (l, was) in &missing {
+                        match now.get(*l).map(|h| h.shard) {
+                            Some(shard) if shard != *was => {
+                                again.get_mut(shard).ok_or_else(|| failed("an agent on a missing shard"))?.push(l);
+                            }
+                            _ => {}
+                        }
+                    }
+                    for (shard, part) in again.iter().enumerate() {
+                        if part.is_empty() {
+                            continue;
+                        }
+                        let mut s = stmt.clone();
+                        if let Some(p) = s.params.get_mut(index) {
+                            *p = SqlValue::Text(json_locals(part.iter().copied()));
+                        }
+                        rows.extend(self.db(shard)?.query(s).await?);
+                    }
                 }
                 Ok(rows)
             }
@@ -404,10 +519,10 @@ impl<D: Db> Shards<D> {
                     let before = targets.clone();
                     targets = self.targets(&mut stmts).await?;
                     if targets == before {
-                        return Err(failed("a mailbox is moving to another database; try again"));
+                        return Err(moving());
                     }
                 }
-                Err(e) if is_moving(&e) => return Err(failed("a mailbox is moving to another database; try again")),
+                Err(e) if is_moving(&e) => return Err(moving()),
                 Err(e) => return Err(e),
                 Ok(mut changes) => {
                     // Upkeep runs on every shard too, each on its own; a count is the largest.
@@ -460,7 +575,7 @@ impl<D: Db> Shards<D> {
                     for l in &locals {
                         self.forget(l);
                     }
-                    return Err(failed("a mailbox is moving to another database; try again"));
+                    return Err(moving());
                 }
                 r => r?,
             };
@@ -480,8 +595,7 @@ impl<D: Db> Shards<D> {
                 (Place::Mailbox(local), shard) if shard != 0 => {
                     let applied = handed_off(s);
                     let text = encode(&applied);
-                    let key =
-                        nyx5_proto::crypto::hex(&nyx5_proto::crypto::sha256(format!("{local}\n{text}").as_bytes()));
+                    let key = self.new_key();
                     let row = match &s.gate {
                         Some(gate) => {
                             let mut g = Stmt::new(gate.sql, gate.params.clone());
@@ -508,13 +622,25 @@ impl<D: Db> Shards<D> {
                 }
             }
         }
-        let changes = self.primary()?.batch(primary).await?;
+        let changes = match self.primary()?.batch(primary).await {
+            // A mailbox on the primary moving away: nothing written; the sender tries again.
+            Err(e) if is_moving(&e) => {
+                for s in &stmts {
+                    if let Place::Mailbox(l) = &s.place {
+                        self.forget(l);
+                    }
+                }
+                return Err(moving());
+            }
+            r => r?,
+        };
         for (i, at) in primary_at {
             if let Some(o) = out.get_mut(i) {
                 *o = changes.get(at).copied().unwrap_or(0);
             }
         }
         // Apply each shard's part, in the batch's order; what fails waits for `settle`.
+        let mut applied: Vec<String> = Vec::new();
         let mut by_shard: Vec<usize> = handed.iter().map(|h| h.1).collect();
         by_shard.sort_unstable();
         by_shard.dedup();
@@ -527,7 +653,7 @@ impl<D: Db> Shards<D> {
             let mut batch = Vec::new();
             let mut at = Vec::new();
             for h in &mine {
-                batch.push(marker(&h.3));
+                batch.push(marker(&h.3, &h.2));
                 at.push((h.0, batch.len()));
                 batch.push(h.4.clone());
             }
@@ -539,6 +665,7 @@ impl<D: Db> Shards<D> {
                             *o = c.get(k).copied().unwrap_or(0);
                         }
                     }
+                    applied.extend(mine.iter().map(|h| h.3.clone()));
                 }
                 Err(e) => {
                     if is_moving(&e) {
@@ -555,62 +682,254 @@ impl<D: Db> Shards<D> {
                 }
             }
         }
+        // The hand-offs applied are forgotten at once (a crash before this leaves them to
+        // `settle`, which finds their markers): only those left by a failure or a crash wait.
+        if !applied.is_empty() {
+            let keys = json_locals(applied.iter().map(String::as_str));
+            // Best effort: a row left here is found applied by `settle` and deleted then.
+            let _ = self
+                .primary()?
+                .batch(vec![stmt!("DELETE FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))", keys)])
+                .await;
+        }
         Ok(out)
     }
 
-    /// Applies the hand-offs left on the primary (at most [`SETTLE_BATCH`]) and forgets those
-    /// applied: how many it forgot.
+    /// Settles the hand-offs failures and crashes left on the primary (each applied where its
+    /// mailbox is now, once), then forgets the shards' markers the primary no longer needs. Reads
+    /// due keys first (at most [`SETTLE_BATCH`], their statements at most [`SETTLE_BYTES`] past
+    /// the first), then each statement alone. One that fails is tried again later (`next_try`,
+    /// backing off; a moving mailbox counts no try), and after [`SETTLE_ATTEMPTS`] tries moves to
+    /// `shard_dead` (kept, bounded, and reported as an error for the log). How many it finished.
     async fn settle_sharded(&self) -> Result<u64, PortError> {
-        let rows = self
-            .primary()?
-            .query(stmt!("SELECT key, local, stmt FROM shard_handoffs ORDER BY rowid LIMIT ?", SETTLE_BATCH))
+        let now = self.now_ms() / 1000;
+        let primary = self.primary()?;
+        let due = primary
+            .query(stmt!(
+                "SELECT key, local, attempts FROM (
+                   SELECT key, local, attempts, next_try, r,
+                          sum(length(CAST(stmt AS BLOB))) OVER (ORDER BY next_try, r ROWS UNBOUNDED PRECEDING) AS run,
+                          row_number() OVER (ORDER BY next_try, r) AS n
+                     FROM (SELECT key, local, attempts, next_try, rowid AS r, stmt FROM shard_handoffs
+                            WHERE next_try <= ? ORDER BY next_try, rowid LIMIT ?))
+                 WHERE n = 1 OR run <= ? ORDER BY next_try, r",
+                now,
+                SETTLE_BATCH,
+                SETTLE_BYTES
+            ))
             .await?;
-        let mut settled = 0;
-        for r in rows {
-            let (Some(key), Some(local), Some(text)) = (r.text("key"), r.text("local"), r.text("stmt")) else {
-                continue;
-            };
-            let Some(s) = decode(text) else { continue };
-            self.forget(local);
-            let shard = self.home(local).await?.map_or(0, |h| h.shard);
-            let done = match self.batch_on(shard, vec![marker(key), s], &[local.to_owned()]).await {
-                Ok(_) => true,
-                Err(e) => applied_already(&e),
-            };
-            if done {
-                self.primary()?.batch(vec![stmt!("DELETE FROM shard_handoffs WHERE key = ?", key)]).await?;
-                settled += 1;
+        let due: Vec<(String, String, i64)> = due
+            .iter()
+            .filter_map(|r| Some((r.text("key")?.to_owned(), r.text("local")?.to_owned(), r.int("attempts")?)))
+            .collect();
+        let mut settled = 0u64;
+        let mut dead: Vec<(String, String)> = Vec::new();
+        if !due.is_empty() {
+            let mut locals: Vec<&str> = due.iter().map(|d| d.1.as_str()).collect();
+            locals.sort_unstable();
+            locals.dedup();
+            for l in &locals {
+                self.forget(l);
+            }
+            let homes = self.resolve(&locals).await?;
+            // By shard, each shard's in the order they were written.
+            let mut order: Vec<(usize, &(String, String, i64))> =
+                due.iter().map(|d| (homes.get(&d.1).map_or(usize::MAX, |h| h.shard), d)).collect();
+            order.sort_by_key(|(shard, _)| *shard);
+            let mut done: Vec<&str> = Vec::new();
+            let mut writes = Vec::new();
+            for (shard, (key, local, attempts)) in order {
+                let why = if shard == usize::MAX {
+                    Some("no such agent".to_owned())
+                } else {
+                    let row =
+                        primary.query(stmt!("SELECT stmt FROM shard_handoffs WHERE key = ?", key.as_str())).await?;
+                    let Some(text) = row.first().and_then(|r| r.text("stmt")) else { continue };
+                    match decode(text) {
+                        None => Some("its statement does not decode".to_owned()),
+                        Some(s) => match self.batch_on(shard, vec![marker(key, local), s], &[local.clone()]).await {
+                            Ok(_) => None,
+                            Err(e) if applied_already(&e) => None,
+                            Err(e) if is_moving(&e) => {
+                                self.forget(local);
+                                writes.push(stmt!(
+                                    "UPDATE shard_handoffs SET next_try = ? WHERE key = ?",
+                                    now.saturating_add(30),
+                                    key.as_str()
+                                ));
+                                continue;
+                            }
+                            Err(e) => Some(e.to_string()),
+                        },
+                    }
+                };
+                match why {
+                    None => done.push(key),
+                    Some(why) if attempts.saturating_add(1) >= SETTLE_ATTEMPTS || shard == usize::MAX => {
+                        writes.push(stmt!(
+                            "INSERT INTO shard_dead (key, local, stmt, why, at)
+                             SELECT key, local, stmt, ?, ? FROM shard_handoffs WHERE key = ?
+                             ON CONFLICT (key) DO NOTHING",
+                            why.as_str(),
+                            now,
+                            key.as_str()
+                        ));
+                        writes.push(stmt!("DELETE FROM shard_handoffs WHERE key = ?", key.as_str()));
+                        dead.push((key.clone(), why));
+                    }
+                    Some(_) => {
+                        let wait = 30i64.saturating_mul(1i64 << (*attempts).clamp(0, 7)).min(3600);
+                        writes.push(stmt!(
+                            "UPDATE shard_handoffs SET attempts = attempts + 1, next_try = ? WHERE key = ?",
+                            now.saturating_add(wait),
+                            key.as_str()
+                        ));
+                    }
+                }
+            }
+            settled = u64::try_from(done.len() + dead.len()).unwrap_or(0);
+            if !done.is_empty() {
+                writes.push(stmt!(
+                    "DELETE FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(done)
+                ));
+            }
+            if !dead.is_empty() {
+                writes.push(stmt!(
+                    "DELETE FROM shard_dead WHERE key IN (SELECT key FROM shard_dead ORDER BY at DESC, key LIMIT -1 OFFSET ?)",
+                    DEAD_KEPT
+                ));
+            }
+            if !writes.is_empty() {
+                primary.batch(writes).await?;
             }
         }
-        Ok(settled)
+        self.sweep_applied().await?;
+        if dead.is_empty() {
+            return Ok(settled);
+        }
+        let list: Vec<String> = dead.iter().map(|(k, why)| format!("{k} ({why})")).collect();
+        Err(failed(&format!("hand-offs given up, kept in shard_dead: {}", list.join(", "))))
     }
 
-    /// Moves `local`'s mailbox to database `to`, losing nothing: its hand-offs are settled; the
-    /// source takes no more writes for it (`shard_moving`: a write there answers
-    /// [`MOVING`], which the port turns into a retry at the new place or a 503); its rows are
-    /// copied to the target (idempotent: rerun after an interruption, it copies what is left); the
-    /// primary flips `agents.shard`; then the source forgets the rows. Rerun once done, it only
-    /// finishes what an interrupted run left on other databases.
+    /// Forgets, on each database, markers of hand-offs the primary no longer holds (a key is
+    /// never used again, so nothing can apply twice once its row is gone).
+    async fn sweep_applied(&self) -> Result<(), PortError> {
+        for db in &self.dbs {
+            let rows = db.query(stmt!("SELECT key FROM shard_applied ORDER BY at, key LIMIT ?", APPLIED_SWEEP)).await?;
+            let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
+            if keys.is_empty() {
+                continue;
+            }
+            let held = self
+                .primary()?
+                .query(stmt!(
+                    "SELECT key FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(keys.iter().copied())
+                ))
+                .await?;
+            let gone: Vec<&str> =
+                keys.iter().copied().filter(|k| !held.iter().any(|h| h.text("key") == Some(*k))).collect();
+            if !gone.is_empty() {
+                db.batch(vec![stmt!(
+                    "DELETE FROM shard_applied WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(gone)
+                )])
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// For a move off `source` (already marked: it applies nothing more for `local`): forgets
+    /// every hand-off of `local` the source applied (its marker moves with the mailbox). Those it
+    /// did not apply stay, to be applied where the mailbox is once the move ends.
+    async fn settle_moving(&self, local: &str, source: &D) -> Result<(), PortError> {
+        let mut after = 0i64;
+        loop {
+            let rows = self
+                .primary()?
+                .query(stmt!(
+                    "SELECT rowid AS r, key FROM shard_handoffs WHERE local = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                    local,
+                    after,
+                    APPLIED_SWEEP
+                ))
+                .await?;
+            let Some(last) = rows.last().and_then(|r| r.int("r")) else { return Ok(()) };
+            after = last;
+            let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
+            let marked = source
+                .query(stmt!(
+                    "SELECT key FROM shard_applied WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(keys.iter().copied())
+                ))
+                .await?;
+            let applied: Vec<&str> = marked.iter().filter_map(|r| r.text("key")).collect();
+            if !applied.is_empty() {
+                self.primary()?
+                    .batch(vec![stmt!(
+                        "DELETE FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))",
+                        json_locals(applied)
+                    )])
+                    .await?;
+            }
+        }
+    }
+
+    /// Moves `local`'s mailbox to database `to`, losing nothing. One move of a mailbox at a time
+    /// (`shard_moves` on the primary: a move to another target is refused while one is under
+    /// way; the same move run again takes it up). The source takes no more writes for it
+    /// (`shard_moving`: a write there answers [`MOVING`], which the port turns into a retry at the
+    /// new place or a 503 `mailbox_moving`); its hand-offs the source applied are forgotten (their
+    /// markers move with it); its rows are copied to the target (idempotent: rerun after an
+    /// interruption, it copies what is left); the primary flips `agents.shard` only from the
+    /// source (one change, or the move raced another); then the source forgets the rows and its
+    /// thin copy of the agent. Rerun once done, it only finishes what an interrupted run left.
     pub async fn move_mailbox(&self, local: &str, to: usize) -> Result<Moved, PortError> {
         self.db(to)?;
         self.forget(local);
         let home = self.home(local).await?.ok_or_else(|| failed("no such agent"))?;
         let from = home.shard;
         let mut moved = Moved { from, to, envelopes: 0 };
+        let to_i = i64::try_from(to).unwrap_or(i64::MAX);
+        let locked = self
+            .primary()?
+            .batch(vec![stmt!(
+                "INSERT INTO shard_moves (local, to_shard, since) VALUES (?1, ?2, unixepoch())
+                 ON CONFLICT (local) DO UPDATE SET since = since WHERE to_shard = ?2",
+                local,
+                to_i
+            )])
+            .await?;
+        if locked.first() != Some(&1) {
+            return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() });
+        }
         if from != to {
-            self.settle_sharded().await?;
             let source = self.db(from)?;
             let target = self.db(to)?;
             source
                 .batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES (?) ON CONFLICT (local) DO NOTHING", local)])
                 .await?;
+            self.settle_moving(local, source).await?;
             let copy = Home { shard: to, mbox: home.mbox };
             target
-                .batch(vec![stmt!("DELETE FROM shard_moving WHERE local = ?", local), copy_agent(local, copy)])
+                .batch(vec![
+                    stmt!("DELETE FROM shard_moving WHERE local = ?", local),
+                    stmt!("INSERT INTO shard_incoming (local) VALUES (?) ON CONFLICT DO NOTHING", local),
+                    copy_agent(local, copy),
+                ])
                 .await?;
             moved.envelopes = copy_rows(source, target, local).await?;
-            self.primary()?.batch(vec![stmt!("UPDATE agents SET shard = ? WHERE local = ?", to as i64, local)]).await?;
+            let from_i = i64::try_from(from).unwrap_or(i64::MAX);
+            let flipped = self
+                .primary()?
+                .batch(vec![stmt!("UPDATE agents SET shard = ? WHERE local = ? AND shard = ?", to_i, local, from_i)])
+                .await?;
             self.forget(local);
+            if flipped.first() != Some(&1) {
+                return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() });
+            }
         }
         // The rows left wherever a move away started: forgotten once the target holds them.
         for (shard, db) in self.dbs.iter().enumerate() {
@@ -623,20 +942,37 @@ impl<D: Db> Shards<D> {
             }
             if shard != from {
                 // An earlier run flipped the agent before forgetting these: they are copied.
+                self.settle_moving(local, db).await?;
                 moved.envelopes += copy_rows(db, self.db(to)?, local).await?;
             }
-            db.batch(vec![
+            let mut forget = vec![
                 stmt!("UPDATE shard_moving SET copied = 1 WHERE local = ?", local),
                 stmt!("DELETE FROM mailbox WHERE local = ?", local),
                 stmt!("DELETE FROM mailbox_usage WHERE local = ?", local),
                 stmt!("DELETE FROM mailbox_acks WHERE local = ?", local),
                 stmt!("DELETE FROM lists WHERE local = ?", local),
-            ])
-            .await?;
+                stmt!("DELETE FROM shard_applied WHERE local = ?", local),
+            ];
+            if shard != 0 {
+                // Its thin copy too: a reader that still thinks the mailbox is here finds no
+                // agent, and asks the primary where it is.
+                forget.push(stmt!("DELETE FROM agents WHERE local = ? AND registered_via = 'shard'", local));
+            }
+            // Done: every later write for it here is refused (`copied = 2`), a delete too.
+            forget.push(stmt!("UPDATE shard_moving SET copied = 2 WHERE local = ?", local));
+            db.batch(forget).await?;
         }
+        // The target's upkeep takes the mailbox up again (its usage is the source's, copied last).
+        self.db(to)?.batch(vec![stmt!("DELETE FROM shard_incoming WHERE local = ?", local)]).await?;
+        self.primary()?.batch(vec![stmt!("DELETE FROM shard_moves WHERE local = ?", local)]).await?;
+        self.forget(local);
         Ok(moved)
     }
 }
+
+/// The constraint a move answers while another move of the same mailbox, to another database, is
+/// under way (or raced this one): a 409.
+pub const MOVE_UNDER_WAY: &str = "shard_move_under_way";
 
 /// Envelope rows copied per batch of a move.
 const MOVE_CHUNK: i64 = 32;
@@ -737,8 +1073,16 @@ async fn copy_rows<D: Db>(source: &D, target: &D, local: &str) -> Result<u64, Po
             vec![local.into(), get("kind"), get("entry")],
         ));
     }
-    if !batch.is_empty() {
-        target.batch(batch).await?;
+    // The markers of the hand-offs applied here: they apply nowhere again.
+    for r in source.query(stmt!("SELECT key, at FROM shard_applied WHERE local = ?", local)).await? {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO shard_applied (key, local, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            vec![get("key"), local.into(), get("at")],
+        ));
+    }
+    for part in batch.chunks(64) {
+        target.batch(part.to_vec()).await?;
     }
     Ok(n)
 }
@@ -823,8 +1167,40 @@ mod tests {
         d
     }
 
+    thread_local! {
+        /// The tests' clock, in ms: each test's thread its own, moved on by [`advance`].
+        static NOW: std::cell::Cell<i64> = const { std::cell::Cell::new(1_800_000_000_000) };
+    }
+
+    fn advance(secs: i64) {
+        NOW.with(|n| n.set(n.get() + secs * 1000));
+    }
+
+    struct TestClock;
+    impl Clock for TestClock {
+        fn now(&self) -> nyx5_proto::Timestamp {
+            nyx5_proto::Timestamp(NOW.with(std::cell::Cell::get))
+        }
+    }
+
+    /// Distinct bytes for every call in the test process (no two houses share a key).
+    struct TestRng;
+    impl Rng for TestRng {
+        fn fill(&self, buf: &mut [u8]) {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_le_bytes();
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = n.get(i % 8).copied().unwrap_or(0) ^ u8::try_from(i / 8).unwrap_or(0);
+            }
+        }
+    }
+
+    fn test_house<D: Db>(dbs: Vec<D>) -> Option<Shards<D>> {
+        Shards::new(dbs, Box::new(TestClock), Box::new(TestRng))
+    }
+
     fn files(d: &Path, n: usize) -> Shards<SqliteDb> {
-        Shards::new((0..n).map(|i| SqliteDb::open(&d.join(format!("{i}.db"))).unwrap()).collect()).unwrap()
+        test_house((0..n).map(|i| SqliteDb::open(&d.join(format!("{i}.db"))).unwrap()).collect()).unwrap()
     }
 
     fn register(house: &Shards<SqliteDb>, local: &str, shard: i64) {
@@ -939,8 +1315,8 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(usage.len(), 2);
-        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 1);
-        assert_eq!(block_on(house.settle()).unwrap(), 1, "the applied hand-off is forgotten");
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0, "forgotten once applied");
+        assert_eq!(block_on(house.settle()).unwrap(), 0, "nothing left to settle");
         assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0);
         assert_eq!(ids(&house, "bo").len(), 2, "settling applied nothing twice");
     }
@@ -1042,6 +1418,8 @@ mod tests {
         assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox"), 0);
         assert_eq!(block_on(house.settle()).unwrap(), 0, "still refused: kept");
         block_on(shard.batch(vec![stmt!("DELETE FROM shard_moving WHERE local = 'bo'")])).unwrap();
+        assert_eq!(block_on(house.settle()).unwrap(), 0, "not due yet: tried again later");
+        advance(60);
         assert_eq!(block_on(house.settle()).unwrap(), 1);
         assert_eq!(ids(&house, "bo").len(), 1);
         assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
@@ -1083,7 +1461,7 @@ mod tests {
             register(&server, "bo", from);
             register(&server, "al", from);
             let hooks = Rc::new(RefCell::new(Vec::new()));
-            let operator = Shards::new(
+            let operator = test_house(
                 (0..2)
                     .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
                     .collect(),
@@ -1166,14 +1544,15 @@ mod tests {
 
     /// What an inbound accept costs in round trips (the facts it reads, then its batch), by
     /// where the mailbox is: unchanged with one database; with shards, one more read (the
-    /// registry's and the mailbox's parts) and, for a mailbox off the primary, one more write
-    /// (the hand-off's shard part). Measured after the placement is cached.
+    /// registry's and the mailbox's parts) and, for a mailbox off the primary, two more writes
+    /// (the hand-off's shard part, then the primary forgets the hand-off: no marker is kept for
+    /// good, review36 H1). Measured after the placement is cached.
     #[test]
     fn round_trips_of_an_accept_by_placement() {
         let calls = Rc::new(std::cell::Cell::new(0));
         let house = |n: usize, name: &str| {
             let d = dir(name);
-            Shards::new(
+            test_house(
                 (0..n)
                     .map(|i| Counted { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), calls: calls.clone() })
                     .collect(),
@@ -1211,6 +1590,222 @@ mod tests {
             "round trips of an accept: one database {}, two with the mailbox on the primary {}, on a shard {}",
             measured[0], measured[1], measured[2]
         );
-        assert_eq!(measured, [2, 3, 4]);
+        assert_eq!(measured, [2, 3, 5]);
+    }
+
+    // ---- hostile review (review36) ----
+
+    fn lists_of(db: &SqliteDb, local: &str) -> i64 {
+        block_on(db.query(stmt!("SELECT count(*) AS n FROM lists WHERE local = ?", local))).unwrap()[0]
+            .int("n")
+            .unwrap()
+    }
+
+    #[test]
+    fn review_a_second_reset_leaves_the_lists() {
+        let house = files(&dir("r-reset"), 2);
+        register(&house, "bo", 1);
+        let shard = house.get(1).unwrap();
+        let index =
+            store::agents::Index { listed: false, search: String::new(), accepts: String::new(), caps: String::new() };
+        let reset = |card: &str, replaces: &str| {
+            let c =
+                store::agents::NewCard { local: "bo", card, sig: "s", index: &index, webhook: None, via: "t", now: 1 };
+            block_on(house.batch(store::agents::update(&c, replaces, false, true))).unwrap();
+        };
+        // A thief's allow entry, wiped by the operator's reset.
+        block_on(house.batch(vec![store::mailbox::add_entry("bo", "allow", "thief@example", 10)])).unwrap();
+        reset("c1", "card");
+        assert_eq!(lists_of(shard, "bo"), 0, "the first reset wipes");
+        block_on(house.settle()).unwrap();
+        // Months later, another theft, another reset.
+        block_on(house.batch(vec![store::mailbox::add_entry("bo", "allow", "thief@example", 10)])).unwrap();
+        reset("c2", "c1");
+        block_on(house.settle()).unwrap();
+        assert_eq!(lists_of(shard, "bo"), 0, "the second reset wipes too");
+    }
+
+    #[test]
+    fn review_a_mixed_batch_meeting_a_move_off_the_primary_is_a_409() {
+        let house = files(&dir("r-409"), 2);
+        register(&house, "bo", 0);
+        register(&house, "carl", 1);
+        block_on(house.get(0).unwrap().batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        // One envelope to two recipients: the rate window and bo's copy on the primary, carl's on the shard.
+        let stmts = vec![
+            store::agents::count_in_window("in:bo:example", 1, 1000),
+            store::mailbox::insert("bo", "e1", "al@example", "{}", 5, QUOTA),
+            store::mailbox::insert("carl", "e1", "al@example", "{}", 5, QUOTA),
+        ];
+        let e = block_on(house.batch(stmts)).unwrap_err();
+        let answer = crate::port_error(e.clone());
+        println!("{e:?} -> {:?} {}", answer.kind, answer.reason);
+        assert_ne!(answer.kind, nyx5_proto::ErrorKind::Conflict, "a permanent refusal: the sender bounces it");
+    }
+
+    #[test]
+    fn review_upkeep_fails_whole_while_a_mailbox_moves_off_the_primary() {
+        let house = files(&dir("r-upkeep"), 2);
+        register(&house, "bo", 0);
+        assert_eq!(accept(&house, "bo", "e1").unwrap(), 1);
+        let primary = house.get(0).unwrap();
+        block_on(primary.batch(vec![stmt!("UPDATE mailbox SET acked_at = 1, seq = -seq WHERE local = 'bo'")])).unwrap();
+        block_on(primary.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        // The tick's upkeep: every purge of the house in one batch, the body drops among them.
+        let mut stmts = vec![stmt!("DELETE FROM nonces WHERE keep_until < 5")];
+        stmts.extend(store::inbox::drop_bodies(1000, 10));
+        let r = block_on(house.batch(stmts));
+        println!("upkeep while bo moves: {r:?}");
+        assert!(r.is_ok(), "the house's upkeep (and so its tick) fails for the whole move");
+    }
+
+    #[test]
+    fn review_bodies_dropped_on_the_target_mid_move_stay_counted() {
+        let mut held = Vec::new();
+        for during in [false, true] {
+            let d = dir(&format!("r-phantom{during}"));
+            let server = Rc::new(files(&d, 2));
+            register(&server, "bo", 1);
+            assert_eq!(accept(&*server, "bo", "e1").unwrap(), 1);
+            assert_eq!(accept(&*server, "bo", "e2").unwrap(), 1);
+            // bo acknowledges e2 only (e1 still waits): e2 moves below zero, acked at 1.
+            let rows = block_on(store::inbox::ack_facts(&*server, "bo", "[\"e2\"]")).unwrap();
+            let waiting: Vec<(String, i64, bool)> = rows
+                .iter()
+                .map(|r| (r.text("id").unwrap().to_owned(), r.int("n").unwrap(), r.int("counted").unwrap() != 0))
+                .collect();
+            let plan = crate::mailbox::plan_ack(rows[0].int("w").unwrap(), rows[0].int("other"), &waiting);
+            block_on(server.batch(store::inbox::ack("bo", "[\"e2\"]", &plan, 1, QUOTA))).unwrap();
+            let u = block_on(store::mailbox::usage(&*server, "[\"bo\"]")).unwrap();
+            println!("plan {plan:?} before the move: {u:?}");
+            let hooks = Rc::new(RefCell::new(Vec::new()));
+            let operator = test_house(
+                (0..2)
+                    .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                    .collect(),
+            )
+            .unwrap();
+            if during {
+                let s = server.clone();
+                // The server's tick runs its upkeep after the rows are copied, before the usage is.
+                hooks.borrow_mut().push((
+                    "INSERT INTO mailbox_usage (local, envelopes, bytes",
+                    Box::new(move || {
+                        let _ = block_on(s.batch(store::inbox::drop_bodies(1000, 10).to_vec()));
+                    }),
+                ));
+            }
+            block_on(operator.move_mailbox("bo", 0)).unwrap();
+            hooks.borrow_mut().clear();
+            let _ = block_on(server.batch(store::inbox::drop_bodies(1000, 10).to_vec()));
+            let stale = block_on(store::mailbox::usage(&*server, "[\"bo\"]")).unwrap();
+            println!("the server's (stale) read: {stale:?}");
+            let u = block_on(store::mailbox::usage(&files(&d, 2), "[\"bo\"]")).unwrap();
+            held.push((u[0].int("envelopes").unwrap(), u[0].int("bytes").unwrap()));
+        }
+        println!("held after the move: without upkeep during it {:?}, with {:?}", held[0], held[1]);
+        assert_eq!(held[0], held[1], "a body dropped mid-move stays counted forever");
+    }
+
+    #[test]
+    fn review_a_handoff_of_a_full_envelope_passes_d1s_row_limit() {
+        let body = "\"".repeat(500_000);
+        let envelope = Value::Object(nyx5_proto::json::obj([("b", Value::String(body))])).canonical_string();
+        assert!(envelope.len() <= nyx5_proto::limits::MAX_ENVELOPE_BYTES);
+        let s = store::mailbox::insert("bo", "e1", "al@example", &envelope, 5, QUOTA);
+        let text = encode(&handed_off(&s));
+        println!("envelope {} bytes, its hand-off row {} bytes", envelope.len(), text.len());
+        assert!(text.len() < 2_000_000, "D1: a string or row holds at most 2,000,000 bytes");
+    }
+
+    #[test]
+    fn review_settle_is_stuck_behind_64_hand_offs_it_cannot_apply() {
+        let house = files(&dir("r-hol"), 3);
+        register(&house, "bo", 1);
+        register(&house, "carl", 2);
+        let (s1, s2) = (house.get(1).unwrap(), house.get(2).unwrap());
+        // bo's move was interrupted (its source still marked): its hand-offs wait.
+        block_on(s1.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        for i in 0..SETTLE_BATCH {
+            assert_eq!(accept(&house, "bo", &format!("b{i}")).unwrap(), 1);
+        }
+        // carl's shard failed for a moment (a crash between the two parts has the same effect).
+        block_on(s2.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('carl')")])).unwrap();
+        assert_eq!(accept(&house, "carl", "c1").unwrap(), 1, "committed on the primary: it will be applied");
+        block_on(s2.batch(vec![stmt!("DELETE FROM shard_moving WHERE local = 'carl'")])).unwrap();
+        for _ in 0..10 {
+            let _ = block_on(house.settle());
+        }
+        assert_eq!(ids(&house, "carl").len(), 1, "carl's envelope, paid and counted, is ever applied");
+    }
+
+    #[test]
+    fn review_a_stale_placement_reads_no_block_list() {
+        let d = dir("r-stale");
+        let server = files(&d, 2);
+        register(&server, "bo", 1);
+        block_on(server.batch(vec![store::mailbox::add_entry("bo", "block", "al@example", 10)])).unwrap();
+        let facts = store::mailbox::Lookup {
+            locals: "[\"bo\"]",
+            envelope_id: "e",
+            blocks: "[\"al@example\"]",
+            allows: "[]",
+            vouchers: "[]",
+            bucket_prefix: "in:",
+            bucket_suffix: ":example",
+            window: 1,
+        };
+        let blocked =
+            |h: &Shards<SqliteDb>| block_on(store::mailbox::inbound_facts(h, &facts)).unwrap()[0].int("blocked");
+        assert_eq!(blocked(&server), Some(1));
+        // The operator's `nyx5 shard move`, a process of its own.
+        let operator = files(&d, 2);
+        block_on(operator.move_mailbox("bo", 0)).unwrap();
+        assert_eq!(blocked(&operator), Some(1), "read fresh: blocked");
+        assert_eq!(blocked(&server), Some(1), "the running server: blocked too");
+    }
+
+    #[test]
+    fn review_a_hand_off_applied_before_a_move_is_applied_again_after_it() {
+        let d = dir("r-twice");
+        let server = Rc::new(files(&d, 3));
+        register(&server, "bo", 1);
+        let hooks = Rc::new(RefCell::new(Vec::new()));
+        let operator = test_house(
+            (0..3)
+                .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                .collect(),
+        )
+        .unwrap();
+        let s = server.clone();
+        // Just before the move marks the source (after its own settle): the operator's reset, then
+        // the agent's new block entry, both applied on shard 1.
+        hooks.borrow_mut().push((
+            "INSERT INTO shard_moving",
+            Box::new(move || {
+                let index = store::agents::Index {
+                    listed: false,
+                    search: String::new(),
+                    accepts: String::new(),
+                    caps: String::new(),
+                };
+                let c = store::agents::NewCard {
+                    local: "bo",
+                    card: "c1",
+                    sig: "s",
+                    index: &index,
+                    webhook: None,
+                    via: "t",
+                    now: 1,
+                };
+                block_on(s.batch(store::agents::update(&c, "card", false, true))).unwrap();
+                block_on(s.batch(vec![store::mailbox::add_entry("bo", "block", "new@example", 10)])).unwrap();
+            }),
+        ));
+        block_on(operator.move_mailbox("bo", 2)).unwrap();
+        hooks.borrow_mut().clear();
+        assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 1, "the entry moved");
+        block_on(server.settle()).unwrap();
+        assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 1, "the reset before it is not applied a second time");
     }
 }

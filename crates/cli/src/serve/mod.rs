@@ -273,7 +273,7 @@ pub(crate) fn open_files(db: &std::path::Path, shards: &[PathBuf]) -> Result<Sha
                 .map_err(|e| Failure::usage(format!("cannot open the database {}: {e}", path.display())))?,
         );
     }
-    Shards::new(dbs).ok_or_else(|| Failure::usage("no database"))
+    Shards::new(dbs, Box::new(SystemClock), Box::new(OsRandom)).ok_or_else(|| Failure::usage("no database"))
 }
 
 /// `nyx5 serve`.

@@ -141,10 +141,10 @@ pub struct SimDb {
 
 impl SimDb {
     /// Over `dbs`, the primary first (at least one).
-    pub fn new(dbs: Vec<SqliteDb>) -> Result<SimDb, String> {
+    pub fn new(dbs: Vec<SqliteDb>, clock: SimClock, rng: SimRng) -> Result<SimDb, String> {
         let dies_after = Rc::new(Cell::new(None));
         let gates = dbs.into_iter().map(|sqlite| Gate { sqlite, dies_after: dies_after.clone() }).collect();
-        let shards = Shards::new(gates).ok_or("a house needs a database")?;
+        let shards = Shards::new(gates, Box::new(clock), Box::new(rng)).ok_or("a house needs a database")?;
         Ok(SimDb { shards, dies_after })
     }
     /// The primary's SQLite, for checks and sabotage (no call counted).
@@ -425,8 +425,11 @@ impl World {
         let salt =
             domain.bytes().fold(self.state.borrow().stats.sent, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         let rng = SimRng(RefCell::new(Prng::new(self.seed ^ salt)));
-        let house = House::new(config.clone(), SimDb::new(sqlite)?, net, Box::new(clock), Box::new(rng))
-            .map_err(|e| format!("{domain} does not start: {}", e.reason))?;
+        // The port's hand-off keys from a stream of their own (the house's stays as it was).
+        let keys = SimRng(RefCell::new(Prng::new(self.seed ^ salt ^ 0x5eed_5a1d)));
+        let house =
+            House::new(config.clone(), SimDb::new(sqlite, clock.clone(), keys)?, net, Box::new(clock), Box::new(rng))
+                .map_err(|e| format!("{domain} does not start: {}", e.reason))?;
         let house = Rc::new(house);
         self.state.borrow_mut().houses.insert(domain.clone(), house.clone());
         self.configs.insert(domain.clone(), config);

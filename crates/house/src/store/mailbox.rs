@@ -241,9 +241,16 @@ pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now:
     )
     .in_mailbox(local)
     // Applied from a hand-off (crate::shards), after the primary's part committed: the decision
-    // read the quota, and what was paid or counted there is not lost to a race here.
-    .on_handoff(6, i64::MAX)
-    .on_handoff(7, i64::MAX)
+    // read the quota, and what was paid or counted there is not lost to a race here, within a
+    // bounded slack (a few envelopes more, never unbounded).
+    .on_handoff(6, quota.max_envelopes.saturating_add(crate::shards::HANDOFF_SLACK))
+    .on_handoff(
+        7,
+        quota.max_bytes.saturating_add(
+            crate::shards::HANDOFF_SLACK
+                .saturating_mul(i64::try_from(nyx5_proto::limits::MAX_ENVELOPE_BYTES).unwrap_or(i64::MAX)),
+        ),
+    )
 }
 
 /// `kind`, `entry` of an agent's lists, in order.
