@@ -1808,4 +1808,147 @@ mod tests {
         block_on(server.settle()).unwrap();
         assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 1, "the reset before it is not applied a second time");
     }
+    #[test]
+    fn a_moving_mailbox_is_a_temporary_mailbox_moving_with_retry_after() {
+        let e = crate::port_error(moving());
+        assert_eq!((e.kind, e.code(), e.kind.slug()), (nyx5_proto::ErrorKind::MailboxMoving, 503, "mailbox_moving"));
+        assert!(e.kind.is_temporary(), "a sending house retries it");
+        let r = crate::http::Response::error(&e);
+        assert_eq!(r.header("retry-after"), Some("5"));
+        // A mixed batch meeting a mailbox moving off the primary: that error, nothing written.
+        let house = files(&dir("moving503"), 2);
+        register(&house, "bo", 0);
+        register(&house, "carl", 1);
+        block_on(house.get(0).unwrap().batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        let stmts = vec![
+            store::agents::count_in_window("in:bo:example", 1, 1000),
+            store::mailbox::insert("bo", "e1", "al@example", "{}", 5, QUOTA),
+            store::mailbox::insert("carl", "e1", "al@example", "{}", 5, QUOTA),
+        ];
+        assert_eq!(block_on(house.batch(stmts)).unwrap_err(), moving());
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM rate_windows"), 0);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
+    }
+
+    #[test]
+    fn a_hand_off_passes_the_quota_by_a_bounded_slack_only() {
+        let house = files(&dir("slack"), 2);
+        register(&house, "bo", 1);
+        let one = store::mailbox::Quota { max_envelopes: 1, max_bytes: 1 << 20 };
+        // Every accept decided on a mailbox with room (racing): the first 1 + slack are applied.
+        let n = HANDOFF_SLACK + 5;
+        for i in 0..n {
+            let stmts = vec![
+                store::agents::count_in_window("in:bo:example", 1, 1000),
+                store::mailbox::insert("bo", &format!("e{i}"), "al@example", "{}", 5, one),
+            ];
+            block_on(house.batch(stmts)).unwrap();
+        }
+        let held = ids(&house, "bo").len() as i64;
+        eprintln!("{n} racing accepts to a mailbox of 1: {held} held");
+        assert_eq!(held, 1 + HANDOFF_SLACK, "the quota plus the slack, no more");
+    }
+
+    #[test]
+    fn remembered_placements_are_bounded_and_expire() {
+        let house = files(&dir("cache"), 2);
+        register(&house, "bo", 1);
+        assert_eq!(block_on(house.home("bo")).unwrap().map(|h| h.shard), Some(1));
+        assert!(house.cached("bo").is_some());
+        // Another process moves it: this one sees it once the placement expires.
+        block_on(house.get(0).unwrap().batch(vec![stmt!("UPDATE agents SET shard = 0 WHERE local = 'bo'")])).unwrap();
+        assert_eq!(house.cached("bo").map(|h| h.shard), Some(1));
+        advance(HOMES_TTL_MS / 1000 + 1);
+        assert!(house.cached("bo").is_none(), "expired");
+        assert_eq!(block_on(house.home("bo")).unwrap().map(|h| h.shard), Some(0));
+        for i in 0..HOMES_MAX + 100 {
+            house.remember(&format!("a{i}"), Home { shard: 1, mbox: 1 });
+        }
+        let held = house.homes.lock().unwrap().len();
+        assert!(held <= HOMES_MAX, "{held} remembered");
+    }
+
+    #[test]
+    fn one_move_of_a_mailbox_at_a_time_and_the_flip_is_guarded() {
+        let d = dir("movelock");
+        let house = files(&d, 3);
+        register(&house, "bo", 1);
+        assert_eq!(accept(&house, "bo", "e1").unwrap(), 1);
+        let primary = house.get(0).unwrap();
+        // A move to shard 2 under way (interrupted): a move to 0 is refused, nothing touched.
+        block_on(primary.batch(vec![stmt!("INSERT INTO shard_moves (local, to_shard, since) VALUES ('bo', 2, 0)")]))
+            .unwrap();
+        let refused = block_on(house.move_mailbox("bo", 0)).unwrap_err();
+        assert_eq!(refused, PortError::Constraint { name: MOVE_UNDER_WAY.into() });
+        assert_eq!(crate::port_error(refused).code(), 409);
+        assert_eq!(count(house.get(1).unwrap(), "SELECT count(*) AS n FROM shard_moving"), 0, "the source untouched");
+        // The same move, run again, takes it up and ends it.
+        assert_eq!(block_on(house.move_mailbox("bo", 2)).unwrap().envelopes, 1);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_moves"), 0);
+        assert_eq!(ids(&house, "bo").len(), 1);
+        // The flip only from the source the move copied from: a raced flip is an error.
+        let hooks = Rc::new(RefCell::new(Vec::new()));
+        let operator = test_house(
+            (0..3)
+                .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                .collect(),
+        )
+        .unwrap();
+        let p = SqliteDb::open(&d.join("0.db")).unwrap();
+        hooks.borrow_mut().push((
+            "UPDATE agents SET shard",
+            Box::new(move || {
+                block_on(p.batch(vec![stmt!("UPDATE agents SET shard = 1 WHERE local = 'bo'")])).unwrap();
+            }),
+        ));
+        let raced = block_on(operator.move_mailbox("bo", 0)).unwrap_err();
+        assert_eq!(raced, PortError::Constraint { name: MOVE_UNDER_WAY.into() });
+        assert_eq!(
+            block_on(primary.query(stmt!("SELECT shard FROM agents WHERE local = 'bo'"))).unwrap()[0].int("shard"),
+            Some(1),
+            "not overwritten"
+        );
+    }
+
+    #[test]
+    fn a_hand_off_that_never_applies_is_given_up_and_kept() {
+        let house = files(&dir("dead"), 2);
+        register(&house, "bo", 1);
+        let primary = house.get(0).unwrap();
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO shard_handoffs (key, local, stmt) VALUES ('k1', 'bo', 'not a statement'),
+                                                              ('k2', 'bo', '{\"sql\":\"INSERT INTO nowhere VALUES (1)\",\"params\":[]}')"
+        )]))
+        .unwrap();
+        let mut errors = 0;
+        for _ in 0..SETTLE_ATTEMPTS + 1 {
+            if block_on(house.settle()).is_err() {
+                errors += 1;
+            }
+            advance(3600);
+        }
+        assert!(errors >= 1, "given up: reported for the log");
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_dead"), 2, "kept for the operator");
+    }
+
+    #[test]
+    fn markers_are_forgotten_once_the_primary_forgot_the_hand_off() {
+        let house = files(&dir("sweep"), 2);
+        register(&house, "bo", 1);
+        for i in 0..5 {
+            assert_eq!(accept(&house, "bo", &format!("e{i}")).unwrap(), 1);
+        }
+        let shard = house.get(1).unwrap();
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 5);
+        // One hand-off still held by the primary (a crash before it forgot it): its marker stays.
+        block_on(shard.batch(vec![stmt!("INSERT INTO shard_applied (key, local, at) VALUES ('held', 'bo', 0)")]))
+            .unwrap();
+        block_on(house.get(0).unwrap().batch(vec![stmt!(
+            "INSERT INTO shard_handoffs (key, local, stmt, next_try) VALUES ('held', 'bo', '{}', 9999999999)"
+        )]))
+        .unwrap();
+        block_on(house.settle()).unwrap();
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 1);
+    }
 }

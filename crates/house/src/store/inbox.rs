@@ -185,7 +185,8 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
         stmt!(
             "WITH dropped AS (SELECT local, bytes FROM mailbox
                               WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
-                                AND local NOT IN (SELECT local FROM shard_moving UNION ALL SELECT local FROM shard_incoming)
+                                AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox.local)
                               ORDER BY acked_at, seq LIMIT ?)
              UPDATE mailbox_usage SET
                bytes = bytes - (SELECT coalesce(sum(dropped.bytes), 0) FROM dropped WHERE dropped.local = mailbox_usage.local)
@@ -197,7 +198,8 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
         stmt!(
             "UPDATE mailbox SET envelope = '', bytes = 0
              WHERE seq IN (SELECT seq FROM mailbox WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
-                             AND local NOT IN (SELECT local FROM shard_moving UNION ALL SELECT local FROM shard_incoming)
+                             AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox.local)
                            ORDER BY acked_at, seq LIMIT ?)",
             before,
             limit
@@ -211,7 +213,8 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
 macro_rules! drop_range_rows {
     () => {
         "WITH raises AS (SELECT at, local, lo, through FROM mailbox_acks WHERE at < ?1
-                           AND local NOT IN (SELECT local FROM shard_moving UNION ALL SELECT local FROM shard_incoming)
+                           AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox_acks.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox_acks.local)
                          ORDER BY at, local, through LIMIT ?2),
               dropped AS MATERIALIZED (
                 SELECT m.seq AS seq, raises.local AS local, m.bytes AS bytes
@@ -252,7 +255,8 @@ pub fn drop_ranges(before: i64, ranges: i64) -> [Stmt; 3] {
         stmt!(
             "DELETE FROM mailbox_acks WHERE (at, local, through) IN
                (SELECT at, local, through FROM mailbox_acks WHERE at < ?
-                  AND local NOT IN (SELECT local FROM shard_moving UNION ALL SELECT local FROM shard_incoming) ORDER BY at, local, through LIMIT ?)",
+                  AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox_acks.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox_acks.local) ORDER BY at, local, through LIMIT ?)",
             before,
             ranges
         )

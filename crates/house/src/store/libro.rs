@@ -601,7 +601,7 @@ pub fn deliver_counted(
              WHERE NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
                                AND entry IN (SELECT value FROM json_each(?6)))
                AND q.held_n + 1 <= ?8 + ?10 AND q.held_bytes + ?7 <= ?9 + ?11
-               AND (?12 OR q.local NOT IN (SELECT local FROM shard_moving))
+               AND (?12 OR NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local))
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
         local,

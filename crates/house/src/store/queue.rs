@@ -260,7 +260,7 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
             "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes)
              SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q
              WHERE (?8 OR (EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?6 AND g.lease_until = ?7 AND g.state = 'pending')
-                           AND q.local NOT IN (SELECT local FROM shard_moving)))
+                           AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local)))
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
         local,
