@@ -747,20 +747,22 @@ impl<D: Db> Shards<D> {
                     let Some(text) = row.first().and_then(|r| r.text("stmt")) else { continue };
                     match decode(text) {
                         None => Some("its statement does not decode".to_owned()),
-                        Some(s) => match self.batch_on(shard, vec![marker(key, local), s], std::slice::from_ref(local)).await {
-                            Ok(_) => None,
-                            Err(e) if applied_already(&e) => None,
-                            Err(e) if is_moving(&e) => {
-                                self.forget(local);
-                                writes.push(stmt!(
-                                    "UPDATE shard_handoffs SET next_try = ? WHERE key = ?",
-                                    now.saturating_add(30),
-                                    key.as_str()
-                                ));
-                                continue;
+                        Some(s) => {
+                            match self.batch_on(shard, vec![marker(key, local), s], std::slice::from_ref(local)).await {
+                                Ok(_) => None,
+                                Err(e) if applied_already(&e) => None,
+                                Err(e) if is_moving(&e) => {
+                                    self.forget(local);
+                                    writes.push(stmt!(
+                                        "UPDATE shard_handoffs SET next_try = ? WHERE key = ?",
+                                        now.saturating_add(30),
+                                        key.as_str()
+                                    ));
+                                    continue;
+                                }
+                                Err(e) => Some(e.to_string()),
                             }
-                            Err(e) => Some(e.to_string()),
-                        },
+                        }
                     }
                 };
                 match why {
