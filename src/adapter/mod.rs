@@ -16,8 +16,26 @@ use worker::{Context, Env, ForwardableEmailMessage, Request, Response, ScheduleC
 
 use d1::D1Db;
 use fetch::{FetchNet, WorkerClock, WorkerRng};
+use nyx5_house::shards::Shards;
 
-type WorkerHouse = House<D1Db, FetchNet>;
+type WorkerHouse = House<Shards<D1Db>, FetchNet>;
+
+/// Most mailbox databases a Worker binds: `DB_SHARD_1` to `DB_SHARD_15`, besides `DB`.
+const MAX_SHARDS: usize = 15;
+
+/// What D1 billed every database of the house since the last call, summed (metering on).
+fn take(db: &Shards<D1Db>) -> Option<d1::Meter> {
+    let mut sum: Option<d1::Meter> = None;
+    for m in (0..db.count()).filter_map(|i| db.get(i)).filter_map(D1Db::take) {
+        let s = sum.get_or_insert_with(Default::default);
+        s.queries += m.queries;
+        s.batches += m.batches;
+        s.statements += m.statements;
+        s.rows_read += m.rows_read;
+        s.rows_written += m.rows_written;
+    }
+    sum
+}
 
 thread_local! {
     /// One house per isolate, built at the first event (like the first implementation's instance).
@@ -34,7 +52,15 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     suffix_list(env).await?;
     let db = env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?;
     let meter = env::metering(env).then(Default::default);
-    let db = D1Db { db, meter, written: Default::default() };
+    let mut dbs = vec![D1Db { db, meter, written: Default::default() }];
+    // Mailbox shards (issue 36 §3; docs/decisions/36-shards.md): `DB_SHARD_1`, `DB_SHARD_2`, … in
+    // wrangler.toml, each migrated like `DB`, numbered without gaps, never reordered.
+    for n in 1..=MAX_SHARDS {
+        let Ok(shard) = env.d1(&format!("DB_SHARD_{n}")) else { break };
+        dbs.push(D1Db { db: shard, meter: env::metering(env).then(Default::default), written: Default::default() });
+    }
+    let db = Shards::new(dbs, Box::new(WorkerClock), Box::new(WorkerRng))
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "no D1 database"))?;
     let now = nyx5_house::ports::Clock::now(&WorkerClock);
     let (key, created) = match env::domain_key(env)? {
         // A key from the secret carries no creation time: the card says when this isolate signed it.
@@ -189,16 +215,16 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         Err(e) => return error_response(&e),
     };
     let what = format!("{} {}", hreq.method, hreq.path);
-    house.db.take();
+    take(&house.db);
     let resp = house.handle(hreq).await;
-    let metered = house.db.take();
+    let metered = take(&house.db);
     // After the answer: the delivery kick, then webhook pushes (the tick may add some).
     if resp.kick || house.has_pushes() {
         let h = house.clone();
         let kick = resp.kick;
         ctx.wait_until(async move {
             if kick {
-                h.db.take();
+                take(&h.db);
                 if let Err(e) = h.tick().await {
                     worker::console_error!("nyx5: delivery kick: {e}");
                 }
@@ -235,7 +261,7 @@ const METER_HEADER: &str = "x-nyx5-d1";
 
 /// One log line per tick with what D1 billed for it, when metering is on.
 fn log_tick(house: &WorkerHouse, what: &str) {
-    if let Some(m) = house.db.take() {
+    if let Some(m) = take(&house.db) {
         worker::console_log!("nyx5 d1: {what} {}", m.line());
     }
 }
@@ -244,9 +270,14 @@ fn log_tick(house: &WorkerHouse, what: &str) {
 async fn scheduled(_event: ScheduledEvent, env: Env, ctx: ScheduleContext) {
     match house(&env).await {
         Ok(h) => {
-            h.db.take();
-            if let Err(e) = h.tick().await {
-                worker::console_error!("nyx5: scheduled tick: {e}");
+            take(&h.db);
+            match h.tick().await {
+                Err(e) => worker::console_error!("nyx5: scheduled tick: {e}"),
+                Ok(r) => {
+                    if let Some(why) = r.settle_error {
+                        worker::console_error!("nyx5: settling mailbox shard hand-offs: {why}");
+                    }
+                }
             }
             log_tick(&h, "tick");
             if h.has_pushes() {

@@ -22,6 +22,7 @@ mod open;
 mod sanitise;
 mod seal;
 mod serve;
+mod shard;
 mod simulate;
 mod sys;
 mod verify;
@@ -114,6 +115,9 @@ enum Command {
     },
     /// Run a house: the engine on a SQLite file over HTTP, for self-hosting and tests.
     Serve(serve::Args),
+    /// The house's mailbox shards: move an agent's mailbox to another database.
+    #[command(subcommand)]
+    Shard(shard::ShardCommand),
     /// Run the deterministic simulator: houses, agents and a faulty network from one seed,
     /// checking the invariants after every step.
     Simulate(simulate::Args),
@@ -183,6 +187,7 @@ fn run(command: Command) -> Outcome {
             (None, None) => Err(error::Failure::usage("give --key (or --receipt)")),
         },
         Command::Serve(args) => serve::run(args),
+        Command::Shard(command) => shard::run(command),
         Command::Simulate(args) => simulate::run(&args),
         Command::Client(command) => client::cli::run(command),
         Command::Libro(command) => client::libro_cli::run(command),

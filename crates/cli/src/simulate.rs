@@ -26,6 +26,10 @@ pub(crate) struct Args {
     /// The houses run verifica@, and some escrows are judged by it.
     #[arg(long)]
     services: bool,
+    /// Databases each house spreads its mailboxes over (1–16) [default: 1 to 4 per house, from
+    /// the seed].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16))]
+    shards: Option<u64>,
 }
 
 /// Runs the seeds in order, one line each; stops at the first failure (exit 1).
@@ -33,7 +37,8 @@ pub(crate) fn run(args: &Args) -> Outcome {
     let houses = usize::try_from(args.houses).map_err(|_| Failure::usage("--houses is too large"))?;
     let agents = usize::try_from(args.agents).map_err(|_| Failure::usage("--agents is too large"))?;
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
-        let params = Params { seed, steps: args.steps, houses, agents, services: args.services };
+        let shards = args.shards.and_then(|n| usize::try_from(n).ok());
+        let params = Params { seed, steps: args.steps, houses, agents, services: args.services, shards };
         match run_seed(params) {
             Ok(summary) => io::write_stdout(format!("seed {seed}: {summary}\n").as_bytes())?,
             Err(failure) => {

@@ -412,3 +412,155 @@ fn bad_options_exit_2_with_one_line() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// A sealed envelope from `from` to `to`, sent through `house`'s `/outbound` (202).
+fn send(house: &Serve, from: &Agent, to: &Agent, id: &str, text: &str) {
+    let draft = Draft::new(
+        id.into(),
+        from.address.clone(),
+        vec![to.address.clone()],
+        now(),
+        Content::new("text/plain", text.into()),
+    )
+    .build()
+    .unwrap();
+    let sealed = seal::seal(draft, &[(to.address.clone(), to.enc.public())], &mut |buf: &mut [u8]| {
+        getrandom::fill(buf).unwrap()
+    })
+    .unwrap()
+    .sign(&from.sig)
+    .unwrap();
+    let body = sealed.canonical();
+    let token = from.token(house, "POST", "/outbound", &body);
+    json(
+        &http(
+            house.port,
+            "POST",
+            "/outbound",
+            &[("authorization", &token), ("content-type", "application/json")],
+            &body,
+        ),
+        202,
+    );
+}
+
+/// `agent`'s mailbox once it holds `n` envelopes (the tick delivers).
+fn mailbox_of(house: &Serve, agent: &Agent, n: usize) -> Vec<Envelope> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = mailbox(house, agent);
+        if got.len() >= n {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "{} holds {} of {n}", agent.address, got.len());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn ack(house: &Serve, agent: &Agent, ids: &[&str]) -> Object {
+    let path = format!("/mailbox/{}/ack", agent.address.local());
+    let body = Value::Object(obj([("ids", Value::Array(ids.iter().map(|i| Value::from(*i)).collect()))])).canonical();
+    let token = agent.token(house, "POST", &path, &body);
+    json(
+        &http(house.port, "POST", &path, &[("authorization", &token), ("content-type", "application/json")], &body),
+        200,
+    )
+}
+
+/// Envelope rows `local` has in the SQLite file at `path`.
+fn rows_in(path: &Path, local: &str) -> i64 {
+    use nyx5_house::ports::Db;
+    let db = nyx5_house::sqlite::SqliteDb::open(path).unwrap();
+    let rows =
+        futures_lite_block_on(db.query(nyx5_house::stmt!("SELECT count(*) AS n FROM mailbox WHERE local = ?", local)))
+            .unwrap();
+    rows[0].int("n").unwrap()
+}
+
+fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(f).poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("SQLite answers at once"),
+    }
+}
+
+/// Issue 36 §3: a house over two SQLite files. Agents placed on each send, read and acknowledge;
+/// their envelopes are in their own file; `nyx5 shard move`, run beside the running house,
+/// moves a mailbox and loses nothing, and mail keeps coming after.
+#[test]
+fn a_house_over_two_files_sends_reads_acks_and_moves_a_mailbox() {
+    let dir = TempDir::new("serve-shards");
+    let (port, nobody) = (free_port(), free_port());
+    let primary = dir.path().join("s.test.db");
+    let shard = dir.path().join("s.test.shard1.db");
+    let shard_arg = shard.to_str().unwrap().to_owned();
+    let a = Serve::start_with(dir.path(), "s.test", port, ("n.test", nobody), &["--shard", &shard_arg], &[]);
+    let token = a.printed_token.clone().unwrap();
+    // One agent on each database, by the house's own rule.
+    let name_on = |want: usize| {
+        (0..100).map(|i| format!("agent{i}")).find(|n| nyx5_house::shards::placement(n, 2) == want).unwrap()
+    };
+    let ana = Agent::new(&format!("{}@s.test", name_on(0)), 11);
+    let bo = Agent::new(&format!("{}@s.test", name_on(1)), 12);
+    json(&ana.register(&a, &token), 201);
+    json(&bo.register(&a, &token), 201);
+
+    send(&a, &ana, &bo, "shards-1", "to the shard");
+    send(&a, &bo, &ana, "shards-2", "to the primary");
+    let got = mailbox_of(&a, &bo, 1);
+    assert_eq!(got[0].id(), "shards-1");
+    assert_eq!(mailbox_of(&a, &ana, 1)[0].id(), "shards-2");
+    let (bo_local, ana_local) = (bo.address.local().to_owned(), ana.address.local().to_owned());
+    assert_eq!((rows_in(&primary, &bo_local), rows_in(&shard, &bo_local)), (0, 1), "bo's mail is in the shard file");
+    assert_eq!((rows_in(&primary, &ana_local), rows_in(&shard, &ana_local)), (1, 0), "ana's in the primary");
+    assert_eq!(ack(&a, &ana, &["shards-2"])["acked"], Value::from(1_i64));
+    assert!(mailbox(&a, &ana).is_empty());
+
+    // Another, acknowledged; one more waiting; then bo's mailbox moves to the primary file.
+    send(&a, &ana, &bo, "shards-3", "before the move");
+    mailbox_of(&a, &bo, 2);
+    assert_eq!(ack(&a, &bo, &["shards-1"])["acked"], Value::from(1_i64));
+    let out = Command::new(env!("CARGO_BIN_EXE_nyx5"))
+        .args(["shard", "move", "--db"])
+        .arg(&primary)
+        .arg("--shard")
+        .arg(&shard)
+        .args([bo_local.as_str(), "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "shard move: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("moved from database 1 to 0 (2 envelopes)"));
+    assert_eq!((rows_in(&primary, &bo_local), rows_in(&shard, &bo_local)), (2, 0), "moved, and gone from the shard");
+
+    // The running house finds it where it is now: what waited, and what comes after.
+    let ids: Vec<String> = mailbox(&a, &bo).iter().map(|e| e.id().to_owned()).collect();
+    assert_eq!(ids, ["shards-3"]);
+    send(&a, &ana, &bo, "shards-4", "after the move");
+    let ids: Vec<String> = mailbox_of(&a, &bo, 2).iter().map(|e| e.id().to_owned()).collect();
+    assert_eq!(ids, ["shards-3", "shards-4"]);
+    assert_eq!(ack(&a, &bo, &["shards-3", "shards-4"])["acked"], Value::from(2_i64));
+    assert!(mailbox(&a, &bo).is_empty());
+    assert_eq!(rows_in(&primary, &bo_local), 3);
+
+    // The operator's route moves it back, in the running house; only the operator may.
+    let body = Value::Object(obj([("local", Value::from(bo_local.as_str())), ("to", Value::from(1_i64))])).canonical();
+    let bearer = format!("Bearer {token}");
+    let refused = http(port, "POST", "/shards/move", &[], &body);
+    assert!(matches!(refused.0, 401 | 403), "{}", refused.0);
+    let far = Value::Object(obj([("local", Value::from(bo_local.as_str())), ("to", Value::from(2_i64))])).canonical();
+    assert_eq!(
+        json(&http(port, "POST", "/shards/move", &[("authorization", &bearer)], &far), 400)["error"],
+        Value::from("malformed")
+    );
+    let moved = json(&http(port, "POST", "/shards/move", &[("authorization", &bearer)], &body), 200);
+    assert_eq!(
+        (moved["from"].clone(), moved["to"].clone(), moved["envelopes"].clone()),
+        (Value::from(0_i64), Value::from(1_i64), Value::from(3_i64))
+    );
+    assert_eq!((rows_in(&primary, &bo_local), rows_in(&shard, &bo_local)), (0, 3));
+    send(&a, &ana, &bo, "shards-5", "back on the shard");
+    let ids: Vec<String> = mailbox_of(&a, &bo, 1).iter().map(|e| e.id().to_owned()).collect();
+    assert_eq!(ids, ["shards-5"]);
+    assert_eq!(rows_in(&shard, &bo_local), 4);
+}

@@ -114,7 +114,12 @@ impl Response {
 
     /// The one error shape: `{ok:false, code, error, reason}` with the code as status.
     pub fn error(e: &Error) -> Response {
-        Response::json(e.code(), &e.to_wire())
+        let r = Response::json(e.code(), &e.to_wire());
+        match e.kind {
+            // A mailbox moving between databases: a moment (spec §8b).
+            nyx5_proto::ErrorKind::MailboxMoving => r.with_header("retry-after", "5"),
+            _ => r,
+        }
     }
 
     pub fn kick(mut self) -> Response {

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod resolver;
 mod router;
 pub mod routes;
+pub mod shards;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod site;
@@ -248,6 +249,15 @@ pub fn port_error(e: PortError) -> Error {
         PortError::Constraint { name } if name == store::libro::BALANCE_MAX => Error::new(
             ErrorKind::Conflict,
             "this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved",
+        ),
+        // Mailbox shards: a write met a mailbox moving between databases. Temporary (spec §8b).
+        PortError::Constraint { name } if name.contains(shards::MOVING) => Error::new(
+            ErrorKind::MailboxMoving,
+            "the mailbox is moving between this house's databases; try again in a few seconds",
+        ),
+        PortError::Constraint { name } if name == shards::MOVE_UNDER_WAY => Error::new(
+            ErrorKind::Conflict,
+            "another move of this mailbox, to another database, is under way (or raced this one)",
         ),
         PortError::Constraint { name } => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {name}")),
         PortError::Failed(_) | PortError::Unreached(_) => {

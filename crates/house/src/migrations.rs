@@ -24,7 +24,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0020_known_names.sql", include_str!("../../../migrations/0020_known_names.sql")),
     ("0021_mailbox_watermark.sql", include_str!("../../../migrations/0021_mailbox_watermark.sql")),
     ("0022_mailbox_tally.sql", include_str!("../../../migrations/0022_mailbox_tally.sql")),
-    ("0023_placeholder.sql", include_str!("../../../migrations/0023_placeholder.sql")),
+    ("0023_mailbox_shards.sql", include_str!("../../../migrations/0023_mailbox_shards.sql")),
     ("0024_outbound_rows.sql", include_str!("../../../migrations/0024_outbound_rows.sql")),
     ("0025_libro_rows.sql", include_str!("../../../migrations/0025_libro_rows.sql")),
 ];

@@ -47,16 +47,84 @@ impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
     }
 }
 
-/// One statement: SQL with `?` placeholders and its parameters (D1 allows at most 100).
+/// One statement: SQL with `?` placeholders and its parameters (D1 allows at most 100), and
+/// where it runs ([`Place`]: the primary unless the store says it reads or writes a mailbox).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stmt {
     pub sql: &'static str,
     pub params: Vec<SqlValue>,
+    pub place: Place,
+    /// Parameters that change when the statement is applied from a hand-off, after the primary
+    /// part of its batch committed (see [`crate::shards`]): `(index, value)`. A mailbox insert
+    /// lifts its quota here, the decision having read it.
+    pub handoff: Vec<(usize, SqlValue)>,
+    /// When set, the statement is handed off only where this condition holds on the primary, in
+    /// the primary's part of the batch: an `INSERT INTO shard_handoffs (key, local, stmt)
+    /// SELECT ?1, ?2, ?3 WHERE …` whose first three parameters the sharding port fills.
+    pub gate: Option<Box<Stmt>>,
+    /// In a batch that also writes the primary, this mailbox statement is not handed off: it
+    /// runs first, with the batch's other statements for its database, as one atomic batch
+    /// whose failure (a guard that lost a race) fails the whole batch before the primary's part
+    /// is written. For writes whose guard must decide, such as an acknowledgment's.
+    pub ahead: bool,
+}
+
+/// Where a statement runs: what the sharding port ([`crate::shards::Shards`]) routes by. With
+/// one database every place is the primary, and nothing changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Place {
+    /// The primary database: the registry, the Libro, the queue, everything not a mailbox.
+    #[default]
+    Primary,
+    /// The database that holds the mailbox (and lists) of the agent named.
+    Mailbox(String),
+    /// A read over many mailboxes: the parameter at this index is a JSON array of locals, which
+    /// the port splits by database, running the statement once for each part and joining rows.
+    Spread(usize),
+    /// Upkeep: runs on every database.
+    Every,
+    /// The registration of the agent named: the parameter at `param` receives its shard, chosen
+    /// by the port's stable rule (the store writes 0, the primary).
+    Placing { local: String, param: usize },
 }
 
 impl Stmt {
     pub fn new(sql: &'static str, params: Vec<SqlValue>) -> Stmt {
-        Stmt { sql, params }
+        Stmt { sql, params, place: Place::Primary, handoff: Vec::new(), gate: None, ahead: false }
+    }
+
+    /// The statement, run at `place`.
+    #[must_use]
+    pub fn at(mut self, place: Place) -> Stmt {
+        self.place = place;
+        self
+    }
+
+    /// The statement, run in `local`'s mailbox.
+    #[must_use]
+    pub fn in_mailbox(self, local: &str) -> Stmt {
+        self.at(Place::Mailbox(local.to_owned()))
+    }
+
+    /// The statement with parameter `index` set to `value` when applied from a hand-off.
+    #[must_use]
+    pub fn on_handoff(mut self, index: usize, value: impl Into<SqlValue>) -> Stmt {
+        self.handoff.push((index, value.into()));
+        self
+    }
+
+    /// The statement, run before the primary's part rather than handed off ([`Stmt::ahead`]).
+    #[must_use]
+    pub fn ahead(mut self) -> Stmt {
+        self.ahead = true;
+        self
+    }
+
+    /// The statement, handed off only where `gate` holds (see [`Stmt::gate`]).
+    #[must_use]
+    pub fn gated(mut self, gate: Stmt) -> Stmt {
+        self.gate = Some(Box::new(gate));
+        self
     }
 }
 
@@ -201,6 +269,26 @@ pub trait Db {
     fn bookmark(&self, reads: &Reads) -> Option<String> {
         reads.bookmark()
     }
+    /// Whether mailboxes may live in more than one database ([`crate::shards::Shards`] over
+    /// several): a read that spans the registry and mailboxes then reads each where it is.
+    fn sharded(&self) -> bool {
+        false
+    }
+    /// Upkeep of the port itself: a sharding port applies the hand-offs left behind by a crash
+    /// between a mixed batch's two parts (how many it settled). Nothing for a single database.
+    async fn settle(&self) -> Result<u64, PortError> {
+        Ok(0)
+    }
+    /// How many databases hold mailboxes (the primary counts): 1 but for a sharding port.
+    fn databases(&self) -> usize {
+        1
+    }
+    /// Moves `local`'s mailbox to database `to`: `(from, to, envelopes)`. Only a sharding port
+    /// moves anything ([`crate::shards::Shards::move_mailbox`]); a single database has nowhere to.
+    async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
+        let _ = (local, to);
+        Err(PortError::Failed("this house has one database".into()))
+    }
 }
 
 /// One request's reads that may be a moment stale: the point the database has to have reached
@@ -252,6 +340,14 @@ impl<D: Db> Db for Stale<'_, D> {
 
     fn bookmark(&self, reads: &Reads) -> Option<String> {
         self.db.bookmark(reads)
+    }
+
+    fn sharded(&self) -> bool {
+        self.db.sharded()
+    }
+
+    async fn settle(&self) -> Result<u64, PortError> {
+        self.db.settle().await
     }
 }
 

@@ -40,7 +40,7 @@ pub const MAX_REASON_LEN: usize = 300;
 pub const MAX_ANSWER_BYTES: usize = limits::MAX_DOCUMENT_BYTES;
 
 /// What one tick did, counted in jobs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TickReport {
     /// Delivery attempts made (local or over the network).
     pub attempted: usize,
@@ -56,6 +56,8 @@ pub struct TickReport {
     pub checks: crate::libro::verifica::ChecksReport,
     /// Escrows `tareas@` took back (tasks never delivered, or given up), when this house runs it.
     pub reclaimed: u32,
+    /// Mailbox shards: what settling the hand-offs failed with (or gave up on), for the log.
+    pub settle_error: Option<String>,
 }
 
 /// What one recipient's house said about it.
@@ -581,13 +583,18 @@ impl<D: Db, N: Net> House<D, N> {
         // hanging destination can hold until the runtime ends the invocation): a kick (every
         // accepted send ticks) otherwise delivers and nothing else (issue 36 §5). The minute
         // counts as done only once both finished without leaving work behind.
+        let mut settle_error = None;
         if upkeep_due(self.upkept.get(), now.millis()) {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
             let changes = self.db.batch(stmts).await.map_err(port_error)?;
-            let more = self.periodic_upkeep(now).await;
+            // Mailbox shards: hand-offs a crash left, and those applied, settled (crate::shards).
+            let settled = self.db.settle().await;
+            let handoffs = *settled.as_ref().unwrap_or(&0);
+            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
             self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
+            settle_error = settled.err().map(|e| e.to_string());
         }
-        let mut report = TickReport::default();
+        let mut report = TickReport { settle_error, ..TickReport::default() };
 
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
         let mut health: VecMap<String, Option<Health>> = VecMap::new();

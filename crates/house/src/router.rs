@@ -60,6 +60,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
             | ["mailbox", _, "ack"],
         ) => Err(method_not_allowed(req)),
         ("POST", ["inbound"]) => routes::inbound::post(house, req).await,
+        ("POST", ["shards", "move"]) => routes::shards::move_mailbox(house, req).await,
+        (_, ["shards", "move"]) => Err(method_not_allowed(req)),
         ("GET", ["lists", local]) => routes::lists::get(house, req, local).await,
         ("POST", ["lists", local]) => routes::lists::post(house, req, local).await,
         ("GET", ["pins"]) => routes::pins::list(house, req).await,

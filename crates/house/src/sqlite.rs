@@ -87,6 +87,9 @@ impl SqliteDb {
             }
         }
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        // Another process may write the file (`nyx5 shard move` beside `nyx5 serve`): wait for
+        // its lock a moment rather than fail at once.
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(port_error)?;
         Ok(SqliteDb { conn: Mutex::new(conn) })
     }
 

@@ -220,7 +220,7 @@ fn a_world_frees_its_houses_when_it_ends() {
     let mut world = World::new(start, 1);
     let mut config = Config::new("h0.test", "http://h0.test", SigningKey::from_seed([7; 32]), Timestamp(start));
     config.allow_http = true;
-    let house = world.start(config, 0, SqliteDb::memory().unwrap()).unwrap();
+    let house = world.start(config, 0, vec![SqliteDb::memory().unwrap()]).unwrap();
     let weak = Rc::downgrade(&house);
     drop(house);
     assert!(weak.upgrade().is_some(), "the world keeps its house while it runs");

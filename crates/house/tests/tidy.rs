@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &str)] = &[
     // Ports and plain utilities: no rule, no SQL, no engine.
     ("ports", "base"),
     ("join", "base"),
+    ("shards", "base"),
     ("weburl", "base"),
     ("psl_checksum", "base"),
     ("site", "base"),

@@ -41,6 +41,9 @@ pub enum ErrorKind {
     Internal,
     /// 503: a dependency is down; try later.
     Unavailable,
+    /// 503: the mailbox is moving between the house's databases (mailbox shards); try again
+    /// shortly (the answer carries `Retry-After`). Temporary: a sending house retries it.
+    MailboxMoving,
 }
 
 impl ErrorKind {
@@ -61,7 +64,7 @@ impl ErrorKind {
             ErrorKind::RateLimited => 429,
             ErrorKind::HeadersTooLarge => 431,
             ErrorKind::Internal => 500,
-            ErrorKind::Unavailable => 503,
+            ErrorKind::Unavailable | ErrorKind::MailboxMoving => 503,
         }
     }
 
@@ -83,11 +86,12 @@ impl ErrorKind {
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::Internal => "internal",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::MailboxMoving => "mailbox_moving",
         }
     }
 
-    /// Every kind, for tables and tests.
-    pub const ALL: [ErrorKind; 15] = [
+    /// Every kind, for tables and tests. A code shared by two kinds reads back as the first.
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::Malformed,
         ErrorKind::Unauthenticated,
         ErrorKind::PaymentRequired,
@@ -103,6 +107,7 @@ impl ErrorKind {
         ErrorKind::HeadersTooLarge,
         ErrorKind::Internal,
         ErrorKind::Unavailable,
+        ErrorKind::MailboxMoving,
     ];
 
     /// Whether a relaying house should retry (spec §6: 421, 429 and 5xx are temporary; so is
@@ -115,6 +120,7 @@ impl ErrorKind {
                 | ErrorKind::RateLimited
                 | ErrorKind::Internal
                 | ErrorKind::Unavailable
+                | ErrorKind::MailboxMoving
         )
     }
 
@@ -176,8 +182,10 @@ mod tests {
     #[test]
     fn codes_are_unique_and_round_trip() {
         for k in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_code(k.code()), Some(k));
+            let back = if k == ErrorKind::MailboxMoving { ErrorKind::Unavailable } else { k };
+            assert_eq!(ErrorKind::from_code(k.code()), Some(back));
         }
+        assert!(ErrorKind::MailboxMoving.is_temporary());
         assert!(ErrorKind::RateLimited.is_temporary());
         assert!(!ErrorKind::Forbidden.is_temporary());
     }

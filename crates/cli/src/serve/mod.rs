@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nyx5_house::config::parse_hosts;
 use nyx5_house::ports::{Clock, Rng};
+use nyx5_house::shards::Shards;
 use nyx5_house::sqlite::SqliteDb;
 use nyx5_house::store::settings;
 use nyx5_house::{Config, House, Registration};
@@ -28,7 +29,7 @@ use crate::io::write_text;
 use crate::net::HttpNet;
 
 /// The house `nyx5 serve` runs.
-type ServedHouse = House<SqliteDb, HttpNet>;
+type ServedHouse = House<Shards<SqliteDb>, HttpNet>;
 
 /// Run a Nyx5 house: the engine on a SQLite file, over HTTP.
 ///
@@ -46,6 +47,11 @@ pub(crate) struct Args {
     /// The SQLite database file, created (0600) and migrated if needed.
     #[arg(long, value_name = "FILE")]
     db: PathBuf,
+    /// A further SQLite file for mailboxes (repeat for more): agents registered from now on are
+    /// spread over --db and these by a stable rule, and `nyx5 shard move` moves one. Give the
+    /// same files, in the same order, at every start.
+    #[arg(long = "shard", value_name = "FILE")]
+    shards: Vec<PathBuf>,
     /// The address and port to listen on.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
@@ -257,6 +263,19 @@ fn plan(args: &Args) -> Result<Plan, Failure> {
     })
 }
 
+/// The house's databases: `db`, the primary, then each of `shards`, created (0600) and migrated.
+pub(crate) fn open_files(db: &std::path::Path, shards: &[PathBuf]) -> Result<Shards<SqliteDb>, Failure> {
+    let mut dbs = Vec::new();
+    for path in std::iter::once(db).chain(shards.iter().map(PathBuf::as_path)) {
+        create_private(path)?;
+        dbs.push(
+            SqliteDb::open(path)
+                .map_err(|e| Failure::usage(format!("cannot open the database {}: {e}", path.display())))?,
+        );
+    }
+    Shards::new(dbs, Box::new(SystemClock), Box::new(OsRandom)).ok_or_else(|| Failure::usage("no database"))
+}
+
 /// `nyx5 serve`.
 pub(crate) fn run(args: Args) -> Outcome {
     let plan = plan(&args)?;
@@ -267,9 +286,7 @@ pub(crate) fn run(args: Args) -> Outcome {
         Some(text) => parse_hosts(text).map_err(|e| Failure::usage(format!("hosts file: {}", e.reason)))?,
         None => Default::default(),
     };
-    create_private(&args.db)?;
-    let db = SqliteDb::open(&args.db)
-        .map_err(|e| Failure::usage(format!("cannot open the database {}: {e}", args.db.display())))?;
+    let db = open_files(&args.db, &args.shards)?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -234,6 +234,9 @@ async fn tick_loop(shared: Rc<Shared>, every: Duration) {
         for _ in 0..MAX_TICKS_IN_A_ROW {
             let done = shared.house.tick().await;
             shared.wake_pusher();
+            if let Ok(Some(why)) = done.as_ref().map(|r| r.settle_error.as_deref()) {
+                eprintln!("nyx5 serve: settling mailbox shard hand-offs: {why}");
+            }
             match done {
                 Ok(report) if report.attempted >= full && !shared.stopping.get() => continue,
                 Ok(_) => break,

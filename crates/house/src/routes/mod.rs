@@ -14,5 +14,6 @@ pub mod outbound;
 pub mod outbox;
 pub mod pins;
 pub mod settings;
+pub mod shards;
 pub mod tareas;
 pub mod well_known;

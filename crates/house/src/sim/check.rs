@@ -150,9 +150,22 @@ pub struct Tally {
 
 fn rows(house: &SimHouse, stmt: Stmt) -> Result<Vec<Row>, String> {
     // Reads go to SQLite itself: a check must not count as a call of a house about to die.
-    run(house.db.sqlite.query(stmt))
+    rows_db(house.db.sqlite(), stmt)
+}
+
+fn rows_db(db: &crate::sqlite::SqliteDb, stmt: Stmt) -> Result<Vec<Row>, String> {
+    run(db.query(stmt))
         .ok_or_else(|| "a check's query did not finish".to_owned())?
         .map_err(|e| format!("a check's query failed: {e:?}"))
+}
+
+/// The rows of `stmt` from every database of the house (its mailbox shards too), in turn.
+fn every(house: &SimHouse, stmt: Stmt) -> Result<Vec<Row>, String> {
+    let mut out = Vec::new();
+    for db in house.db.all() {
+        out.extend(rows_db(db, stmt.clone())?);
+    }
+    Ok(out)
 }
 
 fn int(row: &Row, name: &str) -> Result<i64, String> {
@@ -171,7 +184,10 @@ pub fn after_step(world: &World, tracked: &mut Tracked) -> Result<Tally, String>
         let latest = tracked.latest.entry(domain.clone()).or_insert(i64::MIN);
         *latest = (*latest).max(house.now().millis());
         let latest = *latest;
-        let changes = house.db.sqlite.total_changes().map_err(|e| format!("{domain}: {e:?}"))?;
+        let mut changes = 0u64;
+        for db in house.db.all() {
+            changes += db.total_changes().map_err(|e| format!("{domain}: {e:?}"))?;
+        }
         if tracked.views.get(&domain).is_some_and(|v| v.changes == changes) {
             continue;
         }
@@ -206,11 +222,11 @@ pub fn at_rest(world: &World, tracked: &mut Tracked) -> Result<Tally, String> {
     after_step(world, tracked)?;
     for (domain, local, id) in &tracked.emails {
         let house = world.house(domain).ok_or_else(|| format!("{domain} is gone"))?;
-        let n = rows(
+        let n = every(
             &house,
             stmt!("SELECT count(*) AS n FROM mailbox WHERE local = ? AND envelope_id = ?", local.as_str(), id.as_str()),
         )?;
-        let n = n.first().map(|r| int(r, "n")).transpose()?.unwrap_or(0);
+        let n = n.iter().map(|r| int(r, "n")).sum::<Result<i64, String>>()?;
         if n != 1 {
             return Err(format!("the email {id} accepted for {local}@{domain} is in its mailbox {n} times"));
         }
@@ -290,12 +306,34 @@ fn ledger(
 }
 
 fn mailboxes(house: &SimHouse) -> Result<(), String> {
+    // Each mailbox is on the database its agent was placed on, and only there (issue 36 §3): so
+    // no envelope is in two of them, and each check below holds database by database.
+    for (k, db) in house.db.all().enumerate() {
+        let locals = rows_db(db, stmt!("SELECT json_group_array(DISTINCT local) AS l FROM mailbox"))?;
+        let locals = locals.first().and_then(|r| r.text("l")).unwrap_or("[]").to_owned();
+        let elsewhere = rows(
+            house,
+            stmt!(
+                "SELECT j.value AS local, a.shard AS shard FROM json_each(?) AS j LEFT JOIN agents AS a ON a.local = j.value
+                  WHERE a.shard IS NOT ?",
+                locals,
+                k as i64
+            ),
+        )?;
+        if let Some(r) = elsewhere.first() {
+            return Err(format!(
+                "{}'s envelopes are in database {k}, and its mailbox is placed on {:?}",
+                text(r, "local")?,
+                r.int("shard")
+            ));
+        }
+    }
     let twice =
-        rows(house, stmt!("SELECT local, envelope_id FROM mailbox GROUP BY local, envelope_id HAVING count(*) > 1"))?;
+        every(house, stmt!("SELECT local, envelope_id FROM mailbox GROUP BY local, envelope_id HAVING count(*) > 1"))?;
     if let Some(r) = twice.first() {
         return Err(format!("{}'s mailbox holds {} twice", text(r, "local")?, text(r, "envelope_id")?));
     }
-    let astray = rows(
+    let astray = every(
         house,
         stmt!(
             "SELECT m.local AS local, m.envelope_id AS envelope_id, m.seq AS seq, a.mbox AS mbox
@@ -313,7 +351,7 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
             r.int("mbox"),
         ));
     }
-    let off = rows(
+    let off = every(
         house,
         stmt!(
             concat!(
@@ -351,7 +389,7 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     // Every row the engine writes carries its mailbox's tally on (migration 0022): one without
     // it would leave what a mailbox holds to rows the quota no longer counts.
     let untallied =
-        rows(house, stmt!("SELECT local, envelope_id FROM mailbox WHERE total_n IS NULL OR total_bytes IS NULL"))?;
+        every(house, stmt!("SELECT local, envelope_id FROM mailbox WHERE total_n IS NULL OR total_bytes IS NULL"))?;
     if let Some(r) = untallied.first() {
         return Err(format!(
             "{}'s envelope {} was written without its mailbox's tally",
@@ -362,7 +400,7 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
     // A watermark never passes the highest `n` its mailbox gave (an envelope accepted later would
     // be born acknowledged), and every body it keeps under it lies in a raise the tick will drop
     // it by (or it would be kept, and counted, for ever).
-    let ahead = rows(
+    let ahead = every(
         house,
         stmt!(
             "SELECT u.local AS local, u.acked_through AS w,
@@ -378,7 +416,7 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
             int(r, "highest")?
         ));
     }
-    let unraised = rows(
+    let unraised = every(
         house,
         stmt!(
             "SELECT m.local AS local, m.envelope_id AS envelope_id
@@ -505,14 +543,14 @@ fn read_view(
 ) -> Result<View, String> {
     let mut view = View { changes, ..View::default() };
     let mut held = |address: String, id: &str| view.delivered.entry(address).or_default().insert(id.to_owned());
-    for r in rows(house, stmt!("SELECT local, envelope_id FROM mailbox"))? {
+    for r in every(house, stmt!("SELECT local, envelope_id FROM mailbox"))? {
         held(format!("{}@{domain}", text(&r, "local")?), text(&r, "envelope_id")?);
     }
     for r in rows(house, stmt!("SELECT envelope_id FROM libro_ops WHERE refused IS NULL"))? {
         held(format!("libro@{domain}"), text(&r, "envelope_id")?);
     }
     let postmaster = format!("postmaster@{domain}");
-    for r in rows(house, stmt!("SELECT local, envelope_id FROM mailbox WHERE sender = ?", postmaster.as_str()))? {
+    for r in every(house, stmt!("SELECT local, envelope_id FROM mailbox WHERE sender = ?", postmaster.as_str()))? {
         let (local, id) = (text(&r, "local")?, text(&r, "envelope_id")?);
         let key = (domain.to_owned(), local.to_owned(), id.to_owned());
         let seen = match notices.get(&key) {
@@ -521,7 +559,7 @@ fn read_view(
                 // Each step is checked, and a body is dropped a week after an ack (a step of
                 // its own): no notice can lose its body before it was first read.
                 let body =
-                    rows(house, stmt!("SELECT envelope FROM mailbox WHERE local = ? AND envelope_id = ?", local, id))?;
+                    every(house, stmt!("SELECT envelope FROM mailbox WHERE local = ? AND envelope_id = ?", local, id))?;
                 let body = body.first().map(|r| text(r, "envelope")).transpose()?.unwrap_or_default();
                 if body.is_empty() {
                     return Err(format!("the notice {id} to {local}@{domain} lost its body before it was read"));

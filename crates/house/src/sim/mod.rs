@@ -38,11 +38,26 @@ pub struct Params {
     /// another house's `/health` (so the network's faults reach its checks). Off, a seed plays
     /// as if verifica@ did not exist: no draw of the seed goes to it.
     pub services: bool,
+    /// Databases each house spreads its mailboxes over (issue 36 §3); `None`: 1 to 4 for each
+    /// house, chosen from the seed (without drawing from the run's stream, so a seed's workload
+    /// is the same whatever the count).
+    pub shards: Option<usize>,
 }
 
 impl Params {
     pub fn new(seed: u64) -> Params {
-        Params { seed, steps: 80, houses: 3, agents: 3, services: false }
+        Params { seed, steps: 80, houses: 3, agents: 3, services: false, shards: None }
+    }
+
+    /// How many databases house `house` has: [`Params::shards`], or 1–4 from the seed.
+    pub fn shards_of(&self, house: usize) -> usize {
+        match self.shards {
+            Some(n) => n.clamp(1, 16),
+            None => {
+                let mut mix = world::Prng::new(self.seed ^ 0x5a4d_5348_4152_4453 ^ (house as u64).wrapping_mul(0x9e37));
+                1 + mix.below(4)
+            }
+        }
     }
 
     /// The command that runs this again.
@@ -54,7 +69,7 @@ impl Params {
             self.houses,
             self.agents,
             if self.services { " --services" } else { "" }
-        )
+        ) + &self.shards.map(|n| format!(" --shards {n}")).unwrap_or_default()
     }
 }
 

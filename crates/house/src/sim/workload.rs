@@ -150,12 +150,19 @@ impl Sim {
             sim.tracked.domain_keys.insert(domain.clone(), vec![key.public()]);
             // Clocks disagree by up to a minute each way, well within the spec's five.
             let skew = sim.rng.range(-MINUTE, MINUTE);
-            let db = SqliteDb::memory().map_err(|e| sim.fail(format!("no database: {e:?}")))?;
-            world.start(c, skew, db).map_err(|e| sim.fail(e))?;
+            let mut dbs = Vec::new();
+            for _ in 0..params.shards_of(i) {
+                dbs.push(SqliteDb::memory().map_err(|e| sim.fail(format!("no database: {e:?}")))?);
+            }
+            world.start(c, skew, dbs).map_err(|e| sim.fail(e))?;
             sim.skews.insert(domain, skew);
         }
         sim.world = world;
-        sim.note(format!("seed {}: {houses} houses, fee {fee} bps, welcome {welcome}", params.seed));
+        let shards: Vec<usize> = (0..houses).map(|i| params.shards_of(i)).collect();
+        sim.note(format!(
+            "seed {}: {houses} houses ({shards:?} databases), fee {fee} bps, welcome {welcome}",
+            params.seed
+        ));
         for h in 0..houses {
             for k in 0..params.agents {
                 sim.register(&house_name(h), &format!("a{k}"))?;
@@ -913,7 +920,7 @@ impl Sim {
         let Some(sender) = self.world.house(&from) else { return Ok(()) };
         // A copy arrives late only of a request that left: the job to that house has ended
         // (seed 2362 relayed what its house had not yet sent, which no network can).
-        let ended = super::world::run(sender.db.sqlite.query(crate::stmt!(
+        let ended = super::world::run(sender.db.sqlite().query(crate::stmt!(
             "SELECT 1 AS ended FROM jobs WHERE envelope_id = ? AND domain = ? AND state != 'pending'",
             env.id(),
             dest.as_str()
@@ -997,7 +1004,7 @@ impl Sim {
     fn live(&self, g: &Grant) -> bool {
         let Some(h) = self.world.house(&g.house) else { return false };
         let q = crate::stmt!("SELECT 1 FROM libro_mandates WHERE id = ? AND state = 'active'", g.id.as_str());
-        super::world::run(h.db.sqlite.query(q)).and_then(Result::ok).is_some_and(|r| !r.is_empty())
+        super::world::run(h.db.sqlite().query(q)).and_then(Result::ok).is_some_and(|r| !r.is_empty())
     }
 
     /// `n` of a `count(*) AS n` query, summed over the houses.
@@ -1005,7 +1012,7 @@ impl Sim {
         let mut total = 0;
         for domain in self.world.domains() {
             if let Some(h) = self.world.house(&domain) {
-                let n = super::world::run(h.db.sqlite.query(stmt.clone()))
+                let n = super::world::run(h.db.sqlite().query(stmt.clone()))
                     .and_then(Result::ok)
                     .and_then(|r| r.first().and_then(|r| r.int("n")))
                     .unwrap_or(0);
@@ -1075,7 +1082,7 @@ pub const MAX_SCRIPT: usize = 64;
 /// Runs `steps` against one house with four agents, checking the invariants after each, then
 /// lets the queue drain and checks that every operation was done or bounced, never both.
 pub fn run_script(steps: &[Scripted]) -> Result<Summary, Failure> {
-    let mut sim = Sim::new(Params { seed: 0, steps: 0, houses: 1, agents: 4, services: false })?;
+    let mut sim = Sim::new(Params { seed: 0, steps: 0, houses: 1, agents: 4, services: false, shards: Some(1) })?;
     for step in steps.iter().take(MAX_SCRIPT) {
         sim.scripted(step)?;
     }
@@ -1191,7 +1198,7 @@ mod tests {
             sim.step().unwrap_or_else(|f| panic!("{f}"));
             for domain in sim.world.domains() {
                 let house = sim.world.house(&domain).unwrap();
-                let ready = |sql: &'static str| run(house.db.sqlite.query(stmt!(sql))).unwrap().unwrap().len() == 1;
+                let ready = |sql: &'static str| run(house.db.sqlite().query(stmt!(sql))).unwrap().unwrap().len() == 1;
                 if needs.iter().all(|sql| ready(sql)) {
                     return (sim, domain);
                 }
@@ -1211,9 +1218,9 @@ mod tests {
         let house = sim.world.house(&domain).unwrap();
         // Past the schema's own CHECKs (a mandate's spent within its cap is one): the sim's
         // checks are there for what gets by them.
-        run(house.db.sqlite.batch(vec![stmt!("PRAGMA ignore_check_constraints = ON")])).unwrap().unwrap();
+        run(house.db.sqlite().batch(vec![stmt!("PRAGMA ignore_check_constraints = ON")])).unwrap().unwrap();
         let stmts = wrongs.iter().map(|sql| stmt!(*sql)).collect();
-        assert_eq!(run(house.db.sqlite.batch(stmts)).unwrap().unwrap(), vec![1; wrongs.len()], "{wrongs:?}");
+        assert_eq!(run(house.db.sqlite().batch(stmts)).unwrap().unwrap(), vec![1; wrongs.len()], "{wrongs:?}");
         match check::after_step(&sim.world, &mut sim.tracked) {
             Err(e) => e,
             Ok(_) => panic!("the checks passed a world where {wrongs:?}"),
@@ -1238,7 +1245,7 @@ mod tests {
         let house = sim.world.house(&sim.world.domains()[0]).unwrap();
         let wrong =
             stmt!("UPDATE mailbox SET total_n = total_n + 7 WHERE abs(seq) = (SELECT max(abs(seq)) FROM mailbox)");
-        assert_eq!(run(house.db.sqlite.batch(vec![wrong])).unwrap().unwrap(), [1]);
+        assert_eq!(run(house.db.sqlite().batch(vec![wrong])).unwrap().unwrap(), [1]);
         drop(house);
         let failure = sim.step().unwrap_err();
         assert!(failure.what.contains("mailbox usage counts"), "{failure}");
@@ -1365,12 +1372,12 @@ mod tests {
             )
         };
         let bound = crate::resolver::MAX_PINS_PER_SITE;
-        assert_eq!(run(house.db.sqlite.batch(vec![fill(bound)])).unwrap().unwrap(), [u64::try_from(bound).unwrap()]);
+        assert_eq!(run(house.db.sqlite().batch(vec![fill(bound)])).unwrap().unwrap(), [u64::try_from(bound).unwrap()]);
         check::after_step(&sim.world, &mut sim.tracked).expect("the bound itself is allowed");
         let one_more = stmt!(
             "INSERT INTO pins (domain, site, sig, first_seen) VALUES ('one.pinned.test', 'pinned.test', 'key', 0)"
         );
-        assert_eq!(run(house.db.sqlite.batch(vec![one_more])).unwrap().unwrap(), [1]);
+        assert_eq!(run(house.db.sqlite().batch(vec![one_more])).unwrap().unwrap(), [1]);
         let pins = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(pins.contains(&format!("{} pins for the site pinned.test", bound + 1)), "{pins}");
     }
@@ -1389,7 +1396,7 @@ mod tests {
         let (mut sim, domain) = busy(5, &[TWO_NOTICES]);
         check::after_step(&sim.world, &mut sim.tracked).unwrap();
         let house = sim.world.house(&domain).unwrap();
-        let query = |q: crate::ports::Stmt| run(house.db.sqlite.query(q)).unwrap().unwrap();
+        let query = |q: crate::ports::Stmt| run(house.db.sqlite().query(q)).unwrap().unwrap();
         let local = query(stmt!(TWO_NOTICES)).first().and_then(|r| r.text("local").map(str::to_owned)).unwrap();
         let postmaster = format!("postmaster@{domain}");
         let notices = query(stmt!(
@@ -1410,7 +1417,7 @@ mod tests {
                 local.as_str(),
                 notices[n].text("envelope_id").unwrap()
             );
-            assert_eq!(run(house.db.sqlite.batch(vec![rewrite])).unwrap().unwrap(), [1]);
+            assert_eq!(run(house.db.sqlite().batch(vec![rewrite])).unwrap().unwrap(), [1]);
         };
         retarget(1, &of, &recipients);
         // (The checks remember a notice as first read: forget them, so the rewrite is read.)
@@ -1425,7 +1432,7 @@ mod tests {
             sent.to.iter().find_map(|to| {
                 let house = sim.world.house(to.domain())?;
                 let q = stmt!("SELECT 1 FROM mailbox WHERE local = ? AND envelope_id = ?", to.local(), sent.env.id());
-                let held = !run(house.db.sqlite.query(q)).unwrap().unwrap().is_empty();
+                let held = !run(house.db.sqlite().query(q)).unwrap().unwrap().is_empty();
                 held.then(|| (sent.env.id().to_owned(), to.as_str().to_owned()))
             })
         });
@@ -1439,7 +1446,7 @@ mod tests {
         // the checks read it is remembered as read: the run goes on (seed 2 at 3000 steps failed
         // here with "invalid JSON at byte 0"). One never read before its body went is named.
         let drop_all = stmt!("UPDATE mailbox SET envelope = '' WHERE sender LIKE 'postmaster@%'");
-        assert!(run(house.db.sqlite.batch(vec![drop_all.clone()])).unwrap().unwrap()[0] >= 2);
+        assert!(run(house.db.sqlite().batch(vec![drop_all.clone()])).unwrap().unwrap()[0] >= 2);
         let still = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(still.contains("was delivered to") && still.contains("and bounced"), "what was read is kept: {still}");
         sim.tracked.forget();
@@ -1471,7 +1478,7 @@ mod tests {
                     let house = sim.world.house(d).unwrap();
                     let skew = house.now().millis() - sim.world.now();
                     let q = stmt!("SELECT next_attempt, lease_until FROM jobs WHERE state = 'pending'");
-                    let rows = run(house.db.sqlite.query(q)).unwrap().unwrap();
+                    let rows = run(house.db.sqlite().query(q)).unwrap().unwrap();
                     let due = rows
                         .iter()
                         .map(|r| r.int("next_attempt").unwrap().max(r.int("lease_until").unwrap()) - skew)

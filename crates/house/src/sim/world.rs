@@ -15,6 +15,7 @@ use nyx5_proto::Timestamp;
 
 use crate::http::{Request, Response};
 use crate::ports::{Clock, Db, Net, OutRequest, OutResponse, PortError, Rng, Row, Stmt};
+use crate::shards::Shards;
 use crate::sqlite::SqliteDb;
 use crate::{Config, House};
 
@@ -93,20 +94,18 @@ impl Rng for SimRng {
     }
 }
 
-/// A house's database: SQLite, which can be told to die after a number of calls. A call past
-/// that point never returns (its future stays pending), so nothing after it runs — what a
-/// process killed there would have done. [`run`] then drops the whole future.
+/// One of a house's databases: SQLite, which can be told to die after a number of calls (the
+/// count shared by all of the house's databases). A call past that point never returns (its
+/// future stays pending), so nothing after it runs — what a process killed there would have
+/// done. [`run`] then drops the whole future.
 #[derive(Debug)]
-pub struct SimDb {
+pub struct Gate {
     pub sqlite: SqliteDb,
     /// Calls left before the house dies; `None`: it does not.
-    dies_after: Cell<Option<u32>>,
+    dies_after: Rc<Cell<Option<u32>>>,
 }
 
-impl SimDb {
-    pub fn new(sqlite: SqliteDb) -> SimDb {
-        SimDb { sqlite, dies_after: Cell::new(None) }
-    }
+impl Gate {
     async fn gate(&self) {
         match self.dies_after.get() {
             Some(0) => std::future::pending::<()>().await,
@@ -116,7 +115,7 @@ impl SimDb {
     }
 }
 
-impl Db for SimDb {
+impl Db for Gate {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         self.gate().await;
         self.sqlite.query(stmt).await
@@ -128,6 +127,64 @@ impl Db for SimDb {
     async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         self.gate().await;
         self.sqlite.write_returning(stmt).await
+    }
+}
+
+/// A house's databases: the primary and its mailbox shards (issue 36 §3), behind the one
+/// sharding port every adapter uses.
+#[derive(Debug)]
+pub struct SimDb {
+    shards: Shards<Gate>,
+    /// Calls left before the house dies; `None`: it does not.
+    pub dies_after: Rc<Cell<Option<u32>>>,
+}
+
+impl SimDb {
+    /// Over `dbs`, the primary first (at least one).
+    pub fn new(dbs: Vec<SqliteDb>, clock: SimClock, rng: SimRng) -> Result<SimDb, String> {
+        let dies_after = Rc::new(Cell::new(None));
+        let gates = dbs.into_iter().map(|sqlite| Gate { sqlite, dies_after: dies_after.clone() }).collect();
+        let shards = Shards::new(gates, Box::new(clock), Box::new(rng)).ok_or("a house needs a database")?;
+        Ok(SimDb { shards, dies_after })
+    }
+    /// The primary's SQLite, for checks and sabotage (no call counted).
+    pub fn sqlite(&self) -> &SqliteDb {
+        match self.shards.get(0) {
+            Some(g) => &g.sqlite,
+            None => unreachable!("a SimDb has its primary"),
+        }
+    }
+    /// Every database's SQLite, the primary first.
+    pub fn all(&self) -> impl Iterator<Item = &SqliteDb> {
+        (0..self.shards.count()).filter_map(|i| self.shards.get(i)).map(|g| &g.sqlite)
+    }
+    /// The databases, to start the house again on them.
+    pub fn into_sqlite(self) -> Vec<SqliteDb> {
+        self.shards.into_inner().into_iter().map(|g| g.sqlite).collect()
+    }
+}
+
+impl Db for SimDb {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.shards.query(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        self.shards.batch(stmts).await
+    }
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.shards.write_returning(stmt).await
+    }
+    fn sharded(&self) -> bool {
+        self.shards.sharded()
+    }
+    async fn settle(&self) -> Result<u64, PortError> {
+        self.shards.settle().await
+    }
+    fn databases(&self) -> usize {
+        self.shards.count()
+    }
+    async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
+        Db::move_mailbox(&self.shards, local, to).await
     }
 }
 
@@ -359,7 +416,7 @@ impl World {
 
     /// Starts (or starts again, on `sqlite`) the house `config` describes, `skew` ms off the
     /// world's clock.
-    pub fn start(&mut self, config: Config, skew: i64, sqlite: SqliteDb) -> Result<Rc<SimHouse>, String> {
+    pub fn start(&mut self, config: Config, skew: i64, sqlite: Vec<SqliteDb>) -> Result<Rc<SimHouse>, String> {
         let domain = config.domain.clone();
         let net = SimNet { state: self.state.clone(), world: self.clock.clone(), from: domain.clone() };
         let skew = self.skews.get(&domain).cloned().unwrap_or_else(|| Rc::new(Cell::new(skew)));
@@ -368,8 +425,11 @@ impl World {
         let salt =
             domain.bytes().fold(self.state.borrow().stats.sent, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         let rng = SimRng(RefCell::new(Prng::new(self.seed ^ salt)));
-        let house = House::new(config.clone(), SimDb::new(sqlite), net, Box::new(clock), Box::new(rng))
-            .map_err(|e| format!("{domain} does not start: {}", e.reason))?;
+        // The port's hand-off keys from a stream of their own (the house's stays as it was).
+        let keys = SimRng(RefCell::new(Prng::new(self.seed ^ salt ^ 0x5eed_5a1d)));
+        let house =
+            House::new(config.clone(), SimDb::new(sqlite, clock.clone(), keys)?, net, Box::new(clock), Box::new(rng))
+                .map_err(|e| format!("{domain} does not start: {}", e.reason))?;
         let house = Rc::new(house);
         self.state.borrow_mut().houses.insert(domain.clone(), house.clone());
         self.configs.insert(domain.clone(), config);
@@ -393,7 +453,7 @@ impl World {
         let config = self.configs.get(domain).cloned().ok_or_else(|| format!("no config for {domain}"))?;
         let skew = self.skews.get(domain).map_or(0, |s| s.get());
         let House { db, .. } = house;
-        self.start(config, skew, db.sqlite)
+        self.start(config, skew, db.into_sqlite())
     }
 
     /// Stops the house `config` names and starts it again on its database with `config`: an
@@ -601,7 +661,7 @@ mod tests {
             let key = SigningKey::from_seed([u8::try_from(i).unwrap() + 1; 32]);
             let mut config = Config::new(name, &format!("http://{name}"), key, Timestamp(START));
             config.allow_http = true;
-            world.start(config, if i == 1 { skew } else { 0 }, SqliteDb::memory().unwrap()).unwrap();
+            world.start(config, if i == 1 { skew } else { 0 }, vec![SqliteDb::memory().unwrap()]).unwrap();
         }
         let net = SimNet { state: world.state.clone(), world: world.clock.clone(), from: "h0.test".into() };
         (world, net)

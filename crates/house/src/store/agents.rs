@@ -21,7 +21,7 @@ pub async fn card<D: Db>(db: &D, local: &str) -> Result<Option<String>, Error> {
 /// `entry`), or one row with NULL `kind` and `entry` when both lists are empty; no row when
 /// there is no such agent.
 pub async fn settings<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
-    query(
+    let rows = query(
         db,
         stmt!(
             "SELECT a.webhook AS webhook, l.kind AS kind, l.entry AS entry
@@ -30,7 +30,29 @@ pub async fn settings<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
             local
         ),
     )
-    .await
+    .await?;
+    if !db.sharded() {
+        return Ok(rows);
+    }
+    // The lists live with the mailbox (crate::shards): the webhook from the registry, the
+    // entries from where the mailbox is.
+    let Some(webhook) = rows.first().map(|r| r.get("webhook").cloned().unwrap_or(crate::ports::SqlValue::Null)) else {
+        return Ok(Vec::new());
+    };
+    let entries = super::mailbox::lists(db, local).await?;
+    let row = |kind: crate::ports::SqlValue, entry: crate::ports::SqlValue| {
+        Row::from_pairs([("webhook", webhook.clone()), ("kind", kind), ("entry", entry)])
+    };
+    if entries.is_empty() {
+        return Ok(vec![row(crate::ports::SqlValue::Null, crate::ports::SqlValue::Null)]);
+    }
+    Ok(entries
+        .iter()
+        .map(|e| {
+            let get = |c: &str| e.get(c).cloned().unwrap_or(crate::ports::SqlValue::Null);
+            row(get("kind"), get("entry"))
+        })
+        .collect())
 }
 
 /// What the directory indexes about a card.
@@ -59,8 +81,8 @@ pub struct NewCard<'a> {
 pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
     let mut stmts = vec![
         stmt!(
-            "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO agents (local, card, sig, listed, search, accepts, caps, webhook, registered_via, created_at, updated_at, shard)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             c.local,
             c.card,
             c.sig,
@@ -71,8 +93,11 @@ pub fn insert(c: &NewCard<'_>) -> Vec<Stmt> {
             c.webhook,
             c.via,
             c.now,
-            c.now
-        ),
+            c.now,
+            0
+        )
+        // The database that will hold its mailbox, by the port's stable rule (crate::shards).
+        .at(crate::ports::Place::Placing { local: c.local.to_owned(), param: 11 }),
     ];
     stmts.extend(record(c));
     stmts
@@ -110,7 +135,7 @@ pub fn update(c: &NewCard<'_>, replaces: &str, keep_webhook: bool, reset: bool) 
         ),
     ];
     if reset {
-        stmts.push(stmt!("DELETE FROM lists WHERE local = ?", c.local));
+        stmts.push(stmt!("DELETE FROM lists WHERE local = ?", c.local).in_mailbox(c.local));
     }
     stmts.extend(record(c));
     stmts

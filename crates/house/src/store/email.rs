@@ -56,7 +56,8 @@ pub async fn received<D: Db>(db: &D, local: &str, envelope_id: &str, gateway: &s
             local,
             envelope_id,
             gateway
-        ),
+        )
+        .in_mailbox(local),
     )
     .await?
     .and_then(|r| r.text("envelope").map(str::to_owned)))

@@ -3,7 +3,7 @@
 
 use nyx5_proto::Error;
 
-use crate::ports::{Db, Row, Stmt};
+use crate::ports::{Db, Place, Row, Stmt};
 use crate::stmt;
 
 use super::{mailbox, query};
@@ -66,6 +66,7 @@ pub fn page_query(local: &str, b: PageBounds) -> Stmt {
         b.limit,
         b.bytes
     )
+    .in_mailbox(local)
 }
 
 /// What acknowledging `ids` (a JSON array of distinct ids) in `local`'s mailbox starts from: one
@@ -96,7 +97,8 @@ pub async fn ack_facts<D: Db>(db: &D, local: &str, ids: &str) -> Result<Vec<Row>
             local,
             ids,
             mailbox::SEQ_MAX
-        ),
+        )
+        .in_mailbox(local),
     )
     .await
 }
@@ -169,7 +171,9 @@ pub fn ack(local: &str, ids: &str, plan: &AckPlan, now: i64, quota: mailbox::Quo
             local
         ));
     }
-    stmts
+    // Its guard decides on what was read: run before the nonce the route spends with it, never
+    // handed off (crate::shards).
+    stmts.into_iter().map(|s| s.in_mailbox(local).ahead()).collect()
 }
 
 /// Drops the bodies of at most `limit` envelopes acknowledged before `before`, oldest first: the
@@ -181,20 +185,26 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
         stmt!(
             "WITH dropped AS (SELECT local, bytes FROM mailbox
                               WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
+                                AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox.local)
                               ORDER BY acked_at, seq LIMIT ?)
              UPDATE mailbox_usage SET
                bytes = bytes - (SELECT coalesce(sum(dropped.bytes), 0) FROM dropped WHERE dropped.local = mailbox_usage.local)
              WHERE local IN (SELECT local FROM dropped)",
             before,
             limit
-        ),
+        )
+        .at(Place::Every),
         stmt!(
             "UPDATE mailbox SET envelope = '', bytes = 0
              WHERE seq IN (SELECT seq FROM mailbox WHERE acked_at IS NOT NULL AND bytes IS NOT 0 AND acked_at < ?
+                             AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox.local)
                            ORDER BY acked_at, seq LIMIT ?)",
             before,
             limit
-        ),
+        )
+        .at(Place::Every),
     ]
 }
 
@@ -203,6 +213,8 @@ pub fn drop_bodies(before: i64, limit: i64) -> [Stmt; 2] {
 macro_rules! drop_range_rows {
     () => {
         "WITH raises AS (SELECT at, local, lo, through FROM mailbox_acks WHERE at < ?1
+                           AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox_acks.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox_acks.local)
                          ORDER BY at, local, through LIMIT ?2),
               dropped AS MATERIALIZED (
                 SELECT m.seq AS seq, raises.local AS local, m.bytes AS bytes
@@ -232,18 +244,23 @@ pub fn drop_ranges(before: i64, ranges: i64) -> [Stmt; 3] {
             ),
             before,
             ranges
-        ),
+        )
+        .at(Place::Every),
         stmt!(
             concat!(drop_range_rows!(), "UPDATE mailbox SET envelope = '', bytes = 0 WHERE seq IN (SELECT seq FROM dropped)"),
             before,
             ranges
-        ),
+        )
+        .at(Place::Every),
         stmt!(
             "DELETE FROM mailbox_acks WHERE (at, local, through) IN
-               (SELECT at, local, through FROM mailbox_acks WHERE at < ? ORDER BY at, local, through LIMIT ?)",
+               (SELECT at, local, through FROM mailbox_acks WHERE at < ?
+                  AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = mailbox_acks.local)
+ AND NOT EXISTS (SELECT 1 FROM shard_incoming AS si WHERE si.local = mailbox_acks.local) ORDER BY at, local, through LIMIT ?)",
             before,
             ranges
-        ),
+        )
+        .at(Place::Every),
     ]
 }
 

@@ -568,6 +568,7 @@ pub fn deliver_local(local: &str, envelope_id: &str, sender: &str, envelope: &st
         now,
         blocks
     )
+    .in_mailbox(local)
 }
 
 /// Room past a mailbox's quota that [`deliver_counted`] may use: none for a stranger to the
@@ -615,6 +616,7 @@ pub fn deliver_counted(
              WHERE NOT EXISTS (SELECT 1 FROM lists WHERE local = ?1 AND kind = 'block'
                                AND entry IN (SELECT value FROM json_each(?6)))
                AND q.held_n + 1 <= ?8 + ?10 AND q.held_bytes + ?7 <= ?9 + ?11
+               AND (?12 OR NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local))
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
         local,
@@ -627,8 +629,13 @@ pub fn deliver_counted(
         quota.max_envelopes,
         quota.max_bytes,
         lane.envelopes,
-        lane.bytes
+        lane.bytes,
+        false
     )
+    .in_mailbox(local)
+    // A mailbox moving off its database takes no receipt there (skipped, never failing the
+    // batch); from a hand-off it is not skipped: it waits and applies where the mailbox ends up.
+    .on_handoff(11, true)
 }
 
 /// When this house first received operation `envelope_id` (of hash `sha256`), if it remembers:

@@ -8,7 +8,7 @@
 use nyx5_proto::Error;
 
 use super::query;
-use crate::ports::{Db, Row, Stmt};
+use crate::ports::{Db, Place, Row, Stmt};
 use crate::stmt;
 
 /// What accepting an envelope needs to know about each recipient, in one statement: one row per
@@ -21,11 +21,9 @@ use crate::stmt;
 /// `held_envelopes`, `held_bytes`, what its mailbox holds towards its quota (its tally less what
 /// `mailbox_usage` says was taken off).
 pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Error> {
-    query(
-        db,
-        stmt!(
-            concat!(
-                "WITH x AS MATERIALIZED (
+    let facts = stmt!(
+        concat!(
+            "WITH x AS MATERIALIZED (
              SELECT a.local AS local, a.card AS card, a.webhook AS webhook,
                (SELECT m.sender FROM mailbox AS m WHERE m.local = a.local AND m.envelope_id = ?) AS holder,
                EXISTS (SELECT 1 FROM json_each(?) AS e CROSS JOIN lists AS l
@@ -37,26 +35,47 @@ pub async fn inbound_facts<D: Db>(db: &D, l: &Lookup<'_>) -> Result<Vec<Row>, Er
                (SELECT r.count FROM rate_windows AS r WHERE r.bucket = ? || a.local || ? AND r.window = ?)
                  AS rate_count,
                coalesce(u.envelopes, 0) AS off_n, coalesce(u.bytes, 0) AS off_bytes, ",
-                crate::store::mailbox::tally!(),
-                " AS t
+            crate::store::mailbox::tally!(),
+            " AS t
              FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value
              LEFT JOIN mailbox_usage AS u ON u.local = a.local)
              SELECT local, card, webhook, holder, blocked, allowed, voucher_allowed, rate_count,
                     off_n + coalesce(json_extract(t, '$[1]'), 0) AS held_envelopes,
                     off_bytes + coalesce(json_extract(t, '$[2]'), 0) AS held_bytes
                FROM x"
-            ),
-            l.envelope_id,
-            l.blocks,
-            l.allows,
-            l.vouchers,
-            l.bucket_prefix,
-            l.bucket_suffix,
-            l.window,
-            l.locals
         ),
-    )
-    .await
+        l.envelope_id,
+        l.blocks,
+        l.allows,
+        l.vouchers,
+        l.bucket_prefix,
+        l.bucket_suffix,
+        l.window,
+        l.locals
+    );
+    if !db.sharded() {
+        return query(db, facts).await;
+    }
+    // Mailboxes on shards: the registry's part (card, webhook, the rate window) from the
+    // primary, the mailbox's part (holder, lists, what it holds) from where each mailbox is.
+    let registry = query(db, facts.clone()).await?;
+    let boxes = query(db, facts.at(Place::Spread(7))).await?;
+    const FROM_BOX: [&str; 6] = ["holder", "blocked", "allowed", "voucher_allowed", "held_envelopes", "held_bytes"];
+    Ok(registry
+        .into_iter()
+        .map(|r| {
+            let found = boxes.iter().find(|b| b.text("local").is_some() && b.text("local") == r.text("local"));
+            Row::from_pairs(r.columns().map(|(name, v)| {
+                let v = match (FROM_BOX.contains(&name), found) {
+                    (false, _) => v.clone(),
+                    (true, Some(b)) => b.get(name).cloned().unwrap_or(crate::ports::SqlValue::Null),
+                    (true, None) if name == "holder" => crate::ports::SqlValue::Null,
+                    (true, None) => crate::ports::SqlValue::Int(0),
+                };
+                (name, v)
+            }))
+        })
+        .collect())
 }
 
 /// What [`inbound_facts`] looks up.
@@ -79,6 +98,7 @@ pub struct Lookup<'a> {
 /// The stamp's entry id beside the stamped envelope in `local`'s mailbox.
 pub fn set_stamp(local: &str, envelope_id: &str, entry_id: &str) -> Stmt {
     stmt!("UPDATE mailbox SET stamp = ? WHERE local = ? AND envelope_id = ?", entry_id, local, envelope_id)
+        .in_mailbox(local)
 }
 
 /// `bucket`, `count` of the rate windows named in `buckets` for minute `window`.
@@ -112,7 +132,8 @@ pub async fn usage<D: Db>(db: &D, locals: &str) -> Result<Vec<Row>, Error> {
                    FROM x"
             ),
             locals
-        ),
+        )
+        .at(Place::Spread(0)),
     )
     .await
 }
@@ -218,11 +239,24 @@ pub fn insert(local: &str, envelope_id: &str, sender: &str, envelope: &str, now:
         quota.max_envelopes,
         quota.max_bytes
     )
+    .in_mailbox(local)
+    // Applied from a hand-off (crate::shards), after the primary's part committed: the decision
+    // read the quota, and what was paid or counted there is not lost to a race here, within a
+    // bounded slack (a few envelopes more, never unbounded).
+    .on_handoff(6, quota.max_envelopes.saturating_add(crate::shards::HANDOFF_SLACK))
+    .on_handoff(
+        7,
+        quota.max_bytes.saturating_add(
+            crate::shards::HANDOFF_SLACK
+                .saturating_mul(i64::try_from(nyx5_proto::limits::MAX_ENVELOPE_BYTES).unwrap_or(i64::MAX)),
+        ),
+    )
 }
 
 /// `kind`, `entry` of an agent's lists, in order.
 pub async fn lists<D: Db>(db: &D, local: &str) -> Result<Vec<Row>, Error> {
-    query(db, stmt!("SELECT kind, entry FROM lists WHERE local = ? ORDER BY kind, entry", local)).await
+    query(db, stmt!("SELECT kind, entry FROM lists WHERE local = ? ORDER BY kind, entry", local).in_mailbox(local))
+        .await
 }
 
 /// Adds a list entry unless the list already holds `cap` entries (then zero rows change).
@@ -238,8 +272,9 @@ pub fn add_entry(local: &str, kind: &str, entry: &str, cap: i64) -> Stmt {
         kind,
         cap
     )
+    .in_mailbox(local)
 }
 
 pub fn remove_entry(local: &str, kind: &str, entry: &str) -> Stmt {
-    stmt!("DELETE FROM lists WHERE local = ? AND kind = ? AND entry = ?", local, kind, entry)
+    stmt!("DELETE FROM lists WHERE local = ? AND kind = ? AND entry = ?", local, kind, entry).in_mailbox(local)
 }

@@ -314,7 +314,8 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
             crate::store::mailbox::mailbox_q!(),
             "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes)
              SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q
-             WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?6 AND g.lease_until = ?7 AND g.state = 'pending')
+             WHERE (?8 OR (EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?6 AND g.lease_until = ?7 AND g.state = 'pending')
+                           AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local)))
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
         local,
@@ -323,8 +324,25 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
         envelope,
         now,
         held.job,
-        held.lease
+        held.lease,
+        false
     )
+    // On a shard (no `jobs` there), the lease is checked on the primary, where the hand-off is
+    // written only while it is held (crate::shards). A mailbox moving off this database takes
+    // no notice here (it would fail the batch): skipped, counted 0; a hand-off is not skipped
+    // (it waits and is applied where the mailbox ends up).
+    .in_mailbox(local)
+    .on_handoff(7, true)
+    .gated(stmt!(
+        "INSERT INTO shard_handoffs (key, local, stmt)
+         SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?4 AND g.lease_until = ?5 AND g.state = 'pending')
+         ON CONFLICT (key) DO NOTHING",
+        "",
+        "",
+        "",
+        held.job,
+        held.lease
+    ))
 }
 
 /// The job stays pending after an attempt (which its lease counted): rescheduled, lease given

@@ -1,0 +1,39 @@
+//! POST /shards/move — the operator moves an agent's mailbox to another of the house's databases
+//! (issue 36 §3; docs/SPEC.md §8b; docs/decisions/36-shards.md).
+
+use nyx5_proto::json::field;
+use nyx5_proto::{Error, ErrorKind, Value};
+
+use crate::auth::json_body;
+use crate::http::{Request, Response};
+use crate::ports::{Db, Net};
+use crate::{House, ok_body, port_error, store};
+
+/// POST /shards/move `{local, to}` → `{local, from, to, envelopes}`.
+pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
+    house.require_admin(req)?;
+    let body = json_body(req)?;
+    let local = field::str(&body, "local")?;
+    let to = field::integer(&body, "to")?;
+    let count = house.db.databases();
+    if count == 1 {
+        return Err(Error::new(ErrorKind::Conflict, "this house has one database: there is nowhere to move a mailbox"));
+    }
+    let to = usize::try_from(to).ok().filter(|t| *t < count).ok_or_else(|| {
+        Error::malformed(format!("`to` must be a database of this house's {count}, 0 to {}", count - 1))
+    })?;
+    let address = house.local_address(local)?;
+    if store::agents::created_at(&house.db, local).await?.is_none() {
+        return Err(Error::new(ErrorKind::NotFound, format!("no agent {address}")));
+    }
+    let (from, to, envelopes) = house.db.move_mailbox(local, to).await.map_err(port_error)?;
+    Ok(Response::json(
+        200,
+        &ok_body([
+            ("address", address.as_str().into()),
+            ("from", Value::from(from as i64)),
+            ("to", Value::from(to as i64)),
+            ("envelopes", Value::from(i64::try_from(envelopes).unwrap_or(i64::MAX))),
+        ]),
+    ))
+}

@@ -1,0 +1,1956 @@
+//! Mailbox shards (issue 36 §3, docs/decisions/36-shards.md): a [`Db`] over several databases,
+//! the primary first. The registry, the Libro and the queue live on the primary; an agent's
+//! mailbox (its `mailbox`, `mailbox_usage`, `mailbox_acks` rows and its lists) lives on the
+//! database `agents.shard` names, chosen at registration by [`placement`] and changed only by
+//! [`Shards::move_mailbox`]. The store marks each statement with its [`Place`]; this port alone
+//! turns places into databases, so nothing above the store knows how many there are.
+//!
+//! Every database has every migration. A shard keeps a thin copy of each agent placed on it (its
+//! `local` and `mbox`: what the mailbox SQL and the `mailbox_in_range` trigger read), written in
+//! front of every batch sent there (`ON CONFLICT DO NOTHING`: no round trip of its own).
+//!
+//! A batch that touches one database runs there as one atomic batch. One that touches the
+//! primary and a shard (a paid stamp, a counted rate window and the envelope) cannot be one
+//! transaction: the primary's part carries, atomically with it, a hand-off row per shard
+//! statement (`shard_handoffs`); the shard's statements are applied right after, each with a
+//! marker (`shard_applied`) that makes it apply once; [`Db::settle`] (the tick) applies what a
+//! crash left and forgets the hand-offs applied. With one database, every call goes straight to
+//! it: nothing is resolved, copied or handed off.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+
+use nyx5_proto::b64;
+use nyx5_proto::json::Value;
+
+use crate::ports::{Clock, Db, Place, PortError, Reads, Rng, Row, SqlValue, Stmt};
+use crate::stmt;
+
+/// The shard a new agent is placed on among `count` databases: FNV-1a of its local part, mixed,
+/// mod `count`. Pure and stable: the result is stored at registration, so adding a database later
+/// moves nobody (new agents spread over all of them).
+pub fn placement(local: &str, count: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in local.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // FNV's low bits see only the low bits of each byte: mixed first (splitmix64's finaliser),
+    // so a count of 2 or 4 does not split by the last letter's parity.
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    match u64::try_from(count) {
+        Ok(n) if n > 1 => usize::try_from(h % n).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// What is known of an agent: its shard and its mailbox number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Home {
+    shard: usize,
+    mbox: i64,
+}
+
+/// The constraint a shard answers for a write to a mailbox that is moving away (migration 0023).
+pub const MOVING: &str = "mailbox_moving";
+
+/// Hand-offs [`Db::settle`] takes up in one call (at most; see [`SETTLE_BYTES`]).
+pub const SETTLE_BATCH: i64 = 64;
+
+/// The stored statements one [`Db::settle`] reads, in bytes: past the first, hand-offs are taken
+/// only while their sum stays within this.
+pub const SETTLE_BYTES: i64 = 8 << 20;
+
+/// Tries of a hand-off before the tick gives up on it (moves it to `shard_dead`). A shard that
+/// answers the mailbox is moving does not count a try.
+pub const SETTLE_ATTEMPTS: i64 = 12;
+
+/// Dead hand-offs kept for the operator; older ones are forgotten.
+pub const DEAD_KEPT: i64 = 1000;
+
+/// `shard_applied` markers one [`Db::settle`] checks against the primary, per shard.
+const APPLIED_SWEEP: i64 = 256;
+
+/// Agents whose placement a process remembers, at most; the oldest are forgotten first.
+pub const HOMES_MAX: usize = 4096;
+
+/// How long a remembered placement is trusted, in milliseconds: a move by another process or
+/// isolate is seen within it (and at once by any write, which the source refuses).
+pub const HOMES_TTL_MS: i64 = 60_000;
+
+/// A handed-off mailbox insert may pass the quota its decision read by this many envelopes, and
+/// this many times the largest envelope in bytes: accepts racing to a nearly full mailbox, each
+/// paid or counted on the primary, are not lost; many at once are (bounded overrun, spec §8b).
+pub const HANDOFF_SLACK: i64 = 8;
+
+/// The databases of a house: index 0 is the primary, 1.. the shards.
+pub struct Shards<D> {
+    dbs: Vec<D>,
+    homes: Mutex<HashMap<String, (Home, i64)>>,
+    clock: Box<dyn Clock>,
+    rng: Box<dyn Rng>,
+}
+
+impl<D: std::fmt::Debug> std::fmt::Debug for Shards<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shards").field("dbs", &self.dbs).finish_non_exhaustive()
+    }
+}
+
+fn failed(what: &str) -> PortError {
+    PortError::Failed(what.to_owned())
+}
+
+/// The answer for a write that met a mailbox moving between databases: temporary (a 503
+/// `mailbox_moving` with Retry-After, [`crate::port_error`]), never a permanent refusal.
+pub fn moving() -> PortError {
+    PortError::Constraint { name: MOVING.to_owned() }
+}
+
+fn is_moving(e: &PortError) -> bool {
+    matches!(e, PortError::Constraint { name } if name.contains(MOVING))
+}
+
+fn json_locals<'a>(locals: impl IntoIterator<Item = &'a str>) -> String {
+    Value::Array(locals.into_iter().map(|l| Value::String(l.to_owned())).collect()).canonical_string()
+}
+
+/// SQL text read back from a hand-off, as the `&'static str` a [`Stmt`] holds: each distinct
+/// text is kept once (the engine's statements are a fixed set).
+fn intern(sql: String) -> &'static str {
+    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let texts = TEXTS.get_or_init(|| Mutex::new(HashSet::new()));
+    let Ok(mut set) = texts.lock() else {
+        return Box::leak(sql.into_boxed_str());
+    };
+    if let Some(s) = set.get(sql.as_str()) {
+        return s;
+    }
+    let s: &'static str = Box::leak(sql.into_boxed_str());
+    set.insert(s);
+    s
+}
+
+/// A statement as a hand-off keeps it: `{"sql", "params"}`, integers as `"i:N"` (an `i64` is
+/// wider than a JSON number holds exactly), text as `"b:"` and its base64url: never escaped, so
+/// the row is at most 4/3 of the parameters (an envelope of 1 MiB of quotes stays far within
+/// D1's 2,000,000 bytes a row, where JSON's escapes would double it).
+fn encode(stmt: &Stmt) -> String {
+    let params = stmt
+        .params
+        .iter()
+        .map(|p| match p {
+            SqlValue::Null => Value::Null,
+            SqlValue::Int(i) => Value::String(format!("i:{i}")),
+            SqlValue::Text(t) => Value::String(format!("b:{}", b64::encode(t.as_bytes()))),
+        })
+        .collect();
+    Value::Object(nyx5_proto::json::obj([
+        ("sql", Value::String(stmt.sql.to_owned())),
+        ("params", Value::Array(params)),
+    ]))
+    .canonical_string()
+}
+
+fn decode(text: &str) -> Option<Stmt> {
+    let v = Value::parse_str(text).ok()?;
+    let o = v.as_object()?;
+    let sql = o.get("sql")?.as_str()?.to_owned();
+    let mut params = Vec::new();
+    for p in o.get("params")?.as_array()? {
+        params.push(match p {
+            Value::Null => SqlValue::Null,
+            Value::String(s) => match s.split_at_checked(2)? {
+                ("i:", n) => SqlValue::Int(n.parse().ok()?),
+                ("b:", t) => SqlValue::Text(String::from_utf8(b64::decode(t)?).ok()?),
+                _ => return None,
+            },
+            _ => return None,
+        });
+    }
+    Some(Stmt::new(intern(sql), params))
+}
+
+/// The statement as it applies from a hand-off: its [`Stmt::handoff`] parameters set.
+fn handed_off(stmt: &Stmt) -> Stmt {
+    let mut s = Stmt::new(stmt.sql, stmt.params.clone());
+    for (i, v) in &stmt.handoff {
+        if let Some(p) = s.params.get_mut(*i) {
+            *p = v.clone();
+        }
+    }
+    s
+}
+
+/// The thin copy of an agent on the shard that holds its mailbox.
+fn copy_agent(local: &str, home: Home) -> Stmt {
+    stmt!(
+        "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, mbox, shard)
+         VALUES (?, '', '', 'shard', 0, 0, ?, ?) ON CONFLICT (local) DO NOTHING",
+        local,
+        home.mbox,
+        i64::try_from(home.shard).unwrap_or(0)
+    )
+}
+
+/// The marker written on a shard with a hand-off's statement: it applies once. A shard refuses it
+/// for a mailbox moving away (trigger `shard_applied_moving`).
+fn marker(key: &str, local: &str) -> Stmt {
+    stmt!("INSERT INTO shard_applied (key, local, at) VALUES (?, ?, unixepoch())", key, local)
+}
+
+fn applied_already(e: &PortError) -> bool {
+    matches!(e, PortError::Constraint { name } if name.contains("shard_applied"))
+}
+
+/// What a move did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Moved {
+    pub from: usize,
+    pub to: usize,
+    /// Envelope rows copied (or found copied) to the target.
+    pub envelopes: u64,
+}
+
+impl<D: Db> Shards<D> {
+    /// A house over `dbs`, the primary first; `None` for none. The clock times what placements
+    /// are remembered; the randomness names each hand-off (unique, never a digest of its text).
+    pub fn new(dbs: Vec<D>, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Option<Shards<D>> {
+        (!dbs.is_empty()).then(|| Shards { dbs, homes: Mutex::new(HashMap::new()), clock, rng })
+    }
+
+    /// A house of one database: every call goes straight to it.
+    pub fn one(db: D, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Shards<D> {
+        Shards { dbs: vec![db], homes: Mutex::new(HashMap::new()), clock, rng }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now().0
+    }
+
+    /// A new hand-off's key: 16 random bytes.
+    fn new_key(&self) -> String {
+        let mut b = [0u8; 16];
+        self.rng.fill(&mut b);
+        nyx5_proto::crypto::hex(&b)
+    }
+
+    fn remember(&self, local: &str, home: Home) {
+        let now = self.now_ms();
+        if let Ok(mut homes) = self.homes.lock() {
+            if homes.len() >= HOMES_MAX && !homes.contains_key(local) {
+                homes.retain(|_, (_, at)| now.saturating_sub(*at) < HOMES_TTL_MS);
+                while homes.len() >= HOMES_MAX {
+                    let oldest = homes.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone());
+                    match oldest {
+                        Some(k) => homes.remove(&k),
+                        None => break,
+                    };
+                }
+            }
+            homes.insert(local.to_owned(), (home, now));
+        }
+    }
+
+    /// The databases, the primary first.
+    pub fn into_inner(self) -> Vec<D> {
+        self.dbs
+    }
+
+    /// How many databases: 1 for the primary alone.
+    pub fn count(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// The database at `index` (0: the primary).
+    pub fn get(&self, index: usize) -> Option<&D> {
+        self.dbs.get(index)
+    }
+
+    fn db(&self, index: usize) -> Result<&D, PortError> {
+        self.dbs.get(index).ok_or_else(|| failed("an agent is placed on a shard this house does not have"))
+    }
+
+    fn primary(&self) -> Result<&D, PortError> {
+        self.db(0)
+    }
+
+    fn cached(&self, local: &str) -> Option<Home> {
+        let now = self.now_ms();
+        let mut homes = self.homes.lock().ok()?;
+        match homes.get(local).copied() {
+            Some((home, at)) if now.saturating_sub(at) < HOMES_TTL_MS && at <= now => Some(home),
+            Some(_) => {
+                homes.remove(local);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Forgets where `local` lives (a move, or a shard that said it is moving).
+    pub fn forget(&self, local: &str) {
+        if let Ok(mut homes) = self.homes.lock() {
+            homes.remove(local);
+        }
+    }
+
+    /// Where each of `locals` lives: one read of the primary for those not known yet. An agent
+    /// that does not exist lives on the primary (and is not remembered: it may register).
+    async fn resolve(&self, locals: &[&str]) -> Result<HashMap<String, Home>, PortError> {
+        let mut found = HashMap::new();
+        let mut missing = Vec::new();
+        for l in locals {
+            match self.cached(l) {
+                Some(h) => {
+                    found.insert((*l).to_owned(), h);
+                }
+                None if !missing.contains(l) => missing.push(*l),
+                None => {}
+            }
+        }
+        if !missing.is_empty() {
+            let rows = self
+                .primary()?
+                .query(stmt!(
+                    "SELECT a.local AS local, a.shard AS shard, a.mbox AS mbox
+                     FROM json_each(?) AS j CROSS JOIN agents AS a ON a.local = j.value",
+                    json_locals(missing.iter().copied())
+                ))
+                .await?;
+            for r in rows {
+                let (Some(local), Some(shard), Some(mbox)) = (r.text("local"), r.int("shard"), r.int("mbox")) else {
+                    continue;
+                };
+                let home = Home { shard: usize::try_from(shard).unwrap_or(usize::MAX), mbox };
+                self.remember(local, home);
+                found.insert(local.to_owned(), home);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn home(&self, local: &str) -> Result<Option<Home>, PortError> {
+        Ok(self.resolve(&[local]).await?.remove(local))
+    }
+
+    /// A read of one mailbox, or of many split by database ([`Place::Spread`]), or of all.
+    async fn read(&self, stmt: Stmt, reads: Option<&Reads>) -> Result<Vec<Row>, PortError> {
+        if self.dbs.len() == 1 {
+            let db = self.primary()?;
+            return match reads {
+                Some(r) => db.query_stale(r, stmt).await,
+                None => db.query(stmt).await,
+            };
+        }
+        match stmt.place.clone() {
+            Place::Primary | Place::Placing { .. } => self.primary()?.query(stmt).await,
+            Place::Mailbox(local) => {
+                let shard = self.home(&local).await?.map_or(0, |h| h.shard);
+                let rows = self.db(shard)?.query(stmt.clone()).await?;
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+                // Nothing there: the mailbox may have moved since this process learnt where it
+                // was (a move forgets the rows it copied away). Ask the primary once more.
+                self.forget(&local);
+                match self.home(&local).await?.map_or(0, |h| h.shard) {
+                    now if now != shard => self.db(now)?.query(stmt).await,
+                    _ => Ok(rows),
+                }
+            }
+            Place::Every => {
+                let mut rows = Vec::new();
+                for db in &self.dbs {
+                    rows.extend(db.query(stmt.clone()).await?);
+                }
+                Ok(rows)
+            }
+            Place::Spread(index) => {
+                let locals: Vec<String> = stmt
+                    .params
+                    .get(index)
+                    .and_then(|p| match p {
+                        SqlValue::Text(t) => Value::parse_str(t).ok(),
+                        _ => None,
+                    })
+                    .and_then(|v| {
+                        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                    })
+                    .unwrap_or_default();
+                let names: Vec<&str> = locals.iter().map(String::as_str).collect();
+                let homes = self.resolve(&names).await?;
+                let mut parts: Vec<Vec<&str>> = vec![Vec::new(); self.dbs.len()];
+                for l in &names {
+                    let shard = homes.get(*l).map_or(0, |h| h.shard);
+                    parts.get_mut(shard).ok_or_else(|| failed("an agent on a missing shard"))?.push(l);
+                }
+                let mut rows = Vec::new();
+                let mut missing = Vec::new();
+                for (shard, part) in parts.iter().enumerate() {
+                    if part.is_empty() {
+                        continue;
+                    }
+                    let mut s = stmt.clone();
+                    if let Some(p) = s.params.get_mut(index) {
+                        *p = SqlValue::Text(json_locals(part.iter().copied()));
+                    }
+                    let got = self.db(shard)?.query(s).await?;
+                    // A local with no row where this process thought it lives: the mailbox may
+                    // have moved (a move deletes the source's thin copy). Asked again below.
+                    for l in part {
+                        if !got.iter().any(|r| r.text("local") == Some(*l)) {
+                            missing.push((*l, shard));
+                        }
+                    }
+                    rows.extend(got);
+                }
+                if !missing.is_empty() {
+                    for (l, _) in &missing {
+                        self.forget(l);
+                    }
+                    let names: Vec<&str> = missing.iter().map(|(l, _)| *l).collect();
+                    let now = self.resolve(&names).await?;
+                    let mut again: Vec<Vec<&str>> = vec![Vec::new(); self.dbs.len()];
+                    for (l, was) in &missing {
+                        match now.get(*l).map(|h| h.shard) {
+                            Some(shard) if shard != *was => {
+                                again.get_mut(shard).ok_or_else(|| failed("an agent on a missing shard"))?.push(l);
+                            }
+                            _ => {}
+                        }
+                    }
+                    for (shard, part) in again.iter().enumerate() {
+                        if part.is_empty() {
+                            continue;
+                        }
+                        let mut s = stmt.clone();
+                        if let Some(p) = s.params.get_mut(index) {
+                            *p = SqlValue::Text(json_locals(part.iter().copied()));
+                        }
+                        rows.extend(self.db(shard)?.query(s).await?);
+                    }
+                }
+                Ok(rows)
+            }
+        }
+    }
+
+    /// One atomic batch on `shard`, the thin copies of the agents it names in front; retried
+    /// once after a shard answered that a mailbox is moving (where a move ended, the agent's new
+    /// shard takes it). Counts of the caller's statements only.
+    async fn batch_on(&self, shard: usize, stmts: Vec<Stmt>, locals: &[String]) -> Result<Vec<u64>, PortError> {
+        let copies: Vec<Stmt> = if shard == 0 {
+            Vec::new()
+        } else {
+            let names: Vec<&str> = locals.iter().map(String::as_str).collect();
+            let homes = self.resolve(&names).await?;
+            names.iter().filter_map(|l| homes.get(*l).map(|h| copy_agent(l, *h))).collect()
+        };
+        let skip = copies.len();
+        let mut all = copies;
+        all.extend(stmts);
+        let changes = self.db(shard)?.batch(all).await?;
+        Ok(changes.into_iter().skip(skip).collect())
+    }
+
+    /// The statements' places resolved: each one's database (Every: the primary here).
+    async fn targets(&self, stmts: &mut [Stmt]) -> Result<Vec<usize>, PortError> {
+        let locals: Vec<String> = stmts
+            .iter()
+            .filter_map(|s| match &s.place {
+                Place::Mailbox(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        let names: Vec<&str> = locals.iter().map(String::as_str).collect();
+        let homes = if names.is_empty() { HashMap::new() } else { self.resolve(&names).await? };
+        let count = self.dbs.len();
+        Ok(stmts
+            .iter_mut()
+            .map(|s| match &s.place {
+                Place::Mailbox(l) => homes.get(l).map_or(0, |h| h.shard),
+                Place::Placing { local, param } => {
+                    let shard = placement(local, count);
+                    if let Some(p) = s.params.get_mut(*param) {
+                        *p = SqlValue::Int(i64::try_from(shard).unwrap_or(0));
+                    }
+                    0
+                }
+                _ => 0,
+            })
+            .collect())
+    }
+
+    async fn batch_sharded(&self, mut stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        if stmts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut targets = self.targets(&mut stmts).await?;
+        let mut retried = false;
+        loop {
+            let mut shards: Vec<usize> = targets.clone();
+            shards.sort_unstable();
+            shards.dedup();
+            let every: Vec<Stmt> = stmts.iter().filter(|s| s.place == Place::Every).cloned().collect();
+            let locals = |only: usize| -> Vec<String> {
+                stmts
+                    .iter()
+                    .zip(&targets)
+                    .filter(|(_, t)| **t == only)
+                    .filter_map(|(s, _)| match &s.place {
+                        Place::Mailbox(l) => Some(l.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let result = match shards.as_slice() {
+                [one] => self.batch_on(*one, stmts.clone(), &locals(*one)).await,
+                _ => return self.handoff(stmts, &targets).await,
+            };
+            match result {
+                Err(e) if is_moving(&e) && !retried => {
+                    retried = true;
+                    for l in locals(shards.first().copied().unwrap_or(0)) {
+                        self.forget(&l);
+                    }
+                    let before = targets.clone();
+                    targets = self.targets(&mut stmts).await?;
+                    if targets == before {
+                        return Err(moving());
+                    }
+                }
+                Err(e) if is_moving(&e) => return Err(moving()),
+                Err(e) => return Err(e),
+                Ok(mut changes) => {
+                    // Upkeep runs on every shard too, each on its own; a count is the largest.
+                    if !every.is_empty() {
+                        for shard in 1..self.dbs.len() {
+                            if let Ok(more) = self.batch_on(shard, every.clone(), &[]).await {
+                                let mut k = more.into_iter();
+                                for (c, s) in changes.iter_mut().zip(&stmts) {
+                                    if s.place == Place::Every {
+                                        *c = (*c).max(k.next().unwrap_or(0));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    return Ok(changes);
+                }
+            }
+        }
+    }
+
+    /// A batch over the primary and shards: the primary's part with a hand-off row for each
+    /// shard statement, in one batch; then each shard's statements, each with its marker.
+    async fn handoff(&self, stmts: Vec<Stmt>, targets: &[usize]) -> Result<Vec<u64>, PortError> {
+        let mut out = vec![0u64; stmts.len()];
+        // Statements that decide (their guard may fail the batch) go first, atomically per
+        // database: their failure leaves nothing written.
+        let mut ahead_shards: Vec<usize> =
+            stmts.iter().zip(targets).filter(|(s, t)| s.ahead && **t != 0).map(|(_, t)| *t).collect();
+        ahead_shards.sort_unstable();
+        ahead_shards.dedup();
+        for shard in ahead_shards {
+            let mine: Vec<(usize, &Stmt)> = stmts
+                .iter()
+                .zip(targets)
+                .enumerate()
+                .filter(|(_, (s, t))| s.ahead && **t == shard)
+                .map(|(i, (s, _))| (i, s))
+                .collect();
+            let locals: Vec<String> = mine
+                .iter()
+                .filter_map(|(_, s)| match &s.place {
+                    Place::Mailbox(l) => Some(l.clone()),
+                    _ => None,
+                })
+                .collect();
+            let batch = mine.iter().map(|(_, s)| Stmt::new(s.sql, s.params.clone())).collect();
+            let changes = match self.batch_on(shard, batch, &locals).await {
+                Err(e) if is_moving(&e) => {
+                    for l in &locals {
+                        self.forget(l);
+                    }
+                    return Err(moving());
+                }
+                r => r?,
+            };
+            for ((i, _), c) in mine.iter().zip(changes) {
+                if let Some(o) = out.get_mut(*i) {
+                    *o = c;
+                }
+            }
+        }
+        let mut primary = Vec::new();
+        let mut primary_at = Vec::new();
+        // (index in stmts, shard, local, key, statement as applied)
+        let mut handed = Vec::new();
+        for (i, (s, t)) in stmts.iter().zip(targets).enumerate() {
+            match (&s.place, *t) {
+                (Place::Mailbox(_), shard) if shard != 0 && s.ahead => {}
+                (Place::Mailbox(local), shard) if shard != 0 => {
+                    let applied = handed_off(s);
+                    let text = encode(&applied);
+                    let key = self.new_key();
+                    let row = match &s.gate {
+                        Some(gate) => {
+                            let mut g = Stmt::new(gate.sql, gate.params.clone());
+                            for (at, v) in [(0, key.clone()), (1, local.clone()), (2, text.clone())] {
+                                if let Some(p) = g.params.get_mut(at) {
+                                    *p = SqlValue::Text(v);
+                                }
+                            }
+                            g
+                        }
+                        None => stmt!(
+                            "INSERT INTO shard_handoffs (key, local, stmt) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                            key.as_str(),
+                            local.as_str(),
+                            text.as_str()
+                        ),
+                    };
+                    handed.push((i, shard, local.clone(), key, applied, primary.len()));
+                    primary.push(row);
+                }
+                _ => {
+                    primary_at.push((i, primary.len()));
+                    primary.push(Stmt::new(s.sql, s.params.clone()));
+                }
+            }
+        }
+        let changes = match self.primary()?.batch(primary).await {
+            // A mailbox on the primary moving away: nothing written; the sender tries again.
+            Err(e) if is_moving(&e) => {
+                for s in &stmts {
+                    if let Place::Mailbox(l) = &s.place {
+                        self.forget(l);
+                    }
+                }
+                return Err(moving());
+            }
+            r => r?,
+        };
+        for (i, at) in primary_at {
+            if let Some(o) = out.get_mut(i) {
+                *o = changes.get(at).copied().unwrap_or(0);
+            }
+        }
+        // Apply each shard's part, in the batch's order; what fails waits for `settle`.
+        let mut applied: Vec<String> = Vec::new();
+        let mut by_shard: Vec<usize> = handed.iter().map(|h| h.1).collect();
+        by_shard.sort_unstable();
+        by_shard.dedup();
+        for shard in by_shard {
+            let mine: Vec<&(usize, usize, String, String, Stmt, usize)> =
+                handed.iter().filter(|h| h.1 == shard && changes.get(h.5) == Some(&1)).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let mut batch = Vec::new();
+            let mut at = Vec::new();
+            for h in &mine {
+                batch.push(marker(&h.3, &h.2));
+                at.push((h.0, batch.len()));
+                batch.push(h.4.clone());
+            }
+            let locals: Vec<String> = mine.iter().map(|h| h.2.clone()).collect();
+            match self.batch_on(shard, batch, &locals).await {
+                Ok(c) => {
+                    for (i, k) in at {
+                        if let Some(o) = out.get_mut(i) {
+                            *o = c.get(k).copied().unwrap_or(0);
+                        }
+                    }
+                    applied.extend(mine.iter().map(|h| h.3.clone()));
+                }
+                Err(e) => {
+                    if is_moving(&e) {
+                        for l in &locals {
+                            self.forget(l);
+                        }
+                    }
+                    // Committed on the primary: it will be applied.
+                    for (i, _) in at {
+                        if let Some(o) = out.get_mut(i) {
+                            *o = 1;
+                        }
+                    }
+                }
+            }
+        }
+        // The hand-offs applied are forgotten at once (a crash before this leaves them to
+        // `settle`, which finds their markers): only those left by a failure or a crash wait.
+        if !applied.is_empty() {
+            let keys = json_locals(applied.iter().map(String::as_str));
+            // Best effort: a row left here is found applied by `settle` and deleted then.
+            let _ = self
+                .primary()?
+                .batch(vec![stmt!("DELETE FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))", keys)])
+                .await;
+        }
+        Ok(out)
+    }
+
+    /// Settles the hand-offs failures and crashes left on the primary (each applied where its
+    /// mailbox is now, once), then forgets the shards' markers the primary no longer needs. Reads
+    /// due keys first (at most [`SETTLE_BATCH`], their statements at most [`SETTLE_BYTES`] past
+    /// the first), then each statement alone. One that fails is tried again later (`next_try`,
+    /// backing off; a moving mailbox counts no try), and after [`SETTLE_ATTEMPTS`] tries moves to
+    /// `shard_dead` (kept, bounded, and reported as an error for the log). How many it finished.
+    async fn settle_sharded(&self) -> Result<u64, PortError> {
+        let now = self.now_ms() / 1000;
+        let primary = self.primary()?;
+        let due = primary
+            .query(stmt!(
+                "SELECT key, local, attempts FROM (
+                   SELECT key, local, attempts, next_try, r,
+                          sum(length(CAST(stmt AS BLOB))) OVER (ORDER BY next_try, r ROWS UNBOUNDED PRECEDING) AS run,
+                          row_number() OVER (ORDER BY next_try, r) AS n
+                     FROM (SELECT key, local, attempts, next_try, rowid AS r, stmt FROM shard_handoffs
+                            WHERE next_try <= ? ORDER BY next_try, rowid LIMIT ?))
+                 WHERE n = 1 OR run <= ? ORDER BY next_try, r",
+                now,
+                SETTLE_BATCH,
+                SETTLE_BYTES
+            ))
+            .await?;
+        let due: Vec<(String, String, i64)> = due
+            .iter()
+            .filter_map(|r| Some((r.text("key")?.to_owned(), r.text("local")?.to_owned(), r.int("attempts")?)))
+            .collect();
+        let mut settled = 0u64;
+        let mut dead: Vec<(String, String)> = Vec::new();
+        if !due.is_empty() {
+            let mut locals: Vec<&str> = due.iter().map(|d| d.1.as_str()).collect();
+            locals.sort_unstable();
+            locals.dedup();
+            for l in &locals {
+                self.forget(l);
+            }
+            let homes = self.resolve(&locals).await?;
+            // By shard, each shard's in the order they were written.
+            let mut order: Vec<(usize, &(String, String, i64))> =
+                due.iter().map(|d| (homes.get(&d.1).map_or(usize::MAX, |h| h.shard), d)).collect();
+            order.sort_by_key(|(shard, _)| *shard);
+            let mut done: Vec<&str> = Vec::new();
+            let mut writes = Vec::new();
+            for (shard, (key, local, attempts)) in order {
+                let why = if shard == usize::MAX {
+                    Some("no such agent".to_owned())
+                } else {
+                    let row =
+                        primary.query(stmt!("SELECT stmt FROM shard_handoffs WHERE key = ?", key.as_str())).await?;
+                    let Some(text) = row.first().and_then(|r| r.text("stmt")) else { continue };
+                    match decode(text) {
+                        None => Some("its statement does not decode".to_owned()),
+                        Some(s) => {
+                            match self.batch_on(shard, vec![marker(key, local), s], std::slice::from_ref(local)).await {
+                                Ok(_) => None,
+                                Err(e) if applied_already(&e) => None,
+                                Err(e) if is_moving(&e) => {
+                                    self.forget(local);
+                                    writes.push(stmt!(
+                                        "UPDATE shard_handoffs SET next_try = ? WHERE key = ?",
+                                        now.saturating_add(30),
+                                        key.as_str()
+                                    ));
+                                    continue;
+                                }
+                                Err(e) => Some(e.to_string()),
+                            }
+                        }
+                    }
+                };
+                match why {
+                    None => done.push(key),
+                    Some(why) if attempts.saturating_add(1) >= SETTLE_ATTEMPTS || shard == usize::MAX => {
+                        writes.push(stmt!(
+                            "INSERT INTO shard_dead (key, local, stmt, why, at)
+                             SELECT key, local, stmt, ?, ? FROM shard_handoffs WHERE key = ?
+                             ON CONFLICT (key) DO NOTHING",
+                            why.as_str(),
+                            now,
+                            key.as_str()
+                        ));
+                        writes.push(stmt!("DELETE FROM shard_handoffs WHERE key = ?", key.as_str()));
+                        dead.push((key.clone(), why));
+                    }
+                    Some(_) => {
+                        let wait = 30i64.saturating_mul(1i64 << (*attempts).clamp(0, 7)).min(3600);
+                        writes.push(stmt!(
+                            "UPDATE shard_handoffs SET attempts = attempts + 1, next_try = ? WHERE key = ?",
+                            now.saturating_add(wait),
+                            key.as_str()
+                        ));
+                    }
+                }
+            }
+            settled = u64::try_from(done.len() + dead.len()).unwrap_or(0);
+            if !done.is_empty() {
+                writes.push(stmt!(
+                    "DELETE FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(done)
+                ));
+            }
+            if !dead.is_empty() {
+                writes.push(stmt!(
+                    "DELETE FROM shard_dead WHERE key IN (SELECT key FROM shard_dead ORDER BY at DESC, key LIMIT -1 OFFSET ?)",
+                    DEAD_KEPT
+                ));
+            }
+            if !writes.is_empty() {
+                primary.batch(writes).await?;
+            }
+        }
+        self.sweep_applied().await?;
+        if dead.is_empty() {
+            return Ok(settled);
+        }
+        let list: Vec<String> = dead.iter().map(|(k, why)| format!("{k} ({why})")).collect();
+        Err(failed(&format!("hand-offs given up, kept in shard_dead: {}", list.join(", "))))
+    }
+
+    /// Forgets, on each database, markers of hand-offs the primary no longer holds (a key is
+    /// never used again, so nothing can apply twice once its row is gone).
+    async fn sweep_applied(&self) -> Result<(), PortError> {
+        for db in &self.dbs {
+            let rows = db.query(stmt!("SELECT key FROM shard_applied ORDER BY at, key LIMIT ?", APPLIED_SWEEP)).await?;
+            let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
+            if keys.is_empty() {
+                continue;
+            }
+            let held = self
+                .primary()?
+                .query(stmt!(
+                    "SELECT key FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(keys.iter().copied())
+                ))
+                .await?;
+            let gone: Vec<&str> =
+                keys.iter().copied().filter(|k| !held.iter().any(|h| h.text("key") == Some(*k))).collect();
+            if !gone.is_empty() {
+                db.batch(vec![stmt!(
+                    "DELETE FROM shard_applied WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(gone)
+                )])
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// For a move off `source` (already marked: it applies nothing more for `local`): forgets
+    /// every hand-off of `local` the source applied (its marker moves with the mailbox). Those it
+    /// did not apply stay, to be applied where the mailbox is once the move ends.
+    async fn settle_moving(&self, local: &str, source: &D) -> Result<(), PortError> {
+        let mut after = 0i64;
+        loop {
+            let rows = self
+                .primary()?
+                .query(stmt!(
+                    "SELECT rowid AS r, key FROM shard_handoffs WHERE local = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                    local,
+                    after,
+                    APPLIED_SWEEP
+                ))
+                .await?;
+            let Some(last) = rows.last().and_then(|r| r.int("r")) else { return Ok(()) };
+            after = last;
+            let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
+            let marked = source
+                .query(stmt!(
+                    "SELECT key FROM shard_applied WHERE key IN (SELECT value FROM json_each(?))",
+                    json_locals(keys.iter().copied())
+                ))
+                .await?;
+            let applied: Vec<&str> = marked.iter().filter_map(|r| r.text("key")).collect();
+            if !applied.is_empty() {
+                self.primary()?
+                    .batch(vec![stmt!(
+                        "DELETE FROM shard_handoffs WHERE key IN (SELECT value FROM json_each(?))",
+                        json_locals(applied)
+                    )])
+                    .await?;
+            }
+        }
+    }
+
+    /// Moves `local`'s mailbox to database `to`, losing nothing. One move of a mailbox at a time
+    /// (`shard_moves` on the primary: a move to another target is refused while one is under
+    /// way; the same move run again takes it up). The source takes no more writes for it
+    /// (`shard_moving`: a write there answers [`MOVING`], which the port turns into a retry at the
+    /// new place or a 503 `mailbox_moving`); its hand-offs the source applied are forgotten (their
+    /// markers move with it); its rows are copied to the target (idempotent: rerun after an
+    /// interruption, it copies what is left); the primary flips `agents.shard` only from the
+    /// source (one change, or the move raced another); then the source forgets the rows and its
+    /// thin copy of the agent. Rerun once done, it only finishes what an interrupted run left.
+    pub async fn move_mailbox(&self, local: &str, to: usize) -> Result<Moved, PortError> {
+        self.db(to)?;
+        self.forget(local);
+        let home = self.home(local).await?.ok_or_else(|| failed("no such agent"))?;
+        let from = home.shard;
+        let mut moved = Moved { from, to, envelopes: 0 };
+        let to_i = i64::try_from(to).unwrap_or(i64::MAX);
+        let locked = self
+            .primary()?
+            .batch(vec![stmt!(
+                "INSERT INTO shard_moves (local, to_shard, since) VALUES (?1, ?2, unixepoch())
+                 ON CONFLICT (local) DO UPDATE SET since = since WHERE to_shard = ?2",
+                local,
+                to_i
+            )])
+            .await?;
+        if locked.first() != Some(&1) {
+            return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() });
+        }
+        if from != to {
+            let source = self.db(from)?;
+            let target = self.db(to)?;
+            source
+                .batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES (?) ON CONFLICT (local) DO NOTHING", local)])
+                .await?;
+            self.settle_moving(local, source).await?;
+            let copy = Home { shard: to, mbox: home.mbox };
+            target
+                .batch(vec![
+                    stmt!("DELETE FROM shard_moving WHERE local = ?", local),
+                    stmt!("INSERT INTO shard_incoming (local) VALUES (?) ON CONFLICT DO NOTHING", local),
+                    copy_agent(local, copy),
+                ])
+                .await?;
+            moved.envelopes = copy_rows(source, target, local).await?;
+            let from_i = i64::try_from(from).unwrap_or(i64::MAX);
+            let flipped = self
+                .primary()?
+                .batch(vec![stmt!("UPDATE agents SET shard = ? WHERE local = ? AND shard = ?", to_i, local, from_i)])
+                .await?;
+            self.forget(local);
+            if flipped.first() != Some(&1) {
+                return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() });
+            }
+        }
+        // The rows left wherever a move away started: forgotten once the target holds them.
+        for (shard, db) in self.dbs.iter().enumerate() {
+            if shard == to {
+                continue;
+            }
+            let marked = db.query(stmt!("SELECT 1 AS m FROM shard_moving WHERE local = ?", local)).await?;
+            if marked.is_empty() {
+                continue;
+            }
+            if shard != from {
+                // An earlier run flipped the agent before forgetting these: they are copied.
+                self.settle_moving(local, db).await?;
+                moved.envelopes += copy_rows(db, self.db(to)?, local).await?;
+            }
+            let mut forget = vec![
+                stmt!("UPDATE shard_moving SET copied = 1 WHERE local = ?", local),
+                stmt!("DELETE FROM mailbox WHERE local = ?", local),
+                stmt!("DELETE FROM mailbox_usage WHERE local = ?", local),
+                stmt!("DELETE FROM mailbox_acks WHERE local = ?", local),
+                stmt!("DELETE FROM lists WHERE local = ?", local),
+                stmt!("DELETE FROM shard_applied WHERE local = ?", local),
+            ];
+            if shard != 0 {
+                // Its thin copy too: a reader that still thinks the mailbox is here finds no
+                // agent, and asks the primary where it is.
+                forget.push(stmt!("DELETE FROM agents WHERE local = ? AND registered_via = 'shard'", local));
+            }
+            // Done: every later write for it here is refused (`copied = 2`), a delete too.
+            forget.push(stmt!("UPDATE shard_moving SET copied = 2 WHERE local = ?", local));
+            db.batch(forget).await?;
+        }
+        // The target's upkeep takes the mailbox up again (its usage is the source's, copied last).
+        self.db(to)?.batch(vec![stmt!("DELETE FROM shard_incoming WHERE local = ?", local)]).await?;
+        self.primary()?.batch(vec![stmt!("DELETE FROM shard_moves WHERE local = ?", local)]).await?;
+        self.forget(local);
+        Ok(moved)
+    }
+}
+
+/// The constraint a move answers while another move of the same mailbox, to another database, is
+/// under way (or raced this one): a 409.
+pub const MOVE_UNDER_WAY: &str = "shard_move_under_way";
+
+/// Envelope rows copied per batch of a move.
+const MOVE_CHUNK: i64 = 32;
+
+/// Copies `local`'s mailbox rows, usage, watermark raises and lists from `source` to `target`,
+/// which already holds its thin copy: each write is `ON CONFLICT DO NOTHING` (or sets the row to
+/// the source's, which takes no writes meanwhile), so a rerun copies only what is missing. How
+/// many envelope rows the source holds.
+async fn copy_rows<D: Db>(source: &D, target: &D, local: &str) -> Result<u64, PortError> {
+    let mut after = String::new();
+    let mut n = 0u64;
+    loop {
+        let rows = source
+            .query(stmt!(
+                "SELECT seq, envelope_id, sender, received_at, acked_at, bytes, stamp, total_n, total_bytes, within, envelope
+                 FROM mailbox WHERE local = ? AND envelope_id > ? ORDER BY envelope_id LIMIT ?",
+                local,
+                after.as_str(),
+                MOVE_CHUNK
+            ))
+            .await?;
+        if rows.is_empty() {
+            break;
+        }
+        let mut batch = Vec::new();
+        for r in &rows {
+            let seq = r.int("seq").unwrap_or(0);
+            let id = r.text("envelope_id").unwrap_or_default();
+            let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+            batch.push(Stmt::new(
+                "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, acked_at, bytes, stamp, total_n,
+                                      total_bytes, within, envelope)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (local, envelope_id) DO NOTHING",
+                vec![
+                    SqlValue::Int(seq.abs()),
+                    local.into(),
+                    id.into(),
+                    get("sender"),
+                    get("received_at"),
+                    get("acked_at"),
+                    get("bytes"),
+                    get("stamp"),
+                    get("total_n"),
+                    get("total_bytes"),
+                    get("within"),
+                    get("envelope"),
+                ],
+            ));
+            if seq < 0 {
+                batch.push(stmt!(
+                    "UPDATE mailbox SET seq = ? WHERE local = ? AND envelope_id = ? AND seq = ?",
+                    seq,
+                    local,
+                    id,
+                    -seq
+                ));
+            }
+            n += 1;
+        }
+        target.batch(batch).await?;
+        after = rows.last().and_then(|r| r.text("envelope_id")).unwrap_or_default().to_owned();
+    }
+    let mut batch = Vec::new();
+    for r in source
+        .query(stmt!(
+            "SELECT envelopes, bytes, max_envelopes, max_bytes, acked_through FROM mailbox_usage WHERE local = ?",
+            local
+        ))
+        .await?
+    {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (local) DO UPDATE SET envelopes = ?2, bytes = ?3, max_envelopes = ?4, max_bytes = ?5,
+               acked_through = ?6",
+            vec![
+                local.into(),
+                get("envelopes"),
+                get("bytes"),
+                get("max_envelopes"),
+                get("max_bytes"),
+                get("acked_through"),
+            ],
+        ));
+    }
+    for r in source.query(stmt!("SELECT at, lo, through FROM mailbox_acks WHERE local = ?", local)).await? {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO mailbox_acks (at, local, lo, through) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            vec![get("at"), local.into(), get("lo"), get("through")],
+        ));
+    }
+    for r in source.query(stmt!("SELECT kind, entry FROM lists WHERE local = ?", local)).await? {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO lists (local, kind, entry) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            vec![local.into(), get("kind"), get("entry")],
+        ));
+    }
+    // The markers of the hand-offs applied here: they apply nowhere again.
+    for r in source.query(stmt!("SELECT key, at FROM shard_applied WHERE local = ?", local)).await? {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        batch.push(Stmt::new(
+            "INSERT INTO shard_applied (key, local, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            vec![get("key"), local.into(), get("at")],
+        ));
+    }
+    for part in batch.chunks(64) {
+        target.batch(part.to_vec()).await?;
+    }
+    Ok(n)
+}
+
+impl<D: Db> Db for Shards<D> {
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        self.read(stmt, None).await
+    }
+
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        if self.dbs.len() == 1 {
+            return self.primary()?.batch(stmts).await;
+        }
+        self.batch_sharded(stmts).await
+    }
+
+    async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        // The queue's lease: the primary's.
+        self.primary()?.write_returning(stmt).await
+    }
+
+    async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+        if self.dbs.len() == 1 {
+            return self.primary()?.query_stale(reads, stmt).await;
+        }
+        // A bookmark names a point of one database: with shards, reads go to each primary.
+        self.read(stmt, None).await
+    }
+
+    fn bookmark(&self, reads: &Reads) -> Option<String> {
+        match self.dbs.first() {
+            Some(db) if self.dbs.len() == 1 => db.bookmark(reads),
+            _ => reads.bookmark(),
+        }
+    }
+
+    fn sharded(&self) -> bool {
+        self.dbs.len() > 1
+    }
+
+    async fn settle(&self) -> Result<u64, PortError> {
+        if self.dbs.len() == 1 {
+            return Ok(0);
+        }
+        self.settle_sharded().await
+    }
+
+    fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
+        let m = Shards::move_mailbox(self, local, to).await?;
+        Ok((m.from, m.to, m.envelopes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqlite::SqliteDb;
+    use crate::store;
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+    use std::rc::Rc;
+
+    /// SQLite answers at once: one poll finishes any of these futures.
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match std::pin::pin!(f).poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("ready when first polled"),
+        }
+    }
+
+    const QUOTA: store::mailbox::Quota = store::mailbox::Quota { max_envelopes: 100, max_bytes: 1 << 20 };
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nyx5-shards-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    thread_local! {
+        /// The tests' clock, in ms: each test's thread its own, moved on by [`advance`].
+        static NOW: std::cell::Cell<i64> = const { std::cell::Cell::new(1_800_000_000_000) };
+    }
+
+    fn advance(secs: i64) {
+        NOW.with(|n| n.set(n.get() + secs * 1000));
+    }
+
+    struct TestClock;
+    impl Clock for TestClock {
+        fn now(&self) -> nyx5_proto::Timestamp {
+            nyx5_proto::Timestamp(NOW.with(std::cell::Cell::get))
+        }
+    }
+
+    /// Distinct bytes for every call in the test process (no two houses share a key).
+    struct TestRng;
+    impl Rng for TestRng {
+        fn fill(&self, buf: &mut [u8]) {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_le_bytes();
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = n.get(i % 8).copied().unwrap_or(0) ^ u8::try_from(i / 8).unwrap_or(0);
+            }
+        }
+    }
+
+    fn test_house<D: Db>(dbs: Vec<D>) -> Option<Shards<D>> {
+        Shards::new(dbs, Box::new(TestClock), Box::new(TestRng))
+    }
+
+    fn files(d: &Path, n: usize) -> Shards<SqliteDb> {
+        test_house((0..n).map(|i| SqliteDb::open(&d.join(format!("{i}.db"))).unwrap()).collect()).unwrap()
+    }
+
+    fn register(house: &Shards<SqliteDb>, local: &str, shard: i64) {
+        block_on(house.batch(vec![stmt!(
+            "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, shard)
+             VALUES (?, 'card', 'sig', 'test', 0, 0, ?)",
+            local,
+            shard
+        )]))
+        .unwrap();
+    }
+
+    /// An accept as the inbound path writes it: the sender's rate window (the primary) and the
+    /// envelope (the mailbox). Its count for the envelope.
+    fn accept<D: Db>(house: &D, local: &str, id: &str) -> Result<u64, PortError> {
+        let stmts = vec![
+            store::agents::count_in_window(&format!("in:{local}:example"), 1, 1000),
+            store::mailbox::insert(local, id, "al@example", &format!("{{\"id\":\"{id}\"}}"), 5, QUOTA),
+        ];
+        Ok(block_on(house.batch(stmts))?.get(1).copied().unwrap_or(0))
+    }
+
+    fn ids<D: Db>(house: &D, local: &str) -> Vec<String> {
+        let bounds = store::inbox::PageBounds { after: 0, limit: 100, bytes: 1 << 30, overhead: 0, unrecorded: 0 };
+        block_on(house.query(store::inbox::page_query(local, bounds)))
+            .unwrap()
+            .iter()
+            .map(|r| r.text("envelope").unwrap().to_owned())
+            .collect()
+    }
+
+    fn count(db: &SqliteDb, sql: &'static str) -> i64 {
+        block_on(db.query(Stmt::new(sql, vec![]))).unwrap()[0].int("n").unwrap()
+    }
+
+    fn new_card(local: &str) -> Vec<Stmt> {
+        let index =
+            store::agents::Index { listed: false, search: String::new(), accepts: String::new(), caps: String::new() };
+        let card =
+            store::agents::NewCard { local, card: "c", sig: "s", index: &index, webhook: None, via: "test", now: 0 };
+        store::agents::insert(&card)
+    }
+
+    #[test]
+    fn placement_is_stable_and_spreads() {
+        assert_eq!(placement("anyone", 1), 0);
+        assert_eq!(placement("anyone", 0), 0);
+        assert_eq!(placement("bo", 3), placement("bo", 3), "the same rule gives the same shard");
+        for n in 2..=4 {
+            let mut seen = vec![0; n];
+            for i in 0..2000 {
+                // Names alike but for their start, and alike but for their end.
+                let name = if i % 2 == 0 { format!("{i}-bot") } else { format!("agent{i}") };
+                seen[placement(&name, n)] += 1;
+            }
+            eprintln!("{n} shards: {seen:?}");
+            for s in &seen {
+                assert!(*s > 2000 / n / 2 && *s < 2000 / n * 2, "{n} shards spread {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn registration_records_the_rule_and_one_database_is_untouched() {
+        let d = dir("place");
+        let house = files(&d, 3);
+        let names: Vec<String> = (0..30).map(|i| format!("a{i}")).collect();
+        for n in &names {
+            block_on(house.batch(new_card(n))).unwrap();
+        }
+        for n in &names {
+            let rows =
+                block_on(house.get(0).unwrap().query(stmt!("SELECT shard FROM agents WHERE local = ?", n.as_str())))
+                    .unwrap();
+            assert_eq!(rows[0].int("shard"), Some(placement(n, 3) as i64), "{n}");
+        }
+        // One database: the port passes every statement through, placing everyone on it.
+        let one = files(&dir("one"), 1);
+        block_on(one.batch(new_card("zed"))).unwrap();
+        assert_eq!(accept(&one, "zed", "e1").unwrap(), 1);
+        assert_eq!(ids(&one, "zed").len(), 1);
+        assert_eq!(count(one.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
+    }
+
+    #[test]
+    fn mailbox_statements_go_where_the_mailbox_is() {
+        let d = dir("route");
+        let house = files(&d, 2);
+        register(&house, "al", 0);
+        register(&house, "bo", 1);
+        // A batch of one mailbox on a shard: one atomic batch there, no hand-off.
+        let only_shard = vec![store::mailbox::insert("bo", "b1", "x@example", "{}", 1, QUOTA)];
+        assert_eq!(block_on(house.batch(only_shard)).unwrap(), [1]);
+        // The registry and a mailbox on a shard: both applied, the hand-off left for the tick.
+        assert_eq!(accept(&house, "bo", "b2").unwrap(), 1);
+        assert_eq!(accept(&house, "bo", "b2").unwrap(), 0, "a duplicate is a duplicate");
+        assert_eq!(accept(&house, "al", "a1").unwrap(), 1);
+        let (primary, shard) = (house.get(0).unwrap(), house.get(1).unwrap());
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 2);
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox WHERE local = 'al'"), 0);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM rate_windows"), 2, "rate windows on the primary");
+        assert_eq!(ids(&house, "bo").len(), 2);
+        assert_eq!(ids(&house, "al").len(), 1);
+        // What each holds, read where each is.
+        let usage = block_on(house.query(
+            Stmt::new(
+                "SELECT local, count(*) AS n FROM json_each(?) AS j CROSS JOIN mailbox AS m ON m.local = j.value GROUP BY local",
+                vec![SqlValue::from("[\"al\",\"bo\"]")],
+            )
+            .at(Place::Spread(0)),
+        ))
+        .unwrap();
+        assert_eq!(usage.len(), 2);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0, "forgotten once applied");
+        assert_eq!(block_on(house.settle()).unwrap(), 0, "nothing left to settle");
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0);
+        assert_eq!(ids(&house, "bo").len(), 2, "settling applied nothing twice");
+    }
+
+    #[test]
+    fn an_agents_settings_read_its_lists_where_its_mailbox_is() {
+        let house = files(&dir("settings"), 2);
+        register(&house, "bo", 1);
+        block_on(house.batch(vec![store::mailbox::add_entry("bo", "block", "spam@example", 10)])).unwrap();
+        let rows = block_on(store::agents::settings(&house, "bo")).unwrap();
+        let entries: Vec<Option<&str>> = rows.iter().map(|r| r.text("entry")).collect();
+        assert_eq!(entries, [Some("spam@example")]);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM lists"), 0, "on the shard, not the primary");
+        assert!(block_on(store::agents::settings(&house, "nobody")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_ack_that_lost_its_race_writes_nothing_anywhere() {
+        let house = files(&dir("ackrace"), 2);
+        register(&house, "bo", 1);
+        assert_eq!(accept(&house, "bo", "e1").unwrap(), 1);
+        let usage = stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes) VALUES ('bo', 0, 0, 100, 100000)"
+        )
+        .in_mailbox("bo");
+        block_on(house.batch(vec![usage])).unwrap();
+        // Decided on a watermark (5) that is not the mailbox's (0): its guard fails the batch.
+        let plan = store::inbox::AckPlan { read: 5, through: 6, moved: None, acked: 1, counted: 1 };
+        let mut stmts = vec![stmt!("INSERT INTO nonces (address, nonce, keep_until) VALUES ('bo@x', 'n1', 1)")];
+        stmts.extend(store::inbox::ack("bo", "[\"e1\"]", &plan, 0, QUOTA));
+        let lost = block_on(house.batch(stmts)).unwrap_err();
+        assert_eq!(lost, PortError::Constraint { name: store::constraint::MAILBOX_ACK_RACED.into() });
+        let primary = house.get(0).unwrap();
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM nonces"), 0, "the nonce is not spent");
+        assert_eq!(
+            count(
+                primary,
+                "SELECT count(*) AS n FROM shard_handoffs WHERE local = 'bo' AND stmt LIKE '%acked_through%'"
+            ),
+            0
+        );
+        assert_eq!(ids(&house, "bo").len(), 1, "still waiting");
+    }
+
+    #[test]
+    fn a_handed_off_envelope_is_not_lost_to_the_quota() {
+        let house = files(&dir("quota"), 2);
+        register(&house, "bo", 1);
+        let one = store::mailbox::Quota { max_envelopes: 1, max_bytes: 1 << 20 };
+        // Two accepts decided on a mailbox with room, the second racing the first: both were
+        // counted on the primary, so both are delivered (the quota refuses the next decision).
+        for id in ["e1", "e2"] {
+            let stmts = vec![
+                store::agents::count_in_window("in:bo:example", 1, 1000),
+                store::mailbox::insert("bo", id, "al@example", "{}", 5, one),
+            ];
+            assert_eq!(block_on(house.batch(stmts)).unwrap(), [1, 1]);
+        }
+        block_on(house.settle()).unwrap();
+        assert_eq!(ids(&house, "bo").len(), 2);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0, "none left waiting");
+        // On one database the same race is the batch's to lose: nothing was paid.
+        let alone = vec![store::mailbox::insert("bo", "e3", "al@example", "{}", 5, one)];
+        let refused = block_on(house.batch(alone)).unwrap_err();
+        assert_eq!(refused, PortError::Constraint { name: store::constraint::MAILBOX_QUOTA.into() });
+    }
+
+    #[test]
+    fn a_notice_is_handed_off_only_while_its_lease_is_held() {
+        let house = files(&dir("notice"), 2);
+        register(&house, "bo", 1);
+        let primary = house.get(0).unwrap();
+        block_on(primary.query(stmt!("PRAGMA foreign_keys = OFF"))).unwrap();
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO jobs (id, envelope_id, domain, recipients, state, next_attempt, not_before, deadline, lease_until, created_at)
+             VALUES (1, 'e', 'b.test', '[]', 'pending', 0, 0, 0, 5, 0)"
+        )]))
+        .unwrap();
+        let notice = |lease: i64| {
+            let held = store::queue::Held { job: 1, lease };
+            store::queue::insert_notice(held, "bo", &format!("n{lease}"), "postmaster@a.test", "{}", 1)
+        };
+        let job = || stmt!("UPDATE jobs SET attempts = attempts + 1 WHERE id = 1");
+        assert_eq!(block_on(house.batch(vec![notice(5), job()])).unwrap(), [1, 1], "the lease is held: delivered");
+        assert_eq!(block_on(house.batch(vec![notice(4), job()])).unwrap(), [0, 1], "a lease lost: nothing handed off");
+        assert_eq!(ids(&house, "bo"), ["{}"]);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs WHERE stmt LIKE '%n4%'"), 0);
+    }
+
+    #[test]
+    fn a_hand_off_cut_short_is_applied_by_the_tick() {
+        let d = dir("crash");
+        let house = files(&d, 2);
+        register(&house, "bo", 1);
+        let shard = house.get(1).unwrap();
+        // The shard refuses the mailbox's writes (as while it moves): the primary's part commits.
+        block_on(shard.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        assert_eq!(accept(&house, "bo", "b1").unwrap(), 1, "committed on the primary: it will be applied");
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM mailbox"), 0);
+        assert_eq!(block_on(house.settle()).unwrap(), 0, "still refused: kept");
+        block_on(shard.batch(vec![stmt!("DELETE FROM shard_moving WHERE local = 'bo'")])).unwrap();
+        assert_eq!(block_on(house.settle()).unwrap(), 0, "not due yet: tried again later");
+        advance(60);
+        assert_eq!(block_on(house.settle()).unwrap(), 1);
+        assert_eq!(ids(&house, "bo").len(), 1);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
+    }
+
+    /// What runs before a batch whose first statement's SQL contains the text.
+    type Hooks = Rc<RefCell<Vec<(&'static str, Box<dyn Fn()>)>>>;
+
+    /// A `Db` that runs its hooks before the batches they name.
+    struct Hooked {
+        db: SqliteDb,
+        hooks: Hooks,
+    }
+
+    impl Db for Hooked {
+        async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.db.query(stmt).await
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            let first = stmts.first().map_or("", |s| s.sql);
+            for (when, hook) in self.hooks.borrow().iter() {
+                if first.contains(when) {
+                    hook();
+                }
+            }
+            self.db.batch(stmts).await
+        }
+        async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.db.write_returning(stmt).await
+        }
+    }
+
+    #[test]
+    fn a_move_loses_nothing_before_during_or_after() {
+        for (from, to) in [(1, 0), (0, 1)] {
+            let d = dir(&format!("move{from}{to}"));
+            // The server (a process of its own) and the operator's command, on the same files.
+            let server = Rc::new(files(&d, 2));
+            register(&server, "bo", from);
+            register(&server, "al", from);
+            let hooks = Rc::new(RefCell::new(Vec::new()));
+            let operator = test_house(
+                (0..2)
+                    .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                    .collect(),
+            )
+            .unwrap();
+            assert_eq!(accept(&*server, "bo", "before").unwrap(), 1);
+            block_on(server.batch(vec![store::mailbox::add_entry("bo", "block", "spam@example", 10)])).unwrap();
+            let late = Rc::new(RefCell::new(Vec::new()));
+            let (s, l) = (server.clone(), late.clone());
+            // While the source takes no writes: a batch of the registry and a mailbox on a shard
+            // is handed off; one on a single database is refused (a 503) and sent again after.
+            hooks.borrow_mut().push((
+                "INSERT INTO mailbox (seq, local, envelope_id",
+                Box::new(move || {
+                    let mixed = accept(&*s, "bo", "during");
+                    let alone =
+                        block_on(s.batch(vec![store::mailbox::insert("bo", "alone", "x@example", "{}", 1, QUOTA)]));
+                    eprintln!("during: {mixed:?} {alone:?}");
+                    l.borrow_mut().push((mixed.is_ok(), alone.is_ok()));
+                }),
+            ));
+            let moved = block_on(operator.move_mailbox("bo", to)).unwrap();
+            assert_eq!((moved.from, moved.to, moved.envelopes), (from as usize, to, 1));
+            hooks.borrow_mut().clear();
+            let outcomes = late.borrow().clone();
+            assert_eq!(outcomes.len(), 1, "the hook ran during the move");
+            let (mixed, alone) = outcomes[0];
+            // A mailbox on a shard: the registry's part commits and the envelope waits in a hand-off.
+            assert_eq!(mixed, from != 0, "{outcomes:?}");
+            assert!(!alone, "a write to the moving mailbox alone is refused");
+            if !mixed {
+                assert_eq!(accept(&*server, "bo", "during").unwrap(), 1, "sent again");
+            }
+            let alone = store::mailbox::insert("bo", "alone", "x@example", "{}", 1, QUOTA);
+            assert_eq!(block_on(server.batch(vec![alone])).unwrap(), [1], "sent again");
+            assert_eq!(accept(&*server, "bo", "after").unwrap(), 1);
+            block_on(server.settle()).unwrap();
+            let mut got = ids(&*server, "bo");
+            got.sort();
+            assert_eq!(got, ["{\"id\":\"after\"}", "{\"id\":\"before\"}", "{\"id\":\"during\"}", "{}"], "each once");
+            let (source, target) = (server.get(from as usize).unwrap(), server.get(to).unwrap());
+            assert_eq!(
+                count(source, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"),
+                0,
+                "the source forgot them"
+            );
+            assert_eq!(count(target, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 4);
+            assert_eq!(count(target, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 1, "its lists moved too");
+            // Rerun: nothing more to do, nothing doubled.
+            let again = block_on(operator.move_mailbox("bo", to)).unwrap();
+            assert_eq!(again.envelopes, 0);
+            assert_eq!(ids(&*server, "bo").len(), 4);
+            // The other agent on the source is untouched.
+            assert_eq!(accept(&*server, "al", "x").unwrap(), 1);
+            assert_eq!(ids(&*server, "al").len(), 1);
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+
+    /// Counts the calls each database takes.
+    struct Counted {
+        db: SqliteDb,
+        calls: Rc<std::cell::Cell<u32>>,
+    }
+
+    impl Db for Counted {
+        async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.calls.set(self.calls.get() + 1);
+            self.db.query(stmt).await
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            self.calls.set(self.calls.get() + 1);
+            self.db.batch(stmts).await
+        }
+        async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.calls.set(self.calls.get() + 1);
+            self.db.write_returning(stmt).await
+        }
+    }
+
+    /// What an inbound accept costs in round trips (the facts it reads, then its batch), by
+    /// where the mailbox is: unchanged with one database; with shards, one more read (the
+    /// registry's and the mailbox's parts) and, for a mailbox off the primary, two more writes
+    /// (the hand-off's shard part, then the primary forgets the hand-off: no marker is kept for
+    /// good, review36 H1). Measured after the placement is cached.
+    #[test]
+    fn round_trips_of_an_accept_by_placement() {
+        let calls = Rc::new(std::cell::Cell::new(0));
+        let house = |n: usize, name: &str| {
+            let d = dir(name);
+            test_house(
+                (0..n)
+                    .map(|i| Counted { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), calls: calls.clone() })
+                    .collect(),
+            )
+            .unwrap()
+        };
+        let facts = |local: &str| store::mailbox::Lookup {
+            locals: if local == "al" { "[\"al\"]" } else { "[\"bo\"]" },
+            envelope_id: "e",
+            blocks: "[]",
+            allows: "[]",
+            vouchers: "[]",
+            bucket_prefix: "in:",
+            bucket_suffix: ":example",
+            window: 1,
+        };
+        let mut measured = Vec::new();
+        for (n, local) in [(1, "al"), (2, "al"), (2, "bo")] {
+            let h = house(n, &format!("trips{n}{local}"));
+            block_on(h.batch(vec![stmt!(
+                "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, shard) VALUES ('al', 'c', 's', 't', 0, 0, 0), ('bo', 'c', 's', 't', 0, 0, ?)",
+                (n - 1) as i64
+            )]))
+            .unwrap();
+            // Warm: the placement cached, as in a running house.
+            assert_eq!(accept(&h, local, "warm").unwrap(), 1);
+            calls.set(0);
+            let rows = block_on(store::mailbox::inbound_facts(&h, &facts(local))).unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].int("held_envelopes"), Some(1), "what the mailbox holds, read where it is");
+            assert_eq!(accept(&h, local, "e").unwrap(), 1);
+            measured.push(calls.get());
+        }
+        eprintln!(
+            "round trips of an accept: one database {}, two with the mailbox on the primary {}, on a shard {}",
+            measured[0], measured[1], measured[2]
+        );
+        assert_eq!(measured, [2, 3, 5]);
+    }
+
+    // ---- hostile review (review36) ----
+
+    fn lists_of(db: &SqliteDb, local: &str) -> i64 {
+        block_on(db.query(stmt!("SELECT count(*) AS n FROM lists WHERE local = ?", local))).unwrap()[0]
+            .int("n")
+            .unwrap()
+    }
+
+    #[test]
+    fn review_a_second_reset_leaves_the_lists() {
+        let house = files(&dir("r-reset"), 2);
+        register(&house, "bo", 1);
+        let shard = house.get(1).unwrap();
+        let index =
+            store::agents::Index { listed: false, search: String::new(), accepts: String::new(), caps: String::new() };
+        let reset = |card: &str, replaces: &str| {
+            let c =
+                store::agents::NewCard { local: "bo", card, sig: "s", index: &index, webhook: None, via: "t", now: 1 };
+            block_on(house.batch(store::agents::update(&c, replaces, false, true))).unwrap();
+        };
+        // A thief's allow entry, wiped by the operator's reset.
+        block_on(house.batch(vec![store::mailbox::add_entry("bo", "allow", "thief@example", 10)])).unwrap();
+        reset("c1", "card");
+        assert_eq!(lists_of(shard, "bo"), 0, "the first reset wipes");
+        block_on(house.settle()).unwrap();
+        // Months later, another theft, another reset.
+        block_on(house.batch(vec![store::mailbox::add_entry("bo", "allow", "thief@example", 10)])).unwrap();
+        reset("c2", "c1");
+        block_on(house.settle()).unwrap();
+        assert_eq!(lists_of(shard, "bo"), 0, "the second reset wipes too");
+    }
+
+    #[test]
+    fn review_a_mixed_batch_meeting_a_move_off_the_primary_is_not_a_409() {
+        let house = files(&dir("r-409"), 2);
+        register(&house, "bo", 0);
+        register(&house, "carl", 1);
+        block_on(house.get(0).unwrap().batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        // One envelope to two recipients: the rate window and bo's copy on the primary, carl's on the shard.
+        let stmts = vec![
+            store::agents::count_in_window("in:bo:example", 1, 1000),
+            store::mailbox::insert("bo", "e1", "al@example", "{}", 5, QUOTA),
+            store::mailbox::insert("carl", "e1", "al@example", "{}", 5, QUOTA),
+        ];
+        let e = block_on(house.batch(stmts)).unwrap_err();
+        let answer = crate::port_error(e.clone());
+        eprintln!("{e:?} -> {:?} {}", answer.kind, answer.reason);
+        assert_ne!(answer.kind, nyx5_proto::ErrorKind::Conflict, "a permanent refusal: the sender bounces it");
+    }
+
+    #[test]
+    fn review_upkeep_fails_whole_while_a_mailbox_moves_off_the_primary() {
+        let house = files(&dir("r-upkeep"), 2);
+        register(&house, "bo", 0);
+        assert_eq!(accept(&house, "bo", "e1").unwrap(), 1);
+        let primary = house.get(0).unwrap();
+        block_on(primary.batch(vec![stmt!("UPDATE mailbox SET acked_at = 1, seq = -seq WHERE local = 'bo'")])).unwrap();
+        block_on(primary.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        // The tick's upkeep: every purge of the house in one batch, the body drops among them.
+        let mut stmts = vec![stmt!("DELETE FROM nonces WHERE keep_until < 5")];
+        stmts.extend(store::inbox::drop_bodies(1000, 10));
+        let r = block_on(house.batch(stmts));
+        eprintln!("upkeep while bo moves: {r:?}");
+        assert!(r.is_ok(), "the house's upkeep (and so its tick) fails for the whole move");
+    }
+
+    #[test]
+    fn review_bodies_dropped_on_the_target_mid_move_stay_counted() {
+        let mut held = Vec::new();
+        for during in [false, true] {
+            let d = dir(&format!("r-phantom{during}"));
+            let server = Rc::new(files(&d, 2));
+            register(&server, "bo", 1);
+            assert_eq!(accept(&*server, "bo", "e1").unwrap(), 1);
+            assert_eq!(accept(&*server, "bo", "e2").unwrap(), 1);
+            // bo acknowledges e2 only (e1 still waits): e2 moves below zero, acked at 1.
+            let rows = block_on(store::inbox::ack_facts(&*server, "bo", "[\"e2\"]")).unwrap();
+            let waiting: Vec<(String, i64, bool)> = rows
+                .iter()
+                .map(|r| (r.text("id").unwrap().to_owned(), r.int("n").unwrap(), r.int("counted").unwrap() != 0))
+                .collect();
+            let plan = crate::mailbox::plan_ack(rows[0].int("w").unwrap(), rows[0].int("other"), &waiting);
+            block_on(server.batch(store::inbox::ack("bo", "[\"e2\"]", &plan, 1, QUOTA))).unwrap();
+            let u = block_on(store::mailbox::usage(&*server, "[\"bo\"]")).unwrap();
+            eprintln!("plan {plan:?} before the move: {u:?}");
+            let hooks = Rc::new(RefCell::new(Vec::new()));
+            let operator = test_house(
+                (0..2)
+                    .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                    .collect(),
+            )
+            .unwrap();
+            if during {
+                let s = server.clone();
+                // The server's tick runs its upkeep after the rows are copied, before the usage is.
+                hooks.borrow_mut().push((
+                    "INSERT INTO mailbox_usage (local, envelopes, bytes",
+                    Box::new(move || {
+                        let _ = block_on(s.batch(store::inbox::drop_bodies(1000, 10).to_vec()));
+                    }),
+                ));
+            }
+            block_on(operator.move_mailbox("bo", 0)).unwrap();
+            hooks.borrow_mut().clear();
+            let _ = block_on(server.batch(store::inbox::drop_bodies(1000, 10).to_vec()));
+            let stale = block_on(store::mailbox::usage(&*server, "[\"bo\"]")).unwrap();
+            eprintln!("the server's (stale) read: {stale:?}");
+            let u = block_on(store::mailbox::usage(&files(&d, 2), "[\"bo\"]")).unwrap();
+            held.push((u[0].int("envelopes").unwrap(), u[0].int("bytes").unwrap()));
+        }
+        eprintln!("held after the move: without upkeep during it {:?}, with {:?}", held[0], held[1]);
+        assert_eq!(held[0], held[1], "a body dropped mid-move stays counted forever");
+    }
+
+    #[test]
+    fn review_a_handoff_of_a_full_envelope_passes_d1s_row_limit() {
+        let body = "\"".repeat(500_000);
+        let envelope = Value::Object(nyx5_proto::json::obj([("b", Value::String(body))])).canonical_string();
+        assert!(envelope.len() <= nyx5_proto::limits::MAX_ENVELOPE_BYTES);
+        let s = store::mailbox::insert("bo", "e1", "al@example", &envelope, 5, QUOTA);
+        let text = encode(&handed_off(&s));
+        eprintln!("envelope {} bytes, its hand-off row {} bytes", envelope.len(), text.len());
+        assert!(text.len() < 2_000_000, "D1: a string or row holds at most 2,000,000 bytes");
+    }
+
+    #[test]
+    fn review_settle_is_stuck_behind_64_hand_offs_it_cannot_apply() {
+        let house = files(&dir("r-hol"), 3);
+        register(&house, "bo", 1);
+        register(&house, "carl", 2);
+        let (s1, s2) = (house.get(1).unwrap(), house.get(2).unwrap());
+        // bo's move was interrupted (its source still marked): its hand-offs wait.
+        block_on(s1.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        for i in 0..SETTLE_BATCH {
+            assert_eq!(accept(&house, "bo", &format!("b{i}")).unwrap(), 1);
+        }
+        // carl's shard failed for a moment (a crash between the two parts has the same effect).
+        block_on(s2.batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('carl')")])).unwrap();
+        assert_eq!(accept(&house, "carl", "c1").unwrap(), 1, "committed on the primary: it will be applied");
+        block_on(s2.batch(vec![stmt!("DELETE FROM shard_moving WHERE local = 'carl'")])).unwrap();
+        for _ in 0..10 {
+            let _ = block_on(house.settle());
+        }
+        assert_eq!(ids(&house, "carl").len(), 1, "carl's envelope, paid and counted, is ever applied");
+    }
+
+    #[test]
+    fn review_a_stale_placement_reads_no_block_list() {
+        let d = dir("r-stale");
+        let server = files(&d, 2);
+        register(&server, "bo", 1);
+        block_on(server.batch(vec![store::mailbox::add_entry("bo", "block", "al@example", 10)])).unwrap();
+        let facts = store::mailbox::Lookup {
+            locals: "[\"bo\"]",
+            envelope_id: "e",
+            blocks: "[\"al@example\"]",
+            allows: "[]",
+            vouchers: "[]",
+            bucket_prefix: "in:",
+            bucket_suffix: ":example",
+            window: 1,
+        };
+        let blocked =
+            |h: &Shards<SqliteDb>| block_on(store::mailbox::inbound_facts(h, &facts)).unwrap()[0].int("blocked");
+        assert_eq!(blocked(&server), Some(1));
+        // The operator's `nyx5 shard move`, a process of its own.
+        let operator = files(&d, 2);
+        block_on(operator.move_mailbox("bo", 0)).unwrap();
+        assert_eq!(blocked(&operator), Some(1), "read fresh: blocked");
+        assert_eq!(blocked(&server), Some(1), "the running server: blocked too");
+    }
+
+    #[test]
+    fn review_a_hand_off_applied_before_a_move_is_applied_again_after_it() {
+        let d = dir("r-twice");
+        let server = Rc::new(files(&d, 3));
+        register(&server, "bo", 1);
+        let hooks = Rc::new(RefCell::new(Vec::new()));
+        let operator = test_house(
+            (0..3)
+                .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                .collect(),
+        )
+        .unwrap();
+        let s = server.clone();
+        // Just before the move marks the source (after its own settle): the operator's reset, then
+        // the agent's new block entry, both applied on shard 1.
+        hooks.borrow_mut().push((
+            "INSERT INTO shard_moving",
+            Box::new(move || {
+                let index = store::agents::Index {
+                    listed: false,
+                    search: String::new(),
+                    accepts: String::new(),
+                    caps: String::new(),
+                };
+                let c = store::agents::NewCard {
+                    local: "bo",
+                    card: "c1",
+                    sig: "s",
+                    index: &index,
+                    webhook: None,
+                    via: "t",
+                    now: 1,
+                };
+                block_on(s.batch(store::agents::update(&c, "card", false, true))).unwrap();
+                block_on(s.batch(vec![store::mailbox::add_entry("bo", "block", "new@example", 10)])).unwrap();
+            }),
+        ));
+        block_on(operator.move_mailbox("bo", 2)).unwrap();
+        hooks.borrow_mut().clear();
+        assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 1, "the entry moved");
+        block_on(server.settle()).unwrap();
+        assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 1, "the reset before it is not applied a second time");
+    }
+    #[test]
+    fn a_moving_mailbox_is_a_temporary_mailbox_moving_with_retry_after() {
+        let e = crate::port_error(moving());
+        assert_eq!((e.kind, e.code(), e.kind.slug()), (nyx5_proto::ErrorKind::MailboxMoving, 503, "mailbox_moving"));
+        assert!(e.kind.is_temporary(), "a sending house retries it");
+        let r = crate::http::Response::error(&e);
+        assert_eq!(r.header("retry-after"), Some("5"));
+        // A mixed batch meeting a mailbox moving off the primary: that error, nothing written.
+        let house = files(&dir("moving503"), 2);
+        register(&house, "bo", 0);
+        register(&house, "carl", 1);
+        block_on(house.get(0).unwrap().batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        let stmts = vec![
+            store::agents::count_in_window("in:bo:example", 1, 1000),
+            store::mailbox::insert("bo", "e1", "al@example", "{}", 5, QUOTA),
+            store::mailbox::insert("carl", "e1", "al@example", "{}", 5, QUOTA),
+        ];
+        assert_eq!(block_on(house.batch(stmts)).unwrap_err(), moving());
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM rate_windows"), 0);
+        assert_eq!(count(house.get(0).unwrap(), "SELECT count(*) AS n FROM shard_handoffs"), 0);
+    }
+
+    #[test]
+    fn a_hand_off_passes_the_quota_by_a_bounded_slack_only() {
+        let house = files(&dir("slack"), 2);
+        register(&house, "bo", 1);
+        let one = store::mailbox::Quota { max_envelopes: 1, max_bytes: 1 << 20 };
+        // Every accept decided on a mailbox with room (racing): the first 1 + slack are applied.
+        let n = HANDOFF_SLACK + 5;
+        for i in 0..n {
+            let stmts = vec![
+                store::agents::count_in_window("in:bo:example", 1, 1000),
+                store::mailbox::insert("bo", &format!("e{i}"), "al@example", "{}", 5, one),
+            ];
+            block_on(house.batch(stmts)).unwrap();
+        }
+        let held = ids(&house, "bo").len() as i64;
+        eprintln!("{n} racing accepts to a mailbox of 1: {held} held");
+        assert_eq!(held, 1 + HANDOFF_SLACK, "the quota plus the slack, no more");
+    }
+
+    #[test]
+    fn remembered_placements_are_bounded_and_expire() {
+        let house = files(&dir("cache"), 2);
+        register(&house, "bo", 1);
+        assert_eq!(block_on(house.home("bo")).unwrap().map(|h| h.shard), Some(1));
+        assert!(house.cached("bo").is_some());
+        // Another process moves it: this one sees it once the placement expires.
+        block_on(house.get(0).unwrap().batch(vec![stmt!("UPDATE agents SET shard = 0 WHERE local = 'bo'")])).unwrap();
+        assert_eq!(house.cached("bo").map(|h| h.shard), Some(1));
+        advance(HOMES_TTL_MS / 1000 + 1);
+        assert!(house.cached("bo").is_none(), "expired");
+        assert_eq!(block_on(house.home("bo")).unwrap().map(|h| h.shard), Some(0));
+        for i in 0..HOMES_MAX + 100 {
+            house.remember(&format!("a{i}"), Home { shard: 1, mbox: 1 });
+        }
+        let held = house.homes.lock().unwrap().len();
+        assert!(held <= HOMES_MAX, "{held} remembered");
+    }
+
+    #[test]
+    fn one_move_of_a_mailbox_at_a_time_and_the_flip_is_guarded() {
+        let d = dir("movelock");
+        let house = files(&d, 3);
+        register(&house, "bo", 1);
+        assert_eq!(accept(&house, "bo", "e1").unwrap(), 1);
+        let primary = house.get(0).unwrap();
+        // A move to shard 2 under way (interrupted): a move to 0 is refused, nothing touched.
+        block_on(primary.batch(vec![stmt!("INSERT INTO shard_moves (local, to_shard, since) VALUES ('bo', 2, 0)")]))
+            .unwrap();
+        let refused = block_on(house.move_mailbox("bo", 0)).unwrap_err();
+        assert_eq!(refused, PortError::Constraint { name: MOVE_UNDER_WAY.into() });
+        assert_eq!(crate::port_error(refused).code(), 409);
+        assert_eq!(count(house.get(1).unwrap(), "SELECT count(*) AS n FROM shard_moving"), 0, "the source untouched");
+        // The same move, run again, takes it up and ends it.
+        assert_eq!(block_on(house.move_mailbox("bo", 2)).unwrap().envelopes, 1);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_moves"), 0);
+        assert_eq!(ids(&house, "bo").len(), 1);
+        // The flip only from the source the move copied from: a raced flip is an error.
+        let hooks = Rc::new(RefCell::new(Vec::new()));
+        let operator = test_house(
+            (0..3)
+                .map(|i| Hooked { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), hooks: hooks.clone() })
+                .collect(),
+        )
+        .unwrap();
+        let p = SqliteDb::open(&d.join("0.db")).unwrap();
+        hooks.borrow_mut().push((
+            "UPDATE agents SET shard",
+            Box::new(move || {
+                block_on(p.batch(vec![stmt!("UPDATE agents SET shard = 1 WHERE local = 'bo'")])).unwrap();
+            }),
+        ));
+        let raced = block_on(operator.move_mailbox("bo", 0)).unwrap_err();
+        assert_eq!(raced, PortError::Constraint { name: MOVE_UNDER_WAY.into() });
+        assert_eq!(
+            block_on(primary.query(stmt!("SELECT shard FROM agents WHERE local = 'bo'"))).unwrap()[0].int("shard"),
+            Some(1),
+            "not overwritten"
+        );
+    }
+
+    #[test]
+    fn a_hand_off_that_never_applies_is_given_up_and_kept() {
+        let house = files(&dir("dead"), 2);
+        register(&house, "bo", 1);
+        let primary = house.get(0).unwrap();
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO shard_handoffs (key, local, stmt) VALUES ('k1', 'bo', 'not a statement'),
+                                                              ('k2', 'bo', '{\"sql\":\"INSERT INTO nowhere VALUES (1)\",\"params\":[]}')"
+        )]))
+        .unwrap();
+        let mut errors = 0;
+        for _ in 0..SETTLE_ATTEMPTS + 1 {
+            if block_on(house.settle()).is_err() {
+                errors += 1;
+            }
+            advance(3600);
+        }
+        assert!(errors >= 1, "given up: reported for the log");
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), 0);
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_dead"), 2, "kept for the operator");
+    }
+
+    #[test]
+    fn markers_are_forgotten_once_the_primary_forgot_the_hand_off() {
+        let house = files(&dir("sweep"), 2);
+        register(&house, "bo", 1);
+        for i in 0..5 {
+            assert_eq!(accept(&house, "bo", &format!("e{i}")).unwrap(), 1);
+        }
+        let shard = house.get(1).unwrap();
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 5);
+        // One hand-off still held by the primary (a crash before it forgot it): its marker stays.
+        block_on(shard.batch(vec![stmt!("INSERT INTO shard_applied (key, local, at) VALUES ('held', 'bo', 0)")]))
+            .unwrap();
+        block_on(house.get(0).unwrap().batch(vec![stmt!(
+            "INSERT INTO shard_handoffs (key, local, stmt, next_try) VALUES ('held', 'bo', '{}', 9999999999)"
+        )]))
+        .unwrap();
+        block_on(house.settle()).unwrap();
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 1);
+    }
+}

@@ -1,1 +1,0 @@
--- Placeholder for migration 0023 (another branch of issue 36); replaced when the branches merge.

@@ -1,0 +1,145 @@
+// Mailbox shards on the Worker (issue 36 §3; docs/decisions/36-shards.md): one house under
+// `wrangler dev` with two local D1 databases, `DB` and `DB_SHARD_1` (a test-only copy of
+// wrangler.toml with the second binding). Agents are placed on both; each sends to the other,
+// reads and acknowledges; each envelope is in the database its recipient was placed on, and the
+// cron tick settles the hand-offs.
+//
+//   node tests/e2e/shards.mjs     (after scripts/build-worker)
+//
+// Ports: free ones, found at start (NYX5_SHARDS_PORT=N fixes them at N and N + 442).
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+
+import { makeSteps } from '../lib/e2e.mjs';
+import { authHeader, b64u, bodyBytes, draftEnvelope, newAgentKeys, random, signEnvelope } from '../lib/nyx5.mjs';
+import { House, ROOT, buildWorkerAndCli, portsFor, wrangler } from '../lib/wrangler.mjs';
+
+const PORT = await portsFor('NYX5_SHARDS_PORT', [0, 442]);
+const state = mkdtempSync(join(tmpdir(), 'nyx5-shards-'));
+const admin = b64u(random(24));
+// Beside wrangler.toml, so its relative paths (build/, migrations/) hold.
+const config = join(ROOT, `.wrangler-shards-${process.pid}.toml`);
+const a = new House({ domain: 'a.test', port: PORT(0), inspectorPort: PORT(442), stateDir: state, vars: { NYX5_ADMIN_TOKEN: admin } });
+a.config = config;
+const steps = makeSteps(performance.now());
+
+/** `wrangler d1 execute BINDING` on this house's local state: the first statement's rows. */
+async function d1(binding, sql) {
+  const out = await wrangler(['d1', 'execute', binding, '--local', '--persist-to', a.persist, '--config', config, '--json', '--command', sql]);
+  const parsed = JSON.parse(out);
+  for (const r of parsed) if (!r.success) throw new Error(`d1 ${sql}: ${JSON.stringify(r)}`);
+  return parsed[0].results;
+}
+
+async function post(path, body, headers = {}) {
+  const r = await fetch(a.url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: bodyBytes(body) });
+  const text = await r.text();
+  return { status: r.status, json: text ? JSON.parse(text) : null };
+}
+
+async function as(who, method, path, body) {
+  const { header } = await authHeader(who.keys, { address: who.address, method, path, host: a.host, body });
+  if (method === 'POST') return post(path, body, { authorization: header });
+  const r = await fetch(a.url + path, { headers: { authorization: header } });
+  return { status: r.status, json: await r.json() };
+}
+
+function ok(res, status, what) {
+  assert.equal(res.status, status, `${what}: ${res.status} ${JSON.stringify(res.json)?.slice(0, 300)}`);
+  return res;
+}
+
+/** `who`'s mailbox page once it lists `id`. */
+async function waitFor(who, id) {
+  let page;
+  for (let i = 0; i < 100; i++) {
+    page = ok(await as(who, 'GET', `/mailbox/${who.local}`), 200, `GET /mailbox/${who.local}`);
+    if (page.json.envelopes.some((e) => e.envelope.id === id)) return page;
+    if (i % 10 === 9) await a.scheduled();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`${id} never reached ${who.address}: ${JSON.stringify(page.json).slice(0, 300)}`);
+}
+
+let failed = false;
+try {
+  await steps.step('start a.test under wrangler dev over DB and DB_SHARD_1', async () => {
+    buildWorkerAndCli();
+    const shard = [
+      '',
+      '[[d1_databases]]',
+      'binding = "DB_SHARD_1"',
+      'database_name = "nyx5-shard-1"',
+      'database_id = "00000000-0000-0000-0000-000000000001"',
+      'migrations_dir = "migrations"',
+      '',
+    ].join('\n');
+    const base = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8');
+    const at = base.indexOf('\n[vars]');
+    assert.ok(at > 0, 'wrangler.toml has its [vars]');
+    writeFileSync(config, base.slice(0, at) + shard + base.slice(at));
+    for (const binding of ['DB', 'DB_SHARD_1']) {
+      await wrangler(['d1', 'migrations', 'apply', binding, '--local', '--persist-to', a.persist, '--config', config]);
+    }
+    await a.start();
+  });
+
+  const agents = {};
+  await steps.step('agents are placed on both databases by the rule, recorded at registration', async () => {
+    for (let i = 0; i < 8; i++) {
+      const local = `agent${i}`;
+      const who = { local, address: `${local}@a.test`, keys: await newAgentKeys() };
+      ok(await post('/agents', { local, sig: who.keys.sig, enc: who.keys.enc }, { authorization: `Bearer ${admin}` }), 201, `register ${local}`);
+      agents[local] = who;
+    }
+    const placed = await d1('DB', "SELECT local, shard FROM agents WHERE local LIKE 'agent%' ORDER BY local");
+    const on = (k) => placed.filter((r) => r.shard === k).map((r) => r.local);
+    assert.ok(on(0).length > 0 && on(1).length > 0, `both databases have agents: ${JSON.stringify(placed)}`);
+    agents.ana = agents[on(0)[0]];
+    agents.bo = agents[on(1)[0]];
+  });
+
+  await steps.step('each sends to the other, reads and acknowledges', async () => {
+    const { ana, bo } = agents;
+    for (const [from, to] of [
+      [ana, bo],
+      [bo, ana],
+    ]) {
+      const env = await signEnvelope(draftEnvelope(from.address, [to.address], { media: 'text/plain', body: `to ${to.local}` }), from.keys);
+      ok(await as(from, 'POST', '/outbound', env), 202, `${from.local} sends`);
+      await waitFor(to, env.id);
+      const acked = ok(await as(to, 'POST', `/mailbox/${to.local}/ack`, { ids: [env.id] }), 200, `${to.local} acks`);
+      assert.equal(acked.json.acked, 1);
+      const after = ok(await as(to, 'GET', `/mailbox/${to.local}`), 200, 'the page after');
+      assert.equal(after.json.envelopes.length, 0, 'nothing waits');
+      to.got = env.id;
+    }
+  });
+
+  await steps.step("each envelope is in its recipient's database, and the tick settles the hand-offs", async () => {
+    const { ana, bo } = agents;
+    const rows = async (binding, who) => (await d1(binding, `SELECT envelope_id FROM mailbox WHERE local = '${who.local}'`)).map((r) => r.envelope_id);
+    assert.deepEqual(await rows('DB', ana), [ana.got]);
+    assert.deepEqual(await rows('DB_SHARD_1', ana), []);
+    assert.deepEqual(await rows('DB_SHARD_1', bo), [bo.got]);
+    assert.deepEqual(await rows('DB', bo), []);
+    // Past the minute, the tick's upkeep forgets the hand-offs already applied.
+    await new Promise((r) => setTimeout(r, 61_000));
+    await a.scheduled();
+    const left = await d1('DB', 'SELECT count(*) AS n FROM shard_handoffs');
+    assert.equal(left[0].n, 0, 'no hand-off left');
+  });
+} catch (e) {
+  failed = true;
+  console.error(`shards: ${e.stack ?? e}\n--- a.test\n${a.tail()}`);
+} finally {
+  await a.stop();
+  rmSync(config, { force: true });
+}
+if (failed) process.exit(1);
+rmSync(state, { recursive: true, force: true });
+console.log(`shards: ${steps.count} steps passed`);
