@@ -1232,3 +1232,37 @@ fn the_minutes_upkeep_runs_before_the_deliveries_and_catches_up_within_its_minut
     block_on(a.tick()).unwrap();
     assert_eq!(a.db.calls() - before, 1);
 }
+
+/// A clock that ran ahead once (a year, for one send) and was set right drags no later row after
+/// it: each outbox `seq` lies in its own millisecond's slots, so the envelopes sent afterwards
+/// are forgotten a week after they end, as every other (found by the hostile review of issue
+/// 36: every later row took the high `seq` plus one, and the purge, which reads the key by time,
+/// kept them for the year).
+#[test]
+fn a_clock_that_ran_ahead_once_keeps_no_later_envelope_past_its_week() {
+    let s = setup();
+    let jump = 365 * DAY;
+    s.w.clock.advance(jump);
+    let ahead = s.ana.draft_at("ahead", &[&s.bo.address], "hi", s.a.now()).sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &ahead), 202);
+    s.w.clock.advance(-jump);
+    for i in 0..5 {
+        let env = s.ana.draft_at(&format!("later{i}"), &[&s.bo.address], "hi", s.a.now()).sign(&s.ana.sig).unwrap();
+        json(&s.ana.send(&s.a, &env), 202);
+    }
+    assert_eq!(s.w.tick_all().delivered, 5);
+    let seqs = block_on(s.a.db.query(stmt!("SELECT seq, created_at FROM outbox WHERE envelope_id LIKE 'later%'"))).unwrap();
+    for r in &seqs {
+        let (seq, created) = (r.int("seq").unwrap(), r.int("created_at").unwrap());
+        assert_eq!(seq / nyx5_house::store::queue::SEQ_PER_MS, created, "a seq in its own millisecond's slots");
+    }
+    for _ in 0..30 {
+        s.w.clock.advance(DAY);
+        s.w.tick_all();
+    }
+    let left = block_on(s.a.db.query(stmt!("SELECT count(*) AS n FROM outbox WHERE envelope_id LIKE 'later%'")))
+        .unwrap()[0]
+        .int("n")
+        .unwrap();
+    assert_eq!(left, 0, "envelopes delivered a month ago are still in the outbox");
+}

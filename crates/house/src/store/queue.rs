@@ -67,11 +67,15 @@ macro_rules! root_of {
 /// is in the order of time and the purge and the rate count read it by ranges.
 pub const SEQ_PER_MS: i64 = 1024;
 
-/// The SQL of a new outbox row's `seq` (binds the row's time in ms × [`SEQ_PER_MS`]): never below
-/// one already given (the last `seq` is one seek down the key).
+/// The SQL of a new outbox row's `seq` (binds `?1`, the row's time in ms × [`SEQ_PER_MS`]): the
+/// first of its millisecond's slots no row holds (one seek down the key). Only its own
+/// millisecond is looked at, so a row a clock that ran ahead once gave a high `seq` never drags
+/// the later ones after it: `seq / SEQ_PER_MS` is the row's `created_at` (a burst of more than
+/// 1,024 in one millisecond, which one writer cannot reach, would spill into the next), and the
+/// purge and the rate count read exact ranges of the key. (1024 is [`SEQ_PER_MS`].)
 macro_rules! next_seq {
     () => {
-        "(SELECT max(?, coalesce(max(seq), 0) + 1) FROM outbox)"
+        "(SELECT coalesce(max(seq) + 1, ?1) FROM outbox WHERE seq >= ?1 AND seq < ?1 + 1024)"
     };
 }
 
@@ -137,7 +141,7 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
                      (SELECT CASE WHEN count(*) < ? THEN count(*) + 1 ELSE 0 END FROM outbox
                       WHERE ",
             root_of!("sender"),
-            " = ? AND seq >= ? AND created_at >= ? AND created_at < ?))"
+            " = ? AND seq >= ? AND seq < ? AND created_at >= ? AND created_at < ?))"
         ),
         out.now.saturating_mul(SEQ_PER_MS),
         out.envelope_id,
@@ -151,6 +155,7 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
         cap,
         root_address(out.sender),
         minute.saturating_mul(SEQ_PER_MS),
+        minute.saturating_add(MINUTE).saturating_mul(SEQ_PER_MS),
         minute,
         minute.saturating_add(MINUTE)
     ));
