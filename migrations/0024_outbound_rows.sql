@@ -66,8 +66,10 @@ ALTER TABLE outbox_0024 RENAME TO outbox;
 ALTER TABLE jobs_0024 RENAME TO jobs;
 CREATE INDEX outbox_root ON outbox ((substr(substr(sender, 1, instr(sender, '@') - 1), length(rtrim(substr(sender, 1, instr(sender, '@') - 1), replace(substr(sender, 1, instr(sender, '@') - 1), '.', ''))) + 1) || substr(sender, instr(sender, '@'))), seq);
 
--- Pending jobs: one index, by `not_before`, which no lease, retry or postponement changes (a
--- pending job's `next_attempt` is never before it), instead of `jobs_due (next_attempt)`, whose
--- entry every lease rewrote, and `jobs_pending_domain (domain)`, whose queries (a failing
--- domain's jobs) read the pending jobs instead. A job leaving `pending` only deletes its entry.
-CREATE INDEX jobs_pending ON jobs (not_before) WHERE state = 'pending';
+-- Pending jobs keep the two indexes they had (0001, 0022), rebuilt on the copy: the due scan
+-- reads `jobs_due` up to now, and a failing domain's jobs are found through
+-- `jobs_pending_domain`. One index by `not_before` alone (which no lease changes) would save the
+-- entry each lease rewrites, but every tick would then read every job waiting to retry, a
+-- backlog strangers can grow (docs/decisions/36-outrows.md).
+CREATE INDEX jobs_due ON jobs (next_attempt) WHERE state = 'pending';
+CREATE INDEX jobs_pending_domain ON jobs (domain) WHERE state = 'pending';

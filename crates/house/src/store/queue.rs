@@ -212,9 +212,8 @@ pub const FORGOTTEN: &str = "outbox.created_at";
 /// The constraint [`enqueue_remembered`] fails with for an envelope past its agent's minute.
 pub const RATE: &str = "outbox_rate";
 
-/// Up to `limit` jobs that are pending, due and not leased (found through `jobs_pending`, by
-/// `not_before`: a pending job's `next_attempt` is never before its `not_before`, which nothing
-/// changes, so every due job is among those whose `not_before` passed), with their envelope's expiry and
+/// Up to `limit` jobs that are pending, due and not leased (found through `jobs_due`, by
+/// `next_attempt`: only the due ones are read, however many wait to retry), with their envelope's expiry and
 /// their domain's health (`h_*`, null when healthy). Taken round-robin over destinations: each
 /// domain's earliest job first (those tried least before others, so a destination that killed
 /// the last tick goes last), then each one's second, …; one domain's backlog cannot fill the
@@ -413,9 +412,8 @@ pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_pro
 }
 
 /// Moves the domain's unleased pending jobs due before `until` to `until` (never past their
-/// deadline), so they wait for the probe instead of hitting a failing destination. (They read
-/// `jobs_pending` from its start up to `until`: a job's `not_before` is never after its
-/// `next_attempt`.)
+/// deadline), so they wait for the probe instead of hitting a failing destination (found
+/// through `jobs_pending_domain`).
 pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
     stmt!(
         "UPDATE jobs SET next_attempt = min(?, deadline)
