@@ -201,13 +201,23 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     assert_eq!(call(&h, "POST", path, &[("authorization", &token)], &bad).status, 400);
     assert_eq!(nonces("ana@a.test"), before + 1);
     assert_eq!(mailbox(&h, &ana).len(), 1);
-    // The body is read beside the owner's card, but a token that does not verify is told first:
-    // a malformed ack under a token for another request is 401, not 400.
+    // A token that does not verify is told first, and nothing of the mailbox is read for it: a
+    // malformed ack under a token for another request, or under none, is 401, not 400 (the
+    // hostile review of issue 36 found an ack read the facts of a stranger's request).
     let elsewhere = ana.token(&h, "POST", "/mailbox/ana/ack?x=1", &bad.canonical());
     let name =
         |resp: &nyx5_house::http::Response| json(resp, 401).as_object().unwrap()["error"].as_str().unwrap().to_owned();
     assert_eq!(name(&call(&h, "POST", path, &[("authorization", &elsewhere)], &bad)), "unauthenticated");
     assert_eq!(name(&call(&h, "POST", path, &[], &bad)), "unauthenticated");
+    let ids: Vec<Value> = (0..500).map(|i| Value::from(format!("id{i}"))).collect();
+    let many = Value::Object(obj([("ids", Value::Array(ids))]));
+    let before = h.db.calls();
+    assert_eq!(name(&call(&h, "POST", path, &[], &many)), "unauthenticated");
+    assert_eq!(h.db.calls() - before, 0, "an ack without a token read the database");
+    let stranger = ana.token(&h, "POST", "/mailbox/ana/ack?x=1", &many.canonical());
+    let before = h.db.calls();
+    assert_eq!(name(&call(&h, "POST", path, &[("authorization", &stranger)], &many)), "unauthenticated");
+    assert_eq!(h.db.calls() - before, 1, "an ack under a token that does not verify read more than the card");
 }
 
 /// A send spends its token's nonce in the batch that queues it: the same request again is 401,
