@@ -1251,7 +1251,8 @@ fn a_clock_that_ran_ahead_once_keeps_no_later_envelope_past_its_week() {
         json(&s.ana.send(&s.a, &env), 202);
     }
     assert_eq!(s.w.tick_all().delivered, 5);
-    let seqs = block_on(s.a.db.query(stmt!("SELECT seq, created_at FROM outbox WHERE envelope_id LIKE 'later%'"))).unwrap();
+    let seqs =
+        block_on(s.a.db.query(stmt!("SELECT seq, created_at FROM outbox WHERE envelope_id LIKE 'later%'"))).unwrap();
     for r in &seqs {
         let (seq, created) = (r.int("seq").unwrap(), r.int("created_at").unwrap());
         assert_eq!(seq / nyx5_house::store::queue::SEQ_PER_MS, created, "a seq in its own millisecond's slots");

@@ -761,7 +761,10 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
     let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into() };
     let insert = queue::enqueue_remembered(&out, &[job], now, 10);
     let count = plan(&c, &insert[0]);
-    assert!(count.iter().any(|d| d == "SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq>? AND seq<?)"), "{count:?}");
+    assert!(
+        count.iter().any(|d| d == "SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq>? AND seq<?)"),
+        "{count:?}"
+    );
     // The next `seq` is one seek in its own millisecond's slots of the key.
     assert!(count.iter().any(|d| d == "SEARCH outbox USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"), "{count:?}");
     for s in queue::purge(now, 100) {
