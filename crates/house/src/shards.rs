@@ -17,8 +17,9 @@
 //! crash left and forgets the hand-offs applied. With one database, every call goes straight to
 //! it: nothing is resolved, copied or handed off.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
+
+use nyx5_proto::vecmap::{VecMap, VecSet};
 
 use nyx5_proto::b64;
 use nyx5_proto::json::Value;
@@ -88,7 +89,7 @@ pub const HANDOFF_SLACK: i64 = 8;
 /// The databases of a house: index 0 is the primary, 1.. the shards.
 pub struct Shards<D> {
     dbs: Vec<D>,
-    homes: Mutex<HashMap<String, (Home, i64)>>,
+    homes: Mutex<VecMap<String, (Home, i64)>>,
     clock: Box<dyn Clock>,
     rng: Box<dyn Rng>,
 }
@@ -120,12 +121,11 @@ fn json_locals<'a>(locals: impl IntoIterator<Item = &'a str>) -> String {
 /// SQL text read back from a hand-off, as the `&'static str` a [`Stmt`] holds: each distinct
 /// text is kept once (the engine's statements are a fixed set).
 fn intern(sql: String) -> &'static str {
-    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let texts = TEXTS.get_or_init(|| Mutex::new(HashSet::new()));
-    let Ok(mut set) = texts.lock() else {
+    static TEXTS: Mutex<VecSet<&'static str>> = Mutex::new(VecSet::new());
+    let Ok(mut set) = TEXTS.lock() else {
         return Box::leak(sql.into_boxed_str());
     };
-    if let Some(s) = set.get(sql.as_str()) {
+    if let Some(s) = set.iter().find(|s| **s == sql) {
         return s;
     }
     let s: &'static str = Box::leak(sql.into_boxed_str());
@@ -218,12 +218,12 @@ impl<D: Db> Shards<D> {
     /// A house over `dbs`, the primary first; `None` for none. The clock times what placements
     /// are remembered; the randomness names each hand-off (unique, never a digest of its text).
     pub fn new(dbs: Vec<D>, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Option<Shards<D>> {
-        (!dbs.is_empty()).then(|| Shards { dbs, homes: Mutex::new(HashMap::new()), clock, rng })
+        (!dbs.is_empty()).then(|| Shards { dbs, homes: Mutex::new(VecMap::new()), clock, rng })
     }
 
     /// A house of one database: every call goes straight to it.
     pub fn one(db: D, clock: Box<dyn Clock>, rng: Box<dyn Rng>) -> Shards<D> {
-        Shards { dbs: vec![db], homes: Mutex::new(HashMap::new()), clock, rng }
+        Shards { dbs: vec![db], homes: Mutex::new(VecMap::new()), clock, rng }
     }
 
     fn now_ms(&self) -> i64 {
@@ -299,8 +299,8 @@ impl<D: Db> Shards<D> {
 
     /// Where each of `locals` lives: one read of the primary for those not known yet. An agent
     /// that does not exist lives on the primary (and is not remembered: it may register).
-    async fn resolve(&self, locals: &[&str]) -> Result<HashMap<String, Home>, PortError> {
-        let mut found = HashMap::new();
+    async fn resolve(&self, locals: &[&str]) -> Result<VecMap<String, Home>, PortError> {
+        let mut found = VecMap::new();
         let mut missing = Vec::new();
         for l in locals {
             match self.cached(l) {
@@ -466,7 +466,7 @@ impl<D: Db> Shards<D> {
             })
             .collect();
         let names: Vec<&str> = locals.iter().map(String::as_str).collect();
-        let homes = if names.is_empty() { HashMap::new() } else { self.resolve(&names).await? };
+        let homes = if names.is_empty() { VecMap::new() } else { self.resolve(&names).await? };
         let count = self.dbs.len();
         Ok(stmts
             .iter_mut()
