@@ -68,42 +68,42 @@ CREATE TABLE shard_incoming (
 CREATE TRIGGER mailbox_moving_insert BEFORE INSERT ON mailbox
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = NEW.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER mailbox_moving_update BEFORE UPDATE ON mailbox
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = OLD.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER mailbox_usage_moving_insert BEFORE INSERT ON mailbox_usage
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = NEW.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER mailbox_usage_moving_update BEFORE UPDATE ON mailbox_usage
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = OLD.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER mailbox_acks_moving BEFORE INSERT ON mailbox_acks
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = NEW.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER shard_applied_moving BEFORE INSERT ON shard_applied
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = NEW.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER lists_moving_insert BEFORE INSERT ON lists
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = NEW.local)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 CREATE TRIGGER lists_moving_delete BEFORE DELETE ON lists
 WHEN EXISTS (SELECT 1 FROM shard_moving WHERE local = OLD.local AND copied <> 1)
 BEGIN
-  SELECT RAISE(ABORT, 'mailbox_moving');
+  SELECT RAISE(ABORT, 'CHECK constraint failed: mailbox_moving');
 END;
 
 -- Mailbox rows are still kept, except those of a mailbox that moved to another shard (they

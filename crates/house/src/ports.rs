@@ -416,6 +416,9 @@ mod tests {
             ("CHECK constraint failed: invitation_uses\nmore", Some("invitation_uses")),
             // The Worker's adapter puts D1's cause on a line of its own after the message.
             ("D1_ERROR: CHECK constraint failed: guard\nCHECK constraint failed: guard", Some("guard")),
+            // A trigger's raise, written as a CHECK's so that D1's text names it (migration 0023).
+            ("D1_ERROR: CHECK constraint failed: mailbox_moving: SQLITE_CONSTRAINT_TRIGGER", Some("mailbox_moving")),
+            ("CHECK constraint failed: mailbox_moving", Some("mailbox_moving")),
             ("no such table: guards", None),
             ("network connection lost", None),
             ("CHECK constraint failed: ", None),

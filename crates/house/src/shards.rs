@@ -64,6 +64,13 @@ pub const SETTLE_BATCH: i64 = 64;
 /// only while their sum stays within this.
 pub const SETTLE_BYTES: i64 = 8 << 20;
 
+/// The constraint a mailbox insert fails when the mailbox has no room (the store's
+/// `constraint::MAILBOX_QUOTA`; named here, as the port is below the store): a hand-off that meets
+/// it waits [`ROOM_WAIT_S`] and tries again, never counting a try.
+const ROOM: &str = "mailbox_quota";
+/// Seconds a hand-off waits for room in a full mailbox before it tries again.
+const ROOM_WAIT_S: i64 = 300;
+
 /// Tries of a hand-off before the tick gives up on it (moves it to `shard_dead`). A shard that
 /// answers the mailbox is moving does not count a try.
 pub const SETTLE_ATTEMPTS: i64 = 12;
@@ -73,6 +80,10 @@ pub const DEAD_KEPT: i64 = 1000;
 
 /// `shard_applied` markers one [`Db::settle`] checks against the primary, per shard.
 const APPLIED_SWEEP: i64 = 256;
+/// Rounds of [`APPLIED_SWEEP`] markers a database per upkeep.
+const APPLIED_ROUNDS: usize = 8;
+/// Seconds a marker is kept at least, whatever the primary holds: longer than any settle runs.
+const APPLIED_GRACE_S: i64 = 600;
 
 /// Agents whose placement a process remembers, at most; the oldest are forgotten first.
 pub const HOMES_MAX: usize = 4096;
@@ -230,11 +241,15 @@ impl<D: Db> Shards<D> {
         self.clock.now().0
     }
 
-    /// A new hand-off's key: 16 random bytes.
+    /// A new hand-off's key: 16 random bytes and the clock's millisecond. A key is never used
+    /// twice, and its marker outlives the hand-off by a grace ([`APPLIED_GRACE_S`]), so a key
+    /// drawn again would be skipped as applied: the time guards against a randomness that
+    /// repeats itself (a process started again from the same stream, as the simulator's houses
+    /// are).
     fn new_key(&self) -> String {
         let mut b = [0u8; 16];
         self.rng.fill(&mut b);
-        nyx5_proto::crypto::hex(&b)
+        format!("{}-{}", nyx5_proto::crypto::hex(&b), self.now_ms())
     }
 
     fn remember(&self, local: &str, home: Home) {
@@ -760,6 +775,17 @@ impl<D: Db> Shards<D> {
                                     ));
                                     continue;
                                 }
+                                // A full mailbox: the envelope was accepted (maybe paid), so it
+                                // waits for room, costing no try, as a sender's retry would;
+                                // never given up (the hostile review found accepted mail dead).
+                                Err(PortError::Constraint { name }) if name == ROOM => {
+                                    writes.push(stmt!(
+                                        "UPDATE shard_handoffs SET next_try = ? WHERE key = ?",
+                                        now.saturating_add(ROOM_WAIT_S),
+                                        key.as_str()
+                                    ));
+                                    continue;
+                                }
                                 Err(e) => Some(e.to_string()),
                             }
                         }
@@ -815,13 +841,37 @@ impl<D: Db> Shards<D> {
     }
 
     /// Forgets, on each database, markers of hand-offs the primary no longer holds (a key is
-    /// never used again, so nothing can apply twice once its row is gone).
+    /// never used again, so nothing can apply twice once its row is gone), once they are
+    /// [`APPLIED_GRACE_S`] old: a settle elsewhere may have read a hand-off's statement before
+    /// the request that wrote it applied it and the primary forgot it, and its marker must still
+    /// refuse that settle's copy (the second hostile review). Up to [`APPLIED_ROUNDS`] rounds of
+    /// [`APPLIED_SWEEP`] a database per upkeep, so a busy shard's markers do not outgrow it.
     async fn sweep_applied(&self) -> Result<(), PortError> {
         for db in &self.dbs {
-            let rows = db.query(stmt!("SELECT key FROM shard_applied ORDER BY at, key LIMIT ?", APPLIED_SWEEP)).await?;
+            for _ in 0..APPLIED_ROUNDS {
+                let taken = self.sweep_applied_once(db).await?;
+                if taken < APPLIED_SWEEP {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One round of [`Self::sweep_applied`] on `db`: how many markers it looked at.
+    async fn sweep_applied_once(&self, db: &D) -> Result<i64, PortError> {
+        {
+            let rows = db
+                .query(stmt!(
+                    "SELECT key FROM shard_applied WHERE at < unixepoch() - ? ORDER BY at, key LIMIT ?",
+                    APPLIED_GRACE_S,
+                    APPLIED_SWEEP
+                ))
+                .await?;
             let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
+            let taken = i64::try_from(keys.len()).unwrap_or(i64::MAX);
             if keys.is_empty() {
-                continue;
+                return Ok(0);
             }
             let held = self
                 .primary()?
@@ -839,8 +889,8 @@ impl<D: Db> Shards<D> {
                 )])
                 .await?;
             }
+            Ok(taken)
         }
-        Ok(())
     }
 
     /// For a move off `source` (already marked: it applies nothing more for `local`): forgets
@@ -942,11 +992,10 @@ impl<D: Db> Shards<D> {
             if marked.is_empty() {
                 continue;
             }
-            if shard != from {
-                // An earlier run flipped the agent before forgetting these: they are copied.
-                self.settle_moving(local, db).await?;
-                moved.envelopes += copy_rows(db, self.db(to)?, local).await?;
-            }
+            // Rows left by an earlier run that flipped the agent before forgetting them are
+            // older than the target's: they were copied before that flip (the source frozen
+            // first), and the target has moved on since. Only forgotten, never copied again (the
+            // hostile review: a rerun wrote a stale usage and wiped list entries back over it).
             let mut forget = vec![
                 stmt!("UPDATE shard_moving SET copied = 1 WHERE local = ?", local),
                 stmt!("DELETE FROM mailbox WHERE local = ?", local),
@@ -1849,6 +1898,15 @@ mod tests {
         let held = ids(&house, "bo").len() as i64;
         eprintln!("{n} racing accepts to a mailbox of 1: {held} held");
         assert_eq!(held, 1 + HANDOFF_SLACK, "the quota plus the slack, no more");
+        // The rest were accepted: they wait for room, however long, and are never given up.
+        for _ in 0..SETTLE_ATTEMPTS + 3 {
+            advance(ROOM_WAIT_S + 1);
+            block_on(house.settle()).unwrap();
+        }
+        let primary = house.get(0).unwrap();
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_dead"), 0, "accepted mail given up");
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_handoffs"), n - 1 - HANDOFF_SLACK, "waiting");
+        assert_eq!(ROOM, store::constraint::MAILBOX_QUOTA);
     }
 
     #[test]
@@ -1950,7 +2008,99 @@ mod tests {
             "INSERT INTO shard_handoffs (key, local, stmt, next_try) VALUES ('held', 'bo', '{}', 9999999999)"
         )]))
         .unwrap();
+        // Fresh markers are kept whatever the primary holds: a settle may be in flight with one.
+        block_on(house.settle()).unwrap();
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 6, "within their grace");
+        block_on(shard.batch(vec![stmt!("UPDATE shard_applied SET at = at - ?", APPLIED_GRACE_S + 1)])).unwrap();
         block_on(house.settle()).unwrap();
         assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 1);
+    }
+
+    /// A busy shard's markers do not outgrow the sweep: it takes round after round (the second
+    /// hostile review left 44 of 300 after one upkeep).
+    #[test]
+    fn markers_past_their_grace_are_all_forgotten_in_one_upkeep() {
+        let house = files(&dir("sweep-many"), 2);
+        register(&house, "bo", 1);
+        for i in 0..300 {
+            assert_eq!(accept(&house, "bo", &format!("e{i}")).unwrap(), 1);
+        }
+        let shard = house.get(1).unwrap();
+        block_on(shard.batch(vec![stmt!("UPDATE shard_applied SET at = at - ?", APPLIED_GRACE_S + 1)])).unwrap();
+        block_on(house.settle()).unwrap();
+        assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 0);
+    }
+
+    /// A `Db` that fails, once, the batch whose first statement's SQL starts with `at`.
+    struct FailAt {
+        db: SqliteDb,
+        at: &'static str,
+        armed: Rc<std::cell::Cell<bool>>,
+    }
+    impl Db for FailAt {
+        async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.db.query(stmt).await
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            if self.armed.get() && stmts.first().is_some_and(|s| s.sql.trim_start().starts_with(self.at)) {
+                self.armed.set(false);
+                return Err(PortError::Failed("crash".into()));
+            }
+            self.db.batch(stmts).await
+        }
+        async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.db.write_returning(stmt).await
+        }
+    }
+
+    #[test]
+    fn a_rerun_after_the_flip_forgets_the_stale_source_and_copies_nothing() {
+        let d = dir("r2-rerun");
+        let server = files(&d, 2);
+        register(&server, "bo", 1);
+        assert_eq!(accept(&server, "bo", "e1").unwrap(), 1);
+        block_on(server.batch(vec![store::mailbox::add_entry("bo", "allow", "thief@example", 10)])).unwrap();
+        // Its usage on the source, as an earlier acknowledgment left it.
+        block_on(server.get(1).unwrap().batch(vec![stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through) VALUES ('bo', 0, 0, 10, 100, 0)"
+        )]))
+        .unwrap();
+        let armed = Rc::new(std::cell::Cell::new(true));
+        let operator = test_house(
+            (0..2)
+                .map(|i| FailAt {
+                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
+                    at: "UPDATE shard_moving SET copied = 1",
+                    armed: armed.clone(),
+                })
+                .collect(),
+        )
+        .unwrap();
+        // The move flips, then dies before the source forgets its rows (a killed process, a
+        // Worker request past its limits).
+        assert!(block_on(operator.move_mailbox("bo", 0)).is_err());
+        let primary = server.get(0).unwrap();
+        assert_eq!(
+            block_on(primary.query(stmt!("SELECT shard FROM agents WHERE local = 'bo'"))).unwrap()[0].int("shard"),
+            Some(0)
+        );
+        // The mailbox lives on the primary now: its owner's reset wipes the thief's entry, and an
+        // acknowledgment is counted in its usage.
+        server.forget("bo");
+        block_on(server.batch(vec![store::mailbox::remove_entry("bo", "allow", "thief@example")])).unwrap();
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through) VALUES ('bo', 1, 7, 10, 100, 99)
+             ON CONFLICT (local) DO UPDATE SET envelopes = 1, bytes = 7, acked_through = 99"
+        )]))
+        .unwrap();
+        assert_eq!(lists_of(primary, "bo"), 0);
+        // The operator reruns the move, as told.
+        block_on(operator.move_mailbox("bo", 0)).unwrap();
+        let usage =
+            block_on(primary.query(stmt!("SELECT envelopes, acked_through FROM mailbox_usage WHERE local = 'bo'")))
+                .unwrap();
+        eprintln!("after the rerun: lists {} usage {:?}", lists_of(primary, "bo"), usage);
+        assert_eq!(lists_of(primary, "bo"), 0, "the thief's entry came back from the stale source");
+        assert_eq!(usage[0].int("acked_through"), Some(99), "usage rewound to the stale source's");
     }
 }
