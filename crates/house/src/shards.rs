@@ -1200,14 +1200,7 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::rc::Rc;
 
-    /// SQLite answers at once: one poll finishes any of these futures.
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match std::pin::pin!(f).poll(&mut cx) {
-            std::task::Poll::Ready(v) => v,
-            std::task::Poll::Pending => panic!("ready when first polled"),
-        }
-    }
+    use crate::sqlite::tests::block_on;
 
     const QUOTA: store::mailbox::Quota = store::mailbox::Quota { max_envelopes: 100, max_bytes: 1 << 20 };
 

@@ -167,12 +167,13 @@ impl Db for SqliteDb {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::stmt;
 
-    /// SQLite answers at once: one poll finishes any of its futures.
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// SQLite answers at once: one poll finishes any of its futures (the sharding port's tests
+    /// use it too).
+    pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         match std::pin::pin!(f).poll(&mut cx) {
             std::task::Poll::Ready(v) => v,
