@@ -251,7 +251,7 @@ fn main() {
         ("relay_header", |b| std::str::from_utf8(b).is_ok_and(|t| RelayHeader::parse(t).is_ok())),
         ("libro", |b| {
             let Ok(Value::Object(o)) = Value::parse(b, MAX_ENVELOPE_BYTES) else { return false };
-            nyx5_house::libro::op::Op::parse(&o).is_ok()
+            nyx5_rules::libro::op::Op::parse(&o).is_ok()
                 || nyx5_proto::quote::Quote::from_object(o.clone()).is_ok()
                 || nyx5_proto::receipt::Receipt::from_object(o.clone()).is_ok()
                 || nyx5_proto::libro::Entry::from_object(o).is_ok()

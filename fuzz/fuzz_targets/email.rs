@@ -5,7 +5,7 @@
 #![allow(clippy::panic)]
 
 use libfuzzer_sys::fuzz_target;
-use nyx5_house::email::parse::{self, Arrival};
+use nyx5_rules::email::parse::{self, Arrival};
 use nyx5_proto::limits::MAX_ENVELOPE_BYTES;
 use nyx5_proto::{Address, Envelope, Timestamp};
 

@@ -6,7 +6,7 @@
 #![allow(clippy::panic)]
 
 use libfuzzer_sys::fuzz_target;
-use nyx5_house::libro::op::Op;
+use nyx5_rules::libro::op::Op;
 use nyx5_proto::json::Value;
 use nyx5_proto::libro::Entry;
 use nyx5_proto::limits::MAX_DOCUMENT_BYTES;

@@ -8,7 +8,7 @@
 #![allow(clippy::panic)]
 
 use libfuzzer_sys::fuzz_target;
-use nyx5_house::libro::op::MAX_VERDICT_BYTES;
+use nyx5_rules::libro::op::MAX_VERDICT_BYTES;
 use nyx5_house::libro::verifica::{MAX_TESTS, Test, TestResult, evaluate, judge, parse_tests, verdict};
 use nyx5_house::ports::{OutResponse, PortError};
 use nyx5_proto::json::Value;

@@ -145,7 +145,7 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
     c.welcome = amount("NYX5_WELCOME", 0, nyx5_proto::limits::MAX_AMOUNT)?;
     c.fee_bps = amount("NYX5_FEE_BPS", 1_000, nyx5_proto::limits::BPS_WHOLE)?;
     // At least a second: an approval that expires as it is made could never be approved.
-    let approval_s = amount("NYX5_APPROVAL_SECONDS", 86_400, nyx5_house::libro::authority::MAX_APPROVAL_SECONDS)?;
+    let approval_s = amount("NYX5_APPROVAL_SECONDS", 86_400, nyx5_rules::libro::authority::MAX_APPROVAL_SECONDS)?;
     if approval_s < 1 {
         return Err(invalid("NYX5_APPROVAL_SECONDS", "must be at least 1"));
     }

@@ -68,7 +68,7 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
         None => {
             let mut seed = [0u8; 32];
             nyx5_house::ports::Rng::fill(&WorkerRng, &mut seed);
-            let (key, created) = nyx5_house::store::settings::domain_key(&db, seed, now).await?;
+            let (key, created) = nyx5_house::domain_keys::domain_key(&db, seed, now).await?;
             worker::console_warn!(
                 "nyx5: no NYX5_DOMAIN_KEY secret; using the key kept in D1 ({}). Production must set the secret.",
                 key.public().to_b64()

@@ -70,12 +70,12 @@ function signCases() {
     });
 }
 
-/** The Public Suffix List's own test cases (crates/house/data/psl/test_psl.txt) as the house
+/** The Public Suffix List's own test cases (crates/rules/data/psl/test_psl.txt) as the house
  * reads names (lower case, `xn--` labels), and a name of its private section: [name, site]. A
  * name with no registrable domain is its own site; names with a leading dot are no domains and
  * are skipped, as site.rs's own test does. */
 function siteCases() {
-  const text = readFileSync(join(ROOT, 'crates/house/data/psl/test_psl.txt'), 'utf8');
+  const text = readFileSync(join(ROOT, 'crates/rules/data/psl/test_psl.txt'), 'utf8');
   const out = [['x.house.workers.dev', 'house.workers.dev']];
   for (const m of text.matchAll(/^checkPublicSuffix\('([^']*)', (null|'[^']*')\);$/gm)) {
     if (m[1].startsWith('.')) continue;

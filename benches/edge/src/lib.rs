@@ -12,8 +12,6 @@
 use std::cell::RefCell;
 use std::hint::black_box;
 
-use nyx5_house::libro::kernel::{self, Ctx, Facts, Rules};
-use nyx5_house::libro::op::Op as LibroOp;
 use nyx5_house::libro::{LIBRO, OP_MEDIA};
 use nyx5_house::mailbox::Outcome;
 use nyx5_house::ports::{Row, SqlValue};
@@ -30,6 +28,8 @@ use nyx5_proto::quote::{ContractKind, QuoteDraft};
 use nyx5_proto::receipt::Receipt;
 use nyx5_proto::relay::RelayHeader;
 use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, Verified, limits, seal};
+use nyx5_rules::libro::kernel::{self, Ctx, Facts, Rules};
+use nyx5_rules::libro::op::Op as LibroOp;
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// 2026-12-01T00:00:00Z: the clock every fixture reads.

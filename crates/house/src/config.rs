@@ -157,27 +157,8 @@ pub const LIMIT_SETTINGS: &[(&str, i64, i64)] = &[
     ("NYX5_TAREAS_PER_DAY", 0, 1_000_000),
 ];
 
-/// Retry schedule for deliveries (spec §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
-    pub first_ms: i64,
-    pub max_ms: i64,
-    pub give_up_after_ms: i64,
-}
-
-impl Default for Retry {
-    fn default() -> Self {
-        Retry { first_ms: 1_000, max_ms: 60_000, give_up_after_ms: 3 * 24 * 3_600_000 }
-    }
-}
-
-impl Retry {
-    /// The wait after the `attempts`-th failure: first, 2×, 4× … capped at `max_ms`.
-    pub fn backoff_ms(&self, attempts: i64) -> i64 {
-        let shift = attempts.saturating_sub(1).clamp(0, 30) as u32;
-        self.first_ms.saturating_mul(1_i64 << shift).min(self.max_ms)
-    }
-}
+/// Retry schedule for deliveries (spec §7): the queue's rule.
+pub use nyx5_rules::queue::Retry;
 
 /// Everything a house needs to know about itself.
 #[derive(Debug, Clone)]

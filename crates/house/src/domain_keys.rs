@@ -10,6 +10,11 @@ use nyx5_proto::{Error, Timestamp, Value};
 use crate::ports::{Db, Net};
 use crate::{House, port_error, store};
 
+/// What a runtime reads, or makes on first use, before it builds a house: the stored domain key
+/// (and its rotation), the previous keys it still lists, and the admin token. The adapters call
+/// these, never the store itself.
+pub use crate::store::settings::{ROTATION_GRACE_MS, admin_token, domain_key, previous_domain_keys, rotate_domain_key};
+
 /// Most stored cards certified again in one tick.
 pub const RECERTIFY_PER_TICK: i64 = 16;
 

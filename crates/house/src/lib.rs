@@ -17,7 +17,7 @@ pub mod libro;
 pub mod mailbox;
 pub mod migrations;
 pub mod outbound;
-pub mod policy;
+
 pub mod ports;
 pub mod queue;
 pub mod resolver;
@@ -43,7 +43,7 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 
 /// Extensions this house declares in its domain card.
-pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, policy::EXT_AVAL];
+pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, nyx5_rules::policy::EXT_AVAL];
 
 /// Local parts no agent may register (spec §8b).
 pub const RESERVED: &[&str] = &[

@@ -19,10 +19,10 @@ use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value, Verified, b64};
 
-use crate::policy::{self, Decision, Facts, Policy};
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::resolver::MEMO_MAX_ENTRIES;
 use crate::{House, port_error, store};
+use nyx5_rules::policy::{self, Decision, Facts, Policy};
 
 /// The header that carries the domain's signature on a webhook push.
 pub const PUSH_HEADER: &str = "X-Nyx5-Push";
@@ -542,7 +542,7 @@ impl<D: Db, N: Net> House<D, N> {
             return Ok(Vec::new());
         }
         let now = self.now();
-        let blocks = policy::block_entries(env.from());
+        let blocks = policy::block_entries(env.from(), crate::site::psl());
         let allows = policy::sender_entries(env.from());
         let lookup = store::mailbox::Lookup {
             locals: &json_list(locals.iter().copied()),
@@ -635,7 +635,7 @@ impl<D: Db, N: Net> House<D, N> {
 /// any house (issue 34). The receipt need not be verified for this: its text can only add
 /// entries, and so only hold more. Pure.
 fn blocked_entries(env: &Envelope) -> Vec<String> {
-    let mut blocks = policy::block_entries(env.from());
+    let mut blocks = policy::block_entries(env.from(), crate::site::psl());
     let operator = env
         .content()
         .filter(|c| env.kind() == nyx5_proto::envelope::Kind::Receipt && c.media == nyx5_proto::receipt::MEDIA)
@@ -644,7 +644,7 @@ fn blocked_entries(env: &Envelope) -> Vec<String> {
         .and_then(Value::as_str)
         .and_then(|from| Address::parse(from).ok());
     if let Some(operator) = operator {
-        for entry in policy::block_entries(&operator) {
+        for entry in policy::block_entries(&operator, crate::site::psl()) {
             if !blocks.contains(&entry) {
                 blocks.push(entry);
             }

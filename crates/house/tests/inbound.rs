@@ -862,7 +862,7 @@ fn the_operators_hosts_url_wins_over_the_estafeta_a_card_names() {
 
 #[test]
 fn a_list_holds_its_bound_exactly_and_each_list_its_own() {
-    use nyx5_house::policy::{MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
+    use nyx5_rules::policy::{MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
     let p = pair();
     let names = |from: usize, n: usize| -> Vec<String> { (from..from + n).map(|i| format!("d{i}.test")).collect() };
     let post = |kind: &str, entries: &[String]| {

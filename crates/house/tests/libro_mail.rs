@@ -7,11 +7,11 @@ mod kit;
 use kit::*;
 use nyx5_house::Registration;
 use nyx5_house::libro::LIBRO;
-use nyx5_house::policy::EXT_AVAL;
 use nyx5_house::ports::Db;
 use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Envelope, Object, Value};
+use nyx5_rules::policy::EXT_AVAL;
 
 fn register(h: &TestHouse, agent: &Agent, inbox: Option<Value>) {
     let extra: Vec<(&str, Value)> = inbox.into_iter().map(|i| ("inbox", i)).collect();
@@ -844,7 +844,7 @@ fn accounts_topups_and_the_journal_hold_their_bounds() {
         call(&h, "POST", "/libro/topup", &[("authorization", &admin)], &Value::Object(body)).status
     };
     let max = nyx5_proto::limits::MAX_AMOUNT;
-    let longest = "n".repeat(nyx5_house::libro::op::MAX_TEXT_BYTES);
+    let longest = "n".repeat(nyx5_rules::libro::op::MAX_TEXT_BYTES);
     // Five entries (the two welcome gifts, if any, and the top-ups), paged below. casa@ may owe
     // at most 2^53 - 1 (migration 0017), so bo's come before ana's largest.
     topup(&h, "bo@a.test", 3);

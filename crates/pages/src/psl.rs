@@ -1,4 +1,4 @@
-//! The Public Suffix List (`crates/house/data/psl/public_suffix_list.dat`) coded for
+//! The Public Suffix List (`crates/rules/data/psl/public_suffix_list.dat`) coded for
 //! `nyx5_house::site`: every name a rule mentions — a plain rule, the parent of a wildcard rule
 //! (`*.ck` → `ck`), an exception rule (`!www.ck` → `www.ck`) — with what the rules say of it, in
 //! the finished hash table that `site` searches where the bytes lie, and the most labels a rule
@@ -128,7 +128,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-include!("../../house/src/psl_checksum.rs");
+include!("../../rules/src/psl_checksum.rs");
 
 /// A label as the house writes names: 1–63 bytes of `a-z0-9-`, no hyphen at either end.
 fn house_label(label: &str) -> bool {

@@ -65,7 +65,7 @@ impl Lack {
 pub(crate) const MAX_UNASKED_POW_BITS: u32 = 24;
 
 /// What `inbox` (the card of `to`, as its house serves it now) asks that `env` does not give,
-/// judged as `to`'s house judges it (`nyx5_house::policy::decide`): a `pow` inbox asks a proof
+/// judged as `to`'s house judges it (`nyx5_rules::policy::decide`): a `pow` inbox asks a proof
 /// of work of its bits for this very envelope; a `stamp` inbox a stamp of at least its price at
 /// the house it names (the recipient's own by default). Other policies ask nothing an envelope
 /// can carry. `None`: the envelope gives all the card asks.

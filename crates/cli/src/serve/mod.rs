@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nyx5_house::config::parse_hosts;
+use nyx5_house::domain_keys as settings;
 use nyx5_house::ports::{Clock, Rng};
 use nyx5_house::shards::Shards;
 use nyx5_house::sqlite::SqliteDb;
-use nyx5_house::store::settings;
 use nyx5_house::{Config, House, Registration};
 use nyx5_proto::Timestamp;
 
@@ -138,7 +138,7 @@ pub(crate) struct Args {
     fee_bps: i64,
     /// How long a movement waits for a human's approval before its hold returns, in seconds.
     #[arg(long, value_name = "SECONDS", env = "NYX5_APPROVAL_SECONDS", default_value_t = 86_400,
-          value_parser = clap::value_parser!(i64).range(1..=nyx5_house::libro::authority::MAX_APPROVAL_SECONDS))]
+          value_parser = clap::value_parser!(i64).range(1..=nyx5_rules::libro::authority::MAX_APPROVAL_SECONDS))]
     approval_seconds: i64,
     /// Run a federated index (spec §13): `/index/*` answers, and each tick crawls the houses
     /// registered with `POST /index/houses`.

@@ -16,10 +16,10 @@ use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Value};
 
 use super::GATEWAY_LOCAL;
-use super::parse::{self, Arrival, Parsed};
-use crate::policy::Policy;
 use crate::ports::{Db, Net, PortError};
 use crate::{House, port_error, store};
+use nyx5_rules::email::parse::{self, Arrival, Parsed};
+use nyx5_rules::policy::Policy;
 
 /// What happened to an email that was not refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

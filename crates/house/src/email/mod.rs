@@ -8,26 +8,15 @@
 //!
 //! [`House::receive_email`]: crate::House::receive_email
 
-pub mod html;
 pub mod inbound;
 pub mod outbound;
-pub mod parse;
-pub mod trust;
+
+pub use nyx5_rules::email::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NAME_CHARS, MAX_REFERENCES};
 
 pub use inbound::EmailOutcome;
 
-/// The extension's URI: the bridge's data lives under `extensions[EXT_EMAIL]`.
-pub const EXT_EMAIL: &str = nyx5_proto::mailbox::EXT_EMAIL;
 /// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
 pub const GATEWAY_LOCAL: &str = "email";
-/// Most attachments described per email (the rest are only counted).
-pub const MAX_ATTACHMENTS: usize = nyx5_proto::limits::MAX_ATTACHMENTS;
-/// Longest header text kept (subject, Message-ID, …), in characters: RFC 5322's line limit.
-pub const MAX_HEADER_CHARS: usize = 998;
-/// Longest display name, attachment name or media type kept, in characters.
-pub const MAX_NAME_CHARS: usize = 255;
-/// Most `References` kept (the last ones matter least to an agent; the first is the thread root).
-pub const MAX_REFERENCES: usize = 32;
 /// Emails to one mailbox per minute from one authenticated From domain, or from all
 /// unauthenticated senders together, by default.
 pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;

@@ -102,12 +102,12 @@ pub fn provider_request(config: &Config, email: &OutEmail) -> Option<OutRequest>
 /// anything not 2xx–4xx temporary; other 4xx permanent, with the provider's `message` as reason.
 pub fn read_answer(status: u16, body: &[u8]) -> Sent {
     let parsed = Value::parse(body, MAX_PROVIDER_ANSWER_BYTES).ok();
-    let member =
-        |name: &str| {
-            parsed.as_ref().and_then(Value::as_object).and_then(|o| o.get(name)).and_then(Value::as_str).map(|s| {
-                super::parse::header_text(s).map(|t| super::parse::clip_chars(&t, crate::queue::MAX_REASON_LEN))
-            })
-        };
+    let member = |name: &str| {
+        parsed.as_ref().and_then(Value::as_object).and_then(|o| o.get(name)).and_then(Value::as_str).map(|s| {
+            nyx5_rules::email::parse::header_text(s)
+                .map(|t| nyx5_rules::email::parse::clip_chars(&t, crate::queue::MAX_REASON_LEN))
+        })
+    };
     let reason = member("message").flatten().unwrap_or_else(|| format!("HTTP {status}"));
     match status {
         200..=299 => Sent::Sent(member("id").flatten()),

@@ -108,7 +108,7 @@ pub fn summarize(facts: &[Fact]) -> Object {
     let mut judges: Vec<&str> = Vec::new();
     for f in facts {
         let state = f.state.as_str();
-        let terminal = super::kernel::terminal(state);
+        let terminal = nyx5_rules::libro::kernel::terminal(state);
         match f.kind.as_str() {
             // Facts nobody judged say nothing about anyone: a buyer's cancellation before any
             // delivery (free to make, so it cannot count against a seller); a bond left to

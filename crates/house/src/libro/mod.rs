@@ -12,10 +12,7 @@
 //! race is read, decided and written again; a refusal goes back to `accept`, and the sender's
 //! house bounces it.
 
-pub mod authority;
 pub mod history;
-pub mod kernel;
-pub mod op;
 pub mod tareas;
 pub mod verifica;
 
@@ -34,9 +31,10 @@ use crate::store::libro as store;
 use crate::store::queue::{self as queue_store, NewJob, Outgoing};
 use crate::{House, port_error};
 
-use authority::{PendingWrite, Step};
-use kernel::{CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
-use op::Op;
+use nyx5_rules::libro::authority::{PendingWrite, Step};
+use nyx5_rules::libro::kernel::{CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
+use nyx5_rules::libro::op::Op;
+use nyx5_rules::libro::{authority, kernel};
 
 /// The Libro's local part.
 pub const LIBRO: &str = "libro";
@@ -50,8 +48,7 @@ pub const NOTICE_MEDIA: &str = "application/nyx5.aviso+json";
 pub const ATTEMPTS: usize = 4;
 /// Most bonds one tick returns, and most owed issues it posts.
 pub const UPKEEP_BATCH: i64 = 20;
-/// How long a decided or expired approval stays readable before the tick removes it.
-pub const KEEP_DECIDED_MS: i64 = 30 * 86_400_000;
+pub use nyx5_rules::libro::KEEP_DECIDED_MS;
 /// The house's own agents, signing with the domain key.
 pub const SYSTEM: [&str; 3] = [LIBRO, verifica::VERIFICA, tareas::TAREAS];
 /// The operations `libro@`'s card lists.
@@ -778,8 +775,10 @@ impl<D: Db, N: Net> House<D, N> {
             .map(Address::local)
             .collect();
         let closed = self.closed_inboxes(env, &strangers).await?;
-        let blocks = Value::Array(crate::policy::block_entries(env.from()).into_iter().map(Value::from).collect())
-            .canonical_string();
+        let blocks = Value::Array(
+            nyx5_rules::policy::block_entries(env.from(), crate::site::psl()).into_iter().map(Value::from).collect(),
+        )
+        .canonical_string();
         for party in d.parties.iter().filter(|p| p.as_str() != casa && !self.is_system(p)) {
             if party.domain() == self.config.domain && closed.iter().any(|c| c == party.local()) {
                 continue;
@@ -1267,7 +1266,7 @@ impl<D: Db, N: Net> House<D, N> {
             // Its parties hear of it as they hear of the operator's operations: past their block
             // of the operator (or of an agent above it) nothing, and within their quota and the
             // Libro's lane (they agreed to it: issue 34 review, L1).
-            let mut entries = crate::policy::block_entries(&next.operator);
+            let mut entries = nyx5_rules::policy::block_entries(&next.operator, crate::site::psl());
             entries.push(libro.as_str().to_owned());
             let blocks = Value::Array(entries.into_iter().map(Value::from).collect()).canonical_string();
             for to in next.parties().into_iter().filter(|a| !self.is_system(a)) {

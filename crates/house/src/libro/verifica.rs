@@ -26,8 +26,7 @@ use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::store::services as store;
 use crate::weburl::WebUrl;
 
-/// `verifica@`'s local part.
-pub const VERIFICA: &str = "verifica";
+pub use nyx5_rules::libro::VERIFICA;
 /// The tests this house runs, on the Worker and on `nyx5 serve` alike.
 pub const TESTS: [&str; 2] = ["http_status", "sha256"];
 /// Most tests one contract declares (so one check is at most this many fetches).

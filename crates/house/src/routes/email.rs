@@ -9,13 +9,13 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::{Error, ErrorKind, Value};
 
 use crate::auth::json_body;
-use crate::email::parse::{header_text, mail_address};
 use crate::email::{EXT_EMAIL, EmailOutcome, MAX_OUT_BODY_BYTES, outbound};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};
 use crate::store::constraint;
 use crate::store::email::{self as store, NewEmail};
 use crate::{House, ok_body, port_error};
+use nyx5_rules::email::parse::{header_text, mail_address};
 
 /// POST /email/in?to=ADDRESS&from=SENDER — house token; the body is the raw RFC 5322 message.
 /// 202 `{ok, code, id}` when stored, 200 `{…, duplicate: true}` when it was there already. Only the

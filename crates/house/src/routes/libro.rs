@@ -16,11 +16,11 @@ use nyx5_proto::{Address, Error, ErrorKind, Value};
 use crate::auth::json_body;
 use crate::http::{Request, Response, percent_decode};
 use crate::libro::history::{self, Fact, summarize};
-use crate::libro::kernel::{Contract, Mandate};
 use crate::ports::{Db, Net, Reads, Row};
 use crate::routes::agents::page_param;
 use crate::store::libro as store;
 use crate::{House, ok_body};
+use nyx5_rules::libro::kernel::{Contract, Mandate};
 
 /// Most contracts and mandates `cuenta` lists; how many entries it shows.
 pub const ACCOUNT_LIST_MAX: i64 = 100;
@@ -70,7 +70,7 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
         .iter()
         .filter_map(|r| {
             let record = Value::parse_str(r.text("record")?).ok()?;
-            crate::libro::authority::Pending::from_value(record.as_object()?, r.int("version").unwrap_or(0)).ok()
+            nyx5_rules::libro::authority::Pending::from_value(record.as_object()?, r.int("version").unwrap_or(0)).ok()
         })
         .map(|p| p.to_value())
         .collect();
@@ -128,7 +128,7 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
         None => house.new_id(),
     };
     let note = field::opt_str(&body, "note")?.unwrap_or("top-up");
-    if note.len() > crate::libro::op::MAX_TEXT_BYTES {
+    if note.len() > nyx5_rules::libro::op::MAX_TEXT_BYTES {
         return Err(Error::malformed("`note` is too long"));
     }
     let cause = format!("topup:{id}");

@@ -13,9 +13,9 @@ use nyx5_proto::{Error, ErrorKind, Object, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
 use crate::ports::{Db, Net};
 use crate::{House, ok_body, port_error, store};
+use nyx5_rules::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
 
 /// The two lists, in the order they are written.
 pub const KINDS: [&str; 2] = ["allow", "block"];

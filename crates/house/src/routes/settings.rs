@@ -11,10 +11,10 @@ use nyx5_proto::json::obj;
 use nyx5_proto::{Error, ErrorKind, Object, Value, limits};
 
 use crate::http::{Request, Response};
-use crate::policy::MAX_LIST_ENTRIES;
 use crate::ports::{Db, Net, Row};
 use crate::routes::lists::{KINDS, list_of};
 use crate::{House, ok_body, store};
+use nyx5_rules::policy::MAX_LIST_ENTRIES;
 
 /// GET /agents/:local/settings
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {

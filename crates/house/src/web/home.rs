@@ -9,10 +9,10 @@ use nyx5_proto::{AgentCard, Error, Value, limits};
 use super::{HOME_MAX_AGE, escape, page};
 use crate::config::Registration;
 use crate::http::Response;
-use crate::policy::Policy;
 use crate::ports::{Db, Net, Reads};
 use crate::store::agents as store;
 use crate::{House, libro};
+use nyx5_rules::policy::Policy;
 
 /// The most listed agents the page names; the directory has the rest.
 pub(crate) const HOME_AGENTS: i64 = 50;

@@ -233,8 +233,8 @@ fn a_signed_envelope_holding_an_emails_id_does_not_swallow_it() {
     let (world, house, ana) = house_with_ana("open");
     let raw = stamped("dmarc=pass header.from=bank.test", &message("boss@bank.test", "held@bank.test", "", "mine"));
     // Someone who knows the message computes its id and sends a signed envelope under it first.
-    let parsed = nyx5_house::email::parse::parse(&raw, house.config.max_bytes / 2).unwrap();
-    let id = nyx5_house::email::parse::envelope_id("h.test", &parsed, Some("bank.test"));
+    let parsed = nyx5_rules::email::parse::parse(&raw, house.config.max_bytes / 2).unwrap();
+    let id = nyx5_rules::email::parse::envelope_id("h.test", &parsed, Some("bank.test"));
     let other = world.house("o.test", Registration::Admin);
     let mallory = Agent::new("mallory@o.test", 41);
     assert_eq!(mallory.register_admin(&other).status, 201);

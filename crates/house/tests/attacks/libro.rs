@@ -4,10 +4,10 @@
 
 use nyx5_house::libro::LIBRO;
 use nyx5_house::mailbox::Outcome;
-use nyx5_house::policy::EXT_AVAL;
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{ContractKind, QuoteDraft};
 use nyx5_proto::{Address, Envelope, Object, Timestamp, Value};
+use nyx5_rules::policy::EXT_AVAL;
 
 use crate::common::*;
 use crate::kit::*;

@@ -11,6 +11,8 @@ use nyx5_proto::address::check_domain;
 use nyx5_proto::envelope::Kind;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Value, limits, pow};
 
+use crate::site::Psl;
+
 /// Bits asked by a `pow` inbox that does not say `pow_bits` (spec §9's example).
 pub const DEFAULT_POW_BITS: u32 = nyx5_proto::pow::DEFAULT_BITS;
 /// Most entries one agent's allow or block list may hold.
@@ -261,9 +263,9 @@ pub fn sender_entries(sender: &Address) -> [String; 2] {
 /// The block-list entries that match `sender`: its address, the address of every agent above it
 /// (a subagent `a.b.ceo@d` is `b.ceo@d`'s and `ceo@d`'s: a block of its root holds every
 /// subagent the root enrols, docs/SPEC.md §1), its domain and every parent of the domain down to
-/// its site ([`crate::site::lineage`]), so a block of `evil.example` also holds mail from
+/// its site ([`Psl::lineage`]), so a block of `evil.example` also holds mail from
 /// `x.evil.example` and any other name its owner mints. A public suffix never matches.
-pub fn block_entries(sender: &Address) -> Vec<String> {
+pub fn block_entries(sender: &Address, psl: Psl<'_>) -> Vec<String> {
     let local = sender.local();
     let parents = local
         .match_indices('.')
@@ -271,7 +273,7 @@ pub fn block_entries(sender: &Address) -> Vec<String> {
         .map(|parent| format!("{parent}@{}", sender.domain()));
     std::iter::once(sender.as_str().to_owned())
         .chain(parents)
-        .chain(crate::site::lineage(sender.domain()).into_iter().map(str::to_owned))
+        .chain(psl.lineage(sender.domain()).into_iter().map(str::to_owned))
         .collect()
 }
 
@@ -296,6 +298,10 @@ pub fn list_entry(text: &str) -> Result<String, Error> {
 mod tests {
     use super::*;
     use crate::libro::kernel::Contract;
+
+    fn psl() -> Psl<'static> {
+        Psl::embedded().unwrap()
+    }
     use nyx5_proto::Timestamp;
     use nyx5_proto::envelope::{Content, Draft};
     use nyx5_proto::json::obj;
@@ -476,17 +482,17 @@ mod tests {
     fn blocks_reach_subdomains_down_to_the_site() {
         let from = Address::parse("m@a.r1.evil.example").unwrap();
         assert_eq!(
-            block_entries(&from),
+            block_entries(&from, psl()),
             ["m@a.r1.evil.example", "a.r1.evil.example", "r1.evil.example", "evil.example"]
         );
         assert_eq!(sender_entries(&from), ["m@a.r1.evil.example", "a.r1.evil.example"]);
-        assert_eq!(block_entries(&Address::parse("m@x.co.uk").unwrap()), ["m@x.co.uk", "x.co.uk"]);
+        assert_eq!(block_entries(&Address::parse("m@x.co.uk").unwrap(), psl()), ["m@x.co.uk", "x.co.uk"]);
     }
 
     #[test]
     fn a_block_of_an_agent_holds_its_subagents() {
         let from = Address::parse("a.b.ceo@x.test").unwrap();
-        assert_eq!(block_entries(&from), ["a.b.ceo@x.test", "b.ceo@x.test", "ceo@x.test", "x.test"]);
+        assert_eq!(block_entries(&from, psl()), ["a.b.ceo@x.test", "b.ceo@x.test", "ceo@x.test", "x.test"]);
         assert_eq!(sender_entries(&from), ["a.b.ceo@x.test", "x.test"]);
     }
 

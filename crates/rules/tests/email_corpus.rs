@@ -7,9 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use mail_parser::{MessageParser, PartType};
-use nyx5_house::email::parse::{self, Arrival, header_text, mail_address};
-use nyx5_house::email::{EXT_EMAIL, parse::Parsed};
 use nyx5_proto::{Address, Envelope, Timestamp, Value};
+use nyx5_rules::email::EXT_EMAIL;
+use nyx5_rules::email::parse::Parsed;
+use nyx5_rules::email::parse::{self, Arrival, header_text, mail_address};
 
 const MAX_BYTES: usize = nyx5_proto::limits::MAX_ENVELOPE_BYTES;
 
@@ -82,7 +83,7 @@ fn expected(json: &serde_json::Value) -> (Option<String>, Option<String>, String
             if let Some(t) = b["Text"].as_str() {
                 t.to_owned()
             } else if let Some(h) = b["Html"].as_str() {
-                nyx5_house::email::html::to_text(h)
+                nyx5_rules::email::html::to_text(h)
             } else {
                 String::new()
             }
@@ -379,7 +380,7 @@ fn html_parts_read_as_the_words_mail_parser_reads() {
             if let PartType::Html(html) = &part.body {
                 parts += 1;
                 let theirs = mail_parser::decoders::html::html_to_text(html);
-                assert_eq!(words(&nyx5_house::email::html::to_text(html)), words(&theirs), "{}", path.display());
+                assert_eq!(words(&nyx5_rules::email::html::to_text(html)), words(&theirs), "{}", path.display());
             }
         }
     }

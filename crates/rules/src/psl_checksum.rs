@@ -1,4 +1,4 @@
-// One source for the Public Suffix List table's checksum, included by `nyx5_house::site` (which
+// One source for the Public Suffix List table's checksum, included by `nyx5_rules::site` (which
 // checks the table it is given) and by `nyx5_pages::psl` (which codes it): the two can never
 // disagree, and neither crate depends on the other.
 

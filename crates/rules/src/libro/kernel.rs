@@ -579,7 +579,7 @@ fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&s
 /// house runs: `libro::verifica::check_terms`).
 pub fn verified_here(c: &Contract, rules: &Rules) -> bool {
     c.kind == Kind::Escrow
-        && c.get("arbiter").is_some_and(|a| a.local() == super::verifica::VERIFICA && a.domain() == rules.house)
+        && c.get("arbiter").is_some_and(|a| a.local() == super::VERIFICA && a.domain() == rules.house)
         && c.record.get("terms").and_then(Value::as_object).is_some_and(|t| t.contains_key("verify"))
 }
 
