@@ -82,9 +82,9 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     Ok(house)
 }
 
-/// The Public Suffix List, which the wasm leaves out (ARCHITECTURE.md, "Sites from the list
-/// itself"): read once per isolate from the static assets, before the house is built, and taken
-/// only if it is the list this build was made with. Without it no event is served: limits and
+/// The Public Suffix List, which the wasm leaves out (docs/decisions/0040-psl-coded-table.md):
+/// read once per isolate from the static assets, before the house is built, and taken only if
+/// it is the list this build was made with. Without it no event is served: limits and
 /// blocks key on sites.
 async fn suffix_list(env: &Env) -> Result<(), Error> {
     use nyx5_house::site;
