@@ -517,10 +517,10 @@ fn text_files(root: &Path) -> Vec<(PathBuf, String)> {
                 if !skip {
                     stack.push(path);
                 }
-            } else if path.metadata().is_ok_and(|m| m.len() <= 4 << 20) {
-                if let Ok(text) = String::from_utf8(std::fs::read(&path).unwrap()) {
-                    out.push((path, text));
-                }
+            } else if path.metadata().is_ok_and(|m| m.len() <= 4 << 20)
+                && let Ok(text) = String::from_utf8(std::fs::read(&path).unwrap())
+            {
+                out.push((path, text));
             }
         }
     }
