@@ -517,8 +517,8 @@ fn text_files(root: &Path) -> Vec<(PathBuf, String)> {
                 if !skip {
                     stack.push(path);
                 }
-            } else if path.metadata().is_ok_and(|m| m.len() <= 4 << 20)
-                && let Ok(text) = String::from_utf8(std::fs::read(&path).unwrap())
+            } else if path.metadata().is_ok_and(|m| m.is_file() && m.len() <= 4 << 20)
+                && let Some(text) = std::fs::read(&path).ok().and_then(|b| String::from_utf8(b).ok())
             {
                 out.push((path, text));
             }
