@@ -586,6 +586,9 @@ fn decisions_are_numbered_in_one_sequence_and_indexed() {
         assert_eq!(name[..4].parse::<usize>().unwrap(), i + 1, "{name}: numbers run 0001, 0002, … without gaps");
         assert!(index.contains(&format!("({name})")), "docs/decisions/README.md has no line for {name}");
     }
+    for link in index.split("](").skip(1).filter_map(|rest| rest.split_once(')').map(|(link, _)| link)) {
+        assert!(names.iter().any(|n| n == link), "docs/decisions/README.md links to {link}, which does not exist");
+    }
 }
 
 /// The tests ARCHITECTURE.md's "Invariants" cite: each bullet ends with one or more
