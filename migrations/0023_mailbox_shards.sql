@@ -1,4 +1,4 @@
--- Mailbox shards (issue 36 §3; docs/decisions/36-shards.md). A house may spread its agents'
+-- Mailbox shards (issue 36 §3; docs/decisions/0060-mailbox-shards.md). A house may spread its agents'
 -- mailboxes over several databases ("shards"), each a whole database with every migration (the
 -- tables a shard does not use stay empty). The registry, the Libro and the queue stay on the
 -- primary. With one database (the default) nothing here is used and nothing changes.

@@ -1,5 +1,5 @@
 -- An outbound envelope writes fewer rows (issue 36 §1, D1 rows; D1 counts a row written per row
--- inserted or updated and per index entry added). docs/decisions/36-outrows.md has the figures.
+-- inserted or updated and per index entry added). docs/decisions/0061-outbound-rows.md has the figures.
 --
 -- A token's nonce was two rows: `nonces` had a rowid and its key `(address, nonce)` was an index
 -- beside it. Keyed by the pair itself (WITHOUT ROWID) it is one, for every authenticated request.
@@ -70,6 +70,6 @@ CREATE INDEX outbox_root ON outbox ((substr(substr(sender, 1, instr(sender, '@')
 -- reads `jobs_due` up to now, and a failing domain's jobs are found through
 -- `jobs_pending_domain`. One index by `not_before` alone (which no lease changes) would save the
 -- entry each lease rewrites, but every tick would then read every job waiting to retry, a
--- backlog strangers can grow (docs/decisions/36-outrows.md).
+-- backlog strangers can grow (docs/decisions/0061-outbound-rows.md).
 CREATE INDEX jobs_due ON jobs (next_attempt) WHERE state = 'pending';
 CREATE INDEX jobs_pending_domain ON jobs (domain) WHERE state = 'pending';

@@ -1,6 +1,6 @@
 -- A Libro operation writes fewer rows (issue 36 §1, D1 rows). D1 bills one row written per row
 -- inserted, updated or deleted, and one per index entry changed; a spot `accept` wrote 25, a
--- top-up 9 (docs/decisions/36-librows.md has the ledger). Four changes, none in what any row
+-- top-up 9 (docs/decisions/0059-libro-rows.md has the ledger). Four changes, none in what any row
 -- means to a reader:
 --
 -- 1. A line carries its account's balance. Each entry wrote a line per account it moves AND

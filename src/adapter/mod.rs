@@ -53,8 +53,9 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     let db = env.d1("DB").map_err(|e| Error::new(ErrorKind::Internal, format!("D1 binding DB: {e}")))?;
     let meter = env::metering(env).then(Default::default);
     let mut dbs = vec![D1Db { db, meter, written: Default::default() }];
-    // Mailbox shards (issue 36 §3; docs/decisions/36-shards.md): `DB_SHARD_1`, `DB_SHARD_2`, … in
-    // wrangler.toml, each migrated like `DB`, numbered without gaps, never reordered.
+    // Mailbox shards (issue 36 §3; docs/decisions/0060-mailbox-shards.md): `DB_SHARD_1`,
+    // `DB_SHARD_2`, … in wrangler.toml, each migrated like `DB`, numbered without gaps, never
+    // reordered.
     for n in 1..=MAX_SHARDS {
         let Ok(shard) = env.d1(&format!("DB_SHARD_{n}")) else { break };
         dbs.push(D1Db { db: shard, meter: env::metering(env).then(Default::default), written: Default::default() });
@@ -82,9 +83,9 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
     Ok(house)
 }
 
-/// The Public Suffix List, which the wasm leaves out (ARCHITECTURE.md, "Sites from the list
-/// itself"): read once per isolate from the static assets, before the house is built, and taken
-/// only if it is the list this build was made with. Without it no event is served: limits and
+/// The Public Suffix List, which the wasm leaves out (docs/decisions/0040-psl-coded-table.md):
+/// read once per isolate from the static assets, before the house is built, and taken only if
+/// it is the list this build was made with. Without it no event is served: limits and
 /// blocks key on sites.
 async fn suffix_list(env: &Env) -> Result<(), Error> {
     use nyx5_house::site;

@@ -1,4 +1,4 @@
-// Mailbox shards on the Worker (issue 36 §3; docs/decisions/36-shards.md): one house under
+// Mailbox shards on the Worker (issue 36 §3; docs/decisions/0060-mailbox-shards.md): one house under
 // `wrangler dev` with two local D1 databases, `DB` and `DB_SHARD_1` (a test-only copy of
 // wrangler.toml with the second binding). Agents are placed on both; each sends to the other,
 // reads and acknowledges; each envelope is in the database its recipient was placed on, and the

@@ -1280,9 +1280,10 @@ try {
     const fresh = await authHeader(ana.keys, claims);
     expectStatus(await call(a, 'GET', '/outbox/ana', { headers: { authorization: fresh.header } }), 200, 'outbox');
     freshNonce = fresh.nonce;
-    // The purges run at the first tick of each minute of the house's clock (docs/decisions/
-    // 35-tables.md): the last tick comes once the old nonce's window has passed, in a minute
-    // later than every tick before it, so it is one that purges.
+    // The purges run at the first tick of each minute of the house's clock
+    // (docs/decisions/0052-tables-that-stop-growing.md): the last tick comes once the old
+    // nonce's window has passed, in a minute later than every tick before it, so it is one that
+    // purges.
     const nextMinute = Math.ceil((Date.now() + 1) / 60_000) * 60_000 + 100;
     await sleep(Math.max(oldKeepUntil + 50, nextMinute) - Date.now());
     tickAt = Date.now();

@@ -294,7 +294,7 @@ mod tests {
         }
     }
 
-    /// Hosts are ASCII (ARCHITECTURE.md, "ASCII hosts only"): `url` runs without a Unicode back
+    /// Hosts are ASCII (docs/decisions/0037-ascii-hosts.md): `url` runs without a Unicode back
     /// end (`idna_adapter` 1.0, pinned in Cargo.lock), so a host written in Unicode is not a URL
     /// here, fullwidth digits never become an address, and the `xn--` form of the same name
     /// passes. Should the pin be lost, the first of these fails (and the Worker grows ~40 KB).

@@ -1,6 +1,6 @@
-//! Mailbox shards (issue 36 §3, docs/decisions/36-shards.md): a [`Db`] over several databases,
-//! the primary first. The registry, the Libro and the queue live on the primary; an agent's
-//! mailbox (its `mailbox`, `mailbox_usage`, `mailbox_acks` rows and its lists) lives on the
+//! Mailbox shards (issue 36 §3, docs/decisions/0060-mailbox-shards.md): a [`Db`] over several
+//! databases, the primary first. The registry, the Libro and the queue live on the primary; an
+//! agent's mailbox (its `mailbox`, `mailbox_usage`, `mailbox_acks` rows and its lists) lives on the
 //! database `agents.shard` names, chosen at registration by [`placement`] and changed only by
 //! [`Shards::move_mailbox`]. The store marks each statement with its [`Place`]; this port alone
 //! turns places into databases, so nothing above the store knows how many there are.

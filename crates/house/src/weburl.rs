@@ -11,7 +11,7 @@
 //! Only what the engine asks of a URL is here: its scheme, host (a name or an address, told apart
 //! as the standard does: `http://2130706433/` is 127.0.0.1), port, whether it carries credentials
 //! or a fragment, its origin and its serialization. One difference is left between the two: a
-//! host written in Unicode is refused natively (ARCHITECTURE.md, "ASCII hosts only") and read as
+//! host written in Unicode is refused natively (docs/decisions/0037-ascii-hosts.md) and read as
 //! its `xn--` name on wasm32; either way the name or address the platform's `fetch` would use is
 //! the one the policy judges.
 

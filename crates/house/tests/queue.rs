@@ -1025,7 +1025,7 @@ fn a_send_counts_in_this_minutes_outbound_window() {
 /// token's nonce, its outbox row and its job; a `rate_windows` row was a fourth), and the tick
 /// that delivers it two (the job's lease and its end). D1 counts index entries too:
 /// `schema::an_outbound_envelope_writes_its_rows_and_three_index_entries` holds those, and
-/// docs/decisions/36-outrows.md has the figures.
+/// docs/decisions/0061-outbound-rows.md has the figures.
 #[test]
 fn an_outbound_envelope_changes_three_rows_and_its_delivery_two() {
     let s = setup();

@@ -498,3 +498,161 @@ fn adapters_never_reach_into_the_store() {
     }
     assert!(found.is_empty(), "adapters reach into the house's store: {found:?}");
 }
+
+// ---- The docs: decisions resolve, and ARCHITECTURE.md stays a map (issue 37 §7) ----
+
+/// The repository's root: this crate is `crates/house`.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Every text file of the repository: build outputs (`target*`, `build`), `node_modules` and
+/// hidden folders (`.git`, `.wrangler`; `.ci` and `.github` are kept) are left out, and so is
+/// anything that is not UTF-8.
+fn text_files(root: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                let skip = name.starts_with("target")
+                    || name == "node_modules"
+                    || name == "build"
+                    || (name.starts_with('.') && name != ".ci" && name != ".github");
+                if !skip {
+                    stack.push(path);
+                }
+            } else if path.metadata().is_ok_and(|m| m.is_file() && m.len() <= 4 << 20)
+                && let Some(text) = std::fs::read(&path).ok().and_then(|b| String::from_utf8(b).ok())
+            {
+                out.push((path, text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The decision files a text names: each `docs/decisions/<name>.md`, `<name>` made of letters,
+/// digits, `-`, `_` and `.`.
+fn decision_links(text: &str) -> Vec<String> {
+    const PREFIX: &str = "docs/decisions/";
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        rest = &rest[at + PREFIX.len()..];
+        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c))).unwrap_or(rest.len());
+        let name = rest[..end].trim_end_matches('.');
+        if name.ends_with(".md") && name.len() > 3 {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn decision_links_resolve() {
+    let root = repo_root();
+    let dir = root.join("docs/decisions");
+    let mut dangling = Vec::new();
+    let mut links = 0;
+    for (path, text) in text_files(&root) {
+        for name in decision_links(&text) {
+            links += 1;
+            if !dir.join(&name).is_file() {
+                dangling.push(format!("{}: docs/decisions/{name}", path.strip_prefix(&root).unwrap().display()));
+            }
+        }
+    }
+    println!("links to decisions: {links}");
+    assert!(links > 0, "no link to a decision found: is the walk reading the repository?");
+    assert!(dangling.is_empty(), "links to decisions that do not exist: {dangling:#?}");
+}
+
+/// Decisions are numbered in one sequence, `0001-title.md` on without gaps, and
+/// docs/decisions/README.md has a line for each.
+#[test]
+fn decisions_are_numbered_in_one_sequence_and_indexed() {
+    let dir = repo_root().join("docs/decisions");
+    let index = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "README.md")
+        .collect();
+    names.sort();
+    for (i, name) in names.iter().enumerate() {
+        let well_formed = name.len() > 8
+            && name.ends_with(".md")
+            && name[..4].bytes().all(|b| b.is_ascii_digit())
+            && name.as_bytes()[4] == b'-'
+            && name[5..name.len() - 3].bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        assert!(well_formed, "{name}: a decision is NNNN-lower-case-title.md");
+        assert_eq!(name[..4].parse::<usize>().unwrap(), i + 1, "{name}: numbers run 0001, 0002, … without gaps");
+        assert!(index.contains(&format!("({name})")), "docs/decisions/README.md has no line for {name}");
+    }
+    for link in index.split("](").skip(1).filter_map(|rest| rest.split_once(')').map(|(link, _)| link)) {
+        assert!(names.iter().any(|n| n == link), "docs/decisions/README.md links to {link}, which does not exist");
+    }
+}
+
+/// The tests ARCHITECTURE.md's "Invariants" cite: each bullet ends with one or more
+/// `` `path/to/file.rs::name` `` (a unit test may be `file.rs::tests::name`).
+fn cited_tests(section: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for span in section.split('`').skip(1).step_by(2) {
+        if let Some((file, path)) = span.split_once(".rs::") {
+            let name = path.rsplit("::").next().unwrap();
+            out.push((format!("{file}.rs"), name.to_owned()));
+        }
+    }
+    out
+}
+
+#[test]
+fn architecture_is_a_map() {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let lines = text.lines().count();
+    println!("ARCHITECTURE.md: {lines} lines");
+    assert!(lines <= 320, "ARCHITECTURE.md has {lines} lines: a map stays within 320 (decisions go to docs/decisions)");
+    let start = text.find("\n## Invariants").expect("ARCHITECTURE.md has an \"## Invariants\" section");
+    let section = &text[start + 1..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    let bullets: Vec<&str> = section.split("\n- ").skip(1).collect();
+    assert!(bullets.len() >= 10, "the invariants are bullets, one line each ({} found)", bullets.len());
+    let mut missing = Vec::new();
+    for bullet in &bullets {
+        let bullet = bullet.split("\n\n").next().unwrap();
+        let cited = cited_tests(bullet);
+        if cited.is_empty() {
+            missing.push(format!("cites no test: {}", bullet.lines().next().unwrap()));
+        }
+        for (file, name) in cited {
+            let ok = (file.starts_with("crates/") || file.starts_with("tests/") || file.starts_with("src/"))
+                && std::fs::read_to_string(root.join(&file))
+                    .is_ok_and(|code| code.contains(&format!("fn {name}(")) || code.contains(&format!("fn {name}<")));
+            if !ok {
+                missing.push(format!("{file}::{name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "ARCHITECTURE.md's invariants cite tests that do not exist: {missing:#?}");
+}
+
+#[test]
+fn the_doc_readers_find_links_and_citations() {
+    assert_eq!(
+        decision_links("see docs/decisions/0001-own-json.md. And docs/decisions/ alone, docs/decisions/NNNN"),
+        ["0001-own-json.md"]
+    );
+    assert_eq!(
+        cited_tests("held — `crates/house/tests/schema.rs::a_b`, `crates/house/src/x.rs::tests::c` and `d`"),
+        [
+            ("crates/house/tests/schema.rs".to_owned(), "a_b".to_owned()),
+            ("crates/house/src/x.rs".to_owned(), "c".to_owned())
+        ]
+    );
+}

@@ -5,8 +5,8 @@
 //!
 //! Two users: the house's build script, which embeds both in native builds (`nyx5 serve`), and
 //! the `nyx5-pages` binary, which writes them among the Worker's static assets
-//! (scripts/build-app), so the wasm carries none of the text (ARCHITECTURE.md, "The protocol
-//! pages are static assets on the Worker").
+//! (scripts/build-app), so the wasm carries none of the text
+//! (docs/decisions/0038-protocol-pages-static.md).
 //!
 //! The same goes for the Public Suffix List, coded by [`psl`].
 

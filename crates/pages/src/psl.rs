@@ -7,8 +7,8 @@
 //!
 //! Two users, one coding: the house's build script (native builds embed the table; wasm32 builds
 //! keep only its shape, length and checksum) and the `nyx5-pages` binary, which writes the same bytes among the
-//! Worker's static assets for the Worker to load at its first event (ARCHITECTURE.md, "Sites
-//! from the list itself").
+//! Worker's static assets for the Worker to load at its first event
+//! (docs/decisions/0040-psl-coded-table.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -27,8 +27,8 @@ pub(crate) const MAX_CARDS: usize = 256;
 /// The oldest card used when its house cannot be reached (those with a `valid_until` of their
 /// own are used until then at most): hours, not days. A kept card says what the recipient
 /// asked when it was fetched (its key, its inbox policy); the longer it is kept, the likelier an
-/// envelope sealed to it is refused for a reason a fresh card would have avoided (docs/
-/// decisions/35-rotation.md).
+/// envelope sealed to it is refused for a reason a fresh card would have avoided
+/// (docs/decisions/0051-key-rotation-bounces-nothing.md).
 pub(crate) const MAX_STALE_MS: i64 = 6 * 60 * 60 * 1000;
 /// The largest card file read.
 const MAX_FILE_BYTES: usize = MAX_CARDS * 2 * limits::MAX_DOCUMENT_BYTES;

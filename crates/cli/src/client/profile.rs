@@ -42,8 +42,8 @@ pub(crate) const MAX_PREVIOUS: usize = 8;
 /// Most characters of a body's first line kept in the local record of what was sent.
 pub(crate) const SUMMARY_CHARS: usize = 80;
 /// How long the signed envelope of a send is kept, to rebuild it when a 402 bounce says the
-/// recipient's card had changed (docs/decisions/35-stale-card.md): the 72-hour bounce window and
-/// a day more.
+/// recipient's card had changed (docs/decisions/0054-stale-card-mended-once.md): the 72-hour bounce
+/// window and a day more.
 pub(crate) const KEEP_ENVELOPE_MS: i64 = 4 * 24 * 3_600_000;
 /// The most bytes (canonical JSON) of sent envelopes kept in all, per agent; the oldest leave
 /// first, and an envelope alone larger than this is not kept.

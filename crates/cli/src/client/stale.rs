@@ -1,4 +1,5 @@
-//! A 402 that a stale card caused is mended once (issue 35 §2; docs/decisions/35-stale-card.md).
+//! A 402 that a stale card caused is mended once (issue 35 §2;
+//! docs/decisions/0054-stale-card-mended-once.md).
 //!
 //! `send` seals, proves and stamps an envelope for its recipients' cards as the client holds
 //! them: one kept in the card file for five minutes, or for hours when the recipient's house is

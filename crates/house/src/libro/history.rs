@@ -1,7 +1,7 @@
 //! An agent's public history (spec §21, docs/SPEC.md §21): counts over its contracts, pure.
 //! Only terminal contracts count (tokens that moved), 0 of 0 is `null`, and nothing names a
 //! counterparty or a concept. A bond counts only when a judge free of its bondholder closed it
-//! (docs/decisions/34-libro-b.md).
+//! (docs/decisions/0046-libro-receipt-status-and-history.md).
 
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Object, Value};

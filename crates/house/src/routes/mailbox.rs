@@ -142,8 +142,8 @@ fn item(stored: &str, seq: i64, received: i64, stamp: Option<&str>) -> Result<St
 pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
     // The token verifies before anything of the mailbox is read: reading the facts beside the
     // owner's card would save a round trip but let any stranger make the house read up to a
-    // thousand rows per request (docs/decisions/36-roundtrips.md, decision 5). The token's nonce
-    // is spent in the batch that acknowledges (a replay fails it whole).
+    // thousand rows per request (docs/decisions/0058-round-trips-and-warm-start.md, decision 5).
+    // The token's nonce is spent in the batch that acknowledges (a replay fails it whole).
     let (_, nonce) = house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
     let list = ack_list(req)?;
     for _ in 0..crate::mailbox::ACK_ATTEMPTS {

@@ -1,5 +1,5 @@
 //! POST /shards/move — the operator moves an agent's mailbox to another of the house's databases
-//! (issue 36 §3; docs/SPEC.md §8b; docs/decisions/36-shards.md).
+//! (issue 36 §3; docs/SPEC.md §8b; docs/decisions/0060-mailbox-shards.md).
 
 use nyx5_proto::json::field;
 use nyx5_proto::{Error, ErrorKind, Value};
