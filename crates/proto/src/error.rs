@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::json::{Object, Value};
+pub use crate::refusal::Refusal;
 
 /// What went wrong, as the protocol names it. Each kind has exactly one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,16 +131,46 @@ impl ErrorKind {
     }
 }
 
-/// A protocol error: a kind from the table and a human reason.
+/// A protocol error: a kind from the table, the refusal's stable name and a human reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: ErrorKind,
+    /// The stable machine name (the wire's `error`): a [`Refusal`]'s, or the kind's own
+    /// ([`ErrorKind::slug`]) where the cause has none, or what a peer said.
+    pub name: Cow<'static, str>,
     pub reason: Cow<'static, str>,
 }
 
 impl Error {
+    /// An error named by its kind alone (`malformed`, `forbidden`, …). A refusal a client may
+    /// branch on is named by its cause instead: [`Refusal::because`].
     pub fn new(kind: ErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
-        Error { kind, reason: reason.into() }
+        Error { kind, name: Cow::Borrowed(kind.slug()), reason: reason.into() }
+    }
+
+    /// A refusal from the table, with its reason ([`Refusal::because`] reads better at a call).
+    pub fn named(refusal: Refusal, reason: impl Into<Cow<'static, str>>) -> Self {
+        Error { kind: refusal.kind(), name: Cow::Borrowed(refusal.name()), reason: reason.into() }
+    }
+
+    /// An error as a peer's answer said it: its code's kind (`Unavailable` for a code not in the
+    /// table), and the name it gave (the kind's own when it gave none), kept even if this build
+    /// does not know it.
+    pub fn from_wire(code: u16, name: &str, reason: impl Into<Cow<'static, str>>) -> Self {
+        let kind = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
+        let name = if name.is_empty() { Cow::Borrowed(kind.slug()) } else { Cow::Owned(name.to_owned()) };
+        Error { kind, name, reason: reason.into() }
+    }
+
+    /// The refusal this error names, if its name is one of the table's.
+    pub fn refusal(&self) -> Option<Refusal> {
+        Refusal::from_name(&self.name)
+    }
+
+    /// The same refusal with another reason (a caller that says where it happened).
+    pub fn with_reason(mut self, reason: impl Into<Cow<'static, str>>) -> Self {
+        self.reason = reason.into();
+        self
     }
 
     pub fn malformed(reason: impl Into<Cow<'static, str>>) -> Self {
@@ -161,7 +192,8 @@ impl Error {
         let mut o = Object::new();
         o.insert("ok".into(), Value::Bool(false));
         o.insert("code".into(), Value::from(i64::from(self.code())));
-        o.insert("error".into(), Value::from(self.kind.slug()));
+        let name = if self.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { &self.name };
+        o.insert("error".into(), Value::from(name));
         o.insert("reason".into(), Value::String(reason));
         Value::Object(o)
     }
@@ -169,7 +201,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.kind.code(), self.kind.slug(), self.reason)
+        write!(f, "{} ({}): {}", self.kind.code(), self.name, self.reason)
     }
 }
 

@@ -18,7 +18,7 @@
 //! | [`authority`] | docs §16b | authority levels, consequences, limits, evidence kinds |
 //! | [`mailbox`] | §8c | a mailbox item as a client shows it |
 //! | [`app`] | docs "Apps" | App Cards, primitives, the broker's lines, catalogues |
-//! | [`error`], [`limits`] | §6 | the error table and every limit |
+//! | [`error`], [`refusal`], [`limits`] | §6 | the error table, the refusals by name, every limit |
 #![forbid(unsafe_code)]
 
 pub mod address;
@@ -38,6 +38,7 @@ pub mod ops;
 pub mod pow;
 pub mod quote;
 pub mod receipt;
+pub mod refusal;
 pub mod relay;
 pub mod seal;
 pub mod sign;
@@ -49,5 +50,6 @@ pub use card::{AgentCard, DomainCard};
 pub use envelope::Envelope;
 pub use error::{Error, ErrorKind};
 pub use json::{Object, Value};
+pub use refusal::Refusal;
 pub use sign::Verified;
 pub use time::Timestamp;
