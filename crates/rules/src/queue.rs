@@ -6,6 +6,10 @@
 
 use nyx5_proto::{Address, Error, ErrorKind, Object, Value, limits};
 
+/// How long a tick holds a job it is working on: longer than one attempt can take (a DNS
+/// lookup, the domain card, the agent card and the POST, each with the 10 s outbound deadline),
+/// so an overlapping tick never takes a job whose attempt is still under way.
+pub const LEASE_MS: i64 = 120_000;
 /// Longest failure reason the queue stores or puts in a notice.
 pub const MAX_REASON_LEN: usize = 300;
 /// Largest answer to POST /inbound the queue reads.
