@@ -21,9 +21,9 @@ use crate::ports::{Db, Net, OutRequest, PortError, Row};
 use crate::store::queue::{self as store, Held};
 use crate::{House, port_error};
 pub use nyx5_rules::queue::{
-    Bounce, Delivery, DomainEffect, Health, Job, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry, Step,
-    UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan, retry_at,
-    took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
+    Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry,
+    Step, UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan,
+    retry_at, took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
 };
 
 pub use crate::config::{MAX_TICK_BATCH, TICK_BATCH};
@@ -362,7 +362,7 @@ impl<D: Db, N: Net> House<D, N> {
         if changes.get(job_stmt) == Some(&1) {
             match (&plan.step, state) {
                 (Step::Retry { .. }, _) => report.retried += 1,
-                (Step::Finish { .. }, "delivered") => report.delivered += 1,
+                (Step::Finish { .. }, JobState::Delivered) => report.delivered += 1,
                 (Step::Finish { .. }, _) => report.bounced += 1,
             }
         }

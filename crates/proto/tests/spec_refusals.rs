@@ -13,10 +13,8 @@ const END: &str = "<!-- refusals: end -->";
 /// of its own carries its kind's), then every refusal, by code.
 fn table() -> String {
     let mut out = String::from("| code | `error` | meaning |\n|---|---|---|\n");
-    let mut rows: Vec<(u16, &str, String)> = Refusal::ALL
-        .iter()
-        .map(|r| (r.kind().code(), r.name(), r.meaning().replace('|', "\\|")))
-        .collect();
+    let mut rows: Vec<(u16, &str, String)> =
+        Refusal::ALL.iter().map(|r| (r.kind().code(), r.name(), r.meaning().replace('|', "\\|"))).collect();
     rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     for (code, name, meaning) in rows {
         out.push_str(&format!("| {code} | `{name}` | {meaning} |\n"));

@@ -367,12 +367,18 @@ pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str, dead
 }
 
 /// The job ends `delivered` or `bounced` (an attempt was counted when it was leased).
-pub fn finish(held: Held, state: &str, last_error: Option<&str>, result: &str, now: i64) -> Stmt {
+pub fn finish(
+    held: Held,
+    state: nyx5_rules::queue::JobState,
+    last_error: Option<&str>,
+    result: &str,
+    now: i64,
+) -> Stmt {
     stmt!(
         "UPDATE jobs SET state = ?, last_error = coalesce(?, last_error), result = ?,
                 finished_at = ?, lease_until = 0
          WHERE id = ? AND lease_until = ? AND state = 'pending'",
-        state,
+        state.as_str(),
         last_error,
         result,
         now,
