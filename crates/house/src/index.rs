@@ -74,6 +74,34 @@ enum Outcome {
     OutOfBudget,
 }
 
+/// What the directory indexes about a card.
+pub fn card_index(card: &AgentCard) -> crate::store::agents::Index {
+    let caps = card.capabilities();
+    let mut search = vec![card.address().as_str().to_owned()];
+    let mut accepts = String::from(" ");
+    let mut names = String::from(" ");
+    for (k, v) in caps {
+        if !matches!(v, Value::Bool(false) | Value::Null) && k != "listed" {
+            names.push_str(&k.to_lowercase());
+            names.push(' ');
+        }
+        match (k.as_str(), v) {
+            ("accepts", Value::Array(list)) => {
+                for m in list.iter().filter_map(Value::as_str) {
+                    accepts.push_str(&m.to_lowercase());
+                    accepts.push(' ');
+                }
+            }
+            (_, Value::String(s)) => search.push(s.to_lowercase()),
+            _ => {}
+        }
+    }
+    if let Some(Value::String(d)) = caps.get("description") {
+        search.push(d.to_lowercase());
+    }
+    crate::store::agents::Index { listed: card.listed(), search: search.join(" "), accepts, caps: names }
+}
+
 impl<D: Db, N: Net> House<D, N> {
     /// One tick's share of the crawl: steps over the due houses until the budget of fetches or
     /// of steps is spent or nothing is due.
@@ -185,7 +213,7 @@ impl<D: Db, N: Net> House<D, N> {
                 Ok(card) => {
                     kept.insert(address.as_str().to_owned());
                     let text = card.to_value().canonical_string();
-                    let idx = crate::routes::agents::index(&card);
+                    let idx = card_index(&card);
                     writes.push(store::put_card(
                         &CardRow {
                             address: address.as_str(),
