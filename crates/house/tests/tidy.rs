@@ -220,7 +220,8 @@ const WEB: Crate = Crate {
 const PROTO_UPWARD: &[&str] = &[];
 const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits time"];
 const CLI_UPWARD: &[&str] = &[];
-const CLI_CIRCLES: &[&str] = &["app app_broker", "client::libro client::mailbox client::send client::stale"];
+const CLI_CIRCLES: &[&str] =
+    &["app app_broker", "client::libro client::mailbox client::send client::stale", "mcp mcp_wrap"];
 const WEB_UPWARD: &[&str] = &[];
 const WEB_CIRCLES: &[&str] = &[];
 
@@ -295,6 +296,25 @@ fn code_of(text: &str) -> String {
                 // A char literal such as '"' (a lifetime has no closing quote there).
                 i += 3;
             }
+            (b'\'', Some(b'\\')) => {
+                // An escaped char literal ('\'', '\"', '\\', '\u{…}'): to its closing quote.
+                let close = b[i + 2..].iter().take(12).skip(1).position(|&c| c == b'\'');
+                i += close.map_or(2, |at| at + 4);
+            }
+            (b'r', Some(b'#' | b'"')) if i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') => {
+                // A raw string, r"…" or r#"…"#: to the quote followed by as many hashes.
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    out.push('r');
+                    i += 1;
+                    continue;
+                }
+                let end: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+                let body = i + 2 + hashes;
+                let close = b[body..].windows(end.len()).position(|w| w == end.as_slice());
+                out.push(' ');
+                i = close.map_or(b.len(), |at| body + at + end.len());
+            }
             (c, _) => {
                 out.push(c as char);
                 i += 1;
@@ -302,6 +322,57 @@ fn code_of(text: &str) -> String {
         }
     }
     out
+}
+
+/// The path a `super::rest` names, read in module `base`'s parent (`base` given): each further
+/// `super::` at the start of `rest` goes one module up.
+fn above(base: &str, rest: &str) -> String {
+    let (mut base, mut rest) = (base, rest);
+    while let Some(r) = rest.strip_prefix("super::") {
+        rest = r;
+        base = base.rsplit_once("::").map_or("", |(p, _)| p);
+    }
+    if base.is_empty() { rest.to_owned() } else { format!("{base}::{rest}") }
+}
+
+/// `code` without its test modules (`#[cfg(test)] mod … { … }`): tests may name anything. Other
+/// `#[cfg(test)]` items stay (read as code: an arrow there counts).
+fn without_test_modules(code: &str) -> String {
+    let mut out = code.to_owned();
+    while let Some(at) = find_test_module(&out) {
+        out.replace_range(at, " ");
+    }
+    out
+}
+
+/// The first `#[cfg(test)] mod name { … }` of `code`, attribute to closing brace.
+fn find_test_module(code: &str) -> Option<std::ops::Range<usize>> {
+    let mut from = 0;
+    while let Some(found) = code[from..].find("#[cfg(test)]") {
+        let at = from + found;
+        let after = code[at + "#[cfg(test)]".len()..].trim_start();
+        if let Some(rest) = after.strip_prefix("mod ") {
+            let name = ident(rest.trim_start());
+            if let Some(body) = rest.trim_start()[name.len()..].trim_start().strip_prefix('{') {
+                let open = code.len() - body.len();
+                let mut depth = 1;
+                let close = body
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        depth == 0
+                    })
+                    .map_or(code.len(), |(i, _)| open + i + 1);
+                return Some(at..close);
+            }
+        }
+        from = at + 1;
+    }
+    None
 }
 
 fn ident(s: &str) -> &str {
@@ -374,10 +445,18 @@ fn expand(prefix: &str, group: &str, out: &mut Vec<String>) {
 /// Every `crate::…` path in `code`, the groups of a `use` opened: `crate::{a, b::{c}}` → `a`,
 /// `b::c`.
 fn crate_paths(code: &str) -> Vec<String> {
+    paths_after(code, "crate::")
+}
+
+/// Every path after `prefix` (`crate::`, `nyx5_house::`) in `code`, groups opened.
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for (at, _) in code.match_indices("crate::") {
+    for (at, _) in code.match_indices(prefix) {
         // `$crate::` (a macro's) is the crate too.
-        let rest = &code[at + "crate::".len()..];
+        if prefix != "crate::" && code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + prefix.len()..];
         let head = rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')).next().unwrap();
         match rest[head.len()..].strip_prefix('{') {
             Some(group) => {
@@ -457,8 +536,7 @@ fn arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
         let from = module_of(&root, file);
         let text = std::fs::read_to_string(file).unwrap();
         // A file's tests (at its end, by the house's style) may name anything.
-        let text = text.split("#[cfg(test)]").next().unwrap();
-        let code = code_of(text);
+        let code = without_test_modules(&code_of(&text));
         let mut to = BTreeSet::new();
         for path in crate_paths(&code) {
             to.insert(target(&path, &known, krate.root_items));
@@ -468,9 +546,11 @@ fn arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
         let inline = inline_modules(&code);
         let parent = from.rsplit_once("::").map_or("", |(p, _)| p);
         for (at, _) in code.match_indices("super::") {
-            let rest = &code[at + "super::".len()..];
+            if code[..at].ends_with("super::") {
+                continue; // the second `super` of a `super::super::`, read with the first
+            }
             let base = if inline.iter().any(|r| r.contains(&at)) { from.trim_end_matches("::mod") } else { parent };
-            let full = if base.is_empty() { rest.to_owned() } else { format!("{base}::{rest}") };
+            let full = above(base, &code[at + "super::".len()..]);
             to.insert(target(&full, &known, krate.root_items));
         }
         to.remove(&from);
@@ -637,6 +717,21 @@ fn the_reader_finds_arrows_and_ignores_comments() {
     );
     let paths = crate_paths(&code);
     assert_eq!(paths, ["House", "store::inbox", "store::mailbox", "ports::Db", "queue::plan"]);
+    // Char literals with escapes and raw strings hide nothing after them.
+    let code = code_of("let q = '\\\"'; let r = r#\"a \" b\"#; crate::routes::x(); let c = '\\''; crate::store::y();");
+    assert_eq!(crate_paths(&code), ["routes::x", "store::y"]);
+    // A test module is left out; a test-only item before it is not, nor what follows it.
+    let code = without_test_modules(&code_of(
+        "#[cfg(test)]\nstruct Nobody;\nfn a() { crate::mcp_wrap::x(); }\n#[cfg(test)]\nmod tests { fn t() { crate::routes::z(); } }\nfn b() { crate::store::w(); }",
+    ));
+    assert_eq!(crate_paths(&code), ["mcp_wrap::x", "store::w"]);
+    // `super::super::` from `store::queue` (read in `store`) is the crate's `routes::…`.
+    assert_eq!(above("store", "super::routes::outbox::X"), "routes::outbox::X");
+    assert_eq!(above("store", "inbox::page"), "store::inbox::page");
+    assert_eq!(above("", "queue::plan"), "queue::plan");
+    // An adapter's `use nyx5_house::{House, store}` names the store too.
+    let paths = paths_after(&code_of("use nyx5_house::{House, store};\nuse my_nyx5_house::store;"), "nyx5_house::");
+    assert_eq!(paths, ["House", "store"]);
     let known: BTreeSet<String> =
         ["store::mod", "store::inbox", "ports", "queue"].iter().map(|s| (*s).to_owned()).collect();
     assert_eq!(target("House", &known, ROOT_ITEMS), "crate");
@@ -672,7 +767,7 @@ fn adapters_never_reach_into_the_store() {
     for dir in ["src", "crates/cli/src", "crates/web/src"] {
         for file in sources(&root.join(dir)) {
             let code = code_of(&std::fs::read_to_string(&file).unwrap());
-            if code.contains("nyx5_house::store") || code.contains("house::store::") {
+            if paths_after(&code, "nyx5_house::").iter().any(|p| p == "store" || p.starts_with("store::")) {
                 found.push(file.strip_prefix(&root).unwrap().display().to_string());
             }
         }

@@ -149,11 +149,15 @@ impl Error {
     }
 
     /// An error as a peer's answer said it: its code's kind (`Unavailable` for a code not in the
-    /// table), and the name it gave (the kind's own when it gave none), kept even if this build
-    /// does not know it.
+    /// table; a kind's own name with that code, such as `mailbox_moving`, gives that kind), and
+    /// the name it gave, kept even if this build does not know it. A name that is not one
+    /// (`[a-z0-9_]`, 1 to 64 of them) is not kept: the kind's own stands for it.
     pub fn from_wire(code: u16, name: &str, reason: impl Into<Cow<'static, str>>) -> Self {
-        let kind = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
-        let name = if name.is_empty() { Cow::Borrowed(kind.slug()) } else { Cow::Owned(name.to_owned()) };
+        let by_code = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
+        let kind = ErrorKind::ALL.into_iter().find(|k| k.slug() == name && k.code() == code).unwrap_or(by_code);
+        let well_formed = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        let name = if well_formed { Cow::Owned(name.to_owned()) } else { Cow::Borrowed(kind.slug()) };
         Error { kind, name, reason: reason.into() }
     }
 
@@ -210,6 +214,20 @@ mod tests {
         assert!(ErrorKind::MailboxMoving.is_temporary());
         assert!(ErrorKind::RateLimited.is_temporary());
         assert!(!ErrorKind::Forbidden.is_temporary());
+    }
+
+    /// A peer's name is kept if it is one (even one this build does not know), and its code
+    /// decides the kind; anything else falls back to the kind's own name.
+    #[test]
+    fn a_peers_name_is_kept_only_if_it_is_one() {
+        let e = Error::from_wire(403, "some_new_cause", "why");
+        assert_eq!((e.kind, e.name.as_ref()), (ErrorKind::Forbidden, "some_new_cause"));
+        let moving = Error::from_wire(503, "mailbox_moving", "later");
+        assert_eq!(moving.kind, ErrorKind::MailboxMoving);
+        for bad in ["", "Bad", "with space", "a\u{7}b", &"x".repeat(65)] {
+            assert_eq!(Error::from_wire(409, bad, "r").name, "conflict", "{bad:?}");
+        }
+        assert_eq!(Error::from_wire(299, "", "r").kind, ErrorKind::Unavailable);
     }
 
     #[test]
