@@ -793,9 +793,9 @@ mod tests {
         files.sort();
         let schema = files
             .iter()
+            .rev()
             .map(|f| std::fs::read_to_string(f).unwrap())
-            .filter(|text| text.contains("CREATE TABLE jobs"))
-            .last()
+            .find(|text| text.contains("CREATE TABLE jobs"))
             .unwrap();
         assert!(schema.contains("CHECK (state IN ('pending', 'delivered', 'bounced'))"));
         for state in [JobState::Pending, JobState::Delivered, JobState::Bounced] {
