@@ -495,7 +495,9 @@ impl AppCard {
         match field::required(o, "coreChanges")? {
             Value::Bool(false) => {}
             _ => {
-                return Err(Refusal::BadAppCard.because("`coreChanges` must be false: an app never changes Nyx5 itself"));
+                return Err(
+                    Refusal::BadAppCard.because("`coreChanges` must be false: an app never changes Nyx5 itself")
+                );
             }
         }
         let author = parse_did_key(field::str(o, "author")?)?;

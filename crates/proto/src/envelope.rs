@@ -284,7 +284,12 @@ impl Envelope {
     /// Bytes that are canonical already (as every house and agent sends them) are kept as the
     /// envelope's canonical text; anything else is written out canonically.
     pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Envelope, Error> {
-        match parse_marking(bytes, max_bytes, "signature")? {
+        // Over `max_bytes` is the envelope's size refusal, whichever check finds it first.
+        let parsed = parse_marking(bytes, max_bytes, "signature").map_err(|e| match e.refusal() {
+            Some(Refusal::BodyTooLarge) => Refusal::EnvelopeTooLarge.because(e.reason),
+            _ => e,
+        })?;
+        match parsed {
             (Value::Object(o), canonical) => {
                 let env = Envelope::checked(o, canonical)?;
                 env.check_size(max_bytes)?;
