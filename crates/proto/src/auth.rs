@@ -195,7 +195,7 @@ impl AuthHeader {
             if keys == Keys::Current
                 && card.previous().iter().any(|p| now < p.until && p.sig.verify(Context::Token, &self.token, &self.sig))
             {
-                return Err(Refusal::PreviousKeyReadOnly.because(format!(
+                return Err(Refusal::NeedsCurrentKey.because(format!(
                     "this request needs the current key of {}; a previous key may only read and ack the mailbox",
                     c.address
                 )));

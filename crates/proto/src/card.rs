@@ -235,7 +235,7 @@ impl DomainCard {
         if let Some(anchor) = anchor
             && kid != *anchor
         {
-            return Err(Refusal::DomainKeyNotAnchored
+            return Err(Refusal::AnchorMismatch
                 .because(format!("domain card of {} is not signed by its anchored key", self.domain)));
         }
         Ok(Verified::new(self))
@@ -269,7 +269,7 @@ impl DomainCard {
             return Ok((Verified::new(self), false));
         }
         let refuse = |why: &str| {
-            Err(Refusal::DomainKeyChanged
+            Err(Refusal::PinMismatch
                 .because(format!("the key of {} changed since it was pinned and {why}", self.domain)))
         };
         let Some(old) = self.keys.iter().find(|k| k.sig == *pin) else {

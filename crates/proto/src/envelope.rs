@@ -458,7 +458,7 @@ impl Envelope {
             return Err(Refusal::EnvelopeTooLarge.because(format!("envelope of {size} bytes exceeds {max_bytes}")));
         }
         if self.kind == Kind::Intro && size > limits::MAX_INTRO_BYTES {
-            return Err(Refusal::EnvelopeTooLarge
+            return Err(Refusal::IntroTooLarge
                 .because(format!("an intro may be {} bytes; this is {size}", limits::MAX_INTRO_BYTES)));
         }
         Ok(())
@@ -540,7 +540,7 @@ impl Envelope {
     fn require_signature(&self) -> Result<(), Error> {
         match self.signature {
             Some(_) => Ok(()),
-            None => Err(Refusal::EnvelopeNotSigned.because("envelope is not signed")),
+            None => Err(Refusal::UnsignedEnvelope.because("envelope is not signed")),
         }
     }
 
@@ -706,7 +706,7 @@ mod tests {
         assert_eq!(fits.check_size(usize::MAX), Ok(()));
         assert_eq!(fits.check_size(limits::MAX_INTRO_BYTES), Ok(()));
         let over = intro(limits::MAX_INTRO_BYTES - overhead + 1);
-        assert_eq!(over.check_size(usize::MAX).unwrap_err().refusal(), Some(Refusal::EnvelopeTooLarge));
+        assert_eq!(over.check_size(usize::MAX).unwrap_err().refusal(), Some(Refusal::IntroTooLarge));
         assert_eq!(
             fits.check_size(limits::MAX_INTRO_BYTES - 1).unwrap_err().refusal(),
             Some(Refusal::EnvelopeTooLarge)
@@ -719,7 +719,7 @@ mod tests {
         let unsigned = draft().build().unwrap();
         assert_eq!(
             unsigned.clone().verify_with_key(&key.public()).unwrap_err(),
-            Refusal::EnvelopeNotSigned.because("envelope is not signed")
+            Refusal::UnsignedEnvelope.because("envelope is not signed")
         );
         assert!(unsigned.sign(&key).unwrap().verify_with_key(&key.public()).is_ok());
     }

@@ -826,7 +826,7 @@ pub mod field {
     use crate::error::{Error, Refusal};
 
     fn bad(name: &str, what: &str) -> Error {
-        Refusal::BadField.because(format!("field `{name}` {what}"))
+        Refusal::BadMember.because(format!("field `{name}` {what}"))
     }
 
     pub fn required<'a>(obj: &'a Object, name: &str) -> Result<&'a Value, Error> {

@@ -284,7 +284,7 @@ mod tests {
         // Past the largest amount the number is no safe integer: refused before the check.
         let mut d = draft();
         d.price = limits::MAX_AMOUNT + 1;
-        assert_eq!(d.sign(&key()).unwrap_err().refusal(), Some(Refusal::BadField));
+        assert_eq!(d.sign(&key()).unwrap_err().refusal(), Some(Refusal::BadMember));
     }
 
     #[test]

@@ -60,8 +60,6 @@ refusals! {
     // ---- proto: documents, signatures, tokens ----
     /// The JSON is not well formed, or not canonical where it must be.
     BadJson(Malformed) = "bad_json",
-    /// A document's member is missing, or not of the type it must be.
-    BadField(Malformed) = "bad_field",
     /// A request body or document is over the size limit for it.
     BodyTooLarge(TooLarge) = "body_too_large",
     /// An address is not `name@domain` as the protocol allows it.
@@ -90,14 +88,8 @@ refusals! {
     TokenForAnotherRequest(Unauthenticated) = "token_for_another_request",
     /// The token's signature does not verify by any key the agent may use for it.
     TokenSignatureInvalid(Unauthenticated) = "token_signature_invalid",
-    /// The token is signed by a replaced key still in its grace: it may only read and ack the mailbox.
-    PreviousKeyReadOnly(Forbidden) = "previous_key_read_only",
     /// An agent or domain card (or a scope in it) does not parse.
     BadCard(Malformed) = "bad_card",
-    /// A domain card is not signed by the key its anchor (DNS, hosts pin, TOFU pin) names.
-    DomainKeyNotAnchored(Forbidden) = "domain_key_not_anchored",
-    /// A domain's key changed since it was pinned, without a valid handover from the pinned key.
-    DomainKeyChanged(Forbidden) = "domain_key_changed",
     /// An agent card is certified for another domain than its address's.
     NotCertifiedByDomain(Forbidden) = "not_certified_by_domain",
     /// An agent card's `valid_from` is ahead of our clock: try again later.
@@ -114,12 +106,10 @@ refusals! {
     OutsideDelegation(Forbidden) = "outside_delegation",
     /// An envelope does not parse (a member is missing, wrong or contradicts another).
     BadEnvelope(Malformed) = "bad_envelope",
-    /// An envelope is over the house's size limit, or an intro over 4 KB.
+    /// An envelope is over the size limit of the house that reads it.
     EnvelopeTooLarge(TooLarge) = "envelope_too_large",
     /// An envelope is past its `expires`.
     EnvelopeExpired(Expired) = "envelope_expired",
-    /// An envelope carries no signature.
-    EnvelopeNotSigned(Forbidden) = "envelope_not_signed",
     /// An envelope's `encrypted` member does not parse.
     BadEncrypted(Malformed) = "bad_encrypted",
     /// An envelope cannot be sealed as asked (already sealed, no usable recipient key).
@@ -130,8 +120,6 @@ refusals! {
     NotSealedForRecipient(Forbidden) = "not_sealed_for_recipient",
     /// A sealed envelope's content cannot be opened with this key, or does not authenticate.
     CannotOpen(Forbidden) = "cannot_open",
-    /// The `Nyx5-Relay` header names another domain than the sender's.
-    RelayForAnotherDomain(Forbidden) = "relay_for_another_domain",
     /// The `Nyx5-Relay` header does not parse.
     BadRelayHeader(Forbidden) = "bad_relay_header",
     /// The relay key is not a key of the sending domain, or is past its end.
@@ -178,6 +166,22 @@ refusals! {
     AppNotListed(NotFound) = "app_not_listed",
     /// The App Card is not the one the catalogue lists (its hash differs).
     AppNotAsListed(Forbidden) = "app_not_as_listed",
+    // Twins: the same rows as other sections' on their branches (same variant, kind and name);
+    // the merge keeps one of each.
+    /// A member of the request body is missing, of the wrong type or out of range; the reason names it.
+    BadMember(Malformed) = "bad_member",
+    /// The envelope is not signed.
+    UnsignedEnvelope(Forbidden) = "unsigned_envelope",
+    /// The relay header names a house that is not the sender's.
+    BadRelay(Forbidden) = "bad_relay",
+    /// A domain card is not signed by the key the operator's hosts file anchors, nor by one it handed over to.
+    AnchorMismatch(Forbidden) = "anchor_mismatch",
+    /// A domain's key contradicts the key pinned for it on first use; refused until the operator confirms it.
+    PinMismatch(Forbidden) = "pin_mismatch",
+    /// This act needs the agent's current key; a replaced (previous) key may not do it.
+    NeedsCurrentKey(Forbidden) = "needs_current_key",
+    /// An intro from a sender not on the allowlist is over its size.
+    IntroTooLarge(TooLarge) = "intro_too_large",
     // ---- end proto ----
 
     // ---- house: auth, registration, cards, mailbox, inbound, outbound ----

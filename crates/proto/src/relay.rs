@@ -89,7 +89,7 @@ impl RelayHeader {
     ) -> Result<(), Error> {
         check_id(envelope.id())?;
         if self.domain != sender.domain() {
-            return Err(Refusal::RelayForAnotherDomain.because("relay header names another domain"));
+            return Err(Refusal::BadRelay.because("relay header names another domain"));
         }
         if !sender.accepts_key(&self.kid, now) {
             return Err(

@@ -187,7 +187,7 @@ fn a_sealed_envelope_without_a_commitment_is_malformed() {
     let mut encrypted = raw["encrypted"].as_object().unwrap().clone();
     encrypted.remove("commit");
     raw.insert("encrypted".into(), Value::Object(encrypted));
-    assert_eq!(Envelope::from_object(raw).unwrap_err().refusal(), Some(Refusal::BadField));
+    assert_eq!(Envelope::from_object(raw).unwrap_err().refusal(), Some(Refusal::BadMember));
 }
 
 // ---------- delegation ----------
@@ -393,7 +393,7 @@ fn a_replaced_key_signs_only_mailbox_reads_and_only_within_its_grace() {
     assert!(token(&new, NOW).verify(&card, &target, Keys::Current, NOW).is_ok());
     assert!(token(&old, NOW).verify(&card, &target, Keys::CurrentOrGrace, NOW).is_ok());
     let e = token(&old, NOW).verify(&card, &target, Keys::Current, NOW).unwrap_err();
-    assert_eq!(e.refusal(), Some(Refusal::PreviousKeyReadOnly), "a replaced key is known but may not act: {e}");
+    assert_eq!(e.refusal(), Some(Refusal::NeedsCurrentKey), "a replaced key is known but may not act: {e}");
     let at_end = until;
     let e = token(&old, at_end).verify(&card, &target, Keys::CurrentOrGrace, at_end).unwrap_err();
     assert_eq!(e.refusal(), Some(Refusal::TokenSignatureInvalid), "at `until` the grace is over");

@@ -66,10 +66,7 @@ fn a_handover_is_listed_and_followed_from_the_pin() {
     assert!(!moved);
     // Past the end, the handover no longer counts, and the old key verifies nothing.
     let late = Timestamp(until.millis());
-    assert_eq!(
-        card.clone().verify_continuing(&old.public(), late).unwrap_err().refusal(),
-        Some(Refusal::DomainKeyChanged)
-    );
+    assert_eq!(card.clone().verify_continuing(&old.public(), late).unwrap_err().refusal(), Some(Refusal::PinMismatch));
     assert!(card.accepts_key(&old.public(), Timestamp(until.millis() - 1)));
     assert!(!card.accepts_key(&old.public(), late));
     assert!(card.accepts_key(&new.public(), late));
@@ -98,7 +95,7 @@ fn listing_the_pinned_key_without_its_handover_proves_nothing() {
         [0; 64],
     ] {
         let k = DomainKey { until: Some(until), handover: Some(handover), ..bare.clone() };
-        assert_eq!(with(k).unwrap_err().refusal(), Some(Refusal::DomainKeyChanged));
+        assert_eq!(with(k).unwrap_err().refusal(), Some(Refusal::PinMismatch));
     }
     // The right one passes, so the refusals above are about the bytes.
     let k = DomainKey {

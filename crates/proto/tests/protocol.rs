@@ -121,7 +121,7 @@ fn domain_card_verifies_and_every_change_breaks_it() {
     assert!(checked >= 6, "only {checked} members checked");
     let other = SigningKey::from_seed([9; 32]).public();
     let e = DomainCard::from_object(raw).unwrap().verify(Some(&other)).unwrap_err();
-    assert_eq!(e.refusal(), Some(Refusal::DomainKeyNotAnchored));
+    assert_eq!(e.refusal(), Some(Refusal::AnchorMismatch));
 }
 
 #[test]
@@ -369,7 +369,7 @@ fn size_limits_and_intro() {
     intro.insert("type".into(), "intro".into());
     let e = Envelope::from_object(intro).unwrap();
     assert_eq!(e.kind(), Kind::Intro);
-    assert_eq!(e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().refusal(), Some(Refusal::EnvelopeTooLarge));
+    assert_eq!(e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().refusal(), Some(Refusal::IntroTooLarge));
     let mut small = message(&ana, &[&bo], "hello, may I write to you?").object().clone();
     small.insert("type".into(), "intro".into());
     assert!(Envelope::from_object(small).unwrap().check_size(limits::MAX_ENVELOPE_BYTES).is_ok());
