@@ -136,8 +136,6 @@ refusals! {
     BadEntry(Malformed) = "bad_entry",
     /// An entry of a Libro's chain does not check (number, house, chain, signature or balance).
     EntryDoesNotCheck(Forbidden) = "entry_does_not_check",
-    /// An operation's members are missing, unknown or of the wrong form.
-    BadArguments(Malformed) = "bad_arguments",
     /// An authority (or a mandate's) does not parse, or contradicts itself.
     BadAuthority(Malformed) = "bad_authority",
     /// An authority declared under a parent names something looser than the parent's.
@@ -182,6 +180,8 @@ refusals! {
     NeedsCurrentKey(Forbidden) = "needs_current_key",
     /// An intro from a sender not on the allowlist is over its size.
     IntroTooLarge(TooLarge) = "intro_too_large",
+    /// A member of the operation's body is missing or out of range (the reason names it).
+    BadOperation(Malformed) = "bad_operation",
     // ---- end proto ----
 
     // ---- house: auth, registration, cards, mailbox, inbound, outbound ----
