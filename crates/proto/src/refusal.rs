@@ -67,6 +67,128 @@ refusals! {
     // ---- proto: documents, signatures, tokens ----
     /// The JSON is not well formed, or not canonical where it must be.
     BadJson(Malformed) = "bad_json",
+    /// A request body or document is over the size limit for it.
+    BodyTooLarge(TooLarge) = "body_too_large",
+    /// An address is not `name@domain` as the protocol allows it.
+    BadAddress(Malformed) = "bad_address",
+    /// An id (of an envelope, thread or quote) is not 1 to 128 letters, digits, `.`, `_` or `-`, starting with a letter or digit.
+    BadId(Malformed) = "bad_id",
+    /// A timestamp is not RFC 3339.
+    BadTimestamp(Malformed) = "bad_timestamp",
+    /// A key is not a 32-byte base64url public key (or not a usable one).
+    BadKey(Malformed) = "bad_key",
+    /// A digest is not 64 lowercase hex digits.
+    BadDigest(Malformed) = "bad_digest",
+    /// A document names a protocol version this build does not speak.
+    UnsupportedVersion(Malformed) = "unsupported_version",
+    /// A signature block names an unknown algorithm, or its value is not 64 bytes of base64url.
+    UnreadableSignature(Malformed) = "unreadable_signature",
+    /// A signature does not verify by the key that should have made it.
+    BadSignature(Forbidden) = "bad_signature",
+    /// A signature is made by a key the document (or its signer's card) does not trust.
+    UntrustedKey(Forbidden) = "untrusted_key",
+    /// A document is signed for another party than the one it names (the signer's card is another's).
+    WrongSigner(Forbidden) = "wrong_signer",
+    /// The request's token is outside its five-minute window.
+    TokenExpired(Unauthenticated) = "token_expired",
+    /// The token is bound to another address, method, path, query, house or body than this request's.
+    TokenForAnotherRequest(Unauthenticated) = "token_for_another_request",
+    /// The token's signature does not verify by any key the agent may use for it.
+    TokenSignatureInvalid(Unauthenticated) = "token_signature_invalid",
+    /// An agent or domain card (or a scope in it) does not parse.
+    BadCard(Malformed) = "bad_card",
+    /// An agent card is certified for another domain than its address's.
+    NotCertifiedByDomain(Forbidden) = "not_certified_by_domain",
+    /// An agent card's `valid_from` is ahead of our clock: try again later.
+    CardNotYetValid(Unavailable) = "card_not_yet_valid",
+    /// An agent card is past its `valid_until`.
+    CardExpired(Forbidden) = "card_expired",
+    /// A delegated card came without its parent's card.
+    ParentCardRequired(Forbidden) = "parent_card_required",
+    /// A subagent's card (a dotted name) carries no delegation from its parent.
+    SubagentWithoutDelegation(Forbidden) = "subagent_without_delegation",
+    /// A card's delegation is not its parent's, delegates another key, has expired or is wider than its parent's.
+    BadDelegation(Forbidden) = "bad_delegation",
+    /// A delegated card's scope does not allow this kind of envelope to this domain.
+    OutsideDelegation(Forbidden) = "outside_delegation",
+    /// An envelope does not parse (a member is missing, wrong or contradicts another).
+    BadEnvelope(Malformed) = "bad_envelope",
+    /// An envelope is over the size limit of the house that reads it.
+    EnvelopeTooLarge(TooLarge) = "envelope_too_large",
+    /// An envelope is past its `expires`.
+    EnvelopeExpired(Expired) = "envelope_expired",
+    /// An envelope's `encrypted` member does not parse.
+    BadEncrypted(Malformed) = "bad_encrypted",
+    /// An envelope cannot be sealed as asked (already sealed, no usable recipient key).
+    CannotSeal(Malformed) = "cannot_seal",
+    /// An envelope asked to be opened is not encrypted.
+    NotEncrypted(Malformed) = "not_encrypted",
+    /// A sealed envelope wraps no key for this recipient.
+    NotSealedForRecipient(Forbidden) = "not_sealed_for_recipient",
+    /// A sealed envelope's content cannot be opened with this key, or does not authenticate.
+    CannotOpen(Forbidden) = "cannot_open",
+    /// The `Nyx5-Relay` header does not parse.
+    BadRelayHeader(Forbidden) = "bad_relay_header",
+    /// The relay key is not a key of the sending domain, or is past its end.
+    RelayKeyNotValid(Forbidden) = "relay_key_not_valid",
+    /// A quote does not parse.
+    BadQuote(Malformed) = "bad_quote",
+    /// A quote is over its size limit.
+    QuoteTooLarge(TooLarge) = "quote_too_large",
+    /// A quote is past its `expires`.
+    QuoteExpired(Expired) = "quote_expired",
+    /// A receipt does not parse.
+    BadReceipt(Malformed) = "bad_receipt",
+    /// A Libro entry does not parse or does not balance.
+    BadEntry(Malformed) = "bad_entry",
+    /// An entry of a Libro's chain does not check (number, house, chain, signature or balance).
+    EntryDoesNotCheck(Forbidden) = "entry_does_not_check",
+    /// An authority (or a mandate's) does not parse, or contradicts itself.
+    BadAuthority(Malformed) = "bad_authority",
+    /// An authority declared under a parent names something looser than the parent's.
+    AuthorityTooLoose(Forbidden) = "authority_too_loose",
+    /// The authority prohibits this movement.
+    ProhibitedByAuthority(Forbidden) = "prohibited_by_authority",
+    /// The authority's cap counts another currency than this movement's.
+    AuthorityOtherCurrency(Forbidden) = "authority_other_currency",
+    /// A contract's evidence terms do not parse, or an evidence kind is not one the protocol knows.
+    BadEvidence(Malformed) = "bad_evidence",
+    /// The terms require evidence this claim does not carry (none, no hash, or a kind they do not accept).
+    EvidenceRequired(Malformed) = "evidence_required",
+    /// An App Card does not parse.
+    BadAppCard(Malformed) = "bad_app_card",
+    /// An app's id is not 1 to 64 lowercase letters, digits, `.`, `-` or `_`.
+    BadAppId(Malformed) = "bad_app_id",
+    /// An App Card is over its size limit.
+    AppCardTooLarge(TooLarge) = "app_card_too_large",
+    /// An App Card declares a primitive Nyx5 does not have.
+    UnknownPrimitive(Malformed) = "unknown_primitive",
+    /// A file of an app is over the size limit.
+    AppFileTooLarge(TooLarge) = "app_file_too_large",
+    /// A file of an app is missing, or its bytes are not the ones its card's `entry.integrity` lists.
+    AppFileMismatch(Forbidden) = "app_file_mismatch",
+    /// The catalogue does not list this app.
+    AppNotListed(NotFound) = "app_not_listed",
+    /// The App Card is not the one the catalogue lists (its hash differs).
+    AppNotAsListed(Forbidden) = "app_not_as_listed",
+    // Twins: the same rows as other sections' on their branches (same variant, kind and name);
+    // the merge keeps one of each.
+    /// A member of the request body is missing, of the wrong type or out of range; the reason names it.
+    BadMember(Malformed) = "bad_member",
+    /// The envelope is not signed.
+    UnsignedEnvelope(Forbidden) = "unsigned_envelope",
+    /// The relay header names a house that is not the sender's.
+    BadRelay(Forbidden) = "bad_relay",
+    /// A domain card is not signed by the key the operator's hosts file anchors, nor by one it handed over to.
+    AnchorMismatch(Forbidden) = "anchor_mismatch",
+    /// A domain's key contradicts the key pinned for it on first use; refused until the operator confirms it.
+    PinMismatch(Forbidden) = "pin_mismatch",
+    /// This act needs the agent's current key; a replaced (previous) key may not do it.
+    NeedsCurrentKey(Forbidden) = "needs_current_key",
+    /// An intro from a sender not on the allowlist is over its size.
+    IntroTooLarge(TooLarge) = "intro_too_large",
+    /// A member of the operation's body is missing or out of range (the reason names it).
+    BadOperation(Malformed) = "bad_operation",
     // ---- end proto ----
 
     // ---- house: auth, registration, cards, mailbox, inbound, outbound ----
