@@ -218,7 +218,7 @@ const WEB: Crate = Crate {
 };
 
 const PROTO_UPWARD: &[&str] = &[];
-const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits time"];
+const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits refusal time"];
 const CLI_UPWARD: &[&str] = &[];
 const CLI_CIRCLES: &[&str] =
     &["app app_broker", "client::libro client::mailbox client::send client::stale", "mcp mcp_wrap"];

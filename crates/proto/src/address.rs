@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::limits;
+use crate::refusal::Refusal;
 
 /// A Nyx5 address: lowercase `local@domain`. `local` is at most 64 characters of dot-separated
 /// labels, each `[a-z0-9][a-z0-9_-]*`: a dot always separates a subagent's name from its parent's

@@ -13,9 +13,10 @@ use crate::address::Address;
 use crate::b64;
 use crate::card::AgentCard;
 use crate::crypto::{Context, SigningKey, hex, sha256};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::Verified;
 use crate::time::Timestamp;
 

@@ -7,9 +7,10 @@
 
 use crate::address::{Address, check_domain};
 use crate::crypto::{Context, EncPublic, KeyCache, SigPublic, SigningKey};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::json::{Object, Value, canonical_without, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object, verify_signature};
 use crate::time::Timestamp;
 

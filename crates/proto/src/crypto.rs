@@ -10,7 +10,8 @@ use hkdf::Hkdf;
 use sha2::{Digest, Sha256};
 
 use crate::b64;
-use crate::error::{Error, Refusal};
+use crate::error::Error;
+use crate::refusal::Refusal;
 
 /// A source of cryptographically secure random bytes, supplied by the caller.
 pub trait Entropy {

@@ -5,7 +5,8 @@ use crate::address::{Address, check_domain, check_id};
 use crate::b64;
 use crate::card::{AgentCard, VERSION};
 use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
+use crate::refusal::Refusal;
 use std::ops::Range;
 
 use crate::json::{

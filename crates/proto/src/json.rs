@@ -11,8 +11,9 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 use std::ops::Range;
 
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::vecmap::{VecMap, sort_by};
 
 /// A JSON object: its members in key order (UTF-8 bytes), keys unique by construction; canonical
@@ -823,7 +824,8 @@ impl<'a, 'm> Parser<'a, 'm> {
 /// Small helpers for reading typed fields out of an object with clear errors.
 pub mod field {
     use super::{Object, Value};
-    use crate::error::{Error, Refusal};
+    use crate::error::Error;
+    use crate::refusal::Refusal;
 
     fn bad(name: &str, what: &str) -> Error {
         Refusal::BadMember.because(format!("field `{name}` {what}"))

@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 
 use crate::address::{Address, check_domain, check_id};
 use crate::crypto::{Context, SigPublic, SigningKey, check_sha256_hex, hex, sha256};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object};
 use crate::time::Timestamp;
 

@@ -4,8 +4,9 @@
 use crate::address::{Address, check_domain, check_id};
 use crate::crypto::{Context, SigPublic, SigningKey, check_sha256_hex};
 use crate::envelope::{Content, Draft, Envelope, Kind};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object};
 use crate::time::Timestamp;
 

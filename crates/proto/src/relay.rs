@@ -9,8 +9,9 @@ use crate::b64;
 use crate::card::DomainCard;
 use crate::crypto::{Context, SigPublic, SigningKey};
 use crate::envelope::Envelope;
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::Verified;
 use crate::time::Timestamp;
 

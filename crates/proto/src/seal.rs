@@ -17,9 +17,10 @@ use crate::address::Address;
 use crate::b64;
 use crate::crypto::{EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random, sha256};
 use crate::envelope::{Content, Envelope, Payload, b64_field};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::vecmap::VecMap;
 
 /// The `alg` of a sealed envelope.

@@ -7,8 +7,9 @@
 
 use crate::b64;
 use crate::crypto::{Context, SigPublic, SigningKey};
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::json::{Object, Value, canonical_without, field};
+use crate::refusal::Refusal;
 
 /// The only signature algorithm of Nyx5/1.
 pub const ALG_ED25519: &str = "Ed25519";

@@ -5,7 +5,8 @@
 
 use std::fmt;
 
-use crate::error::{Error, Refusal};
+use crate::error::Error;
+use crate::refusal::Refusal;
 
 /// An instant, in whole milliseconds since 1970-01-01T00:00:00Z.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
