@@ -70,6 +70,87 @@ refusals! {
     // ---- libro: operations, contracts, mandates, authority, stamps ----
     /// The operation is not one the Libro knows.
     UnknownOperation(Malformed) = "unknown_operation",
+    /// A member of the operation's body is missing or out of range (the reason names it).
+    BadOperation(Malformed) = "bad_operation",
+    /// The operator has no account at this Libro: a stranger creates nothing here until a top-up
+    /// opens one.
+    NoLibroAccount(PaymentRequired) = "no_libro_account",
+    /// The paying account's balance is less than the operation moves.
+    InsufficientFunds(PaymentRequired) = "insufficient_funds",
+    /// No such contract here, or the operator is not one of its parties.
+    UnknownContract(NotFound) = "unknown_contract",
+    /// The operator takes part in the contract, quote or mandate, but not as the party that may
+    /// do this (only the seller delivers, only the grantee charges, …).
+    WrongParty(Forbidden) = "wrong_party",
+    /// The contract is of a kind this operation does not apply to (delivering a spot contract,
+    /// forfeiting what is not a bond, …).
+    WrongContractKind(Conflict) = "wrong_contract_kind",
+    /// The contract's state does not allow this operation (released already, not yet delivered, …).
+    WrongContractState(Conflict) = "wrong_contract_state",
+    /// The arbiter's verdict is not well formed, or not about this contract, or says the opposite
+    /// of what the operation does.
+    BadVerdict(Malformed) = "bad_verdict",
+    /// The delivery's evidence is not what the contract's terms ask for.
+    EvidenceNotAdmitted(Malformed) = "evidence_not_admitted",
+    /// The bond has expired: it returns to its bondholder and can no longer be forfeited.
+    BondExpired(Expired) = "bond_expired",
+    /// The quote is for another house's Libro: send it there.
+    WrongLibro(Malformed) = "wrong_libro",
+    /// The quote cannot be accepted as it is (a seller selling to itself, an arbiter who is a
+    /// party, a currency other than tok, a fee and share over the whole, a bond offered).
+    UnacceptableQuote(Malformed) = "unacceptable_quote",
+    /// The quote was accepted before: a contract of its id exists.
+    QuoteAlreadyAccepted(Conflict) = "quote_already_accepted",
+    /// A contract id that would name a hold's account (it may not start with the hold prefix).
+    ReservedContractId(Malformed) = "reserved_contract_id",
+    /// The bond cannot be posted as it is (an `expires` in the past, a bondholder verifying or
+    /// arbitrating its own bond).
+    BadBond(Malformed) = "bad_bond",
+    /// The mandate cannot be granted as it is (granted to its grantor, an `expires` in the past).
+    BadMandate(Malformed) = "bad_mandate",
+    /// The grantor holds the most active mandates it may; revoke one first.
+    TooManyMandates(Conflict) = "too_many_mandates",
+    /// No such mandate here.
+    UnknownMandate(NotFound) = "unknown_mandate",
+    /// The mandate, or one above it in its chain, is revoked.
+    MandateRevoked(Conflict) = "mandate_revoked",
+    /// The mandate, or one above it in its chain, has expired.
+    MandateExpired(Expired) = "mandate_expired",
+    /// A sub-mandate asks for more than its parent leaves: a higher cap, a later end, other
+    /// concepts.
+    BeyondParentMandate(Forbidden) = "beyond_parent_mandate",
+    /// A mandate's authority is looser than a ceiling above it (its parent's, its grantor's card's).
+    AuthorityTooLoose(Forbidden) = "authority_too_loose",
+    /// The charge's concept is outside what a mandate of its chain covers.
+    ConceptNotCovered(Forbidden) = "concept_not_covered",
+    /// The charge is more than a mandate of its chain has left of its cap.
+    MandateExhausted(PaymentRequired) = "mandate_exhausted",
+    /// The charge would have the root grantor of the mandate pay itself.
+    PaysItself(Malformed) = "pays_itself",
+    /// The mandate's payer cannot cover the charge now (its balance is not told).
+    PayerCannotCover(PaymentRequired) = "payer_cannot_cover",
+    /// An authority over the movement prohibits it (or counts another currency).
+    AuthorityProhibits(Forbidden) = "authority_prohibits",
+    /// The movement needs approval, and nobody but its own operator could give it.
+    NoApprover(Forbidden) = "no_approver",
+    /// The operator has the most movements waiting for approval it may; wait for some to be decided.
+    TooManyPending(Conflict) = "too_many_pending",
+    /// The operator has asked for the most approvals it may in 30 days.
+    TooManyApprovals(Conflict) = "too_many_approvals",
+    /// An approved movement asks for approval again (something changed): decline it and ask anew.
+    ApprovalAskedAgain(Conflict) = "approval_asked_again",
+    /// No such approval waits here, or the operator is not one of its parties.
+    UnknownApproval(NotFound) = "unknown_approval",
+    /// The approval is decided already (approved, declined or expired).
+    ApprovalDecided(Conflict) = "approval_decided",
+    /// The approval has expired; its hold returns.
+    ApprovalExpired(Expired) = "approval_expired",
+    /// The operator may not approve this movement (only the approvers it names may).
+    NotAnApprover(Forbidden) = "not_an_approver",
+    /// The operator has approved this movement already.
+    AlreadyApproved(Conflict) = "already_approved",
+    /// A bond or an approval is not due to expire yet (the house's own sweep).
+    NotDue(Conflict) = "not_due",
     // ---- end libro ----
 
     // ---- edges: email bridge, apps, index, web, cli, worker ----
