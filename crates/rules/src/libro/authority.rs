@@ -21,6 +21,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value};
 
 use super::kernel::{
     Approved, CardRule, Ctx, Decision, Facts, Kind, MandateWrite, Posting, Rules, broken, fold, move_all, refuse,
+    reword,
 };
 use super::op::Op;
 
@@ -399,7 +400,7 @@ pub fn gate(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Gate, Error> {
         let approved = ctx.approved.as_ref().is_some_and(|a| a.asked.contains(&of));
         let intent = Intent { amount: Some(amount), currency: Some(CURRENCY), consequence, hour_ops, approved };
         match authority.judge(&intent) {
-            Verdict::Refused(e) => return Err(refuse(Refusal::AuthorityProhibits, format!("{what}: {}", e.reason))),
+            Verdict::Refused(e) => return Err(reword(e, ErrorKind::Forbidden, |r| format!("{what}: {r}"))),
             Verdict::Ask(_) if approvers.is_empty() => {
                 return Err(refuse(
                     Refusal::NoApprover,

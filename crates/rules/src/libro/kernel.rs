@@ -504,6 +504,15 @@ pub(super) fn refuse(refusal: Refusal, reason: impl Into<String>) -> Error {
     refusal.because(reason.into())
 }
 
+/// `e` said again in other words, keeping its name, as a refusal of `kind`: the name of a cause
+/// some rule below named already (an authority looser than its ceiling, evidence the terms do
+/// not admit) is the one a client branches on. An `e` of another kind (no rule answers one now)
+/// is refused as `kind` by that kind's own name.
+pub(super) fn reword(e: Error, kind: ErrorKind, say: impl FnOnce(&str) -> String) -> Error {
+    let reason = say(&e.reason);
+    if e.kind == kind { e.with_reason(reason) } else { Error::new(kind, reason) }
+}
+
 /// What the house's own records should never say (500; the reason is logged, never sent).
 pub(super) fn broken(reason: impl Into<String>) -> Error {
     Error::new(ErrorKind::Internal, reason.into())
@@ -672,7 +681,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let terms = c.record.get("terms").and_then(Value::as_object);
             if let Some(policy) = nyx5_proto::authority::EvidencePolicy::of_terms(terms)? {
                 policy.admits(*evidence_kind, evidence_sha256.as_deref()).map_err(|e| {
-                    refuse(Refusal::EvidenceNotAdmitted, format!("{contract} cannot be delivered so: {}", e.reason))
+                    reword(e, ErrorKind::Malformed, |r| format!("{contract} cannot be delivered so: {r}"))
                 })?;
             }
             let mut extra = Object::new();
@@ -928,12 +937,12 @@ fn accept(
         // Not 421: between houses that says "try again elsewhere", and the sender's queue would
         // retry an operation that can never succeed here.
         return Err(refuse(
-            Refusal::WrongLibro,
+            Refusal::QuoteWrongHouse,
             format!("quote {} is for the Libro of {}; send it to libro@{}", quote.id, quote.house, quote.house),
         ));
     }
     if quote.buyer != *me {
-        return Err(refuse(Refusal::WrongParty, format!("quote {} is for {}, not {me}", quote.id, quote.buyer)));
+        return Err(refuse(Refusal::QuoteNotYours, format!("quote {} is for {}, not {me}", quote.id, quote.buyer)));
     }
     if quote.seller == quote.buyer {
         return Err(refuse(Refusal::UnacceptableQuote, "a seller cannot sell to itself"));
@@ -1153,9 +1162,9 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
     let mut authority = m.authority.clone();
     for ceiling in [parent_rule, ctx.card.as_ref().map(|c| c.authority.clone())].into_iter().flatten() {
         authority = Some(match authority {
-            Some(a) => a
-                .under(&ceiling)
-                .map_err(|e| refuse(Refusal::AuthorityTooLoose, format!("this mandate: {}", e.reason)))?,
+            Some(a) => {
+                a.under(&ceiling).map_err(|e| reword(e, ErrorKind::Forbidden, |r| format!("this mandate: {r}")))?
+            }
             None => ceiling,
         });
     }
