@@ -7,7 +7,6 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::json::{Object, Value};
-pub use crate::refusal::Refusal;
 
 /// What went wrong, as the protocol names it. Each kind has exactly one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,20 +136,16 @@ pub struct Error {
     pub kind: ErrorKind,
     /// The stable machine name (the wire's `error`): a [`Refusal`]'s, or the kind's own
     /// ([`ErrorKind::slug`]) where the cause has none, or what a peer said.
+    /// (`crate::refusal` makes the named ones: `Refusal::because`.)
     pub name: Cow<'static, str>,
     pub reason: Cow<'static, str>,
 }
 
 impl Error {
     /// An error named by its kind alone (`malformed`, `forbidden`, …). A refusal a client may
-    /// branch on is named by its cause instead: [`Refusal::because`].
+    /// branch on is named by its cause instead (`Refusal::because`).
     pub fn new(kind: ErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
         Error { kind, name: Cow::Borrowed(kind.slug()), reason: reason.into() }
-    }
-
-    /// A refusal from the table, with its reason ([`Refusal::because`] reads better at a call).
-    pub fn named(refusal: Refusal, reason: impl Into<Cow<'static, str>>) -> Self {
-        Error { kind: refusal.kind(), name: Cow::Borrowed(refusal.name()), reason: reason.into() }
     }
 
     /// An error as a peer's answer said it: its code's kind (`Unavailable` for a code not in the
@@ -160,11 +155,6 @@ impl Error {
         let kind = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
         let name = if name.is_empty() { Cow::Borrowed(kind.slug()) } else { Cow::Owned(name.to_owned()) };
         Error { kind, name, reason: reason.into() }
-    }
-
-    /// The refusal this error names, if its name is one of the table's.
-    pub fn refusal(&self) -> Option<Refusal> {
-        Refusal::from_name(&self.name)
     }
 
     /// The same refusal with another reason (a caller that says where it happened).

@@ -47,12 +47,19 @@ macro_rules! refusals {
 impl Refusal {
     /// This refusal, with the reason a person reads.
     pub fn because(self, reason: impl Into<Cow<'static, str>>) -> Error {
-        Error::named(self, reason)
+        Error { kind: self.kind(), name: Cow::Borrowed(self.name()), reason: reason.into() }
     }
 
     /// The refusal of this name, if it is one of the table's.
     pub fn from_name(name: &str) -> Option<Refusal> {
         Refusal::ALL.iter().copied().find(|r| r.name() == name)
+    }
+}
+
+impl Error {
+    /// The refusal this error names, if its name is one of the table's.
+    pub fn refusal(&self) -> Option<Refusal> {
+        Refusal::from_name(&self.name)
     }
 }
 

@@ -456,7 +456,7 @@ fn made_up_names_under_a_site_do_not_cut_off_the_peer_known_there() {
     };
     assert_eq!(known(), 1, "made-up names are not known");
     let later = f.w.clock.now().millis() + nyx5_house::resolver::KNOWN_MS + 1;
-    block_on(f.db.batch(nyx5_house::store::upkeep(later).into_iter().map(|(s, _)| s).collect())).unwrap();
+    block_on(f.db.batch(nyx5_house::queue::upkeep_statements(later).into_iter().map(|(s, _)| s).collect())).unwrap();
     assert_eq!(known(), 0);
 }
 
