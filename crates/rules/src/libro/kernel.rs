@@ -1426,7 +1426,7 @@ mod tests {
             bond(Kind::Bond, "posted", None),
         ] {
             let refused = expire_bond(&c, &rules(0), now, "e1").unwrap_err();
-            assert_eq!(refused.kind, ErrorKind::Conflict, "{:?} {}", c.kind, c.state);
+            assert_eq!((refused.code(), refused.refusal()), (409, Some(Refusal::NotDue)), "{:?} {}", c.kind, c.state);
         }
     }
 
