@@ -39,8 +39,9 @@
 //! posted (0: none); `state:ID=S` a contract's state; `spent:ID=N` a mandate's `spent`, and
 //! `revoked:ID=1|0` whether it is revoked; `pending:ID=S` an approval's state (and its hold, if
 //! any, is held while pending and returned otherwise: an invariant); `allowed_by:OP=SUBJECT`
-//! and `approved_by:OP=ADDRESS`: the entry of operation OP names that authority, or approver; `says=WORD` / `hides=WORD` that the refusal's reason
-//! does / does not contain WORD; `asks:ID=a,b` the members of what approval ID shows its
+//! and `approved_by:OP=ADDRESS`: the entry of operation OP names that authority, or approver; `named=NAME` that the refusal handed over directly
+//! (`via=accept`) has that name; `says=WORD` / `hides=WORD` that the refusal's reason
+//! does / does not contain WORD (a bounce carries no name); `asks:ID=a,b` the members of what approval ID shows its
 //! approver (its `summary`); `status=S` that every receipt of the operation says `status` S
 //! (done, pending, declined); `primitive=P` that the entry the operation posted has
 //! `meta.primitive` P and `refs` naming the operation's envelope and its hash. A receipt that
@@ -74,6 +75,9 @@ struct Run {
     last: Option<(String, Envelope)>,
     /// The reason of the last operation's refusal (its bounce, or `House::accept`'s answer).
     reason: Option<String>,
+    /// The name of the last operation's refusal, when handed over directly (a bounce carries
+    /// its code and reason, no name).
+    named: Option<String>,
     seq: u32,
     file: String,
 }
@@ -115,6 +119,7 @@ impl Run {
             quotes: BTreeMap::new(),
             last: None,
             reason: None,
+            named: None,
             seq: 0,
             file: file.into(),
         }
@@ -217,6 +222,7 @@ impl Run {
             match &outcomes[0].1 {
                 nyx5_house::mailbox::Outcome::Rejected(e) => {
                     self.reason = Some(e.reason.to_string());
+                    self.named = Some(e.name.to_string());
                     e.code()
                 }
                 _ => 200,
@@ -233,9 +239,13 @@ impl Run {
             match resp.status {
                 200 | 202 => 200,
                 other => {
-                    self.reason = resp.value().ok().and_then(|v| {
-                        v.as_object().and_then(|o| o.get("reason")).and_then(Value::as_str).map(str::to_owned)
-                    });
+                    let member = |name: &str| {
+                        resp.value().ok().and_then(|v| {
+                            v.as_object().and_then(|o| o.get(name)).and_then(Value::as_str).map(str::to_owned)
+                        })
+                    };
+                    self.reason = member("reason");
+                    self.named = member("error");
                     other
                 }
             }
@@ -251,6 +261,14 @@ impl Run {
             match what.split_once(':') {
                 _ if what == "receipts" => self.check_receipts(line, op(), want),
                 _ if what == "status" => self.check_status(line, op(), want),
+                _ if what == "named" => {
+                    let _ = op();
+                    let named = self
+                        .named
+                        .as_deref()
+                        .unwrap_or_else(|| panic!("{}: `{line}`: no name (only via=accept answers one)", self.file));
+                    assert_eq!(named, want, "{}: `{line}`: the refusal's name", self.file);
+                }
                 _ if what == "says" || what == "hides" => {
                     let _ = op();
                     let reason = self.reason.as_deref().unwrap_or_else(|| panic!("{}: `{line}`: no reason", self.file));
@@ -718,6 +736,7 @@ impl Run {
                 }
                 let (id, env) = self.send_op(who, body, id, old, until);
                 self.reason = None;
+                self.named = None;
                 let code = if direct { self.hand_over(who, &env) } else { self.deliver(who, &id, &env) };
                 self.last = Some((who.to_owned(), env));
                 op_id = Some(id);

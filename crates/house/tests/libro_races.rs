@@ -32,7 +32,7 @@ use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, Verified};
 
 const A: &str = "a.test";
 /// What ana@a.test hears at its cap of reads.
-const TOO_MANY: &str = "429 too many read operations from ana@a.test this minute; try again shortly";
+const TOO_MANY: &str = "429 too_many_operations";
 
 // ---------------------------------------------------------------------------------------------
 // Setup
@@ -159,18 +159,30 @@ fn card_of(h: &TestHouse, who: &Address) -> Verified<AgentCard> {
     }
 }
 
-/// `env` handed to the Libro of `h` (`House::operate`), and its answer in words.
+/// `env` handed to the Libro of `h` (`House::operate`), and its answer: its code and name.
 fn hand(h: &TestHouse, env: &Envelope) -> String {
+    told(operate(h, env))
+}
+
+/// `env` handed to the Libro of `h`, and its answer in words: its code and reason.
+fn hand_in_words(h: &TestHouse, env: &Envelope) -> String {
+    match operate(h, env) {
+        Outcome::Rejected(e) => format!("{} {}", e.code(), e.reason),
+        other => told(other),
+    }
+}
+
+fn operate(h: &TestHouse, env: &Envelope) -> Outcome {
     let card = card_of(h, env.from());
     let v = env.clone().verify(&card, h.now()).unwrap();
-    told(block_on(h.operate(&v, &card)))
+    block_on(h.operate(&v, &card))
 }
 
 fn told(o: Outcome) -> String {
     match o {
         Outcome::Accepted => "done".into(),
         Outcome::Duplicate => "done before".into(),
-        Outcome::Rejected(e) => format!("{} {}", e.code(), e.reason),
+        Outcome::Rejected(e) => format!("{} {}", e.code(), e.name),
     }
 }
 
@@ -390,7 +402,7 @@ fn a_bond_under_a_taken_contract_id_is_refused_for_good() {
     let q = quote(&w, &bo, &ana, "b-1", ContractKind::Spot, 5, None);
     assert_eq!(hand(&h, &op(&w, &ana, "acc-b1", accept_op(&q))), "done");
     let reason = "contract id b-1 is taken; send the bond again under another envelope id";
-    assert_eq!(hand(&h, &op(&w, &ana, "b-1", bond_op(10, &bo))), format!("409 {reason}"));
+    assert_eq!(hand(&h, &op(&w, &ana, "b-1", bond_op(10, &bo))), "409 contract_id_taken");
     assert_eq!(ops(&h)[1], ("b-1".to_owned(), 409, reason.to_owned()));
     assert_eq!(balance(&h, "ana@a.test"), 95);
 }
@@ -417,7 +429,8 @@ fn fail_ops(h: &TestHouse, when: &str, name: &str) {
 fn a_constraint_no_race_explains_refuses_at_once() {
     let (w, h, ana) = with_ana(100);
     fail_ops(&h, "NEW.envelope_id = 'u-1'", "house_test");
-    assert_eq!(hand(&h, &op(&w, &ana, "u-1", balance_op())), "409 refused by a constraint: house_test");
+    // The reason names the constraint: what an operator reads to find it.
+    assert_eq!(hand_in_words(&h, &op(&w, &ana, "u-1", balance_op())), "409 refused by a constraint: house_test");
     assert!(ops(&h).is_empty());
     assert!(windows(&h).is_empty());
 }
@@ -433,7 +446,7 @@ fn an_operation_that_loses_every_attempt_on_the_balance_is_refused_with_402() {
     // Each attempt's batch fails as if another movement had just spent ana's balance.
     fail_ops(&h, "NEW.refused IS NULL", "balance_negative");
     let reason = "not enough balance for this operation at this moment";
-    assert_eq!(hand(&h, &op(&w, &ana, "n-1", bond_op(10, &bo))), format!("402 {reason}"));
+    assert_eq!(hand(&h, &op(&w, &ana, "n-1", bond_op(10, &bo))), "402 insufficient_funds");
     assert_eq!(ops(&h), [("n-1".to_owned(), 402, reason.to_owned())]);
     assert_eq!(balance(&h, "ana@a.test"), 100);
 }
@@ -520,7 +533,7 @@ fn a_task_whose_quota_went_in_a_race_is_refused_with_the_desks_reason() {
     let v = env.verify(&card, h.now()).unwrap();
     let reason = "no quota is left for this task now (another claim came first)";
     let out = block_on(h.accept(&v, &card, &[desk])).unwrap();
-    assert_eq!(told(out.into_iter().next().unwrap().1), format!("409 {reason}"));
+    assert_eq!(told(out.into_iter().next().unwrap().1), "409 task_quota_used");
     let refused: Vec<(i64, String)> = ops(&h).into_iter().filter(|o| o.1 != 0).map(|o| (o.1, o.2)).collect();
     assert_eq!(refused, [(409, reason.to_owned())]);
     assert_eq!(balance(&h, "tareas@a.test"), 1000);
@@ -684,7 +697,7 @@ fn a_subagents_hour_counts_its_past_hour_and_an_approval_goes_before_its_quote_l
     let expires = Some(Timestamp(w.clock.now().millis() + HOUR));
     assert_eq!(hand(&h, &op(&w, &bot, "acc-4", spot("q-4", 20, expires))), "done");
     w.clock.advance(2 * HOUR);
-    assert_eq!(hand(&h, &approve("ap-4", "acc-4")), "410 quote q-4 expired while it waited; decline it");
+    assert_eq!(hand(&h, &approve("ap-4", "acc-4")), "410 quote_expired");
     assert_eq!(pending_count(&h), 2, "acc-3 approved, acc-4 still waiting with its 20 held");
     assert_eq!(balance(&h, "bot.bo@a.test"), 50);
 }
@@ -865,7 +878,7 @@ fn an_operation_of_exactly_64_kib_waits_and_one_byte_more_does_not() {
     assert_eq!(pending_count(&h), 1);
     let over = padded("big-2", pad + 1);
     assert_eq!(over.canonical().len(), 65_537);
-    assert_eq!(hand(&h, &over), "413 an operation that waits for approval is kept whole, and at most 65536 bytes");
+    assert_eq!(hand(&h, &over), "413 pending_too_large");
     assert_eq!(pending_count(&h), 1);
     assert_eq!(balance(&h, "bot.bo@a.test"), 90);
 }

@@ -199,6 +199,148 @@ refusals! {
     // ---- libro: operations, contracts, mandates, authority, stamps ----
     /// The operation is not one the Libro knows.
     UnknownOperation(Malformed) = "unknown_operation",
+    /// A member of the operation's body is missing or out of range (the reason names it).
+    BadOperation(Malformed) = "bad_operation",
+    /// The operator has no account at this Libro: a stranger creates nothing here until a top-up
+    /// opens one.
+    NoLibroAccount(PaymentRequired) = "no_libro_account",
+    /// The paying account's balance is less than the operation moves.
+    InsufficientFunds(PaymentRequired) = "insufficient_funds",
+    /// No such contract here, or the operator is not one of its parties.
+    UnknownContract(NotFound) = "unknown_contract",
+    /// The operator takes part in the contract, quote or mandate, but not as the party that may
+    /// do this (only the seller delivers, only the grantee charges, …).
+    WrongParty(Forbidden) = "wrong_party",
+    /// The contract is of a kind this operation does not apply to (delivering a spot contract,
+    /// forfeiting what is not a bond, …).
+    WrongContractKind(Conflict) = "wrong_contract_kind",
+    /// The contract's state does not allow this operation (released already, not yet delivered, …).
+    WrongContractState(Conflict) = "wrong_contract_state",
+    /// The arbiter's verdict is not well formed, or not about this contract, or says the opposite
+    /// of what the operation does.
+    BadVerdict(Malformed) = "bad_verdict",
+    /// The bond has expired: it returns to its bondholder and can no longer be forfeited.
+    BondExpired(Expired) = "bond_expired",
+    /// The quote cannot be accepted as it is (a seller selling to itself, an arbiter who is a
+    /// party, a currency other than tok, a fee and share over the whole, a bond offered).
+    UnacceptableQuote(Malformed) = "unacceptable_quote",
+    /// The quote was accepted before: a contract of its id exists.
+    QuoteAlreadyAccepted(Conflict) = "quote_already_accepted",
+    /// A contract id that would name a hold's account (it may not start with the hold prefix).
+    ReservedContractId(Malformed) = "reserved_contract_id",
+    /// The bond cannot be posted as it is (an `expires` in the past, a bondholder verifying or
+    /// arbitrating its own bond).
+    BadBond(Malformed) = "bad_bond",
+    /// The mandate cannot be granted as it is (granted to its grantor, an `expires` in the past).
+    BadMandate(Malformed) = "bad_mandate",
+    /// The grantor holds the most active mandates it may; revoke one first.
+    TooManyMandates(Conflict) = "too_many_mandates",
+    /// No such mandate here.
+    UnknownMandate(NotFound) = "unknown_mandate",
+    /// The mandate, or one above it in its chain, is revoked.
+    MandateRevoked(Conflict) = "mandate_revoked",
+    /// The mandate, or one above it in its chain, has expired.
+    MandateExpired(Expired) = "mandate_expired",
+    /// A sub-mandate asks for more than its parent leaves: a higher cap, a later end, other
+    /// concepts.
+    BeyondParentMandate(Forbidden) = "beyond_parent_mandate",
+    /// The charge's concept is outside what a mandate of its chain covers.
+    ConceptNotCovered(Forbidden) = "concept_not_covered",
+    /// The charge is more than a mandate of its chain has left of its cap.
+    MandateExhausted(PaymentRequired) = "mandate_exhausted",
+    /// The charge would have the root grantor of the mandate pay itself.
+    PaysItself(Malformed) = "pays_itself",
+    /// The mandate's payer cannot cover the charge now (its balance is not told).
+    PayerCannotCover(PaymentRequired) = "payer_cannot_cover",
+    /// The movement needs approval, and nobody but its own operator could give it.
+    NoApprover(Forbidden) = "no_approver",
+    /// The operator has the most movements waiting for approval it may; wait for some to be decided.
+    TooManyPending(Conflict) = "too_many_pending",
+    /// The operator has asked for the most approvals it may in 30 days.
+    TooManyApprovals(Conflict) = "too_many_approvals",
+    /// An approved movement asks for approval again (something changed): decline it and ask anew.
+    ApprovalAskedAgain(Conflict) = "approval_asked_again",
+    /// No such approval waits here, or the operator is not one of its parties.
+    UnknownApproval(NotFound) = "unknown_approval",
+    /// The approval is decided already (approved, declined or expired).
+    ApprovalDecided(Conflict) = "approval_decided",
+    /// The approval has expired; its hold returns.
+    ApprovalExpired(Expired) = "approval_expired",
+    /// The operator may not approve this movement (only the approvers it names may).
+    NotAnApprover(Forbidden) = "not_an_approver",
+    /// The operator has approved this movement already.
+    AlreadyApproved(Conflict) = "already_approved",
+    /// A bond or an approval is not due to expire yet (the house's own sweep).
+    NotDue(Conflict) = "not_due",
+    /// The quote's seller cannot be verified (its card cannot be found or does not verify).
+    UnverifiableSeller(Forbidden) = "unverifiable_seller",
+    /// verifica@ arbitrates nothing at this house: it does not run one.
+    NoVerifica(Malformed) = "no_verifica",
+    /// A contract's `terms.verify` (verifica@'s tests) is not one this house runs; the reason
+    /// names the test and its member.
+    BadVerifyTerms(Malformed) = "bad_verify_terms",
+    /// An operation that would wait for approval is larger than the house keeps whole.
+    PendingTooLarge(TooLarge) = "pending_too_large",
+    /// A bond's id (its envelope's) is taken by another contract; send it under another id.
+    ContractIdTaken(Conflict) = "contract_id_taken",
+    /// The operation was signed or first received more than its life (an hour) ago, or waited in
+    /// the house's queue that long; sign it again under a new id.
+    OperationExpired(Expired) = "operation_expired",
+    /// The operator's site has used its budget of operations of this kind for this minute.
+    TooManyOperations(RateLimited) = "too_many_operations",
+    /// A top-up is not well formed (its amount, account or note).
+    BadTopUp(Malformed) = "bad_top_up",
+    /// The top-up's id was used before for another amount or account.
+    TopUpIdTaken(Conflict) = "top_up_id_taken",
+    /// This house offers no tareas@.
+    NoTareas(NotFound) = "no_tareas",
+    /// No such task is offered here.
+    UnknownTask(NotFound) = "unknown_task",
+    /// A task posted to the catalogue is not well formed (its price, statement, terms or tests).
+    BadTask(Malformed) = "bad_task",
+    /// A task of that id exists with other contents.
+    TaskIdTaken(Conflict) = "task_id_taken",
+    /// The catalogue holds the most tasks it may; retire one first.
+    TooManyTasks(Conflict) = "too_many_tasks",
+    /// The quote sent to tareas@ is not what its catalogue says (its buyer, id, contract,
+    /// arbiter, price, referrer or terms).
+    QuoteNotAsCatalogued(Malformed) = "quote_not_as_catalogued",
+    /// tareas@ pays only the agents of its own house.
+    TareasLocalOnly(Forbidden) = "tareas_local_only",
+    /// A quote sent to tareas@ comes from someone other than its seller.
+    NotTheSeller(Forbidden) = "not_the_seller",
+    /// This task was paid to the agent before, or is in flight: each task pays once per agent.
+    TaskTakenBefore(Conflict) = "task_taken_before",
+    /// The agent has a task in flight: it delivers it (or has it refunded) before taking another.
+    TaskInFlight(Conflict) = "task_in_flight",
+    /// The day's quota of tasks (the agent's, or the house's) is used; come back tomorrow (UTC).
+    TaskQuotaUsed(Conflict) = "task_quota_used",
+    // Twins: the same rows as other sections' on their branches (same variant, kind and name);
+    // the copy here goes at the merge.
+    /// This act needs the agent's current key; a replaced (previous) key may not do it.
+    NeedsCurrentKey(Forbidden) = "needs_current_key",
+    /// The act is over the cap of the sender's delegation.
+    OverDelegationCap(Forbidden) = "over_delegation_cap",
+    /// The Libro is busy with other writes; try again.
+    LibroBusy(Unavailable) = "libro_busy",
+    /// The envelope id is already used, by another sender or for another envelope.
+    EnvelopeIdTaken(Conflict) = "envelope_id_taken",
+    /// The quote is made out to another buyer.
+    QuoteNotYours(Forbidden) = "quote_not_yours",
+    /// The quote is to be accepted at another house's Libro.
+    QuoteWrongHouse(Malformed) = "quote_wrong_house",
+    /// A quote is past its `expires`.
+    QuoteExpired(Expired) = "quote_expired",
+    /// The envelope is past its `expires`.
+    EnvelopeExpired(Expired) = "envelope_expired",
+    /// A quote does not parse.
+    BadQuote(Malformed) = "bad_quote",
+    /// The authenticated agent is not the one the resource belongs to.
+    NotTheOwner(Forbidden) = "not_the_owner",
+    /// No agent of that name at this house (or at the house asked).
+    UnknownAgent(NotFound) = "unknown_agent",
+    /// A query parameter is out of range or too long; the reason names it.
+    BadQuery(Malformed) = "bad_query",
     // ---- end libro ----
 
     // ---- edges: email bridge, apps, index, web, cli, worker ----

@@ -23,7 +23,7 @@ use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
 use nyx5_proto::json::obj;
 use nyx5_proto::libro::{EntryDraft, GENESIS, escrow_account, house_account, lines_value};
 use nyx5_proto::receipt::{self, Receipt};
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Timestamp, Value, Verified};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
 use crate::mailbox::Outcome;
 use crate::ports::{Db, Net, PortError, Stmt};
@@ -283,14 +283,11 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The refusal when `from` has used its budget of `op`'s kind for this minute.
     fn too_many(&self, from: &Address, op: &Op, named: bool) -> Error {
-        Error::new(
-            ErrorKind::RateLimited,
-            format!(
-                "too many {} operations from {} this minute; try again shortly",
-                op.budget(),
-                self.operation_counter(from, op, named)
-            ),
-        )
+        Refusal::TooManyOperations.because(format!(
+            "too many {} operations from {} this minute; try again shortly",
+            op.budget(),
+            self.operation_counter(from, op, named)
+        ))
     }
 
     /// The card of one of the house's own agents, by local part.
@@ -506,17 +503,16 @@ impl<D: Db, N: Net> House<D, N> {
                 }
                 // Another claim took the desk's quota between its check and this batch.
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::TAREAS_QUOTA => {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        "no quota is left for this task now (another claim came first)",
-                    ));
+                    return Err(
+                        Refusal::TaskQuotaUsed.because("no quota is left for this task now (another claim came first)")
+                    );
                 }
                 // A bond's id is its envelope's: taken by another contract, it never will be free.
                 Err(PortError::Constraint { name }) if name == "libro_contracts.id" && matches!(op, Op::Bond(_)) => {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("contract id {} is taken; send the bond again under another envelope id", env.id()),
-                    ));
+                    return Err(Refusal::ContractIdTaken.because(format!(
+                        "contract id {} is taken; send the bond again under another envelope id",
+                        env.id()
+                    )));
                 }
                 Err(PortError::Constraint { name }) if store::RACES.contains(&name.as_str()) => lost = Some(name),
                 Err(e) => return Err(port_error(e)),
@@ -524,9 +520,9 @@ impl<D: Db, N: Net> House<D, N> {
         }
         Err(match lost.as_deref() {
             Some("balance_negative") => {
-                Error::new(ErrorKind::PaymentRequired, "not enough balance for this operation at this moment")
+                Refusal::InsufficientFunds.because("not enough balance for this operation at this moment")
             }
-            _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
+            _ => Refusal::LibroBusy.because("the Libro is busy; try again"),
         })
     }
 
@@ -535,14 +531,14 @@ impl<D: Db, N: Net> House<D, N> {
     /// its seller's, verified through the resolver (refreshed once for an unknown key).
     async fn check_operator(&self, env: &Envelope, card: &Verified<AgentCard>, op: &Op) -> Result<(), Error> {
         if op.writes() && env.signature().map(|s| s.kid) != Some(card.sig()) {
-            return Err(Error::forbidden(
+            return Err(Refusal::NeedsCurrentKey.because(
                 "an operation that moves money is signed with the agent's current key, not one in its rotation grace",
             ));
         }
         if let (Some(amount), Some(cap)) = (op.commits(), card.scope().and_then(|s| s.cap))
             && amount > cap
         {
-            return Err(Error::forbidden(format!(
+            return Err(Refusal::OverDelegationCap.because(format!(
                 "{} is delegated with a cap of {cap} tok; this operation commits {amount}",
                 card.address()
             )));
@@ -553,7 +549,7 @@ impl<D: Db, N: Net> House<D, N> {
                 if e.kind.is_temporary() {
                     e
                 } else {
-                    Error::forbidden(format!("the seller cannot be verified: {}", e.reason))
+                    Refusal::UnverifiableSeller.because(format!("the seller cannot be verified: {}", e.reason))
                 }
             };
             let mut seller = self.resolve_agent(&quote.seller, false).await.map_err(soft)?;
@@ -564,7 +560,7 @@ impl<D: Db, N: Net> House<D, N> {
             }
             // A seller's key in its rotation grace sells nothing, as it moves no money.
             if nyx5_proto::sign::Signature::read(quote.object(), "signature")?.kid != seller.sig() {
-                return Err(Error::forbidden("the quote is not signed with its seller's current key"));
+                return Err(Refusal::NeedsCurrentKey.because("the quote is not signed with its seller's current key"));
             }
             (**quote).clone().verify(&seller, now)?;
             if let Some(a) = &quote.arbiter
@@ -572,7 +568,9 @@ impl<D: Db, N: Net> House<D, N> {
                 && a.domain() == self.config.domain
             {
                 if !self.config.verifica_enabled {
-                    return Err(Error::malformed(format!("this house runs no verifica@; {a} cannot arbitrate")));
+                    return Err(
+                        Refusal::NoVerifica.because(format!("this house runs no verifica@; {a} cannot arbitrate"))
+                    );
                 }
                 verifica::check_terms(quote.contract, quote.terms.as_ref(), &self.config.verifica_policy())?;
             }
@@ -692,10 +690,9 @@ impl<D: Db, N: Net> House<D, N> {
                 let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
                 if text.len() > authority::MAX_PENDING_ENVELOPE_BYTES {
                     let max = authority::MAX_PENDING_ENVELOPE_BYTES;
-                    return Err(Error::new(
-                        ErrorKind::TooLarge,
-                        format!("an operation that waits for approval is kept whole, and at most {max} bytes"),
-                    ));
+                    return Err(Refusal::PendingTooLarge.because(format!(
+                        "an operation that waits for approval is kept whole, and at most {max} bytes"
+                    )));
                 }
                 let approvers =
                     Value::Array(p.approvers().iter().map(|a| a.as_str().into()).collect()).canonical_string();
@@ -855,7 +852,7 @@ impl<D: Db, N: Net> House<D, N> {
                 _ => return Ok(Some(CardRule { authority, delegator: by })),
             }
         }
-        Err(Error::forbidden(format!(
+        Err(Refusal::NoApprover.because(format!(
             "{}: no agent free of an authority within {MAX_DELEGATION_DEPTH} delegations to approve for it",
             card.address()
         )))
@@ -880,16 +877,15 @@ impl<D: Db, N: Net> House<D, N> {
         let op = read_op(&original)?;
         // A movement its operator no longer wants after `expires` does not happen later.
         original.check_not_expired(now).map_err(|_| {
-            Error::new(ErrorKind::Expired, format!("{} expired while it waited; decline it", original.id()))
+            Refusal::EnvelopeExpired.because(format!("{} expired while it waited; decline it", original.id()))
         })?;
         // An offer that lapsed while it waited binds its seller no more.
         if let Op::Accept { quote } = &op
             && quote.expires.is_some_and(|e| now >= e)
         {
-            return Err(Error::new(
-                ErrorKind::Expired,
-                format!("quote {} expired while it waited; decline it", quote.id),
-            ));
+            return Err(
+                Refusal::QuoteExpired.because(format!("quote {} expired while it waited; decline it", quote.id))
+            );
         }
         let accounts = {
             let mut list = vec![Value::from(p.operator.as_str()), authority::hold_account(&p.id).into()];
@@ -1070,7 +1066,7 @@ impl<D: Db, N: Net> House<D, N> {
                 Err(e) => return Err(port_error(e)),
             }
         }
-        Err(Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"))
+        Err(Refusal::LibroBusy.because("the Libro is busy; try again"))
     }
 
     /// The house issues `amount` to `account` for `cause`.
@@ -1362,14 +1358,11 @@ fn check_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(),
     let stale = received.millis() > created.saturating_add(OP_LIFE_MS + nyx5_proto::limits::CLOCK_SKEW_MS);
     let late = now.millis() > received.millis().saturating_add(OP_LIFE_MS);
     if stale || late {
-        return Err(Error::new(
-            ErrorKind::Expired,
-            format!(
-                "operation {} was signed or first received here more than an hour ago: an operation lives an \
+        return Err(Refusal::OperationExpired.because(format!(
+            "operation {} was signed or first received here more than an hour ago: an operation lives an \
                  hour; sign it again under a new id",
-                env.id()
-            ),
-        ));
+            env.id()
+        )));
     }
     Ok(())
 }
@@ -1378,14 +1371,11 @@ fn check_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(),
 /// became due (its `deliver_after`, or when `/outbound` took it). Pure.
 fn check_queued_life(env: &Envelope, received: Timestamp, now: Timestamp) -> Result<(), Error> {
     if now.millis() > received.millis().saturating_add(OP_LIFE_MS) {
-        return Err(Error::new(
-            ErrorKind::Expired,
-            format!(
-                "operation {} waited in this house's queue more than an hour: an operation lives an hour; \
+        return Err(Refusal::OperationExpired.because(format!(
+            "operation {} waited in this house's queue more than an hour: an operation lives an hour; \
                  sign it again under a new id",
-                env.id()
-            ),
-        ));
+            env.id()
+        )));
     }
     Ok(())
 }
@@ -1412,16 +1402,21 @@ pub fn welcome_cause(address: &Address) -> String {
 /// `Op::parse` reads. Pure; what it refuses, it refuses for any copy of the envelope alike.
 fn read_op(env: &Envelope) -> Result<Op, Error> {
     if env.kind() != Kind::Task {
-        return Err(Error::malformed("an operation for the Libro is an envelope of `type: task`"));
+        return Err(Refusal::BadOperation.because("an operation for the Libro is an envelope of `type: task`"));
     }
     let content = match env.payload() {
         Payload::Clear(c) => c,
-        _ => return Err(Error::malformed("an operation for the Libro is not sealed: the house must read it")),
+        _ => {
+            return Err(
+                Refusal::BadOperation.because("an operation for the Libro is not sealed: the house must read it")
+            );
+        }
     };
     if content.media != OP_MEDIA {
-        return Err(Error::malformed(format!("an operation has `media: {OP_MEDIA}`")));
+        return Err(Refusal::BadOperation.because(format!("an operation has `media: {OP_MEDIA}`")));
     }
-    let body = content.body.as_object().ok_or_else(|| Error::malformed("an operation's body is an object"))?;
+    let body =
+        content.body.as_object().ok_or_else(|| Refusal::BadOperation.because("an operation's body is an object"))?;
     Op::parse(body)
 }
 
@@ -1444,6 +1439,6 @@ fn done_before(
             None => Ok(Outcome::Duplicate),
         }
     } else {
-        Err(Error::new(ErrorKind::Conflict, "this envelope id is already used for another operation"))
+        Err(Refusal::EnvelopeIdTaken.because("this envelope id is already used for another operation"))
     }
 }

@@ -16,7 +16,7 @@
 use nyx5_proto::card::{AgentCard, AgentCardDraft};
 use nyx5_proto::json::obj;
 use nyx5_proto::quote::{self, ContractKind, Quote};
-use nyx5_proto::{Address, DomainCard, Envelope, Error, ErrorKind, Object, Timestamp, Value, Verified};
+use nyx5_proto::{Address, DomainCard, Envelope, Error, Object, Refusal, Timestamp, Value, Verified};
 
 use crate::House;
 use crate::mailbox::Outcome;
@@ -81,10 +81,12 @@ pub fn task_terms(id: &str, verify: Value, mut terms: Object) -> Object {
 /// Whether `q` takes task `t` as the desk `desk` with the arbiter `verifier` offers it: anything
 /// else is refused, compared with the catalogue, never with what the quote says of itself.
 pub fn compare(q: &Quote, t: &Task, desk: &Address, verifier: &Address) -> Result<(), Error> {
-    let differs =
-        |what: &str| Error::malformed(format!("the quote's {what} is not what the catalogue says of task {}", t.id));
+    let differs = |what: &str| {
+        Refusal::QuoteNotAsCatalogued
+            .because(format!("the quote's {what} is not what the catalogue says of task {}", t.id))
+    };
     if q.buyer != *desk {
-        return Err(Error::malformed(format!("a quote to {desk} names {desk} as its buyer")));
+        return Err(Refusal::QuoteNotAsCatalogued.because(format!("a quote to {desk} names {desk} as its buyer")));
     }
     if q.contract != ContractKind::Escrow {
         return Err(differs("contract (an escrow)"));
@@ -117,18 +119,21 @@ pub struct Quota {
 /// The refusal the quota answers, if any: 409, never 429 (which a sender's house would retry for
 /// days).
 pub fn within(q: Quota, per_agent: i64, per_day: i64) -> Result<(), Error> {
-    let no = |why: String| Err(Error::new(ErrorKind::Conflict, why));
     if q.taken {
-        return no("this task was paid to you before, or is in flight: each task pays once per agent".into());
+        return Err(Refusal::TaskTakenBefore
+            .because("this task was paid to you before, or is in flight: each task pays once per agent"));
     }
     if q.in_flight > 0 {
-        return no("you have a task in flight: deliver it (or have it refunded) before taking another".into());
+        return Err(Refusal::TaskInFlight
+            .because("you have a task in flight: deliver it (or have it refunded) before taking another"));
     }
     if q.agent_today >= per_agent {
-        return no(format!("you took {per_agent} task(s) today, the most per agent; come back tomorrow (UTC)"));
+        return Err(Refusal::TaskQuotaUsed
+            .because(format!("you took {per_agent} task(s) today, the most per agent; come back tomorrow (UTC)")));
     }
     if q.all_today >= per_day {
-        return no(format!("the house gave out its {per_day} task(s) for today; come back tomorrow (UTC)"));
+        return Err(Refusal::TaskQuotaUsed
+            .because(format!("the house gave out its {per_day} task(s) for today; come back tomorrow (UTC)")));
     }
     Ok(())
 }
@@ -148,7 +153,7 @@ pub fn quota_holder(seller: &Address) -> String {
 pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
     use super::verifica::{CONTRACT_PLACEHOLDER, SELLER_PLACEHOLDER, Test, names_the_claim};
     if tests.iter().any(|t| matches!(t, Test::Sha256 { url: None, .. })) {
-        return Err(Error::malformed(
+        return Err(Refusal::BadTask.because(
             "a task's sha256 test fetches a url: the catalogue publishes `expect`, so the delivery's own hash proves nothing",
         ));
     }
@@ -156,7 +161,7 @@ pub fn pays_for_work(tests: &[super::verifica::Test]) -> Result<(), Error> {
     let pays =
         |t: &Test| names_the_claim(t) && !matches!(t, Test::HttpStatus { expect, .. } if !(200..300).contains(expect));
     if !tests.iter().any(pays) {
-        return Err(Error::malformed(format!(
+        return Err(Refusal::BadTask.because(format!(
             "at least one test's url names the claim ({CONTRACT_PLACEHOLDER} or {SELLER_PLACEHOLDER} in its path or query, \
              an http_status expecting 2xx): a test every agent passes alike pays for nothing"
         )));
@@ -264,38 +269,40 @@ impl<D: Db, N: Net> House<D, N> {
         sender: &Verified<AgentCard>,
     ) -> Result<Outcome, Error> {
         if !self.config.tareas_enabled {
-            return Err(Error::new(ErrorKind::NotFound, format!("no tareas@{} here", self.config.domain)));
+            return Err(Refusal::NoTareas.because(format!("no tareas@{} here", self.config.domain)));
         }
-        let content = env
-            .content()
-            .filter(|c| c.media == quote::MEDIA)
-            .ok_or_else(|| Error::malformed(format!("tareas@ reads a quote in the clear ({})", quote::MEDIA)))?;
-        let body = content.body.as_object().ok_or_else(|| Error::malformed("a quote is a JSON object"))?;
+        let content = env.content().filter(|c| c.media == quote::MEDIA).ok_or_else(|| {
+            Refusal::BadQuote.because(format!("tareas@ reads a quote in the clear ({})", quote::MEDIA))
+        })?;
+        let body = content.body.as_object().ok_or_else(|| Refusal::BadQuote.because("a quote is a JSON object"))?;
         let q = Quote::from_object(body.clone())?;
         // Seeded work is for the agents who joined this house (spec §23): strangers from other
         // houses, which mint addresses at will, would share its daily quota.
         if env.from().domain() != self.config.domain {
-            return Err(Error::forbidden(format!("tareas@{} pays this house's own agents", self.config.domain)));
+            return Err(
+                Refusal::TareasLocalOnly.because(format!("tareas@{} pays this house's own agents", self.config.domain))
+            );
         }
         if q.seller != *env.from() {
-            return Err(Error::forbidden("a quote to tareas@ is sent by its seller"));
+            return Err(Refusal::NotTheSeller.because("a quote to tareas@ is sent by its seller"));
         }
         if q.house != self.config.domain {
-            return Err(Error::malformed(format!("the quote is for the Libro of {}, not this house's", q.house)));
+            return Err(Refusal::QuoteWrongHouse
+                .because(format!("the quote is for the Libro of {}, not this house's", q.house)));
         }
         if !is_uuid(&q.id) {
-            return Err(Error::malformed(
-                "a quote to tareas@ has a UUID in lower case as its id: a task's URLs may name it",
-            ));
+            return Err(Refusal::QuoteNotAsCatalogued
+                .because("a quote to tareas@ has a UUID in lower case as its id: a task's URLs may name it"));
         }
         let now = self.now();
         if nyx5_proto::sign::Signature::read(q.object(), "signature")?.kid != sender.sig() {
-            return Err(Error::forbidden("the quote is not signed with its seller's current key"));
+            return Err(Refusal::NeedsCurrentKey.because("the quote is not signed with its seller's current key"));
         }
         q.clone().verify(sender, now)?;
         let desk = self.tareas_address()?;
         let verifier = self.verifica_address()?;
-        let id = task_id(&q).ok_or_else(|| Error::malformed("the quote's terms name no task (`task`)"))?;
+        let id = task_id(&q)
+            .ok_or_else(|| Refusal::QuoteNotAsCatalogued.because("the quote's terms name no task (`task`)"))?;
         // The same quote again (a retry, a late copy) is answered by the Libro as done before,
         // whatever the quota says now.
         let accept_id = self.derived_id("tarea", env.id(), &q.id);
@@ -310,7 +317,7 @@ impl<D: Db, N: Net> House<D, N> {
         let row = store::desk_facts(&self.db, &query).await?;
         let task = Task::from_row(&row)
             .filter(|t| !t.retired)
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no task {id} is offered here (GET /tareas)")))?;
+            .ok_or_else(|| Refusal::UnknownTask.because(format!("no task {id} is offered here (GET /tareas)")))?;
         compare(&q, &task, &desk, &verifier)?;
         if row.int("done") != Some(1) {
             let quota = Quota {
@@ -338,13 +345,14 @@ mod tests {
     fn the_quota_refuses_with_409_in_order() {
         let free = Quota::default();
         assert!(within(free, 1, 10).is_ok());
-        for q in [
-            Quota { taken: true, ..free },
-            Quota { in_flight: 1, ..free },
-            Quota { agent_today: 1, ..free },
-            Quota { all_today: 10, ..free },
+        for (q, named) in [
+            (Quota { taken: true, ..free }, Refusal::TaskTakenBefore),
+            (Quota { in_flight: 1, ..free }, Refusal::TaskInFlight),
+            (Quota { agent_today: 1, ..free }, Refusal::TaskQuotaUsed),
+            (Quota { all_today: 10, ..free }, Refusal::TaskQuotaUsed),
         ] {
-            assert_eq!(within(q, 1, 10).unwrap_err().kind, ErrorKind::Conflict, "{q:?}");
+            let e = within(q, 1, 10).unwrap_err();
+            assert_eq!((e.code(), e.refusal()), (409, Some(named)), "{q:?}");
         }
         assert!(within(Quota { agent_today: 1, all_today: 9, ..free }, 2, 10).is_ok());
     }

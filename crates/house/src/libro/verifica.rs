@@ -17,7 +17,7 @@ use nyx5_proto::card::{AgentCard, AgentCardDraft};
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{field, obj};
-use nyx5_proto::{Address, DomainCard, Error, ErrorKind, Object, Timestamp, Value, Verified};
+use nyx5_proto::{Address, DomainCard, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
 use crate::House;
 use crate::mailbox::Outcome;
@@ -85,7 +85,7 @@ pub struct Checked {
 }
 
 fn malformed(reason: String) -> Error {
-    Error::malformed(reason)
+    Refusal::BadVerifyTerms.because(reason)
 }
 
 /// A test's URL with its placeholders filled in.

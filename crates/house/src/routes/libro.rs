@@ -11,7 +11,7 @@
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::field;
 use nyx5_proto::sign::sign_object;
-use nyx5_proto::{Address, Error, ErrorKind, Value};
+use nyx5_proto::{Address, Error, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response, percent_decode};
@@ -44,7 +44,7 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
     if !house.is_admin(req) {
         let card = house.authenticate_any(req).await?;
         if *card.address() != address {
-            return Err(Error::forbidden(format!("{} may read only its own account", card.address())));
+            return Err(Refusal::NotTheOwner.because(format!("{} may read only its own account", card.address())));
         }
     }
     let who = address.as_str();
@@ -98,12 +98,12 @@ pub async fn contract<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &st
         .await?
         .as_ref()
         .and_then(contract_of)
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no contract {id} here")))?;
+        .ok_or_else(|| Refusal::UnknownContract.because(format!("no contract {id} here")))?;
     if let Some(card) = who
         && !c.has_party(card.address())
     {
         // Whether it exists is the parties' business too.
-        return Err(Error::new(ErrorKind::NotFound, format!("no contract {id} here")));
+        return Err(Refusal::UnknownContract.because(format!("no contract {id} here")));
     }
     Ok(Response::json(200, &ok_body([("contract", c.view())])))
 }
@@ -115,10 +115,10 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
     let address = Address::parse(field::str(&body, "address")?)?;
     let amount = field::integer(&body, "amount")?;
     if amount <= 0 || amount > nyx5_proto::limits::MAX_AMOUNT {
-        return Err(Error::malformed("`amount` must be a whole number of tokens from 1 to 2^53 - 1"));
+        return Err(Refusal::BadTopUp.because("`amount` must be a whole number of tokens from 1 to 2^53 - 1"));
     }
     if house.is_libro(&address) || address.as_str() == nyx5_proto::libro::house_account(&house.config.domain) {
-        return Err(Error::malformed("the house does not top itself up"));
+        return Err(Refusal::BadTopUp.because("the house does not top itself up"));
     }
     let id = match field::opt_str(&body, "id")? {
         Some(id) => {
@@ -129,7 +129,7 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
     };
     let note = field::opt_str(&body, "note")?.unwrap_or("top-up");
     if note.len() > nyx5_rules::libro::op::MAX_TEXT_BYTES {
-        return Err(Error::malformed("`note` is too long"));
+        return Err(Refusal::BadTopUp.because("`note` is too long"));
     }
     let cause = format!("topup:{id}");
     let entry = house.issue(&cause, &address, amount, note, Vec::new()).await?;
@@ -142,7 +142,7 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
         })
     });
     if !same {
-        return Err(Error::new(ErrorKind::Conflict, format!("top-up {id} was another amount or account")));
+        return Err(Refusal::TopUpIdTaken.because(format!("top-up {id} was another amount or account")));
     }
     Ok(Response::json(200, &ok_body([("asiento", entry)])))
 }
@@ -167,7 +167,7 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &
     let stale = house.stale(reads);
     let since = crate::store::agents::created_at(&stale, local)
         .await?
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")))?;
+        .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")))?;
     let facts: Vec<Fact> = store::history_rows(&stale, address.as_str())
         .await?
         .iter()

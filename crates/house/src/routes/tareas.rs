@@ -3,7 +3,7 @@
 //! house without `tareas@` answers 404.
 
 use nyx5_proto::json::{field, obj};
-use nyx5_proto::{Error, ErrorKind, Object, Value};
+use nyx5_proto::{Error, Object, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -17,7 +17,7 @@ fn require_tareas<D: Db, N: Net>(house: &House<D, N>) -> Result<(), Error> {
     if house.config.tareas_enabled {
         Ok(())
     } else {
-        Err(Error::new(ErrorKind::NotFound, format!("{} offers no tareas@", house.config.domain)))
+        Err(Refusal::NoTareas.because(format!("{} offers no tareas@", house.config.domain)))
     }
 }
 
@@ -32,7 +32,7 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             house.require_admin(req)?;
             true
         }
-        Some(_) => return Err(Error::malformed("`all` is 0 or 1")),
+        Some(_) => return Err(Refusal::BadQuery.because("`all` is 0 or 1")),
     };
     let tasks: Vec<Task> = store::tasks(&house.db, all).await?.iter().filter_map(Task::from_row).collect();
     let today = store::claims_on(&house.db, house.tareas_day()).await?;
@@ -80,33 +80,35 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
     };
     let price = field::integer(&body, "price")?;
     if price <= 0 || price > nyx5_proto::limits::MAX_AMOUNT {
-        return Err(Error::malformed("`price` must be a whole number of tokens from 1 to 2^53 - 1"));
+        return Err(Refusal::BadTask.because("`price` must be a whole number of tokens from 1 to 2^53 - 1"));
     }
     let statement = field::str(&body, "statement")?;
     if statement.trim().is_empty() || statement.len() > MAX_STATEMENT_BYTES {
-        return Err(Error::malformed(format!("`statement` is required, at most {MAX_STATEMENT_BYTES} bytes")));
+        return Err(Refusal::BadTask.because(format!("`statement` is required, at most {MAX_STATEMENT_BYTES} bytes")));
     }
     let extra = match field::opt_object(&body, "terms")? {
         Some(t) if t.contains_key("task") || t.contains_key("verify") => {
-            return Err(Error::malformed("`terms` holds neither `task` nor `verify`: the house writes those"));
+            return Err(Refusal::BadTask.because("`terms` holds neither `task` nor `verify`: the house writes those"));
         }
         Some(t) => t.clone(),
         None => Object::new(),
     };
-    let verify =
-        body.get("verify").cloned().ok_or_else(|| Error::malformed("`verify` (the task's tests) is required"))?;
+    let verify = body
+        .get("verify")
+        .cloned()
+        .ok_or_else(|| Refusal::BadTask.because("`verify` (the task's tests) is required"))?;
     let terms = task_terms(&id, verify, extra);
     verifica::check_terms(nyx5_proto::quote::ContractKind::Escrow, Some(&terms), &house.config.verifica_policy())?;
     crate::libro::tareas::pays_for_work(&verifica::parse_tests(&terms, None)?)?;
     let terms_text = Value::Object(terms).canonical_string();
     if terms_text.len() > nyx5_proto::limits::MAX_DOCUMENT_BYTES / 4 {
-        return Err(Error::malformed("the task's terms are too large"));
+        return Err(Refusal::BadTask.because("the task's terms are too large"));
     }
     let task = Task { id: id.clone(), price, statement: statement.to_owned(), terms: terms_text, retired: false };
     if let Some(before) = store::task(&house.db, &id).await?.as_ref().and_then(Task::from_row) {
         let same = before.price == task.price && before.statement == task.statement && before.terms == task.terms;
         if !same {
-            return Err(Error::new(ErrorKind::Conflict, format!("task {id} exists with other contents")));
+            return Err(Refusal::TaskIdTaken.because(format!("task {id} exists with other contents")));
         }
         return Ok(Response::json(200, &ok_body([("task", before.to_value())])));
     }
@@ -118,7 +120,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
             // (The terms name the task's id, so no two tasks' terms are alike: `tareas.terms`,
             // UNIQUE, cannot refuse an insert this route makes.)
             PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
-                Error::new(ErrorKind::Conflict, format!("{MAX_TASKS} tasks are offered; retire one first"))
+                Refusal::TooManyTasks.because(format!("{MAX_TASKS} tasks are offered; retire one first"))
             }
             e => port_error(e),
         })?;
@@ -135,7 +137,7 @@ pub async fn retire<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str)
         .await?
         .as_ref()
         .and_then(Task::from_row)
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no task {id}")))?;
+        .ok_or_else(|| Refusal::UnknownTask.because(format!("no task {id}")))?;
     house.db.batch(vec![store::retire_task(id, house.now().millis())]).await.map_err(port_error)?;
     Ok(Response::json(200, &ok_body([("task", before.to_value()), ("retired", Value::Bool(true))])))
 }

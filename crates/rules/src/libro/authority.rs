@@ -17,10 +17,11 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::libro::{CURRENCY, ESCROW_PREFIX, Line};
 use nyx5_proto::quote::ContractKind;
 use nyx5_proto::receipt;
-use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value};
 
 use super::kernel::{
-    Approved, CardRule, Ctx, Decision, Facts, Kind, MandateWrite, Posting, Rules, fold, move_all, refuse,
+    Approved, CardRule, Ctx, Decision, Facts, Kind, MandateWrite, Posting, Rules, broken, fold, move_all, refuse,
+    reword,
 };
 use super::op::Op;
 
@@ -54,7 +55,7 @@ pub fn hold_account(id: &str) -> String {
 /// A contract's id may not be one whose escrow account would be a hold's (400).
 pub fn check_contract_id(id: &str) -> Result<(), Error> {
     if id.starts_with(HOLD_PREFIX) {
-        return Err(refuse(ErrorKind::Malformed, format!("a contract's id may not start with {HOLD_PREFIX:?}")));
+        return Err(refuse(Refusal::ReservedContractId, format!("a contract's id may not start with {HOLD_PREFIX:?}")));
     }
     Ok(())
 }
@@ -399,10 +400,10 @@ pub fn gate(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Gate, Error> {
         let approved = ctx.approved.as_ref().is_some_and(|a| a.asked.contains(&of));
         let intent = Intent { amount: Some(amount), currency: Some(CURRENCY), consequence, hour_ops, approved };
         match authority.judge(&intent) {
-            Verdict::Refused(e) => return Err(refuse(ErrorKind::Forbidden, format!("{what}: {}", e.reason))),
+            Verdict::Refused(e) => return Err(reword(e, ErrorKind::Forbidden, |r| format!("{what}: {r}"))),
             Verdict::Ask(_) if approvers.is_empty() => {
                 return Err(refuse(
-                    ErrorKind::Forbidden,
+                    Refusal::NoApprover,
                     format!("{what} asks for approval, and nobody but its operator could give it"),
                 ));
             }
@@ -434,7 +435,7 @@ pub fn pending(
 ) -> Result<Decision, Error> {
     if facts.pending_count >= MAX_PENDING {
         return Err(refuse(
-            ErrorKind::Conflict,
+            Refusal::TooManyPending,
             format!(
                 "{} has {MAX_PENDING} movements waiting for approval; once some are decided, ask again with a new envelope",
                 ctx.operator
@@ -443,7 +444,7 @@ pub fn pending(
     }
     if facts.approvals_kept >= MAX_APPROVALS_KEPT {
         return Err(refuse(
-            ErrorKind::Conflict,
+            Refusal::TooManyApprovals,
             format!("{} has asked for {MAX_APPROVALS_KEPT} approvals in the past 30 days", ctx.operator),
         ));
     }
@@ -453,7 +454,7 @@ pub fn pending(
         // What a contract holds already stays held: a release waits without moving it.
         [one] if one.account.starts_with(ESCROW_PREFIX) => None,
         [one] => Some((one.account.clone(), -one.delta)),
-        _ => return Err(refuse(ErrorKind::Internal, "a movement with two payers cannot wait for approval")),
+        _ => return Err(broken("a movement with two payers cannot wait for approval")),
     };
     let concept = d.posting.as_ref().map(|p| p.concept.clone()).unwrap_or_else(|| op.name().to_owned());
     // A waiting charge counts in its chain's `spent` already, so waiting charges never hold more
@@ -615,15 +616,15 @@ fn pending_of<'a>(facts: &'a Facts, id: &str, me: &Address) -> Result<&'a Pendin
         .pending
         .as_ref()
         .filter(|p| p.id == id && p.parties().contains(me))
-        .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no approval {id} waits here")))
+        .ok_or_else(|| refuse(Refusal::UnknownApproval, format!("no approval {id} waits here")))
 }
 
 fn open(p: &Pending, now: Timestamp) -> Result<&Pending, Error> {
     if p.state != "pending" {
-        return Err(refuse(ErrorKind::Conflict, format!("approval {} is {} already", p.id, p.state)));
+        return Err(refuse(Refusal::ApprovalDecided, format!("approval {} is {} already", p.id, p.state)));
     }
     if now >= p.expires {
-        return Err(refuse(ErrorKind::Expired, format!("approval {} has expired; its hold returns", p.id)));
+        return Err(refuse(Refusal::ApprovalExpired, format!("approval {} has expired; its hold returns", p.id)));
     }
     Ok(p)
 }
@@ -636,12 +637,12 @@ pub fn approval(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Step, Error> {
             let p = open(pending_of(facts, pending, me)?, ctx.now)?;
             if !p.approvers().contains(me) {
                 return Err(refuse(
-                    ErrorKind::Forbidden,
+                    Refusal::NotAnApprover,
                     format!("{me} asked for approval {pending}; only {} may give it", list(&p.approvers())),
                 ));
             }
             if p.approved_by.contains(me) {
-                return Err(refuse(ErrorKind::Conflict, format!("{me} approved {pending} already")));
+                return Err(refuse(Refusal::AlreadyApproved, format!("{me} approved {pending} already")));
             }
             let mut next = p.clone();
             next.approved_by.push(me.clone());
@@ -672,7 +673,7 @@ pub fn approval(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Step, Error> {
             d.pending = Some(PendingWrite::Update(Box::new(next)));
             Ok(Step::Decided(Box::new(d)))
         }
-        _ => Err(refuse(ErrorKind::Internal, "not an approval")),
+        _ => Err(broken("not an approval")),
     }
 }
 
@@ -685,7 +686,7 @@ fn returned(p: &Pending, facts: &Facts, mut refs: Object) -> Result<Option<Posti
     let Some((account, amount)) = &p.hold else { return Ok(None) };
     let held = hold_account(&p.id);
     if facts.balance(&held) < *amount {
-        return Err(refuse(ErrorKind::Internal, format!("the hold of {} is not in {held}", p.id)));
+        return Err(broken(format!("the hold of {} is not in {held}", p.id)));
     }
     refs.insert("pending".into(), p.id.as_str().into());
     Ok(Some(Posting {
@@ -739,10 +740,9 @@ pub fn merge(p: &Pending, facts: &Facts, mut d: Decision) -> Result<Decision, Er
     if let Some((account, amount)) = &p.hold {
         let held = hold_account(&p.id);
         if facts.balance(&held) < *amount {
-            return Err(refuse(ErrorKind::Internal, format!("the hold of {} is not in {held}", p.id)));
+            return Err(broken(format!("the hold of {} is not in {held}", p.id)));
         }
-        let posting =
-            d.posting.as_mut().ok_or_else(|| refuse(ErrorKind::Internal, "an approved movement that moves nothing"))?;
+        let posting = d.posting.as_mut().ok_or_else(|| broken("an approved movement that moves nothing"))?;
         let mut lines = move_all(&held, account, *amount);
         lines.append(&mut posting.lines);
         posting.lines = fold(lines);
@@ -769,7 +769,7 @@ pub fn merge(p: &Pending, facts: &Facts, mut d: Decision) -> Result<Decision, Er
 /// An approval nobody decided before `expires`: the hold returns (by the house, no operator).
 pub fn expire(p: &Pending, facts: &Facts, now: Timestamp) -> Result<(Option<Posting>, Pending), Error> {
     if p.state != "pending" || now < p.expires {
-        return Err(refuse(ErrorKind::Conflict, format!("approval {} is not due to expire", p.id)));
+        return Err(refuse(Refusal::NotDue, format!("approval {} is not due to expire", p.id)));
     }
     let mut next = p.clone();
     next.state = "expired".into();
@@ -953,11 +953,11 @@ mod tests {
         assert!(matches!(d.pending, Some(PendingWrite::Insert(_))));
         facts.pending_count = MAX_PENDING;
         let e = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap_err();
-        assert_eq!((e.code(), e.reason.contains("waiting")), (409, true), "{e:?}");
+        assert_eq!((e.code(), e.refusal()), (409, Some(Refusal::TooManyPending)), "{e:?}");
         facts.pending_count = 0;
         facts.approvals_kept = MAX_APPROVALS_KEPT;
         let e = decide(&charge(60), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").unwrap_err();
-        assert_eq!((e.code(), e.reason.contains("past 30 days")), (409, true), "{e:?}");
+        assert_eq!((e.code(), e.refusal()), (409, Some(Refusal::TooManyApprovals)), "{e:?}");
         // What asks nobody is not bounded by either.
         assert!(decide(&charge(10), &ctx("eve@a.test", "c1"), &rules(), &facts, "e1").is_ok());
         // The house counts an operator's approvals only for an operation that may wait.
@@ -1008,7 +1008,7 @@ mod tests {
         facts.chain[1] = mandate("m2", "cy@a.test", "ana@a.test", &["m1", "m2"], None);
         let e = gate(&charge(60), &ctx("ana@a.test", "c1"), &facts).unwrap_err();
         assert_eq!(e.code(), 403);
-        assert!(e.reason.ends_with("asks for approval, and nobody but its operator could give it"), "{e:?}");
+        assert_eq!(e.refusal(), Some(Refusal::NoApprover), "{e:?}");
     }
 
     /// The receipt of a movement that waits is the approval itself. Kills `pending`: delete the

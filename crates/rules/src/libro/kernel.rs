@@ -10,7 +10,7 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::libro::{Line, check_lines, escrow_account, house_account};
 use nyx5_proto::quote::{ContractKind, Quote, Referrer};
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value, limits};
 
 use nyx5_proto::authority::Authority;
 
@@ -26,7 +26,7 @@ pub const MAX_CASCADE_NOTICES: i64 = 100;
 /// The refusal of a creating operation by a stranger to this Libro (402).
 pub fn stranger(who: &Address, rules: &Rules) -> Error {
     refuse(
-        ErrorKind::PaymentRequired,
+        Refusal::NoLibroAccount,
         format!("{who} has no account at the Libro of {}; ask its house for a top-up", rules.house),
     )
 }
@@ -500,8 +500,22 @@ pub enum Read {
     Statement { account: String, limit: i64 },
 }
 
-pub(super) fn refuse(kind: ErrorKind, reason: impl Into<String>) -> Error {
-    Error::new(kind, reason.into())
+pub(super) fn refuse(refusal: Refusal, reason: impl Into<String>) -> Error {
+    refusal.because(reason.into())
+}
+
+/// `e` said again in other words, keeping its name, as a refusal of `kind`: the name of a cause
+/// some rule below named already (an authority looser than its ceiling, evidence the terms do
+/// not admit) is the one a client branches on. An `e` of another kind (no rule answers one now)
+/// is refused as `kind` by that kind's own name.
+pub(super) fn reword(e: Error, kind: ErrorKind, say: impl FnOnce(&str) -> String) -> Error {
+    let reason = say(&e.reason);
+    if e.kind == kind { e.with_reason(reason) } else { Error::new(kind, reason) }
+}
+
+/// What the house's own records should never say (500; the reason is logged, never sent).
+pub(super) fn broken(reason: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Internal, reason.into())
 }
 
 fn push_party(list: &mut Vec<Address>, a: Option<Address>) {
@@ -538,7 +552,7 @@ fn need(facts: &Facts, account: &str, amount: i64) -> Result<(), Error> {
     let have = facts.balance(account);
     if have < amount {
         return Err(refuse(
-            ErrorKind::PaymentRequired,
+            Refusal::InsufficientFunds,
             format!("{account} has {have} tok here and this needs {amount}; top up or pay less"),
         ));
     }
@@ -552,7 +566,7 @@ fn contract_of<'a>(facts: &'a Facts, id: &str, me: &Address) -> Result<&'a Contr
         .contract
         .as_ref()
         .filter(|c| c.id == id && c.has_party(me))
-        .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no contract {id} here")))
+        .ok_or_else(|| refuse(Refusal::UnknownContract, format!("no contract {id} here")))
 }
 
 /// The fee a contract settles under: the one in force when it was accepted (so a referrer's
@@ -593,22 +607,19 @@ fn arbiters_verdict<'a>(
 ) -> Result<Option<&'a Object>, Error> {
     let Some(v) = verdict else { return Ok(None) };
     if !c.is("arbiter", me) {
-        return Err(refuse(ErrorKind::Forbidden, format!("only the arbiter of {} gives a verdict", c.id)));
+        return Err(refuse(Refusal::WrongParty, format!("only the arbiter of {} gives a verdict", c.id)));
     }
     if v.get("outcome").and_then(Value::as_str) != Some(outcome) {
-        return Err(refuse(
-            ErrorKind::Malformed,
-            format!("a verdict that does not say {outcome} cannot move {}", c.id),
-        ));
+        return Err(refuse(Refusal::BadVerdict, format!("a verdict that does not say {outcome} cannot move {}", c.id)));
     }
     if v.get("contract").and_then(Value::as_str) != Some(c.id.as_str()) {
-        return Err(refuse(ErrorKind::Malformed, format!("the verdict is not about {}", c.id)));
+        return Err(refuse(Refusal::BadVerdict, format!("the verdict is not about {}", c.id)));
     }
     // What the contract keeps says who judged: the arbiter that sent it, in its own words.
     if v.get("tipo").and_then(Value::as_str) != Some("veredicto")
         || v.get("verifier").and_then(Value::as_str) != Some(me.as_str())
     {
-        return Err(refuse(ErrorKind::Malformed, "a verdict is a `veredicto` whose `verifier` is its sender"));
+        return Err(refuse(Refusal::BadVerdict, "a verdict is a `veredicto` whose `verifier` is its sender"));
     }
     Ok(Some(v))
 }
@@ -645,7 +656,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
     }
     if matches!(op, Op::Mandate(_)) && facts.active_mandates >= MAX_ACTIVE_MANDATES {
         return Err(refuse(
-            ErrorKind::Conflict,
+            Refusal::TooManyMandates,
             format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
         ));
     }
@@ -656,21 +667,21 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let c = contract_of(facts, contract, me)?;
             if c.kind != Kind::Escrow {
                 return Err(refuse(
-                    ErrorKind::Conflict,
+                    Refusal::WrongContractKind,
                     format!("{contract} is a {} contract: nothing to deliver", c.kind.as_str()),
                 ));
             }
             if !c.is("seller", me) {
-                return Err(refuse(ErrorKind::Forbidden, format!("only the seller delivers {contract}")));
+                return Err(refuse(Refusal::WrongParty, format!("only the seller delivers {contract}")));
             }
             if c.state != "held" {
-                return Err(refuse(ErrorKind::Conflict, format!("{contract} is {}, not held", c.state)));
+                return Err(refuse(Refusal::WrongContractState, format!("{contract} is {}, not held", c.state)));
             }
             // What the terms ask a delivery to show for itself (docs/SPEC.md §16b).
             let terms = c.record.get("terms").and_then(Value::as_object);
             if let Some(policy) = nyx5_proto::authority::EvidencePolicy::of_terms(terms)? {
                 policy.admits(*evidence_kind, evidence_sha256.as_deref()).map_err(|e| {
-                    refuse(ErrorKind::Malformed, format!("{contract} cannot be delivered so: {}", e.reason))
+                    reword(e, ErrorKind::Malformed, |r| format!("{contract} cannot be delivered so: {r}"))
                 })?;
             }
             let mut extra = Object::new();
@@ -703,18 +714,17 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                 Kind::Escrow => {
                     if !(c.is("buyer", me) || c.is("arbiter", me)) {
                         return Err(refuse(
-                            ErrorKind::Forbidden,
+                            Refusal::WrongParty,
                             format!("only the buyer or the arbiter releases {contract}"),
                         ));
                     }
                     if !matches!(c.state.as_str(), "held" | "delivered") {
                         return Err(refuse(
-                            ErrorKind::Conflict,
+                            Refusal::WrongContractState,
                             format!("{contract} is {}: nothing to release", c.state),
                         ));
                     }
-                    let seller =
-                        c.get("seller").ok_or_else(|| refuse(ErrorKind::Internal, "an escrow without seller"))?;
+                    let seller = c.get("seller").ok_or_else(|| broken("an escrow without seller"))?;
                     need(facts, &escrow, c.amount)?;
                     let referrer = c.referrer();
                     let (lines, m) = settle(&escrow, seller.as_str(), c.amount, &rules_of(c, rules), referrer.as_ref());
@@ -732,17 +742,16 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                     let expired = c.expires().is_some_and(|e| ctx.now >= e);
                     if !(c.is("verifier", me) || c.is("arbiter", me) || (c.is("bondholder", me) && expired)) {
                         return Err(refuse(
-                            ErrorKind::Forbidden,
+                            Refusal::WrongParty,
                             format!(
                                 "only the verifier or the arbiter releases bond {contract} (its bondholder once it expires)"
                             ),
                         ));
                     }
                     if c.state != "posted" {
-                        return Err(refuse(ErrorKind::Conflict, format!("bond {contract} is {}", c.state)));
+                        return Err(refuse(Refusal::WrongContractState, format!("bond {contract} is {}", c.state)));
                     }
-                    let holder =
-                        c.get("bondholder").ok_or_else(|| refuse(ErrorKind::Internal, "a bond without bondholder"))?;
+                    let holder = c.get("bondholder").ok_or_else(|| broken("a bond without bondholder"))?;
                     need(facts, &escrow, c.amount)?;
                     post(&mut d, c, meta("release", Object::new()), ctx, move_all(&escrow, holder.as_str(), c.amount));
                     finish_contract(
@@ -753,7 +762,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                 }
                 Kind::Spot | Kind::Metered => {
                     return Err(refuse(
-                        ErrorKind::Conflict,
+                        Refusal::WrongContractKind,
                         format!("{contract} is a {} contract: nothing is held", c.kind.as_str()),
                     ));
                 }
@@ -764,18 +773,21 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             let verdict = arbiters_verdict(c, me, verdict.as_ref(), "failed")?;
             if c.kind != Kind::Escrow {
                 return Err(refuse(
-                    ErrorKind::Conflict,
+                    Refusal::WrongContractKind,
                     format!("{contract} is a {} contract: only an escrow is refunded", c.kind.as_str()),
                 ));
             }
             if !matches!(c.state.as_str(), "held" | "delivered") {
-                return Err(refuse(ErrorKind::Conflict, format!("{contract} is {}: nothing to refund", c.state)));
+                return Err(refuse(
+                    Refusal::WrongContractState,
+                    format!("{contract} is {}: nothing to refund", c.state),
+                ));
             }
             let buyer_may = c.state == "held" || facts.unchecked;
             let allowed = c.is("seller", me) || c.is("arbiter", me) || (c.is("buyer", me) && buyer_may);
             if !allowed {
                 return Err(refuse(
-                    ErrorKind::Forbidden,
+                    Refusal::WrongParty,
                     format!(
                         "only the seller or the arbiter refunds {contract} (its buyer only before delivery, or once \
                          verifica@ gave up checking it)"
@@ -783,7 +795,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                 ));
             }
             let escrow = escrow_account(&c.id);
-            let buyer = c.get("buyer").ok_or_else(|| refuse(ErrorKind::Internal, "an escrow without buyer"))?;
+            let buyer = c.get("buyer").ok_or_else(|| broken("an escrow without buyer"))?;
             need(facts, &escrow, c.amount)?;
             post(&mut d, c, meta("refund", Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
             let extra = note.as_ref().map(|n| obj([("note", n.as_str().into())])).unwrap_or_default();
@@ -793,20 +805,20 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
         Op::Forfeit { contract, reason } => {
             let c = contract_of(facts, contract, me)?;
             if c.kind != Kind::Bond {
-                return Err(refuse(ErrorKind::Conflict, format!("{contract} is not a bond")));
+                return Err(refuse(Refusal::WrongContractKind, format!("{contract} is not a bond")));
             }
             if !(c.is("verifier", me) || c.is("arbiter", me)) {
                 return Err(refuse(
-                    ErrorKind::Forbidden,
+                    Refusal::WrongParty,
                     format!("only the verifier or the arbiter forfeits bond {contract}"),
                 ));
             }
             if c.state != "posted" {
-                return Err(refuse(ErrorKind::Conflict, format!("bond {contract} is {}", c.state)));
+                return Err(refuse(Refusal::WrongContractState, format!("bond {contract} is {}", c.state)));
             }
             if c.expires().is_some_and(|e| ctx.now >= e) {
                 return Err(refuse(
-                    ErrorKind::Expired,
+                    Refusal::BondExpired,
                     format!("bond {contract} has expired: it returns to its bondholder"),
                 ));
             }
@@ -824,15 +836,12 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
                 .chain
                 .last()
                 .filter(|m| &m.id == mandate)
-                .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no mandate {mandate} here")))?;
+                .ok_or_else(|| refuse(Refusal::UnknownMandate, format!("no mandate {mandate} here")))?;
             if !facts.chain.iter().any(|link| link.grantor == *me) {
-                return Err(refuse(
-                    ErrorKind::Forbidden,
-                    format!("only a grantor of {mandate} or above it revokes it"),
-                ));
+                return Err(refuse(Refusal::WrongParty, format!("only a grantor of {mandate} or above it revokes it")));
             }
             if !m.active {
-                return Err(refuse(ErrorKind::Conflict, format!("mandate {mandate} is already revoked")));
+                return Err(refuse(Refusal::MandateRevoked, format!("mandate {mandate} is already revoked")));
             }
             let mut revoked = m.clone();
             revoked.active = false;
@@ -858,7 +867,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             d.receipt.insert("contract".into(), c.view());
         }
         Op::Approve { .. } | Op::Decline { .. } => {
-            return Err(refuse(ErrorKind::Internal, "approvals are decided by libro::authority::approval"));
+            return Err(broken("approvals are decided by libro::authority::approval"));
         }
     }
     // Every authority over this movement judges it: refused, allowed now, or asked of a human
@@ -869,7 +878,7 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
     {
         // Approved for what it asked then; what asks now nobody has approved.
         return Err(refuse(
-            ErrorKind::Conflict,
+            Refusal::ApprovalAskedAgain,
             format!("it asks for approval again ({}); decline it, and ask again", ask.reason),
         ));
     }
@@ -928,33 +937,33 @@ fn accept(
         // Not 421: between houses that says "try again elsewhere", and the sender's queue would
         // retry an operation that can never succeed here.
         return Err(refuse(
-            ErrorKind::Malformed,
+            Refusal::QuoteWrongHouse,
             format!("quote {} is for the Libro of {}; send it to libro@{}", quote.id, quote.house, quote.house),
         ));
     }
     if quote.buyer != *me {
-        return Err(refuse(ErrorKind::Forbidden, format!("quote {} is for {}, not {me}", quote.id, quote.buyer)));
+        return Err(refuse(Refusal::QuoteNotYours, format!("quote {} is for {}, not {me}", quote.id, quote.buyer)));
     }
     if quote.seller == quote.buyer {
-        return Err(refuse(ErrorKind::Malformed, "a seller cannot sell to itself"));
+        return Err(refuse(Refusal::UnacceptableQuote, "a seller cannot sell to itself"));
     }
     if quote.arbiter.as_ref().is_some_and(|a| *a == quote.seller || *a == quote.buyer) {
-        return Err(refuse(ErrorKind::Malformed, "a quote's arbiter is neither its seller nor its buyer"));
+        return Err(refuse(Refusal::UnacceptableQuote, "a quote's arbiter is neither its seller nor its buyer"));
     }
     if kind_of(quote.contract) == Kind::Metered && facts.active_mandates >= MAX_ACTIVE_MANDATES {
         return Err(refuse(
-            ErrorKind::Conflict,
+            Refusal::TooManyMandates,
             format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
         ));
     }
     if quote.currency != nyx5_proto::libro::CURRENCY {
-        return Err(refuse(ErrorKind::Malformed, format!("this Libro keeps tok, not {:?}", quote.currency)));
+        return Err(refuse(Refusal::UnacceptableQuote, format!("this Libro keeps tok, not {:?}", quote.currency)));
     }
     if let Some(r) = &quote.referrer
         && rules.fee_bps + r.share_bps > limits::BPS_WHOLE
     {
         return Err(refuse(
-            ErrorKind::Malformed,
+            Refusal::UnacceptableQuote,
             format!(
                 "the house's fee ({} bps) and the referrer's share ({} bps) pass 10000",
                 rules.fee_bps, r.share_bps
@@ -962,7 +971,7 @@ fn accept(
         ));
     }
     if facts.contract.as_ref().is_some_and(|c| c.id == quote.id) {
-        return Err(refuse(ErrorKind::Conflict, format!("quote {} was accepted before", quote.id)));
+        return Err(refuse(Refusal::QuoteAlreadyAccepted, format!("quote {} was accepted before", quote.id)));
     }
     rule::check_contract_id(&quote.id)?;
     // A contract never holds terms whose evidence policy nobody could keep or read.
@@ -1030,7 +1039,7 @@ fn accept(
             ("active", false)
         }
         // `kind_of` never answers a bond: a quote offers spot, escrow or metered.
-        Kind::Bond => return Err(refuse(ErrorKind::Malformed, "a quote does not offer a bond")),
+        Kind::Bond => return Err(refuse(Refusal::UnacceptableQuote, "a quote does not offer a bond")),
     };
     record.insert("state".into(), state.into());
     let mut e = event(ctx, "accept");
@@ -1076,10 +1085,10 @@ pub fn parse_deadline(text: &str) -> Option<Timestamp> {
 fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &mut Decision) -> Result<(), Error> {
     let me = &ctx.operator;
     if b.expires.is_some_and(|e| e <= ctx.now) {
-        return Err(refuse(ErrorKind::Malformed, "a bond's `expires` must be in the future"));
+        return Err(refuse(Refusal::BadBond, "a bond's `expires` must be in the future"));
     }
     if b.verifier == *me || b.arbiter.as_ref() == Some(me) {
-        return Err(refuse(ErrorKind::Malformed, "a bondholder cannot verify or arbitrate its own bond"));
+        return Err(refuse(Refusal::BadBond, "a bondholder cannot verify or arbitrate its own bond"));
     }
     need(facts, me.as_str(), b.amount)?;
     let id = ctx.envelope.clone();
@@ -1129,10 +1138,10 @@ fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &m
 fn check_chain(chain: &[Mandate], now: Timestamp) -> Result<(), Error> {
     for link in chain {
         if !link.active {
-            return Err(refuse(ErrorKind::Conflict, format!("mandate {} is revoked", link.id)));
+            return Err(refuse(Refusal::MandateRevoked, format!("mandate {} is revoked", link.id)));
         }
         if link.expired(now) {
-            return Err(refuse(ErrorKind::Expired, format!("mandate {} has expired", link.id)));
+            return Err(refuse(Refusal::MandateExpired, format!("mandate {} has expired", link.id)));
         }
     }
     Ok(())
@@ -1141,10 +1150,10 @@ fn check_chain(chain: &[Mandate], now: Timestamp) -> Result<(), Error> {
 fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<(), Error> {
     let me = &ctx.operator;
     if m.grantee == *me {
-        return Err(refuse(ErrorKind::Malformed, "a mandate is granted to someone else"));
+        return Err(refuse(Refusal::BadMandate, "a mandate is granted to someone else"));
     }
     if m.expires.is_some_and(|e| e <= ctx.now) {
-        return Err(refuse(ErrorKind::Malformed, "a mandate's `expires` must be in the future"));
+        return Err(refuse(Refusal::BadMandate, "a mandate's `expires` must be in the future"));
     }
     let id = ctx.envelope.clone();
     // The grantee's authority: what the grantor declared, under every ceiling above it (the
@@ -1154,7 +1163,7 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
     for ceiling in [parent_rule, ctx.card.as_ref().map(|c| c.authority.clone())].into_iter().flatten() {
         authority = Some(match authority {
             Some(a) => {
-                a.under(&ceiling).map_err(|e| refuse(ErrorKind::Forbidden, format!("this mandate: {}", e.reason)))?
+                a.under(&ceiling).map_err(|e| reword(e, ErrorKind::Forbidden, |r| format!("this mandate: {r}")))?
             }
             None => ceiling,
         });
@@ -1166,25 +1175,22 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
                 .chain
                 .last()
                 .filter(|p| &p.id == parent_id)
-                .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no mandate {parent_id} here")))?;
+                .ok_or_else(|| refuse(Refusal::UnknownMandate, format!("no mandate {parent_id} here")))?;
             if parent.grantee != *me {
-                return Err(refuse(
-                    ErrorKind::Forbidden,
-                    format!("only the grantee of {parent_id} delegates under it"),
-                ));
+                return Err(refuse(Refusal::WrongParty, format!("only the grantee of {parent_id} delegates under it")));
             }
             check_chain(&facts.chain, ctx.now)?;
             let left = parent.cap - parent.spent;
             if m.cap > left {
                 return Err(refuse(
-                    ErrorKind::Forbidden,
+                    Refusal::BeyondParentMandate,
                     format!("a sub-mandate of {parent_id} may cap at most {left} (its cap less what is spent)"),
                 ));
             }
             let expires = match (m.expires, parent.expires) {
                 (Some(e), Some(p)) if e > p => {
                     return Err(refuse(
-                        ErrorKind::Forbidden,
+                        Refusal::BeyondParentMandate,
                         format!("a sub-mandate of {parent_id} ends by {}", p.to_rfc3339()),
                     ));
                 }
@@ -1194,7 +1200,7 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
             let concepts = match (&m.concepts, &parent.concepts) {
                 (Some(c), Some(p)) if c.iter().any(|x| !p.contains(x)) => {
                     return Err(refuse(
-                        ErrorKind::Forbidden,
+                        Refusal::BeyondParentMandate,
                         format!("a sub-mandate of {parent_id} keeps within its concepts"),
                     ));
                 }
@@ -1244,22 +1250,22 @@ fn charge(
         .chain
         .last()
         .filter(|m| m.id == id)
-        .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no mandate {id} here")))?;
+        .ok_or_else(|| refuse(Refusal::UnknownMandate, format!("no mandate {id} here")))?;
     if m.grantee != *me {
-        return Err(refuse(ErrorKind::Forbidden, format!("only the grantee of {id} charges under it")));
+        return Err(refuse(Refusal::WrongParty, format!("only the grantee of {id} charges under it")));
     }
-    let root = facts.chain.first().ok_or_else(|| refuse(ErrorKind::Internal, "a mandate without its chain"))?;
+    let root = facts.chain.first().ok_or_else(|| broken("a mandate without its chain"))?;
     if root.id != m.root || facts.chain.len() != m.chain.len() {
-        return Err(refuse(ErrorKind::Internal, format!("the chain of mandate {id} is incomplete")));
+        return Err(broken(format!("the chain of mandate {id} is incomplete")));
     }
     check_chain(&facts.chain, ctx.now)?;
     for link in &facts.chain {
         if !link.allows(concept) {
-            return Err(refuse(ErrorKind::Forbidden, format!("mandate {} does not cover {concept:?}", link.id)));
+            return Err(refuse(Refusal::ConceptNotCovered, format!("mandate {} does not cover {concept:?}", link.id)));
         }
         if link.spent + amount > link.cap {
             return Err(refuse(
-                ErrorKind::PaymentRequired,
+                Refusal::MandateExhausted,
                 format!("mandate {} has {} of {} left", link.id, link.cap - link.spent, link.cap),
             ));
         }
@@ -1267,14 +1273,14 @@ fn charge(
     let payer = root.grantor.as_str();
     if payer == me.as_str() {
         return Err(refuse(
-            ErrorKind::Malformed,
+            Refusal::PaysItself,
             format!("{me} is the root grantor of mandate {id}: it would pay itself"),
         ));
     }
     // Said without the number: the grantee has no business knowing the payer's balance.
     if facts.balance(payer) < amount {
         return Err(refuse(
-            ErrorKind::PaymentRequired,
+            Refusal::PayerCannotCover,
             format!("the payer of mandate {id} cannot cover {amount} tok now"),
         ));
     }
@@ -1300,9 +1306,9 @@ fn charge(
 /// A bond past its `expires`, returned to its bondholder by the house (no operator).
 pub fn expire_bond(c: &Contract, rules: &Rules, now: Timestamp, entry_id: &str) -> Result<(Posting, Contract), Error> {
     if c.kind != Kind::Bond || c.state != "posted" || c.expires().is_none_or(|e| now < e) {
-        return Err(refuse(ErrorKind::Conflict, format!("bond {} is not due to return", c.id)));
+        return Err(refuse(Refusal::NotDue, format!("bond {} is not due to return", c.id)));
     }
-    let holder = c.get("bondholder").ok_or_else(|| refuse(ErrorKind::Internal, "a bond without bondholder"))?;
+    let holder = c.get("bondholder").ok_or_else(|| broken("a bond without bondholder"))?;
     let lines = move_all(&escrow_account(&c.id), holder.as_str(), c.amount);
     check_lines(&lines)?;
     let posting = Posting {
@@ -1420,7 +1426,7 @@ mod tests {
             bond(Kind::Bond, "posted", None),
         ] {
             let refused = expire_bond(&c, &rules(0), now, "e1").unwrap_err();
-            assert_eq!(refused.kind, ErrorKind::Conflict, "{:?} {}", c.kind, c.state);
+            assert_eq!((refused.code(), refused.refusal()), (409, Some(Refusal::NotDue)), "{:?} {}", c.kind, c.state);
         }
     }
 

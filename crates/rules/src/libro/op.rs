@@ -4,7 +4,7 @@
 use nyx5_proto::authority::{Authority, EvidenceKind};
 use nyx5_proto::json::field;
 use nyx5_proto::quote::Quote;
-use nyx5_proto::{Address, Error, Object, Timestamp, limits};
+use nyx5_proto::{Address, Error, Object, Refusal, Timestamp, limits};
 
 /// Most bytes of a claim, a note or a reason.
 pub const MAX_TEXT_BYTES: usize = 4096;
@@ -97,7 +97,9 @@ pub struct MandateOp {
 fn amount(o: &Object, name: &str) -> Result<i64, Error> {
     let a = field::integer(o, name)?;
     if a <= 0 || a > limits::MAX_AMOUNT {
-        return Err(Error::malformed(format!("`{name}` must be a whole number of tokens from 1 to 2^53 - 1")));
+        return Err(
+            Refusal::BadOperation.because(format!("`{name}` must be a whole number of tokens from 1 to 2^53 - 1"))
+        );
     }
     Ok(a)
 }
@@ -105,7 +107,7 @@ fn amount(o: &Object, name: &str) -> Result<i64, Error> {
 fn text(o: &Object, name: &str) -> Result<Option<String>, Error> {
     let Some(t) = field::opt_str(o, name)? else { return Ok(None) };
     if t.len() > MAX_TEXT_BYTES {
-        return Err(Error::malformed(format!("`{name}` may be at most {MAX_TEXT_BYTES} bytes")));
+        return Err(Refusal::BadOperation.because(format!("`{name}` may be at most {MAX_TEXT_BYTES} bytes")));
     }
     Ok(Some(t.to_owned()))
 }
@@ -113,7 +115,7 @@ fn text(o: &Object, name: &str) -> Result<Option<String>, Error> {
 fn required_text(o: &Object, name: &str) -> Result<String, Error> {
     match text(o, name)? {
         Some(t) if !t.trim().is_empty() => Ok(t),
-        _ => Err(Error::malformed(format!("`{name}` is required"))),
+        _ => Err(Refusal::BadOperation.because(format!("`{name}` is required"))),
     }
 }
 
@@ -140,7 +142,7 @@ fn authority(o: &Object) -> Result<Option<Authority>, Error> {
     let Some(v) = o.get("authority") else { return Ok(None) };
     let a = Authority::from_value(v)?;
     if a.currency.as_deref().is_some_and(|c| c != nyx5_proto::libro::CURRENCY) {
-        return Err(Error::malformed(format!(
+        return Err(Refusal::BadOperation.because(format!(
             "this Libro keeps {}: an authority's cap is counted in it",
             nyx5_proto::libro::CURRENCY
         )));
@@ -157,11 +159,11 @@ pub const MAX_VERDICT_BYTES: usize = 2 * limits::MAX_QUOTE_BYTES;
 fn verdict(o: &Object) -> Result<Option<Object>, Error> {
     let Some(v) = field::opt_object(o, "verdict")? else { return Ok(None) };
     if nyx5_proto::Value::Object(v.clone()).canonical().len() > MAX_VERDICT_BYTES {
-        return Err(Error::malformed(format!("a verdict may be at most {MAX_VERDICT_BYTES} bytes")));
+        return Err(Refusal::BadVerdict.because(format!("a verdict may be at most {MAX_VERDICT_BYTES} bytes")));
     }
     match field::str(v, "outcome")? {
         "passed" | "failed" => Ok(Some(v.clone())),
-        other => Err(Error::malformed(format!("a verdict's outcome is passed or failed, not {other:?}"))),
+        other => Err(Refusal::BadVerdict.because(format!("a verdict's outcome is passed or failed, not {other:?}"))),
     }
 }
 
@@ -210,14 +212,14 @@ impl Op {
                         None => None,
                         Some(list) => {
                             if list.len() > MAX_CONCEPTS {
-                                return Err(Error::malformed(format!("a scope lists at most {MAX_CONCEPTS} concepts")));
+                                return Err(Refusal::BadOperation
+                                    .because(format!("a scope lists at most {MAX_CONCEPTS} concepts")));
                             }
                             let mut out = Vec::new();
                             for c in list {
-                                let c = c
-                                    .as_str()
-                                    .filter(|c| !c.is_empty() && c.len() <= 256)
-                                    .ok_or_else(|| Error::malformed("`scope.concepts` lists non-empty strings"))?;
+                                let c = c.as_str().filter(|c| !c.is_empty() && c.len() <= 256).ok_or_else(|| {
+                                    Refusal::BadOperation.because("`scope.concepts` lists non-empty strings")
+                                })?;
                                 out.push(c.to_owned());
                             }
                             Some(out)
@@ -238,7 +240,9 @@ impl Op {
             "charge" => {
                 let concept = required_text(body, "concept")?;
                 if concept.len() > limits::MAX_CONCEPT_BYTES {
-                    return Err(Error::malformed(format!("`concept` may be {} bytes", limits::MAX_CONCEPT_BYTES)));
+                    return Err(
+                        Refusal::BadOperation.because(format!("`concept` may be {} bytes", limits::MAX_CONCEPT_BYTES))
+                    );
                 }
                 Op::Charge { mandate: id(body, "mandate")?, amount: amount(body, "amount")?, concept }
             }
@@ -247,14 +251,14 @@ impl Op {
             "statement" => {
                 let limit = field::opt_integer(body, "limit")?.unwrap_or(STATEMENT_DEFAULT);
                 if !(1..=STATEMENT_MAX).contains(&limit) {
-                    return Err(Error::malformed(format!("`limit` is 1 to {STATEMENT_MAX}")));
+                    return Err(Refusal::BadOperation.because(format!("`limit` is 1 to {STATEMENT_MAX}")));
                 }
                 Op::Statement { limit }
             }
             "contract" => Op::Contract { contract: id(body, "contract")? },
             "approve" => Op::Approve { pending: id(body, "pending")? },
             "decline" => Op::Decline { pending: id(body, "pending")?, note: text(body, "note")? },
-            other => return Err(Error::malformed(format!("unknown Libro operation {other:?}"))),
+            other => return Err(Refusal::UnknownOperation.because(format!("unknown Libro operation {other:?}"))),
         })
     }
 
