@@ -199,8 +199,6 @@ refusals! {
     // ---- libro: operations, contracts, mandates, authority, stamps ----
     /// The operation is not one the Libro knows.
     UnknownOperation(Malformed) = "unknown_operation",
-    /// A member of the operation's body is missing or out of range (the reason names it).
-    BadOperation(Malformed) = "bad_operation",
     /// The operator has no account at this Libro: a stranger creates nothing here until a top-up
     /// opens one.
     NoLibroAccount(PaymentRequired) = "no_libro_account",
@@ -317,8 +315,6 @@ refusals! {
     TaskQuotaUsed(Conflict) = "task_quota_used",
     // Twins: the same rows as other sections' on their branches (same variant, kind and name);
     // the copy here goes at the merge.
-    /// This act needs the agent's current key; a replaced (previous) key may not do it.
-    NeedsCurrentKey(Forbidden) = "needs_current_key",
     /// The act is over the cap of the sender's delegation.
     OverDelegationCap(Forbidden) = "over_delegation_cap",
     /// The Libro is busy with other writes; try again.
@@ -329,12 +325,6 @@ refusals! {
     QuoteNotYours(Forbidden) = "quote_not_yours",
     /// The quote is to be accepted at another house's Libro.
     QuoteWrongHouse(Malformed) = "quote_wrong_house",
-    /// A quote is past its `expires`.
-    QuoteExpired(Expired) = "quote_expired",
-    /// The envelope is past its `expires`.
-    EnvelopeExpired(Expired) = "envelope_expired",
-    /// A quote does not parse.
-    BadQuote(Malformed) = "bad_quote",
     /// The authenticated agent is not the one the resource belongs to.
     NotTheOwner(Forbidden) = "not_the_owner",
     /// No agent of that name at this house (or at the house asked).
