@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use nyx5_proto::crypto::{SigPublic, SigningKey};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Refusal, Value};
+use nyx5_proto::{Error, Refusal, Value};
 use wasm_bindgen::{JsCast, JsValue};
 use zeroize::Zeroizing;
 
