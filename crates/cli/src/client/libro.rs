@@ -148,7 +148,12 @@ pub(crate) fn operate(ctx: &Ctx, house: Option<&str>, body: Object, wait: Option
 /// What the mailbox said of an operation.
 enum Answer {
     Receipt(Object),
-    Bounce { code: u16, reason: String },
+    /// `name`: the refusal's name when the notice gives one (`error`), else `bounced`.
+    Bounce {
+        code: u16,
+        name: String,
+        reason: String,
+    },
 }
 
 /// Reads the mailbox until the receipt of operation `id` arrives from `libro@<house>` (checked:
@@ -176,10 +181,10 @@ fn wait_receipt(
                     }
                     match answer_in(ctx, me, house, id, sha256, m)? {
                         Some(Answer::Receipt(o)) => return Ok(o),
-                        Some(Answer::Bounce { code, reason }) => {
+                        Some(Answer::Bounce { code, name, reason }) => {
                             return Err(Failure::http(
                                 code,
-                                "bounced",
+                                &name,
                                 format!("the Libro of {house} refused {id}: {reason}"),
                             )
                             .hint(super::http::next_step(code)));
@@ -261,7 +266,8 @@ fn answer_in(
         && (sha256.is_empty() || text(b, "sha256") == sha256)
     {
         let code = b.get("code").and_then(Value::as_safe_integer).and_then(|c| u16::try_from(c).ok()).unwrap_or(400);
-        return Ok(Some(Answer::Bounce { code, reason: safe(text(b, "reason")) }));
+        let name = Some(text(b, "error")).filter(|n| !n.is_empty()).unwrap_or("bounced");
+        return Ok(Some(Answer::Bounce { code, name: safe(name), reason: safe(text(b, "reason")) }));
     }
     Ok(None)
 }

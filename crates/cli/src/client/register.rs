@@ -284,7 +284,7 @@ pub(crate) fn rotate_key(ctx: &Ctx, webhook: Option<&str>) -> Result<Value, Fail
     let current = current_card(ctx, &me)?.ok_or_else(|| {
         Failure::http(
             404,
-            "not_found",
+            nyx5_proto::Refusal::UnknownAgent.name(),
             format!("{} has no card at its house yet; run `nyx5 register` first", me.address),
         )
     })?;

@@ -541,8 +541,10 @@ mod tests {
 
     #[test]
     fn each_kind_of_resolver_error_is_reported_as_what_it_is() {
-        let f = failure("card", "x.test", &Error::new(ErrorKind::NotFound, "gone"));
+        let f = failure("card", "x.test", &nyx5_proto::Refusal::UnknownAgent.because("gone"));
         assert_eq!(f.status(), Some(404));
+        // The resolver's name is passed on (`--json`'s `error`).
+        assert_eq!(f.to_value().as_object().and_then(|o| o.get("error")), Some(&Value::from("unknown_agent")));
         let f = failure("card", "x.test", &Error::new(ErrorKind::Unavailable, "down"));
         assert_eq!(f.code(), EXIT_NETWORK);
         // A broken profile is the user's to fix, not a forgery.
