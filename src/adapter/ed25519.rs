@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use nyx5_proto::crypto::{SigPublic, SigningKey};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Value};
+use nyx5_proto::{Error, Refusal, Value};
 use wasm_bindgen::{JsCast, JsValue};
 use zeroize::Zeroizing;
 
@@ -182,9 +182,9 @@ const SELFTEST_MAX_CASES: usize = 5_000;
 /// signatures workerd has verified and made so far, `null` when it is not in use).
 pub(crate) fn selftest(body: &[u8]) -> Result<String, Error> {
     let cases = Value::parse(body, SELFTEST_MAX_BYTES)?;
-    let cases = cases.as_array().ok_or_else(|| Error::malformed("the body is not an array"))?;
+    let cases = cases.as_array().ok_or_else(|| Refusal::BadSelftest.because("the body is not an array"))?;
     if cases.len() > SELFTEST_MAX_CASES {
-        return Err(Error::new(ErrorKind::TooLarge, format!("at most {SELFTEST_MAX_CASES} cases")));
+        return Err(Refusal::TooManyCases.because(format!("at most {SELFTEST_MAX_CASES} cases")));
     }
     // The last signing key, kept while the seed repeats, as the house keeps its own: deriving
     // one costs a multiplication in wasm, which would hide what a signature costs.

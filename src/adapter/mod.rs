@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use nyx5_house::weburl::WebUrl;
 use nyx5_house::{House, Request as HouseRequest, Response as HouseResponse};
-use nyx5_proto::{Error, ErrorKind, limits};
+use nyx5_proto::{Error, ErrorKind, Refusal, limits};
 use worker::{Context, Env, ForwardableEmailMessage, Request, Response, ScheduleContext, ScheduledEvent, event};
 
 use d1::D1Db;
@@ -120,7 +120,7 @@ async fn suffix_list(env: &Env) -> Result<(), Error> {
         // The reason is the operator's, in the log; the client hears to come back.
         Err(why) => {
             worker::console_error!("nyx5: Public Suffix List asset {}: {why}", site::ASSET_PATH);
-            Err(Error::new(ErrorKind::Unavailable, "the house could not load its Public Suffix List; try again later"))
+            Err(Refusal::PslUnavailable.because("the house could not load its Public Suffix List; try again later"))
         }
     }
 }
@@ -149,22 +149,22 @@ fn error_response(e: &Error) -> worker::Result<Response> {
 async fn to_house(req: Request, url: Option<&WebUrl>) -> Result<HouseRequest, Error> {
     let declared = req.headers().get("content-length").ok().flatten().and_then(|l| l.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Err(Error::new(ErrorKind::TooLarge, "request body too large"));
+        return Err(Refusal::BodyTooLarge.because("request body too large"));
     }
     let target = url
         .and_then(|u| u.path_and_query().map(str::to_owned))
-        .ok_or_else(|| Error::malformed(format!("bad URL: {}", req.inner().url())))?;
+        .ok_or_else(|| Refusal::BadUrl.because(format!("bad URL: {}", req.inner().url())))?;
     let headers = req.headers().entries().collect();
     let method = req.method().to_string();
     // Streamed and capped: a chunked body declares no length, and must not be buffered whole.
     // A body whose stream fails (a bad chunk size, a client gone mid-body) or that ends before
     // its declared length is refused, never read as the shorter body it became.
     let body = fetch::read_stream_capped(req.inner().body(), MAX_REQUEST_BYTES).await.map_err(|e| match e {
-        fetch::Capped::TooLarge => Error::new(ErrorKind::TooLarge, "request body too large"),
-        fetch::Capped::Unreadable(_) => Error::malformed("request body could not be read whole"),
+        fetch::Capped::TooLarge => Refusal::BodyTooLarge.because("request body too large"),
+        fetch::Capped::Unreadable(_) => Refusal::BodyUnreadable.because("request body could not be read whole"),
     })?;
     if declared.is_some_and(|n| n != body.len()) {
-        return Err(Error::malformed("request body does not match its Content-Length"));
+        return Err(Refusal::BodyUnreadable.because("request body does not match its Content-Length"));
     }
     Ok(HouseRequest::new(&method, &target, headers, body))
 }
@@ -199,7 +199,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         let body = match fetch::read_stream_capped(req.inner().body(), ed25519::SELFTEST_MAX_BYTES).await {
             Ok(body) => body,
             Err(_) => {
-                return error_response(&Error::new(ErrorKind::TooLarge, "self-test body over 4 MiB or unreadable"));
+                return error_response(&Refusal::BodyTooLarge.because("self-test body over 4 MiB or unreadable"));
             }
         };
         return match ed25519::selftest(&body) {
@@ -250,7 +250,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
 async fn site_selftest(req: Request, env: &Env) -> Result<String, Error> {
     let body = fetch::read_stream_capped(req.inner().body(), 64 * 1024)
         .await
-        .map_err(|_| Error::new(ErrorKind::TooLarge, "self-test body over 64 KiB or unreadable"))?;
+        .map_err(|_| Refusal::BodyTooLarge.because("self-test body over 64 KiB or unreadable"))?;
     suffix_list(env).await?;
     let names = String::from_utf8_lossy(&body);
     let sites = names.lines().map(|name| nyx5_house::site::site(name).into()).collect();
@@ -328,7 +328,10 @@ async fn email(message: ForwardableEmailMessage, env: Env, ctx: Context) -> work
             if e.kind == ErrorKind::Internal {
                 worker::console_error!("nyx5: email: {e}");
             }
-            Err(worker::Error::RustError(format!("nyx5: {} {}, try again later", e.code(), e.kind.slug())))
+            // The refusal's name (`mailbox_full`, `too_many_emails`, …); an internal error's is
+            // `internal`, its reason never sent.
+            let name = if e.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { &e.name };
+            Err(worker::Error::RustError(format!("nyx5: {} {name}, try again later", e.code())))
         }
         Err(e) => reject(&message, &format!("nyx5: {} {}", e.code(), e.reason)).await,
     }

@@ -129,8 +129,10 @@ async function answerOf(resp, what) {
     body = JSON.parse(text);
   } catch {}
   if (!resp.ok) {
+    // The refusal's stable name (`error`) is kept, in the message and as `e.error` with the
+    // code as `e.code`, for code that branches on it; the reason is for the person reading.
     const why = body?.reason ? `${body.error ?? resp.status}: ${body.reason}` : `HTTP ${resp.status}`;
-    throw new Error(`${what}: ${why}`);
+    throw Object.assign(new Error(`${what}: ${why}`), { code: resp.status, error: typeof body?.error === 'string' ? body.error : undefined });
   }
   return { text, body };
 }

@@ -16,8 +16,11 @@ pub(crate) const EXIT_REFUSED: u8 = 4;
 pub(crate) struct Failure {
     code: u8,
     reason: String,
-    /// The HTTP status and error slug when a house answered.
-    status: Option<(u16, String)>,
+    /// The HTTP status when a house answered.
+    status: Option<u16>,
+    /// The refusal's stable name (the wire's `error`, `nyx5_proto::Refusal`): what the house
+    /// answered, or the name of the protocol error a local check gave.
+    name: Option<String>,
     /// What to do next, shown after the reason.
     hint: Option<String>,
 }
@@ -28,24 +31,31 @@ pub(crate) type Outcome = Result<(), Failure>;
 impl Failure {
     /// A usage or input error (exit 2).
     pub(crate) fn usage(reason: impl Into<String>) -> Failure {
-        Failure { code: EXIT_USAGE, reason: reason.into(), status: None, hint: None }
+        Failure { code: EXIT_USAGE, reason: reason.into(), status: None, name: None, hint: None }
     }
 
     /// A verification or decryption failure (exit 1).
     pub(crate) fn rejected(reason: impl Into<String>) -> Failure {
-        Failure { code: EXIT_REJECTED, reason: reason.into(), status: None, hint: None }
+        Failure { code: EXIT_REJECTED, reason: reason.into(), status: None, name: None, hint: None }
     }
 
     /// A house or resolver that cannot be reached, or answers 5xx (exit 3).
     pub(crate) fn network(reason: impl Into<String>) -> Failure {
-        Failure { code: EXIT_NETWORK, reason: reason.into(), status: None, hint: None }
+        Failure { code: EXIT_NETWORK, reason: reason.into(), status: None, name: None, hint: None }
     }
 
     /// An HTTP answer that is not a success: 4xx is a refusal (exit 4), anything else a failure
-    /// to get through (exit 3). `slug` is the wire `error` member, when the house sent one.
-    pub(crate) fn http(status: u16, slug: &str, reason: impl Into<String>) -> Failure {
+    /// to get through (exit 3). `name` is the wire `error` member, when the house sent one: it
+    /// is passed on as it came (`--json`'s `error`, the MCP tools' failures).
+    pub(crate) fn http(status: u16, name: &str, reason: impl Into<String>) -> Failure {
         let code = if (400..500).contains(&status) { EXIT_REFUSED } else { EXIT_NETWORK };
-        Failure { code, reason: reason.into(), status: Some((status, slug.to_owned())), hint: None }
+        Failure { code, reason: reason.into(), status: Some(status), name: Some(name.to_owned()), hint: None }
+    }
+
+    /// The same failure carrying a refusal's stable name (a protocol error's `name`).
+    pub(crate) fn named(mut self, name: &str) -> Failure {
+        self.name = Some(name.to_owned());
+        self
     }
 
     /// The same failure with another exit code (`email-in --sysexits`).
@@ -61,7 +71,7 @@ impl Failure {
 
     /// The HTTP status, when a house answered.
     pub(crate) fn status(&self) -> Option<u16> {
-        self.status.as_ref().map(|(s, _)| *s)
+        self.status
     }
 
     /// The reason, with a prefix saying what was being done.
@@ -76,7 +86,8 @@ impl Failure {
         self
     }
 
-    /// The failure as one JSON document: `{"ok":false,"exit","reason","status"?,"error"?}`.
+    /// The failure as one JSON document: `{"ok":false,"exit","reason","hint"?,"status"?,"error"?}`,
+    /// `error` being the refusal's stable name whenever there is one.
     pub(crate) fn to_value(&self) -> nyx5_proto::Value {
         use nyx5_proto::Value;
         let mut o = nyx5_proto::json::obj([
@@ -87,16 +98,18 @@ impl Failure {
         if let Some(h) = &self.hint {
             o.insert("hint".into(), h.as_str().into());
         }
-        if let Some((status, slug)) = &self.status {
-            o.insert("status".into(), i64::from(*status).into());
-            o.insert("error".into(), slug.as_str().into());
+        if let Some(status) = self.status {
+            o.insert("status".into(), i64::from(status).into());
+        }
+        if let Some(name) = &self.name {
+            o.insert("error".into(), name.as_str().into());
         }
         Value::Object(o)
     }
 
     /// Malformed input, with the protocol crate's reason behind `context`.
     pub(crate) fn input(context: &str, err: &nyx5_proto::Error) -> Failure {
-        Failure::usage(format!("{context}: {}", err.reason))
+        Failure::usage(format!("{context}: {}", err.reason)).named(&err.name)
     }
 
     pub(crate) fn exit_code(&self) -> ExitCode {
@@ -118,6 +131,20 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::Failure;
+    use nyx5_proto::{Refusal, Value};
+
+    /// `--json` (and an MCP tool's failure) carries the refusal's name: the house's as it came,
+    /// or the name of the protocol error a local check gave.
+    #[test]
+    fn a_failure_passes_on_the_refusals_name() {
+        let error = |f: &Failure| f.to_value().as_object().and_then(|o| o.get("error")).cloned();
+        let f = Failure::http(429, "mailbox_full", "send: the mailbox is full (429)");
+        assert_eq!(error(&f), Some(Value::from("mailbox_full")));
+        assert_eq!(f.status(), Some(429));
+        let f = Failure::input("--as", &Refusal::BadEmail.because("no"));
+        assert_eq!((error(&f), f.status()), (Some(Value::from("bad_email")), None));
+        assert_eq!(error(&Failure::usage("no profile")), None);
+    }
 
     #[test]
     fn a_reason_a_server_wrote_reaches_the_terminal_escaped() {

@@ -268,7 +268,7 @@ impl Server {
                     "description":"Yes: it happens now, paid from what it holds. No: it keeps waiting (decline it to return the hold)."}},
                     "required":["approve"]}"#,
                 )
-                .map_err(|e| Failure::usage(e.reason.to_string()))?,
+                .map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))?,
             ),
         ]);
         if self.version >= "2025-11-25" {
@@ -285,10 +285,15 @@ impl Server {
     }
 }
 
-/// A tool result with `isError: true` and the reason.
+/// A tool result with `isError: true`. Its text content is the failure as the JSON document
+/// `nyx5 --json` prints (`{"ok":false,"exit","reason","hint"?,"status"?,"error"?}`), so a model
+/// reads the reason and branches on `error`, the refusal's stable name, as the house gave it. It
+/// has no `structuredContent`: clients check that against the tool's output schema even for an
+/// error.
 fn failed(f: &Failure) -> Value {
+    let text = f.to_value().canonical_string();
     Value::Object(obj([
-        ("content", Value::Array(vec![Value::Object(obj([("type", "text".into()), ("text", f.one_line().into())]))])),
+        ("content", Value::Array(vec![Value::Object(obj([("type", "text".into()), ("text", text.into())]))])),
         ("isError", Value::Bool(true)),
     ]))
 }

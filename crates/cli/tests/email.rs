@@ -38,10 +38,15 @@ fn email_in_delivers_unsigned_mail_once() {
     assert!(human.contains("UNVERIFIED") && human.contains("by email from bob@example.com"), "{human}");
     assert!(human.contains("subject Hello from email"), "{human}");
 
-    // Refusals exit 4 with the house's reason; a wrong token is refused too.
-    let (err, _) =
-        w.nyx5_in(&["email-in", "--house", &w.a.url(), "--token", TOKEN_A, "--to", "zed@a.test"], MAIL).fails_with(4);
-    assert!(err.contains("no agent zed@a.test"), "{err}");
+    // Refusals exit 4 with the house's reason, and `--json` passes on the refusal's name as the
+    // house gave it; a wrong token is refused too.
+    let to_zed = ["email-in", "--house", &w.a.url(), "--token", TOKEN_A, "--to", "zed@a.test"];
+    let (_, doc) = w.nyx5_in(&[&to_zed[..], &["--json"]].concat(), MAIL).fails_with(4);
+    let doc = doc.expect("--json prints the failure");
+    assert_eq!(
+        (s(&doc, "error"), doc.get("status").and_then(Value::as_safe_integer)),
+        ("unknown_agent".into(), Some(404))
+    );
     let (err, _) =
         w.nyx5_in(&["email-in", "--house", &w.a.url(), "--token", "wrong", "--to", "ana@a.test"], MAIL).fails_with(4);
     assert!(err.contains("401"), "{err}");

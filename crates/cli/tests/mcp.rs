@@ -86,7 +86,8 @@ impl Mcp {
         r
     }
 
-    /// tools/call: (isError, structuredContent or the text).
+    /// tools/call: (isError, structuredContent or, for a failure, its text read as the failure's
+    /// JSON document `{"ok":false,"exit","reason","hint"?,"status"?,"error"?}`).
     fn call(&mut self, name: &str, args: &str) -> (bool, Value) {
         let r = self.request("tools/call", &format!(r#"{{"name":"{name}","arguments":{args}}}"#));
         let is_error = r.get("isError") == Some(&Value::Bool(true));
@@ -94,7 +95,9 @@ impl Mcp {
         let text = s(content[0].as_object().unwrap(), "text");
         if is_error {
             assert!(!r.contains_key("structuredContent"));
-            return (true, Value::String(text));
+            let failure = Value::parse_str(&text).unwrap_or_else(|e| panic!("a failure's text is JSON: {text:?}: {e}"));
+            assert_eq!(failure.as_object().unwrap().get("ok"), Some(&Value::Bool(false)), "{text}");
+            return (true, failure);
         }
         let structured = r.get("structuredContent").cloned().unwrap();
         assert_eq!(Value::parse_str(&text).unwrap(), structured, "the text content is the structured content");
@@ -204,9 +207,12 @@ fn protocol_errors() {
     assert_eq!(m.request("ping", "{}"), Object::new(), "still serving after errors");
 
     // Tool failures are results with isError and the reason.
-    let (err, text) = m.call("nyx5_inbox", "{}");
+    let (err, failure) = m.call("nyx5_inbox", "{}");
     assert!(err);
-    assert!(text.as_str().unwrap().contains("nyx5 init"), "no profile yet: says what to do: {text:?}");
+    assert!(
+        s(failure.as_object().unwrap(), "reason").contains("nyx5 init"),
+        "no profile yet: says what to do: {failure:?}"
+    );
     let (err, text) = m.call("nyx5_send", r#"{"to":"x@a.test"}"#);
     assert!(err, "{text:?}");
     // The Libro's tools say what they need before anything is sent.
@@ -219,9 +225,9 @@ fn protocol_errors() {
         ("nyx5_libro", r#"{"op":"release","contract":"c1","args":{"contract":"c2"}}"#, "given twice"),
         ("nyx5_contract", "{}", "`contract` is required"),
     ] {
-        let (err, text) = m.call(tool, args);
+        let (err, failure) = m.call(tool, args);
         assert!(err, "{tool} {args}");
-        assert!(text.as_str().unwrap().contains(says), "{tool} {args}: {text:?}");
+        assert!(s(failure.as_object().unwrap(), "reason").contains(says), "{tool} {args}: {failure:?}");
     }
     // Standard input ends: the server exits cleanly.
     drop(m.stdin.take());
@@ -255,6 +261,14 @@ fn send_and_read_mail_through_tools() {
     let (err, queued) = ana.call("nyx5_email", r#"{"to":"someone@example.com","body":"hi"}"#);
     assert!(!err, "{queued:?}");
     assert_eq!(s(queued.as_object().unwrap(), "state"), "pending");
+    // A house's refusal reaches the model with its name, as the house gave it (and its code).
+    let (err, refused) = ana.call("nyx5_email", r#"{"to":"someone@example.com","body":"hi","in_reply_to":"no-such"}"#);
+    assert!(err, "{refused:?}");
+    let refused = refused.as_object().unwrap();
+    assert_eq!(
+        (s(refused, "error"), refused.get("status").and_then(Value::as_safe_integer)),
+        ("no_such_email".into(), Some(404))
+    );
 
     // bo reads it through his own server: verified, opened, labelled untrusted.
     let mut bo = Mcp::start(&w, &["--as", "bo@b.test"]);
@@ -336,7 +350,7 @@ fn search_with_an_index_checks_what_the_index_says() {
     let agents = found.get("agents").and_then(Value::as_array).unwrap();
     assert_eq!(s(agents[0].as_object().unwrap(), "address"), "bo@b.test");
     let (err, text) = ana.call("nyx5_search", r#"{"q":"x","index":"b.test","houses":["a.test"]}"#);
-    assert!(err && text.as_str().unwrap().contains("not both"), "{text:?}");
+    assert!(err && s(text.as_object().unwrap(), "reason").contains("not both"), "{text:?}");
     let (err, text) = ana.call("nyx5_search", r#"{"q":"x","index":"a.test"}"#);
-    assert!(err && text.as_str().unwrap().contains("runs no index"), "{text:?}");
+    assert!(err && s(text.as_object().unwrap(), "reason").contains("runs no index"), "{text:?}");
 }

@@ -377,7 +377,7 @@ fn unparseable_http_is_answered_in_json_and_require_relay_is_an_option() {
     for garbage in ["EHLO a.test\r\n\r\n", "GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nhost: x\r\nbad header\r\n\r\n"]
     {
         let bad = json(&exchange(pa, garbage, b""), 400);
-        assert_eq!(bad["error"], Value::from("malformed"), "{garbage:?}");
+        assert_eq!(bad["error"], Value::from("bad_http"), "{garbage:?}");
     }
     let mut b = Serve::start_with(dir.path(), "b.test", pb, ("a.test", pa), &["--require-relay=false"], &[]);
     assert_eq!(requires(&b), None);

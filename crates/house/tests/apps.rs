@@ -139,8 +139,8 @@ fn the_catalogue_is_bounded() {
     }
     let over = post(&h, &[ADMIN], &card("one-more", "1.0.0", &[]), None);
     assert_eq!(over.status, 409);
-    let reason = over.value().unwrap().as_object().unwrap()["reason"].as_str().unwrap().to_owned();
-    assert_eq!(reason, format!("{max} apps are listed; remove one first"));
+    let error = over.value().unwrap().as_object().unwrap()["error"].as_str().unwrap().to_owned();
+    assert_eq!(error, "catalogue_full");
     // Replacing a listed app stays possible at the bound.
     assert_eq!(post(&h, &[ADMIN], &card("app0", "2.0.0", &[]), None).status, 201);
     assert_eq!(catalogue(&h)["apps"].as_array().unwrap().len(), max);

@@ -155,7 +155,7 @@ References: <q0@example.com> <q1@example.com>\r\n\r\nCan you help?\r\n";
     assert_eq!(headers["References"].as_str(), Some("<q0@example.com> <q1@example.com> <q2@example.com>"));
     // Only emails in the agent's own mailbox can be answered.
     let bad = out(&[("to", "pat@example.com".into()), ("body", "x".into()), ("in_reply_to", "no-such-id".into())]);
-    json(&ana.post(&house, "/email/out", &bad), 404);
+    assert_eq!(error_of(&json(&ana.post(&house, "/email/out", &bad), 404)), "no_such_email");
 }
 
 #[test]
@@ -224,9 +224,11 @@ fn requests_are_checked_and_idempotent_by_id() {
     let again = json(&ana.post(&house, "/email/out", &req), 200);
     assert_eq!(again.as_object().unwrap()["exists"], Value::Bool(true));
     let other = out(&[("to", "pat@example.com".into()), ("body", "changed".into()), ("id", "mail-1".into())]);
-    json(&ana.post(&house, "/email/out", &other), 409);
+    assert_eq!(error_of(&json(&ana.post(&house, "/email/out", &other), 409)), "email_id_taken");
     assert_eq!(emails(&house, &ana).len(), 1);
-    json(&ana.post(&house, "/email/out", &out(&[("to", "not an address".into()), ("body", "x".into())])), 400);
+    let bad =
+        json(&ana.post(&house, "/email/out", &out(&[("to", "not an address".into()), ("body", "x".into())])), 400);
+    assert_eq!(error_of(&bad), "bad_member");
     json(
         &ana.post(&house, "/email/out", &out(&[("to", "a@b.test\r\nBcc: c@d.test".into()), ("body", "x".into())])),
         400,
@@ -243,7 +245,9 @@ fn requests_are_checked_and_idempotent_by_id() {
     // At most 32 KiB (docs/SPEC.md, "Email bridge").
     assert_eq!(nyx5_house::email::MAX_OUT_BODY_BYTES, 32 * 1024);
     let big = "x".repeat(nyx5_house::email::MAX_OUT_BODY_BYTES + 1);
-    json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", big.into())])), 413);
+    let big =
+        json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", big.into())])), 413);
+    assert_eq!(error_of(&big), "email_too_large");
     let exact = "x".repeat(nyx5_house::email::MAX_OUT_BODY_BYTES);
     json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", exact.into())])), 202);
     let resp = call(&house, "POST", "/email/out", &[], &Value::Object(obj([("to", "pat@example.com".into())])));
@@ -262,7 +266,7 @@ fn an_agent_may_queue_so_many_emails_a_minute() {
         world.clock.advance(1_000);
     }
     let over = out(&[("to", "pat@example.com".into()), ("body", "over".into()), ("id", "over-1".into())]);
-    json(&ana.post(&house, "/email/out", &over), 429);
+    assert_eq!(error_of(&json(&ana.post(&house, "/email/out", &over), 429)), "too_many_emails");
     world.clock.advance(60_000 - cap * 1_000);
     json(&ana.post(&house, "/email/out", &over), 202);
     assert_eq!(emails(&house, &ana).len() as i64, cap + 1);
@@ -310,4 +314,9 @@ fn a_pass_over_the_outbox_says_how_many_it_tried() {
     assert_eq!(block_on(house.send_emails(house.now())).unwrap(), 2);
     assert_eq!(provider.seen.borrow().len(), 2);
     assert_eq!(block_on(house.send_emails(house.now())).unwrap(), 0, "both sent: nothing left to try");
+}
+
+/// The `error` member of a refusal: the refusal's stable name.
+fn error_of(v: &Value) -> &str {
+    v.as_object().and_then(|o| o.get("error")).and_then(Value::as_str).unwrap_or_default()
 }

@@ -5,7 +5,7 @@ use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Object, Value};
 use nyx5_proto::sign::sign_object;
-use nyx5_proto::{Address, Error, Timestamp, b64};
+use nyx5_proto::{Address, Error, Refusal, Timestamp, b64};
 
 use crate::keys::Keys;
 use crate::util::{OsRandom, about, address, object};
@@ -35,17 +35,16 @@ pub(crate) fn registration_body(keys: &str, local: &str, extra_json: &str, now: 
 fn target(method: &str, path: &str, query: &str, host: &str, body: &[u8]) -> Result<Target, Error> {
     let method = method.trim();
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return Err(Error::malformed(format!("method {method:?} is not an HTTP method")));
+        return Err(Refusal::BadInput.because(format!("method {method:?} is not an HTTP method")));
     }
     if !path.starts_with('/') || path.contains(['?', '#']) {
-        return Err(Error::malformed(format!(
-            "path {path:?} must start with / and hold no query (the query is its own argument)"
-        )));
+        return Err(Refusal::BadInput
+            .because(format!("path {path:?} must start with / and hold no query (the query is its own argument)")));
     }
     let query = query.strip_prefix('?').unwrap_or(query);
     let host = host.trim();
     if host.is_empty() || host.contains(['/', '?', '#', ' ', '@']) {
-        return Err(Error::malformed(format!("host {host:?} must be the house's host[:port]")));
+        return Err(Refusal::BadInput.because(format!("host {host:?} must be the house's host[:port]")));
     }
     Ok(Target::new(method, path, query, host, body))
 }

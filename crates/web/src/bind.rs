@@ -1,5 +1,5 @@
 //! The wasm exports: each function of the crate under its own name, an `Err` thrown as a
-//! JavaScript `Error` whose message is the `"<code> <slug>: <reason>"` string.
+//! JavaScript `Error` whose message is the `"<code> <name>: <reason>"` string (`name`: the refusal's stable name).
 
 use wasm_bindgen::prelude::{JsError, wasm_bindgen};
 

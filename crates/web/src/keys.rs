@@ -5,7 +5,7 @@
 
 use nyx5_proto::crypto::{EncPublic, EncSecret, Entropy, SigPublic, SigningKey};
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Error, b64};
+use nyx5_proto::{Error, Refusal, b64};
 
 use crate::util::{OsRandom, object};
 
@@ -45,17 +45,17 @@ impl Keys {
     pub(crate) fn from_object(o: &Object) -> Result<Keys, Error> {
         let secret = |name: &str| -> Result<[u8; 32], Error> {
             b64::decode_array(field::str(o, name)?)
-                .ok_or_else(|| Error::malformed(format!("`{name}` is not 32 bytes of base64url")))
+                .ok_or_else(|| Refusal::BadKeySet.because(format!("`{name}` is not 32 bytes of base64url")))
         };
         let keys = Keys {
             sig: SigningKey::from_seed(secret("sig_secret")?),
             enc: EncSecret::from_bytes(secret("enc_secret")?),
         };
         if SigPublic::parse(field::str(o, "sig")?)? != keys.sig_public() {
-            return Err(Error::malformed("`sig` is not the public key of `sig_secret`"));
+            return Err(Refusal::BadKeySet.because("`sig` is not the public key of `sig_secret`"));
         }
         if EncPublic::parse(field::str(o, "enc")?)? != keys.enc_public() {
-            return Err(Error::malformed("`enc` is not the public key of `enc_secret`"));
+            return Err(Refusal::BadKeySet.because("`enc` is not the public key of `enc_secret`"));
         }
         Ok(keys)
     }

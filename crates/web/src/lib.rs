@@ -13,8 +13,9 @@
 //!   (`crypto.getRandomValues` in a browser).
 //! - An answer is canonical JSON text (a [`token`] is the `Authorization` header's value, a
 //!   [`profile_export`] the file's text, [`version`] the crate version).
-//! - A failure is `Err("<code> <slug>: <reason>")`, the code and slug being those of
-//!   `nyx5_proto::ErrorKind` (e.g. `403 forbidden: domain card of b.example: …`); the wasm build
+//! - A failure is `Err("<code> <name>: <reason>")`: the wire code and the refusal's stable name
+//!   from `nyx5_proto::Refusal`, the wire's `error` (e.g. `403 untrusted_key: domain card of
+//!   b.example: …`), kept through every re-wording of the reason; the wasm build
 //!   throws it as an `Error` whose message is that string. [`open_item`] fails only on its own
 //!   arguments: a bad item is reported as `trust: "invalid"`.
 //! - Keys are `{"sig","enc","sig_secret","enc_secret"}` in base64url, as in a key file

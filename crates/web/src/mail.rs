@@ -5,7 +5,7 @@
 
 use nyx5_proto::json::{Value, obj};
 use nyx5_proto::mailbox::{POSTMASTER, Trust};
-use nyx5_proto::{Address, Envelope, Error, Timestamp};
+use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp};
 
 use crate::keys::Keys;
 use crate::trust::{agent_card, domain_card_text, parents};
@@ -78,12 +78,13 @@ fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: 
 /// The keys that may open mail: an array of key objects, the current ones first.
 fn keys_list(text: &str) -> Result<Vec<Keys>, Error> {
     let list = value(text, "keys list")?;
-    let list = list.as_array().ok_or_else(|| Error::malformed("the keys list must be an array of key objects"))?;
+    let list =
+        list.as_array().ok_or_else(|| Refusal::BadKeySet.because("the keys list must be an array of key objects"))?;
     list.iter()
         .enumerate()
         .map(|(i, k)| {
             let what = format!("keys list [{i}]");
-            let o = k.as_object().ok_or_else(|| Error::malformed(format!("{what} must be an object")))?;
+            let o = k.as_object().ok_or_else(|| Refusal::BadKeySet.because(format!("{what} must be an object")))?;
             Keys::from_object(o).map_err(about(&what))
         })
         .collect()

@@ -12,7 +12,7 @@
 
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Address, Error, Timestamp};
+use nyx5_proto::{Address, Error, Refusal, Timestamp};
 
 use crate::keys::Keys;
 use crate::util::{about, address, object, value};
@@ -39,16 +39,15 @@ fn house_url(text: &str) -> Result<String, Error> {
     let url = text.trim().trim_end_matches('/');
     let ok = (url.starts_with("https://") || url.starts_with("http://")) && !url.contains(['?', '#', ' ']);
     if !ok || url.split_once("://").is_none_or(|(_, host)| host.is_empty()) {
-        return Err(Error::malformed(format!(
-            "house {text:?} is not a house base URL such as https://mail.example.org"
-        )));
+        return Err(Refusal::BadProfile
+            .because(format!("house {text:?} is not a house base URL such as https://mail.example.org")));
     }
     Ok(url.to_owned())
 }
 
 /// A retired key set: its keys and, when present, `retired`.
 fn previous(v: &Value, what: &str) -> Result<(Keys, Option<Timestamp>), Error> {
-    let o = v.as_object().ok_or_else(|| Error::malformed(format!("{what} must be an object")))?;
+    let o = v.as_object().ok_or_else(|| Refusal::BadProfile.because(format!("{what} must be an object")))?;
     let keys = Keys::from_object(o).map_err(about(what))?;
     let retired = field::opt_str(o, "retired").map_err(about(what))?.map(Timestamp::parse).transpose()?;
     Ok((keys, retired))
@@ -77,7 +76,7 @@ fn previous_value(list: &[(Keys, Option<Timestamp>)]) -> Value {
 fn pins(o: Option<&Object>) -> Result<Object, Error> {
     let mut out = Object::new();
     for (domain, key) in o.into_iter().flatten() {
-        let key = key.as_str().ok_or_else(|| Error::malformed("pins are domain → key strings"))?;
+        let key = key.as_str().ok_or_else(|| Refusal::BadProfile.because("pins are domain → key strings"))?;
         SigPublic::parse(key).map_err(about(&format!("pin of {domain}")))?;
         out.insert(domain.clone(), key.into());
     }
@@ -87,7 +86,7 @@ fn pins(o: Option<&Object>) -> Result<Object, Error> {
 /// Refuses a second entry for one address, as the CLI's reader does.
 fn push_once(agents: &mut Vec<Agent>, a: Agent) -> Result<(), Error> {
     if agents.iter().any(|x| x.address == a.address) {
-        return Err(Error::malformed(format!("{} is listed twice", a.address)));
+        return Err(Refusal::BadProfile.because(format!("{} is listed twice", a.address)));
     }
     agents.push(a);
     Ok(())
@@ -97,11 +96,11 @@ fn push_once(agents: &mut Vec<Agent>, a: Agent) -> Result<(), Error> {
 /// retired?}]}]`, `pins_json` `{domain: key}` (or `""`).
 pub(crate) fn export(agents_json: &str, pins_json: &str) -> Result<String, Error> {
     let list = value(agents_json, "agents")?;
-    let list = list.as_array().ok_or_else(|| Error::malformed("agents must be an array"))?;
+    let list = list.as_array().ok_or_else(|| Refusal::BadProfile.because("agents must be an array"))?;
     let mut agents = Vec::new();
     for (i, a) in list.iter().enumerate() {
         let who = format!("agent [{i}]");
-        let o = a.as_object().ok_or_else(|| Error::malformed(format!("{who} must be an object")))?;
+        let o = a.as_object().ok_or_else(|| Refusal::BadProfile.because(format!("{who} must be an object")))?;
         let addr = address(field::str(o, "address").map_err(about(&who))?, &who)?;
         let who = addr.as_str().to_owned();
         let agent = Agent {
@@ -146,15 +145,15 @@ pub(crate) fn export(agents_json: &str, pins_json: &str) -> Result<String, Error
 pub(crate) fn import(text: &str) -> Result<Value, Error> {
     let o = Value::parse_object(text.as_bytes(), MAX_PROFILE_BYTES, "a profile").map_err(about("the profile"))?;
     if field::str(&o, "nyx5")? != VERSION {
-        return Err(Error::malformed(format!("the profile: `nyx5` must be {VERSION:?}")));
+        return Err(Refusal::BadProfile.because(format!("the profile: `nyx5` must be {VERSION:?}")));
     }
     if field::str(&o, "kind")? != KIND {
-        return Err(Error::malformed(format!("the profile: `kind` must be {KIND:?}")));
+        return Err(Refusal::BadProfile.because(format!("the profile: `kind` must be {KIND:?}")));
     }
     let mut agents = Vec::new();
     for (i, a) in field::array(&o, "agents")?.iter().enumerate() {
         let who = format!("agent [{i}]");
-        let a = a.as_object().ok_or_else(|| Error::malformed(format!("{who} must be an object")))?;
+        let a = a.as_object().ok_or_else(|| Refusal::BadProfile.because(format!("{who} must be an object")))?;
         let addr = Address::parse(field::str(a, "address").map_err(about(&who))?).map_err(about(&who))?;
         let who = addr.as_str().to_owned();
         // The keys of an unfinished rotation are checked too, as the CLI checks them.

@@ -8,7 +8,7 @@ use nyx5_proto::crypto::EncPublic;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::quote::Quote;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Verified, limits, pow, seal};
+use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp, Verified, limits, pow, seal};
 
 use crate::keys::Keys;
 use crate::trust::{agent_card, domain_card, domain_name, parents};
@@ -59,14 +59,17 @@ fn is_json(media: &str) -> bool {
 
 /// The recipients' verified cards, in order, without repeats.
 fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, Error> {
-    let list = list.as_array().ok_or_else(|| Error::malformed("recipients must be an array of {card, domain}"))?;
+    let list =
+        list.as_array().ok_or_else(|| Refusal::BadInput.because("recipients must be an array of {card, domain}"))?;
     if list.is_empty() || list.len() > limits::MAX_RECIPIENTS {
-        return Err(Error::malformed(format!("give 1 to {} recipients", limits::MAX_RECIPIENTS)));
+        return Err(Refusal::BadInput.because(format!("give 1 to {} recipients", limits::MAX_RECIPIENTS)));
     }
     let mut cards: Vec<Verified<AgentCard>> = Vec::new();
     for (i, r) in list.iter().enumerate() {
         let what = format!("recipient {}", i + 1);
-        let r = r.as_object().ok_or_else(|| Error::malformed(format!("{what} must be an object {{card, domain}}")))?;
+        let r = r
+            .as_object()
+            .ok_or_else(|| Refusal::BadInput.because(format!("{what} must be an object {{card, domain}}")))?;
         let domain = domain_card(field::required(r, "domain").map_err(about(&what))?, now).map_err(about(&what))?;
         let card = field::required(r, "card").map_err(about(&what))?;
         let card = agent_card(card, &domain, &parents(r.get("parent")), now).map_err(about(&what))?;
@@ -98,10 +101,7 @@ fn mint(digest: &str, bits: u32, rng: &mut OsRandom) -> Result<String, Error> {
         }
         tried = tried.saturating_add(POW_CHUNK);
         if tried > expected.saturating_mul(64) {
-            return Err(Error::new(
-                ErrorKind::Unavailable,
-                format!("no proof of work of {bits} bits found; try again"),
-            ));
+            return Err(Refusal::PowNotFound.because(format!("no proof of work of {bits} bits found; try again")));
         }
     }
 }
@@ -130,7 +130,9 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
     };
     // Money moves through the Libro's own operations, never through a message.
     if cards.iter().any(|c| c.address().local() == LIBRO_LOCAL) || media == OP_MEDIA {
-        return Err(Error::malformed("operations for a Libro are sent with libro_op, not as a message"));
+        return Err(
+            Refusal::LibroOpAsMessage.because("operations for a Libro are sent with libro_op, not as a message")
+        );
     }
     let kind = Kind::parse(match m.kind.trim() {
         "" => "message",
@@ -147,15 +149,14 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
     // A stamp is money: the browser pays none unasked, as `nyx5 mcp` pays none (spec §19).
     if let Some(c) = cards.iter().find(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("stamp")) {
         let price = c.inbox().get("price").and_then(Value::as_safe_integer).unwrap_or(1);
-        return Err(Error::new(
-            ErrorKind::PaymentRequired,
-            format!("{} asks for a stamp of {price} tokens; this client pays no stamps", c.address()),
-        ));
+        return Err(Refusal::StampRequired
+            .because(format!("{} asks for a stamp of {price} tokens; this client pays no stamps", c.address())));
     }
     let mut sealed_for: Vec<(Address, EncPublic)> = Vec::new();
     for c in &cards {
         let enc = c.enc().ok_or_else(|| {
-            Error::forbidden(format!("{} publishes no encryption key, so nothing can be sealed for it", c.address()))
+            Refusal::NoEncryptionKey
+                .because(format!("{} publishes no encryption key, so nothing can be sealed for it", c.address()))
         })?;
         sealed_for.push((c.address().clone(), enc));
     }
@@ -176,8 +177,7 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
     let bits = pow_bits(&cards);
     if bits > BROWSER_MAX_POW_BITS {
         // The search runs on the page's own thread: 2^bits hashes on average, with no way to stop.
-        return Err(Error::new(
-            ErrorKind::PaymentRequired,
+        return Err(Refusal::PowTooHard.because(
             format!(
                 "a recipient asks a proof of work of {bits} bits; this browser mints at most {BROWSER_MAX_POW_BITS} (send it with nyx5)"
             ),
@@ -210,16 +210,14 @@ fn check_accept(body: &Object, from: &Address, house: &str, now: Timestamp) -> R
     let Some(Value::Object(q)) = body.get("quote") else { return Ok(()) };
     let q = Quote::from_object(q.clone())?;
     if q.buyer != *from {
-        return Err(Error::forbidden(format!("this quote is for {}, not for {from}", q.buyer)));
+        return Err(Refusal::QuoteNotYours.because(format!("this quote is for {}, not for {from}", q.buyer)));
     }
     if q.house != house {
-        return Err(Error::malformed(format!("the quote is to be accepted at the Libro of {}, not {house}", q.house)));
+        return Err(Refusal::QuoteWrongHouse
+            .because(format!("the quote is to be accepted at the Libro of {}, not {house}", q.house)));
     }
     if q.expires.is_some_and(|e| now >= e) {
-        return Err(Error::new(
-            ErrorKind::Expired,
-            format!("quote {} has expired; ask the seller for a new one", q.id),
-        ));
+        return Err(Refusal::QuoteExpired.because(format!("quote {} has expired; ask the seller for a new one", q.id)));
     }
     Ok(())
 }

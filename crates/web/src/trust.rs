@@ -9,7 +9,7 @@
 use nyx5_proto::address::check_domain;
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{AgentCard, DomainCard, Error, Timestamp, Verified};
+use nyx5_proto::{AgentCard, DomainCard, Error, Refusal, Timestamp, Verified};
 
 use crate::util::{about, value};
 
@@ -19,7 +19,7 @@ const MAX_DELEGATION_DEPTH: usize = 8;
 /// A domain as typed: trimmed, without a final dot, lower case, and checked.
 pub(crate) fn domain_name(text: &str) -> Result<String, Error> {
     let d = text.trim().trim_end_matches('.').to_ascii_lowercase();
-    check_domain(&d).map_err(|why| Error::malformed(format!("domain {text:?}: {why}")))?;
+    check_domain(&d).map_err(|why| Refusal::BadDomain.because(format!("domain {text:?}: {why}")))?;
     Ok(d)
 }
 
@@ -33,11 +33,13 @@ fn checked(
 ) -> Result<(Verified<DomainCard>, SigPublic, bool), Error> {
     let what = format!("domain card of {domain}");
     if card.domain() != domain {
-        return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain())));
+        return Err(Refusal::WrongCard.because(format!("{what} names another domain ({})", card.domain())));
     }
     let kid = card.signer().map_err(about(&what))?;
     if !card.accepts_key(&kid, now) {
-        return Err(Error::forbidden(format!("{what} is signed by a key that is not listed, or past its end")));
+        return Err(
+            Refusal::UntrustedKey.because(format!("{what} is signed by a key that is not listed, or past its end"))
+        );
     }
     match pin {
         None => Ok((card.verify(None).map_err(about(&what))?, kid, false)),
@@ -68,7 +70,7 @@ pub(crate) fn verify_domain(card_json: &str, domain: &str, pin: &str, now: Times
 /// A domain card given as an argument: the card itself (trusted on first use, for its own
 /// domain), or [`verify_domain`]'s answer `{domain, pin, card}` (held to its pin).
 pub(crate) fn domain_card(v: &Value, now: Timestamp) -> Result<Verified<DomainCard>, Error> {
-    let o = v.as_object().ok_or_else(|| Error::malformed("a domain card is a JSON object"))?;
+    let o = v.as_object().ok_or_else(|| Refusal::BadCard.because("a domain card is a JSON object"))?;
     if o.contains_key("nyx5") || !o.contains_key("card") {
         let card = DomainCard::from_object(o.clone()).map_err(about("domain card"))?;
         let domain = card.domain().to_owned();
@@ -117,20 +119,22 @@ fn chain(
     now: Timestamp,
     depth: usize,
 ) -> Result<Verified<AgentCard>, Error> {
-    let o: &Object = card.as_object().ok_or_else(|| Error::malformed("an agent card is a JSON object"))?;
+    let o: &Object = card.as_object().ok_or_else(|| Refusal::BadCard.because("an agent card is a JSON object"))?;
     let card = AgentCard::from_object(o.clone()).map_err(about("agent card"))?;
     let what = format!("card of {}", card.address());
     if depth > MAX_DELEGATION_DEPTH {
-        return Err(Error::forbidden(format!("delegation of {} is nested too deep", card.address())));
+        return Err(Refusal::DelegationTooDeep.because(format!("delegation of {} is nested too deep", card.address())));
     }
     let parent = match (card.delegation(), card.address().parent()) {
         (Some(_), Some(p)) => {
-            let (first, rest) = parents
-                .split_first()
-                .ok_or_else(|| Error::forbidden(format!("{what}: a delegated card needs its parent's card ({p})")))?;
+            let (first, rest) = parents.split_first().ok_or_else(|| {
+                Refusal::ParentCardRequired.because(format!("{what}: a delegated card needs its parent's card ({p})"))
+            })?;
             let given = first.as_object().and_then(|o| o.get("address")).and_then(Value::as_str).unwrap_or("");
             if given != p.as_str() {
-                return Err(Error::forbidden(format!("{what}: the parent card given is of {given:?}, not of {p}")));
+                return Err(
+                    Refusal::WrongCard.because(format!("{what}: the parent card given is of {given:?}, not of {p}"))
+                );
             }
             Some(chain(first, domain, rest, now, depth + 1).map_err(about(&format!("parent of {}", card.address())))?)
         }

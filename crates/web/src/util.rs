@@ -3,15 +3,16 @@
 
 use nyx5_proto::crypto::Entropy;
 use nyx5_proto::json::{Object, Value};
-use nyx5_proto::{Address, Error, ErrorKind, Timestamp};
+use nyx5_proto::{Address, Error, Refusal, Timestamp};
 
 /// The most JSON text one argument may be: a hundred recipients' cards and domain cards, or a
 /// mailbox item holding a 1 MiB envelope, fit well within it.
 pub(crate) const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 
-/// `"<code> <slug>: <reason>"`, the error contract of every exported function.
+/// `"<code> <name>: <reason>"`, the error contract of every exported function: `name` is the
+/// refusal's stable name (the wire's `error`, [`nyx5_proto::Refusal`]), which a caller branches on.
 pub(crate) fn wire(e: &Error) -> String {
-    format!("{} {}: {}", e.code(), e.kind.slug(), e.reason)
+    format!("{} {}: {}", e.code(), e.name, e.reason)
 }
 
 /// An answer as canonical JSON text, or the error string.
@@ -21,7 +22,10 @@ pub(crate) fn answer(r: Result<Value, Error>) -> Result<String, String> {
 
 /// The same error with `what` in front of its reason.
 pub(crate) fn about(what: &str) -> impl Fn(Error) -> Error + '_ {
-    move |e| Error::new(e.kind, format!("{what}: {}", e.reason))
+    move |e| {
+        let reason = format!("{what}: {}", e.reason);
+        e.with_reason(reason)
+    }
 }
 
 /// `now_ms` (milliseconds since the epoch, as JavaScript's `Date.now()`) as a [`Timestamp`].
@@ -30,7 +34,7 @@ pub(crate) fn now(ms: f64) -> Result<Timestamp, Error> {
     const MIN: f64 = -62_167_219_200_000.0;
     const MAX: f64 = 253_402_300_799_999.0;
     if !ms.is_finite() || !(MIN..=MAX).contains(&ms) {
-        return Err(Error::malformed(format!("now_ms {ms} is not a time in milliseconds since 1970")));
+        return Err(Refusal::BadInput.because(format!("now_ms {ms} is not a time in milliseconds since 1970")));
     }
     // In range and whole after `floor`, so the conversion is exact.
     Ok(Timestamp::from_millis(ms.floor() as i64))
@@ -45,7 +49,7 @@ pub(crate) fn value(text: &str, what: &str) -> Result<Value, Error> {
 pub(crate) fn object(text: &str, what: &str) -> Result<Object, Error> {
     match value(text, what)? {
         Value::Object(o) => Ok(o),
-        _ => Err(Error::malformed(format!("{what} must be a JSON object"))),
+        _ => Err(Refusal::BadInput.because(format!("{what} must be a JSON object"))),
     }
 }
 
@@ -81,7 +85,7 @@ impl OsRandom {
     pub(crate) fn check(&self) -> Result<(), Error> {
         match self.failed {
             None => Ok(()),
-            Some(e) => Err(Error::new(ErrorKind::Unavailable, format!("no cryptographic randomness available: {e}"))),
+            Some(e) => Err(Refusal::NoRandomness.because(format!("no cryptographic randomness available: {e}"))),
         }
     }
 }

@@ -29,7 +29,11 @@ fn encode(text: &str) -> String {
 /// POST the message to `<house>/email/in?to=…&from=…`; answers `{id, to, duplicate}`.
 pub(crate) fn email_in(house: &str, token: &str, to: &str, from: Option<&str>, raw: &[u8]) -> Result<Value, Failure> {
     if raw.len() > MAX_EMAIL_BYTES {
-        return Err(Failure::http(413, "too_large", format!("the message is over {MAX_EMAIL_BYTES} bytes")));
+        return Err(Failure::http(
+            413,
+            nyx5_proto::Refusal::EmailTooLarge.name(),
+            format!("the message is over {MAX_EMAIL_BYTES} bytes"),
+        ));
     }
     let base = house_url(house)?;
     let mut url = format!("{base}/email/in?to={}", encode(to.trim()));

@@ -46,7 +46,7 @@ const MAX_NESTING: usize = 4;
 /// relative (`+30d`).
 pub(crate) fn op_body(op: &str, args: &Object, now: Timestamp) -> Result<Object, Failure> {
     nyx5_proto::ops::body(op, args, &|t| when::parse(t, now).map_err(|e| e.to_string()))
-        .map_err(|e| Failure::usage(e.reason.to_string()))
+        .map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))
 }
 
 /// `urn:nyx5:ext:aval` from `VOUCHER:BOND` (`nyx5 send --aval`).
@@ -59,9 +59,10 @@ pub(crate) fn aval(text: &str) -> Result<Object, Failure> {
 
 /// The extensions of an envelope that enters on a vouch: `{voucher, bond}`.
 pub(crate) fn aval_of(voucher: &str, bond: &str) -> Result<Object, Failure> {
-    let voucher = Address::parse_lenient(voucher).map_err(|e| Failure::usage(format!("aval voucher: {}", e.reason)))?;
+    let voucher = Address::parse_lenient(voucher)
+        .map_err(|e| Failure::usage(format!("aval voucher: {}", e.reason)).named(&e.name))?;
     let bond = bond.trim();
-    check_id(bond).map_err(|e| Failure::usage(format!("aval bond: {}", e.reason)))?;
+    check_id(bond).map_err(|e| Failure::usage(format!("aval bond: {}", e.reason)).named(&e.name))?;
     let v = obj([("voucher", voucher.as_str().into()), ("bond", bond.into())]);
     Ok(obj([(AVAL_EXT, Value::Object(v))]))
 }
@@ -147,7 +148,12 @@ pub(crate) fn operate(ctx: &Ctx, house: Option<&str>, body: Object, wait: Option
 /// What the mailbox said of an operation.
 enum Answer {
     Receipt(Object),
-    Bounce { code: u16, reason: String },
+    /// `name`: the refusal's name when the notice gives one (`error`), else `bounced`.
+    Bounce {
+        code: u16,
+        name: String,
+        reason: String,
+    },
 }
 
 /// Reads the mailbox until the receipt of operation `id` arrives from `libro@<house>` (checked:
@@ -175,10 +181,10 @@ fn wait_receipt(
                     }
                     match answer_in(ctx, me, house, id, sha256, m)? {
                         Some(Answer::Receipt(o)) => return Ok(o),
-                        Some(Answer::Bounce { code, reason }) => {
+                        Some(Answer::Bounce { code, name, reason }) => {
                             return Err(Failure::http(
                                 code,
-                                "bounced",
+                                &name,
                                 format!("the Libro of {house} refused {id}: {reason}"),
                             )
                             .hint(super::http::next_step(code)));
@@ -260,15 +266,17 @@ fn answer_in(
         && (sha256.is_empty() || text(b, "sha256") == sha256)
     {
         let code = b.get("code").and_then(Value::as_safe_integer).and_then(|c| u16::try_from(c).ok()).unwrap_or(400);
-        return Ok(Some(Answer::Bounce { code, reason: safe(text(b, "reason")) }));
+        let name = Some(text(b, "error")).filter(|n| !n.is_empty()).unwrap_or("bounced");
+        return Ok(Some(Answer::Bounce { code, name: safe(name), reason: safe(text(b, "reason")) }));
     }
     Ok(None)
 }
 
 /// A receipt from `house`'s Libro, its signature checked against the house's domain keys.
 fn checked_receipt(ctx: &Ctx, me: &AgentEntry, house: &str, body: &Object) -> Result<Receipt, Failure> {
-    let r = Receipt::from_object(body.clone())
-        .map_err(|e| Failure::rejected(format!("the receipt from {house} is malformed: {}", e.reason)))?;
+    let r = Receipt::from_object(body.clone()).map_err(|e| {
+        Failure::rejected(format!("the receipt from {house} is malformed: {}", e.reason)).named(&e.name)
+    })?;
     if r.house != house {
         return Err(Failure::rejected(format!("a receipt from {house} says it is from {}", r.house)));
     }
@@ -276,9 +284,9 @@ fn checked_receipt(ctx: &Ctx, me: &AgentEntry, house: &str, body: &Object) -> Re
     let res = ctx.resolver(Some(me), now)?;
     let d = res.domain(house)?;
     let keys: Vec<_> = d.card.keys().iter().filter(|k| k.valid_at(now)).map(|k| k.sig).collect();
-    r.verify(&keys)
-        .map(nyx5_proto::Verified::into_inner)
-        .map_err(|e| Failure::rejected(format!("the receipt from {house} does not verify: {}", e.reason)))
+    r.verify(&keys).map(nyx5_proto::Verified::into_inner).map_err(|e| {
+        Failure::rejected(format!("the receipt from {house} does not verify: {}", e.reason)).named(&e.name)
+    })
 }
 
 pub(crate) fn operate_human(v: &Value) -> String {
@@ -421,8 +429,8 @@ impl QuoteRequest {
 
     /// The signed quote: a new id, issued `now`.
     fn sign(&self, me: &AgentEntry, house: &str, now: Timestamp) -> Result<Quote, Failure> {
-        let buyer =
-            Address::parse_lenient(&self.buyer).map_err(|e| Failure::usage(format!("the buyer: {}", e.reason)))?;
+        let buyer = Address::parse_lenient(&self.buyer)
+            .map_err(|e| Failure::usage(format!("the buyer: {}", e.reason)).named(&e.name))?;
         let contract = ContractKind::parse(self.contract.as_deref().unwrap_or("spot"))
             .map_err(|_| Failure::usage("--contract is spot, escrow or metered"))?;
         if !(1..=limits::MAX_AMOUNT).contains(&self.price) {
@@ -434,14 +442,16 @@ impl QuoteRequest {
         let arbiter = self
             .arbiter
             .as_deref()
-            .map(|a| Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--arbiter: {}", e.reason))))
+            .map(|a| {
+                Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--arbiter: {}", e.reason)).named(&e.name))
+            })
             .transpose()?;
         let referrer = self
             .referrer
             .as_ref()
             .map(|(a, share)| -> Result<Referrer, Failure> {
-                let address =
-                    Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--referrer: {}", e.reason)))?;
+                let address = Address::parse_lenient(a)
+                    .map_err(|e| Failure::usage(format!("--referrer: {}", e.reason)).named(&e.name))?;
                 if !(1..=limits::BPS_WHOLE).contains(share) {
                     return Err(Failure::usage("--share is 1 to 10000 basis points of the seller's part"));
                 }
@@ -472,7 +482,7 @@ impl QuoteRequest {
             expires,
             extra: Object::new(),
         };
-        draft.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)))
+        draft.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)).named(&e.name))
     }
 }
 
@@ -599,7 +609,7 @@ fn is_quote_media(m: &str) -> bool {
 pub(crate) fn accept(ctx: &Ctx, doc: &Value, wait: Option<Duration>) -> Result<Value, Failure> {
     let me = ctx.me()?;
     let raw = find_quote(&me, doc)?;
-    let q = Quote::from_object(raw).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)))?;
+    let q = Quote::from_object(raw).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)).named(&e.name))?;
     if q.buyer != me.address {
         return Err(Failure::usage(format!(
             "this quote is for {}, not for {}; act as its buyer with --as {}",

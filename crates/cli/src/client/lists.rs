@@ -91,7 +91,10 @@ pub(crate) fn change(ctx: &Ctx, change: Change, entries: &[String]) -> Result<Va
     }
     let entries = entries
         .iter()
-        .map(|e| list_entry(e).map_err(|err| Failure::usage(format!("{}; give an address or a domain", err.reason))))
+        .map(|e| {
+            list_entry(e)
+                .map_err(|err| Failure::usage(format!("{}; give an address or a domain", err.reason)).named(&err.name))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let me = ctx.me()?;
     let target = format!("/lists/{}", me.address.local());

@@ -66,7 +66,9 @@ impl Ctx {
     pub(crate) fn new(agent: Option<&Path>, as_address: Option<&str>, hosts: Option<&Path>) -> Result<Ctx, Failure> {
         let profile_path = profile::default_path(agent)?;
         let as_address = as_address
-            .map(|a| Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--as: {}", e.reason))))
+            .map(|a| {
+                Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--as: {}", e.reason)).named(&e.name))
+            })
             .transpose()?;
         let hosts_path = hosts
             .map(Path::to_path_buf)
@@ -79,8 +81,9 @@ impl Ctx {
             Ok(v) if v.is_empty() || v.eq_ignore_ascii_case("off") => None,
             Ok(v) => {
                 let v = v.trim().to_owned();
-                nyx5_house::resolver::check_doh_url(&v)
-                    .map_err(|e| Failure::usage(format!("NYX5_DOH: {} (or set NYX5_DOH=off)", e.reason)))?;
+                nyx5_house::resolver::check_doh_url(&v).map_err(|e| {
+                    Failure::usage(format!("NYX5_DOH: {} (or set NYX5_DOH=off)", e.reason)).named(&e.name)
+                })?;
                 Some(v)
             }
             Err(_) => Some(DEFAULT_DOH.to_owned()),

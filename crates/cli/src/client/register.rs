@@ -18,7 +18,8 @@ use crate::sys::{self, OsRng};
 
 /// `nyx5 init ADDRESS --house URL`: fresh keys for a new agent in the profile.
 pub(crate) fn init(ctx: &Ctx, address: &str, house: &str) -> Result<Value, Failure> {
-    let address = Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    let address =
+        Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))?;
     let house = house_url(house)?;
     let mut rng = OsRng::new();
     let keys = KeyFile::generate(&mut rng);
@@ -111,8 +112,8 @@ fn post(
     let card = field::object(&answer, "card")
         .map_err(|_| Failure::network(format!("{what}: the house answered without a card")))?
         .clone();
-    let card =
-        AgentCard::from_object(card).map_err(|e| Failure::rejected(format!("{what}: the card: {}", e.reason)))?;
+    let card = AgentCard::from_object(card)
+        .map_err(|e| Failure::rejected(format!("{what}: the card: {}", e.reason)).named(&e.name))?;
     if card.address() != me.address || card.sig() != expect_sig.sig_public() {
         return Err(Failure::rejected(format!("{what}: the house certified another address or key")));
     }
@@ -226,7 +227,8 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
 /// is no timeout or rate limit), the fresh entry is taken out again, so nothing is left half
 /// done; after a network failure or a 5xx the house may have registered it, so its keys stay.
 pub(crate) fn accept_invitation(mut ctx: Ctx, address: &str, code: &str) -> Result<Value, Failure> {
-    let fresh = Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)))?;
+    let fresh =
+        Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))?;
     let (house, _) = super::house_target(&ctx.resolver(None, sys::now()?)?, fresh.domain())?;
     let made = init(&ctx, address, &house)?;
     let sig = text(made.as_object().unwrap_or(&Object::new()), "sig").to_owned();
@@ -282,7 +284,7 @@ pub(crate) fn rotate_key(ctx: &Ctx, webhook: Option<&str>) -> Result<Value, Fail
     let current = current_card(ctx, &me)?.ok_or_else(|| {
         Failure::http(
             404,
-            "not_found",
+            nyx5_proto::Refusal::UnknownAgent.name(),
             format!("{} has no card at its house yet; run `nyx5 register` first", me.address),
         )
     })?;
@@ -318,7 +320,7 @@ pub(crate) fn rotate_key(ctx: &Ctx, webhook: Option<&str>) -> Result<Value, Fail
                 now,
                 &parent_entry.keys.sig,
             )
-            .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)))?;
+            .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)).named(&e.name))?;
             extra.insert("delegation".into(), renewed.to_value());
         }
         let body = body(me.address.local(), &next, extra, now);
@@ -392,7 +394,7 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         return Err(Failure::usage(format!("{:?}: a subagent name is one label, such as `tester`", req.name)));
     }
     let child = Address::new(&format!("{name}.{}", parent.address.local()), parent.address.domain())
-        .map_err(|e| Failure::usage(format!("subagent name: {}", e.reason)))?;
+        .map_err(|e| Failure::usage(format!("subagent name: {}", e.reason)).named(&e.name))?;
     if req.cap.is_some_and(|c| !(0..=nyx5_proto::limits::MAX_AMOUNT).contains(&c)) {
         return Err(Failure::usage("--cap must be a non-negative integer"));
     }
@@ -435,7 +437,7 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         now,
         &parent.keys.sig,
     )
-    .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)))?;
+    .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)).named(&e.name))?;
     let mut extra =
         obj([("delegation", delegation.to_value()), ("inbox", Value::Object(obj([("policy", "open".into())])))]);
     if let Some(v) = req.valid_until {

@@ -317,8 +317,8 @@ impl std::fmt::Debug for dyn Transport + '_ {
 /// A resolver's error as the client reports it: temporary → network (exit 3), not found → 404
 /// (exit 4), a changed key → verification (exit 1) with what to do, the rest → verification.
 fn failure(what: &str, domain: &str, e: &Error) -> Failure {
-    match e.kind {
-        ErrorKind::NotFound => Failure::http(404, "not_found", format!("{}; check the address", e.reason)),
+    let failure = match e.kind {
+        ErrorKind::NotFound => Failure::http(404, &e.name, format!("{}; check the address", e.reason)),
         // Before the temporary ones: an internal error (the profile) is temporary on the wire,
         // but here it is the user's to fix, not the network's.
         ErrorKind::Internal => Failure::usage(format!("{what}: {}", e.reason)),
@@ -331,7 +331,8 @@ fn failure(what: &str, domain: &str, e: &Error) -> Failure {
             ))
         }
         _ => Failure::rejected(format!("{what} does not verify: {}", e.reason)),
-    }
+    };
+    failure.named(&e.name)
 }
 
 impl<'a> Resolver<'a> {
@@ -540,8 +541,10 @@ mod tests {
 
     #[test]
     fn each_kind_of_resolver_error_is_reported_as_what_it_is() {
-        let f = failure("card", "x.test", &Error::new(ErrorKind::NotFound, "gone"));
+        let f = failure("card", "x.test", &nyx5_proto::Refusal::UnknownAgent.because("gone"));
         assert_eq!(f.status(), Some(404));
+        // The resolver's name is passed on (`--json`'s `error`).
+        assert_eq!(f.to_value().as_object().and_then(|o| o.get("error")), Some(&Value::from("unknown_agent")));
         let f = failure("card", "x.test", &Error::new(ErrorKind::Unavailable, "down"));
         assert_eq!(f.code(), EXIT_NETWORK);
         // A broken profile is the user's to fix, not a forgery.

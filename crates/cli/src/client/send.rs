@@ -112,8 +112,9 @@ pub(crate) fn body_from_bytes(bytes: &[u8], media: Option<&str>) -> Result<Value
         m == "application/json" || m.ends_with("+json")
     });
     if json {
-        return Value::parse(bytes, limits::MAX_ENVELOPE_BYTES)
-            .map_err(|e| Failure::usage(format!("the body is not JSON, as its media type says: {}", e.reason)));
+        return Value::parse(bytes, limits::MAX_ENVELOPE_BYTES).map_err(|e| {
+            Failure::usage(format!("the body is not JSON, as its media type says: {}", e.reason)).named(&e.name)
+        });
     }
     String::from_utf8(bytes.to_vec())
         .map(Value::String)
@@ -178,7 +179,8 @@ fn recipients(
 ) -> Result<Vec<Recipient>, Failure> {
     let mut addrs: Vec<Address> = Vec::new();
     for t in to {
-        let a = Address::parse_lenient(t).map_err(|e| Failure::usage(format!("recipient: {}", e.reason)))?;
+        let a =
+            Address::parse_lenient(t).map_err(|e| Failure::usage(format!("recipient: {}", e.reason)).named(&e.name))?;
         if !addrs.contains(&a) {
             addrs.push(a);
         }
@@ -224,7 +226,7 @@ fn build(
     let kind = Kind::parse(req.kind.as_deref().unwrap_or("message"))
         .map_err(|_| Failure::usage("--type: use message, task, result, receipt or intro"))?;
     for r in [&req.thread, &req.in_reply_to].into_iter().flatten() {
-        check_id(r).map_err(|e| Failure::usage(e.reason.to_string()))?;
+        check_id(r).map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))?;
     }
     let time = |v: &Option<String>, name: &str| {
         v.as_deref().map(|t| when::parse(t, now).map_err(|e| Failure::usage(format!("--{name}: {e}")))).transpose()
@@ -278,22 +280,27 @@ fn build(
         let v = obj([("house", st.house.as_str().into()), ("amount", st.amount.into())]);
         draft.extra.insert("stamp".into(), Value::Object(v));
     }
-    let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
+    let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(&e.name))?;
     if !req.plain {
         if !keys.iter().any(|(a, _)| *a == me.address) {
             keys.push((me.address.clone(), me.keys.enc_public()));
         }
         let mut rng = OsRng::new();
-        env = seal::seal(env, &keys, &mut rng).map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)))?;
+        env = seal::seal(env, &keys, &mut rng)
+            .map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)).named(&e.name))?;
         rng.check()?;
     }
     // The proof covers the finished envelope (sealed content included), so it comes last.
     if bits > 0 {
         let nonce = mint(&env.work_digest(), bits, progress)?;
-        env = env.with_pow(bits, &nonce).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
+        env = env
+            .with_pow(bits, &nonce)
+            .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(&e.name))?;
     }
-    let env = env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)))?;
-    env.check_size(limits::MAX_ENVELOPE_BYTES).map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)))?;
+    let env =
+        env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)).named(&e.name))?;
+    env.check_size(limits::MAX_ENVELOPE_BYTES)
+        .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(&e.name))?;
     Ok(Built { env, kept })
 }
 
@@ -412,7 +419,7 @@ pub(crate) fn send_with_fresh_cards(ctx: &Ctx, req: &SendRequest) -> Result<(Val
 fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Result<(Value, Option<Envelope>), Failure> {
     let me = ctx.me()?;
     if let Some(id) = &req.id {
-        check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)))?;
+        check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)).named(&e.name))?;
     }
     if req.discard {
         let id = req.id.clone().ok_or_else(|| Failure::usage("--discard needs the --id of a saved envelope"))?;
@@ -450,7 +457,7 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
     let (env, resent, kept) = match saved {
         Some((_, p)) => {
             let env = Envelope::from_object(p.envelope)
-                .map_err(|e| Failure::usage(format!("the saved envelope is damaged: {}", e.reason)))?;
+                .map_err(|e| Failure::usage(format!("the saved envelope is damaged: {}", e.reason)).named(&e.name))?;
             (env, true, Vec::new())
         }
         None => {
@@ -483,7 +490,8 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
                     .ok_or_else(|| Failure::usage(format!("{} left the profile", me.address)))?;
                 // Another process may have saved one under this id a moment ago: send that one.
                 let kept = a.pending.entry(id.clone()).or_insert(pending);
-                Envelope::from_object(kept.envelope.clone()).map_err(|e| Failure::usage(e.reason.to_string()))
+                Envelope::from_object(kept.envelope.clone())
+                    .map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))
             })?;
             (env, false, kept)
         }

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
-use nyx5_proto::{Error, ErrorKind};
+use nyx5_proto::{Error, Refusal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -220,11 +220,11 @@ impl Pace {
         let by = self.deadline.min(rate_deadline(self.start, received));
         match timeout_at(by, read_some(stream, buf, most)).await {
             Ok(r) => r,
-            Err(_) if by < self.deadline => Err(Halt::Refuse(Error::new(
-                ErrorKind::Timeout,
-                format!("{}: it came slower than {MIN_RATE} bytes a second", self.late),
-            ))),
-            Err(_) => Err(Halt::Refuse(Error::new(ErrorKind::Timeout, self.late.to_owned()))),
+            Err(_) if by < self.deadline => Err(Halt::Refuse(
+                Refusal::RequestTooSlow
+                    .because(format!("{}: it came slower than {MIN_RATE} bytes a second", self.late)),
+            )),
+            Err(_) => Err(Halt::Refuse(Refusal::RequestTooSlow.because(self.late.to_owned()))),
         }
     }
 }
@@ -330,7 +330,7 @@ async fn refuse(stream: &mut TcpStream, e: &Error, limits: &Limits) {
 /// An evicted connection: told so (503) if it is not between requests, without waiting, and closed.
 fn shed(stream: &TcpStream, quietly: bool) {
     if !quietly {
-        let e = Error::new(ErrorKind::Unavailable, "this house needed this connection for another client; try again");
+        let e = Refusal::HouseBusy.because("this house needed this connection for another client; try again");
         let _ = stream.try_write(&refusal(&e));
     }
 }

@@ -4,7 +4,7 @@
 //! [`Error`] of the engine's one table, so it goes out in the JSON error shape.
 
 use nyx5_house::http::Response as HouseResponse;
-use nyx5_proto::{Error, ErrorKind, limits};
+use nyx5_proto::{Error, Refusal, limits};
 
 /// Requests larger than this are refused with 413 before more of their body is read (the same
 /// limit as the Worker's: twice the largest envelope).
@@ -59,18 +59,17 @@ impl Head {
 }
 
 fn malformed(why: impl Into<String>) -> Error {
-    Error::malformed(why.into())
+    Refusal::BadHttp.because(why.into())
 }
 
 fn head_too_large() -> Error {
-    Error::new(
-        ErrorKind::HeadersTooLarge,
-        format!("request head larger than {MAX_HEAD_BYTES} bytes or with more than {MAX_HEADERS} header fields"),
-    )
+    Refusal::HeadTooLarge.because(format!(
+        "request head larger than {MAX_HEAD_BYTES} bytes or with more than {MAX_HEADERS} header fields"
+    ))
 }
 
 pub(super) fn body_too_large(max: usize) -> Error {
-    Error::new(ErrorKind::TooLarge, format!("request body larger than {max} bytes"))
+    Refusal::BodyTooLarge.because(format!("request body larger than {max} bytes"))
 }
 
 /// The comma-separated tokens of every `name` field, trimmed and in lower case.
@@ -580,13 +579,13 @@ mod tests {
         assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(951_782_400_000), "Tue, 29 Feb 2000 00:00:00 GMT");
-        let e = Error::new(ErrorKind::HeadersTooLarge, "x");
+        let e = Refusal::HeadTooLarge.because("x");
         let out = String::from_utf8(answer(&HouseResponse::error(&e), true, false, 0)).unwrap();
         assert!(out.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{out}");
         assert!(out.contains("content-type: application/json\r\n") && out.contains("connection: close\r\n"));
         let (_, body) = out.split_once("\r\n\r\n").unwrap();
         assert!(out.contains(&format!("content-length: {}\r\n", body.len())));
-        assert_eq!(body, r#"{"code":431,"error":"headers_too_large","ok":false,"reason":"x"}"#);
+        assert_eq!(body, r#"{"code":431,"error":"head_too_large","ok":false,"reason":"x"}"#);
         let head_only = answer(&HouseResponse::error(&e), false, true, 0);
         assert!(head_only.ends_with(b"\r\n\r\n") && !String::from_utf8(head_only).unwrap().contains("connection"));
     }

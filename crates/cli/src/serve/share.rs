@@ -40,7 +40,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::rc::Rc;
 use std::time::Duration;
 
-use nyx5_proto::{Error, ErrorKind};
+use nyx5_proto::{Error, Refusal};
 use tokio::sync::Notify;
 use tokio::time::{Instant, timeout_at};
 
@@ -160,16 +160,16 @@ impl Pool {
 /// the refusal (429).
 pub(super) fn busy_admission(caps: &Caps, busy: usize) -> Result<(), Error> {
     if caps.busy_per_client > 0 && busy >= caps.busy_per_client {
-        return Err(Error::new(
-            ErrorKind::RateLimited,
-            format!("too many of your requests are being answered already (at most {} at once)", caps.busy_per_client),
-        ));
+        return Err(Refusal::TooManyRequests.because(format!(
+            "too many of your requests are being answered already (at most {} at once)",
+            caps.busy_per_client
+        )));
     }
     Ok(())
 }
 
 fn unavailable(what: &str) -> Error {
-    Error::new(ErrorKind::Unavailable, format!("this house {what}; try again in a moment"))
+    Refusal::HouseBusy.because(format!("this house {what}; try again in a moment"))
 }
 
 /// Whether a new connection is let in, from the counts now (its own key's and in all): `Ok(false)`
@@ -177,16 +177,12 @@ fn unavailable(what: &str) -> Error {
 /// client's caps).
 pub(super) fn admission(caps: &Caps, total: usize, narrow: usize, wide: usize) -> Result<bool, Error> {
     if caps.per_address > 0 && narrow >= caps.per_address {
-        return Err(Error::new(
-            ErrorKind::RateLimited,
-            format!("too many connections from your address (at most {} at once)", caps.per_address),
-        ));
+        return Err(Refusal::TooManyConnections
+            .because(format!("too many connections from your address (at most {} at once)", caps.per_address)));
     }
     if caps.per_site > 0 && wide >= caps.per_site {
-        return Err(Error::new(
-            ErrorKind::RateLimited,
-            format!("too many connections from your network (at most {} at once)", caps.per_site),
-        ));
+        return Err(Refusal::TooManyConnections
+            .because(format!("too many connections from your network (at most {} at once)", caps.per_site)));
     }
     Ok(total >= caps.connections)
 }

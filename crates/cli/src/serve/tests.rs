@@ -143,20 +143,20 @@ fn what_is_not_http_gets_the_json_error_shape_and_the_connection_closes() {
     let many: String = (0..100).map(|i| format!("x-{i}: y\r\n")).collect();
     let long = format!("GET / HTTP/1.1\r\nhost: a\r\nx-long: {}\r\n\r\n", "y".repeat(40 * 1024));
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![
-        (b"HELLO THERE\r\n\r\n".to_vec(), 400, "malformed"),
-        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n".to_vec(), 400, "malformed"),
-        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 400, "malformed"),
-        (b"GET / HTTP/1.1\r\n\r\n".to_vec(), 400, "malformed"),
-        (b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: ten\r\n\r\n".to_vec(), 400, "malformed"),
+        (b"HELLO THERE\r\n\r\n".to_vec(), 400, "bad_http"),
+        (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n".to_vec(), 400, "bad_http"),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 400, "bad_http"),
+        (b"GET / HTTP/1.1\r\n\r\n".to_vec(), 400, "bad_http"),
+        (b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: ten\r\n\r\n".to_vec(), 400, "bad_http"),
         (
             b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n".to_vec(),
             400,
-            "malformed",
+            "bad_http",
         ),
-        (b"POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_vec(), 400, "malformed"),
-        (b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 99999999\r\n\r\n".to_vec(), 413, "too_large"),
-        (format!("GET / HTTP/1.1\r\nhost: a\r\n{many}\r\n").into_bytes(), 431, "headers_too_large"),
-        (long.into_bytes(), 431, "headers_too_large"),
+        (b"POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_vec(), 400, "bad_http"),
+        (b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 99999999\r\n\r\n".to_vec(), 413, "body_too_large"),
+        (format!("GET / HTTP/1.1\r\nhost: a\r\n{many}\r\n").into_bytes(), 431, "head_too_large"),
+        (long.into_bytes(), 431, "head_too_large"),
     ];
     for (bytes, status, slug) in cases {
         let (a, mut s) = exchange(&server, &bytes);
@@ -168,7 +168,7 @@ fn what_is_not_http_gets_the_json_error_shape_and_the_connection_closes() {
     let limits = Limits { max_body_bytes: 16, ..Limits::default() };
     let small = Server::start(limits);
     let (a, _) = exchange(&small, b"POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n11\r\n");
-    json_error(&a, 413, "too_large");
+    json_error(&a, 413, "body_too_large");
 }
 
 #[test]
@@ -225,12 +225,12 @@ fn a_slow_head_or_body_is_408_and_closed_and_an_idle_connection_is_closed_quietl
     let server = Server::start(limits);
     // Half a head, then nothing.
     let (a, mut s) = exchange(&server, b"GET / HTTP/1.1\r\nhost: a\r\nx-slow: ");
-    let o = json_error(&a, 408, "timeout");
+    let o = json_error(&a, 408, "request_too_slow");
     assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("head"));
     assert_closed(&mut s);
     // A head, then half its body.
     let (a, mut s) = exchange(&server, b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 10\r\n\r\nabc");
-    let o = json_error(&a, 408, "timeout");
+    let o = json_error(&a, 408, "request_too_slow");
     assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("body"));
     assert_closed(&mut s);
     // A connection that says nothing at all is closed without a word.
@@ -272,7 +272,7 @@ fn connections_are_capped_per_address_and_in_all() {
     let server = Server::start(Limits { max_per_ip: 2, ..Limits::default() });
     let mut held = hold(&server, 2);
     let (a, mut s) = exchange(&server, b"");
-    let o = json_error(&a, 429, "rate_limited");
+    let o = json_error(&a, 429, "too_many_connections");
     assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("at most 2"));
     assert_closed(&mut s);
     drop(held.pop());
@@ -291,7 +291,7 @@ fn connections_are_capped_per_address_and_in_all() {
         })
         .collect();
     let (a, mut s) = exchange(&server, b"");
-    json_error(&a, 503, "unavailable");
+    json_error(&a, 503, "house_busy");
     assert_closed(&mut s);
     drop(held.pop());
     served_again(&server);
@@ -351,7 +351,7 @@ fn a_full_server_makes_room_for_a_new_client_from_the_biggest_holder() {
     assert_eq!(a.0, 200, "{:?}", String::from_utf8_lossy(&a.2));
     // The oldest silent connection made way, and was told so.
     let evicted = answer(&mut held[0]);
-    json_error(&evicted, 503, "unavailable");
+    json_error(&evicted, 503, "house_busy");
     assert!(evicted.1.contains("retry-after: 1"), "{}", evicted.1);
     assert_closed(&mut held[0]);
 }
@@ -375,7 +375,7 @@ fn bodies_being_read_share_one_budget_and_a_smaller_holder_takes_from_the_bigges
     }
     drop(tx);
     let refused = rx.recv_timeout(Duration::from_secs(30)).expect("neither body was refused");
-    let o = json_error(&refused, 503, "unavailable");
+    let o = json_error(&refused, 503, "house_busy");
     assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("bodies"), "{o:?}");
     assert!(refused.1.contains("retry-after: 1"), "{}", refused.1);
     // A 16 KiB body from another client does not fit either, but takes the holder's place.
@@ -387,7 +387,7 @@ fn bodies_being_read_share_one_budget_and_a_smaller_holder_takes_from_the_bigges
     let echoed = Value::parse(&a.2, 1 << 20).unwrap();
     assert_eq!(echoed.as_object().unwrap().get("body").and_then(Value::as_str).map(str::len), Some(body.len()));
     let o =
-        json_error(&rx.recv_timeout(Duration::from_secs(30)).expect("the holder was not evicted"), 503, "unavailable");
+        json_error(&rx.recv_timeout(Duration::from_secs(30)).expect("the holder was not evicted"), 503, "house_busy");
     assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("another client"), "{o:?}");
     for r in readers {
         let _ = r.join();
@@ -422,7 +422,7 @@ fn a_head_or_body_slower_than_the_minimum_rate_is_408() {
             }
         });
         let a = answer(&mut s);
-        let o = json_error(&a, 408, "timeout");
+        let o = json_error(&a, 408, "request_too_slow");
         let reason = o.get("reason").and_then(Value::as_str).unwrap();
         assert!(reason.contains(part) && reason.contains("1024 bytes a second"), "{reason}");
         drop(s);
@@ -463,7 +463,7 @@ fn unsent_answers_share_one_budget_and_a_smaller_holder_takes_from_the_biggest()
     let mut second = server.connect_from("127.0.0.2");
     second.write_all(&get("/b", 6 * mib)).unwrap();
     let a = answer(&mut second);
-    let o = json_error(&a, 503, "unavailable");
+    let o = json_error(&a, 503, "house_busy");
     assert!(o.get("reason").and_then(Value::as_str).unwrap().contains("unsent answers"), "{o:?}");
     // Another client's 2 MiB answer does not fit either, but takes the holder's place.
     let mut other = server.connect_from("127.0.0.3");

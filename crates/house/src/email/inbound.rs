@@ -13,7 +13,7 @@
 //! mailbox's tally on (guarded by the `mailbox_quota` CHECK). A recipient with a webhook gets the new envelope pushed, as for signed mail.
 
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::{Address, Error, ErrorKind, Value};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Value};
 
 use super::GATEWAY_LOCAL;
 use crate::ports::{Db, Net, PortError};
@@ -126,14 +126,12 @@ impl<D: Db, N: Net> House<D, N> {
         receivers: &[&str],
     ) -> Result<EmailOutcome, Error> {
         if !self.config.email_enabled {
-            return Err(Error::forbidden("this house does not take email (its email bridge is off)"));
+            return Err(Refusal::EmailBridgeOff.because("this house does not take email (its email bridge is off)"));
         }
         let max = self.config.email_max_bytes.min(self.config.max_bytes);
         if raw.len() > max {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("message of {} bytes exceeds this house's limit of {max}", raw.len()),
-            ));
+            return Err(Refusal::EmailTooLarge
+                .because(format!("message of {} bytes exceeds this house's limit of {max}", raw.len())));
         }
         // Subaddresses: `name+tag@domain` is `name@domain` (a Nyx5 local part has no `+`).
         let rcpt = rcpt_to.trim();
@@ -145,12 +143,12 @@ impl<D: Db, N: Net> House<D, N> {
             None => rcpt.to_owned(),
         };
         let to = Address::parse_lenient(&rcpt)
-            .map_err(|_| Error::new(ErrorKind::NotFound, format!("no such recipient {:?}", clip(rcpt_to))))?;
+            .map_err(|_| Refusal::UnknownAgent.because(format!("no such recipient {:?}", clip(rcpt_to))))?;
         if to.domain() != self.config.domain {
-            return Err(Error::new(ErrorKind::Misdirected, format!("{to} is not at this house")));
+            return Err(Refusal::NotAtThisHouse.because(format!("{to} is not at this house")));
         }
         if to.local() == GATEWAY_LOCAL || crate::RESERVED.contains(&to.local()) {
-            return Err(Error::new(ErrorKind::NotFound, format!("{to} takes no email")));
+            return Err(Refusal::TakesNoEmail.because(format!("{to} takes no email")));
         }
         let parsed = parse::parse(raw, max / 2)?;
         let envelope_from = Some(envelope_from.trim()).filter(|s| !s.is_empty() && *s != "<>");
@@ -182,27 +180,27 @@ impl<D: Db, N: Net> House<D, N> {
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {to}")))?;
+            .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {to}")))?;
         // The id binds the message's content: held by an email, it is this very message again.
         match facts.text("holder") {
             Some(holder) if holder == gateway.as_str() => return Ok(EmailOutcome::Duplicate { id }),
             Some(_) => {
-                return Err(Error::new(ErrorKind::Conflict, format!("envelope id {id} is taken by another message")));
+                return Err(Refusal::EnvelopeIdTaken.because(format!("envelope id {id} is taken by another message")));
             }
             None => {}
         }
         let who = sender.as_deref().unwrap_or("this sender");
         if facts.int("blocked").unwrap_or(0) != 0 {
-            return Err(Error::forbidden(format!("{who} is blocked by the recipient")));
+            return Err(Refusal::SenderBlocked.because(format!("{who} is blocked by the recipient")));
         }
         let allowed = facts.int("allowed").unwrap_or(0) != 0;
         let card = AgentCard::parse(facts.text("card").unwrap_or_default().as_bytes())
             .map_err(|e| Error::new(ErrorKind::Internal, format!("stored card: {e}")))?;
         if card.valid_until().is_some_and(|until| now >= until) {
-            return Err(Error::new(ErrorKind::NotFound, format!("the card of {to} has expired")));
+            return Err(Refusal::RecipientCardExpired.because(format!("the card of {to} has expired")));
         }
         if Policy::of(card.inbox()) != Policy::Open && !allowed {
-            return Err(Error::forbidden(match &standing.authenticated_domain {
+            return Err(Refusal::NotOnAllowlist.because(match &standing.authenticated_domain {
                 Some(_) => format!("{to} takes email only from senders on its allowlist"),
                 None => format!(
                     "{to} takes email only from senders on its allowlist, and this sender is not authenticated \
@@ -242,7 +240,7 @@ impl<D: Db, N: Net> House<D, N> {
             Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {
                 let full = crate::mailbox::Held { envelopes: quota.max_envelopes, bytes: 0 };
                 return Err(crate::mailbox::quota_full(to.local(), full, size, quota)
-                    .unwrap_or_else(|| Error::new(ErrorKind::RateLimited, "the mailbox is full, try again later")));
+                    .unwrap_or_else(|| Refusal::MailboxFull.because("the mailbox is full, try again later")));
             }
             Err(e) => return Err(port_error(e)),
         };
@@ -262,7 +260,7 @@ fn rate_limited(authenticated_domain: Option<&str>) -> Error {
         Some(domain) => format!("from {domain}"),
         None => "from unauthenticated senders".to_owned(),
     };
-    Error::new(ErrorKind::RateLimited, format!("too many emails {who} to this mailbox this minute, try again shortly"))
+    Refusal::TooManyEmails.because(format!("too many emails {who} to this mailbox this minute, try again shortly"))
 }
 
 fn clip(text: &str) -> String {

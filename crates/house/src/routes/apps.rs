@@ -8,7 +8,7 @@ use nyx5_proto::app::{AppCard, MAX_CATALOGUE_ENTRIES, check_app_id};
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::sign::sign_object;
-use nyx5_proto::{Error, ErrorKind, Value};
+use nyx5_proto::{Error, ErrorKind, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -60,7 +60,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, id: &str) -> Result<Respons
 }
 
 fn not_listed(id: &str) -> Error {
-    Error::new(ErrorKind::NotFound, format!("no app {id:?} in this catalogue"))
+    Refusal::AppNotListed.because(format!("no app {id:?} in this catalogue"))
 }
 
 /// POST /apps `{card, url?}` (house token): lists the card, replacing the entry under its id.
@@ -69,7 +69,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
     house.require_admin(req)?;
     let body = json_body(req)?;
     if let Some(extra) = body.keys().find(|k| !["card", "url"].contains(&k.as_str())) {
-        return Err(Error::malformed(format!("unknown member {extra:?}")));
+        return Err(Refusal::BadMember.because(format!("unknown member {extra:?}")));
     }
     let card = AppCard::from_object(field::object(&body, "card")?.clone())?;
     let card = card.verify()?;
@@ -79,7 +79,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
             || !(u.starts_with("https://") || u.starts_with("http://"))
             || u.chars().any(|c| c.is_control() || c == ' '))
     {
-        return Err(Error::malformed(format!("`url` is an http(s) URL of at most {MAX_URL_BYTES} bytes")));
+        return Err(Refusal::BadMember.because(format!("`url` is an http(s) URL of at most {MAX_URL_BYTES} bytes")));
     }
     let entry = card.catalogue_entry(url);
     let author = card.author_did();
@@ -97,7 +97,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
     let max = i64::try_from(MAX_CATALOGUE_ENTRIES).unwrap_or(i64::MAX);
     house.db.batch(store::put(&listed, house.now().millis(), max)).await.map_err(|e| match e {
         PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
-            Error::new(ErrorKind::Conflict, format!("{MAX_CATALOGUE_ENTRIES} apps are listed; remove one first"))
+            Refusal::CatalogueFull.because(format!("{MAX_CATALOGUE_ENTRIES} apps are listed; remove one first"))
         }
         e => port_error(e),
     })?;

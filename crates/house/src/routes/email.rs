@@ -6,7 +6,7 @@ use nyx5_proto::address::check_id;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::json::{field, obj};
-use nyx5_proto::{Error, ErrorKind, Value};
+use nyx5_proto::{Error, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::email::{EXT_EMAIL, EmailOutcome, MAX_OUT_BODY_BYTES, outbound};
@@ -22,7 +22,7 @@ use nyx5_rules::email::parse::{header_text, mail_address};
 /// operator's `email_authserv_ids` are trusted: this route cannot know who received the message.
 pub async fn post_in<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.require_admin(req)?;
-    let to = req.query("to").ok_or_else(|| Error::malformed("`to` (the recipient's address) is required"))?;
+    let to = req.query("to").ok_or_else(|| Refusal::BadMember.because("`to` (the recipient's address) is required"))?;
     let from = req.query("from").unwrap_or_default();
     let (code, duplicate, id) = match house.receive_email(&req.body, from, to, &[]).await? {
         EmailOutcome::Accepted { id } => (202_i64, false, id),
@@ -52,7 +52,7 @@ async fn thread_of<D: Db, N: Net>(
     let gateway = house.email_gateway()?;
     let text = store::received(&house.db, local, id, gateway.as_str())
         .await?
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no email {id} in your mailbox to reply to")))?;
+        .ok_or_else(|| Refusal::NoSuchEmail.because(format!("no email {id} in your mailbox to reply to")))?;
     // Its body was dropped a week after it was acknowledged (docs/SPEC.md §8c): the reply goes
     // out, just without the headers that thread it.
     if text.is_empty() {
@@ -85,16 +85,17 @@ async fn thread_of<D: Db, N: Net>(
 pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let card = house.authenticate(req, Keys::Current).await?;
     if !house.config.email_enabled {
-        return Err(Error::forbidden("this house does not send email (its email bridge is off)"));
+        return Err(Refusal::EmailBridgeOff.because("this house does not send email (its email bridge is off)"));
     }
     let body = json_body(req)?;
     for name in body.keys() {
         if !["to", "subject", "body", "in_reply_to", "id"].contains(&name.as_str()) {
-            return Err(Error::malformed(format!("unknown member `{name}`")));
+            return Err(Refusal::BadMember.because(format!("unknown member `{name}`")));
         }
     }
     let to_text = field::str(&body, "to")?;
-    let to = mail_address(to_text).ok_or_else(|| Error::malformed(format!("{to_text:?} is not an email address")))?;
+    let to = mail_address(to_text)
+        .ok_or_else(|| Refusal::BadMember.because(format!("{to_text:?} is not an email address")))?;
     // An email is a message to the recipient's domain: a subagent's delegation binds it here as
     // on `POST /outbound` (docs/SPEC.md §4.3).
     let to_domain = to.rsplit_once('@').map_or("", |(_, d)| d);
@@ -104,7 +105,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         .unwrap_or_else(|| format!("Message from {}", card.address()));
     let text = field::str(&body, "body")?;
     if text.len() > MAX_OUT_BODY_BYTES {
-        return Err(Error::new(ErrorKind::TooLarge, format!("an email body may be {MAX_OUT_BODY_BYTES} bytes")));
+        return Err(Refusal::EmailTooLarge.because(format!("an email body may be {MAX_OUT_BODY_BYTES} bytes")));
     }
     let reply_to = field::opt_str(&body, "in_reply_to")?;
     let (in_reply_to, refs) = match reply_to {
@@ -145,19 +146,14 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let (code, exists) = match house.db.batch(vec![store::insert_out(&email), count]).await {
         Ok(_) => (202_i64, false),
         Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
-            return Err(Error::new(
-                ErrorKind::RateLimited,
-                format!("at most {cap} emails a minute from one agent; try again shortly"),
-            ));
+            return Err(Refusal::TooManyEmails
+                .because(format!("at most {cap} emails a minute from one agent; try again shortly")));
         }
         Err(PortError::Constraint { name }) => {
             let row =
                 store::out_entry(&house.db, &id).await?.ok_or_else(|| port_error(PortError::Constraint { name }))?;
             if row.text("sender") != Some(card.address().as_str()) || row.text("request") != Some(request.as_str()) {
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!("email id {id} is already used for another email"),
-                ));
+                return Err(Refusal::EmailIdTaken.because(format!("email id {id} is already used for another email")));
             }
             (200, true)
         }

@@ -5,7 +5,7 @@
 //! An A2A task travels as an envelope with media `application/a2a-task+json` (spec §10).
 
 use nyx5_proto::json::{Object, obj};
-use nyx5_proto::{AgentCard, Error, ErrorKind, Value};
+use nyx5_proto::{AgentCard, Error, Refusal, Value};
 
 use super::home::{HOME_AGENTS, accepts, charge, description, listed};
 use super::page;
@@ -177,7 +177,7 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
 
 /// GET /agents/:local/agent-card.json — listed agents only: the card is for discovery.
 pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
-    let missing = || Error::new(ErrorKind::NotFound, format!("no listed agent {local}@{}", house.config.domain));
+    let missing = || Refusal::UnknownAgent.because(format!("no listed agent {local}@{}", house.config.domain));
     // On the primary, as GET /agents/:local: the card after a reset, never before it.
     let text = store::card(&house.db, local).await?.ok_or_else(missing)?;
     let card = AgentCard::parse(text.as_bytes())?;

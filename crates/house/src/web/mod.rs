@@ -21,7 +21,7 @@ mod home;
 pub use home::home;
 
 use nyx5_proto::crypto::{hex, sha256};
-use nyx5_proto::{Error, ErrorKind};
+use nyx5_proto::{Error, Refusal};
 
 use crate::http::{Request, Response};
 
@@ -65,10 +65,8 @@ pub fn page(content_type: &'static str, body: Vec<u8>, max_age: u32) -> Response
 pub fn document(req: &Request, content_type: &'static str, text: Option<&str>) -> Result<Response, Error> {
     match text {
         Some(text) => Ok(page(content_type, text.into(), DOCUMENT_MAX_AGE)),
-        None => Err(Error::new(
-            ErrorKind::NotFound,
-            format!("{} is one of the Worker's static assets, and they lack it", req.path),
-        )),
+        None => Err(Refusal::NoSuchDocument
+            .because(format!("{} is one of the Worker's static assets, and they lack it", req.path))),
     }
 }
 

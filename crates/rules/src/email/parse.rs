@@ -12,7 +12,7 @@ use nyx5_proto::address::uuid_v4;
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Address, Envelope, Error, Object, Timestamp, Value};
+use nyx5_proto::{Address, Envelope, Error, Object, Refusal, Timestamp, Value};
 
 use super::html;
 use super::trust::{self, AuthResults};
@@ -245,7 +245,7 @@ fn defaults_to_plain(part: &mail_parser::MessagePart<'_>) -> bool {
 /// at all (empty input) is refused (400).
 pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
     if raw.is_empty() {
-        return Err(Error::malformed("not an email message: it is empty"));
+        return Err(Refusal::BadEmail.because("not an email message: it is empty"));
     }
     // The body starts at the first line that is not a header, empty line or not; a message whose
     // first line is no header at all is a body without headers. Should mail-parser still find no
@@ -256,7 +256,9 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
         Some(m) => m,
         None => {
             headerless = [b"\r\n".as_slice(), raw].concat();
-            MessageParser::default().parse(&headerless).ok_or_else(|| Error::malformed("not an email message"))?
+            MessageParser::default()
+                .parse(&headerless)
+                .ok_or_else(|| Refusal::BadEmail.because("not an email message"))?
         }
     };
     let message_id = message.message_id().and_then(header_text);
