@@ -408,30 +408,8 @@ refusals! {
     BadDomain(Malformed) = "bad_domain",
     /// No recipient of the envelope is an agent of this house.
     NotAtThisHouse(Misdirected) = "not_at_this_house",
-    /// The envelope id is already used, by another sender or for another envelope.
-    EnvelopeIdTaken(Conflict) = "envelope_id_taken",
-    /// No agent of that name at this house (or at the house asked).
-    UnknownAgent(NotFound) = "unknown_agent",
     /// A card fetched is not the one asked for (another address or domain, or not the one its house holds).
     WrongCard(Forbidden) = "wrong_card",
-    /// A member of the request body is missing, of the wrong type or out of range; the reason names it.
-    BadMember(Malformed) = "bad_member",
-    /// A request body or document is over the size limit for it.
-    BodyTooLarge(TooLarge) = "body_too_large",
-    /// An agent or domain card (or a scope in it) does not parse.
-    BadCard(Malformed) = "bad_card",
-    /// A signature is made by a key the document (or its signer's card) does not trust.
-    UntrustedKey(Forbidden) = "untrusted_key",
-    /// A delegated card came without its parent's card.
-    ParentCardRequired(Forbidden) = "parent_card_required",
-    /// The catalogue does not list this app.
-    AppNotListed(NotFound) = "app_not_listed",
-    /// The quote is made out to another buyer.
-    QuoteNotYours(Forbidden) = "quote_not_yours",
-    /// The quote is to be accepted at another house's Libro.
-    QuoteWrongHouse(Malformed) = "quote_wrong_house",
-    /// A quote is past its `expires`.
-    QuoteExpired(Expired) = "quote_expired",
     // ---- end edges ----
 }
 
