@@ -9,6 +9,7 @@
 //! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
 //! here already; otherwise the first rejection's code. The lists always come along.
 
+use nyx5_proto::Refusal;
 use nyx5_proto::relay::{self, RelayHeader};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, json::obj};
 
@@ -24,7 +25,7 @@ fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
         if e.kind.is_temporary() {
             e
         } else {
-            Error::new(ErrorKind::Forbidden, format!("{who} cannot be verified: {}", e.reason))
+            Refusal::UnverifiableSender.because(format!("{who} cannot be verified: {}", e.reason))
         }
     }
 }
@@ -32,19 +33,19 @@ fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     let Some(signature) = env.signature() else {
-        return Err(Error::forbidden("envelope is not signed"));
+        return Err(Refusal::UnsignedEnvelope.because("envelope is not signed"));
     };
     let domain = house.config.domain.as_str();
     let recipients: Vec<Address> = env.to().iter().filter(|a| a.domain() == domain).cloned().collect();
     if recipients.is_empty() {
-        return Err(Error::new(ErrorKind::Misdirected, format!("no recipient of {} is at {domain}", env.id())));
+        return Err(Refusal::NotAtThisHouse.because(format!("no recipient of {} is at {domain}", env.id())));
     }
 
     match req.header(relay::HEADER) {
         Some(value) => {
             let header = RelayHeader::parse(value)?;
             if header.domain != env.from().domain() {
-                return Err(Error::forbidden(format!(
+                return Err(Refusal::BadRelay.because(format!(
                     "relayed by {} for a sender at {}",
                     header.domain,
                     env.from().domain()
@@ -58,7 +59,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             header.verify(&sending.card, &env, domain, house.now())?;
         }
         None if house.config.require_relay => {
-            return Err(Error::forbidden(format!("this house requires the {} header", relay::HEADER)));
+            return Err(Refusal::RelayRequired.because(format!("this house requires the {} header", relay::HEADER)));
         }
         None => {}
     }
@@ -78,10 +79,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             && env.clone().verify_with_key(&p.sig).is_ok()
     });
     let env = env.verify(&card, now).map_err(|e| match e.kind {
-        ErrorKind::Forbidden if lately => Error::new(
-            ErrorKind::Unavailable,
-            format!("{who}: signed by a key whose end passed lately by this house's clock; try again later"),
-        ),
+        ErrorKind::Forbidden if lately => Refusal::KeyEndedLately
+            .because(format!("{who}: signed by a key whose end passed lately by this house's clock; try again later")),
         _ => e,
     })?;
     // A subagent's delegation binds it here too: the sending house is not trusted to check it.

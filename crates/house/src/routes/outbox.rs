@@ -1,6 +1,7 @@
 //! GET /outbox/:local — spec §7, §8: the owner's sent envelopes, newest first, each with the
 //! state of its job per destination domain (pending, retrying, delivered, bounced).
 
+use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
 use nyx5_proto::{Error, Object, Timestamp, Value};
@@ -20,7 +21,7 @@ fn number(req: &Request, name: &str, default: i64, max: i64) -> Result<i64, Erro
         v.parse::<i64>()
             .ok()
             .filter(|n| (0..=max).contains(n))
-            .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}")))
+            .ok_or_else(|| Refusal::BadQuery.because(format!("`{name}` must be an integer from 0 to {max}")))
     })
 }
 

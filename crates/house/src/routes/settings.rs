@@ -6,9 +6,10 @@
 //! setting (the mailbox's own, `mailbox_max_envelopes` and `mailbox_max_bytes`, included); a
 //! per-mailbox value, when there is one, takes the same name in `quotas`.
 
+use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Object, Value, limits};
+use nyx5_proto::{Error, Object, Value, limits};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
@@ -23,7 +24,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     }
     let address = house.local_address(local)?;
     let rows = store::agents::settings(&house.db, local).await?;
-    let first = rows.first().ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")))?;
+    let first = rows.first().ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")))?;
     Ok(Response::json(
         200,
         &ok_body([

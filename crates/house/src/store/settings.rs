@@ -2,6 +2,7 @@
 //! keys it replaced, while they are still listed), and the self-generated admin token of a
 //! `nyx5 serve` house run without `--admin-token`.
 
+use nyx5_proto::Refusal;
 use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::{Error, Timestamp, b64};
@@ -102,7 +103,7 @@ pub async fn rotate_domain_key<D: Db>(
         .await
         .map_err(port_error)?;
     if changes.get(1) != Some(&1) {
-        return Err(Error::new(nyx5_proto::ErrorKind::Conflict, "the domain key changed meanwhile; try again"));
+        return Err(Refusal::ChangedMeanwhile.because("the domain key changed meanwhile; try again"));
     }
     Ok((SigningKey::from_seed(fresh_seed), previous))
 }
