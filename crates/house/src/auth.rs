@@ -210,6 +210,6 @@ mod tests {
         assert_eq!(at(limits::MAX_DOCUMENT_BYTES).unwrap(), limits::MAX_DOCUMENT_BYTES);
         assert_eq!(at(0).unwrap(), 0);
         let over = at(limits::MAX_DOCUMENT_BYTES + 1).unwrap_err();
-        assert_eq!((over.kind, &*over.reason), (ErrorKind::TooLarge, "body too large"));
+        assert_eq!((over.kind, over.refusal()), (ErrorKind::TooLarge, Some(Refusal::BodyTooLarge)));
     }
 }

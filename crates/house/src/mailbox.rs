@@ -725,7 +725,8 @@ mod tests {
         assert!(full(0, 0, 100).is_none());
         for (envelopes, bytes, size) in [(10, 0, 1), (0, 91, 10), (0, 0, 101), (10, 100, 10), (12, 0, 1), (0, 150, 1)] {
             let e = full(envelopes, bytes, size).unwrap_or_else(|| panic!("{envelopes} {bytes} {size}"));
-            assert_eq!(e.code(), 429);
+            assert_eq!((e.code(), e.refusal()), (429, Some(Refusal::MailboxFull)));
+            // What the mailbox holds is its agent's business: the reason names the quota only.
             assert_eq!(
                 e.reason,
                 "the mailbox of bo is full (at most 10 envelopes and 100 bytes waiting); try again later"

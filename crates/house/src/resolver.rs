@@ -675,10 +675,17 @@ fn no_answer(e: PortError, what: &str) -> Error {
 }
 
 /// A remote document that does not parse or verify is the sender's fault: 403. Temporary
-/// failures stay temporary.
+/// failures stay temporary; a 403 keeps its name, any other is `unverifiable_card`.
 fn refuse(what: &str) -> impl Fn(Error) -> Error + '_ {
     move |e| {
-        if e.kind.is_temporary() { e } else { Refusal::UnverifiableCard.because(format!("{what}: {}", e.reason)) }
+        let reason = format!("{what}: {}", e.reason);
+        if e.kind.is_temporary() {
+            e
+        } else if e.kind == nyx5_proto::ErrorKind::Forbidden {
+            e.with_reason(reason)
+        } else {
+            Refusal::UnverifiableCard.because(reason)
+        }
     }
 }
 

@@ -575,7 +575,8 @@ mod tests {
     #[test]
     fn a_registration_drops_at_most_every_previous_key_and_the_one_replaced() {
         let too_many = enrolment_dropping(limits::MAX_PREVIOUS_KEYS + 2).err().unwrap();
-        assert_eq!(too_many.reason, "`drop_previous` lists too many keys");
+        assert_eq!(too_many.refusal(), Some(Refusal::BadMember));
+        assert_eq!(too_many.reason, "`drop_previous` lists too many keys", "the reason names the member");
         let most = enrolment_dropping(limits::MAX_PREVIOUS_KEYS + 1).unwrap();
         assert_eq!(most.drop_previous.len(), limits::MAX_PREVIOUS_KEYS + 1);
     }

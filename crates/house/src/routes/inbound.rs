@@ -19,13 +19,17 @@ use crate::ports::{Db, Net};
 use crate::{House, ok_body};
 
 /// A failure to verify who sent it: temporary failures stay temporary (the sender retries),
-/// anything else is 403.
+/// anything else is 403: a 403 keeps its name (`pin_mismatch`, `wrong_card`, …), any other
+/// is `unverifiable_sender`.
 fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
     move |e| {
+        let reason = format!("{who} cannot be verified: {}", e.reason);
         if e.kind.is_temporary() {
             e
+        } else if e.kind == ErrorKind::Forbidden {
+            e.with_reason(reason)
         } else {
-            Refusal::UnverifiableSender.because(format!("{who} cannot be verified: {}", e.reason))
+            Refusal::UnverifiableSender.because(reason)
         }
     }
 }

@@ -243,10 +243,11 @@ mod tests {
         assert!(check_created(Timestamp(now.millis() - MAX_CREATED_AGE_MS), now).is_ok());
         assert!(check_created(Timestamp(now.millis() + 300_000), now).is_ok());
         let old = check_created(Timestamp(now.millis() - MAX_CREATED_AGE_MS - 1), now).unwrap_err();
-        assert_eq!(old.code(), 400);
+        assert_eq!((old.code(), old.refusal()), (400, Some(Refusal::CreatedTooOld)));
+        // The reason names the bound, computed from the constant.
         assert!(old.reason.starts_with("`created` is more than 6 days ago"), "{old}");
         let ahead = check_created(Timestamp(now.millis() + 300_001), now).unwrap_err();
-        assert_eq!(ahead.code(), 400);
+        assert_eq!((ahead.code(), ahead.refusal()), (400, Some(Refusal::CreatedInFuture)));
         assert!(ahead.reason.starts_with("`created` is more than 5 minutes ahead"), "{ahead}");
     }
 
@@ -257,7 +258,7 @@ mod tests {
         assert_eq!(MAX_DELIVER_AFTER_MS, 2_592_000_000);
         assert!(check_due(Timestamp(now.millis() + MAX_DELIVER_AFTER_MS), now).is_ok());
         let refused = check_due(Timestamp(now.millis() + MAX_DELIVER_AFTER_MS + 1), now).unwrap_err();
-        assert_eq!(refused.code(), 400);
+        assert_eq!((refused.code(), refused.refusal()), (400, Some(Refusal::DeliverAfterTooFar)));
         assert!(refused.reason.starts_with("`deliver_after` may be at most 30 days ahead"), "{refused}");
     }
 }
