@@ -187,9 +187,11 @@ refusals! {
     PeerRefused(Forbidden) = "peer_refused",
     /// Another house's answer is over the size this house reads.
     PeerAnswerTooLarge(Forbidden) = "peer_answer_too_large",
-    /// A card fetched from another house (an agent's or its domain's) does not verify; the reason says why.
+    /// A card fetched from another house (an agent's or its domain's) does not parse or verify, for a
+    /// cause with no name of its own (a 403 cause keeps its name); the reason says why.
     UnverifiableCard(Forbidden) = "unverifiable_card",
-    /// The sender of an envelope cannot be verified; the reason says why.
+    /// The sender of an envelope cannot be verified, for a cause with no name of its own (a 403
+    /// cause keeps its name); the reason says why.
     UnverifiableSender(Forbidden) = "unverifiable_sender",
     /// A domain card is not signed by the key the operator's hosts file anchors, nor by one it handed over to.
     AnchorMismatch(Forbidden) = "anchor_mismatch",
