@@ -8,9 +8,8 @@
 //! the house hands out its bookmarks sealed (AES-256-GCM under a key derived from the domain
 //! key) and only ever asks its database for a point it sealed itself.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::crypto::{aes256gcm_open, aes256gcm_seal, hkdf_sha256};
-use nyx5_proto::{Error, b64};
+use nyx5_proto::{Error, Refusal, b64};
 
 /// The header's name, in requests and answers.
 pub const HEADER: &str = "nyx5-bookmark";

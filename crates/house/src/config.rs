@@ -1,11 +1,10 @@
 //! What an operator sets for a house. Every knob has the spec's default.
 
-use nyx5_proto::Refusal;
 pub use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::{SigPublic, SigningKey};
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Error, Object, Timestamp, Value, b64, limits};
+use nyx5_proto::{Error, Object, Refusal, Timestamp, Value, b64, limits};
 
 /// How agents enter this house (spec §8b).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,6 @@
 //! Requests in and responses out, as the engine sees them: no runtime types.
 
-use nyx5_proto::Refusal;
-use nyx5_proto::{Error, Value};
+use nyx5_proto::{Error, Refusal, Value};
 
 /// An HTTP request to the house.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,13 +14,12 @@
 //! ([`Budget`]); a step that runs out of budget halfway writes nothing and is done again by the
 //! next tick.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Value, field};
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::vecmap::VecSet;
-use nyx5_proto::{Address, Error, Timestamp, limits};
+use nyx5_proto::{Address, Error, Refusal, Timestamp, limits};
 
 use crate::House;
 use crate::http::Request;

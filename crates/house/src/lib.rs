@@ -34,10 +34,9 @@ pub mod warm;
 pub mod web;
 pub mod weburl;
 
-use nyx5_proto::Refusal;
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Timestamp, Value, Verified};
+use nyx5_proto::{Error, ErrorKind, Refusal, Timestamp, Value, Verified};
 
 pub use config::{Config, Registration};
 pub use http::{Request, Response};

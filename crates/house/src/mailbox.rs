@@ -9,7 +9,6 @@
 //! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
 //! rate window, and a block of a domain blocks its subdomains.
 
-use nyx5_proto::Refusal;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -18,7 +17,7 @@ use std::task::Poll;
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value, Verified, b64};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::resolver::MEMO_MAX_ENTRIES;

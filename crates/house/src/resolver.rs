@@ -20,7 +20,6 @@
 //! verified, no signature checked again) and in the store (the canonical text; re-parsed and
 //! re-verified when read, since only `verify` makes a `Verified` card).
 
-use nyx5_proto::Refusal;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,7 +29,7 @@ use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Address, Error, Timestamp, Value, Verified, limits};
+use nyx5_proto::{Address, Error, Refusal, Timestamp, Value, Verified, limits};
 
 use crate::config::HostEntry;
 use crate::mailbox::PolicyMemo;

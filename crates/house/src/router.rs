@@ -1,7 +1,6 @@
 //! Maps (method, path) to a route. Unknown paths are 404, known paths with another method 405.
 
-use nyx5_proto::Error;
-use nyx5_proto::Refusal;
+use nyx5_proto::{Error, Refusal};
 
 use crate::House;
 use crate::http::{Request, Response, no_route};

@@ -1,12 +1,11 @@
 //! GET /agents/:local, GET /agents (directory), POST /agents (registration) — spec §4, §8b.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, PreviousKey};
 use nyx5_proto::crypto::{Context, EncPublic, SigPublic};
 use nyx5_proto::json::field;
 use nyx5_proto::sign::verify_object;
-use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value, limits};
 
 use crate::auth::json_body;
 use crate::config::Registration;

@@ -9,9 +9,8 @@
 //! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
 //! here already; otherwise the first rejection's code. The lists always come along.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::relay::{self, RelayHeader};
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, json::obj};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Value, json::obj};
 
 use crate::http::{Request, Response};
 use crate::mailbox::Outcome;

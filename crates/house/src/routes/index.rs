@@ -1,12 +1,11 @@
 //! POST /index/houses, GET /index/houses, GET /index/agents — the federated index (spec §13,
 //! docs/SPEC.md §13). Only a house that runs an index answers them; the others say 404.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::address::check_domain;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Object, field, obj};
 use nyx5_proto::sign::sign_object;
-use nyx5_proto::{Error, Timestamp, Value, limits};
+use nyx5_proto::{Error, Refusal, Timestamp, Value, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};

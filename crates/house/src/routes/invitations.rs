@@ -1,8 +1,7 @@
 //! POST /invitations and GET /invitations — invitation codes, for the operator (spec §8b).
 
-use nyx5_proto::Refusal;
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, Object, Timestamp, Value, limits};
+use nyx5_proto::{Error, Object, Refusal, Timestamp, Value, limits};
 
 use crate::auth::optional_json_body;
 use crate::http::{Request, Response};

@@ -5,12 +5,11 @@
 //! `{"allow": {"add": [..], "remove": [..]}, "block": {...}}`; entries are addresses or domains
 //! (`domain` or `@domain`). Removals apply before additions; the answer is the lists as they are.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecSet;
-use nyx5_proto::{Error, Object, Value};
+use nyx5_proto::{Error, Object, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};

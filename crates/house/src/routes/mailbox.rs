@@ -1,10 +1,9 @@
 //! GET /mailbox/:local and POST /mailbox/:local/ack — reading and acknowledging (spec §7, §8).
 
-use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecSet;
-use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
+use nyx5_proto::{Error, ErrorKind, Refusal, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};

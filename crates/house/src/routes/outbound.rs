@@ -4,9 +4,8 @@
 //! due more than [`MAX_DELIVER_AFTER_MS`] ahead (400): a queued envelope is a stored row and a
 //! job, and neither may be kept for millennia.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};

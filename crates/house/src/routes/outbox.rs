@@ -1,10 +1,9 @@
 //! GET /outbox/:local — spec §7, §8: the owner's sent envelopes, newest first, each with the
 //! state of its job per destination domain (pending, retrying, delivered, bounced).
 
-use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, Object, Timestamp, Value};
+use nyx5_proto::{Error, Object, Refusal, Timestamp, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Reads, Row};

@@ -6,10 +6,9 @@
 //! setting (the mailbox's own, `mailbox_max_envelopes` and `mailbox_max_bytes`, included); a
 //! per-mailbox value, when there is one, takes the same name in `quotas`.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, Object, Value, limits};
+use nyx5_proto::{Error, Object, Refusal, Value, limits};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};

@@ -1,9 +1,8 @@
 //! POST /shards/move — the operator moves an agent's mailbox to another of the house's databases
 //! (issue 36 §3; docs/SPEC.md §8b; docs/decisions/0060-mailbox-shards.md).
 
-use nyx5_proto::Refusal;
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, Value};
+use nyx5_proto::{Error, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};

@@ -2,10 +2,9 @@
 //! keys it replaced, while they are still listed), and the self-generated admin token of a
 //! `nyx5 serve` house run without `--admin-token`.
 
-use nyx5_proto::Refusal;
 use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::SigningKey;
-use nyx5_proto::{Error, Timestamp, b64};
+use nyx5_proto::{Error, Refusal, Timestamp, b64};
 
 use crate::config::{parse_previous_keys, previous_keys_text, rotated_previous};
 
