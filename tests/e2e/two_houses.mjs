@@ -732,23 +732,23 @@ try {
     const envTo = (to) => signEnvelope(draftEnvelope(ana.address, to, { media: 'text/plain', body: 'x' }), ana.keys);
 
     // POST /outbound on a.test
-    await expect('malformed JSON', as(ana, 'POST', '/outbound', { body: '{"nyx5":"1",' }), 400, 'malformed');
-    await expect('duplicate keys', as(ana, 'POST', '/outbound', { body: '{"id":"x","id":"y"}' }), 400, 'malformed');
-    await expect('not an envelope', as(ana, 'POST', '/outbound', { body: '[1,2,3]' }), 400, 'malformed');
+    await expect('malformed JSON', as(ana, 'POST', '/outbound', { body: '{"nyx5":"1",' }), 400, 'bad_json');
+    await expect('duplicate keys', as(ana, 'POST', '/outbound', { body: '{"id":"x","id":"y"}' }), 400, 'bad_json');
+    await expect('not an envelope', as(ana, 'POST', '/outbound', { body: '[1,2,3]' }), 400, 'bad_envelope');
     const big = utf8.encode(`"${'x'.repeat(2 * 1024 * 1024)}"`);
     await expect('a body over 2 MiB', as(ana, 'POST', '/outbound', { body: big }), 413, 'too_large');
     const huge = await signEnvelope(
       draftEnvelope(ana.address, [bo.address], { media: 'text/plain', body: 'x'.repeat(1536 * 1024) }),
       ana.keys,
     );
-    await expect('an envelope over max_bytes (1 MiB)', as(ana, 'POST', '/outbound', { body: huge }), 413, 'too_large');
+    await expect('an envelope over max_bytes (1 MiB)', as(ana, 'POST', '/outbound', { body: huge }), 413, 'envelope_too_large');
     const valid = await envTo([bo.address]);
     await expect('no Authorization', call(a, 'POST', '/outbound', { body: valid }), 401, 'bad_token');
     await expect(
       'a garbage token',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: 'Nyx5 e30.AAAA' } }),
       401,
-      'unauthenticated',
+      'bad_token',
     );
     const mallory = await newAgentKeys();
     const forged = await authHeader(mallory, {
@@ -762,7 +762,7 @@ try {
       'a token signed by another key',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: forged.header } }),
       401,
-      'unauthenticated',
+      'token_signature_invalid',
     );
     const claims = { address: ana.address, method: 'POST', path: '/outbound', host: a.host, body: valid };
     const otherBody = await authHeader(ana.keys, { ...claims, body: '{}' });
@@ -770,35 +770,35 @@ try {
       'a token for another body',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherBody.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const otherQuery = await authHeader(ana.keys, { ...claims, path: '/outbound?x=1' });
     await expect(
       'a token for another query',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherQuery.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const otherPath = await authHeader(ana.keys, { ...claims, path: '/inbound' });
     await expect(
       'a token for another path',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherPath.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const otherHost = await authHeader(ana.keys, { ...claims, host: b.host });
     await expect(
       'a token for another house',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherHost.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const stale = await authHeader(ana.keys, { ...claims, ts: new Date(Date.now() - 6 * 60_000).toISOString() });
     await expect(
       'a token older than 5 minutes',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: stale.header } }),
       401,
-      'unauthenticated',
+      'token_expired',
     );
     await expect(
       "bo's token at a.test",
@@ -815,7 +815,7 @@ try {
     await expect('an unknown route', call(a, 'GET', '/nowhere'), 404, 'no_route');
 
     // POST /inbound on b.test
-    await expect('malformed JSON to /inbound', call(b, 'POST', '/inbound', { body: '{' }), 400, 'malformed');
+    await expect('malformed JSON to /inbound', call(b, 'POST', '/inbound', { body: '{' }), 400, 'bad_json');
     await expect(
       'a direct /inbound without the relay header',
       call(b, 'POST', '/inbound', { body: valid }),
@@ -828,11 +828,11 @@ try {
       'a relay header by a key a.test does not have',
       call(b, 'POST', '/inbound', { body: valid, headers: { 'x-nyx5-relay': fakeRelay } }),
       403,
-      'forbidden',
+      'relay_key_not_valid',
     );
 
     // Registration and the operator's routes on b.test
-    await expect('malformed registration', call(b, 'POST', '/agents', { body: '{"local":' }), 400, 'malformed');
+    await expect('malformed registration', call(b, 'POST', '/agents', { body: '{"local":' }), 400, 'bad_json');
     await expect(
       'registration without an invitation',
       call(b, 'POST', '/agents', { body: await registrationBody('cy', mallory) }),
@@ -1187,7 +1187,7 @@ try {
     expectError(
       await call(a, 'GET', path, { headers: { authorization: elsewhere.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
       'bo’s token for b.test at a.test',
     );
     // The contract, for a party.

@@ -165,6 +165,32 @@ pub const LIMIT_SETTINGS: &[(&str, i64, i64)] = &[
 /// Retry schedule for deliveries (spec §7): the queue's rule.
 pub use nyx5_rules::queue::Retry;
 
+/// A mailbox's quota: the most envelopes and bytes it holds unacknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub max_envelopes: i64,
+    pub max_bytes: i64,
+}
+
+/// Most jobs one tick takes, by default.
+pub const TICK_BATCH: i64 = 32;
+/// The most jobs a tick may be configured to take.
+pub const MAX_TICK_BATCH: i64 = 256;
+/// Outbound requests a tick's crawl of the federated index makes by default. A step costs its
+/// fetch and three to five D1 statements (the due house, the resolver's pin and cache, the
+/// batch), so three fetches are about fifteen of the Workers Free plan's 50 subrequests; the
+/// Worker then takes 4 queue jobs a tick instead of 6 (`src/adapter/env.rs`).
+pub const INDEX_FETCHES_PER_TICK: u32 = 3;
+/// Fetches one tick's `verifica@` checks may make by default (`NYX5_VERIFICA_FETCHES`).
+pub const VERIFICA_FETCHES_PER_TICK: u32 = 4;
+/// Emails to one mailbox per minute from one authenticated From domain, or from all
+/// unauthenticated senders together, by default.
+pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;
+/// Emails one agent may queue per minute (`POST /email/out`), by default.
+pub const EMAIL_OUT_PER_AGENT_PER_MINUTE: i64 = 10;
+/// Resend's API, the default email provider URL.
+pub const RESEND_URL: &str = "https://api.resend.com/emails";
+
 /// Everything a house needs to know about itself.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -280,8 +306,8 @@ impl Config {
             open_registrations_per_minute: 10,
             require_relay: true,
             inbound_per_domain_per_minute: 120,
-            email_per_sender_per_minute: crate::email::EMAIL_PER_SENDER_PER_MINUTE,
-            email_out_per_agent_per_minute: crate::email::EMAIL_OUT_PER_AGENT_PER_MINUTE,
+            email_per_sender_per_minute: EMAIL_PER_SENDER_PER_MINUTE,
+            email_out_per_agent_per_minute: EMAIL_OUT_PER_AGENT_PER_MINUTE,
             outbound_per_agent_per_minute: OUTBOUND_PER_AGENT_PER_MINUTE,
             mailbox_max_envelopes: MAILBOX_MAX_ENVELOPES,
             mailbox_max_bytes: MAILBOX_MAX_BYTES,
@@ -291,45 +317,30 @@ impl Config {
             allow_http: false,
             allow_private_network: false,
             retry: Retry::default(),
-            tick_batch: crate::queue::TICK_BATCH,
+            tick_batch: TICK_BATCH,
             email_enabled: true,
             email_max_bytes: limits::MAX_ENVELOPE_BYTES,
             welcome: 0,
             fee_bps: 1_000,
             approval_ttl_ms: 86_400_000,
             index_enabled: false,
-            index_fetches: crate::index::FETCHES_PER_TICK,
+            index_fetches: INDEX_FETCHES_PER_TICK,
             verifica_enabled: false,
-            verifica_fetches: crate::libro::verifica::FETCHES_PER_TICK,
+            verifica_fetches: VERIFICA_FETCHES_PER_TICK,
             tareas_enabled: false,
             tareas_per_agent_per_day: 1,
             tareas_per_day: 100,
             max_bytes: limits::MAX_ENVELOPE_BYTES,
             resend_key: None,
             email_sender: None,
-            email_provider_url: crate::email::RESEND_URL.to_owned(),
+            email_provider_url: RESEND_URL.to_owned(),
             policy_extra: Object::new(),
         }
     }
 
-    /// The outbound policy (see [`crate::outbound`]): the origins this configuration names (hosts
-    /// file, DNS-over-HTTPS, email provider) are the operator's; everything else is learnt.
-    pub fn outbound_policy(&self) -> crate::outbound::Policy {
-        let named = self.hosts.values().map(|h| h.url.as_str());
-        let urls = named.chain(self.doh_url.as_deref()).chain([self.email_provider_url.as_str()]);
-        crate::outbound::Policy::new(urls, self.allow_private_network, self.allow_http)
-    }
-
-    /// Where `verifica@`'s tests may point: public https, or an origin the hosts file names (not
-    /// the DNS-over-HTTPS endpoint or the email provider, which the house names for its own use).
-    pub fn verifica_policy(&self) -> crate::outbound::Policy {
-        let named = self.hosts.values().map(|h| h.url.as_str());
-        crate::outbound::Policy::new(named, self.allow_private_network, self.allow_http)
-    }
-
     /// A mailbox's quota, as the store counts it.
-    pub fn quota(&self) -> crate::store::mailbox::Quota {
-        crate::store::mailbox::Quota { max_envelopes: self.mailbox_max_envelopes, max_bytes: self.mailbox_max_bytes }
+    pub fn quota(&self) -> Quota {
+        Quota { max_envelopes: self.mailbox_max_envelopes, max_bytes: self.mailbox_max_bytes }
     }
 
     /// Reads the operator's limits by their names ([`LIMIT_SETTINGS`]) through `get` (Worker

@@ -43,11 +43,8 @@ pub const RETRY_MS: i64 = 10 * 60 * 1000;
 pub const RETRY_MAX_MS: i64 = 24 * 60 * 60 * 1000;
 /// A house that has not verified for this long is forgotten, with its cards.
 pub const FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;
-/// Outbound requests a tick's crawl makes by default. A step costs its fetch and three to five D1
-/// statements (the due house, the resolver's pin and cache, the batch), so three fetches are
-/// about fifteen of the Workers Free plan's 50 subrequests; the Worker then takes 4 queue jobs a
-/// tick instead of 6 (`src/adapter/env.rs`).
-pub const FETCHES_PER_TICK: u32 = 3;
+/// Outbound requests a tick's crawl makes by default (the configuration's).
+pub use crate::config::INDEX_FETCHES_PER_TICK as FETCHES_PER_TICK;
 /// Most steps one tick takes (the house's own directory costs no fetch, so fetches alone do not
 /// bound a tick).
 pub const MAX_STEPS: u32 = 64;
@@ -75,6 +72,34 @@ enum Outcome {
     Done,
     /// The budget ran out before the step could finish: nothing was written.
     OutOfBudget,
+}
+
+/// What the directory indexes about a card.
+pub fn card_index(card: &AgentCard) -> crate::store::agents::Index {
+    let caps = card.capabilities();
+    let mut search = vec![card.address().as_str().to_owned()];
+    let mut accepts = String::from(" ");
+    let mut names = String::from(" ");
+    for (k, v) in caps {
+        if !matches!(v, Value::Bool(false) | Value::Null) && k != "listed" {
+            names.push_str(&k.to_lowercase());
+            names.push(' ');
+        }
+        match (k.as_str(), v) {
+            ("accepts", Value::Array(list)) => {
+                for m in list.iter().filter_map(Value::as_str) {
+                    accepts.push_str(&m.to_lowercase());
+                    accepts.push(' ');
+                }
+            }
+            (_, Value::String(s)) => search.push(s.to_lowercase()),
+            _ => {}
+        }
+    }
+    if let Some(Value::String(d)) = caps.get("description") {
+        search.push(d.to_lowercase());
+    }
+    crate::store::agents::Index { listed: card.listed(), search: search.join(" "), accepts, caps: names }
 }
 
 impl<D: Db, N: Net> House<D, N> {
@@ -190,7 +215,7 @@ impl<D: Db, N: Net> House<D, N> {
                 Ok(card) => {
                     kept.insert(address.as_str().to_owned());
                     let text = card.to_value().canonical_string();
-                    let idx = crate::routes::agents::index(&card);
+                    let idx = card_index(&card);
                     writes.push(store::put_card(
                         &CardRow {
                             address: address.as_str(),

@@ -244,6 +244,23 @@ impl<N: Net> Net for Guarded<N> {
     }
 }
 
+impl crate::config::Config {
+    /// The outbound policy: the origins this configuration names (hosts file, DNS-over-HTTPS,
+    /// email provider) are the operator's; everything else is learnt.
+    pub fn outbound_policy(&self) -> Policy {
+        let named = self.hosts.values().map(|h| h.url.as_str());
+        let urls = named.chain(self.doh_url.as_deref()).chain([self.email_provider_url.as_str()]);
+        Policy::new(urls, self.allow_private_network, self.allow_http)
+    }
+
+    /// Where `verifica@`'s tests may point: public https, or an origin the hosts file names (not
+    /// the DNS-over-HTTPS endpoint or the email provider, which the house names for its own use).
+    pub fn verifica_policy(&self) -> Policy {
+        let named = self.hosts.values().map(|h| h.url.as_str());
+        Policy::new(named, self.allow_private_network, self.allow_http)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,19 +21,13 @@ use crate::ports::{Db, Net, OutRequest, PortError, Row};
 use crate::store::queue::{self as store, Held};
 use crate::{House, port_error};
 pub use nyx5_rules::queue::{
-    Bounce, Delivery, DomainEffect, Health, Job, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry, Step,
-    UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan, retry_at,
-    took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
+    Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry,
+    Step, UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan,
+    retry_at, took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
 };
 
-/// Most jobs one tick takes.
-pub const TICK_BATCH: i64 = 32;
-/// The most jobs a tick may be configured to take.
-pub const MAX_TICK_BATCH: i64 = 256;
-/// How long a tick holds a job it is working on: longer than one attempt can take (a DNS
-/// lookup, the domain card, the agent card and the POST, each with the 10 s outbound deadline),
-/// so an overlapping tick never takes a job whose attempt is still under way.
-pub const LEASE_MS: i64 = 120_000;
+pub use crate::config::{MAX_TICK_BATCH, TICK_BATCH};
+pub use nyx5_rules::queue::LEASE_MS;
 /// How long finished envelopes stay listed in GET /outbox before they are purged.
 pub const OUTBOX_KEEP_MS: i64 = 7 * 24 * 3_600_000;
 /// Most finished envelopes one tick purges.
@@ -86,6 +80,31 @@ fn job_from_row(r: &Row) -> Option<Job> {
     })
 }
 
+/// The upkeep of tables strangers fill, for the periodic tick, each statement with its cap
+/// (`None`: it removes all it finds): the bodies of envelopes
+/// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
+/// tick: moved ones by their `acked_at`, the rest by the watermark raises that acknowledged
+/// them), cached cards past their five minutes, and names not verified for
+/// [`crate::resolver::KNOWN_MS`].
+pub fn upkeep_statements(now: i64) -> Vec<(crate::ports::Stmt, Option<i64>)> {
+    use crate::mailbox::{BODY_DROP_BATCH, BODY_DROP_RANGES};
+    use crate::store;
+    let before = now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS);
+    let [usage, bodies] = store::inbox::drop_bodies(before, BODY_DROP_BATCH);
+    let [range_usage, range_bodies, raises] = store::inbox::drop_ranges(before, BODY_DROP_RANGES);
+    // The statements whose count can reach their cap are the ones that mark a backlog.
+    let mut stmts = vec![
+        (usage, None),
+        (bodies, Some(BODY_DROP_BATCH)),
+        (range_usage, None),
+        (range_bodies, None),
+        (raises, Some(BODY_DROP_RANGES)),
+    ];
+    stmts.push((store::resolver::purge(now), None));
+    stmts.push((store::resolver::forget_names(now, crate::resolver::KNOWN_MS), None));
+    stmts
+}
+
 impl<D: Db, N: Net> House<D, N> {
     /// The purges of the tick's upkeep, in one batch, each with its cap (`None`: it removes all
     /// it finds): old nonces and rate windows, finished envelopes and their jobs, the bodies of
@@ -97,7 +116,7 @@ impl<D: Db, N: Net> House<D, N> {
         let capped = |list: Vec<crate::ports::Stmt>, cap: i64| list.into_iter().map(move |s| (s, Some(cap)));
         let mut purge = uncapped(crate::store::agents::purge(now.millis()));
         purge.extend(capped(store::purge(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH), PURGE_BATCH));
-        purge.extend(crate::store::upkeep(now.millis()));
+        purge.extend(upkeep_statements(now.millis()));
         let sent = crate::store::email::purge_out(now.millis().saturating_sub(OUTBOX_KEEP_MS), PURGE_BATCH);
         purge.push((sent, Some(PURGE_BATCH)));
         let authority = crate::store::libro::prune_authority(
@@ -343,7 +362,7 @@ impl<D: Db, N: Net> House<D, N> {
         if changes.get(job_stmt) == Some(&1) {
             match (&plan.step, state) {
                 (Step::Retry { .. }, _) => report.retried += 1,
-                (Step::Finish { .. }, "delivered") => report.delivered += 1,
+                (Step::Finish { .. }, JobState::Delivered) => report.delivered += 1,
                 (Step::Finish { .. }, _) => report.bounced += 1,
             }
         }

@@ -239,7 +239,8 @@ fn forged_certification_is_refused() {
     let env = message(&mallory, "e1", &[&p.bob.address]);
     let resp = deliver(&p.a, &p.b, &env);
     assert_eq!(resp.status, 403, "{}", reason(&resp));
-    assert!(reason(&resp).contains("mallory@a.test"));
+    assert_eq!(error(&resp), "untrusted_key", "{}", reason(&resp));
+    assert!(reason(&resp).contains("mallory@a.test"), "the reason names the sender");
     assert_eq!(held(&p.b, "bob"), 0);
 }
 
@@ -729,7 +730,7 @@ fn too_large_is_413_and_malformed_is_400() {
     assert_eq!(post(b"[]"), 400);
     assert_eq!(post(&[0xff, 0xfe]), 400);
     let resp = call_raw(&p.b, "POST", "/inbound", &[], b"{".to_vec());
-    assert_eq!(body(&resp)["error"].as_str(), Some("malformed"));
+    assert_eq!(body(&resp)["error"].as_str(), Some("bad_json"));
 }
 
 #[test]

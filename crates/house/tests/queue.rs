@@ -611,7 +611,7 @@ fn leases_keep_ticks_apart() {
     let stale = Held { job: id, lease: now + 30 * SECOND };
     let stmts = vec![
         nyx5_house::store::queue::insert_notice(stale, "ana", "n-1", "postmaster@a.test", "{}", later),
-        nyx5_house::store::queue::finish(stale, "bounced", Some("x"), "{}", later),
+        nyx5_house::store::queue::finish(stale, nyx5_house::queue::JobState::Bounced, Some("x"), "{}", later),
     ];
     assert_eq!(block_on(s.a.db.batch(stmts)).unwrap(), [0, 0]);
     assert_eq!(job_count(&s.a, "pending"), 1);

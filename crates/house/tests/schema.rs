@@ -425,7 +425,7 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     let now = 1_000_000_000_000;
     let mut stmts = nyx5_house::store::agents::purge(now);
     stmts.extend(nyx5_house::store::queue::purge(now, 100));
-    stmts.extend(nyx5_house::store::upkeep(now).into_iter().map(|(s, _)| s));
+    stmts.extend(nyx5_house::queue::upkeep_statements(now).into_iter().map(|(s, _)| s));
     stmts.push(nyx5_house::store::email::purge_out(now, 100));
     stmts.extend(nyx5_house::store::libro::prune_authority(now, 3_600_000, 100));
     stmts.push(nyx5_house::store::libro::forget_received(now, 100));

@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::error::Error;
 use crate::limits;
+use crate::refusal::Refusal;
 
 /// A Nyx5 address: lowercase `local@domain`. `local` is at most 64 characters of dot-separated
 /// labels, each `[a-z0-9][a-z0-9_-]*`: a dot always separates a subagent's name from its parent's
@@ -17,7 +18,7 @@ pub struct Address {
 impl Address {
     /// Parses an address exactly as it appears on the wire (already lowercase).
     pub fn parse(text: &str) -> Result<Address, Error> {
-        let bad = |why: &str| Error::malformed(format!("invalid address {text:?}: {why}"));
+        let bad = |why: &str| Refusal::BadAddress.because(format!("invalid address {text:?}: {why}"));
         let (local, domain) = text.split_once('@').ok_or_else(|| bad("missing '@'"))?;
         check_local(local).map_err(&bad)?;
         check_domain(domain).map_err(&bad)?;
@@ -125,7 +126,7 @@ pub fn check_id(id: &str) -> Result<(), Error> {
         && b.len() <= limits::MAX_ID_LEN
         && b.first().is_some_and(u8::is_ascii_alphanumeric)
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
-    if ok { Ok(()) } else { Err(Error::malformed(format!("invalid id {id:?}"))) }
+    if ok { Ok(()) } else { Err(Refusal::BadId.because(format!("invalid id {id:?}"))) }
 }
 
 /// Formats 16 random bytes as an RFC 4122 version-4 UUID (the caller supplies the randomness).

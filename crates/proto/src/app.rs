@@ -12,7 +12,7 @@ use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::json::{Object, Value, canonical_without, field};
 use crate::sign::Verified;
 use crate::vecmap::VecMap;
-use crate::{Error, ErrorKind};
+use crate::{Error, Refusal};
 
 /// The `schema` every card carries.
 pub const SCHEMA: &str = "nyx5/app/1";
@@ -171,7 +171,7 @@ pub fn primitive(name: &str) -> Result<Primitive, Error> {
     if let Some(p) = Primitive::parse(name) {
         return Ok(p);
     }
-    Err(Error::malformed(match refusal(name) {
+    Err(Refusal::UnknownPrimitive.because(match refusal(name) {
         Some(why) => format!("unknown_primitive: `{name}` has no meaning in Nyx5 ({why})"),
         None => format!("unknown_primitive: `{name}` is not a primitive"),
     }))
@@ -187,7 +187,7 @@ pub fn check_app_id(id: &str) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::malformed(format!(
+        Err(Refusal::BadAppId.because(format!(
             "`id` must be 1 to {MAX_ID_BYTES} lowercase letters, digits, `.`, `-` or `_`, starting with a letter or digit"
         )))
     }
@@ -196,7 +196,7 @@ pub fn check_app_id(id: &str) -> Result<(), Error> {
 /// Semantic Versioning 2.0.0, strictly: `MAJOR.MINOR.PATCH`, numbers without leading zeros, an
 /// optional `-prerelease` (numeric identifiers without leading zeros) and `+build`.
 pub fn check_semver(v: &str) -> Result<(), Error> {
-    let bad = || Error::malformed(format!("`version` {v:?} is not a semantic version (2.0.0)"));
+    let bad = || Refusal::BadAppCard.because(format!("`version` {v:?} is not a semantic version (2.0.0)"));
     if v.is_empty() || v.len() > MAX_VERSION_BYTES {
         return Err(bad());
     }
@@ -230,7 +230,7 @@ pub fn check_semver(v: &str) -> Result<(), Error> {
 /// A path `entry.integrity` may list: POSIX, relative, no `.`/`..`/empty segments, no backslash
 /// or NUL (or any control character), at most [`MAX_PATH_BYTES`].
 pub fn check_path(p: &str) -> Result<(), Error> {
-    let bad = |why: &str| Error::malformed(format!("file path {p:?} {why}"));
+    let bad = |why: &str| Refusal::BadAppCard.because(format!("file path {p:?} {why}"));
     if p.is_empty() || p.len() > MAX_PATH_BYTES {
         return Err(bad(&format!("must be 1 to {MAX_PATH_BYTES} bytes")));
     }
@@ -309,7 +309,7 @@ pub fn did_key(key: &SigPublic) -> String {
 
 /// The Ed25519 key a `did:key` names (400 for anything else).
 pub fn parse_did_key(did: &str) -> Result<SigPublic, Error> {
-    let bad = || Error::malformed(format!("`author` {did:?} is not the did:key of an Ed25519 key"));
+    let bad = || Refusal::BadAppCard.because(format!("`author` {did:?} is not the did:key of an Ed25519 key"));
     let b58 = did.strip_prefix(DID_KEY_PREFIX).ok_or_else(bad)?;
     let bytes = base58_decode(b58, 34).ok_or_else(bad)?;
     match bytes.as_slice() {
@@ -357,8 +357,9 @@ impl std::fmt::Display for FileFailure {
 
 impl From<FileFailure> for Error {
     fn from(f: FileFailure) -> Error {
-        let kind = if f.problem == FileProblem::TooLarge { ErrorKind::TooLarge } else { ErrorKind::Forbidden };
-        Error::new(kind, f.to_string())
+        let refusal =
+            if f.problem == FileProblem::TooLarge { Refusal::AppFileTooLarge } else { Refusal::AppFileMismatch };
+        refusal.because(f.to_string())
     }
 }
 
@@ -380,17 +381,20 @@ pub struct AppCard {
 fn text<'a>(o: &'a Object, name: &str, max: usize) -> Result<&'a str, Error> {
     let s = field::str(o, name)?;
     if s.trim().is_empty() || s.len() > max {
-        return Err(Error::malformed(format!("`{name}` must be 1 to {max} bytes")));
+        return Err(Refusal::BadAppCard.because(format!("`{name}` must be 1 to {max} bytes")));
     }
     if s.chars().any(|c| c.is_control() && c != '\n') {
-        return Err(Error::malformed(format!("`{name}` holds control characters")));
+        return Err(Refusal::BadAppCard.because(format!("`{name}` holds control characters")));
     }
     Ok(s)
 }
 
 /// `"sha256:" + 64 lowercase hex`.
 fn digest(s: &str, path: &str) -> Result<[u8; 32], Error> {
-    let bad = || Error::malformed(format!("entry.integrity[{path:?}] must be \"sha256:\" and 64 lowercase hex digits"));
+    let bad = || {
+        Refusal::BadAppCard
+            .because(format!("entry.integrity[{path:?}] must be \"sha256:\" and 64 lowercase hex digits"))
+    };
     let hexs = s.strip_prefix("sha256:").ok_or_else(bad)?;
     if hexs.len() != 64 || !hexs.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         return Err(bad());
@@ -413,7 +417,7 @@ impl AppCard {
     /// primitives are [`AppCard::verify`]'s).
     pub fn parse(bytes: &[u8]) -> Result<AppCard, Error> {
         if bytes.len() > MAX_CARD_BYTES {
-            return Err(Error::new(ErrorKind::TooLarge, format!("an App Card is at most {MAX_CARD_BYTES} bytes")));
+            return Err(Refusal::AppCardTooLarge.because(format!("an App Card is at most {MAX_CARD_BYTES} bytes")));
         }
         let raw = Value::parse_object(bytes, MAX_CARD_BYTES, "an App Card")?;
         AppCard::from_object(raw)
@@ -422,7 +426,7 @@ impl AppCard {
     pub fn from_object(raw: Object) -> Result<AppCard, Error> {
         let o = &raw;
         if field::str(o, "schema")? != SCHEMA {
-            return Err(Error::malformed(format!("`schema` must be {SCHEMA:?}")));
+            return Err(Refusal::BadAppCard.because(format!("`schema` must be {SCHEMA:?}")));
         }
         let id = field::str(o, "id")?;
         check_app_id(id)?;
@@ -432,32 +436,32 @@ impl AppCard {
         let version = field::str(o, "version")?;
         check_semver(version)?;
         let category = Category::parse(field::str(o, "category")?).ok_or_else(|| {
-            Error::malformed("`category` is one of game, social, productivity, commerce, creative, utility")
+            Refusal::BadAppCard.because("`category` is one of game, social, productivity, commerce, creative, utility")
         })?;
         let list = field::array(o, "primitives")?;
         if list.len() > MAX_PRIMITIVES {
-            return Err(Error::malformed(format!("`primitives` lists at most {MAX_PRIMITIVES}")));
+            return Err(Refusal::BadAppCard.because(format!("`primitives` lists at most {MAX_PRIMITIVES}")));
         }
         let mut primitives = Vec::with_capacity(list.len());
         for p in list {
-            let p = p.as_str().ok_or_else(|| Error::malformed("`primitives` lists strings"))?;
+            let p = p.as_str().ok_or_else(|| Refusal::BadAppCard.because("`primitives` lists strings"))?;
             if p.is_empty() || p.len() > 64 {
-                return Err(Error::malformed("a primitive's name is 1 to 64 bytes"));
+                return Err(Refusal::BadAppCard.because("a primitive's name is 1 to 64 bytes"));
             }
             if primitives.iter().any(|q: &String| q == p) {
-                return Err(Error::malformed(format!("`primitives` lists {p:?} twice")));
+                return Err(Refusal::BadAppCard.because(format!("`primitives` lists {p:?} twice")));
             }
             primitives.push(p.to_owned());
         }
         let entry = field::object(o, "entry")?;
         let listed = field::object(entry, "integrity")?;
         if listed.is_empty() || listed.len() > MAX_FILES {
-            return Err(Error::malformed(format!("entry.integrity lists 1 to {MAX_FILES} files")));
+            return Err(Refusal::BadAppCard.because(format!("entry.integrity lists 1 to {MAX_FILES} files")));
         }
         let mut integrity = VecMap::new();
         for (path, v) in listed {
             check_path(path)?;
-            let d = v.as_str().ok_or_else(|| Error::malformed("entry.integrity's values are strings"))?;
+            let d = v.as_str().ok_or_else(|| Refusal::BadAppCard.because("entry.integrity's values are strings"))?;
             integrity.insert(path.clone(), digest(d, path)?);
         }
         for member in ENTRY_FILES {
@@ -466,28 +470,39 @@ impl AppCard {
                 Some(Value::String(s)) => vec![s.as_str()],
                 Some(Value::Array(a)) => a
                     .iter()
-                    .map(|v| v.as_str().ok_or_else(|| Error::malformed(format!("entry.{member} lists file paths"))))
+                    .map(|v| {
+                        v.as_str()
+                            .ok_or_else(|| Refusal::BadAppCard.because(format!("entry.{member} lists file paths")))
+                    })
                     .collect::<Result<_, _>>()?,
-                Some(_) => return Err(Error::malformed(format!("entry.{member} is a file path or a list of them"))),
+                Some(_) => {
+                    return Err(Refusal::BadAppCard.because(format!("entry.{member} is a file path or a list of them")));
+                }
             };
             for p in named {
                 if !integrity.contains_key(p) {
-                    return Err(Error::malformed(format!("entry.{member} names {p:?}, which entry.integrity lacks")));
+                    return Err(
+                        Refusal::BadAppCard.because(format!("entry.{member} names {p:?}, which entry.integrity lacks"))
+                    );
                 }
             }
         }
         let main = field::opt_str(entry, "main")?.map(str::to_owned);
         match field::required(o, "requires")? {
             Value::Object(_) | Value::Array(_) => {}
-            _ => return Err(Error::malformed("`requires` is an object or a list")),
+            _ => return Err(Refusal::BadAppCard.because("`requires` is an object or a list")),
         }
         match field::required(o, "coreChanges")? {
             Value::Bool(false) => {}
-            _ => return Err(Error::malformed("`coreChanges` must be false: an app never changes Nyx5 itself")),
+            _ => {
+                return Err(
+                    Refusal::BadAppCard.because("`coreChanges` must be false: an app never changes Nyx5 itself")
+                );
+            }
         }
         let author = parse_did_key(field::str(o, "author")?)?;
         let sig = b64::decode_array::<64>(field::str(o, "sig")?)
-            .ok_or_else(|| Error::malformed("`sig` is 64 bytes of base64url without padding"))?;
+            .ok_or_else(|| Refusal::BadAppCard.because("`sig` is 64 bytes of base64url without padding"))?;
         Ok(AppCard {
             id: id.to_owned(),
             name: name.to_owned(),
@@ -507,7 +522,9 @@ impl AppCard {
     pub fn sign(mut draft: Object, key: &SigningKey) -> Result<AppCard, Error> {
         let did = did_key(&key.public());
         match field::opt_str(&draft, "author")? {
-            Some(a) if a != did => return Err(Error::malformed("`author` names another key than the one signing")),
+            Some(a) if a != did => {
+                return Err(Refusal::BadAppCard.because("`author` names another key than the one signing"));
+            }
             _ => {}
         }
         draft.insert("author".into(), did.into());
@@ -522,7 +539,7 @@ impl AppCard {
     pub fn verify(&self) -> Result<Verified<AppCard>, Error> {
         let message = canonical_without(&self.raw, "sig");
         if !self.author.verify(Context::AppCard, &message, &self.sig) {
-            return Err(Error::forbidden("the App Card's `sig` does not verify by its `author`"));
+            return Err(Refusal::BadSignature.because("the App Card's `sig` does not verify by its `author`"));
         }
         for p in &self.primitives {
             primitive(p)?;
@@ -740,10 +757,10 @@ pub fn check_catalogue(catalogue: &Object, card: &AppCard) -> Result<(), Error> 
         .iter()
         .filter_map(Value::as_object)
         .find(|e| e.get("id").and_then(Value::as_str) == Some(card.id()))
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("the catalogue does not list {:?}", card.id())))?;
+        .ok_or_else(|| Refusal::AppNotListed.because(format!("the catalogue does not list {:?}", card.id())))?;
     let want = field::str(entry, "sha256")?;
     if want != card.sha256_hex() {
-        return Err(Error::forbidden(format!(
+        return Err(Refusal::AppNotAsListed.because(format!(
             "the card's sha256 is {}, the catalogue lists {want}: this is not the app it lists",
             card.sha256_hex()
         )));
@@ -814,7 +831,7 @@ mod tests {
         assert_eq!(card.files().collect::<Vec<_>>(), ["README.md", "main.mjs"]);
         // An `author` already in the draft must be the signing key's.
         let other = did_key(&SigningKey::from_seed([8; 32]).public());
-        assert!(signed(with("author", other.into())).unwrap_err().reason.contains("another key"));
+        assert_eq!(signed(with("author", other.into())).unwrap_err().refusal(), Some(Refusal::BadAppCard));
         assert!(signed(with("author", did_key(&key().public()).into())).is_ok());
     }
 
@@ -824,7 +841,7 @@ mod tests {
         card.verify().unwrap();
         let mut raw = card.to_value().as_object().unwrap().clone();
         raw.insert("homepage".into(), "https://evil.test".into());
-        assert_eq!(AppCard::from_object(raw).unwrap().verify().unwrap_err().kind, ErrorKind::Forbidden);
+        assert_eq!(AppCard::from_object(raw).unwrap().verify().unwrap_err().refusal(), Some(Refusal::BadSignature));
     }
 
     #[test]
@@ -832,7 +849,7 @@ mod tests {
         let card = signed(draft()).unwrap();
         let mut raw = card.to_value().as_object().unwrap().clone();
         raw.insert("version".into(), "1.0.1".into());
-        assert_eq!(AppCard::from_object(raw).unwrap().verify().unwrap_err().kind, ErrorKind::Forbidden);
+        assert_eq!(AppCard::from_object(raw).unwrap().verify().unwrap_err().refusal(), Some(Refusal::BadSignature));
         // The same bytes signed under another label (or none, as the seed format signs).
         let mut d = draft();
         d.insert("author".into(), did_key(&key().public()).into());
@@ -982,7 +999,7 @@ mod tests {
         assert!(bytes.len() > 4096);
         assert_eq!(AppCard::parse(&bytes).unwrap(), long);
         let huge = signed(with("notes", "n".repeat(MAX_CARD_BYTES).into())).unwrap();
-        assert_eq!(AppCard::parse(&huge.to_value().canonical()).unwrap_err().kind, ErrorKind::TooLarge);
+        assert_eq!(AppCard::parse(&huge.to_value().canonical()).unwrap_err().refusal(), Some(Refusal::AppCardTooLarge));
         // Exactly 64 KiB is read.
         let small = signed(with("notes", "".into())).unwrap().to_value().canonical().len();
         let exact = signed(with("notes", "n".repeat(MAX_CARD_BYTES - small).into())).unwrap();
@@ -1012,10 +1029,10 @@ mod tests {
         assert_eq!((f.path.as_str(), f.problem.clone()), ("e.bin", FileProblem::TooLarge));
         // What each failure says, and the error it is.
         assert_eq!(f.to_string(), "file \"e.bin\" is over the size limit");
-        assert_eq!(Error::from(f).kind, ErrorKind::TooLarge);
+        assert_eq!(Error::from(f).refusal(), Some(Refusal::AppFileTooLarge));
         let missing = FileFailure { path: "m".into(), problem: FileProblem::Missing };
         assert_eq!(missing.to_string(), "file \"m\" is listed in entry.integrity but missing");
-        assert_eq!(Error::from(missing).kind, ErrorKind::Forbidden);
+        assert_eq!(Error::from(missing).refusal(), Some(Refusal::AppFileMismatch));
         let differs = FileFailure { path: "d".into(), problem: FileProblem::Differs { actual: "ab".into() } };
         assert_eq!(differs.to_string(), "file \"d\" does not match entry.integrity (its sha256 is ab)");
     }
@@ -1052,10 +1069,10 @@ mod tests {
         for (name, _) in REFUSED {
             let card = signed(with("primitives", Value::Array(vec![name.into()]))).unwrap();
             let e = card.verify().unwrap_err();
-            assert!(e.reason.starts_with("unknown_primitive"), "{name}: {}", e.reason);
+            assert_eq!(e.refusal(), Some(Refusal::UnknownPrimitive), "{name}: {}", e.reason);
         }
         let card = signed(with("primitives", Value::Array(vec!["launch_rockets".into()]))).unwrap();
-        assert!(card.verify().unwrap_err().reason.starts_with("unknown_primitive"));
+        assert_eq!(card.verify().unwrap_err().refusal(), Some(Refusal::UnknownPrimitive));
         for p in Primitive::ALL {
             assert_eq!(primitive(p.as_str()), Ok(p));
             assert!(refusal(p.as_str()).is_none());
@@ -1143,8 +1160,8 @@ mod tests {
         let cat = obj([("apps", Value::Array(vec![Value::Object(card.catalogue_entry(None))]))]);
         check_catalogue(&cat, &card).unwrap();
         let other = signed(with("version", "1.0.1".into())).unwrap();
-        assert_eq!(check_catalogue(&cat, &other).unwrap_err().kind, ErrorKind::Forbidden);
+        assert_eq!(check_catalogue(&cat, &other).unwrap_err().refusal(), Some(Refusal::AppNotAsListed));
         let none = obj([("apps", Value::Array(vec![]))]);
-        assert_eq!(check_catalogue(&none, &card).unwrap_err().kind, ErrorKind::NotFound);
+        assert_eq!(check_catalogue(&none, &card).unwrap_err().refusal(), Some(Refusal::AppNotListed));
     }
 }

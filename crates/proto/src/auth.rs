@@ -13,17 +13,19 @@ use crate::address::Address;
 use crate::b64;
 use crate::card::AgentCard;
 use crate::crypto::{Context, SigningKey, hex, sha256};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::Verified;
 use crate::time::Timestamp;
 
 /// The authorization scheme name.
 pub const SCHEME: &str = "Nyx5";
 
+/// A token that cannot be read (401 `bad_token`).
 fn refuse(reason: impl Into<std::borrow::Cow<'static, str>>) -> Error {
-    Error::new(ErrorKind::Unauthenticated, reason)
+    Refusal::BadToken.because(reason)
 }
 
 /// The members of a token, in no particular order (the token is canonical JSON).
@@ -171,19 +173,19 @@ impl AuthHeader {
     ) -> Result<NonceClaim, Error> {
         let c = &self.claims;
         if card.address() != c.address {
-            return Err(refuse("token is for another address"));
+            return Err(Refusal::TokenForAnotherRequest.because("token is for another address"));
         }
         if (now.millis() - c.ts.millis()).abs() > limits::AUTH_WINDOW_MS {
-            return Err(refuse("token is outside its 5-minute window"));
+            return Err(Refusal::TokenExpired.because("token is outside its 5-minute window"));
         }
         if c.target.method != request.method || c.target.path != request.path || c.target.query != request.query {
-            return Err(refuse("token is bound to another method, path or query"));
+            return Err(Refusal::TokenForAnotherRequest.because("token is bound to another method, path or query"));
         }
         if c.target.host != request.host {
-            return Err(refuse("token is bound to another house"));
+            return Err(Refusal::TokenForAnotherRequest.because("token is bound to another house"));
         }
         if c.target.body != request.body {
-            return Err(refuse("token is bound to another body"));
+            return Err(Refusal::TokenForAnotherRequest.because("token is bound to another body"));
         }
         // The token names no kid: the card's current key, or (when `keys` allows) a previous key
         // in its grace period.
@@ -194,12 +196,12 @@ impl AuthHeader {
             if keys == Keys::Current
                 && card.previous().iter().any(|p| now < p.until && p.sig.verify(Context::Token, &self.token, &self.sig))
             {
-                return Err(Error::forbidden(format!(
+                return Err(Refusal::NeedsCurrentKey.because(format!(
                     "this request needs the current key of {}; a previous key may only read and ack the mailbox",
                     c.address
                 )));
             }
-            return Err(refuse("token signature does not verify"));
+            return Err(Refusal::TokenSignatureInvalid.because("token signature does not verify"));
         }
         Ok(NonceClaim {
             address: c.address.clone(),

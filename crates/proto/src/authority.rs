@@ -7,7 +7,7 @@
 //! a human first, or refused whoever asks. Pure: the caller says what the hour already used.
 
 use crate::json::{field, obj};
-use crate::{Error, Object, Value, limits};
+use crate::{Error, Object, Refusal, Value, limits};
 
 /// Most bytes of an authority's `rationale`.
 pub const MAX_RATIONALE_BYTES: usize = 512;
@@ -127,42 +127,44 @@ impl Authority {
 
     /// Reads and checks an authority (400 for anything it cannot mean).
     pub fn from_value(v: &Value) -> Result<Authority, Error> {
-        let o = v.as_object().ok_or_else(|| Error::malformed("an authority is an object"))?;
+        let o = v.as_object().ok_or_else(|| Refusal::BadAuthority.because("an authority is an object"))?;
         Authority::from_object(o)
     }
 
     pub fn from_object(o: &Object) -> Result<Authority, Error> {
         if let Some(k) = o.keys().find(|k| !MEMBERS.contains(&k.as_str())) {
-            return Err(Error::malformed(format!("an authority has no member {k:?}")));
+            return Err(Refusal::BadAuthority.because(format!("an authority has no member {k:?}")));
         }
         let level = field::str(o, "level")?;
         let level = Level::parse(level).ok_or_else(|| {
-            Error::malformed(format!("an authority's level is autonomous, needs_approval or prohibited, not {level:?}"))
+            Refusal::BadAuthority
+                .because(format!("an authority's level is autonomous, needs_approval or prohibited, not {level:?}"))
         })?;
         let consequence = field::str(o, "consequence")?;
         let consequence = Consequence::parse(consequence).ok_or_else(|| {
-            Error::malformed(format!(
+            Refusal::BadAuthority.because(format!(
                 "an authority's consequence is reversible, costly or irreversible, not {consequence:?}"
             ))
         })?;
         let max_amount = field::opt_integer(o, "max_amount")?;
         if max_amount.is_some_and(|a| !(1..=limits::MAX_AMOUNT).contains(&a)) {
-            return Err(Error::malformed("an authority's max_amount is a whole number from 1 to 2^53 - 1"));
+            return Err(Refusal::BadAuthority.because("an authority's max_amount is a whole number from 1 to 2^53 - 1"));
         }
         let currency = field::opt_str(o, "currency")?.map(str::to_owned);
         if currency
             .as_ref()
             .is_some_and(|c| c.is_empty() || c.len() > 16 || !c.bytes().all(|b| b.is_ascii_alphanumeric()))
         {
-            return Err(Error::malformed("an authority's currency is a short code such as tok"));
+            return Err(Refusal::BadAuthority.because("an authority's currency is a short code such as tok"));
         }
         let max_per_hour = field::opt_integer(o, "max_per_hour")?;
         if max_per_hour.is_some_and(|n| !(1..=MAX_PER_HOUR).contains(&n)) {
-            return Err(Error::malformed(format!("an authority's max_per_hour is 1 to {MAX_PER_HOUR}")));
+            return Err(Refusal::BadAuthority.because(format!("an authority's max_per_hour is 1 to {MAX_PER_HOUR}")));
         }
         let rationale = field::opt_str(o, "rationale")?.map(str::to_owned);
         if rationale.as_ref().is_some_and(|r| r.len() > MAX_RATIONALE_BYTES) {
-            return Err(Error::malformed(format!("an authority's rationale is at most {MAX_RATIONALE_BYTES} bytes")));
+            return Err(Refusal::BadAuthority
+                .because(format!("an authority's rationale is at most {MAX_RATIONALE_BYTES} bytes")));
         }
         let a = Authority { level, consequence, max_amount, currency, max_per_hour, rationale };
         a.check()?;
@@ -174,15 +176,18 @@ impl Authority {
     /// movements has a cap per movement.
     pub fn check(&self) -> Result<(), Error> {
         if self.max_amount.is_some() && self.currency.is_none() {
-            return Err(Error::malformed("an authority's max_amount needs its currency: \"500\" alone means nothing"));
+            return Err(Refusal::BadAuthority
+                .because("an authority's max_amount needs its currency: \"500\" alone means nothing"));
         }
         if self.level == Level::Autonomous && self.consequence == Consequence::Irreversible {
-            return Err(Error::malformed(
+            return Err(Refusal::BadAuthority.because(
                 "an authority that acts alone cannot cover irreversible consequences; make it needs_approval",
             ));
         }
         if self.level == Level::Autonomous && self.consequence == Consequence::Costly && self.max_amount.is_none() {
-            return Err(Error::malformed("an authority that acts alone on costly movements needs a max_amount"));
+            return Err(
+                Refusal::BadAuthority.because("an authority that acts alone on costly movements needs a max_amount")
+            );
         }
         Ok(())
     }
@@ -232,7 +237,9 @@ impl Authority {
     /// something looser than the parent; otherwise the strictest of both, so what it leaves
     /// unsaid comes from the parent.
     pub fn under(&self, parent: &Authority) -> Result<Authority, Error> {
-        let looser = |what: &str| Err(Error::forbidden(format!("its authority may not be looser than {what}")));
+        let looser = |what: &str| {
+            Err(Refusal::AuthorityTooLoose.because(format!("its authority may not be looser than {what}")))
+        };
         if self.level < parent.level {
             return looser(&format!("its ceiling's level ({})", parent.level.as_str()));
         }
@@ -289,7 +296,7 @@ impl Authority {
     /// consequence, the cap and the hour; else asked.
     pub fn judge(&self, i: &Intent<'_>) -> Verdict {
         if self.level == Level::Prohibited {
-            return Verdict::Refused(Error::forbidden(match &self.rationale {
+            return Verdict::Refused(Refusal::ProhibitedByAuthority.because(match &self.rationale {
                 Some(r) => format!("prohibited by its authority ({r})"),
                 None => "prohibited by its authority".to_owned(),
             }));
@@ -297,7 +304,10 @@ impl Authority {
         if let (Some(_), Some(mine), Some(theirs)) = (i.amount, self.currency.as_deref(), i.currency)
             && mine != theirs
         {
-            return Verdict::Refused(Error::forbidden(format!("its authority counts {mine}, and this moves {theirs}")));
+            return Verdict::Refused(
+                Refusal::AuthorityOtherCurrency
+                    .because(format!("its authority counts {mine}, and this moves {theirs}")),
+            );
         }
         if i.approved {
             return Verdict::Allowed;
@@ -363,7 +373,8 @@ impl EvidenceKind {
 
     pub fn parse(s: &str) -> Result<EvidenceKind, Error> {
         EvidenceKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
-            Error::malformed(format!("an evidence kind is source, calculation, user, external or inference, not {s:?}"))
+            Refusal::BadEvidence
+                .because(format!("an evidence kind is source, calculation, user, external or inference, not {s:?}"))
         })
     }
 }
@@ -380,10 +391,11 @@ impl EvidencePolicy {
     /// Reads `terms.evidence` (absent: no policy).
     pub fn of_terms(terms: Option<&Object>) -> Result<Option<EvidencePolicy>, Error> {
         let Some(e) = terms.and_then(|t| t.get("evidence")) else { return Ok(None) };
-        let e = e.as_object().ok_or_else(|| Error::malformed("`terms.evidence` is {accepts, required?}"))?;
+        let e =
+            e.as_object().ok_or_else(|| Refusal::BadEvidence.because("`terms.evidence` is {accepts, required?}"))?;
         let list = field::array(e, "accepts")?;
         if list.is_empty() || list.len() > EvidenceKind::ALL.len() {
-            return Err(Error::malformed("`terms.evidence.accepts` lists one to five evidence kinds"));
+            return Err(Refusal::BadEvidence.because("`terms.evidence.accepts` lists one to five evidence kinds"));
         }
         let mut accepts = Vec::new();
         for k in list {
@@ -401,15 +413,14 @@ impl EvidencePolicy {
     pub fn admits(&self, kind: Option<EvidenceKind>, hash: Option<&str>) -> Result<(), Error> {
         let wanted = || self.accepts.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ");
         match kind {
-            Some(k) if !self.accepts.contains(&k) => Err(Error::malformed(format!(
+            Some(k) if !self.accepts.contains(&k) => Err(Refusal::EvidenceRequired.because(format!(
                 "the terms accept evidence of kind {}; this claim's is {}",
                 wanted(),
                 k.as_str()
             ))),
-            Some(_) if self.required && hash.is_none() => {
-                Err(Error::malformed("the terms require evidence: give evidence_sha256 with its evidence_kind"))
-            }
-            None if self.required => Err(Error::malformed(format!(
+            Some(_) if self.required && hash.is_none() => Err(Refusal::EvidenceRequired
+                .because("the terms require evidence: give evidence_sha256 with its evidence_kind")),
+            None if self.required => Err(Refusal::EvidenceRequired.because(format!(
                 "the terms require evidence of kind {}; this claim carries none (evidence_kind, evidence_sha256)",
                 wanted()
             ))),
@@ -476,8 +487,8 @@ mod tests {
             let Verdict::Refused(e) = never.judge(&Intent { approved, ..intent(1, Consequence::Reversible, 0) }) else {
                 panic!("prohibited is refused")
             };
-            assert_eq!(e.code(), 403);
-            assert!(e.reason.contains("no gambling"));
+            assert_eq!((e.code(), e.refusal()), (403, Some(Refusal::ProhibitedByAuthority)));
+            assert!(e.reason.contains("no gambling"), "the reason quotes the rationale");
         }
         let usd = a(r#"{"level":"autonomous","consequence":"costly","max_amount":5,"currency":"usd"}"#).unwrap();
         assert!(matches!(usd.judge(&intent(1, Consequence::Costly, 0)), Verdict::Refused(_)));
@@ -506,10 +517,14 @@ mod tests {
         // A ceiling that only names its currency still binds a cap below it to that currency.
         let in_tok = a(r#"{"level":"needs_approval","consequence":"costly","currency":"tok"}"#).unwrap();
         let in_usd = a(r#"{"level":"needs_approval","consequence":"costly","max_amount":5,"currency":"usd"}"#).unwrap();
-        assert!(in_usd.under(&in_tok).unwrap_err().reason.contains("currency"));
+        let e = in_usd.under(&in_tok).unwrap_err();
+        assert_eq!(e.refusal(), Some(Refusal::AuthorityTooLoose));
+        assert!(e.reason.contains("currency"), "the reason names the member");
         assert!(!in_usd.within(&in_tok));
         let graver = a(r#"{"level":"needs_approval","consequence":"irreversible"}"#).unwrap();
-        assert!(graver.under(&parent).unwrap_err().reason.contains("consequence"));
+        let e = graver.under(&parent).unwrap_err();
+        assert_eq!(e.refusal(), Some(Refusal::AuthorityTooLoose));
+        assert!(e.reason.contains("consequence"), "the reason names the member");
         assert_eq!(tighter.under(&parent).unwrap().max_per_hour, Some(5));
         assert!(parent.within(&Authority::unlimited()) && !Authority::unlimited().within(&parent));
         let both = tighter.strictest(&parent);
@@ -545,7 +560,9 @@ mod tests {
         let faster =
             a(r#"{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"tok","max_per_hour":6}"#)
                 .unwrap();
-        assert!(faster.under(&parent).unwrap_err().reason.contains("max_per_hour"));
+        let e = faster.under(&parent).unwrap_err();
+        assert_eq!(e.refusal(), Some(Refusal::AuthorityTooLoose));
+        assert!(e.reason.contains("max_per_hour"), "the reason names the member");
         let slower =
             a(r#"{"level":"autonomous","consequence":"costly","max_amount":50,"currency":"tok","max_per_hour":4}"#)
                 .unwrap();
@@ -569,8 +586,8 @@ mod tests {
         assert!(p.required);
         let h = Some("ab");
         assert!(p.admits(Some(EvidenceKind::Source), h).is_ok());
-        assert!(p.admits(None, h).unwrap_err().reason.contains("carries none"));
-        assert!(p.admits(Some(EvidenceKind::Inference), h).unwrap_err().reason.contains("inference"));
+        assert_eq!(p.admits(None, h).unwrap_err().refusal(), Some(Refusal::EvidenceRequired));
+        assert_eq!(p.admits(Some(EvidenceKind::Inference), h).unwrap_err().refusal(), Some(Refusal::EvidenceRequired));
         assert!(p.admits(Some(EvidenceKind::Source), None).is_err());
         let optional = EvidencePolicy { required: false, ..p };
         assert!(optional.admits(None, None).is_ok());

@@ -7,9 +7,10 @@
 
 use crate::address::{Address, check_domain};
 use crate::crypto::{Context, EncPublic, KeyCache, SigPublic, SigningKey};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::json::{Object, Value, canonical_without, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object, verify_signature};
 use crate::time::Timestamp;
 
@@ -19,7 +20,7 @@ pub const VERSION: &str = "1";
 fn check_version(doc: &Object) -> Result<(), Error> {
     match field::str(doc, "nyx5")? {
         VERSION => Ok(()),
-        other => Err(Error::malformed(format!("unsupported nyx5 version {other:?}"))),
+        other => Err(Refusal::UnsupportedVersion.because(format!("unsupported nyx5 version {other:?}"))),
     }
 }
 
@@ -189,20 +190,21 @@ impl DomainCard {
     pub fn from_object(raw: Object) -> Result<DomainCard, Error> {
         check_version(&raw)?;
         let domain = field::str(&raw, "domain")?.to_owned();
-        check_domain(&domain).map_err(|why| Error::malformed(format!("card domain: {why}")))?;
+        check_domain(&domain).map_err(|why| Refusal::BadCard.because(format!("card domain: {why}")))?;
         let estafeta = field::str(&raw, "estafeta")?.to_owned();
         let keys_json = field::array(&raw, "keys")?;
         if keys_json.is_empty() || keys_json.len() > limits::MAX_KEYS {
-            return Err(Error::malformed("`keys` must list 1 to 8 keys"));
+            return Err(Refusal::BadCard.because("`keys` must list 1 to 8 keys"));
         }
         let keys = keys_json
             .iter()
             .map(|k| {
-                let k = k.as_object().ok_or_else(|| Error::malformed("each key is an object"))?;
+                let k = k.as_object().ok_or_else(|| Refusal::BadCard.because("each key is an object"))?;
                 let handover = field::opt_str(k, "handover")?
                     .map(|h| {
-                        crate::b64::decode_array::<64>(h)
-                            .ok_or_else(|| Error::malformed("`keys[].handover` is not a 64-byte base64url signature"))
+                        crate::b64::decode_array::<64>(h).ok_or_else(|| {
+                            Refusal::BadCard.because("`keys[].handover` is not a 64-byte base64url signature")
+                        })
                     })
                     .transpose()?;
                 Ok(DomainKey {
@@ -214,13 +216,13 @@ impl DomainCard {
             })
             .collect::<Result<Vec<_>, Error>>()?;
         if keys.iter().enumerate().any(|(i, k)| keys.iter().skip(i + 1).any(|o| o.sig == k.sig)) {
-            return Err(Error::malformed("`keys` lists a key twice"));
+            return Err(Refusal::BadCard.because("`keys` lists a key twice"));
         }
         let policy = field::opt_object(&raw, "policy")?.cloned().unwrap_or_default();
         let extensions = field::opt_array(&raw, "extensions")?
             .unwrap_or_default()
             .iter()
-            .map(|e| e.as_str().map(str::to_owned).ok_or_else(|| Error::malformed("extensions are strings")))
+            .map(|e| e.as_str().map(str::to_owned).ok_or_else(|| Refusal::BadCard.because("extensions are strings")))
             .collect::<Result<_, _>>()?;
         let issued = Timestamp::parse(field::str(&raw, "issued")?)?;
         Ok(DomainCard { domain, estafeta, keys, policy, extensions, issued, raw, prepared: KeyCache::default() })
@@ -234,7 +236,8 @@ impl DomainCard {
         if let Some(anchor) = anchor
             && kid != *anchor
         {
-            return Err(Error::forbidden(format!("domain card of {} is not signed by its anchored key", self.domain)));
+            return Err(Refusal::AnchorMismatch
+                .because(format!("domain card of {} is not signed by its anchored key", self.domain)));
         }
         Ok(Verified::new(self))
     }
@@ -267,7 +270,8 @@ impl DomainCard {
             return Ok((Verified::new(self), false));
         }
         let refuse = |why: &str| {
-            Err(Error::forbidden(format!("the key of {} changed since it was pinned and {why}", self.domain)))
+            Err(Refusal::PinMismatch
+                .because(format!("the key of {} changed since it was pinned and {why}", self.domain)))
         };
         let Some(old) = self.keys.iter().find(|k| k.sig == *pin) else {
             return refuse("the card does not list the pinned key");
@@ -337,7 +341,7 @@ pub struct Scope {
 impl Scope {
     /// Reads a scope (as a delegation carries it).
     pub fn from_value(v: &Value) -> Result<Scope, Error> {
-        Scope::from_object(v.as_object().ok_or_else(|| Error::malformed("a scope is an object"))?)
+        Scope::from_object(v.as_object().ok_or_else(|| Refusal::BadCard.because("a scope is an object"))?)
     }
 
     fn from_object(o: &Object) -> Result<Scope, Error> {
@@ -348,7 +352,7 @@ impl Scope {
                         .map(|v| {
                             v.as_str()
                                 .map(str::to_owned)
-                                .ok_or_else(|| Error::malformed(format!("`scope.{name}` lists strings")))
+                                .ok_or_else(|| Refusal::BadCard.because(format!("`scope.{name}` lists strings")))
                         })
                         .collect()
                 })
@@ -356,7 +360,7 @@ impl Scope {
         };
         let cap = field::opt_integer(o, "cap")?;
         if cap.is_some_and(|c| c < 0) {
-            return Err(Error::malformed("`scope.cap` must not be negative"));
+            return Err(Refusal::BadCard.because("`scope.cap` must not be negative"));
         }
         let authority = match o.get("authority") {
             None | Some(Value::Null) => None,
@@ -605,12 +609,12 @@ impl AgentCard {
         check_version(&raw)?;
         let previous_json = field::opt_array(&raw, "previous")?.unwrap_or_default();
         if previous_json.len() > limits::MAX_PREVIOUS_KEYS {
-            return Err(Error::malformed("too many `previous` keys"));
+            return Err(Refusal::BadCard.because("too many `previous` keys"));
         }
         let previous = previous_json
             .iter()
             .map(|p| {
-                let p = p.as_object().ok_or_else(|| Error::malformed("each previous key is an object"))?;
+                let p = p.as_object().ok_or_else(|| Refusal::BadCard.because("each previous key is an object"))?;
                 Ok(PreviousKey {
                     sig: SigPublic::parse(field::str(p, "sig")?)?,
                     until: Timestamp::parse(field::str(p, "until")?)?,
@@ -643,7 +647,8 @@ impl AgentCard {
         now: Timestamp,
     ) -> Result<Verified<AgentCard>, Error> {
         if self.address.domain() != domain.domain {
-            return Err(Error::forbidden(format!("{} is not certified by {}", self.address, domain.domain)));
+            return Err(Refusal::NotCertifiedByDomain
+                .because(format!("{} is not certified by {}", self.address, domain.domain)));
         }
         let framed = Context::AgentCard.frame(&canonical_without(&self.raw, "certification"));
         verify_signature(
@@ -658,27 +663,23 @@ impl AgentCard {
         // so temporary (503), never a bounce for good (issue 35: a house whose clock jumped back
         // refused mail it then took as a late copy once set right).
         if now.plus_ms(crate::limits::CLOCK_SKEW_MS) < self.valid_from {
-            return Err(Error::new(ErrorKind::Unavailable, format!("card of {} is not valid yet", self.address)));
+            return Err(Refusal::CardNotYetValid.because(format!("card of {} is not valid yet", self.address)));
         }
         if self.valid_until.is_some_and(|until| now >= until) {
-            return Err(Error::forbidden(format!("card of {} has expired", self.address)));
+            return Err(Refusal::CardExpired.because(format!("card of {} has expired", self.address)));
         }
         match (&self.delegation, self.address.parent()) {
             (Some(d), _) => {
                 let parent = parent.ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Forbidden,
-                        format!("delegated card of {} needs its parent's card", self.address),
-                    )
+                    Refusal::ParentCardRequired
+                        .because(format!("delegated card of {} needs its parent's card", self.address))
                 })?;
                 self.check_delegation(d, parent, now)?;
             }
             // A dotted name is a subagent's: without its parent's delegation it is a forgery.
             (None, Some(p)) => {
-                return Err(Error::forbidden(format!(
-                    "{} is a subagent of {p} but carries no delegation",
-                    self.address
-                )));
+                return Err(Refusal::SubagentWithoutDelegation
+                    .because(format!("{} is a subagent of {p} but carries no delegation", self.address)));
             }
             (None, None) => {}
         }
@@ -686,7 +687,7 @@ impl AgentCard {
     }
 
     fn check_delegation(&self, d: &Delegation, parent: &Verified<AgentCard>, now: Timestamp) -> Result<(), Error> {
-        let refuse = |why: &str| Err(Error::forbidden(format!("delegation of {}: {why}", self.address)));
+        let refuse = |why: &str| Err(Refusal::BadDelegation.because(format!("delegation of {}: {why}", self.address)));
         if self.address.parent().as_ref() != Some(&parent.address) || d.by != parent.address {
             return refuse("the parent is not the one its name says");
         }
@@ -728,9 +729,8 @@ impl AgentCard {
     /// all. The sending house checks this on `POST /outbound`, the receiving one on `/inbound`.
     pub fn check_send(&self, kind: &str, domain: &str) -> Result<(), Error> {
         match self.scope() {
-            Some(scope) if !scope.allows_send(kind, domain) => {
-                Err(Error::forbidden(format!("the delegation of {} does not allow a {kind} to {domain}", self.address)))
-            }
+            Some(scope) if !scope.allows_send(kind, domain) => Err(Refusal::OutsideDelegation
+                .because(format!("the delegation of {} does not allow a {kind} to {domain}", self.address))),
             _ => Ok(()),
         }
     }
@@ -810,7 +810,7 @@ mod tests {
 
     #[test]
     fn cards_of_another_nyx5_version_are_refused() {
-        let refused = Error::malformed("unsupported nyx5 version \"2\"");
+        let refused = Refusal::UnsupportedVersion.because("unsupported nyx5 version \"2\"");
         let domain = domain_card();
         assert_eq!(with(domain.object(), "nyx5", "2".into(), DomainCard::from_object), Err(refused.clone()));
         assert!(with(domain.object(), "nyx5", "1".into(), DomainCard::from_object).is_ok());
@@ -819,7 +819,7 @@ mod tests {
         assert!(with(agent.object(), "nyx5", "1".into(), AgentCard::from_object).is_ok());
         let mut bare = agent.object().clone();
         bare.remove("nyx5");
-        assert_eq!(AgentCard::from_object(bare).unwrap_err().kind, ErrorKind::Malformed);
+        assert_eq!(AgentCard::from_object(bare).unwrap_err().kind, crate::ErrorKind::Malformed);
     }
 
     #[test]
@@ -844,7 +844,7 @@ mod tests {
     #[test]
     fn domain_card_lists_1_to_8_keys() {
         assert_eq!(limits::MAX_KEYS, 8);
-        let refused = Err(Error::malformed("`keys` must list 1 to 8 keys"));
+        let refused = Err(Refusal::BadCard.because("`keys` must list 1 to 8 keys"));
         let eight = domain_draft(7).sign(&key(1), NOW).unwrap();
         assert_eq!(eight.keys().len(), 8);
         assert!(eight.clone().verify(Some(&key(1).public())).is_ok());
@@ -893,7 +893,7 @@ mod tests {
         assert_eq!(scope(r#"{"cap":0}"#).unwrap().cap, Some(0));
         assert_eq!(scope(r#"{"cap":1}"#).unwrap().cap, Some(1));
         assert_eq!(scope(r#"{}"#).unwrap(), Scope::default());
-        assert_eq!(scope(r#"{"cap":-1}"#), Err(Error::malformed("`scope.cap` must not be negative")));
+        assert_eq!(scope(r#"{"cap":-1}"#), Err(Refusal::BadCard.because("`scope.cap` must not be negative")));
     }
 
     #[test]
@@ -931,7 +931,7 @@ mod tests {
             draft.certify(&key(1))
         };
         assert_eq!(with_previous(8).unwrap().previous().len(), 8);
-        assert_eq!(with_previous(9), Err(Error::malformed("too many `previous` keys")));
+        assert_eq!(with_previous(9), Err(Refusal::BadCard.because("too many `previous` keys")));
     }
 
     #[test]
@@ -958,12 +958,9 @@ mod tests {
         assert_eq!(limits::CLOCK_SKEW_MS, 300_000);
         assert_eq!(at(NOW.plus_ms(-300_000)), Ok(()));
         let early = at(NOW.plus_ms(-300_001)).unwrap_err();
-        assert_eq!(
-            (early.kind, early.reason.as_ref()),
-            (ErrorKind::Unavailable, "card of ana@sigo.uk is not valid yet")
-        );
+        assert_eq!((early.refusal(), early.code()), (Some(Refusal::CardNotYetValid), 503));
         assert!(early.kind.is_temporary(), "a card not valid yet is a refusal time mends");
         assert_eq!(at(NOW.plus_ms(59_999)), Ok(()));
-        assert_eq!(at(NOW.plus_ms(60_000)), Err(Error::forbidden("card of ana@sigo.uk has expired")));
+        assert_eq!(at(NOW.plus_ms(60_000)), Err(Refusal::CardExpired.because("card of ana@sigo.uk has expired")));
     }
 }

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::b64;
 use crate::error::Error;
+use crate::refusal::Refusal;
 
 /// A source of cryptographically secure random bytes, supplied by the caller.
 pub trait Entropy {
@@ -148,7 +149,7 @@ impl SigPublic {
     pub fn parse(text: &str) -> Result<SigPublic, Error> {
         b64::decode_array(text)
             .map(SigPublic)
-            .ok_or_else(|| Error::malformed(format!("not a 32-byte base64url Ed25519 key: {text:?}")))
+            .ok_or_else(|| Refusal::BadKey.because(format!("not a 32-byte base64url Ed25519 key: {text:?}")))
     }
 
     pub fn bytes(&self) -> &[u8; 32] {
@@ -532,7 +533,7 @@ impl EncPublic {
     pub fn parse(text: &str) -> Result<EncPublic, Error> {
         b64::decode_array(text)
             .map(EncPublic)
-            .ok_or_else(|| Error::malformed(format!("not a 32-byte base64url X25519 key: {text:?}")))
+            .ok_or_else(|| Refusal::BadKey.because(format!("not a 32-byte base64url X25519 key: {text:?}")))
     }
 
     pub fn bytes(&self) -> &[u8; 32] {
@@ -580,7 +581,9 @@ impl EncSecret {
 
 /// HKDF-SHA256 (RFC 5869) into `out`. Fails only when `out` is longer than 255 × 32 bytes.
 pub fn hkdf_sha256(ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) -> Result<(), Error> {
-    Hkdf::<Sha256>::new(Some(salt), ikm).expand(info, out).map_err(|_| Error::malformed("HKDF output too long"))
+    Hkdf::<Sha256>::new(Some(salt), ikm)
+        .expand(info, out)
+        .map_err(|_| Refusal::CannotSeal.because("HKDF output too long"))
 }
 
 /// AES-256-GCM with a 96-bit iv: returns the ciphertext and the 128-bit tag separately.
@@ -617,7 +620,7 @@ pub fn check_sha256_hex(s: &str, name: &str) -> Result<(), Error> {
     if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         Ok(())
     } else {
-        Err(Error::malformed(format!("`{name}` must be 64 lowercase hex digits")))
+        Err(Refusal::BadDigest.because(format!("`{name}` must be 64 lowercase hex digits")))
     }
 }
 
@@ -803,7 +806,7 @@ mod tests {
         ];
         for text in refused {
             let error = check_sha256_hex(&text, "body_sha256").unwrap_err();
-            assert_eq!(error, Error::malformed("`body_sha256` must be 64 lowercase hex digits"), "{text:?}");
+            assert_eq!(error, Refusal::BadDigest.because("`body_sha256` must be 64 lowercase hex digits"), "{text:?}");
         }
     }
 }

@@ -5,7 +5,8 @@ use crate::address::{Address, check_domain, check_id};
 use crate::b64;
 use crate::card::{AgentCard, VERSION};
 use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
+use crate::refusal::Refusal;
 use std::ops::Range;
 
 use crate::json::{
@@ -34,7 +35,7 @@ impl Kind {
             "result" => Kind::Result,
             "receipt" => Kind::Receipt,
             "intro" => Kind::Intro,
-            other => return Err(Error::malformed(format!("unknown envelope type {other:?}"))),
+            other => return Err(Refusal::BadEnvelope.because(format!("unknown envelope type {other:?}"))),
         })
     }
 
@@ -64,10 +65,10 @@ impl Content {
     }
 
     pub fn from_value(v: &Value) -> Result<Content, Error> {
-        let o = v.as_object().ok_or_else(|| Error::malformed("`content` must be an object"))?;
+        let o = v.as_object().ok_or_else(|| Refusal::BadEnvelope.because("`content` must be an object"))?;
         let media = field::str(o, "media")?;
         if media.is_empty() || media.len() > limits::MAX_MEDIA_LEN {
-            return Err(Error::malformed("`content.media` must be 1 to 255 characters"));
+            return Err(Refusal::BadEnvelope.because("`content.media` must be 1 to 255 characters"));
         }
         let body = field::required(o, "body")?.clone();
         let extra =
@@ -284,13 +285,18 @@ impl Envelope {
     /// Bytes that are canonical already (as every house and agent sends them) are kept as the
     /// envelope's canonical text; anything else is written out canonically.
     pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Envelope, Error> {
-        match parse_marking(bytes, max_bytes, "signature")? {
+        // Over `max_bytes` is the envelope's size refusal, whichever check finds it first.
+        let parsed = parse_marking(bytes, max_bytes, "signature").map_err(|e| match e.refusal() {
+            Some(Refusal::BodyTooLarge) => Refusal::EnvelopeTooLarge.because(e.reason),
+            _ => e,
+        })?;
+        match parsed {
             (Value::Object(o), canonical) => {
                 let env = Envelope::checked(o, canonical)?;
                 env.check_size(max_bytes)?;
                 Ok(env)
             }
-            _ => Err(Error::malformed("an envelope is a JSON object")),
+            _ => Err(Refusal::BadEnvelope.because("an envelope is a JSON object")),
         }
     }
 
@@ -305,7 +311,7 @@ impl Envelope {
         match field::str(&raw, "nyx5")? {
             VERSION => {}
             other => {
-                return Err(Error::malformed(format!("unsupported nyx5 version {other:?}")));
+                return Err(Refusal::UnsupportedVersion.because(format!("unsupported nyx5 version {other:?}")));
             }
         }
         let id = field::str(&raw, "id")?.to_owned();
@@ -313,13 +319,15 @@ impl Envelope {
         let from = Address::parse(field::str(&raw, "from")?)?;
         let to_json = field::array(&raw, "to")?;
         if to_json.is_empty() || to_json.len() > limits::MAX_RECIPIENTS {
-            return Err(Error::malformed(format!("`to` must list 1 to {} addresses", limits::MAX_RECIPIENTS)));
+            return Err(
+                Refusal::BadEnvelope.because(format!("`to` must list 1 to {} addresses", limits::MAX_RECIPIENTS))
+            );
         }
         let mut to = Vec::with_capacity(to_json.len());
         for v in to_json {
-            let a = Address::parse(v.as_str().ok_or_else(|| Error::malformed("`to` lists strings"))?)?;
+            let a = Address::parse(v.as_str().ok_or_else(|| Refusal::BadEnvelope.because("`to` lists strings"))?)?;
             if to.contains(&a) {
-                return Err(Error::malformed(format!("{a} appears twice in `to`")));
+                return Err(Refusal::BadEnvelope.because(format!("{a} appears twice in `to`")));
             }
             to.push(a);
         }
@@ -329,26 +337,28 @@ impl Envelope {
         if let (Some(e), Some(d)) = (expires, deliver_after)
             && e <= d
         {
-            return Err(Error::malformed("`expires` is not after `deliver_after`: it could never be delivered"));
+            return Err(
+                Refusal::BadEnvelope.because("`expires` is not after `deliver_after`: it could never be delivered")
+            );
         }
         let kind = Kind::parse(field::str(&raw, "type")?)?;
         let payload = match (field::optional(&raw, "content"), field::optional(&raw, "encrypted")) {
             (Some(c), None) => Payload::Clear(Content::from_value(c)?),
             (None, Some(e)) => Payload::Sealed(Sealed::from_value(e, &to, &from)?),
             (Some(_), Some(_)) => {
-                return Err(Error::malformed("`content` and `encrypted` are mutually exclusive"));
+                return Err(Refusal::BadEnvelope.because("`content` and `encrypted` are mutually exclusive"));
             }
             (None, None) => {
-                return Err(Error::malformed("an envelope needs `content` or `encrypted`"));
+                return Err(Refusal::BadEnvelope.because("an envelope needs `content` or `encrypted`"));
             }
         };
         let stamp = field::opt_object(&raw, "stamp")?
             .map(|s| -> Result<Stamp, Error> {
                 let house = field::str(s, "house")?;
-                check_domain(house).map_err(|why| Error::malformed(format!("`stamp.house`: {why}")))?;
+                check_domain(house).map_err(|why| Refusal::BadEnvelope.because(format!("`stamp.house`: {why}")))?;
                 let amount = field::integer(s, "amount")?;
                 if amount <= 0 {
-                    return Err(Error::malformed("`stamp.amount` must be positive"));
+                    return Err(Refusal::BadEnvelope.because("`stamp.amount` must be positive"));
                 }
                 Ok(Stamp { house: house.to_owned(), amount })
             })
@@ -359,17 +369,17 @@ impl Envelope {
                 let bits = u32::try_from(bits)
                     .ok()
                     .filter(|b| *b <= limits::MAX_POW_BITS)
-                    .ok_or_else(|| Error::malformed("`pow.bits` must be 0 to 32"))?;
+                    .ok_or_else(|| Refusal::BadEnvelope.because("`pow.bits` must be 0 to 32"))?;
                 let nonce = field::str(p, "nonce")?;
                 if nonce.is_empty() || nonce.len() > limits::MAX_POW_NONCE_LEN {
-                    return Err(Error::malformed("`pow.nonce` must be 1 to 64 characters"));
+                    return Err(Refusal::BadEnvelope.because("`pow.nonce` must be 1 to 64 characters"));
                 }
                 Ok(Pow { bits, nonce: nonce.to_owned() })
             })
             .transpose()?;
         check_attachments(&raw)?;
         if field::opt_object(&raw, "extensions").is_err() {
-            return Err(Error::malformed("`extensions` must be an object"));
+            return Err(Refusal::BadEnvelope.because("`extensions` must be an object"));
         }
         let wants_delivery_receipt = field::opt_str(&raw, "receipt")? == Some("delivered");
         let signature = match raw.get("signature") {
@@ -446,13 +456,11 @@ impl Envelope {
     pub fn check_size(&self, max_bytes: usize) -> Result<(), Error> {
         let size = self.canonical.len();
         if size > max_bytes {
-            return Err(Error::new(ErrorKind::TooLarge, format!("envelope of {size} bytes exceeds {max_bytes}")));
+            return Err(Refusal::EnvelopeTooLarge.because(format!("envelope of {size} bytes exceeds {max_bytes}")));
         }
         if self.kind == Kind::Intro && size > limits::MAX_INTRO_BYTES {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("an intro may be {} bytes; this is {size}", limits::MAX_INTRO_BYTES),
-            ));
+            return Err(Refusal::IntroTooLarge
+                .because(format!("an intro may be {} bytes; this is {size}", limits::MAX_INTRO_BYTES)));
         }
         Ok(())
     }
@@ -475,7 +483,7 @@ impl Envelope {
     /// Refuses an expired envelope with 410.
     pub fn check_not_expired(&self, now: Timestamp) -> Result<(), Error> {
         if self.is_expired(now) {
-            Err(Error::new(ErrorKind::Expired, format!("envelope {} expired", self.id)))
+            Err(Refusal::EnvelopeExpired.because(format!("envelope {} expired", self.id)))
         } else {
             Ok(())
         }
@@ -500,7 +508,11 @@ impl Envelope {
     /// must be `from`, and the key must be its current key or a previous key in its grace period.
     pub fn verify(self, sender: &Verified<AgentCard>, now: Timestamp) -> Result<Verified<Envelope>, Error> {
         if sender.address() != self.from {
-            return Err(Error::forbidden(format!("card of {} cannot sign for {}", sender.address(), self.from)));
+            return Err(Refusal::WrongSigner.because(format!(
+                "card of {} cannot sign for {}",
+                sender.address(),
+                self.from
+            )));
         }
         self.require_signature()?;
         verify_signature(
@@ -529,7 +541,7 @@ impl Envelope {
     fn require_signature(&self) -> Result<(), Error> {
         match self.signature {
             Some(_) => Ok(()),
-            None => Err(Error::forbidden("envelope is not signed")),
+            None => Err(Refusal::UnsignedEnvelope.because("envelope is not signed")),
         }
     }
 
@@ -551,17 +563,17 @@ fn check_attachments(raw: &Object) -> Result<(), Error> {
         return Ok(());
     };
     if list.len() > limits::MAX_ATTACHMENTS {
-        return Err(Error::malformed("too many attachments"));
+        return Err(Refusal::BadEnvelope.because("too many attachments"));
     }
     for a in list {
-        let a = a.as_object().ok_or_else(|| Error::malformed("each attachment is an object"))?;
+        let a = a.as_object().ok_or_else(|| Refusal::BadEnvelope.because("each attachment is an object"))?;
         field::str(a, "url")?;
         let digest = field::str(a, "sha256")?;
         if digest.len() != 64 || !digest.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(Error::malformed("`attachments[].sha256` must be 64 lowercase hex digits"));
+            return Err(Refusal::BadEnvelope.because("`attachments[].sha256` must be 64 lowercase hex digits"));
         }
         if field::opt_integer(a, "bytes")?.is_some_and(|b| b < 0) {
-            return Err(Error::malformed("`attachments[].bytes` must not be negative"));
+            return Err(Refusal::BadEnvelope.because("`attachments[].bytes` must not be negative"));
         }
     }
     Ok(())
@@ -570,7 +582,7 @@ fn check_attachments(raw: &Object) -> Result<(), Error> {
 /// Base64url helpers re-exported for envelope fields.
 pub(crate) fn b64_field<const N: usize>(o: &Object, name: &str, ctx: &str) -> Result<[u8; N], Error> {
     b64::decode_array(field::str(o, name)?)
-        .ok_or_else(|| Error::malformed(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
+        .ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
 }
 
 #[cfg(test)]
@@ -630,7 +642,7 @@ mod tests {
 
     #[test]
     fn content_media_is_1_to_255_characters() {
-        let refused = Err(Error::malformed("`content.media` must be 1 to 255 characters"));
+        let refused = Err(Refusal::BadEnvelope.because("`content.media` must be 1 to 255 characters"));
         assert_eq!(content(""), refused);
         assert_eq!(content("m").unwrap().media, "m");
         assert_eq!(content(&"m".repeat(255)).unwrap().media, "m".repeat(255));
@@ -674,7 +686,7 @@ mod tests {
     #[test]
     fn a_pow_nonce_is_1_to_64_characters() {
         let pow = |nonce: &str| with(&[("pow", obj([("bits", 8.into()), ("nonce", nonce.into())]).into())]);
-        let refused = Err(Error::malformed("`pow.nonce` must be 1 to 64 characters"));
+        let refused = Err(Refusal::BadEnvelope.because("`pow.nonce` must be 1 to 64 characters"));
         assert_eq!(pow(""), refused);
         assert_eq!(pow("n").unwrap().pow(), Some(&Pow { bits: 8, nonce: "n".into() }));
         assert_eq!(pow(&"n".repeat(64)).unwrap().pow(), Some(&Pow { bits: 8, nonce: "n".repeat(64) }));
@@ -695,8 +707,11 @@ mod tests {
         assert_eq!(fits.check_size(usize::MAX), Ok(()));
         assert_eq!(fits.check_size(limits::MAX_INTRO_BYTES), Ok(()));
         let over = intro(limits::MAX_INTRO_BYTES - overhead + 1);
-        assert_eq!(over.check_size(usize::MAX).unwrap_err().kind, ErrorKind::TooLarge);
-        assert_eq!(fits.check_size(limits::MAX_INTRO_BYTES - 1).unwrap_err().kind, ErrorKind::TooLarge);
+        assert_eq!(over.check_size(usize::MAX).unwrap_err().refusal(), Some(Refusal::IntroTooLarge));
+        assert_eq!(
+            fits.check_size(limits::MAX_INTRO_BYTES - 1).unwrap_err().refusal(),
+            Some(Refusal::EnvelopeTooLarge)
+        );
     }
 
     #[test]
@@ -705,7 +720,7 @@ mod tests {
         let unsigned = draft().build().unwrap();
         assert_eq!(
             unsigned.clone().verify_with_key(&key.public()).unwrap_err(),
-            Error::forbidden("envelope is not signed")
+            Refusal::UnsignedEnvelope.because("envelope is not signed")
         );
         assert!(unsigned.sign(&key).unwrap().verify_with_key(&key.public()).is_ok());
     }
@@ -726,16 +741,16 @@ mod tests {
         assert_eq!(many(0), Ok(()));
         assert_eq!(many(1), Ok(()));
         assert_eq!(many(limits::MAX_ATTACHMENTS), Ok(()));
-        assert_eq!(many(limits::MAX_ATTACHMENTS + 1), Err(Error::malformed("too many attachments")));
+        assert_eq!(many(limits::MAX_ATTACHMENTS + 1), Err(Refusal::BadEnvelope.because("too many attachments")));
 
-        let bad_digest = Err(Error::malformed("`attachments[].sha256` must be 64 lowercase hex digits"));
+        let bad_digest = Err(Refusal::BadEnvelope.because("`attachments[].sha256` must be 64 lowercase hex digits"));
         assert_eq!(list(vec![attachment(&digest, None)]), Ok(()));
         assert_eq!(list(vec![attachment(&digest[..63], None)]), bad_digest);
         assert_eq!(list(vec![attachment(&format!("{digest}0"), None)]), bad_digest);
         assert_eq!(list(vec![attachment(&digest.to_uppercase(), None)]), bad_digest);
         assert_eq!(list(vec![attachment(&"g".repeat(64), None)]), bad_digest);
 
-        let negative = Err(Error::malformed("`attachments[].bytes` must not be negative"));
+        let negative = Err(Refusal::BadEnvelope.because("`attachments[].bytes` must not be negative"));
         assert_eq!(list(vec![attachment(&digest, Some(0))]), Ok(()));
         assert_eq!(list(vec![attachment(&digest, Some(1))]), Ok(()));
         assert_eq!(list(vec![attachment(&digest, Some(-1))]), negative);

@@ -7,7 +7,6 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::json::{Object, Value};
-pub use crate::refusal::Refusal;
 
 /// What went wrong, as the protocol names it. Each kind has exactly one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,34 +136,29 @@ pub struct Error {
     pub kind: ErrorKind,
     /// The stable machine name (the wire's `error`): a [`Refusal`]'s, or the kind's own
     /// ([`ErrorKind::slug`]) where the cause has none, or what a peer said.
+    /// (`crate::refusal` makes the named ones: `Refusal::because`.)
     pub name: Cow<'static, str>,
     pub reason: Cow<'static, str>,
 }
 
 impl Error {
     /// An error named by its kind alone (`malformed`, `forbidden`, …). A refusal a client may
-    /// branch on is named by its cause instead: [`Refusal::because`].
+    /// branch on is named by its cause instead (`Refusal::because`).
     pub fn new(kind: ErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
         Error { kind, name: Cow::Borrowed(kind.slug()), reason: reason.into() }
     }
 
-    /// A refusal from the table, with its reason ([`Refusal::because`] reads better at a call).
-    pub fn named(refusal: Refusal, reason: impl Into<Cow<'static, str>>) -> Self {
-        Error { kind: refusal.kind(), name: Cow::Borrowed(refusal.name()), reason: reason.into() }
-    }
-
     /// An error as a peer's answer said it: its code's kind (`Unavailable` for a code not in the
-    /// table), and the name it gave (the kind's own when it gave none), kept even if this build
-    /// does not know it.
+    /// table; a kind's own name with that code, such as `mailbox_moving`, gives that kind), and
+    /// the name it gave, kept even if this build does not know it. A name that is not one
+    /// (`[a-z0-9_]`, 1 to 64 of them) is not kept: the kind's own stands for it.
     pub fn from_wire(code: u16, name: &str, reason: impl Into<Cow<'static, str>>) -> Self {
-        let kind = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
-        let name = if name.is_empty() { Cow::Borrowed(kind.slug()) } else { Cow::Owned(name.to_owned()) };
+        let by_code = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
+        let kind = ErrorKind::ALL.into_iter().find(|k| k.slug() == name && k.code() == code).unwrap_or(by_code);
+        let well_formed = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        let name = if well_formed { Cow::Owned(name.to_owned()) } else { Cow::Borrowed(kind.slug()) };
         Error { kind, name, reason: reason.into() }
-    }
-
-    /// The refusal this error names, if its name is one of the table's.
-    pub fn refusal(&self) -> Option<Refusal> {
-        Refusal::from_name(&self.name)
     }
 
     /// The same refusal with another reason (a caller that says where it happened).
@@ -220,6 +214,20 @@ mod tests {
         assert!(ErrorKind::MailboxMoving.is_temporary());
         assert!(ErrorKind::RateLimited.is_temporary());
         assert!(!ErrorKind::Forbidden.is_temporary());
+    }
+
+    /// A peer's name is kept if it is one (even one this build does not know), and its code
+    /// decides the kind; anything else falls back to the kind's own name.
+    #[test]
+    fn a_peers_name_is_kept_only_if_it_is_one() {
+        let e = Error::from_wire(403, "some_new_cause", "why");
+        assert_eq!((e.kind, e.name.as_ref()), (ErrorKind::Forbidden, "some_new_cause"));
+        let moving = Error::from_wire(503, "mailbox_moving", "later");
+        assert_eq!(moving.kind, ErrorKind::MailboxMoving);
+        for bad in ["", "Bad", "with space", "a\u{7}b", &"x".repeat(65)] {
+            assert_eq!(Error::from_wire(409, bad, "r").name, "conflict", "{bad:?}");
+        }
+        assert_eq!(Error::from_wire(299, "", "r").kind, ErrorKind::Unavailable);
     }
 
     #[test]

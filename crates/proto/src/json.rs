@@ -11,8 +11,9 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 use std::ops::Range;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::vecmap::{VecMap, sort_by};
 
 /// A JSON object: its members in key order (UTF-8 bytes), keys unique by construction; canonical
@@ -43,7 +44,7 @@ impl Value {
     pub fn parse_object(input: &[u8], max_bytes: usize, what: &str) -> Result<Object, Error> {
         match Value::parse(input, max_bytes)? {
             Value::Object(o) => Ok(o),
-            _ => Err(Error::new(ErrorKind::Malformed, format!("{what} must be a JSON object"))),
+            _ => Err(Refusal::BadJson.because(format!("{what} must be a JSON object"))),
         }
     }
 
@@ -262,13 +263,11 @@ pub fn canonical_marking(map: &Object, name: &str) -> (String, Option<Range<usiz
 /// `input` as text to parse: at most `max_bytes` (413) and UTF-8 (400).
 fn json_text(input: &[u8], max_bytes: usize) -> Result<&str, Error> {
     if input.len() > max_bytes {
-        return Err(Error::new(
-            ErrorKind::TooLarge,
-            format!("body of {} bytes exceeds the limit of {max_bytes}", input.len()),
-        ));
+        return Err(
+            Refusal::BodyTooLarge.because(format!("body of {} bytes exceeds the limit of {max_bytes}", input.len()))
+        );
     }
-    let text =
-        std::str::from_utf8(input).map_err(|_| Error::new(ErrorKind::Malformed, "JSON text is not valid UTF-8"))?;
+    let text = std::str::from_utf8(input).map_err(|_| Refusal::BadJson.because("JSON text is not valid UTF-8"))?;
     Ok(text)
 }
 
@@ -520,7 +519,7 @@ impl<'a, 'm> Parser<'a, 'm> {
     }
 
     fn fail(&self, what: &str) -> Error {
-        Error::new(ErrorKind::Malformed, format!("invalid JSON at byte {}: {what}", self.pos))
+        Refusal::BadJson.because(format!("invalid JSON at byte {}: {what}", self.pos))
     }
 
     fn peek(&self) -> Option<u8> {
@@ -825,10 +824,11 @@ impl<'a, 'm> Parser<'a, 'm> {
 /// Small helpers for reading typed fields out of an object with clear errors.
 pub mod field {
     use super::{Object, Value};
-    use crate::error::{Error, ErrorKind};
+    use crate::error::Error;
+    use crate::refusal::Refusal;
 
     fn bad(name: &str, what: &str) -> Error {
-        Error::new(ErrorKind::Malformed, format!("field `{name}` {what}"))
+        Refusal::BadMember.because(format!("field `{name}` {what}"))
     }
 
     pub fn required<'a>(obj: &'a Object, name: &str) -> Result<&'a Value, Error> {
@@ -932,7 +932,7 @@ mod tests {
         let ok = "[".repeat(32) + &"]".repeat(32);
         assert!(Value::parse_str(&ok).is_ok());
         let e = Value::parse(b"[1,2,3]", 3).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::TooLarge);
+        assert_eq!(e.refusal(), Some(Refusal::BodyTooLarge));
     }
 
     #[test]
@@ -974,7 +974,7 @@ mod tests {
         let e = Value::parse_str(&nested(33)).unwrap_err();
         assert_eq!(
             (e.kind, e.reason.as_ref()),
-            (ErrorKind::Malformed, "invalid JSON at byte 160: nesting deeper than 32")
+            (crate::ErrorKind::Malformed, "invalid JSON at byte 160: nesting deeper than 32")
         );
         // Objects and arrays share one count.
         let mixed = "[{\"a\":".repeat(16) + "[1]" + &"}]".repeat(16);
@@ -991,7 +991,7 @@ mod tests {
         assert_eq!(field::opt_bool(&o, "nothing"), Ok(None));
         assert_eq!(field::opt_bool(&o, "absent"), Ok(None));
         let e = field::opt_bool(&o, "text").unwrap_err();
-        assert_eq!((e.kind, e.reason.as_ref()), (ErrorKind::Malformed, "field `text` must be a boolean"));
+        assert_eq!((e.kind, e.reason.as_ref()), (crate::ErrorKind::Malformed, "field `text` must be a boolean"));
         let e = field::opt_bool(&obj([("n", 1.into())]), "n").unwrap_err();
         assert_eq!(e.reason, "field `n` must be a boolean");
     }

@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 
 use crate::address::{Address, check_domain, check_id};
 use crate::crypto::{Context, SigPublic, SigningKey, check_sha256_hex, hex, sha256};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object};
 use crate::time::Timestamp;
 
@@ -64,21 +65,21 @@ impl Line {
 /// zero delta, each delta within [`limits::MAX_AMOUNT`], summing to zero.
 pub fn check_lines(lines: &[Line]) -> Result<(), Error> {
     if lines.is_empty() || lines.len() > MAX_LINES {
-        return Err(Error::malformed(format!("an entry has 1 to {MAX_LINES} lines")));
+        return Err(Refusal::BadEntry.because(format!("an entry has 1 to {MAX_LINES} lines")));
     }
     let mut sum: i64 = 0;
     for (i, l) in lines.iter().enumerate() {
         check_account(&l.account)?;
         if l.delta == 0 || l.delta.unsigned_abs() > limits::MAX_AMOUNT.unsigned_abs() {
-            return Err(Error::malformed("a line moves 1 to 2^53 - 1 tokens"));
+            return Err(Refusal::BadEntry.because("a line moves 1 to 2^53 - 1 tokens"));
         }
         if lines.iter().take(i).any(|o| o.account == l.account) {
-            return Err(Error::malformed(format!("{} appears twice in one entry", l.account)));
+            return Err(Refusal::BadEntry.because(format!("{} appears twice in one entry", l.account)));
         }
-        sum = sum.checked_add(l.delta).ok_or_else(|| Error::malformed("an entry's lines overflow"))?;
+        sum = sum.checked_add(l.delta).ok_or_else(|| Refusal::BadEntry.because("an entry's lines overflow"))?;
     }
     if sum != 0 {
-        return Err(Error::malformed(format!("an entry's lines sum to {sum}, not 0")));
+        return Err(Refusal::BadEntry.because(format!("an entry's lines sum to {sum}, not 0")));
     }
     Ok(())
 }
@@ -142,19 +143,19 @@ pub struct Entry {
 impl Entry {
     pub fn from_object(raw: Object) -> Result<Entry, Error> {
         if field::str(&raw, "tipo")? != TIPO {
-            return Err(Error::malformed("an entry has `tipo: asiento`"));
+            return Err(Refusal::BadEntry.because("an entry has `tipo: asiento`"));
         }
         let id = field::str(&raw, "id")?.to_owned();
         check_id(&id)?;
         let n = field::integer(&raw, "n")?;
         if n < 1 {
-            return Err(Error::malformed("an entry's `n` counts from 1"));
+            return Err(Refusal::BadEntry.because("an entry's `n` counts from 1"));
         }
         let house = field::str(&raw, "house")?.to_owned();
-        check_domain(&house).map_err(|why| Error::malformed(format!("entry house: {why}")))?;
+        check_domain(&house).map_err(|why| Refusal::BadEntry.because(format!("entry house: {why}")))?;
         let mut lines = Vec::new();
         for l in field::array(&raw, "lines")? {
-            let l = l.as_object().ok_or_else(|| Error::malformed("an entry's line is an object"))?;
+            let l = l.as_object().ok_or_else(|| Refusal::BadEntry.because("an entry's line is an object"))?;
             lines.push(Line { account: field::str(l, "account")?.to_owned(), delta: field::integer(l, "delta")? });
         }
         check_lines(&lines)?;
@@ -261,7 +262,7 @@ impl Auditor {
     /// checked before as it was.
     pub fn push(&mut self, keys: &[SigPublic], v: &Value) -> Result<(), Error> {
         let want = i64::try_from(self.entries).unwrap_or(i64::MAX).saturating_add(1);
-        let at = |why: String| Error::new(ErrorKind::Forbidden, format!("entry {want}: {why}"));
+        let at = |why: String| Refusal::EntryDoesNotCheck.because(format!("entry {want}: {why}"));
         let raw = v.as_object().ok_or_else(|| at("not an object".into()))?.clone();
         let entry = Entry::from_object(raw).map_err(|e| at(e.reason.into_owned()))?;
         if entry.n != want {
@@ -406,14 +407,16 @@ mod tests {
         let mut relinked = j.clone();
         relinked[1] = forged.to_value();
         let e = audit("a.test", &[key().public()], &relinked).unwrap_err();
-        assert!(e.reason.contains("entry 2"), "{}", e.reason);
+        assert_eq!(e.refusal(), Some(Refusal::EntryDoesNotCheck));
+        assert!(e.reason.contains("entry 2"), "the reason names the entry: {}", e.reason);
     }
 
     #[test]
     fn an_audit_refuses_a_negative_agent_balance() {
         let e = draft(vec![Line::new("ana@a.test", -5), Line::new("bob@a.test", 5)]).sign(1, GENESIS, &key()).unwrap();
         let err = audit("a.test", &[key().public()], &[e.to_value()]).unwrap_err();
-        assert!(err.reason.contains("ana@a.test"), "{}", err.reason);
+        assert_eq!(err.refusal(), Some(Refusal::EntryDoesNotCheck));
+        assert!(err.reason.contains("ana@a.test"), "the reason names the account: {}", err.reason);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use crate::address::check_id;
 use crate::json::{Object, Value, obj};
 use crate::quote::Quote;
-use crate::{Address, Error, Timestamp, limits};
+use crate::{Address, Error, Refusal, Timestamp, limits};
 
 /// The media type of an operation's envelope.
 pub const MEDIA: &str = "application/nyx5.libro+json";
@@ -114,8 +114,8 @@ pub fn names() -> String {
 /// Reads one member of `op` as its kind says; `time` reads an instant as the caller allows.
 fn member(op: &str, m: &Member, v: &Value, time: &dyn Fn(&str) -> Result<Timestamp, String>) -> Result<Value, Error> {
     let name = m.name;
-    let bad = |what: &str| Error::malformed(format!("{op}: `{name}` must be {what}"));
-    let about = |why: &str| Error::malformed(format!("{op}: `{name}`: {why}"));
+    let bad = |what: &str| Refusal::BadOperation.because(format!("{op}: `{name}` must be {what}"));
+    let about = |why: &str| Refusal::BadOperation.because(format!("{op}: `{name}`: {why}"));
     let string = || v.as_str().map(str::trim).filter(|s| !s.is_empty());
     let amount = |max: i64| v.as_safe_integer().filter(|n| (1..=max).contains(n));
     let concepts = || bad("an object {concepts: [text, …]}");
@@ -148,7 +148,8 @@ fn member(op: &str, m: &Member, v: &Value, time: &dyn Fn(&str) -> Result<Timesta
             let mut scope = Object::new();
             for (k, c) in o {
                 if k != "concepts" {
-                    return Err(Error::malformed(format!("{op}: a mandate's scope names only `concepts`, not `{k}`")));
+                    return Err(Refusal::BadOperation
+                        .because(format!("{op}: a mandate's scope names only `concepts`, not `{k}`")));
                 }
                 let list = c.as_array().ok_or_else(concepts)?;
                 let mut out = Vec::with_capacity(list.len());
@@ -166,7 +167,8 @@ fn member(op: &str, m: &Member, v: &Value, time: &dyn Fn(&str) -> Result<Timesta
         }
         Kind::Quote => {
             let o = v.as_object().ok_or_else(|| bad("a signed quote (an object)"))?;
-            Quote::from_object(o.clone()).map_err(|e| Error::malformed(format!("{op}: the quote: {}", e.reason)))?;
+            Quote::from_object(o.clone())
+                .map_err(|e| Refusal::BadOperation.because(format!("{op}: the quote: {}", e.reason)))?;
             v.clone()
         }
     })
@@ -176,19 +178,20 @@ fn member(op: &str, m: &Member, v: &Value, time: &dyn Fn(&str) -> Result<Timesta
 /// ones refused, `null` taken as absent, times written as RFC 3339. `time` reads an instant (the
 /// CLI also takes `+30d`; the browser only RFC 3339).
 pub fn body(op: &str, args: &Object, time: &dyn Fn(&str) -> Result<Timestamp, String>) -> Result<Object, Error> {
-    let (op, members) = OPS
-        .iter()
-        .find(|(name, _)| *name == op)
-        .ok_or_else(|| Error::malformed(format!("no operation {op:?}; the Libro's are {}", names())))?;
+    let (op, members) = OPS.iter().find(|(name, _)| *name == op).ok_or_else(|| {
+        Refusal::UnknownOperation.because(format!("no operation {op:?}; the Libro's are {}", names()))
+    })?;
     if let Some(k) = args.keys().find(|k| *k != "op" && !members.iter().any(|m| m.name == k.as_str())) {
         let takes: Vec<&str> = members.iter().map(|m| m.name).collect();
         let takes = if takes.is_empty() { "nothing".to_owned() } else { takes.join(", ") };
-        return Err(Error::malformed(format!("{op} takes no `{k}` (it takes {takes})")));
+        return Err(Refusal::BadOperation.because(format!("{op} takes no `{k}` (it takes {takes})")));
     }
     let mut body = obj([("op", (*op).into())]);
     for m in members.iter() {
         match args.get(m.name) {
-            None | Some(Value::Null) if m.required => return Err(Error::malformed(format!("{op} needs `{}`", m.name))),
+            None | Some(Value::Null) if m.required => {
+                return Err(Refusal::BadOperation.because(format!("{op} needs `{}`", m.name)));
+            }
             None | Some(Value::Null) => {}
             Some(v) => {
                 body.insert(m.name.to_owned(), member(op, m, v, time)?);

@@ -3,9 +3,10 @@
 use crate::address::{Address, check_domain, check_id};
 use crate::card::AgentCard;
 use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::json::{Object, Value, canonical_object, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object};
 use crate::time::Timestamp;
 
@@ -28,7 +29,7 @@ impl ContractKind {
             "spot" => Ok(ContractKind::Spot),
             "escrow" => Ok(ContractKind::Escrow),
             "metered" => Ok(ContractKind::Metered),
-            other => Err(Error::malformed(format!("unknown contract kind {other:?}"))),
+            other => Err(Refusal::BadQuote.because(format!("unknown contract kind {other:?}"))),
         }
     }
 
@@ -122,36 +123,36 @@ impl QuoteDraft {
 impl Quote {
     pub fn from_object(raw: Object) -> Result<Quote, Error> {
         if field::str(&raw, "tipo")? != TIPO {
-            return Err(Error::malformed("a quote has `tipo: cotizacion`"));
+            return Err(Refusal::BadQuote.because("a quote has `tipo: cotizacion`"));
         }
         // The house copies a quote into contracts, entries and receipts: it stays small.
         if canonical_object(&raw).len() > limits::MAX_QUOTE_BYTES {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("a quote may be {} bytes of canonical JSON", limits::MAX_QUOTE_BYTES),
-            ));
+            return Err(Refusal::QuoteTooLarge
+                .because(format!("a quote may be {} bytes of canonical JSON", limits::MAX_QUOTE_BYTES)));
         }
         if field::str(&raw, "concept")?.len() > limits::MAX_CONCEPT_BYTES {
-            return Err(Error::malformed(format!("a quote's `concept` may be {} bytes", limits::MAX_CONCEPT_BYTES)));
+            return Err(
+                Refusal::BadQuote.because(format!("a quote's `concept` may be {} bytes", limits::MAX_CONCEPT_BYTES))
+            );
         }
         let id = field::str(&raw, "id")?.to_owned();
         check_id(&id)?;
         let house = field::str(&raw, "house")?.to_owned();
-        check_domain(&house).map_err(|why| Error::malformed(format!("quote house: {why}")))?;
+        check_domain(&house).map_err(|why| Refusal::BadQuote.because(format!("quote house: {why}")))?;
         let seller = Address::parse(field::str(&raw, "seller")?)?;
         let price = field::integer(&raw, "price")?;
         if price <= 0 || price > limits::MAX_AMOUNT {
-            return Err(Error::malformed("`price` must be a positive integer"));
+            return Err(Refusal::BadQuote.because("`price` must be a positive integer"));
         }
         let referrer = field::opt_object(&raw, "referrer")?
             .map(|r| -> Result<Referrer, Error> {
                 let address = Address::parse(field::str(r, "address")?)?;
                 let share_bps = field::integer(r, "share")?;
                 if share_bps <= 0 || share_bps > limits::BPS_WHOLE {
-                    return Err(Error::malformed("`referrer.share` must be 1 to 10000 basis points"));
+                    return Err(Refusal::BadQuote.because("`referrer.share` must be 1 to 10000 basis points"));
                 }
                 if address == seller {
-                    return Err(Error::malformed("the referrer cannot be the seller"));
+                    return Err(Refusal::BadQuote.because("the referrer cannot be the seller"));
                 }
                 Ok(Referrer { address, share_bps })
             })
@@ -177,7 +178,7 @@ impl Quote {
     /// Verifies the seller's signature with its verified card, and that the quote is current.
     pub fn verify(self, seller: &Verified<AgentCard>, now: Timestamp) -> Result<Verified<Quote>, Error> {
         if seller.address() != self.seller {
-            return Err(Error::forbidden("the quote is not signed by its seller"));
+            return Err(Refusal::WrongSigner.because("the quote is not signed by its seller"));
         }
         verify_object(&self.raw, "signature", Context::Quote, |kid| seller.accepts_key(kid, now))?;
         self.check_current(now)?;
@@ -193,7 +194,7 @@ impl Quote {
 
     fn check_current(&self, now: Timestamp) -> Result<(), Error> {
         if self.expires.is_some_and(|e| now >= e) {
-            return Err(Error::new(ErrorKind::Expired, format!("quote {} expired", self.id)));
+            return Err(Refusal::QuoteExpired.because(format!("quote {} expired", self.id)));
         }
         Ok(())
     }
@@ -254,7 +255,7 @@ mod tests {
         assert_eq!(canonical_object(fits.object()).len(), 16_384);
         assert_eq!(Quote::from_object(fits.object().clone()).unwrap(), fits);
         let err = padded(limits::MAX_QUOTE_BYTES - base + 1).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::TooLarge);
+        assert_eq!(err.refusal(), Some(Refusal::QuoteTooLarge));
         assert_eq!(err.reason, "a quote may be 16384 bytes of canonical JSON");
     }
 
@@ -265,7 +266,7 @@ mod tests {
         assert_eq!(d.clone().sign(&key()).unwrap().concept.len(), 256);
         d.concept.push('x');
         let err = d.sign(&key()).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Malformed);
+        assert_eq!(err.refusal(), Some(Refusal::BadQuote));
         assert_eq!(err.reason, "a quote's `concept` may be 256 bytes");
     }
 
@@ -284,7 +285,7 @@ mod tests {
         // Past the largest amount the number is no safe integer: refused before the check.
         let mut d = draft();
         d.price = limits::MAX_AMOUNT + 1;
-        assert_eq!(d.sign(&key()).unwrap_err().kind, ErrorKind::Malformed);
+        assert_eq!(d.sign(&key()).unwrap_err().refusal(), Some(Refusal::BadMember));
     }
 
     #[test]
@@ -292,12 +293,12 @@ mod tests {
         let q = draft().sign(&key()).unwrap();
         assert_eq!(q.clone().verify_with_key(&key().public(), NOW).unwrap().into_inner(), q);
         let err = q.clone().verify_with_key(&SigningKey::from_seed([8; 32]).public(), NOW).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Forbidden);
+        assert_eq!(err.refusal(), Some(Refusal::UntrustedKey));
         let mut d = draft();
         d.expires = Some(Timestamp(NOW.0 + 1));
         let q = d.sign(&key()).unwrap();
         assert!(q.clone().verify_with_key(&key().public(), NOW).is_ok());
         let err = q.verify_with_key(&key().public(), Timestamp(NOW.0 + 1)).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Expired);
+        assert_eq!(err.refusal(), Some(Refusal::QuoteExpired));
     }
 }

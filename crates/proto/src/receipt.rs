@@ -6,6 +6,7 @@ use crate::crypto::{Context, SigPublic, SigningKey, check_sha256_hex};
 use crate::envelope::{Content, Draft, Envelope, Kind};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
+use crate::refusal::Refusal;
 use crate::sign::{Verified, sign_object, verify_object};
 use crate::time::Timestamp;
 
@@ -98,10 +99,10 @@ impl Receipt {
 
     pub fn from_object(raw: Object) -> Result<Receipt, Error> {
         if field::str(&raw, "tipo")? != TIPO {
-            return Err(Error::malformed("a receipt has `tipo: recibo`"));
+            return Err(Refusal::BadReceipt.because("a receipt has `tipo: recibo`"));
         }
         let house = field::str(&raw, "house")?.to_owned();
-        check_domain(&house).map_err(|why| Error::malformed(format!("receipt house: {why}")))?;
+        check_domain(&house).map_err(|why| Refusal::BadReceipt.because(format!("receipt house: {why}")))?;
         let of = field::str(&raw, "of")?.to_owned();
         check_id(&of)?;
         let op_sha256 = field::str(&raw, "op_sha256")?.to_owned();
@@ -109,7 +110,7 @@ impl Receipt {
         // A receipt without a status could be a movement that waits or was declined: it proves
         // nothing, so it is not read as a receipt at all.
         let status = Status::parse(field::str(&raw, "status")?)
-            .ok_or_else(|| Error::malformed("a receipt's status is done, pending or declined"))?;
+            .ok_or_else(|| Refusal::BadReceipt.because("a receipt's status is done, pending or declined"))?;
         if let Some(q) = field::opt_str(&raw, "cotizacion_sha256")? {
             check_sha256_hex(q, "cotizacion_sha256")?;
         }

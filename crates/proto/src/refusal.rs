@@ -47,7 +47,7 @@ macro_rules! refusals {
 impl Refusal {
     /// This refusal, with the reason a person reads.
     pub fn because(self, reason: impl Into<Cow<'static, str>>) -> Error {
-        Error::named(self, reason)
+        Error { kind: self.kind(), name: Cow::Borrowed(self.name()), reason: reason.into() }
     }
 
     /// The refusal of this name, if it is one of the table's.
@@ -56,10 +56,139 @@ impl Refusal {
     }
 }
 
+impl Error {
+    /// The refusal this error names, if its name is one of the table's.
+    pub fn refusal(&self) -> Option<Refusal> {
+        Refusal::from_name(&self.name)
+    }
+}
+
 refusals! {
     // ---- proto: documents, signatures, tokens ----
     /// The JSON is not well formed, or not canonical where it must be.
     BadJson(Malformed) = "bad_json",
+    /// A request body or document is over the size limit for it.
+    BodyTooLarge(TooLarge) = "body_too_large",
+    /// An address is not `name@domain` as the protocol allows it.
+    BadAddress(Malformed) = "bad_address",
+    /// An id (of an envelope, thread or quote) is not 1 to 128 letters, digits, `.`, `_` or `-`, starting with a letter or digit.
+    BadId(Malformed) = "bad_id",
+    /// A timestamp is not RFC 3339.
+    BadTimestamp(Malformed) = "bad_timestamp",
+    /// A key is not a 32-byte base64url public key (or not a usable one).
+    BadKey(Malformed) = "bad_key",
+    /// A digest is not 64 lowercase hex digits.
+    BadDigest(Malformed) = "bad_digest",
+    /// A document names a protocol version this build does not speak.
+    UnsupportedVersion(Malformed) = "unsupported_version",
+    /// A signature block names an unknown algorithm, or its value is not 64 bytes of base64url.
+    UnreadableSignature(Malformed) = "unreadable_signature",
+    /// A signature does not verify by the key that should have made it.
+    BadSignature(Forbidden) = "bad_signature",
+    /// A signature is made by a key the document (or its signer's card) does not trust.
+    UntrustedKey(Forbidden) = "untrusted_key",
+    /// A document is signed for another party than the one it names (the signer's card is another's).
+    WrongSigner(Forbidden) = "wrong_signer",
+    /// The request's token is outside its five-minute window.
+    TokenExpired(Unauthenticated) = "token_expired",
+    /// The token is bound to another address, method, path, query, house or body than this request's.
+    TokenForAnotherRequest(Unauthenticated) = "token_for_another_request",
+    /// The token's signature does not verify by any key the agent may use for it.
+    TokenSignatureInvalid(Unauthenticated) = "token_signature_invalid",
+    /// An agent or domain card (or a scope in it) does not parse.
+    BadCard(Malformed) = "bad_card",
+    /// An agent card is certified for another domain than its address's.
+    NotCertifiedByDomain(Forbidden) = "not_certified_by_domain",
+    /// An agent card's `valid_from` is ahead of our clock: try again later.
+    CardNotYetValid(Unavailable) = "card_not_yet_valid",
+    /// An agent card is past its `valid_until`.
+    CardExpired(Forbidden) = "card_expired",
+    /// A delegated card came without its parent's card.
+    ParentCardRequired(Forbidden) = "parent_card_required",
+    /// A subagent's card (a dotted name) carries no delegation from its parent.
+    SubagentWithoutDelegation(Forbidden) = "subagent_without_delegation",
+    /// A card's delegation is not its parent's, delegates another key, has expired or is wider than its parent's.
+    BadDelegation(Forbidden) = "bad_delegation",
+    /// A delegated card's scope does not allow this kind of envelope to this domain.
+    OutsideDelegation(Forbidden) = "outside_delegation",
+    /// An envelope does not parse (a member is missing, wrong or contradicts another).
+    BadEnvelope(Malformed) = "bad_envelope",
+    /// An envelope is over the size limit of the house that reads it.
+    EnvelopeTooLarge(TooLarge) = "envelope_too_large",
+    /// An envelope is past its `expires`.
+    EnvelopeExpired(Expired) = "envelope_expired",
+    /// An envelope's `encrypted` member does not parse.
+    BadEncrypted(Malformed) = "bad_encrypted",
+    /// An envelope cannot be sealed as asked (already sealed, no usable recipient key).
+    CannotSeal(Malformed) = "cannot_seal",
+    /// An envelope asked to be opened is not encrypted.
+    NotEncrypted(Malformed) = "not_encrypted",
+    /// A sealed envelope wraps no key for this recipient.
+    NotSealedForRecipient(Forbidden) = "not_sealed_for_recipient",
+    /// A sealed envelope's content cannot be opened with this key, or does not authenticate.
+    CannotOpen(Forbidden) = "cannot_open",
+    /// The `Nyx5-Relay` header does not parse.
+    BadRelayHeader(Forbidden) = "bad_relay_header",
+    /// The relay key is not a key of the sending domain, or is past its end.
+    RelayKeyNotValid(Forbidden) = "relay_key_not_valid",
+    /// A quote does not parse.
+    BadQuote(Malformed) = "bad_quote",
+    /// A quote is over its size limit.
+    QuoteTooLarge(TooLarge) = "quote_too_large",
+    /// A quote is past its `expires`.
+    QuoteExpired(Expired) = "quote_expired",
+    /// A receipt does not parse.
+    BadReceipt(Malformed) = "bad_receipt",
+    /// A Libro entry does not parse or does not balance.
+    BadEntry(Malformed) = "bad_entry",
+    /// An entry of a Libro's chain does not check (number, house, chain, signature or balance).
+    EntryDoesNotCheck(Forbidden) = "entry_does_not_check",
+    /// An authority (or a mandate's) does not parse, or contradicts itself.
+    BadAuthority(Malformed) = "bad_authority",
+    /// An authority declared under a parent names something looser than the parent's.
+    AuthorityTooLoose(Forbidden) = "authority_too_loose",
+    /// The authority prohibits this movement.
+    ProhibitedByAuthority(Forbidden) = "prohibited_by_authority",
+    /// The authority's cap counts another currency than this movement's.
+    AuthorityOtherCurrency(Forbidden) = "authority_other_currency",
+    /// A contract's evidence terms do not parse, or an evidence kind is not one the protocol knows.
+    BadEvidence(Malformed) = "bad_evidence",
+    /// The terms require evidence this claim does not carry (none, no hash, or a kind they do not accept).
+    EvidenceRequired(Malformed) = "evidence_required",
+    /// An App Card does not parse.
+    BadAppCard(Malformed) = "bad_app_card",
+    /// An app's id is not 1 to 64 lowercase letters, digits, `.`, `-` or `_`.
+    BadAppId(Malformed) = "bad_app_id",
+    /// An App Card is over its size limit.
+    AppCardTooLarge(TooLarge) = "app_card_too_large",
+    /// An App Card declares a primitive Nyx5 does not have.
+    UnknownPrimitive(Malformed) = "unknown_primitive",
+    /// A file of an app is over the size limit.
+    AppFileTooLarge(TooLarge) = "app_file_too_large",
+    /// A file of an app is missing, or its bytes are not the ones its card's `entry.integrity` lists.
+    AppFileMismatch(Forbidden) = "app_file_mismatch",
+    /// The catalogue does not list this app.
+    AppNotListed(NotFound) = "app_not_listed",
+    /// The App Card is not the one the catalogue lists (its hash differs).
+    AppNotAsListed(Forbidden) = "app_not_as_listed",
+    // Twins: the same rows as other sections' on their branches (same variant, kind and name);
+    // the merge keeps one of each.
+    /// A member of the request body is missing, of the wrong type or out of range; the reason names it.
+    BadMember(Malformed) = "bad_member",
+    /// The envelope is not signed.
+    UnsignedEnvelope(Forbidden) = "unsigned_envelope",
+    /// The relay header names a house that is not the sender's.
+    BadRelay(Forbidden) = "bad_relay",
+    /// A domain card is not signed by the key the operator's hosts file anchors, nor by one it handed over to.
+    AnchorMismatch(Forbidden) = "anchor_mismatch",
+    /// A domain's key contradicts the key pinned for it on first use; refused until the operator confirms it.
+    PinMismatch(Forbidden) = "pin_mismatch",
+    /// This act needs the agent's current key; a replaced (previous) key may not do it.
+    NeedsCurrentKey(Forbidden) = "needs_current_key",
+    /// An intro from a sender not on the allowlist is over its size.
+    IntroTooLarge(TooLarge) = "intro_too_large",
+    /// A member of the operation's body is missing or out of range (the reason names it).
+    BadOperation(Malformed) = "bad_operation",
     // ---- end proto ----
 
     // ---- house: auth, registration, cards, mailbox, inbound, outbound ----
@@ -79,16 +208,12 @@ refusals! {
     NotTheSender(Forbidden) = "not_the_sender",
     /// No agent of that name at this house (or at the house asked).
     UnknownAgent(NotFound) = "unknown_agent",
-    /// The request body is over the size of a small document.
-    BodyTooLarge(TooLarge) = "body_too_large",
     /// No route at this path.
     NoRoute(NotFound) = "no_route",
     /// The route exists, but not with this method.
     WrongMethod(MethodNotAllowed) = "wrong_method",
     /// A query parameter is out of range or too long; the reason names it.
     BadQuery(Malformed) = "bad_query",
-    /// A member of the request body is missing, of the wrong type or out of range; the reason names it.
-    BadMember(Malformed) = "bad_member",
     /// A setting of the house's configuration cannot be read; the reason names it.
     BadConfig(Malformed) = "bad_config",
     /// The bookmark header is not one this house gave.
@@ -117,8 +242,6 @@ refusals! {
     TakesNoMail(Forbidden) = "takes_no_mail",
     /// The envelope id is already used, by another sender or for another envelope.
     EnvelopeIdTaken(Conflict) = "envelope_id_taken",
-    /// This act needs the agent's current key; a replaced (previous) key may not do it.
-    NeedsCurrentKey(Forbidden) = "needs_current_key",
     /// The stamp is over the cap of the sender's delegation.
     OverDelegationCap(Forbidden) = "over_delegation_cap",
     /// The sender's delegation does not let it pay this stamp alone.
@@ -139,7 +262,7 @@ refusals! {
     UrlRefused(Forbidden) = "url_refused",
     /// A registration's `ts` is outside its 5-minute window.
     RegistrationStale(Forbidden) = "registration_stale",
-    /// A subagent's name registers only with a delegation signed by its parent.
+    /// A subagent's name (`<name>.<parent>`) registers only with a delegation signed by its parent.
     DelegationRequired(Forbidden) = "delegation_required",
     /// The delegation is issued in the future.
     DelegationInFuture(Forbidden) = "delegation_in_future",
@@ -193,16 +316,12 @@ refusals! {
     /// The sender of an envelope cannot be verified, for a cause with no name of its own (a 403
     /// cause keeps its name); the reason says why.
     UnverifiableSender(Forbidden) = "unverifiable_sender",
-    /// A domain card is not signed by the key the operator's hosts file anchors, nor by one it handed over to.
-    AnchorMismatch(Forbidden) = "anchor_mismatch",
     /// A delegation is nested too deep.
     DelegationTooDeep(Forbidden) = "delegation_too_deep",
     /// A card fetched is not the one asked for (another address or domain, or not the one its house holds).
     WrongCard(Forbidden) = "wrong_card",
     /// The domain is not a public house domain (a public suffix, or under no public suffix).
     NotPublicDomain(Forbidden) = "not_public_domain",
-    /// A domain's key contradicts the key pinned for it on first use; refused until the operator confirms it.
-    PinMismatch(Forbidden) = "pin_mismatch",
     /// The pin of a domain changed meanwhile; try again.
     PinChangedMeanwhile(Unavailable) = "pin_changed_meanwhile",
     /// No key is pinned for that domain.
@@ -219,10 +338,6 @@ refusals! {
     CreatedTooOld(Malformed) = "created_too_old",
     /// The agent (with its subagents) sent as many envelopes as it may this minute.
     TooManySends(RateLimited) = "too_many_sends",
-    /// The envelope is not signed.
-    UnsignedEnvelope(Forbidden) = "unsigned_envelope",
-    /// The relay header names a house that is not the sender's.
-    BadRelay(Forbidden) = "bad_relay",
     /// This house requires the relay header on inbound envelopes.
     RelayRequired(Forbidden) = "relay_required",
     /// An allow or block list would hold more entries than it may.
@@ -241,8 +356,6 @@ refusals! {
     TooManyFromDomain(RateLimited) = "too_many_from_domain",
     /// The recipient blocks the sender.
     SenderBlocked(Forbidden) = "sender_blocked",
-    /// An intro from a sender not on the allowlist is over its size.
-    IntroTooLarge(TooLarge) = "intro_too_large",
     /// The vouch (aval) an envelope carries in place of a stamp does not hold.
     BadVouch(PaymentRequired) = "bad_vouch",
     /// The sender is not on the recipient's allowlist; send an intro.

@@ -11,6 +11,7 @@ use crate::crypto::{Context, SigPublic, SigningKey};
 use crate::envelope::Envelope;
 use crate::error::Error;
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::sign::Verified;
 use crate::time::Timestamp;
 
@@ -48,7 +49,7 @@ impl RelayHeader {
     /// Parses a header value. Parameters are `;`-separated `name=value` pairs after `nyx51`,
     /// each exactly once, in any order, with optional spaces.
     pub fn parse(value: &str) -> Result<RelayHeader, Error> {
-        let bad = |why: &str| Error::forbidden(format!("bad {HEADER} header: {why}"));
+        let bad = |why: &str| Refusal::BadRelayHeader.because(format!("bad {HEADER} header: {why}"));
         if value.len() > limits::MAX_HEADER_LEN {
             return Err(bad("too long"));
         }
@@ -89,14 +90,16 @@ impl RelayHeader {
     ) -> Result<(), Error> {
         check_id(envelope.id())?;
         if self.domain != sender.domain() {
-            return Err(Error::forbidden("relay header names another domain"));
+            return Err(Refusal::BadRelay.because("relay header names another domain"));
         }
         if !sender.accepts_key(&self.kid, now) {
-            return Err(Error::forbidden("the relay key is not a key of the sending domain, or past its end"));
+            return Err(
+                Refusal::RelayKeyNotValid.because("the relay key is not a key of the sending domain, or past its end")
+            );
         }
         let message = relay_message(envelope.id(), destination, &envelope.sha256_hex());
         if !sender.verify_by(&self.kid, Context::Relay, message.as_bytes(), &self.sig) {
-            return Err(Error::forbidden("relay signature does not verify"));
+            return Err(Refusal::BadSignature.because("relay signature does not verify"));
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ use crate::envelope::{Content, Envelope, Payload, b64_field};
 use crate::error::Error;
 use crate::json::{Object, Value, field, obj};
 use crate::limits;
+use crate::refusal::Refusal;
 use crate::vecmap::VecMap;
 
 /// The `alg` of a sealed envelope.
@@ -61,26 +62,29 @@ pub struct Sealed {
 impl Sealed {
     /// Parses `encrypted`; every wrapped key must be for a recipient or the sender.
     pub fn from_value(v: &Value, to: &[Address], from: &Address) -> Result<Sealed, Error> {
-        let o = v.as_object().ok_or_else(|| Error::malformed("`encrypted` must be an object"))?;
+        let o = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because("`encrypted` must be an object"))?;
         let alg = field::str(o, "alg")?;
         if alg != ALG_SEALED {
-            return Err(Error::malformed(format!("unsupported encryption alg {alg:?}")));
+            return Err(Refusal::BadEncrypted.because(format!("unsupported encryption alg {alg:?}")));
         }
         let epk = field::str(o, "epk")?;
         EncPublic::parse(epk)?;
-        let ct =
-            b64::decode(field::str(o, "ct")?).ok_or_else(|| Error::malformed("`encrypted.ct` is not base64url"))?;
+        let ct = b64::decode(field::str(o, "ct")?)
+            .ok_or_else(|| Refusal::BadEncrypted.because("`encrypted.ct` is not base64url"))?;
         let key_map = field::object(o, "keys")?;
         if key_map.is_empty() || key_map.len() > limits::MAX_RECIPIENTS + 1 {
-            return Err(Error::malformed("`encrypted.keys` must wrap the key for at least one recipient"));
+            return Err(Refusal::BadEncrypted.because("`encrypted.keys` must wrap the key for at least one recipient"));
         }
         let mut keys = VecMap::new();
         for (addr, wrapped) in key_map {
             let addr = Address::parse(addr)?;
             if !to.contains(&addr) && addr != *from {
-                return Err(Error::malformed(format!("`encrypted.keys` names {addr}, who is not on the envelope")));
+                return Err(
+                    Refusal::BadEncrypted.because(format!("`encrypted.keys` names {addr}, who is not on the envelope"))
+                );
             }
-            let w = wrapped.as_object().ok_or_else(|| Error::malformed("each wrapped key is an object"))?;
+            let w =
+                wrapped.as_object().ok_or_else(|| Refusal::BadEncrypted.because("each wrapped key is an object"))?;
             let ctx = "encrypted.keys[]";
             keys.insert(
                 addr,
@@ -143,10 +147,10 @@ fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
 pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn Entropy) -> Result<Envelope, Error> {
     let content = match env.payload() {
         Payload::Clear(c) => c.to_value().canonical(),
-        Payload::Sealed(_) => return Err(Error::malformed("envelope is already sealed")),
+        Payload::Sealed(_) => return Err(Refusal::CannotSeal.because("envelope is already sealed")),
     };
     if recipients.is_empty() {
-        return Err(Error::malformed("sealing needs at least one recipient key"));
+        return Err(Refusal::CannotSeal.because("sealing needs at least one recipient key"));
     }
     let aad = aad(&env);
     let cek: [u8; 32] = random(rng);
@@ -156,12 +160,12 @@ pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn En
     let epk = ephemeral.public().to_b64();
     let mut keys = VecMap::new();
     for (addr, enc) in recipients {
-        let shared = ephemeral
-            .agree(enc)
-            .ok_or_else(|| Error::malformed(format!("the encryption key of {addr} is not usable (small order)")))?;
+        let shared = ephemeral.agree(enc).ok_or_else(|| {
+            Refusal::CannotSeal.because(format!("the encryption key of {addr} is not usable (small order)"))
+        })?;
         let wrap_iv: [u8; 12] = random(rng);
         let (wct, wtag) = aes256gcm_seal(&kek(&shared, &epk)?, &wrap_iv, &aad, &cek);
-        let wct: [u8; 32] = wct.try_into().map_err(|_| Error::malformed("wrapped key length"))?;
+        let wct: [u8; 32] = wct.try_into().map_err(|_| Refusal::CannotSeal.because("wrapped key length"))?;
         keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
     }
     let sealed = Sealed { epk, iv, ct, tag, commit: commitment(&cek), keys };
@@ -177,21 +181,24 @@ pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn En
 pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content, Error> {
     let sealed = match env.payload() {
         Payload::Sealed(s) => s,
-        Payload::Clear(_) => return Err(Error::malformed("envelope is not encrypted")),
+        Payload::Clear(_) => return Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
     };
-    let wrapped = sealed.keys.get(me).ok_or_else(|| Error::forbidden(format!("envelope is not sealed for {me}")))?;
+    let wrapped = sealed
+        .keys
+        .get(me)
+        .ok_or_else(|| Refusal::NotSealedForRecipient.because(format!("envelope is not sealed for {me}")))?;
     let epk = EncPublic::parse(&sealed.epk)?;
-    let shared = secret.agree(&epk).ok_or_else(|| Error::forbidden("ephemeral key is of small order"))?;
+    let shared = secret.agree(&epk).ok_or_else(|| Refusal::CannotOpen.because("ephemeral key is of small order"))?;
     let aad = aad(env);
     let cek =
         aes256gcm_open(&kek(&shared, &sealed.epk)?, &wrapped.iv, &aad, &wrapped.ct, &wrapped.tag).ok_or_else(|| {
-            Error::forbidden("cannot unwrap the content key (wrong key, or the envelope was re-addressed)")
+            Refusal::CannotOpen.because("cannot unwrap the content key (wrong key, or the envelope was re-addressed)")
         })?;
-    let cek: [u8; 32] = cek.try_into().map_err(|_| Error::forbidden("content key length"))?;
+    let cek: [u8; 32] = cek.try_into().map_err(|_| Refusal::CannotOpen.because("content key length"))?;
     if commitment(&cek) != sealed.commit {
-        return Err(Error::forbidden("the content key does not match the envelope's commitment"));
+        return Err(Refusal::CannotOpen.because("the content key does not match the envelope's commitment"));
     }
     let plain = aes256gcm_open(&cek, &sealed.iv, &aad, &sealed.ct, &sealed.tag)
-        .ok_or_else(|| Error::forbidden("content does not authenticate"))?;
+        .ok_or_else(|| Refusal::CannotOpen.because("content does not authenticate"))?;
     Content::from_value(&Value::parse(&plain, limits::MAX_ENVELOPE_BYTES)?)
 }

@@ -9,6 +9,7 @@ use crate::b64;
 use crate::crypto::{Context, SigPublic, SigningKey};
 use crate::error::Error;
 use crate::json::{Object, Value, canonical_without, field};
+use crate::refusal::Refusal;
 
 /// The only signature algorithm of Nyx5/1.
 pub const ALG_ED25519: &str = "Ed25519";
@@ -26,11 +27,12 @@ impl Signature {
         let sig = field::object(doc, name)?;
         let alg = field::str(sig, "alg")?;
         if alg != ALG_ED25519 {
-            return Err(Error::malformed(format!("unsupported signature alg {alg:?}")));
+            return Err(Refusal::UnreadableSignature.because(format!("unsupported signature alg {alg:?}")));
         }
         let kid = SigPublic::parse(field::str(sig, "kid")?)?;
-        let value = b64::decode_array(field::str(sig, "value")?)
-            .ok_or_else(|| Error::malformed(format!("`{name}.value` is not a 64-byte base64url signature")))?;
+        let value = b64::decode_array(field::str(sig, "value")?).ok_or_else(|| {
+            Refusal::UnreadableSignature.because(format!("`{name}.value` is not a 64-byte base64url signature"))
+        })?;
         Ok(Signature { kid, value })
     }
 
@@ -77,10 +79,10 @@ pub(crate) fn verify_signature(
 ) -> Result<SigPublic, Error> {
     let sig = Signature::read(doc, name)?;
     if !trusted(&sig.kid) {
-        return Err(Error::forbidden(format!("`{name}` made by a key this document does not trust")));
+        return Err(Refusal::UntrustedKey.because(format!("`{name}` made by a key this document does not trust")));
     }
     if !check(&sig.kid, framed, &sig.value) {
-        return Err(Error::forbidden(format!("`{name}` does not verify")));
+        return Err(Refusal::BadSignature.because(format!("`{name}` does not verify")));
     }
     Ok(sig.kid)
 }

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::error::Error;
+use crate::refusal::Refusal;
 
 /// An instant, in whole milliseconds since 1970-01-01T00:00:00Z.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,7 +33,7 @@ impl Timestamp {
     /// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`); fractions below a millisecond
     /// are truncated. Also accepts a plain date `YYYY-MM-DD` as its midnight UTC.
     pub fn parse(text: &str) -> Result<Timestamp, Error> {
-        parse_rfc3339(text).ok_or_else(|| Error::malformed(format!("not an RFC 3339 timestamp: {text:?}")))
+        parse_rfc3339(text).ok_or_else(|| Refusal::BadTimestamp.because(format!("not an RFC 3339 timestamp: {text:?}")))
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`.

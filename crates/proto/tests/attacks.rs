@@ -9,7 +9,7 @@ use nyx5_proto::crypto::{EncSecret, SigningKey, aes256gcm_open, aes256gcm_seal, 
 use nyx5_proto::envelope::{Content, Draft, Payload};
 use nyx5_proto::json::obj;
 use nyx5_proto::seal::{self, CEK_WRAP_INFO, Sealed, WrappedKey, commitment};
-use nyx5_proto::{Address, AgentCard, DomainCard, Envelope, Timestamp, Value, Verified};
+use nyx5_proto::{Address, AgentCard, DomainCard, Envelope, Refusal, Timestamp, Value, Verified};
 
 const NOW: Timestamp = Timestamp(1_788_548_400_000);
 
@@ -160,11 +160,13 @@ fn one_sealed_envelope_cannot_open_to_two_texts() {
     let env = Envelope::from_object(raw).unwrap().sign(&alice).unwrap();
 
     let e = seal::open(&env, &addr("carol@sigo.uk"), &carol).unwrap_err();
+    assert_eq!(e.refusal(), Some(Refusal::CannotOpen));
     assert!(e.reason.contains("commitment"), "carol's key is refused before anything is decrypted: {}", e.reason);
     // Bob's key matches the commitment; what it opens is the one text everyone can get (here not
     // even a content object, so it is refused as such, never as a second reading).
     let e = seal::open(&env, &addr("bob@sigo.uk"), &bob).unwrap_err();
     assert!(!e.reason.contains("commitment"), "{}", e.reason);
+    assert_eq!(e.refusal(), Some(Refusal::BadJson), "{e}");
     // An honest envelope opens the same for both.
     assert_eq!(seal::open(&honest, &addr("bob@sigo.uk"), &bob), seal::open(&honest, &addr("carol@sigo.uk"), &carol));
 }
@@ -185,7 +187,7 @@ fn a_sealed_envelope_without_a_commitment_is_malformed() {
     let mut encrypted = raw["encrypted"].as_object().unwrap().clone();
     encrypted.remove("commit");
     raw.insert("encrypted".into(), Value::Object(encrypted));
-    assert_eq!(Envelope::from_object(raw).unwrap_err().kind, nyx5_proto::ErrorKind::Malformed);
+    assert_eq!(Envelope::from_object(raw).unwrap_err().refusal(), Some(Refusal::BadMember));
 }
 
 // ---------- delegation ----------
@@ -252,7 +254,7 @@ fn a_dotted_card_without_its_delegation_does_not_verify() {
     let impostor = SigningKey::from_seed([66; 32]);
     let full = card(&house, "assistant.ceo@sigo.uk", &impostor, None);
     let e = full.verify(&d, None, NOW).unwrap_err();
-    assert!(e.reason.contains("no delegation"), "{}", e.reason);
+    assert_eq!(e.refusal(), Some(Refusal::SubagentWithoutDelegation), "{e}");
     // Also with the parent's card at hand: the name alone makes no one a subagent.
     let ceo_key = SigningKey::from_seed([2; 32]);
     let ceo = card(&house, "ceo@sigo.uk", &ceo_key, None).verify(&d, None, NOW).unwrap();
@@ -277,7 +279,7 @@ fn a_dotted_card_without_its_delegation_does_not_verify() {
 use nyx5_proto::auth::{AuthHeader, Claims, Keys, Target};
 use nyx5_proto::card::PreviousKey;
 use nyx5_proto::relay::RelayHeader;
-use nyx5_proto::{ErrorKind, b64, limits, pow};
+use nyx5_proto::{b64, limits, pow};
 
 const MINUTE: i64 = 60_000;
 
@@ -314,7 +316,7 @@ fn a_token_holds_exactly_its_members_and_a_nonce_of_16_to_64() {
     assert!(AuthHeader::parse(&header_of(&members(&"n".repeat(64)), &key)).is_ok());
     for bad in [15, 65] {
         let e = AuthHeader::parse(&header_of(&members(&"n".repeat(bad)), &key)).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Unauthenticated, "nonce of {bad}");
+        assert_eq!(e.refusal(), Some(Refusal::BadToken), "nonce of {bad}");
     }
     // Eight members, one of them not a token's; nine members.
     let mut renamed = members(&"n".repeat(16));
@@ -391,12 +393,12 @@ fn a_replaced_key_signs_only_mailbox_reads_and_only_within_its_grace() {
     assert!(token(&new, NOW).verify(&card, &target, Keys::Current, NOW).is_ok());
     assert!(token(&old, NOW).verify(&card, &target, Keys::CurrentOrGrace, NOW).is_ok());
     let e = token(&old, NOW).verify(&card, &target, Keys::Current, NOW).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Forbidden, "a replaced key is known but may not act: {}", e.reason);
+    assert_eq!(e.refusal(), Some(Refusal::NeedsCurrentKey), "a replaced key is known but may not act: {e}");
     let at_end = until;
     let e = token(&old, at_end).verify(&card, &target, Keys::CurrentOrGrace, at_end).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Unauthenticated, "at `until` the grace is over");
+    assert_eq!(e.refusal(), Some(Refusal::TokenSignatureInvalid), "at `until` the grace is over");
     let e = token(&old, at_end).verify(&card, &target, Keys::Current, at_end).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Unauthenticated, "past its grace a replaced key is just a wrong key");
+    assert_eq!(e.refusal(), Some(Refusal::TokenSignatureInvalid), "past its grace a replaced key is just a wrong key");
     assert!(token(&old, NOW).verify(&card, &target, Keys::CurrentOrGrace, until.plus_ms(-1)).is_ok());
     // A token exactly at the edge of its 5-minute window still counts; a millisecond later not.
     let edge = NOW.plus_ms(limits::AUTH_WINDOW_MS);
@@ -486,8 +488,8 @@ fn a_subagent_sends_only_what_its_delegation_allows() {
             .unwrap();
     let sub = card(&house, "x.ceo@sigo.uk", &child, Some(del)).verify(&d, Some(&ceo), NOW).unwrap();
     assert!(sub.check_send("task", "x.test").is_ok());
-    assert_eq!(sub.check_send("message", "x.test").unwrap_err().kind, ErrorKind::Forbidden);
-    assert_eq!(sub.check_send("task", "y.test").unwrap_err().kind, ErrorKind::Forbidden);
+    assert_eq!(sub.check_send("message", "x.test").unwrap_err().refusal(), Some(Refusal::OutsideDelegation));
+    assert_eq!(sub.check_send("task", "y.test").unwrap_err().refusal(), Some(Refusal::OutsideDelegation));
     assert!(ceo.check_send("anything", "anywhere.test").is_ok(), "a full agent has no scope");
 }
 

@@ -8,7 +8,7 @@ use nyx5_proto::card::{
 };
 use nyx5_proto::crypto::{Context, SigningKey};
 use nyx5_proto::json::{Value, obj};
-use nyx5_proto::{Address, ErrorKind, Timestamp};
+use nyx5_proto::{Address, Refusal, Timestamp};
 
 const NOW: Timestamp = Timestamp(1_800_000_000_000);
 const DAY: i64 = 86_400_000;
@@ -66,7 +66,7 @@ fn a_handover_is_listed_and_followed_from_the_pin() {
     assert!(!moved);
     // Past the end, the handover no longer counts, and the old key verifies nothing.
     let late = Timestamp(until.millis());
-    assert_eq!(card.clone().verify_continuing(&old.public(), late).unwrap_err().kind, ErrorKind::Forbidden);
+    assert_eq!(card.clone().verify_continuing(&old.public(), late).unwrap_err().refusal(), Some(Refusal::PinMismatch));
     assert!(card.accepts_key(&old.public(), Timestamp(until.millis() - 1)));
     assert!(!card.accepts_key(&old.public(), late));
     assert!(card.accepts_key(&new.public(), late));
@@ -95,7 +95,7 @@ fn listing_the_pinned_key_without_its_handover_proves_nothing() {
         [0; 64],
     ] {
         let k = DomainKey { until: Some(until), handover: Some(handover), ..bare.clone() };
-        assert_eq!(with(k).unwrap_err().kind, ErrorKind::Forbidden);
+        assert_eq!(with(k).unwrap_err().refusal(), Some(Refusal::PinMismatch));
     }
     // The right one passes, so the refusals above are about the bytes.
     let k = DomainKey {
@@ -115,7 +115,7 @@ fn a_domain_key_past_its_end_certifies_nothing() {
     let card =
         AgentCardDraft::new(Address::parse("a@h.test").unwrap(), agent, None, Timestamp(0)).certify(&old).unwrap();
     assert!(card.clone().verify(&domain, None, NOW).is_ok());
-    assert_eq!(card.clone().verify(&domain, None, until).unwrap_err().kind, ErrorKind::Forbidden);
+    assert_eq!(card.clone().verify(&domain, None, until).unwrap_err().refusal(), Some(Refusal::UntrustedKey));
     // Certified again by the active key, the same card verifies after the end, members unchanged.
     let again = card.clone().recertify(&new).unwrap();
     assert_eq!(again.certifier().unwrap(), new.public());
@@ -130,8 +130,8 @@ fn malformed_key_entries_are_refused() {
     let mut o = card.object().clone();
     let key = Value::Object(obj([("sig", new.public().to_b64().into()), ("handover", "AAAA".into())]));
     o.insert("keys".into(), Value::Array(vec![key]));
-    assert_eq!(DomainCard::from_object(o.clone()).unwrap_err().kind, ErrorKind::Malformed);
+    assert_eq!(DomainCard::from_object(o.clone()).unwrap_err().refusal(), Some(Refusal::BadCard));
     let key = Value::Object(obj([("sig", new.public().to_b64().into())]));
     o.insert("keys".into(), Value::Array(vec![key.clone(), key]));
-    assert_eq!(DomainCard::from_object(o).unwrap_err().kind, ErrorKind::Malformed);
+    assert_eq!(DomainCard::from_object(o).unwrap_err().refusal(), Some(Refusal::BadCard));
 }

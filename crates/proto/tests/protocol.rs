@@ -11,7 +11,7 @@ use nyx5_proto::receipt::{self, Notice, Receipt, notice};
 use nyx5_proto::relay::RelayHeader;
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::{
-    Address, AgentCard, DomainCard, Envelope, ErrorKind, Object, Timestamp, Value, Verified, limits, pow, seal,
+    Address, AgentCard, DomainCard, Envelope, Object, Refusal, Timestamp, Value, Verified, limits, pow, seal,
 };
 
 const NOW: Timestamp = Timestamp::from_millis(1_788_548_400_000); // 2026-09-04T19:00:00Z
@@ -121,7 +121,7 @@ fn domain_card_verifies_and_every_change_breaks_it() {
     assert!(checked >= 6, "only {checked} members checked");
     let other = SigningKey::from_seed([9; 32]).public();
     let e = DomainCard::from_object(raw).unwrap().verify(Some(&other)).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Forbidden);
+    assert_eq!(e.refusal(), Some(Refusal::AnchorMismatch));
 }
 
 #[test]
@@ -337,11 +337,11 @@ fn envelope_rules() {
     let mut o = base.clone();
     o.insert("deliver_after".into(), NOW.plus_ms(MINUTE).to_rfc3339().into());
     o.insert("expires".into(), NOW.plus_ms(MINUTE).to_rfc3339().into());
-    assert_eq!(Envelope::from_object(o).unwrap_err().kind, ErrorKind::Malformed);
+    assert_eq!(Envelope::from_object(o).unwrap_err().refusal(), Some(Refusal::BadEnvelope));
     let past = with("deliver_after", NOW.plus_ms(-MINUTE).to_rfc3339().into()).unwrap();
     assert_eq!(past.due_at(NOW), NOW);
     let exp = with("expires", NOW.to_rfc3339().into()).unwrap();
-    assert_eq!(exp.check_not_expired(NOW).unwrap_err().kind, ErrorKind::Expired);
+    assert_eq!(exp.check_not_expired(NOW).unwrap_err().refusal(), Some(Refusal::EnvelopeExpired));
     assert!(exp.check_not_expired(NOW.plus_ms(-1)).is_ok());
     // content and encrypted are exclusive, and one is required.
     let mut none = base.clone();
@@ -363,13 +363,13 @@ fn size_limits_and_intro() {
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
     let big = message(&ana, &[&bo], &"x".repeat(5000)).sign(&ana.sig).unwrap();
     let bytes = big.canonical();
-    assert_eq!(Envelope::parse(&bytes, 4000).unwrap_err().kind, ErrorKind::TooLarge);
+    assert_eq!(Envelope::parse(&bytes, 4000).unwrap_err().refusal(), Some(Refusal::EnvelopeTooLarge));
     assert!(Envelope::parse(&bytes, bytes.len()).is_ok());
     let mut intro = message(&ana, &[&bo], &"x".repeat(5000)).object().clone();
     intro.insert("type".into(), "intro".into());
     let e = Envelope::from_object(intro).unwrap();
     assert_eq!(e.kind(), Kind::Intro);
-    assert_eq!(e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().kind, ErrorKind::TooLarge);
+    assert_eq!(e.check_size(limits::MAX_ENVELOPE_BYTES).unwrap_err().refusal(), Some(Refusal::IntroTooLarge));
     let mut small = message(&ana, &[&bo], "hello, may I write to you?").object().clone();
     small.insert("type".into(), "intro".into());
     assert!(Envelope::from_object(small).unwrap().check_size(limits::MAX_ENVELOPE_BYTES).is_ok());
@@ -398,7 +398,10 @@ fn seal_open_and_readdressing_breaks_decryption() {
         assert_eq!(content.extra.get("lang").and_then(Value::as_str), Some("es"));
     }
     // Not for ana, and not with the wrong secret.
-    assert_eq!(seal::open(&sealed, ana.card.address(), &ana.enc).unwrap_err().kind, ErrorKind::Forbidden);
+    assert_eq!(
+        seal::open(&sealed, ana.card.address(), &ana.enc).unwrap_err().refusal(),
+        Some(Refusal::NotSealedForRecipient)
+    );
     assert!(seal::open(&sealed, bo.card.address(), &cy.enc).is_err());
 
     // Re-address: change to, from or id, re-sign with a valid key; decryption must fail.
@@ -479,17 +482,17 @@ fn sealed_keys_name_only_the_envelopes_parties_and_at_most_all_of_them() {
             k.insert("eve@sigo.uk".into(), wrap.clone());
         })
         .unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Malformed, "{}", e.reason);
+        assert_eq!(e.refusal(), Some(Refusal::BadEncrypted), "{e}");
     }
     let e = with_keys(&|k| {
         k.insert("eve@sigo.uk".into(), wrap.clone());
     })
     .unwrap_err();
-    assert!(e.reason.contains("eve@sigo.uk") && e.reason.contains("not on the envelope"), "{}", e.reason);
+    assert_eq!(e.refusal(), Some(Refusal::BadEncrypted), "{e}");
+    assert!(e.reason.contains("eve@sigo.uk"), "the reason names the stranger: {e}");
     // And no wrap at all is no sealed envelope.
     let e = with_keys(&|k| k.clear()).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Malformed);
-    assert!(e.reason.contains("at least one recipient"), "{}", e.reason);
+    assert_eq!(e.refusal(), Some(Refusal::BadEncrypted), "{e}");
 }
 
 #[test]
@@ -498,7 +501,7 @@ fn sealing_refuses_small_order_keys() {
     let (ana, bo) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3));
     let zero = nyx5_proto::crypto::EncPublic::from_bytes([0; 32]);
     let e = seal::seal(message(&ana, &[&bo], "x"), &[(bo.card.address().clone(), zero)], &mut rng(2)).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Malformed);
+    assert_eq!(e.refusal(), Some(Refusal::CannotSeal));
 }
 
 // ---------- auth, relay, pow ----------
@@ -527,7 +530,7 @@ fn auth_token_is_bound_to_method_path_query_host_body_and_time() {
         Target::new("GET", "/mailbox/ana", "limit=5", "sigo.uk", b"{}"),
     ] {
         let e = parsed.verify(&ana.card, &other, Keys::Current, NOW).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Unauthenticated);
+        assert_eq!(e.refusal(), Some(Refusal::TokenForAnotherRequest), "{e}");
     }
     assert!(parsed.verify(&ana.card, &target, Keys::Current, NOW.plus_ms(5 * MINUTE + 1)).is_err());
     assert!(parsed.verify(&ana.card, &target, Keys::Current, NOW.plus_ms(-5 * MINUTE - 1)).is_err());
@@ -543,7 +546,7 @@ fn auth_token_is_bound_to_method_path_query_host_body_and_time() {
     .sign(&bo.sig);
     assert!(AuthHeader::parse(&forged).unwrap().verify(&ana.card, &target, Keys::Current, NOW).is_err());
     for bad in ["", "Bearer x", "Nyx5 abc", "Nyx5 a.b", &header.replace("Nyx5 ", "Nyx5  x")] {
-        assert_eq!(AuthHeader::parse(bad).unwrap_err().kind, ErrorKind::Unauthenticated, "{bad}");
+        assert_eq!(AuthHeader::parse(bad).unwrap_err().refusal(), Some(Refusal::BadToken), "{bad}");
     }
 }
 
@@ -620,7 +623,10 @@ fn quotes_are_signed_by_the_seller() {
     let back = Quote::from_object(q.object().clone()).unwrap();
     assert!(back.clone().verify(&seller.card, NOW).is_ok());
     assert!(back.clone().verify(&buyer.card, NOW).is_err());
-    assert_eq!(back.clone().verify(&seller.card, NOW.plus_ms(60 * MINUTE)).unwrap_err().kind, ErrorKind::Expired);
+    assert_eq!(
+        back.clone().verify(&seller.card, NOW.plus_ms(60 * MINUTE)).unwrap_err().refusal(),
+        Some(Refusal::QuoteExpired)
+    );
     let mut cheaper = q.object().clone();
     cheaper.insert("price".into(), 39.into());
     assert!(Quote::from_object(cheaper).unwrap().verify(&seller.card, NOW).is_err());

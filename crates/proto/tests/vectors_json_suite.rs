@@ -7,7 +7,7 @@
 mod common;
 
 use nyx5_proto::json::parse_marking;
-use nyx5_proto::{ErrorKind, Value};
+use nyx5_proto::{Refusal, Value};
 
 const MAX: usize = 1 << 20;
 
@@ -82,7 +82,7 @@ fn json_test_suite_parsing() {
         let result = Value::parse(&bytes, MAX);
         if let Err(e) = &result {
             // Rejections are about content, never the size limit.
-            assert_eq!(e.kind, ErrorKind::Malformed, "{name}: {e}");
+            assert_eq!(e.refusal(), Some(Refusal::BadJson), "{name}: {e}");
         }
         if let Ok(value) = &result {
             // Whatever we accept has a canonical form that reads back to the same value.

@@ -6,6 +6,10 @@
 
 use nyx5_proto::{Address, Error, ErrorKind, Object, Value, limits};
 
+/// How long a tick holds a job it is working on: longer than one attempt can take (a DNS
+/// lookup, the domain card, the agent card and the POST, each with the 10 s outbound deadline),
+/// so an overlapping tick never takes a job whose attempt is still under way.
+pub const LEASE_MS: i64 = 120_000;
 /// Longest failure reason the queue stores or puts in a notice.
 pub const MAX_REASON_LEN: usize = 300;
 /// Largest answer to POST /inbound the queue reads.
@@ -332,8 +336,37 @@ pub struct Plan {
 
 impl Plan {
     /// The job's final state if this step finishes it.
-    pub fn final_state(&self) -> &'static str {
-        if self.progress.delivered.is_empty() { "bounced" } else { "delivered" }
+    pub fn final_state(&self) -> JobState {
+        if self.progress.delivered.is_empty() { JobState::Bounced } else { JobState::Delivered }
+    }
+}
+
+/// Where a delivery job is: waiting for an attempt, or ended (`jobs.state`; the schema's CHECK
+/// allows these three and no other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Still to be delivered to someone (retrying, or not yet tried).
+    Pending,
+    /// Ended, delivered to at least one recipient.
+    Delivered,
+    /// Ended with nobody's delivery confirmed: bounced, or undetermined for a recipient an
+    /// attempt may have reached (its `Progress` says which).
+    Bounced,
+}
+
+impl JobState {
+    /// Its text in the `jobs` table.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Delivered => "delivered",
+            JobState::Bounced => "bounced",
+        }
+    }
+
+    /// The state a row's text names; `None` for text the schema would not have let in.
+    pub fn parse(text: &str) -> Option<JobState> {
+        [JobState::Pending, JobState::Delivered, JobState::Bounced].into_iter().find(|s| s.as_str() == text)
     }
 }
 
@@ -651,7 +684,7 @@ mod tests {
         let p = plan(&j, &pending, d, h, 0, &r);
         assert_eq!(p.delivered, vec![a("x@b.test")]);
         assert_eq!(p.bounced.len(), 1);
-        assert_eq!(p.final_state(), "delivered");
+        assert_eq!(p.final_state(), JobState::Delivered);
         assert_eq!(p.domain, DomainEffect::Recovered);
         // A per-recipient 429 waits; the accepted one is settled. The house read the request and
         // said "not now" for y: a copy may yet reach it, so a later refusal leaves it undetermined.
@@ -665,16 +698,16 @@ mod tests {
         let j2 = Job { progress: p.progress.clone(), attempts: 1, ..j.clone() };
         assert_eq!(j2.pending(), vec![a("y@b.test")]);
         let p = plan(&j2, &j2.pending(), Delivery::Permanent(403, "no".into()), None, 0, &r);
-        assert_eq!(p.final_state(), "delivered");
+        assert_eq!(p.final_state(), JobState::Delivered);
         assert!(p.progress.bounced.is_empty());
         assert_eq!(p.progress.undetermined, [a("y@b.test")]);
         // Permanent, with no earlier attempt in doubt: everyone pending bounces.
         let fresh = Job { progress: Progress { delivered: vec![a("x@b.test")], ..Progress::default() }, ..j.clone() };
         let p = plan(&fresh, &fresh.pending(), Delivery::Permanent(403, "no".into()), None, 0, &r);
-        assert_eq!(p.final_state(), "delivered");
+        assert_eq!(p.final_state(), JobState::Delivered);
         assert_eq!(p.progress.bounced.len(), 1);
         let p = plan(&j, &pending, Delivery::Permanent(403, "no".into()), None, 0, &r);
-        assert_eq!(p.final_state(), "bounced");
+        assert_eq!(p.final_state(), JobState::Bounced);
         assert_eq!(p.step, Step::Finish { error: Some("403 no".into()) });
         // Progress round-trips through its JSON.
         assert_eq!(Progress::parse(Some(&p.progress.to_value().canonical_string())), p.progress);
@@ -716,7 +749,7 @@ mod tests {
             "{why}"
         );
         assert_eq!(given_up.undetermined_why.as_deref(), Some(why.as_str()));
-        assert_eq!(given_up.final_state(), "bounced", "stored as ended without a delivery");
+        assert_eq!(given_up.final_state(), JobState::Bounced, "stored as ended without a delivery");
         let settled = Job { progress: given_up.progress.clone(), ..j2.clone() };
         assert!(settled.pending().is_empty());
         // A 403 of the whole envelope (a signature the destination no longer takes): the same.
@@ -749,6 +782,30 @@ mod tests {
         // writes what it always wrote.
         assert_eq!(Progress::parse(Some(&given_up.progress.to_value().canonical_string())), given_up.progress);
         assert_eq!(Progress::default().to_value().canonical_string(), r#"{"bounced":[],"delivered":[]}"#);
+    }
+
+    /// A job's states are the ones the schema allows, each read back from its own text.
+    #[test]
+    fn job_states_read_back_from_their_text() {
+        // The newest migration that makes the `jobs` table says what its states are.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+        let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let schema = files
+            .iter()
+            .rev()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .find(|text| text.contains("CREATE TABLE jobs"))
+            .unwrap();
+        assert!(schema.contains("CHECK (state IN ('pending', 'delivered', 'bounced'))"));
+        for state in [JobState::Pending, JobState::Delivered, JobState::Bounced] {
+            assert_eq!(JobState::parse(state.as_str()), Some(state));
+        }
+        assert_eq!(JobState::parse("retrying"), None);
+        let mut p = plan(&job(&["a@b.test"]), &[a("a@b.test")], Delivery::Duplicate, None, 0, &Retry::default());
+        assert_eq!(p.final_state(), JobState::Delivered);
+        p.progress.delivered.clear();
+        assert_eq!(p.final_state(), JobState::Bounced);
     }
 
     #[test]

@@ -46,9 +46,16 @@ pub const ASSET_BYTES: usize = PSL_BYTES;
 /// laid out): a lookup reads the slots of its probe sequence and the entries it compares, nothing
 /// else. Bytes that are not a table this build made (which [`Psl::check`] keeps out) only ever
 /// give 0 or a wrong answer, never a panic or a longer search.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Psl<'a> {
     bytes: &'a [u8],
+}
+
+impl std::fmt::Debug for Psl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the ~200 KB of the table: its size says which it is.
+        f.debug_struct("Psl").field("bytes", &self.bytes.len()).finish()
+    }
 }
 
 impl Psl<'static> {
@@ -59,13 +66,6 @@ impl Psl<'static> {
 
     /// No list: only the implicit rule `*` holds.
     pub const NONE: Psl<'static> = Psl { bytes: &[] };
-
-    /// [`Psl::check`] for bytes kept for the life of the process (as a `static` would be): a
-    /// table it takes is leaked, once, and read in place by every lookup from then on.
-    pub fn keep(coded: Vec<u8>) -> Result<Psl<'static>, nyx5_proto::Error> {
-        Psl::check(&coded)?;
-        Ok(Psl { bytes: Box::leak(coded.into_boxed_slice()) })
-    }
 }
 
 impl<'a> Psl<'a> {

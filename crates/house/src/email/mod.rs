@@ -17,13 +17,7 @@ pub use inbound::EmailOutcome;
 
 /// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
 pub const GATEWAY_LOCAL: &str = "email";
-/// Emails to one mailbox per minute from one authenticated From domain, or from all
-/// unauthenticated senders together, by default.
-pub const EMAIL_PER_SENDER_PER_MINUTE: i64 = 20;
-/// Emails one agent may queue per minute (`POST /email/out`), by default.
-pub const EMAIL_OUT_PER_AGENT_PER_MINUTE: i64 = 10;
-/// Resend's API, the default provider URL.
-pub const RESEND_URL: &str = "https://api.resend.com/emails";
+pub use crate::config::{EMAIL_OUT_PER_AGENT_PER_MINUTE, EMAIL_PER_SENDER_PER_MINUTE, RESEND_URL};
 /// Longest outbound email body, in bytes.
 pub const MAX_OUT_BODY_BYTES: usize = 32 * 1024;
 /// Largest provider answer read.

@@ -12,7 +12,7 @@ use crate::config::Registration;
 use crate::http::{Request, Response};
 use crate::outbound::Policy;
 use crate::ports::{Db, Net, PortError, Reads};
-use crate::store::agents::{self as store, Index};
+use crate::store::agents as store;
 use crate::store::constraint;
 use crate::{House, RESERVED, ok_body, port_error};
 
@@ -72,34 +72,6 @@ pub async fn directory<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads:
             ("offset", offset.into()),
         ]),
     ))
-}
-
-/// What the directory indexes about a card.
-pub fn index(card: &AgentCard) -> Index {
-    let caps = card.capabilities();
-    let mut search = vec![card.address().as_str().to_owned()];
-    let mut accepts = String::from(" ");
-    let mut names = String::from(" ");
-    for (k, v) in caps {
-        if !matches!(v, Value::Bool(false) | Value::Null) && k != "listed" {
-            names.push_str(&k.to_lowercase());
-            names.push(' ');
-        }
-        match (k.as_str(), v) {
-            ("accepts", Value::Array(list)) => {
-                for m in list.iter().filter_map(Value::as_str) {
-                    accepts.push_str(&m.to_lowercase());
-                    accepts.push(' ');
-                }
-            }
-            (_, Value::String(s)) => search.push(s.to_lowercase()),
-            _ => {}
-        }
-    }
-    if let Some(Value::String(d)) = caps.get("description") {
-        search.push(d.to_lowercase());
-    }
-    Index { listed: card.listed(), search: search.join(" "), accepts, caps: names }
 }
 
 /// A registration request, after its own checks.
@@ -404,7 +376,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let card_text = String::from_utf8_lossy(&card.to_value().canonical()).into_owned();
 
     let via_text = via.text();
-    let index = index(&card);
+    let index = crate::index::card_index(&card);
     let sig = e.sig.to_b64();
     let rotation = e.reset || existing.as_ref().is_some_and(|c| c.sig() != e.sig);
     let webhook = e.webhook.after(rotation);
@@ -538,7 +510,7 @@ mod tests {
             ("none", Value::Null),
             ("description", "Translates Poems".into()),
         ]);
-        let ix = index(&draft.certify(&key).unwrap());
+        let ix = crate::index::card_index(&draft.certify(&key).unwrap());
         assert!(ix.listed);
         // Every capability it has, lower-cased, but `listed` and those set to false or null.
         assert_eq!(ix.caps, " gpu accepts description lang ", "in the card's order of keys");

@@ -7,7 +7,7 @@ use nyx5_proto::{Error, Object, Refusal, Timestamp, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Reads, Row};
-use crate::queue::Progress;
+use crate::queue::{JobState, Progress};
 use crate::store::queue as store;
 use crate::{House, ok_body};
 
@@ -30,18 +30,18 @@ fn time(ms: Option<i64>) -> Value {
 
 /// One job as the sender sees it.
 fn job(r: &Row) -> Value {
-    let state = r.text("state").unwrap_or("pending");
+    let state = r.text("state").and_then(JobState::parse).unwrap_or(JobState::Pending);
     let attempts = r.int("attempts").unwrap_or(0);
     let progress = Progress::parse(r.text("result"));
     // A job that ended with nobody's delivery confirmed is stored `bounced`; when an attempt may
     // have reached someone it did not bounce, it is `undetermined` (docs/SPEC.md §7b).
-    let undetermined = state == "bounced" && !progress.undetermined.is_empty();
+    let undetermined = state == JobState::Bounced && !progress.undetermined.is_empty();
     let shown = match state {
-        "pending" if attempts > 0 => "retrying",
+        JobState::Pending if attempts > 0 => "retrying",
         _ if undetermined => "undetermined",
-        other => other,
+        other => other.as_str(),
     };
-    let pending = state == "pending";
+    let pending = state == JobState::Pending;
     let mut o = obj([
         ("domain", r.text("domain").unwrap_or_default().into()),
         ("recipients", r.text("recipients").and_then(|t| Value::parse_str(t).ok()).unwrap_or(Value::Array(vec![]))),
@@ -55,7 +55,7 @@ fn job(r: &Row) -> Value {
         o.extend(p);
     }
     if let (false, Some(b)) = (pending, progress.bounced.first())
-        && state == "bounced"
+        && state == JobState::Bounced
         && !undetermined
     {
         o.insert("code".into(), i64::from(b.code).into());

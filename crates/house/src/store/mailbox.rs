@@ -138,12 +138,7 @@ pub async fn usage<D: Db>(db: &D, locals: &str) -> Result<Vec<Row>, Error> {
     .await
 }
 
-/// A mailbox's quota: the most envelopes and bytes it holds unacknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quota {
-    pub max_envelopes: i64,
-    pub max_bytes: i64,
-}
+pub use crate::config::Quota;
 
 /// A mailbox's waiting envelopes have `seq`s of their own range, `(mbox << SEQ_BITS) + n`, and
 /// acknowledged ones its mirror below zero: `agents.mbox` numbers the mailbox and `n`, from 1, is

@@ -46,30 +46,6 @@ pub mod constraint {
     pub const TAREAS_QUOTA: &str = "tareas_quota";
 }
 
-/// The upkeep of tables strangers fill, for the periodic tick, each statement with its cap
-/// (`None`: it removes all it finds): the bodies of envelopes
-/// acknowledged more than [`crate::mailbox::ACKED_BODY_KEEP_MS`] ago (a bounded number per
-/// tick: moved ones by their `acked_at`, the rest by the watermark raises that acknowledged
-/// them), cached cards past their five minutes, and names not verified for
-/// [`crate::resolver::KNOWN_MS`].
-pub fn upkeep(now: i64) -> Vec<(Stmt, Option<i64>)> {
-    use crate::mailbox::{BODY_DROP_BATCH, BODY_DROP_RANGES};
-    let before = now.saturating_sub(crate::mailbox::ACKED_BODY_KEEP_MS);
-    let [usage, bodies] = inbox::drop_bodies(before, BODY_DROP_BATCH);
-    let [range_usage, range_bodies, raises] = inbox::drop_ranges(before, BODY_DROP_RANGES);
-    // The statements whose count can reach their cap are the ones that mark a backlog.
-    let mut stmts = vec![
-        (usage, None),
-        (bodies, Some(BODY_DROP_BATCH)),
-        (range_usage, None),
-        (range_bodies, None),
-        (raises, Some(BODY_DROP_RANGES)),
-    ];
-    stmts.push((resolver::purge(now), None));
-    stmts.push((resolver::forget_names(now, crate::resolver::KNOWN_MS), None));
-    stmts
-}
-
 /// Runs a query, mapping port failures to protocol errors.
 pub async fn query<D: Db>(db: &D, stmt: Stmt) -> Result<Vec<Row>, Error> {
     db.query(stmt).await.map_err(port_error)

@@ -192,7 +192,7 @@ pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error
 }
 
 /// Whether a job's lease is free at `now`: lapsed, or further ahead than any lease a tick takes
-/// ([`crate::queue::LEASE_MS`]) — one taken while the clock ran ahead (a clock that jumped days
+/// ([`nyx5_rules::queue::LEASE_MS`]) — one taken while the clock ran ahead (a clock that jumped days
 /// forward, then was set right), which would otherwise hold the job for those days. Binds `now`
 /// twice.
 macro_rules! lease_free {
@@ -200,7 +200,7 @@ macro_rules! lease_free {
         "(lease_until < ? OR lease_until > ? + 120000)"
     };
 }
-const _: () = assert!(crate::queue::LEASE_MS == 120_000, "lease_free! spells LEASE_MS out");
+const _: () = assert!(nyx5_rules::queue::LEASE_MS == 120_000, "lease_free! spells LEASE_MS out");
 
 /// The name of the `settings` row holding the outbox's forgetting horizon: every envelope queued
 /// (by this house's clock) before it may have been purged. It only grows, hour by hour.
@@ -223,7 +223,7 @@ pub const RATE: &str = "outbox_rate";
 /// many subagents it spreads it over — two agents flooding their own house's Libro leave a
 /// third's refund in the first turn of the next tick (issue 34).
 pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
-    query(db, stmt!(DUE_SQL, now, now, now, now.saturating_add(crate::queue::LEASE_MS), limit)).await
+    query(db, stmt!(DUE_SQL, now, now, now, now.saturating_add(nyx5_rules::queue::LEASE_MS), limit)).await
 }
 
 /// The text of [`due`]'s query (tests fail it by its text).
@@ -367,12 +367,18 @@ pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str, dead
 }
 
 /// The job ends `delivered` or `bounced` (an attempt was counted when it was leased).
-pub fn finish(held: Held, state: &str, last_error: Option<&str>, result: &str, now: i64) -> Stmt {
+pub fn finish(
+    held: Held,
+    state: nyx5_rules::queue::JobState,
+    last_error: Option<&str>,
+    result: &str,
+    now: i64,
+) -> Stmt {
     stmt!(
         "UPDATE jobs SET state = ?, last_error = coalesce(?, last_error), result = ?,
                 finished_at = ?, lease_until = 0
          WHERE id = ? AND lease_until = ? AND state = 'pending'",
-        state,
+        state.as_str(),
         last_error,
         result,
         now,

@@ -8,6 +8,13 @@ use nyx5_proto::card::{Delegation, Scope};
 use crate::common::{admin, refused, register, register_by, served_card};
 use crate::kit::*;
 
+/// The refusal's name (the wire's `error`) and reason of a refused request, its status checked.
+fn refused_as(resp: &nyx5_house::http::Response, status: u16) -> (String, String) {
+    let v = json(resp, status);
+    let o = v.as_object().unwrap();
+    (o["error"].as_str().unwrap().to_owned(), o["reason"].as_str().unwrap_or_default().to_owned())
+}
+
 fn delegation(parent: &Agent, child: &Agent, cap: i64, house: &TestHouse) -> Value {
     let scope = Scope { types: Some(vec!["message".into()]), to_domains: None, cap: Some(cap), authority: None };
     Delegation::sign(&parent.address, &child.address, &child.sig.public(), &scope, None, house.now(), &parent.sig)
@@ -35,13 +42,13 @@ fn dotted_name_without_delegation_is_refused_in_every_mode() {
             .as_str()
             .unwrap()
             .to_owned();
-        let why = refused(&register(&h, &fake, &[], &[("invite", code.as_str().into())]), 403);
+        let (name, why) = refused_as(&register(&h, &fake, &[], &[("invite", code.as_str().into())]), 403);
         // An admin-mode house refuses self-service before looking at the name.
         if !matches!(mode, Registration::Admin) {
-            assert!(why.contains("subagent's name"), "{mode:?}: {why}");
+            assert_eq!(name, "delegation_required", "{mode:?}: {why}");
         }
-        let why = refused(&fake.register_admin(&h), 403);
-        assert!(why.contains("subagent's name"), "{mode:?}: {why}");
+        let (name, why) = refused_as(&fake.register_admin(&h), 403);
+        assert_eq!(name, "delegation_required", "{mode:?}: {why}");
         assert_eq!(call_raw(&h, "GET", "/agents/assistant.ceo", &[], vec![]).status, 404, "{mode:?}");
     }
 }
@@ -81,8 +88,8 @@ fn subagent_cannot_replay_an_older_broader_delegation() {
     let narrow = delegation(&ceo, &child, 10, &h);
     json(&register(&h, &child, &[("authorization", &admin(&h))], &[("delegation", narrow.clone())]), 200);
     // The subagent replays the older, broader one: refused, for the operator as well.
-    let why = refused(&register_by(&h, &child, &child, &[("delegation", broad.clone())]), 403);
-    assert!(why.contains("issued before"), "{why}");
+    let (name, why) = refused_as(&register_by(&h, &child, &child, &[("delegation", broad.clone())]), 403);
+    assert_eq!(name, "delegation_stale", "{why}");
     refused(&register(&h, &child, &[("authorization", &admin(&h))], &[("delegation", broad)]), 403);
     assert_eq!(served_card(&h, "assistant.ceo").scope().unwrap().cap, Some(10));
     // The same delegation again, or a newer one, is fine.
@@ -97,8 +104,8 @@ fn full_agent_name_cannot_carry_a_delegation() {
     json(&ceo.register_admin(&h), 201);
     // An undotted name with a delegation "by" ceo: no parent in its name, so no delegation.
     let plain = Agent::new("assistant@a.test", 11);
-    let why = refused(&register(&h, &plain, &[], &[("delegation", delegation(&ceo, &plain, 10, &h))]), 400);
-    assert!(why.contains("<name>.<parent>"), "{why}");
+    let (name, why) = refused_as(&register(&h, &plain, &[], &[("delegation", delegation(&ceo, &plain, 10, &h))]), 400);
+    assert_eq!(name, "bad_subagent_name", "{why}");
 }
 
 /// A delegation from `parent` signed with `key` (its current key or not), issued at `issued`.
@@ -124,8 +131,8 @@ fn thief_with_the_parents_replaced_key_cannot_enrol_a_subagent() {
     // The thief keeps the old key, still in its grace, and delegates to a key of its own.
     let puppet = Agent::new("puppet.ceo@a.test", 66);
     let stolen = delegation_by(&old, &old.sig, &puppet, h.now());
-    let why = refused(&register(&h, &puppet, &[], &[("delegation", stolen.clone())]), 403);
-    assert!(why.contains("current key"), "{why}");
+    let (name, why) = refused_as(&register(&h, &puppet, &[], &[("delegation", stolen.clone())]), 403);
+    assert_eq!(name, "needs_current_key", "{why}");
     // Not through the operator either, and nothing was written.
     refused(&register(&h, &puppet, &[("authorization", &admin(&h))], &[("delegation", stolen)]), 403);
     assert_eq!(call_raw(&h, "GET", "/agents/puppet.ceo", &[], vec![]).status, 404);
@@ -142,8 +149,9 @@ fn a_delegation_issued_in_the_future_cannot_lock_out_later_ones() {
     json(&ceo.register_admin(&h), 201);
     let child = Agent::new("assistant.ceo@a.test", 11);
     let far = nyx5_proto::Timestamp(START + 3650 * DAY);
-    let why = refused(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, far))]), 403);
-    assert!(why.contains("future"), "{why}");
+    let (name, why) =
+        refused_as(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, far))]), 403);
+    assert_eq!(name, "delegation_in_future", "{why}");
     // Within the clock window it is fine, to the millisecond.
     let just_over = h.now().plus_ms(5 * MINUTE + 1);
     refused(&register(&h, &child, &[], &[("delegation", delegation_by(&ceo, &ceo.sig, &child, just_over))]), 403);

@@ -234,7 +234,7 @@ fn the_memo_does_not_hand_out_an_agent_card_past_its_end() {
     f.w.clock.advance(1);
     let err = f.agent_uncached(&memo, "alice@r.test").unwrap_err();
     assert_eq!(err.kind, ErrorKind::Forbidden, "{}", err.reason);
-    assert!(err.reason.contains("expired"), "{}", err.reason);
+    assert_eq!(err.name, "card_expired", "{}", err.reason);
     assert_eq!(f.sent("r.test/agents"), fetched + 1);
 }
 
@@ -456,7 +456,7 @@ fn made_up_names_under_a_site_do_not_cut_off_the_peer_known_there() {
     };
     assert_eq!(known(), 1, "made-up names are not known");
     let later = f.w.clock.now().millis() + nyx5_house::resolver::KNOWN_MS + 1;
-    block_on(f.db.batch(nyx5_house::store::upkeep(later).into_iter().map(|(s, _)| s).collect())).unwrap();
+    block_on(f.db.batch(nyx5_house::queue::upkeep_statements(later).into_iter().map(|(s, _)| s).collect())).unwrap();
     assert_eq!(known(), 0);
 }
 

@@ -31,8 +31,8 @@ fn webhook(h: &TestHouse) -> Option<String> {
 }
 
 fn needs_current_key(resp: &Response) {
-    let why = refused(resp, 403);
-    assert!(why.contains("current key"), "{why}");
+    let (name, why) = refused_as(resp, 403);
+    assert_eq!(name, "needs_current_key", "{why}");
 }
 
 #[test]

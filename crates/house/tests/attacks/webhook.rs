@@ -137,8 +137,8 @@ fn settings_are_shown_to_the_owner_and_refused_to_everyone_else() {
     json(&register_by(&b, &old, &new, &[("webhook", OWNER.into())]), 200);
     mail(&a, &b, &alice, &new, "m1");
     assert_eq!(mailbox(&b, &old).len(), 1, "the previous key is in its grace");
-    let why = refused(&old.get(&b, "/agents/ana/settings"), 403);
-    assert!(why.contains("current key"), "{why}");
+    let (name, why) = refused_as(&old.get(&b, "/agents/ana/settings"), 403);
+    assert_eq!(name, "needs_current_key", "{why}");
     assert_eq!(settings(&b, &new)["webhook"].as_str(), Some(OWNER));
     assert_eq!(w.sent_to("thief.test"), 0);
 
