@@ -111,11 +111,11 @@ try {
     sealed(r.bookmark, 'echoed');
   });
 
-  await steps.step('a malformed bookmark is 400 malformed; a foreign one is ignored', async () => {
+  await steps.step('a malformed bookmark is 400 bad_bookmark; a foreign one is ignored', async () => {
     for (const bad of ['not a bookmark!', '00000001-00000002-00004e2f-0a83ea2fceebc654de0640c422be4653,x', 'A'.repeat(381)]) {
       const r = await call('GET', '/agents', { bookmark: bad });
       assert.equal(r.status, 400, `${bad.slice(0, 40)}: ${r.status}`);
-      assert.equal(r.json.error, 'malformed');
+      assert.equal(r.json.error, 'bad_bookmark');
       assert.match(r.json.reason, /nyx5-bookmark/);
     }
     // Well formed, sealed by no key of this house (another house's, or this one's before its

@@ -461,10 +461,10 @@ try {
     expectError(
       await call(b, 'POST', '/agents', { body: await registrationBody('bea', bea, { invite: inv.code }) }),
       403,
-      'forbidden',
+      'bad_invite',
       'a second use of a one-use invitation',
     );
-    expectError(await call(b, 'GET', '/agents/bea'), 404, 'not_found', 'bea was not registered');
+    expectError(await call(b, 'GET', '/agents/bea'), 404, 'unknown_agent', 'bea was not registered');
     const list = expectStatus(await call(b, 'GET', '/invitations', { headers: admin(b) }), 200, 'GET /invitations');
     assert.deepEqual(
       list.invitations.map((i) => [i.code, i.uses, i.used]),
@@ -482,7 +482,7 @@ try {
     expectError(
       await call(a, 'GET', path, { headers: { authorization: old.header } }),
       401,
-      'unauthenticated',
+      'nonce_used',
       'the same token again',
     );
     oldNonce = old.nonce;
@@ -505,7 +505,7 @@ try {
     const { header } = await authHeader(ana.keys, { address: ana.address, method: 'POST', path: '/outbound', host: a.host, body: env });
     const once = () => call(a, 'POST', '/outbound', { body: env, headers: { authorization: header } });
     const r = expectStatus(await once(), 202, 'POST /outbound');
-    expectError(await once(), 401, 'unauthenticated', 'the same request replayed');
+    expectError(await once(), 401, 'nonce_used', 'the same request replayed');
     assert.equal(r.id, env.id);
     assert.deepEqual(
       r.jobs.map((j) => [j.domain, j.recipients]),
@@ -732,23 +732,23 @@ try {
     const envTo = (to) => signEnvelope(draftEnvelope(ana.address, to, { media: 'text/plain', body: 'x' }), ana.keys);
 
     // POST /outbound on a.test
-    await expect('malformed JSON', as(ana, 'POST', '/outbound', { body: '{"nyx5":"1",' }), 400, 'malformed');
-    await expect('duplicate keys', as(ana, 'POST', '/outbound', { body: '{"id":"x","id":"y"}' }), 400, 'malformed');
-    await expect('not an envelope', as(ana, 'POST', '/outbound', { body: '[1,2,3]' }), 400, 'malformed');
+    await expect('malformed JSON', as(ana, 'POST', '/outbound', { body: '{"nyx5":"1",' }), 400, 'bad_json');
+    await expect('duplicate keys', as(ana, 'POST', '/outbound', { body: '{"id":"x","id":"y"}' }), 400, 'bad_json');
+    await expect('not an envelope', as(ana, 'POST', '/outbound', { body: '[1,2,3]' }), 400, 'bad_envelope');
     const big = utf8.encode(`"${'x'.repeat(2 * 1024 * 1024)}"`);
     await expect('a body over 2 MiB', as(ana, 'POST', '/outbound', { body: big }), 413, 'too_large');
     const huge = await signEnvelope(
       draftEnvelope(ana.address, [bo.address], { media: 'text/plain', body: 'x'.repeat(1536 * 1024) }),
       ana.keys,
     );
-    await expect('an envelope over max_bytes (1 MiB)', as(ana, 'POST', '/outbound', { body: huge }), 413, 'too_large');
+    await expect('an envelope over max_bytes (1 MiB)', as(ana, 'POST', '/outbound', { body: huge }), 413, 'envelope_too_large');
     const valid = await envTo([bo.address]);
-    await expect('no Authorization', call(a, 'POST', '/outbound', { body: valid }), 401, 'unauthenticated');
+    await expect('no Authorization', call(a, 'POST', '/outbound', { body: valid }), 401, 'bad_token');
     await expect(
       'a garbage token',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: 'Nyx5 e30.AAAA' } }),
       401,
-      'unauthenticated',
+      'bad_token',
     );
     const mallory = await newAgentKeys();
     const forged = await authHeader(mallory, {
@@ -762,7 +762,7 @@ try {
       'a token signed by another key',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: forged.header } }),
       401,
-      'unauthenticated',
+      'token_signature_invalid',
     );
     const claims = { address: ana.address, method: 'POST', path: '/outbound', host: a.host, body: valid };
     const otherBody = await authHeader(ana.keys, { ...claims, body: '{}' });
@@ -770,35 +770,35 @@ try {
       'a token for another body',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherBody.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const otherQuery = await authHeader(ana.keys, { ...claims, path: '/outbound?x=1' });
     await expect(
       'a token for another query',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherQuery.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const otherPath = await authHeader(ana.keys, { ...claims, path: '/inbound' });
     await expect(
       'a token for another path',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherPath.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const otherHost = await authHeader(ana.keys, { ...claims, host: b.host });
     await expect(
       'a token for another house',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: otherHost.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
     );
     const stale = await authHeader(ana.keys, { ...claims, ts: new Date(Date.now() - 6 * 60_000).toISOString() });
     await expect(
       'a token older than 5 minutes',
       call(a, 'POST', '/outbound', { body: valid, headers: { authorization: stale.header } }),
       401,
-      'unauthenticated',
+      'token_expired',
     );
     await expect(
       "bo's token at a.test",
@@ -806,21 +806,21 @@ try {
         call(a, 'GET', '/mailbox/ana', { headers: { authorization: t.header } }),
       ),
       401,
-      'unauthenticated',
+      'token_wrong_house',
     );
     await expect('a forged sender', as(ana, 'POST', '/outbound', {
       body: await signEnvelope(draftEnvelope('eve@a.test', [bo.address], { media: 'text/plain', body: 'x' }), ana.keys),
-    }), 403, 'forbidden');
-    await expect('DELETE /outbound', as(ana, 'DELETE', '/outbound'), 405, 'method_not_allowed');
-    await expect('an unknown route', call(a, 'GET', '/nowhere'), 404, 'not_found');
+    }), 403, 'not_the_sender');
+    await expect('DELETE /outbound', as(ana, 'DELETE', '/outbound'), 405, 'wrong_method');
+    await expect('an unknown route', call(a, 'GET', '/nowhere'), 404, 'no_route');
 
     // POST /inbound on b.test
-    await expect('malformed JSON to /inbound', call(b, 'POST', '/inbound', { body: '{' }), 400, 'malformed');
+    await expect('malformed JSON to /inbound', call(b, 'POST', '/inbound', { body: '{' }), 400, 'bad_json');
     await expect(
       'a direct /inbound without the relay header',
       call(b, 'POST', '/inbound', { body: valid }),
       403,
-      'forbidden',
+      'relay_required',
     );
     const relayBytes = utf8.encode(`relay:${valid.id}:b.test:${await sha256hex(canon(valid))}`);
     const fakeRelay = `nyx51 domain=a.test; kid=${mallory.sig}; sig=${await signAs('relay', mallory, relayBytes)}`;
@@ -828,28 +828,28 @@ try {
       'a relay header by a key a.test does not have',
       call(b, 'POST', '/inbound', { body: valid, headers: { 'x-nyx5-relay': fakeRelay } }),
       403,
-      'forbidden',
+      'relay_key_not_valid',
     );
 
     // Registration and the operator's routes on b.test
-    await expect('malformed registration', call(b, 'POST', '/agents', { body: '{"local":' }), 400, 'malformed');
+    await expect('malformed registration', call(b, 'POST', '/agents', { body: '{"local":' }), 400, 'bad_json');
     await expect(
       'registration without an invitation',
       call(b, 'POST', '/agents', { body: await registrationBody('cy', mallory) }),
       403,
-      'forbidden',
+      'invite_required',
     );
     await expect(
       'a reserved name, even for the operator',
       call(b, 'POST', '/agents', { body: { local: 'postmaster', sig: mallory.sig }, headers: admin(b) }),
       403,
-      'forbidden',
+      'reserved_name',
     );
     await expect(
       'a wrong operator token',
       call(b, 'POST', '/invitations', { body: {}, headers: { authorization: `Bearer ${tokenA}` } }),
       401,
-      'unauthenticated',
+      'operator_token_required',
     );
 
     const after = await snapshot();
@@ -1012,7 +1012,7 @@ try {
     assert.equal(libro.fee, 1000, 'NYX5_FEE_BPS is 1000 unless set');
 
     const body = { address: ana.address, amount: 100, id: 'e2e-topup-1', note: 'e2e top-up' };
-    expectError(await call(a, 'POST', '/libro/topup', { body }), 401, 'unauthenticated', 'a top-up without the house token');
+    expectError(await call(a, 'POST', '/libro/topup', { body }), 401, 'operator_token_required', 'a top-up without the house token');
     const topup = expectStatus(await call(a, 'POST', '/libro/topup', { body, headers: admin(a) }), 200, 'POST /libro/topup');
     const entry = topup.asiento;
     assert.ok(await verifySignature(entry, 'signature', keyA, 'asiento'), 'the entry is signed by a.test (nyx5/1 asiento)');
@@ -1187,7 +1187,7 @@ try {
     expectError(
       await call(a, 'GET', path, { headers: { authorization: elsewhere.header } }),
       401,
-      'unauthenticated',
+      'token_for_another_request',
       'bo’s token for b.test at a.test',
     );
     // The contract, for a party.
@@ -1223,7 +1223,7 @@ try {
       [`escrow:${libro.quote.id}`]: 0,
     });
     const noHouse = await call(a, 'GET', '/libro/diario');
-    expectError(noHouse, 401, 'unauthenticated', 'the journal without the house token');
+    expectError(noHouse, 401, 'operator_token_required', 'the journal without the house token');
     libro.head = prev;
     return `${entries.length} entries; head ${prev.slice(0, 16)}…`;
   });

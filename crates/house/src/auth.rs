@@ -2,15 +2,16 @@
 
 use nyx5_proto::auth::{AuthHeader, Keys, NonceClaim, Target};
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::{Address, Error, ErrorKind, Verified, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Verified, limits};
 
 use crate::http::Request;
 use crate::ports::{Db, Net, PortError};
 use crate::store::constraint;
 use crate::{House, RESERVED, port_error, store};
 
-fn unauthenticated(reason: &str) -> Error {
-    Error::new(ErrorKind::Unauthenticated, reason.to_owned())
+/// 401 for a token whose agent has no card here that verifies.
+fn signer_unknown(reason: &str) -> Error {
+    Refusal::TokenSignerUnknown.because(reason.to_owned())
 }
 
 /// The statement that stores a token's nonce as used (a second use breaks its key).
@@ -21,7 +22,9 @@ fn spend_nonce(claim: &NonceClaim) -> crate::ports::Stmt {
 /// The error of a batch that spent a token's nonce: 401 when the token was used before.
 pub fn nonce_error(e: PortError) -> Error {
     match e {
-        PortError::Constraint { name } if name == constraint::NONCE_USED => unauthenticated("token already used"),
+        PortError::Constraint { name } if name == constraint::NONCE_USED => {
+            Refusal::NonceUsed.because("token already used")
+        }
         e => port_error(e),
     }
 }
@@ -69,7 +72,7 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<(Verified<AgentCard>, crate::ports::Stmt), Error> {
         let (card, nonce) = self.authenticate_unspent(req, keys).await?;
         if card.address().local() != local {
-            return Err(Error::forbidden(format!("{} may not act for {local}", card.address())));
+            return Err(Refusal::NotTheOwner.because(format!("{} may not act for {local}", card.address())));
         }
         Ok((card, nonce))
     }
@@ -81,21 +84,22 @@ impl<D: Db, N: Net> House<D, N> {
         req: &Request,
         keys: Keys,
     ) -> Result<(Verified<AgentCard>, crate::ports::Stmt), Error> {
-        let header =
-            req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
+        let header = req
+            .header("authorization")
+            .ok_or_else(|| Refusal::BadToken.because("Authorization: Nyx5 token required"))?;
         let parsed = AuthHeader::parse(header)?;
         let address = &parsed.claims.address;
         if address.domain() != self.config.domain {
-            return Err(unauthenticated("this house authenticates only its own agents"));
+            return Err(Refusal::TokenWrongHouse.because("this house authenticates only its own agents"));
         }
         if RESERVED.contains(&address.local()) {
-            return Err(unauthenticated("the house's own addresses take no tokens"));
+            return Err(signer_unknown("the house's own addresses take no tokens"));
         }
         let card = self
             .local_card(address.local())
             .await
-            .map_err(|e| if e.kind == ErrorKind::Unavailable { e } else { unauthenticated(&e.reason) })?
-            .ok_or_else(|| unauthenticated("no such agent here"))?;
+            .map_err(|e| if e.kind == ErrorKind::Unavailable { e } else { signer_unknown(&e.reason) })?
+            .ok_or_else(|| signer_unknown("no such agent here"))?;
         let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
         let claim = parsed.verify(&card, &target, keys, self.now())?;
         Ok((card, spend_nonce(&claim)))
@@ -110,14 +114,15 @@ impl<D: Db, N: Net> House<D, N> {
     /// §16): a foreign agent's card is resolved through its domain (refreshed once when the token's
     /// key is unknown: a rotation), and its nonce is kept like a local agent's.
     pub async fn authenticate_any(&self, req: &Request) -> Result<std::sync::Arc<Verified<AgentCard>>, Error> {
-        let header =
-            req.header("authorization").ok_or_else(|| unauthenticated("Authorization: Nyx5 token required"))?;
+        let header = req
+            .header("authorization")
+            .ok_or_else(|| Refusal::BadToken.because("Authorization: Nyx5 token required"))?;
         let parsed = AuthHeader::parse(header)?;
         let address = parsed.claims.address.clone();
         if address.domain() == self.config.domain {
             return self.authenticate(req, Keys::Current).await.map(std::sync::Arc::new);
         }
-        let soft = |e: Error| if e.kind.is_temporary() { e } else { unauthenticated(&e.reason) };
+        let soft = |e: Error| if e.kind.is_temporary() { e } else { signer_unknown(&e.reason) };
         let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
         let mut card = self.resolve_agent(&address, false).await.map_err(soft)?;
         let claim = match parsed.verify(&card, &target, Keys::Current, self.now()) {
@@ -142,7 +147,7 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<Verified<AgentCard>, Error> {
         let card = self.authenticate(req, keys).await?;
         if card.address().local() != local {
-            return Err(Error::forbidden(format!("{} may not act for {local}", card.address())));
+            return Err(Refusal::NotTheOwner.because(format!("{} may not act for {local}", card.address())));
         }
         Ok(card)
     }
@@ -162,14 +167,14 @@ impl<D: Db, N: Net> House<D, N> {
         if self.is_admin(req) {
             Ok(())
         } else {
-            Err(unauthenticated("house token required (Authorization: Bearer …)"))
+            Err(Refusal::OperatorTokenRequired.because("house token required (Authorization: Bearer …)"))
         }
     }
 
     /// A local address from a path segment.
     pub fn local_address(&self, local: &str) -> Result<Address, Error> {
         Address::new(local, &self.config.domain)
-            .map_err(|_| Error::new(ErrorKind::NotFound, format!("no agent {local:?}")))
+            .map_err(|_| Refusal::UnknownAgent.because(format!("no agent {local:?}")))
     }
 }
 
@@ -186,7 +191,7 @@ pub fn optional_json_body(req: &Request) -> Result<nyx5_proto::Object, Error> {
 /// Body size guard for requests whose bodies are small documents.
 pub fn small_body(req: &Request) -> Result<&[u8], Error> {
     if req.body.len() > limits::MAX_DOCUMENT_BYTES {
-        return Err(Error::new(ErrorKind::TooLarge, "body too large"));
+        return Err(Refusal::BodyTooLarge.because("body too large"));
     }
     Ok(&req.body)
 }
@@ -205,6 +210,6 @@ mod tests {
         assert_eq!(at(limits::MAX_DOCUMENT_BYTES).unwrap(), limits::MAX_DOCUMENT_BYTES);
         assert_eq!(at(0).unwrap(), 0);
         let over = at(limits::MAX_DOCUMENT_BYTES + 1).unwrap_err();
-        assert_eq!((over.kind, &*over.reason), (ErrorKind::TooLarge, "body too large"));
+        assert_eq!((over.kind, over.refusal()), (ErrorKind::TooLarge, Some(Refusal::BodyTooLarge)));
     }
 }

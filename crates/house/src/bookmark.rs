@@ -9,7 +9,7 @@
 //! key) and only ever asks its database for a point it sealed itself.
 
 use nyx5_proto::crypto::{aes256gcm_open, aes256gcm_seal, hkdf_sha256};
-use nyx5_proto::{Error, b64};
+use nyx5_proto::{Error, Refusal, b64};
 
 /// The header's name, in requests and answers.
 pub const HEADER: &str = "nyx5-bookmark";
@@ -72,11 +72,11 @@ pub fn open(key: &BookmarkKey, header: Option<&str>) -> Result<Option<String>, E
         return Ok(None);
     };
     if value.len() > MAX_HEADER_CHARS {
-        return Err(Error::malformed(format!("`{HEADER}` is longer than {MAX_HEADER_CHARS} characters")));
+        return Err(Refusal::BadBookmark.because(format!("`{HEADER}` is longer than {MAX_HEADER_CHARS} characters")));
     }
-    let bytes = b64::decode(value)
-        .filter(|b| b.len() > IV_BYTES + TAG_BYTES)
-        .ok_or_else(|| Error::malformed(format!("`{HEADER}` is not a bookmark a house gave (base64url of a seal)")))?;
+    let bytes = b64::decode(value).filter(|b| b.len() > IV_BYTES + TAG_BYTES).ok_or_else(|| {
+        Refusal::BadBookmark.because(format!("`{HEADER}` is not a bookmark a house gave (base64url of a seal)"))
+    })?;
     let Some((iv, rest)) = bytes.split_at_checked(IV_BYTES) else { return Ok(None) };
     let Some((ct, tag)) = rest.split_at_checked(rest.len().saturating_sub(TAG_BYTES)) else { return Ok(None) };
     let (Ok(iv), Ok(tag)) = (<[u8; IV_BYTES]>::try_from(iv), <[u8; TAG_BYTES]>::try_from(tag)) else {

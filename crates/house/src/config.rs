@@ -4,7 +4,7 @@ pub use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::{SigPublic, SigningKey};
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Error, Object, Timestamp, Value, b64, limits};
+use nyx5_proto::{Error, Object, Refusal, Timestamp, Value, b64, limits};
 
 /// How agents enter this house (spec §8b).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,9 @@ impl Registration {
             "admin" => Ok(Registration::Admin),
             "invite" => Ok(Registration::Invite),
             "open" => Ok(Registration::Open),
-            other => Err(Error::malformed(format!("registration must be admin, invite or open, not {other:?}"))),
+            other => {
+                Err(Refusal::BadConfig.because(format!("registration must be admin, invite or open, not {other:?}")))
+            }
         }
     }
 
@@ -44,11 +46,14 @@ pub struct HostEntry {
 /// `{"<domain>": {"url": "<estafeta base URL>", "sig": "<optional pinned domain key>"}}`.
 pub fn parse_hosts(text: &str) -> Result<VecMap<String, HostEntry>, Error> {
     let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
-    let o = v.as_object().ok_or_else(|| Error::malformed("hosts must be a JSON object"))?;
+    let o = v.as_object().ok_or_else(|| Refusal::BadConfig.because("hosts must be a JSON object"))?;
     let mut out = VecMap::new();
     for (domain, entry) in o {
-        nyx5_proto::address::check_domain(domain).map_err(|why| Error::malformed(format!("hosts: {domain}: {why}")))?;
-        let e = entry.as_object().ok_or_else(|| Error::malformed(format!("hosts: {domain} must be an object")))?;
+        nyx5_proto::address::check_domain(domain)
+            .map_err(|why| Refusal::BadConfig.because(format!("hosts: {domain}: {why}")))?;
+        let e = entry
+            .as_object()
+            .ok_or_else(|| Refusal::BadConfig.because(format!("hosts: {domain} must be an object")))?;
         let url = nyx5_proto::json::field::str(e, "url")?.trim_end_matches('/').to_owned();
         let sig = nyx5_proto::json::field::opt_str(e, "sig")?.map(SigPublic::parse).transpose()?;
         out.insert(domain.clone(), HostEntry { url, sig });
@@ -60,15 +65,16 @@ pub fn parse_hosts(text: &str) -> Result<VecMap<String, HostEntry>, Error> {
 /// `[{"key": "<32-byte secret seed, base64url>", "until": "<RFC 3339 time>", "created"?: "<time>"}]`, at most 7.
 pub fn parse_previous_keys(text: &str) -> Result<Vec<PreviousDomainKey>, Error> {
     let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
-    let list = v.as_array().ok_or_else(|| Error::malformed("previous domain keys must be a JSON array"))?;
+    let list = v.as_array().ok_or_else(|| Refusal::BadConfig.because("previous domain keys must be a JSON array"))?;
     if list.len() >= limits::MAX_KEYS {
-        return Err(Error::malformed(format!("at most {} previous domain keys", limits::MAX_KEYS - 1)));
+        return Err(Refusal::BadConfig.because(format!("at most {} previous domain keys", limits::MAX_KEYS - 1)));
     }
     list.iter()
         .map(|entry| {
-            let o = entry.as_object().ok_or_else(|| Error::malformed("each previous domain key is an object"))?;
+            let o =
+                entry.as_object().ok_or_else(|| Refusal::BadConfig.because("each previous domain key is an object"))?;
             let seed = b64::decode_array::<32>(field::str(o, "key")?.trim())
-                .ok_or_else(|| Error::malformed("`key` must be a 32-byte seed in base64url"))?;
+                .ok_or_else(|| Refusal::BadConfig.because("`key` must be a 32-byte seed in base64url"))?;
             let until = Timestamp::parse(field::str(o, "until")?)?;
             let created = field::opt_str(o, "created")?.map(Timestamp::parse).transpose()?;
             Ok(PreviousDomainKey { key: SigningKey::from_seed(seed), created, until })
@@ -122,9 +128,8 @@ pub fn parse_authserv_ids(text: &str) -> Result<Vec<String>, Error> {
     for id in text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
         let ok = id.len() <= 255 && id.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b));
         if !ok {
-            return Err(Error::malformed(format!(
-                "{id:?} is not an authserv-id (a receiving MTA's name, e.g. mx.example.org)"
-            )));
+            return Err(Refusal::BadConfig
+                .because(format!("{id:?} is not an authserv-id (a receiving MTA's name, e.g. mx.example.org)")));
         }
         let id = id.to_ascii_lowercase();
         if !out.contains(&id) {
@@ -132,7 +137,7 @@ pub fn parse_authserv_ids(text: &str) -> Result<Vec<String>, Error> {
         }
     }
     if out.len() > MAX_EMAIL_AUTHSERV_IDS {
-        return Err(Error::malformed(format!("at most {MAX_EMAIL_AUTHSERV_IDS} authserv-ids")));
+        return Err(Refusal::BadConfig.because(format!("at most {MAX_EMAIL_AUTHSERV_IDS} authserv-ids")));
     }
     Ok(out)
 }
@@ -345,7 +350,7 @@ impl Config {
         for (name, min, max) in LIMIT_SETTINGS {
             let Some(text) = get(name).filter(|t| !t.trim().is_empty()) else { continue };
             let n = text.trim().parse::<i64>().ok().filter(|n| (*min..=*max).contains(n)).ok_or_else(|| {
-                Error::malformed(format!("{name} must be a whole number from {min} to {max}, not {text:?}"))
+                Refusal::BadConfig.because(format!("{name} must be a whole number from {min} to {max}, not {text:?}"))
             })?;
             let slot = match *name {
                 "NYX5_MAILBOX_MAX_ENVELOPES" => &mut self.mailbox_max_envelopes,

@@ -1,6 +1,6 @@
 //! Requests in and responses out, as the engine sees them: no runtime types.
 
-use nyx5_proto::{Error, ErrorKind, Value};
+use nyx5_proto::{Error, Refusal, Value};
 
 /// An HTTP request to the house.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +135,7 @@ impl Response {
 
 /// 404 for an unknown route.
 pub fn no_route(req: &Request) -> Error {
-    Error::new(ErrorKind::NotFound, format!("no route {} {}", req.method, req.path))
+    Refusal::NoRoute.because(format!("no route {} {}", req.method, req.path))
 }
 
 #[cfg(test)]

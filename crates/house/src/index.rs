@@ -19,7 +19,7 @@ use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Value, field};
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::vecmap::VecSet;
-use nyx5_proto::{Address, Error, ErrorKind, Timestamp, limits};
+use nyx5_proto::{Address, Error, Refusal, Timestamp, limits};
 
 use crate::House;
 use crate::http::Request;
@@ -171,8 +171,8 @@ impl<D: Db, N: Net> House<D, N> {
             let resp = Box::pin(self.handle(Request::new("GET", path, vec![], vec![]))).await;
             return match resp.status {
                 200 => Ok(resp.body),
-                404 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found"))),
-                s => Err(Error::new(ErrorKind::Unavailable, format!("{what}: answered {s}"))),
+                404 => Err(Refusal::PeerNotFound.because(format!("{what}: not found"))),
+                s => Err(Refusal::PeerUnavailable.because(format!("{what}: answered {s}"))),
             };
         }
         self.resolver_within(Some(budget)).fetch(format!("{}{path}", h.url), &what).await
@@ -186,12 +186,14 @@ impl<D: Db, N: Net> House<D, N> {
     async fn read_page(&self, budget: &Budget, h: &HouseRow, now: i64) -> Result<Vec<crate::ports::Stmt>, Error> {
         let body = self.crawl_get(budget, h, &format!("/agents?limit={PAGE}&offset={}", h.cursor)).await?;
         let page = Value::parse(&body, limits::MAX_DOCUMENT_BYTES)
-            .map_err(|e| Error::forbidden(format!("the directory of {}: {}", h.domain, e.reason)))?;
+            .map_err(|e| Refusal::BadDirectory.because(format!("the directory of {}: {}", h.domain, e.reason)))?;
         let page = page
             .as_object()
-            .ok_or_else(|| Error::forbidden(format!("the directory of {} is not an object", h.domain)))?;
+            .ok_or_else(|| Refusal::BadDirectory.because(format!("the directory of {} is not an object", h.domain)))?;
         if field::str(page, "house").ok() != Some(h.domain.as_str()) {
-            return Err(Error::forbidden(format!("the directory at {} does not say it is {}", h.url, h.domain)));
+            return Err(
+                Refusal::BadDirectory.because(format!("the directory at {} does not say it is {}", h.url, h.domain))
+            );
         }
         let cards = field::opt_array(page, "agents")?.unwrap_or_default();
         let domain = self.crawl_domain(budget, &h.domain, false).await?;
@@ -255,7 +257,9 @@ impl<D: Db, N: Net> House<D, N> {
                 .local_card(card.address().local())
                 .await?
                 .filter(|c| c.to_value() == card.to_value())
-                .ok_or_else(|| Error::forbidden(format!("{} is not the card this house holds", card.address())));
+                .ok_or_else(|| {
+                    Refusal::WrongCard.because(format!("{} is not the card this house holds", card.address()))
+                });
         }
         self.resolver_within(Some(budget)).verify_card(card, domain).await
     }

@@ -36,7 +36,7 @@ pub mod weburl;
 
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Timestamp, Value, Verified};
+use nyx5_proto::{Error, ErrorKind, Refusal, Timestamp, Value, Verified};
 
 pub use config::{Config, Registration};
 pub use http::{Request, Response};
@@ -246,24 +246,22 @@ impl<D: Db, N: Net> House<D, N> {
 pub fn port_error(e: PortError) -> Error {
     match e {
         // A movement that would take a balance past what JSON holds exactly (migration 0017).
-        PortError::Constraint { name } if name == store::libro::BALANCE_MAX => Error::new(
-            ErrorKind::Conflict,
-            "this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved",
-        ),
+        PortError::Constraint { name } if name == store::libro::BALANCE_MAX => Refusal::BalanceMax
+            .because("this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved"),
         // Mailbox shards: a write met a mailbox moving between databases. Temporary (spec §8b).
         PortError::Constraint { name } if name.contains(shards::MOVING) => Error::new(
             ErrorKind::MailboxMoving,
             "the mailbox is moving between this house's databases; try again in a few seconds",
         ),
-        PortError::Constraint { name } if name == shards::MOVE_UNDER_WAY => Error::new(
-            ErrorKind::Conflict,
-            "another move of this mailbox, to another database, is under way (or raced this one)",
-        ),
-        PortError::Constraint { name } => Error::new(ErrorKind::Conflict, format!("refused by a constraint: {name}")),
-        PortError::Failed(_) | PortError::Unreached(_) => {
-            Error::new(ErrorKind::Unavailable, "storage or network unavailable, try again")
+        PortError::Constraint { name } if name == shards::MOVE_UNDER_WAY => Refusal::MoveUnderWay
+            .because("another move of this mailbox, to another database, is under way (or raced this one)"),
+        PortError::Constraint { name } => {
+            Refusal::ConstraintRefused.because(format!("refused by a constraint: {name}"))
         }
-        PortError::Refused(why) => Error::forbidden(format!("refused by the outbound policy: {why}")),
+        PortError::Failed(_) | PortError::Unreached(_) => {
+            Refusal::StorageUnavailable.because("storage or network unavailable, try again")
+        }
+        PortError::Refused(why) => Refusal::UrlRefused.because(format!("refused by the outbound policy: {why}")),
     }
 }
 

@@ -17,7 +17,7 @@ use std::task::Poll;
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value, Verified, b64};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::resolver::MEMO_MAX_ENTRIES;
@@ -97,13 +97,10 @@ pub fn quota_full(local: &str, held: Held, size: i64, quota: store::mailbox::Quo
     let over_bytes = held.bytes.saturating_add(size) > quota.max_bytes;
     // What the mailbox holds is its agent's business: the reason names the quota, not the count.
     (over_count || over_bytes).then(|| {
-        Error::new(
-            ErrorKind::RateLimited,
-            format!(
-                "the mailbox of {local} is full (at most {} envelopes and {} bytes waiting); try again later",
-                quota.max_envelopes, quota.max_bytes
-            ),
-        )
+        Refusal::MailboxFull.because(format!(
+            "the mailbox of {local} is full (at most {} envelopes and {} bytes waiting); try again later",
+            quota.max_envelopes, quota.max_bytes
+        ))
     })
 }
 
@@ -171,7 +168,7 @@ impl PolicyMemo {
             }
         };
         if inbox.valid_until.is_some_and(|until| now >= until) {
-            return Err(Error::new(ErrorKind::NotFound, format!("the card of {local} has expired")));
+            return Err(Refusal::RecipientCardExpired.because(format!("the card of {local} has expired")));
         }
         Ok(inbox.policy)
     }
@@ -201,7 +198,11 @@ impl<D: Db, N: Net> House<D, N> {
         recipients: &[Address],
     ) -> Result<Vec<(Address, Outcome)>, Error> {
         if sender.address() != env.from() {
-            return Err(Error::forbidden(format!("card of {} cannot send for {}", sender.address(), env.from())));
+            return Err(Refusal::NotTheSender.because(format!(
+                "card of {} cannot send for {}",
+                sender.address(),
+                env.from()
+            )));
         }
         let now = self.now();
         let mut decided: VecMap<String, Outcome> = VecMap::new();
@@ -212,7 +213,7 @@ impl<D: Db, N: Net> House<D, N> {
                 .iter()
                 .map(|a| {
                     let outcome = if a.domain() != self.config.domain {
-                        Outcome::Rejected(Error::new(ErrorKind::Misdirected, format!("{a} is not at this house")))
+                        Outcome::Rejected(Refusal::NotAtThisHouse.because(format!("{a} is not at this house")))
                     } else {
                         decided
                             .get(a.local())
@@ -230,10 +231,8 @@ impl<D: Db, N: Net> House<D, N> {
         // days and not yet set right), so temporary — the sender's house ends the job at the
         // envelope's expiry by its own clock (simulator seed 633).
         let expired = env.check_not_expired(now).err().map(|e| match env.expires() {
-            Some(end) if nyx5_proto::limits::ended_lately(end, now) => Error::new(
-                ErrorKind::Unavailable,
-                format!("envelope {} expired by this house's clock, lately; try again later", env.id()),
-            ),
+            Some(end) if nyx5_proto::limits::ended_lately(end, now) => Refusal::ExpiredLately
+                .because(format!("envelope {} expired by this house's clock, lately; try again later", env.id())),
             _ => e,
         });
         // An operation for the Libro is done, not stored (libro/mod.rs).
@@ -248,7 +247,8 @@ impl<D: Db, N: Net> House<D, N> {
             decided.insert(crate::libro::tareas::TAREAS.to_owned(), outcome);
         }
         if locals.remove(crate::libro::verifica::VERIFICA) {
-            let refusal = Error::forbidden("verifica@ takes no mail: name it arbiter of an escrow with terms.verify");
+            let refusal =
+                Refusal::TakesNoMail.because("verifica@ takes no mail: name it arbiter of an escrow with terms.verify");
             decided.insert(crate::libro::verifica::VERIFICA.to_owned(), Outcome::Rejected(refusal));
         }
         if locals.is_empty() {
@@ -304,18 +304,17 @@ impl<D: Db, N: Net> House<D, N> {
         let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
         for local in &locals {
             let outcome = match (known.get(*local), &expired) {
-                (None, _) => Outcome::Rejected(Error::new(
-                    ErrorKind::NotFound,
-                    format!("no agent {local}@{}", self.config.domain),
-                )),
+                (None, _) => {
+                    Outcome::Rejected(Refusal::UnknownAgent.because(format!("no agent {local}@{}", self.config.domain)))
+                }
                 (Some(Recipient { holder: Some(s), .. }), _) if s == env.from().as_str() => Outcome::Duplicate,
                 // Past `expires`, refused — and whether another sender holds the id is nobody's
                 // business.
                 (Some(_), Some(e)) => Outcome::Rejected(e.clone()),
-                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(Error::new(
-                    ErrorKind::Conflict,
-                    format!("envelope id {} is already taken by another sender", env.id()),
-                )),
+                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(
+                    Refusal::EnvelopeIdTaken
+                        .because(format!("envelope id {} is already taken by another sender", env.id())),
+                ),
                 (Some(r @ Recipient { holder: None, .. }), None) => {
                     match self.cards.policies.policy(local, &r.card, now) {
                         Ok(policy) => {
@@ -410,12 +409,14 @@ impl<D: Db, N: Net> House<D, N> {
                 let decision = match decision {
                     // A stamp moves money: the sender's current key pays it, within its delegation's cap.
                     Decision::Stamped { .. } if env.signature().map(|s| s.kid) != Some(sender.sig()) => {
-                        Decision::Reject(Error::forbidden("a stamp is paid under the sender's current key"))
+                        Decision::Reject(
+                            Refusal::NeedsCurrentKey.because("a stamp is paid under the sender's current key"),
+                        )
                     }
                     Decision::Stamped { amount }
                         if sender.scope().and_then(|s| s.cap).is_some_and(|cap| amount > cap) =>
                     {
-                        Decision::Reject(Error::forbidden(format!(
+                        Decision::Reject(Refusal::OverDelegationCap.because(format!(
                             "{} is delegated with a cap of {} tok; its stamp is {amount}",
                             sender.address(),
                             sender.scope().and_then(|s| s.cap).unwrap_or(0)
@@ -497,9 +498,9 @@ impl<D: Db, N: Net> House<D, N> {
                         if last {
                             return Err(match name.as_str() {
                                 "balance_negative" => {
-                                    Error::new(ErrorKind::PaymentRequired, "not enough balance for the stamp")
+                                    Refusal::StampUnaffordable.because("not enough balance for the stamp")
                                 }
-                                _ => Error::new(ErrorKind::Unavailable, "the Libro is busy; try again"),
+                                _ => Refusal::LibroBusy.because("the Libro is busy; try again"),
                             });
                         }
                         continue;
@@ -672,8 +673,10 @@ fn stamp_authority(sender: &AgentCard, amount: i64, hour_ops: i64) -> Option<Err
     };
     match authority.judge(&intent) {
         Verdict::Allowed => None,
-        Verdict::Refused(e) => Some(Error::forbidden(format!("{}: its stamp: {}", sender.address(), e.reason))),
-        Verdict::Ask(why) => Some(Error::forbidden(format!(
+        Verdict::Refused(e) => {
+            Some(Refusal::StampNotAuthorised.because(format!("{}: its stamp: {}", sender.address(), e.reason)))
+        }
+        Verdict::Ask(why) => Some(Refusal::StampNotAuthorised.because(format!(
             "{}: its stamp would need approval ({why}), and mail does not wait for it",
             sender.address()
         ))),
@@ -721,7 +724,8 @@ mod tests {
         assert!(full(0, 0, 100).is_none());
         for (envelopes, bytes, size) in [(10, 0, 1), (0, 91, 10), (0, 0, 101), (10, 100, 10), (12, 0, 1), (0, 150, 1)] {
             let e = full(envelopes, bytes, size).unwrap_or_else(|| panic!("{envelopes} {bytes} {size}"));
-            assert_eq!(e.code(), 429);
+            assert_eq!((e.code(), e.refusal()), (429, Some(Refusal::MailboxFull)));
+            // What the mailbox holds is its agent's business: the reason names the quota only.
             assert_eq!(
                 e.reason,
                 "the mailbox of bo is full (at most 10 envelopes and 100 bytes waiting); try again later"

@@ -29,7 +29,7 @@ use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified, limits};
+use nyx5_proto::{Address, Error, Refusal, Timestamp, Value, Verified, limits};
 
 use crate::config::HostEntry;
 use crate::mailbox::PolicyMemo;
@@ -53,7 +53,7 @@ pub fn check_doh_url(url: &str) -> Result<(), Error> {
     let rest = url.strip_prefix("https://").filter(|r| !r.is_empty() && !r.starts_with('/'));
     match rest {
         Some(_) => Ok(()),
-        None => Err(Error::malformed(format!("the DNS-over-HTTPS endpoint {url:?} must be an https:// URL"))),
+        None => Err(Refusal::BadConfig.because(format!("the DNS-over-HTTPS endpoint {url:?} must be an https:// URL"))),
     }
 }
 
@@ -109,7 +109,7 @@ pub fn join_txt(data: &str) -> String {
 /// Parses the text of a TXT record. `Ok(None)` when it is not a Nyx5 record (another `v=`);
 /// unknown parameters are ignored; `url` must be http(s); a bad `sig` is refused (403).
 pub fn parse_txt(txt: &str) -> Result<Option<DnsRecord>, Error> {
-    let bad = |why: &str| Error::forbidden(format!("bad {DNS_PREFIX} TXT record: {why}"));
+    let bad = |why: &str| Refusal::BadDnsRecord.because(format!("bad {DNS_PREFIX} TXT record: {why}"));
     let mut pairs = Vec::new();
     for part in txt.split(';') {
         let part = part.trim();
@@ -136,7 +136,7 @@ pub fn parse_txt(txt: &str) -> Result<Option<DnsRecord>, Error> {
 /// Reads a DNS-over-HTTPS JSON answer (`application/dns-json`): the Nyx5 record, if there is
 /// exactly one. NXDOMAIN or no record is `None`; other DNS failures are temporary (503).
 pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
-    let unavailable = |why: &str| Error::new(ErrorKind::Unavailable, format!("DNS-over-HTTPS: {why}"));
+    let unavailable = |why: &str| Refusal::DnsUnavailable.because(format!("DNS-over-HTTPS: {why}"));
     let v = Value::parse(body, limits::MAX_DOCUMENT_BYTES).map_err(|_| unavailable("the answer is not JSON"))?;
     let o = v.as_object().ok_or_else(|| unavailable("the answer is not an object"))?;
     match field::integer(o, "Status") {
@@ -153,7 +153,7 @@ pub fn parse_doh(body: &[u8]) -> Result<Option<DnsRecord>, Error> {
         let Some(data) = field::opt_str(a, "data").ok().flatten() else { continue };
         if let Some(record) = parse_txt(&join_txt(data))? {
             if found.as_ref().is_some_and(|f| *f != record) {
-                return Err(Error::forbidden(format!("several different {DNS_PREFIX} TXT records")));
+                return Err(Refusal::BadDnsRecord.because(format!("several different {DNS_PREFIX} TXT records")));
             }
             found = Some(record);
         }
@@ -293,10 +293,9 @@ pub fn site_admission(under_way: &mut Vec<(u64, i64)>, site: &str, id: u64, now:
         started > now.saturating_sub(FETCH_SLOT_MS) && started <= now.saturating_add(FETCH_SLOT_MS)
     });
     if under_way.len() >= AGENT_FETCHES_PER_SITE as usize {
-        return Err(Error::new(
-            ErrorKind::Unavailable,
-            format!("{AGENT_FETCHES_PER_SITE} cards of {site} are being fetched already; try again in a moment"),
-        ));
+        return Err(Refusal::FetchBusy.because(format!(
+            "{AGENT_FETCHES_PER_SITE} cards of {site} are being fetched already; try again in a moment"
+        )));
     }
     under_way.push((id, now));
     Ok(())
@@ -530,13 +529,11 @@ impl<D: Db> PinStore for DbPins<'_, D> {
         let (cap, known) = (NEW_NAMES_PER_SITE_PER_MINUTE, KNOWN_FETCHES_PER_SITE_PER_MINUTE);
         match self.0.batch(store::resolver::count_new_name(domain, site, now / 60_000, cap, known)).await {
             Ok(_) => Ok(()),
-            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Error::new(
-                ErrorKind::RateLimited,
-                format!(
+            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Refusal::TooManyFetches
+                .because(format!(
                     "too many card fetches under {site} this minute (at most {cap} new names, and {known} of \
                      names known there); try again shortly"
-                ),
-            )),
+                ))),
             Err(e) => Err(port_error(e)),
         }
     }
@@ -562,14 +559,13 @@ impl<D: Db> PinStore for DbPins<'_, D> {
         let stmt = store::resolver::count_refresh(&format!("refresh:{key} {half}"), now.div_euclid(60_000), 1);
         match self.0.batch(vec![stmt]).await {
             Ok(_) => Ok(()),
-            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
+            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {
+                Err(Refusal::CardRefetchedLately.because(format!(
                     "the card of {key} does not list the key {} and was fetched anew a moment ago; try again in {} s",
                     kid.to_b64(),
                     REFRESH_WINDOW_MS / 1000
-                ),
-            )),
+                )))
+            }
             Err(e) => Err(port_error(e)),
         }
     }
@@ -670,16 +666,25 @@ struct Located {
 /// transport's text: a stranger reading it must not learn what answered where.
 fn no_answer(e: PortError, what: &str) -> Error {
     match e {
-        PortError::Refused(why) => Error::forbidden(format!("{what}: refused by the outbound policy: {why}")),
-        _ => Error::new(ErrorKind::Unavailable, format!("{what}: unreachable, try again later")),
+        PortError::Refused(why) => {
+            Refusal::UrlRefused.because(format!("{what}: refused by the outbound policy: {why}"))
+        }
+        _ => Refusal::PeerUnavailable.because(format!("{what}: unreachable, try again later")),
     }
 }
 
 /// A remote document that does not parse or verify is the sender's fault: 403. Temporary
-/// failures stay temporary.
+/// failures stay temporary; a 403 keeps its name, any other is `unverifiable_card`.
 fn refuse(what: &str) -> impl Fn(Error) -> Error + '_ {
     move |e| {
-        if e.kind.is_temporary() { e } else { Error::new(ErrorKind::Forbidden, format!("{what}: {}", e.reason)) }
+        let reason = format!("{what}: {}", e.reason);
+        if e.kind.is_temporary() {
+            e
+        } else if e.kind == nyx5_proto::ErrorKind::Forbidden {
+            e.with_reason(reason)
+        } else {
+            Refusal::UnverifiableCard.because(reason)
+        }
     }
 }
 
@@ -701,7 +706,7 @@ fn verify_hosts_anchored(
                 if e.kind.is_temporary() {
                     return e;
                 }
-                Error::forbidden(format!(
+                Refusal::AnchorMismatch.because(format!(
                     "domain card of {domain} is not signed by its anchored key (the hosts file's), nor by a key it \
                      handed over to: {}",
                     e.reason
@@ -718,7 +723,7 @@ fn card_text(v: &Value) -> String {
 impl<N: Net, S: PinStore> Resolver<'_, N, S> {
     /// The estafeta and verified card of `domain`; `refresh` skips both caches.
     pub async fn domain(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
-        check_domain(domain).map_err(|why| Error::malformed(format!("domain {domain:?}: {why}")))?;
+        check_domain(domain).map_err(|why| Refusal::BadDomain.because(format!("domain {domain:?}: {why}")))?;
         let now = self.now.millis();
         let generation = self.memo.generation();
         if !refresh {
@@ -787,7 +792,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         depth: usize,
     ) -> Result<Arc<Verified<AgentCard>>, Error> {
         if depth > MAX_DELEGATION_DEPTH {
-            return Err(Error::forbidden(format!("delegation of {address} is nested too deep")));
+            return Err(Refusal::DelegationTooDeep.because(format!("delegation of {address} is nested too deep")));
         }
         let now = self.now;
         let generation = self.memo.generation();
@@ -817,7 +822,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let body = body?;
         let card = AgentCard::parse(&body).map_err(refuse(&format!("card of {address}")))?;
         if card.address() != *address {
-            return Err(Error::forbidden(format!("asked for the card of {address}, got {}", card.address())));
+            return Err(Refusal::WrongCard.because(format!("asked for the card of {address}, got {}", card.address())));
         }
         // Certified by a key the domain card held does not list: the domain rotated its key
         // since that card was cached (its house certifies its cards again with the new one).
@@ -851,7 +856,8 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 if e.kind.is_temporary() {
                     e
                 } else {
-                    Error::new(e.kind, format!("parent of {}: {}", card.address(), e.reason))
+                    let reason = format!("parent of {}: {}", card.address(), e.reason);
+                    e.with_reason(reason)
                 }
             })?),
             _ => None,
@@ -874,7 +880,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         // Anything further is looked up on the public internet: `localhost` or `127.0.0.1` is
         // a house only when the hosts file says so.
         outbound::check_house_domain(domain)
-            .map_err(|r| Error::forbidden(format!("{domain} is not a public house domain: {r}")))?;
+            .map_err(|r| Refusal::NotPublicDomain.because(format!("{domain} is not a public house domain: {r}")))?;
         if let Some(doh) = self.sources.doh {
             check_doh_url(doh)?;
             let sep = if doh.contains('?') { '&' } else { '?' };
@@ -889,10 +895,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                 .await
                 .map_err(|e| no_answer(e, &format!("the DNS-over-HTTPS lookup of {domain}")))?;
             if resp.status != 200 {
-                return Err(Error::new(
-                    ErrorKind::Unavailable,
-                    format!("DNS-over-HTTPS answered {} for {domain}", resp.status),
-                ));
+                return Err(
+                    Refusal::DnsUnavailable.because(format!("DNS-over-HTTPS answered {} for {domain}", resp.status))
+                );
             }
             if let Some(record) = parse_doh(&resp.body)? {
                 return Ok(Located { url: record.url, anchor: record.sig, via: "dns", chain });
@@ -910,8 +915,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         if !self.sources.hosts.contains_key(domain) {
             // A name that can be no public house is refused before it spends any budget.
             if !self.sources.known.contains_key(domain) && !self.sources.given.contains_key(domain) {
-                outbound::check_house_domain(domain)
-                    .map_err(|r| Error::forbidden(format!("{domain} is not a public house domain: {r}")))?;
+                outbound::check_house_domain(domain).map_err(|r| {
+                    Refusal::NotPublicDomain.because(format!("{domain} is not a public house domain: {r}"))
+                })?;
             }
             self.store.admit(domain, now).await?;
         }
@@ -924,7 +930,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let body = body?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
         if card.domain() != domain {
-            return Err(Error::forbidden(format!("{what} names another domain ({})", card.domain())));
+            return Err(Refusal::WrongCard.because(format!("{what} names another domain ({})", card.domain())));
         }
         let url = match &card.estafeta() {
             e if located.via == "well-known" && (e.starts_with("https://") || e.starts_with("http://")) => {
@@ -941,7 +947,8 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             anchor,
         };
         if !card.accepts_key(&kid, self.now) {
-            return Err(Error::forbidden(format!("{what} is signed by a key that is not listed, or past its end")));
+            return Err(Refusal::UnverifiableCard
+                .because(format!("{what} is signed by a key that is not listed, or past its end")));
         }
         let Some(chain) = located.chain else {
             let (card, anchor) = self.given_card(domain, card, &kid, &what).await?;
@@ -973,10 +980,12 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     Ok((card, _)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
                         Ok(done(card, "rotation"))
                     }
-                    Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
+                    Ok(_) => {
+                        Err(Refusal::PinChangedMeanwhile.because(format!("the pin of {domain} changed meanwhile")))
+                    }
                     Err(e) => {
                         self.store.refuse(domain, &kid, now).await?;
-                        Err(Error::forbidden(format!(
+                        Err(Refusal::PinMismatch.because(format!(
                             "the DNS record of {domain} anchors a key that contradicts the key pinned on first use \
                              ({}); refused until the operator confirms it (POST /pins/{domain}/confirm)",
                             e.reason
@@ -1013,18 +1022,20 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
                     Ok((card, true)) if self.store.move_pin(domain, &pin, &kid, entry).await? => {
                         Ok(done(card, "rotation"))
                     }
-                    Ok(_) => Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile"))),
+                    Ok(_) => {
+                        Err(Refusal::PinChangedMeanwhile.because(format!("the pin of {domain} changed meanwhile")))
+                    }
                     Err(e) if self.repin && !e.kind.is_temporary() => {
                         let card = card.verify(None).map_err(refuse(&what))?;
                         if self.store.move_pin(domain, &pin, &kid, entry).await? {
                             Ok(done(card, "repin"))
                         } else {
-                            Err(Error::new(ErrorKind::Unavailable, format!("the pin of {domain} changed meanwhile")))
+                            Err(Refusal::PinChangedMeanwhile.because(format!("the pin of {domain} changed meanwhile")))
                         }
                     }
                     Err(e) => {
                         self.store.refuse(domain, &kid, now).await?;
-                        Err(Error::forbidden(format!(
+                        Err(Refusal::PinMismatch.because(format!(
                             "{} (pinned {}, now {}); refused until the operator confirms it (POST /pins/{domain}/confirm)",
                             e.reason,
                             pin.to_b64(),
@@ -1055,7 +1066,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             Ok((card, true)) => Ok((card, "rotation")),
             Err(e) if e.kind.is_temporary() => Err(e),
             // Not the pin's reason: it speaks of a pin that moved, which this is not.
-            Err(_) => Err(Error::forbidden(format!(
+            Err(_) => Err(Refusal::PinMismatch.because(format!(
                 "{what} at the URL given is signed by {}, and the key held for {domain} ({}) neither signed it nor \
                  handed over to it; a URL given for another purpose changes nothing kept for {domain}",
                 kid.to_b64(),
@@ -1086,12 +1097,12 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             .map_err(|e| no_answer(e, what))?;
         match resp.status {
             200..=299 if resp.body.len() <= limits::MAX_DOCUMENT_BYTES => Ok(resp.body),
-            200..=299 => Err(Error::forbidden(format!("{what} is too large"))),
-            404 | 410 => Err(Error::new(ErrorKind::NotFound, format!("{what}: not found"))),
+            200..=299 => Err(Refusal::PeerAnswerTooLarge.because(format!("{what} is too large"))),
+            404 | 410 => Err(Refusal::PeerNotFound.because(format!("{what}: not found"))),
             300..=399 | 421 | 429 | 500.. => {
-                Err(Error::new(ErrorKind::Unavailable, format!("{what}: its house answered {}", resp.status)))
+                Err(Refusal::PeerUnavailable.because(format!("{what}: its house answered {}", resp.status)))
             }
-            s => Err(Error::forbidden(format!("{what}: its house answered {s}"))),
+            s => Err(Refusal::PeerRefused.because(format!("{what}: its house answered {s}"))),
         }
     }
 }
@@ -1178,7 +1189,7 @@ impl<D: Db, N: Net> House<D, N> {
                 .local_card(address.local())
                 .await?
                 .map(Arc::new)
-                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")));
+                .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")));
         }
         self.resolver().agent(address, refresh).await
     }
@@ -1199,9 +1210,9 @@ impl<D: Db, N: Net> House<D, N> {
         self.cards.memo.forget_domain(domain);
         let pin = store::resolver::pin(&self.db, domain).await?;
         match (changes.first(), pin) {
-            (_, None) => Err(Error::new(ErrorKind::NotFound, format!("no pin for {domain}"))),
+            (_, None) => Err(Refusal::NoPin.because(format!("no pin for {domain}"))),
             (Some(&1), Some(row)) => Ok(row.text("sig").unwrap_or_default().to_owned()),
-            (_, Some(_)) => Err(Error::new(ErrorKind::Conflict, format!("no such key is pending for {domain}"))),
+            (_, Some(_)) => Err(Refusal::NoPendingKey.because(format!("no such key is pending for {domain}"))),
         }
     }
 }
@@ -1363,9 +1374,9 @@ mod tests {
         assert_eq!(parse_doh(ok).unwrap().unwrap().url, "https://m.x");
         assert_eq!(parse_doh(br#"{"Status":3}"#).unwrap(), None);
         assert_eq!(parse_doh(br#"{"Status":0}"#).unwrap(), None);
-        assert_eq!(parse_doh(br#"{"Status":2}"#).unwrap_err().kind, ErrorKind::Unavailable);
-        assert_eq!(parse_doh(b"<html>").unwrap_err().kind, ErrorKind::Unavailable);
+        assert_eq!(parse_doh(br#"{"Status":2}"#).unwrap_err().refusal(), Some(Refusal::DnsUnavailable));
+        assert_eq!(parse_doh(b"<html>").unwrap_err().refusal(), Some(Refusal::DnsUnavailable));
         let two = br#"{"Status":0,"Answer":[{"data":"v=nyx51; url=https://a"},{"data":"v=nyx51; url=https://b"}]}"#;
-        assert_eq!(parse_doh(two).unwrap_err().kind, ErrorKind::Forbidden);
+        assert_eq!(parse_doh(two).unwrap_err().refusal(), Some(Refusal::BadDnsRecord));
     }
 }

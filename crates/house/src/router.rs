@@ -1,6 +1,6 @@
 //! Maps (method, path) to a route. Unknown paths are 404, known paths with another method 405.
 
-use nyx5_proto::{Error, ErrorKind};
+use nyx5_proto::{Error, Refusal};
 
 use crate::House;
 use crate::http::{Request, Response, no_route};
@@ -8,7 +8,7 @@ use crate::ports::{Db, Net, Reads};
 use crate::{routes, web};
 
 fn method_not_allowed(req: &Request) -> Error {
-    Error::new(ErrorKind::MethodNotAllowed, format!("{} is not allowed on {}", req.method, req.path))
+    Refusal::WrongMethod.because(format!("{} is not allowed on {}", req.method, req.path))
 }
 
 /// `reads` are the request's reads that may be a moment stale: the routes that serve them (cards,

@@ -196,6 +196,7 @@ fn registration_is_gated_by_a_verified_domain_card_and_bounded() {
     }
     let (status, refusal) = register(&t.idx, "b.test");
     assert_eq!(status, 409);
+    assert_eq!(refusal["error"].as_str(), Some("index_full"));
     assert_eq!(
         refusal["reason"].as_str(),
         Some("this index crawls 1000 houses already and takes no more"),

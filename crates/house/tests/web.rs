@@ -378,6 +378,8 @@ fn every_known_path_refuses_other_methods_with_405() {
         let r = call_raw(&h, method, path, &[], vec![]);
         assert_eq!(r.status, 405, "{method} {path}");
         let body = r.value().unwrap();
+        assert_eq!(body.as_object().unwrap()["error"], Value::from("wrong_method"), "{method} {path}");
+        // The reason names the method and the path.
         let reason = body.as_object().unwrap()["reason"].as_str().unwrap().to_owned();
         assert_eq!(reason, format!("{method} is not allowed on {path}"));
     }
@@ -438,7 +440,7 @@ fn stale_reads_come_from_a_replica_and_the_bookmark_reads_its_own_writes() {
         for (method, path) in [("GET", "/agents/ana"), ("GET", "/health"), ("POST", "/agents")] {
             let r = call_raw(&h, method, path, &[(BOOKMARK, bad)], vec![]);
             let body = json(&r, 400);
-            assert_eq!(body.as_object().unwrap()["error"], Value::from("malformed"), "{method} {path}");
+            assert_eq!(body.as_object().unwrap()["error"], Value::from("bad_bookmark"), "{method} {path}");
         }
     }
     // The write's bookmark brings the read up to the write, and the answer carries one again

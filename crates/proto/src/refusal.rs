@@ -194,6 +194,182 @@ refusals! {
     // ---- house: auth, registration, cards, mailbox, inbound, outbound ----
     /// The `Authorization` token is missing or cannot be read.
     BadToken(Unauthenticated) = "bad_token",
+    /// The token's nonce was used before: a token is good for one request only.
+    NonceUsed(Unauthenticated) = "nonce_used",
+    /// The token names an agent of another house; this route takes tokens of its own agents only.
+    TokenWrongHouse(Unauthenticated) = "token_wrong_house",
+    /// The token's agent has no card here that verifies: no such agent, a house address, or a card that cannot be resolved or verified.
+    TokenSignerUnknown(Unauthenticated) = "token_signer_unknown",
+    /// The operator's bearer token is missing or wrong.
+    OperatorTokenRequired(Unauthenticated) = "operator_token_required",
+    /// The authenticated agent is not the one the resource belongs to.
+    NotTheOwner(Forbidden) = "not_the_owner",
+    /// The envelope's `from` is not the agent whose card or token sent it.
+    NotTheSender(Forbidden) = "not_the_sender",
+    /// No agent of that name at this house (or at the house asked).
+    UnknownAgent(NotFound) = "unknown_agent",
+    /// No route at this path.
+    NoRoute(NotFound) = "no_route",
+    /// The route exists, but not with this method.
+    WrongMethod(MethodNotAllowed) = "wrong_method",
+    /// A query parameter is out of range or too long; the reason names it.
+    BadQuery(Malformed) = "bad_query",
+    /// A setting of the house's configuration cannot be read; the reason names it.
+    BadConfig(Malformed) = "bad_config",
+    /// The bookmark header is not one this house gave.
+    BadBookmark(Malformed) = "bad_bookmark",
+    /// A domain name given is not a valid domain.
+    BadDomain(Malformed) = "bad_domain",
+    /// The name asked for is not a valid local part of an address.
+    BadLocalPart(Malformed) = "bad_local_part",
+    /// A delegated agent must be named `<name>.<parent>`.
+    BadSubagentName(Malformed) = "bad_subagent_name",
+    /// The webhook URL is refused by the house's outbound policy.
+    BadWebhook(Malformed) = "bad_webhook",
+    /// An allow or block list entry is not an address, a domain or `*.domain`.
+    BadListEntry(Malformed) = "bad_list_entry",
+    /// The recipient's mailbox holds as much as its quota allows; try later.
+    MailboxFull(RateLimited) = "mailbox_full",
+    /// The recipient's card has expired.
+    RecipientCardExpired(NotFound) = "recipient_card_expired",
+    /// No recipient of the envelope is an agent of this house.
+    NotAtThisHouse(Misdirected) = "not_at_this_house",
+    /// The envelope expired only lately by this house's clock (clocks may differ); the sender's house may try again.
+    ExpiredLately(Unavailable) = "expired_lately",
+    /// The envelope is signed by a key whose end passed only lately by this house's clock; try again.
+    KeyEndedLately(Unavailable) = "key_ended_lately",
+    /// This system address takes no mail.
+    TakesNoMail(Forbidden) = "takes_no_mail",
+    /// The envelope id is already used, by another sender or for another envelope.
+    EnvelopeIdTaken(Conflict) = "envelope_id_taken",
+    /// The stamp is over the cap of the sender's delegation.
+    OverDelegationCap(Forbidden) = "over_delegation_cap",
+    /// The sender's delegation does not let it pay this stamp alone.
+    StampNotAuthorised(Forbidden) = "stamp_not_authorised",
+    /// The sender's balance does not cover the stamp.
+    StampUnaffordable(PaymentRequired) = "stamp_unaffordable",
+    /// The Libro is busy with other writes; try again.
+    LibroBusy(Unavailable) = "libro_busy",
+    /// The movement would take a balance past 2^53 - 1 tok; nothing moved.
+    BalanceMax(Conflict) = "balance_max",
+    /// Another move of this mailbox between databases is under way.
+    MoveUnderWay(Conflict) = "move_under_way",
+    /// A guard of the store refused the write (it raced another, or breaks a rule).
+    ConstraintRefused(Conflict) = "constraint_refused",
+    /// The house's storage or network is unavailable; try again.
+    StorageUnavailable(Unavailable) = "storage_unavailable",
+    /// The house's outbound policy refuses to fetch that URL (a private or reserved address).
+    UrlRefused(Forbidden) = "url_refused",
+    /// A registration's `ts` is outside its 5-minute window.
+    RegistrationStale(Forbidden) = "registration_stale",
+    /// A subagent's name (`<name>.<parent>`) registers only with a delegation signed by its parent.
+    DelegationRequired(Forbidden) = "delegation_required",
+    /// The delegation is issued in the future.
+    DelegationInFuture(Forbidden) = "delegation_in_future",
+    /// The delegation was issued before the one the card holds.
+    DelegationStale(Forbidden) = "delegation_stale",
+    /// The name is reserved for the house's own addresses.
+    ReservedName(Forbidden) = "reserved_name",
+    /// Only the house's operator may do this.
+    OperatorOnly(Forbidden) = "operator_only",
+    /// This house registers agents only through its operator.
+    RegistrationClosed(Forbidden) = "registration_closed",
+    /// This house registers agents by invitation: an invitation code is required.
+    InviteRequired(Forbidden) = "invite_required",
+    /// The invitation code is unknown, used up or expired.
+    BadInvite(Forbidden) = "bad_invite",
+    /// The agent's card no longer verifies here; only the operator may update it.
+    CardNoLongerVerifies(Forbidden) = "card_no_longer_verifies",
+    /// The registration must be signed by the key being registered.
+    SignatureRequired(Forbidden) = "signature_required",
+    /// The parent of a subagent is not registered here.
+    UnknownParent(NotFound) = "unknown_parent",
+    /// What this request changes was changed by another meanwhile; try again.
+    ChangedMeanwhile(Conflict) = "changed_meanwhile",
+    /// Too many registrations this minute; try again shortly.
+    TooManyRegistrations(RateLimited) = "too_many_registrations",
+    /// The name is registered; only its owner or the house may update it.
+    AgentTaken(Conflict) = "agent_taken",
+    /// This house holds as many agents as it can give mailboxes to.
+    HouseFull(Conflict) = "house_full",
+    /// A domain's Nyx5 DNS TXT record cannot be read, or there are several.
+    BadDnsRecord(Forbidden) = "bad_dns_record",
+    /// DNS-over-HTTPS did not answer usefully; try again.
+    DnsUnavailable(Unavailable) = "dns_unavailable",
+    /// Cards of that site are being fetched already; try again in a moment.
+    FetchBusy(Unavailable) = "fetch_busy",
+    /// Too many card fetches of new names under one site this minute; try again shortly.
+    TooManyFetches(RateLimited) = "too_many_fetches",
+    /// The card does not list the token's key and was fetched anew a moment ago; try again shortly.
+    CardRefetchedLately(Unavailable) = "card_refetched_lately",
+    /// Another house could not be reached, or answered with a temporary failure; try again later.
+    PeerUnavailable(Unavailable) = "peer_unavailable",
+    /// Another house says it has no such thing.
+    PeerNotFound(NotFound) = "peer_not_found",
+    /// Another house answered with a status that is not a usable answer.
+    PeerRefused(Forbidden) = "peer_refused",
+    /// Another house's answer is over the size this house reads.
+    PeerAnswerTooLarge(Forbidden) = "peer_answer_too_large",
+    /// A card fetched from another house (an agent's or its domain's) does not parse or verify, for a
+    /// cause with no name of its own (a 403 cause keeps its name); the reason says why.
+    UnverifiableCard(Forbidden) = "unverifiable_card",
+    /// The sender of an envelope cannot be verified, for a cause with no name of its own (a 403
+    /// cause keeps its name); the reason says why.
+    UnverifiableSender(Forbidden) = "unverifiable_sender",
+    /// A delegation is nested too deep.
+    DelegationTooDeep(Forbidden) = "delegation_too_deep",
+    /// A card fetched is not the one asked for (another address or domain, or not the one its house holds).
+    WrongCard(Forbidden) = "wrong_card",
+    /// The domain is not a public house domain (a public suffix, or under no public suffix).
+    NotPublicDomain(Forbidden) = "not_public_domain",
+    /// The pin of a domain changed meanwhile; try again.
+    PinChangedMeanwhile(Unavailable) = "pin_changed_meanwhile",
+    /// No key is pinned for that domain.
+    NoPin(NotFound) = "no_pin",
+    /// No such key is pending confirmation for that domain.
+    NoPendingKey(Conflict) = "no_pending_key",
+    /// A house's directory page cannot be read or names another house.
+    BadDirectory(Forbidden) = "bad_directory",
+    /// `deliver_after` is further ahead than a house holds an envelope.
+    DeliverAfterTooFar(Malformed) = "deliver_after_too_far",
+    /// The envelope's `created` is ahead of this house's clock by more than the allowed skew.
+    CreatedInFuture(Malformed) = "created_in_future",
+    /// The envelope's `created` is too old to queue: sign it again under the same id.
+    CreatedTooOld(Malformed) = "created_too_old",
+    /// The agent (with its subagents) sent as many envelopes as it may this minute.
+    TooManySends(RateLimited) = "too_many_sends",
+    /// This house requires the relay header on inbound envelopes.
+    RelayRequired(Forbidden) = "relay_required",
+    /// An allow or block list would hold more entries than it may.
+    ListTooLong(TooLarge) = "list_too_long",
+    /// Too many list changes in one request.
+    TooManyChanges(TooLarge) = "too_many_changes",
+    /// This house runs no index.
+    NoIndex(NotFound) = "no_index",
+    /// The index crawls as many houses as it takes.
+    IndexFull(Conflict) = "index_full",
+    /// The mailbox is being acknowledged by another request; try again.
+    AckBusy(Unavailable) = "ack_busy",
+    /// This house has one database: there is nowhere to move a mailbox.
+    SingleDatabase(Conflict) = "single_database",
+    /// Too many envelopes from the sender's domain this minute; try again shortly.
+    TooManyFromDomain(RateLimited) = "too_many_from_domain",
+    /// The recipient blocks the sender.
+    SenderBlocked(Forbidden) = "sender_blocked",
+    /// The vouch (aval) an envelope carries in place of a stamp does not hold.
+    BadVouch(PaymentRequired) = "bad_vouch",
+    /// The sender is not on the recipient's allowlist; send an intro.
+    NotOnAllowlist(Forbidden) = "not_on_allowlist",
+    /// The recipient asks for proof of work that is missing or short.
+    PowRequired(PaymentRequired) = "pow_required",
+    /// The recipient asks for a stamp and there is none.
+    StampRequired(PaymentRequired) = "stamp_required",
+    /// The stamp must be paid in the Libro of the recipient's house.
+    StampWrongHouse(PaymentRequired) = "stamp_wrong_house",
+    /// The stamp is less than the mailbox asks.
+    StampTooSmall(PaymentRequired) = "stamp_too_small",
+    /// The recipient's inbox policy is not one this house supports.
+    UnsupportedPolicy(Forbidden) = "unsupported_policy",
     // ---- end house ----
 
     // ---- libro: operations, contracts, mandates, authority, stamps ----

@@ -9,7 +9,7 @@
 
 use nyx5_proto::address::check_domain;
 use nyx5_proto::envelope::Kind;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Value, limits, pow};
+use nyx5_proto::{Address, Envelope, Error, Object, Refusal, Value, limits, pow};
 
 use crate::site::Psl;
 
@@ -176,13 +176,13 @@ pub enum Decision {
     Reject(Error),
 }
 
-fn reject(kind: ErrorKind, reason: impl Into<String>) -> Decision {
-    Decision::Reject(Error::new(kind, reason.into()))
+fn reject(refusal: Refusal, reason: impl Into<String>) -> Decision {
+    Decision::Reject(refusal.because(reason.into()))
 }
 
 fn counted(facts: &Facts, domain: &str) -> Decision {
     if facts.rate_count >= facts.rate_cap {
-        reject(ErrorKind::RateLimited, format!("too many envelopes from {domain} this minute, try again shortly"))
+        reject(Refusal::TooManyFromDomain, format!("too many envelopes from {domain} this minute, try again shortly"))
     } else {
         Decision::Accept { counted: true }
     }
@@ -191,7 +191,7 @@ fn counted(facts: &Facts, domain: &str) -> Decision {
 /// Applies `policy` to `env` from `sender`, for a recipient at `here`.
 pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts, here: &str) -> Decision {
     if facts.blocked {
-        return reject(ErrorKind::Forbidden, format!("{sender} is blocked by the recipient"));
+        return reject(Refusal::SenderBlocked, format!("{sender} is blocked by the recipient"));
     }
     let domain = sender.domain();
     match policy {
@@ -202,7 +202,7 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts, 
             let size = env.canonical_str().len();
             if size > limits::MAX_INTRO_BYTES {
                 reject(
-                    ErrorKind::TooLarge,
+                    Refusal::IntroTooLarge,
                     format!("an intro may be {} bytes; this is {size}", limits::MAX_INTRO_BYTES),
                 )
             } else {
@@ -211,32 +211,32 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts, 
         }
         Policy::Allowlist if vouched(env) => match facts.vouch {
             Vouch::Valid => counted(facts, domain),
-            Vouch::Refused(fault) => reject(ErrorKind::PaymentRequired, format!("{EXT_AVAL}: {}", fault.reason())),
-            Vouch::Absent => reject(ErrorKind::PaymentRequired, format!("{EXT_AVAL}: the vouch was not checked")),
+            Vouch::Refused(fault) => reject(Refusal::BadVouch, format!("{EXT_AVAL}: {}", fault.reason())),
+            Vouch::Absent => reject(Refusal::BadVouch, format!("{EXT_AVAL}: the vouch was not checked")),
         },
         Policy::Allowlist => {
-            reject(ErrorKind::Forbidden, format!("{sender} is not on the recipient's allowlist; send an intro"))
+            reject(Refusal::NotOnAllowlist, format!("{sender} is not on the recipient's allowlist; send an intro"))
         }
         Policy::Pow { .. } if facts.allowed => Decision::Accept { counted: false },
         Policy::Pow { bits } => match &env.pow() {
             // The proof is bound to this envelope (sender, recipients, content); it buys entry,
             // not exemption: such mail counts towards the per-domain rate like open mail.
             Some(p) if pow::check(&env.work_digest(), &p.nonce, *bits) => counted(facts, domain),
-            _ => reject(ErrorKind::PaymentRequired, format!("proof of work of {bits} bits required (`pow`)")),
+            _ => reject(Refusal::PowRequired, format!("proof of work of {bits} bits required (`pow`)")),
         },
         Policy::Stamp { .. } if facts.allowed => Decision::Accept { counted: false },
         Policy::Stamp { price } => match env.stamp() {
             None => {
-                reject(ErrorKind::PaymentRequired, format!("a stamp of {price} tok in the Libro of {here} is required"))
+                reject(Refusal::StampRequired, format!("a stamp of {price} tok in the Libro of {here} is required"))
             }
             Some(s) if s.house != here => {
-                reject(ErrorKind::PaymentRequired, format!("the stamp must be paid at {here}, not {}", s.house))
+                reject(Refusal::StampWrongHouse, format!("the stamp must be paid at {here}, not {}", s.house))
             }
             Some(s) if s.amount < *price => {
-                reject(ErrorKind::PaymentRequired, format!("the stamp is {} tok; this mailbox asks {price}", s.amount))
+                reject(Refusal::StampTooSmall, format!("the stamp is {} tok; this mailbox asks {price}", s.amount))
             }
             Some(s) if facts.balance < s.amount => reject(
-                ErrorKind::PaymentRequired,
+                Refusal::StampUnaffordable,
                 format!("{sender} has {} tok at {here}, short of its stamp of {}", facts.balance, s.amount),
             ),
             Some(s) => match counted(facts, domain) {
@@ -245,7 +245,7 @@ pub fn decide(policy: &Policy, env: &Envelope, sender: &Address, facts: &Facts, 
             },
         },
         Policy::Unknown(p) => {
-            reject(ErrorKind::Forbidden, format!("the recipient's inbox policy {p:?} is not supported"))
+            reject(Refusal::UnsupportedPolicy, format!("the recipient's inbox policy {p:?} is not supported"))
         }
     }
 }
@@ -283,12 +283,12 @@ pub fn list_entry(text: &str) -> Result<String, Error> {
     let t = text.trim().to_ascii_lowercase();
     match t.strip_prefix('@') {
         Some(domain) => {
-            check_domain(domain).map_err(|why| Error::malformed(format!("list entry {text:?}: {why}")))?;
+            check_domain(domain).map_err(|why| Refusal::BadListEntry.because(format!("list entry {text:?}: {why}")))?;
             Ok(domain.to_owned())
         }
         None if t.contains('@') => Ok(Address::parse(&t)?.as_str().to_owned()),
         None => {
-            check_domain(&t).map_err(|why| Error::malformed(format!("list entry {text:?}: {why}")))?;
+            check_domain(&t).map_err(|why| Refusal::BadListEntry.because(format!("list entry {text:?}: {why}")))?;
             Ok(t)
         }
     }
@@ -439,12 +439,12 @@ mod tests {
         };
         let rich = Facts { balance: 100, ..FREE };
         let verdict = |env: &Envelope| match decide(&Policy::Stamp { price: 3 }, env, &from, &rich, "y.test") {
-            Decision::Reject(e) => format!("{} {}", e.code(), e.reason),
+            Decision::Reject(e) => format!("{} {}", e.code(), e.name),
             Decision::Stamped { .. } => "stamped".into(),
             other => format!("{other:?}"),
         };
-        assert_eq!(verdict(&stamped("x.test", 5)), "402 the stamp must be paid at y.test, not x.test");
-        assert_eq!(verdict(&stamped("y.test", 2)), "402 the stamp is 2 tok; this mailbox asks 3");
+        assert_eq!(verdict(&stamped("x.test", 5)), "402 stamp_wrong_house");
+        assert_eq!(verdict(&stamped("y.test", 2)), "402 stamp_too_small");
         assert_eq!(verdict(&stamped("y.test", 3)), "stamped");
     }
 
@@ -457,7 +457,7 @@ mod tests {
         let facts = Facts { vouch: Vouch::Refused(VouchFault::NotPosted), ..FREE };
         match decide(&Policy::Allowlist, &msg, &from, &facts, "y.test") {
             Decision::Reject(e) => {
-                assert_eq!(e.code(), 402);
+                assert_eq!((e.code(), e.refusal()), (402, Some(Refusal::BadVouch)));
                 assert_eq!(e.reason, format!("{EXT_AVAL}: the vouching bond is no longer posted"));
             }
             other => panic!("{other:?}"),

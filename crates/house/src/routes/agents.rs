@@ -5,7 +5,7 @@ use nyx5_proto::card::{AgentCard, AgentCardDraft, Delegation, PreviousKey};
 use nyx5_proto::crypto::{Context, EncPublic, SigPublic};
 use nyx5_proto::json::field;
 use nyx5_proto::sign::verify_object;
-use nyx5_proto::{Address, Error, ErrorKind, Object, Timestamp, Value, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value, limits};
 
 use crate::auth::json_body;
 use crate::config::Registration;
@@ -32,7 +32,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Resp
     }
     let card = store::card(&house.db, local)
         .await?
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {local}@{}", house.config.domain)))?;
+        .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {local}@{}", house.config.domain)))?;
     Ok(Response::bytes(200, "application/json", card.into_bytes()))
 }
 
@@ -44,7 +44,7 @@ pub(crate) fn page_param(req: &Request, name: &str, default: i64, max: i64) -> R
             .parse::<i64>()
             .ok()
             .filter(|n| (0..=max).contains(n))
-            .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}"))),
+            .ok_or_else(|| Refusal::BadQuery.because(format!("`{name}` must be an integer from 0 to {max}"))),
     }
 }
 
@@ -98,7 +98,7 @@ fn parse_enrolment(body: &Object, now: Timestamp, policy: &Policy) -> Result<Enr
     let webhook = field::opt_str(body, "webhook")?.map(str::to_owned);
     // Pushes go through the outbound policy anyway; refusing here tells the owner now, not never.
     if let Some(w) = &webhook {
-        policy.check_learnt(w).map_err(|r| Error::malformed(format!("`webhook` is refused: {r}")))?;
+        policy.check_learnt(w).map_err(|r| Refusal::BadWebhook.because(format!("`webhook` is refused: {r}")))?;
     }
     let webhook = match webhook {
         Some(url) => Webhook::Set(url),
@@ -108,15 +108,19 @@ fn parse_enrolment(body: &Object, now: Timestamp, policy: &Policy) -> Result<Enr
     let drop_previous = field::opt_array(body, "drop_previous")?
         .unwrap_or_default()
         .iter()
-        .map(|k| k.as_str().ok_or_else(|| Error::malformed("`drop_previous` lists keys")).and_then(SigPublic::parse))
+        .map(|k| {
+            k.as_str()
+                .ok_or_else(|| Refusal::BadMember.because("`drop_previous` lists keys"))
+                .and_then(SigPublic::parse)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     if drop_previous.len() > limits::MAX_PREVIOUS_KEYS + 1 {
-        return Err(Error::malformed("`drop_previous` lists too many keys"));
+        return Err(Refusal::BadMember.because("`drop_previous` lists too many keys"));
     }
     let reset = match body.get("reset") {
         None | Some(Value::Bool(false)) => false,
         Some(Value::Bool(true)) => true,
-        Some(_) => return Err(Error::malformed("`reset` must be true or false")),
+        Some(_) => return Err(Refusal::BadMember.because("`reset` must be true or false")),
     };
     // Proof of possession: the body is signed by the key being enrolled, with a fresh `ts`.
     let signed = match body.get("signature") {
@@ -125,7 +129,7 @@ fn parse_enrolment(body: &Object, now: Timestamp, policy: &Policy) -> Result<Enr
             verify_object(body, "signature", Context::Registration, |kid| *kid == sig)?;
             let ts = Timestamp::parse(field::str(body, "ts")?)?;
             if (now.millis() - ts.millis()).abs() > limits::AUTH_WINDOW_MS {
-                return Err(Error::forbidden("registration `ts` is outside its 5-minute window"));
+                return Err(Refusal::RegistrationStale.because("registration `ts` is outside its 5-minute window"));
             }
             true
         }
@@ -213,25 +217,25 @@ fn check_lineage(
 ) -> Result<(), Error> {
     match (address.parent(), delegation) {
         (Some(parent), None) => {
-            return Err(Error::forbidden(format!(
+            return Err(Refusal::DelegationRequired.because(format!(
                 "{address} is a subagent's name: it registers only with a delegation signed by {parent}"
             )));
         }
-        (None, Some(_)) => return Err(Error::malformed("a delegated agent is named <name>.<parent>")),
+        (None, Some(_)) => return Err(Refusal::BadSubagentName.because("a delegated agent is named <name>.<parent>")),
         _ => {}
     }
     // A delegation "issued" in the future would outrank every later one (below) for good.
     if let Some(new) = delegation
         && new.issued > now.plus_ms(limits::AUTH_WINDOW_MS)
     {
-        return Err(Error::forbidden(format!("the delegation of {address} is issued in the future")));
+        return Err(Refusal::DelegationInFuture.because(format!("the delegation of {address} is issued in the future")));
     }
     // No replay of an older (broader) delegation; the operator's reset starts afresh.
     if let (Some(held), Some(new)) = (current.and_then(|c| c.delegation()), delegation)
         && new.issued < held.issued
         && !reset
     {
-        return Err(Error::forbidden(format!(
+        return Err(Refusal::DelegationStale.because(format!(
             "the delegation of {address} was issued before the one its card holds ({})",
             held.issued.to_rfc3339()
         )));
@@ -257,10 +261,8 @@ fn previous_keys(
         keys.insert(0, PreviousKey { sig: c.sig(), until: now.plus_ms(ROTATION_GRACE_MS) });
     }
     if let Some(unknown) = drop.iter().find(|d| !keys.iter().any(|k| k.sig == **d)) {
-        return Err(Error::malformed(format!(
-            "`drop_previous`: {} is not a previous key of this card",
-            unknown.to_b64()
-        )));
+        return Err(Refusal::BadMember
+            .because(format!("`drop_previous`: {} is not a previous key of this card", unknown.to_b64())));
     }
     if reset {
         return Ok(Vec::new());
@@ -275,14 +277,15 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let now = house.now();
     let body = json_body(req)?;
     let e = parse_enrolment(&body, now, &house.net.policy)?;
-    let address =
-        house.local_address(&e.local).map_err(|_| Error::malformed(format!("invalid local part {:?}", e.local)))?;
+    let address = house
+        .local_address(&e.local)
+        .map_err(|_| Refusal::BadLocalPart.because(format!("invalid local part {:?}", e.local)))?;
     if RESERVED.contains(&e.local.as_str()) {
-        return Err(Error::forbidden(format!("{:?} is reserved", e.local)));
+        return Err(Refusal::ReservedName.because(format!("{:?} is reserved", e.local)));
     }
     let admin = house.is_admin(req);
     if e.reset && !admin {
-        return Err(Error::forbidden("only the operator may reset an agent (`reset`)"));
+        return Err(Refusal::OperatorOnly.because("only the operator may reset an agent (`reset`)"));
     }
     // The stored card as it is now: the update is decided on it and guarded by its exact text.
     // The operator's path only parses it, so a card whose certification no longer verifies (the
@@ -302,15 +305,15 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
                 Err(err) if err.kind == ErrorKind::Unauthenticated => {
                     return Err(match house.local_card(&e.local).await {
                         Err(why) if why.kind == ErrorKind::Unavailable => why,
-                        Err(why) => Error::forbidden(format!(
+                        Err(why) => Refusal::CardNoLongerVerifies.because(format!(
                             "the card of {} no longer verifies here ({}); only the operator may update it",
                             current.address(),
                             why.reason
                         )),
-                        Ok(_) => Error::new(
-                            ErrorKind::Conflict,
-                            format!("{} is taken; only its owner or the house may update it", current.address()),
-                        ),
+                        Ok(_) => Refusal::AgentTaken.because(format!(
+                            "{} is taken; only its owner or the house may update it",
+                            current.address()
+                        )),
                     });
                 }
                 Err(err) => return Err(err),
@@ -321,16 +324,21 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         (None, None) if admin => Via::Admin,
         (None, None) => match house.config.registration {
             Registration::Admin => {
-                return Err(Error::forbidden("this house registers agents only through its operator"));
+                return Err(
+                    Refusal::RegistrationClosed.because("this house registers agents only through its operator")
+                );
             }
             Registration::Invite => Via::Invite(
-                e.invite.clone().ok_or_else(|| Error::forbidden("an invitation code is required (`invite`)"))?,
+                e.invite
+                    .clone()
+                    .ok_or_else(|| Refusal::InviteRequired.because("an invitation code is required (`invite`)"))?,
             ),
             Registration::Open => Via::Open,
         },
     };
     if !admin && !e.signed {
-        return Err(Error::forbidden("the body must be signed by the key being registered (`signature`, `ts`)"));
+        return Err(Refusal::SignatureRequired
+            .because("the body must be signed by the key being registered (`signature`, `ts`)"));
     }
 
     // Subagents: the parent's delegation, checked against the parent's card.
@@ -340,7 +348,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
             house
                 .local_card(p.local())
                 .await?
-                .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("parent {p} is not registered here")))?,
+                .ok_or_else(|| Refusal::UnknownParent.because(format!("parent {p} is not registered here")))?,
         ),
         None => None,
     };
@@ -350,10 +358,8 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     if let (Some(d), Some(p)) = (&e.delegation, &parent) {
         let held = existing.as_ref().and_then(|c| c.delegation()).map(Delegation::to_value);
         if held.as_ref() != Some(&d.to_value()) && d.signer()? != p.sig() {
-            return Err(Error::forbidden(format!(
-                "a new delegation needs the current key of {}, not a replaced one",
-                p.address()
-            )));
+            return Err(Refusal::NeedsCurrentKey
+                .because(format!("a new delegation needs the current key of {}, not a replaced one", p.address())));
         }
     }
 
@@ -467,20 +473,18 @@ pub fn client_share(per_minute: i64) -> i64 {
 fn refused(name: &str, update: bool, address: &Address) -> Error {
     match name {
         constraint::GUARD if update => {
-            Error::new(ErrorKind::Conflict, format!("the card of {address} changed meanwhile; try again"))
+            Refusal::ChangedMeanwhile.because(format!("the card of {address} changed meanwhile; try again"))
         }
         constraint::GUARD | constraint::INVITATION_USES => {
-            Error::forbidden("invitation code unknown, used up or expired")
+            Refusal::BadInvite.because("invitation code unknown, used up or expired")
         }
         constraint::RATE_CAP => {
-            Error::new(ErrorKind::RateLimited, "too many registrations this minute, try again shortly")
+            Refusal::TooManyRegistrations.because("too many registrations this minute, try again shortly")
         }
-        constraint::AGENT_TAKEN => Error::new(
-            ErrorKind::Conflict,
-            format!("{address} was registered meanwhile; only its owner or the house may update it"),
-        ),
+        constraint::AGENT_TAKEN => Refusal::AgentTaken
+            .because(format!("{address} was registered meanwhile; only its owner or the house may update it")),
         constraint::MAILBOX_NUMBER => {
-            Error::new(ErrorKind::Conflict, "this house holds as many agents as it can give mailboxes to")
+            Refusal::HouseFull.because("this house holds as many agents as it can give mailboxes to")
         }
         other => port_error(PortError::Constraint { name: other.to_owned() }),
     }
@@ -542,7 +546,8 @@ mod tests {
     #[test]
     fn a_registration_drops_at_most_every_previous_key_and_the_one_replaced() {
         let too_many = enrolment_dropping(limits::MAX_PREVIOUS_KEYS + 2).err().unwrap();
-        assert_eq!(too_many.reason, "`drop_previous` lists too many keys");
+        assert_eq!(too_many.refusal(), Some(Refusal::BadMember));
+        assert_eq!(too_many.reason, "`drop_previous` lists too many keys", "the reason names the member");
         let most = enrolment_dropping(limits::MAX_PREVIOUS_KEYS + 1).unwrap();
         assert_eq!(most.drop_previous.len(), limits::MAX_PREVIOUS_KEYS + 1);
     }

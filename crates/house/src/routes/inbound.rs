@@ -10,7 +10,7 @@
 //! here already; otherwise the first rejection's code. The lists always come along.
 
 use nyx5_proto::relay::{self, RelayHeader};
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Value, json::obj};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Value, json::obj};
 
 use crate::http::{Request, Response};
 use crate::mailbox::Outcome;
@@ -18,13 +18,17 @@ use crate::ports::{Db, Net};
 use crate::{House, ok_body};
 
 /// A failure to verify who sent it: temporary failures stay temporary (the sender retries),
-/// anything else is 403.
+/// anything else is 403: a 403 keeps its name (`pin_mismatch`, `wrong_card`, …), any other
+/// is `unverifiable_sender`.
 fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
     move |e| {
+        let reason = format!("{who} cannot be verified: {}", e.reason);
         if e.kind.is_temporary() {
             e
+        } else if e.kind == ErrorKind::Forbidden {
+            e.with_reason(reason)
         } else {
-            Error::new(ErrorKind::Forbidden, format!("{who} cannot be verified: {}", e.reason))
+            Refusal::UnverifiableSender.because(reason)
         }
     }
 }
@@ -32,19 +36,19 @@ fn unverifiable(who: &str) -> impl Fn(Error) -> Error + '_ {
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     let Some(signature) = env.signature() else {
-        return Err(Error::forbidden("envelope is not signed"));
+        return Err(Refusal::UnsignedEnvelope.because("envelope is not signed"));
     };
     let domain = house.config.domain.as_str();
     let recipients: Vec<Address> = env.to().iter().filter(|a| a.domain() == domain).cloned().collect();
     if recipients.is_empty() {
-        return Err(Error::new(ErrorKind::Misdirected, format!("no recipient of {} is at {domain}", env.id())));
+        return Err(Refusal::NotAtThisHouse.because(format!("no recipient of {} is at {domain}", env.id())));
     }
 
     match req.header(relay::HEADER) {
         Some(value) => {
             let header = RelayHeader::parse(value)?;
             if header.domain != env.from().domain() {
-                return Err(Error::forbidden(format!(
+                return Err(Refusal::BadRelay.because(format!(
                     "relayed by {} for a sender at {}",
                     header.domain,
                     env.from().domain()
@@ -58,7 +62,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             header.verify(&sending.card, &env, domain, house.now())?;
         }
         None if house.config.require_relay => {
-            return Err(Error::forbidden(format!("this house requires the {} header", relay::HEADER)));
+            return Err(Refusal::RelayRequired.because(format!("this house requires the {} header", relay::HEADER)));
         }
         None => {}
     }
@@ -78,10 +82,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             && env.clone().verify_with_key(&p.sig).is_ok()
     });
     let env = env.verify(&card, now).map_err(|e| match e.kind {
-        ErrorKind::Forbidden if lately => Error::new(
-            ErrorKind::Unavailable,
-            format!("{who}: signed by a key whose end passed lately by this house's clock; try again later"),
-        ),
+        ErrorKind::Forbidden if lately => Refusal::KeyEndedLately
+            .because(format!("{who}: signed by a key whose end passed lately by this house's clock; try again later")),
         _ => e,
     })?;
     // A subagent's delegation binds it here too: the sending house is not trusted to check it.

@@ -5,7 +5,7 @@ use nyx5_proto::address::check_domain;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Object, field, obj};
 use nyx5_proto::sign::sign_object;
-use nyx5_proto::{Error, ErrorKind, Timestamp, Value, limits};
+use nyx5_proto::{Error, Refusal, Timestamp, Value, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -22,7 +22,7 @@ fn require_index<D: Db, N: Net>(house: &House<D, N>) -> Result<(), Error> {
     if house.config.index_enabled {
         Ok(())
     } else {
-        Err(Error::new(ErrorKind::NotFound, format!("{} runs no index", house.config.domain)))
+        Err(Refusal::NoIndex.because(format!("{} runs no index", house.config.domain)))
     }
 }
 
@@ -32,17 +32,16 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     require_index(house)?;
     let body = json_body(req)?;
     let domain = field::str(&body, "domain")?.to_ascii_lowercase();
-    check_domain(&domain).map_err(|why| Error::malformed(format!("`domain` {domain:?}: {why}")))?;
+    check_domain(&domain).map_err(|why| Refusal::BadDomain.because(format!("`domain` {domain:?}: {why}")))?;
     let before = store::house(&house.db, &domain).await?;
     let resolved = house.resolve_domain_with(&domain, before.is_none()).await?;
     let now = house.now().millis();
     match house.db.batch(store::register(&domain, &resolved.url, now, MAX_HOUSES)).await {
         Ok(_) => {}
         Err(PortError::Constraint { name }) if name == crate::store::constraint::GUARD => {
-            return Err(Error::new(
-                ErrorKind::Conflict,
-                format!("this index crawls {MAX_HOUSES} houses already and takes no more"),
-            ));
+            return Err(
+                Refusal::IndexFull.because(format!("this index crawls {MAX_HOUSES} houses already and takes no more"))
+            );
         }
         Err(e) => return Err(port_error(e)),
     }
@@ -98,7 +97,7 @@ pub async fn search<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &R
     let text = |name: &str| -> Result<Option<&str>, Error> {
         match req.query(name) {
             Some(v) if v.len() > MAX_QUERY_TEXT => {
-                Err(Error::malformed(format!("`{name}` is longer than {} bytes", MAX_QUERY_TEXT)))
+                Err(Refusal::BadQuery.because(format!("`{name}` is longer than {} bytes", MAX_QUERY_TEXT)))
             }
             Some("") | None => Ok(None),
             Some(v) => Ok(Some(v)),

@@ -1,7 +1,7 @@
 //! POST /invitations and GET /invitations — invitation codes, for the operator (spec §8b).
 
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, Object, Timestamp, Value, limits};
+use nyx5_proto::{Error, Object, Refusal, Timestamp, Value, limits};
 
 use crate::auth::optional_json_body;
 use crate::http::{Request, Response};
@@ -18,12 +18,12 @@ pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result
     let body = optional_json_body(req)?;
     let uses = field::opt_integer(&body, "uses")?.unwrap_or(1);
     if !(1..=MAX_USES).contains(&uses) {
-        return Err(Error::malformed(format!("`uses` must be 1 to {MAX_USES}")));
+        return Err(Refusal::BadMember.because(format!("`uses` must be 1 to {MAX_USES}")));
     }
     let expires = field::opt_str(&body, "expires")?.map(Timestamp::parse).transpose()?;
     let welcome = field::opt_integer(&body, "welcome")?.unwrap_or(0);
     if !(0..=limits::MAX_AMOUNT).contains(&welcome) {
-        return Err(Error::malformed("`welcome` must be a non-negative integer"));
+        return Err(Refusal::BadMember.because("`welcome` must be a non-negative integer"));
     }
     let note = field::opt_str(&body, "note")?;
     // Hex, so a code never starts with `-` and survives any shell or command line as it is.

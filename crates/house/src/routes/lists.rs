@@ -9,7 +9,7 @@ use nyx5_proto::auth::Keys;
 
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecSet;
-use nyx5_proto::{Error, ErrorKind, Object, Value};
+use nyx5_proto::{Error, Object, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -31,7 +31,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     house.authenticate_owner(req, local, Keys::Current).await?;
     let body = json_body(req)?;
     if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
-        return Err(Error::malformed(format!("unknown list {k:?}: the lists are `allow` and `block`")));
+        return Err(Refusal::BadMember.because(format!("unknown list {k:?}: the lists are `allow` and `block`")));
     }
     let current = store::mailbox::lists(&house.db, local).await?;
     let mut stmts = Vec::new();
@@ -39,12 +39,12 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     for kind in KINDS {
         let Some(change) = field::opt_object(&body, kind)? else { continue };
         if let Some(k) = change.keys().find(|k| *k != "add" && *k != "remove") {
-            return Err(Error::malformed(format!("unknown member `{kind}.{k}`: use `add` and `remove`")));
+            return Err(Refusal::BadMember.because(format!("unknown member `{kind}.{k}`: use `add` and `remove`")));
         }
         let add = entries(change, "add", kind)?;
         let remove = entries(change, "remove", kind)?;
         if let Some(both) = add.intersection(&remove).next() {
-            return Err(Error::malformed(format!("{both:?} is both added to and removed from `{kind}`")));
+            return Err(Refusal::BadMember.because(format!("{both:?} is both added to and removed from `{kind}`")));
         }
         changes += add.len() + remove.len();
         let mut list: VecSet<&str> =
@@ -58,14 +58,13 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
             stmts.push(store::mailbox::add_entry(local, kind, e, MAX_LIST_ENTRIES as i64));
         }
         if list.len() > MAX_LIST_ENTRIES {
-            return Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("a `{kind}` list holds at most {MAX_LIST_ENTRIES} entries"),
-            ));
+            return Err(
+                Refusal::ListTooLong.because(format!("a `{kind}` list holds at most {MAX_LIST_ENTRIES} entries"))
+            );
         }
     }
     if changes > MAX_LIST_CHANGES {
-        return Err(Error::new(ErrorKind::TooLarge, format!("at most {MAX_LIST_CHANGES} changes at once")));
+        return Err(Refusal::TooManyChanges.because(format!("at most {MAX_LIST_CHANGES} changes at once")));
     }
     if !stmts.is_empty() {
         house.db.batch(stmts).await.map_err(port_error)?;
@@ -79,7 +78,7 @@ fn entries(change: &Object, name: &str, kind: &str) -> Result<VecSet<String>, Er
         .iter()
         .map(|v| {
             v.as_str()
-                .ok_or_else(|| Error::malformed(format!("`{kind}.{name}` lists strings")))
+                .ok_or_else(|| Refusal::BadMember.because(format!("`{kind}.{name}` lists strings")))
                 .and_then(policy::list_entry)
         })
         .collect()

@@ -3,7 +3,7 @@
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecSet;
-use nyx5_proto::{Error, ErrorKind, Timestamp, Value, address::check_id, limits};
+use nyx5_proto::{Error, ErrorKind, Refusal, Timestamp, Value, address::check_id, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -51,7 +51,7 @@ pub async fn read<D: Db, N: Net>(
             v.parse::<i64>()
                 .ok()
                 .filter(|n| (0..=max).contains(n))
-                .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}")))
+                .ok_or_else(|| Refusal::BadQuery.because(format!("`{name}` must be an integer from 0 to {max}")))
         })
     };
     let after = number("after", 0, i64::MAX)?;
@@ -162,7 +162,7 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
         }
         return Ok(Response::json(200, &ok_body([("acked", plan.acked.into())])));
     }
-    Err(Error::new(ErrorKind::Unavailable, "the mailbox is being acknowledged by another request; try again"))
+    Err(Refusal::AckBusy.because("the mailbox is being acknowledged by another request; try again"))
 }
 
 /// The ids an acknowledgment's body lists, distinct, as the JSON array the store reads.
@@ -170,11 +170,11 @@ fn ack_list(req: &Request) -> Result<String, Error> {
     let body = json_body(req)?;
     let ids = field::array(&body, "ids")?;
     if ids.is_empty() || ids.len() > ACK_MAX {
-        return Err(Error::malformed(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));
+        return Err(Refusal::BadMember.because(format!("`ids` must list 1 to {ACK_MAX} envelope ids")));
     }
     let mut distinct = VecSet::new();
     for id in ids {
-        let id = id.as_str().ok_or_else(|| Error::malformed("`ids` lists strings"))?;
+        let id = id.as_str().ok_or_else(|| Refusal::BadMember.because("`ids` lists strings"))?;
         check_id(id)?;
         distinct.insert(id);
     }

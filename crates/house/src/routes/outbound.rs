@@ -5,7 +5,7 @@
 //! job, and neither may be kept for millennia.
 
 use nyx5_proto::auth::Keys;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, PortError};
@@ -19,7 +19,7 @@ pub const MAX_DELIVER_AFTER_MS: i64 = 30 * 24 * 3_600_000;
 /// Refuses an envelope due later than [`MAX_DELIVER_AFTER_MS`] from `now` (400). Pure.
 pub fn check_due(due: Timestamp, now: Timestamp) -> Result<(), Error> {
     if due.millis() > now.millis().saturating_add(MAX_DELIVER_AFTER_MS) {
-        return Err(Error::malformed(format!(
+        return Err(Refusal::DeliverAfterTooFar.because(format!(
             "`deliver_after` may be at most {} days ahead; this is {}",
             MAX_DELIVER_AFTER_MS / (24 * 3_600_000),
             due.to_rfc3339()
@@ -46,13 +46,13 @@ const _: () = assert!(crate::queue::OUTBOX_KEEP_MS - nyx5_proto::limits::CLOCK_S
 /// and by then is more than 6 days old.
 pub fn check_created(created: Timestamp, now: Timestamp) -> Result<(), Error> {
     if created.millis() > now.millis().saturating_add(nyx5_proto::limits::CLOCK_SKEW_MS) {
-        return Err(Error::malformed(format!(
+        return Err(Refusal::CreatedInFuture.because(format!(
             "`created` is more than 5 minutes ahead of this house's clock ({}); check the sender's clock",
             now.to_rfc3339()
         )));
     }
     if created.millis() < now.millis().saturating_sub(MAX_CREATED_AGE_MS) {
-        return Err(Error::malformed(format!(
+        return Err(Refusal::CreatedTooOld.because(format!(
             "`created` is more than {} days ago: a house queues only fresh envelopes; sign it again \
              under the same id (a copy delivered before is then recognised by its id)",
             MAX_CREATED_AGE_MS / (24 * 3_600_000)
@@ -86,7 +86,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let now = house.now();
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     if env.from() != card.address() {
-        return Err(Error::forbidden(format!("{} may not send as {}", card.address(), env.from())));
+        return Err(Refusal::NotTheSender.because(format!("{} may not send as {}", card.address(), env.from())));
     }
     let env = env.verify(&card, now)?;
     env.check_not_expired(now)?;
@@ -142,17 +142,17 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             if let Some(row) = store::outbox_entry(&house.db, env.id()).await? {
                 return held(house, &row, env.id(), card.address(), &sha256).await;
             }
-            return Err(Error::new(
-                ErrorKind::RateLimited,
-                format!("{} may send {cap} envelopes a minute (with its subagents); try again shortly", card.address()),
-            ));
+            return Err(Refusal::TooManySends.because(format!(
+                "{} may send {cap} envelopes a minute (with its subagents); try again shortly",
+                card.address()
+            )));
         }
         Err(PortError::Constraint { name }) if name == store::FORGOTTEN => {
             // (SQLite checks NOT NULL before the UNIQUE id: one it still holds is "exists".)
             if let Some(row) = store::outbox_entry(&house.db, env.id()).await? {
                 return held(house, &row, env.id(), card.address(), &sha256).await;
             }
-            return Err(Error::malformed(
+            return Err(Refusal::CreatedTooOld.because(
                 "`created` is older than what this house may have forgotten (its clock ran ahead since): a house \
                  queues only envelopes it cannot have queued before; sign it again under the same id (a copy \
                  delivered before is then recognised by its id)",
@@ -208,7 +208,7 @@ async fn held<D: Db, N: Net>(
     sha256: &str,
 ) -> Result<Response, Error> {
     if row.text("sender") != Some(sender.as_str()) || row.text("sha256") != Some(sha256) {
-        return Err(Error::new(ErrorKind::Conflict, format!("envelope id {id} is already used for another envelope")));
+        return Err(Refusal::EnvelopeIdTaken.because(format!("envelope id {id} is already used for another envelope")));
     }
     let mut listed = Vec::new();
     for r in store::jobs_of(&house.db, id).await? {
@@ -242,10 +242,11 @@ mod tests {
         assert!(check_created(Timestamp(now.millis() - MAX_CREATED_AGE_MS), now).is_ok());
         assert!(check_created(Timestamp(now.millis() + 300_000), now).is_ok());
         let old = check_created(Timestamp(now.millis() - MAX_CREATED_AGE_MS - 1), now).unwrap_err();
-        assert_eq!(old.code(), 400);
+        assert_eq!((old.code(), old.refusal()), (400, Some(Refusal::CreatedTooOld)));
+        // The reason names the bound, computed from the constant.
         assert!(old.reason.starts_with("`created` is more than 6 days ago"), "{old}");
         let ahead = check_created(Timestamp(now.millis() + 300_001), now).unwrap_err();
-        assert_eq!(ahead.code(), 400);
+        assert_eq!((ahead.code(), ahead.refusal()), (400, Some(Refusal::CreatedInFuture)));
         assert!(ahead.reason.starts_with("`created` is more than 5 minutes ahead"), "{ahead}");
     }
 
@@ -256,7 +257,7 @@ mod tests {
         assert_eq!(MAX_DELIVER_AFTER_MS, 2_592_000_000);
         assert!(check_due(Timestamp(now.millis() + MAX_DELIVER_AFTER_MS), now).is_ok());
         let refused = check_due(Timestamp(now.millis() + MAX_DELIVER_AFTER_MS + 1), now).unwrap_err();
-        assert_eq!(refused.code(), 400);
+        assert_eq!((refused.code(), refused.refusal()), (400, Some(Refusal::DeliverAfterTooFar)));
         assert!(refused.reason.starts_with("`deliver_after` may be at most 30 days ahead"), "{refused}");
     }
 }

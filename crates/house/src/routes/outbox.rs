@@ -3,7 +3,7 @@
 
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, Object, Timestamp, Value};
+use nyx5_proto::{Error, Object, Refusal, Timestamp, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Reads, Row};
@@ -20,7 +20,7 @@ fn number(req: &Request, name: &str, default: i64, max: i64) -> Result<i64, Erro
         v.parse::<i64>()
             .ok()
             .filter(|n| (0..=max).contains(n))
-            .ok_or_else(|| Error::malformed(format!("`{name}` must be an integer from 0 to {max}")))
+            .ok_or_else(|| Refusal::BadQuery.because(format!("`{name}` must be an integer from 0 to {max}")))
     })
 }
 

@@ -8,7 +8,7 @@
 
 use nyx5_proto::auth::Keys;
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Object, Value, limits};
+use nyx5_proto::{Error, Object, Refusal, Value, limits};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
@@ -23,7 +23,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     }
     let address = house.local_address(local)?;
     let rows = store::agents::settings(&house.db, local).await?;
-    let first = rows.first().ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no agent {address}")))?;
+    let first = rows.first().ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")))?;
     Ok(Response::json(
         200,
         &ok_body([

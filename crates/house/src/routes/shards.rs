@@ -2,7 +2,7 @@
 //! (issue 36 §3; docs/SPEC.md §8b; docs/decisions/0060-mailbox-shards.md).
 
 use nyx5_proto::json::field;
-use nyx5_proto::{Error, ErrorKind, Value};
+use nyx5_proto::{Error, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
@@ -17,14 +17,14 @@ pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
     let to = field::integer(&body, "to")?;
     let count = house.db.databases();
     if count == 1 {
-        return Err(Error::new(ErrorKind::Conflict, "this house has one database: there is nowhere to move a mailbox"));
+        return Err(Refusal::SingleDatabase.because("this house has one database: there is nowhere to move a mailbox"));
     }
     let to = usize::try_from(to).ok().filter(|t| *t < count).ok_or_else(|| {
-        Error::malformed(format!("`to` must be a database of this house's {count}, 0 to {}", count - 1))
+        Refusal::BadMember.because(format!("`to` must be a database of this house's {count}, 0 to {}", count - 1))
     })?;
     let address = house.local_address(local)?;
     if store::agents::created_at(&house.db, local).await?.is_none() {
-        return Err(Error::new(ErrorKind::NotFound, format!("no agent {address}")));
+        return Err(Refusal::UnknownAgent.because(format!("no agent {address}")));
     }
     let (from, to, envelopes) = house.db.move_mailbox(local, to).await.map_err(port_error)?;
     Ok(Response::json(

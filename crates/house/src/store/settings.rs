@@ -4,7 +4,7 @@
 
 use nyx5_proto::card::PreviousDomainKey;
 use nyx5_proto::crypto::SigningKey;
-use nyx5_proto::{Error, Timestamp, b64};
+use nyx5_proto::{Error, Refusal, Timestamp, b64};
 
 use crate::config::{parse_previous_keys, previous_keys_text, rotated_previous};
 
@@ -102,7 +102,7 @@ pub async fn rotate_domain_key<D: Db>(
         .await
         .map_err(port_error)?;
     if changes.get(1) != Some(&1) {
-        return Err(Error::new(nyx5_proto::ErrorKind::Conflict, "the domain key changed meanwhile; try again"));
+        return Err(Refusal::ChangedMeanwhile.because("the domain key changed meanwhile; try again"));
     }
     Ok((SigningKey::from_seed(fresh_seed), previous))
 }

@@ -6,7 +6,7 @@ use nyx5_proto::Value;
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::json::obj;
 
-use crate::common::{admin, agents_named, refused, register, register_by, rows};
+use crate::common::{admin, agents_named, refused, refused_as, register, register_by, rows};
 use crate::kit::*;
 
 fn invitations(h: &TestHouse, authorization: &str) -> u16 {
@@ -152,7 +152,8 @@ fn a_foreign_agent_reads_its_own_account_even_just_after_it_rotated_and_no_other
     assert_eq!(after, before + 1, "the rotated card was fetched again, once");
     // The old key, now a previous key in its grace, is known and not enough (403): nothing to
     // fetch again for that.
-    assert!(refused(&account(&bo, "bo@b.test"), 403).contains("current key"));
+    let (name, why) = refused_as(&account(&bo, "bo@b.test"), 403);
+    assert_eq!(name, "needs_current_key", "{why}");
     assert_eq!(fetched(), after);
     // A key no card of bo's ever had is refused as unauthenticated, after one more fetch.
     let impostor = Agent::new("bo@b.test", 4);
@@ -186,7 +187,7 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     let acked = |resp: &nyx5_house::http::Response| json(resp, 200).as_object().unwrap()["acked"].as_safe_integer();
     assert_eq!(acked(&first), Some(1));
     let again = call(&h, "POST", path, &[("authorization", &token)], &body);
-    assert_eq!(refused(&again, 401), "token already used");
+    assert_eq!(refused_as(&again, 401).0, "nonce_used");
     assert_eq!(mailbox(&h, &ana).len(), 1);
     // Nothing to acknowledge (m1 is gone): the nonce is spent all the same.
     let nonces = |n: &'static str| rows(&h, "SELECT count(*) AS n FROM nonces WHERE address = ?", n);
@@ -207,16 +208,16 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     let elsewhere = ana.token(&h, "POST", "/mailbox/ana/ack?x=1", &bad.canonical());
     let name =
         |resp: &nyx5_house::http::Response| json(resp, 401).as_object().unwrap()["error"].as_str().unwrap().to_owned();
-    assert_eq!(name(&call(&h, "POST", path, &[("authorization", &elsewhere)], &bad)), "unauthenticated");
-    assert_eq!(name(&call(&h, "POST", path, &[], &bad)), "unauthenticated");
+    assert_eq!(name(&call(&h, "POST", path, &[("authorization", &elsewhere)], &bad)), "token_for_another_request");
+    assert_eq!(name(&call(&h, "POST", path, &[], &bad)), "bad_token");
     let ids: Vec<Value> = (0..500).map(|i| Value::from(format!("id{i}"))).collect();
     let many = Value::Object(obj([("ids", Value::Array(ids))]));
     let before = h.db.calls();
-    assert_eq!(name(&call(&h, "POST", path, &[], &many)), "unauthenticated");
+    assert_eq!(name(&call(&h, "POST", path, &[], &many)), "bad_token");
     assert_eq!(h.db.calls() - before, 0, "an ack without a token read the database");
     let stranger = ana.token(&h, "POST", "/mailbox/ana/ack?x=1", &many.canonical());
     let before = h.db.calls();
-    assert_eq!(name(&call(&h, "POST", path, &[("authorization", &stranger)], &many)), "unauthenticated");
+    assert_eq!(name(&call(&h, "POST", path, &[("authorization", &stranger)], &many)), "token_for_another_request");
     assert_eq!(h.db.calls() - before, 1, "an ack under a token that does not verify read more than the card");
 }
 
@@ -235,7 +236,7 @@ fn a_send_token_works_once_and_only_a_send_that_took_effect_spends_it() {
     let send = || call_raw(&h, "POST", "/outbound", &[("authorization", &token)], body.clone());
     assert_eq!(send().status, 202);
     let again = send();
-    assert_eq!(refused(&again, 401), "token already used");
+    assert_eq!(refused_as(&again, 401).0, "nonce_used");
     // The same envelope with a fresh token is "exists" (200), as ever.
     assert_eq!(ana.send(&h, &env).status, 200);
 

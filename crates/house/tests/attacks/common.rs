@@ -38,6 +38,11 @@ pub(crate) fn reason(resp: &Response) -> String {
     resp.value().unwrap().as_object().unwrap()["reason"].as_str().unwrap_or_default().to_owned()
 }
 
+/// The refusal's name (the wire's `error`) of an error answer.
+pub(crate) fn error(resp: &Response) -> String {
+    resp.value().unwrap().as_object().unwrap()["error"].as_str().unwrap_or_default().to_owned()
+}
+
 /// Two houses on one network, both registering through their operators.
 pub(crate) fn two_houses() -> (World, std::rc::Rc<TestHouse>, std::rc::Rc<TestHouse>) {
     let w = World::new();
@@ -79,6 +84,14 @@ pub(crate) fn register_by(house: &TestHouse, owner: &Agent, agent: &Agent, extra
 pub(crate) fn refused(resp: &Response, status: u16) -> String {
     let v = json(resp, status);
     v.as_object().unwrap()["reason"].as_str().unwrap().to_owned()
+}
+
+/// The refusal's name (the wire's `error`) of a refused request, with its status checked; the
+/// reason is in the panic message of a mismatch.
+pub(crate) fn refused_as(resp: &Response, status: u16) -> (String, String) {
+    let v = json(resp, status);
+    let o = v.as_object().unwrap();
+    (o["error"].as_str().unwrap().to_owned(), o["reason"].as_str().unwrap_or_default().to_owned())
 }
 
 /// The single integer `n` that `sql` (one `?`, bound to `param`) selects from `house`'s database:

@@ -9,7 +9,7 @@ use nyx5_house::stmt;
 use nyx5_proto::Value;
 use nyx5_proto::json::obj;
 
-use crate::common::{admin, refused, register, register_by, served_card};
+use crate::common::{admin, refused, refused_as, register, register_by, served_card};
 use crate::kit::*;
 
 fn post_agents(agent: &Agent, house: &TestHouse, headers: Vec<(String, String)>, extra: &[(&str, Value)]) -> Request {
@@ -62,8 +62,8 @@ fn two_concurrent_updates_of_one_card_race_and_exactly_one_wins() {
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 409]);
     let (won, lost) = if ra.status == 200 { (ra, rb) } else { (rb, ra) };
-    let why = refused(&lost, 409);
-    assert!(why.contains("changed meanwhile"), "{why}");
+    let (name, why) = refused_as(&lost, 409);
+    assert_eq!(name, "changed_meanwhile", "{why}");
     // What is stored is exactly the card the winner was answered.
     let answered = json(&won, 200).as_object().unwrap()["card"].clone();
     assert_eq!(served_card(&h, "ana").to_value(), answered);
@@ -83,8 +83,8 @@ fn invitation_withdrawn_mid_registration_leaves_no_agent_behind() {
     h.db.before_next_batch(move |db| {
         block_on(db.batch(vec![stmt!("DELETE FROM invitations WHERE code = ?", gone.as_str())])).unwrap();
     });
-    let why = refused(&register(&h, &ana, &[], &[("invite", code.as_str().into())]), 403);
-    assert!(why.contains("invitation"), "{why}");
+    let (name, why) = refused_as(&register(&h, &ana, &[], &[("invite", code.as_str().into())]), 403);
+    assert_eq!(name, "bad_invite", "{why}");
     assert_eq!(call_raw(&h, "GET", "/agents/ana", &[], vec![]).status, 404);
     assert_eq!(count(&h, "SELECT count(*) AS n FROM agents"), 0);
     assert_eq!(count(&h, "SELECT count(*) AS n FROM registrations"), 0);
@@ -119,8 +119,8 @@ fn operator_recertifies_a_card_after_the_domain_key_changed() {
     // The house comes back on the same database with another domain key.
     let h = w.restart(w.config("a.test", Registration::Admin));
     // The stored certification no longer verifies: the owner is refused cleanly, not with a 500.
-    let why = refused(&register_by(&h, &ana, &ana, &[]), 403);
-    assert!(why.contains("operator"), "{why}");
+    let (name, why) = refused_as(&register_by(&h, &ana, &ana, &[]), 403);
+    assert_eq!(name, "card_no_longer_verifies", "{why}");
     assert_eq!(ana.get(&h, "/mailbox/ana").status, 401);
     // The operator re-certifies it with the new key; then the owner is back.
     let v = json(&ana.register_admin(&h), 200);

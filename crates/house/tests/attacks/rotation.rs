@@ -8,7 +8,7 @@ use nyx5_house::stmt;
 use nyx5_proto::Value;
 use nyx5_proto::json::obj;
 
-use crate::common::{admin, refused, register, register_by, served_card};
+use crate::common::{admin, refused, refused_as, register, register_by, served_card};
 use crate::kit::*;
 
 const HOOK: &str = "https://hook.test/ana";
@@ -31,8 +31,8 @@ fn webhook(h: &TestHouse) -> Option<String> {
 }
 
 fn needs_current_key(resp: &Response) {
-    let why = refused(resp, 403);
-    assert!(why.contains("current key"), "{why}");
+    let (name, why) = refused_as(resp, 403);
+    assert_eq!(name, "needs_current_key", "{why}");
 }
 
 #[test]
@@ -116,8 +116,8 @@ fn operator_reset_leaves_no_previous_key_and_no_webhook() {
     let (h, old, new) = rotated(&w);
     let fresh = Agent::new("ana@a.test", 12);
     // Only the operator resets.
-    let why = refused(&register_by(&h, &new, &fresh, &[("reset", Value::Bool(true))]), 403);
-    assert!(why.contains("operator"), "{why}");
+    let (name, why) = refused_as(&register_by(&h, &new, &fresh, &[("reset", Value::Bool(true))]), 403);
+    assert_eq!(name, "operator_only", "{why}");
     w.clock.advance(MINUTE);
     let v = json(&register(&h, &fresh, &[("authorization", &admin(&h))], &[("reset", Value::Bool(true))]), 200);
     let card = v.as_object().unwrap()["card"].as_object().unwrap();
