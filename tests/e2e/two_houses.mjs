@@ -736,7 +736,7 @@ try {
     await expect('duplicate keys', as(ana, 'POST', '/outbound', { body: '{"id":"x","id":"y"}' }), 400, 'bad_json');
     await expect('not an envelope', as(ana, 'POST', '/outbound', { body: '[1,2,3]' }), 400, 'bad_envelope');
     const big = utf8.encode(`"${'x'.repeat(2 * 1024 * 1024)}"`);
-    await expect('a body over 2 MiB', as(ana, 'POST', '/outbound', { body: big }), 413, 'too_large');
+    await expect('a body over 2 MiB', as(ana, 'POST', '/outbound', { body: big }), 413, 'body_too_large');
     const huge = await signEnvelope(
       draftEnvelope(ana.address, [bo.address], { media: 'text/plain', body: 'x'.repeat(1536 * 1024) }),
       ana.keys,

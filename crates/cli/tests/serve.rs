@@ -551,7 +551,7 @@ fn a_house_over_two_files_sends_reads_acks_and_moves_a_mailbox() {
     let far = Value::Object(obj([("local", Value::from(bo_local.as_str())), ("to", Value::from(2_i64))])).canonical();
     assert_eq!(
         json(&http(port, "POST", "/shards/move", &[("authorization", &bearer)], &far), 400)["error"],
-        Value::from("malformed")
+        Value::from("bad_member")
     );
     let moved = json(&http(port, "POST", "/shards/move", &[("authorization", &bearer)], &body), 200);
     assert_eq!(

@@ -249,10 +249,8 @@ pub fn port_error(e: PortError) -> Error {
         PortError::Constraint { name } if name == store::libro::BALANCE_MAX => Refusal::BalanceMax
             .because("this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved"),
         // Mailbox shards: a write met a mailbox moving between databases. Temporary (spec §8b).
-        PortError::Constraint { name } if name.contains(shards::MOVING) => Error::new(
-            ErrorKind::MailboxMoving,
-            "the mailbox is moving between this house's databases; try again in a few seconds",
-        ),
+        PortError::Constraint { name } if name.contains(shards::MOVING) => Refusal::MailboxMoving
+            .because("the mailbox is moving between this house's databases; try again in a few seconds"),
         PortError::Constraint { name } if name == shards::MOVE_UNDER_WAY => Refusal::MoveUnderWay
             .because("another move of this mailbox, to another database, is under way (or raced this one)"),
         PortError::Constraint { name } => {

@@ -365,11 +365,13 @@ fn an_accept_refused_for_want_of_money_stays_refused_after_a_top_up() {
     let card = block_on(h.local_card("cy")).unwrap().unwrap();
     let v = env.clone().verify(&card, h.now()).unwrap();
     let answers = block_on(h.accept(&v, &card, std::slice::from_ref(&desk))).unwrap();
-    let code = match &answers[0].1 {
-        nyx5_house::mailbox::Outcome::Rejected(e) => e.code(),
+    let (code, name) = match &answers[0].1 {
+        nyx5_house::mailbox::Outcome::Rejected(e) => (e.code(), e.name.to_string()),
         other => panic!("the late copy was {other:?}"),
     };
-    assert_eq!(code, 402);
+    // The same answer: its code and its name (kept with it since migration 0026), not the
+    // code's own name.
+    assert_eq!((code, name.as_str()), (402, "insufficient_funds"));
     assert_eq!(balance(&h, "tareas@a.test"), 100, "nothing was taken");
     let contracts = block_on(h.db.query(stmt!("SELECT count(*) AS n FROM libro_contracts"))).unwrap();
     assert_eq!(contracts[0].int("n"), Some(0));

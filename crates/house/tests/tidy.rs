@@ -932,3 +932,58 @@ fn the_doc_readers_find_links_and_citations() {
         ]
     );
 }
+
+// ---- Refusals have names (issue 37 §4) ----
+
+/// Files whose code still makes an error named only by its kind (`Error::new(ErrorKind::…)` but
+/// `Internal`, `Error::malformed`, `Error::forbidden`), each as `path: count`. Only shrinks: a
+/// refusal made anywhere is named by its cause from `nyx5_proto::Refusal`.
+const KNOWN_UNNAMED: &[&str] = &[
+    // `reword`'s fallback for an error of another kind than the refusal's (no rule gives one).
+    "crates/rules/src/libro/kernel.rs: 1",
+];
+
+/// How many errors `code` (comments and strings blanked) makes that are named by their kind
+/// alone. `Error::new(ErrorKind::Internal, …)` is not counted: an internal error says nothing
+/// but `internal` on the wire.
+fn unnamed_in(code: &str) -> usize {
+    let plain = ["Error::malformed(", "Error::forbidden("].iter().map(|p| code.matches(p).count()).sum::<usize>();
+    let by_kind = code
+        .match_indices("Error::new(")
+        .filter(|(i, _)| !code[..*i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|(i, m)| {
+            let rest = code[i + m.len()..].trim_start();
+            !rest.starts_with("ErrorKind::Internal") && !rest.starts_with("nyx5_proto::ErrorKind::Internal")
+        })
+        .count();
+    plain + by_kind
+}
+
+#[test]
+fn every_refusal_is_named_by_its_cause() {
+    let root = repo_root();
+    let mut found = BTreeSet::new();
+    for dir in ["crates/proto/src", "crates/rules/src", "crates/house/src", "crates/cli/src", "crates/web/src", "src"] {
+        for file in sources(&root.join(dir)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            // The code before its test module (tests may make any error they like).
+            let code = code_of(text.split("#[cfg(test)]\nmod tests").next().unwrap_or(""));
+            let n = unnamed_in(&code);
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            if n > 0 && !rel.ends_with("proto/src/error.rs") {
+                found.insert(format!("{rel}: {n}"));
+            }
+        }
+    }
+    ratchet("files with refusals named by their kind alone", "KNOWN_UNNAMED", &found, KNOWN_UNNAMED);
+}
+
+#[test]
+fn the_unnamed_counter_sees_what_it_counts() {
+    let code = code_of(
+        "Error::new(ErrorKind::Forbidden, \"x\"); Error::new(ErrorKind::Internal, \"y\");\n\
+         Error::malformed(a); // Error::forbidden(b)\nRefusal::BadJson.because(c); Error::new( ErrorKind::Conflict, d)\n\
+         JsError::new(&e);",
+    );
+    assert_eq!(unnamed_in(&code), 3);
+}

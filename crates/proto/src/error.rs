@@ -167,14 +167,6 @@ impl Error {
         self
     }
 
-    pub fn malformed(reason: impl Into<Cow<'static, str>>) -> Self {
-        Error::new(ErrorKind::Malformed, reason)
-    }
-
-    pub fn forbidden(reason: impl Into<Cow<'static, str>>) -> Self {
-        Error::new(ErrorKind::Forbidden, reason)
-    }
-
     pub fn code(&self) -> u16 {
         self.kind.code()
     }
@@ -240,7 +232,7 @@ mod tests {
 
     #[test]
     fn an_error_displays_as_its_code_its_slug_and_its_reason() {
-        let e = Error::forbidden("the quote is not signed by its seller");
+        let e = Error::new(ErrorKind::Forbidden, "the quote is not signed by its seller");
         assert_eq!(e.to_string(), "403 (forbidden): the quote is not signed by its seller");
         assert_eq!(Error::new(ErrorKind::HeadersTooLarge, "x").to_string(), "431 (headers_too_large): x");
         // Unlike the wire form, the text keeps an internal reason: it is for logs.

@@ -105,7 +105,8 @@ refusals! {
     CardExpired(Forbidden) = "card_expired",
     /// A delegated card came without its parent's card.
     ParentCardRequired(Forbidden) = "parent_card_required",
-    /// A subagent's card (a dotted name) carries no delegation from its parent.
+    /// A subagent's card (a dotted name), or its registration, carries no delegation from its
+    /// parent.
     SubagentWithoutDelegation(Forbidden) = "subagent_without_delegation",
     /// A card's delegation is not its parent's, delegates another key, has expired or is wider than its parent's.
     BadDelegation(Forbidden) = "bad_delegation",
@@ -171,8 +172,6 @@ refusals! {
     AppNotListed(NotFound) = "app_not_listed",
     /// The App Card is not the one the catalogue lists (its hash differs).
     AppNotAsListed(Forbidden) = "app_not_as_listed",
-    // Twins: the same rows as other sections' on their branches (same variant, kind and name);
-    // the merge keeps one of each.
     /// A member of the request body is missing, of the wrong type or out of range; the reason names it.
     BadMember(Malformed) = "bad_member",
     /// The envelope is not signed.
@@ -262,8 +261,6 @@ refusals! {
     UrlRefused(Forbidden) = "url_refused",
     /// A registration's `ts` is outside its 5-minute window.
     RegistrationStale(Forbidden) = "registration_stale",
-    /// A subagent's name (`<name>.<parent>`) registers only with a delegation signed by its parent.
-    DelegationRequired(Forbidden) = "delegation_required",
     /// The delegation is issued in the future.
     DelegationInFuture(Forbidden) = "delegation_in_future",
     /// The delegation was issued before the one the card holds.
@@ -370,6 +367,9 @@ refusals! {
     StampTooSmall(PaymentRequired) = "stamp_too_small",
     /// The recipient's inbox policy is not one this house supports.
     UnsupportedPolicy(Forbidden) = "unsupported_policy",
+    /// The mailbox is moving between the house's databases (mailbox shards); try again in a few
+    /// seconds (the answer carries `Retry-After`).
+    MailboxMoving(MailboxMoving) = "mailbox_moving",
     // ---- end house ----
 
     // ---- libro: operations, contracts, mandates, authority, stamps ----
@@ -489,24 +489,10 @@ refusals! {
     TaskInFlight(Conflict) = "task_in_flight",
     /// The day's quota of tasks (the agent's, or the house's) is used; come back tomorrow (UTC).
     TaskQuotaUsed(Conflict) = "task_quota_used",
-    // Twins: the same rows as other sections' on their branches (same variant, kind and name);
-    // the copy here goes at the merge.
-    /// The act is over the cap of the sender's delegation.
-    OverDelegationCap(Forbidden) = "over_delegation_cap",
-    /// The Libro is busy with other writes; try again.
-    LibroBusy(Unavailable) = "libro_busy",
-    /// The envelope id is already used, by another sender or for another envelope.
-    EnvelopeIdTaken(Conflict) = "envelope_id_taken",
     /// The quote is made out to another buyer.
     QuoteNotYours(Forbidden) = "quote_not_yours",
     /// The quote is to be accepted at another house's Libro.
     QuoteWrongHouse(Malformed) = "quote_wrong_house",
-    /// The authenticated agent is not the one the resource belongs to.
-    NotTheOwner(Forbidden) = "not_the_owner",
-    /// No agent of that name at this house (or at the house asked).
-    UnknownAgent(NotFound) = "unknown_agent",
-    /// A query parameter is out of range or too long; the reason names it.
-    BadQuery(Malformed) = "bad_query",
     // ---- end libro ----
 
     // ---- edges: email bridge, apps, index, web, cli, worker ----
@@ -568,24 +554,6 @@ refusals! {
     LibroOpAsMessage(Malformed) = "libro_op_as_message",
     // The same rows as other sections' branches hold (same cause, same name and kind): the
     // merge keeps one of each.
-    /// The recipient's mailbox holds as much as its quota allows; try later.
-    MailboxFull(RateLimited) = "mailbox_full",
-    /// The recipient blocks the sender.
-    SenderBlocked(Forbidden) = "sender_blocked",
-    /// The sender is not on the recipient's allowlist; send an intro.
-    NotOnAllowlist(Forbidden) = "not_on_allowlist",
-    /// The recipient's card has expired.
-    RecipientCardExpired(NotFound) = "recipient_card_expired",
-    /// A delegation is nested too deep.
-    DelegationTooDeep(Forbidden) = "delegation_too_deep",
-    /// The recipient asks for a stamp and there is none.
-    StampRequired(PaymentRequired) = "stamp_required",
-    /// A domain name given is not a valid domain.
-    BadDomain(Malformed) = "bad_domain",
-    /// No recipient of the envelope is an agent of this house.
-    NotAtThisHouse(Misdirected) = "not_at_this_house",
-    /// A card fetched is not the one asked for (another address or domain, or not the one its house holds).
-    WrongCard(Forbidden) = "wrong_card",
     // ---- end edges ----
 }
 

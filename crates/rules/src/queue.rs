@@ -646,7 +646,7 @@ mod tests {
     fn an_internal_failure_is_told_without_its_reason() {
         let internal = Error::new(ErrorKind::Internal, "no such table: outbox_v2");
         assert_eq!(error_delivery(&internal), Delivery::Temporary("500 internal error".into()));
-        let refused = Error::forbidden("the relay is not signed by b.test");
+        let refused = Error::new(ErrorKind::Forbidden, "the relay is not signed by b.test");
         assert_eq!(error_delivery(&refused), Delivery::Permanent(403, "the relay is not signed by b.test".into()));
     }
 

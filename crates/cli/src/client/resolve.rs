@@ -35,7 +35,7 @@ use nyx5_house::resolver::{self as core, CacheEntry, CachedCard, ChainCard, Memo
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::obj;
-use nyx5_proto::{Address, Error, ErrorKind, Timestamp, Value, Verified};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Timestamp, Value, Verified};
 
 use super::cards::{CardFile, Kept, MAX_STALE_MS};
 use super::http::Transport;
@@ -324,7 +324,7 @@ fn failure(what: &str, domain: &str, e: &Error) -> Failure {
         ErrorKind::Internal => Failure::usage(format!("{what}: {}", e.reason)),
         k if k.is_temporary() => Failure::network(format!("{what}: {}", e.reason))
             .hint("try again later; set NYX5_DOH=off to skip DNS, or name the house in a hosts file (--hosts)"),
-        _ if e.reason.contains("pinned") => {
+        _ if e.refusal() == Some(Refusal::PinMismatch) => {
             Failure::rejected(format!("{what} does not verify: {}", e.reason)).hint(format!(
                 "if the house of {domain} rotated its key on purpose and you checked the new key, run \
                  `nyx5 resolve <address at {domain}> --repin`"
@@ -550,11 +550,12 @@ mod tests {
         // A broken profile is the user's to fix, not a forgery.
         let f = failure("card", "x.test", &Error::new(ErrorKind::Internal, "the profile: pinned keys unreadable"));
         assert_eq!((f.code(), hint(&f)), (EXIT_USAGE, None));
-        // A changed key says how to accept it once checked; other refusals do not.
-        let f = failure("card", "x.test", &Error::forbidden("signed by another key (pinned A, now B)"));
+        // A changed key (by its name, whatever the words) says how to accept it once checked;
+        // other refusals do not, even when their words mention a pin.
+        let f = failure("card", "x.test", &Refusal::PinMismatch.because("signed by another key (A, now B)"));
         assert_eq!(f.code(), EXIT_REJECTED);
         assert!(hint(&f).is_some_and(|h| h.contains("--repin") && h.contains("x.test")), "{:?}", hint(&f));
-        let f = failure("card", "x.test", &Error::forbidden("certification does not verify"));
+        let f = failure("card", "x.test", &Refusal::UntrustedKey.because("certification does not verify (pinned)"));
         assert_eq!((f.code(), hint(&f)), (EXIT_REJECTED, None));
     }
 

@@ -366,7 +366,7 @@ impl<D: Db, N: Net> House<D, N> {
     async fn keep_refusal(&self, env: &Envelope, op: &Op, e: Error) -> Outcome {
         let sha = env.sha256_hex();
         let at = self.now().millis();
-        let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, e.code(), &e.reason);
+        let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, &e);
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
@@ -377,7 +377,11 @@ impl<D: Db, N: Net> House<D, N> {
             }
             Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
                 Ok(Some(row)) => {
-                    let refused = row.int("refused").map(|code| (code, row.text("reason").unwrap_or_default()));
+                    let refused = row.int("refused").map(|code| Refused {
+                        code,
+                        name: row.text("refused_name").unwrap_or_default(),
+                        reason: row.text("reason").unwrap_or_default(),
+                    });
                     done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha)
                         .unwrap_or_else(Outcome::Rejected)
                 }
@@ -419,10 +423,12 @@ impl<D: Db, N: Net> House<D, N> {
             let row = store::facts(&self.db, env.id(), &of).await?;
             let (mut facts, mut head, done) = facts_of(&row)?;
             if let Some(done) = done {
-                let refused = done
-                    .get("refused")
-                    .and_then(Value::as_safe_integer)
-                    .map(|code| (code, done.get("reason").and_then(Value::as_str).unwrap_or_default()));
+                let text = |name: &str| done.get(name).and_then(Value::as_str).unwrap_or_default();
+                let refused = done.get("refused").and_then(Value::as_safe_integer).map(|code| Refused {
+                    code,
+                    name: text("name"),
+                    reason: text("reason"),
+                });
                 return done_before(
                     done.get("operator").and_then(Value::as_str),
                     done.get("sha256").and_then(Value::as_str),
@@ -495,7 +501,11 @@ impl<D: Db, N: Net> House<D, N> {
                 }
                 Err(PortError::Constraint { name }) if name == store::OP_DONE => {
                     let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
-                    let refused = row.int("refused").map(|code| (code, row.text("reason").unwrap_or_default()));
+                    let refused = row.int("refused").map(|code| Refused {
+                        code,
+                        name: row.text("refused_name").unwrap_or_default(),
+                        reason: row.text("reason").unwrap_or_default(),
+                    });
                     return done_before(row.text("operator"), row.text("sha256"), refused, env.from(), &sha);
                 }
                 Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
@@ -1420,21 +1430,30 @@ fn read_op(env: &Envelope) -> Result<Op, Error> {
     Op::parse(body)
 }
 
+/// An operation refused for good, as `libro_ops` keeps it: its code, its name (empty in rows from
+/// before migration 0026) and its reason.
+struct Refused<'a> {
+    code: i64,
+    name: &'a str,
+    reason: &'a str,
+}
+
 /// An operation done before under this envelope id: the same envelope from the same operator is
 /// a duplicate (nothing changes); anything else under that id is a conflict.
 fn done_before(
     operator: Option<&str>,
     sha256: Option<&str>,
-    refused: Option<(i64, &str)>,
+    refused: Option<Refused<'_>>,
     from: &Address,
     sha: &str,
 ) -> Result<Outcome, Error> {
     if operator == Some(from.as_str()) && sha256 == Some(sha) {
         match refused {
-            // Refused before: refused again, with the same code and reason.
-            Some((code, reason)) => {
-                let kind = u16::try_from(code).ok().and_then(ErrorKind::from_code).unwrap_or(ErrorKind::Forbidden);
-                Err(Error::new(kind, reason.to_owned()))
+            // Refused before: refused again, by the same code, name and reason (a row without a
+            // name is answered by its code's own).
+            Some(r) => {
+                let code = u16::try_from(r.code).ok().filter(|c| ErrorKind::from_code(*c).is_some()).unwrap_or(403);
+                Err(Error::from_wire(code, r.name, r.reason.to_owned()))
             }
             None => Ok(Outcome::Duplicate),
         }

@@ -217,7 +217,7 @@ fn check_lineage(
 ) -> Result<(), Error> {
     match (address.parent(), delegation) {
         (Some(parent), None) => {
-            return Err(Refusal::DelegationRequired.because(format!(
+            return Err(Refusal::SubagentWithoutDelegation.because(format!(
                 "{address} is a subagent's name: it registers only with a delegation signed by {parent}"
             )));
         }

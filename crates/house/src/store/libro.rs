@@ -54,7 +54,8 @@ pub async fn facts<D: Db>(db: &D, op: &str, r: &FactsOf<'_>) -> Result<Row, Erro
         db,
         stmt!(
             "SELECT
-               (SELECT json_object('operator', operator, 'sha256', sha256, 'refused', refused, 'reason', reason)
+               (SELECT json_object('operator', operator, 'sha256', sha256, 'refused', refused, 'name', refused_name,
+                                   'reason', reason)
                   FROM libro_ops WHERE envelope_id = ?1) AS done,
                (SELECT n FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_n,
                (SELECT sha256 FROM libro_entries ORDER BY n DESC LIMIT 1) AS head_sha,
@@ -107,7 +108,10 @@ pub async fn head<D: Db>(db: &D) -> Result<Option<(i64, String)>, Error> {
 pub async fn op_done<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row>, Error> {
     one(
         db,
-        stmt!("SELECT operator, sha256, receipt, refused, reason FROM libro_ops WHERE envelope_id = ?", envelope_id),
+        stmt!(
+            "SELECT operator, sha256, receipt, refused, refused_name, reason FROM libro_ops WHERE envelope_id = ?",
+            envelope_id
+        ),
     )
     .await
 }
@@ -335,17 +339,18 @@ pub fn paid(cause: &str) -> Stmt {
 
 /// An operation refused for good (migration 0007): its code and reason stay the envelope's
 /// answer. Nothing is written when the envelope has an answer already.
-pub fn refused(envelope_id: &str, operator: &str, op: &str, sha256: &str, at: i64, code: u16, reason: &str) -> Stmt {
+pub fn refused(envelope_id: &str, operator: &str, op: &str, sha256: &str, at: i64, refusal: &Error) -> Stmt {
     stmt!(
-        "INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt, refused, reason)
-         VALUES (?, ?, ?, ?, ?, '', ?, ?) ON CONFLICT (envelope_id) DO NOTHING",
+        "INSERT INTO libro_ops (envelope_id, operator, op, sha256, at, receipt, refused, refused_name, reason)
+         VALUES (?, ?, ?, ?, ?, '', ?, ?, ?) ON CONFLICT (envelope_id) DO NOTHING",
         envelope_id,
         operator,
         op,
         sha256,
         at,
-        i64::from(code),
-        reason
+        i64::from(refusal.code()),
+        refusal.name.as_ref(),
+        refusal.reason.as_ref()
     )
 }
 

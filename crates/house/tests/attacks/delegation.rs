@@ -45,10 +45,10 @@ fn dotted_name_without_delegation_is_refused_in_every_mode() {
         let (name, why) = refused_as(&register(&h, &fake, &[], &[("invite", code.as_str().into())]), 403);
         // An admin-mode house refuses self-service before looking at the name.
         if !matches!(mode, Registration::Admin) {
-            assert_eq!(name, "delegation_required", "{mode:?}: {why}");
+            assert_eq!(name, "subagent_without_delegation", "{mode:?}: {why}");
         }
         let (name, why) = refused_as(&fake.register_admin(&h), 403);
-        assert_eq!(name, "delegation_required", "{mode:?}: {why}");
+        assert_eq!(name, "subagent_without_delegation", "{mode:?}: {why}");
         assert_eq!(call_raw(&h, "GET", "/agents/assistant.ceo", &[], vec![]).status, 404, "{mode:?}");
     }
 }
