@@ -1065,8 +1065,9 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
             Ok((card, false)) => Ok((card, "pin")),
             Ok((card, true)) => Ok((card, "rotation")),
             Err(e) if e.kind.is_temporary() => Err(e),
-            // Not the pin's reason: it speaks of a pin that moved, which this is not.
-            Err(_) => Err(Refusal::PinMismatch.because(format!(
+            // Not the pin's refusal: it speaks of a pin that moved, which this is not (and
+            // `--repin` would not mend it).
+            Err(_) => Err(Refusal::GivenUrlWrongKey.because(format!(
                 "{what} at the URL given is signed by {}, and the key held for {domain} ({}) neither signed it nor \
                  handed over to it; a URL given for another purpose changes nothing kept for {domain}",
                 kid.to_b64(),

@@ -367,6 +367,9 @@ refusals! {
     StampTooSmall(PaymentRequired) = "stamp_too_small",
     /// The recipient's inbox policy is not one this house supports.
     UnsupportedPolicy(Forbidden) = "unsupported_policy",
+    /// A card found at a URL given for another purpose is signed by a key the domain's pin neither
+    /// is nor was handed over to; nothing kept changes (and repinning would not mend it).
+    GivenUrlWrongKey(Forbidden) = "given_url_wrong_key",
     /// The mailbox is moving between the house's databases (mailbox shards); try again in a few
     /// seconds (the answer carries `Retry-After`).
     MailboxMoving(MailboxMoving) = "mailbox_moving",
