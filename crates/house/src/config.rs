@@ -172,6 +172,8 @@ pub struct Quota {
     pub max_bytes: i64,
 }
 
+/// Most entries of each in-process memo (cards of each kind, mailbox policies).
+pub const MEMO_MAX_ENTRIES: usize = 1024;
 /// Most jobs one tick takes, by default.
 pub const TICK_BATCH: i64 = 32;
 /// The most jobs a tick may be configured to take.

@@ -36,11 +36,12 @@ pub mod weburl;
 
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;
-use nyx5_proto::{Error, ErrorKind, Refusal, Timestamp, Value, Verified};
+use nyx5_proto::{Error, ErrorKind, Timestamp, Value, Verified};
 
 pub use config::{Config, Registration};
 pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
+pub use store::port_error;
 
 /// Extensions this house declares in its domain card.
 pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, nyx5_rules::policy::EXT_AVAL];
@@ -239,27 +240,6 @@ impl<D: Db, N: Net> House<D, N> {
                 .with_header("access-control-expose-headers", bookmark::HEADER),
             None => resp,
         }
-    }
-}
-
-/// A port failure as a protocol error: the caller sees 503 (retry later), never our internals.
-pub fn port_error(e: PortError) -> Error {
-    match e {
-        // A movement that would take a balance past what JSON holds exactly (migration 0017).
-        PortError::Constraint { name } if name == store::libro::BALANCE_MAX => Refusal::BalanceMax
-            .because("this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved"),
-        // Mailbox shards: a write met a mailbox moving between databases. Temporary (spec §8b).
-        PortError::Constraint { name } if name.contains(shards::MOVING) => Refusal::MailboxMoving
-            .because("the mailbox is moving between this house's databases; try again in a few seconds"),
-        PortError::Constraint { name } if name == shards::MOVE_UNDER_WAY => Refusal::MoveUnderWay
-            .because("another move of this mailbox, to another database, is under way (or raced this one)"),
-        PortError::Constraint { name } => {
-            Refusal::ConstraintRefused.because(format!("refused by a constraint: {name}"))
-        }
-        PortError::Failed(_) | PortError::Unreached(_) => {
-            Refusal::StorageUnavailable.because("storage or network unavailable, try again")
-        }
-        PortError::Refused(why) => Refusal::UrlRefused.because(format!("refused by the outbound policy: {why}")),
     }
 }
 

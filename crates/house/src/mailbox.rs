@@ -19,8 +19,8 @@ use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
+use crate::config::MEMO_MAX_ENTRIES;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
-use crate::resolver::MEMO_MAX_ENTRIES;
 use crate::{House, port_error, store};
 use nyx5_rules::policy::{self, Decision, Facts, Policy};
 
@@ -104,16 +104,7 @@ pub fn quota_full(local: &str, held: Held, size: i64, quota: store::mailbox::Quo
     })
 }
 
-/// What happened to one recipient.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Now in the mailbox.
-    Accepted,
-    /// It was there already: nothing changed.
-    Duplicate,
-    /// Refused, with the §6 code and reason.
-    Rejected(Error),
-}
+pub use nyx5_rules::mailbox::Outcome;
 
 fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     Value::Array(items.into_iter().map(Value::from).collect()).canonical_string()
@@ -237,19 +228,19 @@ impl<D: Db, N: Net> House<D, N> {
         });
         // An operation for the Libro is done, not stored (libro/mod.rs).
         // (`operate` answers an operation done or refused before as it was, even past `expires`.)
-        if locals.remove(crate::libro::LIBRO) {
+        if locals.remove(nyx5_rules::libro::LIBRO) {
             let outcome = self.operate(env, sender).await;
-            decided.insert(crate::libro::LIBRO.to_owned(), outcome);
+            decided.insert(nyx5_rules::libro::LIBRO.to_owned(), outcome);
         }
         // A quote for `tareas@` is a task taken (libro/tareas.rs); `verifica@` reads no mail.
-        if locals.remove(crate::libro::tareas::TAREAS) {
+        if locals.remove(nyx5_rules::libro::TAREAS) {
             let outcome = self.take_task(env, sender).await;
-            decided.insert(crate::libro::tareas::TAREAS.to_owned(), outcome);
+            decided.insert(nyx5_rules::libro::TAREAS.to_owned(), outcome);
         }
-        if locals.remove(crate::libro::verifica::VERIFICA) {
+        if locals.remove(nyx5_rules::libro::VERIFICA) {
             let refusal =
                 Refusal::TakesNoMail.because("verifica@ takes no mail: name it arbiter of an escrow with terms.verify");
-            decided.insert(crate::libro::verifica::VERIFICA.to_owned(), Outcome::Rejected(refusal));
+            decided.insert(nyx5_rules::libro::VERIFICA.to_owned(), Outcome::Rejected(refusal));
         }
         if locals.is_empty() {
             return Ok(finish(&decided));

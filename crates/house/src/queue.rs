@@ -16,10 +16,10 @@ use nyx5_proto::relay::{self, RelayHeader};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
 
-use crate::mailbox::Outcome;
 use crate::ports::{Db, Net, OutRequest, PortError, Row};
 use crate::store::queue::{self as store, Held};
 use crate::{House, port_error};
+use nyx5_rules::mailbox::Outcome;
 pub use nyx5_rules::queue::{
     Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry,
     Step, UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan,

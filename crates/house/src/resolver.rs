@@ -38,8 +38,7 @@ use crate::{House, outbound, port_error, store};
 
 /// Most delegation levels followed when resolving a remote subagent's parents.
 pub const MAX_DELEGATION_DEPTH: usize = 8;
-/// Most cards of each kind kept in the in-process cache.
-pub const MEMO_MAX_ENTRIES: usize = 1024;
+pub use crate::config::MEMO_MAX_ENTRIES;
 /// The DNS name prefix of a domain's TXT record.
 pub const DNS_PREFIX: &str = "_nyx5.";
 /// The version tag a TXT record starts with.

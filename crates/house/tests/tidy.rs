@@ -7,9 +7,11 @@
 //! a circle of modules. (Between crates the manifests hold the arrows: `proto ← rules ← house ←
 //! {Worker, cli}`, web on proto alone.)
 //!
-//! The arrows and circles the code has today are listed in [`KNOWN_UPWARD`] and [`KNOWN_CIRCLES`]:
-//! the debt issue 37 pays off. The lists only shrink: a new arrow up fails the test, and so does a
-//! listed one that is gone (take it off the list, so it cannot come back unseen).
+//! The arrows and circles a crate has today are listed beside its table (the house's are
+//! [`KNOWN_UPWARD`] and [`KNOWN_CIRCLES`], both empty now): the debt issue 37 pays off. The lists
+//! only shrink: a new arrow up fails the test, and so does a listed one that is gone (take it off
+//! the list, so it cannot come back unseen). The test reads paths: a call through `self` on the
+//! one `House` object crosses rooms without a path, which the services of issue 37 §2 will show.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::print_stdout, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,11 +58,10 @@ const LAYERS: &[(&str, &str)] = &[
 const ORDER: &[&str] = &["base", "rules", "store", "engine", "routes", "top"];
 
 /// Arrows up that the code has today: `from -> to`, each a module path.
-const KNOWN_UPWARD: &[&str] =
-    &["libro -> routes::outbound", "store -> crate", "store::resolver -> crate", "store::settings -> crate"];
+const KNOWN_UPWARD: &[&str] = &[];
 
 /// Circles of modules in one layer that the code has today, each as its modules, sorted.
-const KNOWN_CIRCLES: &[&str] = &["index libro libro::tareas libro::verifica mailbox queue resolver"];
+const KNOWN_CIRCLES: &[&str] = &[];
 
 /// A crate whose modules keep layers: where its code is, its table of layers (lowest first in
 /// `order`; the longest listed prefix of a module's path wins), the items its root re-exports
@@ -152,6 +153,7 @@ const RULES: Crate = Crate {
     layers: &[
         ("site", "base"),
         ("psl_checksum", "base"),
+        ("mailbox", "base"),
         ("email", "rules"),
         ("libro", "rules"),
         ("queue", "rules"),
@@ -524,6 +526,7 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("PortError", "ports"),
     ("Reads", "ports"),
     ("Rng", "ports"),
+    ("port_error", "store::mod"),
 ];
 
 /// The arrows of a crate's modules: module → the modules it names.

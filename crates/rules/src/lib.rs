@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | [`policy`] | §9 | the inbox policy: who may deliver to a mailbox, and at what price |
 //! | [`libro`] | §14–§21 | the Libro's kernel, authority and operations |
+//! | [`mailbox`] | §6 | what the mailbox answers for one recipient |
 //! | [`queue`] | §7 | what a destination's answer means, and the next state of a delivery job |
 //! | [`email`] | §10 | an RFC 822 message as an envelope, HTML as text, whose word vouches for it |
 //! | [`site`] | — | registrable domains by the Public Suffix List |
@@ -17,6 +18,7 @@
 
 pub mod email;
 pub mod libro;
+pub mod mailbox;
 pub mod policy;
 pub mod queue;
 pub mod site;

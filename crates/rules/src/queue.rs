@@ -4,7 +4,7 @@
 //! (`nyx5_house::queue`) reads the jobs, makes the attempts and writes each plan in one guarded
 //! batch.
 
-use nyx5_proto::{Address, Error, ErrorKind, Object, Value, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value, limits};
 
 /// How long a tick holds a job it is working on: longer than one attempt can take (a DNS
 /// lookup, the domain card, the agent card and the POST, each with the 10 s outbound deadline),
@@ -526,6 +526,33 @@ pub fn took_whole_batch(n: usize, cap: i64) -> bool {
 /// they did when every tick ran them (hostile reviews of issue 35, M2 and L7).
 pub fn left_a_backlog(changes: &[u64], caps: &[Option<i64>]) -> bool {
     changes.iter().zip(caps).any(|(n, cap)| cap.is_some_and(|cap| i64::try_from(*n).unwrap_or(i64::MAX) >= cap))
+}
+
+/// The furthest ahead `deliver_after` may be when an envelope is queued: 30 days.
+pub const MAX_DELIVER_AFTER_MS: i64 = 30 * 24 * 3_600_000;
+
+/// Refuses an envelope due later than [`MAX_DELIVER_AFTER_MS`] from `now` (400). Pure.
+pub fn check_due(due: Timestamp, now: Timestamp) -> Result<(), Error> {
+    if due.millis() > now.millis().saturating_add(MAX_DELIVER_AFTER_MS) {
+        return Err(Refusal::DeliverAfterTooFar.because(format!(
+            "`deliver_after` may be at most {} days ahead; this is {}",
+            MAX_DELIVER_AFTER_MS / (24 * 3_600_000),
+            due.to_rfc3339()
+        )));
+    }
+    Ok(())
+}
+
+/// `to` grouped by domain, in order of first appearance.
+pub fn by_domain(to: &[Address]) -> Vec<(String, Vec<Address>)> {
+    let mut groups: Vec<(String, Vec<Address>)> = Vec::new();
+    for a in to {
+        match groups.iter_mut().find(|(d, _)| d == a.domain()) {
+            Some((_, list)) => list.push(a.clone()),
+            None => groups.push((a.domain().to_owned(), vec![a.clone()])),
+        }
+    }
+    groups
 }
 
 #[cfg(test)]

@@ -25,11 +25,11 @@ use nyx5_proto::libro::{EntryDraft, GENESIS, escrow_account, house_account, line
 use nyx5_proto::receipt::{self, Receipt};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
-use crate::mailbox::Outcome;
 use crate::ports::{Db, Net, PortError, Stmt};
 use crate::store::libro as store;
 use crate::store::queue::{self as queue_store, NewJob, Outgoing};
 use crate::{House, port_error};
+use nyx5_rules::mailbox::Outcome;
 
 use nyx5_rules::libro::authority::{PendingWrite, Step};
 use nyx5_rules::libro::kernel::{CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
@@ -37,7 +37,7 @@ use nyx5_rules::libro::op::Op;
 use nyx5_rules::libro::{authority, kernel};
 
 /// The Libro's local part.
-pub const LIBRO: &str = "libro";
+pub use nyx5_rules::libro::LIBRO;
 /// The extension a house with a Libro declares.
 pub const EXT_LIBRO: &str = "urn:nyx5:ext:libro";
 /// The media of an operation.
@@ -840,7 +840,7 @@ impl<D: Db, N: Net> House<D, N> {
                 draft.deliver_after = Some(deadline.at);
                 draft.thread = env.thread().map(str::to_owned);
                 let signed = draft.build()?.sign(&self.config.key)?;
-                if crate::routes::outbound::check_due(deadline.at, now).is_ok() {
+                if nyx5_rules::queue::check_due(deadline.at, now).is_ok() {
                     stmts.extend(self.queue_from_libro(&signed, now)?);
                 }
             }
@@ -1001,7 +1001,7 @@ impl<D: Db, N: Net> House<D, N> {
             not_before,
             deadline: give_up,
         };
-        let jobs: Vec<NewJob> = crate::routes::outbound::by_domain(env.to())
+        let jobs: Vec<NewJob> = nyx5_rules::queue::by_domain(env.to())
             .into_iter()
             .map(|(domain, list)| NewJob {
                 domain,
@@ -1193,7 +1193,7 @@ impl<D: Db, N: Net> House<D, N> {
                     // One row that cannot post waits; it holds up neither the others nor the bonds.
                     let _posted = self.post_due_row(row).await;
                 }
-                Ok(crate::queue::took_whole_batch(rows.len(), UPKEEP_BATCH))
+                Ok(nyx5_rules::queue::took_whole_batch(rows.len(), UPKEEP_BATCH))
             }
             Err(e) => Err(e),
         };
@@ -1210,7 +1210,7 @@ impl<D: Db, N: Net> House<D, N> {
         let libro = self.libro_address()?;
         let waiting = self.waiting(&libro, now);
         let due = store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await?;
-        let full = crate::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
+        let full = nyx5_rules::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
@@ -1249,7 +1249,7 @@ impl<D: Db, N: Net> House<D, N> {
         let now = self.now();
         let libro = self.libro_address()?;
         let due = store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await?;
-        let full = crate::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
+        let full = nyx5_rules::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
             let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };

@@ -19,12 +19,12 @@ use nyx5_proto::quote::{self, ContractKind, Quote};
 use nyx5_proto::{Address, DomainCard, Envelope, Error, Object, Refusal, Timestamp, Value, Verified};
 
 use crate::House;
-use crate::mailbox::Outcome;
 use crate::ports::{Db, Net};
 use crate::store::services as store;
+use nyx5_rules::mailbox::Outcome;
 
 /// `tareas@`'s local part.
-pub const TAREAS: &str = "tareas";
+pub use nyx5_rules::libro::TAREAS;
 /// Most tasks offered at once.
 pub const MAX_TASKS: i64 = 200;
 /// Most bytes of a task's statement.

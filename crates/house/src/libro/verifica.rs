@@ -20,11 +20,11 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::{Address, DomainCard, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
 use crate::House;
-use crate::mailbox::Outcome;
 use crate::outbound::Policy;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::store::services as store;
 use crate::weburl::WebUrl;
+use nyx5_rules::mailbox::Outcome;
 
 pub use nyx5_rules::libro::VERIFICA;
 /// The tests this house runs, on the Worker and on `nyx5 serve` alike.

@@ -13,20 +13,7 @@ use crate::store::constraint;
 use crate::store::queue::{self as store, NewJob, Outgoing};
 use crate::{House, ok_body, port_error};
 
-/// The furthest ahead `deliver_after` may be when an envelope is queued: 30 days.
-pub const MAX_DELIVER_AFTER_MS: i64 = 30 * 24 * 3_600_000;
-
-/// Refuses an envelope due later than [`MAX_DELIVER_AFTER_MS`] from `now` (400). Pure.
-pub fn check_due(due: Timestamp, now: Timestamp) -> Result<(), Error> {
-    if due.millis() > now.millis().saturating_add(MAX_DELIVER_AFTER_MS) {
-        return Err(Refusal::DeliverAfterTooFar.because(format!(
-            "`deliver_after` may be at most {} days ahead; this is {}",
-            MAX_DELIVER_AFTER_MS / (24 * 3_600_000),
-            due.to_rfc3339()
-        )));
-    }
-    Ok(())
-}
+pub use nyx5_rules::queue::{MAX_DELIVER_AFTER_MS, by_domain, check_due};
 
 /// The oldest an envelope's `created` may be when it is queued: 6 days. The house remembers what
 /// it queued for [`crate::queue::OUTBOX_KEEP_MS`] (7 days) after the last job ends, and answers
@@ -59,18 +46,6 @@ pub fn check_created(created: Timestamp, now: Timestamp) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// `to` grouped by domain, in order of first appearance.
-pub fn by_domain(to: &[Address]) -> Vec<(String, Vec<Address>)> {
-    let mut groups: Vec<(String, Vec<Address>)> = Vec::new();
-    for a in to {
-        match groups.iter_mut().find(|(d, _)| d == a.domain()) {
-            Some((_, list)) => list.push(a.clone()),
-            None => groups.push((a.domain().to_owned(), vec![a.clone()])),
-        }
-    }
-    groups
 }
 
 fn addresses(list: &[Address]) -> Value {

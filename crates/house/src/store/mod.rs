@@ -15,10 +15,9 @@ pub mod resolver;
 pub mod services;
 pub mod settings;
 
-use nyx5_proto::Error;
+use nyx5_proto::{Error, Refusal};
 
-use crate::port_error;
-use crate::ports::{Db, Row, Stmt};
+use crate::ports::{Db, PortError, Row, Stmt};
 
 /// The constraints the engine tells apart, as [`crate::ports::PortError::Constraint`] names them
 /// (see [`crate::ports::constraint_name`]). Match failures against these, never against text.
@@ -44,6 +43,27 @@ pub mod constraint {
     pub const MAILBOX_ACK_RACED: &str = "mailbox_ack_raced";
     /// `tareas_claims`: a task taken past the desk's quota (migration 0010).
     pub const TAREAS_QUOTA: &str = "tareas_quota";
+}
+
+/// A port failure as a protocol error: the caller sees 503 (retry later), never our internals.
+pub fn port_error(e: PortError) -> Error {
+    match e {
+        // A movement that would take a balance past what JSON holds exactly (migration 0017).
+        PortError::Constraint { name } if name == libro::BALANCE_MAX => Refusal::BalanceMax
+            .because("this would take a balance past 2^53 - 1 tok, the most an account holds; nothing moved"),
+        // Mailbox shards: a write met a mailbox moving between databases. Temporary (spec §8b).
+        PortError::Constraint { name } if name.contains(crate::shards::MOVING) => Refusal::MailboxMoving
+            .because("the mailbox is moving between this house's databases; try again in a few seconds"),
+        PortError::Constraint { name } if name == crate::shards::MOVE_UNDER_WAY => Refusal::MoveUnderWay
+            .because("another move of this mailbox, to another database, is under way (or raced this one)"),
+        PortError::Constraint { name } => {
+            Refusal::ConstraintRefused.because(format!("refused by a constraint: {name}"))
+        }
+        PortError::Failed(_) | PortError::Unreached(_) => {
+            Refusal::StorageUnavailable.because("storage or network unavailable, try again")
+        }
+        PortError::Refused(why) => Refusal::UrlRefused.because(format!("refused by the outbound policy: {why}")),
+    }
 }
 
 /// Runs a query, mapping port failures to protocol errors.

@@ -6,6 +6,12 @@ pub mod authority;
 pub mod kernel;
 pub mod op;
 
+/// The Libro's own local part: operations are envelopes to `libro@<house>`.
+pub const LIBRO: &str = "libro";
+
+/// `tareas@`'s local part: the house's desk of seeded, paid work.
+pub const TAREAS: &str = "tareas";
+
 /// `verifica@`'s local part: the house's own arbiter (a contract it arbitrates is checked by it).
 pub const VERIFICA: &str = "verifica";
 
