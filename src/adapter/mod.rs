@@ -328,10 +328,10 @@ async fn email(message: ForwardableEmailMessage, env: Env, ctx: Context) -> work
             if e.kind == ErrorKind::Internal {
                 worker::console_error!("nyx5: email: {e}");
             }
-            // The refusal's name (`mailbox_full`, `too_many_emails`, …); an internal error's is
-            // `internal`, its reason never sent.
-            let name = if e.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { &e.name };
-            Err(worker::Error::RustError(format!("nyx5: {} {name}, try again later", e.code())))
+            // Only the class (`rate_limited`, …): an email's sender is anyone, and neither the
+            // reason nor the refusal's name (`mailbox_full` would tell the recipient's quota) is
+            // sent to it.
+            Err(worker::Error::RustError(format!("nyx5: {} {}, try again later", e.code(), e.kind.slug())))
         }
         Err(e) => reject(&message, &format!("nyx5: {} {}", e.code(), e.reason)).await,
     }

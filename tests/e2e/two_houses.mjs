@@ -1028,7 +1028,7 @@ try {
     expectError(
       await call(a, 'POST', '/libro/topup', { body: { ...body, amount: 7 }, headers: admin(a) }),
       409,
-      'conflict',
+      'top_up_id_taken',
       'another top-up under the same id',
     );
     assert.equal((await account(ana.address, ana)).balance, 100);
@@ -1182,7 +1182,7 @@ try {
     // Nobody reads another's account; a token for b.test is no token for a.test.
     const path = `/libro/cuenta/${bo.address}`;
     const anas = await authHeader(ana.keys, { address: ana.address, method: 'GET', path, host: a.host });
-    expectError(await call(a, 'GET', path, { headers: { authorization: anas.header } }), 403, 'forbidden', 'ana reading bo’s account');
+    expectError(await call(a, 'GET', path, { headers: { authorization: anas.header } }), 403, 'not_the_owner', 'ana reading bo’s account');
     const elsewhere = await authHeader(bo.keys, { address: bo.address, method: 'GET', path, host: b.host });
     expectError(
       await call(a, 'GET', path, { headers: { authorization: elsewhere.header } }),
@@ -1240,7 +1240,7 @@ try {
     const hb = expectStatus(await call(b, 'GET', '/agents/bo/historial'), 200, 'GET b/agents/bo/historial');
     assert.ok(await verifySignature(hb, 'signature', keyB, 'historial'));
     assert.deepEqual(hb.vendiendo, { contratos: 0, liberados: 0, devueltos: 0, tokens: 0 });
-    expectError(await call(a, 'GET', '/agents/bo/historial'), 404, 'not_found', 'a.test keeps no history of bo');
+    expectError(await call(a, 'GET', '/agents/bo/historial'), 404, 'unknown_agent', 'a.test keeps no history of bo');
   });
 
   await step('a replayed operation changes nothing; a second accept of the quote is bounced 409', async () => {

@@ -132,7 +132,8 @@ async function answerOf(resp, what) {
     // The refusal's stable name (`error`) is kept, in the message and as `e.error` with the
     // code as `e.code`, for code that branches on it; the reason is for the person reading.
     const why = body?.reason ? `${body.error ?? resp.status}: ${body.reason}` : `HTTP ${resp.status}`;
-    throw Object.assign(new Error(`${what}: ${why}`), { code: resp.status, error: typeof body?.error === 'string' ? body.error : undefined });
+    const name = typeof body?.error === 'string' && /^[a-z0-9_]{1,64}$/.test(body.error) ? body.error : undefined;
+    throw Object.assign(new Error(`${what}: ${why}`), { code: resp.status, error: name });
   }
   return { text, body };
 }

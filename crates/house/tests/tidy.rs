@@ -990,3 +990,34 @@ fn the_unnamed_counter_sees_what_it_counts() {
     );
     assert_eq!(unnamed_in(&code), 3);
 }
+
+/// Every row of the refusal table is made somewhere outside its tests (a row nothing sends would
+/// be listed in the spec as a name clients can meet, and never be met).
+#[test]
+fn every_refusal_row_is_made_somewhere() {
+    let root = repo_root();
+    let table = std::fs::read_to_string(root.join("crates/proto/src/refusal.rs")).unwrap();
+    let table = table.split("refusals! {").nth(1).unwrap();
+    let rows: Vec<&str> = table
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && l.contains(") = \""))
+        .map(|l| l.split('(').next().unwrap())
+        .collect();
+    assert!(rows.len() > 100, "{}", rows.len());
+    let mut made = BTreeSet::new();
+    for dir in ["crates/proto/src", "crates/rules/src", "crates/house/src", "crates/cli/src", "crates/web/src", "src"] {
+        for file in sources(&root.join(dir)) {
+            if file.ends_with("refusal.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code = without_test_modules(&code_of(&text));
+            for (at, m) in code.match_indices("Refusal::") {
+                made.insert(ident(&code[at + m.len()..]).to_owned());
+            }
+        }
+    }
+    let never: Vec<_> = rows.iter().filter(|r| !made.contains(**r)).collect();
+    assert!(never.is_empty(), "rows of the refusal table nothing makes: {never:?}");
+}

@@ -150,15 +150,27 @@ impl Error {
 
     /// An error as a peer's answer said it: its code's kind (`Unavailable` for a code not in the
     /// table; a kind's own name with that code, such as `mailbox_moving`, gives that kind), and
-    /// the name it gave, kept even if this build does not know it. A name that is not one
-    /// (`[a-z0-9_]`, 1 to 64 of them) is not kept: the kind's own stands for it.
+    /// the name it gave, kept even if this build does not know it ([`Error::wire_name`]).
     pub fn from_wire(code: u16, name: &str, reason: impl Into<Cow<'static, str>>) -> Self {
         let by_code = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
         let kind = ErrorKind::ALL.into_iter().find(|k| k.slug() == name && k.code() == code).unwrap_or(by_code);
+        let name = match Error::wire_name(kind.code(), name) {
+            Some(name) => Cow::Owned(name.to_owned()),
+            None => Cow::Borrowed(kind.slug()),
+        };
+        Error { kind, name, reason: reason.into() }
+    }
+
+    /// `name` as a peer's answer with `code` gave it, if it may be believed: a name (`[a-z0-9_]`,
+    /// 1 to 64 of them) that is not ours with another code (a 403 called `not_found`, a 409
+    /// called `pin_mismatch`). A name this build does not know is kept: a newer house may have it.
+    pub fn wire_name(code: u16, name: &str) -> Option<&str> {
         let well_formed = (1..=64).contains(&name.len())
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        let name = if well_formed { Cow::Owned(name.to_owned()) } else { Cow::Borrowed(kind.slug()) };
-        Error { kind, name, reason: reason.into() }
+        let ours = crate::refusal::Refusal::from_name(name)
+            .map(|r| r.kind().code())
+            .or_else(|| ErrorKind::ALL.into_iter().find(|k| k.slug() == name).map(ErrorKind::code));
+        (well_formed && ours.is_none_or(|c| c == code)).then_some(name)
     }
 
     /// The same refusal with another reason (a caller that says where it happened).
@@ -220,6 +232,11 @@ mod tests {
             assert_eq!(Error::from_wire(409, bad, "r").name, "conflict", "{bad:?}");
         }
         assert_eq!(Error::from_wire(299, "", "r").kind, ErrorKind::Unavailable);
+        // A name of ours with another code is not believed: a 403 is no `not_found`, a 409 no
+        // `pin_mismatch`.
+        assert_eq!(Error::from_wire(403, "not_found", "r").name, "forbidden");
+        assert_eq!(Error::from_wire(409, "pin_mismatch", "r").name, "conflict");
+        assert_eq!(Error::from_wire(403, "pin_mismatch", "r").name, "pin_mismatch");
     }
 
     #[test]

@@ -243,9 +243,16 @@ pub(crate) fn read_object(status: u16, body: &[u8], what: &str) -> Result<Object
             ))),
         };
     }
+    // A server named by a URL is anyone: its name is passed on only if it may be believed
+    // (`Error::wire_name`: a name, and not one of ours with another code).
     let (slug, reason) = match &parsed {
         Ok(Value::Object(o)) => (
-            field::opt_str(o, "error").ok().flatten().unwrap_or("").to_owned(),
+            field::opt_str(o, "error")
+                .ok()
+                .flatten()
+                .and_then(|n| nyx5_proto::Error::wire_name(status, n))
+                .unwrap_or("")
+                .to_owned(),
             field::opt_str(o, "reason").ok().flatten().unwrap_or("").to_owned(),
         ),
         _ => (String::new(), String::new()),

@@ -266,7 +266,10 @@ fn answer_in(
         && (sha256.is_empty() || text(b, "sha256") == sha256)
     {
         let code = b.get("code").and_then(Value::as_safe_integer).and_then(|c| u16::try_from(c).ok()).unwrap_or(400);
-        let name = Some(text(b, "error")).filter(|n| !n.is_empty()).unwrap_or("bounced");
+        // A bounce notice says a code and a reason (spec §7); its name is the code's class, unless
+        // a notice ever carries one that may be believed.
+        let class = nyx5_proto::ErrorKind::from_code(code).map_or("bounced", nyx5_proto::ErrorKind::slug);
+        let name = nyx5_proto::Error::wire_name(code, text(b, "error")).unwrap_or(class);
         return Ok(Some(Answer::Bounce { code, name: safe(name), reason: safe(text(b, "reason")) }));
     }
     Ok(None)
