@@ -326,6 +326,21 @@ fn code_of(text: &str) -> String {
     out
 }
 
+/// Where the brace closing an opened `{` is in `body` (the text after it), or `body`'s end.
+fn closing(body: &str) -> usize {
+    let mut depth = 1;
+    body.char_indices()
+        .find(|&(_, c)| {
+            depth += match c {
+                '{' => 1,
+                '}' => -1,
+                _ => 0,
+            };
+            depth == 0
+        })
+        .map_or(body.len(), |(i, _)| i)
+}
+
 /// The path a `super::rest` names, read in module `base`'s parent (`base` given): each further
 /// `super::` at the start of `rest` goes one module up.
 fn above(base: &str, rest: &str) -> String {
@@ -357,19 +372,7 @@ fn find_test_module(code: &str) -> Option<std::ops::Range<usize>> {
             let name = ident(rest.trim_start());
             if let Some(body) = rest.trim_start()[name.len()..].trim_start().strip_prefix('{') {
                 let open = code.len() - body.len();
-                let mut depth = 1;
-                let close = body
-                    .char_indices()
-                    .find(|&(_, c)| {
-                        depth += match c {
-                            '{' => 1,
-                            '}' => -1,
-                            _ => 0,
-                        };
-                        depth == 0
-                    })
-                    .map_or(code.len(), |(i, _)| open + i + 1);
-                return Some(at..close);
+                return Some(at..(open + closing(body) + 1).min(code.len()));
             }
         }
         from = at + 1;
@@ -462,19 +465,7 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
         let head = rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')).next().unwrap();
         match rest[head.len()..].strip_prefix('{') {
             Some(group) => {
-                let mut depth = 1;
-                let end = group
-                    .char_indices()
-                    .find(|&(_, c)| {
-                        depth += match c {
-                            '{' => 1,
-                            '}' => -1,
-                            _ => 0,
-                        };
-                        depth == 0
-                    })
-                    .map_or(group.len(), |(i, _)| i);
-                expand(head, &group[..end], &mut out);
+                expand(head, &group[..closing(group)], &mut out);
             }
             None if !head.is_empty() => out.push(head.to_owned()),
             None => {}
@@ -495,19 +486,7 @@ fn inline_modules(code: &str) -> Vec<std::ops::Range<usize>> {
         let name = ident(rest);
         let Some(body) = rest[name.len()..].trim_start().strip_prefix('{') else { continue };
         let open = code.len() - body.len();
-        let mut depth = 1;
-        let close = body
-            .char_indices()
-            .find(|&(_, c)| {
-                depth += match c {
-                    '{' => 1,
-                    '}' => -1,
-                    _ => 0,
-                };
-                depth == 0
-            })
-            .map_or(code.len(), |(i, _)| open + i);
-        out.push(open..close);
+        out.push(open..open + closing(body));
     }
     out
 }
