@@ -265,7 +265,7 @@ fn load(source: &Source, shown: &str) -> Result<AppCard, Failure> {
             .map_err(|e| Failure::usage(format!("cannot read {}: {e}", d.join("app.json").display())))?,
         Source::Url(base) => fetch(base, &format!("{base}app.json"), MAX_CARD_BYTES)?,
     };
-    AppCard::parse(&bytes).map_err(|e| Failure::rejected(format!("{shown}: {}", e.reason)).named(&e.name))
+    AppCard::parse(&bytes).map_err(|e| Failure::rejected(format!("{shown}: {}", e.reason)).named(e.name()))
 }
 
 /// The card of `source`, its signature, primitives and files checked; and the files in the
@@ -274,7 +274,7 @@ pub(crate) fn check(source_text: &str) -> Result<(AppCard, Vec<String>), Failure
     let source = Source::of(source_text);
     let card = load(&source, source_text)?;
     let verified =
-        card.verify().map_err(|e| Failure::rejected(format!("{source_text}: {}", e.reason)).named(&e.name))?;
+        card.verify().map_err(|e| Failure::rejected(format!("{source_text}: {}", e.reason)).named(e.name()))?;
     verified
         .check_files(|p| source.read(p, MAX_FILE_BYTES))
         .map_err(|f| Failure::rejected(format!("{source_text}: {f}")))?;
@@ -371,7 +371,7 @@ fn catalogue(ctx: &Ctx, house: &str, card: &AppCard) -> Result<&'static str, Fai
     let d = res.domain(&domain)?;
     verify_object(&doc, "signature", Context::AppCatalogue, |k| d.card.accepts_key(k, now))
         .map_err(|_| Failure::rejected(format!("{what}: not signed by {domain}, or altered on the way")))?;
-    app::check_catalogue(&doc, card).map_err(|e| Failure::rejected(format!("{what}: {}", e.reason)).named(&e.name))?;
+    app::check_catalogue(&doc, card).map_err(|e| Failure::rejected(format!("{what}: {}", e.reason)).named(e.name()))?;
     Ok(d.anchor)
 }
 

@@ -109,7 +109,7 @@ impl Failure {
 
     /// Malformed input, with the protocol crate's reason behind `context`.
     pub(crate) fn input(context: &str, err: &nyx5_proto::Error) -> Failure {
-        Failure::usage(format!("{context}: {}", err.reason)).named(&err.name)
+        Failure::usage(format!("{context}: {}", err.reason)).named(err.name())
     }
 
     pub(crate) fn exit_code(&self) -> ExitCode {

@@ -104,7 +104,7 @@ impl KeyFile {
             .read_to_end(&mut bytes)
             .map_err(|e| Failure::usage(format!("cannot read key file {shown}: {e}")))?;
         let value = Value::parse(&bytes, MAX_KEY_FILE_BYTES)
-            .map_err(|e| Failure::usage(format!("key file {shown}: {}", e.reason)).named(&e.name))?;
+            .map_err(|e| Failure::usage(format!("key file {shown}: {}", e.reason)).named(e.name()))?;
         KeyFile::from_value(&value).map_err(|why| Failure::usage(format!("key file {shown}: {why}")))
     }
 

@@ -268,7 +268,7 @@ impl Server {
                     "description":"Yes: it happens now, paid from what it holds. No: it keeps waiting (decline it to return the hold)."}},
                     "required":["approve"]}"#,
                 )
-                .map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))?,
+                .map_err(|e| Failure::usage(e.reason.to_string()).named(e.name()))?,
             ),
         ]);
         if self.version >= "2025-11-25" {

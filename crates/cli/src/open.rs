@@ -38,7 +38,7 @@ pub(crate) fn run(key: &Path, me: &str, sender_key: &str) -> Outcome {
     })?;
     let content = match env.payload() {
         Payload::Sealed(_) => seal::open(&env, &me, &keys.enc)
-            .map_err(|e| Failure::rejected(format!("cannot open as {me}: {}", e.reason)).named(&e.name))?
+            .map_err(|e| Failure::rejected(format!("cannot open as {me}: {}", e.reason)).named(e.name()))?
             .to_value(),
         Payload::Clear(_) => {
             if !env.to().contains(&me) && env.from() != me {

@@ -69,7 +69,7 @@ pub(crate) fn run(key: &str, member: Option<&str>, kind: Option<&str>) -> Outcom
             .ok_or_else(|| Failure::usage("the document has no `signature` or `certification` to verify"))?,
     };
     let sig = Signature::read(&doc, member)
-        .map_err(|e| Failure::rejected(format!("{member} does not verify: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::rejected(format!("{member} does not verify: {}", e.reason)).named(e.name()))?;
     if sig.kid != key {
         return Err(Failure::rejected(format!(
             "{member} does not verify: it was made by {}, not by {}",
@@ -236,7 +236,7 @@ fn signed(doc: &Object, context: Context, accepts: &dyn Fn(&SigPublic) -> bool) 
 /// A domain card file, its self-signature checked.
 fn domain_card(p: &Path, flag: &str) -> Result<Verified<DomainCard>, Failure> {
     let card = DomainCard::from_object(read_doc(p)?).map_err(|e| Failure::input(flag, &e))?;
-    card.verify(None).map_err(|e| Failure::rejected(format!("{flag} does not verify: {}", e.reason)).named(&e.name))
+    card.verify(None).map_err(|e| Failure::rejected(format!("{flag} does not verify: {}", e.reason)).named(e.name()))
 }
 
 /// The receipt's house's keys: `--house-key` (taken as given) and the keys of `--house-card`

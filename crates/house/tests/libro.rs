@@ -222,7 +222,7 @@ impl Run {
             match &outcomes[0].1 {
                 nyx5_house::mailbox::Outcome::Rejected(e) => {
                     self.reason = Some(e.reason.to_string());
-                    self.named = Some(e.name.to_string());
+                    self.named = Some(e.name().to_string());
                     e.code()
                 }
                 _ => 200,

@@ -366,7 +366,7 @@ fn an_accept_refused_for_want_of_money_stays_refused_after_a_top_up() {
     let v = env.clone().verify(&card, h.now()).unwrap();
     let answers = block_on(h.accept(&v, &card, std::slice::from_ref(&desk))).unwrap();
     let (code, name) = match &answers[0].1 {
-        nyx5_house::mailbox::Outcome::Rejected(e) => (e.code(), e.name.to_string()),
+        nyx5_house::mailbox::Outcome::Rejected(e) => (e.code(), e.name().to_string()),
         other => panic!("the late copy was {other:?}"),
     };
     // The same answer: its code and its name (kept with it since migration 0026), not the

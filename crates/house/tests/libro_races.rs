@@ -182,7 +182,7 @@ fn told(o: Outcome) -> String {
     match o {
         Outcome::Accepted => "done".into(),
         Outcome::Duplicate => "done before".into(),
-        Outcome::Rejected(e) => format!("{} {}", e.code(), e.name),
+        Outcome::Rejected(e) => format!("{} {}", e.code(), e.name()),
     }
 }
 

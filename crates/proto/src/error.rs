@@ -134,10 +134,15 @@ impl ErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: ErrorKind,
-    /// The stable machine name (the wire's `error`): a [`Refusal`]'s, or the kind's own
+    /// The stable machine name (the wire's `error`): a refusal's from the table, or the kind's own
     /// ([`ErrorKind::slug`]) where the cause has none, or what a peer said.
     /// (`crate::refusal` makes the named ones: `Refusal::because`.)
-    pub name: Cow<'static, str>,
+    ///
+    /// Kept as the table's row (one byte beside `kind`), not as text: every refusal site writes
+    /// it, and an `Error` stays the size it was (a name as a `Cow` made the Worker ~46 KB larger,
+    /// as a `&'static str` still ~30 KB). [`Error::name`] reads it. A peer's name this build does
+    /// not know is the client's to keep (`nyx5`'s `Failure` does), read with [`Error::wire_name`].
+    refusal: Option<crate::refusal::Refusal>,
     pub reason: Cow<'static, str>,
 }
 
@@ -145,20 +150,33 @@ impl Error {
     /// An error named by its kind alone (`malformed`, `forbidden`, …). A refusal a client may
     /// branch on is named by its cause instead (`Refusal::because`).
     pub fn new(kind: ErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
-        Error { kind, name: Cow::Borrowed(kind.slug()), reason: reason.into() }
+        Error { kind, refusal: None, reason: reason.into() }
     }
 
-    /// An error as a peer's answer said it: its code's kind (`Unavailable` for a code not in the
-    /// table; a kind's own name with that code, such as `mailbox_moving`, gives that kind), and
-    /// the name it gave, kept even if this build does not know it ([`Error::wire_name`]).
+    /// An error as an answer said it: its code's kind (`Unavailable` for a code not in the table;
+    /// a kind's own name with that code, such as `mailbox_moving`, gives that kind), named by the
+    /// name it gave if that is one of the table's with this code, else by the kind's own.
     pub fn from_wire(code: u16, name: &str, reason: impl Into<Cow<'static, str>>) -> Self {
         let by_code = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
         let kind = ErrorKind::ALL.into_iter().find(|k| k.slug() == name && k.code() == code).unwrap_or(by_code);
-        let name = match Error::wire_name(kind.code(), name) {
-            Some(name) => Cow::Owned(name.to_owned()),
-            None => Cow::Borrowed(kind.slug()),
-        };
-        Error { kind, name, reason: reason.into() }
+        let refusal = crate::refusal::Refusal::from_name(name).filter(|r| r.kind() == kind);
+        Error { kind, refusal, reason: reason.into() }
+    }
+
+    /// A refusal of the table, with its reason (what `Refusal::because` makes).
+    pub(crate) fn of(refusal: crate::refusal::Refusal, reason: Cow<'static, str>) -> Self {
+        Error { kind: refusal.kind(), refusal: Some(refusal), reason }
+    }
+
+    /// The stable machine name (the wire's `error`): the refusal's, or the kind's own where the
+    /// cause has none.
+    pub fn name(&self) -> &'static str {
+        self.refusal().map_or(self.kind.slug(), crate::refusal::Refusal::name)
+    }
+
+    /// The refusal this error names, if it is one of the table's.
+    pub fn refusal(&self) -> Option<crate::refusal::Refusal> {
+        self.refusal.filter(|r| r.kind() == self.kind)
     }
 
     /// `name` as a peer's answer with `code` gave it, if it may be believed: a name (`[a-z0-9_]`,
@@ -190,7 +208,7 @@ impl Error {
         let mut o = Object::new();
         o.insert("ok".into(), Value::Bool(false));
         o.insert("code".into(), Value::from(i64::from(self.code())));
-        let name = if self.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { &self.name };
+        let name = if self.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { self.name() };
         o.insert("error".into(), Value::from(name));
         o.insert("reason".into(), Value::String(reason));
         Value::Object(o)
@@ -199,7 +217,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.kind.code(), self.name, self.reason)
+        write!(f, "{} ({}): {}", self.kind.code(), self.name(), self.reason)
     }
 }
 
@@ -220,23 +238,25 @@ mod tests {
         assert!(!ErrorKind::Forbidden.is_temporary());
     }
 
-    /// A peer's name is kept if it is one (even one this build does not know), and its code
-    /// decides the kind; anything else falls back to the kind's own name.
+    /// A name of the table with its own code is kept; any other falls back to the code's own
+    /// name (a client keeps a newer house's names itself: `wire_name`).
     #[test]
     fn a_peers_name_is_kept_only_if_it_is_one() {
         let e = Error::from_wire(403, "some_new_cause", "why");
-        assert_eq!((e.kind, e.name.as_ref()), (ErrorKind::Forbidden, "some_new_cause"));
+        assert_eq!((e.kind, e.name()), (ErrorKind::Forbidden, "forbidden"));
+        assert_eq!(Error::wire_name(403, "some_new_cause"), Some("some_new_cause"));
+        assert_eq!(Error::wire_name(409, "pin_mismatch"), None);
         let moving = Error::from_wire(503, "mailbox_moving", "later");
         assert_eq!(moving.kind, ErrorKind::MailboxMoving);
         for bad in ["", "Bad", "with space", "a\u{7}b", &"x".repeat(65)] {
-            assert_eq!(Error::from_wire(409, bad, "r").name, "conflict", "{bad:?}");
+            assert_eq!(Error::from_wire(409, bad, "r").name(), "conflict", "{bad:?}");
         }
         assert_eq!(Error::from_wire(299, "", "r").kind, ErrorKind::Unavailable);
         // A name of ours with another code is not believed: a 403 is no `not_found`, a 409 no
         // `pin_mismatch`.
-        assert_eq!(Error::from_wire(403, "not_found", "r").name, "forbidden");
-        assert_eq!(Error::from_wire(409, "pin_mismatch", "r").name, "conflict");
-        assert_eq!(Error::from_wire(403, "pin_mismatch", "r").name, "pin_mismatch");
+        assert_eq!(Error::from_wire(403, "not_found", "r").name(), "forbidden");
+        assert_eq!(Error::from_wire(409, "pin_mismatch", "r").name(), "conflict");
+        assert_eq!(Error::from_wire(403, "pin_mismatch", "r").name(), "pin_mismatch");
     }
 
     #[test]

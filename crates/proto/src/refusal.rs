@@ -47,19 +47,12 @@ macro_rules! refusals {
 impl Refusal {
     /// This refusal, with the reason a person reads.
     pub fn because(self, reason: impl Into<Cow<'static, str>>) -> Error {
-        Error { kind: self.kind(), name: Cow::Borrowed(self.name()), reason: reason.into() }
+        Error::of(self, reason.into())
     }
 
     /// The refusal of this name, if it is one of the table's.
     pub fn from_name(name: &str) -> Option<Refusal> {
         Refusal::ALL.iter().copied().find(|r| r.name() == name)
-    }
-}
-
-impl Error {
-    /// The refusal this error names, if its name is one of the table's.
-    pub fn refusal(&self) -> Option<Refusal> {
-        Refusal::from_name(&self.name)
     }
 }
 
@@ -588,7 +581,7 @@ mod tests {
     fn a_named_refusal_goes_on_the_wire_by_name() {
         let e = Refusal::BadToken.because("no token");
         assert_eq!(e.code(), 401);
-        assert_eq!(e.name, "bad_token");
+        assert_eq!(e.name(), "bad_token");
         assert_eq!(e.refusal(), Some(Refusal::BadToken));
         assert_eq!(
             e.to_wire().canonical_string(),

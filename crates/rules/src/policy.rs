@@ -439,7 +439,7 @@ mod tests {
         };
         let rich = Facts { balance: 100, ..FREE };
         let verdict = |env: &Envelope| match decide(&Policy::Stamp { price: 3 }, env, &from, &rich, "y.test") {
-            Decision::Reject(e) => format!("{} {}", e.code(), e.name),
+            Decision::Reject(e) => format!("{} {}", e.code(), e.name()),
             Decision::Stamped { .. } => "stamped".into(),
             other => format!("{other:?}"),
         };

@@ -12,7 +12,7 @@ pub(crate) const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 /// `"<code> <name>: <reason>"`, the error contract of every exported function: `name` is the
 /// refusal's stable name (the wire's `error`, [`nyx5_proto::Refusal`]), which a caller branches on.
 pub(crate) fn wire(e: &Error) -> String {
-    format!("{} {}: {}", e.code(), e.name, e.reason)
+    format!("{} {}: {}", e.code(), e.name(), e.reason)
 }
 
 /// An answer as canonical JSON text, or the error string.

@@ -593,7 +593,7 @@ pub(crate) fn authority_arg(text: &str) -> Result<nyx5_proto::authority::Authori
     };
     nyx5_proto::Value::parse_str(&json)
         .and_then(|v| nyx5_proto::authority::Authority::from_value(&v))
-        .map_err(|e| Failure::usage(format!("--authority: {}", e.reason)).named(&e.name))
+        .map_err(|e| Failure::usage(format!("--authority: {}", e.reason)).named(e.name()))
 }
 
 fn read_all(path: Option<&std::path::Path>) -> Result<Vec<u8>, Failure> {
@@ -839,7 +839,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Tareas(TareasCommand::Add { price, statement, verify, terms, id, operator, common }) => {
             let r = (|| {
                 let verify = Value::parse_str(&verify)
-                    .map_err(|e| Failure::usage(format!("--verify: {}", e.reason)).named(&e.name))?;
+                    .map_err(|e| Failure::usage(format!("--verify: {}", e.reason)).named(e.name()))?;
                 let terms = match terms {
                     None => None,
                     Some(t) => match Value::parse_str(&t) {

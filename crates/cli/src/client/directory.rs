@@ -12,7 +12,7 @@ use crate::error::Failure;
 use crate::sys;
 
 fn address(text: &str) -> Result<Address, Failure> {
-    Address::parse_lenient(text).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))
+    Address::parse_lenient(text).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(e.name()))
 }
 
 /// The acting agent, when the profile has one (resolving works without).

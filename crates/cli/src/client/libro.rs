@@ -46,7 +46,7 @@ const MAX_NESTING: usize = 4;
 /// relative (`+30d`).
 pub(crate) fn op_body(op: &str, args: &Object, now: Timestamp) -> Result<Object, Failure> {
     nyx5_proto::ops::body(op, args, &|t| when::parse(t, now).map_err(|e| e.to_string()))
-        .map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))
+        .map_err(|e| Failure::usage(e.reason.to_string()).named(e.name()))
 }
 
 /// `urn:nyx5:ext:aval` from `VOUCHER:BOND` (`nyx5 send --aval`).
@@ -60,9 +60,9 @@ pub(crate) fn aval(text: &str) -> Result<Object, Failure> {
 /// The extensions of an envelope that enters on a vouch: `{voucher, bond}`.
 pub(crate) fn aval_of(voucher: &str, bond: &str) -> Result<Object, Failure> {
     let voucher = Address::parse_lenient(voucher)
-        .map_err(|e| Failure::usage(format!("aval voucher: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::usage(format!("aval voucher: {}", e.reason)).named(e.name()))?;
     let bond = bond.trim();
-    check_id(bond).map_err(|e| Failure::usage(format!("aval bond: {}", e.reason)).named(&e.name))?;
+    check_id(bond).map_err(|e| Failure::usage(format!("aval bond: {}", e.reason)).named(e.name()))?;
     let v = obj([("voucher", voucher.as_str().into()), ("bond", bond.into())]);
     Ok(obj([(AVAL_EXT, Value::Object(v))]))
 }
@@ -278,7 +278,7 @@ fn answer_in(
 /// A receipt from `house`'s Libro, its signature checked against the house's domain keys.
 fn checked_receipt(ctx: &Ctx, me: &AgentEntry, house: &str, body: &Object) -> Result<Receipt, Failure> {
     let r = Receipt::from_object(body.clone()).map_err(|e| {
-        Failure::rejected(format!("the receipt from {house} is malformed: {}", e.reason)).named(&e.name)
+        Failure::rejected(format!("the receipt from {house} is malformed: {}", e.reason)).named(e.name())
     })?;
     if r.house != house {
         return Err(Failure::rejected(format!("a receipt from {house} says it is from {}", r.house)));
@@ -288,7 +288,7 @@ fn checked_receipt(ctx: &Ctx, me: &AgentEntry, house: &str, body: &Object) -> Re
     let d = res.domain(house)?;
     let keys: Vec<_> = d.card.keys().iter().filter(|k| k.valid_at(now)).map(|k| k.sig).collect();
     r.verify(&keys).map(nyx5_proto::Verified::into_inner).map_err(|e| {
-        Failure::rejected(format!("the receipt from {house} does not verify: {}", e.reason)).named(&e.name)
+        Failure::rejected(format!("the receipt from {house} does not verify: {}", e.reason)).named(e.name())
     })
 }
 
@@ -433,7 +433,7 @@ impl QuoteRequest {
     /// The signed quote: a new id, issued `now`.
     fn sign(&self, me: &AgentEntry, house: &str, now: Timestamp) -> Result<Quote, Failure> {
         let buyer = Address::parse_lenient(&self.buyer)
-            .map_err(|e| Failure::usage(format!("the buyer: {}", e.reason)).named(&e.name))?;
+            .map_err(|e| Failure::usage(format!("the buyer: {}", e.reason)).named(e.name()))?;
         let contract = ContractKind::parse(self.contract.as_deref().unwrap_or("spot"))
             .map_err(|_| Failure::usage("--contract is spot, escrow or metered"))?;
         if !(1..=limits::MAX_AMOUNT).contains(&self.price) {
@@ -446,7 +446,8 @@ impl QuoteRequest {
             .arbiter
             .as_deref()
             .map(|a| {
-                Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--arbiter: {}", e.reason)).named(&e.name))
+                Address::parse_lenient(a)
+                    .map_err(|e| Failure::usage(format!("--arbiter: {}", e.reason)).named(e.name()))
             })
             .transpose()?;
         let referrer = self
@@ -454,7 +455,7 @@ impl QuoteRequest {
             .as_ref()
             .map(|(a, share)| -> Result<Referrer, Failure> {
                 let address = Address::parse_lenient(a)
-                    .map_err(|e| Failure::usage(format!("--referrer: {}", e.reason)).named(&e.name))?;
+                    .map_err(|e| Failure::usage(format!("--referrer: {}", e.reason)).named(e.name()))?;
                 if !(1..=limits::BPS_WHOLE).contains(share) {
                     return Err(Failure::usage("--share is 1 to 10000 basis points of the seller's part"));
                 }
@@ -485,7 +486,7 @@ impl QuoteRequest {
             expires,
             extra: Object::new(),
         };
-        draft.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)).named(&e.name))
+        draft.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)).named(e.name()))
     }
 }
 
@@ -612,7 +613,7 @@ fn is_quote_media(m: &str) -> bool {
 pub(crate) fn accept(ctx: &Ctx, doc: &Value, wait: Option<Duration>) -> Result<Value, Failure> {
     let me = ctx.me()?;
     let raw = find_quote(&me, doc)?;
-    let q = Quote::from_object(raw).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)).named(&e.name))?;
+    let q = Quote::from_object(raw).map_err(|e| Failure::usage(format!("the quote: {}", e.reason)).named(e.name()))?;
     if q.buyer != me.address {
         return Err(Failure::usage(format!(
             "this quote is for {}, not for {}; act as its buyer with --as {}",

@@ -352,7 +352,7 @@ fn document(arg: &str) -> Result<Value, Failure> {
     } else {
         read_file(Path::new(arg), u64::try_from(max).unwrap_or(u64::MAX))?
     };
-    Value::parse(&bytes, max).map_err(|e| Failure::usage(format!("{arg}: not JSON: {}", e.reason)).named(&e.name))
+    Value::parse(&bytes, max).map_err(|e| Failure::usage(format!("{arg}: not JSON: {}", e.reason)).named(e.name()))
 }
 
 fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, Failure> {

@@ -54,7 +54,7 @@ pub(crate) fn balance(ctx: &Ctx, house: Option<&str>, account: Option<&str>) -> 
     let me = ctx.me()?;
     let account = match account {
         Some(a) => {
-            Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--account: {}", e.reason)).named(&e.name))?
+            Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--account: {}", e.reason)).named(e.name()))?
         }
         None => me.address.clone(),
     };
@@ -224,7 +224,7 @@ pub(crate) fn confirm_approval(ctx: &Ctx, house: Option<&str>, id: &str) -> Resu
 
 /// `nyx5 contract ID`: a contract the agent is party to.
 pub(crate) fn contract(ctx: &Ctx, id: &str, house: Option<&str>) -> Result<Value, Failure> {
-    nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("contract: {}", e.reason)).named(&e.name))?;
+    nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("contract: {}", e.reason)).named(e.name()))?;
     let me = ctx.me()?;
     let url = libro_url(ctx, &me, house)?;
     let what = format!("contract {id}");
@@ -263,7 +263,7 @@ pub(crate) fn contract_human(v: &Value) -> String {
 /// domain card.
 pub(crate) fn historial(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
     let who =
-        Address::parse_lenient(who).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))?;
+        Address::parse_lenient(who).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(e.name()))?;
     let profile = ctx.profile()?;
     let me = if profile.agents.is_empty() {
         None
@@ -281,7 +281,7 @@ pub(crate) fn historial(ctx: &Ctx, who: &str) -> Result<Value, Failure> {
         return Err(Failure::rejected(format!("{what}: the house answered the history of someone else")));
     }
     let kid = Signature::read(&doc, "signature")
-        .map_err(|e| Failure::rejected(format!("{what} is not signed: {}", e.reason)).named(&e.name))?
+        .map_err(|e| Failure::rejected(format!("{what} is not signed: {}", e.reason)).named(e.name()))?
         .kid;
     if !d.card.accepts_key(&kid, now) {
         return Err(Failure::rejected(format!("{what} is not signed by a key of {}", who.domain())));
@@ -394,13 +394,13 @@ pub(crate) fn topup(
     req: &TopupRequest,
 ) -> Result<Value, Failure> {
     let address = Address::parse_lenient(&req.address)
-        .map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(e.name()))?;
     if !(1..=limits::MAX_AMOUNT).contains(&req.amount) {
         return Err(Failure::usage("AMOUNT must be a positive whole number of tokens"));
     }
     let mut body = obj([("address", address.as_str().into()), ("amount", req.amount.into())]);
     if let Some(id) = &req.id {
-        nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)).named(&e.name))?;
+        nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)).named(e.name()))?;
         body.insert("id".into(), id.as_str().into());
     }
     if let Some(n) = &req.note {
@@ -572,8 +572,9 @@ pub(crate) fn audit(ctx: &Ctx, source: &str, admin_token: Option<&str>, keys: &[
     } else {
         (keys, "--key".to_owned(), None)
     };
-    let report = libro::audit(&house, &keys, entries)
-        .map_err(|e| Failure::rejected(format!("the journal of {house} does not hold: {}", e.reason)).named(&e.name))?;
+    let report = libro::audit(&house, &keys, entries).map_err(|e| {
+        Failure::rejected(format!("the journal of {house} does not hold: {}", e.reason)).named(e.name())
+    })?;
     if let Some(card) = &card {
         for (i, e) in entries.iter().enumerate() {
             let e = e.as_object().cloned().unwrap_or_default();

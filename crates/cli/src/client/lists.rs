@@ -93,7 +93,7 @@ pub(crate) fn change(ctx: &Ctx, change: Change, entries: &[String]) -> Result<Va
         .iter()
         .map(|e| {
             list_entry(e)
-                .map_err(|err| Failure::usage(format!("{}; give an address or a domain", err.reason)).named(&err.name))
+                .map_err(|err| Failure::usage(format!("{}; give an address or a domain", err.reason)).named(err.name()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let me = ctx.me()?;

@@ -258,7 +258,7 @@ pub(crate) fn ack(ctx: &Ctx, ids: &[String]) -> Result<Value, Failure> {
         return Err(Failure::usage("name at least one envelope id"));
     }
     for id in ids {
-        nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))?;
+        nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(e.reason.to_string()).named(e.name()))?;
     }
     let me = ctx.me()?;
     let body = Value::Object(obj([("ids", Value::Array(ids.iter().map(|i| i.as_str().into()).collect()))]));

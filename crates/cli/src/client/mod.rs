@@ -67,7 +67,7 @@ impl Ctx {
         let profile_path = profile::default_path(agent)?;
         let as_address = as_address
             .map(|a| {
-                Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--as: {}", e.reason)).named(&e.name))
+                Address::parse_lenient(a).map_err(|e| Failure::usage(format!("--as: {}", e.reason)).named(e.name()))
             })
             .transpose()?;
         let hosts_path = hosts
@@ -82,7 +82,7 @@ impl Ctx {
             Ok(v) => {
                 let v = v.trim().to_owned();
                 nyx5_house::resolver::check_doh_url(&v).map_err(|e| {
-                    Failure::usage(format!("NYX5_DOH: {} (or set NYX5_DOH=off)", e.reason)).named(&e.name)
+                    Failure::usage(format!("NYX5_DOH: {} (or set NYX5_DOH=off)", e.reason)).named(e.name())
                 })?;
                 Some(v)
             }

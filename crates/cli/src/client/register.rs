@@ -18,8 +18,8 @@ use crate::sys::{self, OsRng};
 
 /// `nyx5 init ADDRESS --house URL`: fresh keys for a new agent in the profile.
 pub(crate) fn init(ctx: &Ctx, address: &str, house: &str) -> Result<Value, Failure> {
-    let address =
-        Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))?;
+    let address = Address::parse_lenient(address)
+        .map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(e.name()))?;
     let house = house_url(house)?;
     let mut rng = OsRng::new();
     let keys = KeyFile::generate(&mut rng);
@@ -113,7 +113,7 @@ fn post(
         .map_err(|_| Failure::network(format!("{what}: the house answered without a card")))?
         .clone();
     let card = AgentCard::from_object(card)
-        .map_err(|e| Failure::rejected(format!("{what}: the card: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::rejected(format!("{what}: the card: {}", e.reason)).named(e.name()))?;
     if card.address() != me.address || card.sig() != expect_sig.sig_public() {
         return Err(Failure::rejected(format!("{what}: the house certified another address or key")));
     }
@@ -227,8 +227,8 @@ pub(crate) fn register(ctx: &Ctx, req: &RegisterRequest) -> Result<Value, Failur
 /// is no timeout or rate limit), the fresh entry is taken out again, so nothing is left half
 /// done; after a network failure or a 5xx the house may have registered it, so its keys stay.
 pub(crate) fn accept_invitation(mut ctx: Ctx, address: &str, code: &str) -> Result<Value, Failure> {
-    let fresh =
-        Address::parse_lenient(address).map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(&e.name))?;
+    let fresh = Address::parse_lenient(address)
+        .map_err(|e| Failure::usage(format!("address: {}", e.reason)).named(e.name()))?;
     let (house, _) = super::house_target(&ctx.resolver(None, sys::now()?)?, fresh.domain())?;
     let made = init(&ctx, address, &house)?;
     let sig = text(made.as_object().unwrap_or(&Object::new()), "sig").to_owned();
@@ -320,7 +320,7 @@ pub(crate) fn rotate_key(ctx: &Ctx, webhook: Option<&str>) -> Result<Value, Fail
                 now,
                 &parent_entry.keys.sig,
             )
-            .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)).named(&e.name))?;
+            .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)).named(e.name()))?;
             extra.insert("delegation".into(), renewed.to_value());
         }
         let body = body(me.address.local(), &next, extra, now);
@@ -394,7 +394,7 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         return Err(Failure::usage(format!("{:?}: a subagent name is one label, such as `tester`", req.name)));
     }
     let child = Address::new(&format!("{name}.{}", parent.address.local()), parent.address.domain())
-        .map_err(|e| Failure::usage(format!("subagent name: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::usage(format!("subagent name: {}", e.reason)).named(e.name()))?;
     if req.cap.is_some_and(|c| !(0..=nyx5_proto::limits::MAX_AMOUNT).contains(&c)) {
         return Err(Failure::usage("--cap must be a non-negative integer"));
     }
@@ -437,7 +437,7 @@ pub(crate) fn subagent(ctx: &Ctx, req: &SubagentRequest) -> Result<Value, Failur
         now,
         &parent.keys.sig,
     )
-    .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)).named(&e.name))?;
+    .map_err(|e| Failure::usage(format!("cannot sign the delegation: {}", e.reason)).named(e.name()))?;
     let mut extra =
         obj([("delegation", delegation.to_value()), ("inbox", Value::Object(obj([("policy", "open".into())])))]);
     if let Some(v) = req.valid_until {

@@ -318,7 +318,7 @@ impl std::fmt::Debug for dyn Transport + '_ {
 /// (exit 4), a changed key → verification (exit 1) with what to do, the rest → verification.
 fn failure(what: &str, domain: &str, e: &Error) -> Failure {
     let failure = match e.kind {
-        ErrorKind::NotFound => Failure::http(404, &e.name, format!("{}; check the address", e.reason)),
+        ErrorKind::NotFound => Failure::http(404, e.name(), format!("{}; check the address", e.reason)),
         // Before the temporary ones: an internal error (the profile) is temporary on the wire,
         // but here it is the user's to fix, not the network's.
         ErrorKind::Internal => Failure::usage(format!("{what}: {}", e.reason)),
@@ -332,7 +332,7 @@ fn failure(what: &str, domain: &str, e: &Error) -> Failure {
         }
         _ => Failure::rejected(format!("{what} does not verify: {}", e.reason)),
     };
-    failure.named(&e.name)
+    failure.named(e.name())
 }
 
 impl<'a> Resolver<'a> {

@@ -113,7 +113,7 @@ pub(crate) fn body_from_bytes(bytes: &[u8], media: Option<&str>) -> Result<Value
     });
     if json {
         return Value::parse(bytes, limits::MAX_ENVELOPE_BYTES).map_err(|e| {
-            Failure::usage(format!("the body is not JSON, as its media type says: {}", e.reason)).named(&e.name)
+            Failure::usage(format!("the body is not JSON, as its media type says: {}", e.reason)).named(e.name())
         });
     }
     String::from_utf8(bytes.to_vec())
@@ -179,8 +179,8 @@ fn recipients(
 ) -> Result<Vec<Recipient>, Failure> {
     let mut addrs: Vec<Address> = Vec::new();
     for t in to {
-        let a =
-            Address::parse_lenient(t).map_err(|e| Failure::usage(format!("recipient: {}", e.reason)).named(&e.name))?;
+        let a = Address::parse_lenient(t)
+            .map_err(|e| Failure::usage(format!("recipient: {}", e.reason)).named(e.name()))?;
         if !addrs.contains(&a) {
             addrs.push(a);
         }
@@ -226,7 +226,7 @@ fn build(
     let kind = Kind::parse(req.kind.as_deref().unwrap_or("message"))
         .map_err(|_| Failure::usage("--type: use message, task, result, receipt or intro"))?;
     for r in [&req.thread, &req.in_reply_to].into_iter().flatten() {
-        check_id(r).map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))?;
+        check_id(r).map_err(|e| Failure::usage(e.reason.to_string()).named(e.name()))?;
     }
     let time = |v: &Option<String>, name: &str| {
         v.as_deref().map(|t| when::parse(t, now).map_err(|e| Failure::usage(format!("--{name}: {e}")))).transpose()
@@ -280,14 +280,14 @@ fn build(
         let v = obj([("house", st.house.as_str().into()), ("amount", st.amount.into())]);
         draft.extra.insert("stamp".into(), Value::Object(v));
     }
-    let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(&e.name))?;
+    let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
     if !req.plain {
         if !keys.iter().any(|(a, _)| *a == me.address) {
             keys.push((me.address.clone(), me.keys.enc_public()));
         }
         let mut rng = OsRng::new();
         env = seal::seal(env, &keys, &mut rng)
-            .map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)).named(&e.name))?;
+            .map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)).named(e.name()))?;
         rng.check()?;
     }
     // The proof covers the finished envelope (sealed content included), so it comes last.
@@ -295,12 +295,12 @@ fn build(
         let nonce = mint(&env.work_digest(), bits, progress)?;
         env = env
             .with_pow(bits, &nonce)
-            .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(&e.name))?;
+            .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
     }
     let env =
-        env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)).named(&e.name))?;
+        env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)).named(e.name()))?;
     env.check_size(limits::MAX_ENVELOPE_BYTES)
-        .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
     Ok(Built { env, kept })
 }
 
@@ -419,7 +419,7 @@ pub(crate) fn send_with_fresh_cards(ctx: &Ctx, req: &SendRequest) -> Result<(Val
 fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Result<(Value, Option<Envelope>), Failure> {
     let me = ctx.me()?;
     if let Some(id) = &req.id {
-        check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)).named(&e.name))?;
+        check_id(id).map_err(|e| Failure::usage(format!("--id: {}", e.reason)).named(e.name()))?;
     }
     if req.discard {
         let id = req.id.clone().ok_or_else(|| Failure::usage("--discard needs the --id of a saved envelope"))?;
@@ -457,7 +457,7 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
     let (env, resent, kept) = match saved {
         Some((_, p)) => {
             let env = Envelope::from_object(p.envelope)
-                .map_err(|e| Failure::usage(format!("the saved envelope is damaged: {}", e.reason)).named(&e.name))?;
+                .map_err(|e| Failure::usage(format!("the saved envelope is damaged: {}", e.reason)).named(e.name()))?;
             (env, true, Vec::new())
         }
         None => {
@@ -491,7 +491,7 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
                 // Another process may have saved one under this id a moment ago: send that one.
                 let kept = a.pending.entry(id.clone()).or_insert(pending);
                 Envelope::from_object(kept.envelope.clone())
-                    .map_err(|e| Failure::usage(e.reason.to_string()).named(&e.name))
+                    .map_err(|e| Failure::usage(e.reason.to_string()).named(e.name()))
             })?;
             (env, false, kept)
         }

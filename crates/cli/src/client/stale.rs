@@ -380,11 +380,11 @@ pub(crate) fn again(
         ))
     })?;
     let env = Envelope::from_object(env)
-        .map_err(|e| Failure::usage(format!("the kept envelope is damaged: {}", e.reason)).named(&e.name))?;
+        .map_err(|e| Failure::usage(format!("the kept envelope is damaged: {}", e.reason)).named(e.name()))?;
     let mut recipients: Vec<Address> = Vec::new();
     for t in to {
-        let a =
-            Address::parse_lenient(t).map_err(|e| Failure::usage(format!("recipient: {}", e.reason)).named(&e.name))?;
+        let a = Address::parse_lenient(t)
+            .map_err(|e| Failure::usage(format!("recipient: {}", e.reason)).named(e.name()))?;
         if !env.to().contains(&a) {
             return Err(Failure::usage(format!("{of} was not sent to {a}")));
         }

@@ -138,7 +138,7 @@ pub(crate) fn add(ctx: &Ctx, house: Option<&str>, admin_token: Option<&str>, t: 
 
 /// Retires task `id` (the operator's token).
 pub(crate) fn retire(ctx: &Ctx, house: Option<&str>, admin_token: Option<&str>, id: &str) -> Result<Value, Failure> {
-    nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("task id: {}", e.reason)).named(&e.name))?;
+    nyx5_proto::address::check_id(id).map_err(|e| Failure::usage(format!("task id: {}", e.reason)).named(e.name()))?;
     admin_post(
         ctx,
         house,

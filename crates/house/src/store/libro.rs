@@ -349,7 +349,7 @@ pub fn refused(envelope_id: &str, operator: &str, op: &str, sha256: &str, at: i6
         sha256,
         at,
         i64::from(refusal.code()),
-        refusal.name.as_ref(),
+        refusal.name(),
         refusal.reason.as_ref()
     )
 }

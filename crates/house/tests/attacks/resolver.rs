@@ -261,7 +261,7 @@ fn http_doh_endpoint_is_refused() {
     };
     for bad in ["http://dns.test/dns-query", "HTTP://dns.test", "https://", "ftp://dns.test", "dns.test/dns-query"] {
         let err = house(bad).unwrap_err();
-        assert_eq!(err.name, "bad_config", "{bad}: {}", err.reason);
+        assert_eq!(err.name(), "bad_config", "{bad}: {}", err.reason);
     }
     assert!(house("https://dns.test/dns-query").is_ok());
     assert!(nyx5_house::resolver::check_doh_url("http://cloudflare-dns.com/dns-query").is_err());

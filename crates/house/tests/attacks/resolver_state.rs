@@ -234,7 +234,7 @@ fn the_memo_does_not_hand_out_an_agent_card_past_its_end() {
     f.w.clock.advance(1);
     let err = f.agent_uncached(&memo, "alice@r.test").unwrap_err();
     assert_eq!(err.kind, ErrorKind::Forbidden, "{}", err.reason);
-    assert_eq!(err.name, "card_expired", "{}", err.reason);
+    assert_eq!(err.name(), "card_expired", "{}", err.reason);
     assert_eq!(f.sent("r.test/agents"), fetched + 1);
 }
 
@@ -298,7 +298,7 @@ fn delegation_is_followed_eight_levels_up_and_no_further() {
     let too_deep = chain(&remote, 2 + nyx5_house::resolver::MAX_DELEGATION_DEPTH, now);
     let err = f.agent(&Memo::default(), &too_deep).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Forbidden);
-    assert_eq!(err.name, "delegation_too_deep", "{}", err.reason);
+    assert_eq!(err.name(), "delegation_too_deep", "{}", err.reason);
 }
 
 #[test]
@@ -550,7 +550,7 @@ fn an_answer_larger_than_a_document_is_refused_as_too_large() {
     f.w.fake(DOMAIN, move |_| OutResponse { status: 200, body: big.clone() });
     let err = f.domain(&Memo::default(), DOMAIN).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Forbidden);
-    assert_eq!(err.name, "peer_answer_too_large", "{}", err.reason);
+    assert_eq!(err.name(), "peer_answer_too_large", "{}", err.reason);
 }
 
 #[test]
