@@ -134,13 +134,10 @@ impl ErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: ErrorKind,
-    /// The stable machine name (the wire's `error`): a refusal's from the table, or the kind's own
-    /// ([`ErrorKind::slug`]) where the cause has none, or what a peer said.
-    /// (`crate::refusal` makes the named ones: `Refusal::because`.)
-    ///
-    /// Kept as the table's row (one byte beside `kind`), not as text: every refusal site writes
-    /// it, and an `Error` stays the size it was (a name as a `Cow` made the Worker ~46 KB larger,
-    /// as a `&'static str` still ~30 KB). [`Error::name`] reads it. A peer's name this build does
+    /// The refusal's row in the table (`Refusal::because` makes it), or none where the cause has
+    /// no name of its own; [`Error::name`] reads the wire's `error` from it. A row, not text: one
+    /// byte in the padding an `Error` already had, where a name as text made every `Error`, and
+    /// the Worker, larger (docs/decisions/0063-refusals-by-name.md). A peer's name this build does
     /// not know is the client's to keep (`nyx5`'s `Failure` does), read with [`Error::wire_name`].
     refusal: Option<crate::refusal::Refusal>,
     pub reason: Cow<'static, str>,
