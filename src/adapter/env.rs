@@ -80,7 +80,7 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
             .ok_or_else(|| invalid("NYX5_TICK_BATCH", "must be a positive integer"))?;
     } else {
         // Free plan: 50 subrequests per invocation, and a remote delivery costs about six; an
-        // index's crawl takes about fifteen of them (nyx5_house::index::FETCHES_PER_TICK), and
+        // index's crawl takes about fifteen of them (nyx5_house::config::INDEX_FETCHES_PER_TICK), and
         // verifica@'s checks about twelve (two checks of one fetch each, `VERIFICA_FETCHES`).
         let on = |name: &str| matches!(read(env, name).as_deref().map(str::trim), Some("on" | "true" | "1" | "yes"));
         c.tick_batch = 6 - if on("NYX5_INDEX") { 2 } else { 0 } - if on("NYX5_VERIFICA") { 2 } else { 0 };

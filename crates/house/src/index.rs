@@ -43,8 +43,6 @@ pub const RETRY_MS: i64 = 10 * 60 * 1000;
 pub const RETRY_MAX_MS: i64 = 24 * 60 * 60 * 1000;
 /// A house that has not verified for this long is forgotten, with its cards.
 pub const FORGET_MS: i64 = 7 * 24 * 60 * 60 * 1000;
-/// Outbound requests a tick's crawl makes by default (the configuration's).
-pub use crate::config::INDEX_FETCHES_PER_TICK as FETCHES_PER_TICK;
 /// Most steps one tick takes (the house's own directory costs no fetch, so fetches alone do not
 /// bound a tick).
 pub const MAX_STEPS: u32 = 64;

@@ -145,7 +145,7 @@ pub(crate) struct Args {
     #[arg(long, env = "NYX5_INDEX", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1)]
     index: bool,
     /// Outbound requests one tick's crawl may make.
-    #[arg(long, value_name = "N", env = "NYX5_INDEX_FETCHES", default_value_t = nyx5_house::index::FETCHES_PER_TICK,
+    #[arg(long, value_name = "N", env = "NYX5_INDEX_FETCHES", default_value_t = nyx5_house::config::INDEX_FETCHES_PER_TICK,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     index_fetches: u32,
     /// Run `verifica@` (spec §22): escrows that name it arbiter with `terms.verify` are judged
@@ -153,7 +153,7 @@ pub(crate) struct Args {
     #[arg(long, env = "NYX5_VERIFICA", value_parser = clap::builder::BoolishValueParser::new(), default_missing_value = "true", num_args = 0..=1)]
     verifica: bool,
     /// Outbound requests one tick's checks may make.
-    #[arg(long, value_name = "N", env = "NYX5_VERIFICA_FETCHES", default_value_t = nyx5_house::libro::verifica::FETCHES_PER_TICK,
+    #[arg(long, value_name = "N", env = "NYX5_VERIFICA_FETCHES", default_value_t = nyx5_house::config::VERIFICA_FETCHES_PER_TICK,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     verifica_fetches: u32,
     /// A PEM file of certificates to trust for outbound https instead of the bundled Mozilla

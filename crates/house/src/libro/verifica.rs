@@ -43,8 +43,6 @@ pub const MAX_URL_BYTES: usize = 2048;
 pub const MAX_ATTEMPTS: i64 = 6;
 /// How long a tick holds a check it is running.
 pub const LEASE_MS: i64 = 120_000;
-/// Fetches one tick's checks may make by default (the configuration's).
-pub use crate::config::VERIFICA_FETCHES_PER_TICK as FETCHES_PER_TICK;
 /// The media of a notice `verifica@` sends the parties about an undecided verdict.
 pub const NOTICE_MEDIA: &str = "application/nyx5.veredicto+json";
 
