@@ -877,3 +877,105 @@ fn migration_0024_keeps_the_outbox_its_jobs_and_nonces() {
     let left = block_on(db.query(stmt!("SELECT envelope_id FROM outbox ORDER BY seq"))).unwrap();
     assert_eq!(ids(left, "envelope_id"), ["sub", "cy", "new", "w"]);
 }
+
+/// The texts a `state` column is compared with in `sql`: `state = 'x'`, `state != 'x'`,
+/// `state <> 'x'`, `state IN ('x', 'y')` (any table's alias before it), each once, sorted.
+fn compared_states(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = sql[at..].find("state") {
+        let start = at + i;
+        at = start + "state".len();
+        let before = sql[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        let rest = sql[at..].trim_start();
+        let list = if let Some(r) = rest.strip_prefix("IN") {
+            match r.trim_start().strip_prefix('(') {
+                Some(r) => &r[..r.find(')').unwrap_or(r.len())],
+                None => continue,
+            }
+        } else if let Some(r) = ["=", "!=", "<>"].iter().find_map(|op| rest.strip_prefix(op)) {
+            let r = r.trim_start();
+            match r.strip_prefix('\'') {
+                Some(lit) => &r[..lit.find('\'').map_or(0, |e| e + 2)],
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        for lit in list.split(',').filter_map(|s| s.trim().strip_prefix('\'')?.strip_suffix('\'')) {
+            out.push(lit.to_owned());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every `.rs` file under `dir` and every `.sql` file in it, read.
+fn sources_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "sql") {
+                out.push((path.clone(), std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 37 §5: the enums the house reads its states through say exactly what the schema lets
+/// in, so neither can drift from the other. Where a table's `CHECK` lists its states, the enum's
+/// texts are that list; and every text the house's SQL (its code and its migrations) compares a
+/// `state` with is one some enum names (`libro_contracts.state` has no `CHECK`: this is what
+/// holds its texts).
+#[test]
+fn the_state_enums_are_the_schemas_states() {
+    use nyx5_rules::libro::state::{ApprovalState, CheckState, ContractState, MandateState};
+    use nyx5_rules::queue::{EmailState, JobState};
+    fn texts<T: Copy>(all: &[T], text: fn(T) -> &'static str) -> Vec<String> {
+        let mut v: Vec<String> = all.iter().map(|&s| text(s).to_owned()).collect();
+        v.sort();
+        v
+    }
+    let enums = [
+        ("jobs", texts(&JobState::ALL, JobState::as_str)),
+        ("email_out", texts(&EmailState::ALL, EmailState::as_str)),
+        ("libro_mandates", texts(&MandateState::ALL, MandateState::as_str)),
+        ("libro_pending", texts(&ApprovalState::ALL, ApprovalState::as_str)),
+        ("verifica_checks", texts(&CheckState::ALL, CheckState::as_str)),
+    ];
+    let db = SqliteDb::memory().unwrap();
+    for (table, want) in &enums {
+        let rows = block_on(db.query(stmt!("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", *table)));
+        let sql = rows.unwrap()[0].text("sql").unwrap().to_owned();
+        let column = sql.lines().find(|l| l.trim_start().starts_with("state ")).unwrap_or_default();
+        assert!(column.contains("CHECK"), "{table}.state has no CHECK: {sql}");
+        assert_eq!(&compared_states(column), want, "{table}.state's CHECK and its enum differ");
+    }
+    let mut known: Vec<String> = enums.iter().flat_map(|(_, t)| t.clone()).collect();
+    known.extend(texts(&ContractState::ALL, ContractState::as_str));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut seen = 0;
+    for dir in ["crates/house/src", "migrations"] {
+        for (path, text) in sources_under(&root.join(dir)) {
+            for s in compared_states(&text) {
+                assert!(known.contains(&s), "{}: SQL compares a state with {s:?}, which no enum names", path.display());
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 10, "the reader found only {seen} states in the house's SQL");
+    // The reader itself.
+    assert_eq!(
+        compared_states("WHERE c.state IN ('released', 'refunded') AND x.state <> 'a' OR state='b' AND mystate = 'no'"),
+        ["a", "b", "refunded", "released"]
+    );
+}

@@ -30,6 +30,56 @@ pub const HOUSE_LOCAL: &str = "casa";
 /// Most lines one entry may have (a settlement with a referrer has four).
 pub const MAX_LINES: usize = 16;
 
+/// What an entry does (`meta.primitive`, docs/SPEC.md §14): the closed set an entry names, as
+/// signed into the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Primitive {
+    /// casa@ gives (a welcome gift, a top-up).
+    Issue,
+    /// A settlement with fee: a spot price, a mandate's charge.
+    Charge,
+    /// Into an escrow (a contract's, a bond's, an approval's hold).
+    Hold,
+    /// Out of an escrow to whom it was held for.
+    Release,
+    /// Out of an escrow back to its payer.
+    Refund,
+    /// A bond taken for its beneficiary.
+    Forfeit,
+    /// A stamped envelope's price.
+    Stamp,
+}
+
+impl Primitive {
+    pub const ALL: [Primitive; 7] = [
+        Primitive::Issue,
+        Primitive::Charge,
+        Primitive::Hold,
+        Primitive::Release,
+        Primitive::Refund,
+        Primitive::Forfeit,
+        Primitive::Stamp,
+    ];
+
+    /// Its text in `meta.primitive`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Primitive::Issue => "issue",
+            Primitive::Charge => "charge",
+            Primitive::Hold => "hold",
+            Primitive::Release => "release",
+            Primitive::Refund => "refund",
+            Primitive::Forfeit => "forfeit",
+            Primitive::Stamp => "stamp",
+        }
+    }
+
+    /// The primitive `text` names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Primitive> {
+        Primitive::ALL.into_iter().find(|p| p.as_str() == text)
+    }
+}
+
 /// The house's account at `house`: `casa@<house>`.
 pub fn house_account(house: &str) -> String {
     format!("{HOUSE_LOCAL}@{house}")

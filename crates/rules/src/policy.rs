@@ -141,18 +141,19 @@ pub fn vouch(
     now: nyx5_proto::Timestamp,
 ) -> Vouch {
     use crate::libro::kernel::Kind;
+    use crate::libro::state::{ContractState, Role};
     let fault = match bond {
         None => VouchFault::NoBond,
         Some(b) if b.kind != Kind::Bond => VouchFault::NoBond,
-        Some(b) if b.state != "posted" => VouchFault::NotPosted,
+        Some(b) if b.state != ContractState::Posted => VouchFault::NotPosted,
         Some(b) if b.expires().is_some_and(|e| now.millis().saturating_add(VOUCH_MIN_LIFE_MS) > e.millis()) => {
             VouchFault::Expired
         }
-        Some(b) if !b.is("bondholder", voucher) => VouchFault::NotVoucher,
-        Some(b) if !b.is("vouchee", sender) => VouchFault::NotVouchee,
+        Some(b) if !b.is(Role::Bondholder, voucher) => VouchFault::NotVoucher,
+        Some(b) if !b.is(Role::Vouchee, sender) => VouchFault::NotVouchee,
         Some(b)
-            if !(b.is("beneficiary", recipient) && b.is("verifier", recipient))
-                || b.get("arbiter").is_some_and(|a| a != *recipient) =>
+            if !(b.is(Role::Beneficiary, recipient) && b.is(Role::Verifier, recipient))
+                || b.get(Role::Arbiter).is_some_and(|a| a != *recipient) =>
         {
             VouchFault::NotRecipients
         }

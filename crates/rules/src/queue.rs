@@ -355,6 +355,8 @@ pub enum JobState {
 }
 
 impl JobState {
+    pub const ALL: [JobState; 3] = [JobState::Pending, JobState::Delivered, JobState::Bounced];
+
     /// Its text in the `jobs` table.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -366,7 +368,37 @@ impl JobState {
 
     /// The state a row's text names; `None` for text the schema would not have let in.
     pub fn parse(text: &str) -> Option<JobState> {
-        [JobState::Pending, JobState::Delivered, JobState::Bounced].into_iter().find(|s| s.as_str() == text)
+        JobState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// Where an outbound email is (`email_out.state`; the schema's CHECK allows these three and no
+/// other): retried on the delivery queue's schedule, then sent or failed for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EmailState {
+    /// Still to be sent (retrying, or not yet tried).
+    Pending,
+    /// Its provider took it.
+    Sent,
+    /// Refused for good, or not sent in time.
+    Failed,
+}
+
+impl EmailState {
+    pub const ALL: [EmailState; 3] = [EmailState::Pending, EmailState::Sent, EmailState::Failed];
+
+    /// Its text in the `email_out` table.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EmailState::Pending => "pending",
+            EmailState::Sent => "sent",
+            EmailState::Failed => "failed",
+        }
+    }
+
+    /// The state a row's text names; `None` for text the schema would not have let in.
+    pub fn parse(text: &str) -> Option<EmailState> {
+        EmailState::ALL.into_iter().find(|s| s.as_str() == text)
     }
 }
 

@@ -9,6 +9,7 @@
 
 use nyx5_proto::json::obj;
 use nyx5_proto::{Error, Timestamp, Value};
+use nyx5_rules::queue::EmailState;
 
 use super::MAX_PROVIDER_ANSWER_BYTES;
 use crate::config::Config;
@@ -143,7 +144,7 @@ impl<D: Db, N: Net> House<D, N> {
                 let hours = self.config.retry.give_up_after_ms / 3_600_000;
                 let last = r.text("last_error").unwrap_or("no attempt succeeded");
                 let why = format!("not sent within {hours} h: {last}");
-                store::email::finish_out(&email.id, lease, "failed", Some(&why), None, now.millis())
+                store::email::finish_out(&email.id, lease, EmailState::Failed, Some(&why), None, now.millis())
             } else {
                 let Some(request) = provider_request(&self.config, &email) else { continue };
                 attempted += 1;
@@ -153,11 +154,11 @@ impl<D: Db, N: Net> House<D, N> {
                 };
                 match sent {
                     Sent::Sent(pid) => {
-                        store::email::finish_out(&email.id, lease, "sent", None, pid.as_deref(), now.millis())
+                        store::email::finish_out(&email.id, lease, EmailState::Sent, None, pid.as_deref(), now.millis())
                     }
                     Sent::Permanent(code, reason) => {
                         let why = format!("{code} {reason}");
-                        store::email::finish_out(&email.id, lease, "failed", Some(&why), None, now.millis())
+                        store::email::finish_out(&email.id, lease, EmailState::Failed, Some(&why), None, now.millis())
                     }
                     Sent::Temporary(why) => {
                         let attempts = r.int("attempts").unwrap_or(0).saturating_add(1);

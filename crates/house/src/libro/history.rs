@@ -5,12 +5,14 @@
 
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Object, Value};
+use nyx5_rules::libro::kernel::Kind;
+use nyx5_rules::libro::state::ContractState;
 
 /// One contract as the history sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fact {
-    pub kind: String,
-    pub state: String,
+    pub kind: Kind,
+    pub state: ContractState,
     pub amount: i64,
     pub selling: bool,
     pub buying: bool,
@@ -107,39 +109,40 @@ pub fn summarize(facts: &[Fact]) -> Object {
     // for the holder's word once, however many bonds it releases.
     let mut judges: Vec<&str> = Vec::new();
     for f in facts {
-        let state = f.state.as_str();
-        let terminal = nyx5_rules::libro::kernel::terminal(state);
-        match f.kind.as_str() {
+        use ContractState as S;
+        let state = f.state;
+        let terminal = state.is_terminal();
+        match f.kind {
             // Facts nobody judged say nothing about anyone: a buyer's cancellation before any
             // delivery (free to make, so it cannot count against a seller); a bond left to
             // expire, taken back by its bondholder, or closed by the bondholder's puppet.
             _ if f.cancelled => {}
-            "spot" | "escrow" | "metered" if terminal => {
+            Kind::Spot | Kind::Escrow | Kind::Metered if terminal => {
                 if f.selling {
                     sold += 1;
                     match state {
-                        "released" | "settled" => {
+                        S::Released | S::Settled => {
                             released += 1;
                             sold_tokens = sold_tokens.saturating_add(f.amount);
                         }
-                        "refunded" => refunded += 1,
+                        S::Refunded => refunded += 1,
                         _ => {}
                     }
                 }
                 if f.buying {
                     bought += 1;
-                    if matches!(state, "released" | "settled") {
+                    if matches!(state, S::Released | S::Settled) {
                         bought_tokens = bought_tokens.saturating_add(f.amount);
                     }
                 }
             }
-            "bond" if f.bonding => {
-                if state == "posted" {
+            Kind::Bond if f.bonding => {
+                if state == S::Posted {
                     if f.exposed {
                         at_stake = at_stake.saturating_add(f.amount);
                     }
                 } else if terminal && f.judged {
-                    if state != "forfeited" {
+                    if state != S::Forfeited {
                         let judge = f.judge.as_deref().unwrap_or_default();
                         if !f.held || judges.contains(&judge) {
                             continue;
@@ -148,14 +151,14 @@ pub fn summarize(facts: &[Fact]) -> Object {
                     }
                     bonds += 1;
                     bond_tokens = bond_tokens.saturating_add(f.amount);
-                    if state == "forfeited" {
+                    if state == S::Forfeited {
                         forfeited += 1;
                     } else {
                         intact += 1;
                     }
                     if f.vouching {
                         vouches += 1;
-                        if state == "forfeited" {
+                        if state == S::Forfeited {
                             v_forfeited += 1;
                         } else {
                             v_intact += 1;
@@ -210,8 +213,8 @@ mod tests {
 
     fn fact(kind: &str, state: &str, amount: i64, selling: bool, bonding: bool) -> Fact {
         Fact {
-            kind: kind.into(),
-            state: state.into(),
+            kind: Kind::parse(kind).unwrap(),
+            state: ContractState::parse(state).unwrap(),
             amount,
             selling,
             buying: !selling && !bonding,

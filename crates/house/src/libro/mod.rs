@@ -21,7 +21,7 @@ use nyx5_proto::card::{AgentCard, AgentCardDraft};
 use nyx5_proto::crypto::{Context, hex, sha256};
 use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
 use nyx5_proto::json::obj;
-use nyx5_proto::libro::{EntryDraft, GENESIS, escrow_account, house_account, lines_value};
+use nyx5_proto::libro::{EntryDraft, GENESIS, Primitive, escrow_account, house_account, lines_value};
 use nyx5_proto::receipt::{self, Receipt};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
@@ -34,6 +34,7 @@ use nyx5_rules::mailbox::Outcome;
 use nyx5_rules::libro::authority::{PendingWrite, Step};
 use nyx5_rules::libro::kernel::{CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
 use nyx5_rules::libro::op::Op;
+use nyx5_rules::libro::state::Role;
 use nyx5_rules::libro::{authority, kernel};
 
 /// The Libro's local part.
@@ -669,12 +670,11 @@ impl<D: Db, N: Net> House<D, N> {
         match &d.contract {
             Some(ContractWrite::Insert(c)) => {
                 let record = text_of(&Value::Object(c.record.clone()))?;
-                let names = ["seller", "buyer", "bondholder", "verifier", "beneficiary", "arbiter", "vouchee"];
-                let parties = names.map(|n| c.record.get(n).and_then(Value::as_str));
+                let parties = Role::ALL.map(|r| c.record.get(r.as_str()).and_then(Value::as_str));
                 stmts.push(store::insert_contract(&store::ContractRow {
                     id: &c.id,
-                    kind: c.kind.as_str(),
-                    state: &c.state,
+                    kind: c.kind,
+                    state: c.state,
                     parties,
                     amount: c.amount,
                     expires: c.expires().map(Timestamp::millis),
@@ -684,10 +684,10 @@ impl<D: Db, N: Net> House<D, N> {
             }
             Some(ContractWrite::Update(c)) => {
                 let record = text_of(&Value::Object(c.record.clone()))?;
-                stmts.extend(store::update_contract(&c.id, c.version, &c.state, &record, now.millis()));
+                stmts.extend(store::update_contract(&c.id, c.version, c.state, &record, now.millis()));
                 // A settled escrow has no deadline left to warn of: its notices still queued go
                 // (issue 35 §4), in the batch that settles it.
-                if c.kind == kernel::Kind::Escrow && kernel::terminal(&c.state) {
+                if c.kind == kernel::Kind::Escrow && c.state.is_terminal() {
                     let ids = Value::Array(self.deadline_notice_ids(c).into_iter().map(Value::from).collect());
                     stmts.extend(store::cancel_queued(&ids.canonical_string()));
                 }
@@ -724,7 +724,7 @@ impl<D: Db, N: Net> House<D, N> {
             }
             Some(PendingWrite::Update(p)) => {
                 let record = text_of(&p.to_value())?;
-                stmts.extend(store::update_pending(&p.id, p.version, &p.state, &record, now.millis()));
+                stmts.extend(store::update_pending(&p.id, p.version, p.state, &record, now.millis()));
             }
             None => {}
         }
@@ -1091,7 +1091,7 @@ impl<D: Db, N: Net> House<D, N> {
         let posting = Posting {
             concept: concept.to_owned(),
             lines: kernel::move_all(&house_account(&self.config.domain), account.as_str(), amount),
-            meta: obj([("primitive", "issue".into())]),
+            meta: obj([("primitive", Primitive::Issue.as_str().into())]),
             refs: obj([("key", cause.into())]),
         };
         self.post_once(cause, &posting, also).await
@@ -1128,7 +1128,7 @@ impl<D: Db, N: Net> House<D, N> {
     ) -> Result<(String, nyx5_proto::libro::Entry, Stmt), Error> {
         let rules = self.libro_rules();
         let (lines, mut meta) = kernel::settle(env.from().as_str(), to.as_str(), amount, &rules, None);
-        meta.insert("primitive".into(), "stamp".into());
+        meta.insert("primitive".into(), Primitive::Stamp.as_str().into());
         let cause = format!("stamp:{}:{}", env.id(), to.local());
         let posting = Posting {
             concept: "stamp".into(),
@@ -1217,17 +1217,17 @@ impl<D: Db, N: Net> House<D, N> {
             let entry_id = self.new_id();
             let Ok((posting, next)) = kernel::expire_bond(&c, &rules, now, &entry_id) else { continue };
             let record = text_of(&Value::Object(next.record.clone()))?;
-            let also = Vec::from(store::update_contract(&c.id, c.version, &next.state, &record, now.millis()));
+            let also = Vec::from(store::update_contract(&c.id, c.version, next.state, &record, now.millis()));
             let cause = format!("expiry:{}", c.id);
             let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
             let (entry, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
             let mut stmts = vec![stmt];
             stmts.extend(also);
             // The bondholder hears of it: a notice with the entry that returned the bond.
-            if let Some(holder) = c.get("bondholder") {
+            if let Some(holder) = c.get(Role::Bondholder) {
                 let body = obj([
                     ("contract", c.id.as_str().into()),
-                    ("state", "released".into()),
+                    ("state", next.state.as_str().into()),
                     ("reason", "the bond expired and returned to its bondholder".into()),
                     ("asiento", entry.to_value()),
                 ]);
@@ -1257,7 +1257,7 @@ impl<D: Db, N: Net> House<D, N> {
             facts.balances.insert(authority::hold_account(&p.id), row.int("held").unwrap_or(0));
             let Ok((posting, next)) = authority::expire(&p, &facts, now) else { continue };
             let record = text_of(&next.to_value())?;
-            let mut stmts = Vec::from(store::update_pending(&p.id, p.version, &next.state, &record, now.millis()));
+            let mut stmts = Vec::from(store::update_pending(&p.id, p.version, next.state, &record, now.millis()));
             if let Some(MandateWrite::Unspend { links, amount }) = authority::unreserve(&next) {
                 stmts.push(store::unspend(&links, amount));
             }
@@ -1278,7 +1278,7 @@ impl<D: Db, N: Net> House<D, N> {
             for to in next.parties().into_iter().filter(|a| !self.is_system(a)) {
                 let body = obj([
                     ("pending", next.to_value()),
-                    ("state", "expired".into()),
+                    ("state", next.state.as_str().into()),
                     ("reason", "nobody approved it in time; what it held returned".into()),
                     ("asiento", entry.clone()),
                 ]);
@@ -1325,8 +1325,9 @@ fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
         None => None,
     };
     if let Some(c) = written.or(facts.contract.as_ref()) {
-        let names: &[&str] = if c.kind == kernel::Kind::Bond { &["bondholder"] } else { &["buyer", "seller"] };
-        out.extend(names.iter().filter_map(|n| c.get(n)));
+        let roles: &[Role] =
+            if c.kind == kernel::Kind::Bond { &[Role::Bondholder] } else { &[Role::Buyer, Role::Seller] };
+        out.extend(roles.iter().filter_map(|&r| c.get(r)));
     }
     out.extend(facts.chain.iter().map(|m| m.grantor.clone()));
     if let Some(p) = &facts.pending {
@@ -1338,8 +1339,9 @@ fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
 /// Whether `who` is a party of the contract or approval the facts hold (a foreign agent settling
 /// what names it counts under its own address). Pure.
 fn named_in(facts: &Facts, who: &Address) -> bool {
-    const ROLES: [&str; 6] = ["seller", "buyer", "bondholder", "verifier", "beneficiary", "arbiter"];
-    facts.contract.as_ref().is_some_and(|c| ROLES.iter().any(|r| c.is(r, who)))
+    use Role as R;
+    const ROLES: [Role; 6] = [R::Seller, R::Buyer, R::Bondholder, R::Verifier, R::Beneficiary, R::Arbiter];
+    facts.contract.as_ref().is_some_and(|c| ROLES.iter().any(|&r| c.is(r, who)))
         || facts.pending.as_ref().is_some_and(|p| p.parties().contains(who))
 }
 

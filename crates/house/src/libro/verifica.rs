@@ -24,6 +24,7 @@ use crate::outbound::Policy;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::store::services as store;
 use crate::weburl::WebUrl;
+use nyx5_rules::libro::state::{CheckState, ContractState, Role};
 use nyx5_rules::mailbox::Outcome;
 
 pub use nyx5_rules::libro::VERIFICA;
@@ -397,13 +398,14 @@ impl<D: Db, N: Net> House<D, N> {
             let record = row.text("record").and_then(|t| Value::parse_str(t).ok());
             let record = record.as_ref().and_then(Value::as_object);
             // The contract moved on (released or refunded by a party, or gone): nothing to judge.
-            let Some(record) = record.filter(|_| row.text("contract_state") == Some("delivered")) else {
+            let Some(record) = record.filter(|_| row.text("contract_state") == Some(ContractState::Delivered.as_str()))
+            else {
                 self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
                 continue;
             };
             let terms = record.get("terms").and_then(Value::as_object).cloned().unwrap_or_default();
             let tests = parse_tests(&terms, None);
-            let seller = record.get("seller").and_then(Value::as_str).unwrap_or_default();
+            let seller = record.get(Role::Seller.as_str()).and_then(Value::as_str).unwrap_or_default();
             let needs =
                 tests.as_ref().map_or(0, |t| t.iter().filter(|t| request(t, contract, seller).is_some()).count());
             let needs = u32::try_from(needs).unwrap_or(u32::MAX);
@@ -502,7 +504,13 @@ impl<D: Db, N: Net> House<D, N> {
                     "refused".into(),
                     Value::Object(obj([("code", i64::from(e.code()).into()), ("reason", e.reason.as_ref().into())])),
                 );
-                store::undecided(contract, attempts, now.millis(), true, &Value::Object(last).canonical_string())
+                store::undecided(
+                    contract,
+                    attempts,
+                    now.millis(),
+                    CheckState::Undecided,
+                    &Value::Object(last).canonical_string(),
+                )
             }
         };
         self.db.batch(vec![done]).await.map_err(crate::port_error)?;
@@ -527,10 +535,12 @@ impl<D: Db, N: Net> House<D, N> {
             if give_up { Value::Null } else { Timestamp::from_millis(next_at).to_rfc3339().into() },
         );
         let text = Value::Object(doc).canonical_string();
-        let mut stmts = vec![store::undecided(contract, attempts, next_at, give_up, &text)];
+        let state = if give_up { CheckState::Undecided } else { CheckState::Due };
+        let mut stmts = vec![store::undecided(contract, attempts, next_at, state, &text)];
         let verifier = self.verifica_address()?;
-        for party in ["buyer", "seller"] {
-            let Some(to) = record.get(party).and_then(Value::as_str).and_then(|a| Address::parse(a).ok()) else {
+        for party in [Role::Buyer, Role::Seller] {
+            let Some(to) = record.get(party.as_str()).and_then(Value::as_str).and_then(|a| Address::parse(a).ok())
+            else {
                 continue;
             };
             if self.is_system(&to) {

@@ -20,7 +20,8 @@ use crate::ports::{Db, Net, Reads, Row};
 use crate::routes::agents::page_param;
 use crate::store::libro as store;
 use crate::{House, ok_body};
-use nyx5_rules::libro::kernel::{Contract, Mandate};
+use nyx5_rules::libro::kernel::{Contract, Kind, Mandate};
+use nyx5_rules::libro::state::{self, ContractState};
 
 /// Most contracts and mandates `cuenta` lists; how many entries it shows.
 pub const ACCOUNT_LIST_MAX: i64 = 100;
@@ -195,9 +196,12 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &
                 .zip(r.int("updated"))
                 .is_some_and(|(created, closed)| history::held_long_enough(created, r.int("expires"), closed));
             let judge = who("closed_by").map(|by| history::root(&by).as_str().to_owned());
-            Some(Fact {
-                kind: r.text("kind")?.to_owned(),
-                state: r.text("state")?.to_owned(),
+            let (kind, state) = (r.text("kind")?, r.text("state")?);
+            let Some(kind) = Kind::parse(kind) else { return Some(Err(state::stored("contract kind", kind))) };
+            let Some(state) = ContractState::parse(state) else { return Some(Err(state::stored("contract", state))) };
+            Some(Ok(Fact {
+                kind,
+                state,
                 amount: r.int("amount")?,
                 selling: r.int("selling") == Some(1),
                 buying: r.int("buying") == Some(1),
@@ -208,9 +212,9 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &
                 cancelled: r.int("cancelled") == Some(1),
                 held,
                 judge,
-            })
+            }))
         })
-        .collect();
+        .collect::<Result<_, Error>>()?;
     let mut doc = summarize(&facts);
     doc.insert("address".into(), address.as_str().into());
     doc.insert("house".into(), house.config.domain.as_str().into());

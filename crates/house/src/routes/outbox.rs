@@ -10,6 +10,7 @@ use crate::ports::{Db, Net, Reads, Row};
 use crate::queue::{JobState, Progress};
 use crate::store::queue as store;
 use crate::{House, ok_body};
+use nyx5_rules::queue::EmailState;
 
 /// Outbox page size (envelopes): default and most.
 pub const PAGE_DEFAULT: i64 = 20;
@@ -71,11 +72,11 @@ fn job(r: &Row) -> Value {
 /// One outbound email as its sender sees it: `pending` (with why, at a house without provider),
 /// `retrying`, `sent` or `failed`.
 fn email(r: &Row, provider: bool) -> Value {
-    let state = r.text("state").unwrap_or("pending");
+    let state = r.text("state").and_then(EmailState::parse).unwrap_or(EmailState::Pending);
     let attempts = r.int("attempts").unwrap_or(0);
     let shown = match state {
-        "pending" if attempts > 0 => "retrying",
-        other => other,
+        EmailState::Pending if attempts > 0 => "retrying",
+        other => other.as_str(),
     };
     let mut o = obj([
         ("id", r.text("id").unwrap_or_default().into()),
@@ -83,7 +84,7 @@ fn email(r: &Row, provider: bool) -> Value {
         ("subject", r.text("subject").unwrap_or_default().into()),
         ("state", shown.into()),
         ("attempts", attempts.into()),
-        ("next_attempt", time(if state == "pending" && provider { r.int("next_attempt") } else { None })),
+        ("next_attempt", time(if state == EmailState::Pending && provider { r.int("next_attempt") } else { None })),
         ("last_error", r.text("last_error").into()),
         ("queued", time(r.int("created_at"))),
         ("finished", time(r.int("finished_at"))),
@@ -91,7 +92,7 @@ fn email(r: &Row, provider: bool) -> Value {
     if let Some(pid) = r.text("provider_id") {
         o.insert("provider_id".into(), pid.into());
     }
-    if state == "pending" && !provider {
+    if state == EmailState::Pending && !provider {
         o.insert("reason".into(), crate::routes::email::NO_PROVIDER.into());
     }
     Value::Object(o)

@@ -2,6 +2,7 @@
 //! one reads about its recipient is `store::mailbox::inbound_facts`, as for signed envelopes).
 
 use nyx5_proto::Error;
+use nyx5_rules::queue::EmailState;
 
 use super::one;
 use crate::ports::{Db, Row, Stmt};
@@ -92,12 +93,19 @@ pub fn lease_out(id: &str, now: i64, until: i64) -> Stmt {
 }
 
 /// The email ends `sent` or `failed` (under the lease `lease`).
-pub fn finish_out(id: &str, lease: i64, state: &str, error: Option<&str>, provider_id: Option<&str>, now: i64) -> Stmt {
+pub fn finish_out(
+    id: &str,
+    lease: i64,
+    state: EmailState,
+    error: Option<&str>,
+    provider_id: Option<&str>,
+    now: i64,
+) -> Stmt {
     stmt!(
         "UPDATE email_out SET state = ?, attempts = attempts + 1, last_error = coalesce(?, last_error),
                 provider_id = ?, finished_at = ?, lease_until = 0
          WHERE id = ? AND lease_until = ? AND state = 'pending'",
-        state,
+        state.as_str(),
         error,
         provider_id,
         now,

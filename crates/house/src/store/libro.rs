@@ -4,6 +4,8 @@
 //! that changed since it was read.
 
 use nyx5_proto::Error;
+use nyx5_rules::libro::kernel::Kind;
+use nyx5_rules::libro::state::{ApprovalState, ContractState};
 
 use super::{one, query};
 use crate::guard;
@@ -401,8 +403,9 @@ pub fn append(e: &NewEntry<'_>) -> Stmt {
 #[derive(Debug)]
 pub struct ContractRow<'a> {
     pub id: &'a str,
-    pub kind: &'a str,
-    pub state: &'a str,
+    pub kind: Kind,
+    pub state: ContractState,
+    /// Its party in each role, in the order of `Role::ALL` (the columns' order).
     pub parties: [Option<&'a str>; 7],
     pub amount: i64,
     pub expires: Option<i64>,
@@ -418,8 +421,8 @@ pub fn insert_contract(c: &ContractRow<'_>) -> Stmt {
                                       vouchee, amount, expires, created, updated, record)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         c.id,
-        c.kind,
-        c.state,
+        c.kind.as_str(),
+        c.state.as_str(),
         seller,
         buyer,
         bondholder,
@@ -436,12 +439,12 @@ pub fn insert_contract(c: &ContractRow<'_>) -> Stmt {
 }
 
 /// A contract changes, if it still has `version` (the guard fails the batch otherwise).
-pub fn update_contract(id: &str, version: i64, state: &str, record: &str, now: i64) -> [Stmt; 2] {
+pub fn update_contract(id: &str, version: i64, state: ContractState, record: &str, now: i64) -> [Stmt; 2] {
     [
         guard!("libro_version", "EXISTS (SELECT 1 FROM libro_contracts WHERE id = ? AND version = ?)", id, version),
         stmt!(
             "UPDATE libro_contracts SET state = ?, record = ?, updated = ?, version = version + 1 WHERE id = ?",
-            state,
+            state.as_str(),
             record,
             now,
             id
@@ -774,7 +777,7 @@ pub fn insert_pending(p: &PendingRow<'_>, max: i64, max_kept: i64) -> [Stmt; 4] 
 }
 
 /// Approval `id` as it becomes, if it still has `version` and is still pending.
-pub fn update_pending(id: &str, version: i64, state: &str, record: &str, now: i64) -> [Stmt; 2] {
+pub fn update_pending(id: &str, version: i64, state: ApprovalState, record: &str, now: i64) -> [Stmt; 2] {
     [
         guard!(
             "libro_version",
@@ -784,7 +787,7 @@ pub fn update_pending(id: &str, version: i64, state: &str, record: &str, now: i6
         ),
         stmt!(
             "UPDATE libro_pending SET state = ?, record = ?, updated = ?, version = version + 1 WHERE id = ?",
-            state,
+            state.as_str(),
             record,
             now,
             id

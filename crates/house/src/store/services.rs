@@ -2,6 +2,7 @@
 //! owes, and `tareas@`'s catalogue and claims.
 
 use nyx5_proto::Error;
+use nyx5_rules::libro::state::CheckState;
 
 use super::{one, query};
 use crate::ports::{Db, Row, Stmt};
@@ -54,17 +55,16 @@ pub fn finish_check(contract: &str, attempts: i64) -> Stmt {
     stmt!("DELETE FROM verifica_checks WHERE contract = ?1 AND attempts = ?2", contract, attempts)
 }
 
-/// An undecided verdict: kept as `last`, due again at `next_at`, or given up (`undecided`) when
-/// `give_up`. Only the lease's holder writes it.
-pub fn undecided(contract: &str, attempts: i64, next_at: i64, give_up: bool, last: &str) -> Stmt {
+/// An undecided verdict: kept as `last`, due again at `next_at` (`state` due), or given up
+/// (`state` undecided). Only the lease's holder writes it.
+pub fn undecided(contract: &str, attempts: i64, next_at: i64, state: CheckState, last: &str) -> Stmt {
     stmt!(
-        "UPDATE verifica_checks SET lease_until = NULL, next_at = ?3, last = ?5,
-                state = CASE WHEN ?4 = 1 THEN 'undecided' ELSE 'due' END
+        "UPDATE verifica_checks SET lease_until = NULL, next_at = ?3, last = ?5, state = ?4
           WHERE contract = ?1 AND attempts = ?2",
         contract,
         attempts,
         next_at,
-        give_up,
+        state.as_str(),
         last
     )
 }

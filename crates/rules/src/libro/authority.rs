@@ -14,7 +14,7 @@
 use nyx5_proto::authority::{Authority, Consequence, Intent, Verdict};
 use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::json::{field, obj};
-use nyx5_proto::libro::{CURRENCY, ESCROW_PREFIX, Line};
+use nyx5_proto::libro::{CURRENCY, ESCROW_PREFIX, Line, Primitive};
 use nyx5_proto::quote::ContractKind;
 use nyx5_proto::receipt;
 use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value};
@@ -24,6 +24,7 @@ use super::kernel::{
     reword,
 };
 use super::op::Op;
+use super::state::{self, ApprovalState, Role};
 
 /// The longest an approval may wait, in seconds (`NYX5_APPROVAL_SECONDS`, 1 to this; a day by
 /// default): past it, its hold returns.
@@ -126,8 +127,7 @@ pub struct Pending {
     pub reserved: Option<(Vec<String>, i64)>,
     pub asks: Vec<Ask>,
     pub approved_by: Vec<Address>,
-    /// `pending`, `approved`, `declined` or `expired`.
-    pub state: String,
+    pub state: ApprovalState,
     pub created: Timestamp,
     pub expires: Timestamp,
     pub decided_by: Option<Address>,
@@ -203,7 +203,10 @@ impl Pending {
             },
             asks,
             approved_by: read_addresses(v, "approved_by")?,
-            state: field::str(v, "state")?.to_owned(),
+            state: {
+                let said = field::str(v, "state")?;
+                ApprovalState::parse(said).ok_or_else(|| state::stored("approval", said))?
+            },
             created: time("created")?,
             expires: time("expires")?,
             decided_by: field::opt_str(v, "decided_by")?.map(Address::parse).transpose()?,
@@ -264,11 +267,11 @@ pub enum PendingWrite {
 /// back). An approval that completes is the movement done.
 pub fn receipt_status(d: &Decision) -> receipt::Status {
     match &d.pending {
-        Some(PendingWrite::Insert(p) | PendingWrite::Update(p)) => match p.state.as_str() {
-            "approved" => receipt::Status::Done,
-            "pending" => receipt::Status::Pending,
-            // Declined, or anything else an approval can end as: nothing moved.
-            _ => receipt::Status::Declined,
+        Some(PendingWrite::Insert(p) | PendingWrite::Update(p)) => match p.state {
+            ApprovalState::Approved => receipt::Status::Done,
+            ApprovalState::Pending => receipt::Status::Pending,
+            // Declined, or expired: nothing moved.
+            ApprovalState::Declined | ApprovalState::Expired => receipt::Status::Declined,
         },
         None => receipt::Status::Done,
     }
@@ -350,8 +353,10 @@ fn movement(op: &Op, me: &Address, facts: &Facts) -> Option<(i64, Consequence)> 
         Op::Charge { amount, .. } => (*amount, Consequence::Costly),
         // A buyer releasing its escrow pays the seller: what was reversible while held is not.
         Op::Release { contract, .. } => {
-            let c =
-                facts.contract.as_ref().filter(|c| &c.id == contract && c.kind == Kind::Escrow && c.is("buyer", me))?;
+            let c = facts
+                .contract
+                .as_ref()
+                .filter(|c| &c.id == contract && c.kind == Kind::Escrow && c.is(Role::Buyer, me))?;
             (c.amount, Consequence::Costly)
         }
         _ => return None,
@@ -478,7 +483,7 @@ pub fn pending(
         reserved,
         asks,
         approved_by: Vec::new(),
-        state: "pending".into(),
+        state: ApprovalState::Pending,
         created: ctx.now,
         // The house's time for a decision, or the envelope's own `expires` if that comes first.
         expires: Timestamp::from_millis(ctx.now.millis().saturating_add(rules.approval_ttl_ms))
@@ -491,7 +496,11 @@ pub fn pending(
     let posting = hold.map(|(account, amount)| Posting {
         concept,
         lines: move_all(&account, &hold_account(&p.id), amount),
-        meta: obj([("primitive", "hold".into()), ("pending", p.id.as_str().into()), ("authority", asked)]),
+        meta: obj([
+            ("primitive", Primitive::Hold.as_str().into()),
+            ("pending", p.id.as_str().into()),
+            ("authority", asked),
+        ]),
         refs: obj([
             ("op", ctx.envelope.as_str().into()),
             ("op_sha256", ctx.sha256.as_str().into()),
@@ -566,7 +575,7 @@ fn summary(op: &Op, ctx: &Ctx, facts: &Facts) -> Object {
             let mut o = obj([("contract", contract.as_str().into())]);
             if let Some(c) = facts.contract.as_ref() {
                 o.insert("amount".into(), c.amount.into());
-                if let Some(s) = c.get("seller") {
+                if let Some(s) = c.get(Role::Seller) {
                     o.insert("to".into(), s.as_str().into());
                 }
             }
@@ -620,7 +629,7 @@ fn pending_of<'a>(facts: &'a Facts, id: &str, me: &Address) -> Result<&'a Pendin
 }
 
 fn open(p: &Pending, now: Timestamp) -> Result<&Pending, Error> {
-    if p.state != "pending" {
+    if p.state != ApprovalState::Pending {
         return Err(refuse(Refusal::ApprovalDecided, format!("approval {} is {} already", p.id, p.state)));
     }
     if now >= p.expires {
@@ -647,7 +656,7 @@ pub fn approval(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Step, Error> {
             let mut next = p.clone();
             next.approved_by.push(me.clone());
             if next.awaiting().is_empty() {
-                next.state = "approved".into();
+                next.state = ApprovalState::Approved;
                 next.decided_by = Some(me.clone());
                 return Ok(Step::Complete(Box::new(next)));
             }
@@ -659,7 +668,7 @@ pub fn approval(op: &Op, ctx: &Ctx, facts: &Facts) -> Result<Step, Error> {
         Op::Decline { pending, note } => {
             let p = open(pending_of(facts, pending, me)?, ctx.now)?;
             let mut next = p.clone();
-            next.state = "declined".into();
+            next.state = ApprovalState::Declined;
             next.decided_by = Some(me.clone());
             next.note.clone_from(note);
             let mut d = Decision { parties: next.parties(), ..Decision::default() };
@@ -693,7 +702,7 @@ fn returned(p: &Pending, facts: &Facts, mut refs: Object) -> Result<Option<Posti
         concept: p.concept.clone(),
         lines: move_all(&held, account, *amount),
         meta: obj([
-            ("primitive", "refund".into()),
+            ("primitive", Primitive::Refund.as_str().into()),
             ("pending", p.id.as_str().into()),
             ("state", p.state.as_str().into()),
         ]),
@@ -768,11 +777,11 @@ pub fn merge(p: &Pending, facts: &Facts, mut d: Decision) -> Result<Decision, Er
 
 /// An approval nobody decided before `expires`: the hold returns (by the house, no operator).
 pub fn expire(p: &Pending, facts: &Facts, now: Timestamp) -> Result<(Option<Posting>, Pending), Error> {
-    if p.state != "pending" || now < p.expires {
+    if p.state != ApprovalState::Pending || now < p.expires {
         return Err(refuse(Refusal::NotDue, format!("approval {} is not due to expire", p.id)));
     }
     let mut next = p.clone();
-    next.state = "expired".into();
+    next.state = ApprovalState::Expired;
     let posting = returned(&next, facts, obj([("key", format!("approval-expiry:{}", p.id).into())]))?;
     Ok((posting, next))
 }
@@ -914,7 +923,7 @@ mod tests {
         else {
             panic!("ana completes it")
         };
-        assert_eq!(done.state, "approved");
+        assert_eq!(done.state.as_str(), "approved");
         // Decided again under the approval, on facts with the hold back with ana and in the hold.
         facts.balances.insert("ana@a.test".into(), 440);
         facts.balances.insert(hold_account("c1"), 60);
@@ -989,12 +998,18 @@ mod tests {
         held.balances.insert(hold_account("c1"), 60);
         assert!(expire(&p, &held, p.created).is_err(), "not before its time");
         let (posting, next) = expire(&p, &held, p.expires).unwrap();
-        assert_eq!(next.state, "expired");
+        assert_eq!(next.state.as_str(), "expired");
         assert_eq!(posting.unwrap().lines, vec![Line::new("escrow:hold.c1", -60), Line::new("ana@a.test", 60)]);
         assert!(expire(&next, &held, p.expires).is_err(), "and only once");
         // Round trip through the stored record.
-        let again = Pending::from_value(next.to_value().as_object().unwrap(), 2).unwrap();
+        let stored = next.to_value().as_object().unwrap().clone();
+        let again = Pending::from_value(&stored, 2).unwrap();
         assert_eq!(again, Pending { version: 2, ..next });
+        // A stored approval in a state none of the four is the house's own fault, never read as
+        // one of them (issue 37 §5).
+        let mut lost = stored;
+        lost.insert("state".into(), "lost".into());
+        assert_eq!(Pending::from_value(&lost, 2).unwrap_err().kind, ErrorKind::Internal);
     }
 
     /// A link whose only approver is the charge's own operator refuses the charge (403): nobody

@@ -7,15 +7,16 @@
 //! what must never be.
 
 use nyx5_proto::json::{field, obj};
-use nyx5_proto::libro::{Line, check_lines, escrow_account, house_account};
+use nyx5_proto::libro::{Line, Primitive, check_lines, escrow_account, house_account};
 use nyx5_proto::quote::{ContractKind, Quote, Referrer};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value, limits};
 
-use nyx5_proto::authority::Authority;
+use nyx5_proto::authority::{Authority, EvidenceKind};
 
 use super::authority::{self as rule, Pending, PendingWrite, Use};
 use super::op::{Bond, MandateOp, Op};
+use super::state::{self, ContractState, MandateState, Role};
 
 /// Most active mandates one grantor may hold granted.
 pub const MAX_ACTIVE_MANDATES: i64 = 1000;
@@ -126,17 +127,17 @@ impl Kind {
 }
 
 /// The `acp` view of a contract's state (§17's table).
-pub fn acp(kind: Kind, state: &str) -> Value {
+pub fn acp(kind: Kind, state: ContractState) -> Value {
+    use ContractState as S;
     let (phase, outcome) = match (kind, state) {
-        (_, "held" | "posted" | "active") => ("Funded", None),
-        (_, "delivered") => ("Submitted", None),
-        (Kind::Bond, "released") => ("Terminal", Some("returned")),
-        (_, "released") => ("Terminal", Some("completed")),
-        (_, "refunded") => ("Terminal", Some("refunded")),
-        (_, "settled") => ("Terminal", Some("paid")),
-        (_, "forfeited") => ("Terminal", Some("forfeited")),
-        // `accepted`, and any state the table does not name.
-        _ => ("Open", None),
+        (_, S::Held | S::Posted | S::Active) => ("Funded", None),
+        (_, S::Delivered) => ("Submitted", None),
+        (Kind::Bond, S::Released) => ("Terminal", Some("returned")),
+        (_, S::Released) => ("Terminal", Some("completed")),
+        (_, S::Refunded) => ("Terminal", Some("refunded")),
+        (_, S::Settled) => ("Terminal", Some("paid")),
+        (_, S::Forfeited) => ("Terminal", Some("forfeited")),
+        (_, S::Accepted) => ("Open", None),
     };
     let mut o = obj([("phase", phase.into())]);
     if let Some(outcome) = outcome {
@@ -145,25 +146,20 @@ pub fn acp(kind: Kind, state: &str) -> Value {
     Value::Object(o)
 }
 
-/// Whether a contract's state is final.
-pub fn terminal(state: &str) -> bool {
-    matches!(state, "released" | "refunded" | "settled" | "forfeited")
-}
-
 /// A contract as the house keeps it: the typed fields the kernel decides on, and its record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contract {
     pub id: String,
     pub kind: Kind,
-    pub state: String,
+    pub state: ContractState,
     pub amount: i64,
     pub version: i64,
     /// The record: `{id, kind, house, seller?, buyer?, …, state, history}` (docs/SPEC.md §16).
     pub record: Object,
 }
 
-fn party(record: &Object, name: &str) -> Option<Address> {
-    record.get(name).and_then(Value::as_str).and_then(|s| Address::parse(s).ok())
+fn party(record: &Object, role: Role) -> Option<Address> {
+    record.get(role.as_str()).and_then(Value::as_str).and_then(|s| Address::parse(s).ok())
 }
 
 impl Contract {
@@ -171,22 +167,25 @@ impl Contract {
     pub fn from_record(record: Object, version: i64) -> Result<Contract, Error> {
         let bad = |what: &str| Error::new(ErrorKind::Internal, format!("stored contract: {what}"));
         let kind = Kind::parse(field::str(&record, "kind").map_err(|_| bad("kind"))?).ok_or_else(|| bad("kind"))?;
+        let said = field::str(&record, "state").map_err(|_| bad("state"))?;
         Ok(Contract {
             id: field::str(&record, "id").map_err(|_| bad("id"))?.to_owned(),
             kind,
-            state: field::str(&record, "state").map_err(|_| bad("state"))?.to_owned(),
+            state: ContractState::parse(said).ok_or_else(|| state::stored("contract", said))?,
             amount: field::integer(&record, "amount").map_err(|_| bad("amount"))?,
             version,
             record,
         })
     }
 
-    pub fn get(&self, name: &str) -> Option<Address> {
-        party(&self.record, name)
+    /// The party it names in `role`, if any.
+    pub fn get(&self, role: Role) -> Option<Address> {
+        party(&self.record, role)
     }
 
-    pub fn is(&self, name: &str, who: &Address) -> bool {
-        self.get(name).as_ref() == Some(who)
+    /// Whether `who` is its party in `role`.
+    pub fn is(&self, role: Role, who: &Address) -> bool {
+        self.get(role).as_ref() == Some(who)
     }
 
     pub fn expires(&self) -> Option<Timestamp> {
@@ -204,8 +203,9 @@ impl Contract {
     /// Everyone named in the contract, each once.
     pub fn parties(&self) -> Vec<Address> {
         let mut out: Vec<Address> = Vec::new();
-        for name in ["buyer", "seller", "bondholder", "verifier", "beneficiary", "arbiter", "vouchee"] {
-            if let Some(a) = self.get(name)
+        use Role as R;
+        for role in [R::Buyer, R::Seller, R::Bondholder, R::Verifier, R::Beneficiary, R::Arbiter, R::Vouchee] {
+            if let Some(a) = self.get(role)
                 && !out.contains(&a)
             {
                 out.push(a);
@@ -222,14 +222,14 @@ impl Contract {
     /// The public view: the record and its `acp`.
     pub fn view(&self) -> Value {
         let mut v = self.record.clone();
-        v.insert("acp".into(), acp(self.kind, &self.state));
+        v.insert("acp".into(), acp(self.kind, self.state));
         Value::Object(v)
     }
 
-    fn moved(&self, state: &str, event: Object) -> Contract {
+    fn moved(&self, state: ContractState, event: Object) -> Contract {
         let mut next = self.clone();
-        next.state = state.to_owned();
-        next.record.insert("state".into(), state.into());
+        next.state = state;
+        next.record.insert("state".into(), state.as_str().into());
         let mut history =
             next.record.get("history").and_then(Value::as_array).map(<[Value]>::to_vec).unwrap_or_default();
         history.push(Value::Object(event));
@@ -278,7 +278,7 @@ impl Mandate {
             ("parent", self.parent.clone().into()),
             ("root", self.root.as_str().into()),
             ("chain", Value::Array(self.chain.iter().map(|s| s.as_str().into()).collect())),
-            ("state", if self.active { "active" } else { "revoked" }.into()),
+            ("state", if self.active { MandateState::Active } else { MandateState::Revoked }.as_str().into()),
             ("contract", self.contract.clone().into()),
         ]);
         if let Some(a) = &self.authority {
@@ -295,6 +295,7 @@ impl Mandate {
         let strings = |name: &str| -> Result<Vec<String>, Error> {
             Ok(field::array(v, name)?.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         };
+        let said = field::str(v, "state").map_err(bad)?;
         let concepts = match field::object(v, "scope").map_err(bad)?.get("concepts") {
             Some(Value::Array(a)) => Some(a.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
             _ => None,
@@ -310,7 +311,7 @@ impl Mandate {
             parent: field::opt_str(v, "parent").map_err(bad)?.map(str::to_owned),
             root: field::str(v, "root").map_err(bad)?.to_owned(),
             chain: strings("chain").map_err(bad)?,
-            active: field::str(v, "state").map_err(bad)? == "active",
+            active: MandateState::parse(said).ok_or_else(|| state::stored("mandate", said))? == MandateState::Active,
             contract: field::opt_str(v, "contract").map_err(bad)?.map(str::to_owned),
             authority: v.get("authority").map(Authority::from_value).transpose().map_err(bad)?,
             approver: field::opt_str(v, "approver").map_err(bad)?.map(Address::parse).transpose().map_err(bad)?,
@@ -543,8 +544,8 @@ fn refs(ctx: &Ctx, contract: Option<&str>) -> Object {
     r
 }
 
-fn meta(primitive: &str, mut extra: Object) -> Object {
-    extra.insert("primitive".into(), primitive.into());
+fn meta(primitive: Primitive, mut extra: Object) -> Object {
+    extra.insert("primitive".into(), primitive.as_str().into());
     extra
 }
 
@@ -577,7 +578,14 @@ fn rules_of(c: &Contract, rules: &Rules) -> Rules {
 }
 
 /// The contract's record after an event, with the entry id it posted (if any).
-fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&str>, extra: Object) -> Contract {
+fn record_event(
+    c: &Contract,
+    state: ContractState,
+    ctx: &Ctx,
+    op: &str,
+    entry: Option<&str>,
+    extra: Object,
+) -> Contract {
     let mut e = event(ctx, op);
     if let Some(id) = entry {
         e.insert("asiento".into(), id.into());
@@ -593,7 +601,7 @@ fn record_event(c: &Contract, state: &str, ctx: &Ctx, op: &str, entry: Option<&s
 /// house runs: `libro::verifica::check_terms`).
 pub fn verified_here(c: &Contract, rules: &Rules) -> bool {
     c.kind == Kind::Escrow
-        && c.get("arbiter").is_some_and(|a| a.local() == super::VERIFICA && a.domain() == rules.house)
+        && c.get(Role::Arbiter).is_some_and(|a| a.local() == super::VERIFICA && a.domain() == rules.house)
         && c.record.get("terms").and_then(Value::as_object).is_some_and(|t| t.contains_key("verify"))
 }
 
@@ -606,7 +614,7 @@ fn arbiters_verdict<'a>(
     outcome: &str,
 ) -> Result<Option<&'a Object>, Error> {
     let Some(v) = verdict else { return Ok(None) };
-    if !c.is("arbiter", me) {
+    if !c.is(Role::Arbiter, me) {
         return Err(refuse(Refusal::WrongParty, format!("only the arbiter of {} gives a verdict", c.id)));
     }
     if v.get("outcome").and_then(Value::as_str) != Some(outcome) {
@@ -628,7 +636,7 @@ fn arbiters_verdict<'a>(
 /// the record, where the reasons stay auditable.
 fn with_verdict(
     c: &Contract,
-    state: &str,
+    state: ContractState,
     ctx: &Ctx,
     (op, mut extra): (&str, Object),
     entry_id: &str,
@@ -644,13 +652,52 @@ fn with_verdict(
     next
 }
 
+/// What every family of operation decides over: who asks with which envelope and when, the
+/// house's rules, what the house read, and the id the entry will have if one is posted.
+#[derive(Clone, Copy)]
+struct Given<'a> {
+    ctx: &'a Ctx,
+    rules: &'a Rules,
+    facts: &'a Facts,
+    entry_id: &'a str,
+}
+
 /// Decides operation `op` by `ctx.operator`. `entry_id` is the id the entry will have, if one is
 /// posted. A quote must have been verified (seller's signature, validity) by the caller.
+///
+/// The dispatch: who may create anything ([`admit`]), then the operation's own family decides
+/// its movement, then every authority over it judges it ([`authorize`]).
 pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
+    admit(op, ctx, rules, facts)?;
+    let given = Given { ctx, rules, facts, entry_id };
+    let mut d = Decision { parties: vec![ctx.operator.clone()], ..Decision::default() };
+    match op {
+        Op::Accept { quote } => accept(quote, &given, &mut d)?,
+        Op::Deliver { contract, evidence_sha256, evidence_kind, note } => {
+            let evidence = (evidence_sha256.as_deref(), *evidence_kind);
+            deliver(contract, evidence, note.as_deref(), &given, &mut d)?;
+        }
+        Op::Release { contract, verdict } => release(contract, verdict.as_ref(), &given, &mut d)?,
+        Op::Refund { contract, note, verdict } => refund(contract, note.as_deref(), verdict.as_ref(), &given, &mut d)?,
+        Op::Bond(b) => bond(b, &given, &mut d)?,
+        Op::Forfeit { contract, reason } => forfeit(contract, reason, &given, &mut d)?,
+        Op::Mandate(m) => mandate(m, &given, &mut d)?,
+        Op::Charge { mandate, amount, concept } => charge(mandate, *amount, concept, &given, &mut d)?,
+        Op::Revoke { mandate } => revoke(mandate, &given, &mut d)?,
+        Op::Balance | Op::Statement { .. } | Op::Contract { .. } => read(op, &given, &mut d)?,
+        Op::Approve { .. } | Op::Decline { .. } => {
+            return Err(broken("approvals are decided by libro::authority::approval"));
+        }
+    }
+    authorize(op, ctx, rules, facts, d)
+}
+
+/// Who may operate at all: a stranger to this Libro (a foreign agent no entry ever named) may
+/// act on the contracts and mandates that name it, but creates nothing and reads nothing here
+/// (what strangers can make the house store and send is bounded by what they paid in); and no
+/// grantor passes [`MAX_ACTIVE_MANDATES`].
+fn admit(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts) -> Result<(), Error> {
     let me = &ctx.operator;
-    // A stranger to this Libro (a foreign agent no entry ever named) may act on the contracts and
-    // mandates that name it, but creates nothing and reads nothing here: what strangers can make
-    // the house store and send is bounded by what they paid in.
     if op.creates() && !facts.known {
         return Err(stranger(me, rules));
     }
@@ -660,218 +707,13 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
             format!("{me} has {MAX_ACTIVE_MANDATES} active mandates; revoke one first"),
         ));
     }
-    let mut d = Decision { parties: vec![me.clone()], ..Decision::default() };
-    match op {
-        Op::Accept { quote } => accept(quote, ctx, rules, facts, entry_id, &mut d)?,
-        Op::Deliver { contract, evidence_sha256, evidence_kind, note } => {
-            let c = contract_of(facts, contract, me)?;
-            if c.kind != Kind::Escrow {
-                return Err(refuse(
-                    Refusal::WrongContractKind,
-                    format!("{contract} is a {} contract: nothing to deliver", c.kind.as_str()),
-                ));
-            }
-            if !c.is("seller", me) {
-                return Err(refuse(Refusal::WrongParty, format!("only the seller delivers {contract}")));
-            }
-            if c.state != "held" {
-                return Err(refuse(Refusal::WrongContractState, format!("{contract} is {}, not held", c.state)));
-            }
-            // What the terms ask a delivery to show for itself (docs/SPEC.md §16b).
-            let terms = c.record.get("terms").and_then(Value::as_object);
-            if let Some(policy) = nyx5_proto::authority::EvidencePolicy::of_terms(terms)? {
-                policy.admits(*evidence_kind, evidence_sha256.as_deref()).map_err(|e| {
-                    reword(e, ErrorKind::Malformed, |r| format!("{contract} cannot be delivered so: {r}"))
-                })?;
-            }
-            let mut extra = Object::new();
-            if let Some(h) = evidence_sha256 {
-                extra.insert("evidence_sha256".into(), h.as_str().into());
-            }
-            if let Some(k) = evidence_kind {
-                extra.insert("evidence_kind".into(), k.as_str().into());
-            }
-            if let Some(n) = note {
-                extra.insert("note".into(), n.as_str().into());
-            }
-            let mut next = record_event(c, "delivered", ctx, "deliver", None, extra);
-            if let Some(h) = evidence_sha256 {
-                next.record.insert("evidence_sha256".into(), h.as_str().into());
-            }
-            if let Some(k) = evidence_kind {
-                next.record.insert("evidence_kind".into(), k.as_str().into());
-            }
-            if verified_here(c, rules) {
-                d.verify = Some(c.id.clone());
-            }
-            finish_contract(&mut d, next, c);
-        }
-        Op::Release { contract, verdict } => {
-            let c = contract_of(facts, contract, me)?;
-            let verdict = arbiters_verdict(c, me, verdict.as_ref(), "passed")?;
-            let escrow = escrow_account(&c.id);
-            match c.kind {
-                Kind::Escrow => {
-                    if !(c.is("buyer", me) || c.is("arbiter", me)) {
-                        return Err(refuse(
-                            Refusal::WrongParty,
-                            format!("only the buyer or the arbiter releases {contract}"),
-                        ));
-                    }
-                    if !matches!(c.state.as_str(), "held" | "delivered") {
-                        return Err(refuse(
-                            Refusal::WrongContractState,
-                            format!("{contract} is {}: nothing to release", c.state),
-                        ));
-                    }
-                    let seller = c.get("seller").ok_or_else(|| broken("an escrow without seller"))?;
-                    need(facts, &escrow, c.amount)?;
-                    let referrer = c.referrer();
-                    let (lines, m) = settle(&escrow, seller.as_str(), c.amount, &rules_of(c, rules), referrer.as_ref());
-                    post(&mut d, c, meta("release", m), ctx, lines);
-                    if let Some(r) = referrer {
-                        push_party(&mut d.parties, Some(r.address));
-                    }
-                    finish_contract(
-                        &mut d,
-                        with_verdict(c, "released", ctx, ("release", Object::new()), entry_id, verdict),
-                        c,
-                    );
-                }
-                Kind::Bond => {
-                    let expired = c.expires().is_some_and(|e| ctx.now >= e);
-                    if !(c.is("verifier", me) || c.is("arbiter", me) || (c.is("bondholder", me) && expired)) {
-                        return Err(refuse(
-                            Refusal::WrongParty,
-                            format!(
-                                "only the verifier or the arbiter releases bond {contract} (its bondholder once it expires)"
-                            ),
-                        ));
-                    }
-                    if c.state != "posted" {
-                        return Err(refuse(Refusal::WrongContractState, format!("bond {contract} is {}", c.state)));
-                    }
-                    let holder = c.get("bondholder").ok_or_else(|| broken("a bond without bondholder"))?;
-                    need(facts, &escrow, c.amount)?;
-                    post(&mut d, c, meta("release", Object::new()), ctx, move_all(&escrow, holder.as_str(), c.amount));
-                    finish_contract(
-                        &mut d,
-                        with_verdict(c, "released", ctx, ("release", Object::new()), entry_id, verdict),
-                        c,
-                    );
-                }
-                Kind::Spot | Kind::Metered => {
-                    return Err(refuse(
-                        Refusal::WrongContractKind,
-                        format!("{contract} is a {} contract: nothing is held", c.kind.as_str()),
-                    ));
-                }
-            }
-        }
-        Op::Refund { contract, note, verdict } => {
-            let c = contract_of(facts, contract, me)?;
-            let verdict = arbiters_verdict(c, me, verdict.as_ref(), "failed")?;
-            if c.kind != Kind::Escrow {
-                return Err(refuse(
-                    Refusal::WrongContractKind,
-                    format!("{contract} is a {} contract: only an escrow is refunded", c.kind.as_str()),
-                ));
-            }
-            if !matches!(c.state.as_str(), "held" | "delivered") {
-                return Err(refuse(
-                    Refusal::WrongContractState,
-                    format!("{contract} is {}: nothing to refund", c.state),
-                ));
-            }
-            let buyer_may = c.state == "held" || facts.unchecked;
-            let allowed = c.is("seller", me) || c.is("arbiter", me) || (c.is("buyer", me) && buyer_may);
-            if !allowed {
-                return Err(refuse(
-                    Refusal::WrongParty,
-                    format!(
-                        "only the seller or the arbiter refunds {contract} (its buyer only before delivery, or once \
-                         verifica@ gave up checking it)"
-                    ),
-                ));
-            }
-            let escrow = escrow_account(&c.id);
-            let buyer = c.get("buyer").ok_or_else(|| broken("an escrow without buyer"))?;
-            need(facts, &escrow, c.amount)?;
-            post(&mut d, c, meta("refund", Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
-            let extra = note.as_ref().map(|n| obj([("note", n.as_str().into())])).unwrap_or_default();
-            finish_contract(&mut d, with_verdict(c, "refunded", ctx, ("refund", extra), entry_id, verdict), c);
-        }
-        Op::Bond(b) => bond(b, ctx, rules, facts, entry_id, &mut d)?,
-        Op::Forfeit { contract, reason } => {
-            let c = contract_of(facts, contract, me)?;
-            if c.kind != Kind::Bond {
-                return Err(refuse(Refusal::WrongContractKind, format!("{contract} is not a bond")));
-            }
-            if !(c.is("verifier", me) || c.is("arbiter", me)) {
-                return Err(refuse(
-                    Refusal::WrongParty,
-                    format!("only the verifier or the arbiter forfeits bond {contract}"),
-                ));
-            }
-            if c.state != "posted" {
-                return Err(refuse(Refusal::WrongContractState, format!("bond {contract} is {}", c.state)));
-            }
-            if c.expires().is_some_and(|e| ctx.now >= e) {
-                return Err(refuse(
-                    Refusal::BondExpired,
-                    format!("bond {contract} has expired: it returns to its bondholder"),
-                ));
-            }
-            let escrow = escrow_account(&c.id);
-            let to = c.get("beneficiary").map_or_else(|| rules.casa(), |a| a.as_str().to_owned());
-            need(facts, &escrow, c.amount)?;
-            post(&mut d, c, meta("forfeit", Object::new()), ctx, move_all(&escrow, &to, c.amount));
-            let extra = obj([("reason", reason.as_str().into())]);
-            finish_contract(&mut d, record_event(c, "forfeited", ctx, "forfeit", Some(entry_id), extra), c);
-        }
-        Op::Mandate(m) => mandate(m, ctx, facts, &mut d)?,
-        Op::Charge { mandate, amount, concept } => charge(mandate, *amount, concept, ctx, rules, facts, &mut d)?,
-        Op::Revoke { mandate } => {
-            let m = facts
-                .chain
-                .last()
-                .filter(|m| &m.id == mandate)
-                .ok_or_else(|| refuse(Refusal::UnknownMandate, format!("no mandate {mandate} here")))?;
-            if !facts.chain.iter().any(|link| link.grantor == *me) {
-                return Err(refuse(Refusal::WrongParty, format!("only a grantor of {mandate} or above it revokes it")));
-            }
-            if !m.active {
-                return Err(refuse(Refusal::MandateRevoked, format!("mandate {mandate} is already revoked")));
-            }
-            let mut revoked = m.clone();
-            revoked.active = false;
-            d.mandates.push(MandateWrite::Revoke { id: m.id.clone(), version: m.version, below: facts.below_count });
-            push_party(&mut d.parties, Some(m.grantor.clone()));
-            push_party(&mut d.parties, Some(m.grantee.clone()));
-            // The cascade stops every mandate under it: their holders hear of it as the direct
-            // holder does (their grantors are holders above them, or the revoked one's grantee).
-            for holder in &facts.below {
-                push_party(&mut d.parties, Some(holder.clone()));
-            }
-            d.receipt.insert("mandate".into(), revoked.to_value());
-        }
-        Op::Balance => {
-            d.receipt.insert(
-                "balance".into(),
-                Value::Object(obj([("account", me.as_str().into()), ("balance", facts.balance(me.as_str()).into())])),
-            );
-        }
-        Op::Statement { limit } => d.read = Some(Read::Statement { account: me.as_str().to_owned(), limit: *limit }),
-        Op::Contract { contract } => {
-            let c = contract_of(facts, contract, me)?;
-            d.receipt.insert("contract".into(), c.view());
-        }
-        Op::Approve { .. } | Op::Decline { .. } => {
-            return Err(broken("approvals are decided by libro::authority::approval"));
-        }
-    }
-    // Every authority over this movement judges it: refused, allowed now, or asked of a human
-    // first (a pending approval holding what it would move).
+    Ok(())
+}
+
+/// Every authority over the movement `d` judges it: refused, allowed now, or asked of a human
+/// first (a pending approval holding what it would move); an approved movement keeps its
+/// approval; and the entry's lines are checked once more.
+fn authorize(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, mut d: Decision) -> Result<Decision, Error> {
     let gate = rule::gate(op, ctx, facts)?;
     if ctx.approved.is_some()
         && let Some(ask) = gate.asks.first()
@@ -895,6 +737,245 @@ pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) 
         check_lines(&p.lines)?;
     }
     Ok(d)
+}
+
+/// `deliver` (escrow): its seller says the work is done, with the evidence the terms ask for;
+/// nothing moves, and `verifica@` owes a check when it arbitrates.
+fn deliver(
+    contract: &str,
+    (evidence_sha256, evidence_kind): (Option<&str>, Option<EvidenceKind>),
+    note: Option<&str>,
+    given: &Given<'_>,
+    d: &mut Decision,
+) -> Result<(), Error> {
+    let Given { ctx, rules, facts, .. } = *given;
+    let me = &ctx.operator;
+    let c = contract_of(facts, contract, me)?;
+    if c.kind != Kind::Escrow {
+        return Err(refuse(
+            Refusal::WrongContractKind,
+            format!("{contract} is a {} contract: nothing to deliver", c.kind.as_str()),
+        ));
+    }
+    if !c.is(Role::Seller, me) {
+        return Err(refuse(Refusal::WrongParty, format!("only the seller delivers {contract}")));
+    }
+    if c.state != ContractState::Held {
+        return Err(refuse(Refusal::WrongContractState, format!("{contract} is {}, not held", c.state)));
+    }
+    // What the terms ask a delivery to show for itself (docs/SPEC.md §16b).
+    let terms = c.record.get("terms").and_then(Value::as_object);
+    if let Some(policy) = nyx5_proto::authority::EvidencePolicy::of_terms(terms)? {
+        policy
+            .admits(evidence_kind, evidence_sha256)
+            .map_err(|e| reword(e, ErrorKind::Malformed, |r| format!("{contract} cannot be delivered so: {r}")))?;
+    }
+    let mut extra = Object::new();
+    if let Some(h) = evidence_sha256 {
+        extra.insert("evidence_sha256".into(), h.into());
+    }
+    if let Some(k) = evidence_kind {
+        extra.insert("evidence_kind".into(), k.as_str().into());
+    }
+    if let Some(n) = note {
+        extra.insert("note".into(), n.into());
+    }
+    let mut next = record_event(c, ContractState::Delivered, ctx, "deliver", None, extra);
+    if let Some(h) = evidence_sha256 {
+        next.record.insert("evidence_sha256".into(), h.into());
+    }
+    if let Some(k) = evidence_kind {
+        next.record.insert("evidence_kind".into(), k.as_str().into());
+    }
+    if verified_here(c, rules) {
+        d.verify = Some(c.id.clone());
+    }
+    finish_contract(d, next, c);
+    Ok(())
+}
+
+/// `release`: what a contract holds goes to whom it was held for (an escrow's seller, a bond's
+/// bondholder), with an arbiter's verdict if one gave it.
+fn release(contract: &str, verdict: Option<&Object>, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let me = &given.ctx.operator;
+    let c = contract_of(given.facts, contract, me)?;
+    let verdict = arbiters_verdict(c, me, verdict, "passed")?;
+    match c.kind {
+        Kind::Escrow => release_escrow(c, verdict, given, d),
+        Kind::Bond => release_bond(c, verdict, given, d),
+        Kind::Spot | Kind::Metered => Err(refuse(
+            Refusal::WrongContractKind,
+            format!("{contract} is a {} contract: nothing is held", c.kind.as_str()),
+        )),
+    }
+}
+
+/// An escrow released by its buyer or arbiter (from `held` or `delivered`): the seller is paid,
+/// less the fee it was accepted under and its referrer's share.
+fn release_escrow(c: &Contract, verdict: Option<&Object>, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, rules, facts, entry_id } = *given;
+    let (me, contract) = (&ctx.operator, &c.id);
+    let escrow = escrow_account(&c.id);
+    if !(c.is(Role::Buyer, me) || c.is(Role::Arbiter, me)) {
+        return Err(refuse(Refusal::WrongParty, format!("only the buyer or the arbiter releases {contract}")));
+    }
+    if !matches!(c.state, ContractState::Held | ContractState::Delivered) {
+        return Err(refuse(Refusal::WrongContractState, format!("{contract} is {}: nothing to release", c.state)));
+    }
+    let seller = c.get(Role::Seller).ok_or_else(|| broken("an escrow without seller"))?;
+    need(facts, &escrow, c.amount)?;
+    let referrer = c.referrer();
+    let (lines, m) = settle(&escrow, seller.as_str(), c.amount, &rules_of(c, rules), referrer.as_ref());
+    post(d, c, meta(Primitive::Release, m), ctx, lines);
+    if let Some(r) = referrer {
+        push_party(&mut d.parties, Some(r.address));
+    }
+    finish_contract(d, with_verdict(c, ContractState::Released, ctx, ("release", Object::new()), entry_id, verdict), c);
+    Ok(())
+}
+
+/// A bond released by its verifier or arbiter (or its bondholder once it expired): it returns
+/// whole to its bondholder.
+fn release_bond(c: &Contract, verdict: Option<&Object>, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, facts, entry_id, .. } = *given;
+    let (me, contract) = (&ctx.operator, &c.id);
+    let escrow = escrow_account(&c.id);
+    let expired = c.expires().is_some_and(|e| ctx.now >= e);
+    if !(c.is(Role::Verifier, me) || c.is(Role::Arbiter, me) || (c.is(Role::Bondholder, me) && expired)) {
+        return Err(refuse(
+            Refusal::WrongParty,
+            format!("only the verifier or the arbiter releases bond {contract} (its bondholder once it expires)"),
+        ));
+    }
+    if c.state != ContractState::Posted {
+        return Err(refuse(Refusal::WrongContractState, format!("bond {contract} is {}", c.state)));
+    }
+    let holder = c.get(Role::Bondholder).ok_or_else(|| broken("a bond without bondholder"))?;
+    need(facts, &escrow, c.amount)?;
+    post(d, c, meta(Primitive::Release, Object::new()), ctx, move_all(&escrow, holder.as_str(), c.amount));
+    finish_contract(d, with_verdict(c, ContractState::Released, ctx, ("release", Object::new()), entry_id, verdict), c);
+    Ok(())
+}
+
+/// `refund` (escrow): what it holds returns whole to its buyer, by its seller or arbiter, or by
+/// the buyer itself before delivery (or once `verifica@` gave up checking the delivery).
+fn refund(
+    contract: &str,
+    note: Option<&str>,
+    verdict: Option<&Object>,
+    given: &Given<'_>,
+    d: &mut Decision,
+) -> Result<(), Error> {
+    let Given { ctx, facts, entry_id, .. } = *given;
+    let me = &ctx.operator;
+    let c = contract_of(facts, contract, me)?;
+    let verdict = arbiters_verdict(c, me, verdict, "failed")?;
+    if c.kind != Kind::Escrow {
+        return Err(refuse(
+            Refusal::WrongContractKind,
+            format!("{contract} is a {} contract: only an escrow is refunded", c.kind.as_str()),
+        ));
+    }
+    if !matches!(c.state, ContractState::Held | ContractState::Delivered) {
+        return Err(refuse(Refusal::WrongContractState, format!("{contract} is {}: nothing to refund", c.state)));
+    }
+    let buyer_may = c.state == ContractState::Held || facts.unchecked;
+    let allowed = c.is(Role::Seller, me) || c.is(Role::Arbiter, me) || (c.is(Role::Buyer, me) && buyer_may);
+    if !allowed {
+        return Err(refuse(
+            Refusal::WrongParty,
+            format!(
+                "only the seller or the arbiter refunds {contract} (its buyer only before delivery, or once \
+                 verifica@ gave up checking it)"
+            ),
+        ));
+    }
+    let escrow = escrow_account(&c.id);
+    let buyer = c.get(Role::Buyer).ok_or_else(|| broken("an escrow without buyer"))?;
+    need(facts, &escrow, c.amount)?;
+    post(d, c, meta(Primitive::Refund, Object::new()), ctx, move_all(&escrow, buyer.as_str(), c.amount));
+    let extra = note.map(|n| obj([("note", n.into())])).unwrap_or_default();
+    finish_contract(d, with_verdict(c, ContractState::Refunded, ctx, ("refund", extra), entry_id, verdict), c);
+    Ok(())
+}
+
+/// `forfeit` (bond): its verifier or arbiter takes a standing bond for its beneficiary (the
+/// house when none is named).
+fn forfeit(contract: &str, reason: &str, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, rules, facts, entry_id } = *given;
+    let me = &ctx.operator;
+    let c = contract_of(facts, contract, me)?;
+    if c.kind != Kind::Bond {
+        return Err(refuse(Refusal::WrongContractKind, format!("{contract} is not a bond")));
+    }
+    if !(c.is(Role::Verifier, me) || c.is(Role::Arbiter, me)) {
+        return Err(refuse(Refusal::WrongParty, format!("only the verifier or the arbiter forfeits bond {contract}")));
+    }
+    if c.state != ContractState::Posted {
+        return Err(refuse(Refusal::WrongContractState, format!("bond {contract} is {}", c.state)));
+    }
+    if c.expires().is_some_and(|e| ctx.now >= e) {
+        return Err(refuse(Refusal::BondExpired, format!("bond {contract} has expired: it returns to its bondholder")));
+    }
+    let escrow = escrow_account(&c.id);
+    let to = c.get(Role::Beneficiary).map_or_else(|| rules.casa(), |a| a.as_str().to_owned());
+    need(facts, &escrow, c.amount)?;
+    post(d, c, meta(Primitive::Forfeit, Object::new()), ctx, move_all(&escrow, &to, c.amount));
+    let extra = obj([("reason", reason.into())]);
+    finish_contract(d, record_event(c, ContractState::Forfeited, ctx, "forfeit", Some(entry_id), extra), c);
+    Ok(())
+}
+
+/// `revoke`: a grantor of the mandate (or of one above it) stops it and every mandate under it;
+/// its holders hear of it.
+fn revoke(mandate: &str, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, facts, .. } = *given;
+    let me = &ctx.operator;
+    let m = facts
+        .chain
+        .last()
+        .filter(|m| m.id == mandate)
+        .ok_or_else(|| refuse(Refusal::UnknownMandate, format!("no mandate {mandate} here")))?;
+    if !facts.chain.iter().any(|link| link.grantor == *me) {
+        return Err(refuse(Refusal::WrongParty, format!("only a grantor of {mandate} or above it revokes it")));
+    }
+    if !m.active {
+        return Err(refuse(Refusal::MandateRevoked, format!("mandate {mandate} is already revoked")));
+    }
+    let mut revoked = m.clone();
+    revoked.active = false;
+    d.mandates.push(MandateWrite::Revoke { id: m.id.clone(), version: m.version, below: facts.below_count });
+    push_party(&mut d.parties, Some(m.grantor.clone()));
+    push_party(&mut d.parties, Some(m.grantee.clone()));
+    // The cascade stops every mandate under it: their holders hear of it as the direct
+    // holder does (their grantors are holders above them, or the revoked one's grantee).
+    for holder in &facts.below {
+        push_party(&mut d.parties, Some(holder.clone()));
+    }
+    d.receipt.insert("mandate".into(), revoked.to_value());
+    Ok(())
+}
+
+/// The reads (`balance`, `statement`, `contract`): nothing moves; the receipt says what the
+/// operator may see (a contract only to its parties).
+fn read(op: &Op, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, facts, .. } = *given;
+    let me = &ctx.operator;
+    match op {
+        Op::Balance => {
+            d.receipt.insert(
+                "balance".into(),
+                Value::Object(obj([("account", me.as_str().into()), ("balance", facts.balance(me.as_str()).into())])),
+            );
+        }
+        Op::Statement { limit } => d.read = Some(Read::Statement { account: me.as_str().to_owned(), limit: *limit }),
+        Op::Contract { contract } => {
+            let c = contract_of(facts, contract, me)?;
+            d.receipt.insert("contract".into(), c.view());
+        }
+        _ => return Err(broken("only a read is decided as one")),
+    }
+    Ok(())
 }
 
 /// The posting of an operation on contract `c`: its concept, these lines, and refs to the
@@ -924,14 +1005,10 @@ fn base_record(id: &str, kind: Kind, rules: &Rules, amount: i64, concept: &str, 
     ])
 }
 
-fn accept(
-    quote: &Quote,
-    ctx: &Ctx,
-    rules: &Rules,
-    facts: &Facts,
-    entry_id: &str,
-    d: &mut Decision,
-) -> Result<(), Error> {
+/// `accept` (a quote): the buyer takes the seller's quote, and the contract it offers begins:
+/// a spot paid at once, an escrow held, a metered contract's mandate granted to the seller.
+fn accept(quote: &Quote, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, rules, facts, entry_id } = *given;
     let me = &ctx.operator;
     if quote.house != rules.house {
         // Not 421: between houses that says "try again elsewhere", and the sender's queue would
@@ -979,10 +1056,10 @@ fn accept(
     let kind = kind_of(quote.contract);
     let mut record = base_record(&quote.id, kind, rules, quote.price, &quote.concept, ctx);
     record.insert("fee_bps".into(), rules.fee_bps.into());
-    record.insert("seller".into(), quote.seller.as_str().into());
-    record.insert("buyer".into(), quote.buyer.as_str().into());
+    record.insert(Role::Seller.as_str().into(), quote.seller.as_str().into());
+    record.insert(Role::Buyer.as_str().into(), quote.buyer.as_str().into());
     if let Some(a) = &quote.arbiter {
-        record.insert("arbiter".into(), a.as_str().into());
+        record.insert(Role::Arbiter.as_str().into(), a.as_str().into());
     }
     record.insert("terms".into(), quote.terms.clone().map_or(Value::Null, Value::Object));
     record.insert("quote_id".into(), quote.id.as_str().into());
@@ -1001,18 +1078,23 @@ fn accept(
         Kind::Spot => {
             need(facts, me.as_str(), quote.price)?;
             let (lines, m) = settle(me.as_str(), quote.seller.as_str(), quote.price, rules, quote.referrer.as_ref());
-            d.posting = Some(Posting { concept: quote.concept.clone(), lines, meta: meta("charge", m), refs: r });
+            d.posting =
+                Some(Posting { concept: quote.concept.clone(), lines, meta: meta(Primitive::Charge, m), refs: r });
             if let Some(rf) = &quote.referrer {
                 push_party(&mut d.parties, Some(rf.address.clone()));
             }
-            ("settled", true)
+            (ContractState::Settled, true)
         }
         Kind::Escrow => {
             need(facts, me.as_str(), quote.price)?;
             let lines = move_all(me.as_str(), &escrow_account(&quote.id), quote.price);
-            d.posting =
-                Some(Posting { concept: quote.concept.clone(), lines, meta: meta("hold", Object::new()), refs: r });
-            ("held", true)
+            d.posting = Some(Posting {
+                concept: quote.concept.clone(),
+                lines,
+                meta: meta(Primitive::Hold, Object::new()),
+                refs: r,
+            });
+            (ContractState::Held, true)
         }
         Kind::Metered => {
             let m = Mandate {
@@ -1036,19 +1118,18 @@ fn accept(
             record.insert("mandate".into(), m.id.as_str().into());
             d.receipt.insert("mandate".into(), m.to_value());
             d.mandates.push(MandateWrite::Insert(Box::new(m)));
-            ("active", false)
+            (ContractState::Active, false)
         }
         // `kind_of` never answers a bond: a quote offers spot, escrow or metered.
         Kind::Bond => return Err(refuse(Refusal::UnacceptableQuote, "a quote does not offer a bond")),
     };
-    record.insert("state".into(), state.into());
+    record.insert("state".into(), state.as_str().into());
     let mut e = event(ctx, "accept");
     if posted {
         e.insert("asiento".into(), entry_id.into());
     }
     record.insert("history".into(), Value::Array(vec![Value::Object(e)]));
-    let contract =
-        Contract { id: quote.id.clone(), kind, state: state.to_owned(), amount: quote.price, version: 1, record };
+    let contract = Contract { id: quote.id.clone(), kind, state, amount: quote.price, version: 1, record };
     if kind == Kind::Escrow
         && let Some(deadline) =
             quote.terms.as_ref().and_then(|t| t.get("deadline")).and_then(Value::as_str).and_then(parse_deadline)
@@ -1082,7 +1163,10 @@ pub fn parse_deadline(text: &str) -> Option<Timestamp> {
     Timestamp::parse(text).ok().or_else(|| Timestamp::parse(&format!("{text}T00:00:00Z")).ok())
 }
 
-fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &mut Decision) -> Result<(), Error> {
+/// `bond`: its bondholder holds an amount behind a claim, for a verifier (and arbiter) to
+/// release or forfeit.
+fn bond(b: &Bond, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, rules, facts, entry_id } = *given;
     let me = &ctx.operator;
     if b.expires.is_some_and(|e| e <= ctx.now) {
         return Err(refuse(Refusal::BadBond, "a bond's `expires` must be in the future"));
@@ -1094,17 +1178,17 @@ fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &m
     let id = ctx.envelope.clone();
     rule::check_contract_id(&id)?;
     let mut record = base_record(&id, Kind::Bond, rules, b.amount, &b.claim, ctx);
-    record.insert("bondholder".into(), me.as_str().into());
-    record.insert("verifier".into(), b.verifier.as_str().into());
+    record.insert(Role::Bondholder.as_str().into(), me.as_str().into());
+    record.insert(Role::Verifier.as_str().into(), b.verifier.as_str().into());
     record.insert(
-        "beneficiary".into(),
+        Role::Beneficiary.as_str().into(),
         b.beneficiary.as_ref().map_or_else(|| rules.casa(), |a| a.as_str().to_owned()).into(),
     );
     if let Some(a) = &b.arbiter {
-        record.insert("arbiter".into(), a.as_str().into());
+        record.insert(Role::Arbiter.as_str().into(), a.as_str().into());
     }
     if let Some(v) = &b.vouchee {
-        record.insert("vouchee".into(), v.as_str().into());
+        record.insert(Role::Vouchee.as_str().into(), v.as_str().into());
     }
     record.insert("claim".into(), b.claim.as_str().into());
     record.insert("terms".into(), Value::Null);
@@ -1113,16 +1197,22 @@ fn bond(b: &Bond, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str, d: &m
         record.insert("evidence_kind".into(), k.as_str().into());
     }
     record.insert("expires".into(), b.expires.map(|t| t.to_rfc3339()).into());
-    record.insert("state".into(), "posted".into());
+    record.insert("state".into(), ContractState::Posted.as_str().into());
     let mut e = event(ctx, "bond");
     e.insert("asiento".into(), entry_id.into());
     record.insert("history".into(), Value::Array(vec![Value::Object(e)]));
-    let contract =
-        Contract { id: id.clone(), kind: Kind::Bond, state: "posted".into(), amount: b.amount, version: 1, record };
+    let contract = Contract {
+        id: id.clone(),
+        kind: Kind::Bond,
+        state: ContractState::Posted,
+        amount: b.amount,
+        version: 1,
+        record,
+    };
     d.posting = Some(Posting {
         concept: b.claim.chars().take(200).collect(),
         lines: move_all(me.as_str(), &escrow_account(&id), b.amount),
-        meta: meta("hold", obj([("bond", true.into())])),
+        meta: meta(Primitive::Hold, obj([("bond", true.into())])),
         refs: refs(ctx, Some(&id)),
     });
     for p in contract.parties() {
@@ -1147,7 +1237,10 @@ fn check_chain(chain: &[Mandate], now: Timestamp) -> Result<(), Error> {
     Ok(())
 }
 
-fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<(), Error> {
+/// `mandate`: a grantor lets a grantee charge it up to a cap, directly or under a mandate it
+/// holds itself (within that one's cap, time, concepts and authority).
+fn mandate(m: &MandateOp, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, facts, .. } = *given;
     let me = &ctx.operator;
     if m.grantee == *me {
         return Err(refuse(Refusal::BadMandate, "a mandate is granted to someone else"));
@@ -1236,15 +1329,9 @@ fn mandate(m: &MandateOp, ctx: &Ctx, facts: &Facts, d: &mut Decision) -> Result<
     Ok(())
 }
 
-fn charge(
-    id: &str,
-    amount: i64,
-    concept: &str,
-    ctx: &Ctx,
-    rules: &Rules,
-    facts: &Facts,
-    d: &mut Decision,
-) -> Result<(), Error> {
+/// `charge`: a mandate's grantee is paid by its root grantor, within every link of the chain.
+fn charge(id: &str, amount: i64, concept: &str, given: &Given<'_>, d: &mut Decision) -> Result<(), Error> {
+    let Given { ctx, rules, facts, .. } = *given;
     let me = &ctx.operator;
     let m = facts
         .chain
@@ -1289,7 +1376,7 @@ fn charge(
     m_meta.insert("chain".into(), chain.clone());
     let mut r = refs(ctx, m.contract.as_deref());
     r.insert("mandate".into(), id.into());
-    d.posting = Some(Posting { concept: concept.to_owned(), lines, meta: meta("charge", m_meta), refs: r });
+    d.posting = Some(Posting { concept: concept.to_owned(), lines, meta: meta(Primitive::Charge, m_meta), refs: r });
     d.mandates
         .push(MandateWrite::Spend { links: facts.chain.iter().map(|l| (l.id.clone(), l.version)).collect(), amount });
     for link in &facts.chain {
@@ -1305,16 +1392,16 @@ fn charge(
 
 /// A bond past its `expires`, returned to its bondholder by the house (no operator).
 pub fn expire_bond(c: &Contract, rules: &Rules, now: Timestamp, entry_id: &str) -> Result<(Posting, Contract), Error> {
-    if c.kind != Kind::Bond || c.state != "posted" || c.expires().is_none_or(|e| now < e) {
+    if c.kind != Kind::Bond || c.state != ContractState::Posted || c.expires().is_none_or(|e| now < e) {
         return Err(refuse(Refusal::NotDue, format!("bond {} is not due to return", c.id)));
     }
-    let holder = c.get("bondholder").ok_or_else(|| broken("a bond without bondholder"))?;
+    let holder = c.get(Role::Bondholder).ok_or_else(|| broken("a bond without bondholder"))?;
     let lines = move_all(&escrow_account(&c.id), holder.as_str(), c.amount);
     check_lines(&lines)?;
     let posting = Posting {
         concept: c.record.get("concept").and_then(Value::as_str).unwrap_or("bond").to_owned(),
         lines,
-        meta: meta("release", obj([("expired", true.into())])),
+        meta: meta(Primitive::Release, obj([("expired", true.into())])),
         refs: obj([("contract", c.id.as_str().into()), ("key", format!("expiry:{}", c.id).into())]),
     };
     let mut e = obj([
@@ -1324,7 +1411,7 @@ pub fn expire_bond(c: &Contract, rules: &Rules, now: Timestamp, entry_id: &str) 
         ("asiento", entry_id.into()),
     ]);
     e.insert("note".into(), "the bond expired and returned to its bondholder".into());
-    let mut next = c.moved("released", e);
+    let mut next = c.moved(ContractState::Released, e);
     next.record.insert("updated".into(), now.to_rfc3339().into());
     Ok((posting, next))
 }
@@ -1387,7 +1474,7 @@ mod tests {
 
     #[test]
     fn acp_follows_the_table() {
-        let phase = |k, s| acp(k, s).as_object().unwrap().clone();
+        let phase = |k, s| acp(k, ContractState::parse(s).unwrap()).as_object().unwrap().clone();
         assert_eq!(phase(Kind::Escrow, "held")["phase"].as_str(), Some("Funded"));
         assert_eq!(phase(Kind::Escrow, "delivered")["phase"].as_str(), Some("Submitted"));
         assert_eq!(phase(Kind::Escrow, "released")["outcome"].as_str(), Some("completed"));
@@ -1412,12 +1499,19 @@ mod tests {
             if let Some(e) = expires {
                 record.insert("expires".into(), e.into());
             }
-            Contract { id: "b1".into(), kind, state: state.into(), amount: 10, version: 1, record }
+            Contract {
+                id: "b1".into(),
+                kind,
+                state: ContractState::parse(state).unwrap(),
+                amount: 10,
+                version: 1,
+                record,
+            }
         };
         let (past, future) = (Some("2026-09-04T11:00:00Z"), Some("2026-09-04T13:00:00Z"));
         let (posting, after) = expire_bond(&bond(Kind::Bond, "posted", past), &rules(0), now, "e1").unwrap();
         assert_eq!(posting.lines, vec![Line::new("escrow:b1", -10), Line::new("ana@a.test", 10)]);
-        assert_eq!(after.state, "released");
+        assert_eq!(after.state.as_str(), "released");
         for c in [
             bond(Kind::Escrow, "posted", past),
             bond(Kind::Bond, "released", past),
@@ -1475,6 +1569,51 @@ mod tests {
         for f in [short, rootless] {
             assert_eq!(decide(&op, &ctx, &rules(0), &f, "e1").unwrap_err().kind, ErrorKind::Internal);
         }
+    }
+
+    /// A contract or mandate the house stored in a state it does not know is its own fault
+    /// (500), never read as some state: not a contract that moves on, nor a mandate revoked by a
+    /// typo (issue 37 §5).
+    #[test]
+    fn a_stored_state_none_of_the_known_is_the_houses_fault() {
+        let contract = |state: &str| {
+            let record = obj([
+                ("id", "c1".into()),
+                ("kind", "escrow".into()),
+                ("state", state.into()),
+                ("amount", 10.into()),
+                ("buyer", "ana@a.test".into()),
+            ]);
+            Contract::from_record(record, 1)
+        };
+        assert_eq!(contract("held").unwrap().state, ContractState::Held);
+        assert_eq!(contract("Held").unwrap_err().kind, ErrorKind::Internal);
+        assert_eq!(contract("holding").unwrap_err().kind, ErrorKind::Internal);
+        let m = Mandate {
+            id: "m1".into(),
+            grantor: Address::parse("ana@a.test").unwrap(),
+            grantee: Address::parse("bo@a.test").unwrap(),
+            cap: 100,
+            spent: 0,
+            concepts: None,
+            expires: None,
+            parent: None,
+            root: "m1".into(),
+            chain: vec!["m1".into()],
+            active: true,
+            contract: None,
+            authority: None,
+            approver: None,
+            version: 1,
+        };
+        let stored = |state: &str| {
+            let mut v = m.to_value().as_object().unwrap().clone();
+            v.insert("state".into(), state.into());
+            Mandate::from_value(&v, 1)
+        };
+        assert!(stored("active").unwrap().active);
+        assert!(!stored("revoked").unwrap().active);
+        assert_eq!(stored("paused").unwrap_err().kind, ErrorKind::Internal);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The Libro's rules (spec §14–§21): [`op`] reads an operation, [`kernel::decide`] decides what
 //! it does over the facts the house read, and [`authority`] decides what an agent's authority
-//! lets through and what waits for an approver.
+//! lets through and what waits for an approver. [`state`] names the states and roles they speak of.
 
 pub mod authority;
 pub mod kernel;
 pub mod op;
+pub mod state;
 
 /// The Libro's own local part: operations are envelopes to `libro@<house>`.
 pub const LIBRO: &str = "libro";
