@@ -198,7 +198,9 @@ pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &
             let judge = who("closed_by").map(|by| history::root(&by).as_str().to_owned());
             let (kind, state) = (r.text("kind")?, r.text("state")?);
             let Some(kind) = Kind::parse(kind) else { return Some(Err(state::stored("contract kind", kind))) };
-            let Some(state) = ContractState::parse(state) else { return Some(Err(state::stored("contract", state))) };
+            let Some(state) = ContractState::parse(state) else {
+                return Some(Err(state::stored("contract state", state)));
+            };
             Some(Ok(Fact {
                 kind,
                 state,

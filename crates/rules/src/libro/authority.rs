@@ -205,7 +205,7 @@ impl Pending {
             approved_by: read_addresses(v, "approved_by")?,
             state: {
                 let said = field::str(v, "state")?;
-                ApprovalState::parse(said).ok_or_else(|| state::stored("approval", said))?
+                ApprovalState::parse(said).ok_or_else(|| state::stored("approval state", said))?
             },
             created: time("created")?,
             expires: time("expires")?,

@@ -171,7 +171,7 @@ impl Contract {
         Ok(Contract {
             id: field::str(&record, "id").map_err(|_| bad("id"))?.to_owned(),
             kind,
-            state: ContractState::parse(said).ok_or_else(|| state::stored("contract", said))?,
+            state: ContractState::parse(said).ok_or_else(|| state::stored("contract state", said))?,
             amount: field::integer(&record, "amount").map_err(|_| bad("amount"))?,
             version,
             record,
@@ -311,7 +311,8 @@ impl Mandate {
             parent: field::opt_str(v, "parent").map_err(bad)?.map(str::to_owned),
             root: field::str(v, "root").map_err(bad)?.to_owned(),
             chain: strings("chain").map_err(bad)?,
-            active: MandateState::parse(said).ok_or_else(|| state::stored("mandate", said))? == MandateState::Active,
+            active: MandateState::parse(said).ok_or_else(|| state::stored("mandate state", said))?
+                == MandateState::Active,
             contract: field::opt_str(v, "contract").map_err(bad)?.map(str::to_owned),
             authority: v.get("authority").map(Authority::from_value).transpose().map_err(bad)?,
             approver: field::opt_str(v, "approver").map_err(bad)?.map(Address::parse).transpose().map_err(bad)?,
@@ -665,8 +666,8 @@ struct Given<'a> {
 /// Decides operation `op` by `ctx.operator`. `entry_id` is the id the entry will have, if one is
 /// posted. A quote must have been verified (seller's signature, validity) by the caller.
 ///
-/// The dispatch: who may create anything ([`admit`]), then the operation's own family decides
-/// its movement, then every authority over it judges it ([`authorize`]).
+/// The dispatch: who may create anything (`admit`), then the operation's own family decides
+/// its movement, then every authority over it judges it (`authorize`).
 pub fn decide(op: &Op, ctx: &Ctx, rules: &Rules, facts: &Facts, entry_id: &str) -> Result<Decision, Error> {
     admit(op, ctx, rules, facts)?;
     let given = Given { ctx, rules, facts, entry_id };

@@ -123,10 +123,10 @@ names! {
     }
 }
 
-/// The refusal of a state (or role) the house read from its own records that is none it knows:
-/// its own fault (500; the reason is logged, never sent).
+/// The refusal of a name (`what`: "contract state", …) the house read from its own records
+/// that is none it knows: its own fault (500; the reason is logged, never sent).
 pub fn stored(what: &str, text: &str) -> Error {
-    Error::new(ErrorKind::Internal, format!("stored {what}: unknown state {text:?}"))
+    Error::new(ErrorKind::Internal, format!("stored {what} {text:?} is none this house knows"))
 }
 
 #[cfg(test)]
@@ -155,6 +155,6 @@ mod tests {
         round(&ApprovalState::ALL, ApprovalState::as_str, ApprovalState::parse);
         round(&CheckState::ALL, CheckState::as_str, CheckState::parse);
         round(&Role::ALL, Role::as_str, Role::parse);
-        assert_eq!(stored("contract", "lost").kind, ErrorKind::Internal);
+        assert_eq!(stored("contract state", "lost").kind, ErrorKind::Internal);
     }
 }
