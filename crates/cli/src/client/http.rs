@@ -39,7 +39,7 @@ impl Http {
 impl Transport for Http {
     fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String> {
         self.bookmarks.around(method, url, headers, |headers| {
-            crate::net::request_keeping(method, url, headers, body, nyx5_house::bookmark::HEADER)
+            crate::net::request_keeping(method, url, headers, body, nyx5_client::bookmark::HEADER)
         })
     }
 }
@@ -49,7 +49,7 @@ const BOOKMARKS_KIND: &str = "bookmarks";
 /// Most houses whose bookmark is kept; the one kept longest leaves first.
 const MAX_BOOKMARKS: usize = 64;
 /// The largest bookmark file read.
-const MAX_BOOKMARKS_FILE: usize = MAX_BOOKMARKS * (nyx5_house::bookmark::MAX_HEADER_CHARS + 300);
+const MAX_BOOKMARKS_FILE: usize = MAX_BOOKMARKS * (nyx5_client::bookmark::MAX_HEADER_CHARS + 300);
 
 /// The last bookmark of each house (by `host[:port]`), as it sent it: sealed, opaque here. With
 /// a file (`<profile>.bookmarks`, `{"bookmarks":{"<host>":"<value>"},"kind":"bookmarks",
@@ -65,7 +65,7 @@ pub(crate) struct Bookmarks {
 /// Whether `b` is a value a house could have sent: base64url, within the header's bound.
 fn bookmark_shaped(b: &str) -> bool {
     !b.is_empty()
-        && b.len() <= nyx5_house::bookmark::MAX_HEADER_CHARS
+        && b.len() <= nyx5_client::bookmark::MAX_HEADER_CHARS
         && b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
 }
 
@@ -137,7 +137,7 @@ impl Bookmarks {
         let kept = self.by_host.lock().ok().and_then(|m| m.iter().find(|(h, _)| *h == host).map(|(_, b)| b.clone()));
         let mut all: Vec<(&str, &str)> = headers.to_vec();
         if let Some(b) = &kept {
-            all.push((nyx5_house::bookmark::HEADER, b));
+            all.push((nyx5_client::bookmark::HEADER, b));
         }
         let (status, body, answered) = send(&all)?;
         if let Some(b) = answered.filter(|b| bookmark_shaped(b)) {
@@ -288,7 +288,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    const HEADER: &str = nyx5_house::bookmark::HEADER;
+    const HEADER: &str = nyx5_client::bookmark::HEADER;
 
     /// One exchange through `b`: what was sent as the bookmark, and the answer carrying `answered`.
     fn exchange(b: &Bookmarks, url: &str, answered: Option<&str>) -> Option<String> {
@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(exchange(&b, "https://a.test/mailbox/ana", None).as_deref(), Some("YmFy"));
         assert_eq!(exchange(&b, "https://A.test/mailbox/ana", None).as_deref(), Some("YmFy"));
         // What no house sends is not kept: not base64url, or past the bound.
-        let long = "A".repeat(nyx5_house::bookmark::MAX_HEADER_CHARS + 1);
+        let long = "A".repeat(nyx5_client::bookmark::MAX_HEADER_CHARS + 1);
         for bad in ["a b", "x\r\ny", "", long.as_str()] {
             exchange(&b, "https://a.test/x", Some(bad));
             assert_eq!(exchange(&b, "https://a.test/x", None).as_deref(), Some("YmFy"), "{bad:.20}");

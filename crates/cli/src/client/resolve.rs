@@ -1,4 +1,4 @@
-//! The client's side of the one resolver (`nyx5_house::resolver`, docs/SPEC.md §6.1): the same
+//! The client's side of the one resolver (`nyx5_client::resolver`, docs/SPEC.md §6.1): the same
 //! order of sources, pinning and continuity as a house — the hosts file, then a house named by
 //! URL or the agent's own house for its own domain, then the DNS TXT record `_nyx5.<domain>` over
 //! DNS-over-HTTPS, then the well-known URL — with the pins kept in the profile ([`ProfilePins`])
@@ -28,10 +28,10 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use nyx5_house::config::HostEntry;
-use nyx5_house::outbound::{Guarded, Policy};
-use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
-use nyx5_house::resolver::{self as core, CacheEntry, CachedCard, ChainCard, Memo, PinStore, Resolved, Sources};
+use nyx5_client::hosts::HostEntry;
+use nyx5_client::outbound::{Guarded, Policy};
+use nyx5_client::ports::{Net, OutRequest, OutResponse, PortError};
+use nyx5_client::resolver::{self as core, CacheEntry, CachedCard, ChainCard, Memo, PinStore, Resolved, Sources};
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::obj;

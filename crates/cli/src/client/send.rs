@@ -310,7 +310,7 @@ pub(crate) const AUTO_STAMP_MAX: i64 = 10;
 /// Money moves through the Libro's verbs, which say so, never through a plain send: no
 /// envelope to `libro@`, and no operation's media.
 fn not_for_a_libro<'a>(to: impl IntoIterator<Item = &'a Address>, media: &str) -> Result<(), Failure> {
-    if to.into_iter().any(|a| a.local() == super::libro::LIBRO_LOCAL) || media == nyx5_house::libro::OP_MEDIA {
+    if to.into_iter().any(|a| a.local() == super::libro::LIBRO_LOCAL) || media == nyx5_proto::ops::MEDIA {
         return Err(Failure::usage(
             "operations for a Libro are sent by its verbs (nyx5 accept, release, bond, mandate, charge …), not by send",
         ));
@@ -710,7 +710,7 @@ mod tests {
         let bo = Address::parse("bo@a.test").unwrap();
         assert!(not_for_a_libro([&bo], "text/plain").is_ok());
         assert!(not_for_a_libro([&bo, &libro], "text/plain").is_err());
-        assert!(not_for_a_libro([&bo], nyx5_house::libro::OP_MEDIA).is_err());
+        assert!(not_for_a_libro([&bo], nyx5_proto::ops::MEDIA).is_err());
     }
 
     #[test]

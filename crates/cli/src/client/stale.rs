@@ -123,7 +123,7 @@ fn to_handle(me: &AgentEntry, b: &Bounce, now: Timestamp) -> Option<(Envelope, V
     // A Libro's operation is never sent again: it lives an hour from its envelope's `created`,
     // and a new envelope would be a new operation after `nyx5 libro` said the first bounced
     // (hostile review of issue 35, L2).
-    if env.to().iter().any(|a| a.local() == nyx5_house::libro::LIBRO) {
+    if env.to().iter().any(|a| a.local() == nyx5_rules::libro::LIBRO) {
         return None;
     }
     let mut to: Vec<Address> = Vec::new();
@@ -147,7 +147,7 @@ fn request_for(me: &AgentEntry, env: &Envelope, to: &[Address]) -> Result<SendRe
             .find_map(|s| nyx5_proto::seal::open(env, &me.address, s).ok())
             .ok_or_else(|| Failure::usage(format!("{} cannot be opened with your keys to send it again", env.id())))?,
     };
-    if content.media == nyx5_house::libro::OP_MEDIA {
+    if content.media == nyx5_proto::ops::MEDIA {
         return Err(Failure::usage(format!("{} is an operation for a Libro, which is never sent again", env.id())));
     }
     Ok(SendRequest {
