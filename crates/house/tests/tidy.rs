@@ -227,7 +227,7 @@ const WEB: Crate = Crate {
         ("util", "base"),
         ("keys", "verbs"),
         ("auth", "verbs"),
-        ("trust", "verbs"),
+        ("cards", "verbs"),
         ("profile", "verbs"),
         ("mail", "verbs"),
         ("send", "verbs"),

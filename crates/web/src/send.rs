@@ -11,7 +11,7 @@ use nyx5_proto::quote::Quote;
 use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp, Verified, limits, pow, seal};
 
 use crate::keys::Keys;
-use crate::trust::{agent_card, domain_card, domain_name, parents};
+use crate::cards::{agent_card, domain_card, domain_name, parents};
 use crate::util::{OsRandom, about, address, object, value};
 
 /// The media type of a Libro operation (docs/SPEC.md §16).
