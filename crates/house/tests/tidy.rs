@@ -781,6 +781,30 @@ fn adapters_never_reach_into_the_store() {
     assert!(found.is_empty(), "adapters reach into the house's store: {found:?}");
 }
 
+/// The agent's verbs and the tools on them (the CLI's `client/`, `net.rs`, `app.rs`) and the
+/// browser stand on the client crate (issue 37 §6), never on the engine: only `nyx5 serve`, the
+/// simulator and the shard tool (`serve/`, `simulate.rs`, `shard.rs`) and the Worker name
+/// `nyx5_house`. Fails on any `nyx5_house::` elsewhere in their code, tests included.
+#[test]
+fn the_agents_verbs_and_the_browser_name_no_engine() {
+    let root = repo_root();
+    let engine_side = ["crates/cli/src/serve/", "crates/cli/src/simulate.rs", "crates/cli/src/shard.rs"];
+    let mut found = Vec::new();
+    for dir in ["crates/cli/src", "crates/web/src"] {
+        for file in sources(&root.join(dir)) {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            if engine_side.iter().any(|e| rel.starts_with(e)) {
+                continue;
+            }
+            let code = code_of(&std::fs::read_to_string(&file).unwrap());
+            if !paths_after(&code, "nyx5_house::").is_empty() {
+                found.push(rel);
+            }
+        }
+    }
+    assert!(found.is_empty(), "the agent's side names the engine: {found:?}");
+}
+
 // ---- The docs: decisions resolve, and ARCHITECTURE.md stays a map (issue 37 §7) ----
 
 /// The repository's root: this crate is `crates/house`.
