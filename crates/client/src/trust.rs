@@ -35,7 +35,9 @@ impl Fault {
         match self {
             Fault::OtherDomain(other) => Refusal::WrongCard.because(format!("{what} names another domain ({other})")),
             Fault::Signer(e) => wrap(e),
-            Fault::Unlisted => unlisted.because(format!("{what} is signed by a key that is not listed, or past its end")),
+            Fault::Unlisted => {
+                unlisted.because(format!("{what} is signed by a key that is not listed, or past its end"))
+            }
         }
     }
 }
@@ -58,7 +60,11 @@ pub fn domain_signer(card: &DomainCard, domain: &str, now: Timestamp) -> Result<
 /// it, or by a key it handed over to within the handover's `until`
 /// ([`DomainCard::verify_continuing`]). `true` when the card moved on from `key`. Without a key
 /// (trust on first use, or nothing kept) the card need only verify under its own signer.
-pub fn held_to(card: DomainCard, key: Option<&SigPublic>, now: Timestamp) -> Result<(Verified<DomainCard>, bool), Error> {
+pub fn held_to(
+    card: DomainCard,
+    key: Option<&SigPublic>,
+    now: Timestamp,
+) -> Result<(Verified<DomainCard>, bool), Error> {
     match key {
         None => card.verify(None).map(|card| (card, false)),
         Some(key) => card.verify_continuing(key, now),

@@ -2,7 +2,7 @@
 //! another crate, for any target, is neither the house's engine nor a database, an async runtime
 //! or an HTTP client. The agent's verbs and the browser use it; `nyx5 serve` and the simulator
 //! link the engine, the client need not. The transport is a `ports::Net` its caller supplies.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, clippy::print_stdout)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -27,12 +27,8 @@ fn closure(root: &str) -> BTreeSet<String> {
         .iter()
         .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
         .collect();
-    let nodes: BTreeMap<&str, &serde_json::Value> = meta["resolve"]["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| (n["id"].as_str().unwrap(), n))
-        .collect();
+    let nodes: BTreeMap<&str, &serde_json::Value> =
+        meta["resolve"]["nodes"].as_array().unwrap().iter().map(|n| (n["id"].as_str().unwrap(), n)).collect();
     let start = names.iter().find(|(_, n)| **n == root).map(|(id, _)| *id).expect("the root package");
     let (mut seen, mut todo) = (BTreeSet::new(), vec![start]);
     while let Some(id) = todo.pop() {

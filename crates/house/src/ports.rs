@@ -187,7 +187,6 @@ impl Row {
     }
 }
 
-
 /// The name of the constraint in a SQLite constraint message: `CHECK constraint failed: rate_cap`
 /// → `rate_cap`, `UNIQUE constraint failed: nonces.address, nonces.nonce` → `nonces.address,
 /// nonces.nonce`, and `FOREIGN KEY constraint failed` (which names nothing) → `FOREIGN KEY`. D1
@@ -322,7 +321,6 @@ impl<D: Db> Db for Stale<'_, D> {
         self.db.settle().await
     }
 }
-
 
 /// The wall clock.
 pub trait Clock {

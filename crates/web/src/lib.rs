@@ -31,11 +31,11 @@
 #![forbid(unsafe_code)]
 
 mod auth;
+mod cards;
 mod keys;
 mod mail;
 mod profile;
 mod send;
-mod cards;
 mod util;
 
 #[cfg(target_arch = "wasm32")]
