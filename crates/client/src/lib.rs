@@ -11,5 +11,6 @@ pub mod outbound;
 pub mod ports;
 pub mod resolver;
 pub mod site;
+pub mod stale;
 pub mod trust;
 pub mod weburl;

@@ -178,6 +178,7 @@ const CLIENT: Crate = Crate {
         ("bookmark", "base"),
         ("outbound", "rules"),
         ("trust", "rules"),
+        ("stale", "rules"),
         ("resolver", "resolver"),
         ("crate", "top"),
     ],
