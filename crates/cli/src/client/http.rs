@@ -13,11 +13,9 @@ use nyx5_proto::{Address, Timestamp, b64};
 use crate::error::Failure;
 use crate::sys::OsRng;
 
-/// One blocking HTTP request: `(status, body)` for any answer, `Err` with a one-line reason when
-/// no answer came. The binary uses [`Http`]; the trait keeps verbs independent of the client.
-pub(crate) trait Transport {
-    fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String>;
-}
+/// One blocking HTTP request (the client crate's port); the binary uses [`Http`], the trait keeps
+/// verbs independent of the client.
+pub(crate) use nyx5_client::ports::Transport;
 
 /// The binary's HTTP client (`crate::net`: rustls, a deadline, no redirects). It keeps the last
 /// `nyx5-bookmark` each house answered with and sends it back on the next request to that
