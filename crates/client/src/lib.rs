@@ -5,12 +5,12 @@
 //! HTTP client: the caller supplies the transport ([`ports::Net`]).
 #![forbid(unsafe_code)]
 
+pub mod asks;
 pub mod bookmark;
 pub mod hosts;
 pub mod outbound;
 pub mod ports;
 pub mod resolver;
 pub mod site;
-pub mod stale;
 pub mod trust;
 pub mod weburl;

@@ -178,7 +178,7 @@ const CLIENT: Crate = Crate {
         ("bookmark", "base"),
         ("outbound", "rules"),
         ("trust", "rules"),
-        ("stale", "rules"),
+        ("asks", "rules"),
         ("resolver", "resolver"),
         ("crate", "top"),
     ],

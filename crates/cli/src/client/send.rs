@@ -338,12 +338,7 @@ pub(crate) fn unnamed_stamp(st: &Stamp, paying: usize, max: i64) -> Result<(), F
 pub(crate) fn stamp_for(cards: &[Verified<AgentCard>], explicit: Option<i64>) -> Result<Option<Stamp>, Failure> {
     let mut asked: Option<Stamp> = None;
     for c in cards {
-        let inbox = c.inbox();
-        if inbox.get("policy").and_then(Value::as_str) != Some("stamp") {
-            continue;
-        }
-        let price = inbox.get("price").and_then(Value::as_safe_integer).filter(|p| *p > 0).unwrap_or(1);
-        let house = inbox.get("house").and_then(Value::as_str).unwrap_or(c.address().domain()).to_ascii_lowercase();
+        let Some((house, price)) = nyx5_client::asks::stamp_asked(c.inbox(), c.address()) else { continue };
         match &mut asked {
             None => asked = Some(Stamp { house, amount: price }),
             Some(a) if a.house == house => a.amount = a.amount.max(price),

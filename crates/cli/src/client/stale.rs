@@ -28,7 +28,7 @@ use nyx5_proto::envelope::Stamp;
 use nyx5_proto::json::{Object, Value, obj};
 use nyx5_proto::{Address, Envelope, Timestamp, Verified};
 
-use nyx5_client::stale::{Lack, MAX_UNASKED_POW_BITS, lacks};
+use nyx5_client::asks::{Lack, MAX_UNASKED_POW_BITS, lacks};
 
 use super::Ctx;
 use super::output::{safe, show, text};
