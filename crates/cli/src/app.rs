@@ -248,7 +248,7 @@ impl Source {
 /// and only to the origin the user named (`base`, checked again after DNS): an app's files never
 /// send the command anywhere else.
 fn fetch(base: &str, url: &str, max: usize) -> Result<Vec<u8>, Failure> {
-    let policy = nyx5_house::outbound::Policy::new([base], false, false);
+    let policy = nyx5_client::outbound::Policy::new([base], false, false);
     let (status, body) = net::Client::guarded(net::TIMEOUT, max, policy, None)
         .request("GET", url, &[], &[])
         .map_err(|e| Failure::network(format!("fetching {url}: {e}")))?;

@@ -8,17 +8,17 @@ use std::io::Read;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use nyx5_house::outbound::{self, Policy, ip_is_public};
-use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
+use nyx5_client::outbound::{self, Policy, ip_is_public};
+use nyx5_client::ports::{Net, OutRequest, OutResponse, PortError};
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 /// The longest any outbound request may take, from connecting to the last byte of the answer
-/// (the engine's [`nyx5_house::outbound::TIMEOUT_MS`], as the Worker uses it).
+/// (the engine's [`nyx5_client::outbound::TIMEOUT_MS`], as the Worker uses it).
 pub(crate) const TIMEOUT: Duration = Duration::from_millis(outbound::TIMEOUT_MS as u64);
 
-/// The largest answer the engine reads ([`nyx5_house::outbound::MAX_ANSWER_BYTES`]); a larger
+/// The largest answer the engine reads ([`nyx5_client::outbound::MAX_ANSWER_BYTES`]); a larger
 /// answer is a transport failure, so temporary.
 pub(crate) const MAX_ENGINE_ANSWER_BYTES: usize = outbound::MAX_ANSWER_BYTES;
 
@@ -230,7 +230,7 @@ pub(crate) struct HttpNet {
 
 impl HttpNet {
     /// The engine's network, checking `policy` again on every connect (the house checks it by
-    /// URL before: see `nyx5_house::outbound`).
+    /// URL before: see `nyx5_client::outbound`).
     /// `roots`, when given, are trusted for https instead of the bundled Mozilla roots.
     pub(crate) fn with_roots(policy: Policy, roots: Option<&[ureq::tls::Certificate<'static>]>) -> HttpNet {
         HttpNet { client: Client::guarded(TIMEOUT, MAX_ENGINE_ANSWER_BYTES, policy, roots) }

@@ -11,16 +11,9 @@
 use nyx5_proto::crypto::{aes256gcm_open, aes256gcm_seal, hkdf_sha256};
 use nyx5_proto::{Error, Refusal, b64};
 
-/// The header's name, in requests and answers.
-pub const HEADER: &str = "nyx5-bookmark";
-/// The longest bookmark a house seals (D1's are 59 characters); an answer whose bookmark is
-/// longer carries none.
-pub const MAX_BOOKMARK_BYTES: usize = 256;
-const IV_BYTES: usize = 12;
-const TAG_BYTES: usize = 16;
-/// The longest header value read: a sealed bookmark of [`MAX_BOOKMARK_BYTES`] in base64url
-/// (380 characters). A longer one is refused unread.
-pub const MAX_HEADER_CHARS: usize = ((IV_BYTES + MAX_BOOKMARK_BYTES + TAG_BYTES) * 4).div_ceil(3);
+/// The header's name and bounds are the wire's, shared with the client.
+pub use nyx5_client::bookmark::{HEADER, MAX_BOOKMARK_BYTES, MAX_HEADER_CHARS};
+use nyx5_client::bookmark::{IV_BYTES, TAG_BYTES};
 /// What the sealing key is derived with (HKDF-SHA256 info) and what each seal authenticates.
 const LABEL: &[u8] = b"nyx5/1 bookmark";
 

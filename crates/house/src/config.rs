@@ -1,7 +1,7 @@
 //! What an operator sets for a house. Every knob has the spec's default.
 
 pub use nyx5_proto::card::PreviousDomainKey;
-use nyx5_proto::crypto::{SigPublic, SigningKey};
+use nyx5_proto::crypto::SigningKey;
 use nyx5_proto::json::field;
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Error, Object, Refusal, Timestamp, Value, b64, limits};
@@ -35,31 +35,7 @@ impl Registration {
     }
 }
 
-/// A `hosts` override: where a domain's estafeta is, and optionally its pinned key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostEntry {
-    pub url: String,
-    pub sig: Option<SigPublic>,
-}
-
-/// Parses the hosts file format used everywhere:
-/// `{"<domain>": {"url": "<estafeta base URL>", "sig": "<optional pinned domain key>"}}`.
-pub fn parse_hosts(text: &str) -> Result<VecMap<String, HostEntry>, Error> {
-    let v = Value::parse(text.as_bytes(), limits::MAX_DOCUMENT_BYTES)?;
-    let o = v.as_object().ok_or_else(|| Refusal::BadConfig.because("hosts must be a JSON object"))?;
-    let mut out = VecMap::new();
-    for (domain, entry) in o {
-        nyx5_proto::address::check_domain(domain)
-            .map_err(|why| Refusal::BadConfig.because(format!("hosts: {domain}: {why}")))?;
-        let e = entry
-            .as_object()
-            .ok_or_else(|| Refusal::BadConfig.because(format!("hosts: {domain} must be an object")))?;
-        let url = nyx5_proto::json::field::str(e, "url")?.trim_end_matches('/').to_owned();
-        let sig = nyx5_proto::json::field::opt_str(e, "sig")?.map(SigPublic::parse).transpose()?;
-        out.insert(domain.clone(), HostEntry { url, sig });
-    }
-    Ok(out)
-}
+pub use nyx5_client::hosts::{HostEntry, parse_hosts};
 
 /// Parses previous domain keys as operators write them (`NYX5_PREVIOUS_DOMAIN_KEYS`):
 /// `[{"key": "<32-byte secret seed, base64url>", "until": "<RFC 3339 time>", "created"?: "<time>"}]`, at most 7.
@@ -172,8 +148,8 @@ pub struct Quota {
     pub max_bytes: i64,
 }
 
-/// Most entries of each in-process memo (cards of each kind, mailbox policies).
-pub const MEMO_MAX_ENTRIES: usize = 1024;
+/// Most entries of each in-process memo (cards of each kind, mailbox policies): the resolver's.
+pub use nyx5_client::resolver::MEMO_MAX_ENTRIES;
 /// Most jobs one tick takes, by default.
 pub const TICK_BATCH: i64 = 32;
 /// The most jobs a tick may be configured to take.
@@ -453,18 +429,6 @@ mod tests {
         let r = Retry::default();
         let waits: Vec<i64> = (1..=8).map(|a| r.backoff_ms(a)).collect();
         assert_eq!(waits, [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
-    }
-
-    #[test]
-    fn hosts_file() {
-        let key = SigningKey::from_seed([1; 32]).public().to_b64();
-        let h = parse_hosts(&format!(
-            r#"{{"b.test":{{"url":"http://127.0.0.1:8788/"}},"c.test":{{"url":"http://c","sig":"{key}"}}}}"#
-        ))
-        .unwrap();
-        assert_eq!(h["b.test"].url, "http://127.0.0.1:8788");
-        assert!(h["c.test"].sig.is_some());
-        assert!(parse_hosts(r#"{"B.test":{"url":"x"}}"#).is_err());
     }
 
     #[test]

@@ -26,13 +26,13 @@ pub mod routes;
 pub mod shards;
 #[cfg(feature = "sim")]
 pub mod sim;
-pub mod site;
+pub use nyx5_client::site;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
 pub mod warm;
 pub mod web;
-pub mod weburl;
+pub use nyx5_client::weburl;
 
 use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;

@@ -4,7 +4,7 @@
 //! without the store, the store knows no service, no service calls a route, a document of proto
 //! is built on its keys and data and never the other way. The test reads every `crate::…` and
 //! `super::…` path in the code (comments left out) and fails on an arrow that runs back up, or on
-//! a circle of modules. (Between crates the manifests hold the arrows: `proto ← rules ← house ←
+//! a circle of modules. (Between crates the manifests hold the arrows: `proto ← rules ← client ← house ←
 //! {Worker, cli}`, web on proto alone.)
 //!
 //! The arrows and circles a crate has today are listed beside its table (the house's are
@@ -166,6 +166,28 @@ const RULES: Crate = Crate {
     known_circles: &["libro::authority libro::kernel"],
 };
 
+/// The client crate: the port and plain data, then the rules (the outbound policy, the cards'
+/// trust), then the resolver over them.
+const CLIENT: Crate = Crate {
+    src: "crates/client/src",
+    layers: &[
+        ("ports", "base"),
+        ("weburl", "base"),
+        ("site", "base"),
+        ("hosts", "base"),
+        ("bookmark", "base"),
+        ("outbound", "rules"),
+        ("trust", "rules"),
+        ("asks", "rules"),
+        ("resolver", "resolver"),
+        ("crate", "top"),
+    ],
+    order: &["base", "rules", "resolver", "top"],
+    root_items: &[],
+    known_upward: &[],
+    known_circles: &[],
+};
+
 /// The `nyx5` binary: plumbing, then the agent's client, then what runs on it (MCP, apps, the
 /// offline tools), then the servers and the simulator, then `main`.
 const CLI: Crate = Crate {
@@ -206,7 +228,7 @@ const WEB: Crate = Crate {
         ("util", "base"),
         ("keys", "verbs"),
         ("auth", "verbs"),
-        ("trust", "verbs"),
+        ("cards", "verbs"),
         ("profile", "verbs"),
         ("mail", "verbs"),
         ("send", "verbs"),
@@ -228,7 +250,7 @@ const WEB_UPWARD: &[&str] = &[];
 const WEB_CIRCLES: &[&str] = &[];
 
 /// Every crate the layer test reads.
-const CRATES: &[&Crate] = &[&PROTO, &RULES, &HOUSE, &CLI, &WEB];
+const CRATES: &[&Crate] = &[&PROTO, &RULES, &CLIENT, &HOUSE, &CLI, &WEB];
 
 /// Every `.rs` file under `dir`, sorted.
 fn sources(dir: &Path) -> Vec<PathBuf> {
@@ -506,6 +528,9 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("Reads", "ports"),
     ("Rng", "ports"),
     ("port_error", "store::mod"),
+    // Modules of the client crate the root re-exports under their own names.
+    ("site", "site"),
+    ("weburl", "weburl"),
 ];
 
 /// The arrows of a crate's modules: module → the modules it names.
@@ -757,6 +782,30 @@ fn adapters_never_reach_into_the_store() {
     assert!(found.is_empty(), "adapters reach into the house's store: {found:?}");
 }
 
+/// The agent's verbs and the tools on them (the CLI's `client/`, `net.rs`, `app.rs`) and the
+/// browser stand on the client crate (issue 37 §6), never on the engine: only `nyx5 serve`, the
+/// simulator and the shard tool (`serve/`, `simulate.rs`, `shard.rs`) and the Worker name
+/// `nyx5_house`. Fails on any `nyx5_house::` elsewhere in their code, tests included.
+#[test]
+fn the_agents_verbs_and_the_browser_name_no_engine() {
+    let root = repo_root();
+    let engine_side = ["crates/cli/src/serve/", "crates/cli/src/simulate.rs", "crates/cli/src/shard.rs"];
+    let mut found = Vec::new();
+    for dir in ["crates/cli/src", "crates/web/src"] {
+        for file in sources(&root.join(dir)) {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            if engine_side.iter().any(|e| rel.starts_with(e)) {
+                continue;
+            }
+            let code = code_of(&std::fs::read_to_string(&file).unwrap());
+            if !paths_after(&code, "nyx5_house::").is_empty() {
+                found.push(rel);
+            }
+        }
+    }
+    assert!(found.is_empty(), "the agent's side names the engine: {found:?}");
+}
+
 // ---- The docs: decisions resolve, and ARCHITECTURE.md stays a map (issue 37 §7) ----
 
 /// The repository's root: this crate is `crates/house`.
@@ -945,7 +994,15 @@ fn unnamed_in(code: &str) -> usize {
 fn every_refusal_is_named_by_its_cause() {
     let root = repo_root();
     let mut found = BTreeSet::new();
-    for dir in ["crates/proto/src", "crates/rules/src", "crates/house/src", "crates/cli/src", "crates/web/src", "src"] {
+    for dir in [
+        "crates/proto/src",
+        "crates/rules/src",
+        "crates/client/src",
+        "crates/house/src",
+        "crates/cli/src",
+        "crates/web/src",
+        "src",
+    ] {
         for file in sources(&root.join(dir)) {
             let text = std::fs::read_to_string(&file).unwrap();
             // The code before its test module (tests may make any error they like).
@@ -985,7 +1042,15 @@ fn every_refusal_row_is_made_somewhere() {
         .collect();
     assert!(rows.len() > 100, "{}", rows.len());
     let mut made = BTreeSet::new();
-    for dir in ["crates/proto/src", "crates/rules/src", "crates/house/src", "crates/cli/src", "crates/web/src", "src"] {
+    for dir in [
+        "crates/proto/src",
+        "crates/rules/src",
+        "crates/client/src",
+        "crates/house/src",
+        "crates/cli/src",
+        "crates/web/src",
+        "src",
+    ] {
         for file in sources(&root.join(dir)) {
             if file.ends_with("refusal.rs") {
                 continue;

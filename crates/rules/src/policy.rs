@@ -15,6 +15,8 @@ use crate::site::Psl;
 
 /// Bits asked by a `pow` inbox that does not say `pow_bits` (spec §9's example).
 pub const DEFAULT_POW_BITS: u32 = nyx5_proto::pow::DEFAULT_BITS;
+/// An agent's two lists (`GET /lists/:local`), in the order they are written.
+pub const LIST_KINDS: [&str; 2] = ["allow", "block"];
 /// Most entries one agent's allow or block list may hold.
 pub const MAX_LIST_ENTRIES: usize = 1000;
 /// Most additions and removals in one `POST /lists/:local`.

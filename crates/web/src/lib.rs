@@ -31,11 +31,11 @@
 #![forbid(unsafe_code)]
 
 mod auth;
+mod cards;
 mod keys;
 mod mail;
 mod profile;
 mod send;
-mod trust;
 mod util;
 
 #[cfg(target_arch = "wasm32")]
@@ -81,7 +81,7 @@ pub fn token(
 /// passes only through that key's valid handover. Answers `{"domain","pin","rotated","card"}`:
 /// `pin` is the key to remember from now on, `rotated` whether it moved from the old pin.
 pub fn verify_domain(card_json: &str, domain: &str, pin: &str, now_ms: f64) -> Result<String, String> {
-    answer(now(now_ms).and_then(|now| trust::verify_domain(card_json, domain, pin, now)))
+    answer(now(now_ms).and_then(|now| cards::verify_domain(card_json, domain, pin, now)))
 }
 
 /// Checks an agent card against its domain card (and, for a subagent, its parent's card;
@@ -93,7 +93,7 @@ pub fn verify_agent(
     parent_card_json: &str,
     now_ms: f64,
 ) -> Result<String, String> {
-    answer(now(now_ms).and_then(|now| trust::verify_agent(card_json, domain_card_json, parent_card_json, now)))
+    answer(now(now_ms).and_then(|now| cards::verify_agent(card_json, domain_card_json, parent_card_json, now)))
 }
 
 /// A new message from `from`, as `nyx5 send` builds it: `recipients_json` is `[{"card",

@@ -7,8 +7,8 @@ use nyx5_proto::json::{Value, obj};
 use nyx5_proto::mailbox::{POSTMASTER, Trust};
 use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp};
 
+use crate::cards::{agent_card, domain_card_text, parents};
 use crate::keys::Keys;
-use crate::trust::{agent_card, domain_card_text, parents};
 use crate::util::{about, address, object, value};
 
 fn invalid(why: impl Into<String>) -> Trust {

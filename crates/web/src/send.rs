@@ -10,8 +10,8 @@ use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::quote::Quote;
 use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp, Verified, limits, pow, seal};
 
+use crate::cards::{agent_card, domain_card, domain_name, parents};
 use crate::keys::Keys;
-use crate::trust::{agent_card, domain_card, domain_name, parents};
 use crate::util::{OsRandom, about, address, object, value};
 
 /// The media type of a Libro operation (docs/SPEC.md §16).

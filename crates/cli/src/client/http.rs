@@ -13,11 +13,9 @@ use nyx5_proto::{Address, Timestamp, b64};
 use crate::error::Failure;
 use crate::sys::OsRng;
 
-/// One blocking HTTP request: `(status, body)` for any answer, `Err` with a one-line reason when
-/// no answer came. The binary uses [`Http`]; the trait keeps verbs independent of the client.
-pub(crate) trait Transport {
-    fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String>;
-}
+/// One blocking HTTP request (the client crate's port); the binary uses [`Http`], the trait keeps
+/// verbs independent of the client.
+pub(crate) use nyx5_client::ports::Transport;
 
 /// The binary's HTTP client (`crate::net`: rustls, a deadline, no redirects). It keeps the last
 /// `nyx5-bookmark` each house answered with and sends it back on the next request to that
@@ -39,7 +37,7 @@ impl Http {
 impl Transport for Http {
     fn call(&self, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>), String> {
         self.bookmarks.around(method, url, headers, |headers| {
-            crate::net::request_keeping(method, url, headers, body, nyx5_house::bookmark::HEADER)
+            crate::net::request_keeping(method, url, headers, body, nyx5_client::bookmark::HEADER)
         })
     }
 }
@@ -49,7 +47,7 @@ const BOOKMARKS_KIND: &str = "bookmarks";
 /// Most houses whose bookmark is kept; the one kept longest leaves first.
 const MAX_BOOKMARKS: usize = 64;
 /// The largest bookmark file read.
-const MAX_BOOKMARKS_FILE: usize = MAX_BOOKMARKS * (nyx5_house::bookmark::MAX_HEADER_CHARS + 300);
+const MAX_BOOKMARKS_FILE: usize = MAX_BOOKMARKS * (nyx5_client::bookmark::MAX_HEADER_CHARS + 300);
 
 /// The last bookmark of each house (by `host[:port]`), as it sent it: sealed, opaque here. With
 /// a file (`<profile>.bookmarks`, `{"bookmarks":{"<host>":"<value>"},"kind":"bookmarks",
@@ -65,7 +63,7 @@ pub(crate) struct Bookmarks {
 /// Whether `b` is a value a house could have sent: base64url, within the header's bound.
 fn bookmark_shaped(b: &str) -> bool {
     !b.is_empty()
-        && b.len() <= nyx5_house::bookmark::MAX_HEADER_CHARS
+        && b.len() <= nyx5_client::bookmark::MAX_HEADER_CHARS
         && b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
 }
 
@@ -137,7 +135,7 @@ impl Bookmarks {
         let kept = self.by_host.lock().ok().and_then(|m| m.iter().find(|(h, _)| *h == host).map(|(_, b)| b.clone()));
         let mut all: Vec<(&str, &str)> = headers.to_vec();
         if let Some(b) = &kept {
-            all.push((nyx5_house::bookmark::HEADER, b));
+            all.push((nyx5_client::bookmark::HEADER, b));
         }
         let (status, body, answered) = send(&all)?;
         if let Some(b) = answered.filter(|b| bookmark_shaped(b)) {
@@ -288,7 +286,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    const HEADER: &str = nyx5_house::bookmark::HEADER;
+    const HEADER: &str = nyx5_client::bookmark::HEADER;
 
     /// One exchange through `b`: what was sent as the bookmark, and the answer carrying `answered`.
     fn exchange(b: &Bookmarks, url: &str, answered: Option<&str>) -> Option<String> {
@@ -317,7 +315,7 @@ mod tests {
         assert_eq!(exchange(&b, "https://a.test/mailbox/ana", None).as_deref(), Some("YmFy"));
         assert_eq!(exchange(&b, "https://A.test/mailbox/ana", None).as_deref(), Some("YmFy"));
         // What no house sends is not kept: not base64url, or past the bound.
-        let long = "A".repeat(nyx5_house::bookmark::MAX_HEADER_CHARS + 1);
+        let long = "A".repeat(nyx5_client::bookmark::MAX_HEADER_CHARS + 1);
         for bad in ["a b", "x\r\ny", "", long.as_str()] {
             exchange(&b, "https://a.test/x", Some(bad));
             assert_eq!(exchange(&b, "https://a.test/x", None).as_deref(), Some("YmFy"), "{bad:.20}");

@@ -29,9 +29,9 @@ use crate::sys;
 /// The media type of an operation (docs/SPEC.md §16).
 pub(crate) const OP_MEDIA: &str = nyx5_proto::ops::MEDIA;
 /// The extension a vouch travels in (docs/SPEC.md §19).
-pub(crate) const AVAL_EXT: &str = "urn:nyx5:ext:aval";
+pub(crate) const AVAL_EXT: &str = nyx5_rules::policy::EXT_AVAL;
 /// The local part of a house's Libro.
-pub(crate) const LIBRO_LOCAL: &str = "libro";
+pub(crate) const LIBRO_LOCAL: &str = nyx5_rules::libro::LIBRO;
 /// How long `--wait` waits when given without a number of seconds.
 pub(crate) const DEFAULT_WAIT_S: u64 = 30;
 /// The longest `--wait`: an hour.

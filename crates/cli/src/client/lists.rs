@@ -7,9 +7,9 @@
 //! is read first, so `allow` also takes an entry off the block list and `block` off the allow
 //! list: the command does what its name says. `unlist` takes entries off both (or `--from` one).
 
-use nyx5_house::routes::lists::KINDS;
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::{Object, Value, obj};
+use nyx5_rules::policy::LIST_KINDS as KINDS;
 use nyx5_rules::policy::{MAX_LIST_CHANGES, list_entry};
 
 use super::Ctx;

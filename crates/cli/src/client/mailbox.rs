@@ -492,7 +492,7 @@ mod tests {
         let domain_key = SigningKey::from_seed([40; 32]);
         let net = HouseB::serving(&domain_card(&domain_key, Timestamp(now.millis() - 1000)));
         let mut hosts = nyx5_proto::vecmap::VecMap::new();
-        let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) };
+        let entry = nyx5_client::hosts::HostEntry { url: "http://b".into(), sig: Some(domain_key.public()) };
         hosts.insert("b.test".to_owned(), entry);
         let res = Resolver::bare(&net, &hosts, now);
         let me = AgentEntry::new(
@@ -539,7 +539,7 @@ mod tests {
         let net =
             Rotating(std::cell::RefCell::new(domain_card(&old, Timestamp(now.millis() - 1000)).to_value().canonical()));
         let mut hosts = nyx5_proto::vecmap::VecMap::new();
-        hosts.insert("b.test".to_owned(), nyx5_house::config::HostEntry { url: "http://b".into(), sig: None });
+        hosts.insert("b.test".to_owned(), nyx5_client::hosts::HostEntry { url: "http://b".into(), sig: None });
         let res = Resolver::bare(&net, &hosts, now);
         let me = AgentEntry::new(
             Address::parse("bo@b.test").unwrap(),
@@ -603,7 +603,7 @@ mod tests {
         };
         let trust = |net: &dyn Transport, anchor: SigningKey, from: &str| {
             let mut hosts = nyx5_proto::vecmap::VecMap::new();
-            let entry = nyx5_house::config::HostEntry { url: "http://b".into(), sig: Some(anchor.public()) };
+            let entry = nyx5_client::hosts::HostEntry { url: "http://b".into(), sig: Some(anchor.public()) };
             hosts.insert("b.test".to_owned(), entry);
             let m = open_item(&Resolver::bare(net, &hosts, now), &me, &item(&signed(from)));
             m.as_object().unwrap().get("trust").and_then(Value::as_str).unwrap().to_owned()

@@ -30,7 +30,7 @@ pub(crate) mod when;
 
 use std::path::{Path, PathBuf};
 
-use nyx5_house::config::{HostEntry, parse_hosts};
+use nyx5_client::hosts::{HostEntry, parse_hosts};
 use nyx5_proto::json::{Object, Value};
 use nyx5_proto::{Address, Timestamp};
 
@@ -81,7 +81,7 @@ impl Ctx {
             Ok(v) if v.is_empty() || v.eq_ignore_ascii_case("off") => None,
             Ok(v) => {
                 let v = v.trim().to_owned();
-                nyx5_house::resolver::check_doh_url(&v).map_err(|e| {
+                nyx5_client::resolver::check_doh_url(&v).map_err(|e| {
                     Failure::usage(format!("NYX5_DOH: {} (or set NYX5_DOH=off)", e.reason)).named(e.name())
                 })?;
                 Some(v)

@@ -480,7 +480,7 @@ pub(crate) fn subagent_human(v: &Value) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-    use nyx5_house::config::HostEntry;
+    use nyx5_client::hosts::HostEntry;
     use nyx5_proto::card::AgentCardDraft;
     use nyx5_proto::crypto::SigningKey;
 

@@ -1,9 +1,10 @@
-//! The client's side of the one resolver (`nyx5_house::resolver`, docs/SPEC.md §6.1): the same
+//! The client's side of the one resolver (`nyx5_client::resolver`, docs/SPEC.md §6.1): the same
 //! order of sources, pinning and continuity as a house — the hosts file, then a house named by
 //! URL or the agent's own house for its own domain, then the DNS TXT record `_nyx5.<domain>` over
 //! DNS-over-HTTPS, then the well-known URL — with the pins kept in the profile ([`ProfilePins`])
 //! and requests sent through the verb's blocking [`Transport`]. A verb is synchronous and
-//! nothing here ever waits, so the resolver's futures are driven by [`block_on`].
+//! nothing here ever waits, so the resolver's futures are driven by [`block_on`] (the client
+//! crate's, over its [`Blocking`] network).
 //!
 //! Verified cards are kept in the card file beside the profile ([`CardFile`]) and verified again
 //! when read: within their five minutes they are used without asking the network (as a house
@@ -22,16 +23,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
-use nyx5_house::config::HostEntry;
-use nyx5_house::outbound::{Guarded, Policy};
-use nyx5_house::ports::{Net, OutRequest, OutResponse, PortError};
-use nyx5_house::resolver::{self as core, CacheEntry, CachedCard, ChainCard, Memo, PinStore, Resolved, Sources};
+use nyx5_client::hosts::HostEntry;
+use nyx5_client::outbound::{Guarded, Policy};
+use nyx5_client::ports::{Blocking, block_on};
+use nyx5_client::resolver::{self as core, CacheEntry, CachedCard, ChainCard, Memo, PinStore, Resolved, Sources};
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::obj;
@@ -70,39 +68,6 @@ impl Domain {
 
     fn resolved(&self) -> Resolved {
         Resolved { url: self.url.clone(), card: Arc::new(self.card.clone()), via: self.via, anchor: self.anchor }
-    }
-}
-
-/// Runs a future that never waits (the client's network and pin store answer at once).
-pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::yield_now();
-    }
-}
-
-/// The engine's `Net` port over a verb's blocking [`Transport`]; `offline`, it asks nobody (the
-/// second try of [`Resolver::agent_or_kept`], from kept cards alone).
-#[derive(Clone, Copy)]
-struct TransportNet<'a> {
-    net: &'a dyn Transport,
-    offline: bool,
-}
-
-impl Net for TransportNet<'_> {
-    async fn send(&self, r: OutRequest) -> Result<OutResponse, PortError> {
-        if self.offline {
-            return Err(PortError::Failed("not asked: kept cards only".into()));
-        }
-        let headers: Vec<(&str, &str)> = r.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        self.net
-            .call(&r.method, &r.url, &headers, &r.body)
-            .map(|(status, body)| OutResponse { status, body })
-            .map_err(PortError::Failed)
     }
 }
 
@@ -308,12 +273,6 @@ pub(crate) struct Setup<'a> {
     pub(crate) now: Timestamp,
 }
 
-impl std::fmt::Debug for dyn Transport + '_ {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Transport")
-    }
-}
-
 /// A resolver's error as the client reports it: temporary → network (exit 3), not found → 404
 /// (exit 4), a changed key → verification (exit 1) with what to do, the rest → verification.
 fn failure(what: &str, domain: &str, e: &Error) -> Failure {
@@ -399,7 +358,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// Runs `f` with the engine's resolver over this command's sources, pins and memo.
-    fn with<T>(&self, f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<TransportNet<'a>>, &ProfilePins>) -> T) -> T {
+    fn with<T>(&self, f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<Blocking<'a>>, &ProfilePins>) -> T) -> T {
         self.with_net(false, f)
     }
 
@@ -408,7 +367,7 @@ impl<'a> Resolver<'a> {
     fn with_net<T>(
         &self,
         offline: bool,
-        f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<TransportNet<'a>>, &ProfilePins>) -> T,
+        f: impl AsyncFnOnce(&core::Resolver<'_, Guarded<Blocking<'a>>, &ProfilePins>) -> T,
     ) -> T {
         let mut known = nyx5_proto::vecmap::VecMap::new();
         if let Some((domain, url)) = &self.own {
@@ -424,7 +383,7 @@ impl<'a> Resolver<'a> {
             .chain(known.values().map(|(u, _)| u.as_str()))
             .chain(given.values().map(String::as_str));
         let policy = Policy::new(named.chain(self.doh), false, false);
-        let net = Guarded { net: TransportNet { net: self.net, offline }, policy };
+        let net = Guarded { net: Blocking { net: self.net, offline }, policy };
         let r = core::Resolver {
             net: &net,
             budget: None,

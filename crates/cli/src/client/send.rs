@@ -310,7 +310,7 @@ pub(crate) const AUTO_STAMP_MAX: i64 = 10;
 /// Money moves through the Libro's verbs, which say so, never through a plain send: no
 /// envelope to `libro@`, and no operation's media.
 fn not_for_a_libro<'a>(to: impl IntoIterator<Item = &'a Address>, media: &str) -> Result<(), Failure> {
-    if to.into_iter().any(|a| a.local() == super::libro::LIBRO_LOCAL) || media == nyx5_house::libro::OP_MEDIA {
+    if to.into_iter().any(|a| a.local() == super::libro::LIBRO_LOCAL) || media == nyx5_proto::ops::MEDIA {
         return Err(Failure::usage(
             "operations for a Libro are sent by its verbs (nyx5 accept, release, bond, mandate, charge …), not by send",
         ));
@@ -338,12 +338,7 @@ pub(crate) fn unnamed_stamp(st: &Stamp, paying: usize, max: i64) -> Result<(), F
 pub(crate) fn stamp_for(cards: &[Verified<AgentCard>], explicit: Option<i64>) -> Result<Option<Stamp>, Failure> {
     let mut asked: Option<Stamp> = None;
     for c in cards {
-        let inbox = c.inbox();
-        if inbox.get("policy").and_then(Value::as_str) != Some("stamp") {
-            continue;
-        }
-        let price = inbox.get("price").and_then(Value::as_safe_integer).filter(|p| *p > 0).unwrap_or(1);
-        let house = inbox.get("house").and_then(Value::as_str).unwrap_or(c.address().domain()).to_ascii_lowercase();
+        let Some((house, price)) = nyx5_client::asks::stamp_asked(c.inbox(), c.address()) else { continue };
         match &mut asked {
             None => asked = Some(Stamp { house, amount: price }),
             Some(a) if a.house == house => a.amount = a.amount.max(price),
@@ -710,7 +705,7 @@ mod tests {
         let bo = Address::parse("bo@a.test").unwrap();
         assert!(not_for_a_libro([&bo], "text/plain").is_ok());
         assert!(not_for_a_libro([&bo, &libro], "text/plain").is_err());
-        assert!(not_for_a_libro([&bo], nyx5_house::libro::OP_MEDIA).is_err());
+        assert!(not_for_a_libro([&bo], nyx5_proto::ops::MEDIA).is_err());
     }
 
     #[test]

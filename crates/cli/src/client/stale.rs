@@ -26,7 +26,9 @@ use nyx5_proto::address::check_domain;
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::envelope::Stamp;
 use nyx5_proto::json::{Object, Value, obj};
-use nyx5_proto::{Address, Envelope, Timestamp, Verified, pow};
+use nyx5_proto::{Address, Envelope, Timestamp, Verified};
+
+use nyx5_client::asks::{Lack, MAX_UNASKED_POW_BITS, lacks};
 
 use super::Ctx;
 use super::output::{safe, show, text};
@@ -35,16 +37,12 @@ use super::send::{self, SendRequest};
 use crate::error::Failure;
 use crate::sys;
 
-/// What a recipient's card asks that an envelope does not give.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Lack {
-    /// Proof of work of `bits`.
-    Pow { bits: u32 },
-    /// A stamp of at least `price` tokens paid at `house`.
-    Stamp { house: String, price: i64 },
+/// A [`Lack`] as `--json` and MCP show it.
+trait LackValue {
+    fn to_value(&self, to: &Address) -> Value;
 }
 
-impl Lack {
+impl LackValue for Lack {
     /// For `--json` and MCP, outside any untrusted content: a stamp's house, which the card
     /// names, only when it is a domain (null otherwise).
     fn to_value(&self, to: &Address) -> Value {
@@ -58,31 +56,6 @@ impl Lack {
         };
         Value::Object(o)
     }
-}
-
-/// The most proof of work a read of the mailbox mints unasked for a resend: a card asking more
-/// (up to 32 bits: minutes of CPU) is answered with the command that does it (hostile review of
-/// issue 35, L3).
-pub(crate) const MAX_UNASKED_POW_BITS: u32 = 24;
-
-/// What `inbox` (the card of `to`, as its house serves it now) asks that `env` does not give,
-/// judged as `to`'s house judges it (`nyx5_rules::policy::decide`): a `pow` inbox asks a proof
-/// of work of its bits for this very envelope; a `stamp` inbox a stamp of at least its price at
-/// the house it names (the recipient's own by default). Other policies ask nothing an envelope
-/// can carry. `None`: the envelope gives all the card asks.
-pub(crate) fn lacks(env: &Envelope, to: &Address, inbox: &Object) -> Option<Lack> {
-    let bits = pow::bits_asked(inbox);
-    if bits > 0 {
-        let proved = env.pow().is_some_and(|p| p.bits >= bits && pow::check(&env.work_digest(), &p.nonce, bits));
-        return (!proved).then_some(Lack::Pow { bits });
-    }
-    if inbox.get("policy").and_then(Value::as_str) == Some("stamp") {
-        let price = inbox.get("price").and_then(Value::as_safe_integer).filter(|p| *p > 0).unwrap_or(1);
-        let house = inbox.get("house").and_then(Value::as_str).unwrap_or(to.domain()).to_ascii_lowercase();
-        let paid = env.stamp().is_some_and(|s| s.house == house && s.amount >= price);
-        return (!paid).then_some(Lack::Stamp { house, price });
-    }
-    None
 }
 
 /// A 402 bounce the agent can believe: of envelope `of` (`sha256`), for `recipients`.
@@ -123,7 +96,7 @@ fn to_handle(me: &AgentEntry, b: &Bounce, now: Timestamp) -> Option<(Envelope, V
     // A Libro's operation is never sent again: it lives an hour from its envelope's `created`,
     // and a new envelope would be a new operation after `nyx5 libro` said the first bounced
     // (hostile review of issue 35, L2).
-    if env.to().iter().any(|a| a.local() == nyx5_house::libro::LIBRO) {
+    if env.to().iter().any(|a| a.local() == nyx5_rules::libro::LIBRO) {
         return None;
     }
     let mut to: Vec<Address> = Vec::new();
@@ -147,7 +120,7 @@ fn request_for(me: &AgentEntry, env: &Envelope, to: &[Address]) -> Result<SendRe
             .find_map(|s| nyx5_proto::seal::open(env, &me.address, s).ok())
             .ok_or_else(|| Failure::usage(format!("{} cannot be opened with your keys to send it again", env.id())))?,
     };
-    if content.media == nyx5_house::libro::OP_MEDIA {
+    if content.media == nyx5_proto::ops::MEDIA {
         return Err(Failure::usage(format!("{} is an operation for a Libro, which is never sent again", env.id())));
     }
     Ok(SendRequest {
@@ -484,6 +457,7 @@ mod tests {
     use nyx5_proto::crypto::SigningKey;
     use nyx5_proto::envelope::{Content, Draft};
     use nyx5_proto::json::Value;
+    use nyx5_proto::pow;
 
     use super::*;
 

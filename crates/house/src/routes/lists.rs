@@ -18,7 +18,7 @@ use crate::{House, ok_body, port_error, store};
 use nyx5_rules::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
 
 /// The two lists, in the order they are written.
-pub const KINDS: [&str; 2] = ["allow", "block"];
+pub const KINDS: [&str; 2] = policy::LIST_KINDS;
 
 /// GET /lists/:local
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {

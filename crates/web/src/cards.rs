@@ -1,20 +1,18 @@
-//! Cards checked as the resolver checks them (docs/SPEC.md §6.1), without fetching anything:
-//! the browser fetches, this decides.
+//! Cards checked by the resolver's own rules ([`nyx5_client::trust`], docs/SPEC.md §6.1), without
+//! fetching anything: the browser fetches, the rules decide, and this reads the arguments.
 //!
 //! A domain card must name the domain asked for and be signed by one of its keys valid now; with
-//! a pin, by the pin or by a key the pin handed over to ([`DomainCard::verify_continuing`]).
+//! a pin, by the pin or by a key the pin handed over to ([`trust::held_to`]).
 //! Wherever a domain card is an argument, the answer of [`verify_domain`] (`{domain, pin, card}`)
 //! may be given instead of the bare card, and is then held to its pin again.
 
+use nyx5_client::trust;
 use nyx5_proto::address::check_domain;
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{AgentCard, DomainCard, Error, Refusal, Timestamp, Verified};
 
 use crate::util::{about, value};
-
-/// The most delegation levels followed above an agent card (as the house's resolver).
-const MAX_DELEGATION_DEPTH: usize = 8;
 
 /// A domain as typed: trimmed, without a final dot, lower case, and checked.
 pub(crate) fn domain_name(text: &str) -> Result<String, Error> {
@@ -32,22 +30,10 @@ fn checked(
     now: Timestamp,
 ) -> Result<(Verified<DomainCard>, SigPublic, bool), Error> {
     let what = format!("domain card of {domain}");
-    if card.domain() != domain {
-        return Err(Refusal::WrongCard.because(format!("{what} names another domain ({})", card.domain())));
-    }
-    let kid = card.signer().map_err(about(&what))?;
-    if !card.accepts_key(&kid, now) {
-        return Err(
-            Refusal::UntrustedKey.because(format!("{what} is signed by a key that is not listed, or past its end"))
-        );
-    }
-    match pin {
-        None => Ok((card.verify(None).map_err(about(&what))?, kid, false)),
-        Some(pin) => {
-            let (card, moved) = card.verify_continuing(pin, now).map_err(about(&what))?;
-            Ok((card, kid, moved))
-        }
-    }
+    let kid = trust::domain_signer(&card, domain, now)
+        .map_err(|f| f.into_error(&what, Refusal::UntrustedKey, about(&what)))?;
+    let (card, moved) = trust::held_to(card, pin, now).map_err(about(&what))?;
+    Ok((card, kid, moved))
 }
 
 /// `verify_domain`: see the crate's documentation.
@@ -122,11 +108,9 @@ fn chain(
     let o: &Object = card.as_object().ok_or_else(|| Refusal::BadCard.because("an agent card is a JSON object"))?;
     let card = AgentCard::from_object(o.clone()).map_err(about("agent card"))?;
     let what = format!("card of {}", card.address());
-    if depth > MAX_DELEGATION_DEPTH {
-        return Err(Refusal::DelegationTooDeep.because(format!("delegation of {} is nested too deep", card.address())));
-    }
-    let parent = match (card.delegation(), card.address().parent()) {
-        (Some(_), Some(p)) => {
+    trust::check_depth(card.address(), depth)?;
+    let parent = match trust::parent_needed(&card) {
+        Some(p) => {
             let (first, rest) = parents.split_first().ok_or_else(|| {
                 Refusal::ParentCardRequired.because(format!("{what}: a delegated card needs its parent's card ({p})"))
             })?;
@@ -138,7 +122,7 @@ fn chain(
             }
             Some(chain(first, domain, rest, now, depth + 1).map_err(about(&format!("parent of {}", card.address())))?)
         }
-        _ => None,
+        None => None,
     };
     card.verify(domain, parent.as_ref(), now).map_err(about(&what))
 }

@@ -1,0 +1,16 @@
+//! nyx5-client: an agent's side of Nyx5 over `nyx5-proto` and `nyx5-rules` (issue 37 §6). The
+//! one resolver and the trust rules it applies, the outbound policy, the hosts file and the
+//! network port, shared by the house (`nyx5-house` re-exports them), the `nyx5` command's agent
+//! verbs and the browser (`nyx5-web`, which calls [`trust`]). No engine, database, runtime or
+//! HTTP client: the caller supplies the transport ([`ports::Net`]).
+#![forbid(unsafe_code)]
+
+pub mod asks;
+pub mod bookmark;
+pub mod hosts;
+pub mod outbound;
+pub mod ports;
+pub mod resolver;
+pub mod site;
+pub mod trust;
+pub mod weburl;
