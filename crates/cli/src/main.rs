@@ -12,6 +12,7 @@ mod canon;
 mod client;
 mod error;
 mod io;
+mod jsonrpc;
 mod keyfile;
 mod keys;
 mod mcp;

@@ -8,27 +8,22 @@
 //! to standard error).
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use clap::Args;
 use nyx5_proto::Value;
 use nyx5_proto::json::{Object, field, obj};
 
 use crate::error::{Failure, Outcome};
+use crate::jsonrpc::{
+    INVALID_PARAMS, INVALID_REQUEST, MAX_LINE_BYTES, METHOD_NOT_FOUND, PARSE_ERROR, error, read_line, result,
+};
 use crate::mcp_tools::{self, Setup};
 
 /// Protocol versions we speak, newest first.
 pub(crate) const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 /// The first version with tool output schemas and structured content.
 const STRUCTURED_SINCE: &str = "2025-06-18";
-/// The longest line (message) read; longer ones are refused as parse errors.
-pub(crate) const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
-
-pub(crate) const PARSE_ERROR: i64 = -32700;
-pub(crate) const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-pub(crate) const INVALID_PARAMS: i64 = -32602;
-pub(crate) const INTERNAL_ERROR: i64 = -32603;
 
 /// `nyx5 mcp`'s options.
 #[derive(Debug, Clone, Args)]
@@ -84,18 +79,6 @@ impl Human for Nobody {
     fn ask(&mut self, _: Value) -> Result<Object, String> {
         Err("this client cannot ask its human".into())
     }
-}
-
-pub(crate) fn error(id: Value, code: i64, message: &str) -> Value {
-    Value::Object(obj([
-        ("jsonrpc", "2.0".into()),
-        ("id", id),
-        ("error", Value::Object(obj([("code", code.into()), ("message", message.into())]))),
-    ]))
-}
-
-pub(crate) fn result(id: Value, result: Value) -> Value {
-    Value::Object(obj([("jsonrpc", "2.0".into()), ("id", id), ("result", result)]))
 }
 
 impl Server {
@@ -296,42 +279,6 @@ fn failed(f: &Failure) -> Value {
         ("content", Value::Array(vec![Value::Object(obj([("type", "text".into()), ("text", text.into())]))])),
         ("isError", Value::Bool(true)),
     ]))
-}
-
-/// Reads one line of at most [`MAX_LINE_BYTES`]; `Ok(None)` at the end of input. A longer line
-/// is read to its end and returned as `Err` (answered as a parse error).
-pub(crate) fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>, ()>>> {
-    let mut line = Vec::new();
-    let mut over = false;
-    loop {
-        let buf = input.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(if line.is_empty() && !over {
-                None
-            } else if over {
-                Some(Err(()))
-            } else {
-                Some(Ok(line))
-            });
-        }
-        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
-            Some(i) => (buf.get(..i).unwrap_or_default(), Some(i + 1)),
-            None => (buf, None),
-        };
-        if !over {
-            if line.len() + chunk.len() > MAX_LINE_BYTES {
-                over = true;
-                line.clear();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
-        let used = done.unwrap_or(buf.len());
-        input.consume(used);
-        if done.is_some() {
-            return Ok(Some(if over { Err(()) } else { Ok(line) }));
-        }
-    }
 }
 
 /// Runs the server until standard input ends.

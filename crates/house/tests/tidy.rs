@@ -199,6 +199,7 @@ const CLI: Crate = Crate {
         ("sanitise", "base"),
         ("net", "base"),
         ("keyfile", "base"),
+        ("jsonrpc", "base"),
         ("client", "client"),
         ("keys", "tools"),
         ("canon", "tools"),
@@ -244,8 +245,7 @@ const WEB: Crate = Crate {
 const PROTO_UPWARD: &[&str] = &[];
 const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits refusal time"];
 const CLI_UPWARD: &[&str] = &[];
-const CLI_CIRCLES: &[&str] =
-    &["app app_broker", "client::libro client::mailbox client::send client::stale", "mcp mcp_wrap"];
+const CLI_CIRCLES: &[&str] = &["app app_broker", "client::libro client::mailbox client::send client::stale"];
 const WEB_UPWARD: &[&str] = &[];
 const WEB_CIRCLES: &[&str] = &[];
 

@@ -22,13 +22,26 @@ macro_rules! refusals {
             $( $(#[doc = $doc])+ $variant, )*
         }
 
+        /// Every name, one after another in the table's order.
+        const NAMES: &str = concat!($($name),*);
+        /// Where each row's name ends in [`NAMES`] (it starts where the row before it ends).
+        const ENDS: [u16; Refusal::ALL.len()] = ends([$($name.len()),*]);
+        /// Each row's name as the table writes it, for the test that [`Refusal::name`] cuts it out.
+        #[cfg(test)]
+        const WRITTEN: &[&str] = &[$($name),*];
+
         impl Refusal {
             /// Every refusal, in the table's order.
             pub const ALL: &[Refusal] = &[$(Refusal::$variant),*];
 
-            /// The stable machine name: the wire's `error`.
-            pub const fn name(self) -> &'static str {
-                match self { $(Refusal::$variant => $name,)* }
+            /// The stable machine name: the wire's `error`. Cut out of [`NAMES`] at [`ENDS`]: a
+            /// `match` of string literals made a table of 233 slices (8 bytes each in wasm32) beside
+            /// the text, where two bytes an entry say the same.
+            pub fn name(self) -> &'static str {
+                let at = self as usize;
+                let start = at.checked_sub(1).and_then(|before| ENDS.get(before)).copied().unwrap_or(0);
+                let end = ENDS.get(at).copied().unwrap_or(0);
+                NAMES.get(usize::from(start)..usize::from(end)).unwrap_or_default()
             }
 
             /// Its kind, and so its wire code.
@@ -42,6 +55,21 @@ macro_rules! refusals {
             }
         }
     };
+}
+
+/// The running sums of `lens`, as the compiler works them out: each row's end in [`NAMES`].
+#[allow(clippy::indexing_slicing)] // evaluated at build time: an index out of bounds fails the build
+const fn ends<const N: usize>(lens: [usize; N]) -> [u16; N] {
+    let mut out = [0u16; N];
+    let mut at = 0;
+    let mut i = 0;
+    while i < N {
+        at += lens[i];
+        assert!(at <= u16::MAX as usize, "the names outgrow two-byte offsets");
+        out[i] = at as u16;
+        i += 1;
+    }
+    out
 }
 
 impl Refusal {
@@ -575,6 +603,16 @@ mod tests {
             }
             assert_eq!(Refusal::from_name(name), Some(*r));
         }
+    }
+
+    /// The names are cut out of one string at two-byte ends: each is the one its row writes.
+    #[test]
+    fn each_name_is_cut_out_as_its_row_writes_it() {
+        assert_eq!(Refusal::ALL.len(), WRITTEN.len());
+        for (r, written) in Refusal::ALL.iter().zip(WRITTEN) {
+            assert_eq!(r.name(), *written);
+        }
+        assert_eq!(NAMES.len(), WRITTEN.iter().map(|n| n.len()).sum::<usize>());
     }
 
     #[test]
