@@ -232,6 +232,7 @@ struct Batch<'a> {
 impl<'a> Batch<'a> {
     /// Adds what `decision` writes for `local`: the rate count and the insert (and the stamp's
     /// link) for an accepted envelope, the refusal otherwise.
+    #[inline(always)]
     fn stage(
         &mut self,
         env: &Envelope,
@@ -271,6 +272,7 @@ impl<'a> Batch<'a> {
 
 /// The refusal for an expired envelope, if it is: temporary when it expired lately by this
 /// house's clock, which may be wrong. (A mailbox that holds it already answers "delivered".)
+#[inline(always)]
 fn expiry_refusal(env: &Envelope, now: Timestamp) -> Option<Error> {
     // An expired envelope is refused, except by a mailbox that holds it already: that answer
     // is "delivered", so a sender whose earlier attempt arrived unbeknownst to it (its
@@ -382,46 +384,9 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         let mut locals: VecSet<&str> =
             recipients.iter().filter(|a| a.domain() == self.config.domain).map(Address::local).collect();
         let expired = expiry_refusal(env, now);
-        self.to_system_agents(env, sender, &mut locals, &mut decided).await;
-        if locals.is_empty() {
-            return Ok(self.answers(recipients, &decided));
-        }
-        let read = self.read_facts(env, &locals, now).await?;
-        let candidates = self.settle_before_writes(env, &locals, &read.known, expired.as_ref(), now, &mut decided);
-        let accepted = self.write_accepted(env, sender, &read, &candidates, now, &mut decided).await?;
-        self.push_accepted(env, &read.known, accepted);
-        Ok(self.answers(recipients, &decided))
-    }
-
-    /// Each recipient's outcome, in the order given: those not at this house are misdirected
-    /// (421); a local one without a decision is an internal error.
-    fn answers(&self, recipients: &[Address], decided: &VecMap<String, Outcome>) -> Vec<(Address, Outcome)> {
-        recipients
-            .iter()
-            .map(|a| {
-                let outcome = if a.domain() != self.config.domain {
-                    Outcome::Rejected(Refusal::NotAtThisHouse.because(format!("{a} is not at this house")))
-                } else {
-                    decided
-                        .get(a.local())
-                        .cloned()
-                        .unwrap_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no decision")))
-                };
-                (a.clone(), outcome)
-            })
-            .collect::<Vec<_>>()
-    }
-
-    /// The house's own agents among `locals`, answered and taken off the list: an operation for
-    /// the Libro is done, not stored (libro/mod.rs); a quote for `tareas@` is a task taken
-    /// (libro/tareas.rs); `verifica@` reads no mail.
-    async fn to_system_agents(
-        &self,
-        env: &Verified<Envelope>,
-        sender: &Verified<AgentCard>,
-        locals: &mut VecSet<&str>,
-        decided: &mut VecMap<String, Outcome>,
-    ) {
+        // Dispatch: the house's own agents, answered and taken off the list: an operation for the Libro
+        // is done, not stored (libro/mod.rs); a quote for `tareas@` is a task taken
+        // (libro/tareas.rs); `verifica@` reads no mail.
         // (`operate` answers an operation done or refused before as it was, even past `expires`.)
         if locals.remove(nyx5_rules::libro::LIBRO) {
             let outcome = self.libro().operate(env, sender).await;
@@ -436,18 +401,13 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                 Refusal::TakesNoMail.because("verifica@ takes no mail: name it arbiter of an escrow with terms.verify");
             decided.insert(nyx5_rules::libro::VERIFICA.to_owned(), Outcome::Rejected(refusal));
         }
-    }
-
-    /// What one query tells about the sender and every local recipient before anything is
-    /// decided: card, webhook, whether it holds this envelope id, blocks and allows, the rate
-    /// window and what its mailbox holds.
-    async fn read_facts<'e>(
-        &self,
-        env: &'e Verified<Envelope>,
-        locals: &VecSet<&str>,
-        now: Timestamp,
-    ) -> Result<Read<'e>, Error> {
-        // The house's own Libro (deadline notices) passes every list.
+        if locals.is_empty() {
+            return Ok(self.answers(recipients, &decided));
+        }
+        // Read: what one query tells about the sender and every local recipient before anything
+        // is decided: card, webhook, whether it holds this envelope id, blocks and allows, the
+        // rate window and what its mailbox holds. The house's own Libro (deadline notices)
+        // passes every list.
         let from_libro = self.libro().is_libro(env.from());
 
         let locals_json = json_list(locals.iter().copied());
@@ -490,61 +450,11 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                 Some((r.text("local")?.to_owned(), recipient))
             })
             .collect();
-        Ok(Read { from_libro, locals_json, window, sender_site, aval, known })
-    }
-
-    /// Who is settled before any write (unknown, a duplicate, expired, an id another sender
-    /// holds, a card that no longer receives), into `decided`; and the inbox policy of everyone
-    /// else, who is left to decide.
-    fn settle_before_writes<'a>(
-        &self,
-        env: &Verified<Envelope>,
-        locals: &VecSet<&'a str>,
-        known: &'a VecMap<String, Recipient>,
-        expired: Option<&Error>,
-        now: Timestamp,
-        decided: &mut VecMap<String, Outcome>,
-    ) -> Vec<(&'a str, Policy, &'a Recipient)> {
-        let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
-        for local in locals {
-            let outcome = match (known.get(*local), expired) {
-                (None, _) => {
-                    Outcome::Rejected(Refusal::UnknownAgent.because(format!("no agent {local}@{}", self.config.domain)))
-                }
-                (Some(Recipient { holder: Some(s), .. }), _) if s == env.from().as_str() => Outcome::Duplicate,
-                // Past `expires`, refused — and whether another sender holds the id is nobody's
-                // business.
-                (Some(_), Some(e)) => Outcome::Rejected(e.clone()),
-                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(
-                    Refusal::EnvelopeIdTaken
-                        .because(format!("envelope id {} is already taken by another sender", env.id())),
-                ),
-                (Some(r @ Recipient { holder: None, .. }), None) => match self.policies.policy(local, &r.card, now) {
-                    Ok(policy) => {
-                        candidates.push((local, policy, r));
-                        continue;
-                    }
-                    Err(e) => Outcome::Rejected(e),
-                },
-            };
-            decided.insert((*local).to_owned(), outcome);
-        }
-        candidates
-    }
-
-    /// Decides every candidate and writes the accepted ones (with their counts and stamps) in
-    /// one guarded batch; a batch that loses a race on a rate window, a quota or the Libro is
-    /// decided again from fresh reads, at most [`ACCEPT_ATTEMPTS`] times. Answers who was
-    /// accepted (new in their mailbox).
-    async fn write_accepted<'a>(
-        &self,
-        env: &Verified<Envelope>,
-        sender: &Verified<AgentCard>,
-        read: &Read<'_>,
-        candidates: &[(&'a str, Policy, &Recipient)],
-        now: Timestamp,
-        decided: &mut VecMap<String, Outcome>,
-    ) -> Result<Vec<&'a str>, Error> {
+        let read = Read { from_libro, locals_json, window, sender_site, aval, known };
+        let candidates = self.settle_before_writes(env, &locals, &read.known, expired.as_ref(), now, &mut decided);
+        // Decide and write: every candidate, the accepted ones (with their counts and stamps) in
+        // one guarded batch; a batch that loses a race on a rate window, a quota or the Libro is
+        // decided again from fresh reads, at most `ACCEPT_ATTEMPTS` times.
         let cap = self.config.inbound_per_domain_per_minute;
         let quota = self.config.quota();
         let limits = Limits { window: read.window, cap, at: now.millis(), quota };
@@ -571,7 +481,26 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             };
             // The first attempt decides with what the facts query read; after losing a race on
             // `rate_cap` or `mailbox_quota`, the windows and the usage are read again.
-            let fresh = if attempt == 0 { None } else { Some(self.read_windows(&buckets, read).await?) };
+            let fresh: Option<Windows> = if attempt == 0 {
+                None
+            } else {
+                let rows =
+                    store::mailbox::rate_counts(self.db, &json_list(buckets.iter().map(String::as_str)), read.window)
+                        .await?;
+                let counts =
+                    rows.into_iter().filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?))).collect();
+                let rows = store::mailbox::usage(self.db, &read.locals_json).await?;
+                let usage = rows
+                    .into_iter()
+                    .filter_map(|r| {
+                        Some((
+                            r.text("local")?.to_owned(),
+                            Held { envelopes: r.int("envelopes")?, bytes: r.int("bytes")? },
+                        ))
+                    })
+                    .collect();
+                Some((counts, usage))
+            };
             for ((local, policy, known), bucket) in candidates.iter().zip(&buckets) {
                 let (rate_count, held) = match &fresh {
                     None => (known.rate_count, known.held),
@@ -581,7 +510,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                 };
                 // After losing the same race twice, whoever still needs a count (or room) is refused.
                 let held = if last && lost.quota { Held { envelopes: quota.max_envelopes, bytes: 0 } } else { held };
-                let vouch = self.vouch(env, read, libro.as_ref(), local, known, now);
+                let vouch = self.vouch(env, &read, libro.as_ref(), local, known, now);
                 let facts = Facts {
                     blocked: known.blocked && !read.from_libro,
                     allowed: known.allowed || read.from_libro,
@@ -645,27 +574,73 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             }
             break;
         }
-        Ok(accepted)
+        self.push_accepted(env, &read.known, accepted);
+        Ok(self.answers(recipients, &decided))
     }
 
-    /// The rate windows of `buckets` and the mailboxes' usage, read again after a batch lost a
-    /// race on either.
-    async fn read_windows(&self, buckets: &[String], read: &Read<'_>) -> Result<Windows, Error> {
-        let rows =
-            store::mailbox::rate_counts(self.db, &json_list(buckets.iter().map(String::as_str)), read.window).await?;
-        let counts = rows.into_iter().filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?))).collect();
-        let rows = store::mailbox::usage(self.db, &read.locals_json).await?;
-        let usage = rows
-            .into_iter()
-            .filter_map(|r| {
-                Some((r.text("local")?.to_owned(), Held { envelopes: r.int("envelopes")?, bytes: r.int("bytes")? }))
+    /// Each recipient's outcome, in the order given: those not at this house are misdirected
+    /// (421); a local one without a decision is an internal error.
+    #[inline(always)]
+    fn answers(&self, recipients: &[Address], decided: &VecMap<String, Outcome>) -> Vec<(Address, Outcome)> {
+        recipients
+            .iter()
+            .map(|a| {
+                let outcome = if a.domain() != self.config.domain {
+                    Outcome::Rejected(Refusal::NotAtThisHouse.because(format!("{a} is not at this house")))
+                } else {
+                    decided
+                        .get(a.local())
+                        .cloned()
+                        .unwrap_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no decision")))
+                };
+                (a.clone(), outcome)
             })
-            .collect();
-        Ok((counts, usage))
+            .collect::<Vec<_>>()
+    }
+
+    /// Who is settled before any write (unknown, a duplicate, expired, an id another sender
+    /// holds, a card that no longer receives), into `decided`; and the inbox policy of everyone
+    /// else, who is left to decide.
+    #[inline(always)]
+    fn settle_before_writes<'a>(
+        &self,
+        env: &Verified<Envelope>,
+        locals: &VecSet<&'a str>,
+        known: &'a VecMap<String, Recipient>,
+        expired: Option<&Error>,
+        now: Timestamp,
+        decided: &mut VecMap<String, Outcome>,
+    ) -> Vec<(&'a str, Policy, &'a Recipient)> {
+        let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
+        for local in locals {
+            let outcome = match (known.get(*local), expired) {
+                (None, _) => {
+                    Outcome::Rejected(Refusal::UnknownAgent.because(format!("no agent {local}@{}", self.config.domain)))
+                }
+                (Some(Recipient { holder: Some(s), .. }), _) if s == env.from().as_str() => Outcome::Duplicate,
+                // Past `expires`, refused — and whether another sender holds the id is nobody's
+                // business.
+                (Some(_), Some(e)) => Outcome::Rejected(e.clone()),
+                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(
+                    Refusal::EnvelopeIdTaken
+                        .because(format!("envelope id {} is already taken by another sender", env.id())),
+                ),
+                (Some(r @ Recipient { holder: None, .. }), None) => match self.policies.policy(local, &r.card, now) {
+                    Ok(policy) => {
+                        candidates.push((local, policy, r));
+                        continue;
+                    }
+                    Err(e) => Outcome::Rejected(e),
+                },
+            };
+            decided.insert((*local).to_owned(), outcome);
+        }
+        candidates
     }
 
     /// What the envelope's vouch (`aval`) is worth to recipient `local`, given the bond the
     /// Libro holds.
+    #[inline(always)]
     fn vouch(
         &self,
         env: &Verified<Envelope>,
@@ -690,6 +665,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
     /// its authority's hour) or refused: it moves money, so only under the sender's current key,
     /// within its delegation's cap and its authority. Answers the decision left and the stamp's
     /// entry id.
+    #[inline(always)]
     fn pay_stamp(
         &self,
         env: &Verified<Envelope>,
@@ -744,6 +720,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
     }
 
     /// Queues a webhook push for each accepted recipient that has a webhook.
+    #[inline(always)]
     fn push_accepted(&self, env: &Verified<Envelope>, known: &VecMap<String, Recipient>, accepted: Vec<&str>) {
         for local in accepted {
             if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local)

@@ -683,7 +683,11 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             Some(p) => Some(self.sign_entry(p, entry_id, head, env.id())?),
             None => None,
         };
-        let receipt = self.decision_receipt(env, op, d, entry.as_ref().map(|(e, _)| e), now).await?;
+        let statement = match &d.read {
+            Some(Read::Statement { account, limit }) => Some(store::statement(self.db, account, *limit).await?),
+            _ => None,
+        };
+        let receipt = self.decision_receipt(env, op, d, entry.as_ref().map(|(e, _)| e), statement, now)?;
         let receipt_text = text_of(&receipt.to_value())?;
         stmts.push(store::done(
             env.id(),
@@ -715,26 +719,28 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             stmts.extend(store::record_use(&u.subject, now.millis(), envelope, u.amount, u.limit));
         }
         mandate_writes(d, now, &mut stmts)?;
-        let queues = self.receipts_to_parties(env, d, &receipt, consenting, now, &mut stmts).await?;
+        let closed = self.mailbox().closed_inboxes(env, &self.strangers(env, d, consenting)).await?;
+        let queues = self.receipts_to_parties(env, d, &receipt, (consenting, &closed), now, &mut stmts)?;
         self.deadline_notices(env, d, now, &mut stmts)?;
         Ok((stmts, queues))
     }
 
-    /// The receipt of a decision, signed by the house: its entry and a statement it reads.
-    async fn decision_receipt(
+    /// The receipt of a decision, signed by the house: its entry, and the statement read for it.
+    #[inline(always)]
+    fn decision_receipt(
         &self,
         env: &Envelope,
         op: &Op,
         d: &Decision,
         entry: Option<&nyx5_proto::libro::Entry>,
+        statement: Option<Vec<String>>,
         now: Timestamp,
     ) -> Result<Receipt, Error> {
         let mut extra = d.receipt.clone();
         if let Some(e) = entry {
             extra.insert("asiento".into(), e.to_value());
         }
-        if let Some(Read::Statement { account, limit }) = &d.read {
-            let entries = store::statement(self.db, account, *limit).await?;
+        if let Some(entries) = statement {
             let list = entries.iter().filter_map(|t| Value::parse_str(t).ok()).collect();
             extra.insert("statement".into(), Value::Array(list));
         }
@@ -754,6 +760,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
 
     /// The claim of a task `tareas@` takes, checked against the quota as the batch finds it,
     /// before the contract's own row (docs/SPEC.md §23).
+    #[inline(always)]
     fn task_claim(&self, env: &Envelope, op: &Op, now: Timestamp) -> Result<Option<Stmt>, Error> {
         if let Op::Accept { quote } = op
             && env.from().local() == tareas::TAREAS
@@ -775,6 +782,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     }
 
     /// The contract's row: inserted, or updated (a settled escrow's queued notices go with it).
+    #[inline(always)]
     fn contract_writes(&self, d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result<(), Error> {
         match &d.contract {
             Some(ContractWrite::Insert(c)) => {
@@ -807,29 +815,34 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         Ok(())
     }
 
+    /// The local parties of a decision who did not agree to hear from its operator: they hear of
+    /// its operation only as its mail would reach them, their inbox's policy decides (issue 34).
+    #[inline(always)]
+    fn strangers<'d>(&self, env: &Envelope, d: &'d Decision, consenting: &[Address]) -> Vec<&'d str> {
+        let casa = house_account(&self.config.domain);
+        d.parties
+            .iter()
+            .filter(|p| p.domain() == self.config.domain && *p != env.from() && !consenting.contains(p))
+            .filter(|p| p.as_str() != casa && !self.is_system(p))
+            .map(Address::local)
+            .collect()
+    }
+
     /// The receipt to every party of the decision (the operator's own mailbox, the others' within
-    /// their quota and policy, other houses' through the queue). Whether it queued mail due now.
-    async fn receipts_to_parties(
+    /// their quota and policy, unless their inbox is `closed` to the operator; other houses'
+    /// through the queue). Whether it queued mail due now.
+    #[inline(always)]
+    fn receipts_to_parties(
         &self,
         env: &Envelope,
         d: &Decision,
         receipt: &Receipt,
-        consenting: &[Address],
+        (consenting, closed): (&[Address], &[String]),
         now: Timestamp,
         stmts: &mut Vec<Stmt>,
     ) -> Result<bool, Error> {
         let mut queues = false;
         let casa = house_account(&self.config.domain);
-        // Whoever did not agree to hear from the operator hears of its operation only as its
-        // mail would reach them: their inbox's policy decides (issue 34).
-        let strangers: Vec<&str> = d
-            .parties
-            .iter()
-            .filter(|p| p.domain() == self.config.domain && *p != env.from() && !consenting.contains(p))
-            .filter(|p| p.as_str() != casa && !self.is_system(p))
-            .map(Address::local)
-            .collect();
-        let closed = self.mailbox().closed_inboxes(env, &strangers).await?;
         let blocks = Value::Array(
             nyx5_rules::policy::block_entries(env.from(), crate::site::psl()).into_iter().map(Value::from).collect(),
         )
@@ -876,6 +889,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     }
 
     /// The deadline notices of the decision's contracts, queued for when they fall due.
+    #[inline(always)]
     fn deadline_notices(
         &self,
         env: &Envelope,
@@ -1522,6 +1536,7 @@ fn done_before(
 }
 
 /// The row of an operation that waits for approval (kept whole, within its bound), or its update.
+#[inline(always)]
 fn pending_writes(env: &Envelope, d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result<(), Error> {
     match &d.pending {
         Some(PendingWrite::Insert(p)) => {
@@ -1560,6 +1575,7 @@ fn pending_writes(env: &Envelope, d: &Decision, now: Timestamp, stmts: &mut Vec<
 
 /// The mandates' rows: granted (within the grantor's bound, under a chain still active),
 /// spent, revoked, given back.
+#[inline(always)]
 fn mandate_writes(d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result<(), Error> {
     for m in &d.mandates {
         match m {
