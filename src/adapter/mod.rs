@@ -220,7 +220,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let resp = house.handle(hreq).await;
     let metered = take(&house.db);
     // After the answer: the delivery kick, then webhook pushes (the tick may add some).
-    if resp.kick || house.has_pushes() {
+    if resp.kick || house.mailbox().has_pushes() {
         let h = house.clone();
         let kick = resp.kick;
         ctx.wait_until(async move {
@@ -231,7 +231,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
                 }
                 log_tick(&h, "kick");
             }
-            h.send_pushes().await;
+            h.mailbox().send_pushes().await;
         });
     }
     let mut out = to_worker(&resp)?;
@@ -281,8 +281,8 @@ async fn scheduled(_event: ScheduledEvent, env: Env, ctx: ScheduleContext) {
                 }
             }
             log_tick(&h, "tick");
-            if h.has_pushes() {
-                ctx.wait_until(async move { h.send_pushes().await });
+            if h.mailbox().has_pushes() {
+                ctx.wait_until(async move { h.mailbox().send_pushes().await });
             }
         }
         Err(e) => worker::console_error!("nyx5: scheduled: {e}"),
@@ -316,11 +316,11 @@ async fn email(message: ForwardableEmailMessage, env: Env, ctx: Context) -> work
         return reject(&message, &reason).await;
     }
     let raw = message.raw_bytes().await?;
-    match house.receive_email(&raw, &message.from(), &message.to(), &[CLOUDFLARE_AUTHSERV_ID]).await {
+    match house.email().receive_email(&raw, &message.from(), &message.to(), &[CLOUDFLARE_AUTHSERV_ID]).await {
         Ok(_) => {
-            if house.has_pushes() {
+            if house.mailbox().has_pushes() {
                 let h = house.clone();
-                ctx.wait_until(async move { h.send_pushes().await });
+                ctx.wait_until(async move { h.mailbox().send_pushes().await });
             }
             Ok(())
         }

@@ -1,13 +1,20 @@
 //! Who is asking: agents by signed token (spec §8), the operator by bearer token.
 
+use nyx5_proto::Timestamp;
 use nyx5_proto::auth::{AuthHeader, Keys, NonceClaim, Target};
 use nyx5_proto::card::AgentCard;
+use nyx5_proto::card::DomainCard;
 use nyx5_proto::{Address, Error, ErrorKind, Refusal, Verified, limits};
+use nyx5_rules::libro::{LIBRO, TAREAS, VERIFICA};
 
+use crate::config::Config;
+use crate::ground::Ground;
 use crate::http::Request;
+use crate::outbound::Guarded;
 use crate::ports::{Db, Net, PortError};
+use crate::resolver::{CardMemo, Lookup};
 use crate::store::constraint;
-use crate::{House, RESERVED, port_error, store};
+use crate::{port_error, store};
 
 /// 401 for a token whose agent has no card here that verifies.
 fn signer_unknown(reason: &str) -> Error {
@@ -29,7 +36,91 @@ pub fn nonce_error(e: PortError) -> Error {
     }
 }
 
-impl<D: Db, N: Net> House<D, N> {
+/// Local parts no agent may register (spec §8b).
+pub const RESERVED: &[&str] = &[
+    "postmaster",
+    "libro",
+    "casa",
+    "admin",
+    "root",
+    "abuse",
+    "security",
+    "hostmaster",
+    "noreply",
+    "support",
+    "estafeta",
+    "nyx5",
+    "verifica",
+    "tareas",
+    "indice",
+    crate::config::GATEWAY_LOCAL,
+];
+
+/// The cards of the house's own agents, `libro@`, `verifica@` and `tareas@`, signed with the
+/// domain key when the house is built (see `libro`).
+#[derive(Debug)]
+pub struct SystemCards {
+    pub libro: Verified<AgentCard>,
+    pub verifica: Verified<AgentCard>,
+    pub tareas: Verified<AgentCard>,
+}
+
+/// The registry: the cards of this house's agents (its system agents' and the stored ones),
+/// who is asking (agents by token, the operator by bearer token), and the re-certification of
+/// stored cards under a rotated domain key (`domain_keys`).
+pub struct Registry<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+}
+
+impl<D, N> std::fmt::Debug for Registry<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Registry<'h, D, N> {
+    /// The house's cards of agents and houses, local or fetched, over the same borrows.
+    pub fn lookup(&self) -> Lookup<'h, D, N> {
+        Lookup {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}
+
+impl<'h, D: Db, N: Net> Registry<'h, D, N> {
+    /// The card of one of the house's own agents, by local part.
+    pub fn system_card(&self, local: &str) -> Option<&'h Verified<AgentCard>> {
+        let systems = self.systems;
+        match local {
+            LIBRO => Some(&systems.libro),
+            VERIFICA => Some(&systems.verifica),
+            TAREAS => Some(&systems.tareas),
+            _ => None,
+        }
+    }
+
     /// The verified card of a local agent, with its parent's for a delegated card.
     pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
         if let Some(card) = self.system_card(local) {
@@ -42,13 +133,13 @@ impl<D: Db, N: Net> House<D, N> {
             (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
             _ => None,
         };
-        card.verify(self.card(), parent.as_ref(), self.now()).map(Some)
+        card.verify(self.card, parent.as_ref(), self.now()).map(Some)
     }
 
     /// A local agent's card as stored, parsed but NOT verified: for the operator, who may
     /// re-certify a card whose certification no longer verifies (the domain key changed).
     pub async fn stored_card(&self, local: &str) -> Result<Option<AgentCard>, Error> {
-        store::agents::card(&self.db, local).await?.map(|text| AgentCard::parse(text.as_bytes())).transpose()
+        store::agents::card(self.db, local).await?.map(|text| AgentCard::parse(text.as_bytes())).transpose()
     }
 
     /// Authenticates a local agent: a valid token for this request (method, path, query, host
@@ -124,12 +215,12 @@ impl<D: Db, N: Net> House<D, N> {
         }
         let soft = |e: Error| if e.kind.is_temporary() { e } else { signer_unknown(&e.reason) };
         let target = Target::new(&req.method, &req.path, &req.raw_query, &self.config.host(), &req.body);
-        let mut card = self.resolve_agent(&address, false).await.map_err(soft)?;
+        let mut card = self.lookup().resolve_agent(&address, false).await.map_err(soft)?;
         let claim = match parsed.verify(&card, &target, Keys::Current, self.now()) {
             Ok(claim) => claim,
             // The card may have rotated since it was cached: fetch it again, once.
             Err(e) if e.kind == ErrorKind::Unauthenticated => {
-                card = self.resolve_agent(&address, true).await.map_err(soft)?;
+                card = self.lookup().resolve_agent(&address, true).await.map_err(soft)?;
                 parsed.verify(&card, &target, Keys::Current, self.now())?
             }
             Err(e) => return Err(e),

@@ -148,6 +148,9 @@ pub struct Quota {
     pub max_bytes: i64,
 }
 
+/// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
+pub const GATEWAY_LOCAL: &str = "email";
+
 /// Most entries of each in-process memo (cards of each kind, mailbox policies): the resolver's.
 pub use nyx5_client::resolver::MEMO_MAX_ENTRIES;
 /// Most jobs one tick takes, by default.

@@ -7,8 +7,9 @@ use nyx5_proto::crypto::Context;
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::{Error, Timestamp, Value};
 
+use crate::auth::Registry;
 use crate::ports::{Db, Net};
-use crate::{House, port_error, store};
+use crate::{port_error, store};
 
 /// What a runtime reads, or makes on first use, before it builds a house: the stored domain key
 /// (and its rotation), the previous keys it still lists, and the admin token. The adapters call
@@ -26,7 +27,7 @@ pub struct Recertified {
     pub new: String,
 }
 
-impl<D: Db, N: Net> House<D, N> {
+impl<'h, D: Db, N: Net> Registry<'h, D, N> {
     /// The new text of a stored card certified by one of this house's previous domain keys (its
     /// certification checked over its bytes), certified by the current key; `None` for a card
     /// that is already current, or not certified by a key this house holds.
@@ -66,7 +67,7 @@ impl<D: Db, N: Net> House<D, N> {
             return Ok(0);
         }
         let previous = Value::Array(keys);
-        let rows = store::domain_keys::stale(&self.db, &previous.canonical_string(), RECERTIFY_PER_TICK).await?;
+        let rows = store::domain_keys::stale(self.db, &previous.canonical_string(), RECERTIFY_PER_TICK).await?;
         // The next pass starts after this one's last card, or from the start once a pass
         // reached the end: a card that cannot be certified again is read once a round.
         let last = rows

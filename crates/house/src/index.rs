@@ -14,17 +14,24 @@
 //! ([`Budget`]); a step that runs out of budget halfway writes nothing and is done again by the
 //! next tick.
 
+use nyx5_proto::Verified;
 use nyx5_proto::card::AgentCard;
+use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Value, field};
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::vecmap::VecSet;
 use nyx5_proto::{Address, Error, Refusal, Timestamp, limits};
 
-use crate::House;
+use crate::auth::SystemCards;
+use crate::config::Config;
+use crate::ground::Ground;
 use crate::http::Request;
+use crate::outbound::Guarded;
+use crate::ports::Local;
 use crate::ports::{Db, Net};
 use crate::resolver::{Budget, Resolved};
+use crate::resolver::{CardMemo, Lookup};
 use crate::store::index::{self as store, CardRow, HouseRow};
 
 /// Cards asked for per directory page.
@@ -100,7 +107,51 @@ pub fn card_index(card: &AgentCard) -> crate::store::agents::Index {
     crate::store::agents::Index { listed: card.listed(), search: search.join(" "), accepts, caps: names }
 }
 
-impl<D: Db, N: Net> House<D, N> {
+/// The index crawl (spec "Index"): other houses' directories and histories, read a few
+/// fetches a tick; the house's own through its routes (`local`).
+pub struct Index<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+    pub(crate) local: &'h dyn Local,
+}
+
+impl<D, N> std::fmt::Debug for Index<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Index<'h, D, N> {
+    /// The house's cards of agents and houses, local or fetched, over the same borrows.
+    pub fn lookup(&self) -> Lookup<'h, D, N> {
+        Lookup {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}
+
+impl<'h, D: Db, N: Net> Index<'h, D, N> {
     /// One tick's share of the crawl: steps over the due houses until the budget of fetches or
     /// of steps is spent or nothing is due.
     pub async fn crawl_index(&self, fetches: u32) -> Result<CrawlReport, Error> {
@@ -108,7 +159,7 @@ impl<D: Db, N: Net> House<D, N> {
         let mut report = CrawlReport::default();
         while report.steps < MAX_STEPS {
             let now = self.now().millis();
-            let Some(h) = store::due(&self.db, now).await? else { break };
+            let Some(h) = store::due(self.db, now).await? else { break };
             report.steps += 1;
             let before = budget.left();
             let outcome = self.step(&budget, &h, now, &mut report).await?;
@@ -156,9 +207,9 @@ impl<D: Db, N: Net> House<D, N> {
     /// The domain this house crawls, resolved afresh (`refresh`) or from the caches.
     async fn crawl_domain(&self, budget: &Budget, domain: &str, refresh: bool) -> Result<Resolved, Error> {
         if domain == self.config.domain {
-            return self.resolve_domain(domain).await;
+            return self.lookup().resolve_domain(domain).await;
         }
-        self.resolver_within(Some(budget)).domain(domain, refresh).await
+        self.lookup().resolver_within(Some(budget)).domain(domain, refresh).await
     }
 
     /// GETs `path` at the crawled house: the house's own routes answer its own domain without a
@@ -166,14 +217,14 @@ impl<D: Db, N: Net> House<D, N> {
     async fn crawl_get(&self, budget: &Budget, h: &HouseRow, path: &str) -> Result<Vec<u8>, Error> {
         let what = format!("{path} of {}", h.domain);
         if h.domain == self.config.domain {
-            let resp = Box::pin(self.handle(Request::new("GET", path, vec![], vec![]))).await;
+            let resp = self.local.answer(Request::new("GET", path, vec![], vec![])).await;
             return match resp.status {
                 200 => Ok(resp.body),
                 404 => Err(Refusal::PeerNotFound.because(format!("{what}: not found"))),
                 s => Err(Refusal::PeerUnavailable.because(format!("{what}: answered {s}"))),
             };
         }
-        self.resolver_within(Some(budget)).fetch(format!("{}{path}", h.url), &what).await
+        self.lookup().resolver_within(Some(budget)).fetch(format!("{}{path}", h.url), &what).await
     }
 
     async fn begin(&self, budget: &Budget, h: &HouseRow, now: i64) -> Result<Vec<crate::ports::Stmt>, Error> {
@@ -252,6 +303,8 @@ impl<D: Db, N: Net> House<D, N> {
         if card.address().domain() == self.config.domain {
             // Our own cards: verified as any local card is, parent included.
             return self
+                .lookup()
+                .registry()
                 .local_card(card.address().local())
                 .await?
                 .filter(|c| c.to_value() == card.to_value())
@@ -259,11 +312,11 @@ impl<D: Db, N: Net> House<D, N> {
                     Refusal::WrongCard.because(format!("{} is not the card this house holds", card.address()))
                 });
         }
-        self.resolver_within(Some(budget)).verify_card(card, domain).await
+        self.lookup().resolver_within(Some(budget)).verify_card(card, domain).await
     }
 
     async fn read_history(&self, budget: &Budget, h: &HouseRow, now: i64) -> Result<Vec<crate::ports::Stmt>, Error> {
-        let Some(address) = store::history_due(&self.db, &h.domain, now.saturating_sub(HISTORY_MS)).await? else {
+        let Some(address) = store::history_due(self.db, &h.domain, now.saturating_sub(HISTORY_MS)).await? else {
             return Ok(vec![store::advance(h, "start", 0, now.saturating_add(RECRAWL_MS))]);
         };
         let Ok(who) = Address::parse(&address) else {

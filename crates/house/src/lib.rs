@@ -10,6 +10,7 @@ pub mod bookmark;
 pub mod config;
 pub mod domain_keys;
 pub mod email;
+pub mod ground;
 pub mod http;
 pub mod index;
 pub mod join;
@@ -38,33 +39,23 @@ use nyx5_proto::card::{DomainCard, DomainCardDraft};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Error, ErrorKind, Timestamp, Value, Verified};
 
+pub use auth::RESERVED;
 pub use config::{Config, Registration};
 pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 pub use store::port_error;
 
+use auth::{Registry, SystemCards};
+use email::Email;
+use ground::Ground;
+use index::Index;
+use libro::Libro;
+use mailbox::Mailbox;
+use queue::Queue;
+use resolver::Lookup;
+
 /// Extensions this house declares in its domain card.
 pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, nyx5_rules::policy::EXT_AVAL];
-
-/// Local parts no agent may register (spec §8b).
-pub const RESERVED: &[&str] = &[
-    "postmaster",
-    "libro",
-    "casa",
-    "admin",
-    "root",
-    "abuse",
-    "security",
-    "hostmaster",
-    "noreply",
-    "support",
-    "estafeta",
-    "nyx5",
-    "verifica",
-    "tareas",
-    "indice",
-    email::GATEWAY_LOCAL,
-];
 
 /// A house: its configuration, its signed domain card, and its ports.
 pub struct House<D, N> {
@@ -76,12 +67,12 @@ pub struct House<D, N> {
     pub rng: Box<dyn Rng>,
     card: Verified<DomainCard>,
     /// The cards of `libro@`, `verifica@` and `tareas@` (signed with the domain key; see `libro`).
-    libro: Verified<nyx5_proto::AgentCard>,
-    verifica: Verified<nyx5_proto::AgentCard>,
-    tareas: Verified<nyx5_proto::AgentCard>,
+    systems: SystemCards,
     /// Verified cards of other houses and their agents, for five minutes (see `resolver`).
     cards: resolver::CardMemo,
-    /// Webhook pushes waiting for the answer to go out (see [`House::send_pushes`]).
+    /// The inbox policies read from this house's own stored cards (see `mailbox`).
+    policies: mailbox::PolicyMemo,
+    /// Webhook pushes waiting for the answer to go out (see [`Mailbox::send_pushes`]).
     pushes: std::cell::RefCell<Vec<ports::OutRequest>>,
     /// The Libro queued mail due now (receipts for other houses) since this was last taken: the
     /// answer asks for a delivery kick, and a tick works the queue once more.
@@ -153,10 +144,9 @@ impl<D: Db, N: Net> House<D, N> {
             clock,
             rng,
             card,
-            libro,
-            verifica,
-            tareas,
+            systems: SystemCards { libro, verifica, tareas },
             cards,
+            policies: Default::default(),
             pushes,
             queued: Default::default(),
             upkept: Default::default(),
@@ -171,7 +161,7 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The card of this house's Libro, `libro@<domain>`.
     pub fn libro_card(&self) -> &Verified<nyx5_proto::AgentCard> {
-        &self.libro
+        &self.systems.libro
     }
 
     pub fn now(&self) -> Timestamp {
@@ -180,14 +170,75 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// `N` random bytes.
     pub fn random<const K: usize>(&self) -> [u8; K] {
-        let mut b = [0u8; K];
-        self.rng.fill(&mut b);
-        b
+        self.ground().random()
     }
 
     /// A fresh UUID v4.
     pub fn new_id(&self) -> String {
-        nyx5_proto::address::uuid_v4(self.random())
+        self.ground().new_id()
+    }
+
+    /// The configuration, clock and randomness every service stands on.
+    pub fn ground(&self) -> Ground<'_> {
+        Ground { config: &self.config, clock: &*self.clock, rng: &*self.rng }
+    }
+
+    /// The registry: cards of local agents, who is asking, the operator.
+    pub fn registry(&self) -> Registry<'_, D, N> {
+        let (ground, config, db, net, cards, card, systems) = self.core();
+        Registry { ground, config, db, net, cards, card, systems }
+    }
+
+    /// The house's cards of agents and houses, local or fetched and verified.
+    pub fn lookup(&self) -> Lookup<'_, D, N> {
+        let (ground, config, db, net, cards, card, systems) = self.core();
+        Lookup { ground, config, db, net, cards, card, systems }
+    }
+
+    /// The mailboxes: accepting mail, the webhook pushes.
+    pub fn mailbox(&self) -> Mailbox<'_, D, N> {
+        let (ground, config, db, net, cards, card, systems) = self.core();
+        let (policies, pushes, queued) = (&self.policies, &self.pushes, &self.queued);
+        Mailbox { ground, config, db, net, cards, card, systems, policies, pushes, queued }
+    }
+
+    /// The Libro and its system agents.
+    pub fn libro(&self) -> Libro<'_, D, N> {
+        self.mailbox().libro()
+    }
+
+    /// The email bridge.
+    pub fn email(&self) -> Email<'_, D, N> {
+        let (ground, config, db, net, cards, card, systems) = self.core();
+        let (policies, pushes, queued) = (&self.policies, &self.pushes, &self.queued);
+        Email { ground, config, db, net, cards, card, systems, policies, pushes, queued }
+    }
+
+    /// The index crawl.
+    pub fn index(&self) -> Index<'_, D, N> {
+        let (ground, config, db, net, cards, card, systems) = self.core();
+        Index { ground, config, db, net, cards, card, systems, local: self }
+    }
+
+    /// The delivery queue and the tick's upkeep.
+    pub fn queue(&self) -> Queue<'_, D, N> {
+        let (ground, config, db, net, cards, card, systems) = self.core();
+        let (policies, pushes, queued, upkept) = (&self.policies, &self.pushes, &self.queued, &self.upkept);
+        Queue { ground, config, db, net, cards, card, systems, policies, pushes, queued, upkept, local: self }
+    }
+
+    /// The borrows most services hold.
+    #[allow(clippy::type_complexity)]
+    fn core(
+        &self,
+    ) -> (Ground<'_>, &Config, &D, &outbound::Guarded<N>, &resolver::CardMemo, &Verified<DomainCard>, &SystemCards)
+    {
+        (self.ground(), &self.config, &self.db, &self.net, &self.cards, &self.card, &self.systems)
+    }
+
+    /// Works the queue once (see [`Queue::tick`]).
+    pub async fn tick(&self) -> Result<queue::TickReport, Error> {
+        self.queue().tick().await
     }
 
     /// Answers one request. Never panics on input; every failure is a JSON error. An answer
@@ -240,6 +291,12 @@ impl<D: Db, N: Net> House<D, N> {
                 .with_header("access-control-expose-headers", bookmark::HEADER),
             None => resp,
         }
+    }
+}
+
+impl<D: Db, N: Net> ports::Local for House<D, N> {
+    fn answer<'a>(&'a self, req: Request) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + 'a>> {
+        Box::pin(self.handle(req))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Accepting verified envelopes into this house's mailboxes (spec §7, §9), and the optional push.
 //!
-//! [`House::accept`] reads what it needs in one query (per recipient: card, whether it already
+//! [`Mailbox::accept`] reads what it needs in one query (per recipient: card, whether it already
 //! holds the envelope, list hits, rate window, what the mailbox holds), decides per recipient with
 //! [`policy::decide`] and [`quota_full`], then writes one batch: a rate-window count (guarded by
 //! the `rate_cap` CHECK) and an `INSERT … ON CONFLICT DO NOTHING` per accepted recipient, which
@@ -9,19 +9,27 @@
 //! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
 //! rate window, and a block of a domain blocks its subdomains.
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::Poll;
 
 use nyx5_proto::card::AgentCard;
+use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
+use crate::auth::{Registry, SystemCards};
+use crate::config::Config;
 use crate::config::MEMO_MAX_ENTRIES;
+use crate::ground::Ground;
+use crate::libro::Libro;
+use crate::outbound::Guarded;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
-use crate::{House, port_error, store};
+use crate::resolver::{CardMemo, Lookup};
+use crate::{port_error, store};
 use nyx5_rules::policy::{self, Decision, Facts, Policy};
 
 /// The header that carries the domain's signature on a webhook push.
@@ -178,7 +186,183 @@ struct Recipient {
     held: Held,
 }
 
-impl<D: Db, N: Net> House<D, N> {
+/// What [`Mailbox::accept`] read before deciding: whether the Libro sends (it passes every
+/// list), the recipients' list and rate window, the sender's site and vouch, and each known
+/// recipient's facts.
+struct Read<'e> {
+    from_libro: bool,
+    locals_json: String,
+    window: i64,
+    sender_site: &'e str,
+    aval: Option<Result<(Address, String), policy::VouchFault>>,
+    known: VecMap<String, Recipient>,
+}
+
+/// The rate windows' counts by bucket and the mailboxes' usage by local part, read again.
+type Windows = (VecMap<String, i64>, VecMap<String, Held>);
+
+/// Which races an earlier batch of [`Mailbox::accept`] lost.
+#[derive(Default)]
+struct Lost {
+    rate: bool,
+    quota: bool,
+}
+
+/// What every insert of one envelope shares: its rate window and cap, when it arrived, the
+/// mailbox quota.
+struct Limits {
+    window: i64,
+    cap: i64,
+    at: i64,
+    quota: store::mailbox::Quota,
+}
+
+/// One attempt's batch as it is built: the statements, which of them insert the envelope for
+/// whom, the refusals, and the sender's balance, stamp count and journal head as its stamps
+/// spend them.
+struct Batch<'a> {
+    balance: i64,
+    stamp_uses: i64,
+    head: Option<crate::libro::Head>,
+    stmts: Vec<crate::ports::Stmt>,
+    inserts: Vec<(&'a str, usize)>,
+    refused: Vec<(&'a str, Error)>,
+}
+
+impl<'a> Batch<'a> {
+    /// Adds what `decision` writes for `local`: the rate count and the insert (and the stamp's
+    /// link) for an accepted envelope, the refusal otherwise.
+    #[inline(always)]
+    fn stage(
+        &mut self,
+        env: &Envelope,
+        local: &'a str,
+        bucket: &str,
+        decision: Decision,
+        stamp: Option<String>,
+        limits: &Limits,
+    ) {
+        match decision {
+            // Paid above, or refused: never left unpaid.
+            Decision::Stamped { .. } => {
+                self.refused.push((local, Error::new(ErrorKind::Internal, "a stamp left unpaid")))
+            }
+            Decision::Accept { counted } => {
+                if counted {
+                    self.stmts.push(store::agents::count_in_window(bucket, limits.window, limits.cap));
+                }
+                let insert = store::mailbox::insert(
+                    local,
+                    env.id(),
+                    env.from().as_str(),
+                    env.canonical_str(),
+                    limits.at,
+                    limits.quota,
+                );
+                self.inserts.push((local, self.stmts.len()));
+                self.stmts.push(insert);
+                if let Some(entry_id) = stamp {
+                    self.stmts.push(store::mailbox::set_stamp(local, env.id(), &entry_id));
+                }
+            }
+            Decision::Reject(e) => self.refused.push((local, e)),
+        }
+    }
+}
+
+/// The refusal for an expired envelope, if it is: temporary when it expired lately by this
+/// house's clock, which may be wrong. (A mailbox that holds it already answers "delivered".)
+#[inline(always)]
+fn expiry_refusal(env: &Envelope, now: Timestamp) -> Option<Error> {
+    // An expired envelope is refused, except by a mailbox that holds it already: that answer
+    // is "delivered", so a sender whose earlier attempt arrived unbeknownst to it (its
+    // answer lost) never bounces what was delivered (the simulator's seed 119).
+    // Expired lately by this house's clock: a refusal its clock may be wrong about (run ahead
+    // days and not yet set right), so temporary — the sender's house ends the job at the
+    // envelope's expiry by its own clock (simulator seed 633).
+    env.check_not_expired(now).err().map(|e| match env.expires() {
+        Some(end) if nyx5_proto::limits::ended_lately(end, now) => Refusal::ExpiredLately
+            .because(format!("envelope {} expired by this house's clock, lately; try again later", env.id())),
+        _ => e,
+    })
+}
+
+/// The mailboxes: accepting mail for local agents (spec §6) and the webhook pushes it leaves
+/// to send after the answer.
+pub struct Mailbox<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+    pub(crate) policies: &'h PolicyMemo,
+    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
+    pub(crate) queued: &'h Cell<bool>,
+}
+
+impl<D, N> std::fmt::Debug for Mailbox<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailbox").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
+    /// The registry (cards of local agents, who is asking), over the same borrows.
+    pub fn registry(&self) -> Registry<'h, D, N> {
+        Registry {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The house's cards of agents and houses, local or fetched, over the same borrows.
+    pub fn lookup(&self) -> Lookup<'h, D, N> {
+        Lookup {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The Libro and its system agents, over the same borrows.
+    pub fn libro(&self) -> Libro<'h, D, N> {
+        Libro {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            policies: self.policies,
+            pushes: self.pushes,
+            queued: self.queued,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}
+
+impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
     /// Accepts a verified envelope from `sender` for `recipients` (those not at this house are
     /// misdirected, 421). Idempotent by envelope id: a recipient that holds it already is a
     /// `Duplicate`. Accepted recipients with a webhook get a push afterwards.
@@ -199,42 +383,17 @@ impl<D: Db, N: Net> House<D, N> {
         let mut decided: VecMap<String, Outcome> = VecMap::new();
         let mut locals: VecSet<&str> =
             recipients.iter().filter(|a| a.domain() == self.config.domain).map(Address::local).collect();
-        let finish = |decided: &VecMap<String, Outcome>| {
-            recipients
-                .iter()
-                .map(|a| {
-                    let outcome = if a.domain() != self.config.domain {
-                        Outcome::Rejected(Refusal::NotAtThisHouse.because(format!("{a} is not at this house")))
-                    } else {
-                        decided
-                            .get(a.local())
-                            .cloned()
-                            .unwrap_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no decision")))
-                    };
-                    (a.clone(), outcome)
-                })
-                .collect::<Vec<_>>()
-        };
-        // An expired envelope is refused, except by a mailbox that holds it already: that answer
-        // is "delivered", so a sender whose earlier attempt arrived unbeknownst to it (its
-        // answer lost) never bounces what was delivered (the simulator's seed 119).
-        // Expired lately by this house's clock: a refusal its clock may be wrong about (run ahead
-        // days and not yet set right), so temporary — the sender's house ends the job at the
-        // envelope's expiry by its own clock (simulator seed 633).
-        let expired = env.check_not_expired(now).err().map(|e| match env.expires() {
-            Some(end) if nyx5_proto::limits::ended_lately(end, now) => Refusal::ExpiredLately
-                .because(format!("envelope {} expired by this house's clock, lately; try again later", env.id())),
-            _ => e,
-        });
-        // An operation for the Libro is done, not stored (libro/mod.rs).
+        let expired = expiry_refusal(env, now);
+        // Dispatch: the house's own agents, answered and taken off the list: an operation for the Libro
+        // is done, not stored (libro/mod.rs); a quote for `tareas@` is a task taken
+        // (libro/tareas.rs); `verifica@` reads no mail.
         // (`operate` answers an operation done or refused before as it was, even past `expires`.)
         if locals.remove(nyx5_rules::libro::LIBRO) {
-            let outcome = self.operate(env, sender).await;
+            let outcome = self.libro().operate(env, sender).await;
             decided.insert(nyx5_rules::libro::LIBRO.to_owned(), outcome);
         }
-        // A quote for `tareas@` is a task taken (libro/tareas.rs); `verifica@` reads no mail.
         if locals.remove(nyx5_rules::libro::TAREAS) {
-            let outcome = self.take_task(env, sender).await;
+            let outcome = self.libro().take_task(env, sender).await;
             decided.insert(nyx5_rules::libro::TAREAS.to_owned(), outcome);
         }
         if locals.remove(nyx5_rules::libro::VERIFICA) {
@@ -243,14 +402,15 @@ impl<D: Db, N: Net> House<D, N> {
             decided.insert(nyx5_rules::libro::VERIFICA.to_owned(), Outcome::Rejected(refusal));
         }
         if locals.is_empty() {
-            return Ok(finish(&decided));
+            return Ok(self.answers(recipients, &decided));
         }
-        // The house's own Libro (deadline notices) passes every list.
-        let from_libro = self.is_libro(env.from());
+        // Read: what one query tells about the sender and every local recipient before anything
+        // is decided: card, webhook, whether it holds this envelope id, blocks and allows, the
+        // rate window and what its mailbox holds. The house's own Libro (deadline notices)
+        // passes every list.
+        let from_libro = self.libro().is_libro(env.from());
 
         let locals_json = json_list(locals.iter().copied());
-        let cap = self.config.inbound_per_domain_per_minute;
-        let quota = self.config.quota();
         let window = now.millis() / 60_000;
         let sender_site = crate::site::site(env.from().domain());
         let blocks = blocked_entries(env);
@@ -270,7 +430,7 @@ impl<D: Db, N: Net> House<D, N> {
             bucket_suffix: &bucket_suffix(sender_site),
             window,
         };
-        let facts = store::mailbox::inbound_facts(&self.db, &lookup).await?;
+        let facts = store::mailbox::inbound_facts(self.db, &lookup).await?;
         let known: VecMap<String, Recipient> = facts
             .into_iter()
             .filter_map(|r| {
@@ -290,63 +450,46 @@ impl<D: Db, N: Net> House<D, N> {
                 Some((r.text("local")?.to_owned(), recipient))
             })
             .collect();
-
-        // Who is settled before any write, and the policy of everyone else.
-        let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
-        for local in &locals {
-            let outcome = match (known.get(*local), &expired) {
-                (None, _) => {
-                    Outcome::Rejected(Refusal::UnknownAgent.because(format!("no agent {local}@{}", self.config.domain)))
-                }
-                (Some(Recipient { holder: Some(s), .. }), _) if s == env.from().as_str() => Outcome::Duplicate,
-                // Past `expires`, refused — and whether another sender holds the id is nobody's
-                // business.
-                (Some(_), Some(e)) => Outcome::Rejected(e.clone()),
-                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(
-                    Refusal::EnvelopeIdTaken
-                        .because(format!("envelope id {} is already taken by another sender", env.id())),
-                ),
-                (Some(r @ Recipient { holder: None, .. }), None) => {
-                    match self.cards.policies.policy(local, &r.card, now) {
-                        Ok(policy) => {
-                            candidates.push((local, policy, r));
-                            continue;
-                        }
-                        Err(e) => Outcome::Rejected(e),
-                    }
-                }
-            };
-            decided.insert((*local).to_owned(), outcome);
-        }
-
-        let envelope_text = env.canonical_str();
-        let size = i64::try_from(envelope_text.len()).unwrap_or(i64::MAX);
-        let buckets: Vec<String> = candidates.iter().map(|(l, _, _)| bucket(l, sender_site)).collect();
+        let read = Read { from_libro, locals_json, window, sender_site, aval, known };
+        let candidates = self.settle_before_writes(env, &locals, &read.known, expired.as_ref(), now, &mut decided);
+        // Decide and write: every candidate, the accepted ones (with their counts and stamps) in
+        // one guarded batch; a batch that loses a race on a rate window, a quota or the Libro is
+        // decided again from fresh reads, at most `ACCEPT_ATTEMPTS` times.
+        let cap = self.config.inbound_per_domain_per_minute;
+        let quota = self.config.quota();
+        let limits = Limits { window: read.window, cap, at: now.millis(), quota };
+        let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
+        let buckets: Vec<String> = candidates.iter().map(|(l, _, _)| bucket(l, read.sender_site)).collect();
         let mut accepted = Vec::new();
-        let (mut lost_rate, mut lost_quota) = (false, false);
+        let mut lost = Lost::default();
         // Stamps and vouches need the Libro: the sender's balance, the journal's head, the bond.
-        let needs_libro = candidates.iter().any(|(_, p, _)| matches!(p, Policy::Stamp { .. })) || aval.is_some();
-        let bond_id = match &aval {
+        let needs_libro = candidates.iter().any(|(_, p, _)| matches!(p, Policy::Stamp { .. })) || read.aval.is_some();
+        let bond_id = match &read.aval {
             Some(Ok((_, bond))) => Some(bond.as_str()),
             _ => None,
         };
         for attempt in 0..ACCEPT_ATTEMPTS {
             let last = attempt + 1 == ACCEPT_ATTEMPTS;
-            let libro = if needs_libro { Some(self.stamp_facts(env.from(), bond_id).await?) } else { None };
-            let mut balance = libro.as_ref().map_or(0, |l| l.balance);
-            let mut stamp_uses = libro.as_ref().map_or(0, |l| l.uses);
-            let mut head = libro.as_ref().map(|l| l.head.clone());
+            let libro = if needs_libro { Some(self.libro().stamp_facts(env.from(), bond_id).await?) } else { None };
+            let mut batch = Batch {
+                balance: libro.as_ref().map_or(0, |l| l.balance),
+                stamp_uses: libro.as_ref().map_or(0, |l| l.uses),
+                head: libro.as_ref().map(|l| l.head.clone()),
+                stmts: Vec::new(),
+                inserts: Vec::new(),
+                refused: Vec::new(),
+            };
             // The first attempt decides with what the facts query read; after losing a race on
             // `rate_cap` or `mailbox_quota`, the windows and the usage are read again.
-            let fresh: Option<(VecMap<String, i64>, VecMap<String, Held>)> = if attempt == 0 {
+            let fresh: Option<Windows> = if attempt == 0 {
                 None
             } else {
                 let rows =
-                    store::mailbox::rate_counts(&self.db, &json_list(buckets.iter().map(String::as_str)), window)
+                    store::mailbox::rate_counts(self.db, &json_list(buckets.iter().map(String::as_str)), read.window)
                         .await?;
                 let counts =
                     rows.into_iter().filter_map(|r| Some((r.text("bucket")?.to_owned(), r.int("count")?))).collect();
-                let rows = store::mailbox::usage(&self.db, &locals_json).await?;
+                let rows = store::mailbox::usage(self.db, &read.locals_json).await?;
                 let usage = rows
                     .into_iter()
                     .filter_map(|r| {
@@ -358,9 +501,6 @@ impl<D: Db, N: Net> House<D, N> {
                     .collect();
                 Some((counts, usage))
             };
-            let mut stmts = Vec::new();
-            let mut inserts = Vec::new();
-            let mut refused = Vec::new();
             for ((local, policy, known), bucket) in candidates.iter().zip(&buckets) {
                 let (rate_count, held) = match &fresh {
                     None => (known.rate_count, known.held),
@@ -369,22 +509,14 @@ impl<D: Db, N: Net> House<D, N> {
                     }
                 };
                 // After losing the same race twice, whoever still needs a count (or room) is refused.
-                let held = if last && lost_quota { Held { envelopes: quota.max_envelopes, bytes: 0 } } else { held };
-                let vouch = match (&aval, &libro) {
-                    (None, _) => policy::Vouch::Absent,
-                    (Some(Err(fault)), _) => policy::Vouch::Refused(*fault),
-                    (Some(Ok((voucher, _))), Some(l)) => match self.local_address(local) {
-                        Ok(me) => policy::vouch(voucher, l.bond.as_ref(), env.from(), &me, known.voucher_allowed, now),
-                        Err(_) => policy::Vouch::Refused(policy::VouchFault::NotRecipients),
-                    },
-                    (Some(Ok(_)), None) => policy::Vouch::Absent,
-                };
+                let held = if last && lost.quota { Held { envelopes: quota.max_envelopes, bytes: 0 } } else { held };
+                let vouch = self.vouch(env, &read, libro.as_ref(), local, known, now);
                 let facts = Facts {
-                    blocked: known.blocked && !from_libro,
-                    allowed: known.allowed || from_libro,
-                    rate_count: if last && lost_rate { cap } else { rate_count },
+                    blocked: known.blocked && !read.from_libro,
+                    allowed: known.allowed || read.from_libro,
+                    rate_count: if last && lost.rate { cap } else { rate_count },
                     rate_cap: cap,
-                    balance,
+                    balance: batch.balance,
                     vouch,
                 };
                 let decision = match policy::decide(policy, env, env.from(), &facts, &self.config.domain) {
@@ -396,89 +528,20 @@ impl<D: Db, N: Net> House<D, N> {
                     }
                     refusal => refusal,
                 };
-                let mut stamp = None;
-                let decision = match decision {
-                    // A stamp moves money: the sender's current key pays it, within its delegation's cap.
-                    Decision::Stamped { .. } if env.signature().map(|s| s.kid) != Some(sender.sig()) => {
-                        Decision::Reject(
-                            Refusal::NeedsCurrentKey.because("a stamp is paid under the sender's current key"),
-                        )
-                    }
-                    Decision::Stamped { amount }
-                        if sender.scope().and_then(|s| s.cap).is_some_and(|cap| amount > cap) =>
-                    {
-                        Decision::Reject(Refusal::OverDelegationCap.because(format!(
-                            "{} is delegated with a cap of {} tok; its stamp is {amount}",
-                            sender.address(),
-                            sender.scope().and_then(|s| s.cap).unwrap_or(0)
-                        )))
-                    }
-                    // Under its delegation's authority, a stamp goes only if it may go alone: mail
-                    // cannot wait for a human, so an ask refuses it (docs/SPEC.md §16b).
-                    Decision::Stamped { amount } if let Some(e) = stamp_authority(sender, amount, stamp_uses) => {
-                        Decision::Reject(e)
-                    }
-                    Decision::Stamped { amount } => match (self.local_address(local), head.clone()) {
-                        (Ok(to), Some(h)) => {
-                            let (entry_id, entry, stmt) = self.stamp_entry(env, &to, amount, h)?;
-                            head = Some((entry.n, entry.sha256_hex()));
-                            balance -= amount;
-                            stmts.push(stmt);
-                            // Counted in the hour of the sender's own authority, if it limits one.
-                            if let Some(limit) =
-                                sender.scope().and_then(|s| s.authority.as_ref()).and_then(|a| a.max_per_hour)
-                            {
-                                // Guarded: deliveries at once lose the race and read again.
-                                let key = format!("{}:{local}", env.id());
-                                let subject = format!("card:{}", sender.address());
-                                let at = now.millis();
-                                stmts.extend(crate::store::libro::record_use(&subject, at, &key, amount, Some(limit)));
-                                stamp_uses += 1;
-                            }
-                            stamp = Some(entry_id);
-                            Decision::Accept { counted: true }
-                        }
-                        _ => Decision::Reject(Error::new(ErrorKind::Internal, "a stamp without the Libro")),
-                    },
-                    d => d,
-                };
-                match decision {
-                    // Paid above, or refused: never left unpaid.
-                    Decision::Stamped { .. } => {
-                        refused.push((*local, Error::new(ErrorKind::Internal, "a stamp left unpaid")))
-                    }
-                    Decision::Accept { counted } => {
-                        if counted {
-                            stmts.push(store::agents::count_in_window(bucket, window, cap));
-                        }
-                        let insert = store::mailbox::insert(
-                            local,
-                            env.id(),
-                            env.from().as_str(),
-                            envelope_text,
-                            now.millis(),
-                            quota,
-                        );
-                        inserts.push((*local, stmts.len()));
-                        stmts.push(insert);
-                        if let Some(entry_id) = stamp {
-                            stmts.push(store::mailbox::set_stamp(local, env.id(), &entry_id));
-                        }
-                    }
-                    Decision::Reject(e) => refused.push((*local, e)),
-                }
+                let (decision, stamp) = self.pay_stamp(env, sender, local, decision, now, &mut batch)?;
+                batch.stage(env, local, bucket, decision, stamp, &limits);
             }
-            let changes = if stmts.is_empty() {
+            let changes = if batch.stmts.is_empty() {
                 Vec::new()
             } else {
-                match self.db.batch(stmts).await {
+                match self.db.batch(batch.stmts).await {
                     Ok(c) => c,
                     Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP && !last => {
-                        lost_rate = true;
+                        lost.rate = true;
                         continue;
                     }
                     Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA && !last => {
-                        lost_quota = true;
+                        lost.quota = true;
                         continue;
                     }
                     // A stamp lost a race on the journal or the balance: read the Libro again.
@@ -499,10 +562,10 @@ impl<D: Db, N: Net> House<D, N> {
                     Err(e) => return Err(port_error(e)),
                 }
             };
-            for (local, e) in refused {
+            for (local, e) in batch.refused {
                 decided.insert(local.to_owned(), Outcome::Rejected(e));
             }
-            for (local, i) in inserts {
+            for (local, i) in batch.inserts {
                 let outcome = if changes.get(i) == Some(&1) { Outcome::Accepted } else { Outcome::Duplicate };
                 if outcome == Outcome::Accepted {
                     accepted.push(local);
@@ -511,15 +574,161 @@ impl<D: Db, N: Net> House<D, N> {
             }
             break;
         }
+        self.push_accepted(env, &read.known, accepted);
+        Ok(self.answers(recipients, &decided))
+    }
 
+    /// Each recipient's outcome, in the order given: those not at this house are misdirected
+    /// (421); a local one without a decision is an internal error.
+    #[inline(always)]
+    fn answers(&self, recipients: &[Address], decided: &VecMap<String, Outcome>) -> Vec<(Address, Outcome)> {
+        recipients
+            .iter()
+            .map(|a| {
+                let outcome = if a.domain() != self.config.domain {
+                    Outcome::Rejected(Refusal::NotAtThisHouse.because(format!("{a} is not at this house")))
+                } else {
+                    decided
+                        .get(a.local())
+                        .cloned()
+                        .unwrap_or_else(|| Outcome::Rejected(Error::new(ErrorKind::Internal, "no decision")))
+                };
+                (a.clone(), outcome)
+            })
+            .collect::<Vec<_>>()
+    }
+
+    /// Who is settled before any write (unknown, a duplicate, expired, an id another sender
+    /// holds, a card that no longer receives), into `decided`; and the inbox policy of everyone
+    /// else, who is left to decide.
+    #[inline(always)]
+    fn settle_before_writes<'a>(
+        &self,
+        env: &Verified<Envelope>,
+        locals: &VecSet<&'a str>,
+        known: &'a VecMap<String, Recipient>,
+        expired: Option<&Error>,
+        now: Timestamp,
+        decided: &mut VecMap<String, Outcome>,
+    ) -> Vec<(&'a str, Policy, &'a Recipient)> {
+        let mut candidates: Vec<(&str, Policy, &Recipient)> = Vec::new();
+        for local in locals {
+            let outcome = match (known.get(*local), expired) {
+                (None, _) => {
+                    Outcome::Rejected(Refusal::UnknownAgent.because(format!("no agent {local}@{}", self.config.domain)))
+                }
+                (Some(Recipient { holder: Some(s), .. }), _) if s == env.from().as_str() => Outcome::Duplicate,
+                // Past `expires`, refused — and whether another sender holds the id is nobody's
+                // business.
+                (Some(_), Some(e)) => Outcome::Rejected(e.clone()),
+                (Some(Recipient { holder: Some(_), .. }), None) => Outcome::Rejected(
+                    Refusal::EnvelopeIdTaken
+                        .because(format!("envelope id {} is already taken by another sender", env.id())),
+                ),
+                (Some(r @ Recipient { holder: None, .. }), None) => match self.policies.policy(local, &r.card, now) {
+                    Ok(policy) => {
+                        candidates.push((local, policy, r));
+                        continue;
+                    }
+                    Err(e) => Outcome::Rejected(e),
+                },
+            };
+            decided.insert((*local).to_owned(), outcome);
+        }
+        candidates
+    }
+
+    /// What the envelope's vouch (`aval`) is worth to recipient `local`, given the bond the
+    /// Libro holds.
+    #[inline(always)]
+    fn vouch(
+        &self,
+        env: &Verified<Envelope>,
+        read: &Read<'_>,
+        libro: Option<&crate::libro::StampFacts>,
+        local: &str,
+        known: &Recipient,
+        now: Timestamp,
+    ) -> policy::Vouch {
+        match (&read.aval, libro) {
+            (None, _) => policy::Vouch::Absent,
+            (Some(Err(fault)), _) => policy::Vouch::Refused(*fault),
+            (Some(Ok((voucher, _))), Some(l)) => match self.registry().local_address(local) {
+                Ok(me) => policy::vouch(voucher, l.bond.as_ref(), env.from(), &me, known.voucher_allowed, now),
+                Err(_) => policy::Vouch::Refused(policy::VouchFault::NotRecipients),
+            },
+            (Some(Ok(_)), None) => policy::Vouch::Absent,
+        }
+    }
+
+    /// A stamp the policy asks for, paid into `batch` (the Libro's entry, the sender's count in
+    /// its authority's hour) or refused: it moves money, so only under the sender's current key,
+    /// within its delegation's cap and its authority. Answers the decision left and the stamp's
+    /// entry id.
+    #[inline(always)]
+    fn pay_stamp(
+        &self,
+        env: &Verified<Envelope>,
+        sender: &Verified<AgentCard>,
+        local: &str,
+        decision: Decision,
+        now: Timestamp,
+        batch: &mut Batch<'_>,
+    ) -> Result<(Decision, Option<String>), Error> {
+        let mut stamp = None;
+        let decision = match decision {
+            // A stamp moves money: the sender's current key pays it, within its delegation's cap.
+            Decision::Stamped { .. } if env.signature().map(|s| s.kid) != Some(sender.sig()) => {
+                Decision::Reject(Refusal::NeedsCurrentKey.because("a stamp is paid under the sender's current key"))
+            }
+            Decision::Stamped { amount } if sender.scope().and_then(|s| s.cap).is_some_and(|cap| amount > cap) => {
+                Decision::Reject(Refusal::OverDelegationCap.because(format!(
+                    "{} is delegated with a cap of {} tok; its stamp is {amount}",
+                    sender.address(),
+                    sender.scope().and_then(|s| s.cap).unwrap_or(0)
+                )))
+            }
+            // Under its delegation's authority, a stamp goes only if it may go alone: mail
+            // cannot wait for a human, so an ask refuses it (docs/SPEC.md §16b).
+            Decision::Stamped { amount } if let Some(e) = stamp_authority(sender, amount, batch.stamp_uses) => {
+                Decision::Reject(e)
+            }
+            Decision::Stamped { amount } => match (self.registry().local_address(local), batch.head.clone()) {
+                (Ok(to), Some(h)) => {
+                    let (entry_id, entry, stmt) = self.libro().stamp_entry(env, &to, amount, h)?;
+                    batch.head = Some((entry.n, entry.sha256_hex()));
+                    batch.balance -= amount;
+                    batch.stmts.push(stmt);
+                    // Counted in the hour of the sender's own authority, if it limits one.
+                    if let Some(limit) = sender.scope().and_then(|s| s.authority.as_ref()).and_then(|a| a.max_per_hour)
+                    {
+                        // Guarded: deliveries at once lose the race and read again.
+                        let key = format!("{}:{local}", env.id());
+                        let subject = format!("card:{}", sender.address());
+                        let at = now.millis();
+                        batch.stmts.extend(crate::store::libro::record_use(&subject, at, &key, amount, Some(limit)));
+                        batch.stamp_uses += 1;
+                    }
+                    stamp = Some(entry_id);
+                    Decision::Accept { counted: true }
+                }
+                _ => Decision::Reject(Error::new(ErrorKind::Internal, "a stamp without the Libro")),
+            },
+            d => d,
+        };
+        Ok((decision, stamp))
+    }
+
+    /// Queues a webhook push for each accepted recipient that has a webhook.
+    #[inline(always)]
+    fn push_accepted(&self, env: &Verified<Envelope>, known: &VecMap<String, Recipient>, accepted: Vec<&str>) {
         for local in accepted {
             if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local)
-                && let Ok(to) = self.local_address(local)
+                && let Ok(to) = self.registry().local_address(local)
             {
                 self.push(hook, &to, env);
             }
         }
-        Ok(finish(&decided))
     }
 
     /// The local agents among `locals` whose inbox would not take `env` from its sender now: a
@@ -546,11 +755,11 @@ impl<D: Db, N: Net> House<D, N> {
             bucket_suffix: &bucket_suffix(crate::site::site(env.from().domain())),
             window: now.millis() / 60_000,
         };
-        let rows = store::mailbox::inbound_facts(&self.db, &lookup).await?;
+        let rows = store::mailbox::inbound_facts(self.db, &lookup).await?;
         let mut open = Vec::new();
         for r in &rows {
             let (Some(local), Some(card)) = (r.text("local"), r.text("card")) else { continue };
-            let Ok(policy) = self.cards.policies.policy(local, card, now) else { continue };
+            let Ok(policy) = self.policies.policy(local, card, now) else { continue };
             let facts = Facts {
                 blocked: r.int("blocked") != Some(0),
                 allowed: r.int("allowed") == Some(1),
@@ -572,7 +781,7 @@ impl<D: Db, N: Net> House<D, N> {
     /// signed by the domain key as a push. The house chose every top-level member, so no envelope
     /// an agent shaped is ever what the domain key signs.
     ///
-    /// Nothing is sent here: the adapters call [`House::send_pushes`] once the answer is out (the
+    /// Nothing is sent here: the adapters call [`Mailbox::send_pushes`] once the answer is out (the
     /// Worker in `wait_until`, `nyx5 serve` in a task of its own), so a webhook that hangs delays
     /// neither the sender's answer nor a queue tick. At most [`MAX_PENDING_PUSHES`] wait, and at
     /// most [`MAX_PUSHES_PER_WEBHOOK`] for one URL; a push past that is dropped, since the
@@ -598,7 +807,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
     }
 
-    /// Whether pushes wait to be sent (see [`House::push`]).
+    /// Whether pushes wait to be sent (see [`Mailbox::push`]).
     pub fn has_pushes(&self) -> bool {
         self.pushes.try_borrow().is_ok_and(|p| !p.is_empty())
     }

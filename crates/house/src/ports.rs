@@ -332,6 +332,18 @@ pub trait Rng {
     fn fill(&self, buf: &mut [u8]);
 }
 
+/// The house's own routes, as another house would reach them over HTTP: what a service asks
+/// for the house's own domain instead of fetching it (the index crawl reads its own directory
+/// this way). The house is the one implementation; a service holds it as this port, never the
+/// house itself.
+pub trait Local {
+    /// The answer to `req`.
+    fn answer<'a>(
+        &'a self,
+        req: crate::http::Request,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::http::Response> + 'a>>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::constraint_name;

@@ -1,5 +1,5 @@
 //! The delivery queue (spec §7): one job per (envelope, destination domain), worked by
-//! [`House::tick`]. Leases keep two ticks (the cron and the post-response kick) off the same job;
+//! [`Queue::tick`]. Leases keep two ticks (the cron and the post-response kick) off the same job;
 //! a failing domain is probed by one job while the others wait; temporary failures back off
 //! exponentially; expiry, the give-up time and permanent refusals bounce. Bounces and delivery
 //! receipts are notices signed by the domain key from `postmaster@<domain>`, put straight into
@@ -8,7 +8,11 @@
 //! Decide, then do: [`Delivery`] is what the destination said, [`plan`] turns it into the next
 //! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
 
+use std::cell::{Cell, RefCell};
+
+use nyx5_proto::Verified;
 use nyx5_proto::address::uuid_v4;
+use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::crypto::sha256;
 use nyx5_proto::receipt::{self, Notice};
@@ -16,9 +20,19 @@ use nyx5_proto::relay::{self, RelayHeader};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
 
+use crate::auth::{Registry, SystemCards};
+use crate::config::Config;
+use crate::email::Email;
+use crate::ground::Ground;
+use crate::index::Index;
+use crate::libro::Libro;
+use crate::mailbox::{Mailbox, PolicyMemo};
+use crate::outbound::Guarded;
+use crate::port_error;
+use crate::ports::Local;
 use crate::ports::{Db, Net, OutRequest, PortError, Row};
+use crate::resolver::{CardMemo, Lookup};
 use crate::store::queue::{self as store, Held};
-use crate::{House, port_error};
 use nyx5_rules::mailbox::Outcome;
 pub use nyx5_rules::queue::{
     Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry,
@@ -105,7 +119,130 @@ pub fn upkeep_statements(now: i64) -> Vec<(crate::ports::Stmt, Option<i64>)> {
     stmts
 }
 
-impl<D: Db, N: Net> House<D, N> {
+/// The delivery queue and the tick's upkeep: each due job delivered, retried, postponed or
+/// bounced, then the services' own periodic work.
+pub struct Queue<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+    pub(crate) policies: &'h PolicyMemo,
+    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
+    pub(crate) queued: &'h Cell<bool>,
+    pub(crate) upkept: &'h Cell<Option<i64>>,
+    pub(crate) local: &'h dyn Local,
+}
+
+impl<D, N> std::fmt::Debug for Queue<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Queue<'h, D, N> {
+    /// The registry (cards of local agents, who is asking), over the same borrows.
+    pub fn registry(&self) -> Registry<'h, D, N> {
+        Registry {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The house's cards of agents and houses, local or fetched, over the same borrows.
+    pub fn lookup(&self) -> Lookup<'h, D, N> {
+        Lookup {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The mailboxes, over the same borrows.
+    pub fn mailbox(&self) -> Mailbox<'h, D, N> {
+        Mailbox {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            policies: self.policies,
+            pushes: self.pushes,
+            queued: self.queued,
+        }
+    }
+
+    /// The Libro and its system agents, over the same borrows.
+    pub fn libro(&self) -> Libro<'h, D, N> {
+        Libro {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            policies: self.policies,
+            pushes: self.pushes,
+            queued: self.queued,
+        }
+    }
+
+    /// The email bridge, over the same borrows.
+    pub fn email(&self) -> Email<'h, D, N> {
+        Email {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            policies: self.policies,
+            pushes: self.pushes,
+            queued: self.queued,
+        }
+    }
+
+    /// The index crawl, over the same borrows.
+    pub fn index(&self) -> Index<'h, D, N> {
+        Index {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            local: self.local,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}
+
+impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// The purges of the tick's upkeep, in one batch, each with its cap (`None`: it removes all
     /// it finds): old nonces and rate windows, finished envelopes and their jobs, the bodies of
     /// acknowledged mail, expired cached cards and known names, sent email, the authority's
@@ -162,7 +299,7 @@ impl<D: Db, N: Net> House<D, N> {
         // A second pass when the first delivered operations to the Libro that queued receipts
         // for other houses: they go out in this tick, not the next.
         for _pass in 0..2 {
-            let rows = store::due(&self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
+            let rows = store::due(self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
             // `due` hands them out round-robin over destinations; they are worked in that order.
             for job in rows.iter().filter_map(job_from_row) {
                 let domain = job.domain.clone();
@@ -174,20 +311,20 @@ impl<D: Db, N: Net> House<D, N> {
                 break;
             }
         }
-        self.send_emails(now).await?;
+        self.email().send_emails(now).await?;
         // The services' own work, each within its budget of fetches a tick (a house runs them
         // only when the operator turned them on).
         // `verifica@`'s checks.
         if self.config.verifica_enabled {
-            report.checks = self.run_checks(self.config.verifica_fetches).await.unwrap_or_default();
+            report.checks = self.libro().run_checks(self.config.verifica_fetches).await.unwrap_or_default();
         }
         // And the desk's: escrows taken and never delivered go back to it.
         if self.config.tareas_enabled {
-            report.reclaimed = self.tareas_upkeep().await.unwrap_or_default();
+            report.reclaimed = self.libro().tareas_upkeep().await.unwrap_or_default();
         }
         // And the index's crawl, within its own budget of fetches.
         if self.config.index_enabled {
-            report.crawl = self.crawl_index(self.config.index_fetches).await.unwrap_or_default();
+            report.crawl = self.index().crawl_index(self.config.index_fetches).await.unwrap_or_default();
         }
         Ok(report)
     }
@@ -197,13 +334,13 @@ impl<D: Db, N: Net> House<D, N> {
     /// failure): the next tick then runs it again, as a purge's backlog does.
     async fn periodic_upkeep(&self, now: Timestamp) -> bool {
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery.
-        let recertified = self.recertify_some(now).await;
+        let recertified = self.registry().recertify_some(now).await;
         let recertify_more =
             recertified.as_ref().map_or(true, |n| took_whole_batch(*n, crate::domain_keys::RECERTIFY_PER_TICK));
         // Pins made before migration 0005 are given their site, a few a minute (issue 35 §3).
-        let sites = crate::store::resolver::fill_pin_sites(&self.db, crate::store::resolver::PIN_SITES_PER_TICK).await;
+        let sites = crate::store::resolver::fill_pin_sites(self.db, crate::store::resolver::PIN_SITES_PER_TICK).await;
         // So is the Libro's: welcome gifts owed, bonds that expired, approvals nobody decided.
-        let libro_more = self.libro_upkeep().await.unwrap_or(true);
+        let libro_more = self.libro().libro_upkeep().await.unwrap_or(true);
         let sites_more = sites.map_or(true, |n| took_whole_batch(n, crate::store::resolver::PIN_SITES_PER_TICK));
         recertify_more || sites_more || libro_more
     }
@@ -312,7 +449,7 @@ impl<D: Db, N: Net> House<D, N> {
         // Notices go to this house's agents; the house's own addresses (the Libro) get none.
         if let Some(env) = env
             && env.from().domain() == self.config.domain
-            && !crate::RESERVED.contains(&env.from().local())
+            && !crate::auth::RESERVED.contains(&env.from().local())
         {
             let postmaster = self.postmaster()?;
             for (id, text) in self.notices(env, plan, &postmaster, now)? {
@@ -445,7 +582,7 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     async fn deliver_here(&self, env: &Envelope, recipients: &[Address], now: Timestamp) -> Delivery {
-        let card = match self.local_card(env.from().local()).await {
+        let card = match self.registry().local_card(env.from().local()).await {
             Ok(Some(card)) => card,
             Ok(None) => return Delivery::Permanent(403, format!("{} has no card here any more", env.from())),
             Err(e) => return error_delivery(&e),
@@ -454,7 +591,7 @@ impl<D: Db, N: Net> House<D, N> {
             Ok(v) => v,
             Err(e) => return error_delivery(&e),
         };
-        match self.accept(&verified, &card, recipients).await {
+        match self.mailbox().accept(&verified, &card, recipients).await {
             Ok(outcomes) => Delivery::Delivered(
                 outcomes
                     .into_iter()
@@ -472,7 +609,7 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     async fn deliver_there(&self, domain: &str, env: &Envelope, recipients: &[Address]) -> (Delivery, bool) {
-        let resolved = match self.resolve_domain(domain).await {
+        let resolved = match self.lookup().resolve_domain(domain).await {
             Ok(r) => r,
             Err(e) => return (error_delivery(&e), false),
         };

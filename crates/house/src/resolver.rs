@@ -4,23 +4,24 @@
 
 use std::sync::Arc;
 
-use nyx5_proto::card::AgentCard;
+use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Address, Error, Refusal, Verified};
+use nyx5_proto::{Address, Error, Refusal, Timestamp, Verified};
 
 pub use nyx5_client::resolver::*;
 
-use crate::mailbox::PolicyMemo;
+use crate::auth::{Registry, SystemCards};
+use crate::config::Config;
+use crate::ground::Ground;
+use crate::outbound::Guarded;
 use crate::ports::{Db, Net, PortError};
-use crate::{House, outbound, port_error, store};
+use crate::{outbound, port_error, store};
 
-/// The house's memo of remote cards, and the inbox policies read from this house's own stored
-/// cards (see [`crate::mailbox`]).
+/// The house's memo of remote cards.
 #[derive(Default)]
 pub(crate) struct CardMemo {
     pub(crate) memo: Memo,
-    pub(crate) policies: PolicyMemo,
 }
 
 /// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
@@ -162,7 +163,51 @@ impl<D: Db> PinStore for DbPins<'_, D> {
     }
 }
 
-impl<D: Db, N: Net> House<D, N> {
+/// The house's view of cards: its own domain card, its agents' (from the registry), and other
+/// houses' and their agents', fetched and verified by a [`Resolver`] over the house's network,
+/// pins and memo.
+pub struct Lookup<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+}
+
+impl<D, N> std::fmt::Debug for Lookup<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookup").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
+    /// The registry (cards of local agents, who is asking), over the same borrows.
+    pub fn registry(&self) -> Registry<'h, D, N> {
+        Registry {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}
+
+impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
     /// The resolver over this house's network, database, memo and configuration.
     pub(crate) fn resolver(&self) -> Resolver<'_, outbound::Guarded<N>, DbPins<'_, D>> {
         self.resolver_within(None)
@@ -178,9 +223,9 @@ impl<D: Db, N: Net> House<D, N> {
         static NONE: VecMap<String, (String, &'static str)> = VecMap::new();
         static NO_URLS: VecMap<String, String> = VecMap::new();
         Resolver {
-            net: &self.net,
+            net: self.net,
             budget,
-            store: DbPins(&self.db),
+            store: DbPins(self.db),
             memo: &self.cards.memo,
             sources: Sources {
                 hosts: &self.config.hosts,
@@ -199,12 +244,12 @@ impl<D: Db, N: Net> House<D, N> {
         self.resolve_domain_with(domain, false).await
     }
 
-    /// As [`House::resolve_domain`]; `refresh` skips both caches.
+    /// As [`Lookup::resolve_domain`]; `refresh` skips both caches.
     pub async fn resolve_domain_with(&self, domain: &str, refresh: bool) -> Result<Resolved, Error> {
         if domain == self.config.domain {
             return Ok(Resolved {
                 url: self.config.public_url.clone(),
-                card: Arc::new(self.card().clone()),
+                card: Arc::new(self.card.clone()),
                 via: "self",
                 anchor: "self",
             });
@@ -212,7 +257,7 @@ impl<D: Db, N: Net> House<D, N> {
         self.resolver().domain(domain, refresh).await
     }
 
-    /// As [`House::resolve_domain`], to check something signed by `kid`: a cached card that does
+    /// As [`Lookup::resolve_domain`], to check something signed by `kid`: a cached card that does
     /// not accept `kid` is fetched anew, within bounds ([`Resolver::domain_knowing`]).
     pub async fn resolve_domain_knowing(&self, domain: &str, kid: &SigPublic) -> Result<Resolved, Error> {
         if domain == self.config.domain {
@@ -221,7 +266,7 @@ impl<D: Db, N: Net> House<D, N> {
         self.resolver().domain_knowing(domain, kid).await
     }
 
-    /// As [`House::resolve_agent`], to check something signed by `kid`: a remote card that does
+    /// As [`Lookup::resolve_agent`], to check something signed by `kid`: a remote card that does
     /// not accept `kid` is fetched anew with its chain, within bounds
     /// ([`Resolver::agent_knowing`]).
     pub async fn resolve_agent_knowing(
@@ -241,6 +286,7 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn resolve_agent(&self, address: &Address, refresh: bool) -> Result<Arc<Verified<AgentCard>>, Error> {
         if address.domain() == self.config.domain {
             return self
+                .registry()
                 .local_card(address.local())
                 .await?
                 .map(Arc::new)
@@ -263,7 +309,7 @@ impl<D: Db, N: Net> House<D, N> {
             .await
             .map_err(port_error)?;
         self.cards.memo.forget_domain(domain);
-        let pin = store::resolver::pin(&self.db, domain).await?;
+        let pin = store::resolver::pin(self.db, domain).await?;
         match (changes.first(), pin) {
             (_, None) => Err(Refusal::NoPin.because(format!("no pin for {domain}"))),
             (Some(&1), Some(row)) => Ok(row.text("sig").unwrap_or_default().to_owned()),

@@ -1,4 +1,4 @@
-//! The email bridge, inbound (docs/SPEC.md "Email bridge"): `House::receive_email` and
+//! The email bridge, inbound (docs/SPEC.md "Email bridge"): `Email::receive_email` and
 //! `POST /email/in` against real SQLite — the unsigned envelope in the mailbox, idempotency by
 //! Message-ID and content, the size limit, unknown recipients, lists, policies and the rate per
 //! authenticated domain — and hostile mail, each with a clear outcome and no panic. The houses
@@ -37,8 +37,8 @@ fn mail(id: &str, subject: &str, body: &str) -> Vec<u8> {
 
 /// The `email` event, as the Worker runs it: the message, then the pushes once it is taken.
 fn receive(house: &TestHouse, raw: &[u8], from: &str, to: &str) -> Result<EmailOutcome, nyx5_proto::Error> {
-    let outcome = block_on(house.receive_email(raw, from, to, &[]));
-    block_on(house.send_pushes());
+    let outcome = block_on(house.email().receive_email(raw, from, to, &[]));
+    block_on(house.mailbox().send_pushes());
     outcome
 }
 

@@ -140,7 +140,7 @@ fn a_reply_keeps_the_thread() {
     let (world, house, ana, provider) = world(true);
     let raw = b"From: Pat <pat@example.com>\r\nTo: ana@h.test\r\nSubject: question\r\nMessage-ID: <q2@example.com>\r\n\
 References: <q0@example.com> <q1@example.com>\r\n\r\nCan you help?\r\n";
-    let got = block_on(house.receive_email(raw, "pat@example.com", "ana@h.test", &[])).unwrap();
+    let got = block_on(house.email().receive_email(raw, "pat@example.com", "ana@h.test", &[])).unwrap();
     let req = out(&[
         ("to", "pat@example.com".into()),
         ("subject", "Re: question".into()),
@@ -277,7 +277,7 @@ fn a_reply_to_an_email_whose_body_was_dropped_still_goes_out() {
     let (world, house, ana, _provider) = world(true);
     let raw =
         b"From: Pat <pat@example.com>\r\nTo: ana@h.test\r\nSubject: old\r\nMessage-ID: <old@example.com>\r\n\r\nHi\r\n";
-    let got = block_on(house.receive_email(raw, "pat@example.com", "ana@h.test", &[])).unwrap();
+    let got = block_on(house.email().receive_email(raw, "pat@example.com", "ana@h.test", &[])).unwrap();
     json(
         &ana.post(
             &house,
@@ -311,9 +311,9 @@ fn a_pass_over_the_outbox_says_how_many_it_tried() {
     for to in ["pat@example.com", "sam@example.com"] {
         assert_eq!(ana.post(&house, "/email/out", &out(&[("to", to.into()), ("body", "hi".into())])).status, 202);
     }
-    assert_eq!(block_on(house.send_emails(house.now())).unwrap(), 2);
+    assert_eq!(block_on(house.email().send_emails(house.now())).unwrap(), 2);
     assert_eq!(provider.seen.borrow().len(), 2);
-    assert_eq!(block_on(house.send_emails(house.now())).unwrap(), 0, "both sent: nothing left to try");
+    assert_eq!(block_on(house.email().send_emails(house.now())).unwrap(), 0, "both sent: nothing left to try");
 }
 
 /// The `error` member of a refusal: the refusal's stable name.

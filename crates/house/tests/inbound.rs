@@ -803,20 +803,20 @@ fn webhooks_get_a_push_signed_by_the_domain() {
 #[test]
 fn the_resolver_answers_for_its_own_house_and_agents() {
     let p = pair();
-    let own = block_on(p.b.resolve_domain("b.test")).unwrap();
+    let own = block_on(p.b.lookup().resolve_domain("b.test")).unwrap();
     assert_eq!(own.url, "http://b.test");
     assert_eq!(own.card.domain(), "b.test");
-    let bob = block_on(p.b.resolve_agent(&p.bob.address, false)).unwrap();
+    let bob = block_on(p.b.lookup().resolve_agent(&p.bob.address, false)).unwrap();
     assert_eq!(bob.sig(), p.bob.sig.public());
     let nobody = Address::parse("nobody@b.test").unwrap();
-    assert_eq!(block_on(p.b.resolve_agent(&nobody, false)).unwrap_err().code(), 404);
+    assert_eq!(block_on(p.b.lookup().resolve_agent(&nobody, false)).unwrap_err().code(), 404);
     let remote_nobody = Address::parse("nobody@a.test").unwrap();
-    assert_eq!(block_on(p.b.resolve_agent(&remote_nobody, false)).unwrap_err().code(), 404);
-    let alice = block_on(p.b.resolve_agent(&p.alice.address, false)).unwrap();
+    assert_eq!(block_on(p.b.lookup().resolve_agent(&remote_nobody, false)).unwrap_err().code(), 404);
+    let alice = block_on(p.b.lookup().resolve_agent(&p.alice.address, false)).unwrap();
     assert_eq!(alice.sig(), p.alice.sig.public());
-    assert_eq!(block_on(p.b.resolve_domain("A.test")).unwrap_err().code(), 400);
+    assert_eq!(block_on(p.b.lookup().resolve_domain("A.test")).unwrap_err().code(), 400);
     // No house answers for this one.
-    assert_eq!(block_on(p.b.resolve_domain("nowhere.test")).unwrap_err().code(), 503);
+    assert_eq!(block_on(p.b.lookup().resolve_domain("nowhere.test")).unwrap_err().code(), 503);
 }
 
 #[test]
@@ -859,7 +859,7 @@ fn the_operators_hosts_url_wins_over_the_estafeta_a_card_names() {
     register(&a, &alice, &[]);
     register(&b, &bob, &[]);
     assert_eq!(b.card().estafeta(), "http://unreachable.test");
-    let resolved = block_on(a.resolve_domain("b.test")).unwrap();
+    let resolved = block_on(a.lookup().resolve_domain("b.test")).unwrap();
     assert_eq!(resolved.url, "http://b.test", "the hosts file is the last word on where a house is");
     json(&alice.send(&a, &message(&alice, "h1", &[&bob.address])), 202);
     w.tick_all();
@@ -948,13 +948,13 @@ fn a_certification_by_a_rotated_domain_key_is_followed() {
     let alice = Agent::new("alice@a.test", 10);
     register(&a, &alice, &[]);
     // b holds a's domain card (not alice's); a rotates and certifies alice's card again.
-    block_on(b.resolve_domain("a.test")).unwrap();
+    block_on(b.lookup().resolve_domain("a.test")).unwrap();
     let a = rotate_domain_key(&w, a);
     w.clock.advance(1_000);
-    assert_eq!(block_on(a.recertify_some(w.clock.now())).unwrap(), 1);
-    let card = block_on(b.resolve_agent(&alice.address, false)).unwrap();
+    assert_eq!(block_on(a.registry().recertify_some(w.clock.now())).unwrap(), 1);
+    let card = block_on(b.lookup().resolve_agent(&alice.address, false)).unwrap();
     assert_eq!(card.certifier().unwrap(), a.config.key.public());
-    assert_eq!(block_on(b.resolve_domain("a.test")).unwrap().card.signer().unwrap(), a.config.key.public());
+    assert_eq!(block_on(b.lookup().resolve_domain("a.test")).unwrap().card.signer().unwrap(), a.config.key.public());
 }
 
 /// The refresh is bounded: relay headers under made-up keys make the peer fetch the card once

@@ -53,7 +53,7 @@ fn register(idx: &TestHouse, domain: &str) -> (u16, Object) {
 fn crawl(idx: &TestHouse) -> CrawlReport {
     let mut total = CrawlReport::default();
     for _ in 0..200 {
-        let r = block_on(idx.crawl_index(idx.config.index_fetches)).unwrap();
+        let r = block_on(idx.index().crawl_index(idx.config.index_fetches)).unwrap();
         total.steps += r.steps;
         total.fetches += r.fetches;
         total.failed += r.failed;
@@ -370,7 +370,7 @@ fn only_a_history_signed_by_the_origin_for_that_agent_counts() {
     let ana = Agent::new("ana@a.test", 10);
     assert_eq!(join(&a, &ana, caps(true, "x", &[])), 201);
     let body = call_raw(&a, "GET", "/agents/ana/historial", &[], vec![]).body;
-    let domain = block_on(a.resolve_domain("a.test")).unwrap();
+    let domain = block_on(a.lookup().resolve_domain("a.test")).unwrap();
     let now = a.now();
     assert_eq!(index::released_sales(&body, &ana.address, &domain, now), Some(0));
     let other = nyx5_proto::Address::parse("bob@a.test").unwrap();
@@ -444,15 +444,15 @@ fn a_tick_takes_at_most_its_steps() {
             ),
         );
     }
-    let r = block_on(idx.crawl_index(1_000)).unwrap();
+    let r = block_on(idx.index().crawl_index(1_000)).unwrap();
     assert_eq!((r.steps, r.failed), (index::MAX_STEPS, index::MAX_STEPS), "{r:?}");
-    let r = block_on(idx.crawl_index(1_000)).unwrap();
+    let r = block_on(idx.index().crawl_index(1_000)).unwrap();
     assert_eq!((r.steps, r.failed), (6, 6), "the rest, the next tick");
 }
 
 /// A card as its house holds it, as a directory shows it.
 fn card_of(house: &TestHouse, local: &str) -> Value {
-    block_on(house.local_card(local)).unwrap().unwrap().to_value()
+    block_on(house.registry().local_card(local)).unwrap().unwrap().to_value()
 }
 
 #[test]

@@ -32,7 +32,7 @@
 //! is N times `x` (`concept=x*257`, to pass a limit); a quote's `pad=N` adds `terms.pad`, N bytes;
 //! `quote=q1` is the quote the table signed as `q1`; `key=old` signs the operation with the key
 //! the agent rotated away from; `until=+30m` gives the envelope that `expires`; `via=accept` hands the envelope straight to the Libro's house
-//! (`House::accept`, or `/inbound` for a foreign operator) and reads the code from its answer
+//! (`Mailbox::accept`, or `/inbound` for a foreign operator) and reads the code from its answer
 //! rather than from a receipt or a bounce. Expectations beside balances: `receipts=…` lists exactly the
 //! table's agents whose mailboxes hold the operation's receipt (each checked against the house
 //! key, foreign ones after crossing houses); `lines=N` the lines of the entry the operation
@@ -73,7 +73,7 @@ struct Run {
     old: BTreeMap<String, Agent>,
     quotes: BTreeMap<String, Value>,
     last: Option<(String, Envelope)>,
-    /// The reason of the last operation's refusal (its bounce, or `House::accept`'s answer).
+    /// The reason of the last operation's refusal (its bounce, or `Mailbox::accept`'s answer).
     reason: Option<String>,
     /// The name of the last operation's refusal, when handed over directly (a bounce carries
     /// its code and reason, no name).
@@ -209,16 +209,16 @@ impl Run {
         code
     }
 
-    /// Hands `env` to the Libro's house as a sending house's delivery would (`House::accept` for
+    /// Hands `env` to the Libro's house as a sending house's delivery would (`Mailbox::accept` for
     /// a local operator, `POST /inbound` for a foreign one) and answers the code it got.
     fn hand_over(&mut self, who: &str, env: &Envelope) -> u16 {
         let agent = self.agent(who);
         let house = self.house_of(&agent.address);
         let libro = self.libro();
         let code = if house.config.domain == libro.config.domain {
-            let card = block_on(house.local_card(agent.address.local())).unwrap().unwrap();
+            let card = block_on(house.registry().local_card(agent.address.local())).unwrap().unwrap();
             let verified = env.clone().verify(&card, house.now()).unwrap();
-            let outcomes = block_on(house.accept(&verified, &card, verified.to())).unwrap();
+            let outcomes = block_on(house.mailbox().accept(&verified, &card, verified.to())).unwrap();
             match &outcomes[0].1 {
                 nyx5_house::mailbox::Outcome::Rejected(e) => {
                     self.reason = Some(e.reason.to_string());
@@ -677,9 +677,9 @@ impl Run {
                 // Delivered again straight to the Libro's house, as a sending house that lost
                 // the answer would.
                 let status = if house.config.domain == self.libro().config.domain {
-                    let card = block_on(house.local_card(agent.address.local())).unwrap().unwrap();
+                    let card = block_on(house.registry().local_card(agent.address.local())).unwrap().unwrap();
                     let verified = env.clone().verify(&card, house.now()).unwrap();
-                    let outcomes = block_on(house.accept(&verified, &card, verified.to())).unwrap();
+                    let outcomes = block_on(house.mailbox().accept(&verified, &card, verified.to())).unwrap();
                     assert_eq!(outcomes[0].1, nyx5_house::mailbox::Outcome::Duplicate, "{line}");
                     200
                 } else {

@@ -128,9 +128,9 @@ fn a_stamp_is_charged_on_accept_and_refused_without_balance() {
     assert_eq!(entry.as_object().unwrap()["meta"].as_object().unwrap()["primitive"].as_str(), Some("stamp"));
     // The same envelope again is a duplicate: no second charge.
     let again = message(&w, &bo, &ana, "s-4", stamp(10));
-    let card = block_on(h.local_card("bo")).unwrap().unwrap();
+    let card = block_on(h.registry().local_card("bo")).unwrap().unwrap();
     let verified = again.verify(&card, h.now()).unwrap();
-    let out = block_on(h.accept(&verified, &card, verified.to())).unwrap();
+    let out = block_on(h.mailbox().accept(&verified, &card, verified.to())).unwrap();
     assert_eq!(out[0].1, nyx5_house::mailbox::Outcome::Duplicate);
     assert_eq!(balance(&h, "bo@a.test"), 15);
     // An allowlisted sender needs no stamp.
@@ -618,7 +618,7 @@ fn one_envelope_to_two_mailboxes_is_two_stamps_in_the_subagents_hour() {
     assert_eq!(balance(&h, "bot.bo@a.test"), 95);
 }
 
-/// What `House::accept` answers when every batch that stores ana's copy fails on a constraint (a
+/// What `Mailbox::accept` answers when every batch that stores ana's copy fails on a constraint (a
 /// TEMP trigger raises it), for each kind of failure, with and without stamps to pay: a lost race
 /// on her minute or her quota is read again and, lost on every attempt, ends in 429 for every
 /// recipient that still needed a count or room (the batch cannot say whose it was, and cy's
@@ -671,9 +671,9 @@ fn a_batch_that_fails_on_every_attempt_ends_by_what_failed() {
         let sql: &'static str = Box::leak(sql.into_boxed_str());
         block_on(h.db.sqlite.batch(vec![nyx5_house::ports::Stmt::new(sql, Vec::new())])).unwrap();
         let env = message_to(&w, &bo, &[&ana, &cy], "fails", if stamped { stamp_of(5) } else { Object::new() });
-        let card = block_on(h.local_card("bo")).unwrap().unwrap();
+        let card = block_on(h.registry().local_card("bo")).unwrap().unwrap();
         let verified = env.verify(&card, h.now()).unwrap();
-        let answer = block_on(h.accept(&verified, &card, &[ana.address.clone(), cy.address.clone()]));
+        let answer = block_on(h.mailbox().accept(&verified, &card, &[ana.address.clone(), cy.address.clone()]));
         match (answer, expected) {
             (Ok(outcomes), Ok((code, reason))) => {
                 assert_eq!(outcomes.len(), 2, "{what}: {outcomes:?}");

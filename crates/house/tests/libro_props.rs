@@ -9,7 +9,7 @@
 //! accepted twice), deliveries, releases, refunds, bonds, forfeits, mandates up to three
 //! deep, charges, revokes, reads, clock moves (bonds expire on the tick), a key rotation (the old
 //! key then only reads), and replays of operations done before (and an id reused for another
-//! operation). Most cases hand each envelope straight to `House::accept` (a local operator's
+//! operation). Most cases hand each envelope straight to `Mailbox::accept` (a local operator's
 //! card, or a foreign one's as the Libro's house resolves it); some go the whole way, through
 //! `POST /outbound` and the queues (foreign operators reaching `/inbound`), reading the outcome
 //! from the operator's mailbox: a receipt, or a bounce with its code.
@@ -906,13 +906,13 @@ impl Case {
         libro_op(&m.address, A, id, self.w.clock.now(), body).build().unwrap().sign(key).unwrap()
     }
 
-    /// Hands `env` to the Libro's house directly: `House::accept` with the operator's card as
+    /// Hands `env` to the Libro's house directly: `Mailbox::accept` with the operator's card as
     /// that house knows it (local, or resolved).
     fn hand_over(&self, who: usize, env: &Envelope) -> Expect {
         let libro = self.libro();
         let (card, verified) = self.verified(who, env);
         let to = [Address::new(LIBRO, A).unwrap()];
-        let outcomes = block_on(libro.accept(&verified, &card, &to)).unwrap();
+        let outcomes = block_on(libro.mailbox().accept(&verified, &card, &to)).unwrap();
         match &outcomes[0].1 {
             Outcome::Accepted => Expect::Done,
             Outcome::Duplicate => Expect::DoneBefore,
@@ -985,9 +985,9 @@ impl Case {
         let libro = self.libro();
         let m = &self.members[who];
         let card = if m.house == 0 {
-            Rc::new(block_on(libro.local_card(m.address.local())).unwrap().unwrap())
+            Rc::new(block_on(libro.registry().local_card(m.address.local())).unwrap().unwrap())
         } else {
-            Rc::new((*block_on(libro.resolve_agent(&m.address, false)).unwrap()).clone())
+            Rc::new((*block_on(libro.lookup().resolve_agent(&m.address, false)).unwrap()).clone())
         };
         let verified = env.clone().verify(&card, libro.now()).unwrap();
         (card, verified)
@@ -1029,7 +1029,7 @@ impl Case {
         let libro = self.libro().clone();
         let to = [Address::new(LIBRO, A).unwrap()];
         libro.db.stall(true);
-        let (oa, ob) = block_on_both(libro.accept(&va, &ca, &to), libro.accept(&vb, &cb, &to));
+        let (oa, ob) = block_on_both(libro.mailbox().accept(&va, &ca, &to), libro.mailbox().accept(&vb, &cb, &to));
         libro.db.stall(false);
         let read = |o: Vec<(Address, Outcome)>| match &o[0].1 {
             Outcome::Accepted => Expect::Done,
@@ -1077,7 +1077,7 @@ impl Case {
         let libro = self.libro().clone();
         let to = [Address::new(LIBRO, A).unwrap()];
         libro.db.stall(true);
-        let (o, t) = block_on_both(libro.accept(&verified, &card, &to), libro.tick());
+        let (o, t) = block_on_both(libro.mailbox().accept(&verified, &card, &to), libro.tick());
         libro.db.stall(false);
         t.unwrap();
         let got = match &o.unwrap()[0].1 {

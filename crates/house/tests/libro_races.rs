@@ -1,11 +1,11 @@
-//! The Libro's orchestration at its door (`House::operate`, `House::issue`, the tick's share):
+//! The Libro's orchestration at its door (`Libro::operate`, `Libro::issue`, the tick's share):
 //! two copies of one operation at once, a site at its operations' cap, refusals kept or not
 //! kept, batches that lose a race (or seem to), the hour an authority counts, approvals decided
 //! and expired, and the house's own agents.
 //!
 //! Each test names the cargo-mutants mutants of `libro/mod.rs` and `libro/authority.rs` it kills
 //! (tests/README.md, "Survivors of the cargo-mutants runs"). Operations are handed straight to
-//! `House::operate` (or `House::accept` for mail), so the clock moves only when a test moves it
+//! `Libro::operate` (or `Mailbox::accept` for mail), so the clock moves only when a test moves it
 //! and no tick purges the hour's counts in between. Two requests at once use the kit's stalling
 //! database: every query and batch waits once, so both read before either writes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
@@ -153,13 +153,13 @@ fn quote(
 /// The operator's card as `h` knows it: its own agent's, or resolved.
 fn card_of(h: &TestHouse, who: &Address) -> Verified<AgentCard> {
     if who.domain() == h.config.domain {
-        block_on(h.local_card(who.local())).unwrap().unwrap()
+        block_on(h.registry().local_card(who.local())).unwrap().unwrap()
     } else {
-        (*block_on(h.resolve_agent(who, false)).unwrap()).clone()
+        (*block_on(h.lookup().resolve_agent(who, false)).unwrap()).clone()
     }
 }
 
-/// `env` handed to the Libro of `h` (`House::operate`), and its answer: its code and name.
+/// `env` handed to the Libro of `h` (`Libro::operate`), and its answer: its code and name.
 fn hand(h: &TestHouse, env: &Envelope) -> String {
     told(operate(h, env))
 }
@@ -175,7 +175,7 @@ fn hand_in_words(h: &TestHouse, env: &Envelope) -> String {
 fn operate(h: &TestHouse, env: &Envelope) -> Outcome {
     let card = card_of(h, env.from());
     let v = env.clone().verify(&card, h.now()).unwrap();
-    block_on(h.operate(&v, &card))
+    block_on(h.libro().operate(&v, &card))
 }
 
 fn told(o: Outcome) -> String {
@@ -337,7 +337,7 @@ fn two_copies_at_once_are_done_once_and_counted_once() {
     let card = card_of(&h, &ana.address);
     let v = env.verify(&card, h.now()).unwrap();
     h.db.stall(true);
-    let (a, b) = block_on_both(h.operate(&v, &card), h.operate(&v, &card));
+    let (a, b) = block_on_both(h.libro().operate(&v, &card), h.libro().operate(&v, &card));
     h.db.stall(false);
     assert_eq!((told(a), told(b)), ("done".to_owned(), "done before".to_owned()));
     assert_eq!(windows(&h), [(START / MINUTE, 1)]);
@@ -361,9 +361,9 @@ fn a_late_copy_refused_while_another_copy_was_done_answers_done_before() {
     // The second copy starts once the first has read the clock: a minute later, past `expires`.
     let late = async {
         clock.advance(MINUTE);
-        h.operate(&v, &card).await
+        h.libro().operate(&v, &card).await
     };
-    let (a, b) = block_on_both(h.operate(&v, &card), late);
+    let (a, b) = block_on_both(h.libro().operate(&v, &card), late);
     h.db.stall(false);
     assert_eq!((told(a), told(b)), ("done".to_owned(), "done before".to_owned()));
     assert_eq!(ops(&h), [("x-1".to_owned(), 0, String::new())]);
@@ -532,7 +532,7 @@ fn a_task_whose_quota_went_in_a_race_is_refused_with_the_desks_reason() {
     let card = card_of(&h, &cy.address);
     let v = env.verify(&card, h.now()).unwrap();
     let reason = "no quota is left for this task now (another claim came first)";
-    let out = block_on(h.accept(&v, &card, &[desk])).unwrap();
+    let out = block_on(h.mailbox().accept(&v, &card, &[desk])).unwrap();
     assert_eq!(told(out.into_iter().next().unwrap().1), "409 task_quota_used");
     let refused: Vec<(i64, String)> = ops(&h).into_iter().filter(|o| o.1 != 0).map(|o| (o.1, o.2)).collect();
     assert_eq!(refused, [(409, reason.to_owned())]);
@@ -555,9 +555,9 @@ fn two_issues_under_one_cause_at_once_post_one_entry_and_both_answer_it() {
     h.db.stall(true);
     let second = async {
         Later(1).await;
-        h.issue("topup:t-1", &to, 10, "top-up", Vec::new()).await
+        h.libro().issue("topup:t-1", &to, 10, "top-up", Vec::new()).await
     };
-    let (a, b) = block_on_both(h.issue("topup:t-1", &to, 10, "top-up", Vec::new()), second);
+    let (a, b) = block_on_both(h.libro().issue("topup:t-1", &to, 10, "top-up", Vec::new()), second);
     h.db.stall(false);
     let (a, b) = (a.unwrap(), b.unwrap_or_else(|e| panic!("the second answers the first's entry: {e:?}")));
     assert_eq!(a, b);
@@ -575,7 +575,7 @@ fn an_issue_whose_companion_statement_fails_is_refused_at_once() {
     let (_w, h, ana) = with_ana(100);
     // A window whose cap is 0: counting once in it fails `rate_cap`.
     let also = vec![nyx5_house::store::agents::count_in_window("test", 1, 0)];
-    let e = block_on(h.issue("topup:t-2", &ana.address, 5, "top-up", also)).unwrap_err();
+    let e = block_on(h.libro().issue("topup:t-2", &ana.address, 5, "top-up", also)).unwrap_err();
     assert_eq!((e.code(), e.reason.as_ref()), (409, "refused by a constraint: rate_cap"));
     assert_eq!(balance(&h, "ana@a.test"), 0);
 }
@@ -599,7 +599,7 @@ fn an_issue_owed_again_after_its_entry_is_cleared_not_posted_twice() {
     let again = nyx5_house::store::libro::owe("welcome:ana@a.test", "ana@a.test", 10, "welcome", h.now().millis());
     block_on(h.db.batch(vec![again])).unwrap();
     assert_eq!(owed(), 1);
-    block_on(h.libro_upkeep()).unwrap();
+    block_on(h.libro().libro_upkeep()).unwrap();
     assert_eq!(owed(), 0);
     assert_eq!(balance(&h, "ana@a.test"), 10);
 }
@@ -626,7 +626,7 @@ fn the_house_knows_its_own_agents() {
         ("tareas@b.test", false),
         ("ana@a.test", false),
     ] {
-        assert_eq!(h.is_system(&Address::parse(address).unwrap()), own, "{address}");
+        assert_eq!(h.libro().is_system(&Address::parse(address).unwrap()), own, "{address}");
     }
 }
 
@@ -729,7 +729,7 @@ fn a_stamp_an_hour_after_the_last_is_paid() {
         let env = d.build().unwrap().sign(&bot.sig).unwrap();
         let card = card_of(&h, &bot.address);
         let v = env.verify(&card, h.now()).unwrap();
-        let out = block_on(h.accept(&v, &card, &to)).unwrap();
+        let out = block_on(h.mailbox().accept(&v, &card, &to)).unwrap();
         told(out.into_iter().next().unwrap().1)
     };
     assert_eq!(mail("m-1"), "done");
@@ -819,7 +819,7 @@ fn an_expired_approval_is_told_to_its_operator_and_its_approver() {
     assert_eq!(hand(&h, &op(&w, &bot, "bd-1", bond_op(30, &ana))), "done");
     assert_eq!(balance(&h, "bot.bo@a.test"), 70);
     w.clock.advance(h.config.approval_ttl_ms + SECOND);
-    block_on(h.libro_upkeep()).unwrap();
+    block_on(h.libro().libro_upkeep()).unwrap();
     assert_eq!(balance(&h, "bot.bo@a.test"), 100);
     for who in [&bot, &bo] {
         let notices: Vec<Object> = mailbox(&h, who)
@@ -844,7 +844,7 @@ fn an_expired_approvals_notice_keeps_to_the_block_of_its_operator() {
     let block = obj([("block", Value::Object(obj([("add", Value::Array(vec!["bot.bo@a.test".into()]))])))]);
     json(&bo.post(&h, "/lists/bo", &Value::Object(block)), 200);
     w.clock.advance(h.config.approval_ttl_ms + SECOND);
-    block_on(h.libro_upkeep()).unwrap();
+    block_on(h.libro().libro_upkeep()).unwrap();
     assert_eq!(balance(&h, "bot.bo@a.test"), 100);
     let notices = |who: &Agent| {
         mailbox(&h, who)
@@ -935,7 +935,7 @@ fn a_quote_under_the_sellers_new_key_refreshes_its_card() {
     let env = op(&w, &ana, "acc-2", accept_op(&q2));
     let card = card_of(&h, &ana.address);
     let v = env.verify(&card, h.now()).unwrap();
-    assert_eq!(told(block_on(h.operate(&v, &card))), "done");
+    assert_eq!(told(block_on(h.libro().operate(&v, &card))), "done");
     assert_eq!(balance(&h, "ana@a.test"), 90);
 }
 
@@ -966,7 +966,7 @@ fn a_sub_mandate_granted_while_its_parent_is_revoked_hears_of_the_revoke() {
     let (sub, revoke) = (sub.verify(&cy_card, h.now()).unwrap(), revoke.verify(&ana_card, h.now()).unwrap());
     h.db.stall(true);
     // The revoke reads what is under the mandate (nothing yet) just before the grant's batch.
-    let (b, a) = block_on_both(h.operate(&revoke, &ana_card), h.operate(&sub, &cy_card));
+    let (b, a) = block_on_both(h.libro().operate(&revoke, &ana_card), h.libro().operate(&sub, &cy_card));
     h.db.stall(false);
     assert_eq!((told(a), told(b)), ("done".to_owned(), "done".to_owned()));
     let states = ints(&h, stmt!("SELECT state = 'revoked' AS r FROM libro_mandates ORDER BY id"), "r");

@@ -258,14 +258,14 @@ fn a_test_that_cannot_run_decides_nothing_until_it_can() {
     // A server that answers 503 is still undecided.
     serve(&w, "gone.example", 503, b"");
     w.clock.advance(61_000);
-    let report = block_on(h.run_checks(4)).unwrap();
+    let report = block_on(h.libro().run_checks(4)).unwrap();
     assert_eq!(report, ChecksReport { decided: 0, undecided: 1, fetches: 1 });
     assert_eq!(check_row(&h, "q-wait"), Some(("due".to_owned(), 2)));
     assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("delivered"));
     // Once it serves the artifact, the next try releases.
     serve(&w, "gone.example", 200, b"artifact");
     w.clock.advance(10 * 60_000);
-    let report = block_on(h.run_checks(4)).unwrap();
+    let report = block_on(h.libro().run_checks(4)).unwrap();
     assert_eq!(report, ChecksReport { decided: 1, undecided: 0, fetches: 1 });
     assert_eq!(contract(&h, "q-wait")["state"].as_str(), Some("released"));
     assert_eq!(balance(&h, "bo@a.test"), 45);
@@ -293,10 +293,10 @@ fn a_pass_of_the_checks_stays_within_its_fetches() {
     let released =
         || ["q-b1", "q-b2", "q-b3"].iter().filter(|id| contract(&h, id)["state"].as_str() == Some("released")).count();
     // Four fetches: two checks; the third would make six.
-    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport { decided: 2, undecided: 0, fetches: 4 });
+    assert_eq!(block_on(h.libro().run_checks(4)).unwrap(), ChecksReport { decided: 2, undecided: 0, fetches: 4 });
     assert_eq!(released(), 2);
     // One fetch: the first check still runs, on its two.
-    assert_eq!(block_on(h.run_checks(1)).unwrap(), ChecksReport { decided: 1, undecided: 0, fetches: 2 });
+    assert_eq!(block_on(h.libro().run_checks(1)).unwrap(), ChecksReport { decided: 1, undecided: 0, fetches: 2 });
     assert_eq!(released(), 3);
     assert_eq!(
         w.sent_to("later.example/"),
@@ -330,12 +330,12 @@ fn a_verdict_the_libro_refuses_for_good_ends_the_check() {
     let (inner, buyer) = (h.clone(), ana.address.clone());
     check_due_again(&w, &h, &ana, &bo, move || {
         // The buyer releases while verifica@ is fetching.
-        let card = block_on(inner.local_card(buyer.local())).unwrap().unwrap();
+        let card = block_on(inner.registry().local_card(buyer.local())).unwrap().unwrap();
         let v = release.clone().verify(&card, inner.now()).unwrap();
-        let out = block_on(inner.accept(&v, &card, v.to())).unwrap();
+        let out = block_on(inner.mailbox().accept(&v, &card, v.to())).unwrap();
         assert_eq!(out[0].1, nyx5_house::mailbox::Outcome::Accepted);
     });
-    let report = block_on(h.run_checks(4)).unwrap();
+    let report = block_on(h.libro().run_checks(4)).unwrap();
     assert_eq!(report, ChecksReport { decided: 0, undecided: 0, fetches: 1 });
     assert_eq!(check_row(&h, "q-race"), Some(("undecided".to_owned(), 2)), "ended, not postponed");
     let rows =
@@ -347,7 +347,7 @@ fn a_verdict_the_libro_refuses_for_good_ends_the_check() {
     assert!(!c.contains_key("verdict"), "the buyer's release stands alone");
     // Due no more.
     w.clock.advance(86_400_000);
-    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport::default());
+    assert_eq!(block_on(h.libro().run_checks(4)).unwrap(), ChecksReport::default());
 }
 
 /// The Libro cannot take a verdict just now (its database refused the write): the check is put
@@ -373,16 +373,16 @@ fn a_verdict_the_libro_cannot_take_now_is_tried_again() {
             });
         });
     });
-    let report = block_on(h.run_checks(4)).unwrap();
+    let report = block_on(h.libro().run_checks(4)).unwrap();
     assert!(failed.get());
     assert_eq!(report, ChecksReport { decided: 0, undecided: 0, fetches: 1 });
     assert_eq!(check_row(&h, "q-race"), Some(("due".to_owned(), 2)), "put off, not ended");
     assert_eq!(contract(&h, "q-race")["state"].as_str(), Some("delivered"));
     // Not before its wait of 10 minutes; then it releases.
     w.clock.advance(9 * 60_000);
-    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport::default());
+    assert_eq!(block_on(h.libro().run_checks(4)).unwrap(), ChecksReport::default());
     w.clock.advance(60_000);
-    assert_eq!(block_on(h.run_checks(4)).unwrap(), ChecksReport { decided: 1, undecided: 0, fetches: 1 });
+    assert_eq!(block_on(h.libro().run_checks(4)).unwrap(), ChecksReport { decided: 1, undecided: 0, fetches: 1 });
     assert_eq!(contract(&h, "q-race")["state"].as_str(), Some("released"));
 }
 
@@ -699,11 +699,11 @@ fn the_same_take_delivered_again_is_answered_as_done_whatever_the_quota_says() {
     .unwrap()
     .sign(&cy.sig)
     .unwrap();
-    let card = block_on(h.local_card("cy")).unwrap().unwrap();
+    let card = block_on(h.registry().local_card("cy")).unwrap().unwrap();
     let verified = env.verify(&card, h.now()).unwrap();
-    let first = block_on(h.accept(&verified, &card, verified.to())).unwrap();
+    let first = block_on(h.mailbox().accept(&verified, &card, verified.to())).unwrap();
     assert_eq!(first[0].1, nyx5_house::mailbox::Outcome::Accepted);
-    let again = block_on(h.accept(&verified, &card, verified.to())).unwrap();
+    let again = block_on(h.mailbox().accept(&verified, &card, verified.to())).unwrap();
     assert_eq!(again[0].1, nyx5_house::mailbox::Outcome::Duplicate);
     assert_eq!(balance(&h, "tareas@a.test"), 990);
 }

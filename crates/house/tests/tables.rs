@@ -305,7 +305,7 @@ fn tampered_cards_do_not_stall_re_certification() {
     let b = w.restart(config);
     let mut done = 0;
     for _ in 0..4 {
-        done += block_on(b.recertify_some(b.now())).unwrap();
+        done += block_on(b.registry().recertify_some(b.now())).unwrap();
     }
     assert_eq!(done, 3, "the three good cards are certified again");
     let moved = block_on(b.db.query(stmt!(

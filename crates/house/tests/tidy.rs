@@ -10,15 +10,17 @@
 //! The arrows and circles a crate has today are listed beside its table (the house's are
 //! [`KNOWN_UPWARD`] and [`KNOWN_CIRCLES`], both empty now): the debt issue 37 pays off. The lists
 //! only shrink: a new arrow up fails the test, and so does a listed one that is gone (take it off
-//! the list, so it cannot come back unseen). The test reads paths: a call through `self` on the
-//! one `House` object crosses rooms without a path, which the services of issue 37 §2 will show.
+//! the list, so it cannot come back unseen). The engine's services are views of the house's
+//! borrows (issue 37 §2): a service that needs another builds it by name (`self.libro()` is
+//! `crate::libro::Libro`), so a call between rooms is a path the test reads, and a service that
+//! named the house (`crate::House`) would run up to the root that builds it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::print_stdout, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Layers, lowest first, by module path (the longest prefix that is listed wins). `crate` is
-/// the crate root (`lib.rs`: `House` and its helpers), an engine module for now.
+/// the crate root (`lib.rs`: `House`, the composition root), above the services it builds.
 const LAYERS: &[(&str, &str)] = &[
     // Ports and plain utilities: no rule, no SQL, no engine.
     ("ports", "base"),
@@ -31,20 +33,23 @@ const LAYERS: &[(&str, &str)] = &[
     ("http", "base"),
     ("bookmark", "base"),
     ("config", "base"),
+    ("ground", "base"),
     // Rules: pure decisions over facts.
     ("outbound", "rules"),
     // SQL, and nothing above it.
     ("store", "store"),
-    // The engine's services.
-    ("crate", "engine"),
-    ("auth", "engine"),
-    ("mailbox", "engine"),
-    ("queue", "engine"),
-    ("resolver", "engine"),
-    ("domain_keys", "engine"),
-    ("index", "engine"),
-    ("libro", "engine"),
-    ("email", "engine"),
+    // The engine's services: views of the house's borrows, one per noun (issue 37 §2). A
+    // service builds another from its own borrows; none names the house.
+    ("auth", "services"),
+    ("mailbox", "services"),
+    ("queue", "services"),
+    ("resolver", "services"),
+    ("domain_keys", "services"),
+    ("index", "services"),
+    ("libro", "services"),
+    ("email", "services"),
+    // The composition root: `House` owns the state, builds the services, answers and ticks.
+    ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.
     ("warm", "top"),
     // What answers requests.
@@ -55,13 +60,17 @@ const LAYERS: &[(&str, &str)] = &[
     ("sim", "top"),
 ];
 
-const ORDER: &[&str] = &["base", "rules", "store", "engine", "routes", "top"];
+const ORDER: &[&str] = &["base", "rules", "store", "services", "house", "routes", "top"];
 
 /// Arrows up that the code has today: `from -> to`, each a module path.
 const KNOWN_UPWARD: &[&str] = &[];
 
-/// Circles of modules in one layer that the code has today, each as its modules, sorted.
-const KNOWN_CIRCLES: &[&str] = &[];
+/// Circles of modules in one layer that the code has today, each as its modules, sorted. Both
+/// are services that call each other (issue 37 §2 made the calls paths): a local agent's card
+/// is the registry's and a token from another house's agent needs the lookup (`auth resolver`);
+/// mail for `libro@` is an operation and the Libro's receipts and its agents' operations are
+/// mail (`libro mailbox`).
+const KNOWN_CIRCLES: &[&str] = &["auth resolver", "libro mailbox"];
 
 /// A crate whose modules keep layers: where its code is, its table of layers (lowest first in
 /// `order`; the longest listed prefix of a module's path wins), the items its root re-exports
@@ -531,6 +540,7 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     // Modules of the client crate the root re-exports under their own names.
     ("site", "site"),
     ("weburl", "weburl"),
+    ("RESERVED", "auth"),
 ];
 
 /// The arrows of a crate's modules: module → the modules it names.
@@ -706,10 +716,22 @@ fn an_arrow_up_is_caught_and_one_down_is_not() {
     .into();
     let mut krate = HOUSE;
     krate.layers =
-        &[("policy", "rules"), ("store", "store"), ("routes", "routes"), ("mailbox", "engine"), ("ports", "base")];
+        &[("policy", "rules"), ("store", "store"), ("routes", "routes"), ("mailbox", "services"), ("ports", "base")];
     assert_eq!(
         upward(&krate, &graph),
         ["policy -> store::inbox".to_owned(), "store::inbox -> routes::mailbox".to_owned()].into()
+    );
+    // With the house's own table: a service that names the house (`crate::House`) runs up, as
+    // one that names a route does; the root that builds the services names them freely.
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("mailbox".to_owned(), ["crate".to_owned()].into()),
+        ("libro::tareas".to_owned(), ["routes::tareas".to_owned()].into()),
+        ("crate".to_owned(), ["mailbox".to_owned(), "libro::mod".to_owned()].into()),
+    ]
+    .into();
+    assert_eq!(
+        upward(&HOUSE, &graph),
+        ["libro::tareas -> routes::tareas".to_owned(), "mailbox -> crate".to_owned()].into()
     );
     let circle: BTreeMap<String, BTreeSet<String>> =
         [("a".to_owned(), ["b".to_owned()].into()), ("b".to_owned(), ["a".to_owned()].into())].into();

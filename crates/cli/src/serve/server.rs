@@ -78,7 +78,7 @@ struct Shared {
 
 impl Shared {
     fn wake_pusher(&self) {
-        if self.house.has_pushes() {
+        if self.house.mailbox().has_pushes() {
             self.push.notify_one();
         }
     }
@@ -211,7 +211,7 @@ async fn push_loop(shared: Rc<Shared>) {
         if shared.stopping.get() {
             return;
         }
-        shared.house.send_pushes().await;
+        shared.house.mailbox().send_pushes().await;
     }
 }
 

@@ -1,4 +1,4 @@
-//! Receiving one real email for one local recipient: [`House::receive_email`]. The Worker's
+//! Receiving one real email for one local recipient: [`Email::receive_email`]. The Worker's
 //! `email` event, `POST /email/in` and `nyx5 email-in` all come here.
 //!
 //! Order: size (413, before anything is parsed), recipient (404 unknown, 421 another domain),
@@ -15,9 +15,10 @@
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::{Address, Error, ErrorKind, Refusal, Value};
 
+use super::Email;
 use super::GATEWAY_LOCAL;
 use crate::ports::{Db, Net, PortError};
-use crate::{House, port_error, store};
+use crate::{port_error, store};
 use nyx5_rules::email::parse::{self, Arrival, Parsed};
 use nyx5_rules::policy::Policy;
 
@@ -107,7 +108,7 @@ fn json_list(entries: &[String]) -> String {
     Value::Array(entries.iter().map(|e| e.as_str().into()).collect()).canonical_string()
 }
 
-impl<D: Db, N: Net> House<D, N> {
+impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// The house's gateway address, `email@<domain>`: the `from` of every email envelope.
     pub fn email_gateway(&self) -> Result<Address, Error> {
         Address::new(GATEWAY_LOCAL, &self.config.domain)
@@ -147,7 +148,7 @@ impl<D: Db, N: Net> House<D, N> {
         if to.domain() != self.config.domain {
             return Err(Refusal::NotAtThisHouse.because(format!("{to} is not at this house")));
         }
-        if to.local() == GATEWAY_LOCAL || crate::RESERVED.contains(&to.local()) {
+        if to.local() == GATEWAY_LOCAL || crate::auth::RESERVED.contains(&to.local()) {
             return Err(Refusal::TakesNoEmail.because(format!("{to} takes no email")));
         }
         let parsed = parse::parse(raw, max / 2)?;
@@ -176,7 +177,7 @@ impl<D: Db, N: Net> House<D, N> {
             bucket_suffix: &standing.bucket_suffix,
             window,
         };
-        let facts = store::mailbox::inbound_facts(&self.db, &lookup)
+        let facts = store::mailbox::inbound_facts(self.db, &lookup)
             .await?
             .into_iter()
             .next()
@@ -249,7 +250,7 @@ impl<D: Db, N: Net> House<D, N> {
         }
         // Pushed like any newly accepted envelope (docs/SPEC.md §9d); failures are ignored.
         if let Some(hook) = facts.text("webhook") {
-            self.push(hook, &to, &env);
+            self.mailbox().push(hook, &to, &env);
         }
         Ok(EmailOutcome::Accepted { id })
     }

@@ -2,11 +2,9 @@
 //! as unsigned envelopes, never disguised as signed ones.
 //!
 //! `parse` reads a raw message into the envelope (pure); `trust` decides whether a trusted
-//! receiver vouches for its From domain (pure); `inbound` is [`House::receive_email`], which
+//! receiver vouches for its From domain (pure); `inbound` is [`Email::receive_email`], which
 //! checks size, recipient, lists and the rate and stores it in one batch; `outbound` queues an
 //! agent's email (`POST /email/out`) and sends it through the provider.
-//!
-//! [`House::receive_email`]: crate::House::receive_email
 
 pub mod inbound;
 pub mod outbound;
@@ -15,10 +13,71 @@ pub use nyx5_rules::email::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NA
 
 pub use inbound::EmailOutcome;
 
-/// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
-pub const GATEWAY_LOCAL: &str = "email";
-pub use crate::config::{EMAIL_OUT_PER_AGENT_PER_MINUTE, EMAIL_PER_SENDER_PER_MINUTE, RESEND_URL};
+use std::cell::{Cell, RefCell};
+
+use nyx5_proto::card::DomainCard;
+use nyx5_proto::{Timestamp, Verified};
+
+use crate::auth::SystemCards;
+use crate::config::Config;
+use crate::ground::Ground;
+use crate::mailbox::{Mailbox, PolicyMemo};
+use crate::outbound::Guarded;
+use crate::ports::{Db, Net, OutRequest};
+use crate::resolver::CardMemo;
+
+pub use crate::config::{EMAIL_OUT_PER_AGENT_PER_MINUTE, EMAIL_PER_SENDER_PER_MINUTE, GATEWAY_LOCAL, RESEND_URL};
 /// Longest outbound email body, in bytes.
 pub const MAX_OUT_BODY_BYTES: usize = 32 * 1024;
 /// Largest provider answer read.
 pub const MAX_PROVIDER_ANSWER_BYTES: usize = nyx5_proto::limits::MAX_DOCUMENT_BYTES;
+
+/// The email bridge (spec "Email"): mail that arrives for the gateway address becomes mail in
+/// the mailboxes (`inbound`), and agents' mail to email addresses goes out through the
+/// provider (`outbound`).
+pub struct Email<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+    pub(crate) policies: &'h PolicyMemo,
+    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
+    pub(crate) queued: &'h Cell<bool>,
+}
+
+impl<D, N> std::fmt::Debug for Email<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Email").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Email<'h, D, N> {
+    /// The mailboxes, over the same borrows.
+    pub fn mailbox(&self) -> Mailbox<'h, D, N> {
+        Mailbox {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            policies: self.policies,
+            pushes: self.pushes,
+            queued: self.queued,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}

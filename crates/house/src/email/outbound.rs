@@ -2,7 +2,7 @@
 //! `email_out`, sent by the queue tick through the provider (Resend over HTTP, through `Net`).
 //!
 //! Decide, then do: [`provider_request`] builds the provider call and [`read_answer`] reads what
-//! it said (both pure); [`House::send_emails`] leases each due email, calls, and writes the
+//! it said (both pure); [`Email::send_emails`] leases each due email, calls, and writes the
 //! outcome in one statement. 2xx is sent; 408, 429, 5xx and transport failures are retried with
 //! the delivery backoff until the give-up time; any other answer fails the email with its reason.
 //! Without a provider nothing is sent and every email stays `pending`.
@@ -11,11 +11,12 @@ use nyx5_proto::json::obj;
 use nyx5_proto::{Error, Timestamp, Value};
 use nyx5_rules::queue::EmailState;
 
+use super::Email;
 use super::MAX_PROVIDER_ANSWER_BYTES;
 use crate::config::Config;
 use crate::ports::{Db, Net, OutRequest, Row};
 use crate::queue::LEASE_MS;
-use crate::{House, port_error, store};
+use crate::{port_error, store};
 
 /// One email to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,15 +119,15 @@ pub fn read_answer(status: u16, body: &[u8]) -> Sent {
     }
 }
 
-impl<D: Db, N: Net> House<D, N> {
+impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// Sends the due emails (at most `tick_batch`), each under a lease. Without a provider it
     /// does nothing: emails wait, `pending`, for one to be configured.
     pub async fn send_emails(&self, now: Timestamp) -> Result<usize, Error> {
-        if !has_provider(&self.config) {
+        if !has_provider(self.config) {
             return Ok(0);
         }
         let limit = self.config.tick_batch.clamp(1, crate::queue::MAX_TICK_BATCH);
-        let rows = store::email::due_out(&self.db, now.millis(), limit).await?;
+        let rows = store::email::due_out(self.db, now.millis(), limit).await?;
         let mut attempted = 0;
         for r in &rows {
             let Some(email) = OutEmail::from_row(r) else { continue };
@@ -146,7 +147,7 @@ impl<D: Db, N: Net> House<D, N> {
                 let why = format!("not sent within {hours} h: {last}");
                 store::email::finish_out(&email.id, lease, EmailState::Failed, Some(&why), None, now.millis())
             } else {
-                let Some(request) = provider_request(&self.config, &email) else { continue };
+                let Some(request) = provider_request(self.config, &email) else { continue };
                 attempted += 1;
                 let sent = match self.net.send(request).await {
                     Ok(answer) => read_answer(answer.status, &answer.body),

@@ -2,7 +2,7 @@
 //! `libro@<house>`.
 //!
 //! An operation arrives like any mail (`/outbound` for a local agent, `/inbound` for a foreign
-//! one) and reaches [`House::operate`] from `House::accept`. It is read ([`op::Op`]), checked
+//! one) and reaches [`Libro::operate`] from `Mailbox::accept`. It is read ([`op::Op`]), checked
 //! against the operator's card (a current key to move money, a delegated card's `scope.cap`),
 //! and decided by the pure [`kernel::decide`] over what one query read ([`store::libro::facts`]).
 //! Then one batch writes everything: the operation's row (so a repeat changes nothing), the
@@ -16,7 +16,10 @@ pub mod history;
 pub mod tareas;
 pub mod verifica;
 
+use std::cell::{Cell, RefCell};
+
 use nyx5_proto::address::uuid_v4;
+use nyx5_proto::card::DomainCard;
 use nyx5_proto::card::{AgentCard, AgentCardDraft};
 use nyx5_proto::crypto::{Context, hex, sha256};
 use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
@@ -25,10 +28,17 @@ use nyx5_proto::libro::{EntryDraft, GENESIS, Primitive, escrow_account, house_ac
 use nyx5_proto::receipt::{self, Receipt};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
+use crate::auth::{Registry, SystemCards};
+use crate::config::Config;
+use crate::ground::Ground;
+use crate::mailbox::{Mailbox, PolicyMemo};
+use crate::outbound::Guarded;
+use crate::port_error;
+use crate::ports::OutRequest;
 use crate::ports::{Db, Net, PortError, Stmt};
+use crate::resolver::{CardMemo, Lookup};
 use crate::store::libro as store;
 use crate::store::queue::{self as queue_store, NewJob, Outgoing};
-use crate::{House, port_error};
 use nyx5_rules::mailbox::Outcome;
 
 use nyx5_rules::libro::authority::{PendingWrite, Step};
@@ -190,7 +200,82 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
     Ok((facts, head, done))
 }
 
-impl<D: Db, N: Net> House<D, N> {
+/// The Libro and the house's system agents (`verifica@`, `tareas@`): operations, their
+/// decisions and postings, and the agents' upkeep.
+pub struct Libro<'h, D, N> {
+    pub(crate) ground: Ground<'h>,
+    pub(crate) config: &'h Config,
+    pub(crate) db: &'h D,
+    pub(crate) net: &'h Guarded<N>,
+    pub(crate) cards: &'h CardMemo,
+    pub(crate) card: &'h Verified<DomainCard>,
+    pub(crate) systems: &'h SystemCards,
+    pub(crate) policies: &'h PolicyMemo,
+    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
+    pub(crate) queued: &'h Cell<bool>,
+}
+
+impl<D, N> std::fmt::Debug for Libro<'_, D, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Libro").field("domain", &self.config.domain).finish_non_exhaustive()
+    }
+}
+
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {
+    /// The registry (cards of local agents, who is asking), over the same borrows.
+    pub fn registry(&self) -> Registry<'h, D, N> {
+        Registry {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The house's cards of agents and houses, local or fetched, over the same borrows.
+    pub fn lookup(&self) -> Lookup<'h, D, N> {
+        Lookup {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+        }
+    }
+
+    /// The mailboxes, over the same borrows.
+    pub fn mailbox(&self) -> Mailbox<'h, D, N> {
+        Mailbox {
+            ground: self.ground,
+            config: self.config,
+            db: self.db,
+            net: self.net,
+            cards: self.cards,
+            card: self.card,
+            systems: self.systems,
+            policies: self.policies,
+            pushes: self.pushes,
+            queued: self.queued,
+        }
+    }
+
+    /// The house's time now.
+    pub fn now(&self) -> Timestamp {
+        self.ground.now()
+    }
+
+    /// A fresh UUID v4.
+    pub fn new_id(&self) -> String {
+        self.ground.new_id()
+    }
+}
+
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// The rules the kernel applies here.
     pub fn libro_rules(&self) -> Rules {
         Rules {
@@ -212,7 +297,7 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// An operation by one of the house's own agents (`card`: `verifica@`, `tareas@`), envelope
-    /// `id`, body `body`: signed with the domain key and handed to `House::accept` like any
+    /// `id`, body `body`: signed with the domain key and handed to `Mailbox::accept` like any
     /// agent's, so it is answered, kept and deduplicated as theirs are (the Libro is never
     /// operated from the inside). Answers the Libro's outcome.
     pub(crate) async fn operate_as(
@@ -234,7 +319,7 @@ impl<D: Db, N: Net> House<D, N> {
         draft.kind = Kind::Task;
         draft.in_reply_to = in_reply_to.map(str::to_owned);
         let env = draft.build()?.sign(&self.config.key)?.verify(card, now)?;
-        let answers = Box::pin(self.accept(&env, card, &[libro])).await?;
+        let answers = Box::pin(self.mailbox().accept(&env, card, &[libro])).await?;
         Ok(answers
             .into_iter()
             .next()
@@ -263,7 +348,7 @@ impl<D: Db, N: Net> House<D, N> {
         })
     }
 
-    /// The window [`House::count_operation`] counts in: `libro:<budget>:<who>`, where `who` is
+    /// The window [`Libro::count_operation`] counts in: `libro:<budget>:<who>`, where `who` is
     /// a local agent's root address (`a.b.ana@h` → `ana@h`) or another house's site.
     pub fn operation_bucket(&self, from: &Address, op: &Op, named: bool) -> String {
         format!("libro:{}:{}", op.budget(), self.operation_counter(from, op, named))
@@ -289,16 +374,6 @@ impl<D: Db, N: Net> House<D, N> {
             op.budget(),
             self.operation_counter(from, op, named)
         ))
-    }
-
-    /// The card of one of the house's own agents, by local part.
-    pub fn system_card(&self, local: &str) -> Option<&Verified<AgentCard>> {
-        match local {
-            LIBRO => Some(&self.libro),
-            verifica::VERIFICA => Some(&self.verifica),
-            tareas::TAREAS => Some(&self.tareas),
-            _ => None,
-        }
     }
 
     /// Does the operation `env` (verified, from `card`) and says how it went: `Accepted` when
@@ -327,11 +402,11 @@ impl<D: Db, N: Net> House<D, N> {
     }
 
     /// When the house first received `env`, at the latest now: the time its job became due, when
-    /// one of the house's agents queued it; else the first arrival [`House::remember_received`]
+    /// one of the house's agents queued it; else the first arrival [`Libro::remember_received`]
     /// kept; else now. And whether the house queued it (an operation it did not queue lives
     /// [`OP_LIFE_MS`] from then).
     async fn received(&self, env: &Envelope, now: Timestamp) -> Result<(Timestamp, bool), Error> {
-        let row = store::received(&self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
+        let row = store::received(self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
         let queued = row.as_ref().and_then(|r| r.int("queued"));
         let arrived = row.as_ref().and_then(|r| r.int("arrived"));
         let at = queued.or(arrived).map_or(now.millis(), |at| at.min(now.millis()));
@@ -349,7 +424,7 @@ impl<D: Db, N: Net> House<D, N> {
         // A settlement of something that names its sender is always remembered, within a window
         // of its own address: other agents of its site cannot fill it (issue 34 review, M1).
         let named = match names(op) {
-            Some(id) => store::names_party(&self.db, id, env.from().as_str()).await.unwrap_or(false),
+            Some(id) => store::names_party(self.db, id, env.from().as_str()).await.unwrap_or(false),
             None => false,
         };
         let who = if named { env.from().as_str() } else { crate::site::site(env.from().domain()) };
@@ -376,7 +451,7 @@ impl<D: Db, N: Net> House<D, N> {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Outcome::Rejected(self.too_many(env.from(), op, false))
             }
-            Ok(changes) if changes.first() == Some(&0) => match store::op_done(&self.db, env.id()).await {
+            Ok(changes) if changes.first() == Some(&0) => match store::op_done(self.db, env.id()).await {
                 Ok(Some(row)) => {
                     let refused = row.int("refused").map(|code| Refused {
                         code,
@@ -421,7 +496,7 @@ impl<D: Db, N: Net> House<D, N> {
                 since: now.millis() - nyx5_proto::authority::HOUR_MS,
                 count_approvals: authority::may_wait(op),
             };
-            let row = store::facts(&self.db, env.id(), &of).await?;
+            let row = store::facts(self.db, env.id(), &of).await?;
             let (mut facts, mut head, done) = facts_of(&row)?;
             if let Some(done) = done {
                 let text = |name: &str| done.get(name).and_then(Value::as_str).unwrap_or_default();
@@ -453,7 +528,7 @@ impl<D: Db, N: Net> House<D, N> {
             facts.known |= env.from().domain() == self.config.domain;
             // A revoke stops every mandate under the one it names: their holders hear of it.
             if let Op::Revoke { mandate } = op {
-                let below = store::below(&self.db, mandate, kernel::MAX_CASCADE_NOTICES).await?;
+                let below = store::below(self.db, mandate, kernel::MAX_CASCADE_NOTICES).await?;
                 facts.below_count = below.as_ref().and_then(|r| r.int("n")).unwrap_or(0);
                 facts.below = below
                     .as_ref()
@@ -501,7 +576,7 @@ impl<D: Db, N: Net> House<D, N> {
                     return Ok(Outcome::Accepted);
                 }
                 Err(PortError::Constraint { name }) if name == store::OP_DONE => {
-                    let row = store::op_done(&self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
+                    let row = store::op_done(self.db, env.id()).await?.ok_or_else(|| internal("operation row"))?;
                     let refused = row.int("refused").map(|code| Refused {
                         code,
                         name: row.text("refused_name").unwrap_or_default(),
@@ -563,11 +638,11 @@ impl<D: Db, N: Net> House<D, N> {
                     Refusal::UnverifiableSeller.because(format!("the seller cannot be verified: {}", e.reason))
                 }
             };
-            let mut seller = self.resolve_agent(&quote.seller, false).await.map_err(soft)?;
+            let mut seller = self.lookup().resolve_agent(&quote.seller, false).await.map_err(soft)?;
             if let Ok(s) = nyx5_proto::sign::Signature::read(quote.object(), "signature")
                 && !seller.accepts_key(&s.kid, now)
             {
-                seller = self.resolve_agent(&quote.seller, true).await.map_err(soft)?;
+                seller = self.lookup().resolve_agent(&quote.seller, true).await.map_err(soft)?;
             }
             // A seller's key in its rotation grace sells nothing, as it moves no money.
             if nyx5_proto::sign::Signature::read(quote.object(), "signature")?.kid != seller.sig() {
@@ -592,7 +667,8 @@ impl<D: Db, N: Net> House<D, N> {
     /// The batch for a decision: operation row, entry, contract, mandates, receipts, notices;
     /// and whether it queues mail due now (a receipt for another house). `consenting`: the
     /// parties who agreed to hear from the operator; `named`: the operator is a party of what it
-    /// settles ([`House::count_operation`]).
+    /// settles ([`Libro::count_operation`]). The statements' order is the batch's: each part
+    /// below adds its own, in this order.
     async fn write_decision(
         &self,
         env: &Envelope,
@@ -603,18 +679,69 @@ impl<D: Db, N: Net> House<D, N> {
         (consenting, named): (&[Address], bool),
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
-        let mut queues = false;
         let mut stmts = Vec::new();
-        let mut extra = d.receipt.clone();
         let entry = match &d.posting {
             Some(p) => Some(self.sign_entry(p, entry_id, head, env.id())?),
             None => None,
         };
-        if let Some((e, _)) = &entry {
+        let statement = match &d.read {
+            Some(Read::Statement { account, limit }) => Some(store::statement(self.db, account, *limit).await?),
+            _ => None,
+        };
+        let receipt = self.decision_receipt(env, op, d, entry.as_ref().map(|(e, _)| e), statement, now)?;
+        let receipt_text = text_of(&receipt.to_value())?;
+        stmts.push(store::done(
+            env.id(),
+            env.from().as_str(),
+            op.name(),
+            &env.sha256_hex(),
+            now.millis(),
+            &receipt_text,
+        ));
+        // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
+        // house's own agents (verdicts, the desk's acceptances) are not held to it.
+        stmts.extend(self.count_operation(env.from(), op, now.millis(), named));
+        stmts.extend(self.task_claim(env, op, now)?);
+        if let Some((_, stmt)) = entry {
+            stmts.push(stmt);
+        }
+        if let Some(contract) = &d.verify
+            && self.config.verifica_enabled
+        {
+            stmts.push(crate::store::services::enqueue_check(contract, now.millis()));
+        }
+        self.contract_writes(d, now, &mut stmts)?;
+        pending_writes(env, d, now, &mut stmts)?;
+        for u in &d.uses {
+            // Counted under the envelope that moved (the original one, once approved).
+            let envelope = d.pending.as_ref().map_or(env.id(), |w| match w {
+                PendingWrite::Insert(p) | PendingWrite::Update(p) => p.id.as_str(),
+            });
+            stmts.extend(store::record_use(&u.subject, now.millis(), envelope, u.amount, u.limit));
+        }
+        mandate_writes(d, now, &mut stmts)?;
+        let closed = self.mailbox().closed_inboxes(env, &self.strangers(env, d, consenting)).await?;
+        let queues = self.receipts_to_parties(env, d, &receipt, (consenting, &closed), now, &mut stmts)?;
+        self.deadline_notices(env, d, now, &mut stmts)?;
+        Ok((stmts, queues))
+    }
+
+    /// The receipt of a decision, signed by the house: its entry, and the statement read for it.
+    #[inline(always)]
+    fn decision_receipt(
+        &self,
+        env: &Envelope,
+        op: &Op,
+        d: &Decision,
+        entry: Option<&nyx5_proto::libro::Entry>,
+        statement: Option<Vec<String>>,
+        now: Timestamp,
+    ) -> Result<Receipt, Error> {
+        let mut extra = d.receipt.clone();
+        if let Some(e) = entry {
             extra.insert("asiento".into(), e.to_value());
         }
-        if let Some(Read::Statement { account, limit }) = &d.read {
-            let entries = store::statement(&self.db, account, *limit).await?;
+        if let Some(entries) = statement {
             let list = entries.iter().filter_map(|t| Value::parse_str(t).ok()).collect();
             extra.insert("statement".into(), Value::Array(list));
         }
@@ -629,26 +756,19 @@ impl<D: Db, N: Net> House<D, N> {
             extra,
             &self.config.key,
         )?;
-        let receipt_text = text_of(&receipt.to_value())?;
-        stmts.push(store::done(
-            env.id(),
-            env.from().as_str(),
-            op.name(),
-            &env.sha256_hex(),
-            now.millis(),
-            &receipt_text,
-        ));
-        // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
-        // house's own agents (verdicts, the desk's acceptances) are not held to it.
-        stmts.extend(self.count_operation(env.from(), op, now.millis(), named));
-        // A task `tareas@` takes: the claim, checked against the quota as the batch finds it,
-        // before the contract's own row (docs/SPEC.md §23).
+        Ok(receipt)
+    }
+
+    /// The claim of a task `tareas@` takes, checked against the quota as the batch finds it,
+    /// before the contract's own row (docs/SPEC.md §23).
+    #[inline(always)]
+    fn task_claim(&self, env: &Envelope, op: &Op, now: Timestamp) -> Result<Option<Stmt>, Error> {
         if let Op::Accept { quote } = op
             && env.from().local() == tareas::TAREAS
             && env.from().domain() == self.config.domain
         {
             let task = tareas::task_id(quote).ok_or_else(|| internal("a task without id"))?;
-            stmts.push(crate::store::services::claim(
+            return Ok(Some(crate::store::services::claim(
                 &quote.id,
                 &tareas::quota_holder(&quote.seller),
                 task,
@@ -657,16 +777,14 @@ impl<D: Db, N: Net> House<D, N> {
                 now.millis(),
                 self.config.tareas_per_agent_per_day,
                 self.config.tareas_per_day,
-            ));
+            )));
         }
-        if let Some((_, stmt)) = entry {
-            stmts.push(stmt);
-        }
-        if let Some(contract) = &d.verify
-            && self.config.verifica_enabled
-        {
-            stmts.push(crate::store::services::enqueue_check(contract, now.millis()));
-        }
+        Ok(None)
+    }
+
+    /// The contract's row: inserted, or updated (a settled escrow's queued notices go with it).
+    #[inline(always)]
+    fn contract_writes(&self, d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result<(), Error> {
         match &d.contract {
             Some(ContractWrite::Insert(c)) => {
                 let record = text_of(&Value::Object(c.record.clone()))?;
@@ -694,94 +812,37 @@ impl<D: Db, N: Net> House<D, N> {
             }
             None => {}
         }
-        match &d.pending {
-            Some(PendingWrite::Insert(p)) => {
-                let record = text_of(&p.to_value())?;
-                let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
-                if text.len() > authority::MAX_PENDING_ENVELOPE_BYTES {
-                    let max = authority::MAX_PENDING_ENVELOPE_BYTES;
-                    return Err(Refusal::PendingTooLarge.because(format!(
-                        "an operation that waits for approval is kept whole, and at most {max} bytes"
-                    )));
-                }
-                let approvers =
-                    Value::Array(p.approvers().iter().map(|a| a.as_str().into()).collect()).canonical_string();
-                stmts.extend(store::insert_pending(
-                    &store::PendingRow {
-                        id: &p.id,
-                        operator: p.operator.as_str(),
-                        payer: p.hold.as_ref().map(|(a, _)| a.as_str()),
-                        amount: p.hold.as_ref().map_or(0, |(_, n)| *n),
-                        expires: p.expires.millis(),
-                        now: now.millis(),
-                        envelope: &text,
-                        record: &record,
-                        approvers: &approvers,
-                    },
-                    authority::MAX_PENDING,
-                    authority::MAX_APPROVALS_KEPT,
-                ));
-            }
-            Some(PendingWrite::Update(p)) => {
-                let record = text_of(&p.to_value())?;
-                stmts.extend(store::update_pending(&p.id, p.version, p.state, &record, now.millis()));
-            }
-            None => {}
-        }
-        for u in &d.uses {
-            // Counted under the envelope that moved (the original one, once approved).
-            let envelope = d.pending.as_ref().map_or(env.id(), |w| match w {
-                PendingWrite::Insert(p) | PendingWrite::Update(p) => p.id.as_str(),
-            });
-            stmts.extend(store::record_use(&u.subject, now.millis(), envelope, u.amount, u.limit));
-        }
-        for m in &d.mandates {
-            match m {
-                MandateWrite::Insert(m) => {
-                    let record = text_of(&m.to_value())?;
-                    let chain = Value::Array(m.chain.iter().map(|s| s.as_str().into()).collect()).canonical_string();
-                    stmts.push(store::insert_mandate(&store::MandateRow {
-                        id: &m.id,
-                        grantor: m.grantor.as_str(),
-                        grantee: m.grantee.as_str(),
-                        cap: m.cap,
-                        expires: m.expires.map(Timestamp::millis),
-                        parent: m.parent.as_deref(),
-                        root: &m.root,
-                        chain: &chain,
-                        contract: m.contract.as_deref(),
-                        now: now.millis(),
-                        record: &record,
-                    }));
-                    stmts.push(store::mandates_within(m.grantor.as_str(), kernel::MAX_ACTIVE_MANDATES));
-                    // A sub-mandate stands only under a chain still active as the batch runs: a
-                    // revoke that won the race would otherwise leave it active under a revoked parent.
-                    if m.parent.is_some() {
-                        let above =
-                            Value::Array(m.chain.iter().filter(|id| **id != m.id).map(|s| s.as_str().into()).collect());
-                        stmts.push(store::chain_active(&above.canonical_string()));
-                    }
-                }
-                MandateWrite::Spend { links, amount } => {
-                    for (id, version) in links {
-                        stmts.extend(store::spend(id, *version, *amount));
-                    }
-                }
-                MandateWrite::Revoke { id, version, below } => stmts.extend(store::revoke(id, *version, *below)),
-                MandateWrite::Unspend { links, amount } => stmts.push(store::unspend(links, *amount)),
-            }
-        }
+        Ok(())
+    }
+
+    /// The local parties of a decision who did not agree to hear from its operator: they hear of
+    /// its operation only as its mail would reach them, their inbox's policy decides (issue 34).
+    #[inline(always)]
+    fn strangers<'d>(&self, env: &Envelope, d: &'d Decision, consenting: &[Address]) -> Vec<&'d str> {
         let casa = house_account(&self.config.domain);
-        // Whoever did not agree to hear from the operator hears of its operation only as its
-        // mail would reach them: their inbox's policy decides (issue 34).
-        let strangers: Vec<&str> = d
-            .parties
+        d.parties
             .iter()
             .filter(|p| p.domain() == self.config.domain && *p != env.from() && !consenting.contains(p))
             .filter(|p| p.as_str() != casa && !self.is_system(p))
             .map(Address::local)
-            .collect();
-        let closed = self.closed_inboxes(env, &strangers).await?;
+            .collect()
+    }
+
+    /// The receipt to every party of the decision (the operator's own mailbox, the others' within
+    /// their quota and policy, unless their inbox is `closed` to the operator; other houses'
+    /// through the queue). Whether it queued mail due now.
+    #[inline(always)]
+    fn receipts_to_parties(
+        &self,
+        env: &Envelope,
+        d: &Decision,
+        receipt: &Receipt,
+        (consenting, closed): (&[Address], &[String]),
+        now: Timestamp,
+        stmts: &mut Vec<Stmt>,
+    ) -> Result<bool, Error> {
+        let mut queues = false;
+        let casa = house_account(&self.config.domain);
         let blocks = Value::Array(
             nyx5_rules::policy::block_entries(env.from(), crate::site::psl()).into_iter().map(Value::from).collect(),
         )
@@ -824,6 +885,18 @@ impl<D: Db, N: Net> House<D, N> {
                 queues = true;
             }
         }
+        Ok(queues)
+    }
+
+    /// The deadline notices of the decision's contracts, queued for when they fall due.
+    #[inline(always)]
+    fn deadline_notices(
+        &self,
+        env: &Envelope,
+        d: &Decision,
+        now: Timestamp,
+        stmts: &mut Vec<Stmt>,
+    ) -> Result<(), Error> {
         for deadline in &d.deadlines {
             for to in deadline.to.iter().filter(|t| !self.is_system(t)) {
                 let mut body = deadline.body.clone();
@@ -845,7 +918,7 @@ impl<D: Db, N: Net> House<D, N> {
                 }
             }
         }
-        Ok((stmts, queues))
+        Ok(())
     }
 
     /// The authority a delegated card holds, and who approves what it asks: its parent, or, when
@@ -856,7 +929,7 @@ impl<D: Db, N: Net> House<D, N> {
         let mut by =
             card.delegation().map(|d| d.by.clone()).ok_or_else(|| internal("a scope without its delegation"))?;
         for _ in 0..MAX_DELEGATION_DEPTH {
-            let parent = self.resolve_agent(&by, false).await?;
+            let parent = self.lookup().resolve_agent(&by, false).await?;
             match (parent.scope().and_then(|s| s.authority.as_ref()), parent.delegation()) {
                 (Some(_), Some(d)) => by = d.by.clone(),
                 _ => return Ok(Some(CardRule { authority, delegator: by })),
@@ -914,7 +987,7 @@ impl<D: Db, N: Net> House<D, N> {
             // Decided again under its approval: it completes or is refused, never waits again.
             count_approvals: false,
         };
-        let row = store::facts(&self.db, approval.id(), &of).await?;
+        let row = store::facts(self.db, approval.id(), &of).await?;
         let (mut facts, head, _) = facts_of(&row)?;
         facts.known = true;
         let facts = authority::with_hold_returned(p, facts);
@@ -1058,13 +1131,13 @@ impl<D: Db, N: Net> House<D, N> {
             return Err(internal("an entry no envelope caused needs a cause with a ':'"));
         }
         for _ in 0..ATTEMPTS {
-            if let Some(text) = store::entry_for(&self.db, cause).await? {
+            if let Some(text) = store::entry_for(self.db, cause).await? {
                 if !also.is_empty() {
                     self.db.batch(also).await.map_err(port_error)?;
                 }
                 return Value::parse_str(&text);
             }
-            let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
+            let head = store::head(self.db).await?.unwrap_or((0, GENESIS.to_owned()));
             let id = self.new_id();
             let (entry, stmt) = self.sign_entry(posting, &id, head, cause)?;
             let mut stmts = vec![stmt];
@@ -1111,7 +1184,7 @@ impl<D: Db, N: Net> House<D, N> {
             // A stamp never waits: an ask refuses it.
             count_approvals: false,
         };
-        let row = store::facts(&self.db, "", &of).await?;
+        let row = store::facts(self.db, "", &of).await?;
         let (facts, head, _) = facts_of(&row)?;
         let uses = facts.uses.get(&format!("card:{sender}")).copied().unwrap_or(0);
         Ok(StampFacts { balance: facts.balance(sender.as_str()), head, bond: facts.contract, uses })
@@ -1148,7 +1221,7 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// Posts the issue owed for `cause` (a welcome gift), if it still is.
     pub async fn post_owed(&self, cause: &str) -> Result<(), Error> {
-        if let Some(row) = store::owed(&self.db, cause).await? {
+        if let Some(row) = store::owed(self.db, cause).await? {
             self.post_due_row(&row).await?;
         }
         Ok(())
@@ -1180,14 +1253,14 @@ impl<D: Db, N: Net> House<D, N> {
     /// The tick's share of the Libro: issues owed (welcome gifts) are posted, bonds past their
     /// `expires` return to their bondholders, approvals nobody decided in time return their holds
     /// (`expire_approvals`), each only once no operation received before its deadline and naming
-    /// it still waits ([`House::waiting`]). Bounded per tick. (The authority's old counts and decided approvals
+    /// it still waits ([`Libro::waiting`]). Bounded per tick. (The authority's old counts and decided approvals
     /// go with the tick's purge batch: `store::libro::prune_authority`.)
     ///
     /// Each of the three runs whatever the others did. Answers whether any left work behind (it
     /// took a whole batch, or failed): the tick then runs the upkeep again at its next turn
     /// rather than the next minute (hostile review of issue 36, M1).
     pub async fn libro_upkeep(&self) -> Result<bool, Error> {
-        let dues = match store::due(&self.db, UPKEEP_BATCH).await {
+        let dues = match store::due(self.db, UPKEEP_BATCH).await {
             Ok(rows) => {
                 for row in &rows {
                     // One row that cannot post waits; it holds up neither the others nor the bonds.
@@ -1209,7 +1282,7 @@ impl<D: Db, N: Net> House<D, N> {
         let rules = self.libro_rules();
         let libro = self.libro_address()?;
         let waiting = self.waiting(&libro, now);
-        let due = store::bonds_due(&self.db, now.millis(), UPKEEP_BATCH, waiting).await?;
+        let due = store::bonds_due(self.db, now.millis(), UPKEEP_BATCH, waiting).await?;
         let full = nyx5_rules::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
@@ -1219,7 +1292,7 @@ impl<D: Db, N: Net> House<D, N> {
             let record = text_of(&Value::Object(next.record.clone()))?;
             let also = Vec::from(store::update_contract(&c.id, c.version, next.state, &record, now.millis()));
             let cause = format!("expiry:{}", c.id);
-            let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
+            let head = store::head(self.db).await?.unwrap_or((0, GENESIS.to_owned()));
             let (entry, stmt) = self.sign_entry(&posting, &entry_id, head, &cause)?;
             let mut stmts = vec![stmt];
             stmts.extend(also);
@@ -1248,7 +1321,7 @@ impl<D: Db, N: Net> House<D, N> {
     async fn expire_approvals(&self) -> Result<bool, Error> {
         let now = self.now();
         let libro = self.libro_address()?;
-        let due = store::pending_due(&self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await?;
+        let due = store::pending_due(self.db, now.millis(), UPKEEP_BATCH, self.waiting(&libro, now)).await?;
         let full = nyx5_rules::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
@@ -1263,7 +1336,7 @@ impl<D: Db, N: Net> House<D, N> {
             }
             let mut entry = Value::Null;
             if let Some(posting) = posting {
-                let head = store::head(&self.db).await?.unwrap_or((0, GENESIS.to_owned()));
+                let head = store::head(self.db).await?.unwrap_or((0, GENESIS.to_owned()));
                 let cause = format!("approval-expiry:{}", p.id);
                 let (e, stmt) = self.sign_entry(&posting, &self.new_id(), head, &cause)?;
                 entry = e.to_value();
@@ -1462,4 +1535,85 @@ fn done_before(
     } else {
         Err(Refusal::EnvelopeIdTaken.because("this envelope id is already used for another operation"))
     }
+}
+
+/// The row of an operation that waits for approval (kept whole, within its bound), or its update.
+#[inline(always)]
+fn pending_writes(env: &Envelope, d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result<(), Error> {
+    match &d.pending {
+        Some(PendingWrite::Insert(p)) => {
+            let record = text_of(&p.to_value())?;
+            let text = String::from_utf8(env.canonical()).map_err(|_| internal("canonical JSON is not UTF-8"))?;
+            if text.len() > authority::MAX_PENDING_ENVELOPE_BYTES {
+                let max = authority::MAX_PENDING_ENVELOPE_BYTES;
+                return Err(Refusal::PendingTooLarge
+                    .because(format!("an operation that waits for approval is kept whole, and at most {max} bytes")));
+            }
+            let approvers = Value::Array(p.approvers().iter().map(|a| a.as_str().into()).collect()).canonical_string();
+            stmts.extend(store::insert_pending(
+                &store::PendingRow {
+                    id: &p.id,
+                    operator: p.operator.as_str(),
+                    payer: p.hold.as_ref().map(|(a, _)| a.as_str()),
+                    amount: p.hold.as_ref().map_or(0, |(_, n)| *n),
+                    expires: p.expires.millis(),
+                    now: now.millis(),
+                    envelope: &text,
+                    record: &record,
+                    approvers: &approvers,
+                },
+                authority::MAX_PENDING,
+                authority::MAX_APPROVALS_KEPT,
+            ));
+        }
+        Some(PendingWrite::Update(p)) => {
+            let record = text_of(&p.to_value())?;
+            stmts.extend(store::update_pending(&p.id, p.version, p.state, &record, now.millis()));
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// The mandates' rows: granted (within the grantor's bound, under a chain still active),
+/// spent, revoked, given back.
+#[inline(always)]
+fn mandate_writes(d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result<(), Error> {
+    for m in &d.mandates {
+        match m {
+            MandateWrite::Insert(m) => {
+                let record = text_of(&m.to_value())?;
+                let chain = Value::Array(m.chain.iter().map(|s| s.as_str().into()).collect()).canonical_string();
+                stmts.push(store::insert_mandate(&store::MandateRow {
+                    id: &m.id,
+                    grantor: m.grantor.as_str(),
+                    grantee: m.grantee.as_str(),
+                    cap: m.cap,
+                    expires: m.expires.map(Timestamp::millis),
+                    parent: m.parent.as_deref(),
+                    root: &m.root,
+                    chain: &chain,
+                    contract: m.contract.as_deref(),
+                    now: now.millis(),
+                    record: &record,
+                }));
+                stmts.push(store::mandates_within(m.grantor.as_str(), kernel::MAX_ACTIVE_MANDATES));
+                // A sub-mandate stands only under a chain still active as the batch runs: a
+                // revoke that won the race would otherwise leave it active under a revoked parent.
+                if m.parent.is_some() {
+                    let above =
+                        Value::Array(m.chain.iter().filter(|id| **id != m.id).map(|s| s.as_str().into()).collect());
+                    stmts.push(store::chain_active(&above.canonical_string()));
+                }
+            }
+            MandateWrite::Spend { links, amount } => {
+                for (id, version) in links {
+                    stmts.extend(store::spend(id, *version, *amount));
+                }
+            }
+            MandateWrite::Revoke { id, version, below } => stmts.extend(store::revoke(id, *version, *below)),
+            MandateWrite::Unspend { links, amount } => stmts.push(store::unspend(links, *amount)),
+        }
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 //! publishes it whole, each task with its price, its statement and its full test. An agent takes
 //! a task by sending `tareas@` its quote in the clear (`application/nyx5.cotizacion+json`): an
 //! escrow, `tareas@` the buyer, the house's `verifica@` the arbiter, the task's price, and
-//! `terms` byte for byte the catalogue's ([`compare`]). [`House::take_task`] checks the quota
+//! `terms` byte for byte the catalogue's ([`compare`]). [`Libro::take_task`] checks the quota
 //! (one task in flight per agent, a daily cap per agent and one for the house, each task paid
 //! once per agent) and has `tareas@` accept the quote with an envelope to `libro@`, through the
 //! same door as any buyer; the claim is written in the accept's batch, whose CHECK
@@ -18,7 +18,7 @@ use nyx5_proto::json::obj;
 use nyx5_proto::quote::{self, ContractKind, Quote};
 use nyx5_proto::{Address, DomainCard, Envelope, Error, Object, Refusal, Timestamp, Value, Verified};
 
-use crate::House;
+use super::Libro;
 use crate::ports::{Db, Net};
 use crate::store::services as store;
 use nyx5_rules::mailbox::Outcome;
@@ -214,7 +214,7 @@ pub fn tareas_card(
     draft.certify(key)?.verify(domain_card, None, since)
 }
 
-impl<D: Db, N: Net> House<D, N> {
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// `tareas@`'s address here.
     pub fn tareas_address(&self) -> Result<Address, Error> {
         Address::new(TAREAS, &self.config.domain)
@@ -227,7 +227,7 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The desk takes back what it holds for tasks taken more than [`HOLD_MS`] ago and never
     /// delivered, or delivered and given up by `verifica@`, a few a tick, each with a `refund`
-    /// from `tareas@` through `House::accept`.
+    /// from `tareas@` through `Mailbox::accept`.
     /// Answers how many it took back.
     pub async fn tareas_upkeep(&self) -> Result<u32, Error> {
         let now = self.now();
@@ -236,7 +236,7 @@ impl<D: Db, N: Net> House<D, N> {
         let libro = Address::new(crate::libro::LIBRO, &self.config.domain)?;
         let cutoff = now.millis().saturating_sub(HOLD_MS);
         let stale =
-            store::stale_tasks(&self.db, desk.as_str(), cutoff, UPKEEP_BATCH, HOLD_MS, self.waiting(&libro, now))
+            store::stale_tasks(self.db, desk.as_str(), cutoff, UPKEEP_BATCH, HOLD_MS, self.waiting(&libro, now))
                 .await?;
         let mut taken = 0;
         for contract in stale {
@@ -246,7 +246,7 @@ impl<D: Db, N: Net> House<D, N> {
                 ("note", "not delivered within the desk's hold, or delivered and never checked".into()),
             ]);
             let id = self.derived_id("tarea-hold", &contract, desk.as_str());
-            if matches!(self.operate_as(&self.tareas, id, body, None).await?, Outcome::Accepted) {
+            if matches!(self.operate_as(&self.systems.tareas, id, body, None).await?, Outcome::Accepted) {
                 taken += 1;
             }
         }
@@ -314,7 +314,7 @@ impl<D: Db, N: Net> House<D, N> {
             day: self.tareas_day(),
             accept_id: &accept_id,
         };
-        let row = store::desk_facts(&self.db, &query).await?;
+        let row = store::desk_facts(self.db, &query).await?;
         let task = Task::from_row(&row)
             .filter(|t| !t.retired)
             .ok_or_else(|| Refusal::UnknownTask.because(format!("no task {id} is offered here (GET /tareas)")))?;
@@ -332,7 +332,7 @@ impl<D: Db, N: Net> House<D, N> {
             // taken (issue 34; a quote signed afresh is a new take).
         }
         let body = obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);
-        self.operate_as(&self.tareas, accept_id, body, Some(env.id())).await
+        self.operate_as(&self.systems.tareas, accept_id, body, Some(env.id())).await
     }
 }
 

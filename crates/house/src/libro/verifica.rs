@@ -4,12 +4,12 @@
 //! that decide on their own: `http_status` and `sha256` (`exit_0` needs a shell, which neither
 //! runtime offers it; its card says so). The tests are checked when the quote is accepted
 //! ([`check_terms`]), so a contract it would not judge never names it. A `deliver` writes the
-//! check it owes into `verifica_checks` in the same batch; [`House::run_checks`], called by the
+//! check it owes into `verifica_checks` in the same batch; [`Libro::run_checks`], called by the
 //! tick within a budget of fetches, runs the tests through the house's outbound policy and
 //! [`judge`]s them: all pass, and it releases; one fails, and it refunds; one could not run
 //! (network, timeout, missing evidence), and nothing is decided — the check waits and is tried
 //! again, a bounded number of times, and the parties are told why. A verdict travels as an
-//! envelope from `verifica@`, signed with the domain key, through `House::accept` like any
+//! envelope from `verifica@`, signed with the domain key, through `Mailbox::accept` like any
 //! agent's operation (the Libro is never operated from the inside), and the kernel writes it
 //! into the contract.
 
@@ -19,7 +19,7 @@ use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::{Address, DomainCard, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
-use crate::House;
+use super::Libro;
 use crate::outbound::Policy;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::store::services as store;
@@ -379,7 +379,7 @@ pub struct ChecksReport {
     pub fetches: u32,
 }
 
-impl<D: Db, N: Net> House<D, N> {
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// `verifica@`'s address here.
     pub fn verifica_address(&self) -> Result<Address, Error> {
         Address::new(VERIFICA, &self.config.domain)
@@ -390,7 +390,7 @@ impl<D: Db, N: Net> House<D, N> {
     pub async fn run_checks(&self, fetches: u32) -> Result<ChecksReport, Error> {
         let mut report = ChecksReport::default();
         let now = self.now();
-        let rows = store::due_checks(&self.db, now.millis(), i64::from(fetches.max(1))).await?;
+        let rows = store::due_checks(self.db, now.millis(), i64::from(fetches.max(1))).await?;
         let policy = self.config.verifica_policy();
         let verifier = self.verifica_address()?;
         for row in rows {
@@ -486,7 +486,7 @@ impl<D: Db, N: Net> House<D, N> {
         // One verdict per contract: written twice (a tick that died after the Libro took it), it
         // is one operation, answered as done.
         let id = self.derived_id("verdict", contract, verifier.as_str());
-        let done = match self.operate_as(&self.verifica, id, body, None).await? {
+        let done = match self.operate_as(&self.systems.verifica, id, body, None).await? {
             Outcome::Accepted | Outcome::Duplicate => {
                 self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
                 return Ok(true);

@@ -27,7 +27,7 @@ pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 /// key reset or rotation must not be served the card from before it (hostile review of issue
 /// 36 §2, M1: a thief's reset key accepted through a lagging replica).
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
-    if let Some(card) = house.system_card(local) {
+    if let Some(card) = house.registry().system_card(local) {
         return Ok(Response::json(200, &card.to_value()));
     }
     let card = store::card(&house.db, local)
@@ -278,12 +278,13 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let body = json_body(req)?;
     let e = parse_enrolment(&body, now, &house.net.policy)?;
     let address = house
+        .registry()
         .local_address(&e.local)
         .map_err(|_| Refusal::BadLocalPart.because(format!("invalid local part {:?}", e.local)))?;
     if RESERVED.contains(&e.local.as_str()) {
         return Err(Refusal::ReservedName.because(format!("{:?} is reserved", e.local)));
     }
-    let admin = house.is_admin(req);
+    let admin = house.registry().is_admin(req);
     if e.reset && !admin {
         return Err(Refusal::OperatorOnly.because("only the operator may reset an agent (`reset`)"));
     }
@@ -300,10 +301,10 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
             // Only the owner, with a token by the card's current key (the body carries the new
             // ones). Authentication reads and verifies the stored card once; only when it fails
             // is the card looked at again, to say why.
-            match house.authenticate_owner(req, &e.local, Keys::Current).await {
+            match house.registry().authenticate_owner(req, &e.local, Keys::Current).await {
                 Ok(_) => {}
                 Err(err) if err.kind == ErrorKind::Unauthenticated => {
-                    return Err(match house.local_card(&e.local).await {
+                    return Err(match house.registry().local_card(&e.local).await {
                         Err(why) if why.kind == ErrorKind::Unavailable => why,
                         Err(why) => Refusal::CardNoLongerVerifies.because(format!(
                             "the card of {} no longer verifies here ({}); only the operator may update it",
@@ -346,6 +347,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let parent = match address.parent() {
         Some(p) => Some(
             house
+                .registry()
                 .local_card(p.local())
                 .await?
                 .ok_or_else(|| Refusal::UnknownParent.because(format!("parent {p} is not registered here")))?,
@@ -436,7 +438,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     }
     if gifted {
         // Posted by the next tick if not now: the debt is recorded either way.
-        let _posted = house.post_owed(&crate::libro::welcome_cause(&address)).await;
+        let _posted = house.libro().post_owed(&crate::libro::welcome_cause(&address)).await;
     }
     let status = if stored.is_some() { 200 } else { 201 };
     Ok(Response::json(status, &ok_body([("card", card.to_value()), ("registered_via", via_text.into())])))

@@ -66,7 +66,7 @@ fn not_listed(id: &str) -> Error {
 /// POST /apps `{card, url?}` (house token): lists the card, replacing the entry under its id.
 /// 201 with the entry; 400/403 for a card that does not verify; 409 past the bound.
 pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let body = json_body(req)?;
     if let Some(extra) = body.keys().find(|k| !["card", "url"].contains(&k.as_str())) {
         return Err(Refusal::BadMember.because(format!("unknown member {extra:?}")));
@@ -106,7 +106,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
 
 /// DELETE /apps/:id (house token): the app is no longer listed.
 pub async fn remove<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     check_app_id(id)?;
     let changed = house.db.batch(vec![store::remove(id)]).await.map_err(port_error)?;
     if changed.first() != Some(&1) {

@@ -21,10 +21,10 @@ use nyx5_rules::email::parse::{header_text, mail_address};
 /// 202 `{ok, code, id}` when stored, 200 `{…, duplicate: true}` when it was there already. Only the
 /// operator's `email_authserv_ids` are trusted: this route cannot know who received the message.
 pub async fn post_in<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let to = req.query("to").ok_or_else(|| Refusal::BadMember.because("`to` (the recipient's address) is required"))?;
     let from = req.query("from").unwrap_or_default();
-    let (code, duplicate, id) = match house.receive_email(&req.body, from, to, &[]).await? {
+    let (code, duplicate, id) = match house.email().receive_email(&req.body, from, to, &[]).await? {
         EmailOutcome::Accepted { id } => (202_i64, false, id),
         EmailOutcome::Duplicate { id } => (200, true, id),
     };
@@ -49,7 +49,7 @@ async fn thread_of<D: Db, N: Net>(
     id: &str,
 ) -> Result<(Option<String>, Option<String>), Error> {
     check_id(id)?;
-    let gateway = house.email_gateway()?;
+    let gateway = house.email().email_gateway()?;
     let text = store::received(&house.db, local, id, gateway.as_str())
         .await?
         .ok_or_else(|| Refusal::NoSuchEmail.because(format!("no email {id} in your mailbox to reply to")))?;
@@ -83,7 +83,7 @@ async fn thread_of<D: Db, N: Net>(
 /// (202 `{ok, code, id, state: "pending", provider}`); the same `id` and request again answer
 /// 200 with `exists: true`; `in_reply_to` names an email envelope in the agent's mailbox.
 pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    let card = house.authenticate(req, Keys::Current).await?;
+    let card = house.registry().authenticate(req, Keys::Current).await?;
     if !house.config.email_enabled {
         return Err(Refusal::EmailBridgeOff.because("this house does not send email (its email bridge is off)"));
     }

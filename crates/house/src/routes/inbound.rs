@@ -5,7 +5,7 @@
 //! `require_relay`; the sending domain's card fetched anew once when the header's key is one it
 //! does not list: a domain-key rotation), the sender's card resolved through its domain
 //! (refreshed once when the signing key is unknown: key rotation), the envelope verified, the sender's delegation scope
-//! (when it is a subagent) checked for this type and this domain, then [`House::accept`] decides
+//! (when it is a subagent) checked for this type and this domain, then [`Mailbox::accept`] decides
 //! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
 //! here already; otherwise the first rejection's code. The lists always come along.
 
@@ -56,6 +56,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             }
             // A key the cached card does not list: the sending house may have rotated its key.
             let sending = house
+                .lookup()
                 .resolve_domain_knowing(&header.domain, &header.kid)
                 .await
                 .map_err(unverifiable("the sending house"))?;
@@ -70,7 +71,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let now = house.now();
     let who = format!("sender {}", env.from());
     // An unknown key: the card may have rotated since we cached it, and is fetched anew once.
-    let card = house.resolve_agent_knowing(env.from(), &signature.kid).await.map_err(unverifiable(&who))?;
+    let card = house.lookup().resolve_agent_knowing(env.from(), &signature.kid).await.map_err(unverifiable(&who))?;
     // Signed by a previous key of the sender whose end passed lately by this house's clock: a
     // refusal the clock may be wrong about, so temporary (simulator seed 349: a house days ahead
     // refused the key, bounced, and took a copy once set right).
@@ -88,7 +89,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     })?;
     // A subagent's delegation binds it here too: the sending house is not trusted to check it.
     card.check_send(env.kind().as_str(), domain)?;
-    let outcomes = house.accept(&env, &card, &recipients).await?;
+    let outcomes = house.mailbox().accept(&env, &card, &recipients).await?;
     Ok(answer(outcomes))
 }
 

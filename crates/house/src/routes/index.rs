@@ -34,7 +34,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let domain = field::str(&body, "domain")?.to_ascii_lowercase();
     check_domain(&domain).map_err(|why| Refusal::BadDomain.because(format!("`domain` {domain:?}: {why}")))?;
     let before = store::house(&house.db, &domain).await?;
-    let resolved = house.resolve_domain_with(&domain, before.is_none()).await?;
+    let resolved = house.lookup().resolve_domain_with(&domain, before.is_none()).await?;
     let now = house.now().millis();
     match house.db.batch(store::register(&domain, &resolved.url, now, MAX_HOUSES)).await {
         Ok(_) => {}

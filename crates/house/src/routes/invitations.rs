@@ -14,7 +14,7 @@ pub const MAX_USES: i64 = 10_000;
 
 /// POST /invitations `{uses?, expires?, note?, welcome?}` → `{code, …}`.
 pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let body = optional_json_body(req)?;
     let uses = field::opt_integer(&body, "uses")?.unwrap_or(1);
     if !(1..=MAX_USES).contains(&uses) {
@@ -40,7 +40,7 @@ pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result
 
 /// GET /invitations — every code and how much of it is used.
 pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let rows = store::invitations(&house.db).await?;
     Ok(Response::json(200, &ok_body([("invitations", Value::Array(rows.iter().map(invitation_value).collect()))])))
 }

@@ -42,8 +42,8 @@ fn contract_of(row: &Row) -> Option<Contract> {
 /// GET /libro/cuenta/:address
 pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address: &str) -> Result<Response, Error> {
     let address = Address::parse(&percent_decode(address))?;
-    if !house.is_admin(req) {
-        let card = house.authenticate_any(req).await?;
+    if !house.registry().is_admin(req) {
+        let card = house.registry().authenticate_any(req).await?;
         if *card.address() != address {
             return Err(Refusal::NotTheOwner.because(format!("{} may read only its own account", card.address())));
         }
@@ -94,7 +94,7 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
 pub async fn contract<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str) -> Result<Response, Error> {
     let id = percent_decode(id);
     nyx5_proto::address::check_id(&id)?;
-    let who = if house.is_admin(req) { None } else { Some(house.authenticate_any(req).await?) };
+    let who = if house.registry().is_admin(req) { None } else { Some(house.registry().authenticate_any(req).await?) };
     let c = store::contract(&house.db, &id)
         .await?
         .as_ref()
@@ -111,14 +111,14 @@ pub async fn contract<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &st
 
 /// POST /libro/topup
 pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let body = json_body(req)?;
     let address = Address::parse(field::str(&body, "address")?)?;
     let amount = field::integer(&body, "amount")?;
     if amount <= 0 || amount > nyx5_proto::limits::MAX_AMOUNT {
         return Err(Refusal::BadTopUp.because("`amount` must be a whole number of tokens from 1 to 2^53 - 1"));
     }
-    if house.is_libro(&address) || address.as_str() == nyx5_proto::libro::house_account(&house.config.domain) {
+    if house.libro().is_libro(&address) || address.as_str() == nyx5_proto::libro::house_account(&house.config.domain) {
         return Err(Refusal::BadTopUp.because("the house does not top itself up"));
     }
     let id = match field::opt_str(&body, "id")? {
@@ -133,7 +133,7 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
         return Err(Refusal::BadTopUp.because("`note` is too long"));
     }
     let cause = format!("topup:{id}");
-    let entry = house.issue(&cause, &address, amount, note, Vec::new()).await?;
+    let entry = house.libro().issue(&cause, &address, amount, note, Vec::new()).await?;
     // The same id for another top-up is a conflict, not a silent answer about the first.
     let same = entry.as_object().and_then(|e| e.get("lines")).and_then(Value::as_array).is_some_and(|lines| {
         lines.iter().any(|l| {
@@ -150,7 +150,7 @@ pub async fn topup<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<
 
 /// GET /libro/diario
 pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let after = page_param(req, "after", 0, i64::MAX)?;
     let limit = page_param(req, "limit", JOURNAL_DEFAULT, JOURNAL_MAX)?.max(1);
     let entries = store::journal(&house.db, after, limit).await?;
@@ -164,7 +164,7 @@ pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resul
 
 /// GET /agents/:local/historial
 pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
-    let address = house.local_address(local)?;
+    let address = house.registry().local_address(local)?;
     let stale = house.stale(reads);
     let since = crate::store::agents::created_at(&stale, local)
         .await?

@@ -22,13 +22,13 @@ pub const KINDS: [&str; 2] = policy::LIST_KINDS;
 
 /// GET /lists/:local
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local, Keys::Current).await?;
+    house.registry().authenticate_owner(req, local, Keys::Current).await?;
     lists(house, local).await
 }
 
 /// POST /lists/:local
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    house.authenticate_owner(req, local, Keys::Current).await?;
+    house.registry().authenticate_owner(req, local, Keys::Current).await?;
     let body = json_body(req)?;
     if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(Refusal::BadMember.because(format!("unknown list {k:?}: the lists are `allow` and `block`")));

@@ -45,7 +45,7 @@ pub async fn read<D: Db, N: Net>(
     reads: &Reads,
     local: &str,
 ) -> Result<Response, Error> {
-    let (_, nonce) = house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
+    let (_, nonce) = house.registry().authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
     let number = |name: &str, default: i64, max: i64| -> Result<i64, Error> {
         req.query(name).map_or(Ok(default), |v| {
             v.parse::<i64>()
@@ -144,7 +144,7 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     // owner's card would save a round trip but let any stranger make the house read up to a
     // thousand rows per request (docs/decisions/0058-round-trips-and-warm-start.md, decision 5).
     // The token's nonce is spent in the batch that acknowledges (a replay fails it whole).
-    let (_, nonce) = house.authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
+    let (_, nonce) = house.registry().authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
     let list = ack_list(req)?;
     for _ in 0..crate::mailbox::ACK_ATTEMPTS {
         let rows = inbox::ack_facts(&house.db, local, &list).await?;

@@ -57,7 +57,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // The token's nonce is spent in the batch that queues (one round trip fewer, issue 36 §5): a
     // replay fails that batch whole. A request refused before it, or answered "exists", changes
     // nothing and spends nothing.
-    let (card, nonce) = house.authenticate_unspent(req, Keys::Current).await?;
+    let (card, nonce) = house.registry().authenticate_unspent(req, Keys::Current).await?;
     let now = house.now();
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     if env.from() != card.address() {

@@ -107,7 +107,7 @@ pub async fn get<D: Db, N: Net>(
     local: &str,
 ) -> Result<Response, Error> {
     let stale = house.stale(reads);
-    let card = house.authenticate_owner(req, local, Keys::Current).await?;
+    let card = house.registry().authenticate_owner(req, local, Keys::Current).await?;
     let before = number(req, "before", i64::MAX, i64::MAX)?;
     let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
     let rows = store::outbox_page(&stale, card.address().as_str(), before, limit).await?;

@@ -18,17 +18,17 @@ use crate::{House, ok_body, store};
 
 /// GET /pins — every pin, with any pending key.
 pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let rows = store::resolver::pins(&house.db).await?;
     Ok(Response::json(200, &ok_body([("pins", Value::Array(rows.iter().map(pin_value).collect()))])))
 }
 
 /// POST /pins/:domain/confirm `{sig}` — the pending key, if it is `sig`, becomes the pin.
 pub async fn confirm<D: Db, N: Net>(house: &House<D, N>, req: &Request, domain: &str) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let body = json_body(req)?;
     let expected = SigPublic::parse(field::str(&body, "sig")?)?;
-    let sig = house.confirm_pin(domain, Some(&expected)).await?;
+    let sig = house.lookup().confirm_pin(domain, Some(&expected)).await?;
     Ok(Response::json(200, &ok_body([("domain", domain.into()), ("sig", sig.into())])))
 }
 

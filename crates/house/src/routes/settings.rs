@@ -18,10 +18,10 @@ use nyx5_rules::policy::MAX_LIST_ENTRIES;
 
 /// GET /agents/:local/settings
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str) -> Result<Response, Error> {
-    if !house.is_admin(req) {
-        house.authenticate_owner(req, local, Keys::Current).await?;
+    if !house.registry().is_admin(req) {
+        house.registry().authenticate_owner(req, local, Keys::Current).await?;
     }
-    let address = house.local_address(local)?;
+    let address = house.registry().local_address(local)?;
     let rows = store::agents::settings(&house.db, local).await?;
     let first = rows.first().ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")))?;
     Ok(Response::json(

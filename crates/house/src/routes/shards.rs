@@ -11,7 +11,7 @@ use crate::{House, ok_body, port_error, store};
 
 /// POST /shards/move `{local, to}` → `{local, from, to, envelopes}`.
 pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     let body = json_body(req)?;
     let local = field::str(&body, "local")?;
     let to = field::integer(&body, "to")?;
@@ -22,7 +22,7 @@ pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
     let to = usize::try_from(to).ok().filter(|t| *t < count).ok_or_else(|| {
         Refusal::BadMember.because(format!("`to` must be a database of this house's {count}, 0 to {}", count - 1))
     })?;
-    let address = house.local_address(local)?;
+    let address = house.registry().local_address(local)?;
     if store::agents::created_at(&house.db, local).await?.is_none() {
         return Err(Refusal::UnknownAgent.because(format!("no agent {address}")));
     }

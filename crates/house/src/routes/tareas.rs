@@ -29,13 +29,13 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let all = match req.query("all") {
         None | Some("0") => false,
         Some("1") => {
-            house.require_admin(req)?;
+            house.registry().require_admin(req)?;
             true
         }
         Some(_) => return Err(Refusal::BadQuery.because("`all` is 0 or 1")),
     };
     let tasks: Vec<Task> = store::tasks(&house.db, all).await?.iter().filter_map(Task::from_row).collect();
-    let today = store::claims_on(&house.db, house.tareas_day()).await?;
+    let today = store::claims_on(&house.db, house.libro().tareas_day()).await?;
     let list = tasks
         .iter()
         .map(|t| {
@@ -50,8 +50,8 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         .collect();
     let per_day = house.config.tareas_per_day;
     let body = obj([
-        ("desk", house.tareas_address()?.as_str().into()),
-        ("arbiter", house.verifica_address()?.as_str().into()),
+        ("desk", house.libro().tareas_address()?.as_str().into()),
+        ("arbiter", house.libro().verifica_address()?.as_str().into()),
         ("house", house.config.domain.as_str().into()),
         ("contract", "escrow".into()),
         ("currency", nyx5_proto::libro::CURRENCY.into()),
@@ -68,7 +68,7 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
 /// are `terms` with `task` = the id and `verify` = the tests, which must be ones `verifica@` runs
 /// and may fetch. 201 when added; the same task again is 200, another under a taken id 409.
 pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     require_tareas(house)?;
     let body = json_body(req)?;
     let id = match field::opt_str(&body, "id")? {
@@ -130,7 +130,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
 
 /// POST /tareas/:id/retire (house token): the task is no longer offered. Tasks in flight go on.
 pub async fn retire<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str) -> Result<Response, Error> {
-    house.require_admin(req)?;
+    house.registry().require_admin(req)?;
     require_tareas(house)?;
     nyx5_proto::address::check_id(id)?;
     let before = store::task(&house.db, id)

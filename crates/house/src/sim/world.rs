@@ -342,7 +342,7 @@ impl SimNet {
 async fn deliver(house: &SimHouse, request: &OutRequest, path: &str) -> Response {
     let req = Request::new(&request.method, path, request.headers.clone(), request.body.clone());
     let resp = Box::pin(house.handle(req)).await;
-    Box::pin(house.send_pushes()).await;
+    Box::pin(house.mailbox().send_pushes()).await;
     resp
 }
 
@@ -474,7 +474,7 @@ impl World {
         house.db.dies_after.set(dies_after);
         let done = run(async {
             let report = house.tick().await;
-            house.send_pushes().await;
+            house.mailbox().send_pushes().await;
             report
         });
         house.db.dies_after.set(None);
@@ -574,7 +574,7 @@ impl World {
         let house = self.house(domain)?;
         run(async {
             let resp = house.handle(req).await;
-            house.send_pushes().await;
+            house.mailbox().send_pushes().await;
             resp
         })
     }

@@ -37,7 +37,7 @@ fn message(from: &str, message_id: &str, extra: &str, body: &str) -> String {
 }
 
 fn receive(house: &TestHouse, raw: &[u8], envelope_from: &str) -> Result<EmailOutcome, Error> {
-    block_on(house.receive_email(raw, envelope_from, "ana@h.test", &[MX]))
+    block_on(house.email().receive_email(raw, envelope_from, "ana@h.test", &[MX]))
 }
 
 fn code(r: &Result<EmailOutcome, Error>) -> u16 {

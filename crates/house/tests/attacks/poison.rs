@@ -118,10 +118,10 @@ fn a_webhook_is_pushed_after_the_answer_and_the_tick_never_inside_them() {
     let r = block_on(a.tick()).unwrap();
     assert_eq!(r.delivered, 1);
     assert_eq!(w.sent_to("://hook.test/"), 0, "pushed inside the tick");
-    assert!(a.has_pushes());
-    block_on(a.send_pushes());
+    assert!(a.mailbox().has_pushes());
+    block_on(a.mailbox().send_pushes());
     assert_eq!(w.sent_to("://hook.test/"), 1);
-    assert!(!a.has_pushes());
+    assert!(!a.mailbox().has_pushes());
 }
 
 #[test]
@@ -141,6 +141,6 @@ fn one_webhook_cannot_take_every_pending_push() {
         json(&alice.send(&a, &env), 202);
     }
     assert_eq!(block_on(a.tick()).unwrap().delivered, 20);
-    block_on(a.send_pushes());
+    block_on(a.mailbox().send_pushes());
     assert_eq!(w.sent_to("://slow.test/"), nyx5_house::mailbox::MAX_PUSHES_PER_WEBHOOK);
 }

@@ -385,13 +385,13 @@ fn rotated_domain_key_keeps_agents_working_and_recertifies() {
     w.tick_all();
     assert_eq!(stale(&b2), 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK);
     // At exactly its `until` the old key is past: a pass then re-certifies nothing.
-    assert_eq!(block_on(b2.recertify_some(until)).unwrap(), 0);
+    assert_eq!(block_on(b2.registry().recertify_some(until)).unwrap(), 0);
     assert_eq!(stale(&b2), 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK);
     // The next pass re-certifies the rest but the tampered card, and says how many it did.
-    let done = block_on(b2.recertify_some(b2.now())).unwrap();
+    let done = block_on(b2.registry().recertify_some(b2.now())).unwrap();
     assert_eq!(done as i64, 21 - nyx5_house::domain_keys::RECERTIFY_PER_TICK - 1);
     assert_eq!(stale(&b2), 1);
-    assert_eq!(block_on(b2.recertify_some(b2.now())).unwrap(), 0, "nothing left it can re-certify");
+    assert_eq!(block_on(b2.registry().recertify_some(b2.now())).unwrap(), 0, "nothing left it can re-certify");
     assert_eq!(certifier(&b2, "x9"), old.public().to_b64());
     assert_eq!(certifier(&b2, "bob"), new.public().to_b64());
     // a followed the rotation through the handover, without its operator.
@@ -440,8 +440,8 @@ fn a_previous_key_list_naming_the_current_key_does_not_stall_re_certification() 
     for i in 0..nyx5_house::domain_keys::RECERTIFY_PER_TICK {
         register(&b, &Agent::new(&format!("a{i:02}@b.test"), 30 + i as u8));
     }
-    assert_eq!(block_on(b.recertify_some(b.now())).unwrap(), 1, "zz is moved to the current key");
-    assert_eq!(block_on(b.recertify_some(b.now())).unwrap(), 0);
+    assert_eq!(block_on(b.registry().recertify_some(b.now())).unwrap(), 1, "zz is moved to the current key");
+    assert_eq!(block_on(b.registry().recertify_some(b.now())).unwrap(), 0);
 }
 
 /// A destination that refuses two recipients under two codes, giving no reason of their own (so

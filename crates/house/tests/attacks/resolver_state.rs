@@ -579,7 +579,7 @@ fn a_houses_answer_to_a_card_fetch_maps_to_one_kind() {
 
 /// The house's pin store, with the operator acting between a resolution's read of the pin and
 /// its write: each pin read is followed at once by the pin moving to `to`, and the memo of the
-/// process forgetting the domain, as `House::confirm_pin` does.
+/// process forgetting the domain, as `Lookup::confirm_pin` does.
 struct Meddled<'a> {
     pins: DbPins<'a, SqliteDb>,
     to: SigPublic,

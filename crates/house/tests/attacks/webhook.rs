@@ -165,14 +165,14 @@ fn relayed(from: &TestHouse, to: &TestHouse, env: &Envelope) -> Request {
 fn pushes_waiting_to_be_sent_are_bounded() {
     let (w, a, b, alice, ana) = world(&[("webhook", OWNER.into())]);
     let n = MAX_PUSHES_PER_WEBHOOK + 4;
-    assert!(!b.has_pushes());
+    assert!(!b.mailbox().has_pushes());
     for i in 0..n {
         let env = envelope(&alice, &format!("p{i}"), &[&ana.address], |_| {});
         assert_eq!(block_on(b.handle(relayed(&a, &b, &env))).status, 202);
-        assert!(b.has_pushes());
+        assert!(b.mailbox().has_pushes());
     }
-    block_on(b.send_pushes());
-    assert!(!b.has_pushes());
+    block_on(b.mailbox().send_pushes());
+    assert!(!b.mailbox().has_pushes());
     assert_eq!(w.sent_to("owner.test"), MAX_PUSHES_PER_WEBHOOK, "one webhook's pushes are bounded");
     assert_eq!(mailbox(&b, &ana).len(), n);
 
@@ -194,7 +194,7 @@ fn pushes_waiting_to_be_sent_are_bounded() {
             assert_eq!(block_on(b.handle(relayed(&a, &b, &env))).status, 202);
         }
     }
-    block_on(b.send_pushes());
+    block_on(b.mailbox().send_pushes());
     for i in 0..hooks {
         assert_eq!(w.sent_to(&format!("hook{i}.test")), MAX_PUSHES_PER_WEBHOOK, "hook{i}");
     }

@@ -432,7 +432,7 @@ impl Net for MemNet {
             let req = Request::new(&request.method, &path, request.headers.clone(), request.body.clone());
             last = Some(Box::pin(house.handle(req)).await);
             // As the adapters do once the answer is out.
-            Box::pin(house.send_pushes()).await;
+            Box::pin(house.mailbox().send_pushes()).await;
         }
         let resp = last.expect("at least one delivery");
         self.0.borrow_mut().log.push((request.url.clone(), Some(resp.status)));
@@ -561,7 +561,7 @@ impl World {
         let mut total = TickReport::default();
         for (_, h) in houses {
             let r = block_on(h.tick()).unwrap();
-            block_on(h.send_pushes());
+            block_on(h.mailbox().send_pushes());
             total.attempted += r.attempted;
             total.delivered += r.delivered;
             total.retried += r.retried;
@@ -697,7 +697,7 @@ pub fn call_raw(house: &TestHouse, method: &str, path: &str, headers: &[(&str, &
     let headers = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let resp = block_on(house.handle(Request::new(method, path, headers, body)));
     // As the adapters do once the answer is out.
-    block_on(house.send_pushes());
+    block_on(house.mailbox().send_pushes());
     resp
 }
 
