@@ -179,6 +179,9 @@ const CLIENT: Crate = Crate {
         ("outbound", "rules"),
         ("trust", "rules"),
         ("asks", "rules"),
+        ("send", "rules"),
+        ("inbox", "rules"),
+        ("libro", "rules"),
         ("resolver", "resolver"),
         ("crate", "top"),
     ],
@@ -244,8 +247,7 @@ const WEB: Crate = Crate {
 const PROTO_UPWARD: &[&str] = &[];
 const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits refusal time"];
 const CLI_UPWARD: &[&str] = &[];
-const CLI_CIRCLES: &[&str] =
-    &["app app_broker", "client::libro client::mailbox client::send client::stale", "mcp mcp_wrap"];
+const CLI_CIRCLES: &[&str] = &["app app_broker", "mcp mcp_wrap"];
 const WEB_UPWARD: &[&str] = &[];
 const WEB_CIRCLES: &[&str] = &[];
 
