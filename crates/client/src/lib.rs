@@ -12,6 +12,7 @@ pub mod inbox;
 pub mod libro;
 pub mod outbound;
 pub mod ports;
+pub mod profile;
 pub mod resolver;
 pub mod send;
 pub mod site;

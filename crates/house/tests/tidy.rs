@@ -156,6 +156,7 @@ const RULES: Crate = Crate {
         ("mailbox", "base"),
         ("email", "rules"),
         ("libro", "rules"),
+        ("profile", "rules"),
         ("queue", "rules"),
         ("policy", "policies"),
         ("crate", "top"),
@@ -167,7 +168,8 @@ const RULES: Crate = Crate {
 };
 
 /// The client crate: the port and plain data, then the rules (the outbound policy, the cards'
-/// trust), then the resolver over them.
+/// trust, the agent verbs' shared steps: send, inbox, libro, the profile format), then the
+/// resolver over them.
 const CLIENT: Crate = Crate {
     src: "crates/client/src",
     layers: &[
@@ -182,6 +184,7 @@ const CLIENT: Crate = Crate {
         ("send", "rules"),
         ("inbox", "rules"),
         ("libro", "rules"),
+        ("profile", "rules"),
         ("resolver", "resolver"),
         ("crate", "top"),
     ],

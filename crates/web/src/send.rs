@@ -92,7 +92,7 @@ pub(crate) struct Message<'a> {
 
 /// `seal_message`: see the crate's documentation.
 pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Error> {
-    let keys = Keys::parse(m.keys)?;
+    let keys = crate::keys::parse(m.keys)?;
     let from = address(m.from, "from")?;
     let cards = recipients(&value(m.recipients, "recipients")?, now)?;
     let media = match m.media.trim() {
@@ -184,7 +184,7 @@ fn check_accept(body: &Object, from: &Address, house: &str, now: Timestamp) -> R
 
 /// `libro_op`: see the crate's documentation.
 pub(crate) fn libro_op(keys: &str, from: &str, house: &str, op_json: &str, now: Timestamp) -> Result<Value, Error> {
-    let keys = Keys::parse(keys)?;
+    let keys = crate::keys::parse(keys)?;
     let from = address(from, "from")?;
     let house = domain_name(house)?;
     let body = op_body(&object(op_json, "operation")?)?;

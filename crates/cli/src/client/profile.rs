@@ -21,17 +21,17 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use nyx5_proto::crypto::{EncPublic, EncSecret, SigPublic, SigningKey};
+use nyx5_proto::crypto::{EncSecret, SigPublic};
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Address, Timestamp, b64};
+use nyx5_proto::{Address, Timestamp};
+
+use nyx5_client::profile::KeySet;
 
 use crate::error::Failure;
 use crate::keyfile::KeyFile;
 
-/// The `kind` of a profile file.
-pub(crate) const KIND: &str = "agent-profile";
-/// The largest profile we read: saved envelopes are at most 1 MiB each.
-const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
+/// The `kind` of a profile file, and the largest read (the format's, shared with the browser).
+pub(crate) use nyx5_client::profile::{KIND, MAX_PROFILE_BYTES};
 /// Most envelopes an agent may have saved but not yet handed to its house.
 pub(crate) const MAX_PENDING: usize = 64;
 /// Most sent envelope ids remembered, so a retried `send --id` is answered without a second
@@ -330,31 +330,18 @@ impl AgentEntry {
     }
 }
 
-/// Writes `sig`, `enc`, `sig_secret`, `enc_secret` (as in a key file) into `o`.
+/// Writes `sig`, `enc`, `sig_secret`, `enc_secret` (the profile format's key set) into `o`.
 fn put_keys(o: &mut Object, k: &KeyFile) {
-    o.insert("sig".into(), k.sig_public().to_b64().into());
-    o.insert("enc".into(), k.enc_public().to_b64().into());
-    o.insert("sig_secret".into(), b64::encode(&k.sig.seed()).into());
-    o.insert("enc_secret".into(), b64::encode(&k.enc.bytes()).into());
+    let set = KeySet { sig: k.sig.clone(), enc: k.enc.clone() };
+    for (name, v) in set.to_object() {
+        o.insert(name, v);
+    }
 }
 
 /// Reads the four key members and checks the public keys belong to the secrets.
 fn read_keys(o: &Object) -> Result<KeyFile, String> {
-    let text = |name: &str| field::str(o, name).map_err(|e| e.reason.to_string());
-    let secret = |name: &str| -> Result<[u8; 32], String> {
-        b64::decode_array(text(name)?).ok_or_else(|| format!("`{name}` is not 32 bytes of base64url"))
-    };
-    let keys = KeyFile {
-        sig: SigningKey::from_seed(secret("sig_secret")?),
-        enc: EncSecret::from_bytes(secret("enc_secret")?),
-    };
-    if SigPublic::parse(text("sig")?).map_err(|e| e.reason.to_string())? != keys.sig_public() {
-        return Err("`sig` is not the public key of `sig_secret`".into());
-    }
-    if EncPublic::parse(text("enc")?).map_err(|e| e.reason.to_string())? != keys.enc_public() {
-        return Err("`enc` is not the public key of `enc_secret`".into());
-    }
-    Ok(keys)
+    let KeySet { sig, enc } = KeySet::from_object(o).map_err(|e| e.reason.to_string())?;
+    Ok(KeyFile { sig, enc })
 }
 
 /// A whole profile file.
