@@ -30,101 +30,12 @@ use nyx5_client::profile::KeySet;
 use crate::error::Failure;
 use crate::keyfile::KeyFile;
 
+/// The records of envelopes an agent keeps in its profile, and their bounds (the format's).
+pub(crate) use nyx5_client::profile::{
+    KEEP_ENVELOPE_MS, MAX_KEPT_ENVELOPE_BYTES, MAX_PENDING, MAX_PREVIOUS, MAX_SENT, Pending, Retried, Sent, trim_kept,
+};
 /// The `kind` of a profile file, and the largest read (the format's, shared with the browser).
 pub(crate) use nyx5_client::profile::{KIND, MAX_PROFILE_BYTES};
-/// Most envelopes an agent may have saved but not yet handed to its house.
-pub(crate) const MAX_PENDING: usize = 64;
-/// Most sent envelope ids remembered, so a retried `send --id` is answered without a second
-/// envelope.
-pub(crate) const MAX_SENT: usize = 64;
-/// Most retired key sets kept to open envelopes sealed before a rotation.
-pub(crate) const MAX_PREVIOUS: usize = 8;
-/// Most characters of a body's first line kept in the local record of what was sent.
-pub(crate) const SUMMARY_CHARS: usize = 80;
-/// How long the signed envelope of a send is kept, to rebuild it when a 402 bounce says the
-/// recipient's card had changed (docs/decisions/0054-stale-card-mended-once.md): the 72-hour bounce
-/// window and a day more.
-pub(crate) const KEEP_ENVELOPE_MS: i64 = 4 * 24 * 3_600_000;
-/// The most bytes (canonical JSON) of sent envelopes kept in all, per agent; the oldest leave
-/// first, and an envelope alone larger than this is not kept.
-pub(crate) const MAX_KEPT_ENVELOPE_BYTES: usize = 2 * 1024 * 1024;
-
-/// An envelope signed and saved before it was sent.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    /// The signed envelope.
-    pub(crate) envelope: Object,
-    /// SHA-256 (hex) of the send request it was made for: a repeated `send` finds it by this.
-    pub(crate) request: String,
-    pub(crate) saved: Timestamp,
-    /// What it says, in a line: the body's first line, or its media type (see
-    /// [`Sent::summary`]).
-    pub(crate) summary: String,
-    /// The envelope this one sends again after a 402 a stale card caused (`client::stale`).
-    pub(crate) resend_of: Option<String>,
-}
-
-/// An envelope the house accepted: what it was made for, remembered for retries, and the local
-/// record `nyx5 outbox` shows when the house cannot be reached.
-#[derive(Debug, Clone)]
-pub(crate) struct Sent {
-    pub(crate) request: String,
-    pub(crate) sha256: String,
-    pub(crate) at: Timestamp,
-    /// The recipients, as the envelope names them.
-    pub(crate) to: Vec<String>,
-    /// The first line of a text body (at most [`SUMMARY_CHARS`] characters), else the body's
-    /// media type.
-    pub(crate) summary: String,
-    /// The signed envelope, while it can still bounce ([`KEEP_ENVELOPE_MS`], within
-    /// [`MAX_KEPT_ENVELOPE_BYTES`]: see [`trim_kept`]). Profiles written before it have none.
-    pub(crate) envelope: Option<Object>,
-    /// The recipients a 402 bounce of it was handled for, each once (`client::stale`).
-    pub(crate) retried: Vec<Retried>,
-    /// The envelope it sends again (`client::stale`): a resend is never resent unasked, however
-    /// long ago its original left `sent`.
-    pub(crate) resend_of: Option<String>,
-}
-
-/// What reading a 402 bounce of a sent envelope did for its recipients `to`: resent them a new
-/// envelope `resent_as`, or (`None`) nothing, since their cards fetched afresh asked nothing the
-/// envelope lacked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Retried {
-    pub(crate) to: Vec<String>,
-    pub(crate) resent_as: Option<String>,
-}
-
-impl Sent {
-    /// Whether a 402 bounce for `to` was handled already.
-    pub(crate) fn retried_for(&self, to: &str) -> bool {
-        self.retried.iter().any(|r| r.to.iter().any(|t| t == to))
-    }
-}
-
-/// Drops the kept envelopes that can no longer bounce (sent more than [`KEEP_ENVELOPE_MS`]
-/// before `now`), then keeps the newest that fit in [`MAX_KEPT_ENVELOPE_BYTES`] together: the
-/// oldest leave first, and one alone larger than the bound is never kept. The rest of each
-/// entry stays.
-pub(crate) fn trim_kept(sent: &mut BTreeMap<String, Sent>, now: Timestamp) {
-    let mut kept: Vec<(&mut Sent, usize)> = sent
-        .values_mut()
-        .filter_map(|s| {
-            let size = s.envelope.as_ref().map(|e| Value::Object(e.clone()).canonical().len())?;
-            Some((s, size))
-        })
-        .collect();
-    kept.sort_by_key(|k| std::cmp::Reverse(k.0.at));
-    let mut total = 0usize;
-    for (s, size) in kept {
-        let live = now.millis().saturating_sub(s.at.millis()) <= KEEP_ENVELOPE_MS;
-        if live && total.saturating_add(size) <= MAX_KEPT_ENVELOPE_BYTES {
-            total = total.saturating_add(size);
-        } else {
-            s.envelope = None;
-        }
-    }
-}
 
 /// One agent of the profile.
 #[derive(Debug, Clone)]

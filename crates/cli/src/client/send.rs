@@ -24,7 +24,7 @@ use nyx5_proto::{Address, Envelope, Timestamp, Verified, limits, seal};
 use super::Ctx;
 use super::http::new_id;
 use super::output::{show, text};
-use super::profile::{MAX_PENDING, Pending, Profile, SUMMARY_CHARS};
+use super::profile::{MAX_PENDING, Pending, Profile};
 use super::when;
 use crate::error::Failure;
 use crate::sys::{self, OsRng};
@@ -141,18 +141,6 @@ fn mint(digest: &str, bits: u32, progress: bool) -> Result<String, Failure> {
 /// A refusal of the client crate's, as a usage failure with its name.
 fn usage(e: nyx5_proto::Error) -> Failure {
     Failure::usage(e.reason.to_string()).named(e.name())
-}
-
-/// What the local record says of a body: its first line (at most [`SUMMARY_CHARS`]
-/// characters), or its media type when it is not text.
-fn summary(body: &Value, media: &str) -> String {
-    let Value::String(text) = body else { return format!("({media})") };
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let mut out: String = line.chars().filter(|c| !c.is_control()).take(SUMMARY_CHARS).collect();
-    if line.chars().count() > SUMMARY_CHARS {
-        out.push('…');
-    }
-    out
 }
 
 /// A recipient's verified card, and when it was fetched if it is a kept one used because its
@@ -451,7 +439,7 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
             };
             let Built { env, kept } = build(ctx, &me, req, id.clone(), now, progress, fresh)?;
             let body = req.body.as_ref().unwrap_or(&Value::Null);
-            let summary = summary(body, &media_of(req, body));
+            let summary = nyx5_client::profile::summary(body, &media_of(req, body));
             let resend_of = req.resend_of.clone();
             let pending =
                 Pending { envelope: env.object().clone(), request: fingerprint, saved: now, summary, resend_of };
