@@ -8,9 +8,13 @@
 pub mod asks;
 pub mod bookmark;
 pub mod hosts;
+pub mod inbox;
+pub mod libro;
 pub mod outbound;
 pub mod ports;
+pub mod profile;
 pub mod resolver;
+pub mod send;
 pub mod site;
 pub mod trust;
 pub mod weburl;

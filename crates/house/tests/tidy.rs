@@ -165,6 +165,7 @@ const RULES: Crate = Crate {
         ("mailbox", "base"),
         ("email", "rules"),
         ("libro", "rules"),
+        ("profile", "rules"),
         ("queue", "rules"),
         ("policy", "policies"),
         ("crate", "top"),
@@ -176,7 +177,8 @@ const RULES: Crate = Crate {
 };
 
 /// The client crate: the port and plain data, then the rules (the outbound policy, the cards'
-/// trust), then the resolver over them.
+/// trust, the agent verbs' shared steps: send, inbox, libro, the profile format), then the
+/// resolver over them.
 const CLIENT: Crate = Crate {
     src: "crates/client/src",
     layers: &[
@@ -188,6 +190,10 @@ const CLIENT: Crate = Crate {
         ("outbound", "rules"),
         ("trust", "rules"),
         ("asks", "rules"),
+        ("send", "rules"),
+        ("inbox", "rules"),
+        ("libro", "rules"),
+        ("profile", "rules"),
         ("resolver", "resolver"),
         ("crate", "top"),
     ],
@@ -254,7 +260,7 @@ const WEB: Crate = Crate {
 const PROTO_UPWARD: &[&str] = &[];
 const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits refusal time"];
 const CLI_UPWARD: &[&str] = &[];
-const CLI_CIRCLES: &[&str] = &["app app_broker", "client::libro client::mailbox client::send client::stale"];
+const CLI_CIRCLES: &[&str] = &["app app_broker"];
 const WEB_UPWARD: &[&str] = &[];
 const WEB_CIRCLES: &[&str] = &[];
 

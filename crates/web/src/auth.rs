@@ -7,7 +7,6 @@ use nyx5_proto::json::{Object, Value};
 use nyx5_proto::sign::sign_object;
 use nyx5_proto::{Address, Error, Refusal, Timestamp, b64};
 
-use crate::keys::Keys;
 use crate::util::{OsRandom, about, address, object};
 
 /// The signed body of `POST /agents`, as `nyx5 register` makes it: `extra` (`capabilities`,
@@ -15,7 +14,7 @@ use crate::util::{OsRandom, about, address, object};
 /// plus `local`, `sig`, `enc` and `ts`, signed by `keys` as a registration (proof of
 /// possession).
 pub(crate) fn registration_body(keys: &str, local: &str, extra_json: &str, now: Timestamp) -> Result<Value, Error> {
-    let keys = Keys::parse(keys)?;
+    let keys = crate::keys::parse(keys)?;
     // A local part is checked as the local part of an address.
     let local = address(&format!("{}@example.org", local.trim()), "local")?.local().to_owned();
     let mut extra: Object = match extra_json.trim() {
@@ -61,7 +60,7 @@ pub(crate) fn token(
     body: &[u8],
     now: Timestamp,
 ) -> Result<String, Error> {
-    let keys = Keys::parse(keys)?;
+    let keys = crate::keys::parse(keys)?;
     let address: Address = address(address_text, "address")?;
     let target = target(method, path, query, host, body).map_err(about("token"))?;
     let mut rng = OsRandom::default();

@@ -34,7 +34,9 @@ fn sender_card(text: &str) -> Result<(Value, Vec<Value>), Error> {
 
 /// Whether `env` was signed by its sender, as `nyx5 inbox` decides it.
 fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: Timestamp) -> Trust {
-    let Some(sig) = env.signature() else { return nyx5_proto::mailbox::unsigned() };
+    if env.signature().is_none() {
+        return nyx5_proto::mailbox::unsigned();
+    }
     let from = env.from();
     if domain_json.trim().is_empty() {
         return unchecked(format!("the domain card of {} was not given", from.domain()));
@@ -47,13 +49,7 @@ fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: 
         return unchecked(format!("the domain card given is of {}, not of {}", domain.domain(), from.domain()));
     }
     if notice {
-        if !domain.accepts_key(&sig.kid, now) {
-            return invalid(format!("not signed by a key of {}", from.domain()));
-        }
-        return match env.clone().verify_with_key(&sig.kid) {
-            Ok(_) => ("verified", None),
-            Err(e) => invalid(e.reason),
-        };
+        return nyx5_client::inbox::notice_verdict(env, &domain, now);
     }
     if card_json.trim().is_empty() {
         return unchecked(format!("the card of {from} was not given"));
@@ -67,10 +63,7 @@ fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: 
         return unchecked(format!("the card given is of {given:?}, not of {from}"));
     }
     match agent_card(&card, &domain, &up, now) {
-        Ok(card) => match env.clone().verify(&card, now) {
-            Ok(_) => ("verified", None),
-            Err(e) => invalid(format!("the signature is not by {from}: {}", e.reason)),
-        },
+        Ok(card) => nyx5_client::inbox::agent_verdict(env, &card, now),
         Err(e) => invalid(e.reason),
     }
 }

@@ -17,12 +17,7 @@ use nyx5_proto::{Address, Error, Refusal, Timestamp};
 use crate::keys::Keys;
 use crate::util::{about, address, object, value};
 
-/// The `kind` of a profile file.
-const KIND: &str = "agent-profile";
-/// The protocol version the file belongs to.
-const VERSION: &str = "1";
-/// The largest profile read, as the CLI reads it (saved envelopes are up to 1 MiB each).
-const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
+use nyx5_client::profile::{KIND, MAX_PROFILE_BYTES, VERSION};
 
 /// One agent as the browser holds it.
 #[derive(Debug)]

@@ -2,26 +2,17 @@
 //! builds it), and an operation for a Libro (docs/SPEC.md §16, as `nyx5 accept`, `release` …
 //! send it: to `libro@<house>`, `type: task`, `media: application/nyx5.libro+json`, in clear).
 
+use nyx5_client::send as out;
 use nyx5_proto::address::{check_id, uuid_v4};
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::crypto::EncPublic;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::quote::Quote;
-use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp, Verified, limits, pow, seal};
+use nyx5_proto::{Address, Envelope, Error, Refusal, Timestamp, Verified, limits};
 
 use crate::cards::{agent_card, domain_card, domain_name, parents};
 use crate::keys::Keys;
 use crate::util::{OsRandom, about, address, object, value};
-
-/// The media type of a Libro operation (docs/SPEC.md §16).
-pub(crate) const OP_MEDIA: &str = nyx5_proto::ops::MEDIA;
-/// The local part of a house's Libro.
-pub(crate) const LIBRO_LOCAL: &str = "libro";
-/// The media type of a text body, as `nyx5 send` writes it.
-const TEXT_MEDIA: &str = "text/plain; charset=utf-8";
-/// Hashes tried per call of `pow::mint`.
-const POW_CHUNK: u64 = 1 << 16;
 
 /// The answer of [`seal_message`] and [`libro_op`]: the envelope, and the exact text to POST.
 fn sent(env: &Envelope) -> Value {
@@ -51,12 +42,6 @@ fn reference(text: &str, what: &str) -> Result<Option<String>, Error> {
     }
 }
 
-/// Whether `media` names JSON (`application/json` or `…+json`).
-fn is_json(media: &str) -> bool {
-    let m = media.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    m == "application/json" || m.ends_with("+json")
-}
-
 /// The recipients' verified cards, in order, without repeats.
 fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, Error> {
     let list =
@@ -83,27 +68,13 @@ fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, 
 /// The most proof-of-work bits the browser mints: about 4 M hashes, a few seconds of one tab.
 pub(crate) const BROWSER_MAX_POW_BITS: u32 = 22;
 
-/// The proof-of-work bits the recipients' inboxes ask (the largest), as their houses read them.
-fn pow_bits(cards: &[Verified<AgentCard>]) -> u32 {
-    cards.iter().map(|c| nyx5_proto::pow::bits_asked(c.inbox())).max().unwrap_or(0)
-}
-
 /// A proof of work of `bits` for the envelope whose work digest is `digest`, searched from a
 /// random start; gives up after 64 times the expected work.
 fn mint(digest: &str, bits: u32, rng: &mut OsRandom) -> Result<String, Error> {
     let start = u64::from_le_bytes(rng.bytes()) >> 1;
     rng.check()?;
-    let expected = 1u64 << bits.min(62);
-    let mut tried = 0u64;
-    loop {
-        if let Some(nonce) = pow::mint(digest, bits, start.wrapping_add(tried), POW_CHUNK) {
-            return Ok(nonce);
-        }
-        tried = tried.saturating_add(POW_CHUNK);
-        if tried > expected.saturating_mul(64) {
-            return Err(Refusal::PowNotFound.because(format!("no proof of work of {bits} bits found; try again")));
-        }
-    }
+    out::mint(digest, bits, start, &mut |_| {})
+        .ok_or_else(|| Refusal::PowNotFound.because(format!("no proof of work of {bits} bits found; try again")))
 }
 
 /// What [`seal_message`] is asked to send.
@@ -121,15 +92,15 @@ pub(crate) struct Message<'a> {
 
 /// `seal_message`: see the crate's documentation.
 pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Error> {
-    let keys = Keys::parse(m.keys)?;
+    let keys = crate::keys::parse(m.keys)?;
     let from = address(m.from, "from")?;
     let cards = recipients(&value(m.recipients, "recipients")?, now)?;
     let media = match m.media.trim() {
-        "" => TEXT_MEDIA,
+        "" => out::TEXT_MEDIA,
         media => media,
     };
     // Money moves through the Libro's own operations, never through a message.
-    if cards.iter().any(|c| c.address().local() == LIBRO_LOCAL) || media == OP_MEDIA {
+    if out::is_libro_op(cards.iter().map(|c| c.address()), media) {
         return Err(
             Refusal::LibroOpAsMessage.because("operations for a Libro are sent with libro_op, not as a message")
         );
@@ -140,7 +111,7 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
     })?;
     let thread = reference(m.thread, "thread")?;
     let in_reply_to = reference(m.in_reply_to, "in_reply_to")?;
-    let body = if is_json(media) {
+    let body = if out::is_json(media) {
         Value::parse(m.body.as_bytes(), limits::MAX_ENVELOPE_BYTES)
             .map_err(about("the body is not JSON, as its media type says"))?
     } else {
@@ -152,17 +123,11 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
         return Err(Refusal::StampRequired
             .because(format!("{} asks for a stamp of {price} tokens; this client pays no stamps", c.address())));
     }
-    let mut sealed_for: Vec<(Address, EncPublic)> = Vec::new();
-    for c in &cards {
-        let enc = c.enc().ok_or_else(|| {
-            Refusal::NoEncryptionKey
-                .because(format!("{} publishes no encryption key, so nothing can be sealed for it", c.address()))
-        })?;
-        sealed_for.push((c.address().clone(), enc));
+    if let Some(a) = out::lacking_enc(&cards).first() {
+        return Err(Refusal::NoEncryptionKey
+            .because(format!("{a} publishes no encryption key, so nothing can be sealed for it")));
     }
-    if !sealed_for.iter().any(|(a, _)| *a == from) {
-        sealed_for.push((from.clone(), keys.enc_public()));
-    }
+    let sealed_for = out::seal_keys(&cards, &from, keys.enc_public());
     let mut rng = OsRandom::default();
     let id = new_id(&mut rng)?;
     let to = cards.iter().map(|c| c.address().clone()).collect();
@@ -171,10 +136,10 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
     draft.thread = thread;
     draft.in_reply_to = in_reply_to;
     let env = draft.build().map_err(about("the envelope"))?;
-    let mut env = seal::seal(env, &sealed_for, &mut rng).map_err(about("cannot seal"))?;
+    let env = out::sealed(env, &sealed_for, &mut rng)?;
     rng.check()?;
     // The proof covers the sealed envelope, so it comes after sealing and before signing.
-    let bits = pow_bits(&cards);
+    let bits = out::pow_bits(&cards);
     if bits > BROWSER_MAX_POW_BITS {
         // The search runs on the page's own thread: 2^bits hashes on average, with no way to stop.
         return Err(Refusal::PowTooHard.because(
@@ -183,18 +148,13 @@ pub(crate) fn seal_message(m: &Message<'_>, now: Timestamp) -> Result<Value, Err
             ),
         ));
     }
-    if bits > 0 {
-        let nonce = mint(&env.work_digest(), bits, &mut rng)?;
-        env = env.with_pow(bits, &nonce).map_err(about("the envelope"))?;
-    }
-    signed(env, &keys)
+    let nonce = if bits > 0 { Some(mint(&env.work_digest(), bits, &mut rng)?) } else { None };
+    signed(env, nonce.as_deref().map(|n| (bits, n)), &keys)
 }
 
-/// Signs `env` and checks its size.
-fn signed(env: Envelope, keys: &Keys) -> Result<Value, Error> {
-    let env = env.sign(&keys.sig).map_err(about("cannot sign"))?;
-    env.check_size(limits::MAX_ENVELOPE_BYTES).map_err(about("the envelope"))?;
-    Ok(sent(&env))
+/// Proves (when asked), signs and checks the size of `env`.
+fn signed(env: Envelope, proof: Option<(u32, &str)>, keys: &Keys) -> Result<Value, Error> {
+    Ok(sent(&out::signed(env, proof, &keys.sig)?))
 }
 
 /// The body of an operation, `{op, …}`, by the table `nyx5` shares (`nyx5_proto::ops`); times
@@ -224,15 +184,13 @@ fn check_accept(body: &Object, from: &Address, house: &str, now: Timestamp) -> R
 
 /// `libro_op`: see the crate's documentation.
 pub(crate) fn libro_op(keys: &str, from: &str, house: &str, op_json: &str, now: Timestamp) -> Result<Value, Error> {
-    let keys = Keys::parse(keys)?;
+    let keys = crate::keys::parse(keys)?;
     let from = address(from, "from")?;
     let house = domain_name(house)?;
     let body = op_body(&object(op_json, "operation")?)?;
     check_accept(&body, &from, &house, now)?;
-    let libro = Address::new(LIBRO_LOCAL, &house)?;
     let mut rng = OsRandom::default();
     let id = new_id(&mut rng)?;
-    let mut draft = Draft::new(id, from, vec![libro], now, Content::new(OP_MEDIA, Value::Object(body)));
-    draft.kind = Kind::Task;
-    signed(draft.build().map_err(about("the envelope"))?, &keys)
+    let env = nyx5_client::libro::op_envelope(id, from, &house, body, now).map_err(about("the envelope"))?;
+    signed(env, None, &keys)
 }

@@ -31,7 +31,7 @@ pub(crate) const OP_MEDIA: &str = nyx5_proto::ops::MEDIA;
 /// The extension a vouch travels in (docs/SPEC.md §19).
 pub(crate) const AVAL_EXT: &str = nyx5_rules::policy::EXT_AVAL;
 /// The local part of a house's Libro.
-pub(crate) const LIBRO_LOCAL: &str = nyx5_rules::libro::LIBRO;
+pub(crate) const LIBRO_LOCAL: &str = nyx5_client::libro::LIBRO;
 /// How long `--wait` waits when given without a number of seconds.
 pub(crate) const DEFAULT_WAIT_S: u64 = 30;
 /// The longest `--wait`: an hour.
@@ -241,7 +241,7 @@ fn answer_in(
         }
         let body = body.ok_or_else(|| Failure::rejected(format!("the answer of {libro} to {id} holds no receipt")))?;
         let r = checked_receipt(ctx, me, house, body)?;
-        if r.of != id || (!sha256.is_empty() && r.op_sha256 != sha256) || r.from != me.address {
+        if !nyx5_client::libro::is_receipt_of(&r, id, sha256, &me.address) {
             return Err(Failure::rejected(format!(
                 "the receipt {libro} sent in reply to {id} is for another operation ({} by {})",
                 safe(&r.of),
@@ -261,15 +261,14 @@ fn answer_in(
     // house's postmaster, the only one that bounces what the agent sent (§16). Another house's
     // postmaster, or an unverified notice, is not believed: a Libro that did the operation
     // could otherwise answer "refused" and be paid twice.
-    if let Some(b) = super::mailbox::own_bounce(me, m)
+    if let Some(b) = nyx5_client::inbox::own_bounce(&me.address, m)
         && text(b, "of") == id
         && (sha256.is_empty() || text(b, "sha256") == sha256)
     {
         let code = b.get("code").and_then(Value::as_safe_integer).and_then(|c| u16::try_from(c).ok()).unwrap_or(400);
         // A bounce notice says a code and a reason (spec §7); its name is the code's class, unless
         // a notice ever carries one that may be believed.
-        let class = nyx5_proto::ErrorKind::from_code(code).map_or("bounced", nyx5_proto::ErrorKind::slug);
-        let name = nyx5_proto::Error::wire_name(code, text(b, "error")).unwrap_or(class);
+        let name = nyx5_client::libro::bounce_name(code, text(b, "error"));
         return Ok(Some(Answer::Bounce { code, name: safe(name), reason: safe(text(b, "reason")) }));
     }
     Ok(None)
@@ -277,17 +276,17 @@ fn answer_in(
 
 /// A receipt from `house`'s Libro, its signature checked against the house's domain keys.
 fn checked_receipt(ctx: &Ctx, me: &AgentEntry, house: &str, body: &Object) -> Result<Receipt, Failure> {
-    let r = Receipt::from_object(body.clone()).map_err(|e| {
-        Failure::rejected(format!("the receipt from {house} is malformed: {}", e.reason)).named(e.name())
+    use nyx5_client::libro::{ReceiptFault, read_receipt, verify_receipt};
+    let r = read_receipt(body, house).map_err(|f| match f {
+        ReceiptFault::Malformed(e) => {
+            Failure::rejected(format!("the receipt from {house} is malformed: {}", e.reason)).named(e.name())
+        }
+        ReceiptFault::OtherHouse(other) => Failure::rejected(format!("a receipt from {house} says it is from {other}")),
     })?;
-    if r.house != house {
-        return Err(Failure::rejected(format!("a receipt from {house} says it is from {}", r.house)));
-    }
     let now = sys::now()?;
     let res = ctx.resolver(Some(me), now)?;
     let d = res.domain(house)?;
-    let keys: Vec<_> = d.card.keys().iter().filter(|k| k.valid_at(now)).map(|k| k.sig).collect();
-    r.verify(&keys).map(nyx5_proto::Verified::into_inner).map_err(|e| {
+    verify_receipt(r, &d.card, now).map_err(|e| {
         Failure::rejected(format!("the receipt from {house} does not verify: {}", e.reason)).named(e.name())
     })
 }

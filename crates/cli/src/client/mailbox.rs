@@ -37,37 +37,16 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
     let now = res.now();
     if notice {
         return match res.domain_knowing(env.from().domain(), &sig.kid) {
-            Ok(d) if d.card.accepts_key(&sig.kid, now) => match env.clone().verify_with_key(&sig.kid) {
-                Ok(_) => ("verified", None),
-                Err(e) => ("invalid", Some(e.reason.to_string())),
-            },
-            Ok(_) => ("invalid", Some(format!("not signed by a key of {}", env.from().domain()))),
+            Ok(d) => nyx5_client::inbox::notice_verdict(env, &d.card, now),
             Err(f) if f.code() == crate::error::EXIT_NETWORK => ("unchecked", Some(f.one_line())),
             Err(f) => ("invalid", Some(f.one_line())),
         };
     }
     match res.agent_knowing(env.from(), &sig.kid) {
-        Ok(card) => match env.clone().verify(&card, now) {
-            Ok(_) => ("verified", None),
-            Err(e) => ("invalid", Some(format!("the signature is not by {}: {}", env.from(), e.reason))),
-        },
+        Ok(card) => nyx5_client::inbox::agent_verdict(env, &card, now),
         Err(f) if f.code() == crate::error::EXIT_NETWORK => ("unchecked", Some(f.one_line())),
         Err(f) => ("invalid", Some(f.one_line())),
     }
-}
-
-/// The body of mailbox item `m` (as [`open_item`] shows it) when it is a bounce the agent can
-/// believe: a verified notice with `status: "bounced"` from the postmaster of the agent's own
-/// house, the only one that bounces what the agent sent (docs/SPEC.md §16). Another house's
-/// postmaster, or an unverified notice, is not believed.
-pub(crate) fn own_bounce<'a>(me: &AgentEntry, m: &'a Object) -> Option<&'a Object> {
-    let from = text(m, "from");
-    let postmaster = from.split_once('@').is_some_and(|(l, d)| l == "postmaster" && d == me.address.domain());
-    if !postmaster || text(m, "trust") != "verified" {
-        return None;
-    }
-    let body = m.get("content").and_then(Value::as_object).and_then(|c| c.get("body")).and_then(Value::as_object)?;
-    (text(body, "status") == "bounced").then_some(body)
 }
 
 /// One page of the mailbox, checked and opened; and each 402 bounce on it that a stale card
@@ -86,17 +65,7 @@ pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>, auto_stam
 }
 
 pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
-    let mut target = format!("/mailbox/{}", me.address.local());
-    let mut q = Vec::new();
-    if let Some(a) = after {
-        q.push(format!("after={a}"));
-    }
-    if let Some(l) = limit {
-        q.push(format!("limit={l}"));
-    }
-    if !q.is_empty() {
-        target = format!("{target}?{}", q.join("&"));
-    }
+    let target = nyx5_client::inbox::page_target(me.address.local(), limit, after);
     let (_, answer) = ctx.call(me, "GET", &target, None, &format!("reading the mailbox of {}", me.address))?;
     let res = ctx.resolver(Some(me), sys::now()?)?;
     let items = field::opt_array(&answer, "envelopes").ok().flatten().unwrap_or_default();

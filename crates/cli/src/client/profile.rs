@@ -21,110 +21,21 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use nyx5_proto::crypto::{EncPublic, EncSecret, SigPublic, SigningKey};
+use nyx5_proto::crypto::{EncSecret, SigPublic};
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Address, Timestamp, b64};
+use nyx5_proto::{Address, Timestamp};
+
+use nyx5_client::profile::KeySet;
 
 use crate::error::Failure;
 use crate::keyfile::KeyFile;
 
-/// The `kind` of a profile file.
-pub(crate) const KIND: &str = "agent-profile";
-/// The largest profile we read: saved envelopes are at most 1 MiB each.
-const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
-/// Most envelopes an agent may have saved but not yet handed to its house.
-pub(crate) const MAX_PENDING: usize = 64;
-/// Most sent envelope ids remembered, so a retried `send --id` is answered without a second
-/// envelope.
-pub(crate) const MAX_SENT: usize = 64;
-/// Most retired key sets kept to open envelopes sealed before a rotation.
-pub(crate) const MAX_PREVIOUS: usize = 8;
-/// Most characters of a body's first line kept in the local record of what was sent.
-pub(crate) const SUMMARY_CHARS: usize = 80;
-/// How long the signed envelope of a send is kept, to rebuild it when a 402 bounce says the
-/// recipient's card had changed (docs/decisions/0054-stale-card-mended-once.md): the 72-hour bounce
-/// window and a day more.
-pub(crate) const KEEP_ENVELOPE_MS: i64 = 4 * 24 * 3_600_000;
-/// The most bytes (canonical JSON) of sent envelopes kept in all, per agent; the oldest leave
-/// first, and an envelope alone larger than this is not kept.
-pub(crate) const MAX_KEPT_ENVELOPE_BYTES: usize = 2 * 1024 * 1024;
-
-/// An envelope signed and saved before it was sent.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    /// The signed envelope.
-    pub(crate) envelope: Object,
-    /// SHA-256 (hex) of the send request it was made for: a repeated `send` finds it by this.
-    pub(crate) request: String,
-    pub(crate) saved: Timestamp,
-    /// What it says, in a line: the body's first line, or its media type (see
-    /// [`Sent::summary`]).
-    pub(crate) summary: String,
-    /// The envelope this one sends again after a 402 a stale card caused (`client::stale`).
-    pub(crate) resend_of: Option<String>,
-}
-
-/// An envelope the house accepted: what it was made for, remembered for retries, and the local
-/// record `nyx5 outbox` shows when the house cannot be reached.
-#[derive(Debug, Clone)]
-pub(crate) struct Sent {
-    pub(crate) request: String,
-    pub(crate) sha256: String,
-    pub(crate) at: Timestamp,
-    /// The recipients, as the envelope names them.
-    pub(crate) to: Vec<String>,
-    /// The first line of a text body (at most [`SUMMARY_CHARS`] characters), else the body's
-    /// media type.
-    pub(crate) summary: String,
-    /// The signed envelope, while it can still bounce ([`KEEP_ENVELOPE_MS`], within
-    /// [`MAX_KEPT_ENVELOPE_BYTES`]: see [`trim_kept`]). Profiles written before it have none.
-    pub(crate) envelope: Option<Object>,
-    /// The recipients a 402 bounce of it was handled for, each once (`client::stale`).
-    pub(crate) retried: Vec<Retried>,
-    /// The envelope it sends again (`client::stale`): a resend is never resent unasked, however
-    /// long ago its original left `sent`.
-    pub(crate) resend_of: Option<String>,
-}
-
-/// What reading a 402 bounce of a sent envelope did for its recipients `to`: resent them a new
-/// envelope `resent_as`, or (`None`) nothing, since their cards fetched afresh asked nothing the
-/// envelope lacked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Retried {
-    pub(crate) to: Vec<String>,
-    pub(crate) resent_as: Option<String>,
-}
-
-impl Sent {
-    /// Whether a 402 bounce for `to` was handled already.
-    pub(crate) fn retried_for(&self, to: &str) -> bool {
-        self.retried.iter().any(|r| r.to.iter().any(|t| t == to))
-    }
-}
-
-/// Drops the kept envelopes that can no longer bounce (sent more than [`KEEP_ENVELOPE_MS`]
-/// before `now`), then keeps the newest that fit in [`MAX_KEPT_ENVELOPE_BYTES`] together: the
-/// oldest leave first, and one alone larger than the bound is never kept. The rest of each
-/// entry stays.
-pub(crate) fn trim_kept(sent: &mut BTreeMap<String, Sent>, now: Timestamp) {
-    let mut kept: Vec<(&mut Sent, usize)> = sent
-        .values_mut()
-        .filter_map(|s| {
-            let size = s.envelope.as_ref().map(|e| Value::Object(e.clone()).canonical().len())?;
-            Some((s, size))
-        })
-        .collect();
-    kept.sort_by_key(|k| std::cmp::Reverse(k.0.at));
-    let mut total = 0usize;
-    for (s, size) in kept {
-        let live = now.millis().saturating_sub(s.at.millis()) <= KEEP_ENVELOPE_MS;
-        if live && total.saturating_add(size) <= MAX_KEPT_ENVELOPE_BYTES {
-            total = total.saturating_add(size);
-        } else {
-            s.envelope = None;
-        }
-    }
-}
+/// The records of envelopes an agent keeps in its profile, and their bounds (the format's).
+pub(crate) use nyx5_client::profile::{
+    KEEP_ENVELOPE_MS, MAX_KEPT_ENVELOPE_BYTES, MAX_PENDING, MAX_PREVIOUS, MAX_SENT, Pending, Retried, Sent, trim_kept,
+};
+/// The `kind` of a profile file, and the largest read (the format's, shared with the browser).
+pub(crate) use nyx5_client::profile::{KIND, MAX_PROFILE_BYTES};
 
 /// One agent of the profile.
 #[derive(Debug, Clone)]
@@ -330,31 +241,18 @@ impl AgentEntry {
     }
 }
 
-/// Writes `sig`, `enc`, `sig_secret`, `enc_secret` (as in a key file) into `o`.
+/// Writes `sig`, `enc`, `sig_secret`, `enc_secret` (the profile format's key set) into `o`.
 fn put_keys(o: &mut Object, k: &KeyFile) {
-    o.insert("sig".into(), k.sig_public().to_b64().into());
-    o.insert("enc".into(), k.enc_public().to_b64().into());
-    o.insert("sig_secret".into(), b64::encode(&k.sig.seed()).into());
-    o.insert("enc_secret".into(), b64::encode(&k.enc.bytes()).into());
+    let set = KeySet { sig: k.sig.clone(), enc: k.enc.clone() };
+    for (name, v) in set.to_object() {
+        o.insert(name, v);
+    }
 }
 
 /// Reads the four key members and checks the public keys belong to the secrets.
 fn read_keys(o: &Object) -> Result<KeyFile, String> {
-    let text = |name: &str| field::str(o, name).map_err(|e| e.reason.to_string());
-    let secret = |name: &str| -> Result<[u8; 32], String> {
-        b64::decode_array(text(name)?).ok_or_else(|| format!("`{name}` is not 32 bytes of base64url"))
-    };
-    let keys = KeyFile {
-        sig: SigningKey::from_seed(secret("sig_secret")?),
-        enc: EncSecret::from_bytes(secret("enc_secret")?),
-    };
-    if SigPublic::parse(text("sig")?).map_err(|e| e.reason.to_string())? != keys.sig_public() {
-        return Err("`sig` is not the public key of `sig_secret`".into());
-    }
-    if EncPublic::parse(text("enc")?).map_err(|e| e.reason.to_string())? != keys.enc_public() {
-        return Err("`enc` is not the public key of `enc_secret`".into());
-    }
-    Ok(keys)
+    let KeySet { sig, enc } = KeySet::from_object(o).map_err(|e| e.reason.to_string())?;
+    Ok(KeyFile { sig, enc })
 }
 
 /// A whole profile file.

@@ -13,24 +13,21 @@
 
 use std::io::{IsTerminal, Write};
 
+use nyx5_client::send as out;
 use nyx5_proto::address::check_id;
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::crypto::{EncPublic, hex, sha256};
+use nyx5_proto::crypto::{hex, sha256};
 use nyx5_proto::envelope::{Content, Draft, Kind, Stamp};
 use nyx5_proto::json::{Object, Value, field, obj};
-use nyx5_proto::{Address, Envelope, Timestamp, Verified, limits, pow, seal};
+use nyx5_proto::{Address, Envelope, Timestamp, Verified, limits, seal};
 
 use super::Ctx;
 use super::http::new_id;
 use super::output::{show, text};
-use super::profile::{MAX_PENDING, Pending, Profile, SUMMARY_CHARS};
+use super::profile::{MAX_PENDING, Pending, Profile};
 use super::when;
 use crate::error::Failure;
 use crate::sys::{self, OsRng};
-
-/// Proof-of-work bits asked when a `pow` inbox names none (docs/SPEC.md §9b).
-/// Hashes tried between two progress lines.
-const POW_CHUNK: u64 = 1 << 16;
 
 /// What to send.
 #[derive(Debug, Clone, Default)]
@@ -97,7 +94,7 @@ impl SendRequest {
 fn media_of(req: &SendRequest, body: &Value) -> String {
     match (&req.media, body) {
         (Some(m), _) => m.clone(),
-        (None, Value::String(_)) => "text/plain; charset=utf-8".into(),
+        (None, Value::String(_)) => out::TEXT_MEDIA.into(),
         (None, _) => "application/json".into(),
     }
 }
@@ -107,11 +104,7 @@ pub(crate) fn body_from_bytes(bytes: &[u8], media: Option<&str>) -> Result<Value
     if bytes.len() > limits::MAX_ENVELOPE_BYTES {
         return Err(Failure::usage(format!("the body is larger than {} bytes", limits::MAX_ENVELOPE_BYTES)));
     }
-    let json = media.is_some_and(|m| {
-        let m = m.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        m == "application/json" || m.ends_with("+json")
-    });
-    if json {
+    if media.is_some_and(out::is_json) {
         return Value::parse(bytes, limits::MAX_ENVELOPE_BYTES).map_err(|e| {
             Failure::usage(format!("the body is not JSON, as its media type says: {}", e.reason)).named(e.name())
         });
@@ -129,36 +122,25 @@ fn mint(digest: &str, bits: u32, progress: bool) -> Result<String, Failure> {
     rng.check()?;
     let start = u64::from_le_bytes(start) >> 1;
     let expected = 1u64 << bits.min(62);
-    let mut tried = 0u64;
-    loop {
-        if let Some(nonce) = pow::mint(digest, bits, start.wrapping_add(tried), POW_CHUNK) {
-            if progress {
-                eprintln!("\rproof of work: {bits} bits done after {tried} hashes            ");
-            }
-            return Ok(nonce);
-        }
-        tried = tried.saturating_add(POW_CHUNK);
+    let mut done = 0u64;
+    let found = out::mint(digest, bits, start, &mut |tried| {
+        done = tried;
         if progress {
             let pct = (tried.saturating_mul(100) / expected).min(999);
             eprint!("\rproof of work: {bits} bits, {tried} hashes (~{pct}% of the expected work)");
             let _ = std::io::stderr().flush();
         }
-        if tried > expected.saturating_mul(64) {
-            return Err(Failure::usage(format!("no proof of work of {bits} bits found; try again")));
-        }
+    });
+    let nonce = found.ok_or_else(|| Failure::usage(format!("no proof of work of {bits} bits found; try again")))?;
+    if progress {
+        eprintln!("\rproof of work: {bits} bits done after {done} hashes            ");
     }
+    Ok(nonce)
 }
 
-/// What the local record says of a body: its first line (at most [`SUMMARY_CHARS`]
-/// characters), or its media type when it is not text.
-fn summary(body: &Value, media: &str) -> String {
-    let Value::String(text) = body else { return format!("({media})") };
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let mut out: String = line.chars().filter(|c| !c.is_control()).take(SUMMARY_CHARS).collect();
-    if line.chars().count() > SUMMARY_CHARS {
-        out.push('…');
-    }
-    out
+/// A refusal of the client crate's, as a usage failure with its name.
+fn usage(e: nyx5_proto::Error) -> Failure {
+    Failure::usage(e.reason.to_string()).named(e.name())
 }
 
 /// A recipient's verified card, and when it was fetched if it is a kept one used because its
@@ -233,14 +215,7 @@ fn build(
     };
     let deliver_after = time(&req.deliver_after, "deliver-after")?;
     let expires = time(&req.expires, "expires")?;
-    let mut keys: Vec<(Address, EncPublic)> = Vec::new();
-    let mut lacking = Vec::new();
-    for c in &cards {
-        match c.enc() {
-            Some(enc) => keys.push((c.address().clone(), enc)),
-            None => lacking.push(c.address().to_string()),
-        }
-    }
+    let lacking: Vec<String> = out::lacking_enc(&cards).into_iter().map(Address::to_string).collect();
     if !req.plain && !lacking.is_empty() {
         return Err(Failure::usage(format!(
             "{} publish no encryption key, so the envelope cannot be sealed for them; send with --plain to \
@@ -248,7 +223,7 @@ fn build(
             lacking.join(", ")
         )));
     }
-    let bits = cards.iter().map(|c| nyx5_proto::pow::bits_asked(c.inbox())).max().unwrap_or(0);
+    let bits = out::pow_bits(&cards);
     let body_media = media_of(req, &body);
     if !req.libro_op {
         not_for_a_libro(cards.iter().map(|c| c.address()), &body_media)?;
@@ -282,25 +257,14 @@ fn build(
     }
     let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
     if !req.plain {
-        if !keys.iter().any(|(a, _)| *a == me.address) {
-            keys.push((me.address.clone(), me.keys.enc_public()));
-        }
+        let keys = out::seal_keys(&cards, &me.address, me.keys.enc_public());
         let mut rng = OsRng::new();
-        env = seal::seal(env, &keys, &mut rng)
-            .map_err(|e| Failure::usage(format!("cannot seal: {}", e.reason)).named(e.name()))?;
+        env = out::sealed(env, &keys, &mut rng).map_err(usage)?;
         rng.check()?;
     }
     // The proof covers the finished envelope (sealed content included), so it comes last.
-    if bits > 0 {
-        let nonce = mint(&env.work_digest(), bits, progress)?;
-        env = env
-            .with_pow(bits, &nonce)
-            .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
-    }
-    let env =
-        env.sign(&me.keys.sig).map_err(|e| Failure::usage(format!("cannot sign: {}", e.reason)).named(e.name()))?;
-    env.check_size(limits::MAX_ENVELOPE_BYTES)
-        .map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
+    let nonce = if bits > 0 { Some(mint(&env.work_digest(), bits, progress)?) } else { None };
+    let env = out::signed(env, nonce.as_deref().map(|n| (bits, n)), &me.keys.sig).map_err(usage)?;
     Ok(Built { env, kept })
 }
 
@@ -310,7 +274,7 @@ pub(crate) const AUTO_STAMP_MAX: i64 = 10;
 /// Money moves through the Libro's verbs, which say so, never through a plain send: no
 /// envelope to `libro@`, and no operation's media.
 fn not_for_a_libro<'a>(to: impl IntoIterator<Item = &'a Address>, media: &str) -> Result<(), Failure> {
-    if to.into_iter().any(|a| a.local() == super::libro::LIBRO_LOCAL) || media == nyx5_proto::ops::MEDIA {
+    if out::is_libro_op(to, media) {
         return Err(Failure::usage(
             "operations for a Libro are sent by its verbs (nyx5 accept, release, bond, mandate, charge …), not by send",
         ));
@@ -475,7 +439,7 @@ fn send_with(ctx: &Ctx, req: &SendRequest, progress: bool, fresh: bool) -> Resul
             };
             let Built { env, kept } = build(ctx, &me, req, id.clone(), now, progress, fresh)?;
             let body = req.body.as_ref().unwrap_or(&Value::Null);
-            let summary = summary(body, &media_of(req, body));
+            let summary = nyx5_client::profile::summary(body, &media_of(req, body));
             let resend_of = req.resend_of.clone();
             let pending =
                 Pending { envelope: env.object().clone(), request: fingerprint, saved: now, summary, resend_of };

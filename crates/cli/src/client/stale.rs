@@ -6,7 +6,7 @@
 //! down. When a recipient changed its inbox policy since, its house refuses the envelope with
 //! 402 and the agent's own house bounces it. Reading the mailbox ([`after_bounces`], from
 //! `mailbox::inbox`, which `nyx5 inbox` and MCP's `nyx5_inbox` share) meets that bounce — a
-//! verified notice from the agent's own postmaster ([`super::mailbox::own_bounce`]) of an
+//! verified notice from the agent's own postmaster ([`nyx5_client::inbox::own_bounce`]) of an
 //! envelope the profile still keeps ([`super::profile::Sent::envelope`]) — fetches the bounced
 //! recipients' cards afresh and asks [`lacks`] whether the envelope as sent gave what each asks:
 //!
@@ -68,7 +68,7 @@ struct Bounce {
 
 /// Mailbox item `m` as a 402 bounce from the agent's own postmaster, if it is one.
 fn bounce_402(me: &AgentEntry, m: &Object) -> Option<Bounce> {
-    let b = super::mailbox::own_bounce(me, m)?;
+    let b = nyx5_client::inbox::own_bounce(&me.address, m)?;
     if b.get("code").and_then(Value::as_safe_integer) != Some(402) {
         return None;
     }
