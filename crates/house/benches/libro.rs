@@ -280,7 +280,7 @@ impl Setup {
     async fn operate(&self, bytes: &[u8]) -> Outcome {
         let h = &self.house;
         let env = Envelope::parse(bytes, h.config.max_bytes).unwrap();
-        let card = h.registry().local_card(env.from().local()).await.unwrap().unwrap();
+        let card = h.lookup().local_card(env.from().local()).await.unwrap().unwrap();
         let verified = env.verify(&card, h.now()).unwrap();
         let before = h.db.counts.get();
         let mut outcomes = h.mailbox().accept(&verified, &card, std::slice::from_ref(&self.libro)).await.unwrap();
@@ -508,12 +508,12 @@ fn kind_work<const K: u8>(s: &Setup, op: Op, bytes: &[u8], receipt_env: &Envelop
     let key = &s.house.config.key;
     let now = s.house.now();
     let env = Envelope::parse(bytes, usize::MAX).unwrap();
-    let card = block_on(s.house.registry().local_card(env.from().local())).unwrap().unwrap();
+    let card = block_on(s.house.lookup().local_card(env.from().local())).unwrap().unwrap();
     let verify_env = per_op_us::<K, ENV>(|| {
         black_box(env.clone().verify(&card, now).unwrap());
     });
     let verify_quote = if matches!(op, Op::Spot | Op::Escrow) {
-        let bo_card = block_on(s.house.registry().local_card("bo")).unwrap().unwrap();
+        let bo_card = block_on(s.house.lookup().local_card("bo")).unwrap().unwrap();
         per_op_us::<K, QUOTE>(|| {
             black_box(quote.clone().verify(&bo_card, now).unwrap());
         })
@@ -581,7 +581,7 @@ fn signature_work(samples: &Samples) -> Vec<(Op, Work)> {
 fn avoidable() -> (f64, f64) {
     let s = Setup::new(Store::Memory, "avoidable");
     let card = per_op_us::<9, 1>(|| {
-        black_box(block_on(s.house.registry().local_card("ana")).unwrap().unwrap());
+        black_box(block_on(s.house.lookup().local_card("ana")).unwrap().unwrap());
     });
     let key = &s.house.config.key;
     let derive = per_op_us::<9, 2>(|| {

@@ -5,14 +5,13 @@ use nyx5_proto::auth::{AuthHeader, Keys, NonceClaim, Target};
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::card::DomainCard;
 use nyx5_proto::{Address, Error, ErrorKind, Refusal, Verified, limits};
-use nyx5_rules::libro::{LIBRO, TAREAS, VERIFICA};
 
 use crate::config::Config;
 use crate::ground::Ground;
 use crate::http::Request;
 use crate::outbound::Guarded;
 use crate::ports::{Db, Net, PortError};
-use crate::resolver::{CardMemo, Lookup};
+use crate::resolver::{CardMemo, Lookup, SystemCards};
 use crate::store::constraint;
 use crate::{port_error, store};
 
@@ -56,18 +55,9 @@ pub const RESERVED: &[&str] = &[
     crate::config::GATEWAY_LOCAL,
 ];
 
-/// The cards of the house's own agents, `libro@`, `verifica@` and `tareas@`, signed with the
-/// domain key when the house is built (see `libro`).
-#[derive(Debug)]
-pub struct SystemCards {
-    pub libro: Verified<AgentCard>,
-    pub verifica: Verified<AgentCard>,
-    pub tareas: Verified<AgentCard>,
-}
-
-/// The registry: the cards of this house's agents (its system agents' and the stored ones),
-/// who is asking (agents by token, the operator by bearer token), and the re-certification of
-/// stored cards under a rotated domain key (`domain_keys`).
+/// The registry: who is asking (agents by token, the operator by bearer token; their cards come
+/// from the [`Lookup`]), and the re-certification of stored cards under a rotated domain key
+/// (`domain_keys`).
 pub struct Registry<'h, D, N> {
     pub(crate) ground: Ground<'h>,
     pub(crate) config: &'h Config,
@@ -110,38 +100,6 @@ impl<'h, D: Db, N: Net> Registry<'h, D, N> {
 }
 
 impl<'h, D: Db, N: Net> Registry<'h, D, N> {
-    /// The card of one of the house's own agents, by local part.
-    pub fn system_card(&self, local: &str) -> Option<&'h Verified<AgentCard>> {
-        let systems = self.systems;
-        match local {
-            LIBRO => Some(&systems.libro),
-            VERIFICA => Some(&systems.verifica),
-            TAREAS => Some(&systems.tareas),
-            _ => None,
-        }
-    }
-
-    /// The verified card of a local agent, with its parent's for a delegated card.
-    pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
-        if let Some(card) = self.system_card(local) {
-            return Ok(Some(card.clone()));
-        }
-        let Some(card) = self.stored_card(local).await? else {
-            return Ok(None);
-        };
-        let parent = match (&card.delegation(), card.address().parent()) {
-            (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
-            _ => None,
-        };
-        card.verify(self.card, parent.as_ref(), self.now()).map(Some)
-    }
-
-    /// A local agent's card as stored, parsed but NOT verified: for the operator, who may
-    /// re-certify a card whose certification no longer verifies (the domain key changed).
-    pub async fn stored_card(&self, local: &str) -> Result<Option<AgentCard>, Error> {
-        store::agents::card(self.db, local).await?.map(|text| AgentCard::parse(text.as_bytes())).transpose()
-    }
-
     /// Authenticates a local agent: a valid token for this request (method, path, query, host
     /// and body), signed by a key `keys` allows (403 for a replaced key where only the current
     /// one will do), with a nonce never seen before.
@@ -187,6 +145,7 @@ impl<'h, D: Db, N: Net> Registry<'h, D, N> {
             return Err(signer_unknown("the house's own addresses take no tokens"));
         }
         let card = self
+            .lookup()
             .local_card(address.local())
             .await
             .map_err(|e| if e.kind == ErrorKind::Unavailable { e } else { signer_unknown(&e.reason) })?

@@ -23,13 +23,13 @@ use nyx5_proto::sign::verify_object;
 use nyx5_proto::vecmap::VecSet;
 use nyx5_proto::{Address, Error, Refusal, Timestamp, limits};
 
-use crate::auth::SystemCards;
 use crate::config::Config;
 use crate::ground::Ground;
 use crate::http::Request;
 use crate::outbound::Guarded;
 use crate::ports::Local;
 use crate::ports::{Db, Net};
+use crate::resolver::SystemCards;
 use crate::resolver::{Budget, Resolved};
 use crate::resolver::{CardMemo, Lookup};
 use crate::store::index::{self as store, CardRow, HouseRow};
@@ -304,7 +304,6 @@ impl<'h, D: Db, N: Net> Index<'h, D, N> {
             // Our own cards: verified as any local card is, parent included.
             return self
                 .lookup()
-                .registry()
                 .local_card(card.address().local())
                 .await?
                 .filter(|c| c.to_value() == card.to_value())

@@ -45,7 +45,7 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 pub use store::port_error;
 
-use auth::{Registry, SystemCards};
+use auth::Registry;
 use email::Email;
 use ground::Ground;
 use index::Index;
@@ -53,6 +53,7 @@ use libro::Libro;
 use mailbox::Mailbox;
 use queue::Queue;
 use resolver::Lookup;
+use resolver::SystemCards;
 
 /// Extensions this house declares in its domain card.
 pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, nyx5_rules::policy::EXT_AVAL];

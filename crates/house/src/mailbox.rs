@@ -21,13 +21,14 @@ use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
-use crate::auth::{Registry, SystemCards};
+use crate::auth::Registry;
 use crate::config::Config;
 use crate::config::MEMO_MAX_ENTRIES;
 use crate::ground::Ground;
 use crate::libro::Libro;
 use crate::outbound::Guarded;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
+use crate::resolver::SystemCards;
 use crate::resolver::{CardMemo, Lookup};
 use crate::{port_error, store};
 use nyx5_rules::policy::{self, Decision, Facts, Policy};

@@ -20,7 +20,7 @@ use nyx5_proto::relay::{self, RelayHeader};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
 
-use crate::auth::{Registry, SystemCards};
+use crate::auth::Registry;
 use crate::config::Config;
 use crate::email::Email;
 use crate::ground::Ground;
@@ -31,6 +31,7 @@ use crate::outbound::Guarded;
 use crate::port_error;
 use crate::ports::Local;
 use crate::ports::{Db, Net, OutRequest, PortError, Row};
+use crate::resolver::SystemCards;
 use crate::resolver::{CardMemo, Lookup};
 use crate::store::queue::{self as store, Held};
 use nyx5_rules::mailbox::Outcome;
@@ -582,7 +583,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     }
 
     async fn deliver_here(&self, env: &Envelope, recipients: &[Address], now: Timestamp) -> Delivery {
-        let card = match self.registry().local_card(env.from().local()).await {
+        let card = match self.lookup().local_card(env.from().local()).await {
             Ok(Some(card)) => card,
             Ok(None) => return Delivery::Permanent(403, format!("{} has no card here any more", env.from())),
             Err(e) => return error_delivery(&e),

@@ -8,10 +8,10 @@ use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Error, Refusal, Timestamp, Verified};
+use nyx5_rules::libro::{LIBRO, TAREAS, VERIFICA};
 
 pub use nyx5_client::resolver::*;
 
-use crate::auth::{Registry, SystemCards};
 use crate::config::Config;
 use crate::ground::Ground;
 use crate::outbound::Guarded;
@@ -163,6 +163,15 @@ impl<D: Db> PinStore for DbPins<'_, D> {
     }
 }
 
+/// The cards of the house's own agents, `libro@`, `verifica@` and `tareas@`, signed with the
+/// domain key when the house is built (see `libro`).
+#[derive(Debug)]
+pub struct SystemCards {
+    pub libro: Verified<AgentCard>,
+    pub verifica: Verified<AgentCard>,
+    pub tareas: Verified<AgentCard>,
+}
+
 /// The house's view of cards: its own domain card, its agents' (from the registry), and other
 /// houses' and their agents', fetched and verified by a [`Resolver`] over the house's network,
 /// pins and memo.
@@ -183,19 +192,6 @@ impl<D, N> std::fmt::Debug for Lookup<'_, D, N> {
 }
 
 impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
-    /// The registry (cards of local agents, who is asking), over the same borrows.
-    pub fn registry(&self) -> Registry<'h, D, N> {
-        Registry {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
     /// The house's time now.
     pub fn now(&self) -> Timestamp {
         self.ground.now()
@@ -208,6 +204,38 @@ impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
 }
 
 impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
+    /// The card of one of the house's own agents, by local part.
+    pub fn system_card(&self, local: &str) -> Option<&'h Verified<AgentCard>> {
+        let systems = self.systems;
+        match local {
+            LIBRO => Some(&systems.libro),
+            VERIFICA => Some(&systems.verifica),
+            TAREAS => Some(&systems.tareas),
+            _ => None,
+        }
+    }
+
+    /// The verified card of a local agent, with its parent's for a delegated card.
+    pub async fn local_card(&self, local: &str) -> Result<Option<Verified<AgentCard>>, Error> {
+        if let Some(card) = self.system_card(local) {
+            return Ok(Some(card.clone()));
+        }
+        let Some(card) = self.stored_card(local).await? else {
+            return Ok(None);
+        };
+        let parent = match (&card.delegation(), card.address().parent()) {
+            (Some(_), Some(parent)) => Box::pin(self.local_card(parent.local())).await?,
+            _ => None,
+        };
+        card.verify(self.card, parent.as_ref(), self.now()).map(Some)
+    }
+
+    /// A local agent's card as stored, parsed but NOT verified: for the operator, who may
+    /// re-certify a card whose certification no longer verifies (the domain key changed).
+    pub async fn stored_card(&self, local: &str) -> Result<Option<AgentCard>, Error> {
+        store::agents::card(self.db, local).await?.map(|text| AgentCard::parse(text.as_bytes())).transpose()
+    }
+
     /// The resolver over this house's network, database, memo and configuration.
     pub(crate) fn resolver(&self) -> Resolver<'_, outbound::Guarded<N>, DbPins<'_, D>> {
         self.resolver_within(None)
@@ -286,7 +314,6 @@ impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
     pub async fn resolve_agent(&self, address: &Address, refresh: bool) -> Result<Arc<Verified<AgentCard>>, Error> {
         if address.domain() == self.config.domain {
             return self
-                .registry()
                 .local_card(address.local())
                 .await?
                 .map(Arc::new)

@@ -452,7 +452,7 @@ fn a_tick_takes_at_most_its_steps() {
 
 /// A card as its house holds it, as a directory shows it.
 fn card_of(house: &TestHouse, local: &str) -> Value {
-    block_on(house.registry().local_card(local)).unwrap().unwrap().to_value()
+    block_on(house.lookup().local_card(local)).unwrap().unwrap().to_value()
 }
 
 #[test]

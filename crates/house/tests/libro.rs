@@ -216,7 +216,7 @@ impl Run {
         let house = self.house_of(&agent.address);
         let libro = self.libro();
         let code = if house.config.domain == libro.config.domain {
-            let card = block_on(house.registry().local_card(agent.address.local())).unwrap().unwrap();
+            let card = block_on(house.lookup().local_card(agent.address.local())).unwrap().unwrap();
             let verified = env.clone().verify(&card, house.now()).unwrap();
             let outcomes = block_on(house.mailbox().accept(&verified, &card, verified.to())).unwrap();
             match &outcomes[0].1 {
@@ -677,7 +677,7 @@ impl Run {
                 // Delivered again straight to the Libro's house, as a sending house that lost
                 // the answer would.
                 let status = if house.config.domain == self.libro().config.domain {
-                    let card = block_on(house.registry().local_card(agent.address.local())).unwrap().unwrap();
+                    let card = block_on(house.lookup().local_card(agent.address.local())).unwrap().unwrap();
                     let verified = env.clone().verify(&card, house.now()).unwrap();
                     let outcomes = block_on(house.mailbox().accept(&verified, &card, verified.to())).unwrap();
                     assert_eq!(outcomes[0].1, nyx5_house::mailbox::Outcome::Duplicate, "{line}");

@@ -177,7 +177,7 @@ fn a_subagent_counts_with_its_root_and_reads_spend_no_settlement() {
     let ana = agent(&h, "ana@a.test", 1);
     let bot = subagent(&h, &ana, "bot.ana@a.test", 2);
     let bo = agent(&h, "bo@a.test", 3);
-    let card = |who: &Agent| block_on(h.registry().local_card(who.address.local())).unwrap().unwrap();
+    let card = |who: &Agent| block_on(h.lookup().local_card(who.address.local())).unwrap().unwrap();
     let hand = |who: &Agent, id: &str, body: Object| {
         let env = signed_op(&w, who, A, id, body);
         let c = card(who);
@@ -362,7 +362,7 @@ fn an_accept_refused_for_want_of_money_stays_refused_after_a_top_up() {
 
     topup(&h, "tareas@a.test", 100);
     // The same envelope again, as a copy the network held would bring it.
-    let card = block_on(h.registry().local_card("cy")).unwrap().unwrap();
+    let card = block_on(h.lookup().local_card("cy")).unwrap().unwrap();
     let v = env.clone().verify(&card, h.now()).unwrap();
     let answers = block_on(h.mailbox().accept(&v, &card, std::slice::from_ref(&desk))).unwrap();
     let (code, name) = match &answers[0].1 {

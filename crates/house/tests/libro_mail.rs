@@ -128,7 +128,7 @@ fn a_stamp_is_charged_on_accept_and_refused_without_balance() {
     assert_eq!(entry.as_object().unwrap()["meta"].as_object().unwrap()["primitive"].as_str(), Some("stamp"));
     // The same envelope again is a duplicate: no second charge.
     let again = message(&w, &bo, &ana, "s-4", stamp(10));
-    let card = block_on(h.registry().local_card("bo")).unwrap().unwrap();
+    let card = block_on(h.lookup().local_card("bo")).unwrap().unwrap();
     let verified = again.verify(&card, h.now()).unwrap();
     let out = block_on(h.mailbox().accept(&verified, &card, verified.to())).unwrap();
     assert_eq!(out[0].1, nyx5_house::mailbox::Outcome::Duplicate);
@@ -671,7 +671,7 @@ fn a_batch_that_fails_on_every_attempt_ends_by_what_failed() {
         let sql: &'static str = Box::leak(sql.into_boxed_str());
         block_on(h.db.sqlite.batch(vec![nyx5_house::ports::Stmt::new(sql, Vec::new())])).unwrap();
         let env = message_to(&w, &bo, &[&ana, &cy], "fails", if stamped { stamp_of(5) } else { Object::new() });
-        let card = block_on(h.registry().local_card("bo")).unwrap().unwrap();
+        let card = block_on(h.lookup().local_card("bo")).unwrap().unwrap();
         let verified = env.verify(&card, h.now()).unwrap();
         let answer = block_on(h.mailbox().accept(&verified, &card, &[ana.address.clone(), cy.address.clone()]));
         match (answer, expected) {

@@ -985,7 +985,7 @@ impl Case {
         let libro = self.libro();
         let m = &self.members[who];
         let card = if m.house == 0 {
-            Rc::new(block_on(libro.registry().local_card(m.address.local())).unwrap().unwrap())
+            Rc::new(block_on(libro.lookup().local_card(m.address.local())).unwrap().unwrap())
         } else {
             Rc::new((*block_on(libro.lookup().resolve_agent(&m.address, false)).unwrap()).clone())
         };

@@ -153,7 +153,7 @@ fn quote(
 /// The operator's card as `h` knows it: its own agent's, or resolved.
 fn card_of(h: &TestHouse, who: &Address) -> Verified<AgentCard> {
     if who.domain() == h.config.domain {
-        block_on(h.registry().local_card(who.local())).unwrap().unwrap()
+        block_on(h.lookup().local_card(who.local())).unwrap().unwrap()
     } else {
         (*block_on(h.lookup().resolve_agent(who, false)).unwrap()).clone()
     }

@@ -431,7 +431,7 @@ trait LocalCard {
 
 impl LocalCard for TestHouse {
     fn block_local_card(&self, local: &str) -> nyx5_proto::Verified<AgentCard> {
-        block_on(self.registry().local_card(local)).unwrap().unwrap()
+        block_on(self.lookup().local_card(local)).unwrap().unwrap()
     }
 }
 

@@ -330,7 +330,7 @@ fn a_verdict_the_libro_refuses_for_good_ends_the_check() {
     let (inner, buyer) = (h.clone(), ana.address.clone());
     check_due_again(&w, &h, &ana, &bo, move || {
         // The buyer releases while verifica@ is fetching.
-        let card = block_on(inner.registry().local_card(buyer.local())).unwrap().unwrap();
+        let card = block_on(inner.lookup().local_card(buyer.local())).unwrap().unwrap();
         let v = release.clone().verify(&card, inner.now()).unwrap();
         let out = block_on(inner.mailbox().accept(&v, &card, v.to())).unwrap();
         assert_eq!(out[0].1, nyx5_house::mailbox::Outcome::Accepted);
@@ -699,7 +699,7 @@ fn the_same_take_delivered_again_is_answered_as_done_whatever_the_quota_says() {
     .unwrap()
     .sign(&cy.sig)
     .unwrap();
-    let card = block_on(h.registry().local_card("cy")).unwrap().unwrap();
+    let card = block_on(h.lookup().local_card("cy")).unwrap().unwrap();
     let verified = env.verify(&card, h.now()).unwrap();
     let first = block_on(h.mailbox().accept(&verified, &card, verified.to())).unwrap();
     assert_eq!(first[0].1, nyx5_house::mailbox::Outcome::Accepted);

@@ -65,12 +65,10 @@ const ORDER: &[&str] = &["base", "rules", "store", "services", "house", "routes"
 /// Arrows up that the code has today: `from -> to`, each a module path.
 const KNOWN_UPWARD: &[&str] = &[];
 
-/// Circles of modules in one layer that the code has today, each as its modules, sorted. Both
-/// are services that call each other (issue 37 §2 made the calls paths): a local agent's card
-/// is the registry's and a token from another house's agent needs the lookup (`auth resolver`);
-/// mail for `libro@` is an operation and the Libro's receipts and its agents' operations are
-/// mail (`libro mailbox`).
-const KNOWN_CIRCLES: &[&str] = &["auth resolver", "libro mailbox"];
+/// Circles of modules in one layer that the code has today, each as its modules, sorted. One
+/// pair of services calls each other (issue 37 §2 made the calls paths): mail for `libro@` is an
+/// operation and the Libro's receipts and its agents' operations are mail (`libro mailbox`).
+const KNOWN_CIRCLES: &[&str] = &["libro mailbox"];
 
 /// A crate whose modules keep layers: where its code is, its table of layers (lowest first in
 /// `order`; the longest listed prefix of a module's path wins), the items its root re-exports

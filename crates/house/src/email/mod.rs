@@ -18,13 +18,13 @@ use std::cell::{Cell, RefCell};
 use nyx5_proto::card::DomainCard;
 use nyx5_proto::{Timestamp, Verified};
 
-use crate::auth::SystemCards;
 use crate::config::Config;
 use crate::ground::Ground;
 use crate::mailbox::{Mailbox, PolicyMemo};
 use crate::outbound::Guarded;
 use crate::ports::{Db, Net, OutRequest};
 use crate::resolver::CardMemo;
+use crate::resolver::SystemCards;
 
 pub use crate::config::{EMAIL_OUT_PER_AGENT_PER_MINUTE, EMAIL_PER_SENDER_PER_MINUTE, GATEWAY_LOCAL, RESEND_URL};
 /// Longest outbound email body, in bytes.

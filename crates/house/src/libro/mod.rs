@@ -28,7 +28,7 @@ use nyx5_proto::libro::{EntryDraft, GENESIS, Primitive, escrow_account, house_ac
 use nyx5_proto::receipt::{self, Receipt};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
-use crate::auth::{Registry, SystemCards};
+use crate::auth::Registry;
 use crate::config::Config;
 use crate::ground::Ground;
 use crate::mailbox::{Mailbox, PolicyMemo};
@@ -36,6 +36,7 @@ use crate::outbound::Guarded;
 use crate::port_error;
 use crate::ports::OutRequest;
 use crate::ports::{Db, Net, PortError, Stmt};
+use crate::resolver::SystemCards;
 use crate::resolver::{CardMemo, Lookup};
 use crate::store::libro as store;
 use crate::store::queue::{self as queue_store, NewJob, Outgoing};

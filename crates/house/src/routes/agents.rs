@@ -27,7 +27,7 @@ pub const DIRECTORY_MAX_LIMIT: i64 = 100;
 /// key reset or rotation must not be served the card from before it (hostile review of issue
 /// 36 §2, M1: a thief's reset key accepted through a lagging replica).
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
-    if let Some(card) = house.registry().system_card(local) {
+    if let Some(card) = house.lookup().system_card(local) {
         return Ok(Response::json(200, &card.to_value()));
     }
     let card = store::card(&house.db, local)
@@ -304,7 +304,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
             match house.registry().authenticate_owner(req, &e.local, Keys::Current).await {
                 Ok(_) => {}
                 Err(err) if err.kind == ErrorKind::Unauthenticated => {
-                    return Err(match house.registry().local_card(&e.local).await {
+                    return Err(match house.lookup().local_card(&e.local).await {
                         Err(why) if why.kind == ErrorKind::Unavailable => why,
                         Err(why) => Refusal::CardNoLongerVerifies.because(format!(
                             "the card of {} no longer verifies here ({}); only the operator may update it",
@@ -347,7 +347,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let parent = match address.parent() {
         Some(p) => Some(
             house
-                .registry()
+                .lookup()
                 .local_card(p.local())
                 .await?
                 .ok_or_else(|| Refusal::UnknownParent.because(format!("parent {p} is not registered here")))?,

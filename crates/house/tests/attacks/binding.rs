@@ -110,7 +110,7 @@ fn a_leaked_token_for_post_agents_cannot_carry_another_body() {
     let resp = call(&a, "POST", "/agents", &[("authorization", &leaked)], &takeover);
     assert_ne!(resp.status, 200);
     assert_ne!(resp.status, 201);
-    let card = block_on(a.registry().local_card("ana")).unwrap().unwrap();
+    let card = block_on(a.lookup().local_card("ana")).unwrap().unwrap();
     assert_eq!(card.sig(), ana.sig.public(), "ana keeps her key");
     // The genuine request with that token still works: the binding refuses only other bodies.
     json(&call(&a, "POST", "/agents", &[("authorization", &leaked)], &intended), 200);

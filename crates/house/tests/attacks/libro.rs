@@ -177,7 +177,7 @@ fn a_vouch_backed_by_a_puppet_verifier_or_a_short_bond_opens_nothing() {
             )])),
         )]);
         let env = envelope(dan, &format!("v-{i}"), &[&cy.address], |d| d.extra = ext);
-        let card = block_on(h.registry().local_card("dan")).unwrap().unwrap();
+        let card = block_on(h.lookup().local_card("dan")).unwrap().unwrap();
         let verified = env.verify(&card, h.now()).unwrap();
         let out = block_on(h.mailbox().accept(&verified, &card, std::slice::from_ref(&cy.address))).unwrap();
         assert_eq!(code(&out[0].1), 402, "{bond_id}");
@@ -207,7 +207,7 @@ fn a_stamp_is_not_paid_by_a_rotated_out_key() {
     let stamp =
         |amount: i64| obj([("stamp", Value::Object(obj([("house", "a.test".into()), ("amount", amount.into())])))]);
     let env = envelope(&old, "s-old", &[&thief.address], |d| d.extra = stamp(50));
-    let card = block_on(h.registry().local_card("vic")).unwrap().unwrap();
+    let card = block_on(h.lookup().local_card("vic")).unwrap().unwrap();
     let verified = env.verify(&card, h.now()).expect("an old key in its grace still signs mail");
     let out = block_on(h.mailbox().accept(&verified, &card, std::slice::from_ref(&thief.address))).unwrap();
     assert_eq!(code(&out[0].1), 403);

@@ -115,7 +115,7 @@ fn no_signature_verifies_as_a_document_of_another_kind() {
 
     // Domain card and agent card, as the house serves them.
     all.push(member(h.card().object(), "signature", Context::DomainCard));
-    let card = block_on(h.registry().local_card("mallory")).unwrap().unwrap();
+    let card = block_on(h.lookup().local_card("mallory")).unwrap().unwrap();
     all.push(member(card.object(), "certification", Context::AgentCard));
     // A registration body (proof of possession).
     let reg = mallory.registration(&h, &[]);
