@@ -320,3 +320,22 @@ fn a_pass_over_the_outbox_says_how_many_it_tried() {
 fn error_of(v: &Value) -> &str {
     v.as_object().and_then(|o| o.get("error")).and_then(Value::as_str).unwrap_or_default()
 }
+
+/// A stored state none the house knows (a hand-edited database, a downgrade) is the house's own
+/// fault: the outbox answers 500, never a guess such as "pending" (review of issue 37 §5).
+#[test]
+fn an_email_or_job_in_a_state_the_house_does_not_know_is_a_500_not_a_guess() {
+    use nyx5_house::Db;
+    use nyx5_house::ports::Stmt;
+    let (world, house, ana, _provider) = world(false);
+    json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", "hello".into())])), 202);
+    assert_eq!(emails(&house, &ana)[0]["state"].as_str(), Some("pending"));
+    let raw = |sql: &'static str| block_on(house.db.query(Stmt::new(sql, vec![]))).unwrap();
+    raw("PRAGMA ignore_check_constraints = ON");
+    raw("UPDATE email_out SET state = 'mislaid'");
+    let v = json(&ana.get(&house, "/outbox/ana"), 500);
+    assert_eq!(v.as_object().unwrap()["error"].as_str(), Some("internal"), "{v:?}");
+    raw("UPDATE email_out SET state = 'pending'");
+    json(&ana.get(&house, "/outbox/ana"), 200);
+    drop(world);
+}

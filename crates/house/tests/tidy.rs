@@ -1091,3 +1091,19 @@ fn every_refusal_row_is_made_somewhere() {
     let never: Vec<_> = rows.iter().filter(|r| !made.contains(**r)).collect();
     assert!(never.is_empty(), "rows of the refusal table nothing makes: {never:?}");
 }
+
+/// wasm-opt is never told that loads, stores or divisions cannot trap: with that promise it may
+/// run one the source reaches only behind a check (`if c { load p }` becomes a `select` that
+/// loads anyway), so a value from the network would trap the isolate (review of issue 37: a safe
+/// Rust program that traps only with `--ignore-implicit-traps`; docs/decisions/0067).
+#[test]
+fn the_worker_is_never_optimised_on_a_promise_that_nothing_traps() {
+    let budgets = std::fs::read_to_string(repo_root().join("benches/budgets.json")).unwrap();
+    let build = std::fs::read_to_string(repo_root().join("scripts/build-worker")).unwrap();
+    for text in [&budgets, &build] {
+        for flag in ["--ignore-implicit-traps", "--traps-never-happen", "\"-iit\"", "\"-tnh\"", " -iit", " -tnh"] {
+            assert!(!text.contains(flag), "wasm-opt must not be given {flag}");
+        }
+    }
+    assert!(budgets.contains("\"wasm_opt\""), "the flags are where this test reads them");
+}

@@ -10,6 +10,7 @@ use crate::ports::{Db, Net, Reads, Row};
 use crate::queue::{JobState, Progress};
 use crate::store::queue as store;
 use crate::{House, ok_body};
+use nyx5_rules::libro::state::stored;
 use nyx5_rules::queue::EmailState;
 
 /// Outbox page size (envelopes): default and most.
@@ -29,9 +30,10 @@ fn time(ms: Option<i64>) -> Value {
     ms.map(|t| Timestamp(t).to_rfc3339()).into()
 }
 
-/// One job as the sender sees it.
-fn job(r: &Row) -> Value {
-    let state = r.text("state").and_then(JobState::parse).unwrap_or(JobState::Pending);
+/// One job as the sender sees it; a stored state none the house knows is its own fault (500).
+fn job(r: &Row) -> Result<Value, Error> {
+    let text = r.text("state").unwrap_or_default();
+    let state = JobState::parse(text).ok_or_else(|| stored("job state", text))?;
     let attempts = r.int("attempts").unwrap_or(0);
     let progress = Progress::parse(r.text("result"));
     // A job that ended with nobody's delivery confirmed is stored `bounced`; when an attempt may
@@ -66,13 +68,14 @@ fn job(r: &Row) -> Value {
         let why = r.text("last_error").unwrap_or(crate::queue::UNDETERMINED);
         o.insert("reason".into(), why.into());
     }
-    Value::Object(o)
+    Ok(Value::Object(o))
 }
 
 /// One outbound email as its sender sees it: `pending` (with why, at a house without provider),
 /// `retrying`, `sent` or `failed`.
-fn email(r: &Row, provider: bool) -> Value {
-    let state = r.text("state").and_then(EmailState::parse).unwrap_or(EmailState::Pending);
+fn email(r: &Row, provider: bool) -> Result<Value, Error> {
+    let text = r.text("state").unwrap_or_default();
+    let state = EmailState::parse(text).ok_or_else(|| stored("email state", text))?;
     let attempts = r.int("attempts").unwrap_or(0);
     let shown = match state {
         EmailState::Pending if attempts > 0 => "retrying",
@@ -95,7 +98,7 @@ fn email(r: &Row, provider: bool) -> Value {
     if state == EmailState::Pending && !provider {
         o.insert("reason".into(), crate::routes::email::NO_PROVIDER.into());
     }
-    Value::Object(o)
+    Ok(Value::Object(o))
 }
 
 /// GET /outbox/:local?before=<seq>&limit=<n> — owner only (authenticated on the primary); the
@@ -128,7 +131,7 @@ pub async fn get<D: Db, N: Net>(
             ));
         }
         if let Some((_, Some(Value::Array(jobs)))) = envelopes.last_mut().map(|(s, o)| (*s, o.get_mut("jobs"))) {
-            jobs.push(job(r));
+            jobs.push(job(r)?);
         }
     }
     let next = if envelopes.len() as i64 == limit { envelopes.last().map(|(s, _)| *s) } else { None };
@@ -140,7 +143,7 @@ pub async fn get<D: Db, N: Net>(
     {
         let provider = crate::email::outbound::has_provider(&house.config);
         let rows = crate::store::email::out_page(&stale, card.address().as_str(), limit).await?;
-        o.insert("emails".into(), Value::Array(rows.iter().map(|r| email(r, provider)).collect()));
+        o.insert("emails".into(), Value::Array(rows.iter().map(|r| email(r, provider)).collect::<Result<_, _>>()?));
     }
     Ok(Response::json(200, &answer))
 }
