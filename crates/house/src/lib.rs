@@ -184,7 +184,7 @@ impl<D: Db, N: Net> House<D, N> {
         Ground { config: &self.config, clock: &*self.clock, rng: &*self.rng }
     }
 
-    /// The registry: cards of local agents, who is asking, the operator.
+    /// The registry: who is asking, the operator.
     pub fn registry(&self) -> Registry<'_, D, N> {
         let (ground, config, db, net, cards, card, systems) = self.core();
         Registry { ground, config, db, net, cards, card, systems }

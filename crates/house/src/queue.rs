@@ -144,7 +144,7 @@ impl<D, N> std::fmt::Debug for Queue<'_, D, N> {
 }
 
 impl<'h, D: Db, N: Net> Queue<'h, D, N> {
-    /// The registry (cards of local agents, who is asking), over the same borrows.
+    /// The registry (who is asking, the operator), over the same borrows.
     pub fn registry(&self) -> Registry<'h, D, N> {
         Registry {
             ground: self.ground,

@@ -172,7 +172,7 @@ pub struct SystemCards {
     pub tareas: Verified<AgentCard>,
 }
 
-/// The house's view of cards: its own domain card, its agents' (from the registry), and other
+/// The house's view of cards: its own domain card, its agents' (stored and system), and other
 /// houses' and their agents', fetched and verified by a [`Resolver`] over the house's network,
 /// pins and memo.
 pub struct Lookup<'h, D, N> {

@@ -8,7 +8,7 @@
 //! {Worker, cli}`, web on proto alone.)
 //!
 //! The arrows and circles a crate has today are listed beside its table (the house's are
-//! [`KNOWN_UPWARD`] and [`KNOWN_CIRCLES`], both empty now): the debt issue 37 pays off. The lists
+//! [`KNOWN_UPWARD`], empty, and [`KNOWN_CIRCLES`], one pair of services): the debt issue 37 pays off. The lists
 //! only shrink: a new arrow up fails the test, and so does a listed one that is gone (take it off
 //! the list, so it cannot come back unseen). The engine's services are views of the house's
 //! borrows (issue 37 §2): a service that needs another builds it by name (`self.libro()` is

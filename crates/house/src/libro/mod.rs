@@ -223,7 +223,7 @@ impl<D, N> std::fmt::Debug for Libro<'_, D, N> {
 }
 
 impl<'h, D: Db, N: Net> Libro<'h, D, N> {
-    /// The registry (cards of local agents, who is asking), over the same borrows.
+    /// The registry (who is asking, the operator), over the same borrows.
     pub fn registry(&self) -> Registry<'h, D, N> {
         Registry {
             ground: self.ground,
