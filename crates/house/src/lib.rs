@@ -296,8 +296,17 @@ impl<D: Db, N: Net> House<D, N> {
 }
 
 impl<D: Db, N: Net> ports::Local for House<D, N> {
+    /// The answer as `handle` gives it, except that mail left waiting in the queue stays the
+    /// caller's to kick: a tick's crawl of its own directory must not swallow the kick of the
+    /// receipts a verdict queued before it (the flag is set again, not taken).
     fn answer<'a>(&'a self, req: Request) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + 'a>> {
-        Box::pin(self.handle(req))
+        Box::pin(async move {
+            let resp = self.handle(req).await;
+            if resp.kick {
+                self.queued.set(true);
+            }
+            resp
+        })
     }
 }
 

@@ -891,3 +891,25 @@ fn accounts_topups_and_the_journal_hold_their_bounds() {
     assert_eq!(seen, (1..=total).collect::<Vec<_>>(), "every entry once, in order");
     assert!(total >= 3);
 }
+
+/// The house reaching its own routes through the `Local` port (the index crawl of its own
+/// directory, in the same tick as verdicts that queued receipts) leaves a pending kick for the
+/// house's own answer: the nested answer must not swallow it (review of issue 37 §2).
+#[test]
+fn the_house_asking_itself_leaves_a_pending_kick_in_place() {
+    use nyx5_house::ports::Local;
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let bo = Agent::new("bo@b.test", 98);
+    register(&b, &bo, None);
+    topup(&a, bo.address.as_str(), 5);
+    let env = signed_op(&w, &bo, "a.test", "bal-local", obj([("op", "balance".into())]));
+    let card = block_on(a.lookup().resolve_agent(&bo.address, false)).unwrap();
+    let v = env.verify(&card, a.now()).unwrap();
+    // Done outside a request (as a tick's verdict is): bo's receipt waits in a.test's queue.
+    block_on(a.libro().operate(&v, &card));
+    let inner = block_on(a.answer(nyx5_house::Request::new("GET", "/health", vec![], vec![])));
+    assert_eq!(inner.status, 200);
+    assert!(call_raw(&a, "GET", "/health", &[], vec![]).kick, "the receipt for b.test still asks for a kick");
+}
