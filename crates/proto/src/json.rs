@@ -394,6 +394,39 @@ fn write_other_number(n: f64, out: &mut String) {
 extern "C" {
     #[wasm_bindgen(js_name = String)]
     fn js_string(n: f64) -> String;
+    #[wasm_bindgen(js_name = Number)]
+    fn js_number(literal: &str) -> f64;
+}
+
+/// The double nearest a JSON number literal the grammar has already checked (`integral`: no
+/// fraction, no exponent). An integer of at most 15 digits is read here, exactly: what nearly
+/// every number in the protocol is. Any other literal goes to Rust's `parse`, or on wasm32 to the
+/// host's `Number(literal)`, which rounds to nearest too (every wasm32 build of Nyx5 runs inside a
+/// JavaScript engine), sparing the Worker Rust's float parser and its table of powers of five
+/// (~10 KB of the wasm, docs/decisions/0067-bundle-back-in-budget.md).
+fn read_number(literal: &str, integral: bool) -> Option<f64> {
+    let digits = literal.strip_prefix('-').unwrap_or(literal);
+    if integral && digits.len() <= 15 {
+        // Below 10^15 < 2^53 every integer is a double of its own; `-0` stays negative.
+        let mut m: u64 = 0;
+        for b in digits.bytes() {
+            m = m * 10 + u64::from(b.wrapping_sub(b'0'));
+        }
+        let n = m as f64;
+        return Some(if digits.len() < literal.len() { -n } else { n });
+    }
+    read_other_number(literal)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn read_other_number(literal: &str) -> Option<f64> {
+    let n = js_number(literal);
+    (!n.is_nan()).then_some(n)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn read_other_number(literal: &str) -> Option<f64> {
+    literal.parse().ok()
 }
 
 /// ECMAScript's Number::toString in Rust: the shortest digits that round-trip, ties to even,
@@ -799,7 +832,7 @@ impl<'a, 'm> Parser<'a, 'm> {
             }
         }
         let literal = self.source.get(start..self.pos).ok_or_else(|| self.fail("bad number"))?;
-        let n: f64 = literal.parse().map_err(|_| self.fail("bad number"))?;
+        let n = read_number(literal, integral).ok_or_else(|| self.fail("bad number"))?;
         if !n.is_finite() {
             self.pos = start;
             return Err(self.fail("number out of range"));
@@ -904,6 +937,61 @@ fn object_of(pairs: &mut dyn Iterator<Item = (&str, Value)>) -> Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_read_as_rust_parses_them() {
+        // The integer fast path (and the wasm32 host's `Number`, in its place of `parse`) must
+        // give the very double `parse` gives, sign of zero included.
+        let mut literals: Vec<String> = [
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "9",
+            "10",
+            "42",
+            "-42",
+            "999999999999999",
+            "-999999999999999",
+            "1000000000000000",
+            "9007199254740992",
+            "9007199254740993",
+            "100000000000000000000",
+            "-100000000000000000000",
+            "0.5",
+            "-0.0",
+            "1e2",
+            "1E-7",
+            "1.5e+300",
+            "1e400",
+            "-1e400",
+            "1e-400",
+            "123456789012345678901234567890",
+            "0.1",
+            "2.2250738585072014e-308",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let mut x: u64 = 1;
+        for digits in 1..=20 {
+            for _ in 0..50 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let mut lit = (x % 10u64.pow(digits.min(19))).to_string();
+                if digits == 20 {
+                    lit.push('7');
+                }
+                literals.push(lit.clone());
+                literals.push(format!("-{lit}"));
+            }
+        }
+        for lit in &literals {
+            let integral = !lit.contains(['.', 'e', 'E']);
+            let want: f64 = lit.parse().unwrap();
+            let got = read_number(lit, integral).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "{lit}");
+        }
+    }
 
     fn canon(s: &str) -> String {
         Value::parse_str(s).map(|v| v.canonical_string()).unwrap_or_else(|e| format!("ERR {e}"))
