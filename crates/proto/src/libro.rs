@@ -361,6 +361,17 @@ impl Auditor {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_primitive_is_the_text_entries_carry_and_reads_back() {
+        let texts: Vec<&str> = Primitive::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(texts, ["issue", "charge", "hold", "release", "refund", "forfeit", "stamp"]);
+        for p in Primitive::ALL {
+            assert_eq!(Primitive::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(Primitive::parse("Issue"), None);
+        assert_eq!(Primitive::parse(""), None);
+    }
+
     fn key() -> SigningKey {
         SigningKey::from_seed([7; 32])
     }
