@@ -1,8 +1,11 @@
 //! nyx5-client: an agent's side of Nyx5 over `nyx5-proto` and `nyx5-rules` (issue 37 §6). The
 //! one resolver and the trust rules it applies, the outbound policy, the hosts file and the
 //! network port, shared by the house (`nyx5-house` re-exports them), the `nyx5` command's agent
-//! verbs and the browser (`nyx5-web`, which calls [`trust`]). No engine, database, runtime or
-//! HTTP client: the caller supplies the transport ([`ports::Net`]).
+//! verbs and the browser (`nyx5-web`, which calls [`trust`]); and the verbs' own steps, the same
+//! for the command and the browser: sealing and signing a send ([`send`]), a mail's verdict
+//! ([`inbox`]), a Libro operation and its receipt ([`libro`]), the profile's format ([`profile`]).
+//! No engine, database, runtime or HTTP client: the caller supplies the transport
+//! ([`ports::Net`]); files stay the caller's.
 #![forbid(unsafe_code)]
 
 pub mod asks;
