@@ -355,7 +355,7 @@ pub struct CacheEntry<'a> {
 /// A domain card found on its domain's own resolution chain — the hosts file, a house the caller
 /// keeps as the domain's own ([`Sources::known`]), the DNS record, or the domain's well-known
 /// URL — never at a URL given for another purpose ([`Sources::given`]). Only the resolver makes
-/// one (its field is private, and it needs an [`OnChain`] from [`Resolver::locate`]), so a
+/// one (its field is private, and it needs an `OnChain` from `Resolver::locate`), so a
 /// [`PinStore`] is asked to pin or keep a domain card only with the proof of where it came from.
 #[derive(Debug, Clone, Copy)]
 pub struct ChainCard<'a> {
