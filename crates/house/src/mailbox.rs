@@ -263,6 +263,9 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         // is done, not stored (libro/mod.rs); a quote for `tareas@` is a task taken
         // (libro/tareas.rs); `verifica@` reads no mail.
         // (`operate` answers an operation done or refused before as it was, even past `expires`.)
+        // This is not the only way in: the house's own agents hand their operations to
+        // `operate` directly (`Libro::operate_as`), so a check every operation needs belongs
+        // in `operate`, not here.
         if locals.remove(nyx5_rules::libro::LIBRO) {
             let outcome = self.libro().operate(env, sender).await;
             decided.insert(nyx5_rules::libro::LIBRO.to_owned(), outcome);

@@ -200,8 +200,6 @@ pub struct Libro<'h, D, N> {
 
 view!(Libro);
 
-impl<'h, D: Db, N: Net> Libro<'h, D, N> {}
-
 impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// The rules the kernel applies here.
     pub fn libro_rules(&self) -> Rules {

@@ -227,7 +227,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
 
     /// The desk takes back what it holds for tasks taken more than [`HOLD_MS`] ago and never
     /// delivered, or delivered and given up by `verifica@`, a few a tick, each with a `refund`
-    /// from `tareas@` through `Mailbox::accept`.
+    /// from `tareas@` through `Libro::operate`, as any agent's.
     /// Answers how many it took back.
     pub async fn tareas_upkeep(&self) -> Result<u32, Error> {
         let now = self.now();

@@ -9,9 +9,9 @@
 //! [`judge`]s them: all pass, and it releases; one fails, and it refunds; one could not run
 //! (network, timeout, missing evidence), and nothing is decided — the check waits and is tried
 //! again, a bounded number of times, and the parties are told why. A verdict travels as an
-//! envelope from `verifica@`, signed with the domain key, through `Mailbox::accept` like any
-//! agent's operation (the Libro is never operated from the inside), and the kernel writes it
-//! into the contract.
+//! envelope from `verifica@`, signed with the domain key, to `Libro::operate`, the door every
+//! agent's operation goes through (the Libro is never operated from the inside), and the kernel
+//! writes it into the contract.
 
 use nyx5_proto::card::{AgentCard, AgentCardDraft};
 use nyx5_proto::crypto::{hex, sha256};
