@@ -16,13 +16,13 @@ pub use inbound::EmailOutcome;
 use std::cell::{Cell, RefCell};
 
 use nyx5_proto::card::DomainCard;
-use nyx5_proto::{Timestamp, Verified};
+use nyx5_proto::{Error, Refusal, Timestamp, Verified};
 
 use crate::config::Config;
 use crate::ground::Ground;
 use crate::mailbox::{Mailbox, PolicyMemo};
 use crate::outbound::Guarded;
-use crate::ports::{Db, Net, OutRequest};
+use crate::ports::{Db, Net, OutRequest, PortError};
 use crate::resolver::CardMemo;
 use crate::resolver::SystemCards;
 
@@ -79,5 +79,50 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// A fresh UUID v4.
     pub fn new_id(&self) -> String {
         self.ground.new_id()
+    }
+}
+
+/// An email an agent asks the bridge to send.
+pub use crate::store::email::NewEmail;
+
+/// The bridge's reads and writes for the routes (issue 37 §2, "routes call services"): emails
+/// received to reply to, emails queued out, an agent's sent emails.
+impl<'h, D: Db, N: Net> Email<'h, D, N> {
+    /// The stored text of email `id` received from the `gateway` into `local`'s mailbox.
+    pub async fn received(&self, local: &str, id: &str, gateway: &str) -> Result<Option<String>, Error> {
+        crate::store::email::received(self.db, local, id, gateway).await
+    }
+
+    /// Queues `email` in one batch that counts it towards its agent's (`local`) minute (429 when
+    /// full). `None` when queued; the stored row when one with its id was queued before.
+    pub async fn queue_out(&self, email: &NewEmail<'_>, local: &str) -> Result<Option<crate::ports::Row>, Error> {
+        let cap = self.config.email_out_per_agent_per_minute;
+        let bucket = format!("email-out:{local}");
+        let count = crate::store::agents::count_in_window(&bucket, email.now / 60_000, cap);
+        match self.db.batch(vec![crate::store::email::insert_out(email), count]).await {
+            Ok(_) => Ok(None),
+            Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
+                Err(Refusal::TooManyEmails
+                    .because(format!("at most {cap} emails a minute from one agent; try again shortly")))
+            }
+            Err(PortError::Constraint { name }) => {
+                let row = crate::store::email::out_entry(self.db, email.id)
+                    .await?
+                    .ok_or_else(|| crate::port_error(PortError::Constraint { name }))?;
+                Ok(Some(row))
+            }
+            Err(e) => Err(crate::port_error(e)),
+        }
+    }
+
+    /// `sender`'s latest emails out, at most `limit`, read through the request's stale-tolerant
+    /// `reads`.
+    pub async fn sent_page(
+        &self,
+        reads: &crate::ports::Reads,
+        sender: &str,
+        limit: i64,
+    ) -> Result<Vec<crate::ports::Row>, Error> {
+        crate::store::email::out_page(&crate::ports::Stale { db: self.db, reads }, sender, limit).await
     }
 }
