@@ -1,18 +1,13 @@
 //! Who is asking: agents by signed token (spec §8), the operator by bearer token.
 
-use nyx5_proto::Timestamp;
 use nyx5_proto::auth::{AuthHeader, Keys, NonceClaim, Target};
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::card::DomainCard;
-use nyx5_proto::{Address, Error, ErrorKind, Refusal, Verified, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Timestamp, Verified, limits};
 
-use crate::config::Config;
-use crate::ground::Ground;
 use crate::http::Request;
-use crate::outbound::Guarded;
 use crate::ports::{Db, Net, PortError};
-use crate::resolver::{CardMemo, Lookup, SystemCards};
 use crate::store::constraint;
+use crate::view::{Core, view};
 use crate::{port_error, store};
 
 /// 401 for a token whose agent has no card here that verifies.
@@ -59,43 +54,15 @@ pub const RESERVED: &[&str] = &[
 /// from the [`Lookup`]), and the re-certification of stored cards under a rotated domain key
 /// (`domain_keys`).
 pub struct Registry<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
+    pub(crate) core: Core<'h, D, N>,
 }
 
-impl<D, N> std::fmt::Debug for Registry<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
+view!(Registry);
 
-impl<'h, D: Db, N: Net> Registry<'h, D, N> {
-    /// The house's cards of agents and houses, local or fetched, over the same borrows.
-    pub fn lookup(&self) -> Lookup<'h, D, N> {
-        Lookup {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
+impl<'h, D, N> Core<'h, D, N> {
+    /// The registry (who is asking, the operator), over the same borrows.
+    pub fn registry(&self) -> Registry<'h, D, N> {
+        Registry { core: *self }
     }
 }
 

@@ -14,25 +14,19 @@
 //! ([`Budget`]); a step that runs out of budget halfway writes nothing and is done again by the
 //! next tick.
 
-use nyx5_proto::Verified;
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{Value, field};
 use nyx5_proto::sign::verify_object;
 use nyx5_proto::vecmap::VecSet;
 use nyx5_proto::{Address, Error, Refusal, Timestamp, limits};
 
-use crate::config::Config;
-use crate::ground::Ground;
 use crate::http::Request;
-use crate::outbound::Guarded;
 use crate::ports::Local;
 use crate::ports::{Db, Net};
-use crate::resolver::SystemCards;
 use crate::resolver::{Budget, Resolved};
-use crate::resolver::{CardMemo, Lookup};
 use crate::store::index::{self as store, CardRow, HouseRow};
+use crate::view::{Core, view};
 
 /// Cards asked for per directory page.
 pub const PAGE: i64 = 50;
@@ -110,46 +104,11 @@ pub fn card_index(card: &AgentCard) -> crate::store::agents::Index {
 /// The index crawl (spec "Index"): other houses' directories and histories, read a few
 /// fetches a tick; the house's own through its routes (`local`).
 pub struct Index<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
+    pub(crate) core: Core<'h, D, N>,
     pub(crate) local: &'h dyn Local,
 }
 
-impl<D, N> std::fmt::Debug for Index<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Index").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
-
-impl<'h, D: Db, N: Net> Index<'h, D, N> {
-    /// The house's cards of agents and houses, local or fetched, over the same borrows.
-    pub fn lookup(&self) -> Lookup<'h, D, N> {
-        Lookup {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
-    }
-}
+view!(Index);
 
 impl<'h, D: Db, N: Net> Index<'h, D, N> {
     /// One tick's share of the crawl: steps over the due houses until the budget of fetches or

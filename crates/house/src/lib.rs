@@ -31,6 +31,7 @@ pub use nyx5_client::site;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
+pub mod view;
 pub mod warm;
 pub mod web;
 pub use nyx5_client::weburl;
@@ -53,7 +54,7 @@ use libro::Libro;
 use mailbox::Mailbox;
 use queue::Queue;
 use resolver::Lookup;
-use resolver::SystemCards;
+use view::{CardMemo, Core, PolicyMemo, Post, SystemCards};
 
 /// Extensions this house declares in its domain card.
 pub const EXTENSIONS: &[&str] = &[web::a2a::EXT_A2A, email::EXT_EMAIL, libro::EXT_LIBRO, nyx5_rules::policy::EXT_AVAL];
@@ -70,9 +71,9 @@ pub struct House<D, N> {
     /// The cards of `libro@`, `verifica@` and `tareas@` (signed with the domain key; see `libro`).
     systems: SystemCards,
     /// Verified cards of other houses and their agents, for five minutes (see `resolver`).
-    cards: resolver::CardMemo,
+    cards: CardMemo,
     /// The inbox policies read from this house's own stored cards (see `mailbox`).
-    policies: mailbox::PolicyMemo,
+    policies: PolicyMemo,
     /// Webhook pushes waiting for the answer to go out (see [`Mailbox::send_pushes`]).
     pushes: std::cell::RefCell<Vec<ports::OutRequest>>,
     /// The Libro queued mail due now (receipts for other houses) since this was last taken: the
@@ -136,7 +137,7 @@ impl<D: Db, N: Net> House<D, N> {
         let verifica = libro::verifica::verifica_card(&card, &config.key, since)?;
         let tareas = libro::tareas::tareas_card(&card, &config.key, since)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
-        let (cards, pushes) = (resolver::CardMemo::default(), Default::default());
+        let (cards, pushes) = (CardMemo::default(), Default::default());
         let bookmark_key = bookmark::BookmarkKey::derive(&config.key.seed());
         Ok(House {
             config,
@@ -186,55 +187,55 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The registry: who is asking, the operator.
     pub fn registry(&self) -> Registry<'_, D, N> {
-        let (ground, config, db, net, cards, card, systems) = self.core();
-        Registry { ground, config, db, net, cards, card, systems }
+        self.core().registry()
     }
 
     /// The house's cards of agents and houses, local or fetched and verified.
     pub fn lookup(&self) -> Lookup<'_, D, N> {
-        let (ground, config, db, net, cards, card, systems) = self.core();
-        Lookup { ground, config, db, net, cards, card, systems }
+        self.core().lookup()
     }
 
     /// The mailboxes: accepting mail, the webhook pushes.
     pub fn mailbox(&self) -> Mailbox<'_, D, N> {
-        let (ground, config, db, net, cards, card, systems) = self.core();
-        let (policies, pushes, queued) = (&self.policies, &self.pushes, &self.queued);
-        Mailbox { ground, config, db, net, cards, card, systems, policies, pushes, queued }
+        Mailbox { core: self.core(), post: self.post() }
     }
 
     /// The Libro and its system agents.
     pub fn libro(&self) -> Libro<'_, D, N> {
-        self.mailbox().libro()
+        Libro { core: self.core(), post: self.post() }
     }
 
     /// The email bridge.
     pub fn email(&self) -> Email<'_, D, N> {
-        let (ground, config, db, net, cards, card, systems) = self.core();
-        let (policies, pushes, queued) = (&self.policies, &self.pushes, &self.queued);
-        Email { ground, config, db, net, cards, card, systems, policies, pushes, queued }
+        Email { core: self.core(), post: self.post() }
     }
 
     /// The index crawl.
     pub fn index(&self) -> Index<'_, D, N> {
-        let (ground, config, db, net, cards, card, systems) = self.core();
-        Index { ground, config, db, net, cards, card, systems, local: self }
+        Index { core: self.core(), local: self }
     }
 
     /// The delivery queue and the tick's upkeep.
     pub fn queue(&self) -> Queue<'_, D, N> {
-        let (ground, config, db, net, cards, card, systems) = self.core();
-        let (policies, pushes, queued, upkept) = (&self.policies, &self.pushes, &self.queued, &self.upkept);
-        Queue { ground, config, db, net, cards, card, systems, policies, pushes, queued, upkept, local: self }
+        Queue { core: self.core(), post: self.post(), upkept: &self.upkept, local: self }
     }
 
-    /// The borrows most services hold.
-    #[allow(clippy::type_complexity)]
-    fn core(
-        &self,
-    ) -> (Ground<'_>, &Config, &D, &outbound::Guarded<N>, &resolver::CardMemo, &Verified<DomainCard>, &SystemCards)
-    {
-        (self.ground(), &self.config, &self.db, &self.net, &self.cards, &self.card, &self.systems)
+    /// The borrows every service holds.
+    fn core(&self) -> Core<'_, D, N> {
+        Core {
+            ground: self.ground(),
+            config: &self.config,
+            db: &self.db,
+            net: &self.net,
+            cards: &self.cards,
+            card: &self.card,
+            systems: &self.systems,
+        }
+    }
+
+    /// The cells the services that take or write mail share.
+    fn post(&self) -> Post<'_> {
+        Post { policies: &self.policies, pushes: &self.pushes, queued: &self.queued }
     }
 
     /// Works the queue once (see [`Queue::tick`]).

@@ -9,27 +9,18 @@
 //! Rates and lists key on the sender's site (`site.rs`): a sender's every subdomain shares one
 //! rate window, and a block of a domain blocks its subdomains.
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::task::Poll;
 
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
-use crate::auth::Registry;
-use crate::config::Config;
-use crate::config::MEMO_MAX_ENTRIES;
-use crate::ground::Ground;
 use crate::libro::Libro;
-use crate::outbound::Guarded;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
-use crate::resolver::SystemCards;
-use crate::resolver::{CardMemo, Lookup};
+use crate::view::{Core, Post, view};
 use crate::{port_error, store};
 use nyx5_rules::policy::{self, Decision, Facts, Policy};
 
@@ -129,49 +120,6 @@ const BUCKET_PREFIX: &str = "inbound:";
 /// What follows the local part in [`bucket`].
 fn bucket_suffix(site: &str) -> String {
     format!(":{site}")
-}
-
-/// What receiving needs from a recipient's card: its inbox policy and when the card ends.
-#[derive(Debug, Clone)]
-struct Inbox {
-    policy: Policy,
-    valid_until: Option<nyx5_proto::Timestamp>,
-}
-
-/// The inbox of each local agent, with the exact stored card text it was read from: the same
-/// text gives the same answer, so a card is parsed again only when it changed.
-#[derive(Default)]
-pub(crate) struct PolicyMemo(Mutex<VecMap<String, (String, Inbox)>>);
-
-impl PolicyMemo {
-    /// The `inbox.policy` of `local`'s stored card `card` at `now`: an error when the card does
-    /// not parse (internal), or 404 when it has expired (the agent no longer receives here).
-    fn policy(&self, local: &str, card: &str, now: nyx5_proto::Timestamp) -> Result<Policy, Error> {
-        let cached = self
-            .0
-            .lock()
-            .ok()
-            .and_then(|memo| memo.get(local).filter(|(text, _)| text == card).map(|(_, i)| i.clone()));
-        let inbox = match cached {
-            Some(inbox) => inbox,
-            None => {
-                let parsed = AgentCard::parse(card.as_bytes())
-                    .map_err(|e| Error::new(ErrorKind::Internal, format!("stored card: {e}")))?;
-                let inbox = Inbox { policy: Policy::of(parsed.inbox()), valid_until: parsed.valid_until() };
-                if let Ok(mut memo) = self.0.lock() {
-                    if memo.len() >= MEMO_MAX_ENTRIES {
-                        memo.clear();
-                    }
-                    memo.insert(local.to_owned(), (card.to_owned(), inbox.clone()));
-                }
-                inbox
-            }
-        };
-        if inbox.valid_until.is_some_and(|until| now >= until) {
-            return Err(Refusal::RecipientCardExpired.because(format!("the card of {local} has expired")));
-        }
-        Ok(inbox.policy)
-    }
 }
 
 /// What one query tells about a recipient before anything is decided.
@@ -291,75 +239,16 @@ fn expiry_refusal(env: &Envelope, now: Timestamp) -> Option<Error> {
 /// The mailboxes: accepting mail for local agents (spec §6) and the webhook pushes it leaves
 /// to send after the answer.
 pub struct Mailbox<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
-    pub(crate) policies: &'h PolicyMemo,
-    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
-    pub(crate) queued: &'h Cell<bool>,
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
 }
 
-impl<D, N> std::fmt::Debug for Mailbox<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mailbox").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
+view!(Mailbox);
 
 impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
-    /// The registry (who is asking, the operator), over the same borrows.
-    pub fn registry(&self) -> Registry<'h, D, N> {
-        Registry {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
-    /// The house's cards of agents and houses, local or fetched, over the same borrows.
-    pub fn lookup(&self) -> Lookup<'h, D, N> {
-        Lookup {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
     /// The Libro and its system agents, over the same borrows.
     pub fn libro(&self) -> Libro<'h, D, N> {
-        Libro {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            policies: self.policies,
-            pushes: self.pushes,
-            queued: self.queued,
-        }
-    }
-
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
+        Libro { core: self.core, post: self.post }
     }
 }
 
@@ -626,13 +515,15 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                     Refusal::EnvelopeIdTaken
                         .because(format!("envelope id {} is already taken by another sender", env.id())),
                 ),
-                (Some(r @ Recipient { holder: None, .. }), None) => match self.policies.policy(local, &r.card, now) {
-                    Ok(policy) => {
-                        candidates.push((local, policy, r));
-                        continue;
+                (Some(r @ Recipient { holder: None, .. }), None) => {
+                    match self.post.policies.policy(local, &r.card, now) {
+                        Ok(policy) => {
+                            candidates.push((local, policy, r));
+                            continue;
+                        }
+                        Err(e) => Outcome::Rejected(e),
                     }
-                    Err(e) => Outcome::Rejected(e),
-                },
+                }
             };
             decided.insert((*local).to_owned(), outcome);
         }
@@ -760,7 +651,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         let mut open = Vec::new();
         for r in &rows {
             let (Some(local), Some(card)) = (r.text("local"), r.text("card")) else { continue };
-            let Ok(policy) = self.policies.policy(local, card, now) else { continue };
+            let Ok(policy) = self.post.policies.policy(local, card, now) else { continue };
             let facts = Facts {
                 blocked: r.int("blocked") != Some(0),
                 allowed: r.int("allowed") == Some(1),
@@ -800,7 +691,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             headers: vec![("content-type".into(), "application/json".into()), (PUSH_HEADER.to_owned(), sig)],
             body,
         };
-        if let Ok(mut pending) = self.pushes.try_borrow_mut()
+        if let Ok(mut pending) = self.post.pushes.try_borrow_mut()
             && pending.len() < MAX_PENDING_PUSHES
             && pending.iter().filter(|p| p.url == request.url).count() < MAX_PUSHES_PER_WEBHOOK
         {
@@ -810,13 +701,13 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
 
     /// Whether pushes wait to be sent (see [`Mailbox::push`]).
     pub fn has_pushes(&self) -> bool {
-        self.pushes.try_borrow().is_ok_and(|p| !p.is_empty())
+        self.post.pushes.try_borrow().is_ok_and(|p| !p.is_empty())
     }
 
     /// Sends the pushes waiting now, all at once, each with the network's deadline: one webhook
     /// that hangs holds up no other. A failure is ignored: the mailbox stays authoritative.
     pub async fn send_pushes(&self) {
-        let pending = match self.pushes.try_borrow_mut() {
+        let pending = match self.post.pushes.try_borrow_mut() {
             Ok(mut p) => std::mem::take(&mut *p),
             Err(_) => return,
         };

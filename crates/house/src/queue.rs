@@ -8,11 +8,9 @@
 //! Decide, then do: [`Delivery`] is what the destination said, [`plan`] turns it into the next
 //! state of the job and its domain (pure), and `apply` writes that plan in one guarded batch.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
-use nyx5_proto::Verified;
 use nyx5_proto::address::uuid_v4;
-use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::crypto::sha256;
 use nyx5_proto::receipt::{self, Notice};
@@ -20,20 +18,15 @@ use nyx5_proto::relay::{self, RelayHeader};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Timestamp, Value};
 
-use crate::auth::Registry;
-use crate::config::Config;
 use crate::email::Email;
-use crate::ground::Ground;
 use crate::index::Index;
 use crate::libro::Libro;
-use crate::mailbox::{Mailbox, PolicyMemo};
-use crate::outbound::Guarded;
+use crate::mailbox::Mailbox;
 use crate::port_error;
 use crate::ports::Local;
 use crate::ports::{Db, Net, OutRequest, PortError, Row};
-use crate::resolver::SystemCards;
-use crate::resolver::{CardMemo, Lookup};
 use crate::store::queue::{self as store, Held};
+use crate::view::{Core, Post, view};
 use nyx5_rules::mailbox::Outcome;
 pub use nyx5_rules::queue::{
     Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry,
@@ -123,123 +116,33 @@ pub fn upkeep_statements(now: i64) -> Vec<(crate::ports::Stmt, Option<i64>)> {
 /// The delivery queue and the tick's upkeep: each due job delivered, retried, postponed or
 /// bounced, then the services' own periodic work.
 pub struct Queue<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
-    pub(crate) policies: &'h PolicyMemo,
-    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
-    pub(crate) queued: &'h Cell<bool>,
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
     pub(crate) upkept: &'h Cell<Option<i64>>,
     pub(crate) local: &'h dyn Local,
 }
 
-impl<D, N> std::fmt::Debug for Queue<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Queue").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
+view!(Queue);
 
 impl<'h, D: Db, N: Net> Queue<'h, D, N> {
-    /// The registry (who is asking, the operator), over the same borrows.
-    pub fn registry(&self) -> Registry<'h, D, N> {
-        Registry {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
-    /// The house's cards of agents and houses, local or fetched, over the same borrows.
-    pub fn lookup(&self) -> Lookup<'h, D, N> {
-        Lookup {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
     /// The mailboxes, over the same borrows.
     pub fn mailbox(&self) -> Mailbox<'h, D, N> {
-        Mailbox {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            policies: self.policies,
-            pushes: self.pushes,
-            queued: self.queued,
-        }
+        Mailbox { core: self.core, post: self.post }
     }
 
     /// The Libro and its system agents, over the same borrows.
     pub fn libro(&self) -> Libro<'h, D, N> {
-        Libro {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            policies: self.policies,
-            pushes: self.pushes,
-            queued: self.queued,
-        }
+        Libro { core: self.core, post: self.post }
     }
 
     /// The email bridge, over the same borrows.
     pub fn email(&self) -> Email<'h, D, N> {
-        Email {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            policies: self.policies,
-            pushes: self.pushes,
-            queued: self.queued,
-        }
+        Email { core: self.core, post: self.post }
     }
 
     /// The index crawl, over the same borrows.
     pub fn index(&self) -> Index<'h, D, N> {
-        Index {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            local: self.local,
-        }
-    }
-
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
+        Index { core: self.core, local: self.local }
     }
 }
 
@@ -308,7 +211,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                 let after = self.work_turn(job, known, now, &mut report).await?;
                 health.insert(domain, after);
             }
-            if !self.queued.take() {
+            if !self.post.queued.take() {
                 break;
             }
         }

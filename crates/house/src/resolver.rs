@@ -4,25 +4,17 @@
 
 use std::sync::Arc;
 
-use nyx5_proto::card::{AgentCard, DomainCard};
+use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::vecmap::VecMap;
-use nyx5_proto::{Address, Error, Refusal, Timestamp, Verified};
+use nyx5_proto::{Address, Error, Refusal, Verified};
 use nyx5_rules::libro::{LIBRO, TAREAS, VERIFICA};
 
 pub use nyx5_client::resolver::*;
 
-use crate::config::Config;
-use crate::ground::Ground;
-use crate::outbound::Guarded;
 use crate::ports::{Db, Net, PortError};
+use crate::view::{Core, view};
 use crate::{outbound, port_error, store};
-
-/// The house's memo of remote cards.
-#[derive(Default)]
-pub(crate) struct CardMemo {
-    pub(crate) memo: Memo,
-}
 
 /// Names under one site (`site.rs`) the house fetches a domain card for per minute, pinned
 /// domains and names known without a pin (`known_names`, [`KNOWN_FETCHES_PER_SITE_PER_MINUTE`])
@@ -163,43 +155,19 @@ impl<D: Db> PinStore for DbPins<'_, D> {
     }
 }
 
-/// The cards of the house's own agents, `libro@`, `verifica@` and `tareas@`, signed with the
-/// domain key when the house is built (see `libro`).
-#[derive(Debug)]
-pub struct SystemCards {
-    pub libro: Verified<AgentCard>,
-    pub verifica: Verified<AgentCard>,
-    pub tareas: Verified<AgentCard>,
-}
-
 /// The house's view of cards: its own domain card, its agents' (stored and system), and other
 /// houses' and their agents', fetched and verified by a [`Resolver`] over the house's network,
 /// pins and memo.
 pub struct Lookup<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
+    pub(crate) core: Core<'h, D, N>,
 }
 
-impl<D, N> std::fmt::Debug for Lookup<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lookup").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
+view!(Lookup);
 
-impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
+impl<'h, D, N> Core<'h, D, N> {
+    /// The house's cards of agents and houses, local or fetched, over the same borrows.
+    pub fn lookup(&self) -> Lookup<'h, D, N> {
+        Lookup { core: *self }
     }
 }
 

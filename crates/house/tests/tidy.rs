@@ -39,7 +39,9 @@ const LAYERS: &[(&str, &str)] = &[
     // SQL, and nothing above it.
     ("store", "store"),
     // The engine's services: views of the house's borrows, one per noun (issue 37 §2). A
-    // service builds another from its own borrows; none names the house.
+    // service builds another from its own borrows; none names the house. `view` is what every
+    // view is made of (the shared borrows and memos), below the services that name it.
+    ("view", "services"),
     ("auth", "services"),
     ("mailbox", "services"),
     ("queue", "services"),

@@ -13,18 +13,11 @@ pub use nyx5_rules::email::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NA
 
 pub use inbound::EmailOutcome;
 
-use std::cell::{Cell, RefCell};
+use nyx5_proto::{Error, Refusal};
 
-use nyx5_proto::card::DomainCard;
-use nyx5_proto::{Error, Refusal, Timestamp, Verified};
-
-use crate::config::Config;
-use crate::ground::Ground;
-use crate::mailbox::{Mailbox, PolicyMemo};
-use crate::outbound::Guarded;
-use crate::ports::{Db, Net, OutRequest, PortError};
-use crate::resolver::CardMemo;
-use crate::resolver::SystemCards;
+use crate::mailbox::Mailbox;
+use crate::ports::{Db, Net, PortError};
+use crate::view::{Core, Post, view};
 
 pub use crate::config::{EMAIL_OUT_PER_AGENT_PER_MINUTE, EMAIL_PER_SENDER_PER_MINUTE, GATEWAY_LOCAL, RESEND_URL};
 /// Longest outbound email body, in bytes.
@@ -36,49 +29,16 @@ pub const MAX_PROVIDER_ANSWER_BYTES: usize = nyx5_proto::limits::MAX_DOCUMENT_BY
 /// the mailboxes (`inbound`), and agents' mail to email addresses goes out through the
 /// provider (`outbound`).
 pub struct Email<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
-    pub(crate) policies: &'h PolicyMemo,
-    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
-    pub(crate) queued: &'h Cell<bool>,
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
 }
 
-impl<D, N> std::fmt::Debug for Email<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Email").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
+view!(Email);
 
 impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// The mailboxes, over the same borrows.
     pub fn mailbox(&self) -> Mailbox<'h, D, N> {
-        Mailbox {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            policies: self.policies,
-            pushes: self.pushes,
-            queued: self.queued,
-        }
-    }
-
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
+        Mailbox { core: self.core, post: self.post }
     }
 }
 

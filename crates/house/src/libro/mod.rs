@@ -16,10 +16,7 @@ pub mod history;
 pub mod tareas;
 pub mod verifica;
 
-use std::cell::{Cell, RefCell};
-
 use nyx5_proto::address::uuid_v4;
-use nyx5_proto::card::DomainCard;
 use nyx5_proto::card::{AgentCard, AgentCardDraft};
 use nyx5_proto::crypto::{Context, hex, sha256};
 use nyx5_proto::envelope::{Content, Draft, Kind, Payload};
@@ -28,18 +25,12 @@ use nyx5_proto::libro::{EntryDraft, GENESIS, Primitive, escrow_account, house_ac
 use nyx5_proto::receipt::{self, Receipt};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
-use crate::auth::Registry;
-use crate::config::Config;
-use crate::ground::Ground;
-use crate::mailbox::{Mailbox, PolicyMemo};
-use crate::outbound::Guarded;
+use crate::mailbox::Mailbox;
 use crate::port_error;
-use crate::ports::OutRequest;
 use crate::ports::{Db, Net, PortError, Stmt};
-use crate::resolver::SystemCards;
-use crate::resolver::{CardMemo, Lookup};
 use crate::store::libro as store;
 use crate::store::queue::{self as queue_store, NewJob, Outgoing};
+use crate::view::{Core, Post, view};
 use nyx5_rules::mailbox::Outcome;
 
 use nyx5_rules::libro::authority::{PendingWrite, Step};
@@ -204,75 +195,16 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
 /// The Libro and the house's system agents (`verifica@`, `tareas@`): operations, their
 /// decisions and postings, and the agents' upkeep.
 pub struct Libro<'h, D, N> {
-    pub(crate) ground: Ground<'h>,
-    pub(crate) config: &'h Config,
-    pub(crate) db: &'h D,
-    pub(crate) net: &'h Guarded<N>,
-    pub(crate) cards: &'h CardMemo,
-    pub(crate) card: &'h Verified<DomainCard>,
-    pub(crate) systems: &'h SystemCards,
-    pub(crate) policies: &'h PolicyMemo,
-    pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
-    pub(crate) queued: &'h Cell<bool>,
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
 }
 
-impl<D, N> std::fmt::Debug for Libro<'_, D, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Libro").field("domain", &self.config.domain).finish_non_exhaustive()
-    }
-}
+view!(Libro);
 
 impl<'h, D: Db, N: Net> Libro<'h, D, N> {
-    /// The registry (who is asking, the operator), over the same borrows.
-    pub fn registry(&self) -> Registry<'h, D, N> {
-        Registry {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
-    /// The house's cards of agents and houses, local or fetched, over the same borrows.
-    pub fn lookup(&self) -> Lookup<'h, D, N> {
-        Lookup {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-        }
-    }
-
     /// The mailboxes, over the same borrows.
     pub fn mailbox(&self) -> Mailbox<'h, D, N> {
-        Mailbox {
-            ground: self.ground,
-            config: self.config,
-            db: self.db,
-            net: self.net,
-            cards: self.cards,
-            card: self.card,
-            systems: self.systems,
-            policies: self.policies,
-            pushes: self.pushes,
-            queued: self.queued,
-        }
-    }
-
-    /// The house's time now.
-    pub fn now(&self) -> Timestamp {
-        self.ground.now()
-    }
-
-    /// A fresh UUID v4.
-    pub fn new_id(&self) -> String {
-        self.ground.new_id()
+        Mailbox { core: self.core, post: self.post }
     }
 }
 
@@ -572,7 +504,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             match self.db.batch(stmts).await {
                 Ok(_) => {
                     if queues {
-                        self.queued.set(true);
+                        self.post.queued.set(true);
                     }
                     return Ok(Outcome::Accepted);
                 }
