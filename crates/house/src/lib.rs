@@ -5,6 +5,7 @@
 //! change is one atomic `Db::batch` whose guards are SQL constraints.
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod auth;
 pub mod bookmark;
 pub mod config;
@@ -46,6 +47,7 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 pub use store::port_error;
 
+use apps::Apps;
 use auth::Registry;
 use email::Email;
 use ground::Ground;
@@ -218,6 +220,11 @@ impl<D: Db, N: Net> House<D, N> {
     /// The delivery queue and the tick's upkeep.
     pub fn queue(&self) -> Queue<'_, D, N> {
         Queue { core: self.core(), post: self.post(), upkept: &self.upkept, local: self }
+    }
+
+    /// The app catalogue.
+    pub fn apps(&self) -> Apps<'_, D, N> {
+        Apps { core: self.core() }
     }
 
     /// The borrows every service holds.

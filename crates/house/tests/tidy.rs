@@ -50,6 +50,7 @@ const LAYERS: &[(&str, &str)] = &[
     ("index", "services"),
     ("libro", "services"),
     ("email", "services"),
+    ("apps", "services"),
     // The composition root: `House` owns the state, builds the services, answers and ticks.
     ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.
