@@ -285,8 +285,9 @@ impl<D: Db, N: Net> House<D, N> {
         if self.queued.take() { resp.kick() } else { resp }
     }
 
-    /// The database seen through one request's stale-tolerant reads: what a route hands the store
-    /// for cards, the directory, history, index answers, the home page and mailbox pages.
+    /// The database seen through one request's stale-tolerant reads. The routes hand their
+    /// `Reads` to a service's method (the directory, history, index answers, mailbox and outbox
+    /// pages), which reads through this same view of its own database borrow.
     pub fn stale<'a>(&'a self, reads: &'a Reads) -> ports::Stale<'a, D> {
         ports::Stale { db: &self.db, reads }
     }
