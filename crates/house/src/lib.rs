@@ -13,6 +13,7 @@ pub mod domain_keys;
 pub mod email;
 pub mod ground;
 pub mod http;
+pub mod inboxes;
 pub mod index;
 pub mod join;
 pub mod libro;

@@ -18,6 +18,7 @@ use nyx5_proto::crypto::Context;
 use nyx5_proto::vecmap::{VecMap, VecSet};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value, Verified, b64};
 
+use crate::inboxes::{BUCKET_PREFIX, bucket, bucket_suffix, json_list};
 use crate::libro::Libro;
 use crate::ports::{Db, Net, OutRequest, OutResponse, PortError};
 use crate::view::{Core, Post, view};
@@ -105,22 +106,6 @@ pub fn quota_full(local: &str, held: Held, size: i64, quota: store::mailbox::Quo
 }
 
 pub use nyx5_rules::mailbox::Outcome;
-
-fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
-    Value::Array(items.into_iter().map(Value::from).collect()).canonical_string()
-}
-
-/// The rate window bucket for envelopes from `site` to `local`: `inbound:<local>:<site>`.
-fn bucket(local: &str, site: &str) -> String {
-    format!("{BUCKET_PREFIX}{local}{}", bucket_suffix(site))
-}
-
-const BUCKET_PREFIX: &str = "inbound:";
-
-/// What follows the local part in [`bucket`].
-fn bucket_suffix(site: &str) -> String {
-    format!(":{site}")
-}
 
 /// What one query tells about a recipient before anything is decided.
 struct Recipient {
@@ -621,51 +606,6 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                 self.push(hook, &to, env);
             }
         }
-    }
-
-    /// The local agents among `locals` whose inbox would not take `env` from its sender now: a
-    /// block (of the sender, an agent above it, or its site), or a card's `inbox.policy` that
-    /// refuses it or asks a stamp, proof of work or an intro it does not carry (docs/SPEC.md
-    /// §9b). What the Libro delivers to anyone but an operation's operator is bounded so
-    /// (docs/SPEC.md §16, "What an operation delivers to others"); the quota is checked by the
-    /// write itself ([`crate::store::libro::deliver_counted`]). Rates are not counted: the
-    /// operation was counted at the Libro's door.
-    pub(crate) async fn closed_inboxes(&self, env: &Envelope, locals: &[&str]) -> Result<Vec<String>, Error> {
-        if locals.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = self.now();
-        let blocks = policy::block_entries(env.from(), crate::site::psl());
-        let allows = policy::sender_entries(env.from());
-        let lookup = store::mailbox::Lookup {
-            locals: &json_list(locals.iter().copied()),
-            envelope_id: env.id(),
-            blocks: &json_list(blocks.iter().map(String::as_str)),
-            allows: &json_list(allows.iter().map(String::as_str)),
-            vouchers: "[]",
-            bucket_prefix: BUCKET_PREFIX,
-            bucket_suffix: &bucket_suffix(crate::site::site(env.from().domain())),
-            window: now.millis() / 60_000,
-        };
-        let rows = store::mailbox::inbound_facts(self.db, &lookup).await?;
-        let mut open = Vec::new();
-        for r in &rows {
-            let (Some(local), Some(card)) = (r.text("local"), r.text("card")) else { continue };
-            let Ok(policy) = self.post.policies.policy(local, card, now) else { continue };
-            let facts = Facts {
-                blocked: r.int("blocked") != Some(0),
-                allowed: r.int("allowed") == Some(1),
-                rate_count: 0,
-                rate_cap: i64::MAX,
-                balance: 0,
-                vouch: policy::Vouch::Absent,
-            };
-            if matches!(policy::decide(&policy, env, env.from(), &facts, &self.config.domain), Decision::Accept { .. })
-            {
-                open.push(local);
-            }
-        }
-        Ok(locals.iter().filter(|l| !open.contains(l)).map(|l| (*l).to_owned()).collect())
     }
 
     /// Queues a push of the envelope to a webhook, inside the house's push wrapper (docs/SPEC.md

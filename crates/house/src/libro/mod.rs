@@ -25,7 +25,6 @@ use nyx5_proto::libro::{EntryDraft, GENESIS, Primitive, escrow_account, house_ac
 use nyx5_proto::receipt::{self, Receipt};
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Object, Refusal, Timestamp, Value, Verified};
 
-use crate::mailbox::Mailbox;
 use crate::port_error;
 use crate::ports::{Db, Net, PortError, Stmt};
 use crate::store::libro as store;
@@ -201,12 +200,7 @@ pub struct Libro<'h, D, N> {
 
 view!(Libro);
 
-impl<'h, D: Db, N: Net> Libro<'h, D, N> {
-    /// The mailboxes, over the same borrows.
-    pub fn mailbox(&self) -> Mailbox<'h, D, N> {
-        Mailbox { core: self.core, post: self.post }
-    }
-}
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {}
 
 impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// The rules the kernel applies here.
@@ -230,9 +224,10 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     }
 
     /// An operation by one of the house's own agents (`card`: `verifica@`, `tareas@`), envelope
-    /// `id`, body `body`: signed with the domain key and handed to `Mailbox::accept` like any
-    /// agent's, so it is answered, kept and deduplicated as theirs are (the Libro is never
-    /// operated from the inside). Answers the Libro's outcome.
+    /// `id`, body `body`: signed with the domain key and taken by [`Libro::operate`], the door
+    /// `Mailbox::accept` hands every agent's operation to, so it is answered, kept and
+    /// deduplicated as theirs are (the Libro is never operated from the inside). Answers the
+    /// Libro's outcome.
     pub(crate) async fn operate_as(
         &self,
         card: &Verified<AgentCard>,
@@ -242,21 +237,12 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     ) -> Result<Outcome, Error> {
         let now = self.now();
         let libro = self.libro_address()?;
-        let mut draft = Draft::new(
-            id,
-            card.address().clone(),
-            vec![libro.clone()],
-            now,
-            Content::new(OP_MEDIA, Value::Object(body)),
-        );
+        let mut draft =
+            Draft::new(id, card.address().clone(), vec![libro], now, Content::new(OP_MEDIA, Value::Object(body)));
         draft.kind = Kind::Task;
         draft.in_reply_to = in_reply_to.map(str::to_owned);
         let env = draft.build()?.sign(&self.config.key)?.verify(card, now)?;
-        let answers = Box::pin(self.mailbox().accept(&env, card, &[libro])).await?;
-        Ok(answers
-            .into_iter()
-            .next()
-            .map_or_else(|| Outcome::Rejected(internal("no answer from the Libro")), |(_, o)| o))
+        Ok(Box::pin(self.operate(&env, card)).await)
     }
 
     /// The statement counting an operation `op` by `from` in its window of operations this
@@ -653,7 +639,8 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             stmts.extend(store::record_use(&u.subject, now.millis(), envelope, u.amount, u.limit));
         }
         mandate_writes(d, now, &mut stmts)?;
-        let closed = self.mailbox().closed_inboxes(env, &self.strangers(env, d, consenting)).await?;
+        let strangers = self.strangers(env, d, consenting);
+        let closed = crate::inboxes::closed(&self.core, self.post.policies, env, &strangers).await?;
         let queues = self.receipts_to_parties(env, d, &receipt, (consenting, &closed), now, &mut stmts)?;
         self.deadline_notices(env, d, now, &mut stmts)?;
         Ok((stmts, queues))
