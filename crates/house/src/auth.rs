@@ -2,7 +2,7 @@
 
 use nyx5_proto::auth::{AuthHeader, Keys, NonceClaim, Target};
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::{Address, Error, ErrorKind, Refusal, Verified, limits};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Timestamp, Verified, limits};
 
 use crate::http::Request;
 use crate::ports::{Db, Net, PortError};
@@ -211,6 +211,199 @@ pub fn small_body(req: &Request) -> Result<&[u8], Error> {
         return Err(Refusal::BodyTooLarge.because("body too large"));
     }
     Ok(&req.body)
+}
+
+/// Who registers, as `registered_via` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    Admin,
+    Owner,
+    Delegation,
+    Invite(String),
+    Open,
+}
+
+impl Via {
+    pub fn text(&self) -> String {
+        match self {
+            Via::Admin => "admin".into(),
+            Via::Owner => "self".into(),
+            Via::Delegation => "delegation".into(),
+            Via::Invite(code) => format!("invite:{code}"),
+            Via::Open => "open".into(),
+        }
+    }
+}
+
+/// One client's share of the house's open registrations per minute: a fifth, at least one.
+pub fn client_share(per_minute: i64) -> i64 {
+    (per_minute / 5).max(1)
+}
+
+/// A registration decided by `POST /agents`: what [`Registry::enrol`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Enrol<'a> {
+    pub address: &'a Address,
+    /// The certified card's canonical text, its key and its directory index.
+    pub card: &'a str,
+    pub sig: &'a str,
+    pub index: &'a crate::store::agents::Index,
+    /// The webhook to store, and whether the stored one stays instead.
+    pub webhook: Option<&'a str>,
+    pub keep_webhook: bool,
+    /// The operator's reset: nothing of the card it replaces is carried forward.
+    pub reset: bool,
+    pub via: &'a Via,
+    /// The client the request comes from, for its share of open registration.
+    pub client: Option<&'a str>,
+    /// The stored card's exact text this one replaces (the update's guard); `None` for a new name.
+    pub replaces: Option<&'a str>,
+}
+
+/// The registry's reads and writes for the routes (issue 37 §2, "routes call services"): the
+/// agents' stored cards, the directory, registrations, invitations and private settings.
+impl<'h, D: Db, N: Net> Registry<'h, D, N> {
+    /// The stored card of `local`, as its text: read on the primary (a card verified against
+    /// must never be one from before a reset or rotation).
+    pub async fn card_text(&self, local: &str) -> Result<Option<String>, Error> {
+        store::agents::card(self.db, local).await
+    }
+
+    /// When `local` was first registered (ms), on the primary; `None` for no such agent.
+    pub async fn created_at(&self, local: &str) -> Result<Option<i64>, Error> {
+        store::agents::created_at(self.db, local).await
+    }
+
+    /// A page of the directory (listed cards, as their texts) matching the filters, read
+    /// through the request's stale-tolerant `reads`.
+    pub async fn directory(
+        &self,
+        reads: &crate::ports::Reads,
+        q: Option<&str>,
+        accepts: Option<&str>,
+        capability: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<String>, Error> {
+        let stale = crate::ports::Stale { db: self.db, reads };
+        store::agents::directory(&stale, q, accepts, capability, limit, offset).await
+    }
+
+    /// Writes a registration in one guarded batch: the invitation it uses or the minute it
+    /// counts towards (the house's and the client's share of it; a parent's for subagents), the
+    /// card (inserted, or replacing exactly `replaces`), and a new name's welcome gift, owed.
+    /// Answers whether a gift is owed (the Libro posts it next); a failed guard is the refusal
+    /// it means.
+    pub async fn enrol(&self, e: &Enrol<'_>) -> Result<bool, Error> {
+        let now = self.now();
+        let via = e.via.text();
+        let new = store::agents::NewCard {
+            local: e.address.local(),
+            card: e.card,
+            sig: e.sig,
+            index: e.index,
+            webhook: e.webhook,
+            via: &via,
+            now: now.millis(),
+        };
+        // Invitations and open registration enrol new names only (a taken name is the owner's or
+        // the operator's to update).
+        let mut stmts = Vec::new();
+        match e.via {
+            Via::Invite(code) => stmts.extend(store::agents::use_invitation(code, now.millis())),
+            // The house's minute, and the client's share of it: one client cannot take it all.
+            Via::Open => {
+                let (window, cap) = (now.millis() / 60_000, self.config.open_registrations_per_minute);
+                if let Some(client) = e.client {
+                    stmts.push(store::agents::count_in_window(
+                        &format!("register:client:{client}"),
+                        window,
+                        client_share(cap),
+                    ));
+                }
+                stmts.push(store::agents::count_in_window("register", window, cap));
+            }
+            // Any agent may enrol subagents in any mode: as many a minute per parent as the house
+            // takes open registrations.
+            Via::Delegation => stmts.push(store::agents::count_in_window(
+                &format!("subagents:{}", e.address.parent().map(|p| p.local().to_owned()).unwrap_or_default()),
+                now.millis() / 60_000,
+                self.config.open_registrations_per_minute,
+            )),
+            _ => {}
+        }
+        match e.replaces {
+            None => stmts.extend(store::agents::insert(&new)),
+            Some(replaces) => stmts.extend(store::agents::update(&new, replaces, e.keep_webhook, e.reset)),
+        }
+        // A new name earns the house's welcome gift and its invitation's (subagents none: a parent
+        // could enrol them by the minute), owed in this batch and posted to the Libro right after.
+        let gift = match (e.replaces, e.via) {
+            (None, Via::Invite(code)) => {
+                Some(store::libro::owe_welcome(e.address, self.config.welcome, Some(code), now.millis()))
+            }
+            (None, Via::Open | Via::Admin) => {
+                Some(store::libro::owe_welcome(e.address, self.config.welcome, None, now.millis()))
+            }
+            _ => None,
+        };
+        let gifted = gift.is_some();
+        stmts.extend(gift);
+        match self.db.batch(stmts).await {
+            Ok(_) => Ok(gifted),
+            Err(PortError::Constraint { name }) => Err(refused(&name, e.replaces.is_some(), e.address)),
+            Err(err) => Err(port_error(err)),
+        }
+    }
+
+    /// Stores a new invitation and answers its row as stored.
+    pub async fn invite(
+        &self,
+        code: &str,
+        uses: i64,
+        expires: Option<Timestamp>,
+        note: Option<&str>,
+        welcome: i64,
+    ) -> Result<crate::ports::Row, Error> {
+        let now = self.now();
+        let stmt =
+            store::agents::insert_invitation(code, uses, expires.map(Timestamp::millis), note, welcome, now.millis());
+        self.db.batch(vec![stmt]).await.map_err(port_error)?;
+        Ok(store::agents::invitation(self.db, code).await?.unwrap_or_default())
+    }
+
+    /// Every invitation, as rows.
+    pub async fn invitations(&self) -> Result<Vec<crate::ports::Row>, Error> {
+        store::agents::invitations(self.db).await
+    }
+
+    /// An agent's private settings in one query: a row per list entry (`webhook`, `kind`,
+    /// `entry`); none when there is no such agent.
+    pub async fn settings(&self, local: &str) -> Result<Vec<crate::ports::Row>, Error> {
+        store::agents::settings(self.db, local).await
+    }
+}
+
+/// What a constraint that failed a registration's batch means to the client. An update's batch
+/// carries one guard (the card it replaces), a new name's at most one (its invitation).
+fn refused(name: &str, update: bool, address: &Address) -> Error {
+    match name {
+        constraint::GUARD if update => {
+            Refusal::ChangedMeanwhile.because(format!("the card of {address} changed meanwhile; try again"))
+        }
+        constraint::GUARD | constraint::INVITATION_USES => {
+            Refusal::BadInvite.because("invitation code unknown, used up or expired")
+        }
+        constraint::RATE_CAP => {
+            Refusal::TooManyRegistrations.because("too many registrations this minute, try again shortly")
+        }
+        constraint::AGENT_TAKEN => Refusal::AgentTaken
+            .because(format!("{address} was registered meanwhile; only its owner or the house may update it")),
+        constraint::MAILBOX_NUMBER => {
+            Refusal::HouseFull.because("this house holds as many agents as it can give mailboxes to")
+        }
+        other => port_error(PortError::Constraint { name: other.to_owned() }),
+    }
 }
 
 #[cfg(test)]

@@ -304,3 +304,45 @@ pub fn released_sales(body: &[u8], who: &Address, domain: &Resolved, now: Timest
     let selling = doc.get("vendiendo")?.as_object()?;
     selling.get("liberados")?.as_safe_integer().filter(|n| *n >= 0)
 }
+
+/// A search of the index's cards, as `GET /index/search` asks it.
+pub use crate::store::index::Search;
+
+/// The index's reads and writes for the routes (issue 37 §2, "routes call services"): the houses
+/// it crawls, enlisting one, and its answers.
+impl<'h, D: Db, N: Net> Index<'h, D, N> {
+    /// The row of house `domain` in the index, if it is listed.
+    pub async fn house(&self, domain: &str) -> Result<Option<crate::ports::Row>, Error> {
+        store::house(self.db, domain).await
+    }
+
+    /// Lists house `domain` (its estafeta at `url`) for crawling, in one batch guarded by the
+    /// index's size ([`MAX_HOUSES`]; 409 when full); a listed house is crawled again soon.
+    pub async fn enlist(&self, domain: &str, url: &str) -> Result<(), Error> {
+        let now = self.now().millis();
+        match self.db.batch(store::register(domain, url, now, MAX_HOUSES)).await {
+            Ok(_) => Ok(()),
+            Err(crate::ports::PortError::Constraint { name }) if name == crate::store::constraint::GUARD => {
+                Err(Refusal::IndexFull
+                    .because(format!("this index crawls {MAX_HOUSES} houses already and takes no more")))
+            }
+            Err(e) => Err(crate::port_error(e)),
+        }
+    }
+
+    /// A page of the houses listed, read through the request's stale-tolerant `reads`.
+    pub async fn houses(
+        &self,
+        reads: &crate::ports::Reads,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<crate::ports::Row>, Error> {
+        store::houses(&crate::ports::Stale { db: self.db, reads }, limit, offset).await
+    }
+
+    /// The cards that answer `s` (each with the house it came from), ranked, read through the
+    /// request's stale-tolerant `reads`.
+    pub async fn search(&self, reads: &crate::ports::Reads, s: &Search<'_>) -> Result<Vec<(String, String)>, Error> {
+        store::search(&crate::ports::Stale { db: self.db, reads }, s).await
+    }
+}

@@ -5,6 +5,7 @@
 //! change is one atomic `Db::batch` whose guards are SQL constraints.
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod auth;
 pub mod bookmark;
 pub mod config;
@@ -47,6 +48,7 @@ pub use http::{Request, Response};
 pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 pub use store::port_error;
 
+use apps::Apps;
 use auth::Registry;
 use email::Email;
 use ground::Ground;
@@ -221,6 +223,11 @@ impl<D: Db, N: Net> House<D, N> {
         Queue { core: self.core(), post: self.post(), upkept: &self.upkept, local: self }
     }
 
+    /// The app catalogue.
+    pub fn apps(&self) -> Apps<'_, D, N> {
+        Apps { core: self.core() }
+    }
+
     /// The borrows every service holds.
     fn core(&self) -> Core<'_, D, N> {
         Core {
@@ -279,8 +286,9 @@ impl<D: Db, N: Net> House<D, N> {
         if self.queued.take() { resp.kick() } else { resp }
     }
 
-    /// The database seen through one request's stale-tolerant reads: what a route hands the store
-    /// for cards, the directory, history, index answers, the home page and mailbox pages.
+    /// The database seen through one request's stale-tolerant reads. The routes hand their
+    /// `Reads` to a service's method (the directory, history, index answers, mailbox and outbox
+    /// pages), which reads through this same view of its own database borrow.
     pub fn stale<'a>(&'a self, reads: &'a Reads) -> ports::Stale<'a, D> {
         ports::Stale { db: &self.db, reads }
     }

@@ -718,6 +718,104 @@ fn stamp_authority(sender: &AgentCard, amount: i64, hour_ops: i64) -> Option<Err
     }
 }
 
+/// What one page of a mailbox may hold (the store's bounds, named where the mailbox is).
+pub use crate::store::inbox::PageBounds;
+
+/// One change to an agent's allow or block list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListChange<'a> {
+    /// `allow` or `block`.
+    pub kind: &'a str,
+    pub entry: String,
+    /// Added (else removed).
+    pub add: bool,
+}
+
+/// The mailbox's reads and writes for the routes (issue 37 §2, "routes call services"): mailbox
+/// pages and acknowledgements, the allow and block lists, and where a mailbox lives.
+impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
+    /// A page of `local`'s mailbox read through the request's stale-tolerant `reads`, while the
+    /// token's `nonce` is spent on the primary: two requests in flight, one round trip's wait. A
+    /// replayed token fails the spend (401), and the page read beside it is never answered. A
+    /// page of no envelopes (`limit` 0) reads nothing.
+    pub async fn page(
+        &self,
+        reads: &crate::ports::Reads,
+        local: &str,
+        nonce: crate::ports::Stmt,
+        bounds: PageBounds,
+    ) -> Result<Vec<crate::ports::Row>, Error> {
+        let stale = crate::ports::Stale { db: self.db, reads };
+        let page =
+            async { if bounds.limit == 0 { Ok(Vec::new()) } else { store::inbox::page(&stale, local, bounds).await } };
+        let (spent, rows) = crate::join::both(self.db.batch(vec![nonce]), page).await;
+        spent.map_err(crate::auth::nonce_error)?;
+        rows
+    }
+
+    /// Acknowledges the envelopes listed (`ids`, a canonical JSON array) in one batch that also
+    /// spends the token's `nonce`, decided on the mailbox's facts read just before
+    /// ([`plan_ack`]); another acknowledgement racing it ([`ACK_ATTEMPTS`] times) is 409.
+    /// Answers how many were acknowledged.
+    pub async fn ack(&self, local: &str, ids: &str, nonce: crate::ports::Stmt) -> Result<i64, Error> {
+        for _ in 0..ACK_ATTEMPTS {
+            let rows = store::inbox::ack_facts(self.db, local, ids).await?;
+            let read = rows.first().and_then(|r| r.int("w")).unwrap_or(0);
+            let other = rows.first().and_then(|r| r.int("other"));
+            let waiting: Vec<(String, i64, bool)> = rows
+                .iter()
+                .filter_map(|r| Some((r.text("id")?.to_owned(), r.int("n")?, r.int("counted")? != 0)))
+                .collect();
+            let plan = plan_ack(read, other, &waiting);
+            let mut stmts = vec![nonce.clone()];
+            stmts.extend(store::inbox::ack(local, ids, &plan, self.now().millis(), self.config.quota()));
+            match self.db.batch(stmts).await {
+                Ok(_) => {}
+                Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_ACK_RACED => continue,
+                Err(e) => return Err(crate::auth::nonce_error(e)),
+            }
+            return Ok(plan.acked);
+        }
+        Err(Refusal::AckBusy.because("the mailbox is being acknowledged by another request; try again"))
+    }
+
+    /// `local`'s allow and block lists: a row per entry (`kind`, `entry`).
+    pub async fn lists(&self, local: &str) -> Result<Vec<crate::ports::Row>, Error> {
+        store::mailbox::lists(self.db, local).await
+    }
+
+    /// Changes `local`'s lists in one batch, in the order given; each addition is guarded by
+    /// the list's cap (`max` entries). Nothing to change writes nothing.
+    pub async fn change_lists(&self, local: &str, changes: &[ListChange<'_>], max: i64) -> Result<(), Error> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let stmts = changes
+            .iter()
+            .map(|c| {
+                if c.add {
+                    store::mailbox::add_entry(local, c.kind, &c.entry, max)
+                } else {
+                    store::mailbox::remove_entry(local, c.kind, &c.entry)
+                }
+            })
+            .collect();
+        self.db.batch(stmts).await.map_err(port_error)?;
+        Ok(())
+    }
+
+    /// How many databases the house's mailboxes are spread over.
+    pub fn databases(&self) -> usize {
+        self.db.databases()
+    }
+
+    /// Moves `local`'s mailbox to database `to`: where it was, where it is, and how many
+    /// envelopes moved.
+    pub async fn move_to(&self, local: &str, to: usize) -> Result<(usize, usize, u64), Error> {
+        self.db.move_mailbox(local, to).await.map_err(port_error)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -544,3 +544,88 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         }
     }
 }
+
+/// An envelope the owner hands to the queue, and its jobs (one per destination domain).
+pub use crate::store::queue::{NewJob, Outgoing};
+
+/// What became of an envelope handed to [`Queue::enqueue`].
+#[derive(Debug, Clone)]
+pub enum Enqueued {
+    /// Queued now.
+    Queued,
+    /// The house holds an envelope with this id already: its outbox row.
+    Held(Row),
+    /// The sender's minute is full (and no envelope with this id is held).
+    TooMany,
+    /// Created before what the house may have forgotten (and none with this id is held).
+    Forgotten,
+}
+
+/// The queue's reads and writes for the routes (issue 37 §2, "routes call services"): an
+/// agent's outbound envelopes, their jobs, its outbox pages, and the queue's depth.
+impl<'h, D: Db, N: Net> Queue<'h, D, N> {
+    /// The outbox row of envelope `id` (`sender`, `sha256`), if the house still holds it.
+    pub async fn outbox_entry(&self, id: &str) -> Result<Option<Row>, Error> {
+        store::outbox_entry(self.db, id).await
+    }
+
+    /// The jobs of envelope `id`, one per destination domain.
+    pub async fn jobs_of(&self, id: &str) -> Result<Vec<Row>, Error> {
+        store::jobs_of(self.db, id).await
+    }
+
+    /// Queues `out` and its `jobs` in one batch that first spends the token's `nonce` (a replay
+    /// fails it whole: 401), counts the envelope towards its sender's minute (`cap`) and is
+    /// refused for an envelope `created` before what the house may have forgotten. A failed
+    /// guard is told apart by the row of the same id: one the house holds is [`Enqueued::Held`]
+    /// (SQLite checks the CHECK and NOT NULL before the UNIQUE id), and only the outbox's id says
+    /// "sent before": any other constraint is a failure (hostile review of issue 36, L2).
+    pub async fn enqueue(
+        &self,
+        nonce: crate::ports::Stmt,
+        out: &Outgoing<'_>,
+        jobs: &[NewJob],
+        created: i64,
+        cap: i64,
+    ) -> Result<Enqueued, Error> {
+        let mut stmts = vec![nonce];
+        stmts.extend(store::enqueue_remembered(out, jobs, created, cap));
+        let id = out.envelope_id;
+        match self.db.batch(stmts).await {
+            Ok(_) => Ok(Enqueued::Queued),
+            Err(PortError::Constraint { name }) if name == crate::store::constraint::NONCE_USED => {
+                Err(crate::auth::nonce_error(PortError::Constraint { name }))
+            }
+            Err(PortError::Constraint { name }) if name == store::RATE => {
+                Ok(self.outbox_entry(id).await?.map_or(Enqueued::TooMany, Enqueued::Held))
+            }
+            Err(PortError::Constraint { name }) if name == store::FORGOTTEN => {
+                Ok(self.outbox_entry(id).await?.map_or(Enqueued::Forgotten, Enqueued::Held))
+            }
+            Err(PortError::Constraint { name }) if name == crate::store::constraint::OUTBOX_ID => {
+                match self.outbox_entry(id).await? {
+                    Some(row) => Ok(Enqueued::Held(row)),
+                    None => Err(port_error(PortError::Constraint { name })),
+                }
+            }
+            Err(e) => Err(port_error(e)),
+        }
+    }
+
+    /// A page of `sender`'s outbox, newest first (before `before`, at most `limit` envelopes),
+    /// a row per job, read through the request's stale-tolerant `reads`.
+    pub async fn outbox_page(
+        &self,
+        reads: &crate::ports::Reads,
+        sender: &str,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<Row>, Error> {
+        store::outbox_page(&crate::ports::Stale { db: self.db, reads }, sender, before, limit).await
+    }
+
+    /// The queue's depth at `now`: `depth` jobs waiting, the `oldest_due`'s time.
+    pub async fn depth(&self, now: i64) -> Result<Row, Error> {
+        store::depth(self.db, now).await
+    }
+}

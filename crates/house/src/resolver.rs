@@ -312,3 +312,11 @@ impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
         }
     }
 }
+
+/// The lookup's reads for the routes (issue 37 §2, "routes call services").
+impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
+    /// Every house key pinned here, with any key pending confirmation.
+    pub async fn pins(&self) -> Result<Vec<crate::ports::Row>, Error> {
+        store::resolver::pins(self.db).await
+    }
+}

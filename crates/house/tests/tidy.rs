@@ -13,7 +13,9 @@
 //! the list, so it cannot come back unseen). The engine's services are views of the house's
 //! borrows (issue 37 §2): a service that needs another builds it by name (`self.libro()` is
 //! `crate::libro::Libro`), so a call between rooms is a path the test reads, and a service that
-//! named the house (`crate::House`) would run up to the root that builds it.
+//! named the house (`crate::House`) would run up to the root that builds it. Routes call
+//! services, never the store: no module of the routes layer names `store` (nor the root's
+//! `port_error`), so a route holds no SQL ([`routes_into_store`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::print_stdout, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +53,7 @@ const LAYERS: &[(&str, &str)] = &[
     ("index", "services"),
     ("libro", "services"),
     ("email", "services"),
+    ("apps", "services"),
     // The composition root: `House` owns the state, builds the services, answers and ticks.
     ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.
@@ -554,38 +557,51 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
 fn arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(krate.src);
     let files = sources(&root);
-    let known: BTreeSet<String> = files.iter().map(|f| module_of(&root, f)).collect();
+    let known = modules(krate);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in &files {
         let from = module_of(&root, file);
         let text = std::fs::read_to_string(file).unwrap();
-        // A file's tests (at its end, by the house's style) may name anything.
-        let code = without_test_modules(&code_of(&text));
-        let mut to = BTreeSet::new();
-        for path in crate_paths(&code) {
-            to.insert(target(&path, &known, krate.root_items));
-        }
-        // `super::x` from `a::b` names `a::x`; inside a module written inline in the file
-        // (`mod platform { … }`), `super` is the file's own module.
-        let inline = inline_modules(&code);
-        let parent = from.rsplit_once("::").map_or("", |(p, _)| p);
-        for (at, _) in code.match_indices("super::") {
-            if code[..at].ends_with("super::") {
-                continue; // the second `super` of a `super::super::`, read with the first
-            }
-            let base = if inline.iter().any(|r| r.contains(&at)) { from.trim_end_matches("::mod") } else { parent };
-            let full = above(base, &code[at + "super::".len()..]);
-            to.insert(target(&full, &known, krate.root_items));
-        }
-        to.remove(&from);
-        if from.ends_with("::mod") {
-            // A folder's own file naming the modules in it is no arrow.
-            let folder = from.trim_end_matches("::mod");
-            to.retain(|t| !t.starts_with(&format!("{folder}::")));
-        }
+        let to = arrows_of(&from, &text, &known, krate.root_items);
         graph.insert(from, to);
     }
     graph
+}
+
+/// Every module of a crate, as [`module_of`] names them.
+fn modules(krate: &Crate) -> BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(krate.src);
+    sources(&root).iter().map(|f| module_of(&root, f)).collect()
+}
+
+/// The modules that module `from`, whose source is `text`, names (`known` holds every module of
+/// its crate).
+fn arrows_of(from: &str, text: &str, known: &BTreeSet<String>, root_items: &[(&str, &str)]) -> BTreeSet<String> {
+    // A file's tests (at its end, by the house's style) may name anything.
+    let code = without_test_modules(&code_of(text));
+    let mut to = BTreeSet::new();
+    for path in crate_paths(&code) {
+        to.insert(target(&path, known, root_items));
+    }
+    // `super::x` from `a::b` names `a::x`; inside a module written inline in the file
+    // (`mod platform { … }`), `super` is the file's own module.
+    let inline = inline_modules(&code);
+    let parent = from.rsplit_once("::").map_or("", |(p, _)| p);
+    for (at, _) in code.match_indices("super::") {
+        if code[..at].ends_with("super::") {
+            continue; // the second `super` of a `super::super::`, read with the first
+        }
+        let base = if inline.iter().any(|r| r.contains(&at)) { from.trim_end_matches("::mod") } else { parent };
+        let full = above(base, &code[at + "super::".len()..]);
+        to.insert(target(&full, known, root_items));
+    }
+    to.remove(from);
+    if from.ends_with("::mod") {
+        // A folder's own file naming the modules in it is no arrow.
+        let folder = from.trim_end_matches("::mod");
+        to.retain(|t| !t.starts_with(&format!("{folder}::")));
+    }
+    to
 }
 
 fn upward(krate: &Crate, graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
@@ -744,6 +760,53 @@ fn an_arrow_up_is_caught_and_one_down_is_not() {
         [("a".to_owned(), ["b".to_owned()].into()), ("b".to_owned(), ["a".to_owned()].into())].into();
     krate.layers = &[("a", "base"), ("b", "base")];
     assert_eq!(circles(&krate, &circle), ["a b".to_owned()].into());
+}
+
+/// The arrows from what answers requests (the `routes` layer: `routes`, `router`, `web`) into
+/// the store, `from -> to`: a route reaches data only through a service (issue 37 §2, "routes
+/// call services"), so it holds no SQL and names no store builder, constraint or `port_error`
+/// (the root's re-export of the store's).
+fn routes_into_store(krate: &Crate, graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    let layer = |m: &str| krate.layer_of(m.trim_end_matches("::mod"));
+    graph
+        .iter()
+        .filter(|(from, _)| layer(from) == "routes")
+        .flat_map(|(from, tos)| {
+            tos.iter()
+                .filter(|to| layer(to) == "store")
+                .map(move |to| format!("{} -> {}", from.trim_end_matches("::mod"), to.trim_end_matches("::mod")))
+        })
+        .collect()
+}
+
+#[test]
+fn no_route_names_the_store() {
+    let found = routes_into_store(&HOUSE, &arrows(&HOUSE));
+    assert!(found.is_empty(), "routes reach into the store (call a service's method instead): {found:#?}");
+}
+
+/// The rule has teeth: a route that names the store (by path, in a group, through `super::`, or
+/// by the root's `port_error`) is caught; one that calls services, or names the store only in a
+/// comment, a string or its tests, is not.
+#[test]
+fn a_route_that_names_the_store_is_caught_and_one_that_calls_a_service_is_not() {
+    let known = modules(&HOUSE);
+    let fake = |from: &str, code: &str| -> BTreeMap<String, BTreeSet<String>> {
+        [(from.to_owned(), arrows_of(from, code, &known, ROOT_ITEMS))].into()
+    };
+    for (from, code, caught) in [
+        ("routes::fake", "use crate::store::agents as store;", "routes::fake -> store::agents"),
+        ("routes::fake", "use crate::{House, store};\nfn f() { store::x(); }", "routes::fake -> store"),
+        ("web::fake", "fn f() { super::super::store::agents::card(); }", "web::fake -> store::agents"),
+        ("router", "fn f(e: PortError) -> Error { crate::port_error(e) }", "router -> store"),
+    ] {
+        assert_eq!(routes_into_store(&HOUSE, &fake(from, code)), [caught.to_owned()].into(), "{from}: {code}");
+    }
+    let code = "use crate::auth::Registry;\n// crate::store::agents\nlet s = \"crate::store\";\n\
+                fn f() { crate::mailbox::PageBounds; }\n#[cfg(test)]\nmod tests { use crate::store::agents; }";
+    assert_eq!(routes_into_store(&HOUSE, &fake("routes::fake", code)), BTreeSet::new());
+    // A service may name the store: the rule is the routes' alone.
+    assert_eq!(routes_into_store(&HOUSE, &fake("mailbox", "use crate::store::inbox;")), BTreeSet::new());
 }
 
 #[test]

@@ -13,8 +13,10 @@ pub use nyx5_rules::email::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NA
 
 pub use inbound::EmailOutcome;
 
+use nyx5_proto::{Error, Refusal};
+
 use crate::mailbox::Mailbox;
-use crate::ports::{Db, Net};
+use crate::ports::{Db, Net, PortError};
 use crate::view::{Core, Post, view};
 
 pub use crate::config::{EMAIL_OUT_PER_AGENT_PER_MINUTE, EMAIL_PER_SENDER_PER_MINUTE, GATEWAY_LOCAL, RESEND_URL};
@@ -37,5 +39,50 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// The mailboxes, over the same borrows.
     pub fn mailbox(&self) -> Mailbox<'h, D, N> {
         Mailbox { core: self.core, post: self.post }
+    }
+}
+
+/// An email an agent asks the bridge to send.
+pub use crate::store::email::NewEmail;
+
+/// The bridge's reads and writes for the routes (issue 37 §2, "routes call services"): emails
+/// received to reply to, emails queued out, an agent's sent emails.
+impl<'h, D: Db, N: Net> Email<'h, D, N> {
+    /// The stored text of email `id` received from the `gateway` into `local`'s mailbox.
+    pub async fn received(&self, local: &str, id: &str, gateway: &str) -> Result<Option<String>, Error> {
+        crate::store::email::received(self.db, local, id, gateway).await
+    }
+
+    /// Queues `email` in one batch that counts it towards its agent's (`local`) minute (429 when
+    /// full). `None` when queued; the stored row when one with its id was queued before.
+    pub async fn queue_out(&self, email: &NewEmail<'_>, local: &str) -> Result<Option<crate::ports::Row>, Error> {
+        let cap = self.config.email_out_per_agent_per_minute;
+        let bucket = format!("email-out:{local}");
+        let count = crate::store::agents::count_in_window(&bucket, email.now / 60_000, cap);
+        match self.db.batch(vec![crate::store::email::insert_out(email), count]).await {
+            Ok(_) => Ok(None),
+            Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
+                Err(Refusal::TooManyEmails
+                    .because(format!("at most {cap} emails a minute from one agent; try again shortly")))
+            }
+            Err(PortError::Constraint { name }) => {
+                let row = crate::store::email::out_entry(self.db, email.id)
+                    .await?
+                    .ok_or_else(|| crate::port_error(PortError::Constraint { name }))?;
+                Ok(Some(row))
+            }
+            Err(e) => Err(crate::port_error(e)),
+        }
+    }
+
+    /// `sender`'s latest emails out, at most `limit`, read through the request's stale-tolerant
+    /// `reads`.
+    pub async fn sent_page(
+        &self,
+        reads: &crate::ports::Reads,
+        sender: &str,
+        limit: i64,
+    ) -> Result<Vec<crate::ports::Row>, Error> {
+        crate::store::email::out_page(&crate::ports::Stale { db: self.db, reads }, sender, limit).await
     }
 }

@@ -1535,3 +1535,54 @@ fn mandate_writes(d: &Decision, now: Timestamp, stmts: &mut Vec<Stmt>) -> Result
     }
     Ok(())
 }
+
+/// An account as the Libro's direct reads give it (`GET /libro/cuenta/:address`): its balance,
+/// the rows of its contracts, mandates and pending movements, and its latest entries' texts.
+#[derive(Debug, Clone, Default)]
+pub struct Account {
+    pub balance: i64,
+    pub contracts: Vec<crate::ports::Row>,
+    pub mandates: Vec<crate::ports::Row>,
+    pub pending: Vec<crate::ports::Row>,
+    pub entries: Vec<String>,
+}
+
+/// The Libro's direct reads for the routes (issue 37 §2, "routes call services"): accounts,
+/// contracts, the journal and the public history.
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {
+    /// The account of `who`, on the primary: at most `list_max` contracts, mandates and
+    /// pending movements each, and its latest `entries` entries.
+    pub async fn account(&self, who: &str, list_max: i64, entries: i64) -> Result<Account, Error> {
+        Ok(Account {
+            balance: store::balance(self.db, who).await?,
+            contracts: store::contracts_of(self.db, who, list_max).await?,
+            mandates: store::mandates_of(self.db, who, list_max).await?,
+            pending: store::pending_of(self.db, who, list_max).await?,
+            entries: store::statement(self.db, who, entries).await?,
+        })
+    }
+
+    /// The stored row of contract `id` (`record`, `version`).
+    pub async fn contract_row(&self, id: &str) -> Result<Option<crate::ports::Row>, Error> {
+        store::contract(self.db, id).await
+    }
+
+    /// The journal's entries after the `after`-th, at most `limit`, as their texts.
+    pub async fn journal(&self, after: i64, limit: i64) -> Result<Vec<String>, Error> {
+        store::journal(self.db, after, limit).await
+    }
+
+    /// What the public history of `local` (`address`) is made of, read through the request's
+    /// stale-tolerant `reads`: when the agent was registered (ms) and its bonds' rows; `None`
+    /// when there is no such agent (and nothing more is read).
+    pub async fn history_rows(
+        &self,
+        reads: &crate::ports::Reads,
+        local: &str,
+        address: &Address,
+    ) -> Result<Option<(i64, Vec<crate::ports::Row>)>, Error> {
+        let stale = crate::ports::Stale { db: self.db, reads };
+        let Some(since) = crate::store::agents::created_at(&stale, local).await? else { return Ok(None) };
+        Ok(Some((since, store::history_rows(&stale, address.as_str()).await?)))
+    }
+}

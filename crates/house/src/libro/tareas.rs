@@ -336,6 +336,46 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     }
 }
 
+/// `tareas@`'s catalogue for the routes (issue 37 §2, "routes call services"): the tasks
+/// offered, the day's claims, adding and retiring a task.
+impl<'h, D: Db, N: Net> Libro<'h, D, N> {
+    /// The tasks offered (and the retired ones too when `all`), as the desk lists them.
+    pub async fn tasks(&self, all: bool) -> Result<Vec<Task>, Error> {
+        Ok(store::tasks(self.db, all).await?.iter().filter_map(Task::from_row).collect())
+    }
+
+    /// How many tasks were claimed today (the house's quota counts them).
+    pub async fn claims_today(&self) -> Result<i64, Error> {
+        store::claims_on(self.db, self.tareas_day()).await
+    }
+
+    /// Task `id`, retired or not.
+    pub async fn task(&self, id: &str) -> Result<Option<Task>, Error> {
+        Ok(store::task(self.db, id).await?.as_ref().and_then(Task::from_row))
+    }
+
+    /// Offers `task` in one batch guarded by the catalogue's size ([`MAX_TASKS`]; 409 when
+    /// full). Answers whether it was added (else one with its id was there already).
+    pub async fn add_task(&self, task: &Task) -> Result<bool, Error> {
+        let stmts = store::add_task(&task.id, task.price, &task.statement, &task.terms, self.now().millis(), MAX_TASKS);
+        let changed = self.db.batch(stmts).await.map_err(|e| match e {
+            // (The terms name the task's id, so no two tasks' terms are alike: `tareas.terms`,
+            // UNIQUE, cannot refuse an insert this route makes.)
+            crate::ports::PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
+                Refusal::TooManyTasks.because(format!("{MAX_TASKS} tasks are offered; retire one first"))
+            }
+            e => crate::port_error(e),
+        })?;
+        Ok(changed.get(1) == Some(&1))
+    }
+
+    /// Retires task `id`: no longer offered, its claims kept.
+    pub async fn retire_task(&self, id: &str) -> Result<(), Error> {
+        self.db.batch(vec![store::retire_task(id, self.now().millis())]).await.map_err(crate::port_error)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -8,13 +8,14 @@ use nyx5_proto::sign::verify_object;
 use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value, limits};
 
 use crate::auth::json_body;
+use crate::auth::{Enrol, Via};
 use crate::config::Registration;
 use crate::http::{Request, Response};
 use crate::outbound::Policy;
-use crate::ports::{Db, Net, PortError, Reads};
-use crate::store::agents as store;
-use crate::store::constraint;
-use crate::{House, RESERVED, ok_body, port_error};
+use crate::ports::{Db, Net, Reads};
+use crate::{House, RESERVED, ok_body};
+
+pub use crate::auth::client_share;
 
 /// How long a replaced key keeps signing after a rotation.
 pub const ROTATION_GRACE_MS: i64 = 7 * 24 * 3_600_000;
@@ -30,7 +31,9 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Resp
     if let Some(card) = house.lookup().system_card(local) {
         return Ok(Response::json(200, &card.to_value()));
     }
-    let card = store::card(&house.db, local)
+    let card = house
+        .registry()
+        .card_text(local)
         .await?
         .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {local}@{}", house.config.domain)))?;
     Ok(Response::bytes(200, "application/json", card.into_bytes()))
@@ -52,15 +55,10 @@ pub(crate) fn page_param(req: &Request, name: &str, default: i64, max: i64) -> R
 pub async fn directory<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &Reads) -> Result<Response, Error> {
     let limit = page_param(req, "limit", DIRECTORY_DEFAULT_LIMIT, DIRECTORY_MAX_LIMIT)?;
     let offset = page_param(req, "offset", 0, i64::from(u32::MAX))?;
-    let cards = store::directory(
-        &house.stale(reads),
-        req.query("q"),
-        req.query("accepts"),
-        req.query("capability"),
-        limit,
-        offset,
-    )
-    .await?;
+    let cards = house
+        .registry()
+        .directory(reads, req.query("q"), req.query("accepts"), req.query("capability"), limit, offset)
+        .await?;
     let agents =
         cards.iter().map(|c| Value::parse(c.as_bytes(), limits::MAX_DOCUMENT_BYTES)).collect::<Result<Vec<_>, _>>()?;
     Ok(Response::json(
@@ -182,28 +180,6 @@ impl Webhook {
     }
 }
 
-/// Who registers, as `registered_via` records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Via {
-    Admin,
-    Owner,
-    Delegation,
-    Invite(String),
-    Open,
-}
-
-impl Via {
-    fn text(&self) -> String {
-        match self {
-            Via::Admin => "admin".into(),
-            Via::Owner => "self".into(),
-            Via::Delegation => "delegation".into(),
-            Via::Invite(code) => format!("invite:{code}"),
-            Via::Open => "open".into(),
-        }
-    }
-}
-
 /// A subagent stays inside its delegation: a dotted name `<name>.<parent>` is registered only
 /// with its parent's delegation (in every mode, the operator's too), only a dotted name carries
 /// one, and an update of a delegated card needs a delegation issued no earlier than the one it
@@ -291,7 +267,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     // The stored card as it is now: the update is decided on it and guarded by its exact text.
     // The operator's path only parses it, so a card whose certification no longer verifies (the
     // domain key changed) can still be re-certified.
-    let stored = store::card(&house.db, &e.local).await?;
+    let stored = house.registry().card_text(&e.local).await?;
     let existing = stored.as_deref().map(|t| AgentCard::parse(t.as_bytes())).transpose()?;
 
     // Who may do this, and how it is recorded.
@@ -383,59 +359,21 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let rotation = e.reset || existing.as_ref().is_some_and(|c| c.sig() != e.sig);
     let webhook = e.webhook.after(rotation);
     let (webhook_url, keep_webhook) = webhook.to_store();
-    let new = store::NewCard {
-        local: &e.local,
-        card: &card_text,
-        sig: &sig,
-        index: &index,
-        webhook: webhook_url,
-        via: &via_text,
-        now: now.millis(),
-    };
-    // Invitations and open registration enrol new names only (a taken name is the owner's or
-    // the operator's to update).
-    let mut stmts = Vec::new();
-    match &via {
-        Via::Invite(code) => stmts.extend(store::use_invitation(code, now.millis())),
-        // The house's minute, and the client's share of it: one client cannot take it all.
-        Via::Open => {
-            let (window, cap) = (now.millis() / 60_000, house.config.open_registrations_per_minute);
-            if let Some(client) = client(req) {
-                stmts.push(store::count_in_window(&format!("register:client:{client}"), window, client_share(cap)));
-            }
-            stmts.push(store::count_in_window("register", window, cap));
-        }
-        // Any agent may enrol subagents in any mode: as many a minute per parent as the house
-        // takes open registrations.
-        Via::Delegation => stmts.push(store::count_in_window(
-            &format!("subagents:{}", address.parent().map(|p| p.local().to_owned()).unwrap_or_default()),
-            now.millis() / 60_000,
-            house.config.open_registrations_per_minute,
-        )),
-        _ => {}
-    }
-    match &stored {
-        None => stmts.extend(store::insert(&new)),
-        Some(replaces) => stmts.extend(store::update(&new, replaces, keep_webhook, e.reset)),
-    }
-    // A new name earns the house's welcome gift and its invitation's (subagents none: a parent
-    // could enrol them by the minute), owed in this batch and posted to the Libro right after.
-    let gift = match (&stored, &via) {
-        (None, Via::Invite(code)) => {
-            Some(crate::store::libro::owe_welcome(&address, house.config.welcome, Some(code), now.millis()))
-        }
-        (None, Via::Open | Via::Admin) => {
-            Some(crate::store::libro::owe_welcome(&address, house.config.welcome, None, now.millis()))
-        }
-        _ => None,
-    };
-    let gifted = gift.is_some();
-    stmts.extend(gift);
-    match house.db.batch(stmts).await {
-        Ok(_) => {}
-        Err(PortError::Constraint { name }) => return Err(refused(&name, stored.is_some(), &address)),
-        Err(err) => return Err(port_error(err)),
-    }
+    let gifted = house
+        .registry()
+        .enrol(&Enrol {
+            address: &address,
+            card: &card_text,
+            sig: &sig,
+            index: &index,
+            webhook: webhook_url,
+            keep_webhook,
+            reset: e.reset,
+            via: &via,
+            client: client(req).as_deref(),
+            replaces: stored.as_deref(),
+        })
+        .await?;
     if gifted {
         // Posted by the next tick if not now: the debt is recorded either way.
         let _posted = house.libro().post_owed(&crate::libro::welcome_cause(&address)).await;
@@ -462,33 +400,6 @@ pub fn client(req: &Request) -> Option<String> {
         }
         Err(_) if !text.is_empty() => Some(text.chars().take(64).collect()),
         Err(_) => None,
-    }
-}
-
-/// One client's share of the house's open registrations per minute: a fifth, at least one.
-pub fn client_share(per_minute: i64) -> i64 {
-    (per_minute / 5).max(1)
-}
-
-/// What a constraint that failed a registration's batch means to the client. An update's batch
-/// carries one guard (the card it replaces), a new name's at most one (its invitation).
-fn refused(name: &str, update: bool, address: &Address) -> Error {
-    match name {
-        constraint::GUARD if update => {
-            Refusal::ChangedMeanwhile.because(format!("the card of {address} changed meanwhile; try again"))
-        }
-        constraint::GUARD | constraint::INVITATION_USES => {
-            Refusal::BadInvite.because("invitation code unknown, used up or expired")
-        }
-        constraint::RATE_CAP => {
-            Refusal::TooManyRegistrations.because("too many registrations this minute, try again shortly")
-        }
-        constraint::AGENT_TAKEN => Refusal::AgentTaken
-            .because(format!("{address} was registered meanwhile; only its owner or the house may update it")),
-        constraint::MAILBOX_NUMBER => {
-            Refusal::HouseFull.because("this house holds as many agents as it can give mailboxes to")
-        }
-        other => port_error(PortError::Constraint { name: other.to_owned() }),
     }
 }
 

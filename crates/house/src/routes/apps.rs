@@ -4,7 +4,7 @@
 //! (a fork) cannot change an app without the hash telling. The operator keeps it with the house
 //! token; a card is verified (signature, primitives) before it is listed.
 
-use nyx5_proto::app::{AppCard, MAX_CATALOGUE_ENTRIES, check_app_id};
+use nyx5_proto::app::{AppCard, check_app_id};
 use nyx5_proto::crypto::Context;
 use nyx5_proto::json::{field, obj};
 use nyx5_proto::sign::sign_object;
@@ -12,17 +12,15 @@ use nyx5_proto::{Error, ErrorKind, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net, PortError};
-use crate::store::apps as store;
-use crate::{House, ok_body, port_error};
+use crate::ports::{Db, Net};
+use crate::{House, ok_body};
 
 /// Most bytes of an entry's `url`.
 pub const MAX_URL_BYTES: usize = 1024;
 
 /// GET /apps — `{house, issued, apps: [{id, name, version, author, sha256, url?}], signature}`.
 pub async fn list<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error> {
-    let limit = i64::try_from(MAX_CATALOGUE_ENTRIES).unwrap_or(i64::MAX);
-    let rows = store::list(&house.db, limit).await?;
+    let rows = house.apps().list().await?;
     let apps = rows
         .iter()
         .map(|r| {
@@ -52,8 +50,7 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error>
 /// GET /apps/:id — the listed card itself, as its author signed it.
 pub async fn get<D: Db, N: Net>(house: &House<D, N>, id: &str) -> Result<Response, Error> {
     check_app_id(id)?;
-    let row = store::get(&house.db, id).await?.ok_or_else(|| not_listed(id))?;
-    let card = row.text("card").ok_or_else(|| Error::new(ErrorKind::Internal, "apps row without its card"))?;
+    let card = house.apps().card(id).await?.ok_or_else(|| not_listed(id))?;
     let v = Value::parse(card.as_bytes(), nyx5_proto::app::MAX_CARD_BYTES)
         .map_err(|_| Error::new(ErrorKind::Internal, "a stored card does not parse"))?;
     Ok(Response::json(200, &v))
@@ -82,25 +79,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
         return Err(Refusal::BadMember.because(format!("`url` is an http(s) URL of at most {MAX_URL_BYTES} bytes")));
     }
     let entry = card.catalogue_entry(url);
-    let author = card.author_did();
-    let sha256 = card.sha256_hex();
-    let text = card.to_value().canonical_string();
-    let listed = store::Listed {
-        id: card.id(),
-        name: card.name(),
-        version: card.version(),
-        author: &author,
-        sha256: &sha256,
-        url,
-        card: &text,
-    };
-    let max = i64::try_from(MAX_CATALOGUE_ENTRIES).unwrap_or(i64::MAX);
-    house.db.batch(store::put(&listed, house.now().millis(), max)).await.map_err(|e| match e {
-        PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
-            Refusal::CatalogueFull.because(format!("{MAX_CATALOGUE_ENTRIES} apps are listed; remove one first"))
-        }
-        e => port_error(e),
-    })?;
+    house.apps().put(&card, url).await?;
     Ok(Response::json(201, &ok_body([("app", Value::Object(entry))])))
 }
 
@@ -108,8 +87,7 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
 pub async fn remove<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str) -> Result<Response, Error> {
     house.registry().require_admin(req)?;
     check_app_id(id)?;
-    let changed = house.db.batch(vec![store::remove(id)]).await.map_err(port_error)?;
-    if changed.first() != Some(&1) {
+    if !house.apps().remove(id).await? {
         return Err(not_listed(id));
     }
     Ok(Response::json(200, &ok_body([("id", id.into()), ("removed", Value::Bool(true))])))

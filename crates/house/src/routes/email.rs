@@ -9,12 +9,11 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::{Error, Refusal, Value};
 
 use crate::auth::json_body;
+use crate::email::NewEmail;
 use crate::email::{EXT_EMAIL, EmailOutcome, MAX_OUT_BODY_BYTES, outbound};
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net, PortError};
-use crate::store::constraint;
-use crate::store::email::{self as store, NewEmail};
-use crate::{House, ok_body, port_error};
+use crate::ports::{Db, Net};
+use crate::{House, ok_body};
 use nyx5_rules::email::parse::{header_text, mail_address};
 
 /// POST /email/in?to=ADDRESS&from=SENDER — house token; the body is the raw RFC 5322 message.
@@ -50,7 +49,9 @@ async fn thread_of<D: Db, N: Net>(
 ) -> Result<(Option<String>, Option<String>), Error> {
     check_id(id)?;
     let gateway = house.email().email_gateway()?;
-    let text = store::received(&house.db, local, id, gateway.as_str())
+    let text = house
+        .email()
+        .received(local, id, gateway.as_str())
         .await?
         .ok_or_else(|| Refusal::NoSuchEmail.because(format!("no email {id} in your mailbox to reply to")))?;
     // Its body was dropped a week after it was acknowledged (docs/SPEC.md §8c): the reply goes
@@ -140,24 +141,14 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         deadline: now.saturating_add(house.config.retry.give_up_after_ms),
     };
     let provider = outbound::has_provider(&house.config);
-    let cap = house.config.email_out_per_agent_per_minute;
-    let bucket = format!("email-out:{}", card.address().local());
-    let count = crate::store::agents::count_in_window(&bucket, now / 60_000, cap);
-    let (code, exists) = match house.db.batch(vec![store::insert_out(&email), count]).await {
-        Ok(_) => (202_i64, false),
-        Err(PortError::Constraint { name }) if name == constraint::RATE_CAP => {
-            return Err(Refusal::TooManyEmails
-                .because(format!("at most {cap} emails a minute from one agent; try again shortly")));
-        }
-        Err(PortError::Constraint { name }) => {
-            let row =
-                store::out_entry(&house.db, &id).await?.ok_or_else(|| port_error(PortError::Constraint { name }))?;
+    let (code, exists) = match house.email().queue_out(&email, card.address().local()).await? {
+        None => (202_i64, false),
+        Some(row) => {
             if row.text("sender") != Some(card.address().as_str()) || row.text("request") != Some(request.as_str()) {
                 return Err(Refusal::EmailIdTaken.because(format!("email id {id} is already used for another email")));
             }
             (200, true)
         }
-        Err(e) => return Err(port_error(e)),
     };
     let mut answer = ok_body([
         ("code", code.into()),

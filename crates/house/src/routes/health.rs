@@ -4,11 +4,11 @@ use nyx5_proto::Error;
 
 use crate::http::Response;
 use crate::ports::{Db, Net};
-use crate::{House, ok_body, store};
+use crate::{House, ok_body};
 
 pub async fn get<D: Db, N: Net>(house: &House<D, N>) -> Result<Response, Error> {
     let now = house.now().millis();
-    let row = store::queue::depth(&house.db, now).await?;
+    let row = house.queue().depth(now).await?;
     let oldest_due_ms = row.int("oldest_due").map(|t| (now - t).max(0));
     Ok(Response::json(
         200,

@@ -9,11 +9,10 @@ use nyx5_proto::{Error, Refusal, Timestamp, Value, limits};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::index::{MAX_HOUSES, RANKING};
-use crate::ports::{Db, Net, PortError, Reads, Row};
+use crate::index::{MAX_HOUSES, RANKING, Search};
+use crate::ports::{Db, Net, Reads, Row};
 use crate::routes::agents::{DIRECTORY_DEFAULT_LIMIT, DIRECTORY_MAX_LIMIT, page_param};
-use crate::store::index as store;
-use crate::{House, ok_body, port_error};
+use crate::{House, ok_body};
 
 /// The longest search term taken, in bytes.
 pub const MAX_QUERY_TEXT: usize = 256;
@@ -33,19 +32,10 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     let body = json_body(req)?;
     let domain = field::str(&body, "domain")?.to_ascii_lowercase();
     check_domain(&domain).map_err(|why| Refusal::BadDomain.because(format!("`domain` {domain:?}: {why}")))?;
-    let before = store::house(&house.db, &domain).await?;
+    let before = house.index().house(&domain).await?;
     let resolved = house.lookup().resolve_domain_with(&domain, before.is_none()).await?;
-    let now = house.now().millis();
-    match house.db.batch(store::register(&domain, &resolved.url, now, MAX_HOUSES)).await {
-        Ok(_) => {}
-        Err(PortError::Constraint { name }) if name == crate::store::constraint::GUARD => {
-            return Err(
-                Refusal::IndexFull.because(format!("this index crawls {MAX_HOUSES} houses already and takes no more"))
-            );
-        }
-        Err(e) => return Err(port_error(e)),
-    }
-    let row = store::house(&house.db, &domain).await?.unwrap_or_default();
+    house.index().enlist(&domain, &resolved.url).await?;
+    let row = house.index().house(&domain).await?.unwrap_or_default();
     let status = if before.is_none() { 201 } else { 200 };
     let mut answer = house_value(&row);
     if let Value::Object(o) = &mut answer {
@@ -60,7 +50,7 @@ pub async fn houses<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &R
     require_index(house)?;
     let limit = page_param(req, "limit", DIRECTORY_MAX_LIMIT, DIRECTORY_MAX_LIMIT)?;
     let offset = page_param(req, "offset", 0, MAX_HOUSES)?;
-    let rows = store::houses(&house.stale(reads), limit, offset).await?;
+    let rows = house.index().houses(reads, limit, offset).await?;
     Ok(Response::json(
         200,
         &ok_body([
@@ -105,7 +95,7 @@ pub async fn search<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &R
     };
     let house_filter = text("house")?.map(str::to_ascii_lowercase);
     let now = house.now();
-    let s = store::Search {
+    let s = Search {
         q: text("q")?,
         capability: text("capability")?,
         accepts: text("accepts")?,
@@ -114,7 +104,7 @@ pub async fn search<D: Db, N: Net>(house: &House<D, N>, req: &Request, reads: &R
         offset,
         now: now.millis(),
     };
-    let found = store::search(&house.stale(reads), &s).await?;
+    let found = house.index().search(reads, &s).await?;
     let mut agents = Vec::with_capacity(found.len());
     for (card, origin) in found {
         let Ok(Value::Object(mut o)) = Value::parse(card.as_bytes(), limits::MAX_DOCUMENT_BYTES) else { continue };

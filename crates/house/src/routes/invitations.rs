@@ -6,8 +6,7 @@ use nyx5_proto::{Error, Object, Refusal, Timestamp, Value, limits};
 use crate::auth::optional_json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
-use crate::store::agents as store;
-use crate::{House, ok_body, port_error};
+use crate::{House, ok_body};
 
 /// Most uses one invitation may carry.
 pub const MAX_USES: i64 = 10_000;
@@ -28,20 +27,14 @@ pub async fn create<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result
     let note = field::opt_str(&body, "note")?;
     // Hex, so a code never starts with `-` and survives any shell or command line as it is.
     let code = nyx5_proto::crypto::hex(&house.random::<12>());
-    let now = house.now();
-    house
-        .db
-        .batch(vec![store::insert_invitation(&code, uses, expires.map(Timestamp::millis), note, welcome, now.millis())])
-        .await
-        .map_err(port_error)?;
-    let row = store::invitation(&house.db, &code).await?.unwrap_or_default();
+    let row = house.registry().invite(&code, uses, expires, note, welcome).await?;
     Ok(Response::json(201, &ok_body([("invitation", invitation_value(&row))])))
 }
 
 /// GET /invitations — every code and how much of it is used.
 pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.registry().require_admin(req)?;
-    let rows = store::invitations(&house.db).await?;
+    let rows = house.registry().invitations().await?;
     Ok(Response::json(200, &ok_body([("invitations", Value::Array(rows.iter().map(invitation_value).collect()))])))
 }
 

@@ -18,7 +18,6 @@ use crate::http::{Request, Response, percent_decode};
 use crate::libro::history::{self, Fact, summarize};
 use crate::ports::{Db, Net, Reads, Row};
 use crate::routes::agents::page_param;
-use crate::store::libro as store;
 use crate::{House, ok_body};
 use nyx5_rules::libro::kernel::{Contract, Kind, Mandate};
 use nyx5_rules::libro::state::{self, ContractState};
@@ -49,15 +48,11 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
         }
     }
     let who = address.as_str();
-    let balance = store::balance(&house.db, who).await?;
-    let contracts: Vec<Value> = store::contracts_of(&house.db, who, ACCOUNT_LIST_MAX)
-        .await?
-        .iter()
-        .filter_map(contract_of)
-        .map(|c| c.view())
-        .collect();
-    let mandates: Vec<Value> = store::mandates_of(&house.db, who, ACCOUNT_LIST_MAX)
-        .await?
+    let account = house.libro().account(who, ACCOUNT_LIST_MAX, ACCOUNT_ENTRIES).await?;
+    let balance = account.balance;
+    let contracts: Vec<Value> = account.contracts.iter().filter_map(contract_of).map(|c| c.view()).collect();
+    let mandates: Vec<Value> = account
+        .mandates
         .iter()
         .filter_map(|r| {
             let record = Value::parse_str(r.text("record")?).ok()?;
@@ -66,8 +61,8 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
         .map(|m| m.to_value())
         .collect();
     // Movements it asked approval for, or may decide, those still waiting first.
-    let pending: Vec<Value> = store::pending_of(&house.db, who, ACCOUNT_LIST_MAX)
-        .await?
+    let pending: Vec<Value> = account
+        .pending
         .iter()
         .filter_map(|r| {
             let record = Value::parse_str(r.text("record")?).ok()?;
@@ -75,7 +70,7 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
         })
         .map(|p| p.to_value())
         .collect();
-    let entries = parsed(store::statement(&house.db, who, ACCOUNT_ENTRIES).await?);
+    let entries = parsed(account.entries);
     Ok(Response::json(
         200,
         &ok_body([
@@ -95,7 +90,9 @@ pub async fn contract<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &st
     let id = percent_decode(id);
     nyx5_proto::address::check_id(&id)?;
     let who = if house.registry().is_admin(req) { None } else { Some(house.registry().authenticate_any(req).await?) };
-    let c = store::contract(&house.db, &id)
+    let c = house
+        .libro()
+        .contract_row(&id)
         .await?
         .as_ref()
         .and_then(contract_of)
@@ -153,7 +150,7 @@ pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resul
     house.registry().require_admin(req)?;
     let after = page_param(req, "after", 0, i64::MAX)?;
     let limit = page_param(req, "limit", JOURNAL_DEFAULT, JOURNAL_MAX)?.max(1);
-    let entries = store::journal(&house.db, after, limit).await?;
+    let entries = house.libro().journal(after, limit).await?;
     let count = i64::try_from(entries.len()).unwrap_or(0);
     let next = if count == limit { Value::from(after + count) } else { Value::Null };
     Ok(Response::json(
@@ -165,12 +162,12 @@ pub async fn journal<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resul
 /// GET /agents/:local/historial
 pub async fn history<D: Db, N: Net>(house: &House<D, N>, reads: &Reads, local: &str) -> Result<Response, Error> {
     let address = house.registry().local_address(local)?;
-    let stale = house.stale(reads);
-    let since = crate::store::agents::created_at(&stale, local)
+    let (since, rows) = house
+        .libro()
+        .history_rows(reads, local, &address)
         .await?
         .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")))?;
-    let facts: Vec<Fact> = store::history_rows(&stale, address.as_str())
-        .await?
+    let facts: Vec<Fact> = rows
         .iter()
         .filter_map(|r| {
             // A bond's parties and who closed it, for whether a judge free of its bondholder

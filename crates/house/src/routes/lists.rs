@@ -13,8 +13,9 @@ use nyx5_proto::{Error, Object, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
+use crate::mailbox::ListChange;
 use crate::ports::{Db, Net};
-use crate::{House, ok_body, port_error, store};
+use crate::{House, ok_body};
 use nyx5_rules::policy::{self, MAX_LIST_CHANGES, MAX_LIST_ENTRIES};
 
 /// The two lists, in the order they are written.
@@ -33,8 +34,8 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     if let Some(k) = body.keys().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(Refusal::BadMember.because(format!("unknown list {k:?}: the lists are `allow` and `block`")));
     }
-    let current = store::mailbox::lists(&house.db, local).await?;
-    let mut stmts = Vec::new();
+    let current = house.mailbox().lists(local).await?;
+    let mut changes_made: Vec<ListChange<'_>> = Vec::new();
     let mut changes = 0usize;
     for kind in KINDS {
         let Some(change) = field::opt_object(&body, kind)? else { continue };
@@ -51,11 +52,11 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
             current.iter().filter(|r| r.text("kind") == Some(kind)).filter_map(|r| r.text("entry")).collect();
         for e in &remove {
             list.remove(e.as_str());
-            stmts.push(store::mailbox::remove_entry(local, kind, e));
+            changes_made.push(ListChange { kind, entry: e.clone(), add: false });
         }
         for e in &add {
             list.insert(e.as_str());
-            stmts.push(store::mailbox::add_entry(local, kind, e, MAX_LIST_ENTRIES as i64));
+            changes_made.push(ListChange { kind, entry: e.clone(), add: true });
         }
         if list.len() > MAX_LIST_ENTRIES {
             return Err(
@@ -66,9 +67,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
     if changes > MAX_LIST_CHANGES {
         return Err(Refusal::TooManyChanges.because(format!("at most {MAX_LIST_CHANGES} changes at once")));
     }
-    if !stmts.is_empty() {
-        house.db.batch(stmts).await.map_err(port_error)?;
-    }
+    house.mailbox().change_lists(local, &changes_made, MAX_LIST_ENTRIES as i64).await?;
     lists(house, local).await
 }
 
@@ -85,7 +84,7 @@ fn entries(change: &Object, name: &str, kind: &str) -> Result<VecSet<String>, Er
 }
 
 async fn lists<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
-    let rows = store::mailbox::lists(&house.db, local).await?;
+    let rows = house.mailbox().lists(local).await?;
     let list = |kind: &str| list_of(&rows, kind);
     Ok(Response::json(200, &ok_body([("allow", list("allow")), ("block", list("block"))])))
 }

@@ -7,9 +7,8 @@ use nyx5_proto::{Error, ErrorKind, Refusal, Timestamp, Value, address::check_id,
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::join::both;
-use crate::ports::{Db, Net, PortError, Reads, Row};
-use crate::store::{constraint, inbox};
+use crate::mailbox::PageBounds;
+use crate::ports::{Db, Net, Reads, Row};
 use crate::{House, ok_body};
 
 /// Mailbox page size: default and most.
@@ -57,7 +56,7 @@ pub async fn read<D: Db, N: Net>(
     let after = number("after", 0, i64::MAX)?;
     let limit = number("limit", PAGE_DEFAULT, PAGE_MAX)?;
     let budget = PAGE_MAX_BYTES - PAGE_FRAME_BYTES;
-    let bounds = inbox::PageBounds {
+    let bounds = PageBounds {
         after,
         limit,
         bytes: budget as i64,
@@ -66,11 +65,8 @@ pub async fn read<D: Db, N: Net>(
     };
     // The token's nonce is spent while the page is read: two requests in flight, one round trip's
     // wait. A replayed token fails the spend, and the page read beside it is never answered.
-    let page =
-        async { if limit == 0 { Ok(Vec::new()) } else { inbox::page(&house.stale(reads), local, bounds).await } };
-    let (spent, rows) = both(house.db.batch(vec![nonce]), page).await;
-    spent.map_err(crate::auth::nonce_error)?;
-    let body = write_page(&rows?, limit)?;
+    let rows = house.mailbox().page(reads, local, nonce, bounds).await?;
+    let body = write_page(&rows, limit)?;
     Ok(Response::bytes(200, "application/json", body))
 }
 
@@ -146,26 +142,10 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     // The token's nonce is spent in the batch that acknowledges (a replay fails it whole).
     let (_, nonce) = house.registry().authenticate_owner_unspent(req, local, Keys::CurrentOrGrace).await?;
     let list = ack_list(req)?;
-    for _ in 0..crate::mailbox::ACK_ATTEMPTS {
-        let rows = inbox::ack_facts(&house.db, local, &list).await?;
-        let read = rows.first().and_then(|r| r.int("w")).unwrap_or(0);
-        let other = rows.first().and_then(|r| r.int("other"));
-        let waiting: Vec<(String, i64, bool)> =
-            rows.iter().filter_map(|r| Some((r.text("id")?.to_owned(), r.int("n")?, r.int("counted")? != 0))).collect();
-        let plan = crate::mailbox::plan_ack(read, other, &waiting);
-        let mut stmts = vec![nonce.clone()];
-        stmts.extend(inbox::ack(local, &list, &plan, house.now().millis(), house.config.quota()));
-        match house.db.batch(stmts).await {
-            Ok(_) => {}
-            Err(PortError::Constraint { name }) if name == constraint::MAILBOX_ACK_RACED => continue,
-            Err(e) => return Err(crate::auth::nonce_error(e)),
-        }
-        return Ok(Response::json(200, &ok_body([("acked", plan.acked.into())])));
-    }
-    Err(Refusal::AckBusy.because("the mailbox is being acknowledged by another request; try again"))
+    let acked = house.mailbox().ack(local, &list, nonce).await?;
+    Ok(Response::json(200, &ok_body([("acked", acked.into())])))
 }
 
-/// The ids an acknowledgment's body lists, distinct, as the JSON array the store reads.
 fn ack_list(req: &Request) -> Result<String, Error> {
     let body = json_body(req)?;
     let ids = field::array(&body, "ids")?;

@@ -8,10 +8,9 @@ use nyx5_proto::auth::Keys;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value};
 
 use crate::http::{Request, Response};
-use crate::ports::{Db, Net, PortError};
-use crate::store::constraint;
-use crate::store::queue::{self as store, NewJob, Outgoing};
-use crate::{House, ok_body, port_error};
+use crate::ports::{Db, Net};
+use crate::queue::{Enqueued, NewJob, Outgoing};
+use crate::{House, ok_body};
 
 pub use nyx5_rules::queue::{MAX_DELIVER_AFTER_MS, by_domain, check_due};
 
@@ -68,7 +67,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     if let Err(stale) = check_created(env.created(), now) {
         // One the house still holds is answered as any resend is ("exists", or 409); only one it
         // may have forgotten is refused, so a client retrying a lost answer learns it was queued.
-        return match store::outbox_entry(&house.db, env.id()).await? {
+        return match house.queue().outbox_entry(env.id()).await? {
             Some(row) => held(house, &row, env.id(), card.address(), &env.sha256_hex()).await,
             None => Err(stale),
         };
@@ -105,40 +104,22 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // forgetting horizon, which a clock that ran days ahead moved past the 6 days
     // `check_created` allows).
     let cap = house.config.outbound_per_agent_per_minute;
-    let mut stmts = vec![nonce];
-    stmts.extend(store::enqueue_remembered(&out, &jobs, env.created().millis(), cap));
-    match house.db.batch(stmts).await {
-        Ok(_) => {}
-        Err(PortError::Constraint { name }) if name == constraint::NONCE_USED => {
-            return Err(crate::auth::nonce_error(PortError::Constraint { name }));
-        }
-        Err(PortError::Constraint { name }) if name == store::RATE => {
-            // (SQLite checks the CHECK before the UNIQUE id: one it still holds is "exists".)
-            if let Some(row) = store::outbox_entry(&house.db, env.id()).await? {
-                return held(house, &row, env.id(), card.address(), &sha256).await;
-            }
+    match house.queue().enqueue(nonce, &out, &jobs, env.created().millis(), cap).await? {
+        Enqueued::Queued => {}
+        Enqueued::Held(row) => return held(house, &row, env.id(), card.address(), &sha256).await,
+        Enqueued::TooMany => {
             return Err(Refusal::TooManySends.because(format!(
                 "{} may send {cap} envelopes a minute (with its subagents); try again shortly",
                 card.address()
             )));
         }
-        Err(PortError::Constraint { name }) if name == store::FORGOTTEN => {
-            // (SQLite checks NOT NULL before the UNIQUE id: one it still holds is "exists".)
-            if let Some(row) = store::outbox_entry(&house.db, env.id()).await? {
-                return held(house, &row, env.id(), card.address(), &sha256).await;
-            }
+        Enqueued::Forgotten => {
             return Err(Refusal::CreatedTooOld.because(
                 "`created` is older than what this house may have forgotten (its clock ran ahead since): a house \
                  queues only envelopes it cannot have queued before; sign it again under the same id (a copy \
                  delivered before is then recognised by its id)",
             ));
         }
-        // Only the outbox's id says "sent before": any other constraint is a failure, never
-        // "exists" (hostile review of issue 36, L2).
-        Err(PortError::Constraint { name }) if name == constraint::OUTBOX_ID => {
-            return resent(house, env.id(), card.address(), &sha256, name).await;
-        }
-        Err(e) => return Err(port_error(e)),
     }
     let next = nyx5_proto::Timestamp(not_before).to_rfc3339();
     let listed = groups
@@ -158,21 +139,6 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     .kick())
 }
 
-/// The envelope id is taken: the same envelope from the same sender is "exists" (200, nothing
-/// changes); anything else under that id is a conflict.
-async fn resent<D: Db, N: Net>(
-    house: &House<D, N>,
-    id: &str,
-    sender: &Address,
-    sha256: &str,
-    constraint: String,
-) -> Result<Response, Error> {
-    let Some(row) = store::outbox_entry(&house.db, id).await? else {
-        return Err(port_error(PortError::Constraint { name: constraint }));
-    };
-    held(house, &row, id, sender, sha256).await
-}
-
 /// The answer to an envelope whose id the outbox holds (`row`): the same envelope from the same
 /// sender is "exists" with its jobs (200); anything else under that id is a conflict (409).
 async fn held<D: Db, N: Net>(
@@ -186,7 +152,7 @@ async fn held<D: Db, N: Net>(
         return Err(Refusal::EnvelopeIdTaken.because(format!("envelope id {id} is already used for another envelope")));
     }
     let mut listed = Vec::new();
-    for r in store::jobs_of(&house.db, id).await? {
+    for r in house.queue().jobs_of(id).await? {
         let recipients = Value::parse_str(r.text("recipients").unwrap_or("[]"))?;
         listed.push(Value::Object(nyx5_proto::json::obj([
             ("domain", r.text("domain").unwrap_or_default().into()),

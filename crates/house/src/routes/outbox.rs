@@ -8,7 +8,6 @@ use nyx5_proto::{Error, Object, Refusal, Timestamp, Value};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Reads, Row};
 use crate::queue::{JobState, Progress};
-use crate::store::queue as store;
 use crate::{House, ok_body};
 use nyx5_rules::libro::state::stored;
 use nyx5_rules::queue::EmailState;
@@ -109,11 +108,10 @@ pub async fn get<D: Db, N: Net>(
     reads: &Reads,
     local: &str,
 ) -> Result<Response, Error> {
-    let stale = house.stale(reads);
     let card = house.registry().authenticate_owner(req, local, Keys::Current).await?;
     let before = number(req, "before", i64::MAX, i64::MAX)?;
     let limit = number(req, "limit", PAGE_DEFAULT, PAGE_MAX)?;
-    let rows = store::outbox_page(&stale, card.address().as_str(), before, limit).await?;
+    let rows = house.queue().outbox_page(reads, card.address().as_str(), before, limit).await?;
     let mut envelopes: Vec<(i64, Object)> = Vec::new();
     for r in &rows {
         let seq = r.int("seq").unwrap_or(0);
@@ -142,7 +140,7 @@ pub async fn get<D: Db, N: Net>(
         && let Value::Object(o) = &mut answer
     {
         let provider = crate::email::outbound::has_provider(&house.config);
-        let rows = crate::store::email::out_page(&stale, card.address().as_str(), limit).await?;
+        let rows = house.email().sent_page(reads, card.address().as_str(), limit).await?;
         o.insert("emails".into(), Value::Array(rows.iter().map(|r| email(r, provider)).collect::<Result<_, _>>()?));
     }
     Ok(Response::json(200, &answer))

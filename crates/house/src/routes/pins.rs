@@ -14,12 +14,12 @@ use nyx5_proto::{Error, Object, Timestamp, Value};
 use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
-use crate::{House, ok_body, store};
+use crate::{House, ok_body};
 
 /// GET /pins — every pin, with any pending key.
 pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.registry().require_admin(req)?;
-    let rows = store::resolver::pins(&house.db).await?;
+    let rows = house.lookup().pins().await?;
     Ok(Response::json(200, &ok_body([("pins", Value::Array(rows.iter().map(pin_value).collect()))])))
 }
 

@@ -13,7 +13,7 @@ use nyx5_proto::{Error, Object, Refusal, Value, limits};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net, Row};
 use crate::routes::lists::{KINDS, list_of};
-use crate::{House, ok_body, store};
+use crate::{House, ok_body};
 use nyx5_rules::policy::MAX_LIST_ENTRIES;
 
 /// GET /agents/:local/settings
@@ -22,7 +22,7 @@ pub async fn get<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
         house.registry().authenticate_owner(req, local, Keys::Current).await?;
     }
     let address = house.registry().local_address(local)?;
-    let rows = store::agents::settings(&house.db, local).await?;
+    let rows = house.registry().settings(local).await?;
     let first = rows.first().ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {address}")))?;
     Ok(Response::json(
         200,

@@ -7,7 +7,7 @@ use nyx5_proto::{Error, Refusal, Value};
 use crate::auth::json_body;
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
-use crate::{House, ok_body, port_error, store};
+use crate::{House, ok_body};
 
 /// POST /shards/move `{local, to}` → `{local, from, to, envelopes}`.
 pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
@@ -15,7 +15,7 @@ pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
     let body = json_body(req)?;
     let local = field::str(&body, "local")?;
     let to = field::integer(&body, "to")?;
-    let count = house.db.databases();
+    let count = house.mailbox().databases();
     if count == 1 {
         return Err(Refusal::SingleDatabase.because("this house has one database: there is nowhere to move a mailbox"));
     }
@@ -23,10 +23,10 @@ pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
         Refusal::BadMember.because(format!("`to` must be a database of this house's {count}, 0 to {}", count - 1))
     })?;
     let address = house.registry().local_address(local)?;
-    if store::agents::created_at(&house.db, local).await?.is_none() {
+    if house.registry().created_at(local).await?.is_none() {
         return Err(Refusal::UnknownAgent.because(format!("no agent {address}")));
     }
-    let (from, to, envelopes) = house.db.move_mailbox(local, to).await.map_err(port_error)?;
+    let (from, to, envelopes) = house.mailbox().move_to(local, to).await?;
     Ok(Response::json(
         200,
         &ok_body([

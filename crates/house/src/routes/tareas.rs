@@ -7,11 +7,10 @@ use nyx5_proto::{Error, Object, Refusal, Value};
 
 use crate::auth::json_body;
 use crate::http::{Request, Response};
-use crate::libro::tareas::{MAX_STATEMENT_BYTES, MAX_TASKS, Task, task_terms};
+use crate::libro::tareas::{MAX_STATEMENT_BYTES, Task, task_terms};
 use crate::libro::verifica;
-use crate::ports::{Db, Net, PortError};
-use crate::store::services as store;
-use crate::{House, ok_body, port_error};
+use crate::ports::{Db, Net};
+use crate::{House, ok_body};
 
 fn require_tareas<D: Db, N: Net>(house: &House<D, N>) -> Result<(), Error> {
     if house.config.tareas_enabled {
@@ -34,8 +33,8 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         }
         Some(_) => return Err(Refusal::BadQuery.because("`all` is 0 or 1")),
     };
-    let tasks: Vec<Task> = store::tasks(&house.db, all).await?.iter().filter_map(Task::from_row).collect();
-    let today = store::claims_on(&house.db, house.libro().tareas_day()).await?;
+    let tasks: Vec<Task> = house.libro().tasks(all).await?;
+    let today = house.libro().claims_today().await?;
     let list = tasks
         .iter()
         .map(|t| {
@@ -105,26 +104,15 @@ pub async fn add<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Re
         return Err(Refusal::BadTask.because("the task's terms are too large"));
     }
     let task = Task { id: id.clone(), price, statement: statement.to_owned(), terms: terms_text, retired: false };
-    if let Some(before) = store::task(&house.db, &id).await?.as_ref().and_then(Task::from_row) {
+    if let Some(before) = house.libro().task(&id).await? {
         let same = before.price == task.price && before.statement == task.statement && before.terms == task.terms;
         if !same {
             return Err(Refusal::TaskIdTaken.because(format!("task {id} exists with other contents")));
         }
         return Ok(Response::json(200, &ok_body([("task", before.to_value())])));
     }
-    let changed = house
-        .db
-        .batch(store::add_task(&id, price, &task.statement, &task.terms, house.now().millis(), MAX_TASKS))
-        .await
-        .map_err(|e| match e {
-            // (The terms name the task's id, so no two tasks' terms are alike: `tareas.terms`,
-            // UNIQUE, cannot refuse an insert this route makes.)
-            PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
-                Refusal::TooManyTasks.because(format!("{MAX_TASKS} tasks are offered; retire one first"))
-            }
-            e => port_error(e),
-        })?;
-    let status = if changed.get(1) == Some(&1) { 201 } else { 200 };
+    let added = house.libro().add_task(&task).await?;
+    let status = if added { 201 } else { 200 };
     Ok(Response::json(status, &ok_body([("task", task.to_value())])))
 }
 
@@ -133,11 +121,7 @@ pub async fn retire<D: Db, N: Net>(house: &House<D, N>, req: &Request, id: &str)
     house.registry().require_admin(req)?;
     require_tareas(house)?;
     nyx5_proto::address::check_id(id)?;
-    let before = store::task(&house.db, id)
-        .await?
-        .as_ref()
-        .and_then(Task::from_row)
-        .ok_or_else(|| Refusal::UnknownTask.because(format!("no task {id}")))?;
-    house.db.batch(vec![store::retire_task(id, house.now().millis())]).await.map_err(port_error)?;
+    let before = house.libro().task(id).await?.ok_or_else(|| Refusal::UnknownTask.because(format!("no task {id}")))?;
+    house.libro().retire_task(id).await?;
     Ok(Response::json(200, &ok_body([("task", before.to_value()), ("retired", Value::Bool(true))])))
 }

@@ -12,7 +12,6 @@ use super::page;
 use crate::House;
 use crate::http::Response;
 use crate::ports::{Db, Net, Reads};
-use crate::store::agents as store;
 
 /// The extension a Nyx5 card names in A2A, and the binding of its interface.
 pub const EXT_A2A: &str = "urn:nyx5:ext:a2a";
@@ -179,7 +178,7 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
 pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Result<Response, Error> {
     let missing = || Refusal::UnknownAgent.because(format!("no listed agent {local}@{}", house.config.domain));
     // On the primary, as GET /agents/:local: the card after a reset, never before it.
-    let text = store::card(&house.db, local).await?.ok_or_else(missing)?;
+    let text = house.registry().card_text(local).await?.ok_or_else(missing)?;
     let card = AgentCard::parse(text.as_bytes())?;
     if !card.listed() {
         return Err(missing());

@@ -10,7 +10,6 @@ use super::{HOME_MAX_AGE, escape, page};
 use crate::config::Registration;
 use crate::http::Response;
 use crate::ports::{Db, Net, Reads};
-use crate::store::agents as store;
 use crate::{House, libro};
 use nyx5_rules::policy::Policy;
 
@@ -23,7 +22,7 @@ pub(crate) async fn listed<D: Db, N: Net>(
     reads: &Reads,
     limit: i64,
 ) -> Result<Vec<AgentCard>, Error> {
-    let texts = store::directory(&house.stale(reads), None, None, None, limit, 0).await?;
+    let texts = house.registry().directory(reads, None, None, None, limit, 0).await?;
     Ok(texts.iter().filter_map(|t| AgentCard::parse(t.as_bytes()).ok()).collect())
 }
 
