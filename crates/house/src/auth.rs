@@ -285,7 +285,7 @@ impl<'h, D: Db, N: Net> Registry<'h, D, N> {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<String>, Error> {
-        let stale = crate::ports::Stale { db: self.db, reads };
+        let stale = self.stale(reads);
         store::agents::directory(&stale, q, accepts, capability, limit, offset).await
     }
 

@@ -337,12 +337,12 @@ impl<'h, D: Db, N: Net> Index<'h, D, N> {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<crate::ports::Row>, Error> {
-        store::houses(&crate::ports::Stale { db: self.db, reads }, limit, offset).await
+        store::houses(&self.stale(reads), limit, offset).await
     }
 
     /// The cards that answer `s` (each with the house it came from), ranked, read through the
     /// request's stale-tolerant `reads`.
     pub async fn search(&self, reads: &crate::ports::Reads, s: &Search<'_>) -> Result<Vec<(String, String)>, Error> {
-        store::search(&crate::ports::Stale { db: self.db, reads }, s).await
+        store::search(&self.stale(reads), s).await
     }
 }

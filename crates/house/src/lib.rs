@@ -286,13 +286,6 @@ impl<D: Db, N: Net> House<D, N> {
         if self.queued.take() { resp.kick() } else { resp }
     }
 
-    /// The database seen through one request's stale-tolerant reads. The routes hand their
-    /// `Reads` to a service's method (the directory, history, index answers, mailbox and outbox
-    /// pages), which reads through this same view of its own database borrow.
-    pub fn stale<'a>(&'a self, reads: &'a Reads) -> ports::Stale<'a, D> {
-        ports::Stale { db: &self.db, reads }
-    }
-
     /// `resp` with the newest bookmark the database knows after `reads`, sealed, when it has one.
     fn with_bookmark(&self, resp: Response, reads: &Reads) -> Response {
         let sealed = self.db.bookmark(reads).and_then(|b| bookmark::seal(&self.bookmark_key, self.random(), &b));

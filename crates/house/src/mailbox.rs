@@ -745,7 +745,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         nonce: crate::ports::Stmt,
         bounds: PageBounds,
     ) -> Result<Vec<crate::ports::Row>, Error> {
-        let stale = crate::ports::Stale { db: self.db, reads };
+        let stale = self.stale(reads);
         let page =
             async { if bounds.limit == 0 { Ok(Vec::new()) } else { store::inbox::page(&stale, local, bounds).await } };
         let (spent, rows) = crate::join::both(self.db.batch(vec![nonce]), page).await;

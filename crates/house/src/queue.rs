@@ -621,7 +621,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         before: i64,
         limit: i64,
     ) -> Result<Vec<Row>, Error> {
-        store::outbox_page(&crate::ports::Stale { db: self.db, reads }, sender, before, limit).await
+        store::outbox_page(&self.stale(reads), sender, before, limit).await
     }
 
     /// The queue's depth at `now`: `depth` jobs waiting, the `oldest_due`'s time.

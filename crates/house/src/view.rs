@@ -20,7 +20,7 @@ use nyx5_rules::policy::Policy;
 use crate::config::{Config, MEMO_MAX_ENTRIES};
 use crate::ground::Ground;
 use crate::outbound::Guarded;
-use crate::ports::OutRequest;
+use crate::ports::{OutRequest, Reads, Stale};
 
 /// The borrows every service holds.
 pub struct Core<'h, D, N> {
@@ -47,7 +47,17 @@ impl<D, N> std::fmt::Debug for Core<'_, D, N> {
     }
 }
 
-impl<D, N> Core<'_, D, N> {
+impl<'h, D, N> Core<'h, D, N> {
+    /// The database seen through one request's stale-tolerant reads (the directory, history,
+    /// index answers, mailbox and outbox pages): the routes hand their `Reads` to a service's
+    /// method, which reads through this.
+    pub fn stale<'a>(&self, reads: &'a Reads) -> Stale<'a, D>
+    where
+        'h: 'a,
+    {
+        Stale { db: self.db, reads }
+    }
+
     /// The house's time now.
     pub fn now(&self) -> Timestamp {
         self.ground.now()

@@ -83,6 +83,6 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
         sender: &str,
         limit: i64,
     ) -> Result<Vec<crate::ports::Row>, Error> {
-        crate::store::email::out_page(&crate::ports::Stale { db: self.db, reads }, sender, limit).await
+        crate::store::email::out_page(&self.stale(reads), sender, limit).await
     }
 }

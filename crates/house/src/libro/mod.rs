@@ -1581,7 +1581,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         local: &str,
         address: &Address,
     ) -> Result<Option<(i64, Vec<crate::ports::Row>)>, Error> {
-        let stale = crate::ports::Stale { db: self.db, reads };
+        let stale = self.stale(reads);
         let Some(since) = crate::store::agents::created_at(&stale, local).await? else { return Ok(None) };
         Ok(Some((since, store::history_rows(&stale, address.as_str()).await?)))
     }
