@@ -52,6 +52,12 @@ impl Failure {
         Failure { code, reason: reason.into(), status: Some(status), name: Some(name.to_owned()), hint: None }
     }
 
+    /// A refusal from the one table (`nyx5_proto::Refusal`), found by the client before or
+    /// instead of the house's answer: its status and stable name are the table's.
+    pub(crate) fn refusal(refusal: nyx5_proto::Refusal, reason: impl Into<String>) -> Failure {
+        Failure::http(refusal.kind().code(), refusal.name(), reason)
+    }
+
     /// The same failure carrying a refusal's stable name (a protocol error's `name`).
     pub(crate) fn named(mut self, name: &str) -> Failure {
         self.name = Some(name.to_owned());
@@ -130,7 +136,7 @@ impl Failure {
 
 #[cfg(test)]
 mod tests {
-    use super::Failure;
+    use super::{EXIT_REFUSED, Failure};
     use nyx5_proto::{Refusal, Value};
 
     /// `--json` (and an MCP tool's failure) carries the refusal's name: the house's as it came,
@@ -151,5 +157,12 @@ mod tests {
         let f = Failure::usage("the house said: ok\u{202e}gnp.exe\u{1b}]0;owned\u{7}\nnext").hint("try \u{2066}again");
         let shown = f.one_line();
         assert_eq!(shown, "the house said: ok\\u{202e}gnp.exe\\u{1b}]0;owned\\u{7} next; try \\u{2066}again");
+    }
+
+    /// A refusal the client finds itself carries the table's status and name.
+    #[test]
+    fn a_refusal_found_by_the_client_is_the_tables() {
+        let f = Failure::refusal(Refusal::EmailBridgeOff, "no bridge");
+        assert_eq!((f.status(), f.name.as_deref(), f.code()), (Some(403), Some("email_bridge_off"), EXIT_REFUSED));
     }
 }

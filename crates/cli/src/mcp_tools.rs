@@ -880,11 +880,11 @@ fn email(setup: &Setup, args: &Object) -> Result<Value, Failure> {
     }
     match ctx.call(&me, "POST", "/email/out", Some(&Value::Object(body)), "sending email") {
         Ok((_, answer)) => Ok(Value::Object(answer)),
-        // A 404 while replying names the email answered; otherwise it means no bridge here.
+        // A 404 while replying names the email answered; otherwise it means no bridge here (a
+        // house without the route): the same cause, and so the same name, as a bridge turned off.
         Err(f) if matches!(f.status(), Some(404 | 405 | 501)) && (replying.is_none() || f.status() != Some(404)) => {
-            Err(Failure::http(
-                501,
-                "no_email_bridge",
+            Err(Failure::refusal(
+                nyx5_proto::Refusal::EmailBridgeOff,
                 format!(
                     "the email bridge isn't on this house ({}) yet, so email cannot be sent from here; reach agents \
                      with nyx5_send",

@@ -1109,6 +1109,37 @@ fn every_refusal_is_named_by_its_cause() {
     ratchet("files with refusals named by their kind alone", "KNOWN_UNNAMED", &found, KNOWN_UNNAMED);
 }
 
+/// Places where a client spells a refusal's name itself (`Failure::http(code, "name", …)`),
+/// which the table cannot vouch for: a client that finds a cause itself names it through
+/// `Failure::refusal(Refusal::…)`, and passes a house's name on as it came. Read from
+/// [`code_of`], where a string literal is a blank: a name argument that is blank was one.
+fn spelled_names_in(code: &str) -> usize {
+    code.split("Failure::http(")
+        .skip(1)
+        .filter(|rest| rest.split(',').nth(1).is_some_and(|a| a.trim().is_empty()))
+        .count()
+}
+
+/// No client names a refusal outside the one table (issue 37 §4): `no_email_bridge` was one.
+#[test]
+fn no_client_spells_a_refusal_name_of_its_own() {
+    let root = repo_root();
+    let mut found = BTreeSet::new();
+    for dir in ["crates/cli/src", "crates/client/src", "crates/web/src"] {
+        for file in sources(&root.join(dir)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code = code_of(text.split("#[cfg(test)]\nmod tests").next().unwrap_or(""));
+            if spelled_names_in(&code) > 0 {
+                found.insert(file.strip_prefix(&root).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(found.is_empty(), "names spelled outside the refusal table: {found:?}");
+    let teeth =
+        code_of("Failure::http(501, \"no_email_bridge\", x); Failure::http(s, &slug, y); Failure::refusal(R, z)");
+    assert_eq!(spelled_names_in(&teeth), 1);
+}
+
 #[test]
 fn the_unnamed_counter_sees_what_it_counts() {
     let code = code_of(

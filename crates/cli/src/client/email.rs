@@ -29,9 +29,8 @@ fn encode(text: &str) -> String {
 /// POST the message to `<house>/email/in?to=…&from=…`; answers `{id, to, duplicate}`.
 pub(crate) fn email_in(house: &str, token: &str, to: &str, from: Option<&str>, raw: &[u8]) -> Result<Value, Failure> {
     if raw.len() > MAX_EMAIL_BYTES {
-        return Err(Failure::http(
-            413,
-            nyx5_proto::Refusal::EmailTooLarge.name(),
+        return Err(Failure::refusal(
+            nyx5_proto::Refusal::EmailTooLarge,
             format!("the message is over {MAX_EMAIL_BYTES} bytes"),
         ));
     }

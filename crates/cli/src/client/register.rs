@@ -282,9 +282,8 @@ pub(crate) fn rotate_key(ctx: &Ctx, webhook: Option<&str>) -> Result<Value, Fail
     };
     let now = sys::now()?;
     let current = current_card(ctx, &me)?.ok_or_else(|| {
-        Failure::http(
-            404,
-            nyx5_proto::Refusal::UnknownAgent.name(),
+        Failure::refusal(
+            nyx5_proto::Refusal::UnknownAgent,
             format!("{} has no card at its house yet; run `nyx5 register` first", me.address),
         )
     })?;
