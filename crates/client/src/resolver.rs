@@ -780,8 +780,7 @@ impl<N: Net, S: PinStore> Resolver<'_, N, S> {
         let body = body?;
         let card = DomainCard::parse(&body).map_err(refuse(&what))?;
         // The rules every domain card meets, as the browser applies them too.
-        let kid = trust::domain_signer(&card, domain, self.now)
-            .map_err(|f| f.into_error(&what, Refusal::UnverifiableCard, refuse(&what)))?;
+        let kid = trust::domain_signer(&card, domain, self.now).map_err(|f| f.into_error(&what, refuse(&what)))?;
         let url = match &card.estafeta() {
             e if located.via == "well-known" && (e.starts_with("https://") || e.starts_with("http://")) => {
                 e.trim_end_matches('/').to_owned()

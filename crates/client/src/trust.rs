@@ -4,10 +4,10 @@
 //! calls them on what it fetched ([`crate::resolver`]), the browser (`nyx5-web`) on what it was
 //! handed: one set of rules, so both trust a card for the same reasons.
 //!
-//! The rules name what failed; the caller says which card it was checking (`what`). Where the
-//! two callers answered the same rule with different refusals before they shared it (an unlisted
-//! signer: `unverifiable_card` from the resolver, `untrusted_key` from the browser), the caller
-//! still names it ([`Fault::into_error`]): the wire stays as it was.
+//! The rules name what failed; the caller says which card it was checking (`what`). One cause
+//! has one name wherever it is found: a domain card signed by a key it does not list is
+//! `untrusted_key` from the resolver and the browser alike (the resolver answered
+//! `unverifiable_card` before they shared the rule; docs/SPEC.md "Refusals by name").
 
 use nyx5_proto::card::{AgentCard, DomainCard};
 use nyx5_proto::crypto::SigPublic;
@@ -30,13 +30,13 @@ pub enum Fault {
 impl Fault {
     /// The refusal for `what` (`domain card of a.test`): a card of another domain is
     /// `wrong_card`; an unreadable signer is the proto's error as `wrap` passes it on; an
-    /// unlisted signer is refused as `unlisted`.
-    pub fn into_error(self, what: &str, unlisted: Refusal, wrap: impl Fn(Error) -> Error) -> Error {
+    /// unlisted signer is `untrusted_key`.
+    pub fn into_error(self, what: &str, wrap: impl Fn(Error) -> Error) -> Error {
         match self {
             Fault::OtherDomain(other) => Refusal::WrongCard.because(format!("{what} names another domain ({other})")),
             Fault::Signer(e) => wrap(e),
             Fault::Unlisted => {
-                unlisted.because(format!("{what} is signed by a key that is not listed, or past its end"))
+                Refusal::UntrustedKey.because(format!("{what} is signed by a key that is not listed, or past its end"))
             }
         }
     }
@@ -116,11 +116,11 @@ mod tests {
         let c = card("a.test", &key);
         assert_eq!(domain_signer(&c, "a.test", now), Ok(key.public()));
         assert_eq!(domain_signer(&c, "b.test", now), Err(Fault::OtherDomain("a.test".into())));
-        let e = Fault::OtherDomain("a.test".into()).into_error("domain card of b.test", Refusal::UntrustedKey, |e| e);
+        let e = Fault::OtherDomain("a.test".into()).into_error("domain card of b.test", |e| e);
         assert_eq!(e.refusal(), Some(Refusal::WrongCard));
         assert_eq!(e.reason, "domain card of b.test names another domain (a.test)");
-        let e = Fault::Unlisted.into_error("domain card of a.test", Refusal::UnverifiableCard, |e| e);
-        assert_eq!(e.refusal(), Some(Refusal::UnverifiableCard));
+        let e = Fault::Unlisted.into_error("domain card of a.test", |e| e);
+        assert_eq!(e.refusal(), Some(Refusal::UntrustedKey));
         assert_eq!(e.reason, "domain card of a.test is signed by a key that is not listed, or past its end");
     }
 

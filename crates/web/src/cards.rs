@@ -30,8 +30,7 @@ fn checked(
     now: Timestamp,
 ) -> Result<(Verified<DomainCard>, SigPublic, bool), Error> {
     let what = format!("domain card of {domain}");
-    let kid = trust::domain_signer(&card, domain, now)
-        .map_err(|f| f.into_error(&what, Refusal::UntrustedKey, about(&what)))?;
+    let kid = trust::domain_signer(&card, domain, now).map_err(|f| f.into_error(&what, about(&what)))?;
     let (card, moved) = trust::held_to(card, pin, now).map_err(about(&what))?;
     Ok((card, kid, moved))
 }
