@@ -10,14 +10,17 @@
 
 pub mod asks;
 pub mod bookmark;
+pub mod cards;
 pub mod hosts;
 pub mod inbox;
 pub mod libro;
 pub mod outbound;
+pub mod pins;
 pub mod ports;
 pub mod profile;
 pub mod resolver;
 pub mod send;
 pub mod site;
+pub mod store;
 pub mod trust;
 pub mod weburl;

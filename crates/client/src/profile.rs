@@ -12,12 +12,16 @@ use nyx5_proto::crypto::{EncPublic, EncSecret, Entropy, SigPublic, SigningKey};
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{Error, Refusal, Timestamp, b64};
 
+use crate::store::Slot;
+
 /// The `kind` of a profile file.
 pub const KIND: &str = "agent-profile";
 /// The protocol version a profile file belongs to (its `nyx5`).
 pub const VERSION: &str = "1";
 /// The largest profile read: saved envelopes are at most 1 MiB each.
 pub const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
+/// Where the profile lives in a client's store (`crate::store`), and the largest read.
+pub const SLOT: Slot = Slot { name: "profile", max: MAX_PROFILE_BYTES };
 
 /// An agent's signing and encryption keys.
 #[derive(Debug, Clone)]
