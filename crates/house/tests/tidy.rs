@@ -185,7 +185,7 @@ const CLIENT: Crate = Crate {
         ("site", "base"),
         ("hosts", "base"),
         ("store", "base"),
-        ("bookmark", "base"),
+        ("bookmark", "rules"),
         ("cards", "rules"),
         ("outbound", "rules"),
         ("trust", "rules"),

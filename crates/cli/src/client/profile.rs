@@ -36,7 +36,7 @@ use crate::keyfile::KeyFile;
 pub(crate) use nyx5_client::profile::KIND;
 /// The records of envelopes an agent keeps in its profile, and their bounds (the format's).
 pub(crate) use nyx5_client::profile::{
-    KEEP_ENVELOPE_MS, MAX_KEPT_ENVELOPE_BYTES, MAX_PENDING, MAX_PREVIOUS, MAX_SENT, Pending, Retried, Sent, trim_kept,
+    KEEP_ENVELOPE_MS, MAX_KEPT_ENVELOPE_BYTES, MAX_PENDING, MAX_PREVIOUS, Pending, Sent,
 };
 
 /// One agent of the profile.
@@ -51,7 +51,7 @@ pub(crate) struct AgentEntry {
     /// New keys saved before a rotation is sent; promoted once the house accepts them.
     pub(crate) next: Option<KeyFile>,
     pub(crate) pending: BTreeMap<String, Pending>,
-    /// The last [`MAX_SENT`] envelopes the house accepted, by id.
+    /// The last `nyx5_client::profile::MAX_SENT` envelopes the house accepted, by id.
     pub(crate) sent: BTreeMap<String, Sent>,
     extra: Object,
 }
@@ -70,23 +70,10 @@ impl AgentEntry {
         }
     }
 
-    /// Moves `id` (sent to `to`) from `pending` to `sent`, with its envelope kept while it can
-    /// bounce ([`trim_kept`]), forgetting the oldest sent ids beyond [`MAX_SENT`].
+    /// Moves `id` (sent to `to`) from `pending` to `sent` (the client crate's bookkeeping:
+    /// `nyx5_client::profile::mark_sent`).
     pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, to: Vec<String>, at: Timestamp) {
-        let (request, summary, envelope, resend_of) = match self.pending.remove(id) {
-            Some(p) => (p.request, p.summary, Some(p.envelope), p.resend_of),
-            None => Default::default(),
-        };
-        let (sha256, retried) = (sha256.to_owned(), Vec::new());
-        self.sent.insert(id.to_owned(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
-        trim_kept(&mut self.sent, at);
-        while self.sent.len() > MAX_SENT {
-            let oldest = self.sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => self.sent.remove(&k),
-                None => break,
-            };
-        }
+        nyx5_client::profile::mark_sent(&mut self.pending, &mut self.sent, id, sha256, to, at);
     }
 
     /// The encryption secrets to try when opening: the current one, then retired ones.
@@ -116,56 +103,9 @@ impl AgentEntry {
             put_keys(&mut n, next);
             o.insert("next".into(), Value::Object(n));
         }
-        let pending = self
-            .pending
-            .iter()
-            .map(|(id, p)| {
-                let mut v = obj([
-                    ("envelope", Value::Object(p.envelope.clone())),
-                    ("request", p.request.as_str().into()),
-                    ("saved", p.saved.to_rfc3339().into()),
-                    ("summary", p.summary.as_str().into()),
-                ]);
-                if let Some(of) = &p.resend_of {
-                    v.insert("resend_of".into(), of.as_str().into());
-                }
-                (id.clone(), Value::Object(v))
-            })
-            .collect();
+        let pending = self.pending.iter().map(|(id, p)| (id.clone(), p.to_value())).collect();
         o.insert("pending".into(), Value::Object(pending));
-        let sent = self
-            .sent
-            .iter()
-            .map(|(id, s)| {
-                let mut v = obj([
-                    ("request", s.request.as_str().into()),
-                    ("sha256", s.sha256.as_str().into()),
-                    ("at", s.at.to_rfc3339().into()),
-                    ("to", Value::Array(s.to.iter().map(|t| t.as_str().into()).collect())),
-                    ("summary", s.summary.as_str().into()),
-                ]);
-                if let Some(e) = &s.envelope {
-                    v.insert("envelope".into(), Value::Object(e.clone()));
-                }
-                if let Some(of) = &s.resend_of {
-                    v.insert("resend_of".into(), of.as_str().into());
-                }
-                if !s.retried.is_empty() {
-                    let list = s
-                        .retried
-                        .iter()
-                        .map(|r| {
-                            Value::Object(obj([
-                                ("to", Value::Array(r.to.iter().map(|t| t.as_str().into()).collect())),
-                                ("resent_as", r.resent_as.as_deref().map_or(Value::Null, Value::from)),
-                            ]))
-                        })
-                        .collect();
-                    v.insert("retried".into(), Value::Array(list));
-                }
-                (id.clone(), Value::Object(v))
-            })
-            .collect();
+        let sent = self.sent.iter().map(|(id, s)| (id.clone(), s.to_value())).collect();
         o.insert("sent".into(), Value::Object(sent));
         Value::Object(o)
     }
@@ -194,46 +134,11 @@ impl AgentEntry {
             .map_err(|why| format!("{address} next: {why}"))?;
         let mut pending = BTreeMap::new();
         for (id, p) in field::opt_object(o, "pending").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
-            let p = p.as_object().ok_or("each pending entry is an object")?;
-            let envelope = field::object(p, "envelope").map_err(|e| e.reason.to_string())?.clone();
-            let request = field::opt_str(p, "request").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
-            let saved = field::opt_str(p, "saved")
-                .map_err(|e| e.reason.to_string())?
-                .map(Timestamp::parse)
-                .transpose()
-                .map_err(|e| e.reason.to_string())?
-                .unwrap_or(Timestamp(0));
-            let summary = field::opt_str(p, "summary").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
-            let resend_of = field::opt_str(p, "resend_of").map_err(|e| e.reason.to_string())?.map(str::to_owned);
-            pending.insert(id.clone(), Pending { envelope, request, saved, summary, resend_of });
+            pending.insert(id.clone(), Pending::from_value(p).map_err(|e| e.reason.to_string())?);
         }
         let mut sent = BTreeMap::new();
         for (id, s) in field::opt_object(o, "sent").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
-            let s = s.as_object().ok_or("each sent entry is an object")?;
-            let t = |name: &str| {
-                field::opt_str(s, name).map_err(|e| e.reason.to_string()).map(|v| v.unwrap_or("").to_owned())
-            };
-            let at = Timestamp::parse(&t("at")?).unwrap_or(Timestamp(0));
-            let to = field::opt_array(s, "to")
-                .map_err(|e| e.reason.to_string())?
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect();
-            let summary = t("summary")?;
-            let envelope = field::opt_object(s, "envelope").map_err(|e| e.reason.to_string())?.cloned();
-            let mut retried = Vec::new();
-            for r in field::opt_array(s, "retried").map_err(|e| e.reason.to_string())?.unwrap_or_default() {
-                let r = r.as_object().ok_or("each retried entry is an object")?;
-                let to = field::opt_array(r, "to").map_err(|e| e.reason.to_string())?.unwrap_or_default();
-                let to = to.iter().filter_map(Value::as_str).map(str::to_owned).collect();
-                let resent_as = field::opt_str(r, "resent_as").map_err(|e| e.reason.to_string())?.map(str::to_owned);
-                retried.push(Retried { to, resent_as });
-            }
-            let (request, sha256) = (t("request")?, t("sha256")?);
-            let resend_of = field::opt_str(s, "resend_of").map_err(|e| e.reason.to_string())?.map(str::to_owned);
-            sent.insert(id.clone(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
+            sent.insert(id.clone(), Sent::from_value(s).map_err(|e| e.reason.to_string())?);
         }
         const KNOWN: [&str; 10] =
             ["address", "house", "sig", "enc", "sig_secret", "enc_secret", "previous", "next", "pending", "sent"];
@@ -498,7 +403,7 @@ impl Store for Files {
 }
 
 /// The lock file beside `path` (`<path>.lock`), created 0600.
-pub(super) fn open_lock(path: &Path) -> Result<File, Failure> {
+fn open_lock(path: &Path) -> Result<File, Failure> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     OpenOptions::new()
@@ -511,7 +416,7 @@ pub(super) fn open_lock(path: &Path) -> Result<File, Failure> {
 }
 
 /// Reads the JSON document at `path`, at most `max` bytes.
-pub(super) fn read_json(path: &Path, max: usize) -> Result<Value, String> {
+fn read_json(path: &Path, max: usize) -> Result<Value, String> {
     let file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = Vec::new();
     let cap = u64::try_from(max.saturating_add(1)).unwrap_or(u64::MAX);
@@ -521,7 +426,7 @@ pub(super) fn read_json(path: &Path, max: usize) -> Result<Value, String> {
 
 /// Writes `value` as canonical JSON and a newline to a fresh 0600 file beside `path`, synced,
 /// and renames it over `path`.
-pub(super) fn write_private(path: &Path, value: &Value) -> Result<(), String> {
+fn write_private(path: &Path, value: &Value) -> Result<(), String> {
     let mut bytes = value.canonical();
     bytes.push(b'\n');
     let name = path.file_name().ok_or_else(|| format!("{} is not a file name", path.display()))?;
@@ -570,6 +475,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use nyx5_client::profile::{Retried, trim_kept};
 
     const NOW: Timestamp = Timestamp(1_800_000_000_000);
     const HOUR: i64 = 3_600_000;
