@@ -4,7 +4,8 @@
 //! base64url without padding; `sig_secret` the 32-byte Ed25519 seed, `enc_secret` the 32-byte
 //! X25519 secret), read only when the public keys are the secrets' own; and the records of the
 //! envelopes an agent saved before sending ([`Pending`]) and the house accepted ([`Sent`]), with
-//! their bounds. Where the file lives, its lock and its reading and writing are the CLI's.
+//! their bounds and their bookkeeping ([`mark_sent`], [`Sent::claim`]). The profile is one
+//! document in a client's store ([`SLOT`]); where that lives, and its lock, are the caller's.
 
 use std::collections::BTreeMap;
 

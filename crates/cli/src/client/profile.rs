@@ -13,7 +13,10 @@
 //!
 //! Every change is read-modify-write under an exclusive lock on `<file>.lock`, written to a
 //! fresh 0600 file beside it and renamed over it, so concurrent `nyx5` processes (an `inbox
-//! --follow`, an MCP server, a `send`) never lose each other's writes.
+//! --follow`, an MCP server, a `send`) never lose each other's writes. That is [`Files`], the
+//! client crate's storage port (`nyx5_client::store`) over this file and the ones beside it
+//! (`<profile>.cards`, `<profile>.bookmarks`); what each holds, and how it changes, is the
+//! crate's (`cards`, `pins`, `bookmark`, the outbox's records in `profile`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

@@ -16,9 +16,9 @@
 //! talks to, and its own card changes under it (`register`, `rotate-key`).
 //!
 //! A domain's key is pinned in the profile, and its card kept, only when the card came from
-//! that domain's own chain: the one way in is the client crate's `ProfilePins::keep_domain`, which takes a
-//! `ChainCard` that only the engine's resolver makes. A house named by a URL given for
-//! another purpose (`directory URL`, `search --index URL`, `app verify --catalogue URL`:
+//! that domain's own chain: the one way in is the client crate's `ProfilePins::keep_domain`
+//! (`nyx5_client::pins`), which takes a `ChainCard` that only the resolver makes. A house named
+//! by a URL given for another purpose (`directory URL`, `search --index URL`, `app verify --catalogue URL`:
 //! [`Resolver::at`]) serves that one command; whatever the server there claims to be, the
 //! profile does not change.
 
@@ -198,8 +198,8 @@ impl<'a> Resolver<'a> {
         self.with_net(false, f)
     }
 
-    /// As [`Resolver::with`]; `offline`, from kept cards alone, however old (see
-    /// [`ProfilePins::cached`]).
+    /// As [`Resolver::with`]; `offline`, from kept cards alone, however old (see the client
+    /// crate's `ProfilePins::cached`).
     fn with_net<T>(
         &self,
         offline: bool,
