@@ -4,7 +4,8 @@
 //! base64url without padding; `sig_secret` the 32-byte Ed25519 seed, `enc_secret` the 32-byte
 //! X25519 secret), read only when the public keys are the secrets' own; and the records of the
 //! envelopes an agent saved before sending ([`Pending`]) and the house accepted ([`Sent`]), with
-//! their bounds. Where the file lives, its lock and its reading and writing are the CLI's.
+//! their bounds and their bookkeeping ([`mark_sent`], [`Sent::claim`]). The profile is one
+//! document in a client's store ([`SLOT`]); where that lives, and its lock, are the caller's.
 
 use std::collections::BTreeMap;
 
@@ -12,12 +13,16 @@ use nyx5_proto::crypto::{EncPublic, EncSecret, Entropy, SigPublic, SigningKey};
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{Error, Refusal, Timestamp, b64};
 
+use crate::store::Slot;
+
 /// The `kind` of a profile file.
 pub const KIND: &str = "agent-profile";
 /// The protocol version a profile file belongs to (its `nyx5`).
 pub const VERSION: &str = "1";
 /// The largest profile read: saved envelopes are at most 1 MiB each.
 pub const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
+/// Where the profile lives in a client's store (`crate::store`), and the largest read.
+pub const SLOT: Slot = Slot { name: "profile", max: MAX_PROFILE_BYTES };
 
 /// An agent's signing and encryption keys.
 #[derive(Debug, Clone)]
@@ -165,6 +170,136 @@ pub fn trim_kept(sent: &mut BTreeMap<String, Sent>, now: Timestamp) {
     }
 }
 
+/// Moves `id` (sent to `to`) from `pending` to `sent`, with its envelope kept while it can
+/// bounce ([`trim_kept`]), forgetting the oldest sent ids beyond [`MAX_SENT`]. An id that was not
+/// pending is recorded without its envelope.
+pub fn mark_sent(
+    pending: &mut BTreeMap<String, Pending>,
+    sent: &mut BTreeMap<String, Sent>,
+    id: &str,
+    sha256: &str,
+    to: Vec<String>,
+    at: Timestamp,
+) {
+    let (request, summary, envelope, resend_of) = match pending.remove(id) {
+        Some(p) => (p.request, p.summary, Some(p.envelope), p.resend_of),
+        None => Default::default(),
+    };
+    let (sha256, retried) = (sha256.to_owned(), Vec::new());
+    sent.insert(id.to_owned(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
+    trim_kept(sent, at);
+    while sent.len() > MAX_SENT {
+        let oldest = sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => sent.remove(&k),
+            None => break,
+        };
+    }
+}
+
+impl Sent {
+    /// Records that a 402 bounce of this envelope was handled for `to` (`resent_as` the new
+    /// envelope's id, or `None`), only when none of `to` was handled before: each recipient
+    /// once. Whether it was recorded.
+    pub fn claim(&mut self, to: Vec<String>, resent_as: Option<&str>) -> bool {
+        if to.iter().any(|a| self.retried_for(a)) {
+            return false;
+        }
+        self.retried.push(Retried { to, resent_as: resent_as.map(str::to_owned) });
+        true
+    }
+
+    /// Undoes [`Sent::claim`] of `resent_as` (its envelope was never saved), so the next read may
+    /// try again.
+    pub fn unclaim(&mut self, resent_as: &str) {
+        self.retried.retain(|r| r.resent_as.as_deref() != Some(resent_as));
+    }
+}
+
+impl Pending {
+    /// As the profile keeps it (`envelope`, `request`, `saved`, `summary`, `resend_of`?).
+    pub fn to_value(&self) -> Value {
+        let mut v = obj([
+            ("envelope", Value::Object(self.envelope.clone())),
+            ("request", self.request.as_str().into()),
+            ("saved", self.saved.to_rfc3339().into()),
+            ("summary", self.summary.as_str().into()),
+        ]);
+        if let Some(of) = &self.resend_of {
+            v.insert("resend_of".into(), of.as_str().into());
+        }
+        Value::Object(v)
+    }
+
+    /// Reads one entry of `pending`: its envelope is required, the rest defaults (an older
+    /// client wrote less).
+    pub fn from_value(v: &Value) -> Result<Pending, Error> {
+        let p = v.as_object().ok_or_else(|| Refusal::BadProfile.because("each pending entry is an object"))?;
+        let envelope = field::object(p, "envelope")?.clone();
+        let request = field::opt_str(p, "request")?.unwrap_or("").to_owned();
+        let saved = field::opt_str(p, "saved")?.map(Timestamp::parse).transpose()?.unwrap_or(Timestamp(0));
+        let summary = field::opt_str(p, "summary")?.unwrap_or("").to_owned();
+        let resend_of = field::opt_str(p, "resend_of")?.map(str::to_owned);
+        Ok(Pending { envelope, request, saved, summary, resend_of })
+    }
+}
+
+impl Sent {
+    /// As the profile keeps it; `envelope`, `resend_of` and `retried` only when there are.
+    pub fn to_value(&self) -> Value {
+        let mut v = obj([
+            ("request", self.request.as_str().into()),
+            ("sha256", self.sha256.as_str().into()),
+            ("at", self.at.to_rfc3339().into()),
+            ("to", Value::Array(self.to.iter().map(|t| t.as_str().into()).collect())),
+            ("summary", self.summary.as_str().into()),
+        ]);
+        if let Some(e) = &self.envelope {
+            v.insert("envelope".into(), Value::Object(e.clone()));
+        }
+        if let Some(of) = &self.resend_of {
+            v.insert("resend_of".into(), of.as_str().into());
+        }
+        if !self.retried.is_empty() {
+            let list = self
+                .retried
+                .iter()
+                .map(|r| {
+                    Value::Object(obj([
+                        ("to", Value::Array(r.to.iter().map(|t| t.as_str().into()).collect())),
+                        ("resent_as", r.resent_as.as_deref().map_or(Value::Null, Value::from)),
+                    ]))
+                })
+                .collect();
+            v.insert("retried".into(), Value::Array(list));
+        }
+        Value::Object(v)
+    }
+
+    /// Reads one entry of `sent`; every member defaults (an older client wrote less), and an
+    /// unreadable `at` is the epoch.
+    pub fn from_value(v: &Value) -> Result<Sent, Error> {
+        let s = v.as_object().ok_or_else(|| Refusal::BadProfile.because("each sent entry is an object"))?;
+        let t = |name: &str| field::opt_str(s, name).map(|v| v.unwrap_or("").to_owned());
+        let at = Timestamp::parse(&t("at")?).unwrap_or(Timestamp(0));
+        let strings =
+            |list: &[Value]| -> Vec<String> { list.iter().filter_map(Value::as_str).map(str::to_owned).collect() };
+        let to = strings(field::opt_array(s, "to")?.unwrap_or_default());
+        let summary = t("summary")?;
+        let envelope = field::opt_object(s, "envelope")?.cloned();
+        let mut retried = Vec::new();
+        for r in field::opt_array(s, "retried")?.unwrap_or_default() {
+            let r = r.as_object().ok_or_else(|| Refusal::BadProfile.because("each retried entry is an object"))?;
+            let to = strings(field::opt_array(r, "to")?.unwrap_or_default());
+            let resent_as = field::opt_str(r, "resent_as")?.map(str::to_owned);
+            retried.push(Retried { to, resent_as });
+        }
+        let (request, sha256) = (t("request")?, t("sha256")?);
+        let resend_of = field::opt_str(s, "resend_of")?.map(str::to_owned);
+        Ok(Sent { request, sha256, at, to, summary, envelope, retried, resend_of })
+    }
+}
+
 /// What the local record says of a body: its first line (at most [`SUMMARY_CHARS`]
 /// characters), or its media type when it is not text.
 pub fn summary(body: &Value, media: &str) -> String {
@@ -189,6 +324,84 @@ mod tests {
         assert_eq!(s.chars().count(), SUMMARY_CHARS + 1);
         assert!(s.ends_with('…') && !s.contains('\u{1b}'));
         assert_eq!(summary(&Value::Bool(true), "application/json"), "(application/json)");
+    }
+
+    fn pending_of(n: usize) -> Pending {
+        Pending {
+            envelope: obj([("id", format!("m{n}").as_str().into())]),
+            request: format!("r{n}"),
+            saved: Timestamp(1_000),
+            summary: format!("hola {n}"),
+            resend_of: None,
+        }
+    }
+
+    /// The outbox's bookkeeping over an in-memory port, as a client keeps it in its profile: a
+    /// pending envelope moves to `sent` with its record and envelope, the newest [`MAX_SENT`]
+    /// ids stay, each recipient of a bounce is handled once, and every record reads back as it
+    /// was written.
+    #[test]
+    fn sent_records_are_merged_bounded_and_read_back() {
+        use crate::store::Store;
+        let store = crate::store::Memory::default();
+        let at = |n: usize| Timestamp(1_800_000_000_000 + i64::try_from(n).unwrap());
+        for n in 0..(MAX_SENT + 3) {
+            store
+                .update(&SLOT, |doc| {
+                    let read = |name: &str, v: &Value| -> BTreeMap<String, Value> {
+                        v.as_object()
+                            .and_then(|o| o.get(name))
+                            .and_then(Value::as_object)
+                            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                            .unwrap_or_default()
+                    };
+                    let doc = doc?.unwrap_or(Value::Object(Object::new()));
+                    let mut pending: BTreeMap<String, Pending> = read("pending", &doc)
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Pending::from_value(v).unwrap()))
+                        .collect();
+                    let mut sent: BTreeMap<String, Sent> =
+                        read("sent", &doc).iter().map(|(k, v)| (k.clone(), Sent::from_value(v).unwrap())).collect();
+                    pending.insert(format!("m{n}"), pending_of(n));
+                    mark_sent(&mut pending, &mut sent, &format!("m{n}"), "sha", vec!["bo@b.test".into()], at(n));
+                    assert!(pending.is_empty());
+                    let all = |m: BTreeMap<String, Value>| Value::Object(m.into_iter().collect());
+                    let doc = obj([
+                        ("pending", all(pending.iter().map(|(k, p)| (k.clone(), p.to_value())).collect())),
+                        ("sent", all(sent.iter().map(|(k, s)| (k.clone(), s.to_value())).collect())),
+                    ]);
+                    Ok((Some(Value::Object(doc)), ()))
+                })
+                .unwrap();
+        }
+        let doc = store.read(&SLOT).unwrap().unwrap();
+        let sent = doc.as_object().and_then(|o| o.get("sent")).and_then(Value::as_object).unwrap();
+        assert_eq!(sent.len(), MAX_SENT, "the newest ids stay");
+        assert!(sent.get("m0").is_none() && sent.get("m2").is_none() && sent.get("m3").is_some());
+        let mut last = Sent::from_value(sent.get(&format!("m{}", MAX_SENT + 2)).unwrap()).unwrap();
+        assert_eq!(
+            (last.request.clone(), last.summary.clone()),
+            (format!("r{}", MAX_SENT + 2), format!("hola {}", MAX_SENT + 2))
+        );
+        assert_eq!(last.envelope, Some(pending_of(MAX_SENT + 2).envelope), "its envelope, kept while it can bounce");
+
+        // Each recipient of a bounce is handled once; an unsaved resend is undone.
+        assert!(last.claim(vec!["bo@b.test".into()], Some("m-new")));
+        assert!(!last.claim(vec!["bo@b.test".into(), "cy@c.test".into()], None), "bo was handled");
+        assert!(last.claim(vec!["cy@c.test".into()], None));
+        let back = Sent::from_value(&last.to_value()).unwrap();
+        assert_eq!(back.retried, last.retried);
+        last.unclaim("m-new");
+        assert!(!last.retried_for("bo@b.test") && last.retried_for("cy@c.test"));
+        // An id that was never pending is recorded without an envelope.
+        let (mut pending, mut sent) = (BTreeMap::new(), BTreeMap::new());
+        mark_sent(&mut pending, &mut sent, "x", "sha", Vec::new(), at(0));
+        assert!(sent.get("x").is_some_and(|s| s.envelope.is_none() && s.request.is_empty()));
+        let refused = Pending::from_value(&Value::Bool(true)).unwrap_err();
+        assert_eq!(
+            (refused.name(), refused.reason.as_ref()),
+            (Refusal::BadProfile.name(), "each pending entry is an object")
+        );
     }
 
     #[test]

@@ -10,7 +10,6 @@
 //! canonical JSON and a newline. The browser keeps no unsent envelopes, so `pending` and `sent`
 //! are written empty and not read back.
 
-use nyx5_proto::crypto::SigPublic;
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{Address, Error, Refusal, Timestamp};
 
@@ -67,15 +66,9 @@ fn previous_value(list: &[(Keys, Option<Timestamp>)]) -> Value {
     Value::Array(list)
 }
 
-/// The pins: domain → domain key, each key checked.
+/// The pins: domain → domain key, each key checked (the client crate's reader, the CLI's).
 fn pins(o: Option<&Object>) -> Result<Object, Error> {
-    let mut out = Object::new();
-    for (domain, key) in o.into_iter().flatten() {
-        let key = key.as_str().ok_or_else(|| Refusal::BadProfile.because("pins are domain → key strings"))?;
-        SigPublic::parse(key).map_err(about(&format!("pin of {domain}")))?;
-        out.insert(domain.clone(), key.into());
-    }
-    Ok(out)
+    nyx5_client::pins::read(o).map(|pins| pins.into_iter().map(|(domain, key)| (domain, key.into())).collect())
 }
 
 /// Refuses a second entry for one address, as the CLI's reader does.

@@ -5,11 +5,14 @@
 use nyx5_proto::address::uuid_v4;
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::crypto::SigningKey;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use nyx5_client::bookmark;
 
 use nyx5_proto::json::{Object, Value, field};
 use nyx5_proto::{Address, Timestamp, b64};
 
+use super::profile::Files;
 use crate::error::Failure;
 use crate::sys::OsRng;
 
@@ -42,83 +45,23 @@ impl Transport for Http {
     }
 }
 
-/// The `kind` of a bookmark file.
-const BOOKMARKS_KIND: &str = "bookmarks";
-/// Most houses whose bookmark is kept; the one kept longest leaves first.
-const MAX_BOOKMARKS: usize = 64;
-/// The largest bookmark file read.
-const MAX_BOOKMARKS_FILE: usize = MAX_BOOKMARKS * (nyx5_client::bookmark::MAX_HEADER_CHARS + 300);
-
 /// The last bookmark of each house (by `host[:port]`), as it sent it: sealed, opaque here. With
-/// a file (`<profile>.bookmarks`, `{"bookmarks":{"<host>":"<value>"},"kind":"bookmarks",
-/// "nyx5":"1"}`), it starts from the file and writes the bookmark a write's answer carried to it.
-/// The file is a cache: missing or unreadable is empty, a failed write is forgotten (a read then
-/// is at worst a moment stale).
+/// a file (`<profile>.bookmarks`, the client crate's bookmarks slot: `nyx5_client::bookmark`
+/// holds what is kept and its bound), it starts from the file and writes the bookmark a write's
+/// answer carried to it. The file is a cache: missing or unreadable is empty, a failed write is
+/// forgotten (a read then is at worst a moment stale).
 #[derive(Debug, Default)]
 pub(crate) struct Bookmarks {
     by_host: std::sync::Mutex<Vec<(String, String)>>,
-    file: Option<PathBuf>,
-}
-
-/// Whether `b` is a value a house could have sent: base64url, within the header's bound.
-fn bookmark_shaped(b: &str) -> bool {
-    !b.is_empty()
-        && b.len() <= nyx5_client::bookmark::MAX_HEADER_CHARS
-        && b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
-}
-
-/// `list` with `host`'s bookmark set to `b`, newest last, at most [`MAX_BOOKMARKS`].
-fn put(list: &mut Vec<(String, String)>, host: &str, b: String) {
-    list.retain(|(h, _)| h != host);
-    list.push((host.to_owned(), b));
-    let over = list.len().saturating_sub(MAX_BOOKMARKS);
-    list.drain(..over);
+    file: Option<Files>,
 }
 
 impl Bookmarks {
     /// Bookmarks kept in `<profile>.bookmarks`, starting from what it holds.
     pub(crate) fn beside(profile: &Path) -> Bookmarks {
-        let mut name = profile.as_os_str().to_owned();
-        name.push(".bookmarks");
-        let file = PathBuf::from(name);
-        let held = Self::load(&file);
+        let file = Files::beside(profile);
+        let held = bookmark::load(&file);
         Bookmarks { by_host: std::sync::Mutex::new(held), file: Some(file) }
-    }
-
-    fn load(file: &Path) -> Vec<(String, String)> {
-        if !file.exists() {
-            return Vec::new();
-        }
-        let Ok(Value::Object(o)) = super::profile::read_json(file, MAX_BOOKMARKS_FILE) else { return Vec::new() };
-        let ours = field::str(&o, "kind").ok() == Some(BOOKMARKS_KIND)
-            && field::str(&o, "nyx5").ok() == Some(crate::keyfile::VERSION);
-        let Some(list) = field::object(&o, "bookmarks").ok().filter(|_| ours) else { return Vec::new() };
-        let mut held = Vec::new();
-        for (host, b) in list {
-            if let Some(b) = b.as_str().filter(|b| bookmark_shaped(b)) {
-                put(&mut held, host, b.to_owned());
-            }
-        }
-        held
-    }
-
-    /// Writes `host`'s bookmark `b` into the file, under its lock, keeping the other houses'.
-    fn persist(&self, host: &str, b: &str) {
-        let Some(file) = &self.file else { return };
-        let Ok(lock) = super::profile::open_lock(file) else { return };
-        if lock.lock().is_err() {
-            return;
-        }
-        let mut held = Self::load(file);
-        put(&mut held, host, b.to_owned());
-        let list: Object = held.into_iter().map(|(h, b)| (h, Value::from(b))).collect();
-        let value = Value::Object(nyx5_proto::json::obj([
-            ("nyx5", crate::keyfile::VERSION.into()),
-            ("kind", BOOKMARKS_KIND.into()),
-            ("bookmarks", Value::Object(list)),
-        ]));
-        let _ = super::profile::write_private(file, &value);
-        let _ = lock.unlock();
     }
 
     /// Runs `send` with `headers` and the bookmark of `url`'s house, if one is kept; then keeps
@@ -135,15 +78,15 @@ impl Bookmarks {
         let kept = self.by_host.lock().ok().and_then(|m| m.iter().find(|(h, _)| *h == host).map(|(_, b)| b.clone()));
         let mut all: Vec<(&str, &str)> = headers.to_vec();
         if let Some(b) = &kept {
-            all.push((nyx5_client::bookmark::HEADER, b));
+            all.push((bookmark::HEADER, b));
         }
         let (status, body, answered) = send(&all)?;
-        if let Some(b) = answered.filter(|b| bookmark_shaped(b)) {
+        if let Some(b) = answered.filter(|b| bookmark::shaped(b)) {
             if let Ok(mut m) = self.by_host.lock() {
-                put(&mut m, &host, b.clone());
+                bookmark::put(&mut m, &host, b.clone());
             }
-            if !matches!(method, "GET" | "HEAD") {
-                self.persist(&host, &b);
+            if let Some(file) = self.file.as_ref().filter(|_| !matches!(method, "GET" | "HEAD")) {
+                let _ = bookmark::keep(file, &host, &b);
             }
         }
         Ok((status, body))

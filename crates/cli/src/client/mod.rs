@@ -5,7 +5,6 @@
 //! its tools. Exit codes: 0 ok, 1 verification failure, 2 usage, 3 network or house
 //! unavailable, 4 refused by the house.
 
-pub(crate) mod cards;
 pub(crate) mod cli;
 pub(crate) mod directory;
 pub(crate) mod email;

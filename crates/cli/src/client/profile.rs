@@ -13,7 +13,10 @@
 //!
 //! Every change is read-modify-write under an exclusive lock on `<file>.lock`, written to a
 //! fresh 0600 file beside it and renamed over it, so concurrent `nyx5` processes (an `inbox
-//! --follow`, an MCP server, a `send`) never lose each other's writes.
+//! --follow`, an MCP server, a `send`) never lose each other's writes. That is [`Files`], the
+//! client crate's storage port (`nyx5_client::store`) over this file and the ones beside it
+//! (`<profile>.cards`, `<profile>.bookmarks`); what each holds, and how it changes, is the
+//! crate's (`cards`, `pins`, `bookmark`, the outbox's records in `profile`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -21,21 +24,23 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use nyx5_proto::crypto::{EncSecret, SigPublic};
+use nyx5_proto::crypto::EncSecret;
 use nyx5_proto::json::{Object, Value, field, obj};
 use nyx5_proto::{Address, Timestamp};
 
 use nyx5_client::profile::KeySet;
+use nyx5_client::store::{Slot, Store};
+use nyx5_proto::{Error, ErrorKind, Refusal};
 
 use crate::error::Failure;
 use crate::keyfile::KeyFile;
 
+/// The `kind` of a profile file (the format's, shared with the browser; its bound is its slot's).
+pub(crate) use nyx5_client::profile::KIND;
 /// The records of envelopes an agent keeps in its profile, and their bounds (the format's).
 pub(crate) use nyx5_client::profile::{
-    KEEP_ENVELOPE_MS, MAX_KEPT_ENVELOPE_BYTES, MAX_PENDING, MAX_PREVIOUS, MAX_SENT, Pending, Retried, Sent, trim_kept,
+    KEEP_ENVELOPE_MS, MAX_KEPT_ENVELOPE_BYTES, MAX_PENDING, MAX_PREVIOUS, Pending, Sent,
 };
-/// The `kind` of a profile file, and the largest read (the format's, shared with the browser).
-pub(crate) use nyx5_client::profile::{KIND, MAX_PROFILE_BYTES};
 
 /// One agent of the profile.
 #[derive(Debug, Clone)]
@@ -49,7 +54,7 @@ pub(crate) struct AgentEntry {
     /// New keys saved before a rotation is sent; promoted once the house accepts them.
     pub(crate) next: Option<KeyFile>,
     pub(crate) pending: BTreeMap<String, Pending>,
-    /// The last [`MAX_SENT`] envelopes the house accepted, by id.
+    /// The last `nyx5_client::profile::MAX_SENT` envelopes the house accepted, by id.
     pub(crate) sent: BTreeMap<String, Sent>,
     extra: Object,
 }
@@ -68,23 +73,10 @@ impl AgentEntry {
         }
     }
 
-    /// Moves `id` (sent to `to`) from `pending` to `sent`, with its envelope kept while it can
-    /// bounce ([`trim_kept`]), forgetting the oldest sent ids beyond [`MAX_SENT`].
+    /// Moves `id` (sent to `to`) from `pending` to `sent` (the client crate's bookkeeping:
+    /// `nyx5_client::profile::mark_sent`).
     pub(crate) fn mark_sent(&mut self, id: &str, sha256: &str, to: Vec<String>, at: Timestamp) {
-        let (request, summary, envelope, resend_of) = match self.pending.remove(id) {
-            Some(p) => (p.request, p.summary, Some(p.envelope), p.resend_of),
-            None => Default::default(),
-        };
-        let (sha256, retried) = (sha256.to_owned(), Vec::new());
-        self.sent.insert(id.to_owned(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
-        trim_kept(&mut self.sent, at);
-        while self.sent.len() > MAX_SENT {
-            let oldest = self.sent.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => self.sent.remove(&k),
-                None => break,
-            };
-        }
+        nyx5_client::profile::mark_sent(&mut self.pending, &mut self.sent, id, sha256, to, at);
     }
 
     /// The encryption secrets to try when opening: the current one, then retired ones.
@@ -114,56 +106,9 @@ impl AgentEntry {
             put_keys(&mut n, next);
             o.insert("next".into(), Value::Object(n));
         }
-        let pending = self
-            .pending
-            .iter()
-            .map(|(id, p)| {
-                let mut v = obj([
-                    ("envelope", Value::Object(p.envelope.clone())),
-                    ("request", p.request.as_str().into()),
-                    ("saved", p.saved.to_rfc3339().into()),
-                    ("summary", p.summary.as_str().into()),
-                ]);
-                if let Some(of) = &p.resend_of {
-                    v.insert("resend_of".into(), of.as_str().into());
-                }
-                (id.clone(), Value::Object(v))
-            })
-            .collect();
+        let pending = self.pending.iter().map(|(id, p)| (id.clone(), p.to_value())).collect();
         o.insert("pending".into(), Value::Object(pending));
-        let sent = self
-            .sent
-            .iter()
-            .map(|(id, s)| {
-                let mut v = obj([
-                    ("request", s.request.as_str().into()),
-                    ("sha256", s.sha256.as_str().into()),
-                    ("at", s.at.to_rfc3339().into()),
-                    ("to", Value::Array(s.to.iter().map(|t| t.as_str().into()).collect())),
-                    ("summary", s.summary.as_str().into()),
-                ]);
-                if let Some(e) = &s.envelope {
-                    v.insert("envelope".into(), Value::Object(e.clone()));
-                }
-                if let Some(of) = &s.resend_of {
-                    v.insert("resend_of".into(), of.as_str().into());
-                }
-                if !s.retried.is_empty() {
-                    let list = s
-                        .retried
-                        .iter()
-                        .map(|r| {
-                            Value::Object(obj([
-                                ("to", Value::Array(r.to.iter().map(|t| t.as_str().into()).collect())),
-                                ("resent_as", r.resent_as.as_deref().map_or(Value::Null, Value::from)),
-                            ]))
-                        })
-                        .collect();
-                    v.insert("retried".into(), Value::Array(list));
-                }
-                (id.clone(), Value::Object(v))
-            })
-            .collect();
+        let sent = self.sent.iter().map(|(id, s)| (id.clone(), s.to_value())).collect();
         o.insert("sent".into(), Value::Object(sent));
         Value::Object(o)
     }
@@ -192,46 +137,11 @@ impl AgentEntry {
             .map_err(|why| format!("{address} next: {why}"))?;
         let mut pending = BTreeMap::new();
         for (id, p) in field::opt_object(o, "pending").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
-            let p = p.as_object().ok_or("each pending entry is an object")?;
-            let envelope = field::object(p, "envelope").map_err(|e| e.reason.to_string())?.clone();
-            let request = field::opt_str(p, "request").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
-            let saved = field::opt_str(p, "saved")
-                .map_err(|e| e.reason.to_string())?
-                .map(Timestamp::parse)
-                .transpose()
-                .map_err(|e| e.reason.to_string())?
-                .unwrap_or(Timestamp(0));
-            let summary = field::opt_str(p, "summary").map_err(|e| e.reason.to_string())?.unwrap_or("").to_owned();
-            let resend_of = field::opt_str(p, "resend_of").map_err(|e| e.reason.to_string())?.map(str::to_owned);
-            pending.insert(id.clone(), Pending { envelope, request, saved, summary, resend_of });
+            pending.insert(id.clone(), Pending::from_value(p).map_err(|e| e.reason.to_string())?);
         }
         let mut sent = BTreeMap::new();
         for (id, s) in field::opt_object(o, "sent").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
-            let s = s.as_object().ok_or("each sent entry is an object")?;
-            let t = |name: &str| {
-                field::opt_str(s, name).map_err(|e| e.reason.to_string()).map(|v| v.unwrap_or("").to_owned())
-            };
-            let at = Timestamp::parse(&t("at")?).unwrap_or(Timestamp(0));
-            let to = field::opt_array(s, "to")
-                .map_err(|e| e.reason.to_string())?
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect();
-            let summary = t("summary")?;
-            let envelope = field::opt_object(s, "envelope").map_err(|e| e.reason.to_string())?.cloned();
-            let mut retried = Vec::new();
-            for r in field::opt_array(s, "retried").map_err(|e| e.reason.to_string())?.unwrap_or_default() {
-                let r = r.as_object().ok_or("each retried entry is an object")?;
-                let to = field::opt_array(r, "to").map_err(|e| e.reason.to_string())?.unwrap_or_default();
-                let to = to.iter().filter_map(Value::as_str).map(str::to_owned).collect();
-                let resent_as = field::opt_str(r, "resent_as").map_err(|e| e.reason.to_string())?.map(str::to_owned);
-                retried.push(Retried { to, resent_as });
-            }
-            let (request, sha256) = (t("request")?, t("sha256")?);
-            let resend_of = field::opt_str(s, "resend_of").map_err(|e| e.reason.to_string())?.map(str::to_owned);
-            sent.insert(id.clone(), Sent { request, sha256, at, to, summary, envelope, retried, resend_of });
+            sent.insert(id.clone(), Sent::from_value(s).map_err(|e| e.reason.to_string())?);
         }
         const KNOWN: [&str; 10] =
             ["address", "house", "sig", "enc", "sig_secret", "enc_secret", "previous", "next", "pending", "sent"];
@@ -294,8 +204,7 @@ impl Profile {
         o.insert("nyx5".into(), crate::keyfile::VERSION.into());
         o.insert("kind".into(), KIND.into());
         o.insert("agents".into(), Value::Array(self.agents.iter().map(AgentEntry::to_value).collect()));
-        let pins = self.pins.iter().map(|(d, k)| (d.clone(), Value::from(k.as_str()))).collect();
-        o.insert("pins".into(), Value::Object(pins));
+        o.insert("pins".into(), nyx5_client::pins::to_value(&self.pins));
         if !self.apps.is_empty() {
             let apps = self.apps.iter().map(|(id, p)| (id.clone(), p.to_value())).collect();
             o.insert("apps".into(), Value::Object(apps));
@@ -320,12 +229,7 @@ impl Profile {
             }
             agents.push(entry);
         }
-        let mut pins = BTreeMap::new();
-        for (domain, key) in field::opt_object(o, "pins").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
-            let key = key.as_str().ok_or("pins are domain → key strings")?;
-            SigPublic::parse(key).map_err(|e| format!("pin of {domain}: {}", e.reason))?;
-            pins.insert(domain.clone(), key.to_owned());
-        }
+        let pins = field::opt_object(o, "pins").and_then(nyx5_client::pins::read).map_err(|e| e.reason.to_string())?;
         let mut apps = BTreeMap::new();
         for (id, pin) in field::opt_object(o, "apps").map_err(|e| e.reason.to_string())?.into_iter().flatten() {
             apps.insert(id.clone(), AppPin::from_value(id, pin)?);
@@ -371,32 +275,129 @@ impl Profile {
 
     /// Reads the profile at `path` (shared lock). A missing file is an empty profile.
     pub(crate) fn load(path: &Path) -> Result<Profile, Failure> {
-        if !path.exists() {
-            return Ok(Profile::default());
-        }
-        let lock = open_lock(path)?;
-        lock.lock_shared().map_err(|e| Failure::usage(format!("cannot lock {}: {e}", path.display())))?;
-        let profile = read(path);
-        let _ = lock.unlock();
-        profile
+        let read = Files::beside(path).read(&nyx5_client::profile::SLOT);
+        Profile::read(path, read.map_err(stored))
     }
 
-    /// Reads, changes with `f` and writes the profile back, all under an exclusive lock. The
-    /// file (and its directory, 0700) is created when missing. Nothing is written when `f` fails.
+    /// The profile as `read` from `path`'s slot (none: an empty one).
+    fn read(path: &Path, read: Result<Option<Value>, Failure>) -> Result<Profile, Failure> {
+        match read? {
+            Some(value) => {
+                Profile::from_value(&value).map_err(|why| Failure::usage(format!("profile {}: {why}", path.display())))
+            }
+            None => Ok(Profile::default()),
+        }
+    }
+
+    /// Reads, changes with `f` and writes the profile back, all under an exclusive lock (the
+    /// client crate's storage port, over [`Files`]). The file (and its directory, 0700) is
+    /// created when missing. Nothing is written when `f` fails.
     pub(crate) fn update<T>(path: &Path, f: impl FnOnce(&mut Profile) -> Result<T, Failure>) -> Result<T, Failure> {
+        let mut failed = None;
+        let changed = Files::beside(path).update(&nyx5_client::profile::SLOT, |read| {
+            let changed = Profile::read(path, read.map_err(stored)).and_then(|mut profile| {
+                let out = f(&mut profile)?;
+                Ok((profile.to_value(), out))
+            });
+            match changed {
+                Ok((value, out)) => Ok((Some(value), Some(out))),
+                Err(f) => {
+                    failed = Some(f);
+                    Ok((None, None))
+                }
+            }
+        });
+        match (changed.map_err(stored)?, failed) {
+            (Some(out), None) => Ok(out),
+            (_, Some(f)) => Err(f),
+            (None, None) => Err(Failure::usage("the profile was not changed")),
+        }
+    }
+}
+
+/// A failure of the profile's store as the CLI reports it: a file that does not read is "the
+/// profile: …", the rest (its lock, its write) as the store says.
+fn stored(e: Error) -> Failure {
+    match e.refusal() {
+        Some(Refusal::BadJson) => Failure::usage(format!("the profile: {}", e.reason)),
+        _ => Failure::usage(e.reason.to_string()),
+    }
+}
+
+/// The client crate's storage port over files (`nyx5_client::store`): the profile's own slot is
+/// the profile file, every other slot the file `<profile>.<slot>` beside it. Each is read within
+/// its slot's bound, and changed under an exclusive lock on `<file>.lock` (its directory made
+/// 0700 when missing), written to a fresh 0600 file beside it, synced and renamed over it.
+#[derive(Debug, Clone)]
+pub(crate) struct Files {
+    profile: PathBuf,
+}
+
+impl Files {
+    /// The files of the profile at `profile`.
+    pub(crate) fn beside(profile: &Path) -> Files {
+        Files { profile: profile.to_owned() }
+    }
+
+    /// The file of `slot`.
+    pub(crate) fn path(&self, slot: &Slot) -> PathBuf {
+        if slot.name == nyx5_client::profile::SLOT.name {
+            return self.profile.clone();
+        }
+        let mut name = self.profile.as_os_str().to_owned();
+        name.push(".");
+        name.push(slot.name);
+        PathBuf::from(name)
+    }
+
+    /// The document at `path`, or `None` when there is no file (read without a lock). One that
+    /// does not read (too large, not JSON, unreadable) is `bad_json`; the store's own failures
+    /// (its lock, its write) are internal.
+    fn read_unlocked(path: &Path, slot: &Slot) -> Result<Option<Value>, Error> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        read_json(path, slot.max).map(Some).map_err(|why| Refusal::BadJson.because(why))
+    }
+}
+
+fn store_error(reason: String) -> Error {
+    Error::new(ErrorKind::Internal, reason)
+}
+
+impl Store for Files {
+    fn read(&self, slot: &Slot) -> Result<Option<Value>, Error> {
+        let path = self.path(slot);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let lock = open_lock(&path).map_err(|f| store_error(f.one_line()))?;
+        lock.lock_shared().map_err(|e| store_error(format!("cannot lock {}: {e}", path.display())))?;
+        let doc = Self::read_unlocked(&path, slot);
+        let _ = lock.unlock();
+        doc
+    }
+
+    fn update<T>(
+        &self,
+        slot: &Slot,
+        change: impl FnOnce(Result<Option<Value>, Error>) -> Result<(Option<Value>, T), Error>,
+    ) -> Result<T, Error> {
+        let path = self.path(slot);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)
-                .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
+                .map_err(|e| store_error(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let lock = open_lock(path)?;
-        lock.lock().map_err(|e| Failure::usage(format!("cannot lock {}: {e}", path.display())))?;
+        let lock = open_lock(&path).map_err(|f| store_error(f.one_line()))?;
+        lock.lock().map_err(|e| store_error(format!("cannot lock {}: {e}", path.display())))?;
         let result = (|| {
-            let mut profile = if path.exists() { read(path)? } else { Profile::default() };
-            let out = f(&mut profile)?;
-            write(path, &profile)?;
+            let (doc, out) = change(Self::read_unlocked(&path, slot))?;
+            if let Some(doc) = doc {
+                write_private(&path, &doc).map_err(|e| store_error(format!("cannot write the {} {e}", slot.name)))?;
+            }
             Ok(out)
         })();
         let _ = lock.unlock();
@@ -405,7 +406,7 @@ impl Profile {
 }
 
 /// The lock file beside `path` (`<path>.lock`), created 0600.
-pub(super) fn open_lock(path: &Path) -> Result<File, Failure> {
+fn open_lock(path: &Path) -> Result<File, Failure> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     OpenOptions::new()
@@ -418,7 +419,7 @@ pub(super) fn open_lock(path: &Path) -> Result<File, Failure> {
 }
 
 /// Reads the JSON document at `path`, at most `max` bytes.
-pub(super) fn read_json(path: &Path, max: usize) -> Result<Value, String> {
+fn read_json(path: &Path, max: usize) -> Result<Value, String> {
     let file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = Vec::new();
     let cap = u64::try_from(max.saturating_add(1)).unwrap_or(u64::MAX);
@@ -426,19 +427,9 @@ pub(super) fn read_json(path: &Path, max: usize) -> Result<Value, String> {
     Value::parse(&bytes, max).map_err(|e| format!("{}: {}", path.display(), e.reason))
 }
 
-fn read(path: &Path) -> Result<Profile, Failure> {
-    let shown = path.display();
-    let value = read_json(path, MAX_PROFILE_BYTES).map_err(|why| Failure::usage(format!("the profile: {why}")))?;
-    Profile::from_value(&value).map_err(|why| Failure::usage(format!("profile {shown}: {why}")))
-}
-
-fn write(path: &Path, profile: &Profile) -> Result<(), Failure> {
-    write_private(path, &profile.to_value()).map_err(|e| Failure::usage(format!("cannot write the profile {e}")))
-}
-
 /// Writes `value` as canonical JSON and a newline to a fresh 0600 file beside `path`, synced,
 /// and renames it over `path`.
-pub(super) fn write_private(path: &Path, value: &Value) -> Result<(), String> {
+fn write_private(path: &Path, value: &Value) -> Result<(), String> {
     let mut bytes = value.canonical();
     bytes.push(b'\n');
     let name = path.file_name().ok_or_else(|| format!("{} is not a file name", path.display()))?;
@@ -487,6 +478,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use nyx5_client::profile::{Retried, trim_kept};
 
     const NOW: Timestamp = Timestamp(1_800_000_000_000);
     const HOUR: i64 = 3_600_000;
@@ -596,6 +588,28 @@ mod tests {
             .count();
         assert_eq!(kept, 10, "ten envelopes of 200 KiB fit in 2 MiB");
         assert!(size < 3 * 1024 * 1024, "{size}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The storage port over files: a slot's file beside the profile (the profile's own is the
+    /// profile), written 0600 and read back; a missing file is no document.
+    #[test]
+    fn each_slot_is_a_private_file_beside_the_profile() {
+        let dir = std::env::temp_dir().join(format!("nyx5-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let files = Files::beside(&dir.join("agents.json"));
+        let cards = nyx5_client::cards::SLOT;
+        assert_eq!(files.path(&cards), dir.join("agents.json.cards"));
+        assert_eq!(files.path(&nyx5_client::profile::SLOT), dir.join("agents.json"));
+        assert_eq!(files.read(&cards).unwrap(), None);
+        let doc = Value::Object(obj([("a", "b".into())]));
+        files.update(&cards, |read| Ok((Some(doc.clone()), read.unwrap()))).unwrap();
+        assert_eq!(files.read(&cards).unwrap(), Some(doc));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&files.path(&cards)), mode(&dir)), (0o600, 0o700));
+        std::fs::write(files.path(&cards), b"{not json").unwrap();
+        assert!(files.read(&cards).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

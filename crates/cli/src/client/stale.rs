@@ -32,7 +32,7 @@ use nyx5_client::asks::{Lack, MAX_UNASKED_POW_BITS, lacks};
 
 use super::Ctx;
 use super::output::{safe, show, text};
-use super::profile::{AgentEntry, KEEP_ENVELOPE_MS, Profile, Retried};
+use super::profile::{AgentEntry, KEEP_ENVELOPE_MS, Profile};
 use super::send::{self, SendRequest};
 use crate::error::Failure;
 use crate::sys;
@@ -143,12 +143,7 @@ fn request_for(me: &AgentEntry, env: &Envelope, to: &[Address]) -> Result<SendRe
 fn claim(ctx: &Ctx, me: &AgentEntry, of: &str, to: &[Address], resent_as: Option<&str>) -> Result<bool, Failure> {
     Profile::update(&ctx.profile_path, |p| {
         let Some(s) = p.agent_mut(&me.address).and_then(|a| a.sent.get_mut(of)) else { return Ok(false) };
-        if to.iter().any(|a| s.retried_for(a.as_str())) {
-            return Ok(false);
-        }
-        let to = to.iter().map(|a| a.as_str().to_owned()).collect();
-        s.retried.push(Retried { to, resent_as: resent_as.map(str::to_owned) });
-        Ok(true)
+        Ok(s.claim(to.iter().map(|a| a.as_str().to_owned()).collect(), resent_as))
     })
 }
 
@@ -160,7 +155,7 @@ fn unclaim(ctx: &Ctx, me: &AgentEntry, of: &str, resent_as: &str) -> Result<(), 
             && !a.pending.contains_key(resent_as)
             && let Some(s) = a.sent.get_mut(of)
         {
-            s.retried.retain(|r| r.resent_as.as_deref() != Some(resent_as));
+            s.unclaim(resent_as);
         }
         Ok(())
     })
