@@ -13,13 +13,14 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use nyx5_proto::app::{self, BrokerCall, BrokerCode, MAX_BROKER_LINE_BYTES, MAX_BROKER_TEXT_BYTES, Primitive};
 use nyx5_proto::authority::{Authority, Consequence, HOUR_MS, Intent, Verdict};
 use nyx5_proto::json::{Object, Value, field, obj};
 
-use crate::app::RunArgs;
+use crate::app_card::{self, AuthorWord};
 use crate::client::Ctx;
-use crate::client::cli::authority_arg;
+use crate::client::cli::{Common, authority_arg};
 use crate::client::directory::{self, InviteRequest};
 use crate::client::send::{self, SendRequest};
 use crate::client::{lists, mailbox, register};
@@ -57,8 +58,39 @@ fn bad(why: impl Into<String>) -> Denied {
     Denied(BrokerCode::BadRequest, why.into())
 }
 
+/// `nyx5 app run`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The app's directory.
+    pub(crate) dir: PathBuf,
+    /// The most the app may move (a stamp on a send), as `nyx5 subagent --authority`: JSON or
+    /// @FILE [default: no money at all].
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub(crate) authority: Option<String>,
+    /// The house's operator token, for an app that declares `invite_create` [default: none, and
+    /// such calls are denied].
+    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+    pub(crate) admin_token: Option<String>,
+    /// The author the card must be signed by (its did:key, as `app verify` shows it, or the
+    /// base64url key); pinned for this app, replacing any other.
+    #[arg(long, value_name = "DID")]
+    pub(crate) author: Option<String>,
+    /// The SHA-256 (hex) the card must have (as `app verify` shows it): that very card is taken
+    /// and its author pinned for this app, replacing any other.
+    #[arg(long, value_name = "HEX")]
+    pub(crate) sha256: Option<String>,
+    /// Take a card signed by another author than the one pinned for this app, and pin it.
+    #[arg(long)]
+    pub(crate) trust_new_author: bool,
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Arguments for the app.
+    #[arg(last = true)]
+    pub(crate) args: Vec<String>,
+}
+
 pub(crate) fn run(a: &RunArgs) -> Outcome {
-    let (card, _) = crate::app::check(&a.dir.to_string_lossy())?;
+    let (card, _) = app_card::check(&a.dir.to_string_lossy())?;
     let main = card.main().ok_or_else(|| Failure::rejected("the app names no entry.main to run"))?.to_owned();
     let authority = a.authority.as_deref().map(authority_arg).transpose()?;
     let mut rng = OsRng::new();
@@ -90,7 +122,9 @@ pub(crate) fn run(a: &RunArgs) -> Outcome {
     // pinned for this app.
     let ctx = broker.ctx()?;
     ctx.me()?;
-    crate::app::author_pin(&ctx.profile_path, &card, a)?;
+    let word =
+        AuthorWord { author: a.author.as_deref(), sha256: a.sha256.as_deref(), trust_new_author: a.trust_new_author };
+    app_card::author_pin(&ctx.profile_path, &card, &word)?;
     let b = Arc::clone(&broker);
     std::thread::spawn(move || {
         for stream in listener.incoming().take(MAX_CONNECTIONS).flatten() {

@@ -8,6 +8,7 @@
 
 mod app;
 mod app_broker;
+mod app_card;
 mod canon;
 mod client;
 mod error;

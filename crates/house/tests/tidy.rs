@@ -233,6 +233,7 @@ const CLI: Crate = Crate {
         ("mcp_wrap", "tools"),
         ("app", "tools"),
         ("app_broker", "tools"),
+        ("app_card", "tools"),
         ("serve", "servers"),
         ("shard", "servers"),
         ("simulate", "servers"),
@@ -267,7 +268,7 @@ const WEB: Crate = Crate {
 const PROTO_UPWARD: &[&str] = &[];
 const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits refusal time"];
 const CLI_UPWARD: &[&str] = &[];
-const CLI_CIRCLES: &[&str] = &["app app_broker"];
+const CLI_CIRCLES: &[&str] = &[];
 const WEB_UPWARD: &[&str] = &[];
 const WEB_CIRCLES: &[&str] = &[];
 
