@@ -122,6 +122,7 @@ const PROTO: Crate = Crate {
         ("vecmap", "data"),
         ("time", "data"),
         ("limits", "data"),
+        ("kind", "data"),
         ("error", "data"),
         ("refusal", "data"),
         ("address", "data"),
@@ -131,6 +132,7 @@ const PROTO: Crate = Crate {
         ("card", "documents"),
         ("envelope", "documents"),
         ("seal", "documents"),
+        ("sealed", "documents"),
         ("auth", "documents"),
         ("relay", "documents"),
         ("quote", "documents"),
@@ -266,7 +268,7 @@ const WEB: Crate = Crate {
 };
 
 const PROTO_UPWARD: &[&str] = &[];
-const PROTO_CIRCLES: &[&str] = &["envelope seal", "error json limits refusal time"];
+const PROTO_CIRCLES: &[&str] = &[];
 const CLI_UPWARD: &[&str] = &[];
 const CLI_CIRCLES: &[&str] = &[];
 const WEB_UPWARD: &[&str] = &[];

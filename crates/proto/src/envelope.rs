@@ -2,7 +2,6 @@
 //! preserved and signed. Codec, rules, sign and verify. Sealing and opening are in [`crate::seal`].
 
 use crate::address::{Address, check_domain, check_id};
-use crate::b64;
 use crate::card::{AgentCard, VERSION};
 use crate::crypto::{Context, SigPublic, SigningKey, hex, sha256};
 use crate::error::Error;
@@ -13,7 +12,7 @@ use crate::json::{
     AlreadyCanonical, Object, Value, canonical_marking, canonical_object, field, framed_without_span, parse_marking,
 };
 use crate::limits;
-use crate::seal::Sealed;
+use crate::sealed::Sealed;
 use crate::sign::{Signature, Verified, verify_signature};
 use crate::time::Timestamp;
 
@@ -577,12 +576,6 @@ fn check_attachments(raw: &Object) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// Base64url helpers re-exported for envelope fields.
-pub(crate) fn b64_field<const N: usize>(o: &Object, name: &str, ctx: &str) -> Result<[u8; N], Error> {
-    b64::decode_array(field::str(o, name)?)
-        .ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
 }
 
 #[cfg(test)]

@@ -1,134 +1,13 @@
-//! The one error table: every protocol failure has a kind, a fixed wire code and a reason.
-//!
-//! The HTTP mapping lives here and nowhere else. The wire form is
-//! `{"ok":false,"code":<u16>,"error":"<slug>","reason":"<text>"}`.
+//! The one error table: every protocol failure has a kind (`kind.rs`: each kind's one HTTP
+//! status), the refusal it names where its cause has a name (`refusal.rs`) and a reason. The
+//! wire form, `{"ok":false,"code":<u16>,"error":"<name>","reason":"<text>"}`, is written by
+//! `Error::to_wire` beside the JSON writer (`json.rs`), so this table names no document type.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::json::{Object, Value};
-
-/// What went wrong, as the protocol names it. Each kind has exactly one HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// 400: the document or request is not well formed.
-    Malformed,
-    /// 401: the request carries no usable `Authorization`.
-    Unauthenticated,
-    /// 402: the mailbox asks for a stamp or proof of work that is missing or insufficient.
-    PaymentRequired,
-    /// 403: a signature does not verify, the sender cannot be verified, or policy forbids it.
-    Forbidden,
-    /// 404: no such agent, route or record.
-    NotFound,
-    /// 405: the route exists but not with this method.
-    MethodNotAllowed,
-    /// 408: the request did not arrive in time (a server's read timeout); it may be sent again.
-    Timeout,
-    /// 409: the thing exists already, or its state does not allow this.
-    Conflict,
-    /// 410: the envelope or document has expired.
-    Expired,
-    /// 413: over a size limit.
-    TooLarge,
-    /// 421: sent to a house that is not the one it was meant for.
-    Misdirected,
-    /// 429: too many requests; try later.
-    RateLimited,
-    /// 431: the request's head (request line and header fields) is too large.
-    HeadersTooLarge,
-    /// 500: our fault. The reason is logged, never sent.
-    Internal,
-    /// 503: a dependency is down; try later.
-    Unavailable,
-    /// 503: the mailbox is moving between the house's databases (mailbox shards); try again
-    /// shortly (the answer carries `Retry-After`). Temporary: a sending house retries it.
-    MailboxMoving,
-}
-
-impl ErrorKind {
-    /// The HTTP status and wire `code`.
-    pub const fn code(self) -> u16 {
-        match self {
-            ErrorKind::Malformed => 400,
-            ErrorKind::Unauthenticated => 401,
-            ErrorKind::PaymentRequired => 402,
-            ErrorKind::Forbidden => 403,
-            ErrorKind::NotFound => 404,
-            ErrorKind::MethodNotAllowed => 405,
-            ErrorKind::Timeout => 408,
-            ErrorKind::Conflict => 409,
-            ErrorKind::Expired => 410,
-            ErrorKind::TooLarge => 413,
-            ErrorKind::Misdirected => 421,
-            ErrorKind::RateLimited => 429,
-            ErrorKind::HeadersTooLarge => 431,
-            ErrorKind::Internal => 500,
-            ErrorKind::Unavailable | ErrorKind::MailboxMoving => 503,
-        }
-    }
-
-    /// A stable machine name for the wire `error` field.
-    pub const fn slug(self) -> &'static str {
-        match self {
-            ErrorKind::Malformed => "malformed",
-            ErrorKind::Unauthenticated => "unauthenticated",
-            ErrorKind::PaymentRequired => "payment_required",
-            ErrorKind::Forbidden => "forbidden",
-            ErrorKind::NotFound => "not_found",
-            ErrorKind::MethodNotAllowed => "method_not_allowed",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Conflict => "conflict",
-            ErrorKind::Expired => "expired",
-            ErrorKind::TooLarge => "too_large",
-            ErrorKind::Misdirected => "misdirected",
-            ErrorKind::RateLimited => "rate_limited",
-            ErrorKind::HeadersTooLarge => "headers_too_large",
-            ErrorKind::Internal => "internal",
-            ErrorKind::Unavailable => "unavailable",
-            ErrorKind::MailboxMoving => "mailbox_moving",
-        }
-    }
-
-    /// Every kind, for tables and tests. A code shared by two kinds reads back as the first.
-    pub const ALL: [ErrorKind; 16] = [
-        ErrorKind::Malformed,
-        ErrorKind::Unauthenticated,
-        ErrorKind::PaymentRequired,
-        ErrorKind::Forbidden,
-        ErrorKind::NotFound,
-        ErrorKind::MethodNotAllowed,
-        ErrorKind::Timeout,
-        ErrorKind::Conflict,
-        ErrorKind::Expired,
-        ErrorKind::TooLarge,
-        ErrorKind::Misdirected,
-        ErrorKind::RateLimited,
-        ErrorKind::HeadersTooLarge,
-        ErrorKind::Internal,
-        ErrorKind::Unavailable,
-        ErrorKind::MailboxMoving,
-    ];
-
-    /// Whether a relaying house should retry (spec §6: 421, 429 and 5xx are temporary; so is
-    /// 408, a request that arrived too slowly).
-    pub const fn is_temporary(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::Timeout
-                | ErrorKind::Misdirected
-                | ErrorKind::RateLimited
-                | ErrorKind::Internal
-                | ErrorKind::Unavailable
-                | ErrorKind::MailboxMoving
-        )
-    }
-
-    /// The kind for a wire code, if it is one of ours.
-    pub fn from_code(code: u16) -> Option<ErrorKind> {
-        ErrorKind::ALL.into_iter().find(|k| k.code() == code)
-    }
-}
+pub use crate::kind::ErrorKind;
+use crate::refusal::Refusal;
 
 /// A protocol error: a kind from the table, the refusal's stable name and a human reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +18,7 @@ pub struct Error {
     /// byte in the padding an `Error` already had, where a name as text made every `Error`, and
     /// the Worker, larger (docs/decisions/0063-refusals-by-name.md). A peer's name this build does
     /// not know is the client's to keep (`nyx5`'s `Failure` does), read with [`Error::wire_name`].
-    refusal: Option<crate::refusal::Refusal>,
+    refusal: Option<Refusal>,
     pub reason: Cow<'static, str>,
 }
 
@@ -156,23 +35,23 @@ impl Error {
     pub fn from_wire(code: u16, name: &str, reason: impl Into<Cow<'static, str>>) -> Self {
         let by_code = ErrorKind::from_code(code).unwrap_or(ErrorKind::Unavailable);
         let kind = ErrorKind::ALL.into_iter().find(|k| k.slug() == name && k.code() == code).unwrap_or(by_code);
-        let refusal = crate::refusal::Refusal::from_name(name).filter(|r| r.kind() == kind);
+        let refusal = Refusal::from_name(name).filter(|r| r.kind() == kind);
         Error { kind, refusal, reason: reason.into() }
     }
 
     /// A refusal of the table, with its reason (what `Refusal::because` makes).
-    pub(crate) fn of(refusal: crate::refusal::Refusal, reason: Cow<'static, str>) -> Self {
+    pub(crate) fn of(refusal: Refusal, reason: Cow<'static, str>) -> Self {
         Error { kind: refusal.kind(), refusal: Some(refusal), reason }
     }
 
     /// The stable machine name (the wire's `error`): the refusal's, or the kind's own where the
     /// cause has none.
     pub fn name(&self) -> &'static str {
-        self.refusal().map_or(self.kind.slug(), crate::refusal::Refusal::name)
+        self.refusal().map_or(self.kind.slug(), Refusal::name)
     }
 
     /// The refusal this error names, if it is one of the table's.
-    pub fn refusal(&self) -> Option<crate::refusal::Refusal> {
+    pub fn refusal(&self) -> Option<Refusal> {
         self.refusal.filter(|r| r.kind() == self.kind)
     }
 
@@ -182,7 +61,7 @@ impl Error {
     pub fn wire_name(code: u16, name: &str) -> Option<&str> {
         let well_formed = (1..=64).contains(&name.len())
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        let ours = crate::refusal::Refusal::from_name(name)
+        let ours = Refusal::from_name(name)
             .map(|r| r.kind().code())
             .or_else(|| ErrorKind::ALL.into_iter().find(|k| k.slug() == name).map(ErrorKind::code));
         (well_formed && ours.is_none_or(|c| c == code)).then_some(name)
@@ -197,18 +76,12 @@ impl Error {
     pub fn code(&self) -> u16 {
         self.kind.code()
     }
+}
 
-    /// The JSON body sent on the wire. Internal reasons are replaced by a generic text.
-    pub fn to_wire(&self) -> Value {
-        let reason =
-            if self.kind == ErrorKind::Internal { "internal error".to_owned() } else { self.reason.to_string() };
-        let mut o = Object::new();
-        o.insert("ok".into(), Value::Bool(false));
-        o.insert("code".into(), Value::from(i64::from(self.code())));
-        let name = if self.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { self.name() };
-        o.insert("error".into(), Value::from(name));
-        o.insert("reason".into(), Value::String(reason));
-        Value::Object(o)
+impl Refusal {
+    /// This refusal, with the reason a person reads.
+    pub fn because(self, reason: impl Into<Cow<'static, str>>) -> Error {
+        Error::of(self, reason.into())
     }
 }
 

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use std::ops::Range;
 
 use crate::error::Error;
+use crate::kind::ErrorKind;
 use crate::limits;
 use crate::refusal::Refusal;
 use crate::vecmap::{VecMap, sort_by};
@@ -31,8 +32,8 @@ pub enum Value {
     Object(Object),
 }
 
-/// The largest integer every JSON reader represents exactly (2^53 - 1).
-pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+/// The largest integer every JSON reader represents exactly (2^53 - 1), where the limits keep it.
+pub use crate::limits::MAX_SAFE_INTEGER;
 
 impl Value {
     /// Parses `input` strictly, refusing anything longer than `max_bytes`.
@@ -932,6 +933,21 @@ fn object_of(pairs: &mut dyn Iterator<Item = (&str, Value)>) -> Object {
         object.insert(k.to_owned(), v);
     }
     object
+}
+
+impl Error {
+    /// The JSON body sent on the wire. Internal reasons are replaced by a generic text.
+    pub fn to_wire(&self) -> Value {
+        let reason =
+            if self.kind == ErrorKind::Internal { "internal error".to_owned() } else { self.reason.to_string() };
+        let mut o = Object::new();
+        o.insert("ok".into(), Value::Bool(false));
+        o.insert("code".into(), Value::from(i64::from(self.code())));
+        let name = if self.kind == ErrorKind::Internal { ErrorKind::Internal.slug() } else { self.name() };
+        o.insert("error".into(), Value::from(name));
+        o.insert("reason".into(), Value::String(reason));
+        Value::Object(o)
+    }
 }
 
 #[cfg(test)]

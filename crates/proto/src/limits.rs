@@ -48,8 +48,10 @@ pub const MAX_HEADER_LEN: usize = 4096;
 pub const MAX_POW_BITS: u32 = 32;
 /// Longest proof-of-work nonce string.
 pub const MAX_POW_NONCE_LEN: usize = 64;
+/// The largest integer every JSON reader represents exactly (2^53 - 1).
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 /// Largest token amount (prices, stamps, caps): JavaScript's safe integer range.
-pub const MAX_AMOUNT: i64 = crate::json::MAX_SAFE_INTEGER;
+pub const MAX_AMOUNT: i64 = MAX_SAFE_INTEGER;
 /// Most bytes of a quote's canonical JSON, and of its `concept` (a Libro entry's too).
 pub const MAX_QUOTE_BYTES: usize = 16 * 1024;
 pub const MAX_CONCEPT_BYTES: usize = 256;

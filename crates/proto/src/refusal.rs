@@ -5,12 +5,10 @@
 //! holds the two together.
 //!
 //! A name is for ever: a refusal whose meaning changes gets a new name. Where a cause has no name
-//! of its own yet, an [`Error`] carries its kind's name ([`ErrorKind::slug`]), which is still a
+//! of its own yet, an `Error` carries its kind's name ([`ErrorKind::slug`]), which is still a
 //! name from this table's first column.
 
-use std::borrow::Cow;
-
-use crate::error::{Error, ErrorKind};
+use crate::kind::ErrorKind;
 
 /// Declares the table: each row a variant, its kind (and so its wire code), its name and what it
 /// means (the doc comment, which `Refusal::meaning` returns for the SPEC's table).
@@ -73,11 +71,6 @@ const fn ends<const N: usize>(lens: [usize; N]) -> [u16; N] {
 }
 
 impl Refusal {
-    /// This refusal, with the reason a person reads.
-    pub fn because(self, reason: impl Into<Cow<'static, str>>) -> Error {
-        Error::of(self, reason.into())
-    }
-
     /// The refusal of this name, if it is one of the table's.
     pub fn from_name(name: &str) -> Option<Refusal> {
         Refusal::ALL.iter().copied().find(|r| r.name() == name)

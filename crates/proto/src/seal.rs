@@ -14,17 +14,15 @@
 //! signed envelope therefore reads the same text (receipts cite envelope hashes).
 
 use crate::address::Address;
-use crate::b64;
 use crate::crypto::{EncPublic, EncSecret, Entropy, aes256gcm_open, aes256gcm_seal, hkdf_sha256, random, sha256};
-use crate::envelope::{Content, Envelope, Payload, b64_field};
+use crate::envelope::{Content, Envelope, Payload};
 use crate::error::Error;
-use crate::json::{Object, Value, field, obj};
+use crate::json::{Value, obj};
 use crate::limits;
 use crate::refusal::Refusal;
+pub use crate::sealed::{ALG_SEALED, Sealed, WrappedKey};
 use crate::vecmap::VecMap;
 
-/// The `alg` of a sealed envelope.
-pub const ALG_SEALED: &str = "X25519+HKDF-SHA256+A256GCM";
 /// HKDF `info` for the per-recipient key-encryption key.
 pub const CEK_WRAP_INFO: &[u8] = b"nyx5/1 cek-wrap";
 /// What the key commitment hashes before the content key (and a zero byte).
@@ -37,97 +35,6 @@ pub fn commitment(cek: &[u8; 32]) -> [u8; 32] {
     bytes.push(0);
     bytes.extend_from_slice(cek);
     sha256(&bytes)
-}
-
-/// The content key wrapped for one recipient.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WrappedKey {
-    pub iv: [u8; 12],
-    pub ct: [u8; 32],
-    pub tag: [u8; 16],
-}
-
-/// A parsed `encrypted` member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sealed {
-    pub epk: String,
-    pub iv: [u8; 12],
-    pub ct: Vec<u8>,
-    pub tag: [u8; 16],
-    /// The commitment to the content key ([`commitment`]).
-    pub commit: [u8; 32],
-    pub keys: VecMap<Address, WrappedKey>,
-}
-
-impl Sealed {
-    /// Parses `encrypted`; every wrapped key must be for a recipient or the sender.
-    pub fn from_value(v: &Value, to: &[Address], from: &Address) -> Result<Sealed, Error> {
-        let o = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because("`encrypted` must be an object"))?;
-        let alg = field::str(o, "alg")?;
-        if alg != ALG_SEALED {
-            return Err(Refusal::BadEncrypted.because(format!("unsupported encryption alg {alg:?}")));
-        }
-        let epk = field::str(o, "epk")?;
-        EncPublic::parse(epk)?;
-        let ct = b64::decode(field::str(o, "ct")?)
-            .ok_or_else(|| Refusal::BadEncrypted.because("`encrypted.ct` is not base64url"))?;
-        let key_map = field::object(o, "keys")?;
-        if key_map.is_empty() || key_map.len() > limits::MAX_RECIPIENTS + 1 {
-            return Err(Refusal::BadEncrypted.because("`encrypted.keys` must wrap the key for at least one recipient"));
-        }
-        let mut keys = VecMap::new();
-        for (addr, wrapped) in key_map {
-            let addr = Address::parse(addr)?;
-            if !to.contains(&addr) && addr != *from {
-                return Err(
-                    Refusal::BadEncrypted.because(format!("`encrypted.keys` names {addr}, who is not on the envelope"))
-                );
-            }
-            let w =
-                wrapped.as_object().ok_or_else(|| Refusal::BadEncrypted.because("each wrapped key is an object"))?;
-            let ctx = "encrypted.keys[]";
-            keys.insert(
-                addr,
-                WrappedKey {
-                    iv: b64_field(w, "iv", ctx)?,
-                    ct: b64_field(w, "ct", ctx)?,
-                    tag: b64_field(w, "tag", ctx)?,
-                },
-            );
-        }
-        Ok(Sealed {
-            epk: epk.to_owned(),
-            iv: b64_field(o, "iv", "encrypted")?,
-            ct,
-            tag: b64_field(o, "tag", "encrypted")?,
-            commit: b64_field(o, "commit", "encrypted")?,
-            keys,
-        })
-    }
-
-    pub fn to_value(&self) -> Value {
-        let keys = self
-            .keys
-            .iter()
-            .map(|(addr, w)| {
-                let wv = obj([
-                    ("iv", b64::encode(&w.iv).into()),
-                    ("ct", b64::encode(&w.ct).into()),
-                    ("tag", b64::encode(&w.tag).into()),
-                ]);
-                (addr.as_str().to_owned(), Value::Object(wv))
-            })
-            .collect::<Object>();
-        Value::Object(obj([
-            ("alg", ALG_SEALED.into()),
-            ("epk", self.epk.as_str().into()),
-            ("iv", b64::encode(&self.iv).into()),
-            ("ct", b64::encode(&self.ct).into()),
-            ("tag", b64::encode(&self.tag).into()),
-            ("commit", b64::encode(&self.commit).into()),
-            ("keys", Value::Object(keys)),
-        ]))
-    }
 }
 
 /// The AAD both layers use: canonical `{"from","id","to"}` of the envelope.

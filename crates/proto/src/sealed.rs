@@ -1,0 +1,112 @@
+//! The `encrypted` member of a sealed envelope as data (spec §5, docs/SPEC.md §5.2): read and
+//! written, every wrapped key for someone on the envelope. Sealing and opening, which need the
+//! envelope, are [`crate::seal`]'s; an envelope's payload names this.
+
+use crate::address::Address;
+use crate::b64;
+use crate::crypto::EncPublic;
+use crate::error::Error;
+use crate::json::{Object, Value, field, obj};
+use crate::limits;
+use crate::refusal::Refusal;
+use crate::vecmap::VecMap;
+
+/// The `alg` of a sealed envelope.
+pub const ALG_SEALED: &str = "X25519+HKDF-SHA256+A256GCM";
+
+/// The content key wrapped for one recipient.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrappedKey {
+    pub iv: [u8; 12],
+    pub ct: [u8; 32],
+    pub tag: [u8; 16],
+}
+
+/// A parsed `encrypted` member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    pub epk: String,
+    pub iv: [u8; 12],
+    pub ct: Vec<u8>,
+    pub tag: [u8; 16],
+    /// The commitment to the content key (`seal::commitment`).
+    pub commit: [u8; 32],
+    pub keys: VecMap<Address, WrappedKey>,
+}
+
+impl Sealed {
+    /// Parses `encrypted`; every wrapped key must be for a recipient or the sender.
+    pub fn from_value(v: &Value, to: &[Address], from: &Address) -> Result<Sealed, Error> {
+        let o = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because("`encrypted` must be an object"))?;
+        let alg = field::str(o, "alg")?;
+        if alg != ALG_SEALED {
+            return Err(Refusal::BadEncrypted.because(format!("unsupported encryption alg {alg:?}")));
+        }
+        let epk = field::str(o, "epk")?;
+        EncPublic::parse(epk)?;
+        let ct = b64::decode(field::str(o, "ct")?)
+            .ok_or_else(|| Refusal::BadEncrypted.because("`encrypted.ct` is not base64url"))?;
+        let key_map = field::object(o, "keys")?;
+        if key_map.is_empty() || key_map.len() > limits::MAX_RECIPIENTS + 1 {
+            return Err(Refusal::BadEncrypted.because("`encrypted.keys` must wrap the key for at least one recipient"));
+        }
+        let mut keys = VecMap::new();
+        for (addr, wrapped) in key_map {
+            let addr = Address::parse(addr)?;
+            if !to.contains(&addr) && addr != *from {
+                return Err(
+                    Refusal::BadEncrypted.because(format!("`encrypted.keys` names {addr}, who is not on the envelope"))
+                );
+            }
+            let w =
+                wrapped.as_object().ok_or_else(|| Refusal::BadEncrypted.because("each wrapped key is an object"))?;
+            let ctx = "encrypted.keys[]";
+            keys.insert(
+                addr,
+                WrappedKey {
+                    iv: b64_field(w, "iv", ctx)?,
+                    ct: b64_field(w, "ct", ctx)?,
+                    tag: b64_field(w, "tag", ctx)?,
+                },
+            );
+        }
+        Ok(Sealed {
+            epk: epk.to_owned(),
+            iv: b64_field(o, "iv", "encrypted")?,
+            ct,
+            tag: b64_field(o, "tag", "encrypted")?,
+            commit: b64_field(o, "commit", "encrypted")?,
+            keys,
+        })
+    }
+
+    pub fn to_value(&self) -> Value {
+        let keys = self
+            .keys
+            .iter()
+            .map(|(addr, w)| {
+                let wv = obj([
+                    ("iv", b64::encode(&w.iv).into()),
+                    ("ct", b64::encode(&w.ct).into()),
+                    ("tag", b64::encode(&w.tag).into()),
+                ]);
+                (addr.as_str().to_owned(), Value::Object(wv))
+            })
+            .collect::<Object>();
+        Value::Object(obj([
+            ("alg", ALG_SEALED.into()),
+            ("epk", self.epk.as_str().into()),
+            ("iv", b64::encode(&self.iv).into()),
+            ("ct", b64::encode(&self.ct).into()),
+            ("tag", b64::encode(&self.tag).into()),
+            ("commit", b64::encode(&self.commit).into()),
+            ("keys", Value::Object(keys)),
+        ]))
+    }
+}
+
+/// Base64url helpers re-exported for envelope fields.
+fn b64_field<const N: usize>(o: &Object, name: &str, ctx: &str) -> Result<[u8; N], Error> {
+    b64::decode_array(field::str(o, name)?)
+        .ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}.{name}` must be {N} bytes of base64url")))
+}
