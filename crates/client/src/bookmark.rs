@@ -24,7 +24,7 @@ pub const MAX_HEADER_CHARS: usize = ((IV_BYTES + MAX_BOOKMARK_BYTES + TAG_BYTES)
 
 /// Where a client keeps the last bookmark of each house (`{"bookmarks":{"<host>":"<value>"},
 /// "kind":"bookmarks","nyx5":"1"}`, the CLI's `<profile>.bookmarks`), and the largest read.
-pub const SLOT: Slot = Slot { name: "bookmarks", max: MAX_BOOKMARKS * (MAX_HEADER_CHARS + 300) };
+pub const SLOT: Slot = Slot { name: "bookmarks", max: MAX_BOOKMARKS * (MAX_HEADER_CHARS + 300), cache: true };
 /// The `kind` of the bookmarks' document.
 pub const KIND: &str = "bookmarks";
 /// Most houses whose bookmark is kept; the one kept longest leaves first.

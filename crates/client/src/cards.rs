@@ -31,7 +31,7 @@ pub const MAX_CARDS: usize = 256;
 /// (docs/decisions/0051-key-rotation-bounces-nothing.md).
 pub const MAX_STALE_MS: i64 = 6 * 60 * 60 * 1000;
 /// Where the kept cards live, and the largest document read.
-pub const SLOT: Slot = Slot { name: "cards", max: MAX_CARDS * 2 * limits::MAX_DOCUMENT_BYTES };
+pub const SLOT: Slot = Slot { name: "cards", max: MAX_CARDS * 2 * limits::MAX_DOCUMENT_BYTES, cache: true };
 
 /// One kept card: its canonical text, the URL its estafeta answered at, and when it was fetched
 /// (ms since the epoch).

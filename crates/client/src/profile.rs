@@ -22,7 +22,7 @@ pub const VERSION: &str = "1";
 /// The largest profile read: saved envelopes are at most 1 MiB each.
 pub const MAX_PROFILE_BYTES: usize = 128 * 1024 * 1024;
 /// Where the profile lives in a client's store (`crate::store`), and the largest read.
-pub const SLOT: Slot = Slot { name: "profile", max: MAX_PROFILE_BYTES };
+pub const SLOT: Slot = Slot { name: "profile", max: MAX_PROFILE_BYTES, cache: false };
 
 /// An agent's signing and encryption keys.
 #[derive(Debug, Clone)]

@@ -19,6 +19,29 @@ pub struct Slot {
     pub name: &'static str,
     /// The largest document read; a larger one is an error, never read in part.
     pub max: usize,
+    /// Whether the slot only saves work (kept cards, bookmarks): one that does not read may be
+    /// written over. A slot that is no cache (the profile, which holds the agents' keys) never
+    /// is, whatever `change` answers ([`apply`]).
+    pub cache: bool,
+}
+
+/// What an [`Store::update`] writes: `change`'s answer to what was `read`, unless the read failed
+/// and the slot is no cache — then nothing, and an error, so a moment's unreadable profile (a
+/// half-edited file, an I/O error) is never replaced and its keys lost, by any caller.
+pub fn apply<T>(
+    slot: &Slot,
+    read: Result<Option<Value>, Error>,
+    change: impl FnOnce(Result<Option<Value>, Error>) -> Result<(Option<Value>, T), Error>,
+) -> Result<(Option<Value>, T), Error> {
+    let unread = read.is_err();
+    let (doc, out) = change(read)?;
+    if unread && !slot.cache && doc.is_some() {
+        return Err(Error::new(
+            ErrorKind::Internal,
+            format!("the {} did not read, so it is not written over", slot.name),
+        ));
+    }
+    Ok((doc, out))
 }
 
 /// Where a client's documents live.
@@ -87,10 +110,41 @@ impl Store for Memory {
         slot: &Slot,
         change: impl FnOnce(Result<Option<Value>, Error>) -> Result<(Option<Value>, T), Error>,
     ) -> Result<T, Error> {
-        let (doc, out) = change(self.read(slot))?;
+        let (doc, out) = apply(slot, self.read(slot), change)?;
         if let Some(doc) = doc {
             self.slots.borrow_mut().insert(slot.name, doc.canonical());
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A change that ignores why the slot did not read and answers a fresh document, as a
+    /// cache's reader does.
+    fn fresh(read: Result<Option<Value>, Error>) -> Result<(Option<Value>, bool), Error> {
+        Ok((Some(Value::Object(Default::default())), read.is_err()))
+    }
+
+    #[test]
+    fn a_profile_that_does_not_read_is_never_written_over_and_a_cache_is() {
+        let store = Memory::default();
+        let profile = Slot { name: "profile", max: 1024, cache: false };
+        let cards = Slot { name: "cards", max: 1024, cache: true };
+        let broken = br#"{"nyx5": 1, "agents": {"ana@a.test": {"sig_secret": "#.to_vec();
+        store.put_bytes(&profile, broken.clone());
+        store.put_bytes(&cards, broken.clone());
+        let refused = store.update(&profile, fresh).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Internal);
+        assert_eq!(store.bytes(&profile), Some(broken.clone()), "the keys' document is left as it was");
+        assert!(store.update(&cards, fresh).unwrap(), "the cache did not read");
+        assert_eq!(store.bytes(&cards), Some(b"{}".to_vec()));
+        // A profile that reads is written as the change answers.
+        store.put_bytes(&profile, b"{}".to_vec());
+        assert!(!store.update(&profile, fresh).unwrap());
     }
 }

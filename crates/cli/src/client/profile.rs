@@ -384,7 +384,9 @@ impl Store for Files {
         change: impl FnOnce(Result<Option<Value>, Error>) -> Result<(Option<Value>, T), Error>,
     ) -> Result<T, Error> {
         let path = self.path(slot);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        // The profile's folder is made (0700) by what writes the profile; a cache beside it never
+        // makes one (with no folder it is simply not kept, as before the port).
+        if let Some(dir) = path.parent().filter(|d| !slot.cache && !d.as_os_str().is_empty() && !d.exists()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -394,7 +396,7 @@ impl Store for Files {
         let lock = open_lock(&path).map_err(|f| store_error(f.one_line()))?;
         lock.lock().map_err(|e| store_error(format!("cannot lock {}: {e}", path.display())))?;
         let result = (|| {
-            let (doc, out) = change(Self::read_unlocked(&path, slot))?;
+            let (doc, out) = nyx5_client::store::apply(slot, Self::read_unlocked(&path, slot), change)?;
             if let Some(doc) = doc {
                 write_private(&path, &doc).map_err(|e| store_error(format!("cannot write the {} {e}", slot.name)))?;
             }
@@ -603,6 +605,11 @@ mod tests {
         assert_eq!(files.path(&nyx5_client::profile::SLOT), dir.join("agents.json"));
         assert_eq!(files.read(&cards).unwrap(), None);
         let doc = Value::Object(obj([("a", "b".into())]));
+        // A cache makes no folder: with none, it is not kept.
+        assert!(files.update(&cards, |read| Ok((Some(doc.clone()), read.unwrap()))).is_err());
+        assert!(!dir.exists());
+        // The profile's write makes it (0700); the cache is kept beside it.
+        files.update(&nyx5_client::profile::SLOT, |_| Ok((Some(doc.clone()), ()))).unwrap();
         files.update(&cards, |read| Ok((Some(doc.clone()), read.unwrap()))).unwrap();
         assert_eq!(files.read(&cards).unwrap(), Some(doc));
         use std::os::unix::fs::PermissionsExt;
