@@ -258,6 +258,9 @@ pub struct Enrol<'a> {
     pub client: Option<&'a str>,
     /// The stored card's exact text this one replaces (the update's guard); `None` for a new name.
     pub replaces: Option<&'a str>,
+    /// The time the card was certified at: the rows, the rate windows and the invitation's
+    /// expiry are judged at it too, never at a later reading of the clock.
+    pub now: nyx5_proto::Timestamp,
 }
 
 /// The registry's reads and writes for the routes (issue 37 §2, "routes call services"): the
@@ -295,7 +298,7 @@ impl<'h, D: Db, N: Net> Registry<'h, D, N> {
     /// Answers whether a gift is owed (the Libro posts it next); a failed guard is the refusal
     /// it means.
     pub async fn enrol(&self, e: &Enrol<'_>) -> Result<bool, Error> {
-        let now = self.now();
+        let now = e.now;
         let via = e.via.text();
         let new = store::agents::NewCard {
             local: e.address.local(),

@@ -448,3 +448,47 @@ fn an_invited_agent_gets_the_houses_welcome_and_its_invitations() {
     json(&call(&h, "POST", "/agents", &[], &ana.registration(&h, &[("invite", code.as_str().into())])), 201);
     assert_eq!(balance(&h, "ana@a.test"), 15);
 }
+
+/// A registration's rows are written at the time its card was certified at, even when the
+/// clock moves on while the house reads (a slow round trip): the signed history's `since`, the
+/// stored `created_at` and the registration's time are the card's `valid_from` (the hostile
+/// review of issue 37's routes-call-services step: the registry read the clock again).
+#[test]
+fn a_registration_is_written_at_the_time_its_card_was_certified() {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let w = World::new();
+    let h = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let body = ana.registration(&h, &[]);
+    let headers = vec![("authorization".to_owned(), admin(&h))];
+    let request = nyx5_house::Request::new("POST", "/agents", headers, body.canonical());
+    h.db.stall(true);
+    let waker = Waker::from(Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    let mut answer = pin!(h.handle(request));
+    // Each wait on the database takes a second of the clock.
+    let resp = loop {
+        match answer.as_mut().poll(&mut cx) {
+            Poll::Ready(resp) => break resp,
+            Poll::Pending => w.clock.advance(1_000),
+        }
+    };
+    h.db.stall(false);
+    let card = json(&resp, 201);
+    let card = AgentCard::from_object(card.as_object().unwrap()["card"].as_object().unwrap().clone()).unwrap();
+    assert!(w.clock.now().millis() > card.valid_from().millis(), "the clock moved during the request");
+    let certified = card.valid_from().millis();
+    let rows = block_on(h.db.query(stmt!(
+        "SELECT a.created_at AS created, r.at AS at FROM agents a JOIN registrations r ON r.local = a.local
+         WHERE a.local = 'ana'"
+    )))
+    .unwrap();
+    assert_eq!((rows[0].int("created"), rows[0].int("at")), (Some(certified), Some(certified)));
+}

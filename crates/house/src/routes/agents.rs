@@ -372,6 +372,7 @@ pub async fn register<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
             via: &via,
             client: client(req).as_deref(),
             replaces: stored.as_deref(),
+            now,
         })
         .await?;
     if gifted {

@@ -146,6 +146,7 @@ pub async fn ack<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str)
     Ok(Response::json(200, &ok_body([("acked", acked.into())])))
 }
 
+/// The ids an acknowledgment's body lists, distinct, as the JSON array the store reads.
 fn ack_list(req: &Request) -> Result<String, Error> {
     let body = json_body(req)?;
     let ids = field::array(&body, "ids")?;
