@@ -4,6 +4,7 @@
 
 pub mod authority;
 pub mod kernel;
+pub mod model;
 pub mod op;
 pub mod state;
 
