@@ -10,6 +10,9 @@
 //! once every ask is approved, the house decides the original operation again with the
 //! approval in its context and [`merge`] makes one entry of the hold's return and the movement.
 //! [`expire`] returns the hold of an approval nobody decided in time.
+//!
+//! It reads and writes [`super::model`] alone, never the kernel: the kernel calls [`gate`],
+//! [`pending`], [`mark_approved`] and [`check_contract_id`]; the house calls the rest.
 
 use nyx5_proto::authority::{Authority, Consequence, Intent, Verdict};
 use nyx5_proto::json::obj;

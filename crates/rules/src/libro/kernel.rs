@@ -5,6 +5,9 @@
 //! contract and mandates as they become, and who gets a receipt. No I/O: the caller signs the
 //! entry and writes it all in one guarded batch (`libro/mod.rs`), and the schema refuses again
 //! what must never be.
+//!
+//! What it reads and answers is [`super::model`]; what an authority lets through,
+//! [`super::authority`], which it calls.
 
 use nyx5_proto::json::obj;
 use nyx5_proto::libro::{Line, Primitive, check_lines, escrow_account};
