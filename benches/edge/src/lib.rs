@@ -28,7 +28,8 @@ use nyx5_proto::quote::{ContractKind, QuoteDraft};
 use nyx5_proto::receipt::Receipt;
 use nyx5_proto::relay::RelayHeader;
 use nyx5_proto::{Address, Envelope, Object, Timestamp, Value, Verified, limits, seal};
-use nyx5_rules::libro::kernel::{self, Ctx, Facts, Rules};
+use nyx5_rules::libro::kernel;
+use nyx5_rules::libro::model::{Ctx, Facts, Rules};
 use nyx5_rules::libro::op::Op as LibroOp;
 use wasm_bindgen::prelude::wasm_bindgen;
 

@@ -478,7 +478,7 @@ impl Run {
         for r in rows {
             let id = r.text("id").unwrap();
             let held = if r.text("state") == Some("pending") { r.int("amount").unwrap() } else { 0 };
-            let account = nyx5_rules::libro::authority::hold_account(id);
+            let account = nyx5_rules::libro::model::hold_account(id);
             assert_eq!(self.balance(&account), held, "{}: after `{line}`: the hold of {id}", self.file);
         }
     }

@@ -686,7 +686,7 @@ fn a_subagents_hour_counts_its_past_hour_and_an_approval_goes_before_its_quote_l
     assert_eq!(shown.remove("allowed_by"), Some(allowed(1)), "nothing else in the past hour");
     assert_eq!(shown["approved_by"], Value::Array(vec!["bo@a.test".into()]));
     assert_eq!((shown["pending"].as_str(), shown["approval"].as_str()), (Some("acc-3"), Some("ap-3")));
-    assert_eq!(balance(&h, &nyx5_rules::libro::authority::hold_account("acc-3")), 0);
+    assert_eq!(balance(&h, &nyx5_rules::libro::model::hold_account("acc-3")), 0);
     assert_eq!(balance(&h, "bot.bo@a.test"), 75);
     // Another hour and a minute later, 5 goes alone: the approved movement's count is past.
     w.clock.advance(HOUR + MINUTE);

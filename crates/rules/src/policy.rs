@@ -136,13 +136,13 @@ pub const VOUCH_MIN_LIFE_MS: i64 = 7 * 24 * 3_600_000;
 /// allowlist. Anything less lets a voucher take its bond back before the recipient can punish.
 pub fn vouch(
     voucher: &Address,
-    bond: Option<&crate::libro::kernel::Contract>,
+    bond: Option<&crate::libro::model::Contract>,
     sender: &Address,
     recipient: &Address,
     voucher_allowed: bool,
     now: nyx5_proto::Timestamp,
 ) -> Vouch {
-    use crate::libro::kernel::Kind;
+    use crate::libro::model::Kind;
     use crate::libro::state::{ContractState, Role};
     let fault = match bond {
         None => VouchFault::NoBond,
@@ -300,7 +300,7 @@ pub fn list_entry(text: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::libro::kernel::Contract;
+    use crate::libro::model::Contract;
 
     fn psl() -> Psl<'static> {
         Psl::embedded().unwrap()

@@ -5,7 +5,7 @@
 
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Object, Value};
-use nyx5_rules::libro::kernel::Kind;
+use nyx5_rules::libro::model::Kind;
 use nyx5_rules::libro::state::ContractState;
 
 /// One contract as the history sees it.

@@ -32,11 +32,13 @@ use crate::store::queue::{self as queue_store, NewJob, Outgoing};
 use crate::view::{Core, Post, view};
 use nyx5_rules::mailbox::Outcome;
 
-use nyx5_rules::libro::authority::{PendingWrite, Step};
-use nyx5_rules::libro::kernel::{CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, Posting, Read, Rules};
+use nyx5_rules::libro::authority::Step;
+use nyx5_rules::libro::model::{
+    CardRule, ContractWrite, Ctx, Decision, Facts, MandateWrite, PendingWrite, Posting, Read, Rules,
+};
 use nyx5_rules::libro::op::Op;
 use nyx5_rules::libro::state::Role;
-use nyx5_rules::libro::{authority, kernel};
+use nyx5_rules::libro::{authority, kernel, model};
 
 /// The Libro's local part.
 pub use nyx5_rules::libro::LIBRO;
@@ -121,7 +123,7 @@ pub(crate) type Head = (i64, String);
 pub(crate) struct StampFacts {
     pub balance: i64,
     pub head: Head,
-    pub bond: Option<kernel::Contract>,
+    pub bond: Option<model::Contract>,
     /// Movements the sender's own card's authority allowed in the past hour.
     pub uses: i64,
 }
@@ -149,7 +151,7 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
     if let Some(Value::Object(c)) = parse_json(row.text("contract")) {
         let version = c.get("version").and_then(Value::as_safe_integer).unwrap_or(0);
         if let Some(Value::Object(record)) = c.get("record") {
-            facts.contract = Some(kernel::Contract::from_record(record.clone(), version)?);
+            facts.contract = Some(model::Contract::from_record(record.clone(), version)?);
         }
     }
     if let Some(Value::Array(list)) = parse_json(row.text("chain")) {
@@ -158,11 +160,11 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
             let m = m.as_object().ok_or_else(|| internal("stored mandate"))?;
             let version = m.get("version").and_then(Value::as_safe_integer).unwrap_or(0);
             let record = m.get("record").and_then(Value::as_object).ok_or_else(|| internal("stored mandate"))?;
-            chain.push(kernel::Mandate::from_value(record, version)?);
+            chain.push(model::Mandate::from_value(record, version)?);
         }
         // Root first: the order of the last link's own chain.
         if let Some(order) = chain.iter().max_by_key(|m| m.chain.len()).map(|m| m.chain.clone()) {
-            let rank = |m: &kernel::Mandate| order.iter().position(|id| id == &m.id).unwrap_or(usize::MAX);
+            let rank = |m: &model::Mandate| order.iter().position(|id| id == &m.id).unwrap_or(usize::MAX);
             chain = nyx5_proto::vecmap::sort_by(chain, |a, b| rank(a).cmp(&rank(b)));
         }
         facts.chain = chain;
@@ -170,7 +172,7 @@ fn facts_of(row: &crate::ports::Row) -> Result<(Facts, Head, Option<Object>), Er
     if let Some(Value::Object(p)) = parse_json(row.text("pending")) {
         let version = p.get("version").and_then(Value::as_safe_integer).unwrap_or(0);
         if let Some(Value::Object(record)) = p.get("record") {
-            facts.pending = Some(authority::Pending::from_value(record, version).map_err(|e| internal(&e.reason))?);
+            facts.pending = Some(model::Pending::from_value(record, version).map_err(|e| internal(&e.reason))?);
         }
     }
     if let Some(Value::Object(u)) = parse_json(row.text("uses")) {
@@ -723,7 +725,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
                 stmts.extend(store::update_contract(&c.id, c.version, c.state, &record, now.millis()));
                 // A settled escrow has no deadline left to warn of: its notices still queued go
                 // (issue 35 §4), in the batch that settles it.
-                if c.kind == kernel::Kind::Escrow && c.state.is_terminal() {
+                if c.kind == model::Kind::Escrow && c.state.is_terminal() {
                     let ids = Value::Array(self.deadline_notice_ids(c).into_iter().map(Value::from).collect());
                     stmts.extend(store::cancel_queued(&ids.canonical_string()));
                 }
@@ -866,7 +868,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     async fn approved(
         &self,
         approval: &Envelope,
-        p: &authority::Pending,
+        p: &model::Pending,
         text: Option<String>,
         rules: &Rules,
         entry_id: &str,
@@ -889,7 +891,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             );
         }
         let accounts = {
-            let mut list = vec![Value::from(p.operator.as_str()), authority::hold_account(&p.id).into()];
+            let mut list = vec![Value::from(p.operator.as_str()), model::hold_account(&p.id).into()];
             if let Some(c) = op.contract() {
                 list.push(escrow_account(c).into());
             }
@@ -933,7 +935,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// The ids the deadline notices of contract `c` were given: one per buyer and seller, derived
     /// from the contract's id, and (for notices queued before they were) from the envelope
     /// that accepted it.
-    fn deadline_notice_ids(&self, c: &kernel::Contract) -> Vec<String> {
+    fn deadline_notice_ids(&self, c: &model::Contract) -> Vec<String> {
         let accepted = c
             .record
             .get("history")
@@ -1081,7 +1083,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     ) -> Result<Value, Error> {
         let posting = Posting {
             concept: concept.to_owned(),
-            lines: kernel::move_all(&house_account(&self.config.domain), account.as_str(), amount),
+            lines: model::move_all(&house_account(&self.config.domain), account.as_str(), amount),
             meta: obj([("primitive", Primitive::Issue.as_str().into())]),
             refs: obj([("key", cause.into())]),
         };
@@ -1118,7 +1120,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         head: Head,
     ) -> Result<(String, nyx5_proto::libro::Entry, Stmt), Error> {
         let rules = self.libro_rules();
-        let (lines, mut meta) = kernel::settle(env.from().as_str(), to.as_str(), amount, &rules, None);
+        let (lines, mut meta) = model::settle(env.from().as_str(), to.as_str(), amount, &rules, None);
         meta.insert("primitive".into(), Primitive::Stamp.as_str().into());
         let cause = format!("stamp:{}:{}", env.id(), to.local());
         let posting = Posting {
@@ -1204,7 +1206,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         let full = nyx5_rules::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
-            let Ok(c) = kernel::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
+            let Ok(c) = model::Contract::from_record(record, row.int("version").unwrap_or(0)) else { continue };
             let entry_id = self.new_id();
             let Ok((posting, next)) = kernel::expire_bond(&c, &rules, now, &entry_id) else { continue };
             let record = text_of(&Value::Object(next.record.clone()))?;
@@ -1243,9 +1245,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         let full = nyx5_rules::queue::took_whole_batch(due.len(), UPKEEP_BATCH);
         for row in due {
             let Some(Value::Object(record)) = parse_json(row.text("record")) else { continue };
-            let Ok(p) = authority::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
+            let Ok(p) = model::Pending::from_value(&record, row.int("version").unwrap_or(0)) else { continue };
             let mut facts = Facts::default();
-            facts.balances.insert(authority::hold_account(&p.id), row.int("held").unwrap_or(0));
+            facts.balances.insert(model::hold_account(&p.id), row.int("held").unwrap_or(0));
             let Ok((posting, next)) = authority::expire(&p, &facts, now) else { continue };
             let record = text_of(&next.to_value())?;
             let mut stmts = Vec::from(store::update_pending(&p.id, p.version, next.state, &record, now.millis()));
@@ -1317,7 +1319,7 @@ fn consenting(facts: &Facts, d: &Decision) -> Vec<Address> {
     };
     if let Some(c) = written.or(facts.contract.as_ref()) {
         let roles: &[Role] =
-            if c.kind == kernel::Kind::Bond { &[Role::Bondholder] } else { &[Role::Buyer, Role::Seller] };
+            if c.kind == model::Kind::Bond { &[Role::Bondholder] } else { &[Role::Buyer, Role::Seller] };
         out.extend(roles.iter().filter_map(|&r| c.get(r)));
     }
     out.extend(facts.chain.iter().map(|m| m.grantor.clone()));
@@ -1391,7 +1393,7 @@ fn accounts_of(operator: &Address, op: &Op) -> String {
         list.push(escrow_account(c).into());
     }
     if let Some(p) = op.pending() {
-        list.push(authority::hold_account(p).into());
+        list.push(model::hold_account(p).into());
     }
     Value::Array(list).canonical_string()
 }

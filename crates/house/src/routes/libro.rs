@@ -19,7 +19,7 @@ use crate::libro::history::{self, Fact, summarize};
 use crate::ports::{Db, Net, Reads, Row};
 use crate::routes::agents::page_param;
 use crate::{House, ok_body};
-use nyx5_rules::libro::kernel::{Contract, Kind, Mandate};
+use nyx5_rules::libro::model::{Contract, Kind, Mandate};
 use nyx5_rules::libro::state::{self, ContractState};
 
 /// Most contracts and mandates `cuenta` lists; how many entries it shows.
@@ -66,7 +66,7 @@ pub async fn account<D: Db, N: Net>(house: &House<D, N>, req: &Request, address:
         .iter()
         .filter_map(|r| {
             let record = Value::parse_str(r.text("record")?).ok()?;
-            nyx5_rules::libro::authority::Pending::from_value(record.as_object()?, r.int("version").unwrap_or(0)).ok()
+            nyx5_rules::libro::model::Pending::from_value(record.as_object()?, r.int("version").unwrap_or(0)).ok()
         })
         .map(|p| p.to_value())
         .collect();

@@ -4,7 +4,7 @@
 //! that changed since it was read.
 
 use nyx5_proto::Error;
-use nyx5_rules::libro::kernel::Kind;
+use nyx5_rules::libro::model::Kind;
 use nyx5_rules::libro::state::{ApprovalState, ContractState};
 
 use super::{one, query};

@@ -10,21 +10,23 @@
 //! once every ask is approved, the house decides the original operation again with the
 //! approval in its context and [`merge`] makes one entry of the hold's return and the movement.
 //! [`expire`] returns the hold of an approval nobody decided in time.
+//!
+//! It reads and writes [`super::model`] alone, never the kernel: the kernel calls [`gate`],
+//! [`pending`], [`mark_approved`] and [`check_contract_id`]; the house calls the rest.
 
 use nyx5_proto::authority::{Authority, Consequence, Intent, Verdict};
-use nyx5_proto::crypto::{hex, sha256};
-use nyx5_proto::json::{field, obj};
+use nyx5_proto::json::obj;
 use nyx5_proto::libro::{CURRENCY, ESCROW_PREFIX, Line, Primitive};
 use nyx5_proto::quote::ContractKind;
 use nyx5_proto::receipt;
 use nyx5_proto::{Address, Error, ErrorKind, Object, Refusal, Timestamp, Value};
 
-use super::kernel::{
-    Approved, CardRule, Ctx, Decision, Facts, Kind, MandateWrite, Posting, Rules, broken, fold, move_all, refuse,
-    reword,
+use super::model::{
+    Approved, Ask, Ctx, Decision, Facts, HOLD_PREFIX, Kind, MandateWrite, Pending, PendingWrite, Posting, Rules, Use,
+    addresses, broken, fold, hold_account, move_all, refuse, reword,
 };
 use super::op::Op;
-use super::state::{self, ApprovalState, Role};
+use super::state::{ApprovalState, Role};
 
 /// The longest an approval may wait, in seconds (`NYX5_APPROVAL_SECONDS`, 1 to this; a day by
 /// default): past it, its hold returns.
@@ -38,228 +40,12 @@ pub const MAX_APPROVALS_KEPT: i64 = 1_000;
 /// again); 413 beyond. Operations are small: a quote's terms are the largest part.
 pub const MAX_PENDING_ENVELOPE_BYTES: usize = 64 * 1024;
 
-/// What starts every hold account's id; no contract's id may start so ([`check_contract_id`]).
-pub const HOLD_PREFIX: &str = "hold.";
-
-/// The account that holds what a pending movement would pay: `escrow:hold.<id>`, or, for an id
-/// too long to name an account, `escrow:hold.-<hash>` (no id starts with `-`, so the two forms
-/// never meet).
-pub fn hold_account(id: &str) -> String {
-    let named = format!("{HOLD_PREFIX}{id}");
-    if nyx5_proto::address::check_id(&named).is_ok() {
-        format!("{ESCROW_PREFIX}{named}")
-    } else {
-        format!("{ESCROW_PREFIX}{HOLD_PREFIX}-{}", hex(&sha256(id.as_bytes())).get(..32).unwrap_or_default())
-    }
-}
-
 /// A contract's id may not be one whose escrow account would be a hold's (400).
 pub fn check_contract_id(id: &str) -> Result<(), Error> {
     if id.starts_with(HOLD_PREFIX) {
         return Err(refuse(Refusal::ReservedContractId, format!("a contract's id may not start with {HOLD_PREFIX:?}")));
     }
     Ok(())
-}
-
-/// What one authority asked of a human.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ask {
-    /// Whose authority: `card:<address>` or `mandate:<id>`.
-    pub of: String,
-    pub reason: String,
-    /// Who may approve it: the subagent's parent; the grantor of the link or any above it.
-    pub approvers: Vec<Address>,
-    pub authority: Authority,
-}
-
-impl Ask {
-    fn to_value(&self) -> Value {
-        Value::Object(obj([
-            ("of", self.of.as_str().into()),
-            ("reason", self.reason.as_str().into()),
-            ("approvers", addresses(&self.approvers)),
-            ("authority", self.authority.to_value()),
-        ]))
-    }
-
-    fn from_value(v: &Value) -> Result<Ask, Error> {
-        let o = v.as_object().ok_or_else(|| stored("ask"))?;
-        Ok(Ask {
-            of: field::str(o, "of")?.to_owned(),
-            reason: field::str(o, "reason")?.to_owned(),
-            approvers: read_addresses(o, "approvers")?,
-            authority: Authority::from_value(field::required(o, "authority")?)?,
-        })
-    }
-}
-
-fn addresses(list: &[Address]) -> Value {
-    Value::Array(list.iter().map(|a| a.as_str().into()).collect())
-}
-
-fn read_addresses(o: &Object, name: &str) -> Result<Vec<Address>, Error> {
-    field::array(o, name)?.iter().map(|a| Address::parse(a.as_str().unwrap_or_default())).collect()
-}
-
-fn stored(what: &str) -> Error {
-    Error::new(ErrorKind::Internal, format!("stored approval: {what}"))
-}
-
-/// A movement waiting for approval (docs/SPEC.md §16b), as the house keeps it and receipts
-/// show it. Its id is the operating envelope's.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pending {
-    pub id: String,
-    pub house: String,
-    pub operator: Address,
-    pub op: String,
-    pub op_sha256: String,
-    /// What it holds: the account that would pay, and how much (none for a grant).
-    pub hold: Option<(String, i64)>,
-    pub concept: String,
-    /// What the movement is, for whoever decides: counterparty, amount or cap, quote, parent.
-    pub summary: Object,
-    /// The operator's own card's rule when it asked, kept for the movement's decision once
-    /// approved (a mandate it grants keeps its ceiling and its approver).
-    pub card: Option<CardRule>,
-    /// What a waiting charge reserved of its chain's caps: the links, and the amount counted in
-    /// their `spent` until it is decided (given back when declined or expired).
-    pub reserved: Option<(Vec<String>, i64)>,
-    pub asks: Vec<Ask>,
-    pub approved_by: Vec<Address>,
-    pub state: ApprovalState,
-    pub created: Timestamp,
-    pub expires: Timestamp,
-    pub decided_by: Option<Address>,
-    pub note: Option<String>,
-    pub version: i64,
-}
-
-impl Pending {
-    pub fn to_value(&self) -> Value {
-        let hold = match &self.hold {
-            Some((account, amount)) => Value::Object(obj([
-                ("account", account.as_str().into()),
-                ("amount", (*amount).into()),
-                ("held_in", hold_account(&self.id).into()),
-            ])),
-            None => Value::Null,
-        };
-        let mut o = obj([
-            ("id", self.id.as_str().into()),
-            ("house", self.house.as_str().into()),
-            ("operator", self.operator.as_str().into()),
-            ("op", self.op.as_str().into()),
-            ("op_sha256", self.op_sha256.as_str().into()),
-            ("hold", hold),
-            ("concept", self.concept.as_str().into()),
-            ("summary", Value::Object(self.summary.clone())),
-            ("asks", Value::Array(self.asks.iter().map(Ask::to_value).collect())),
-            ("approved_by", addresses(&self.approved_by)),
-            ("awaiting", addresses(&self.awaiting())),
-            ("state", self.state.as_str().into()),
-            ("created", self.created.to_rfc3339().into()),
-            ("expires", self.expires.to_rfc3339().into()),
-        ]);
-        if let Some(c) = &self.card {
-            o.insert("card".into(), c.to_value());
-        }
-        if let Some((links, amount)) = &self.reserved {
-            let links = Value::Array(links.iter().map(|l| l.as_str().into()).collect());
-            o.insert("reserved".into(), Value::Object(obj([("links", links), ("amount", (*amount).into())])));
-        }
-        if let Some(d) = &self.decided_by {
-            o.insert("decided_by".into(), d.as_str().into());
-        }
-        if let Some(n) = &self.note {
-            o.insert("note".into(), n.as_str().into());
-        }
-        Value::Object(o)
-    }
-
-    pub fn from_value(v: &Object, version: i64) -> Result<Pending, Error> {
-        let time = |name: &str| Timestamp::parse(field::str(v, name)?);
-        let hold = match v.get("hold") {
-            Some(Value::Object(h)) => Some((field::str(h, "account")?.to_owned(), field::integer(h, "amount")?)),
-            _ => None,
-        };
-        let asks = field::array(v, "asks")?.iter().map(Ask::from_value).collect::<Result<Vec<_>, _>>()?;
-        Ok(Pending {
-            id: field::str(v, "id")?.to_owned(),
-            house: field::str(v, "house")?.to_owned(),
-            operator: Address::parse(field::str(v, "operator")?)?,
-            op: field::str(v, "op")?.to_owned(),
-            op_sha256: field::str(v, "op_sha256")?.to_owned(),
-            hold,
-            concept: field::str(v, "concept")?.to_owned(),
-            summary: field::opt_object(v, "summary")?.cloned().unwrap_or_default(),
-            card: field::opt_object(v, "card")?.map(CardRule::from_value).transpose()?,
-            reserved: match field::opt_object(v, "reserved")? {
-                Some(r) => Some((
-                    field::array(r, "links")?.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
-                    field::integer(r, "amount")?,
-                )),
-                None => None,
-            },
-            asks,
-            approved_by: read_addresses(v, "approved_by")?,
-            state: {
-                let said = field::str(v, "state")?;
-                ApprovalState::parse(said).ok_or_else(|| state::stored("approval state", said))?
-            },
-            created: time("created")?,
-            expires: time("expires")?,
-            decided_by: field::opt_str(v, "decided_by")?.map(Address::parse).transpose()?,
-            note: field::opt_str(v, "note")?.map(str::to_owned),
-            version,
-        })
-    }
-
-    /// Everyone who may approve one of its asks, each once.
-    pub fn approvers(&self) -> Vec<Address> {
-        let mut out: Vec<Address> = Vec::new();
-        for a in self.asks.iter().flat_map(|a| a.approvers.iter()) {
-            if !out.contains(a) {
-                out.push(a.clone());
-            }
-        }
-        out
-    }
-
-    /// The operator and every approver: who may see it (to anyone else it does not exist).
-    pub fn parties(&self) -> Vec<Address> {
-        let mut out = vec![self.operator.clone()];
-        for a in self.approvers() {
-            if !out.contains(&a) {
-                out.push(a);
-            }
-        }
-        out
-    }
-
-    /// The asks nobody who may approve them has approved yet.
-    fn open_asks(&self) -> impl Iterator<Item = &Ask> {
-        self.asks.iter().filter(|a| !a.approvers.iter().any(|x| self.approved_by.contains(x)))
-    }
-
-    /// Who could approve what is still open.
-    pub fn awaiting(&self) -> Vec<Address> {
-        let mut out: Vec<Address> = Vec::new();
-        for a in self.open_asks().flat_map(|a| a.approvers.iter()) {
-            if !out.contains(a) {
-                out.push(a.clone());
-            }
-        }
-        out
-    }
-}
-
-/// What changes in the approvals table.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PendingWrite {
-    Insert(Box<Pending>),
-    /// The approval as it becomes; the batch guards that it still has its version.
-    Update(Box<Pending>),
 }
 
 /// What a decision's receipt says became of its movement: `done` unless the decision leaves an
@@ -275,16 +61,6 @@ pub fn receipt_status(d: &Decision) -> receipt::Status {
         },
         None => receipt::Status::Done,
     }
-}
-
-/// A movement an authority with an hourly limit counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Use {
-    pub subject: String,
-    pub amount: i64,
-    /// Its `max_per_hour`: the batch refuses a count past it (a race lost); none for a movement
-    /// a human approved past it.
-    pub limit: Option<i64>,
 }
 
 /// One authority that allowed the movement, as the entry and the receipt show it.
@@ -789,7 +565,8 @@ pub fn expire(p: &Pending, facts: &Facts, now: Timestamp) -> Result<(Option<Post
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::libro::kernel::{Mandate, decide};
+    use crate::libro::kernel::decide;
+    use crate::libro::model::Mandate;
     use nyx5_proto::libro::escrow_account;
 
     fn at(s: &str) -> Address {

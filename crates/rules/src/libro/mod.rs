@@ -1,9 +1,12 @@
 //! The Libro's rules (spec §14–§21): [`op`] reads an operation, [`kernel::decide`] decides what
 //! it does over the facts the house read, and [`authority`] decides what an agent's authority
-//! lets through and what waits for an approver. [`state`] names the states and roles they speak of.
+//! lets through and what waits for an approver; both read and decide over [`model`] (the
+//! kernel calls the gate, the gate never names the kernel). [`state`] names the states and roles
+//! they speak of.
 
 pub mod authority;
 pub mod kernel;
+pub mod model;
 pub mod op;
 pub mod state;
 
