@@ -2,7 +2,7 @@
 //!
 //! Everything the CLI prints that a peer wrote (a house's envelopes, cards, directory and search
 //! results, app names, error reasons from servers, a wrapped MCP server's output and tool list, the
-//! approvals it files) goes through [`text`] or [`line`]. Controls (C0, DEL, C1) and every
+//! approvals it files) goes through [`text`] or [`line()`]. Controls (C0, DEL, C1) and every
 //! invisible character (General_Category Cf, Zl, Zp and Default_Ignorable_Code_Point: bidi
 //! controls, zero-width characters, tag characters, variation selectors, fillers, …) are shown
 //! escaped as `\u{…}`, so nobody can move the
@@ -96,7 +96,7 @@ pub(crate) fn line(text: &str) -> String {
 }
 
 /// Bytes a peer wrote (not necessarily UTF-8) on one line: invalid UTF-8 is replaced, the rest
-/// as [`line`].
+/// as [`line()`].
 pub(crate) fn bytes_line(bytes: &[u8]) -> String {
     line(&String::from_utf8_lossy(bytes))
 }

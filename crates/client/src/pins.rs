@@ -4,7 +4,7 @@
 //! ([`Store`]): what `nyx5` keeps in its files and what the browser's export and import read.
 //!
 //! A domain's key is pinned, and its card kept, only when the card came from that domain's own
-//! chain: the one way in is [`ProfilePins::keep_domain`], which takes a [`ChainCard`] that only
+//! chain: the one way in is `ProfilePins::keep_domain`, which takes a [`ChainCard`] that only
 //! the resolver makes. A pin moves only while it is what the caller read ([`set`], under the
 //! store's lock). Kept cards are read within their five minutes, or, when the caller asks for the
 //! offline try ([`ProfilePins::set_stale`]), up to [`MAX_STALE_MS`]; never those of the acting
@@ -255,7 +255,7 @@ impl<S: Store> PinStore for &ProfilePins<S> {
     }
 
     /// Keeps an agent card (the resolver verifies it again, against its domain as resolved
-    /// then, when it is read). A domain card comes through [`ProfilePins::keep_domain`] alone.
+    /// then, when it is read). A domain card comes through `ProfilePins::keep_domain` alone.
     async fn cache(&self, card: CacheEntry<'_>) -> Result<(), Error> {
         if card.key.contains('@') {
             self.keep(&card);

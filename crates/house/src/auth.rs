@@ -51,7 +51,7 @@ pub const RESERVED: &[&str] = &[
 ];
 
 /// The registry: who is asking (agents by token, the operator by bearer token; their cards come
-/// from the [`Lookup`]), and the re-certification of stored cards under a rotated domain key
+/// from the `Lookup`), and the re-certification of stored cards under a rotated domain key
 /// (`domain_keys`).
 pub struct Registry<'h, D, N> {
     pub(crate) core: Core<'h, D, N>,

@@ -642,7 +642,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         }
     }
 
-    /// Whether pushes wait to be sent (see [`Mailbox::push`]).
+    /// Whether pushes wait to be sent (see `Mailbox::push`).
     pub fn has_pushes(&self) -> bool {
         self.post.pushes.try_borrow().is_ok_and(|p| !p.is_empty())
     }

@@ -197,7 +197,7 @@ impl PreparedKey {
     }
 
     /// `verify_strict` over bytes already framed, as [`SigPublic::verify_raw`]: the encodings
-    /// checked here ([`strict_encodings`]), then the equation, by the native verifier when one is
+    /// checked here (`strict_encodings`), then the equation, by the native verifier when one is
     /// set ([`set_native_verify`]) and answers, else by ed25519-dalek.
     pub fn verify_raw(&self, message: &[u8], signature: &[u8; 64]) -> bool {
         if !strict_encodings(&self.0, signature) {
@@ -222,7 +222,7 @@ static NATIVE_VERIFY: std::sync::OnceLock<NativeVerify> = std::sync::OnceLock::n
 /// known answers below; refused (with the first answer that was wrong) when it has not, or when
 /// a verifier is set already. The rules stay in Rust: before asking it,
 /// [`PreparedKey::verify_raw`] refuses what `verify_strict` refuses and a plain RFC 8032 verifier
-/// may accept ([`strict_encodings`]). What is left is the equation, which `verify_strict` checks
+/// may accept (`strict_encodings`). What is left is the equation, which `verify_strict` checks
 /// cofactorless; RFC 8032 also allows the cofactored check, which accepts some signatures with a
 /// mixed-order `R` that the cofactorless one refuses, so the known answers include two of those
 /// (speccheck's cases 4 and 5, which only a cofactored verifier accepts) and one that both

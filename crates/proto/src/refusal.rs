@@ -32,7 +32,7 @@ macro_rules! refusals {
             /// Every refusal, in the table's order.
             pub const ALL: &[Refusal] = &[$(Refusal::$variant),*];
 
-            /// The stable machine name: the wire's `error`. Cut out of [`NAMES`] at [`ENDS`]: a
+            /// The stable machine name: the wire's `error`. Cut out of `NAMES` at `ENDS`: a
             /// `match` of string literals made a table of 233 slices (8 bytes each in wasm32) beside
             /// the text, where two bytes an entry say the same.
             pub fn name(self) -> &'static str {

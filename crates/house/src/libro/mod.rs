@@ -2,9 +2,9 @@
 //! `libro@<house>`.
 //!
 //! An operation arrives like any mail (`/outbound` for a local agent, `/inbound` for a foreign
-//! one) and reaches [`Libro::operate`] from `Mailbox::accept`. It is read ([`op::Op`]), checked
+//! one) and reaches [`Libro::operate`] from `Mailbox::accept`. It is read (`op::Op`), checked
 //! against the operator's card (a current key to move money, a delegated card's `scope.cap`),
-//! and decided by the pure [`kernel::decide`] over what one query read ([`store::libro::facts`]).
+//! and decided by the pure [`kernel::decide`] over what one query read (`store::libro::facts`).
 //! Then one batch writes everything: the operation's row (so a repeat changes nothing), the
 //! signed entry (the schema checks its sum and its link, and posts its lines), the contract and
 //! mandates (guarded by the versions the decision read), the receipts (local parties' mailboxes
@@ -267,7 +267,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         })
     }
 
-    /// The window [`Libro::count_operation`] counts in: `libro:<budget>:<who>`, where `who` is
+    /// The window `Libro::count_operation` counts in: `libro:<budget>:<who>`, where `who` is
     /// a local agent's root address (`a.b.ana@h` → `ana@h`) or another house's site.
     pub fn operation_bucket(&self, from: &Address, op: &Op, named: bool) -> String {
         format!("libro:{}:{}", op.budget(), self.operation_counter(from, op, named))
@@ -1173,7 +1173,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// The tick's share of the Libro: issues owed (welcome gifts) are posted, bonds past their
     /// `expires` return to their bondholders, approvals nobody decided in time return their holds
     /// (`expire_approvals`), each only once no operation received before its deadline and naming
-    /// it still waits ([`Libro::waiting`]). Bounded per tick. (The authority's old counts and decided approvals
+    /// it still waits (`Libro::waiting`). Bounded per tick. (The authority's old counts and decided approvals
     /// go with the tick's purge batch: `store::libro::prune_authority`.)
     ///
     /// Each of the three runs whatever the others did. Answers whether any left work behind (it
@@ -1353,7 +1353,7 @@ fn names(op: &Op) -> Option<&str> {
 /// passing reason (429, 503) is not kept, so this is what ends it: a copy that comes later —
 /// after its sender was told it bounced, after a top-up — never goes through (docs/SPEC.md §16).
 /// The house's own agents' operations live as long from the time their job became due
-/// ([`check_queued_life`]); the outbox answers the same envelope again "exists".
+/// (`check_queued_life`); the outbox answers the same envelope again "exists".
 pub const OP_LIFE_MS: i64 = 3_600_000;
 
 /// Refuses an operation first received more than [`OP_LIFE_MS`] after its `created` (the clock

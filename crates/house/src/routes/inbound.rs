@@ -5,7 +5,7 @@
 //! `require_relay`; the sending domain's card fetched anew once when the header's key is one it
 //! does not list: a domain-key rotation), the sender's card resolved through its domain
 //! (refreshed once when the signing key is unknown: key rotation), the envelope verified, the sender's delegation scope
-//! (when it is a subagent) checked for this type and this domain, then [`Mailbox::accept`] decides
+//! (when it is a subagent) checked for this type and this domain, then `Mailbox::accept` decides
 //! per recipient. 202 when anything was accepted; 200 with `duplicate: true` when it was all
 //! here already; otherwise the first rejection's code. The lists always come along.
 

@@ -30,7 +30,7 @@ const ITEM_FRAME_BYTES: usize = 96 + 12 + nyx5_proto::limits::MAX_ID_LEN;
 /// notices, which are small): enough for the largest one.
 const UNRECORDED_BYTES: i64 = 64 * 1024;
 
-/// GET /mailbox/:local?after=<seq>&limit=<n> — the owner's pending envelopes, oldest first, at
+/// `GET /mailbox/:local?after=<seq>&limit=<n>` — the owner's pending envelopes, oldest first, at
 /// most `limit` and [`PAGE_MAX_BYTES`] (but always the first one waiting). The answer is written
 /// around the stored canonical text of each envelope, never parsed and written again, in the
 /// canonical form `Response::json` would give: `{"envelopes":[{"envelope":…,"received":…,

@@ -100,7 +100,7 @@ fn email(r: &Row, provider: bool) -> Result<Value, Error> {
     Ok(Value::Object(o))
 }
 
-/// GET /outbox/:local?before=<seq>&limit=<n> — owner only (authenticated on the primary); the
+/// `GET /outbox/:local?before=<seq>&limit=<n>` — owner only (authenticated on the primary); the
 /// page is read through `reads`, a moment stale at most.
 pub async fn get<D: Db, N: Net>(
     house: &House<D, N>,

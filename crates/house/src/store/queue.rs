@@ -1,7 +1,7 @@
 //! The delivery queue's SQL: the outbox, one job per destination domain, domain health, and the
 //! notices the queue drops into a local sender's mailbox.
 //!
-//! Every write that finishes an attempt is guarded by the job's lease: [`held`] is true only while
+//! Every write that finishes an attempt is guarded by the job's lease: `held` is true only while
 //! the job is still pending under the lease the tick took, so a tick whose lease has lapsed (and
 //! that someone else took over) changes nothing. Guarded statements go before the job's own
 //! update in the batch, which is the one that gives the lease back.
@@ -102,7 +102,7 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
     stmts
 }
 
-/// The root agent of `address` (`a.b.ana@h` → `ana@h`), as [`root_of!`] spells it in SQL.
+/// The root agent of `address` (`a.b.ana@h` → `ana@h`), as `root_of!` spells it in SQL.
 pub fn root_address(address: &str) -> String {
     match address.split_once('@') {
         Some((local, domain)) => format!("{}@{domain}", local.rsplit('.').next().unwrap_or(local)),

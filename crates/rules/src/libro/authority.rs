@@ -108,7 +108,7 @@ impl Gate {
 }
 
 /// What an operation by `me` commits, and how grave it is, when an authority judges it.
-/// Whether `op` is of a kind an authority may make wait ([`movement`] names what it moves).
+/// Whether `op` is of a kind an authority may make wait (`movement` names what it moves).
 pub fn may_wait(op: &Op) -> bool {
     matches!(op, Op::Accept { .. } | Op::Bond(_) | Op::Mandate(_) | Op::Charge { .. } | Op::Release { .. })
 }
