@@ -290,13 +290,16 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
     let (body, body_part, html_source) = body_text(&message);
     let body = body.replace("\r\n", "\n");
     let (text, truncated) = clip_bytes(&body, max_text_bytes);
-    // The new text shares the body's budget: the envelope grows by no more than it could before.
+    // The new text shares the body's budget: the envelope grows by no more than it could before
+    // (a body that was cut has none).
+    // A forward (by its subject) is content, all of it: Outlook's forward looks like a reply.
+    let forward = subject.as_deref().is_some_and(reply::is_forward_subject);
     let new_text = match html_source {
-        Some(h) => reply::new_text_html(&h.replace("\r\n", "\n")),
-        None => reply::new_text(&body),
+        _ if forward || truncated => None,
+        Some(h) => Some(reply::new_text_html(&h.replace("\r\n", "\n"))),
+        None => Some(reply::new_text(&body)),
     };
-    let new_text =
-        Some(new_text).filter(|n| n.as_str() != text.trim() && text.len() + n.len() <= max_text_bytes && !truncated);
+    let new_text = new_text.filter(|n| n.as_str() != text.trim() && text.len() + n.len() <= max_text_bytes);
     let mut attachments = Vec::new();
     let mut attachment_count = 0usize;
     for part in message.attachments().filter(|p| !body_part.is_some_and(|b| std::ptr::eq(*p, b))) {
@@ -595,6 +598,20 @@ mod tests {
         assert_eq!(count(&p), Some(Value::from((MAX_ATTACHMENTS + 2) as i64)));
         assert_eq!(count(&parsed(&message(MAX_ATTACHMENTS))), None);
         assert_eq!(count(&parsed(&message(1))), None);
+    }
+
+    #[test]
+    fn a_reply_has_its_new_text_and_a_forward_none() {
+        let body = "Noted.\r\n\r\n-----Original Message-----\r\nFrom: C <c@d.test>\r\nSent: Friday\r\n\
+                    To: S <s@d.test>\r\nSubject: x\r\n\r\nThe old text.\r\n";
+        let m = |subject: &str| parsed(&format!("From: a@b.test\r\nSubject: {subject}\r\n\r\n{body}"));
+        assert_eq!(m("RE: x").new_text.as_deref(), Some("Noted."));
+        // Outlook forwards like it replies: the subject tells them apart, and a forward is content.
+        for subject in ["FW: x", "Fwd: x", "RV: x", "ENC: x", "TR: x", "WG: x", " fw: x"] {
+            assert_eq!(m(subject).new_text, None, "{subject}");
+        }
+        // Nothing quoted: the body is the new text, and no member says so twice.
+        assert_eq!(parsed("From: a@b.test\r\n\r\nJust this.\r\n").new_text, None);
     }
 
     fn parsed(raw: &str) -> Parsed {

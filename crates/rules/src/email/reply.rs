@@ -127,25 +127,23 @@ fn without_quotes(html: &str) -> String {
         match html::markup(html, p) {
             Markup::Tag { name, closing: false, end } => {
                 let tag = html.get(p..end).unwrap_or_default();
-                let kind = quote_kind(name, tag);
-                let close = || element_end(html, end, name, tag);
                 i = end;
-                match kind {
-                    Some(Quote::Rest) => {
-                        out.push_str(html.get(copied..p).unwrap_or_default());
-                        return out;
-                    }
-                    Some(Quote::Drop) if !names_forward(html.get(p..close()).unwrap_or_default()) => {
-                        out.push_str(html.get(copied..p).unwrap_or_default());
-                        out.push_str("<p>&gt;</p>");
-                        (copied, i) = (close(), close());
-                    }
-                    Some(Quote::Signature) => {
-                        out.push_str(html.get(copied..p).unwrap_or_default());
-                        (copied, i) = (close(), close());
-                    }
-                    _ => {}
+                let kind = match quote_kind(name, tag) {
+                    // A forward is content: its element stays (judged by its first bytes only).
+                    Some(Quote::Drop) if names_forward(html.get(p..).unwrap_or_default()) => None,
+                    kind => kind,
+                };
+                let Some(kind) = kind else { continue };
+                out.push_str(html.get(copied..p).unwrap_or_default());
+                if matches!(kind, Quote::Rest) {
+                    return out;
                 }
+                if matches!(kind, Quote::Drop) {
+                    out.push_str("<p>&gt;</p>");
+                }
+                // Skipped once: the work stays linear.
+                copied = element_end(html, end, name, tag);
+                i = copied;
             }
             Markup::Tag { end, .. } | Markup::Comment(end) | Markup::Other(end) => i = end,
             Markup::Text => i = p + 1,
@@ -185,14 +183,21 @@ fn element_end(html: &str, from: usize, name: &str, tag: &str) -> usize {
     html.len()
 }
 
-/// Whether an element's first bytes name a forwarded message (kept: a forward is content).
-fn names_forward(element: &str) -> bool {
-    let mut head = element.len().min(1000);
-    while !element.is_char_boundary(head) {
+/// Whether the first bytes of an element (`from` its start tag on) name a forwarded message.
+fn names_forward(from: &str) -> bool {
+    let mut head = from.len().min(400);
+    while !from.is_char_boundary(head) {
         head -= 1;
     }
-    let head = html::to_text(element.get(..head).unwrap_or_default()).to_lowercase();
+    let head = html::to_text(from.get(..head).unwrap_or_default()).to_lowercase();
     FORWARDS.iter().any(|f| head.contains(f))
+}
+
+/// Whether a subject says its message is a forward (`Fwd:`, `FW:`, and Spanish `RV:`, Portuguese
+/// `ENC:`, French `TR:`, German `WG:`): a forward's body is its content, all of it new.
+pub fn is_forward_subject(subject: &str) -> bool {
+    let s = subject.trim_start().to_lowercase();
+    ["fwd:", "fw:", "rv:", "enc:", "tr:", "wg:"].iter().any(|p| s.starts_with(p))
 }
 
 fn is_quoted(line: &str) -> bool {
@@ -307,7 +312,7 @@ fn label(line: &str) -> Option<String> {
 /// the six lines below it.
 fn header_block(lines: &[&str], i: usize) -> bool {
     const FROM: [&str; 3] = ["from", "de", "von"];
-    const OTHER: [&str; 20] = [
+    const OTHER: [&str; 21] = [
         "sent",
         "date",
         "to",
@@ -326,6 +331,7 @@ fn header_block(lines: &[&str], i: usize) -> bool {
         "à",
         "objet",
         "gesendet",
+        "datum",
         "an",
         "betreff",
     ];
