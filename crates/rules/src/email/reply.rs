@@ -8,8 +8,9 @@
 //!   written between quotes (interleaved, or below them) keeps every line its writer wrote, one
 //!   empty line standing where a quoted block was;
 //! - an attribution ("On … wrote:", "El … escribió:", "Em … escreveu:", "Le … a écrit :",
-//!   "Am … schrieb …:", on one line or wrapped on two) is dropped when quoted lines follow it, and
-//!   otherwise ends the new text (the history below it is not quoted);
+//!   "Am … schrieb …:", on one line or wrapped on two) is dropped when quoted lines follow it;
+//!   otherwise a dated one (led by its word and naming a number) ends the new text (the history
+//!   below it is not quoted), and any other is text ("Here is what I wrote:");
 //! - a signature separator (`-- `), a mobile client's line ("Sent from my iPhone", "Enviado desde
 //!   mi iPhone", "Enviado do meu iPhone", "Envoyé de mon iPhone", "Von meinem iPhone gesendet", …),
 //!   an original-message separator ("-----Original Message-----" and its translations) and a
@@ -59,14 +60,17 @@ fn cut(text: &str) -> Option<String> {
             kept.extend(lines.get(i..).unwrap_or_default());
             break;
         }
-        if let Some(n) = attribution(&lines, i) {
+        if let Some((n, dated)) = attribution(&lines, i) {
             let next = lines.iter().skip(i + n).find(|l| !l.trim().is_empty());
             if next.is_some_and(|l| is_quoted(l)) {
                 gap = true;
                 i += n;
                 continue;
             }
-            break;
+            // Unquoted history follows only a dated attribution; "Here is what I wrote:" is text.
+            if dated {
+                break;
+            }
         }
         if line.trim_end() == "--" || is_mobile(t) || is_original(t) || header_block(&lines, i) {
             break;
@@ -274,30 +278,37 @@ fn is_mobile(t: &str) -> bool {
     t.chars().count() <= 60 && (german || MOBILE.iter().any(|m| lower.starts_with(m)))
 }
 
-/// How many lines (1 or 2) an attribution at `i` takes, if one starts there.
-fn attribution(lines: &[&str], i: usize) -> Option<usize> {
+/// How many lines (1 or 2) an attribution at `i` takes, if one starts there, and whether it is
+/// dated (led by "On"/"El"/"Em"/"Le"/"Am" and naming a number: a date or a time).
+fn attribution(lines: &[&str], i: usize) -> Option<(usize, bool)> {
     let one = lines.get(i)?.trim();
     if one.is_empty() || one.len() > 300 {
         return None;
     }
-    if is_attribution(one) {
-        return Some(1);
+    if let Some(dated) = is_attribution(one) {
+        return Some((1, dated));
     }
     let lower = one.to_lowercase();
-    let led = ["on ", "el ", "em ", "le ", "am "].iter().any(|w| lower.starts_with(w));
+    let led = LEADS.iter().any(|w| lower.starts_with(w));
     let two = lines.get(i + 1)?.trim();
-    (led && !two.is_empty() && !two.starts_with('>') && two.len() <= 300 && is_attribution(&format!("{one} {two}")))
-        .then_some(2)
+    if !led || two.is_empty() || two.starts_with('>') || two.len() > 300 {
+        return None;
+    }
+    is_attribution(&format!("{one} {two}")).map(|dated| (2, dated))
 }
 
-fn is_attribution(line: &str) -> bool {
+/// The words an attribution starts with, lower case.
+const LEADS: [&str; 5] = ["on ", "el ", "em ", "le ", "am "];
+
+/// Whether `line` is an attribution ("On … wrote:" and the four others), and if so whether dated.
+fn is_attribution(line: &str) -> Option<bool> {
     let lower = line.to_lowercase();
     let compact: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
-    let led = ["on ", "el ", "em ", "le "].iter().any(|w| lower.starts_with(w));
+    let led = LEADS.iter().any(|w| lower.starts_with(w));
     let verb = ["wrote:", "escribió:", "escreveu:", "aécrit:", "writes:"].iter().any(|v| compact.ends_with(v));
     let german = (lower.starts_with("am ") && compact.contains("schrieb") || compact.ends_with("schrieb:"))
         && compact.ends_with(':');
-    (verb && (led || line.chars().count() <= 120)) || german
+    ((verb && (led || line.chars().count() <= 120)) || german).then(|| led && line.bytes().any(|b| b.is_ascii_digit()))
 }
 
 /// A header field's label (`From`, `*Sent:*`, `À :`), lower case, when the line starts with one.
@@ -350,6 +361,19 @@ mod tests {
         assert_eq!(new_text(""), "");
         // All quoted: nothing new, so the full text.
         assert_eq!(new_text("> only\n> quoted\n"), "> only\n> quoted");
+    }
+
+    #[test]
+    fn an_attribution_needs_quotes_below_or_a_date() {
+        // Ordinary text that ends in "wrote:" is kept when no quote follows it.
+        let text = "Sure.\n\nHere is what I wrote:\n\nThe plan.\n\nOn reflection, Ana wrote:\nmore";
+        assert_eq!(new_text(text), text);
+        // A dated one ends the text, even with no quote below (HTML rendered, Outlook's plain).
+        assert_eq!(new_text("Yes.\n\nOn Fri, Dec 4, 2026 Ana wrote:\nold text"), "Yes.");
+        // Wrapped on two lines, CRLF, the French non-breaking space.
+        assert_eq!(new_text("Oui.\r\n\r\nLe 4 déc. 2026 à 10:00, Ana <a@b.fr> a\r\nécrit\u{a0}:\r\nold"), "Oui.");
+        // The second line of a wrapped one is never a quoted line.
+        assert_eq!(new_text("Ok.\nOn 4 Dec\n> wrote:\nStill mine."), "Ok.\nOn 4 Dec\n\nStill mine.");
     }
 
     #[test]
