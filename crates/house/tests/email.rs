@@ -532,3 +532,55 @@ fn a_recipient_that_is_no_address_is_named_clipped() {
     let refused = receive(&house, &raw, "bob@example.com", &long).unwrap_err();
     assert_eq!(refused.reason, format!("no such recipient {:?}", "x".repeat(100)));
 }
+
+#[test]
+fn a_reply_carries_its_new_text_beside_the_full_body() {
+    let (_world, house, ana) = setup();
+    // Gmail's text/plain reply: the body keeps the history, `new_text` is what Bob wrote now.
+    let body = "Thursday works for me.\r\n\r\nBob\r\n\r\nOn Tue, Dec 1, 2026 at 9:14 AM Ana <ana@h.test> wrote:\r\n\
+                > Could we meet on Thursday?\r\n>\r\n> Ana";
+    assert_eq!(code(receive(&house, &mail("re1@example.com", "Re: meet", body), "", "ana@h.test")), 202);
+    // An HTML-only reply from Outlook on the web, in Portuguese, quoted-printable.
+    let html = "From: bia@example.com\r\nTo: ana@h.test\r\nSubject: RE: reuniao\r\nMessage-ID: <re2@example.com>\r\n\
+                MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n\
+                <div>Combinado, at=C3=A9 amanh=C3=A3.</div><div>Enviado do meu iPhone</div><div id=3D\"appendonsend\"></div>\
+                <hr><div id=3D\"divRplyFwdMsg\"><b>De:</b> Ana<br><b>Enviado:</b> ter=C3=A7a<br><b>Para:</b> Bia</div>\
+                <div>Nos vemos amanh=C3=A3?</div>\r\n";
+    assert_eq!(code(receive(&house, html.as_bytes(), "", "ana@h.test")), 202);
+    // A message with no history: no member, the body is the new text.
+    assert_eq!(code(receive(&house, &mail("plain@example.com", "hi", "Just a note."), "", "ana@h.test")), 202);
+    let got = mailbox(&house, &ana);
+    let by_id = |id: &str| got.iter().find(|e| ext(e)["message_id"].as_str() == Some(id)).unwrap();
+    let body_of =
+        |e: &Value| e.as_object().unwrap()["content"].as_object().unwrap()["body"].as_str().unwrap().to_owned();
+    let gmail = by_id("re1@example.com");
+    assert!(body_of(gmail).contains("> Could we meet on Thursday?"));
+    assert_eq!(ext(gmail)["new_text"].as_str(), Some("Thursday works for me.\n\nBob"));
+    let outlook = by_id("re2@example.com");
+    assert!(body_of(outlook).contains("Nos vemos amanhã?"));
+    assert_eq!(ext(outlook)["new_text"].as_str(), Some("Combinado, até amanhã."));
+    assert!(!ext(by_id("plain@example.com")).contains_key("new_text"));
+}
+
+#[test]
+fn the_new_text_shares_the_body_budget() {
+    let world = World::new();
+    let mut config = world.config("h.test", Registration::Admin);
+    config.max_bytes = 64 * 1024;
+    let house = world.start(config);
+    let ana = Agent::new("ana@h.test", 40);
+    assert_eq!(ana.register_admin(&house).status, 201);
+    // 20 KiB new and 10 KiB quoted fit the 32 KiB body, but not twice: the member is left out
+    // (the envelope grows by no more than the body's budget allowed before), the body is whole.
+    let body =
+        format!("{}\r\n\r\nOn Tue, Dec 1, 2026 Ana wrote:\r\n> {}", "n".repeat(20 * 1024), "q".repeat(10 * 1024));
+    assert_eq!(code(receive(&house, &mail("big@example.com", "Re: big", &body), "", "ana@h.test")), 202);
+    let small = "Yes.\r\n\r\nOn Tue, Dec 1, 2026 Ana wrote:\r\n> Coming?";
+    assert_eq!(code(receive(&house, &mail("small@example.com", "Re: small", small), "", "ana@h.test")), 202);
+    let got = mailbox(&house, &ana);
+    let by_id = |id: &str| got.iter().find(|e| ext(e)["message_id"].as_str() == Some(id)).unwrap();
+    let big = by_id("big@example.com");
+    assert!(!ext(big).contains_key("new_text"));
+    assert!(!ext(big).contains_key("truncated"));
+    assert_eq!(ext(by_id("small@example.com"))["new_text"].as_str(), Some("Yes."));
+}

@@ -243,7 +243,7 @@ impl Text {
 }
 
 /// What a `<` opens.
-enum Markup<'a> {
+pub(crate) enum Markup<'a> {
     /// Nothing: the `<` is text.
     Text,
     /// `<!-- … -->`; the position after it (the end of the input when it never closes).
@@ -254,7 +254,8 @@ enum Markup<'a> {
     Tag { name: &'a str, closing: bool, end: usize },
 }
 
-fn markup(html: &str, at: usize) -> Markup<'_> {
+/// What the `<` at `at` opens.
+pub(crate) fn markup(html: &str, at: usize) -> Markup<'_> {
     let bytes = html.as_bytes();
     let rest = bytes.get(at + 1..).unwrap_or_default();
     if rest.starts_with(b"!--") {

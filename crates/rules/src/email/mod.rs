@@ -1,9 +1,10 @@
 //! The email bridge's rules (spec §10, `urn:nyx5:ext:email`): [`parse`] reads a raw message into
-//! an unsigned envelope, [`html`] turns an HTML body into text, and [`trust`] decides whether a
-//! trusted receiver vouches for the message's From domain.
+//! an unsigned envelope, [`html`] turns an HTML body into text, [`reply`] finds the new text of a
+//! reply, and [`trust`] decides whether a trusted receiver vouches for the message's From domain.
 
 pub mod html;
 pub mod parse;
+pub mod reply;
 pub mod trust;
 
 /// The extension's URI: the bridge's data lives under `extensions[EXT_EMAIL]`.

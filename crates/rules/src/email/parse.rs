@@ -14,9 +14,9 @@ use nyx5_proto::envelope::{Content, Draft};
 use nyx5_proto::json::obj;
 use nyx5_proto::{Address, Envelope, Error, Object, Refusal, Timestamp, Value};
 
-use super::html;
 use super::trust::{self, AuthResults};
 use super::{EXT_EMAIL, MAX_ATTACHMENTS, MAX_HEADER_CHARS, MAX_NAME_CHARS, MAX_REFERENCES};
+use super::{html, reply};
 
 /// A mailbox as a header names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +60,9 @@ pub struct Parsed {
     pub text: String,
     /// The text was longer than the budget and was cut.
     pub truncated: bool,
+    /// The new text of a reply ([`reply`]), when it is not the whole text and fits the budget
+    /// beside it.
+    pub new_text: Option<String>,
     pub authentication: Option<Authentication>,
     /// Every `Authentication-Results` header, read, topmost first (None where one was unreadable).
     pub authentication_results: Vec<Option<AuthResults>>,
@@ -215,14 +218,17 @@ fn mailbox(a: Option<&mail_parser::Address<'_>>) -> Option<Mailbox> {
 /// ([`defaults_to_plain`]) is the body: RFC 2045 §5.2 reads such a part as `text/plain`, where
 /// mail-parser keeps it as an attachment and the person's words would reach the agent as nothing.
 /// Returns the text and, when it came from such a part, that part (not then an attachment).
-fn body_text<'m>(message: &'m mail_parser::Message<'m>) -> (String, Option<&'m mail_parser::MessagePart<'m>>) {
+/// The third value is the HTML source when the text was rendered from it (for [`reply`]).
+fn body_text<'m>(
+    message: &'m mail_parser::Message<'m>,
+) -> (String, Option<&'m mail_parser::MessagePart<'m>>, Option<&'m str>) {
     let part = message.text_body.first().and_then(|&i| message.parts.get(i as usize));
     match part.map(|p| &p.body) {
-        Some(mail_parser::PartType::Text(text)) => (text.to_string(), None),
-        Some(mail_parser::PartType::Html(html)) => (html::to_text(html), None),
+        Some(mail_parser::PartType::Text(text)) => (text.to_string(), None, None),
+        Some(mail_parser::PartType::Html(html)) => (html::to_text(html), None, Some(html.as_ref())),
         _ => match message.parts.iter().find(|p| defaults_to_plain(p)) {
-            Some(p) => (String::from_utf8_lossy(p.contents()).into_owned(), Some(p)),
-            None => (String::new(), None),
+            Some(p) => (String::from_utf8_lossy(p.contents()).into_owned(), Some(p), None),
+            None => (String::new(), None, None),
         },
     }
 }
@@ -281,9 +287,19 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
     let authentication = authentication_results.first().and_then(|a| a.as_ref()).and_then(summary);
     let from_headers = message.headers().iter().filter(|h| h.name == mail_parser::HeaderName::From).count();
     let single_from = from_headers == 1 && message.from().is_some_and(|a| a.iter().count() == 1);
-    let (body, body_part) = body_text(&message);
+    let (body, body_part, html_source) = body_text(&message);
     let body = body.replace("\r\n", "\n");
     let (text, truncated) = clip_bytes(&body, max_text_bytes);
+    // The new text shares the body's budget: the envelope grows by no more than it could before
+    // (a body that was cut has none).
+    // A forward (by its subject) is content, all of it: Outlook's forward looks like a reply.
+    let forward = subject.as_deref().is_some_and(reply::is_forward_subject);
+    let new_text = match html_source {
+        _ if forward || truncated => None,
+        Some(h) => Some(reply::new_text_html(&h.replace("\r\n", "\n"))),
+        None => Some(reply::new_text(&body)),
+    };
+    let new_text = new_text.filter(|n| n.as_str() != text.trim() && text.len() + n.len() <= max_text_bytes);
     let mut attachments = Vec::new();
     let mut attachment_count = 0usize;
     for part in message.attachments().filter(|p| !body_part.is_some_and(|b| std::ptr::eq(*p, b))) {
@@ -317,6 +333,7 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
         references,
         text,
         truncated,
+        new_text,
         authentication,
         authentication_results,
         single_from,
@@ -443,6 +460,9 @@ impl Parsed {
         }
         if self.truncated {
             o.insert("truncated".into(), Value::Bool(true));
+        }
+        if let Some(new_text) = &self.new_text {
+            o.insert("new_text".into(), new_text.as_str().into());
         }
         Value::Object(o)
     }
@@ -578,6 +598,20 @@ mod tests {
         assert_eq!(count(&p), Some(Value::from((MAX_ATTACHMENTS + 2) as i64)));
         assert_eq!(count(&parsed(&message(MAX_ATTACHMENTS))), None);
         assert_eq!(count(&parsed(&message(1))), None);
+    }
+
+    #[test]
+    fn a_reply_has_its_new_text_and_a_forward_none() {
+        let body = "Noted.\r\n\r\n-----Original Message-----\r\nFrom: C <c@d.test>\r\nSent: Friday\r\n\
+                    To: S <s@d.test>\r\nSubject: x\r\n\r\nThe old text.\r\n";
+        let m = |subject: &str| parsed(&format!("From: a@b.test\r\nSubject: {subject}\r\n\r\n{body}"));
+        assert_eq!(m("RE: x").new_text.as_deref(), Some("Noted."));
+        // Outlook forwards like it replies: the subject tells them apart, and a forward is content.
+        for subject in ["FW: x", "Fwd: x", "RV: x", "ENC: x", "TR: x", "WG: x", " fw: x"] {
+            assert_eq!(m(subject).new_text, None, "{subject}");
+        }
+        // Nothing quoted: the body is the new text, and no member says so twice.
+        assert_eq!(parsed("From: a@b.test\r\n\r\nJust this.\r\n").new_text, None);
     }
 
     fn parsed(raw: &str) -> Parsed {
