@@ -23,8 +23,8 @@ fn max_entries() -> i64 {
 
 impl<'h, D: Db, N: Net> Apps<'h, D, N> {
     /// Every listed app, by id: `id`, `name`, `version`, `author`, `sha256`, `url`.
-    pub async fn list(&self) -> Result<Vec<Row>, Error> {
-        store::list(self.db, max_entries()).await
+    pub fn list(&self) -> impl Future<Output = Result<Vec<Row>, Error>> {
+        store::list(self.db, max_entries())
     }
 
     /// The stored card of app `id`, as its text; `None` when it is not listed.

@@ -268,13 +268,13 @@ pub struct Enrol<'a> {
 impl<'h, D: Db, N: Net> Registry<'h, D, N> {
     /// The stored card of `local`, as its text: read on the primary (a card verified against
     /// must never be one from before a reset or rotation).
-    pub async fn card_text(&self, local: &str) -> Result<Option<String>, Error> {
-        store::agents::card(self.db, local).await
+    pub fn card_text(&self, local: &str) -> impl Future<Output = Result<Option<String>, Error>> {
+        store::agents::card(self.db, local)
     }
 
     /// When `local` was first registered (ms), on the primary; `None` for no such agent.
-    pub async fn created_at(&self, local: &str) -> Result<Option<i64>, Error> {
-        store::agents::created_at(self.db, local).await
+    pub fn created_at(&self, local: &str) -> impl Future<Output = Result<Option<i64>, Error>> {
+        store::agents::created_at(self.db, local)
     }
 
     /// A page of the directory (listed cards, as their texts) matching the filters, read
@@ -376,14 +376,14 @@ impl<'h, D: Db, N: Net> Registry<'h, D, N> {
     }
 
     /// Every invitation, as rows.
-    pub async fn invitations(&self) -> Result<Vec<crate::ports::Row>, Error> {
-        store::agents::invitations(self.db).await
+    pub fn invitations(&self) -> impl Future<Output = Result<Vec<crate::ports::Row>, Error>> {
+        store::agents::invitations(self.db)
     }
 
     /// An agent's private settings in one query: a row per list entry (`webhook`, `kind`,
     /// `entry`); none when there is no such agent.
-    pub async fn settings(&self, local: &str) -> Result<Vec<crate::ports::Row>, Error> {
-        store::agents::settings(self.db, local).await
+    pub fn settings(&self, local: &str) -> impl Future<Output = Result<Vec<crate::ports::Row>, Error>> {
+        store::agents::settings(self.db, local)
     }
 }
 

@@ -312,8 +312,8 @@ pub use crate::store::index::Search;
 /// it crawls, enlisting one, and its answers.
 impl<'h, D: Db, N: Net> Index<'h, D, N> {
     /// The row of house `domain` in the index, if it is listed.
-    pub async fn house(&self, domain: &str) -> Result<Option<crate::ports::Row>, Error> {
-        store::house(self.db, domain).await
+    pub fn house(&self, domain: &str) -> impl Future<Output = Result<Option<crate::ports::Row>, Error>> {
+        store::house(self.db, domain)
     }
 
     /// Lists house `domain` (its estafeta at `url`) for crawling, in one batch guarded by the

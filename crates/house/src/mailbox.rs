@@ -780,8 +780,8 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
     }
 
     /// `local`'s allow and block lists: a row per entry (`kind`, `entry`).
-    pub async fn lists(&self, local: &str) -> Result<Vec<crate::ports::Row>, Error> {
-        store::mailbox::lists(self.db, local).await
+    pub fn lists(&self, local: &str) -> impl Future<Output = Result<Vec<crate::ports::Row>, Error>> {
+        store::mailbox::lists(self.db, local)
     }
 
     /// Changes `local`'s lists in one batch, in the order given; each addition is guarded by

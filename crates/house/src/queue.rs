@@ -565,13 +565,13 @@ pub enum Enqueued {
 /// agent's outbound envelopes, their jobs, its outbox pages, and the queue's depth.
 impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// The outbox row of envelope `id` (`sender`, `sha256`), if the house still holds it.
-    pub async fn outbox_entry(&self, id: &str) -> Result<Option<Row>, Error> {
-        store::outbox_entry(self.db, id).await
+    pub fn outbox_entry(&self, id: &str) -> impl Future<Output = Result<Option<Row>, Error>> {
+        store::outbox_entry(self.db, id)
     }
 
     /// The jobs of envelope `id`, one per destination domain.
-    pub async fn jobs_of(&self, id: &str) -> Result<Vec<Row>, Error> {
-        store::jobs_of(self.db, id).await
+    pub fn jobs_of(&self, id: &str) -> impl Future<Output = Result<Vec<Row>, Error>> {
+        store::jobs_of(self.db, id)
     }
 
     /// Queues `out` and its `jobs` in one batch that first spends the token's `nonce` (a replay
@@ -625,7 +625,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     }
 
     /// The queue's depth at `now`: `depth` jobs waiting, the `oldest_due`'s time.
-    pub async fn depth(&self, now: i64) -> Result<Row, Error> {
-        store::depth(self.db, now).await
+    pub fn depth(&self, now: i64) -> impl Future<Output = Result<Row, Error>> {
+        store::depth(self.db, now)
     }
 }

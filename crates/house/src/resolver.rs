@@ -236,8 +236,8 @@ impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
     }
 
     /// The estafeta and verified card of `domain` (this house's own for its own domain).
-    pub async fn resolve_domain(&self, domain: &str) -> Result<Resolved, Error> {
-        self.resolve_domain_with(domain, false).await
+    pub fn resolve_domain(&self, domain: &str) -> impl Future<Output = Result<Resolved, Error>> {
+        self.resolve_domain_with(domain, false)
     }
 
     /// As [`Lookup::resolve_domain`]; `refresh` skips both caches.
@@ -316,7 +316,7 @@ impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
 /// The lookup's reads for the routes (issue 37 §2, "routes call services").
 impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
     /// Every house key pinned here, with any key pending confirmation.
-    pub async fn pins(&self) -> Result<Vec<crate::ports::Row>, Error> {
-        store::resolver::pins(self.db).await
+    pub fn pins(&self) -> impl Future<Output = Result<Vec<crate::ports::Row>, Error>> {
+        store::resolver::pins(self.db)
     }
 }

@@ -49,8 +49,13 @@ pub use crate::store::email::NewEmail;
 /// received to reply to, emails queued out, an agent's sent emails.
 impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// The stored text of email `id` received from the `gateway` into `local`'s mailbox.
-    pub async fn received(&self, local: &str, id: &str, gateway: &str) -> Result<Option<String>, Error> {
-        crate::store::email::received(self.db, local, id, gateway).await
+    pub fn received(
+        &self,
+        local: &str,
+        id: &str,
+        gateway: &str,
+    ) -> impl Future<Output = Result<Option<String>, Error>> {
+        crate::store::email::received(self.db, local, id, gateway)
     }
 
     /// Queues `email` in one batch that counts it towards its agent's (`local`) minute (429 when

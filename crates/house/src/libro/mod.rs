@@ -1565,13 +1565,13 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     }
 
     /// The stored row of contract `id` (`record`, `version`).
-    pub async fn contract_row(&self, id: &str) -> Result<Option<crate::ports::Row>, Error> {
-        store::contract(self.db, id).await
+    pub fn contract_row(&self, id: &str) -> impl Future<Output = Result<Option<crate::ports::Row>, Error>> {
+        store::contract(self.db, id)
     }
 
     /// The journal's entries after the `after`-th, at most `limit`, as their texts.
-    pub async fn journal(&self, after: i64, limit: i64) -> Result<Vec<String>, Error> {
-        store::journal(self.db, after, limit).await
+    pub fn journal(&self, after: i64, limit: i64) -> impl Future<Output = Result<Vec<String>, Error>> {
+        store::journal(self.db, after, limit)
     }
 
     /// What the public history of `local` (`address`) is made of, read through the request's

@@ -345,8 +345,8 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     }
 
     /// How many tasks were claimed today (the house's quota counts them).
-    pub async fn claims_today(&self) -> Result<i64, Error> {
-        store::claims_on(self.db, self.tareas_day()).await
+    pub fn claims_today(&self) -> impl Future<Output = Result<i64, Error>> {
+        store::claims_on(self.db, self.tareas_day())
     }
 
     /// Task `id`, retired or not.
