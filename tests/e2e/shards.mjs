@@ -173,10 +173,13 @@ try {
     ok(await as(ana, 'POST', '/outbound', during), 202, 'a send during the move');
     sent.push(during.id);
     // The ticks take the next steps, each bounded, until the move ends.
+    // (A tick runs the upkeep once a minute, and at every tick while a move is under way: the
+    // first ones may come in the minute the request's own upkeep ran.)
     let ticks = 0;
     while ((await d1('DB', 'SELECT count(*) AS n FROM shard_moves'))[0].n > 0) {
-      assert.ok(ticks < 30, 'the move ends within 30 ticks');
+      assert.ok(ticks < 150, 'the move ends within 150 ticks');
       await a.scheduled();
+      await new Promise((r) => setTimeout(r, 1000));
       ticks++;
     }
     console.log(`shards: ${N + 1} envelopes moved by one request and ${ticks} ticks`);
@@ -187,12 +190,13 @@ try {
     // Every envelope readable where the mailbox is now, once (pages read and acknowledged).
     const got = [];
     for (let i = 0; got.length < sent.length; i++) {
-      assert.ok(i < 40, `every envelope read: ${got.length} of ${sent.length}`);
+      assert.ok(i < 60, `every envelope read: ${got.length} of ${sent.length}`);
       const page = ok(await as(bo, 'GET', `/mailbox/${bo.local}`), 200, 'a page after the move');
       const ids = page.json.envelopes.map((e) => e.envelope.id);
       if (ids.length === 0) {
+        // What waited for the move (a hand-off) is applied by the next tick's upkeep.
         await a.scheduled();
-        await new Promise((r) => setTimeout(r, 250));
+        await new Promise((r) => setTimeout(r, 1000));
         continue;
       }
       got.push(...ids);

@@ -195,7 +195,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             // And each mailbox move under way, by one bounded step (while one is, the next tick
             // takes the next step rather than the next minute).
             let moves = self.db.advance_moves().await;
-            let moving = *moves.as_ref().unwrap_or(&true);
+            let moving = *moves.as_ref().unwrap_or(&false);
             let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64 || moving;
             self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
             let errors: Vec<String> =
