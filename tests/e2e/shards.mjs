@@ -2,7 +2,8 @@
 // `wrangler dev` with two local D1 databases, `DB` and `DB_SHARD_1` (a test-only copy of
 // wrangler.toml with the second binding). Agents are placed on both; each sends to the other,
 // reads and acknowledges; each envelope is in the database its recipient was placed on, and the
-// cron tick settles the hand-offs.
+// cron tick settles the hand-offs. Then a mailbox larger than one step of a move is moved by the
+// operator's `POST /shards/move` (one step, 202) and the ticks (a step each), losing nothing.
 //
 //   node tests/e2e/shards.mjs     (after scripts/build-worker)
 //
@@ -23,7 +24,14 @@ const state = mkdtempSync(join(tmpdir(), 'nyx5-shards-'));
 const admin = b64u(random(24));
 // Beside wrangler.toml, so its relative paths (build/, migrations/) hold.
 const config = join(ROOT, `.wrangler-shards-${process.pid}.toml`);
-const a = new House({ domain: 'a.test', port: PORT(0), inspectorPort: PORT(442), stateDir: state, vars: { NYX5_ADMIN_TOKEN: admin } });
+const a = new House({
+  domain: 'a.test',
+  port: PORT(0),
+  inspectorPort: PORT(442),
+  stateDir: state,
+  // The move's test fills a mailbox past one step: no minute limit in the way.
+  vars: { NYX5_ADMIN_TOKEN: admin, NYX5_OUTBOUND_PER_MINUTE: '100000', NYX5_INBOUND_PER_DOMAIN_PER_MINUTE: '100000' },
+});
 a.config = config;
 const steps = makeSteps(performance.now());
 
@@ -132,6 +140,70 @@ try {
     await a.scheduled();
     const left = await d1('DB', 'SELECT count(*) AS n FROM shard_handoffs');
     assert.equal(left[0].n, 0, 'no hand-off left');
+  });
+
+  await steps.step('a mailbox larger than one step moves through the ticks, losing nothing', async () => {
+    const { ana, bo } = agents;
+    const senders = Object.entries(agents)
+      .filter(([k, w]) => k.startsWith('agent') && w !== bo)
+      .map(([, w]) => w);
+    // More than one step's rows (4 chunks of 32): each step copies at most that many.
+    const N = 150;
+    const sent = [];
+    for (let i = 0; i < N; i += senders.length) {
+      await Promise.all(
+        senders.slice(0, Math.min(senders.length, N - i)).map(async (from, j) => {
+          const env = await signEnvelope(draftEnvelope(from.address, [bo.address], { media: 'text/plain', body: `bulk ${i + j}` }), from.keys);
+          ok(await as(from, 'POST', '/outbound', env), 202, `${from.local} sends`);
+          sent.push(env.id);
+        }),
+      );
+    }
+    const rowsOf = async (binding) => (await d1(binding, `SELECT count(*) AS n FROM mailbox WHERE local = '${bo.local}'`))[0].n;
+    for (let i = 0; (await rowsOf('DB_SHARD_1')) < N + 1; i++) {
+      assert.ok(i < 60, `the ${N} envelopes reach ${bo.local}: ${await rowsOf('DB_SHARD_1')}`);
+      await a.scheduled();
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    // The operator's request takes the first step only.
+    const first = ok(await post('/shards/move', { local: bo.local, to: 0 }, { authorization: `Bearer ${admin}` }), 202, 'POST /shards/move');
+    assert.deepEqual(first.json, { ok: true, local: bo.local, from: 1, to: 0, copied: 128, state: 'moving' });
+    // Mail meanwhile: accepted, and waits for the move's end.
+    const during = await signEnvelope(draftEnvelope(ana.address, [bo.address], { media: 'text/plain', body: 'during the move' }), ana.keys);
+    ok(await as(ana, 'POST', '/outbound', during), 202, 'a send during the move');
+    sent.push(during.id);
+    // The ticks take the next steps, each bounded, until the move ends.
+    // (A tick runs the upkeep once a minute, and at every tick while a move is under way: the
+    // first ones may come in the minute the request's own upkeep ran.)
+    let ticks = 0;
+    while ((await d1('DB', 'SELECT count(*) AS n FROM shard_moves'))[0].n > 0) {
+      assert.ok(ticks < 150, 'the move ends within 150 ticks');
+      await a.scheduled();
+      await new Promise((r) => setTimeout(r, 1000));
+      ticks++;
+    }
+    console.log(`shards: ${N + 1} envelopes moved by one request and ${ticks} ticks`);
+    assert.ok(ticks >= 1, 'the ticks finished what the request began');
+    const placed = await d1('DB', `SELECT shard FROM agents WHERE local = '${bo.local}'`);
+    assert.equal(placed[0].shard, 0, 'flipped to the primary');
+    assert.equal(await rowsOf('DB_SHARD_1'), 0, 'the source forgot its rows');
+    // Every envelope readable where the mailbox is now, once (pages read and acknowledged).
+    const got = [];
+    for (let i = 0; got.length < sent.length; i++) {
+      assert.ok(i < 60, `every envelope read: ${got.length} of ${sent.length}`);
+      const page = ok(await as(bo, 'GET', `/mailbox/${bo.local}`), 200, 'a page after the move');
+      const ids = page.json.envelopes.map((e) => e.envelope.id);
+      if (ids.length === 0) {
+        // What waited for the move (a hand-off) is applied by the next tick's upkeep.
+        await a.scheduled();
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      got.push(...ids);
+      ok(await as(bo, 'POST', `/mailbox/${bo.local}/ack`, { ids }), 200, 'ack a page');
+    }
+    assert.deepEqual([...got].sort(), [...sent].sort(), 'each envelope once');
+    assert.equal(await rowsOf('DB'), N + 2, 'all on the primary, the first acknowledged one too');
   });
 } catch (e) {
   failed = true;

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use nyx5_house::ports::PortError;
+use nyx5_house::shards::MOVE_STEP_HELD;
+
 use crate::error::{Failure, Outcome};
 use crate::io::write_text;
 
@@ -41,9 +44,18 @@ pub(crate) fn run(command: ShardCommand) -> Outcome {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .map_err(|e| Failure::usage(format!("cannot start the runtime: {e}")))?;
-            let moved = runtime
-                .block_on(house.move_mailbox(&local, to))
-                .map_err(|e| Failure::usage(format!("moving {local}: {e}")))?;
+            // A step held by the running `nyx5 serve`'s tick (which advances moves under way
+            // too): wait for it and go on, at most a few leases long.
+            let mut waits = 0u32;
+            let moved = loop {
+                match runtime.block_on(house.move_mailbox(&local, to)) {
+                    Err(PortError::Constraint { name }) if name == MOVE_STEP_HELD && waits < 200 => {
+                        waits += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(500));
+                    }
+                    other => break other.map_err(|e| Failure::usage(format!("moving {local}: {e}")))?,
+                }
+            };
             write_text(&format!(
                 "nyx5 shard: {local} moved from database {} to {} ({} envelopes)\n",
                 moved.from, moved.to, moved.envelopes

@@ -809,10 +809,10 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         self.db.databases()
     }
 
-    /// Moves `local`'s mailbox to database `to`: where it was, where it is, and how many
-    /// envelopes moved.
-    pub async fn move_to(&self, local: &str, to: usize) -> Result<(usize, usize, u64), Error> {
-        self.db.move_mailbox(local, to).await.map_err(port_error)
+    /// Begins or takes up the move of `local`'s mailbox to database `to` and advances it by one
+    /// bounded step (the tick takes the next ones).
+    pub async fn move_step(&self, local: &str, to: usize) -> Result<crate::ports::MoveStep, Error> {
+        self.db.move_step(local, to).await.map_err(port_error)
     }
 }
 

@@ -260,6 +260,32 @@ pub trait Db {
         let _ = (local, to);
         Err(PortError::Failed("this house has one database".into()))
     }
+    /// Begins the move of `local`'s mailbox to database `to`, or takes up the one under way, and
+    /// advances it by one bounded step ([`crate::shards::Shards::move_step`]).
+    async fn move_step(&self, local: &str, to: usize) -> Result<MoveStep, PortError> {
+        let _ = (local, to);
+        Err(PortError::Failed("this house has one database".into()))
+    }
+    /// Upkeep beside [`Db::settle`]: advances every move under way by one bounded step. Whether
+    /// one is still under way (the next tick's upkeep should not wait its minute).
+    async fn advance_moves(&self) -> Result<bool, PortError> {
+        Ok(false)
+    }
+}
+
+/// Where a mailbox move stands after a step ([`Db::move_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoveStep {
+    /// The database it moves from.
+    pub from: usize,
+    /// The database it moves to.
+    pub to: usize,
+    /// Envelope rows copied so far (all of them once `done`).
+    pub copied: u64,
+    /// Whether the move ended (the agent flipped, the source forgot its rows).
+    pub done: bool,
+    /// Whether this step did any work: false when another step held the move's lease.
+    pub worked: bool,
 }
 
 /// One request's reads that may be a moment stale: the point the database has to have reached
@@ -319,6 +345,10 @@ impl<D: Db> Db for Stale<'_, D> {
 
     async fn settle(&self) -> Result<u64, PortError> {
         self.db.settle().await
+    }
+
+    async fn advance_moves(&self) -> Result<bool, PortError> {
+        self.db.advance_moves().await
     }
 }
 

@@ -192,9 +192,15 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             // Mailbox shards: hand-offs a crash left, and those applied, settled (crate::shards).
             let settled = self.db.settle().await;
             let handoffs = *settled.as_ref().unwrap_or(&0);
-            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
+            // And each mailbox move under way, by one bounded step (while one is, the next tick
+            // takes the next step rather than the next minute).
+            let moves = self.db.advance_moves().await;
+            let moving = *moves.as_ref().unwrap_or(&false);
+            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64 || moving;
             self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
-            settle_error = settled.err().map(|e| e.to_string());
+            let errors: Vec<String> =
+                [settled.err(), moves.err()].into_iter().flatten().map(|e| e.to_string()).collect();
+            settle_error = (!errors.is_empty()).then(|| errors.join("; "));
         }
         let mut report = TickReport { settle_error, ..TickReport::default() };
 

@@ -9,7 +9,8 @@ use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
 use crate::{House, ok_body};
 
-/// POST /shards/move `{local, to}` → `{local, from, to, envelopes}`.
+/// POST /shards/move `{local, to}` → 200 `{address, from, to, envelopes}` once the move ended
+/// within this request's step, else 202 `{local, from, to, copied, state: "moving"}`.
 pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
     house.registry().require_admin(req)?;
     let body = json_body(req)?;
@@ -26,14 +27,29 @@ pub async fn move_mailbox<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> 
     if house.registry().created_at(local).await?.is_none() {
         return Err(Refusal::UnknownAgent.because(format!("no agent {address}")));
     }
-    let (from, to, envelopes) = house.mailbox().move_to(local, to).await?;
+    // One bounded step (docs/decisions/0060-mailbox-shards.md, "Moves in steps"): the tick
+    // takes the next ones.
+    let step = house.mailbox().move_step(local, to).await?;
+    let copied = Value::from(i64::try_from(step.copied).unwrap_or(i64::MAX));
+    if !step.done {
+        return Ok(Response::json(
+            202,
+            &ok_body([
+                ("local", local.into()),
+                ("from", Value::from(step.from as i64)),
+                ("to", Value::from(step.to as i64)),
+                ("copied", copied),
+                ("state", "moving".into()),
+            ]),
+        ));
+    }
     Ok(Response::json(
         200,
         &ok_body([
             ("address", address.as_str().into()),
-            ("from", Value::from(from as i64)),
-            ("to", Value::from(to as i64)),
-            ("envelopes", Value::from(i64::try_from(envelopes).unwrap_or(i64::MAX))),
+            ("from", Value::from(step.from as i64)),
+            ("to", Value::from(step.to as i64)),
+            ("envelopes", copied),
         ]),
     ))
 }

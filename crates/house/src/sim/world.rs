@@ -186,6 +186,12 @@ impl Db for SimDb {
     async fn move_mailbox(&self, local: &str, to: usize) -> Result<(usize, usize, u64), PortError> {
         Db::move_mailbox(&self.shards, local, to).await
     }
+    async fn move_step(&self, local: &str, to: usize) -> Result<crate::ports::MoveStep, PortError> {
+        Db::move_step(&self.shards, local, to).await
+    }
+    async fn advance_moves(&self) -> Result<bool, PortError> {
+        self.shards.advance_moves().await
+    }
 }
 
 struct NoopWake;

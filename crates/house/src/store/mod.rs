@@ -54,6 +54,9 @@ pub fn port_error(e: PortError) -> Error {
         // Mailbox shards: a write met a mailbox moving between databases. Temporary (spec §8b).
         PortError::Constraint { name } if name.contains(crate::shards::MOVING) => Refusal::MailboxMoving
             .because("the mailbox is moving between this house's databases; try again in a few seconds"),
+        // A step of a move that another request or tick holds (its lease): temporary too.
+        PortError::Constraint { name } if name == crate::shards::MOVE_STEP_HELD => Refusal::MailboxMoving
+            .because("a step of this mailbox's move is under way elsewhere; try again in a few seconds"),
         PortError::Constraint { name } if name == crate::shards::MOVE_UNDER_WAY => Refusal::MoveUnderWay
             .because("another move of this mailbox, to another database, is under way (or raced this one)"),
         PortError::Constraint { name } => {

@@ -1,0 +1,9 @@
+-- A mailbox move in steps (issue 36 §3; docs/decisions/0060-mailbox-shards.md, "Moves in
+-- steps"): the move under way keeps, on the primary, where it came from, how far its copy got
+-- (`cursor`: the last envelope id copied, in id order; NULL until the source is frozen), how many
+-- envelope rows it copied, and the lease of the step working it (milliseconds; 0: none), so that
+-- each request or tick advances it by a bounded step from where the last one stopped.
+ALTER TABLE shard_moves ADD COLUMN from_shard INTEGER;
+ALTER TABLE shard_moves ADD COLUMN cursor TEXT;
+ALTER TABLE shard_moves ADD COLUMN copied INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shard_moves ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
