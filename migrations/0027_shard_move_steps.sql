@@ -7,3 +7,7 @@ ALTER TABLE shard_moves ADD COLUMN from_shard INTEGER;
 ALTER TABLE shard_moves ADD COLUMN cursor TEXT;
 ALTER TABLE shard_moves ADD COLUMN copied INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE shard_moves ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
+-- A target's copy is sealed (1) by the step that finishes it, just before the flip: the move's
+-- copy writes there are guarded on 0, so a step that lost its lease writes nothing onto the
+-- live mailbox.
+ALTER TABLE shard_incoming ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0 CHECK (sealed IN (0, 1));

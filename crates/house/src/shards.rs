@@ -963,38 +963,49 @@ impl<D: Db> Shards<D> {
     pub async fn move_step(&self, local: &str, to: usize, chunks: usize) -> Result<MoveStep, PortError> {
         self.db(to)?;
         self.forget(local);
-        let home = self.home(local).await?.ok_or_else(|| failed("no such agent"))?;
         let to_i = i64::try_from(to).unwrap_or(i64::MAX);
         let now = self.now_ms();
         let lease = now.saturating_add(MOVE_LEASE_MS);
         let primary = self.primary()?;
+        // Where the mailbox is, read in the same statement that takes the lease (the hostile
+        // review: a home read before it could be one from before another step's flip, and the
+        // copy then ran onto the live target).
         let taken = primary
             .write_returning(stmt!(
-                "INSERT INTO shard_moves (local, to_shard, since, from_shard, lease) VALUES (?1, ?2, unixepoch(), ?3, ?4)
-                 ON CONFLICT (local) DO UPDATE SET lease = ?4, from_shard = coalesce(from_shard, ?3)
-                   WHERE to_shard = ?2 AND lease <= ?5
-                 RETURNING from_shard, cursor, copied",
+                "INSERT INTO shard_moves (local, to_shard, since, from_shard, lease)
+                   SELECT ?1, ?2, unixepoch(), shard, ?3 FROM agents WHERE local = ?1
+                 ON CONFLICT (local) DO UPDATE SET lease = ?3, from_shard = coalesce(from_shard, excluded.from_shard)
+                   WHERE to_shard = ?2 AND lease <= ?4
+                 RETURNING from_shard, cursor, copied,
+                   (SELECT shard FROM agents WHERE local = ?1) AS home, (SELECT mbox FROM agents WHERE local = ?1) AS mbox",
                 local,
                 to_i,
-                i64::try_from(home.shard).unwrap_or(i64::MAX),
                 lease,
                 now
             ))
             .await?;
         let Some(row) = taken.first() else {
-            // Another target's move (a 409), or a step of this one under way elsewhere.
+            // No such agent, another target's move (a 409), or a step of this one under way elsewhere.
             let held = primary
                 .query(stmt!(
-                    "SELECT from_shard, copied FROM shard_moves WHERE local = ? AND to_shard = ?",
-                    local,
-                    to_i
+                    "SELECT a.shard AS home, m.from_shard AS from_shard, m.copied AS copied, m.to_shard AS to_shard
+                     FROM agents AS a LEFT JOIN shard_moves AS m ON m.local = a.local WHERE a.local = ?",
+                    local
                 ))
                 .await?;
-            let Some(r) = held.first() else { return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() }) };
-            let from = r.int("from_shard").and_then(|f| usize::try_from(f).ok()).unwrap_or(home.shard);
+            let Some(r) = held.first() else { return Err(failed("no such agent")) };
+            if r.int("to_shard") != Some(to_i) {
+                return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() });
+            }
+            let home = r.int("home").and_then(|f| usize::try_from(f).ok()).unwrap_or(usize::MAX);
+            let from = r.int("from_shard").and_then(|f| usize::try_from(f).ok()).unwrap_or(home);
             let copied = u64::try_from(r.int("copied").unwrap_or(0)).unwrap_or(0);
             return Ok(MoveStep { from, to, copied, done: false, worked: false });
         };
+        let (Some(shard), Some(mbox)) = (row.int("home"), row.int("mbox")) else {
+            return Err(failed("no such agent"));
+        };
+        let home = Home { shard: usize::try_from(shard).unwrap_or(usize::MAX), mbox };
         let from = row.int("from_shard").and_then(|f| usize::try_from(f).ok()).unwrap_or(home.shard);
         let state = Progress {
             cursor: row.text("cursor").map(str::to_owned),
@@ -1083,14 +1094,31 @@ impl<D: Db> Shards<D> {
             if chunk.more {
                 return Ok((copied, false));
             }
+            // The rest, then the target sealed: no copy writes there after (a step that lost its
+            // lease late writes nothing onto the live mailbox), and only then the flip, under
+            // this step's lease.
             copy_rest(source, target, local).await?;
             let from_i = i64::try_from(home.shard).unwrap_or(i64::MAX);
             let flipped = primary
-                .batch(vec![stmt!("UPDATE agents SET shard = ? WHERE local = ? AND shard = ?", to_i, local, from_i)])
+                .batch(vec![stmt!(
+                    "UPDATE agents SET shard = ? WHERE local = ? AND shard = ?
+                       AND EXISTS (SELECT 1 FROM shard_moves WHERE local = ? AND lease = ?)",
+                    to_i,
+                    local,
+                    from_i,
+                    local,
+                    lease
+                )])
                 .await?;
             self.forget(local);
             if flipped.first() != Some(&1) {
-                return Err(PortError::Constraint { name: MOVE_UNDER_WAY.to_owned() });
+                // Another step took the move over (its lease ran out): it goes on from there,
+                // and this one waits. Else the flip raced another change of the agent's place.
+                let held = primary
+                    .query(stmt!("SELECT 1 AS n FROM shard_moves WHERE local = ? AND lease = ?", local, lease))
+                    .await?;
+                let name = if held.is_empty() { MOVE_STEP_HELD } else { MOVE_UNDER_WAY };
+                return Err(PortError::Constraint { name: name.to_owned() });
             }
         }
         // The rows left wherever a move away started: forgotten once the target holds them.
@@ -1271,7 +1299,9 @@ async fn copy_chunks<D: Db>(
             batch.push(Stmt::new(
                 "INSERT INTO mailbox (seq, local, envelope_id, sender, received_at, acked_at, bytes, stamp, total_n,
                                       total_bytes, within, envelope)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (local, envelope_id) DO NOTHING",
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
+                  WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0)
+                 ON CONFLICT (local, envelope_id) DO NOTHING",
                 vec![
                     SqlValue::Int(seq.abs()),
                     local.into(),
@@ -1289,7 +1319,8 @@ async fn copy_chunks<D: Db>(
             ));
             if seq < 0 {
                 batch.push(stmt!(
-                    "UPDATE mailbox SET seq = ? WHERE local = ? AND envelope_id = ? AND seq = ?",
+                    "UPDATE mailbox SET seq = ?1 WHERE local = ?2 AND envelope_id = ?3 AND seq = ?4
+                       AND EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0)",
                     seq,
                     local,
                     id,
@@ -1324,7 +1355,7 @@ async fn copy_rest<D: Db>(source: &D, target: &D, local: &str) -> Result<(), Por
         let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
         batch.push(Stmt::new(
             "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?1 AND sealed = 0)
              ON CONFLICT (local) DO UPDATE SET envelopes = ?2, bytes = ?3, max_envelopes = ?4, max_bytes = ?5,
                acked_through = ?6",
             vec![
@@ -1340,14 +1371,16 @@ async fn copy_rest<D: Db>(source: &D, target: &D, local: &str) -> Result<(), Por
     for r in source.query(stmt!("SELECT at, lo, through FROM mailbox_acks WHERE local = ?", local)).await? {
         let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
         batch.push(Stmt::new(
-            "INSERT INTO mailbox_acks (at, local, lo, through) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO mailbox_acks (at, local, lo, through) SELECT ?1, ?2, ?3, ?4
+              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
             vec![get("at"), local.into(), get("lo"), get("through")],
         ));
     }
     for r in source.query(stmt!("SELECT kind, entry FROM lists WHERE local = ?", local)).await? {
         let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
         batch.push(Stmt::new(
-            "INSERT INTO lists (local, kind, entry) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO lists (local, kind, entry) SELECT ?1, ?2, ?3
+              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?1 AND sealed = 0) ON CONFLICT DO NOTHING",
             vec![local.into(), get("kind"), get("entry")],
         ));
     }
@@ -1355,10 +1388,14 @@ async fn copy_rest<D: Db>(source: &D, target: &D, local: &str) -> Result<(), Por
     for r in source.query(stmt!("SELECT key, at FROM shard_applied WHERE local = ?", local)).await? {
         let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
         batch.push(Stmt::new(
-            "INSERT INTO shard_applied (key, local, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO shard_applied (key, local, at) SELECT ?1, ?2, ?3
+              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
             vec![get("key"), local.into(), get("at")],
         ));
     }
+    // Sealed in the last batch: a copy write that comes later (a step that lost its lease)
+    // writes nothing, nor does one of this move run again.
+    batch.push(stmt!("UPDATE shard_incoming SET sealed = 1 WHERE local = ?", local));
     for part in batch.chunks(64) {
         target.batch(part.to_vec()).await?;
     }
@@ -2538,9 +2575,166 @@ mod tests {
             eprintln!("{n} envelopes: the first step {at_first} round trips, the next {at_second} ({second:?})");
             assert!(!first.done && !second.done);
             assert_eq!(second.copied, 2 * MOVE_CHUNK as u64 * MOVE_STEP_CHUNKS as u64);
-            assert_eq!(at_second, 11, "the placement, the lease, 4 reads and 4 batches, the cursor");
+            assert_eq!(at_second, 10, "the lease (with the placement), 4 reads and 4 batches, the cursor");
             assert!(at_first <= 16, "the first step adds the freeze and the target's setup: {at_first}");
             let _ = std::fs::remove_dir_all(&d);
         }
+    }
+
+    type OnceHook = Rc<RefCell<Option<Box<dyn FnOnce()>>>>;
+
+    /// A database that runs `hook` (once) just before the first statement whose SQL holds `at`:
+    /// another step, or the live mailbox, acting while this step waits on that round trip.
+    struct Hook {
+        db: SqliteDb,
+        at: &'static str,
+        hook: OnceHook,
+    }
+
+    impl Hook {
+        fn fire(&self, sql: &str) {
+            if sql.contains(self.at) {
+                let hook = self.hook.borrow_mut().take();
+                if let Some(hook) = hook {
+                    hook();
+                }
+            }
+        }
+    }
+
+    impl Db for Hook {
+        async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.fire(stmt.sql);
+            self.db.query(stmt).await
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            for s in &stmts {
+                self.fire(s.sql);
+            }
+            self.db.batch(stmts).await
+        }
+        async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
+            self.fire(stmt.sql);
+            self.db.write_returning(stmt).await
+        }
+    }
+
+    /// `bo` on shard 1 of 3 with `n` envelopes, an allow-list entry and its usage (acked
+    /// through 0), to be moved to shard 2.
+    fn moving_bo(name: &str, n: usize) -> (PathBuf, Shards<SqliteDb>) {
+        let d = dir(name);
+        let server = files(&d, 3);
+        register(&server, "bo", 1);
+        for i in 0..n {
+            assert_eq!(accept_many(&server, "bo", &format!("e{i:04}")).unwrap(), 1);
+        }
+        block_on(server.batch(vec![store::mailbox::add_entry("bo", "allow", "thief@example", 10)])).unwrap();
+        block_on(server.get(1).unwrap().batch(vec![stmt!(
+            "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through)
+             VALUES ('bo', 0, 0, 100000, 1073741824, 0) ON CONFLICT (local) DO UPDATE SET acked_through = 0"
+        )]))
+        .unwrap();
+        (d, server)
+    }
+
+    /// The live mailbox on shard 2 (moved there) deletes the thief's entry and acknowledges
+    /// through 99.
+    fn live_target_moves_on(server: &Shards<SqliteDb>) {
+        assert_eq!(count(server.get(0).unwrap(), "SELECT shard AS n FROM agents WHERE local = 'bo'"), 2, "flipped");
+        server.forget("bo");
+        block_on(server.batch(vec![store::mailbox::remove_entry("bo", "allow", "thief@example")])).unwrap();
+        block_on(
+            server.get(2).unwrap().batch(vec![stmt!("UPDATE mailbox_usage SET acked_through = 99 WHERE local = 'bo'")]),
+        )
+        .unwrap();
+        assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 0);
+    }
+
+    fn target_kept_its_own(server: &Shards<SqliteDb>) {
+        let target = server.get(2).unwrap();
+        let acked = count(target, "SELECT acked_through AS n FROM mailbox_usage WHERE local = 'bo'");
+        eprintln!("on the live target after the late step: lists {} acked through {acked}", lists_of(target, "bo"));
+        assert_eq!(lists_of(target, "bo"), 0, "the deleted entry came back from the source");
+        assert_eq!(acked, 99, "the usage rewound to the source's");
+    }
+
+    /// Hostile review (move in steps, HIGH 1): a step that read the mailbox's home before
+    /// another step flipped it wins the lease that step released, and must not copy the
+    /// source's lists and usage over the live target.
+    #[test]
+    fn review_a_step_with_a_home_from_before_the_flip_copies_nothing_onto_the_live_target() {
+        let (d, server) = moving_bo("h1-stale-home", 40);
+        let other = files(&d, 3);
+        // Step 1 of 1 chunk: 32 of 40 rows.
+        let first = block_on(other.move_step("bo", 2, 1)).unwrap();
+        assert!(!first.done && first.copied == 32);
+        let hook: OnceHook = Rc::new(RefCell::new(None));
+        let late = test_house(
+            (0..3)
+                .map(|i| Hook {
+                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
+                    at: "INSERT INTO shard_moves",
+                    hook: hook.clone(),
+                })
+                .collect(),
+        )
+        .unwrap();
+        // Between this step's placement read and its lease: another step copies the rest, flips,
+        // runs out of budget while forgetting and lets the move go; the live mailbox moves on.
+        let d2 = d.clone();
+        *hook.borrow_mut() = Some(Box::new(move || {
+            let other = files(&d2, 3);
+            let second = block_on(other.move_step("bo", 2, 1)).unwrap();
+            assert!(!second.done, "ran out of budget while forgetting: {second:?}");
+            live_target_moves_on(&other);
+        }));
+        let late = block_on(late.move_step("bo", 2, 1));
+        assert!(hook.borrow().is_none(), "the other step ran");
+        target_kept_its_own(&server);
+        // It saw the flip with its lease, and went on forgetting the source.
+        let late = late.unwrap();
+        assert!(late.worked, "{late:?}");
+        // The move still ends, losing nothing.
+        block_on(server.move_mailbox("bo", 2)).unwrap();
+        target_kept_its_own(&server);
+        assert_eq!(count(server.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 40);
+        assert_eq!(count(server.get(1).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Hostile review (move in steps, HIGH 1): a step that stalls past its lease before the rest
+    /// of the copy, while another takes the move over and flips it, writes nothing onto the live
+    /// target when it wakes, and does not flip.
+    #[test]
+    fn review_a_step_that_lost_its_lease_writes_nothing_onto_the_live_target() {
+        let (d, server) = moving_bo("h1-stalled", 10);
+        let hook: OnceHook = Rc::new(RefCell::new(None));
+        let stalled = test_house(
+            (0..3)
+                .map(|i| Hook {
+                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
+                    at: "FROM mailbox_usage WHERE local = ?",
+                    hook: hook.clone(),
+                })
+                .collect(),
+        )
+        .unwrap();
+        let d2 = d.clone();
+        *hook.borrow_mut() = Some(Box::new(move || {
+            advance(MOVE_LEASE_MS / 1000 + 1);
+            let other = files(&d2, 3);
+            let took = block_on(other.move_step("bo", 2, 1)).unwrap();
+            assert!(took.worked && !took.done, "took the move over and flipped: {took:?}");
+            live_target_moves_on(&other);
+        }));
+        let stale = block_on(stalled.move_step("bo", 2, MOVE_STEP_CHUNKS)).unwrap_err();
+        assert!(hook.borrow().is_none(), "the other step ran");
+        target_kept_its_own(&server);
+        assert_eq!(stale, PortError::Constraint { name: MOVE_STEP_HELD.into() }, "lost its lease: wait, not 409");
+        block_on(server.move_mailbox("bo", 2)).unwrap();
+        target_kept_its_own(&server);
+        assert_eq!(count(server.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 10);
+        assert_eq!(count(server.get(1).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        let _ = std::fs::remove_dir_all(&d);
     }
 }
