@@ -11,3 +11,8 @@ ALTER TABLE shard_moves ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
 -- copy writes there are guarded on 0, so a step that lost its lease writes nothing onto the
 -- live mailbox.
 ALTER TABLE shard_incoming ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0 CHECK (sealed IN (0, 1));
+-- Where the copy of the rest stands once the rows are (`phase`: 1 acknowledgments, 2 lists,
+-- 3 markers, 4 done; `mark`: the last key copied in it, a JSON array), or, before the source's
+-- hand-offs are all settled, the last one's rowid: each step copies a bounded part.
+ALTER TABLE shard_moves ADD COLUMN phase INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE shard_moves ADD COLUMN mark TEXT;

@@ -185,24 +185,19 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         // hanging destination can hold until the runtime ends the invocation): a kick (every
         // accepted send ticks) otherwise delivers and nothing else (issue 36 §5). The minute
         // counts as done only once both finished without leaving work behind.
-        let mut settle_error = None;
-        if upkeep_due(self.upkept.get(), now.millis()) {
+        let mut settled_error = None;
+        let upkeep = upkeep_due(self.upkept.get(), now.millis());
+        if upkeep {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
             let changes = self.db.batch(stmts).await.map_err(port_error)?;
             // Mailbox shards: hand-offs a crash left, and those applied, settled (crate::shards).
             let settled = self.db.settle().await;
             let handoffs = *settled.as_ref().unwrap_or(&0);
-            // And each mailbox move under way, by one bounded step (while one is, the next tick
-            // takes the next step rather than the next minute).
-            let moves = self.db.advance_moves().await;
-            let moving = *moves.as_ref().unwrap_or(&false);
-            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64 || moving;
+            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
             self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
-            let errors: Vec<String> =
-                [settled.err(), moves.err()].into_iter().flatten().map(|e| e.to_string()).collect();
-            settle_error = (!errors.is_empty()).then(|| errors.join("; "));
+            settled_error = settled.err();
         }
-        let mut report = TickReport { settle_error, ..TickReport::default() };
+        let mut report = TickReport::default();
 
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
         let mut health: VecMap<String, Option<Health>> = VecMap::new();
@@ -220,6 +215,19 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             if !self.post.queued.take() {
                 break;
             }
+        }
+        // Each mailbox move under way, by one bounded step, after the deliveries: a move's
+        // queries never take the invocation's budget from them (the hostile review: before
+        // them, a step past the budget left every tick delivering nothing). While one is
+        // under way the next tick takes the next step rather than the next minute.
+        if upkeep {
+            let moves = self.db.advance_moves().await;
+            if *moves.as_ref().unwrap_or(&false) {
+                self.upkept.set(None);
+            }
+            let errors: Vec<String> =
+                [settled_error, moves.err()].into_iter().flatten().map(|e| e.to_string()).collect();
+            report.settle_error = (!errors.is_empty()).then(|| errors.join("; "));
         }
         self.email().send_emails(now).await?;
         // The services' own work, each within its budget of fetches a tick (a house runs them

@@ -896,9 +896,20 @@ impl<D: Db> Shards<D> {
     /// For a move off `source` (already marked: it applies nothing more for `local`): forgets
     /// every hand-off of `local` the source applied (its marker moves with the mailbox). Those it
     /// did not apply stay, to be applied where the mailbox is once the move ends.
-    async fn settle_moving(&self, local: &str, source: &D) -> Result<(), PortError> {
-        let mut after = 0i64;
+    /// At most `pages` full pages of [`APPLIED_SWEEP`] hand-offs (the last, short one is free),
+    /// from the rowid after `after`: where it stopped (`Some`), or `None` once all are.
+    async fn settle_moving(
+        &self,
+        local: &str,
+        source: &D,
+        mut after: i64,
+        pages: usize,
+    ) -> Result<Option<i64>, PortError> {
+        let mut full = 0usize;
         loop {
+            if full >= pages {
+                return Ok(Some(after));
+            }
             let rows = self
                 .primary()?
                 .query(stmt!(
@@ -908,8 +919,9 @@ impl<D: Db> Shards<D> {
                     APPLIED_SWEEP
                 ))
                 .await?;
-            let Some(last) = rows.last().and_then(|r| r.int("r")) else { return Ok(()) };
+            let Some(last) = rows.last().and_then(|r| r.int("r")) else { return Ok(None) };
             after = last;
+            let short = i64::try_from(rows.len()).unwrap_or(i64::MAX) < APPLIED_SWEEP;
             let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
             let marked = source
                 .query(stmt!(
@@ -926,6 +938,10 @@ impl<D: Db> Shards<D> {
                     )])
                     .await?;
             }
+            if short {
+                return Ok(None);
+            }
+            full += 1;
         }
     }
 
@@ -955,11 +971,14 @@ impl<D: Db> Shards<D> {
     /// Its phases, each resumed by the next step wherever a crash or an error left it: the
     /// source is frozen (`shard_moving`: a write there answers [`MOVING`], which the port turns
     /// into a retry at the new place or a 503 `mailbox_moving`), its hand-offs the source applied
-    /// are forgotten (their markers move with it), and the target takes the thin copy; the rows
-    /// are copied in envelope-id order from the cursor (idempotent: a chunk copied again changes
-    /// nothing); once all are, the usage, raises, lists and markers, and the primary flips
-    /// `agents.shard` only from the source (one change, or the move raced another); then the
-    /// source forgets the rows in chunks and its thin copy of the agent, and the move ends.
+    /// are forgotten (their markers move with it; a bounded number of pages a step), and the
+    /// target takes the thin copy; the rows are copied in envelope-id order from the cursor
+    /// (idempotent: a chunk copied again changes nothing); then the raises, lists and markers, a
+    /// chunk at a time (`phase`, `mark`); once all are, the usage, sealing the target's copy (a
+    /// copy write that comes later writes nothing), and the primary flips `agents.shard` only
+    /// from the source and only under this step's lease; then the source forgets the rows in
+    /// chunks and its thin copy of the agent, and the move ends. Where the mailbox is comes with
+    /// the lease, in one statement: a step never acts on a placement from before another's flip.
     pub async fn move_step(&self, local: &str, to: usize, chunks: usize) -> Result<MoveStep, PortError> {
         self.db(to)?;
         self.forget(local);
@@ -976,7 +995,7 @@ impl<D: Db> Shards<D> {
                    SELECT ?1, ?2, unixepoch(), shard, ?3 FROM agents WHERE local = ?1
                  ON CONFLICT (local) DO UPDATE SET lease = ?3, from_shard = coalesce(from_shard, excluded.from_shard)
                    WHERE to_shard = ?2 AND lease <= ?4
-                 RETURNING from_shard, cursor, copied,
+                 RETURNING from_shard, cursor, copied, phase, mark,
                    (SELECT shard FROM agents WHERE local = ?1) AS home, (SELECT mbox FROM agents WHERE local = ?1) AS mbox",
                 local,
                 to_i,
@@ -1010,6 +1029,8 @@ impl<D: Db> Shards<D> {
         let state = Progress {
             cursor: row.text("cursor").map(str::to_owned),
             copied: u64::try_from(row.int("copied").unwrap_or(0)).unwrap_or(0),
+            phase: row.int("phase").unwrap_or(0),
+            mark: row.text("mark").map(str::to_owned),
         };
         let stepped = self.step_leased(local, home, to, state, chunks.max(1), lease).await;
         match stepped {
@@ -1039,7 +1060,7 @@ impl<D: Db> Shards<D> {
         local: &str,
         home: Home,
         to: usize,
-        state: Progress,
+        mut state: Progress,
         chunks: usize,
         lease: i64,
     ) -> Result<(u64, bool), PortError> {
@@ -1059,7 +1080,23 @@ impl<D: Db> Shards<D> {
                             local
                         )])
                         .await?;
-                    self.settle_moving(local, source).await?;
+                    // The hand-offs, a bounded number of pages a step (from where the last stopped).
+                    let from = state.mark.as_deref().and_then(|m| m.parse().ok()).unwrap_or(0);
+                    if let Some(at) = self.settle_moving(local, source, from, budget).await? {
+                        let at = at.to_string();
+                        let saved = primary
+                            .batch(vec![stmt!(
+                                "UPDATE shard_moves SET mark = ?, lease = 0 WHERE local = ? AND lease = ?",
+                                at.as_str(),
+                                local,
+                                lease
+                            )])
+                            .await?;
+                        if saved.first() != Some(&1) {
+                            return Err(PortError::Constraint { name: MOVE_STEP_HELD.to_owned() });
+                        }
+                        return Ok((copied, false));
+                    }
                     let copy = Home { shard: to, mbox: home.mbox };
                     target
                         .batch(vec![
@@ -1068,21 +1105,46 @@ impl<D: Db> Shards<D> {
                             copy_agent(local, copy),
                         ])
                         .await?;
+                    state.phase = 0;
+                    state.mark = None;
                     String::new()
                 }
             };
-            let chunk = copy_chunks(source, target, local, &after, budget).await?;
-            budget = budget.saturating_sub(chunk.chunks);
+            let mut chunk = Chunks { chunks: 0, rows: 0, last: after.clone(), more: false };
+            if state.phase == 0 {
+                chunk = copy_chunks(source, target, local, &after, budget).await?;
+                budget = budget.saturating_sub(chunk.chunks);
+                if !chunk.more {
+                    state.phase = 1;
+                    state.mark = None;
+                }
+            }
+            // Then the acknowledgments, lists and markers, a chunk of each at a time, counted
+            // against the same budget (the hostile review: all of it in one step was 50 round
+            // trips with full lists); the usage last, with the flip.
+            while (1..REST_PHASES).contains(&state.phase) && budget > 0 {
+                budget -= 1;
+                let (rows, last) = copy_rest_chunk(source, target, local, state.phase, state.mark.as_deref()).await?;
+                if rows < REST_CHUNK {
+                    state.phase += 1;
+                    state.mark = None;
+                } else {
+                    state.mark = last;
+                }
+            }
+            let more = chunk.more || state.phase < REST_PHASES;
             // The cursor moves only under this step's lease: a chunk copied twice after a crash
-            // is counted once.
-            // A step that leaves rows to copy lets the move go in the same write.
+            // is counted once. A step that leaves work lets the move go in the same write.
             let moved = primary
                 .batch(vec![stmt!(
-                    "UPDATE shard_moves SET cursor = ?, copied = copied + ?, lease = CASE WHEN ? THEN 0 ELSE lease END
+                    "UPDATE shard_moves SET cursor = ?, copied = copied + ?, phase = ?, mark = ?,
+                       lease = CASE WHEN ? THEN 0 ELSE lease END
                       WHERE local = ? AND lease = ?",
                     chunk.last.as_str(),
                     i64::try_from(chunk.rows).unwrap_or(i64::MAX),
-                    i64::from(chunk.more),
+                    state.phase,
+                    state.mark.clone().map_or(SqlValue::Null, SqlValue::from),
+                    i64::from(more),
                     local,
                     lease
                 )])
@@ -1091,13 +1153,13 @@ impl<D: Db> Shards<D> {
                 return Err(PortError::Constraint { name: MOVE_STEP_HELD.to_owned() });
             }
             copied = copied.saturating_add(chunk.rows);
-            if chunk.more {
+            if more {
                 return Ok((copied, false));
             }
             // The rest, then the target sealed: no copy writes there after (a step that lost its
             // lease late writes nothing onto the live mailbox), and only then the flip, under
             // this step's lease.
-            copy_rest(source, target, local).await?;
+            copy_usage(source, target, local).await?;
             let from_i = i64::try_from(home.shard).unwrap_or(i64::MAX);
             let flipped = primary
                 .batch(vec![stmt!(
@@ -1233,8 +1295,9 @@ pub const MOVE_CHUNK: i64 = 32;
 pub const FORGET_CHUNK: i64 = 256;
 
 /// Chunks of work a step of a move does at most (a request's, or a tick's): 4 chunks of
-/// [`MOVE_CHUNK`] rows are 128 envelope rows in 11 queries (the placement, the lease, 4 reads
-/// and 4 batches, the cursor), within D1's 50 queries per invocation on the Free plan beside the
+/// [`MOVE_CHUNK`] rows are 128 envelope rows in 10 queries (the lease with the placement, 4
+/// reads and 4 batches, the cursor); a chunk of the rest ([`REST_CHUNK`] rows) or a full page of
+/// hand-offs settled counts as one too, within D1's 50 queries per invocation on the Free plan beside the
 /// tick's own.
 pub const MOVE_STEP_CHUNKS: usize = 4;
 
@@ -1250,6 +1313,12 @@ struct Progress {
     /// The last envelope id copied; `None` until the source is frozen.
     cursor: Option<String>,
     copied: u64,
+    /// Once the rows are copied: 1 acknowledgments, 2 lists, 3 markers, [`REST_PHASES`] all
+    /// (the usage is copied with the flip).
+    phase: i64,
+    /// The last key copied in `phase` (a JSON array), or, before the source is frozen and
+    /// its hand-offs settled, the last hand-off's rowid settled.
+    mark: Option<String>,
 }
 
 /// What [`copy_chunks`] did.
@@ -1339,11 +1408,84 @@ async fn copy_chunks<D: Db>(
     Ok(out)
 }
 
-/// Copies the rest of `local`'s mailbox once its envelope rows are: its usage, watermark raises,
-/// lists and hand-off markers, from `source` to `target`, which already holds its thin copy: each
-/// write is `ON CONFLICT DO NOTHING` (or sets the row to the source's, which takes no writes
-/// meanwhile), so a rerun copies only what is missing.
-async fn copy_rest<D: Db>(source: &D, target: &D, local: &str) -> Result<(), PortError> {
+/// The phase after the last of the rest's ([`copy_rest_chunk`]).
+const REST_PHASES: i64 = 4;
+
+/// Rows of the rest (acknowledgments, lists, markers) copied per chunk.
+const REST_CHUNK: usize = 64;
+
+/// Copies one chunk of the rest of `local`'s mailbox once its envelope rows are: in `phase` 1
+/// its watermark raises, 2 its lists, 3 its hand-off markers, each in key order after `mark`
+/// (a JSON array of the last key copied), from `source` to `target`. Each write is `ON
+/// CONFLICT DO NOTHING` and only while the target's copy is not sealed, so a rerun copies only
+/// what is missing and a late one nothing. How many rows it read, and the last one's key.
+async fn copy_rest_chunk<D: Db>(
+    source: &D,
+    target: &D,
+    local: &str,
+    phase: i64,
+    mark: Option<&str>,
+) -> Result<(usize, Option<String>), PortError> {
+    let limit = i64::try_from(REST_CHUNK).unwrap_or(i64::MAX);
+    let mark = mark.map_or(SqlValue::Null, SqlValue::from);
+    let (read, write) = match phase {
+        1 => (
+            stmt!(
+                "SELECT at, lo, through, json_array(at, through) AS k FROM mailbox_acks
+                  WHERE local = ?1 AND (?2 IS NULL OR (at, through) > (json_extract(?2, '$[0]'), json_extract(?2, '$[1]')))
+                  ORDER BY at, through LIMIT ?3",
+                local,
+                mark,
+                limit
+            ),
+            "INSERT INTO mailbox_acks (at, local, lo, through) SELECT ?1, ?2, ?3, ?4
+              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
+        ),
+        2 => (
+            stmt!(
+                "SELECT kind, entry, json_array(kind, entry) AS k FROM lists
+                  WHERE local = ?1 AND (?2 IS NULL OR (kind, entry) > (json_extract(?2, '$[0]'), json_extract(?2, '$[1]')))
+                  ORDER BY kind, entry LIMIT ?3",
+                local,
+                mark,
+                limit
+            ),
+            "INSERT INTO lists (local, kind, entry) SELECT ?2, ?1, ?3
+              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
+        ),
+        _ => (
+            stmt!(
+                "SELECT key, at, json_array(key) AS k FROM shard_applied
+                  WHERE local = ?1 AND (?2 IS NULL OR key > json_extract(?2, '$[0]')) ORDER BY key LIMIT ?3",
+                local,
+                mark,
+                limit
+            ),
+            "INSERT INTO shard_applied (key, local, at) SELECT ?1, ?2, ?3
+              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
+        ),
+    };
+    let rows = source.query(read).await?;
+    let mut batch = Vec::new();
+    for r in &rows {
+        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
+        let values = match phase {
+            1 => vec![get("at"), local.into(), get("lo"), get("through")],
+            2 => vec![get("kind"), local.into(), get("entry")],
+            _ => vec![get("key"), local.into(), get("at")],
+        };
+        batch.push(Stmt::new(write, values));
+    }
+    if !batch.is_empty() {
+        target.batch(batch).await?;
+    }
+    Ok((rows.len(), rows.last().and_then(|r| r.text("k")).map(str::to_owned)))
+}
+
+/// Copies `local`'s usage from `source` to `target` (which takes no writes from the source
+/// meanwhile: it is frozen) and seals the target's copy in the same batch: a copy write that
+/// comes later (a step that lost its lease) writes nothing, nor does one of this move run again.
+async fn copy_usage<D: Db>(source: &D, target: &D, local: &str) -> Result<(), PortError> {
     let mut batch = Vec::new();
     for r in source
         .query(stmt!(
@@ -1368,37 +1510,8 @@ async fn copy_rest<D: Db>(source: &D, target: &D, local: &str) -> Result<(), Por
             ],
         ));
     }
-    for r in source.query(stmt!("SELECT at, lo, through FROM mailbox_acks WHERE local = ?", local)).await? {
-        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
-        batch.push(Stmt::new(
-            "INSERT INTO mailbox_acks (at, local, lo, through) SELECT ?1, ?2, ?3, ?4
-              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
-            vec![get("at"), local.into(), get("lo"), get("through")],
-        ));
-    }
-    for r in source.query(stmt!("SELECT kind, entry FROM lists WHERE local = ?", local)).await? {
-        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
-        batch.push(Stmt::new(
-            "INSERT INTO lists (local, kind, entry) SELECT ?1, ?2, ?3
-              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?1 AND sealed = 0) ON CONFLICT DO NOTHING",
-            vec![local.into(), get("kind"), get("entry")],
-        ));
-    }
-    // The markers of the hand-offs applied here: they apply nowhere again.
-    for r in source.query(stmt!("SELECT key, at FROM shard_applied WHERE local = ?", local)).await? {
-        let get = |c: &str| r.get(c).cloned().unwrap_or(SqlValue::Null);
-        batch.push(Stmt::new(
-            "INSERT INTO shard_applied (key, local, at) SELECT ?1, ?2, ?3
-              WHERE EXISTS (SELECT 1 FROM shard_incoming WHERE local = ?2 AND sealed = 0) ON CONFLICT DO NOTHING",
-            vec![get("key"), local.into(), get("at")],
-        ));
-    }
-    // Sealed in the last batch: a copy write that comes later (a step that lost its lease)
-    // writes nothing, nor does one of this move run again.
     batch.push(stmt!("UPDATE shard_incoming SET sealed = 1 WHERE local = ?", local));
-    for part in batch.chunks(64) {
-        target.batch(part.to_vec()).await?;
-    }
+    target.batch(batch).await?;
     Ok(())
 }
 
@@ -2650,6 +2763,24 @@ mod tests {
         assert_eq!(lists_of(server.get(2).unwrap(), "bo"), 0);
     }
 
+    /// Another process's steps take the move of `bo` up to its flip, and stop before the source
+    /// forgets its rows (out of budget, or past a Worker's limits), letting the move go.
+    fn flip_and_stop(d: &Path) {
+        let armed = Rc::new(std::cell::Cell::new(true));
+        let other = test_house(
+            (0..3)
+                .map(|i| FailAt {
+                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
+                    at: "UPDATE shard_moving SET copied = 1",
+                    armed: armed.clone(),
+                })
+                .collect(),
+        )
+        .unwrap();
+        assert!(block_on(other.move_mailbox("bo", 2)).is_err());
+        assert!(!armed.get(), "stopped before forgetting");
+    }
+
     fn target_kept_its_own(server: &Shards<SqliteDb>) {
         let target = server.get(2).unwrap();
         let acked = count(target, "SELECT acked_through AS n FROM mailbox_usage WHERE local = 'bo'");
@@ -2683,10 +2814,8 @@ mod tests {
         // runs out of budget while forgetting and lets the move go; the live mailbox moves on.
         let d2 = d.clone();
         *hook.borrow_mut() = Some(Box::new(move || {
-            let other = files(&d2, 3);
-            let second = block_on(other.move_step("bo", 2, 1)).unwrap();
-            assert!(!second.done, "ran out of budget while forgetting: {second:?}");
-            live_target_moves_on(&other);
+            flip_and_stop(&d2);
+            live_target_moves_on(&files(&d2, 3));
         }));
         let late = block_on(late.move_step("bo", 2, 1));
         assert!(hook.borrow().is_none(), "the other step ran");
@@ -2722,10 +2851,8 @@ mod tests {
         let d2 = d.clone();
         *hook.borrow_mut() = Some(Box::new(move || {
             advance(MOVE_LEASE_MS / 1000 + 1);
-            let other = files(&d2, 3);
-            let took = block_on(other.move_step("bo", 2, 1)).unwrap();
-            assert!(took.worked && !took.done, "took the move over and flipped: {took:?}");
-            live_target_moves_on(&other);
+            flip_and_stop(&d2);
+            live_target_moves_on(&files(&d2, 3));
         }));
         let stale = block_on(stalled.move_step("bo", 2, MOVE_STEP_CHUNKS)).unwrap_err();
         assert!(hook.borrow().is_none(), "the other step ran");
@@ -2735,6 +2862,92 @@ mod tests {
         target_kept_its_own(&server);
         assert_eq!(count(server.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 10);
         assert_eq!(count(server.get(1).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Hostile review (move in steps, HIGH 2): a mailbox with full lists (2 × 1,000 entries),
+    /// hundreds of watermark raises and markers, and over a thousand hand-offs waiting on the
+    /// primary moves over many steps, each within a bounded number of round trips (D1 counts
+    /// queries per invocation: 50 on the Free plan), losing nothing.
+    #[test]
+    fn review_a_mailbox_with_full_lists_moves_in_bounded_steps_losing_nothing() {
+        let d = dir("h2-full");
+        let server = files(&d, 2);
+        register(&server, "bo", 1);
+        for i in 0..100 {
+            assert_eq!(accept_many(&server, "bo", &format!("e{i:04}")).unwrap(), 1);
+        }
+        let source = server.get(1).unwrap();
+        block_on(source.batch(vec![
+            stmt!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+                 INSERT INTO lists (local, kind, entry) SELECT 'bo', k.kind, 'x' || i || '@example'
+                   FROM n CROSS JOIN (SELECT 'allow' AS kind UNION ALL SELECT 'block') AS k"
+            ),
+            stmt!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+                 INSERT INTO mailbox_acks (at, local, lo, through) SELECT i % 7, 'bo', i, i FROM n"
+            ),
+            stmt!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150)
+                 INSERT INTO shard_applied (key, local, at) SELECT 'm' || i, 'bo', i FROM n"
+            ),
+            stmt!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600)
+                 INSERT INTO shard_applied (key, local, at) SELECT 'h' || i, 'bo', i FROM n"
+            ),
+            stmt!(
+                "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through)
+                 VALUES ('bo', 100, 4242, 100000, 1073741824, 7) ON CONFLICT (local) DO UPDATE SET acked_through = 7"
+            ),
+        ]))
+        .unwrap();
+        // 1,200 hand-offs of `bo` on the primary, half of them applied on the source already.
+        block_on(server.get(0).unwrap().batch(vec![stmt!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)
+             INSERT INTO shard_handoffs (key, local, stmt, next_try) SELECT 'h' || i, 'bo', '', 1 << 40 FROM n"
+        )]))
+        .unwrap();
+        let usage = |db: &SqliteDb| {
+            let r = block_on(db.query(stmt!(
+                "SELECT envelopes, bytes, max_envelopes, max_bytes, acked_through FROM mailbox_usage WHERE local = 'bo'"
+            )))
+            .unwrap();
+            format!("{r:?}")
+        };
+        let before = usage(source);
+        let markers = count(source, "SELECT count(*) AS n FROM shard_applied WHERE local = 'bo'");
+        assert!(markers >= 750);
+        let calls = Rc::new(std::cell::Cell::new(0));
+        let operator = test_house(
+            (0..2)
+                .map(|i| Counted { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), calls: calls.clone() })
+                .collect(),
+        )
+        .unwrap();
+        let mut trips = Vec::new();
+        loop {
+            let step = block_on(operator.move_step("bo", 0, MOVE_STEP_CHUNKS)).unwrap();
+            trips.push(calls.replace(0));
+            assert!(step.worked);
+            if step.done {
+                break;
+            }
+            assert!(trips.len() < 500, "the move ends");
+        }
+        eprintln!("{} steps, round trips each: {trips:?}", trips.len());
+        let most = trips.iter().copied().max().unwrap();
+        assert!(most <= 16, "a step took {most} round trips");
+        let target = server.get(0).unwrap();
+        let n = |db: &SqliteDb, sql: &'static str| count(db, sql);
+        assert_eq!(n(target, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 2000);
+        assert_eq!(n(target, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 100);
+        assert_eq!(n(target, "SELECT count(*) AS n FROM mailbox_acks WHERE local = 'bo'"), 200);
+        assert_eq!(n(target, "SELECT count(*) AS n FROM shard_applied WHERE local = 'bo'"), markers);
+        assert_eq!(usage(target), before, "the usage equal");
+        assert_eq!(n(target, "SELECT count(*) AS n FROM shard_handoffs WHERE local = 'bo'"), 600, "applied forgotten");
+        assert_eq!(n(source, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 0);
+        assert_eq!(n(source, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

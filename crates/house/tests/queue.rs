@@ -1269,3 +1269,20 @@ fn a_clock_that_ran_ahead_once_keeps_no_later_envelope_past_its_week() {
         .unwrap();
     assert_eq!(left, 0, "envelopes delivered a month ago are still in the outbox");
 }
+
+/// Hostile review (move in steps, HIGH 2): the tick steps the mailbox moves under way after its
+/// deliveries, so a step that uses up the invocation's queries (D1's 50 on the Free plan) never
+/// leaves the queue delivering nothing.
+#[test]
+fn a_move_step_past_the_query_budget_does_not_starve_the_deliveries() {
+    let s = setup();
+    let env = s.ana.seal(s.ana.draft("e1", &[&s.bo.address], "hi"), &[&s.bo]);
+    json(&s.ana.send(&s.a, &env), 202);
+    s.a.db.moves_exhaust_the_budget(true);
+    let r = kit::block_on(s.a.tick());
+    s.a.db.refill();
+    s.a.db.moves_exhaust_the_budget(false);
+    eprintln!("the tick with a move past the budget: {r:?}");
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["e1"], "delivered before the move's step");
+    assert!(r.unwrap().settle_error.is_some_and(|e| e.contains("Too many")), "the move's failure reported");
+}

@@ -140,6 +140,10 @@ pub struct KitDb {
     waits: Cell<u64>,
     /// A read replica that lags behind (see [`KitDb::lag`]), when the test asked for one.
     replica: RefCell<Option<Replica>>,
+    /// Whether the tick's step of the mailbox moves uses up the invocation's queries (D1's 50 on
+    /// the Free plan): every later call fails until [`KitDb::refill`].
+    moves_exhaust: Cell<bool>,
+    exhausted: Cell<bool>,
     /// Batches committed: the primary's bookmark is this count.
     written: Cell<u64>,
 }
@@ -188,7 +192,23 @@ impl KitDb {
             waits: Cell::new(0),
             replica: RefCell::new(None),
             written: Cell::new(0),
+            moves_exhaust: Cell::new(false),
+            exhausted: Cell::new(false),
         }
+    }
+    /// From now on the tick's step of the mailbox moves uses up the invocation's queries.
+    pub fn moves_exhaust_the_budget(&self, on: bool) {
+        self.moves_exhaust.set(on);
+    }
+    /// A new invocation: its queries again.
+    pub fn refill(&self) {
+        self.exhausted.set(false);
+    }
+    fn exhausted(&self) -> Result<(), PortError> {
+        if self.exhausted.get() {
+            return Err(PortError::Failed("Too many API requests by single worker invocation".into()));
+        }
+        Ok(())
     }
     /// Queries and batches run so far (each a round trip to the database on the Worker).
     pub fn calls(&self) -> u64 {
@@ -256,6 +276,7 @@ impl KitDb {
 impl Db for KitDb {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         let _call = self.call();
+        self.exhausted()?;
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -266,6 +287,7 @@ impl Db for KitDb {
     }
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         let _call = self.call();
+        self.exhausted()?;
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -284,6 +306,7 @@ impl Db for KitDb {
 
     async fn write_returning(&self, stmt: Stmt) -> Result<Vec<Row>, PortError> {
         let _call = self.call();
+        self.exhausted()?;
         if self.stall.get() {
             YieldOnce(false).await;
         }
@@ -294,6 +317,14 @@ impl Db for KitDb {
             r.pending.push_back((self.written.get(), vec![stmt], true));
         }
         Ok(rows)
+    }
+
+    async fn advance_moves(&self) -> Result<bool, PortError> {
+        if self.moves_exhaust.get() {
+            self.exhausted.set(true);
+            return Err(PortError::Failed("Too many API requests by single worker invocation".into()));
+        }
+        self.sqlite.advance_moves().await
     }
 
     async fn query_stale(&self, reads: &Reads, stmt: Stmt) -> Result<Vec<Row>, PortError> {
