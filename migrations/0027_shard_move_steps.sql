@@ -16,3 +16,7 @@ ALTER TABLE shard_incoming ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0 CHECK (s
 -- hand-offs are all settled, the last one's rowid: each step copies a bounded part.
 ALTER TABLE shard_moves ADD COLUMN phase INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE shard_moves ADD COLUMN mark TEXT;
+-- When the tick steps the move next (seconds): each step puts it behind the others, a failed one
+-- further (one failing move never holds the others up). The hand-offs of a moving mailbox wait
+-- for its end (made due then), never taken up by the settle meanwhile.
+ALTER TABLE shard_moves ADD COLUMN next_try INTEGER NOT NULL DEFAULT 0;

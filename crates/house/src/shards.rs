@@ -725,8 +725,10 @@ impl<D: Db> Shards<D> {
                    SELECT key, local, attempts, next_try, r,
                           sum(length(CAST(stmt AS BLOB))) OVER (ORDER BY next_try, r ROWS UNBOUNDED PRECEDING) AS run,
                           row_number() OVER (ORDER BY next_try, r) AS n
-                     FROM (SELECT key, local, attempts, next_try, rowid AS r, stmt FROM shard_handoffs
-                            WHERE next_try <= ? ORDER BY next_try, rowid LIMIT ?))
+                     FROM (SELECT key, local, attempts, next_try, rowid AS r, stmt FROM shard_handoffs AS h
+                            WHERE next_try <= ?
+                              AND NOT EXISTS (SELECT 1 FROM shard_moves AS m WHERE m.local = h.local)
+                            ORDER BY next_try, rowid LIMIT ?))
                  WHERE n = 1 OR run <= ? ORDER BY next_try, r",
                 now,
                 SETTLE_BATCH,
@@ -1255,25 +1257,44 @@ impl<D: Db> Shards<D> {
         let moves = self
             .primary()?
             .query(stmt!(
-                "SELECT local, to_shard FROM shard_moves ORDER BY since, local LIMIT ?",
+                "SELECT local, to_shard FROM shard_moves WHERE next_try <= ? ORDER BY next_try, since, local LIMIT ?",
+                self.now_ms() / 1000,
                 MOVES_PER_TICK.saturating_add(1)
             ))
             .await?;
+        // Each move stepped goes behind the others (a step that failed waits
+        // [`MOVE_RETRY_S`]): one failing move never holds the others up (the hostile review).
+        let mut next: Vec<(String, i64)> = Vec::new();
         let mut under_way = i64::try_from(moves.len()).unwrap_or(i64::MAX) > MOVES_PER_TICK;
         let mut errors = Vec::new();
         for r in moves.iter().take(usize::try_from(MOVES_PER_TICK).unwrap_or(0)) {
             let (Some(local), Some(to)) = (r.text("local"), r.int("to_shard")) else { continue };
+            let now = self.now_ms() / 1000;
             let Some(to) = usize::try_from(to).ok().filter(|t| *t < self.dbs.len()) else {
                 errors.push(format!("moving {local}: no database {to}"));
+                next.push((local.to_owned(), now.saturating_add(MOVE_RETRY_S)));
                 continue;
             };
             match self.move_step(local, to, MOVE_STEP_CHUNKS).await {
                 // One that ended counts too: the next upkeep settles what waited for it.
-                Ok(_) => under_way = true,
+                Ok(_) => {
+                    under_way = true;
+                    next.push((local.to_owned(), now));
+                }
                 Err(e) => {
                     under_way = true;
                     errors.push(format!("moving {local}: {e}"));
+                    next.push((local.to_owned(), now.saturating_add(MOVE_RETRY_S)));
                 }
+            }
+        }
+        if !next.is_empty() {
+            let stmts = next
+                .iter()
+                .map(|(local, at)| stmt!("UPDATE shard_moves SET next_try = ? WHERE local = ?", *at, local.as_str()))
+                .collect();
+            if let Err(e) = self.primary()?.batch(stmts).await {
+                errors.push(format!("moves' next try: {e}"));
             }
         }
         if errors.is_empty() { Ok(under_way) } else { Err(failed(&errors.join("; "))) }
@@ -1304,6 +1325,9 @@ pub const MOVE_STEP_CHUNKS: usize = 4;
 /// Moves a tick advances (one: a step is about a dozen queries, and the tick has its own within
 /// D1's 50 per invocation on the Free plan; while one is under way every tick takes a step).
 pub const MOVES_PER_TICK: i64 = 1;
+
+/// Seconds a move whose tick's step failed waits before the tick tries it again.
+pub const MOVE_RETRY_S: i64 = 60;
 
 /// How long a step holds its move (milliseconds): a step that crashed holds it up to this long.
 pub const MOVE_LEASE_MS: i64 = 30_000;
@@ -1412,7 +1436,7 @@ async fn copy_chunks<D: Db>(
 const REST_PHASES: i64 = 4;
 
 /// Rows of the rest (acknowledgments, lists, markers) copied per chunk.
-const REST_CHUNK: usize = 64;
+pub const REST_CHUNK: usize = 64;
 
 /// Copies one chunk of the rest of `local`'s mailbox once its envelope rows are: in `phase` 1
 /// its watermark raises, 2 its lists, 3 its hand-off markers, each in key order after `mark`
@@ -2948,6 +2972,45 @@ mod tests {
         assert_eq!(n(target, "SELECT count(*) AS n FROM shard_handoffs WHERE local = 'bo'"), 600, "applied forgotten");
         assert_eq!(n(source, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 0);
         assert_eq!(n(source, "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Hostile review (move in steps, MEDIUM): a move that fails every step (here: its agent is
+    /// gone) does not hold up the moves behind it, and a hand-off of a moving mailbox is not
+    /// taken up (and refused) by every settle while the move lasts.
+    #[test]
+    fn review_a_failing_move_holds_no_other_up_and_its_hand_offs_wait() {
+        let d = dir("m-fair");
+        let house = files(&d, 3);
+        register(&house, "bo", 1);
+        for i in 0..10 {
+            assert_eq!(accept_many(&house, "bo", &format!("e{i:04}")).unwrap(), 1);
+        }
+        let primary = house.get(0).unwrap();
+        block_on(primary.batch(vec![stmt!("INSERT INTO shard_moves (local, to_shard, since) VALUES ('ghost', 2, 0)")]))
+            .unwrap();
+        assert!(!block_on(house.move_step("bo", 2, 1)).unwrap().done);
+        // A hand-off of bo waiting (as one refused as moving leaves it).
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO shard_handoffs (key, local, stmt, attempts, next_try) VALUES ('k1', 'bo', '', 0, 0)"
+        )]))
+        .unwrap();
+        for _ in 0..2 {
+            let _ = block_on(house.settle());
+        }
+        let handoff =
+            block_on(primary.query(stmt!("SELECT attempts, next_try FROM shard_handoffs WHERE key = 'k1'"))).unwrap();
+        assert_eq!(
+            format!("{handoff:?}"),
+            format!("{:?}", vec![Row::from_pairs([("attempts", SqlValue::Int(0)), ("next_try", SqlValue::Int(0))])]),
+            "not taken up"
+        );
+        for _ in 0..6 {
+            let _ = block_on(house.advance_moves());
+            advance(1);
+        }
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_moves WHERE local = 'bo'"), 0, "bo's move ended");
+        assert_eq!(count(house.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 10);
         let _ = std::fs::remove_dir_all(&d);
     }
 }
