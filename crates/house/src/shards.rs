@@ -899,18 +899,19 @@ impl<D: Db> Shards<D> {
     /// every hand-off of `local` the source applied (its marker moves with the mailbox). Those it
     /// did not apply stay, to be applied where the mailbox is once the move ends.
     /// At most `pages` full pages of [`APPLIED_SWEEP`] hand-offs (the last, short one is free),
-    /// from the rowid after `after`: where it stopped (`Some`), or `None` once all are.
+    /// from the rowid after `after`: where it stopped (`Some`), or `None` once all are; and how
+    /// many full pages it took.
     async fn settle_moving(
         &self,
         local: &str,
         source: &D,
         mut after: i64,
         pages: usize,
-    ) -> Result<Option<i64>, PortError> {
+    ) -> Result<(Option<i64>, usize), PortError> {
         let mut full = 0usize;
         loop {
             if full >= pages {
-                return Ok(Some(after));
+                return Ok((Some(after), full));
             }
             let rows = self
                 .primary()?
@@ -921,7 +922,7 @@ impl<D: Db> Shards<D> {
                     APPLIED_SWEEP
                 ))
                 .await?;
-            let Some(last) = rows.last().and_then(|r| r.int("r")) else { return Ok(None) };
+            let Some(last) = rows.last().and_then(|r| r.int("r")) else { return Ok((None, full)) };
             after = last;
             let short = i64::try_from(rows.len()).unwrap_or(i64::MAX) < APPLIED_SWEEP;
             let keys: Vec<&str> = rows.iter().filter_map(|r| r.text("key")).collect();
@@ -941,7 +942,7 @@ impl<D: Db> Shards<D> {
                     .await?;
             }
             if short {
-                return Ok(None);
+                return Ok((None, full));
             }
             full += 1;
         }
@@ -1090,7 +1091,9 @@ impl<D: Db> Shards<D> {
                         .await?;
                     // The hand-offs, a bounded number of pages a step (from where the last stopped).
                     let from = state.mark.as_deref().and_then(|m| m.parse().ok()).unwrap_or(0);
-                    if let Some(at) = self.settle_moving(local, source, from, budget).await? {
+                    let (stopped, pages) = self.settle_moving(local, source, from, budget).await?;
+                    budget = budget.saturating_sub(pages);
+                    if let Some(at) = stopped {
                         let at = at.to_string();
                         let saved = primary
                             .batch(vec![stmt!(
