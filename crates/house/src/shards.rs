@@ -1232,20 +1232,7 @@ impl<D: Db> Shards<D> {
                     break;
                 }
             }
-            let mut forget = vec![
-                stmt!("DELETE FROM mailbox_usage WHERE local = ?", local),
-                stmt!("DELETE FROM mailbox_acks WHERE local = ?", local),
-                stmt!("DELETE FROM lists WHERE local = ?", local),
-                stmt!("DELETE FROM shard_applied WHERE local = ?", local),
-            ];
-            if shard != 0 {
-                // Its thin copy too: a reader that still thinks the mailbox is here finds no
-                // agent, and asks the primary where it is.
-                forget.push(stmt!("DELETE FROM agents WHERE local = ? AND registered_via = 'shard'", local));
-            }
-            // Done: every later write for it here is refused (`copied = 2`), a delete too.
-            forget.push(stmt!("UPDATE shard_moving SET copied = 2 WHERE local = ?", local));
-            db.batch(forget).await?;
+            db.batch(forget_rest(local, shard)).await?;
         }
         // The target's upkeep takes the mailbox up again (its usage is the source's, copied last).
         self.db(to)?.batch(vec![stmt!("DELETE FROM shard_incoming WHERE local = ?", local)]).await?;
@@ -1311,6 +1298,48 @@ impl<D: Db> Shards<D> {
         }
         if errors.is_empty() { Ok(under_way) } else { Err(failed(&errors.join("; "))) }
     }
+}
+
+/// What a move forgets of `local` on `shard` once its mailbox rows are gone there: usage,
+/// raises, lists, markers and (off the primary) its thin copy, then the mark that refuses every
+/// later write (`copied = 2`). Each delete holds only while this database is still the source
+/// being forgotten (`copied = 1`), as the mailbox rows' trigger does: a step that stalled past
+/// its lease and runs this after a later move copied the mailbox back here deletes nothing of
+/// that copy (the second hostile review of moves in steps).
+fn forget_rest(local: &str, shard: usize) -> Vec<Stmt> {
+    let mut forget = vec![
+        stmt!(
+            "DELETE FROM mailbox_usage WHERE local = ?1
+             AND EXISTS (SELECT 1 FROM shard_moving WHERE local = ?1 AND copied = 1)",
+            local
+        ),
+        stmt!(
+            "DELETE FROM mailbox_acks WHERE local = ?1
+             AND EXISTS (SELECT 1 FROM shard_moving WHERE local = ?1 AND copied = 1)",
+            local
+        ),
+        stmt!(
+            "DELETE FROM lists WHERE local = ?1 AND EXISTS (SELECT 1 FROM shard_moving WHERE local = ?1 AND copied = 1)",
+            local
+        ),
+        stmt!(
+            "DELETE FROM shard_applied WHERE local = ?1
+             AND EXISTS (SELECT 1 FROM shard_moving WHERE local = ?1 AND copied = 1)",
+            local
+        ),
+    ];
+    if shard != 0 {
+        // Its thin copy too: a reader that still thinks the mailbox is here finds no agent, and
+        // asks the primary where it is.
+        forget.push(stmt!(
+            "DELETE FROM agents WHERE local = ?1 AND registered_via = 'shard'
+             AND EXISTS (SELECT 1 FROM shard_moving WHERE local = ?1 AND copied = 1)",
+            local
+        ));
+    }
+    // Done: every later write for it here is refused (`copied = 2`), a delete too.
+    forget.push(stmt!("UPDATE shard_moving SET copied = 2 WHERE local = ? AND copied = 1", local));
+    forget
 }
 
 /// The constraint a move answers while another move of the same mailbox, to another database, is
@@ -1713,6 +1742,35 @@ mod tests {
         let card =
             store::agents::NewCard { local, card: "c", sig: "s", index: &index, webhook: None, via: "test", now: 0 };
         store::agents::insert(&card)
+    }
+
+    /// What a move forgets of a mailbox once its rows are gone deletes nothing unless this
+    /// database is still the source being forgotten (`copied = 1`): a step that stalled past its
+    /// lease, run after a later move copied the mailbox back here, leaves that copy's lists,
+    /// usage and thin agent alone (the second hostile review of moves in steps, MEDIUM 2).
+    #[test]
+    fn forgetting_a_source_touches_nothing_of_a_copy_back() {
+        let d = dir("forget-rest");
+        let db = SqliteDb::open(&d.join("1.db")).unwrap();
+        let seed = vec![
+            stmt!("INSERT INTO lists (local, kind, entry) VALUES ('bo', 'block', 'thief@example')"),
+            stmt!(
+                "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, shard)
+                 VALUES ('bo', 'card', 'sig', 'shard', 0, 0, 1)"
+            ),
+        ];
+        block_on(db.batch(seed)).unwrap();
+        // A copy back into this database: no forgetting mark here.
+        block_on(db.batch(forget_rest("bo", 1))).unwrap();
+        assert_eq!(count(&db, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 1);
+        assert_eq!(count(&db, "SELECT count(*) AS n FROM agents WHERE local = 'bo'"), 1);
+        // The source being forgotten: everything goes, and the mark says done.
+        block_on(db.batch(vec![stmt!("INSERT INTO shard_moving (local, copied) VALUES ('bo', 1)")])).unwrap();
+        block_on(db.batch(forget_rest("bo", 1))).unwrap();
+        assert_eq!(count(&db, "SELECT count(*) AS n FROM lists WHERE local = 'bo'"), 0);
+        assert_eq!(count(&db, "SELECT count(*) AS n FROM agents WHERE local = 'bo'"), 0);
+        assert_eq!(count(&db, "SELECT count(*) AS n FROM shard_moving WHERE local = 'bo' AND copied = 2"), 1);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
