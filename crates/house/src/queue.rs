@@ -184,8 +184,12 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         // The purges and the periodic work once a minute, before the deliveries (which a
         // hanging destination can hold until the runtime ends the invocation): a kick (every
         // accepted send ticks) otherwise delivers and nothing else (issue 36 §5). The minute
-        // counts as done only once both finished without leaving work behind.
+        // counts as done only once they and the mailbox moves' step (after the deliveries)
+        // finished without leaving work behind: a tick whose deliveries failed early leaves the
+        // minute undone, so the next tick steps the moves (the second hostile review of moves
+        // in steps: a destination failing every minute starved them).
         let mut settled_error = None;
+        let mut minute_done = None;
         let upkeep = upkeep_due(self.upkept.get(), now.millis());
         if upkeep {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
@@ -194,7 +198,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             let settled = self.db.settle().await;
             let handoffs = *settled.as_ref().unwrap_or(&0);
             let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
-            self.upkept.set((!left_a_backlog(&changes, &caps) && !more).then_some(now.millis()));
+            minute_done = (!left_a_backlog(&changes, &caps) && !more).then_some(now.millis());
             settled_error = settled.err();
         }
         let mut report = TickReport::default();
@@ -222,9 +226,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         // under way the next tick takes the next step rather than the next minute.
         if upkeep {
             let moves = self.db.advance_moves().await;
-            if *moves.as_ref().unwrap_or(&false) {
-                self.upkept.set(None);
-            }
+            self.upkept.set(if *moves.as_ref().unwrap_or(&false) { None } else { minute_done });
             let errors: Vec<String> =
                 [settled_error, moves.err()].into_iter().flatten().map(|e| e.to_string()).collect();
             report.settle_error = (!errors.is_empty()).then(|| errors.join("; "));

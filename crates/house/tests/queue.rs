@@ -1286,3 +1286,23 @@ fn a_move_step_past_the_query_budget_does_not_starve_the_deliveries() {
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["e1"], "delivered before the move's step");
     assert!(r.unwrap().settle_error.is_some_and(|e| e.contains("Too many")), "the move's failure reported");
 }
+
+/// A tick whose deliveries fail early leaves its minute undone: the next tick, within the same
+/// minute, runs the minute's upkeep again and with it the step of the mailbox moves, which
+/// comes after the deliveries (the second hostile review of moves in steps: a destination that
+/// failed every minute starved the moves).
+#[test]
+fn a_tick_whose_deliveries_failed_leaves_the_moves_step_to_the_next() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    a.db.fail_read(nyx5_house::store::queue::DUE_SQL, 0);
+    assert!(block_on(a.tick()).is_err(), "the tick fails at its deliveries");
+    // The next tick, a second later: the moves' step runs (here it spends the budget, and says so).
+    w.clock.advance(SECOND);
+    a.db.moves_exhaust_the_budget(true);
+    let r = block_on(a.tick());
+    a.db.refill();
+    a.db.moves_exhaust_the_budget(false);
+    let stepped = r.is_ok_and(|r| r.settle_error.is_some_and(|e| e.contains("Too many")));
+    assert!(stepped, "the moves' step ran in the next tick");
+}
