@@ -220,18 +220,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                 break;
             }
         }
-        // Each mailbox move under way, by one bounded step, after the deliveries: a move's
-        // queries never take the invocation's budget from them (the hostile review: before
-        // them, a step past the budget left every tick delivering nothing). While one is
-        // under way the next tick takes the next step rather than the next minute.
-        if upkeep {
-            let moves = self.db.advance_moves().await;
-            self.upkept.set(if *moves.as_ref().unwrap_or(&false) { None } else { minute_done });
-            let errors: Vec<String> =
-                [settled_error, moves.err()].into_iter().flatten().map(|e| e.to_string()).collect();
-            report.settle_error = (!errors.is_empty()).then(|| errors.join("; "));
-        }
-        self.email().send_emails(now).await?;
+        let emailed = self.email().send_emails(now).await;
         // The services' own work, each within its budget of fetches a tick (a house runs them
         // only when the operator turned them on).
         // `verifica@`'s checks.
@@ -246,6 +235,20 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         if self.config.index_enabled {
             report.crawl = self.index().crawl_index(self.config.index_fetches).await.unwrap_or_default();
         }
+        // Each mailbox move under way, by one bounded step, last: a move's queries never take
+        // the invocation's budget (D1's queries per invocation) from the deliveries, the email
+        // or the services (the hostile reviews of moves in steps: before the deliveries, a step
+        // past the budget left every tick delivering nothing; before the email and the
+        // services, it could starve them). While one is under way the next tick takes the next
+        // step rather than the next minute.
+        if upkeep {
+            let moves = self.db.advance_moves().await;
+            self.upkept.set(if *moves.as_ref().unwrap_or(&false) { None } else { minute_done });
+            let errors: Vec<String> =
+                [settled_error, moves.err()].into_iter().flatten().map(|e| e.to_string()).collect();
+            report.settle_error = (!errors.is_empty()).then(|| errors.join("; "));
+        }
+        emailed?;
         Ok(report)
     }
 

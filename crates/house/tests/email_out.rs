@@ -339,3 +339,19 @@ fn an_email_or_job_in_a_state_the_house_does_not_know_is_a_500_not_a_guess() {
     json(&ana.get(&house, "/outbox/ana"), 200);
     drop(world);
 }
+
+/// The tick steps the mailbox moves last: a step that uses up the invocation's queries (D1's 50
+/// on the Free plan) leaves the email of that tick sent (the second hostile review of moves in
+/// steps: the step ran before the email and the services, and starved them).
+#[test]
+fn a_move_step_past_the_query_budget_does_not_starve_the_email() {
+    let (_world, house, ana, provider) = world(true);
+    json(&ana.post(&house, "/email/out", &out(&[("to", "pat@example.com".into()), ("body", "hello".into())])), 202);
+    house.db.moves_exhaust_the_budget(true);
+    let r = block_on(house.tick());
+    house.db.refill();
+    house.db.moves_exhaust_the_budget(false);
+    assert_eq!(provider.seen.borrow().len(), 1, "sent before the move's step");
+    assert!(r.unwrap().settle_error.is_some_and(|e| e.contains("Too many")), "the move's failure reported");
+    assert_eq!(emails(&house, &ana)[0]["state"].as_str(), Some("sent"));
+}
