@@ -44,3 +44,15 @@ BEGIN
   INSERT OR IGNORE INTO shard_fence (local, gen) VALUES (NEW.local, NEW.gen);
   UPDATE shard_fence SET gen = NEW.gen, done = 0 WHERE local = NEW.local AND gen < NEW.gen;
 END;
+
+-- The generation of the move that set a target up: the next move's set-up takes the row over
+-- (unsealed) from an older move's, which a move that ended unfenced could leave behind; a late
+-- step of the same move cannot unseal it.
+ALTER TABLE shard_incoming ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
+-- A move inserted without a generation (by code from before this migration, until every isolate
+-- runs the new one) takes the next, as one inserted by the new code does.
+CREATE TRIGGER shard_moves_generation_fill AFTER INSERT ON shard_moves WHEN NEW.gen = 0
+BEGIN
+  UPDATE shard_move_count SET n = n + 1 WHERE one = 1;
+  UPDATE shard_moves SET gen = (SELECT n FROM shard_move_count WHERE one = 1) WHERE local = NEW.local;
+END;

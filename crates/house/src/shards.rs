@@ -1045,7 +1045,15 @@ impl<D: Db> Shards<D> {
             // Its lease ran out and another step took the move over (even past its flip), or a
             // later move claimed a database it wrote to: that one goes on, as when the lease is
             // held elsewhere (a 202, not a 409).
-            Err(PortError::Constraint { name }) if name == MOVE_STEP_HELD || name == MOVE_STALE => {
+            // Refused while this step still holds the move, it is no late step: the move's
+            // generation is behind a database's fence (a move begun by code from before migration
+            // 0028, or a primary restored from a backup that rewound the count; review 36f). It
+            // takes one past every fence and the next step goes on, rather than waiting for ever.
+            Err(PortError::Constraint { name }) if name == MOVE_STALE => {
+                let renewed = self.renew_generation(local, lease).await?;
+                Ok(MoveStep { from, to, copied: before, done: false, worked: renewed })
+            }
+            Err(PortError::Constraint { name }) if name == MOVE_STEP_HELD => {
                 Ok(MoveStep { from, to, copied: before, done: false, worked: false })
             }
             Err(e) => {
@@ -1056,6 +1064,30 @@ impl<D: Db> Shards<D> {
                 Err(e)
             }
         }
+    }
+
+    /// Gives the move of `local` held under `lease` a generation past every database's fence,
+    /// and lets the lease go: whether the lease was still held (else nothing of the move
+    /// changed; the count only skips a number).
+    async fn renew_generation(&self, local: &str, lease: i64) -> Result<bool, PortError> {
+        let mut top = 0i64;
+        for db in &self.dbs {
+            let rows = db.query(stmt!("SELECT gen FROM shard_fence WHERE local = ?", local)).await?;
+            top = top.max(rows.first().and_then(|r| r.int("gen")).unwrap_or(0));
+        }
+        let renewed = self
+            .primary()?
+            .batch(vec![
+                stmt!("UPDATE shard_move_count SET n = max(n, ?) + 1 WHERE one = 1", top),
+                stmt!(
+                    "UPDATE shard_moves SET gen = (SELECT n FROM shard_move_count WHERE one = 1), lease = 0
+                      WHERE local = ? AND lease = ?",
+                    local,
+                    lease
+                ),
+            ])
+            .await?;
+        Ok(renewed.get(1) == Some(&1))
     }
 
     /// Lets the move of `local` go (its lease) at the end of a step that leaves it under way.
@@ -1117,7 +1149,12 @@ impl<D: Db> Shards<D> {
                         .batch(vec![
                             claim(local, state.generation),
                             stmt!("DELETE FROM shard_moving WHERE local = ?", local),
-                            stmt!("INSERT INTO shard_incoming (local) VALUES (?) ON CONFLICT DO NOTHING", local),
+                            stmt!(
+                                "INSERT INTO shard_incoming (local, gen) VALUES (?1, ?2)
+                                 ON CONFLICT (local) DO UPDATE SET gen = excluded.gen, sealed = 0 WHERE gen < excluded.gen",
+                                local,
+                                state.generation
+                            ),
                             copy_agent(local, copy),
                         ])
                         .await?;
@@ -1250,11 +1287,16 @@ impl<D: Db> Shards<D> {
             .batch(vec![
                 stmt!(
                     "DELETE FROM shard_incoming WHERE local = ?1
-                       AND EXISTS (SELECT 1 FROM shard_fence WHERE local = ?1 AND gen = ?2)",
+                       AND NOT EXISTS (SELECT 1 FROM shard_fence WHERE local = ?1 AND gen > ?2)",
                     local,
                     state.generation
                 ),
-                stmt!("UPDATE shard_fence SET done = 1 WHERE local = ? AND gen = ?", local, state.generation),
+                stmt!(
+                    "INSERT INTO shard_fence (local, gen, done) VALUES (?1, ?2, 1)
+                     ON CONFLICT (local) DO UPDATE SET gen = excluded.gen, done = 1 WHERE gen <= excluded.gen",
+                    local,
+                    state.generation
+                ),
             ])
             .await?;
         // What waited for the move (hand-offs refused as moving) is due at once: the next
@@ -3261,5 +3303,119 @@ mod tests {
         assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_moves WHERE local = 'bo'"), 0, "bo's move ended");
         assert_eq!(count(house.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 10);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Review 36f, HIGH: a move that was past its flip when migration 0028 ran (no database
+    /// had a claim: its target never gets one, as the end claims nothing) ends leaving its
+    /// target's `shard_incoming` (sealed) on the live mailbox for good; a later move back into
+    /// that database keeps the sealed row (`ON CONFLICT DO NOTHING`), copies nothing onto it,
+    /// flips, and forgets the source: every envelope is lost.
+    #[test]
+    fn review36f_a_move_past_its_flip_at_the_migration_ends_and_the_next_move_back_loses_nothing() {
+        let d = dir("r36f-migrated");
+        let server = files(&d, 2);
+        register(&server, "bo", 0);
+        for id in ["e1", "e2", "e3"] {
+            assert_eq!(accept(&server, "bo", id).unwrap(), 1);
+        }
+        // Old code took the move 0 -> 1 past its flip and stopped before forgetting the source
+        // (a crash, or a big mailbox forgotten over ticks) ...
+        let armed = Rc::new(std::cell::Cell::new(true));
+        let operator = test_house(
+            (0..2)
+                .map(|i| FailAt {
+                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
+                    at: "UPDATE shard_moving SET copied = 1",
+                    armed: armed.clone(),
+                })
+                .collect(),
+        )
+        .unwrap();
+        assert!(block_on(operator.move_mailbox("bo", 1)).is_err());
+        assert!(!armed.get(), "stopped after the flip, before forgetting");
+        // ... then migration 0028 ran: the move under way is generation 1, no database has a claim.
+        for i in 0..2 {
+            block_on(server.get(i).unwrap().batch(vec![stmt!("DELETE FROM shard_fence")])).unwrap();
+        }
+        block_on(
+            server
+                .get(0)
+                .unwrap()
+                .batch(vec![stmt!("UPDATE shard_moves SET gen = 1"), stmt!("UPDATE shard_move_count SET n = 1")]),
+        )
+        .unwrap();
+        // The new code ends it.
+        assert!(block_on(server.move_mailbox("bo", 1)).unwrap().to == 1);
+        let one = server.get(1).unwrap();
+        assert!(!has(one, "shard_incoming", "bo"), "shard_incoming left on the live mailbox");
+        // Later: a move back to 0, and again to 1.
+        block_on(server.move_mailbox("bo", 0)).unwrap();
+        block_on(server.move_mailbox("bo", 1)).unwrap();
+        server.forget("bo");
+        assert_eq!(ids(&server, "bo").len(), 3, "the mailbox lost its envelopes on the move back into 1");
+    }
+
+    /// The same, narrowed to the end: a move whose target holds no claim of its generation
+    /// ends (its row on the primary deleted) without deleting the target's `shard_incoming`.
+    #[test]
+    fn review36f_an_end_on_a_target_without_its_claim_still_takes_its_shard_incoming() {
+        let d = dir("r36f-end-unclaimed");
+        let server = files(&d, 2);
+        register(&server, "bo", 0);
+        accept(&server, "bo", "e1").unwrap();
+        let armed = Rc::new(std::cell::Cell::new(true));
+        let operator = test_house(
+            (0..2)
+                .map(|i| FailAt {
+                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
+                    at: "UPDATE shard_moving SET copied = 1",
+                    armed: armed.clone(),
+                })
+                .collect(),
+        )
+        .unwrap();
+        assert!(block_on(operator.move_mailbox("bo", 1)).is_err());
+        block_on(server.get(1).unwrap().batch(vec![stmt!("DELETE FROM shard_fence")])).unwrap();
+        block_on(server.move_mailbox("bo", 1)).unwrap();
+        assert_eq!(count(server.get(0).unwrap(), "SELECT count(*) AS n FROM shard_moves"), 0, "the move ended");
+        assert!(!has(server.get(1).unwrap(), "shard_incoming", "bo"), "shard_incoming left on the live mailbox");
+    }
+
+    /// Review 36f, MEDIUM: a move whose generation is behind a database's fence is refused
+    /// there, and the step that holds its lease was answered "held elsewhere" for ever. A move
+    /// that code from before 0028 inserted (`gen` 0) now takes a generation on insert; one behind
+    /// the fences for another reason (a primary restored from a backup: its count rewound) takes
+    /// one past every fence at its next step, and ends.
+    #[test]
+    fn review36f_a_move_behind_the_fences_takes_a_new_generation_and_ends() {
+        let d = dir("r36f-gen0");
+        let house = files(&d, 2);
+        register(&house, "bo", 0);
+        accept(&house, "bo", "e1").unwrap();
+        block_on(house.move_mailbox("bo", 1)).unwrap();
+        // Old code begins the move back to 0 (no `gen`) and freezes the source.
+        let primary = house.get(0).unwrap();
+        block_on(primary.batch(vec![stmt!(
+            "INSERT INTO shard_moves (local, to_shard, since, from_shard, lease) VALUES ('bo', 0, unixepoch(), 1, 0)"
+        )]))
+        .unwrap();
+        assert!(count(primary, "SELECT gen AS n FROM shard_moves WHERE local = 'bo'") > 1, "a generation on insert");
+        block_on(house.get(1).unwrap().batch(vec![stmt!("INSERT INTO shard_moving (local) VALUES ('bo')")])).unwrap();
+        for _ in 0..3 {
+            assert!(block_on(house.advance_moves()).is_ok());
+            advance(1);
+        }
+        assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_moves"), 0, "the move ended");
+        assert_eq!(ids(&house, "bo").len(), 1);
+        // A primary restored from a backup: its count and the move's generation behind the
+        // fences the databases keep.
+        block_on(house.get(1).unwrap().batch(vec![stmt!("UPDATE shard_fence SET gen = 50")])).unwrap();
+        block_on(
+            primary.batch(vec![stmt!("UPDATE shard_fence SET gen = 40"), stmt!("UPDATE shard_move_count SET n = 3")]),
+        )
+        .unwrap();
+        let moved = block_on(house.move_mailbox("bo", 1)).unwrap();
+        assert_eq!((moved.to, ids(&house, "bo").len()), (1, 1));
+        assert!(count(primary, "SELECT n FROM shard_move_count") > 50, "past every fence");
     }
 }
