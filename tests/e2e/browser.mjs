@@ -220,6 +220,54 @@ try {
     assert.equal(rows[0].n, 0, 'the acknowledged envelope left the mailbox');
   });
 
+  await step('kept mail: ana searches and threads what she sent and read, sealed in IndexedDB, kept past a lock', async () => {
+    const kept = page.locator('#kept article.kept');
+    const search = async (words, n) => {
+      await page.getByLabel('Search your mail', { exact: true }).fill(words);
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await until(`the search for ${words}`, async () => (await kept.count()) === n && /found/.test(await status(page)));
+    };
+    // Folded as the command's index folds: case and accents.
+    await search('TRADUCES', 1);
+    assert.match(await kept.innerText(), /¿traduces esto\?/);
+    assert.match(await kept.innerText(), /You, to bot@/);
+    await kept.getByRole('button', { name: 'Thread' }).click();
+    await until('the thread', async () => (await kept.count()) === 2);
+    const [first, second] = await kept.allInnerTexts();
+    assert.match(first, /traduces/, 'hers first');
+    assert.match(second, /Sí: send me the text\./);
+    assert.match(second, /signature verified/);
+    await screen(page, 'kept-thread');
+    // What IndexedDB holds: ciphertext and keyed hashes, no word of the mail or its people.
+    const raw = await page.evaluate(async () => {
+      const db = await new Promise((ok, no) => {
+        const r = indexedDB.open('nyx5');
+        r.onsuccess = () => ok(r.result);
+        r.onerror = () => no(r.error);
+      });
+      const rows = await new Promise((ok, no) => {
+        const r = db.transaction('mail').objectStore('mail').getAll();
+        r.onsuccess = () => ok(r.result);
+        r.onerror = () => no(r.error);
+      });
+      const latin1 = (b) => new TextDecoder('latin1').decode(b);
+      return JSON.stringify(rows.map((row) => ({ ...row, iv: latin1(row.iv), data: latin1(row.data) })));
+    });
+    assert.ok(raw.length > 100, 'rows kept');
+    assert.doesNotMatch(raw, /traduces|send me the text|bot@|ana@|web\.test/i);
+    // Kept past a lock: unlocked again, the same search finds it; the empty search lists all.
+    await page.getByRole('button', { name: 'Lock' }).click();
+    await page.locator('#unlock-form').getByLabel('Passphrase').fill(PASS);
+    await page.getByRole('button', { name: 'Unlock' }).click();
+    await until('unlocked', async () => page.locator('#agent').isVisible());
+    await search('traduces', 1);
+    await search('', 2);
+    // Forgotten: gone from the browser's store.
+    await kept.filter({ hasText: 'Sí: send me the text' }).getByRole('button', { name: 'Forget' }).click();
+    await until('forgotten', async () => /Forgotten/.test(await status(page)));
+    await search('', 1);
+  });
+
   await step('a subagent of bot writes; the page verifies it through its delegation and seals the answer to it', async () => {
     nyx5(['subagent', 'desk']);
     const sub = `desk.bot@${DOMAIN}`;

@@ -3,6 +3,8 @@
 // file only fetches, stores and draws. Keys never leave the page: they are kept in IndexedDB,
 // encrypted with AES-GCM under a key derived from the passphrase (PBKDF2-SHA256, 600,000
 // rounds, WebCrypto; the derived key is not extractable), and exported only when asked to.
+// The mail the page opened or sent is kept in IndexedDB too, sealed under a key that lives in
+// the locked profile, for threads and search (see "Kept mail" below).
 
 import init, * as nyx5 from './pkg/nyx5_web.js';
 
@@ -12,7 +14,7 @@ const enc = new TextEncoder();
 
 let wasmReady = null;
 /** What is unlocked: the profile, the key that locks it again, and the house's verified card. */
-const state = { profile: null, lock: null, house: null };
+const state = { profile: null, lock: null, house: null, mail: null };
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
@@ -59,18 +61,29 @@ function guarded(fn) {
 
 function idb() {
   return new Promise((resolve, reject) => {
-    const r = indexedDB.open('nyx5', 1);
-    r.onupgradeneeded = () => r.result.createObjectStore('profile');
+    const r = indexedDB.open('nyx5', 2);
+    r.onupgradeneeded = () => {
+      const db = r.result;
+      if (!db.objectStoreNames.contains('profile')) db.createObjectStore('profile');
+      if (!db.objectStoreNames.contains('mail')) {
+        // Kept mail: `k` a keyed hash of the message's direction and id; `jk` and `jt` keyed
+        // hashes of the keys that join its conversation and of its words; `a` the agent's.
+        const mail = db.createObjectStore('mail', { keyPath: 'k' });
+        mail.createIndex('keys', 'jk', { multiEntry: true });
+        mail.createIndex('terms', 'jt', { multiEntry: true });
+        mail.createIndex('at', ['a', 'at']);
+      }
+    };
     r.onsuccess = () => resolve(r.result);
     r.onerror = () => reject(r.error);
   });
 }
 
-async function idbDo(mode, fn) {
+async function idbDo(mode, fn, store = 'profile') {
   const db = await idb();
   return new Promise((resolve, reject) => {
-    const tx = db.transaction('profile', mode);
-    const req = fn(tx.objectStore('profile'));
+    const tx = db.transaction(store, mode);
+    const req = fn(tx.objectStore(store));
     tx.oncomplete = () => resolve(req?.result);
     tx.onerror = () => reject(tx.error);
   });
@@ -303,6 +316,227 @@ async function enter() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Kept mail (issue 38 §1; docs/SPEC.md, "Kept mail"): every message the page opened or sent,
+// kept for threads and search as `nyx5` keeps it. What a message keeps and which keys join its
+// conversation is `nyx5.kept_record`, the rules the command's store follows. In IndexedDB each
+// message is sealed (AES-GCM) under a key derived from `mail_key`, a random key inside the locked
+// profile; its words and conversation keys are there only as keyed hashes (HMAC-SHA256), so the
+// store says nothing readable without the passphrase. Words are split and folded as the
+// command's full-text index does (letters and digits, case and diacritics folded).
+
+const THREAD_MAX = 1000;
+const FOUND_MAX = 50;
+const TERMS_MAX = 2000;
+
+function b64uOf(bytes) {
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+function bytesOf(b64u) {
+  const s = atob(b64u.replace(/-/g, '+').replace(/_/g, '/'));
+  return Uint8Array.from(s, (c) => c.charCodeAt(0));
+}
+
+/** The keys of the kept mail, from the profile's `mail_key` (made on first use). */
+async function mailKeys() {
+  if (state.mail) return state.mail;
+  if (!state.profile.mail_key) {
+    state.profile.mail_key = b64uOf(crypto.getRandomValues(new Uint8Array(32)));
+    await save();
+  }
+  const base = await crypto.subtle.importKey('raw', bytesOf(state.profile.mail_key), 'HKDF', false, ['deriveKey']);
+  const derive = (info, alg, uses) =>
+    crypto.subtle.deriveKey({ name: 'HKDF', hash: 'SHA-256', salt: new Uint8Array(0), info: enc.encode(info) }, base, alg, false, uses);
+  state.mail = {
+    seal: await derive('nyx5 kept mail: seal', { name: 'AES-GCM', length: 256 }, ['encrypt', 'decrypt']),
+    index: await derive('nyx5 kept mail: index', { name: 'HMAC', hash: 'SHA-256', length: 256 }, ['sign']),
+  };
+  return state.mail;
+}
+
+/** A keyed hash of `text` for the acting agent (16 bytes, base64url). */
+async function blind(text) {
+  const { index } = await mailKeys();
+  const mac = await crypto.subtle.sign('HMAC', index, enc.encode(`${me().address}\n${text}`));
+  return b64uOf(new Uint8Array(mac).slice(0, 16));
+}
+
+/** Words as the full-text index takes them: letters and digits, case and diacritics folded. */
+function terms(text) {
+  const folded = String(text ?? '').normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase();
+  return [...new Set(folded.split(/[^\p{L}\p{N}]+/u).filter(Boolean))];
+}
+
+/** Keeps message views the page read (`dir` "in") or sent ("out"); one kept already stays. */
+async function keep(views, dir) {
+  const { seal } = await mailKeys();
+  const agent = await blind('');
+  const rows = [];
+  for (const v of views) {
+    const r = JSON.parse(nyx5.kept_record(JSON.stringify(v), dir, Date.now()));
+    if (!r) continue;
+    const iv = crypto.getRandomValues(new Uint8Array(12));
+    const data = await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, seal, enc.encode(JSON.stringify(r)));
+    const words = terms(`${r.subject} ${r.body} ${r.from}`).slice(0, TERMS_MAX);
+    rows.push({
+      k: await blind(`${dir}\n${r.id}`),
+      a: agent,
+      at: r.at,
+      unread: dir === 'in',
+      jk: await Promise.all(r.keys.map(blind)),
+      jt: await Promise.all(words.map(blind)),
+      iv,
+      data,
+    });
+  }
+  if (!rows.length) return;
+  const db = await idb();
+  await new Promise((resolve, reject) => {
+    const tx = db.transaction('mail', 'readwrite');
+    const store = tx.objectStore('mail');
+    for (const row of rows) {
+      const got = store.getKey(row.k);
+      got.onsuccess = () => {
+        if (got.result === undefined) store.put(row);
+      };
+    }
+    tx.oncomplete = resolve;
+    tx.onerror = () => reject(tx.error);
+  });
+}
+
+/** Opens kept rows: their records, each view marked with `unread`. */
+async function unseal(rows) {
+  const { seal } = await mailKeys();
+  return Promise.all(rows.map(async (row) => {
+    const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: row.iv }, seal, row.data);
+    const r = JSON.parse(new TextDecoder().decode(plain));
+    r.view.unread = row.unread;
+    r.row = row.k;
+    return r;
+  }));
+}
+
+function mailRows(fn) {
+  return idb().then((db) => new Promise((resolve, reject) => {
+    const tx = db.transaction('mail', 'readonly');
+    const req = fn(tx.objectStore('mail'));
+    tx.oncomplete = () => resolve(req.result ?? []);
+    tx.onerror = () => reject(tx.error);
+  }));
+}
+
+/** Kept messages with all of `words` (none: all), newest first, at most FOUND_MAX. */
+async function find(words) {
+  const agent = await blind('');
+  const wanted = await Promise.all(terms(words).map(blind));
+  let rows;
+  if (!wanted.length) {
+    const range = IDBKeyRange.bound([agent, -Infinity], [agent, Infinity]);
+    rows = (await mailRows((s) => s.index('at').getAll(range))).reverse();
+  } else {
+    rows = (await mailRows((s) => s.index('terms').getAll(wanted[0])))
+      .filter((row) => row.a === agent && wanted.every((t) => row.jt.includes(t)))
+      .sort((x, y) => y.at - x.at);
+  }
+  const more = rows.length > FOUND_MAX;
+  return { found: await unseal(rows.slice(0, FOUND_MAX)), more };
+}
+
+/** The conversation kept message `id` is in, oldest first (at most THREAD_MAX). */
+async function thread(id) {
+  const agent = await blind('');
+  const byKey = new Map();
+  for (const d of ['in', 'out']) {
+    const k = await blind(`${d}\n${id}`);
+    for (const row of await mailRows((s) => s.getAll(IDBKeyRange.only(k)))) byKey.set(row.k, row);
+  }
+  let frontier = [...byKey.values()];
+  const seen = new Set();
+  while (frontier.length && byKey.size < THREAD_MAX) {
+    const next = [];
+    for (const key of new Set(frontier.flatMap((row) => row.jk))) {
+      if (seen.has(key)) continue;
+      seen.add(key);
+      for (const row of await mailRows((s) => s.index('keys').getAll(key))) {
+        if (row.a !== agent || byKey.has(row.k) || byKey.size >= THREAD_MAX) continue;
+        byKey.set(row.k, row);
+        next.push(row);
+      }
+    }
+    frontier = next;
+  }
+  const list = await unseal([...byKey.values()]);
+  // The rules' order (`nyx5_client::kept::in_order`): time, the house's sequence, the id.
+  const seqOf = (r) => (Number.isSafeInteger(r.seq) ? r.seq : Number.MAX_SAFE_INTEGER);
+  list.sort((x, y) => x.at - y.at || seqOf(x) - seqOf(y) || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  return list;
+}
+
+/** Marks kept message `id` read (acknowledged on the house): it stays kept. */
+async function markRead(id) {
+  const k = await blind(`in\n${id}`);
+  const db = await idb();
+  await new Promise((resolve, reject) => {
+    const tx = db.transaction('mail', 'readwrite');
+    const store = tx.objectStore('mail');
+    const got = store.get(k);
+    got.onsuccess = () => {
+      if (got.result) store.put({ ...got.result, unread: false });
+    };
+    tx.oncomplete = resolve;
+    tx.onerror = () => reject(tx.error);
+  });
+}
+
+/** Draws kept messages (a search's or a thread's) under `title`. */
+function showKept(title, list, more = false) {
+  const box = $('kept');
+  box.replaceChildren(el('h4', {}, title));
+  if (!list.length) box.append(el('p', { class: 'muted' }, 'Nothing kept matches.'));
+  for (const r of list) {
+    const m = r.view;
+    box.append(
+      el(
+        'article',
+        { class: 'kept', 'aria-label': `${r.dir === 'out' ? 'Sent to' : 'Message from'} ${r.dir === 'out' ? (m.to ?? []).join(', ') : m.from}`, 'data-id': r.id },
+        el(
+          'header',
+          {},
+          el('p', {}, r.dir === 'out' ? el('strong', {}, `You, to ${(m.to ?? []).join(', ')}`) : el('strong', {}, m.from ?? '?'), ' · ',
+            r.dir === 'out' ? 'sent' : el('span', { class: m.trust === 'verified' ? 'ok' : 'bad' }, describeTrust(m)), ' · ', when(m.received ?? m.created),
+            m.unread && r.dir === 'in' ? ' · unread' : ''),
+        ),
+        contentView(m),
+        el('div', { class: 'row' },
+          el('button', { type: 'button', class: 'secondary', onclick: guarded(() => openThread(r.id)) }, 'Thread'),
+          el('button', { type: 'button', class: 'secondary', onclick: guarded(() => forgetKept(r)) }, 'Forget')),
+      ),
+    );
+  }
+  if (more) box.append(el('p', { class: 'muted' }, `Only the newest ${FOUND_MAX}: add words to narrow it.`));
+}
+
+async function search() {
+  const words = $('search-words').value;
+  const { found, more } = await find(words);
+  showKept(words.trim() ? `Kept mail with “${words.trim()}”` : 'Kept mail, newest first', found, more);
+  say(`${found.length}${more ? '+' : ''} kept message${found.length === 1 ? '' : 's'} found.`, 'ok');
+}
+
+async function openThread(id) {
+  const list = await thread(id);
+  showKept(`Conversation (${list.length} message${list.length === 1 ? '' : 's'})`, list);
+  say('Thread shown, oldest first.', 'ok');
+}
+
+async function forgetKept(r) {
+  await idbDo('readwrite', (s) => s.delete(r.row), 'mail');
+  document.querySelector(`#kept article[data-id="${CSS.escape(r.id)}"]`)?.remove();
+  say('Forgotten: no longer kept in this browser.', 'ok');
+}
+
+// ---------------------------------------------------------------------------------------------
 // Mail, the outbox and the account.
 
 function describeTrust(m) {
@@ -380,6 +614,8 @@ async function refresh() {
   const local = a.address.slice(0, a.address.lastIndexOf('@'));
   const { body } = await call('GET', `/mailbox/${local}`, { query: 'limit=50', what: 'reading the mailbox' });
   const messages = await openItems(body.envelopes ?? []);
+  // Kept in this browser as they are shown (threads, search); a failure here leaves the read.
+  await keep(messages, 'in').catch((e) => console.warn(`kept mail: ${e.message ?? e}`));
   const box = $('inbox');
   box.replaceChildren();
   if (!messages.length) box.append(el('p', { class: 'muted' }, 'No mail waiting.'));
@@ -400,6 +636,7 @@ async function refresh() {
           'div',
           { class: 'row' },
           el('button', { type: 'button', class: 'secondary', onclick: () => replyTo(m) }, 'Reply'),
+          el('button', { type: 'button', class: 'secondary', onclick: guarded(() => openThread(m.id)) }, 'Thread'),
           el('button', { type: 'button', onclick: guarded(() => ack(m.id)) }, 'Acknowledge'),
         ),
       ),
@@ -425,8 +662,9 @@ function replyTo(m) {
 async function ack(id) {
   const local = me().address.slice(0, me().address.lastIndexOf('@'));
   await call('POST', `/mailbox/${local}/ack`, { body: JSON.stringify({ ids: [id] }), what: 'acknowledging' });
+  await markRead(id).catch((e) => console.warn(`kept mail: ${e.message ?? e}`));
   await refresh();
-  say('Acknowledged: the house has dropped it.', 'ok');
+  say('Acknowledged: the house has dropped it (it stays kept in this browser).', 'ok');
 }
 
 async function send() {
@@ -443,6 +681,8 @@ async function send() {
     nyx5.seal_message(keysOf(me()), me().address, JSON.stringify(recipients), $('compose-body').value, '', 'message', '', reply, Date.now()),
   );
   await call('POST', '/outbound', { body: built.text, what: 'sending' });
+  const keys = JSON.stringify([me().keys, ...(me().previous ?? [])]);
+  await keep([JSON.parse(nyx5.own_view(keys, me().address, built.text))], 'out').catch((e) => console.warn(`kept mail: ${e.message ?? e}`));
   $('compose-body').value = '';
   $('compose-reply').value = '';
   say(`Sent, sealed to ${to.join(', ')}.`, 'ok');
@@ -521,6 +761,7 @@ async function start() {
   $('forget').addEventListener('click', guarded(async () => {
     if (!confirm('Forget this agent in this browser? Without an exported profile its keys are gone.')) return;
     await idbDo('readwrite', (s) => s.delete('current'));
+    await idbDo('readwrite', (s) => s.clear(), 'mail');
     show('join');
   }));
   $('refresh').addEventListener('click', guarded(refresh));
@@ -528,12 +769,15 @@ async function start() {
   $('lock').addEventListener('click', () => {
     state.profile = null;
     state.lock = null;
+    state.mail = null;
     cards.clear();
     $('inbox').replaceChildren();
+    $('kept').replaceChildren();
     show('unlock');
     say('Locked.');
   });
   $('compose-form').addEventListener('submit', guarded(send));
+  $('search-form').addEventListener('submit', guarded(search));
   const record = await stored();
   if (record) {
     $('unlock-address').textContent = record.address;

@@ -9,7 +9,7 @@ use nyx5_proto::json::{Object, field, obj};
 use crate::client::directory::{self, DirectoryRequest};
 use crate::client::lists::{self, Change};
 use crate::client::send::{self, SendRequest};
-use crate::client::{Ctx, mailbox};
+use crate::client::{Ctx, kept, mailbox};
 use crate::client::{libro, libro_read};
 use crate::error::Failure;
 
@@ -57,6 +57,10 @@ const ENTRIES: &str = r#"{"type":"object","required":["entries"],"additionalProp
 "entries":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":50,"description":"Addresses (name@domain) or domains (example.org)"}}}"#;
 
 const ENVELOPE_JOBS: &str = r#"{"type":"array","items":{"type":"object","properties":{"domain":{"type":"string"},"recipients":{"type":"array","items":{"type":"string"}},"next_attempt":{"type":"string"}}}}"#;
+
+/// What `nyx5_thread` and `nyx5_find` answer.
+const KEPT_LIST: &str = r#"{"type":"object","required":["messages"],"properties":{"agent":{"type":"string"},
+"messages":{"type":"array","items":{"type":"object"}},"more":{"type":"boolean"},"note":{"type":"string"}}}"#;
 
 const TOOLS: &[Tool] = &[
     Tool {
@@ -140,6 +144,51 @@ you have acted on a message. Acknowledging twice is harmless.",
         output: r#"{"type":"object","required":["acked"],"properties":{"acked":{"type":"integer"},"ids":{"type":"array","items":{"type":"string"}}}}"#,
         read_only: false,
         destructive: false,
+        idempotent: true,
+        moves_money: false,
+    },
+    Tool {
+        name: "nyx5_thread",
+        title: "Read a conversation",
+        description: "Show a whole conversation in order: every message kept on your side (read with nyx5_inbox or \
+sent with nyx5_send) that the given envelope's thread, replies or email Message-IDs connect to it, each with its \
+trust. Kept mail stays readable after nyx5_ack; the house never reads it.",
+        input: r#"{"type":"object","required":["id"],"additionalProperties":false,"properties":{
+"id":{"type":"string","description":"Any envelope id of the conversation"}}}"#,
+        output: KEPT_LIST,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        moves_money: false,
+    },
+    Tool {
+        name: "nyx5_find",
+        title: "Search your mail",
+        description: "Search the mail kept on your side (read with nyx5_inbox or sent with nyx5_send) for all of the \
+given words in its text, subject or sender, newest first, optionally only from or to an address, within a time, of \
+a type, or unread (not yet acknowledged).",
+        input: r#"{"type":"object","additionalProperties":false,"properties":{
+"words":{"type":"string","description":"Words that must all appear (none: every kept message that passes the filters)"},
+"from":{"type":"string"},"to":{"type":"string"},
+"since":{"type":"string","description":"RFC 3339, or back from now: -1d, -2h"},"until":{"type":"string"},
+"type":{"type":"string","enum":["message","task","result","receipt","intro"]},
+"unread":{"type":"boolean"},"limit":{"type":"integer","minimum":1,"maximum":500}}}"#,
+        output: KEPT_LIST,
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        moves_money: false,
+    },
+    Tool {
+        name: "nyx5_forget",
+        title: "Remove kept mail",
+        description: "Remove messages from the mail kept on your side (nyx5_find and nyx5_thread no longer see them). \
+The house is not asked: acknowledge with nyx5_ack for that.",
+        input: r#"{"type":"object","additionalProperties":false,"properties":{
+"ids":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":500},"all":{"type":"boolean"}}}"#,
+        output: r#"{"type":"object","required":["forgot"],"properties":{"agent":{"type":"string"},"forgot":{"type":"integer"}}}"#,
+        read_only: false,
+        destructive: true,
         idempotent: true,
         moves_money: false,
     },
@@ -607,6 +656,25 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
             let ids = strings(args, "ids")?.ok_or_else(|| bad("`ids` is required".into()))?;
             mailbox::ack(&setup.ctx()?, &ids)
         }
+        "nyx5_thread" => Ok(untrusted_in(kept::thread(&setup.ctx()?, &req_str(args, "id")?)?, "messages")),
+        "nyx5_find" => {
+            let limit = opt_int(args, "limit")?.map(|l| usize::try_from(l).unwrap_or(0));
+            let req = kept::FindRequest {
+                words: opt_str(args, "words")?.into_iter().collect(),
+                from: opt_str(args, "from")?,
+                to: opt_str(args, "to")?,
+                since: opt_str(args, "since")?,
+                until: opt_str(args, "until")?,
+                kind: opt_str(args, "type")?,
+                unread: field::opt_bool(args, "unread").map_err(|e| bad(e.reason.to_string()))?.unwrap_or(false),
+                limit,
+            };
+            Ok(untrusted_in(kept::find(&setup.ctx()?, &req)?, "found"))
+        }
+        "nyx5_forget" => {
+            let all = field::opt_bool(args, "all").map_err(|e| bad(e.reason.to_string()))?.unwrap_or(false);
+            kept::forget(&setup.ctx()?, &strings(args, "ids")?.unwrap_or_default(), all)
+        }
         "nyx5_resolve" => directory::resolve(&setup.ctx()?, &req_str(args, "address")?),
         "nyx5_outbox" => {
             let limit = mailbox::check_limit(opt_int(args, "limit")?, mailbox::OUTBOX_MAX_LIMIT)?;
@@ -779,8 +847,14 @@ pub(crate) fn approve(setup: &Setup, id: &str, house: Option<&str>, args: &Objec
 
 /// The inbox as a model should see it: bodies under `untrusted_content`, with a note.
 fn untrusted(v: Value) -> Value {
+    untrusted_in(v, "envelopes")
+}
+
+/// As [`untrusted`], for the list under `key` (kept mail: `messages`, `found`), answered as
+/// `messages`.
+fn untrusted_in(v: Value, key: &str) -> Value {
     let Value::Object(mut o) = v else { return v };
-    let list = match o.remove("envelopes") {
+    let list = match o.remove(key) {
         Some(Value::Array(list)) => list,
         _ => Vec::new(),
     };

@@ -990,3 +990,82 @@ fn a_resend_is_not_resent_after_its_original_left_the_profile() {
         "after {n} sends a resend was resent unasked: {done:?}"
     );
 }
+
+/// The mail kept on the agent's side (issue 38 §1), across two `nyx5 serve` houses: what `inbox`
+/// read and `send` sent is kept in `<profile>.mail.db` (0600), `thread` shows a conversation in
+/// order with what the agent itself sent, `find` searches its words with each filter, an ack
+/// keeps it (no longer unread), `forget` removes it.
+#[test]
+fn threads_and_search_over_kept_mail() {
+    let w = World::new("kept");
+    w.two_agents();
+    let send = |w: &World, args: &[&str]| w.nyx5(&[&["send", "--json"], args].concat()).json();
+    send(&w, &["bo@b.test", "--body", "the invoice for March is attached", "--thread", "inv-3", "--id", "q1"]);
+    send(&w, &["bo@b.test", "--body", "lunch on Friday?", "--id", "other1"]);
+    w.wait_inbox("bo@b.test", |l| l.len() >= 2);
+    // bo answers within the thread; ana reads the answer.
+    send(
+        &w,
+        &[
+            "--as",
+            "bo@b.test",
+            "ana@a.test",
+            "--body",
+            "paid today",
+            "--thread",
+            "inv-3",
+            "--in-reply-to",
+            "q1",
+            "--id",
+            "r1",
+        ],
+    );
+    w.wait_inbox("ana@a.test", |l| !l.is_empty());
+
+    let store = std::path::PathBuf::from(format!("{}.mail.db", w.profile.display()));
+    assert_eq!(std::fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o600, "readable by its user only");
+
+    // ana's thread: what she sent and bo's answer, in order, each with its trust.
+    let t = w.nyx5(&["thread", "r1", "--json"]).json();
+    let messages = t.get("messages").and_then(Value::as_array).unwrap();
+    assert_eq!(ids(messages), ["q1", "r1"]);
+    let dirs: Vec<String> = messages.iter().map(|m| s(m.as_object().unwrap(), "dir")).collect();
+    assert_eq!(dirs, ["out", "in"]);
+    assert_eq!(s(messages[1].as_object().unwrap(), "trust"), "verified");
+    let human = w.nyx5(&["thread", "q1"]).ok();
+    assert!(human.contains("(sent by you)") && human.contains("paid today"), "{human}");
+    // bo's side: the same conversation from his mailbox and his reply.
+    let t = w.nyx5(&["thread", "q1", "--as", "bo@b.test", "--json"]).json();
+    assert_eq!(ids(t.get("messages").and_then(Value::as_array).unwrap()), ["q1", "r1"]);
+
+    let find = |args: &[&str]| {
+        let v = w.nyx5(&[&["find", "--as", "bo@b.test", "--json"], args].concat()).json();
+        ids(v.get("found").and_then(Value::as_array).unwrap())
+    };
+    assert_eq!(find(&["invoice"]), ["q1"]);
+    assert_eq!(find(&["MARCH", "attached"]), ["q1"], "all the words, any case");
+    assert!(find(&["invoice", "lunch"]).is_empty());
+    assert_eq!(find(&["--from", "ana@a.test"]), ["other1", "q1"], "newest first");
+    assert_eq!(find(&["--to", "ana@a.test"]), ["r1"], "what bo sent");
+    assert_eq!(find(&["--unread"]), ["other1", "q1"]);
+    assert_eq!(find(&["--since", "-1h", "--type", "message"]).len(), 3);
+    assert!(find(&["--until", "-1h"]).is_empty());
+    let (err, _) = w.nyx5(&["find", "--type", "letter"]).fails_with(2);
+    assert!(err.contains("--type"), "{err}");
+
+    // Acknowledged on the house: still kept, no longer unread.
+    w.nyx5(&["ack", "--as", "bo@b.test", "q1"]).ok();
+    assert_eq!(find(&["invoice"]), ["q1"]);
+    assert_eq!(find(&["--unread"]), ["other1"]);
+    // Forgotten: gone from search and threads.
+    let f = w.nyx5(&["forget", "--as", "bo@b.test", "q1", "--json"]).json();
+    assert_eq!(f.get("forgot").and_then(Value::as_safe_integer), Some(1));
+    assert!(find(&["invoice"]).is_empty());
+    let (err, _) = w.nyx5(&["thread", "q1", "--as", "bo@b.test"]).fails_with(2);
+    assert!(err.contains("not kept"), "{err}");
+    let (err, _) = w.nyx5(&["forget", "--as", "bo@b.test"]).fails_with(2);
+    assert!(err.contains("--all"), "{err}");
+    let all = w.nyx5(&["forget", "--as", "bo@b.test", "--all", "--json"]).json();
+    assert_eq!(all.get("forgot").and_then(Value::as_safe_integer), Some(2));
+    assert!(find(&[]).is_empty());
+}

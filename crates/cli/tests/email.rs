@@ -190,3 +190,34 @@ fn email_goes_out_through_the_provider_and_pending_without_one() {
     assert_eq!(s(&b, "text"), "Yes.");
     assert_eq!(s(obj(&b, "headers"), "In-Reply-To"), "<q1@example.com>");
 }
+
+/// A person's email thread, read with `nyx5 inbox`, is one conversation in `nyx5 thread` (issue
+/// 38 §1): the reply's `In-Reply-To` and `References` name the first message's `Message-ID`, and
+/// an unrelated email stays out. `find` searches the subject and the words of bridged mail.
+#[test]
+fn an_email_thread_is_one_conversation_kept() {
+    let w = World::new("email-thread");
+    w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).ok();
+    w.nyx5(&["register", "--json"]).json();
+    let args = ["email-in", "--house", &w.a.url(), "--token", TOKEN_A, "--to", "ana@a.test", "--json"];
+    let first = w.nyx5_in(&args, MAIL).json();
+    let reply = b"From: Bob <bob@example.com>\r\nTo: ana@a.test\r\nSubject: Re: Hello from email\r\n\
+Message-ID: <cli-2@example.com>\r\nIn-Reply-To: <cli-1@example.com>\r\nReferences: <cli-1@example.com>\r\n\r\n\
+And a second thought, on the quarterly figures.\r\n";
+    let second = w.nyx5_in(&args, reply).json();
+    let other =
+        b"From: Cy <cy@example.net>\r\nTo: ana@a.test\r\nSubject: Lunch\r\nMessage-ID: <x-9@example.net>\r\n\r\n\
+Lunch on Friday?\r\n";
+    let third = w.nyx5_in(&args, other).json();
+    w.wait_inbox("ana@a.test", |l| l.len() == 3);
+    let t = w.nyx5(&["thread", &s(&second, "id"), "--json"]).json();
+    let ids: Vec<String> =
+        t.get("messages").and_then(Value::as_array).unwrap().iter().map(|m| s(m.as_object().unwrap(), "id")).collect();
+    assert_eq!(ids, [s(&first, "id"), s(&second, "id")]);
+    let found = w.nyx5(&["find", "quarterly", "--json"]).json();
+    let found = found.get("found").and_then(Value::as_array).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(s(found[0].as_object().unwrap(), "trust"), "unverified");
+    let lunch = w.nyx5(&["find", "lunch", "--json"]).json();
+    assert_eq!(s(lunch.get("found").and_then(Value::as_array).unwrap()[0].as_object().unwrap(), "id"), s(&third, "id"));
+}

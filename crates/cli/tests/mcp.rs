@@ -135,6 +135,9 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             "nyx5_send",
             "nyx5_inbox",
             "nyx5_ack",
+            "nyx5_thread",
+            "nyx5_find",
+            "nyx5_forget",
             "nyx5_resolve",
             "nyx5_outbox",
             "nyx5_directory",
@@ -168,12 +171,13 @@ fn initialize_negotiates_each_version_and_lists_tools() {
             let hint = |k: &str| a.get(k) == Some(&Value::Bool(true));
             match s(t, "name").as_str() {
                 "nyx5_resolve" | "nyx5_outbox" | "nyx5_directory" | "nyx5_search" | "nyx5_balance" | "nyx5_lists"
-                | "nyx5_tareas" => {
+                | "nyx5_tareas" | "nyx5_thread" | "nyx5_find" => {
                     assert!(hint("readOnlyHint") && !hint("destructiveHint"), "{t:?}")
                 }
                 // Reading may send the agent's own message once more (a 402 a stale card caused).
                 "nyx5_inbox" => assert!(!hint("readOnlyHint") && !hint("destructiveHint") && hint("idempotentHint")),
-                "nyx5_send" | "nyx5_accept" | "nyx5_libro" | "nyx5_quote" | "nyx5_email" | "nyx5_take_task" => {
+                "nyx5_send" | "nyx5_accept" | "nyx5_libro" | "nyx5_quote" | "nyx5_email" | "nyx5_take_task"
+                | "nyx5_forget" => {
                     assert!(!hint("readOnlyHint") && hint("destructiveHint"), "{t:?}")
                 }
                 _ => {}
@@ -299,6 +303,31 @@ fn send_and_read_mail_through_tools() {
     assert_eq!(acked.as_object().unwrap().get("acked").and_then(Value::as_safe_integer), Some(1));
     let (_, after) = bo.call("nyx5_inbox", "{}");
     assert!(after.as_object().unwrap().get("messages").and_then(Value::as_array).unwrap().is_empty());
+    // Acknowledged on the house, still kept on bo's side (issue 38 §1): its thread and a search
+    // find it, its body under untrusted_content; ana's own copy of what she sent is kept too.
+    let (err, thread) = bo.call("nyx5_thread", &format!(r#"{{"id":"{id}"}}"#));
+    assert!(!err, "{thread:?}");
+    let thread = thread.as_object().unwrap().get("messages").and_then(Value::as_array).unwrap().to_vec();
+    assert_eq!(thread.len(), 1);
+    let kept = thread[0].as_object().unwrap();
+    assert_eq!((s(kept, "id"), s(kept, "thread"), s(kept, "trust")), (id.clone(), "q1".into(), "verified".into()));
+    assert!(!kept.contains_key("content") && kept.contains_key("untrusted_content"));
+    let one_found = |(err, found): (bool, Value), dir: &str| {
+        assert!(!err, "{found:?}");
+        let found = found.as_object().unwrap().get("messages").and_then(Value::as_array).unwrap().to_vec();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let m = found[0].as_object().unwrap();
+        assert_eq!((s(m, "id"), s(m, "dir")), (id.clone(), dir.to_owned()));
+    };
+    one_found(bo.call("nyx5_find", r#"{"words":"unchay"}"#), "in");
+    one_found(ana.call("nyx5_find", r#"{"words":"allin translate"}"#), "out");
+    let (_, none) = bo.call("nyx5_find", r#"{"words":"unchay","unread":true}"#);
+    assert!(none.as_object().unwrap().get("messages").and_then(Value::as_array).unwrap().is_empty(), "acked: read");
+    let (err, forgot) = bo.call("nyx5_forget", &format!(r#"{{"ids":["{id}"]}}"#));
+    assert!(!err);
+    assert_eq!(forgot.as_object().unwrap().get("forgot").and_then(Value::as_safe_integer), Some(1));
+    let (err, _) = bo.call("nyx5_thread", &format!(r#"{{"id":"{id}"}}"#));
+    assert!(err, "forgotten");
 
     let (err, out) = ana.call("nyx5_outbox", "{}");
     assert!(!err);

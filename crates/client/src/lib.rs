@@ -4,7 +4,8 @@
 //! verbs and the browser (`nyx5-web`, which calls [`trust`]); and the verbs' own steps, the same
 //! for the command and the browser: sealing and signing a send ([`send`]), a mail's verdict
 //! ([`inbox`]), a Libro operation and its receipt ([`libro`]), the profile's format and its
-//! outbox's records ([`profile`]); and what a client keeps between runs, over the storage port
+//! outbox's records ([`profile`]), the rules of the mail kept on the agent's side: threads and
+//! search ([`kept`]); and what a client keeps between runs, over the storage port
 //! ([`store`]): kept cards ([`cards`]), the profile's pins and the resolver's store over them
 //! ([`pins`]), the bookmarks ([`bookmark`]). No engine, database, runtime or HTTP client: the
 //! caller supplies the transport ([`ports::Net`]) and the storage ([`store::Store`]: the CLI's
@@ -16,6 +17,7 @@ pub mod bookmark;
 pub mod cards;
 pub mod hosts;
 pub mod inbox;
+pub mod kept;
 pub mod libro;
 pub mod outbound;
 pub mod pins;

@@ -983,7 +983,7 @@ impl<D: Db> Shards<D> {
     /// chunks and its thin copy of the agent, and the move ends. Where the mailbox is comes with
     /// the lease, in one statement: a step never acts on a placement from before another's flip.
     /// Every batch a step sends to the source or the target claims that database for the move's
-    /// generation first ([`claim`]): a late step of an older or ended move writes nothing there.
+    /// generation first (its `claim`): a late step of an older or ended move writes nothing there.
     pub async fn move_step(&self, local: &str, to: usize, chunks: usize) -> Result<MoveStep, PortError> {
         self.db(to)?;
         self.forget(local);

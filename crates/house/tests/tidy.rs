@@ -205,6 +205,7 @@ const CLIENT: Crate = Crate {
         ("asks", "rules"),
         ("send", "rules"),
         ("inbox", "rules"),
+        ("kept", "rules"),
         ("libro", "rules"),
         ("profile", "rules"),
         ("resolver", "resolver"),

@@ -86,6 +86,16 @@ pub fn peek(item_json: &str) -> Result<String, JsError> {
 }
 
 #[wasm_bindgen]
+pub fn own_view(keys_list_json: &str, address: &str, envelope_json: &str) -> Result<String, JsError> {
+    thrown(crate::own_view(keys_list_json, address, envelope_json))
+}
+
+#[wasm_bindgen]
+pub fn kept_record(view_json: &str, dir: &str, now_ms: f64) -> Result<String, JsError> {
+    thrown(crate::kept_record(view_json, dir, now_ms))
+}
+
+#[wasm_bindgen]
 pub fn profile_export(agents_json: &str, pins_json: &str) -> Result<String, JsError> {
     thrown(crate::profile_export(agents_json, pins_json))
 }

@@ -161,6 +161,21 @@ pub fn peek(item_json: &str) -> Result<String, String> {
     answer(mail::peek(item_json))
 }
 
+/// An envelope the agent sent (`envelope_json`, as [`seal_message`] made it), as its mailbox
+/// would show it, opened with its own keys, to be kept on its side: [`open_item`]'s members.
+pub fn own_view(keys_list_json: &str, address: &str, envelope_json: &str) -> Result<String, String> {
+    answer(mail::own_view(keys_list_json, address, envelope_json))
+}
+
+/// What the page keeps of a message view ([`open_item`]'s or [`own_view`]'s answer) that it read
+/// (`dir` `"in"`) or sent (`"out"`): `{id, dir, at, seq, from, to, kind, subject, body, keys,
+/// view}` (`keys`: what joins it to its conversation, as the `nyx5` command's store joins them;
+/// `at` in milliseconds, `now_ms` when the view has no time), or null for a view without an id
+/// (docs/SPEC.md, "Kept mail").
+pub fn kept_record(view_json: &str, dir: &str, now_ms: f64) -> Result<String, String> {
+    answer(now(now_ms).and_then(|now| mail::kept_record(view_json, dir, now)))
+}
+
 /// The CLI's profile file (docs/SPEC.md, "Client profile") for `agents_json`
 /// (`[{address, house, keys, previous?}]`, as [`profile_import`] answers them) and `pins_json`
 /// (`{domain: key}` or `""`): canonical JSON and a newline, with empty `pending` and `sent`.

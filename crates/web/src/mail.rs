@@ -120,3 +120,47 @@ pub(crate) fn peek(item_json: &str) -> Result<Value, Error> {
         ("parent", parsed.and_then(|a| a.parent()).map(|p| p.as_str().to_owned()).into()),
     ])))
 }
+
+/// `own_view`: an envelope the agent sent, as its mailbox would show it (opened with its own
+/// keys: an envelope is sealed to its sender too), to be kept on its side. The page built and
+/// signed it a moment ago: its trust is `verified`, as `nyx5 send` keeps it.
+pub(crate) fn own_view(keys_list: &str, address_text: &str, envelope_json: &str) -> Result<Value, Error> {
+    let keys = self::keys_list(keys_list)?;
+    let me = address(address_text, "address")?;
+    let envelope = object(envelope_json, "envelope")?;
+    let item = obj([("seq", Value::Null), ("envelope", Value::Object(envelope))]);
+    Ok(nyx5_proto::mailbox::view(
+        &item,
+        &me,
+        |_, _| ("verified", None),
+        |env| nyx5_proto::mailbox::open_with(env, &me, keys.iter().map(|k| &k.enc)),
+    ))
+}
+
+/// `kept_record`: what the page's store keeps of a message view (`nyx5_client::kept`, the
+/// rules the command's store follows): `{id, dir, at, seq, from, to, kind, subject, body, keys,
+/// view}`, or null for a view with no id.
+pub(crate) fn kept_record(view_json: &str, dir: &str, now: Timestamp) -> Result<Value, Error> {
+    use nyx5_client::kept::{self, Dir};
+    let v = value(view_json, "view")?;
+    let dir = match dir {
+        "in" => Dir::In,
+        "out" => Dir::Out,
+        _ => return Err(Refusal::BadInput.because(format!("dir {dir:?}: in or out"))),
+    };
+    let Some(k) = kept::kept(&v, dir, now) else { return Ok(Value::Null) };
+    let strings = |list: Vec<String>| Value::Array(list.into_iter().map(Value::from).collect());
+    Ok(Value::Object(obj([
+        ("id", k.id.into()),
+        ("dir", dir.as_str().into()),
+        ("at", k.at.into()),
+        ("seq", k.seq.into()),
+        ("from", k.from.into()),
+        ("to", strings(k.to)),
+        ("kind", k.kind.into()),
+        ("subject", k.subject.into()),
+        ("body", k.body.into()),
+        ("keys", strings(k.keys)),
+        ("view", k.view),
+    ])))
+}

@@ -896,3 +896,50 @@ fn a_profile_whose_house_is_no_house_url_is_refused_on_import_as_on_export() {
     let e = error_of(web::profile_import(&broken));
     assert_eq!(named(&e), (400, "bad_profile"), "{e}");
 }
+
+/// What the page keeps of the mail it sent and read (issue 38 §1): its own view of a sealed
+/// envelope it sent, opened with its own keys, and the record of a view, with the keys that
+/// join its conversation, as the `nyx5` command's store keeps it.
+#[test]
+fn the_page_keeps_what_it_sent_and_read_as_the_command_does() {
+    let a = House::new("a.example", 1);
+    let al = agent(&a, "al@a.example", None);
+    let bo = agent(&a, "bo@a.example", None);
+    let to = Value::Array(vec![bo.recipient(&a)]);
+    let out = parse(
+        &web::seal_message(
+            &al.keys,
+            "al@a.example",
+            &text(&to),
+            "the invoice, attached",
+            "",
+            "",
+            "inv-3",
+            "q0",
+            NOW_MS,
+        )
+        .unwrap(),
+    );
+    let envelope = text(out.get("envelope").unwrap());
+    let mine = parse(&web::own_view(&keys_list(&[&al.keys]), "al@a.example", &envelope).unwrap());
+    assert_eq!((s(&mine, "trust"), s(&mine, "thread"), s(&mine, "in_reply_to")), ("verified", "inv-3", "q0"));
+    assert_eq!(
+        mine.get("content").unwrap().as_object().unwrap().get("body"),
+        Some(&Value::from("the invoice, attached"))
+    );
+    // Not sealed to this key: nothing opens.
+    let other = parse(&web::own_view(&keys_list(&[&bo.keys]), "al@a.example", &envelope).unwrap());
+    assert!(other.get("content").unwrap().is_null());
+
+    let record = parse(&web::kept_record(&text(&Value::Object(mine.clone())), "out", NOW_MS).unwrap());
+    assert_eq!(
+        (s(&record, "id"), s(&record, "dir"), s(&record, "body")),
+        (s(&out, "id"), "out", "the invoice, attached")
+    );
+    assert_eq!(record.get("at").and_then(Value::as_safe_integer), Some(NOW.millis()), "written at its creation");
+    let keys: Vec<&str> = record.get("keys").unwrap().as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(keys, [format!("id:{}", s(&out, "id")).as_str(), "id:q0", "thread:inv-3"]);
+    assert_eq!(s(record.get("view").unwrap().as_object().unwrap(), "dir"), "out");
+    assert_eq!(web::kept_record(r#"{"trust":"invalid"}"#, "in", NOW_MS).unwrap(), "null");
+    assert!(web::kept_record("{}", "sideways", NOW_MS).is_err());
+}

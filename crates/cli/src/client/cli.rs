@@ -11,6 +11,7 @@ use nyx5_proto::Value;
 use nyx5_proto::crypto::SigPublic;
 
 use super::directory::{self, DirectoryRequest, InviteRequest};
+use super::kept;
 use super::lists::{self, Change};
 use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
 use super::register::{self, RegisterRequest, SubagentRequest};
@@ -118,6 +119,52 @@ pub(crate) enum ClientCommand {
     Ack {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A conversation in order: every kept message its ids, Nyx5 thread or email Message-IDs
+    /// join to ID, each with its trust (mail is kept locally when read or sent from this profile).
+    Thread {
+        #[arg(value_name = "ID")]
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Search the mail kept locally: all of WORDS in its text, subject or sender, newest first.
+    Find {
+        #[arg(value_name = "WORDS")]
+        words: Vec<String>,
+        /// Only from this address
+        #[arg(long, value_name = "ADDRESS")]
+        from: Option<String>,
+        /// Only to this address
+        #[arg(long, value_name = "ADDRESS")]
+        to: Option<String>,
+        /// Only since (RFC 3339, or back from now: -1d, -2h)
+        #[arg(long, value_name = "WHEN", allow_hyphen_values = true)]
+        since: Option<String>,
+        /// Only before (RFC 3339, or back from now: -1d, -2h)
+        #[arg(long, value_name = "WHEN", allow_hyphen_values = true)]
+        until: Option<String>,
+        /// Only of this type: message, task, result, receipt or intro
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: Option<String>,
+        /// Only received and not yet acknowledged
+        #[arg(long)]
+        unread: bool,
+        /// Results at most (1-500) [default: 50]
+        #[arg(long)]
+        limit: Option<usize>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Remove kept mail from this profile's local store (acknowledging never does).
+    Forget {
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
+        /// Every message kept for the agent
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -793,6 +840,19 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Ack { ids, common } => {
             let r = common.ctx().and_then(|ctx| mailbox::ack(&ctx, &ids));
             emit(common.json, r, mailbox::ack_human)
+        }
+        ClientCommand::Thread { id, common } => {
+            let r = common.ctx().and_then(|ctx| kept::thread(&ctx, &id));
+            emit(common.json, r, kept::thread_human)
+        }
+        ClientCommand::Find { words, from, to, since, until, kind, unread, limit, common } => {
+            let req = kept::FindRequest { words, from, to, since, until, kind, unread, limit };
+            let r = common.ctx().and_then(|ctx| kept::find(&ctx, &req));
+            emit(common.json, r, kept::find_human)
+        }
+        ClientCommand::Forget { ids, all, common } => {
+            let r = common.ctx().and_then(|ctx| kept::forget(&ctx, &ids, all));
+            emit(common.json, r, kept::forget_human)
         }
         ClientCommand::Outbox { limit, before, common } => {
             let r = check_limit(limit, OUTBOX_MAX_LIMIT)

@@ -12,7 +12,7 @@ use nyx5_proto::Envelope;
 use nyx5_proto::json::{Object, Value, field, obj};
 
 use super::Ctx;
-use super::output::{indent, safe, show, text};
+use super::output::{message_human, safe, show, text};
 use super::profile::AgentEntry;
 use super::resolve::Resolver;
 use crate::error::Failure;
@@ -70,6 +70,8 @@ pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option
     let res = ctx.resolver(Some(me), sys::now()?)?;
     let items = field::opt_array(&answer, "envelopes").ok().flatten().unwrap_or_default();
     let messages: Vec<Value> = items.iter().filter_map(Value::as_object).map(|i| open_item(&res, me, i)).collect();
+    // Kept on the agent's side as it was shown (threads, search: `client::kept`).
+    super::kept::keep_read(ctx, me.address.as_str(), &messages);
     Ok(Value::Object(obj([
         ("agent", me.address.as_str().into()),
         ("envelopes", Value::Array(messages)),
@@ -130,75 +132,6 @@ pub(crate) fn follow(
     }
 }
 
-fn trust_label(o: &Object) -> String {
-    match text(o, "trust") {
-        "verified" if o.get("notice") == Some(&Value::Bool(true)) => {
-            if o.get("own_house") == Some(&Value::Bool(true)) {
-                format!("verified notice from your house {}", safe(text(o, "notice_house")))
-            } else {
-                format!("verified notice from another house, {} (not yours)", safe(text(o, "notice_house")))
-            }
-        }
-        "verified" => "verified".into(),
-        "unverified" => "UNVERIFIED (not signed; anyone could have written it)".into(),
-        "unchecked" => format!("UNCHECKED ({})", safe(text(o, "trust_reason"))),
-        _ => format!("INVALID SIGNATURE ({}) — do not trust it", safe(text(o, "trust_reason"))),
-    }
-}
-
-/// One message for people.
-pub(crate) fn message_human(v: &Value) -> String {
-    let Some(o) = v.as_object() else { return String::new() };
-    let mut s = format!(
-        "[{}] {}  from {}  {}{}  {}\n",
-        show(o, "seq"),
-        show(o, "received"),
-        safe(&show(o, "from")),
-        trust_label(o),
-        if o.get("sealed") == Some(&Value::Bool(true)) { ", sealed" } else { "" },
-        show(o, "type")
-    );
-    // Mail that came in by email: who the house says sent it, and the subject (both unverified).
-    if let Some(Value::Object(e)) = o.get("email") {
-        s.push_str(&format!("  by email from {}", safe(&show(e, "from"))));
-        if let Some(Value::String(subject)) = e.get("subject") {
-            s.push_str(&format!("  subject {}", safe(subject)));
-        }
-        s.push_str(&format!(
-            "  (reply: nyx5 email {} --in-reply-to {} --body …)\n",
-            safe(&show(e, "from")),
-            safe(&show(o, "id"))
-        ));
-    }
-    s.push_str(&format!("  id {}", safe(&show(o, "id"))));
-    for (name, label) in [("thread", "thread"), ("in_reply_to", "in reply to")] {
-        if let Some(Value::String(t)) = o.get(name) {
-            s.push_str(&format!("  {label} {}", safe(t)));
-        }
-    }
-    s.push('\n');
-    match o.get("content") {
-        Some(Value::Object(c)) => {
-            let media = text(c, "media");
-            let body = match c.get("body") {
-                Some(Value::String(t)) => t.clone(),
-                Some(b) => super::output::pretty(b),
-                None => String::new(),
-            };
-            if !media.starts_with("text/plain") {
-                s.push_str(&format!("  ({})\n", safe(media)));
-            }
-            s.push_str(&indent(&safe(&body), 4));
-        }
-        _ => {
-            if let Some(e) = o.get("open_error").and_then(Value::as_str) {
-                s.push_str(&format!("  cannot open: {}\n", safe(e)));
-            }
-        }
-    }
-    s
-}
-
 pub(crate) fn inbox_human(v: &Value) -> String {
     let o = v.as_object().cloned().unwrap_or_default();
     let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
@@ -233,6 +166,8 @@ pub(crate) fn ack(ctx: &Ctx, ids: &[String]) -> Result<Value, Failure> {
     let body = Value::Object(obj([("ids", Value::Array(ids.iter().map(|i| i.as_str().into()).collect()))]));
     let (_, answer) =
         ctx.call(&me, "POST", &format!("/mailbox/{}/ack", me.address.local()), Some(&body), "acknowledging")?;
+    // Read, and still kept here: only `nyx5 forget` removes kept mail.
+    super::kept::mark_acked(ctx, me.address.as_str(), ids);
     Ok(Value::Object(obj([
         ("acked", answer.get("acked").cloned().unwrap_or(Value::Null)),
         ("ids", Value::Array(ids.iter().map(|i| i.as_str().into()).collect())),
@@ -629,7 +564,7 @@ mod tests {
             assert_eq!(o.get("own_house"), Some(&Value::Bool(own)), "{from}");
             assert_eq!(o.get("notice_house"), Some(&Value::from(&from["postmaster@".len()..])));
             o.insert("trust".into(), "verified".into());
-            let label = trust_label(&o);
+            let label = super::super::output::trust_label(&o);
             if own {
                 assert_eq!(label, "verified notice from your house b.test");
             } else {

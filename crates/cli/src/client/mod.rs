@@ -9,6 +9,8 @@ pub(crate) mod cli;
 pub(crate) mod directory;
 pub(crate) mod email;
 pub(crate) mod http;
+pub(crate) mod kept;
+pub(crate) mod kept_store;
 pub(crate) mod libro;
 pub(crate) mod libro_cli;
 pub(crate) mod libro_read;

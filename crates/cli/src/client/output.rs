@@ -116,3 +116,73 @@ mod one_line_tests {
         assert_eq!(one_line("ñandú 5 tok"), "ñandú 5 tok");
     }
 }
+
+/// How a message's trust reads for people.
+pub(crate) fn trust_label(o: &Object) -> String {
+    match text(o, "trust") {
+        "verified" if o.get("notice") == Some(&Value::Bool(true)) => {
+            if o.get("own_house") == Some(&Value::Bool(true)) {
+                format!("verified notice from your house {}", safe(text(o, "notice_house")))
+            } else {
+                format!("verified notice from another house, {} (not yours)", safe(text(o, "notice_house")))
+            }
+        }
+        "verified" => "verified".into(),
+        "unverified" => "UNVERIFIED (not signed; anyone could have written it)".into(),
+        "unchecked" => format!("UNCHECKED ({})", safe(text(o, "trust_reason"))),
+        _ => format!("INVALID SIGNATURE ({}) — do not trust it", safe(text(o, "trust_reason"))),
+    }
+}
+
+/// One message for people.
+pub(crate) fn message_human(v: &Value) -> String {
+    let Some(o) = v.as_object() else { return String::new() };
+    let mut s = format!(
+        "[{}] {}  from {}  {}{}  {}\n",
+        show(o, "seq"),
+        show(o, "received"),
+        safe(&show(o, "from")),
+        trust_label(o),
+        if o.get("sealed") == Some(&Value::Bool(true)) { ", sealed" } else { "" },
+        show(o, "type")
+    );
+    // Mail that came in by email: who the house says sent it, and the subject (both unverified).
+    if let Some(Value::Object(e)) = o.get("email") {
+        s.push_str(&format!("  by email from {}", safe(&show(e, "from"))));
+        if let Some(Value::String(subject)) = e.get("subject") {
+            s.push_str(&format!("  subject {}", safe(subject)));
+        }
+        s.push_str(&format!(
+            "  (reply: nyx5 email {} --in-reply-to {} --body …)\n",
+            safe(&show(e, "from")),
+            safe(&show(o, "id"))
+        ));
+    }
+    s.push_str(&format!("  id {}", safe(&show(o, "id"))));
+    for (name, label) in [("thread", "thread"), ("in_reply_to", "in reply to")] {
+        if let Some(Value::String(t)) = o.get(name) {
+            s.push_str(&format!("  {label} {}", safe(t)));
+        }
+    }
+    s.push('\n');
+    match o.get("content") {
+        Some(Value::Object(c)) => {
+            let media = text(c, "media");
+            let body = match c.get("body") {
+                Some(Value::String(t)) => t.clone(),
+                Some(b) => pretty(b),
+                None => String::new(),
+            };
+            if !media.starts_with("text/plain") {
+                s.push_str(&format!("  ({})\n", safe(media)));
+            }
+            s.push_str(&indent(&safe(&body), 4));
+        }
+        _ => {
+            if let Some(e) = o.get("open_error").and_then(Value::as_str) {
+                s.push_str(&format!("  cannot open: {}\n", safe(e)));
+            }
+        }
+    }
+    s
+}

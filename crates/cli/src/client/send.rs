@@ -487,6 +487,7 @@ fn deliver(
     match ctx.call(me, "POST", "/outbound", Some(&env.to_value()), &what) {
         Ok((status, answer)) => {
             forget(true)?;
+            super::kept::keep_sent(ctx, me.address.as_str(), own_view(me, &env));
             Ok(Value::Object(obj([
                 ("id", id.as_str().into()),
                 ("sha256", sha256.as_str().into()),
@@ -515,6 +516,18 @@ fn deliver(
              to send it — it will not be sent twice"
         ))),
     }
+}
+
+/// What the agent sent, as its mailbox would show it (opened with its own keys: an envelope is
+/// sealed to its sender too), to be kept on its side.
+fn own_view(me: &super::profile::AgentEntry, env: &Envelope) -> Value {
+    let item = obj([("seq", Value::Null), ("envelope", env.to_value())]);
+    nyx5_proto::mailbox::view(
+        &item,
+        &me.address,
+        |_, _| ("verified", None),
+        |env| nyx5_proto::mailbox::open_with(env, &me.address, me.enc_secrets()),
+    )
 }
 
 /// `[{address, fetched}]`: the recipients sealed to with a kept card.

@@ -1,5 +1,5 @@
 //! Times as people type them: RFC 3339 (`2026-09-04T19:00:00Z`, a bare date) or an offset from
-//! now (`+30s`, `+10m`, `+2h`, `+1d`, `+1w`).
+//! now, ahead (`+30s`, `+10m`, `+2h`, `+1d`, `+1w`) or back (`-1d`, for `nyx5 find --since`).
 
 use nyx5_proto::Timestamp;
 
@@ -9,7 +9,12 @@ const MAX_OFFSET_MS: i64 = 10 * 366 * 86_400_000;
 /// Reads `text` as an instant, relative offsets counted from `now`.
 pub(crate) fn parse(text: &str, now: Timestamp) -> Result<Timestamp, String> {
     let t = text.trim();
-    if let Some(rest) = t.strip_prefix('+') {
+    let (sign, rest) = match (t.strip_prefix('+'), t.strip_prefix('-')) {
+        (Some(rest), _) => (1, Some(rest)),
+        (_, Some(rest)) => (-1, Some(rest)),
+        _ => (1, None),
+    };
+    if let Some(rest) = rest {
         let split = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         let (digits, unit) = rest.split_at(split);
         let n: i64 = digits.parse().map_err(|_| format!("{text:?}: expected +N followed by s, m, h, d or w"))?;
@@ -24,8 +29,8 @@ pub(crate) fn parse(text: &str, now: Timestamp) -> Result<Timestamp, String> {
         let ms = n
             .checked_mul(unit_ms)
             .filter(|ms| *ms <= MAX_OFFSET_MS)
-            .ok_or_else(|| format!("{text:?} is too far ahead"))?;
-        return Ok(now.plus_ms(ms));
+            .ok_or_else(|| format!("{text:?} is too far from now"))?;
+        return Ok(now.plus_ms(sign * ms));
     }
     Timestamp::parse(t)
         .map_err(|_| format!("{text:?} is not a time: use RFC 3339 (2026-09-04T19:00:00Z) or +10m, +2h, +1d"))
@@ -42,6 +47,7 @@ mod tests {
         assert_eq!(parse("+2h", now), Ok(Timestamp(1_000_000 + 7_200_000)));
         assert_eq!(parse("+1d", now), Ok(Timestamp(1_000_000 + 86_400_000)));
         assert_eq!(parse("+30s", now), Ok(Timestamp(1_030_000)));
+        assert_eq!(parse("-1s", now), Ok(Timestamp(999_000)));
         assert_eq!(parse("2026-01-01T00:00:00Z", now), Ok(Timestamp(1_767_225_600_000)));
         for bad in ["+", "+10", "+10y", "+-1m", "tomorrow", "+99999999999999d"] {
             assert!(parse(bad, now).is_err(), "{bad}");
