@@ -238,7 +238,9 @@ try {
     assert.match(second, /Sí: send me the text\./);
     assert.match(second, /signature verified/);
     await screen(page, 'kept-thread');
-    // What IndexedDB holds: ciphertext and keyed hashes, no word of the mail or its people.
+    // What IndexedDB holds: per message a keyed hash of its id, one of the agent, and the sealed
+    // record; no word of the mail or its people, and nothing one row shares with another but
+    // the agent (the hostile review of kept mail: hashes of words compared across rows).
     const raw = await page.evaluate(async () => {
       const db = await new Promise((ok, no) => {
         const r = indexedDB.open('nyx5');
@@ -251,9 +253,16 @@ try {
         r.onerror = () => no(r.error);
       });
       const latin1 = (b) => new TextDecoder('latin1').decode(b);
-      return JSON.stringify(rows.map((row) => ({ ...row, iv: latin1(row.iv), data: latin1(row.data) })));
+      return JSON.stringify(rows.map((row) => ({ ...row, iv: latin1(row.iv), data: latin1(row.data), size: row.data.byteLength })));
     });
-    assert.ok(raw.length > 100, 'rows kept');
+    const rows = JSON.parse(raw);
+    assert.equal(rows.length, 2, 'her message and the reply');
+    for (const row of rows) {
+      assert.deepEqual(Object.keys(row).sort(), ['a', 'data', 'iv', 'k', 'size']);
+      assert.equal((row.size - 16) % 1024, 0, 'padded to whole kibibytes');
+    }
+    assert.equal(rows[0].a, rows[1].a);
+    assert.notEqual(rows[0].k, rows[1].k);
     assert.doesNotMatch(raw, /traduces|send me the text|bot@|ana@|web\.test/i);
     // Kept past a lock: unlocked again, the same search finds it; the empty search lists all.
     await page.getByRole('button', { name: 'Lock' }).click();

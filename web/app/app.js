@@ -61,18 +61,14 @@ function guarded(fn) {
 
 function idb() {
   return new Promise((resolve, reject) => {
-    const r = indexedDB.open('nyx5', 2);
-    r.onupgradeneeded = () => {
+    const r = indexedDB.open('nyx5', 3);
+    r.onupgradeneeded = (event) => {
       const db = r.result;
       if (!db.objectStoreNames.contains('profile')) db.createObjectStore('profile');
-      if (!db.objectStoreNames.contains('mail')) {
-        // Kept mail: `k` a keyed hash of the message's direction and id; `jk` and `jt` keyed
-        // hashes of the keys that join its conversation and of its words; `a` the agent's.
-        const mail = db.createObjectStore('mail', { keyPath: 'k' });
-        mail.createIndex('keys', 'jk', { multiEntry: true });
-        mail.createIndex('terms', 'jt', { multiEntry: true });
-        mail.createIndex('at', ['a', 'at']);
-      }
+      // Kept mail: `k` a keyed hash of the message's direction and id, `a` of the agent, and
+      // the sealed record. Version 2's store (hashes of every word, in clear) is dropped.
+      if (event.oldVersion === 2 && db.objectStoreNames.contains('mail')) db.deleteObjectStore('mail');
+      if (!db.objectStoreNames.contains('mail')) db.createObjectStore('mail', { keyPath: 'k' }).createIndex('agent', 'a');
     };
     r.onsuccess = () => resolve(r.result);
     r.onerror = () => reject(r.error);
@@ -317,16 +313,20 @@ async function enter() {
 
 // ---------------------------------------------------------------------------------------------
 // Kept mail (issue 38 §1; docs/SPEC.md, "Kept mail"): every message the page opened or sent,
-// kept for threads and search as `nyx5` keeps it. What a message keeps and which keys join its
-// conversation is `nyx5.kept_record`, the rules the command's store follows. In IndexedDB each
-// message is sealed (AES-GCM) under a key derived from `mail_key`, a random key inside the locked
-// profile; its words and conversation keys are there only as keyed hashes (HMAC-SHA256), so the
-// store says nothing readable without the passphrase. Words are split and folded as the
-// command's full-text index does (letters and digits, case and diacritics folded).
+// kept for threads and search as `nyx5` keeps it. What a message keeps, which keys join its
+// conversation and with whom is `nyx5.kept_record`, the rules the command's store follows. In
+// IndexedDB a message is one row `{k, a, iv, data}`: `data` is the whole record, sealed
+// (AES-GCM, the row's `k` bound in, padded to whole kibibytes) under a key derived from
+// `mail_key`, a random key inside the locked profile; `k` and `a` are keyed hashes of the
+// message's direction and id and of the agent. Nothing in a row can be compared with another's
+// (the hostile review of kept mail: per-word hashes told a sender which of their words other
+// mail held), so a search or a thread opens the agent's rows and looks in memory; a browser's
+// store is a page's mail, not a server's. Words are split and folded as the command's index does
+// (letters and digits, case and diacritics folded).
 
 const THREAD_MAX = 1000;
 const FOUND_MAX = 50;
-const TERMS_MAX = 2000;
+const PAD = 1024;
 
 function b64uOf(bytes) {
   return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
@@ -337,21 +337,27 @@ function bytesOf(b64u) {
   return Uint8Array.from(s, (c) => c.charCodeAt(0));
 }
 
-/** The keys of the kept mail, from the profile's `mail_key` (made on first use). */
+/** The keys of the kept mail, from the profile's `mail_key` (made on first use), for the
+ * profile they were made from. */
 async function mailKeys() {
-  if (state.mail) return state.mail;
-  if (!state.profile.mail_key) {
-    state.profile.mail_key = b64uOf(crypto.getRandomValues(new Uint8Array(32)));
+  const profile = state.profile;
+  if (state.mail?.profile === profile) return state.mail;
+  if (!profile.mail_key) {
+    profile.mail_key = b64uOf(crypto.getRandomValues(new Uint8Array(32)));
     await save();
   }
-  const base = await crypto.subtle.importKey('raw', bytesOf(state.profile.mail_key), 'HKDF', false, ['deriveKey']);
+  const base = await crypto.subtle.importKey('raw', bytesOf(profile.mail_key), 'HKDF', false, ['deriveKey']);
   const derive = (info, alg, uses) =>
     crypto.subtle.deriveKey({ name: 'HKDF', hash: 'SHA-256', salt: new Uint8Array(0), info: enc.encode(info) }, base, alg, false, uses);
-  state.mail = {
+  const keys = {
+    profile,
     seal: await derive('nyx5 kept mail: seal', { name: 'AES-GCM', length: 256 }, ['encrypt', 'decrypt']),
     index: await derive('nyx5 kept mail: index', { name: 'HMAC', hash: 'SHA-256', length: 256 }, ['sign']),
   };
-  return state.mail;
+  // Locked (or another profile entered) meanwhile: these keys are not the page's.
+  if (state.profile !== profile) throw new Error('The profile was locked.');
+  state.mail = keys;
+  return keys;
 }
 
 /** A keyed hash of `text` for the acting agent (16 bytes, base64url). */
@@ -367,27 +373,25 @@ function terms(text) {
   return [...new Set(folded.split(/[^\p{L}\p{N}]+/u).filter(Boolean))];
 }
 
+async function sealRecord(k, record) {
+  const { seal } = await mailKeys();
+  let text = JSON.stringify(record);
+  text += ' '.repeat((PAD - (enc.encode(text).length % PAD)) % PAD);
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const data = await crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData: enc.encode(k) }, seal, enc.encode(text));
+  return { iv, data };
+}
+
 /** Keeps message views the page read (`dir` "in") or sent ("out"); one kept already stays. */
 async function keep(views, dir) {
-  const { seal } = await mailKeys();
-  const agent = await blind('');
+  const a = await blind('');
   const rows = [];
   for (const v of views) {
     const r = JSON.parse(nyx5.kept_record(JSON.stringify(v), dir, Date.now()));
     if (!r) continue;
-    const iv = crypto.getRandomValues(new Uint8Array(12));
-    const data = await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, seal, enc.encode(JSON.stringify(r)));
-    const words = terms(`${r.subject} ${r.body} ${r.from}`).slice(0, TERMS_MAX);
-    rows.push({
-      k: await blind(`${dir}\n${r.id}`),
-      a: agent,
-      at: r.at,
-      unread: dir === 'in',
-      jk: await Promise.all(r.keys.map(blind)),
-      jt: await Promise.all(words.map(blind)),
-      iv,
-      data,
-    });
+    r.unread = dir === 'in';
+    const k = await blind(`${dir}\n${r.id}`);
+    rows.push({ k, a, ...(await sealRecord(k, r)) });
   }
   if (!rows.length) return;
   const db = await idb();
@@ -405,69 +409,61 @@ async function keep(views, dir) {
   });
 }
 
-/** Opens kept rows: their records, each view marked with `unread`. */
-async function unseal(rows) {
+/** Every message kept for the acting agent, opened: its records, each with `row` (its key). */
+async function allKept() {
   const { seal } = await mailKeys();
+  const a = await blind('');
+  const rows = await idb().then((db) => new Promise((resolve, reject) => {
+    const req = db.transaction('mail', 'readonly').objectStore('mail').index('agent').getAll(a);
+    req.onsuccess = () => resolve(req.result ?? []);
+    req.onerror = () => reject(req.error);
+  }));
   return Promise.all(rows.map(async (row) => {
-    const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: row.iv }, seal, row.data);
+    const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: row.iv, additionalData: enc.encode(row.k) }, seal, row.data);
     const r = JSON.parse(new TextDecoder().decode(plain));
-    r.view.unread = row.unread;
+    r.view.unread = r.unread;
     r.row = row.k;
     return r;
   }));
 }
 
-function mailRows(fn) {
-  return idb().then((db) => new Promise((resolve, reject) => {
-    const tx = db.transaction('mail', 'readonly');
-    const req = fn(tx.objectStore('mail'));
-    tx.oncomplete = () => resolve(req.result ?? []);
-    tx.onerror = () => reject(tx.error);
-  }));
-}
-
 /** Kept messages with all of `words` (none: all), newest first, at most FOUND_MAX. */
 async function find(words) {
-  const agent = await blind('');
-  const wanted = await Promise.all(terms(words).map(blind));
-  let rows;
-  if (!wanted.length) {
-    const range = IDBKeyRange.bound([agent, -Infinity], [agent, Infinity]);
-    rows = (await mailRows((s) => s.index('at').getAll(range))).reverse();
-  } else {
-    rows = (await mailRows((s) => s.index('terms').getAll(wanted[0])))
-      .filter((row) => row.a === agent && wanted.every((t) => row.jt.includes(t)))
-      .sort((x, y) => y.at - x.at);
-  }
-  const more = rows.length > FOUND_MAX;
-  return { found: await unseal(rows.slice(0, FOUND_MAX)), more };
+  const wanted = terms(words);
+  const matching = (await allKept())
+    .filter((r) => {
+      if (!wanted.length) return true;
+      const have = new Set(terms(`${r.subject} ${r.body} ${r.sender}`));
+      return wanted.every((t) => have.has(t));
+    })
+    .sort((x, y) => y.at - x.at);
+  return { found: matching.slice(0, FOUND_MAX), more: matching.length > FOUND_MAX };
 }
 
-/** The conversation kept message `id` is in, oldest first (at most THREAD_MAX). */
+/** The rules' test of two messages that share a key (`nyx5_client::kept::linked`). */
+function linked(x, y) {
+  return x.parties.includes(y.sender) && y.parties.includes(x.sender);
+}
+
+/** The conversation kept message `id` is in, oldest first (at most THREAD_MAX, the newest). */
 async function thread(id) {
-  const agent = await blind('');
+  const all = (await allKept()).sort((x, y) => y.at - x.at);
   const byKey = new Map();
-  for (const d of ['in', 'out']) {
-    const k = await blind(`${d}\n${id}`);
-    for (const row of await mailRows((s) => s.getAll(IDBKeyRange.only(k)))) byKey.set(row.k, row);
-  }
-  let frontier = [...byKey.values()];
-  const seen = new Set();
-  while (frontier.length && byKey.size < THREAD_MAX) {
-    const next = [];
-    for (const key of new Set(frontier.flatMap((row) => row.jk))) {
-      if (seen.has(key)) continue;
-      seen.add(key);
-      for (const row of await mailRows((s) => s.index('keys').getAll(key))) {
-        if (row.a !== agent || byKey.has(row.k) || byKey.size >= THREAD_MAX) continue;
-        byKey.set(row.k, row);
-        next.push(row);
+  for (const r of all) for (const key of r.keys) byKey.set(key, [...(byKey.get(key) ?? []), r]);
+  const members = new Set(all.filter((r) => r.id === id));
+  const queue = [...members];
+  while (queue.length && members.size < THREAD_MAX) {
+    const x = queue.shift();
+    for (const key of x.keys) {
+      for (const y of byKey.get(key) ?? []) {
+        if (members.has(y) || members.size >= THREAD_MAX || !linked(x, y)) continue;
+        members.add(y);
+        queue.push(y);
       }
     }
-    frontier = next;
   }
-  const list = await unseal([...byKey.values()]);
-  // The rules' order (`nyx5_client::kept::in_order`): time, the house's sequence, the id.
+  const list = [...members];
+  // The rules' order: time, the house's sequence, the id.
   const seqOf = (r) => (Number.isSafeInteger(r.seq) ? r.seq : Number.MAX_SAFE_INTEGER);
   list.sort((x, y) => x.at - y.at || seqOf(x) - seqOf(y) || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
   return list;
@@ -476,17 +472,13 @@ async function thread(id) {
 /** Marks kept message `id` read (acknowledged on the house): it stays kept. */
 async function markRead(id) {
   const k = await blind(`in\n${id}`);
-  const db = await idb();
-  await new Promise((resolve, reject) => {
-    const tx = db.transaction('mail', 'readwrite');
-    const store = tx.objectStore('mail');
-    const got = store.get(k);
-    got.onsuccess = () => {
-      if (got.result) store.put({ ...got.result, unread: false });
-    };
-    tx.oncomplete = resolve;
-    tx.onerror = () => reject(tx.error);
-  });
+  const r = (await allKept()).find((x) => x.row === k);
+  if (!r) return;
+  const { row: _, ...record } = r;
+  record.unread = false;
+  delete record.view.unread;
+  const row = { k, a: await blind(''), ...(await sealRecord(k, record)) };
+  await idbDo('readwrite', (s) => s.put(row), 'mail');
 }
 
 /** Draws kept messages (a search's or a thread's) under `title`. */
@@ -507,7 +499,7 @@ function showKept(title, list, more = false) {
             r.dir === 'out' ? 'sent' : el('span', { class: m.trust === 'verified' ? 'ok' : 'bad' }, describeTrust(m)), ' · ', when(m.received ?? m.created),
             m.unread && r.dir === 'in' ? ' · unread' : ''),
         ),
-        contentView(m),
+        contentView(m, true),
         el('div', { class: 'row' },
           el('button', { type: 'button', class: 'secondary', onclick: guarded(() => openThread(r.id)) }, 'Thread'),
           el('button', { type: 'button', class: 'secondary', onclick: guarded(() => forgetKept(r)) }, 'Forget')),
@@ -549,14 +541,15 @@ function describeTrust(m) {
   return words[m.trust] ?? m.trust;
 }
 
-function contentView(m) {
+/** A message's content; `kept`: drawn from the kept store, where nothing is offered to act on. */
+function contentView(m, kept = false) {
   const c = m.content;
   if (!c) return el('p', { class: 'bad' }, `Could not open: ${m.open_error ?? 'no content'}`);
   const media = (c.media ?? '').split(';')[0].trim();
   if (media.startsWith('text/') && typeof c.body === 'string') return el('pre', {}, c.body);
   // A quote is offered for acceptance only in mail its seller verifiably signed (the Libro checks
   // the quote's own signature again before any money moves).
-  if (media === 'application/nyx5.cotizacion+json' && c.body && m.trust === 'verified' && c.body.seller === m.from) {
+  if (!kept && media === 'application/nyx5.cotizacion+json' && c.body && m.trust === 'verified' && c.body.seller === m.from) {
     const q = c.body;
     return el(
       'div',
@@ -762,6 +755,13 @@ async function start() {
     if (!confirm('Forget this agent in this browser? Without an exported profile its keys are gone.')) return;
     await idbDo('readwrite', (s) => s.delete('current'));
     await idbDo('readwrite', (s) => s.clear(), 'mail');
+    // As a lock does, and more: nothing of this agent stays on the page.
+    state.profile = null;
+    state.lock = null;
+    state.mail = null;
+    cards.clear();
+    for (const id of ['inbox', 'kept', 'outbox', 'contracts']) $(id).replaceChildren();
+    $('search-words').value = '';
     show('join');
   }));
   $('refresh').addEventListener('click', guarded(refresh));

@@ -58,14 +58,17 @@ fn fill(store: &mut Store, n: usize) {
     }
 }
 
-/// A conversation of `n` messages under one thread id.
+/// A conversation of `n` messages under one thread id, ana and bo writing to each other.
 fn thread(store: &mut Store, n: usize) {
     let page: Vec<Value> = (0..n)
         .map(|i| {
             let mut v = view(900_000 + i);
+            let (from, to) = if i % 2 == 0 { ("ana@a.test", "bo@b.test") } else { ("bo@b.test", "ana@a.test") };
             if let Value::Object(o) = &mut v {
                 o.insert("id".into(), format!("long{i:04}").into());
                 o.insert("thread".into(), "the-long-one".into());
+                o.insert("from".into(), from.into());
+                o.insert("to".into(), Value::Array(vec![to.into()]));
             }
             v
         })

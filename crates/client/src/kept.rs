@@ -8,8 +8,8 @@
 //! A conversation is what its messages' **keys** connect: a message's own id and the id it
 //! answers (`id:`), its Nyx5 `thread` (`thread:`), and for mail that came by email its
 //! `Message-ID`, `In-Reply-To` and `References` (`msg:`). Two messages that share a key are in
-//! one conversation, and so is everything connected to either: a reply by email to an agent's
-//! email joins the agent's thread through the envelope it answered.
+//! one conversation when they are [`linked`] (each one's sender a party of the other), and so
+//! is everything connected to either that way.
 
 use nyx5_proto::Timestamp;
 use nyx5_proto::json::{Object, Value};
@@ -56,6 +56,11 @@ pub struct Kept {
     pub seq: Option<i64>,
     pub from: String,
     pub to: Vec<String>,
+    /// Who wrote it, for [`linked`] and `--from`: `from`, or for bridged email the address its
+    /// email came from (as the house read it, unverified), lower case.
+    pub sender: String,
+    /// Who it is between: `sender` and its recipients, lower case.
+    pub parties: Vec<String>,
     /// `message`, `task`, `result`, `receipt`, `intro`.
     pub kind: String,
     pub subject: String,
@@ -123,20 +128,32 @@ pub fn kept(view: &Value, dir: Dir, now: Timestamp) -> Option<Kept> {
     let keys = unique;
     let mut view = o.clone();
     view.insert("dir".into(), dir.as_str().into());
+    let from = text(o, "from").unwrap_or_default().to_owned();
+    let to: Vec<String> = o
+        .get("to")
+        .and_then(Value::as_array)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    let sender = email.and_then(|e| text(e, "from")).unwrap_or(&from).to_ascii_lowercase();
+    let mut parties = vec![sender.clone()];
+    for t in &to {
+        let t = t.to_ascii_lowercase();
+        if !parties.contains(&t) {
+            parties.push(t);
+        }
+    }
     Some(Kept {
         id,
         dir,
         at,
         seq: o.get("seq").and_then(Value::as_safe_integer),
-        from: text(o, "from").unwrap_or_default().to_owned(),
-        to: o
-            .get("to")
-            .and_then(Value::as_array)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
+        from,
+        to,
+        sender,
+        parties,
         kind: text(o, "type").unwrap_or("message").to_owned(),
         subject,
         body,
@@ -145,10 +162,20 @@ pub fn kept(view: &Value, dir: Dir, now: Timestamp) -> Option<Kept> {
     })
 }
 
+/// Whether two messages that share a key are one conversation: each one's sender is a party of
+/// the other (wrote it or was written to). A stranger who names a thread, an id or a Message-ID
+/// of someone else's conversation joins nothing (their message is its own conversation), so a
+/// thread read on their message never shows them the mail they named (the hostile review of
+/// kept mail, M1). Bridged email counts by the address it came from.
+pub fn linked(a_sender: &str, a_parties: &[String], b_sender: &str, b_parties: &[String]) -> bool {
+    a_parties.iter().any(|p| p == b_sender) && b_parties.iter().any(|p| p == a_sender)
+}
+
 /// A search's words as a full-text query that means only those words: each split into words as
 /// the index splits text (runs of letters and digits), each quoted (no operator, column filter
 /// or prefix a word could smuggle in), all of them required. `None` when there is no word to
-/// look for. The index keeps no positions, so `e-mail` asks for `e` and `mail`, anywhere.
+/// look for. `e-mail` asks for `e` then `mail`; a run the index splits further (a script whose
+/// vowel signs it does not count as letters) is a phrase of its pieces.
 pub fn words_query(words: &[String]) -> Result<Option<String>, String> {
     let words: Vec<&str> =
         words.iter().flat_map(|w| w.split(|c: char| !c.is_alphanumeric())).filter(|w| !w.is_empty()).collect();
@@ -237,6 +264,35 @@ mod tests {
         assert_eq!(k.at, 5, "no time in the view: now");
         assert_eq!(&k.keys[..4], ["id:e1", "msg:<m2@mail>", "msg:<m1@mail>", "msg:<r39@mail>"]);
         assert_eq!(k.keys.len(), MAX_KEYS);
+    }
+
+    #[test]
+    fn a_stranger_naming_a_conversation_is_not_linked_to_it() {
+        let k = |json: &str| kept(&view(json), Dir::In, Timestamp(0)).unwrap();
+        let from_p = k(r#"{"id": "x1", "from": "P@p.test", "to": ["me@h.test", "q@q.test"], "thread": "t"}"#);
+        let from_q = k(r#"{"id": "x2", "from": "q@q.test", "to": ["p@p.test", "me@h.test"], "thread": "t"}"#);
+        let mine = kept(
+            &view(r#"{"id": "x3", "from": "me@h.test", "to": ["p@p.test"], "in_reply_to": "x1"}"#),
+            Dir::Out,
+            Timestamp(0),
+        )
+        .unwrap();
+        let eve = k(r#"{"id": "s1", "from": "eve@e.test", "to": ["me@h.test"], "thread": "t", "in_reply_to": "x3"}"#);
+        let l = |a: &Kept, b: &Kept| linked(&a.sender, &a.parties, &b.sender, &b.parties);
+        assert_eq!(from_p.sender, "p@p.test");
+        assert!(l(&from_p, &from_q) && l(&from_q, &from_p), "a reply to all");
+        assert!(l(&from_p, &mine) && l(&mine, &from_p), "my answer");
+        assert!(!l(&eve, &from_p) && !l(&eve, &mine) && !l(&from_q, &eve), "a stranger naming them");
+        // Bridged email counts by the address it came from.
+        let email = |id: &str, who: &str| {
+            k(&format!(
+                r#"{{"id": "{id}", "from": "email@h.test", "to": ["me@h.test"], "email": {{"from": "{who}", "message_id": "<{id}@x>"}}}}"#
+            ))
+        };
+        let (bob1, bob2, eve2) =
+            (email("e1", "bob@example.com"), email("e2", "Bob@Example.com"), email("e3", "eve@example.net"));
+        assert_eq!(bob1.sender, "bob@example.com");
+        assert!(l(&bob1, &bob2) && !l(&bob1, &eve2));
     }
 
     #[test]

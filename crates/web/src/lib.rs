@@ -168,8 +168,9 @@ pub fn own_view(keys_list_json: &str, address: &str, envelope_json: &str) -> Res
 }
 
 /// What the page keeps of a message view ([`open_item`]'s or [`own_view`]'s answer) that it read
-/// (`dir` `"in"`) or sent (`"out"`): `{id, dir, at, seq, from, to, kind, subject, body, keys,
-/// view}` (`keys`: what joins it to its conversation, as the `nyx5` command's store joins them;
+/// (`dir` `"in"`) or sent (`"out"`): `{id, dir, at, seq, from, to, sender, parties, kind,
+/// subject, body, keys, view}` (`keys`: what joins it to its conversation, with whom a message
+/// that shares one must be `sender` and `parties` of one another, as the `nyx5` command joins them;
 /// `at` in milliseconds, `now_ms` when the view has no time), or null for a view without an id
 /// (docs/SPEC.md, "Kept mail").
 pub fn kept_record(view_json: &str, dir: &str, now_ms: f64) -> Result<String, String> {

@@ -157,6 +157,8 @@ pub(crate) fn kept_record(view_json: &str, dir: &str, now: Timestamp) -> Result<
         ("seq", k.seq.into()),
         ("from", k.from.into()),
         ("to", strings(k.to)),
+        ("sender", k.sender.into()),
+        ("parties", strings(k.parties)),
         ("kind", k.kind.into()),
         ("subject", k.subject.into()),
         ("body", k.body.into()),

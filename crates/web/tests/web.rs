@@ -940,6 +940,10 @@ fn the_page_keeps_what_it_sent_and_read_as_the_command_does() {
     let keys: Vec<&str> = record.get("keys").unwrap().as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert_eq!(keys, [format!("id:{}", s(&out, "id")).as_str(), "id:q0", "thread:inv-3"]);
     assert_eq!(s(record.get("view").unwrap().as_object().unwrap(), "dir"), "out");
+    assert_eq!(s(&record, "sender"), "al@a.example");
+    let parties: Vec<&str> =
+        record.get("parties").unwrap().as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(parties, ["al@a.example", "bo@a.example"]);
     assert_eq!(web::kept_record(r#"{"trust":"invalid"}"#, "in", NOW_MS).unwrap(), "null");
     assert!(web::kept_record("{}", "sideways", NOW_MS).is_err());
 }

@@ -1,12 +1,12 @@
 //! The store of the mail an agent keeps on its own side (`client::kept`, issue 38 §1): a SQLite
 //! file with the messages as they were shown, the keys that join conversations, and a full-text
-//! index (FTS5, `unicode61` with diacritics folded; contentless and without positions: the text is
-//! not kept twice, and a word is a word anywhere). The rules it follows are
+//! index (FTS5, `unicode61` with diacritics folded; contentless: the text is not kept twice, and
+//! `secure_delete` so that what is forgotten is overwritten). The rules it follows are
 //! `nyx5_client::kept`'s; this is the I/O, and it names nothing else of the command (the bench
 //! `crates/cli/benches/kept.rs` includes it as it is). Errors are text: the caller says what
 //! failed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use nyx5_client::kept::{self, Dir, Filters};
@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS mail (
   seq        INTEGER,
   sender     TEXT NOT NULL,
   recipients TEXT NOT NULL,
+  parties    TEXT NOT NULL,
+  opened     INTEGER NOT NULL,
   kind       TEXT NOT NULL,
   unread     INTEGER NOT NULL,
   view       TEXT NOT NULL,
@@ -44,7 +46,7 @@ CREATE TABLE IF NOT EXISTS mail_keys (
 CREATE INDEX IF NOT EXISTS mail_keys_n ON mail_keys (n);
 CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(
   subject, body, sender,
-  content = '', contentless_delete = 1, detail = none,
+  content = '', contentless_delete = 1,
   tokenize = 'unicode61 remove_diacritics 2'
 );
 ";
@@ -54,6 +56,32 @@ pub(crate) fn path_beside(profile: &Path) -> PathBuf {
     let mut name = profile.as_os_str().to_owned();
     name.push(".mail.db");
     PathBuf::from(name)
+}
+
+/// How much of a message a view opened: 2 its content and a verdict on its signature, 1 its
+/// content only (its sender's card could not be fetched), 0 nothing.
+fn opened(view: &Value) -> i64 {
+    let o = view.as_object();
+    let content = o.and_then(|o| o.get("content")).is_some_and(|c| !c.is_null());
+    let judged = o.and_then(|o| o.get("trust")).and_then(Value::as_str).is_some_and(|t| t != "unchecked");
+    i64::from(content) * (1 + i64::from(judged))
+}
+
+/// Bytes of a message's subject and of its body indexed for search, at most.
+const MAX_INDEXED: usize = 64 * 1024;
+
+/// `text` cut to at most `max` bytes, at a character's edge.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(..end).unwrap_or_default()
+}
+
+/// Addresses one a line, each line ended: what `instr` looks a whole address up in.
+fn lines(list: &[String]) -> String {
+    list.iter().map(|t| format!("\n{t}")).collect::<String>() + "\n"
 }
 
 /// What failed, and why.
@@ -75,6 +103,12 @@ impl Store {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| failed("creating its folder", e))?;
             }
+            // Never through a link (its mode would be set on whatever it points at).
+            for p in [path.to_path_buf(), PathBuf::from(format!("{}-wal", path.display()))] {
+                if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.file_type().is_file()) {
+                    return Err(failed("opening it", format!("{} is not a plain file", p.display())));
+                }
+            }
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -85,13 +119,14 @@ impl Store {
                 .map_err(|e| failed("making it private", e))?;
         }
         let conn = Connection::open(path).map_err(|e| failed("opening it", e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| failed("opening it", e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(2)).map_err(|e| failed("opening it", e))?;
         // A write-ahead log synced at its checkpoints, not at each commit: keeping a page costs
         // no fsync of its own (the bench: a page's keeping was 1.7 times its reading with a
         // rollback journal synced at every commit). A crash of the machine may lose the last
         // pages kept; the store is the agent's copy, and unacknowledged mail is still on the
         // house. The log and its index take the database file's mode (0600).
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+        // What is forgotten is overwritten, not left in free pages (the review of kept mail, M3).
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA secure_delete = ON;")
             .map_err(|e| failed("opening it", e))?;
         // And not folded back into the database when the command ends (a checkpoint and its
         // fsync each run): the log is checkpointed as it grows, every thousand pages.
@@ -107,20 +142,26 @@ impl Store {
         Ok(Store { conn })
     }
 
-    /// Keeps `views` (as `nyx5_proto::mailbox::view` made them) for `agent`, in one transaction;
-    /// one kept already (the same id, received or sent) is left as it is. How many were new.
+    /// Keeps `views` (as `nyx5_proto::mailbox::view` made them) for `agent`, in one transaction.
+    /// One kept already (the same id and direction) is left as it is, unless this view opened
+    /// more of it ([`opened`]: read while its sender's card was out of reach, or before a key was
+    /// found, it was kept without its text or its verdict): then this one replaces it (the review
+    /// of kept mail, L6). How many were new or replaced.
     pub(crate) fn keep(&mut self, agent: &str, views: &[Value], dir: Dir, now: Timestamp) -> Result<usize, String> {
         let err = |e: rusqlite::Error| failed("keeping mail", e);
-        let tx = self.conn.transaction().map_err(err)?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(err)?;
         let mut new = 0;
         {
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO mail (agent, id, dir, at, seq, sender, recipients, kind, unread, view)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                     ON CONFLICT (agent, id, dir) DO NOTHING RETURNING n",
+                    "INSERT INTO mail (agent, id, dir, at, seq, sender, recipients, parties, kind, unread, view, opened)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (agent, id, dir) DO UPDATE SET view = excluded.view, opened = excluded.opened
+                       WHERE mail.opened < excluded.opened
+                     RETURNING n",
                 )
                 .map_err(err)?;
+            let mut unindex = tx.prepare_cached("DELETE FROM mail_text WHERE rowid = ?").map_err(err)?;
             let mut key =
                 tx.prepare_cached("INSERT OR IGNORE INTO mail_keys (agent, key, n) VALUES (?, ?, ?)").map_err(err)?;
             let mut text = tx
@@ -137,11 +178,13 @@ impl Store {
                             dir.as_str(),
                             k.at,
                             k.seq,
-                            k.from.to_ascii_lowercase(),
+                            k.sender,
                             recipients,
+                            lines(&k.parties),
                             k.kind,
                             i64::from(dir == Dir::In),
-                            k.view.canonical_string()
+                            k.view.canonical_string(),
+                            opened(&k.view)
                         ],
                         |r| r.get(0),
                     )
@@ -149,10 +192,14 @@ impl Store {
                     .map_err(err)?;
                 let Some(n) = n else { continue };
                 new += 1;
+                // Replaced: its words are indexed anew (the keys are the envelope's, the same).
+                unindex.execute([n]).map_err(err)?;
                 for k in &k.keys {
                     key.execute(params![agent, k, n]).map_err(err)?;
                 }
-                text.execute(params![n, k.subject, k.body, k.from]).map_err(err)?;
+                // The text indexed is bounded (a stranger's megabyte of words indexes no more).
+                text.execute(params![n, cut(&k.subject, MAX_INDEXED), cut(&k.body, MAX_INDEXED), k.sender])
+                    .map_err(err)?;
             }
         }
         tx.commit().map_err(err)?;
@@ -170,61 +217,70 @@ impl Store {
     }
 
     /// The conversation `id` is in, oldest first (time, then the house's sequence, then the id:
-    /// docs/SPEC.md, "Kept mail"): every message its keys connect it to, at most
-    /// [`kept::MAX_THREAD`] (`more` says some were left out). `None` when `id` is not kept. Two
-    /// queries a step of the walk (the keys of the messages found last, then the messages that
-    /// hold any of those keys not followed yet), and one for the rows.
+    /// docs/SPEC.md, "Kept mail"): every message that shares a key with one of it and is
+    /// [`kept::linked`] to that one, at most [`kept::MAX_THREAD`], the newest kept first when
+    /// there are more (`more` says some were left out). `None` when `id` is not kept. A key is
+    /// looked up again only when a message that holds it joined since; a key held by more than
+    /// the bound is read newest first, the bound at most.
     pub(crate) fn thread(&self, agent: &str, id: &str) -> Result<Option<(Vec<Value>, bool)>, String> {
         let err = |e: rusqlite::Error| failed("reading a thread", e);
-        let list = |items: &[i64]| Value::Array(items.iter().map(|n| Value::from(*n)).collect()).canonical_string();
-        let mut frontier: Vec<i64> = {
-            let mut q = self.conn.prepare_cached("SELECT n FROM mail WHERE agent = ? AND id = ?").map_err(err)?;
-            q.query_map(params![agent, id], |r| r.get(0)).map_err(err)?.collect::<Result<_, _>>().map_err(err)?
-        };
-        if frontier.is_empty() {
-            return Ok(None);
-        }
-        let mut found: HashSet<i64> = frontier.iter().copied().collect();
-        let mut followed: HashSet<String> = HashSet::new();
-        let mut more = false;
-        let mut keys_of = self
-            .conn
-            .prepare_cached("SELECT DISTINCT key FROM mail_keys WHERE n IN (SELECT value FROM json_each(?))")
-            .map_err(err)?;
+        let mut start =
+            self.conn.prepare_cached("SELECT n, sender, parties FROM mail WHERE agent = ? AND id = ?").map_err(err)?;
+        let mut keys_of = self.conn.prepare_cached("SELECT key FROM mail_keys WHERE n = ?").map_err(err)?;
         let mut holders = self
             .conn
             .prepare_cached(
-                "SELECT DISTINCT n FROM mail_keys WHERE agent = ? AND key IN (SELECT value FROM json_each(?)) LIMIT ?",
+                "SELECT k.n AS n, m.sender AS sender, m.parties AS parties FROM mail_keys AS k JOIN mail AS m ON m.n = k.n
+                  WHERE k.agent = ? AND k.key = ? ORDER BY k.n DESC LIMIT ?",
             )
             .map_err(err)?;
+        let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, String, String)> {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        };
+        let mut walk = Walk::default();
+        for r in start.query_map(params![agent, id], row).map_err(err)? {
+            let (n, sender, parties) = r.map_err(err)?;
+            walk.join(&mut keys_of, n, sender, &parties)?;
+        }
+        if walk.members.is_empty() {
+            return Ok(None);
+        }
         let cap = i64::try_from(kept::MAX_THREAD + 1).unwrap_or(i64::MAX);
-        while !frontier.is_empty() && !more {
-            let mut new_keys = Vec::new();
-            for key in keys_of.query_map([list(&frontier)], |r| r.get::<_, String>(0)).map_err(err)? {
-                let key = key.map_err(err)?;
-                if followed.insert(key.clone()) {
-                    new_keys.push(Value::from(key));
-                }
-            }
-            frontier.clear();
-            if new_keys.is_empty() {
-                break;
-            }
-            let keys = Value::Array(new_keys).canonical_string();
-            for n in holders.query_map(params![agent, keys, cap], |r| r.get::<_, i64>(0)).map_err(err)? {
-                let n = n.map_err(err)?;
-                if found.contains(&n) {
+        let mut more = false;
+        while let Some(key) = walk.queue.pop_front() {
+            walk.queued.remove(&key);
+            let found: Vec<(i64, String, String)> = holders
+                .query_map(params![agent, key, cap], row)
+                .map_err(err)?
+                .collect::<Result<_, _>>()
+                .map_err(err)?;
+            more |= i64::try_from(found.len()).unwrap_or(i64::MAX) >= cap;
+            let mut joined = false;
+            for (n, sender, parties) in found {
+                if walk.members.contains_key(&n) {
                     continue;
                 }
-                if found.len() >= kept::MAX_THREAD {
+                let theirs = lines_of(&parties);
+                if !walk.members.values().any(|(s, p)| kept::linked(s, p, &sender, &theirs)) {
+                    continue;
+                }
+                if walk.members.len() >= kept::MAX_THREAD {
                     more = true;
                     break;
                 }
-                found.insert(n);
-                frontier.push(n);
+                walk.join(&mut keys_of, n, sender, &parties)?;
+                joined = true;
+            }
+            if joined && walk.queued.insert(key.clone()) {
+                // Those who joined through it may link others who hold it.
+                walk.queue.push_back(key);
+            }
+            if more && walk.members.len() >= kept::MAX_THREAD {
+                break;
             }
         }
-        let found: Vec<i64> = found.into_iter().collect();
+        let found: Vec<i64> = walk.members.into_keys().collect();
+        let list = Value::Array(found.iter().map(|n| Value::from(*n)).collect()).canonical_string();
         let mut rows = self
             .conn
             .prepare_cached(
@@ -233,7 +289,7 @@ impl Store {
             )
             .map_err(err)?;
         let views = rows
-            .query_map([list(&found)], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .query_map([list], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
             .map_err(err)?
             .filter_map(|r| r.ok().and_then(|(unread, view)| view_of(unread, &view)))
             .collect();
@@ -306,7 +362,7 @@ impl Store {
     /// Removes `ids` (or, with `all`, every message of `agent`) from the store. How many.
     pub(crate) fn forget(&mut self, agent: &str, ids: &[String], all: bool) -> Result<usize, String> {
         let err = |e: rusqlite::Error| failed("forgetting", e);
-        let tx = self.conn.transaction().map_err(err)?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(err)?;
         let ns: Vec<i64> = {
             let mut q = tx.prepare("SELECT n FROM mail WHERE agent = ?1 AND (?2 OR id = ?3)").map_err(err)?;
             let mut ns = Vec::new();
@@ -324,8 +380,48 @@ impl Store {
             tx.execute("DELETE FROM mail WHERE n = ?", [n]).map_err(err)?;
         }
         tx.commit().map_err(err)?;
+        // Out of the log too (secure_delete overwrote the pages; the log still held them), and
+        // with everything gone, the index's segments merged so no word of it is left.
+        if all {
+            self.conn.execute("INSERT INTO mail_text (mail_text) VALUES ('optimize')", []).map_err(err)?;
+        }
+        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(err)?;
         Ok(ns.len())
     }
+}
+
+/// A thread's walk: the messages in it (their sender and parties) and the keys still to look up.
+#[derive(Default)]
+struct Walk {
+    members: HashMap<i64, (String, Vec<String>)>,
+    queue: VecDeque<String>,
+    queued: HashSet<String>,
+}
+
+impl Walk {
+    /// Message `n` joins; its keys are looked up next (those not waiting already).
+    fn join(
+        &mut self,
+        keys_of: &mut rusqlite::CachedStatement<'_>,
+        n: i64,
+        sender: String,
+        parties: &str,
+    ) -> Result<(), String> {
+        let err = |e: rusqlite::Error| failed("reading a thread", e);
+        self.members.insert(n, (sender, lines_of(parties)));
+        for key in keys_of.query_map([n], |r| r.get::<_, String>(0)).map_err(err)? {
+            let key = key.map_err(err)?;
+            if self.queued.insert(key.clone()) {
+                self.queue.push_back(key);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The addresses of a `lines` column.
+fn lines_of(text: &str) -> Vec<String> {
+    text.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
 /// A stored view as the command answers it: marked `unread` as it is now.
@@ -404,6 +500,100 @@ mod tests {
         assert!(s.find("bo@b.test", None, &all).unwrap().0.is_empty());
     }
 
+    /// The hostile review of kept mail (M1): a stranger who names another conversation's thread
+    /// and ids joins nothing; a thread read on their message is theirs alone, and theirs is not
+    /// in the conversation they named.
+    #[test]
+    fn a_stranger_naming_a_conversation_reads_none_of_it() {
+        let (_, mut s) = store("stranger");
+        let msg = |id: &str, from: &str, to: &str, extra: &str| {
+            Value::parse_str(&format!(
+                r#"{{"id": "{id}", "from": "{from}", "to": ["{to}"], "received": "2026-12-01T10:00:0{}Z", "type": "message",
+                     "content": {{"body": "secret figures {id}"}}{extra}}}"#,
+                id.len() % 10
+            ))
+            .unwrap()
+        };
+        s.keep("me@h.test", &[msg("x1", "p@p.test", "me@h.test", r#", "thread": "inv-3""#)], Dir::In, Timestamp(0))
+            .unwrap();
+        s.keep(
+            "me@h.test",
+            &[msg("x2", "me@h.test", "p@p.test", r#", "thread": "inv-3", "in_reply_to": "x1""#)],
+            Dir::Out,
+            Timestamp(0),
+        )
+        .unwrap();
+        s.keep(
+            "me@h.test",
+            &[msg("s1", "eve@e.test", "me@h.test", r#", "thread": "inv-3", "in_reply_to": "x2""#)],
+            Dir::In,
+            Timestamp(0),
+        )
+        .unwrap();
+        assert_eq!(ids(&s.thread("me@h.test", "s1").unwrap().unwrap().0), ["s1"]);
+        let mut conversation =
+            ids(&s.thread("me@h.test", "x1").unwrap().unwrap().0).into_iter().map(str::to_owned).collect::<Vec<_>>();
+        conversation.sort();
+        assert_eq!(conversation, ["x1", "x2"]);
+    }
+
+    /// A message first read without its text (its sender's card out of reach) is kept again
+    /// when read whole, and found by its words then (the review of kept mail, L6).
+    #[test]
+    fn a_message_read_whole_later_replaces_its_first_view() {
+        let (_, mut s) = store("better");
+        let unopened = Value::parse_str(
+            r#"{"id": "u1", "from": "ana@a.test", "to": ["bo@b.test"], "trust": "unchecked", "content": null}"#,
+        )
+        .unwrap();
+        assert_eq!(s.keep("bo@b.test", std::slice::from_ref(&unopened), Dir::In, Timestamp(0)).unwrap(), 1);
+        let words = kept::words_query(&["quarterly".to_owned()]).unwrap();
+        let all = Filters { limit: 5, ..Filters::default() };
+        assert!(s.find("bo@b.test", words.as_deref(), &all).unwrap().0.is_empty());
+        let whole = view("u1", "2026-12-01T10:00:00Z", "the quarterly figures", "");
+        assert_eq!(s.keep("bo@b.test", std::slice::from_ref(&whole), Dir::In, Timestamp(0)).unwrap(), 1);
+        assert_eq!(ids(&s.find("bo@b.test", words.as_deref(), &all).unwrap().0), ["u1"]);
+        // A worse view later changes nothing.
+        assert_eq!(s.keep("bo@b.test", &[unopened], Dir::In, Timestamp(0)).unwrap(), 0);
+        assert_eq!(s.keep("bo@b.test", &[whole], Dir::In, Timestamp(0)).unwrap(), 0);
+        assert_eq!(ids(&s.find("bo@b.test", words.as_deref(), &all).unwrap().0), ["u1"]);
+    }
+
+    /// What is forgotten is gone from the file and its log (the review of kept mail, M3).
+    #[test]
+    fn forgotten_text_is_not_left_on_disk() {
+        let (p, mut s) = store("erase");
+        let page = [
+            view("a1", "2026-12-01T10:00:00Z", "zqxmarkerword in a body", ""),
+            view("b2", "2026-12-01T11:00:00Z", "something else", ""),
+        ];
+        s.keep("bo@b.test", &page, Dir::In, Timestamp(0)).unwrap();
+        s.forget("bo@b.test", &["a1".into()], false).unwrap();
+        drop(s);
+        for file in [p.clone(), PathBuf::from(format!("{}-wal", p.display()))] {
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            let found = bytes.windows(15).any(|w| w == b"zqxmarkerword i");
+            assert!(!found, "{} still holds the forgotten body", file.display());
+        }
+    }
+
+    /// A planted link is never opened (its target's mode would be changed).
+    #[cfg(unix)]
+    #[test]
+    fn a_link_in_the_stores_place_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("nyx5-kept-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let target = d.join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let path = path_beside(&d.join("agents.json"));
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(Store::open(&path).is_err());
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o644);
+    }
+
     #[test]
     fn a_word_cannot_be_a_query() {
         let (_, mut s) = store("syntax");
@@ -415,6 +605,15 @@ mod tests {
         }
         let q = kept::words_query(&["PLAIN".to_owned()]).unwrap();
         assert_eq!(s.find("bo@b.test", q.as_deref(), &Filters { limit: 5, ..Filters::default() }).unwrap().0.len(), 1);
+        // Scripts whose vowel signs the index splits words at (the review of kept mail, L1):
+        // each word is found, never refused as a phrase.
+        s.keep("bo@b.test", &[view("h1", "2026-12-01T10:00:00Z", "काम ภาษา தமிழ் café", "")], Dir::In, Timestamp(0))
+            .unwrap();
+        for w in ["काम", "ภาษา", "தமிழ்", "CAFE"] {
+            let q = kept::words_query(&[w.to_owned()]).unwrap();
+            let (found, _) = s.find("bo@b.test", q.as_deref(), &Filters { limit: 5, ..Filters::default() }).unwrap();
+            assert_eq!(found.len(), 1, "{w}");
+        }
     }
 
     #[test]
@@ -448,5 +647,7 @@ mod tests {
         s.keep("bo@b.test", &many, Dir::In, Timestamp(0)).unwrap();
         let (list, more) = s.thread("bo@b.test", "t0000").unwrap().unwrap();
         assert_eq!((list.len(), more), (kept::MAX_THREAD, true));
+        let newest = format!("t{:04}", kept::MAX_THREAD + 4);
+        assert!(ids(&list).contains(&newest.as_str()), "past the bound, the newest are kept");
     }
 }
