@@ -2727,6 +2727,19 @@ mod tests {
         assert_eq!(count(shard, "SELECT count(*) AS n FROM shard_applied"), 0);
     }
 
+    /// Another process's house over the files in `d` (`n` databases) whose first batch starting
+    /// with `at` fails, once (while armed).
+    fn failing_at(d: &Path, n: usize, at: &'static str) -> (Rc<std::cell::Cell<bool>>, Shards<FailAt>) {
+        let armed = Rc::new(std::cell::Cell::new(true));
+        let house = test_house(
+            (0..n)
+                .map(|i| FailAt { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), at, armed: armed.clone() })
+                .collect(),
+        )
+        .unwrap();
+        (armed, house)
+    }
+
     /// A `Db` that fails, once, the batch whose first statement's SQL starts with `at`.
     struct FailAt {
         db: SqliteDb,
@@ -2763,17 +2776,7 @@ mod tests {
             "INSERT INTO mailbox_usage (local, envelopes, bytes, max_envelopes, max_bytes, acked_through) VALUES ('bo', 0, 0, 10, 100, 0)"
         )]))
         .unwrap();
-        let armed = Rc::new(std::cell::Cell::new(true));
-        let operator = test_house(
-            (0..2)
-                .map(|i| FailAt {
-                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
-                    at: "UPDATE shard_moving SET copied = 1",
-                    armed: armed.clone(),
-                })
-                .collect(),
-        )
-        .unwrap();
+        let (_armed, operator) = failing_at(&d, 2, "UPDATE shard_moving SET copied = 1");
         // The move flips, then dies before the source forgets its rows (a killed process, a
         // Worker request past its limits).
         assert!(block_on(operator.move_mailbox("bo", 0)).is_err());
@@ -3080,17 +3083,7 @@ mod tests {
     /// Another process's steps take the move of `bo` up to its flip, and stop before the source
     /// forgets its rows (out of budget, or past a Worker's limits), letting the move go.
     fn flip_and_stop(d: &Path) {
-        let armed = Rc::new(std::cell::Cell::new(true));
-        let other = test_house(
-            (0..3)
-                .map(|i| FailAt {
-                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
-                    at: "UPDATE shard_moving SET copied = 1",
-                    armed: armed.clone(),
-                })
-                .collect(),
-        )
-        .unwrap();
+        let (armed, other) = failing_at(d, 3, "UPDATE shard_moving SET copied = 1");
         assert!(block_on(other.move_mailbox("bo", 2)).is_err());
         assert!(!armed.get(), "stopped before forgetting");
     }
@@ -3320,17 +3313,7 @@ mod tests {
         }
         // Old code took the move 0 -> 1 past its flip and stopped before forgetting the source
         // (a crash, or a big mailbox forgotten over ticks) ...
-        let armed = Rc::new(std::cell::Cell::new(true));
-        let operator = test_house(
-            (0..2)
-                .map(|i| FailAt {
-                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
-                    at: "UPDATE shard_moving SET copied = 1",
-                    armed: armed.clone(),
-                })
-                .collect(),
-        )
-        .unwrap();
+        let (armed, operator) = failing_at(&d, 2, "UPDATE shard_moving SET copied = 1");
         assert!(block_on(operator.move_mailbox("bo", 1)).is_err());
         assert!(!armed.get(), "stopped after the flip, before forgetting");
         // ... then migration 0028 ran: the move under way is generation 1, no database has a claim.
@@ -3363,17 +3346,7 @@ mod tests {
         let server = files(&d, 2);
         register(&server, "bo", 0);
         accept(&server, "bo", "e1").unwrap();
-        let armed = Rc::new(std::cell::Cell::new(true));
-        let operator = test_house(
-            (0..2)
-                .map(|i| FailAt {
-                    db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(),
-                    at: "UPDATE shard_moving SET copied = 1",
-                    armed: armed.clone(),
-                })
-                .collect(),
-        )
-        .unwrap();
+        let (_armed, operator) = failing_at(&d, 2, "UPDATE shard_moving SET copied = 1");
         assert!(block_on(operator.move_mailbox("bo", 1)).is_err());
         block_on(server.get(1).unwrap().batch(vec![stmt!("DELETE FROM shard_fence")])).unwrap();
         block_on(server.move_mailbox("bo", 1)).unwrap();

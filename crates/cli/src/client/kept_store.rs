@@ -256,14 +256,18 @@ impl Store {
                 .map_err(err)?;
             more |= i64::try_from(found.len()).unwrap_or(i64::MAX) >= cap;
             let mut joined = false;
+            // Who holds the key and is in already: a newcomer must be linked to one of them.
+            let mut anchors: Vec<(String, Vec<String>)> =
+                walk.holding.get(&key).into_iter().flatten().filter_map(|n| walk.members.get(n).cloned()).collect();
             for (n, sender, parties) in found {
                 if walk.members.contains_key(&n) {
                     continue;
                 }
                 let theirs = lines_of(&parties);
-                if !walk.members.values().any(|(s, p)| kept::linked(s, p, &sender, &theirs)) {
+                if !anchors.iter().any(|(s, p)| kept::linked(s, p, &sender, &theirs)) {
                     continue;
                 }
+                anchors.push((sender.clone(), theirs));
                 if walk.members.len() >= kept::MAX_THREAD {
                     more = true;
                     break;
@@ -394,6 +398,8 @@ impl Store {
 #[derive(Default)]
 struct Walk {
     members: HashMap<i64, (String, Vec<String>)>,
+    /// For each key, the members that hold it.
+    holding: HashMap<String, Vec<i64>>,
     queue: VecDeque<String>,
     queued: HashSet<String>,
 }
@@ -411,6 +417,7 @@ impl Walk {
         self.members.insert(n, (sender, lines_of(parties)));
         for key in keys_of.query_map([n], |r| r.get::<_, String>(0)).map_err(err)? {
             let key = key.map_err(err)?;
+            self.holding.entry(key.clone()).or_default().push(n);
             if self.queued.insert(key.clone()) {
                 self.queue.push_back(key);
             }
