@@ -125,8 +125,7 @@ impl Store {
         // rollback journal synced at every commit). A crash of the machine may lose the last
         // pages kept; the store is the agent's copy, and unacknowledged mail is still on the
         // house. The log and its index take the database file's mode (0600).
-        // What is forgotten is overwritten, not left in free pages (the review of kept mail, M3).
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA secure_delete = ON;")
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
             .map_err(|e| failed("opening it", e))?;
         // And not folded back into the database when the command ends (a checkpoint and its
         // fsync each run): the log is checkpointed as it grows, every thousand pages.
@@ -143,10 +142,12 @@ impl Store {
     }
 
     /// Keeps `views` (as `nyx5_proto::mailbox::view` made them) for `agent`, in one transaction.
-    /// One kept already (the same id and direction) is left as it is, unless this view opened
-    /// more of it ([`opened`]: read while its sender's card was out of reach, or before a key was
-    /// found, it was kept without its text or its verdict): then this one replaces it (the review
-    /// of kept mail, L6). How many were new or replaced.
+    /// One kept already (the same id and direction) is left as it is, unless this view is of the
+    /// same envelope (its SHA-256) and opened more of it ([`opened`]: read while its sender's
+    /// card was out of reach, or before a key was found, it was kept without its text or its
+    /// verdict): then this one replaces it (the review of kept mail, L6). Another envelope under
+    /// the same id (ids are their senders' to choose) never replaces it. How many were new or
+    /// replaced.
     pub(crate) fn keep(&mut self, agent: &str, views: &[Value], dir: Dir, now: Timestamp) -> Result<usize, String> {
         let err = |e: rusqlite::Error| failed("keeping mail", e);
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(err)?;
@@ -158,6 +159,7 @@ impl Store {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                      ON CONFLICT (agent, id, dir) DO UPDATE SET view = excluded.view, opened = excluded.opened
                        WHERE mail.opened < excluded.opened
+                         AND json_extract(mail.view, '$.sha256') IS json_extract(excluded.view, '$.sha256')
                      RETURNING n",
                 )
                 .map_err(err)?;
@@ -366,6 +368,9 @@ impl Store {
     /// Removes `ids` (or, with `all`, every message of `agent`) from the store. How many.
     pub(crate) fn forget(&mut self, agent: &str, ids: &[String], all: bool) -> Result<usize, String> {
         let err = |e: rusqlite::Error| failed("forgetting", e);
+        // What is forgotten is overwritten, not left in free pages (the review of kept mail, M3);
+        // only here, where rows are deleted: keeping pays nothing for it.
+        self.conn.execute_batch("PRAGMA secure_delete = ON;").map_err(err)?;
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(err)?;
         let ns: Vec<i64> = {
             let mut q = tx.prepare("SELECT n FROM mail WHERE agent = ?1 AND (?2 OR id = ?3)").map_err(err)?;
@@ -550,14 +555,18 @@ mod tests {
     fn a_message_read_whole_later_replaces_its_first_view() {
         let (_, mut s) = store("better");
         let unopened = Value::parse_str(
-            r#"{"id": "u1", "from": "ana@a.test", "to": ["bo@b.test"], "trust": "unchecked", "content": null}"#,
+            r#"{"id": "u1", "from": "ana@a.test", "to": ["bo@b.test"], "trust": "unchecked", "content": null, "sha256": "aa"}"#,
         )
         .unwrap();
         assert_eq!(s.keep("bo@b.test", std::slice::from_ref(&unopened), Dir::In, Timestamp(0)).unwrap(), 1);
         let words = kept::words_query(&["quarterly".to_owned()]).unwrap();
         let all = Filters { limit: 5, ..Filters::default() };
         assert!(s.find("bo@b.test", words.as_deref(), &all).unwrap().0.is_empty());
-        let whole = view("u1", "2026-12-01T10:00:00Z", "the quarterly figures", "");
+        // Another envelope under the same id (a stranger's) never takes its place.
+        let other = view("u1", "2026-12-01T10:00:00Z", "the quarterly figures, forged", r#", "sha256": "bb""#);
+        assert_eq!(s.keep("bo@b.test", &[other], Dir::In, Timestamp(0)).unwrap(), 0);
+        assert!(s.find("bo@b.test", words.as_deref(), &all).unwrap().0.is_empty());
+        let whole = view("u1", "2026-12-01T10:00:00Z", "the quarterly figures", r#", "sha256": "aa""#);
         assert_eq!(s.keep("bo@b.test", std::slice::from_ref(&whole), Dir::In, Timestamp(0)).unwrap(), 1);
         assert_eq!(ids(&s.find("bo@b.test", words.as_deref(), &all).unwrap().0), ["u1"]);
         // A worse view later changes nothing.
