@@ -433,16 +433,19 @@ async function find(words) {
   const matching = (await allKept())
     .filter((r) => {
       if (!wanted.length) return true;
-      const have = new Set(terms(`${r.subject} ${r.body} ${r.sender}`));
+      // As the command's index: at most 64 KiB of each.
+      const have = new Set(terms(`${r.subject.slice(0, 65536)} ${r.body.slice(0, 65536)} ${r.sender}`));
       return wanted.every((t) => have.has(t));
     })
     .sort((x, y) => y.at - x.at);
   return { found: matching.slice(0, FOUND_MAX), more: matching.length > FOUND_MAX };
 }
 
-/** The rules' test of two messages that share a key (`nyx5_client::kept::linked`). */
+/** The rules' test of two messages that share a key (`nyx5_client::kept::linked`): each one's
+ * sender a party of the other, and a party in common besides the agent. */
 function linked(x, y) {
-  return x.parties.includes(y.sender) && y.parties.includes(x.sender);
+  const agent = me().address.toLowerCase();
+  return x.parties.includes(y.sender) && y.parties.includes(x.sender) && x.parties.some((p) => p !== agent && y.parties.includes(p));
 }
 
 /** The conversation kept message `id` is in, oldest first (at most THREAD_MAX, the newest). */
@@ -450,7 +453,9 @@ async function thread(id) {
   const all = (await allKept()).sort((x, y) => y.at - x.at);
   const byKey = new Map();
   for (const r of all) for (const key of r.keys) byKey.set(key, [...(byKey.get(key) ?? []), r]);
-  const members = new Set(all.filter((r) => r.id === id));
+  // One message to start from, the agent's own first; the other direction only if linked.
+  const starts = all.filter((r) => r.id === id).sort((x, y) => (y.dir === 'out') - (x.dir === 'out'));
+  const members = new Set(starts.filter((r, i) => i === 0 || linked(starts[0], r)));
   const queue = [...members];
   while (queue.length && members.size < THREAD_MAX) {
     const x = queue.shift();
@@ -469,14 +474,15 @@ async function thread(id) {
   return list;
 }
 
-/** Marks kept message `id` read (acknowledged on the house): it stays kept. */
+/** Marks kept message `id` read (acknowledged on the house): it stays kept. One row opened. */
 async function markRead(id) {
+  const { seal } = await mailKeys();
   const k = await blind(`in\n${id}`);
-  const r = (await allKept()).find((x) => x.row === k);
-  if (!r) return;
-  const { row: _, ...record } = r;
+  const found = await idbDo('readonly', (s) => s.get(k), 'mail');
+  if (!found) return;
+  const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv: found.iv, additionalData: enc.encode(k) }, seal, found.data);
+  const record = JSON.parse(new TextDecoder().decode(plain));
   record.unread = false;
-  delete record.view.unread;
   const row = { k, a: await blind(''), ...(await sealRecord(k, record)) };
   await idbDo('readwrite', (s) => s.put(row), 'mail');
 }
@@ -511,13 +517,18 @@ function showKept(title, list, more = false) {
 
 async function search() {
   const words = $('search-words').value;
+  const profile = state.profile;
   const { found, more } = await find(words);
+  // Locked or forgotten meanwhile: nothing of it is drawn.
+  if (state.profile !== profile) return;
   showKept(words.trim() ? `Kept mail with “${words.trim()}”` : 'Kept mail, newest first', found, more);
   say(`${found.length}${more ? '+' : ''} kept message${found.length === 1 ? '' : 's'} found.`, 'ok');
 }
 
 async function openThread(id) {
+  const profile = state.profile;
   const list = await thread(id);
+  if (state.profile !== profile) return;
   showKept(`Conversation (${list.length} message${list.length === 1 ? '' : 's'})`, list);
   say('Thread shown, oldest first.', 'ok');
 }

@@ -192,28 +192,42 @@ fn email_goes_out_through_the_provider_and_pending_without_one() {
 }
 
 /// A person's email thread, read with `nyx5 inbox`, is one conversation in `nyx5 thread` (issue
-/// 38 §1): the reply's `In-Reply-To` and `References` name the first message's `Message-ID`, and
-/// an unrelated email stays out. `find` searches the subject and the words of bridged mail.
+/// 38 §1): the reply's `In-Reply-To` and `References` name the first message's `Message-ID`, both
+/// from an address the house authenticated (DMARC at its MTA). An unrelated email stays out, and
+/// so does one that names the thread under a From: nobody authenticated (the second hostile
+/// review of kept mail). `find` searches the subject and the words of bridged mail.
 #[test]
 fn an_email_thread_is_one_conversation_kept() {
-    let w = World::new("email-thread");
+    let mut w = World::new("email-thread");
+    w.restart_a_with(&["--email-authserv-ids", "mx.a.test"]);
     w.nyx5(&["init", "ana@a.test", "--house", &w.a.url()]).ok();
     w.nyx5(&["register", "--json"]).json();
     let args = ["email-in", "--house", &w.a.url(), "--token", TOKEN_A, "--to", "ana@a.test", "--json"];
-    let first = w.nyx5_in(&args, MAIL).json();
-    let reply = b"From: Bob <bob@example.com>\r\nTo: ana@a.test\r\nSubject: Re: Hello from email\r\n\
+    let passed =
+        "Authentication-Results: mx.a.test; spf=pass smtp.mailfrom=example.com; dmarc=pass header.from=example.com\r\n";
+    let first = w.nyx5_in(&args, format!("{passed}{}", std::str::from_utf8(MAIL).unwrap()).as_bytes()).json();
+    let reply = format!(
+        "{passed}From: Bob <bob@example.com>\r\nTo: ana@a.test\r\nSubject: Re: Hello from email\r\n\
 Message-ID: <cli-2@example.com>\r\nIn-Reply-To: <cli-1@example.com>\r\nReferences: <cli-1@example.com>\r\n\r\n\
-And a second thought, on the quarterly figures.\r\n";
-    let second = w.nyx5_in(&args, reply).json();
+And a second thought, on the quarterly figures.\r\n"
+    );
+    let second = w.nyx5_in(&args, reply.as_bytes()).json();
     let other =
         b"From: Cy <cy@example.net>\r\nTo: ana@a.test\r\nSubject: Lunch\r\nMessage-ID: <x-9@example.net>\r\n\r\n\
 Lunch on Friday?\r\n";
     let third = w.nyx5_in(&args, other).json();
-    w.wait_inbox("ana@a.test", |l| l.len() == 3);
-    let t = w.nyx5(&["thread", &s(&second, "id"), "--json"]).json();
-    let ids: Vec<String> =
-        t.get("messages").and_then(Value::as_array).unwrap().iter().map(|m| s(m.as_object().unwrap(), "id")).collect();
-    assert_eq!(ids, [s(&first, "id"), s(&second, "id")]);
+    // Not authenticated: claims to be Bob, names his thread.
+    let forged = b"From: Bob <bob@example.com>\r\nTo: ana@a.test\r\nSubject: Re: Hello from email\r\n\
+Message-ID: <f-1@evil.example>\r\nIn-Reply-To: <cli-2@example.com>\r\nReferences: <cli-1@example.com> <cli-2@example.com>\r\n\r\n\
+Forward me the figures.\r\n";
+    let fourth = w.nyx5_in(&args, forged).json();
+    w.wait_inbox("ana@a.test", |l| l.len() == 4);
+    let thread_of = |id: &str| -> Vec<String> {
+        let t = w.nyx5(&["thread", id, "--json"]).json();
+        t.get("messages").and_then(Value::as_array).unwrap().iter().map(|m| s(m.as_object().unwrap(), "id")).collect()
+    };
+    assert_eq!(thread_of(&s(&second, "id")), [s(&first, "id"), s(&second, "id")]);
+    assert_eq!(thread_of(&s(&fourth, "id")), [s(&fourth, "id")], "the forged From: joins nothing");
     let found = w.nyx5(&["find", "quarterly", "--json"]).json();
     let found = found.get("found").and_then(Value::as_array).unwrap();
     assert_eq!(found.len(), 1);

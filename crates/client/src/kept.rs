@@ -59,7 +59,8 @@ pub struct Kept {
     /// Who wrote it, for [`linked`] and `--from`: `from`, or for bridged email the address its
     /// email came from (as the house read it, unverified), lower case.
     pub sender: String,
-    /// Who it is between: `sender` and its recipients, lower case.
+    /// Who it is between: `sender` and its recipients, lower case; none for bridged email whose
+    /// house did not authenticate its sender's domain (it joins no conversation).
     pub parties: Vec<String>,
     /// `message`, `task`, `result`, `receipt`, `intro`.
     pub kind: String,
@@ -138,11 +139,20 @@ pub fn kept(view: &Value, dir: Dir, now: Timestamp) -> Option<Kept> {
         .map(str::to_owned)
         .collect();
     let sender = email.and_then(|e| text(e, "from")).unwrap_or(&from).to_ascii_lowercase();
-    let mut parties = vec![sender.clone()];
-    for t in &to {
-        let t = t.to_ascii_lowercase();
-        if !parties.contains(&t) {
-            parties.push(t);
+    // Bridged email is someone's only when its house authenticated the address's domain
+    // (DMARC): a forged From: is no party of anything (the second hostile review of kept mail).
+    let authenticated = email.is_none_or(|e| {
+        let domain = sender.rsplit_once('@').map(|(_, d)| d);
+        text(e, "authenticated_domain").is_some_and(|a| Some(a.to_ascii_lowercase().as_str()) == domain)
+    });
+    let mut parties = Vec::new();
+    if authenticated {
+        parties.push(sender.clone());
+        for t in &to {
+            let t = t.to_ascii_lowercase();
+            if !parties.contains(&t) {
+                parties.push(t);
+            }
         }
     }
     Some(Kept {
@@ -162,13 +172,17 @@ pub fn kept(view: &Value, dir: Dir, now: Timestamp) -> Option<Kept> {
     })
 }
 
-/// Whether two messages that share a key are one conversation: each one's sender is a party of
-/// the other (wrote it or was written to). A stranger who names a thread, an id or a Message-ID
-/// of someone else's conversation joins nothing (their message is its own conversation), so a
-/// thread read on their message never shows them the mail they named (the hostile review of
-/// kept mail, M1). Bridged email counts by the address it came from.
-pub fn linked(a_sender: &str, a_parties: &[String], b_sender: &str, b_parties: &[String]) -> bool {
-    a_parties.iter().any(|p| p == b_sender) && b_parties.iter().any(|p| p == a_sender)
+/// Whether two messages that share a key are one conversation, for the agent `me`: each one's
+/// sender is a party of the other (wrote it or was written to), and they share a party besides
+/// the agent. A stranger who names a thread, an id or a Message-ID of someone else's
+/// conversation joins nothing, and neither does the agent's answer to them (two of the agent's
+/// own messages join only when they went to someone in common), so a thread read on their
+/// message never shows them the mail they named (the hostile reviews of kept mail). Bridged email
+/// counts by the address it came from, when its house authenticated it.
+pub fn linked(me: &str, a_sender: &str, a_parties: &[String], b_sender: &str, b_parties: &[String]) -> bool {
+    a_parties.iter().any(|p| p == b_sender)
+        && b_parties.iter().any(|p| p == a_sender)
+        && a_parties.iter().any(|p| !p.eq_ignore_ascii_case(me) && b_parties.contains(p))
 }
 
 /// A search's words as a full-text query that means only those words: each split into words as
@@ -278,21 +292,33 @@ mod tests {
         )
         .unwrap();
         let eve = k(r#"{"id": "s1", "from": "eve@e.test", "to": ["me@h.test"], "thread": "t", "in_reply_to": "x3"}"#);
-        let l = |a: &Kept, b: &Kept| linked(&a.sender, &a.parties, &b.sender, &b.parties);
+        let l = |a: &Kept, b: &Kept| linked("me@h.test", &a.sender, &a.parties, &b.sender, &b.parties);
         assert_eq!(from_p.sender, "p@p.test");
         assert!(l(&from_p, &from_q) && l(&from_q, &from_p), "a reply to all");
         assert!(l(&from_p, &mine) && l(&mine, &from_p), "my answer");
         assert!(!l(&eve, &from_p) && !l(&eve, &mine) && !l(&from_q, &eve), "a stranger naming them");
-        // Bridged email counts by the address it came from.
-        let email = |id: &str, who: &str| {
+        // My answer to the stranger, in the thread she named, links her to nothing of mine.
+        let to_eve = kept(
+            &view(r#"{"id": "r1", "from": "me@h.test", "to": ["eve@e.test"], "thread": "t", "in_reply_to": "s1"}"#),
+            Dir::Out,
+            Timestamp(0),
+        )
+        .unwrap();
+        assert!(l(&to_eve, &eve) && !l(&to_eve, &mine) && !l(&to_eve, &from_p));
+        // Bridged email counts by the address it came from, when its house authenticated it.
+        let email = |id: &str, who: &str, authenticated: &str| {
             k(&format!(
-                r#"{{"id": "{id}", "from": "email@h.test", "to": ["me@h.test"], "email": {{"from": "{who}", "message_id": "<{id}@x>"}}}}"#
+                r#"{{"id": "{id}", "from": "email@h.test", "to": ["me@h.test"],
+                     "email": {{"from": "{who}", "message_id": "<{id}@x>", "authenticated_domain": {authenticated}}}}}"#
             ))
         };
-        let (bob1, bob2, eve2) =
-            (email("e1", "bob@example.com"), email("e2", "Bob@Example.com"), email("e3", "eve@example.net"));
+        let bob1 = email("e1", "bob@example.com", r#""example.com""#);
+        let bob2 = email("e2", "Bob@Example.com", r#""EXAMPLE.com""#);
+        let eve2 = email("e3", "eve@example.net", r#""example.net""#);
+        let forged = email("e4", "bob@example.com", "null");
         assert_eq!(bob1.sender, "bob@example.com");
         assert!(l(&bob1, &bob2) && !l(&bob1, &eve2));
+        assert!(forged.parties.is_empty() && !l(&bob1, &forged) && !l(&forged, &bob2), "a forged From: joins nothing");
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub struct Quota {
 }
 
 /// The local part of the house's gateway address, the `from` of every email envelope. Reserved.
-pub const GATEWAY_LOCAL: &str = "email";
+pub const GATEWAY_LOCAL: &str = nyx5_proto::mailbox::EMAIL_GATEWAY;
 
 /// Most entries of each in-process memo (cards of each kind, mailbox policies): the resolver's.
 pub use nyx5_client::resolver::MEMO_MAX_ENTRIES;

@@ -14,6 +14,9 @@ pub const POSTMASTER: &str = "postmaster";
 /// The email bridge's extension: an email's real sender, subject and the house's verdicts.
 pub const EXT_EMAIL: &str = "urn:nyx5:ext:email";
 
+/// The local part of a house's email gateway, the `from` of the envelopes its email bridge makes.
+pub const EMAIL_GATEWAY: &str = "email";
+
 /// How far a message can be trusted: `verified`, `unverified` (not signed), `invalid` (signed,
 /// but not by its sender) or `unchecked` (its sender's card could not be had), and why.
 pub type Trust = (&'static str, Option<String>);
@@ -68,8 +71,15 @@ pub fn view(
     m.insert("id".into(), raw.get("id").cloned().unwrap_or(Value::Null));
     m.insert("from".into(), raw.get("from").cloned().unwrap_or(Value::Null));
     // Mail that came in by email: its real sender, subject and the house's verdicts, shown for
-    // what they are (recorded by the house, never verified).
+    // what they are (recorded by the house, never verified). Only an unsigned envelope from the
+    // agent's own house's gateway (`email@<its domain>`) is such mail: a house refuses unsigned
+    // envelopes from anyone else, so only the house wrote it. A signed envelope that says `via:
+    // "email"` and carries the extension is its signer's claim, never shown as email (the second
+    // hostile review of kept mail: a stranger posed as email from someone else).
+    let gateway = format!("{EMAIL_GATEWAY}@{}", me.domain());
     if raw.get("via").and_then(Value::as_str) == Some("email")
+        && !raw.contains_key("signature")
+        && raw.get("from").and_then(Value::as_str).is_some_and(|f| f.eq_ignore_ascii_case(&gateway))
         && let Some(email) = raw.get("extensions").and_then(Value::as_object).and_then(|x| x.get(EXT_EMAIL))
     {
         m.insert("email".into(), email.clone());
@@ -178,13 +188,21 @@ mod tests {
         let other = show(&item(envelope("postmaster@b.example", &[], true)), ("verified", None));
         assert_eq!(other.get("own_house"), Some(&Value::Bool(false)));
         let ext = Value::Object(obj([(EXT_EMAIL, Value::Object(obj([("from", "p@mail.example".into())])))]));
-        let by_email = show(
-            &item(envelope("p@a.example", &[("via", "email".into()), ("extensions", ext.clone())], false)),
-            ("verified", None),
-        );
+        let email = |from: &str, signed: bool| {
+            show(
+                &item(envelope(from, &[("via", "email".into()), ("extensions", ext.clone())], signed)),
+                ("verified", None),
+            )
+        };
+        // `show` reads as a.example's agent: its gateway is email@a.example.
+        let by_email = email("email@a.example", false);
         assert_eq!(by_email.get("email").and_then(|e| e.as_object()).map(|e| s(e, "from")), Some("p@mail.example"));
-        let not_email = show(&item(envelope("p@a.example", &[("extensions", ext)], false)), ("verified", None));
+        let not_email = show(&item(envelope("p@a.example", &[("extensions", ext.clone())], false)), ("verified", None));
         assert_eq!(not_email.get("email"), None);
+        // Posing as email: signed by its sender, or from another house's gateway, or anyone's.
+        for posed in [email("email@a.example", true), email("eve@e.example", true), email("email@e.example", false)] {
+            assert_eq!(posed.get("email"), None, "{posed:?}");
+        }
     }
 
     #[test]

@@ -657,7 +657,8 @@ fn notices_unsigned_mail_and_bad_items_are_judged_as_the_cli_judges_them() {
     assert_eq!(s(&judge(&notice, "", ""), "trust"), "unchecked");
 
     // Unsigned mail (by email) is unverified, whatever cards are given; its email record shown.
-    let mut by_email = draft("person@mail.example").into_object();
+    // (From the house's gateway: bo's house is b.example.)
+    let mut by_email = draft("email@b.example").into_object();
     by_email.insert("via".into(), "email".into());
     let record = obj([("from", "Person <person@mail.example>".into()), ("subject", "hello".into())]);
     by_email.insert("extensions".into(), Value::Object(obj([("urn:nyx5:ext:email", Value::Object(record.clone()))])));

@@ -15,7 +15,7 @@ use nyx5_proto::json::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 /// The schema's version, in the file's `user_version`.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// The store's schema: applied on open when the file's version is older, every statement
 /// idempotent.
@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS mail_keys (
 CREATE INDEX IF NOT EXISTS mail_keys_n ON mail_keys (n);
 CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(
   subject, body, sender,
-  content = '', contentless_delete = 1,
+  content = '',
   tokenize = 'unicode61 remove_diacritics 2'
 );
 ";
@@ -58,12 +58,15 @@ pub(crate) fn path_beside(profile: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// How much of a message a view opened: 2 its content and a verdict on its signature, 1 its
-/// content only (its sender's card could not be fetched), 0 nothing.
+/// How much of a message a view opened: 2 its content and a good verdict on its signature
+/// (`verified`, or `unverified` mail that was never signed), 1 its content only (its sender's
+/// card out of reach, or a signature that did not hold), 0 nothing. Only a higher level of the
+/// same envelope replaces a kept view.
 fn opened(view: &Value) -> i64 {
     let o = view.as_object();
     let content = o.and_then(|o| o.get("content")).is_some_and(|c| !c.is_null());
-    let judged = o.and_then(|o| o.get("trust")).and_then(Value::as_str).is_some_and(|t| t != "unchecked");
+    let judged =
+        o.and_then(|o| o.get("trust")).and_then(Value::as_str).is_some_and(|t| t == "verified" || t == "unverified");
     i64::from(content) * (1 + i64::from(judged))
 }
 
@@ -77,6 +80,19 @@ fn cut(text: &str, max: usize) -> &str {
         end -= 1;
     }
     text.get(..end).unwrap_or_default()
+}
+
+/// What a message's search index holds of it: its subject and body (each at most
+/// [`MAX_INDEXED`] bytes) and its sender. Rebuilt from the view whenever it is deleted.
+fn indexed(k: &kept::Kept) -> (&str, &str, &str) {
+    (cut(&k.subject, MAX_INDEXED), cut(&k.body, MAX_INDEXED), &k.sender)
+}
+
+/// Takes message `n`'s words out of the index (FTS5's `delete`, with what [`indexed`] gave).
+fn unindex(tx: &rusqlite::Transaction<'_>, n: i64, k: &kept::Kept) -> rusqlite::Result<usize> {
+    let (subject, body, sender) = indexed(k);
+    tx.prepare_cached("INSERT INTO mail_text (mail_text, rowid, subject, body, sender) VALUES ('delete', ?, ?, ?, ?)")?
+        .execute(params![n, subject, body, sender])
 }
 
 /// Addresses one a line, each line ended: what `instr` looks a whole address up in.
@@ -135,7 +151,17 @@ impl Store {
         let version: i64 =
             conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| failed("opening it", e))?;
         if version < SCHEMA_VERSION {
+            // Version 1 (never released) indexed differently: it starts again, empty.
+            if version > 0 {
+                conn.execute_batch(
+                    "DROP TABLE IF EXISTS mail; DROP TABLE IF EXISTS mail_keys; DROP TABLE IF EXISTS mail_text;",
+                )
+                .map_err(|e| failed("preparing it", e))?;
+            }
             conn.execute_batch(SCHEMA).map_err(|e| failed("preparing it", e))?;
+            // A word deleted from the index leaves it at once (FTS5's own secure delete).
+            conn.execute("INSERT INTO mail_text (mail_text, rank) VALUES ('secure-delete', 1)", [])
+                .map_err(|e| failed("preparing it", e))?;
             conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(|e| failed("preparing it", e))?;
         }
         Ok(Store { conn })
@@ -153,55 +179,73 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(err)?;
         let mut new = 0;
         {
+            let mut kept_row = tx
+                .prepare_cached("SELECT n, view, opened FROM mail WHERE agent = ? AND id = ? AND dir = ?")
+                .map_err(err)?;
             let mut insert = tx
                 .prepare_cached(
                     "INSERT INTO mail (agent, id, dir, at, seq, sender, recipients, parties, kind, unread, view, opened)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-                     ON CONFLICT (agent, id, dir) DO UPDATE SET view = excluded.view, opened = excluded.opened
-                       WHERE mail.opened < excluded.opened
-                         AND json_extract(mail.view, '$.sha256') IS json_extract(excluded.view, '$.sha256')
-                     RETURNING n",
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING n",
                 )
                 .map_err(err)?;
-            let mut unindex = tx.prepare_cached("DELETE FROM mail_text WHERE rowid = ?").map_err(err)?;
+            let mut replace = tx.prepare_cached("UPDATE mail SET view = ?, opened = ? WHERE n = ?").map_err(err)?;
             let mut key =
                 tx.prepare_cached("INSERT OR IGNORE INTO mail_keys (agent, key, n) VALUES (?, ?, ?)").map_err(err)?;
             let mut text = tx
                 .prepare_cached("INSERT INTO mail_text (rowid, subject, body, sender) VALUES (?, ?, ?, ?)")
                 .map_err(err)?;
             for k in views.iter().filter_map(|v| kept::kept(v, dir, now)) {
-                let recipients: String =
-                    k.to.iter().map(|t| format!("\n{}", t.to_ascii_lowercase())).collect::<String>() + "\n";
-                let n: Option<i64> = insert
-                    .query_row(
-                        params![
-                            agent,
-                            k.id,
-                            dir.as_str(),
-                            k.at,
-                            k.seq,
-                            k.sender,
-                            recipients,
-                            lines(&k.parties),
-                            k.kind,
-                            i64::from(dir == Dir::In),
-                            k.view.canonical_string(),
-                            opened(&k.view)
-                        ],
-                        |r| r.get(0),
-                    )
+                let view = k.view.canonical_string();
+                let level = opened(&k.view);
+                let was: Option<(i64, String, i64)> = kept_row
+                    .query_row(params![agent, k.id, dir.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()
                     .map_err(err)?;
-                let Some(n) = n else { continue };
+                let n = match was {
+                    None => {
+                        let recipients: String =
+                            k.to.iter().map(|t| format!("\n{}", t.to_ascii_lowercase())).collect::<String>() + "\n";
+                        insert
+                            .query_row(
+                                params![
+                                    agent,
+                                    k.id,
+                                    dir.as_str(),
+                                    k.at,
+                                    k.seq,
+                                    k.sender,
+                                    recipients,
+                                    lines(&k.parties),
+                                    k.kind,
+                                    i64::from(dir == Dir::In),
+                                    view,
+                                    level
+                                ],
+                                |r| r.get::<_, i64>(0),
+                            )
+                            .map_err(err)?
+                    }
+                    Some((n, old, old_level)) => {
+                        let old = Value::parse_str(&old).ok();
+                        let same = old.as_ref().map(|o| o.as_object().and_then(|o| o.get("sha256")))
+                            == Some(k.view.as_object().and_then(|o| o.get("sha256")));
+                        if level <= old_level || !same {
+                            continue;
+                        }
+                        // The same envelope read whole: its words indexed anew.
+                        if let Some(before) = old.as_ref().and_then(|o| kept::kept(o, dir, now)) {
+                            unindex(&tx, n, &before).map_err(err)?;
+                        }
+                        replace.execute(params![view, level, n]).map_err(err)?;
+                        n
+                    }
+                };
                 new += 1;
-                // Replaced: its words are indexed anew (the keys are the envelope's, the same).
-                unindex.execute([n]).map_err(err)?;
-                for k in &k.keys {
-                    key.execute(params![agent, k, n]).map_err(err)?;
+                for key_text in &k.keys {
+                    key.execute(params![agent, key_text, n]).map_err(err)?;
                 }
-                // The text indexed is bounded (a stranger's megabyte of words indexes no more).
-                text.execute(params![n, cut(&k.subject, MAX_INDEXED), cut(&k.body, MAX_INDEXED), k.sender])
-                    .map_err(err)?;
+                let (subject, body, sender) = indexed(&k);
+                text.execute(params![n, subject, body, sender]).map_err(err)?;
             }
         }
         tx.commit().map_err(err)?;
@@ -226,8 +270,10 @@ impl Store {
     /// the bound is read newest first, the bound at most.
     pub(crate) fn thread(&self, agent: &str, id: &str) -> Result<Option<(Vec<Value>, bool)>, String> {
         let err = |e: rusqlite::Error| failed("reading a thread", e);
-        let mut start =
-            self.conn.prepare_cached("SELECT n, sender, parties FROM mail WHERE agent = ? AND id = ?").map_err(err)?;
+        let mut start = self
+            .conn
+            .prepare_cached("SELECT n, sender, parties FROM mail WHERE agent = ? AND id = ? ORDER BY dir = 'out' DESC")
+            .map_err(err)?;
         let mut keys_of = self.conn.prepare_cached("SELECT key FROM mail_keys WHERE n = ?").map_err(err)?;
         let mut holders = self
             .conn
@@ -240,8 +286,19 @@ impl Store {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         };
         let mut walk = Walk::default();
+        // One message to start from (the agent's own first, when an id was used both ways); the
+        // other joins only if it is linked to it (the second review: an incoming envelope may
+        // reuse the id of one the agent sent).
+        let mut first: Option<(String, Vec<String>)> = None;
         for r in start.query_map(params![agent, id], row).map_err(err)? {
             let (n, sender, parties) = r.map_err(err)?;
+            let theirs = lines_of(&parties);
+            if let Some((s, p)) = &first
+                && !kept::linked(agent, s, p, &sender, &theirs)
+            {
+                continue;
+            }
+            first.get_or_insert_with(|| (sender.clone(), theirs));
             walk.join(&mut keys_of, n, sender, &parties)?;
         }
         if walk.members.is_empty() {
@@ -266,7 +323,7 @@ impl Store {
                     continue;
                 }
                 let theirs = lines_of(&parties);
-                if !anchors.iter().any(|(s, p)| kept::linked(s, p, &sender, &theirs)) {
+                if !anchors.iter().any(|(s, p)| kept::linked(agent, s, p, &sender, &theirs)) {
                     continue;
                 }
                 anchors.push((sender.clone(), theirs));
@@ -384,17 +441,23 @@ impl Store {
             ns
         };
         for n in &ns {
+            // Its words out of the index, by the values they were indexed with (rebuilt from the
+            // view it keeps: the index keeps no copy of the text).
+            let (dir, view): (String, String) = tx
+                .query_row("SELECT dir, view FROM mail WHERE n = ?", [n], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(err)?;
+            let dir = if dir == "out" { Dir::Out } else { Dir::In };
+            if let Some(k) = Value::parse_str(&view).ok().and_then(|v| kept::kept(&v, dir, Timestamp(0))) {
+                unindex(&tx, *n, &k).map_err(err)?;
+            }
             tx.execute("DELETE FROM mail_keys WHERE n = ?", [n]).map_err(err)?;
-            tx.execute("DELETE FROM mail_text WHERE rowid = ?", [n]).map_err(err)?;
             tx.execute("DELETE FROM mail WHERE n = ?", [n]).map_err(err)?;
         }
         tx.commit().map_err(err)?;
-        // Out of the log too (secure_delete overwrote the pages; the log still held them), and
-        // with everything gone, the index's segments merged so no word of it is left.
-        if all {
-            self.conn.execute("INSERT INTO mail_text (mail_text) VALUES ('optimize')", []).map_err(err)?;
-        }
-        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(err)?;
+        // Out of the log too: secure_delete overwrote the pages, but the log still held them.
+        // Best effort, once the rows are gone: a reader of another process holding the log keeps
+        // it until the next checkpoint; the forgetting stands either way.
+        let _ = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         Ok(ns.len())
     }
 }
@@ -543,10 +606,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ids(&s.thread("me@h.test", "s1").unwrap().unwrap().0), ["s1"]);
+        // The agent answers her in the thread she named: she and the answer are one
+        // conversation, P's stays P's (the second review: the agent is a party of everything).
+        s.keep(
+            "me@h.test",
+            &[msg("r1", "me@h.test", "eve@e.test", r#", "thread": "inv-3", "in_reply_to": "s1""#)],
+            Dir::Out,
+            Timestamp(0),
+        )
+        .unwrap();
+        let mut hers =
+            ids(&s.thread("me@h.test", "s1").unwrap().unwrap().0).into_iter().map(str::to_owned).collect::<Vec<_>>();
+        hers.sort();
+        assert_eq!(hers, ["r1", "s1"]);
         let mut conversation =
             ids(&s.thread("me@h.test", "x1").unwrap().unwrap().0).into_iter().map(str::to_owned).collect::<Vec<_>>();
         conversation.sort();
         assert_eq!(conversation, ["x1", "x2"]);
+        // An incoming envelope under the id of one the agent sent starts nothing of its own.
+        s.keep("me@h.test", &[msg("x2", "eve@e.test", "me@h.test", "")], Dir::In, Timestamp(0)).unwrap();
+        let mut from_x2 =
+            ids(&s.thread("me@h.test", "x2").unwrap().unwrap().0).into_iter().map(str::to_owned).collect::<Vec<_>>();
+        from_x2.sort();
+        assert_eq!(from_x2, ["x1", "x2"]);
     }
 
     /// A message first read without its text (its sender's card out of reach) is kept again
@@ -579,16 +661,27 @@ mod tests {
     #[test]
     fn forgotten_text_is_not_left_on_disk() {
         let (p, mut s) = store("erase");
-        let page = [
-            view("a1", "2026-12-01T10:00:00Z", "zqxmarkerword in a body", ""),
-            view("b2", "2026-12-01T11:00:00Z", "something else", ""),
-        ];
-        s.keep("bo@b.test", &page, Dir::In, Timestamp(0)).unwrap();
+        // Each kept on its own (its words in an index segment of their own).
+        s.keep(
+            "bo@b.test",
+            &[view("a1", "2026-12-01T10:00:00Z", "zqxmarkerword in a body", "")],
+            Dir::In,
+            Timestamp(0),
+        )
+        .unwrap();
+        s.keep("bo@b.test", &[view("b2", "2026-12-01T11:00:00Z", "something else", "")], Dir::In, Timestamp(0))
+            .unwrap();
         s.forget("bo@b.test", &["a1".into()], false).unwrap();
+        let words = kept::words_query(&["else".to_owned()]).unwrap();
+        assert_eq!(
+            s.find("bo@b.test", words.as_deref(), &Filters { limit: 5, ..Filters::default() }).unwrap().0.len(),
+            1
+        );
         drop(s);
         for file in [p.clone(), PathBuf::from(format!("{}-wal", p.display()))] {
             let bytes = std::fs::read(&file).unwrap_or_default();
-            let found = bytes.windows(15).any(|w| w == b"zqxmarkerword i");
+            // The word alone: the index keeps words, not the text (the second review).
+            let found = bytes.windows(13).any(|w| w == b"zqxmarkerword");
             assert!(!found, "{} still holds the forgotten body", file.display());
         }
     }
@@ -640,7 +733,10 @@ mod tests {
                 id,
                 at,
                 "x",
-                &format!(r#", "email": {{"message_id": "{mid}", "in_reply_to": "{irt}", "references": ["{irt}"]}}"#),
+                &format!(
+                    r#", "email": {{"from": "bob@example.com", "authenticated_domain": "example.com",
+                         "message_id": "{mid}", "in_reply_to": "{irt}", "references": ["{irt}"]}}"#
+                ),
             )
         };
         s.keep(
