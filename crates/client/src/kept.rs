@@ -208,7 +208,8 @@ pub fn words_query(words: &[String]) -> Result<Option<String>, String> {
     Ok(Some(words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" ")))
 }
 
-/// What a search asks besides its words: each is a filter all results pass.
+/// What a search asks besides its words: each is a filter all results pass (the command's store
+/// applies them in its query; `Kept`'s `sender`, `to`, `at`, `kind` are what they compare).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filters {
     /// Its sender's address, exactly (case folded).
@@ -221,17 +222,6 @@ pub struct Filters {
     /// Received and not yet acknowledged.
     pub unread: bool,
     pub limit: usize,
-}
-
-/// Whether `k` passes `f` (the stores filter in their queries; this is the rule they follow,
-/// and the browser's store applies it as it is).
-pub fn passes(k: &Kept, unread: bool, f: &Filters) -> bool {
-    f.from.as_ref().is_none_or(|a| k.from.eq_ignore_ascii_case(a))
-        && f.to.as_ref().is_none_or(|a| k.to.iter().any(|t| t.eq_ignore_ascii_case(a)))
-        && f.since.is_none_or(|s| k.at >= s)
-        && f.until.is_none_or(|u| k.at < u)
-        && f.kind.as_ref().is_none_or(|t| k.kind == *t)
-        && (!f.unread || (unread && k.dir == Dir::In))
 }
 
 #[cfg(test)]
@@ -336,24 +326,5 @@ mod tests {
         assert_eq!(q(&["\"*:-()"]), Ok(None));
         assert!(q(&["x"; 17]).is_err());
         assert!(q(&[&"y".repeat(129)]).is_err());
-    }
-
-    #[test]
-    fn filters_hold_each_member() {
-        let v = view(
-            r#"{"id": "x", "from": "Ana@a.test", "to": ["bo@b.test"], "received": "2026-12-01T10:00:00Z", "type": "task"}"#,
-        );
-        let k = kept(&v, Dir::In, Timestamp(0)).unwrap();
-        let at = k.at;
-        let all = Filters::default();
-        assert!(passes(&k, false, &all));
-        assert!(passes(&k, true, &Filters { from: Some("ana@A.test".into()), ..all.clone() }));
-        assert!(!passes(&k, true, &Filters { from: Some("al@a.test".into()), ..all.clone() }));
-        assert!(passes(&k, true, &Filters { to: Some("bo@b.test".into()), ..all.clone() }));
-        assert!(!passes(&k, true, &Filters { since: Some(at + 1), ..all.clone() }));
-        assert!(passes(&k, true, &Filters { since: Some(at), until: Some(at + 1), ..all.clone() }));
-        assert!(!passes(&k, true, &Filters { kind: Some("message".into()), ..all.clone() }));
-        assert!(!passes(&k, false, &Filters { unread: true, ..all.clone() }));
-        assert!(passes(&k, true, &Filters { unread: true, ..all }));
     }
 }

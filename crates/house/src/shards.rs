@@ -1817,6 +1817,11 @@ mod tests {
             .collect()
     }
 
+    /// bo's envelope rows on database `shard` of `house`.
+    fn bo_rows(house: &Shards<SqliteDb>, shard: usize) -> i64 {
+        count(house.get(shard).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'")
+    }
+
     fn count(db: &SqliteDb, sql: &'static str) -> i64 {
         block_on(db.query(Stmt::new(sql, vec![]))).unwrap()[0].int("n").unwrap()
     }
@@ -2975,7 +2980,7 @@ mod tests {
         assert_eq!(again, N - step_rows, "resumed from the cursor, not from the first row");
         assert_eq!((moved.from, moved.to, moved.envelopes), (1, 0, N), "each row counted once");
         assert_eq!(all_ids(&server, "bo").len(), N as usize);
-        assert_eq!(count(server.get(1).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        assert_eq!(bo_rows(&server, 1), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -3133,8 +3138,8 @@ mod tests {
         // The move still ends, losing nothing.
         block_on(server.move_mailbox("bo", 2)).unwrap();
         target_kept_its_own(&server);
-        assert_eq!(count(server.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 40);
-        assert_eq!(count(server.get(1).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        assert_eq!(bo_rows(&server, 2), 40);
+        assert_eq!(bo_rows(&server, 1), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -3168,8 +3173,8 @@ mod tests {
         assert!(!stale.worked && !stale.done, "lost its lease: under way elsewhere (a 202), not a 409: {stale:?}");
         block_on(server.move_mailbox("bo", 2)).unwrap();
         target_kept_its_own(&server);
-        assert_eq!(count(server.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 10);
-        assert_eq!(count(server.get(1).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 0);
+        assert_eq!(bo_rows(&server, 2), 10);
+        assert_eq!(bo_rows(&server, 1), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -3294,7 +3299,7 @@ mod tests {
             advance(1);
         }
         assert_eq!(count(primary, "SELECT count(*) AS n FROM shard_moves WHERE local = 'bo'"), 0, "bo's move ended");
-        assert_eq!(count(house.get(2).unwrap(), "SELECT count(*) AS n FROM mailbox WHERE local = 'bo'"), 10);
+        assert_eq!(bo_rows(&house, 2), 10);
         let _ = std::fs::remove_dir_all(&d);
     }
 

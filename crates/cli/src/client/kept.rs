@@ -108,10 +108,9 @@ pub(crate) fn find(ctx: &Ctx, req: &FindRequest) -> Result<Value, Failure> {
             })
             .transpose()
     };
-    if let Some(k) = &req.kind
-        && !["message", "task", "result", "receipt", "intro"].contains(&k.as_str())
-    {
-        return Err(Failure::usage("--type: one of message, task, result, receipt, intro"));
+    if let Some(k) = &req.kind {
+        nyx5_proto::envelope::Kind::parse(k)
+            .map_err(|_| Failure::usage("--type: one of message, task, result, receipt, intro"))?;
     }
     let filters = Filters {
         from: req.from.clone(),

@@ -203,8 +203,7 @@ impl Store {
                     .map_err(err)?;
                 let n = match was {
                     None => {
-                        let recipients: String =
-                            k.to.iter().map(|t| format!("\n{}", t.to_ascii_lowercase())).collect::<String>() + "\n";
+                        let recipients = lines(&k.to.iter().map(|t| t.to_ascii_lowercase()).collect::<Vec<_>>());
                         insert
                             .query_row(
                                 params![
