@@ -489,7 +489,7 @@ try {
     oldKeepUntil = Date.parse(ts) + 300_000;
   });
 
-  await step('ana seals a message for bo and sends it (POST /outbound); a resend is "exists", a replay 401', async () => {
+  await step('ana seals a message for bo and sends it (POST /outbound); a resend or a replay is "exists"', async () => {
     const boCard = expectStatus(await call(b, 'GET', '/agents/bo'), 200, 'GET b/agents/bo');
     assert.ok(await verifySignature(boCard, 'certification', keyB, 'agent-card'), "bo's card verifies with b.test's key");
     const content = { media: 'text/plain', body: 'hola bo, ¿nos vemos el martes? 😀' };
@@ -500,12 +500,15 @@ try {
     ]);
     const env = await signEnvelope(sealed, ana.keys);
     sent.first = { env, content };
-    // The token is spent in the batch that queued the envelope (D1's UNIQUE failure on the
-    // nonce read as such): the very same request again is 401, never "exists".
+    // The envelope's id is the send's nonce (issue 36): the very same request again is the same
+    // envelope again, "exists" (D1's UNIQUE failure on the outbox's id read as such), with the
+    // jobs as the send listed them and nothing queued twice.
     const { header } = await authHeader(ana.keys, { address: ana.address, method: 'POST', path: '/outbound', host: a.host, body: env });
     const once = () => call(a, 'POST', '/outbound', { body: env, headers: { authorization: header } });
     const r = expectStatus(await once(), 202, 'POST /outbound');
-    expectError(await once(), 401, 'nonce_used', 'the same request replayed');
+    const replayed = expectStatus(await once(), 200, 'the same request replayed');
+    assert.equal(replayed.exists, true);
+    assert.deepEqual(replayed.jobs, r.jobs, 'a replay learns the jobs as listed, not their progress');
     assert.equal(r.id, env.id);
     assert.deepEqual(
       r.jobs.map((j) => [j.domain, j.recipients]),
@@ -630,7 +633,7 @@ try {
     // The kick tries at once and fails.
     const first = await until('a first failed attempt', async () => {
       const j = await outboxJob(ana, env.id);
-      return j.attempts >= 1 && j;
+      return j.attempts >= 1 && j.last_error && j;
     });
     assert.equal(first.state, 'retrying');
     assert.ok(first.last_error && first.last_error.length > 0, 'last_error says why');

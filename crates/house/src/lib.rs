@@ -82,6 +82,9 @@ pub struct House<D, N> {
     /// The Libro queued mail due now (receipts for other houses) since this was last taken: the
     /// answer asks for a delivery kick, and a tick works the queue once more.
     queued: std::cell::Cell<bool>,
+    /// Jobs whose first attempt a send took, for the kick that follows its answer (see
+    /// [`store::queue::Taken`]).
+    taken: std::cell::RefCell<Vec<store::queue::Taken>>,
     /// When (by the house's clock) a tick last ran the purges of its upkeep: at most once a
     /// minute per process (`queue::UPKEEP_EVERY_MS`), not at every kick.
     upkept: std::cell::Cell<Option<i64>>,
@@ -154,6 +157,7 @@ impl<D: Db, N: Net> House<D, N> {
             policies: Default::default(),
             pushes,
             queued: Default::default(),
+            taken: Default::default(),
             upkept: Default::default(),
             bookmark_key,
         })
@@ -243,12 +247,19 @@ impl<D: Db, N: Net> House<D, N> {
 
     /// The cells the services that take or write mail share.
     fn post(&self) -> Post<'_> {
-        Post { policies: &self.policies, pushes: &self.pushes, queued: &self.queued }
+        Post { policies: &self.policies, pushes: &self.pushes, queued: &self.queued, taken: &self.taken }
     }
 
     /// Works the queue once (see [`Queue::tick`]).
     pub async fn tick(&self) -> Result<queue::TickReport, Error> {
         self.queue().tick().await
+    }
+
+    /// Forgets the jobs whose first attempt a send took ([`store::queue::Taken`]) without working
+    /// them, as a process does that ends before its kick: their leases lapse and the due scan
+    /// finds them, as it finds a job whose tick died. Answers how many there were.
+    pub fn drop_kick(&self) -> usize {
+        self.taken.take().len()
     }
 
     /// Answers one request. Never panics on input; every failure is a JSON error. An answer

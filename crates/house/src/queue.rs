@@ -29,8 +29,8 @@ use crate::store::queue::{self as store, Held};
 use crate::view::{Core, Post, view};
 use nyx5_rules::mailbox::Outcome;
 pub use nyx5_rules::queue::{
-    Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Plan, Progress, Retry,
-    Step, UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan,
+    Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Place, Plan, Progress,
+    Retry, Step, UNDETERMINED, fair_order, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan,
     retry_at, took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
 };
 
@@ -205,18 +205,14 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
 
         // Each domain's health as this tick learns it: an earlier turn may find it failing.
         let mut health: VecMap<String, Option<Health>> = VecMap::new();
+        let batch = self.config.tick_batch.clamp(1, MAX_TICK_BATCH);
+        let mut left = usize::try_from(batch).unwrap_or(1);
         // A second pass when the first delivered operations to the Libro that queued receipts
         // for other houses: they go out in this tick, not the next.
         for _pass in 0..2 {
-            let rows = store::due(self.db, now.millis(), self.config.tick_batch.clamp(1, MAX_TICK_BATCH)).await?;
-            // `due` hands them out round-robin over destinations; they are worked in that order.
-            for job in rows.iter().filter_map(job_from_row) {
-                let domain = job.domain.clone();
-                let known = *health.entry(domain.clone()).or_insert(job.health);
-                let after = self.work_turn(job, known, now, &mut report).await?;
-                health.insert(domain, after);
-            }
-            if !self.post.queued.take() {
+            let rows = store::due(self.db, now.millis(), i64::try_from(left).unwrap_or(batch)).await?;
+            left = left.saturating_sub(self.work_turns(&rows, left, &mut health, now, &mut report).await?);
+            if left == 0 || !self.post.queued.take() {
                 break;
             }
         }
@@ -305,9 +301,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let pending = job.pending();
         let attempting = decided.is_none() && !pending.is_empty();
         let lease = now.millis().saturating_add(LEASE_MS);
-        let if_it_dies = attempting.then(|| retry_at(&job, now.millis(), &self.config.retry));
-        let give_up = attempting.then_some(self.config.retry.give_up_after_ms);
-        let out = attempting.then(|| job.progress.with_maybe(&pending).to_value().canonical_string());
+        let first = attempting.then(|| self.first_attempt(&job, now));
         // The lease and the envelope it is for, in one round trip.
         let taken = self
             .db
@@ -315,9 +309,9 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                 job.id,
                 now.millis(),
                 lease,
-                if_it_dies,
-                give_up,
-                out.as_deref(),
+                first.as_ref().map(|f| f.next_attempt),
+                attempting.then_some(self.config.retry.give_up_after_ms),
+                first.as_ref().map(|f| f.result.as_str()),
                 Some(job.attempts),
             ))
             .await
@@ -325,7 +319,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let Some(row) = taken.first() else {
             return Ok(health); // another tick has it, or it changed since we looked
         };
-        let held = Held { job: job.id, lease };
+        let held = Held { envelope_id: &job.envelope_id, domain: &job.domain, lease };
         let env = row.text("envelope").and_then(|text| Envelope::parse(text.as_bytes(), text.len()).ok());
         let Some(env) = env else {
             // Our own row is unreadable: end the job rather than retry it forever.
@@ -334,11 +328,42 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             self.apply(held, &job, None, &plan, now, report).await?;
             return Ok(health);
         };
+        self.attempt(&job, held, &env, decided, health, now, report).await
+    }
+
+    /// What the lease of `job`'s next attempt writes (see [`store::lease`]): where the job waits
+    /// should the attempt die, the progress with every recipient it goes to `maybe`, and (for
+    /// a job never leased) the deadline no earlier than the give-up time.
+    fn first_attempt(&self, job: &Job, now: Timestamp) -> store::First {
+        let pending = job.pending();
+        store::First {
+            lease_until: now.millis().saturating_add(LEASE_MS),
+            next_attempt: retry_at(job, now.millis(), &self.config.retry),
+            deadline: job.deadline,
+            result: job.progress.with_maybe(&pending).to_value().canonical_string(),
+        }
+    }
+
+    /// Settles a job whose lease this tick holds (`held`), with `decided` or by attempting
+    /// delivery of `env`; answers the domain's health afterwards.
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        job: &Job,
+        held: Held<'_>,
+        env: &Envelope,
+        decided: Option<Delivery>,
+        health: Option<Health>,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<Option<Health>, Error> {
+        let pending = job.pending();
+        let attempting = decided.is_none() && !pending.is_empty();
         let (delivery, attempted, answered) = match decided {
             Some(d) => (d, false, false),
             None if !attempting => (Delivery::Delivered(Vec::new()), false, false),
             None => {
-                let (d, answered) = self.deliver(&job.domain, &env, &pending, now).await;
+                let (d, answered) = self.deliver(&job.domain, env, &pending, now).await;
                 (d, true, answered)
             }
         };
@@ -346,9 +371,9 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             report.attempted += 1;
         }
         let health_in = if attempted { health } else { None };
-        let mut plan = plan(&job, &pending, delivery, health_in, now.millis(), &self.config.retry);
+        let mut plan = plan(job, &pending, delivery, health_in, now.millis(), &self.config.retry);
         plan.answered = answered;
-        self.apply(held, &job, Some(&env), &plan, now, report).await?;
+        self.apply(held, job, Some(env), &plan, now, report).await?;
         Ok(match &plan.domain {
             DomainEffect::Failed(h, _) => Some(*h),
             DomainEffect::Recovered => None,
@@ -356,12 +381,94 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         })
     }
 
+    /// Works up to `limit` jobs in their turns ([`fair_order`]): the due ones the scan read
+    /// (`rows`) and those whose first attempt a send took since the last tick ([`Taken`]), which
+    /// the scan cannot see (they are leased) and the tick works without reading or leasing them.
+    /// A taken one whose lease is no longer surely this process's (half of it gone, or a clock
+    /// that went back) is left to the scan, which finds it once the lease lapses, as it finds a
+    /// job whose tick died; one past the limit waits for the next tick. Answers how many were
+    /// worked.
+    async fn work_turns(
+        &self,
+        rows: &[Row],
+        limit: usize,
+        health: &mut VecMap<String, Option<Health>>,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<usize, Error> {
+        let window = |t: &Taken| now.millis() >= t.at && now.millis() < t.at.saturating_add(LEASE_MS / 2);
+        let taken: Vec<Taken> = self.post.taken.take().into_iter().filter(window).collect();
+        let due: Vec<(Job, String, i64)> = rows
+            .iter()
+            .filter_map(|r| Some((job_from_row(r)?, r.text("root")?.to_owned(), r.int("next_attempt")?)))
+            .collect();
+        let roots: Vec<String> = taken.iter().map(|t| store::root_address(t.env.from().as_str())).collect();
+        let places: Vec<Place<'_>> = due
+            .iter()
+            .map(|(job, root, next_attempt)| Place {
+                domain: &job.domain,
+                root,
+                next_attempt: *next_attempt,
+                id: job.id,
+                attempts: job.attempts,
+            })
+            .chain(taken.iter().zip(&roots).zip(0_i64..).map(|((t, root), k)| Place {
+                domain: &t.job.domain,
+                root,
+                next_attempt: t.at,
+                id: i64::MAX / 2 + k,
+                attempts: 0,
+            }))
+            .collect();
+        let order = fair_order(&places);
+        let (now_turns, later) = order.split_at(limit.min(order.len()));
+        let mut due: Vec<Option<Job>> = due.into_iter().map(|(job, _, _)| Some(job)).collect();
+        let mut taken: Vec<Option<Taken>> = taken.into_iter().map(Some).collect();
+        let first_taken = due.len();
+        for &i in now_turns {
+            if let Some(job) = due.get_mut(i).and_then(Option::take) {
+                // `due` hands them out round-robin over destinations; they are worked in that order.
+                let domain = job.domain.clone();
+                let known = *health.entry(domain.clone()).or_insert(job.health);
+                let after = self.work_turn(job, known, now, report).await?;
+                health.insert(domain, after);
+            } else if let Some(t) = i.checked_sub(first_taken).and_then(|k| taken.get_mut(k)).and_then(Option::take) {
+                self.work_taken(t, health, now, report).await?;
+            }
+        }
+        // Taken ones past the limit wait for the next tick (due ones are read again by it).
+        let mut back = self.post.taken.borrow_mut();
+        back.extend(later.iter().filter_map(|&i| i.checked_sub(first_taken)).filter_map(|k| taken.get_mut(k)?.take()));
+        Ok(now_turns.len())
+    }
+
+    /// One job whose first attempt a send took ([`Taken`]): attempted under the lease its send
+    /// wrote, or given back untried when an earlier turn of this tick found its domain failing.
+    async fn work_taken(
+        &self,
+        t: Taken,
+        health: &mut VecMap<String, Option<Health>>,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), Error> {
+        let held = Held { envelope_id: &t.job.envelope_id, domain: &t.job.domain, lease: t.lease };
+        let known = health.get(&t.job.domain).copied().flatten();
+        if let Some(h) = known.filter(|h| h.next_probe > now.millis()) {
+            let wait = h.next_probe.min(t.job.deadline);
+            self.db.batch(vec![store::release(held, wait, t.job.deadline)]).await.map_err(port_error)?;
+            return Ok(());
+        }
+        let after = self.attempt(&t.job, held, &t.env, None, known, now, report).await?;
+        health.insert(t.job.domain.clone(), after);
+        Ok(())
+    }
+
     /// Writes a plan in one batch: notices, domain health, then the job (which gives the lease
     /// back). Notices, health and the job are guarded by the lease, so a tick that lost it writes
     /// none of them (postponing the domain's other jobs is harmless either way).
     async fn apply(
         &self,
-        held: Held,
+        held: Held<'_>,
         job: &Job,
         env: Option<&Envelope>,
         plan: &Plan,
@@ -567,6 +674,8 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
 /// An envelope the owner hands to the queue, and its jobs (one per destination domain).
 pub use crate::store::queue::{NewJob, Outgoing};
 
+pub use crate::store::queue::Taken;
+
 /// What became of an envelope handed to [`Queue::enqueue`].
 #[derive(Debug, Clone)]
 pub enum Enqueued {
@@ -593,27 +702,65 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         store::jobs_of(self.db, id)
     }
 
-    /// Queues `out` and its `jobs` in one batch that first spends the token's `nonce` (a replay
-    /// fails it whole: 401), counts the envelope towards its sender's minute (`cap`) and is
+    /// Queues `env` (as `out`) with a job per destination domain (`groups`, the recipients at
+    /// each) in one batch that counts the envelope towards its sender's minute (`cap`) and is
     /// refused for an envelope `created` before what the house may have forgotten. A failed
     /// guard is told apart by the row of the same id: one the house holds is [`Enqueued::Held`]
     /// (SQLite checks the CHECK and NOT NULL before the UNIQUE id), and only the outbox's id says
     /// "sent before": any other constraint is a failure (hostile review of issue 36, L2).
+    ///
+    /// The envelope's id is the request's nonce: the agent's token is bound to the body, so a
+    /// replay is this envelope again, which changes nothing (docs/SPEC.md §8).
+    ///
+    /// A job due now whose domain has no health row is queued with its first attempt taken
+    /// ([`store::First`]), and handed to the kick that follows the answer ([`Taken`]): the
+    /// delivery needs neither the due scan nor a lease of its own (issue 36 §1 and §5).
     pub async fn enqueue(
         &self,
-        nonce: crate::ports::Stmt,
+        env: &Envelope,
         out: &Outgoing<'_>,
-        jobs: &[NewJob],
+        groups: &[(String, Vec<Address>)],
         created: i64,
         cap: i64,
     ) -> Result<Enqueued, Error> {
-        let mut stmts = vec![nonce];
-        stmts.extend(store::enqueue_remembered(out, jobs, created, cap));
+        let now = Timestamp(out.now);
+        let fresh = |domain: &str, recipients: &[Address]| Job {
+            id: 0,
+            envelope_id: out.envelope_id.to_owned(),
+            domain: domain.to_owned(),
+            recipients: recipients.to_vec(),
+            attempts: 0,
+            last_error: None,
+            progress: Progress::default(),
+            deadline: out.deadline,
+            expires: out.expires,
+            health: None,
+        };
+        let due_now = out.not_before <= out.now && out.now < out.deadline;
+        let jobs: Vec<NewJob> = groups
+            .iter()
+            .map(|(domain, list)| NewJob {
+                domain: domain.clone(),
+                recipients: Value::Array(list.iter().map(|a| a.as_str().into()).collect()).canonical_string(),
+                first: due_now.then(|| {
+                    let first = self.first_attempt(&fresh(domain, list), now);
+                    let give_up = out.not_before.saturating_add(self.config.retry.give_up_after_ms);
+                    store::First { deadline: out.deadline.max(give_up), ..first }
+                }),
+            })
+            .collect();
+        let stmts = store::enqueue_remembered(out, &jobs, created, cap);
         let id = out.envelope_id;
         match self.db.batch(stmts).await {
-            Ok(_) => Ok(Enqueued::Queued),
-            Err(PortError::Constraint { name }) if name == crate::store::constraint::NONCE_USED => {
-                Err(crate::auth::nonce_error(PortError::Constraint { name }))
+            Ok(changes) => {
+                let taken = store::taken_jobs(&jobs, &changes, 0);
+                let mut list = self.post.taken.borrow_mut();
+                for ((job, (domain, recipients)), taken) in jobs.iter().zip(groups).zip(taken) {
+                    if let (true, Some(first)) = (taken, &job.first) {
+                        list.push(Taken { job: fresh(domain, recipients), lease: first.lease_until, env: env.clone(), at: out.now });
+                    }
+                }
+                Ok(Enqueued::Queued)
             }
             Err(PortError::Constraint { name }) if name == store::RATE => {
                 Ok(self.outbox_entry(id).await?.map_or(Enqueued::TooMany, Enqueued::Held))

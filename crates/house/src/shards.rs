@@ -2147,7 +2147,7 @@ mod tests {
         )]))
         .unwrap();
         let notice = |lease: i64| {
-            let held = store::queue::Held { job: 1, lease };
+            let held = store::queue::Held { envelope_id: "e", domain: "b.test", lease };
             store::queue::insert_notice(held, "bo", &format!("n{lease}"), "postmaster@a.test", "{}", 1)
         };
         let job = || stmt!("UPDATE jobs SET attempts = attempts + 1 WHERE id = 1");

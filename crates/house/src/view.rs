@@ -79,6 +79,8 @@ pub struct Post<'h> {
     pub(crate) pushes: &'h RefCell<Vec<OutRequest>>,
     /// Whether mail due now was queued since the flag was last taken (the answer asks a kick).
     pub(crate) queued: &'h Cell<bool>,
+    /// Jobs whose first attempt a send took, for the kick (see [`crate::store::queue::Taken`]).
+    pub(crate) taken: &'h RefCell<Vec<crate::store::queue::Taken>>,
 }
 
 impl std::fmt::Debug for Post<'_> {

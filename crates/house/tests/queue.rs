@@ -570,10 +570,14 @@ fn leases_keep_ticks_apart() {
 
     // A job another tick holds is left alone until its lease lapses.
     json(&s.ana.send(&s.a, &signed(&s.ana, "held", &[&s.bo.address], "1")), 202);
+    // Not by the kick of its send (whose process ended first), but by a tick's lease, due now.
+    assert_eq!(s.a.drop_kick(), 1);
     let now = s.a.now().millis();
-    block_on(
-        s.a.db.batch(vec![stmt!("UPDATE jobs SET lease_until = ? WHERE envelope_id = 'held'", now + 30 * SECOND)]),
-    )
+    block_on(s.a.db.batch(vec![stmt!(
+        "UPDATE jobs SET lease_until = ?, next_attempt = ? WHERE envelope_id = 'held'",
+        now + 30 * SECOND,
+        now
+    )]))
     .unwrap();
     assert_eq!(s.w.tick_all().attempted, 0);
     s.w.clock.advance(30 * SECOND + 1);
@@ -594,6 +598,11 @@ fn leases_keep_ticks_apart() {
     // The lease itself: a second take of the same job changes nothing, and a tick whose lease
     // was taken over cannot finish the job or drop notices.
     json(&s.ana.send(&s.a, &signed(&s.ana, "stale", &[&s.bo.address], "3")), 202);
+    // The send took the job's first attempt for its kick; no kick runs here, and the lease is
+    // given back by hand, as though it had lapsed.
+    assert_eq!(s.a.drop_kick(), 1);
+    block_on(s.a.db.batch(vec![stmt!("UPDATE jobs SET lease_until = 0, next_attempt = 0 WHERE envelope_id = 'stale'")]))
+        .unwrap();
     let id =
         block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'stale'"))).unwrap()[0].int("id").unwrap();
     let now = s.a.now().millis();
@@ -608,7 +617,7 @@ fn leases_keep_ticks_apart() {
         rows[0].text("envelope").is_some_and(|e| e.contains("\"stale\"")),
         "the lease reads the envelope it is for"
     );
-    let stale = Held { job: id, lease: now + 30 * SECOND };
+    let stale = Held { envelope_id: "stale", domain: "b.test", lease: now + 30 * SECOND };
     let stmts = vec![
         nyx5_house::store::queue::insert_notice(stale, "ana", "n-1", "postmaster@a.test", "{}", later),
         nyx5_house::store::queue::finish(stale, nyx5_house::queue::JobState::Bounced, Some("x"), "{}", later),
@@ -650,7 +659,7 @@ fn leases_keep_ticks_apart() {
     assert_eq!(job_row(&s.a, "waiting"), waiting, "a stale tick made the domain's jobs due");
 
     // The tick that holds the lease does both.
-    let held = Held { job: id, lease: later + 30 * SECOND };
+    let held = Held { envelope_id: "stale", domain: "b.test", lease: later + 30 * SECOND };
     assert_eq!(block_on(s.a.db.batch(domain_recovered(held, "b.test", later))).unwrap(), [1, 1]);
     assert_eq!(health_rows(&s.a), 0);
     assert_eq!(job_row(&s.a, "waiting").1, later);
@@ -747,7 +756,7 @@ fn outbound_refusals() {
     let token = s.ana.token(&s.a, "POST", "/outbound", &body);
     let send = |t: &str| call_raw(&s.a, "POST", "/outbound", &[("authorization", t)], ok.canonical());
     assert_eq!(send(&token).status, 202);
-    assert_eq!(send(&token).status, 401, "a token is single use");
+    assert_eq!(send(&token).status, 200, "a replay is the same envelope again: \"exists\", nothing queued");
     assert_eq!(send(&s.ana.token(&s.a, "POST", "/mailbox/ana/ack", &body)).status, 401);
     assert_eq!(send(&s.ana.token(&s.b, "POST", "/outbound", &body)).status, 401);
     assert_eq!(send(&s.ana.token(&s.a, "GET", "/outbound", &body)).status, 401);
@@ -1021,13 +1030,14 @@ fn a_send_counts_in_this_minutes_outbound_window() {
     }
 }
 
-/// Issue 36 §1 (migration 0024): an envelope queued for one destination changes three rows (its
-/// token's nonce, its outbox row and its job; a `rate_windows` row was a fourth), and the tick
-/// that delivers it two (the job's lease and its end). D1 counts index entries too:
-/// `schema::an_outbound_envelope_writes_its_rows_and_three_index_entries` holds those, and
-/// docs/decisions/0061-outbound-rows.md has the figures.
+/// Issue 36 §1: an envelope queued for one destination changes two rows (its outbox row and its
+/// job, inserted with its first attempt's lease; the token's nonce was a third until its
+/// envelope's id served as the nonce, and a `rate_windows` row a fourth before migration 0024),
+/// and the kick that delivers it one (the job's end; the lease was a second). D1 counts index
+/// entries too: `schema::an_outbound_envelope_writes_its_rows_and_three_index_entries` holds
+/// those, and docs/decisions/0070-a-send-takes-its-first-attempt.md has the figures.
 #[test]
-fn an_outbound_envelope_changes_three_rows_and_its_delivery_two() {
+fn an_outbound_envelope_changes_two_rows_and_its_delivery_one() {
     let s = setup();
     // The first delivery to b.test also pins its key and caches its card.
     json(&s.ana.send(&s.a, &signed(&s.ana, "warm", &[&s.bo.address], "hi")), 202);
@@ -1036,10 +1046,10 @@ fn an_outbound_envelope_changes_three_rows_and_its_delivery_two() {
     for i in 0..3 {
         let before = changes();
         json(&s.ana.send(&s.a, &signed(&s.ana, &format!("c{i}"), &[&s.bo.address], "hi")), 202);
-        assert_eq!(changes() - before, 3, "send {i}");
+        assert_eq!(changes() - before, 2, "send {i}");
         let before = changes();
         assert_eq!(block_on(s.a.tick()).unwrap().delivered, 1);
-        assert_eq!(changes() - before, 2, "delivery {i}");
+        assert_eq!(changes() - before, 1, "delivery {i}");
     }
     assert_eq!(mailbox(&s.b, &s.bo).len(), 4);
 }
@@ -1130,11 +1140,15 @@ fn a_clock_that_ran_days_ahead_and_was_set_right_queues_nothing_twice() {
 fn a_lease_taken_while_the_clock_ran_ahead_holds_nothing_once_it_is_set_right() {
     let s = setup();
     json(&s.ana.send(&s.a, &signed(&s.ana, "held", &[&s.bo.address], "hi")), 202);
+    // The send's process ended before its kick (the first attempt it took lapses like any).
+    assert_eq!(s.a.drop_kick(), 1);
     let id =
         block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'held'"))).unwrap()[0].int("id").unwrap();
     let ahead = s.a.now().millis() + 3 * DAY;
     let taken = block_on(s.a.db.write_returning(lease(id, ahead, ahead + 120_000, None, None, None, None))).unwrap();
     assert_eq!(taken.len(), 1, "leased by a tick three days ahead, which then died");
+    // Past the wait of the first attempt the send took (it counts as one that died).
+    s.w.clock.advance(300 * SECOND);
     assert_eq!(s.w.tick_all().delivered, 1, "the job went now, not in three days");
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["held"]);
 }
@@ -1305,4 +1319,67 @@ fn a_tick_whose_deliveries_failed_leaves_the_moves_step_to_the_next() {
     a.db.moves_exhaust_the_budget(false);
     let stepped = r.is_ok_and(|r| r.settle_error.is_some_and(|e| e.contains("Too many")));
     assert!(stepped, "the moves' step ran in the next tick");
+}
+
+/// A tick works the jobs sends took in the same turns as the due scan's query orders the rest
+/// (`nyx5_rules::queue::fair_order`, issue 36): over jobs of several domains, senders (a
+/// subagent under its root), times and attempts, the function and the query agree.
+#[test]
+fn the_tick_orders_turns_as_the_due_scan_does() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    block_on(a.db.query(stmt!("PRAGMA foreign_keys = OFF"))).unwrap();
+    let senders = ["ana@a.test", "x.ana@a.test", "bo@a.test", "cy@a.test"];
+    let domains = ["b.test", "c.test", "d.test"];
+    let mut seed = 7_u64;
+    let mut next = |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let mut stmts = Vec::new();
+    for id in 1..=60_i64 {
+        let (sender, domain) = (senders[next(4) as usize], domains[next(3) as usize]);
+        let (due, attempts) = (i64::try_from(next(20)).unwrap(), i64::try_from(next(3)).unwrap());
+        let env = format!("e{id}");
+        stmts.push(stmt!(
+            "INSERT INTO outbox (seq, envelope_id, sender, envelope, sha256, created_at) VALUES (?, ?, ?, '{}', '', 0)",
+            id,
+            env.clone(),
+            sender
+        ));
+        stmts.push(stmt!(
+            "INSERT INTO jobs (id, envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline, created_at)
+             VALUES (?, ?, ?, '[]', 'pending', ?, ?, 0, 1000, 0)",
+            id,
+            env,
+            domain,
+            attempts,
+            due
+        ));
+    }
+    block_on(a.db.batch(stmts)).unwrap();
+    let rows = block_on(nyx5_house::store::queue::due(&a.db, 100, 100)).unwrap();
+    assert_eq!(rows.len(), 60);
+    let roots: Vec<String> = rows.iter().map(|r| r.text("root").unwrap().to_owned()).collect();
+    assert!(roots.iter().all(|r| !r.starts_with("x.")), "a subagent counts under its root");
+    let places: Vec<nyx5_rules::queue::Place<'_>> = rows
+        .iter()
+        .zip(&roots)
+        .map(|(r, root)| nyx5_rules::queue::Place {
+            domain: r.text("domain").unwrap(),
+            root,
+            next_attempt: r.int("next_attempt").unwrap(),
+            id: r.int("id").unwrap(),
+            attempts: r.int("attempts").unwrap(),
+        })
+        .collect();
+    // The rows come in the query's order; the function, given them shuffled, puts them back.
+    let mut shuffled: Vec<usize> = (0..places.len()).collect();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, next(i as u64 + 1) as usize);
+    }
+    let given: Vec<_> = shuffled.iter().map(|&i| places[i]).collect();
+    let ordered: Vec<i64> = nyx5_rules::queue::fair_order(&given).into_iter().map(|i| given[i].id).collect();
+    let queried: Vec<i64> = places.iter().map(|p| p.id).collect();
+    assert_eq!(ordered, queried);
 }

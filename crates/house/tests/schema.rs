@@ -758,7 +758,7 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
         not_before: now,
         deadline: now + 1,
     };
-    let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into() };
+    let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into(), first: None };
     let insert = queue::enqueue_remembered(&out, &[job], now, 10);
     let count = plan(&c, &insert[0]);
     assert!(
@@ -843,7 +843,7 @@ fn migration_0024_keeps_the_outbox_its_jobs_and_nonces() {
         not_before: now,
         deadline: now + day,
     };
-    let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into() };
+    let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into(), first: None };
     block_on(db.batch(queue::enqueue_remembered(&out, &[job], now, 10))).unwrap();
     // A Worker from before 0024 inserts as it always did.
     block_on(db.batch(vec![

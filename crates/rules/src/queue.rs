@@ -546,6 +546,55 @@ pub fn upkeep_due(last: Option<i64>, now: i64) -> bool {
     last.is_none_or(|last| now < last || now.div_euclid(UPKEEP_EVERY_MS) != last.div_euclid(UPKEEP_EVERY_MS))
 }
 
+/// Where a job stands among a tick's turns: its destination, its sender's root agent (a sender
+/// counted with its subagents), when it came due, its id (the order it was made in) and the
+/// attempts it had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place<'a> {
+    pub domain: &'a str,
+    pub root: &'a str,
+    pub next_attempt: i64,
+    pub id: i64,
+    pub attempts: i64,
+}
+
+/// The order a tick works `places` in, as indexes into it: round-robin over destinations (each
+/// domain's first turn, then each one's second, …), where within a destination the senders'
+/// root agents take turns (each root's earliest job, then each one's second, …), then fewer
+/// attempts, earlier due and older first. It is the order of the due scan's query
+/// (`store::queue::DUE_SQL` in the house, held to it by a test), for a tick that also works jobs
+/// the scan did not read: those a send took for its kick. Pure.
+pub fn fair_order(places: &[Place<'_>]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..places.len()).collect();
+    let at = |i: usize| places.get(i).copied();
+    let time = |i: usize| at(i).map(|p| (p.next_attempt, p.id));
+    // Each job's turn among its root's jobs to its domain …
+    order.sort_by_key(|&i| (at(i).map(|p| (p.domain, p.root)), time(i)));
+    let mut sender_turn = vec![0_usize; places.len()];
+    rank(&order, |i| at(i).map(|p| (p.domain, p.root)), &mut sender_turn);
+    // … then its turn at its domain …
+    order.sort_by_key(|&i| (at(i).map(|p| p.domain), sender_turn.get(i).copied(), time(i)));
+    let mut turn = vec![0_usize; places.len()];
+    rank(&order, |i| at(i).map(|p| p.domain), &mut turn);
+    // … and the turns in order.
+    order.sort_by_key(|&i| (turn.get(i).copied(), at(i).map(|p| p.attempts), time(i)));
+    order
+}
+
+/// Numbers the items of `sorted` 1, 2, … within each run of the same `group`, into `out`.
+fn rank<G: PartialEq>(sorted: &[usize], group: impl Fn(usize) -> G, out: &mut [usize]) {
+    let mut last: Option<G> = None;
+    let mut n = 0;
+    for &i in sorted {
+        let g = group(i);
+        n = if last.as_ref() == Some(&g) { n + 1 } else { 1 };
+        if let Some(slot) = out.get_mut(i) {
+            *slot = n;
+        }
+        last = Some(g);
+    }
+}
+
 /// Whether a turn of upkeep that handled `n` items took its whole batch of `cap`, so more may
 /// wait: the next tick runs it again rather than the next minute.
 pub fn took_whole_batch(n: usize, cap: i64) -> bool {
@@ -589,6 +638,26 @@ pub fn by_domain(to: &[Address]) -> Vec<(String, Vec<Address>)> {
 
 #[cfg(test)]
 mod tests {
+    /// Destinations take turns, and within one the senders' roots do; then fewer attempts, and
+    /// the earlier and older.
+    #[test]
+    fn a_flood_of_one_root_waits_behind_the_first_turn_of_every_other() {
+        let p = |domain, root, next_attempt, id, attempts| Place { domain, root, next_attempt, id, attempts };
+        let places = [
+            p("b", "ana", 1, 1, 0),
+            p("b", "ana", 2, 2, 0),
+            p("b", "ana", 3, 3, 0),
+            p("b", "bo", 4, 4, 0),
+            p("c", "ana", 5, 5, 3),
+            p("c", "ana", 6, 6, 0),
+            p("b", "cy", 9, 9, 0),
+        ];
+        // Turn 1: b's ana (1), c's ana (5, three attempts: after those with none), and in b the
+        // roots take turns: ana 1, bo 4, cy 9 are b's turns 1, 2 and 3.
+        assert_eq!(fair_order(&places), [0, 4, 3, 5, 6, 1, 2]);
+        assert!(fair_order(&[]).is_empty());
+    }
+
     use super::*;
 
     #[test]

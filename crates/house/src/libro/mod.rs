@@ -999,6 +999,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             .map(|(domain, list)| NewJob {
                 domain,
                 recipients: Value::Array(list.iter().map(|a| a.as_str().into()).collect()).canonical_string(),
+                first: None,
             })
             .collect();
         Ok(queue_store::enqueue(&out, &jobs))

@@ -9,7 +9,7 @@ use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value}
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
-use crate::queue::{Enqueued, NewJob, Outgoing};
+use crate::queue::{Enqueued, Outgoing};
 use crate::{House, ok_body};
 
 pub use nyx5_rules::queue::{MAX_DELIVER_AFTER_MS, by_domain, check_due};
@@ -53,10 +53,11 @@ fn addresses(list: &[Address]) -> Value {
 
 /// POST /outbound — authenticate, check the envelope is the agent's own and allowed, queue it.
 pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<Response, Error> {
-    // The token's nonce is spent in the batch that queues (one round trip fewer, issue 36 §5): a
-    // replay fails that batch whole. A request refused before it, or answered "exists", changes
-    // nothing and spends nothing.
-    let (card, nonce) = house.registry().authenticate_unspent(req, Keys::Current).await?;
+    // No nonce is stored (one row fewer a send, issue 36 §1): the token is bound to the body, so
+    // a replay is this envelope again, and its id, which the outbox holds, answers it "exists"
+    // without a change. A request refused before (a malformed body, a rate cap) changed nothing
+    // either and may be sent again within the token's window (docs/SPEC.md §8).
+    let (card, _the_envelope_id_is_the_nonce) = house.registry().authenticate_unspent(req, Keys::Current).await?;
     let now = house.now();
     let env = Envelope::parse(&req.body, house.config.max_bytes)?;
     if env.from() != card.address() {
@@ -93,10 +94,6 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         not_before,
         deadline,
     };
-    let jobs: Vec<NewJob> = groups
-        .iter()
-        .map(|(domain, list)| NewJob { domain: domain.clone(), recipients: addresses(list).canonical_string() })
-        .collect();
     // The outbox row counts itself towards the agent's minute: only a new envelope counts (the
     // same envelope again fails on its id and answers "exists"), and a subagent's sends count
     // towards its root agent's minute: an agent cannot multiply its rate by enrolling subagents
@@ -104,7 +101,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // forgetting horizon, which a clock that ran days ahead moved past the 6 days
     // `check_created` allows).
     let cap = house.config.outbound_per_agent_per_minute;
-    match house.queue().enqueue(nonce, &out, &jobs, env.created().millis(), cap).await? {
+    match house.queue().enqueue(&env, &out, &groups, env.created().millis(), cap).await? {
         Enqueued::Queued => {}
         Enqueued::Held(row) => return held(house, &row, env.id(), card.address(), &sha256).await,
         Enqueued::TooMany => {
@@ -157,7 +154,7 @@ async fn held<D: Db, N: Net>(
         listed.push(Value::Object(nyx5_proto::json::obj([
             ("domain", r.text("domain").unwrap_or_default().into()),
             ("recipients", recipients),
-            ("next_attempt", nyx5_proto::Timestamp(r.int("next_attempt").unwrap_or(0)).to_rfc3339().into()),
+            ("next_attempt", nyx5_proto::Timestamp(r.int("not_before").unwrap_or(0)).to_rfc3339().into()),
         ])));
     }
     Ok(Response::json(

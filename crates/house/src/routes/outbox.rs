@@ -39,7 +39,9 @@ fn job(r: &Row) -> Result<Value, Error> {
     // have reached someone it did not bounce, it is `undetermined` (docs/SPEC.md §7b).
     let undetermined = state == JobState::Bounced && !progress.undetermined.is_empty();
     let shown = match state {
-        JobState::Pending if attempts > 0 => "retrying",
+        // Tried and answered with a failure. An attempt still out (its lease counted it; a
+        // send takes its job's first one at once) is not a retry yet.
+        JobState::Pending if attempts > 0 && r.text("last_error").is_some() => "retrying",
         _ if undetermined => "undetermined",
         other => other.as_str(),
     };

@@ -13,11 +13,26 @@ use crate::stmt;
 
 use super::{one, query};
 
-/// A job to create with its envelope: the destination domain and its recipients (a JSON array).
+/// A job to create with its envelope: the destination domain and its recipients (a JSON array),
+/// and, for a send that takes its own first attempt ([`First`]), that attempt's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewJob {
     pub domain: String,
     pub recipients: String,
+    pub first: Option<First>,
+}
+
+/// The first attempt's lease of a job, written by the insert that queues it: what [`lease`]
+/// would write for the fresh job (one attempt counted, `next_attempt` where the job waits should
+/// the attempt die, the deadline no earlier than the give-up time, every recipient `maybe`). The
+/// insert takes it only while the destination has no `domain_health` row; otherwise the job is
+/// queued untaken, for the tick (and its probe) to work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct First {
+    pub lease_until: i64,
+    pub next_attempt: i64,
+    pub deadline: i64,
+    pub result: String,
 }
 
 /// A new outbox row: the canonical envelope and when its jobs run (first due at `not_before`,
@@ -163,21 +178,75 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
     stmts
 }
 
-/// One `jobs` row per destination of a new outbox row.
+/// One `jobs` row per destination of a new outbox row: one statement for a job queued untaken;
+/// two for one with a [`First`] lease, of which exactly one inserts (the taken row while its
+/// domain has no health row, else the untaken one), so the batch's counts tell the caller which
+/// ([`taken_jobs`]).
 fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item = Stmt> + 'a {
-    jobs.iter().map(|j| {
-        stmt!(
-            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
-             VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)",
-            out.envelope_id,
-            j.domain.as_str(),
-            j.recipients.as_str(),
-            out.not_before,
-            out.not_before,
-            out.deadline,
-            out.now
-        )
+    macro_rules! insert {
+        () => {
+            "INSERT INTO jobs (envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline,
+                               lease_until, result, created_at) "
+        };
+    }
+    macro_rules! untaken {
+        ($gate:literal) => {
+            concat!(insert!(), "SELECT ?1, ?2, ?3, 'pending', 0, ?4, ?4, ?5, 0, NULL, ?6 ", $gate)
+        };
+    }
+    jobs.iter().flat_map(move |j| {
+        let untaken = |sql: &'static str| {
+            stmt!(sql, out.envelope_id, j.domain.as_str(), j.recipients.as_str(), out.not_before, out.deadline, out.now)
+        };
+        match &j.first {
+            None => vec![untaken(untaken!(""))],
+            Some(f) => vec![
+                stmt!(
+                    concat!(
+                        insert!(),
+                        "SELECT ?1, ?2, ?3, 'pending', 1, ?4, ?5, ?6, ?7, ?8, ?9
+                         WHERE NOT EXISTS (SELECT 1 FROM domain_health h WHERE h.domain = ?2)"
+                    ),
+                    out.envelope_id,
+                    j.domain.as_str(),
+                    j.recipients.as_str(),
+                    f.next_attempt,
+                    out.not_before,
+                    f.deadline,
+                    f.lease_until,
+                    f.result.as_str(),
+                    out.now
+                ),
+                untaken(untaken!("WHERE EXISTS (SELECT 1 FROM domain_health h WHERE h.domain = ?2)")),
+            ],
+        }
     })
+}
+
+/// A job whose first attempt the send that queued it took ([`First`]), waiting in the house for
+/// the kick that follows the send's answer (`Queue::tick` works these first): the job as the due
+/// scan would read it untaken (its `id` unknown and unused: the lease is [`Held`] by the job's
+/// key), the lease the send wrote, the envelope, and when.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    pub(crate) job: nyx5_rules::queue::Job,
+    pub(crate) lease: i64,
+    pub(crate) env: nyx5_proto::Envelope,
+    pub(crate) at: i64,
+}
+
+/// Which of `jobs` (queued by [`enqueue`] or [`enqueue_remembered`], whose batch answered
+/// `changes`) were inserted with their [`First`] lease taken. The job statements follow the
+/// outbox row (and whatever the caller put before it: `skip` statements in all).
+pub fn taken_jobs(jobs: &[NewJob], changes: &[u64], skip: usize) -> Vec<bool> {
+    let mut at = skip + 1;
+    jobs.iter()
+        .map(|j| {
+            let taken = j.first.is_some() && changes.get(at) == Some(&1);
+            at += if j.first.is_some() { 2 } else { 1 };
+            taken
+        })
+        .collect()
 }
 
 /// Who sent envelope `id` and its hash, if this house queued it.
@@ -185,9 +254,11 @@ pub async fn outbox_entry<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row
     one(db, stmt!("SELECT sender, sha256 FROM outbox WHERE envelope_id = ?", envelope_id)).await
 }
 
-/// The jobs of one envelope, in the order they were made.
+/// The jobs of one envelope, in the order they were made, as queuing it listed them (first due
+/// at `not_before`): what a resend or a replay of the send is told, no progress (that is `GET
+/// /outbox`'s, to its sender's token).
 pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error> {
-    query(db, stmt!("SELECT domain, recipients, next_attempt FROM jobs WHERE envelope_id = ? ORDER BY id", envelope_id))
+    query(db, stmt!("SELECT domain, recipients, not_before FROM jobs WHERE envelope_id = ? ORDER BY id", envelope_id))
         .await
 }
 
@@ -229,7 +300,9 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
 /// The text of [`due`]'s query (tests fail it by its text).
 pub const DUE_SQL: &str = concat!(
     r#"SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
-                    j.deadline, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe
+                    j.deadline, j.next_attempt, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe, "#,
+    root_of!("o.sender"),
+    r#" AS root
              FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, id) AS turn
                    FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, "#,
     root_of!("s.sender"),
@@ -303,22 +376,25 @@ pub fn lease(
     )
 }
 
-/// The lease a tick holds: job `job` still pending with `lease_until = lease`.
+/// The lease a tick holds: the job of envelope `envelope_id` to `domain` (its key: a send that
+/// took the job's first attempt knows no more of it) still pending with `lease_until = lease`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held {
-    pub job: i64,
+pub struct Held<'a> {
+    pub envelope_id: &'a str,
+    pub domain: &'a str,
     pub lease: i64,
 }
 
 /// A notice for a local agent's mailbox, written only while the lease is held; a notice with the
 /// same id already there is left alone.
-pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
+pub fn insert_notice(held: Held<'_>, local: &str, notice_id: &str, sender: &str, envelope: &str, now: i64) -> Stmt {
     stmt!(
         concat!(
             crate::store::mailbox::mailbox_q!(),
             "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes)
              SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q
-             WHERE (?8 OR (EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?6 AND g.lease_until = ?7 AND g.state = 'pending')
+             WHERE (?9 OR (EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ?6 AND g.domain = ?7
+                                   AND g.lease_until = ?8 AND g.state = 'pending')
                            AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local)))
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
@@ -327,7 +403,8 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
         sender,
         envelope,
         now,
-        held.job,
+        held.envelope_id,
+        held.domain,
         held.lease,
         false
     )
@@ -336,15 +413,17 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
     // no notice here (it would fail the batch): skipped, counted 0; a hand-off is not skipped
     // (it waits and is applied where the mailbox ends up).
     .in_mailbox(local)
-    .on_handoff(7, true)
+    .on_handoff(8, true)
     .gated(stmt!(
         "INSERT INTO shard_handoffs (key, local, stmt)
-         SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ?4 AND g.lease_until = ?5 AND g.state = 'pending')
+         SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ?4 AND g.domain = ?5
+                                         AND g.lease_until = ?6 AND g.state = 'pending')
          ON CONFLICT (key) DO NOTHING",
         "",
         "",
         "",
-        held.job,
+        held.envelope_id,
+        held.domain,
         held.lease
     ))
 }
@@ -353,22 +432,38 @@ pub fn insert_notice(held: Held, local: &str, notice_id: &str, sender: &str, env
 /// back; with `deadline`, the deadline it had before this attempt (which was answered, or surely
 /// never arrived; see [`lease`]). One moved by an earlier attempt that went unanswered stays
 /// moved: a later answer about the destination says nothing of what that attempt delivered.
-pub fn retry(held: Held, next_attempt: i64, last_error: &str, result: &str, deadline: Option<i64>) -> Stmt {
+pub fn retry(held: Held<'_>, next_attempt: i64, last_error: &str, result: &str, deadline: Option<i64>) -> Stmt {
     stmt!(
         "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0, deadline = coalesce(?, deadline)
-         WHERE id = ? AND lease_until = ? AND state = 'pending'",
+         WHERE envelope_id = ? AND domain = ? AND lease_until = ? AND state = 'pending'",
         next_attempt,
         last_error,
         result,
         deadline,
-        held.job,
+        held.envelope_id,
+        held.domain,
+        held.lease
+    )
+}
+
+/// A first attempt a send took ([`First`]) is given back untried (its domain was found failing
+/// before the kick got to it): the job as it would have been queued untaken, waiting until
+/// `next_attempt`.
+pub fn release(held: Held<'_>, next_attempt: i64, deadline: i64) -> Stmt {
+    stmt!(
+        "UPDATE jobs SET attempts = 0, next_attempt = ?, deadline = ?, result = NULL, lease_until = 0
+         WHERE envelope_id = ? AND domain = ? AND lease_until = ? AND state = 'pending' AND attempts = 1",
+        next_attempt,
+        deadline,
+        held.envelope_id,
+        held.domain,
         held.lease
     )
 }
 
 /// The job ends `delivered` or `bounced` (an attempt was counted when it was leased).
 pub fn finish(
-    held: Held,
+    held: Held<'_>,
     state: nyx5_rules::queue::JobState,
     last_error: Option<&str>,
     result: &str,
@@ -377,12 +472,13 @@ pub fn finish(
     stmt!(
         "UPDATE jobs SET state = ?, last_error = coalesce(?, last_error), result = ?,
                 finished_at = ?, lease_until = 0
-         WHERE id = ? AND lease_until = ? AND state = 'pending'",
+         WHERE envelope_id = ? AND domain = ? AND lease_until = ? AND state = 'pending'",
         state.as_str(),
         last_error,
         result,
         now,
-        held.job,
+        held.envelope_id,
+        held.domain,
         held.lease
     )
 }
@@ -400,11 +496,12 @@ pub fn forget_idle_domain(domain: &str) -> Stmt {
 }
 
 /// The domain failed again (or for the first time): one job probes it at `next_probe`.
-pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_probe: i64, error: &str) -> Stmt {
+pub fn domain_failed(held: Held<'_>, domain: &str, now: i64, failures: i64, next_probe: i64, error: &str) -> Stmt {
     stmt!(
         "INSERT INTO domain_health (domain, failing_since, failures, next_probe, last_error)
          SELECT ?, ?, ?, ?, ?
-         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')
+         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ?
+                       AND g.state = 'pending')
          ON CONFLICT (domain) DO UPDATE SET failures = excluded.failures, next_probe = excluded.next_probe,
            last_error = excluded.last_error",
         domain,
@@ -412,7 +509,8 @@ pub fn domain_failed(held: Held, domain: &str, now: i64, failures: i64, next_pro
         failures,
         next_probe,
         error,
-        held.job,
+        held.envelope_id,
+        held.domain,
         held.lease
     )
 }
@@ -434,24 +532,28 @@ pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
 
 /// The domain answered: forget its failures and make its waiting jobs due now (deferred ones
 /// keep their `deliver_after`), so they go in order of arrival.
-pub fn domain_recovered(held: Held, domain: &str, now: i64) -> Vec<Stmt> {
+pub fn domain_recovered(held: Held<'_>, domain: &str, now: i64) -> Vec<Stmt> {
     vec![
         stmt!(
             "DELETE FROM domain_health WHERE domain = ?
-             AND EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')",
+             AND EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ?
+                         AND g.state = 'pending')",
             domain,
-            held.job,
+            held.envelope_id,
+            held.domain,
             held.lease
         ),
         stmt!(
             "UPDATE jobs SET next_attempt = max(not_before, ?)
              WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt > ?
-             AND EXISTS (SELECT 1 FROM jobs g WHERE g.id = ? AND g.lease_until = ? AND g.state = 'pending')",
+             AND EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ?
+                         AND g.state = 'pending')",
             now,
             domain,
             now,
             now,
-            held.job,
+            held.envelope_id,
+            held.domain,
             held.lease
         ),
     ]

@@ -221,9 +221,11 @@ fn an_ack_token_works_once_and_spends_its_nonce_with_the_ack() {
     assert_eq!(h.db.calls() - before, 1, "an ack under a token that does not verify read more than the card");
 }
 
-/// A send spends its token's nonce in the batch that queues it: the same request again is 401,
-/// never "exists" (which would tell a replayer what was queued). A send refused before that batch
-/// (here over the agent's minute) spends nothing: the same token may be sent again.
+/// A send's nonce is its envelope's id (issue 36 §1): the token is bound to the body, so the same
+/// request again is the same envelope again, answered "exists" (200) with nothing queued twice
+/// and nothing the request itself did not say (its jobs as the 202 listed them, not their
+/// progress). No nonce row is written. A send refused before its batch (here over the agent's
+/// minute) changed nothing: the same token may be sent again.
 #[test]
 fn a_send_token_works_once_and_only_a_send_that_took_effect_spends_it() {
     let w = World::new();
@@ -234,9 +236,16 @@ fn a_send_token_works_once_and_only_a_send_that_took_effect_spends_it() {
     let body = env.canonical();
     let token = ana.token(&h, "POST", "/outbound", &body);
     let send = || call_raw(&h, "POST", "/outbound", &[("authorization", &token)], body.clone());
-    assert_eq!(send().status, 202);
-    let again = send();
-    assert_eq!(refused_as(&again, 401).0, "nonce_used");
+    let first = json(&send(), 202);
+    assert_eq!(w.tick_all().delivered, 1, "delivered before the replay");
+    let again = json(&send(), 200);
+    let (first, again) = (first.as_object().unwrap(), again.as_object().unwrap());
+    assert_eq!(again["exists"], nyx5_proto::Value::Bool(true));
+    assert_eq!(again["jobs"], first["jobs"], "the replay learns the jobs as the send listed them, no progress");
+    assert_eq!(rows(&h, "SELECT count(*) AS n FROM outbox WHERE envelope_id = ?", "once"), 1);
+    assert_eq!(rows(&h, "SELECT count(*) AS n FROM jobs WHERE envelope_id = ?", "once"), 1);
+    assert_eq!(rows(&h, "SELECT count(*) AS n FROM nonces WHERE address = ?", "ana@a.test"), 0, "no nonce row");
+    assert_eq!(w.tick_all().attempted, 0, "nothing to deliver twice");
     // The same envelope with a fresh token is "exists" (200), as ever.
     assert_eq!(ana.send(&h, &env).status, 200);
 
