@@ -30,4 +30,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0026_libro_refusal_names.sql", include_str!("../../../migrations/0026_libro_refusal_names.sql")),
     ("0027_shard_move_steps.sql", include_str!("../../../migrations/0027_shard_move_steps.sql")),
     ("0028_shard_move_fences.sql", include_str!("../../../migrations/0028_shard_move_fences.sql")),
+    ("0029_queue_keys.sql", include_str!("../../../migrations/0029_queue_keys.sql")),
 ];

@@ -75,7 +75,7 @@ fn job_from_row(r: &Row) -> Option<Job> {
         _ => None,
     };
     Some(Job {
-        id: r.int("id")?,
+        made: r.int("made")?,
         envelope_id: r.text("envelope_id")?.to_owned(),
         domain: r.text("domain")?.to_owned(),
         recipients,
@@ -306,7 +306,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let taken = self
             .db
             .write_returning(store::lease(
-                job.id,
+                (&job.envelope_id, &job.domain),
                 now.millis(),
                 lease,
                 first.as_ref().map(|f| f.next_attempt),
@@ -409,14 +409,16 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                 domain: &job.domain,
                 root,
                 next_attempt: *next_attempt,
-                id: job.id,
+                made: job.made,
+                envelope_id: &job.envelope_id,
                 attempts: job.attempts,
             })
             .chain(taken.iter().zip(&roots).zip(0_i64..).map(|((t, root), k)| Place {
                 domain: &t.job.domain,
                 root,
                 next_attempt: t.at,
-                id: i64::MAX / 2 + k,
+                made: i64::MAX / 2 + k,
+                envelope_id: &t.job.envelope_id,
                 attempts: 0,
             }))
             .collect();
@@ -725,7 +727,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     ) -> Result<Enqueued, Error> {
         let now = Timestamp(out.now);
         let fresh = |domain: &str, recipients: &[Address]| Job {
-            id: 0,
+            made: 0,
             envelope_id: out.envelope_id.to_owned(),
             domain: domain.to_owned(),
             recipients: recipients.to_vec(),

@@ -2142,7 +2142,7 @@ mod tests {
         let primary = house.get(0).unwrap();
         block_on(primary.query(stmt!("PRAGMA foreign_keys = OFF"))).unwrap();
         block_on(primary.batch(vec![stmt!(
-            "INSERT INTO jobs (id, envelope_id, domain, recipients, state, next_attempt, not_before, deadline, lease_until, created_at)
+            "INSERT INTO jobs (made, envelope_id, domain, recipients, state, next_attempt, not_before, deadline, lease_until, created_at)
              VALUES (1, 'e', 'b.test', '[]', 'pending', 0, 0, 0, 5, 0)"
         )]))
         .unwrap();
@@ -2150,7 +2150,7 @@ mod tests {
             let held = store::queue::Held { envelope_id: "e", domain: "b.test", lease };
             store::queue::insert_notice(held, "bo", &format!("n{lease}"), "postmaster@a.test", "{}", 1)
         };
-        let job = || stmt!("UPDATE jobs SET attempts = attempts + 1 WHERE id = 1");
+        let job = || stmt!("UPDATE jobs SET attempts = attempts + 1 WHERE envelope_id = 'e'");
         assert_eq!(block_on(house.batch(vec![notice(5), job()])).unwrap(), [1, 1], "the lease is held: delivered");
         assert_eq!(block_on(house.batch(vec![notice(4), job()])).unwrap(), [0, 1], "a lease lost: nothing handed off");
         assert_eq!(ids(&house, "bo"), ["{}"]);

@@ -603,8 +603,7 @@ fn leases_keep_ticks_apart() {
     assert_eq!(s.a.drop_kick(), 1);
     block_on(s.a.db.batch(vec![stmt!("UPDATE jobs SET lease_until = 0, next_attempt = 0 WHERE envelope_id = 'stale'")]))
         .unwrap();
-    let id =
-        block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'stale'"))).unwrap()[0].int("id").unwrap();
+    let id = ("stale", "b.test");
     let now = s.a.now().millis();
     let taken = |stmt| block_on(s.a.db.write_returning(stmt)).unwrap().len();
     assert_eq!(taken(lease(id, now, now + 30 * SECOND, None, None, None, None)), 1);
@@ -1142,8 +1141,7 @@ fn a_lease_taken_while_the_clock_ran_ahead_holds_nothing_once_it_is_set_right() 
     json(&s.ana.send(&s.a, &signed(&s.ana, "held", &[&s.bo.address], "hi")), 202);
     // The send's process ended before its kick (the first attempt it took lapses like any).
     assert_eq!(s.a.drop_kick(), 1);
-    let id =
-        block_on(s.a.db.query(stmt!("SELECT id FROM jobs WHERE envelope_id = 'held'"))).unwrap()[0].int("id").unwrap();
+    let id = ("held", "b.test");
     let ahead = s.a.now().millis() + 3 * DAY;
     let taken = block_on(s.a.db.write_returning(lease(id, ahead, ahead + 120_000, None, None, None, None))).unwrap();
     assert_eq!(taken.len(), 1, "leased by a tick three days ahead, which then died");
@@ -1338,19 +1336,25 @@ fn the_tick_orders_turns_as_the_due_scan_does() {
     };
     let mut stmts = Vec::new();
     for id in 1..=60_i64 {
-        let (sender, domain) = (senders[next(4) as usize], domains[next(3) as usize]);
+        // Even ids are sent by ana's tree, odd by bo or cy: the pair of one `seq` has two roots.
+        let sender = senders[(id % 2 * 2) as usize + next(2) as usize];
+        let domain = domains[next(3) as usize];
         let (due, attempts) = (i64::try_from(next(20)).unwrap(), i64::try_from(next(3)).unwrap());
         let env = format!("e{id}");
+        // Two roots' envelopes may share a `seq` (and so a `made`): the envelope's id orders them.
+        let seq = id / 2;
         stmts.push(stmt!(
-            "INSERT INTO outbox (seq, envelope_id, sender, envelope, sha256, created_at) VALUES (?, ?, ?, '{}', '', 0)",
-            id,
+            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, created_at)
+             VALUES (?, ?, ?, ?, '{}', '', 0)",
+            nyx5_house::store::queue::root_address(sender),
+            seq,
             env.clone(),
             sender
         ));
         stmts.push(stmt!(
-            "INSERT INTO jobs (id, envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline, created_at)
+            "INSERT INTO jobs (made, envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline, created_at)
              VALUES (?, ?, ?, '[]', 'pending', ?, ?, 0, 1000, 0)",
-            id,
+            seq * 256,
             env,
             domain,
             attempts,
@@ -1369,7 +1373,8 @@ fn the_tick_orders_turns_as_the_due_scan_does() {
             domain: r.text("domain").unwrap(),
             root,
             next_attempt: r.int("next_attempt").unwrap(),
-            id: r.int("id").unwrap(),
+            made: r.int("made").unwrap(),
+            envelope_id: r.text("envelope_id").unwrap(),
             attempts: r.int("attempts").unwrap(),
         })
         .collect();
@@ -1379,7 +1384,7 @@ fn the_tick_orders_turns_as_the_due_scan_does() {
         shuffled.swap(i, next(i as u64 + 1) as usize);
     }
     let given: Vec<_> = shuffled.iter().map(|&i| places[i]).collect();
-    let ordered: Vec<i64> = nyx5_rules::queue::fair_order(&given).into_iter().map(|i| given[i].id).collect();
-    let queried: Vec<i64> = places.iter().map(|p| p.id).collect();
+    let ordered: Vec<&str> = nyx5_rules::queue::fair_order(&given).into_iter().map(|i| given[i].envelope_id).collect();
+    let queried: Vec<&str> = places.iter().map(|p| p.envelope_id).collect();
     assert_eq!(ordered, queried);
 }

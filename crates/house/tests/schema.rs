@@ -68,20 +68,20 @@ fn invariants_live_in_the_schema() {
     refused(&db, vec![hit()], "rate_cap");
 
     block_on(db.batch(vec![stmt!(
-        "INSERT INTO outbox (envelope_id, sender, envelope, sha256, created_at) VALUES ('e1', 'ana', '{}', 'x', 0)"
+        "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, created_at) VALUES ('ana', 1, 'e1', 'ana', '{}', 'x', 0)"
     )]))
     .unwrap();
     refused(
         &db,
         vec![stmt!(
-            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at) VALUES ('e1', 'b', '[]', 'delivered', 0, 0, 9, 0)"
+            "INSERT INTO jobs (envelope_id, domain, made, recipients, state, next_attempt, not_before, deadline, created_at) VALUES ('e1', 'b', 1, '[]', 'delivered', 0, 0, 9, 0)"
         )],
         "job_finished",
     );
     refused(
         &db,
         vec![stmt!(
-            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at) VALUES ('nope', 'b', '[]', 'pending', 0, 0, 9, 0)"
+            "INSERT INTO jobs (envelope_id, domain, made, recipients, state, next_attempt, not_before, deadline, created_at) VALUES ('nope', 'b', 1, '[]', 'pending', 0, 0, 9, 0)"
         )],
         "FOREIGN KEY",
     );
@@ -432,9 +432,11 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     for s in &stmts {
         let details = plan(&c, s);
         // What a statement may read whole: the two small tables, and its own CTE's few rows.
-        let mut small = vec!["rate_windows", "nonces", "domain_health"];
+        // (`CONSTANT ROW`: a CTE's first row, no table.)
+        let mut small = vec!["rate_windows", "nonces", "domain_health", "CONSTANT"];
         if let Some(cte) = s.sql.trim_start().strip_prefix("WITH ") {
-            small.extend(cte.split_whitespace().next());
+            let cte = cte.strip_prefix("RECURSIVE ").unwrap_or(cte);
+            small.extend(cte.split(|c: char| c.is_whitespace() || c == '(').next());
             // And the CTEs after the first (`…), name AS …`).
             let words: Vec<&str> = cte.split_whitespace().collect();
             small.extend(words.windows(3).filter(|w| w[0].ends_with("),") && w[2] == "AS").map(|w| w[1]));
@@ -447,8 +449,8 @@ fn the_ticks_purges_read_no_growing_table_whole() {
     }
     // (14 since issue 35: the Libro's first-received times, and the outbox's forgetting horizon,
     // an upsert of one `settings` row; 15 with the names known without a pin; 18 since issue 36 §1:
-    // the bodies of watermark raises.)
-    assert_eq!(stmts.len(), 18, "every purge of the tick was looked at");
+    // the bodies of watermark raises; 19 since migration 0029: the purge's walk over the roots.)
+    assert_eq!(stmts.len(), 19, "every purge of the tick was looked at");
 }
 
 /// A card fetched is cached in one slot: neither the lookup nor either insert reads the cache
@@ -723,7 +725,7 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
 /// it. Each hot read walks a range: the due jobs `jobs_due`, a page and the count
 /// `outbox_root`, the purge the outbox's key. A new index is a deliberate change of this test.
 #[test]
-fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
+fn an_outbound_envelope_writes_two_rows_and_three_index_entries() {
     use nyx5_house::store::queue;
     let c = rusqlite::Connection::open_in_memory().unwrap();
     migrate(&c, None, "end");
@@ -732,11 +734,15 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
             c.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name").unwrap();
         s.query_map([table], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
     };
-    assert_eq!(indexes("outbox"), ["outbox_root", "sqlite_autoindex_outbox_1"]);
-    assert_eq!(indexes("jobs"), ["jobs_due", "jobs_pending_domain", "sqlite_autoindex_jobs_1"]);
-    let without_rowid: i64 =
-        c.query_row("SELECT wr FROM pragma_table_list WHERE name = 'nonces'", [], |r| r.get(0)).unwrap();
-    assert_eq!(without_rowid, 1, "a nonce is its key alone");
+    // The outbox's key is `(root, seq)`, its one index the envelope's id; a job's key is its
+    // envelope and domain, its indexes the pending jobs' two (migration 0029).
+    assert_eq!(indexes("outbox"), ["sqlite_autoindex_outbox_1"]);
+    assert_eq!(indexes("jobs"), ["jobs_due", "jobs_pending_domain"]);
+    for table in ["nonces", "outbox", "jobs"] {
+        let without_rowid: i64 =
+            c.query_row("SELECT wr FROM pragma_table_list WHERE name = ?1", [table], |r| r.get(0)).unwrap();
+        assert_eq!(without_rowid, 1, "{table} is its key alone");
+    }
 
     let now = 1_800_000_000_000;
     let due = plan(&c, &stmt!(queue::DUE_SQL, now, now, now, now, 10));
@@ -744,10 +750,7 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
     let postpone = plan(&c, &queue::postpone_domain("b.test", now, now));
     assert_eq!(postpone, ["SEARCH jobs USING INDEX jobs_pending_domain (domain=?)"]);
     let page = plan(&c, &queue::outbox_page_query("s1.ana@a.test", i64::MAX, 50));
-    assert!(
-        page.iter().any(|d| d.starts_with("SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq<?)")),
-        "{page:?}"
-    );
+    assert!(page.iter().any(|d| d == "SEARCH outbox USING PRIMARY KEY (root=? AND seq<?)"), "{page:?}");
     let out = queue::Outgoing {
         envelope_id: "e",
         sender: "s1.ana@a.test",
@@ -761,15 +764,17 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
     let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into(), first: None };
     let insert = queue::enqueue_remembered(&out, &[job], now, 10);
     let count = plan(&c, &insert[0]);
-    assert!(
-        count.iter().any(|d| d == "SEARCH outbox USING INDEX outbox_root (<expr>=? AND seq>? AND seq<?)"),
-        "{count:?}"
-    );
-    // The next `seq` is one seek in its own millisecond's slots of the key.
-    assert!(count.iter().any(|d| d == "SEARCH outbox USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"), "{count:?}");
+    // The count of the root's minute, and the next `seq` (one seek in its own millisecond's slots
+    // of the root's key): both ranges of the key.
+    let ranges = count.iter().filter(|d| *d == "SEARCH outbox USING PRIMARY KEY (root=? AND seq>? AND seq<?)").count();
+    assert_eq!(ranges, 2, "{count:?}");
+    // A job's place comes from its envelope's row, found by its id.
+    let job = plan(&c, &insert[1]);
+    assert!(job.iter().any(|d| d == "SEARCH outbox USING INDEX sqlite_autoindex_outbox_1 (envelope_id=?)"), "{job:?}");
+    // The purge walks the key root by root.
     for s in queue::purge(now, 100) {
         let details = plan(&c, &s);
-        assert!(!details.iter().any(|d| d.contains("outbox_created") || d == "SCAN o"), "{details:?}");
+        assert!(!details.iter().any(|d| d == "SCAN o" || d == "SCAN outbox" || d == "SCAN jobs"), "{details:?}");
     }
 }
 
@@ -778,13 +783,13 @@ fn an_outbound_envelope_writes_its_rows_and_three_index_entries() {
 /// envelope comes after every old one. A Worker from before 0024 (until `wrangler deploy`) still
 /// queues: its row takes the next `seq`, and its job is due.
 #[test]
-fn migration_0024_keeps_the_outbox_its_jobs_and_nonces() {
+fn migrations_0024_and_0029_keep_the_outbox_its_jobs_and_nonces() {
     use nyx5_house::store::queue;
     let path = std::env::temp_dir().join(format!("nyx5-migration-0024-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let day = 86_400_000_i64;
     let now = 1_800_000_000_000_i64;
-    let before_0024 = "0023_placeholder.sql";
+    let before_0024 = "0024_outbound_rows.sql";
     {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(
@@ -845,37 +850,44 @@ fn migration_0024_keeps_the_outbox_its_jobs_and_nonces() {
     };
     let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into(), first: None };
     block_on(db.batch(queue::enqueue_remembered(&out, &[job], now, 10))).unwrap();
-    // A Worker from before 0024 inserts as it always did.
-    block_on(db.batch(vec![
+    // Code from before 0029 (a Worker until `wrangler deploy`) names no root and a job's `id`: its
+    // inserts fail whole rather than land in rows the new code misreads.
+    for old in [
         stmt!(
             "INSERT INTO outbox (envelope_id, sender, envelope, sha256, expires, created_at) VALUES ('w', 'cy@a.test', '{}', 'x', NULL, ?)",
             now
         ),
         stmt!(
-            "INSERT INTO jobs (envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
-             VALUES ('w', 'b.test', '[]', 'pending', ?, ?, ?, ?)",
+            "INSERT INTO jobs (id, envelope_id, domain, recipients, state, next_attempt, not_before, deadline, created_at)
+             VALUES (9, 'new', 'c.test', '[]', 'pending', ?, ?, ?, ?)",
             now,
             now,
             now + day,
             now
         ),
-    ]))
-    .unwrap();
+    ] {
+        assert!(block_on(db.batch(vec![old])).is_err());
+    }
+    // Each old row has its root, and its job its old order.
+    let roots = block_on(db.query(stmt!("SELECT root FROM outbox ORDER BY seq"))).unwrap();
+    assert_eq!(ids(roots, "root"), ["ana@a.test", "ana@a.test", "cy@a.test", "ana@a.test"]);
+    let made = block_on(db.query(stmt!("SELECT envelope_id FROM jobs ORDER BY made"))).unwrap();
+    assert_eq!(ids(made, "envelope_id"), ["old", "sub", "cy", "new"]);
     let order = block_on(db.query(stmt!("SELECT envelope_id, rate_n FROM outbox ORDER BY seq"))).unwrap();
-    assert_eq!(ids(order.clone(), "envelope_id"), ["old", "sub", "cy", "new", "w"]);
+    assert_eq!(ids(order.clone(), "envelope_id"), ["old", "sub", "cy", "new"]);
     let rates: Vec<Option<i64>> = order.iter().map(|r| r.int("rate_n")).collect();
-    assert_eq!(rates, [None, None, None, Some(1), None]);
+    assert_eq!(rates, [None, None, None, Some(1)]);
     // No AUTOINCREMENT: no `sqlite_sequence` row is rewritten per envelope.
     let sequence =
         block_on(db.query(stmt!("SELECT count(*) AS n FROM sqlite_sequence WHERE name = 'outbox'"))).unwrap();
     assert_eq!(sequence[0].int("n"), Some(0));
     let mut due = ids(block_on(queue::due(&db, now, 10)).unwrap(), "envelope_id");
     due.sort();
-    assert_eq!(due, ["new", "sub", "w"]);
+    assert_eq!(due, ["new", "sub"]);
     // The purge forgets the old finished envelope (a week past) and nothing else.
     block_on(db.batch(queue::purge(now - 7 * day, 100))).unwrap();
     let left = block_on(db.query(stmt!("SELECT envelope_id FROM outbox ORDER BY seq"))).unwrap();
-    assert_eq!(ids(left, "envelope_id"), ["sub", "cy", "new", "w"]);
+    assert_eq!(ids(left, "envelope_id"), ["sub", "cy", "new"]);
 }
 
 /// The texts a `state` column is compared with in `sql`: `state = 'x'`, `state != 'x'`,

@@ -274,7 +274,8 @@ pub struct Health {
 /// A due job, as the tick sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
-    pub id: i64,
+    /// The order it was made in (`jobs.made`).
+    pub made: i64,
     pub envelope_id: String,
     pub domain: String,
     pub recipients: Vec<Address>,
@@ -547,14 +548,15 @@ pub fn upkeep_due(last: Option<i64>, now: i64) -> bool {
 }
 
 /// Where a job stands among a tick's turns: its destination, its sender's root agent (a sender
-/// counted with its subagents), when it came due, its id (the order it was made in) and the
-/// attempts it had.
+/// counted with its subagents), when it came due, the order it was made in (`made`, then its
+/// envelope's id: two roots' envelopes may share a `seq`) and the attempts it had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Place<'a> {
     pub domain: &'a str,
     pub root: &'a str,
     pub next_attempt: i64,
-    pub id: i64,
+    pub made: i64,
+    pub envelope_id: &'a str,
     pub attempts: i64,
 }
 
@@ -567,7 +569,7 @@ pub struct Place<'a> {
 pub fn fair_order(places: &[Place<'_>]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..places.len()).collect();
     let at = |i: usize| places.get(i).copied();
-    let time = |i: usize| at(i).map(|p| (p.next_attempt, p.id));
+    let time = |i: usize| at(i).map(|p| (p.next_attempt, p.made, p.envelope_id));
     // Each job's turn among its root's jobs to its domain …
     order.sort_by_key(|&i| (at(i).map(|p| (p.domain, p.root)), time(i)));
     let mut sender_turn = vec![0_usize; places.len()];
@@ -642,7 +644,7 @@ mod tests {
     /// the earlier and older.
     #[test]
     fn a_flood_of_one_root_waits_behind_the_first_turn_of_every_other() {
-        let p = |domain, root, next_attempt, id, attempts| Place { domain, root, next_attempt, id, attempts };
+        let p = |domain, root, next_attempt, made, attempts| Place { domain, root, next_attempt, made, envelope_id: "e", attempts };
         let places = [
             p("b", "ana", 1, 1, 0),
             p("b", "ana", 2, 2, 0),
@@ -685,7 +687,7 @@ mod tests {
 
     fn job(recipients: &[&str]) -> Job {
         Job {
-            id: 1,
+            made: 1,
             envelope_id: "e1".into(),
             domain: "b.test".into(),
             recipients: recipients.iter().map(|r| a(r)).collect(),

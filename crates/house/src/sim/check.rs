@@ -444,13 +444,13 @@ fn mailboxes(house: &SimHouse) -> Result<(), String> {
 /// `latest`: the latest time the house's clock has shown. A lease is never further ahead of it
 /// than a tick takes one (a lease taken while the clock ran ahead lies ahead of the clock set
 /// right, and holds nothing: `store::queue::lease`). A pending job is never due before its
-/// `not_before`: the due scan finds jobs by it (`jobs_pending`, migration 0024).
+/// `not_before`: a due job is found by `next_attempt` (`jobs_due`).
 fn queue(house: &SimHouse, latest: i64) -> Result<(), String> {
     let give_up = house.config.retry.give_up_after_ms;
     let bad = rows(
         house,
         stmt!(
-            "SELECT id, envelope_id, lease_until, deadline, not_before, next_attempt FROM jobs
+            "SELECT made, envelope_id, lease_until, deadline, not_before, next_attempt FROM jobs
               WHERE state = 'pending' AND (lease_until > ? OR deadline > not_before + ? OR next_attempt < not_before)",
             latest.saturating_add(crate::queue::LEASE_MS),
             give_up
@@ -459,7 +459,7 @@ fn queue(house: &SimHouse, latest: i64) -> Result<(), String> {
     if let Some(r) = bad.first() {
         return Err(format!(
             "job {} of {}: lease until {}, deadline {}, next attempt {} for a start at {}",
-            int(r, "id")?,
+            int(r, "made")?,
             text(r, "envelope_id")?,
             int(r, "lease_until")?,
             int(r, "deadline")?,

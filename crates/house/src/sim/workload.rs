@@ -1341,14 +1341,14 @@ mod tests {
             5,
             &[pending],
             &["UPDATE jobs SET lease_until = 4000000000000
-               WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
+               WHERE (envelope_id, domain) = (SELECT envelope_id, domain FROM jobs WHERE state = 'pending' LIMIT 1)"],
         );
         assert!(leased.contains("lease until 4000000000000"), "{leased}");
         let late = planted_in(
             5,
             &[pending],
             &["UPDATE jobs SET deadline = not_before + 100000000000
-               WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
+               WHERE (envelope_id, domain) = (SELECT envelope_id, domain FROM jobs WHERE state = 'pending' LIMIT 1)"],
         );
         assert!(late.contains("deadline"), "{late}");
         // Due before its start: the due scan, which finds jobs by `not_before`, would miss it.
@@ -1356,7 +1356,7 @@ mod tests {
             5,
             &[pending],
             &["UPDATE jobs SET next_attempt = not_before - 1
-               WHERE id = (SELECT id FROM jobs WHERE state = 'pending' LIMIT 1)"],
+               WHERE (envelope_id, domain) = (SELECT envelope_id, domain FROM jobs WHERE state = 'pending' LIMIT 1)"],
         );
         assert!(early.contains("next attempt"), "{early}");
         // One site's pins past the resolver's bound (a house of many names filling the table).

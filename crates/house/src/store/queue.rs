@@ -49,48 +49,21 @@ pub struct Outgoing<'a> {
     pub deadline: i64,
 }
 
-/// The SQL of the root agent of address column `$col` (`a.b.ana@h` → `ana@h`): the last label
-/// of the local part, at the same domain. A dotted local part is always a subagent's (spec §6),
-/// so this is the agent whose tree the address belongs to, as `/outbound` and the Libro's
-/// budgets count it.
-macro_rules! root_of {
-    ($col:literal) => {
-        concat!(
-            "(substr(substr(",
-            $col,
-            ", 1, instr(",
-            $col,
-            ", '@') - 1), length(rtrim(substr(",
-            $col,
-            ", 1, instr(",
-            $col,
-            ", '@') - 1), replace(substr(",
-            $col,
-            ", 1, instr(",
-            $col,
-            ", '@') - 1), '.', ''))) + 1) || substr(",
-            $col,
-            ", instr(",
-            $col,
-            ", '@')))"
-        )
-    };
-}
-
 /// How much an outbox `seq` grows per millisecond: a row's `seq` is its `created_at` times this
 /// (or one more than the last `seq`, if that is higher: a burst, or a clock set back), so the key
 /// is in the order of time and the purge and the rate count read it by ranges.
 pub const SEQ_PER_MS: i64 = 1024;
 
-/// The SQL of a new outbox row's `seq` (binds `?1`, the row's time in ms × [`SEQ_PER_MS`]): the
-/// first of its millisecond's slots no row holds (one seek down the key). Only its own
-/// millisecond is looked at, so a row a clock that ran ahead once gave a high `seq` never drags
-/// the later ones after it: `seq / SEQ_PER_MS` is the row's `created_at` (a burst of more than
-/// 1,024 in one millisecond, which one writer cannot reach, would spill into the next), and the
-/// purge and the rate count read exact ranges of the key. (1024 is [`SEQ_PER_MS`].)
+/// The SQL of a new outbox row's `seq` (binds `?1`, the row's time in ms × [`SEQ_PER_MS`], and
+/// `?2`, its root agent): the first of its millisecond's slots no row of that root holds (one
+/// seek down the key, `(root, seq)` since migration 0029). Only its own millisecond is looked
+/// at, so a row a clock that ran ahead once gave a high `seq` never drags the later ones after
+/// it: `seq / SEQ_PER_MS` is the row's `created_at` (a burst of more than 1,024 in one
+/// millisecond, which one writer cannot reach, would spill into the next), and the purge and the
+/// rate count read exact ranges of the key. (1024 is [`SEQ_PER_MS`].)
 macro_rules! next_seq {
     () => {
-        "(SELECT coalesce(max(seq) + 1, ?1) FROM outbox WHERE seq >= ?1 AND seq < ?1 + 1024)"
+        "(SELECT coalesce(max(seq) + 1, ?1) FROM outbox WHERE root = ?2 AND seq >= ?1 AND seq < ?1 + 1024)"
     };
 }
 
@@ -101,11 +74,12 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
     let mut stmts = Vec::with_capacity(jobs.len() + 1);
     stmts.push(stmt!(
         concat!(
-            "INSERT INTO outbox (seq, envelope_id, sender, envelope, sha256, expires, created_at) VALUES (",
+            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, expires, created_at) VALUES (?2, ",
             next_seq!(),
-            ", ?, ?, ?, ?, ?, ?)"
+            ", ?3, ?4, ?5, ?6, ?7, ?8)"
         ),
         out.now.saturating_mul(SEQ_PER_MS),
+        root_address(out.sender),
         out.envelope_id,
         out.sender,
         out.envelope,
@@ -117,7 +91,8 @@ pub fn enqueue(out: &Outgoing<'_>, jobs: &[NewJob]) -> Vec<Stmt> {
     stmts
 }
 
-/// The root agent of `address` (`a.b.ana@h` → `ana@h`), as `root_of!` spells it in SQL.
+/// The root agent of `address` (`a.b.ana@h` → `ana@h`), as the outbox's CHECK `outbox_root_of_sender` spells it in SQL (migration 0029),
+/// which holds every row's `root` to it.
 pub fn root_address(address: &str) -> String {
     match address.split_once('@') {
         Some((local, domain)) => format!("{}@{domain}", local.rsplit('.').next().unwrap_or(local)),
@@ -135,9 +110,9 @@ pub fn root_address(address: &str) -> String {
 /// from there) and was set right let a resend still within the 6 days `created` may be old be
 /// queued a second time.
 ///
-/// The sender's root agent (with its subagents: `root_of!`) queues at most `cap` envelopes a
-/// minute of the house's clock: the insert counts the tree's rows created in this minute (read
-/// through `outbox_root`, at most `cap` of them) and numbers its own (`rate_n`); past the cap
+/// The sender's root agent (with its subagents: [`root_address`]) queues at most `cap` envelopes a
+/// minute of the house's clock: the insert counts the tree's rows created in this minute (a
+/// range of the outbox's key, at most `cap` of them) and numbers its own (`rate_n`); past the cap
 /// that is 0, which the CHECK [`RATE`] refuses. No row is written to count (a `rate_windows` row
 /// was, until migration 0024). SQLite checks it after NOT NULL and before the UNIQUE id: the
 /// caller looks the id up before it answers 429.
@@ -147,18 +122,17 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
     let mut stmts = Vec::with_capacity(jobs.len() + 1);
     stmts.push(stmt!(
         concat!(
-            "INSERT INTO outbox (seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n)
-             VALUES (",
+            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n)
+             VALUES (?2, ",
             next_seq!(),
-            ", ?, ?, ?, ?, ?, CASE WHEN ? > coalesce((SELECT CAST(value AS INTEGER) FROM settings
-                                                        WHERE name = 'outbox_forgotten_before'), 0) + ?
-                                     THEN ? END,
-                     (SELECT CASE WHEN count(*) < ? THEN count(*) + 1 ELSE 0 END FROM outbox
-                      WHERE ",
-            root_of!("sender"),
-            " = ? AND seq >= ? AND seq < ? AND created_at >= ? AND created_at < ?))"
+            ", ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 > coalesce((SELECT CAST(value AS INTEGER) FROM settings
+                                                        WHERE name = 'outbox_forgotten_before'), 0) + ?9
+                                     THEN ?10 END,
+                     (SELECT CASE WHEN count(*) < ?11 THEN count(*) + 1 ELSE 0 END FROM outbox
+                      WHERE root = ?2 AND seq >= ?12 AND seq < ?13 AND created_at >= ?14 AND created_at < ?15))"
         ),
         out.now.saturating_mul(SEQ_PER_MS),
+        root_address(out.sender),
         out.envelope_id,
         out.sender,
         out.envelope,
@@ -168,7 +142,6 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
         nyx5_proto::limits::CLOCK_SKEW_MS,
         out.now,
         cap,
-        root_address(out.sender),
         minute.saturating_mul(SEQ_PER_MS),
         minute.saturating_add(MINUTE).saturating_mul(SEQ_PER_MS),
         minute,
@@ -186,17 +159,24 @@ fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item
     macro_rules! insert {
         () => {
             "INSERT INTO jobs (envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline,
-                               lease_until, result, created_at) "
+                               lease_until, result, created_at, made) "
+        };
+    }
+    // The order it was made in: its envelope's `seq`, then its place among the destinations.
+    macro_rules! made {
+        ($k:literal) => {
+            concat!("(SELECT seq FROM outbox WHERE envelope_id = ?1) * 256 + ", $k)
         };
     }
     macro_rules! untaken {
         ($gate:literal) => {
-            concat!(insert!(), "SELECT ?1, ?2, ?3, 'pending', 0, ?4, ?4, ?5, 0, NULL, ?6 ", $gate)
+            concat!(insert!(), "SELECT ?1, ?2, ?3, 'pending', 0, ?4, ?4, ?5, 0, NULL, ?6, ", made!("?7"), " ", $gate)
         };
     }
-    jobs.iter().flat_map(move |j| {
+    const _: () = assert!(nyx5_proto::limits::MAX_RECIPIENTS < 256, "made! gives each destination its place");
+    jobs.iter().zip(0_i64..).flat_map(move |(j, k)| {
         let untaken = |sql: &'static str| {
-            stmt!(sql, out.envelope_id, j.domain.as_str(), j.recipients.as_str(), out.not_before, out.deadline, out.now)
+            stmt!(sql, out.envelope_id, j.domain.as_str(), j.recipients.as_str(), out.not_before, out.deadline, out.now, k)
         };
         match &j.first {
             None => vec![untaken(untaken!(""))],
@@ -204,8 +184,9 @@ fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item
                 stmt!(
                     concat!(
                         insert!(),
-                        "SELECT ?1, ?2, ?3, 'pending', 1, ?4, ?5, ?6, ?7, ?8, ?9
-                         WHERE NOT EXISTS (SELECT 1 FROM domain_health h WHERE h.domain = ?2)"
+                        "SELECT ?1, ?2, ?3, 'pending', 1, ?4, ?5, ?6, ?7, ?8, ?9, ",
+                        made!("?10"),
+                        " WHERE NOT EXISTS (SELECT 1 FROM domain_health h WHERE h.domain = ?2)"
                     ),
                     out.envelope_id,
                     j.domain.as_str(),
@@ -215,7 +196,8 @@ fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item
                     f.deadline,
                     f.lease_until,
                     f.result.as_str(),
-                    out.now
+                    out.now,
+                    k
                 ),
                 untaken(untaken!("WHERE EXISTS (SELECT 1 FROM domain_health h WHERE h.domain = ?2)")),
             ],
@@ -225,7 +207,7 @@ fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item
 
 /// A job whose first attempt the send that queued it took ([`First`]), waiting in the house for
 /// the kick that follows the send's answer (`Queue::tick` works these first): the job as the due
-/// scan would read it untaken (its `id` unknown and unused: the lease is [`Held`] by the job's
+/// scan would read it untaken (its `made` unknown and unused: the lease is [`Held`] by the job's
 /// key), the lease the send wrote, the envelope, and when.
 #[derive(Debug, Clone)]
 pub struct Taken {
@@ -258,7 +240,7 @@ pub async fn outbox_entry<D: Db>(db: &D, envelope_id: &str) -> Result<Option<Row
 /// at `not_before`): what a resend or a replay of the send is told, no progress (that is `GET
 /// /outbox`'s, to its sender's token).
 pub async fn jobs_of<D: Db>(db: &D, envelope_id: &str) -> Result<Vec<Row>, Error> {
-    query(db, stmt!("SELECT domain, recipients, not_before FROM jobs WHERE envelope_id = ? ORDER BY id", envelope_id))
+    query(db, stmt!("SELECT domain, recipients, not_before FROM jobs WHERE envelope_id = ? ORDER BY made", envelope_id))
         .await
 }
 
@@ -290,7 +272,7 @@ pub const RATE: &str = "outbox_rate";
 /// the last tick goes last), then each one's second, …; one domain's backlog cannot fill the
 /// tick. Within a destination, senders take turns the same way (each sender's earliest job,
 /// then each one's second, …), a sender counted with its subagents under its root agent
-/// (`root_of!`): one agent's backlog cannot hold up another's job for more than a turn, however
+/// ([`root_address`]): one agent's backlog cannot hold up another's job for more than a turn, however
 /// many subagents it spreads it over — two agents flooding their own house's Libro leave a
 /// third's refund in the first turn of the next tick (issue 34).
 pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error> {
@@ -299,20 +281,16 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
 
 /// The text of [`due`]'s query (tests fail it by its text).
 pub const DUE_SQL: &str = concat!(
-    r#"SELECT j.id, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
-                    j.deadline, j.next_attempt, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe, "#,
-    root_of!("o.sender"),
-    r#" AS root
-             FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, id) AS turn
-                   FROM (SELECT d.*, row_number() OVER (PARTITION BY d.domain, "#,
-    root_of!("s.sender"),
-    r#"
-                                                        ORDER BY d.next_attempt, d.id) AS sender_turn
+    r#"SELECT j.made, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
+                    j.deadline, j.next_attempt, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe, j.root
+             FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, made, envelope_id) AS turn
+                   FROM (SELECT d.*, s.root, row_number() OVER (PARTITION BY d.domain, s.root
+                                                        ORDER BY d.next_attempt, d.made, d.envelope_id) AS sender_turn
                          FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
                          WHERE d.state = 'pending' AND d.not_before <= ? AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
-             ORDER BY j.turn, j.attempts, j.next_attempt, j.id LIMIT ?"#
+             ORDER BY j.turn, j.attempts, j.next_attempt, j.made, j.envelope_id LIMIT ?"#
 );
 
 /// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
@@ -344,8 +322,9 @@ pub const DUE_SQL: &str = concat!(
 ///
 /// A write with `RETURNING` ([`crate::ports::Db::write_returning`]): one row, the job's
 /// `envelope` (NULL if the outbox lost it), when the lease was taken; none when it was not.
+#[allow(clippy::too_many_arguments)]
 pub fn lease(
-    job: i64,
+    job: (&str, &str),
     now: i64,
     until: i64,
     attempt: Option<i64>,
@@ -357,7 +336,7 @@ pub fn lease(
         concat!(
             "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
                          deadline = max(deadline, coalesce(not_before + ?, deadline)), result = coalesce(?, result)
-         WHERE id = ? AND state = 'pending' AND (? IS NULL OR attempts = ?) AND ",
+         WHERE envelope_id = ? AND domain = ? AND state = 'pending' AND (? IS NULL OR attempts = ?) AND ",
             lease_free!(),
             " AND next_attempt <= ?
          RETURNING (SELECT o.envelope FROM outbox o WHERE o.envelope_id = jobs.envelope_id) AS envelope"
@@ -367,7 +346,8 @@ pub fn lease(
         attempt,
         give_up_ms,
         out,
-        job,
+        job.0,
+        job.1,
         seen,
         seen,
         now,
@@ -559,11 +539,31 @@ pub fn domain_recovered(held: Held<'_>, domain: &str, now: i64) -> Vec<Stmt> {
     ]
 }
 
-/// Forgets finished envelopes older than `before` (at most `limit` per call; they are found by the
-/// range of the outbox's key below `before` × [`SEQ_PER_MS`], which holds every row created
-/// before `before`) and the health of
+/// How many of the outbox's roots (agents with their subagents) one purge visits.
+pub const PURGE_ROOTS: i64 = 64;
+
+/// The SQL of the roots one purge visits (a CTE `r(root, n)`): up to [`PURGE_ROOTS`] of the
+/// outbox's roots after the walk's cursor (`settings` row `outbox_purge_root`), one seek each.
+macro_rules! purge_roots {
+    () => {
+        "WITH RECURSIVE r(root, n) AS (
+           SELECT (SELECT min(root) FROM outbox WHERE root > coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_root'), '')), 1
+           UNION ALL
+           SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r WHERE r.root IS NOT NULL AND r.n < 64)"
+    };
+}
+const _: () = assert!(PURGE_ROOTS == 64, "purge_roots! spells PURGE_ROOTS out");
+
+/// Forgets finished envelopes older than `before` (at most `limit` per call) and the health of
 /// domains nothing is waiting for, and moves the forgetting horizon ([`FORGOTTEN_BEFORE`]) up to
 /// `before` rounded up to the hour (so it is written once an hour, not every tick).
+///
+/// The outbox is keyed by root agent (migration 0029), so the purge walks it root by root: each
+/// call visits up to [`PURGE_ROOTS`] roots after where the last one stopped (a `settings` row,
+/// written only when it moves: a house of fewer roots visits them all each time and never
+/// writes it), and in each reads the range of the key below `before` × [`SEQ_PER_MS`], which
+/// holds every row of that root created before `before`. A call that took `limit` rows leaves a
+/// backlog, and the tick runs the purge again ([`crate::queue`]).
 pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
     const HOUR: i64 = 3_600_000;
     let horizon = before.saturating_add(HOUR - 1).div_euclid(HOUR).saturating_mul(HOUR);
@@ -576,25 +576,39 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
             before
         ),
         stmt!(
-            "DELETE FROM jobs WHERE envelope_id IN (
-               SELECT o.envelope_id FROM outbox o WHERE o.seq < ? AND o.created_at < ? AND NOT EXISTS (
-                 SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id
-                 AND (j.state = 'pending' OR j.finished_at >= ?))
-               LIMIT ?)",
+            concat!(
+                purge_roots!(),
+                " DELETE FROM jobs WHERE envelope_id IN (
+                   SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1
+                   WHERE o.created_at < ?2 AND NOT EXISTS (
+                     SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id
+                     AND (j.state = 'pending' OR j.finished_at >= ?2))
+                   LIMIT ?3)"
+            ),
             before.saturating_mul(SEQ_PER_MS),
-            before,
             before,
             limit
         ),
         stmt!(
-            "DELETE FROM outbox WHERE envelope_id IN (
-               SELECT o.envelope_id FROM outbox o WHERE o.seq < ? AND o.created_at < ?
-               AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)
-               LIMIT ?)",
+            concat!(
+                purge_roots!(),
+                " DELETE FROM outbox WHERE envelope_id IN (
+                   SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1
+                   WHERE o.created_at < ?2 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)
+                   LIMIT ?3)"
+            ),
             before.saturating_mul(SEQ_PER_MS),
             before,
             limit
         ),
+        // The walk's cursor: the last root visited when the walk took its 64, else back to the
+        // start.
+        stmt!(concat!(
+            purge_roots!(),
+            ", next AS (SELECT coalesce((SELECT root FROM r WHERE n = 64), '') AS root)
+             UPDATE settings SET value = (SELECT root FROM next)
+             WHERE name = 'outbox_purge_root' AND value IS NOT (SELECT root FROM next)"
+        )),
         stmt!(
             "DELETE FROM domain_health WHERE NOT EXISTS (
                SELECT 1 FROM jobs j WHERE j.domain = domain_health.domain AND j.state = 'pending')"
@@ -607,20 +621,17 @@ pub async fn outbox_page<D: Db>(db: &D, sender: &str, before: i64, limit: i64) -
     query(db, outbox_page_query(sender, before, limit)).await
 }
 
-/// [`outbox_page`]'s statement: it walks `outbox_root` (the sender's root agent, then `seq`)
-/// down from `before`, skipping the rows of the root's other subagents. Named (`INDEXED BY`): an older
-/// SQLite planned it down the table's key instead, through every agent's rows (hostile review).
+/// [`outbox_page`]'s statement: it walks the outbox's key (the sender's root agent, then `seq`)
+/// down from `before`, skipping the rows of the root's other subagents.
 pub fn outbox_page_query(sender: &str, before: i64, limit: i64) -> Stmt {
     stmt!(
         concat!(
             "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state,
                     j.attempts, j.next_attempt, j.last_error, j.result, j.finished_at
-             FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox INDEXED BY outbox_root
-                   WHERE ",
-            root_of!("sender"),
-            " = ? AND sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
+             FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox
+                   WHERE root = ? AND sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
              JOIN jobs j ON j.envelope_id = o.envelope_id
-             ORDER BY o.seq DESC, j.id"
+             ORDER BY o.seq DESC, j.made"
         ),
         root_address(sender),
         sender,
