@@ -1313,16 +1313,16 @@ try {
            WHERE u.acked_through > coalesce((SELECT max(abs(m.seq) & 1073741823) FROM mailbox AS m WHERE m.local = u.local), 0)
           UNION ALL SELECT local FROM mailbox WHERE total_n IS NULL`,
         'a job is pending exactly when it has not finished': `
-          SELECT id FROM jobs WHERE (state = 'pending') != (finished_at IS NULL)`,
+          SELECT envelope_id FROM jobs WHERE (state = 'pending') != (finished_at IS NULL)`,
         'finished jobs gave their lease back': `
-          SELECT id FROM jobs WHERE state != 'pending' AND lease_until != 0`,
+          SELECT envelope_id FROM jobs WHERE state != 'pending' AND lease_until != 0`,
         'job results agree with their state': `
-          SELECT id FROM jobs
+          SELECT envelope_id FROM jobs
           WHERE (state = 'delivered' AND json_array_length(result, '$.delivered') = 0)
              OR (state = 'bounced' AND (json_array_length(result, '$.delivered') > 0
                                         OR json_array_length(result, '$.bounced') = 0))`,
         'job recipients are at the job’s domain': `
-          SELECT j.id FROM jobs j, json_each(j.recipients) r
+          SELECT j.envelope_id FROM jobs j, json_each(j.recipients) r
           WHERE substr(r.value, instr(r.value, '@') + 1) != j.domain`,
         'every job has its outbox row and every outbox row a job': `
           SELECT envelope_id FROM jobs WHERE envelope_id NOT IN (SELECT envelope_id FROM outbox)
@@ -1332,7 +1332,7 @@ try {
           SELECT envelope_id FROM outbox
           WHERE json_extract(envelope, '$.id') != envelope_id OR json_extract(envelope, '$.from') != sender`,
         'nothing is left pending, and no domain is marked failing': `
-          SELECT id AS x FROM jobs WHERE state = 'pending' UNION ALL SELECT domain FROM domain_health`,
+          SELECT envelope_id AS x FROM jobs WHERE state = 'pending' UNION ALL SELECT domain FROM domain_health`,
         'invitations: 0 ≤ used ≤ uses, and no more invited registrations than uses': `
           SELECT code FROM invitations i WHERE used < 0 OR used > uses
             OR (SELECT count(*) FROM registrations r WHERE r.via = 'invite:' || i.code) > used`,
@@ -1385,7 +1385,7 @@ try {
           'SELECT local, registered_via FROM agents ORDER BY local',
           // Acknowledged: moved below zero, or under its mailbox's watermark (migration 0020).
           'SELECT local, envelope_id, sender, (seq < 0 OR seq & 1073741823 <= coalesce((SELECT u.acked_through FROM mailbox_usage AS u WHERE u.local = mailbox.local), 0)) AS acked FROM mailbox ORDER BY abs(seq)',
-          'SELECT envelope_id, state, attempts FROM jobs ORDER BY id',
+          'SELECT envelope_id, state, attempts FROM jobs ORDER BY made',
           'SELECT envelope_id, envelope, sha256 FROM outbox ORDER BY seq',
           'SELECT domain, sig, pending FROM pins',
           'SELECT nonce FROM nonces',
