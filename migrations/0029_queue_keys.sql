@@ -6,7 +6,7 @@
 -- The outbox is keyed by its sender's root agent and `seq` (WITHOUT ROWID): the pages of
 -- `GET /outbox` and the count of a tree's sends in a minute read that key, where they read
 -- `outbox_root` beside it, which goes. `root` is stored (the CHECK holds it to the sender's root,
--- as `store::queue::root_of!` spells it), and a `seq` is unique within its root (given in its
+-- as `store::queue::root_address` computes it), and a `seq` is unique within its root (given in its
 -- millisecond's slots of the root's key). The purge, which walked the old key by age, walks it
 -- root by root (`store::queue::purge`).
 --
@@ -62,6 +62,7 @@ ALTER TABLE jobs_0029 RENAME TO jobs;
 CREATE INDEX jobs_due ON jobs (next_attempt) WHERE state = 'pending';
 CREATE INDEX jobs_pending_domain ON jobs (domain) WHERE state = 'pending';
 
--- Where the purge's walk over the outbox's roots stands (see `store::queue::purge`).
-INSERT INTO settings (name, value, created_at) VALUES ('outbox_purge_root', '', 0)
+-- Where the purge's walk over the outbox's roots stands, and where its window ends (see
+-- `store::queue::purge`).
+INSERT INTO settings (name, value, created_at) VALUES ('outbox_purge_root', '', 0), ('outbox_purge_hi', '', 0)
   ON CONFLICT (name) DO NOTHING;

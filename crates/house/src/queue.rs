@@ -30,11 +30,15 @@ use crate::view::{Core, Post, view};
 use nyx5_rules::mailbox::Outcome;
 pub use nyx5_rules::queue::{
     Bounce, Delivery, DomainEffect, Health, Job, JobState, MAX_ANSWER_BYTES, MAX_REASON_LEN, Place, Plan, Progress,
-    Retry, Step, UNDETERMINED, fair_order, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, is_temporary, late, left_a_backlog, plan,
-    retry_at, took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
+    Retry, Step, UNDETERMINED, UPKEEP_EVERY_MS, Verdict, clip, error_delivery, fair_order, is_temporary, late,
+    left_a_backlog, plan, retry_at, took_whole_batch, undetermined_reason, upkeep_due, wire_reason,
 };
 
 pub use crate::config::{MAX_TICK_BATCH, TICK_BATCH};
+/// How long into a tick it still attempts jobs sends took ([`Taken`]); the rest are given back
+/// for the due scan. A Worker ends a kick 30 s after its answer, and an attempt can take one
+/// delivery's timeout.
+pub const TAKEN_BUDGET_MS: i64 = 15_000;
 pub use nyx5_rules::queue::LEASE_MS;
 /// How long finished envelopes stay listed in GET /outbox before they are purged.
 pub const OUTBOX_KEEP_MS: i64 = 7 * 24 * 3_600_000;
@@ -384,10 +388,14 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// Works up to `limit` jobs in their turns ([`fair_order`]): the due ones the scan read
     /// (`rows`) and those whose first attempt a send took since the last tick ([`Taken`]), which
     /// the scan cannot see (they are leased) and the tick works without reading or leasing them.
-    /// A taken one whose lease is no longer surely this process's (half of it gone, or a clock
-    /// that went back) is left to the scan, which finds it once the lease lapses, as it finds a
-    /// job whose tick died; one past the limit waits for the next tick. Answers how many were
-    /// worked.
+    /// Answers how many turns it used.
+    ///
+    /// A taken job is attempted only while its lease is surely this process's: within the first
+    /// half of it by a clock read afresh before each turn, and within [`TAKEN_BUDGET_MS`] of the
+    /// tick's start (a Worker's kick is ended 30 s after its answer). Every taken job not
+    /// attempted (past the limit, the window or the budget, or behind a failure) is given back
+    /// untried in one guarded batch, due at once for the scan: a job whose send marked its
+    /// recipients `maybe` for an attempt that never left would otherwise be told undetermined.
     async fn work_turns(
         &self,
         rows: &[Row],
@@ -396,13 +404,13 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<usize, Error> {
-        let window = |t: &Taken| now.millis() >= t.at && now.millis() < t.at.saturating_add(LEASE_MS / 2);
-        let taken: Vec<Taken> = self.post.taken.take().into_iter().filter(window).collect();
+        let window = |t: &Taken, at: Timestamp| at.millis() >= t.at && at.millis() < t.at.saturating_add(LEASE_MS / 2);
+        let (taken, mut untried): (Vec<Taken>, Vec<Taken>) =
+            self.post.taken.take().into_iter().partition(|t| window(t, now));
         let due: Vec<(Job, String, i64)> = rows
             .iter()
             .filter_map(|r| Some((job_from_row(r)?, r.text("root")?.to_owned(), r.int("next_attempt")?)))
             .collect();
-        let roots: Vec<String> = taken.iter().map(|t| store::root_address(t.env.from().as_str())).collect();
         let places: Vec<Place<'_>> = due
             .iter()
             .map(|(job, root, next_attempt)| Place {
@@ -413,9 +421,9 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                 envelope_id: &job.envelope_id,
                 attempts: job.attempts,
             })
-            .chain(taken.iter().zip(&roots).zip(0_i64..).map(|((t, root), k)| Place {
+            .chain(taken.iter().zip(0_i64..).map(|(t, k)| Place {
                 domain: &t.job.domain,
-                root,
+                root: &t.root,
                 next_attempt: t.at,
                 made: i64::MAX / 2 + k,
                 envelope_id: &t.job.envelope_id,
@@ -423,29 +431,52 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             }))
             .collect();
         let order = fair_order(&places);
-        let (now_turns, later) = order.split_at(limit.min(order.len()));
+        let turns = limit.min(order.len());
         let mut due: Vec<Option<Job>> = due.into_iter().map(|(job, _, _)| Some(job)).collect();
         let mut taken: Vec<Option<Taken>> = taken.into_iter().map(Some).collect();
         let first_taken = due.len();
-        for &i in now_turns {
-            if let Some(job) = due.get_mut(i).and_then(Option::take) {
+        let mut failed = Ok(());
+        for (n, &i) in order.iter().enumerate() {
+            let job = due.get_mut(i).and_then(Option::take);
+            let t = i.checked_sub(first_taken).and_then(|k| taken.get_mut(k)).and_then(Option::take);
+            if n >= turns || failed.is_err() {
+                untried.extend(t);
+                continue;
+            }
+            if let Some(job) = job {
                 // `due` hands them out round-robin over destinations; they are worked in that order.
                 let domain = job.domain.clone();
                 let known = *health.entry(domain.clone()).or_insert(job.health);
-                let after = self.work_turn(job, known, now, report).await?;
-                health.insert(domain, after);
-            } else if let Some(t) = i.checked_sub(first_taken).and_then(|k| taken.get_mut(k)).and_then(Option::take) {
-                self.work_taken(t, health, now, report).await?;
+                match self.work_turn(job, known, now, report).await {
+                    Ok(after) => {
+                        health.insert(domain, after);
+                    }
+                    Err(e) => failed = Err(e),
+                }
+            } else if let Some(t) = t {
+                let at = self.now();
+                if !window(&t, at) || at.millis().saturating_sub(now.millis()) >= TAKEN_BUDGET_MS {
+                    untried.push(t);
+                    continue;
+                }
+                failed = self.work_taken(t, health, at, report).await;
             }
         }
-        // Taken ones past the limit wait for the next tick (due ones are read again by it).
-        let mut back = self.post.taken.borrow_mut();
-        back.extend(later.iter().filter_map(|&i| i.checked_sub(first_taken)).filter_map(|k| taken.get_mut(k)?.take()));
-        Ok(now_turns.len())
+        if !untried.is_empty() {
+            // Best effort: one that stays taken lapses, and the scan finds it as a job whose
+            // tick died.
+            let back = untried.iter().map(|t| {
+                let held = Held { envelope_id: &t.job.envelope_id, domain: &t.job.domain, lease: t.lease };
+                store::release(held, t.at, t.job.deadline)
+            });
+            let _ = self.db.batch(back.collect()).await;
+        }
+        failed.map(|()| turns)
     }
 
-    /// One job whose first attempt a send took ([`Taken`]): attempted under the lease its send
-    /// wrote, or given back untried when an earlier turn of this tick found its domain failing.
+    /// One job whose first attempt a send took ([`Taken`]): bounced untried when late, given back
+    /// untried when an earlier turn of this tick found its domain failing, else attempted under
+    /// the lease its send wrote.
     async fn work_taken(
         &self,
         t: Taken,
@@ -455,12 +486,21 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     ) -> Result<(), Error> {
         let held = Held { envelope_id: &t.job.envelope_id, domain: &t.job.domain, lease: t.lease };
         let known = health.get(&t.job.domain).copied().flatten();
-        if let Some(h) = known.filter(|h| h.next_probe > now.millis()) {
+        if let Some(h) = known.filter(|h| h.next_probe > now.millis())
+            && now.millis() < t.job.deadline
+        {
             let wait = h.next_probe.min(t.job.deadline);
             self.db.batch(vec![store::release(held, wait, t.job.deadline)]).await.map_err(port_error)?;
             return Ok(());
         }
-        let after = self.attempt(&t.job, held, &t.env, None, known, now, report).await?;
+        let Ok(env) = Envelope::parse(t.text.as_bytes(), t.text.len()) else {
+            // Text this house wrote and cannot read: end the job rather than retry it forever.
+            let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());
+            let plan = plan(&t.job, &t.job.pending(), delivery, None, now.millis(), &self.config.retry);
+            return self.apply(held, &t.job, None, &plan, now, report).await;
+        };
+        let decided = (now.millis() >= t.job.deadline).then(|| late(&t.job, now.millis(), &self.config.retry));
+        let after = self.attempt(&t.job, held, &env, decided, known, now, report).await?;
         health.insert(t.job.domain.clone(), after);
         Ok(())
     }
@@ -719,7 +759,6 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// delivery needs neither the due scan nor a lease of its own (issue 36 §1 and §5).
     pub async fn enqueue(
         &self,
-        env: &Envelope,
         out: &Outgoing<'_>,
         groups: &[(String, Vec<Address>)],
         created: i64,
@@ -738,7 +777,22 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             expires: out.expires,
             health: None,
         };
-        let due_now = out.not_before <= out.now && out.now < out.deadline;
+        // Taken only while the house holds little text for kicks already (a kick that never
+        // comes, or one far behind, must not let sends fill the isolate's memory).
+        let held: usize = {
+            let list = self.post.taken.borrow();
+            let mut seen: Vec<*const u8> = Vec::new();
+            list.iter()
+                .filter(|t| {
+                    let new = !seen.contains(&t.text.as_ptr());
+                    seen.push(t.text.as_ptr());
+                    new
+                })
+                .map(|t| t.text.len())
+                .sum()
+        };
+        let room = held.saturating_add(out.envelope.len()) <= store::TAKEN_MAX_BYTES;
+        let due_now = room && out.not_before <= out.now && out.now < out.deadline;
         let jobs: Vec<NewJob> = groups
             .iter()
             .map(|(domain, list)| NewJob {
@@ -756,10 +810,19 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         match self.db.batch(stmts).await {
             Ok(changes) => {
                 let taken = store::taken_jobs(&jobs, &changes, 0);
+                let text: std::rc::Rc<str> = out.envelope.into();
+                let root: std::rc::Rc<str> = store::root_address(out.sender).into();
                 let mut list = self.post.taken.borrow_mut();
                 for ((job, (domain, recipients)), taken) in jobs.iter().zip(groups).zip(taken) {
                     if let (true, Some(first)) = (taken, &job.first) {
-                        list.push(Taken { job: fresh(domain, recipients), lease: first.lease_until, env: env.clone(), at: out.now });
+                        let job = fresh(domain, recipients);
+                        list.push(Taken {
+                            job,
+                            lease: first.lease_until,
+                            text: text.clone(),
+                            root: root.clone(),
+                            at: out.now,
+                        });
                     }
                 }
                 Ok(Enqueued::Queued)

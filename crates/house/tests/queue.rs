@@ -601,8 +601,10 @@ fn leases_keep_ticks_apart() {
     // The send took the job's first attempt for its kick; no kick runs here, and the lease is
     // given back by hand, as though it had lapsed.
     assert_eq!(s.a.drop_kick(), 1);
-    block_on(s.a.db.batch(vec![stmt!("UPDATE jobs SET lease_until = 0, next_attempt = 0 WHERE envelope_id = 'stale'")]))
-        .unwrap();
+    block_on(
+        s.a.db.batch(vec![stmt!("UPDATE jobs SET lease_until = 0, next_attempt = 0 WHERE envelope_id = 'stale'")]),
+    )
+    .unwrap();
     let id = ("stale", "b.test");
     let now = s.a.now().millis();
     let taken = |stmt| block_on(s.a.db.write_returning(stmt)).unwrap().len();
@@ -855,7 +857,21 @@ fn a_tick_takes_at_most_its_batch() {
     for i in 0..5 {
         json(&ana.send(&a, &signed(&ana, &format!("b{i}"), &[&bo.address], "x")), 202);
     }
-    let attempted: Vec<usize> = (0..4).map(|_| block_on(a.tick()).unwrap().attempted).collect();
+    let attempted: Vec<usize> = (0..4)
+        .map(|i| {
+            let r = block_on(a.tick()).unwrap().attempted;
+            if i == 0 {
+                // The three the first tick could not take were given back untried: no attempt
+                // counted, nobody marked as maybe reached, due now for the scan.
+                let rows = block_on(a.db.query(stmt!(
+                    "SELECT count(*) AS n FROM jobs WHERE attempts = 0 AND result IS NULL AND lease_until = 0"
+                )))
+                .unwrap();
+                assert_eq!(rows[0].int("n"), Some(3));
+            }
+            r
+        })
+        .collect();
     assert_eq!(attempted, [2, 2, 1, 0]);
     assert_eq!(mailbox(&b, &bo).len(), 5);
 }
@@ -1387,4 +1403,24 @@ fn the_tick_orders_turns_as_the_due_scan_does() {
     let ordered: Vec<&str> = nyx5_rules::queue::fair_order(&given).into_iter().map(|i| given[i].envelope_id).collect();
     let queried: Vec<&str> = places.iter().map(|p| p.envelope_id).collect();
     assert_eq!(ordered, queried);
+}
+
+/// A kick that comes after half its send's lease (a process busy elsewhere) does not attempt the
+/// job: it gives the first attempt back untried, and the next tick delivers it as any due job,
+/// one attempt counted and nobody told "maybe" (hostile review of decision 0070).
+#[test]
+fn a_kick_that_comes_late_gives_the_sends_attempt_back_untried() {
+    let s = setup();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "late", &[&s.bo.address], "hi")), 202);
+    let leased = job_row(&s.a, "late");
+    assert_eq!((leased.2, leased.4 > 0), (1, true), "the send took the first attempt");
+    s.w.clock.advance(nyx5_house::queue::LEASE_MS / 2);
+    assert_eq!(block_on(s.a.tick()).unwrap().attempted, 0);
+    let back = job_row(&s.a, "late");
+    assert_eq!((back.0.as_str(), back.2, back.4), ("pending", 0, 0), "given back untried");
+    let result = block_on(s.a.db.query(stmt!("SELECT result FROM jobs WHERE envelope_id = 'late'"))).unwrap();
+    assert_eq!(result[0].text("result"), None, "nobody marked as maybe reached");
+    assert_eq!(s.w.tick_all().delivered, 1);
+    assert_eq!(job_row(&s.a, "late").2, 1);
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["late"]);
 }

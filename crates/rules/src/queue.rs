@@ -644,7 +644,14 @@ mod tests {
     /// the earlier and older.
     #[test]
     fn a_flood_of_one_root_waits_behind_the_first_turn_of_every_other() {
-        let p = |domain, root, next_attempt, made, attempts| Place { domain, root, next_attempt, made, envelope_id: "e", attempts };
+        let p = |domain, root, next_attempt, made, attempts| Place {
+            domain,
+            root,
+            next_attempt,
+            made,
+            envelope_id: "e",
+            attempts,
+        };
         let places = [
             p("b", "ana", 1, 1, 0),
             p("b", "ana", 2, 2, 0),

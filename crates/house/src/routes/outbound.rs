@@ -101,7 +101,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // forgetting horizon, which a clock that ran days ahead moved past the 6 days
     // `check_created` allows).
     let cap = house.config.outbound_per_agent_per_minute;
-    match house.queue().enqueue(&env, &out, &groups, env.created().millis(), cap).await? {
+    match house.queue().enqueue(&out, &groups, env.created().millis(), cap).await? {
         Enqueued::Queued => {}
         Enqueued::Held(row) => return held(house, &row, env.id(), card.address(), &sha256).await,
         Enqueued::TooMany => {

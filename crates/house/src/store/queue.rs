@@ -176,7 +176,16 @@ fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item
     const _: () = assert!(nyx5_proto::limits::MAX_RECIPIENTS < 256, "made! gives each destination its place");
     jobs.iter().zip(0_i64..).flat_map(move |(j, k)| {
         let untaken = |sql: &'static str| {
-            stmt!(sql, out.envelope_id, j.domain.as_str(), j.recipients.as_str(), out.not_before, out.deadline, out.now, k)
+            stmt!(
+                sql,
+                out.envelope_id,
+                j.domain.as_str(),
+                j.recipients.as_str(),
+                out.not_before,
+                out.deadline,
+                out.now,
+                k
+            )
         };
         match &j.first {
             None => vec![untaken(untaken!(""))],
@@ -206,16 +215,24 @@ fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item
 }
 
 /// A job whose first attempt the send that queued it took ([`First`]), waiting in the house for
-/// the kick that follows the send's answer (`Queue::tick` works these first): the job as the due
-/// scan would read it untaken (its `made` unknown and unused: the lease is [`Held`] by the job's
-/// key), the lease the send wrote, the envelope, and when.
+/// the kick that follows the send's answer (`Queue::tick` works these in turn with the due
+/// ones): the job as the due scan would read it untaken (its `made` unknown and unused: the
+/// lease is [`Held`] by the job's key), the lease the send wrote, the envelope's canonical text
+/// and its sender's root agent
+/// (one copy per send, parsed again by the kick: a parsed envelope can be many times its text),
+/// and when.
 #[derive(Debug, Clone)]
 pub struct Taken {
     pub(crate) job: nyx5_rules::queue::Job,
     pub(crate) lease: i64,
-    pub(crate) env: nyx5_proto::Envelope,
+    pub(crate) text: std::rc::Rc<str>,
+    pub(crate) root: std::rc::Rc<str>,
     pub(crate) at: i64,
 }
+
+/// Most bytes of envelope text the house holds for kicks ([`Taken`]); a send past it queues its
+/// jobs untaken, for the due scan.
+pub const TAKEN_MAX_BYTES: usize = 4 << 20;
 
 /// Which of `jobs` (queued by [`enqueue`] or [`enqueue_remembered`], whose batch answered
 /// `changes`) were inserted with their [`First`] lease taken. The job statements follow the
@@ -280,8 +297,7 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
 }
 
 /// The text of [`due`]'s query (tests fail it by its text).
-pub const DUE_SQL: &str = concat!(
-    r#"SELECT j.made, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
+pub const DUE_SQL: &str = r#"SELECT j.made, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
                     j.deadline, j.next_attempt, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe, j.root
              FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, made, envelope_id) AS turn
                    FROM (SELECT d.*, s.root, row_number() OVER (PARTITION BY d.domain, s.root
@@ -290,8 +306,7 @@ pub const DUE_SQL: &str = concat!(
                          WHERE d.state = 'pending' AND d.not_before <= ? AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
              JOIN outbox o ON o.envelope_id = j.envelope_id
              LEFT JOIN domain_health h ON h.domain = j.domain
-             ORDER BY j.turn, j.attempts, j.next_attempt, j.made, j.envelope_id LIMIT ?"#
-);
+             ORDER BY j.turn, j.attempts, j.next_attempt, j.made, j.envelope_id LIMIT ?"#;
 
 /// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
 /// pending, or it is not due.
@@ -539,34 +554,53 @@ pub fn domain_recovered(held: Held<'_>, domain: &str, now: i64) -> Vec<Stmt> {
     ]
 }
 
-/// How many of the outbox's roots (agents with their subagents) one purge visits.
+/// How many of the outbox's roots (agents with their subagents) one purge's window holds.
 pub const PURGE_ROOTS: i64 = 64;
 
-/// The SQL of the roots one purge visits (a CTE `r(root, n)`): up to [`PURGE_ROOTS`] of the
-/// outbox's roots after the walk's cursor (`settings` row `outbox_purge_root`), one seek each.
-macro_rules! purge_roots {
+/// The SQL of a purge's window over the outbox's roots (CTEs `bounds(lo, hi)` and `r(root)`):
+/// the roots after the walk's cursor `lo` (`settings` row `outbox_purge_root`) up to and with
+/// `hi` (`outbox_purge_hi`, the window's last root as the batch's first statement found it; ''
+/// when the window reaches the end), found one seek each. Every statement of one purge reads the
+/// same window, whatever the ones before it deleted.
+macro_rules! purge_window {
     () => {
-        "WITH RECURSIVE r(root, n) AS (
-           SELECT (SELECT min(root) FROM outbox WHERE root > coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_root'), '')), 1
+        "WITH RECURSIVE bounds AS (
+           SELECT coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_root'), '') AS lo,
+                  coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_hi'), '') AS hi),
+         r AS (
+           SELECT (SELECT min(root) FROM outbox WHERE root > (SELECT lo FROM bounds)) AS root, 1 AS n
            UNION ALL
-           SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r WHERE r.root IS NOT NULL AND r.n < 64)"
+           SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r
+            WHERE r.root IS NOT NULL AND r.n < 64 AND ((SELECT hi FROM bounds) = '' OR r.root < (SELECT hi FROM bounds)))"
     };
 }
-const _: () = assert!(PURGE_ROOTS == 64, "purge_roots! spells PURGE_ROOTS out");
+const _: () = assert!(PURGE_ROOTS == 64, "purge_window! spells PURGE_ROOTS out");
+
+/// The SQL of an envelope `o` the purge may forget (binds `?1` the horizon's `seq`, `?2` the
+/// horizon): queued before the horizon, and no job of it pending or ended since.
+macro_rules! purgeable {
+    () => {
+        "o.created_at < ?2 AND NOT EXISTS (
+           SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id AND (j.state = 'pending' OR j.finished_at >= ?2))"
+    };
+}
 
 /// Forgets finished envelopes older than `before` (at most `limit` per call) and the health of
 /// domains nothing is waiting for, and moves the forgetting horizon ([`FORGOTTEN_BEFORE`]) up to
 /// `before` rounded up to the hour (so it is written once an hour, not every tick).
 ///
-/// The outbox is keyed by root agent (migration 0029), so the purge walks it root by root: each
-/// call visits up to [`PURGE_ROOTS`] roots after where the last one stopped (a `settings` row,
-/// written only when it moves: a house of fewer roots visits them all each time and never
-/// writes it), and in each reads the range of the key below `before` × [`SEQ_PER_MS`], which
-/// holds every row of that root created before `before`. A call that took `limit` rows leaves a
-/// backlog, and the tick runs the purge again ([`crate::queue`]).
+/// The outbox is keyed by root agent (migration 0029), so the purge walks it a window of
+/// [`PURGE_ROOTS`] roots at a time, one seek per root, and in each root reads the range of its
+/// key below `before` × [`SEQ_PER_MS`], which holds every row of that root created before
+/// `before`. The window moves on only once nothing in it is left to forget: a call that took
+/// `limit` rows leaves a backlog, the tick purges again, and the same window is read again, so
+/// no root waits behind a busy one for more than the calls its backlog takes (hostile review of
+/// migration 0029). The cursor and the window's end are `settings` rows, written only when they
+/// move: a house of fewer roots than a window never writes them.
 pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
     const HOUR: i64 = 3_600_000;
     let horizon = before.saturating_add(HOUR - 1).div_euclid(HOUR).saturating_mul(HOUR);
+    let range = before.saturating_mul(SEQ_PER_MS);
     vec![
         stmt!(
             "INSERT INTO settings (name, value, created_at) VALUES ('outbox_forgotten_before', ?, ?)
@@ -575,40 +609,57 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
             horizon.to_string(),
             before
         ),
+        // The window's end, found before anything of it is deleted.
+        stmt!(
+            "WITH RECURSIVE r AS (
+               SELECT (SELECT min(root) FROM outbox WHERE root > coalesce(
+                         (SELECT value FROM settings WHERE name = 'outbox_purge_root'), '')) AS root, 1 AS n
+               UNION ALL
+               SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r
+                WHERE r.root IS NOT NULL AND r.n < 64)
+             INSERT INTO settings (name, value, created_at)
+             VALUES ('outbox_purge_hi', coalesce((SELECT root FROM r WHERE n = 64), ''), 0)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE settings.value IS NOT excluded.value"
+        ),
         stmt!(
             concat!(
-                purge_roots!(),
+                purge_window!(),
                 " DELETE FROM jobs WHERE envelope_id IN (
                    SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1
-                   WHERE o.created_at < ?2 AND NOT EXISTS (
-                     SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id
-                     AND (j.state = 'pending' OR j.finished_at >= ?2))
-                   LIMIT ?3)"
+                   WHERE ",
+                purgeable!(),
+                " LIMIT ?3)"
             ),
-            before.saturating_mul(SEQ_PER_MS),
+            range,
             before,
             limit
         ),
         stmt!(
             concat!(
-                purge_roots!(),
+                purge_window!(),
                 " DELETE FROM outbox WHERE envelope_id IN (
                    SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1
                    WHERE o.created_at < ?2 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)
                    LIMIT ?3)"
             ),
-            before.saturating_mul(SEQ_PER_MS),
+            range,
             before,
             limit
         ),
-        // The walk's cursor: the last root visited when the walk took its 64, else back to the
-        // start.
-        stmt!(concat!(
-            purge_roots!(),
-            ", next AS (SELECT coalesce((SELECT root FROM r WHERE n = 64), '') AS root)
-             UPDATE settings SET value = (SELECT root FROM next)
-             WHERE name = 'outbox_purge_root' AND value IS NOT (SELECT root FROM next)"
-        )),
+        // The cursor moves to the window's end (back to the start after the last) once nothing
+        // in the window is left to forget.
+        stmt!(
+            concat!(
+                purge_window!(),
+                " UPDATE settings SET value = (SELECT hi FROM bounds)
+                  WHERE name = 'outbox_purge_root' AND value IS NOT (SELECT hi FROM bounds)
+                    AND NOT EXISTS (SELECT 1 FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1 WHERE ",
+                purgeable!(),
+                ")"
+            ),
+            range,
+            before
+        ),
         stmt!(
             "DELETE FROM domain_health WHERE NOT EXISTS (
                SELECT 1 FROM jobs j WHERE j.domain = domain_health.domain AND j.state = 'pending')"
@@ -625,14 +676,12 @@ pub async fn outbox_page<D: Db>(db: &D, sender: &str, before: i64, limit: i64) -
 /// down from `before`, skipping the rows of the root's other subagents.
 pub fn outbox_page_query(sender: &str, before: i64, limit: i64) -> Stmt {
     stmt!(
-        concat!(
-            "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state,
+        "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state,
                     j.attempts, j.next_attempt, j.last_error, j.result, j.finished_at
              FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox
                    WHERE root = ? AND sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
              JOIN jobs j ON j.envelope_id = o.envelope_id
-             ORDER BY o.seq DESC, j.made"
-        ),
+             ORDER BY o.seq DESC, j.made",
         root_address(sender),
         sender,
         before,
