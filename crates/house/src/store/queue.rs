@@ -122,13 +122,13 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
     let mut stmts = Vec::with_capacity(jobs.len() + 1);
     stmts.push(stmt!(
         concat!(
-            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n)
+            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n) \
              VALUES (?2, ",
             next_seq!(),
-            ", ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 > coalesce((SELECT CAST(value AS INTEGER) FROM settings
-                                                        WHERE name = 'outbox_forgotten_before'), 0) + ?9
-                                     THEN ?10 END,
-                     (SELECT CASE WHEN count(*) < ?11 THEN count(*) + 1 ELSE 0 END FROM outbox
+            ", ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 > coalesce((SELECT CAST(value AS INTEGER) FROM settings \
+                                                        WHERE name = 'outbox_forgotten_before'), 0) + ?9 \
+                                     THEN ?10 END, \
+                     (SELECT CASE WHEN count(*) < ?11 THEN count(*) + 1 ELSE 0 END FROM outbox \
                       WHERE root = ?2 AND seq >= ?12 AND seq < ?13 AND created_at >= ?14 AND created_at < ?15))"
         ),
         out.now.saturating_mul(SEQ_PER_MS),
@@ -158,7 +158,7 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
 fn job_rows<'a>(out: &'a Outgoing<'_>, jobs: &'a [NewJob]) -> impl Iterator<Item = Stmt> + 'a {
     macro_rules! insert {
         () => {
-            "INSERT INTO jobs (envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline,
+            "INSERT INTO jobs (envelope_id, domain, recipients, state, attempts, next_attempt, not_before, deadline, \
                                lease_until, result, created_at, made) "
         };
     }
@@ -297,16 +297,16 @@ pub async fn due<D: Db>(db: &D, now: i64, limit: i64) -> Result<Vec<Row>, Error>
 }
 
 /// The text of [`due`]'s query (tests fail it by its text).
-pub const DUE_SQL: &str = r#"SELECT j.made, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result,
-                    j.deadline, j.next_attempt, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe, j.root
-             FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, made, envelope_id) AS turn
-                   FROM (SELECT d.*, s.root, row_number() OVER (PARTITION BY d.domain, s.root
-                                                        ORDER BY d.next_attempt, d.made, d.envelope_id) AS sender_turn
-                         FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id
-                         WHERE d.state = 'pending' AND d.not_before <= ? AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j
-             JOIN outbox o ON o.envelope_id = j.envelope_id
-             LEFT JOIN domain_health h ON h.domain = j.domain
-             ORDER BY j.turn, j.attempts, j.next_attempt, j.made, j.envelope_id LIMIT ?"#;
+pub const DUE_SQL: &str = "SELECT j.made, j.envelope_id, j.domain, j.recipients, j.attempts, j.last_error, j.result, \
+                    j.deadline, j.next_attempt, o.expires, h.failures AS h_failures, h.next_probe AS h_next_probe, j.root \
+             FROM (SELECT *, row_number() OVER (PARTITION BY domain ORDER BY sender_turn, next_attempt, made, envelope_id) AS turn \
+                   FROM (SELECT d.*, s.root, row_number() OVER (PARTITION BY d.domain, s.root \
+                                                        ORDER BY d.next_attempt, d.made, d.envelope_id) AS sender_turn \
+                         FROM jobs d JOIN outbox s ON s.envelope_id = d.envelope_id \
+                         WHERE d.state = 'pending' AND d.not_before <= ? AND d.next_attempt <= ? AND (d.lease_until < ? OR d.lease_until > ?))) j \
+             JOIN outbox o ON o.envelope_id = j.envelope_id \
+             LEFT JOIN domain_health h ON h.domain = j.domain \
+             ORDER BY j.turn, j.attempts, j.next_attempt, j.made, j.envelope_id LIMIT ?";
 
 /// Takes a due job until `until`. Changes no row when another tick holds it, it is no longer
 /// pending, or it is not due.
@@ -349,11 +349,11 @@ pub fn lease(
 ) -> Stmt {
     stmt!(
         concat!(
-            "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt),
-                         deadline = max(deadline, coalesce(not_before + ?, deadline)), result = coalesce(?, result)
+            "UPDATE jobs SET lease_until = ?, attempts = attempts + ?, next_attempt = coalesce(?, next_attempt), \
+                         deadline = max(deadline, coalesce(not_before + ?, deadline)), result = coalesce(?, result) \
          WHERE envelope_id = ? AND domain = ? AND state = 'pending' AND (? IS NULL OR attempts = ?) AND ",
             lease_free!(),
-            " AND next_attempt <= ?
+            " AND next_attempt <= ? \
          RETURNING (SELECT o.envelope FROM outbox o WHERE o.envelope_id = jobs.envelope_id) AS envelope"
         ),
         until,
@@ -386,11 +386,11 @@ pub fn insert_notice(held: Held<'_>, local: &str, notice_id: &str, sender: &str,
     stmt!(
         concat!(
             crate::store::mailbox::mailbox_q!(),
-            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes)
-             SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q
-             WHERE (?9 OR (EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ?6 AND g.domain = ?7
-                                   AND g.lease_until = ?8 AND g.state = 'pending')
-                           AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local)))
+            "INSERT INTO mailbox (seq, local, envelope_id, sender, envelope, received_at, total_n, total_bytes) \
+             SELECT q.seq, q.local, ?2, ?3, ?4, ?5, q.tn, q.tb FROM q \
+             WHERE (?9 OR (EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ?6 AND g.domain = ?7 \
+                                   AND g.lease_until = ?8 AND g.state = 'pending') \
+                           AND NOT EXISTS (SELECT 1 FROM shard_moving AS sm WHERE sm.local = q.local))) \
              ON CONFLICT (local, envelope_id) DO NOTHING"
         ),
         local,
@@ -410,9 +410,9 @@ pub fn insert_notice(held: Held<'_>, local: &str, notice_id: &str, sender: &str,
     .in_mailbox(local)
     .on_handoff(8, true)
     .gated(stmt!(
-        "INSERT INTO shard_handoffs (key, local, stmt)
-         SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ?4 AND g.domain = ?5
-                                         AND g.lease_until = ?6 AND g.state = 'pending')
+        "INSERT INTO shard_handoffs (key, local, stmt) \
+         SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ?4 AND g.domain = ?5 \
+                                         AND g.lease_until = ?6 AND g.state = 'pending') \
          ON CONFLICT (key) DO NOTHING",
         "",
         "",
@@ -429,7 +429,7 @@ pub fn insert_notice(held: Held<'_>, local: &str, notice_id: &str, sender: &str,
 /// moved: a later answer about the destination says nothing of what that attempt delivered.
 pub fn retry(held: Held<'_>, next_attempt: i64, last_error: &str, result: &str, deadline: Option<i64>) -> Stmt {
     stmt!(
-        "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0, deadline = coalesce(?, deadline)
+        "UPDATE jobs SET next_attempt = ?, last_error = ?, result = ?, lease_until = 0, deadline = coalesce(?, deadline) \
          WHERE envelope_id = ? AND domain = ? AND lease_until = ? AND state = 'pending'",
         next_attempt,
         last_error,
@@ -446,7 +446,7 @@ pub fn retry(held: Held<'_>, next_attempt: i64, last_error: &str, result: &str, 
 /// `next_attempt`.
 pub fn release(held: Held<'_>, next_attempt: i64, deadline: i64) -> Stmt {
     stmt!(
-        "UPDATE jobs SET attempts = 0, next_attempt = ?, deadline = ?, result = NULL, lease_until = 0
+        "UPDATE jobs SET attempts = 0, next_attempt = ?, deadline = ?, result = NULL, lease_until = 0 \
          WHERE envelope_id = ? AND domain = ? AND lease_until = ? AND state = 'pending' AND attempts = 1",
         next_attempt,
         deadline,
@@ -465,8 +465,8 @@ pub fn finish(
     now: i64,
 ) -> Stmt {
     stmt!(
-        "UPDATE jobs SET state = ?, last_error = coalesce(?, last_error), result = ?,
-                finished_at = ?, lease_until = 0
+        "UPDATE jobs SET state = ?, last_error = coalesce(?, last_error), result = ?, \
+                finished_at = ?, lease_until = 0 \
          WHERE envelope_id = ? AND domain = ? AND lease_until = ? AND state = 'pending'",
         state.as_str(),
         last_error,
@@ -484,7 +484,7 @@ pub fn finish(
 /// guard refused), the domain keeps its row.
 pub fn forget_idle_domain(domain: &str) -> Stmt {
     stmt!(
-        "DELETE FROM domain_health WHERE domain = ?
+        "DELETE FROM domain_health WHERE domain = ? \
          AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.domain = domain_health.domain AND j.state = 'pending')",
         domain
     )
@@ -493,11 +493,11 @@ pub fn forget_idle_domain(domain: &str) -> Stmt {
 /// The domain failed again (or for the first time): one job probes it at `next_probe`.
 pub fn domain_failed(held: Held<'_>, domain: &str, now: i64, failures: i64, next_probe: i64, error: &str) -> Stmt {
     stmt!(
-        "INSERT INTO domain_health (domain, failing_since, failures, next_probe, last_error)
-         SELECT ?, ?, ?, ?, ?
-         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ?
-                       AND g.state = 'pending')
-         ON CONFLICT (domain) DO UPDATE SET failures = excluded.failures, next_probe = excluded.next_probe,
+        "INSERT INTO domain_health (domain, failing_since, failures, next_probe, last_error) \
+         SELECT ?, ?, ?, ?, ? \
+         WHERE EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ? \
+                       AND g.state = 'pending') \
+         ON CONFLICT (domain) DO UPDATE SET failures = excluded.failures, next_probe = excluded.next_probe, \
            last_error = excluded.last_error",
         domain,
         now,
@@ -515,7 +515,7 @@ pub fn domain_failed(held: Held<'_>, domain: &str, now: i64, failures: i64, next
 /// through `jobs_pending_domain`).
 pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
     stmt!(
-        "UPDATE jobs SET next_attempt = min(?, deadline)
+        "UPDATE jobs SET next_attempt = min(?, deadline) \
          WHERE domain = ? AND state = 'pending' AND not_before < ? AND lease_until < ? AND next_attempt < ?",
         until,
         domain,
@@ -530,8 +530,8 @@ pub fn postpone_domain(domain: &str, until: i64, now: i64) -> Stmt {
 pub fn domain_recovered(held: Held<'_>, domain: &str, now: i64) -> Vec<Stmt> {
     vec![
         stmt!(
-            "DELETE FROM domain_health WHERE domain = ?
-             AND EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ?
+            "DELETE FROM domain_health WHERE domain = ? \
+             AND EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ? \
                          AND g.state = 'pending')",
             domain,
             held.envelope_id,
@@ -539,9 +539,9 @@ pub fn domain_recovered(held: Held<'_>, domain: &str, now: i64) -> Vec<Stmt> {
             held.lease
         ),
         stmt!(
-            "UPDATE jobs SET next_attempt = max(not_before, ?)
-             WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt > ?
-             AND EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ?
+            "UPDATE jobs SET next_attempt = max(not_before, ?) \
+             WHERE domain = ? AND state = 'pending' AND lease_until < ? AND next_attempt > ? \
+             AND EXISTS (SELECT 1 FROM jobs g WHERE g.envelope_id = ? AND g.domain = ? AND g.lease_until = ? \
                          AND g.state = 'pending')",
             now,
             domain,
@@ -564,13 +564,13 @@ pub const PURGE_ROOTS: i64 = 64;
 /// same window, whatever the ones before it deleted.
 macro_rules! purge_window {
     () => {
-        "WITH RECURSIVE bounds AS (
-           SELECT coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_root'), '') AS lo,
-                  coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_hi'), '') AS hi),
-         r AS (
-           SELECT (SELECT min(root) FROM outbox WHERE root > (SELECT lo FROM bounds)) AS root, 1 AS n
-           UNION ALL
-           SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r
+        "WITH RECURSIVE bounds AS ( \
+           SELECT coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_root'), '') AS lo, \
+                  coalesce((SELECT value FROM settings WHERE name = 'outbox_purge_hi'), '') AS hi), \
+         r AS ( \
+           SELECT (SELECT min(root) FROM outbox WHERE root > (SELECT lo FROM bounds)) AS root, 1 AS n \
+           UNION ALL \
+           SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r \
             WHERE r.root IS NOT NULL AND r.n < 64 AND ((SELECT hi FROM bounds) = '' OR r.root < (SELECT hi FROM bounds)))"
     };
 }
@@ -580,7 +580,7 @@ const _: () = assert!(PURGE_ROOTS == 64, "purge_window! spells PURGE_ROOTS out")
 /// horizon): queued before the horizon, and no job of it pending or ended since.
 macro_rules! purgeable {
     () => {
-        "o.created_at < ?2 AND NOT EXISTS (
+        "o.created_at < ?2 AND NOT EXISTS ( \
            SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id AND (j.state = 'pending' OR j.finished_at >= ?2))"
     };
 }
@@ -603,29 +603,29 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
     let range = before.saturating_mul(SEQ_PER_MS);
     vec![
         stmt!(
-            "INSERT INTO settings (name, value, created_at) VALUES ('outbox_forgotten_before', ?, ?)
-             ON CONFLICT (name) DO UPDATE SET value = excluded.value
+            "INSERT INTO settings (name, value, created_at) VALUES ('outbox_forgotten_before', ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value \
              WHERE CAST(excluded.value AS INTEGER) > CAST(settings.value AS INTEGER)",
             horizon.to_string(),
             before
         ),
         // The window's end, found before anything of it is deleted.
         stmt!(
-            "WITH RECURSIVE r AS (
-               SELECT (SELECT min(root) FROM outbox WHERE root > coalesce(
-                         (SELECT value FROM settings WHERE name = 'outbox_purge_root'), '')) AS root, 1 AS n
-               UNION ALL
-               SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r
-                WHERE r.root IS NOT NULL AND r.n < 64)
-             INSERT INTO settings (name, value, created_at)
-             VALUES ('outbox_purge_hi', coalesce((SELECT root FROM r WHERE n = 64), ''), 0)
+            "WITH RECURSIVE r AS ( \
+               SELECT (SELECT min(root) FROM outbox WHERE root > coalesce( \
+                         (SELECT value FROM settings WHERE name = 'outbox_purge_root'), '')) AS root, 1 AS n \
+               UNION ALL \
+               SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r \
+                WHERE r.root IS NOT NULL AND r.n < 64) \
+             INSERT INTO settings (name, value, created_at) \
+             VALUES ('outbox_purge_hi', coalesce((SELECT root FROM r WHERE n = 64), ''), 0) \
              ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE settings.value IS NOT excluded.value"
         ),
         stmt!(
             concat!(
                 purge_window!(),
-                " DELETE FROM jobs WHERE envelope_id IN (
-                   SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1
+                " DELETE FROM jobs WHERE envelope_id IN ( \
+                   SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1 \
                    WHERE ",
                 purgeable!(),
                 " LIMIT ?3)"
@@ -637,9 +637,9 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
         stmt!(
             concat!(
                 purge_window!(),
-                " DELETE FROM outbox WHERE envelope_id IN (
-                   SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1
-                   WHERE o.created_at < ?2 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id)
+                " DELETE FROM outbox WHERE envelope_id IN ( \
+                   SELECT o.envelope_id FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1 \
+                   WHERE o.created_at < ?2 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.envelope_id = o.envelope_id) \
                    LIMIT ?3)"
             ),
             range,
@@ -651,8 +651,8 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
         stmt!(
             concat!(
                 purge_window!(),
-                " UPDATE settings SET value = (SELECT hi FROM bounds)
-                  WHERE name = 'outbox_purge_root' AND value IS NOT (SELECT hi FROM bounds)
+                " UPDATE settings SET value = (SELECT hi FROM bounds) \
+                  WHERE name = 'outbox_purge_root' AND value IS NOT (SELECT hi FROM bounds) \
                     AND NOT EXISTS (SELECT 1 FROM r JOIN outbox o ON o.root = r.root AND o.seq < ?1 WHERE ",
                 purgeable!(),
                 ")"
@@ -661,7 +661,7 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
             before
         ),
         stmt!(
-            "DELETE FROM domain_health WHERE NOT EXISTS (
+            "DELETE FROM domain_health WHERE NOT EXISTS ( \
                SELECT 1 FROM jobs j WHERE j.domain = domain_health.domain AND j.state = 'pending')"
         ),
     ]
@@ -676,11 +676,11 @@ pub async fn outbox_page<D: Db>(db: &D, sender: &str, before: i64, limit: i64) -
 /// down from `before`, skipping the rows of the root's other subagents.
 pub fn outbox_page_query(sender: &str, before: i64, limit: i64) -> Stmt {
     stmt!(
-        "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state,
-                    j.attempts, j.next_attempt, j.last_error, j.result, j.finished_at
-             FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox
-                   WHERE root = ? AND sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o
-             JOIN jobs j ON j.envelope_id = o.envelope_id
+        "SELECT o.seq, o.envelope_id, o.sha256, o.expires, o.created_at, j.domain, j.recipients, j.state, \
+                    j.attempts, j.next_attempt, j.last_error, j.result, j.finished_at \
+             FROM (SELECT seq, envelope_id, sha256, expires, created_at FROM outbox \
+                   WHERE root = ? AND sender = ? AND seq < ? ORDER BY seq DESC LIMIT ?) o \
+             JOIN jobs j ON j.envelope_id = o.envelope_id \
              ORDER BY o.seq DESC, j.made",
         root_address(sender),
         sender,
@@ -694,7 +694,7 @@ pub async fn depth<D: Db>(db: &D, now: i64) -> Result<Row, Error> {
     Ok(one(
         db,
         stmt!(
-            "SELECT count(*) AS depth, min(CASE WHEN next_attempt <= ? THEN next_attempt END) AS oldest_due
+            "SELECT count(*) AS depth, min(CASE WHEN next_attempt <= ? THEN next_attempt END) AS oldest_due \
              FROM jobs WHERE state = 'pending'",
             now
         ),
