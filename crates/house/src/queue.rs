@@ -326,13 +326,23 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let held = Held { envelope_id: &job.envelope_id, domain: &job.domain, lease };
         let env = row.text("envelope").and_then(|text| Envelope::parse(text.as_bytes(), text.len()).ok());
         let Some(env) = env else {
-            // Our own row is unreadable: end the job rather than retry it forever.
-            let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());
-            let plan = plan(&job, &job.pending(), delivery, None, now.millis(), &self.config.retry);
-            self.apply(held, &job, None, &plan, now, report).await?;
+            self.end_unreadable(held, &job, now, report).await?;
             return Ok(health);
         };
         self.attempt(&job, held, &env, decided, health, now, report).await
+    }
+
+    /// Ends a job whose envelope this house wrote and cannot read, rather than retry it forever.
+    async fn end_unreadable(
+        &self,
+        held: Held<'_>,
+        job: &Job,
+        now: Timestamp,
+        report: &mut TickReport,
+    ) -> Result<(), Error> {
+        let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());
+        let plan = plan(job, &job.pending(), delivery, None, now.millis(), &self.config.retry);
+        self.apply(held, job, None, &plan, now, report).await
     }
 
     /// What the lease of `job`'s next attempt writes (see [`store::lease`]): where the job waits
@@ -494,10 +504,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             return Ok(());
         }
         let Ok(env) = Envelope::parse(t.text.as_bytes(), t.text.len()) else {
-            // Text this house wrote and cannot read: end the job rather than retry it forever.
-            let delivery = Delivery::Permanent(ErrorKind::Internal.code(), "internal error".into());
-            let plan = plan(&t.job, &t.job.pending(), delivery, None, now.millis(), &self.config.retry);
-            return self.apply(held, &t.job, None, &plan, now, report).await;
+            return self.end_unreadable(held, &t.job, now, report).await;
         };
         let decided = (now.millis() >= t.job.deadline).then(|| late(&t.job, now.millis(), &self.config.retry));
         let after = self.attempt(&t.job, held, &env, decided, known, now, report).await?;
