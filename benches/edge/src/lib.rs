@@ -328,7 +328,17 @@ fn outbound(f: &Fixture) -> usize {
     let list = |l: &[Address]| Value::Array(l.iter().map(|a| a.as_str().into()).collect());
     let jobs: Vec<NewJob> = groups
         .iter()
-        .map(|(domain, l)| NewJob { domain: domain.clone(), recipients: list(l).canonical_string() })
+        .map(|(domain, l)| NewJob {
+            domain: domain.clone(),
+            recipients: list(l).canonical_string(),
+            // The send takes each job's first attempt (decision 0070), as the route does.
+            first: Some(queue_store::First {
+                lease_until: NOW.millis() + nyx5_house::queue::LEASE_MS,
+                next_attempt: NOW.millis() + 60_000,
+                deadline: not_before + 86_400_000,
+                result: nyx5_house::queue::Progress::default().with_maybe(l).to_value().canonical_string(),
+            }),
+        })
         .collect();
     // The outbox row counts the send in its agent's minute (migration 0024).
     let stmts = queue_store::enqueue_remembered(&out, &jobs, NOW.millis(), 60);

@@ -211,6 +211,12 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let mut health: VecMap<String, Option<Health>> = VecMap::new();
         let batch = self.config.tick_batch.clamp(1, MAX_TICK_BATCH);
         let mut left = usize::try_from(batch).unwrap_or(1);
+        // Jobs sends took whose lease is no longer surely this process's go back before the scan,
+        // which then finds them due as any job never tried.
+        let (fresh, mut stale): (Vec<Taken>, Vec<Taken>) =
+            self.post.taken.take().into_iter().partition(|t| within_window(t, now));
+        *self.post.taken.borrow_mut() = fresh;
+        self.release_untried(&mut stale, 0).await;
         // A second pass when the first delivered operations to the Libro that queued receipts
         // for other houses: they go out in this tick, not the next.
         for _pass in 0..2 {
@@ -414,9 +420,8 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         now: Timestamp,
         report: &mut TickReport,
     ) -> Result<usize, Error> {
-        let window = |t: &Taken, at: Timestamp| at.millis() >= t.at && at.millis() < t.at.saturating_add(LEASE_MS / 2);
-        let (taken, mut untried): (Vec<Taken>, Vec<Taken>) =
-            self.post.taken.take().into_iter().partition(|t| window(t, now));
+        let taken = self.post.taken.take();
+        let mut untried = Vec::new();
         let due: Vec<(Job, String, i64)> = rows
             .iter()
             .filter_map(|r| Some((job_from_row(r)?, r.text("root")?.to_owned(), r.int("next_attempt")?)))
@@ -445,15 +450,25 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let mut due: Vec<Option<Job>> = due.into_iter().map(|(job, _, _)| Some(job)).collect();
         let mut taken: Vec<Option<Taken>> = taken.into_iter().map(Some).collect();
         let first_taken = due.len();
+        // Those past the batch go back at once, with those past their window: before any turn,
+        // which a hanging destination may make the last this invocation gets.
+        let (now_turns, later) = order.split_at(turns);
+        untried
+            .extend(later.iter().filter_map(|&i| i.checked_sub(first_taken)).filter_map(|k| taken.get_mut(k)?.take()));
+        self.release_untried(&mut untried, 0).await;
         let mut failed = Ok(());
-        for (n, &i) in order.iter().enumerate() {
-            let job = due.get_mut(i).and_then(Option::take);
-            let t = i.checked_sub(first_taken).and_then(|k| taken.get_mut(k)).and_then(Option::take);
-            if n >= turns || failed.is_err() {
-                untried.extend(t);
-                continue;
+        for &i in now_turns {
+            if failed.is_err() {
+                break;
             }
-            if let Some(job) = job {
+            // Past the budget, every taken job not yet attempted goes back at once; the due
+            // ones go on (each is leased as its turn comes).
+            let at = self.now();
+            if at.millis().saturating_sub(now.millis()) >= TAKEN_BUDGET_MS && taken.iter().any(Option::is_some) {
+                untried.extend(taken.iter_mut().filter_map(Option::take));
+                self.release_untried(&mut untried, now.millis().saturating_add(1)).await;
+            }
+            if let Some(job) = due.get_mut(i).and_then(Option::take) {
                 // `due` hands them out round-robin over destinations; they are worked in that order.
                 let domain = job.domain.clone();
                 let known = *health.entry(domain.clone()).or_insert(job.health);
@@ -463,25 +478,33 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                     }
                     Err(e) => failed = Err(e),
                 }
-            } else if let Some(t) = t {
-                let at = self.now();
-                if !window(&t, at) || at.millis().saturating_sub(now.millis()) >= TAKEN_BUDGET_MS {
+            } else if let Some(t) = i.checked_sub(first_taken).and_then(|k| taken.get_mut(k)).and_then(Option::take) {
+                if within_window(&t, at) {
+                    failed = self.work_taken(t, health, at, report).await;
+                } else {
                     untried.push(t);
-                    continue;
                 }
-                failed = self.work_taken(t, health, at, report).await;
             }
         }
-        if !untried.is_empty() {
-            // Best effort: one that stays taken lapses, and the scan finds it as a job whose
-            // tick died.
-            let back = untried.iter().map(|t| {
-                let held = Held { envelope_id: &t.job.envelope_id, domain: &t.job.domain, lease: t.lease };
-                store::release(held, t.at, t.job.deadline)
-            });
-            let _ = self.db.batch(back.collect()).await;
-        }
+        untried.extend(taken.iter_mut().filter_map(Option::take));
+        self.release_untried(&mut untried, now.millis().saturating_add(1)).await;
         failed.map(|()| turns)
+    }
+
+    /// Gives the first attempts of `untried` back untried, in one guarded batch (best effort:
+    /// one that stays taken lapses, and the scan finds it as a job whose tick died), each due at
+    /// its send's time or at `due`, whichever is later: the time just past the tick's for those
+    /// given back in its midst (a second pass of it leaves them to the next tick, which has its
+    /// own budget).
+    async fn release_untried(&self, untried: &mut Vec<Taken>, due: i64) {
+        if untried.is_empty() {
+            return;
+        }
+        let back = untried.drain(..).map(|t| {
+            let held = Held { envelope_id: &t.job.envelope_id, domain: &t.job.domain, lease: t.lease };
+            store::release(held, t.at.max(due), t.job.deadline)
+        });
+        let _ = self.db.batch(back.collect()).await;
     }
 
     /// One job whose first attempt a send took ([`Taken`]): bounced untried when late, given back
@@ -723,6 +746,13 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
 /// An envelope the owner hands to the queue, and its jobs (one per destination domain).
 pub use crate::store::queue::{NewJob, Outgoing};
 
+/// Whether `at` falls in the window a kick may attempt a job its send took ([`Taken`]): from the
+/// send's time to half its lease later (before it, a clock that went back; after it, the lease
+/// may lapse while the attempt is out).
+fn within_window(t: &Taken, at: Timestamp) -> bool {
+    at.millis() >= t.at && at.millis() < t.at.saturating_add(LEASE_MS / 2)
+}
+
 pub use crate::store::queue::Taken;
 
 /// What became of an envelope handed to [`Queue::enqueue`].
@@ -786,19 +816,19 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         };
         // Taken only while the house holds little text for kicks already (a kick that never
         // comes, or one far behind, must not let sends fill the isolate's memory).
+        // What the list holds: each send's text once (its jobs are pushed together), and a
+        // job's own strings, counted at a generous 512 bytes each.
         let held: usize = {
             let list = self.post.taken.borrow();
-            let mut seen: Vec<*const u8> = Vec::new();
-            list.iter()
-                .filter(|t| {
-                    let new = !seen.contains(&t.text.as_ptr());
-                    seen.push(t.text.as_ptr());
-                    new
-                })
-                .map(|t| t.text.len())
-                .sum()
+            let texts: usize = list
+                .iter()
+                .zip(std::iter::once(None).chain(list.iter().map(Some)))
+                .filter(|(t, before)| before.is_none_or(|b| !std::rc::Rc::ptr_eq(&b.text, &t.text)))
+                .map(|(t, _)| t.text.len())
+                .sum();
+            texts.saturating_add(list.len().saturating_mul(512))
         };
-        let room = held.saturating_add(out.envelope.len()) <= store::TAKEN_MAX_BYTES;
+        let room = held.saturating_add(out.envelope.len()).saturating_add(groups.len() * 512) <= store::TAKEN_MAX_BYTES;
         let due_now = room && out.not_before <= out.now && out.now < out.deadline;
         let jobs: Vec<NewJob> = groups
             .iter()

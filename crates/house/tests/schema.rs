@@ -1048,3 +1048,46 @@ fn a_busy_root_holds_up_no_other_in_the_purge() {
     // The first window held the busy root: it took more than one call, and no more than a few.
     assert!(calls > 1, "{calls}");
 }
+
+/// A house of exactly one window of roots (64) purges it whole every time and never writes the
+/// cursor or the window's end; one more root makes two windows (second hostile review of 0029).
+#[test]
+fn a_house_of_one_window_never_moves_the_purges_cursor() {
+    use nyx5_house::store::queue;
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let (day, now) = (86_400_000_i64, 1_800_000_000_000_i64);
+    let run = |c: &rusqlite::Connection| -> i64 {
+        let before = c.total_changes();
+        for s in queue::purge(now - 7 * day, 100) {
+            if !s.sql.contains("'outbox_purge_") {
+                continue;
+            }
+            let params = s.params.iter().map(|p| match p {
+                nyx5_house::ports::SqlValue::Null => rusqlite::types::Value::Null,
+                nyx5_house::ports::SqlValue::Int(i) => rusqlite::types::Value::Integer(*i),
+                nyx5_house::ports::SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            });
+            c.execute(s.sql, rusqlite::params_from_iter(params)).unwrap();
+        }
+        i64::try_from(c.total_changes() - before).unwrap()
+    };
+    let add = |c: &rusqlite::Connection, r: i64| {
+        c.execute(
+            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, created_at) VALUES (?1, 1, ?2, ?1, '{}', 'x', ?3)",
+            rusqlite::params![format!("a{r:03}@a.test"), format!("e{r}"), now],
+        )
+        .unwrap();
+    };
+    for r in 0..64 {
+        add(&c, r);
+    }
+    // (The deletes forget nothing here: every envelope is recent. Each call may write the
+    // cursor and the window's end only if they move.)
+    for _ in 0..3 {
+        assert_eq!(run(&c), 0, "64 roots: one window, nothing written");
+    }
+    add(&c, 64);
+    let writes: Vec<i64> = (0..4).map(|_| run(&c)).collect();
+    assert!(writes.iter().all(|&w| w > 0), "65 roots: two windows, the cursor moves: {writes:?}");
+}

@@ -609,16 +609,18 @@ pub fn purge(before: i64, limit: i64) -> Vec<Stmt> {
             horizon.to_string(),
             before
         ),
-        // The window's end, found before anything of it is deleted.
+        // The window's end, found before anything of it is deleted: its 64th root, or the end
+        // ('') when no root follows that one (a house of exactly 64 roots has one window).
         stmt!(
             "WITH RECURSIVE r AS ( \
                SELECT (SELECT min(root) FROM outbox WHERE root > coalesce( \
                          (SELECT value FROM settings WHERE name = 'outbox_purge_root'), '')) AS root, 1 AS n \
                UNION ALL \
                SELECT (SELECT min(root) FROM outbox WHERE root > r.root), r.n + 1 FROM r \
-                WHERE r.root IS NOT NULL AND r.n < 64) \
+                WHERE r.root IS NOT NULL AND r.n < 65) \
              INSERT INTO settings (name, value, created_at) \
-             VALUES ('outbox_purge_hi', coalesce((SELECT root FROM r WHERE n = 64), ''), 0) \
+             VALUES ('outbox_purge_hi', CASE WHEN (SELECT root FROM r WHERE n = 65) IS NOT NULL \
+                                        THEN (SELECT root FROM r WHERE n = 64) ELSE '' END, 0) \
              ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE settings.value IS NOT excluded.value"
         ),
         stmt!(
