@@ -566,35 +566,52 @@ pub struct Place<'a> {
 /// attempts, earlier due and older first. It is the order of the due scan's query
 /// (`store::queue::DUE_SQL` in the house, held to it by a test), for a tick that also works jobs
 /// the scan did not read: those a send took for its kick. Pure.
-pub fn fair_order(places: &[Place<'_>]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..places.len()).collect();
-    let at = |i: usize| places.get(i).copied();
-    let time = |i: usize| at(i).map(|p| (p.next_attempt, p.made, p.envelope_id));
-    // Each job's turn among its root's jobs to its domain …
-    order.sort_by_key(|&i| (at(i).map(|p| (p.domain, p.root)), time(i)));
-    let mut sender_turn = vec![0_usize; places.len()];
-    rank(&order, |i| at(i).map(|p| (p.domain, p.root)), &mut sender_turn);
-    // … then its turn at its domain …
-    order.sort_by_key(|&i| (at(i).map(|p| p.domain), sender_turn.get(i).copied(), time(i)));
-    let mut turn = vec![0_usize; places.len()];
-    rank(&order, |i| at(i).map(|p| p.domain), &mut turn);
-    // … and the turns in order.
-    order.sort_by_key(|&i| (turn.get(i).copied(), at(i).map(|p| p.attempts), time(i)));
-    order
-}
-
-/// Numbers the items of `sorted` 1, 2, … within each run of the same `group`, into `out`.
-fn rank<G: PartialEq>(sorted: &[usize], group: impl Fn(usize) -> G, out: &mut [usize]) {
-    let mut last: Option<G> = None;
-    let mut n = 0;
-    for &i in sorted {
-        let g = group(i);
-        n = if last.as_ref() == Some(&g) { n + 1 } else { 1 };
-        if let Some(slot) = out.get_mut(i) {
-            *slot = n;
+pub fn fair_order<'a>(places: &[Place<'a>]) -> Vec<usize> {
+    // One key type for the three sorts (one sort in the Worker's code, not three): the group,
+    // the rank within it, and the time. Keys are unique (a job's envelope and place), so an
+    // unstable sort orders them all the same way every time.
+    type Key<'a> = (&'a str, &'a str, usize, i64, i64, i64, &'a str, usize);
+    let key = |p: &Place<'a>, group: (&'a str, &'a str), rank: usize, attempts: i64, i: usize| -> Key<'a> {
+        (group.0, group.1, rank, attempts, p.next_attempt, p.made, p.envelope_id, i)
+    };
+    let sorted = |keys: &mut Vec<Key<'_>>| -> Vec<usize> {
+        keys.sort_unstable();
+        keys.iter().map(|k| k.7).collect()
+    };
+    let ranks = |order: &[usize], same: &dyn Fn(usize, usize) -> bool| -> Vec<usize> {
+        let mut out = vec![0_usize; places.len()];
+        let mut n = 0;
+        for (at, &i) in order.iter().enumerate() {
+            n = if at > 0 && order.get(at - 1).is_some_and(|&b| same(b, i)) { n + 1 } else { 1 };
+            if let Some(slot) = out.get_mut(i) {
+                *slot = n;
+            }
         }
-        last = Some(g);
-    }
+        out
+    };
+    let place = |i: usize| places.get(i);
+    // Each job's turn among its root's jobs to its domain …
+    let mut keys: Vec<Key<'a>> = places.iter().enumerate().map(|(i, p)| key(p, (p.domain, p.root), 0, 0, i)).collect();
+    let order = sorted(&mut keys);
+    let same_root =
+        |a: usize, b: usize| place(a).zip(place(b)).is_some_and(|(x, y)| (x.domain, x.root) == (y.domain, y.root));
+    let sender_turn = ranks(&order, &same_root);
+    // … then its turn at its domain …
+    let mut keys: Vec<Key<'a>> = places
+        .iter()
+        .enumerate()
+        .map(|(i, p)| key(p, (p.domain, ""), sender_turn.get(i).copied().unwrap_or(0), 0, i))
+        .collect();
+    let order = sorted(&mut keys);
+    let same_domain = |a: usize, b: usize| place(a).zip(place(b)).is_some_and(|(x, y)| x.domain == y.domain);
+    let turn = ranks(&order, &same_domain);
+    // … and the turns in order.
+    let mut keys: Vec<Key<'a>> = places
+        .iter()
+        .enumerate()
+        .map(|(i, p)| key(p, ("", ""), turn.get(i).copied().unwrap_or(0), p.attempts, i))
+        .collect();
+    sorted(&mut keys)
 }
 
 /// Whether a turn of upkeep that handled `n` items took its whole batch of `cap`, so more may
