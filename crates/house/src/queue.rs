@@ -352,8 +352,9 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     }
 
     /// What the lease of `job`'s next attempt writes (see [`store::lease`]): where the job waits
-    /// should the attempt die, the progress with every recipient it goes to `maybe`, and (for
-    /// a job never leased) the deadline no earlier than the give-up time.
+    /// should the attempt die, and the progress with every recipient it goes to `maybe`; the
+    /// deadline as the job has it (the lease's SQL, or for a send `enqueue`, raises it to the
+    /// give-up time while the attempt is out).
     fn first_attempt(&self, job: &Job, now: Timestamp) -> store::First {
         let pending = job.pending();
         store::First {
