@@ -37,7 +37,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import { authHeader, b64u, canon, draftEnvelope, newAgentKeys, random, registrationBody, signEnvelope } from '../lib/nyx5.mjs';
-import { House as WranglerHouse, ROOT } from '../lib/wrangler.mjs';
+import { House as WranglerHouse, ROOT, freePorts } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
 const secs = (ms) => `${(ms / 1000).toFixed(1)}s`;
@@ -991,14 +991,7 @@ function difference(before, after) {
 // ---------------------------------------------------------------------------------------------
 // The two runtimes.
 
-const freePort = () =>
-  new Promise((r) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => r(port));
-    });
-  });
+const freePort = async () => (await freePorts(1))[0];
 
 async function http(port, method, path, { headers = {}, body } = {}) {
   const r = await fetch(`http://127.0.0.1:${port}${path}`, {

@@ -61,29 +61,60 @@ export function wrangler(args, { timeoutMs = 120_000 } = {}) {
   });
 }
 
+/** Binds 127.0.0.1:port, answering the server or null when the port is taken. */
+function tryListen(port) {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(null));
+    s.listen(port, '127.0.0.1', () => resolve(s));
+  });
+}
+
+/** The first port of the kernel's ephemeral range (Linux; its default elsewhere). */
+function ephemeralLow() {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+let nextPort = 0;
+
+/**
+ * `n` distinct loopback ports, each free a moment ago. They are taken below the kernel's
+ * ephemeral range, never by listening on port 0: the kernel draws `:0` ports from the range it
+ * also gives every outgoing connection, so between this answer and the house's own bind any
+ * client socket on the machine could take the port. Below the range only an explicit bind can
+ * collide; each process starts at its own offset (from its pid) and a port in use is skipped.
+ */
+export async function freePorts(n) {
+  const first = 10000;
+  const span = Math.max(1024, ephemeralLow() - first);
+  const start = (process.pid * 7919) % span;
+  const held = [];
+  for (let tries = 0; held.length < n && tries < span; tries++) {
+    const s = await tryListen(first + ((start + nextPort++) % span));
+    if (s) held.push(s);
+  }
+  const ports = held.map((s) => s.address().port);
+  await Promise.all(held.map((s) => new Promise((r) => s.close(r))));
+  if (ports.length < n) throw new Error(`freePorts: only ${ports.length} of ${n} loopback ports are free`);
+  return ports;
+}
+
 /**
  * Loopback ports for one test, found free rather than fixed: a machine that already runs
  * something on a given port must not fail the suite. `offsets` name the ports a test needs
  * (its old fixed layout: 0, 1, 442 for an inspector, …); the answer maps each to a port that
- * was free a moment ago, all distinct. `env`, when set, moves the block to fixed ports from it
- * (base + offset), for reproducing a run by hand.
+ * was free a moment ago, all distinct (see `freePorts`). `env`, when set, moves the block to
+ * fixed ports from it (base + offset), for reproducing a run by hand.
  */
 export async function portsFor(envName, offsets) {
   const base = process.env[envName];
   if (base) return (k) => Number(base) + k;
-  // All held open at once, so that no two offsets get the same port.
-  const servers = await Promise.all(
-    offsets.map(
-      () =>
-        new Promise((resolve, reject) => {
-          const s = net.createServer();
-          s.on('error', reject);
-          s.listen(0, '127.0.0.1', () => resolve(s));
-        }),
-    ),
-  );
-  const ports = new Map(offsets.map((o, i) => [o, servers[i].address().port]));
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  const found = await freePorts(offsets.length);
+  const ports = new Map(offsets.map((o, i) => [o, found[i]]));
   return (k) => {
     const port = ports.get(k);
     if (port === undefined) throw new Error(`portsFor(${envName}): no port asked for offset ${k}`);

@@ -130,7 +130,7 @@ fn email_goes_out_through_the_provider_and_pending_without_one() {
 
     // With one: a house of its own, the provider on loopback.
     let (provider, requests) = fake_provider();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let hosts = w.dir.join("hosts-p.json");
     std::fs::write(&hosts, format!(r#"{{"p.test":{{"url":"{url}"}}}}"#)).unwrap();

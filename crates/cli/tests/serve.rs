@@ -8,14 +8,14 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::TempDir;
+use common::{TempDir, free_port};
 use nyx5_proto::auth::{Claims, Target};
 use nyx5_proto::card::DomainCard;
 use nyx5_proto::crypto::{EncSecret, SigningKey};
@@ -27,11 +27,6 @@ const READY_WAIT: Duration = Duration::from_secs(60);
 
 fn now() -> Timestamp {
     Timestamp(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64)
-}
-
-/// A port nothing listens on right now (the kernel's pick, released at once).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A running `nyx5 serve`, killed if the test ends without stopping it.

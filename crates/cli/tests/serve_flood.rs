@@ -181,7 +181,7 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
 
 /// Starts `nyx5 serve` for flood.test with `extra` arguments: the process and its address.
 fn start_serve(dir: &TempDir, extra: &[&std::ffi::OsStr]) -> (Serve, SocketAddr) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_nyx5"))
         .args(["serve", "--domain", "flood.test", "--registration", "admin", "--listen"])
         .arg(format!("127.0.0.1:{port}"))

@@ -11,6 +11,33 @@ use nyx5_proto::json::Object;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// A loopback port for a house a test starts, free when asked.
+///
+/// The port is chosen below the kernel's ephemeral range (`ip_local_port_range`), never by
+/// binding port 0: a port the kernel hands out for `:0` comes from the range it also gives
+/// every outgoing connection, so between this answer and the house's bind any test's client
+/// socket could take it (CI saw `Address already in use` that way). Below the range only an
+/// explicit bind can collide; each process starts at its own offset (from its pid) and moves
+/// on with a counter, and a port something listens on now is skipped.
+pub(crate) fn free_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32768);
+    const FIRST: usize = 10_000;
+    let span = low.saturating_sub(FIRST).max(1024);
+    let start = (std::process::id() as usize).wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let k = NEXT.fetch_add(1, Ordering::SeqCst);
+        let port = (FIRST + (start + k) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port below {low}")
+}
+
 /// A fresh directory under the system temp dir, removed on drop.
 pub(crate) struct TempDir(PathBuf);
 

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -13,17 +12,13 @@ use std::time::{Duration, Instant};
 use nyx5_proto::Value;
 use nyx5_proto::json::Object;
 
-use crate::common::{Run, TempDir, run};
+use crate::common::{Run, TempDir, free_port, run};
 
 /// The operator tokens of the two houses.
 pub(crate) const TOKEN_A: &str = "operator-token-of-house-a-for-tests";
 pub(crate) const TOKEN_B: &str = "operator-token-of-house-b-for-tests";
 
 const READY_WAIT: Duration = Duration::from_secs(60);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// One running house.
 pub(crate) struct House {
