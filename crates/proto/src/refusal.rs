@@ -387,6 +387,30 @@ refusals! {
     /// The mailbox is moving between the house's databases (mailbox shards); try again in a few
     /// seconds (the answer carries `Retry-After`).
     MailboxMoving(MailboxMoving) = "mailbox_moving",
+    /// The hold for approval is not well formed: its approver is not an agent of this house
+    /// outside the held agent's own tree, or its rule names nothing to hold (docs/SPEC.md §7c).
+    BadHold(Malformed) = "bad_hold",
+    /// The asker may not set or lift this hold: only the agent itself (setting one where none
+    /// is), an agent above it, or the operator may, and only one at least as high as who set it.
+    NotYourHold(Forbidden) = "not_your_hold",
+    /// An agent cannot lift or change a hold on itself: only an agent above it or the operator can.
+    HoldIrrevocable(Forbidden) = "hold_irrevocable",
+    /// The envelope waits for approval, and it is sealed without the content key for an approver
+    /// (the `readers` of `POST /outbound`): the person could not read what they approve.
+    ApproverCannotRead(Malformed) = "approver_cannot_read",
+    /// No such draft waits here for this agent (as its sender or an approver).
+    UnknownDraft(NotFound) = "unknown_draft",
+    /// The agent is not one of the draft's approvers.
+    NotTheApprover(Forbidden) = "not_the_approver",
+    /// The draft is decided already (approved, declined).
+    DraftDecided(Conflict) = "draft_decided",
+    /// The draft changed while this request decided it (another approver); ask again.
+    DraftChanged(Conflict) = "draft_changed",
+    /// The draft's time to be approved has passed; it will never leave.
+    DraftExpired(Expired) = "draft_expired",
+    /// The agent (with its subagents) has the most drafts waiting or kept it may; wait for some
+    /// to be decided or to expire.
+    TooManyDrafts(Conflict) = "too_many_drafts",
     // ---- end house ----
 
     // ---- libro: operations, contracts, mandates, authority, stamps ----

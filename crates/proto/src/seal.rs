@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::json::{Value, obj};
 use crate::limits;
 use crate::refusal::Refusal;
-pub use crate::sealed::{ALG_SEALED, Sealed, WrappedKey};
+pub use crate::sealed::{ALG_SEALED, Sealed, WrappedKey, wrapped_from_value, wrapped_to_value};
 use crate::vecmap::VecMap;
 
 /// HKDF `info` for the per-recipient key-encryption key.
@@ -52,6 +52,20 @@ fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
 /// Seals a cleartext envelope for `recipients` (address and X25519 key). Any signature is
 /// dropped: sign after sealing.
 pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn Entropy) -> Result<Envelope, Error> {
+    seal_with_readers(env, recipients, &[], rng).map(|(env, _)| env)
+}
+
+/// Seals as [`seal`] does, and wraps the same content key for `readers` too, apart: their wraps
+/// are not in the envelope (whose `keys` name only its recipients and sender) but answered beside
+/// it. A person who approves the envelope before it leaves (docs/SPEC.md §7c) reads it with
+/// [`open_as_reader`], and the envelope's signed commitment makes what they read what its
+/// recipients will.
+pub fn seal_with_readers(
+    env: Envelope,
+    recipients: &[(Address, EncPublic)],
+    readers: &[(Address, EncPublic)],
+    rng: &mut dyn Entropy,
+) -> Result<(Envelope, VecMap<Address, WrappedKey>), Error> {
     let content = match env.payload() {
         Payload::Clear(c) => c.to_value().canonical(),
         Payload::Sealed(_) => return Err(Refusal::CannotSeal.because("envelope is already sealed")),
@@ -65,22 +79,27 @@ pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn En
     let (ct, tag) = aes256gcm_seal(&cek, &iv, &aad, &content);
     let ephemeral = EncSecret::generate(rng);
     let epk = ephemeral.public().to_b64();
-    let mut keys = VecMap::new();
-    for (addr, enc) in recipients {
-        let shared = ephemeral.agree(enc).ok_or_else(|| {
-            Refusal::CannotSeal.because(format!("the encryption key of {addr} is not usable (small order)"))
-        })?;
-        let wrap_iv: [u8; 12] = random(rng);
-        let (wct, wtag) = aes256gcm_seal(&kek(&shared, &epk)?, &wrap_iv, &aad, &cek);
-        let wct: [u8; 32] = wct.try_into().map_err(|_| Refusal::CannotSeal.because("wrapped key length"))?;
-        keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
-    }
+    let mut wrap = |list: &[(Address, EncPublic)]| -> Result<VecMap<Address, WrappedKey>, Error> {
+        let mut keys = VecMap::new();
+        for (addr, enc) in list {
+            let shared = ephemeral.agree(enc).ok_or_else(|| {
+                Refusal::CannotSeal.because(format!("the encryption key of {addr} is not usable (small order)"))
+            })?;
+            let wrap_iv: [u8; 12] = random(rng);
+            let (wct, wtag) = aes256gcm_seal(&kek(&shared, &epk)?, &wrap_iv, &aad, &cek);
+            let wct: [u8; 32] = wct.try_into().map_err(|_| Refusal::CannotSeal.because("wrapped key length"))?;
+            keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
+        }
+        Ok(keys)
+    };
+    let keys = wrap(recipients)?;
+    let apart = wrap(readers)?;
     let sealed = Sealed { epk, iv, ct, tag, commit: commitment(&cek), keys };
     let mut raw = env.into_object();
     raw.remove("content");
     raw.remove("signature");
     raw.insert("encrypted".into(), sealed.to_value());
-    Envelope::from_object(raw)
+    Ok((Envelope::from_object(raw)?, apart))
 }
 
 /// Opens a sealed envelope as recipient `me` holding `secret`. Fails with 403 when the
@@ -94,6 +113,19 @@ pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content,
         .keys
         .get(me)
         .ok_or_else(|| Refusal::NotSealedForRecipient.because(format!("envelope is not sealed for {me}")))?;
+    open_wrapped(env, sealed, wrapped, secret)
+}
+
+/// Opens a sealed envelope with a content key wrapped for a reader apart ([`seal_with_readers`]),
+/// held by `secret`: what its recipients read, or a 403 as [`open`] fails.
+pub fn open_as_reader(env: &Envelope, wrapped: &WrappedKey, secret: &EncSecret) -> Result<Content, Error> {
+    match env.payload() {
+        Payload::Sealed(sealed) => open_wrapped(env, sealed, wrapped, secret),
+        Payload::Clear(_) => Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
+    }
+}
+
+fn open_wrapped(env: &Envelope, sealed: &Sealed, wrapped: &WrappedKey, secret: &EncSecret) -> Result<Content, Error> {
     let epk = EncPublic::parse(&sealed.epk)?;
     let shared = secret.agree(&epk).ok_or_else(|| Refusal::CannotOpen.because("ephemeral key is of small order"))?;
     let aad = aad(env);

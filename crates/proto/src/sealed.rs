@@ -58,17 +58,7 @@ impl Sealed {
                     Refusal::BadEncrypted.because(format!("`encrypted.keys` names {addr}, who is not on the envelope"))
                 );
             }
-            let w =
-                wrapped.as_object().ok_or_else(|| Refusal::BadEncrypted.because("each wrapped key is an object"))?;
-            let ctx = "encrypted.keys[]";
-            keys.insert(
-                addr,
-                WrappedKey {
-                    iv: b64_field(w, "iv", ctx)?,
-                    ct: b64_field(w, "ct", ctx)?,
-                    tag: b64_field(w, "tag", ctx)?,
-                },
-            );
+            keys.insert(addr, WrappedKey::from_value(wrapped, "encrypted.keys[]")?);
         }
         Ok(Sealed {
             epk: epk.to_owned(),
@@ -81,18 +71,7 @@ impl Sealed {
     }
 
     pub fn to_value(&self) -> Value {
-        let keys = self
-            .keys
-            .iter()
-            .map(|(addr, w)| {
-                let wv = obj([
-                    ("iv", b64::encode(&w.iv).into()),
-                    ("ct", b64::encode(&w.ct).into()),
-                    ("tag", b64::encode(&w.tag).into()),
-                ]);
-                (addr.as_str().to_owned(), Value::Object(wv))
-            })
-            .collect::<Object>();
+        let keys = wrapped_to_value(&self.keys);
         Value::Object(obj([
             ("alg", ALG_SEALED.into()),
             ("epk", self.epk.as_str().into()),
@@ -100,9 +79,45 @@ impl Sealed {
             ("ct", b64::encode(&self.ct).into()),
             ("tag", b64::encode(&self.tag).into()),
             ("commit", b64::encode(&self.commit).into()),
-            ("keys", Value::Object(keys)),
+            ("keys", keys),
         ]))
     }
+}
+
+impl WrappedKey {
+    /// `{iv, ct, tag}`, each base64url.
+    pub fn to_value(&self) -> Value {
+        Value::Object(obj([
+            ("iv", b64::encode(&self.iv).into()),
+            ("ct", b64::encode(&self.ct).into()),
+            ("tag", b64::encode(&self.tag).into()),
+        ]))
+    }
+
+    /// Reads `{iv, ct, tag}`; `ctx` names where it is, for the refusal.
+    pub fn from_value(v: &Value, ctx: &str) -> Result<WrappedKey, Error> {
+        let w = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}` is an object")))?;
+        Ok(WrappedKey { iv: b64_field(w, "iv", ctx)?, ct: b64_field(w, "ct", ctx)?, tag: b64_field(w, "tag", ctx)? })
+    }
+}
+
+/// Wrapped keys by address, as `encrypted.keys` (and a draft's `readers`, docs/SPEC.md §7c) write
+/// them: `{"<address>": {iv, ct, tag}}`.
+pub fn wrapped_to_value(keys: &VecMap<Address, WrappedKey>) -> Value {
+    Value::Object(keys.iter().map(|(addr, w)| (addr.as_str().to_owned(), w.to_value())).collect::<Object>())
+}
+
+/// Reads `{"<address>": {iv, ct, tag}}` of at most `max` entries (the readers of a draft).
+pub fn wrapped_from_value(v: &Value, max: usize, ctx: &str) -> Result<VecMap<Address, WrappedKey>, Error> {
+    let o = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}` is an object")))?;
+    if o.len() > max {
+        return Err(Refusal::BadEncrypted.because(format!("`{ctx}` names at most {max} readers")));
+    }
+    let mut keys = VecMap::new();
+    for (addr, w) in o {
+        keys.insert(Address::parse(addr)?, WrappedKey::from_value(w, ctx)?);
+    }
+    Ok(keys)
 }
 
 /// Base64url helpers re-exported for envelope fields.
