@@ -324,6 +324,7 @@ fn outbound(f: &Fixture) -> usize {
         now: NOW.millis(),
         not_before,
         deadline: not_before + 86_400_000,
+        judged: None,
     };
     let list = |l: &[Address]| Value::Array(l.iter().map(|a| a.as_str().into()).collect());
     let jobs: Vec<NewJob> = groups

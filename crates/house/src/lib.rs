@@ -10,6 +10,7 @@ pub mod auth;
 pub mod bookmark;
 pub mod config;
 pub mod domain_keys;
+pub mod drafts;
 pub mod email;
 pub mod ground;
 pub mod http;
@@ -49,6 +50,7 @@ pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 pub use store::port_error;
 
 use apps::Apps;
+use drafts::Drafts;
 use auth::Registry;
 use email::Email;
 use ground::Ground;
@@ -225,6 +227,11 @@ impl<D: Db, N: Net> House<D, N> {
     /// The delivery queue and the tick's upkeep.
     pub fn queue(&self) -> Queue<'_, D, N> {
         Queue { core: self.core(), post: self.post(), upkept: &self.upkept, local: self }
+    }
+
+    /// Holds, drafts and the approvers' decisions (docs/SPEC.md §7c).
+    pub fn drafts(&self) -> Drafts<'_, D, N> {
+        Drafts { core: self.core() }
     }
 
     /// The app catalogue.

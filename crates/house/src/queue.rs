@@ -24,7 +24,7 @@ use crate::libro::Libro;
 use crate::mailbox::Mailbox;
 use crate::port_error;
 use crate::ports::Local;
-use crate::ports::{Db, Net, OutRequest, PortError, Row};
+use crate::ports::{Db, Net, OutRequest, PortError, Row, Stmt};
 use crate::store::queue::{self as store, Held};
 use crate::view::{Core, Post, view};
 use nyx5_rules::mailbox::Outcome;
@@ -154,8 +154,8 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// The purges of the tick's upkeep, in one batch, each with its cap (`None`: it removes all
     /// it finds): old nonces and rate windows, finished envelopes and their jobs, the bodies of
     /// acknowledged mail, expired cached cards and known names, sent email, the authority's
-    /// counts past their hour (approvals decided a month ago), and first arrivals of operations
-    /// past their life (issue 34).
+    /// counts past their hour (approvals decided a month ago), first arrivals of operations
+    /// past their life (issue 34), and drafts a week past their expiry.
     fn upkeep_purges(&self, now: Timestamp) -> Vec<(crate::ports::Stmt, Option<i64>)> {
         let uncapped = |list: Vec<crate::ports::Stmt>| list.into_iter().map(|s| (s, None)).collect::<Vec<_>>();
         let capped = |list: Vec<crate::ports::Stmt>, cap: i64| list.into_iter().map(move |s| (s, Some(cap)));
@@ -175,6 +175,11 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             PURGE_BATCH,
         );
         purge.push((received, Some(PURGE_BATCH)));
+        // Drafts a week past their expiry, decided or not (docs/SPEC.md §7c): their asks first,
+        // then the drafts (the same oldest ones both times).
+        let [asks, drafts] = crate::store::drafts::purge(now.millis(), PURGE_BATCH);
+        purge.push((asks, None));
+        purge.push((drafts, Some(PURGE_BATCH)));
         purge
     }
 
@@ -767,6 +772,11 @@ pub enum Enqueued {
     TooMany,
     /// Created before what the house may have forgotten (and none with this id is held).
     Forgotten,
+    /// The sender's tree has holds this send was not judged against as they are now
+    /// (docs/SPEC.md §7c): judge it (`crate::drafts`) and queue or hold it.
+    Unjudged,
+    /// A guard among the statements put before the outbox's refused the batch.
+    Guarded,
 }
 
 /// The queue's reads and writes for the routes (issue 37 §2, "routes call services"): an
@@ -795,12 +805,15 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// A job due now whose domain has no health row is queued with its first attempt taken
     /// ([`store::First`]), and handed to the kick that follows the answer ([`Taken`]): the
     /// delivery needs neither the due scan nor a lease of its own (issue 36 §1 and §5).
+    ///
+    /// `before` goes first in the batch (an approved draft's decision, `crate::drafts`).
     pub async fn enqueue(
         &self,
         out: &Outgoing<'_>,
         groups: &[(String, Vec<Address>)],
         created: i64,
         cap: i64,
+        before: Vec<Stmt>,
     ) -> Result<Enqueued, Error> {
         let now = Timestamp(out.now);
         let fresh = |domain: &str, recipients: &[Address]| Job {
@@ -843,11 +856,13 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
                 }),
             })
             .collect();
-        let stmts = store::enqueue_remembered(out, &jobs, created, cap);
+        let skip = before.len();
+        let mut stmts = before;
+        stmts.extend(store::enqueue_remembered(out, &jobs, created, cap));
         let id = out.envelope_id;
         match self.db.batch(stmts).await {
             Ok(changes) => {
-                let taken = store::taken_jobs(&jobs, &changes, 0);
+                let taken = store::taken_jobs(&jobs, &changes, skip);
                 let text: std::rc::Rc<str> = out.envelope.into();
                 let root: std::rc::Rc<str> = store::root_address(out.sender).into();
                 let mut list = self.post.taken.borrow_mut();
@@ -870,6 +885,12 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             }
             Err(PortError::Constraint { name }) if name == store::FORGOTTEN => {
                 Ok(self.outbox_entry(id).await?.map_or(Enqueued::Forgotten, Enqueued::Held))
+            }
+            Err(PortError::Constraint { name }) if skip > 0 && name == crate::store::constraint::GUARD => {
+                Ok(Enqueued::Guarded)
+            }
+            Err(PortError::Constraint { name }) if name == crate::store::drafts::HELD => {
+                Ok(self.outbox_entry(id).await?.map_or(Enqueued::Unjudged, Enqueued::Held))
             }
             Err(PortError::Constraint { name }) if name == crate::store::constraint::OUTBOX_ID => {
                 match self.outbox_entry(id).await? {

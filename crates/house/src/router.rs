@@ -42,6 +42,9 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
         ("POST", ["agents"]) => routes::agents::register(house, req).await,
         ("GET", ["agents", local]) => routes::agents::get(house, local).await,
         ("GET", ["agents", local, "settings"]) => routes::settings::get(house, req, local).await,
+        ("GET", ["agents", local, "hold"]) => routes::drafts::get(house, req, local).await,
+        ("PUT", ["agents", local, "hold"]) => routes::drafts::put(house, req, local).await,
+        ("DELETE", ["agents", local, "hold"]) => routes::drafts::delete(house, req, local).await,
         ("GET", ["agents", local, "historial"]) => routes::libro::history(house, reads, local).await,
         ("GET", ["invitations"]) => routes::invitations::list(house, req).await,
         ("POST", ["invitations"]) => routes::invitations::create(house, req).await,
@@ -54,6 +57,7 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
             | ["agents"]
             | ["agents", _]
             | ["agents", _, "settings"]
+            | ["agents", _, "hold"]
             | ["agents", _, "historial"]
             | ["invitations"]
             | ["mailbox", _]
@@ -90,6 +94,11 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
         ("GET", ["apps", id]) => routes::apps::get(house, id).await,
         ("DELETE", ["apps", id]) => routes::apps::remove(house, req, id).await,
         (_, ["apps"] | ["apps", _]) => Err(method_not_allowed(req)),
+        ("GET", ["drafts", local]) => routes::drafts::list(house, req, local).await,
+        ("GET", ["drafts", local, id]) => routes::drafts::get_one(house, req, local, id).await,
+        ("POST", ["drafts", local, id, "approve"]) => routes::drafts::approve(house, req, local, id).await,
+        ("POST", ["drafts", local, id, "decline"]) => routes::drafts::decline(house, req, local, id).await,
+        (_, ["drafts", _] | ["drafts", _, _] | ["drafts", _, _, "approve" | "decline"]) => Err(method_not_allowed(req)),
         ("POST", ["outbound"]) => routes::outbound::post(house, req).await,
         ("GET", ["outbox", local]) => routes::outbox::get(house, req, reads, local).await,
         (_, ["outbound"] | ["outbox", _]) => Err(method_not_allowed(req)),

@@ -761,6 +761,7 @@ fn an_outbound_envelope_writes_two_rows_and_three_index_entries() {
         now,
         not_before: now,
         deadline: now + 1,
+        judged: None,
     };
     let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into(), first: None };
     let insert = queue::enqueue_remembered(&out, &[job], now, 10);
@@ -848,6 +849,7 @@ fn migrations_0024_and_0029_keep_the_outbox_its_jobs_and_nonces() {
         now,
         not_before: now,
         deadline: now + day,
+        judged: None,
     };
     let job = queue::NewJob { domain: "b.test".into(), recipients: "[]".into(), first: None };
     block_on(db.batch(queue::enqueue_remembered(&out, &[job], now, 10))).unwrap();

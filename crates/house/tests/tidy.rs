@@ -54,6 +54,7 @@ const LAYERS: &[(&str, &str)] = &[
     ("libro", "services"),
     ("email", "services"),
     ("apps", "services"),
+    ("drafts", "services"),
     // The composition root: `House` owns the state, builds the services, answers and ticks.
     ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.
@@ -178,6 +179,7 @@ const RULES: Crate = Crate {
         ("libro", "rules"),
         ("profile", "rules"),
         ("queue", "rules"),
+        ("drafts", "rules"),
         ("policy", "policies"),
         ("crate", "top"),
     ],

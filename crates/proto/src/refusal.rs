@@ -398,6 +398,8 @@ refusals! {
     /// The envelope waits for approval, and it is sealed without the content key for an approver
     /// (the `readers` of `POST /outbound`): the person could not read what they approve.
     ApproverCannotRead(Malformed) = "approver_cannot_read",
+    /// The hold changed while this request decided on it; ask again.
+    HoldChanged(Conflict) = "hold_changed",
     /// No such draft waits here for this agent (as its sender or an approver).
     UnknownDraft(NotFound) = "unknown_draft",
     /// The agent is not one of the draft's approvers.

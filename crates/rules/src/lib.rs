@@ -8,6 +8,7 @@
 //!
 //! | module | spec | what |
 //! |---|---|---|
+//! | [`drafts`] | §7c | holds: which envelopes wait for a person, who sets them, who approves |
 //! | [`policy`] | §9 | the inbox policy: who may deliver to a mailbox, and at what price |
 //! | [`libro`] | §14–§21 | the Libro's kernel, authority and operations |
 //! | [`mailbox`] | §6 | what the mailbox answers for one recipient |
@@ -16,6 +17,7 @@
 //! | [`site`] | — | registrable domains by the Public Suffix List |
 #![forbid(unsafe_code)]
 
+pub mod drafts;
 pub mod email;
 pub mod libro;
 pub mod mailbox;

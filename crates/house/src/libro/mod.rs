@@ -993,6 +993,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             now: now.millis(),
             not_before,
             deadline: give_up,
+            judged: None,
         };
         let jobs: Vec<NewJob> = nyx5_rules::queue::by_domain(env.to())
             .into_iter()

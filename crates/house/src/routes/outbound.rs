@@ -5,47 +5,21 @@
 //! job, and neither may be kept for millennia.
 
 use nyx5_proto::auth::Keys;
-use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Timestamp, Value};
+use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Value};
 
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
+use crate::drafts::{self, Judgement};
 use crate::queue::{Enqueued, Outgoing};
 use crate::{House, ok_body};
 
 pub use nyx5_rules::queue::{MAX_DELIVER_AFTER_MS, by_domain, check_due};
 
-/// The oldest an envelope's `created` may be when it is queued: 6 days. The house remembers what
-/// it queued for [`crate::queue::OUTBOX_KEEP_MS`] (7 days) after the last job ends, and answers
-/// the same envelope again "exists"; past that it has forgotten it, so an older envelope could
-/// be queued a second time. (Found by the `libro_sequence` fuzz target.)
-pub const MAX_CREATED_AGE_MS: i64 = 6 * 24 * 3_600_000;
+pub use crate::outbound::{MAX_CREATED_AGE_MS, check_created};
+
 // A purged row was queued more than 7 days ago, so its envelope was created more than 7 days
 // less the clock tolerance ago: past the limit, whatever the two constants become.
 const _: () = assert!(crate::queue::OUTBOX_KEEP_MS - nyx5_proto::limits::CLOCK_SKEW_MS > MAX_CREATED_AGE_MS);
-
-/// Refuses an envelope created more than [`MAX_CREATED_AGE_MS`] before `now`, or more than the
-/// clock tolerance ([`nyx5_proto::limits::CLOCK_SKEW_MS`], 5 minutes) after it (400). Pure.
-///
-/// Together with the outbox's purge (rows queued more than 7 days ago whose jobs ended more than
-/// 7 days ago), this is what makes "the same envelope again queues nothing" hold for good: an
-/// envelope queued at `t` was created before `t` + 5 min, is forgotten only after `t` + 7 days,
-/// and by then is more than 6 days old.
-pub fn check_created(created: Timestamp, now: Timestamp) -> Result<(), Error> {
-    if created.millis() > now.millis().saturating_add(nyx5_proto::limits::CLOCK_SKEW_MS) {
-        return Err(Refusal::CreatedInFuture.because(format!(
-            "`created` is more than 5 minutes ahead of this house's clock ({}); check the sender's clock",
-            now.to_rfc3339()
-        )));
-    }
-    if created.millis() < now.millis().saturating_sub(MAX_CREATED_AGE_MS) {
-        return Err(Refusal::CreatedTooOld.because(format!(
-            "`created` is more than {} days ago: a house queues only fresh envelopes; sign it again \
-             under the same id (a copy delivered before is then recognised by its id)",
-            MAX_CREATED_AGE_MS / (24 * 3_600_000)
-        )));
-    }
-    Ok(())
-}
 
 fn addresses(list: &[Address]) -> Value {
     Value::Array(list.iter().map(|a| a.as_str().into()).collect())
@@ -84,7 +58,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     let not_before = env.due_at(now).millis();
     let give_up = not_before.saturating_add(house.config.retry.give_up_after_ms);
     let deadline = env.expires().map_or(give_up, |e| e.millis().min(give_up));
-    let out = Outgoing {
+    let mut out = Outgoing {
         envelope_id: env.id(),
         sender: env.from().as_str(),
         envelope: &text,
@@ -93,6 +67,7 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         now: now.millis(),
         not_before,
         deadline,
+        judged: None,
     };
     // The outbox row counts itself towards the agent's minute: only a new envelope counts (the
     // same envelope again fails on its id and answers "exists"), and a subagent's sends count
@@ -101,23 +76,43 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
     // forgetting horizon, which a clock that ran days ahead moved past the 6 days
     // `check_created` allows).
     let cap = house.config.outbound_per_agent_per_minute;
-    match house.queue().enqueue(&out, &groups, env.created().millis(), cap).await? {
-        Enqueued::Queued => {}
-        Enqueued::Held(row) => return held(house, &row, env.id(), card.address(), &sha256).await,
-        Enqueued::TooMany => {
-            return Err(Refusal::TooManySends.because(format!(
-                "{} may send {cap} envelopes a minute (with its subagents); try again shortly",
-                card.address()
-            )));
-        }
-        Enqueued::Forgotten => {
-            return Err(Refusal::CreatedTooOld.because(
-                "`created` is older than what this house may have forgotten (its clock ran ahead since): a house \
-                 queues only envelopes it cannot have queued before; sign it again under the same id (a copy \
-                 delivered before is then recognised by its id)",
-            ));
+    let created = env.created().millis();
+    let mut enqueued = house.queue().enqueue(&out, &groups, created, cap, Vec::new()).await?;
+    // A tree with holds (docs/SPEC.md §7c): the outbox took nothing; judge the envelope against
+    // the holds as they are now, then queue it under that version or keep it as a draft.
+    let version;
+    if let Enqueued::Unjudged = enqueued {
+        match house.drafts().judge(&env).await? {
+            Judgement::Pass { version: v } => {
+                version = v;
+                out.judged = Some(&version);
+                enqueued = house.queue().enqueue(&out, &groups, created, cap, Vec::new()).await?;
+            }
+            Judgement::Hold { approvers } => {
+                let (new, row) = house.drafts().hold(&env, &text, &sha256, &approvers, req.query("readers")).await?;
+                let status: i64 = if new { 202 } else { 200 };
+                let draft = drafts::draft_json(&row, house.now().millis(), None);
+                return Ok(Response::json(
+                    u16::try_from(status).unwrap_or(202),
+                    &ok_body([
+                        ("code", Value::from(status)),
+                        ("id", env.id().into()),
+                        ("exists", Value::Bool(!new)),
+                        ("draft", draft),
+                    ]),
+                ));
+            }
         }
     }
+    match enqueued {
+        Enqueued::Queued => Ok(queued(env.id(), &groups, not_before, 202)),
+        Enqueued::Held(row) => held(house, &row, env.id(), card.address(), &sha256).await,
+        refused => Err(not_queued(refused, card.address(), cap)),
+    }
+}
+
+/// The answer to an envelope queued now: its jobs, each first due at `not_before`.
+pub(crate) fn queued(id: &str, groups: &[(String, Vec<Address>)], not_before: i64, status: u16) -> Response {
     let next = nyx5_proto::Timestamp(not_before).to_rfc3339();
     let listed = groups
         .iter()
@@ -129,11 +124,29 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
             ]))
         })
         .collect();
-    Ok(Response::json(
-        202,
-        &ok_body([("code", Value::from(202_i64)), ("id", env.id().into()), ("jobs", Value::Array(listed))]),
+    Response::json(
+        status,
+        &ok_body([("code", Value::from(i64::from(status))), ("id", id.into()), ("jobs", Value::Array(listed))]),
     )
-    .kick())
+    .kick()
+}
+
+/// Why the outbox took no row, as the refusal (never [`Enqueued::Queued`] or [`Enqueued::Held`]).
+pub(crate) fn not_queued(enqueued: Enqueued, sender: &Address, cap: i64) -> Error {
+    match enqueued {
+        Enqueued::TooMany => Refusal::TooManySends
+            .because(format!("{sender} may send {cap} envelopes a minute (with its subagents); try again shortly")),
+        Enqueued::Forgotten => Refusal::CreatedTooOld.because(
+            "`created` is older than what this house may have forgotten (its clock ran ahead since): a house \
+             queues only envelopes it cannot have queued before; sign it again under the same id (a copy \
+             delivered before is then recognised by its id)",
+        ),
+        Enqueued::Unjudged => {
+            Refusal::HoldChanged.because("the holds on this agent changed while the house judged the envelope; send it again")
+        }
+        Enqueued::Guarded => Refusal::HoldChanged.because("a decision this send depended on changed; send it again"),
+        Enqueued::Queued | Enqueued::Held(_) => Error::new(ErrorKind::Internal, "queued, not refused"),
+    }
 }
 
 /// The answer to an envelope whose id the outbox holds (`row`): the same envelope from the same
@@ -171,6 +184,7 @@ async fn held<D: Db, N: Net>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nyx5_proto::Timestamp;
 
     /// `created` may be 6 days old or 5 minutes ahead, and not a millisecond more either way.
     #[test]

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod apps;
 pub mod domain_keys;
+pub mod drafts;
 pub mod email;
 pub mod guard;
 pub mod inbox;

@@ -47,6 +47,9 @@ pub struct Outgoing<'a> {
     pub now: i64,
     pub not_before: i64,
     pub deadline: i64,
+    /// The version of the sender's tree's holds it was judged against (docs/SPEC.md §7c): none
+    /// for a tree without holds; the outbox's `outbox_held` trigger refuses a stale one.
+    pub judged: Option<&'a str>,
 }
 
 /// How much an outbox `seq` grows per millisecond: a row's `seq` is its `created_at` times this
@@ -122,14 +125,14 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
     let mut stmts = Vec::with_capacity(jobs.len() + 1);
     stmts.push(stmt!(
         concat!(
-            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n) \
+            "INSERT INTO outbox (root, seq, envelope_id, sender, envelope, sha256, expires, created_at, rate_n, judged) \
              VALUES (?2, ",
             next_seq!(),
             ", ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 > coalesce((SELECT CAST(value AS INTEGER) FROM settings \
                                                         WHERE name = 'outbox_forgotten_before'), 0) + ?9 \
                                      THEN ?10 END, \
                      (SELECT CASE WHEN count(*) < ?11 THEN count(*) + 1 ELSE 0 END FROM outbox \
-                      WHERE root = ?2 AND seq >= ?12 AND seq < ?13 AND created_at >= ?14 AND created_at < ?15))"
+                      WHERE root = ?2 AND seq >= ?12 AND seq < ?13 AND created_at >= ?14 AND created_at < ?15), ?16)"
         ),
         out.now.saturating_mul(SEQ_PER_MS),
         root_address(out.sender),
@@ -145,7 +148,8 @@ pub fn enqueue_remembered(out: &Outgoing<'_>, jobs: &[NewJob], created: i64, cap
         minute.saturating_mul(SEQ_PER_MS),
         minute.saturating_add(MINUTE).saturating_mul(SEQ_PER_MS),
         minute,
-        minute.saturating_add(MINUTE)
+        minute.saturating_add(MINUTE),
+        out.judged
     ));
     stmts.extend(job_rows(out, jobs));
     stmts

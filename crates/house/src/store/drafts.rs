@@ -1,0 +1,206 @@
+//! Holds and drafts (docs/SPEC.md §7c; migration 0030): the SQL of envelopes that wait at the
+//! house for a person.
+
+use nyx5_proto::Error;
+
+use super::{one, query};
+use crate::ports::{Db, Row, Stmt};
+use crate::stmt;
+
+/// The outbox refused a row of a held tree not judged against its holds as they are now
+/// (migration 0030's `outbox_held` trigger).
+pub const HELD: &str = "outbox_held";
+/// A tree has the most drafts it may (100 waiting, 1,000 in all).
+pub const BOUND: &str = "drafts_bound";
+/// A draft's id is taken.
+pub const DRAFT_ID: &str = "drafts.id";
+/// An agent has a hold already (a set that raced another).
+pub const HOLD_TAKEN: &str = "mail_holds.local";
+
+/// How long after it expires a draft (decided or not) is kept, for its sender to see: 7 days.
+pub const DRAFT_KEEP_MS: i64 = 7 * 24 * 3_600_000;
+
+/// The most drafts one listing answers, of each kind.
+pub const LIST_MAX: i64 = 100;
+
+/// Every hold of the tree under `root` (the root agent's address).
+pub async fn holds_of_tree<D: Db>(db: &D, root: &str) -> Result<Vec<Row>, Error> {
+    query(db, stmt!("SELECT seq, local, approver, rule, set_by, set_at FROM mail_holds WHERE root = ?1", root)).await
+}
+
+/// The hold on `local`, if any.
+pub async fn hold_of<D: Db>(db: &D, local: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!("SELECT seq, local, approver, rule, set_by, set_at FROM mail_holds WHERE local = ?1", local)).await
+}
+
+/// What a hold on `local` says, replacing the one whose `seq` was read (`replaced`): its row is
+/// deleted only if it is still that one, and the insert then fails on the agent's key
+/// ([`HOLD_TAKEN`]) if another took its place, so a decision made on a hold that changed fails
+/// whole. A new row takes a new `seq`, which changes the tree's version.
+pub fn set_hold(
+    local: &str,
+    root: &str,
+    approver: &str,
+    rule: &str,
+    set_by: &str,
+    at: i64,
+    replaced: Option<i64>,
+) -> Vec<Stmt> {
+    let mut stmts = Vec::with_capacity(2);
+    if let Some(seq) = replaced {
+        stmts.push(stmt!("DELETE FROM mail_holds WHERE local = ?1 AND seq = ?2", local, seq));
+    }
+    stmts.push(stmt!(
+        "INSERT INTO mail_holds (local, root, approver, rule, set_by, set_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        local,
+        root,
+        approver,
+        rule,
+        set_by,
+        at
+    ));
+    stmts
+}
+
+/// Lifts the hold on `local` if it is still the one read (`seq`): one row changed, or none.
+pub fn lift_hold(local: &str, seq: i64) -> Stmt {
+    stmt!("DELETE FROM mail_holds WHERE local = ?1 AND seq = ?2", local, seq)
+}
+
+/// A held envelope, and one ask per approver.
+#[derive(Debug)]
+pub struct NewDraft<'a> {
+    pub id: &'a str,
+    pub root: &'a str,
+    pub sender: &'a str,
+    pub envelope: &'a str,
+    pub sha256: &'a str,
+    pub readers: Option<String>,
+    pub approvers: &'a [String],
+    pub held_at: i64,
+    pub expires: i64,
+}
+
+/// The draft and its asks, in one batch (the `drafts_bound` trigger and the id's key refuse it
+/// whole).
+pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
+    let asks = nyx5_proto::Value::Array(d.approvers.iter().map(|a| a.as_str().into()).collect()).canonical_string();
+    let mut stmts = vec![stmt!(
+        "INSERT INTO drafts (id, root, sender, envelope, sha256, readers, asks, state, held_at, expires) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
+        d.id,
+        d.root,
+        d.sender,
+        d.envelope,
+        d.sha256,
+        d.readers.clone(),
+        asks,
+        d.held_at,
+        d.expires
+    )];
+    stmts.extend(d.approvers.iter().map(|a| stmt!("INSERT INTO draft_asks (approver, id) VALUES (?1, ?2)", a.as_str(), d.id)));
+    stmts
+}
+
+/// A draft's columns, bare or (`d.`) of a join.
+macro_rules! draft_columns {
+    () => {
+        "id, root, sender, envelope, sha256, readers, asks, approved_by, state, held_at, expires, decided_at, \
+         decided_by, note"
+    };
+    (d) => {
+        "d.id, d.root, d.sender, d.envelope, d.sha256, d.readers, d.asks, d.approved_by, d.state, d.held_at, \
+         d.expires, d.decided_at, d.decided_by, d.note"
+    };
+}
+
+/// The draft `id`, if the house keeps it.
+pub async fn draft<D: Db>(db: &D, id: &str) -> Result<Option<Row>, Error> {
+    one(db, stmt!(concat!("SELECT ", draft_columns!(), " FROM drafts WHERE id = ?1"), id)).await
+}
+
+/// The drafts `approver` is asked to decide, newest first (at most [`LIST_MAX`]).
+pub async fn asked_of<D: Db>(db: &D, approver: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            concat!(
+                "SELECT ",
+                draft_columns!(d),
+                " FROM draft_asks AS a JOIN drafts AS d ON d.id = a.id WHERE a.approver = ?1 \
+                 ORDER BY d.held_at DESC LIMIT ?2"
+            ),
+            approver,
+            LIST_MAX
+        ),
+    )
+    .await
+}
+
+/// The drafts `sender` made, newest first (at most [`LIST_MAX`]).
+pub async fn sent_by<D: Db>(db: &D, root: &str, sender: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            concat!(
+                "SELECT ",
+                draft_columns!(),
+                " FROM drafts WHERE root = ?1 AND sender = ?2 ORDER BY held_at DESC LIMIT ?3"
+            ),
+            root,
+            sender,
+            LIST_MAX
+        ),
+    )
+    .await
+}
+
+/// An approver's yes: `approved_by` goes from `before` (as read) to `after`; when that is every
+/// ask (`last`), the draft is approved. Changes one row, or none when the draft changed, was
+/// decided, or expired meanwhile.
+pub fn approve(id: &str, before: &str, after: &str, last: bool, by: &str, now: i64) -> Stmt {
+    stmt!(
+        "UPDATE drafts SET approved_by = ?3, \
+                state = CASE WHEN ?4 THEN 'approved' ELSE state END, \
+                decided_at = CASE WHEN ?4 THEN ?6 END, \
+                decided_by = CASE WHEN ?4 THEN ?5 END \
+         WHERE id = ?1 AND state = 'pending' AND approved_by = ?2 AND expires > ?6",
+        id,
+        before,
+        after,
+        i64::from(last),
+        by,
+        now
+    )
+}
+
+/// A no, by an approver or the sender: changes one row, or none when the draft was decided or
+/// expired meanwhile.
+pub fn decline(id: &str, by: &str, note: Option<&str>, now: i64) -> Stmt {
+    stmt!(
+        "UPDATE drafts SET state = 'declined', decided_at = ?3, decided_by = ?2, note = ?4 \
+         WHERE id = ?1 AND state = 'pending' AND expires > ?3",
+        id,
+        by,
+        now,
+        note
+    )
+}
+
+/// Removes up to `limit` drafts (and their asks) that expired more than [`DRAFT_KEEP_MS`]
+/// before `now`, oldest first.
+pub fn purge(now: i64, limit: i64) -> [Stmt; 2] {
+    let before = now.saturating_sub(DRAFT_KEEP_MS);
+    [
+        stmt!(
+            "DELETE FROM draft_asks WHERE id IN (SELECT id FROM drafts WHERE expires < ?1 ORDER BY expires LIMIT ?2)",
+            before,
+            limit
+        ),
+        stmt!(
+            "DELETE FROM drafts WHERE id IN (SELECT id FROM drafts WHERE expires < ?1 ORDER BY expires LIMIT ?2)",
+            before,
+            limit
+        ),
+    ]
+}
