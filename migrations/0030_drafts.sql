@@ -75,3 +75,20 @@ WHEN EXISTS (
 BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: outbox_held');
 END;
+
+-- Email a held agent sends through the bridge (`POST /email/out`) meets the same holds: a row of
+-- a held tree is taken only when judged against its holds as they are now. (An email cannot wait
+-- as a draft: one a hold covers is refused, docs/SPEC.md §7c.) `email_out` has no root column;
+-- the root is computed from the sender as the outbox's CHECK computes it (migration 0029).
+ALTER TABLE email_out ADD COLUMN judged TEXT;
+
+CREATE TRIGGER email_out_held BEFORE INSERT ON email_out
+WHEN EXISTS (
+    SELECT 1 FROM mail_holds AS h
+    WHERE h.root = substr(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), length(rtrim(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), replace(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), '.', ''))) + 1) || substr(NEW.sender, instr(NEW.sender, '@'))
+      AND (h.local = substr(NEW.sender, 1, instr(NEW.sender, '@') - 1)
+           OR substr(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), instr(NEW.sender, '@') - 1 - length(h.local)) = '.' || h.local))
+  AND NEW.judged IS NOT (SELECT max(seq) || ':' || count(*) FROM mail_holds WHERE root = substr(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), length(rtrim(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), replace(substr(NEW.sender, 1, instr(NEW.sender, '@') - 1), '.', ''))) + 1) || substr(NEW.sender, instr(NEW.sender, '@')))
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: email_out_held');
+END;

@@ -77,14 +77,21 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             .map_err(|_| Refusal::UnknownAgent.because(format!("no agent {local:?}")))?;
         let rows = store::holds_of_tree(self.db, &root_address(address.as_str())).await?;
         let chain = rules::chain(local);
-        let mut over: Vec<Row> = rows.into_iter().filter(|r| r.text("local").is_some_and(|l| chain.contains(&l))).collect();
+        let mut over: Vec<Row> =
+            rows.into_iter().filter(|r| r.text("local").is_some_and(|l| chain.contains(&l))).collect();
         over.sort_by_key(|r| chain.iter().position(|c| Some(*c) == r.text("local")));
         Ok(over)
     }
 
     /// Judges `env` against its sender's tree's holds as they are now.
     pub async fn judge(&self, env: &Envelope) -> Result<Judgement, Error> {
-        let sender = env.from();
+        self.judge_to(env.from(), env.to(), env.kind().as_str()).await
+    }
+
+    /// Judges mail of type `kind` from `sender` to `to` against the sender's tree's holds as they
+    /// are now. An empty `to` (an email address that is no Nyx5 address) is a stranger to every
+    /// hold: each hold of the chain asks.
+    pub async fn judge_to(&self, sender: &Address, to: &[Address], kind: &str) -> Result<Judgement, Error> {
         let rows = store::holds_of_tree(self.db, &root_address(sender.as_str())).await?;
         let seqs: Vec<i64> = rows.iter().filter_map(|r| r.int("seq")).collect();
         let chain = rules::chain(sender.local());
@@ -93,7 +100,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             let Some(row) = rows.iter().find(|r| r.text("local") == Some(*local)) else { continue };
             let rule = Value::parse_str(row.text("rule").unwrap_or("{}"))?;
             let hold = Hold::parse(rule.as_object().unwrap_or(&Object::new()))?;
-            if hold.holds(env.to(), env.kind().as_str(), &self.config.domain) {
+            if to.is_empty() || hold.holds(to, kind, &self.config.domain) {
                 let approver = row.text("approver").unwrap_or_default().to_owned();
                 if !approvers.contains(&approver) {
                     approvers.push(approver);
@@ -152,13 +159,19 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             None
         };
         let by_age = env.created().millis().saturating_add(crate::outbound::MAX_CREATED_AGE_MS);
-        let expires = [Some(now.millis().saturating_add(self.config.approval_ttl_ms)), env.expires().map(|e| e.millis()), Some(by_age)]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(by_age);
+        let expires = [
+            Some(now.millis().saturating_add(self.config.approval_ttl_ms)),
+            env.expires().map(|e| e.millis()),
+            Some(by_age),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(by_age);
         if expires <= now.millis() {
-            return Err(Refusal::DraftExpired.because("the envelope is too old or expires too soon to wait for approval"));
+            return Err(
+                Refusal::DraftExpired.because("the envelope is too old or expires too soon to wait for approval")
+            );
         }
         let root = root_address(env.from().as_str());
         let draft = store::NewDraft {
@@ -180,7 +193,8 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
                 )));
             }
             Err(PortError::Constraint { name }) if name == store::DRAFT_ID => {
-                let row = store::draft(self.db, env.id()).await?.ok_or_else(|| port_error(PortError::Constraint { name }))?;
+                let row =
+                    store::draft(self.db, env.id()).await?.ok_or_else(|| port_error(PortError::Constraint { name }))?;
                 if row.text("sender") != Some(env.from().as_str()) || row.text("sha256") != Some(sha256) {
                     return Err(Refusal::EnvelopeIdTaken
                         .because(format!("envelope id {} is already used for another envelope", env.id())));
@@ -189,7 +203,8 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             }
             Err(e) => return Err(port_error(e)),
         }
-        let row = store::draft(self.db, env.id()).await?.ok_or_else(|| Refusal::UnknownDraft.because("the draft is gone"))?;
+        let row =
+            store::draft(self.db, env.id()).await?.ok_or_else(|| Refusal::UnknownDraft.because("the draft is gone"))?;
         Ok((true, row))
     }
 
@@ -235,7 +250,8 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         let Some(existing) = store::hold_of(self.db, local).await? else { return Ok(false) };
         let set_by = Setter::parse(existing.text("set_by").unwrap_or("operator"));
         rules::may_lift(actor, local, &set_by)?;
-        let changes = self.db.batch(vec![store::lift_hold(local, existing.int("seq").unwrap_or(0))]).await.map_err(port_error)?;
+        let changes =
+            self.db.batch(vec![store::lift_hold(local, existing.int("seq").unwrap_or(0))]).await.map_err(port_error)?;
         if changes.first() != Some(&1) {
             return Err(Refusal::HoldChanged.because("the hold changed while this request decided; ask again"));
         }

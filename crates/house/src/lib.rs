@@ -50,8 +50,8 @@ pub use ports::{Clock, Db, Net, PortError, Reads, Rng};
 pub use store::port_error;
 
 use apps::Apps;
-use drafts::Drafts;
 use auth::Registry;
+use drafts::Drafts;
 use email::Email;
 use ground::Ground;
 use index::Index;

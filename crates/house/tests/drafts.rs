@@ -95,7 +95,10 @@ fn a_held_agents_mail_waits_for_its_approver_and_leaves_exactly_once() {
     let away = s.kid.draft("away-1", &[&s.bo.address], "hello bo").sign(&s.kid.sig).unwrap();
     let held = json(&s.kid.send(&s.a, &away), 202);
     let draft = o(&o(&held)["draft"]);
-    assert_eq!((draft["state"].as_str(), draft["asks"].canonical_string().as_str()), (Some("pending"), r#"["ana@a.test"]"#));
+    assert_eq!(
+        (draft["state"].as_str(), draft["asks"].canonical_string().as_str()),
+        (Some("pending"), r#"["ana@a.test"]"#)
+    );
     s.w.tick_all();
     s.w.tick_all();
     assert_eq!(ids(&mailbox(&s.a, &s.cy)), ["home-1"]);
@@ -200,7 +203,8 @@ fn a_sealed_draft_carries_each_approvers_key_and_they_read_what_leaves() {
     let resp = call_raw(&s.a, "POST", &path, &[("authorization", &token)], sealed.canonical());
     assert_eq!(refusal(&resp), (400, "approver_cannot_read".into()));
     // With it: held.
-    let path = format!("/outbound?readers={}", b64::encode(seal::wrapped_to_value(&readers).canonical_string().as_bytes()));
+    let path =
+        format!("/outbound?readers={}", b64::encode(seal::wrapped_to_value(&readers).canonical_string().as_bytes()));
     let token = s.kid.token(&s.a, "POST", &path, &sealed.canonical());
     json(&call_raw(&s.a, "POST", &path, &[("authorization", &token)], sealed.canonical()), 202);
     // ana reads it with her key, and it is what bo will read.
@@ -226,10 +230,16 @@ fn who_may_set_change_and_lift_a_hold() {
     let strangers = hold("ana@a.test", r#"{"strangers":true}"#);
     // Someone outside the tree, or a subagent over its parent: no.
     assert_eq!(refusal(&set_hold(&s.a, Some(&s.cy), "kid.ana", &strangers)), (403, "not_your_hold".into()));
-    assert_eq!(refusal(&set_hold(&s.a, Some(&s.kid), "ana", &hold("cy@a.test", r#"{"all":true}"#))), (403, "not_your_hold".into()));
+    assert_eq!(
+        refusal(&set_hold(&s.a, Some(&s.kid), "ana", &hold("cy@a.test", r#"{"all":true}"#))),
+        (403, "not_your_hold".into())
+    );
     // The agent itself, once: then it can neither change nor lift it.
     json(&set_hold(&s.a, Some(&s.kid), "kid.ana", &strangers), 200);
-    assert_eq!(refusal(&set_hold(&s.a, Some(&s.kid), "kid.ana", &hold("ana@a.test", r#"{"types":["task"]}"#))), (403, "hold_irrevocable".into()));
+    assert_eq!(
+        refusal(&set_hold(&s.a, Some(&s.kid), "kid.ana", &hold("ana@a.test", r#"{"types":["task"]}"#))),
+        (403, "hold_irrevocable".into())
+    );
     assert_eq!(refusal(&lift_hold(&s.a, Some(&s.kid), "kid.ana")), (403, "hold_irrevocable".into()));
     // Its parent can; the operator can lift anything, and what it sets the parent cannot lift.
     json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold("cy@a.test", r#"{"all":true}"#)), 200);
@@ -238,10 +248,19 @@ fn who_may_set_change_and_lift_a_hold() {
     assert_eq!(refusal(&lift_hold(&s.a, Some(&s.ana), "kid.ana")), (403, "not_your_hold".into()));
     json(&lift_hold(&s.a, None, "kid.ana"), 200);
     // The approver is someone else of this house, and exists.
-    for (approver, why) in [("kid.ana@a.test", "itself"), ("bo@b.test", "another house"), ("nobody@a.test", "no such agent")] {
-        assert_eq!(refusal(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold(approver, r#"{"all":true}"#))), (400, "bad_hold".into()), "{why}");
+    for (approver, why) in
+        [("kid.ana@a.test", "itself"), ("bo@b.test", "another house"), ("nobody@a.test", "no such agent")]
+    {
+        assert_eq!(
+            refusal(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold(approver, r#"{"all":true}"#))),
+            (400, "bad_hold".into()),
+            "{why}"
+        );
     }
-    assert_eq!(refusal(&set_hold(&s.a, None, "ana", &hold("kid.ana@a.test", r#"{"all":true}"#))), (400, "bad_hold".into()));
+    assert_eq!(
+        refusal(&set_hold(&s.a, None, "ana", &hold("kid.ana@a.test", r#"{"all":true}"#))),
+        (400, "bad_hold".into())
+    );
     // A hold on ana covers her subagent too, and the holds over kid.ana are listed nearest first.
     json(&set_hold(&s.a, None, "ana", &hold("cy@a.test", r#"{"types":["task"]}"#)), 200);
     json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &strangers), 200);
@@ -312,4 +331,30 @@ fn a_hold_set_while_a_send_is_judged_fails_that_send() {
          VALUES ('ana@a.test', 1, 'sneak', 'kid.ana@a.test', '{}', 'x', 0)"
     )]));
     assert!(format!("{straight:?}").contains("outbox_held"), "{straight:?}");
+}
+
+/// Email through the bridge meets the same holds: one a hold covers is refused (an email cannot
+/// wait as a draft), any other is sent as before; and its table too refuses a row of a held tree
+/// written without judging.
+#[test]
+fn an_email_a_hold_covers_is_refused_and_others_go() {
+    let s = setup();
+    json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold("ana@a.test", r#"{"domains":["example.com"]}"#)), 200);
+    let email = |to: &str| {
+        Value::parse_str(&format!(r#"{{"to":"{to}","body":"hello"}}"#)).unwrap()
+    };
+    assert_eq!(refusal(&s.kid.post(&s.a, "/email/out", &email("pat@example.com"))), (403, "email_held".into()));
+    json(&s.kid.post(&s.a, "/email/out", &email("pat@other.org")), 202);
+    // A hold on the parent covers the subagent's email too.
+    json(&set_hold(&s.a, None, "ana", &hold("cy@a.test", r#"{"all":true}"#)), 200);
+    assert_eq!(refusal(&s.kid.post(&s.a, "/email/out", &email("pat@other.org"))), (403, "email_held".into()));
+    // cy's mail is not held at all.
+    json(&s.cy.post(&s.a, "/email/out", &email("pat@example.com")), 202);
+    let count = |sql: &'static str| block_on(s.a.db.query(stmt!(sql))).unwrap()[0].int("n").unwrap();
+    assert_eq!(count("SELECT count(*) AS n FROM email_out"), 2);
+    let straight = block_on(s.a.db.batch(vec![stmt!(
+        "INSERT INTO email_out (id, sender, recipient, subject, body, request, state, next_attempt, deadline, created_at) \
+         VALUES ('sneak', 'kid.ana@a.test', 'pat@example.com', 's', 'b', 'r', 'pending', 0, 0, 0)"
+    )]));
+    assert!(format!("{straight:?}").contains("email_out_held"), "{straight:?}");
 }

@@ -400,6 +400,9 @@ refusals! {
     ApproverCannotRead(Malformed) = "approver_cannot_read",
     /// The hold changed while this request decided on it; ask again.
     HoldChanged(Conflict) = "hold_changed",
+    /// The agent's mail waits for a person's approval (a hold), and an email cannot wait: send an
+    /// envelope instead, or have the hold lifted.
+    EmailHeld(Forbidden) = "email_held",
     /// No such draft waits here for this agent (as its sender or an approver).
     UnknownDraft(NotFound) = "unknown_draft",
     /// The agent is not one of the draft's approvers.

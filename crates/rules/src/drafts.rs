@@ -65,7 +65,9 @@ impl Hold {
             types: list(o, "types")?,
         };
         if !hold.all && !hold.strangers && hold.domains.is_empty() && hold.types.is_empty() {
-            return Err(Refusal::BadHold.because("a hold names what it holds: `all`, `strangers`, `domains` or `types`"));
+            return Err(
+                Refusal::BadHold.because("a hold names what it holds: `all`, `strangers`, `domains` or `types`")
+            );
         }
         if !hold.known.is_empty() && !hold.strangers {
             return Err(Refusal::BadHold.because("`known` says who is no stranger: it goes with `strangers: true`"));
@@ -93,9 +95,8 @@ impl Hold {
 
     /// Whether an envelope of type `kind` to `to`, sent from `house`, waits under this hold.
     pub fn holds(&self, to: &[Address], kind: &str, house: &str) -> bool {
-        let stranger = |a: &Address| {
-            a.domain() != house && !self.known.iter().any(|k| k == a.as_str() || k == a.domain())
-        };
+        let stranger =
+            |a: &Address| a.domain() != house && !self.known.iter().any(|k| k == a.as_str() || k == a.domain());
         self.all
             || self.types.iter().any(|t| t == kind)
             || to.iter().any(|a| self.domains.iter().any(|d| d == a.domain()))
@@ -152,9 +153,8 @@ pub fn may_set(actor: &Setter, held: &str, existing: Option<&Setter>) -> Result<
     match (actor, existing) {
         (Setter::Operator, _) => Ok(()),
         (Setter::Agent(a), None) if is_self_or_above(a, held) => Ok(()),
-        (Setter::Agent(a), Some(_)) if a == held => {
-            Err(Refusal::HoldIrrevocable.because(format!("{held} is held: only an agent above it or the operator may change that")))
-        }
+        (Setter::Agent(a), Some(_)) if a == held => Err(Refusal::HoldIrrevocable
+            .because(format!("{held} is held: only an agent above it or the operator may change that"))),
         (Setter::Agent(a), Some(set_by)) if is_self_or_above(a, held) => outranks(a, set_by),
         (Setter::Agent(a), _) => Err(Refusal::NotYourHold.because(format!("{a} is not {held} nor an agent above it"))),
     }
@@ -165,9 +165,8 @@ pub fn may_set(actor: &Setter, held: &str, existing: Option<&Setter>) -> Result<
 pub fn may_lift(actor: &Setter, held: &str, set_by: &Setter) -> Result<(), Error> {
     match actor {
         Setter::Operator => Ok(()),
-        Setter::Agent(a) if a == held => Err(Refusal::HoldIrrevocable.because(format!(
-            "{held} cannot lift its own hold: only an agent above it or the operator can"
-        ))),
+        Setter::Agent(a) if a == held => Err(Refusal::HoldIrrevocable
+            .because(format!("{held} cannot lift its own hold: only an agent above it or the operator can"))),
         Setter::Agent(a) if is_self_or_above(a, held) => outranks(a, set_by),
         Setter::Agent(a) => Err(Refusal::NotYourHold.because(format!("{a} is not an agent above {held}"))),
     }
@@ -188,9 +187,8 @@ pub fn check_approver(approver: &Address, held: &str, house: &str) -> Result<(),
         return Err(Refusal::BadHold.because(format!("the approver {approver} is not an agent of {house}")));
     }
     if is_self_or_above(held, approver.local()) {
-        return Err(Refusal::BadHold.because(format!(
-            "{approver} is {held} or one of its subagents: a hold's approver is someone else"
-        )));
+        return Err(Refusal::BadHold
+            .because(format!("{approver} is {held} or one of its subagents: a hold's approver is someone else")));
     }
     Ok(())
 }
@@ -271,7 +269,10 @@ mod tests {
             may_set(&me("x.ana"), "x.ana", Some(&me("x.ana"))).unwrap_err().refusal(),
             Some(Refusal::HoldIrrevocable)
         );
-        assert_eq!(may_lift(&me("x.ana"), "x.ana", &me("x.ana")).unwrap_err().refusal(), Some(Refusal::HoldIrrevocable));
+        assert_eq!(
+            may_lift(&me("x.ana"), "x.ana", &me("x.ana")).unwrap_err().refusal(),
+            Some(Refusal::HoldIrrevocable)
+        );
         // Its parent: replaces or lifts what it or the agent set, not what the operator or its own parent set.
         assert!(may_set(&me("x.ana"), "y.x.ana", Some(&me("y.x.ana"))).is_ok());
         assert!(may_lift(&me("x.ana"), "y.x.ana", &me("x.ana")).is_ok());

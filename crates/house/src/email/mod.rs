@@ -59,13 +59,19 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
     }
 
     /// Queues `email` in one batch that counts it towards its agent's (`local`) minute (429 when
-    /// full). `None` when queued; the stored row when one with its id was queued before.
-    pub async fn queue_out(&self, email: &NewEmail<'_>, local: &str) -> Result<Option<crate::ports::Row>, Error> {
+    /// full). `Ok(None)` when queued; the stored row when one with its id was queued before;
+    /// `Err(None)` when the sender's tree has holds it was not judged against (docs/SPEC.md §7c).
+    pub async fn queue_out(
+        &self,
+        email: &NewEmail<'_>,
+        local: &str,
+    ) -> Result<Result<Option<crate::ports::Row>, Unjudged>, Error> {
         let cap = self.config.email_out_per_agent_per_minute;
         let bucket = format!("email-out:{local}");
         let count = crate::store::agents::count_in_window(&bucket, email.now / 60_000, cap);
         match self.db.batch(vec![crate::store::email::insert_out(email), count]).await {
-            Ok(_) => Ok(None),
+            Ok(_) => Ok(Ok(None)),
+            Err(PortError::Constraint { name }) if name == crate::store::drafts::HELD_EMAIL => Ok(Err(Unjudged)),
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Err(Refusal::TooManyEmails
                     .because(format!("at most {cap} emails a minute from one agent; try again shortly")))
@@ -74,7 +80,7 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
                 let row = crate::store::email::out_entry(self.db, email.id)
                     .await?
                     .ok_or_else(|| crate::port_error(PortError::Constraint { name }))?;
-                Ok(Some(row))
+                Ok(Ok(Some(row)))
             }
             Err(e) => Err(crate::port_error(e)),
         }
@@ -91,3 +97,8 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
         crate::store::email::out_page(&self.stale(reads), sender, limit).await
     }
 }
+
+/// An email the outbox of the bridge would not take: its sender's tree has holds it was not
+/// judged against as they are now (docs/SPEC.md §7c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unjudged;

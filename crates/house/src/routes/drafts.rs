@@ -81,7 +81,12 @@ pub async fn list<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str
 }
 
 /// GET /drafts/:local/:id — one draft, as its approver (with the envelope) or sender sees it.
-pub async fn get_one<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str, id: &str) -> Result<Response, Error> {
+pub async fn get_one<D: Db, N: Net>(
+    house: &House<D, N>,
+    req: &Request,
+    local: &str,
+    id: &str,
+) -> Result<Response, Error> {
     let card = house.registry().authenticate_owner(req, local, Keys::Current).await?;
     let draft = house.drafts().get(card.address(), id).await?;
     Ok(Response::json(200, &ok_body([("draft", draft)])))
@@ -89,7 +94,12 @@ pub async fn get_one<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &
 
 /// POST /drafts/:local/:id/approve — the approver's yes; the last one queues the envelope in the
 /// same batch.
-pub async fn approve<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str, id: &str) -> Result<Response, Error> {
+pub async fn approve<D: Db, N: Net>(
+    house: &House<D, N>,
+    req: &Request,
+    local: &str,
+    id: &str,
+) -> Result<Response, Error> {
     let card = house.registry().authenticate_owner(req, local, Keys::Current).await?;
     let drafts = house.drafts();
     match drafts.approve(card.address(), id).await? {
@@ -101,7 +111,8 @@ pub async fn approve<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &
         Approval::Last { before, envelope } => {
             let now = house.now();
             let env = kept_envelope(&envelope, house.config.max_bytes)?;
-            let late = |e: Error| Refusal::DraftExpired.because(format!("draft {id} can no longer leave: {}", e.reason));
+            let late =
+                |e: Error| Refusal::DraftExpired.because(format!("draft {id} can no longer leave: {}", e.reason));
             env.check_not_expired(now).map_err(late)?;
             check_created(env.created(), now).map_err(late)?;
             check_due(env.due_at(now), now)?;
@@ -142,7 +153,12 @@ pub async fn approve<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &
 }
 
 /// POST /drafts/:local/:id/decline `{note?}` — an approver's no, or the sender withdrawing it.
-pub async fn decline<D: Db, N: Net>(house: &House<D, N>, req: &Request, local: &str, id: &str) -> Result<Response, Error> {
+pub async fn decline<D: Db, N: Net>(
+    house: &House<D, N>,
+    req: &Request,
+    local: &str,
+    id: &str,
+) -> Result<Response, Error> {
     let card = house.registry().authenticate_owner(req, local, Keys::Current).await?;
     let body = if req.body.is_empty() { nyx5_proto::Object::new() } else { json_body(req)? };
     if let Some(k) = body.keys().find(|k| *k != "note") {

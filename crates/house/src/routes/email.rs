@@ -9,6 +9,7 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::{Error, Refusal, Value};
 
 use crate::auth::json_body;
+use crate::drafts::Judgement;
 use crate::email::NewEmail;
 use crate::email::{EXT_EMAIL, EmailOutcome, MAX_OUT_BODY_BYTES, outbound};
 use crate::http::{Request, Response};
@@ -128,7 +129,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     ]));
     let request = hex(&sha256(&asked.canonical()));
     let now = house.now().millis();
-    let email = NewEmail {
+    let mut email = NewEmail {
         id: &id,
         sender: card.address().as_str(),
         recipient: &to,
@@ -139,9 +140,37 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
         request: &request,
         now,
         deadline: now.saturating_add(house.config.retry.give_up_after_ms),
+        judged: None,
     };
     let provider = outbound::has_provider(&house.config);
-    let (code, exists) = match house.email().queue_out(&email, card.address().local()).await? {
+    let mut queued = house.email().queue_out(&email, card.address().local()).await?;
+    // A held tree (docs/SPEC.md §7c): judge the email as a message to its recipient; one a hold
+    // covers is refused (an email cannot wait as a draft), any other is queued under the version
+    // judged.
+    let version;
+    if queued.is_err() {
+        let recipient = nyx5_proto::Address::parse(&to).ok();
+        match house.drafts().judge_to(card.address(), recipient.as_slice(), "message").await? {
+            Judgement::Pass { version: v } => {
+                version = v;
+                email.judged = Some(&version);
+                queued = house.email().queue_out(&email, card.address().local()).await?;
+            }
+            Judgement::Hold { approvers } => {
+                return Err(Refusal::EmailHeld.because(format!(
+                    "{}'s mail to {to} waits for approval by {}, and an email cannot wait: send it as an envelope, or \
+                     ask them to lift the hold",
+                    card.address(),
+                    approvers.join(", ")
+                )));
+            }
+        }
+    }
+    let Ok(queued) = queued else {
+        return Err(Refusal::HoldChanged
+            .because("the holds on this agent changed while the house judged the email; send it again"));
+    };
+    let (code, exists) = match queued {
         None => (202_i64, false),
         Some(row) => {
             if row.text("sender") != Some(card.address().as_str()) || row.text("request") != Some(request.as_str()) {

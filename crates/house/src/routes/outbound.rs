@@ -7,9 +7,9 @@
 use nyx5_proto::auth::Keys;
 use nyx5_proto::{Address, Envelope, Error, ErrorKind, Refusal, Value};
 
+use crate::drafts::{self, Judgement};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
-use crate::drafts::{self, Judgement};
 use crate::queue::{Enqueued, Outgoing};
 use crate::{House, ok_body};
 
@@ -141,9 +141,8 @@ pub(crate) fn not_queued(enqueued: Enqueued, sender: &Address, cap: i64) -> Erro
              queues only envelopes it cannot have queued before; sign it again under the same id (a copy \
              delivered before is then recognised by its id)",
         ),
-        Enqueued::Unjudged => {
-            Refusal::HoldChanged.because("the holds on this agent changed while the house judged the envelope; send it again")
-        }
+        Enqueued::Unjudged => Refusal::HoldChanged
+            .because("the holds on this agent changed while the house judged the envelope; send it again"),
         Enqueued::Guarded => Refusal::HoldChanged.because("a decision this send depended on changed; send it again"),
         Enqueued::Queued | Enqueued::Held(_) => Error::new(ErrorKind::Internal, "queued, not refused"),
     }

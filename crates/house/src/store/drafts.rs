@@ -10,6 +10,8 @@ use crate::stmt;
 /// The outbox refused a row of a held tree not judged against its holds as they are now
 /// (migration 0030's `outbox_held` trigger).
 pub const HELD: &str = "outbox_held";
+/// The email bridge refused a row of a held tree not judged against its holds as they are now.
+pub const HELD_EMAIL: &str = "email_out_held";
 /// A tree has the most drafts it may (100 waiting, 1,000 in all).
 pub const BOUND: &str = "drafts_bound";
 /// A draft's id is taken.
@@ -98,7 +100,9 @@ pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
         d.held_at,
         d.expires
     )];
-    stmts.extend(d.approvers.iter().map(|a| stmt!("INSERT INTO draft_asks (approver, id) VALUES (?1, ?2)", a.as_str(), d.id)));
+    stmts.extend(
+        d.approvers.iter().map(|a| stmt!("INSERT INTO draft_asks (approver, id) VALUES (?1, ?2)", a.as_str(), d.id)),
+    );
     stmts
 }
 

@@ -21,14 +21,16 @@ pub struct NewEmail<'a> {
     pub request: &'a str,
     pub now: i64,
     pub deadline: i64,
+    /// The version of the sender's tree's holds it was judged against (docs/SPEC.md §7c).
+    pub judged: Option<&'a str>,
 }
 
 /// Queues an email; the UNIQUE id fails the batch when it exists already.
 pub fn insert_out(e: &NewEmail<'_>) -> Stmt {
     stmt!(
         "INSERT INTO email_out (id, sender, recipient, subject, body, in_reply_to, refs, request, state,
-                                next_attempt, deadline, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+                                next_attempt, deadline, created_at, judged)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
         e.id,
         e.sender,
         e.recipient,
@@ -39,7 +41,8 @@ pub fn insert_out(e: &NewEmail<'_>) -> Stmt {
         e.request,
         e.now,
         e.deadline,
-        e.now
+        e.now,
+        e.judged
     )
 }
 
