@@ -23,7 +23,7 @@ CREATE INDEX mail_holds_root ON mail_holds (root);
 
 -- A held envelope: its id is the envelope's. `asks` lists the approvers (a JSON array, each
 -- once), `approved_by` who said yes so far; `readers` the content key wrapped for each approver
--- when the envelope is sealed (`{"<address>": {iv, ct, tag}}`, kept apart from the envelope).
+-- when the envelope is sealed (`{"<address>": {epk, iv, ct, tag}}`, kept apart from the envelope).
 CREATE TABLE drafts (
   id          TEXT PRIMARY KEY,
   root        TEXT NOT NULL,

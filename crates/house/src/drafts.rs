@@ -11,7 +11,7 @@
 //! guard fails the batch when the draft changed.
 
 use nyx5_proto::json::{field, obj};
-use nyx5_proto::seal::{WrappedKey, wrapped_from_value, wrapped_to_value};
+use nyx5_proto::seal::{ReaderKey, readers_from_value, readers_to_value};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, Object, Refusal, Timestamp, Value, Verified};
 use nyx5_rules::drafts::{self as rules, Hold, Setter};
@@ -116,7 +116,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
 
     /// Keeps `env` (canonical `text`, `sha256`) as a draft for `approvers`. A sealed envelope
     /// needs each approver's content key in `readers` (the raw `readers` query value: base64url
-    /// of `{"<address>": {iv, ct, tag}}`), else 400 `approver_cannot_read`. Answers the draft's
+    /// of `{"<address>": {epk, iv, ct, tag}}`), else 400 `approver_cannot_read`. Answers the draft's
     /// row as kept (a new one, or the same envelope held before).
     pub async fn hold(
         &self,
@@ -134,11 +134,11 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
                     let bytes = nyx5_proto::b64::decode(raw)
                         .ok_or_else(|| Refusal::BadEncrypted.because("`readers` is not base64url"))?;
                     let v = Value::parse(&bytes, nyx5_proto::limits::MAX_DOCUMENT_BYTES)?;
-                    wrapped_from_value(&v, MAX_APPROVERS, "readers")?
+                    readers_from_value(&v, MAX_APPROVERS, "readers")?
                 }
                 None => VecMap::new(),
             };
-            let mut kept: VecMap<Address, WrappedKey> = VecMap::new();
+            let mut kept: VecMap<Address, ReaderKey> = VecMap::new();
             let mut missing = Vec::new();
             for a in approvers {
                 match Address::parse(a).ok().and_then(|addr| given.get(&addr).cloned().map(|w| (addr, w))) {
@@ -154,7 +154,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
                     missing.join(", ")
                 )));
             }
-            Some(wrapped_to_value(&kept).canonical_string())
+            Some(readers_to_value(&kept).canonical_string())
         } else {
             None
         };

@@ -179,6 +179,9 @@ fn a_sealed_draft_carries_each_approvers_key_and_they_read_what_leaves() {
     let s = setup();
     json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold("ana@a.test", r#"{"domains":["b.test"]}"#)), 200);
     let clear = s.kid.draft("sealed-1", &[&s.bo.address], "the secret plan");
+    let sealed = s.kid.seal(clear.clone(), &[&s.bo, &s.kid]);
+    // The sender wraps its envelope's key for ana, apart, from its own copy.
+    let cek = seal::content_key(&sealed, &s.kid.address, &s.kid.enc).unwrap();
     let mut n = 3u64;
     let mut rng = move |buf: &mut [u8]| {
         for b in buf.iter_mut() {
@@ -186,32 +189,26 @@ fn a_sealed_draft_carries_each_approvers_key_and_they_read_what_leaves() {
             *b = (n >> 33) as u8;
         }
     };
-    let (sealed, readers) = seal::seal_with_readers(
-        clear.clone(),
-        &[(s.bo.address.clone(), s.bo.enc.public())],
-        &[(s.ana.address.clone(), s.ana.enc.public())],
-        &mut rng,
-    )
-    .unwrap();
-    let sealed = sealed.sign(&s.kid.sig).unwrap();
+    let readers =
+        seal::wrap_for_readers(&sealed, &cek, &[(s.ana.address.clone(), s.ana.enc.public())], &mut rng).unwrap();
     // Without the approver's key: refused, nothing kept.
     assert_eq!(refusal(&s.kid.send(&s.a, &sealed)), (400, "approver_cannot_read".into()));
     // A key for someone else only: refused too.
-    let wrong = seal::wrapped_to_value(&readers).canonical_string().replace("ana@a.test", "cy@a.test");
+    let wrong = seal::readers_to_value(&readers).canonical_string().replace("ana@a.test", "cy@a.test");
     let path = format!("/outbound?readers={}", b64::encode(wrong.as_bytes()));
     let token = s.kid.token(&s.a, "POST", &path, &sealed.canonical());
     let resp = call_raw(&s.a, "POST", &path, &[("authorization", &token)], sealed.canonical());
     assert_eq!(refusal(&resp), (400, "approver_cannot_read".into()));
     // With it: held.
     let path =
-        format!("/outbound?readers={}", b64::encode(seal::wrapped_to_value(&readers).canonical_string().as_bytes()));
+        format!("/outbound?readers={}", b64::encode(seal::readers_to_value(&readers).canonical_string().as_bytes()));
     let token = s.kid.token(&s.a, "POST", &path, &sealed.canonical());
     json(&call_raw(&s.a, "POST", &path, &[("authorization", &token)], sealed.canonical()), 202);
     // ana reads it with her key, and it is what bo will read.
     let one = json(&s.ana.get(&s.a, "/drafts/ana/sealed-1"), 200);
     let draft = o(&o(&one)["draft"]);
     let env = Envelope::from_object(o(&draft["envelope"]).clone()).unwrap();
-    let key = seal::WrappedKey::from_value(&draft["key"], "key").unwrap();
+    let key = seal::ReaderKey::from_value(&draft["key"], "key").unwrap();
     let read = seal::open_as_reader(&env, &key, &s.ana.enc).unwrap();
     assert_eq!(&read, clear.content().unwrap());
     assert!(matches!(env.payload(), Payload::Sealed(_)));
@@ -340,9 +337,7 @@ fn a_hold_set_while_a_send_is_judged_fails_that_send() {
 fn an_email_a_hold_covers_is_refused_and_others_go() {
     let s = setup();
     json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold("ana@a.test", r#"{"domains":["example.com"]}"#)), 200);
-    let email = |to: &str| {
-        Value::parse_str(&format!(r#"{{"to":"{to}","body":"hello"}}"#)).unwrap()
-    };
+    let email = |to: &str| Value::parse_str(&format!(r#"{{"to":"{to}","body":"hello"}}"#)).unwrap();
     assert_eq!(refusal(&s.kid.post(&s.a, "/email/out", &email("pat@example.com"))), (403, "email_held".into()));
     json(&s.kid.post(&s.a, "/email/out", &email("pat@other.org")), 202);
     // A hold on the parent covers the subagent's email too.

@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::json::{Value, obj};
 use crate::limits;
 use crate::refusal::Refusal;
-pub use crate::sealed::{ALG_SEALED, Sealed, WrappedKey, wrapped_from_value, wrapped_to_value};
+pub use crate::sealed::{ALG_SEALED, ReaderKey, Sealed, WrappedKey, readers_from_value, readers_to_value};
 use crate::vecmap::VecMap;
 
 /// HKDF `info` for the per-recipient key-encryption key.
@@ -52,20 +52,6 @@ fn kek(shared: &[u8; 32], epk_b64: &str) -> Result<[u8; 32], Error> {
 /// Seals a cleartext envelope for `recipients` (address and X25519 key). Any signature is
 /// dropped: sign after sealing.
 pub fn seal(env: Envelope, recipients: &[(Address, EncPublic)], rng: &mut dyn Entropy) -> Result<Envelope, Error> {
-    seal_with_readers(env, recipients, &[], rng).map(|(env, _)| env)
-}
-
-/// Seals as [`seal`] does, and wraps the same content key for `readers` too, apart: their wraps
-/// are not in the envelope (whose `keys` name only its recipients and sender) but answered beside
-/// it. A person who approves the envelope before it leaves (docs/SPEC.md §7c) reads it with
-/// [`open_as_reader`], and the envelope's signed commitment makes what they read what its
-/// recipients will.
-pub fn seal_with_readers(
-    env: Envelope,
-    recipients: &[(Address, EncPublic)],
-    readers: &[(Address, EncPublic)],
-    rng: &mut dyn Entropy,
-) -> Result<(Envelope, VecMap<Address, WrappedKey>), Error> {
     let content = match env.payload() {
         Payload::Clear(c) => c.to_value().canonical(),
         Payload::Sealed(_) => return Err(Refusal::CannotSeal.because("envelope is already sealed")),
@@ -79,27 +65,71 @@ pub fn seal_with_readers(
     let (ct, tag) = aes256gcm_seal(&cek, &iv, &aad, &content);
     let ephemeral = EncSecret::generate(rng);
     let epk = ephemeral.public().to_b64();
-    let mut wrap = |list: &[(Address, EncPublic)]| -> Result<VecMap<Address, WrappedKey>, Error> {
-        let mut keys = VecMap::new();
-        for (addr, enc) in list {
-            let shared = ephemeral.agree(enc).ok_or_else(|| {
-                Refusal::CannotSeal.because(format!("the encryption key of {addr} is not usable (small order)"))
-            })?;
-            let wrap_iv: [u8; 12] = random(rng);
-            let (wct, wtag) = aes256gcm_seal(&kek(&shared, &epk)?, &wrap_iv, &aad, &cek);
-            let wct: [u8; 32] = wct.try_into().map_err(|_| Refusal::CannotSeal.because("wrapped key length"))?;
-            keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
-        }
-        Ok(keys)
-    };
-    let keys = wrap(recipients)?;
-    let apart = wrap(readers)?;
+    let keys = wrap_all(&ephemeral, &epk, &aad, &cek, recipients, rng)?;
     let sealed = Sealed { epk, iv, ct, tag, commit: commitment(&cek), keys };
     let mut raw = env.into_object();
     raw.remove("content");
     raw.remove("signature");
     raw.insert("encrypted".into(), sealed.to_value());
-    Ok((Envelope::from_object(raw)?, apart))
+    Envelope::from_object(raw)
+}
+
+/// The content key wrapped for each of `list` under `ephemeral` (public `epk`).
+fn wrap_all(
+    ephemeral: &EncSecret,
+    epk: &str,
+    aad: &[u8],
+    cek: &[u8; 32],
+    list: &[(Address, EncPublic)],
+    rng: &mut dyn Entropy,
+) -> Result<VecMap<Address, WrappedKey>, Error> {
+    let mut keys = VecMap::new();
+    for (addr, enc) in list {
+        let shared = ephemeral.agree(enc).ok_or_else(|| {
+            Refusal::CannotSeal.because(format!("the encryption key of {addr} is not usable (small order)"))
+        })?;
+        let wrap_iv: [u8; 12] = random(rng);
+        let (wct, wtag) = aes256gcm_seal(&kek(&shared, epk)?, &wrap_iv, aad, cek);
+        let wct: [u8; 32] = wct.try_into().map_err(|_| Refusal::CannotSeal.because("wrapped key length"))?;
+        keys.insert(addr.clone(), WrappedKey { iv: wrap_iv, ct: wct, tag: wtag });
+    }
+    Ok(keys)
+}
+
+/// The content key of a sealed envelope, as `me` (a recipient, or its sender) unwraps it with
+/// `secret`, checked against the envelope's commitment.
+pub fn content_key(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<[u8; 32], Error> {
+    let sealed = match env.payload() {
+        Payload::Sealed(s) => s,
+        Payload::Clear(_) => return Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
+    };
+    let wrapped = sealed
+        .keys
+        .get(me)
+        .ok_or_else(|| Refusal::NotSealedForRecipient.because(format!("envelope is not sealed for {me}")))?;
+    unwrap_key(env, sealed, &sealed.epk, wrapped, secret)
+}
+
+/// Wraps a sealed envelope's content key `cek` for `readers` who are not on it (the approvers of
+/// a draft, docs/SPEC.md §7c), under a fresh ephemeral key of their own. The envelope is not
+/// changed: its `keys` still name only its recipients and sender. Each reader opens it with
+/// [`open_as_reader`], and the envelope's signed commitment makes what they read what the
+/// recipients read.
+pub fn wrap_for_readers(
+    env: &Envelope,
+    cek: &[u8; 32],
+    readers: &[(Address, EncPublic)],
+    rng: &mut dyn Entropy,
+) -> Result<VecMap<Address, ReaderKey>, Error> {
+    match env.payload() {
+        Payload::Sealed(s) if commitment(cek) == s.commit => {}
+        Payload::Sealed(_) => return Err(Refusal::CannotSeal.because("the content key is not this envelope's")),
+        Payload::Clear(_) => return Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
+    }
+    let ephemeral = EncSecret::generate(rng);
+    let epk = ephemeral.public().to_b64();
+    let wrapped = wrap_all(&ephemeral, &epk, &aad(env), cek, readers, rng)?;
+    Ok(wrapped.into_iter().map(|(a, key)| (a, ReaderKey { epk: epk.clone(), key })).collect())
 }
 
 /// Opens a sealed envelope as recipient `me` holding `secret`. Fails with 403 when the
@@ -113,31 +143,47 @@ pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content,
         .keys
         .get(me)
         .ok_or_else(|| Refusal::NotSealedForRecipient.because(format!("envelope is not sealed for {me}")))?;
-    open_wrapped(env, sealed, wrapped, secret)
+    let cek = unwrap_key(env, sealed, &sealed.epk, wrapped, secret)?;
+    open_content(env, sealed, &cek)
 }
 
-/// Opens a sealed envelope with a content key wrapped for a reader apart ([`seal_with_readers`]),
-/// held by `secret`: what its recipients read, or a 403 as [`open`] fails.
-pub fn open_as_reader(env: &Envelope, wrapped: &WrappedKey, secret: &EncSecret) -> Result<Content, Error> {
+/// Opens a sealed envelope with a content key wrapped for a reader apart
+/// ([`wrap_for_readers`]), held by `secret`: what its recipients read, or a 403 as [`open`] fails.
+pub fn open_as_reader(env: &Envelope, key: &ReaderKey, secret: &EncSecret) -> Result<Content, Error> {
     match env.payload() {
-        Payload::Sealed(sealed) => open_wrapped(env, sealed, wrapped, secret),
+        Payload::Sealed(sealed) => {
+            let cek = unwrap_key(env, sealed, &key.epk, &key.key, secret)?;
+            open_content(env, sealed, &cek)
+        }
         Payload::Clear(_) => Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
     }
 }
 
-fn open_wrapped(env: &Envelope, sealed: &Sealed, wrapped: &WrappedKey, secret: &EncSecret) -> Result<Content, Error> {
-    let epk = EncPublic::parse(&sealed.epk)?;
-    let shared = secret.agree(&epk).ok_or_else(|| Refusal::CannotOpen.because("ephemeral key is of small order"))?;
-    let aad = aad(env);
+/// The content key `wrapped` (under the ephemeral key `epk`) holds for `secret`, checked
+/// against the envelope's commitment.
+fn unwrap_key(
+    env: &Envelope,
+    sealed: &Sealed,
+    epk: &str,
+    wrapped: &WrappedKey,
+    secret: &EncSecret,
+) -> Result<[u8; 32], Error> {
+    let public = EncPublic::parse(epk)?;
+    let shared = secret.agree(&public).ok_or_else(|| Refusal::CannotOpen.because("ephemeral key is of small order"))?;
     let cek =
-        aes256gcm_open(&kek(&shared, &sealed.epk)?, &wrapped.iv, &aad, &wrapped.ct, &wrapped.tag).ok_or_else(|| {
+        aes256gcm_open(&kek(&shared, epk)?, &wrapped.iv, &aad(env), &wrapped.ct, &wrapped.tag).ok_or_else(|| {
             Refusal::CannotOpen.because("cannot unwrap the content key (wrong key, or the envelope was re-addressed)")
         })?;
     let cek: [u8; 32] = cek.try_into().map_err(|_| Refusal::CannotOpen.because("content key length"))?;
     if commitment(&cek) != sealed.commit {
         return Err(Refusal::CannotOpen.because("the content key does not match the envelope's commitment"));
     }
-    let plain = aes256gcm_open(&cek, &sealed.iv, &aad, &sealed.ct, &sealed.tag)
+    Ok(cek)
+}
+
+/// The content of a sealed envelope under its (checked) content key.
+fn open_content(env: &Envelope, sealed: &Sealed, cek: &[u8; 32]) -> Result<Content, Error> {
+    let plain = aes256gcm_open(cek, &sealed.iv, &aad(env), &sealed.ct, &sealed.tag)
         .ok_or_else(|| Refusal::CannotOpen.because("content does not authenticate"))?;
     Content::from_value(&Value::parse(&plain, limits::MAX_ENVELOPE_BYTES)?)
 }

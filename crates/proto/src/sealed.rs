@@ -101,21 +101,52 @@ impl WrappedKey {
     }
 }
 
-/// Wrapped keys by address, as `encrypted.keys` (and a draft's `readers`, docs/SPEC.md §7c) write
-/// them: `{"<address>": {iv, ct, tag}}`.
+/// Wrapped keys by address, as `encrypted.keys` writes them: `{"<address>": {iv, ct, tag}}`.
 pub fn wrapped_to_value(keys: &VecMap<Address, WrappedKey>) -> Value {
     Value::Object(keys.iter().map(|(addr, w)| (addr.as_str().to_owned(), w.to_value())).collect::<Object>())
 }
 
-/// Reads `{"<address>": {iv, ct, tag}}` of at most `max` entries (the readers of a draft).
-pub fn wrapped_from_value(v: &Value, max: usize, ctx: &str) -> Result<VecMap<Address, WrappedKey>, Error> {
+/// A content key wrapped for a reader who is not on the envelope (a draft's approver,
+/// docs/SPEC.md §7c), under an ephemeral key of its own: `{epk, iv, ct, tag}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderKey {
+    pub epk: String,
+    pub key: WrappedKey,
+}
+
+impl ReaderKey {
+    pub fn to_value(&self) -> Value {
+        let mut o = match self.key.to_value() {
+            Value::Object(o) => o,
+            _ => Object::new(),
+        };
+        o.insert("epk".into(), self.epk.as_str().into());
+        Value::Object(o)
+    }
+
+    /// Reads `{epk, iv, ct, tag}`; `ctx` names where it is, for the refusal.
+    pub fn from_value(v: &Value, ctx: &str) -> Result<ReaderKey, Error> {
+        let o = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}` is an object")))?;
+        let epk = field::str(o, "epk")?;
+        EncPublic::parse(epk)?;
+        Ok(ReaderKey { epk: epk.to_owned(), key: WrappedKey::from_value(v, ctx)? })
+    }
+}
+
+/// Readers' keys by address: `{"<address>": {epk, iv, ct, tag}}`.
+pub fn readers_to_value(keys: &VecMap<Address, ReaderKey>) -> Value {
+    Value::Object(keys.iter().map(|(addr, k)| (addr.as_str().to_owned(), k.to_value())).collect::<Object>())
+}
+
+/// Reads `{"<address>": {epk, iv, ct, tag}}` of at most `max` entries.
+pub fn readers_from_value(v: &Value, max: usize, ctx: &str) -> Result<VecMap<Address, ReaderKey>, Error> {
     let o = v.as_object().ok_or_else(|| Refusal::BadEncrypted.because(format!("`{ctx}` is an object")))?;
     if o.len() > max {
         return Err(Refusal::BadEncrypted.because(format!("`{ctx}` names at most {max} readers")));
     }
     let mut keys = VecMap::new();
-    for (addr, w) in o {
-        keys.insert(Address::parse(addr)?, WrappedKey::from_value(w, ctx)?);
+    for (addr, k) in o {
+        keys.insert(Address::parse(addr)?, ReaderKey::from_value(k, ctx)?);
     }
     Ok(keys)
 }

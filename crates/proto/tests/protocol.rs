@@ -375,39 +375,46 @@ fn size_limits_and_intro() {
     assert!(Envelope::from_object(small).unwrap().check_size(limits::MAX_ENVELOPE_BYTES).is_ok());
 }
 
-/// A reader's wrap (a person approving a draft, docs/SPEC.md §7c) is kept apart from the
-/// envelope: the envelope names only its recipients, and the reader opens exactly what they read.
+/// A reader's key (a person approving a draft, docs/SPEC.md §7c) is made from the sealed
+/// envelope by its sender and kept apart: the envelope is unchanged, and the reader opens exactly
+/// what the recipients read.
 #[test]
 fn a_reader_apart_opens_what_the_recipients_read_and_nothing_else() {
     let h = house("sigo.uk", 1);
     let (ana, bo, cy) = (agent(&h, "ana@sigo.uk", 2), agent(&h, "bo@sigo.uk", 3), agent(&h, "cy@sigo.uk", 4));
     let clear = message(&ana, &[&bo], "para aprobar");
-    let recipients = [(bo.card.address().clone(), bo.card.enc().unwrap())];
+    let recipients =
+        [(bo.card.address().clone(), bo.card.enc().unwrap()), (ana.card.address().clone(), ana.card.enc().unwrap())];
+    let sealed = seal::seal(clear.clone(), &recipients, &mut rng(7)).unwrap().sign(&ana.sig).unwrap();
+    let before = sealed.canonical();
+    // The sender unwraps its own copy of the key and wraps it for cy.
+    let cek = seal::content_key(&sealed, ana.card.address(), &ana.enc).unwrap();
     let readers = [(cy.card.address().clone(), cy.card.enc().unwrap())];
-    let (sealed, apart) = seal::seal_with_readers(clear.clone(), &recipients, &readers, &mut rng(7)).unwrap();
-    let sealed = sealed.sign(&ana.sig).unwrap();
-    // The envelope carries no key for the reader; the key apart is the reader's only.
+    let apart = seal::wrap_for_readers(&sealed, &cek, &readers, &mut rng(8)).unwrap();
+    assert_eq!(sealed.canonical(), before, "the envelope is not touched");
     let Payload::Sealed(s) = sealed.payload() else { panic!("sealed") };
-    assert_eq!(s.keys.keys().map(Address::as_str).collect::<Vec<_>>(), ["bo@sigo.uk"]);
-    assert_eq!(apart.keys().map(Address::as_str).collect::<Vec<_>>(), ["cy@sigo.uk"]);
-    let wrapped = apart.get(cy.card.address()).unwrap();
-    assert_eq!(&seal::open_as_reader(&sealed, wrapped, &cy.enc).unwrap(), clear.content().unwrap());
-    assert_eq!(&seal::open(&sealed, bo.card.address(), &bo.enc).unwrap(), clear.content().unwrap());
-    // Another secret, or a wrap altered by a byte, opens nothing.
-    assert!(seal::open_as_reader(&sealed, wrapped, &bo.enc).is_err());
-    let mut bent = wrapped.clone();
-    bent.ct[0] ^= 1;
+    assert!(s.keys.get(cy.card.address()).is_none());
+    let key = apart.get(cy.card.address()).unwrap();
+    assert_eq!(&seal::open_as_reader(&sealed, key, &cy.enc).unwrap(), clear.content().unwrap());
+    // Another secret, or a key altered by a byte, opens nothing.
+    assert!(seal::open_as_reader(&sealed, key, &bo.enc).is_err());
+    let mut bent = key.clone();
+    bent.key.ct[0] ^= 1;
     assert!(seal::open_as_reader(&sealed, &bent, &cy.enc).is_err());
-    // A wrap of another envelope's key (same reader) fails the commitment check or the unwrap.
-    let (_, other) = seal::seal_with_readers(clear.clone(), &recipients, &readers, &mut rng(8)).unwrap();
-    assert!(seal::open_as_reader(&sealed, other.get(cy.card.address()).unwrap(), &cy.enc).is_err());
+    // A key that is not this envelope's is refused when wrapping, and fails the commitment when
+    // a forged wrap carries it.
+    let other = seal::seal(clear.clone(), &recipients, &mut rng(9)).unwrap();
+    let other_cek = seal::content_key(&other, ana.card.address(), &ana.enc).unwrap();
+    assert!(seal::wrap_for_readers(&sealed, &other_cek, &readers, &mut rng(10)).is_err());
+    let forged = seal::wrap_for_readers(&other, &other_cek, &readers, &mut rng(11)).unwrap();
+    let refused = seal::open_as_reader(&sealed, forged.get(cy.card.address()).unwrap(), &cy.enc).unwrap_err();
+    assert_eq!(refused.refusal(), Some(Refusal::CannotOpen));
+    // No key from a clear envelope, nor for someone not on it.
+    assert!(seal::content_key(&sealed, cy.card.address(), &cy.enc).is_err());
+    assert!(seal::wrap_for_readers(&clear, &cek, &readers, &mut rng(12)).is_err());
     // The readers' JSON round-trips.
-    let back = seal::wrapped_from_value(&seal::wrapped_to_value(&apart), 8, "readers").unwrap();
+    let back = seal::readers_from_value(&seal::readers_to_value(&apart), 8, "readers").unwrap();
     assert_eq!(back, apart);
-    // Sealing with no readers is `seal`, byte for byte, under the same randomness.
-    let plain = seal::seal(clear.clone(), &recipients, &mut rng(9)).unwrap();
-    let (same, none) = seal::seal_with_readers(clear, &recipients, &[], &mut rng(9)).unwrap();
-    assert_eq!((plain.canonical(), none.len()), (same.canonical(), 0));
 }
 
 #[test]
