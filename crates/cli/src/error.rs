@@ -64,6 +64,11 @@ impl Failure {
         self
     }
 
+    /// The refusal's stable name, when there is one.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     /// The same failure with another exit code (`email-in --sysexits`).
     pub(crate) fn with_code(mut self, code: u8) -> Failure {
         self.code = code;

@@ -9,7 +9,7 @@
 //! `cannot sign: …`) and keeps the protocol's name; the caller turns it into its own failure.
 
 use nyx5_proto::card::AgentCard;
-use nyx5_proto::crypto::{EncPublic, Entropy, SigningKey};
+use nyx5_proto::crypto::{EncPublic, EncSecret, Entropy, SigningKey};
 use nyx5_proto::{Address, Envelope, Error, Verified, limits, pow, seal};
 
 /// The media type of a text body, as a string body is sent.
@@ -61,6 +61,29 @@ pub fn seal_keys(cards: &[Verified<AgentCard>], from: &Address, own: EncPublic) 
 /// Seals `env` for `keys` (see [`seal_keys`]).
 pub fn sealed(env: Envelope, keys: &[(Address, EncPublic)], rng: &mut dyn Entropy) -> Result<Envelope, Error> {
     seal::seal(env, keys, rng).map_err(about("cannot seal"))
+}
+
+/// The `readers` a held send carries (docs/SPEC.md §7c): the content key of `env`, sealed to its
+/// sender `me` (unwrapped with one of `secrets`, the current key first), wrapped for each of
+/// `approvers` apart, as the base64url of canonical `{"<approver>": {epk, iv, ct, tag}}`.
+pub fn readers_query<'a>(
+    env: &Envelope,
+    me: &Address,
+    secrets: impl IntoIterator<Item = &'a EncSecret>,
+    approvers: &[(Address, EncPublic)],
+    rng: &mut dyn Entropy,
+) -> Result<String, Error> {
+    let mut last = None;
+    for secret in secrets {
+        match seal::content_key(env, me, secret) {
+            Ok(cek) => {
+                let keys = seal::wrap_for_readers(env, &cek, approvers, rng).map_err(about("cannot seal"))?;
+                return Ok(nyx5_proto::b64::encode(seal::readers_to_value(&keys).canonical_string().as_bytes()));
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| nyx5_proto::Refusal::CannotOpen.because("no key of the sender's opens the envelope")))
 }
 
 /// A proof of work of `bits` for the envelope whose work digest is `digest`, searched from

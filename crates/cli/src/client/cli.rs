@@ -11,6 +11,7 @@ use nyx5_proto::Value;
 use nyx5_proto::crypto::SigPublic;
 
 use super::directory::{self, DirectoryRequest, InviteRequest};
+use super::drafts;
 use super::kept;
 use super::lists::{self, Change};
 use super::mailbox::{self, INBOX_MAX_LIMIT, OUTBOX_MAX_LIMIT, check_limit};
@@ -269,6 +270,11 @@ pub(crate) enum ClientCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Make an agent's mail wait at the house for a person's approval, show or lift it.
+    #[command(subcommand)]
+    Hold(HoldCommand),
+    /// Mail that waits for approval: what you are asked to decide, and what you sent.
+    Drafts(DraftsArgs),
     /// The domain keys your house pinned on first use, and any key it refused since (the
     /// house's operator only); --confirm accepts a refused key.
     Pins {
@@ -297,6 +303,98 @@ pub(crate) enum ClientCommand {
     Health {
         /// A domain, or the house's URL
         house: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Which agent a hold is on, and who asks.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct HoldTarget {
+    /// The agent the hold is on: yourself [default], one of your subagents (its NAME, or its
+    /// address), or with --admin-token any agent of the house
+    #[arg(long = "for", value_name = "AGENT")]
+    for_local: Option<String>,
+    /// Act as the house's operator (its token) instead of as the acting agent
+    #[arg(long, value_name = "TOKEN", allow_hyphen_values = true)]
+    admin_token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum HoldCommand {
+    /// The holds over an agent (on it and every agent above it), nearest first.
+    Show {
+        #[command(flatten)]
+        target: HoldTarget,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Make an agent's mail wait for APPROVER: all of it, to strangers, to some domains, or of
+    /// some types (any that applies holds it). On yourself it cannot be undone by you.
+    Set {
+        /// Who approves: an agent of this house outside the held agent's own tree
+        #[arg(long, value_name = "ADDRESS")]
+        approver: String,
+        /// Every envelope
+        #[arg(long)]
+        all: bool,
+        /// Envelopes with a recipient outside this house who is not --known
+        #[arg(long)]
+        strangers: bool,
+        /// An address or domain that is no stranger (with --strangers; repeat for more)
+        #[arg(long, value_name = "ADDRESS|DOMAIN", requires = "strangers")]
+        known: Vec<String>,
+        /// Envelopes with a recipient at this domain (repeat for more)
+        #[arg(long, value_name = "DOMAIN")]
+        domain: Vec<String>,
+        /// Envelopes of this type: message, task, result, receipt, intro (repeat for more)
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: Vec<String>,
+        #[command(flatten)]
+        target: HoldTarget,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Lift a hold (an agent above the held one, or the operator; never the agent itself).
+    Lift {
+        #[command(flatten)]
+        target: HoldTarget,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DraftsArgs {
+    #[command(subcommand)]
+    command: Option<DraftsCommand>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DraftsCommand {
+    /// One draft; as its approver, its content opened with the key its sender wrapped for you.
+    Show {
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Let a draft leave: shows it and asks on the terminal first.
+    Approve {
+        id: String,
+        /// Approve without asking on the terminal
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Refuse a draft for good (its approver), or withdraw your own.
+    Decline {
+        id: String,
+        /// Why, for the sender
+        #[arg(long)]
+        note: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -967,6 +1065,51 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
         ClientCommand::Lists { common } => {
             let r = common.ctx().and_then(|ctx| lists::lists(&ctx));
             emit(common.json, r, lists::lists_human)
+        }
+        ClientCommand::Hold(HoldCommand::Show { target, common }) => {
+            let op = drafts::AsOperator { admin_token: target.admin_token.as_deref() };
+            let r = common.ctx().and_then(|ctx| drafts::hold_show(&ctx, target.for_local.as_deref(), &op));
+            emit(common.json, r, drafts::holds_human)
+        }
+        ClientCommand::Hold(HoldCommand::Set { approver, all, strangers, known, domain, kind, target, common }) => {
+            let op = drafts::AsOperator { admin_token: target.admin_token.as_deref() };
+            let mut rule = nyx5_proto::Object::new();
+            let list = |l: &[String]| Value::Array(l.iter().map(|s| s.as_str().into()).collect());
+            if all {
+                rule.insert("all".into(), Value::Bool(true));
+            }
+            if strangers {
+                rule.insert("strangers".into(), Value::Bool(true));
+            }
+            for (name, l) in [("known", &known), ("domains", &domain), ("types", &kind)] {
+                if !l.is_empty() {
+                    rule.insert(name.into(), list(l));
+                }
+            }
+            let r =
+                common.ctx().and_then(|ctx| drafts::hold_set(&ctx, target.for_local.as_deref(), &approver, rule, &op));
+            emit(common.json, r, drafts::holds_human)
+        }
+        ClientCommand::Hold(HoldCommand::Lift { target, common }) => {
+            let op = drafts::AsOperator { admin_token: target.admin_token.as_deref() };
+            let r = common.ctx().and_then(|ctx| drafts::hold_lift(&ctx, target.for_local.as_deref(), &op));
+            emit(common.json, r, drafts::holds_human)
+        }
+        ClientCommand::Drafts(DraftsArgs { command: None, common }) => {
+            let r = common.ctx().and_then(|ctx| drafts::list(&ctx));
+            emit(common.json, r, drafts::list_human)
+        }
+        ClientCommand::Drafts(DraftsArgs { command: Some(DraftsCommand::Show { id, common }), .. }) => {
+            let r = common.ctx().and_then(|ctx| drafts::show_draft(&ctx, &id));
+            emit(common.json, r, drafts::show_human)
+        }
+        ClientCommand::Drafts(DraftsArgs { command: Some(DraftsCommand::Approve { id, yes, common }), .. }) => {
+            let r = common.ctx().and_then(|ctx| drafts::approve(&ctx, &id, yes));
+            emit(common.json, r, drafts::decided_human)
+        }
+        ClientCommand::Drafts(DraftsArgs { command: Some(DraftsCommand::Decline { id, note, common }), .. }) => {
+            let r = common.ctx().and_then(|ctx| drafts::decline(&ctx, &id, note.as_deref()));
+            emit(common.json, r, drafts::decided_human)
         }
         ClientCommand::Pins { admin_token: t, house, confirm, sig, common } => {
             let r = admin_token(t).and_then(|token| {

@@ -7,6 +7,7 @@
 
 pub(crate) mod cli;
 pub(crate) mod directory;
+pub(crate) mod drafts;
 pub(crate) mod email;
 pub(crate) mod http;
 pub(crate) mod kept;

@@ -484,14 +484,32 @@ fn deliver(
         })
     };
     let what = format!("sending {id}");
-    match ctx.call(me, "POST", "/outbound", Some(&env.to_value()), &what) {
+    let mut sent = ctx.call(me, "POST", "/outbound", Some(&env.to_value()), &what);
+    // Held for a person (docs/SPEC.md §7c) and sealed: the same envelope again, with the key
+    // wrapped for each approver.
+    if let Err(f) = &sent
+        && f.name() == Some("approver_cannot_read")
+        && env.content().is_none()
+    {
+        let readers = super::drafts::readers_for(ctx, me, &env)?;
+        sent = ctx.call(me, "POST", &format!("/outbound?readers={readers}"), Some(&env.to_value()), &what);
+    }
+    match sent {
         Ok((status, answer)) => {
             forget(true)?;
             super::kept::keep_sent(ctx, me.address.as_str(), own_view(me, &env));
-            Ok(Value::Object(obj([
+            let mut shown = obj([
                 ("id", id.as_str().into()),
                 ("sha256", sha256.as_str().into()),
-                ("status", if status == 200 { "exists" } else { "queued" }.into()),
+                (
+                    "status",
+                    match (answer.get("draft"), status) {
+                        (Some(_), _) => "held",
+                        (None, 200) => "exists",
+                        (None, _) => "queued",
+                    }
+                    .into(),
+                ),
                 ("resent", Value::Bool(resent)),
                 ("to", Value::Array(env.to().iter().map(|a| a.as_str().into()).collect())),
                 ("sealed", Value::Bool(env.content().is_none())),
@@ -505,7 +523,11 @@ fn deliver(
                 ("deliver_after", env.deliver_after().map(|t| t.to_rfc3339()).into()),
                 ("jobs", answer.get("jobs").cloned().unwrap_or(Value::Array(vec![]))),
                 ("kept_cards", kept_cards(kept)),
-            ])))
+            ]);
+            if let Some(draft) = answer.get("draft") {
+                shown.insert("draft".into(), draft.clone());
+            }
+            Ok(Value::Object(shown))
         }
         Err(f) if final_refusal(f.status()) => {
             forget(false)?;
@@ -562,6 +584,17 @@ pub(crate) fn send_human(v: &Value) -> String {
     let sealed = if o.get("sealed") == Some(&Value::Bool(true)) { "sealed" } else { "in clear" };
     let mut s = match text(&o, "status") {
         "exists" => format!("{} was already with the house (nothing sent twice)", text(&o, "id")),
+        "held" => {
+            let d = o.get("draft").and_then(Value::as_object).cloned().unwrap_or_default();
+            let asks: Vec<&str> =
+                d.get("asks").and_then(Value::as_array).unwrap_or_default().iter().filter_map(Value::as_str).collect();
+            format!(
+                "{} waits at the house for approval by {} (until {})",
+                text(&o, "id"),
+                asks.join(", "),
+                show(&d, "expires")
+            )
+        }
         _ => format!("queued {}", text(&o, "id")),
     };
     s.push_str(&format!(" for {} ({sealed}", to.join(", ")));
