@@ -208,6 +208,8 @@ impl Server {
         };
         let answer = if name == mcp_tools::APPROVE {
             self.approve(&args, human)
+        } else if name == mcp_tools::DRAFT_APPROVE {
+            self.approve_draft(&args, human)
         } else {
             mcp_tools::call(&self.setup, name, &args)
         };
@@ -236,36 +238,70 @@ impl Server {
     /// (`elicitation/create`), never on the model's (docs/SPEC.md §16b).
     fn approve(&self, args: &Object, human: &mut dyn Human) -> Result<Value, Failure> {
         let (id, house, shown) = mcp_tools::approval_to_ask(&self.setup, args)?;
-        if !self.elicitation {
-            return Err(Failure::usage(format!(
-                "approving needs your human's word, and this MCP client cannot ask them (it declared no \
-                 elicitation): they approve with `nyx5 approve {id}` in a terminal"
-            )));
-        }
-        let mut params = obj([
-            ("message", format!("Your agent asks you to approve this movement of money:\n{shown}").into()),
-            (
-                "requestedSchema",
-                Value::parse_str(
-                    r#"{"type":"object","properties":{"approve":{"type":"boolean","title":"Approve",
-                    "description":"Yes: it happens now, paid from what it holds. No: it keeps waiting (decline it to return the hold)."}},
-                    "required":["approve"]}"#,
-                )
-                .map_err(|e| Failure::usage(e.reason.to_string()).named(e.name()))?,
-            ),
-        ]);
-        if self.version >= "2025-11-25" {
-            params.insert("mode".into(), "form".into());
-        }
-        let answer = human.ask(Value::Object(params)).map_err(|why| Failure::usage(format!("not approved: {why}")))?;
-        let yes = answer.get("action").and_then(Value::as_str) == Some("accept")
-            && answer.get("content").and_then(Value::as_object).and_then(|c| c.get("approve"))
-                == Some(&Value::Bool(true));
-        if !yes {
+        let asked = Ask {
+            terminal: format!("nyx5 approve {id}"),
+            message: format!("Your agent asks you to approve this movement of money:\n{shown}"),
+            title: "Approve",
+            meaning: "Yes: it happens now, paid from what it holds. No: it keeps waiting (decline it to return the hold).",
+        };
+        if !self.human_says_yes(&asked, human)? {
             return Err(Failure::usage(format!("your human did not approve {id}; it still waits")));
         }
         mcp_tools::approve(&self.setup, &id, house.as_deref(), args)
     }
+
+    /// `nyx5_draft_approve`: a draft leaves only on the human's word, asked through the client
+    /// with the draft opened in the question (docs/SPEC.md §7c).
+    fn approve_draft(&self, args: &Object, human: &mut dyn Human) -> Result<Value, Failure> {
+        let (id, shown) = mcp_tools::draft_to_ask(&self.setup, args)?;
+        let asked = Ask {
+            terminal: format!("nyx5 drafts approve {id}"),
+            message: format!("Your agent asks you to let this mail leave:\n{shown}"),
+            title: "Let it leave",
+            meaning: "Yes: it leaves now (once every approver said yes). No: it keeps waiting (decline it to refuse it \
+                      for good).",
+        };
+        if !self.human_says_yes(&asked, human)? {
+            return Err(Failure::usage(format!("your human did not approve draft {id}; it still waits")));
+        }
+        mcp_tools::approve_draft(&self.setup, &id)
+    }
+
+    /// Asks the human through the client (`elicitation/create`, a form with one boolean
+    /// `approve`): their yes, never the model's. Fails where the client declared no elicitation.
+    fn human_says_yes(&self, asked: &Ask, human: &mut dyn Human) -> Result<bool, Failure> {
+        if !self.elicitation {
+            return Err(Failure::usage(format!(
+                "approving needs your human's word, and this MCP client cannot ask them (it declared no \
+                 elicitation): they approve with `{}` in a terminal",
+                asked.terminal
+            )));
+        }
+        let property =
+            obj([("type", "boolean".into()), ("title", asked.title.into()), ("description", asked.meaning.into())]);
+        let schema = obj([
+            ("type", "object".into()),
+            ("properties", Value::Object(obj([("approve", Value::Object(property))]))),
+            ("required", Value::Array(vec!["approve".into()])),
+        ]);
+        let mut params = obj([("message", asked.message.as_str().into()), ("requestedSchema", Value::Object(schema))]);
+        if self.version >= "2025-11-25" {
+            params.insert("mode".into(), "form".into());
+        }
+        let answer = human.ask(Value::Object(params)).map_err(|why| Failure::usage(format!("not approved: {why}")))?;
+        Ok(answer.get("action").and_then(Value::as_str) == Some("accept")
+            && answer.get("content").and_then(Value::as_object).and_then(|c| c.get("approve"))
+                == Some(&Value::Bool(true)))
+    }
+}
+
+/// A question for the human: the terminal command that asks it instead, the message, and the
+/// form's one boolean.
+struct Ask {
+    terminal: String,
+    message: String,
+    title: &'static str,
+    meaning: &'static str,
 }
 
 /// A tool result with `isError: true`. Its text content is the failure as the JSON document

@@ -9,9 +9,7 @@
 mod common;
 mod houses;
 
-use std::io::{BufRead, BufReader, Write};
-
-use houses::{Mcp, TOKEN_A, World, obj, s};
+use houses::{ElicitingMcp, Mcp, TOKEN_A, World, obj, s};
 use nyx5_proto::json::{Object, Value};
 
 fn int(o: &Object, name: &str) -> i64 {
@@ -42,45 +40,6 @@ fn charge(w: &World, mandate: &str, amount: i64) -> Object {
 fn approvals(w: &World, who: &str) -> Vec<Object> {
     let r = w.nyx5(&["approvals", "--as", who, "--house", "a.test", "--json"]).json();
     r["pending"].as_array().unwrap().iter().map(|p| p.as_object().unwrap().clone()).collect()
-}
-
-/// An MCP client for sol that declares `elicitation`, speaking line by line.
-struct Client {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Client {
-    fn start(w: &World) -> Client {
-        let mut child = w.command().args(["mcp", "--as", "sol@a.test"]).spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut c = Client { child, stdin, stdout };
-        c.send(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#,
-        );
-        c.read();
-        c
-    }
-
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn read(&mut self) -> Object {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        Value::parse_str(line.trim_end()).unwrap().as_object().unwrap().clone()
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -177,7 +136,7 @@ fn spending_above_a_limit_waits_for_a_human() {
     drop(plain);
 
     // Through a client that asks its human: a no leaves it waiting, a yes approves it.
-    let mut c = Client::start(&w);
+    let mut c = ElicitingMcp::start(&w, "sol@a.test");
     let call = format!(
         r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"nyx5_approve","arguments":{{"id":"{id}","wait":60}}}}}}"#
     );

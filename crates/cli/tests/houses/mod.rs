@@ -287,3 +287,42 @@ impl Drop for Mcp {
         let _ = self.child.wait();
     }
 }
+
+/// An MCP client that declares `elicitation` (it can ask its human), speaking line by line.
+pub(crate) struct ElicitingMcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl ElicitingMcp {
+    pub(crate) fn start(w: &World, who: &str) -> ElicitingMcp {
+        let mut child = w.command().args(["mcp", "--as", who]).spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut c = ElicitingMcp { child, stdin, stdout };
+        c.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#,
+        );
+        c.read();
+        c
+    }
+
+    pub(crate) fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub(crate) fn read(&mut self) -> Object {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        Value::parse_str(line.trim_end()).unwrap().as_object().unwrap().clone()
+    }
+}
+
+impl Drop for ElicitingMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
