@@ -7,7 +7,8 @@
 //      under a passphrase);
 //   3. a sealed message to bot@web.test, which `nyx5 inbox` opens and verifies, and bot's
 //      reply read, verified and acknowledged in the page (the mailbox row gone from D1); mail
-//      from a subagent of bot verified through its delegation, and answered sealed to it;
+//      from a subagent of bot verified through its delegation, and answered sealed to it; a
+//      sealed draft of that subagent, held for ana, read and approved in the page;
 //   4. a quote from bot accepted in the page, delivered by bot with `nyx5 deliver`, released in
 //      the page: the contract's state and both balances checked in the Libro;
 //   5. the profile exported from the page works with `nyx5` as it is, and imports back into a
@@ -300,6 +301,32 @@ try {
     assert.equal(got.content.body, 'Thanks, desk.');
     await article.getByRole('button', { name: 'Acknowledge' }).click();
     await until('the mailbox empty again', async () => /No mail waiting/.test(await page.locator('#inbox').innerText()));
+  });
+
+  await step('bot holds its desk for ana; ana reads the sealed draft in the page and lets it leave', async () => {
+    const sub = `desk.bot@${DOMAIN}`;
+    nyx5(['hold', 'set', '--for', 'desk', '--approver', `ana@${DOMAIN}`, '--all']);
+    const held = nyx5(['send', `bot@${DOMAIN}`, '--body', 'Only with ana’s yes.', '--as', sub]);
+    assert.equal(held.status, 'held', 'the house keeps it; nyx5 wrapped its key for ana');
+    const draft = page.locator('#drafts article.message');
+    await until('the draft in the page', async () => {
+      await page.getByRole('button', { name: 'Check mail' }).click();
+      await sleep(200);
+      return (await draft.count()) === 1;
+    });
+    assert.match(await draft.innerText(), /Only with ana’s yes\./, 'opened in the page with the key wrapped for ana');
+    assert.match(await draft.innerText(), /pending/);
+    assert.equal(nyx5(['inbox']).envelopes?.some((m) => m.id === held.id), false, 'nothing reached bot yet');
+    await screen(page, 'draft');
+    await draft.getByRole('button', { name: 'Approve' }).click();
+    await until('approved', async () => /Approved/.test(await status(page)));
+    const got = await until('the approved mail in bot’s mailbox', async () =>
+      nyx5(['inbox']).envelopes?.find((m) => m.id === held.id),
+    );
+    assert.equal(got.content.body, 'Only with ana’s yes.');
+    assert.equal(got.from, sub);
+    nyx5(['ack', held.id]);
+    nyx5(['hold', 'lift', '--for', 'desk']);
   });
 
   let contract = null;

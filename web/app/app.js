@@ -646,7 +646,7 @@ async function refresh() {
       ),
     );
   }
-  await Promise.all([outbox(local), account()]);
+  await Promise.all([outbox(local), account(), drafts(local)]);
   say(`${messages.length} message${messages.length === 1 ? '' : 's'} waiting.`, 'ok');
 }
 
@@ -671,26 +671,88 @@ async function ack(id) {
   say('Acknowledged: the house has dropped it (it stays kept in this browser).', 'ok');
 }
 
+/** An agent's card as the wasm functions take a recipient (or an approver): checked cards. */
+async function cardArg(address) {
+  const found = await agentCard(address);
+  const r = { card: JSON.parse(found.card), domain: JSON.parse(found.domain) };
+  if (found.parents.length) r.parent = found.parents;
+  return r;
+}
+
+const localOf = (address) => address.slice(0, address.lastIndexOf('@'));
+const allKeys = () => JSON.stringify([me().keys, ...(me().previous ?? [])]);
+
+/** The `readers` a held send carries (docs/SPEC.md §7c): the envelope's key, from this agent's
+ * own copy, wrapped for each approver of the holds over it. */
+async function readersFor(envelope) {
+  const { body } = await call('GET', `/agents/${localOf(me().address)}/hold`, { what: 'reading the holds over you' });
+  const approvers = [];
+  for (const a of new Set((body.holds ?? []).map((h) => h.approver))) approvers.push(await cardArg(a));
+  return JSON.parse(nyx5.readers_for(allKeys(), me().address, JSON.stringify(envelope), JSON.stringify(approvers), Date.now())).readers;
+}
+
 async function send() {
   const to = $('compose-to').value.split(',').map((s) => s.trim().toLowerCase().replace(/\.$/, '')).filter(Boolean);
   const recipients = [];
-  for (const t of to) {
-    const found = await agentCard(t);
-    const r = { card: JSON.parse(found.card), domain: JSON.parse(found.domain) };
-    if (found.parents.length) r.parent = found.parents;
-    recipients.push(r);
-  }
+  for (const t of to) recipients.push(await cardArg(t));
   const reply = $('compose-reply').value;
   const built = JSON.parse(
     nyx5.seal_message(keysOf(me()), me().address, JSON.stringify(recipients), $('compose-body').value, '', 'message', '', reply, Date.now()),
   );
-  await call('POST', '/outbound', { body: built.text, what: 'sending' });
-  const keys = JSON.stringify([me().keys, ...(me().previous ?? [])]);
-  await keep([JSON.parse(nyx5.own_view(keys, me().address, built.text))], 'out').catch((e) => console.warn(`kept mail: ${e.message ?? e}`));
+  let answer;
+  try {
+    ({ body: answer } = await call('POST', '/outbound', { body: built.text, what: 'sending' }));
+  } catch (e) {
+    // Held for a person: the same envelope again, with the key wrapped for each approver.
+    if (e.error !== 'approver_cannot_read') throw e;
+    const readers = await readersFor(built.envelope);
+    ({ body: answer } = await call('POST', '/outbound', { query: `readers=${readers}`, body: built.text, what: 'sending' }));
+  }
+  await keep([JSON.parse(nyx5.own_view(allKeys(), me().address, built.text))], 'out').catch((e) => console.warn(`kept mail: ${e.message ?? e}`));
   $('compose-body').value = '';
   $('compose-reply').value = '';
-  say(`Sent, sealed to ${to.join(', ')}.`, 'ok');
-  await outbox(me().address.slice(0, me().address.lastIndexOf('@')));
+  if (answer?.draft) say(`Held at your house until ${(answer.draft.asks ?? []).join(', ')} approve it.`, 'ok');
+  else say(`Sent, sealed to ${to.join(', ')}.`, 'ok');
+  await Promise.all([outbox(localOf(me().address)), drafts(localOf(me().address))]);
+}
+
+/** Mail waiting for a person (docs/SPEC.md §7c): drafts this agent is asked to decide, opened
+ * with the key their sender wrapped for it, and its own that wait. */
+async function drafts(local) {
+  const { body } = await call('GET', `/drafts/${local}`, { what: 'reading drafts' });
+  const box = $('drafts');
+  box.replaceChildren();
+  const [asked, sent] = [body.asked ?? [], body.sent ?? []];
+  if (!asked.length && !sent.length) return box.append(el('p', { class: 'muted' }, 'Nothing waits for approval.'));
+  for (const d of asked) {
+    const opened = JSON.parse(nyx5.open_draft(allKeys(), me().address, JSON.stringify(d)));
+    const actions = el('div', { class: 'row' });
+    if (d.state === 'pending') {
+      // What cannot be read is never approved here: decline it.
+      if (opened.content) actions.append(el('button', { type: 'button', onclick: guarded(() => decideDraft(d.id, 'approve')) }, 'Approve'));
+      actions.append(el('button', { type: 'button', class: 'secondary', onclick: guarded(() => decideDraft(d.id, 'decline')) }, 'Decline'));
+    }
+    box.append(
+      el(
+        'article',
+        { class: 'message', 'aria-label': `Draft from ${d.sender}`, 'data-id': d.id },
+        el('header', {}, el('p', {}, el('strong', {}, d.sender ?? '?'), ` to ${(d.to ?? []).join(', ')} · `, el('span', { class: 'state' }, d.state ?? ''), ' · until ', when(d.expires))),
+        opened.content ? contentView({ content: opened.content }, true) : el('p', { class: 'bad' }, `Cannot be read: ${opened.unreadable}`),
+        actions,
+      ),
+    );
+  }
+  if (sent.length) {
+    const ul = el('ul', { 'aria-label': 'Your drafts' });
+    for (const d of sent) ul.append(el('li', { 'data-id': d.id }, el('code', {}, d.id), ` · ${d.state} · asks ${(d.asks ?? []).join(', ')}`));
+    box.append(ul);
+  }
+}
+
+async function decideDraft(id, verb) {
+  await call('POST', `/drafts/${localOf(me().address)}/${encodeURIComponent(id)}/${verb}`, { body: '{}', what: `${verb} the draft` });
+  say(verb === 'approve' ? 'Approved: it leaves once every approver said yes.' : 'Declined: it will never leave.', 'ok');
+  await drafts(localOf(me().address));
 }
 
 async function operate(op, what) {

@@ -266,6 +266,7 @@ const WEB: Crate = Crate {
         ("profile", "verbs"),
         ("mail", "verbs"),
         ("send", "verbs"),
+        ("drafts", "verbs"),
         ("bind", "top"),
         ("crate", "top"),
     ],

@@ -109,3 +109,19 @@ pub fn profile_import(text: &str) -> Result<String, JsError> {
 pub fn version() -> String {
     crate::version()
 }
+
+#[wasm_bindgen]
+pub fn readers_for(
+    keys_list_json: &str,
+    address: &str,
+    envelope_json: &str,
+    approvers_json: &str,
+    now_ms: f64,
+) -> Result<String, JsError> {
+    thrown(crate::readers_for(keys_list_json, address, envelope_json, approvers_json, now_ms))
+}
+
+#[wasm_bindgen]
+pub fn open_draft(keys_list_json: &str, address: &str, draft_json: &str) -> Result<String, JsError> {
+    thrown(crate::open_draft(keys_list_json, address, draft_json))
+}

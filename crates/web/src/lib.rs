@@ -32,6 +32,7 @@
 
 mod auth;
 mod cards;
+mod drafts;
 mod keys;
 mod mail;
 mod profile;
@@ -188,6 +189,27 @@ pub fn profile_export(agents_json: &str, pins_json: &str) -> Result<String, Stri
 /// members ignored): `{"agents":[{address, house, keys, previous}], "pins"}`.
 pub fn profile_import(text: &str) -> Result<String, String> {
     answer(profile::import(text))
+}
+
+/// The `readers` a held send carries (docs/SPEC.md §7c): the content key of `envelope_json`
+/// (which `address` sent, sealed to itself too), opened with one of `keys_list_json` (current
+/// first) and wrapped for each approver of `approvers_json` (`[{"card", "domain", "parent"?}]`,
+/// each checked as [`verify_agent`] checks it). Answers `{"readers"}`: POST the same envelope to
+/// `/outbound?readers=<it>`.
+pub fn readers_for(
+    keys_list_json: &str,
+    address: &str,
+    envelope_json: &str,
+    approvers_json: &str,
+    now_ms: f64,
+) -> Result<String, String> {
+    answer(now(now_ms).and_then(|now| drafts::readers_for(keys_list_json, address, envelope_json, approvers_json, now)))
+}
+
+/// A draft as its approver `address` reads it (`draft_json`: `GET /drafts/:local/:id`'s
+/// `draft`): `{"content"}` opened, or `{"unreadable"}` saying why not.
+pub fn open_draft(keys_list_json: &str, address: &str, draft_json: &str) -> Result<String, String> {
+    answer(drafts::open_draft(keys_list_json, address, draft_json))
 }
 
 /// This crate's version.

@@ -69,7 +69,7 @@ fn check(env: &Envelope, notice: bool, card_json: &str, domain_json: &str, now: 
 }
 
 /// The keys that may open mail: an array of key objects, the current ones first.
-fn keys_list(text: &str) -> Result<Vec<Keys>, Error> {
+pub(crate) fn keys_list(text: &str) -> Result<Vec<Keys>, Error> {
     let list = value(text, "keys list")?;
     let list =
         list.as_array().ok_or_else(|| Refusal::BadKeySet.because("the keys list must be an array of key objects"))?;

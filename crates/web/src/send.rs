@@ -43,7 +43,7 @@ fn reference(text: &str, what: &str) -> Result<Option<String>, Error> {
 }
 
 /// The recipients' verified cards, in order, without repeats.
-fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, Error> {
+pub(crate) fn recipients(list: &Value, now: Timestamp) -> Result<Vec<Verified<AgentCard>>, Error> {
     let list =
         list.as_array().ok_or_else(|| Refusal::BadInput.because("recipients must be an array of {card, domain}"))?;
     if list.is_empty() || list.len() > limits::MAX_RECIPIENTS {

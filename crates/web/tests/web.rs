@@ -948,3 +948,42 @@ fn the_page_keeps_what_it_sent_and_read_as_the_command_does() {
     assert_eq!(web::kept_record(r#"{"trust":"invalid"}"#, "in", NOW_MS).unwrap(), "null");
     assert!(web::kept_record("{}", "sideways", NOW_MS).is_err());
 }
+
+/// A held send in the browser (docs/SPEC.md §7c): the sender wraps its sealed envelope's key for
+/// the approver; the approver opens the draft as the house lists it, and a stranger's key or a
+/// draft without a key opens nothing.
+#[test]
+fn a_held_draft_is_read_by_its_approver_with_the_key_its_sender_wrapped() {
+    let a = House::new("a.example", 1);
+    let al = agent(&a, "al@a.example", None);
+    let boss = agent(&a, "boss@a.example", None);
+    let bo = agent(&a, "bo@a.example", None);
+    let to = Value::Array(vec![bo.recipient(&a)]);
+    let out = parse(
+        &web::seal_message(&al.keys, "al@a.example", &text(&to), "for the boss", "", "", "", "", NOW_MS).unwrap(),
+    );
+    let envelope = text(out.get("envelope").unwrap());
+    let keys = format!("[{}]", al.keys);
+    let approvers = text(&Value::Array(vec![boss.recipient(&a)]));
+    let readers = parse(&web::readers_for(&keys, "al@a.example", &envelope, &approvers, NOW_MS).unwrap());
+    let q = s(&readers, "readers");
+    let wraps = Value::parse(&b64::decode(q).unwrap(), 1 << 16).unwrap();
+    let key = wraps.as_object().unwrap().get("boss@a.example").unwrap().clone();
+    // The draft as `GET /drafts/boss/:id` shows it to its approver.
+    let draft = text(&Value::Object(obj([("envelope", Value::parse_str(&envelope).unwrap()), ("key", key)])));
+    let opened = parse(&web::open_draft(&format!("[{}]", boss.keys), "boss@a.example", &draft).unwrap());
+    assert_eq!(
+        opened.get("content").and_then(Value::as_object).and_then(|c| c.get("body")),
+        Some(&Value::from("for the boss"))
+    );
+    // bo's keys do not open the boss's wrap; a draft without a key says so.
+    let other = parse(&web::open_draft(&format!("[{}]", bo.keys), "bo@a.example", &draft).unwrap());
+    assert!(s(&other, "unreadable").starts_with("cannot open it"), "{other:?}");
+    let bare = text(&Value::Object(obj([("envelope", Value::parse_str(&envelope).unwrap())])));
+    let none = parse(&web::open_draft(&format!("[{}]", boss.keys), "boss@a.example", &bare).unwrap());
+    assert!(s(&none, "unreadable").contains("gave no key"), "{none:?}");
+    // A stranger's keys cannot make the wraps: the envelope is not sealed to them.
+    let dee = agent(&a, "dee@a.example", None);
+    let e = error_of(web::readers_for(&format!("[{}]", dee.keys), "dee@a.example", &envelope, &approvers, NOW_MS));
+    assert_eq!(named(&e).0, 403, "{e}");
+}
