@@ -149,6 +149,44 @@ function routes(ctx) {
     { m: 'GET', p: '/agents/:local', fill: { local: 'nobody' }, auth: 'none', segments: ['local'] },
     { m: 'GET', p: '/agents/:local/settings', fill: { local: 'bo' }, auth: 'agent', segments: ['local'] },
     { m: 'GET', p: '/agents/:local/historial', fill: { local: 'nobody' }, auth: 'none', segments: ['local'] },
+    // Holds (docs/SPEC.md §7c): ana acting on bo's, who is neither she nor below her: 403 once
+    // the request is read.
+    { m: 'GET', p: '/agents/:local/hold', fill: { local: 'bo' }, auth: 'agent', segments: ['local'] },
+    {
+      m: 'PUT',
+      p: '/agents/:local/hold',
+      fill: { local: 'bo' },
+      auth: 'agent',
+      segments: ['local'],
+      body: { approver: `ana@${HOUSE}`, rule: { all: true, domains: ['x.example'], types: ['task'] } },
+      optional: ['rule.domains', 'rule.types'],
+      strings: ['approver', 'rule.domains.0', 'rule.types.0'],
+    },
+    { m: 'DELETE', p: '/agents/:local/hold', fill: { local: 'bo' }, auth: 'agent', segments: ['local'] },
+    // Drafts: bo's are not ana's (403); ana's own draft of that id does not exist (404), after
+    // the body is read.
+    { m: 'GET', p: '/drafts/:local', fill: { local: 'bo' }, auth: 'agent', segments: ['local'] },
+    { m: 'GET', p: '/drafts/:local/:id', fill: { local: 'bo', id: ids.envelope }, auth: 'agent', segments: ['local', 'id'] },
+    {
+      m: 'POST',
+      p: '/drafts/:local/:id/approve',
+      fill: { local: 'bo', id: ids.envelope },
+      auth: 'agent',
+      segments: ['local', 'id'],
+      body: {},
+      anyObjectValid: true,
+    },
+    {
+      m: 'POST',
+      p: '/drafts/:local/:id/decline',
+      fill: { local: 'ana', id: ids.envelope },
+      auth: 'agent',
+      segments: ['local', 'id'],
+      body: { note: 'no' },
+      optional: ['note'],
+      anyObjectValid: true,
+      strings: ['note'],
+    },
     { m: 'GET', p: '/invitations', auth: 'none' },
     {
       // `welcome` is refused after `uses` and `expires` are read; `note` is free text read last,

@@ -245,11 +245,16 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         }
     }
 
-    /// Lifts the hold on `local` if `actor` may.
+    /// Lifts the hold on `local` if `actor` may. Where there is none, `actor` is judged as if
+    /// the agent had set one: whoever may not lift is refused either way, and learns nothing of
+    /// whether a hold is there.
     pub async fn lift_hold(&self, actor: &Setter, local: &str) -> Result<bool, Error> {
-        let Some(existing) = store::hold_of(self.db, local).await? else { return Ok(false) };
-        let set_by = Setter::parse(existing.text("set_by").unwrap_or("operator"));
+        let existing = store::hold_of(self.db, local).await?;
+        let set_by = existing
+            .as_ref()
+            .map_or_else(|| Setter::Agent(local.to_owned()), |r| Setter::parse(r.text("set_by").unwrap_or("operator")));
         rules::may_lift(actor, local, &set_by)?;
+        let Some(existing) = existing else { return Ok(false) };
         let changes =
             self.db.batch(vec![store::lift_hold(local, existing.int("seq").unwrap_or(0))]).await.map_err(port_error)?;
         if changes.first() != Some(&1) {
