@@ -38,7 +38,9 @@ CREATE TABLE drafts (
   expires     INTEGER NOT NULL,
   decided_at  INTEGER,
   decided_by  TEXT,
-  note        TEXT
+  note        TEXT,
+  -- This draft's place among its tree's drafts held in its minute; 0 past the cap refuses it.
+  rate_n      INTEGER CONSTRAINT drafts_rate CHECK (rate_n IS NOT 0)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX drafts_root ON drafts (root, state, expires);
 CREATE INDEX drafts_expires ON drafts (expires);
@@ -50,11 +52,13 @@ CREATE TABLE draft_asks (
   PRIMARY KEY (approver, id)
 ) STRICT, WITHOUT ROWID;
 
--- A tree keeps at most 100 drafts waiting and 1,000 in all (waiting or decided, until the purge
--- takes them a week after they expire): only its own agents can add to it.
+-- A tree keeps at most 100 drafts waiting, 1,000 in all and 64 MiB of envelopes (waiting or
+-- decided, until the purge takes them a week after they expire): only its own agents add to it,
+-- at most as fast as they may send (`rate_n`).
 CREATE TRIGGER drafts_bound BEFORE INSERT ON drafts
 WHEN (SELECT count(*) FROM drafts WHERE root = NEW.root) >= 1000
   OR (SELECT count(*) FROM drafts WHERE root = NEW.root AND state = 'pending' AND expires > NEW.held_at) >= 100
+  OR (SELECT coalesce(sum(length(envelope)), 0) FROM drafts WHERE root = NEW.root) + length(NEW.envelope) > 67108864
 BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: drafts_bound');
 END;

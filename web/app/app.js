@@ -738,6 +738,8 @@ async function drafts(local) {
         { class: 'message', 'aria-label': `Draft from ${d.sender}`, 'data-id': d.id },
         el('header', {}, el('p', {}, el('strong', {}, d.sender ?? '?'), ` to ${(d.to ?? []).join(', ')} · `, el('span', { class: 'state' }, d.state ?? ''), ' · until ', when(d.expires))),
         opened.content ? contentView({ content: opened.content }, true) : el('p', { class: 'bad' }, `Cannot be read: ${opened.unreadable}`),
+        // Everything that would leave, not only the body: what it carries beside it leaves too.
+        opened.carries ? el('details', { open: '' }, el('summary', {}, 'Everything it carries'), el('pre', {}, JSON.stringify(opened.carries, null, 2))) : '',
         actions,
       ),
     );

@@ -58,3 +58,25 @@ pub(crate) fn read_capped(path: &Path, max: usize) -> Result<Vec<u8>, String> {
         .map_err(|e| e.to_string())?;
     if buf.len() > max { Err(format!("larger than {max} bytes")) } else { Ok(buf) }
 }
+
+/// Asks `question` (which ends with its own prompt, e.g. `Approve it? [y/N] `) on the terminal
+/// and reads the answer: a yes passes; anything else, or no terminal to ask on (`--yes` is the
+/// way without one), refuses with `not approved`.
+pub(crate) fn confirm_on_terminal(question: &str) -> Outcome {
+    use std::io::{BufRead, IsTerminal};
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::usage("approve asks on a terminal; with no terminal, give --yes"));
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{question}");
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::usage(format!("cannot read the answer: {e}")))?;
+    match answer.trim() {
+        "y" | "Y" | "yes" | "YES" | "Yes" => Ok(()),
+        _ => Err(Failure::usage("not approved")),
+    }
+}

@@ -746,13 +746,19 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
         "nyx5_email" => email(setup, args),
         "nyx5_lists" => lists::lists(&setup.ctx()?),
         "nyx5_drafts" => match opt_str(args, "id")? {
-            None => drafts::list(&setup.ctx()?),
-            Some(id) => drafts::show_draft(&setup.ctx()?, &id).map(|v| {
+            None => drafts::list(&setup.ctx()?).map(|v| {
                 let Value::Object(mut o) = v else { return v };
-                if let Some(c) = o.remove("content") {
-                    o.insert("untrusted_content".into(), c);
-                    o.insert("note".into(), UNTRUSTED_NOTE.into());
+                for list in ["asked", "sent"] {
+                    if let Some(Value::Array(items)) = o.remove(list) {
+                        o.insert(list.into(), Value::Array(items.into_iter().map(untrusted_draft).collect()));
+                    }
                 }
+                o.insert("note".into(), UNTRUSTED_NOTE.into());
+                Value::Object(o)
+            }),
+            Some(id) => drafts::show_draft(&setup.ctx()?, &id).map(|v| {
+                let Value::Object(mut o) = untrusted_draft(v) else { return Value::Null };
+                o.insert("note".into(), UNTRUSTED_NOTE.into());
                 Value::Object(o)
             }),
         },
@@ -923,6 +929,21 @@ pub(crate) fn approval_to_ask(setup: &Setup, args: &Object) -> Result<(String, O
 pub(crate) fn approve(setup: &Setup, id: &str, house: Option<&str>, args: &Object) -> Result<Value, Failure> {
     let body = libro::op_body("approve", &obj([("pending", id.into())]), crate::sys::now()?)?;
     libro::operate(&setup.ctx()?, house, body, wait(args)?)
+}
+
+/// A draft as a model should see it: what its sender wrote (the opened content, the whole
+/// envelope as read, a decline's note) under `untrusted_*`, and neither the raw envelope nor the
+/// key (the sealed bytes, or a clear body outside the marking).
+fn untrusted_draft(v: Value) -> Value {
+    let Value::Object(mut d) = v else { return v };
+    d.remove("envelope");
+    d.remove("key");
+    for (from, to) in [("content", "untrusted_content"), ("carries", "untrusted_carries"), ("note", "untrusted_note")] {
+        if let Some(x) = d.remove(from) {
+            d.insert(to.into(), x);
+        }
+    }
+    Value::Object(d)
 }
 
 /// The inbox as a model should see it: bodies under `untrusted_content`, with a note.

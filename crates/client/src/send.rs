@@ -86,6 +86,18 @@ pub fn readers_query<'a>(
     Err(last.unwrap_or_else(|| nyx5_proto::Refusal::CannotOpen.because("no key of the sender's opens the envelope")))
 }
 
+/// An envelope as its recipients read it once opened: every member it carries, its sealed content
+/// (`encrypted`) replaced by `content`, and without the signature. What an approver is shown
+/// (docs/SPEC.md §7c): members beside the body (`attachments`, `extensions`, a content's own
+/// extra members) leave with it too.
+pub fn as_read(env: &Envelope, content: &nyx5_proto::envelope::Content) -> nyx5_proto::Value {
+    let mut o = env.object().clone();
+    o.remove("encrypted");
+    o.remove("signature");
+    o.insert("content".into(), content.to_value());
+    nyx5_proto::Value::Object(o)
+}
+
 /// A proof of work of `bits` for the envelope whose work digest is `digest`, searched from
 /// `start` in chunks of [`POW_CHUNK`], `progress` told the hashes tried after each chunk.
 /// `None` after 64 times the expected work.

@@ -14,7 +14,7 @@ use nyx5_proto::json::{field, obj};
 use nyx5_proto::seal::{ReaderKey, readers_from_value, readers_to_value};
 use nyx5_proto::vecmap::VecMap;
 use nyx5_proto::{Address, Envelope, Error, Object, Refusal, Timestamp, Value, Verified};
-use nyx5_rules::drafts::{self as rules, Hold, Setter};
+use nyx5_rules::drafts::{self as rules, Bound, Exit, Hold, Setter};
 
 use crate::ports::{Db, Net, PortError, Row, Stmt};
 use crate::store::drafts as store;
@@ -29,17 +29,18 @@ pub struct Drafts<'h, D, N> {
 
 view!(Drafts);
 
-/// The most approvers one envelope waits for (one per hold of its tree; a tree is at most
-/// [`rules::MAX_CHAIN`] deep, and readers beyond this are refused).
-pub const MAX_APPROVERS: usize = 8;
+/// The most approvers one envelope waits for: one per hold over its sender, and a name has at
+/// most [`rules::MAX_CHAIN`] labels.
+pub const MAX_APPROVERS: usize = rules::MAX_CHAIN;
 
 /// What [`Drafts::judge`] found for an envelope whose tree has holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Judgement {
     /// No hold covers it: queue it, judged against this version of the tree's holds.
     Pass { version: String },
-    /// It waits for these approvers (each once, nearest hold first).
-    Hold { approvers: Vec<String> },
+    /// It waits for these approvers (each once, nearest hold first), judged against this
+    /// version of the tree's holds.
+    Hold { approvers: Vec<String>, version: String },
 }
 
 /// What an approval does, decided on the draft as read.
@@ -51,6 +52,27 @@ pub enum Approval {
     /// The last yes: `before` records it and fails the batch unless it did; queue the envelope
     /// after them in the same batch.
     Last { before: Vec<Stmt>, envelope: String },
+}
+
+/// The rows of `rows` (a tree's holds) on `local` or an agent above it, nearest first.
+fn over(rows: Vec<Row>, local: &str) -> Vec<Row> {
+    let mut over: Vec<Row> =
+        rows.into_iter().filter(|r| r.text("local").is_some_and(|l| rules::is_self_or_above(l, local))).collect();
+    over.sort_by_key(|r| std::cmp::Reverse(r.text("local").map_or(0, str::len)));
+    over
+}
+
+/// A webhook's host, lower case (the whole text when it cannot be read: then it is no domain a
+/// hold names, and a stranger to every `known`).
+fn webhook_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// A draft's state as its readers see it: `expired` once its time passed undecided.
@@ -75,12 +97,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
     pub async fn holds_over(&self, local: &str) -> Result<Vec<Row>, Error> {
         let address = Address::new(local, &self.config.domain)
             .map_err(|_| Refusal::UnknownAgent.because(format!("no agent {local:?}")))?;
-        let rows = store::holds_of_tree(self.db, &root_address(address.as_str())).await?;
-        let chain = rules::chain(local);
-        let mut over: Vec<Row> =
-            rows.into_iter().filter(|r| r.text("local").is_some_and(|l| chain.contains(&l))).collect();
-        over.sort_by_key(|r| chain.iter().position(|c| Some(*c) == r.text("local")));
-        Ok(over)
+        Ok(over(store::holds_of_tree(self.db, &root_address(address.as_str())).await?, local))
     }
 
     /// Judges `env` against its sender's tree's holds as they are now.
@@ -89,29 +106,57 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
     }
 
     /// Judges mail of type `kind` from `sender` to `to` against the sender's tree's holds as they
-    /// are now. An empty `to` (an email address that is no Nyx5 address) is a stranger to every
-    /// hold: each hold of the chain asks.
+    /// are now: every hold on the sender or an agent above it, however deep. Where the mail goes
+    /// is judged as [`Bound`]s: a local recipient with a webhook is also at the webhook's domain,
+    /// one of the house's own agents (an operation) reaches anyone, and an empty `to` (an email
+    /// address that is no Nyx5 address) is a stranger to every hold.
     pub async fn judge_to(&self, sender: &Address, to: &[Address], kind: &str) -> Result<Judgement, Error> {
         let rows = store::holds_of_tree(self.db, &root_address(sender.as_str())).await?;
-        let seqs: Vec<i64> = rows.iter().filter_map(|r| r.int("seq")).collect();
-        let chain = rules::chain(sender.local());
+        let version = rules::version(&rows.iter().filter_map(|r| r.int("seq")).collect::<Vec<_>>());
+        let covering = over(rows, sender.local());
+        if covering.is_empty() {
+            return Ok(Judgement::Pass { version });
+        }
+        let bound = self.bounds(to).await?;
         let mut approvers: Vec<String> = Vec::new();
-        for local in &chain {
-            let Some(row) = rows.iter().find(|r| r.text("local") == Some(*local)) else { continue };
+        for row in &covering {
             let rule = Value::parse_str(row.text("rule").unwrap_or("{}"))?;
             let hold = Hold::parse(rule.as_object().unwrap_or(&Object::new()))?;
-            if to.is_empty() || hold.holds(to, kind, &self.config.domain) {
+            if bound.is_empty() || hold.holds(&bound, kind, &self.config.domain) {
                 let approver = row.text("approver").unwrap_or_default().to_owned();
                 if !approvers.contains(&approver) {
                     approvers.push(approver);
                 }
             }
         }
-        Ok(if approvers.is_empty() {
-            Judgement::Pass { version: rules::version(&seqs) }
+        Ok(if approvers.is_empty() { Judgement::Pass { version } } else { Judgement::Hold { approvers, version } })
+    }
+
+    /// Where mail to `to` goes, as holds judge it (see [`Drafts::judge_to`]).
+    async fn bounds(&self, to: &[Address]) -> Result<Vec<Bound>, Error> {
+        let house = self.config.domain.as_str();
+        let locals: Vec<&str> = to.iter().filter(|a| a.domain() == house).map(Address::local).collect();
+        let hooks = if locals.is_empty() {
+            Vec::new()
         } else {
-            Judgement::Hold { approvers }
-        })
+            store::webhooks(self.db, &crate::inboxes::json_list(locals.iter().copied())).await?
+        };
+        Ok(to
+            .iter()
+            .map(|a| {
+                let exit = if a.domain() != house {
+                    Exit::Address
+                } else if crate::libro::SYSTEM.contains(&a.local()) {
+                    Exit::Anywhere
+                } else {
+                    match hooks.iter().find(|r| r.text("local") == Some(a.local())).and_then(|r| r.text("webhook")) {
+                        Some(url) => Exit::Domain(webhook_host(url)),
+                        None => Exit::Address,
+                    }
+                };
+                Bound { to: a.clone(), exit }
+            })
+            .collect())
     }
 
     /// Keeps `env` (canonical `text`, `sha256`) as a draft for `approvers`. A sealed envelope
@@ -124,6 +169,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         text: &str,
         sha256: &str,
         approvers: &[String],
+        version: &str,
         readers: Option<&str>,
     ) -> Result<(bool, Row), Error> {
         let now = self.now();
@@ -184,22 +230,40 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             approvers,
             held_at: now.millis(),
             expires,
+            version,
+            cap: self.config.outbound_per_agent_per_minute,
+        };
+        let kept_before = |row: Row| {
+            if row.text("sender") != Some(env.from().as_str()) || row.text("sha256") != Some(sha256) {
+                return Err(Refusal::EnvelopeIdTaken
+                    .because(format!("envelope id {} is already used for another envelope", env.id())));
+            }
+            Ok((false, row))
         };
         match self.db.batch(store::hold_draft(&draft)).await {
-            Ok(_) => {}
-            Err(PortError::Constraint { name }) if name == store::BOUND => {
-                return Err(Refusal::TooManyDrafts.because(format!(
-                    "{root} (with its subagents) has 100 drafts waiting or 1,000 kept; wait for some to be decided"
-                )));
+            Ok(changes) if changes.first() == Some(&0) => {
+                return Err(Refusal::HoldChanged
+                    .because("the holds on this agent changed while the house judged the envelope; send it again"));
             }
-            Err(PortError::Constraint { name }) if name == store::DRAFT_ID => {
-                let row =
-                    store::draft(self.db, env.id()).await?.ok_or_else(|| port_error(PortError::Constraint { name }))?;
-                if row.text("sender") != Some(env.from().as_str()) || row.text("sha256") != Some(sha256) {
-                    return Err(Refusal::EnvelopeIdTaken
-                        .because(format!("envelope id {} is already used for another envelope", env.id())));
+            Ok(_) => {}
+            // The same envelope again is the draft kept before, whatever bound it meets now.
+            Err(PortError::Constraint { name })
+                if [store::BOUND, store::RATE, store::DRAFT_ID].contains(&name.as_str()) =>
+            {
+                if let Some(row) = store::draft(self.db, env.id()).await? {
+                    return kept_before(row);
                 }
-                return Ok((false, row));
+                return Err(if name == store::RATE {
+                    Refusal::TooManySends.because(format!(
+                        "{root} may send {} envelopes a minute (with its subagents), drafts included; try again shortly",
+                        self.config.outbound_per_agent_per_minute
+                    ))
+                } else {
+                    Refusal::TooManyDrafts.because(format!(
+                        "{root} (with its subagents) has 100 drafts waiting, 1,000 kept or 64 MiB of them; wait for some \
+                         to be decided or to expire"
+                    ))
+                });
             }
             Err(e) => return Err(port_error(e)),
         }
@@ -217,6 +281,9 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         let approver = Address::parse(field::str(body, "approver")?)?;
         rules::check_approver(&approver, local, &self.config.domain)?;
         let hold = Hold::parse(field::object(body, "rule")?)?;
+        if crate::libro::SYSTEM.contains(&approver.local()) || crate::libro::SYSTEM.contains(&local) {
+            return Err(Refusal::BadHold.because("the house's own agents neither approve drafts nor are held"));
+        }
         if self.lookup().local_card(approver.local()).await?.is_none() {
             return Err(Refusal::BadHold.because(format!("no agent {approver} here to approve")));
         }
@@ -227,15 +294,33 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         let set_by = existing.as_ref().map(|r| Setter::parse(r.text("set_by").unwrap_or("operator")));
         rules::may_set(actor, local, set_by.as_ref())?;
         let address = self.registry().local_address(local)?;
-        let stmts = store::set_hold(
+        // An agent holding itself names someone above it, or someone who said it may ask them:
+        // its address or its root's on the approver's allow list. Nobody is made an approver
+        // (and shown drafts) by a stranger.
+        if *actor == Setter::Agent(local.to_owned()) && !rules::is_self_or_above(approver.local(), local) {
+            let allows = crate::store::mailbox::lists(self.db, approver.local()).await?;
+            let root = root_address(address.as_str());
+            let consents = allows.iter().any(|r| {
+                r.text("kind") == Some("allow") && r.text("entry").is_some_and(|e| e == address.as_str() || e == root)
+            });
+            if !consents {
+                return Err(Refusal::BadHold.because(format!(
+                    "{approver} has not agreed to approve for {address}: they put {address} (or {root}) on their \
+                     allow list first (`nyx5 allow {address}`)"
+                )));
+            }
+        }
+        let now = self.now().millis();
+        let mut stmts = store::set_hold(
             local,
             &root_address(address.as_str()),
             approver.as_str(),
             &hold.to_value().canonical_string(),
             actor.as_str(),
-            self.now().millis(),
+            now,
             existing.as_ref().and_then(|r| r.int("seq")),
         );
+        stmts.push(store::decline_subtree(local, &root_address(address.as_str()), now));
         match self.db.batch(stmts).await {
             Ok(_) => Ok(()),
             Err(PortError::Constraint { name }) if name == store::HOLD_TAKEN => {
@@ -255,8 +340,12 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             .map_or_else(|| Setter::Agent(local.to_owned()), |r| Setter::parse(r.text("set_by").unwrap_or("operator")));
         rules::may_lift(actor, local, &set_by)?;
         let Some(existing) = existing else { return Ok(false) };
-        let changes =
-            self.db.batch(vec![store::lift_hold(local, existing.int("seq").unwrap_or(0))]).await.map_err(port_error)?;
+        let root = root_address(&format!("{local}@{}", self.config.domain));
+        let stmts = vec![
+            store::lift_hold(local, existing.int("seq").unwrap_or(0)),
+            store::decline_subtree(local, &root, self.now().millis()),
+        ];
+        let changes = self.db.batch(stmts).await.map_err(port_error)?;
         if changes.first() != Some(&1) {
             return Err(Refusal::HoldChanged.because("the hold changed while this request decided; ask again"));
         }
@@ -385,7 +474,9 @@ pub fn draft_json(row: &Row, now: i64, reader: Option<&Address>) -> Value {
     if row.int("decided_at").is_some() {
         o.insert("decided_at".into(), time("decided_at"));
     }
-    if let Some(me) = reader {
+    // What it carries is the approvers' to read while it is theirs to decide, and after they let
+    // it go; a declined draft's envelope is nobody's business any more.
+    if let Some(me) = reader.filter(|_| row.text("state") != Some("declined")) {
         o.insert("envelope".into(), env.clone());
         let key = row
             .text("readers")

@@ -11,7 +11,7 @@ use nyx5_house::ports::Db;
 use nyx5_house::stmt;
 use nyx5_proto::card::{Delegation, Scope};
 use nyx5_proto::envelope::Payload;
-use nyx5_proto::{Envelope, Object, Value, b64, seal};
+use nyx5_proto::{Address, Envelope, Object, Value, b64, seal};
 
 struct Setup {
     w: World,
@@ -352,4 +352,131 @@ fn an_email_a_hold_covers_is_refused_and_others_go() {
          VALUES ('sneak', 'kid.ana@a.test', 'pat@example.com', 's', 'b', 'r', 'pending', 0, 0, 0)"
     )]));
     assert!(format!("{straight:?}").contains("email_out_held"), "{straight:?}");
+}
+
+/// A subagent of `parent` named `name.<parent>`, registered with its parent's delegation.
+fn subagent(house: &TestHouse, parent: &Agent, name: &str, seed: u8) -> Agent {
+    let child = Agent::new(&format!("{name}.{}", parent.address), seed);
+    let scope = Scope { types: None, to_domains: None, cap: None, authority: None };
+    let d =
+        Delegation::sign(&parent.address, &child.address, &child.sig.public(), &scope, None, house.now(), &parent.sig)
+            .unwrap();
+    let reg = child.registration(house, &[("delegation", d.to_value())]);
+    assert_eq!(call(house, "POST", "/agents", &[], &reg).status, 201, "{}", child.address);
+    child
+}
+
+/// The ways out the hostile review found: a subagent deeper than any chain walked, a local
+/// recipient whose webhook pushes elsewhere, an operation whose receipts reach whoever it names,
+/// and the agent's own envelope handed straight to `/inbound`. Each waits for approval.
+#[test]
+fn no_way_out_skips_a_hold() {
+    let s = setup();
+    json(&set_hold(&s.a, None, "ana", &hold("cy@a.test", r#"{"strangers":true}"#)), 200);
+    // 18 labels deep: still under ana's hold.
+    let mut deep = Agent::new("ana@a.test", 10);
+    for i in 0..17u8 {
+        deep = subagent(&s.a, &deep, "d", 40 + i);
+    }
+    assert_eq!(deep.address.local().split('.').count(), 18);
+    let away = deep.draft("deep-1", &[&s.bo.address], "out").sign(&deep.sig).unwrap();
+    assert_eq!(o(&json(&deep.send(&s.a, &away), 202))["draft"].as_object().unwrap()["state"].as_str(), Some("pending"));
+    let email = Value::parse_str(r#"{"to":"pat@example.com","body":"hello"}"#).unwrap();
+    assert_eq!(refusal(&deep.post(&s.a, "/email/out", &email)), (403, "email_held".into()));
+
+    // A local agent whose webhook pushes elsewhere is a stranger there.
+    let hooked = Agent::new("hook@a.test", 60);
+    let body = hooked.registration(&s.a, &[("webhook", "https://evil.example/h".into())]);
+    assert_eq!(call(&s.a, "POST", "/agents", &[("authorization", &op(&s.a))], &body).status, 201);
+    let to_hook = s.ana.draft("hook-1", &[&hooked.address], "secret").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &to_hook), 202);
+    // One without a webhook is no stranger.
+    let to_cy = s.ana.draft("cy-1", &[&s.cy.address], "hi").sign(&s.ana.sig).unwrap();
+    let queued = json(&s.ana.send(&s.a, &to_cy), 202);
+    assert!(o(&queued).contains_key("jobs") && !o(&queued).contains_key("draft"));
+
+    // An operation for the Libro reaches whoever it names.
+    let libro = Address::parse("libro@a.test").unwrap();
+    let mut d = nyx5_proto::envelope::Draft::new(
+        "op-1".into(),
+        s.ana.address.clone(),
+        vec![libro],
+        s.a.now(),
+        nyx5_proto::envelope::Content::new(nyx5_proto::ops::MEDIA, Value::parse_str(r#"{"op":"balance"}"#).unwrap()),
+    );
+    d.kind = nyx5_proto::envelope::Kind::Task;
+    let op_env = d.build().unwrap().sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &op_env), 202);
+    let listed = json(&s.cy.get(&s.a, "/drafts/cy"), 200);
+    let mut ids: Vec<&str> =
+        o(&listed)["asked"].as_array().unwrap().iter().map(|d| o(d)["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["deep-1", "hook-1", "op-1"]);
+
+    // Handed straight to /inbound, past the outbox: refused while a hold stands.
+    let direct = s.ana.draft("direct-1", &[&s.cy.address], "direct").sign(&s.ana.sig).unwrap();
+    let resp = call_raw(&s.a, "POST", "/inbound", &[], direct.canonical());
+    assert_eq!(refusal(&resp), (403, "relay_required".into()));
+    s.w.tick_all();
+    s.w.tick_all();
+    assert!(mailbox(&s.b, &s.bo).is_empty());
+    assert_eq!(ids_of(&mailbox(&s.a, &hooked)), Vec::<&str>::new());
+}
+
+fn ids_of(list: &[Envelope]) -> Vec<&str> {
+    list.iter().map(Envelope::id).collect()
+}
+
+/// A hold that changes declines what waited under the old one (its old approver can no longer
+/// let it go, nor read it); an agent holding itself names only someone above it or someone who
+/// agreed; drafts count in the sender's minute; the house's own agents neither approve nor are
+/// held.
+#[test]
+fn a_changed_hold_declines_what_waited_and_approvers_agree_first() {
+    let w = World::new();
+    let mut config = w.config("a.test", Registration::Admin);
+    config.outbound_per_agent_per_minute = 3;
+    let a = w.start(config);
+    let ana = Agent::new("ana@a.test", 10);
+    let cy = Agent::new("cy@a.test", 11);
+    let dee = Agent::new("dee@a.test", 12);
+    for x in [&ana, &cy, &dee] {
+        assert_eq!(x.register_admin(&a).status, 201);
+    }
+    let kid = subagent(&a, &ana, "kid", 30);
+    let bo = Address::parse("bo@b.test").unwrap();
+    json(&set_hold(&a, Some(&ana), "kid.ana", &hold("cy@a.test", r#"{"all":true}"#)), 200);
+    let env = kid.draft_at("w-1", &[&bo], "x", a.now()).sign(&kid.sig).unwrap();
+    json(&kid.send(&a, &env), 202);
+    // The parent replaces the approver: the draft is declined, and cy sees no envelope of it.
+    json(&set_hold(&a, Some(&ana), "kid.ana", &hold("dee@a.test", r#"{"all":true}"#)), 200);
+    let by_cy = cy.post(&a, "/drafts/cy/w-1/approve", &Value::Object(Object::new()));
+    assert_eq!(refusal(&by_cy), (409, "draft_decided".into()));
+    let seen = json(&cy.get(&a, "/drafts/cy/w-1"), 200);
+    let draft = o(&o(&seen)["draft"]);
+    assert_eq!(draft["state"].as_str(), Some("declined"));
+    assert!(!draft.contains_key("envelope") && !draft.contains_key("key"));
+    assert!(draft["note"].as_str().unwrap().contains("send it again"));
+    // Sent again (a new id), it waits for dee.
+    let again = kid.draft_at("w-2", &[&bo], "x", a.now()).sign(&kid.sig).unwrap();
+    assert_eq!(o(&o(&json(&kid.send(&a, &again), 202))["draft"])["asks"].canonical_string(), r#"["dee@a.test"]"#);
+
+    // Drafts count in the minute: 3 a minute here (w-2 was the second).
+    let third = kid.draft_at("w-3", &[&bo], "x", a.now()).sign(&kid.sig).unwrap();
+    json(&kid.send(&a, &third), 202);
+    let fourth = kid.draft_at("w-4", &[&bo], "x", a.now()).sign(&kid.sig).unwrap();
+    assert_eq!(refusal(&kid.send(&a, &fourth)), (429, "too_many_sends".into()));
+    // The same envelope again is still the draft kept, not a refusal.
+    assert_eq!(o(&json(&kid.send(&a, &third), 200))["exists"], Value::Bool(true));
+
+    // dee holding herself may name ana only once ana agreed (her allow list).
+    let self_hold = hold("ana@a.test", r#"{"all":true}"#);
+    let refused = set_hold(&a, Some(&dee), "dee", &self_hold);
+    assert_eq!(refusal(&refused), (400, "bad_hold".into()));
+    let allow = Value::parse_str(r#"{"allow":{"add":["dee@a.test"]}}"#).unwrap();
+    json(&ana.post(&a, "/lists/ana", &allow), 200);
+    json(&set_hold(&a, Some(&dee), "dee", &self_hold), 200);
+    // The house's own agents neither approve nor are held.
+    assert_eq!(refusal(&set_hold(&a, None, "ana", &hold("libro@a.test", r#"{"all":true}"#))), (400, "bad_hold".into()));
+    assert_eq!(refusal(&set_hold(&a, None, "libro", &hold("ana@a.test", r#"{"all":true}"#))), (400, "bad_hold".into()));
 }

@@ -99,10 +99,7 @@ fn wrap_all(
 /// The content key of a sealed envelope, as `me` (a recipient, or its sender) unwraps it with
 /// `secret`, checked against the envelope's commitment.
 pub fn content_key(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<[u8; 32], Error> {
-    let sealed = match env.payload() {
-        Payload::Sealed(s) => s,
-        Payload::Clear(_) => return Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
-    };
+    let sealed = sealed_of(env)?;
     let wrapped = sealed
         .keys
         .get(me)
@@ -121,10 +118,8 @@ pub fn wrap_for_readers(
     readers: &[(Address, EncPublic)],
     rng: &mut dyn Entropy,
 ) -> Result<VecMap<Address, ReaderKey>, Error> {
-    match env.payload() {
-        Payload::Sealed(s) if commitment(cek) == s.commit => {}
-        Payload::Sealed(_) => return Err(Refusal::CannotSeal.because("the content key is not this envelope's")),
-        Payload::Clear(_) => return Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
+    if commitment(cek) != sealed_of(env)?.commit {
+        return Err(Refusal::CannotSeal.because("the content key is not this envelope's"));
     }
     let ephemeral = EncSecret::generate(rng);
     let epk = ephemeral.public().to_b64();
@@ -135,28 +130,24 @@ pub fn wrap_for_readers(
 /// Opens a sealed envelope as recipient `me` holding `secret`. Fails with 403 when the
 /// envelope was not sealed for `me`, was re-addressed, or was altered.
 pub fn open(env: &Envelope, me: &Address, secret: &EncSecret) -> Result<Content, Error> {
-    let sealed = match env.payload() {
-        Payload::Sealed(s) => s,
-        Payload::Clear(_) => return Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
-    };
-    let wrapped = sealed
-        .keys
-        .get(me)
-        .ok_or_else(|| Refusal::NotSealedForRecipient.because(format!("envelope is not sealed for {me}")))?;
-    let cek = unwrap_key(env, sealed, &sealed.epk, wrapped, secret)?;
-    open_content(env, sealed, &cek)
+    let cek = content_key(env, me, secret)?;
+    open_content(env, sealed_of(env)?, &cek)
+}
+
+/// The `encrypted` member of a sealed envelope; 400 `not_encrypted` for a clear one.
+fn sealed_of(env: &Envelope) -> Result<&Sealed, Error> {
+    match env.payload() {
+        Payload::Sealed(s) => Ok(s),
+        Payload::Clear(_) => Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
+    }
 }
 
 /// Opens a sealed envelope with a content key wrapped for a reader apart
 /// ([`wrap_for_readers`]), held by `secret`: what its recipients read, or a 403 as [`open`] fails.
 pub fn open_as_reader(env: &Envelope, key: &ReaderKey, secret: &EncSecret) -> Result<Content, Error> {
-    match env.payload() {
-        Payload::Sealed(sealed) => {
-            let cek = unwrap_key(env, sealed, &key.epk, &key.key, secret)?;
-            open_content(env, sealed, &cek)
-        }
-        Payload::Clear(_) => Err(Refusal::NotEncrypted.because("envelope is not encrypted")),
-    }
+    let sealed = sealed_of(env)?;
+    let cek = unwrap_key(env, sealed, &key.epk, &key.key, secret)?;
+    open_content(env, sealed, &cek)
 }
 
 /// The content key `wrapped` (under the ephemeral key `epk`) holds for `secret`, checked

@@ -12,9 +12,31 @@ use nyx5_proto::{Address, Error, Object, Refusal, Value};
 /// The most entries a hold's `known`, `domains` or `types` list holds.
 pub const MAX_HOLD_ENTRIES: usize = 100;
 
-/// The deepest a tree of agents goes that the house looks holds up in: a name has at most this
-/// many labels above its root (the delegation chain's own bound is lower).
-pub const MAX_CHAIN: usize = 16;
+/// The most labels a local part has (64 characters, one-character labels): [`chain`] walks
+/// them all, so no subagent is too deep for its tree's holds.
+pub const MAX_CHAIN: usize = 32;
+
+/// Where an envelope goes, as a hold judges it: its address, and whether it leaves the house
+/// beyond its address (`exit`): a local recipient whose webhook pushes it elsewhere is at the
+/// webhook's domain too, and an operation for the house's Libro or desk reaches whoever it names,
+/// so it counts as a stranger at every domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    pub to: Address,
+    pub exit: Exit,
+}
+
+/// How far a recipient's mail goes beyond its address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// Where its address says.
+    Address,
+    /// Also to this domain (a webhook's host).
+    Domain(String),
+    /// Anywhere: treat it as a stranger at every domain (an operation, whose receipts go to the
+    /// parties it names).
+    Anywhere,
+}
 
 /// What a hold covers: an envelope is held when any member says so.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -39,8 +61,19 @@ fn list(o: &Object, name: &str) -> Result<Vec<String>, Error> {
     items
         .iter()
         .map(|v| match v.as_str() {
-            Some(s) if !s.is_empty() && s.len() <= 253 && !s.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            Some(s)
+                if !s.is_empty()
+                    && s.len() <= 253
+                    && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+                    && (name != "types" || nyx5_proto::envelope::Kind::parse(s).is_ok()) =>
+            {
                 Ok(s.to_ascii_lowercase())
+            }
+            _ if name == "types" => {
+                Err(Refusal::BadHold.because("`types` lists envelope types: message, task, result, receipt, intro"))
+            }
+            _ if name == "types" => {
+                Err(Refusal::BadHold.because("`types` lists envelope types: message, task, result, receipt, intro"))
             }
             _ => Err(Refusal::BadHold.because(format!("`{name}` lists non-empty strings without blanks"))),
         })
@@ -93,14 +126,23 @@ impl Hold {
         Value::Object(o)
     }
 
-    /// Whether an envelope of type `kind` to `to`, sent from `house`, waits under this hold.
-    pub fn holds(&self, to: &[Address], kind: &str, house: &str) -> bool {
-        let stranger =
-            |a: &Address| a.domain() != house && !self.known.iter().any(|k| k == a.as_str() || k == a.domain());
-        self.all
-            || self.types.iter().any(|t| t == kind)
-            || to.iter().any(|a| self.domains.iter().any(|d| d == a.domain()))
-            || (self.strangers && to.iter().any(stranger))
+    /// Whether an envelope of type `kind` to `to` (as [`Bound`]), sent from `house`, waits under
+    /// this hold. A domain named covers its subdomains; an address or domain `known` covers
+    /// that address, or everyone at that domain and its subdomains.
+    pub fn holds(&self, to: &[Bound], kind: &str, house: &str) -> bool {
+        let under = |domain: &str, d: &str| domain == d || domain.strip_suffix(d).is_some_and(|r| r.ends_with('.'));
+        let named = |domain: &str| self.domains.iter().any(|d| under(domain, d));
+        let known_at = |domain: &str| self.known.iter().any(|k| !k.contains('@') && under(domain, k));
+        let stranger_at = |domain: &str| domain != house && !known_at(domain);
+        let stranger = |a: &Address| stranger_at(a.domain()) && !self.known.iter().any(|k| k == a.as_str());
+        let covers = |b: &Bound| match &b.exit {
+            Exit::Anywhere => !self.domains.is_empty() || self.strangers,
+            Exit::Domain(d) => {
+                named(b.to.domain()) || named(d) || (self.strangers && (stranger(&b.to) || stranger_at(d)))
+            }
+            Exit::Address => named(b.to.domain()) || (self.strangers && stranger(&b.to)),
+        };
+        self.all || self.types.iter().any(|t| t == kind) || to.iter().any(covers)
     }
 }
 
@@ -132,16 +174,13 @@ pub fn is_self_or_above(above: &str, below: &str) -> bool {
 }
 
 /// The local parts a hold of `local`'s tree may sit on: itself and every agent above it,
-/// nearest first (`y.x.ana` → `y.x.ana`, `x.ana`, `ana`).
+/// nearest first (`y.x.ana` → `y.x.ana`, `x.ana`, `ana`), however deep.
 pub fn chain(local: &str) -> Vec<&str> {
     let mut out = vec![local];
     let mut rest = local;
     while let Some((_, up)) = rest.split_once('.') {
         out.push(up);
         rest = up;
-        if out.len() > MAX_CHAIN {
-            break;
-        }
     }
     out
 }
@@ -214,7 +253,7 @@ mod tests {
     #[test]
     fn a_hold_holds_what_its_members_name_and_nothing_else() {
         let house = "h.test";
-        let to = |l: &[&str]| l.iter().map(|s| a(s)).collect::<Vec<_>>();
+        let to = |l: &[&str]| l.iter().map(|s| Bound { to: a(s), exit: Exit::Address }).collect::<Vec<_>>();
         let all = hold(r#"{"all":true}"#).unwrap();
         assert!(all.holds(&to(&["bo@h.test"]), "message", house));
         let strangers = hold(r#"{"strangers":true,"known":["Bo@Sigo.uk","friends.example"]}"#).unwrap();
@@ -224,7 +263,19 @@ mod tests {
         assert!(strangers.holds(&to(&["bo@sigo.uk", "cy@sigo.uk"]), "message", house), "one stranger is enough");
         let domains = hold(r#"{"domains":["sigo.uk"]}"#).unwrap();
         assert!(domains.holds(&to(&["cy@h.test", "bo@sigo.uk"]), "message", house));
-        assert!(!domains.holds(&to(&["cy@h.test", "bo@other.uk"]), "message", house));
+        assert!(domains.holds(&to(&["bo@mail.sigo.uk"]), "message", house), "a subdomain is covered");
+        assert!(!domains.holds(&to(&["cy@h.test", "bo@other.uk", "x@notsigo.uk"]), "message", house));
+        // A known domain covers its subdomains too.
+        assert!(!strangers.holds(&to(&["x@eu.friends.example"]), "message", house));
+        // A local recipient whose webhook pushes elsewhere is a stranger there, and at its domain.
+        let hooked = |d: &str| vec![Bound { to: a("cy@h.test"), exit: Exit::Domain(d.into()) }];
+        assert!(strangers.holds(&hooked("evil.example"), "message", house));
+        assert!(!strangers.holds(&hooked("friends.example"), "message", house));
+        assert!(domains.holds(&hooked("sigo.uk"), "message", house));
+        // An operation reaches whoever it names: held by `strangers` and `domains` alike.
+        let op = vec![Bound { to: a("libro@h.test"), exit: Exit::Anywhere }];
+        assert!(strangers.holds(&op, "task", house) && domains.holds(&op, "task", house));
+        assert!(!hold(r#"{"types":["result"]}"#).unwrap().holds(&op, "task", house));
         let types = hold(r#"{"types":["task"]}"#).unwrap();
         assert!(types.holds(&to(&["cy@h.test"]), "task", house));
         assert!(!types.holds(&to(&["cy@h.test"]), "message", house));
@@ -243,6 +294,7 @@ mod tests {
             r#"{"domains":[""]}"#,
             r#"{"domains":["a b"]}"#,
             r#"{"types":[3]}"#,
+            r#"{"types":["libro"]}"#,
         ] {
             assert_eq!(hold(bad).unwrap_err().refusal(), Some(Refusal::BadHold), "{bad}");
         }
@@ -254,6 +306,9 @@ mod tests {
     fn chains_and_who_is_above_whom() {
         assert_eq!(chain("y.x.ana"), ["y.x.ana", "x.ana", "ana"]);
         assert_eq!(chain("ana"), ["ana"]);
+        let deep = format!("{}ana", "x.".repeat(MAX_CHAIN - 1));
+        assert_eq!(chain(&deep).len(), MAX_CHAIN, "every label, however deep");
+        assert_eq!(chain(&deep).last(), Some(&"ana"));
         assert!(is_self_or_above("ana", "x.ana") && is_self_or_above("ana", "ana"));
         assert!(!is_self_or_above("ana", "xana") && !is_self_or_above("x.ana", "ana"));
         assert!(!is_self_or_above("na", "x.ana"), "a suffix is not a parent");

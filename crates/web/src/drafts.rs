@@ -37,7 +37,8 @@ pub(crate) fn readers_for(
 }
 
 /// `open_draft`: a draft (`GET /drafts/:local/:id`'s `draft`) as its approver `address` reads
-/// it: `{"content"}` opened (clear, or with the key its sender wrapped for the approver, checked
+/// it: `{"content", "carries"}` opened (`carries`: the whole envelope as its recipients will read
+/// it, every member beside the body) (clear, or with the key its sender wrapped for the approver, checked
 /// against the envelope's commitment), or `{"unreadable": why}`.
 pub(crate) fn open_draft(keys_list_json: &str, address_text: &str, draft_json: &str) -> Result<Value, Error> {
     let keys = keys_list(keys_list_json)?;
@@ -51,8 +52,11 @@ pub(crate) fn open_draft(keys_list_json: &str, address_text: &str, draft_json: &
         Ok(env) => env,
         Err(e) => return unreadable(e.reason.to_string()),
     };
+    let read = |c: &nyx5_proto::envelope::Content| {
+        Ok(Value::Object(obj([("content", c.to_value()), ("carries", nyx5_client::send::as_read(&env, c))])))
+    };
     if let Some(c) = env.content() {
-        return Ok(Value::Object(obj([("content", c.to_value())])));
+        return read(c);
     }
     let Some(key) = draft.get("key") else {
         return unreadable("its sender gave no key for you: you cannot read what you would approve; decline it".into());
@@ -64,7 +68,7 @@ pub(crate) fn open_draft(keys_list_json: &str, address_text: &str, draft_json: &
     let mut last = String::from("no key of yours opens it");
     for k in &keys {
         match seal::open_as_reader(&env, &key, &k.enc) {
-            Ok(c) => return Ok(Value::Object(obj([("content", c.to_value())]))),
+            Ok(c) => return read(&c),
             Err(e) => last = e.reason.to_string(),
         }
     }

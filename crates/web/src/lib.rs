@@ -207,7 +207,8 @@ pub fn readers_for(
 }
 
 /// A draft as its approver `address` reads it (`draft_json`: `GET /drafts/:local/:id`'s
-/// `draft`): `{"content"}` opened, or `{"unreadable"}` saying why not.
+/// `draft`): `{"content", "carries"}` opened (`carries`: the whole envelope as its recipients
+/// will read it), or `{"unreadable"}` saying why not.
 pub fn open_draft(keys_list_json: &str, address: &str, draft_json: &str) -> Result<String, String> {
     answer(drafts::open_draft(keys_list_json, address, draft_json))
 }

@@ -6,8 +6,6 @@
 //! `nyx5 send` meets a hold through [`readers_for`]: the house answers `approver_cannot_read`,
 //! and the same envelope goes again with each approver's key.
 
-use std::io::{BufRead, IsTerminal, Write};
-
 use nyx5_proto::json::{Object, Value, obj};
 use nyx5_proto::{Address, Envelope, seal};
 
@@ -184,8 +182,9 @@ pub(crate) fn show_draft(ctx: &Ctx, id: &str) -> Result<Value, Failure> {
     if let Some(env) = draft.get("envelope").cloned() {
         let opened = open(&me, &env, draft.get("key"));
         match opened {
-            Ok(content) => {
+            Ok((content, all)) => {
                 draft.insert("content".into(), content.to_value());
+                draft.insert("carries".into(), all);
             }
             Err(reason) => {
                 draft.insert("unreadable".into(), reason.into());
@@ -197,8 +196,15 @@ pub(crate) fn show_draft(ctx: &Ctx, id: &str) -> Result<Value, Failure> {
 
 /// The content of a draft's envelope for its approver: clear as it is, or sealed and opened with
 /// the key its sender wrapped for the approver (checked against the envelope's commitment).
-fn open(me: &AgentEntry, env: &Value, key: Option<&Value>) -> Result<nyx5_proto::envelope::Content, String> {
+/// Answers the content and the whole envelope as read ([`nyx5_client::send::as_read`]).
+fn open(me: &AgentEntry, env: &Value, key: Option<&Value>) -> Result<(nyx5_proto::envelope::Content, Value), String> {
     let env = Envelope::from_object(env.as_object().cloned().unwrap_or_default()).map_err(|e| e.reason.to_string())?;
+    let content = opened(me, &env, key)?;
+    let all = nyx5_client::send::as_read(&env, &content);
+    Ok((content, all))
+}
+
+fn opened(me: &AgentEntry, env: &Envelope, key: Option<&Value>) -> Result<nyx5_proto::envelope::Content, String> {
     if let Some(c) = env.content() {
         return Ok(c.clone());
     }
@@ -206,7 +212,7 @@ fn open(me: &AgentEntry, env: &Value, key: Option<&Value>) -> Result<nyx5_proto:
     let key = seal::ReaderKey::from_value(key, "key").map_err(|e| e.reason.to_string())?;
     let mut last = String::from("no key of yours opens it");
     for secret in me.enc_secrets() {
-        match seal::open_as_reader(&env, &key, secret) {
+        match seal::open_as_reader(env, &key, secret) {
             Ok(c) => return Ok(c),
             Err(e) => last = e.reason.to_string(),
         }
@@ -228,6 +234,9 @@ pub(crate) fn show_human(v: &Value) -> String {
             s.push_str(&format!("  | {}\n", safe(l)));
         }
     }
+    if let Some(all) = d.get("carries") {
+        s.push_str(&format!("  all it carries: {}\n", safe(&all.canonical_string())));
+    }
     if let Some(why) = d.get("unreadable").and_then(Value::as_str) {
         s.push_str(&format!("  unreadable: {}\n", safe(why)));
     }
@@ -246,20 +255,7 @@ pub(crate) fn approve(ctx: &Ctx, id: &str, yes: bool) -> Result<Value, Failure> 
         return Err(Failure::rejected(format!("draft {id} cannot be read: {why}")));
     }
     if !yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Failure::usage("approve asks on a terminal; with no terminal, give --yes"));
-        }
-        let mut err = std::io::stderr();
-        let _ = write!(err, "{}Let it leave? [y/N] ", show_human(&shown));
-        let _ = err.flush();
-        let mut answer = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut answer)
-            .map_err(|e| Failure::usage(format!("cannot read the answer: {e}")))?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-            return Err(Failure::usage("not approved"));
-        }
+        crate::io::confirm_on_terminal(&format!("{}Let it leave? [y/N] ", show_human(&shown)))?;
     }
     decide(ctx, id, "approve", Value::Object(Object::new()))
 }

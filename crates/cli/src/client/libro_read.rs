@@ -203,23 +203,8 @@ pub(crate) fn waiting_approval(ctx: &Ctx, house: Option<&str>, id: &str) -> Resu
 /// Before `nyx5 approve ID`: shows the approval and asks on the terminal; refuses when nothing
 /// reads the question (no terminal: give --yes) or the answer is not yes.
 pub(crate) fn confirm_approval(ctx: &Ctx, house: Option<&str>, id: &str) -> Result<(), Failure> {
-    use std::io::{BufRead, IsTerminal, Write};
     let found = waiting_approval(ctx, house, id)?;
-    if !std::io::stdin().is_terminal() {
-        return Err(Failure::usage("approve asks on a terminal; with no terminal, give --yes"));
-    }
-    let mut err = std::io::stderr();
-    let _ = write!(err, "{}Approve it? [y/N] ", approval_text(&found));
-    let _ = err.flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Failure::usage(format!("cannot read the answer: {e}")))?;
-    match answer.trim() {
-        "y" | "Y" | "yes" | "YES" | "Yes" => Ok(()),
-        _ => Err(Failure::usage("not approved")),
-    }
+    crate::io::confirm_on_terminal(&format!("{}Approve it? [y/N] ", approval_text(&found)))
 }
 
 /// `nyx5 contract ID`: a contract the agent is party to.

@@ -156,7 +156,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
                 email.judged = Some(&version);
                 queued = house.email().queue_out(&email, card.address().local()).await?;
             }
-            Judgement::Hold { approvers } => {
+            Judgement::Hold { approvers, .. } => {
                 return Err(Refusal::EmailHeld.because(format!(
                     "{}'s mail to {to} waits for approval by {}, and an email cannot wait: send it as an envelope, or \
                      ask them to lift the hold",

@@ -65,6 +65,12 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         None if house.config.require_relay => {
             return Err(Refusal::RelayRequired.because(format!("this house requires the {} header", relay::HEADER)));
         }
+        // This house's own agent handing its mail in directly: never past a hold over it, whose
+        // way out is `POST /outbound` (docs/SPEC.md §7c).
+        None if env.from().domain() == domain && !house.drafts().holds_over(env.from().local()).await?.is_empty() => {
+            return Err(Refusal::RelayRequired
+                .because(format!("{} is held for approval: its mail goes through POST /outbound", env.from())));
+        }
         None => {}
     }
 

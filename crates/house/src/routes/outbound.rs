@@ -88,8 +88,9 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
                 out.judged = Some(&version);
                 enqueued = house.queue().enqueue(&out, &groups, created, cap, Vec::new()).await?;
             }
-            Judgement::Hold { approvers } => {
-                let (new, row) = house.drafts().hold(&env, &text, &sha256, &approvers, req.query("readers")).await?;
+            Judgement::Hold { approvers, version } => {
+                let drafts = house.drafts();
+                let (new, row) = drafts.hold(&env, &text, &sha256, &approvers, &version, req.query("readers")).await?;
                 let status: i64 = if new { 202 } else { 200 };
                 let draft = drafts::draft_json(&row, house.now().millis(), None);
                 return Ok(Response::json(

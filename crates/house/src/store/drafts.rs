@@ -12,6 +12,8 @@ use crate::stmt;
 pub const HELD: &str = "outbox_held";
 /// The email bridge refused a row of a held tree not judged against its holds as they are now.
 pub const HELD_EMAIL: &str = "email_out_held";
+/// A tree has held as many drafts this minute as its agents may send.
+pub const RATE: &str = "drafts_rate";
 /// A tree has the most drafts it may (100 waiting, 1,000 in all).
 pub const BOUND: &str = "drafts_bound";
 /// A draft's id is taken.
@@ -28,6 +30,18 @@ pub const LIST_MAX: i64 = 100;
 /// Every hold of the tree under `root` (the root agent's address).
 pub async fn holds_of_tree<D: Db>(db: &D, root: &str) -> Result<Vec<Row>, Error> {
     query(db, stmt!("SELECT seq, local, approver, rule, set_by, set_at FROM mail_holds WHERE root = ?1", root)).await
+}
+
+/// The webhooks of the local agents among `locals` (a JSON array of local parts) that have one.
+pub async fn webhooks<D: Db>(db: &D, locals: &str) -> Result<Vec<Row>, Error> {
+    query(
+        db,
+        stmt!(
+            "SELECT local, webhook FROM agents WHERE local IN (SELECT value FROM json_each(?1)) AND webhook IS NOT NULL",
+            locals
+        ),
+    )
+    .await
 }
 
 /// The hold on `local`, if any.
@@ -69,6 +83,22 @@ pub fn lift_hold(local: &str, seq: i64) -> Stmt {
     stmt!("DELETE FROM mail_holds WHERE local = ?1 AND seq = ?2", local, seq)
 }
 
+/// Declines every pending draft sent by `local` or an agent below it (of the tree under `root`):
+/// the holds over them changed, so they are judged again when they are sent again
+/// (docs/SPEC.md §7c). Runs in the batch that changes the hold.
+pub fn decline_subtree(local: &str, root: &str, now: i64) -> Stmt {
+    stmt!(
+        "UPDATE drafts SET state = 'declined', decided_at = ?3, decided_by = 'the house', \
+                note = 'the holds over its sender changed: send it again to have it judged anew' \
+         WHERE root = ?2 AND state = 'pending' \
+           AND (substr(sender, 1, instr(sender, '@') - 1) = ?1 \
+                OR substr(substr(sender, 1, instr(sender, '@') - 1), instr(sender, '@') - 1 - length(?1)) = '.' || ?1)",
+        local,
+        root,
+        now
+    )
+}
+
 /// A held envelope, and one ask per approver.
 #[derive(Debug)]
 pub struct NewDraft<'a> {
@@ -81,15 +111,26 @@ pub struct NewDraft<'a> {
     pub approvers: &'a [String],
     pub held_at: i64,
     pub expires: i64,
+    /// The version of the tree's holds the envelope was judged against.
+    pub version: &'a str,
+    /// The most drafts (and sends: the outbox's cap) a tree holds in a minute.
+    pub cap: i64,
 }
 
-/// The draft and its asks, in one batch (the `drafts_bound` trigger and the id's key refuse it
-/// whole).
+/// The draft and its asks, in one batch. The draft is inserted only while the tree's holds are
+/// the version it was judged against (none inserted otherwise: the caller answers that the holds
+/// changed), and counts itself in its tree's minute (`drafts_rate`); the `drafts_bound` trigger
+/// and the id's key refuse the batch whole. Each ask is inserted only beside its draft.
 pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
+    const MINUTE: i64 = 60_000;
+    let minute = d.held_at.div_euclid(MINUTE).saturating_mul(MINUTE);
     let asks = nyx5_proto::Value::Array(d.approvers.iter().map(|a| a.as_str().into()).collect()).canonical_string();
     let mut stmts = vec![stmt!(
-        "INSERT INTO drafts (id, root, sender, envelope, sha256, readers, asks, state, held_at, expires) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
+        "INSERT INTO drafts (id, root, sender, envelope, sha256, readers, asks, state, held_at, expires, rate_n) \
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, \
+                (SELECT CASE WHEN count(*) < ?11 THEN count(*) + 1 ELSE 0 END FROM drafts \
+                 WHERE root = ?2 AND held_at >= ?12 AND held_at < ?12 + 60000) \
+         WHERE (SELECT coalesce(max(seq), 0) || ':' || count(*) FROM mail_holds WHERE root = ?2) = ?10",
         d.id,
         d.root,
         d.sender,
@@ -98,11 +139,21 @@ pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
         d.readers.clone(),
         asks,
         d.held_at,
-        d.expires
+        d.expires,
+        d.version,
+        d.cap,
+        minute
     )];
-    stmts.extend(
-        d.approvers.iter().map(|a| stmt!("INSERT INTO draft_asks (approver, id) VALUES (?1, ?2)", a.as_str(), d.id)),
-    );
+    stmts.extend(d.approvers.iter().map(|a| {
+        stmt!(
+            "INSERT INTO draft_asks (approver, id) SELECT ?1, ?2 \
+             WHERE EXISTS (SELECT 1 FROM drafts WHERE id = ?2 AND held_at = ?3 AND sha256 = ?4 AND state = 'pending')",
+            a.as_str(),
+            d.id,
+            d.held_at,
+            d.sha256
+        )
+    }));
     stmts
 }
 
@@ -123,7 +174,8 @@ pub async fn draft<D: Db>(db: &D, id: &str) -> Result<Option<Row>, Error> {
     one(db, stmt!(concat!("SELECT ", draft_columns!(), " FROM drafts WHERE id = ?1"), id)).await
 }
 
-/// The drafts `approver` is asked to decide, newest first (at most [`LIST_MAX`]).
+/// The drafts `approver` is asked to decide, those waiting first, then newest first (at most
+/// [`LIST_MAX`]).
 pub async fn asked_of<D: Db>(db: &D, approver: &str) -> Result<Vec<Row>, Error> {
     query(
         db,
@@ -132,7 +184,7 @@ pub async fn asked_of<D: Db>(db: &D, approver: &str) -> Result<Vec<Row>, Error> 
                 "SELECT ",
                 draft_columns!(d),
                 " FROM draft_asks AS a JOIN drafts AS d ON d.id = a.id WHERE a.approver = ?1 \
-                 ORDER BY d.held_at DESC LIMIT ?2"
+                 ORDER BY d.state = 'pending' DESC, d.held_at DESC LIMIT ?2"
             ),
             approver,
             LIST_MAX
