@@ -411,6 +411,15 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
             seeds.push(seed);
         }
     }
+    // An agent of a.test whose mail waits for ag0's approval (the operator's hold, docs/SPEC.md
+    // §7c): its drafts must plateau too.
+    let held = Agent::new("held@a.test", 250);
+    assert_eq!(enrol(&houses[0], &held, &[]), 201);
+    let hold = Value::parse_str(r#"{"approver":"ag0@a.test","rule":{"all":true}}"#).unwrap();
+    assert_eq!(
+        call(&houses[0], "PUT", "/agents/held/hold", &[("authorization", &admin(&houses[0]))], &hold).status,
+        200
+    );
     let mut counts: [Counts; 2] = [Counts::new(), Counts::new()];
     let mut work_per_day = Vec::new();
     let mut n = 0u64;
@@ -466,6 +475,19 @@ fn a_month_of_steady_use_leaves_every_table_on_a_plateau() {
             for (hi, agent) in &agents {
                 read_and_ack(&houses[*hi], agent);
             }
+        }
+        // Three drafts a day from the held agent: one approved (it leaves), one declined, one left
+        // to expire; the upkeep removes each a week after it expires.
+        for fate in ["approve", "decline", "expire"] {
+            n += 1;
+            let id = format!("h-{n}");
+            let env = message(&w, &held, &[&agents[AGENTS].1], &id, 0);
+            assert_eq!(held.send(&houses[0], &env).status, 202);
+            if fate != "expire" {
+                let path = format!("/drafts/ag0/{id}/{fate}");
+                json(&agents[0].1.post(&houses[0], &path, &Value::Object(Default::default())), 200);
+            }
+            work += 1;
         }
         // Each day every agent updates its card and changes its block list (today's stranger
         // in, yesterday's out), and one rotates its key.
