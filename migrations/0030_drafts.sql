@@ -29,6 +29,7 @@ CREATE TABLE drafts (
   root        TEXT NOT NULL,
   sender      TEXT NOT NULL,
   envelope    TEXT NOT NULL,
+  bytes       INTEGER NOT NULL CHECK (bytes >= 0),
   sha256      TEXT NOT NULL,
   readers     TEXT,
   asks        TEXT NOT NULL,
@@ -42,7 +43,7 @@ CREATE TABLE drafts (
   -- This draft's place among its tree's drafts held in its minute; 0 past the cap refuses it.
   rate_n      INTEGER CONSTRAINT drafts_rate CHECK (rate_n IS NOT 0)
 ) STRICT, WITHOUT ROWID;
-CREATE INDEX drafts_root ON drafts (root, state, expires);
+CREATE INDEX drafts_root ON drafts (root, state, expires, bytes);
 CREATE INDEX drafts_expires ON drafts (expires);
 
 -- Who must decide what: one row per approver and draft, for `GET /drafts/:local`.
@@ -58,7 +59,7 @@ CREATE TABLE draft_asks (
 CREATE TRIGGER drafts_bound BEFORE INSERT ON drafts
 WHEN (SELECT count(*) FROM drafts WHERE root = NEW.root) >= 1000
   OR (SELECT count(*) FROM drafts WHERE root = NEW.root AND state = 'pending' AND expires > NEW.held_at) >= 100
-  OR (SELECT coalesce(sum(length(envelope)), 0) FROM drafts WHERE root = NEW.root) + length(NEW.envelope) > 67108864
+  OR (SELECT coalesce(sum(bytes), 0) FROM drafts WHERE root = NEW.root) + NEW.bytes > 67108864
 BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: drafts_bound');
 END;

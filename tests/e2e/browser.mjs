@@ -305,7 +305,8 @@ try {
 
   await step('bot holds its desk for ana; ana reads the sealed draft in the page and lets it leave', async () => {
     const sub = `desk.bot@${DOMAIN}`;
-    nyx5(['hold', 'set', '--for', 'desk', '--approver', `ana@${DOMAIN}`, '--all']);
+    // The operator's hold: ana is not above the desk, and only the operator names her unasked.
+    nyx5(['hold', 'set', '--for', 'desk.bot', '--approver', `ana@${DOMAIN}`, '--all', '--admin-token', token]);
     const held = nyx5(['send', `bot@${DOMAIN}`, '--body', 'Only with ana’s yes.', '--as', sub]);
     assert.equal(held.status, 'held', 'the house keeps it; nyx5 wrapped its key for ana');
     const draft = page.locator('#drafts article.message');
@@ -326,7 +327,7 @@ try {
     assert.equal(got.content.body, 'Only with ana’s yes.');
     assert.equal(got.from, sub);
     nyx5(['ack', held.id]);
-    nyx5(['hold', 'lift', '--for', 'desk']);
+    nyx5(['hold', 'lift', '--for', 'desk.bot', '--admin-token', token]);
   });
 
   let contract = null;

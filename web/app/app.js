@@ -724,8 +724,12 @@ async function drafts(local) {
   box.replaceChildren();
   const [asked, sent] = [body.asked ?? [], body.sent ?? []];
   if (!asked.length && !sent.length) return box.append(el('p', { class: 'muted' }, 'Nothing waits for approval.'));
-  for (const d of asked) {
-    const opened = JSON.parse(nyx5.open_draft(allKeys(), me().address, JSON.stringify(d)));
+  for (const listed of asked) {
+    // A list carries no envelopes: each waiting one is read alone, with the key for this agent.
+    const d = listed.state === 'pending'
+      ? (await call('GET', `/drafts/${local}/${encodeURIComponent(listed.id)}`, { what: 'reading a draft' })).body.draft
+      : listed;
+    const opened = d.envelope ? JSON.parse(nyx5.open_draft(allKeys(), me().address, JSON.stringify(d))) : {};
     const actions = el('div', { class: 'row' });
     if (d.state === 'pending') {
       // What cannot be read is never approved here: decline it.
@@ -737,7 +741,9 @@ async function drafts(local) {
         'article',
         { class: 'message', 'aria-label': `Draft from ${d.sender}`, 'data-id': d.id },
         el('header', {}, el('p', {}, el('strong', {}, d.sender ?? '?'), ` to ${(d.to ?? []).join(', ')} · `, el('span', { class: 'state' }, d.state ?? ''), ' · until ', when(d.expires))),
-        opened.content ? contentView({ content: opened.content }, true) : el('p', { class: 'bad' }, `Cannot be read: ${opened.unreadable}`),
+        opened.content
+          ? contentView({ content: opened.content }, true)
+          : el('p', { class: opened.unreadable ? 'bad' : 'muted' }, opened.unreadable ? `Cannot be read: ${opened.unreadable}` : 'Decided.'),
         // Everything that would leave, not only the body: what it carries beside it leaves too.
         opened.carries ? el('details', { open: '' }, el('summary', {}, 'Everything it carries'), el('pre', {}, JSON.stringify(opened.carries, null, 2))) : '',
         actions,

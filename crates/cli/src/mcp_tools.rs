@@ -764,6 +764,7 @@ pub(crate) fn call(setup: &Setup, name: &str, args: &Object) -> Result<Value, Fa
         },
         "nyx5_draft_decline" => {
             drafts::decline(&setup.ctx()?, &req_str(args, "id")?, opt_str(args, "note")?.as_deref())
+                .map(untrusted_decision)
         }
         // Reached only without `nyx5 mcp` around it (which asks the human first).
         DRAFT_APPROVE => {
@@ -914,7 +915,16 @@ pub(crate) fn draft_to_ask(setup: &Setup, args: &Object) -> Result<(String, Stri
 
 /// Approves draft `id`, once the human said yes.
 pub(crate) fn approve_draft(setup: &Setup, id: &str) -> Result<Value, Failure> {
-    drafts::approve(&setup.ctx()?, id, true)
+    drafts::approve(&setup.ctx()?, id, true).map(untrusted_decision)
+}
+
+/// A decision's answer (`{draft, jobs?}`) with its draft as [`untrusted_draft`] shows it.
+fn untrusted_decision(v: Value) -> Value {
+    let Value::Object(mut o) = v else { return v };
+    if let Some(d) = o.remove("draft") {
+        o.insert("draft".into(), untrusted_draft(d));
+    }
+    Value::Object(o)
 }
 
 /// What `nyx5_approve` asks the human about: the approval's id, its house, and how it reads.

@@ -62,17 +62,41 @@ fn over(rows: Vec<Row>, local: &str) -> Vec<Row> {
     over
 }
 
-/// A webhook's host, lower case (the whole text when it cannot be read: then it is no domain a
-/// hold names, and a stranger to every `known`).
-fn webhook_host(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-    let host = match host.rsplit_once(':') {
-        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => host,
+/// Refuses an envelope whose `signature`, `encrypted` or wrapped keys carry members of their own
+/// (400): readers ignore them, so an approver would not be shown them, yet they would leave with
+/// the envelope. Honest clients write none.
+fn plumbing_is_known(env: &Envelope) -> Result<(), Error> {
+    let o = env.object();
+    let extra = |v: Option<&Value>, known: &[&str]| {
+        v.and_then(Value::as_object).and_then(|m| m.keys().find(|k| !known.contains(&k.as_str())).cloned())
     };
-    host.trim_end_matches('.').to_ascii_lowercase()
+    let encrypted = o.get("encrypted");
+    let keys = encrypted.and_then(Value::as_object).and_then(|e| e.get("keys")).and_then(Value::as_object);
+    let found = extra(o.get("signature"), &["alg", "kid", "value"])
+        .map(|k| format!("signature.{k}"))
+        .or_else(|| {
+            extra(encrypted, &["alg", "epk", "iv", "ct", "tag", "commit", "keys"]).map(|k| format!("encrypted.{k}"))
+        })
+        .or_else(|| {
+            keys.and_then(|m| m.values().find_map(|w| extra(Some(w), &["iv", "ct", "tag"])))
+                .map(|k| format!("encrypted.keys[].{k}"))
+        });
+    match found {
+        Some(member) => Err(Refusal::BadMember.because(format!(
+            "`{member}` is not a member the protocol knows: a held envelope carries nothing its approver cannot be shown"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Where a webhook pushes: its host as the outbound fetch parses the URL (the WHATWG reading, so
+/// `https://evil.example\@h.test/` is at `evil.example`), lower case and without a final dot; a
+/// URL that does not parse, or has no host, reaches anywhere.
+fn webhook_exit(url: &str) -> Exit {
+    match nyx5_client::weburl::WebUrl::parse(url).as_ref().and_then(|u| u.host_str()) {
+        Some(host) => Exit::Domain(host.trim_end_matches('.').to_ascii_lowercase()),
+        None => Exit::Anywhere,
+    }
 }
 
 /// A draft's state as its readers see it: `expired` once its time passed undecided.
@@ -111,18 +135,23 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
     /// one of the house's own agents (an operation) reaches anyone, and an empty `to` (an email
     /// address that is no Nyx5 address) is a stranger to every hold.
     pub async fn judge_to(&self, sender: &Address, to: &[Address], kind: &str) -> Result<Judgement, Error> {
+        let bound = self.bounds(to).await?;
+        self.judge_bounds(sender, &bound, kind).await
+    }
+
+    /// Judges mail of type `kind` from `sender` that goes where `bound` says.
+    async fn judge_bounds(&self, sender: &Address, bound: &[Bound], kind: &str) -> Result<Judgement, Error> {
         let rows = store::holds_of_tree(self.db, &root_address(sender.as_str())).await?;
         let version = rules::version(&rows.iter().filter_map(|r| r.int("seq")).collect::<Vec<_>>());
         let covering = over(rows, sender.local());
         if covering.is_empty() {
             return Ok(Judgement::Pass { version });
         }
-        let bound = self.bounds(to).await?;
         let mut approvers: Vec<String> = Vec::new();
         for row in &covering {
             let rule = Value::parse_str(row.text("rule").unwrap_or("{}"))?;
             let hold = Hold::parse(rule.as_object().unwrap_or(&Object::new()))?;
-            if bound.is_empty() || hold.holds(&bound, kind, &self.config.domain) {
+            if bound.is_empty() || hold.holds(bound, kind, &self.config.domain) {
                 let approver = row.text("approver").unwrap_or_default().to_owned();
                 if !approvers.contains(&approver) {
                     approvers.push(approver);
@@ -130,6 +159,51 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             }
         }
         Ok(if approvers.is_empty() { Judgement::Pass { version } } else { Judgement::Hold { approvers, version } })
+    }
+
+    /// Whether pushing `env` (accepted for the local agent `to`) to the webhook `hook` lets a held
+    /// sender's mail go where its holds do not: a sender of another house, a tree without holds
+    /// over the sender, or an approved draft of this very envelope push as ever; otherwise the
+    /// push is judged as mail to `to` at the webhook's host.
+    pub async fn push_allowed(&self, env: &Envelope, to: &Address, hook: &str) -> Result<bool, Error> {
+        let sender = env.from();
+        if sender.domain() != self.config.domain {
+            return Ok(true);
+        }
+        let covering = over(store::holds_of_tree(self.db, &root_address(sender.as_str())).await?, sender.local());
+        if covering.is_empty() {
+            return Ok(true);
+        }
+        if let Some(d) = store::draft(self.db, env.id()).await?
+            && d.text("state") == Some("approved")
+            && d.text("sha256") == Some(env.sha256_hex().as_str())
+        {
+            return Ok(true);
+        }
+        let bound = [Bound { to: to.clone(), exit: webhook_exit(hook) }];
+        for row in &covering {
+            let rule = Value::parse_str(row.text("rule").unwrap_or("{}"))?;
+            if Hold::parse(rule.as_object().unwrap_or(&Object::new()))?.holds(
+                &bound,
+                env.kind().as_str(),
+                &self.config.domain,
+            ) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Judges an email from `sender` to the email address `to` (docs/SPEC.md §7c): an email always
+    /// leaves the house, so one to this house's own domain (its MX may send it anywhere) or to
+    /// no Nyx5 address is a stranger at every domain.
+    pub async fn judge_email(&self, sender: &Address, to: &str) -> Result<Judgement, Error> {
+        let bound = match Address::parse(to) {
+            Ok(a) if a.domain() != self.config.domain => Bound { to: a, exit: Exit::Address },
+            Ok(a) => Bound { to: a, exit: Exit::Anywhere },
+            Err(_) => Bound { to: sender.clone(), exit: Exit::Anywhere },
+        };
+        self.judge_bounds(sender, &[bound], "message").await
     }
 
     /// Where mail to `to` goes, as holds judge it (see [`Drafts::judge_to`]).
@@ -150,7 +224,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
                     Exit::Anywhere
                 } else {
                     match hooks.iter().find(|r| r.text("local") == Some(a.local())).and_then(|r| r.text("webhook")) {
-                        Some(url) => Exit::Domain(webhook_host(url)),
+                        Some(url) => webhook_exit(url),
                         None => Exit::Address,
                     }
                 };
@@ -173,6 +247,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         readers: Option<&str>,
     ) -> Result<(bool, Row), Error> {
         let now = self.now();
+        plumbing_is_known(env)?;
         let sealed = env.content().is_none();
         let kept = if sealed {
             let given = match readers {
@@ -294,14 +369,21 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         let set_by = existing.as_ref().map(|r| Setter::parse(r.text("set_by").unwrap_or("operator")));
         rules::may_set(actor, local, set_by.as_ref())?;
         let address = self.registry().local_address(local)?;
-        // An agent holding itself names someone above it, or someone who said it may ask them:
-        // its address or its root's on the approver's allow list. Nobody is made an approver
-        // (and shown drafts) by a stranger.
-        if *actor == Setter::Agent(local.to_owned()) && !rules::is_self_or_above(approver.local(), local) {
+        // An agent names itself, someone above the held agent, or someone who said it may ask
+        // them: the asker's, the held agent's or its root's address on the approver's allow
+        // list. Nobody is made an approver (and shown drafts) by a stranger; the operator may.
+        let asker = match actor {
+            Setter::Agent(a) => Some(format!("{a}@{}", self.config.domain)),
+            Setter::Operator => None,
+        };
+        if let Some(asker) = asker.filter(|a| a != approver.as_str())
+            && !rules::is_self_or_above(approver.local(), local)
+        {
             let allows = crate::store::mailbox::lists(self.db, approver.local()).await?;
             let root = root_address(address.as_str());
             let consents = allows.iter().any(|r| {
-                r.text("kind") == Some("allow") && r.text("entry").is_some_and(|e| e == address.as_str() || e == root)
+                r.text("kind") == Some("allow")
+                    && r.text("entry").is_some_and(|e| e == address.as_str() || e == root || e == asker)
             });
             if !consents {
                 return Err(Refusal::BadHold.because(format!(
@@ -320,7 +402,7 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
             now,
             existing.as_ref().and_then(|r| r.int("seq")),
         );
-        stmts.push(store::decline_subtree(local, &root_address(address.as_str()), now));
+        stmts.push(store::decline_subtree(local, &root_address(address.as_str()), now, None));
         match self.db.batch(stmts).await {
             Ok(_) => Ok(()),
             Err(PortError::Constraint { name }) if name == store::HOLD_TAKEN => {
@@ -341,26 +423,32 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         rules::may_lift(actor, local, &set_by)?;
         let Some(existing) = existing else { return Ok(false) };
         let root = root_address(&format!("{local}@{}", self.config.domain));
-        let stmts = vec![
-            store::lift_hold(local, existing.int("seq").unwrap_or(0)),
-            store::decline_subtree(local, &root, self.now().millis()),
-        ];
+        let seq = existing.int("seq").unwrap_or(0);
+        let stmts =
+            vec![store::decline_subtree(local, &root, self.now().millis(), Some(seq)), store::lift_hold(local, seq)];
         let changes = self.db.batch(stmts).await.map_err(port_error)?;
-        if changes.first() != Some(&1) {
+        if changes.get(1) != Some(&1) {
             return Err(Refusal::HoldChanged.because("the hold changed while this request decided; ask again"));
         }
         Ok(true)
     }
 
-    /// The drafts `who` is asked to decide, and the ones it sent, as JSON (docs/SPEC.md §7c).
+    /// The drafts `who` is asked to decide, and the ones it sent, as JSON without their
+    /// envelopes (docs/SPEC.md §7c: one draft's is read alone).
     pub async fn list(&self, who: &Address) -> Result<(Vec<Value>, Vec<Value>), Error> {
         let now = self.now().millis();
         let asked = store::asked_of(self.db, who.as_str()).await?;
         let sent = store::sent_by(self.db, &root_address(who.as_str()), who.as_str()).await?;
         Ok((
-            asked.iter().map(|r| draft_json(r, now, Some(who))).collect(),
+            asked.iter().map(|r| draft_json(r, now, None)).collect(),
             sent.iter().map(|r| draft_json(r, now, None)).collect(),
         ))
+    }
+
+    /// The draft `id` as a decision's answer shows it: its state, never its envelope.
+    pub async fn decided(&self, id: &str) -> Result<Value, Error> {
+        let row = store::draft(self.db, id).await?.ok_or_else(|| Refusal::UnknownDraft.because("the draft is gone"))?;
+        Ok(draft_json(&row, self.now().millis(), None))
     }
 
     /// The draft `id` as `who` may see it: an approver, with the envelope and its own key; the
@@ -452,7 +540,12 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
 /// `key` (the content key wrapped for it, when sealed).
 pub fn draft_json(row: &Row, now: i64, reader: Option<&Address>) -> Value {
     let env = Value::parse_str(row.text("envelope").unwrap_or("null")).unwrap_or(Value::Null);
-    let member = |name: &str| env.as_object().and_then(|o| o.get(name)).cloned().unwrap_or(Value::Null);
+    let listed = |column: &str| row.text(column).map(|t| Value::parse_str(t).unwrap_or(Value::Null));
+    let member = |name: &str| match (name, env.as_object()) {
+        (_, Some(o)) => o.get(name).cloned().unwrap_or(Value::Null),
+        ("to", None) => listed("to_json").unwrap_or(Value::Null),
+        (_, None) => row.text("kind").map_or(Value::Null, Value::from),
+    };
     let time = |name: &str| row.int(name).map_or(Value::Null, |t| Timestamp(t).to_rfc3339().into());
     let list = |name: &str| Value::Array(strings(row.text(name)).into_iter().map(Value::from).collect());
     let mut o = obj([
@@ -492,4 +585,23 @@ pub fn draft_json(row: &Row, now: i64, reader: Option<&Address>) -> Value {
 /// The envelope of an approved draft, parsed again from what the house kept.
 pub fn kept_envelope(text: &str, max_bytes: usize) -> Result<Envelope, Error> {
     Envelope::parse(text.as_bytes(), max_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A webhook is where the fetch goes, read as the fetch reads it.
+    #[test]
+    fn a_webhooks_host_is_read_as_the_fetch_reads_it() {
+        let at = |url: &str| match webhook_exit(url) {
+            Exit::Domain(d) => d,
+            Exit::Anywhere => "anywhere".into(),
+            Exit::Address => "address".into(),
+        };
+        assert_eq!(at("https://evil.example\\@a.test/"), "evil.example", "a backslash ends the host");
+        assert_eq!(at("https://user@EVIL.example.:8443/x?y#z"), "evil.example");
+        assert_eq!(at("https://evil%2Eexample/"), "evil.example");
+        assert_eq!(at("not a url"), "anywhere");
+    }
 }

@@ -452,7 +452,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             }
             break;
         }
-        self.push_accepted(env, &read.known, accepted);
+        self.push_accepted(env, &read.known, accepted).await;
         Ok(self.answers(recipients, &decided))
     }
 
@@ -601,10 +601,15 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
 
     /// Queues a webhook push for each accepted recipient that has a webhook.
     #[inline(always)]
-    fn push_accepted(&self, env: &Verified<Envelope>, known: &VecMap<String, Recipient>, accepted: Vec<&str>) {
+    /// Pushes each accepted envelope to its recipient's webhook, unless the push would carry a
+    /// held sender's mail where its holds do not let it go (docs/SPEC.md §7c: a webhook is a way
+    /// out, judged when the push happens, since the webhook may have changed since the send).
+    async fn push_accepted(&self, env: &Verified<Envelope>, known: &VecMap<String, Recipient>, accepted: Vec<&str>) {
+        let drafts = crate::drafts::Drafts { core: self.core };
         for local in accepted {
             if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local)
                 && let Ok(to) = self.registry().local_address(local)
+                && drafts.push_allowed(env, &to, hook).await.unwrap_or(false)
             {
                 self.push(hook, &to, env);
             }

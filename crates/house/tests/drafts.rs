@@ -110,11 +110,13 @@ fn a_held_agents_mail_waits_for_its_approver_and_leaves_exactly_once() {
     let again = json(&s.kid.send(&s.a, &away), 200);
     assert_eq!(o(&again)["exists"], Value::Bool(true));
 
-    // ana sees it with the envelope; the sender sees its own without.
+    // ana sees it listed, and read alone with the envelope; the sender sees its own without.
     let listed = json(&s.ana.get(&s.a, "/drafts/ana"), 200);
     let asked = o(&listed)["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1);
-    assert_eq!(o(&o(&asked[0])["envelope"])["id"].as_str(), Some("away-1"));
+    assert_eq!(o(&asked[0])["id"].as_str(), Some("away-1"));
+    let one = json(&s.ana.get(&s.a, "/drafts/ana/away-1"), 200);
+    assert_eq!(o(&o(&o(&one)["draft"])["envelope"])["id"].as_str(), Some("away-1"));
     let mine = json(&s.kid.get(&s.a, "/drafts/kid.ana"), 200);
     let sent = o(&mine)["sent"].as_array().unwrap();
     assert_eq!((sent.len(), o(&sent[0]).contains_key("envelope")), (1, false));
@@ -238,8 +240,12 @@ fn who_may_set_change_and_lift_a_hold() {
         (403, "hold_irrevocable".into())
     );
     assert_eq!(refusal(&lift_hold(&s.a, Some(&s.kid), "kid.ana")), (403, "hold_irrevocable".into()));
-    // Its parent can; the operator can lift anything, and what it sets the parent cannot lift.
-    json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &hold("cy@a.test", r#"{"all":true}"#)), 200);
+    // Its parent can, naming cy only once cy agreed (cy's allow list names ana); the operator can
+    // lift anything, and what it sets the parent cannot lift.
+    let by_cy = hold("cy@a.test", r#"{"all":true}"#);
+    assert_eq!(refusal(&set_hold(&s.a, Some(&s.ana), "kid.ana", &by_cy)), (400, "bad_hold".into()));
+    json(&s.cy.post(&s.a, "/lists/cy", &Value::parse_str(r#"{"allow":{"add":["ana@a.test"]}}"#).unwrap()), 200);
+    json(&set_hold(&s.a, Some(&s.ana), "kid.ana", &by_cy), 200);
     assert_eq!(o(&json(&lift_hold(&s.a, Some(&s.ana), "kid.ana"), 200))["lifted"], Value::Bool(true));
     json(&set_hold(&s.a, None, "kid.ana", &strangers), 200);
     assert_eq!(refusal(&lift_hold(&s.a, Some(&s.ana), "kid.ana")), (403, "not_your_hold".into()));
@@ -445,6 +451,9 @@ fn a_changed_hold_declines_what_waited_and_approvers_agree_first() {
     }
     let kid = subagent(&a, &ana, "kid", 30);
     let bo = Address::parse("bo@b.test").unwrap();
+    let allow_ana = Value::parse_str(r#"{"allow":{"add":["ana@a.test"]}}"#).unwrap();
+    json(&cy.post(&a, "/lists/cy", &allow_ana), 200);
+    json(&dee.post(&a, "/lists/dee", &allow_ana), 200);
     json(&set_hold(&a, Some(&ana), "kid.ana", &hold("cy@a.test", r#"{"all":true}"#)), 200);
     let env = kid.draft_at("w-1", &[&bo], "x", a.now()).sign(&kid.sig).unwrap();
     json(&kid.send(&a, &env), 202);
@@ -456,7 +465,7 @@ fn a_changed_hold_declines_what_waited_and_approvers_agree_first() {
     let draft = o(&o(&seen)["draft"]);
     assert_eq!(draft["state"].as_str(), Some("declined"));
     assert!(!draft.contains_key("envelope") && !draft.contains_key("key"));
-    assert!(draft["note"].as_str().unwrap().contains("send it again"));
+    assert!(draft["note"].as_str().unwrap().contains("send it as a new envelope"));
     // Sent again (a new id), it waits for dee.
     let again = kid.draft_at("w-2", &[&bo], "x", a.now()).sign(&kid.sig).unwrap();
     assert_eq!(o(&o(&json(&kid.send(&a, &again), 202))["draft"])["asks"].canonical_string(), r#"["dee@a.test"]"#);
@@ -479,4 +488,63 @@ fn a_changed_hold_declines_what_waited_and_approvers_agree_first() {
     // The house's own agents neither approve nor are held.
     assert_eq!(refusal(&set_hold(&a, None, "ana", &hold("libro@a.test", r#"{"all":true}"#))), (400, "bad_hold".into()));
     assert_eq!(refusal(&set_hold(&a, None, "libro", &hold("ana@a.test", r#"{"all":true}"#))), (400, "bad_hold".into()));
+}
+
+/// The second review's ways out: a webhook read as the fetch reads it (a backslash ends the
+/// host), a webhook set after the send (judged when the push happens), and members the approver
+/// is not shown (inside `signature`); and what lists and decisions answer carries no envelope.
+#[test]
+fn webhooks_are_judged_as_fetched_and_when_pushed() {
+    let s = setup();
+    json(&set_hold(&s.a, None, "ana", &hold("cy@a.test", r#"{"strangers":true}"#)), 200);
+    let pushed = std::rc::Rc::new(std::cell::RefCell::new(0usize));
+    let seen = pushed.clone();
+    s.w.fake("hook.test", move |_| {
+        *seen.borrow_mut() += 1;
+        nyx5_house::ports::OutResponse { status: 200, body: vec![] }
+    });
+    // A webhook whose host a naive reading takes for this house's: the fetch goes to evil.example.
+    let tricky = Agent::new("tricky@a.test", 61);
+    let body = tricky.registration(&s.a, &[("webhook", "https://evil.example\\@a.test/".into())]);
+    let registered = call(&s.a, "POST", "/agents", &[("authorization", &op(&s.a))], &body).status;
+    if registered == 201 {
+        let env = s.ana.draft("t-1", &[&tricky.address], "x").sign(&s.ana.sig).unwrap();
+        assert!(o(&json(&s.ana.send(&s.a, &env), 202)).contains_key("draft"), "held: its webhook is a stranger's");
+    }
+    // A webhook set after the send: the mail is delivered, and not pushed.
+    let sink = Agent::new("sink@a.test", 62);
+    assert_eq!(sink.register_admin(&s.a).status, 201);
+    let env = s.ana.draft("late-1", &[&sink.address], "for the sink").sign(&s.ana.sig).unwrap();
+    assert!(o(&json(&s.ana.send(&s.a, &env), 202)).contains_key("jobs"), "no webhook yet: no stranger");
+    let update = sink.registration(&s.a, &[("webhook", "http://hook.test/sink".into())]);
+    let token = sink.token(&s.a, "POST", "/agents", &update.canonical());
+    assert_eq!(call(&s.a, "POST", "/agents", &[("authorization", &token)], &update).status, 200);
+    s.w.tick_all();
+    assert_eq!(ids(&mailbox(&s.a, &sink)), ["late-1"], "delivered: the mailbox is the record");
+    assert_eq!(*pushed.borrow(), 0, "not pushed past ana's hold");
+    // Mail from cy, who is not held, is pushed as ever.
+    let free = s.cy.draft("free-1", &[&sink.address], "hello").sign(&s.cy.sig).unwrap();
+    json(&s.cy.send(&s.a, &free), 202);
+    s.w.tick_all();
+    assert_eq!(*pushed.borrow(), 1);
+
+    // A held envelope carrying a member of its own in `signature` is refused: nobody would see it.
+    let plain = s.ana.draft("sig-1", &[&s.bo.address], "hi").sign(&s.ana.sig).unwrap();
+    let mut raw = plain.object().clone();
+    let mut sig = raw["signature"].as_object().unwrap().clone();
+    sig.insert("x".into(), "the secret".into());
+    raw.insert("signature".into(), Value::Object(sig));
+    let smuggled = Envelope::from_object(raw).unwrap();
+    assert_eq!(refusal(&s.ana.send(&s.a, &smuggled)), (400, "bad_member".into()));
+
+    // Lists and decisions never carry the envelope; one draft, read alone, does.
+    let held = s.ana.draft("list-1", &[&s.bo.address], "listed").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &held), 202);
+    let listed = json(&s.cy.get(&s.a, "/drafts/cy"), 200);
+    for d in o(&listed)["asked"].as_array().unwrap() {
+        assert!(!o(d).contains_key("envelope") && o(d)["to"].as_array().is_some(), "{d:?}");
+    }
+    assert!(o(&o(&json(&s.cy.get(&s.a, "/drafts/cy/list-1"), 200))["draft"]).contains_key("envelope"));
+    let decided = json(&s.cy.post(&s.a, "/drafts/cy/list-1/approve", &Value::Object(Object::new())), 200);
+    assert!(!o(&o(&decided)["draft"]).contains_key("envelope"));
 }

@@ -12,7 +12,7 @@ use nyx5_proto::{Address, Envelope, seal};
 use super::Ctx;
 use super::directory::{operator_hint, operator_house};
 use super::http::{read_object, send};
-use super::output::{safe, show, text};
+use super::output::{one_line, safe, show, text};
 use super::profile::AgentEntry;
 use crate::error::Failure;
 use crate::sys::{self, OsRng};
@@ -229,7 +229,7 @@ pub(crate) fn show_human(v: &Value) -> String {
             Some(other) => other.canonical_string(),
             None => String::new(),
         };
-        s.push_str(&format!("  media: {}\n", safe(text(c, "media"))));
+        s.push_str(&format!("  media: {}\n", one_line(text(c, "media"))));
         for l in body.lines() {
             s.push_str(&format!("  | {}\n", safe(l)));
         }

@@ -105,7 +105,7 @@ pub async fn approve<D: Db, N: Net>(
     match drafts.approve(card.address(), id).await? {
         Approval::Partial(stmt) => {
             drafts.record(stmt).await?;
-            let draft = drafts.get(card.address(), id).await?;
+            let draft = drafts.decided(id).await?;
             Ok(Response::json(200, &ok_body([("draft", draft)])))
         }
         Approval::Last { before, envelope } => {
@@ -136,7 +136,7 @@ pub async fn approve<D: Db, N: Net>(
             match enqueued {
                 Enqueued::Queued => {
                     let queued = queued(env.id(), &groups, not_before, 200);
-                    let draft = drafts.get(card.address(), id).await?;
+                    let draft = drafts.decided(id).await?;
                     let jobs = queued.value()?.as_object().and_then(|o| o.get("jobs").cloned()).unwrap_or(Value::Null);
                     Ok(Response::json(200, &ok_body([("draft", draft), ("jobs", jobs)])).kick())
                 }
@@ -169,6 +169,6 @@ pub async fn decline<D: Db, N: Net>(
         return Err(Refusal::BadMember.because("`note` is at most 1024 bytes"));
     }
     house.drafts().decline(card.address(), id, note).await?;
-    let draft = house.drafts().get(card.address(), id).await?;
+    let draft = house.drafts().decided(id).await?;
     Ok(Response::json(200, &ok_body([("draft", draft)])))
 }

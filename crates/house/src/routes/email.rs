@@ -149,8 +149,7 @@ pub async fn post_out<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Resu
     // judged.
     let version;
     if queued.is_err() {
-        let recipient = nyx5_proto::Address::parse(&to).ok();
-        match house.drafts().judge_to(card.address(), recipient.as_slice(), "message").await? {
+        match house.drafts().judge_email(card.address(), &to).await? {
             Judgement::Pass { version: v } => {
                 version = v;
                 email.judged = Some(&version);

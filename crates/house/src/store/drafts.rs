@@ -78,7 +78,8 @@ pub fn set_hold(
     stmts
 }
 
-/// Lifts the hold on `local` if it is still the one read (`seq`): one row changed, or none.
+/// Lifts the hold on `local` if it is still the one read (`seq`): one row changed, or none. Put
+/// [`decline_subtree`] with `seq` before it.
 pub fn lift_hold(local: &str, seq: i64) -> Stmt {
     stmt!("DELETE FROM mail_holds WHERE local = ?1 AND seq = ?2", local, seq)
 }
@@ -86,16 +87,20 @@ pub fn lift_hold(local: &str, seq: i64) -> Stmt {
 /// Declines every pending draft sent by `local` or an agent below it (of the tree under `root`):
 /// the holds over them changed, so they are judged again when they are sent again
 /// (docs/SPEC.md §7c). Runs in the batch that changes the hold.
-pub fn decline_subtree(local: &str, root: &str, now: i64) -> Stmt {
+/// With `only_if` (a hold's `seq`), only while that hold is still there: a lift that lost a race
+/// declines nothing.
+pub fn decline_subtree(local: &str, root: &str, now: i64, only_if: Option<i64>) -> Stmt {
     stmt!(
         "UPDATE drafts SET state = 'declined', decided_at = ?3, decided_by = 'the house', \
-                note = 'the holds over its sender changed: send it again to have it judged anew' \
+                note = 'the holds over its sender changed: send it as a new envelope (a new id) to have it judged anew' \
          WHERE root = ?2 AND state = 'pending' \
+           AND (?4 IS NULL OR EXISTS (SELECT 1 FROM mail_holds WHERE local = ?1 AND seq = ?4)) \
            AND (substr(sender, 1, instr(sender, '@') - 1) = ?1 \
                 OR substr(substr(sender, 1, instr(sender, '@') - 1), instr(sender, '@') - 1 - length(?1)) = '.' || ?1)",
         local,
         root,
-        now
+        now,
+        only_if
     )
 }
 
@@ -126,8 +131,8 @@ pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
     let minute = d.held_at.div_euclid(MINUTE).saturating_mul(MINUTE);
     let asks = nyx5_proto::Value::Array(d.approvers.iter().map(|a| a.as_str().into()).collect()).canonical_string();
     let mut stmts = vec![stmt!(
-        "INSERT INTO drafts (id, root, sender, envelope, sha256, readers, asks, state, held_at, expires, rate_n) \
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, \
+        "INSERT INTO drafts (id, root, sender, envelope, bytes, sha256, readers, asks, state, held_at, expires, rate_n) \
+         SELECT ?1, ?2, ?3, ?4, ?13, ?5, ?6, ?7, 'pending', ?8, ?9, \
                 (SELECT CASE WHEN count(*) < ?11 THEN count(*) + 1 ELSE 0 END FROM drafts \
                  WHERE root = ?2 AND held_at >= ?12 AND held_at < ?12 + 60000) \
          WHERE (SELECT coalesce(max(seq), 0) || ':' || count(*) FROM mail_holds WHERE root = ?2) = ?10",
@@ -142,7 +147,8 @@ pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
         d.expires,
         d.version,
         d.cap,
-        minute
+        minute,
+        i64::try_from(d.envelope.len()).unwrap_or(i64::MAX)
     )];
     stmts.extend(d.approvers.iter().map(|a| {
         stmt!(
@@ -157,15 +163,16 @@ pub fn hold_draft(d: &NewDraft<'_>) -> Vec<Stmt> {
     stmts
 }
 
-/// A draft's columns, bare or (`d.`) of a join.
+/// A draft's columns: all of them, or (`listed`, of `drafts AS d`) what a list shows, with the
+/// envelope's `to` and `type` instead of the envelope (a list never loads up to 100 envelopes).
 macro_rules! draft_columns {
     () => {
         "id, root, sender, envelope, sha256, readers, asks, approved_by, state, held_at, expires, decided_at, \
          decided_by, note"
     };
-    (d) => {
-        "d.id, d.root, d.sender, d.envelope, d.sha256, d.readers, d.asks, d.approved_by, d.state, d.held_at, \
-         d.expires, d.decided_at, d.decided_by, d.note"
+    (listed) => {
+        "d.id, d.root, d.sender, json_extract(d.envelope, '$.to') AS to_json, json_extract(d.envelope, '$.type') AS kind, \
+         d.sha256, d.asks, d.approved_by, d.state, d.held_at, d.expires, d.decided_at, d.decided_by, d.note"
     };
 }
 
@@ -182,7 +189,7 @@ pub async fn asked_of<D: Db>(db: &D, approver: &str) -> Result<Vec<Row>, Error> 
         stmt!(
             concat!(
                 "SELECT ",
-                draft_columns!(d),
+                draft_columns!(listed),
                 " FROM draft_asks AS a JOIN drafts AS d ON d.id = a.id WHERE a.approver = ?1 \
                  ORDER BY d.state = 'pending' DESC, d.held_at DESC LIMIT ?2"
             ),
@@ -200,8 +207,8 @@ pub async fn sent_by<D: Db>(db: &D, root: &str, sender: &str) -> Result<Vec<Row>
         stmt!(
             concat!(
                 "SELECT ",
-                draft_columns!(),
-                " FROM drafts WHERE root = ?1 AND sender = ?2 ORDER BY held_at DESC LIMIT ?3"
+                draft_columns!(listed),
+                " FROM drafts AS d WHERE d.root = ?1 AND d.sender = ?2 ORDER BY d.held_at DESC LIMIT ?3"
             ),
             root,
             sender,
