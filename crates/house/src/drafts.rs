@@ -62,6 +62,15 @@ fn over(rows: Vec<Row>, local: &str) -> Vec<Row> {
     over
 }
 
+/// Whether pushing mail of type `kind`, accepted for the local agent `to`, to its webhook `hook`
+/// goes where none of its sender's `holds` ([`Drafts::push_holds`]) holds it: judged as mail to
+/// `to` at the webhook's host. An approved draft is judged too: its approver let it go to its
+/// recipients, not to wherever their webhooks point now (the mailbox keeps it either way).
+pub fn push_allowed(holds: &[Hold], to: &Address, hook: &str, kind: &str, house: &str) -> bool {
+    let bound = [Bound { to: to.clone(), exit: webhook_exit(hook) }];
+    !holds.iter().any(|h| h.holds(&bound, kind, house))
+}
+
 /// Refuses an envelope whose `signature`, `encrypted` or wrapped keys carry members of their own
 /// (400): readers ignore them, so an approver would not be shown them, yet they would leave with
 /// the envelope. Honest clients write none.
@@ -161,37 +170,21 @@ impl<'h, D: Db, N: Net> Drafts<'h, D, N> {
         Ok(if approvers.is_empty() { Judgement::Pass { version } } else { Judgement::Hold { approvers, version } })
     }
 
-    /// Whether pushing `env` (accepted for the local agent `to`) to the webhook `hook` lets a held
-    /// sender's mail go where its holds do not: a sender of another house, a tree without holds
-    /// over the sender, or an approved draft of this very envelope push as ever; otherwise the
-    /// push is judged as mail to `to` at the webhook's host.
-    pub async fn push_allowed(&self, env: &Envelope, to: &Address, hook: &str) -> Result<bool, Error> {
+    /// The holds a push of `env` to a local agent's webhook is judged against
+    /// ([`push_allowed`]): none for a sender of another house or a tree without holds over the
+    /// sender, else every hold over the sender. Read once per envelope, before its pushes.
+    pub async fn push_holds(&self, env: &Envelope) -> Result<Vec<Hold>, Error> {
         let sender = env.from();
         if sender.domain() != self.config.domain {
-            return Ok(true);
+            return Ok(Vec::new());
         }
-        let covering = over(store::holds_of_tree(self.db, &root_address(sender.as_str())).await?, sender.local());
-        if covering.is_empty() {
-            return Ok(true);
-        }
-        if let Some(d) = store::draft(self.db, env.id()).await?
-            && d.text("state") == Some("approved")
-            && d.text("sha256") == Some(env.sha256_hex().as_str())
-        {
-            return Ok(true);
-        }
-        let bound = [Bound { to: to.clone(), exit: webhook_exit(hook) }];
-        for row in &covering {
-            let rule = Value::parse_str(row.text("rule").unwrap_or("{}"))?;
-            if Hold::parse(rule.as_object().unwrap_or(&Object::new()))?.holds(
-                &bound,
-                env.kind().as_str(),
-                &self.config.domain,
-            ) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        over(store::holds_of_tree(self.db, &root_address(sender.as_str())).await?, sender.local())
+            .iter()
+            .map(|row| {
+                let rule = Value::parse_str(row.text("rule").unwrap_or("{}"))?;
+                Hold::parse(rule.as_object().unwrap_or(&Object::new()))
+            })
+            .collect()
     }
 
     /// Judges an email from `sender` to the email address `to` (docs/SPEC.md §7c): an email always

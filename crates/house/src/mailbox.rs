@@ -605,12 +605,22 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
     /// held sender's mail where its holds do not let it go (docs/SPEC.md §7c: a webhook is a way
     /// out, judged when the push happens, since the webhook may have changed since the send).
     async fn push_accepted(&self, env: &Verified<Envelope>, known: &VecMap<String, Recipient>, accepted: Vec<&str>) {
-        let drafts = crate::drafts::Drafts { core: self.core };
-        for local in accepted {
-            if let Some(Recipient { webhook: Some(hook), .. }) = known.get(local)
-                && let Ok(to) = self.registry().local_address(local)
-                && drafts.push_allowed(env, &to, hook).await.unwrap_or(false)
-            {
+        let hooked: Vec<(Address, &str)> = accepted
+            .iter()
+            .filter_map(|local| match known.get(*local) {
+                Some(Recipient { webhook: Some(hook), .. }) => {
+                    self.registry().local_address(local).ok().map(|to| (to, hook.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        if hooked.is_empty() {
+            return;
+        }
+        // One read for all of them; a failed read pushes nothing (the mailbox holds the mail).
+        let Ok(holds) = (crate::drafts::Drafts { core: self.core }).push_holds(env).await else { return };
+        for (to, hook) in hooked {
+            if crate::drafts::push_allowed(&holds, &to, hook, env.kind().as_str(), &self.config.domain) {
                 self.push(hook, &to, env);
             }
         }

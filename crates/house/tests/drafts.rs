@@ -506,11 +506,9 @@ fn webhooks_are_judged_as_fetched_and_when_pushed() {
     // A webhook whose host a naive reading takes for this house's: the fetch goes to evil.example.
     let tricky = Agent::new("tricky@a.test", 61);
     let body = tricky.registration(&s.a, &[("webhook", "https://evil.example\\@a.test/".into())]);
-    let registered = call(&s.a, "POST", "/agents", &[("authorization", &op(&s.a))], &body).status;
-    if registered == 201 {
-        let env = s.ana.draft("t-1", &[&tricky.address], "x").sign(&s.ana.sig).unwrap();
-        assert!(o(&json(&s.ana.send(&s.a, &env), 202)).contains_key("draft"), "held: its webhook is a stranger's");
-    }
+    assert_eq!(call(&s.a, "POST", "/agents", &[("authorization", &op(&s.a))], &body).status, 201);
+    let env = s.ana.draft("t-1", &[&tricky.address], "x").sign(&s.ana.sig).unwrap();
+    assert!(o(&json(&s.ana.send(&s.a, &env), 202)).contains_key("draft"), "held: its webhook is a stranger's");
     // A webhook set after the send: the mail is delivered, and not pushed.
     let sink = Agent::new("sink@a.test", 62);
     assert_eq!(sink.register_admin(&s.a).status, 201);
@@ -527,6 +525,17 @@ fn webhooks_are_judged_as_fetched_and_when_pushed() {
     json(&s.cy.send(&s.a, &free), 202);
     s.w.tick_all();
     assert_eq!(*pushed.borrow(), 1);
+    // An approved draft is judged at the push too: ana's hold said strangers, and the sink's
+    // webhook is one, whoever approved the mail for the sink.
+    let nosy = Agent::new("nosy@a.test", 63);
+    let body = nosy.registration(&s.a, &[("webhook", "https://evil.example/n".into())]);
+    assert_eq!(call(&s.a, "POST", "/agents", &[("authorization", &op(&s.a))], &body).status, 201);
+    let approved = s.ana.draft("ok-1", &[&nosy.address], "approved for nosy").sign(&s.ana.sig).unwrap();
+    json(&s.ana.send(&s.a, &approved), 202);
+    json(&s.cy.post(&s.a, "/drafts/cy/ok-1/approve", &Value::Object(Object::new())), 200);
+    s.w.tick_all();
+    assert_eq!(ids(&mailbox(&s.a, &nosy)), ["ok-1"], "delivered to the mailbox it was approved for");
+    assert_eq!(s.w.sent_to("evil.example"), 0, "and not pushed past the hold");
 
     // A held envelope carrying a member of its own in `signature` is refused: nobody would see it.
     let plain = s.ana.draft("sig-1", &[&s.bo.address], "hi").sign(&s.ana.sig).unwrap();
