@@ -12,7 +12,7 @@ use crate::drafts::{Approval, kept_envelope};
 use crate::http::{Request, Response};
 use crate::ports::{Db, Net};
 use crate::queue::{Enqueued, Outgoing};
-use crate::routes::outbound::{by_domain, check_created, check_due, not_queued, queued};
+use crate::routes::outbound::{by_domain, check_created, check_due, jobs_listed, not_queued};
 use crate::{House, ok_body};
 
 /// Who asks: the operator (its bearer token), or the agent whose token this is.
@@ -135,9 +135,8 @@ pub async fn approve<D: Db, N: Net>(
             let enqueued = house.queue().enqueue(&out, &groups, env.created().millis(), cap, before).await?;
             match enqueued {
                 Enqueued::Queued => {
-                    let queued = queued(env.id(), &groups, not_before, 200);
                     let draft = drafts.decided(id).await?;
-                    let jobs = queued.value()?.as_object().and_then(|o| o.get("jobs").cloned()).unwrap_or(Value::Null);
+                    let jobs = jobs_listed(&groups, not_before);
                     Ok(Response::json(200, &ok_body([("draft", draft), ("jobs", jobs)])).kick())
                 }
                 Enqueued::Held(_) => Err(Refusal::DraftDecided.because(format!("draft {id} has left already"))),

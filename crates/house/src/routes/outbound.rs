@@ -106,14 +106,24 @@ pub async fn post<D: Db, N: Net>(house: &House<D, N>, req: &Request) -> Result<R
         }
     }
     match enqueued {
-        Enqueued::Queued => Ok(queued(env.id(), &groups, not_before, 202)),
+        Enqueued::Queued => Ok(queued(env.id(), &groups, not_before)),
         Enqueued::Held(row) => held(house, &row, env.id(), card.address(), &sha256).await,
         refused => Err(not_queued(refused, card.address(), cap)),
     }
 }
 
-/// The answer to an envelope queued now: its jobs, each first due at `not_before`.
-pub(crate) fn queued(id: &str, groups: &[(String, Vec<Address>)], not_before: i64, status: u16) -> Response {
+/// The answer to an envelope queued now: its jobs ([`jobs_listed`]).
+fn queued(id: &str, groups: &[(String, Vec<Address>)], not_before: i64) -> Response {
+    Response::json(
+        202,
+        &ok_body([("code", Value::from(202_i64)), ("id", id.into()), ("jobs", jobs_listed(groups, not_before))]),
+    )
+    .kick()
+}
+
+/// The jobs of an envelope queued now, as `POST /outbound` answers them: one per destination
+/// domain with its recipients, each first due at `not_before`.
+pub(crate) fn jobs_listed(groups: &[(String, Vec<Address>)], not_before: i64) -> Value {
     let next = nyx5_proto::Timestamp(not_before).to_rfc3339();
     let listed = groups
         .iter()
@@ -125,11 +135,7 @@ pub(crate) fn queued(id: &str, groups: &[(String, Vec<Address>)], not_before: i6
             ]))
         })
         .collect();
-    Response::json(
-        status,
-        &ok_body([("code", Value::from(i64::from(status))), ("id", id.into()), ("jobs", Value::Array(listed))]),
-    )
-    .kick()
+    Value::Array(listed)
 }
 
 /// Why the outbox took no row, as the refusal (never [`Enqueued::Queued`] or [`Enqueued::Held`]).
