@@ -85,6 +85,9 @@ pub(crate) fn config(env: &Env, key: SigningKey, key_created: Timestamp) -> Resu
         let on = |name: &str| matches!(read(env, name).as_deref().map(str::trim), Some("on" | "true" | "1" | "yes"));
         c.tick_batch = 6 - if on("NYX5_INDEX") { 2 } else { 0 } - if on("NYX5_VERIFICA") { 2 } else { 0 };
     }
+    // A request's writes do not wake another request's read waiting for mail: workerd would run
+    // the woken read in the waking request's context. A waiting read rechecks instead (decision 0073).
+    c.live_bell = false;
     // The email bridge's provider (docs/SPEC.md "Email bridge"): without both, outbound email
     // stays pending. `NYX5_`-prefixed names work too; the URL is for tests and other regions.
     c.resend_key = read(env, "RESEND_KEY").or_else(|| read(env, "NYX5_RESEND_KEY"));

@@ -108,6 +108,11 @@ impl Clock for WorkerClock {
     fn now(&self) -> Timestamp {
         Timestamp(worker::Date::now().as_millis() as i64)
     }
+
+    /// `setTimeout` (a timer is I/O to workerd: the clock moves on when it fires).
+    fn sleep(&self, ms: u64) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> {
+        Some(Box::pin(worker::Delay::from(std::time::Duration::from_millis(ms))))
+    }
 }
 
 /// `crypto.getRandomValues` through getrandom.

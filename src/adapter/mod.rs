@@ -5,6 +5,7 @@ mod d1;
 mod ed25519;
 mod env;
 mod fetch;
+mod r2;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -78,7 +79,13 @@ async fn house(env: &Env) -> Result<Rc<WorkerHouse>, Error> {
         }
     };
     let config = env::config(env, key, created)?;
-    let house = Rc::new(House::new(config, db, FetchNet, Box::new(WorkerClock), Box::new(WorkerRng))?);
+    let house = House::new(config, db, FetchNet, Box::new(WorkerClock), Box::new(WorkerRng))?;
+    // Attachments' parts, when the bucket is bound (wrangler.toml `ATTACHMENTS`).
+    let house = match r2::R2Blobs::bound(env) {
+        Some(bucket) => house.with_blobs(Box::new(bucket)),
+        None => house,
+    };
+    let house = Rc::new(house);
     HOUSE.with(|h| *h.borrow_mut() = Some(house.clone()));
     Ok(house)
 }
@@ -316,7 +323,10 @@ async fn email(message: ForwardableEmailMessage, env: Env, ctx: Context) -> work
         return reject(&message, &reason).await;
     }
     let raw = message.raw_bytes().await?;
-    match house.email().receive_email(&raw, &message.from(), &message.to(), &[CLOUDFLARE_AUTHSERV_ID]).await {
+    let received = house.email().receive_email(&raw, &message.from(), &message.to(), &[CLOUDFLARE_AUTHSERV_ID]).await;
+    // Whoever waits on the mailbox in this isolate reads it now (others at their recheck).
+    house.bell().ring_arrived();
+    match received {
         Ok(_) => {
             if house.mailbox().has_pushes() {
                 let h = house.clone();

@@ -187,6 +187,27 @@ function routes(ctx) {
       anyObjectValid: true,
       strings: ['note'],
     },
+    // Attachments (docs/SPEC.md §8e): one that ends in the past is refused after every member is
+    // read; an attachment nobody made is 404 to anyone, whatever part is asked.
+    {
+      m: 'POST',
+      p: '/attachments',
+      auth: 'agent',
+      body: { bytes: 100, sha256: 'ab'.repeat(32), to: [`ana@${HOUSE}`], expires: '2000-01-01T00:00:00Z' },
+      strings: ['sha256', 'to.0', 'expires'],
+    },
+    { m: 'GET', p: '/attachments/:id', fill: { id: ids.envelope }, auth: 'agent', segments: ['id'] },
+    { m: 'DELETE', p: '/attachments/:id', fill: { id: ids.envelope }, auth: 'agent', segments: ['id'] },
+    { m: 'GET', p: '/attachments/:id/:n', fill: { id: ids.envelope, n: '0' }, auth: 'agent', segments: ['id', 'n'] },
+    {
+      m: 'PUT',
+      p: '/attachments/:id/:n',
+      fill: { id: ids.envelope, n: '0' },
+      auth: 'agent',
+      segments: ['id', 'n'],
+      body: {},
+      anyObjectValid: true,
+    },
     { m: 'GET', p: '/invitations', auth: 'none' },
     {
       // `welcome` is refused after `uses` and `expires` are read; `note` is free text read last,
@@ -781,9 +802,10 @@ function casesFor(route, table) {
     add('token', "signed by bo's key as ana", { ...base, auth: 'agent', body: b, tokenFor: { signer: 'bo' } });
     add('token', 'as the Bearer scheme', { ...base, auth: 'agent', body: b, tokenFor: { scheme: 'Bearer' } });
     add('token', 'the operator token as Nyx5', { ...base, auth: 'none', body: b, extraHeaders: [['authorization', 'Nyx5 OPERATOR']] });
-    // A foreign agent's token would be resolved over the network by the Libro's reads
-    // (`authenticate_any`); the sweep stays on loopback.
-    if (!route.p.startsWith('/libro/')) {
+    // A foreign agent's token would be resolved over the network by the Libro's reads and an
+    // attachment's (`authenticate_any`); the sweep stays on loopback.
+    const foreignReads = route.p.startsWith('/libro/') || (route.m === 'GET' && route.p.startsWith('/attachments/'));
+    if (!foreignReads) {
       add('token', 'for an agent of another house', { ...base, auth: 'agent', body: b, tokenFor: { address: `ana@elsewhere.example` } });
     }
   }

@@ -149,13 +149,13 @@ async function answerOf(resp, what) {
 
 /** A request to this house signed with the agent's token (spec §8), or with the operator's
  * token when one is given (registration only). */
-async function call(method, path, { query = '', body = '', what = `${method} ${path}`, operator = '' } = {}) {
+async function call(method, path, { query = '', body = '', what = `${method} ${path}`, operator = '', signal } = {}) {
   const a = me();
   const bytes = enc.encode(body);
   const auth = operator ? `Bearer ${operator}` : nyx5.token(keysOf(a), a.address, method, path, query, location.host, bytes, Date.now());
   const headers = { authorization: auth };
   if (body) headers['content-type'] = 'application/json';
-  const resp = await fetch(path + (query ? `?${query}` : ''), { method, headers, body: body || undefined });
+  const resp = await fetch(path + (query ? `?${query}` : ''), { method, headers, body: body || undefined, signal });
   return answerOf(resp, what);
 }
 
@@ -309,6 +309,74 @@ async function enter() {
   $('me').textContent = me().address;
   show('agent');
   await refresh();
+  // Locked or forgotten while the mailbox was read: nothing to follow.
+  if (state.profile) watch().catch((e) => console.warn(`live updates: ${e.message ?? e}`));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The live inbox (issue 38 §5; docs/SPEC.md §8, `wait`): the page asks its house to hold an empty
+// read of the mailbox open until mail arrives, and shows the mailbox again when some does. One
+// watch per signed-in agent: a lock, a forget or a newer watch ends it once its read answers.
+
+/** Seconds the house holds an empty read open (it allows up to 25; 20 keeps its rechecks short). */
+const LIVE_WAIT_S = 20;
+/** A read answered sooner than this with nothing new was not held open: pause before the next,
+ * from LIVE_PAUSE_MS doubling up to LIVE_PAUSE_MAX_MS; so does a tenth read in a row answered at
+ * once with new mail (the rule of `nyx5_client::inbox::follow_pause`). */
+const LIVE_HELD_MS = 1000;
+const LIVE_PAUSE_MS = 2000;
+const LIVE_PAUSE_MAX_MS = 30000;
+const LIVE_QUICK_MAX = 10;
+let watching = 0;
+/** The watch's read in flight, cancelled by a lock or a forget. */
+let watchAbort = null;
+
+function stopWatching() {
+  watching += 1;
+  watchAbort?.abort();
+  watchAbort = null;
+}
+
+async function watch() {
+  stopWatching();
+  if (!state.profile) return;
+  const mine = watching;
+  const abort = new AbortController();
+  watchAbort = abort;
+  const address = me().address;
+  const still = () => mine === watching && state.profile && me().address === address;
+  let after = null;
+  let pause = 0;
+  let quick = 0;
+  // The first reads walk past the mail already shown (no wait); then each read waits.
+  let primed = false;
+  const next = (p) => Math.min(Math.max(p * 2, LIVE_PAUSE_MS), LIVE_PAUSE_MAX_MS);
+  while (still()) {
+    const asked = Date.now();
+    const before = after;
+    const waited = primed;
+    try {
+      const q = [`limit=200`, after === null ? '' : `after=${after}`, primed ? `wait=${LIVE_WAIT_S}` : ''].filter(Boolean).join('&');
+      const { body } = await call('GET', `/mailbox/${localOf(address)}`, { query: q, what: 'waiting for mail', signal: abort.signal });
+      if (!still()) return;
+      const seqs = (body.envelopes ?? []).map((e) => e.seq).filter(Number.isSafeInteger);
+      if (seqs.length) after = Math.max(after ?? 0, ...seqs);
+      const more = body.next !== null && body.next !== undefined && after !== before;
+      $('live').textContent = 'Live: new mail shows as it arrives.';
+      if (primed && after !== before && !more) await refresh({ quiet: true });
+      if (!still()) return;
+      if (!more) primed = true;
+      const held = !waited || Date.now() - asked >= LIVE_HELD_MS;
+      const advanced = after !== before;
+      pause = (advanced && quick < LIVE_QUICK_MAX) || (held && !advanced) ? 0 : next(pause);
+      quick = Date.now() - asked < LIVE_HELD_MS ? quick + 1 : 0;
+    } catch (e) {
+      if (!still()) return;
+      $('live').textContent = `Live updates paused (${e.message ?? e}); retrying.`;
+      pause = next(pause);
+    }
+    if (pause) await new Promise((r) => setTimeout(r, pause));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -613,11 +681,15 @@ async function openItems(items) {
   }));
 }
 
-async function refresh() {
+/** Reads and shows the mailbox (and the outbox, account and drafts beside it). `quiet` (the live
+ * watch's) leaves the status line to whatever the person did last. */
+async function refresh({ quiet = false } = {}) {
   const a = me();
   const local = a.address.slice(0, a.address.lastIndexOf('@'));
   const { body } = await call('GET', `/mailbox/${local}`, { query: 'limit=50', what: 'reading the mailbox' });
   const messages = await openItems(body.envelopes ?? []);
+  // Locked, forgotten or switched meanwhile: nothing of this agent goes on the page.
+  if (state.profile?.agents?.[0] !== a) return;
   // Kept in this browser as they are shown (threads, search); a failure here leaves the read.
   await keep(messages, 'in').catch((e) => console.warn(`kept mail: ${e.message ?? e}`));
   const box = $('inbox');
@@ -647,7 +719,7 @@ async function refresh() {
     );
   }
   await Promise.all([outbox(local), account(), drafts(local)]);
-  say(`${messages.length} message${messages.length === 1 ? '' : 's'} waiting.`, 'ok');
+  if (!quiet) say(`${messages.length} message${messages.length === 1 ? '' : 's'} waiting.`, 'ok');
 }
 
 /** A time as the reader's own clock shows it, the exact instant kept in `datetime`. */
@@ -837,6 +909,7 @@ async function start() {
     await idbDo('readwrite', (s) => s.delete('current'));
     await idbDo('readwrite', (s) => s.clear(), 'mail');
     // As a lock does, and more: nothing of this agent stays on the page.
+    stopWatching();
     state.profile = null;
     state.lock = null;
     state.mail = null;
@@ -845,9 +918,10 @@ async function start() {
     $('search-words').value = '';
     show('join');
   }));
-  $('refresh').addEventListener('click', guarded(refresh));
+  $('refresh').addEventListener('click', guarded(() => refresh()));
   $('export').addEventListener('click', guarded(exportProfile));
   $('lock').addEventListener('click', () => {
+    stopWatching();
     state.profile = null;
     state.lock = null;
     state.mail = null;

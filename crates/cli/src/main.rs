@@ -18,6 +18,7 @@ mod keyfile;
 mod keys;
 mod mcp;
 mod mcp_tools;
+mod mcp_watch;
 mod mcp_wrap;
 mod net;
 mod open;

@@ -197,6 +197,21 @@ fn client() -> &'static Client {
     CLIENT.get_or_init(|| Client::new(TIMEOUT, MAX_CLIENT_ANSWER_BYTES))
 }
 
+/// The client for a mailbox read the house may hold open (`wait`, docs/SPEC.md §8): [`TIMEOUT`]
+/// past the longest wait a house allows.
+fn waiting_client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    let wait = Duration::from_secs(nyx5_client::inbox::FOLLOW_WAIT_S.unsigned_abs());
+    CLIENT.get_or_init(|| Client::new(TIMEOUT + wait, MAX_CLIENT_ANSWER_BYTES))
+}
+
+/// Whether `url` asks the house to hold its answer open: a `wait` of more than 0 in its query.
+fn waits(url: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, q)| {
+        q.split('&').any(|p| p.strip_prefix("wait=").is_some_and(|w| w.parse::<u32>().is_ok_and(|w| w > 0)))
+    })
+}
+
 /// A blocking HTTP request for the client verbs: `(status, body)` for any answer, `Err` with a
 /// one-line reason when no answer came (see [`Client::request`]).
 #[allow(dead_code)] // The client verbs call it; `nyx5 serve` goes through `HttpNet`.
@@ -217,7 +232,8 @@ pub(crate) fn request_keeping(
     body: &[u8],
     keep: &str,
 ) -> Result<(u16, Vec<u8>, Option<String>), String> {
-    client().exchange(method, url, headers, body, Some(keep)).map_err(|e| e.to_string())
+    let client = if method == "GET" && waits(url) { waiting_client() } else { client() };
+    client.exchange(method, url, headers, body, Some(keep)).map_err(|e| e.to_string())
 }
 
 /// The engine's `Net` port over [`Client`]. Inside a tokio runtime each request runs on the

@@ -53,14 +53,63 @@ pub fn own_bounce<'a>(me: &Address, m: &'a Object) -> Option<&'a Object> {
     (text(body, "status") == "bounced").then_some(body)
 }
 
-/// The request target of one page of `local`'s mailbox: after `seq` `after`, at most `limit`.
-pub fn page_target(local: &str, limit: Option<i64>, after: Option<i64>) -> String {
+/// How long a follower asks its house to hold an empty page open (`wait`, seconds; the house
+/// allows up to 25, docs/SPEC.md §8): 20 keeps the house's rechecks at their shortest.
+pub const FOLLOW_WAIT_S: i64 = 20;
+/// A held read that answered sooner than this without new mail was not held (a house from
+/// before `wait`, one that holds four reads of the mailbox already, one that stops): the
+/// follower pauses before it asks again, from [`FOLLOW_PAUSE_MS`] doubling up to 30 s.
+pub const FOLLOW_HELD_MS: u64 = 1_000;
+/// The first pause after a read that was not held.
+pub const FOLLOW_PAUSE_MS: u64 = 2_000;
+/// The longest pause.
+pub const FOLLOW_PAUSE_MAX_MS: u64 = 30_000;
+
+/// Reads in a row a follower makes at once because each brought new mail, before it pauses
+/// anyway (a house inventing ever newer mail cannot keep it busy).
+pub const FOLLOW_QUICK_MAX: u32 = 10;
+
+/// What a follower knows of the read it just made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Followed {
+    /// Its `after` moved on: the read brought new mail.
+    pub advanced: bool,
+    /// How long the house took to answer, in milliseconds; `None` for a read that asked no
+    /// `wait` (a follower's first, or one reading on past a full page), which is never a sign of
+    /// a house that does not hold reads. A failed read is `Some(0)`.
+    pub held_ms: Option<u64>,
+    /// Reads in a row answered at once before this one.
+    pub quick: u32,
+}
+
+/// How long a follower pauses before its next read: none after a read that brought new mail
+/// (fewer than [`FOLLOW_QUICK_MAX`] in a row), that asked no `wait`, or that the house held open
+/// ([`FOLLOW_HELD_MS`] or more); else the pause after `previous` (0: none yet) doubled, from
+/// `first` (held between [`FOLLOW_PAUSE_MS`] and [`FOLLOW_PAUSE_MAX_MS`]) up to
+/// [`FOLLOW_PAUSE_MAX_MS`]. Every client that follows a mailbox (CLI, MCP, browser) pauses so; a
+/// failed read pauses as one not held.
+pub fn follow_pause(read: Followed, previous: u64, first: u64) -> u64 {
+    let first = first.clamp(FOLLOW_PAUSE_MS, FOLLOW_PAUSE_MAX_MS);
+    let held = read.held_ms.is_none_or(|ms| ms >= FOLLOW_HELD_MS);
+    if (read.advanced && read.quick < FOLLOW_QUICK_MAX) || (held && !read.advanced) {
+        0
+    } else {
+        previous.saturating_mul(2).clamp(first, FOLLOW_PAUSE_MAX_MS)
+    }
+}
+
+/// The request target of one page of `local`'s mailbox: after `seq` `after`, at most `limit`,
+/// and when `wait` is given an empty page held open that many seconds for mail to arrive.
+pub fn page_target(local: &str, limit: Option<i64>, after: Option<i64>, wait: Option<i64>) -> String {
     let mut q = Vec::new();
     if let Some(a) = after {
         q.push(format!("after={a}"));
     }
     if let Some(l) = limit {
         q.push(format!("limit={l}"));
+    }
+    if let Some(w) = wait {
+        q.push(format!("wait={w}"));
     }
     match q.is_empty() {
         true => format!("/mailbox/{local}"),
@@ -89,9 +138,32 @@ mod tests {
     }
 
     #[test]
+    fn a_follower_pauses_only_after_a_read_that_was_not_held_and_brought_nothing() {
+        let read = |advanced, held_ms, quick| Followed { advanced, held_ms, quick };
+        assert_eq!(follow_pause(read(true, Some(0), 0), 8_000, 0), 0, "new mail: ask again at once");
+        assert_eq!(follow_pause(read(false, Some(20_000), 0), 8_000, 0), 0, "held open: ask again at once");
+        assert_eq!(follow_pause(read(false, None, 0), 8_000, 0), 0, "a read without wait says nothing of the house");
+        assert_eq!(follow_pause(read(false, Some(3), 0), 0, 0), FOLLOW_PAUSE_MS);
+        assert_eq!(follow_pause(read(false, Some(3), 0), 0, 5_000), 5_000, "a longer first pause");
+        assert_eq!(follow_pause(read(false, Some(3), 0), 0, 60_000), FOLLOW_PAUSE_MAX_MS, "never past the longest");
+        assert_eq!(follow_pause(read(false, Some(3), 0), FOLLOW_PAUSE_MS, 0), 2 * FOLLOW_PAUSE_MS);
+        assert_eq!(follow_pause(read(false, Some(3), 0), 20_000, 0), FOLLOW_PAUSE_MAX_MS);
+        assert_eq!(
+            follow_pause(read(true, Some(3), FOLLOW_QUICK_MAX), 0, 0),
+            FOLLOW_PAUSE_MS,
+            "endless new mail pauses too"
+        );
+        for first in [0, 1, 2_000, 29_999, 30_000, 30_001, u64::MAX] {
+            let p = follow_pause(read(false, Some(0), 0), 0, first);
+            assert!((FOLLOW_PAUSE_MS..=FOLLOW_PAUSE_MAX_MS).contains(&p), "{first}: {p}");
+        }
+    }
+
+    #[test]
     fn a_page_asks_only_what_is_given() {
-        assert_eq!(page_target("bo", None, None), "/mailbox/bo");
-        assert_eq!(page_target("bo", Some(5), None), "/mailbox/bo?limit=5");
-        assert_eq!(page_target("bo", Some(5), Some(9)), "/mailbox/bo?after=9&limit=5");
+        assert_eq!(page_target("bo", None, None, None), "/mailbox/bo");
+        assert_eq!(page_target("bo", Some(5), None, None), "/mailbox/bo?limit=5");
+        assert_eq!(page_target("bo", Some(5), Some(9), None), "/mailbox/bo?after=9&limit=5");
+        assert_eq!(page_target("bo", None, Some(9), Some(25)), "/mailbox/bo?after=9&wait=25");
     }
 }

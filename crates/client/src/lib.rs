@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod asks;
+pub mod attach;
 pub mod bookmark;
 pub mod cards;
 pub mod hosts;

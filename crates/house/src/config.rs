@@ -222,6 +222,11 @@ pub struct Config {
     /// Jobs one tick takes. Each remote delivery costs a few subrequests (D1 and fetch), so a
     /// Worker on the Free plan (50 per invocation) keeps this small.
     pub tick_batch: i64,
+    /// Whether a write in this process wakes a read of the same mailbox waiting in it
+    /// ([`crate::live`]); off, a waiting read finds mail at its recheck alone. Off on the
+    /// Worker: workerd runs a task woken by another request in that request's context, whose
+    /// I/O it may not use (decision 0073).
+    pub live_bell: bool,
     pub max_bytes: usize,
     /// Whether the email bridge is on (`urn:nyx5:ext:email`); off, email in and out is refused.
     pub email_enabled: bool,
@@ -299,6 +304,7 @@ impl Config {
             allow_private_network: false,
             retry: Retry::default(),
             tick_batch: TICK_BATCH,
+            live_bell: true,
             email_enabled: true,
             email_max_bytes: limits::MAX_ENVELOPE_BYTES,
             welcome: 0,

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apps;
+pub mod attachments;
 pub mod auth;
 pub mod bookmark;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod inboxes;
 pub mod index;
 pub mod join;
 pub mod libro;
+pub mod live;
 pub mod mailbox;
 pub mod migrations;
 pub mod outbound;
@@ -92,6 +94,12 @@ pub struct House<D, N> {
     upkept: std::cell::Cell<Option<i64>>,
     /// What the `nyx5-bookmark` header is sealed with (see `bookmark`).
     bookmark_key: bookmark::BookmarkKey,
+    /// Who waits for mail, and which mailboxes were written (see `live`).
+    bell: live::Bell,
+    /// Where attachments' sealed parts are kept (see `attachments`); none: the house takes none.
+    blobs: Option<Box<dyn ports::Blobs>>,
+    /// When (by the house's clock) a tick last purged ended attachments.
+    purged: std::cell::Cell<Option<i64>>,
 }
 
 impl<D, N> std::fmt::Debug for House<D, N> {
@@ -147,6 +155,7 @@ impl<D: Db, N: Net> House<D, N> {
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (CardMemo::default(), Default::default());
         let bookmark_key = bookmark::BookmarkKey::derive(&config.key.seed());
+        let bell = live::Bell::new(config.live_bell);
         Ok(House {
             config,
             db,
@@ -162,6 +171,9 @@ impl<D: Db, N: Net> House<D, N> {
             taken: Default::default(),
             upkept: Default::default(),
             bookmark_key,
+            bell,
+            blobs: None,
+            purged: Default::default(),
         })
     }
 
@@ -234,6 +246,11 @@ impl<D: Db, N: Net> House<D, N> {
         Drafts { core: self.core() }
     }
 
+    /// Sealed attachments.
+    pub fn attachments(&self) -> attachments::Attachments<'_, D, N> {
+        attachments::Attachments { core: self.core() }
+    }
+
     /// The app catalogue.
     pub fn apps(&self) -> Apps<'_, D, N> {
         Apps { core: self.core() }
@@ -249,17 +266,46 @@ impl<D: Db, N: Net> House<D, N> {
             cards: &self.cards,
             card: &self.card,
             systems: &self.systems,
+            blobs: self.blobs.as_deref(),
         }
     }
 
     /// The cells the services that take or write mail share.
     fn post(&self) -> Post<'_> {
-        Post { policies: &self.policies, pushes: &self.pushes, queued: &self.queued, taken: &self.taken }
+        Post {
+            policies: &self.policies,
+            pushes: &self.pushes,
+            queued: &self.queued,
+            taken: &self.taken,
+            bell: &self.bell,
+        }
     }
 
-    /// Works the queue once (see [`Queue::tick`]).
+    /// The house with a store for attachments' sealed parts (see `attachments`): without one it
+    /// refuses them (`attachments_off`).
+    #[must_use]
+    pub fn with_blobs(mut self, blobs: Box<dyn ports::Blobs>) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
+    /// Who waits for mail in this process (see `live`): a server that stops closes it.
+    pub fn bell(&self) -> &live::Bell {
+        &self.bell
+    }
+
+    /// Works the queue once (see [`Queue::tick`]); then wakes whoever waits on a mailbox it wrote.
     pub async fn tick(&self) -> Result<queue::TickReport, Error> {
-        self.queue().tick().await
+        let done = self.queue().tick().await;
+        self.bell.ring_arrived();
+        // Once a minute per process: attachments past their end lose their parts. A failure is
+        // the next minute's to retry; it never holds up the queue's report.
+        let now = self.now().millis();
+        if self.blobs.is_some() && self.purged.get().is_none_or(|at| now - at >= queue::UPKEEP_EVERY_MS) {
+            self.purged.set(Some(now));
+            let _ = self.attachments().purge().await;
+        }
+        done
     }
 
     /// Forgets the jobs whose first attempt a send took ([`store::queue::Taken`]) without working
@@ -301,6 +347,8 @@ impl<D: Db, N: Net> House<D, N> {
             }
         };
         let resp = self.with_bookmark(web::finish(&req, resp), &reads);
+        // Whoever waits on a mailbox this request wrote reads it now: its batches are committed.
+        self.bell.ring_arrived();
         if self.queued.take() { resp.kick() } else { resp }
     }
 

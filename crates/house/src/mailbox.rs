@@ -412,7 +412,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             let changes = if batch.stmts.is_empty() {
                 Vec::new()
             } else {
-                match self.db.batch(batch.stmts).await {
+                match crate::live::batch(self.db, self.post.bell, batch.stmts).await {
                     Ok(c) => c,
                     Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP && !last => {
                         lost.rate = true;
@@ -763,9 +763,54 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
         let stale = self.stale(reads);
         let page =
             async { if bounds.limit == 0 { Ok(Vec::new()) } else { store::inbox::page(&stale, local, bounds).await } };
-        let (spent, rows) = crate::join::both(self.db.batch(vec![nonce]), page).await;
+        let (spent, rows) = crate::join::both(crate::live::batch(self.db, self.post.bell, vec![nonce]), page).await;
         spent.map_err(crate::auth::nonce_error)?;
         rows
+    }
+
+    /// [`Mailbox::page`], and when it finds nothing and `wait_ms` is more than 0, the mailbox read
+    /// again each time this process writes it ([`crate::live`]) and every
+    /// [`crate::live::recheck_every`] (at most [`crate::live::MAX_RECHECKS`] times), until a page
+    /// has mail or `wait_ms` have passed (the house's clock; one that cannot sleep answers at
+    /// once). The token was spent by the first read.
+    pub async fn page_waiting(
+        &self,
+        reads: &crate::ports::Reads,
+        local: &str,
+        nonce: crate::ports::Stmt,
+        bounds: PageBounds,
+        wait_ms: i64,
+    ) -> Result<Vec<crate::ports::Row>, Error> {
+        let waits = wait_ms > 0 && bounds.limit > 0 && self.ground.clock.sleep(0).is_some();
+        let (now, every) = (self.now().millis(), crate::live::recheck_every(wait_ms));
+        let deadline = now.saturating_add(wait_ms);
+        let mut listener = if waits { self.post.bell.listen(local, now, deadline) } else { None };
+        let rows = self.page(reads, local, nonce, bounds).await?;
+        let Some(listener) = listener.as_mut().filter(|_| rows.is_empty()) else { return Ok(rows) };
+        let stale = self.stale(reads);
+        // The deadline is the house's clock, which may step; the count of rechecks holds the
+        // read to its wait (and its queries to the Worker's budget) whatever the clock does.
+        for _ in 0..crate::live::MAX_RECHECKS {
+            let left = deadline.saturating_sub(self.now().millis());
+            if left <= 0 {
+                break;
+            }
+            let nap = u64::try_from(left.min(every)).unwrap_or(0);
+            let woke = listener.wait(self.ground.clock.sleep(nap)).await;
+            listener.arm();
+            // One query (the page's only when there is mail), so that the rechecks stay within a
+            // Worker invocation's queries on a sharded house too.
+            if store::inbox::waiting(&stale, local, bounds.after).await? {
+                let rows = store::inbox::page(&stale, local, bounds).await?;
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+            }
+            if woke == crate::live::Woke::Closed {
+                break;
+            }
+        }
+        Ok(Vec::new())
     }
 
     /// Acknowledges the envelopes listed (`ids`, a canonical JSON array) in one batch that also
@@ -784,7 +829,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             let plan = plan_ack(read, other, &waiting);
             let mut stmts = vec![nonce.clone()];
             stmts.extend(store::inbox::ack(local, ids, &plan, self.now().millis(), self.config.quota()));
-            match self.db.batch(stmts).await {
+            match crate::live::batch(self.db, self.post.bell, stmts).await {
                 Ok(_) => {}
                 Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_ACK_RACED => continue,
                 Err(e) => return Err(crate::auth::nonce_error(e)),
@@ -815,7 +860,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                 }
             })
             .collect();
-        self.db.batch(stmts).await.map_err(port_error)?;
+        crate::live::batch(self.db, self.post.bell, stmts).await.map_err(port_error)?;
         Ok(())
     }
 

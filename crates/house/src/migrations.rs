@@ -32,4 +32,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0028_shard_move_fences.sql", include_str!("../../../migrations/0028_shard_move_fences.sql")),
     ("0029_queue_keys.sql", include_str!("../../../migrations/0029_queue_keys.sql")),
     ("0030_drafts.sql", include_str!("../../../migrations/0030_drafts.sql")),
+    ("0031_attachments.sql", include_str!("../../../migrations/0031_attachments.sql")),
 ];

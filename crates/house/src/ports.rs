@@ -352,9 +352,31 @@ impl<D: Db> Db for Stale<'_, D> {
     }
 }
 
+/// A future a port answers with, borrowed from the port (single-threaded runtimes: not `Send`).
+pub type PortFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
+
+/// Where the house keeps the sealed parts of attachments (docs/SPEC.md "Attachments"): R2 on the
+/// Worker, files in a directory under `nyx5 serve`, memory in tests. Keys are the house's own
+/// (`att/<id>/<n>`); what is stored is ciphertext the house cannot read.
+pub trait Blobs {
+    /// Stores `bytes` under `key`, in place of whatever was there.
+    fn put<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> PortFuture<'a, Result<(), PortError>>;
+    /// What `key` holds, or `None`.
+    fn get<'a>(&'a self, key: &'a str) -> PortFuture<'a, Result<Option<Vec<u8>>, PortError>>;
+    /// Removes `keys` (those absent are no error).
+    fn delete<'a>(&'a self, keys: Vec<String>) -> PortFuture<'a, Result<(), PortError>>;
+}
+
 /// The wall clock.
 pub trait Clock {
     fn now(&self) -> Timestamp;
+    /// Waits `ms` of this clock's time, where the runtime can wait (a timer of `nyx5 serve`'s
+    /// runtime, the Worker's `setTimeout`); `None` where it cannot, and what would wait answers
+    /// at once (a mailbox read with `wait`, docs/SPEC.md §8).
+    fn sleep(&self, ms: u64) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> {
+        let _ = ms;
+        None
+    }
 }
 
 /// Cryptographic randomness.

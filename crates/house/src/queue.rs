@@ -202,7 +202,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let upkeep = upkeep_due(self.upkept.get(), now.millis());
         if upkeep {
             let (stmts, caps): (Vec<_>, Vec<_>) = self.upkeep_purges(now).into_iter().unzip();
-            let changes = self.db.batch(stmts).await.map_err(port_error)?;
+            let changes = crate::live::batch(self.db, self.post.bell, stmts).await.map_err(port_error)?;
             // Mailbox shards: hand-offs a crash left, and those applied, settled (crate::shards).
             let settled = self.db.settle().await;
             let handoffs = *settled.as_ref().unwrap_or(&0);
@@ -297,7 +297,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             && h.next_probe > now.millis()
         {
             let postpone = store::postpone_domain(&job.domain, h.next_probe, now.millis());
-            self.db.batch(vec![postpone]).await.map_err(port_error)?;
+            crate::live::batch(self.db, self.post.bell, vec![postpone]).await.map_err(port_error)?;
             return Ok(health);
         }
         self.work(job, None, health, now, report).await
@@ -510,7 +510,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             let held = Held { envelope_id: &t.job.envelope_id, domain: &t.job.domain, lease: t.lease };
             store::release(held, t.at.max(due), t.job.deadline)
         });
-        let _ = self.db.batch(back.collect()).await;
+        let _ = crate::live::batch(self.db, self.post.bell, back.collect()).await;
     }
 
     /// One job whose first attempt a send took ([`Taken`]): bounced untried when late, given back
@@ -529,7 +529,9 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             && now.millis() < t.job.deadline
         {
             let wait = h.next_probe.min(t.job.deadline);
-            self.db.batch(vec![store::release(held, wait, t.job.deadline)]).await.map_err(port_error)?;
+            crate::live::batch(self.db, self.post.bell, vec![store::release(held, wait, t.job.deadline)])
+                .await
+                .map_err(port_error)?;
             return Ok(());
         }
         let Ok(env) = Envelope::parse(t.text.as_bytes(), t.text.len()) else {
@@ -603,7 +605,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         if matches!(plan.step, Step::Finish { .. }) {
             stmts.push(store::forget_idle_domain(&job.domain));
         }
-        let changes = self.db.batch(stmts).await.map_err(port_error)?;
+        let changes = crate::live::batch(self.db, self.post.bell, stmts).await.map_err(port_error)?;
         if changes.get(job_stmt) == Some(&1) {
             match (&plan.step, state) {
                 (Step::Retry { .. }, _) => report.retried += 1,
@@ -860,7 +862,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let mut stmts = before;
         stmts.extend(store::enqueue_remembered(out, &jobs, created, cap));
         let id = out.envelope_id;
-        match self.db.batch(stmts).await {
+        match crate::live::batch(self.db, self.post.bell, stmts).await {
             Ok(changes) => {
                 let taken = store::taken_jobs(&jobs, &changes, skip);
                 let text: std::rc::Rc<str> = out.envelope.into();

@@ -2294,6 +2294,35 @@ mod tests {
         }
     }
 
+    /// A waiting read's recheck (issue 38 §5) is one query wherever the mailbox is, an empty
+    /// one included (an empty answer of a mailbox read makes a sharding port ask the primary
+    /// again), so a held read stays within a Worker invocation's queries on a sharded house.
+    #[test]
+    fn a_recheck_is_one_query_on_a_sharded_house() {
+        let calls = Rc::new(std::cell::Cell::new(0));
+        let d = dir("recheck");
+        let h = test_house(
+            (0..2)
+                .map(|i| Counted { db: SqliteDb::open(&d.join(format!("{i}.db"))).unwrap(), calls: calls.clone() })
+                .collect(),
+        )
+        .unwrap();
+        block_on(h.batch(vec![stmt!(
+            "INSERT INTO agents (local, card, sig, registered_via, created_at, updated_at, shard) VALUES ('al', 'c', 's', 't', 0, 0, 0), ('bo', 'c', 's', 't', 0, 0, 1)"
+        )]))
+        .unwrap();
+        for local in ["al", "bo"] {
+            // Warm: the placement cached, as in a running house.
+            assert!(!block_on(store::inbox::waiting(&h, local, 0)).unwrap());
+            calls.set(0);
+            assert!(!block_on(store::inbox::waiting(&h, local, 0)).unwrap(), "{local}: nothing waits");
+            assert_eq!(calls.get(), 1, "{local}: one query");
+            assert_eq!(accept(&h, local, "e").unwrap(), 1);
+            assert!(block_on(store::inbox::waiting(&h, local, 0)).unwrap(), "{local}: mail waits");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     /// What an inbound accept costs in round trips (the facts it reads, then its batch), by
     /// where the mailbox is: unchanged with one database; with shards, one more read (the
     /// registry's and the mailbox's parts) and, for a mailbox off the primary, two more writes

@@ -31,6 +31,8 @@ pub struct Core<'h, D, N> {
     pub(crate) cards: &'h CardMemo,
     pub(crate) card: &'h Verified<DomainCard>,
     pub(crate) systems: &'h SystemCards,
+    /// Where attachments' sealed parts are kept, if anywhere.
+    pub(crate) blobs: Option<&'h dyn crate::ports::Blobs>,
 }
 
 impl<D, N> Clone for Core<'_, D, N> {
@@ -81,6 +83,8 @@ pub struct Post<'h> {
     pub(crate) queued: &'h Cell<bool>,
     /// Jobs whose first attempt a send took, for the kick (see [`crate::store::queue::Taken`]).
     pub(crate) taken: &'h RefCell<Vec<crate::store::queue::Taken>>,
+    /// The mailboxes written, for whoever waits on them (see [`crate::live`]).
+    pub(crate) bell: &'h crate::live::Bell,
 }
 
 impl std::fmt::Debug for Post<'_> {

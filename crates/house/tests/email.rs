@@ -111,7 +111,7 @@ fn an_email_becomes_an_unsigned_envelope_once() {
 }
 
 #[test]
-fn attachments_are_described_not_stored() {
+fn without_a_store_attachments_are_described_only() {
     let (_world, house, ana) = setup();
     let raw = b"From: bob@example.com\r\nTo: ana@h.test\r\nSubject: files\r\nMessage-ID: <att@example.com>\r\n\
 MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/html\r\n\r\n\

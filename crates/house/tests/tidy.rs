@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &str)] = &[
     // Ports and plain utilities: no rule, no SQL, no engine.
     ("ports", "base"),
     ("join", "base"),
+    ("live", "base"),
     ("shards", "base"),
     ("weburl", "base"),
     ("site", "base"),
@@ -55,6 +56,7 @@ const LAYERS: &[(&str, &str)] = &[
     ("email", "services"),
     ("apps", "services"),
     ("drafts", "services"),
+    ("attachments", "services"),
     // The composition root: `House` owns the state, builds the services, answers and ticks.
     ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.
@@ -205,6 +207,7 @@ const CLIENT: Crate = Crate {
         ("outbound", "rules"),
         ("trust", "rules"),
         ("asks", "rules"),
+        ("attach", "rules"),
         ("send", "rules"),
         ("inbox", "rules"),
         ("kept", "rules"),
@@ -240,6 +243,7 @@ const CLI: Crate = Crate {
         ("verify", "tools"),
         ("mcp", "tools"),
         ("mcp_tools", "tools"),
+        ("mcp_watch", "tools"),
         ("mcp_wrap", "tools"),
         ("app", "tools"),
         ("app_broker", "tools"),

@@ -416,6 +416,19 @@ refusals! {
     /// The agent (with its subagents) has the most drafts waiting or kept it may; wait for some
     /// to be decided or to expire.
     TooManyDrafts(Conflict) = "too_many_drafts",
+    /// This house keeps no attachments (it has no store for them).
+    AttachmentsOff(NotFound) = "attachments_off",
+    /// An attachment's description or part is not as the spec's "Attachments" says.
+    BadAttachment(Malformed) = "bad_attachment",
+    /// An attachment is larger than the house keeps (25 MiB of file).
+    AttachmentTooLarge(TooLarge) = "attachment_too_large",
+    /// The agent keeps as many attachments, or as many bytes of them, as it may: wait for some
+    /// to expire.
+    AttachmentsFull(Conflict) = "attachments_full",
+    /// No such attachment here that this agent may read (or it expired).
+    UnknownAttachment(NotFound) = "unknown_attachment",
+    /// Not every part of the attachment is stored yet.
+    AttachmentIncomplete(Conflict) = "attachment_incomplete",
     // ---- end house ----
 
     // ---- libro: operations, contracts, mandates, authority, stamps ----

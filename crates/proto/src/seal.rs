@@ -178,3 +178,68 @@ fn open_content(env: &Envelope, sealed: &Sealed, cek: &[u8; 32]) -> Result<Conte
         .ok_or_else(|| Refusal::CannotOpen.because("content does not authenticate"))?;
     Content::from_value(&Value::parse(&plain, limits::MAX_ENVELOPE_BYTES)?)
 }
+
+/// The additional data every sealed attachment is encrypted under: a file's ciphertext opens as
+/// nothing else.
+pub const FILE_AAD: &[u8] = b"nyx5/1 attachment";
+
+/// A file sealed for an attachment (docs/SPEC.md "Attachments"): a fresh key and IV, and the
+/// ciphertext with its 16-byte tag after it (what the house keeps).
+pub struct SealedFile {
+    pub key: [u8; 32],
+    pub iv: [u8; 12],
+    pub sealed: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedFile {
+    /// Never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedFile").field("sealed_bytes", &self.sealed.len()).finish_non_exhaustive()
+    }
+}
+
+/// Seals `plain` under a key of its own.
+pub fn seal_file(plain: &[u8], rng: &mut dyn Entropy) -> SealedFile {
+    let (key, iv) = (random::<32>(rng), random::<12>(rng));
+    let (mut sealed, tag) = aes256gcm_seal(&key, &iv, FILE_AAD, plain);
+    sealed.extend_from_slice(&tag);
+    SealedFile { key, iv, sealed }
+}
+
+/// Opens a sealed file with its key and IV; `None` when it is not what was sealed with them.
+pub fn open_file(key: &[u8; 32], iv: &[u8; 12], sealed: &[u8]) -> Option<Vec<u8>> {
+    let at = sealed.len().checked_sub(16)?;
+    let (ct, tag) = sealed.split_at(at);
+    aes256gcm_open(key, iv, FILE_AAD, ct, tag.try_into().ok()?)
+}
+
+#[cfg(test)]
+mod file_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_sealed_file_opens_with_its_key_only_and_whole() {
+        let mut n = 0_u8;
+        let mut rng = |b: &mut [u8]| {
+            for x in b.iter_mut() {
+                n = n.wrapping_add(37);
+                *x = n;
+            }
+        };
+        let plain = b"the quarterly numbers".repeat(100);
+        let f = seal_file(&plain, &mut rng);
+        assert_eq!(f.sealed.len(), plain.len() + 16);
+        assert_eq!(open_file(&f.key, &f.iv, &f.sealed).unwrap(), plain);
+        let mut other = f.key;
+        other[0] ^= 1;
+        assert!(open_file(&other, &f.iv, &f.sealed).is_none(), "another key");
+        let mut cut = f.sealed.clone();
+        cut.truncate(cut.len() - 1);
+        assert!(open_file(&f.key, &f.iv, &cut).is_none(), "a part missing");
+        let mut flipped = f.sealed.clone();
+        flipped[3] ^= 1;
+        assert!(open_file(&f.key, &f.iv, &flipped).is_none(), "a byte changed");
+        assert!(open_file(&f.key, &f.iv, &[0; 15]).is_none(), "shorter than a tag");
+    }
+}

@@ -110,9 +110,14 @@ pub(crate) enum ClientCommand {
         /// document per line)
         #[arg(long)]
         follow: bool,
-        /// Seconds between polls with --follow
+        /// With --follow: seconds to pause after a read the house answered at once with nothing
+        /// new (it holds reads open otherwise), doubling up to 30
         #[arg(long, value_name = "SECONDS", default_value_t = 2)]
         interval: u64,
+        /// Fetch, check and open the files the messages attach, and write them in DIR (never
+        /// over another file)
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -579,6 +584,10 @@ pub(crate) struct SendArgs {
     /// with the bond contract BOND (`urn:nyx5:ext:aval`)
     #[arg(long, value_name = "VOUCHER:BOND")]
     aval: Option<String>,
+    /// Send FILE sealed beside the body (repeat for more; each at most 25 MiB): kept at your
+    /// house for the recipients, encrypted under its own key
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -829,6 +838,7 @@ fn send_request(a: &SendArgs) -> Result<SendRequest, Failure> {
         libro_op: false,
         request_key: None,
         resend_of: None,
+        attach: a.attach.iter().map(|p| super::attach::File::read(p)).collect::<Result<_, _>>()?,
     })
 }
 
@@ -916,7 +926,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             let r = a.common.ctx().and_then(|ctx| send::send(&ctx, &send_request(&a)?, progress));
             emit(a.common.json, r, send::send_human)
         }
-        ClientCommand::Inbox { limit, after, follow, interval, common } => {
+        ClientCommand::Inbox { limit, after, follow, interval, save, common } => {
             let limit = match check_limit(limit, INBOX_MAX_LIMIT) {
                 Ok(l) => l,
                 Err(f) => return emit(common.json, Err(f), mailbox::inbox_human),
@@ -924,7 +934,7 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
             if follow {
                 let r = common.ctx().and_then(|ctx| {
                     let interval = Duration::from_secs(interval.max(1));
-                    mailbox::follow(&ctx, limit, common.json, interval, super::send::AUTO_STAMP_MAX)
+                    mailbox::follow(&ctx, limit, common.json, interval, super::send::AUTO_STAMP_MAX, save.as_deref())
                 });
                 return r.inspect_err(|f| {
                     if common.json {
@@ -932,7 +942,13 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                     }
                 });
             }
-            let r = common.ctx().and_then(|ctx| mailbox::inbox(&ctx, limit, after, super::send::AUTO_STAMP_MAX));
+            let r = common.ctx().and_then(|ctx| {
+                let mut v = mailbox::inbox(&ctx, limit, after, super::send::AUTO_STAMP_MAX)?;
+                if let Some(dir) = &save {
+                    super::attach::save_all(&ctx, &mut v, dir)?;
+                }
+                Ok(v)
+            });
             emit(common.json, r, mailbox::inbox_human)
         }
         ClientCommand::Ack { ids, common } => {

@@ -171,7 +171,12 @@ fn wait_receipt(
     let mut after: Option<i64> = None;
     let mut last_trouble = None;
     loop {
-        match super::mailbox::page(ctx, me, None, after) {
+        // The house holds an empty page open until mail arrives (at most the time left): the
+        // receipt shows the moment it is written.
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+        let hold = i64::try_from(left).unwrap_or(0).min(nyx5_client::inbox::FOLLOW_WAIT_S);
+        let asked = Instant::now();
+        match super::mailbox::page(ctx, me, None, after, (hold > 0).then_some(hold)) {
             Ok(v) => {
                 let page = v.as_object().cloned().unwrap_or_default();
                 let list = page.get("envelopes").and_then(Value::as_array).unwrap_or_default();
@@ -211,7 +216,12 @@ fn wait_receipt(
                  nyx5 inbox"
             )));
         }
-        std::thread::sleep(POLL.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(10)));
+        // A house that answered at once (nothing held the page open) is asked again after a pause.
+        if asked.elapsed() < POLL {
+            std::thread::sleep(
+                POLL.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(10)),
+            );
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use nyx5_client::inbox::Followed;
+
 use nyx5_proto::Envelope;
 use nyx5_proto::json::{Object, Value, field, obj};
 
@@ -55,7 +57,7 @@ fn check(res: &Resolver<'_>, env: &Envelope, notice: bool) -> (&'static str, Opt
 /// in `stale_cards`.
 pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>, auto_stamp_max: i64) -> Result<Value, Failure> {
     let me = ctx.me()?;
-    let mut v = page(ctx, &me, limit, after)?;
+    let mut v = page(ctx, &me, limit, after, None)?;
     if let Value::Object(o) = &mut v {
         let list = o.get("envelopes").and_then(Value::as_array).unwrap_or_default();
         let done = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
@@ -64,8 +66,16 @@ pub(crate) fn inbox(ctx: &Ctx, limit: Option<i64>, after: Option<i64>, auto_stam
     Ok(v)
 }
 
-pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option<i64>) -> Result<Value, Failure> {
-    let target = nyx5_client::inbox::page_target(me.address.local(), limit, after);
+/// One page of `me`'s mailbox, opened and kept; with `wait`, held open by the house until mail
+/// arrives or that many seconds pass (an empty page then).
+pub(crate) fn page(
+    ctx: &Ctx,
+    me: &AgentEntry,
+    limit: Option<i64>,
+    after: Option<i64>,
+    wait: Option<i64>,
+) -> Result<Value, Failure> {
+    let target = nyx5_client::inbox::page_target(me.address.local(), limit, after, wait);
     let (_, answer) = ctx.call(me, "GET", &target, None, &format!("reading the mailbox of {}", me.address))?;
     let res = ctx.resolver(Some(me), sys::now()?)?;
     let items = field::opt_array(&answer, "envelopes").ok().flatten().unwrap_or_default();
@@ -80,7 +90,12 @@ pub(crate) fn page(ctx: &Ctx, me: &AgentEntry, limit: Option<i64>, after: Option
 }
 
 /// `nyx5 inbox --follow`: prints each new envelope as it arrives, until interrupted. With
-/// `json`, one JSON document per line. A 402 bounce a stale card caused is mended as `inbox`
+/// `json`, one JSON document per line. Each read asks the house to hold an empty page open
+/// until mail arrives (a long poll, docs/decisions/0073-live-inbox.md), so mail shows within a
+/// moment of its arrival. A read that brought nothing new and was not held open (a house from
+/// before `wait`, one holding four reads of this mailbox already), one that failed on the
+/// network and one refused 429 or 503 are followed by a pause, from `interval` doubling up to
+/// 30 s (`nyx5_client::inbox::follow_pause`). A 402 bounce a stale card caused is mended as `inbox`
 /// does (paying a stamp only up to `auto_stamp_max`); what was done follows the notice's text,
 /// or is its document's `stale_card` member.
 pub(crate) fn follow(
@@ -89,22 +104,45 @@ pub(crate) fn follow(
     json: bool,
     interval: Duration,
     auto_stamp_max: i64,
+    save: Option<&std::path::Path>,
 ) -> Result<(), Failure> {
     let me = ctx.me()?;
     let mut after: Option<i64> = None;
+    let first = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    let (mut paused, mut quick) = (0, 0);
+    let seq_of = |m: &Value| m.as_object().and_then(|o| o.get("seq")).and_then(Value::as_safe_integer);
     loop {
-        let v = match page(ctx, &me, limit, after) {
+        let asked = std::time::Instant::now();
+        let v = match page(ctx, &me, limit, after, Some(nyx5_client::inbox::FOLLOW_WAIT_S)) {
             Ok(v) => v,
-            Err(f) if f.code() == crate::error::EXIT_NETWORK => {
+            Err(f) if f.code() == crate::error::EXIT_NETWORK || matches!(f.status(), Some(429 | 503)) => {
                 eprintln!("nyx5: {} (still following)", f.one_line());
-                std::thread::sleep(interval);
+                let failed = Followed { advanced: false, held_ms: Some(0), quick };
+                paused = nyx5_client::inbox::follow_pause(failed, paused, first);
+                std::thread::sleep(Duration::from_millis(paused));
                 continue;
             }
             Err(f) => return Err(f),
         };
-        let list = v.as_object().and_then(|o| o.get("envelopes")).and_then(Value::as_array).unwrap_or_default();
+        let before = after;
+        // Only what is newer than what was shown (a house that ignores `after` repeats nothing).
+        let list: Vec<Value> = v
+            .as_object()
+            .and_then(|o| o.get("envelopes"))
+            .and_then(Value::as_array)
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| before.is_none_or(|b| seq_of(m).is_some_and(|s| s > b)))
+            .cloned()
+            .collect();
+        let list = list.as_slice();
         let mut mended = super::stale::after_bounces(ctx, &me, list, auto_stamp_max);
         for (i, m) in list.iter().enumerate() {
+            let mut m = m.clone();
+            if let (Some(dir), Value::Object(o)) = (save, &mut m) {
+                super::attach::save(ctx, &me, o, dir)?;
+            }
+            let m = &m;
             let done = mended.iter().position(|(at, _)| *at == i).map(|k| mended.swap_remove(k).1);
             match (json, m, done) {
                 (true, Value::Object(o), Some(done)) => {
@@ -120,15 +158,17 @@ pub(crate) fn follow(
                     }
                 }
             }
-            if let Some(seq) = m.as_object().and_then(|o| o.get("seq")).and_then(Value::as_safe_integer) {
+            if let Some(seq) = seq_of(m) {
                 after = Some(after.map_or(seq, |a| a.max(seq)));
             }
         }
-        // A page is cut by count or by bytes; `next` says whether more may be waiting.
-        let full = v.as_object().and_then(|o| o.get("next")).is_some_and(|n| *n != Value::Null);
-        if !full {
-            std::thread::sleep(interval);
-        }
+        // A page that brought new mail (a full one: more may wait) is followed at once; so is a
+        // read the house held open; any other after a pause.
+        let held = u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let read = Followed { advanced: after != before, held_ms: Some(held), quick };
+        paused = nyx5_client::inbox::follow_pause(read, paused, first);
+        quick = if held < nyx5_client::inbox::FOLLOW_HELD_MS { quick.saturating_add(1) } else { 0 };
+        std::thread::sleep(Duration::from_millis(paused));
     }
 }
 

@@ -5,6 +5,7 @@
 //! its tools. Exit codes: 0 ok, 1 verification failure, 2 usage, 3 network or house
 //! unavailable, 4 refused by the house.
 
+pub(crate) mod attach;
 pub(crate) mod cli;
 pub(crate) mod directory;
 pub(crate) mod drafts;
@@ -163,6 +164,32 @@ impl Ctx {
         }
         let (status, answer) = http_send(self.net.as_ref(), method, &url, &headers, &bytes, what)?;
         read_object(status, &answer, what).map(|o| (status, o))
+    }
+
+    /// As [`Ctx::call_at`] with raw bytes both ways (an attachment's parts): `body` sent as
+    /// `application/octet-stream` when there is one; a 2xx answer's bytes as they came, any
+    /// other answer the failure [`Ctx::call_at`] would give.
+    pub(crate) fn call_bytes(
+        &self,
+        me: &AgentEntry,
+        base: &str,
+        method: &str,
+        target: &str,
+        body: Option<&[u8]>,
+        what: &str,
+    ) -> Result<Vec<u8>, Failure> {
+        let url = format!("{base}{target}");
+        let bytes = body.unwrap_or_default();
+        let auth = token(&me.address, &me.keys.sig, method, &url, bytes, crate::sys::now()?)?;
+        let mut headers = vec![("authorization", auth.as_str())];
+        if body.is_some() {
+            headers.push(("content-type", "application/octet-stream"));
+        }
+        let (status, answer) = http_send(self.net.as_ref(), method, &url, &headers, bytes, what)?;
+        if (200..300).contains(&status) {
+            return Ok(answer);
+        }
+        read_object(status, &answer, what).map(|_| answer)
     }
 }
 

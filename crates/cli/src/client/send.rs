@@ -61,6 +61,8 @@ pub(crate) struct SendRequest {
     /// The envelope this one sends again after a 402 a stale card caused (`client::stale`),
     /// recorded with it in the profile.
     pub(crate) resend_of: Option<String>,
+    /// Files to send sealed beside the body (`--attach`), read when the request was made.
+    pub(crate) attach: Vec<super::attach::File>,
 }
 
 impl SendRequest {
@@ -85,6 +87,10 @@ impl SendRequest {
         // Only when given, so the fingerprints of requests without one stay what they were.
         if let Some(n) = self.stamp {
             doc.insert("stamp".into(), n.into());
+        }
+        if !self.attach.is_empty() {
+            let files = self.attach.iter().map(|f| Value::from(format!("{}:{}", f.name, f.sha256))).collect();
+            doc.insert("attach".into(), Value::Array(files));
         }
         hex(&sha256(&Value::Object(doc).canonical()))
     }
@@ -233,13 +239,66 @@ fn build(
         let paying = cards.iter().filter(|c| c.inbox().get("policy").and_then(Value::as_str) == Some("stamp")).count();
         unnamed_stamp(st, paying, req.auto_stamp_max)?;
     }
-    let mut draft = Draft::new(
-        id.clone(),
-        me.address.clone(),
-        cards.iter().map(|c| c.address().clone()).collect(),
-        now,
-        Content::new(&body_media, body),
-    );
+    let mut content = Content::new(&body_media, body);
+    let mut public = Vec::new();
+    let mut uploaded: Vec<String> = Vec::new();
+    if !req.attach.is_empty() && req.plain {
+        return Err(Failure::usage(
+            "--attach with --plain would send the files' keys in clear: every house on the way could read them",
+        ));
+    }
+    if !req.attach.is_empty() {
+        // Each file sealed under its own key and kept at this agent's house for the recipients
+        // (and until the envelope's end); the keys travel in the sealed content alone.
+        let readers: Vec<&Address> = cards.iter().map(|c| c.address()).collect();
+        // The files live as long as the envelope; one without an end keeps them the house's
+        // default, past a deferred delivery by as much (the house allows 30 days at most).
+        // Held within what a house takes (an hour to 30 days), with a margin for clocks apart.
+        let life = expires
+            .or_else(|| deliver_after.map(|d| Timestamp(d.millis().saturating_add(14 * 86_400_000))))
+            .map(|t| Timestamp(t.millis().clamp(now.millis() + 2 * 3_600_000, now.millis() + 29 * 86_400_000)));
+        let mut described = Vec::new();
+        for file in &req.attach {
+            match super::attach::upload(ctx, me, file, &readers, life) {
+                Ok((d, entry)) => {
+                    uploaded.push(d.url.clone());
+                    described.push(d.to_value());
+                    public.push(entry);
+                }
+                Err(f) => {
+                    super::attach::remove_urls(ctx, me, &uploaded);
+                    return Err(f);
+                }
+            }
+        }
+        content.extra.insert("attachments".into(), Value::Array(described));
+    }
+    // Whatever fails from here leaves no file stored for an envelope that never was.
+    let finished =
+        finish(me, req, &cards, (id, now, kind, deliver_after, expires), content, public, stamp, (bits, progress));
+    if finished.is_err() {
+        super::attach::remove_urls(ctx, me, &uploaded);
+    }
+    finished.map(|env| Built { env, kept })
+}
+
+/// The rest of [`build`]: the draft, sealed, with its proof of work, signed.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    me: &super::profile::AgentEntry,
+    req: &SendRequest,
+    cards: &[Verified<AgentCard>],
+    (id, now, kind, deliver_after, expires): (String, Timestamp, Kind, Option<Timestamp>, Option<Timestamp>),
+    content: Content,
+    public: Vec<Value>,
+    stamp: Option<Stamp>,
+    (bits, progress): (u32, bool),
+) -> Result<Envelope, Failure> {
+    let mut draft =
+        Draft::new(id.clone(), me.address.clone(), cards.iter().map(|c| c.address().clone()).collect(), now, content);
+    if !public.is_empty() {
+        draft.extra.insert("attachments".into(), Value::Array(public));
+    }
     draft.kind = kind;
     draft.thread = req.thread.clone();
     draft.in_reply_to = req.in_reply_to.clone();
@@ -257,15 +316,14 @@ fn build(
     }
     let mut env = draft.build().map_err(|e| Failure::usage(format!("the envelope: {}", e.reason)).named(e.name()))?;
     if !req.plain {
-        let keys = out::seal_keys(&cards, &me.address, me.keys.enc_public());
+        let keys = out::seal_keys(cards, &me.address, me.keys.enc_public());
         let mut rng = OsRng::new();
         env = out::sealed(env, &keys, &mut rng).map_err(usage)?;
         rng.check()?;
     }
     // The proof covers the finished envelope (sealed content included), so it comes last.
     let nonce = if bits > 0 { Some(mint(&env.work_digest(), bits, progress)?) } else { None };
-    let env = out::signed(env, nonce.as_deref().map(|n| (bits, n)), &me.keys.sig).map_err(usage)?;
-    Ok(Built { env, kept })
+    out::signed(env, nonce.as_deref().map(|n| (bits, n)), &me.keys.sig).map_err(usage)
 }
 
 /// The most a stamp `nyx5 send` pays without `--stamp`.
@@ -531,6 +589,8 @@ fn deliver(
         }
         Err(f) if final_refusal(f.status()) => {
             forget(false)?;
+            // The files stored for it would count against the quota until they end: gone now.
+            super::attach::remove_stored(ctx, me, &env);
             Err(f)
         }
         Err(f) => Err(f.hint(format!(

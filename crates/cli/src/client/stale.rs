@@ -123,6 +123,14 @@ fn request_for(me: &AgentEntry, env: &Envelope, to: &[Address]) -> Result<SendRe
     if content.media == nyx5_proto::ops::MEDIA {
         return Err(Failure::usage(format!("{} is an operation for a Libro, which is never sent again", env.id())));
     }
+    // Its files were kept for the recipients it named then: sent again without them, it would
+    // arrive missing what it attaches, saying nothing.
+    if content.extra.contains_key("attachments") {
+        return Err(Failure::usage(format!(
+            "{} attaches files, so it is not sent again by itself: send it again with nyx5 send --attach",
+            env.id()
+        )));
+    }
     Ok(SendRequest {
         to: to.iter().map(|a| a.as_str().to_owned()).collect(),
         body: Some(content.body),

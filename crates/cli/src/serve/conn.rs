@@ -434,7 +434,12 @@ pub(super) async fn serve<H: Handler>(
             .as_deref()
             .and_then(|name| header_client(&head.headers, name))
             .and_then(|v| v.parse::<IpAddr>().ok());
-        if let Err(e) = ticket.busy(client) {
+        // A held read carries no body: its memory would be out of reach for the held time.
+        if matches!(head.body, http::Framing::Empty | http::Framing::Length(0))
+            && holds_open(&head.method, &head.target)
+        {
+            ticket.waiting(client);
+        } else if let Err(e) = ticket.busy(client) {
             return tokio::select! {
                 () = refuse(&mut stream, &e, limits) => {}
                 () = ticket.evicted() => {}
@@ -488,4 +493,12 @@ pub(super) async fn serve<H: Handler>(
         }
         ticket.set_phase(Phase::Idle);
     }
+}
+/// Whether a request may be held open by the engine: a mailbox read with a `wait` of more than
+/// 0 (docs/SPEC.md §8c). Held, it is not one of its client's busy requests (see `share`).
+pub(super) fn holds_open(method: &str, target: &str) -> bool {
+    let Some((path, query)) = target.split_once('?') else { return false };
+    (method == "GET" || method == "HEAD")
+        && path.starts_with("/mailbox/")
+        && query.split('&').any(|p| p.strip_prefix("wait=").is_some_and(|w| w.parse::<u32>().is_ok_and(|w| w > 0)))
 }

@@ -5,6 +5,7 @@
 //! bytes. The engine decides everything; nothing here knows a route.
 
 mod assets;
+mod blobs;
 mod conn;
 mod http;
 mod server;
@@ -52,6 +53,10 @@ pub(crate) struct Args {
     /// same files, in the same order, at every start.
     #[arg(long = "shard", value_name = "FILE")]
     shards: Vec<PathBuf>,
+    /// Where attachments' sealed parts are kept [default: the --db file's name with
+    /// `.attachments`, beside it]
+    #[arg(long, value_name = "DIR")]
+    attachments: Option<PathBuf>,
     /// The address and port to listen on.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
@@ -178,6 +183,13 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
         Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+
+    /// A timer of the runtime the house is served in (tokio's, inside `serve`); outside one (a
+    /// house built by an offline command) nothing waits.
+    fn sleep(&self, ms: u64) -> Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> {
+        tokio::runtime::Handle::try_current().ok()?;
+        Some(Box::pin(tokio::time::sleep(std::time::Duration::from_millis(ms))))
     }
 }
 
@@ -357,8 +369,10 @@ pub(crate) fn run(args: Args) -> Outcome {
             }
         };
         let net = HttpNet::with_roots(config.outbound_policy(), roots.as_deref());
+        let parts = args.attachments.clone().unwrap_or_else(|| args.db.with_extension("attachments"));
         let house = House::new(config, db, net, Box::new(SystemClock), Box::new(OsRandom))
-            .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?;
+            .map_err(|e| Failure::usage(format!("cannot start the house: {}", e.reason)))?
+            .with_blobs(Box::new(blobs::DiskBlobs::new(parts)));
         let assets = match &args.app {
             Some(dir) => assets::Assets::load(dir).map_err(|e| Failure::usage(format!("--app: {e}")))?,
             None => assets::Assets::default(),

@@ -116,6 +116,8 @@ pub(super) async fn serve(
     let signalled = async {
         let why = signals.next().await;
         eprintln!("nyx5 serve: {why}, stopping");
+        // Reads waiting for mail answer now, so that open requests end within the grace.
+        shared.house.bell().close();
     };
     run(shared.clone(), listener, limits, signalled).await;
     shared.stopping.set(true);

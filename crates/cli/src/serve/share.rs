@@ -77,6 +77,10 @@ pub(super) enum Phase {
     /// New, and nothing received for more than [`SILENT_GRACE`] (the registry's view of a
     /// `Fresh` connection; a connection never sets it itself).
     Silent,
+    /// The engine holds a mailbox read open until mail arrives (`wait`, docs/SPEC.md §8c):
+    /// not counted among the client's busy requests, and anyone's to take for a slot after the
+    /// idle ones (the read was answered nothing yet; its client reads again).
+    Waiting,
     /// New, nothing received yet.
     Fresh,
     /// Reading a request head.
@@ -200,7 +204,7 @@ pub(super) fn slot_victim(holders: &[Holder], wide: IpAddr) -> Option<u64> {
         .map(|h| (h, counts.get(&h.wide).copied().unwrap_or(0)))
         .filter(|(h, theirs)| match h.phase {
             // Doing nothing: anyone's.
-            Phase::Idle | Phase::Silent => true,
+            Phase::Idle | Phase::Silent | Phase::Waiting => true,
             Phase::Busy => false,
             // Otherwise only from a client holding at least two more.
             _ => h.wide != wide && *theirs >= mine.saturating_add(2),
@@ -416,6 +420,18 @@ impl Ticket {
         Ok(())
     }
 
+    /// Hands this connection's request to the engine as a read it may hold open ([`Phase::Waiting`]):
+    /// never refused for the client's busy requests, and takeable for a slot. The client is
+    /// counted as [`Ticket::busy`] counts it.
+    pub(super) fn waiting(&self, client: Option<IpAddr>) {
+        let mut inner = self.registry.inner.borrow_mut();
+        let Some(own) = inner.conns.get(&self.id).map(|e| e.keys.wide) else { return };
+        if let Some(e) = inner.conns.get_mut(&self.id) {
+            e.phase = Phase::Waiting;
+            e.client = client.map_or(own, |ip| keys(ip).wide);
+        }
+    }
+
     /// Reserves `n` more bytes of the body budget for this connection, before they are
     /// allocated; or the refusal (503).
     pub(super) async fn reserve(&self, n: usize) -> Result<(), Error> {
@@ -595,8 +611,13 @@ mod tests {
             [h(0, "10.0.0.8", Phase::Fresh, 0), h(1, "10.0.0.9", Phase::Fresh, 0), h(2, "10.0.0.9", Phase::Fresh, 0)];
         assert_eq!(slot_victim(&pair, ip("10.0.0.8")), None, "2 is not 2 more than 1: no taking turns");
         // Busy connections are never evicted.
-        let busy: Vec<Holder> = (0..5).map(|i| h(i, "10.0.0.9", Phase::Busy, 0)).collect();
+        let mut busy: Vec<Holder> = (0..5).map(|i| h(i, "10.0.0.9", Phase::Busy, 0)).collect();
         assert_eq!(slot_victim(&busy, ip("10.0.0.1")), None);
+        // A read held open for mail is anyone's, after an idle one.
+        busy.push(h(5, "10.0.0.7", Phase::Waiting, 0));
+        assert_eq!(slot_victim(&busy, ip("10.0.0.7")), Some(5), "even its own client's");
+        busy.push(h(6, "10.0.0.7", Phase::Idle, 0));
+        assert_eq!(slot_victim(&busy, ip("10.0.0.1")), Some(6));
         // Many clients holding one slot each: one idle, or silent for a second, is anyone's; a
         // writing, reading or new one is not.
         let mut spread: Vec<Holder> = (0..4u8)

@@ -475,3 +475,21 @@ fn unsent_answers_share_one_budget_and_a_smaller_holder_takes_from_the_biggest()
     let _ = holder.read_to_end(&mut got);
     assert!(got.len() < 6 * mib, "the holder got its whole answer ({} bytes)", got.len());
 }
+
+/// Only a mailbox read with a `wait` above 0 may be held: it leaves the client's busy requests.
+#[test]
+fn only_a_waiting_mailbox_read_is_held_open() {
+    use super::conn::holds_open;
+    assert!(holds_open("GET", "/mailbox/ana?after=3&wait=20"));
+    assert!(holds_open("GET", "/mailbox/ana?wait=1"));
+    for (method, target) in [
+        ("GET", "/mailbox/ana?wait=0"),
+        ("GET", "/mailbox/ana?wait=x"),
+        ("GET", "/mailbox/ana?await=5"),
+        ("GET", "/mailbox/ana"),
+        ("POST", "/mailbox/ana/ack?wait=5"),
+        ("GET", "/outbox/ana?wait=5"),
+    ] {
+        assert!(!holds_open(method, target), "{method} {target}");
+    }
+}

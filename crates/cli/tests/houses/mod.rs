@@ -267,7 +267,8 @@ impl Mcp {
         self.stdin.flush().unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
-        match Value::parse_str(line.trim_end()).unwrap() {
+        // Answers may carry a whole file (an attachment, base64): a generous bound.
+        match Value::parse(line.trim_end().as_bytes(), 64 << 20).unwrap() {
             Value::Object(o) => obj(&o, "result").clone(),
             _ => panic!("{line}"),
         }

@@ -17,6 +17,7 @@ use nyx5_proto::{Address, Error, ErrorKind, Refusal, Value};
 
 use super::Email;
 use super::GATEWAY_LOCAL;
+use crate::attachments::email_owner;
 use crate::ports::{Db, Net, PortError};
 use crate::{port_error, store};
 use nyx5_rules::email::parse::{self, Arrival, Parsed};
@@ -112,6 +113,56 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
     /// The house's gateway address, `email@<domain>`: the `from` of every email envelope.
     pub fn email_gateway(&self) -> Result<Address, Error> {
         Address::new(GATEWAY_LOCAL, &self.config.domain)
+    }
+
+    /// Seals each of an email's attachments (the first [`crate::attachments::MAX_EMAIL_FILES`])
+    /// under a key of its own and keeps it for the recipient `to` alone (docs/SPEC.md §8e), under
+    /// an owner apart from `to`'s own files ([`email_owner`]): what the envelope's content says of
+    /// them, and the ids kept (to remove when the email does not land). A house without a store,
+    /// a recipient whose email files are full, or a store that fails keeps none of them: they
+    /// stay described in the extension alone.
+    async fn keep_files(&self, parsed: &Parsed, to: &Address) -> (Vec<Value>, Vec<String>) {
+        use nyx5_proto::crypto::{hex, sha256};
+        let store = crate::attachments::Attachments { core: self.core };
+        let owner = email_owner(to);
+        let (mut files, mut kept) = (Vec::new(), Vec::new());
+        let many = crate::attachments::MAX_EMAIL_FILES;
+        for a in parsed.attachments.iter().filter(|a| !a.contents.is_empty()).take(many) {
+            let mut rng = |b: &mut [u8]| self.ground.rng.fill(b);
+            let sealed = nyx5_proto::seal::seal_file(&a.contents, &mut rng);
+            let d = crate::attachments::Description {
+                bytes: i64::try_from(sealed.sealed.len()).unwrap_or(i64::MAX),
+                sha256: hex(&sha256(&sealed.sealed)),
+                readers: vec![to.clone()],
+                expires: None,
+            };
+            let Ok(made) = store.create(&owner, &d).await else { break };
+            kept.push(made.id.clone());
+            let part = usize::try_from(crate::attachments::PART_BYTES).unwrap_or(usize::MAX);
+            let mut whole = true;
+            for (n, chunk) in sealed.sealed.chunks(part).enumerate() {
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                whole &= store.store_part(&owner, &made.id, n, chunk.to_vec()).await.is_ok();
+            }
+            if !whole {
+                let _ = store.remove_owned(&owner, &made.id).await;
+                continue;
+            }
+            let name = nyx5_client::attach::safe_name(a.name.as_deref().unwrap_or_default());
+            files.push(
+                nyx5_client::attach::Described {
+                    url: made.url,
+                    name,
+                    media: a.media.clone(),
+                    bytes: a.contents.len() as u64,
+                    sha256: a.sha256.clone(),
+                    key: sealed.key,
+                    iv: sealed.iv,
+                }
+                .to_value(),
+            );
+        }
+        (files, kept)
     }
 
     /// Receives one raw RFC 5322 message for `rcpt_to` (a local address), sent by
@@ -215,44 +266,81 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
             return Err(rate_limited(authenticated_domain));
         }
         let arrival = Arrival { gateway: &gateway, to: &to, envelope_from, authenticated_domain, now };
-        let env = parsed.envelope(id.clone(), &arrival)?;
-        env.check_size(max)?;
-        let quota = self.config.quota();
-        let held = crate::mailbox::Held {
-            envelopes: facts.int("held_envelopes").unwrap_or(0),
-            bytes: facts.int("held_bytes").unwrap_or(0),
-        };
-        let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
-        if let Some(full) = crate::mailbox::quota_full(to.local(), held, size, quota) {
-            return Err(full);
-        }
-        let mut stmts = Vec::with_capacity(3);
-        if !allowed {
-            stmts.push(store::agents::count_in_window(&standing.bucket(to.local()), window, cap));
-        }
-        // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
-        stmts.push(store::mailbox::insert(to.local(), &id, gateway.as_str(), env.canonical_str(), now.millis(), quota));
-        let changes = match self.db.batch(stmts).await {
-            Ok(c) => c,
-            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {
-                return Err(rate_limited(authenticated_domain));
+        // The attachments sealed and kept for the recipient, where the house keeps any; removed
+        // again when the email does not land (refused, a duplicate, a failure).
+        // A mailbox that cannot take it, or an email too large, is refused before any file is
+        // sealed and kept (a sender's retries would repeat that work): checked with the room the
+        // files' descriptions will take.
+        {
+            let bare = parsed.envelope(id.clone(), &arrival)?;
+            bare.check_size(max)?;
+            let files = parsed.attachments.iter().filter(|a| !a.contents.is_empty()).count();
+            let room = files.min(crate::attachments::MAX_EMAIL_FILES) * 600;
+            let size = i64::try_from(bare.canonical_str().len() + room).unwrap_or(i64::MAX);
+            let held = crate::mailbox::Held {
+                envelopes: facts.int("held_envelopes").unwrap_or(0),
+                bytes: facts.int("held_bytes").unwrap_or(0),
+            };
+            if let Some(full) = crate::mailbox::quota_full(to.local(), held, size, self.config.quota()) {
+                return Err(full);
             }
-            // Filled meanwhile: as full as if it had been when read.
-            Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {
-                let full = crate::mailbox::Held { envelopes: quota.max_envelopes, bytes: 0 };
-                return Err(crate::mailbox::quota_full(to.local(), full, size, quota)
-                    .unwrap_or_else(|| Refusal::MailboxFull.because("the mailbox is full, try again later")));
+        }
+        let (files, kept) = self.keep_files(&parsed, &to).await;
+        let outcome: Result<EmailOutcome, Error> = async {
+            let env = parsed.envelope_with(id.clone(), &arrival, files)?;
+            env.check_size(max)?;
+            let quota = self.config.quota();
+            let held = crate::mailbox::Held {
+                envelopes: facts.int("held_envelopes").unwrap_or(0),
+                bytes: facts.int("held_bytes").unwrap_or(0),
+            };
+            let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
+            if let Some(full) = crate::mailbox::quota_full(to.local(), held, size, quota) {
+                return Err(full);
             }
-            Err(e) => return Err(port_error(e)),
-        };
-        if changes.last() != Some(&1) {
-            return Ok(EmailOutcome::Duplicate { id });
+            let mut stmts = Vec::with_capacity(3);
+            if !allowed {
+                stmts.push(store::agents::count_in_window(&standing.bucket(to.local()), window, cap));
+            }
+            // The same mailbox row as signed mail; what marks it unsigned is the envelope itself.
+            stmts.push(store::mailbox::insert(
+                to.local(),
+                &id,
+                gateway.as_str(),
+                env.canonical_str(),
+                now.millis(),
+                quota,
+            ));
+            let changes = match crate::live::batch(self.db, self.post.bell, stmts).await {
+                Ok(c) => c,
+                Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => {
+                    return Err(rate_limited(authenticated_domain));
+                }
+                // Filled meanwhile: as full as if it had been when read.
+                Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {
+                    let full = crate::mailbox::Held { envelopes: quota.max_envelopes, bytes: 0 };
+                    return Err(crate::mailbox::quota_full(to.local(), full, size, quota)
+                        .unwrap_or_else(|| Refusal::MailboxFull.because("the mailbox is full, try again later")));
+                }
+                Err(e) => return Err(port_error(e)),
+            };
+            if changes.last() != Some(&1) {
+                return Ok(EmailOutcome::Duplicate { id: id.clone() });
+            }
+            // Pushed like any newly accepted envelope (docs/SPEC.md §9d); failures are ignored.
+            if let Some(hook) = facts.text("webhook") {
+                self.mailbox().push(hook, &to, &env);
+            }
+            Ok(EmailOutcome::Accepted { id: id.clone() })
         }
-        // Pushed like any newly accepted envelope (docs/SPEC.md §9d); failures are ignored.
-        if let Some(hook) = facts.text("webhook") {
-            self.mailbox().push(hook, &to, &env);
+        .await;
+        if !matches!(outcome, Ok(EmailOutcome::Accepted { .. })) {
+            let store = crate::attachments::Attachments { core: self.core };
+            for made in &kept {
+                let _ = store.remove_owned(&email_owner(&to), made).await;
+            }
         }
-        Ok(EmailOutcome::Accepted { id })
+        outcome
     }
 }
 

@@ -353,7 +353,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             store::remember_received(env.id(), &env.sha256_hex(), now, names(op)),
             crate::store::agents::count_in_window(&bucket, now / 60_000, cap),
         ];
-        let _kept = self.db.batch(stmts).await;
+        let _kept = crate::live::batch(self.db, self.post.bell, stmts).await;
     }
 
     /// Writes `e` as the answer to `env`; when the envelope has an answer already (another copy
@@ -366,7 +366,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
         let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at, false)).collect();
-        match self.db.batch(stmts).await {
+        match crate::live::batch(self.db, self.post.bell, stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Outcome::Rejected(self.too_many(env.from(), op, false))
             }
@@ -487,7 +487,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             let named = named_in(&facts, env.from());
             let (stmts, queues) =
                 self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named)).await?;
-            match self.db.batch(stmts).await {
+            match crate::live::batch(self.db, self.post.bell, stmts).await {
                 Ok(_) => {
                     if queues {
                         self.post.queued.set(true);
@@ -1055,7 +1055,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         for _ in 0..ATTEMPTS {
             if let Some(text) = store::entry_for(self.db, cause).await? {
                 if !also.is_empty() {
-                    self.db.batch(also).await.map_err(port_error)?;
+                    crate::live::batch(self.db, self.post.bell, also).await.map_err(port_error)?;
                 }
                 return Value::parse_str(&text);
             }
@@ -1064,7 +1064,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             let (entry, stmt) = self.sign_entry(posting, &id, head, cause)?;
             let mut stmts = vec![stmt];
             stmts.extend(also.iter().cloned());
-            match self.db.batch(stmts).await {
+            match crate::live::batch(self.db, self.post.bell, stmts).await {
                 Ok(_) => return Ok(entry.to_value()),
                 Err(PortError::Constraint { name })
                     if name == store::CAUSE_DONE || store::RACES.contains(&name.as_str()) => {}
@@ -1228,7 +1228,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
                 ]);
                 stmts.extend(self.notice(("expiry", &c.id), holder, body, now)?);
             }
-            match self.db.batch(stmts).await {
+            match crate::live::batch(self.db, self.post.bell, stmts).await {
                 // Lost to an operation or another tick: the next tick looks again.
                 Ok(_) | Err(PortError::Constraint { .. }) => {}
                 Err(e) => return Err(port_error(e)),
@@ -1297,7 +1297,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
                     stmts.extend(self.queue_from_libro(&signed, now)?);
                 }
             }
-            match self.db.batch(stmts).await {
+            match crate::live::batch(self.db, self.post.bell, stmts).await {
                 // Decided or expired meanwhile: the next tick looks again.
                 Ok(_) | Err(PortError::Constraint { .. }) => {}
                 Err(e) => return Err(port_error(e)),

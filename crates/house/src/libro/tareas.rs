@@ -358,7 +358,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// full). Answers whether it was added (else one with its id was there already).
     pub async fn add_task(&self, task: &Task) -> Result<bool, Error> {
         let stmts = store::add_task(&task.id, task.price, &task.statement, &task.terms, self.now().millis(), MAX_TASKS);
-        let changed = self.db.batch(stmts).await.map_err(|e| match e {
+        let changed = crate::live::batch(self.db, self.post.bell, stmts).await.map_err(|e| match e {
             // (The terms name the task's id, so no two tasks' terms are alike: `tareas.terms`,
             // UNIQUE, cannot refuse an insert this route makes.)
             crate::ports::PortError::Constraint { name } if name == crate::store::constraint::GUARD => {
@@ -371,7 +371,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
 
     /// Retires task `id`: no longer offered, its claims kept.
     pub async fn retire_task(&self, id: &str) -> Result<(), Error> {
-        self.db.batch(vec![store::retire_task(id, self.now().millis())]).await.map_err(crate::port_error)?;
+        crate::live::batch(self.db, self.post.bell, vec![store::retire_task(id, self.now().millis())])
+            .await
+            .map_err(crate::port_error)?;
         Ok(())
     }
 }

@@ -400,7 +400,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             // The contract moved on (released or refunded by a party, or gone): nothing to judge.
             let Some(record) = record.filter(|_| row.text("contract_state") == Some(ContractState::Delivered.as_str()))
             else {
-                self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
+                crate::live::batch(self.db, self.post.bell, vec![store::finish_check(contract, attempts)])
+                    .await
+                    .map_err(crate::port_error)?;
                 continue;
             };
             let terms = record.get("terms").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -488,7 +490,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         let id = self.derived_id("verdict", contract, verifier.as_str());
         let done = match self.operate_as(&self.systems.verifica, id, body, None).await? {
             Outcome::Accepted | Outcome::Duplicate => {
-                self.db.batch(vec![store::finish_check(contract, attempts)]).await.map_err(crate::port_error)?;
+                crate::live::batch(self.db, self.post.bell, vec![store::finish_check(contract, attempts)])
+                    .await
+                    .map_err(crate::port_error)?;
                 return Ok(true);
             }
             // The Libro is busy or unavailable: the check runs again after a wait.
@@ -513,7 +517,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
                 )
             }
         };
-        self.db.batch(vec![done]).await.map_err(crate::port_error)?;
+        crate::live::batch(self.db, self.post.bell, vec![done]).await.map_err(crate::port_error)?;
         Ok(false)
     }
 
@@ -558,7 +562,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             let signed = draft.build()?.sign(&self.config.key)?;
             stmts.extend(self.send_from_libro(signed, now)?);
         }
-        self.db.batch(stmts).await.map_err(crate::port_error)?;
+        crate::live::batch(self.db, self.post.bell, stmts).await.map_err(crate::port_error)?;
         Ok(())
     }
 }

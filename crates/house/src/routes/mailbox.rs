@@ -30,8 +30,10 @@ const ITEM_FRAME_BYTES: usize = 96 + 12 + nyx5_proto::limits::MAX_ID_LEN;
 /// notices, which are small): enough for the largest one.
 const UNRECORDED_BYTES: i64 = 64 * 1024;
 
-/// `GET /mailbox/:local?after=<seq>&limit=<n>` — the owner's pending envelopes, oldest first, at
-/// most `limit` and [`PAGE_MAX_BYTES`] (but always the first one waiting). The answer is written
+/// `GET /mailbox/:local?after=<seq>&limit=<n>&wait=<s>` — the owner's pending envelopes, oldest
+/// first, at most `limit` and [`PAGE_MAX_BYTES`] (but always the first one waiting). With `wait`
+/// (seconds, at most [`crate::live::MAX_WAIT_S`]) a page that would be empty waits for mail
+/// that long (a long poll, docs/SPEC.md §8), and answers as soon as some arrives. The answer is written
 /// around the stored canonical text of each envelope, never parsed and written again, in the
 /// canonical form `Response::json` would give: `{"envelopes":[{"envelope":…,"received":…,
 /// "seq":…}],"next":<seq>|null,"ok":true}`. `next` is the last `seq` when more may follow.
@@ -55,6 +57,7 @@ pub async fn read<D: Db, N: Net>(
     };
     let after = number("after", 0, i64::MAX)?;
     let limit = number("limit", PAGE_DEFAULT, PAGE_MAX)?;
+    let wait = number("wait", 0, crate::live::MAX_WAIT_S)?;
     let budget = PAGE_MAX_BYTES - PAGE_FRAME_BYTES;
     let bounds = PageBounds {
         after,
@@ -65,7 +68,7 @@ pub async fn read<D: Db, N: Net>(
     };
     // The token's nonce is spent while the page is read: two requests in flight, one round trip's
     // wait. A replayed token fails the spend, and the page read beside it is never answered.
-    let rows = house.mailbox().page(reads, local, nonce, bounds).await?;
+    let rows = house.mailbox().page_waiting(reads, local, nonce, bounds, wait * 1000).await?;
     let body = write_page(&rows, limit)?;
     Ok(Response::bytes(200, "application/json", body))
 }

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod apps;
+pub mod attachments;
 pub mod drafts;
 pub mod email;
 pub mod health;

@@ -69,6 +69,30 @@ pub fn page_query(local: &str, b: PageBounds) -> Stmt {
     .in_mailbox(local)
 }
 
+/// Whether `local`'s mailbox holds mail after `seq` `after` not yet acknowledged: a waiting
+/// read's recheck ([`crate::mailbox::Mailbox::page_waiting`]). Always one row, mail or not: on a
+/// sharded house an empty answer is taken for a mailbox that moved and asked again elsewhere, and
+/// a recheck must cost one query (a mailbox that moves while a read waits is found by the
+/// follower's next read, whose page asks again).
+pub async fn waiting<D: Db>(db: &D, local: &str, after: i64) -> Result<bool, Error> {
+    let rows = query(
+        db,
+        stmt!(
+            "SELECT EXISTS (SELECT 1 FROM mailbox AS c,
+                                  (SELECT a.mbox << 30 AS base, coalesce(u.acked_through, 0) AS w
+                                     FROM agents AS a LEFT JOIN mailbox_usage AS u ON u.local = a.local
+                                    WHERE a.local = ?1) AS x
+                             WHERE c.seq > x.base + max(?2, x.w) AND c.seq <= x.base + ?3 AND +c.local = ?1) AS waiting",
+            local,
+            after.clamp(0, mailbox::SEQ_MAX),
+            mailbox::SEQ_MAX
+        )
+        .in_mailbox(local),
+    )
+    .await?;
+    Ok(rows.first().and_then(|r| r.int("waiting")).unwrap_or(0) != 0)
+}
+
 /// What acknowledging `ids` (a JSON array of distinct ids) in `local`'s mailbox starts from: one
 /// row per envelope among them still waiting, with its `id`, `n` and `counted` (1 when it counts
 /// towards the quota), and on every row the mailbox's watermark `w` and `other`, the `n` of the

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod apps;
+pub mod attachments;
 pub mod domain_keys;
 pub mod drafts;
 pub mod email;

@@ -103,6 +103,20 @@ impl Clock for TestClock {
     fn now(&self) -> Timestamp {
         Timestamp(self.0.get())
     }
+
+    /// The test's time passes only when a wait ends: pending once (whatever else is polled
+    /// runs), then the clock moves `ms` on and the wait is over.
+    fn sleep(&self, ms: u64) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + '_>>> {
+        let (clock, mut first) = (self.0.clone(), true);
+        Some(Box::pin(std::future::poll_fn(move |cx| {
+            if std::mem::take(&mut first) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            clock.set(clock.get() + i64::try_from(ms).unwrap_or(i64::MAX));
+            Poll::Ready(())
+        })))
+    }
 }
 
 /// Deterministic randomness for tests (never for real keys).
@@ -528,7 +542,16 @@ impl World {
 
     /// As [`World::start`], on a database the test chose (a file two houses in turn can open,
     /// to restart a house with another configuration).
-    pub fn start_on(&self, mut config: Config, sqlite: SqliteDb) -> Rc<TestHouse> {
+    pub fn start_on(&self, config: Config, sqlite: SqliteDb) -> Rc<TestHouse> {
+        self.start_with(config, sqlite, None)
+    }
+
+    /// A house that keeps attachments in `blobs` (shared with the test, which may look in).
+    pub fn house_with_blobs(&self, domain: &str, registration: Registration, blobs: &MemBlobs) -> Rc<TestHouse> {
+        self.start_with(self.config(domain, registration), SqliteDb::memory().unwrap(), Some(blobs.clone()))
+    }
+
+    fn start_with(&self, mut config: Config, sqlite: SqliteDb, blobs: Option<MemBlobs>) -> Rc<TestHouse> {
         let domain = config.domain.clone();
         let mut hosts = config.hosts.clone();
         for (d, h) in self.net.0.borrow().houses.iter() {
@@ -547,6 +570,10 @@ impl World {
             Box::new(TestRng(Cell::new(seed))),
         )
         .unwrap();
+        let house = match blobs {
+            Some(b) => house.with_blobs(Box::new(b)),
+            None => house,
+        };
         let house = Rc::new(house);
         self.net.0.borrow_mut().houses.insert(domain, house.clone());
         house
@@ -804,4 +831,24 @@ pub fn bounce(house: &TestHouse, agent: &Agent, id: &str) -> u16 {
         }
     }
     0
+}
+
+/// Attachments' parts in memory, shared between a house and its test.
+#[derive(Clone, Default)]
+pub struct MemBlobs(pub Rc<RefCell<std::collections::BTreeMap<String, Vec<u8>>>>);
+
+impl nyx5_house::ports::Blobs for MemBlobs {
+    fn put<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> nyx5_house::ports::PortFuture<'a, Result<(), PortError>> {
+        self.0.borrow_mut().insert(key.to_owned(), bytes);
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn get<'a>(&'a self, key: &'a str) -> nyx5_house::ports::PortFuture<'a, Result<Option<Vec<u8>>, PortError>> {
+        Box::pin(std::future::ready(Ok(self.0.borrow().get(key).cloned())))
+    }
+    fn delete<'a>(&'a self, keys: Vec<String>) -> nyx5_house::ports::PortFuture<'a, Result<(), PortError>> {
+        for k in keys {
+            self.0.borrow_mut().remove(&k);
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
 }

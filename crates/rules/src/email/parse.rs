@@ -36,13 +36,26 @@ pub struct Authentication {
     pub dmarc: Option<String>,
 }
 
-/// An attachment, described: the house keeps no binaries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An attachment: described in the extension, and its bytes, which a house with a store for
+/// attachments keeps sealed as an attachment of the envelope (docs/SPEC.md "Attachments").
+#[derive(Clone, PartialEq, Eq)]
 pub struct Attachment {
     pub name: Option<String>,
     pub media: String,
     pub bytes: usize,
     pub sha256: String,
+    pub contents: Vec<u8>,
+}
+
+impl std::fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attachment")
+            .field("name", &self.name)
+            .field("media", &self.media)
+            .field("bytes", &self.bytes)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What the bridge keeps of one email.
@@ -321,6 +334,7 @@ pub fn parse(raw: &[u8], max_text_bytes: usize) -> Result<Parsed, Error> {
             media,
             bytes: contents.len(),
             sha256: hex(&sha256(contents)),
+            contents: contents.to_vec(),
         });
     }
     Ok(Parsed {
@@ -469,13 +483,17 @@ impl Parsed {
 
     /// The unsigned envelope for `arrival.to` (docs/SPEC.md "Email bridge").
     pub fn envelope(&self, id: String, arrival: &Arrival<'_>) -> Result<Envelope, Error> {
-        let mut draft = Draft::new(
-            id,
-            arrival.gateway.clone(),
-            vec![arrival.to.clone()],
-            arrival.now,
-            Content::new("text/plain", self.text.as_str().into()),
-        );
+        self.envelope_with(id, arrival, Vec::new())
+    }
+
+    /// As [`Parsed::envelope`], its content carrying `files` (the attachments the house keeps
+    /// for the recipient, as `content.attachments` describes them) when there are any.
+    pub fn envelope_with(&self, id: String, arrival: &Arrival<'_>, files: Vec<Value>) -> Result<Envelope, Error> {
+        let mut content = Content::new("text/plain", self.text.as_str().into());
+        if !files.is_empty() {
+            content.extra.insert("attachments".into(), Value::Array(files));
+        }
+        let mut draft = Draft::new(id, arrival.gateway.clone(), vec![arrival.to.clone()], arrival.now, content);
         draft.extra = obj([
             ("extensions", Value::Object(obj([(EXT_EMAIL, self.extension(arrival))]))),
             ("from_verified", Value::Bool(false)),
