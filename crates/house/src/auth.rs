@@ -48,6 +48,7 @@ pub const RESERVED: &[&str] = &[
     "tareas",
     "indice",
     crate::config::GATEWAY_LOCAL,
+    nyx5_rules::a2a::GATEWAY,
 ];
 
 /// The registry: who is asking (agents by token, the operator by bearer token; their cards come

@@ -5,6 +5,7 @@
 //! change is one atomic `Db::batch` whose guards are SQL constraints.
 #![forbid(unsafe_code)]
 
+pub mod a2a;
 pub mod apps;
 pub mod attachments;
 pub mod auth;
@@ -152,6 +153,7 @@ impl<D: Db, N: Net> House<D, N> {
         let libro = libro::libro_card(&card, &config.key, since, config.fee_bps)?;
         let verifica = libro::verifica::verifica_card(&card, &config.key, since)?;
         let tareas = libro::tareas::tareas_card(&card, &config.key, since)?;
+        let a2a = a2a::gateway_card(&card, &config.key, since)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (CardMemo::default(), Default::default());
         let bookmark_key = bookmark::BookmarkKey::derive(&config.key.seed());
@@ -163,7 +165,7 @@ impl<D: Db, N: Net> House<D, N> {
             clock,
             rng,
             card,
-            systems: SystemCards { libro, verifica, tareas },
+            systems: SystemCards { libro, verifica, tareas, a2a },
             cards,
             policies: Default::default(),
             pushes,
@@ -224,6 +226,11 @@ impl<D: Db, N: Net> House<D, N> {
     /// The Libro and its system agents.
     pub fn libro(&self) -> Libro<'_, D, N> {
         Libro { core: self.core(), post: self.post() }
+    }
+
+    /// The A2A gateway.
+    pub fn a2a(&self) -> a2a::Gateway<'_, D, N> {
+        a2a::Gateway { core: self.core(), post: self.post() }
     }
 
     /// The email bridge.

@@ -274,6 +274,10 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             let outcome = self.libro().take_task(env, sender).await;
             decided.insert(nyx5_rules::libro::TAREAS.to_owned(), outcome);
         }
+        if locals.remove(nyx5_rules::a2a::GATEWAY) {
+            let gateway = crate::a2a::Gateway { core: self.core, post: self.post };
+            decided.insert(nyx5_rules::a2a::GATEWAY.to_owned(), gateway.answer(env, sender).await);
+        }
         if locals.remove(nyx5_rules::libro::VERIFICA) {
             let refusal =
                 Refusal::TakesNoMail.because("verifica@ takes no mail: name it arbiter of an escrow with terms.verify");

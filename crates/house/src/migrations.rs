@@ -33,4 +33,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0029_queue_keys.sql", include_str!("../../../migrations/0029_queue_keys.sql")),
     ("0030_drafts.sql", include_str!("../../../migrations/0030_drafts.sql")),
     ("0031_attachments.sql", include_str!("../../../migrations/0031_attachments.sql")),
+    ("0032_a2a_tasks.sql", include_str!("../../../migrations/0032_a2a_tasks.sql")),
 ];

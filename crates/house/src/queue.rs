@@ -62,6 +62,8 @@ pub struct TickReport {
     pub checks: crate::libro::verifica::ChecksReport,
     /// Escrows `tareas@` took back (tasks never delivered, or given up), when this house runs it.
     pub reclaimed: u32,
+    /// Escrows the A2A gateway settled for tasks that ended (what it could not pay at once).
+    pub a2a_settled: u32,
     /// Mailbox shards: what settling the hand-offs failed with (or gave up on), for the log.
     pub settle_error: Option<String>,
 }
@@ -242,6 +244,9 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         if self.config.tareas_enabled {
             report.reclaimed = self.libro().tareas_upkeep().await.unwrap_or_default();
         }
+        // And the A2A gateway's: escrows its ended tasks still owe, old tasks forgotten.
+        report.a2a_settled =
+            crate::a2a::Gateway { core: self.core, post: self.post }.upkeep().await.unwrap_or_default();
         // And the index's crawl, within its own budget of fetches.
         if self.config.index_enabled {
             report.crawl = self.index().crawl_index(self.config.index_fetches).await.unwrap_or_default();

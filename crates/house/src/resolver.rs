@@ -179,6 +179,7 @@ impl<'h, D: Db, N: Net> Lookup<'h, D, N> {
             LIBRO => Some(&systems.libro),
             VERIFICA => Some(&systems.verifica),
             TAREAS => Some(&systems.tareas),
+            nyx5_rules::a2a::GATEWAY => Some(&systems.a2a),
             _ => None,
         }
     }

@@ -26,6 +26,8 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
         ("GET", ["favicon.svg"]) => Ok(web::page("image/svg+xml", web::FAVICON_SVG.into(), web::DOCUMENT_MAX_AGE)),
         ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house, reads).await,
         ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, local).await,
+        ("GET", [".well-known", "jwks.json"]) => Ok(web::a2a::jwks(house)),
+        ("POST", ["agents", local, "a2a"]) => Ok(house.a2a().rpc(local, &req.body).await),
         (
             _,
             [""]
@@ -34,7 +36,9 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
             | ["style.css"]
             | ["favicon.svg"]
             | [".well-known", "agent-card.json"]
-            | ["agents", _, "agent-card.json"],
+            | [".well-known", "jwks.json"]
+            | ["agents", _, "agent-card.json"]
+            | ["agents", _, "a2a"],
         ) => Err(method_not_allowed(req)),
         ("GET", [".well-known", "nyx5.json"]) => Ok(routes::well_known::get(house)),
         ("GET", ["health"]) => routes::health::get(house).await,

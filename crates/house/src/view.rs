@@ -120,6 +120,8 @@ pub struct SystemCards {
     pub libro: Verified<AgentCard>,
     pub verifica: Verified<AgentCard>,
     pub tareas: Verified<AgentCard>,
+    /// `a2a@`: the A2A gateway's address (crate::a2a).
+    pub a2a: Verified<AgentCard>,
 }
 
 /// The house's memo of remote cards (see `resolver`).

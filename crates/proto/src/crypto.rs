@@ -72,11 +72,13 @@ pub enum Context {
     AppCard,
     /// A house's catalogue of App Cards (`GET /apps`), signed by its domain key.
     AppCatalogue,
+    /// A Nyx5 agent's proof that it is the caller of an A2A message (docs/SPEC.md "A2A gateway").
+    A2aCall,
 }
 
 impl Context {
     /// Every kind, for tests that check none verifies as another.
-    pub const ALL: [Context; 17] = [
+    pub const ALL: [Context; 18] = [
         Context::DomainCard,
         Context::AgentCard,
         Context::Delegation,
@@ -94,6 +96,7 @@ impl Context {
         Context::IndexAnswer,
         Context::AppCard,
         Context::AppCatalogue,
+        Context::A2aCall,
     ];
 
     /// The label this kind's signatures start with.
@@ -116,6 +119,7 @@ impl Context {
             Context::IndexAnswer => "nyx5/1 index-answer",
             Context::AppCard => "nyx5/1 app",
             Context::AppCatalogue => "nyx5/1 app-catalogue",
+            Context::A2aCall => "nyx5/1 a2a-call",
         }
     }
 

@@ -31,6 +31,7 @@ pub mod crypto;
 pub mod envelope;
 pub mod error;
 pub mod json;
+pub mod jws;
 pub mod kind;
 pub mod libro;
 pub mod limits;

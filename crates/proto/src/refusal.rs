@@ -429,6 +429,32 @@ refusals! {
     UnknownAttachment(NotFound) = "unknown_attachment",
     /// Not every part of the attachment is stored yet.
     AttachmentIncomplete(Conflict) = "attachment_incomplete",
+    /// An A2A call's body is not JSON.
+    BadA2aJson(Malformed) = "bad_a2a_json",
+    /// An A2A call is not a JSON-RPC 2.0 request of A2A 1.0's shape, or its params are not.
+    BadA2aRequest(Malformed) = "bad_a2a_request",
+    /// The A2A method is not one this house answers.
+    UnknownA2aMethod(NotFound) = "unknown_a2a_method",
+    /// No such A2A task for this agent.
+    UnknownA2aTask(NotFound) = "unknown_a2a_task",
+    /// The A2A task has ended (or is not open to this call): it cannot be canceled or answered.
+    TaskNotCancelable(Conflict) = "task_not_cancelable",
+    /// This house sends no A2A push notifications.
+    A2aPushOff(Malformed) = "a2a_push_off",
+    /// The A2A operation (streaming) is not one this house offers.
+    A2aUnsupported(Malformed) = "a2a_unsupported",
+    /// A Nyx5 caller's proof on an A2A message does not verify (signature, time, address).
+    BadCallerProof(Unauthenticated) = "bad_caller_proof",
+    /// Too many A2A calls to this agent from this caller's site (or from unverified callers)
+    /// this minute.
+    TooManyA2aCalls(RateLimited) = "too_many_a2a_calls",
+    /// The agent holds as many A2A tasks as it may.
+    TooManyA2aTasks(Conflict) = "too_many_a2a_tasks",
+    /// The escrow an A2A task names cannot pay for it (not held, not between this caller and
+    /// this agent, not arbitrated by `a2a@`, or bound to another task).
+    BadTaskPayment(Conflict) = "bad_task_payment",
+    /// Only the task's own agent answers it.
+    NotTheTasksAgent(Forbidden) = "not_the_tasks_agent",
     // ---- end house ----
 
     // ---- libro: operations, contracts, mandates, authority, stamps ----

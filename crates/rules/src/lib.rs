@@ -17,6 +17,7 @@
 //! | [`site`] | — | registrable domains by the Public Suffix List |
 #![forbid(unsafe_code)]
 
+pub mod a2a;
 pub mod drafts;
 pub mod email;
 pub mod libro;

@@ -54,7 +54,7 @@ pub const ATTEMPTS: usize = 4;
 pub const UPKEEP_BATCH: i64 = 20;
 pub use nyx5_rules::libro::KEEP_DECIDED_MS;
 /// The house's own agents, signing with the domain key.
-pub const SYSTEM: [&str; 3] = [LIBRO, verifica::VERIFICA, tareas::TAREAS];
+pub const SYSTEM: [&str; 4] = [LIBRO, verifica::VERIFICA, tareas::TAREAS, nyx5_rules::a2a::GATEWAY];
 /// The operations `libro@`'s card lists.
 pub const OPS: [&str; 14] = [
     "accept",
@@ -954,7 +954,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         ids
     }
 
-    fn derived_id(&self, what: &str, of: &str, to: &str) -> String {
+    pub(crate) fn derived_id(&self, what: &str, of: &str, to: &str) -> String {
         let seed = self.config.key.sign(Context::NoticeId, format!("nyx5 {what}:{of}:{to}").as_bytes());
         let mut bytes = [0u8; 16];
         for (b, d) in bytes.iter_mut().zip(sha256(&seed)) {

@@ -1,6 +1,7 @@
 //! Every SQL statement of the engine lives under this module, one file per area. Reads are
 //! single queries; writes are returned as statement lists for one atomic `Db::batch`.
 
+pub mod a2a;
 pub mod agents;
 pub mod apps;
 pub mod attachments;

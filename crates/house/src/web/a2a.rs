@@ -39,6 +39,72 @@ fn interface<D: Db, N: Net>(house: &House<D, N>) -> Value {
     ]))
 }
 
+/// The standard binding of a listed agent: A2A 1.0 JSON-RPC at `/agents/:local/a2a` (the
+/// gateway, `crate::a2a`).
+fn json_rpc<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Value {
+    Value::Object(obj([
+        ("url", format!("{}/agents/{local}/a2a", house.config.public_url).into()),
+        ("protocolBinding", "JSONRPC".into()),
+        ("protocolVersion", A2A_VERSION.into()),
+    ]))
+}
+
+/// What A2A's canonical form of a card keeps (A2A 1.0 §8.4.1: its SDKs read the card into
+/// their types and write it back, dropping empty strings, lists, objects and nulls before RFC
+/// 8785): a card already in that form signs the same bytes they verify.
+fn clean(v: Value) -> Option<Value> {
+    match v {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::Array(a) => {
+            let kept: Vec<Value> = a.into_iter().filter_map(clean).collect();
+            (!kept.is_empty()).then_some(Value::Array(kept))
+        }
+        Value::Object(o) => {
+            let mut kept = Object::new();
+            for (k, v) in o {
+                if let Some(v) = clean(v) {
+                    kept.insert(k, v);
+                }
+            }
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        other => Some(other),
+    }
+}
+
+/// Where the house publishes the keys its A2A cards are signed with.
+fn jwks_url<D: Db, N: Net>(house: &House<D, N>) -> String {
+    format!("{}/.well-known/jwks.json", house.config.public_url)
+}
+
+/// The card, in A2A's canonical form, with A2A's own signature: a detached JWS (EdDSA, the
+/// domain key, `kid` the key and `jku` the house's key set) over its RFC 8785 bytes without
+/// `signatures`.
+fn signed<D: Db, N: Net>(house: &House<D, N>, card: Value) -> Value {
+    let Some(Value::Object(mut card)) = clean(card) else { return Value::Null };
+    card.remove("signatures");
+    let payload = Value::Object(card.clone()).canonical();
+    let key = &house.config.key;
+    let header = nyx5_proto::jws::header(&key.public(), "a2a-card", Some(&jwks_url(house)));
+    let jws = nyx5_proto::jws::sign_detached(key, &header, &payload);
+    let sig = obj([("protected", jws.protected.into()), ("signature", jws.signature.into())]);
+    card.insert("signatures".into(), Value::Array(vec![Value::Object(sig)]));
+    Value::Object(card)
+}
+
+/// GET /.well-known/jwks.json — the domain keys A2A cards are signed with (RFC 7517, RFC
+/// 8037): the active key and the previous ones still within their grace.
+pub fn jwks<D: Db, N: Net>(house: &House<D, N>) -> Response {
+    let now = house.now();
+    let mut keys = vec![nyx5_proto::jws::jwk(&house.config.key.public())];
+    for p in house.config.previous_keys.iter().filter(|p| p.until > now) {
+        keys.push(nyx5_proto::jws::jwk(&p.key.public()));
+    }
+    let body = Value::Object(obj([("keys", Value::Array(keys))]));
+    page("application/json", body.canonical(), CARD_MAX_AGE)
+}
+
 fn provider<D: Db, N: Net>(house: &House<D, N>) -> Value {
     Value::Object(obj([
         ("organization", house.config.domain.as_str().into()),
@@ -46,18 +112,15 @@ fn provider<D: Db, N: Net>(house: &House<D, N>) -> Value {
     ]))
 }
 
-fn capabilities(params: Object, description: &str) -> Value {
-    let ext = obj([
-        ("uri", EXT_A2A.into()),
-        ("description", description.into()),
-        ("required", Value::Bool(true)),
-        ("params", Value::Object(params)),
-    ]);
-    Value::Object(obj([
-        ("streaming", Value::Bool(false)),
-        ("pushNotifications", Value::Bool(false)),
-        ("extensions", Value::Array(vec![Value::Object(ext)])),
-    ]))
+/// No streaming and no push (A2A's defaults, so not written); the Nyx5 extension, `required`
+/// only where Nyx5 mail is the one way in (the house's own card).
+fn capabilities(params: Object, description: &str, required: bool) -> Value {
+    let mut ext =
+        obj([("uri", EXT_A2A.into()), ("description", description.into()), ("params", Value::Object(params))]);
+    if required {
+        ext.insert("required".into(), Value::Bool(true));
+    }
+    Value::Object(obj([("extensions", Value::Array(vec![Value::Object(ext)]))]))
 }
 
 /// The skills an agent's capabilities name (each member that is not false), else one: mail.
@@ -119,14 +182,16 @@ pub fn agent_card<D: Db, N: Net>(house: &House<D, N>, card: &AgentCard) -> Value
         ("name", address.into()),
         ("description", description.into()),
         ("version", card.valid_from().to_rfc3339().into()),
-        ("supportedInterfaces", Value::Array(vec![interface(house)])),
+        ("supportedInterfaces", Value::Array(vec![json_rpc(house, local), interface(house)])),
         ("provider", provider(house)),
         ("documentationUrl", format!("{url}/spec").into()),
         (
             "capabilities",
             capabilities(
                 params,
-                "Reach this agent by Nyx5 mail: an envelope signed by the sender, sealed to the keys in its card.",
+                "Call this agent by A2A JSON-RPC (it holds the task while offline), or write to it by Nyx5 mail. \
+                 A Nyx5 caller proves itself, and may pay with an escrow, in the message's metadata under this URI.",
+                false,
             ),
         ),
         ("defaultInputModes", modes(card)),
@@ -167,7 +232,10 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
         ("supportedInterfaces", Value::Array(vec![interface(house)])),
         ("provider", provider(house)),
         ("documentationUrl", format!("{url}/spec").into()),
-        ("capabilities", capabilities(params, "The agents of this house are reached by Nyx5 mail; each has its own A2A card.")),
+        (
+            "capabilities",
+            capabilities(params, "The agents of this house are reached by Nyx5 mail, or by A2A at their own cards.", true),
+        ),
         ("defaultInputModes", strings(&["text/plain", "application/json", TASK_MEDIA])),
         ("defaultOutputModes", strings(&["text/plain", "application/json", TASK_MEDIA])),
         ("skills", Value::Array(skills)),
@@ -183,11 +251,11 @@ pub async fn get_agent<D: Db, N: Net>(house: &House<D, N>, local: &str) -> Resul
     if !card.listed() {
         return Err(missing());
     }
-    Ok(page("application/json", agent_card(house, &card).canonical(), CARD_MAX_AGE))
+    Ok(page("application/json", signed(house, agent_card(house, &card)).canonical(), CARD_MAX_AGE))
 }
 
 /// GET /.well-known/agent-card.json — the house's own card.
 pub async fn get_house<D: Db, N: Net>(house: &House<D, N>, reads: &Reads) -> Result<Response, Error> {
     let agents = listed(house, reads, HOME_AGENTS).await?;
-    Ok(page("application/json", house_card(house, &agents).canonical(), CARD_MAX_AGE))
+    Ok(page("application/json", signed(house, house_card(house, &agents)).canonical(), CARD_MAX_AGE))
 }

@@ -1,0 +1,598 @@
+//! The A2A gateway (issue 39; docs/SPEC.md "A2A gateway"; decision 0075): any A2A 1.0 client
+//! reaches a listed agent by JSON-RPC at `POST /agents/:local/a2a`, even while it is offline.
+//!
+//! `SendMessage` judges the caller's message (`nyx5_rules::a2a::message`: only the parts read
+//! travel on), decides who is calling (unverified, as email is; or a Nyx5 agent whose proof
+//! verified), applies the agent's lists, its inbox policy and a rate per caller site, and writes
+//! in one batch the task, the rate count and an unsigned envelope from `a2a@<house>` in the
+//! agent's mailbox. The agent answers with a `result` envelope to `a2a@` (`nyx5 send --plain
+//! --type result --in-reply-to <envelope>`), which [`Gateway::answer`] turns into the task's new
+//! state, message and artifacts. A task bound to an escrow that names `a2a@` its arbiter settles
+//! it when it ends: released when completed, refunded when it failed, was rejected or canceled;
+//! what the Libro has not yet taken is owed (`a2a_tasks.owed`) and the tick pays it.
+
+use nyx5_proto::card::{AgentCard, AgentCardDraft};
+use nyx5_proto::crypto::Context;
+use nyx5_proto::envelope::{Content, Draft, Envelope, Kind};
+use nyx5_proto::json::{Object, Value, obj};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Timestamp, Verified, b64};
+use nyx5_rules::a2a::{self as rules, Call, EXT, GATEWAY, State, TASK_MEDIA};
+use nyx5_rules::mailbox::Outcome;
+use nyx5_rules::policy::{self, Policy};
+
+use crate::http::Response;
+use crate::ports::{Db, Net, PortError, Row};
+use crate::view::{Core, Post, view};
+use crate::{port_error, store};
+
+/// Tasks one agent keeps at most (ended ones too, until forgotten).
+pub const MAX_TASKS_PER_AGENT: i64 = 10_000;
+/// A task that has not moved for this long is forgotten (one that owes the Libro is kept).
+pub const TASK_LIFE_MS: i64 = 30 * 86_400_000;
+/// Owed settlements the tick pays at most.
+const SETTLE_PER_TICK: i64 = 8;
+/// The prefix of the gateway's rate windows.
+const BUCKET_PREFIX: &str = "a2a:";
+
+/// The card of `a2a@<house>`: signed with the domain key, with no encryption key (results come
+/// to it in the clear, from the house's own agents), taking results.
+pub fn gateway_card(
+    domain_card: &Verified<nyx5_proto::DomainCard>,
+    key: &nyx5_proto::crypto::SigningKey,
+    since: Timestamp,
+) -> Result<Verified<AgentCard>, Error> {
+    let address = Address::new(GATEWAY, domain_card.domain())?;
+    let mut draft = AgentCardDraft::new(address, key.public(), None, since);
+    draft.capabilities = obj([
+        ("accepts", Value::Array(vec![rules::RESULT_MEDIA.into(), "text/plain".into(), "application/json".into()])),
+        ("a2a", Value::Object(obj([("gateway", Value::Bool(true))]))),
+    ]);
+    draft.certify(key)?.verify(domain_card, None, since)
+}
+
+/// The gateway, over one call's borrows.
+pub struct Gateway<'h, D, N> {
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
+}
+
+view!(Gateway);
+
+fn text(r: &Row, name: &str) -> String {
+    r.text(name).unwrap_or_default().to_owned()
+}
+
+/// Reads a stored task of an agent at `domain`.
+fn task_of(r: &Row, domain: &str) -> Result<rules::Task, Error> {
+    let broken = || Error::new(ErrorKind::Internal, "a stored A2A task that cannot be read");
+    let request = Value::parse_str(r.text("request").unwrap_or("[]")).map_err(|_| broken())?;
+    Ok(rules::Task {
+        id: text(r, "id"),
+        context: text(r, "context"),
+        agent: Address::new(&text(r, "local"), domain).map_err(|_| broken())?,
+        state: State::parse(r.text("state").unwrap_or_default()).ok_or_else(broken)?,
+        request: request.as_array().map(<[Value]>::to_vec).unwrap_or_default(),
+        answer: r.text("answer").and_then(|a| Value::parse_str(a).ok()),
+        envelope: text(r, "envelope"),
+        contract: r.text("contract").map(str::to_owned),
+        owed: r.text("owed").map(str::to_owned),
+        updated: Timestamp::from_millis(r.int("updated").unwrap_or(0)),
+    })
+}
+
+fn unknown_task(id: &str) -> Error {
+    Refusal::UnknownA2aTask.because(format!("no A2A task {id} for this agent"))
+}
+
+fn param_id(params: &Object, name: &str) -> Result<String, Error> {
+    params
+        .get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 128)
+        .map(str::to_owned)
+        .ok_or_else(|| Refusal::BadA2aRequest.because(format!("`{name}` is required")))
+}
+
+fn opt_count(params: &Object, name: &str, max: i64) -> Result<Option<i64>, Error> {
+    match params.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_safe_integer()
+            .filter(|n| (0..=max).contains(n))
+            .map(Some)
+            .ok_or_else(|| Refusal::BadA2aRequest.because(format!("`{name}` is an integer from 0 to {max}"))),
+    }
+}
+
+/// Who is calling, as the gate decided.
+struct Caller {
+    /// A Nyx5 agent whose proof verified.
+    address: Option<Address>,
+    /// The proof, kept in the envelope so the agent can check it too.
+    proof: Option<Object>,
+    /// The escrow it pays with.
+    contract: Option<String>,
+}
+
+impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
+    /// `a2a@<house>`.
+    pub fn gateway_address(&self) -> Result<Address, Error> {
+        Address::new(GATEWAY, &self.config.domain)
+    }
+
+    /// One JSON-RPC call to listed agent `local`: the answer, a JSON-RPC response whose HTTP
+    /// status is the refusal's code when it failed.
+    pub async fn rpc(&self, local: &str, body: &[u8]) -> Response {
+        let parsed = Value::parse(body, self.config.max_bytes)
+            .map_err(|e| Refusal::BadA2aJson.because(format!("the body is not JSON: {}", e.reason)));
+        let id = parsed.as_ref().map(rules::request_id).unwrap_or(Value::Null);
+        let result = match parsed.and_then(|v| rules::call(&v)) {
+            Ok(call) => self.dispatch(local, &call).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(v) => Response::json(200, &rules::success(&id, v)),
+            Err(e) => Response::json(e.kind.code(), &rules::failure(&id, &e)),
+        }
+    }
+
+    async fn dispatch(&self, local: &str, call: &Call) -> Result<Value, Error> {
+        let agent = self.listed_agent(local).await?;
+        match call.method.as_str() {
+            "SendMessage" => self.send(&agent, &call.params).await,
+            "GetTask" => {
+                let id = param_id(&call.params, "id")?;
+                let history = opt_count(&call.params, "historyLength", 1000)?;
+                let task = self.task(local, &id).await?;
+                Ok(task.to_wire(history.and_then(|n| usize::try_from(n).ok()), true))
+            }
+            "ListTasks" => self.list(local, &call.params).await,
+            "CancelTask" => self.cancel(local, &param_id(&call.params, "id")?).await,
+            "SendStreamingMessage" | "SubscribeToTask" => Err(Refusal::A2aUnsupported
+                .because("this house does not stream: send with SendMessage and read the task with GetTask")),
+            m if m.contains("PushNotificationConfig") => {
+                Err(Refusal::A2aPushOff.because("this house sends no A2A push notifications"))
+            }
+            "GetExtendedAgentCard" => Err(Refusal::A2aUnsupported.because("there is no extended card")),
+            m => Err(Refusal::UnknownA2aMethod.because(format!("no A2A method {m:?} here"))),
+        }
+    }
+
+    /// The card of listed agent `local` (404 for anything else, as its A2A card is).
+    async fn listed_agent(&self, local: &str) -> Result<Verified<AgentCard>, Error> {
+        let missing = || Refusal::UnknownAgent.because(format!("no listed agent {local}@{}", self.config.domain));
+        if self.lookup().system_card(local).is_some() || crate::auth::RESERVED.contains(&local) {
+            return Err(missing());
+        }
+        let card = self.lookup().local_card(local).await?.ok_or_else(missing)?;
+        if !card.listed() {
+            return Err(missing());
+        }
+        Ok(card)
+    }
+
+    async fn task(&self, local: &str, id: &str) -> Result<rules::Task, Error> {
+        let row = store::a2a::get(self.db, local, id).await?.ok_or_else(|| unknown_task(id))?;
+        task_of(&row, &self.config.domain)
+    }
+
+    /// Checks a Nyx5 caller's proof: its time, its card (fetched through the outbound policy
+    /// when it is another house's) and its signature over [`rules::call_document`].
+    async fn caller(&self, m: &rules::Message, to: &Address) -> Result<Caller, Error> {
+        let Some(claim) = &m.claim else { return Ok(Caller { address: None, proof: None, contract: None }) };
+        let bad = |why: &str| Refusal::BadCallerProof.because(format!("the caller's proof {why}"));
+        let now = self.now().millis();
+        if (claim.ts.millis() - now).abs() > rules::PROOF_SKEW_MS {
+            return Err(bad("is more than 5 minutes from this house's clock"));
+        }
+        let sig: [u8; 64] = b64::decode_array(&claim.sig).ok_or_else(|| bad("has no signature (`sig`, base64url)"))?;
+        let card = self
+            .lookup()
+            .resolve_agent(&claim.from, false)
+            .await
+            .map_err(|e| bad(&format!("names {} whose card could not be had: {}", claim.from, e.reason)))?;
+        if !card.sig().verify(Context::A2aCall, &rules::call_document(m, claim, to), &sig) {
+            return Err(bad(&format!("is not signed by {}'s current key", claim.from)));
+        }
+        let mut proof = obj([("ts", claim.ts.to_rfc3339().into()), ("sig", claim.sig.as_str().into())]);
+        if let Some(c) = &claim.contract {
+            proof.insert("contract".into(), c.as_str().into());
+        }
+        Ok(Caller { address: Some(claim.from.clone()), proof: Some(proof), contract: claim.contract.clone() })
+    }
+
+    /// The escrow `contract` may pay for a task of `caller` to `agent` when it is held, its buyer
+    /// is the caller, its seller the agent and its arbiter `a2a@` here, and no task has it.
+    async fn check_payment(&self, contract: &str, caller: &Address, agent: &Address) -> Result<(), Error> {
+        let why = |s: String| Refusal::BadTaskPayment.because(s);
+        let row = store::libro::contract(self.db, contract)
+            .await?
+            .ok_or_else(|| why(format!("no contract {contract} here")))?;
+        let record = Value::parse_str(row.text("record").unwrap_or("{}"))?;
+        let r = record.as_object().cloned().unwrap_or_default();
+        let field = |n: &str| r.get(n).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let gateway = self.gateway_address()?;
+        if field("kind") != "escrow" || field("state") != "held" {
+            return Err(why(format!("{contract} is not an escrow held now")));
+        }
+        if field("buyer") != caller.as_str()
+            || field("seller") != agent.as_str()
+            || field("arbiter") != gateway.as_str()
+        {
+            return Err(why(format!(
+                "{contract} must be an escrow whose buyer is {caller}, whose seller is {agent} and whose arbiter is {gateway}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `SendMessage`: a new task (or the next message of one waiting for input) in the agent's
+    /// mailbox, answered as A2A's `{task}` in `submitted`.
+    async fn send(&self, agent: &Verified<AgentCard>, params: &Object) -> Result<Value, Error> {
+        let to = agent.address().clone();
+        let local = to.local().to_owned();
+        let m = rules::message(params.get("message"))?;
+        if params
+            .get("configuration")
+            .and_then(Value::as_object)
+            .is_some_and(|c| c.get("taskPushNotificationConfig").is_some_and(|p| !p.is_null()))
+        {
+            return Err(Refusal::A2aPushOff.because("this house sends no A2A push notifications"));
+        }
+        let caller = self.caller(&m, &to).await?;
+        // A verified caller's message id is its own: sent again, the same task answers.
+        if let Some(from) = &caller.address
+            && let Some(row) = store::a2a::by_message(self.db, &local, from.as_str(), &m.message_id).await?
+        {
+            return Ok(Value::Object(obj([("task", task_of(&row, &self.config.domain)?.to_wire(None, true))])));
+        }
+        // The task: the one waiting for this input, or a new one in the context given (one the
+        // house gave this agent) or a new context.
+        let waiting = match &m.task_id {
+            Some(id) => {
+                let t = self.task(&local, id).await?;
+                if t.state != State::InputRequired {
+                    return Err(Refusal::TaskNotCancelable.because(format!("task {id} is not waiting for input")));
+                }
+                let row = store::a2a::get(self.db, &local, id).await?.ok_or_else(|| unknown_task(id))?;
+                if row.text("caller") != caller.address.as_ref().map(Address::as_str) {
+                    return Err(unknown_task(id));
+                }
+                if caller.contract.is_some() {
+                    return Err(Refusal::BadTaskPayment.because("an escrow is named on a task's first message"));
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        let context = match (&waiting, &m.context_id) {
+            (Some(t), _) => t.context.clone(),
+            (None, Some(c)) => {
+                if !store::a2a::context_known(self.db, &local, c).await? {
+                    return Err(
+                        Refusal::BadA2aRequest.because(format!("contextId {c} is not one this agent's tasks have"))
+                    );
+                }
+                c.clone()
+            }
+            (None, None) => self.new_id(),
+        };
+        if let (Some(contract), Some(from)) = (&caller.contract, &caller.address) {
+            self.check_payment(contract, from, &to).await?;
+        }
+        let task_id = waiting.as_ref().map_or_else(|| self.new_id(), |t| t.id.clone());
+        let envelope_id = rules::envelope_id(&self.config.domain, &task_id, &m.message_id);
+
+        // Lists, policy and rate, as the email bridge reads them: a Nyx5 caller by its address and
+        // site, every unverified caller in one window per mailbox (any other name it gives is its
+        // own choice).
+        let now = self.now();
+        let window = now.millis() / 60_000;
+        let (blocks, allows, suffix) = match &caller.address {
+            Some(a) => (
+                policy::block_entries(a, crate::site::psl()),
+                policy::sender_entries(a).to_vec(),
+                format!(":site:{}", crate::site::site(a.domain())),
+            ),
+            None => (Vec::new(), Vec::new(), ":unverified".to_owned()),
+        };
+        let list = |v: &[String]| Value::Array(v.iter().map(|e| e.as_str().into()).collect()).canonical_string();
+        let locals = list(std::slice::from_ref(&local));
+        let lookup = store::mailbox::Lookup {
+            locals: &locals,
+            envelope_id: &envelope_id,
+            blocks: &list(&blocks),
+            allows: &list(&allows),
+            vouchers: "[]",
+            bucket_prefix: BUCKET_PREFIX,
+            bucket_suffix: &suffix,
+            window,
+        };
+        let facts = store::mailbox::inbound_facts(self.db, &lookup)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Refusal::UnknownAgent.because(format!("no agent {to}")))?;
+        let who = caller.address.as_ref().map_or_else(|| "an unverified A2A caller".to_owned(), Address::to_string);
+        if facts.int("blocked").unwrap_or(0) != 0 {
+            return Err(Refusal::SenderBlocked.because(format!("{who} is blocked by {to}")));
+        }
+        let allowed = facts.int("allowed").unwrap_or(0) != 0;
+        if Policy::of(agent.inbox()) != Policy::Open && !allowed {
+            return Err(Refusal::NotOnAllowlist.because(format!(
+                "{to} takes A2A calls only from Nyx5 agents on its allowlist, and {who} is not one"
+            )));
+        }
+        let cap = self.config.email_per_sender_per_minute;
+        if !allowed && facts.int("rate_count").unwrap_or(0) >= cap {
+            return Err(too_many(&who));
+        }
+
+        // The envelope: unsigned, from the gateway, saying what the gate judged.
+        let wire = m.to_wire(&context, &task_id);
+        let mut note = obj([
+            ("task", task_id.as_str().into()),
+            ("context", context.as_str().into()),
+            ("caller", caller.address.as_ref().map(Address::as_str).into()),
+            ("verified", Value::Bool(caller.address.is_some())),
+        ]);
+        if let Some(p) = caller.proof {
+            note.insert("proof".into(), Value::Object(p));
+        }
+        if let Some(c) = &caller.contract {
+            note.insert("contract".into(), c.as_str().into());
+        }
+        let body =
+            obj([("task", task_id.as_str().into()), ("context", context.as_str().into()), ("message", wire.clone())]);
+        let gateway = self.gateway_address()?;
+        let mut draft = Draft::new(
+            envelope_id.clone(),
+            gateway.clone(),
+            vec![to.clone()],
+            now,
+            Content::new(TASK_MEDIA, Value::Object(body)),
+        );
+        draft.kind = Kind::Task;
+        draft.thread = Some(context.clone());
+        draft.extra = obj([
+            ("extensions", Value::Object(obj([(EXT, Value::Object(note))]))),
+            ("from_verified", Value::Bool(false)),
+            ("via", "a2a".into()),
+        ]);
+        let env = draft.build()?;
+        env.check_size(self.config.max_bytes)?;
+        let quota = self.config.quota();
+        let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
+        let held = crate::mailbox::Held {
+            envelopes: facts.int("held_envelopes").unwrap_or(0),
+            bytes: facts.int("held_bytes").unwrap_or(0),
+        };
+        if let Some(full) = crate::mailbox::quota_full(&local, held, size, quota) {
+            return Err(full);
+        }
+
+        // One batch: the rate count, the task (new, or the waiting one given its next message),
+        // the envelope.
+        let mut stmts = Vec::with_capacity(5);
+        if !allowed {
+            stmts.push(store::agents::count_in_window(&format!("{BUCKET_PREFIX}{local}{suffix}"), window, cap));
+        }
+        match &waiting {
+            Some(t) => {
+                let mut request = t.request.clone();
+                request.push(wire);
+                let request = Value::Array(request).canonical_string();
+                stmts.push(crate::guard!(
+                    "a2a_task_waits",
+                    "EXISTS (SELECT 1 FROM a2a_tasks WHERE id = ?1 AND state = 'input-required')",
+                    t.id.as_str()
+                ));
+                stmts.push(store::a2a::followed(&t.id, &envelope_id, &request, now.millis()));
+            }
+            None => {
+                let request = Value::Array(vec![wire]).canonical_string();
+                stmts.push(store::a2a::room(&local, MAX_TASKS_PER_AGENT));
+                stmts.push(store::a2a::insert(
+                    &store::a2a::New {
+                        id: &task_id,
+                        local: &local,
+                        context: &context,
+                        envelope: &envelope_id,
+                        caller: caller.address.as_ref().map(Address::as_str),
+                        message_id: &m.message_id,
+                        request: &request,
+                        contract: caller.contract.as_deref(),
+                    },
+                    now.millis(),
+                ));
+            }
+        }
+        stmts.push(store::mailbox::insert(
+            &local,
+            &envelope_id,
+            gateway.as_str(),
+            env.canonical_str(),
+            now.millis(),
+            quota,
+        ));
+        match crate::live::batch(self.db, self.post.bell, stmts).await {
+            Ok(_) => {}
+            Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => return Err(too_many(&who)),
+            Err(PortError::Constraint { name }) if name == store::constraint::GUARD => {
+                return Err(match waiting {
+                    Some(t) => Refusal::TaskNotCancelable.because(format!("task {} is not waiting for input", t.id)),
+                    None => Refusal::TooManyA2aTasks.because(format!("{to} holds as many A2A tasks as it may")),
+                });
+            }
+            Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {
+                let full = crate::mailbox::Held { envelopes: quota.max_envelopes, bytes: 0 };
+                return Err(crate::mailbox::quota_full(&local, full, size, quota)
+                    .unwrap_or_else(|| Refusal::MailboxFull.because("the mailbox is full, try again later")));
+            }
+            // A unique index: the same verified message (or the same escrow) raced this one.
+            Err(PortError::Constraint { name }) if name.starts_with("a2a_tasks.") => {
+                if let Some(from) = &caller.address
+                    && let Some(row) = store::a2a::by_message(self.db, &local, from.as_str(), &m.message_id).await?
+                {
+                    return Ok(Value::Object(obj([("task", task_of(&row, &self.config.domain)?.to_wire(None, true))])));
+                }
+                return Err(Refusal::BadTaskPayment.because("that escrow already pays for another task"));
+            }
+            Err(e) => return Err(port_error(e)),
+        }
+        if let Some(hook) = facts.text("webhook") {
+            self.mailbox().push(hook, &to, &env);
+        }
+        Ok(Value::Object(obj([("task", self.task(&local, &task_id).await?.to_wire(None, true))])))
+    }
+
+    fn mailbox(&self) -> crate::mailbox::Mailbox<'h, D, N> {
+        crate::mailbox::Mailbox { core: self.core, post: self.post }
+    }
+
+    /// `ListTasks`: the tasks of one context (required: a context id is the caller's to know),
+    /// `pageSize` (1–100, default 50) at a time from `pageToken`.
+    async fn list(&self, local: &str, params: &Object) -> Result<Value, Error> {
+        let context = param_id(params, "contextId")?;
+        let size = opt_count(params, "pageSize", rules::MAX_PAGE)?.filter(|n| *n > 0).unwrap_or(50);
+        let offset = match params.get("pageToken").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            None => 0,
+            Some(t) => t
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (0..=100_000).contains(n))
+                .ok_or_else(|| Refusal::BadA2aRequest.because("`pageToken` is one this house gave"))?,
+        };
+        let history = opt_count(params, "historyLength", 1000)?.and_then(|n| usize::try_from(n).ok());
+        let artifacts = matches!(params.get("includeArtifacts"), Some(Value::Bool(true)));
+        let rows = store::a2a::list(self.db, local, &context, size, offset).await?;
+        let total = store::a2a::count(self.db, local, &context).await?;
+        let tasks = rows
+            .iter()
+            .map(|r| task_of(r, &self.config.domain).map(|t| t.to_wire(Some(history.unwrap_or(0)), artifacts)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = offset + i64::try_from(tasks.len()).unwrap_or(0);
+        let mut out = obj([("tasks", Value::Array(tasks)), ("pageSize", size.into()), ("totalSize", total.into())]);
+        out.insert("nextPageToken".into(), if next < total { next.to_string().into() } else { "".into() });
+        Ok(Value::Object(out))
+    }
+
+    /// `CancelTask`: an open task ends `canceled` (its escrow refunded).
+    async fn cancel(&self, local: &str, id: &str) -> Result<Value, Error> {
+        let t = self.task(local, id).await?;
+        if t.state.is_final() {
+            return Err(Refusal::TaskNotCancelable.because(format!("task {id} has ended ({})", t.state.as_str())));
+        }
+        let owed = t.contract.as_ref().and(State::Canceled.settles());
+        let changes = self
+            .batch(vec![store::a2a::moved(
+                id,
+                t.state.as_str(),
+                State::Canceled.as_str(),
+                None,
+                owed,
+                self.now().millis(),
+            )])
+            .await?;
+        if changes.first() != Some(&1) {
+            return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
+        }
+        let t = self.task(local, id).await?;
+        self.settle(&t).await;
+        Ok(self.task(local, id).await?.to_wire(None, true))
+    }
+
+    async fn batch(&self, stmts: Vec<crate::ports::Stmt>) -> Result<Vec<u64>, Error> {
+        crate::live::batch(self.db, self.post.bell, stmts).await.map_err(port_error)
+    }
+
+    /// An agent's `result` envelope to `a2a@` (`env`, verified, from `sender`): its task moves
+    /// to the state the answer says, and an escrow bound to it is settled.
+    pub async fn answer(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Outcome {
+        match self.take_answer(env, sender).await {
+            Ok(o) => o,
+            Err(e) => Outcome::Rejected(e),
+        }
+    }
+
+    async fn take_answer(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Result<Outcome, Error> {
+        let replied = env.in_reply_to().ok_or_else(|| {
+            Refusal::BadA2aRequest.because("a result to a2a@ replies (in_reply_to) to the task's envelope")
+        })?;
+        let row = store::a2a::by_envelope(self.db, replied).await?.ok_or_else(|| unknown_task(replied))?;
+        let t = task_of(&row, &self.config.domain)?;
+        if sender.address().domain() != self.config.domain || sender.address() != &t.agent {
+            return Err(Refusal::NotTheTasksAgent.because("only the task's own agent answers it"));
+        }
+        let answered_by =
+            t.answer.as_ref().and_then(Value::as_object).and_then(|a| a.get("envelope")).and_then(Value::as_str);
+        if answered_by == Some(env.id()) {
+            return Ok(Outcome::Duplicate);
+        }
+        if t.state.is_final() {
+            return Err(Refusal::TaskNotCancelable.because(format!("task {} has ended ({})", t.id, t.state.as_str())));
+        }
+        let a = rules::answer(env.kind(), env.content())?;
+        let mut kept = match a.to_value() {
+            Value::Object(o) => o,
+            _ => Object::new(),
+        };
+        kept.insert("envelope".into(), env.id().into());
+        let owed = t.contract.as_ref().and(a.state.settles());
+        let kept = Value::Object(kept).canonical_string();
+        let changes = self
+            .batch(vec![store::a2a::moved(
+                &t.id,
+                t.state.as_str(),
+                a.state.as_str(),
+                Some(&kept),
+                owed,
+                self.now().millis(),
+            )])
+            .await?;
+        if changes.first() != Some(&1) {
+            return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
+        }
+        if let Some(r) = store::a2a::get(self.db, t.agent.local(), &t.id).await? {
+            self.settle(&task_of(&r, &self.config.domain)?).await;
+        }
+        Ok(Outcome::Accepted)
+    }
+
+    /// Pays what task `t` owes the Libro (`release` or `refund` of its escrow, as `a2a@`, the
+    /// escrow's arbiter), once: the operation's id is derived from the contract, so a second
+    /// attempt is the same operation. Failures that may pass are left owed for the tick; a refusal
+    /// for good (the escrow moved on without it) ends the debt.
+    async fn settle(&self, t: &rules::Task) {
+        let (Some(contract), Some(op)) = (&t.contract, &t.owed) else { return };
+        let mut body = obj([("op", op.as_str().into()), ("contract", contract.as_str().into())]);
+        if op == "refund" {
+            body.insert("note".into(), format!("the A2A task {} ended {}", t.id, t.state.as_str()).into());
+        }
+        let libro = crate::libro::Libro { core: self.core, post: self.post };
+        let id = libro.derived_id("a2a-settle", contract, GATEWAY);
+        let done = match libro.operate_as(&self.systems.a2a, id, body, None).await {
+            Ok(Outcome::Accepted | Outcome::Duplicate) => true,
+            Ok(Outcome::Rejected(e)) => !(e.kind.is_temporary() || e.kind == ErrorKind::Internal),
+            Err(_) => false,
+        };
+        if done {
+            let _ = self.batch(vec![store::a2a::settled(&t.id)]).await;
+        }
+    }
+
+    /// The tick's share: owed settlements paid, old tasks forgotten.
+    pub async fn upkeep(&self) -> Result<u32, Error> {
+        let rows = store::a2a::owing(self.db, SETTLE_PER_TICK).await?;
+        for r in &rows {
+            self.settle(&task_of(r, &self.config.domain)?).await;
+        }
+        self.batch(vec![store::a2a::purge(self.now().millis() - TASK_LIFE_MS)]).await?;
+        Ok(u32::try_from(rows.len()).unwrap_or(0))
+    }
+}
+
+fn too_many(who: &str) -> Error {
+    Refusal::TooManyA2aCalls
+        .because(format!("too many A2A calls from {who} to this agent this minute; try again shortly"))
+}

@@ -1,0 +1,341 @@
+//! The A2A gateway (issue 39; docs/SPEC.md "A2A gateway"): an A2A JSON-RPC call waits in the
+//! agent's mailbox as an unsigned task envelope; the agent's `result` to `a2a@` moves the task;
+//! unverified callers meet the agent's lists as email does, Nyx5 callers prove who they are; a
+//! task bound to an escrow releases it when completed and refunds it when it ends otherwise; the
+//! A2A cards carry a JWS by the domain key that the house's key set verifies.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+mod kit;
+
+use kit::*;
+use nyx5_house::Registration;
+use nyx5_proto::crypto::Context;
+use nyx5_proto::envelope::{Content, Draft, Kind};
+use nyx5_proto::json::{Object, obj};
+use nyx5_proto::quote::{ContractKind, QuoteDraft};
+use nyx5_proto::{Address, Value, b64};
+
+/// One JSON-RPC call to `local`'s A2A endpoint: the HTTP status and the JSON-RPC answer.
+fn rpc(house: &TestHouse, local: &str, method: &str, params: Value) -> (u16, Object) {
+    let body = Value::Object(obj([
+        ("jsonrpc", "2.0".into()),
+        ("id", 7.into()),
+        ("method", method.into()),
+        ("params", params),
+    ]));
+    let r = call(house, "POST", &format!("/agents/{local}/a2a"), &[("content-type", "application/json")], &body);
+    let v = r.value().unwrap();
+    let o = v.as_object().unwrap().clone();
+    assert_eq!(o["jsonrpc"].as_str(), Some("2.0"));
+    assert_eq!(o["id"].as_safe_integer(), Some(7));
+    (r.status, o)
+}
+
+fn message(id: &str, text: &str) -> Value {
+    Value::Object(obj([
+        ("role", "ROLE_USER".into()),
+        ("messageId", id.into()),
+        ("parts", Value::Array(vec![Value::Object(obj([("text", text.into())]))])),
+    ]))
+}
+
+/// `message` signed as `who`'s A2A call to `to`, paying with `contract` if given.
+fn proven(who: &Agent, house: &TestHouse, to: &str, msg: Value, contract: Option<&str>) -> Value {
+    let judged = nyx5_rules::a2a::message(Some(&msg)).unwrap();
+    let claim = nyx5_rules::a2a::Claim {
+        from: who.address.clone(),
+        ts: house.now(),
+        sig: String::new(),
+        contract: contract.map(str::to_owned),
+    };
+    let doc = nyx5_rules::a2a::call_document(&judged, &claim, &Address::parse(to).unwrap());
+    let sig = b64::encode(&who.sig.sign(Context::A2aCall, &doc));
+    let mut proof =
+        obj([("from", who.address.as_str().into()), ("ts", house.now().to_rfc3339().into()), ("sig", sig.into())]);
+    if let Some(c) = contract {
+        proof.insert("contract".into(), c.into());
+    }
+    let mut m = msg.as_object().unwrap().clone();
+    m.insert("metadata".into(), Value::Object(obj([(nyx5_rules::a2a::EXT, Value::Object(proof))])));
+    Value::Object(m)
+}
+
+fn send(house: &TestHouse, local: &str, msg: Value) -> (u16, Object) {
+    rpc(house, local, "SendMessage", Value::Object(obj([("message", msg)])))
+}
+
+fn task_of(answer: &Object) -> Object {
+    answer["result"].as_object().unwrap()["task"].as_object().unwrap().clone()
+}
+
+fn state(task: &Object) -> String {
+    task["status"].as_object().unwrap()["state"].as_str().unwrap().to_owned()
+}
+
+fn get_task(house: &TestHouse, local: &str, id: &str) -> Object {
+    let (status, a) = rpc(house, local, "GetTask", Value::Object(obj([("id", id.into())])));
+    assert_eq!(status, 200, "{a:?}");
+    a["result"].as_object().unwrap().clone()
+}
+
+fn refusal(answer: &Object) -> (i64, String) {
+    let e = answer["error"].as_object().unwrap();
+    (e["code"].as_safe_integer().unwrap(), e["data"].as_object().unwrap()["error"].as_str().unwrap().to_owned())
+}
+
+fn register_listed(house: &TestHouse, agent: &Agent, inbox: Option<Value>) {
+    let mut extra = vec![("capabilities", Value::Object(obj([("listed", Value::Bool(true))])))];
+    if let Some(i) = inbox {
+        extra.push(("inbox", i));
+    }
+    let body = agent.registration(house, &extra);
+    let admin = format!("Bearer admin-{}", house.config.domain);
+    assert_eq!(call(house, "POST", "/agents", &[("authorization", &admin)], &body).status, 201);
+}
+
+/// The agent's answer: a plain `result` envelope to `a2a@`, replying to the task's envelope,
+/// through `POST /outbound` and the queue as `nyx5 send` sends it.
+fn answer(w: &World, house: &TestHouse, agent: &Agent, envelope: &str, content: Content) -> u16 {
+    let gateway = Address::new("a2a", &house.config.domain).unwrap();
+    // One answer per agent and task envelope: an id of its own.
+    let id = nyx5_rules::a2a::envelope_id("answers.test", envelope, agent.address.as_str());
+    let mut d = Draft::new(id, agent.address.clone(), vec![gateway], w.clock.now(), content);
+    d.kind = Kind::Result;
+    d.in_reply_to = Some(envelope.to_owned());
+    let env = d.build().unwrap().sign(&agent.sig).unwrap();
+    let status = agent.send(house, &env).status;
+    w.tick_all();
+    status
+}
+
+#[test]
+fn a_call_waits_in_the_mailbox_until_the_agent_answers() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    register_listed(&a, &ana, None);
+
+    // An unverified caller: a task in `submitted`, and an unsigned envelope from a2a@.
+    let (status, sent) = send(&a, "ana", message("m-1", "translate: hola"));
+    assert_eq!(status, 200, "{sent:?}");
+    let task = task_of(&sent);
+    assert_eq!(state(&task), "TASK_STATE_SUBMITTED");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    let held = mailbox(&a, &ana);
+    assert_eq!(held.len(), 1);
+    let env = &held[0];
+    assert_eq!(env.from().as_str(), "a2a@a.test");
+    assert!(env.signature().is_none());
+    assert_eq!(env.kind(), Kind::Task);
+    let note = env.object()["extensions"].as_object().unwrap()[nyx5_rules::a2a::EXT].as_object().unwrap().clone();
+    assert_eq!(note["verified"], Value::Bool(false));
+    assert_eq!(note["task"].as_str(), Some(id.as_str()));
+    let body = env.content().unwrap().body.as_object().unwrap().clone();
+    // The gate forwards what it judged: the text part, nothing it did not read.
+    assert_eq!(body["message"].as_object().unwrap()["parts"].canonical_string(), r#"[{"text":"translate: hola"}]"#);
+
+    // Unknown methods, tasks and agents are JSON-RPC errors with the house's refusal inside.
+    let (s, e) = rpc(&a, "ana", "Nope", Value::Object(Object::new()));
+    assert_eq!((s, refusal(&e)), (404, (-32601, "unknown_a2a_method".to_owned())));
+    let (s, e) = rpc(&a, "ana", "GetTask", Value::Object(obj([("id", "nope".into())])));
+    assert_eq!((s, refusal(&e)), (404, (-32001, "unknown_a2a_task".to_owned())));
+    let (s, _) = send(&a, "nobody", message("m-2", "x"));
+    assert_eq!(s, 404);
+    let (s, e) = rpc(&a, "ana", "SendStreamingMessage", Value::Object(obj([("message", message("m-3", "x"))])));
+    assert_eq!((s, refusal(&e).0), (400, -32004));
+
+    // The agent answers: the task completes, its answer the task's message and artifact.
+    let completed = Content::new("text/plain", "hello".into());
+    assert!(answer(&w, &a, &ana, env.id(), completed) < 300);
+    let t = get_task(&a, "ana", &id);
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED");
+    assert_eq!(
+        t["artifacts"].canonical_string(),
+        r#"[{"artifactId":"artifact-0","name":"result","parts":[{"text":"hello"}]}]"#
+    );
+    assert_eq!(t["history"].as_array().unwrap().len(), 2);
+    // Ended: it cannot be canceled, nor answered again.
+    let (s, e) = rpc(&a, "ana", "CancelTask", Value::Object(obj([("id", id.as_str().into())])));
+    assert_eq!((s, refusal(&e).0), (409, -32002));
+    // Listed by its context.
+    let (s, l) = rpc(&a, "ana", "ListTasks", Value::Object(obj([("contextId", context.as_str().into())])));
+    assert_eq!(s, 200);
+    assert_eq!(l["result"].as_object().unwrap()["tasks"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn input_required_takes_the_callers_next_message_and_another_agent_cannot_answer() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let (ana, cy) = (Agent::new("ana@a.test", 10), Agent::new("cy@a.test", 11));
+    register_listed(&a, &ana, None);
+    register_listed(&a, &cy, None);
+    let task = task_of(&send(&a, "ana", message("m-1", "how many?")).1);
+    let id = task["id"].as_str().unwrap().to_owned();
+    let first = mailbox(&a, &ana)[0].id().to_owned();
+    // cy may not answer ana's task: the task does not move.
+    answer(&w, &a, &cy, &first, Content::new("text/plain", "mine".into()));
+    assert_eq!(state(&get_task(&a, "ana", &id)), "TASK_STATE_SUBMITTED");
+    let ask = Content::new(
+        nyx5_rules::a2a::RESULT_MEDIA,
+        Value::parse_str(r#"{"state":"input-required","text":"which?"}"#).unwrap(),
+    );
+    answer(&w, &a, &ana, &first, ask);
+    assert_eq!(state(&get_task(&a, "ana", &id)), "TASK_STATE_INPUT_REQUIRED");
+    let mut next = message("m-2", "three").as_object().unwrap().clone();
+    next.insert("taskId".into(), id.as_str().into());
+    let (s, sent) = send(&a, "ana", Value::Object(next));
+    assert_eq!(s, 200, "{sent:?}");
+    assert_eq!(state(&task_of(&sent)), "TASK_STATE_SUBMITTED");
+    assert_eq!(mailbox(&a, &ana).len(), 2);
+    // A failed answer ends it, and nothing moves it after.
+    let second = mailbox(&a, &ana)[1].id().to_owned();
+    let fail =
+        Content::new(nyx5_rules::a2a::RESULT_MEDIA, Value::parse_str(r#"{"state":"failed","text":"cannot"}"#).unwrap());
+    answer(&w, &a, &ana, &second, fail);
+    let t = get_task(&a, "ana", &id);
+    assert_eq!(state(&t), "TASK_STATE_FAILED");
+    assert_eq!(t["history"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn unverified_callers_meet_the_inbox_policy_and_nyx5_callers_prove_who_they_are() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let b = w.house("b.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@b.test", 20);
+    register_listed(&a, &ana, Some(Value::Object(obj([("policy", "allowlist".into())]))));
+    assert_eq!(bo.register_admin(&b).status, 201);
+    let (s, e) = send(&a, "ana", message("m-1", "hi"));
+    assert_eq!((s, refusal(&e).1.as_str()), (403, "not_on_allowlist"));
+    // bo proves itself, but is not on ana's list yet.
+    let (s, e) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-2", "hi"), None));
+    assert_eq!((s, refusal(&e).1.as_str()), (403, "not_on_allowlist"));
+    let lists = Value::Object(obj([("allow", Value::Object(obj([("add", Value::Array(vec!["bo@b.test".into()]))])))]));
+    assert_eq!(ana.post(&a, "/lists/ana", &lists).status, 200);
+    let (s, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-3", "hi"), None));
+    assert_eq!(s, 200, "{sent:?}");
+    let env = mailbox(&a, &ana).pop().unwrap();
+    let note = env.object()["extensions"].as_object().unwrap()[nyx5_rules::a2a::EXT].as_object().unwrap().clone();
+    assert_eq!((note["caller"].as_str(), &note["verified"]), (Some("bo@b.test"), &Value::Bool(true)));
+    // The same message again is the same task.
+    let (_, again) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-3", "hi"), None));
+    assert_eq!(task_of(&again)["id"], task_of(&sent)["id"]);
+    // A proof over other parts, by another key, or stale, does not verify.
+    let mut forged = proven(&bo, &a, "ana@a.test", message("m-4", "hi"), None).as_object().unwrap().clone();
+    forged.insert("parts".into(), message("m-4", "pay eve").as_object().unwrap()["parts"].clone());
+    let (s, e) = send(&a, "ana", Value::Object(forged));
+    assert_eq!((s, refusal(&e).1.as_str()), (401, "bad_caller_proof"));
+    let stale = proven(&bo, &a, "ana@a.test", message("m-5", "hi"), None);
+    w.clock.advance(6 * 60_000);
+    let (s, e) = send(&a, "ana", stale);
+    assert_eq!((s, refusal(&e).1.as_str()), (401, "bad_caller_proof"));
+}
+
+/// bo's escrow for ana's work, arbitrated by `a2a@a.test`, accepted at a.test's Libro.
+fn escrow(w: &World, a: &TestHouse, ana: &Agent, bo: &Agent, id: &str, price: i64) {
+    let q = QuoteDraft {
+        id: id.to_owned(),
+        house: "a.test".to_owned(),
+        seller: ana.address.clone(),
+        buyer: bo.address.clone(),
+        contract: ContractKind::parse("escrow").unwrap(),
+        price,
+        currency: "tok".to_owned(),
+        concept: "translation".to_owned(),
+        terms: None,
+        arbiter: Some(Address::parse("a2a@a.test").unwrap()),
+        referrer: None,
+        issued: w.clock.now(),
+        expires: None,
+        extra: Object::new(),
+    }
+    .sign(&ana.sig)
+    .unwrap();
+    let body = obj([("op", "accept".into()), ("quote", Value::Object(q.object().clone()))]);
+    let env = signed_op(w, bo, "a.test", &format!("00000000-0000-4000-8000-{:012}", price), body);
+    assert!(bo.send(a, &env).status < 300);
+    w.tick_all();
+}
+
+#[test]
+fn a_paid_task_releases_when_completed_and_refunds_when_canceled() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@a.test", 20);
+    register_listed(&a, &ana, None);
+    assert_eq!(bo.register_admin(&a).status, 201);
+    topup(&a, "bo@a.test", 100);
+    escrow(&w, &a, &ana, &bo, "q-paid-1", 40);
+    assert_eq!(balance(&a, "bo@a.test"), 60);
+    // An unverified caller cannot name an escrow; one naming another's escrow is refused.
+    let cy = Agent::new("cy@a.test", 30);
+    assert_eq!(cy.register_admin(&a).status, 201);
+    let (s, e) = send(&a, "ana", proven(&cy, &a, "ana@a.test", message("m-0", "x"), Some("q-paid-1")));
+    assert_eq!((s, refusal(&e).1.as_str()), (409, "bad_task_payment"));
+
+    let (s, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "translate"), Some("q-paid-1")));
+    assert_eq!(s, 200, "{sent:?}");
+    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    let env = mailbox(&a, &ana).pop().unwrap();
+    answer(&w, &a, &ana, env.id(), Content::new("text/plain", "done".into()));
+    let t = get_task(&a, "ana", &id);
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED");
+    let note = t["metadata"].as_object().unwrap()[nyx5_rules::a2a::EXT].as_object().unwrap().clone();
+    assert_eq!(note["settlement"].as_str(), Some("release"));
+    assert_eq!(balance(&a, "escrow:q-paid-1"), 0);
+    assert!(balance(&a, "ana@a.test") > 0, "the seller is paid");
+    let paid = balance(&a, "ana@a.test");
+
+    // A second escrow, canceled by the caller: refunded whole.
+    escrow(&w, &a, &ana, &bo, "q-paid-2", 25);
+    assert_eq!(balance(&a, "bo@a.test"), 35);
+    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-2", "again"), Some("q-paid-2")));
+    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    // The same escrow cannot pay for two tasks.
+    let (s, e) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-3", "twice"), Some("q-paid-2")));
+    assert_eq!((s, refusal(&e).1.as_str()), (409, "bad_task_payment"));
+    let (s, c) = rpc(&a, "ana", "CancelTask", Value::Object(obj([("id", id.as_str().into())])));
+    assert_eq!(s, 200, "{c:?}");
+    assert_eq!(state(c["result"].as_object().unwrap()), "TASK_STATE_CANCELED");
+    assert_eq!(balance(&a, "bo@a.test"), 60);
+    assert_eq!(balance(&a, "escrow:q-paid-2"), 0);
+    assert_eq!(balance(&a, "ana@a.test"), paid);
+}
+
+#[test]
+fn cards_are_signed_by_the_domain_key_and_name_the_json_rpc_binding() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    register_listed(&a, &ana, None);
+    let jwks = call_raw(&a, "GET", "/.well-known/jwks.json", &[], vec![]).value().unwrap();
+    let key =
+        jwks.as_object().unwrap()["keys"].as_array().unwrap()[0].as_object().unwrap()["x"].as_str().unwrap().to_owned();
+    assert_eq!(key, a.config.key.public().to_b64());
+    for path in ["/agents/ana/agent-card.json", "/.well-known/agent-card.json"] {
+        let card = call_raw(&a, "GET", path, &[], vec![]).value().unwrap();
+        let mut card = card.as_object().unwrap().clone();
+        let sigs = card.remove("signatures").unwrap();
+        let sig = sigs.as_array().unwrap()[0].as_object().unwrap();
+        let jws = nyx5_proto::jws::Detached {
+            protected: sig["protected"].as_str().unwrap().to_owned(),
+            signature: sig["signature"].as_str().unwrap().to_owned(),
+        };
+        let payload = Value::Object(card.clone()).canonical();
+        let header = nyx5_proto::jws::verify_detached(&a.config.key.public(), &jws, &payload).expect(path);
+        assert_eq!(header["nyx5"].as_str(), Some("a2a-card"));
+        // Changed by one byte, it no longer verifies.
+        card.insert("name".into(), "eve@a.test".into());
+        assert!(
+            nyx5_proto::jws::verify_detached(&a.config.key.public(), &jws, &Value::Object(card).canonical()).is_none()
+        );
+    }
+    let card = call_raw(&a, "GET", "/agents/ana/agent-card.json", &[], vec![]).value().unwrap();
+    let first = &card.as_object().unwrap()["supportedInterfaces"].as_array().unwrap()[0];
+    assert_eq!(first.as_object().unwrap()["protocolBinding"].as_str(), Some("JSONRPC"));
+    assert_eq!(first.as_object().unwrap()["url"].as_str().map(|u| u.ends_with("/agents/ana/a2a")), Some(true));
+}

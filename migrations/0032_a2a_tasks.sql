@@ -1,0 +1,34 @@
+-- The A2A gateway's tasks (issue 39; docs/SPEC.md "A2A gateway"; docs/decisions/0075-a2a-gateway.md).
+--
+-- An A2A caller's message becomes an unsigned envelope from `a2a@<house>` in the agent's
+-- mailbox; the task is kept here, on the primary beside the Libro it may be bound to, until the
+-- agent answers it with a `result` envelope to `a2a@`, the caller cancels it, or it is forgotten
+-- 30 days after it last moved. A task bound to an escrow owes the Libro a release or a refund
+-- (`owed`) from the moment it ends until the Libro took it.
+CREATE TABLE a2a_tasks (
+  id        TEXT PRIMARY KEY,
+  local     TEXT NOT NULL,
+  context   TEXT NOT NULL,
+  -- The envelope carrying the caller's latest message (what the agent's result replies to).
+  envelope  TEXT NOT NULL,
+  -- A Nyx5 caller whose proof verified; NULL for an unverified caller.
+  caller    TEXT,
+  message_id TEXT NOT NULL,
+  state     TEXT NOT NULL CHECK (state IN ('submitted', 'working', 'completed', 'failed', 'canceled',
+                                            'input-required', 'rejected')),
+  -- The caller's messages as A2A writes them (a JSON array), and the agent's answer.
+  request   TEXT NOT NULL,
+  answer    TEXT,
+  contract  TEXT,
+  owed      TEXT CHECK (owed IN ('release', 'refund')),
+  created   INTEGER NOT NULL,
+  updated   INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX a2a_tasks_envelope ON a2a_tasks (envelope);
+-- A verified caller's message id is its own: sent again, it is the same task.
+CREATE UNIQUE INDEX a2a_tasks_message ON a2a_tasks (local, caller, message_id) WHERE caller IS NOT NULL;
+CREATE INDEX a2a_tasks_context ON a2a_tasks (local, context, updated);
+CREATE UNIQUE INDEX a2a_tasks_contract ON a2a_tasks (contract) WHERE contract IS NOT NULL;
+CREATE INDEX a2a_tasks_owed ON a2a_tasks (updated) WHERE owed IS NOT NULL;
+CREATE INDEX a2a_tasks_updated ON a2a_tasks (updated);
+CREATE INDEX a2a_tasks_local ON a2a_tasks (local);
