@@ -14,8 +14,7 @@ CREATE TABLE a2a_tasks (
   -- A Nyx5 caller whose proof verified; NULL for an unverified caller.
   caller    TEXT,
   message_id TEXT NOT NULL,
-  state     TEXT NOT NULL CHECK (state IN ('submitted', 'working', 'completed', 'failed', 'canceled',
-                                            'input-required', 'rejected')),
+  state     TEXT NOT NULL CHECK (state IN ('submitted', 'working', 'completed', 'failed', 'canceled', 'input-required', 'rejected')),
   -- The caller's messages as A2A writes them (a JSON array), and the agent's answer.
   request   TEXT NOT NULL,
   answer    TEXT,

@@ -11,44 +11,24 @@
 //! it when it ends: released when completed, refunded when it failed, was rejected or canceled;
 //! what the Libro has not yet taken is owed (`a2a_tasks.owed`) and the tick pays it.
 
-use nyx5_proto::card::{AgentCard, AgentCardDraft};
+use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
-use nyx5_proto::envelope::{Content, Draft, Envelope, Kind};
+use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{Object, Value, obj};
-use nyx5_proto::{Address, Error, ErrorKind, Refusal, Timestamp, Verified, b64};
+use nyx5_proto::{Address, Error, Refusal, Verified, b64};
 use nyx5_rules::a2a::{self as rules, Call, EXT, GATEWAY, State, TASK_MEDIA};
-use nyx5_rules::mailbox::Outcome;
 use nyx5_rules::policy::{self, Policy};
 
+use crate::a2a_tasks::{task_of, unknown_task};
 use crate::http::Response;
-use crate::ports::{Db, Net, PortError, Row};
+use crate::ports::{Db, Net, PortError};
 use crate::view::{Core, Post, view};
 use crate::{port_error, store};
 
 /// Tasks one agent keeps at most (ended ones too, until forgotten).
 pub const MAX_TASKS_PER_AGENT: i64 = 10_000;
-/// A task that has not moved for this long is forgotten (one that owes the Libro is kept).
-pub const TASK_LIFE_MS: i64 = 30 * 86_400_000;
-/// Owed settlements the tick pays at most.
-const SETTLE_PER_TICK: i64 = 8;
 /// The prefix of the gateway's rate windows.
 const BUCKET_PREFIX: &str = "a2a:";
-
-/// The card of `a2a@<house>`: signed with the domain key, with no encryption key (results come
-/// to it in the clear, from the house's own agents), taking results.
-pub fn gateway_card(
-    domain_card: &Verified<nyx5_proto::DomainCard>,
-    key: &nyx5_proto::crypto::SigningKey,
-    since: Timestamp,
-) -> Result<Verified<AgentCard>, Error> {
-    let address = Address::new(GATEWAY, domain_card.domain())?;
-    let mut draft = AgentCardDraft::new(address, key.public(), None, since);
-    draft.capabilities = obj([
-        ("accepts", Value::Array(vec![rules::RESULT_MEDIA.into(), "text/plain".into(), "application/json".into()])),
-        ("a2a", Value::Object(obj([("gateway", Value::Bool(true))]))),
-    ]);
-    draft.certify(key)?.verify(domain_card, None, since)
-}
 
 /// The gateway, over one call's borrows.
 pub struct Gateway<'h, D, N> {
@@ -57,32 +37,6 @@ pub struct Gateway<'h, D, N> {
 }
 
 view!(Gateway);
-
-fn text(r: &Row, name: &str) -> String {
-    r.text(name).unwrap_or_default().to_owned()
-}
-
-/// Reads a stored task of an agent at `domain`.
-fn task_of(r: &Row, domain: &str) -> Result<rules::Task, Error> {
-    let broken = || Error::new(ErrorKind::Internal, "a stored A2A task that cannot be read");
-    let request = Value::parse_str(r.text("request").unwrap_or("[]")).map_err(|_| broken())?;
-    Ok(rules::Task {
-        id: text(r, "id"),
-        context: text(r, "context"),
-        agent: Address::new(&text(r, "local"), domain).map_err(|_| broken())?,
-        state: State::parse(r.text("state").unwrap_or_default()).ok_or_else(broken)?,
-        request: request.as_array().map(<[Value]>::to_vec).unwrap_or_default(),
-        answer: r.text("answer").and_then(|a| Value::parse_str(a).ok()),
-        envelope: text(r, "envelope"),
-        contract: r.text("contract").map(str::to_owned),
-        owed: r.text("owed").map(str::to_owned),
-        updated: Timestamp::from_millis(r.int("updated").unwrap_or(0)),
-    })
-}
-
-fn unknown_task(id: &str) -> Error {
-    Refusal::UnknownA2aTask.because(format!("no A2A task {id} for this agent"))
-}
 
 fn param_id(params: &Object, name: &str) -> Result<String, Error> {
     params
@@ -498,97 +452,16 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
         let t = self.task(local, id).await?;
-        self.settle(&t).await;
+        self.tasks().settle(&t).await;
         Ok(self.task(local, id).await?.to_wire(None, true))
+    }
+
+    fn tasks(&self) -> crate::a2a_tasks::Tasks<'h, D, N> {
+        crate::a2a_tasks::Tasks { core: self.core, post: self.post }
     }
 
     async fn batch(&self, stmts: Vec<crate::ports::Stmt>) -> Result<Vec<u64>, Error> {
         crate::live::batch(self.db, self.post.bell, stmts).await.map_err(port_error)
-    }
-
-    /// An agent's `result` envelope to `a2a@` (`env`, verified, from `sender`): its task moves
-    /// to the state the answer says, and an escrow bound to it is settled.
-    pub async fn answer(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Outcome {
-        match self.take_answer(env, sender).await {
-            Ok(o) => o,
-            Err(e) => Outcome::Rejected(e),
-        }
-    }
-
-    async fn take_answer(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Result<Outcome, Error> {
-        let replied = env.in_reply_to().ok_or_else(|| {
-            Refusal::BadA2aRequest.because("a result to a2a@ replies (in_reply_to) to the task's envelope")
-        })?;
-        let row = store::a2a::by_envelope(self.db, replied).await?.ok_or_else(|| unknown_task(replied))?;
-        let t = task_of(&row, &self.config.domain)?;
-        if sender.address().domain() != self.config.domain || sender.address() != &t.agent {
-            return Err(Refusal::NotTheTasksAgent.because("only the task's own agent answers it"));
-        }
-        let answered_by =
-            t.answer.as_ref().and_then(Value::as_object).and_then(|a| a.get("envelope")).and_then(Value::as_str);
-        if answered_by == Some(env.id()) {
-            return Ok(Outcome::Duplicate);
-        }
-        if t.state.is_final() {
-            return Err(Refusal::TaskNotCancelable.because(format!("task {} has ended ({})", t.id, t.state.as_str())));
-        }
-        let a = rules::answer(env.kind(), env.content())?;
-        let mut kept = match a.to_value() {
-            Value::Object(o) => o,
-            _ => Object::new(),
-        };
-        kept.insert("envelope".into(), env.id().into());
-        let owed = t.contract.as_ref().and(a.state.settles());
-        let kept = Value::Object(kept).canonical_string();
-        let changes = self
-            .batch(vec![store::a2a::moved(
-                &t.id,
-                t.state.as_str(),
-                a.state.as_str(),
-                Some(&kept),
-                owed,
-                self.now().millis(),
-            )])
-            .await?;
-        if changes.first() != Some(&1) {
-            return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
-        }
-        if let Some(r) = store::a2a::get(self.db, t.agent.local(), &t.id).await? {
-            self.settle(&task_of(&r, &self.config.domain)?).await;
-        }
-        Ok(Outcome::Accepted)
-    }
-
-    /// Pays what task `t` owes the Libro (`release` or `refund` of its escrow, as `a2a@`, the
-    /// escrow's arbiter), once: the operation's id is derived from the contract, so a second
-    /// attempt is the same operation. Failures that may pass are left owed for the tick; a refusal
-    /// for good (the escrow moved on without it) ends the debt.
-    async fn settle(&self, t: &rules::Task) {
-        let (Some(contract), Some(op)) = (&t.contract, &t.owed) else { return };
-        let mut body = obj([("op", op.as_str().into()), ("contract", contract.as_str().into())]);
-        if op == "refund" {
-            body.insert("note".into(), format!("the A2A task {} ended {}", t.id, t.state.as_str()).into());
-        }
-        let libro = crate::libro::Libro { core: self.core, post: self.post };
-        let id = libro.derived_id("a2a-settle", contract, GATEWAY);
-        let done = match libro.operate_as(&self.systems.a2a, id, body, None).await {
-            Ok(Outcome::Accepted | Outcome::Duplicate) => true,
-            Ok(Outcome::Rejected(e)) => !(e.kind.is_temporary() || e.kind == ErrorKind::Internal),
-            Err(_) => false,
-        };
-        if done {
-            let _ = self.batch(vec![store::a2a::settled(&t.id)]).await;
-        }
-    }
-
-    /// The tick's share: owed settlements paid, old tasks forgotten.
-    pub async fn upkeep(&self) -> Result<u32, Error> {
-        let rows = store::a2a::owing(self.db, SETTLE_PER_TICK).await?;
-        for r in &rows {
-            self.settle(&task_of(r, &self.config.domain)?).await;
-        }
-        self.batch(vec![store::a2a::purge(self.now().millis() - TASK_LIFE_MS)]).await?;
-        Ok(u32::try_from(rows.len()).unwrap_or(0))
     }
 }
 

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod a2a_tasks;
 pub mod apps;
 pub mod attachments;
 pub mod auth;
@@ -153,7 +154,7 @@ impl<D: Db, N: Net> House<D, N> {
         let libro = libro::libro_card(&card, &config.key, since, config.fee_bps)?;
         let verifica = libro::verifica::verifica_card(&card, &config.key, since)?;
         let tareas = libro::tareas::tareas_card(&card, &config.key, since)?;
-        let a2a = a2a::gateway_card(&card, &config.key, since)?;
+        let a2a = a2a_tasks::gateway_card(&card, &config.key, since)?;
         let net = outbound::Guarded { net, policy: config.outbound_policy() };
         let (cards, pushes) = (CardMemo::default(), Default::default());
         let bookmark_key = bookmark::BookmarkKey::derive(&config.key.seed());

@@ -275,7 +275,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
             decided.insert(nyx5_rules::libro::TAREAS.to_owned(), outcome);
         }
         if locals.remove(nyx5_rules::a2a::GATEWAY) {
-            let gateway = crate::a2a::Gateway { core: self.core, post: self.post };
+            let gateway = crate::a2a_tasks::Tasks { core: self.core, post: self.post };
             decided.insert(nyx5_rules::a2a::GATEWAY.to_owned(), gateway.answer(env, sender).await);
         }
         if locals.remove(nyx5_rules::libro::VERIFICA) {

@@ -966,6 +966,7 @@ fn the_state_enums_are_the_schemas_states() {
         ("libro_mandates", texts(&MandateState::ALL, MandateState::as_str)),
         ("libro_pending", texts(&ApprovalState::ALL, ApprovalState::as_str)),
         ("verifica_checks", texts(&CheckState::ALL, CheckState::as_str)),
+        ("a2a_tasks", texts(&nyx5_rules::a2a::State::ALL, nyx5_rules::a2a::State::as_str)),
     ];
     let db = SqliteDb::memory().unwrap();
     for (table, want) in &enums {

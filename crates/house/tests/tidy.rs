@@ -57,6 +57,8 @@ const LAYERS: &[(&str, &str)] = &[
     ("apps", "services"),
     ("drafts", "services"),
     ("attachments", "services"),
+    ("a2a", "services"),
+    ("a2a_tasks", "services"),
     // The composition root: `House` owns the state, builds the services, answers and ticks.
     ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.
@@ -132,6 +134,7 @@ const PROTO: Crate = Crate {
         ("crypto", "keys"),
         ("sign", "keys"),
         ("pow", "keys"),
+        ("jws", "keys"),
         ("card", "documents"),
         ("envelope", "documents"),
         ("seal", "documents"),
@@ -182,6 +185,7 @@ const RULES: Crate = Crate {
         ("profile", "rules"),
         ("queue", "rules"),
         ("drafts", "rules"),
+        ("a2a", "rules"),
         ("policy", "policies"),
         ("crate", "top"),
     ],

@@ -213,12 +213,18 @@ fn a_listed_agent_has_an_a2a_card_derived_from_its_nyx5_card() {
     let c = v.as_object().unwrap();
     assert_eq!(c["name"].as_str(), Some("translator@a.test"));
     assert_eq!(c["description"].as_str(), Some("Translates Spanish"));
-    let iface = c["supportedInterfaces"].as_array().unwrap()[0].as_object().unwrap();
+    // A2A's JSON-RPC binding first (the gateway, tests/a2a.rs), then Nyx5 mail.
+    let ifaces = c["supportedInterfaces"].as_array().unwrap();
+    let rpc = ifaces[0].as_object().unwrap();
+    assert_eq!(rpc["url"].as_str().unwrap(), format!("{}/agents/translator/a2a", h.config.public_url));
+    assert_eq!((rpc["protocolBinding"].as_str(), rpc["protocolVersion"].as_str()), (Some("JSONRPC"), Some("1.0")));
+    let iface = ifaces[1].as_object().unwrap();
     assert_eq!(iface["url"].as_str(), Some(h.config.public_url.as_str()));
     assert_eq!(iface["protocolBinding"].as_str(), Some("NYX5"));
     let ext = c["capabilities"].as_object().unwrap()["extensions"].as_array().unwrap()[0].as_object().unwrap();
     assert_eq!(ext["uri"].as_str(), Some(web::a2a::EXT_A2A));
-    assert_eq!(ext["required"], Value::Bool(true));
+    // Optional now that A2A's own binding reaches the agent (written as A2A's default: absent).
+    assert_eq!(ext.get("required"), None);
     let params = ext["params"].as_object().unwrap();
     assert_eq!(params["address"].as_str(), Some("translator@a.test"));
     assert_eq!(params["sig"].as_str(), Some(a.sig.public().to_b64().as_str()));

@@ -41,7 +41,8 @@ pub enum State {
 }
 
 impl State {
-    const ALL: [State; 7] = [
+    /// Every state, as the schema's CHECK lists them (migration 0032).
+    pub const ALL: [State; 7] = [
         State::Submitted,
         State::Working,
         State::Completed,

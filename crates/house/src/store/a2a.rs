@@ -131,12 +131,26 @@ pub fn settled(id: &str) -> Stmt {
     stmt!("UPDATE a2a_tasks SET owed = NULL WHERE id = ?1", id)
 }
 
+/// Touches one task owing the Libro a settlement, if there is one: a statement whose change
+/// count tells the minute's purge batch whether to read them (see `queue`).
+pub fn any_owed() -> Stmt {
+    stmt!(
+        "UPDATE a2a_tasks SET owed = owed
+          WHERE id = (SELECT id FROM a2a_tasks WHERE owed IS NOT NULL ORDER BY updated LIMIT 1)"
+    )
+}
+
 /// Tasks owing the Libro a settlement, oldest first.
 pub async fn owing<D: Db>(db: &D, limit: i64) -> Result<Vec<Row>, Error> {
     query(db, stmt!(concat!(columns!(), "WHERE owed IS NOT NULL ORDER BY updated LIMIT ?1"), limit)).await
 }
 
-/// Forgets tasks that have not moved since `before` and owe nothing.
-pub fn purge(before: i64) -> Stmt {
-    stmt!("DELETE FROM a2a_tasks WHERE updated < ?1 AND owed IS NULL", before)
+/// Forgets up to `limit` tasks that have not moved since `before` and owe nothing.
+pub fn purge(before: i64, limit: i64) -> Stmt {
+    stmt!(
+        "DELETE FROM a2a_tasks WHERE id IN
+           (SELECT id FROM a2a_tasks WHERE updated < ?1 AND owed IS NULL ORDER BY updated LIMIT ?2)",
+        before,
+        limit
+    )
 }

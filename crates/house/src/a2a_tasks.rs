@@ -1,0 +1,163 @@
+//! The A2A gateway's tasks once they are written (docs/SPEC.md "A2A gateway"; decision 0075):
+//! an agent's `result` envelope to `a2a@` moving its task ([`Tasks::answer`], which the
+//! mailbox's dispatch calls), and the escrow a task is bound to settled when it ends
+//! ([`Tasks::settle`], and the minute's upkeep for what the Libro could not take at once). Apart
+//! from `a2a`, which writes tasks and names the mailbox, so that the mailbox's dispatch can name
+//! this without a circle.
+
+use nyx5_proto::card::{AgentCard, AgentCardDraft};
+use nyx5_proto::envelope::Envelope;
+use nyx5_proto::json::{Object, Value, obj};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Timestamp, Verified};
+use nyx5_rules::a2a::{self as rules, GATEWAY, State};
+use nyx5_rules::mailbox::Outcome;
+
+use crate::ports::{Db, Net, Row};
+use crate::view::{Core, Post, view};
+use crate::{port_error, store};
+
+/// A task that has not moved for this long is forgotten (one that owes the Libro is kept).
+pub const TASK_LIFE_MS: i64 = 30 * 86_400_000;
+/// Owed settlements the tick pays at most.
+const SETTLE_PER_TICK: i64 = 8;
+
+/// The card of `a2a@<house>`: signed with the domain key, with no encryption key (results come
+/// to it in the clear, from the house's own agents), taking results.
+pub fn gateway_card(
+    domain_card: &Verified<nyx5_proto::DomainCard>,
+    key: &nyx5_proto::crypto::SigningKey,
+    since: Timestamp,
+) -> Result<Verified<AgentCard>, Error> {
+    let address = Address::new(GATEWAY, domain_card.domain())?;
+    let mut draft = AgentCardDraft::new(address, key.public(), None, since);
+    draft.capabilities = obj([
+        ("accepts", Value::Array(vec![rules::RESULT_MEDIA.into(), "text/plain".into(), "application/json".into()])),
+        ("a2a", Value::Object(obj([("gateway", Value::Bool(true))]))),
+    ]);
+    draft.certify(key)?.verify(domain_card, None, since)
+}
+
+/// The tasks, over one call's borrows.
+pub struct Tasks<'h, D, N> {
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
+}
+
+view!(Tasks);
+
+fn text(r: &Row, name: &str) -> String {
+    r.text(name).unwrap_or_default().to_owned()
+}
+
+/// Reads a stored task of an agent at `domain`.
+pub(crate) fn task_of(r: &Row, domain: &str) -> Result<rules::Task, Error> {
+    let broken = || Error::new(ErrorKind::Internal, "a stored A2A task that cannot be read");
+    let request = Value::parse_str(r.text("request").unwrap_or("[]")).map_err(|_| broken())?;
+    Ok(rules::Task {
+        id: text(r, "id"),
+        context: text(r, "context"),
+        agent: Address::new(&text(r, "local"), domain).map_err(|_| broken())?,
+        state: State::parse(r.text("state").unwrap_or_default()).ok_or_else(broken)?,
+        request: request.as_array().map(<[Value]>::to_vec).unwrap_or_default(),
+        answer: r.text("answer").and_then(|a| Value::parse_str(a).ok()),
+        envelope: text(r, "envelope"),
+        contract: r.text("contract").map(str::to_owned),
+        owed: r.text("owed").map(str::to_owned),
+        updated: Timestamp::from_millis(r.int("updated").unwrap_or(0)),
+    })
+}
+
+pub(crate) fn unknown_task(id: &str) -> Error {
+    Refusal::UnknownA2aTask.because(format!("no A2A task {id} for this agent"))
+}
+
+impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
+    async fn batch(&self, stmts: Vec<crate::ports::Stmt>) -> Result<Vec<u64>, Error> {
+        crate::live::batch(self.db, self.post.bell, stmts).await.map_err(port_error)
+    }
+
+    /// An agent's `result` envelope to `a2a@` (`env`, verified, from `sender`): its task moves
+    /// to the state the answer says, and an escrow bound to it is settled.
+    pub async fn answer(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Outcome {
+        match self.take_answer(env, sender).await {
+            Ok(o) => o,
+            Err(e) => Outcome::Rejected(e),
+        }
+    }
+
+    async fn take_answer(&self, env: &Verified<Envelope>, sender: &Verified<AgentCard>) -> Result<Outcome, Error> {
+        let replied = env.in_reply_to().ok_or_else(|| {
+            Refusal::BadA2aRequest.because("a result to a2a@ replies (in_reply_to) to the task's envelope")
+        })?;
+        let row = store::a2a::by_envelope(self.db, replied).await?.ok_or_else(|| unknown_task(replied))?;
+        let t = task_of(&row, &self.config.domain)?;
+        if sender.address().domain() != self.config.domain || sender.address() != &t.agent {
+            return Err(Refusal::NotTheTasksAgent.because("only the task's own agent answers it"));
+        }
+        let answered_by =
+            t.answer.as_ref().and_then(Value::as_object).and_then(|a| a.get("envelope")).and_then(Value::as_str);
+        if answered_by == Some(env.id()) {
+            return Ok(Outcome::Duplicate);
+        }
+        if t.state.is_final() {
+            return Err(Refusal::TaskNotCancelable.because(format!("task {} has ended ({})", t.id, t.state.as_str())));
+        }
+        let a = rules::answer(env.kind(), env.content())?;
+        let mut kept = match a.to_value() {
+            Value::Object(o) => o,
+            _ => Object::new(),
+        };
+        kept.insert("envelope".into(), env.id().into());
+        let owed = t.contract.as_ref().and(a.state.settles());
+        let kept = Value::Object(kept).canonical_string();
+        let changes = self
+            .batch(vec![store::a2a::moved(
+                &t.id,
+                t.state.as_str(),
+                a.state.as_str(),
+                Some(&kept),
+                owed,
+                self.now().millis(),
+            )])
+            .await?;
+        if changes.first() != Some(&1) {
+            return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
+        }
+        if let Some(r) = store::a2a::get(self.db, t.agent.local(), &t.id).await? {
+            self.settle(&task_of(&r, &self.config.domain)?).await;
+        }
+        Ok(Outcome::Accepted)
+    }
+
+    /// Pays what task `t` owes the Libro (`release` or `refund` of its escrow, as `a2a@`, the
+    /// escrow's arbiter), once: the operation's id is derived from the contract, so a second
+    /// attempt is the same operation. Failures that may pass are left owed for the tick; a refusal
+    /// for good (the escrow moved on without it) ends the debt.
+    pub(crate) async fn settle(&self, t: &rules::Task) {
+        let (Some(contract), Some(op)) = (&t.contract, &t.owed) else { return };
+        let mut body = obj([("op", op.as_str().into()), ("contract", contract.as_str().into())]);
+        if op == "refund" {
+            body.insert("note".into(), format!("the A2A task {} ended {}", t.id, t.state.as_str()).into());
+        }
+        let libro = crate::libro::Libro { core: self.core, post: self.post };
+        let id = libro.derived_id("a2a-settle", contract, GATEWAY);
+        let done = match libro.operate_as(&self.systems.a2a, id, body, None).await {
+            Ok(Outcome::Accepted | Outcome::Duplicate) => true,
+            Ok(Outcome::Rejected(e)) => !(e.kind.is_temporary() || e.kind == ErrorKind::Internal),
+            Err(_) => false,
+        };
+        if done {
+            let _ = self.batch(vec![store::a2a::settled(&t.id)]).await;
+        }
+    }
+
+    /// The minute's upkeep: settlements ended tasks still owe (the Libro was busy when they
+    /// ended), a few at a time. Answers whether more may be waiting.
+    pub async fn upkeep(&self) -> Result<bool, Error> {
+        let rows = store::a2a::owing(self.db, SETTLE_PER_TICK).await?;
+        for r in &rows {
+            self.settle(&task_of(r, &self.config.domain)?).await;
+        }
+        Ok(i64::try_from(rows.len()).unwrap_or(0) >= SETTLE_PER_TICK)
+    }
+}
