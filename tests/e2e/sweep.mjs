@@ -91,6 +91,8 @@ const typeOf = (v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : Number
 // wrong type for them.
 
 const HOUSE = 'sweep.test';
+/** Routes that speak JSON-RPC (the A2A gateway): their refusals carry the error shape inside. */
+const RPC_ROUTES = new Set(['POST /agents/:local/a2a']);
 const ids = {
   topup: '6f1f2c8a-1c7e-4d6b-9d3e-0a1b2c3d4e5f',
   email: '0b7e6d1c-2a3b-4c5d-8e9f-1a2b3c4d5e6f',
@@ -443,6 +445,23 @@ function routes(ctx) {
     { m: 'GET', p: '/favicon.svg', auth: 'none', poison: { method: 'POST' } },
     { m: 'GET', p: '/.well-known/agent-card.json', auth: 'none', poison: { method: 'PUT' } },
     { m: 'GET', p: '/agents/:local/agent-card.json', fill: { local: 'nobody' }, auth: 'none', segments: ['local'] },
+    { m: 'GET', p: '/.well-known/jwks.json', auth: 'none', poison: { method: 'PUT' } },
+    // The A2A gateway (issue 39): JSON-RPC, so a refusal is JSON-RPC's error object carrying the
+    // house's shape in `error.data` (RPC_ROUTES). To an agent that is not there, every call is 404.
+    {
+      m: 'POST',
+      p: '/agents/:local/a2a',
+      fill: { local: 'nobody' },
+      auth: 'none',
+      segments: ['local'],
+      body: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'SendMessage',
+        params: { message: { role: 'ROLE_USER', messageId: 'm-1', parts: [{ text: 'hello' }] } },
+      },
+      strings: ['method', 'params.message.role', 'params.message.messageId', 'params.message.parts.0.text'],
+    },
   ];
 }
 const envelopeStrings = [
@@ -990,7 +1009,9 @@ class Sweep {
     } catch {
       return fail(`${a.status} body is not JSON: ${text.slice(0, 120)}`);
     }
-    if (!(j && j.ok === false && j.code === a.status && typeof j.error === 'string' && typeof j.reason === 'string' && j.reason)) {
+    // A JSON-RPC route answers JSON-RPC's error object, the house's shape in `error.data`.
+    const shape = RPC_ROUTES.has(c.route) && j && j.jsonrpc === '2.0' && j.error && typeof j.error.code === 'number' ? j.error.data : j;
+    if (!(shape && shape.ok === false && shape.code === a.status && typeof shape.error === 'string' && typeof shape.reason === 'string' && shape.reason)) {
       fail(`${a.status} is not the error shape: ${text.slice(0, 200)}`);
     }
   }

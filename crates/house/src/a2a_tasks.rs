@@ -91,7 +91,7 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
         })?;
         let row = store::a2a::by_envelope(self.db, replied).await?.ok_or_else(|| unknown_task(replied))?;
         let t = task_of(&row, &self.config.domain)?;
-        if sender.address().domain() != self.config.domain || sender.address() != &t.agent {
+        if sender.address().domain() != self.config.domain || *sender.address() != t.agent {
             return Err(Refusal::NotTheTasksAgent.because("only the task's own agent answers it"));
         }
         let answered_by =

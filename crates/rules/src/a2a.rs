@@ -174,9 +174,10 @@ pub fn success(id: &Value, result: Value) -> Value {
 }
 
 /// The JSON-RPC error answer of `e`: `error.data` is the house's refusal shape
-/// `{code, error, reason}`.
+/// `{ok: false, code, error, reason}`.
 pub fn failure(id: &Value, e: &Error) -> Value {
     let data = obj([
+        ("ok", Value::Bool(false)),
         ("code", i64::from(e.kind.code()).into()),
         ("error", e.name().into()),
         ("reason", e.reason.as_ref().into()),
@@ -348,8 +349,9 @@ pub fn envelope_id(domain: &str, task: &str, message_id: &str) -> String {
         Value::Object(obj([("domain", domain.into()), ("task", task.into()), ("message", message_id.into())]))
             .canonical(),
     );
-    let h = hex(&sha256(&seed)[..16]);
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    let h = hex(&sha256(&seed));
+    let cut = |from: usize, to: usize| h.get(from..to).unwrap_or_default();
+    format!("{}-{}-{}-{}-{}", cut(0, 8), cut(8, 12), cut(12, 16), cut(16, 20), cut(20, 32))
 }
 
 /// What an agent's answer does to its task: the new state, the agent's message (A2A parts) and
@@ -498,7 +500,7 @@ impl Task {
         all.extend(said);
         let n = history.unwrap_or(all.len()).min(all.len());
         if n > 0 {
-            out.insert("history".into(), Value::Array(all[all.len() - n..].to_vec()));
+            out.insert("history".into(), Value::Array(all.iter().skip(all.len() - n).cloned().collect()));
         }
         let mut note = obj([("agent", self.agent.as_str().into()), ("envelope", self.envelope.as_str().into())]);
         if let Some(c) = &self.contract {
@@ -592,7 +594,7 @@ mod tests {
         let f = failure(&c.id, &e).canonical_string();
         assert_eq!(
             f,
-            r#"{"error":{"code":-32001,"data":{"code":404,"error":"unknown_a2a_task","reason":"no task t"},"message":"no task t"},"id":3,"jsonrpc":"2.0"}"#
+            r#"{"error":{"code":-32001,"data":{"code":404,"error":"unknown_a2a_task","ok":false,"reason":"no task t"},"message":"no task t"},"id":3,"jsonrpc":"2.0"}"#
         );
         assert_ne!(envelope_id("a.test", "t1", "m"), envelope_id("a.test", "t1", "m2"));
     }

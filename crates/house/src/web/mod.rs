@@ -72,7 +72,7 @@ pub fn document(req: &Request, content_type: &'static str, text: Option<&str>) -
 
 /// The methods a browser may use across origins, and the request headers it may send.
 const CORS_METHODS: &str = "GET, HEAD, POST, OPTIONS";
-const CORS_HEADERS: &str = "authorization, content-type, nyx5-bookmark";
+const CORS_HEADERS: &str = "authorization, content-type, nyx5-bookmark, a2a-version, a2a-extensions";
 
 /// 204 to a CORS preflight for a route the house has.
 pub fn preflight() -> Response {
