@@ -74,6 +74,21 @@ pub(crate) enum ClientCommand {
     },
     /// Delegate to a subagent NAME.<you>@<domain> with a scope; its keys go in the profile.
     Subagent(SubagentArgs),
+    /// Prove you are the caller of an A2A message to TO: prints the `metadata` member to put in
+    /// the message before an A2A client sends it (good for 5 minutes), naming the escrow it pays
+    /// with when --contract is given (an escrow you hold for TO, arbitrated by `a2a@` of its house)
+    A2aProof {
+        /// The agent called, `name@domain`
+        to: String,
+        /// The A2A 1.0 message as the client will send it (JSON; `-` reads standard input)
+        #[arg(long, value_name = "JSON")]
+        message: String,
+        /// The escrow that pays for the task
+        #[arg(long, value_name = "ID")]
+        contract: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Print an agent's card after verifying it (domain → agent → parent).
     Card {
         address: String,
@@ -871,6 +886,10 @@ pub(crate) fn run(command: ClientCommand) -> Outcome {
                 register::subagent(&ctx, &req)
             });
             emit(a.common.json, r, register::subagent_human)
+        }
+        ClientCommand::A2aProof { to, message, contract, common } => {
+            let r = common.ctx().and_then(|ctx| super::a2a::proof(&ctx, &to, &message, contract.as_deref()));
+            emit(common.json, r, super::a2a::proof_human)
         }
         ClientCommand::Card { address, repin, common } => {
             let r = common.ctx().and_then(|mut ctx| {

@@ -5,6 +5,7 @@
 //! its tools. Exit codes: 0 ok, 1 verification failure, 2 usage, 3 network or house
 //! unavailable, 4 refused by the house.
 
+pub(crate) mod a2a;
 pub(crate) mod attach;
 pub(crate) mod cli;
 pub(crate) mod directory;
