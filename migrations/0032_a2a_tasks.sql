@@ -20,6 +20,8 @@ CREATE TABLE a2a_tasks (
   answer    TEXT,
   contract  TEXT,
   owed      TEXT CHECK (owed IN ('release', 'refund')),
+  -- Where the caller hears of the task's changes (A2A push notifications): {id, url, token?}.
+  push      TEXT,
   created   INTEGER NOT NULL,
   updated   INTEGER NOT NULL
 ) STRICT;

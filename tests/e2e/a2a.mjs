@@ -9,7 +9,10 @@
 //   2. Each SDK sends ana a message while she is away: a task in SUBMITTED. She then reads it
 //      with `nyx5 inbox` and answers with `nyx5 send a2a@… --plain --type result`; the SDK sees
 //      the task COMPLETED with her answer as its artifact.
-//   3. bo pays: ana quotes an escrow arbitrated by `a2a@`, bo accepts it, proves himself with
+//   3. A caller that leaves a webhook (A2A push notification config) hears of the task there
+//      when it ends, through the house's outbound policy (the operators name the webhook's
+//      loopback origin in their hosts files).
+//   4. bo pays: ana quotes an escrow arbitrated by `a2a@`, bo accepts it, proves himself with
 //      `nyx5 a2a-proof --contract`, and calls through the JavaScript SDK: ana's answer completes
 //      the task and releases the escrow to her. Again through the Python SDK with another escrow:
 //      ana answers `failed` and bo's money comes back.
@@ -21,6 +24,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,11 +38,24 @@ import { makeSteps, secs } from '../lib/e2e.mjs';
 import { ENV, House, ROOT, buildWorkerAndCli, portsFor } from '../lib/wrangler.mjs';
 
 const T0 = performance.now();
-const PORT = await portsFor('NYX5_A2A_PORT', [0, 1, 442]);
+const PORT = await portsFor('NYX5_A2A_PORT', [0, 1, 2, 442]);
 const state = mkdtempSync(join(tmpdir(), 'nyx5-a2a-'));
 const urlOf = (port) => `http://127.0.0.1:${port}`;
 const PYTHON = process.env.NYX5_A2A_PYTHON ?? join(ROOT, 'target/a2a-venv/bin/python');
 const steps = makeSteps(T0);
+// The callers' webhook for A2A push notifications: on loopback, so the operators name its origin
+// (the outbound policy lets a house reach a private address only then).
+const HOOK = urlOf(PORT(2));
+const hooked = [];
+const hook = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => {
+    hooked.push({ token: req.headers['x-a2a-notification-token'], body: JSON.parse(body) });
+    res.writeHead(200).end();
+  });
+});
+await new Promise((r) => hook.listen(PORT(2), '127.0.0.1', r));
 const step = (title, fn) => steps.step(title, fn);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -52,12 +69,16 @@ worker.house = new House({
   port: PORT(0),
   inspectorPort: PORT(442),
   stateDir: state,
-  vars: { NYX5_REGISTRATION: 'admin', NYX5_ADMIN_TOKEN: worker.token },
+  vars: {
+    NYX5_REGISTRATION: 'admin',
+    NYX5_ADMIN_TOKEN: worker.token,
+    NYX5_HOSTS: JSON.stringify({ 'hooks.test': { url: `http://127.0.0.1:${PORT(2)}` } }),
+  },
 });
 const serve = { domain: 's.test', token: b64u(random(24)), url: urlOf(PORT(1)) };
 writeFileSync(
   join(state, 'hosts.json'),
-  JSON.stringify({ [worker.domain]: { url: worker.url }, [serve.domain]: { url: serve.url } }),
+  JSON.stringify({ [worker.domain]: { url: worker.url }, [serve.domain]: { url: serve.url }, 'hooks.test': { url: HOOK } }),
 );
 
 /** `nyx5 ARGS --json` with the houses in its hosts file and no DNS; answers the parsed output. */
@@ -195,6 +216,24 @@ async function flows(h, name) {
     return `task ${task.id} completed`;
   });
 
+  await step(`${name}: a caller that left a webhook hears of its task there (A2A push)`, async () => {
+    const client = await jsClient(h, 'ana');
+    const token = `tok-${b64u(random(6))}`;
+    const message = { role: 'ROLE_USER', messageId: `js-${b64u(random(8))}`, parts: [{ text: 'tell me' }] };
+    const configuration = { taskPushNotificationConfig: { url: `${HOOK}/a2a`, token } };
+    const task = Task.toJSON(await client.sendMessage(SendMessageRequest.fromJSON({ message, configuration })));
+    answer(h, task.id, { text: 'told' });
+    for (let i = 0; !hooked.some((p) => p.token === token); i++) {
+      assert.ok(i < 100, 'the webhook never heard of the task');
+      if (h.house) await h.house.scheduled();
+      await sleep(100);
+    }
+    const pushed = hooked.find((p) => p.token === token).body.task;
+    assert.equal(pushed.id, task.id);
+    assert.equal(pushed.status.state, 'TASK_STATE_COMPLETED');
+    assert.equal(pushed.artifacts[0].parts[0].text, 'told');
+  });
+
   await step(`${name}: the Python SDK does the same`, async () => {
     const task = python(['send', h.url, 'ana', 'bonjour']);
     assert.equal(task.status.state, 'TASK_STATE_SUBMITTED');
@@ -270,6 +309,7 @@ try {
 } finally {
   await worker.house.stop();
   serveChild?.kill('SIGTERM');
+  hook.close();
 }
 
 const total = secs(performance.now() - T0);

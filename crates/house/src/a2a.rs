@@ -104,12 +104,55 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             "CancelTask" => self.cancel(local, &param_id(&call.params, "id")?).await,
             "SendStreamingMessage" | "SubscribeToTask" => Err(Refusal::A2aUnsupported
                 .because("this house does not stream: send with SendMessage and read the task with GetTask")),
-            m if m.contains("PushNotificationConfig") => {
-                Err(Refusal::A2aPushOff.because("this house sends no A2A push notifications"))
+            "CreateTaskPushNotificationConfig" => {
+                let task = param_id(&call.params, "taskId")?;
+                self.task(local, &task).await?;
+                let push = self.judged_push(&Value::Object(call.params.clone()))?;
+                self.batch(vec![store::a2a::set_push(local, &task, Some(&push.to_value().canonical_string()))]).await?;
+                Ok(push.to_wire(&task))
+            }
+            "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig" => {
+                let task = param_id(&call.params, "taskId")?;
+                let row = store::a2a::get(self.db, local, &task).await?.ok_or_else(|| unknown_task(&task))?;
+                let push =
+                    row.text("push").and_then(|p| Value::parse_str(p).ok()).and_then(|v| rules::Push::from_value(&v));
+                let wanted = call.params.get("id").and_then(Value::as_str);
+                let found = push.filter(|p| wanted.is_none_or(|w| w == p.id));
+                match call.method.as_str() {
+                    "ListTaskPushNotificationConfigs" => {
+                        let configs: Vec<Value> = found.iter().map(|p| p.to_wire(&task)).collect();
+                        Ok(Value::Object(obj([("configs", Value::Array(configs)), ("nextPageToken", "".into())])))
+                    }
+                    "GetTaskPushNotificationConfig" => found
+                        .map(|p| p.to_wire(&task))
+                        .ok_or_else(|| Refusal::UnknownA2aTask.because(format!("task {task} has no such push config"))),
+                    _ => {
+                        if found.is_some() {
+                            self.batch(vec![store::a2a::set_push(local, &task, None)]).await?;
+                        }
+                        Ok(Value::Object(Object::new()))
+                    }
+                }
             }
             "GetExtendedAgentCard" => Err(Refusal::A2aUnsupported.because("there is no extended card")),
             m => Err(Refusal::UnknownA2aMethod.because(format!("no A2A method {m:?} here"))),
         }
+    }
+
+    /// A push notification config, judged, its URL allowed by the outbound policy (public https,
+    /// or an origin the operator names) now; it is checked again when used.
+    fn judged_push(&self, v: &Value) -> Result<rules::Push, Error> {
+        let p = rules::push(v)?;
+        self.net
+            .policy
+            .check(&p.url)
+            .map_err(|r| Refusal::BadA2aPushUrl.because(format!("the push `url` is refused: {r}")))?;
+        if !p.url.starts_with("https://") && self.net.policy.check_learnt(&p.url).is_ok() {
+            return Err(Refusal::BadA2aPushUrl.because("the push `url` must be https"));
+        }
+        Ok(p)
     }
 
     /// The card of listed agent `local` (404 for anything else, as its A2A card is).
@@ -186,13 +229,14 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         let to = agent.address().clone();
         let local = to.local().to_owned();
         let m = rules::message(params.get("message"))?;
-        if params
+        let push = match params
             .get("configuration")
             .and_then(Value::as_object)
-            .is_some_and(|c| c.get("taskPushNotificationConfig").is_some_and(|p| !p.is_null()))
+            .and_then(|c| c.get("taskPushNotificationConfig"))
         {
-            return Err(Refusal::A2aPushOff.because("this house sends no A2A push notifications"));
-        }
+            None | Some(Value::Null) => None,
+            Some(p) => Some(self.judged_push(p)?.to_value().canonical_string()),
+        };
         let caller = self.caller(&m, &to).await?;
         // A verified caller's message id is its own: sent again, the same task answers.
         if let Some(from) = &caller.address
@@ -219,6 +263,10 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             None => None,
         };
+        if waiting.is_some() && push.is_some() {
+            return Err(Refusal::BadA2aRequest
+                .because("a task's push config is set on its first message, or by CreateTaskPushNotificationConfig"));
+        }
         let context = match (&waiting, &m.context_id) {
             (Some(t), _) => t.context.clone(),
             (None, Some(c)) => {
@@ -356,6 +404,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
                         message_id: &m.message_id,
                         request: &request,
                         contract: caller.contract.as_deref(),
+                        push: push.as_deref(),
                     },
                     now.millis(),
                 ));
@@ -451,8 +500,9 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
-        let t = self.task(local, id).await?;
-        self.tasks().settle(&t).await;
+        if let Some(row) = store::a2a::get(self.db, local, id).await? {
+            self.tasks().settled_and_told(&row).await?;
+        }
         Ok(self.task(local, id).await?.to_wire(None, true))
     }
 

@@ -124,9 +124,48 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
             return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
         }
         if let Some(r) = store::a2a::get(self.db, t.agent.local(), &t.id).await? {
-            self.settle(&task_of(&r, &self.config.domain)?).await;
+            self.settled_and_told(&r).await?;
         }
         Ok(Outcome::Accepted)
+    }
+
+    /// After a task ended (row `r`, as written): its escrow settled, and the caller told where
+    /// it asked to be (A2A push: the task, once, after the answer goes out).
+    pub(crate) async fn settled_and_told(&self, r: &Row) -> Result<(), Error> {
+        let t = task_of(r, &self.config.domain)?;
+        self.settle(&t).await;
+        let push = r.text("push").and_then(|p| Value::parse_str(p).ok()).and_then(|v| rules::Push::from_value(&v));
+        if let Some(p) = push {
+            // The settlement may have moved it since `r` was read: tell what is there now.
+            let now = store::a2a::get(self.db, t.agent.local(), &t.id).await?;
+            let told = match &now {
+                Some(n) => task_of(n, &self.config.domain)?,
+                None => t,
+            };
+            self.notify(&p, &told);
+        }
+        Ok(())
+    }
+
+    /// Queues the push of task `t` to `p` (sent once the answer is out, as webhook pushes are:
+    /// `Mailbox::send_pushes`), if the outbound policy still allows its URL: `POST` of A2A's
+    /// `StreamResponse` `{"task": …}` with `X-A2A-Notification-Token`. One attempt; the task,
+    /// which `GetTask` reads, stays authoritative.
+    fn notify(&self, p: &rules::Push, t: &rules::Task) {
+        if self.net.policy.check(&p.url).is_err() {
+            return;
+        }
+        let body = Value::Object(obj([("task", t.to_wire(None, true))])).canonical();
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if let Some(token) = &p.token {
+            headers.push(("x-a2a-notification-token".to_owned(), token.clone()));
+        }
+        let request = crate::ports::OutRequest { method: "POST".into(), url: p.url.clone(), headers, body };
+        if let Ok(mut pending) = self.post.pushes.try_borrow_mut()
+            && pending.len() < crate::view::MAX_PENDING_PUSHES
+        {
+            pending.push(request);
+        }
     }
 
     /// Pays what task `t` owes the Libro (`release` or `refund` of its escrow, as `a2a@`, the

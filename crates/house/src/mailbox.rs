@@ -708,8 +708,7 @@ fn blocked_entries(env: &Envelope) -> Vec<String> {
     blocks
 }
 
-/// Most webhook pushes waiting in one process to be sent.
-pub const MAX_PENDING_PUSHES: usize = 256;
+pub use crate::view::MAX_PENDING_PUSHES;
 /// Most pushes waiting for one webhook URL.
 pub const MAX_PUSHES_PER_WEBHOOK: usize = 16;
 

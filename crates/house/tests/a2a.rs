@@ -339,3 +339,61 @@ fn cards_are_signed_by_the_domain_key_and_name_the_json_rpc_binding() {
     assert_eq!(first.as_object().unwrap()["protocolBinding"].as_str(), Some("JSONRPC"));
     assert_eq!(first.as_object().unwrap()["url"].as_str().map(|u| u.ends_with("/agents/ana/a2a")), Some(true));
 }
+
+#[test]
+fn a_caller_hears_of_its_task_at_its_webhook_through_the_outbound_policy() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    register_listed(&a, &ana, None);
+    let heard: Rc<RefCell<Vec<(Option<String>, Value)>>> = Rc::default();
+    let log = heard.clone();
+    w.fake("hooks.example", move |req: &nyx5_house::ports::OutRequest| {
+        let token = req.headers.iter().find(|(k, _)| k == "x-a2a-notification-token").map(|(_, v)| v.clone());
+        log.borrow_mut().push((token, Value::parse(&req.body, 1 << 20).unwrap()));
+        nyx5_house::ports::OutResponse { status: 200, body: vec![] }
+    });
+    // A private or loopback URL the operator did not name is refused, and nothing is written.
+    let with_push = |url: &str, id: &str| {
+        let config = Value::Object(obj([("url", url.into()), ("token", "tok-1".into())]));
+        Value::Object(obj([
+            ("message", message(id, "hola")),
+            ("configuration", Value::Object(obj([("taskPushNotificationConfig", config)]))),
+        ]))
+    };
+    let (s, e) = rpc(&a, "ana", "SendMessage", with_push("http://127.0.0.1:9/hook", "m-0"));
+    assert_eq!((s, refusal(&e).1.as_str()), (400, "bad_a2a_push_url"));
+    assert!(mailbox(&a, &ana).is_empty());
+    let (s, sent) = rpc(&a, "ana", "SendMessage", with_push("https://hooks.example/a2a", "m-1"));
+    assert_eq!(s, 200, "{sent:?}");
+    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    let (s, got) = rpc(
+        &a,
+        "ana",
+        "GetTaskPushNotificationConfig",
+        Value::Object(obj([("taskId", id.as_str().into()), ("id", "default".into())])),
+    );
+    assert_eq!(s, 200);
+    assert_eq!(got["result"].as_object().unwrap()["url"].as_str(), Some("https://hooks.example/a2a"));
+    assert!(heard.borrow().is_empty(), "nothing is told before the task moves");
+    let env = mailbox(&a, &ana).pop().unwrap();
+    answer(&w, &a, &ana, env.id(), Content::new("text/plain", "hello".into()));
+    let told = heard.borrow().clone();
+    assert_eq!(told.len(), 1, "one push, when the task ended");
+    assert_eq!(told[0].0.as_deref(), Some("tok-1"));
+    let pushed = told[0].1.as_object().unwrap()["task"].as_object().unwrap().clone();
+    assert_eq!((pushed["id"].as_str(), state(&pushed).as_str()), (Some(id.as_str()), "TASK_STATE_COMPLETED"));
+    // Deleted, it is told no more.
+    let (s, _) = rpc(
+        &a,
+        "ana",
+        "DeleteTaskPushNotificationConfig",
+        Value::Object(obj([("taskId", id.as_str().into()), ("id", "default".into())])),
+    );
+    assert_eq!(s, 200);
+    let (_, l) =
+        rpc(&a, "ana", "ListTaskPushNotificationConfigs", Value::Object(obj([("taskId", id.as_str().into())])));
+    assert_eq!(l["result"].as_object().unwrap()["configs"], Value::Array(vec![]));
+}

@@ -439,8 +439,9 @@ refusals! {
     UnknownA2aTask(NotFound) = "unknown_a2a_task",
     /// The A2A task has ended (or is not open to this call): it cannot be canceled or answered.
     TaskNotCancelable(Conflict) = "task_not_cancelable",
-    /// This house sends no A2A push notifications.
-    A2aPushOff(Malformed) = "a2a_push_off",
+    /// An A2A push notification URL the house's outbound policy does not allow (a private or
+    /// loopback address the operator did not name, a scheme other than https).
+    BadA2aPushUrl(Malformed) = "bad_a2a_push_url",
     /// The A2A operation (streaming) is not one this house offers.
     A2aUnsupported(Malformed) = "a2a_unsupported",
     /// A Nyx5 caller's proof on an A2A message does not verify (signature, time, address).

@@ -121,7 +121,6 @@ pub fn rpc_code(e: &Error) -> i64 {
         Some(Refusal::UnknownA2aMethod) => code::METHOD_NOT_FOUND,
         Some(Refusal::UnknownA2aTask) => code::TASK_NOT_FOUND,
         Some(Refusal::TaskNotCancelable) => code::TASK_NOT_CANCELABLE,
-        Some(Refusal::A2aPushOff) => code::PUSH_NOT_SUPPORTED,
         Some(Refusal::A2aUnsupported) => code::UNSUPPORTED,
         _ if e.kind == nyx5_proto::ErrorKind::Internal => code::INTERNAL,
         _ => code::REFUSED,
@@ -247,6 +246,71 @@ pub fn part(v: &Value) -> Result<Value, Error> {
         }
     }
     Ok(Value::Object(out))
+}
+
+/// Where a caller wants to hear of its task's changes (A2A's `TaskPushNotificationConfig`): an
+/// `id` (default `default`; one per task here), the `url` (which the house's outbound policy must
+/// allow when it is set and again when it is used), and a `token` sent back as
+/// `X-A2A-Notification-Token`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Push {
+    pub id: String,
+    pub url: String,
+    pub token: Option<String>,
+}
+
+impl Push {
+    /// What the house keeps of it.
+    pub fn to_value(&self) -> Value {
+        let mut o = obj([("id", self.id.as_str().into()), ("url", self.url.as_str().into())]);
+        if let Some(t) = &self.token {
+            o.insert("token".into(), t.as_str().into());
+        }
+        Value::Object(o)
+    }
+
+    /// A2A's `TaskPushNotificationConfig` for task `task`.
+    pub fn to_wire(&self, task: &str) -> Value {
+        let mut o = match self.to_value() {
+            Value::Object(o) => o,
+            _ => Object::new(),
+        };
+        o.insert("taskId".into(), task.into());
+        Value::Object(o)
+    }
+
+    /// Reads a kept one.
+    pub fn from_value(v: &Value) -> Option<Push> {
+        let o = v.as_object()?;
+        Some(Push {
+            id: o.get("id")?.as_str()?.to_owned(),
+            url: o.get("url")?.as_str()?.to_owned(),
+            token: o.get("token").and_then(Value::as_str).map(str::to_owned),
+        })
+    }
+}
+
+/// Judges a `TaskPushNotificationConfig`: `url` (at most 2048 bytes; the outbound policy is the
+/// house's to apply), `token` (1–256 printable ASCII), `id`; `authentication` is not taken (the
+/// token is how a webhook knows the house).
+pub fn push(v: &Value) -> Result<Push, Error> {
+    let o = v.as_object().ok_or_else(|| bad("a push notification config is an object"))?;
+    if o.get("authentication").is_some_and(|a| !a.is_null()) {
+        return Err(bad("push `authentication` is not sent by this house: use `token`"));
+    }
+    let url = o.get("url").and_then(Value::as_str).filter(|u| !u.is_empty() && u.len() <= 2048);
+    let url = url.ok_or_else(|| bad("a push notification config needs `url` (at most 2048 bytes)"))?;
+    let token = match o.get("token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) if t.is_empty() => None,
+        Some(Value::String(t)) if t.len() <= 256 && t.bytes().all(|b| (0x21..0x7f).contains(&b)) => Some(t.clone()),
+        Some(_) => return Err(bad("a push `token` is 1 to 256 printable ASCII characters")),
+    };
+    let id = match o.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        None => "default".to_owned(),
+        Some(_) => identifier(o.get("id"), "id")?.unwrap_or_default(),
+    };
+    Ok(Push { id, url: url.to_owned(), token })
 }
 
 /// A Nyx5 caller's claim, read from the message's `metadata[EXT]`: who it says it is, when it

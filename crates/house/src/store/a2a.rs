@@ -10,7 +10,7 @@ use crate::stmt;
 /// Every column a task is read with.
 macro_rules! columns {
     () => {
-        "SELECT id, local, context, envelope, caller, message_id, state, request, answer, contract, owed, updated
+        "SELECT id, local, context, envelope, caller, message_id, state, request, answer, contract, owed, push, updated
            FROM a2a_tasks "
     };
 }
@@ -33,12 +33,13 @@ pub struct New<'a> {
     pub message_id: &'a str,
     pub request: &'a str,
     pub contract: Option<&'a str>,
+    pub push: Option<&'a str>,
 }
 
 pub fn insert(t: &New<'_>, now: i64) -> Stmt {
     stmt!(
-        "INSERT INTO a2a_tasks (id, local, context, envelope, caller, message_id, state, request, contract, created, updated)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'submitted', ?7, ?8, ?9, ?9)",
+        "INSERT INTO a2a_tasks (id, local, context, envelope, caller, message_id, state, request, contract, push, created, updated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'submitted', ?7, ?8, ?10, ?9, ?9)",
         t.id,
         t.local,
         t.context,
@@ -47,7 +48,8 @@ pub fn insert(t: &New<'_>, now: i64) -> Stmt {
         t.message_id,
         t.request,
         t.contract,
-        now
+        now,
+        t.push
     )
 }
 
@@ -124,6 +126,11 @@ pub fn followed(id: &str, envelope: &str, request: &str, now: i64) -> Stmt {
         request,
         now
     )
+}
+
+/// Sets (or with None clears) where task `id` of `local` pushes its changes.
+pub fn set_push(local: &str, id: &str, push: Option<&str>) -> Stmt {
+    stmt!("UPDATE a2a_tasks SET push = ?3 WHERE id = ?2 AND local = ?1", local, id, push)
 }
 
 /// The Libro took what task `id` owed.

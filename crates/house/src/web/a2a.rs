@@ -112,15 +112,20 @@ fn provider<D: Db, N: Net>(house: &House<D, N>) -> Value {
     ]))
 }
 
-/// No streaming and no push (A2A's defaults, so not written); the Nyx5 extension, `required`
-/// only where Nyx5 mail is the one way in (the house's own card).
-fn capabilities(params: Object, description: &str, required: bool) -> Value {
+/// No streaming (A2A's default, so not written); push notifications where the JSON-RPC binding
+/// is, an agent's card (`gateway`); the Nyx5 extension, `required` only where Nyx5 mail is the
+/// one way in (the house's own card).
+fn capabilities(params: Object, description: &str, gateway: bool) -> Value {
     let mut ext =
         obj([("uri", EXT_A2A.into()), ("description", description.into()), ("params", Value::Object(params))]);
-    if required {
+    let mut caps = Object::new();
+    if gateway {
+        caps.insert("pushNotifications".into(), Value::Bool(true));
+    } else {
         ext.insert("required".into(), Value::Bool(true));
     }
-    Value::Object(obj([("extensions", Value::Array(vec![Value::Object(ext)]))]))
+    caps.insert("extensions".into(), Value::Array(vec![Value::Object(ext)]));
+    Value::Object(caps)
 }
 
 /// The skills an agent's capabilities name (each member that is not false), else one: mail.
@@ -191,7 +196,7 @@ pub fn agent_card<D: Db, N: Net>(house: &House<D, N>, card: &AgentCard) -> Value
                 params,
                 "Call this agent by A2A JSON-RPC (it holds the task while offline), or write to it by Nyx5 mail. \
                  A Nyx5 caller proves itself, and may pay with an escrow, in the message's metadata under this URI.",
-                false,
+                true,
             ),
         ),
         ("defaultInputModes", modes(card)),
@@ -234,7 +239,7 @@ pub fn house_card<D: Db, N: Net>(house: &House<D, N>, agents: &[AgentCard]) -> V
         ("documentationUrl", format!("{url}/spec").into()),
         (
             "capabilities",
-            capabilities(params, "The agents of this house are reached by Nyx5 mail, or by A2A at their own cards.", true),
+            capabilities(params, "The agents of this house are reached by Nyx5 mail, or by A2A at their own cards.", false),
         ),
         ("defaultInputModes", strings(&["text/plain", "application/json", TASK_MEDIA])),
         ("defaultOutputModes", strings(&["text/plain", "application/json", TASK_MEDIA])),
