@@ -3,7 +3,8 @@
 -- An A2A caller's message becomes an unsigned envelope from `a2a@<house>` in the agent's
 -- mailbox; the task is kept here, on the primary beside the Libro it may be bound to, until the
 -- agent answers it with a `result` envelope to `a2a@`, the caller cancels it, or it is forgotten
--- 30 days after it last moved. A task bound to an escrow owes the Libro a release or a refund
+-- (7 days after it ended, 30 days after an open one last moved; never while it is open and an
+-- escrow is bound to it). A bound escrow is settled before the task's end is written. A task bound to an escrow owes the Libro a release or a refund
 -- (`owed`) from the moment it ends until the Libro took it.
 CREATE TABLE a2a_tasks (
   id        TEXT PRIMARY KEY,
@@ -19,9 +20,10 @@ CREATE TABLE a2a_tasks (
   request   TEXT NOT NULL,
   answer    TEXT,
   contract  TEXT,
-  owed      TEXT CHECK (owed IN ('release', 'refund')),
   -- Where the caller hears of the task's changes (A2A push notifications): {id, url, token?}.
   push      TEXT,
+  -- The bytes of `request` and `answer`: what the agent's room counts (crate::a2a::ROOM).
+  bytes     INTEGER NOT NULL DEFAULT 0,
   created   INTEGER NOT NULL,
   updated   INTEGER NOT NULL
 ) STRICT;
@@ -30,6 +32,5 @@ CREATE UNIQUE INDEX a2a_tasks_envelope ON a2a_tasks (envelope);
 CREATE UNIQUE INDEX a2a_tasks_message ON a2a_tasks (local, caller, message_id) WHERE caller IS NOT NULL;
 CREATE INDEX a2a_tasks_context ON a2a_tasks (local, context, updated);
 CREATE UNIQUE INDEX a2a_tasks_contract ON a2a_tasks (contract) WHERE contract IS NOT NULL;
-CREATE INDEX a2a_tasks_owed ON a2a_tasks (updated) WHERE owed IS NOT NULL;
 CREATE INDEX a2a_tasks_updated ON a2a_tasks (updated);
 CREATE INDEX a2a_tasks_local ON a2a_tasks (local);

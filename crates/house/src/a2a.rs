@@ -6,16 +6,16 @@
 //! verified), applies the agent's lists, its inbox policy and a rate per caller site, and writes
 //! in one batch the task, the rate count and an unsigned envelope from `a2a@<house>` in the
 //! agent's mailbox. The agent answers with a `result` envelope to `a2a@` (`nyx5 send --plain
-//! --type result --in-reply-to <envelope>`), which [`Gateway::answer`] turns into the task's new
-//! state, message and artifacts. A task bound to an escrow that names `a2a@` its arbiter settles
-//! it when it ends: released when completed, refunded when it failed, was rejected or canceled;
-//! what the Libro has not yet taken is owed (`a2a_tasks.owed`) and the tick pays it.
+//! --type result --in-reply-to <envelope>`), which `a2a_tasks::Tasks::answer` turns into the
+//! task's new state, message and artifacts. A task bound to an escrow that names `a2a@` its
+//! arbiter settles it before its end is written: released when completed, refunded when it
+//! failed, was rejected or canceled.
 
 use nyx5_proto::card::AgentCard;
 use nyx5_proto::crypto::Context;
 use nyx5_proto::envelope::{Content, Draft, Kind};
 use nyx5_proto::json::{Object, Value, obj};
-use nyx5_proto::{Address, Error, Refusal, Verified, b64};
+use nyx5_proto::{Address, Error, ErrorKind, Refusal, Verified, b64};
 use nyx5_rules::a2a::{self as rules, Call, EXT, GATEWAY, State, TASK_MEDIA};
 use nyx5_rules::policy::{self, Policy};
 
@@ -25,8 +25,13 @@ use crate::ports::{Db, Net, PortError};
 use crate::view::{Core, Post, view};
 use crate::{port_error, store};
 
-/// Tasks one agent keeps at most (ended ones too, until forgotten).
-pub const MAX_TASKS_PER_AGENT: i64 = 10_000;
+/// What one agent's tasks may hold (ended ones too, until forgotten): 10,000 tasks and 64 MiB
+/// of callers' messages and answers, of which unverified callers may fill 1,000 tasks and 16 MiB,
+/// so a stranger cannot shut out the callers the agent knows.
+pub const ROOM: store::a2a::Room =
+    store::a2a::Room { tasks: 10_000, bytes: 64 << 20, unverified_tasks: 1_000, unverified_bytes: 16 << 20 };
+/// A ListTasks page's bytes, at most (past its first task).
+const LIST_PAGE_BYTES: usize = 2 << 20;
 /// The prefix of the gateway's rate windows.
 const BUCKET_PREFIX: &str = "a2a:";
 
@@ -191,6 +196,19 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if !card.sig().verify(Context::A2aCall, &rules::call_document(m, claim, to), &sig) {
             return Err(bad(&format!("is not signed by {}'s current key", claim.from)));
         }
+        // What the caller's own card allows it: a subagent's delegation scopes the tasks it
+        // sends, as it scopes its mail (`check_send`); and an agent of this house under a hold
+        // (§7c) sends nothing a person has not approved, so it cannot call past it here.
+        card.check_send(Kind::Task.as_str(), to.domain())?;
+        if claim.from.domain() == self.config.domain {
+            let drafts = crate::drafts::Drafts { core: self.core };
+            if !drafts.holds_over(claim.from.local()).await?.is_empty() {
+                return Err(Refusal::RelayRequired.because(format!(
+                    "{} is held for approval: its calls go as mail it sends, which a person approves",
+                    claim.from
+                )));
+            }
+        }
         let mut proof = obj([("ts", claim.ts.to_rfc3339().into()), ("sig", claim.sig.as_str().into())]);
         if let Some(c) = &claim.contract {
             proof.insert("contract".into(), c.as_str().into());
@@ -200,7 +218,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
 
     /// The escrow `contract` may pay for a task of `caller` to `agent` when it is held, its buyer
     /// is the caller, its seller the agent and its arbiter `a2a@` here, and no task has it.
-    async fn check_payment(&self, contract: &str, caller: &Address, agent: &Address) -> Result<(), Error> {
+    async fn check_payment(&self, contract: &str, caller: &Address, agent: &Address) -> Result<Object, Error> {
         let why = |s: String| Refusal::BadTaskPayment.because(s);
         let row = store::libro::contract(self.db, contract)
             .await?
@@ -220,7 +238,14 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
                 "{contract} must be an escrow whose buyer is {caller}, whose seller is {agent} and whose arbiter is {gateway}"
             )));
         }
-        Ok(())
+        // What the agent is told the task pays: the escrow's price and what it is for.
+        let mut told = obj([("contract", contract.into())]);
+        for k in ["price", "currency", "concept"] {
+            if let Some(v) = r.get(k) {
+                told.insert(k.into(), v.clone());
+            }
+        }
+        Ok(told)
     }
 
     /// `SendMessage`: a new task (or the next message of one waiting for input) in the agent's
@@ -270,7 +295,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         let context = match (&waiting, &m.context_id) {
             (Some(t), _) => t.context.clone(),
             (None, Some(c)) => {
-                if !store::a2a::context_known(self.db, &local, c).await? {
+                let caller_of = caller.address.as_ref().map(Address::as_str);
+                if !store::a2a::context_known(self.db, &local, c, caller_of).await? {
                     return Err(
                         Refusal::BadA2aRequest.because(format!("contextId {c} is not one this agent's tasks have"))
                     );
@@ -279,11 +305,14 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             (None, None) => self.new_id(),
         };
-        if let (Some(contract), Some(from)) = (&caller.contract, &caller.address) {
-            self.check_payment(contract, from, &to).await?;
-        }
+        let payment = match (&caller.contract, &caller.address) {
+            (Some(contract), Some(from)) => Some(self.check_payment(contract, from, &to).await?),
+            _ => None,
+        };
         let task_id = waiting.as_ref().map_or_else(|| self.new_id(), |t| t.id.clone());
-        let envelope_id = rules::envelope_id(&self.config.domain, &task_id, &m.message_id);
+        // Each round of a task has an envelope of its own, whatever message id the caller reuses.
+        let round = waiting.as_ref().map_or(0, |t| t.request.len());
+        let envelope_id = rules::envelope_id(&self.config.domain, &task_id, &format!("{}#{round}", m.message_id));
 
         // Lists, policy and rate, as the email bridge reads them: a Nyx5 caller by its address and
         // site, every unverified caller in one window per mailbox (any other name it gives is its
@@ -341,8 +370,9 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if let Some(p) = caller.proof {
             note.insert("proof".into(), Value::Object(p));
         }
-        if let Some(c) = &caller.contract {
-            note.insert("contract".into(), c.as_str().into());
+        if let Some(p) = payment {
+            note.insert("contract".into(), p.get("contract").cloned().unwrap_or(Value::Null));
+            note.insert("payment".into(), Value::Object(p));
         }
         let body =
             obj([("task", task_id.as_str().into()), ("context", context.as_str().into()), ("message", wire.clone())]);
@@ -393,7 +423,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             None => {
                 let request = Value::Array(vec![wire]).canonical_string();
-                stmts.push(store::a2a::room(&local, MAX_TASKS_PER_AGENT));
+                stmts.push(store::a2a::room(&local, &ROOM, caller.address.is_none()));
                 stmts.push(store::a2a::insert(
                     &store::a2a::New {
                         id: &task_id,
@@ -424,7 +454,9 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             Err(PortError::Constraint { name }) if name == store::constraint::GUARD => {
                 return Err(match waiting {
                     Some(t) => Refusal::TaskNotCancelable.because(format!("task {} is not waiting for input", t.id)),
-                    None => Refusal::TooManyA2aTasks.because(format!("{to} holds as many A2A tasks as it may")),
+                    None => Refusal::TooManyA2aTasks.because(format!(
+                        "{to} holds as many A2A tasks (or bytes of them) as it may from such callers"
+                    )),
                 });
             }
             Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {
@@ -470,38 +502,47 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         let artifacts = matches!(params.get("includeArtifacts"), Some(Value::Bool(true)));
         let rows = store::a2a::list(self.db, local, &context, size, offset).await?;
         let total = store::a2a::count(self.db, local, &context).await?;
-        let tasks = rows
-            .iter()
-            .map(|r| task_of(r, &self.config.domain).map(|t| t.to_wire(Some(history.unwrap_or(0)), artifacts)))
-            .collect::<Result<Vec<_>, _>>()?;
+        // A page stops at 2 MiB of tasks (the first always goes), as a mailbox page does.
+        let mut tasks = Vec::new();
+        let mut bytes = 0usize;
+        for r in &rows {
+            let t = task_of(r, &self.config.domain)?.to_wire(Some(history.unwrap_or(0)), artifacts);
+            bytes += t.canonical().len();
+            if !tasks.is_empty() && bytes > LIST_PAGE_BYTES {
+                break;
+            }
+            tasks.push(t);
+        }
         let next = offset + i64::try_from(tasks.len()).unwrap_or(0);
         let mut out = obj([("tasks", Value::Array(tasks)), ("pageSize", size.into()), ("totalSize", total.into())]);
         out.insert("nextPageToken".into(), if next < total { next.to_string().into() } else { "".into() });
         Ok(Value::Object(out))
     }
 
-    /// `CancelTask`: an open task ends `canceled` (its escrow refunded).
+    /// `CancelTask`: an open task ends `canceled`, its escrow refunded first (a refund the Libro
+    /// refuses for good means the escrow was settled otherwise: the task then cannot be canceled).
     async fn cancel(&self, local: &str, id: &str) -> Result<Value, Error> {
         let t = self.task(local, id).await?;
         if t.state.is_final() {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} has ended ({})", t.state.as_str())));
         }
-        let owed = t.contract.as_ref().and(State::Canceled.settles());
-        let changes = self
-            .batch(vec![store::a2a::moved(
-                id,
-                t.state.as_str(),
-                State::Canceled.as_str(),
-                None,
-                owed,
-                self.now().millis(),
-            )])
-            .await?;
+        if let Some(contract) = &t.contract {
+            self.tasks().settle(&t, contract, "refund", State::Canceled).await.map_err(|e| {
+                if e.kind.is_temporary() || e.kind == ErrorKind::Internal {
+                    e
+                } else {
+                    Refusal::TaskNotCancelable.because(format!("task {id}'s escrow cannot be refunded: {}", e.reason))
+                }
+            })?;
+        }
+        let now = self.now().millis();
+        let changes =
+            self.batch(vec![store::a2a::moved(id, t.state.as_str(), State::Canceled.as_str(), None, now)]).await?;
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
         if let Some(row) = store::a2a::get(self.db, local, id).await? {
-            self.tasks().settled_and_told(&row).await?;
+            self.tasks().told(&row)?;
         }
         Ok(self.task(local, id).await?.to_wire(None, true))
     }

@@ -1,7 +1,7 @@
 //! The A2A gateway's tasks once they are written (docs/SPEC.md "A2A gateway"; decision 0075):
 //! an agent's `result` envelope to `a2a@` moving its task ([`Tasks::answer`], which the
-//! mailbox's dispatch calls), and the escrow a task is bound to settled when it ends
-//! ([`Tasks::settle`], and the minute's upkeep for what the Libro could not take at once). Apart
+//! mailbox's dispatch calls), the escrow a task is bound to settled before its end is written
+//! ([`Tasks::settle`]), and the caller's webhook told. Apart
 //! from `a2a`, which writes tasks and names the mailbox, so that the mailbox's dispatch can name
 //! this without a circle.
 
@@ -18,8 +18,8 @@ use crate::{port_error, store};
 
 /// A task that has not moved for this long is forgotten (one that owes the Libro is kept).
 pub const TASK_LIFE_MS: i64 = 30 * 86_400_000;
-/// Owed settlements the tick pays at most.
-const SETTLE_PER_TICK: i64 = 8;
+/// An ended task is forgotten this long after it ended.
+pub const ENDED_LIFE_MS: i64 = 7 * 86_400_000;
 
 /// The card of `a2a@<house>`: signed with the domain key, with no encryption key (results come
 /// to it in the clear, from the house's own agents), taking results.
@@ -62,7 +62,6 @@ pub(crate) fn task_of(r: &Row, domain: &str) -> Result<rules::Task, Error> {
         answer: r.text("answer").and_then(|a| Value::parse_str(a).ok()),
         envelope: text(r, "envelope"),
         contract: r.text("contract").map(str::to_owned),
-        owed: r.text("owed").map(str::to_owned),
         updated: Timestamp::from_millis(r.int("updated").unwrap_or(0)),
     })
 }
@@ -102,47 +101,73 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
         if t.state.is_final() {
             return Err(Refusal::TaskNotCancelable.because(format!("task {} has ended ({})", t.id, t.state.as_str())));
         }
-        let a = rules::answer(env.kind(), env.content())?;
+        let mut a = rules::answer(env.kind(), env.content())?;
+        // A bound escrow is settled first, and only then is the answer written where the caller
+        // reads it: a caller never reads work it has not paid for, nor a refund it did not get.
+        if let (Some(contract), Some(op)) = (&t.contract, a.state.settles()) {
+            match self.settle(&t, contract, op, a.state).await {
+                Ok(()) => {}
+                // The escrow is gone without this task (its buyer refunded it first): the work is
+                // not given, and the task ends failed, saying why.
+                Err(e) if op == "release" && !e.kind.is_temporary() && e.kind != ErrorKind::Internal => {
+                    a = rules::Answer {
+                        state: State::Failed,
+                        parts: vec![Value::Object(obj([(
+                            "text",
+                            format!(
+                                "the escrow {contract} could not be released ({}); the answer was withheld",
+                                e.reason
+                            )
+                            .into(),
+                        )]))],
+                        artifacts: Vec::new(),
+                    };
+                    self.record(&t, &a, env.id()).await?;
+                    return Err(Refusal::BadTaskPayment.because(format!(
+                        "the escrow {contract} could not be released: {}; the caller was not given the answer",
+                        e.reason
+                    )));
+                }
+                // A refund the Libro refused for good: the escrow moved on; the task still ends.
+                Err(e) if op == "refund" && !e.kind.is_temporary() && e.kind != ErrorKind::Internal => {}
+                // Busy or failing: the queue brings the answer again.
+                Err(e) => return Err(e),
+            }
+        } else if t.contract.is_some() {
+            // Asking for input: what it asks travels, no artifact does until the task is paid.
+            a.artifacts.clear();
+        }
+        self.record(&t, &a, env.id()).await?;
+        Ok(Outcome::Accepted)
+    }
+
+    /// Writes the task's new state and the agent's answer (moved only from the state `t` was
+    /// read in), then tells the caller where it asked to be.
+    async fn record(&self, t: &rules::Task, a: &rules::Answer, envelope: &str) -> Result<(), Error> {
         let mut kept = match a.to_value() {
             Value::Object(o) => o,
             _ => Object::new(),
         };
-        kept.insert("envelope".into(), env.id().into());
-        let owed = t.contract.as_ref().and(a.state.settles());
+        kept.insert("envelope".into(), envelope.into());
         let kept = Value::Object(kept).canonical_string();
-        let changes = self
-            .batch(vec![store::a2a::moved(
-                &t.id,
-                t.state.as_str(),
-                a.state.as_str(),
-                Some(&kept),
-                owed,
-                self.now().millis(),
-            )])
-            .await?;
+        let now = self.now().millis();
+        let changes =
+            self.batch(vec![store::a2a::moved(&t.id, t.state.as_str(), a.state.as_str(), Some(&kept), now)]).await?;
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
         }
         if let Some(r) = store::a2a::get(self.db, t.agent.local(), &t.id).await? {
-            self.settled_and_told(&r).await?;
+            self.told(&r)?;
         }
-        Ok(Outcome::Accepted)
+        Ok(())
     }
 
-    /// After a task ended (row `r`, as written): its escrow settled, and the caller told where
-    /// it asked to be (A2A push: the task, once, after the answer goes out).
-    pub(crate) async fn settled_and_told(&self, r: &Row) -> Result<(), Error> {
-        let t = task_of(r, &self.config.domain)?;
-        self.settle(&t).await;
+    /// Tells the caller of the task in row `r` where it asked to be (A2A push: the task, once,
+    /// after the answer goes out).
+    pub(crate) fn told(&self, r: &Row) -> Result<(), Error> {
         let push = r.text("push").and_then(|p| Value::parse_str(p).ok()).and_then(|v| rules::Push::from_value(&v));
         if let Some(p) = push {
-            // The settlement may have moved it since `r` was read: tell what is there now.
-            let now = store::a2a::get(self.db, t.agent.local(), &t.id).await?;
-            let told = match &now {
-                Some(n) => task_of(n, &self.config.domain)?,
-                None => t,
-            };
-            self.notify(&p, &told);
+            self.notify(&p, &task_of(r, &self.config.domain)?);
         }
         Ok(())
     }
@@ -168,35 +193,20 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
         }
     }
 
-    /// Pays what task `t` owes the Libro (`release` or `refund` of its escrow, as `a2a@`, the
-    /// escrow's arbiter), once: the operation's id is derived from the contract, so a second
-    /// attempt is the same operation. Failures that may pass are left owed for the tick; a refusal
-    /// for good (the escrow moved on without it) ends the debt.
-    pub(crate) async fn settle(&self, t: &rules::Task) {
-        let (Some(contract), Some(op)) = (&t.contract, &t.owed) else { return };
-        let mut body = obj([("op", op.as_str().into()), ("contract", contract.as_str().into())]);
+    /// Settles escrow `contract` of task `t`, which ends `state`: `op` (`release` or `refund`)
+    /// by `a2a@`, its arbiter, through the Libro's own door. The operation's id is derived from
+    /// the contract and the operation, so an attempt again (the queue bringing the answer again,
+    /// a caller canceling again) is the same operation, answered as done.
+    pub(crate) async fn settle(&self, t: &rules::Task, contract: &str, op: &str, state: State) -> Result<(), Error> {
+        let mut body = obj([("op", op.into()), ("contract", contract.into())]);
         if op == "refund" {
-            body.insert("note".into(), format!("the A2A task {} ended {}", t.id, t.state.as_str()).into());
+            body.insert("note".into(), format!("the A2A task {} ended {}", t.id, state.as_str()).into());
         }
         let libro = crate::libro::Libro { core: self.core, post: self.post };
-        let id = libro.derived_id("a2a-settle", contract, GATEWAY);
-        let done = match libro.operate_as(&self.systems.a2a, id, body, None).await {
-            Ok(Outcome::Accepted | Outcome::Duplicate) => true,
-            Ok(Outcome::Rejected(e)) => !(e.kind.is_temporary() || e.kind == ErrorKind::Internal),
-            Err(_) => false,
-        };
-        if done {
-            let _ = self.batch(vec![store::a2a::settled(&t.id)]).await;
+        let id = libro.derived_id(&format!("a2a-{op}"), contract, GATEWAY);
+        match libro.operate_as(&self.systems.a2a, id, body, None).await? {
+            Outcome::Accepted | Outcome::Duplicate => Ok(()),
+            Outcome::Rejected(e) => Err(e),
         }
-    }
-
-    /// The minute's upkeep: settlements ended tasks still owe (the Libro was busy when they
-    /// ended), a few at a time. Answers whether more may be waiting.
-    pub async fn upkeep(&self) -> Result<bool, Error> {
-        let rows = store::a2a::owing(self.db, SETTLE_PER_TICK).await?;
-        for r in &rows {
-            self.settle(&task_of(r, &self.config.domain)?).await;
-        }
-        Ok(i64::try_from(rows.len()).unwrap_or(0) >= SETTLE_PER_TICK)
     }
 }

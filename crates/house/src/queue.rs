@@ -180,12 +180,13 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let [asks, drafts] = crate::store::drafts::purge(now.millis(), PURGE_BATCH);
         purge.push((asks, None));
         purge.push((drafts, Some(PURGE_BATCH)));
-        // A2A tasks that have not moved for a month and owe the Libro nothing.
-        let tasks = crate::store::a2a::purge(now.millis().saturating_sub(crate::a2a_tasks::TASK_LIFE_MS), PURGE_BATCH);
+        // A2A tasks: ended ones after a week, open ones idle for a month (never one that owes).
+        let tasks = crate::store::a2a::purge(
+            now.millis().saturating_sub(crate::a2a_tasks::ENDED_LIFE_MS),
+            now.millis().saturating_sub(crate::a2a_tasks::TASK_LIFE_MS),
+            PURGE_BATCH,
+        );
         purge.push((tasks, Some(PURGE_BATCH)));
-        // Last: whether any ended A2A task still owes the Libro (its change count says so, and
-        // only then does the upkeep read them: no round trip of its own in a quiet minute).
-        purge.push((crate::store::a2a::any_owed(), None));
         purge
     }
 
@@ -212,8 +213,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
             // Mailbox shards: hand-offs a crash left, and those applied, settled (crate::shards).
             let settled = self.db.settle().await;
             let handoffs = *settled.as_ref().unwrap_or(&0);
-            let owed = changes.last().is_some_and(|n| *n > 0);
-            let more = self.periodic_upkeep(now, owed).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
+            let more = self.periodic_upkeep(now).await || handoffs >= crate::shards::SETTLE_BATCH as u64;
             minute_done = (!left_a_backlog(&changes, &caps) && !more).then_some(now.millis());
             settled_error = settled.err();
         }
@@ -273,7 +273,7 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
     /// What a tick does once a minute beside its purges (with them: [`upkeep_due`]), none of it
     /// failing the tick. Answers whether any part left work behind (a whole batch taken, or a
     /// failure): the next tick then runs it again, as a purge's backlog does.
-    async fn periodic_upkeep(&self, now: Timestamp, a2a_owed: bool) -> bool {
+    async fn periodic_upkeep(&self, now: Timestamp) -> bool {
         // Certifying stored cards again with a rotated domain key is upkeep, not delivery.
         let recertified = self.registry().recertify_some(now).await;
         let recertify_more =
@@ -282,11 +282,8 @@ impl<'h, D: Db, N: Net> Queue<'h, D, N> {
         let sites = crate::store::resolver::fill_pin_sites(self.db, crate::store::resolver::PIN_SITES_PER_TICK).await;
         // So is the Libro's: welcome gifts owed, bonds that expired, approvals nobody decided.
         let libro_more = self.libro().libro_upkeep().await.unwrap_or(true);
-        // And the A2A gateway's: escrows its ended tasks owe and could not pay at once.
-        let a2a_more =
-            a2a_owed && crate::a2a_tasks::Tasks { core: self.core, post: self.post }.upkeep().await.unwrap_or(true);
         let sites_more = sites.map_or(true, |n| took_whole_batch(n, crate::store::resolver::PIN_SITES_PER_TICK));
-        recertify_more || sites_more || libro_more || a2a_more
+        recertify_more || sites_more || libro_more
     }
 
     /// One job's turn, given its domain's `health` so far: late, it bounces; while the domain

@@ -348,7 +348,9 @@ fn a_caller_hears_of_its_task_at_its_webhook_through_the_outbound_policy() {
     let a = w.house("a.test", Registration::Admin);
     let ana = Agent::new("ana@a.test", 10);
     register_listed(&a, &ana, None);
-    let heard: Rc<RefCell<Vec<(Option<String>, Value)>>> = Rc::default();
+    /// Each push heard: its token and its body.
+    type Heard = Rc<RefCell<Vec<(Option<String>, Value)>>>;
+    let heard: Heard = Rc::default();
     let log = heard.clone();
     w.fake("hooks.example", move |req: &nyx5_house::ports::OutRequest| {
         let token = req.headers.iter().find(|(k, _)| k == "x-a2a-notification-token").map(|(_, v)| v.clone());
@@ -396,4 +398,59 @@ fn a_caller_hears_of_its_task_at_its_webhook_through_the_outbound_policy() {
     let (_, l) =
         rpc(&a, "ana", "ListTaskPushNotificationConfigs", Value::Object(obj([("taskId", id.as_str().into())])));
     assert_eq!(l["result"].as_object().unwrap()["configs"], Value::Array(vec![]));
+}
+
+/// The hostile review's H1: a buyer who refunds the escrow behind the task's back never reads the
+/// work. The agent's answer finds the escrow gone: the task ends failed without the artifacts, and
+/// the agent hears why.
+#[test]
+fn a_buyer_who_refunded_first_never_reads_the_work() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@a.test", 20);
+    register_listed(&a, &ana, None);
+    assert_eq!(bo.register_admin(&a).status, 201);
+    topup(&a, "bo@a.test", 100);
+    escrow(&w, &a, &ana, &bo, "q-sly-1", 40);
+    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "work"), Some("q-sly-1")));
+    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    // bo takes his money back alone (a buyer may, before a delivery).
+    let refund = signed_op(
+        &w,
+        &bo,
+        "a.test",
+        "00000000-0000-4000-8000-00000000aaaa",
+        obj([("op", "refund".into()), ("contract", "q-sly-1".into())]),
+    );
+    assert!(bo.send(&a, &refund).status < 300);
+    w.tick_all();
+    assert_eq!(balance(&a, "bo@a.test"), 100);
+    let env = mailbox(&a, &ana).into_iter().find(|e| e.from().as_str() == "a2a@a.test").unwrap();
+    answer(&w, &a, &ana, env.id(), Content::new("text/plain", "the precious work".into()));
+    let t = get_task(&a, "ana", &id);
+    assert_eq!(state(&t), "TASK_STATE_FAILED");
+    let text = Value::Object(t.clone()).canonical_string();
+    assert!(!text.contains("precious"), "the work is withheld: {text}");
+    assert_eq!(balance(&a, "ana@a.test"), 0);
+}
+
+/// A context is its caller's: another caller cannot add to it, nor list it by adding to it.
+#[test]
+fn a_context_belongs_to_the_caller_that_began_it() {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@a.test", 20);
+    register_listed(&a, &ana, None);
+    assert_eq!(bo.register_admin(&a).status, 201);
+    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "mine"), None));
+    let context = task_of(&sent)["contextId"].as_str().unwrap().to_owned();
+    let mut intruder = message("m-2", "me too").as_object().unwrap().clone();
+    intruder.insert("contextId".into(), context.as_str().into());
+    let (s, e) = send(&a, "ana", Value::Object(intruder.clone()));
+    assert_eq!((s, refusal(&e).1.as_str()), (400, "bad_a2a_request"));
+    // bo may go on in his own context.
+    let (s, _) = send(&a, "ana", proven(&bo, &a, "ana@a.test", Value::Object(intruder), None));
+    assert_eq!(s, 200);
 }

@@ -518,8 +518,6 @@ pub struct Task {
     pub answer: Option<Value>,
     pub envelope: String,
     pub contract: Option<String>,
-    /// `release` or `refund` while the Libro has not yet taken it.
-    pub owed: Option<String>,
     pub updated: Timestamp,
 }
 
@@ -569,11 +567,8 @@ impl Task {
         let mut note = obj([("agent", self.agent.as_str().into()), ("envelope", self.envelope.as_str().into())]);
         if let Some(c) = &self.contract {
             note.insert("contract".into(), c.as_str().into());
-            let settled = match (self.state.settles(), &self.owed) {
-                (Some(op), None) => op,
-                _ => "pending",
-            };
-            note.insert("settlement".into(), settled.into());
+            // A bound escrow is settled before the task's end is written: an ended task says how.
+            note.insert("settlement".into(), self.state.settles().unwrap_or("held").into());
         }
         out.insert("metadata".into(), Value::Object(obj([(EXT, Value::Object(note))])));
         Value::Object(out)

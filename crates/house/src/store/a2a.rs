@@ -10,16 +10,37 @@ use crate::stmt;
 /// Every column a task is read with.
 macro_rules! columns {
     () => {
-        "SELECT id, local, context, envelope, caller, message_id, state, request, answer, contract, owed, push, updated
+        "SELECT id, local, context, envelope, caller, message_id, state, request, answer, contract, push, updated
            FROM a2a_tasks "
     };
 }
 
-/// A new task, written only while the agent holds fewer than `max` (ended ones included, until
-/// forgotten): a guard that fails the whole batch (`a2a_tasks_room`) past it, so the envelope
-/// beside it in the batch is not written either.
-pub fn room(local: &str, max: i64) -> Stmt {
-    guard!("a2a_tasks_room", "(SELECT count(*) < ?2 FROM a2a_tasks WHERE local = ?1)", local, max)
+/// What an agent's tasks may hold: tasks and bytes in all, and of them from unverified callers.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    pub tasks: i64,
+    pub bytes: i64,
+    pub unverified_tasks: i64,
+    pub unverified_bytes: i64,
+}
+
+/// A new task, written only while the agent's tasks (ended ones included, until forgotten) are
+/// within `room` (and, for an `unverified` caller, within its share): a guard that fails the
+/// whole batch (`a2a_tasks_room`) past it, so the envelope beside it is not written either.
+pub fn room(local: &str, room: &Room, unverified: bool) -> Stmt {
+    guard!(
+        "a2a_tasks_room",
+        "(SELECT count(*) < ?2 AND coalesce(sum(bytes), 0) < ?3
+                 AND (?4 = 0 OR (count(*) FILTER (WHERE caller IS NULL) < ?5
+                                 AND coalesce(sum(bytes) FILTER (WHERE caller IS NULL), 0) < ?6))
+            FROM a2a_tasks WHERE local = ?1)",
+        local,
+        room.tasks,
+        room.bytes,
+        i64::from(unverified),
+        room.unverified_tasks,
+        room.unverified_bytes
+    )
 }
 
 /// What a new task is: its ids and the caller's first message (A2A's JSON).
@@ -38,8 +59,8 @@ pub struct New<'a> {
 
 pub fn insert(t: &New<'_>, now: i64) -> Stmt {
     stmt!(
-        "INSERT INTO a2a_tasks (id, local, context, envelope, caller, message_id, state, request, contract, push, created, updated)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'submitted', ?7, ?8, ?10, ?9, ?9)",
+        "INSERT INTO a2a_tasks (id, local, context, envelope, caller, message_id, state, request, contract, push, bytes, created, updated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'submitted', ?7, ?8, ?10, length(CAST(?7 AS BLOB)), ?9, ?9)",
         t.id,
         t.local,
         t.context,
@@ -72,11 +93,11 @@ pub async fn by_message<D: Db>(db: &D, local: &str, caller: &str, message_id: &s
     .await
 }
 
-/// Whether context `context` is one of `local`'s (the house gives every context id).
-pub async fn context_known<D: Db>(db: &D, local: &str, context: &str) -> Result<bool, Error> {
-    Ok(one(db, stmt!("SELECT 1 AS known FROM a2a_tasks WHERE local = ?1 AND context = ?2 LIMIT 1", local, context))
-        .await?
-        .is_some())
+/// Whether context `context` is one of `local`'s that `caller` (None: unverified) began: a
+/// context is its caller's (the house gives every context id).
+pub async fn context_known<D: Db>(db: &D, local: &str, context: &str, caller: Option<&str>) -> Result<bool, Error> {
+    let sql = "SELECT 1 AS known FROM a2a_tasks WHERE local = ?1 AND context = ?2 AND caller IS ?3 LIMIT 1";
+    Ok(one(db, stmt!(sql, local, context, caller)).await?.is_some())
 }
 
 /// A page of `local`'s tasks in `context`, the most recently moved first.
@@ -102,16 +123,16 @@ pub async fn count<D: Db>(db: &D, local: &str, context: &str) -> Result<i64, Err
 }
 
 /// Moves task `id` from state `from` (only if it is still there: one row, or none when another
-/// call moved it first) to `to`, with the agent's `answer` and what it now owes the Libro.
-pub fn moved(id: &str, from: &str, to: &str, answer: Option<&str>, owed: Option<&str>, now: i64) -> Stmt {
+/// call moved it first) to `to`, with the agent's `answer`.
+pub fn moved(id: &str, from: &str, to: &str, answer: Option<&str>, now: i64) -> Stmt {
     stmt!(
-        "UPDATE a2a_tasks SET state = ?3, answer = coalesce(?4, answer), owed = ?5, updated = ?6
+        "UPDATE a2a_tasks SET state = ?3, answer = coalesce(?4, answer), updated = ?5,
+                bytes = length(CAST(request AS BLOB)) + coalesce(length(CAST(coalesce(?4, answer) AS BLOB)), 0)
           WHERE id = ?1 AND state = ?2",
         id,
         from,
         to,
         answer,
-        owed,
         now
     )
 }
@@ -119,7 +140,8 @@ pub fn moved(id: &str, from: &str, to: &str, answer: Option<&str>, owed: Option<
 /// The caller's next message on a task waiting for input: submitted again, in a new envelope.
 pub fn followed(id: &str, envelope: &str, request: &str, now: i64) -> Stmt {
     stmt!(
-        "UPDATE a2a_tasks SET state = 'submitted', envelope = ?2, request = ?3, updated = ?4
+        "UPDATE a2a_tasks SET state = 'submitted', envelope = ?2, request = ?3, updated = ?4,
+                bytes = length(CAST(?3 AS BLOB)) + coalesce(length(CAST(answer AS BLOB)), 0)
           WHERE id = ?1 AND state = 'input-required'",
         id,
         envelope,
@@ -133,31 +155,18 @@ pub fn set_push(local: &str, id: &str, push: Option<&str>) -> Stmt {
     stmt!("UPDATE a2a_tasks SET push = ?3 WHERE id = ?2 AND local = ?1", local, id, push)
 }
 
-/// The Libro took what task `id` owed.
-pub fn settled(id: &str) -> Stmt {
-    stmt!("UPDATE a2a_tasks SET owed = NULL WHERE id = ?1", id)
-}
-
-/// Touches one task owing the Libro a settlement, if there is one: a statement whose change
-/// count tells the minute's purge batch whether to read them (see `queue`).
-pub fn any_owed() -> Stmt {
-    stmt!(
-        "UPDATE a2a_tasks SET owed = owed
-          WHERE id = (SELECT id FROM a2a_tasks WHERE owed IS NOT NULL ORDER BY updated LIMIT 1)"
-    )
-}
-
-/// Tasks owing the Libro a settlement, oldest first.
-pub async fn owing<D: Db>(db: &D, limit: i64) -> Result<Vec<Row>, Error> {
-    query(db, stmt!(concat!(columns!(), "WHERE owed IS NOT NULL ORDER BY updated LIMIT ?1"), limit)).await
-}
-
-/// Forgets up to `limit` tasks that have not moved since `before` and owe nothing.
-pub fn purge(before: i64, limit: i64) -> Stmt {
+/// Forgets up to `limit` tasks: ended ones not moved since `ended_before`, open
+/// ones not moved since `open_before`; never an open task an escrow is bound to (its caller
+/// may still cancel it, and the escrow must not be bound again).
+pub fn purge(ended_before: i64, open_before: i64, limit: i64) -> Stmt {
     stmt!(
         "DELETE FROM a2a_tasks WHERE id IN
-           (SELECT id FROM a2a_tasks WHERE updated < ?1 AND owed IS NULL ORDER BY updated LIMIT ?2)",
-        before,
+           (SELECT id FROM a2a_tasks
+             WHERE ((state IN ('completed', 'failed', 'canceled', 'rejected') AND updated < ?1)
+                    OR (state IN ('submitted', 'working', 'input-required') AND contract IS NULL AND updated < ?2))
+             ORDER BY updated LIMIT ?3)",
+        ended_before,
+        open_before,
         limit
     )
 }
