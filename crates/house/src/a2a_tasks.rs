@@ -1,7 +1,7 @@
 //! The A2A gateway's tasks once they are written (docs/SPEC.md "A2A gateway"; decision 0075):
 //! an agent's `result` envelope to `a2a@` moving its task ([`Tasks::answer`], which the
 //! mailbox's dispatch calls), the escrow a task is bound to settled before its end is written
-//! ([`Tasks::settle`]), and the caller's webhook told. Apart
+//! (`Tasks::settle`), and the caller's webhook told. Apart
 //! from `a2a`, which writes tasks and names the mailbox, so that the mailbox's dispatch can name
 //! this without a circle.
 
