@@ -15,6 +15,17 @@ use nyx5_proto::json::{Object, obj};
 use nyx5_proto::quote::{ContractKind, QuoteDraft};
 use nyx5_proto::{Address, Value, b64};
 
+/// a.test with ana, a listed agent, and bo, an agent of the same house.
+fn ana_and_bo() -> (World, std::rc::Rc<TestHouse>, Agent, Agent) {
+    let w = World::new();
+    let a = w.house("a.test", Registration::Admin);
+    let ana = Agent::new("ana@a.test", 10);
+    let bo = Agent::new("bo@a.test", 20);
+    register_listed(&a, &ana, None);
+    assert_eq!(bo.register_admin(&a).status, 201);
+    (w, a, ana, bo)
+}
+
 /// One JSON-RPC call to `local`'s A2A endpoint: the HTTP status and the JSON-RPC answer.
 fn rpc(house: &TestHouse, local: &str, method: &str, params: Value) -> (u16, Object) {
     let body = Value::Object(obj([
@@ -262,12 +273,7 @@ fn escrow(w: &World, a: &TestHouse, ana: &Agent, bo: &Agent, id: &str, price: i6
 
 #[test]
 fn a_paid_task_releases_when_completed_and_refunds_when_canceled() {
-    let w = World::new();
-    let a = w.house("a.test", Registration::Admin);
-    let ana = Agent::new("ana@a.test", 10);
-    let bo = Agent::new("bo@a.test", 20);
-    register_listed(&a, &ana, None);
-    assert_eq!(bo.register_admin(&a).status, 201);
+    let (w, a, ana, bo) = ana_and_bo();
     topup(&a, "bo@a.test", 100);
     escrow(&w, &a, &ana, &bo, "q-paid-1", 40);
     assert_eq!(balance(&a, "bo@a.test"), 60);
@@ -405,12 +411,7 @@ fn a_caller_hears_of_its_task_at_its_webhook_through_the_outbound_policy() {
 /// the agent hears why.
 #[test]
 fn a_buyer_who_refunded_first_never_reads_the_work() {
-    let w = World::new();
-    let a = w.house("a.test", Registration::Admin);
-    let ana = Agent::new("ana@a.test", 10);
-    let bo = Agent::new("bo@a.test", 20);
-    register_listed(&a, &ana, None);
-    assert_eq!(bo.register_admin(&a).status, 201);
+    let (w, a, ana, bo) = ana_and_bo();
     topup(&a, "bo@a.test", 100);
     escrow(&w, &a, &ana, &bo, "q-sly-1", 40);
     let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "work"), Some("q-sly-1")));
@@ -438,12 +439,7 @@ fn a_buyer_who_refunded_first_never_reads_the_work() {
 /// A context is its caller's: another caller cannot add to it, nor list it by adding to it.
 #[test]
 fn a_context_belongs_to_the_caller_that_began_it() {
-    let w = World::new();
-    let a = w.house("a.test", Registration::Admin);
-    let ana = Agent::new("ana@a.test", 10);
-    let bo = Agent::new("bo@a.test", 20);
-    register_listed(&a, &ana, None);
-    assert_eq!(bo.register_admin(&a).status, 201);
+    let (_w, a, _ana, bo) = ana_and_bo();
     let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "mine"), None));
     let context = task_of(&sent)["contextId"].as_str().unwrap().to_owned();
     let mut intruder = message("m-2", "me too").as_object().unwrap().clone();
