@@ -4,8 +4,7 @@
 -- mailbox; the task is kept here, on the primary beside the Libro it may be bound to, until the
 -- agent answers it with a `result` envelope to `a2a@`, the caller cancels it, or it is forgotten
 -- (7 days after it ended, 30 days after an open one last moved; never while it is open and an
--- escrow is bound to it). A bound escrow is settled before the task's end is written. A task bound to an escrow owes the Libro a release or a refund
--- (`owed`) from the moment it ends until the Libro took it.
+-- escrow is bound to it). A bound escrow is settled before the task's end is written.
 CREATE TABLE a2a_tasks (
   id        TEXT PRIMARY KEY,
   local     TEXT NOT NULL,

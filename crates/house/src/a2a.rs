@@ -30,6 +30,9 @@ use crate::{port_error, store};
 /// so a stranger cannot shut out the callers the agent knows.
 pub const ROOM: store::a2a::Room =
     store::a2a::Room { tasks: 10_000, bytes: 64 << 20, unverified_tasks: 1_000, unverified_bytes: 16 << 20 };
+/// The caller's messages one task keeps, in bytes at most (a row stays well within D1's 2 MB,
+/// with an answer of up to the envelope limit beside them).
+const MAX_REQUEST_BYTES: usize = 512 << 10;
 /// A ListTasks page's bytes, at most (past its first task).
 const LIST_PAGE_BYTES: usize = 2 << 20;
 /// The prefix of the gateway's rate windows.
@@ -146,17 +149,13 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         }
     }
 
-    /// A push notification config, judged, its URL allowed by the outbound policy (public https,
-    /// or an origin the operator names) now; it is checked again when used.
+    /// A push notification config, judged, its URL allowed now by the policy for URLs strangers
+    /// choose (`a2a_tasks::push_policy`); it is checked again when used.
     fn judged_push(&self, v: &Value) -> Result<rules::Push, Error> {
         let p = rules::push(v)?;
-        self.net
-            .policy
+        crate::a2a_tasks::push_policy(self.config)
             .check(&p.url)
             .map_err(|r| Refusal::BadA2aPushUrl.because(format!("the push `url` is refused: {r}")))?;
-        if !p.url.starts_with("https://") && self.net.policy.check_learnt(&p.url).is_ok() {
-            return Err(Refusal::BadA2aPushUrl.because("the push `url` must be https"));
-        }
         Ok(p)
     }
 
@@ -288,6 +287,15 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             None => None,
         };
+        if let Some(t) = &waiting {
+            let kept: usize = t.request.iter().map(|m| m.canonical().len()).sum();
+            if kept + m.to_wire("", "").canonical().len() > MAX_REQUEST_BYTES {
+                return Err(Refusal::TooManyA2aTasks.because(format!(
+                    "task {} holds as much of its caller's messages as a task may ({MAX_REQUEST_BYTES} bytes): begin another",
+                    t.id
+                )));
+            }
+        }
         if waiting.is_some() && push.is_some() {
             return Err(Refusal::BadA2aRequest
                 .because("a task's push config is set on its first message, or by CreateTaskPushNotificationConfig"));
@@ -536,8 +544,12 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             })?;
         }
         let now = self.now().millis();
-        let changes =
-            self.batch(vec![store::a2a::moved(id, t.state.as_str(), State::Canceled.as_str(), None, now)]).await?;
+        let write = if t.contract.is_some() {
+            store::a2a::ended(id, State::Canceled.as_str(), None, now)
+        } else {
+            store::a2a::moved(id, t.state.as_str(), State::Canceled.as_str(), None, now)
+        };
+        let changes = self.batch(vec![write]).await?;
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }

@@ -37,6 +37,14 @@ pub fn gateway_card(
     draft.certify(key)?.verify(domain_card, None, since)
 }
 
+/// Where a caller's webhook may be: public `https`, or an origin the operator's hosts file names;
+/// never the house's own endpoints (its DNS-over-HTTPS resolver, its email provider), which the
+/// full outbound policy lets the house itself reach. The policy `verifica@`'s tests use, for
+/// the same reason: a stranger chose the URL.
+pub(crate) fn push_policy(config: &crate::config::Config) -> nyx5_client::outbound::Policy {
+    config.verifica_policy()
+}
+
 /// The tasks, over one call's borrows.
 pub struct Tasks<'h, D, N> {
     pub(crate) core: Core<'h, D, N>,
@@ -50,7 +58,7 @@ fn text(r: &Row, name: &str) -> String {
 }
 
 /// Reads a stored task of an agent at `domain`.
-pub(crate) fn task_of(r: &Row, domain: &str) -> Result<rules::Task, Error> {
+pub fn task_of(r: &Row, domain: &str) -> Result<rules::Task, Error> {
     let broken = || Error::new(ErrorKind::Internal, "a stored A2A task that cannot be read");
     let request = Value::parse_str(r.text("request").unwrap_or("[]")).map_err(|_| broken())?;
     Ok(rules::Task {
@@ -122,7 +130,7 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
                         )]))],
                         artifacts: Vec::new(),
                     };
-                    self.record(&t, &a, env.id()).await?;
+                    self.record(&t, &a, env.id(), true).await?;
                     return Err(Refusal::BadTaskPayment.because(format!(
                         "the escrow {contract} could not be released: {}; the caller was not given the answer",
                         e.reason
@@ -137,13 +145,16 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
             // Asking for input: what it asks travels, no artifact does until the task is paid.
             a.artifacts.clear();
         }
-        self.record(&t, &a, env.id()).await?;
+        let settled = t.contract.is_some() && a.state.settles().is_some();
+        self.record(&t, &a, env.id(), settled).await?;
         Ok(Outcome::Accepted)
     }
 
     /// Writes the task's new state and the agent's answer (moved only from the state `t` was
     /// read in), then tells the caller where it asked to be.
-    async fn record(&self, t: &rules::Task, a: &rules::Answer, envelope: &str) -> Result<(), Error> {
+    /// `settled`: its escrow was settled for this end, which is then written from any open state
+    /// (`store::a2a::ended`); otherwise only from the state `t` was read in.
+    async fn record(&self, t: &rules::Task, a: &rules::Answer, envelope: &str, settled: bool) -> Result<(), Error> {
         let mut kept = match a.to_value() {
             Value::Object(o) => o,
             _ => Object::new(),
@@ -151,8 +162,12 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
         kept.insert("envelope".into(), envelope.into());
         let kept = Value::Object(kept).canonical_string();
         let now = self.now().millis();
-        let changes =
-            self.batch(vec![store::a2a::moved(&t.id, t.state.as_str(), a.state.as_str(), Some(&kept), now)]).await?;
+        let write = if settled {
+            store::a2a::ended(&t.id, a.state.as_str(), Some(&kept), now)
+        } else {
+            store::a2a::moved(&t.id, t.state.as_str(), a.state.as_str(), Some(&kept), now)
+        };
+        let changes = self.batch(vec![write]).await?;
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
         }
@@ -177,7 +192,7 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
     /// `StreamResponse` `{"task": …}` with `X-A2A-Notification-Token`. One attempt; the task,
     /// which `GetTask` reads, stays authoritative.
     fn notify(&self, p: &rules::Push, t: &rules::Task) {
-        if self.net.policy.check(&p.url).is_err() {
+        if push_policy(self.config).check(&p.url).is_err() {
             return;
         }
         let body = Value::Object(obj([("task", t.to_wire(None, true))])).canonical();
@@ -188,25 +203,35 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
         let request = crate::ports::OutRequest { method: "POST".into(), url: p.url.clone(), headers, body };
         if let Ok(mut pending) = self.post.pushes.try_borrow_mut()
             && pending.len() < crate::view::MAX_PENDING_PUSHES
+            && pending.iter().filter(|q| q.url == request.url).count() < crate::view::MAX_PUSHES_PER_WEBHOOK
         {
             pending.push(request);
         }
     }
 
     /// Settles escrow `contract` of task `t`, which ends `state`: `op` (`release` or `refund`)
-    /// by `a2a@`, its arbiter, through the Libro's own door. The operation's id is derived from
-    /// the contract and the operation, so an attempt again (the queue bringing the answer again,
-    /// a caller canceling again) is the same operation, answered as done.
-    pub(crate) async fn settle(&self, t: &rules::Task, contract: &str, op: &str, state: State) -> Result<(), Error> {
+    /// by `a2a@`, its arbiter, through the Libro's own door. Done when the contract is, after
+    /// this, in the state `op` leads to, whoever moved it there: an attempt again (the queue
+    /// bringing the answer again, a caller canceling again) finds it so, as does a buyer who
+    /// released the escrow itself. Refused otherwise (the Libro's reason, or the contract's state).
+    pub async fn settle(&self, t: &rules::Task, contract: &str, op: &str, state: State) -> Result<(), Error> {
+        let want = if op == "release" { "released" } else { "refunded" };
         let mut body = obj([("op", op.into()), ("contract", contract.into())]);
         if op == "refund" {
             body.insert("note".into(), format!("the A2A task {} ended {}", t.id, state.as_str()).into());
         }
         let libro = crate::libro::Libro { core: self.core, post: self.post };
         let id = libro.derived_id(&format!("a2a-{op}"), contract, GATEWAY);
-        match libro.operate_as(&self.systems.a2a, id, body, None).await? {
-            Outcome::Accepted | Outcome::Duplicate => Ok(()),
-            Outcome::Rejected(e) => Err(e),
+        let refused = match libro.operate_as(&self.systems.a2a, id, body, None).await {
+            Ok(Outcome::Accepted | Outcome::Duplicate) => return Ok(()),
+            Ok(Outcome::Rejected(e)) | Err(e) => e,
+        };
+        if refused.kind.is_temporary() || refused.kind == ErrorKind::Internal {
+            return Err(refused);
         }
+        let row = store::libro::contract(self.db, contract).await?;
+        let record = row.and_then(|r| r.text("record").and_then(|t| Value::parse_str(t).ok()));
+        let now = record.as_ref().and_then(Value::as_object).and_then(|o| o.get("state")).and_then(Value::as_str);
+        if now == Some(want) { Ok(()) } else { Err(refused) }
     }
 }

@@ -234,6 +234,11 @@ impl<D: Db, N: Net> House<D, N> {
         a2a::Gateway { core: self.core(), post: self.post() }
     }
 
+    /// The A2A gateway's tasks once written (answers, settlements, pushes).
+    pub fn a2a_tasks(&self) -> a2a_tasks::Tasks<'_, D, N> {
+        a2a_tasks::Tasks { core: self.core(), post: self.post() }
+    }
+
     /// The email bridge.
     pub fn email(&self) -> Email<'_, D, N> {
         Email { core: self.core(), post: self.post() }

@@ -709,8 +709,7 @@ fn blocked_entries(env: &Envelope) -> Vec<String> {
 }
 
 pub use crate::view::MAX_PENDING_PUSHES;
-/// Most pushes waiting for one webhook URL.
-pub const MAX_PUSHES_PER_WEBHOOK: usize = 16;
+pub use crate::view::MAX_PUSHES_PER_WEBHOOK;
 
 /// Why `sender`'s delegated authority refuses a stamp of `amount`, if it does: prohibited, or
 /// anything it would ask a human about (a stamp is costly, and mail does not wait).

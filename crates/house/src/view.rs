@@ -73,6 +73,8 @@ impl<'h, D, N> Core<'h, D, N> {
 
 /// Most pushes (webhook pushes, A2A push notifications) waiting in one process to be sent.
 pub const MAX_PENDING_PUSHES: usize = 256;
+/// Most pushes waiting for one URL.
+pub const MAX_PUSHES_PER_WEBHOOK: usize = 16;
 
 /// What the services that take or write mail share besides their core: the mailbox, the
 /// Libro, the email bridge and the queue.

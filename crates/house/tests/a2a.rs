@@ -450,3 +450,32 @@ fn a_context_belongs_to_the_caller_that_began_it() {
     let (s, _) = send(&a, "ana", proven(&bo, &a, "ana@a.test", Value::Object(intruder), None));
     assert_eq!(s, 200);
 }
+
+/// The second review's H1: a settlement tried again (the answer brought again after the task's
+/// end could not be written, a cancel repeated) finds the escrow as it left it: the Libro's
+/// "id taken" is read against the contract, not taken for a refusal.
+#[test]
+fn a_settlement_tried_again_is_done_not_refused() {
+    let (w, a, ana, bo) = ana_and_bo();
+    topup(&a, "bo@a.test", 100);
+    escrow(&w, &a, &ana, &bo, "q-again-1", 40);
+    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "work"), Some("q-again-1")));
+    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    // The release goes through once, as if the write of the task's end had then failed.
+    let tasks = a.a2a_tasks();
+    let row = block_on(nyx5_house::store::a2a::get(&a.db, "ana", &id)).unwrap().unwrap();
+    let t = nyx5_house::a2a_tasks::task_of(&row, "a.test").unwrap();
+    block_on(tasks.settle(&t, "q-again-1", "release", nyx5_rules::a2a::State::Completed)).unwrap();
+    w.clock.advance(1_000);
+    // Again, with another `created`: done, not "id taken".
+    block_on(tasks.settle(&t, "q-again-1", "release", nyx5_rules::a2a::State::Completed)).unwrap();
+    // And the answer, brought now, completes the task with its work.
+    let env = mailbox(&a, &ana).into_iter().find(|e| e.from().as_str() == "a2a@a.test").unwrap();
+    answer(&w, &a, &ana, env.id(), Content::new("text/plain", "the work".into()));
+    let t = get_task(&a, "ana", &id);
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED");
+    assert_eq!(balance(&a, "ana@a.test"), 36);
+    // A refund of a released escrow is refused: the task cannot be canceled into one.
+    let (s, e) = rpc(&a, "ana", "CancelTask", Value::Object(obj([("id", id.as_str().into())])));
+    assert_eq!((s, refusal(&e).0), (409, -32002));
+}

@@ -137,6 +137,21 @@ pub fn moved(id: &str, from: &str, to: &str, answer: Option<&str>, now: i64) -> 
     )
 }
 
+/// Ends task `id` as `to` with the agent's `answer`, from whatever open state it is in: written
+/// after its escrow was settled, so a move meanwhile (the caller's next message) does not undo
+/// the end the money already took. One row, or none when it had ended already.
+pub fn ended(id: &str, to: &str, answer: Option<&str>, now: i64) -> Stmt {
+    stmt!(
+        "UPDATE a2a_tasks SET state = ?2, answer = coalesce(?3, answer), updated = ?4,
+                bytes = length(CAST(request AS BLOB)) + coalesce(length(CAST(coalesce(?3, answer) AS BLOB)), 0)
+          WHERE id = ?1 AND state IN ('submitted', 'working', 'input-required')",
+        id,
+        to,
+        answer,
+        now
+    )
+}
+
 /// The caller's next message on a task waiting for input: submitted again, in a new envelope.
 pub fn followed(id: &str, envelope: &str, request: &str, now: i64) -> Stmt {
     stmt!(
