@@ -272,13 +272,13 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         // house gave this agent) or a new context.
         let waiting = match &m.task_id {
             Some(id) => {
-                let t = self.task(&local, id).await?;
-                if t.state != State::InputRequired {
-                    return Err(Refusal::TaskNotCancelable.because(format!("task {id} is not waiting for input")));
-                }
                 let row = store::a2a::get(self.db, &local, id).await?.ok_or_else(|| unknown_task(id))?;
                 if row.text("caller") != caller.address.as_ref().map(Address::as_str) {
                     return Err(unknown_task(id));
+                }
+                let t = task_of(&row, &self.config.domain)?;
+                if t.state != State::InputRequired {
+                    return Err(Refusal::TaskNotCancelable.because(format!("task {id} is not waiting for input")));
                 }
                 if caller.contract.is_some() {
                     return Err(Refusal::BadTaskPayment.because("an escrow is named on a task's first message"));
@@ -335,8 +335,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             ),
             None => (Vec::new(), Vec::new(), ":unverified".to_owned()),
         };
-        let list = |v: &[String]| Value::Array(v.iter().map(|e| e.as_str().into()).collect()).canonical_string();
-        let locals = list(std::slice::from_ref(&local));
+        let list = |v: &[String]| crate::inboxes::json_list(v.iter().map(String::as_str));
+        let locals = crate::inboxes::json_list([local.as_str()]);
         let lookup = store::mailbox::Lookup {
             locals: &locals,
             envelope_id: &envelope_id,
@@ -403,10 +403,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         env.check_size(self.config.max_bytes)?;
         let quota = self.config.quota();
         let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
-        let held = crate::mailbox::Held {
-            envelopes: facts.int("held_envelopes").unwrap_or(0),
-            bytes: facts.int("held_bytes").unwrap_or(0),
-        };
+        let held = crate::mailbox::Held::of_facts(&facts);
         if let Some(full) = crate::mailbox::quota_full(&local, held, size, quota) {
             return Err(full);
         }
@@ -553,10 +550,9 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
-        if let Some(row) = store::a2a::get(self.db, local, id).await? {
-            self.tasks().told(&row)?;
-        }
-        Ok(self.task(local, id).await?.to_wire(None, true))
+        let row = store::a2a::get(self.db, local, id).await?.ok_or_else(|| unknown_task(id))?;
+        self.tasks().told(&row)?;
+        Ok(task_of(&row, &self.config.domain)?.to_wire(None, true))
     }
 
     fn tasks(&self) -> crate::a2a_tasks::Tasks<'h, D, N> {

@@ -90,6 +90,13 @@ pub struct Held {
     pub bytes: i64,
 }
 
+impl Held {
+    /// What the mailbox holds, as one recipient's row of `store::mailbox::inbound_facts` says.
+    pub fn of_facts(facts: &crate::ports::Row) -> Held {
+        Held { envelopes: facts.int("held_envelopes").unwrap_or(0), bytes: facts.int("held_bytes").unwrap_or(0) }
+    }
+}
+
 /// Whether one more envelope of `size` bytes would pass `quota` for a mailbox holding `held`:
 /// the refusal to give that recipient, 429 (temporary, so the sending house keeps it queued
 /// and retries, as SMTP's 452 "mailbox full" does) until its agent acknowledges mail. Pure.
@@ -324,10 +331,7 @@ impl<'h, D: Db, N: Net> Mailbox<'h, D, N> {
                     allowed: r.int("allowed")? != 0,
                     voucher_allowed: r.int("voucher_allowed") == Some(1),
                     rate_count: r.int("rate_count").unwrap_or(0),
-                    held: Held {
-                        envelopes: r.int("held_envelopes").unwrap_or(0),
-                        bytes: r.int("held_bytes").unwrap_or(0),
-                    },
+                    held: Held::of_facts(&r),
                 };
                 Some((r.text("local")?.to_owned(), recipient))
             })

@@ -108,7 +108,6 @@ pub mod code {
     pub const INTERNAL: i64 = -32603;
     pub const TASK_NOT_FOUND: i64 = -32001;
     pub const TASK_NOT_CANCELABLE: i64 = -32002;
-    pub const PUSH_NOT_SUPPORTED: i64 = -32003;
     pub const UNSUPPORTED: i64 = -32004;
     pub const REFUSED: i64 = -32000;
 }

@@ -277,10 +277,7 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
             let files = parsed.attachments.iter().filter(|a| !a.contents.is_empty()).count();
             let room = files.min(crate::attachments::MAX_EMAIL_FILES) * 600;
             let size = i64::try_from(bare.canonical_str().len() + room).unwrap_or(i64::MAX);
-            let held = crate::mailbox::Held {
-                envelopes: facts.int("held_envelopes").unwrap_or(0),
-                bytes: facts.int("held_bytes").unwrap_or(0),
-            };
+            let held = crate::mailbox::Held::of_facts(&facts);
             if let Some(full) = crate::mailbox::quota_full(to.local(), held, size, self.config.quota()) {
                 return Err(full);
             }
@@ -290,10 +287,7 @@ impl<'h, D: Db, N: Net> Email<'h, D, N> {
             let env = parsed.envelope_with(id.clone(), &arrival, files)?;
             env.check_size(max)?;
             let quota = self.config.quota();
-            let held = crate::mailbox::Held {
-                envelopes: facts.int("held_envelopes").unwrap_or(0),
-                bytes: facts.int("held_bytes").unwrap_or(0),
-            };
+            let held = crate::mailbox::Held::of_facts(&facts);
             let size = i64::try_from(env.canonical_str().len()).unwrap_or(i64::MAX);
             if let Some(full) = crate::mailbox::quota_full(to.local(), held, size, quota) {
                 return Err(full);

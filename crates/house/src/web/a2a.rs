@@ -13,13 +13,11 @@ use crate::House;
 use crate::http::Response;
 use crate::ports::{Db, Net, Reads};
 
-/// The extension a Nyx5 card names in A2A, and the binding of its interface.
-pub const EXT_A2A: &str = "urn:nyx5:ext:a2a";
+/// The extension a Nyx5 card names in A2A (the gateway's, `nyx5_rules::a2a`), the A2A version
+/// these cards follow, and the media of an A2A task carried in an envelope.
+pub use nyx5_rules::a2a::{EXT as EXT_A2A, TASK_MEDIA, VERSION as A2A_VERSION};
+/// The binding of the Nyx5 interface.
 pub const BINDING: &str = "NYX5";
-/// The A2A version these cards follow.
-pub const A2A_VERSION: &str = "1.0";
-/// The media type of an A2A task carried in an envelope.
-pub const TASK_MEDIA: &str = "application/a2a-task+json";
 
 /// How long a cache keeps an A2A card.
 const CARD_MAX_AGE: u32 = 300;
