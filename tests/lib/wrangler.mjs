@@ -263,10 +263,24 @@ export class House {
     if (r.status !== 200) throw new Error(`scheduled handler on ${this.domain} answered ${r.status}`);
   }
 
-  /** `wrangler d1 execute DB --local --json --command <sql>`: the rows of each statement. */
+  /** `wrangler d1 execute DB --local --json --command <sql>`: the rows of each statement.
+   *
+   * This runs a second workerd on the running house's SQLite file, so the two can meet on its
+   * lock: a busy file (SQLITE_BUSY, "database is locked") means nothing ran, and the statement
+   * is tried again, up to 10 times over about 14 s. Any other failure throws at once. */
   async d1(sql) {
     const args = ['d1', 'execute', 'DB', '--local', '--persist-to', this.persist, '--json', '--command', sql];
-    const out = await wrangler(args);
+    let out;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        out = await wrangler(args);
+        break;
+      } catch (e) {
+        const busy = /SQLITE_BUSY|database is locked/.test(String(e.message));
+        if (!busy || attempt >= 10) throw e;
+        await sleep(250 * attempt);
+      }
+    }
     const parsed = JSON.parse(out);
     for (const r of parsed) if (!r.success) throw new Error(`d1 ${sql}: ${JSON.stringify(r)}`);
     return parsed.map((r) => r.results);
