@@ -10,6 +10,7 @@ mod r2;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use nyx5_house::a2a_stream::Follow;
 use nyx5_house::weburl::WebUrl;
 use nyx5_house::{House, Request as HouseRequest, Response as HouseResponse};
 use nyx5_proto::{Error, ErrorKind, Refusal, limits};
@@ -145,6 +146,24 @@ fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
     Ok(out)
 }
 
+/// A streamed answer (A2A's Server-Sent Events, `nyx5_house::a2a_stream`): the answer's body,
+/// then each chunk the house gives for `follow`, pulled as the client reads, until it gives none.
+fn streamed(resp: &HouseResponse, house: Rc<WorkerHouse>, follow: Follow) -> worker::Result<Response> {
+    use futures_util::StreamExt;
+    let first = futures_util::stream::once(std::future::ready(Ok::<Vec<u8>, worker::Error>(resp.body.clone())));
+    let rest = futures_util::stream::unfold((house, follow), |(house, mut follow)| async move {
+        let chunk = house.follow(&mut follow).await?;
+        Some((Ok(chunk), (house, follow)))
+    });
+    let mut out = Response::from_stream(first.chain(rest))?.with_status(resp.status);
+    let headers = out.headers_mut();
+    headers.set("content-type", resp.content_type)?;
+    for (name, value) in &resp.headers {
+        headers.set(name, value)?;
+    }
+    Ok(out)
+}
+
 fn error_response(e: &Error) -> worker::Result<Response> {
     if e.kind == ErrorKind::Internal {
         worker::console_error!("nyx5: {e}");
@@ -241,7 +260,10 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             h.mailbox().send_pushes().await;
         });
     }
-    let mut out = to_worker(&resp)?;
+    let mut out = match resp.follow.clone() {
+        Some(follow) => streamed(&resp, house.clone(), follow)?,
+        None => to_worker(&resp)?,
+    };
     if let Some(m) = metered {
         worker::console_log!("nyx5 d1: {what} {} {}", resp.status, m.line());
         if loopback {

@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import { ClientFactory } from '@a2a-js/sdk/client';
-import { GetTaskRequest, SendMessageRequest, Task, verifyAgentCardSignature } from '@a2a-js/sdk';
+import { GetTaskRequest, SendMessageRequest, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent, verifyAgentCardSignature } from '@a2a-js/sdk';
 
 import { b64u, random } from '../lib/nyx5.mjs';
 import { makeSteps, secs } from '../lib/e2e.mjs';
@@ -214,6 +214,55 @@ async function flows(h, name) {
     const done = Task.toJSON(await client.getTask(GetTaskRequest.fromJSON({ id: task.id })));
     assert.equal(done.artifacts[0].parts[0].text, 'hello');
     return `task ${task.id} completed`;
+  });
+
+  await step(`${name}: both SDKs stream a task (SendStreamingMessage, SSE) until ana completes it`, async () => {
+    const client = await jsClient(h, 'ana');
+    const message = { role: 'ROLE_USER', messageId: `js-${b64u(random(8))}`, parts: [{ text: 'stream me' }] };
+    const events = client.sendMessageStream(SendMessageRequest.fromJSON({ message }))[Symbol.asyncIterator]();
+    const first = (await events.next()).value.payload;
+    assert.equal(first.$case, 'task');
+    const task = Task.toJSON(first.value);
+    assert.equal(task.status.state, 'TASK_STATE_SUBMITTED');
+    const answered = performance.now();
+    answer(h, task.id, { text: 'streamed' });
+    if (h.house) await h.house.scheduled();
+    const rest = [];
+    for (let e = await events.next(); !e.done; e = await events.next()) rest.push(e.value.payload);
+    const heard = performance.now() - answered;
+    assert.deepEqual(rest.map((e) => e.$case), ['artifactUpdate', 'statusUpdate']);
+    const artifact = TaskArtifactUpdateEvent.toJSON(rest[0].value);
+    assert.equal(artifact.taskId, task.id);
+    assert.equal(artifact.artifact.parts[0].text, 'streamed');
+    assert.equal(TaskStatusUpdateEvent.toJSON(rest[1].value).status.state, 'TASK_STATE_COMPLETED');
+
+    // The Python SDK: its stream runs while ana answers; one line per event.
+    const py = spawn(PYTHON, [join(ROOT, 'tests/e2e/a2a_client.py'), 'stream', h.url, 'ana', 'stream me too'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    py.stderr.on('data', (d) => (err += d));
+    const ended = new Promise((r) => py.on('exit', r));
+    const lines = () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const gotFirst = new Promise((resolve, reject) => {
+      py.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve();
+      });
+      py.on('exit', () => reject(new Error(`a2a_client.py stream ended early: ${out}${err}`)));
+    });
+    await gotFirst;
+    const pyTask = lines()[0].task;
+    assert.equal(pyTask.status.state, 'TASK_STATE_SUBMITTED');
+    answer(h, pyTask.id, { text: 'streamed again' });
+    if (h.house) await h.house.scheduled();
+    assert.equal(await ended, 0, `a2a_client.py stream: ${out}${err}`);
+    const pyEvents = lines();
+    assert.deepEqual(pyEvents.map((e) => Object.keys(e)[0]), ['task', 'artifactUpdate', 'statusUpdate']);
+    assert.equal(pyEvents[1].artifactUpdate.artifact.parts[0].text, 'streamed again');
+    assert.equal(pyEvents[2].statusUpdate.status.state, 'TASK_STATE_COMPLETED');
+    return `the JavaScript stream told completion ${Math.round(heard)} ms after ana's answer was sent`;
   });
 
   await step(`${name}: a caller that left a webhook hears of its task there (A2A push)`, async () => {

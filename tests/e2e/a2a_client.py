@@ -37,10 +37,10 @@ def key_provider(kid, jku):
 VERIFY = create_signature_verifier(key_provider, ["EdDSA"])
 
 
-async def client_for(url, local):
+async def client_for(url, local, streaming=False):
     return await create_client(
         url,
-        client_config=ClientConfig(streaming=False),
+        client_config=ClientConfig(streaming=streaming),
         relative_card_path=f"/agents/{local}/agent-card.json",
         signature_verifier=VERIFY,
     )
@@ -56,9 +56,14 @@ async def main(argv):
         VERIFY(parsed)
         print(json.dumps({"verified": True, "card": MessageToDict(parsed)}))
         return
-    client = await client_for(url, local)
+    client = await client_for(url, local, streaming=verb == "stream")
     try:
-        if verb == "send":
+        if verb == "stream":
+            # SendStreamingMessage: one JSON line per event, as it arrives, until the stream ends.
+            message = {"role": "ROLE_USER", "messageId": str(uuid.uuid4()), "parts": [{"text": argv[4]}]}
+            async for event in client.send_message(ParseDict({"message": message}, SendMessageRequest())):
+                print(json.dumps(MessageToDict(event)), flush=True)
+        elif verb == "send":
             message = {"role": "ROLE_USER", "messageId": str(uuid.uuid4()), "parts": [{"text": argv[4]}]}
             if len(argv) > 5:
                 extra = json.loads(argv[5])

@@ -89,6 +89,12 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             .map_err(|e| Refusal::BadA2aJson.because(format!("the body is not JSON: {}", e.reason)));
         let id = parsed.as_ref().map(rules::request_id).unwrap_or(Value::Null);
         let result = match parsed.and_then(|v| rules::call(&v)) {
+            Ok(call) if matches!(call.method.as_str(), "SendStreamingMessage" | "SubscribeToTask") => {
+                match self.stream(local, &call).await {
+                    Ok(resp) => return resp,
+                    Err(e) => Err(e),
+                }
+            }
             Ok(call) => self.dispatch(local, &call).await,
             Err(e) => Err(e),
         };
@@ -110,8 +116,6 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             "ListTasks" => self.list(local, &call.params).await,
             "CancelTask" => self.cancel(local, &param_id(&call.params, "id")?).await,
-            "SendStreamingMessage" | "SubscribeToTask" => Err(Refusal::A2aUnsupported
-                .because("this house does not stream: send with SendMessage and read the task with GetTask")),
             "CreateTaskPushNotificationConfig" => {
                 let task = param_id(&call.params, "taskId")?;
                 self.task(local, &task).await?;
@@ -147,6 +151,21 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             "GetExtendedAgentCard" => Err(Refusal::A2aUnsupported.because("there is no extended card")),
             m => Err(Refusal::UnknownA2aMethod.because(format!("no A2A method {m:?} here"))),
         }
+    }
+
+    /// `SendStreamingMessage` (as `SendMessage`) and `SubscribeToTask`: Server-Sent Events
+    /// following the task (`crate::a2a_stream`), the first of them the task as it is.
+    async fn stream(&self, local: &str, call: &Call) -> Result<Response, Error> {
+        let agent = self.listed_agent(local).await?;
+        let id = if call.method == "SubscribeToTask" {
+            param_id(&call.params, "id")?
+        } else {
+            let sent = self.send(&agent, &call.params).await?;
+            let task = sent.as_object().and_then(|o| o.get("task")).and_then(Value::as_object);
+            task.and_then(|t| t.get("id")).and_then(Value::as_str).map(str::to_owned).unwrap_or_default()
+        };
+        let t = self.task(local, &id).await?;
+        Ok(crate::a2a_stream::open(&call.id, &t, self.now().millis(), self.config.live_bell))
     }
 
     /// A push notification config, judged, its URL allowed now by the policy for URLs strangers
@@ -454,7 +473,12 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             quota,
         ));
         match crate::live::batch(self.db, self.post.bell, stmts).await {
-            Ok(_) => {}
+            // The caller's next message moves a task someone may be streaming.
+            Ok(_) => {
+                if let Some(t) = &waiting {
+                    self.post.bell.arrived(&crate::a2a_stream::key(&t.id));
+                }
+            }
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => return Err(too_many(&who)),
             Err(PortError::Constraint { name }) if name == store::constraint::GUARD => {
                 return Err(match waiting {
@@ -550,6 +574,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
+        self.post.bell.arrived(&crate::a2a_stream::key(id));
         let row = store::a2a::get(self.db, local, id).await?.ok_or_else(|| unknown_task(id))?;
         self.tasks().told(&row)?;
         Ok(task_of(&row, &self.config.domain)?.to_wire(None, true))

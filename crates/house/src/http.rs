@@ -86,12 +86,15 @@ pub struct Response {
     pub headers: Vec<(&'static str, String)>,
     /// Run a queue tick after the response is sent (the Worker's `waitUntil`).
     pub kick: bool,
+    /// A stream: after `body`, the runtime writes what `House::follow` gives until it gives
+    /// nothing (`crate::a2a_stream`).
+    pub follow: Option<crate::a2a_stream::Follow>,
 }
 
 impl Response {
     /// An answer with no headers beyond the type.
     pub fn bytes(status: u16, content_type: &'static str, body: Vec<u8>) -> Response {
-        Response { status, content_type, body, headers: Vec::new(), kick: false }
+        Response { status, content_type, body, headers: Vec::new(), kick: false, follow: None }
     }
 
     pub fn json(status: u16, value: &Value) -> Response {
@@ -120,6 +123,12 @@ impl Response {
             nyx5_proto::ErrorKind::MailboxMoving => r.with_header("retry-after", "5"),
             _ => r,
         }
+    }
+
+    /// This answer, followed by a stream's chunks.
+    pub fn following(mut self, f: crate::a2a_stream::Follow) -> Response {
+        self.follow = Some(f);
+        self
     }
 
     pub fn kick(mut self) -> Response {

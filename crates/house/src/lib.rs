@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod a2a_stream;
 pub mod a2a_tasks;
 pub mod apps;
 pub mod attachments;
@@ -363,6 +364,12 @@ impl<D: Db, N: Net> House<D, N> {
         // Whoever waits on a mailbox this request wrote reads it now: its batches are committed.
         self.bell.ring_arrived();
         if self.queued.take() { resp.kick() } else { resp }
+    }
+
+    /// The next chunk of a stream an answer began (`Response::follow`), or `None` when it is
+    /// over: the runtime writes each chunk as it comes (`a2a_stream`).
+    pub async fn follow(&self, f: &mut a2a_stream::Follow) -> Option<Vec<u8>> {
+        self.a2a().follow(f).await
     }
 
     /// `resp` with the newest bookmark the database knows after `reads`, sealed, when it has one.

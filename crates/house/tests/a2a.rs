@@ -153,8 +153,6 @@ fn a_call_waits_in_the_mailbox_until_the_agent_answers() {
     assert_eq!((s, refusal(&e)), (404, (-32001, "unknown_a2a_task".to_owned())));
     let (s, _) = send(&a, "nobody", message("m-2", "x"));
     assert_eq!(s, 404);
-    let (s, e) = rpc(&a, "ana", "SendStreamingMessage", Value::Object(obj([("message", message("m-3", "x"))])));
-    assert_eq!((s, refusal(&e).0), (400, -32004));
 
     // The agent answers: the task completes, its answer the task's message and artifact.
     let completed = Content::new("text/plain", "hello".into());
@@ -478,4 +476,103 @@ fn a_settlement_tried_again_is_done_not_refused() {
     // A refund of a released escrow is refused: the task cannot be canceled into one.
     let (s, e) = rpc(&a, "ana", "CancelTask", Value::Object(obj([("id", id.as_str().into())])));
     assert_eq!((s, refusal(&e).0), (409, -32002));
+}
+
+/// A streaming call: the answer and the JSON-RPC answers of its events (`data: …` lines).
+fn stream(house: &TestHouse, method: &str, params: Value) -> (nyx5_house::Response, Vec<Object>) {
+    let body = Value::Object(obj([
+        ("jsonrpc", "2.0".into()),
+        ("id", "s-7".into()),
+        ("method", method.into()),
+        ("params", params),
+    ]));
+    let r = call(house, "POST", "/agents/ana/a2a", &[("content-type", "application/json")], &body);
+    let events = if r.content_type == "text/event-stream" { events(&r.body) } else { Vec::new() };
+    (r, events)
+}
+
+/// The events of an SSE chunk, each a JSON-RPC success answering `s-7`.
+fn events(chunk: &[u8]) -> Vec<Object> {
+    let text = std::str::from_utf8(chunk).unwrap();
+    assert!(text.ends_with("\n\n"), "{text:?}");
+    text.split_terminator("\n\n")
+        .map(|e| {
+            let o = Value::parse_str(e.strip_prefix("data: ").unwrap()).unwrap().as_object().unwrap().clone();
+            assert_eq!(o["id"].as_str(), Some("s-7"));
+            o["result"].as_object().unwrap().clone()
+        })
+        .collect()
+}
+
+#[test]
+fn a_stream_follows_its_task_until_it_ends_and_one_waiting_for_input_ends_it_too() {
+    let (w, a, ana, _) = ana_and_bo();
+    let (r, first) = stream(&a, "SendStreamingMessage", Value::Object(obj([("message", message("s-1", "stream me"))])));
+    assert_eq!((r.status, r.content_type), (200, "text/event-stream"));
+    assert_eq!(first.len(), 1);
+    let task = first[0]["task"].as_object().unwrap();
+    assert_eq!(state(task), "TASK_STATE_SUBMITTED");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let mut f = r.follow.clone().expect("an open task is followed");
+    // Nothing moves: after 15 s of the house's time a comment keeps the stream open.
+    let before = a.now().0;
+    assert_eq!(block_on(a.follow(&mut f)).unwrap(), b": keep-alive\n\n");
+    assert!(a.now().0 - before >= nyx5_house::a2a_stream::BEAT_MS);
+
+    // The agent answers: its artifact, then the status with its message; then the stream ends.
+    let env = mailbox(&a, &ana).remove(0);
+    assert!(answer(&w, &a, &ana, env.id(), Content::new("text/plain", "streamed".into())) < 300);
+    let told = events(&block_on(a.follow(&mut f)).unwrap());
+    assert_eq!(told.len(), 2, "{told:?}");
+    let artifact = told[0]["artifactUpdate"].as_object().unwrap();
+    assert_eq!(artifact["taskId"].as_str(), Some(id.as_str()));
+    assert_eq!(artifact["artifact"].as_object().unwrap()["parts"].canonical_string(), r#"[{"text":"streamed"}]"#);
+    let status = told[1]["statusUpdate"].as_object().unwrap();
+    assert_eq!(state(status), "TASK_STATE_COMPLETED");
+    assert_eq!(
+        status["status"].as_object().unwrap()["message"].as_object().unwrap()["parts"].canonical_string(),
+        r#"[{"text":"streamed"}]"#
+    );
+    assert!(block_on(a.follow(&mut f)).is_none());
+    assert!(block_on(a.follow(&mut f)).is_none(), "an ended stream stays ended");
+
+    // Subscribing to an ended task: its one event, and nothing follows.
+    let (r, ended) = stream(&a, "SubscribeToTask", Value::Object(obj([("id", id.as_str().into())])));
+    assert!(r.follow.is_none());
+    assert_eq!(state(ended[0]["task"].as_object().unwrap()), "TASK_STATE_COMPLETED");
+    // An unknown task is a JSON-RPC error, not a stream.
+    let (r, none) = stream(&a, "SubscribeToTask", Value::Object(obj([("id", "nope".into())])));
+    assert_eq!((r.status, r.content_type, none.len()), (404, "application/json", 0));
+    assert!(r.follow.is_none());
+
+    // A task that asks for input ends the stream there; the caller's next message is its own call.
+    let (r, _) = stream(&a, "SendStreamingMessage", Value::Object(obj([("message", message("s-2", "more?"))])));
+    let mut f = r.follow.clone().unwrap();
+    let env = mailbox(&a, &ana).into_iter().find(|e| e.id() != env.id()).unwrap();
+    let ask = Content::new(
+        nyx5_rules::a2a::RESULT_MEDIA,
+        Value::parse_str(r#"{"state":"input-required","parts":[{"text":"which?"}]}"#).unwrap(),
+    );
+    assert!(answer(&w, &a, &ana, env.id(), ask) < 300);
+    let told = events(&block_on(a.follow(&mut f)).unwrap());
+    assert_eq!(told.len(), 1);
+    assert_eq!(state(told[0]["statusUpdate"].as_object().unwrap()), "TASK_STATE_INPUT_REQUIRED");
+    assert!(block_on(a.follow(&mut f)).is_none());
+}
+
+#[test]
+fn a_quiet_stream_ends_after_its_life() {
+    let (_w, a, _ana, _) = ana_and_bo();
+    let (r, _) = stream(&a, "SendStreamingMessage", Value::Object(obj([("message", message("q-1", "slow"))])));
+    let mut f = r.follow.clone().unwrap();
+    let start = a.now().0;
+    let mut beats = 0;
+    while let Some(chunk) = block_on(a.follow(&mut f)) {
+        assert_eq!(chunk, b": keep-alive\n\n");
+        beats += 1;
+        assert!(beats < 100, "the stream never ended");
+    }
+    let (life, _) = nyx5_house::a2a_stream::life(true);
+    assert!(a.now().0 - start >= life, "it ended early: {} ms", a.now().0 - start);
+    assert_eq!(beats, life / nyx5_house::a2a_stream::BEAT_MS - 1);
 }

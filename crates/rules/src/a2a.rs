@@ -87,6 +87,12 @@ impl State {
         matches!(self, State::Completed | State::Failed | State::Canceled | State::Rejected)
     }
 
+    /// Whether a stream following the task ends here (A2A: at a terminal or an interrupted
+    /// state): it has ended, or it waits for its caller.
+    pub fn ends_stream(self) -> bool {
+        self.is_final() || self == State::InputRequired
+    }
+
     /// What a task bound to an escrow owes it on reaching this state: `release` when the work is
     /// done, `refund` when it ended otherwise, nothing while it is open.
     pub fn settles(self) -> Option<&'static str> {
@@ -169,6 +175,59 @@ pub fn call(body: &Value) -> Result<Call, Error> {
 /// The JSON-RPC success answer.
 pub fn success(id: &Value, result: Value) -> Value {
     Value::Object(obj([("jsonrpc", "2.0".into()), ("id", id.clone()), ("result", result)]))
+}
+
+/// One Server-Sent Event carrying a JSON-RPC success answer: `data: <json>` and a blank line
+/// (canonical JSON has no line break).
+pub fn sse_event(id: &Value, result: Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(success(id, result).canonical());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// One Server-Sent Event carrying a JSON-RPC error answer (a stream that cannot go on).
+pub fn sse_error(id: &Value, e: &Error) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend(failure(id, e).canonical());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// An SSE comment: nothing for the client, but bytes on a quiet stream, so that no proxy on the
+/// way closes it as idle.
+pub const SSE_KEEPALIVE: &[u8] = b": keep-alive\n\n";
+
+/// The events a stream following a task writes when it finds `now` where it last saw `seen`
+/// (its state and the time it last moved): nothing when the task has not moved; else an
+/// `artifactUpdate` per artifact the agent's answer carries (as the task ends completed), then
+/// a `statusUpdate` with the task's status (the agent's message with it). And whether the
+/// stream ends there ([`State::ends_stream`]).
+pub fn stream_events(id: &Value, seen: (State, i64), now: &Task) -> (Vec<u8>, bool) {
+    if (now.state, now.updated.0) == seen {
+        return (Vec::new(), false);
+    }
+    let wire = now.to_wire(Some(0), true);
+    let field = |name: &str| wire.as_object().and_then(|o| o.get(name)).cloned();
+    let ids = [("taskId", Value::from(now.id.as_str())), ("contextId", now.context.as_str().into())];
+    let mut out = Vec::new();
+    if now.state == State::Completed
+        && let Some(Value::Array(artifacts)) = field("artifacts")
+    {
+        for artifact in artifacts {
+            let mut update = obj(ids.clone());
+            update.insert("artifact".into(), artifact);
+            update.insert("lastChunk".into(), Value::Bool(true));
+            out.extend(sse_event(id, Value::Object(obj([("artifactUpdate", Value::Object(update))]))));
+        }
+    }
+    let mut update = obj(ids);
+    update.insert("status".into(), field("status").unwrap_or(Value::Null));
+    if let Some(meta) = field("metadata") {
+        update.insert("metadata".into(), meta);
+    }
+    out.extend(sse_event(id, Value::Object(obj([("statusUpdate", Value::Object(update))]))));
+    (out, now.state.ends_stream())
 }
 
 /// The JSON-RPC error answer of `e`: `error.data` is the house's refusal shape

@@ -20,6 +20,7 @@ use std::cell::Cell;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use nyx5_house::a2a_stream::Follow;
 use nyx5_house::http::{Request as HouseRequest, Response as HouseResponse};
 use nyx5_proto::{Error, Refusal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -155,6 +156,11 @@ pub(super) fn rate_deadline(start: Instant, received: usize) -> Instant {
 /// What answers a request: the engine, or a stand-in in tests.
 pub(super) trait Handler {
     fn handle(&self, req: HouseRequest) -> impl Future<Output = HouseResponse>;
+    /// The next chunk of a stream an answer began (`HouseResponse::follow`); `None` ends it.
+    fn follow(&self, f: &mut Follow) -> impl Future<Output = Option<Vec<u8>>> {
+        let _ = f;
+        std::future::ready(None)
+    }
 }
 
 /// The server stopping: connections finish the request under way and close; idle ones close at
@@ -460,6 +466,10 @@ pub(super) async fn serve<H: Handler>(
         };
         // The body went with the request to the engine, which is done: its memory is free again.
         ticket.release();
+        let mut resp = resp;
+        if let Some(follow) = resp.follow.take() {
+            return stream_out(&mut stream, handler, limits, ticket, resp, follow).await;
+        }
         let close = !keep_alive || stop.stopping();
         // A client that does not read its answer may lose the connection to another.
         ticket.set_phase(Phase::Answer);
@@ -494,6 +504,52 @@ pub(super) async fn serve<H: Handler>(
         ticket.set_phase(Phase::Idle);
     }
 }
+/// Writes a streamed answer (A2A's Server-Sent Events): the head and `resp`'s body, then each
+/// chunk the engine gives for `follow` as it comes, as a chunked body; then closes. Each chunk's
+/// memory is reserved while it is written, as an answer's is; an evicted connection just closes
+/// (a stream's client subscribes again). The server stopping closes the bell, which ends it.
+async fn stream_out<H: Handler>(
+    stream: &mut TcpStream,
+    handler: &H,
+    limits: &Limits,
+    ticket: &Ticket,
+    resp: HouseResponse,
+    mut follow: Follow,
+) {
+    ticket.set_phase(Phase::Answer);
+    let mut bytes = http::stream_head(&resp, now_ms(), &resp.body);
+    drop(resp);
+    loop {
+        let reserved = tokio::select! {
+            r = ticket.reserve_answer(bytes.len(), true) => r.is_ok(),
+            () = ticket.evicted() => false,
+        };
+        let written = reserved
+            && tokio::select! {
+                written = write(stream, &bytes, limits) => written,
+                () = ticket.evicted() => false,
+            };
+        if reserved {
+            ticket.release_answer();
+        }
+        if !written {
+            return;
+        }
+        let next = tokio::select! {
+            next = handler.follow(&mut follow) => next,
+            () = ticket.evicted() => return,
+        };
+        match next {
+            Some(c) => bytes = http::chunk(&c),
+            None => {
+                let _ = write(stream, http::LAST_CHUNK, limits).await;
+                let _ = timeout(limits.write_timeout, stream.shutdown()).await;
+                return;
+            }
+        }
+    }
+}
+
 /// Whether a request may be held open by the engine: a mailbox read with a `wait` of more than
 /// 0 (docs/SPEC.md §8c). Held, it is not one of its client's busy requests (see `share`).
 pub(super) fn holds_open(method: &str, target: &str) -> bool {

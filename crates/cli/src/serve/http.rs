@@ -401,6 +401,40 @@ pub(super) fn answer(resp: &HouseResponse, close: bool, head_only: bool, now_ms:
     out
 }
 
+/// The head of a streamed answer (chunked, closed after) and its first chunk, `first`.
+pub(super) fn stream_head(resp: &HouseResponse, now_ms: i64, first: &[u8]) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\n",
+        resp.status,
+        reason_phrase(resp.status),
+        http_date(now_ms),
+        resp.content_type
+    );
+    for (name, value) in &resp.headers {
+        if !value.contains(['\r', '\n']) {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str("connection: close\r\n\r\n");
+    let mut out = head.into_bytes();
+    out.extend(chunk(first));
+    out
+}
+
+/// `bytes` as one chunk of a chunked body (none for no bytes: an empty chunk would end it).
+pub(super) fn chunk(bytes: &[u8]) -> Vec<u8> {
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The end of a chunked body.
+pub(super) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
 /// What a server says before reading a body it was asked to accept first.
 pub(super) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 

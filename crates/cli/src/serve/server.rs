@@ -97,6 +97,10 @@ impl Handler for Shared {
         self.wake_pusher();
         resp
     }
+
+    async fn follow(&self, f: &mut nyx5_house::a2a_stream::Follow) -> Option<Vec<u8>> {
+        self.house.follow(f).await
+    }
 }
 
 /// Serves the house until a signal, then stops accepting, lets open requests finish (up to

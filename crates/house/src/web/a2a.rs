@@ -110,14 +110,15 @@ fn provider<D: Db, N: Net>(house: &House<D, N>) -> Value {
     ]))
 }
 
-/// No streaming (A2A's default, so not written); push notifications where the JSON-RPC binding
-/// is, an agent's card (`gateway`); the Nyx5 extension, `required` only where Nyx5 mail is the
-/// one way in (the house's own card).
+/// Streaming and push notifications where the JSON-RPC binding is, an agent's card
+/// (`gateway`); the Nyx5 extension, `required` only where Nyx5 mail is the one way in (the
+/// house's own card).
 fn capabilities(params: Object, description: &str, gateway: bool) -> Value {
     let mut ext =
         obj([("uri", EXT_A2A.into()), ("description", description.into()), ("params", Value::Object(params))]);
     let mut caps = Object::new();
     if gateway {
+        caps.insert("streaming".into(), Value::Bool(true));
         caps.insert("pushNotifications".into(), Value::Bool(true));
     } else {
         ext.insert("required".into(), Value::Bool(true));
