@@ -476,7 +476,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             // The caller's next message moves a task someone may be streaming.
             Ok(_) => {
                 if let Some(t) = &waiting {
-                    self.post.bell.arrived(&crate::a2a_stream::key(&t.id));
+                    self.post.bell.arrived(&rules::stream_key(&t.id));
                 }
             }
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => return Err(too_many(&who)),
@@ -574,7 +574,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if changes.first() != Some(&1) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
-        self.post.bell.arrived(&crate::a2a_stream::key(id));
+        self.post.bell.arrived(&rules::stream_key(id));
         let row = store::a2a::get(self.db, local, id).await?.ok_or_else(|| unknown_task(id))?;
         self.tasks().told(&row)?;
         Ok(task_of(&row, &self.config.domain)?.to_wire(None, true))

@@ -9,7 +9,8 @@
 //! runtime holds no borrow of the house between calls: `nyx5 serve` writes the chunks as an
 //! HTTP/1.1 chunked body, the Worker as a `ReadableStream`.
 //!
-//! Each call waits on the live bell ([`crate::live`]) under the task's own name ([`key`]), which
+//! Each call waits on the live bell ([`crate::live`]) under the task's own name
+//! ([`nyx5_rules::a2a::stream_key`]), which
 //! the task's writers ring, and rechecks the task as a mailbox read does; it answers the events
 //! of a change ([`nyx5_rules::a2a::stream_events`]), or a keep-alive comment when nothing moved
 //! for [`BEAT_MS`], or nothing once the stream is over. A stream lasts at most [`life`]: on the
@@ -20,11 +21,21 @@
 
 use nyx5_proto::json::Value;
 use nyx5_proto::{Error, Refusal};
-use nyx5_rules::a2a::{self as rules, State};
+use nyx5_rules::a2a as rules;
 
-use crate::a2a::Gateway;
+pub use nyx5_rules::a2a::Follow;
+
 use crate::http::Response;
 use crate::ports::{Db, Net};
+use crate::view::{Core, Post, view};
+
+/// The streams, over one call's borrows.
+pub struct Streams<'h, D, N> {
+    pub(crate) core: Core<'h, D, N>,
+    pub(crate) post: Post<'h>,
+}
+
+view!(Streams);
 
 /// How long a quiet stream goes without a byte: a comment keeps proxies from closing it.
 pub const BEAT_MS: i64 = 15_000;
@@ -44,28 +55,6 @@ pub const WORKER_RECHECK_MS: i64 = 800;
 /// [`WORKER_RECHECK_MS`].
 pub fn life(ringing: bool) -> (i64, i64) {
     if ringing { (SERVE_LIFE_MS, SERVE_RECHECK_MS) } else { (WORKER_LIFE_MS, WORKER_RECHECK_MS) }
-}
-
-/// The bell's name for task `id` (a mailbox's name never holds `:`).
-pub fn key(id: &str) -> String {
-    format!("a2a:{id}")
-}
-
-/// One stream's place: what the runtime hands back to [`crate::House::follow`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Follow {
-    local: String,
-    task: String,
-    /// The JSON-RPC id every event echoes, canonical JSON.
-    rpc_id: String,
-    /// The task's state and when it last moved, as the stream last told them.
-    seen: (State, i64),
-    /// The house's time the stream ends at.
-    until: i64,
-    /// Rereads left (the Worker's queries; the house's clock may step).
-    reads: i64,
-    every: i64,
-    done: bool,
 }
 
 /// The first event of a stream over task `t` and its follow, unless the task already ended or
@@ -91,7 +80,7 @@ pub fn open(id: &Value, t: &rules::Task, now: i64, ringing: bool) -> Response {
     })
 }
 
-impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
+impl<D: Db, N: Net> Streams<'_, D, N> {
     /// The next chunk of stream `f`: the events of the task's change, a keep-alive comment, or
     /// `None` once the stream is over (the task ended or waits, the stream's life or reads are
     /// spent, the bell closed, or the task is gone).
@@ -102,7 +91,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         let id = Value::parse_str(&f.rpc_id).unwrap_or(Value::Null);
         let start = self.now().millis();
         let beat = start.saturating_add(BEAT_MS).min(f.until);
-        let mut listener = self.post.bell.listen(&key(&f.task), start, f.until);
+        let mut listener = self.post.bell.listen(&rules::stream_key(&f.task), start, f.until);
         loop {
             let now = self.now().millis();
             if now >= f.until || f.reads <= 0 {

@@ -172,7 +172,7 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
             return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
         }
         // Whoever streams the task reads it again once this request is done.
-        self.post.bell.arrived(&crate::a2a_stream::key(&t.id));
+        self.post.bell.arrived(&rules::stream_key(&t.id));
         if let Some(r) = store::a2a::get(self.db, t.agent.local(), &t.id).await? {
             self.told(&r)?;
         }

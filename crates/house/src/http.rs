@@ -88,7 +88,7 @@ pub struct Response {
     pub kick: bool,
     /// A stream: after `body`, the runtime writes what `House::follow` gives until it gives
     /// nothing (`crate::a2a_stream`).
-    pub follow: Option<crate::a2a_stream::Follow>,
+    pub follow: Option<nyx5_rules::a2a::Follow>,
 }
 
 impl Response {
@@ -126,7 +126,7 @@ impl Response {
     }
 
     /// This answer, followed by a stream's chunks.
-    pub fn following(mut self, f: crate::a2a_stream::Follow) -> Response {
+    pub fn following(mut self, f: nyx5_rules::a2a::Follow) -> Response {
         self.follow = Some(f);
         self
     }

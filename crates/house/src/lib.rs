@@ -369,7 +369,7 @@ impl<D: Db, N: Net> House<D, N> {
     /// The next chunk of a stream an answer began (`Response::follow`), or `None` when it is
     /// over: the runtime writes each chunk as it comes (`a2a_stream`).
     pub async fn follow(&self, f: &mut a2a_stream::Follow) -> Option<Vec<u8>> {
-        self.a2a().follow(f).await
+        a2a_stream::Streams { core: self.core(), post: self.post() }.follow(f).await
     }
 
     /// `resp` with the newest bookmark the database knows after `reads`, sealed, when it has one.

@@ -59,6 +59,7 @@ const LAYERS: &[(&str, &str)] = &[
     ("attachments", "services"),
     ("a2a", "services"),
     ("a2a_tasks", "services"),
+    ("a2a_stream", "services"),
     // The composition root: `House` owns the state, builds the services, answers and ticks.
     ("crate", "house"),
     // What a fresh isolate runs once: it drives the request path as a request would.

@@ -442,7 +442,7 @@ refusals! {
     /// An A2A push notification URL the house's outbound policy does not allow (a private or
     /// loopback address the operator did not name, a scheme other than https).
     BadA2aPushUrl(Malformed) = "bad_a2a_push_url",
-    /// The A2A operation (streaming) is not one this house offers.
+    /// The A2A operation (the extended card) is not one this house offers.
     A2aUnsupported(Malformed) = "a2a_unsupported",
     /// A Nyx5 caller's proof on an A2A message does not verify (signature, time, address).
     BadCallerProof(Unauthenticated) = "bad_caller_proof",

@@ -194,6 +194,31 @@ pub fn sse_error(id: &Value, e: &Error) -> Vec<u8> {
     out
 }
 
+/// The live bell's name for task `id`, which a stream following it waits on and its writers
+/// ring (a mailbox's name never holds `:`).
+pub fn stream_key(id: &str) -> String {
+    format!("a2a:{id}")
+}
+
+/// One stream's place between two chunks: which task it follows, what it last told, until when.
+/// A plain value the runtime holds and hands back (the house's `a2a_stream`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follow {
+    pub local: String,
+    pub task: String,
+    /// The JSON-RPC id every event echoes, canonical JSON.
+    pub rpc_id: String,
+    /// The task's state and when it last moved (ms), as the stream last told them.
+    pub seen: (State, i64),
+    /// The house's time the stream ends at.
+    pub until: i64,
+    /// Rereads left (the Worker's queries: the house's clock may step).
+    pub reads: i64,
+    /// The time between rereads.
+    pub every: i64,
+    pub done: bool,
+}
+
 /// An SSE comment: nothing for the client, but bytes on a quiet stream, so that no proxy on the
 /// way closes it as idle.
 pub const SSE_KEEPALIVE: &[u8] = b": keep-alive\n\n";

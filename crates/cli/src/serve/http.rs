@@ -623,4 +623,19 @@ mod tests {
         let head_only = answer(&HouseResponse::error(&e), false, true, 0);
         assert!(head_only.ends_with(b"\r\n\r\n") && !String::from_utf8(head_only).unwrap().contains("connection"));
     }
+
+    #[test]
+    fn a_stream_is_a_chunked_body_that_closes_and_an_empty_chunk_never_ends_it_early() {
+        let resp = HouseResponse::bytes(200, "text/event-stream", b"data: 1\n\n".to_vec())
+            .with_header("cache-control", "no-store");
+        let out = String::from_utf8(stream_head(&resp, 0, &resp.body)).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(head.contains("\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"));
+        assert!(head.contains("\r\ncache-control: no-store\r\n") && head.ends_with("\r\nconnection: close"));
+        assert!(!head.contains("content-length"));
+        assert_eq!(body, "9\r\ndata: 1\n\n\r\n");
+        assert_eq!(chunk(&[b'x'; 26]), [b"1a\r\n".as_slice(), &[b'x'; 26], b"\r\n"].concat());
+        assert!(chunk(b"").is_empty(), "a zero-length chunk would end the body");
+    }
 }
