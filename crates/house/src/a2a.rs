@@ -26,10 +26,11 @@ use crate::view::{Core, Post, view};
 use crate::{port_error, store};
 
 /// What one agent's tasks may hold (ended ones too, until forgotten): 10,000 tasks and 64 MiB
-/// of callers' messages and answers, of which unverified callers may fill 1,000 tasks and 16 MiB,
-/// so a stranger cannot shut out the callers the agent knows.
+/// of callers' messages and answers, of which each share (the unverified callers together, the
+/// verified callers of one site together) may fill 1,000 tasks and 16 MiB, so no one caller
+/// shuts out the others.
 pub const ROOM: store::a2a::Room =
-    store::a2a::Room { tasks: 10_000, bytes: 64 << 20, unverified_tasks: 1_000, unverified_bytes: 16 << 20 };
+    store::a2a::Room { tasks: 10_000, bytes: 64 << 20, share_tasks: 1_000, share_bytes: 16 << 20 };
 /// The caller's messages one task keeps, in bytes at most (a row stays well within D1's 2 MB,
 /// with an answer of up to the envelope limit beside them).
 const MAX_REQUEST_BYTES: usize = 512 << 10;
@@ -346,14 +347,14 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         // own choice).
         let now = self.now();
         let window = now.millis() / 60_000;
-        let (blocks, allows, suffix) = match &caller.address {
-            Some(a) => (
-                policy::block_entries(a, crate::site::psl()),
-                policy::sender_entries(a).to_vec(),
-                format!(":site:{}", crate::site::site(a.domain())),
-            ),
-            None => (Vec::new(), Vec::new(), ":unverified".to_owned()),
+        let site = caller.address.as_ref().map(|a| crate::site::site(a.domain()));
+        let (blocks, allows) = match &caller.address {
+            Some(a) => (policy::block_entries(a, crate::site::psl()), policy::sender_entries(a).to_vec()),
+            None => (Vec::new(), Vec::new()),
         };
+        // The caller's rate window and its share of the agent's tasks: by site, or unverified.
+        let share = store::a2a::share(site.as_deref());
+        let suffix = format!(":{share}");
         let list = |v: &[String]| crate::inboxes::json_list(v.iter().map(String::as_str));
         let locals = crate::inboxes::json_list([local.as_str()]);
         let lookup = store::mailbox::Lookup {
@@ -447,7 +448,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             None => {
                 let request = Value::Array(vec![wire]).canonical_string();
-                stmts.push(store::a2a::room(&local, &ROOM, caller.address.is_none()));
+                stmts.push(store::a2a::room(&local, &ROOM, &share));
                 stmts.push(store::a2a::insert(
                     &store::a2a::New {
                         id: &task_id,
@@ -459,6 +460,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
                         request: &request,
                         contract: caller.contract.as_deref(),
                         push: push.as_deref(),
+                        share: &share,
                     },
                     now.millis(),
                 ));
@@ -529,7 +531,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         };
         let history = opt_count(params, "historyLength", 1000)?.and_then(|n| usize::try_from(n).ok());
         let artifacts = matches!(params.get("includeArtifacts"), Some(Value::Bool(true)));
-        let rows = store::a2a::list(self.db, local, &context, size, offset).await?;
+        let budget = i64::try_from(LIST_PAGE_BYTES).unwrap_or(i64::MAX);
+        let rows = store::a2a::list(self.db, local, &context, size, offset, budget).await?;
         let total = store::a2a::count(self.db, local, &context).await?;
         // A page stops at 2 MiB of tasks (the first always goes), as a mailbox page does.
         let mut tasks = Vec::new();

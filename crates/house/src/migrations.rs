@@ -34,4 +34,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0030_drafts.sql", include_str!("../../../migrations/0030_drafts.sql")),
     ("0031_attachments.sql", include_str!("../../../migrations/0031_attachments.sql")),
     ("0032_a2a_tasks.sql", include_str!("../../../migrations/0032_a2a_tasks.sql")),
+    ("0033_a2a_task_shares.sql", include_str!("../../../migrations/0033_a2a_task_shares.sql")),
 ];

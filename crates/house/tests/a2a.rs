@@ -576,3 +576,119 @@ fn a_quiet_stream_ends_after_its_life() {
     assert!(a.now().0 - start >= life, "it ended early: {} ms", a.now().0 - start);
     assert_eq!(beats, life / nyx5_house::a2a_stream::BEAT_MS - 1);
 }
+
+/// Each share of an agent's tasks (the unverified callers together, the verified callers of one
+/// site together) is bounded on its own, within the agent's bound in all: the guard, on the
+/// house's own SQLite with the migrations.
+#[test]
+fn each_callers_share_of_an_agents_tasks_is_bounded_on_its_own() {
+    use nyx5_house::ports::{Db, PortError};
+    use nyx5_house::store::a2a::{New, Room, insert, room, share};
+    let (_w, a, _ana, _) = ana_and_bo();
+    let bound = Room { tasks: 5, bytes: 1 << 20, share_tasks: 2, share_bytes: 300 };
+    let put = |id: &str, caller: Option<&str>, site: Option<&str>, request: &str| {
+        let share = share(site);
+        let new = New {
+            id,
+            local: "ana",
+            context: "c",
+            envelope: id,
+            caller,
+            message_id: id,
+            request,
+            contract: None,
+            push: None,
+            share: &share,
+        };
+        match block_on(a.db.batch(vec![room("ana", &bound, &share), insert(&new, 1)])) {
+            Ok(_) => true,
+            Err(PortError::Constraint { name }) if name == "guard" => false,
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert!(put("u1", None, None, "[]") && put("u2", None, None, "[]"));
+    assert!(!put("u3", None, None, "[]"), "the unverified callers' share is full");
+    // One site's verified callers, whoever they are, share one bound; another site has its own.
+    assert!(put("x1", Some("p@x.test"), Some("x.test"), "[]") && put("x2", Some("q@x.test"), Some("x.test"), "[]"));
+    assert!(!put("x3", Some("r@x.test"), Some("x.test"), "[]"));
+    assert!(put("y1", Some("p@y.test"), Some("y.test"), "[]"));
+    // The agent's bound in all (5) holds whatever share has room.
+    assert!(!put("y2", Some("p@y.test"), Some("y.test"), "[]"));
+    // Bytes count too: a share past its 300 bytes takes no more (its tasks may reach past it by
+    // the last one, as a mailbox's quota is checked before it).
+    let (_w, b, _ana, _) = ana_and_bo();
+    let big = format!("[\"{}\"]", "z".repeat(140));
+    let share = share(Some("z.test"));
+    let new = |id: &'static str| New {
+        id,
+        local: "ana",
+        context: "c",
+        envelope: id,
+        caller: Some("p@z.test"),
+        message_id: id,
+        request: &big,
+        contract: None,
+        push: None,
+        share: &share,
+    };
+    let bound = Room { share_tasks: 1000, ..bound };
+    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z1"), 1)])).is_ok());
+    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z2"), 1)])).is_ok());
+    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z3"), 1)])).is_ok());
+    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z4"), 1)])).is_err());
+}
+
+/// A ListTasks page reads only the tasks that fit its bytes (the first always), so a context of
+/// large tasks is not read whole into memory; the next page begins where this one stopped.
+#[test]
+fn a_page_of_tasks_reads_only_what_fits() {
+    let (w, a, _ana, bo) = ana_and_bo();
+    let text = "w".repeat(200_000);
+    let (_, first) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("b-0", &text), None));
+    let context = task_of(&first)["contextId"].as_str().unwrap().to_owned();
+    for n in 1..4 {
+        let mut m = message(&format!("b-{n}"), &text).as_object().unwrap().clone();
+        m.insert("contextId".into(), context.as_str().into());
+        let (s, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", Value::Object(m), None));
+        assert_eq!(s, 200, "{sent:?}");
+        w.clock.advance(1);
+    }
+    let rows = block_on(nyx5_house::store::a2a::list(&a.db, "ana", &context, 100, 0, 450_000)).unwrap();
+    assert_eq!(rows.len(), 3, "200 KB tasks: before the third, 400 KB; before a fourth, 600 KB");
+    let one = block_on(nyx5_house::store::a2a::list(&a.db, "ana", &context, 100, 0, 1)).unwrap();
+    assert_eq!(one.len(), 1, "the first always goes");
+    let rest = block_on(nyx5_house::store::a2a::list(&a.db, "ana", &context, 100, 3, 450_000)).unwrap();
+    assert_eq!(rest.len(), 1);
+    let ids =
+        |rows: &[nyx5_house::ports::Row]| rows.iter().map(|r| r.text("id").unwrap().to_owned()).collect::<Vec<_>>();
+    let all = block_on(nyx5_house::store::a2a::list(&a.db, "ana", &context, 100, 0, i64::MAX)).unwrap();
+    assert_eq!([ids(&rows), ids(&rest)].concat(), ids(&all), "newest first, and the pages meet");
+}
+
+/// An open task whose escrow its buyer refunded alone can no longer be paid: it is forgotten a
+/// month after it last moved, as an unpaid one is; one whose escrow is still held is kept.
+#[test]
+fn an_open_task_whose_escrow_went_elsewhere_is_forgotten_in_time() {
+    let (w, a, ana, bo) = ana_and_bo();
+    topup(&a, "bo@a.test", 100);
+    escrow(&w, &a, &ana, &bo, "q-gone-1", 10);
+    escrow(&w, &a, &ana, &bo, "q-kept-1", 20);
+    let (_, gone) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("g-1", "work"), Some("q-gone-1")));
+    let (_, kept) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("k-1", "work"), Some("q-kept-1")));
+    let gone = task_of(&gone)["id"].as_str().unwrap().to_owned();
+    let kept = task_of(&kept)["id"].as_str().unwrap().to_owned();
+    let refund = signed_op(
+        &w,
+        &bo,
+        "a.test",
+        "00000000-0000-4000-8000-00000000bbbb",
+        obj([("op", "refund".into()), ("contract", "q-gone-1".into())]),
+    );
+    assert!(bo.send(&a, &refund).status < 300);
+    w.tick_all();
+    w.clock.advance(nyx5_house::a2a_tasks::TASK_LIFE_MS + 120_000);
+    w.tick_all();
+    let held = |id: &str| block_on(nyx5_house::store::a2a::get(&a.db, "ana", id)).unwrap().is_some();
+    assert!(!held(&gone), "nothing can pay for it any more");
+    assert!(held(&kept), "its escrow is still held: its caller may still cancel it");
+}

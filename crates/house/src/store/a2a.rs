@@ -15,31 +15,37 @@ macro_rules! columns {
     };
 }
 
-/// What an agent's tasks may hold: tasks and bytes in all, and of them from unverified callers.
+/// What an agent's tasks may hold: tasks and bytes in all, and in each caller's share (the
+/// unverified callers together; the verified callers of one site together).
 #[derive(Debug, Clone, Copy)]
 pub struct Room {
     pub tasks: i64,
     pub bytes: i64,
-    pub unverified_tasks: i64,
-    pub unverified_bytes: i64,
+    pub share_tasks: i64,
+    pub share_bytes: i64,
 }
 
-/// A new task, written only while the agent's tasks (ended ones included, until forgotten) are
-/// within `room` (and, for an `unverified` caller, within its share): a guard that fails the
-/// whole batch (`a2a_tasks_room`) past it, so the envelope beside it is not written either.
-pub fn room(local: &str, room: &Room, unverified: bool) -> Stmt {
+/// The share a task of `caller` (None: unverified) at `site` counts in (migration 0033).
+pub fn share(caller_site: Option<&str>) -> String {
+    caller_site.map_or_else(|| "unverified".to_owned(), |s| format!("site:{s}"))
+}
+
+/// A new task in `share`, written only while the agent's tasks (ended ones included, until
+/// forgotten) are within `room` in all and in that share: a guard that fails the whole batch
+/// (`a2a_tasks_room`) past it, so the envelope beside it is not written either.
+pub fn room(local: &str, room: &Room, share: &str) -> Stmt {
     guard!(
         "a2a_tasks_room",
         "(SELECT count(*) < ?2 AND coalesce(sum(bytes), 0) < ?3
-                 AND (?4 = 0 OR (count(*) FILTER (WHERE caller IS NULL) < ?5
-                                 AND coalesce(sum(bytes) FILTER (WHERE caller IS NULL), 0) < ?6))
+                 AND count(*) FILTER (WHERE share = ?4) < ?5
+                 AND coalesce(sum(bytes) FILTER (WHERE share = ?4), 0) < ?6
             FROM a2a_tasks WHERE local = ?1)",
         local,
         room.tasks,
         room.bytes,
-        i64::from(unverified),
-        room.unverified_tasks,
-        room.unverified_bytes
+        share,
+        room.share_tasks,
+        room.share_bytes
     )
 }
 
@@ -55,12 +61,14 @@ pub struct New<'a> {
     pub request: &'a str,
     pub contract: Option<&'a str>,
     pub push: Option<&'a str>,
+    /// The caller's share ([`share`]).
+    pub share: &'a str,
 }
 
 pub fn insert(t: &New<'_>, now: i64) -> Stmt {
     stmt!(
-        "INSERT INTO a2a_tasks (id, local, context, envelope, caller, message_id, state, request, contract, push, bytes, created, updated)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'submitted', ?7, ?8, ?10, length(CAST(?7 AS BLOB)), ?9, ?9)",
+        "INSERT INTO a2a_tasks (id, local, context, envelope, caller, message_id, state, request, contract, push, share, bytes, created, updated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'submitted', ?7, ?8, ?10, ?11, length(CAST(?7 AS BLOB)), ?9, ?9)",
         t.id,
         t.local,
         t.context,
@@ -70,7 +78,8 @@ pub fn insert(t: &New<'_>, now: i64) -> Stmt {
         t.request,
         t.contract,
         now,
-        t.push
+        t.push,
+        t.share
     )
 }
 
@@ -100,16 +109,34 @@ pub async fn context_known<D: Db>(db: &D, local: &str, context: &str, caller: Op
     Ok(one(db, stmt!(sql, local, context, caller)).await?.is_some())
 }
 
-/// A page of `local`'s tasks in `context`, the most recently moved first.
-pub async fn list<D: Db>(db: &D, local: &str, context: &str, limit: i64, offset: i64) -> Result<Vec<Row>, Error> {
+/// A page of `local`'s tasks in `context`, the most recently moved first, of at most `limit`
+/// tasks after `offset`, and only as many as fit in `max_bytes` of kept messages and answers
+/// (the first always): the rows past that are never read whole.
+pub async fn list<D: Db>(
+    db: &D,
+    local: &str,
+    context: &str,
+    limit: i64,
+    offset: i64,
+    max_bytes: i64,
+) -> Result<Vec<Row>, Error> {
     query(
         db,
         stmt!(
-            concat!(columns!(), "WHERE local = ?1 AND context = ?2 ORDER BY updated DESC, id LIMIT ?3 OFFSET ?4"),
+            "SELECT t.id, t.local, t.context, t.envelope, t.caller, t.message_id, t.state, t.request, t.answer,
+                    t.contract, t.push, t.updated
+               FROM (SELECT id, row_number() OVER w AS n, sum(bytes) OVER w - bytes AS before
+                       FROM (SELECT id, bytes, updated FROM a2a_tasks WHERE local = ?1 AND context = ?2
+                              ORDER BY updated DESC, id LIMIT ?3 OFFSET ?4)
+                     WINDOW w AS (ORDER BY updated DESC, id ROWS UNBOUNDED PRECEDING)) AS p
+               JOIN a2a_tasks AS t ON t.id = p.id
+              WHERE p.n = 1 OR p.before < ?5
+              ORDER BY p.n",
             local,
             context,
             limit,
-            offset
+            offset,
+            max_bytes
         ),
     )
     .await
@@ -170,15 +197,19 @@ pub fn set_push(local: &str, id: &str, push: Option<&str>) -> Stmt {
     stmt!("UPDATE a2a_tasks SET push = ?3 WHERE id = ?2 AND local = ?1", local, id, push)
 }
 
-/// Forgets up to `limit` tasks: ended ones not moved since `ended_before`, open
-/// ones not moved since `open_before`; never an open task an escrow is bound to (its caller
-/// may still cancel it, and the escrow must not be bound again).
+/// Forgets up to `limit` tasks: ended ones not moved since `ended_before`, open ones not moved
+/// since `open_before`; never an open task whose escrow is still held (its caller may still
+/// cancel it, and the escrow must not be bound again). One whose escrow its buyer settled alone
+/// is forgotten as an unpaid one is: nothing can pay for it any more.
 pub fn purge(ended_before: i64, open_before: i64, limit: i64) -> Stmt {
     stmt!(
         "DELETE FROM a2a_tasks WHERE id IN
            (SELECT id FROM a2a_tasks
              WHERE ((state IN ('completed', 'failed', 'canceled', 'rejected') AND updated < ?1)
-                    OR (state IN ('submitted', 'working', 'input-required') AND contract IS NULL AND updated < ?2))
+                    OR (state IN ('submitted', 'working', 'input-required') AND updated < ?2
+                        AND (contract IS NULL
+                             OR NOT EXISTS (SELECT 1 FROM libro_contracts AS c
+                                             WHERE c.id = a2a_tasks.contract AND c.state = 'held'))))
              ORDER BY updated LIMIT ?3)",
         ended_before,
         open_before,
