@@ -353,7 +353,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             None => (Vec::new(), Vec::new()),
         };
         // The caller's rate window and its share of the agent's tasks: by site, or unverified.
-        let share = store::a2a::share(site.as_deref());
+        let share = store::a2a::share(site);
         let suffix = format!(":{share}");
         let list = |v: &[String]| crate::inboxes::json_list(v.iter().map(String::as_str));
         let locals = crate::inboxes::json_list([local.as_str()]);
