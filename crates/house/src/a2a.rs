@@ -26,11 +26,19 @@ use crate::view::{Core, Post, view};
 use crate::{port_error, store};
 
 /// What one agent's tasks may hold (ended ones too, until forgotten): 10,000 tasks and 64 MiB
-/// of callers' messages and answers, of which each share (the unverified callers together, the
-/// verified callers of one site together) may fill 1,000 tasks and 16 MiB, so no one caller
-/// shuts out the others.
-pub const ROOM: store::a2a::Room =
-    store::a2a::Room { tasks: 10_000, bytes: 64 << 20, share_tasks: 1_000, share_bytes: 16 << 20 };
+/// of callers' messages and answers. The callers its allow list names are held to that alone;
+/// every other caller (a stranger) together to half of it, and each stranger's share (the
+/// unverified callers together, the verified callers of one site together) to 1,000 tasks and
+/// 8 MiB: strangers cannot shut out the callers the agent knows, nor one stranger the others
+/// before it takes four sites.
+pub const ROOM: store::a2a::Room = store::a2a::Room {
+    tasks: 10_000,
+    bytes: 64 << 20,
+    strangers_tasks: 5_000,
+    strangers_bytes: 32 << 20,
+    share_tasks: 1_000,
+    share_bytes: 8 << 20,
+};
 /// The caller's messages one task keeps, in bytes at most (a row stays well within D1's 2 MB,
 /// with an answer of up to the envelope limit beside them).
 const MAX_REQUEST_BYTES: usize = 512 << 10;
@@ -352,9 +360,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             Some(a) => (policy::block_entries(a, crate::site::psl()), policy::sender_entries(a).to_vec()),
             None => (Vec::new(), Vec::new()),
         };
-        // The caller's rate window and its share of the agent's tasks: by site, or unverified.
-        let share = store::a2a::share(site);
-        let suffix = format!(":{share}");
+        // The caller's rate window: by site, or the unverified callers'.
+        let suffix = format!(":{}", store::a2a::share(false, site));
         let list = |v: &[String]| crate::inboxes::json_list(v.iter().map(String::as_str));
         let locals = crate::inboxes::json_list([local.as_str()]);
         let lookup = store::mailbox::Lookup {
@@ -386,6 +393,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if !allowed && facts.int("rate_count").unwrap_or(0) >= cap {
             return Err(too_many(&who));
         }
+        // Its share of the agent's tasks: the allowed callers', or its site's or the unverified's.
+        let share = store::a2a::share(allowed, site);
 
         // The envelope: unsigned, from the gateway, saying what the gate judged.
         let wire = m.to_wire(&context, &task_id);

@@ -14,8 +14,9 @@
 //! the task's writers ring, and rechecks the task as a mailbox read does; it answers the events
 //! of a change ([`nyx5_rules::a2a::stream_events`]), or a keep-alive comment when nothing moved
 //! for [`BEAT_MS`], or nothing once the stream is over. A stream lasts at most [`life`]: on the
-//! Worker 20 s of rereads every 800 ms (one invocation's D1 queries), under `nyx5 serve` ten
-//! minutes. A client whose stream ended with the task still open subscribes
+//! Worker 20 s of rereads every second (one invocation's D1 queries), under `nyx5 serve` ten
+//! minutes. A reread reads where the task is and when it moved, from an index; the task is read
+//! whole only when it moved. A client whose stream ended with the task still open subscribes
 //! again. Streams are bounded as waiting reads are: a few per task, a few thousand per process;
 //! past that the stream answers its first event and ends.
 
@@ -46,9 +47,10 @@ pub const SERVE_RECHECK_MS: i64 = 2_000;
 
 /// The longest a stream lasts on the Worker, whose bell does not ring: every wait is a reread.
 pub const WORKER_LIFE_MS: i64 = 20_000;
-/// How often a stream on the Worker rereads its task: 25 reads in its life, one more per
-/// keep-alive; with the call's own queries within the 50 a Worker invocation may make (Free).
-pub const WORKER_RECHECK_MS: i64 = 800;
+/// How often a stream on the Worker rereads its task: 20 rereads in its life, one more per
+/// keep-alive and one when the task moves; with the call's own (about 12 at most) within the 50
+/// queries a Worker invocation may make on the Free plan.
+pub const WORKER_RECHECK_MS: i64 = 1_000;
 
 /// How long a stream lasts and how often it rereads its task: under `nyx5 serve` (`ringing`)
 /// [`SERVE_LIFE_MS`] every [`SERVE_RECHECK_MS`], on the Worker [`WORKER_LIFE_MS`] every
@@ -66,8 +68,9 @@ pub fn open(id: &Value, t: &rules::Task, now: i64, ringing: bool) -> Response {
         return resp;
     }
     let (life, every) = life(ringing);
-    // A read per recheck, and one more after each keep-alive (a call starts with a read).
-    let reads = life / every + life / BEAT_MS + 1;
+    // A reread per recheck, one more after each keep-alive (a call starts with one), and the
+    // task read whole when it moved.
+    let reads = life / every + life / BEAT_MS + 2;
     resp.following(Follow {
         local: t.agent.local().to_owned(),
         task: t.id.clone(),
@@ -105,18 +108,20 @@ impl<D: Db, N: Net> Streams<'_, D, N> {
                 l.arm();
             }
             f.reads -= 1;
-            let t = match self.task_of_stream(f).await {
-                Ok(t) => t,
+            match self.changed(f).await {
+                Ok(None) => {}
+                Ok(Some(t)) => {
+                    let (events, ends) = rules::stream_events(&id, f.seen, &t);
+                    f.seen = (t.state, t.updated.0);
+                    f.done = ends;
+                    if !events.is_empty() {
+                        return Some(events);
+                    }
+                }
                 Err(e) => {
                     f.done = true;
                     return Some(rules::sse_error(&id, &e));
                 }
-            };
-            let (events, ends) = rules::stream_events(&id, f.seen, &t);
-            f.seen = (t.state, t.updated.0);
-            f.done = ends;
-            if !events.is_empty() {
-                return Some(events);
             }
             // No bell to wait on (its bounds) or a clock that cannot wait: the stream ends.
             let now = self.now().millis();
@@ -132,10 +137,16 @@ impl<D: Db, N: Net> Streams<'_, D, N> {
         }
     }
 
-    async fn task_of_stream(&self, f: &Follow) -> Result<rules::Task, Error> {
-        let row = crate::store::a2a::get(self.db, &f.local, &f.task)
-            .await?
-            .ok_or_else(|| Refusal::UnknownA2aTask.because(format!("task {} is gone", f.task)))?;
-        crate::a2a_tasks::task_of(&row, &self.config.domain)
+    /// The task, read whole, if it moved since the stream last told it; else nothing. Each
+    /// reread reads only where the task is and when it moved (an index, not the task's text).
+    async fn changed(&self, f: &mut Follow) -> Result<Option<rules::Task>, Error> {
+        let gone = || Refusal::UnknownA2aTask.because(format!("task {} is gone", f.task));
+        let (state, at) = crate::store::a2a::moved_at(self.db, &f.local, &f.task).await?.ok_or_else(gone)?;
+        if rules::State::parse(&state).is_some_and(|s| (s, at) == f.seen) {
+            return Ok(None);
+        }
+        f.reads -= 1;
+        let row = crate::store::a2a::get(self.db, &f.local, &f.task).await?.ok_or_else(gone)?;
+        crate::a2a_tasks::task_of(&row, &self.config.domain).map(Some)
     }
 }

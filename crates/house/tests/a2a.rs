@@ -130,6 +130,8 @@ fn a_call_waits_in_the_mailbox_until_the_agent_answers() {
     let (status, sent) = send(&a, "ana", message("m-1", "translate: hola"));
     assert_eq!(status, 200, "{sent:?}");
     let task = task_of(&sent);
+    let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE id = ?", task["id"].as_str().unwrap());
+    assert_eq!(block_on(nyx5_house::ports::Db::query(&a.db, sql)).unwrap()[0].text("share"), Some("unverified"));
     assert_eq!(state(&task), "TASK_STATE_SUBMITTED");
     let id = task["id"].as_str().unwrap().to_owned();
     let context = task["contextId"].as_str().unwrap().to_owned();
@@ -229,6 +231,12 @@ fn unverified_callers_meet_the_inbox_policy_and_nyx5_callers_prove_who_they_are(
     let env = mailbox(&a, &ana).pop().unwrap();
     let note = env.object()["extensions"].as_object().unwrap()[nyx5_rules::a2a::EXT].as_object().unwrap().clone();
     assert_eq!((note["caller"].as_str(), &note["verified"]), (Some("bo@b.test"), &Value::Bool(true)));
+    // On ana's allow list, bo's task counts in the share of the callers she allows.
+    let share_of = |id: &Value| {
+        let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE id = ?", id.as_str().unwrap());
+        block_on(nyx5_house::ports::Db::query(&a.db, sql)).unwrap()[0].text("share").unwrap().to_owned()
+    };
+    assert_eq!(share_of(&task_of(&sent)["id"]), "allowed");
     // The same message again is the same task.
     let (_, again) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-3", "hi"), None));
     assert_eq!(task_of(&again)["id"], task_of(&sent)["id"]);
@@ -440,6 +448,10 @@ fn a_context_belongs_to_the_caller_that_began_it() {
     let (_w, a, _ana, bo) = ana_and_bo();
     let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "mine"), None));
     let context = task_of(&sent)["contextId"].as_str().unwrap().to_owned();
+    // A verified stranger's task counts in its site's share.
+    let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE context = ?", context.as_str());
+    let rows = block_on(nyx5_house::ports::Db::query(&a.db, sql)).unwrap();
+    assert_eq!(rows[0].text("share"), Some("site:a.test"));
     let mut intruder = message("m-2", "me too").as_object().unwrap().clone();
     intruder.insert("contextId".into(), context.as_str().into());
     let (s, e) = send(&a, "ana", Value::Object(intruder.clone()));
@@ -578,64 +590,79 @@ fn a_quiet_stream_ends_after_its_life() {
 }
 
 /// Each share of an agent's tasks (the unverified callers together, the verified callers of one
-/// site together) is bounded on its own, within the agent's bound in all: the guard, on the
-/// house's own SQLite with the migrations.
+/// site together) is bounded on its own, the strangers together to part of the room, and the
+/// callers the agent allows only by the whole: the guard, on the house's own SQLite with the
+/// migrations.
 #[test]
-fn each_callers_share_of_an_agents_tasks_is_bounded_on_its_own() {
+fn strangers_share_part_of_an_agents_tasks_and_the_callers_it_allows_the_rest() {
     use nyx5_house::ports::{Db, PortError};
     use nyx5_house::store::a2a::{New, Room, insert, room, share};
     let (_w, a, _ana, _) = ana_and_bo();
-    let bound = Room { tasks: 5, bytes: 1 << 20, share_tasks: 2, share_bytes: 300 };
-    let put = |id: &str, caller: Option<&str>, site: Option<&str>, request: &str| {
-        let share = share(site);
+    let bound = Room {
+        tasks: 7,
+        bytes: 1 << 20,
+        strangers_tasks: 5,
+        strangers_bytes: 1 << 20,
+        share_tasks: 2,
+        share_bytes: 300,
+    };
+    let put = |house: &TestHouse, id: &str, share: &str, request: &str| {
         let new = New {
             id,
             local: "ana",
             context: "c",
             envelope: id,
-            caller,
+            caller: None,
             message_id: id,
             request,
             contract: None,
             push: None,
-            share: &share,
+            share,
         };
-        match block_on(a.db.batch(vec![room("ana", &bound, &share), insert(&new, 1)])) {
+        match block_on(house.db.batch(vec![room("ana", &bound, share), insert(&new, 1)])) {
             Ok(_) => true,
             Err(PortError::Constraint { name }) if name == "guard" => false,
             Err(e) => panic!("{e:?}"),
         }
     };
-    assert!(put("u1", None, None, "[]") && put("u2", None, None, "[]"));
-    assert!(!put("u3", None, None, "[]"), "the unverified callers' share is full");
+    let (unverified, x, y, z) =
+        (share(false, None), share(false, Some("x.test")), share(false, Some("y.test")), share(false, Some("z.test")));
+    assert!(put(&a, "u1", &unverified, "[]") && put(&a, "u2", &unverified, "[]"));
+    assert!(!put(&a, "u3", &unverified, "[]"), "the unverified callers' share is full");
     // One site's verified callers, whoever they are, share one bound; another site has its own.
-    assert!(put("x1", Some("p@x.test"), Some("x.test"), "[]") && put("x2", Some("q@x.test"), Some("x.test"), "[]"));
-    assert!(!put("x3", Some("r@x.test"), Some("x.test"), "[]"));
-    assert!(put("y1", Some("p@y.test"), Some("y.test"), "[]"));
-    // The agent's bound in all (5) holds whatever share has room.
-    assert!(!put("y2", Some("p@y.test"), Some("y.test"), "[]"));
+    assert!(put(&a, "x1", &x, "[]") && put(&a, "x2", &x, "[]"));
+    assert!(!put(&a, "x3", &x, "[]"));
+    assert!(put(&a, "y1", &y, "[]"));
+    // The strangers together (5) are full, whatever share still has room...
+    assert!(!put(&a, "z1", &z, "[]"), "the strangers' part is full");
+    // ... but the callers the agent allows have the rest, and only the whole (7) bounds them.
+    let allowed = share(true, Some("x.test"));
+    assert_eq!(allowed, "allowed");
+    assert!(put(&a, "k1", &allowed, "[]") && put(&a, "k2", &allowed, "[]"));
+    assert!(!put(&a, "k3", &allowed, "[]"), "the whole room is full");
+
     // Bytes count too: a share past its 300 bytes takes no more (its tasks may reach past it by
     // the last one, as a mailbox's quota is checked before it).
     let (_w, b, _ana, _) = ana_and_bo();
     let big = format!("[\"{}\"]", "z".repeat(140));
-    let share = share(Some("z.test"));
-    let new = |id: &'static str| New {
-        id,
-        local: "ana",
-        context: "c",
-        envelope: id,
-        caller: Some("p@z.test"),
-        message_id: id,
-        request: &big,
-        contract: None,
-        push: None,
-        share: &share,
-    };
     let bound = Room { share_tasks: 1000, ..bound };
-    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z1"), 1)])).is_ok());
-    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z2"), 1)])).is_ok());
-    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z3"), 1)])).is_ok());
-    assert!(block_on(b.db.batch(vec![room("ana", &bound, &share), insert(&new("z4"), 1)])).is_err());
+    let put = |id: &str| {
+        let new = New {
+            id,
+            local: "ana",
+            context: "c",
+            envelope: id,
+            caller: Some("p@z.test"),
+            message_id: id,
+            request: &big,
+            contract: None,
+            push: None,
+            share: &z,
+        };
+        block_on(b.db.batch(vec![room("ana", &bound, &z), insert(&new, 1)])).is_ok()
+    };
+    assert!(put("z1") && put("z2") && put("z3"));
+    assert!(!put("z4"));
 }
 
 /// A ListTasks page reads only the tasks that fit its bytes (the first always), so a context of
@@ -673,10 +700,23 @@ fn an_open_task_whose_escrow_went_elsewhere_is_forgotten_in_time() {
     topup(&a, "bo@a.test", 100);
     escrow(&w, &a, &ana, &bo, "q-gone-1", 10);
     escrow(&w, &a, &ana, &bo, "q-kept-1", 20);
+    escrow(&w, &a, &ana, &bo, "q-dlvd-1", 30);
     let (_, gone) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("g-1", "work"), Some("q-gone-1")));
     let (_, kept) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("k-1", "work"), Some("q-kept-1")));
+    let (_, dlvd) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("d-1", "work"), Some("q-dlvd-1")));
     let gone = task_of(&gone)["id"].as_str().unwrap().to_owned();
     let kept = task_of(&kept)["id"].as_str().unwrap().to_owned();
+    let dlvd = task_of(&dlvd)["id"].as_str().unwrap().to_owned();
+    // ana says she delivered, and never answers the task: the money is still in the escrow, and
+    // only bo's cancel (a2a@ refunding it) or his release settles it.
+    let deliver = signed_op(
+        &w,
+        &ana,
+        "a.test",
+        "00000000-0000-4000-8000-00000000cccc",
+        obj([("op", "deliver".into()), ("contract", "q-dlvd-1".into())]),
+    );
+    assert!(ana.send(&a, &deliver).status < 300);
     let refund = signed_op(
         &w,
         &bo,
@@ -691,4 +731,8 @@ fn an_open_task_whose_escrow_went_elsewhere_is_forgotten_in_time() {
     let held = |id: &str| block_on(nyx5_house::store::a2a::get(&a.db, "ana", id)).unwrap().is_some();
     assert!(!held(&gone), "nothing can pay for it any more");
     assert!(held(&kept), "its escrow is still held: its caller may still cancel it");
+    assert!(held(&dlvd), "its escrow, delivered, still holds the money");
+    let (s, canceled) = rpc(&a, "ana", "CancelTask", Value::Object(obj([("id", dlvd.as_str().into())])));
+    assert_eq!(s, 200, "{canceled:?}");
+    assert_eq!(balance(&a, "bo@a.test"), 100 - 20, "bo has his 10 (refunded alone) and 30 back");
 }

@@ -404,6 +404,36 @@ fn plan(c: &rusqlite::Connection, s: &nyx5_house::ports::Stmt) -> Vec<String> {
     plan.query_map(rusqlite::params_from_iter(params), |r| r.get(3)).unwrap().map(Result::unwrap).collect()
 }
 
+/// An agent's A2A tasks keep their callers' text (up to 512 KiB of messages and an answer): the
+/// room's guard, a ListTasks page's cut and a stream's rereads read indexes that carry what they
+/// need, never the rows (whose `bytes`, `share` and `updated` come after the text, so reading
+/// them from a row walks its overflow pages). Migration 0033.
+#[test]
+fn a2a_task_reads_that_repeat_read_indexes_not_the_tasks_text() {
+    use nyx5_house::store::a2a;
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "end");
+    let room =
+        a2a::Room { tasks: 10, bytes: 10, strangers_tasks: 5, strangers_bytes: 5, share_tasks: 1, share_bytes: 1 };
+    let guard = plan(&c, &a2a::room("ana", &room, "unverified"));
+    assert!(
+        guard.iter().any(|d| d.starts_with("SEARCH a2a_tasks USING COVERING INDEX a2a_tasks_room (local=?)")),
+        "{guard:?}"
+    );
+    let moved = plan(&c, &a2a::moved_query("ana", "t-1"));
+    assert_eq!(moved, ["SEARCH a2a_tasks USING COVERING INDEX a2a_tasks_moves (id=? AND local=?)"], "{moved:?}");
+    let page = plan(&c, &a2a::list_query("ana", "c-1", 50, 0, 1 << 21));
+    assert!(
+        page.iter()
+            .any(|d| d.starts_with("SEARCH a2a_tasks USING COVERING INDEX a2a_tasks_context (local=? AND context=?)")),
+        "{page:?}"
+    );
+    // The page is taken in the index's order; only its own rows (at most 100) are sorted at the end.
+    assert_eq!(page.iter().filter(|d| d.contains("TEMP B-TREE")).count(), 1, "{page:?}");
+    assert_eq!(page.last().map(String::as_str), Some("USE TEMP B-TREE FOR ORDER BY"), "{page:?}");
+    assert!(page.iter().any(|d| d.starts_with("SEARCH t USING INDEX sqlite_autoindex_a2a_tasks_1 (id=?)")), "{page:?}");
+}
+
 /// A page walks its mailbox's range of the table's key (waiting envelopes only), never the
 /// `(local, envelope_id)` index, which holds every envelope the agent ever had, acknowledged ones
 /// included, and would have to be sorted.

@@ -258,14 +258,10 @@ pub fn stream_events(id: &Value, seen: (State, i64), now: &Task) -> (Vec<u8>, bo
 /// The JSON-RPC error answer of `e`: `error.data` is the house's refusal shape
 /// `{ok: false, code, error, reason}`.
 pub fn failure(id: &Value, e: &Error) -> Value {
-    let data = obj([
-        ("ok", Value::Bool(false)),
-        ("code", i64::from(e.kind.code()).into()),
-        ("error", e.name().into()),
-        ("reason", e.reason.as_ref().into()),
-    ]);
-    let error =
-        obj([("code", rpc_code(e).into()), ("message", e.reason.as_ref().into()), ("data", Value::Object(data))]);
+    // The house's own shape, an internal reason hidden as everywhere else.
+    let data = e.to_wire();
+    let message = data.as_object().and_then(|o| o.get("reason")).cloned().unwrap_or(Value::Null);
+    let error = obj([("code", rpc_code(e).into()), ("message", message), ("data", data)]);
     Value::Object(obj([("jsonrpc", "2.0".into()), ("id", id.clone()), ("error", Value::Object(error))]))
 }
 
@@ -664,6 +660,24 @@ mod tests {
 
     fn msg(parts: Value) -> Value {
         Value::Object(obj([("role", "ROLE_USER".into()), ("messageId", "m-1".into()), ("parts", parts)]))
+    }
+
+    #[test]
+    fn a_failure_carries_the_houses_shape_and_hides_an_internal_reason() {
+        let id = Value::from(3);
+        let refused = failure(&id, &Refusal::UnknownA2aTask.because("task t-1 is not here"));
+        assert_eq!(
+            refused.canonical_string(),
+            r#"{"error":{"code":-32001,"data":{"code":404,"error":"unknown_a2a_task","ok":false,"reason":"task t-1 is not here"},"message":"task t-1 is not here"},"id":3,"jsonrpc":"2.0"}"#
+        );
+        let internal = failure(&id, &Error::new(nyx5_proto::ErrorKind::Internal, "D1: disk I/O at /var/db"));
+        let text = internal.canonical_string();
+        assert!(!text.contains("/var/db"), "{text}");
+        assert!(text.contains(r#""code":-32603"#) && text.contains(r#""reason":"internal error""#), "{text}");
+        // An event of a stream is one line: the canonical JSON escapes every line break.
+        let event = sse_error(&id, &Refusal::UnknownA2aTask.because("a\nb\r\nc"));
+        assert_eq!(event.iter().filter(|b| **b == b'\n').count(), 2, "{:?}", String::from_utf8_lossy(&event));
+        assert!(event.ends_with(b"\n\n") && event.starts_with(b"data: {"));
     }
 
     #[test]

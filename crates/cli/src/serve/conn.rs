@@ -454,6 +454,7 @@ pub(super) async fn serve<H: Handler>(
         first = false;
         let head_only = head.head_only();
         let keep_alive = head.keep_alive;
+        let http11 = head.http11;
         // A connection kept alive holds no more than what is buffered for the next request.
         buf.shrink_to(READ_CHUNK);
         let headers = with_client(head.headers, peer, limits.client_header.as_deref());
@@ -468,7 +469,7 @@ pub(super) async fn serve<H: Handler>(
         ticket.release();
         let mut resp = resp;
         if let Some(follow) = resp.follow.take() {
-            return stream_out(&mut stream, handler, limits, ticket, resp, follow).await;
+            return stream_out(&mut stream, handler, limits, ticket, resp, follow, http11).await;
         }
         let close = !keep_alive || stop.stopping();
         // A client that does not read its answer may lose the connection to another.
@@ -505,9 +506,12 @@ pub(super) async fn serve<H: Handler>(
     }
 }
 /// Writes a streamed answer (A2A's Server-Sent Events): the head and `resp`'s body, then each
-/// chunk the engine gives for `follow` as it comes, as a chunked body; then closes. Each chunk's
-/// memory is reserved while it is written, as an answer's is; an evicted connection just closes
-/// (a stream's client subscribes again). The server stopping closes the bell, which ends it.
+/// chunk the engine gives for `follow` as it comes, as a chunked body (an HTTP/1.0 client's
+/// ends with the connection); then closes. Between chunks the connection is what a held mailbox
+/// read is ([`Phase::Waiting`]): not one of its client's busy requests, and anyone's to take for a
+/// slot after the idle ones (a stream's client subscribes again). Each chunk's memory is
+/// reserved while it is written, as an answer's is. The server stopping closes the bell, which
+/// ends the stream.
 async fn stream_out<H: Handler>(
     stream: &mut TcpStream,
     handler: &H,
@@ -515,11 +519,12 @@ async fn stream_out<H: Handler>(
     ticket: &Ticket,
     resp: HouseResponse,
     mut follow: Follow,
+    chunked: bool,
 ) {
-    ticket.set_phase(Phase::Answer);
-    let mut bytes = http::stream_head(&resp, now_ms(), &resp.body);
+    let mut bytes = http::stream_head(&resp, now_ms(), &resp.body, chunked);
     drop(resp);
     loop {
+        ticket.set_phase(Phase::Answer);
         let reserved = tokio::select! {
             r = ticket.reserve_answer(bytes.len(), true) => r.is_ok(),
             () = ticket.evicted() => false,
@@ -535,14 +540,18 @@ async fn stream_out<H: Handler>(
         if !written {
             return;
         }
+        ticket.set_phase(Phase::Waiting);
         let next = tokio::select! {
             next = handler.follow(&mut follow) => next,
             () = ticket.evicted() => return,
         };
         match next {
-            Some(c) => bytes = http::chunk(&c),
+            Some(c) if chunked => bytes = http::chunk(&c),
+            Some(c) => bytes = c,
             None => {
-                let _ = write(stream, http::LAST_CHUNK, limits).await;
+                if chunked {
+                    let _ = write(stream, http::LAST_CHUNK, limits).await;
+                }
                 let _ = timeout(limits.write_timeout, stream.shutdown()).await;
                 return;
             }

@@ -49,6 +49,8 @@ pub(super) struct Head {
     pub(super) body: Framing,
     /// The client waits for `100 Continue` before it sends the body.
     pub(super) expect_continue: bool,
+    /// HTTP/1.1 (else 1.0, which reads no chunked answer).
+    pub(super) http11: bool,
 }
 
 impl Head {
@@ -198,6 +200,7 @@ pub(super) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Er
         keep_alive,
         body,
         expect_continue,
+        http11,
     }))
 }
 
@@ -401,15 +404,19 @@ pub(super) fn answer(resp: &HouseResponse, close: bool, head_only: bool, now_ms:
     out
 }
 
-/// The head of a streamed answer (chunked, closed after) and its first chunk, `first`.
-pub(super) fn stream_head(resp: &HouseResponse, now_ms: i64, first: &[u8]) -> Vec<u8> {
+/// The head of a streamed answer, closed after, and its first chunk, `first`: a chunked body
+/// (`chunked`), else (an HTTP/1.0 client) a body that ends when the connection does.
+pub(super) fn stream_head(resp: &HouseResponse, now_ms: i64, first: &[u8], chunked: bool) -> Vec<u8> {
     let mut head = format!(
-        "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\n",
+        "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\n",
         resp.status,
         reason_phrase(resp.status),
         http_date(now_ms),
         resp.content_type
     );
+    if chunked {
+        head.push_str("transfer-encoding: chunked\r\n");
+    }
     for (name, value) in &resp.headers {
         if !value.contains(['\r', '\n']) {
             head.push_str(&format!("{name}: {value}\r\n"));
@@ -417,7 +424,11 @@ pub(super) fn stream_head(resp: &HouseResponse, now_ms: i64, first: &[u8]) -> Ve
     }
     head.push_str("connection: close\r\n\r\n");
     let mut out = head.into_bytes();
-    out.extend(chunk(first));
+    if chunked {
+        out.extend(chunk(first));
+    } else {
+        out.extend_from_slice(first);
+    }
     out
 }
 
@@ -628,7 +639,7 @@ mod tests {
     fn a_stream_is_a_chunked_body_that_closes_and_an_empty_chunk_never_ends_it_early() {
         let resp = HouseResponse::bytes(200, "text/event-stream", b"data: 1\n\n".to_vec())
             .with_header("cache-control", "no-store");
-        let out = String::from_utf8(stream_head(&resp, 0, &resp.body)).unwrap();
+        let out = String::from_utf8(stream_head(&resp, 0, &resp.body, true)).unwrap();
         let (head, body) = out.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(head.contains("\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"));
@@ -637,5 +648,8 @@ mod tests {
         assert_eq!(body, "9\r\ndata: 1\n\n\r\n");
         assert_eq!(chunk(&[b'x'; 26]), [b"1a\r\n".as_slice(), &[b'x'; 26], b"\r\n"].concat());
         assert!(chunk(b"").is_empty(), "a zero-length chunk would end the body");
+        // HTTP/1.0 reads no chunks: the body is the events, ended by the close.
+        let plain = String::from_utf8(stream_head(&resp, 0, &resp.body, false)).unwrap();
+        assert!(!plain.contains("transfer-encoding") && plain.ends_with("connection: close\r\n\r\ndata: 1\n\n"));
     }
 }

@@ -15,35 +15,53 @@ macro_rules! columns {
     };
 }
 
-/// What an agent's tasks may hold: tasks and bytes in all, and in each caller's share (the
-/// unverified callers together; the verified callers of one site together).
+/// What an agent's tasks may hold: tasks and bytes in all; of them, the strangers' (every
+/// caller not on its allow list) together; and each stranger's share (the unverified callers
+/// together; the verified callers of one site together). The callers it allows are held only to
+/// the whole.
 #[derive(Debug, Clone, Copy)]
 pub struct Room {
     pub tasks: i64,
     pub bytes: i64,
+    pub strangers_tasks: i64,
+    pub strangers_bytes: i64,
     pub share_tasks: i64,
     pub share_bytes: i64,
 }
 
-/// The share a task of `caller` (None: unverified) at `site` counts in (migration 0033).
-pub fn share(caller_site: Option<&str>) -> String {
-    caller_site.map_or_else(|| "unverified".to_owned(), |s| format!("site:{s}"))
+/// The share of a caller the agent's allow list names.
+pub const ALLOWED: &str = "allowed";
+
+/// The share a task counts in (migration 0033): [`ALLOWED`] for a caller the agent's allow list
+/// names, else its site's (a verified caller at `caller_site`) or the unverified callers'.
+pub fn share(allowed: bool, caller_site: Option<&str>) -> String {
+    match (allowed, caller_site) {
+        (true, _) => ALLOWED.to_owned(),
+        (false, Some(site)) => format!("site:{site}"),
+        (false, None) => "unverified".to_owned(),
+    }
 }
 
 /// A new task in `share`, written only while the agent's tasks (ended ones included, until
-/// forgotten) are within `room` in all and in that share: a guard that fails the whole batch
-/// (`a2a_tasks_room`) past it, so the envelope beside it is not written either.
+/// forgotten) are within `room` (a stranger's: in all, the strangers' and its share's): a guard
+/// that fails the whole batch (`a2a_tasks_room`) past it, so the envelope beside it is not
+/// written either. Read from the index `a2a_tasks_room` alone.
 pub fn room(local: &str, room: &Room, share: &str) -> Stmt {
     guard!(
         "a2a_tasks_room",
         "(SELECT count(*) < ?2 AND coalesce(sum(bytes), 0) < ?3
-                 AND count(*) FILTER (WHERE share = ?4) < ?5
-                 AND coalesce(sum(bytes) FILTER (WHERE share = ?4), 0) < ?6
+                 AND (?4 = 'allowed'
+                      OR (count(*) FILTER (WHERE share <> 'allowed') < ?5
+                          AND coalesce(sum(bytes) FILTER (WHERE share <> 'allowed'), 0) < ?6
+                          AND count(*) FILTER (WHERE share = ?4) < ?7
+                          AND coalesce(sum(bytes) FILTER (WHERE share = ?4), 0) < ?8))
             FROM a2a_tasks WHERE local = ?1)",
         local,
         room.tasks,
         room.bytes,
         share,
+        room.strangers_tasks,
+        room.strangers_bytes,
         room.share_tasks,
         room.share_bytes
     )
@@ -83,6 +101,19 @@ pub fn insert(t: &New<'_>, now: i64) -> Stmt {
     )
 }
 
+/// Where task `id` of agent `local` is and when it last moved (state, ms): what a stream rereads,
+/// from the index `a2a_tasks_moves` alone (not the task's text).
+pub async fn moved_at<D: Db>(db: &D, local: &str, id: &str) -> Result<Option<(String, i64)>, Error> {
+    let row = one(db, moved_query(local, id)).await?;
+    Ok(row.and_then(|r| Some((r.text("state")?.to_owned(), r.int("updated")?))))
+}
+
+/// [`moved_at`]'s query (`tests/schema.rs` holds it to its index).
+pub fn moved_query(local: &str, id: &str) -> Stmt {
+    // Named: a unique key on `id` alone looks better to a planner without statistics.
+    stmt!("SELECT state, updated FROM a2a_tasks INDEXED BY a2a_tasks_moves WHERE id = ?1 AND local = ?2", id, local)
+}
+
 /// Task `id` of agent `local`.
 pub async fn get<D: Db>(db: &D, local: &str, id: &str) -> Result<Option<Row>, Error> {
     one(db, stmt!(concat!(columns!(), "WHERE id = ?1 AND local = ?2"), id, local)).await
@@ -120,26 +151,28 @@ pub async fn list<D: Db>(
     offset: i64,
     max_bytes: i64,
 ) -> Result<Vec<Row>, Error> {
-    query(
-        db,
-        stmt!(
-            "SELECT t.id, t.local, t.context, t.envelope, t.caller, t.message_id, t.state, t.request, t.answer,
-                    t.contract, t.push, t.updated
-               FROM (SELECT id, row_number() OVER w AS n, sum(bytes) OVER w - bytes AS before
-                       FROM (SELECT id, bytes, updated FROM a2a_tasks WHERE local = ?1 AND context = ?2
-                              ORDER BY updated DESC, id LIMIT ?3 OFFSET ?4)
-                     WINDOW w AS (ORDER BY updated DESC, id ROWS UNBOUNDED PRECEDING)) AS p
-               JOIN a2a_tasks AS t ON t.id = p.id
-              WHERE p.n = 1 OR p.before < ?5
-              ORDER BY p.n",
-            local,
-            context,
-            limit,
-            offset,
-            max_bytes
-        ),
+    query(db, list_query(local, context, limit, offset, max_bytes)).await
+}
+
+/// [`list`]'s query: the page is chosen and cut from the index `a2a_tasks_context` (ids, times,
+/// bytes), and only its rows are read whole (`tests/schema.rs` holds it to that).
+pub fn list_query(local: &str, context: &str, limit: i64, offset: i64, max_bytes: i64) -> Stmt {
+    stmt!(
+        "SELECT t.id, t.local, t.context, t.envelope, t.caller, t.message_id, t.state, t.request, t.answer,
+                t.contract, t.push, t.updated
+           FROM (SELECT id, row_number() OVER w AS n, sum(bytes) OVER w - bytes AS before
+                   FROM (SELECT id, bytes, updated FROM a2a_tasks WHERE local = ?1 AND context = ?2
+                          ORDER BY updated DESC, id DESC LIMIT ?3 OFFSET ?4)
+                 WINDOW w AS (ORDER BY updated DESC, id DESC ROWS UNBOUNDED PRECEDING)) AS p
+           JOIN a2a_tasks AS t ON t.id = p.id
+          WHERE p.n = 1 OR p.before < ?5
+          ORDER BY p.n",
+        local,
+        context,
+        limit,
+        offset,
+        max_bytes
     )
-    .await
 }
 
 /// How many tasks `local` has in `context`.
@@ -198,9 +231,10 @@ pub fn set_push(local: &str, id: &str, push: Option<&str>) -> Stmt {
 }
 
 /// Forgets up to `limit` tasks: ended ones not moved since `ended_before`, open ones not moved
-/// since `open_before`; never an open task whose escrow is still held (its caller may still
-/// cancel it, and the escrow must not be bound again). One whose escrow its buyer settled alone
-/// is forgotten as an unpaid one is: nothing can pay for it any more.
+/// since `open_before`; never an open task whose escrow is not settled (held or delivered: its
+/// caller may still cancel it, `a2a@` may still settle it) or was settled since `open_before`
+/// (a settlement whose task's end is being written). One whose escrow was settled otherwise
+/// long ago (its buyer refunded it alone) is forgotten as an unpaid one is.
 pub fn purge(ended_before: i64, open_before: i64, limit: i64) -> Stmt {
     stmt!(
         "DELETE FROM a2a_tasks WHERE id IN
@@ -209,7 +243,8 @@ pub fn purge(ended_before: i64, open_before: i64, limit: i64) -> Stmt {
                     OR (state IN ('submitted', 'working', 'input-required') AND updated < ?2
                         AND (contract IS NULL
                              OR NOT EXISTS (SELECT 1 FROM libro_contracts AS c
-                                             WHERE c.id = a2a_tasks.contract AND c.state = 'held'))))
+                                             WHERE c.id = a2a_tasks.contract
+                                               AND (c.state NOT IN ('released', 'refunded') OR c.updated >= ?2)))))
              ORDER BY updated LIMIT ?3)",
         ended_before,
         open_before,
