@@ -146,16 +146,33 @@ fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
     Ok(out)
 }
 
-/// A streamed answer (A2A's Server-Sent Events, `nyx5_house::a2a_stream`): the answer's body,
-/// then each chunk the house gives for `follow`, pulled as the client reads, until it gives none.
-fn streamed(resp: &HouseResponse, house: Rc<WorkerHouse>, follow: Follow) -> worker::Result<Response> {
-    use futures_util::StreamExt;
-    let first = futures_util::stream::once(std::future::ready(Ok::<Vec<u8>, worker::Error>(resp.body.clone())));
-    let rest = futures_util::stream::unfold((house, follow), |(house, mut follow)| async move {
-        let chunk = house.follow(&mut follow).await?;
-        Some((Ok(chunk), (house, follow)))
+/// A streamed answer (A2A's Server-Sent Events, `nyx5_house::a2a_stream`): the body of a
+/// `TransformStream`, whose writing side gets the answer's body, then each chunk the house gives
+/// for `follow` as it comes, until it gives none or the client is gone (a write refused), under
+/// `waitUntil` (the platform's streaming pattern). Not workers-rs's `from_stream`, whose Rust
+/// stream adapter added 16 KB of wasm for what three calls do.
+fn streamed(
+    resp: &HouseResponse,
+    house: Rc<WorkerHouse>,
+    mut follow: Follow,
+    ctx: &Context,
+) -> worker::Result<Response> {
+    use wasm_bindgen_futures::JsFuture;
+    let pipe = web_sys::TransformStream::new().map_err(|e| worker::Error::JsError(format!("{e:?}")))?;
+    let writer = pipe.writable().get_writer().map_err(|e| worker::Error::JsError(format!("{e:?}")))?;
+    let first = resp.body.clone();
+    ctx.wait_until(async move {
+        let mut chunk = Some(first);
+        while let Some(bytes) = chunk.take() {
+            let array = js_sys::Uint8Array::from(bytes.as_slice());
+            if JsFuture::from(writer.write_with_chunk(&array)).await.is_err() {
+                return;
+            }
+            chunk = house.follow(&mut follow).await;
+        }
+        let _ = JsFuture::from(writer.close()).await;
     });
-    let mut out = Response::from_stream(first.chain(rest))?.with_status(resp.status);
+    let mut out = worker::ResponseBuilder::new().with_status(resp.status).stream(pipe.readable());
     let headers = out.headers_mut();
     headers.set("content-type", resp.content_type)?;
     for (name, value) in &resp.headers {
@@ -261,7 +278,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         });
     }
     let mut out = match resp.follow.clone() {
-        Some(follow) => streamed(&resp, house.clone(), follow)?,
+        Some(follow) => streamed(&resp, house.clone(), follow, &ctx)?,
         None => to_worker(&resp)?,
     };
     if let Some(m) = metered {
