@@ -91,20 +91,21 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         Address::new(GATEWAY, &self.config.domain)
     }
 
-    /// One JSON-RPC call to listed agent `local`: the answer, a JSON-RPC response whose HTTP
+    /// One JSON-RPC call to listed agent `local` from `client` (its network, as
+    /// `routes::agents::client` names it, when known): the answer, a JSON-RPC response whose HTTP
     /// status is the refusal's code when it failed.
-    pub async fn rpc(&self, local: &str, body: &[u8]) -> Response {
+    pub async fn rpc(&self, local: &str, body: &[u8], client: Option<&str>) -> Response {
         let parsed = Value::parse(body, self.config.max_bytes)
             .map_err(|e| Refusal::BadA2aJson.because(format!("the body is not JSON: {}", e.reason)));
         let id = parsed.as_ref().map(rules::request_id).unwrap_or(Value::Null);
         let result = match parsed.and_then(|v| rules::call(&v)) {
             Ok(call) if matches!(call.method.as_str(), "SendStreamingMessage" | "SubscribeToTask") => {
-                match self.stream(local, &call).await {
+                match self.stream(local, &call, client).await {
                     Ok(resp) => return resp,
                     Err(e) => Err(e),
                 }
             }
-            Ok(call) => self.dispatch(local, &call).await,
+            Ok(call) => self.dispatch(local, &call, client).await,
             Err(e) => Err(e),
         };
         match result {
@@ -113,10 +114,10 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         }
     }
 
-    async fn dispatch(&self, local: &str, call: &Call) -> Result<Value, Error> {
+    async fn dispatch(&self, local: &str, call: &Call, client: Option<&str>) -> Result<Value, Error> {
         let agent = self.listed_agent(local).await?;
         match call.method.as_str() {
-            "SendMessage" => self.send(&agent, &call.params).await,
+            "SendMessage" => self.send(&agent, &call.params, client).await,
             "GetTask" => {
                 let id = param_id(&call.params, "id")?;
                 let history = opt_count(&call.params, "historyLength", 1000)?;
@@ -164,12 +165,12 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
 
     /// `SendStreamingMessage` (as `SendMessage`) and `SubscribeToTask`: Server-Sent Events
     /// following the task (`crate::a2a_stream`), the first of them the task as it is.
-    async fn stream(&self, local: &str, call: &Call) -> Result<Response, Error> {
+    async fn stream(&self, local: &str, call: &Call, client: Option<&str>) -> Result<Response, Error> {
         let agent = self.listed_agent(local).await?;
         let id = if call.method == "SubscribeToTask" {
             param_id(&call.params, "id")?
         } else {
-            let sent = self.send(&agent, &call.params).await?;
+            let sent = self.send(&agent, &call.params, client).await?;
             let task = sent.as_object().and_then(|o| o.get("task")).and_then(Value::as_object);
             task.and_then(|t| t.get("id")).and_then(Value::as_str).map(str::to_owned).unwrap_or_default()
         };
@@ -277,7 +278,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
 
     /// `SendMessage`: a new task (or the next message of one waiting for input) in the agent's
     /// mailbox, answered as A2A's `{task}` in `submitted`.
-    async fn send(&self, agent: &Verified<AgentCard>, params: &Object) -> Result<Value, Error> {
+    async fn send(&self, agent: &Verified<AgentCard>, params: &Object, client: Option<&str>) -> Result<Value, Error> {
         let to = agent.address().clone();
         let local = to.local().to_owned();
         let m = rules::message(params.get("message"))?;
@@ -360,8 +361,13 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             Some(a) => (policy::block_entries(a, crate::site::psl()), policy::sender_entries(a).to_vec()),
             None => (Vec::new(), Vec::new()),
         };
-        // The caller's rate window: by site, or the unverified callers'.
-        let suffix = format!(":{}", store::a2a::share(false, site));
+        // The caller's rate window: a verified caller's site's; an unverified caller's network's
+        // (an IPv4 address, an IPv6 /64), or, where the runtime names none, every unverified
+        // caller's together.
+        let suffix = match (site, client) {
+            (None, Some(net)) => format!(":unverified:{net}"),
+            _ => format!(":{}", store::a2a::share(false, site)),
+        };
         let list = |v: &[String]| crate::inboxes::json_list(v.iter().map(String::as_str));
         let locals = crate::inboxes::json_list([local.as_str()]);
         let lookup = store::mailbox::Lookup {

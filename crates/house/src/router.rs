@@ -27,7 +27,10 @@ pub(crate) async fn route<D: Db, N: Net>(house: &House<D, N>, req: &Request, rea
         ("GET", [".well-known", "agent-card.json"]) => web::a2a::get_house(house, reads).await,
         ("GET", ["agents", local, "agent-card.json"]) => web::a2a::get_agent(house, local).await,
         ("GET", [".well-known", "jwks.json"]) => Ok(web::a2a::jwks(house)),
-        ("POST", ["agents", local, "a2a"]) => Ok(house.a2a().rpc(local, &req.body).await),
+        ("POST", ["agents", local, "a2a"]) => {
+            let client = crate::routes::agents::client(req);
+            Ok(house.a2a().rpc(local, &req.body, client.as_deref()).await)
+        }
         (
             _,
             [""]

@@ -736,3 +736,38 @@ fn an_open_task_whose_escrow_went_elsewhere_is_forgotten_in_time() {
     assert_eq!(s, 200, "{canceled:?}");
     assert_eq!(balance(&a, "bo@a.test"), 100 - 20, "bo has his 10 (refunded alone) and 30 back");
 }
+
+/// Unverified callers are rate-limited per caller network (the address the runtime names:
+/// Cloudflare's `cf-connecting-ip`, serve's peer), as the issue asks: one busy caller does not
+/// use up the minute of every other; without an address they share one window.
+#[test]
+fn unverified_callers_are_rate_limited_per_network() {
+    let (w, a, _ana, _) = ana_and_bo();
+    let cap = a.config.email_per_sender_per_minute;
+    let from = |ip: Option<&str>, n: usize| {
+        let body = Value::Object(obj([
+            ("jsonrpc", "2.0".into()),
+            ("id", 1.into()),
+            ("method", "SendMessage".into()),
+            ("params", Value::Object(obj([("message", message(&format!("r-{n}-{ip:?}"), "hi"))]))),
+        ]));
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(ip) = ip {
+            headers.push(("cf-connecting-ip", ip));
+        }
+        call(&a, "POST", "/agents/ana/a2a", &headers, &body).status
+    };
+    let n = usize::try_from(cap).unwrap();
+    assert!((0..n).all(|i| from(Some("192.0.2.7"), i) == 200));
+    assert_eq!(from(Some("192.0.2.7"), n), 429, "its minute is spent");
+    assert_eq!(from(Some("198.51.100.9"), 0), 200, "another network has its own");
+    // One IPv6 subscriber (a /64) is one caller, whichever of its addresses it uses.
+    assert!((0..n).all(|i| from(Some(&format!("2001:db8:1:2::{i:x}")), i) == 200));
+    assert_eq!(from(Some("2001:db8:1:2:ffff::1"), n), 429);
+    // With no address named, the unverified callers share one window.
+    assert!((0..n).all(|i| from(None, i) == 200));
+    assert_eq!(from(None, n), 429);
+    // The next minute, each may call again.
+    w.clock.advance(60_000);
+    assert_eq!(from(Some("192.0.2.7"), n + 1), 200);
+}
