@@ -251,6 +251,14 @@ fn unverified_callers_meet_the_inbox_policy_and_nyx5_callers_prove_who_they_are(
     assert_eq!((s, refusal(&e).1.as_str()), (401, "bad_caller_proof"));
 }
 
+/// `who`'s Libro operation `op` on `contract` (its envelope id ending in `tag`), sent and ticked.
+fn contract_op(w: &World, a: &TestHouse, who: &Agent, tag: &str, op: &str, contract: &str) {
+    let id = format!("00000000-0000-4000-8000-00000000{tag}");
+    let env = signed_op(w, who, "a.test", &id, obj([("op", op.into()), ("contract", contract.into())]));
+    assert!(who.send(a, &env).status < 300);
+    w.tick_all();
+}
+
 /// bo's escrow for ana's work, arbitrated by `a2a@a.test`, accepted at a.test's Libro.
 fn escrow(w: &World, a: &TestHouse, ana: &Agent, bo: &Agent, id: &str, price: i64) {
     let q = QuoteDraft {
@@ -423,15 +431,7 @@ fn a_buyer_who_refunded_first_never_reads_the_work() {
     let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "work"), Some("q-sly-1")));
     let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
     // bo takes his money back alone (a buyer may, before a delivery).
-    let refund = signed_op(
-        &w,
-        &bo,
-        "a.test",
-        "00000000-0000-4000-8000-00000000aaaa",
-        obj([("op", "refund".into()), ("contract", "q-sly-1".into())]),
-    );
-    assert!(bo.send(&a, &refund).status < 300);
-    w.tick_all();
+    contract_op(&w, &a, &bo, "aaaa", "refund", "q-sly-1");
     assert_eq!(balance(&a, "bo@a.test"), 100);
     let env = mailbox(&a, &ana).into_iter().find(|e| e.from().as_str() == "a2a@a.test").unwrap();
     answer(&w, &a, &ana, env.id(), Content::new("text/plain", "the precious work".into()));
@@ -709,23 +709,8 @@ fn an_open_task_whose_escrow_went_elsewhere_is_forgotten_in_time() {
     let dlvd = task_of(&dlvd)["id"].as_str().unwrap().to_owned();
     // ana says she delivered, and never answers the task: the money is still in the escrow, and
     // only bo's cancel (a2a@ refunding it) or his release settles it.
-    let deliver = signed_op(
-        &w,
-        &ana,
-        "a.test",
-        "00000000-0000-4000-8000-00000000cccc",
-        obj([("op", "deliver".into()), ("contract", "q-dlvd-1".into())]),
-    );
-    assert!(ana.send(&a, &deliver).status < 300);
-    let refund = signed_op(
-        &w,
-        &bo,
-        "a.test",
-        "00000000-0000-4000-8000-00000000bbbb",
-        obj([("op", "refund".into()), ("contract", "q-gone-1".into())]),
-    );
-    assert!(bo.send(&a, &refund).status < 300);
-    w.tick_all();
+    contract_op(&w, &a, &ana, "cccc", "deliver", "q-dlvd-1");
+    contract_op(&w, &a, &bo, "bbbb", "refund", "q-gone-1");
     w.clock.advance(nyx5_house::a2a_tasks::TASK_LIFE_MS + 120_000);
     w.tick_all();
     let held = |id: &str| block_on(nyx5_house::store::a2a::get(&a.db, "ana", id)).unwrap().is_some();
