@@ -262,6 +262,12 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     take(&house.db);
     let resp = house.handle(hreq).await;
     let metered = take(&house.db);
+    // A refusal for now (5xx) says why in the log: a peer's delivery that waits for the next tick
+    // is otherwise seen only as a status (an internal error is logged where it happened).
+    if resp.status >= 500 && resp.content_type == "application/json" {
+        let why = String::from_utf8_lossy(resp.body.get(..resp.body.len().min(300)).unwrap_or_default());
+        worker::console_warn!("nyx5: {what} answered {}: {why}", resp.status);
+    }
     // After the answer: the delivery kick, then webhook pushes (the tick may add some).
     if resp.kick || house.mailbox().has_pushes() {
         let h = house.clone();
