@@ -149,8 +149,8 @@ fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
 /// A streamed answer (A2A's Server-Sent Events, `nyx5_house::a2a_stream`): the body of a
 /// `TransformStream`, whose writing side gets the answer's body, then each chunk the house gives
 /// for `follow` as it comes, until it gives none or the client is gone (a write refused), under
-/// `waitUntil` (the platform's streaming pattern). Not workers-rs's `from_stream`, whose Rust
-/// stream adapter added 16 KB of wasm for what three calls do.
+/// `waitUntil` (the platform's streaming pattern). Not workers-rs's `from_stream`: the same size
+/// (benches/README.md, "Bundle"), and here a client gone ends the writing plainly.
 fn streamed(
     resp: &HouseResponse,
     house: Rc<WorkerHouse>,

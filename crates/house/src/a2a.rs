@@ -352,8 +352,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         let envelope_id = rules::envelope_id(&self.config.domain, &task_id, &format!("{}#{round}", m.message_id));
 
         // Lists, policy and rate, as the email bridge reads them: a Nyx5 caller by its address and
-        // site, every unverified caller in one window per mailbox (any other name it gives is its
-        // own choice).
+        // site; an unverified caller by no list (any name it gives is its own choice) and by its
+        // network for the rate.
         let now = self.now();
         let window = now.millis() / 60_000;
         let site = caller.address.as_ref().map(|a| crate::site::site(a.domain()));

@@ -505,6 +505,7 @@ pub(super) async fn serve<H: Handler>(
         ticket.set_phase(Phase::Idle);
     }
 }
+
 /// Writes a streamed answer (A2A's Server-Sent Events): the head and `resp`'s body, then each
 /// chunk the engine gives for `follow` as it comes, as a chunked body (an HTTP/1.0 client's
 /// ends with the connection); then closes. Between chunks the connection is what a held mailbox
