@@ -299,6 +299,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         }
         // The task: the one waiting for this input, or a new one in the context given (one the
         // house gave this agent) or a new context.
+        // A waiting task's share is the one its first message counted in.
+        let mut waiting_share = String::new();
         let waiting = match &m.task_id {
             Some(id) => {
                 let row = store::a2a::get(self.db, &local, id).await?.ok_or_else(|| unknown_task(id))?;
@@ -306,6 +308,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
                     return Err(unknown_task(id));
                 }
                 let t = task_of(&row, &self.config.domain)?;
+                waiting_share = row.text("share").unwrap_or("unverified").to_owned();
                 if t.state != State::InputRequired {
                     return Err(Refusal::TaskNotCancelable.because(format!("task {id} is not waiting for input")));
                 }
@@ -459,6 +462,8 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
                     "EXISTS (SELECT 1 FROM a2a_tasks WHERE id = ?1 AND state = 'input-required')",
                     t.id.as_str()
                 ));
+                // The task grows: its share's bytes must have room, as a new task's would.
+                stmts.push(store::a2a::room(&local, &ROOM.growing(), &waiting_share));
                 stmts.push(store::a2a::followed(&t.id, &envelope_id, &request, now.millis()));
             }
             None => {
@@ -498,11 +503,17 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             }
             Err(PortError::Constraint { name }) if name == store::constraint::RATE_CAP => return Err(too_many(&who)),
             Err(PortError::Constraint { name }) if name == store::constraint::GUARD => {
+                let full = || {
+                    Refusal::TooManyA2aTasks
+                        .because(format!("{to} holds as many A2A tasks (or bytes of them) as it may from such callers"))
+                };
                 return Err(match waiting {
+                    // Still waiting: it was the room that refused it.
+                    Some(t) if self.task(&local, &t.id).await.is_ok_and(|now| now.state == State::InputRequired) => {
+                        full()
+                    }
                     Some(t) => Refusal::TaskNotCancelable.because(format!("task {} is not waiting for input", t.id)),
-                    None => Refusal::TooManyA2aTasks.because(format!(
-                        "{to} holds as many A2A tasks (or bytes of them) as it may from such callers"
-                    )),
+                    None => full(),
                 });
             }
             Err(PortError::Constraint { name }) if name == store::constraint::MAILBOX_QUOTA => {

@@ -640,6 +640,24 @@ fn strangers_share_part_of_an_agents_tasks_and_the_callers_it_allows_the_rest() 
     assert_eq!(allowed, "allowed");
     assert!(put(&a, "k1", &allowed, "[]") && put(&a, "k2", &allowed, "[]"));
     assert!(!put(&a, "k3", &allowed, "[]"), "the whole room is full");
+    // The counters the guard reads are what the tasks hold, through inserts, growth and deletes.
+    let counters = |house: &TestHouse| {
+        let sql = nyx5_house::stmt!("SELECT share, tasks, bytes FROM a2a_rooms WHERE local = 'ana' ORDER BY share");
+        block_on(house.db.query(sql))
+            .unwrap()
+            .iter()
+            .map(|r| format!("{}={}/{}", r.text("share").unwrap(), r.int("tasks").unwrap(), r.int("bytes").unwrap()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(counters(&a), "=7/14 allowed=2/4 site:x.test=2/4 site:y.test=1/2 unverified=2/4 ~=5/10");
+    let grow = nyx5_house::stmt!("UPDATE a2a_tasks SET answer = 'abcdef', bytes = bytes + 6 WHERE id = 'x1'");
+    block_on(a.db.batch(vec![grow])).unwrap();
+    block_on(a.db.batch(vec![nyx5_house::stmt!("DELETE FROM a2a_tasks WHERE id IN ('u1', 'k2')")])).unwrap();
+    assert_eq!(counters(&a), "=5/16 allowed=1/2 site:x.test=2/10 site:y.test=1/2 unverified=1/2 ~=4/14");
+    // A task growing (the caller's next message) needs bytes in its share, not a place.
+    let growing = nyx5_house::store::a2a::room("ana", &bound.growing(), &x);
+    block_on(a.db.batch(vec![growing])).unwrap();
 
     // Bytes count too: a share past its 300 bytes takes no more (its tasks may reach past it by
     // the last one, as a mailbox's quota is checked before it).

@@ -404,10 +404,10 @@ fn plan(c: &rusqlite::Connection, s: &nyx5_house::ports::Stmt) -> Vec<String> {
     plan.query_map(rusqlite::params_from_iter(params), |r| r.get(3)).unwrap().map(Result::unwrap).collect()
 }
 
-/// An agent's A2A tasks keep their callers' text (up to 512 KiB of messages and an answer): the
-/// room's guard, a ListTasks page's cut and a stream's rereads read indexes that carry what they
-/// need, never the rows (whose `bytes`, `share` and `updated` come after the text, so reading
-/// them from a row walks its overflow pages). Migration 0033.
+/// An agent's A2A tasks keep their callers' text (up to 512 KiB of messages and an answer): a
+/// ListTasks page's cut and a stream's rereads read indexes that carry what they need, never the
+/// rows (whose `bytes` and `updated` come after the text, so reading them from a row walks its
+/// overflow pages), and the room's guard reads the three counters its triggers keep. Migration 0033.
 #[test]
 fn a2a_task_reads_that_repeat_read_indexes_not_the_tasks_text() {
     use nyx5_house::store::a2a;
@@ -416,10 +416,9 @@ fn a2a_task_reads_that_repeat_read_indexes_not_the_tasks_text() {
     let room =
         a2a::Room { tasks: 10, bytes: 10, strangers_tasks: 5, strangers_bytes: 5, share_tasks: 1, share_bytes: 1 };
     let guard = plan(&c, &a2a::room("ana", &room, "unverified"));
-    assert!(
-        guard.iter().any(|d| d.starts_with("SEARCH a2a_tasks USING COVERING INDEX a2a_tasks_room (local=?)")),
-        "{guard:?}"
-    );
+    let counters = guard.iter().filter(|d| *d == "SEARCH a2a_rooms USING PRIMARY KEY (local=? AND share=?)");
+    assert_eq!(counters.count(), 3, "the guard reads three counters: {guard:?}");
+    assert!(!guard.iter().any(|d| d.contains("a2a_tasks")), "and never the tasks: {guard:?}");
     let moved = plan(&c, &a2a::moved_query("ana", "t-1"));
     assert_eq!(moved, ["SEARCH a2a_tasks USING COVERING INDEX a2a_tasks_moves (id=? AND local=?)"], "{moved:?}");
     let page = plan(&c, &a2a::list_query("ana", "c-1", 50, 0, 1 << 21));

@@ -393,7 +393,8 @@ pub const CLIENT_HEADER: &str = "cf-connecting-ip";
 /// has no address it can trust): then only the house's own minute applies.
 pub fn client(req: &Request) -> Option<String> {
     let text = req.header(CLIENT_HEADER)?.trim();
-    match text.parse::<std::net::IpAddr>() {
+    // Canonical: a proxy on a dual-stack socket writes an IPv4 client as `::ffff:a.b.c.d`.
+    match text.parse::<std::net::IpAddr>().map(|ip| ip.to_canonical()) {
         Ok(std::net::IpAddr::V4(ip)) => Some(ip.to_string()),
         Ok(std::net::IpAddr::V6(ip)) => {
             let [a, b, c, d, ..] = ip.segments();
@@ -439,6 +440,8 @@ mod tests {
             |value: &str| client(&Request::new("POST", "/agents", vec![(CLIENT_HEADER.into(), value.into())], vec![]));
         assert_eq!(from("203.0.113.9").as_deref(), Some("203.0.113.9"));
         assert_eq!(from(" 2001:db8:1:2:3:4:5:6 ").as_deref(), Some("2001:db8:1:2::/64"));
+        // An IPv4 client a dual-stack proxy wrote as IPv6 is that IPv4 client, not one /64 of all.
+        assert_eq!(from("::ffff:203.0.113.9").as_deref(), Some("203.0.113.9"));
         // Not an address: the text itself, at most 64 characters; nothing at all is no client.
         assert_eq!(from("proxy-7").as_deref(), Some("proxy-7"));
         assert_eq!(from(&"x".repeat(100)).map(|c| c.len()), Some(64));

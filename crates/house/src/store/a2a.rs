@@ -10,7 +10,7 @@ use crate::stmt;
 /// Every column a task is read with.
 macro_rules! columns {
     () => {
-        "SELECT id, local, context, envelope, caller, message_id, state, request, answer, contract, push, updated
+        "SELECT id, local, context, envelope, caller, message_id, state, request, answer, contract, push, share, updated
            FROM a2a_tasks "
     };
 }
@@ -29,6 +29,13 @@ pub struct Room {
     pub share_bytes: i64,
 }
 
+impl Room {
+    /// The room as a task already in it growing sees it (a caller's next message): bytes only.
+    pub const fn growing(self) -> Room {
+        Room { tasks: i64::MAX, strangers_tasks: i64::MAX, share_tasks: i64::MAX, ..self }
+    }
+}
+
 /// The share of a caller the agent's allow list names.
 pub const ALLOWED: &str = "allowed";
 
@@ -42,20 +49,18 @@ pub fn share(allowed: bool, caller_site: Option<&str>) -> String {
     }
 }
 
-/// A new task in `share`, written only while the agent's tasks (ended ones included, until
-/// forgotten) are within `room` (a stranger's: in all, the strangers' and its share's): a guard
-/// that fails the whole batch (`a2a_tasks_room`) past it, so the envelope beside it is not
-/// written either. Read from the index `a2a_tasks_room` alone.
+/// A new task in `share` (or a task of that share growing), written only while the agent's
+/// tasks (ended ones included, until forgotten) are within `room` (a stranger's: in all, the
+/// strangers' and its share's): a guard that fails the whole batch (`a2a_tasks_room`) past it,
+/// so the envelope beside it is not written either. It reads the three rows of `a2a_rooms` the
+/// triggers keep (migration 0033), never the tasks.
 pub fn room(local: &str, room: &Room, share: &str) -> Stmt {
     guard!(
         "a2a_tasks_room",
-        "(SELECT count(*) < ?2 AND coalesce(sum(bytes), 0) < ?3
-                 AND (?4 = 'allowed'
-                      OR (count(*) FILTER (WHERE share <> 'allowed') < ?5
-                          AND coalesce(sum(bytes) FILTER (WHERE share <> 'allowed'), 0) < ?6
-                          AND count(*) FILTER (WHERE share = ?4) < ?7
-                          AND coalesce(sum(bytes) FILTER (WHERE share = ?4), 0) < ?8))
-            FROM a2a_tasks WHERE local = ?1)",
+        "(SELECT coalesce((SELECT tasks < ?2 AND bytes < ?3 FROM a2a_rooms WHERE local = ?1 AND share = ''), 1)
+             AND (?4 = 'allowed'
+                  OR (coalesce((SELECT tasks < ?5 AND bytes < ?6 FROM a2a_rooms WHERE local = ?1 AND share = '~'), 1)
+                      AND coalesce((SELECT tasks < ?7 AND bytes < ?8 FROM a2a_rooms WHERE local = ?1 AND share = ?4), 1))))",
         local,
         room.tasks,
         room.bytes,
