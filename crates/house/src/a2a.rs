@@ -600,7 +600,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
             store::a2a::moved(id, t.state.as_str(), State::Canceled.as_str(), None, now)
         };
         let changes = self.batch(vec![write]).await?;
-        if changes.first() != Some(&1) {
+        if changes.first().is_none_or(|n| *n == 0) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {id} moved meanwhile; read it again")));
         }
         self.post.bell.arrived(&rules::stream_key(id));

@@ -168,7 +168,7 @@ impl<'h, D: Db, N: Net> Tasks<'h, D, N> {
             store::a2a::moved(&t.id, t.state.as_str(), a.state.as_str(), Some(&kept), now)
         };
         let changes = self.batch(vec![write]).await?;
-        if changes.first() != Some(&1) {
+        if changes.first().is_none_or(|n| *n == 0) {
             return Err(Refusal::TaskNotCancelable.because(format!("task {} moved meanwhile (canceled?)", t.id)));
         }
         // Whoever streams the task reads it again once this request is done.

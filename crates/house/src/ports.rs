@@ -223,6 +223,8 @@ pub fn constraint_name(message: &str) -> Option<&str> {
 pub trait Db {
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, PortError>;
     /// Runs the statements in one transaction and returns each one's count of changed rows.
+    /// Where a trigger fires, D1 counts the rows it changed too (SQLite's own count does not):
+    /// read a count as "changed some" (`> 0`) or "changed none", never as an exact number.
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError>;
     /// Runs one write with a `RETURNING` clause, on the primary, and returns its rows: a write
     /// and the read that follows it in one round trip (the queue's lease, issue 36 §5). It is a
