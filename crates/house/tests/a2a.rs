@@ -130,8 +130,7 @@ fn a_call_waits_in_the_mailbox_until_the_agent_answers() {
     let (status, sent) = send(&a, "ana", message("m-1", "translate: hola"));
     assert_eq!(status, 200, "{sent:?}");
     let task = task_of(&sent);
-    let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE id = ?", task["id"].as_str().unwrap());
-    assert_eq!(block_on(nyx5_house::ports::Db::query(&a.db, sql)).unwrap()[0].text("share"), Some("unverified"));
+    assert_eq!(share_of(&a, task["id"].as_str().unwrap()), "unverified");
     assert_eq!(state(&task), "TASK_STATE_SUBMITTED");
     let id = task["id"].as_str().unwrap().to_owned();
     let context = task["contextId"].as_str().unwrap().to_owned();
@@ -232,11 +231,7 @@ fn unverified_callers_meet_the_inbox_policy_and_nyx5_callers_prove_who_they_are(
     let note = env.object()["extensions"].as_object().unwrap()[nyx5_rules::a2a::EXT].as_object().unwrap().clone();
     assert_eq!((note["caller"].as_str(), &note["verified"]), (Some("bo@b.test"), &Value::Bool(true)));
     // On ana's allow list, bo's task counts in the share of the callers she allows.
-    let share_of = |id: &Value| {
-        let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE id = ?", id.as_str().unwrap());
-        block_on(nyx5_house::ports::Db::query(&a.db, sql)).unwrap()[0].text("share").unwrap().to_owned()
-    };
-    assert_eq!(share_of(&task_of(&sent)["id"]), "allowed");
+    assert_eq!(share_of(&a, task_of(&sent)["id"].as_str().unwrap()), "allowed");
     // The same message again is the same task.
     let (_, again) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-3", "hi"), None));
     assert_eq!(task_of(&again)["id"], task_of(&sent)["id"]);
@@ -249,6 +244,21 @@ fn unverified_callers_meet_the_inbox_policy_and_nyx5_callers_prove_who_they_are(
     w.clock.advance(6 * 60_000);
     let (s, e) = send(&a, "ana", stale);
     assert_eq!((s, refusal(&e).1.as_str()), (401, "bad_caller_proof"));
+}
+
+/// A task bo pays ana for with escrow `contract` at `price` (accepted first): its id. The
+/// message's id is the contract's, so each paid task is a new one.
+fn paid_task(w: &World, a: &TestHouse, (ana, bo): (&Agent, &Agent), contract: &str, price: i64) -> String {
+    escrow(w, a, ana, bo, contract, price);
+    let (status, sent) = send(a, "ana", proven(bo, a, "ana@a.test", message(contract, "work"), Some(contract)));
+    assert_eq!(status, 200, "{sent:?}");
+    task_of(&sent)["id"].as_str().unwrap().to_owned()
+}
+
+/// The share task `id` counts in (migration 0033).
+fn share_of(house: &TestHouse, id: &str) -> String {
+    let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE id = ?", id);
+    block_on(nyx5_house::ports::Db::query(&house.db, sql)).unwrap()[0].text("share").unwrap().to_owned()
 }
 
 /// `who`'s Libro operation `op` on `contract` (its envelope id ending in `tag`), sent and ticked.
@@ -311,10 +321,8 @@ fn a_paid_task_releases_when_completed_and_refunds_when_canceled() {
     let paid = balance(&a, "ana@a.test");
 
     // A second escrow, canceled by the caller: refunded whole.
-    escrow(&w, &a, &ana, &bo, "q-paid-2", 25);
+    let id = paid_task(&w, &a, (&ana, &bo), "q-paid-2", 25);
     assert_eq!(balance(&a, "bo@a.test"), 35);
-    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-2", "again"), Some("q-paid-2")));
-    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
     // The same escrow cannot pay for two tasks.
     let (s, e) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-3", "twice"), Some("q-paid-2")));
     assert_eq!((s, refusal(&e).1.as_str()), (409, "bad_task_payment"));
@@ -427,9 +435,7 @@ fn a_caller_hears_of_its_task_at_its_webhook_through_the_outbound_policy() {
 fn a_buyer_who_refunded_first_never_reads_the_work() {
     let (w, a, ana, bo) = ana_and_bo();
     topup(&a, "bo@a.test", 100);
-    escrow(&w, &a, &ana, &bo, "q-sly-1", 40);
-    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "work"), Some("q-sly-1")));
-    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    let id = paid_task(&w, &a, (&ana, &bo), "q-sly-1", 40);
     // bo takes his money back alone (a buyer may, before a delivery).
     contract_op(&w, &a, &bo, "aaaa", "refund", "q-sly-1");
     assert_eq!(balance(&a, "bo@a.test"), 100);
@@ -449,9 +455,7 @@ fn a_context_belongs_to_the_caller_that_began_it() {
     let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "mine"), None));
     let context = task_of(&sent)["contextId"].as_str().unwrap().to_owned();
     // A verified stranger's task counts in its site's share.
-    let sql = nyx5_house::stmt!("SELECT share FROM a2a_tasks WHERE context = ?", context.as_str());
-    let rows = block_on(nyx5_house::ports::Db::query(&a.db, sql)).unwrap();
-    assert_eq!(rows[0].text("share"), Some("site:a.test"));
+    assert_eq!(share_of(&a, task_of(&sent)["id"].as_str().unwrap()), "site:a.test");
     let mut intruder = message("m-2", "me too").as_object().unwrap().clone();
     intruder.insert("contextId".into(), context.as_str().into());
     let (s, e) = send(&a, "ana", Value::Object(intruder.clone()));
@@ -468,9 +472,7 @@ fn a_context_belongs_to_the_caller_that_began_it() {
 fn a_settlement_tried_again_is_done_not_refused() {
     let (w, a, ana, bo) = ana_and_bo();
     topup(&a, "bo@a.test", 100);
-    escrow(&w, &a, &ana, &bo, "q-again-1", 40);
-    let (_, sent) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("m-1", "work"), Some("q-again-1")));
-    let id = task_of(&sent)["id"].as_str().unwrap().to_owned();
+    let id = paid_task(&w, &a, (&ana, &bo), "q-again-1", 40);
     // The release goes through once, as if the write of the task's end had then failed.
     let tasks = a.a2a_tasks();
     let row = block_on(nyx5_house::store::a2a::get(&a.db, "ana", &id)).unwrap().unwrap();
@@ -716,15 +718,9 @@ fn a_page_of_tasks_reads_only_what_fits() {
 fn an_open_task_whose_escrow_went_elsewhere_is_forgotten_in_time() {
     let (w, a, ana, bo) = ana_and_bo();
     topup(&a, "bo@a.test", 100);
-    escrow(&w, &a, &ana, &bo, "q-gone-1", 10);
-    escrow(&w, &a, &ana, &bo, "q-kept-1", 20);
-    escrow(&w, &a, &ana, &bo, "q-dlvd-1", 30);
-    let (_, gone) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("g-1", "work"), Some("q-gone-1")));
-    let (_, kept) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("k-1", "work"), Some("q-kept-1")));
-    let (_, dlvd) = send(&a, "ana", proven(&bo, &a, "ana@a.test", message("d-1", "work"), Some("q-dlvd-1")));
-    let gone = task_of(&gone)["id"].as_str().unwrap().to_owned();
-    let kept = task_of(&kept)["id"].as_str().unwrap().to_owned();
-    let dlvd = task_of(&dlvd)["id"].as_str().unwrap().to_owned();
+    let gone = paid_task(&w, &a, (&ana, &bo), "q-gone-1", 10);
+    let kept = paid_task(&w, &a, (&ana, &bo), "q-kept-1", 20);
+    let dlvd = paid_task(&w, &a, (&ana, &bo), "q-dlvd-1", 30);
     // ana says she delivered, and never answers the task: the money is still in the escrow, and
     // only bo's cancel (a2a@ refunding it) or his release settles it.
     contract_op(&w, &a, &ana, "cccc", "deliver", "q-dlvd-1");
