@@ -117,7 +117,10 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
     async fn dispatch(&self, local: &str, call: &Call, client: Option<&str>) -> Result<Value, Error> {
         let agent = self.listed_agent(local).await?;
         match call.method.as_str() {
-            "SendMessage" => self.send(&agent, &call.params, client).await,
+            "SendMessage" => {
+                let t = self.send(&agent, &call.params, client).await?;
+                Ok(Value::Object(obj([("task", t.to_wire(None, true))])))
+            }
             "GetTask" => {
                 let id = param_id(&call.params, "id")?;
                 let history = opt_count(&call.params, "historyLength", 1000)?;
@@ -167,14 +170,11 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
     /// following the task (`crate::a2a_stream`), the first of them the task as it is.
     async fn stream(&self, local: &str, call: &Call, client: Option<&str>) -> Result<Response, Error> {
         let agent = self.listed_agent(local).await?;
-        let id = if call.method == "SubscribeToTask" {
-            param_id(&call.params, "id")?
+        let t = if call.method == "SubscribeToTask" {
+            self.task(local, &param_id(&call.params, "id")?).await?
         } else {
-            let sent = self.send(&agent, &call.params, client).await?;
-            let task = sent.as_object().and_then(|o| o.get("task")).and_then(Value::as_object);
-            task.and_then(|t| t.get("id")).and_then(Value::as_str).map(str::to_owned).unwrap_or_default()
+            self.send(&agent, &call.params, client).await?
         };
-        let t = self.task(local, &id).await?;
         Ok(crate::a2a_stream::open(&call.id, &t, self.now().millis(), self.config.live_bell))
     }
 
@@ -277,8 +277,13 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
     }
 
     /// `SendMessage`: a new task (or the next message of one waiting for input) in the agent's
-    /// mailbox, answered as A2A's `{task}` in `submitted`.
-    async fn send(&self, agent: &Verified<AgentCard>, params: &Object, client: Option<&str>) -> Result<Value, Error> {
+    /// mailbox, in `submitted` (or the task a verified caller's message began already).
+    async fn send(
+        &self,
+        agent: &Verified<AgentCard>,
+        params: &Object,
+        client: Option<&str>,
+    ) -> Result<rules::Task, Error> {
         let to = agent.address().clone();
         let local = to.local().to_owned();
         let m = rules::message(params.get("message"))?;
@@ -295,7 +300,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if let Some(from) = &caller.address
             && let Some(row) = store::a2a::by_message(self.db, &local, from.as_str(), &m.message_id).await?
         {
-            return Ok(Value::Object(obj([("task", task_of(&row, &self.config.domain)?.to_wire(None, true))])));
+            return task_of(&row, &self.config.domain);
         }
         // The task: the one waiting for this input, or a new one in the context given (one the
         // house gave this agent) or a new context.
@@ -526,7 +531,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
                 if let Some(from) = &caller.address
                     && let Some(row) = store::a2a::by_message(self.db, &local, from.as_str(), &m.message_id).await?
                 {
-                    return Ok(Value::Object(obj([("task", task_of(&row, &self.config.domain)?.to_wire(None, true))])));
+                    return task_of(&row, &self.config.domain);
                 }
                 return Err(Refusal::BadTaskPayment.because("that escrow already pays for another task"));
             }
@@ -535,7 +540,7 @@ impl<'h, D: Db, N: Net> Gateway<'h, D, N> {
         if let Some(hook) = facts.text("webhook") {
             self.mailbox().push(hook, &to, &env);
         }
-        Ok(Value::Object(obj([("task", self.task(&local, &task_id).await?.to_wire(None, true))])))
+        self.task(&local, &task_id).await
     }
 
     fn mailbox(&self) -> crate::mailbox::Mailbox<'h, D, N> {
