@@ -180,16 +180,17 @@ pub fn success(id: &Value, result: Value) -> Value {
 /// One Server-Sent Event carrying a JSON-RPC success answer: `data: <json>` and a blank line
 /// (canonical JSON has no line break).
 pub fn sse_event(id: &Value, result: Value) -> Vec<u8> {
-    let mut out = b"data: ".to_vec();
-    out.extend(success(id, result).canonical());
-    out.extend_from_slice(b"\n\n");
-    out
+    sse(&success(id, result))
 }
 
 /// One Server-Sent Event carrying a JSON-RPC error answer (a stream that cannot go on).
 pub fn sse_error(id: &Value, e: &Error) -> Vec<u8> {
+    sse(&failure(id, e))
+}
+
+fn sse(answer: &Value) -> Vec<u8> {
     let mut out = b"data: ".to_vec();
-    out.extend(failure(id, e).canonical());
+    out.extend(answer.canonical());
     out.extend_from_slice(b"\n\n");
     out
 }
