@@ -137,6 +137,11 @@ fn to_worker(resp: &HouseResponse) -> worker::Result<Response> {
     // A 204 or 304 has no body at all (a zero-length one is "technically incorrect" to workerd).
     let out =
         if matches!(resp.status, 204 | 304) { Response::empty()? } else { Response::from_bytes(resp.body.clone())? };
+    with_head(out, resp)
+}
+
+/// `out` with the engine's status, type and headers.
+fn with_head(out: Response, resp: &HouseResponse) -> worker::Result<Response> {
     let mut out = out.with_status(resp.status);
     let headers = out.headers_mut();
     headers.set("content-type", resp.content_type)?;
@@ -172,13 +177,7 @@ fn streamed(
         }
         let _ = JsFuture::from(writer.close()).await;
     });
-    let mut out = worker::ResponseBuilder::new().with_status(resp.status).stream(pipe.readable());
-    let headers = out.headers_mut();
-    headers.set("content-type", resp.content_type)?;
-    for (name, value) in &resp.headers {
-        headers.set(name, value)?;
-    }
-    Ok(out)
+    with_head(worker::ResponseBuilder::new().stream(pipe.readable()), resp)
 }
 
 fn error_response(e: &Error) -> worker::Result<Response> {

@@ -380,12 +380,37 @@ pub(super) fn http_date(ms: i64) -> String {
 /// An answer on the wire: status line, date, type, length (`connection: close` when the
 /// connection ends after it), and the body unless `head_only`.
 pub(super) fn answer(resp: &HouseResponse, close: bool, head_only: bool, now_ms: i64) -> Vec<u8> {
-    let mut head =
-        format!("HTTP/1.1 {} {}\r\ndate: {}\r\n", resp.status, reason_phrase(resp.status), http_date(now_ms));
     // 204 and 304 have no body, and RFC 9110 gives a 204 no length; a 304's validators are enough.
-    if !matches!(resp.status, 204 | 304) {
-        head.push_str(&format!("content-type: {}\r\ncontent-length: {}\r\n", resp.content_type, resp.body.len()));
+    let framing = if matches!(resp.status, 204 | 304) {
+        None
+    } else {
+        Some(format!("content-type: {}\r\ncontent-length: {}\r\n", resp.content_type, resp.body.len()))
+    };
+    let mut out = head(resp, now_ms, framing.as_deref().unwrap_or_default(), close);
+    if !head_only {
+        out.extend_from_slice(&resp.body);
     }
+    out
+}
+
+/// The head of a streamed answer, closed after, and its first chunk, `first`: a chunked body
+/// (`chunked`), else (an HTTP/1.0 client) a body that ends when the connection does.
+pub(super) fn stream_head(resp: &HouseResponse, now_ms: i64, first: &[u8], chunked: bool) -> Vec<u8> {
+    let coding = if chunked { "transfer-encoding: chunked\r\n" } else { "" };
+    let mut out = head(resp, now_ms, &format!("content-type: {}\r\n{coding}", resp.content_type), true);
+    if chunked {
+        out.extend(chunk(first));
+    } else {
+        out.extend_from_slice(first);
+    }
+    out
+}
+
+/// A head: the status line and date, the body's `framing` lines, the engine's headers, and
+/// `connection: close` when the connection ends after it.
+fn head(resp: &HouseResponse, now_ms: i64, framing: &str, close: bool) -> Vec<u8> {
+    let mut head =
+        format!("HTTP/1.1 {} {}\r\ndate: {}\r\n{framing}", resp.status, reason_phrase(resp.status), http_date(now_ms));
     for (name, value) in &resp.headers {
         // The engine writes these names and values itself; a line break in one would be a bug,
         // and is dropped rather than sent as a second header.
@@ -397,39 +422,7 @@ pub(super) fn answer(resp: &HouseResponse, close: bool, head_only: bool, now_ms:
         head.push_str("connection: close\r\n");
     }
     head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    if !head_only {
-        out.extend_from_slice(&resp.body);
-    }
-    out
-}
-
-/// The head of a streamed answer, closed after, and its first chunk, `first`: a chunked body
-/// (`chunked`), else (an HTTP/1.0 client) a body that ends when the connection does.
-pub(super) fn stream_head(resp: &HouseResponse, now_ms: i64, first: &[u8], chunked: bool) -> Vec<u8> {
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\ndate: {}\r\ncontent-type: {}\r\n",
-        resp.status,
-        reason_phrase(resp.status),
-        http_date(now_ms),
-        resp.content_type
-    );
-    if chunked {
-        head.push_str("transfer-encoding: chunked\r\n");
-    }
-    for (name, value) in &resp.headers {
-        if !value.contains(['\r', '\n']) {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("connection: close\r\n\r\n");
-    let mut out = head.into_bytes();
-    if chunked {
-        out.extend(chunk(first));
-    } else {
-        out.extend_from_slice(first);
-    }
-    out
+    head.into_bytes()
 }
 
 /// `bytes` as one chunk of a chunked body (none for no bytes: an empty chunk would end it).
