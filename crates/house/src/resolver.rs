@@ -60,7 +60,7 @@ impl<D: Db> PinStore for DbPins<'_, D> {
             store::resolver::cache_if_pinned(domain, c.card, c.url, c.at, &kid),
         ];
         let changes = self.0.batch(stmts).await.map_err(port_error)?;
-        Ok(changes.first() == Some(&1))
+        Ok(changes.first().is_some_and(|n| *n > 0))
     }
 
     async fn admit(&self, domain: &str, now: i64) -> Result<(), Error> {
@@ -88,7 +88,7 @@ impl<D: Db> PinStore for DbPins<'_, D> {
             ])
             .await
             .map_err(port_error)?;
-        Ok(changes.first() == Some(&1))
+        Ok(changes.first().is_some_and(|n| *n > 0))
     }
 
     async fn admit_refresh(&self, key: &str, kid: &SigPublic, now: i64) -> Result<(), Error> {

@@ -125,13 +125,16 @@ fn read_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, rusqlite::Error
     Ok(out)
 }
 
-/// The statements of a batch and COMMIT, inside the transaction the caller began.
+/// The statements of a batch and COMMIT, inside the transaction the caller began. Each one's
+/// count is of every row it changed, its triggers' included, as D1 counts (`Db::batch`), so the
+/// engine reads the same counts under `nyx5 serve` and in tests as on the Worker.
 fn run_batch(conn: &Connection, stmts: &[Stmt]) -> Result<Vec<u64>, rusqlite::Error> {
     let mut changes = Vec::with_capacity(stmts.len());
     for s in stmts {
         let mut prepared = conn.prepare_cached(s.sql)?;
-        let n = prepared.execute(params(s))?;
-        changes.push(n as u64);
+        let before = conn.total_changes();
+        prepared.execute(params(s))?;
+        changes.push(conn.total_changes().saturating_sub(before));
     }
     conn.prepare_cached("COMMIT")?.execute([])?;
     Ok(changes)

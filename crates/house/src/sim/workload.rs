@@ -1372,12 +1372,16 @@ mod tests {
             )
         };
         let bound = crate::resolver::MAX_PINS_PER_SITE;
-        assert_eq!(run(house.db.sqlite().batch(vec![fill(bound)])).unwrap().unwrap(), [u64::try_from(bound).unwrap()]);
+        // Each pin and its counter's update (`pins_counted_insert`), as D1 counts a statement's rows.
+        assert_eq!(
+            run(house.db.sqlite().batch(vec![fill(bound)])).unwrap().unwrap(),
+            [2 * u64::try_from(bound).unwrap()]
+        );
         check::after_step(&sim.world, &mut sim.tracked).expect("the bound itself is allowed");
         let one_more = stmt!(
             "INSERT INTO pins (domain, site, sig, first_seen) VALUES ('one.pinned.test', 'pinned.test', 'key', 0)"
         );
-        assert_eq!(run(house.db.sqlite().batch(vec![one_more])).unwrap().unwrap(), [1]);
+        assert_eq!(run(house.db.sqlite().batch(vec![one_more])).unwrap().unwrap(), [2]);
         let pins = check::after_step(&sim.world, &mut sim.tracked).unwrap_err();
         assert!(pins.contains(&format!("{} pins for the site pinned.test", bound + 1)), "{pins}");
     }

@@ -468,14 +468,15 @@ fn known_names_are_bounded_per_site() {
     let per_site = nyx5_house::resolver::MAX_KNOWN_PER_SITE;
     let remember = |domain: &str, site: &str| {
         let stmt = nyx5_house::store::resolver::remember_name(domain, site, 1, per_site, 100_000);
-        block_on(f.db.batch(vec![stmt])).unwrap()[0]
+        // Changed some rows (the name's, and on a first insert the counter's, as D1 counts)?
+        block_on(f.db.batch(vec![stmt])).unwrap()[0] > 0
     };
     for i in 0..per_site {
-        assert_eq!(remember(&format!("n{i}.big.test"), "big.test"), 1);
+        assert!(remember(&format!("n{i}.big.test"), "big.test"));
     }
-    assert_eq!(remember("one-more.big.test", "big.test"), 0, "past the site's share");
-    assert_eq!(remember("n0.big.test", "big.test"), 1, "a known name has its time renewed");
-    assert_eq!(remember("other.test", "other.test"), 1, "another site has its own share");
+    assert!(!remember("one-more.big.test", "big.test"), "past the site's share");
+    assert!(remember("n0.big.test", "big.test"), "a known name has its time renewed");
+    assert!(remember("other.test", "other.test"), "another site has its own share");
     let total = block_on(f.db.batch(vec![nyx5_house::store::resolver::remember_name("t.test", "t.test", 1, 64, 65)]));
     assert_eq!(total.unwrap()[0], 0, "past the table's bound (the counter row, not a count)");
 }
