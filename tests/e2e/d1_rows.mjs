@@ -12,7 +12,7 @@
 // 50 and acknowledged writes at most `inbound_read_acked` rows in all, so that a Free-plan house
 // (`free_plan_rows_written_per_day`) carries at least `free_plan_inbound_per_day` of them a day
 // (checked); an outbound envelope accepted and delivered (`outbound_delivered`, checked since
-// it was met) and a Libro operation (`libro_operation`, printed) against theirs.
+// it was met) and a Libro operation (`libro_operation`, checked since it was met) against theirs.
 //
 // Ports: free ones, found at start (NYX5_D1_PORT=N fixes them at N, N + 1, N + 442, N + 443).
 
@@ -253,6 +253,8 @@ console.log(
 if (outbound > goals.outbound_delivered) problems.push(`an outbound envelope writes ${outbound} rows (goal ${goals.outbound_delivered})`);
 const libro = figures.libro_accept_spot.rows_written;
 console.log(`goal: ≤ ${goals.libro_operation} rows written per Libro operation: ${libro <= goals.libro_operation ? 'met' : 'not met'} (${libro})`);
+// Checked since it was met (migration 0034, docs/decisions/0076-an-operation-counted-once.md).
+if (libro > goals.libro_operation) problems.push(`a Libro operation writes ${libro} rows (goal ${goals.libro_operation})`);
 if (write) {
   budgets.d1.rows_written = Object.fromEntries(Object.entries(figures).map(([n, f]) => [n, f.rows_written]));
   budgets.d1.rows_read = Object.fromEntries(Object.entries(figures).map(([n, f]) => [n, f.rows_read]));

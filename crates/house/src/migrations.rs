@@ -35,4 +35,5 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0031_attachments.sql", include_str!("../../../migrations/0031_attachments.sql")),
     ("0032_a2a_tasks.sql", include_str!("../../../migrations/0032_a2a_tasks.sql")),
     ("0033_a2a_task_shares.sql", include_str!("../../../migrations/0033_a2a_task_shares.sql")),
+    ("0034_house_balance_on_journal.sql", include_str!("../../../migrations/0034_house_balance_on_journal.sql")),
 ];

@@ -282,6 +282,29 @@ fn a_site_does_its_operations_per_minute_and_at_its_cap_every_answer_is_429() {
     assert_eq!(windows(&h), [(START / MINUTE, 2), (START / MINUTE + 1, 1)]);
 }
 
+/// An operation the house queued for its own agent was counted in the agent's minute of
+/// envelopes when it was sent (`POST /outbound`), and is not counted again by the Libro: at a
+/// Libro cap of 1, the agent's two sends are both done and no Libro window is written. The
+/// same agent handing an operation to the Libro by another door (here, straight to `operate`,
+/// as `POST /inbound` does) is counted, and refused at the cap.
+///
+/// Kills `count_operation`: `&& !queued` deleted (a window written, and the second send
+/// refused 429), and `!queued` → `queued` (the straight hand-in uncounted).
+#[test]
+fn an_operation_the_house_queued_is_counted_once_when_it_was_sent() {
+    let (w, h, ana) = with_ana(1);
+    for id in ["s-1", "s-2"] {
+        assert_eq!(ana.send(&h, &op(&w, &ana, id, balance_op())).status, 202);
+        block_on(h.tick()).unwrap();
+        w.clock.advance(SECOND);
+    }
+    assert_eq!(ops(&h).iter().map(|o| (o.0.as_str(), o.1)).collect::<Vec<_>>(), [("s-1", 0), ("s-2", 0)]);
+    assert_eq!(windows(&h), [], "the outbox counted them");
+    assert_eq!(hand(&h, &op(&w, &ana, "d-1", balance_op())), "done");
+    assert_eq!(hand(&h, &op(&w, &ana, "d-2", balance_op())), TOO_MANY);
+    assert_eq!(windows(&h), [(START / MINUTE, 1)]);
+}
+
 /// An operation whose batch finds the site at its cap is refused for the cap (429) and not kept,
 /// even when the minute turns before the refusal could be written: a refusal for the cap is
 /// temporary, and the same envelope goes in the new minute.

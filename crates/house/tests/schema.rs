@@ -111,16 +111,34 @@ fn a_failed_guard_undoes_the_whole_batch() {
     assert_eq!(count(&db, "nonces"), 1);
 }
 
-/// An entry row for the Libro's journal with these lines (the triggers read `lines`).
+/// An entry row for the Libro's journal with these lines (the triggers read `lines`), as the
+/// Libro appends it (`store::libro::append`, which carries casa@'s balance on).
 fn entry(n: i64, prev: &str, sha: &str, cause: &str, lines: &str) -> nyx5_house::ports::Stmt {
+    nyx5_house::store::libro::append(&nyx5_house::store::libro::NewEntry {
+        n,
+        id: &format!("e{n}-{cause}"),
+        cause,
+        house: "a.test",
+        at: 1,
+        prev,
+        sha256: sha,
+        lines,
+        entry: "{}",
+    })
+}
+
+/// The same entry written by hand with casa@'s balance after it as `house_balance` says.
+fn entry_saying(n: i64, prev: &str, cause: &str, lines: &str, house_balance: Option<i64>) -> nyx5_house::ports::Stmt {
     stmt!(
-        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry) VALUES (?, ?, ?, 'a.test', 1, ?, ?, ?, '{}')",
+        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry, house_balance)
+         VALUES (?, ?, ?, 'a.test', 1, ?, ?, ?, '{}', ?)",
         n,
         format!("e{n}-{cause}"),
         cause,
         prev,
-        sha,
-        lines
+        ONE,
+        lines,
+        house_balance
     )
 }
 
@@ -162,6 +180,16 @@ fn the_libro_schema_refuses_what_must_never_be() {
     refused(&db, vec![entry(2, ZERO, ONE, "c2", gift)], "entry_chain");
     refused(&db, vec![entry(3, ONE, ONE, "c2", gift)], "entry_chain");
     refused(&db, vec![entry(2, ONE, ONE, "topup:c1", gift)], "libro_entries.cause");
+    // casa@'s balance rides on the journal (migration 0034): the entry says it, as the previous
+    // entry's plus its own casa@ delta, or is refused; it has no lines.
+    let again = r#"[{"account":"casa@a.test","delta":-5},{"account":"ana@a.test","delta":5}]"#;
+    refused(&db, vec![entry_saying(2, ONE, "topup:c2", again, Some(-5))], "house_balance");
+    refused(&db, vec![entry_saying(2, ONE, "topup:c2", again, None)], "house_balance");
+    let huge = r#"[{"account":"casa@a.test","delta":-9007199254740982},{"account":"ana@a.test","delta":4503599627370491},
+                   {"account":"bo@a.test","delta":4503599627370491}]"#;
+    refused(&db, vec![entry(2, ONE, ONE, "topup:c2", huge)], "balance_max");
+    let lines = block_on(db.query(stmt!("SELECT count(*) AS n FROM libro_lines WHERE account = 'casa@a.test'")));
+    assert_eq!(lines.unwrap()[0].int("n"), Some(0));
     // Nobody but the house goes below zero, whatever the entry says; the batch is undone whole.
     let spend = r#"[{"account":"ana@a.test","delta":-11},{"account":"bo@a.test","delta":11}]"#;
     refused(&db, vec![entry(2, ONE, ONE, "c2", spend)], "balance_negative");
@@ -704,7 +732,7 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
     let all = [accounts, ops, contracts, journal, windows];
     let before: Vec<Vec<String>> = all.iter().map(|q| rows(&c, q)).collect();
     assert_eq!(before[0].len(), 4);
-    migrate(&c, Some("0025_libro_rows.sql"), "end");
+    migrate(&c, Some("0025_libro_rows.sql"), "0034_house_balance_on_journal.sql");
     let after: Vec<Vec<String>> = all.iter().map(|q| rows(&c, q)).collect();
     assert_eq!(before, after);
     let lines = rows(&c, "SELECT json_array(account, n, balance) FROM libro_lines ORDER BY account, n");
@@ -747,6 +775,78 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
             r#"["escrow:k1",50,0]"#,
         ]
     );
+}
+
+/// Migration 0034 moves the house's account onto the journal: every account holds what it held
+/// (casa@'s balance now the newest entry's `house_balance`), casa@'s lines are gone and no other
+/// account's (another house's `casa@` is an account like any), and the next entry, appended as the
+/// Libro appends it, carries casa@'s balance on from there.
+#[test]
+fn migration_0034_keeps_the_house_balance_on_the_journal() {
+    let c = rusqlite::Connection::open_in_memory().unwrap();
+    migrate(&c, None, "0034_house_balance_on_journal.sql");
+    let zero = "0".repeat(64);
+    let entry = |n: i64, cause: &str, lines: &str| {
+        let prev = if n == 1 { zero.clone() } else { format!("h{}", n - 1) };
+        format!(
+            "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry)
+             VALUES ({n}, 'id{n}', '{cause}', 'a.test', {n}, '{prev}', 'h{n}', '{lines}', '{{}}');"
+        )
+    };
+    c.execute_batch(
+        &[
+            entry(1, "topup:1", r#"[{"account":"casa@a.test","delta":-1000},{"account":"ana@a.test","delta":1000}]"#),
+            entry(2, "op-2", r#"[{"account":"ana@a.test","delta":-100},{"account":"cy@a.test","delta":90},{"account":"casa@a.test","delta":10}]"#),
+            entry(3, "op-3", r#"[{"account":"ana@a.test","delta":-1},{"account":"casa@b.test","delta":1}]"#),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let rows = |sql: &str| -> Vec<String> {
+        let mut s = c.prepare(sql).unwrap();
+        s.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+    };
+    let accounts = "SELECT json_array(account, balance) FROM libro_accounts ORDER BY account";
+    let before = rows(accounts);
+    assert_eq!(
+        before,
+        [r#"["ana@a.test",899]"#, r#"["casa@a.test",-990]"#, r#"["casa@b.test",1]"#, r#"["cy@a.test",90]"#]
+    );
+    migrate(&c, Some("0034_house_balance_on_journal.sql"), "end");
+    assert_eq!(rows(accounts), before);
+    let casa_lines = "SELECT json_array(account, n, balance) FROM libro_lines WHERE account LIKE 'casa@%'";
+    assert_eq!(rows(casa_lines), [r#"["casa@b.test",3,1]"#]);
+    assert_eq!(
+        rows("SELECT json_array(n, house_balance) FROM libro_entries ORDER BY n"),
+        ["[1,null]", "[2,null]", "[3,-990]"]
+    );
+    // The next entry as the Libro appends it: from -990, by its casa@ delta.
+    let next = nyx5_house::store::libro::append(&nyx5_house::store::libro::NewEntry {
+        n: 4,
+        id: "id4",
+        cause: "op-4",
+        house: "a.test",
+        at: 4,
+        prev: "h3",
+        sha256: "h4",
+        lines: r#"[{"account":"ana@a.test","delta":-50},{"account":"cy@a.test","delta":45},{"account":"casa@a.test","delta":5}]"#,
+        entry: "{}",
+    });
+    let params: Vec<rusqlite::types::Value> = next
+        .params
+        .iter()
+        .map(|p| match p {
+            nyx5_house::ports::SqlValue::Int(i) => rusqlite::types::Value::Integer(*i),
+            nyx5_house::ports::SqlValue::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            nyx5_house::ports::SqlValue::Null => rusqlite::types::Value::Null,
+        })
+        .collect();
+    c.execute(next.sql, rusqlite::params_from_iter(params)).unwrap();
+    assert_eq!(
+        rows(accounts),
+        [r#"["ana@a.test",849]"#, r#"["casa@a.test",-985]"#, r#"["casa@b.test",1]"#, r#"["cy@a.test",135]"#]
+    );
+    assert_eq!(rows(casa_lines), [r#"["casa@b.test",3,1]"#]);
 }
 
 /// Issue 36 §1, an outbound envelope's rows (migration 0024): the outbox has its key, its `UNIQUE`

@@ -257,8 +257,14 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// address: another agent of its site, spending the site's budget on refusals, cannot spend
     /// it (issue 34 review, M1). Each such address is named by something on this Libro, so the
     /// windows one site can open are as many as the things naming its agents.
-    fn count_operation(&self, from: &Address, op: &Op, at: i64, named: bool) -> Option<Stmt> {
-        (!self.is_system(from)).then(|| {
+    ///
+    /// An operation this house `queued` (one of its agents sent it through `POST /outbound`,
+    /// or a person approved it as a draft) was counted then, in its root agent's minute of
+    /// envelopes (the outbox's `rate_n`), and is not counted again: a row less per operation
+    /// (issue 36 §1, docs/decisions/0076-an-operation-counted-once.md). One that only came in
+    /// through `POST /inbound`, the house's own agents' included, is counted here.
+    fn count_operation(&self, from: &Address, op: &Op, at: i64, named: bool, queued: bool) -> Option<Stmt> {
+        (!self.is_system(from) && !queued).then(|| {
             crate::store::agents::count_in_window(
                 &self.operation_bucket(from, op, named),
                 at / 60_000,
@@ -305,10 +311,16 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             Ok(op) => op,
             Err(e) => return Outcome::Rejected(e),
         };
-        let outcome = match self.operate_checked(env, card, &op).await {
+        // One reading of the clock: the operation is judged at it.
+        let now = self.now();
+        let checked = match self.received(env, now).await {
+            Ok(arrival) => self.operate_checked(env, card, &op, now, arrival).await.map_err(|e| (e, arrival.queued)),
+            Err(e) => Err((e, false)),
+        };
+        let outcome = match checked {
             Ok(outcome) => outcome,
-            Err(e) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => Outcome::Rejected(e),
-            Err(e) => self.keep_refusal(env, &op, e).await,
+            Err((e, _)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => Outcome::Rejected(e),
+            Err((e, queued)) => self.keep_refusal(env, &op, e, queued).await,
         };
         // Refused for a passing reason (a refusal for good at the cap included): not kept, so
         // its first arrival is, for the retry to be judged at.
@@ -323,13 +335,14 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// When the house first received `env`, at the latest now: the time its job became due, when
     /// one of the house's agents queued it; else the first arrival [`Libro::remember_received`]
     /// kept; else now. And whether the house queued it (an operation it did not queue lives
-    /// [`OP_LIFE_MS`] from then).
-    async fn received(&self, env: &Envelope, now: Timestamp) -> Result<(Timestamp, bool), Error> {
+    /// [`OP_LIFE_MS`] from then, and was counted in its root agent's minute when it was queued:
+    /// [`Libro::count_operation`] does not count it again).
+    async fn received(&self, env: &Envelope, now: Timestamp) -> Result<Arrival, Error> {
         let row = store::received(self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
         let queued = row.as_ref().and_then(|r| r.int("queued"));
         let arrived = row.as_ref().and_then(|r| r.int("arrived"));
         let at = queued.or(arrived).map_or(now.millis(), |at| at.min(now.millis()));
-        Ok((Timestamp(at), queued.is_some()))
+        Ok(Arrival { at: Timestamp(at), queued: queued.is_some() })
     }
 
     /// Remembers when an operation of another house's agent, refused for a passing reason, first
@@ -358,14 +371,14 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
 
     /// Writes `e` as the answer to `env`; when the envelope has an answer already (another copy
     /// was done or refused meanwhile), that one is the answer.
-    async fn keep_refusal(&self, env: &Envelope, op: &Op, e: Error) -> Outcome {
+    async fn keep_refusal(&self, env: &Envelope, op: &Op, e: Error, queued: bool) -> Outcome {
         let sha = env.sha256_hex();
         let at = self.now().millis();
         let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, &e);
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
-        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at, false)).collect();
+        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at, false, queued)).collect();
         match crate::live::batch(self.db, self.post.bell, stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Outcome::Rejected(self.too_many(env.from(), op, false))
@@ -392,12 +405,13 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         env: &Verified<Envelope>,
         card: &Verified<AgentCard>,
         op: &Op,
+        now: Timestamp,
+        arrival: Arrival,
     ) -> Result<Outcome, Error> {
-        let now = self.now();
         let sha = env.sha256_hex();
         // Judged at the time the house first received it: a flood, the queue or a retry never
         // makes a deadline pass under an operation (docs/SPEC.md §16).
-        let (received, queued) = self.received(env, now).await?;
+        let Arrival { at: received, queued } = arrival;
         let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), received);
         ctx.expires = env.expires();
         let rules = self.libro_rules();
@@ -486,7 +500,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             let consenting = consenting(&facts, &decision);
             let named = named_in(&facts, env.from());
             let (stmts, queues) =
-                self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named)).await?;
+                self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named, queued)).await?;
             match crate::live::batch(self.db, self.post.bell, stmts).await {
                 Ok(_) => {
                     if queues {
@@ -595,7 +609,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
-        (consenting, named): (&[Address], bool),
+        (consenting, named, queued): (&[Address], bool, bool),
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
         let mut stmts = Vec::new();
@@ -604,7 +618,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             None => None,
         };
         let statement = match &d.read {
-            Some(Read::Statement { account, limit }) => Some(store::statement(self.db, account, *limit).await?),
+            Some(Read::Statement { account, limit }) => {
+                Some(store::statement(self.db, account, &house_account(&self.config.domain), *limit).await?)
+            }
             _ => None,
         };
         let receipt = self.decision_receipt(env, op, d, entry.as_ref().map(|(e, _)| e), statement, now)?;
@@ -618,8 +634,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             &receipt_text,
         ));
         // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
-        // house's own agents (verdicts, the desk's acceptances) are not held to it.
-        stmts.extend(self.count_operation(env.from(), op, now.millis(), named));
+        // house's own agents (verdicts, the desk's acceptances), and what this house queued
+        // (counted then), are not counted here.
+        stmts.extend(self.count_operation(env.from(), op, now.millis(), named, queued));
         stmts.extend(self.task_claim(env, op, now)?);
         if let Some((_, stmt)) = entry {
             stmts.push(stmt);
@@ -1427,6 +1444,14 @@ fn read_op(env: &Envelope) -> Result<Op, Error> {
     Op::parse(body)
 }
 
+/// How an operation reached the house ([`Libro::received`]): when it first did, and whether
+/// this house queued it (then it was counted in its sender's minute when queued).
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    at: Timestamp,
+    queued: bool,
+}
+
 /// An operation refused for good, as `libro_ops` keeps it: its code, its name (empty in rows from
 /// before migration 0026) and its reason.
 struct Refused<'a> {
@@ -1562,7 +1587,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             contracts: store::contracts_of(self.db, who, list_max).await?,
             mandates: store::mandates_of(self.db, who, list_max).await?,
             pending: store::pending_of(self.db, who, list_max).await?,
-            entries: store::statement(self.db, who, entries).await?,
+            entries: store::statement(self.db, who, &house_account(&self.config.domain), entries).await?,
         })
     }
 

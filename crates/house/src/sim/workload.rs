@@ -1218,7 +1218,10 @@ mod tests {
         let house = sim.world.house(&domain).unwrap();
         // Past the schema's own CHECKs (a mandate's spent within its cap is one): the sim's
         // checks are there for what gets by them.
-        run(house.db.sqlite().batch(vec![stmt!("PRAGMA ignore_check_constraints = ON")])).unwrap().unwrap();
+        // The journal's rows are written once (a trigger): a wrong in casa@'s balance, which the
+        // newest entry carries, needs it gone.
+        let off = vec![stmt!("PRAGMA ignore_check_constraints = ON"), stmt!("DROP TRIGGER libro_entry_fixed")];
+        run(house.db.sqlite().batch(off)).unwrap().unwrap();
         let stmts = wrongs.iter().map(|sql| stmt!(*sql)).collect();
         assert_eq!(run(house.db.sqlite().batch(stmts)).unwrap().unwrap(), vec![1; wrongs.len()], "{wrongs:?}");
         match check::after_step(&sim.world, &mut sim.tracked) {
@@ -1283,9 +1286,8 @@ mod tests {
                 "UPDATE libro_lines SET balance = balance - 1
                  WHERE (account, n) = (SELECT account, n FROM libro_accounts
                                    WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)",
-                "UPDATE libro_lines SET balance = balance + 1
-                 WHERE (account, n) = (SELECT account, n FROM libro_accounts
-                                   WHERE balance < 0 ORDER BY account LIMIT 1)",
+                "UPDATE libro_entries SET house_balance = house_balance + 1
+                 WHERE n = (SELECT max(n) FROM libro_entries) AND house_balance < 0",
             ],
         );
         assert!(moved.contains("are not the accounts'"), "{moved}");
@@ -1295,9 +1297,9 @@ mod tests {
             5,
             &[WAITING, CREDIT],
             &[
-                "UPDATE libro_lines SET balance = balance + 1 + (SELECT balance FROM libro_accounts
+                "UPDATE libro_entries SET house_balance = house_balance + 1 + (SELECT balance FROM libro_accounts
                    WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)
-                 WHERE (account, n) = (SELECT account, n FROM libro_accounts WHERE account LIKE 'casa@%')",
+                 WHERE n = (SELECT max(n) FROM libro_entries)",
                 "UPDATE libro_lines SET balance = -1, may_owe = 1
                  WHERE (account, n) = (SELECT account, n FROM libro_accounts
                                    WHERE balance > 0 AND account NOT LIKE 'escrow:%' ORDER BY account LIMIT 1)",

@@ -138,21 +138,26 @@ pub async fn entry_for<D: Db>(db: &D, cause: &str) -> Result<Option<String>, Err
         .and_then(|r| r.text("entry").map(str::to_owned)))
 }
 
-/// The newest `limit` entries naming `account`.
-pub async fn statement<D: Db>(db: &D, account: &str, limit: i64) -> Result<Vec<String>, Error> {
-    Ok(query(
-        db,
+/// The newest `limit` entries naming `account`. The house's own account (`house`: `casa@<domain>`)
+/// has no lines (migration 0034): its entries are the journal's that move it, newest first.
+pub async fn statement<D: Db>(db: &D, account: &str, house: &str, limit: i64) -> Result<Vec<String>, Error> {
+    let sql = if account == house {
+        stmt!(
+            "SELECT e.entry FROM libro_entries e
+              WHERE EXISTS (SELECT 1 FROM json_each(e.lines) j WHERE json_extract(j.value, '$.account') = ?1)
+              ORDER BY e.n DESC LIMIT ?2",
+            account,
+            limit
+        )
+    } else {
         stmt!(
             "SELECT e.entry FROM libro_lines l JOIN libro_entries e ON e.n = l.n
               WHERE l.account = ? ORDER BY l.n DESC LIMIT ?",
             account,
             limit
-        ),
-    )
-    .await?
-    .into_iter()
-    .filter_map(|r| r.text("entry").map(str::to_owned))
-    .collect())
+        )
+    };
+    Ok(query(db, sql).await?.into_iter().filter_map(|r| r.text("entry").map(str::to_owned)).collect())
 }
 
 /// Entries with `n > after`, in order, at most `limit`.
@@ -164,12 +169,21 @@ pub async fn journal<D: Db>(db: &D, after: i64, limit: i64) -> Result<Vec<String
         .collect())
 }
 
-/// An account's balance.
+/// An account's balance: its newest line's; the house's own account's (which has no lines,
+/// migration 0034) the newest entry's.
 pub async fn balance<D: Db>(db: &D, account: &str) -> Result<i64, Error> {
-    Ok(one(db, stmt!("SELECT balance FROM libro_lines WHERE account = ? ORDER BY n DESC LIMIT 1", account))
-        .await?
-        .and_then(|r| r.int("balance"))
-        .unwrap_or(0))
+    Ok(one(
+        db,
+        stmt!(
+            "SELECT coalesce((SELECT balance FROM libro_lines WHERE account = ?1 ORDER BY n DESC LIMIT 1),
+                             (SELECT e.house_balance FROM libro_entries e
+                               WHERE e.n = (SELECT max(n) FROM libro_entries) AND 'casa@' || e.house = ?1)) AS balance",
+            account
+        ),
+    )
+    .await?
+    .and_then(|r| r.int("balance"))
+    .unwrap_or(0))
 }
 
 /// A contract's record and version.
@@ -383,10 +397,16 @@ pub struct NewEntry<'a> {
     pub entry: &'a str,
 }
 
-/// Appends an entry (the triggers check it and post its lines).
+/// Appends an entry (the triggers check it and post its lines), with the house's balance after
+/// it: the previous entry's and its `casa@` delta (migration 0034: the house's account has no
+/// lines of its own).
 pub fn append(e: &NewEntry<'_>) -> Stmt {
     stmt!(
-        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry, house_balance)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+                 coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = ?1 - 1), 0)
+                 + coalesce((SELECT sum(json_extract(j.value, '$.delta')) FROM json_each(?8) j
+                              WHERE json_extract(j.value, '$.account') = 'casa@' || ?4), 0))",
         e.n,
         e.id,
         e.cause,
