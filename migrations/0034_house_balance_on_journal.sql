@@ -9,7 +9,9 @@
 -- no row. No other account changes: each still has its lines with its running balance.
 --
 -- Readers: `libro_accounts` (the view) takes casa@'s row from the newest entry; the store reads
--- casa@'s balance there and its statement from the journal. The schema keeps the rules it kept
+-- casa@'s balance there and its statement from the journal. casa@'s lines from before stay where
+-- they are, read by nobody: removing them would write a row per entry the house ever made, in
+-- one statement, against the Free plan's 100,000 rows a day. The schema keeps the rules it kept
 -- on casa@'s lines: the balance is the previous one plus the delta (`house_balance`), and it
 -- never passes -(2^53 - 1) further (`balance_max`, as 0017).
 --
@@ -31,14 +33,11 @@ BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: entry_fixed');
 END;
 
--- casa@'s lines go: its balance and movements are the journal's now.
-DELETE FROM libro_lines
- WHERE account = (SELECT 'casa@' || e.house FROM libro_entries e WHERE e.n = libro_lines.n);
-
--- An entry's casa@ balance follows the previous entry's by its own casa@ delta.
+-- An entry's casa@ balance follows the previous entry's by its own casa@ delta (of the same
+-- house: a journal is one house's, and the offline audit refuses one of two).
 CREATE TRIGGER libro_entry_house_balance BEFORE INSERT ON libro_entries
 WHEN NEW.house_balance IS NOT
-       coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = NEW.n - 1), 0)
+       coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = NEW.n - 1 AND p.house = NEW.house), 0)
        + coalesce((SELECT sum(json_extract(j.value, '$.delta')) FROM json_each(NEW.lines) j
                     WHERE json_extract(j.value, '$.account') = 'casa@' || NEW.house), 0)
 BEGIN
@@ -66,11 +65,13 @@ BEGIN
    WHERE json_extract(j.value, '$.account') IS NOT 'casa@' || NEW.house;
 END;
 
--- Each account's newest line, and casa@'s balance from the newest entry.
+-- Each account's newest line but casa@'s (its lines from before are history), and casa@'s
+-- balance from the newest entry.
 DROP VIEW libro_accounts;
 CREATE VIEW libro_accounts AS
   SELECT account, balance, may_owe, n FROM libro_lines l
    WHERE n = (SELECT max(m.n) FROM libro_lines m WHERE m.account = l.account)
+     AND account IS NOT (SELECT 'casa@' || e.house FROM libro_entries e ORDER BY e.n DESC LIMIT 1)
   UNION ALL
   SELECT 'casa@' || house, house_balance, 1, n FROM libro_entries
    WHERE n = (SELECT max(n) FROM libro_entries) AND house_balance IS NOT NULL;

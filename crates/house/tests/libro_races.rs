@@ -282,27 +282,68 @@ fn a_site_does_its_operations_per_minute_and_at_its_cap_every_answer_is_429() {
     assert_eq!(windows(&h), [(START / MINUTE, 2), (START / MINUTE + 1, 1)]);
 }
 
-/// An operation the house queued for its own agent was counted in the agent's minute of
-/// envelopes when it was sent (`POST /outbound`), and is not counted again by the Libro: at a
-/// Libro cap of 1, the agent's two sends are both done and no Libro window is written. The
-/// same agent handing an operation to the Libro by another door (here, straight to `operate`,
-/// as `POST /inbound` does) is counted, and refused at the cap.
+/// A house whose agents may send `outbound` envelopes a minute and whose Libro takes `cap`
+/// operations a minute of each kind, with ana@ registered.
+fn with_ana_sending(outbound: i64, cap: i64) -> (World, Rc<TestHouse>, Agent) {
+    let w = World::new();
+    let mut c = w.config(A, Registration::Admin);
+    c.inbound_per_domain_per_minute = cap;
+    c.outbound_per_agent_per_minute = outbound;
+    let h = w.start(c);
+    let ana = Agent::new("ana@a.test", 11);
+    register(&h, &ana, &[]);
+    (w, h, ana)
+}
+
+/// `env` sent by `who` through `POST /outbound`, and the ticks that do it.
+fn send_and_tick(h: &TestHouse, who: &Agent, env: &Envelope) {
+    assert_eq!(who.send(h, env).status, 202);
+    block_on(h.tick()).unwrap();
+}
+
+/// An operation the house queued for its own agent, done within a minute of being sent, was
+/// counted in the agent's envelopes a minute when it was sent (`POST /outbound`), and is not
+/// counted again by the Libro: two sends are both done and no Libro window is written. The
+/// Libro counts what that count did not bound: the same agent handing operations straight to
+/// the Libro (as `POST /inbound` does), refused at its cap; an operation done a minute or more
+/// after it was sent (deferred with `deliver_after`); and any queued operation of a house whose
+/// envelopes a minute are more than its operations a minute.
 ///
-/// Kills `count_operation`: `&& !queued` deleted (a window written, and the second send
-/// refused 429), and `!queued` → `queued` (the straight hand-in uncounted).
+/// Kills `count_operation`: `&& !counted` deleted (a window written, and the second send
+/// refused 429), `!counted` → `counted`; `Libro::received`: the minute's span or the caps'
+/// comparison dropped (the deferred operation, or the looser house's, left uncounted).
 #[test]
 fn an_operation_the_house_queued_is_counted_once_when_it_was_sent() {
-    let (w, h, ana) = with_ana(1);
+    let (w, h, ana) = with_ana_sending(2, 2);
     for id in ["s-1", "s-2"] {
-        assert_eq!(ana.send(&h, &op(&w, &ana, id, balance_op())).status, 202);
-        block_on(h.tick()).unwrap();
+        send_and_tick(&h, &ana, &op(&w, &ana, id, balance_op()));
         w.clock.advance(SECOND);
     }
     assert_eq!(ops(&h).iter().map(|o| (o.0.as_str(), o.1)).collect::<Vec<_>>(), [("s-1", 0), ("s-2", 0)]);
     assert_eq!(windows(&h), [], "the outbox counted them");
     assert_eq!(hand(&h, &op(&w, &ana, "d-1", balance_op())), "done");
-    assert_eq!(hand(&h, &op(&w, &ana, "d-2", balance_op())), TOO_MANY);
-    assert_eq!(windows(&h), [(START / MINUTE, 1)]);
+    assert_eq!(hand(&h, &op(&w, &ana, "d-2", balance_op())), "done");
+    assert_eq!(hand(&h, &op(&w, &ana, "d-3", balance_op())), TOO_MANY);
+    assert_eq!(windows(&h), [(START / MINUTE, 2)]);
+
+    // Sent now, done two minutes on: counted by the Libro, in the minute it is done.
+    w.clock.advance(MINUTE);
+    let mut later = libro_op(&ana.address, A, "l-1", w.clock.now(), balance_op());
+    later.deliver_after = Some(Timestamp(w.clock.now().millis() + 2 * MINUTE));
+    send_and_tick(&h, &ana, &later.build().unwrap().sign(&ana.sig).unwrap());
+    w.clock.advance(2 * MINUTE + SECOND);
+    block_on(h.tick()).unwrap();
+    assert_eq!(ops(&h).iter().filter(|o| o.0 == "l-1").count(), 1, "done once it was due");
+    let due = (w.clock.now().millis()) / MINUTE;
+    assert_eq!(windows(&h).last(), Some(&(due, 1)), "counted when done");
+
+    // A house that lets more envelopes a minute than operations: the Libro counts them all.
+    let (w, h, ana) = with_ana_sending(3, 2);
+    for id in ["t-1", "t-2", "t-3"] {
+        send_and_tick(&h, &ana, &op(&w, &ana, id, balance_op()));
+    }
+    assert_eq!(ops(&h).iter().map(|o| (o.0.as_str(), o.1 == 0)).collect::<Vec<_>>(), [("t-1", true), ("t-2", true)]);
+    assert_eq!(windows(&h), [(START / MINUTE, 2)]);
 }
 
 /// An operation whose batch finds the site at its cap is refused for the cap (429) and not kept,

@@ -258,13 +258,13 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// it (issue 34 review, M1). Each such address is named by something on this Libro, so the
     /// windows one site can open are as many as the things naming its agents.
     ///
-    /// An operation this house `queued` (one of its agents sent it through `POST /outbound`,
-    /// or a person approved it as a draft) was counted then, in its root agent's minute of
-    /// envelopes (the outbox's `rate_n`), and is not counted again: a row less per operation
-    /// (issue 36 §1, docs/decisions/0076-an-operation-counted-once.md). One that only came in
-    /// through `POST /inbound`, the house's own agents' included, is counted here.
-    fn count_operation(&self, from: &Address, op: &Op, at: i64, named: bool, queued: bool) -> Option<Stmt> {
-        (!self.is_system(from) && !queued).then(|| {
+    /// An operation `counted` when it was sent is not counted again: a row less per operation
+    /// (issue 36 §1, docs/decisions/0076-an-operation-counted-once.md; [`Libro::received`] says
+    /// which are). Any other is counted here: another house's, one the house's own agent handed
+    /// to `POST /inbound` directly, and one the house queued that is done a minute or more after
+    /// it was sent (deferred, retried, or from a backlog).
+    fn count_operation(&self, from: &Address, op: &Op, at: i64, named: bool, counted: bool) -> Option<Stmt> {
+        (!self.is_system(from) && !counted).then(|| {
             crate::store::agents::count_in_window(
                 &self.operation_bucket(from, op, named),
                 at / 60_000,
@@ -314,13 +314,13 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         // One reading of the clock: the operation is judged at it.
         let now = self.now();
         let checked = match self.received(env, now).await {
-            Ok(arrival) => self.operate_checked(env, card, &op, now, arrival).await.map_err(|e| (e, arrival.queued)),
+            Ok(arrival) => self.operate_checked(env, card, &op, now, arrival).await.map_err(|e| (e, arrival.counted)),
             Err(e) => Err((e, false)),
         };
         let outcome = match checked {
             Ok(outcome) => outcome,
             Err((e, _)) if e.kind.is_temporary() || e.kind == ErrorKind::Internal => Outcome::Rejected(e),
-            Err((e, queued)) => self.keep_refusal(env, &op, e, queued).await,
+            Err((e, counted)) => self.keep_refusal(env, &op, e, counted).await,
         };
         // Refused for a passing reason (a refusal for good at the cap included): not kept, so
         // its first arrival is, for the retry to be judged at.
@@ -334,15 +334,22 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
 
     /// When the house first received `env`, at the latest now: the time its job became due, when
     /// one of the house's agents queued it; else the first arrival [`Libro::remember_received`]
-    /// kept; else now. And whether the house queued it (an operation it did not queue lives
-    /// [`OP_LIFE_MS`] from then, and was counted in its root agent's minute when it was queued:
-    /// [`Libro::count_operation`] does not count it again).
+    /// kept; else now. Whether the house queued it (an operation it did not queue lives
+    /// [`OP_LIFE_MS`] from then). And whether it was `counted` when it was sent: queued by
+    /// one of the house's agents (`POST /outbound`, an approved draft) less than a minute ago,
+    /// in its root agent's envelopes a minute (the outbox's `rate_n`), where the house's
+    /// envelopes a minute are no more than its operations a minute of one kind. Any operation
+    /// done in a span of 60 s was then sent in that span or the minute before: at most twice the
+    /// envelopes a minute, as the Libro's own window lets twice its cap by across a minute's turn.
     async fn received(&self, env: &Envelope, now: Timestamp) -> Result<Arrival, Error> {
         let row = store::received(self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
         let queued = row.as_ref().and_then(|r| r.int("queued"));
+        let sent = row.as_ref().and_then(|r| r.int("sent"));
         let arrived = row.as_ref().and_then(|r| r.int("arrived"));
         let at = queued.or(arrived).map_or(now.millis(), |at| at.min(now.millis()));
-        Ok(Arrival { at: Timestamp(at), queued: queued.is_some() })
+        let counted = sent.is_some_and(|sent| (0..60_000).contains(&now.millis().saturating_sub(sent)))
+            && self.config.outbound_per_agent_per_minute <= self.config.inbound_per_domain_per_minute;
+        Ok(Arrival { at: Timestamp(at), queued: queued.is_some(), counted })
     }
 
     /// Remembers when an operation of another house's agent, refused for a passing reason, first
@@ -371,14 +378,14 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
 
     /// Writes `e` as the answer to `env`; when the envelope has an answer already (another copy
     /// was done or refused meanwhile), that one is the answer.
-    async fn keep_refusal(&self, env: &Envelope, op: &Op, e: Error, queued: bool) -> Outcome {
+    async fn keep_refusal(&self, env: &Envelope, op: &Op, e: Error, counted: bool) -> Outcome {
         let sha = env.sha256_hex();
         let at = self.now().millis();
         let write = store::refused(env.id(), env.from().as_str(), op.name(), &sha, at, &e);
         // A kept refusal counts towards the sending site's operations this minute, as a done
         // operation does: refusals cannot fill the table faster than operations could. The
         // house's own agents' are not counted: each follows from a counted operation or mail.
-        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at, false, queued)).collect();
+        let stmts = std::iter::once(write).chain(self.count_operation(env.from(), op, at, false, counted)).collect();
         match crate::live::batch(self.db, self.post.bell, stmts).await {
             Err(PortError::Constraint { name }) if name == crate::store::constraint::RATE_CAP => {
                 Outcome::Rejected(self.too_many(env.from(), op, false))
@@ -411,7 +418,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         let sha = env.sha256_hex();
         // Judged at the time the house first received it: a flood, the queue or a retry never
         // makes a deadline pass under an operation (docs/SPEC.md §16).
-        let Arrival { at: received, queued } = arrival;
+        let Arrival { at: received, queued, counted } = arrival;
         let mut ctx = Ctx::new(env.from().clone(), env.id().to_owned(), sha.clone(), received);
         ctx.expires = env.expires();
         let rules = self.libro_rules();
@@ -500,7 +507,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             let consenting = consenting(&facts, &decision);
             let named = named_in(&facts, env.from());
             let (stmts, queues) =
-                self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named, queued)).await?;
+                self.write_decision(env, op, &decision, &entry_id, head, (&consenting, named, counted)).await?;
             match crate::live::batch(self.db, self.post.bell, stmts).await {
                 Ok(_) => {
                     if queues {
@@ -609,7 +616,7 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         d: &Decision,
         entry_id: &str,
         head: Head,
-        (consenting, named, queued): (&[Address], bool, bool),
+        (consenting, named, counted): (&[Address], bool, bool),
     ) -> Result<(Vec<Stmt>, bool), Error> {
         let now = self.now();
         let mut stmts = Vec::new();
@@ -634,9 +641,9 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
             &receipt_text,
         ));
         // Operations count per sending site, as mail does (`inbound_per_domain_per_minute`); the
-        // house's own agents (verdicts, the desk's acceptances), and what this house queued
-        // (counted then), are not counted here.
-        stmts.extend(self.count_operation(env.from(), op, now.millis(), named, queued));
+        // house's own agents (verdicts, the desk's acceptances), and what was counted when it
+        // was sent, are not counted here.
+        stmts.extend(self.count_operation(env.from(), op, now.millis(), named, counted));
         stmts.extend(self.task_claim(env, op, now)?);
         if let Some((_, stmt)) = entry {
             stmts.push(stmt);
@@ -1445,11 +1452,12 @@ fn read_op(env: &Envelope) -> Result<Op, Error> {
 }
 
 /// How an operation reached the house ([`Libro::received`]): when it first did, and whether
-/// this house queued it (then it was counted in its sender's minute when queued).
+/// this house queued it, and whether it was counted when it was sent.
 #[derive(Debug, Clone, Copy)]
 struct Arrival {
     at: Timestamp,
     queued: bool,
+    counted: bool,
 }
 
 /// An operation refused for good, as `libro_ops` keeps it: its code, its name (empty in rows from

@@ -139,15 +139,18 @@ pub async fn entry_for<D: Db>(db: &D, cause: &str) -> Result<Option<String>, Err
 }
 
 /// The newest `limit` entries naming `account`. The house's own account (`house`: `casa@<domain>`)
-/// has no lines (migration 0034): its entries are the journal's that move it, newest first.
+/// has no lines (migration 0034): its entries are the journal's that move it, newest first,
+/// found among the newest [`HOUSE_STATEMENT_SPAN`] (a house without fees moves casa@ seldom).
 pub async fn statement<D: Db>(db: &D, account: &str, house: &str, limit: i64) -> Result<Vec<String>, Error> {
     let sql = if account == house {
         stmt!(
             "SELECT e.entry FROM libro_entries e
-              WHERE EXISTS (SELECT 1 FROM json_each(e.lines) j WHERE json_extract(j.value, '$.account') = ?1)
+              WHERE e.n > (SELECT coalesce(max(n), 0) FROM libro_entries) - ?3
+                AND EXISTS (SELECT 1 FROM json_each(e.lines) j WHERE json_extract(j.value, '$.account') = ?1)
               ORDER BY e.n DESC LIMIT ?2",
             account,
-            limit
+            limit,
+            HOUSE_STATEMENT_SPAN
         )
     } else {
         stmt!(
@@ -169,15 +172,15 @@ pub async fn journal<D: Db>(db: &D, after: i64, limit: i64) -> Result<Vec<String
         .collect())
 }
 
-/// An account's balance: its newest line's; the house's own account's (which has no lines,
-/// migration 0034) the newest entry's.
+/// An account's balance: its newest line's; the house's own account's the newest entry's
+/// (migration 0034: its lines from before are history).
 pub async fn balance<D: Db>(db: &D, account: &str) -> Result<i64, Error> {
     Ok(one(
         db,
         stmt!(
-            "SELECT coalesce((SELECT balance FROM libro_lines WHERE account = ?1 ORDER BY n DESC LIMIT 1),
-                             (SELECT e.house_balance FROM libro_entries e
-                               WHERE e.n = (SELECT max(n) FROM libro_entries) AND 'casa@' || e.house = ?1)) AS balance",
+            "SELECT CASE WHEN ?1 = (SELECT 'casa@' || house FROM libro_entries ORDER BY n DESC LIMIT 1)
+                         THEN (SELECT house_balance FROM libro_entries ORDER BY n DESC LIMIT 1)
+                         ELSE (SELECT balance FROM libro_lines WHERE account = ?1 ORDER BY n DESC LIMIT 1) END AS balance",
             account
         ),
     )
@@ -397,6 +400,9 @@ pub struct NewEntry<'a> {
     pub entry: &'a str,
 }
 
+/// How many of the newest entries the house's own statement looks through.
+pub const HOUSE_STATEMENT_SPAN: i64 = 10_000;
+
 /// Appends an entry (the triggers check it and post its lines), with the house's balance after
 /// it: the previous entry's and its `casa@` delta (migration 0034: the house's account has no
 /// lines of its own).
@@ -404,7 +410,7 @@ pub fn append(e: &NewEntry<'_>) -> Stmt {
     stmt!(
         "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry, house_balance)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
-                 coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = ?1 - 1), 0)
+                 coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = ?1 - 1 AND p.house = ?4), 0)
                  + coalesce((SELECT sum(json_extract(j.value, '$.delta')) FROM json_each(?8) j
                               WHERE json_extract(j.value, '$.account') = 'casa@' || ?4), 0))",
         e.n,
@@ -667,15 +673,18 @@ pub fn deliver_counted(
 }
 
 /// When this house first received operation `envelope_id` (of hash `sha256`), if it remembers:
-/// the time its job for `domain` (this house) became due, when one of its agents queued it;
-/// the first arrival [`remember_received`] kept, when another house's retry brings it again.
+/// the time its job for `domain` (this house) became due (`queued`), and when it was sent
+/// (`sent`, the outbox row's time), when one of its agents queued it; the first arrival
+/// [`remember_received`] kept (`arrived`), when another house's retry brings it again. One row
+/// always (an aggregate), its columns NULL where nothing is remembered.
 pub async fn received<D: Db>(db: &D, envelope_id: &str, sha256: &str, domain: &str) -> Result<Option<Row>, Error> {
     one(
         db,
         stmt!(
-            "SELECT (SELECT min(j.not_before) FROM outbox AS o JOIN jobs AS j ON j.envelope_id = o.envelope_id
-                     WHERE o.envelope_id = ?1 AND o.sha256 = ?2 AND j.domain = ?3) AS queued,
-                    (SELECT at FROM libro_received WHERE envelope_id = ?1 AND sha256 = ?2) AS arrived",
+            "SELECT min(j.not_before) AS queued, min(o.created_at) AS sent,
+                    (SELECT at FROM libro_received WHERE envelope_id = ?1 AND sha256 = ?2) AS arrived
+               FROM outbox AS o JOIN jobs AS j ON j.envelope_id = o.envelope_id
+              WHERE o.envelope_id = ?1 AND o.sha256 = ?2 AND j.domain = ?3",
             envelope_id,
             sha256,
             domain
