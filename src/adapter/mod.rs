@@ -274,7 +274,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         ctx.wait_until(async move {
             if kick {
                 take(&h.db);
-                if let Err(e) = h.tick().await {
+                // A delivery that fails for now is tried once more a second later, within this
+                // `waitUntil`: the cron would wait a minute (`House::kick`).
+                if let Err(e) = h.kick().await {
                     worker::console_error!("nyx5: delivery kick: {e}");
                 }
                 log_tick(&h, "kick");

@@ -322,6 +322,24 @@ impl<D: Db, N: Net> House<D, N> {
         done
     }
 
+    /// The tick a request leaves behind it (`Response::kick`), for a runtime whose queue has no
+    /// timer of its own between the cron's minutes (the Worker). Works the queue; when a delivery
+    /// failed for now and the runtime can wait, waits the first retry's delay and works the queue
+    /// once more, so that a passing refusal (a peer's 503, a lost request) costs a second and
+    /// not the cron's minute. A delivery that fails again waits for the cron. Answers the last
+    /// tick's report.
+    pub async fn kick(&self) -> Result<queue::TickReport, Error> {
+        let first = self.tick().await?;
+        let nap = u64::try_from(self.config.retry.first_ms).unwrap_or(0);
+        match (first.retried, self.clock.sleep(nap)) {
+            (1.., Some(wait)) => {
+                wait.await;
+                self.tick().await
+            }
+            _ => Ok(first),
+        }
+    }
+
     /// Forgets the jobs whose first attempt a send took ([`store::queue::Taken`]) without working
     /// them, as a process does that ends before its kick: their leases lapse and the due scan
     /// finds them, as it finds a job whose tick died. Answers how many there were.

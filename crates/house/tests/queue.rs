@@ -248,6 +248,36 @@ fn deferred_delivery_waits_for_its_time() {
     assert_eq!(s.w.tick_all().delivered, 1);
 }
 
+/// The kick a request leaves (the Worker's, which has no timer between cron minutes) tries a
+/// delivery that failed for now once more after the first retry's delay: a request lost once
+/// is delivered within the kick; lost twice, the job waits for the next tick.
+///
+/// Kills `House::kick`: the second tick deleted, or run when nothing was retried (the second
+/// case's attempts would be three).
+#[test]
+fn a_kick_tries_a_delivery_that_failed_for_now_once_more() {
+    let s = setup();
+    s.w.drop_next("b.test", 1);
+    json(&s.ana.send(&s.a, &signed(&s.ana, "once", &[&s.bo.address], "hi")), 202);
+    let report = block_on(s.a.kick()).unwrap();
+    assert_eq!((report.attempted, report.delivered), (1, 1), "{report:?}");
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["once"]);
+
+    s.w.drop_next("b.test", 2);
+    let before = s.a.now().millis();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "twice", &[&s.bo.address], "hi")), 202);
+    let report = block_on(s.a.kick()).unwrap();
+    assert_eq!((report.attempted, report.retried, report.delivered), (1, 1, 0), "{report:?}");
+    assert_eq!(s.a.now().millis() - before, 1_000, "one wait, of the first retry's delay");
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["once"]);
+    // Delivered: nothing to retry, no wait, one tick.
+    let report = block_on(s.a.kick()).unwrap();
+    assert_eq!((report.attempted, report.delivered), (0, 0), "{report:?}");
+    s.w.clock.advance(2_000);
+    assert_eq!(block_on(s.a.kick()).unwrap().delivered, 1);
+    assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["once", "twice"]);
+}
+
 /// How many probes a schedule of ticks every `step` ms sends in `span` ms to a domain that is down.
 fn probes_in(span: i64) -> usize {
     let retry = nyx5_house::config::Retry::default();
