@@ -33,11 +33,18 @@ BEGIN
   SELECT RAISE(ABORT, 'CHECK constraint failed: entry_fixed');
 END;
 
--- An entry's casa@ balance follows the previous entry's by its own casa@ delta (of the same
--- house: a journal is one house's, and the offline audit refuses one of two).
+-- A journal is one house's (the offline audit refuses one of two): an entry names the house the
+-- one before it names, so casa@'s balance is one account's all along.
+CREATE TRIGGER libro_entry_one_house BEFORE INSERT ON libro_entries
+WHEN NEW.house IS NOT coalesce((SELECT p.house FROM libro_entries p WHERE p.n = NEW.n - 1), NEW.house)
+BEGIN
+  SELECT RAISE(ABORT, 'CHECK constraint failed: entry_house');
+END;
+
+-- An entry's casa@ balance follows the previous entry's by its own casa@ delta.
 CREATE TRIGGER libro_entry_house_balance BEFORE INSERT ON libro_entries
 WHEN NEW.house_balance IS NOT
-       coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = NEW.n - 1 AND p.house = NEW.house), 0)
+       coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = NEW.n - 1), 0)
        + coalesce((SELECT sum(json_extract(j.value, '$.delta')) FROM json_each(NEW.lines) j
                     WHERE json_extract(j.value, '$.account') = 'casa@' || NEW.house), 0)
 BEGIN
@@ -65,13 +72,14 @@ BEGIN
    WHERE json_extract(j.value, '$.account') IS NOT 'casa@' || NEW.house;
 END;
 
--- Each account's newest line but casa@'s (its lines from before are history), and casa@'s
--- balance from the newest entry.
+-- Each account's newest line but casa@'s (its lines from before are history: the only lines
+-- that may owe, 0025; an agent's line that says it may owe, which nothing writes, still shows),
+-- and casa@'s balance from the newest entry.
 DROP VIEW libro_accounts;
 CREATE VIEW libro_accounts AS
   SELECT account, balance, may_owe, n FROM libro_lines l
    WHERE n = (SELECT max(m.n) FROM libro_lines m WHERE m.account = l.account)
-     AND account IS NOT (SELECT 'casa@' || e.house FROM libro_entries e ORDER BY e.n DESC LIMIT 1)
+     AND NOT (may_owe = 1 AND account LIKE 'casa@%')
   UNION ALL
   SELECT 'casa@' || house, house_balance, 1, n FROM libro_entries
    WHERE n = (SELECT max(n) FROM libro_entries) AND house_balance IS NOT NULL;

@@ -301,17 +301,18 @@ fn send_and_tick(h: &TestHouse, who: &Agent, env: &Envelope) {
     block_on(h.tick()).unwrap();
 }
 
-/// An operation the house queued for its own agent, done within a minute of being sent, was
+/// An operation the house queued for its own agent, done in the minute it was sent in, was
 /// counted in the agent's envelopes a minute when it was sent (`POST /outbound`), and is not
 /// counted again by the Libro: two sends are both done and no Libro window is written. The
 /// Libro counts what that count did not bound: the same agent handing operations straight to
-/// the Libro (as `POST /inbound` does), refused at its cap; an operation done a minute or more
-/// after it was sent (deferred with `deliver_after`); and any queued operation of a house whose
-/// envelopes a minute are more than its operations a minute.
+/// the Libro (as `POST /inbound` does), refused at its cap; an operation done in a later minute
+/// than it was sent in (deferred with `deliver_after`, or at the minute's turn); and any queued
+/// operation of a house whose envelopes a minute are more than its operations a minute.
 ///
 /// Kills `count_operation`: `&& !counted` deleted (a window written, and the second send
-/// refused 429), `!counted` → `counted`; `Libro::received`: the minute's span or the caps'
-/// comparison dropped (the deferred operation, or the looser house's, left uncounted).
+/// refused 429), `!counted` → `counted`; `counted_when_sent`: the same minute or the caps'
+/// comparison dropped (an operation done in a later minute, or at the looser house, left
+/// uncounted; its own unit test holds a clock set back).
 #[test]
 fn an_operation_the_house_queued_is_counted_once_when_it_was_sent() {
     let (w, h, ana) = with_ana_sending(2, 2);
@@ -336,6 +337,15 @@ fn an_operation_the_house_queued_is_counted_once_when_it_was_sent() {
     assert_eq!(ops(&h).iter().filter(|o| o.0 == "l-1").count(), 1, "done once it was due");
     let due = (w.clock.now().millis()) / MINUTE;
     assert_eq!(windows(&h).last(), Some(&(due, 1)), "counted when done");
+
+    // Sent in the last millisecond of a minute and done in the next: counted when done, so the
+    // Libro's minute never leaves more uncounted than the outbox's minute let by.
+    let (w, h, ana) = with_ana_sending(2, 2);
+    w.clock.to_end_of_minute();
+    assert_eq!(ana.send(&h, &op(&w, &ana, "m-1", balance_op())).status, 202);
+    w.clock.advance(1);
+    block_on(h.tick()).unwrap();
+    assert_eq!(windows(&h), [(START / MINUTE + 1, 1)]);
 
     // A house that lets more envelopes a minute than operations: the Libro counts them all.
     let (w, h, ana) = with_ana_sending(3, 2);

@@ -188,6 +188,15 @@ fn the_libro_schema_refuses_what_must_never_be() {
     let huge = r#"[{"account":"casa@a.test","delta":-9007199254740982},{"account":"ana@a.test","delta":4503599627370491},
                    {"account":"bo@a.test","delta":4503599627370491}]"#;
     refused(&db, vec![entry(2, ONE, ONE, "topup:c2", huge)], "balance_max");
+    // A journal is one house's: casa@ is one account all along.
+    let elsewhere = stmt!(
+        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry, house_balance)
+         VALUES (2, 'e2', 'topup:c2', 'b.test', 1, ?, ?, ?, '{}', -15)",
+        ONE,
+        ONE,
+        r#"[{"account":"casa@b.test","delta":-5},{"account":"ana@a.test","delta":5}]"#
+    );
+    refused(&db, vec![elsewhere], "entry_house");
     let lines = block_on(db.query(stmt!("SELECT count(*) AS n FROM libro_lines WHERE account = 'casa@a.test'")));
     assert_eq!(lines.unwrap()[0].int("n"), Some(0));
     // Nobody but the house goes below zero, whatever the entry says; the batch is undone whole.

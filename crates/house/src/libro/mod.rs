@@ -261,8 +261,8 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// An operation `counted` when it was sent is not counted again: a row less per operation
     /// (issue 36 §1, docs/decisions/0076-an-operation-counted-once.md; [`Libro::received`] says
     /// which are). Any other is counted here: another house's, one the house's own agent handed
-    /// to `POST /inbound` directly, and one the house queued that is done a minute or more after
-    /// it was sent (deferred, retried, or from a backlog).
+    /// to `POST /inbound` directly, and one the house queued that is done in a later minute than
+    /// it was sent in (deferred, retried, or from a backlog).
     fn count_operation(&self, from: &Address, op: &Op, at: i64, named: bool, counted: bool) -> Option<Stmt> {
         (!self.is_system(from) && !counted).then(|| {
             crate::store::agents::count_in_window(
@@ -336,19 +336,23 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
     /// one of the house's agents queued it; else the first arrival [`Libro::remember_received`]
     /// kept; else now. Whether the house queued it (an operation it did not queue lives
     /// [`OP_LIFE_MS`] from then). And whether it was `counted` when it was sent: queued by
-    /// one of the house's agents (`POST /outbound`, an approved draft) less than a minute ago,
-    /// in its root agent's envelopes a minute (the outbox's `rate_n`), where the house's
-    /// envelopes a minute are no more than its operations a minute of one kind. Any operation
-    /// done in a span of 60 s was then sent in that span or the minute before: at most twice the
-    /// envelopes a minute, as the Libro's own window lets twice its cap by across a minute's turn.
+    /// one of the house's agents (`POST /outbound`, an approved draft) in the clock minute it
+    /// is done in, and counted in that minute's envelopes of its root agent (the outbox's
+    /// `rate_n`), where the house's envelopes a minute are no more than its operations a minute
+    /// of one kind. The operations the Libro leaves uncounted in a minute are then at most the
+    /// envelopes that minute let by.
     async fn received(&self, env: &Envelope, now: Timestamp) -> Result<Arrival, Error> {
         let row = store::received(self.db, env.id(), &env.sha256_hex(), &self.config.domain).await?;
         let queued = row.as_ref().and_then(|r| r.int("queued"));
         let sent = row.as_ref().and_then(|r| r.int("sent"));
         let arrived = row.as_ref().and_then(|r| r.int("arrived"));
         let at = queued.or(arrived).map_or(now.millis(), |at| at.min(now.millis()));
-        let counted = sent.is_some_and(|sent| (0..60_000).contains(&now.millis().saturating_sub(sent)))
-            && self.config.outbound_per_agent_per_minute <= self.config.inbound_per_domain_per_minute;
+        let counted = counted_when_sent(
+            sent,
+            now.millis(),
+            self.config.outbound_per_agent_per_minute,
+            self.config.inbound_per_domain_per_minute,
+        );
         Ok(Arrival { at: Timestamp(at), queued: queued.is_some(), counted })
     }
 
@@ -1451,6 +1455,15 @@ fn read_op(env: &Envelope) -> Result<Op, Error> {
     Op::parse(body)
 }
 
+/// Whether an operation sent (queued by the house for its own agent) at `sent`, done `now`, was
+/// counted when it was sent ([`Libro::received`]): in the clock minute it is done in, by a house
+/// whose `outbound` envelopes a minute are no more than its `cap` operations a minute. A clock
+/// set back to before the send counts it again. Pure.
+fn counted_when_sent(sent: Option<i64>, now: i64, outbound: i64, cap: i64) -> bool {
+    let minute = |t: i64| t.div_euclid(60_000);
+    sent.is_some_and(|sent| sent <= now && minute(sent) == minute(now)) && outbound <= cap
+}
+
 /// How an operation reached the house ([`Libro::received`]): when it first did, and whether
 /// this house queued it, and whether it was counted when it was sent.
 #[derive(Debug, Clone, Copy)]
@@ -1621,5 +1634,24 @@ impl<'h, D: Db, N: Net> Libro<'h, D, N> {
         let stale = self.stale(reads);
         let Some(since) = crate::store::agents::created_at(&stale, local).await? else { return Ok(None) };
         Ok(Some((since, store::history_rows(&stale, address.as_str()).await?)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted_when_sent;
+
+    /// Counted when sent: in the minute it is done in, at or before now, by a house whose
+    /// envelopes a minute are within its operations a minute; not across a minute's turn, not
+    /// by a clock set back, not unsent, not at a looser house.
+    #[test]
+    fn an_operation_is_counted_when_sent_only_within_its_minute() {
+        let m = 60_000 * 29_809_140;
+        assert!(counted_when_sent(Some(m), m, 60, 120));
+        assert!(counted_when_sent(Some(m), m + 59_999, 120, 120));
+        assert!(!counted_when_sent(Some(m + 59_999), m + 60_000, 60, 120), "the minute turned");
+        assert!(!counted_when_sent(Some(m + 10), m + 9, 60, 120), "a clock set back");
+        assert!(!counted_when_sent(None, m, 60, 120), "not queued here");
+        assert!(!counted_when_sent(Some(m), m, 121, 120), "more envelopes a minute than operations");
     }
 }

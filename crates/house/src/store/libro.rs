@@ -410,7 +410,7 @@ pub fn append(e: &NewEntry<'_>) -> Stmt {
     stmt!(
         "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry, house_balance)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
-                 coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = ?1 - 1 AND p.house = ?4), 0)
+                 coalesce((SELECT p.house_balance FROM libro_entries p WHERE p.n = ?1 - 1), 0)
                  + coalesce((SELECT sum(json_extract(j.value, '$.delta')) FROM json_each(?8) j
                               WHERE json_extract(j.value, '$.account') = 'casa@' || ?4), 0))",
         e.n,
