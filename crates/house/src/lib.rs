@@ -326,13 +326,15 @@ impl<D: Db, N: Net> House<D, N> {
     /// timer of its own between the cron's minutes (the Worker). Works the queue; when a delivery
     /// failed for now and the runtime can wait, waits the first retry's delay and works the queue
     /// once more, so that a passing refusal (a peer's 503, a lost request) costs a second and
-    /// not the cron's minute. A delivery that fails again waits for the cron. Answers the last
-    /// tick's report.
+    /// not the cron's minute. A delivery that fails again waits for the cron. Only after a kick
+    /// that attempted one delivery (a send's own): the second tick costs the invocation what a
+    /// cron's tick costs, and a Free-plan invocation has 50 subrequests for both. Answers the
+    /// last tick's report.
     pub async fn kick(&self) -> Result<queue::TickReport, Error> {
         let first = self.tick().await?;
         let nap = u64::try_from(self.config.retry.first_ms).unwrap_or(0);
-        match (first.retried, self.clock.sleep(nap)) {
-            (1.., Some(wait)) => {
+        match (first.retried, first.attempted, self.clock.sleep(nap)) {
+            (1.., ..=1, Some(wait)) => {
                 wait.await;
                 self.tick().await
             }

@@ -250,10 +250,11 @@ fn deferred_delivery_waits_for_its_time() {
 
 /// The kick a request leaves (the Worker's, which has no timer between cron minutes) tries a
 /// delivery that failed for now once more after the first retry's delay: a request lost once
-/// is delivered within the kick; lost twice, the job waits for the next tick.
+/// is delivered within the kick; lost twice, the job waits for the next tick; a kick that
+/// attempted two deliveries leaves its failure to the next tick.
 ///
-/// Kills `House::kick`: the second tick deleted, or run when nothing was retried (the second
-/// case's attempts would be three).
+/// Kills `House::kick`: the second tick deleted, run when nothing was retried (the second
+/// case's attempts would be three), or run after two attempts (a wait).
 #[test]
 fn a_kick_tries_a_delivery_that_failed_for_now_once_more() {
     let s = setup();
@@ -276,6 +277,16 @@ fn a_kick_tries_a_delivery_that_failed_for_now_once_more() {
     s.w.clock.advance(2_000);
     assert_eq!(block_on(s.a.kick()).unwrap().delivered, 1);
     assert_eq!(ids(&mailbox(&s.b, &s.bo)), ["once", "twice"]);
+    // A kick that attempted more than one delivery leaves its failures to the cron (the second
+    // tick would cost the invocation a whole tick's subrequests more): one envelope for b.test,
+    // delivered, and for c.test, which is down.
+    s.w.down("c.test", true);
+    let far = Address::parse("cy@c.test").unwrap();
+    json(&s.ana.send(&s.a, &signed(&s.ana, "both", &[&s.bo.address, &far], "hi")), 202);
+    let before = s.a.now().millis();
+    let report = block_on(s.a.kick()).unwrap();
+    assert_eq!((report.attempted, report.retried, report.delivered), (2, 1, 1), "{report:?}");
+    assert_eq!(s.a.now().millis(), before, "no wait");
 }
 
 /// How many probes a schedule of ticks every `step` ms sends in `span` ms to a domain that is down.

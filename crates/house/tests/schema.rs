@@ -696,6 +696,16 @@ fn the_indexes_of_jobs_hold_pending_jobs_only() {
     }
 }
 
+/// An entry as SQL a Worker from before migration 0034 writes (no `house_balance`), number `n`
+/// of the chain `h1`, `h2`, … with these lines.
+fn older_entry(n: i64, cause: &str, lines: &str) -> String {
+    let prev = if n == 1 { "0".repeat(64) } else { format!("h{}", n - 1) };
+    format!(
+        "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry)
+         VALUES ({n}, 'id{n}', '{cause}', 'a.test', {n}, '{prev}', 'h{n}', '{lines}', '{{}}');"
+    )
+}
+
 /// Migration 0025 moves each account's balance onto its lines (and `libro_accounts` becomes the
 /// view of each account's newest line), drops the journal's index of entry ids, indexes only the
 /// causes no envelope is (an operation's is kept once by `libro_ops`), and keys `libro_ops`,
@@ -708,14 +718,7 @@ fn the_indexes_of_jobs_hold_pending_jobs_only() {
 fn migration_0025_keeps_every_balance_operation_and_contract() {
     let c = rusqlite::Connection::open_in_memory().unwrap();
     migrate(&c, None, "0025_libro_rows.sql");
-    let zero = "0".repeat(64);
-    let entry = |n: i64, cause: &str, lines: &str| {
-        let prev = if n == 1 { zero.clone() } else { format!("h{}", n - 1) };
-        format!(
-            "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry)
-             VALUES ({n}, 'id{n}', '{cause}', 'a.test', {n}, '{prev}', 'h{n}', '{lines}', '{{}}');"
-        )
-    };
+    let entry = older_entry;
     let line = |a: &str, d: i64| format!("{{\"account\":\"{a}\",\"delta\":{d}}}");
     let l = |ls: &[(&str, i64)]| format!("[{}]", ls.iter().map(|(a, d)| line(a, *d)).collect::<Vec<_>>().join(","));
     c.execute_batch(&[
@@ -794,14 +797,7 @@ fn migration_0025_keeps_every_balance_operation_and_contract() {
 fn migration_0034_keeps_the_house_balance_on_the_journal() {
     let c = rusqlite::Connection::open_in_memory().unwrap();
     migrate(&c, None, "0034_house_balance_on_journal.sql");
-    let zero = "0".repeat(64);
-    let entry = |n: i64, cause: &str, lines: &str| {
-        let prev = if n == 1 { zero.clone() } else { format!("h{}", n - 1) };
-        format!(
-            "INSERT INTO libro_entries (n, id, cause, house, at, prev, sha256, lines, entry)
-             VALUES ({n}, 'id{n}', '{cause}', 'a.test', {n}, '{prev}', 'h{n}', '{lines}', '{{}}');"
-        )
-    };
+    let entry = older_entry;
     c.execute_batch(
         &[
             entry(1, "topup:1", r#"[{"account":"casa@a.test","delta":-1000},{"account":"ana@a.test","delta":1000}]"#),
