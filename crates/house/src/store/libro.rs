@@ -178,9 +178,9 @@ pub async fn balance<D: Db>(db: &D, account: &str) -> Result<i64, Error> {
     Ok(one(
         db,
         stmt!(
-            "SELECT CASE WHEN ?1 = (SELECT 'casa@' || house FROM libro_entries ORDER BY n DESC LIMIT 1)
-                         THEN (SELECT house_balance FROM libro_entries ORDER BY n DESC LIMIT 1)
-                         ELSE (SELECT balance FROM libro_lines WHERE account = ?1 ORDER BY n DESC LIMIT 1) END AS balance",
+            "SELECT coalesce((SELECT CASE WHEN 'casa@' || house = ?1 THEN house_balance END
+                                FROM libro_entries ORDER BY n DESC LIMIT 1),
+                             (SELECT balance FROM libro_lines WHERE account = ?1 ORDER BY n DESC LIMIT 1)) AS balance",
             account
         ),
     )
